@@ -1,0 +1,58 @@
+# Finds every dependency of zt in one place. Version differences between Debian's LibTorch 1.13
+# and the LibTorch inside a PyTorch 2.x installation are guarded in core/src/torch_compat.h.
+find_package(Torch REQUIRED)
+find_package(ucx REQUIRED)
+find_package(tomlplusplus REQUIRED)
+# We compile toml++ header-only (TOML_HEADER_ONLY=1) rather than link Debian's shared build, so
+# the same sources work where the C++ ABI differs (PyTorch wheels) and only headers travel.
+get_target_property(ZT_TOMLPP_INCLUDE_DIR tomlplusplus::tomlplusplus INTERFACE_INCLUDE_DIRECTORIES)
+find_package(Boost 1.70 REQUIRED)   # Boost.DLL is header-only; we use std::filesystem with it
+find_package(Threads REQUIRED)
+if(ZT_BUILD_TESTS)
+  find_package(doctest REQUIRED)
+endif()
+
+# TORCH_CXX_FLAGS carries -D_GLIBCXX_USE_CXX11_ABI=...; everything we compile must agree with it.
+separate_arguments(ZT_TORCH_CXX_FLAGS UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+
+set(ZT_CUDA_FOUND OFF)
+if(NOT ZT_WITH_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  find_package(CUDAToolkit QUIET)
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
+    set(ZT_CUDA_FOUND ON)
+  elseif(ZT_WITH_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "ZT_WITH_CUDA=ON but no CUDA toolkit was found; install it or pass -DZT_WITH_CUDA=OFF")
+  else()
+    message(STATUS "zt: CUDA toolkit not found: skipping CUDA kernels")
+  endif()
+endif()
+
+set(ZT_NCCL_FOUND OFF)
+if(NOT ZT_WITH_NCCL STREQUAL "OFF" AND ZT_CUDA_FOUND)
+  find_path(ZT_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+  find_library(ZT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+  if(ZT_NCCL_INCLUDE AND ZT_NCCL_LIBRARY)
+    set(ZT_NCCL_FOUND ON)
+  endif()
+endif()
+if(ZT_WITH_NCCL STREQUAL "ON" AND NOT ZT_NCCL_FOUND)
+  message(FATAL_ERROR "ZT_WITH_NCCL=ON but nccl.h/libnccl were not found")
+elseif(NOT ZT_NCCL_FOUND)
+  message(STATUS "zt: NCCL not found (or CUDA off): skipping NCCL parts")
+endif()
+
+# Whether the LibTorch we build against was itself built with CUDA; a CPU-only LibTorch cannot
+# run CUDA tensors even if nvcc is installed, so the fingerprint records the LibTorch side.
+if(TORCH_LIBRARIES MATCHES "cuda" OR CUDA_FOUND)
+  set(ZT_TORCH_HAS_CUDA 1)
+else()
+  set(ZT_TORCH_HAS_CUDA 0)
+endif()
+
+if(ZT_CUDA_FOUND AND ZT_TORCH_HAS_CUDA)
+  set(ZT_WITH_CUDA_VALUE 1)
+else()
+  set(ZT_WITH_CUDA_VALUE 0)
+endif()

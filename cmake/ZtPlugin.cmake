@@ -1,0 +1,31 @@
+# zt_add_plugin(<id> SOURCES <files...> [LINK <targets...>] [OUTPUT_DIR <dir>] [NO_INSTALL])
+#
+# Builds a zt plugin: a MODULE library named libzt_<id>.so with hidden visibility, compiled with
+# LibTorch's flags (so its fingerprint matches the core) and linked to zt::core. Used by zt's own
+# plugins and, through find_package(zt), by third-party plugin authors.
+function(zt_add_plugin id)
+  cmake_parse_arguments(ARG "NO_INSTALL" "OUTPUT_DIR" "SOURCES;LINK" ${ARGN})
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "zt_add_plugin(${id}): SOURCES is required")
+  endif()
+  set(target zt_${id})
+  add_library(${target} MODULE ${ARG_SOURCES})
+  set_target_properties(${target} PROPERTIES
+    PREFIX "lib" OUTPUT_NAME "zt_${id}"
+    CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+    CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  if(TARGET zt_core)
+    target_link_libraries(${target} PRIVATE zt_core ${ARG_LINK})
+  else()
+    target_link_libraries(${target} PRIVATE zt::core ${ARG_LINK})
+  endif()
+  target_compile_definitions(${target} PRIVATE ZT_PLUGIN_ID="${id}")
+  if(ARG_OUTPUT_DIR)
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
+  elseif(DEFINED ZT_PLUGIN_OUTPUT_DIR)
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ZT_PLUGIN_OUTPUT_DIR})
+  endif()
+  if(NOT ARG_NO_INSTALL AND DEFINED ZT_INSTALL_PLUGIN_DIR)
+    install(TARGETS ${target} LIBRARY DESTINATION ${ZT_INSTALL_PLUGIN_DIR})
+  endif()
+endfunction()

@@ -1,0 +1,43 @@
+// Local multi-process launch: spawns N ranks of a command on this host with the torchrun-style
+// environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and
+// supervises them. When one rank fails (non-zero exit or a signal) the others are stopped
+// (SIGTERM, then SIGKILL after a grace period) and the result names the rank and how it died.
+// Ranks are started with a parent-death signal so none outlives the launcher.
+// Thread safety: launch_local blocks the calling thread; call it from one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zt/api.h"
+
+namespace zt {
+
+struct LaunchSpec {
+  int nproc = 1;
+  std::vector<std::string> argv;  // argv[0] is the executable path
+  std::vector<std::pair<std::string, std::string>> env;  // extra variables for every rank
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;               // 0: pick a free port
+  bool stop_all_on_failure = true;   // false: let survivors run on (to test their own timeouts)
+  std::chrono::milliseconds grace{5000};     // SIGTERM -> SIGKILL
+  std::chrono::milliseconds timeout{0};      // whole job; 0 = none
+};
+
+struct LaunchResult {
+  int exit_code = 0;           // 0, the first failing rank's code, or 128+signal
+  int failed_rank = -1;        // first rank that failed, -1 if none
+  std::string message;         // "rank 1 (pid 42) was killed by signal 9 (Killed)"
+  std::vector<int> rank_codes; // per rank: exit code, 128+signal, or -1 if stopped by us
+};
+
+// Spawns and supervises; returns when all ranks ended. Throws IoError if a rank cannot start.
+ZT_API LaunchResult launch_local(const LaunchSpec& spec);
+// A TCP port on `addr` that is free right now (bind to port 0 and read it back).
+ZT_API int pick_free_port(const std::string& addr);
+// Path of the running executable (/proc/self/exe).
+ZT_API std::string self_executable();
+
+}  // namespace zt

@@ -1,0 +1,40 @@
+// Rank discovery and rendezvous. Ranks come from the launcher's environment, in this order:
+// torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), OpenMPI
+// (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID);
+// MASTER_ADDR/MASTER_PORT, when set, override the config's launch.master_addr/port for all.
+// Rendezvous is LibTorch's c10d::TCPStore hosted by rank 0, bounded by a timeout.
+// Thread safety: the Store returned is thread-safe; discovery is a pure function of env.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "zt/api.h"
+#include "zt/store.h"
+
+namespace zt {
+
+struct RankEnv {
+  bool found = false;         // false: no launcher environment (single process or --nproc)
+  std::string source;         // "torchrun", "openmpi", "slurm", or "none"
+  int rank = 0;
+  int world = 1;
+  int local_rank = 0;
+  std::string master_addr;    // empty: use the config's launch.master_addr
+  int master_port = 0;        // 0: use the config's launch.master_port
+};
+
+using GetEnv = std::function<const char*(const char*)>;
+// Reads the environment through `getenv` (tests pass their own). Throws ConfigError for values
+// that are present but malformed or inconsistent (e.g. RANK >= WORLD_SIZE).
+ZT_API RankEnv discover_rank_env(const GetEnv& getenv);
+ZT_API RankEnv discover_rank_env();
+
+// Connects every rank to rank 0's TCPStore at addr:port (rank 0 hosts it) and waits until all
+// `world` ranks have arrived. Throws CommError: port in use, timeout with how many arrived.
+ZT_API std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, int world,
+                                         std::chrono::milliseconds timeout);
+
+}  // namespace zt

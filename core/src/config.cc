@@ -1,0 +1,359 @@
+#include "zt/config.h"
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#define TOML_EXCEPTIONS 1
+#include <toml++/toml.h>
+
+#include "zt/did_you_mean.h"
+#include "zt/error.h"
+#include "zt/plugin_loader.h"
+
+namespace zt {
+
+namespace {
+
+struct RawEntry {
+  Value value;
+  SourceLocation where;
+};
+struct RawTable {
+  SourceLocation where;  // of the [header], or of the first key
+  std::map<std::string, RawEntry> entries;
+};
+using RawConfig = std::map<std::string, RawTable>;
+
+// Gathers every problem so the user sees them all at once.
+class Problems {
+ public:
+  void add(const std::string& message, ErrorKind kind = ErrorKind::kConfig) {
+    if (messages_.empty()) first_kind_ = kind;
+    messages_.push_back(message);
+  }
+  bool empty() const { return messages_.empty(); }
+  [[noreturn]] void raise() const {
+    std::string all;
+    for (const auto& m : messages_) all += (all.empty() ? "" : "\n") + m;
+    if (first_kind_ == ErrorKind::kPlugin) throw PluginError(all);
+    throw ConfigError(all);
+  }
+
+ private:
+  std::vector<std::string> messages_;
+  ErrorKind first_kind_ = ErrorKind::kConfig;
+};
+
+SourceLocation location_of(const toml::node& node, const std::string& file) {
+  const auto& src = node.source();
+  return {file, static_cast<int>(src.begin.line), static_cast<int>(src.begin.column)};
+}
+
+// Converts a TOML node to a Value; returns false (and reports) for unsupported node types.
+bool to_value(const toml::node& node, Value& out, const std::string& what,
+              const SourceLocation& where, Problems& problems) {
+  if (auto v = node.as_boolean()) { out = v->get(); return true; }
+  if (auto v = node.as_integer()) { out = static_cast<int64_t>(v->get()); return true; }
+  if (auto v = node.as_floating_point()) { out = v->get(); return true; }
+  if (auto v = node.as_string()) { out = v->get(); return true; }
+  if (auto arr = node.as_array()) {
+    std::vector<double> numbers;
+    std::vector<std::string> strings;
+    for (const auto& e : *arr) {
+      if (auto i = e.as_integer()) numbers.push_back(static_cast<double>(i->get()));
+      else if (auto f = e.as_floating_point()) numbers.push_back(f->get());
+      else if (auto s = e.as_string()) strings.push_back(s->get());
+      else {
+        problems.add(where.str() + ": " + what + ": arrays may hold numbers or strings only");
+        return false;
+      }
+    }
+    if (!numbers.empty() && !strings.empty()) {
+      problems.add(where.str() + ": " + what + ": an array must not mix numbers and strings");
+      return false;
+    }
+    if (!numbers.empty()) out = numbers;
+    else out = strings;
+    return true;
+  }
+  problems.add(where.str() + ": " + what +
+               ": unsupported value type (dates and inline tables are not zt options)");
+  return false;
+}
+
+void read_table(const toml::table& table, const std::string& name, const std::string& file,
+                RawConfig& raw, Problems& problems) {
+  RawTable& out = raw[name];
+  out.where = location_of(table, file);
+  for (const auto& [key, node] : table) {
+    std::string k(key.str());
+    SourceLocation where = location_of(node, file);
+    if (node.is_table()) {
+      problems.add(where.str() + ": [" + name + "." + k + "] is not a zt section; [" + name +
+                   "] takes plain keys");
+      continue;
+    }
+    Value value;
+    if (to_value(node, value, name + "." + k, where, problems)) out.entries[k] = {value, where};
+  }
+}
+
+RawConfig parse_toml(const std::string& text, const std::string& file, Problems& problems) {
+  toml::table root;
+  try {
+    root = toml::parse(std::string_view(text), std::string_view(file));
+  } catch (const toml::parse_error& e) {
+    const auto& src = e.source();
+    throw ConfigError(file + ":" + std::to_string(src.begin.line) + ":" +
+                      std::to_string(src.begin.column) + ": malformed TOML: " +
+                      std::string(e.description()) + "; fix the syntax at that place");
+  }
+  RawConfig raw;
+  for (const auto& [key, node] : root) {
+    std::string k(key.str());
+    SourceLocation where = location_of(node, file);
+    const toml::table* table = node.as_table();
+    if (!table) {
+      problems.add(where.str() + ": key '" + k + "' is outside any section; put it under one " +
+                   "of [run], [launch], [model], [data], [precision], [zero], [plugins]");
+      continue;
+    }
+    if (k == "plugin") {
+      for (const auto& [id, sub] : *table) {
+        if (const toml::table* t = sub.as_table()) {
+          read_table(*t, "plugin." + std::string(id.str()), file, raw, problems);
+        } else {
+          problems.add(location_of(sub, file).str() + ": plugin." + std::string(id.str()) +
+                       " must be a table: [plugin." + std::string(id.str()) + "]");
+        }
+      }
+      continue;
+    }
+    read_table(*table, k, file, raw, problems);
+  }
+  return raw;
+}
+
+void apply_override(const std::string& text, RawConfig& raw, Problems& problems) {
+  SourceLocation where{"--set " + text, 0, 0};
+  size_t eq = text.find('=');
+  std::string path = text.substr(0, eq);
+  size_t dot = path.rfind('.');
+  if (eq == std::string::npos || dot == std::string::npos || dot == 0 || dot + 1 == path.size()) {
+    problems.add(where.str() + ": expected section.key=value, e.g. --set zero.stage=2");
+    return;
+  }
+  std::string table = path.substr(0, dot), key = path.substr(dot + 1);
+  std::string value_text = text.substr(eq + 1);
+  Value value = value_text;  // bare words are strings: --set plugins.shard=shard_tensor
+  try {
+    toml::table parsed = toml::parse(std::string_view("v = " + value_text), std::string_view("--set"));
+    Problems local;
+    Value v;
+    if (to_value(*parsed.get("v"), v, path, where, local)) value = v;
+  } catch (const toml::parse_error&) {
+  }
+  RawTable& t = raw[table];
+  if (t.where.file.empty()) t.where = where;
+  t.entries[key] = {value, where};
+}
+
+std::vector<std::string> spec_names(const std::vector<OptionSpec>& specs) {
+  std::vector<std::string> names;
+  for (const auto& s : specs) names.push_back(s.name);
+  return names;
+}
+
+// Validates one raw table against its specs; returns the typed Options.
+Options validate_table(const std::string& name, const std::vector<OptionSpec>& specs,
+                       const RawTable* raw, const std::string& owner, Problems& problems) {
+  std::map<std::string, Value> values;
+  std::map<std::string, SourceLocation> where;
+  if (raw) {
+    for (const auto& [key, entry] : raw->entries) {
+      const OptionSpec* spec = nullptr;
+      for (const auto& s : specs) if (s.name == key) spec = &s;
+      if (!spec) {
+        problems.add(entry.where.str() + ": unknown key '" + key + "' in [" + name + "]" +
+                     did_you_mean(key, spec_names(specs)) + " Keys of [" + name + "]" + owner +
+                     ": see `trainer --print-config`" +
+                     (name.rfind("plugin.", 0) == 0 ? " or `trainer plugins describe " +
+                      name.substr(7) + "`" : "") + ".");
+        continue;
+      }
+      try {
+        values[key] = check_option(*spec, entry.value, name, entry.where);
+        where[key] = entry.where;
+      } catch (const ConfigError& e) {
+        problems.add(e.what());
+      }
+    }
+  }
+  return Options(name, specs, values, where);
+}
+
+std::vector<std::string> section_names() {
+  std::vector<std::string> names;
+  for (const auto& s : config_schema()) names.push_back(s.name);
+  return names;
+}
+
+void check_combinations(const Config& config, Problems& problems) {
+  const Options& zero = config.section("zero");
+  const Options& plugins = config.section("plugins");
+  const Options& run = config.section("run");
+  int64_t stage = zero.get_int("stage");
+  auto at = [](const Options& o, const std::string& k) { return o.where(k).str(); };
+  if (!plugins.get_string("offload_param").empty() && stage != 3) {
+    problems.add(at(plugins, "offload_param") + ": plugins.offload_param = \"" +
+                 plugins.get_string("offload_param") + "\" needs zero.stage = 3 (stage is " +
+                 std::to_string(stage) + " at " + at(zero, "stage") +
+                 "); parameters are only sharded, so only offloadable, in stage 3");
+  }
+  if (!plugins.get_string("offload_optimizer").empty() && stage < 1) {
+    problems.add(at(plugins, "offload_optimizer") + ": plugins.offload_optimizer needs zero.stage "
+                 ">= 1 (stage is 0 at " + at(zero, "stage") + ")");
+  }
+  if (run.get_string("task") == "train") {
+    if (plugins.get_string("optimizer").empty()) {
+      problems.add(at(plugins, "optimizer") + ": run.task = \"train\" needs plugins.optimizer "
+                   "(e.g. \"optim_hybrid_adam\")");
+    }
+    if (stage >= 1 && plugins.get_string("shard").empty()) {
+      problems.add(at(plugins, "shard") + ": zero.stage = " + std::to_string(stage) +
+                   " needs plugins.shard (\"shard_tensor\" or \"shard_bucket\")");
+    }
+  }
+  const Options& data = config.section("data");
+  if (data.get_string("kind") != "synthetic" && data.get_string("path").empty()) {
+    problems.add(at(data, "kind") + ": data.kind = \"" + data.get_string("kind") +
+                 "\" needs data.path");
+  }
+  const Options& model = config.section("model");
+  if (model.get_int("n_head") > 0 && model.get_int("d_model") > 0 &&
+      model.get_int("d_model") % model.get_int("n_head") != 0) {
+    problems.add(at(model, "d_model") + ": model.d_model = " +
+                 std::to_string(model.get_int("d_model")) + " must divide by model.n_head = " +
+                 std::to_string(model.get_int("n_head")));
+  }
+}
+
+}  // namespace
+
+Config Config::load_file(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  if (!in) {
+    throw ConfigError("cannot read config file '" + path +
+                      "': no such file or not readable; pass an existing file to --config "
+                      "(see configs/)");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_string(text.str(), path, overrides);
+}
+
+Config Config::load_string(const std::string& toml_text, const std::string& source_name,
+                           const std::vector<std::string>& overrides) {
+  Problems problems;
+  RawConfig raw = parse_toml(toml_text, source_name, problems);
+  for (const auto& o : overrides) apply_override(o, raw, problems);
+
+  Config config;
+  config.source_ = source_name;
+  for (const auto& [name, table] : raw) {
+    bool known = name.rfind("plugin.", 0) == 0;
+    for (const auto& s : config_schema()) known = known || s.name == name;
+    if (!known) {
+      problems.add(table.where.str() + ": unknown section [" + name + "]" +
+                   did_you_mean(name, section_names()) + " Sections: run, launch, model, data, "
+                   "precision, zero, plugins, plugin.<id>.");
+    }
+  }
+  for (const auto& section : config_schema()) {
+    auto it = raw.find(section.name);
+    config.sections_.push_back(validate_table(section.name, section.keys,
+                                              it == raw.end() ? nullptr : &it->second, "",
+                                              problems));
+  }
+
+  config.catalog_ = std::make_shared<PluginCatalog>(
+      config.section("plugins").get_string_list("dirs"));
+  PluginCatalog& catalog = *config.catalog_;
+  const Options& plugins = config.section("plugins");
+  std::set<std::string> tables_needed;
+  for (const auto& role : plugin_roles()) {
+    const std::string& id = plugins.get_string(role.key);
+    if (id.empty()) continue;
+    try {
+      catalog.load_kind(id, role.kind, "plugins." + role.key);
+      tables_needed.insert(id);
+    } catch (const Error& e) {
+      problems.add(plugins.where(role.key).str() + ": " + e.what(), e.kind());
+    }
+  }
+  for (const auto& [name, table] : raw) {
+    if (name.rfind("plugin.", 0) != 0) continue;
+    std::string id = name.substr(7);
+    if (catalog.path_of(id).empty()) {
+      problems.add(table.where.str() + ": [" + name + "] configures plugin '" + id +
+                   "', which is not installed" + did_you_mean(id, catalog.ids()) +
+                   " (`trainer plugins list` shows what is)", ErrorKind::kPlugin);
+      continue;
+    }
+    tables_needed.insert(id);
+  }
+  for (const auto& id : tables_needed) {
+    try {
+      const PluginRecord& rec = catalog.load(id);
+      auto it = raw.find("plugin." + id);
+      config.plugin_tables_.push_back(validate_table(
+          "plugin." + id, rec.factory->options(), it == raw.end() ? nullptr : &it->second,
+          " (plugin " + rec.path + ")", problems));
+    } catch (const Error& e) {
+      problems.add(e.what(), e.kind());
+    }
+  }
+  if (problems.empty()) check_combinations(config, problems);
+  if (!problems.empty()) problems.raise();
+  return config;
+}
+
+const Options& Config::section(const std::string& name) const {
+  for (const auto& s : sections_) if (s.table() == name) return s;
+  throw InternalError("config has no section [" + name + "]");
+}
+
+const Options& Config::plugin_options(const std::string& id) const {
+  for (const auto& p : plugin_tables_) if (p.table() == "plugin." + id) return p;
+  throw InternalError("config has no validated table for plugin '" + id +
+                      "'; it was neither selected in [plugins] nor configured");
+}
+
+std::vector<std::pair<std::string, std::string>> Config::selected_plugins() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& role : plugin_roles()) {
+    const std::string& id = section("plugins").get_string(role.key);
+    if (!id.empty()) out.emplace_back(role.key, id);
+  }
+  return out;
+}
+
+std::string Config::to_toml() const {
+  std::ostringstream os;
+  os << "# resolved configuration of " << source_ << "\n";
+  auto print = [&os](const Options& options) {
+    os << "\n[" << options.table() << "]\n";
+    for (const auto& spec : options.specs()) {
+      os << spec.name << " = " << value_to_toml(options.get(spec.name));
+      if (!options.is_set(spec.name)) os << "  # default";
+      os << "\n";
+    }
+  };
+  for (const auto& s : sections_) print(s);
+  for (const auto& p : plugin_tables_) print(p);
+  return os.str();
+}
+
+}  // namespace zt

@@ -1,0 +1,64 @@
+// Out-of-line destructors and small helpers of the public interfaces, so their typeinfo and
+// vtables live once, in libzt_core, and are shared by every plugin.
+#include <algorithm>
+
+#include "zt/communicator.h"
+#include "zt/plugin.h"
+#include "zt/store.h"
+
+namespace zt {
+
+Plugin::~Plugin() = default;
+Store::~Store() = default;
+Communicator::~Communicator() = default;
+
+const char* plugin_kind_name(uint32_t kind) {
+  switch (kind) {
+    case ZT_KIND_COMM: return "comm";
+    case ZT_KIND_SHARD: return "shard";
+    case ZT_KIND_OFFLOAD: return "offload";
+    case ZT_KIND_OPTIMIZER: return "optimizer";
+  }
+  return "unknown";
+}
+
+uint32_t plugin_kind_from_name(const std::string& name) {
+  for (uint32_t k : {ZT_KIND_COMM, ZT_KIND_SHARD, ZT_KIND_OFFLOAD, ZT_KIND_OPTIMIZER}) {
+    if (name == plugin_kind_name(k)) return k;
+  }
+  return 0;
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kAvg: return "avg";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "?";
+}
+
+const char* comm_op_name(CommOp op) {
+  switch (op) {
+    case CommOp::kAllGather: return "all_gather";
+    case CommOp::kReduceScatter: return "reduce_scatter";
+    case CommOp::kAllReduce: return "all_reduce";
+    case CommOp::kBroadcast: return "broadcast";
+    case CommOp::kBarrier: return "barrier";
+  }
+  return "?";
+}
+
+int64_t padded_shard_numel(int64_t numel, int world) {
+  return world <= 0 ? 0 : (numel + world - 1) / world;
+}
+
+ShardRange flat_shard(int64_t numel, int world, int rank) {
+  int64_t c = padded_shard_numel(numel, world);
+  int64_t begin = std::min(numel, c * rank);
+  int64_t end = std::min(numel, c * (rank + 1));
+  return {begin, end};
+}
+
+}  // namespace zt

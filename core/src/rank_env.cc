@@ -1,0 +1,62 @@
+#include <cstdlib>
+#include <string>
+
+#include "zt/error.h"
+#include "zt/rendezvous.h"
+
+namespace zt {
+
+namespace {
+
+int parse_int(const GetEnv& getenv, const char* name, int fallback) {
+  const char* v = getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (*end != '\0' || n < 0 || n > 1 << 24) {
+    throw ConfigError(std::string("environment variable ") + name + "='" + v +
+                      "' is not a non-negative integer; fix the launcher's environment");
+  }
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+RankEnv discover_rank_env(const GetEnv& getenv) {
+  struct Scheme {
+    const char* source;
+    const char* rank;
+    const char* world;
+    const char* local;
+  };
+  static const Scheme schemes[] = {
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+  };
+  RankEnv env;
+  env.source = "none";
+  for (const auto& s : schemes) {
+    if (!getenv(s.rank) || !getenv(s.world)) continue;
+    env.found = true;
+    env.source = s.source;
+    env.rank = parse_int(getenv, s.rank, 0);
+    env.world = parse_int(getenv, s.world, 1);
+    env.local_rank = parse_int(getenv, s.local, env.rank);
+    if (env.world < 1 || env.rank >= env.world) {
+      throw ConfigError(std::string(s.source) + " environment: " + s.rank + "=" +
+                        std::to_string(env.rank) + " is not below " + s.world + "=" +
+                        std::to_string(env.world) + "; fix the launcher's environment");
+    }
+    break;
+  }
+  if (const char* addr = getenv("MASTER_ADDR")) env.master_addr = addr;
+  env.master_port = parse_int(getenv, "MASTER_PORT", 0);
+  return env;
+}
+
+RankEnv discover_rank_env() {
+  return discover_rank_env([](const char* name) { return std::getenv(name); });
+}
+
+}  // namespace zt

@@ -1,0 +1,45 @@
+#include "zt/work.h"
+
+#include "zt/error.h"
+
+namespace zt {
+
+Work::~Work() = default;
+
+FutureWork::FutureWork(std::string what, std::chrono::milliseconds default_timeout)
+    : what_(std::move(what)), default_timeout_(default_timeout) {}
+
+FutureWork::~FutureWork() = default;
+
+bool FutureWork::is_completed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+void FutureWork::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!done_cv_.wait_for(lock, timeout, [this] { return done_; })) {
+    throw CommError(what_ + " did not complete within " + std::to_string(timeout.count()) +
+                    " ms; a peer may have died or stalled (raise launch.timeout_s if the job is "
+                    "just slow)");
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+void FutureWork::wait() { wait(default_timeout_); }
+
+std::exception_ptr FutureWork::exception() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void FutureWork::complete(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    error_ = std::move(error);
+  }
+  done_cv_.notify_all();
+}
+
+}  // namespace zt

@@ -1,0 +1,227 @@
+#include "ucx_communicator.h"
+
+#include <ATen/ATen.h>
+
+#include <cstdio>
+
+#include "zt/error.h"
+
+namespace zt::ucx {
+
+namespace {
+
+std::string size_text(uint64_t bytes) {
+  char buf[48];
+  if (bytes >= (1u << 20)) std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / 1048576.0);
+  else std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
+  return buf;
+}
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw InternalError("comm_ucx: " + message);
+}
+
+void check_tensor(const at::Tensor& t, const char* op, const char* role) {
+  require(t.defined(), std::string(op) + ": " + role + " tensor is undefined");
+  if (!t.device().is_cpu()) {
+    throw InternalError(std::string("comm_ucx does not support ") + role + " tensors on " +
+                        t.device().str() + " in " + op +
+                        "; it moves host memory (use comm_nccl for CUDA tensors)");
+  }
+  require(t.is_contiguous(), std::string(op) + ": " + role + " tensor must be contiguous");
+}
+
+// The dtype reductions run in: fp32/fp64 as is, bf16/fp16 in fp32.
+at::ScalarType accumulate_type(at::ScalarType t, const char* op) {
+  switch (t) {
+    case at::kFloat:
+    case at::kBFloat16:
+    case at::kHalf: return at::kFloat;
+    case at::kDouble: return at::kDouble;
+    default:
+      throw InternalError(std::string("comm_ucx does not support dtype ") + at::toString(t) +
+                          " in " + op + " (supported: float32, float64, bfloat16, float16)");
+  }
+}
+
+ElemType elem_type(at::ScalarType t) { return t == at::kDouble ? ElemType::kF64 : ElemType::kF32; }
+
+uint8_t* bytes_of(const at::Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
+
+}  // namespace
+
+UcxCommunicator::UcxCommunicator(const CommContext& ctx, const CommOptions& options)
+    : rank_(ctx.rank), world_(ctx.world), timeout_(ctx.timeout), options_(options) {
+  if (ctx.store == nullptr) throw InternalError("comm_ucx: CommContext.store is null");
+  transport_ = std::make_unique<Transport>(ctx, options.transport);
+  executor_ = std::make_unique<SerialExecutor>();
+}
+
+UcxCommunicator::~UcxCommunicator() {
+  // Collective shutdown: once every rank passed this barrier nobody sends to us any more.
+  if (!transport_->broken()) {
+    try {
+      barrier()->wait();
+    } catch (const std::exception&) {
+      // Already broken or a peer left: the transport closes endpoints forcibly.
+    }
+  }
+  executor_.reset();
+  transport_.reset();
+}
+
+std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
+                                              std::function<void(const OpTag&)> body) {
+  // Each op owns two sequence numbers (all_reduce runs two phases), so tags never collide.
+  uint32_t seq = next_seq_;
+  next_seq_ += 2;
+  uint32_t index = seq / 2;
+  {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    stats_[kind].calls += 1;
+    stats_[kind].bytes += bytes;
+  }
+  OpTag tag{seq, std::string(comm_op_name(kind)) + " #" + std::to_string(index) + " (" +
+                     size_text(bytes) + ", rank " + std::to_string(rank_) + " of " +
+                     std::to_string(world_) + ")"};
+  auto work = std::make_shared<FutureWork>("comm_ucx " + tag.what, timeout_);
+  executor_->submit([this, work, tag, kind, body = std::move(body)] {
+    try {
+      uint64_t sent_before = transport_->wire_bytes_sent();
+      body(tag);
+      {
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        stats_[kind].wire_bytes += transport_->wire_bytes_sent() - sent_before;
+      }
+      work->complete();
+    } catch (...) {
+      work->complete(std::current_exception());
+      throw;  // the executor retains the closure: its tensors may still be UCX's
+    }
+  });
+  return work;
+}
+
+std::shared_ptr<Work> UcxCommunicator::all_gather(const at::Tensor& out_flat,
+                                                  const at::Tensor& in_shard) {
+  check_tensor(out_flat, "all_gather", "output");
+  check_tensor(in_shard, "all_gather", "input");
+  require(out_flat.scalar_type() == in_shard.scalar_type(),
+          "all_gather: input and output dtypes differ");
+  ShardRange range = flat_shard(out_flat.numel(), world_, rank_);
+  require(in_shard.numel() == range.size(),
+          "all_gather: input has " + std::to_string(in_shard.numel()) + " elements but rank " +
+              std::to_string(rank_) + "'s shard of a " + std::to_string(out_flat.numel()) +
+              "-element output has " + std::to_string(range.size()));
+  return submit(CommOp::kAllGather, out_flat.nbytes(),
+                [this, out = out_flat, in = in_shard](const OpTag& tag) {
+                  run_all_gather(tag, out, in);
+                });
+}
+
+void UcxCommunicator::run_all_gather(const OpTag& tag, at::Tensor out, at::Tensor in) {
+  const int64_t c = padded_shard_numel(out.numel(), world_);
+  const bool padded = c * world_ != out.numel();
+  at::Tensor full = padded ? at::zeros({c * world_}, out.options()) : out;
+  at::Tensor slot = full.narrow(0, c * rank_, in.numel());
+  if (slot.data_ptr() != in.data_ptr()) slot.copy_(in);
+  ring_all_gather(*transport_, tag, bytes_of(full), static_cast<size_t>(c) * full.element_size(),
+                  options_.chunk_bytes);
+  if (padded) out.copy_(full.narrow(0, 0, out.numel()));
+}
+
+std::shared_ptr<Work> UcxCommunicator::reduce_scatter(const at::Tensor& out_shard,
+                                                      const at::Tensor& in_flat, ReduceOp op) {
+  check_tensor(out_shard, "reduce_scatter", "output");
+  check_tensor(in_flat, "reduce_scatter", "input");
+  require(out_shard.scalar_type() == in_flat.scalar_type(),
+          "reduce_scatter: input and output dtypes differ");
+  accumulate_type(in_flat.scalar_type(), "reduce_scatter");
+  ShardRange range = flat_shard(in_flat.numel(), world_, rank_);
+  require(out_shard.numel() == range.size(),
+          "reduce_scatter: output has " + std::to_string(out_shard.numel()) +
+              " elements but rank " + std::to_string(rank_) + "'s shard of a " +
+              std::to_string(in_flat.numel()) + "-element input has " +
+              std::to_string(range.size()));
+  return submit(CommOp::kReduceScatter, in_flat.nbytes(),
+                [this, out = out_shard, in = in_flat, op](const OpTag& tag) {
+                  run_reduce_scatter(tag, out, in, op);
+                });
+}
+
+void UcxCommunicator::run_reduce_scatter(const OpTag& tag, at::Tensor out, at::Tensor in,
+                                         ReduceOp op) {
+  const at::ScalarType acc = accumulate_type(in.scalar_type(), "reduce_scatter");
+  const int64_t c = padded_shard_numel(in.numel(), world_);
+  at::Tensor work_in = in;
+  if (acc != in.scalar_type() || c * world_ != in.numel()) {
+    work_in = at::zeros({c * world_}, in.options().dtype(acc));
+    work_in.narrow(0, 0, in.numel()).copy_(in);
+  }
+  const bool direct = acc == out.scalar_type() && out.numel() == c;
+  at::Tensor work_out = direct ? out : at::empty({c}, work_in.options());
+  at::Tensor stage = at::empty({c * (world_ - 1)}, work_in.options());
+  ring_reduce_scatter(*transport_, tag, work_in.data_ptr(), work_out.data_ptr(),
+                      stage.data_ptr(), static_cast<size_t>(c), elem_type(acc), op,
+                      options_.chunk_bytes);
+  if (op == ReduceOp::kAvg) work_out.div_(world_);
+  if (!direct) out.copy_(work_out.narrow(0, 0, out.numel()));
+}
+
+std::shared_ptr<Work> UcxCommunicator::all_reduce(const at::Tensor& tensor, ReduceOp op) {
+  check_tensor(tensor, "all_reduce", "input");
+  accumulate_type(tensor.scalar_type(), "all_reduce");
+  return submit(CommOp::kAllReduce, tensor.nbytes(),
+                [this, t = tensor, op](const OpTag& tag) { run_all_reduce(tag, t, op); });
+}
+
+void UcxCommunicator::run_all_reduce(const OpTag& tag, at::Tensor tensor, ReduceOp op) {
+  const at::ScalarType acc = accumulate_type(tensor.scalar_type(), "all_reduce");
+  const int64_t c = padded_shard_numel(tensor.numel(), world_);
+  const bool in_place = acc == tensor.scalar_type() && c * world_ == tensor.numel();
+  at::Tensor work = tensor;
+  if (!in_place) {
+    work = at::zeros({c * world_}, tensor.options().dtype(acc));
+    work.narrow(0, 0, tensor.numel()).copy_(tensor);
+  }
+  // Reduce-scatter into this rank's block of `work` (in place), then all-gather the blocks.
+  at::Tensor mine = work.narrow(0, c * rank_, c);
+  at::Tensor stage = at::empty({c * (world_ - 1)}, work.options());
+  ring_reduce_scatter(*transport_, tag, work.data_ptr(), mine.data_ptr(), stage.data_ptr(),
+                      static_cast<size_t>(c), elem_type(acc), op, options_.chunk_bytes);
+  if (op == ReduceOp::kAvg) mine.div_(world_);
+  // 16-bit tensors gather in their own dtype: every rank rounds the same fp32 sums the same way.
+  at::Tensor gathered = work;
+  if (!in_place && tensor.scalar_type() != acc) {
+    gathered = at::empty({c * world_}, tensor.options());
+    gathered.narrow(0, c * rank_, c).copy_(mine);
+  }
+  // The gather phase uses the second of the two sequence numbers each op owns.
+  ring_all_gather(*transport_, OpTag{tag.seq + 1, tag.what}, bytes_of(gathered),
+                  static_cast<size_t>(c) * gathered.element_size(), options_.chunk_bytes);
+  if (!in_place) tensor.copy_(gathered.narrow(0, 0, tensor.numel()));
+}
+
+std::shared_ptr<Work> UcxCommunicator::broadcast(const at::Tensor& tensor, int root) {
+  check_tensor(tensor, "broadcast", "input");
+  require(root >= 0 && root < world_, "broadcast: root " + std::to_string(root) +
+                                          " is not a rank of this " + std::to_string(world_) +
+                                          "-rank communicator");
+  return submit(CommOp::kBroadcast, tensor.nbytes(), [this, t = tensor, root](const OpTag& tag) {
+    chain_broadcast(*transport_, tag, bytes_of(t), t.nbytes(), root, options_.chunk_bytes);
+  });
+}
+
+std::shared_ptr<Work> UcxCommunicator::barrier() {
+  return submit(CommOp::kBarrier, 0, [this](const OpTag& tag) {
+    at::Tensor token = at::ones({world_}, at::kFloat);
+    run_all_reduce(tag, token, ReduceOp::kSum);
+  });
+}
+
+CommStats UcxCommunicator::stats() const {
+  std::lock_guard<std::mutex> lock(stats_mutex_);
+  return stats_;
+}
+
+}  // namespace zt::ucx

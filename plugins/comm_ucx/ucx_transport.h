@@ -1,0 +1,100 @@
+// Point-to-point tagged transfers between the ranks of a job over UCX ucp: one context, one
+// worker, one endpoint per peer (worker addresses exchanged through the rendezvous store).
+// Algorithms post sends and receives with completion handlers (which may post more), then
+// run() drives progress until everything posted has completed.
+//
+// Failure model: a peer whose endpoint reports an error (UCX peer error handling), a message of
+// the wrong size, or no progress at all for `timeout` makes run() throw CommError naming the
+// peer; the transport is then broken and refuses further work.
+// Thread safety: none. After construction, only one thread (the comm thread) may use it.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "zt/communicator.h"
+
+namespace zt::ucx {
+
+struct TransportOptions {
+  std::string tls;                    // UCX_TLS for this communicator; "" = UCX's choice
+  bool peer_error_handling = false;   // UCP_ERR_HANDLING_MODE_PEER: fail fast on dead peers
+};
+
+class Transport {
+ public:
+  using Handler = std::function<void()>;
+
+  Transport(const CommContext& ctx, const TransportOptions& options);
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+
+  // Tags identify (op sequence, sender, step, chunk) so concurrent chunks never mismatch.
+  static uint64_t make_tag(uint32_t seq, int src, int step, int chunk);
+  static constexpr int kMaxChunksPerStep = 1 << 16;
+
+  void post_send(int peer, const void* buf, size_t bytes, uint64_t tag, Handler on_done = {});
+  void post_recv(int peer, void* buf, size_t bytes, uint64_t tag, Handler on_done = {});
+  // Progresses until every posted request and its handler completed. `what` names the op for
+  // errors. Throws CommError (and marks the transport broken) on failure or stall.
+  void run(const std::string& what);
+
+  bool broken() const { return !broken_reason_.empty(); }
+  const std::string& broken_reason() const { return broken_reason_; }
+  uint64_t wire_bytes_sent() const { return wire_bytes_sent_.load(); }
+
+ private:
+  struct Pending {
+    Transport* owner = nullptr;
+    void* request = nullptr;  // UCX request while in flight
+    int peer = -1;
+    bool is_recv = false;
+    size_t bytes = 0;
+    ucs_status_t status = UCS_OK;
+    size_t received = 0;
+    Handler on_done;
+  };
+  struct PeerError {
+    Transport* owner;
+    int peer;
+  };
+
+  Pending* new_pending(int peer, bool is_recv, size_t bytes, Handler on_done);
+  void track(Pending* p, ucs_status_ptr_t status);
+  [[noreturn]] void fail(const std::string& message);
+  void cancel_outstanding();
+
+  static void on_send_done(void* request, ucs_status_t status, void* user_data);
+  static void on_recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
+                           void* user_data);
+  static void on_peer_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  int rank_;
+  int world_;
+  std::chrono::milliseconds timeout_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<ucp_ep_h> endpoints_;
+  std::vector<PeerError> peer_error_args_;
+  std::vector<std::string> peer_failures_;  // per peer: empty, or what UCX reported
+
+  std::deque<Pending> pool_;           // stable addresses for in-flight requests
+  std::vector<Pending*> free_;
+  std::vector<Pending*> completed_;    // filled by callbacks during progress
+  size_t outstanding_ = 0;
+  std::string broken_reason_;
+  std::atomic<uint64_t> wire_bytes_sent_{0};
+};
+
+}  // namespace zt::ucx

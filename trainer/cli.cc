@@ -1,0 +1,84 @@
+#include "cli.h"
+
+#include <cstdlib>
+
+#include "zt/error.h"
+
+namespace zt::trainer {
+
+const char* usage() {
+  return R"(usage:
+  trainer --config FILE [--set section.key=value]... [--nproc N] [--print-config]
+  trainer plugins list [--config FILE] [--plugin-dir DIR]...
+  trainer plugins describe ID [--config FILE] [--plugin-dir DIR]...
+  trainer --help | --version
+
+Runs the job described by FILE (see configs/). Without a torchrun, mpirun or srun environment,
+--nproc N (or [launch] nproc) spawns N local ranks and supervises them.
+Plugins are searched in plugins.dirs, then ZT_PLUGIN_PATH, then zt's own plugin folder.
+Exit codes: 0 ok, 2 config, 3 plugin, 4 communication, 5 I/O, 6 numeric, 7 internal,
+128+N a rank killed by signal N.
+)";
+}
+
+CliArgs parse_cli(const std::vector<std::string>& args) {
+  CliArgs out;
+  size_t i = 0;
+  auto value_of = [&](const std::string& flag) -> std::string {
+    if (i + 1 >= args.size()) throw ConfigError(flag + " needs a value; see trainer --help");
+    return args[++i];
+  };
+  if (!args.empty() && args[0] == "plugins") {
+    if (args.size() < 2) throw ConfigError("'trainer plugins' needs 'list' or 'describe ID'");
+    if (args[1] == "list") {
+      out.command = Command::kPluginsList;
+      i = 2;
+    } else if (args[1] == "describe") {
+      if (args.size() < 3 || args[2].rfind("--", 0) == 0) {
+        throw ConfigError("'trainer plugins describe' needs a plugin id, e.g. comm_ucx");
+      }
+      out.command = Command::kPluginsDescribe;
+      out.plugin_id = args[2];
+      i = 3;
+    } else {
+      throw ConfigError("unknown 'trainer plugins " + args[1] + "'; use list or describe ID");
+    }
+  }
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      out.command = Command::kHelp;
+    } else if (a == "--version") {
+      out.command = Command::kVersion;
+    } else if (a == "--config" || a == "-c") {
+      out.config_path = value_of(a);
+    } else if (a.rfind("--config=", 0) == 0) {
+      out.config_path = a.substr(9);
+    } else if (a == "--set") {
+      out.overrides.push_back(value_of(a));
+    } else if (a.rfind("--set=", 0) == 0) {
+      out.overrides.push_back(a.substr(6));
+    } else if (a == "--print-config") {
+      out.print_config = true;
+    } else if (a == "--plugin-dir") {
+      out.plugin_dirs.push_back(value_of(a));
+    } else if (a == "--nproc") {
+      std::string v = value_of(a);
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (*end != '\0' || n < 1 || n > 1024) {
+        throw ConfigError("--nproc " + v + ": expected a number of ranks from 1 to 1024");
+      }
+      out.nproc = static_cast<int>(n);
+    } else {
+      throw ConfigError("unknown argument '" + a + "'; see trainer --help");
+    }
+  }
+  if (out.command == Command::kRun && out.config_path.empty()) {
+    throw ConfigError("no config given: trainer --config FILE (e.g. configs/smoke.toml); see "
+                      "trainer --help");
+  }
+  return out;
+}
+
+}  // namespace zt::trainer

@@ -1,0 +1,59 @@
+#include "job.h"
+
+#include <cmath>
+#include <iostream>
+
+#include "smoke_task.h"
+#include "zt/error.h"
+#include "zt/launcher.h"
+#include "zt/rendezvous.h"
+
+namespace zt::trainer {
+
+namespace {
+
+int launch_ranks(const Config& config, int nproc, const std::vector<std::string>& argv) {
+  const Options& launch = config.section("launch");
+  LaunchSpec spec;
+  spec.nproc = nproc;
+  spec.argv = argv;
+  spec.argv[0] = self_executable();
+  spec.master_addr = launch.get_string("master_addr");
+  spec.master_port = static_cast<int>(launch.get_int("master_port"));
+  LaunchResult result = launch_local(spec);
+  if (result.exit_code != 0) {
+    std::cerr << "zt: error: " << result.message << "\n";
+  }
+  return result.exit_code;
+}
+
+}  // namespace
+
+int run_job(const Config& config, const CliArgs& args, const std::vector<std::string>& argv) {
+  const Options& launch = config.section("launch");
+  const Options& run = config.section("run");
+  RankEnv env = discover_rank_env();
+  int nproc = static_cast<int>(launch.get_int("nproc"));
+  if (!env.found && nproc > 1) return launch_ranks(config, nproc, argv);
+
+  auto timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(std::llround(launch.get_double("timeout_s") * 1000)));
+  std::string addr = env.master_addr.empty() ? launch.get_string("master_addr") : env.master_addr;
+  int port = env.master_port > 0 ? env.master_port : static_cast<int>(launch.get_int("master_port"));
+  if (port == 0) {
+    if (env.world > 1) {
+      throw ConfigError(env.source + " environment with " + std::to_string(env.world) +
+                        " ranks but no MASTER_PORT and launch.master_port = 0; set MASTER_PORT "
+                        "(and MASTER_ADDR) for every rank");
+    }
+    port = pick_free_port(addr);
+  }
+  std::unique_ptr<Store> store = rendezvous(addr, port, env.rank, env.world, timeout);
+  (void)args;
+  if (run.get_string("task") == "smoke") return run_smoke(config, *store, env, timeout);
+  throw ConfigError(run.where("task").str() + ": run.task = \"train\" needs the ZeRO engine, "
+                    "which this build of zt does not have yet; use run.task = \"smoke\" "
+                    "(configs/smoke.toml) to check plugins and collectives");
+}
+
+}  // namespace zt::trainer

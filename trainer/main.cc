@@ -1,0 +1,79 @@
+// trainer: the zt command-line front end. Turns every zt::Error into one clear line and the
+// error's exit code (see trainer --help).
+#include <iostream>
+
+#include "cli.h"
+#include "job.h"
+#include "plugins_command.h"
+#include "zt/config.h"
+#include "zt/error.h"
+#include "zt/plugin_loader.h"
+#include "zt/rendezvous.h"
+
+namespace {
+
+std::string rank_prefix() {
+  try {
+    zt::RankEnv env = zt::discover_rank_env();
+    if (env.found && env.world > 1) return "[rank " + std::to_string(env.rank) + "] ";
+  } catch (const zt::Error&) {
+  }
+  return "";
+}
+
+zt::PluginCatalog catalog_for(const zt::trainer::CliArgs& args) {
+  std::vector<std::string> dirs = args.plugin_dirs;
+  if (!args.config_path.empty()) {
+    zt::Config config = zt::Config::load_file(args.config_path, args.overrides);
+    for (const auto& d : config.section("plugins").get_string_list("dirs")) dirs.push_back(d);
+  }
+  return zt::PluginCatalog(dirs);
+}
+
+int run(const std::vector<std::string>& argv) {
+  using zt::trainer::Command;
+  std::vector<std::string> args(argv.begin() + 1, argv.end());
+  zt::trainer::CliArgs cli = zt::trainer::parse_cli(args);
+  switch (cli.command) {
+    case Command::kHelp:
+      std::cout << zt::trainer::usage();
+      return 0;
+    case Command::kVersion:
+      std::cout << "zt trainer 0.1.0 (" << zt::core_build_fingerprint() << ")\n";
+      return 0;
+    case Command::kPluginsList: {
+      zt::PluginCatalog catalog = catalog_for(cli);
+      return zt::trainer::list_plugins(catalog, std::cout);
+    }
+    case Command::kPluginsDescribe: {
+      zt::PluginCatalog catalog = catalog_for(cli);
+      return zt::trainer::describe_plugin(catalog, cli.plugin_id, std::cout);
+    }
+    case Command::kRun:
+      break;
+  }
+  std::vector<std::string> overrides = cli.overrides;
+  if (cli.nproc) overrides.push_back("launch.nproc=" + std::to_string(*cli.nproc));
+  zt::Config config = zt::Config::load_file(cli.config_path, overrides);
+  if (cli.print_config) {
+    std::cout << config.to_toml();
+    return 0;
+  }
+  return zt::trainer::run_job(config, cli, argv);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  try {
+    return run(args);
+  } catch (const zt::Error& e) {
+    std::cerr << "zt: " << rank_prefix() << e.kind_name() << " error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "zt: " << rank_prefix() << "internal error: " << e.what()
+              << "\n(please report this with the command line and config)\n";
+    return static_cast<int>(zt::ErrorKind::kInternal);
+  }
+}
