@@ -18,7 +18,8 @@ namespace {
 
 struct RawEntry {
   Value value;
-  SourceLocation where;
+  SourceLocation where;      // of the value: for type and range errors
+  SourceLocation key_where;  // of the key: for unknown-key errors
 };
 struct RawTable {
   SourceLocation where;  // of the [header], or of the first key
@@ -96,7 +97,12 @@ void read_table(const toml::table& table, const std::string& name, const std::st
       continue;
     }
     Value value;
-    if (to_value(node, value, name + "." + k, where, problems)) out.entries[k] = {value, where};
+    SourceLocation key_where{file, static_cast<int>(key.source().begin.line),
+                             static_cast<int>(key.source().begin.column)};
+    if (key_where.line == 0) key_where = where;
+    if (to_value(node, value, name + "." + k, where, problems)) {
+      out.entries[k] = {value, where, key_where};
+    }
   }
 }
 
@@ -113,7 +119,9 @@ RawConfig parse_toml(const std::string& text, const std::string& file, Problems&
   RawConfig raw;
   for (const auto& [key, node] : root) {
     std::string k(key.str());
-    SourceLocation where = location_of(node, file);
+    SourceLocation where{file, static_cast<int>(key.source().begin.line),
+                         static_cast<int>(key.source().begin.column)};
+    if (where.line == 0) where = location_of(node, file);
     const toml::table* table = node.as_table();
     if (!table) {
       problems.add(where.str() + ": key '" + k + "' is outside any section; put it under one " +
@@ -157,7 +165,7 @@ void apply_override(const std::string& text, RawConfig& raw, Problems& problems)
   }
   RawTable& t = raw[table];
   if (t.where.file.empty()) t.where = where;
-  t.entries[key] = {value, where};
+  t.entries[key] = {value, where, where};
 }
 
 std::vector<std::string> spec_names(const std::vector<OptionSpec>& specs) {
@@ -176,8 +184,8 @@ Options validate_table(const std::string& name, const std::vector<OptionSpec>& s
       const OptionSpec* spec = nullptr;
       for (const auto& s : specs) if (s.name == key) spec = &s;
       if (!spec) {
-        problems.add(entry.where.str() + ": unknown key '" + key + "' in [" + name + "]" +
-                     did_you_mean(key, spec_names(specs)) + " Keys of [" + name + "]" + owner +
+        problems.add(entry.key_where.str() + ": unknown key '" + key + "' in [" + name + "]" +
+                     did_you_mean(key, spec_names(specs)) + "; keys of [" + name + "]" + owner +
                      ": see `trainer --print-config`" +
                      (name.rfind("plugin.", 0) == 0 ? " or `trainer plugins describe " +
                       name.substr(7) + "`" : "") + ".");
@@ -267,8 +275,8 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
     for (const auto& s : config_schema()) known = known || s.name == name;
     if (!known) {
       problems.add(table.where.str() + ": unknown section [" + name + "]" +
-                   did_you_mean(name, section_names()) + " Sections: run, launch, model, data, "
-                   "precision, zero, plugins, plugin.<id>.");
+                   did_you_mean(name, section_names()) + "; sections are run, launch, model, data, "
+                   "precision, zero, plugins, plugin.<id>");
     }
   }
   for (const auto& section : config_schema()) {
@@ -277,6 +285,10 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
                                               it == raw.end() ? nullptr : &it->second, "",
                                               problems));
   }
+
+  // Combinations read core sections only; skip them when those already have errors, so a
+  // defaulted bad value does not cause a misleading second message.
+  if (problems.empty()) check_combinations(config, problems);
 
   config.catalog_ = std::make_shared<PluginCatalog>(
       config.section("plugins").get_string_list("dirs"));
@@ -299,7 +311,7 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
     if (catalog.path_of(id).empty()) {
       problems.add(table.where.str() + ": [" + name + "] configures plugin '" + id +
                    "', which is not installed" + did_you_mean(id, catalog.ids()) +
-                   " (`trainer plugins list` shows what is)", ErrorKind::kPlugin);
+                   "; `trainer plugins list` shows what is", ErrorKind::kPlugin);
       continue;
     }
     tables_needed.insert(id);
@@ -315,7 +327,6 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
       problems.add(e.what(), e.kind());
     }
   }
-  if (problems.empty()) check_combinations(config, problems);
   if (!problems.empty()) problems.raise();
   return config;
 }

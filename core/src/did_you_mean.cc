@@ -42,7 +42,7 @@ std::string closest_match(const std::string& word, const std::vector<std::string
 
 std::string did_you_mean(const std::string& word, const std::vector<std::string>& candidates) {
   std::string best = closest_match(word, candidates);
-  return best.empty() ? "" : "; did you mean '" + best + "'?";
+  return best.empty() ? "" : " (did you mean '" + best + "'?)";
 }
 
 }  // namespace zt

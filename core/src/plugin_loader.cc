@@ -213,7 +213,7 @@ const PluginRecord& PluginCatalog::load(const std::string& id) {
     for (const auto& [i, p] : paths_) found += (found.empty() ? "" : ", ") + i;
     for (const auto& d : dirs_) looked += (looked.empty() ? "" : ", ") + d;
     throw PluginError("plugin '" + id + "' not found" + did_you_mean(id, ids()) +
-                      " Found: " + (found.empty() ? "none" : found) + ". Looked in: " +
+                      ". Found: " + (found.empty() ? "none" : found) + ". Looked in: " +
                       (looked.empty() ? "(no directories)" : looked) +
                       ". Add its folder to plugins.dirs or ZT_PLUGIN_PATH.");
   }

@@ -84,7 +84,9 @@ std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
   OpTag tag{seq, std::string(comm_op_name(kind)) + " #" + std::to_string(index) + " (" +
                      size_text(bytes) + ", rank " + std::to_string(rank_) + " of " +
                      std::to_string(world_) + ")"};
-  auto work = std::make_shared<FutureWork>("comm_ucx " + tag.what, timeout_);
+  // The comm thread fails a stalled op after `timeout_` without progress, naming the silent
+  // peer; a caller's plain wait() allows longer so that precise error is the one it sees.
+  auto work = std::make_shared<FutureWork>("comm_ucx " + tag.what, 2 * timeout_ + std::chrono::seconds(1));
   executor_->submit([this, work, tag, kind, body = std::move(body)] {
     try {
       uint64_t sent_before = transport_->wire_bytes_sent();

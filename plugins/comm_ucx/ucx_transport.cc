@@ -47,6 +47,11 @@ Transport::Transport(const CommContext& ctx, const TransportOptions& options)
   params.features = UCP_FEATURE_TAG;
   ucs_status_t status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
+  if (status != UCS_OK && !options.tls.empty()) {
+    throw ConfigError("plugin.comm_ucx.tls = \"" + options.tls + "\" leaves UCX no usable "
+                      "transport (" + ucs_status_string(status) + "); use names from "
+                      "`ucx_info -d`, e.g. \"shm,tcp\", or \"\" to let UCX choose");
+  }
   check(status, "ucp_init");
 
   ucp_worker_params_t wparams{};

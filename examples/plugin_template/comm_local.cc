@@ -1,0 +1,191 @@
+// comm_local: an example zt communication plugin, and a useful one: a Communicator for a world
+// of exactly one rank, so a job can be debugged in one process (gdb, sanitizers, printf) with
+// no UCX, no peers and no rendezvous. With one rank every collective is a copy or nothing:
+//   all_gather      out = in              (the only shard is the whole tensor)
+//   reduce_scatter  out = in              (sum/avg/max/min over one rank is the identity)
+//   all_reduce      no-op                 (same reason, in place)
+//   broadcast       no-op                 (root can only be rank 0, which already has the data)
+//   barrier         no-op
+// It checks its arguments the way comm_ucx does, so a bug found here is the bug comm_ucx would
+// report, and code that passes here does not first fail on a real multi-rank job.
+//
+// To start your own plugin, copy this folder, rename the id in CMakeLists.txt and replace the
+// Communicator below (or derive from another kind's plugin class). Only the SDK headers
+// (<zt/...>), LibTorch and Boost are needed; see README.md.
+#include <ATen/ATen.h>  // ATen stays in the .cc: the SDK headers only forward-declare at::Tensor
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "zt/communicator.h"
+#include "zt/error.h"
+#include "zt/plugin.h"
+#include "zt/work.h"
+
+namespace zt_example {
+
+// zt_add_plugin(<id>) defines ZT_PLUGIN_ID, so the id lives only in CMakeLists.txt and always
+// matches the file name libzt_<id>.so, which the loader checks.
+constexpr const char* kId = ZT_PLUGIN_ID;
+
+// Mistakes in arguments are bugs in the caller (the engine or a plugin), not in the user's
+// config: InternalError is the category for that, as in comm_ucx.
+void require(bool ok, const std::string& message) {
+  if (!ok) throw zt::InternalError(std::string(kId) + ": " + message);
+}
+
+void check_tensor(const at::Tensor& t, const char* op, const char* role) {
+  require(t.defined(), std::string(op) + ": " + role + " tensor is undefined");
+  // comm_ucx moves host memory only; refusing CUDA tensors here keeps the two interchangeable.
+  if (!t.device().is_cpu()) {
+    throw zt::InternalError(std::string(kId) + " does not support " + role + " tensors on " +
+                            t.device().str() + " in " + op + " (host memory only, like comm_ucx)");
+  }
+  require(t.is_contiguous(), std::string(op) + ": " + role + " tensor must be contiguous");
+}
+
+// The dtypes comm_ucx can reduce; any dtype can be copied, but accepting more here would let
+// code pass in one process that fails on two.
+void check_reducible(const at::Tensor& t, const char* op) {
+  const at::ScalarType s = t.scalar_type();
+  if (s != at::kFloat && s != at::kDouble && s != at::kBFloat16 && s != at::kHalf) {
+    throw zt::InternalError(std::string(kId) + " does not support dtype " + at::toString(s) +
+                            " in " + op + " (supported: float32, float64, bfloat16, float16)");
+  }
+}
+
+// in and out of all_gather / reduce_scatter: same dtype, and `shard` is this rank's
+// zt::flat_shard of `flat` (with one rank: the whole of it).
+void check_shard_pair(const at::Tensor& flat, const at::Tensor& shard, const char* op) {
+  require(flat.scalar_type() == shard.scalar_type(),
+          std::string(op) + ": input and output dtypes differ");
+  const zt::ShardRange range = zt::flat_shard(flat.numel(), 1, 0);
+  require(shard.numel() == range.size(),
+          std::string(op) + ": shard has " + std::to_string(shard.numel()) +
+              " elements but rank 0's shard of a " + std::to_string(flat.numel()) +
+              "-element flat tensor has " + std::to_string(range.size()));
+}
+
+class LocalCommunicator final : public zt::Communicator {
+ public:
+  LocalCommunicator(bool validate, std::chrono::milliseconds timeout)
+      : validate_(validate), timeout_(timeout) {}
+
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return kId; }
+
+  std::shared_ptr<zt::Work> all_gather(const at::Tensor& out_flat,
+                                       const at::Tensor& in_shard) override {
+    if (validate_) {
+      check_tensor(out_flat, "all_gather", "output");
+      check_tensor(in_shard, "all_gather", "input");
+      check_shard_pair(out_flat, in_shard, "all_gather");
+    }
+    return run(zt::CommOp::kAllGather, out_flat.nbytes(), [&] { copy(out_flat, in_shard); });
+  }
+
+  std::shared_ptr<zt::Work> reduce_scatter(const at::Tensor& out_shard, const at::Tensor& in_flat,
+                                           zt::ReduceOp /*op: identity over one rank*/) override {
+    if (validate_) {
+      check_tensor(out_shard, "reduce_scatter", "output");
+      check_tensor(in_flat, "reduce_scatter", "input");
+      check_reducible(in_flat, "reduce_scatter");
+      check_shard_pair(in_flat, out_shard, "reduce_scatter");
+    }
+    return run(zt::CommOp::kReduceScatter, in_flat.nbytes(), [&] { copy(out_shard, in_flat); });
+  }
+
+  std::shared_ptr<zt::Work> all_reduce(const at::Tensor& tensor, zt::ReduceOp) override {
+    if (validate_) {
+      check_tensor(tensor, "all_reduce", "input");
+      check_reducible(tensor, "all_reduce");
+    }
+    return run(zt::CommOp::kAllReduce, tensor.nbytes(), [] {});
+  }
+
+  std::shared_ptr<zt::Work> broadcast(const at::Tensor& tensor, int root) override {
+    if (validate_) {
+      check_tensor(tensor, "broadcast", "input");
+      require(root == 0, "broadcast: root " + std::to_string(root) +
+                             " is not a rank of this 1-rank communicator");
+    }
+    return run(zt::CommOp::kBroadcast, tensor.nbytes(), [] {});
+  }
+
+  std::shared_ptr<zt::Work> barrier() override { return run(zt::CommOp::kBarrier, 0, [] {}); }
+
+  zt::CommStats stats() const override {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    return stats_;
+  }
+
+ private:
+  // Skips the copy when the caller passed the shard as a view of the flat tensor's own slot
+  // (the usual ZeRO layout), where there is nothing to move.
+  static void copy(const at::Tensor& dst, const at::Tensor& src) {
+    if (dst.data_ptr() != src.data_ptr()) dst.copy_(src);
+  }
+
+  // Runs the op at once on the caller's thread (nothing to overlap with one rank) and hands
+  // back an already completed handle. A failure is delivered through wait(), as an
+  // asynchronous communicator would deliver it, so callers see one error path for both.
+  template <typename Body>
+  std::shared_ptr<zt::Work> run(zt::CommOp kind, uint64_t bytes, Body&& body) {
+    uint64_t index;
+    {
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      index = stats_[kind].calls++;
+      stats_[kind].bytes += bytes;  // wire_bytes stays 0: nothing ever leaves this process
+    }
+    auto work = std::make_shared<zt::FutureWork>(
+        std::string(kId) + " " + zt::comm_op_name(kind) + " #" + std::to_string(index), timeout_);
+    try {
+      body();
+      work->complete();
+    } catch (...) {
+      work->complete(std::current_exception());
+    }
+    return work;
+  }
+
+  const bool validate_;
+  const std::chrono::milliseconds timeout_;
+  mutable std::mutex stats_mutex_;  // stats() may be read from any thread
+  zt::CommStats stats_;
+};
+
+// The factory the loader gets from ZT_PLUGIN below: declares the options and builds
+// communicators. Stateless, as the loader requires.
+class LocalCommPlugin final : public zt::CommunicatorPlugin {
+ public:
+  // What `trainer plugins describe comm_local` prints, and what the config loader checks
+  // [plugin.comm_local] against before any rank starts.
+  std::vector<zt::OptionSpec> options() const override {
+    return {zt::opt_bool("validate", true,
+                         "check every op's tensors like comm_ucx does (CPU, contiguous, dtype, "
+                         "flat_shard sizes), so mistakes fail here first; false skips the checks "
+                         "to time the caller alone")};
+  }
+
+  std::unique_ptr<zt::Communicator> create(const zt::Options& options,
+                                           const zt::CommContext& ctx) const override {
+    if (ctx.world != 1) {
+      throw zt::CommError(std::string(kId) + " serves a world of exactly 1 rank, but this job has " +
+                          std::to_string(ctx.world) + " ranks; use plugins.comm = \"comm_ucx\" "
+                          "for more than one rank, or launch.nproc = 1 to debug in one process");
+    }
+    return std::make_unique<LocalCommunicator>(options.get_bool("validate"), ctx.timeout);
+  }
+};
+
+}  // namespace zt_example
+
+// The two entries the loader looks for: zt_plugin_info_v1 (kind, id, version, the build
+// fingerprint checked before any C++ is touched) and the factory. One line, at namespace scope.
+ZT_PLUGIN(ZT_KIND_COMM, ZT_PLUGIN_ID, "0.1.0",
+          "one-rank collectives in process (world size 1 only), for single-process debugging",
+          zt_example::LocalCommPlugin)

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Configures (once) and builds zt in build/ with Ninja, 2 jobs (this project's machines have 2
+# cores). Extra arguments are passed to the first configure, e.g. -DZT_BUILD_BENCH=OFF.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${ZT_BUILD_DIR:-build}
+if [ ! -f "$build_dir/build.ninja" ]; then
+  cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${ZT_BUILD_TYPE:-RelWithDebInfo} "$@"
+fi
+cmake --build "$build_dir" -j "${ZT_JOBS:-2}"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every Debian package zt needs to build, test and benchmark. Idempotent: does nothing
+# when all are present; otherwise runs `apt-get update` once and installs what is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libtorch-dev          # LibTorch 1.13 (CPU) with c10d (TCPStore, ProcessGroupGloo)
+  libucx-dev ucx-utils  # UCX for comm_ucx; ucx_perftest for bench/comm
+  libtomlplusplus-dev   # TOML++ for the config
+  doctest-dev           # tests
+  libboost-dev          # Boost.DLL (header-only)
+  liburing-dev          # io_uring for offload_nvme
+  libgloo-dev           # Gloo headers: bench/comm compares with ProcessGroupGloo
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,3 @@
+// The one doctest main every zt test executable links.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>

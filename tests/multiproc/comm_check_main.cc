@@ -1,0 +1,206 @@
+// zt_comm_check: one rank of a multi-process communicator test. Started N times by the test
+// driver through zt::launch_local; rendezvouses, builds a communicator from a comm plugin and
+// runs one scenario. It writes "OK" or the failure to $ZT_CHECK_OUT/rank<r>.txt and exits 0 on
+// success, 1 on a failed check, or the zt::Error's exit code.
+//
+//   zt_comm_check --scenario collectives|die|wait_for_dead|rendezvous_only [--plugin ID]
+//                 [--timeout-ms T] [--victim R] [--option name=value]
+#include <ATen/ATen.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "zt/communicator.h"
+#include "zt/error.h"
+#include "zt/options.h"
+#include "zt/plugin_loader.h"
+#include "zt/rendezvous.h"
+
+namespace {
+
+struct CheckFailed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw CheckFailed(what);
+}
+
+std::map<std::string, std::string> parse_args(int argc, char** argv) {
+  std::map<std::string, std::string> args{{"plugin", "comm_ucx"}, {"timeout-ms", "20000"},
+                                          {"victim", "1"}, {"scenario", "collectives"}};
+  for (int i = 1; i + 1 < argc; i += 2) args[std::string(argv[i]).substr(2)] = argv[i + 1];
+  return args;
+}
+
+// The plugin's options with one optionally set from "--option name=value".
+zt::Options plugin_options(const zt::Plugin& plugin, const std::string& id, const std::string& assignment) {
+  std::map<std::string, zt::Value> values;
+  auto specs = plugin.options();
+  size_t eq = assignment.find('=');
+  if (eq != std::string::npos) {
+    std::string name = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+    for (const auto& spec : specs) {
+      if (spec.name != name) continue;
+      if (spec.type == zt::ValueType::kInt) values[name] = int64_t{std::stoll(text)};
+      else if (spec.type == zt::ValueType::kBool) values[name] = text == "true";
+      else if (spec.type == zt::ValueType::kDouble) values[name] = std::stod(text);
+      else values[name] = text;
+    }
+    if (values.empty()) throw zt::ConfigError("--option " + assignment + ": no such option of " + id);
+  }
+  return zt::Options("plugin." + id, specs, values, {});
+}
+
+// Small integers so every sum is exact even in bf16/fp16.
+at::Tensor values(int64_t numel, int rank, at::ScalarType dtype) {
+  return at::arange(numel, at::kDouble).remainder(5).add(rank).to(dtype);
+}
+
+at::Tensor reduce_expected(int64_t numel, int world, at::ScalarType dtype, zt::ReduceOp op) {
+  at::Tensor acc = values(numel, 0, at::kDouble);
+  for (int q = 1; q < world; ++q) {
+    at::Tensor v = values(numel, q, at::kDouble);
+    if (op == zt::ReduceOp::kMax) acc = at::maximum(acc, v);
+    else if (op == zt::ReduceOp::kMin) acc = at::minimum(acc, v);
+    else acc = acc + v;
+  }
+  // The communicator divides in the accumulation dtype (fp32 for 16-bit, else the dtype).
+  at::ScalarType accum = dtype == at::kDouble ? at::kDouble : at::kFloat;
+  at::Tensor out = acc.to(accum);
+  if (op == zt::ReduceOp::kAvg) out = out.div(world);
+  return out.to(dtype);
+}
+
+std::string describe(const char* op, int64_t numel, at::ScalarType dtype, const char* extra = "") {
+  return std::string(op) + " of " + std::to_string(numel) + " " + at::toString(dtype) + extra;
+}
+
+// Every op, dtype and length, several ops in flight before the first wait; then the counters.
+void run_collectives(zt::Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  const std::vector<int64_t> lengths = {0, 1, 2, 7, 1000, (1 << 20) + 3};
+  const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf};
+  const std::vector<zt::ReduceOp> ops = {zt::ReduceOp::kSum, zt::ReduceOp::kAvg,
+                                         zt::ReduceOp::kMax, zt::ReduceOp::kMin};
+  uint64_t gather_calls = 0, gather_bytes = 0;
+  for (auto dtype : dtypes) {
+    for (int64_t numel : lengths) {
+      zt::ShardRange mine = zt::flat_shard(numel, n, r);
+      // Issue everything, then wait: results must not depend on waiting between ops.
+      at::Tensor gathered = at::full({numel}, -7, at::TensorOptions().dtype(dtype));
+      auto w_gather = comm.all_gather(gathered, values(numel, r, dtype).narrow(0, mine.begin, mine.size()).contiguous());
+      gather_calls += 1;
+      gather_bytes += gathered.nbytes();
+      std::vector<std::pair<zt::ReduceOp, at::Tensor>> reduced, scattered;
+      std::vector<std::shared_ptr<zt::Work>> works;
+      for (auto op : ops) {
+        at::Tensor t = values(numel, r, dtype);
+        works.push_back(comm.all_reduce(t, op));
+        reduced.emplace_back(op, t);
+        at::Tensor shard = at::full({mine.size()}, -7, at::TensorOptions().dtype(dtype));
+        works.push_back(comm.reduce_scatter(shard, values(numel, r, dtype), op));
+        scattered.emplace_back(op, shard);
+      }
+      std::vector<at::Tensor> broadcasts;
+      for (int root = 0; root < n; ++root) {
+        at::Tensor b = values(numel, r, dtype);
+        works.push_back(comm.broadcast(b, root));
+        broadcasts.push_back(b);
+      }
+      w_gather->wait();
+      for (auto& w : works) w->wait();
+      check(w_gather->is_completed(), "all_gather handle reports completion after wait");
+
+      at::Tensor expect_gather = at::empty({numel}, at::TensorOptions().dtype(dtype));
+      for (int q = 0; q < n; ++q) {
+        zt::ShardRange s = zt::flat_shard(numel, n, q);
+        expect_gather.narrow(0, s.begin, s.size()).copy_(values(numel, q, dtype).narrow(0, s.begin, s.size()));
+      }
+      check(at::equal(gathered, expect_gather), describe("all_gather", numel, dtype));
+      for (auto& [op, t] : reduced) {
+        check(at::equal(t, reduce_expected(numel, n, dtype, op)),
+              describe("all_reduce", numel, dtype, zt::reduce_op_name(op)));
+      }
+      for (auto& [op, shard] : scattered) {
+        at::Tensor expect = reduce_expected(numel, n, dtype, op).narrow(0, mine.begin, mine.size());
+        check(at::equal(shard, expect), describe("reduce_scatter", numel, dtype, zt::reduce_op_name(op)));
+      }
+      for (int root = 0; root < n; ++root) {
+        check(at::equal(broadcasts[root], values(numel, root, dtype)),
+              describe("broadcast", numel, dtype, (" from root " + std::to_string(root)).c_str()));
+      }
+    }
+  }
+  comm.barrier()->wait();
+  zt::CommStats stats = comm.stats();
+  check(stats[zt::CommOp::kAllGather].calls == gather_calls, "all_gather call counter");
+  check(stats[zt::CommOp::kAllGather].bytes == gather_bytes, "all_gather byte counter");
+  check(stats[zt::CommOp::kAllReduce].calls == gather_calls * ops.size(), "all_reduce call counter");
+  check(stats[zt::CommOp::kBroadcast].calls == gather_calls * n, "broadcast call counter");
+  check(stats[zt::CommOp::kBarrier].calls == 1, "barrier call counter");
+  check(n == 1 || stats[zt::CommOp::kAllGather].wire_bytes > 0, "all_gather sent bytes");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto args = parse_args(argc, argv);
+  zt::RankEnv env = zt::discover_rank_env();
+  const char* out_dir = std::getenv("ZT_CHECK_OUT");
+  std::string out_path = std::string(out_dir ? out_dir : ".") + "/rank" + std::to_string(env.rank) + ".txt";
+  auto report = [&](const std::string& text) {
+    std::ofstream(out_path) << text << "\n";
+    if (text != "OK") std::cerr << "[rank " << env.rank << "] " << text << "\n";
+  };
+  std::chrono::milliseconds timeout(std::stol(args["timeout-ms"]));
+  const std::string scenario = args["scenario"];
+  const int victim = std::stoi(args["victim"]);
+  try {
+    auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
+                                env.master_port, env.rank, env.world, timeout);
+    if (scenario == "rendezvous_only") {
+      report("OK");
+      return 0;
+    }
+    zt::PluginCatalog catalog;
+    const zt::CommunicatorPlugin& plugin = catalog.comm(args["plugin"]);
+    zt::Options options = plugin_options(plugin, args["plugin"], args["option"]);
+    zt::CommContext ctx{env.rank, env.world, env.local_rank, store.get(), "check/", timeout};
+    auto comm = plugin.create(options, ctx);
+    if (scenario == "collectives") {
+      run_collectives(*comm);
+    } else if (scenario == "die" || scenario == "wait_for_dead") {
+      // Everyone finishes one collective, then the victim dies before the next one.
+      at::Tensor t = at::ones({1 << 16});
+      comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
+      if (env.rank == victim) {
+        if (scenario == "die") _exit(9);
+        raise(SIGKILL);
+      }
+      comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
+      report("the all_reduce after rank " + std::to_string(victim) + " died completed");
+      return 1;
+    } else {
+      report("unknown scenario " + scenario);
+      return 2;
+    }
+    comm.reset();
+    report("OK");
+    return 0;
+  } catch (const CheckFailed& e) {
+    report(std::string("CHECK FAILED: ") + e.what());
+    return 1;
+  } catch (const zt::Error& e) {
+    report(std::string(e.kind_name()) + " error: " + e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    report(std::string("exception: ") + e.what());
+    return 7;
+  }
+}

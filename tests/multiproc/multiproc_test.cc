@@ -1,0 +1,144 @@
+// Multi-process tests: ranks are real processes on 127.0.0.1, started by zt's own launcher.
+// Covers the collectives of every comm plugin built here over world sizes 1-4, dead peers,
+// the launcher's supervision, rendezvous timeouts and a port in use.
+#include <arpa/inet.h>
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "../test_util.h"
+#include "zt/launcher.h"
+
+using zt::test::contains;
+using zt::test::read_file;
+using zt::test::TempDir;
+
+namespace {
+
+struct Ranks {
+  zt::LaunchResult result;
+  std::vector<std::string> reports;  // what each rank wrote
+  double seconds = 0;
+};
+
+Ranks launch_check(int nproc, std::vector<std::string> args, bool stop_all = true,
+                   std::vector<std::pair<std::string, std::string>> env = {},
+                   std::chrono::milliseconds job_limit = std::chrono::milliseconds(240000)) {
+  TempDir out;
+  zt::LaunchSpec spec;
+  spec.nproc = nproc;
+  spec.argv = {ZT_TEST_COMM_CHECK};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.env = env;
+  spec.env.emplace_back("ZT_CHECK_OUT", out.path().string());
+  spec.stop_all_on_failure = stop_all;
+  spec.timeout = job_limit;
+  auto t0 = std::chrono::steady_clock::now();
+  Ranks ranks;
+  ranks.result = zt::launch_local(spec);
+  ranks.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (int r = 0; r < nproc; ++r) ranks.reports.push_back(read_file(out.file("rank" + std::to_string(r) + ".txt")));
+  return ranks;
+}
+
+std::string all_reports(const Ranks& ranks) {
+  std::string s = ranks.result.message + "\n";
+  for (size_t r = 0; r < ranks.reports.size(); ++r) s += "rank " + std::to_string(r) + ": " + ranks.reports[r];
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("comm_ucx collectives are exact for every op, dtype and length, world sizes 1-4") {
+  for (int world : {1, 2, 3, 4}) {
+    CAPTURE(world);
+    Ranks ranks = launch_check(world, {"--scenario", "collectives", "--plugin", "comm_ucx"});
+    INFO(all_reports(ranks));
+    CHECK(ranks.result.exit_code == 0);
+    for (const auto& report : ranks.reports) CHECK(report == "OK\n");
+  }
+}
+
+TEST_CASE("a rank that exits mid-job makes its peers fail with a CommError naming it, no hang") {
+  // The launcher would stop the survivors at once; here they must detect it themselves, as
+  // under torchrun or Slurm.
+  Ranks ranks = launch_check(2, {"--scenario", "die", "--victim", "1", "--timeout-ms", "2000"},
+                             /*stop_all=*/false);
+  INFO(all_reports(ranks));
+  CHECK(ranks.result.rank_codes[1] == 9);
+  CHECK(ranks.result.rank_codes[0] == 4);  // ErrorKind::kComm
+  CHECK(contains(ranks.reports[0], "comm error"));
+  CHECK(contains(ranks.reports[0], "waiting for rank 1"));
+  CHECK(ranks.seconds < 60);  // bounded by the 2 s timeout, not a hang
+}
+
+TEST_CASE("with three ranks, the survivor next to the dead rank names it") {
+  Ranks ranks = launch_check(3, {"--scenario", "wait_for_dead", "--victim", "2", "--timeout-ms", "2000"},
+                             /*stop_all=*/false);
+  INFO(all_reports(ranks));
+  CHECK(ranks.result.rank_codes[2] == 128 + 9);
+  CHECK(ranks.result.rank_codes[0] == 4);
+  CHECK(ranks.result.rank_codes[1] == 4);
+  CHECK(contains(ranks.reports[0], "waiting for rank 2"));  // rank 0 receives from rank 2
+  CHECK(ranks.seconds < 60);
+}
+
+TEST_CASE("the launcher stops every rank when one is killed and names it") {
+  // Survivors would wait 100 s; the launcher must end them long before.
+  Ranks ranks = launch_check(3, {"--scenario", "wait_for_dead", "--victim", "1", "--timeout-ms", "100000"});
+  INFO(all_reports(ranks));
+  CHECK(ranks.result.failed_rank == 1);
+  CHECK(ranks.result.exit_code == 128 + 9);
+  CHECK(contains(ranks.result.message, "rank 1"));
+  CHECK(contains(ranks.result.message, "killed by signal 9"));
+  CHECK(contains(ranks.result.message, "stopping the other 2 rank(s)"));
+  CHECK(ranks.seconds < 60);
+}
+
+TEST_CASE("rendezvous without rank 0 times out with a clear error") {
+  TempDir out;
+  int port = zt::pick_free_port("127.0.0.1");
+  auto r = zt::test::run_command("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                                 " ZT_CHECK_OUT=" + out.path().string() + " " + ZT_TEST_COMM_CHECK +
+                                 " --scenario rendezvous_only --timeout-ms 1500");
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK(contains(r.output, "cannot reach rank 0 at 127.0.0.1:" + std::to_string(port)));
+}
+
+TEST_CASE("rendezvous where a rank never arrives says how many did") {
+  TempDir out;
+  int port = zt::pick_free_port("127.0.0.1");
+  auto r = zt::test::run_command("RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                                 " ZT_CHECK_OUT=" + out.path().string() + " " + ZT_TEST_COMM_CHECK +
+                                 " --scenario rendezvous_only --timeout-ms 1500");
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK(contains(r.output, "1 of 3 ranks arrived"));
+}
+
+TEST_CASE("rank 0 on a port in use fails naming the port and the way out") {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = 0;
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0);
+  REQUIRE(listen(fd, 1) == 0);
+  socklen_t len = sizeof(sa);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  int port = ntohs(sa.sin_port);
+  TempDir out;
+  auto r = zt::test::run_command("RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                                 " ZT_CHECK_OUT=" + out.path().string() + " " + ZT_TEST_COMM_CHECK +
+                                 " --scenario rendezvous_only --timeout-ms 1500");
+  close(fd);
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK(contains(r.output, "port in use"));
+  CHECK(contains(r.output, std::to_string(port)));
+  CHECK(contains(r.output, "launch.master_port"));
+}

@@ -1,0 +1,103 @@
+// The trainer executable end to end: bad input gives one clear line and the right exit code;
+// the smoke job runs on 2 local ranks; plugins list/describe.
+#include <doctest/doctest.h>
+
+#include "../test_util.h"
+
+using zt::test::contains;
+using zt::test::run_command;
+using zt::test::TempDir;
+using zt::test::write_file;
+
+namespace {
+
+std::string trainer() { return ZT_TEST_TRAINER; }
+
+zt::test::CommandResult run_with(const std::string& toml, const std::string& extra = "") {
+  TempDir dir;
+  write_file(dir.file("job.toml"), toml);
+  return run_command(trainer() + " --config " + dir.file("job.toml") + " " + extra);
+}
+
+}  // namespace
+
+TEST_CASE("the smoke job runs on 2 local ranks and verifies every collective") {
+  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=2");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "zt smoke: 2 rank(s) over comm_ucx"));
+  CHECK(contains(r.output, "collectives verified"));
+  CHECK(contains(r.output, "smoke run OK"));
+}
+
+TEST_CASE("--nproc 3 on the command line overrides the config") {
+  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --nproc 3 --set run.steps=1");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "zt smoke: 3 rank(s)"));
+}
+
+TEST_CASE("bad config input: one clear line per problem, exit code 2") {
+  auto r = run_with("[run]\ntask = \"smoke\"\n[zero]\nstage = 9\nbucket = 3\n");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "zt: config error: "));
+  CHECK(contains(r.output, "job.toml:4:9: zero.stage = 9 is out of range"));
+  CHECK(contains(r.output, "job.toml:5:1: unknown key 'bucket' in [zero]"));
+
+  r = run_with("[run\n");
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "job.toml:1:"));
+
+  r = run_command(trainer() + " --config /nonexistent.toml");
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "cannot read config file"));
+
+  r = run_command(trainer() + " --bogus");
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "unknown argument '--bogus'"));
+}
+
+TEST_CASE("an unknown plugin id exits 3, listing what was found and where it looked") {
+  auto r = run_with("[run]\ntask = \"smoke\"\n[plugins]\ncomm = \"comm_nope\"\n");
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "plugin 'comm_nope' not found"));
+  CHECK(contains(r.output, "Found: comm_ucx"));
+  CHECK(contains(r.output, "Looked in:"));
+}
+
+TEST_CASE("--print-config prints the resolved config with defaults and overrides") {
+  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set zero.stage=0 "
+                       "--set plugin.comm_ucx.chunk_kb=256 --print-config");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "[zero]\nstage = 0\n"));
+  CHECK(contains(r.output, "chunk_kb = 256\n"));
+  CHECK(contains(r.output, "prefetch_units = 1  # default"));
+}
+
+TEST_CASE("plugins list and describe") {
+  auto r = run_command(trainer() + " plugins list");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "comm_ucx"));
+  r = run_command(trainer() + " plugins describe comm_ucx");
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "chunk_kb (integer, default 1024"));
+  r = run_command(trainer() + " plugins list --plugin-dir " ZT_TEST_FIXTURE_DIR);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "BROKEN"));
+  CHECK(contains(r.output, "wrong_fingerprint"));
+  r = run_command(trainer() + " plugins describe nothing_here");
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "plugin 'nothing_here' not found"));
+}
+
+TEST_CASE("a rank of the trainer that cannot rendezvous exits 4 naming rank 0's address") {
+  auto r = run_command("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 " + trainer() +
+                       " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set launch.timeout_s=1");
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK(contains(r.output, "zt: [rank 1] comm error: rendezvous: rank 1 cannot reach rank 0 at 127.0.0.1:1"));
+}

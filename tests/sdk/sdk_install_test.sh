@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# Proves the installed zt SDK works for a third-party plugin author, from the outside:
+#   1. `cmake --install` a zt build tree into a temporary prefix;
+#   2. configure and build examples/plugin_template against that prefix only
+#      (find_package(zt) through CMAKE_PREFIX_PATH, a fresh Ninja build folder);
+#   3. run the INSTALLED trainer: `plugins describe comm_local` (found through ZT_PLUGIN_PATH),
+#      `plugins list` (comm_ucx from the prefix and comm_local both load), and a one-rank smoke
+#      job over comm_local (found through [plugins] dirs) that checks every collective;
+#      and a two-rank job, which comm_local must refuse with a comm error.
+# Along the way it checks that the template compiled with the installed headers only and that
+# the installed trainer runs from the prefix (its RUNPATH finds the installed libzt_core).
+#
+# usage: sdk_install_test.sh ZT_BUILD_DIR ZT_SOURCE_DIR [CMAKE_COMMAND] [CMAKE_PREFIX_PATH]
+#   CMAKE_PREFIX_PATH: extra prefixes the template needs to find LibTorch/Boost, if any
+#   (';'-separated, CMake style); the temporary zt prefix is put first.
+set -euo pipefail
+
+if [[ $# -lt 2 ]]; then
+  echo "usage: $0 ZT_BUILD_DIR ZT_SOURCE_DIR [CMAKE_COMMAND] [CMAKE_PREFIX_PATH]" >&2
+  exit 2
+fi
+build_dir=$(cd "$1" && pwd)
+source_dir=$(cd "$2" && pwd)
+cmake_cmd=${3:-cmake}
+extra_prefix=${4:-}
+template_dir="$source_dir/examples/plugin_template"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/zt-sdk-test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+prefix="$tmp/prefix"
+plugin_build="$tmp/plugin-build"
+
+step() { echo "== $*"; }
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+# Runs a command with its output in a log file; on failure shows the log's end and stops.
+logged() {
+  local log="$tmp/$1.log"
+  shift
+  if ! "$@" >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    fail "command failed: $*"
+  fi
+}
+expect_in() {  # expect_in FILE REGEX WHAT
+  grep -Eq -- "$2" "$1" || { cat "$1" >&2; fail "$3 (no line matching /$2/ in the output above)"; }
+}
+
+# The trainer must find everything from the prefix itself: no loader or plugin path from the
+# caller's environment may help it.
+unset LD_LIBRARY_PATH ZT_PLUGIN_PATH
+
+command -v ninja >/dev/null || fail "ninja not found on PATH; install it (Debian: ninja-build)"
+[[ -f "$build_dir/CMakeCache.txt" ]] || fail "$build_dir is not a configured zt build tree"
+[[ -f "$template_dir/CMakeLists.txt" ]] || fail "no plugin template at $template_dir"
+
+step "install $build_dir into $prefix"
+logged install "$cmake_cmd" --install "$build_dir" --prefix "$prefix"
+trainer="$prefix/bin/trainer"
+config_file=$(find "$prefix" -path '*/cmake/zt/ztConfig.cmake' | head -n 1)
+[[ -n "$config_file" ]] || fail "no <libdir>/cmake/zt/ztConfig.cmake under $prefix"
+libdir=$(dirname "$(dirname "$(dirname "$config_file")")")
+for f in "$trainer" "$libdir/libzt_core.so" "$libdir/zt/plugins/libzt_comm_ucx.so" \
+    "$libdir/cmake/zt/ZtPlugin.cmake" "$prefix/include/zt/plugin.h" \
+    "$prefix/include/zt/communicator.h" "$prefix/share/zt/examples/plugin_template/CMakeLists.txt" \
+    "$prefix/share/zt/examples/plugin_template/comm_local.cc"; do
+  [[ -e "$f" ]] || fail "the install lacks $f"
+done
+
+step "installed trainer loads its libzt_core from the prefix"
+core_line=$(ldd "$trainer" | grep 'libzt_core' || true)
+[[ "$core_line" == *"=> $prefix/"* ]] ||
+  fail "installed trainer resolves libzt_core as '$core_line', not from $prefix (RUNPATH?)"
+
+step "configure and build examples/plugin_template against $prefix"
+logged configure "$cmake_cmd" -S "$template_dir" -B "$plugin_build" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix${extra_prefix:+;$extra_prefix}" \
+  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
+logged build "$cmake_cmd" --build "$plugin_build"
+plugin_so="$plugin_build/libzt_comm_local.so"
+[[ -f "$plugin_so" ]] || fail "the template build did not produce $plugin_so"
+expect_in "$plugin_build/CMakeCache.txt" "^zt_DIR:PATH=$libdir/cmake/zt\$" \
+  "find_package(zt) did not pick the installed SDK in $libdir/cmake/zt"
+# Headers must come from the prefix: the zt source and build trees are not on the include path.
+if grep -Eq -- "-I *($source_dir|$build_dir)|-isystem *($source_dir|$build_dir)" \
+    "$plugin_build/compile_commands.json"; then
+  fail "the template compiled with headers from the zt source/build tree, not only the install"
+fi
+
+step "trainer plugins describe comm_local (ZT_PLUGIN_PATH)"
+ZT_PLUGIN_PATH="$plugin_build" "$trainer" plugins describe comm_local >"$tmp/describe.out" 2>&1 ||
+  { cat "$tmp/describe.out" >&2; fail "'trainer plugins describe comm_local' exited non-zero"; }
+expect_in "$tmp/describe.out" '^comm_local .*comm' "describe does not name comm_local as a comm plugin"
+expect_in "$tmp/describe.out" "$plugin_so" "describe does not show the template's build output"
+expect_in "$tmp/describe.out" '^ +validate .*bool.*true' "describe does not show option 'validate'"
+
+step "trainer plugins list: comm_ucx (installed) and comm_local both load"
+ZT_PLUGIN_PATH="$plugin_build" "$trainer" plugins list >"$tmp/list.out" 2>&1 ||
+  { cat "$tmp/list.out" >&2; fail "'trainer plugins list' exited non-zero (a plugin is broken?)"; }
+if grep -q BROKEN "$tmp/list.out"; then cat "$tmp/list.out" >&2; fail "a plugin failed to load"; fi
+expect_in "$tmp/list.out" '^comm_local +comm ' "comm_local is not listed as a loaded comm plugin"
+expect_in "$tmp/list.out" '^comm_ucx +comm ' "comm_ucx is not listed as a loaded comm plugin"
+# The core names its folder from its own location (e.g. prefix/bin/../lib): compare real paths.
+ucx_listed=$(grep -Eo '/[^ ]*/libzt_comm_ucx\.so' "$tmp/list.out" | head -n 1 || true)
+[[ -n "$ucx_listed" && $(realpath -m "$ucx_listed") == $(realpath "$libdir/zt/plugins/libzt_comm_ucx.so") ]] ||
+  { cat "$tmp/list.out" >&2; fail "comm_ucx was not loaded from the installed $libdir/zt/plugins"; }
+
+step "one-rank smoke job over comm_local ([plugins] dirs)"
+cat >"$tmp/job.toml" <<EOF
+# Every collective of comm_local, checked by the trainer's smoke task in one process.
+[run]
+name = "sdk-comm-local"
+task = "smoke"
+steps = 2
+out_dir = "$tmp/runs"
+
+[launch]
+nproc = 1
+timeout_s = 60
+
+[plugins]
+dirs = ["$plugin_build"]
+comm = "comm_local"
+
+[plugin.comm_local]
+validate = true
+EOF
+(cd "$tmp" && "$trainer" --config "$tmp/job.toml") >"$tmp/job.out" 2>&1 ||
+  { cat "$tmp/job.out" >&2; fail "the one-rank job over comm_local failed"; }
+
+step "two-rank job: comm_local refuses with a comm error naming the world size"
+rc=0
+(cd "$tmp" && "$trainer" --config "$tmp/job.toml" --nproc 2) >"$tmp/job2.out" 2>&1 || rc=$?
+[[ $rc -eq 4 ]] || { cat "$tmp/job2.out" >&2; fail "expected exit code 4 (comm error), got $rc"; }
+expect_in "$tmp/job2.out" 'comm_local .*exactly 1 rank.*2 ranks.*comm_ucx' \
+  "the refusal does not name the world size and comm_ucx"
+
+echo "PASS: installed zt SDK builds and loads the out-of-tree plugin comm_local"

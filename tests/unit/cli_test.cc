@@ -1,0 +1,36 @@
+// The trainer's command-line parser.
+#include <doctest/doctest.h>
+
+#include "cli.h"
+#include "zt/error.h"
+
+using zt::trainer::Command;
+using zt::trainer::parse_cli;
+
+TEST_CASE("a run takes a config, overrides in order, --nproc and --print-config") {
+  auto a = parse_cli({"--config", "c.toml", "--set", "zero.stage=2", "--set=run.steps=3", "--nproc", "4",
+                      "--print-config"});
+  CHECK(a.command == Command::kRun);
+  CHECK(a.config_path == "c.toml");
+  CHECK(a.overrides == std::vector<std::string>{"zero.stage=2", "run.steps=3"});
+  REQUIRE(a.nproc.has_value());
+  CHECK(*a.nproc == 4);
+  CHECK(a.print_config);
+}
+
+TEST_CASE("plugins subcommands") {
+  CHECK(parse_cli({"plugins", "list"}).command == Command::kPluginsList);
+  auto d = parse_cli({"plugins", "describe", "comm_ucx", "--plugin-dir", "/x"});
+  CHECK(d.command == Command::kPluginsDescribe);
+  CHECK(d.plugin_id == "comm_ucx");
+  CHECK(d.plugin_dirs == std::vector<std::string>{"/x"});
+}
+
+TEST_CASE("bad command lines are config errors that say what to do") {
+  CHECK_THROWS_WITH_AS(parse_cli({}), doctest::Contains("no config given"), zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"--config"}), doctest::Contains("--config needs a value"), zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"--config", "c", "--nproc", "0"}), doctest::Contains("--nproc 0"), zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"plugins", "describe"}), doctest::Contains("needs a plugin id"), zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"plugins", "remove"}), doctest::Contains("unknown 'trainer plugins remove'"),
+                       zt::ConfigError);
+}

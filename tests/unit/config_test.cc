@@ -1,0 +1,125 @@
+// The config loader: parsing, schema validation with file:line:column, overrides, plugin
+// tables validated against the plugin's own options, and combinations.
+#include <doctest/doctest.h>
+
+#include "../test_util.h"
+#include "zt/config.h"
+#include "zt/error.h"
+
+using zt::test::contains;
+
+namespace {
+
+std::string error_of(const std::string& toml, const std::vector<std::string>& overrides = {}) {
+  try {
+    zt::Config::load_string(toml, "job.toml", overrides);
+  } catch (const zt::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kSmoke = "[run]\ntask = \"smoke\"\n";
+
+}  // namespace
+
+TEST_CASE("an empty smoke config resolves every key to its default") {
+  zt::Config c = zt::Config::load_string(kSmoke, "job.toml");
+  CHECK(c.section("zero").get_int("stage") == 0);
+  CHECK(c.section("launch").get_double("timeout_s") == 120.0);
+  CHECK(c.section("plugins").get_string("comm") == "comm_ucx");
+  CHECK(c.plugin_options("comm_ucx").get_int("chunk_kb") == 1024);
+  CHECK(c.selected_plugins().size() == 1);
+}
+
+TEST_CASE("malformed TOML names file:line:column") {
+  std::string e = error_of("[run]\ntask = \"smoke\"\nsteps = = 3\n");
+  CHECK(contains(e, "job.toml:3:"));
+  CHECK(contains(e, "malformed TOML"));
+}
+
+TEST_CASE("unknown keys and sections get a did-you-mean with their location") {
+  std::string e = error_of(std::string(kSmoke) + "[zero]\nstgae = 2\n");
+  CHECK(contains(e, "job.toml:4:1: unknown key 'stgae' in [zero] (did you mean 'stage'?)"));
+  e = error_of(std::string(kSmoke) + "[zeroo]\nstage = 2\n");
+  CHECK(contains(e, "unknown section [zeroo] (did you mean 'zero'?)"));
+  e = error_of(std::string(kSmoke) + "[plugin.comm_ucx]\nchunk_k = 64\n");
+  CHECK(contains(e, "job.toml:4:1: unknown key 'chunk_k' in [plugin.comm_ucx] (did you mean 'chunk_kb'?)"));
+  CHECK(contains(e, "trainer plugins describe comm_ucx"));
+  e = error_of("stage = 3\n");
+  CHECK(contains(e, "job.toml:1:1: key 'stage' is outside any section"));
+}
+
+TEST_CASE("wrong types and out-of-range values are reported, all of them at once") {
+  std::string e = error_of(std::string(kSmoke) + "[zero]\nstage = \"three\"\n[launch]\nnproc = 0\n");
+  CHECK(contains(e, "job.toml:4:9: zero.stage must be a integer, got string \"three\""));
+  CHECK(contains(e, "job.toml:6:9: launch.nproc = 0 is out of range"));
+  e = error_of(std::string(kSmoke) + "[plugin.comm_ucx]\nchunk_kb = 1\n");
+  CHECK(contains(e, "plugin.comm_ucx.chunk_kb = 1 is out of range"));
+}
+
+TEST_CASE("--set overrides apply after the file, with bare words as strings") {
+  zt::Config c = zt::Config::load_string(std::string(kSmoke) + "[zero]\nstage = 1\n", "job.toml",
+                                         {"zero.stage=0", "run.name=my-run", "plugin.comm_ucx.chunk_kb=64",
+                                          "plugins.dirs=[\"/nonexistent\"]"});
+  CHECK(c.section("zero").get_int("stage") == 0);
+  CHECK(c.section("zero").where("stage").str() == "--set zero.stage=0");
+  CHECK(c.section("run").get_string("name") == "my-run");
+  CHECK(c.plugin_options("comm_ucx").get_int("chunk_kb") == 64);
+  CHECK(c.section("plugins").get_string_list("dirs") == std::vector<std::string>{"/nonexistent"});
+  std::string e = error_of(kSmoke, {"zero.stge=2"});
+  CHECK(contains(e, "--set zero.stge=2: unknown key 'stge' in [zero] (did you mean 'stage'?)"));
+  e = error_of(kSmoke, {"stage"});
+  CHECK(contains(e, "expected section.key=value"));
+}
+
+TEST_CASE("plugin selections must exist and be of the right kind") {
+  std::string e = error_of(std::string(kSmoke) + "[plugins]\ncomm = \"comm_ucz\"\n");
+  CHECK(contains(e, "job.toml:4:8: plugin 'comm_ucz' not found (did you mean 'comm_ucx'?)"));
+  CHECK(contains(e, "Found: "));
+  CHECK(contains(e, "Looked in: "));
+  e = error_of(std::string(kSmoke) + "[plugins]\ndirs = [\"" ZT_TEST_FIXTURE_DIR "\"]\nshard = \"comm_ucx\"\n");
+  CHECK(contains(e, "plugins.shard = \"comm_ucx\" names a comm plugin, but plugins.shard needs a shard plugin"));
+  CHECK(contains(e, "available: shard_fixture"));
+  e = error_of(std::string(kSmoke) + "[plugin.shard_buckett]\nbucket_mb = 3\n");
+  CHECK(contains(e, "[plugin.shard_buckett] configures plugin 'shard_buckett', which is not installed"));
+}
+
+TEST_CASE("a plugin that is found but cannot be used fails the config, naming the file") {
+  std::string e = error_of(std::string(kSmoke) + "[plugins]\ndirs = [\"" ZT_TEST_FIXTURE_DIR "\"]\ncomm = \"wrong_abi\"\n");
+  CHECK(contains(e, "libzt_wrong_abi.so was built for zt plugin ABI"));
+}
+
+TEST_CASE("combinations that cannot work are refused") {
+  std::string e = error_of(std::string(kSmoke) + "[zero]\nstage = 2\n[plugins]\noffload_param = \"offload_cpu\"\n");
+  CHECK(contains(e, "plugins.offload_param = \"offload_cpu\" needs zero.stage = 3"));
+  e = error_of("[run]\ntask = \"train\"\n[zero]\nstage = 1\n");
+  CHECK(contains(e, "run.task = \"train\" needs plugins.optimizer"));
+  CHECK(contains(e, "zero.stage = 1 needs plugins.shard"));
+  e = error_of(std::string(kSmoke) + "[data]\nkind = \"text\"\n");
+  CHECK(contains(e, "data.kind = \"text\" needs data.path"));
+}
+
+TEST_CASE("the printed config reads back as the same configuration") {
+  zt::Config c = zt::Config::load_string(std::string(kSmoke) + "[zero]\nstage = 0\n", "job.toml",
+                                         {"plugin.comm_ucx.chunk_kb=64"});
+  std::string printed = c.to_toml();
+  CHECK(contains(printed, "[zero]\nstage = 0\n"));
+  CHECK(contains(printed, "reduce_bucket_mb = 25.0  # default"));
+  CHECK(contains(printed, "[plugin.comm_ucx]\nchunk_kb = 64\n"));
+  zt::Config again = zt::Config::load_string(printed, "printed.toml");
+  auto body = [](std::string text) {  // drop the header line and the "# default" markers
+    text = text.substr(text.find('\n'));
+    for (size_t p; (p = text.find("  # default")) != std::string::npos;) text.erase(p, 11);
+    return text;
+  };
+  CHECK(body(again.to_toml()) == body(printed));
+  CHECK(again.plugin_options("comm_ucx").get_int("chunk_kb") == 64);
+  CHECK(again.section("precision").get_double("initial_scale") == 4294967296.0);
+}
+
+TEST_CASE("a missing config file is a clear error") {
+  CHECK_THROWS_WITH_AS(zt::Config::load_file("/nonexistent/zt.toml"),
+                       doctest::Contains("cannot read config file '/nonexistent/zt.toml'"),
+                       zt::ConfigError);
+}

@@ -1,0 +1,102 @@
+// The plugin loader's checks, against fixture plugins that are broken in each possible way.
+#include <doctest/doctest.h>
+
+#include "../test_util.h"
+#include "zt/communicator.h"
+#include "zt/error.h"
+#include "zt/plugin_loader.h"
+
+using zt::test::contains;
+
+namespace {
+
+std::string fixture(const std::string& id) {
+  return std::string(ZT_TEST_FIXTURE_DIR) + "/libzt_" + id + ".so";
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    zt::load_plugin_file(path);
+  } catch (const zt::PluginError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the built-in comm_ucx plugin loads and describes its options") {
+  zt::PluginCatalog catalog;
+  const zt::PluginRecord& rec = catalog.load("comm_ucx");
+  CHECK(rec.kind == ZT_KIND_COMM);
+  CHECK(rec.fingerprint == zt::core_build_fingerprint());
+  auto specs = rec.factory->options();
+  REQUIRE_FALSE(specs.empty());
+  CHECK(specs[0].name == "chunk_kb");
+  CHECK(&catalog.load("comm_ucx") == &rec);  // loaded once
+}
+
+TEST_CASE("a file that is not a shared object") {
+  std::string e = load_error(fixture("not_elf"));
+  CHECK(contains(e, "libzt_not_elf.so is not a shared object"));
+}
+
+TEST_CASE("a shared object without the info entry") {
+  std::string e = load_error(fixture("no_info"));
+  CHECK(contains(e, "does not export 'zt_plugin_info_v1'"));
+  CHECK(contains(e, "rebuild the plugin"));
+}
+
+TEST_CASE("a plugin built for another ABI version") {
+  std::string e = load_error(fixture("wrong_abi"));
+  CHECK(contains(e, "was built for zt plugin ABI 42, this zt has ABI 1"));
+}
+
+TEST_CASE("a plugin with another build fingerprint prints both sides") {
+  std::string e = load_error(fixture("wrong_fingerprint"));
+  CHECK(contains(e, "compiler=clang-99;cxx11abi=0;torch=9.9.9;cuda=1"));
+  CHECK(contains(e, zt::core_build_fingerprint()));
+  CHECK(contains(e, "torch 9.9.9 vs"));
+}
+
+TEST_CASE("a factory that throws") {
+  std::string e = load_error(fixture("throwing_factory"));
+  CHECK(contains(e, "its factory threw: fixture factory refuses to start"));
+}
+
+TEST_CASE("a missing file and an unknown id list what was found and where") {
+  CHECK(contains(load_error("/nonexistent/libzt_x.so"), "does not exist"));
+  zt::PluginCatalog catalog({ZT_TEST_FIXTURE_DIR});
+  try {
+    catalog.load("comm_ucz");
+    FAIL("expected PluginError");
+  } catch (const zt::PluginError& e) {
+    CHECK(contains(e.what(), "did you mean 'comm_ucx'?"));
+    CHECK(contains(e.what(), "Found: comm_ucx"));
+    CHECK(contains(e.what(), ZT_TEST_FIXTURE_DIR));
+    CHECK(contains(e.what(), "ZT_PLUGIN_PATH"));
+  }
+}
+
+TEST_CASE("load_all reports each broken plugin without stopping at the first") {
+  zt::PluginCatalog catalog({ZT_TEST_FIXTURE_DIR});
+  int broken = 0, good = 0;
+  for (const auto& entry : catalog.load_all()) {
+    if (entry.record) good++;
+    else broken++;
+  }
+  CHECK(broken == 5);  // not_elf, no_info, wrong_abi, wrong_fingerprint, throwing_factory
+  CHECK(good >= 2);    // shard_fixture and comm_ucx (built-in)
+}
+
+TEST_CASE("ZT_PLUGIN_PATH is searched after plugins.dirs and before the built-in folder") {
+  setenv("ZT_PLUGIN_PATH", "/tmp/zt-a:/tmp/zt-b", 1);
+  zt::PluginCatalog catalog({"/tmp/zt-config"});
+  unsetenv("ZT_PLUGIN_PATH");
+  auto dirs = catalog.search_dirs();
+  REQUIRE(dirs.size() == 4);
+  CHECK(dirs[0] == "/tmp/zt-config");
+  CHECK(dirs[1] == "/tmp/zt-a");
+  CHECK(dirs[2] == "/tmp/zt-b");
+  CHECK(dirs[3] == zt::builtin_plugin_dir());
+}

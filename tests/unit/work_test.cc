@@ -1,0 +1,61 @@
+// FutureWork and SerialExecutor: the async machinery comm plugins share.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "../test_util.h"
+#include "zt/error.h"
+#include "zt/serial_executor.h"
+#include "zt/work.h"
+
+using namespace std::chrono_literals;
+
+TEST_CASE("SerialExecutor runs tasks in submission order, off the caller's thread") {
+  zt::SerialExecutor executor;
+  std::vector<int> order;
+  std::thread::id caller = std::this_thread::get_id(), runner;
+  for (int i = 0; i < 100; ++i) {
+    executor.submit([&, i] {
+      order.push_back(i);
+      runner = std::this_thread::get_id();
+    });
+  }
+  executor.drain();
+  REQUIRE(order.size() == 100);
+  for (int i = 0; i < 100; ++i) CHECK(order[i] == i);
+  CHECK(runner != caller);
+}
+
+TEST_CASE("a task that throws does not stop the executor") {
+  zt::SerialExecutor executor;
+  std::atomic<int> ran{0};
+  executor.submit([] { throw std::runtime_error("boom"); });
+  executor.submit([&] { ran++; });
+  executor.drain();
+  CHECK(ran == 1);
+}
+
+TEST_CASE("FutureWork: wait times out naming the op, then returns once completed") {
+  auto work = std::make_shared<zt::FutureWork>("comm_x all_reduce #3", 50ms);
+  CHECK_FALSE(work->is_completed());
+  try {
+    work->wait(20ms);
+    FAIL("expected a timeout");
+  } catch (const zt::CommError& e) {
+    CHECK(zt::test::contains(e.what(), "comm_x all_reduce #3 did not complete within 20 ms"));
+  }
+  std::thread t([work] { work->complete(); });
+  work->wait(5000ms);
+  t.join();
+  CHECK(work->is_completed());
+  CHECK(work->exception() == nullptr);
+}
+
+TEST_CASE("FutureWork rethrows the op's own failure") {
+  zt::FutureWork work("op", 1000ms);
+  work.complete(std::make_exception_ptr(zt::CommError("rank 2 is unreachable")));
+  CHECK(work.is_completed());
+  CHECK(work.exception() != nullptr);
+  CHECK_THROWS_WITH_AS(work.wait(), "rank 2 is unreachable", zt::CommError);
+}
