@@ -23,14 +23,16 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }  // namespace
 
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
+  const size_t threshold = std::max<size_t>(2, word.size() / 3);
   std::string best;
-  size_t best_distance = std::max<size_t>(2, word.size() / 3) + 1;
+  size_t best_distance = threshold + 1;
   for (const auto& c : candidates) {
     size_t d = edit_distance(word, c);
-    // A candidate that contains the word (or vice versa) is a likely abbreviation.
-    if (d >= best_distance && !word.empty() &&
+    // A candidate containing the word (or contained in it) is a likely abbreviation: accept it
+    // at the threshold, so a genuine near miss still wins.
+    if (d > threshold && !word.empty() &&
         (c.find(word) != std::string::npos || word.find(c) != std::string::npos)) {
-      d = best_distance - 1;
+      d = threshold;
     }
     if (d < best_distance) {
       best_distance = d;

@@ -19,9 +19,9 @@ inline c10d::TCPStoreOptions tcp_store_options(int port, bool is_server, int wor
   // We count arrivals ourselves so a timeout can say how many ranks came.
   opts.waitWorkers = false;
   opts.timeout = timeout;
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4
-  // The libuv backend (default since 2.4) reports bind failures differently; the classic
-  // backend behaves as in 1.13, which our error translation expects.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 2)
+  // The libuv backend (added in 2.2, default since 2.4) reports bind failures differently; the
+  // classic backend behaves as in 1.13, which our error translation expects.
   opts.useLibUV = false;
 #endif
   return opts;

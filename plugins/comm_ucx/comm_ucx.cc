@@ -11,6 +11,11 @@ class UcxCommPlugin final : public zt::CommunicatorPlugin {
     return {
         zt::opt_int("chunk_kb", 1024, "pipeline chunk: smaller overlaps ring steps sooner, larger "
                     "has less per-message overhead", 4, 1 << 20),
+        zt::opt_bool("shared_memory", true, "ranks on one host exchange data through a "
+                     "UCX-mapped shared-memory window (plain memcpy, ~4x faster than CMA "
+                     "copies here); off forces the tag-matched ring everywhere"),
+        zt::opt_int("shm_chunk_kb", 4096, "size of each shared-memory data area per rank: "
+                    "larger means fewer synchronisation rounds, more memory", 64, 1 << 20),
         zt::opt_string("tls", "", "UCX transports for this communicator (UCX_TLS syntax, e.g. "
                        "\"shm,tcp\"); empty lets UCX choose"),
         zt::opt_bool("peer_error_handling", false, "UCX peer-failure detection: a dead peer fails "
@@ -24,6 +29,8 @@ class UcxCommPlugin final : public zt::CommunicatorPlugin {
     zt::ucx::CommOptions o;
     o.chunk_bytes = static_cast<size_t>(options.get_int("chunk_kb")) * 1024;
     o.transport.tls = options.get_string("tls");
+    o.shared_memory = options.get_bool("shared_memory");
+    o.shm_bytes = static_cast<size_t>(options.get_int("shm_chunk_kb")) * 1024;
     o.transport.peer_error_handling = options.get_bool("peer_error_handling");
     return std::make_unique<zt::ucx::UcxCommunicator>(ctx, o);
   }

@@ -54,6 +54,10 @@ UcxCommunicator::UcxCommunicator(const CommContext& ctx, const CommOptions& opti
     : rank_(ctx.rank), world_(ctx.world), timeout_(ctx.timeout), options_(options) {
   if (ctx.store == nullptr) throw InternalError("comm_ucx: CommContext.store is null");
   transport_ = std::make_unique<Transport>(ctx, options.transport);
+  if (options.shared_memory && world_ > 1) {
+    shm_window_ = ShmWindow::create(*transport_, ctx, options.shm_bytes);
+    if (shm_window_) shm_ = std::make_unique<ShmCollectives>(*shm_window_, rank_, world_, timeout_);
+  }
   executor_ = std::make_unique<SerialExecutor>();
 }
 
@@ -67,6 +71,8 @@ UcxCommunicator::~UcxCommunicator() {
     }
   }
   executor_.reset();
+  shm_.reset();
+  shm_window_.reset();
   transport_.reset();
 }
 
@@ -89,14 +95,26 @@ std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
   auto work = std::make_shared<FutureWork>("comm_ucx " + tag.what, 2 * timeout_ + std::chrono::seconds(1));
   executor_->submit([this, work, tag, kind, body = std::move(body)] {
     try {
-      uint64_t sent_before = transport_->wire_bytes_sent();
+      if (transport_->broken()) {
+        throw CommError("comm_ucx is unusable after an earlier failure (" +
+                        transport_->broken_reason() + "); restart the job");
+      }
+      auto sent = [this] {
+        return transport_->wire_bytes_sent() + (shm_ ? shm_->published_bytes() : 0);
+      };
+      uint64_t sent_before = sent();
       body(tag);
       {
         std::lock_guard<std::mutex> lock(stats_mutex_);
-        stats_[kind].wire_bytes += transport_->wire_bytes_sent() - sent_before;
+        stats_[kind].wire_bytes += sent() - sent_before;
       }
       work->complete();
+    } catch (const std::exception& e) {
+      if (!transport_->broken()) transport_->mark_broken(e.what());
+      work->complete(std::current_exception());
+      throw;  // the executor retains the closure: its tensors may still be UCX's
     } catch (...) {
+      if (!transport_->broken()) transport_->mark_broken("unknown failure");
       work->complete(std::current_exception());
       throw;  // the executor retains the closure: its tensors may still be UCX's
     }
@@ -121,14 +139,30 @@ std::shared_ptr<Work> UcxCommunicator::all_gather(const at::Tensor& out_flat,
                 });
 }
 
+at::Tensor UcxCommunicator::scratch(Scratch slot, int64_t numel, at::ScalarType dtype) {
+  at::Tensor& buf = scratch_[slot];
+  const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
+  if (!buf.defined() || buf.nbytes() < static_cast<size_t>(bytes)) {
+    buf = at::empty({std::max<int64_t>(bytes, 64)}, at::kByte);
+  }
+  return buf.narrow(0, 0, bytes).view(dtype);
+}
+
+// Copies `src` into the head of `dst` and zeroes the padding after it.
+static void copy_padded(const at::Tensor& dst, const at::Tensor& src) {
+  dst.narrow(0, 0, src.numel()).copy_(src);
+  if (dst.numel() > src.numel()) dst.narrow(0, src.numel(), dst.numel() - src.numel()).zero_();
+}
+
 void UcxCommunicator::run_all_gather(const OpTag& tag, at::Tensor out, at::Tensor in) {
   const int64_t c = padded_shard_numel(out.numel(), world_);
   const bool padded = c * world_ != out.numel();
-  at::Tensor full = padded ? at::zeros({c * world_}, out.options()) : out;
+  at::Tensor full = padded ? scratch(kGather, c * world_, out.scalar_type()) : out;
   at::Tensor slot = full.narrow(0, c * rank_, in.numel());
   if (slot.data_ptr() != in.data_ptr()) slot.copy_(in);
-  ring_all_gather(*transport_, tag, bytes_of(full), static_cast<size_t>(c) * full.element_size(),
-                  options_.chunk_bytes);
+  const size_t block_bytes = static_cast<size_t>(c) * full.element_size();
+  if (shm_) shm_->all_gather(tag.what, bytes_of(full), block_bytes);
+  else ring_all_gather(*transport_, tag, bytes_of(full), block_bytes, options_.chunk_bytes);
   if (padded) out.copy_(full.narrow(0, 0, out.numel()));
 }
 
@@ -157,15 +191,20 @@ void UcxCommunicator::run_reduce_scatter(const OpTag& tag, at::Tensor out, at::T
   const int64_t c = padded_shard_numel(in.numel(), world_);
   at::Tensor work_in = in;
   if (acc != in.scalar_type() || c * world_ != in.numel()) {
-    work_in = at::zeros({c * world_}, in.options().dtype(acc));
-    work_in.narrow(0, 0, in.numel()).copy_(in);
+    work_in = scratch(kWork, c * world_, acc);
+    copy_padded(work_in, in);
   }
   const bool direct = acc == out.scalar_type() && out.numel() == c;
-  at::Tensor work_out = direct ? out : at::empty({c}, work_in.options());
-  at::Tensor stage = at::empty({c * (world_ - 1)}, work_in.options());
-  ring_reduce_scatter(*transport_, tag, work_in.data_ptr(), work_out.data_ptr(),
-                      stage.data_ptr(), static_cast<size_t>(c), elem_type(acc), op,
-                      options_.chunk_bytes);
+  at::Tensor work_out = direct ? out : scratch(kGather, c, acc);
+  if (shm_) {
+    shm_->reduce_scatter(tag.what, work_in.data_ptr(), work_out.data_ptr(), static_cast<size_t>(c),
+                         elem_type(acc), op);
+  } else {
+    at::Tensor stage = scratch(kStage, c * (world_ - 1), acc);
+    ring_reduce_scatter(*transport_, tag, work_in.data_ptr(), work_out.data_ptr(),
+                        stage.data_ptr(), static_cast<size_t>(c), elem_type(acc), op,
+                        options_.chunk_bytes);
+  }
   if (op == ReduceOp::kAvg) work_out.div_(world_);
   if (!direct) out.copy_(work_out.narrow(0, 0, out.numel()));
 }
@@ -183,19 +222,25 @@ void UcxCommunicator::run_all_reduce(const OpTag& tag, at::Tensor tensor, Reduce
   const bool in_place = acc == tensor.scalar_type() && c * world_ == tensor.numel();
   at::Tensor work = tensor;
   if (!in_place) {
-    work = at::zeros({c * world_}, tensor.options().dtype(acc));
-    work.narrow(0, 0, tensor.numel()).copy_(tensor);
+    work = scratch(kWork, c * world_, acc);
+    copy_padded(work, tensor);
+  }
+  if (shm_) {
+    shm_->all_reduce(tag.what, work.data_ptr(), static_cast<size_t>(c), elem_type(acc), op);
+    if (op == ReduceOp::kAvg) work.div_(world_);
+    if (!in_place) tensor.copy_(work.narrow(0, 0, tensor.numel()));
+    return;
   }
   // Reduce-scatter into this rank's block of `work` (in place), then all-gather the blocks.
   at::Tensor mine = work.narrow(0, c * rank_, c);
-  at::Tensor stage = at::empty({c * (world_ - 1)}, work.options());
+  at::Tensor stage = scratch(kStage, c * (world_ - 1), acc);
   ring_reduce_scatter(*transport_, tag, work.data_ptr(), mine.data_ptr(), stage.data_ptr(),
                       static_cast<size_t>(c), elem_type(acc), op, options_.chunk_bytes);
   if (op == ReduceOp::kAvg) mine.div_(world_);
   // 16-bit tensors gather in their own dtype: every rank rounds the same fp32 sums the same way.
   at::Tensor gathered = work;
   if (!in_place && tensor.scalar_type() != acc) {
-    gathered = at::empty({c * world_}, tensor.options());
+    gathered = scratch(kGather, c * world_, tensor.scalar_type());
     gathered.narrow(0, c * rank_, c).copy_(mine);
   }
   // The gather phase uses the second of the two sequence numbers each op owns.
@@ -210,12 +255,17 @@ std::shared_ptr<Work> UcxCommunicator::broadcast(const at::Tensor& tensor, int r
                                           " is not a rank of this " + std::to_string(world_) +
                                           "-rank communicator");
   return submit(CommOp::kBroadcast, tensor.nbytes(), [this, t = tensor, root](const OpTag& tag) {
-    chain_broadcast(*transport_, tag, bytes_of(t), t.nbytes(), root, options_.chunk_bytes);
+    if (shm_) shm_->broadcast(tag.what, bytes_of(t), t.nbytes(), root);
+    else chain_broadcast(*transport_, tag, bytes_of(t), t.nbytes(), root, options_.chunk_bytes);
   });
 }
 
 std::shared_ptr<Work> UcxCommunicator::barrier() {
   return submit(CommOp::kBarrier, 0, [this](const OpTag& tag) {
+    if (shm_) {
+      shm_->barrier(tag.what);
+      return;
+    }
     at::Tensor token = at::ones({world_}, at::kFloat);
     run_all_reduce(tag, token, ReduceOp::kSum);
   });

@@ -44,7 +44,8 @@ Transport::Transport(const CommContext& ctx, const TransportOptions& options)
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_TAG;
+  // TAG for the ring algorithms; RMA so ranks on one host can map each other's segments.
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA;
   ucs_status_t status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   if (status != UCS_OK && !options.tls.empty()) {

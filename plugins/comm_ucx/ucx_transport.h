@@ -51,6 +51,11 @@ class Transport {
   void run(const std::string& what);
 
   bool broken() const { return !broken_reason_.empty(); }
+  // Marks the transport unusable (e.g. a shared-memory collective failed) so later ops and the
+  // destructor treat it like a transport failure.
+  void mark_broken(const std::string& reason) { broken_reason_ = reason; }
+  ucp_context_h context() const { return context_; }
+  ucp_ep_h endpoint(int peer) const { return endpoints_[peer]; }
   const std::string& broken_reason() const { return broken_reason_; }
   uint64_t wire_bytes_sent() const { return wire_bytes_sent_.load(); }
 

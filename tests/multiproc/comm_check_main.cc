@@ -4,7 +4,7 @@
 // success, 1 on a failed check, or the zt::Error's exit code.
 //
 //   zt_comm_check --scenario collectives|die|wait_for_dead|rendezvous_only [--plugin ID]
-//                 [--timeout-ms T] [--victim R] [--option name=value]
+//                 [--timeout-ms T] [--victim R] [--option name=value[,name=value...]]
 #include <ATen/ATen.h>
 #include <signal.h>
 #include <unistd.h>
@@ -38,21 +38,28 @@ std::map<std::string, std::string> parse_args(int argc, char** argv) {
   return args;
 }
 
-// The plugin's options with one optionally set from "--option name=value".
-zt::Options plugin_options(const zt::Plugin& plugin, const std::string& id, const std::string& assignment) {
+// The plugin's options, some set from "--option name=value[,name=value...]".
+zt::Options plugin_options(const zt::Plugin& plugin, const std::string& id, const std::string& assignments) {
   std::map<std::string, zt::Value> values;
   auto specs = plugin.options();
-  size_t eq = assignment.find('=');
-  if (eq != std::string::npos) {
-    std::string name = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  size_t pos = 0;
+  while (pos < assignments.size()) {
+    size_t end = assignments.find(',', pos);
+    if (end == std::string::npos) end = assignments.size();
+    std::string assignment = assignments.substr(pos, end - pos);
+    pos = end + 1;
+    size_t eq = assignment.find('=');
+    std::string name = assignment.substr(0, eq), text = eq == std::string::npos ? "" : assignment.substr(eq + 1);
+    bool known = false;
     for (const auto& spec : specs) {
       if (spec.name != name) continue;
+      known = true;
       if (spec.type == zt::ValueType::kInt) values[name] = int64_t{std::stoll(text)};
       else if (spec.type == zt::ValueType::kBool) values[name] = text == "true";
       else if (spec.type == zt::ValueType::kDouble) values[name] = std::stod(text);
       else values[name] = text;
     }
-    if (values.empty()) throw zt::ConfigError("--option " + assignment + ": no such option of " + id);
+    if (!known) throw zt::ConfigError("--option " + assignment + ": no such option of " + id);
   }
   return zt::Options("plugin." + id, specs, values, {});
 }

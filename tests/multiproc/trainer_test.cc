@@ -101,3 +101,21 @@ TEST_CASE("a rank of the trainer that cannot rendezvous exits 4 naming rank 0's 
   CHECK(r.exit_code == 4);
   CHECK(contains(r.output, "zt: [rank 1] comm error: rendezvous: rank 1 cannot reach rank 0 at 127.0.0.1:1"));
 }
+
+TEST_CASE("killing one rank of `trainer --nproc 2` stops the job and names the rank and signal") {
+  // A long smoke job; the test kills its rank 1 from outside, as an OOM killer would.
+  TempDir dir;
+  write_file(dir.file("kill.sh"),
+             trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1000000 &\n"
+             "pid=$!; victim=''\n"
+             "for i in $(seq 1 200); do\n"
+             "  victim=$(ps -o pid= --ppid $pid | sed -n 2p | tr -d ' ')\n"  // ranks start in order
+             "  [ -n \"$victim\" ] && break; sleep 0.05\n"
+             "done\n"
+             "sleep 1; kill -9 $victim; wait $pid; echo \"launcher exit $?\"\n");
+  auto r = run_command("bash " + dir.file("kill.sh"));
+  INFO(r.output);
+  CHECK(contains(r.output, "launcher exit 137"));
+  CHECK(contains(r.output, "zt: error: rank 1 (pid "));
+  CHECK(contains(r.output, "was killed by signal 9 (Killed); stopping the other 1 rank(s)"));
+}

@@ -11,4 +11,6 @@ TEST_CASE("closest_match suggests near misses and abbreviations, not unrelated w
   CHECK(zt::closest_match("learning_rate", keys).empty());
   CHECK(zt::did_you_mean("stag", keys) == " (did you mean 'stage'?)");
   CHECK(zt::did_you_mean("zzzzzz", keys).empty());
+  // A near miss beats a longer key that merely contains the word.
+  CHECK(zt::closest_match("chunk_k", {"shm_chunk_kb", "chunk_kb"}) == "chunk_kb");
 }

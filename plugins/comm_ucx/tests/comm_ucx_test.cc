@@ -1,6 +1,7 @@
-// comm_ucx's own options, exercised across real ranks: tiny pipeline chunks (thousands of
-// chunks in flight, ring steps overlapping), UCX peer failure detection, a transport list UCX
-// refuses. The op/dtype/length matrix for every comm plugin is in tests/multiproc.
+// comm_ucx's own paths and options, exercised across real ranks. tests/multiproc runs the
+// op/dtype/length matrix over the default path (same-host shared memory); here the tag-matched
+// ring (used across hosts) gets the same matrix with tiny pipeline chunks, the shared-memory
+// window gets a tiny capacity (many rounds), and failures are checked on both paths.
 #include <doctest/doctest.h>
 
 #include "../../../tests/test_util.h"
@@ -36,16 +37,37 @@ Run run_ranks(int nproc, std::vector<std::string> args, bool stop_all = true) {
 
 }  // namespace
 
-TEST_CASE("4 KiB chunks: every collective stays exact with thousands of chunks pipelined") {
-  Run run = run_ranks(3, {"--scenario", "collectives", "--option", "chunk_kb=4"});
+TEST_CASE("ring path, 4 KiB chunks: every collective exact with thousands of chunks pipelined") {
+  Run run = run_ranks(3, {"--scenario", "collectives", "--option", "shared_memory=false,chunk_kb=4"});
   INFO(run.result.message << "\n" << run.reports);
   CHECK(run.result.exit_code == 0);
   CHECK(contains(run.reports, "rank 2: OK"));
 }
 
+TEST_CASE("ring path, 4 ranks, default chunks") {
+  Run run = run_ranks(4, {"--scenario", "collectives", "--option", "shared_memory=false"});
+  INFO(run.result.message << "\n" << run.reports);
+  CHECK(run.result.exit_code == 0);
+}
+
+TEST_CASE("shared-memory path with a 64 KiB window: results exact over many rounds") {
+  Run run = run_ranks(3, {"--scenario", "collectives", "--option", "shm_chunk_kb=64"});
+  INFO(run.result.message << "\n" << run.reports);
+  CHECK(run.result.exit_code == 0);
+  CHECK(contains(run.reports, "rank 2: OK"));
+}
+
+TEST_CASE("ring path: a dead peer makes the survivor fail naming it, within the timeout") {
+  Run run = run_ranks(2, {"--scenario", "die", "--victim", "1", "--timeout-ms", "2000",
+                          "--option", "shared_memory=false"}, /*stop_all=*/false);
+  INFO(run.result.message << "\n" << run.reports);
+  CHECK(run.result.rank_codes[0] == 4);
+  CHECK(contains(run.reports, "waiting for rank 1"));
+}
+
 TEST_CASE("peer_error_handling = true: a dead peer is reported as unreachable or silent") {
   Run run = run_ranks(2, {"--scenario", "die", "--victim", "1", "--timeout-ms", "3000",
-                          "--option", "peer_error_handling=true"}, /*stop_all=*/false);
+                          "--option", "shared_memory=false,peer_error_handling=true"}, /*stop_all=*/false);
   INFO(run.result.message << "\n" << run.reports);
   CHECK(run.result.rank_codes[0] == 4);
   CHECK(contains(run.reports, "rank 1"));

@@ -1,0 +1,54 @@
+// Collectives for ranks on one host over a ShmWindow. Data moves in rounds of at most the
+// window's capacity; each round is: wait until every peer finished reading this rank's
+// segment from the last round, publish input (`in_ready`), combine, publish output
+// (`out_ready`), copy out, report `done`. Flags carry a round epoch that every rank advances
+// identically (ops are issued in the same order everywhere). Every wait is bounded by the
+// timeout and names the rank it waited for.
+// Thread safety: none; the comm thread owns it.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "ring.h"
+#include "shm_window.h"
+
+namespace zt::ucx {
+
+class ShmCollectives {
+ public:
+  ShmCollectives(ShmWindow& window, int rank, int world, std::chrono::milliseconds timeout)
+      : w_(window), rank_(rank), world_(world), timeout_(timeout) {}
+
+  // Same contracts as the ring versions in ring.h.
+  void all_gather(const std::string& what, uint8_t* out, size_t block_bytes);
+  void reduce_scatter(const std::string& what, const void* in, void* out, size_t block_elems,
+                      ElemType type, ReduceOp reduce);
+  // In place over world * block_elems elements.
+  void all_reduce(const std::string& what, void* data, size_t block_elems, ElemType type,
+                  ReduceOp reduce);
+  void broadcast(const std::string& what, uint8_t* buf, size_t bytes, int root);
+  void barrier(const std::string& what);
+
+  // Bytes this rank published for peers to read (its "sent" bytes).
+  uint64_t published_bytes() const { return published_; }
+
+ private:
+  void begin_round(const std::string& what);
+  void end_round();
+  void publish(ShmFlag ShmControl::*flag);
+  // Waits until `flag` of every rank in [first, first + count) reached `epoch`.
+  void wait_for(ShmFlag ShmControl::*flag, uint64_t epoch, const char* phase,
+                const std::string& what, int only_rank = -1);
+
+  ShmWindow& w_;
+  int rank_;
+  int world_;
+  std::chrono::milliseconds timeout_;
+  uint64_t epoch_ = 0;  // the round in progress (or last finished)
+  uint64_t published_ = 0;
+};
+
+}  // namespace zt::ucx

@@ -1,0 +1,58 @@
+// A window of shared memory between the ranks of one host, allocated and mapped by UCX: each
+// rank's segment comes from ucp_mem_map(ALLOCATE) (a posix/sysv shared-memory transport) and
+// peers reach it through ucp_rkey_ptr, so collectives can move data with plain loads and
+// stores instead of a kernel copy per message (CMA measured ~4x slower here than memcpy).
+// Each segment holds a control block (phase flags) and two data areas, `in` and `out`.
+// Creation is collective: either every rank maps every peer, or nobody uses the window.
+// Thread safety: none; the comm thread owns it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ucx_transport.h"
+
+namespace zt::ucx {
+
+// One 64-byte line per flag so ranks polling different flags do not share a cache line.
+struct alignas(64) ShmFlag {
+  std::atomic<uint64_t> value{0};
+};
+
+struct ShmControl {
+  ShmFlag in_ready;   // epoch whose `in` data is published
+  ShmFlag out_ready;  // epoch whose `out` data is published
+  ShmFlag done;       // epoch in which this rank finished reading peers' segments
+};
+
+class ShmWindow {
+ public:
+  // Returns null (on every rank alike) when some rank cannot map some peer's segment, e.g.
+  // ranks on different hosts. `capacity` is the size of each data area.
+  static std::unique_ptr<ShmWindow> create(Transport& transport, const CommContext& ctx,
+                                           size_t capacity);
+  ~ShmWindow();
+  ShmWindow(const ShmWindow&) = delete;
+  ShmWindow& operator=(const ShmWindow&) = delete;
+
+  size_t capacity() const { return capacity_; }
+  ShmControl& control(int rank) { return *reinterpret_cast<ShmControl*>(bases_[rank]); }
+  uint8_t* in(int rank) { return bases_[rank] + kDataOffset; }
+  uint8_t* out(int rank) { return bases_[rank] + kDataOffset + capacity_; }
+
+ private:
+  static constexpr size_t kDataOffset = 4096;
+  ShmWindow(Transport& transport, size_t capacity) : transport_(transport), capacity_(capacity) {}
+
+  Transport& transport_;
+  size_t capacity_;
+  ucp_mem_h memh_ = nullptr;
+  std::vector<ucp_rkey_h> rkeys_;   // per peer; null for self
+  std::vector<uint8_t*> bases_;     // per rank: where its segment is mapped in this process
+};
+
+}  // namespace zt::ucx

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs one of zt's benchmarks (DESIGN.md §8) from the repository root, building it first.
+# usage: scripts/bench.sh <bench> [options for the bench]
+# Results go to bench-results/<bench>.json under the repository root.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+build_dir=build
+benches="comm"  # adam, nvme and train come later
+
+usage() {
+  echo "usage: scripts/bench.sh <bench> [options]"
+  echo "benches: $benches"
+}
+
+# Configures build/ when it has never been (Release), turns the benchmarks on when an existing
+# build/ has them off, then builds only the given targets.
+build() {
+  if [[ ! -f "$build_dir/build.ninja" ]]; then
+    cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
+  elif grep -q '^ZT_BUILD_BENCH:BOOL=OFF' "$build_dir/CMakeCache.txt"; then
+    cmake -S . -B "$build_dir" -DZT_BUILD_BENCH=ON
+  fi
+  local type
+  type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build_dir/CMakeCache.txt")"
+  if [[ "$type" != "Release" ]]; then
+    echo "bench.sh: note: $build_dir/ is a ${type:-default} build, not Release; timings are for it" >&2
+  fi
+  cmake --build "$build_dir" -j2 --target "$@"
+}
+
+bench="${1:-}"
+case "$bench" in
+  comm)
+    shift
+    build zt_bench_comm zt_comm_ucx
+    "$build_dir/bin/zt_bench_comm" "$@"
+    ;;
+  -h|--help)
+    usage
+    ;;
+  "")
+    usage >&2
+    exit 2
+    ;;
+  *)
+    echo "bench.sh: unknown bench '$bench'; known: $benches" >&2
+    exit 2
+    ;;
+esac
