@@ -93,15 +93,8 @@ int run_smoke(const Config& config, Store& store, const RankEnv& env,
   if (!broken.empty()) throw PluginError("some plugins cannot be loaded:" + broken);
 
   const std::string& comm_id = config.section("plugins").get_string("comm");
-  CommContext ctx;
-  ctx.rank = env.rank;
-  ctx.world = env.world;
-  ctx.local_rank = env.local_rank;
-  ctx.store = &store;
-  ctx.store_prefix = "comm/0/";
-  ctx.timeout = timeout;
-  std::unique_ptr<Communicator> comm =
-      catalog.comm(comm_id).create(config.plugin_options(comm_id), ctx);
+  std::unique_ptr<Communicator> comm = catalog.comm(comm_id).create(
+      config.plugin_options(comm_id), comm_context(env, store, "comm/0/", timeout));
 
   for (int64_t numel : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000003}}) {
     check_collectives(*comm, numel, at::kFloat);

@@ -78,14 +78,7 @@ std::unique_ptr<Communicator> make_comm_ucx(Store& store, const RankEnv& env) {
   const CommunicatorPlugin& plugin = catalog.comm("comm_ucx");
   // Defaults only: the bench measures comm_ucx as shipped.
   Options options("plugin.comm_ucx", plugin.options(), {}, {});
-  CommContext ctx;
-  ctx.rank = env.rank;
-  ctx.world = env.world;
-  ctx.local_rank = env.local_rank;
-  ctx.store = &store;
-  ctx.store_prefix = "bench/comm_ucx/";
-  ctx.timeout = kTimeout;
-  return plugin.create(options, ctx);
+  return plugin.create(options, comm_context(env, store, "bench/comm_ucx/", kTimeout));
 }
 
 class GlooBackend final : public Backend {

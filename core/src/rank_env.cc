@@ -55,6 +55,18 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
   return env;
 }
 
+CommContext comm_context(const RankEnv& env, Store& store, const std::string& prefix,
+                         std::chrono::milliseconds timeout) {
+  CommContext ctx;
+  ctx.rank = env.rank;
+  ctx.world = env.world;
+  ctx.local_rank = env.local_rank;
+  ctx.store = &store;
+  ctx.store_prefix = prefix;
+  ctx.timeout = timeout;
+  return ctx;
+}
+
 RankEnv discover_rank_env() {
   return discover_rank_env([](const char* name) { return std::getenv(name); });
 }

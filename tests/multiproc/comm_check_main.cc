@@ -178,8 +178,7 @@ int main(int argc, char** argv) {
     zt::PluginCatalog catalog;
     const zt::CommunicatorPlugin& plugin = catalog.comm(args["plugin"]);
     zt::Options options = plugin_options(plugin, args["plugin"], args["option"]);
-    zt::CommContext ctx{env.rank, env.world, env.local_rank, store.get(), "check/", timeout};
-    auto comm = plugin.create(options, ctx);
+    auto comm = plugin.create(options, zt::comm_context(env, *store, "check/", timeout));
     if (scenario == "collectives") {
       run_collectives(*comm);
     } else if (scenario == "die" || scenario == "wait_for_dead") {

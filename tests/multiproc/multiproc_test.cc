@@ -9,54 +9,19 @@
 
 #include <chrono>
 
-#include "../test_util.h"
-#include "zt/launcher.h"
+#include "comm_check_launch.h"
 
 using zt::test::contains;
-using zt::test::read_file;
 using zt::test::TempDir;
 
-namespace {
-
-struct Ranks {
-  zt::LaunchResult result;
-  std::vector<std::string> reports;  // what each rank wrote
-  double seconds = 0;
-};
-
-Ranks launch_check(int nproc, std::vector<std::string> args, bool stop_all = true,
-                   std::vector<std::pair<std::string, std::string>> env = {},
-                   std::chrono::milliseconds job_limit = std::chrono::milliseconds(240000)) {
-  TempDir out;
-  zt::LaunchSpec spec;
-  spec.nproc = nproc;
-  spec.argv = {ZT_TEST_COMM_CHECK};
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  spec.env = env;
-  spec.env.emplace_back("ZT_CHECK_OUT", out.path().string());
-  spec.stop_all_on_failure = stop_all;
-  spec.timeout = job_limit;
-  auto t0 = std::chrono::steady_clock::now();
-  Ranks ranks;
-  ranks.result = zt::launch_local(spec);
-  ranks.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (int r = 0; r < nproc; ++r) ranks.reports.push_back(read_file(out.file("rank" + std::to_string(r) + ".txt")));
-  return ranks;
-}
-
-std::string all_reports(const Ranks& ranks) {
-  std::string s = ranks.result.message + "\n";
-  for (size_t r = 0; r < ranks.reports.size(); ++r) s += "rank " + std::to_string(r) + ": " + ranks.reports[r];
-  return s;
-}
-
-}  // namespace
+using zt::test::launch_comm_check;
+using Ranks = zt::test::RankReports;
 
 TEST_CASE("comm_ucx collectives are exact for every op, dtype and length, world sizes 1-4") {
   for (int world : {1, 2, 3, 4}) {
     CAPTURE(world);
-    Ranks ranks = launch_check(world, {"--scenario", "collectives", "--plugin", "comm_ucx"});
-    INFO(all_reports(ranks));
+    Ranks ranks = launch_comm_check(world, {"--scenario", "collectives", "--plugin", "comm_ucx"});
+    INFO(ranks.all());
     CHECK(ranks.result.exit_code == 0);
     for (const auto& report : ranks.reports) CHECK(report == "OK\n");
   }
@@ -65,9 +30,9 @@ TEST_CASE("comm_ucx collectives are exact for every op, dtype and length, world 
 TEST_CASE("a rank that exits mid-job makes its peers fail with a CommError naming it, no hang") {
   // The launcher would stop the survivors at once; here they must detect it themselves, as
   // under torchrun or Slurm.
-  Ranks ranks = launch_check(2, {"--scenario", "die", "--victim", "1", "--timeout-ms", "2000"},
+  Ranks ranks = launch_comm_check(2, {"--scenario", "die", "--victim", "1", "--timeout-ms", "2000"},
                              /*stop_all=*/false);
-  INFO(all_reports(ranks));
+  INFO(ranks.all());
   CHECK(ranks.result.rank_codes[1] == 9);
   CHECK(ranks.result.rank_codes[0] == 4);  // ErrorKind::kComm
   CHECK(contains(ranks.reports[0], "comm error"));
@@ -76,9 +41,9 @@ TEST_CASE("a rank that exits mid-job makes its peers fail with a CommError namin
 }
 
 TEST_CASE("with three ranks, the survivor next to the dead rank names it") {
-  Ranks ranks = launch_check(3, {"--scenario", "wait_for_dead", "--victim", "2", "--timeout-ms", "2000"},
+  Ranks ranks = launch_comm_check(3, {"--scenario", "wait_for_dead", "--victim", "2", "--timeout-ms", "2000"},
                              /*stop_all=*/false);
-  INFO(all_reports(ranks));
+  INFO(ranks.all());
   CHECK(ranks.result.rank_codes[2] == 128 + 9);
   CHECK(ranks.result.rank_codes[0] == 4);
   CHECK(ranks.result.rank_codes[1] == 4);
@@ -88,8 +53,8 @@ TEST_CASE("with three ranks, the survivor next to the dead rank names it") {
 
 TEST_CASE("the launcher stops every rank when one is killed and names it") {
   // Survivors would wait 100 s; the launcher must end them long before.
-  Ranks ranks = launch_check(3, {"--scenario", "wait_for_dead", "--victim", "1", "--timeout-ms", "100000"});
-  INFO(all_reports(ranks));
+  Ranks ranks = launch_comm_check(3, {"--scenario", "wait_for_dead", "--victim", "1", "--timeout-ms", "100000"});
+  INFO(ranks.all());
   CHECK(ranks.result.failed_rank == 1);
   CHECK(ranks.result.exit_code == 128 + 9);
   CHECK(contains(ranks.result.message, "rank 1"));

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "zt/api.h"
+#include "zt/communicator.h"
 #include "zt/store.h"
 
 namespace zt {
@@ -36,5 +37,10 @@ ZT_API RankEnv discover_rank_env();
 // `world` ranks have arrived. Throws CommError: port in use, timeout with how many arrived.
 ZT_API std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, int world,
                                          std::chrono::milliseconds timeout);
+
+// The CommContext a comm plugin needs for this rank: its place in the job, the store, a key
+// prefix unique to the communicator, and the bound on every wait.
+ZT_API CommContext comm_context(const RankEnv& env, Store& store, const std::string& prefix,
+                                std::chrono::milliseconds timeout);
 
 }  // namespace zt
