@@ -102,6 +102,7 @@ int run_smoke(const Config& config, Store& store, const RankEnv& env,
   check_collectives(*comm, 4099, at::kBFloat16);
   check_collectives(*comm, 4099, at::kDouble);
 
+  const std::string path = comm->describe();
   const int reps = static_cast<int>(config.section("run").get_int("steps"));
   const int64_t bytes = 16 << 20;
   auto timings = time_collectives(*comm, bytes, reps);
@@ -111,6 +112,7 @@ int run_smoke(const Config& config, Store& store, const RankEnv& env,
   if (leader) {
     std::printf("zt smoke: %d rank(s) over %s (rendezvous: %s)\n", env.world, comm_id.c_str(),
                 env.source == "none" ? "single process" : env.source.c_str());
+    std::printf("data path: %s\n", path.c_str());
     std::printf("plugins loaded:\n");
     for (const auto& e : entries) {
       std::printf("  %-20s %-9s %-7s %s\n", e.id.c_str(), plugin_kind_name(e.record->kind),

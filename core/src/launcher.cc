@@ -53,6 +53,7 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port) {
   set("LOCAL_WORLD_SIZE", std::to_string(spec.nproc));
   set("MASTER_ADDR", spec.master_addr);
   set("MASTER_PORT", std::to_string(port));
+  set("ZT_LAUNCHER", "1");  // lets ranks report "zt launcher" rather than "torchrun"
   for (const auto& [k, v] : spec.env) set(k, v);
   std::vector<char*> envp, argv;
   for (auto& s : env_strings) envp.push_back(s.data());

@@ -40,6 +40,7 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
     if (!getenv(s.rank) || !getenv(s.world)) continue;
     env.found = true;
     env.source = s.source;
+    if (env.source == std::string("torchrun") && getenv("ZT_LAUNCHER")) env.source = "zt launcher";
     env.rank = parse_int(getenv, s.rank, 0);
     env.world = parse_int(getenv, s.world, 1);
     env.local_rank = parse_int(getenv, s.local, env.rank);

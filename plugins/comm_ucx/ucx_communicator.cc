@@ -271,6 +271,17 @@ std::shared_ptr<Work> UcxCommunicator::barrier() {
   });
 }
 
+std::string UcxCommunicator::describe() const {
+  if (world_ == 1) return "comm_ucx: one rank, no transfers";
+  if (shm_) {
+    return "comm_ucx: UCX-mapped shared memory between the " + std::to_string(world_) +
+           " ranks of this host (" + std::to_string(shm_window_->capacity() >> 10) +
+           " KiB window per rank)";
+  }
+  return "comm_ucx: pipelined ring over UCX tagged messages (" +
+         std::to_string(options_.chunk_bytes >> 10) + " KiB chunks)";
+}
+
 CommStats UcxCommunicator::stats() const {
   std::lock_guard<std::mutex> lock(stats_mutex_);
   return stats_;

@@ -35,6 +35,7 @@ class UcxCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return world_; }
   std::string name() const override { return "comm_ucx"; }
+  std::string describe() const override;
 
   std::shared_ptr<Work> all_gather(const at::Tensor& out_flat, const at::Tensor& in_shard) override;
   std::shared_ptr<Work> reduce_scatter(const at::Tensor& out_shard, const at::Tensor& in_flat,

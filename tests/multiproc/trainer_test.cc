@@ -26,6 +26,7 @@ TEST_CASE("the smoke job runs on 2 local ranks and verifies every collective") {
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "zt smoke: 2 rank(s) over comm_ucx"));
+  CHECK(contains(r.output, "data path: comm_ucx: UCX-mapped shared memory between the 2 ranks"));
   CHECK(contains(r.output, "collectives verified"));
   CHECK(contains(r.output, "smoke run OK"));
 }

@@ -49,6 +49,10 @@ TEST_CASE("torchrun, OpenMPI and Slurm variables are read, torchrun first") {
   CHECK(slurm.rank == 5);
   CHECK(slurm.world == 8);
 
+  auto ours = zt::discover_rank_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"ZT_LAUNCHER", "1"}}));
+  CHECK(ours.source == "zt launcher");
+  CHECK(ours.rank == 1);
+
   auto both = zt::discover_rank_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"},
                                            {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}}));
   CHECK(both.source == "torchrun");

@@ -68,6 +68,8 @@ class ZT_API Communicator {
   virtual int size() const = 0;
   // A name for messages: the plugin id.
   virtual std::string name() const = 0;
+  // One line on how data moves (transport, algorithm), for run summaries.
+  virtual std::string describe() const { return name(); }
 
   // out_flat (L elements) = concatenation of every rank's in_shard (flat_shard(L, size, r)).
   virtual std::shared_ptr<Work> all_gather(const at::Tensor& out_flat,

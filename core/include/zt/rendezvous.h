@@ -19,7 +19,7 @@ namespace zt {
 
 struct RankEnv {
   bool found = false;         // false: no launcher environment (single process or --nproc)
-  std::string source;         // "torchrun", "openmpi", "slurm", or "none"
+  std::string source;         // "torchrun", "zt launcher", "openmpi", "slurm", or "none"
   int rank = 0;
   int world = 1;
   int local_rank = 0;
