@@ -14,6 +14,8 @@
 
 #include "zt/communicator.h"
 #include "zt/did_you_mean.h"
+#include "zt/optimizer.h"
+#include "zt/shard_strategy.h"
 #include "zt/error.h"
 
 namespace fs = std::filesystem;
@@ -239,6 +241,16 @@ const PluginRecord& PluginCatalog::load_kind(const std::string& id, uint32_t kin
 
 const CommunicatorPlugin& PluginCatalog::comm(const std::string& id) {
   return *static_cast<const CommunicatorPlugin*>(load_kind(id, ZT_KIND_COMM, "plugins.comm").factory);
+}
+
+const ShardStrategyPlugin& PluginCatalog::shard(const std::string& id) {
+  return *static_cast<const ShardStrategyPlugin*>(
+      load_kind(id, ZT_KIND_SHARD, "plugins.shard").factory);
+}
+
+const OptimizerPlugin& PluginCatalog::optimizer(const std::string& id) {
+  return *static_cast<const OptimizerPlugin*>(
+      load_kind(id, ZT_KIND_OPTIMIZER, "plugins.optimizer").factory);
 }
 
 std::vector<PluginCatalog::Entry> PluginCatalog::load_all() {

@@ -19,6 +19,8 @@
 namespace zt {
 
 class CommunicatorPlugin;
+class OptimizerPlugin;
+class ShardStrategyPlugin;
 
 // A loaded, checked plugin.
 struct PluginRecord {
@@ -56,6 +58,8 @@ class ZT_API PluginCatalog {
   // that selected it (e.g. "plugins.comm") for the message.
   const PluginRecord& load_kind(const std::string& id, uint32_t kind, const std::string& role);
   const CommunicatorPlugin& comm(const std::string& id);
+  const ShardStrategyPlugin& shard(const std::string& id);
+  const OptimizerPlugin& optimizer(const std::string& id);
 
   // One entry per id found: the record, or why it could not be loaded.
   struct Entry {
