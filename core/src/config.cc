@@ -234,6 +234,11 @@ void check_combinations(const Config& config, Problems& problems) {
                    " needs plugins.shard (\"shard_tensor\" or \"shard_bucket\")");
     }
   }
+  const Options& precision = config.section("precision");
+  if (precision.get_string("compute") == "fp16" && config.section("launch").get_string("device") == "cpu") {
+    problems.add(at(precision, "compute") + ": precision.compute = \"fp16\" needs launch.device = "
+                 "\"cuda\": LibTorch has no fp16 matrix kernels on the CPU; use \"bf16\" there");
+  }
   const Options& data = config.section("data");
   if (data.get_string("kind") != "synthetic" && data.get_string("path").empty()) {
     problems.add(at(data, "kind") + ": data.kind = \"" + data.get_string("kind") +

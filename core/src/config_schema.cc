@@ -73,7 +73,9 @@ const std::vector<SectionSpec>& config_schema() {
         opt_int("max_live_parameters", 1000000000, "stage 3: bound on gathered elements alive",
                 1),
         opt_double("gradient_predivide_factor", 1, "divide gradients by this before the "
-                   "reduction and by world/this after (fp16 range)", 1)}},
+                   "reduction and by world/this after (fp16 range)", 1),
+        opt_double("gradient_clipping", 0, "clip gradients to this global norm (over all "
+                   "shards); 0 = off", 0)}},
       {"plugins", "which plugin supplies each part",
        {opt_string_list("dirs", {}, "extra plugin folders, searched before ZT_PLUGIN_PATH and "
                         "the built-in folder"),

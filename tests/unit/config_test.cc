@@ -80,7 +80,7 @@ TEST_CASE("plugin selections must exist and be of the right kind") {
   CHECK(contains(e, "Looked in: "));
   e = error_of(std::string(kSmoke) + "[plugins]\ndirs = [\"" ZT_TEST_FIXTURE_DIR "\"]\nshard = \"comm_ucx\"\n");
   CHECK(contains(e, "plugins.shard = \"comm_ucx\" names a comm plugin, but plugins.shard needs a shard plugin"));
-  CHECK(contains(e, "available: shard_fixture"));
+  CHECK(contains(e, "(available: shard_bucket, shard_fixture, shard_tensor)"));
   e = error_of(std::string(kSmoke) + "[plugin.shard_buckett]\nbucket_mb = 3\n");
   CHECK(contains(e, "[plugin.shard_buckett] configures plugin 'shard_buckett', which is not installed"));
 }
@@ -96,6 +96,8 @@ TEST_CASE("combinations that cannot work are refused") {
   e = error_of("[run]\ntask = \"train\"\n[zero]\nstage = 1\n");
   CHECK(contains(e, "run.task = \"train\" needs plugins.optimizer"));
   CHECK(contains(e, "zero.stage = 1 needs plugins.shard"));
+  e = error_of(std::string(kSmoke) + "[precision]\ncompute = \"fp16\"\n");
+  CHECK(contains(e, "job.toml:4:11: precision.compute = \"fp16\" needs launch.device = \"cuda\""));
   e = error_of(std::string(kSmoke) + "[data]\nkind = \"text\"\n");
   CHECK(contains(e, "data.kind = \"text\" needs data.path"));
 }

@@ -1,0 +1,127 @@
+// Engine: ZeRO data-parallel training of a model given as units (unit.h), composed from a
+// communicator, a shard strategy and an optimizer. One process per rank; every rank calls the
+// same methods in the same order.
+//   stage 0: every rank keeps full parameters, gradients and optimizer states; gradients are
+//            all-reduced at the step.
+//   stage 1: optimizer states and fp32 master weights sharded; gradients reduce-scattered at
+//            the step; updated shards all-gathered into the parameters.
+//   stage 2: + gradients sharded: each group's gradients are reduce-scattered as soon as its
+//            unit finished backward (overlapped with the rest of backward when overlap_comm).
+//   stage 3: + parameters sharded: a unit's groups are gathered just before it runs (and
+//            prefetched ahead), freed after, re-gathered before its backward.
+// Parameters live as views into one flat buffer per group (layout from the ShardStrategy), so
+// a gather writes every tensor of the group at once and a release frees them all.
+// Thread safety: one training thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "zt/api.h"
+#include "zt/communicator.h"
+#include "zt/optimizer.h"
+#include "zt/shard_strategy.h"
+#include "zt/unit.h"
+
+namespace zt {
+
+class Config;
+
+// Dynamic loss scaling for fp16 (DeepSpeed's semantics): the scale backs off after
+// `hysteresis` consecutive overflows and grows after `growth_interval` clean steps.
+struct LossScalerOptions {
+  double initial_scale = 4294967296.0;
+  double min_scale = 1.0;
+  double max_scale = 4294967296.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 1000;
+  int64_t hysteresis = 2;
+};
+
+class ZT_API LossScaler {
+ public:
+  LossScaler(const LossScalerOptions& options, bool enabled);
+  bool enabled() const { return enabled_; }
+  double scale() const { return enabled_ ? scale_ : 1.0; }
+  // Records whether this step's gradients overflowed (the same decision on every rank).
+  void update(bool overflow);
+
+ private:
+  LossScalerOptions options_;
+  bool enabled_;
+  double scale_;
+  int64_t clean_steps_ = 0;
+  int64_t hysteresis_left_;
+};
+
+struct EngineOptions {
+  int stage = 0;
+  at::ScalarType compute_dtype = at::kFloat;
+  int64_t grad_accum = 1;
+  double reduce_bucket_mb = 25;          // bound on gradient bytes in flight (stages 2-3)
+  bool overlap_comm = true;
+  int64_t prefetch_units = 1;            // stage 3
+  int64_t param_persistence_threshold = 100000;  // stage 3: groups of only smaller tensors stay
+  double gradient_predivide_factor = 1.0;
+  double gradient_clipping = 0.0;        // max global gradient norm; 0 = off
+  bool dynamic_loss_scale = false;       // on for fp16 (from_config); skips overflowed steps
+  LossScalerOptions scaler;
+
+  // Reads [zero] and [precision] (and data.grad_accum).
+  static EngineOptions from_config(const Config& config);
+};
+
+struct StepReport {
+  int64_t step = 0;        // optimizer steps applied so far
+  bool skipped = false;    // overflow: no update on any rank
+  double grad_norm = 0;    // global norm of the averaged gradients, before clipping
+  double loss_scale = 1;   // the scale used for this step's gradients
+};
+
+// Bytes this rank owns, by category (what the engine allocated, not process RSS).
+struct MemoryReport {
+  int64_t params_gathered = 0;      // compute-dtype flat buffers currently materialised
+  int64_t params_gathered_peak = 0; // highest params_gathered since the last reset
+  int64_t params_shard = 0;         // stage 3: compute-dtype shards kept between gathers
+  int64_t master_params = 0;        // fp32 master weights (owned shards)
+  int64_t optimizer_states = 0;
+  int64_t grads = 0;                // reduced fp32 gradient shards
+  int64_t persistent_params = 0;    // stage 3: bytes of groups that never release
+  int64_t unit_max_params = 0;      // largest single unit's gathered bytes
+};
+
+class ZT_API Engine {
+ public:
+  Engine(std::vector<Unit*> units, Communicator& comm, const ShardStrategy& strategy,
+         Optimizer& optimizer, EngineOptions options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // One micro step: runs every unit in order on `input`, `loss_fn(output)` gives the scalar
+  // loss of this rank's micro batch (a mean), then backward. Returns the loss value. Throws
+  // NumericError on a non-finite loss without loss scaling (nothing to rescale there).
+  double forward_backward(const at::Tensor& input,
+                          const std::function<at::Tensor(const at::Tensor&)>& loss_fn);
+  // After grad_accum micro steps: reduce what is not reduced yet, clip by the global norm,
+  // update the owned shards, refresh parameters. Collective.
+  StepReport step(double lr);
+
+  // Every parameter at full size as fp32, in registration order (collective in stage 3).
+  std::vector<std::pair<std::string, at::Tensor>> full_parameters();
+  MemoryReport memory() const;
+  void reset_peak();
+  int64_t parameter_count() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zt

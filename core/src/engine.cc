@@ -1,0 +1,484 @@
+#include "zt/engine.h"
+
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "zt/config.h"
+#include "zt/error.h"
+
+namespace zt {
+
+namespace {
+
+at::ScalarType dtype_from_name(const std::string& name) {
+  if (name == "bf16") return at::kBFloat16;
+  if (name == "fp16") return at::kHalf;
+  return at::kFloat;
+}
+
+// Calls `fn` after autograd accumulated a parameter's gradient into .grad.
+class AfterAccumulate final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit AfterAccumulate(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    fn_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
+}  // namespace
+
+EngineOptions EngineOptions::from_config(const Config& config) {
+  const Options& zero = config.section("zero");
+  const Options& precision = config.section("precision");
+  EngineOptions o;
+  o.stage = static_cast<int>(zero.get_int("stage"));
+  o.compute_dtype = dtype_from_name(precision.get_string("compute"));
+  o.dynamic_loss_scale = o.compute_dtype == at::kHalf;
+  o.grad_accum = config.section("data").get_int("grad_accum");
+  o.reduce_bucket_mb = zero.get_double("reduce_bucket_mb");
+  o.overlap_comm = zero.get_bool("overlap_comm");
+  o.prefetch_units = zero.get_int("prefetch_units");
+  o.param_persistence_threshold = zero.get_int("param_persistence_threshold");
+  o.gradient_predivide_factor = zero.get_double("gradient_predivide_factor");
+  o.gradient_clipping = zero.get_double("gradient_clipping");
+  o.scaler.initial_scale = precision.get_double("initial_scale");
+  o.scaler.min_scale = precision.get_double("min_scale");
+  o.scaler.max_scale = precision.get_double("max_scale");
+  o.scaler.growth_factor = precision.get_double("growth_factor");
+  o.scaler.backoff_factor = precision.get_double("backoff_factor");
+  o.scaler.growth_interval = precision.get_int("growth_interval");
+  o.scaler.hysteresis = precision.get_int("hysteresis");
+  return o;
+}
+
+struct Engine::Impl {
+  struct Param {
+    std::string name;
+    at::Tensor tensor;
+    int group = -1;
+    int64_t offset = 0;  // in the group's flat buffer
+    std::shared_ptr<torch::autograd::Node> accumulator;  // kept alive: it carries our hook
+  };
+  struct Group {
+    std::vector<int> params;
+    int64_t numel = 0, padded = 0, shard = 0;  // shard: elements this rank owns
+    at::Tensor flat;           // compute dtype, `padded`; params are views into it
+    bool gathered = true;
+    bool persistent = true;    // stage 3: never released
+    std::shared_ptr<Work> pending_gather;
+    at::Tensor param_shard;    // stage 3: compute-dtype shard, the all-gather source
+    at::Tensor master;         // fp32, `shard` elements (stage 0: all of them)
+    std::vector<at::Tensor> states;
+    at::Tensor grad;           // fp32 reduced gradient, `shard` elements
+    int ready = 0;             // params whose gradient arrived this micro step
+    bool reduced = false;      // this micro step's gradients already sent
+  };
+  struct PendingReduce {
+    int group;
+    at::Tensor out;            // compute-dtype shard being reduce-scattered into
+    std::shared_ptr<Work> work;
+    int64_t bytes;
+  };
+
+  std::vector<Unit*> units;
+  std::vector<std::vector<int>> unit_groups;  // groups each unit uses (owned and borrowed)
+  Communicator& comm;
+  Optimizer& optimizer;
+  EngineOptions opt;
+  int world, rank;
+  std::vector<Param> params;
+  std::vector<Group> groups;
+  std::vector<PendingReduce> pending;
+  LossScaler scaler;
+  int64_t steps = 0;
+  int64_t micro = 0;
+  MemoryReport mem;
+
+  Impl(std::vector<Unit*> u, Communicator& c, const ShardStrategy& strategy, Optimizer& o,
+       EngineOptions options)
+      : units(std::move(u)), comm(c), optimizer(o), opt(options), world(c.size()),
+        rank(c.rank()), scaler(options.scaler, options.dynamic_loss_scale) {
+    if (opt.stage < 0 || opt.stage > 3) throw ConfigError("zero.stage must be 0-3");
+    register_parameters(strategy);
+  }
+
+  int64_t es() const { return static_cast<int64_t>(c10::elementSize(opt.compute_dtype)); }
+  bool sharded() const { return opt.stage >= 1; }
+
+  // Parameters, deduplicated by tensor identity: the first unit listing one owns it.
+  void register_parameters(const ShardStrategy& strategy) {
+    std::map<const void*, int> seen;
+    unit_groups.resize(units.size());
+    for (size_t u = 0; u < units.size(); ++u) {
+      std::vector<int> owned;
+      std::vector<int> used;
+      for (auto& [name, tensor] : units[u]->parameters()) {
+        const void* key = tensor.unsafeGetTensorImpl();
+        auto it = seen.find(key);
+        if (it != seen.end()) {
+          used.push_back(it->second);
+          continue;
+        }
+        seen[key] = static_cast<int>(params.size());
+        owned.push_back(static_cast<int>(params.size()));
+        used.push_back(static_cast<int>(params.size()));
+        params.push_back({name, tensor, -1, 0, nullptr});
+      }
+      std::vector<TensorMeta> metas;
+      for (int p : owned) metas.push_back({params[p].name, params[p].tensor.numel(), es()});
+      ShardPlan plan = strategy.plan(metas, world);
+      validate_plan(plan, metas, world, "of unit " + units[u]->name());
+      for (const auto& fg : plan.groups) {
+        Group g;
+        g.numel = fg.numel;
+        g.padded = fg.padded_numel;
+        for (const auto& seg : fg.segments) {
+          int p = owned[seg.tensor];
+          params[p].group = static_cast<int>(groups.size());
+          params[p].offset = seg.flat_offset;
+          g.params.push_back(p);
+        }
+        groups.push_back(std::move(g));
+      }
+      for (int p : used) {
+        int g = params[p].group;
+        if (g >= 0 && std::find(unit_groups[u].begin(), unit_groups[u].end(), g) == unit_groups[u].end()) {
+          unit_groups[u].push_back(g);
+        }
+      }
+    }
+    for (size_t g = 0; g < groups.size(); ++g) build_group(static_cast<int>(g));
+    for (size_t u = 0; u < units.size(); ++u) {
+      int64_t bytes = 0;
+      for (int g : unit_groups[u]) bytes += groups[g].padded * es();
+      mem.unit_max_params = std::max(mem.unit_max_params, bytes);
+    }
+    for (size_t p = 0; p < params.size(); ++p) install_grad_hook(static_cast<int>(p));
+    if (opt.stage == 3) {
+      for (size_t g = 0; g < groups.size(); ++g) {
+        if (!groups[g].persistent) release(static_cast<int>(g));
+      }
+    }
+    mem.params_gathered_peak = mem.params_gathered;
+  }
+
+  void build_group(int gi) {
+    Group& g = groups[gi];
+    g.shard = sharded() ? g.padded / world : g.padded;
+    at::Tensor full32 = at::zeros({g.padded}, at::kFloat);
+    int64_t max_numel = 0;
+    for (int p : g.params) {
+      const at::Tensor& t = params[p].tensor;
+      full32.narrow(0, params[p].offset, t.numel()).copy_(t.detach().reshape({-1}));
+      max_numel = std::max(max_numel, t.numel());
+    }
+    g.persistent = opt.stage < 3 || max_numel < opt.param_persistence_threshold;
+    g.flat = full32.to(opt.compute_dtype);
+    // Re-point every parameter into the flat buffer. set_data keeps the parameter's own
+    // version counter, so writes into `flat` (gathers) never trip autograd's checks.
+    for (int p : g.params) {
+      at::Tensor& t = params[p].tensor;
+      t.set_data(g.flat.narrow(0, params[p].offset, t.numel()).view(t.sizes()));
+    }
+    int64_t first = sharded() ? g.shard * rank : 0;
+    g.master = full32.narrow(0, first, g.shard).clone();
+    for (size_t s = 0; s < optimizer.state_names().size(); ++s) {
+      g.states.push_back(at::zeros({g.shard}, at::kFloat));
+    }
+    g.grad = at::zeros({g.shard}, at::kFloat);
+    if (opt.stage == 3) g.param_shard = g.master.to(opt.compute_dtype);
+    mem.params_gathered += g.padded * es();
+    mem.master_params += g.shard * 4;
+    mem.optimizer_states += static_cast<int64_t>(g.states.size()) * g.shard * 4;
+    mem.grads += g.shard * 4;
+    if (opt.stage == 3) mem.params_shard += g.shard * es();
+    if (opt.stage == 3 && g.persistent) mem.persistent_params += g.padded * es();
+  }
+
+  void install_grad_hook(int p) {
+    Param& param = params[p];
+    param.accumulator = torch::autograd::impl::grad_accumulator(param.tensor);
+    if (!param.accumulator) {
+      throw InternalError("parameter " + param.name + " does not require grad; the engine trains "
+                          "every parameter a unit lists");
+    }
+    param.accumulator->add_post_hook(std::make_unique<AfterAccumulate>([this, p] { on_grad_ready(p); }));
+  }
+
+  // ---- stage 3 gather / release -------------------------------------------------------------
+  void materialize(Group& g) {
+    at::native::resize_bytes_cpu(g.flat.storage().unsafeGetStorageImpl(), g.padded * es());
+  }
+
+  void start_gather(int gi) {
+    Group& g = groups[gi];
+    if (g.gathered || g.pending_gather) return;
+    materialize(g);
+    mem.params_gathered += g.padded * es();
+    mem.params_gathered_peak = std::max(mem.params_gathered_peak, mem.params_gathered);
+    g.pending_gather = comm.all_gather(g.flat, g.param_shard);
+  }
+
+  void ensure_gathered(int gi) {
+    Group& g = groups[gi];
+    if (g.gathered) return;
+    start_gather(gi);
+    g.pending_gather->wait();
+    g.pending_gather.reset();
+    g.gathered = true;
+  }
+
+  void release(int gi) {
+    Group& g = groups[gi];
+    if (g.persistent || !g.gathered) return;
+    at::native::resize_bytes_cpu(g.flat.storage().unsafeGetStorageImpl(), 0);
+    g.gathered = false;
+    mem.params_gathered -= g.padded * es();
+  }
+
+  void gather_unit(int u, int direction) {
+    for (int g : unit_groups[u]) ensure_gathered(g);
+    for (int64_t k = 1; k <= opt.prefetch_units; ++k) {
+      int64_t next = u + direction * k;
+      if (next < 0 || next >= static_cast<int64_t>(units.size())) break;
+      for (int g : unit_groups[next]) start_gather(g);
+    }
+  }
+
+  bool needed_soon(int gi, int u, int direction) const {
+    for (int64_t k = 1; k <= opt.prefetch_units; ++k) {
+      int64_t next = u + direction * k;
+      if (next < 0 || next >= static_cast<int64_t>(units.size())) break;
+      const auto& gs = unit_groups[next];
+      if (std::find(gs.begin(), gs.end(), gi) != gs.end()) return true;
+    }
+    return false;
+  }
+
+  void release_after_backward(int done_unit, int next_unit) {
+    if (done_unit >= static_cast<int>(units.size())) return;
+    const auto& keep = unit_groups[next_unit];
+    for (int g : unit_groups[done_unit]) {
+      if (std::find(keep.begin(), keep.end(), g) == keep.end() && !needed_soon(g, next_unit, -1)) {
+        release(g);
+      }
+    }
+  }
+
+  // ---- gradients ------------------------------------------------------------------------------
+  void on_grad_ready(int p) {
+    Group& g = groups[params[p].group];
+    if (++g.ready == static_cast<int>(g.params.size()) && opt.stage >= 2) {
+      reduce_group(params[p].group);
+    }
+  }
+
+  // Flattens the group's .grad tensors (zeros where a parameter got none) and frees them.
+  at::Tensor flatten_grads(Group& g) {
+    at::Tensor flat = at::zeros({g.padded}, opt.compute_dtype);
+    for (int p : g.params) {
+      at::Tensor& t = params[p].tensor;
+      if (t.grad().defined()) flat.narrow(0, params[p].offset, t.numel()).copy_(t.grad().reshape({-1}));
+      t.mutable_grad().reset();
+    }
+    if (opt.gradient_predivide_factor != 1.0) flat.div_(opt.gradient_predivide_factor);
+    return flat;
+  }
+
+  void reduce_group(int gi) {
+    Group& g = groups[gi];
+    if (g.reduced) return;
+    g.reduced = true;
+    at::Tensor flat = flatten_grads(g);
+    if (opt.stage == 3) release(gi);
+    PendingReduce r{gi, {}, nullptr, g.padded * es()};
+    if (opt.stage == 0) {
+      r.out = flat;
+      r.work = comm.all_reduce(flat, ReduceOp::kSum);
+    } else {
+      r.out = at::empty({g.shard}, opt.compute_dtype);
+      r.work = comm.reduce_scatter(r.out, flat, ReduceOp::kSum);
+    }
+    pending.push_back(std::move(r));
+    // Bound the gradient bytes in flight (reduce_bucket_mb); without overlap, wait at once.
+    int64_t in_flight = 0;
+    for (const auto& q : pending) in_flight += q.bytes;
+    if (!opt.overlap_comm || in_flight > static_cast<int64_t>(opt.reduce_bucket_mb * (1 << 20))) {
+      drain_reduces();
+    }
+  }
+
+  void drain_reduces() {
+    for (auto& r : pending) {
+      r.work->wait();
+      groups[r.group].grad.add_(r.out.to(at::kFloat));
+    }
+    pending.clear();
+  }
+
+  // Every group not reduced in this micro step (stages 0-1 always; stages 2-3 groups whose
+  // parameters got no gradient), in group order so all ranks issue the same collectives.
+  void reduce_remaining() {
+    for (size_t g = 0; g < groups.size(); ++g) reduce_group(static_cast<int>(g));
+    drain_reduces();
+  }
+
+  // ---- the step ----------------------------------------------------------------------------------
+  double forward_backward(const at::Tensor& input,
+                          const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+    for (auto& g : groups) {
+      g.ready = 0;
+      g.reduced = false;
+    }
+    at::Tensor x = input;
+    for (size_t u = 0; u < units.size(); ++u) {
+      int ui = static_cast<int>(u);
+      if (opt.stage == 3) gather_unit(ui, +1);
+      x = units[u]->forward(x);
+      if (opt.stage == 3) {
+        if (x.requires_grad()) {
+          x.register_hook([this, ui](const at::Tensor& grad) {
+            // The gradient of this unit's output is complete, so the next unit's backward has
+            // run: its parameters can go (a tied one is re-gathered when needed again).
+            release_after_backward(ui + 1, ui);
+            gather_unit(ui, -1);  // re-gather before this unit's backward runs
+            return grad;
+          });
+        }
+        for (int g : unit_groups[u]) {
+          if (!needed_soon(g, ui, +1)) release(g);
+        }
+      }
+    }
+    at::Tensor loss = loss_fn(x);
+    double value = loss.item<double>();
+    if (!std::isfinite(value) && !scaler.enabled()) {
+      throw NumericError("loss is " + std::to_string(value) + " at step " + std::to_string(steps + 1) +
+                         " (micro step " + std::to_string(micro + 1) + ") in " +
+                         std::string(at::toString(opt.compute_dtype)) + "; lower the learning rate, "
+                         "enable zero.gradient_clipping, or check the data");
+    }
+    (loss * scaler.scale()).backward();
+    ++micro;
+    if (opt.stage >= 2) reduce_remaining();
+    if (opt.stage == 3) {
+      for (size_t g = 0; g < groups.size(); ++g) release(static_cast<int>(g));
+    }
+    return value;
+  }
+
+  StepReport step(double lr) {
+    if (opt.stage < 2) reduce_remaining();
+    StepReport report;
+    report.loss_scale = scaler.scale();
+    // Gradients were summed over ranks and micro steps; average them and undo the scale.
+    double divisor = scaler.scale() * opt.grad_accum * world / opt.gradient_predivide_factor;
+    // One all-reduce carries both the overflow flag and the squared norm of the owned shards.
+    double sq = 0;
+    bool overflow = false;
+    for (auto& g : groups) {
+      double s = g.grad.to(at::kDouble).pow(2).sum().item<double>();
+      if (!std::isfinite(s)) overflow = true;
+      else sq += s;
+    }
+    at::Tensor totals = at::tensor({sq, overflow ? 1.0 : 0.0}, at::kDouble);
+    // Stage 0 shards are full copies: every rank already holds the global values.
+    if (sharded()) comm.all_reduce(totals, ReduceOp::kSum)->wait();
+    overflow = totals[1].item<double>() > 0;
+    report.grad_norm = std::sqrt(totals[0].item<double>()) / divisor;
+    if (overflow) {
+      scaler.update(true);
+      report.skipped = true;
+      report.step = steps;
+      for (auto& g : groups) g.grad.zero_();
+      micro = 0;
+      return report;
+    }
+    scaler.update(false);
+    if (opt.gradient_clipping > 0) {
+      double coef = opt.gradient_clipping / (report.grad_norm + 1e-6);
+      if (coef < 1) divisor /= coef;
+    }
+    ++steps;
+    std::vector<ShardTensors> shards;
+    for (auto& g : groups) shards.push_back({g.master, g.grad, g.states, {}});
+    optimizer.step(shards, {steps, lr, divisor});
+    refresh_parameters();
+    for (auto& g : groups) g.grad.zero_();
+    micro = 0;
+    report.step = steps;
+    return report;
+  }
+
+  // Puts the updated master weights back into the parameters.
+  void refresh_parameters() {
+    std::vector<std::shared_ptr<Work>> works;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      Group& g = groups[gi];
+      if (opt.stage == 0) {
+        g.flat.copy_(g.master);
+      } else if (opt.stage < 3) {
+        at::Tensor slot = g.flat.narrow(0, g.shard * rank, g.shard);
+        slot.copy_(g.master);
+        works.push_back(comm.all_gather(g.flat, slot));
+      } else {
+        g.param_shard.copy_(g.master);
+        if (g.persistent) works.push_back(comm.all_gather(g.flat, g.param_shard));
+      }
+    }
+    for (auto& w : works) w->wait();
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> full_parameters() {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      Group& g = groups[gi];
+      bool was = g.gathered;
+      ensure_gathered(static_cast<int>(gi));
+      for (int p : g.params) out.emplace_back(params[p].name, params[p].tensor.detach().to(at::kFloat).clone());
+      if (!was) release(static_cast<int>(gi));
+    }
+    return out;
+  }
+};
+
+Engine::Engine(std::vector<Unit*> units, Communicator& comm, const ShardStrategy& strategy,
+               Optimizer& optimizer, EngineOptions options)
+    : impl_(std::make_unique<Impl>(std::move(units), comm, strategy, optimizer, options)) {}
+
+Engine::~Engine() = default;
+
+double Engine::forward_backward(const at::Tensor& input,
+                                const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+  return impl_->forward_backward(input, loss_fn);
+}
+
+StepReport Engine::step(double lr) { return impl_->step(lr); }
+
+std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() {
+  return impl_->full_parameters();
+}
+
+MemoryReport Engine::memory() const { return impl_->mem; }
+
+void Engine::reset_peak() { impl_->mem.params_gathered_peak = impl_->mem.params_gathered; }
+
+int64_t Engine::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& p : impl_->params) n += p.tensor.numel();
+  return n;
+}
+
+}  // namespace zt

@@ -1,0 +1,61 @@
+// The Adam/AdamW element update of optim_hybrid_adam on host memory: one pass over a shard's
+// parameters, gradient, both moments and (optionally) a 16-bit copy of the new parameters.
+// Kept apart from the plugin so a faster kernel (SIMD, threads, a CUDA twin) replaces only this
+// file; the constants are prepared once per step, exactly as LibTorch 1.13 rounds them, so every
+// kernel computes the same fp32 arithmetic as torch::optim::Adam / AdamW.
+// Thread safety: adam_update_cpu touches only the buffers it is given; disjoint buffers may be
+// updated from several threads at once.
+#pragma once
+
+#include <cstdint>
+
+namespace zt::hybrid_adam {
+
+// How weight decay enters the update.
+enum class DecayMode {
+  kNone,       // weight_decay == 0: LibTorch skips the decay entirely (so inf/NaN params stay)
+  kDecoupled,  // AdamW: p *= 1 - lr * wd before the moment update
+  kL2          // Adam: g += wd * p before the moment update
+};
+
+// Element types a kernel reads gradients from / writes the parameter copy to.
+enum class ElemType { kFloat32, kBFloat16, kFloat16 };
+
+// The per-step scalars. LibTorch computes them in double and rounds each to float where it
+// enters a tensor op; these fields hold those rounded values, so the kernel never sees a double.
+struct AdamConstants {
+  float beta1 = 0.9f;              // m = beta1 * m + one_minus_beta1 * g
+  float one_minus_beta1 = 0.1f;
+  float beta2 = 0.999f;            // v = beta2 * v + one_minus_beta2 * g * g
+  float one_minus_beta2 = 0.001f;
+  float sqrt_bias_correction2 = 1; // sqrt(1 - beta2^step): denom = sqrt(v) / this + eps
+  float eps = 1e-8f;
+  float neg_step_size = -1e-3f;    // -(lr / (1 - beta1^step)): p += this * m / denom
+  float grad_divisor = 1;          // g = grad / grad_divisor (loss scale, accumulation)
+  DecayMode decay = DecayMode::kNone;
+  float decay_factor = 1;          // kDecoupled: 1 - lr * wd
+  float weight_decay = 0;          // kL2: wd
+};
+
+// Rounds the step's hyperparameters into AdamConstants the way LibTorch 1.13 does.
+// `step` is 1-based; `adamw` picks kDecoupled over kL2 when weight_decay != 0.
+AdamConstants make_adam_constants(double lr, double beta1, double beta2, double eps,
+                                  double weight_decay, bool adamw, int64_t step,
+                                  double grad_divisor);
+
+// One shard's buffers, all `numel` elements long, contiguous, on the host.
+struct AdamBuffers {
+  float* param = nullptr;       // in/out: fp32 master parameters
+  const void* grad = nullptr;   // in: gradient of type grad_type
+  ElemType grad_type = ElemType::kFloat32;
+  float* exp_avg = nullptr;     // in/out: first moment
+  float* exp_avg_sq = nullptr;  // in/out: second moment
+  void* copy_out = nullptr;     // out, optional (nullptr = none): new params as copy_type
+  ElemType copy_type = ElemType::kBFloat16;
+  int64_t numel = 0;
+};
+
+// Applies one Adam/AdamW step to every element, reading and writing each buffer once.
+void adam_update_cpu(const AdamBuffers& buffers, const AdamConstants& constants);
+
+}  // namespace zt::hybrid_adam

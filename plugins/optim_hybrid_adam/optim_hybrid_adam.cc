@@ -1,0 +1,230 @@
+// optim_hybrid_adam: the Adam / AdamW optimizer plugin. Updates the engine's flat fp32 master
+// shards in place with LibTorch 1.13's torch::optim::AdamW (adamw = true) or torch::optim::Adam
+// (adamw = false) arithmetic, and writes the optional bf16/fp16 copy of the new parameters in
+// the same pass over memory. This file owns options and checks; adam_kernel.{h,cc} the math.
+#include <cmath>
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include "adam_kernel.h"
+#include "zt/error.h"
+#include "zt/optimizer.h"
+#include "zt/options.h"
+
+namespace {
+
+using zt::hybrid_adam::AdamBuffers;
+using zt::hybrid_adam::AdamConstants;
+using zt::hybrid_adam::ElemType;
+
+constexpr const char* kId = "optim_hybrid_adam";
+
+struct HybridAdamConfig {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;
+  bool adamw = true;
+};
+
+std::optional<ElemType> elem_type(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Float: return ElemType::kFloat32;
+    case c10::ScalarType::BFloat16: return ElemType::kBFloat16;
+    case c10::ScalarType::Half: return ElemType::kFloat16;
+    default: return std::nullopt;
+  }
+}
+
+// Every message names the shard and the tensor, since the engine hands over many at once.
+[[noreturn]] void shard_error(size_t shard, const char* role, const std::string& what) {
+  throw zt::InternalError(std::string(kId) + ": shard " + std::to_string(shard) + ": " + role +
+                          " " + what);
+}
+
+// A tensor the kernel may read or write through a raw pointer: defined, on the host, dense and
+// as long as the shard. Device tensors are refused by name so a CUDA shard never reaches the
+// host loop.
+void check_host_tensor(const at::Tensor& t, size_t shard, const char* role, int64_t numel) {
+  if (!t.defined()) shard_error(shard, role, "is undefined; the engine must allocate it");
+  if (!t.device().is_cpu()) {
+    shard_error(shard, role, "is on " + t.device().str() + "; this build of " + kId +
+                                 " updates host (CPU) shards only");
+  }
+  if (t.numel() != numel) {
+    shard_error(shard, role, "has " + std::to_string(t.numel()) + " elements but param has " +
+                                 std::to_string(numel) + "; every tensor of a shard must be "
+                                 "the same length");
+  }
+  if (!t.is_contiguous()) {
+    std::ostringstream os;
+    os << "is not contiguous (sizes " << t.sizes() << ", strides " << t.strides()
+       << "); hand over a dense flat view";
+    shard_error(shard, role, os.str());
+  }
+}
+
+void check_dtype(const at::Tensor& t, size_t shard, const char* role, bool ok,
+                 const char* expected) {
+  if (!ok) {
+    shard_error(shard, role, std::string("has dtype ") + c10::toString(t.scalar_type()) +
+                                 ", expected " + expected);
+  }
+}
+
+// Checks one shard and returns raw views of its buffers.
+AdamBuffers host_buffers(const zt::ShardTensors& s, size_t shard) {
+  if (!s.param.defined()) shard_error(shard, "param", "is undefined; the engine must allocate it");
+  const int64_t numel = s.param.numel();
+  check_host_tensor(s.param, shard, "param", numel);
+  check_dtype(s.param, shard, "param", s.param.scalar_type() == c10::ScalarType::Float,
+              "Float (fp32 master weights)");
+
+  check_host_tensor(s.grad, shard, "grad", numel);
+  const std::optional<ElemType> grad_type = elem_type(s.grad.scalar_type());
+  check_dtype(s.grad, shard, "grad", grad_type.has_value(), "Float, BFloat16 or Half");
+
+  if (s.states.size() != 2) {
+    shard_error(shard, "states", "holds " + std::to_string(s.states.size()) +
+                                     " tensors, expected 2 (exp_avg, exp_avg_sq: state_names())");
+  }
+  const char* state_roles[2] = {"state exp_avg", "state exp_avg_sq"};
+  for (size_t k = 0; k < 2; ++k) {
+    check_host_tensor(s.states[k], shard, state_roles[k], numel);
+    check_dtype(s.states[k], shard, state_roles[k],
+                s.states[k].scalar_type() == c10::ScalarType::Float, "Float");
+  }
+
+  AdamBuffers b;
+  b.numel = numel;
+  b.param = s.param.data_ptr<float>();
+  b.grad = s.grad.data_ptr();
+  b.grad_type = *grad_type;
+  b.exp_avg = s.states[0].data_ptr<float>();
+  b.exp_avg_sq = s.states[1].data_ptr<float>();
+  if (s.copy_out.defined()) {
+    check_host_tensor(s.copy_out, shard, "copy_out", numel);
+    const std::optional<ElemType> copy_type = elem_type(s.copy_out.scalar_type());
+    check_dtype(s.copy_out, shard, "copy_out",
+                copy_type == ElemType::kBFloat16 || copy_type == ElemType::kFloat16,
+                "BFloat16 or Half (the low-precision compute copy)");
+    b.copy_out = s.copy_out.data_ptr();
+    b.copy_type = *copy_type;
+  }
+  return b;
+}
+
+class HybridAdam final : public zt::Optimizer {
+ public:
+  explicit HybridAdam(const HybridAdamConfig& config) : config_(config) {}
+
+  std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
+
+  double base_lr() const override { return config_.lr; }
+
+  void step(const std::vector<zt::ShardTensors>& shards, const zt::StepArgs& args) override {
+    if (args.step < 1) {
+      throw zt::InternalError(std::string(kId) + ": step count " + std::to_string(args.step) +
+                              " is not 1-based; the first update is step 1");
+    }
+    if (!std::isfinite(args.lr) || args.lr < 0) {
+      throw zt::InternalError(std::string(kId) + ": learning rate " + std::to_string(args.lr) +
+                              " for step " + std::to_string(args.step) +
+                              " must be finite and >= 0; check the lr schedule");
+    }
+    if (!std::isfinite(args.grad_divisor) || args.grad_divisor <= 0) {
+      throw zt::InternalError(std::string(kId) + ": grad_divisor " +
+                              std::to_string(args.grad_divisor) + " must be finite and > 0");
+    }
+    // Every shard is checked before any is touched, so a bad call never leaves half a step.
+    std::vector<AdamBuffers> buffers;
+    buffers.reserve(shards.size());
+    for (size_t i = 0; i < shards.size(); ++i) buffers.push_back(host_buffers(shards[i], i));
+
+    const AdamConstants constants = zt::hybrid_adam::make_adam_constants(
+        args.lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, config_.adamw,
+        args.step, args.grad_divisor);
+    for (const AdamBuffers& b : buffers) {
+      if (b.numel > 0) zt::hybrid_adam::adam_update_cpu(b, constants);
+    }
+  }
+
+ private:
+  HybridAdamConfig config_;
+};
+
+[[noreturn]] void option_error(const zt::Options& options, const std::string& key,
+                               const std::string& what) {
+  throw zt::ConfigError(options.where(key).str() + ": " + options.table() + "." + key + " = " +
+                        zt::value_to_toml(options.get(key)) + " " + what);
+}
+
+class HybridAdamPlugin final : public zt::OptimizerPlugin {
+ public:
+  std::vector<zt::OptionSpec> options() const override {
+    return {
+        zt::opt_double("lr", 1e-3, "learning rate (> 0) before the engine's schedule scales it: "
+                       "larger learns faster but may diverge", 0.0),
+        zt::opt_double_list("betas", {0.9, 0.999}, "[beta1, beta2], each in [0, 1): decay of the "
+                            "gradient and squared-gradient averages; closer to 1 averages over "
+                            "more steps (smoother, slower to react; LLMs often use beta2 = 0.95)"),
+        zt::opt_double("eps", 1e-8, "added to sqrt(v) (> 0): larger damps steps where gradients "
+                       "are tiny and makes updates more SGD-like, smaller is closer to pure "
+                       "Adam", 0.0),
+        zt::opt_double("weight_decay", 0.0, "pull of weights toward zero each step: regularises, "
+                       "too much underfits; 0 disables", 0.0),
+        zt::opt_bool("adamw", true, "true: decoupled decay p *= 1 - lr*wd (torch::optim::AdamW); "
+                     "false: L2 term wd*p added to the gradient (torch::optim::Adam), which "
+                     "Adam's scaling weakens for weights with large gradients"),
+    };
+  }
+
+  std::unique_ptr<zt::Optimizer> create(const zt::Options& options) const override {
+    // The config loader checks types and inclusive ranges; what it cannot express (lr, eps
+    // strictly positive, the betas' count and range) is checked here, before any step.
+    HybridAdamConfig c;
+    c.lr = options.get_double("lr");
+    if (!(std::isfinite(c.lr) && c.lr > 0)) {
+      option_error(options, "lr", "must be a finite number > 0 (e.g. lr = 3e-4)");
+    }
+    const std::vector<double>& betas = options.get_double_list("betas");
+    if (betas.size() != 2) {
+      option_error(options, "betas", "must hold exactly two numbers [beta1, beta2] "
+                                     "(e.g. betas = [0.9, 0.999])");
+    }
+    for (double b : betas) {
+      if (!(b >= 0 && b < 1)) {
+        option_error(options, "betas", "must have each beta in [0, 1): a beta of 1 or more "
+                                       "never forgets, a negative one oscillates "
+                                       "(e.g. betas = [0.9, 0.999])");
+      }
+    }
+    c.beta1 = betas[0];
+    c.beta2 = betas[1];
+    c.eps = options.get_double("eps");
+    if (!(std::isfinite(c.eps) && c.eps > 0)) {
+      option_error(options, "eps", "must be a finite number > 0; it keeps the update's "
+                                   "denominator away from zero (e.g. eps = 1e-8)");
+    }
+    c.weight_decay = options.get_double("weight_decay");
+    if (!(std::isfinite(c.weight_decay) && c.weight_decay >= 0)) {
+      option_error(options, "weight_decay", "must be a finite number >= 0 (0 disables it)");
+    }
+    c.adamw = options.get_bool("adamw");
+    return std::make_unique<HybridAdam>(c);
+  }
+};
+
+}  // namespace
+
+ZT_PLUGIN(ZT_KIND_OPTIMIZER, "optim_hybrid_adam", "0.1.0",
+          "Adam / AdamW on flat fp32 master shards (LibTorch semantics), optional bf16/fp16 copy-out",
+          HybridAdamPlugin)

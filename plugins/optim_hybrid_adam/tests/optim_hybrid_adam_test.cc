@@ -1,0 +1,431 @@
+// optim_hybrid_adam, loaded through the plugin catalog as the engine loads it: the update against
+// a double-precision reference (every length 0..67, so any future vector kernel's tails are
+// covered, and one large shard), 20-step trajectories against LibTorch's own torch::optim::AdamW
+// and torch::optim::Adam, the bf16/fp16 copy-out and 16-bit gradients, and the errors bad input
+// must raise.
+// LibTorch pulls in glog, whose one-argument CHECK (which aborts) would shadow doctest's; include
+// it first and drop that macro so every CHECK below is doctest's reporting one.
+#include <torch/torch.h>
+#undef CHECK
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zt/error.h"
+#include "zt/optimizer.h"
+#include "zt/options.h"
+#include "zt/plugin_loader.h"
+
+namespace {
+
+const zt::OptimizerPlugin& plugin() {
+  static zt::PluginCatalog catalog;
+  return catalog.optimizer("optim_hybrid_adam");
+}
+
+std::unique_ptr<zt::Optimizer> make_optimizer(std::map<std::string, zt::Value> values) {
+  const zt::OptimizerPlugin& p = plugin();
+  return p.create(zt::Options("plugin.optim_hybrid_adam", p.options(), std::move(values), {}));
+}
+
+struct Hyper {
+  double lr = 1e-2;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.05;
+  bool adamw = true;
+
+  std::map<std::string, zt::Value> values() const {
+    return {{"lr", lr},
+            {"betas", std::vector<double>{beta1, beta2}},
+            {"eps", eps},
+            {"weight_decay", weight_decay},
+            {"adamw", adamw}};
+  }
+};
+
+// A shard as the engine hands it over: fp32 master params, a gradient, zeroed states.
+struct Shard {
+  torch::Tensor param, grad, exp_avg, exp_avg_sq, copy_out;
+
+  explicit Shard(int64_t n)
+      : param(torch::randn({n})), grad(torch::randn({n})), exp_avg(torch::zeros({n})),
+        exp_avg_sq(torch::zeros({n})) {}
+  zt::ShardTensors view() const { return {param, grad, {exp_avg, exp_avg_sq}, copy_out}; }
+};
+
+// The lr the engine's schedule hands over at `step`: changing each step, so a kernel that used
+// the configured lr instead of StepArgs::lr would be caught.
+double scheduled_lr(const Hyper& h, int64_t step) { return h.lr * (1.0 - 0.04 * (step - 1)); }
+
+// The fp32 kernel against exact (double) arithmetic on the same fp32 inputs, one step at a time.
+// Bound: a first-order error propagation through Adam's formula in which every operation may be
+// off by kEps = 1e-6 relative to the magnitudes it combines (about 17 fp32 ulps; a correct fp32
+// kernel needs 1-3 per op):
+//   m, v: |x - r| <= kEps * S, S = the sum of the magnitudes of the terms that produced r
+//         (m: b1|m| + (1-b1)(|g| + wd|p|); v: b2 v + (1-b2)(|g| + wd|p|)^2);
+//   p:    |x - r| <= kEps |p| + e_U, e_U = the error of the update s*m/D (s = lr/bc1,
+//         D = sqrt(v)/sqrt(bc2) + eps) that the m and v errors above imply, plus kEps |U|.
+// So where nothing cancels this is a relative bound of 1e-6; where g + wd*p or the m average
+// cancels, or eps and sqrt(v) are of a size, it widens exactly as fp32 rounding of the inputs
+// must (LibTorch's own fp32 result moves by as much there). The MESSAGE lines give the worst
+// error seen as a fraction of this bound (under 0.5 when written).
+constexpr double kEps = 1e-6;
+
+struct WorstError {
+  double p = 0, m = 0, v = 0;  // max |x - r| / bound seen; 1.0 = at the bound
+  double p_rel = 0;            // max |x - r| / |r| for p, where |r| >= 1e-3
+};
+
+// |x - r| / bound, with an exact zero when both are zero (a zero bound admits only equality).
+double error_ratio(double x, double r, double bound) {
+  const double err = std::abs(x - r);
+  return err == 0 ? 0 : (bound == 0 ? 1e30 : err / bound);
+}
+
+void check_step_against_reference(const Hyper& h, int64_t step, double lr, double divisor,
+                                  const torch::Tensor& p0, const torch::Tensor& g0,
+                                  const torch::Tensor& m0, const torch::Tensor& v0,
+                                  const Shard& after, WorstError& worst) {
+  const int64_t n = p0.numel();
+  const float* p_in = p0.data_ptr<float>();
+  const float* g_in = g0.data_ptr<float>();
+  const float* m_in = m0.data_ptr<float>();
+  const float* v_in = v0.data_ptr<float>();
+  const float* p_out = after.param.data_ptr<float>();
+  const float* m_out = after.exp_avg.data_ptr<float>();
+  const float* v_out = after.exp_avg_sq.data_ptr<float>();
+  const double bc1 = 1 - std::pow(h.beta1, static_cast<double>(step));
+  const double sqrt_bc2 = std::sqrt(1 - std::pow(h.beta2, static_cast<double>(step)));
+  const double s = lr / bc1;
+  int64_t failures = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double p = p_in[i];
+    double g = g_in[i] / divisor;
+    double g_scale = std::abs(g);
+    if (h.adamw) {
+      p *= 1 - lr * h.weight_decay;
+    } else {
+      g += h.weight_decay * p;
+      g_scale += h.weight_decay * std::abs(p);
+    }
+    const double m = h.beta1 * m_in[i] + (1 - h.beta1) * g;
+    const double v = h.beta2 * v_in[i] + (1 - h.beta2) * g * g;
+    const double denom = std::sqrt(v) / sqrt_bc2 + h.eps;
+    const double update = s * m / denom;
+    const double p_new = p - update;
+
+    const double e_m = kEps * (h.beta1 * std::abs(m_in[i]) + (1 - h.beta1) * g_scale);
+    const double e_v = kEps * (h.beta2 * v_in[i] + (1 - h.beta2) * g_scale * g_scale);
+    const double e_sqrt_v = v > 0 ? std::min(e_v / (2 * std::sqrt(v)), std::sqrt(e_v))
+                                  : std::sqrt(e_v);
+    const double e_denom = e_sqrt_v / sqrt_bc2 + kEps * denom;
+    const double e_update = s * (e_m + std::abs(m) * e_denom / denom) / denom +
+                            kEps * std::abs(update);
+    const double e_p = kEps * std::abs(p) + e_update;
+
+    const double rp = error_ratio(p_out[i], p_new, e_p);
+    const double rm = error_ratio(m_out[i], m, e_m);
+    const double rv = error_ratio(v_out[i], v, e_v);
+    worst.p = std::max(worst.p, rp);
+    worst.m = std::max(worst.m, rm);
+    worst.v = std::max(worst.v, rv);
+    if (std::abs(p_new) >= 1e-3) {
+      worst.p_rel = std::max(worst.p_rel, std::abs(p_out[i] - p_new) / std::abs(p_new));
+    }
+    if ((rp > 1 || rm > 1 || rv > 1) && failures++ < 5) {
+      FAIL_CHECK("n=" << n << " step " << step << " element " << i << ": p " << p_out[i]
+                      << " vs " << p_new << " (bound " << e_p << "), m " << m_out[i] << " vs "
+                      << m << ", v " << v_out[i] << " vs " << v);
+    }
+  }
+  CHECK(failures == 0);
+}
+
+void run_reference_case(const Hyper& h, int64_t n, int steps, double divisor, WorstError& worst) {
+  auto opt = make_optimizer(h.values());
+  Shard s(n);
+  for (int64_t step = 1; step <= steps; ++step) {
+    s.grad = torch::randn({n});
+    const torch::Tensor p0 = s.param.clone(), m0 = s.exp_avg.clone(), v0 = s.exp_avg_sq.clone();
+    const double lr = scheduled_lr(h, step);
+    opt->step({s.view()}, zt::StepArgs{step, lr, divisor});
+    check_step_against_reference(h, step, lr, divisor, p0, s.grad, m0, v0, s, worst);
+  }
+}
+
+template <typename TorchOptimizer, typename TorchOptions>
+void check_trajectory_against_libtorch(bool adamw) {
+  // Non-zero weight decay, LLM-style betas, a loss-scale divisor that is not a power of two and
+  // a changing lr: every input of the update differs from its default.
+  Hyper h;
+  h.lr = 1e-2;
+  h.beta1 = 0.9;
+  h.beta2 = 0.95;
+  h.eps = 1e-8;
+  h.weight_decay = 0.1;
+  h.adamw = adamw;
+  const double divisor = 3.0;
+  const std::vector<int64_t> sizes = {1, 7, 64, 1000, 4099};
+
+  torch::manual_seed(adamw ? 11 : 12);
+  std::vector<torch::Tensor> reference;
+  std::vector<Shard> shards;
+  for (int64_t n : sizes) {
+    shards.emplace_back(n);
+    reference.push_back(shards.back().param.clone().requires_grad_(true));
+  }
+  TorchOptions options(h.lr);
+  options.betas({h.beta1, h.beta2}).eps(h.eps).weight_decay(h.weight_decay);
+  TorchOptimizer torch_opt(reference, options);
+  auto ours = make_optimizer(h.values());
+
+  // fp32 agreement: |ours - torch| <= 1e-5 |torch| + 1e-7 per element after every step. Both do
+  // the same fp32 operations in the same order; they may still differ by an ulp where LibTorch's
+  // vectorised kernels round differently (its add_(g, alpha) uses a fused multiply-add).
+  double worst_rel = 0;
+  double worst_abs = 0;
+  for (int64_t step = 1; step <= 20; ++step) {
+    const double lr = scheduled_lr(h, step);
+    static_cast<TorchOptions&>(torch_opt.param_groups()[0].options()).lr(lr);
+    std::vector<zt::ShardTensors> views;
+    for (size_t k = 0; k < shards.size(); ++k) {
+      shards[k].grad = torch::randn({sizes[k]});
+      reference[k].mutable_grad() = shards[k].grad / divisor;
+      views.push_back(shards[k].view());
+    }
+    torch_opt.step();
+    ours->step(views, zt::StepArgs{step, lr, divisor});
+    for (size_t k = 0; k < shards.size(); ++k) {
+      const float* a = shards[k].param.data_ptr<float>();
+      const torch::Tensor expected = reference[k].detach();
+      const float* b = expected.data_ptr<float>();
+      int64_t failures = 0;
+      for (int64_t i = 0; i < sizes[k]; ++i) {
+        const double err = std::abs(static_cast<double>(a[i]) - b[i]);
+        worst_abs = std::max(worst_abs, err);
+        worst_rel = std::max(worst_rel, err / std::max<double>(std::abs(b[i]), 1e-2));
+        if (err > 1e-5 * std::abs(b[i]) + 1e-7 && failures++ < 5) {
+          FAIL_CHECK("step " << step << " size " << sizes[k] << " element " << i << ": ours "
+                             << a[i] << ", LibTorch " << b[i]);
+        }
+      }
+      CHECK(failures == 0);
+    }
+  }
+  MESSAGE(std::string(adamw ? "AdamW" : "Adam")
+          << ": worst |ours - LibTorch| / max(|LibTorch|, 0.01) over 20 steps: " << worst_rel
+          << ", worst |ours - LibTorch|: " << worst_abs);
+}
+
+}  // namespace
+
+TEST_CASE("options, defaults and state names") {
+  std::vector<std::string> names;
+  for (const auto& spec : plugin().options()) names.push_back(spec.name);
+  CHECK(names == std::vector<std::string>{"lr", "betas", "eps", "weight_decay", "adamw"});
+  auto opt = make_optimizer({});
+  CHECK(opt->base_lr() == 1e-3);
+  CHECK(opt->state_names() == std::vector<std::string>{"exp_avg", "exp_avg_sq"});
+  CHECK(make_optimizer({{"lr", 3e-4}})->base_lr() == 3e-4);
+}
+
+TEST_CASE("fp32 update vs a double-precision reference, lengths 0..67 and 1,000,003") {
+  torch::manual_seed(1);
+  for (bool adamw : {true, false}) {
+    CAPTURE(adamw);
+    Hyper h;
+    h.adamw = adamw;
+    WorstError worst;
+    for (int64_t n = 0; n <= 67; ++n) {
+      CAPTURE(n);
+      run_reference_case(h, n, 5, 3.0, worst);
+    }
+    run_reference_case(h, 1000003, 3, 1024.0 * 3, worst);
+    MESSAGE(std::string(adamw ? "AdamW" : "Adam")
+            << ": worst error / bound: p " << worst.p << ", m " << worst.m << ", v " << worst.v
+            << "; worst relative error of p where |p| >= 1e-3: " << worst.p_rel);
+  }
+}
+
+TEST_CASE("no weight decay and late steps: bias corrections near 1, the decay skipped") {
+  torch::manual_seed(2);
+  Hyper h;
+  h.weight_decay = 0;
+  h.beta2 = 0.95;
+  auto opt = make_optimizer(h.values());
+  Shard s(33);
+  s.exp_avg = torch::randn({33}) * 0.1;
+  s.exp_avg_sq = torch::rand({33}) * 0.01;
+  WorstError worst;
+  for (int64_t step = 1000; step < 1003; ++step) {
+    s.grad = torch::randn({33});
+    const torch::Tensor p0 = s.param.clone(), m0 = s.exp_avg.clone(), v0 = s.exp_avg_sq.clone();
+    opt->step({s.view()}, zt::StepArgs{step, h.lr, 1.0});
+    check_step_against_reference(h, step, h.lr, 1.0, p0, s.grad, m0, v0, s, worst);
+  }
+}
+
+TEST_CASE("20-step fp32 trajectory equals torch::optim::AdamW element by element") {
+  check_trajectory_against_libtorch<torch::optim::AdamW, torch::optim::AdamWOptions>(true);
+}
+
+TEST_CASE("20-step fp32 trajectory equals torch::optim::Adam (L2 weight decay) element by element") {
+  check_trajectory_against_libtorch<torch::optim::Adam, torch::optim::AdamOptions>(false);
+}
+
+TEST_CASE("copy_out holds the updated params rounded to bf16 / fp16") {
+  torch::manual_seed(3);
+  for (auto dtype : {torch::kBFloat16, torch::kHalf}) {
+    CAPTURE(dtype);
+    auto opt = make_optimizer(Hyper{}.values());
+    for (int64_t n : {0, 1, 17, 4099}) {
+      Shard s(n);
+      s.copy_out = torch::full({n}, 7.0, torch::dtype(dtype));
+      for (int64_t step = 1; step <= 3; ++step) {
+        s.grad = torch::randn({n});
+        opt->step({s.view()}, zt::StepArgs{step, 1e-2, 2.0});
+        CHECK(torch::equal(s.copy_out, s.param.to(dtype)));
+      }
+    }
+  }
+}
+
+TEST_CASE("bf16 / fp16 gradients give exactly the fp32 result of the same values") {
+  torch::manual_seed(4);
+  for (auto dtype : {torch::kBFloat16, torch::kHalf}) {
+    CAPTURE(dtype);
+    for (bool adamw : {true, false}) {
+      Hyper h;
+      h.adamw = adamw;
+      auto low = make_optimizer(h.values());
+      auto full = make_optimizer(h.values());
+      Shard a(1001);
+      Shard b(1001);
+      b.param = a.param.clone();
+      for (int64_t step = 1; step <= 3; ++step) {
+        a.grad = torch::randn({1001}).to(dtype);
+        b.grad = a.grad.to(torch::kFloat);
+        low->step({a.view()}, zt::StepArgs{step, 1e-2, 5.0});
+        full->step({b.view()}, zt::StepArgs{step, 1e-2, 5.0});
+      }
+      CHECK(torch::equal(a.param, b.param));
+      CHECK(torch::equal(a.exp_avg, b.exp_avg));
+      CHECK(torch::equal(a.exp_avg_sq, b.exp_avg_sq));
+    }
+  }
+}
+
+TEST_CASE("several shards in one step, a bad one rejected before any is touched") {
+  torch::manual_seed(5);
+  auto opt = make_optimizer(Hyper{}.values());
+  Shard good(10);
+  Shard bad(10);
+  bad.grad = torch::randn({11});
+  const torch::Tensor before = good.param.clone();
+  CHECK_THROWS_AS(opt->step({good.view(), bad.view()}, zt::StepArgs{1, 1e-2, 1.0}),
+                  zt::InternalError);
+  CHECK(torch::equal(good.param, before));
+  CHECK(torch::equal(good.exp_avg, torch::zeros({10})));
+}
+
+TEST_CASE("bad tensors throw InternalError naming the shard, the tensor and the problem") {
+  auto opt = make_optimizer(Hyper{}.values());
+  const zt::StepArgs args{1, 1e-2, 1.0};
+  auto throws_with = [&](const Shard& s, const char* text) {
+    CHECK_THROWS_WITH_AS(opt->step({s.view()}, args), doctest::Contains(text), zt::InternalError);
+  };
+  {
+    Shard s(16);
+    s.param = torch::randn({8, 2}).t();
+    throws_with(s, "shard 0: param is not contiguous");
+  }
+  {
+    Shard s(8);
+    s.grad = torch::randn({16}).slice(0, 0, 16, 2);
+    throws_with(s, "grad is not contiguous");
+  }
+  {
+    Shard s(8);
+    s.grad = torch::randn({9});
+    throws_with(s, "grad has 9 elements but param has 8");
+  }
+  {
+    Shard s(8);
+    s.exp_avg_sq = torch::zeros({7});
+    throws_with(s, "state exp_avg_sq has 7 elements");
+  }
+  {
+    Shard s(8);
+    s.copy_out = torch::zeros({6}, torch::kBFloat16);
+    throws_with(s, "copy_out has 6 elements");
+  }
+  {
+    Shard s(8);
+    s.copy_out = torch::zeros({8});
+    throws_with(s, "copy_out has dtype Float");
+  }
+  {
+    Shard s(8);
+    s.grad = torch::randn({8}, torch::kDouble);
+    throws_with(s, "grad has dtype Double");
+  }
+  {
+    Shard s(8);
+    s.param = torch::randn({8}).to(torch::kBFloat16);
+    throws_with(s, "param has dtype BFloat16");
+  }
+  {
+    Shard s(8);
+    s.exp_avg = torch::zeros({8}, torch::kInt);
+    throws_with(s, "state exp_avg has dtype Int");
+  }
+  {
+    Shard s(8);
+    s.grad = torch::Tensor();
+    throws_with(s, "grad is undefined");
+  }
+  {
+    Shard s(8);
+    s.grad = torch::empty({8}, torch::device(torch::kMeta));
+    throws_with(s, "grad is on meta");
+  }
+  {
+    Shard s(8);
+    zt::ShardTensors view = s.view();
+    view.states.pop_back();
+    CHECK_THROWS_WITH_AS(opt->step({view}, args), doctest::Contains("expected 2"),
+                         zt::InternalError);
+  }
+  Shard s(8);
+  CHECK_THROWS_WITH_AS(opt->step({s.view()}, zt::StepArgs{0, 1e-2, 1.0}),
+                       doctest::Contains("1-based"), zt::InternalError);
+  CHECK_THROWS_AS(opt->step({s.view()}, zt::StepArgs{1, 1e-2, 0.0}), zt::InternalError);
+  CHECK_THROWS_AS(opt->step({s.view()}, zt::StepArgs{1, -1.0, 1.0}), zt::InternalError);
+}
+
+TEST_CASE("invalid options are ConfigErrors naming the key") {
+  auto throws_for = [](std::map<std::string, zt::Value> values, const char* key) {
+    CHECK_THROWS_WITH_AS(make_optimizer(std::move(values)), doctest::Contains(key),
+                         zt::ConfigError);
+  };
+  const char* betas = "plugin.optim_hybrid_adam.betas";
+  throws_for({{"betas", std::vector<double>{1.0, 0.999}}}, betas);
+  throws_for({{"betas", std::vector<double>{0.9, 1.5}}}, betas);
+  throws_for({{"betas", std::vector<double>{-0.1, 0.999}}}, betas);
+  throws_for({{"betas", std::vector<double>{0.9}}}, betas);
+  throws_for({{"betas", std::vector<double>{0.9, 0.99, 0.999}}}, betas);
+  throws_for({{"betas", std::vector<double>{0.9, NAN}}}, betas);
+  throws_for({{"lr", 0.0}}, "plugin.optim_hybrid_adam.lr");
+  throws_for({{"eps", 0.0}}, "plugin.optim_hybrid_adam.eps");
+  throws_for({{"weight_decay", -0.1}}, "plugin.optim_hybrid_adam.weight_decay");
+  CHECK_NOTHROW(make_optimizer({{"betas", std::vector<double>{0.0, 0.95}}}));
+}

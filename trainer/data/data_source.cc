@@ -1,0 +1,301 @@
+// The synthetic, text and tokens data sources, and the read-only file mapping the last two share.
+#include "data/data_source.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "zt/error.h"
+
+namespace zt::data {
+
+namespace {
+
+// splitmix64's finaliser: spreads a few differing input bits over the whole word.
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+at::Generator generator_for(uint64_t key) {
+  // LibTorch's mt19937 keeps only the low 32 bits of a seed, so fold the high half into them.
+  return at::make_generator<at::CPUGeneratorImpl>((key ^ (key >> 32)) & 0xffffffffULL);
+}
+
+// Random token ids for gpt: each sample is seq_len + 1 uniform tokens, so target = input
+// shifted by one just as for file windows.
+class SyntheticTokens final : public DataSource {
+ public:
+  SyntheticTokens(uint64_t seed, int64_t micro_batch, int64_t grad_accum, int64_t seq_len,
+                  int64_t vocab)
+      : DataSource(seed, micro_batch, grad_accum), seq_len_(seq_len), vocab_(vocab) {}
+
+  Batch get_samples(int64_t step, int micro, int64_t first_sample, int64_t count) const override {
+    check_request(step, micro, first_sample, count);
+    at::Tensor input = at::empty({count, seq_len_}, at::kLong);
+    at::Tensor target = at::empty({count, seq_len_}, at::kLong);
+    for (int64_t i = 0; i < count; ++i) {
+      at::Tensor row =
+          at::randint(vocab_, {seq_len_ + 1},
+                      generator_for(sample_key(step, micro, first_sample + i)), at::kLong);
+      input[i].copy_(row.narrow(0, 0, seq_len_));
+      target[i].copy_(row.narrow(0, 1, seq_len_));
+    }
+    return {input, target};
+  }
+
+  std::string describe() const override {
+    return "synthetic tokens: uniform over vocab " + std::to_string(vocab_) + ", seq_len " +
+           std::to_string(seq_len_) + ", seed " + std::to_string(seed());
+  }
+
+ private:
+  int64_t seq_len_;
+  int64_t vocab_;
+};
+
+// Random input and target vectors for the mlp, both N(0, 1).
+class SyntheticVectors final : public DataSource {
+ public:
+  SyntheticVectors(uint64_t seed, int64_t micro_batch, int64_t grad_accum, int64_t width)
+      : DataSource(seed, micro_batch, grad_accum), width_(width) {}
+
+  Batch get_samples(int64_t step, int micro, int64_t first_sample, int64_t count) const override {
+    check_request(step, micro, first_sample, count);
+    at::Tensor input = at::empty({count, width_}, at::kFloat);
+    at::Tensor target = at::empty({count, width_}, at::kFloat);
+    for (int64_t i = 0; i < count; ++i) {
+      at::Tensor pair = at::randn(
+          {2, width_}, generator_for(sample_key(step, micro, first_sample + i)), at::kFloat);
+      input[i].copy_(pair[0]);
+      target[i].copy_(pair[1]);
+    }
+    return {input, target};
+  }
+
+  std::string describe() const override {
+    return "synthetic vectors: N(0, 1) input and target of width " + std::to_string(width_) +
+           ", seed " + std::to_string(seed());
+  }
+
+ private:
+  int64_t width_;
+};
+
+// A whole file mapped read-only. Pages come in on first touch, so opening a large corpus costs
+// nothing up front and ranks on one host share the page cache.
+class MappedFile {
+ public:
+  // `what` names the file in errors: "data file 'x' (data.path at job.toml:3:1)".
+  MappedFile(const std::string& path, const std::string& what) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      throw IoError("cannot open " + what + ": " + std::strerror(errno) +
+                    "; check data.path (relative paths start from the working directory)");
+    }
+    struct stat st {};
+    const bool stat_ok = ::fstat(fd, &st) == 0;
+    if (!stat_ok || !S_ISREG(st.st_mode)) {
+      std::string why = !stat_ok              ? std::strerror(errno)
+                        : S_ISDIR(st.st_mode) ? "it is a directory"
+                                              : "it is not a regular file";
+      ::close(fd);
+      throw IoError("cannot read " + what + ": " + why + "; data.path must name a regular file");
+    }
+    size_ = static_cast<size_t>(st.st_size);
+    if (size_ > 0) {
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (p == MAP_FAILED) {
+        int err = errno;
+        ::close(fd);
+        throw IoError("cannot map " + what + " (" + std::to_string(size_) +
+                      " bytes): " + std::strerror(err));
+      }
+      data_ = static_cast<const unsigned char*>(p);
+    }
+    ::close(fd);  // the mapping keeps the file alive
+  }
+  ~MappedFile() {
+    if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const unsigned char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  const unsigned char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Windows of seq_len + 1 tokens from a token stream on disk: a text file's bytes (element size
+// 1) or a flat little-endian uint16/uint32 file, as nanoGPT's prepare scripts write them.
+class FileTokens final : public DataSource {
+ public:
+  FileTokens(uint64_t seed, int64_t micro_batch, int64_t grad_accum, int64_t seq_len, int64_t vocab,
+             const std::string& kind, const std::string& path, const std::string& where,
+             int element_size)
+      : DataSource(seed, micro_batch, grad_accum),
+        seq_len_(seq_len),
+        vocab_(vocab),
+        kind_(kind),
+        what_(kind + " file '" + path + "' (data.path, " + where + ")"),
+        element_size_(element_size),
+        file_(path, what_) {
+    if (file_.size() % static_cast<size_t>(element_size_) != 0) {
+      throw ConfigError(what_ + " is " + std::to_string(file_.size()) +
+                        " bytes, not a whole number of " + std::to_string(element_size_) +
+                        "-byte tokens; check data.token_dtype (uint16 or uint32) or whether the "
+                        "file was truncated");
+    }
+    n_tokens_ = static_cast<int64_t>(file_.size()) / element_size_;
+    if (n_tokens_ < seq_len_ + 1) {
+      throw ConfigError(
+          what_ + " holds " + std::to_string(n_tokens_) +
+          " tokens, but one sample needs seq_len + 1 = " + std::to_string(seq_len_ + 1) +
+          "; use a longer file or a smaller "
+          "model.seq_len");
+    }
+  }
+
+  Batch get_samples(int64_t step, int micro, int64_t first_sample, int64_t count) const override {
+    check_request(step, micro, first_sample, count);
+    at::Tensor input = at::empty({count, seq_len_}, at::kLong);
+    at::Tensor target = at::empty({count, seq_len_}, at::kLong);
+    std::vector<int64_t> window(static_cast<size_t>(seq_len_ + 1));
+    const uint64_t n_windows = static_cast<uint64_t>(n_tokens_ - seq_len_);
+    for (int64_t i = 0; i < count; ++i) {
+      // The modulo bias is below n_windows / 2^64: irrelevant for sampling.
+      int64_t start = static_cast<int64_t>(sample_key(step, micro, first_sample + i) % n_windows);
+      read_window(start, window.data());
+      std::memcpy(input[i].data_ptr<int64_t>(), window.data(), seq_len_ * sizeof(int64_t));
+      std::memcpy(target[i].data_ptr<int64_t>(), window.data() + 1, seq_len_ * sizeof(int64_t));
+    }
+    return {input, target};
+  }
+
+  std::string describe() const override {
+    return what_ + ": " + std::to_string(n_tokens_) + " tokens, " +
+           std::to_string(n_tokens_ - seq_len_) +
+           " windows of seq_len + 1 = " + std::to_string(seq_len_ + 1) + ", vocab " +
+           std::to_string(vocab_) + ", seed " + std::to_string(seed());
+  }
+
+ private:
+  int64_t token_at(int64_t index) const {
+    const unsigned char* p = file_.data() + index * element_size_;
+    switch (element_size_) {
+      case 1:
+        return p[0];
+      case 2: {
+        uint16_t v;
+        std::memcpy(&v, p, 2);
+        return v;
+      }
+      default: {
+        uint32_t v;
+        std::memcpy(&v, p, 4);
+        return v;
+      }
+    }
+  }
+
+  // Ids are checked as windows are read rather than by scanning the whole file at open: a corpus
+  // of many GB would cost every rank a full read before the first step, and a window is exactly
+  // what is trained on.
+  void read_window(int64_t start, int64_t* out) const {
+    for (int64_t j = 0; j <= seq_len_; ++j) {
+      int64_t id = token_at(start + j);
+      if (id >= vocab_) {
+        throw ConfigError(what_ + ": token " + std::to_string(id) + " at index " +
+                          std::to_string(start + j) + " is >= the model's vocab " +
+                          std::to_string(vocab_) + "; raise model.vocab or check " +
+                          (kind_ == "tokens" ? "data.token_dtype and the tokenizer"
+                                             : "model.vocab (byte-level text needs 256)"));
+      }
+      out[j] = id;
+    }
+  }
+
+  int64_t seq_len_;
+  int64_t vocab_;
+  std::string kind_;
+  std::string what_;
+  int64_t element_size_;
+  MappedFile file_;
+  int64_t n_tokens_ = 0;
+};
+
+}  // namespace
+
+DataSource::DataSource(uint64_t seed, int64_t micro_batch, int64_t grad_accum)
+    : seed_(seed), micro_batch_(micro_batch), grad_accum_(grad_accum) {}
+
+DataSource::~DataSource() = default;
+
+Batch DataSource::get(int64_t step, int micro, int rank, int world) const {
+  if (world < 1 || rank < 0 || rank >= world) {
+    throw InternalError("data source asked for rank " + std::to_string(rank) + " of world " +
+                        std::to_string(world));
+  }
+  return get_samples(step, micro, rank * micro_batch_, micro_batch_);
+}
+
+Batch DataSource::global_batch(int64_t step, int micro, int world) const {
+  if (world < 1) throw InternalError("data source asked for world " + std::to_string(world));
+  return get_samples(step, micro, 0, world * micro_batch_);
+}
+
+uint64_t DataSource::sample_key(int64_t step, int micro, int64_t sample) const {
+  uint64_t k = mix64(seed_);
+  k = mix64(k ^ static_cast<uint64_t>(step));
+  k = mix64(k ^ static_cast<uint64_t>(micro));
+  return mix64(k ^ static_cast<uint64_t>(sample));
+}
+
+void DataSource::check_request(int64_t step, int micro, int64_t first_sample, int64_t count) const {
+  if (step < 0 || micro < 0 || micro >= grad_accum_ || first_sample < 0 || count < 0) {
+    throw InternalError("data source asked for step " + std::to_string(step) + ", micro " +
+                        std::to_string(micro) + " (grad_accum " + std::to_string(grad_accum_) +
+                        "), samples " + std::to_string(first_sample) + " + " +
+                        std::to_string(count));
+  }
+}
+
+std::unique_ptr<DataSource> make_data(const Config& config, const models::ModelShape& shape) {
+  const Options& data = config.section("data");
+  const std::string& kind = data.get_string("kind");
+  const uint64_t seed = static_cast<uint64_t>(config.section("run").get_int("seed"));
+  const int64_t micro_batch = data.get_int("micro_batch");
+  const int64_t grad_accum = data.get_int("grad_accum");
+
+  if (shape.kind == "mlp") {
+    if (kind != "synthetic") {
+      throw ConfigError(data.where("kind").str() + ": data.kind = \"" + kind +
+                        "\" gives token ids, which model.kind = \"mlp\" cannot take; use "
+                        "data.kind = \"synthetic\" with the mlp");
+    }
+    return std::make_unique<SyntheticVectors>(seed, micro_batch, grad_accum, shape.width);
+  }
+  if (kind == "synthetic") {
+    return std::make_unique<SyntheticTokens>(seed, micro_batch, grad_accum, shape.seq_len,
+                                             shape.vocab);
+  }
+  const std::string& path = data.get_string("path");
+  int element_size = 1;
+  if (kind == "tokens") element_size = data.get_string("token_dtype") == "uint32" ? 4 : 2;
+  return std::make_unique<FileTokens>(seed, micro_batch, grad_accum, shape.seq_len, shape.vocab,
+                                      kind, path, data.where("path").str(), element_size);
+}
+
+}  // namespace zt::data

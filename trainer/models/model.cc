@@ -1,0 +1,207 @@
+// Model shapes from the config (presets, overrides, byte-level vocab), the Model container, the
+// factory, and the seeded initialisers every unit uses.
+#include "models/model.h"
+
+#include <torch/torch.h>
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cstdio>
+#include <unordered_set>
+
+#include "models/units.h"
+#include "zt/error.h"
+
+namespace zt::models {
+
+namespace {
+
+struct Preset {
+  const char* name;
+  int64_t n_layer, n_head, d_model, seq_len, vocab;
+};
+
+// GPT-2 sizes as published (vocab 50257, context 1024); "custom" takes every size from [model].
+constexpr Preset kPresets[] = {
+    {"tiny", 2, 2, 64, 64, 256},
+    {"gpt2-small", 12, 12, 768, 1024, 50257},
+    {"gpt2-medium", 24, 16, 1024, 1024, 50257},
+    {"gpt2-large", 36, 20, 1280, 1024, 50257},
+    {"gpt2-xl", 48, 25, 1600, 1024, 50257},
+    {"custom", 0, 0, 0, 0, 0},
+};
+
+const Preset& find_preset(const Options& model) {
+  const std::string& name = model.get_string("preset");
+  for (const auto& p : kPresets) {
+    if (name == p.name) return p;
+  }
+  // The schema restricts the choices, so only a schema/table mismatch gets here.
+  throw InternalError("model.preset = \"" + name + "\" has no size table in trainer/models");
+}
+
+// splitmix64's finaliser: spreads a few differing input bits over the whole word.
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+at::Generator generator_for(uint64_t seed, const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a of the name
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
+  uint64_t mixed = mix64(seed ^ mix64(h));
+  // LibTorch's mt19937 keeps only the low 32 bits of a seed, so fold the high half into them.
+  return at::make_generator<at::CPUGeneratorImpl>((mixed ^ (mixed >> 32)) & 0xffffffffULL);
+}
+
+std::string with_thousands(int64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelShape resolve_model_shape(const Config& config) {
+  const Options& model = config.section("model");
+  ModelShape shape;
+  shape.kind = model.get_string("kind");
+  if (shape.kind == "mlp") {
+    shape.width = model.get_int("width");
+    shape.depth = model.get_int("depth");
+    shape.activation = model.get_string("activation");
+    return shape;
+  }
+
+  const Preset& preset = find_preset(model);
+  shape.preset = preset.name;
+  auto pick = [&](const char* key, int64_t from_preset) {
+    int64_t v = model.get_int(key);
+    return v > 0 ? v : from_preset;
+  };
+  shape.n_layer = pick("n_layer", preset.n_layer);
+  shape.n_head = pick("n_head", preset.n_head);
+  shape.d_model = pick("d_model", preset.d_model);
+  shape.seq_len = pick("seq_len", preset.seq_len);
+  // Byte-level text has exactly 256 symbols whatever the preset says, unless vocab is explicit.
+  bool byte_level = config.section("data").get_string("kind") == "text";
+  shape.vocab = pick("vocab", byte_level ? 256 : preset.vocab);
+
+  const std::pair<const char*, int64_t> sizes[] = {{"n_layer", shape.n_layer},
+                                                   {"n_head", shape.n_head},
+                                                   {"d_model", shape.d_model},
+                                                   {"seq_len", shape.seq_len},
+                                                   {"vocab", shape.vocab}};
+  for (const auto& [key, value] : sizes) {
+    if (value <= 0) {
+      throw ConfigError(model.where("preset").str() + ": model.preset = \"" + shape.preset +
+                        "\" takes its sizes from [model], but model." + key +
+                        " is 0; set it, or choose a preset (tiny, gpt2-small, gpt2-medium, "
+                        "gpt2-large, gpt2-xl)");
+    }
+  }
+  if (shape.d_model % shape.n_head != 0) {
+    auto origin = [&](const char* key) {
+      return model.is_set(key) ? model.where(key).str() : "from preset " + shape.preset;
+    };
+    throw ConfigError("model.d_model = " + std::to_string(shape.d_model) + " (" +
+                      origin("d_model") +
+                      ") must divide by model.n_head = " + std::to_string(shape.n_head) + " (" +
+                      origin("n_head") + "); change one so every head has the same width");
+  }
+  return shape;
+}
+
+at::Tensor Model::loss(const at::Tensor& output, const at::Tensor& target) const {
+  at::Tensor out = output.to(at::kFloat);
+  if (shape.kind == "gpt") {
+    return torch::nn::functional::cross_entropy(out.reshape({-1, out.size(-1)}),
+                                                target.to(out.device()).reshape({-1}));
+  }
+  return torch::nn::functional::mse_loss(out, target.to(out.device(), at::kFloat));
+}
+
+int64_t Model::parameter_count() const {
+  int64_t total = 0;
+  for (const auto& [name, tensor] : unique_parameters(*this)) total += tensor.numel();
+  return total;
+}
+
+std::string Model::describe() const {
+  std::string sizes;
+  if (shape.kind == "gpt") {
+    sizes = "gpt (preset " + shape.preset + "): n_layer=" + std::to_string(shape.n_layer) +
+            " n_head=" + std::to_string(shape.n_head) +
+            " d_model=" + std::to_string(shape.d_model) +
+            " seq_len=" + std::to_string(shape.seq_len) + " vocab=" + std::to_string(shape.vocab) +
+            ", LM head tied to wte";
+  } else {
+    sizes = "mlp: width=" + std::to_string(shape.width) + " depth=" + std::to_string(shape.depth) +
+            " activation=" + shape.activation;
+  }
+  return sizes + "; " + std::to_string(units.size()) + " units, " +
+         with_thousands(parameter_count()) + " parameters, seed " + std::to_string(seed);
+}
+
+std::unique_ptr<Model> make_model(const ModelShape& shape, uint64_t seed) {
+  auto model = std::make_unique<Model>();
+  model->shape = shape;
+  model->seed = seed;
+  model->units = shape.kind == "gpt" ? detail::make_gpt_units(shape, seed)
+                                     : detail::make_mlp_units(shape, seed);
+  return model;
+}
+
+std::unique_ptr<Model> make_model(const Config& config) {
+  return make_model(resolve_model_shape(config),
+                    static_cast<uint64_t>(config.section("run").get_int("seed")));
+}
+
+at::Tensor run_units(Model& model, const at::Tensor& input) {
+  at::Tensor x = input;
+  for (auto& unit : model.units) x = unit->forward(x);
+  return x;
+}
+
+std::vector<std::pair<std::string, at::Tensor>> unique_parameters(const Model& model) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  std::unordered_set<const void*> seen;
+  for (const auto& unit : model.units) {
+    for (auto& [name, tensor] : unit->parameters()) {
+      if (seen.insert(tensor.unsafeGetTensorImpl()).second) out.emplace_back(name, tensor);
+    }
+  }
+  return out;
+}
+
+namespace detail {
+
+void init_normal(const at::Tensor& param, const std::string& name, uint64_t seed, double std) {
+  torch::NoGradGuard no_grad;
+  param.normal_(0.0, std, generator_for(seed, name));
+}
+
+void init_uniform(const at::Tensor& param, const std::string& name, uint64_t seed, double bound) {
+  torch::NoGradGuard no_grad;
+  param.uniform_(-bound, bound, generator_for(seed, name));
+}
+
+void init_constant(const at::Tensor& param, double value) {
+  torch::NoGradGuard no_grad;
+  param.fill_(value);
+}
+
+void append_parameters(NamedTensors& out, const std::string& prefix, torch::nn::Module& module) {
+  for (const auto& item : module.named_parameters()) {
+    out.emplace_back(prefix + "." + item.key(), item.value());
+  }
+}
+
+}  // namespace detail
+
+}  // namespace zt::models

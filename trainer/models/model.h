@@ -1,0 +1,76 @@
+// The models zt trains, each an ordered list of zt::Unit objects that the ZeRO engine calls in
+// order (unit i's output is unit i+1's input) and gathers/frees per unit:
+//   gpt: [embedding (wte + wpe)] [block0] ... [block{n_layer-1}] [final LayerNorm + tied LM head]
+//   mlp: [layer0] ... [layer{depth-1}], each Linear(width, width)
+// Initialisation depends only on run.seed and each parameter's name (never on the global torch
+// RNG, the construction order or the world size), so every rank and a single-process reference
+// build bit-identical parameters.
+// Thread safety: a Model is used from the training thread only; resolve_model_shape and
+// make_model are pure functions of the config.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+
+#include "zt/config.h"
+#include "zt/unit.h"
+
+namespace zt::models {
+
+// The resolved sizes of a model: preset fields with explicit non-zero [model] values on top.
+// Data sources read it too (sequence length, vocabulary, vector width).
+struct ModelShape {
+  std::string kind;  // "gpt" | "mlp"
+  // gpt
+  std::string preset;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t d_model = 0;
+  int64_t seq_len = 0;
+  int64_t vocab = 0;
+  // mlp
+  int64_t width = 0;
+  int64_t depth = 0;
+  std::string activation;  // "none" | "relu" | "gelu"
+};
+
+// Reads [model] (and data.kind: byte-level text means vocab 256 unless model.vocab is set).
+// Throws ConfigError naming the key when the result is unusable (preset "custom" with a size
+// left at 0, d_model not divisible by n_head after the preset is applied).
+ModelShape resolve_model_shape(const Config& config);
+
+struct Model {
+  ModelShape shape;
+  uint64_t seed = 0;
+  // In call order. A tensor listed by two units (the tied wte) is the same at::Tensor in both.
+  std::vector<std::unique_ptr<Unit>> units;
+
+  // gpt: cross entropy of logits [B,T,V] against next tokens [B,T] (int64);
+  // mlp: mean squared error of [B,width] against [B,width]. Computed in fp32 whatever the
+  // compute dtype, so low-precision runs compare with the fp32 reference on the same footing.
+  at::Tensor loss(const at::Tensor& output, const at::Tensor& target) const;
+  // Elements of the distinct tensors of all units: the tied embedding counts once.
+  int64_t parameter_count() const;
+  // One line: kind, sizes, units, parameters.
+  std::string describe() const;
+};
+
+// Builds the model of config (sizes from resolve_model_shape, init from run.seed), on the CPU
+// in fp32; the engine moves and shards it.
+std::unique_ptr<Model> make_model(const Config& config);
+// The same from an explicit shape and seed (tests, tools).
+std::unique_ptr<Model> make_model(const ModelShape& shape, uint64_t seed);
+
+// Forward through every unit in order, no sharding: the single-process reference.
+at::Tensor run_units(Model& model, const at::Tensor& input);
+
+// Every distinct parameter tensor of the model, first listing wins for the name (the tied
+// wte appears once, as "wte.weight"), in unit order: what a reference optimizer steps.
+std::vector<std::pair<std::string, at::Tensor>> unique_parameters(const Model& model);
+
+}  // namespace zt::models
