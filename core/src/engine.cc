@@ -50,6 +50,9 @@ EngineOptions EngineOptions::from_config(const Config& config) {
   o.reduce_bucket_mb = zero.get_double("reduce_bucket_mb");
   o.overlap_comm = zero.get_bool("overlap_comm");
   o.prefetch_units = zero.get_int("prefetch_units");
+  o.prefetch_elements = zero.get_int("prefetch_elements");
+  o.max_live_parameters = zero.get_int("max_live_parameters");
+  o.allgather_bucket_mb = zero.get_double("allgather_bucket_mb");
   o.param_persistence_threshold = zero.get_int("param_persistence_threshold");
   o.gradient_predivide_factor = zero.get_double("gradient_predivide_factor");
   o.gradient_clipping = zero.get_double("gradient_clipping");
@@ -248,19 +251,36 @@ struct Engine::Impl {
     mem.params_gathered -= g.padded * es();
   }
 
+  // Units to gather ahead of unit `u` in `direction`: prefetch_units of them, or, when
+  // prefetch_elements is set, as many as fit in that many elements; never past
+  // max_live_parameters gathered elements.
+  std::vector<int> prefetch_window(int u, int direction) const {
+    std::vector<int> out;
+    int64_t elements = 0, live = mem.params_gathered / es();
+    for (int next = u + direction; next >= 0 && next < static_cast<int>(units.size()); next += direction) {
+      int64_t unit_elements = 0;
+      for (int g : unit_groups[next]) unit_elements += groups[g].padded;
+      if (opt.prefetch_elements > 0 ? elements >= opt.prefetch_elements
+                                    : static_cast<int64_t>(out.size()) >= opt.prefetch_units) {
+        break;
+      }
+      if (live + unit_elements > opt.max_live_parameters) break;
+      elements += unit_elements;
+      live += unit_elements;
+      out.push_back(next);
+    }
+    return out;
+  }
+
   void gather_unit(int u, int direction) {
     for (int g : unit_groups[u]) ensure_gathered(g);
-    for (int64_t k = 1; k <= opt.prefetch_units; ++k) {
-      int64_t next = u + direction * k;
-      if (next < 0 || next >= static_cast<int64_t>(units.size())) break;
+    for (int next : prefetch_window(u, direction)) {
       for (int g : unit_groups[next]) start_gather(g);
     }
   }
 
   bool needed_soon(int gi, int u, int direction) const {
-    for (int64_t k = 1; k <= opt.prefetch_units; ++k) {
-      int64_t next = u + direction * k;
-      if (next < 0 || next >= static_cast<int64_t>(units.size())) break;
+    for (int next : prefetch_window(u, direction)) {
       const auto& gs = unit_groups[next];
       if (std::find(gs.begin(), gs.end(), gi) != gs.end()) return true;
     }
@@ -422,9 +442,21 @@ struct Engine::Impl {
     return report;
   }
 
-  // Puts the updated master weights back into the parameters.
+  // Puts the updated master weights back into the parameters. All-gathers run asynchronously,
+  // at most allgather_bucket_mb of them in flight.
   void refresh_parameters() {
     std::vector<std::shared_ptr<Work>> works;
+    int64_t in_flight = 0;
+    const auto limit = static_cast<int64_t>(opt.allgather_bucket_mb * (1 << 20));
+    auto gather = [&](const at::Tensor& flat, const at::Tensor& shard) {
+      if (in_flight > 0 && in_flight + flat.nbytes() > static_cast<uint64_t>(limit)) {
+        for (auto& w : works) w->wait();
+        works.clear();
+        in_flight = 0;
+      }
+      works.push_back(comm.all_gather(flat, shard));
+      in_flight += static_cast<int64_t>(flat.nbytes());
+    };
     for (size_t gi = 0; gi < groups.size(); ++gi) {
       Group& g = groups[gi];
       if (opt.stage == 0) {
@@ -432,10 +464,10 @@ struct Engine::Impl {
       } else if (opt.stage < 3) {
         at::Tensor slot = g.flat.narrow(0, g.shard * rank, g.shard);
         slot.copy_(g.master);
-        works.push_back(comm.all_gather(g.flat, slot));
+        gather(g.flat, slot);
       } else {
         g.param_shard.copy_(g.master);
-        if (g.persistent) works.push_back(comm.all_gather(g.flat, g.param_shard));
+        if (g.persistent) gather(g.flat, g.param_shard);
       }
     }
     for (auto& w : works) w->wait();

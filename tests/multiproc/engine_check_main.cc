@@ -6,7 +6,7 @@
 //   zt_engine_check --stage S --shard shard_tensor|shard_bucket [--dtype fp32|bf16|fp16]
 //                   [--accum A] [--clip C] [--steps N] [--prefetch K] [--persist T]
 //                   [--overlap true|false] [--bucket_mb B] [--force_overflow_step K]
-//                   [--loss_scale true|false]
+//                   [--loss_scale true|false] [--prefetch_elements E] [--max_live E]
 #include <torch/torch.h>
 
 #include <fstream>
@@ -95,7 +95,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::string> a{{"stage", "0"}, {"shard", "shard_tensor"}, {"dtype", "fp32"},
                                        {"accum", "1"}, {"clip", "0"}, {"steps", "5"}, {"prefetch", "1"},
                                        {"persist", "0"}, {"overlap", "true"}, {"bucket_mb", "25"},
-                                       {"force_overflow_step", "0"}, {"loss_scale", "false"}};
+                                       {"force_overflow_step", "0"}, {"loss_scale", "false"},
+                                       {"prefetch_elements", "0"}, {"max_live", "1000000000"}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   zt::RankEnv env = zt::discover_rank_env();
   const char* out_dir = std::getenv("ZT_CHECK_OUT");
@@ -130,6 +131,9 @@ int main(int argc, char** argv) {
     opt.grad_accum = std::stoi(a["accum"]);
     opt.gradient_clipping = std::stod(a["clip"]);
     opt.prefetch_units = std::stoi(a["prefetch"]);
+    opt.prefetch_elements = std::stoll(a["prefetch_elements"]);
+    opt.max_live_parameters = std::stoll(a["max_live"]);
+    opt.allgather_bucket_mb = 0.001;  // forces waits between post-step all-gathers
     opt.param_persistence_threshold = std::stoll(a["persist"]);
     opt.overlap_comm = a["overlap"] == "true";
     opt.dynamic_loss_scale = a["loss_scale"] == "true" || opt.compute_dtype == at::kHalf;

@@ -56,6 +56,11 @@ TEST_CASE("stage 3 without overlap, prefetch 0 and 2, small tensors persistent")
   expect_ok(run_engine(3, {"--stage", "3", "--shard", "shard_tensor", "--prefetch", "2", "--persist", "20"}));
 }
 
+TEST_CASE("stage 3 prefetch by elements and under a live-parameter cap gives the same result") {
+  expect_ok(run_engine(2, {"--stage", "3", "--shard", "shard_tensor", "--prefetch_elements", "400"}));
+  expect_ok(run_engine(2, {"--stage", "3", "--shard", "shard_bucket", "--prefetch", "2", "--max_live", "500"}));
+}
+
 TEST_CASE("stage 3 frees gathered parameters: peak within (prefetch + 1) units + persistent") {
   // The check itself runs in every rank (it knows the unit sizes); here we also see the numbers.
   auto r = run_engine(2, {"--stage", "3", "--shard", "shard_bucket", "--prefetch", "0"});

@@ -66,7 +66,10 @@ struct EngineOptions {
   int64_t grad_accum = 1;
   double reduce_bucket_mb = 25;          // bound on gradient bytes in flight (stages 2-3)
   bool overlap_comm = true;
-  int64_t prefetch_units = 1;            // stage 3
+  double allgather_bucket_mb = 25;       // bound on parameter all-gathers in flight after a step
+  int64_t prefetch_units = 1;            // stage 3: units gathered ahead of the running one
+  int64_t prefetch_elements = 0;         // stage 3: if > 0, prefetch by element count instead
+  int64_t max_live_parameters = 1000000000;  // stage 3: no prefetch past this many elements
   int64_t param_persistence_threshold = 100000;  // stage 3: groups of only smaller tensors stay
   double gradient_predivide_factor = 1.0;
   double gradient_clipping = 0.0;        // max global gradient norm; 0 = off
