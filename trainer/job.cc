@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "smoke_task.h"
+#include "train_task.h"
 #include "zt/error.h"
 #include "zt/launcher.h"
 #include "zt/rendezvous.h"
@@ -34,6 +35,8 @@ int run_job(const Config& config, const CliArgs& args, const std::vector<std::st
   const Options& run = config.section("run");
   RankEnv env = discover_rank_env();
   int nproc = static_cast<int>(launch.get_int("nproc"));
+  // Checked once, before any rank starts or allocates anything.
+  if (run.get_string("task") == "train" && !env.found) check_job_fits(config, nproc);
   if (!env.found && nproc > 1) return launch_ranks(config, nproc, argv);
 
   auto timeout = std::chrono::milliseconds(
@@ -51,9 +54,7 @@ int run_job(const Config& config, const CliArgs& args, const std::vector<std::st
   std::unique_ptr<Store> store = rendezvous(addr, port, env.rank, env.world, timeout);
   (void)args;
   if (run.get_string("task") == "smoke") return run_smoke(config, *store, env, timeout);
-  throw ConfigError(run.where("task").str() + ": run.task = \"train\" needs the ZeRO engine, "
-                    "which this build of zt does not have yet; use run.task = \"smoke\" "
-                    "(configs/smoke.toml) to check plugins and collectives");
+  return run_train(config, *store, env, timeout);
 }
 
 }  // namespace zt::trainer

@@ -20,7 +20,11 @@ const std::vector<SectionSpec>& config_schema() {
         opt_int("steps", 10, "optimizer steps to run", 1),
         opt_int("seed", 1234, "seed for model init and data; identical on every rank", 0),
         opt_string("out_dir", "runs/zt-run", "folder for metrics.jsonl, summary and checkpoints"),
-        opt_int("log_every", 1, "print and record metrics every N steps", 1)}},
+        opt_int("log_every", 1, "print and record metrics every N steps", 1),
+        opt_string("lr_schedule", "constant", "learning-rate schedule: constant, or linear "
+                   "warm-up then cosine decay to min_lr_ratio * lr", {"constant", "cosine"}),
+        opt_int("warmup_steps", 0, "steps of linear warm-up from 0 to lr", 0),
+        opt_double("min_lr_ratio", 0.1, "cosine: final lr as a fraction of lr", 0, 1)}},
       {"launch", "processes, rendezvous and timeouts",
        {opt_int("nproc", 1, "local ranks to spawn when no torchrun/mpirun/srun environment is "
                 "present", 1, 1024),
@@ -30,7 +34,9 @@ const std::vector<SectionSpec>& config_schema() {
         opt_int("master_port", 0, "port of rank 0's rendezvous store; 0 picks a free port for "
                 "local launches (MASTER_PORT overrides)", 0, kMaxPort),
         opt_double("timeout_s", 120, "bound on every wait: rendezvous, collectives, peers", 0.1,
-                   86400)}},
+                   86400),
+        opt_double("memory_limit_gb", 0, "host memory the ranks of this host may use for model "
+                   "states; 0 = what the OS reports available (MemAvailable)", 0)}},
       {"model", "the model to train",
        {opt_string("kind", "gpt", "model family", {"gpt", "mlp"}),
         opt_string("preset", "tiny", "GPT size preset; explicit sizes below override it",
@@ -50,7 +56,9 @@ const std::vector<SectionSpec>& config_schema() {
         opt_string("path", "", "file for kind 'text' (any bytes) or 'tokens' (flat binary)"),
         opt_string("token_dtype", "uint16", "element type of a 'tokens' file", {"uint16", "uint32"}),
         opt_int("micro_batch", 4, "samples per rank per micro step", 1),
-        opt_int("grad_accum", 1, "micro steps accumulated per optimizer step", 1)}},
+        opt_int("grad_accum", 1, "micro steps accumulated per optimizer step", 1),
+        opt_int("global_batch", 0, "samples per optimizer step over all ranks; must equal "
+                "micro_batch * grad_accum * world (0 = that product)", 0)}},
       {"precision", "compute dtype and the dynamic loss scaler (fp16)",
        {opt_string("compute", "fp32", "dtype of forward/backward", {"fp32", "bf16", "fp16"}),
         opt_double("initial_scale", 4294967296.0, "first loss scale (fp16)", 1),

@@ -2,6 +2,8 @@
 // the smoke job runs on 2 local ranks; plugins list/describe.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "../test_util.h"
 
 using zt::test::contains;
@@ -119,4 +121,69 @@ TEST_CASE("killing one rank of `trainer --nproc 2` stops the job and names the r
   CHECK(contains(r.output, "launcher exit 137"));
   CHECK(contains(r.output, "zt: error: rank 1 (pid "));
   CHECK(contains(r.output, "was killed by signal 9 (Killed); stopping the other 1 rank(s)"));
+}
+
+namespace {
+
+// A small, fast variant of the shipped stage-3 config.
+std::string tiny_train(const std::string& out_dir, const std::string& extra = "") {
+  return trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR
+         "/README.md --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 --set model.seq_len=32 "
+         "--set run.steps=3 --set run.out_dir=" + out_dir + " " + extra;
+}
+
+}  // namespace
+
+TEST_CASE("training: stage 3 on 2 ranks writes metrics per step and a summary against theory") {
+  TempDir dir;
+  auto r = run_command(tiny_train(dir.path().string()));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "ZeRO stage 3"));
+  CHECK(contains(r.output, "summary: 3 steps (0 skipped)"));
+  CHECK(contains(r.output, "theory"));
+  std::string metrics = zt::test::read_file(dir.file("metrics.jsonl"));
+  CHECK(std::count(metrics.begin(), metrics.end(), '\n') == 3);
+  CHECK(contains(metrics, "\"step\":3,\"loss\":"));
+  CHECK(contains(metrics, "\"rank\":1,\"params\":"));
+  CHECK(contains(metrics, "\"reduce_scatter\":{\"calls\":"));
+}
+
+TEST_CASE("training: every stage reaches the same loss (same init, same global batch)") {
+  std::string first;
+  for (int stage : {0, 1, 2, 3}) {
+    TempDir dir;
+    auto r = run_command(tiny_train(dir.path().string(), "--set zero.stage=" + std::to_string(stage)));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    std::string line = r.output.substr(r.output.find("final loss"), 17);
+    if (first.empty()) first = line;
+    CHECK(line == first);
+  }
+}
+
+TEST_CASE("training: a NaN loss in fp32 stops with the step number and a hint, exit 6") {
+  TempDir dir;
+  auto r = run_command(tiny_train(dir.path().string(),
+                                  "--set run.steps=6 --set run.warmup_steps=0 --set plugin.optim_hybrid_adam.lr=1e9 "
+                                  "--set zero.gradient_clipping=0"));
+  INFO(r.output);
+  CHECK(r.exit_code == 6);
+  CHECK(contains(r.output, "numeric error: loss is"));
+  CHECK(contains(r.output, "lower the learning rate"));
+}
+
+TEST_CASE("training: a global batch that does not divide, a model too large: config errors") {
+  TempDir dir;
+  auto r = run_command(tiny_train(dir.path().string(), "--set data.global_batch=10"));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "data.global_batch = 10 does not equal micro_batch (4) x grad_accum (1) x ranks (2) = 8"));
+  r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set model.preset=gpt2-xl "
+                  "--set model.n_layer=0 --set model.n_head=0 --set model.d_model=0 --set model.seq_len=0 "
+                  "--set model.vocab=0 --set launch.memory_limit_gb=2");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "over the 2.00 GiB of launch.memory_limit_gb"));
+  CHECK(contains(r.output, "raise zero.stage"));
 }

@@ -1,0 +1,34 @@
+// Model-state bytes per rank that ZeRO theory predicts (DESIGN.md §5), next to which the run
+// summary and bench/train print what the engine measured. psi = parameters, N = ranks.
+//   fp32 compute (the fp32 params are the master): stage 0: 16psi, 1: 4psi + 4psi + 8psi/N,
+//                                                  2: 4psi + 12psi/N, 3: 16psi/N
+//   bf16/fp16 compute (+ fp32 master):             stage 0: 16psi, 1: 2psi + 2psi + 12psi/N,
+//                                                  2: 2psi + 14psi/N, 3: 16psi/N
+#pragma once
+
+#include <cstdint>
+
+namespace zt::trainer {
+
+inline int64_t theory_model_state_bytes(int stage, int64_t psi, int world, bool low_precision) {
+  const double p = static_cast<double>(psi), n = world;
+  double bytes;
+  if (!low_precision) {
+    switch (stage) {
+      case 0: bytes = 16 * p; break;
+      case 1: bytes = 8 * p + 8 * p / n; break;
+      case 2: bytes = 4 * p + 12 * p / n; break;
+      default: bytes = 16 * p / n; break;
+    }
+  } else {
+    switch (stage) {
+      case 0: bytes = 16 * p; break;
+      case 1: bytes = 4 * p + 12 * p / n; break;
+      case 2: bytes = 2 * p + 14 * p / n; break;
+      default: bytes = 16 * p / n; break;
+    }
+  }
+  return static_cast<int64_t>(bytes);
+}
+
+}  // namespace zt::trainer

@@ -1,0 +1,55 @@
+// What a training run shows and records: a progress line on a terminal (plain lines otherwise),
+// metrics.jsonl (one JSON object per logged step), and the end-of-run summary with measured
+// model-state bytes per rank next to the theory. Only rank 0 reports; it receives every rank's
+// memory numbers through the communicator.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "zt/communicator.h"
+#include "zt/engine.h"
+
+namespace zt::trainer {
+
+// Memory of one rank, by category, in bytes (engine-owned) plus process RSS and peak.
+struct RankMemory {
+  int64_t params = 0, grads = 0, master = 0, optimizer_states = 0, gathered_peak = 0;
+  int64_t rss = 0, peak_rss = 0;
+  int64_t model_states() const { return params + grads + master + optimizer_states; }
+};
+
+RankMemory measure_memory(const MemoryReport& engine_memory, int stage);
+// All ranks' memory on every rank (a small all_gather).
+std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine);
+
+struct StepMetrics {
+  int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double loss_scale = 1;
+  double grad_norm = 0;
+  bool skipped = false;
+  double step_seconds = 0;
+  double tokens_per_s = 0;
+};
+
+class TrainReport {
+ public:
+  // `path`: metrics.jsonl; empty on non-zero ranks (they write nothing).
+  TrainReport(const std::string& path, int64_t total_steps, int64_t log_every);
+  ~TrainReport();
+  void log(const StepMetrics& m, const std::vector<RankMemory>& memory, const CommStats& comm);
+  void finish_progress();
+
+ private:
+  std::FILE* file_ = nullptr;
+  bool tty_ = false;
+  int64_t total_steps_;
+  int64_t log_every_;
+  double elapsed_ = 0;
+};
+
+}  // namespace zt::trainer

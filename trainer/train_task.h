@@ -1,0 +1,24 @@
+// run.task = "train": the ZeRO training loop. Builds the model and data from the config, the
+// communicator, shard strategy and optimizer from their plugins, and the engine; runs
+// run.steps optimizer steps of data.grad_accum micro steps each; rank 0 shows progress, writes
+// run.out_dir/metrics.jsonl and prints a summary with model-state bytes per rank next to
+// ZeRO's theory.
+#pragma once
+
+#include <chrono>
+
+#include "zt/config.h"
+#include "zt/rendezvous.h"
+#include "zt/store.h"
+
+namespace zt::trainer {
+
+int run_train(const Config& config, Store& store, const RankEnv& env,
+              std::chrono::milliseconds timeout);
+
+// Checks that need the world size and the model's size, before any rank allocates them:
+// data.global_batch divisibility and model states against the memory limit. Throws
+// ConfigError naming the keys and the way out.
+void check_job_fits(const Config& config, int world);
+
+}  // namespace zt::trainer
