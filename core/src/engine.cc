@@ -10,6 +10,7 @@
 #include <cmath>
 #include <map>
 
+#include "activation_checkpoint.h"
 #include "zt/config.h"
 #include "zt/error.h"
 
@@ -63,6 +64,7 @@ EngineOptions EngineOptions::from_config(const Config& config) {
   o.scaler.backoff_factor = precision.get_double("backoff_factor");
   o.scaler.growth_interval = precision.get_int("growth_interval");
   o.scaler.hysteresis = precision.get_int("hysteresis");
+  o.activation_checkpointing = config.section("model").get_bool("activation_checkpointing");
   return o;
 }
 
@@ -196,17 +198,21 @@ struct Engine::Impl {
       t.set_data(g.flat.narrow(0, params[p].offset, t.numel()).view(t.sizes()));
     }
     int64_t first = sharded() ? g.shard * rank : 0;
-    g.master = full32.narrow(0, first, g.shard).clone();
+    // In fp32 the parameters are the master weights (ZeRO's fp32 accounting): stages 0-2
+    // update their own slot of the flat buffer in place, stage 3 gathers from the master shard.
+    const bool fp32 = opt.compute_dtype == at::kFloat;
+    g.master = fp32 && opt.stage < 3 ? g.flat.narrow(0, first, g.shard)
+                                     : full32.narrow(0, first, g.shard).clone();
     for (size_t s = 0; s < optimizer.state_names().size(); ++s) {
       g.states.push_back(at::zeros({g.shard}, at::kFloat));
     }
     g.grad = at::zeros({g.shard}, at::kFloat);
-    if (opt.stage == 3) g.param_shard = g.master.to(opt.compute_dtype);
+    if (opt.stage == 3) g.param_shard = fp32 ? g.master : g.master.to(opt.compute_dtype);
     mem.params_gathered += g.padded * es();
-    mem.master_params += g.shard * 4;
+    if (!fp32) mem.master_params += g.shard * 4;  // else counted as parameters
     mem.optimizer_states += static_cast<int64_t>(g.states.size()) * g.shard * 4;
     mem.grads += g.shard * 4;
-    if (opt.stage == 3) mem.params_shard += g.shard * es();
+    if (opt.stage == 3) mem.params_shard += g.shard * es();  // fp32: the master itself
     if (opt.stage == 3 && g.persistent) mem.persistent_params += g.padded * es();
   }
 
@@ -366,7 +372,9 @@ struct Engine::Impl {
     for (size_t u = 0; u < units.size(); ++u) {
       int ui = static_cast<int>(u);
       if (opt.stage == 3) gather_unit(ui, +1);
-      x = units[u]->forward(x);
+      // Checkpointed, the unit keeps no activations, so the release below frees its parameters
+      // outright; the hook re-gathers them before the recompute, which runs in the unit's node.
+      x = opt.activation_checkpointing ? checkpointed_forward(*units[u], x) : units[u]->forward(x);
       if (opt.stage == 3) {
         if (x.requires_grad()) {
           x.register_hook([this, ui](const at::Tensor& grad) {
@@ -442,6 +450,10 @@ struct Engine::Impl {
     return report;
   }
 
+  static void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
+    if (dst.data_ptr() != src.data_ptr()) dst.copy_(src);
+  }
+
   // Puts the updated master weights back into the parameters. All-gathers run asynchronously,
   // at most allgather_bucket_mb of them in flight.
   void refresh_parameters() {
@@ -460,13 +472,13 @@ struct Engine::Impl {
     for (size_t gi = 0; gi < groups.size(); ++gi) {
       Group& g = groups[gi];
       if (opt.stage == 0) {
-        g.flat.copy_(g.master);
+        copy_unless_same(g.flat, g.master);
       } else if (opt.stage < 3) {
         at::Tensor slot = g.flat.narrow(0, g.shard * rank, g.shard);
-        slot.copy_(g.master);
+        copy_unless_same(slot, g.master);
         gather(g.flat, slot);
       } else {
-        g.param_shard.copy_(g.master);
+        copy_unless_same(g.param_shard, g.master);
         if (g.persistent) gather(g.flat, g.param_shard);
       }
     }

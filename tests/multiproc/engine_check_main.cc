@@ -7,6 +7,9 @@
 //                   [--accum A] [--clip C] [--steps N] [--prefetch K] [--persist T]
 //                   [--overlap true|false] [--bucket_mb B] [--force_overflow_step K]
 //                   [--loss_scale true|false] [--prefetch_elements E] [--max_live E]
+//                   [--checkpoint true|false]
+// With --checkpoint the engine recomputes every unit in backward; the reference never does, and
+// each engine unit must have run forward twice per micro step.
 #include <torch/torch.h>
 
 #include <fstream>
@@ -55,17 +58,22 @@ class LambdaUnit final : public zt::Unit {
              std::function<at::Tensor(const at::Tensor&)> fn)
       : name_(std::move(name)), params_(std::move(params)), fn_(std::move(fn)) {}
   std::string name() const override { return name_; }
-  at::Tensor forward(const at::Tensor& x) override { return fn_(x); }
+  at::Tensor forward(const at::Tensor& x) override {
+    ++calls_;
+    return fn_(x);
+  }
   std::vector<std::pair<std::string, at::Tensor>> parameters() override { return params_; }
+  int64_t calls() const { return calls_; }
 
  private:
   std::string name_;
   std::vector<std::pair<std::string, at::Tensor>> params_;
   std::function<at::Tensor(const at::Tensor&)> fn_;
+  int64_t calls_ = 0;
 };
 
-std::vector<std::unique_ptr<zt::Unit>> make_units(Weights& w) {
-  std::vector<std::unique_ptr<zt::Unit>> units;
+std::vector<std::unique_ptr<LambdaUnit>> make_units(Weights& w) {
+  std::vector<std::unique_ptr<LambdaUnit>> units;
   units.push_back(std::make_unique<LambdaUnit>(
       "embed", std::vector<std::pair<std::string, at::Tensor>>{{"w0", w.w0}, {"b0", w.b0}},
       [&w](const at::Tensor& x) { return at::tanh(at::linear(x, w.w0, w.b0)); }));
@@ -96,7 +104,8 @@ int main(int argc, char** argv) {
                                        {"accum", "1"}, {"clip", "0"}, {"steps", "5"}, {"prefetch", "1"},
                                        {"persist", "0"}, {"overlap", "true"}, {"bucket_mb", "25"},
                                        {"force_overflow_step", "0"}, {"loss_scale", "false"},
-                                       {"prefetch_elements", "0"}, {"max_live", "1000000000"}};
+                                       {"prefetch_elements", "0"}, {"max_live", "1000000000"},
+                                       {"checkpoint", "false"}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   zt::RankEnv env = zt::discover_rank_env();
   const char* out_dir = std::getenv("ZT_CHECK_OUT");
@@ -139,6 +148,7 @@ int main(int argc, char** argv) {
     opt.dynamic_loss_scale = a["loss_scale"] == "true" || opt.compute_dtype == at::kHalf;
     opt.scaler.initial_scale = 1024;
     opt.scaler.hysteresis = 1;
+    opt.activation_checkpointing = a["checkpoint"] == "true";
     const int steps = std::stoi(a["steps"]);
     const int force_overflow = std::stoi(a["force_overflow_step"]);
 
@@ -205,6 +215,14 @@ int main(int argc, char** argv) {
       }
     }
     if (!worst.empty()) throw CheckFailed("after " + std::to_string(applied) + " steps, " + worst);
+    // Recomputation really happened (or, without checkpointing, did not).
+    const int64_t want_calls = int64_t{steps} * opt.grad_accum * (opt.activation_checkpointing ? 2 : 1);
+    for (const auto& u : units) {
+      if (u->calls() != want_calls) {
+        throw CheckFailed("unit " + u->name() + " ran forward " + std::to_string(u->calls()) + " times, expected " +
+                          std::to_string(want_calls));
+      }
+    }
     zt::MemoryReport mem = engine.memory();
     std::string text = "OK peak_gathered=" + std::to_string(mem.params_gathered_peak) +
                        " unit_max=" + std::to_string(mem.unit_max_params) +

@@ -9,6 +9,8 @@
 //            unit finished backward (overlapped with the rest of backward when overlap_comm).
 //   stage 3: + parameters sharded: a unit's groups are gathered just before it runs (and
 //            prefetched ahead), freed after, re-gathered before its backward.
+// With activation_checkpointing each unit runs without keeping activations and is recomputed
+// when backward reaches it (after the stage 3 re-gather); gradients and hooks are unchanged.
 // Parameters live as views into one flat buffer per group (layout from the ShardStrategy), so
 // a gather writes every tensor of the group at once and a release frees them all.
 // Thread safety: one training thread.
@@ -74,9 +76,11 @@ struct EngineOptions {
   double gradient_predivide_factor = 1.0;
   double gradient_clipping = 0.0;        // max global gradient norm; 0 = off
   bool dynamic_loss_scale = false;       // on for fp16 (from_config); skips overflowed steps
+  bool activation_checkpointing = false; // recompute each unit in backward: activation memory of
+                                         // the unit inputs only, for about one more forward
   LossScalerOptions scaler;
 
-  // Reads [zero] and [precision] (and data.grad_accum).
+  // Reads [zero] and [precision] (and data.grad_accum, model.activation_checkpointing).
   static EngineOptions from_config(const Config& config);
 };
 
