@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build_dir=build
-benches="comm"  # adam, nvme and train come later
+benches="comm train"  # adam and nvme come later
 
 usage() {
   echo "usage: scripts/bench.sh <bench> [options]"
@@ -36,6 +36,11 @@ case "$bench" in
     shift
     build zt_bench_comm zt_comm_ucx
     "$build_dir/bin/zt_bench_comm" "$@"
+    ;;
+  train)
+    shift
+    build zt_bench_train trainer zt_comm_ucx zt_shard_tensor zt_shard_bucket zt_optim_hybrid_adam
+    "$build_dir/bin/zt_bench_train" "$@"
     ;;
   -h|--help)
     usage

@@ -15,6 +15,7 @@
 #include <map>
 #include <thread>
 
+#include "rank_check.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/options.h"
@@ -23,13 +24,7 @@
 
 namespace {
 
-struct CheckFailed : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void check(bool ok, const std::string& what) {
-  if (!ok) throw CheckFailed(what);
-}
+using zt::test::check;
 
 std::map<std::string, std::string> parse_args(int argc, char** argv) {
   std::map<std::string, std::string> args{{"plugin", "comm_ucx"}, {"timeout-ms", "20000"},
@@ -159,54 +154,35 @@ void run_collectives(zt::Communicator& comm) {
 int main(int argc, char** argv) {
   auto args = parse_args(argc, argv);
   zt::RankEnv env = zt::discover_rank_env();
-  const char* out_dir = std::getenv("ZT_CHECK_OUT");
-  std::string out_path = std::string(out_dir ? out_dir : ".") + "/rank" + std::to_string(env.rank) + ".txt";
-  auto report = [&](const std::string& text) {
-    std::ofstream(out_path) << text << "\n";
-    if (text != "OK") std::cerr << "[rank " << env.rank << "] " << text << "\n";
-  };
   std::chrono::milliseconds timeout(std::stol(args["timeout-ms"]));
   const std::string scenario = args["scenario"];
   const int victim = std::stoi(args["victim"]);
-  try {
-    auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
-                                env.master_port, env.rank, env.world, timeout);
-    if (scenario == "rendezvous_only") {
-      report("OK");
-      return 0;
-    }
-    zt::PluginCatalog catalog;
-    const zt::CommunicatorPlugin& plugin = catalog.comm(args["plugin"]);
-    zt::Options options = plugin_options(plugin, args["plugin"], args["option"]);
-    auto comm = plugin.create(options, zt::comm_context(env, *store, "check/", timeout));
-    if (scenario == "collectives") {
-      run_collectives(*comm);
-    } else if (scenario == "die" || scenario == "wait_for_dead") {
-      // Everyone finishes one collective, then the victim dies before the next one.
-      at::Tensor t = at::ones({1 << 16});
-      comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
-      if (env.rank == victim) {
-        if (scenario == "die") _exit(9);
-        raise(SIGKILL);
+  return zt::test::run_rank_check(env.rank, [&]() -> std::string {
+      auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
+                                  env.master_port, env.rank, env.world, timeout);
+      if (scenario == "rendezvous_only") {
+        return std::string("OK");
       }
-      comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
-      report("the all_reduce after rank " + std::to_string(victim) + " died completed");
-      return 1;
-    } else {
-      report("unknown scenario " + scenario);
-      return 2;
-    }
-    comm.reset();
-    report("OK");
-    return 0;
-  } catch (const CheckFailed& e) {
-    report(std::string("CHECK FAILED: ") + e.what());
-    return 1;
-  } catch (const zt::Error& e) {
-    report(std::string(e.kind_name()) + " error: " + e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    report(std::string("exception: ") + e.what());
-    return 7;
-  }
+      zt::PluginCatalog catalog;
+      const zt::CommunicatorPlugin& plugin = catalog.comm(args["plugin"]);
+      zt::Options options = plugin_options(plugin, args["plugin"], args["option"]);
+      auto comm = plugin.create(options, zt::comm_context(env, *store, "check/", timeout));
+      if (scenario == "collectives") {
+        run_collectives(*comm);
+      } else if (scenario == "die" || scenario == "wait_for_dead") {
+        // Everyone finishes one collective, then the victim dies before the next one.
+        at::Tensor t = at::ones({1 << 16});
+        comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
+        if (env.rank == victim) {
+          if (scenario == "die") _exit(9);
+          raise(SIGKILL);
+        }
+        comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
+        throw zt::test::CheckFailed("the all_reduce after rank " + std::to_string(victim) + " died completed");
+      } else {
+        throw zt::ConfigError("unknown scenario " + scenario);
+      }
+      comm.reset();
+      return std::string("OK");
+  });
 }

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <map>
 
+#include "rank_check.h"
 #include "zt/communicator.h"
 #include "zt/engine.h"
 #include "zt/error.h"
@@ -29,9 +30,7 @@ namespace {
 constexpr int64_t kIn = 11, kHidden = 17, kMicroBatch = 3;
 constexpr double kLr = 1e-2, kBeta1 = 0.9, kBeta2 = 0.99, kEps = 1e-8, kWeightDecay = 0.05;
 
-struct CheckFailed : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+using zt::test::CheckFailed;
 
 // The model's parameters, created identically from the seed in every process.
 struct Weights {
@@ -108,145 +107,129 @@ int main(int argc, char** argv) {
                                        {"checkpoint", "false"}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   zt::RankEnv env = zt::discover_rank_env();
-  const char* out_dir = std::getenv("ZT_CHECK_OUT");
-  std::string out_path = std::string(out_dir ? out_dir : ".") + "/rank" + std::to_string(env.rank) + ".txt";
-  auto report = [&](const std::string& text) {
-    std::ofstream(out_path) << text << "\n";
-    if (text.rfind("OK", 0) != 0) std::cerr << "[rank " << env.rank << "] " << text << "\n";
-  };
-  try {
-    auto timeout = std::chrono::milliseconds(60000);
-    auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr, env.master_port,
-                                env.rank, env.world, timeout);
-    zt::PluginCatalog catalog;
-    auto& comm_plugin = catalog.comm("comm_ucx");
-    auto comm = comm_plugin.create(zt::Options("plugin.comm_ucx", comm_plugin.options(), {}, {}),
-                                   zt::comm_context(env, *store, "engine/", timeout));
-    auto& shard_plugin = catalog.shard(a["shard"]);
-    std::map<std::string, zt::Value> shard_values;
-    for (const auto& s : shard_plugin.options()) {
-      if (s.name == "bucket_mb") shard_values["bucket_mb"] = std::stod(a["bucket_mb"]);
-    }
-    auto strategy = shard_plugin.create(zt::Options("plugin." + a["shard"], shard_plugin.options(), shard_values, {}));
-    auto& adam_plugin = catalog.optimizer("optim_hybrid_adam");
-    auto adam = adam_plugin.create(zt::Options(
-        "plugin.optim_hybrid_adam", adam_plugin.options(),
-        {{"lr", kLr}, {"betas", std::vector<double>{kBeta1, kBeta2}}, {"eps", kEps},
-         {"weight_decay", kWeightDecay}, {"adamw", true}}, {}));
+  return zt::test::run_rank_check(env.rank, [&]() -> std::string {
+      auto timeout = std::chrono::milliseconds(60000);
+      auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr, env.master_port,
+                                  env.rank, env.world, timeout);
+      zt::PluginCatalog catalog;
+      auto& comm_plugin = catalog.comm("comm_ucx");
+      auto comm = comm_plugin.create(zt::Options("plugin.comm_ucx", comm_plugin.options(), {}, {}),
+                                     zt::comm_context(env, *store, "engine/", timeout));
+      auto& shard_plugin = catalog.shard(a["shard"]);
+      std::map<std::string, zt::Value> shard_values;
+      for (const auto& s : shard_plugin.options()) {
+        if (s.name == "bucket_mb") shard_values["bucket_mb"] = std::stod(a["bucket_mb"]);
+      }
+      auto strategy = shard_plugin.create(zt::Options("plugin." + a["shard"], shard_plugin.options(), shard_values, {}));
+      auto& adam_plugin = catalog.optimizer("optim_hybrid_adam");
+      auto adam = adam_plugin.create(zt::Options(
+          "plugin.optim_hybrid_adam", adam_plugin.options(),
+          {{"lr", kLr}, {"betas", std::vector<double>{kBeta1, kBeta2}}, {"eps", kEps},
+           {"weight_decay", kWeightDecay}, {"adamw", true}}, {}));
 
-    zt::EngineOptions opt;
-    opt.stage = std::stoi(a["stage"]);
-    opt.compute_dtype = a["dtype"] == "bf16" ? at::kBFloat16 : a["dtype"] == "fp16" ? at::kHalf : at::kFloat;
-    opt.grad_accum = std::stoi(a["accum"]);
-    opt.gradient_clipping = std::stod(a["clip"]);
-    opt.prefetch_units = std::stoi(a["prefetch"]);
-    opt.prefetch_elements = std::stoll(a["prefetch_elements"]);
-    opt.max_live_parameters = std::stoll(a["max_live"]);
-    opt.allgather_bucket_mb = 0.001;  // forces waits between post-step all-gathers
-    opt.param_persistence_threshold = std::stoll(a["persist"]);
-    opt.overlap_comm = a["overlap"] == "true";
-    opt.dynamic_loss_scale = a["loss_scale"] == "true" || opt.compute_dtype == at::kHalf;
-    opt.scaler.initial_scale = 1024;
-    opt.scaler.hysteresis = 1;
-    opt.activation_checkpointing = a["checkpoint"] == "true";
-    const int steps = std::stoi(a["steps"]);
-    const int force_overflow = std::stoi(a["force_overflow_step"]);
+      zt::EngineOptions opt;
+      opt.stage = std::stoi(a["stage"]);
+      opt.compute_dtype = a["dtype"] == "bf16" ? at::kBFloat16 : a["dtype"] == "fp16" ? at::kHalf : at::kFloat;
+      opt.grad_accum = std::stoi(a["accum"]);
+      opt.gradient_clipping = std::stod(a["clip"]);
+      opt.prefetch_units = std::stoi(a["prefetch"]);
+      opt.prefetch_elements = std::stoll(a["prefetch_elements"]);
+      opt.max_live_parameters = std::stoll(a["max_live"]);
+      opt.allgather_bucket_mb = 0.001;  // forces waits between post-step all-gathers
+      opt.param_persistence_threshold = std::stoll(a["persist"]);
+      opt.overlap_comm = a["overlap"] == "true";
+      opt.dynamic_loss_scale = a["loss_scale"] == "true" || opt.compute_dtype == at::kHalf;
+      opt.scaler.initial_scale = 1024;
+      opt.scaler.hysteresis = 1;
+      opt.activation_checkpointing = a["checkpoint"] == "true";
+      const int steps = std::stoi(a["steps"]);
+      const int force_overflow = std::stoi(a["force_overflow_step"]);
 
-    Weights mine(42), ref(42);
-    auto units = make_units(mine);
-    std::vector<zt::Unit*> unit_ptrs;
-    for (auto& u : units) unit_ptrs.push_back(u.get());
-    zt::Engine engine(unit_ptrs, *comm, *strategy, *adam, opt);
+      Weights mine(42), ref(42);
+      auto units = make_units(mine);
+      std::vector<zt::Unit*> unit_ptrs;
+      for (auto& u : units) unit_ptrs.push_back(u.get());
+      zt::Engine engine(unit_ptrs, *comm, *strategy, *adam, opt);
 
-    torch::optim::AdamW reference({ref.w0, ref.b0, ref.w1, ref.b1, ref.b2},
-                                  torch::optim::AdamWOptions(kLr).betas({kBeta1, kBeta2}).eps(kEps).weight_decay(kWeightDecay));
-    auto ref_units = make_units(ref);
-    const int64_t global = kMicroBatch * env.world;
-    const at::ScalarType dt = opt.compute_dtype;
-    int64_t applied = 0;
-    for (int step = 0; step < steps; ++step) {
-      const bool overflow_now = step + 1 == force_overflow;
-      for (int m = 0; m < opt.grad_accum; ++m) {
-        int64_t first = (static_cast<int64_t>(step) * opt.grad_accum + m) * global;
-        auto [x, y] = samples(first + env.rank * kMicroBatch, kMicroBatch);
-        engine.forward_backward(x.to(dt), [&](const at::Tensor& out) {
-          at::Tensor loss = at::mse_loss(out.to(at::kFloat), y);
-          // An inf on one rank only: the skip decision must still be the same everywhere.
-          if (overflow_now && env.rank == env.world - 1) loss = loss * std::numeric_limits<float>::infinity();
-          return loss;
-        });
+      torch::optim::AdamW reference({ref.w0, ref.b0, ref.w1, ref.b1, ref.b2},
+                                    torch::optim::AdamWOptions(kLr).betas({kBeta1, kBeta2}).eps(kEps).weight_decay(kWeightDecay));
+      auto ref_units = make_units(ref);
+      const int64_t global = kMicroBatch * env.world;
+      const at::ScalarType dt = opt.compute_dtype;
+      int64_t applied = 0;
+      for (int step = 0; step < steps; ++step) {
+        const bool overflow_now = step + 1 == force_overflow;
+        for (int m = 0; m < opt.grad_accum; ++m) {
+          int64_t first = (static_cast<int64_t>(step) * opt.grad_accum + m) * global;
+          auto [x, y] = samples(first + env.rank * kMicroBatch, kMicroBatch);
+          engine.forward_backward(x.to(dt), [&](const at::Tensor& out) {
+            at::Tensor loss = at::mse_loss(out.to(at::kFloat), y);
+            // An inf on one rank only: the skip decision must still be the same everywhere.
+            if (overflow_now && env.rank == env.world - 1) loss = loss * std::numeric_limits<float>::infinity();
+            return loss;
+          });
+        }
+        zt::StepReport rep = engine.step(kLr);
+        if (overflow_now) {
+          if (!rep.skipped) throw CheckFailed("step " + std::to_string(step + 1) + " overflowed but was not skipped");
+          continue;
+        }
+        if (rep.skipped) throw CheckFailed("step " + std::to_string(step + 1) + " was skipped without an overflow");
+        ++applied;
+        // The reference: one process, the whole global batch of every micro step.
+        reference.zero_grad();
+        for (int m = 0; m < opt.grad_accum; ++m) {
+          auto [x, y] = samples((static_cast<int64_t>(step) * opt.grad_accum + m) * global, global);
+          at::Tensor h = x;
+          for (auto& u : ref_units) h = u->forward(h);
+          (at::mse_loss(h, y) / opt.grad_accum).backward();
+        }
+        if (opt.gradient_clipping > 0) {
+          torch::nn::utils::clip_grad_norm_(std::vector<at::Tensor>{ref.w0, ref.b0, ref.w1, ref.b1, ref.b2},
+                                            opt.gradient_clipping);
+        }
+        reference.step();
       }
-      zt::StepReport rep = engine.step(kLr);
-      if (overflow_now) {
-        if (!rep.skipped) throw CheckFailed("step " + std::to_string(step + 1) + " overflowed but was not skipped");
-        continue;
+      // Every parameter, element by element.
+      const double rtol = dt == at::kFloat ? 1e-5 : 2e-2, atol = dt == at::kFloat ? 1e-6 : 2e-2;
+      auto got = engine.full_parameters();
+      auto want = ref.all();
+      std::string worst;
+      double worst_err = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        at::Tensor w = want[i].second.detach();
+        at::Tensor g = got[i].second.view(w.sizes());
+        if (got[i].first != want[i].first) throw CheckFailed("parameter order: " + got[i].first + " vs " + want[i].first);
+        at::Tensor excess = ((g - w).abs() - (atol + rtol * w.abs())).max();
+        double e = excess.item<double>();
+        if (e > 0 && e > worst_err) {
+          worst_err = e;
+          worst = want[i].first + ": max |zt - torch| exceeds tolerance by " + std::to_string(e);
+        }
       }
-      if (rep.skipped) throw CheckFailed("step " + std::to_string(step + 1) + " was skipped without an overflow");
-      ++applied;
-      // The reference: one process, the whole global batch of every micro step.
-      reference.zero_grad();
-      for (int m = 0; m < opt.grad_accum; ++m) {
-        auto [x, y] = samples((static_cast<int64_t>(step) * opt.grad_accum + m) * global, global);
-        at::Tensor h = x;
-        for (auto& u : ref_units) h = u->forward(h);
-        (at::mse_loss(h, y) / opt.grad_accum).backward();
+      if (!worst.empty()) throw CheckFailed("after " + std::to_string(applied) + " steps, " + worst);
+      // Recomputation really happened (or, without checkpointing, did not).
+      const int64_t want_calls = int64_t{steps} * opt.grad_accum * (opt.activation_checkpointing ? 2 : 1);
+      for (const auto& u : units) {
+        if (u->calls() != want_calls) {
+          throw CheckFailed("unit " + u->name() + " ran forward " + std::to_string(u->calls()) + " times, expected " +
+                            std::to_string(want_calls));
+        }
       }
-      if (opt.gradient_clipping > 0) {
-        torch::nn::utils::clip_grad_norm_(std::vector<at::Tensor>{ref.w0, ref.b0, ref.w1, ref.b1, ref.b2},
-                                          opt.gradient_clipping);
+      zt::MemoryReport mem = engine.memory();
+      std::string text = "OK peak_gathered=" + std::to_string(mem.params_gathered_peak) +
+                         " unit_max=" + std::to_string(mem.unit_max_params) +
+                         " persistent=" + std::to_string(mem.persistent_params);
+      if (opt.stage == 3 &&
+          mem.params_gathered_peak > (opt.prefetch_units + 1) * mem.unit_max_params + mem.persistent_params) {
+        throw CheckFailed("stage 3 gathered " + std::to_string(mem.params_gathered_peak) + " bytes at peak, over " +
+                          std::to_string(opt.prefetch_units + 1) + " units (" + std::to_string(mem.unit_max_params) +
+                          " B each) + persistent " + std::to_string(mem.persistent_params));
       }
-      reference.step();
-    }
-    // Every parameter, element by element.
-    const double rtol = dt == at::kFloat ? 1e-5 : 2e-2, atol = dt == at::kFloat ? 1e-6 : 2e-2;
-    auto got = engine.full_parameters();
-    auto want = ref.all();
-    std::string worst;
-    double worst_err = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      at::Tensor w = want[i].second.detach();
-      at::Tensor g = got[i].second.view(w.sizes());
-      if (got[i].first != want[i].first) throw CheckFailed("parameter order: " + got[i].first + " vs " + want[i].first);
-      at::Tensor excess = ((g - w).abs() - (atol + rtol * w.abs())).max();
-      double e = excess.item<double>();
-      if (e > 0 && e > worst_err) {
-        worst_err = e;
-        worst = want[i].first + ": max |zt - torch| exceeds tolerance by " + std::to_string(e);
-      }
-    }
-    if (!worst.empty()) throw CheckFailed("after " + std::to_string(applied) + " steps, " + worst);
-    // Recomputation really happened (or, without checkpointing, did not).
-    const int64_t want_calls = int64_t{steps} * opt.grad_accum * (opt.activation_checkpointing ? 2 : 1);
-    for (const auto& u : units) {
-      if (u->calls() != want_calls) {
-        throw CheckFailed("unit " + u->name() + " ran forward " + std::to_string(u->calls()) + " times, expected " +
-                          std::to_string(want_calls));
-      }
-    }
-    zt::MemoryReport mem = engine.memory();
-    std::string text = "OK peak_gathered=" + std::to_string(mem.params_gathered_peak) +
-                       " unit_max=" + std::to_string(mem.unit_max_params) +
-                       " persistent=" + std::to_string(mem.persistent_params);
-    if (opt.stage == 3 &&
-        mem.params_gathered_peak > (opt.prefetch_units + 1) * mem.unit_max_params + mem.persistent_params) {
-      throw CheckFailed("stage 3 gathered " + std::to_string(mem.params_gathered_peak) + " bytes at peak, over " +
-                        std::to_string(opt.prefetch_units + 1) + " units (" + std::to_string(mem.unit_max_params) +
-                        " B each) + persistent " + std::to_string(mem.persistent_params));
-    }
-    zt::CommStats stats = comm->stats();
-    text += " all_gather_calls=" + std::to_string(stats[zt::CommOp::kAllGather].calls) +
-            " reduce_scatter_calls=" + std::to_string(stats[zt::CommOp::kReduceScatter].calls);
-    comm.reset();
-    report(text);
-    return 0;
-  } catch (const CheckFailed& e) {
-    report(std::string("CHECK FAILED: ") + e.what());
-    return 1;
-  } catch (const zt::Error& e) {
-    report(std::string(e.kind_name()) + " error: " + e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    report(std::string("exception: ") + e.what());
-    return 7;
-  }
+      zt::CommStats stats = comm->stats();
+      text += " all_gather_calls=" + std::to_string(stats[zt::CommOp::kAllGather].calls) +
+              " reduce_scatter_calls=" + std::to_string(stats[zt::CommOp::kReduceScatter].calls);
+      comm.reset();
+      return text;
+  });
 }

@@ -1,0 +1,112 @@
+// A purpose-built reader of metrics.jsonl and of the trainer's summary lines.
+#include "metrics_file.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "zt/error.h"
+
+namespace zt::bench {
+
+namespace {
+
+// The number after "key": in text[from, to). The trainer writes keys without spaces around the
+// colon and numbers that strtod reads.
+bool number_after(const std::string& text, const std::string& key, size_t from, size_t to,
+                  double& value) {
+  const std::string quoted = "\"" + key + "\":";
+  const size_t at = text.find(quoted, from);
+  if (at == std::string::npos || at >= to) return false;
+  const char* begin = text.c_str() + at + quoted.size();
+  char* end = nullptr;
+  value = std::strtod(begin, &end);
+  return end != begin;
+}
+
+double required(const std::string& text, const std::string& key, size_t from, size_t to,
+                const std::string& where) {
+  double v = 0;
+  if (!number_after(text, key, from, to, v)) {
+    throw IoError(where + ": no number for \"" + key + "\"; is the trainer newer than the bench?");
+  }
+  return v;
+}
+
+// Model-state bytes of the busiest rank in one step's "memory" array: each entry is a flat object
+// {"rank":..,"params":..,...}, so entries end at '}' and the array at the first ']'.
+int64_t max_model_states(const std::string& line, const std::string& where, int& ranks) {
+  const std::string key = "\"memory\":[";
+  const size_t begin = line.find(key);
+  const size_t end = begin == std::string::npos ? begin : line.find(']', begin);
+  if (end == std::string::npos) throw IoError(where + ": no \"memory\" array");
+  int64_t most = 0;
+  ranks = 0;
+  for (size_t at = begin + key.size(); at < end;) {
+    const size_t close = line.find('}', at);
+    if (close == std::string::npos || close > end) break;
+    double sum = 0;
+    for (const char* field : {"params", "grads", "master", "optimizer_states"}) {
+      sum += required(line, field, at, close, where);
+    }
+    most = std::max(most, static_cast<int64_t>(sum));
+    ++ranks;
+    at = close + 1;
+  }
+  if (ranks == 0) throw IoError(where + ": empty \"memory\" array");
+  return most;
+}
+
+}  // namespace
+
+void read_metrics(const std::string& path, int warmup, JobResult& out) {
+  std::ifstream in(path);
+  if (!in) throw IoError("cannot read " + path + ": the trainer wrote no metrics");
+  std::string line, last;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    const std::string where = path + ":" + std::to_string(lineno);
+    if (required(line, "step", 0, line.size(), where) <= warmup) continue;
+    out.step_time_s.push_back(required(line, "step_time_s", 0, line.size(), where));
+    out.tokens_per_s.push_back(required(line, "tokens_per_s", 0, line.size(), where));
+    last = line;
+  }
+  if (last.empty()) {
+    throw IoError(path + ": no step after the " + std::to_string(warmup) +
+                  " warm-up steps; raise --steps or lower --warmup");
+  }
+  out.model_state_bytes = max_model_states(last, path + " (last step)", out.world);
+}
+
+void read_trainer_log(const std::string& path, JobResult& out) {
+  std::ifstream in(path);
+  std::string line;
+  bool found_psi = false, found_compute = false;
+  while (std::getline(in, line)) {
+    const std::string psi_key = "model states per rank (";
+    const size_t p = line.find(psi_key);
+    if (p != std::string::npos) {
+      out.parameters = std::atoll(line.c_str() + p + psi_key.size());
+      found_psi = out.parameters > 0;
+    }
+    const std::string compute_key = ", compute ";
+    const size_t c = line.find(compute_key);
+    if (c != std::string::npos) {
+      std::istringstream dtype(line.substr(c + compute_key.size()));
+      std::string name;
+      dtype >> name;
+      out.low_precision = name != "fp32";
+      found_compute = !name.empty();
+    }
+  }
+  if (!found_psi || !found_compute) {
+    throw IoError(path + ": the trainer's output lacks its " +
+                  (found_psi ? "\"compute <dtype>\" line" : "\"model states per rank\" summary") +
+                  "; is the trainer newer than the bench?");
+  }
+}
+
+}  // namespace zt::bench

@@ -1,0 +1,22 @@
+// Reads what one trainer job left behind: its metrics.jsonl (trainer/train_report.cc writes one
+// JSON object per step) and its stdout summary. The parser knows exactly the fields the bench
+// needs and the shape the trainer writes them in; it is not a general JSON reader.
+// Thread safety: pure functions over files.
+#pragma once
+
+#include <string>
+
+#include "bench_train.h"
+
+namespace zt::bench {
+
+// Fills out.step_time_s and out.tokens_per_s with the steps after the first `warmup`, and
+// out.model_state_bytes and out.world from the last step's "memory". Throws IoError when the file
+// is missing, has no step past the warm-up, or lacks a field.
+void read_metrics(const std::string& path, int warmup, JobResult& out);
+
+// Fills out.parameters from the summary line "model states per rank (N parameters, ...)" and
+// out.low_precision from "compute <dtype>". Throws IoError when either is missing.
+void read_trainer_log(const std::string& path, JobResult& out);
+
+}  // namespace zt::bench

@@ -1,0 +1,40 @@
+// zt_bench_train's report: rows aggregated from the jobs, the printed table, the targets
+// (evaluated and printed, never asserted: a miss is data, not a failure) and
+// bench-results/train.json.
+// Thread safety: pure functions over rows, plus file output.
+#pragma once
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench_train.h"
+
+namespace zt::bench {
+
+// The targets: stage-3 model-state bytes per rank within 5% of theory, and stage-3 step time at
+// most 1.5x stage 0's, for each strategy.
+constexpr double kMaxBytesOffTheory = 0.05;
+constexpr double kMaxStage3OverStage0 = 1.5;
+
+struct TargetCheck {
+  std::string name;      // "stage3_bytes_vs_theory" or "stage3_step_time_vs_stage0"
+  std::string strategy;  // "tensor" or "bucket"
+  double value = 0;      // measured/theory, or step-time ratio
+  double threshold = 0;  // allowed |value - 1|, or the largest ratio
+  bool pass = false;
+};
+
+// One row per (stage, strategy) in table order: medians over every repetition's post-warm-up
+// steps, bytes as the largest any repetition measured, theory from trainer/memory_theory.h.
+std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& jobs);
+std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows);
+
+void print_table(std::FILE* out, const std::vector<Row>& rows, const Plan& plan);
+void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks);
+// Creates the file's folder if missing. Throws IoError when it cannot write.
+void write_json(const std::string& path, const std::vector<Row>& rows,
+                const std::vector<TargetCheck>& checks, const Plan& plan, double total_seconds);
+
+}  // namespace zt::bench
