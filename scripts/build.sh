@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${ZT_BUILD_DIR:-build}
+# Let ccache reuse objects across checkouts at other paths (CI builds a fresh clone).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${ZT_BUILD_TYPE:-RelWithDebInfo} "$@"
 fi

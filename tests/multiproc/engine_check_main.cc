@@ -7,6 +7,7 @@
 //                   [--accum A] [--clip C] [--steps N] [--prefetch K] [--persist T]
 //                   [--overlap true|false] [--bucket_mb B] [--force_overflow_step K]
 //                   [--loss_scale true|false] [--prefetch_elements E] [--max_live E]
+//                   [--predivide F]
 //                   [--checkpoint true|false]
 // With --checkpoint the engine recomputes every unit in backward; the reference never does, and
 // each engine unit must have run forward twice per micro step.
@@ -59,8 +60,11 @@ class LambdaUnit final : public zt::Unit {
   std::string name() const override { return name_; }
   at::Tensor forward(const at::Tensor& x) override {
     ++calls_;
-    return fn_(x);
+    at::Tensor y = fn_(x);
+    if (probe) probe(y);
+    return y;
   }
+  std::function<void(const at::Tensor&)> probe;  // sees every output, e.g. to hook its grad
   std::vector<std::pair<std::string, at::Tensor>> parameters() override { return params_; }
   int64_t calls() const { return calls_; }
 
@@ -104,6 +108,7 @@ int main(int argc, char** argv) {
                                        {"persist", "0"}, {"overlap", "true"}, {"bucket_mb", "25"},
                                        {"force_overflow_step", "0"}, {"loss_scale", "false"},
                                        {"prefetch_elements", "0"}, {"max_live", "1000000000"},
+                                       {"predivide", "1"},
                                        {"checkpoint", "false"}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   zt::RankEnv env = zt::discover_rank_env();
@@ -134,6 +139,7 @@ int main(int argc, char** argv) {
       opt.gradient_clipping = std::stod(a["clip"]);
       opt.prefetch_units = std::stoi(a["prefetch"]);
       opt.prefetch_elements = std::stoll(a["prefetch_elements"]);
+    opt.gradient_predivide_factor = std::stod(a["predivide"]);
       opt.max_live_parameters = std::stoll(a["max_live"]);
       opt.allgather_bucket_mb = 0.001;  // forces waits between post-step all-gathers
       opt.param_persistence_threshold = std::stoll(a["persist"]);
@@ -151,7 +157,17 @@ int main(int argc, char** argv) {
       for (auto& u : units) unit_ptrs.push_back(u.get());
       zt::Engine engine(unit_ptrs, *comm, *strategy, *adam, opt);
 
-      torch::optim::AdamW reference({ref.w0, ref.b0, ref.w1, ref.b1, ref.b2},
+      // Stages 2-3 must reduce-scatter a unit's gradients as soon as it finished backward: by the
+    // time the gradient reaches the first unit's output, later units' groups were sent.
+    uint64_t reduces_at_first_unit = 0;
+    units[0]->probe = [&](const at::Tensor& y) {
+      if (!y.requires_grad()) return;
+      y.register_hook([&](const at::Tensor& g) {
+        reduces_at_first_unit = comm->stats()[zt::CommOp::kReduceScatter].calls;
+        return g;
+      });
+    };
+    torch::optim::AdamW reference({ref.w0, ref.b0, ref.w1, ref.b1, ref.b2},
                                     torch::optim::AdamWOptions(kLr).betas({kBeta1, kBeta2}).eps(kEps).weight_decay(kWeightDecay));
       auto ref_units = make_units(ref);
       const int64_t global = kMicroBatch * env.world;
@@ -169,7 +185,12 @@ int main(int argc, char** argv) {
             return loss;
           });
         }
-        zt::StepReport rep = engine.step(kLr);
+        if (step == 0 && opt.stage >= 2 && !opt.activation_checkpointing &&
+          reduces_at_first_unit == 0) {
+        throw CheckFailed("stage " + std::to_string(opt.stage) + " sent no gradient before backward reached "
+                          "the first unit: reductions wait for the whole backward");
+      }
+      zt::StepReport rep = engine.step(kLr);
         if (overflow_now) {
           if (!rep.skipped) throw CheckFailed("step " + std::to_string(step + 1) + " overflowed but was not skipped");
           continue;

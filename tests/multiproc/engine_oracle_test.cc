@@ -87,6 +87,13 @@ TEST_CASE("stage 3 prefetch by elements and under a live-parameter cap gives the
   expect_ok(run_engine(2, {"--stage", "3", "--shard", "shard_bucket", "--prefetch", "2", "--max_live", "500"}));
 }
 
+TEST_CASE("gradient_predivide_factor splits the averaging around the reduction, same result") {
+  for (int stage : {0, 2}) {
+    CAPTURE(stage);
+    expect_ok(run_engine(3, {"--stage", std::to_string(stage), "--shard", "shard_bucket", "--predivide", "3"}));
+  }
+}
+
 TEST_CASE("stage 3 frees gathered parameters: peak within (prefetch + 1) units + persistent") {
   // The check itself runs in every rank (it knows the unit sizes); here we also see the numbers.
   auto r = run_engine(2, {"--stage", "3", "--shard", "shard_bucket", "--prefetch", "0"});
