@@ -162,6 +162,19 @@ TEST_CASE("training: every stage reaches the same loss (same init, same global b
   }
 }
 
+TEST_CASE("training: activation checkpointing gives the same loss as without") {
+  std::string losses[2];
+  for (int ac = 0; ac < 2; ++ac) {
+    TempDir dir;
+    auto r = run_command(tiny_train(dir.path().string(), std::string("--set model.activation_checkpointing=") +
+                                                             (ac ? "true" : "false")));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    losses[ac] = r.output.substr(r.output.find("final loss"), 17);
+  }
+  CHECK(losses[0] == losses[1]);
+}
+
 TEST_CASE("training: a NaN loss in fp32 stops with the step number and a hint, exit 6") {
   TempDir dir;
   auto r = run_command(tiny_train(dir.path().string(),
