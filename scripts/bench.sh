@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build_dir=build
-benches="comm train"  # adam and nvme come later
+benches="adam comm train"  # nvme comes later
 
 usage() {
   echo "usage: scripts/bench.sh <bench> [options]"
@@ -32,6 +32,11 @@ build() {
 
 bench="${1:-}"
 case "$bench" in
+  adam)
+    shift
+    build zt_bench_adam zt_optim_hybrid_adam
+    "$build_dir/bin/zt_bench_adam" "$@"
+    ;;
   comm)
     shift
     build zt_bench_comm zt_comm_ucx

@@ -1,11 +1,11 @@
-// The portable scalar Adam/AdamW kernel: a plain loop the compiler may vectorise, written to do
-// LibTorch 1.13's fp32 operations in LibTorch's order (see adam_kernel.h for why).
+// The per-step constants, rounded as LibTorch 1.13 rounds them, and the driver that splits a
+// shard across OpenMP threads for whichever kernel adam_isa.h chose.
 #include "adam_kernel.h"
 
-#include <cmath>
+#include <omp.h>
 
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
+#include <algorithm>
+#include <cmath>
 
 namespace zt::hybrid_adam {
 
@@ -39,60 +39,34 @@ AdamConstants make_adam_constants(double lr, double beta1, double beta2, double 
 
 namespace {
 
-// Marks "no copy-out buffer" for the loop below.
-struct NoCopy {};
-
-template <typename C>
-inline void store_copy(C* out, int64_t i, float p) {
-  out[i] = static_cast<C>(p);  // c10's round-to-nearest-even, as Tensor::to() rounds
-}
-template <>
-inline void store_copy<NoCopy>(NoCopy*, int64_t, float) {}
-
-template <typename G, typename C>
-void update(const AdamBuffers& b, const AdamConstants& c) {
-  float* __restrict__ param = b.param;
-  const G* __restrict__ grad = static_cast<const G*>(b.grad);
-  float* __restrict__ exp_avg = b.exp_avg;
-  float* __restrict__ exp_avg_sq = b.exp_avg_sq;
-  C* __restrict__ copy_out = static_cast<C*>(b.copy_out);
-  for (int64_t i = 0; i < b.numel; ++i) {
-    // Each line is one LibTorch tensor op, with its operand order, so the fp32 roundings match.
-    float g = static_cast<float>(grad[i]) / c.grad_divisor;  // grad.div(divisor)
-    float p = param[i];
-    if (c.decay == DecayMode::kDecoupled) {
-      p = p * c.decay_factor;  // p.mul_(1 - lr * wd)
-    } else if (c.decay == DecayMode::kL2) {
-      g = g + c.weight_decay * p;  // grad.add(p, wd)
-    }
-    const float m = exp_avg[i] * c.beta1 + c.one_minus_beta1 * g;  // mul_(b1).add_(g, 1 - b1)
-    const float v = exp_avg_sq[i] * c.beta2 + c.one_minus_beta2 * g * g;  // .addcmul_(g, g, 1 - b2)
-    const float denom = std::sqrt(v) / c.sqrt_bias_correction2 + c.eps;
-    p = p + c.neg_step_size * m / denom;  // p.addcdiv_(m, denom, -step_size)
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
-    param[i] = p;
-    store_copy(copy_out, i, p);
-  }
-}
-
-template <typename G>
-void update_with_grad(const AdamBuffers& b, const AdamConstants& c) {
-  if (b.copy_out == nullptr) return update<G, NoCopy>(b, c);
-  switch (b.copy_type) {
-    case ElemType::kFloat32: return update<G, float>(b, c);
-    case ElemType::kBFloat16: return update<G, c10::BFloat16>(b, c);
-    case ElemType::kFloat16: return update<G, c10::Half>(b, c);
-  }
-}
+// Below this many elements per thread, waking a thread costs more than it saves (a part of
+// 64K elements moves ~1.8 MB, tens of microseconds at memory speed).
+constexpr int64_t kMinPerThread = int64_t{1} << 16;
+// Parts start on multiples of this many elements: 256 B of fp32, whole cache lines for every
+// buffer (128 B of a 16-bit copy or gradient), so no two threads write one line and only the
+// last part has a vector tail.
+constexpr int64_t kPartAlign = 64;
 
 }  // namespace
 
-void adam_update_cpu(const AdamBuffers& b, const AdamConstants& c) {
-  switch (b.grad_type) {
-    case ElemType::kFloat32: return update_with_grad<float>(b, c);
-    case ElemType::kBFloat16: return update_with_grad<c10::BFloat16>(b, c);
-    case ElemType::kFloat16: return update_with_grad<c10::Half>(b, c);
+void adam_update_cpu(const AdamBuffers& b, const AdamConstants& c, AdamRangeKernel kernel) {
+  const int64_t threads =
+      std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), b.numel / kMinPerThread));
+  if (threads == 1 || omp_in_parallel()) {
+    kernel(b, c, 0, b.numel);
+    return;
+  }
+  // One contiguous part per thread: each streams its own pages, and an element's arithmetic
+  // does not depend on which part it falls in, so any thread count gives the same bits. The
+  // split uses the team OpenMP actually started, which may be smaller than asked for.
+#pragma omp parallel num_threads(static_cast<int>(threads))
+  {
+    const int64_t team = omp_get_num_threads();
+    const int64_t share = (b.numel + team - 1) / team;
+    const int64_t per_thread = (share + kPartAlign - 1) / kPartAlign * kPartAlign;
+    const int64_t begin = std::min<int64_t>(b.numel, omp_get_thread_num() * per_thread);
+    const int64_t end = std::min<int64_t>(b.numel, begin + per_thread);
+    if (begin < end) kernel(b, c, begin, end);
   }
 }
 

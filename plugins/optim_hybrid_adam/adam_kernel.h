@@ -1,8 +1,8 @@
 // The Adam/AdamW element update of optim_hybrid_adam on host memory: one pass over a shard's
 // parameters, gradient, both moments and (optionally) a 16-bit copy of the new parameters.
-// Kept apart from the plugin so a faster kernel (SIMD, threads, a CUDA twin) replaces only this
-// file; the constants are prepared once per step, exactly as LibTorch 1.13 rounds them, so every
-// kernel computes the same fp32 arithmetic as torch::optim::Adam / AdamW.
+// The constants are prepared once per step, exactly as LibTorch 1.13 rounds them, so every
+// kernel (portable, AVX2, AVX-512; adam_isa.h picks one) computes LibTorch's fp32 arithmetic.
+// adam_update_cpu splits a shard across OpenMP threads and runs the chosen kernel on each part.
 // Thread safety: adam_update_cpu touches only the buffers it is given; disjoint buffers may be
 // updated from several threads at once.
 #pragma once
@@ -55,7 +55,16 @@ struct AdamBuffers {
   int64_t numel = 0;
 };
 
-// Applies one Adam/AdamW step to every element, reading and writing each buffer once.
-void adam_update_cpu(const AdamBuffers& buffers, const AdamConstants& constants);
+// A kernel: the update of elements [begin, end) of `buffers`, on one thread. Every kernel does
+// the same operations in the same order; they differ only in vector width and in fusing the two
+// multiply-adds that LibTorch's vectorised kernels fuse too (see adam_simd.h).
+using AdamRangeKernel = void (*)(const AdamBuffers& buffers, const AdamConstants& constants,
+                                 int64_t begin, int64_t end);
+
+// Applies one Adam/AdamW step to every element, reading and writing each buffer once, with
+// `kernel` on up to omp_get_max_threads() threads (at::set_num_threads sets it too). Each
+// thread takes one contiguous part, so the result does not depend on the thread count.
+void adam_update_cpu(const AdamBuffers& buffers, const AdamConstants& constants,
+                     AdamRangeKernel kernel);
 
 }  // namespace zt::hybrid_adam

@@ -1,7 +1,8 @@
 // optim_hybrid_adam: the Adam / AdamW optimizer plugin. Updates the engine's flat fp32 master
 // shards in place with LibTorch 1.13's torch::optim::AdamW (adamw = true) or torch::optim::Adam
 // (adamw = false) arithmetic, and writes the optional bf16/fp16 copy of the new parameters in
-// the same pass over memory. This file owns options and checks; adam_kernel.{h,cc} the math.
+// the same pass over memory. This file owns options and checks; adam_kernel.{h,cc} the math and
+// the threads, adam_isa.{h,cc} the choice of SIMD kernel (once, at create()).
 #include <cmath>
 #include <cstddef>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/ScalarType.h>
 
+#include "adam_isa.h"
 #include "adam_kernel.h"
 #include "zt/error.h"
 #include "zt/optimizer.h"
@@ -124,7 +126,8 @@ AdamBuffers host_buffers(const zt::ShardTensors& s, size_t shard) {
 
 class HybridAdam final : public zt::Optimizer {
  public:
-  explicit HybridAdam(const HybridAdamConfig& config) : config_(config) {}
+  HybridAdam(const HybridAdamConfig& config, zt::hybrid_adam::AdamRangeKernel kernel)
+      : config_(config), kernel_(kernel) {}
 
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
@@ -153,12 +156,13 @@ class HybridAdam final : public zt::Optimizer {
         args.lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, config_.adamw,
         args.step, args.grad_divisor);
     for (const AdamBuffers& b : buffers) {
-      if (b.numel > 0) zt::hybrid_adam::adam_update_cpu(b, constants);
+      if (b.numel > 0) zt::hybrid_adam::adam_update_cpu(b, constants, kernel_);
     }
   }
 
  private:
   HybridAdamConfig config_;
+  zt::hybrid_adam::AdamRangeKernel kernel_;  // chosen once for this CPU (adam_isa.h)
 };
 
 [[noreturn]] void option_error(const zt::Options& options, const std::string& key,
@@ -219,7 +223,8 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
       option_error(options, "weight_decay", "must be a finite number >= 0 (0 disables it)");
     }
     c.adamw = options.get_bool("adamw");
-    return std::make_unique<HybridAdam>(c);
+    const zt::hybrid_adam::Isa isa = zt::hybrid_adam::choose_isa();
+    return std::make_unique<HybridAdam>(c, zt::hybrid_adam::range_kernel(isa));
   }
 };
 

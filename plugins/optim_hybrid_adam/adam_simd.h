@@ -1,0 +1,188 @@
+// The Adam/AdamW update written once over a vector ISA `V` and instantiated by adam_avx2.cc and
+// adam_avx512.cc, each compiled with its own -m flags. V is a struct with internal linkage in
+// its file, providing kWidth lanes and:
+//   Vec set1(float); Vec load(const float*); void store(float*, Vec);
+//   Vec load(const Bf16*) / load(const F16*)    widen kWidth 16-bit values exactly;
+//   Half narrow(const Bf16*, Vec) / (const F16*, Vec)   round to nearest even as c10 does
+//                                               (NaN too), giving kWidth 16-bit values;
+//   store_half(void*, Half); stream_half(void*, Half) (non-temporal, kWidth*2-byte aligned);
+//   fence() (orders the non-temporal stores before what follows);
+//   add, mul, div, sqrt (IEEE, correctly rounded) and fmadd(a, b, c) = a*b + c rounded once.
+// Numerics: the same operations in the same order as the portable kernel and LibTorch 1.13's
+// tensor ops, except that the two `add_(x, alpha)` steps (m's update, Adam's L2 term) are one
+// fused multiply-add, as LibTorch's own vectorised add_ computes them (vec::fmadd). Every other
+// step stays unfused (the files are built with -ffp-contract=off so the compiler fuses nothing).
+// Tails shorter than kWidth go through small zero-filled stack buffers, so they get exactly the
+// vector arithmetic of the body and no load or store leaves the shard.
+// The 16-bit copy-out is written with non-temporal stores where aligned: it is only written, so
+// ordinary stores would first read every line of it (2 more bytes per parameter, on top of the
+// 28 the step moves); the copy is read again only by the next forward pass, long after.
+// Thread safety: touches only [begin, end) of the buffers it is given.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "adam_kernel.h"
+
+namespace zt::hybrid_adam::simd {
+// Everything here has internal linkage: each ISA file gets its own copy, compiled with its own
+// flags, and the linker can never merge an AVX-512 body into the AVX2 file's callers.
+namespace {
+
+// 16-bit storage types, as raw bits: the SIMD files do not include c10.
+struct Bf16 {
+  uint16_t bits;
+};
+struct F16 {
+  uint16_t bits;
+};
+// "No copy-out buffer".
+struct NoCopy {};
+
+// The step's scalars broadcast once per call.
+template <class V>
+struct Consts {
+  using Vec = typename V::Vec;
+  Vec divisor, decay_factor, weight_decay, beta1, one_minus_beta1, beta2, one_minus_beta2,
+      sqrt_bc2, eps, neg_step_size;
+  DecayMode decay;
+
+  explicit Consts(const AdamConstants& c)
+      : divisor(V::set1(c.grad_divisor)), decay_factor(V::set1(c.decay_factor)),
+        weight_decay(V::set1(c.weight_decay)), beta1(V::set1(c.beta1)),
+        one_minus_beta1(V::set1(c.one_minus_beta1)), beta2(V::set1(c.beta2)),
+        one_minus_beta2(V::set1(c.one_minus_beta2)), sqrt_bc2(V::set1(c.sqrt_bias_correction2)),
+        eps(V::set1(c.eps)), neg_step_size(V::set1(c.neg_step_size)), decay(c.decay) {}
+};
+
+// copy_out + i, without arithmetic on the null pointer that stands for "no copy".
+template <class C>
+inline C* offset(C* p, int64_t i) {
+  return p + i;
+}
+inline NoCopy* offset(NoCopy*, int64_t) { return nullptr; }
+
+// The new parameters into the copy-out, if any (kStream: non-temporal, aligned).
+template <bool kStream, class V, class C>
+inline void store_copy(C* out, typename V::Vec p) {
+  if constexpr (std::is_same_v<C, float>) {
+    V::store(out, p);
+  } else if constexpr (!std::is_same_v<C, NoCopy>) {
+    const typename V::Half h = V::narrow(out, p);
+    if constexpr (kStream) {
+      V::stream_half(out, h);
+    } else {
+      V::store_half(out, h);
+    }
+  }
+}
+
+// kWidth elements starting at the given pointers.
+template <bool kStream, class V, class G, class C>
+inline void update_vector(float* param, const G* grad, float* exp_avg, float* exp_avg_sq,
+                          C* copy_out, const Consts<V>& k) {
+  using Vec = typename V::Vec;
+  Vec g = V::div(V::load(grad), k.divisor);  // grad.div(divisor)
+  Vec p = V::load(param);
+  if (k.decay == DecayMode::kDecoupled) {
+    p = V::mul(p, k.decay_factor);  // p.mul_(1 - lr * wd)
+  } else if (k.decay == DecayMode::kL2) {
+    g = V::fmadd(p, k.weight_decay, g);  // grad.add(p, wd): fmadd, as LibTorch's vectorised add
+  }
+  // exp_avg.mul_(b1).add_(g, 1 - b1): the add_ fused, as LibTorch's vectorised add_ is.
+  const Vec m = V::fmadd(g, k.one_minus_beta1, V::mul(V::load(exp_avg), k.beta1));
+  // exp_avg_sq.mul_(b2).addcmul_(g, g, 1 - b2): LibTorch's addcmul is self + (s * t1) * t2.
+  const Vec v = V::add(V::mul(V::load(exp_avg_sq), k.beta2),
+                       V::mul(V::mul(k.one_minus_beta2, g), g));
+  // (exp_avg_sq.sqrt() / sqrt(bc2)).add_(eps), then p.addcdiv_(m, denom, -step_size).
+  const Vec denom = V::add(V::div(V::sqrt(v), k.sqrt_bc2), k.eps);
+  p = V::add(p, V::div(V::mul(k.neg_step_size, m), denom));
+  V::store(exp_avg, m);
+  V::store(exp_avg_sq, v);
+  V::store(param, p);
+  store_copy<kStream, V>(copy_out, p);
+}
+
+// The last n < kWidth elements: copied into zero-filled buffers, updated as a full vector
+// (zero lanes give m = v = 0, denom = eps, no exceptions that matter) and copied back.
+template <class V, class G, class C>
+void update_tail(float* param, const G* grad, float* exp_avg, float* exp_avg_sq, C* copy_out,
+                 int64_t n, const Consts<V>& k) {
+  float p[V::kWidth] = {}, m[V::kWidth] = {}, v[V::kWidth] = {};
+  G g[V::kWidth] = {};
+  C out[V::kWidth] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = param[i];
+    g[i] = grad[i];
+    m[i] = exp_avg[i];
+    v[i] = exp_avg_sq[i];
+  }
+  update_vector<false, V>(p, g, m, v, out, k);
+  for (int64_t i = 0; i < n; ++i) {
+    param[i] = p[i];
+    exp_avg[i] = m[i];
+    exp_avg_sq[i] = v[i];
+  }
+  if constexpr (!std::is_same_v<C, NoCopy>) {
+    for (int64_t i = 0; i < n; ++i) copy_out[i] = out[i];
+  }
+}
+
+template <bool kStream, class V, class G, class C>
+void update_body(const AdamBuffers& b, const Consts<V>& k, int64_t begin, int64_t end) {
+  float* param = b.param;
+  const G* grad = static_cast<const G*>(b.grad);
+  float* exp_avg = b.exp_avg;
+  float* exp_avg_sq = b.exp_avg_sq;
+  C* copy_out = static_cast<C*>(b.copy_out);
+  for (int64_t i = begin; i < end; i += V::kWidth) {
+    update_vector<kStream, V>(param + i, grad + i, exp_avg + i, exp_avg_sq + i,
+                              offset(copy_out, i), k);
+  }
+}
+
+template <class V, class G, class C>
+void update_range(const AdamBuffers& b, const Consts<V>& k, int64_t begin, int64_t end) {
+  const int64_t body_end = begin + (end - begin) / V::kWidth * V::kWidth;
+  // Each vector's copy is kWidth 16-bit values, so one aligned start keeps every one aligned.
+  constexpr bool kHalfCopy = std::is_same_v<C, Bf16> || std::is_same_v<C, F16>;
+  const bool aligned = reinterpret_cast<uintptr_t>(offset(static_cast<C*>(b.copy_out), begin)) %
+                           (V::kWidth * 2) == 0;
+  if (kHalfCopy && aligned) {
+    update_body<true, V, G, C>(b, k, begin, body_end);
+    V::fence();
+  } else {
+    update_body<false, V, G, C>(b, k, begin, body_end);
+  }
+  if (body_end < end) {
+    const int64_t i = body_end;
+    update_tail<V>(b.param + i, static_cast<const G*>(b.grad) + i, b.exp_avg + i,
+                   b.exp_avg_sq + i, offset(static_cast<C*>(b.copy_out), i), end - i, k);
+  }
+}
+
+template <class V, class G>
+void update_range_with_grad(const AdamBuffers& b, const Consts<V>& k, int64_t begin,
+                            int64_t end) {
+  if (b.copy_out == nullptr) return update_range<V, G, NoCopy>(b, k, begin, end);
+  switch (b.copy_type) {
+    case ElemType::kFloat32: return update_range<V, G, float>(b, k, begin, end);
+    case ElemType::kBFloat16: return update_range<V, G, Bf16>(b, k, begin, end);
+    case ElemType::kFloat16: return update_range<V, G, F16>(b, k, begin, end);
+  }
+}
+
+// The kernel of adam_isa.h for ISA V.
+template <class V>
+void adam_range(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t end) {
+  const Consts<V> k(c);
+  switch (b.grad_type) {
+    case ElemType::kFloat32: return update_range_with_grad<V, float>(b, k, begin, end);
+    case ElemType::kBFloat16: return update_range_with_grad<V, Bf16>(b, k, begin, end);
+    case ElemType::kFloat16: return update_range_with_grad<V, F16>(b, k, begin, end);
+  }
+}
+
+}  // namespace
+}  // namespace zt::hybrid_adam::simd
