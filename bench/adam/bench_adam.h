@@ -5,6 +5,8 @@
 // Thread safety: plain values.
 #pragma once
 
+#include "common/bench_util.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,6 +44,5 @@ struct Row {
   double gbps() const { return params * kBytesPerParam / step_s / 1e9; }
 };
 
-double median(std::vector<double> values);
 
 }  // namespace zt::bench

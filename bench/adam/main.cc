@@ -29,31 +29,6 @@ const char* kUsage =
     "  --reps     interleaved rounds after one warm-up round (default 25)\n"
     "  --json     results file (default bench-results/adam.json, relative to the current folder)\n";
 
-int64_t parse_positive(const std::string& text, const std::string& flag) {
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || v <= 0 || v > 100000) {
-    throw ConfigError(flag + " takes positive integers, got '" + text + "'\n" + kUsage);
-  }
-  return v;
-}
-
-std::vector<int64_t> parse_list(const std::string& list, const std::string& flag) {
-  std::vector<int64_t> values;
-  size_t start = 0;
-  while (start <= list.size()) {
-    const size_t comma = std::min(list.find(',', start), list.size());
-    values.push_back(parse_positive(list.substr(start, comma - start), flag));
-    start = comma + 1;
-  }
-  return values;
-}
-
 // Accepts "--flag value" and "--flag=value". Returns false for --help.
 bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   for (size_t i = 1; i < args.size(); ++i) {
@@ -74,12 +49,12 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
     }
     if (flag == "--sizes") {
       plan.sizes.clear();
-      for (int64_t m : parse_list(value, flag)) plan.sizes.push_back(m * 1'000'000);
+      for (int64_t m : parse_positive_list(value, flag, kUsage)) plan.sizes.push_back(m * 1'000'000);
     } else if (flag == "--threads") {
       plan.threads.clear();
-      for (int64_t t : parse_list(value, flag)) plan.threads.push_back(static_cast<int>(t));
+      for (int64_t t : parse_positive_list(value, flag, kUsage)) plan.threads.push_back(static_cast<int>(t));
     } else if (flag == "--reps") {
-      plan.reps = static_cast<int>(parse_positive(value, flag));
+      plan.reps = static_cast<int>(parse_positive(value, flag, kUsage));
     } else {
       plan.json_path = value;
     }
@@ -144,13 +119,5 @@ int run(const std::vector<std::string>& argv) {
 }  // namespace zt::bench
 
 int main(int argc, char** argv) {
-  try {
-    return zt::bench::run(std::vector<std::string>(argv, argv + argc));
-  } catch (const zt::Error& e) {
-    std::fprintf(stderr, "zt_bench_adam: %s error: %s\n", e.kind_name(), e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "zt_bench_adam: error: %s\n", e.what());
-    return 1;
-  }
+  return zt::bench::bench_main("zt_bench_adam", argc, argv, zt::bench::run);
 }

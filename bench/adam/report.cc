@@ -1,4 +1,5 @@
 // zt_bench_adam's report: table, targets and adam.json from the rows.
+#include "common/bench_util.h"
 #include "report.h"
 
 #include <algorithm>
@@ -21,23 +22,6 @@ const Row* find(const std::vector<Row>& rows, const std::string& impl, int64_t p
   return nullptr;
 }
 
-// JSON has no NaN or infinity: those become null.
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
-}
-
 std::string row_json(const Row& r) {
   return "{\"impl\": " + json_string(r.impl) + ", \"params\": " + std::to_string(r.params) +
          ", \"threads\": " + std::to_string(r.threads) +
@@ -53,15 +37,6 @@ std::string check_json(const TargetCheck& c) {
 }
 
 }  // namespace
-
-double median(std::vector<double> values) {
-  if (values.empty()) return NAN;
-  const size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + mid, values.end());
-  const double upper = values[mid];
-  if (values.size() % 2) return upper;
-  return (*std::max_element(values.begin(), values.begin() + mid) + upper) / 2;
-}
 
 std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows) {
   const Row* zt = find(rows, kZt, kTargetParams, kTargetThreads);

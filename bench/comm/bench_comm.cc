@@ -36,13 +36,6 @@ double busbw_gbps(const Row& row, double seconds) {
   return algbw_gbps(row, seconds) * bus_factor(row.op, row.world);
 }
 
-double median(std::vector<double> values) {
-  if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
-  const size_t m = values.size() / 2;
-  return values.size() % 2 ? values[m] : 0.5 * (values[m - 1] + values[m]);
-}
-
 void write_rows_tsv(const std::string& path, const std::vector<Row>& rows) {
   std::ofstream out(path, std::ios::trunc);
   out.precision(17);

@@ -4,6 +4,8 @@
 // Thread safety: plain values and pure functions.
 #pragma once
 
+#include "common/bench_util.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,7 +59,6 @@ double algbw_gbps(const Row& row, double seconds);
 double busbw_gbps(const Row& row, double seconds);
 inline double busbw_gbps(const Row& row) { return busbw_gbps(row, row.seconds); }
 
-double median(std::vector<double> values);
 
 // Rows travel from rank 0 to the parent as tab-separated lines in a file.
 void write_rows_tsv(const std::string& path, const std::vector<Row>& rows);

@@ -39,27 +39,12 @@ const char* kUsage =
     "  --reps   timed blocks per backend, op and size; medians are reported (default 7)\n"
     "  --json   results file (default bench-results/comm.json, relative to the current folder)\n";
 
-int64_t parse_positive(const std::string& text, const std::string& flag) {
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || v <= 0) {
-    throw ConfigError(flag + " takes positive integers, got '" + text +
-                      "'\n" + kUsage);
-  }
-  return v;
-}
-
 std::vector<int64_t> parse_sizes(const std::string& list) {
   std::vector<int64_t> sizes;
   size_t start = 0;
   while (start <= list.size()) {
     size_t comma = std::min(list.find(',', start), list.size());
-    sizes.push_back(parse_positive(list.substr(start, comma - start), "--sizes") * kMiB);
+    sizes.push_back(parse_positive(list.substr(start, comma - start), "--sizes", kUsage) * kMiB);
     start = comma + 1;
   }
   return sizes;
@@ -86,7 +71,7 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
     if (flag == "--sizes") {
       plan.sizes_bytes = parse_sizes(value);
     } else if (flag == "--reps") {
-      plan.reps = static_cast<int>(parse_positive(value, "--reps"));
+      plan.reps = static_cast<int>(parse_positive(value, "--reps", kUsage));
     } else {
       plan.json_path = value;
     }

@@ -1,4 +1,5 @@
 // zt_bench_comm's report: table, targets and comm.json from the merged rows.
+#include "common/bench_util.h"
 #include "report.h"
 
 #include <algorithm>
@@ -63,31 +64,6 @@ std::string ratio_cell(double ratio, const char* unit) {
   } else {
     std::snprintf(buf, sizeof buf, "%.1fx", ratio);
   }
-  return buf;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-// JSON has no NaN or infinity: those become null.
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
 }
 

@@ -5,6 +5,8 @@
 // Thread safety: plain values.
 #pragma once
 
+#include "common/bench_util.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -72,6 +74,5 @@ struct Row {
   }
 };
 
-double median(std::vector<double> values);
 
 }  // namespace zt::bench

@@ -172,13 +172,5 @@ int run(const std::vector<std::string>& argv) {
 }  // namespace zt::bench
 
 int main(int argc, char** argv) {
-  try {
-    return zt::bench::run(std::vector<std::string>(argv, argv + argc));
-  } catch (const zt::Error& e) {
-    std::fprintf(stderr, "zt_bench_train: %s error: %s\n", e.kind_name(), e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "zt_bench_train: error: %s\n", e.what());
-    return 1;
-  }
+  return zt::bench::bench_main("zt_bench_train", argc, argv, zt::bench::run);
 }

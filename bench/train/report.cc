@@ -1,4 +1,5 @@
 // zt_bench_train's report: aggregation, table, targets and train.json.
+#include "common/bench_util.h"
 #include "report.h"
 
 #include <algorithm>
@@ -22,14 +23,6 @@ const Row* find(const std::vector<Row>& rows, int stage, const std::string& stra
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
 
-// JSON has no NaN or infinity: those become null.
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
 std::string row_json(const Row& r) {
   return "{\"stage\": " + std::to_string(r.stage) + ", \"strategy\": \"" + r.strategy +
          "\", \"offload\": \"none\", \"world\": " + std::to_string(r.world) +
@@ -50,15 +43,6 @@ std::string check_json(const TargetCheck& c) {
 }
 
 }  // namespace
-
-double median(std::vector<double> values) {
-  if (values.empty()) return NAN;
-  const size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + mid, values.end());
-  const double upper = values[mid];
-  if (values.size() % 2) return upper;
-  return (*std::max_element(values.begin(), values.begin() + mid) + upper) / 2;
-}
 
 std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& jobs) {
   std::vector<Row> rows;
