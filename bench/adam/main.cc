@@ -32,21 +32,8 @@ const char* kUsage =
 // Accepts "--flag value" and "--flag=value". Returns false for --help.
 bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") return false;
-    const size_t eq = arg.find('=');
-    const std::string flag = arg.substr(0, eq);
-    if (flag != "--sizes" && flag != "--threads" && flag != "--reps" && flag != "--json") {
-      throw ConfigError("unknown option '" + flag + "'\n" + kUsage);
-    }
-    std::string value;
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      throw ConfigError(flag + " needs a value\n" + kUsage);
-    }
+    std::string flag, value;
+    if (!next_option(args, i, {"--sizes", "--threads", "--reps", "--json"}, kUsage, flag, value)) return false;
     if (flag == "--sizes") {
       plan.sizes.clear();
       for (int64_t m : parse_positive_list(value, flag, kUsage)) plan.sizes.push_back(m * 1'000'000);

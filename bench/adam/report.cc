@@ -131,11 +131,7 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
 
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const Plan& plan, double total_seconds) {
-  std::error_code ec;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  std::ofstream out(path, std::ios::trunc);
-  if (ec || !out) throw IoError("cannot write " + path + ": check the folder or pass --json");
+  std::ofstream out = open_results(path);
 
   out << "{\n  \"bench\": \"adam\",\n  \"cpu\": " << json_string(cpu_model())
       << ",\n  \"zt_kernel\": " << json_string(zt_kernel())

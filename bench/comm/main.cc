@@ -53,21 +53,8 @@ std::vector<int64_t> parse_sizes(const std::string& list) {
 // Accepts "--flag value" and "--flag=value". Returns false for --help.
 bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") return false;
-    const size_t eq = arg.find('=');
-    const std::string flag = arg.substr(0, eq);
-    if (flag != "--sizes" && flag != "--reps" && flag != "--json") {
-      throw ConfigError("unknown option '" + flag + "'\n" + kUsage);
-    }
-    std::string value;
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      throw ConfigError(flag + " needs a value\n" + kUsage);
-    }
+    std::string flag, value;
+    if (!next_option(args, i, {"--sizes", "--reps", "--json"}, kUsage, flag, value)) return false;
     if (flag == "--sizes") {
       plan.sizes_bytes = parse_sizes(value);
     } else if (flag == "--reps") {
@@ -79,30 +66,10 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   return true;
 }
 
-// A private folder for the rank rows and ucx_perftest logs, removed when done.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "zt_bench_comm.XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw IoError("cannot create " + tmpl);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 int run_parent(const Plan& plan, const std::vector<std::string>& argv) {
   const auto start = std::chrono::steady_clock::now();
   find_ucx_perftest();  // fail before the ranks spend half a minute, not after
-  ScratchDir scratch;
+  ScratchDir scratch("zt_bench_comm");
   const std::string rows_path = scratch.path() + "/ranks.tsv";
 
   LaunchSpec spec;

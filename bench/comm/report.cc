@@ -162,11 +162,7 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
 
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, double total_seconds) {
-  std::error_code ec;
-  std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  std::ofstream out(path, std::ios::trunc);
-  if (ec || !out) throw IoError("cannot write " + path + ": check the folder");
+  std::ofstream out = open_results(path);
 
   out << "{\n  \"bench\": \"comm\",\n  \"world\": " << kRanks
       << ",\n  \"total_seconds\": " << json_number(total_seconds) << ",\n  \"rows\": [";

@@ -1,8 +1,11 @@
 #include "common/bench_util.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 
 #include "zt/error.h"
@@ -64,6 +67,45 @@ std::vector<int64_t> parse_positive_list(const std::string& list, const std::str
     start = comma + 1;
   }
   return values;
+}
+
+bool next_option(const std::vector<std::string>& args, size_t& i, const std::vector<std::string>& known,
+                 const char* usage, std::string& flag, std::string& value) {
+  const std::string& arg = args[i];
+  if (arg == "-h" || arg == "--help") return false;
+  const size_t eq = arg.find('=');
+  flag = arg.substr(0, eq);
+  if (std::find(known.begin(), known.end(), flag) == known.end()) {
+    throw ConfigError("unknown option '" + flag + "'\n" + usage);
+  }
+  if (eq != std::string::npos) {
+    value = arg.substr(eq + 1);
+  } else if (i + 1 < args.size()) {
+    value = args[++i];
+  } else {
+    throw ConfigError(flag + " needs a value\n" + usage);
+  }
+  return true;
+}
+
+std::ofstream open_results(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::ofstream out(path, std::ios::trunc);
+  if (ec || !out) throw IoError("cannot write " + path + ": check the folder or pass --json");
+  return out;
+}
+
+ScratchDir::ScratchDir(const std::string& prefix) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + ".XXXXXX")).string();
+  if (!mkdtemp(tmpl.data())) throw IoError("cannot create " + tmpl);
+  path_ = tmpl;
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
 }
 
 int bench_main(const std::string& name, int argc, char** argv,

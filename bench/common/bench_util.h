@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,28 @@ int64_t parse_positive(const std::string& text, const std::string& flag, const c
 // "a,b,c" of positive integers.
 std::vector<int64_t> parse_positive_list(const std::string& list, const std::string& flag,
                                          const char* usage);
+
+// Reads the option at args[i], given as "--flag value" or "--flag=value", into flag and value
+// (advancing i past a separate value). Returns false for -h/--help. An option not in `known`
+// or without a value is a ConfigError quoting `usage`.
+bool next_option(const std::vector<std::string>& args, size_t& i, const std::vector<std::string>& known,
+                 const char* usage, std::string& flag, std::string& value);
+
+// The results file at `path`, its folders created; IoError when it cannot be written.
+std::ofstream open_results(const std::string& path);
+
+// A private temporary folder ("/tmp/<prefix>.XXXXXX"), removed with everything in it.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // Runs `run(args)` as the program `name`: zt errors become "name: kind error: ..." and their
 // exit code, other exceptions exit 1.

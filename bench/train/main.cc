@@ -52,18 +52,8 @@ int parse_count(const std::string& text, const std::string& flag, int least) {
 // Accepts "--flag value" and "--flag=value". Returns false for --help.
 bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   for (size_t i = 1; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "-h" || arg == "--help") return false;
-    const size_t eq = arg.find('=');
-    const std::string flag = arg.substr(0, eq);
-    std::string value;
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      throw ConfigError(flag + " needs a value\n" + kUsage);
-    }
+    std::string flag, value;
+    if (!next_option(args, i, {"--steps", "--warmup", "--reps", "--json", "--trainer"}, kUsage, flag, value)) return false;
     if (flag == "--steps") {
       plan.steps = parse_count(value, flag, 1);
     } else if (flag == "--warmup") {
@@ -72,10 +62,8 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
       plan.reps = parse_count(value, flag, 1);
     } else if (flag == "--json") {
       plan.json_path = value;
-    } else if (flag == "--trainer") {
-      plan.trainer = value;
     } else {
-      throw ConfigError("unknown option '" + flag + "'\n" + kUsage);
+      plan.trainer = value;
     }
   }
   if (plan.warmup >= plan.steps) {
@@ -84,26 +72,6 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   }
   return true;
 }
-
-// A private folder for the jobs' metrics and logs, removed when done.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "zt_bench_train.XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw IoError("cannot create " + tmpl);
-    path_ = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Runs one job and reads its results. Returns false (after saying why) when the trainer failed.
 bool run_job(const Plan& plan, const JobSpec& job, const std::string& scratch, JobResult& result) {
@@ -133,7 +101,7 @@ int run(const std::vector<std::string>& argv) {
   }
   if (plan.trainer.empty()) plan.trainer = ZT_BENCH_TRAINER;
   const auto start = std::chrono::steady_clock::now();
-  ScratchDir scratch;
+  ScratchDir scratch("zt_bench_train");
   const int total = plan.reps * static_cast<int>(std::size(kStages) * std::size(kStrategies));
   std::printf("zt_bench_train: %d trainer jobs (%d steps each, %d ranks) with %s\n", total,
               plan.steps, kRanks, plan.trainer.c_str());
