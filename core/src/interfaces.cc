@@ -4,6 +4,7 @@
 
 #include "zt/communicator.h"
 #include "zt/error.h"
+#include "zt/offload.h"
 #include "zt/optimizer.h"
 #include "zt/plugin.h"
 #include "zt/shard_strategy.h"
@@ -17,6 +18,7 @@ Store::~Store() = default;
 Communicator::~Communicator() = default;
 ShardStrategy::~ShardStrategy() = default;
 Optimizer::~Optimizer() = default;
+OffloadTier::~OffloadTier() = default;
 Unit::~Unit() = default;
 
 void validate_plan(const ShardPlan& plan, const std::vector<TensorMeta>& tensors, int world,

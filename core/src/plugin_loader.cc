@@ -1,5 +1,7 @@
 #include "zt/plugin_loader.h"
 
+#include "zt/offload.h"
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -251,6 +253,10 @@ const ShardStrategyPlugin& PluginCatalog::shard(const std::string& id) {
 const OptimizerPlugin& PluginCatalog::optimizer(const std::string& id) {
   return *static_cast<const OptimizerPlugin*>(
       load_kind(id, ZT_KIND_OPTIMIZER, "plugins.optimizer").factory);
+}
+
+const OffloadPlugin& PluginCatalog::offload(const std::string& id, const std::string& role) {
+  return *static_cast<const OffloadPlugin*>(load_kind(id, ZT_KIND_OFFLOAD, role).factory);
 }
 
 std::vector<PluginCatalog::Entry> PluginCatalog::load_all() {

@@ -19,6 +19,7 @@
 namespace zt {
 
 class CommunicatorPlugin;
+class OffloadPlugin;
 class OptimizerPlugin;
 class ShardStrategyPlugin;
 
@@ -60,6 +61,8 @@ class ZT_API PluginCatalog {
   const CommunicatorPlugin& comm(const std::string& id);
   const ShardStrategyPlugin& shard(const std::string& id);
   const OptimizerPlugin& optimizer(const std::string& id);
+  // `role` is the config key that named it: "plugins.offload_optimizer" or "plugins.offload_param".
+  const OffloadPlugin& offload(const std::string& id, const std::string& role);
 
   // One entry per id found: the record, or why it could not be loaded.
   struct Entry {
