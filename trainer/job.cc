@@ -1,7 +1,12 @@
 #include "job.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
+
+#include "offload_tiers.h"
 
 #include "smoke_task.h"
 #include "train_task.h"
@@ -21,9 +26,15 @@ int launch_ranks(const Config& config, int nproc, const std::vector<std::string>
   spec.argv[0] = self_executable();
   spec.master_addr = launch.get_string("master_addr");
   spec.master_port = static_cast<int>(launch.get_int("master_port"));
+  const std::string job = std::to_string(getpid());
+  spec.env.push_back({"ZT_JOB_ID", job});
   LaunchResult result = launch_local(spec);
   if (result.exit_code != 0) {
     std::cerr << "zt: error: " << result.message << "\n";
+  }
+  // Ranks remove their offload files as they exit; a rank that was killed could not.
+  for (const auto& folder : remove_offload_leftovers(config, job)) {
+    std::cerr << "zt: removed offload files left by stopped ranks: " << folder << "\n";
   }
   return result.exit_code;
 }
@@ -38,6 +49,8 @@ int run_job(const Config& config, const CliArgs& args, const std::vector<std::st
   // Checked once, before any rank starts or allocates anything.
   if (run.get_string("task") == "train" && !env.found) check_job_fits(config, nproc);
   if (!env.found && nproc > 1) return launch_ranks(config, nproc, argv);
+  // A single process is its own job (offload files are named after it).
+  if (!env.found && !std::getenv("ZT_JOB_ID")) setenv("ZT_JOB_ID", std::to_string(getpid()).c_str(), 1);
 
   auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(std::llround(launch.get_double("timeout_s") * 1000)));

@@ -42,6 +42,9 @@ RankMemory measure_memory(const MemoryReport& m, int stage) {
   r.master = m.master_params;
   r.optimizer_states = m.optimizer_states;
   r.gathered_peak = m.params_gathered_peak;
+  r.offload_optimizer = m.offload_optimizer;
+  r.offload_param = m.offload_param;
+  r.offload_staging = m.offload_staging;
   r.rss = status_kib("VmRSS:");
   r.peak_rss = status_kib("VmHWM:");
   return r;
@@ -49,9 +52,10 @@ RankMemory measure_memory(const MemoryReport& m, int stage) {
 
 std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine) {
   const int n = comm.size();
-  constexpr int kFields = 7;
+  constexpr int kFields = 10;
   at::Tensor local = at::tensor({mine.params, mine.grads, mine.master, mine.optimizer_states,
-                                 mine.gathered_peak, mine.rss, mine.peak_rss}, at::kLong)
+                                 mine.gathered_peak, mine.rss, mine.peak_rss, mine.offload_optimizer,
+                                 mine.offload_param, mine.offload_staging}, at::kLong)
                          .to(at::kDouble);
   at::Tensor all = at::empty({kFields * n}, at::kDouble);
   comm.all_gather(all, local)->wait();
@@ -59,7 +63,7 @@ std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine
   auto a = all.accessor<double, 1>();
   for (int r = 0; r < n; ++r) {
     auto f = [&](int i) { return static_cast<int64_t>(a[r * kFields + i]); };
-    out[r] = {f(0), f(1), f(2), f(3), f(4), f(5), f(6)};
+    out[r] = {f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7), f(8), f(9)};
   }
   return out;
 }
@@ -94,7 +98,8 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
     js << (r ? "," : "") << "{\"rank\":" << r << ",\"params\":" << x.params << ",\"grads\":" << x.grads
        << ",\"master\":" << x.master << ",\"optimizer_states\":" << x.optimizer_states
        << ",\"gathered_peak\":" << x.gathered_peak << ",\"rss\":" << x.rss << ",\"peak_rss\":" << x.peak_rss
-       << "}";
+       << ",\"offload_optimizer\":" << x.offload_optimizer << ",\"offload_param\":" << x.offload_param
+       << ",\"offload_staging\":" << x.offload_staging << "}";
   }
   js << "],\"comm\":{";
   for (int i = 0; i < kNumCommOps; ++i) {

@@ -18,7 +18,11 @@ namespace zt::trainer {
 struct RankMemory {
   int64_t params = 0, grads = 0, master = 0, optimizer_states = 0, gathered_peak = 0;
   int64_t rss = 0, peak_rss = 0;
+  // Model states placed in the offload tiers, and the host buffers streaming them.
+  int64_t offload_optimizer = 0, offload_param = 0, offload_staging = 0;
+  // In compute memory (host memory on CPU ranks; tiers excluded).
   int64_t model_states() const { return params + grads + master + optimizer_states; }
+  int64_t total_model_states() const { return model_states() + offload_optimizer + offload_param; }
 };
 
 RankMemory measure_memory(const MemoryReport& engine_memory, int stage);

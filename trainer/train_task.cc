@@ -12,6 +12,7 @@
 #include "data/data_source.h"
 #include "memory_theory.h"
 #include "models/model.h"
+#include "offload_tiers.h"
 #include "schedule.h"
 #include "train_report.h"
 #include "zt/engine.h"
@@ -121,7 +122,8 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   auto data = data::make_data(config, model->shape);
   std::vector<Unit*> units;
   for (auto& u : model->units) units.push_back(u.get());
-  Engine engine(units, *comm, *strategy, *optimizer, engine_options);
+  OffloadTiers tiers = make_offload_tiers(config, env);
+  Engine engine(units, *comm, *strategy, *optimizer, engine_options, tiers.engine_tiers());
 
   const Options& run = config.section("run");
   const int64_t steps = run.get_int("steps");
@@ -136,6 +138,7 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
                 model->describe().c_str(), env.world, comm->describe().c_str(), engine_options.stage,
                 shard_id.c_str(), optim_id.c_str(), config.section("precision").get_string("compute").c_str(),
                 data->describe().c_str());
+    if (!tiers.describe().empty()) std::printf("  offload: %s\n", tiers.describe().c_str());
     std::fflush(stdout);
   }
   TrainReport report(leader ? out_dir + "/metrics.jsonl" : "", steps, run.get_int("log_every"));
@@ -180,16 +183,35 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   std::printf("\nsummary: %lld steps (%lld skipped), final loss %.4f, %.0f tokens/s, %.2f s/step\n",
               static_cast<long long>(steps), static_cast<long long>(skipped), last_loss,
               tokens_per_step * steps / total_seconds, total_seconds / steps);
-  std::printf("model states per rank (%lld parameters, stage %d, %d ranks):\n",
+  std::printf("model states per rank (%lld parameters, stage %d, %d ranks), by where they live:\n",
               static_cast<long long>(psi), engine_options.stage, env.world);
-  std::printf("  %-5s %12s %12s %12s %12s %12s %12s %8s %12s\n", "rank", "params", "grads", "master",
-              "optim", "measured", "theory", "ratio", "peak RSS");
+  // Tier columns: one per distinct offload plugin; both roles may share one.
+  std::vector<std::string> tier_ids;
+  for (const auto& [id, tier] : tiers.by_id) tier_ids.push_back(id);
+  auto tier_bytes = [&](const RankMemory& x, const std::string& id) {
+    return (id == tiers.optimizer_id ? x.offload_optimizer : 0) + (id == tiers.param_id ? x.offload_param : 0);
+  };
+  std::printf("  %-5s %11s %11s %11s %11s %11s", "rank", "params", "grads", "master", "optim", "compute");
+  for (const auto& id : tier_ids) std::printf(" %13s", id.c_str());
+  std::printf(" %11s %11s %7s %11s\n", "total", "theory", "ratio", "peak RSS");
   for (size_t r = 0; r < memory.size(); ++r) {
     const auto& x = memory[r];
-    std::printf("  %-5zu %12s %12s %12s %12s %12s %12s %8.3f %12s\n", r, mib(x.params).c_str(),
-                mib(x.grads).c_str(), mib(x.master).c_str(), mib(x.optimizer_states).c_str(),
-                mib(x.model_states()).c_str(), mib(theory).c_str(),
-                static_cast<double>(x.model_states()) / theory, mib(x.peak_rss).c_str());
+    std::printf("  %-5zu %11s %11s %11s %11s %11s", r, mib(x.params).c_str(), mib(x.grads).c_str(),
+                mib(x.master).c_str(), mib(x.optimizer_states).c_str(), mib(x.model_states()).c_str());
+    for (const auto& id : tier_ids) std::printf(" %13s", mib(tier_bytes(x, id)).c_str());
+    std::printf(" %11s %11s %7.3f %11s\n", mib(x.total_model_states()).c_str(), mib(theory).c_str(),
+                static_cast<double>(x.total_model_states()) / theory, mib(x.peak_rss).c_str());
+  }
+  if (!tier_ids.empty()) {
+    std::printf("offload I/O (rank 0):");
+    for (const auto& [id, tier] : tiers.by_id) {
+      OffloadStats s = tier->stats();
+      std::printf(" %s read %s in %lld requests, wrote %s in %lld, staging %s;", id.c_str(),
+                  mib(static_cast<double>(s.bytes_read)).c_str(), static_cast<long long>(s.reads),
+                  mib(static_cast<double>(s.bytes_written)).c_str(), static_cast<long long>(s.writes),
+                  mib(static_cast<double>(s.staging_bytes + memory[0].offload_staging)).c_str());
+    }
+    std::printf("\n");
   }
   std::printf("collectives:");
   for (int i = 0; i < kNumCommOps; ++i) {

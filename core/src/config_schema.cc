@@ -83,7 +83,16 @@ const std::vector<SectionSpec>& config_schema() {
         opt_double("gradient_predivide_factor", 1, "divide gradients by this before the "
                    "reduction and by world/this after (fp16 range)", 1),
         opt_double("gradient_clipping", 0, "clip gradients to this global norm (over all "
-                   "shards); 0 = off", 0)}},
+                   "shards); 0 = off", 0),
+        opt_double("offload_optimizer_fraction", 1, "share of the optimizer states and fp32 "
+                   "master weights placed in plugins.offload_optimizer (groups in model order); "
+                   "the rest stays in compute memory", 0, 1),
+        opt_double("offload_param_fraction", 1, "stage 3: share of the parameter shards placed "
+                   "in plugins.offload_param (groups in model order)", 0, 1),
+        opt_int("sub_group_size", 1000000000, "elements per tile when the step streams "
+                "offloaded states through host buffers: smaller tiles, less staging memory", 1),
+        opt_bool("pipeline_read", true, "read the next tile while this one is updated"),
+        opt_bool("pipeline_write", true, "write the last tile back while this one is updated")}},
       {"plugins", "which plugin supplies each part",
        {opt_string_list("dirs", {}, "extra plugin folders, searched before ZT_PLUGIN_PATH and "
                         "the built-in folder"),

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "activation_checkpoint.h"
+#include "tile_pipeline.h"
 #include "zt/config.h"
 #include "zt/error.h"
 
@@ -65,6 +67,11 @@ EngineOptions EngineOptions::from_config(const Config& config) {
   o.scaler.growth_interval = precision.get_int("growth_interval");
   o.scaler.hysteresis = precision.get_int("hysteresis");
   o.activation_checkpointing = config.section("model").get_bool("activation_checkpointing");
+  o.offload_optimizer_fraction = zero.get_double("offload_optimizer_fraction");
+  o.offload_param_fraction = zero.get_double("offload_param_fraction");
+  o.sub_group_size = zero.get_int("sub_group_size");
+  o.pipeline_read = zero.get_bool("pipeline_read");
+  o.pipeline_write = zero.get_bool("pipeline_write");
   return o;
 }
 
@@ -89,6 +96,15 @@ struct Engine::Impl {
     at::Tensor grad;           // fp32 reduced gradient, `shard` elements
     int ready = 0;             // params whose gradient arrived this micro step
     bool reduced = false;      // this micro step's gradients already sent
+    // Offload placement (see place_groups). "streamed": the tier is not addressable, so the
+    // bytes move through host buffers; otherwise master/states/param_shard view tier memory.
+    bool opt_in_tier = false, opt_streamed = false;
+    int64_t master_region = -1;
+    std::vector<int64_t> state_regions;
+    bool param_in_tier = false, param_streamed = false;
+    int64_t param_region = -1;
+    at::Tensor fetched;        // stage 3, streamed: the shard read ahead of its gather
+    std::shared_ptr<Work> fetch_work;
   };
   struct PendingReduce {
     int group;
@@ -102,6 +118,7 @@ struct Engine::Impl {
   Communicator& comm;
   Optimizer& optimizer;
   EngineOptions opt;
+  EngineTiers tiers;
   int world, rank;
   std::vector<Param> params;
   std::vector<Group> groups;
@@ -110,13 +127,30 @@ struct Engine::Impl {
   int64_t steps = 0;
   int64_t micro = 0;
   MemoryReport mem;
+  int64_t tile_elements = 0;                 // streamed tile length (a multiple of the alignment)
+  std::vector<std::vector<at::Tensor>> tile_sets;  // host buffers, one set per tile in flight
 
   Impl(std::vector<Unit*> u, Communicator& c, const ShardStrategy& strategy, Optimizer& o,
-       EngineOptions options)
-      : units(std::move(u)), comm(c), optimizer(o), opt(options), world(c.size()),
+       EngineOptions options, EngineTiers t)
+      : units(std::move(u)), comm(c), optimizer(o), opt(options), tiers(t), world(c.size()),
         rank(c.rank()), scaler(options.scaler, options.dynamic_loss_scale) {
     if (opt.stage < 0 || opt.stage > 3) throw ConfigError("zero.stage must be 0-3");
+    if (tiers.optimizer && opt.stage < 1) {
+      throw ConfigError("plugins.offload_optimizer needs zero.stage >= 1 (stage is 0)");
+    }
+    if (tiers.param && opt.stage != 3) {
+      throw ConfigError("plugins.offload_param needs zero.stage = 3 (stage is " +
+                        std::to_string(opt.stage) + ")");
+    }
     register_parameters(strategy);
+  }
+
+  std::vector<OffloadTier*> distinct_tiers() const {
+    std::vector<OffloadTier*> out;
+    for (OffloadTier* t : {tiers.optimizer, tiers.param}) {
+      if (t && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+    }
+    return out;
   }
 
   int64_t es() const { return static_cast<int64_t>(c10::elementSize(opt.compute_dtype)); }
@@ -164,6 +198,7 @@ struct Engine::Impl {
         }
       }
     }
+    place_groups();
     for (size_t g = 0; g < groups.size(); ++g) build_group(static_cast<int>(g));
     for (size_t u = 0; u < units.size(); ++u) {
       int64_t bytes = 0;
@@ -179,17 +214,84 @@ struct Engine::Impl {
     mem.params_gathered_peak = mem.params_gathered;
   }
 
+  static int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+  int64_t state_count() const { return static_cast<int64_t>(optimizer.state_names().size()); }
+
+  // Decides which groups' states live in a tier: groups in model order until the configured
+  // fraction of the bytes is placed (ColossalAI Gemini's static placement). Stage 3 parameter
+  // shards go only for groups that are released between uses (persistent ones stay gathered).
+  // Then tells every tier how many bytes are coming, so a full disk fails before training.
+  void place_groups() {
+    for (Group& g : groups) {
+      int64_t max_numel = 0;
+      for (int p : g.params) max_numel = std::max(max_numel, params[p].tensor.numel());
+      g.persistent = opt.stage < 3 || max_numel < opt.param_persistence_threshold;
+      g.shard = sharded() ? g.padded / world : g.padded;
+    }
+    auto place = [&](double fraction, auto bytes_of, auto eligible, auto mark) {
+      double total = 0, placed = 0;
+      for (Group& g : groups) if (eligible(g)) total += bytes_of(g);
+      for (Group& g : groups) {
+        if (!eligible(g) || placed >= fraction * total - 0.5 || fraction <= 0) continue;
+        mark(g);
+        placed += bytes_of(g);
+      }
+    };
+    const int64_t opt_bytes_per_element = 4 * (1 + state_count());
+    if (tiers.optimizer) {
+      place(opt.offload_optimizer_fraction,
+            [&](const Group& g) { return static_cast<double>(g.shard * opt_bytes_per_element); },
+            [](const Group& g) { return g.shard > 0; }, [](Group& g) { g.opt_in_tier = true; });
+    }
+    if (tiers.param) {
+      place(opt.offload_param_fraction, [&](const Group& g) { return static_cast<double>(g.shard * es()); },
+            [](const Group& g) { return g.shard > 0 && !g.persistent; },
+            [](Group& g) { g.param_in_tier = true; });
+    }
+    std::map<OffloadTier*, int64_t> need;
+    int64_t streamed_max = 0, granule = 1;
+    for (Group& g : groups) {
+      if (g.opt_in_tier) {
+        need[tiers.optimizer] += (1 + state_count()) * round_up(g.shard * 4, tiers.optimizer->alignment());
+        streamed_max = std::max(streamed_max, g.shard);
+      }
+      if (g.param_in_tier) {
+        need[tiers.param] += round_up(g.shard * es(), tiers.param->alignment());
+        streamed_max = std::max(streamed_max, g.shard);
+      }
+    }
+    // Tiles start at element offsets whose byte offsets every tier can take (O_DIRECT).
+    for (OffloadTier* t : distinct_tiers()) granule = std::max(granule, t->alignment() / std::min<int64_t>(es(), 4));
+    tile_elements = round_up(std::max<int64_t>(1, std::min(opt.sub_group_size, streamed_max)), granule);
+    for (auto& [tier, bytes] : need) tier->prepare(bytes);
+  }
+
+  at::Tensor view_of(void* address, int64_t numel, at::ScalarType dtype) const {
+    return at::from_blob(address, {numel}, at::TensorOptions().dtype(dtype));
+  }
+
+  // Writes `src` (contiguous) to a streamed region, tile by tile, through one host buffer.
+  void upload(OffloadTier& tier, int64_t region, const at::Tensor& src) {
+    const int64_t bytes = static_cast<int64_t>(src.nbytes());
+    const int64_t chunk = std::min(bytes, tile_elements * 4);
+    if (bytes == 0) return;
+    at::Tensor buffer = tier.host_buffer(chunk);
+    const auto* from = static_cast<const char*>(src.data_ptr());
+    for (int64_t off = 0; off < bytes; off += chunk) {
+      const int64_t n = std::min(chunk, bytes - off);
+      std::memcpy(buffer.data_ptr(), from + off, static_cast<size_t>(n));
+      tier.write(region, off, buffer.data_ptr(), n)->wait();
+    }
+  }
+
   void build_group(int gi) {
     Group& g = groups[gi];
-    g.shard = sharded() ? g.padded / world : g.padded;
+    const std::string label = "group " + std::to_string(gi);
     at::Tensor full32 = at::zeros({g.padded}, at::kFloat);
-    int64_t max_numel = 0;
     for (int p : g.params) {
       const at::Tensor& t = params[p].tensor;
       full32.narrow(0, params[p].offset, t.numel()).copy_(t.detach().reshape({-1}));
-      max_numel = std::max(max_numel, t.numel());
     }
-    g.persistent = opt.stage < 3 || max_numel < opt.param_persistence_threshold;
     g.flat = full32.to(opt.compute_dtype);
     // Re-point every parameter into the flat buffer. set_data keeps the parameter's own
     // version counter, so writes into `flat` (gathers) never trip autograd's checks.
@@ -198,21 +300,54 @@ struct Engine::Impl {
       t.set_data(g.flat.narrow(0, params[p].offset, t.numel()).view(t.sizes()));
     }
     int64_t first = sharded() ? g.shard * rank : 0;
+    const at::Tensor init = full32.narrow(0, first, g.shard);
     // In fp32 the parameters are the master weights (ZeRO's fp32 accounting): stages 0-2
     // update their own slot of the flat buffer in place, stage 3 gathers from the master shard.
+    // A master in a tier, or a stage 3 parameter shard in one, is its own copy.
     const bool fp32 = opt.compute_dtype == at::kFloat;
-    g.master = fp32 && opt.stage < 3 ? g.flat.narrow(0, first, g.shard)
-                                     : full32.narrow(0, first, g.shard).clone();
-    for (size_t s = 0; s < optimizer.state_names().size(); ++s) {
-      g.states.push_back(at::zeros({g.shard}, at::kFloat));
+    const bool master_is_param = fp32 && !g.opt_in_tier && !g.param_in_tier;
+    if (g.opt_in_tier) {
+      OffloadTier& tier = *tiers.optimizer;
+      g.master_region = tier.allocate("fp32 master of " + label, g.shard * 4);
+      for (const auto& name : optimizer.state_names()) {
+        g.state_regions.push_back(tier.allocate(name + " of " + label, g.shard * 4));
+      }
+      g.opt_streamed = tier.address(g.master_region) == nullptr;
+      if (!g.opt_streamed) {
+        g.master = view_of(tier.address(g.master_region), g.shard, at::kFloat).copy_(init);
+        for (int64_t r : g.state_regions) g.states.push_back(view_of(tier.address(r), g.shard, at::kFloat).zero_());
+      } else {
+        upload(tier, g.master_region, init.contiguous());
+        at::Tensor zeros = at::zeros({g.shard}, at::kFloat);
+        for (int64_t r : g.state_regions) upload(tier, r, zeros);
+      }
+      mem.offload_optimizer += (1 + state_count()) * g.shard * 4;
+    } else {
+      g.master = master_is_param && opt.stage < 3 ? g.flat.narrow(0, first, g.shard) : init.clone();
+      for (int64_t s = 0; s < state_count(); ++s) g.states.push_back(at::zeros({g.shard}, at::kFloat));
+      if (!master_is_param) mem.master_params += g.shard * 4;  // else counted as parameters
+      mem.optimizer_states += state_count() * g.shard * 4;
     }
     g.grad = at::zeros({g.shard}, at::kFloat);
-    if (opt.stage == 3) g.param_shard = fp32 ? g.master : g.master.to(opt.compute_dtype);
+    if (opt.stage == 3) {
+      if (g.param_in_tier) {
+        OffloadTier& tier = *tiers.param;
+        g.param_region = tier.allocate("parameters of " + label, g.shard * es());
+        at::Tensor typed = init.to(opt.compute_dtype).contiguous();
+        g.param_streamed = tier.address(g.param_region) == nullptr;
+        if (!g.param_streamed) {
+          g.param_shard = view_of(tier.address(g.param_region), g.shard, opt.compute_dtype).copy_(typed);
+        } else {
+          upload(tier, g.param_region, typed);
+        }
+        mem.offload_param += g.shard * es();
+      } else {
+        g.param_shard = master_is_param ? g.master : init.to(opt.compute_dtype).clone();
+        mem.params_shard += g.shard * es();  // fp32 without offload: the master itself
+      }
+    }
     mem.params_gathered += g.padded * es();
-    if (!fp32) mem.master_params += g.shard * 4;  // else counted as parameters
-    mem.optimizer_states += static_cast<int64_t>(g.states.size()) * g.shard * 4;
     mem.grads += g.shard * 4;
-    if (opt.stage == 3) mem.params_shard += g.shard * es();  // fp32: the master itself
     if (opt.stage == 3 && g.persistent) mem.persistent_params += g.padded * es();
   }
 
@@ -231,13 +366,30 @@ struct Engine::Impl {
     at::native::resize_bytes_cpu(g.flat.storage().unsafeGetStorageImpl(), g.padded * es());
   }
 
+  // Streamed parameter shards: reads the shard from its tier into a host buffer, ahead of
+  // the gather that needs it.
+  void fetch(int gi) {
+    Group& g = groups[gi];
+    if (!g.param_streamed || g.gathered || g.pending_gather || g.fetch_work) return;
+    g.fetched = tiers.param->host_buffer(g.shard * es());
+    g.fetch_work = tiers.param->read(g.param_region, 0, g.fetched.data_ptr(), g.shard * es());
+    mem.offload_staging += static_cast<int64_t>(g.fetched.nbytes());
+  }
+
   void start_gather(int gi) {
     Group& g = groups[gi];
     if (g.gathered || g.pending_gather) return;
+    at::Tensor source = g.param_shard;
+    if (g.param_streamed) {
+      fetch(gi);
+      g.fetch_work->wait();
+      g.fetch_work.reset();
+      source = view_of(g.fetched.data_ptr(), g.shard, opt.compute_dtype);
+    }
     materialize(g);
     mem.params_gathered += g.padded * es();
     mem.params_gathered_peak = std::max(mem.params_gathered_peak, mem.params_gathered);
-    g.pending_gather = comm.all_gather(g.flat, g.param_shard);
+    g.pending_gather = comm.all_gather(g.flat, source);
   }
 
   void ensure_gathered(int gi) {
@@ -247,6 +399,10 @@ struct Engine::Impl {
     g.pending_gather->wait();
     g.pending_gather.reset();
     g.gathered = true;
+    if (g.fetched.defined()) {
+      mem.offload_staging -= static_cast<int64_t>(g.fetched.nbytes());
+      g.fetched = at::Tensor();
+    }
   }
 
   void release(int gi) {
@@ -280,8 +436,15 @@ struct Engine::Impl {
 
   void gather_unit(int u, int direction) {
     for (int g : unit_groups[u]) ensure_gathered(g);
-    for (int next : prefetch_window(u, direction)) {
+    std::vector<int> window = prefetch_window(u, direction);
+    for (int next : window) {
       for (int g : unit_groups[next]) start_gather(g);
+    }
+    // Offloaded shards are read one unit further ahead than they are gathered, so the tier's
+    // latency hides behind this unit's compute too.
+    const int beyond = (window.empty() ? u : window.back()) + direction;
+    if (beyond >= 0 && beyond < static_cast<int>(units.size())) {
+      for (int g : unit_groups[beyond]) fetch(g);
     }
   }
 
@@ -364,6 +527,7 @@ struct Engine::Impl {
   // ---- the step ----------------------------------------------------------------------------------
   double forward_backward(const at::Tensor& input,
                           const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+    for (OffloadTier* t : distinct_tiers()) t->set_step(steps + 1);
     for (auto& g : groups) {
       g.ready = 0;
       g.reduced = false;
@@ -440,9 +604,25 @@ struct Engine::Impl {
       if (coef < 1) divisor /= coef;
     }
     ++steps;
+    // A tier whose files vanished or shrank fails here, before any state of this step changes.
+    for (OffloadTier* t : distinct_tiers()) {
+      t->set_step(steps);
+      t->check();
+    }
     std::vector<ShardTensors> shards;
-    for (auto& g : groups) shards.push_back({g.master, g.grad, g.states, {}});
-    optimizer.step(shards, {steps, lr, divisor});
+    for (auto& g : groups) {
+      if (!g.opt_streamed) shards.push_back({g.master, g.grad, g.states, {}});
+    }
+    // A shard read ahead but not yet gathered is about to go stale.
+    for (auto& g : groups) {
+      if (g.fetch_work) g.fetch_work->wait();
+      g.fetch_work.reset();
+      if (g.fetched.defined()) mem.offload_staging -= static_cast<int64_t>(g.fetched.nbytes());
+      g.fetched = at::Tensor();
+    }
+    const StepArgs args{steps, lr, divisor};
+    optimizer.step(shards, args);
+    stream_step(args);
     refresh_parameters();
     for (auto& g : groups) g.grad.zero_();
     micro = 0;
@@ -452,6 +632,73 @@ struct Engine::Impl {
 
   static void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
     if (dst.data_ptr() != src.data_ptr()) dst.copy_(src);
+  }
+
+  // The step for groups whose master and states are in a streamed tier: tiles of
+  // tile_elements go through host buffer sets (TilePipeline), each updated by the optimizer
+  // and copied into the parameters (stage 1-2 flat slot, stage 3 shard or its tier region).
+  void stream_step(const StepArgs& args) {
+    struct Tile {
+      int group;
+      int64_t start, len;
+    };
+    std::vector<Tile> tiles;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const Group& g = groups[gi];
+      if (!g.opt_streamed) continue;
+      for (int64_t start = 0; start < g.shard; start += tile_elements) {
+        tiles.push_back({static_cast<int>(gi), start, std::min(tile_elements, g.shard - start)});
+      }
+    }
+    if (tiles.empty()) return;
+    TilePipeline pipeline(opt.pipeline_read, opt.pipeline_write);
+    OffloadTier& tier = *tiers.optimizer;
+    const int64_t arrays = 1 + state_count();
+    // Buffers per set: master, each state, and for 16-bit parameters streamed to a tier, their
+    // converted tile (fp32 parameters are the master tile itself).
+    bool param_tile = false;
+    for (const Group& g : groups) param_tile |= g.opt_streamed && g.param_streamed && opt.compute_dtype != at::kFloat;
+    while (static_cast<int>(tile_sets.size()) < pipeline.sets()) {
+      std::vector<at::Tensor> set;
+      for (int64_t a = 0; a < arrays + (param_tile ? 1 : 0); ++a) set.push_back(tier.host_buffer(tile_elements * 4));
+      for (const auto& b : set) mem.offload_staging += static_cast<int64_t>(b.nbytes());
+      tile_sets.push_back(std::move(set));
+    }
+    auto region_of = [&](const Group& g, int64_t a) { return a == 0 ? g.master_region : g.state_regions[a - 1]; };
+    auto read = [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
+      const Tile& t = tiles[i];
+      for (int64_t a = 0; a < arrays; ++a) {
+        works.push_back(tier.read(region_of(groups[t.group], a), t.start * 4, tile_sets[set][a].data_ptr(), t.len * 4));
+      }
+    };
+    auto compute = [&](int64_t i, int set) {
+      const Tile& t = tiles[i];
+      Group& g = groups[t.group];
+      at::Tensor master = view_of(tile_sets[set][0].data_ptr(), t.len, at::kFloat);
+      std::vector<at::Tensor> states;
+      for (int64_t a = 1; a < arrays; ++a) states.push_back(view_of(tile_sets[set][a].data_ptr(), t.len, at::kFloat));
+      optimizer.step({{master, g.grad.narrow(0, t.start, t.len), states, {}}}, args);
+      if (opt.stage < 3) {
+        g.flat.narrow(0, g.shard * rank + t.start, t.len).copy_(master);
+      } else if (!g.param_streamed) {
+        g.param_shard.narrow(0, t.start, t.len).copy_(master);
+      } else if (opt.compute_dtype != at::kFloat) {
+        view_of(tile_sets[set][arrays].data_ptr(), t.len, opt.compute_dtype).copy_(master);
+      }
+    };
+    auto write = [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
+      const Tile& t = tiles[i];
+      const Group& g = groups[t.group];
+      for (int64_t a = 0; a < arrays; ++a) {
+        works.push_back(tier.write(region_of(g, a), t.start * 4, tile_sets[set][a].data_ptr(), t.len * 4));
+      }
+      if (g.param_streamed) {
+        // fp32 parameters are the master tile's own bytes.
+        void* params = opt.compute_dtype == at::kFloat ? tile_sets[set][0].data_ptr() : tile_sets[set][arrays].data_ptr();
+        works.push_back(tiers.param->write(g.param_region, t.start * es(), params, t.len * es()));
+      }
+    };
+    pipeline.run(static_cast<int64_t>(tiles.size()), read, compute, write);
   }
 
   // Puts the updated master weights back into the parameters. All-gathers run asynchronously,
@@ -475,10 +722,13 @@ struct Engine::Impl {
         copy_unless_same(g.flat, g.master);
       } else if (opt.stage < 3) {
         at::Tensor slot = g.flat.narrow(0, g.shard * rank, g.shard);
-        copy_unless_same(slot, g.master);
+        if (!g.opt_streamed) copy_unless_same(slot, g.master);
         gather(g.flat, slot);
       } else {
-        copy_unless_same(g.param_shard, g.master);
+        if (!g.opt_streamed) {
+          if (g.param_streamed) upload(*tiers.param, g.param_region, g.master.to(opt.compute_dtype));
+          else copy_unless_same(g.param_shard, g.master);
+        }
         if (g.persistent) gather(g.flat, g.param_shard);
       }
     }
@@ -499,8 +749,8 @@ struct Engine::Impl {
 };
 
 Engine::Engine(std::vector<Unit*> units, Communicator& comm, const ShardStrategy& strategy,
-               Optimizer& optimizer, EngineOptions options)
-    : impl_(std::make_unique<Impl>(std::move(units), comm, strategy, optimizer, options)) {}
+               Optimizer& optimizer, EngineOptions options, EngineTiers tiers)
+    : impl_(std::make_unique<Impl>(std::move(units), comm, strategy, optimizer, options, tiers)) {}
 
 Engine::~Engine() = default;
 

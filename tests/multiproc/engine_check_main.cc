@@ -8,11 +8,17 @@
 //                   [--overlap true|false] [--bucket_mb B] [--force_overflow_step K]
 //                   [--loss_scale true|false] [--prefetch_elements E] [--max_live E]
 //                   [--predivide F]
-//                   [--checkpoint true|false]
+//                   [--checkpoint true|false] [--hidden H]
+//                   [--offload_optimizer none|offload_cpu|offload_nvme] [--offload_param ...]
+//                   [--optimizer_fraction F] [--param_fraction F] [--sub_group E]
+//                   [--pipeline true|false]
+// --hidden widens the hidden layer (17 by default) so offloaded shards span many tiles. NVMe
+// tiers write under $ZT_CHECK_OUT/nvme; the worker checks their files are gone at the end.
 // With --checkpoint the engine recomputes every unit in backward; the reference never does, and
 // each engine unit must have run forward twice per micro step.
 #include <torch/torch.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -21,6 +27,7 @@
 #include "zt/communicator.h"
 #include "zt/engine.h"
 #include "zt/error.h"
+#include "zt/offload.h"
 #include "zt/optimizer.h"
 #include "zt/plugin_loader.h"
 #include "zt/rendezvous.h"
@@ -28,7 +35,8 @@
 
 namespace {
 
-constexpr int64_t kIn = 11, kHidden = 17, kMicroBatch = 3;
+constexpr int64_t kIn = 11, kMicroBatch = 3;
+int64_t kHidden = 17;  // --hidden
 constexpr double kLr = 1e-2, kBeta1 = 0.9, kBeta2 = 0.99, kEps = 1e-8, kWeightDecay = 0.05;
 
 using zt::test::CheckFailed;
@@ -109,9 +117,14 @@ int main(int argc, char** argv) {
                                        {"force_overflow_step", "0"}, {"loss_scale", "false"},
                                        {"prefetch_elements", "0"}, {"max_live", "1000000000"},
                                        {"predivide", "1"},
-                                       {"checkpoint", "false"}};
+                                       {"checkpoint", "false"}, {"hidden", "17"},
+                                       {"offload_optimizer", "none"}, {"offload_param", "none"},
+                                       {"optimizer_fraction", "1"}, {"param_fraction", "1"},
+                                       {"sub_group", "1000000000"}, {"pipeline", "true"}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
+  kHidden = std::stoll(a["hidden"]);
   zt::RankEnv env = zt::discover_rank_env();
+  const std::string nvme_dir = std::string(std::getenv("ZT_CHECK_OUT") ? std::getenv("ZT_CHECK_OUT") : "/tmp") + "/nvme";
   return zt::test::run_rank_check(env.rank, [&]() -> std::string {
       auto timeout = std::chrono::milliseconds(60000);
       auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr, env.master_port,
@@ -148,6 +161,28 @@ int main(int argc, char** argv) {
       opt.scaler.initial_scale = 1024;
       opt.scaler.hysteresis = 1;
       opt.activation_checkpointing = a["checkpoint"] == "true";
+      opt.offload_optimizer_fraction = std::stod(a["optimizer_fraction"]);
+      opt.offload_param_fraction = std::stod(a["param_fraction"]);
+      opt.sub_group_size = std::stoll(a["sub_group"]);
+      opt.pipeline_read = opt.pipeline_write = a["pipeline"] == "true";
+      // Tiers, created the way the trainer does: one per plugin id, shared by both roles.
+      std::map<std::string, std::unique_ptr<zt::OffloadTier>> tier_by_id;
+      auto tier = [&](const std::string& id, const std::string& role) -> zt::OffloadTier* {
+        if (id == "none") return nullptr;
+        if (!tier_by_id.count(id)) {
+          auto& plugin = catalog.offload(id, role);
+          std::map<std::string, zt::Value> values;
+          if (id == "offload_nvme") {
+            values = {{"path", nvme_dir}, {"buffer_count", int64_t{2}}, {"buffer_mb", int64_t{1}},
+                      {"queue_depth", int64_t{4}}};
+          }
+          zt::OffloadContext context{env.rank, role, "check", false};
+          tier_by_id[id] = plugin.create(zt::Options("plugin." + id, plugin.options(), values, {}), context);
+        }
+        return tier_by_id[id].get();
+      };
+      zt::EngineTiers tiers{tier(a["offload_optimizer"], "plugins.offload_optimizer"),
+                            tier(a["offload_param"], "plugins.offload_param")};
       const int steps = std::stoi(a["steps"]);
       const int force_overflow = std::stoi(a["force_overflow_step"]);
 
@@ -155,7 +190,8 @@ int main(int argc, char** argv) {
       auto units = make_units(mine);
       std::vector<zt::Unit*> unit_ptrs;
       for (auto& u : units) unit_ptrs.push_back(u.get());
-      zt::Engine engine(unit_ptrs, *comm, *strategy, *adam, opt);
+      auto engine_ptr = std::make_unique<zt::Engine>(unit_ptrs, *comm, *strategy, *adam, opt, tiers);
+      zt::Engine& engine = *engine_ptr;
 
       // Stages 2-3 must reduce-scatter a unit's gradients as soon as it finished backward: by the
     // time the gradient reaches the first unit's output, later units' groups were sent.
@@ -250,6 +286,24 @@ int main(int argc, char** argv) {
       zt::CommStats stats = comm->stats();
       text += " all_gather_calls=" + std::to_string(stats[zt::CommOp::kAllGather].calls) +
               " reduce_scatter_calls=" + std::to_string(stats[zt::CommOp::kReduceScatter].calls);
+      if (tiers.optimizer || tiers.param) {
+        text += " offload_optimizer=" + std::to_string(mem.offload_optimizer) +
+                " offload_param=" + std::to_string(mem.offload_param);
+        int64_t held = 0, moved = 0;
+        for (auto& [id, t] : tier_by_id) {
+          held += t->stats().bytes_allocated;
+          moved += t->stats().bytes_read + t->stats().bytes_written;
+        }
+        if (held < mem.offload_optimizer + mem.offload_param) {
+          throw CheckFailed("tiers hold " + std::to_string(held) + " bytes, less than the engine placed there");
+        }
+        text += " tier_bytes_moved=" + std::to_string(moved);
+      }
+      engine_ptr.reset();
+      tier_by_id.clear();
+      // Files of the NVMe tier are gone once it is destroyed.
+      const std::string rank_dir = nvme_dir + "/zt-check/rank" + std::to_string(env.rank);
+      if (std::filesystem::exists(rank_dir)) throw CheckFailed("NVMe tier left " + rank_dir + " behind");
       comm.reset();
       return text;
   });

@@ -13,6 +13,11 @@
 // when backward reaches it (after the stage 3 re-gather); gradients and hooks are unchanged.
 // Parameters live as views into one flat buffer per group (layout from the ShardStrategy), so
 // a gather writes every tensor of the group at once and a release frees them all.
+// Offload (EngineTiers): a group's fp32 master weights and optimizer states, and in stage 3 its
+// parameter shard, may live in an OffloadTier instead. A host-memory tier is used in place; a
+// tier that is not addressable (files) is streamed: the step reads, updates and writes back the
+// states in tiles of sub_group_size elements, and stage 3 reads a parameter shard ahead of its
+// gather. Which groups go to a tier follows the offload fractions, in model order.
 // Thread safety: one training thread.
 #pragma once
 
@@ -26,6 +31,7 @@
 
 #include "zt/api.h"
 #include "zt/communicator.h"
+#include "zt/offload.h"
 #include "zt/optimizer.h"
 #include "zt/shard_strategy.h"
 #include "zt/unit.h"
@@ -78,10 +84,22 @@ struct EngineOptions {
   bool dynamic_loss_scale = false;       // on for fp16 (from_config); skips overflowed steps
   bool activation_checkpointing = false; // recompute each unit in backward: activation memory of
                                          // the unit inputs only, for about one more forward
+  double offload_optimizer_fraction = 1.0;  // share of master + optimizer-state bytes offloaded
+  double offload_param_fraction = 1.0;      // stage 3: share of parameter-shard bytes offloaded
+  int64_t sub_group_size = 1000000000;      // elements per streamed tile
+  bool pipeline_read = true;                // read tile i+1 while tile i is updated
+  bool pipeline_write = true;               // write tile i-1 back while tile i is updated
   LossScalerOptions scaler;
 
   // Reads [zero] and [precision] (and data.grad_accum, model.activation_checkpointing).
   static EngineOptions from_config(const Config& config);
+};
+
+// Where offloaded model states live; null = compute memory. Not owned (they must outlive the
+// engine); one tier may serve both roles.
+struct EngineTiers {
+  OffloadTier* optimizer = nullptr;  // fp32 master weights and optimizer states (stages 1-3)
+  OffloadTier* param = nullptr;      // parameter shards (stage 3)
 };
 
 struct StepReport {
@@ -101,12 +119,16 @@ struct MemoryReport {
   int64_t grads = 0;                // reduced fp32 gradient shards
   int64_t persistent_params = 0;    // stage 3: bytes of groups that never release
   int64_t unit_max_params = 0;      // largest single unit's gathered bytes
+  // Offloaded bytes (not in the categories above, which count compute memory only).
+  int64_t offload_optimizer = 0;    // master weights + optimizer states in the optimizer tier
+  int64_t offload_param = 0;        // parameter shards in the param tier
+  int64_t offload_staging = 0;      // host buffers streaming tiles and fetched shards use now
 };
 
 class ZT_API Engine {
  public:
   Engine(std::vector<Unit*> units, Communicator& comm, const ShardStrategy& strategy,
-         Optimizer& optimizer, EngineOptions options);
+         Optimizer& optimizer, EngineOptions options, EngineTiers tiers = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

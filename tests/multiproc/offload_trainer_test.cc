@@ -1,0 +1,147 @@
+// Offload through the trainer, end to end: the same loss as without offload, bytes per tier in
+// the summary, files gone afterwards; and the faults a real disk gives: a folder that cannot be
+// written, a filesystem too small, files deleted or truncated under a running job. Each fault
+// must stop the job with the path, the bytes or the step, exit 5 (I/O), and no metrics line for
+// a step that was not trained.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include "../test_util.h"
+
+using zt::test::contains;
+using zt::test::run_command;
+using zt::test::TempDir;
+using zt::test::write_file;
+
+namespace {
+
+std::string trainer() { return ZT_TEST_TRAINER; }
+
+// The shipped stage-3 config, small, with optimizer states on NVMe and parameters in host memory.
+std::string offload_job(const std::string& out_dir, const std::string& nvme, const std::string& extra = "") {
+  return trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR
+         "/README.md --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 --set model.seq_len=32 "
+         "--set run.steps=3 --set run.out_dir=" + out_dir + " --set plugins.offload_optimizer=offload_nvme "
+         "--set plugins.offload_param=offload_cpu --set plugin.offload_nvme.path=" + nvme +
+         " --set zero.sub_group_size=4096 " + extra;
+}
+
+int64_t lines_of(const std::string& path) {
+  std::string text = zt::test::read_file(path);
+  return std::count(text.begin(), text.end(), '\n');
+}
+
+bool no_job_folders(const std::filesystem::path& nvme) {
+  if (!std::filesystem::exists(nvme)) return true;
+  for (const auto& e : std::filesystem::directory_iterator(nvme)) {
+    if (e.path().filename().string().rfind("zt-", 0) == 0) return false;
+  }
+  return true;
+}
+
+// Runs a long offloaded job, waits for `after_steps` metrics lines, runs `sabotage` (a shell
+// command; $DIR is rank 0's NVMe folder) and waits for the job to end.
+zt::test::CommandResult sabotage_run(const TempDir& dir, const std::string& sabotage, const std::string& extra = "") {
+  const std::string nvme = dir.file("nvme");
+  write_file(dir.file("run.sh"),
+             offload_job(dir.file("out"), nvme, "--set run.steps=100000 " + extra) + " &\n"
+             "pid=$!\n"
+             "for i in $(seq 1 600); do\n"
+             "  n=$(cat " + dir.file("out") + "/metrics.jsonl 2>/dev/null | wc -l)\n"
+             "  [ \"$n\" -ge 2 ] && break; sleep 0.05\n"
+             "done\n"
+             "DIR=$(ls -d " + nvme + "/zt-*/rank0)\n"
+             "echo \"sabotage in $DIR\"\n" + sabotage + "\n"
+             "wait $pid; echo \"job exit $?\"\n");
+  return run_command("bash " + dir.file("run.sh"));
+}
+
+// The step a fault was reported at ("... step 12 ...").
+int64_t failed_step(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("step (\\d+)"))) return -1;
+  return std::stoll(m[1]);
+}
+
+}  // namespace
+
+TEST_CASE("offload: NVMe optimizer states + host parameters train to the same loss, summary by tier") {
+  TempDir dir;
+  auto plain = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path="
+                           ZT_TEST_SOURCE_DIR "/README.md --set model.n_layer=2 --set model.d_model=64 --set "
+                           "model.n_head=2 --set model.seq_len=32 --set run.steps=3 --set run.out_dir=" +
+                           dir.file("plain"));
+  REQUIRE(plain.exit_code == 0);
+  auto r = run_command(offload_job(dir.file("out"), dir.file("nvme")));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.substr(r.output.find("final loss"), 17) == plain.output.substr(plain.output.find("final loss"), 17));
+  CHECK(contains(r.output, "offload: optimizer states + fp32 master -> offload_nvme"));
+  CHECK(contains(r.output, "parameter shards -> offload_cpu"));
+  CHECK(std::regex_search(r.output, std::regex("compute +offload_cpu +offload_nvme +total")));
+  CHECK(contains(r.output, "offload I/O (rank 0): offload_cpu"));
+  CHECK(std::regex_search(r.output, std::regex("offload_nvme read [1-9][0-9.]* MiB")));
+  CHECK(no_job_folders(dir.file("nvme")));
+}
+
+TEST_CASE("offload fault: a folder that cannot be created stops before training, naming it") {
+  TempDir dir;
+  // A path under a regular file cannot become a folder, whoever runs the test (root included).
+  const std::string bad = std::string(ZT_TEST_SOURCE_DIR) + "/README.md/nvme";
+  auto r = run_command(offload_job(dir.file("out"), bad));
+  INFO(r.output);
+  CHECK(r.exit_code == 5);
+  CHECK(contains(r.output, bad));
+  CHECK(contains(r.output, "plugin.offload_nvme.path"));
+  CHECK_FALSE(contains(r.output, "step 1/"));
+}
+
+TEST_CASE("offload fault: a filesystem too small for the states stops before training with the bytes") {
+  TempDir dir;
+  const std::string small = dir.file("small");
+  std::filesystem::create_directories(small);
+  auto mount = run_command("mount -t tmpfs -o size=1m tmpfs " + small + " 2>&1");
+  if (mount.exit_code != 0) {
+    MESSAGE("skipped: cannot mount a 1 MiB tmpfs here (" << mount.output << "); needs root");
+    return;
+  }
+  // 430k parameters: about 2.5 MiB of optimizer states per rank, over the 1 MiB filesystem.
+  auto r = run_command(offload_job(dir.file("out"), small, "--set model.d_model=128 --set model.n_head=4"));
+  run_command("umount " + small);
+  INFO(r.output);
+  CHECK(r.exit_code == 5);
+  CHECK(contains(r.output, small));
+  CHECK(std::regex_search(r.output, std::regex("needs? [0-9.]+ ?[MK]i?B")));
+  CHECK_FALSE(contains(r.output, "step 1/"));
+}
+
+TEST_CASE("offload fault: files deleted under a running job stop it at that step, nothing more logged") {
+  TempDir dir;
+  auto r = sabotage_run(dir, "rm -f \"$DIR\"/*");
+  INFO(r.output);
+  CHECK(contains(r.output, "job exit 5"));
+  CHECK(contains(r.output, "deleted"));
+  CHECK(contains(r.output, dir.file("nvme")));
+  const int64_t step = failed_step(r.output.substr(r.output.find("deleted") - 400));
+  REQUIRE(step > 0);
+  // Steps before the failing one were trained and logged; the failing one was not.
+  CHECK(lines_of(dir.file("out") + "/metrics.jsonl") == step - 1);
+  CHECK_FALSE(contains(r.output, "summary:"));
+  CHECK(no_job_folders(dir.file("nvme")));
+}
+
+TEST_CASE("offload fault: parameter files truncated mid-run fail the read that needs them, naming path and step") {
+  TempDir dir;
+  // Parameters on NVMe too: their shards are read during forward, mid-step.
+  auto r = sabotage_run(dir, "for f in \"$DIR\"/*; do truncate -s 0 \"$f\"; done",
+                        "--set plugins.offload_param=offload_nvme");
+  INFO(r.output);
+  CHECK(contains(r.output, "job exit 5"));
+  CHECK(contains(r.output, dir.file("nvme")));
+  CHECK(contains(r.output, "step"));
+  CHECK_FALSE(contains(r.output, "summary:"));
+  CHECK(no_job_folders(dir.file("nvme")));
+}
