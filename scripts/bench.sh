@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build_dir=build
-benches="adam comm train"  # nvme comes later
+benches="adam comm nvme train"
 
 usage() {
   echo "usage: scripts/bench.sh <bench> [options]"
@@ -41,6 +41,11 @@ case "$bench" in
     shift
     build zt_bench_comm zt_comm_ucx
     "$build_dir/bin/zt_bench_comm" "$@"
+    ;;
+  nvme)
+    shift
+    build zt_bench_nvme zt_offload_nvme
+    "$build_dir/bin/zt_bench_nvme" "$@"
     ;;
   train)
     shift

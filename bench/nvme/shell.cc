@@ -1,0 +1,48 @@
+#include "shell.h"
+
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+
+#include "zt/error.h"
+
+namespace zt::bench {
+
+ShellResult run_shell(const std::string& command) {
+  ShellResult result;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) throw IoError("zt_bench_nvme: cannot run `" + command + "`");
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) result.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string shell_quote(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+ScratchIn::ScratchIn(const std::string& parent) {
+  std::error_code ec;
+  std::filesystem::create_directories(parent, ec);
+  std::string tmpl = (std::filesystem::path(parent) / "zt_bench_nvme.XXXXXX").string();
+  if (ec || !mkdtemp(tmpl.data())) {
+    throw IoError("zt_bench_nvme: cannot create a folder in " + parent + "; pass --dir");
+  }
+  path_ = tmpl;
+}
+
+ScratchIn::~ScratchIn() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace zt::bench

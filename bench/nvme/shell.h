@@ -1,0 +1,34 @@
+// zt_bench_nvme's child processes (dd, stat) and its scratch folder.
+// Thread safety: none needed; one thread runs the bench.
+#pragma once
+
+#include <string>
+
+namespace zt::bench {
+
+struct ShellResult {
+  int exit_code = -1;  // exit status, or 128+signal
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `command` through /bin/sh with stderr merged into stdout.
+ShellResult run_shell(const std::string& command);
+
+// `text` as one shell word.
+std::string shell_quote(const std::string& text);
+
+// A private folder made inside `parent` (created if missing) and removed with its contents:
+// the bench never deletes anything of the user's, even with --dir pointing at a real folder.
+class ScratchIn {
+ public:
+  explicit ScratchIn(const std::string& parent);
+  ~ScratchIn();
+  ScratchIn(const ScratchIn&) = delete;
+  ScratchIn& operator=(const ScratchIn&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace zt::bench

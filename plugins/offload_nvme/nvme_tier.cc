@@ -1,0 +1,363 @@
+#include "nvme_tier.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <ATen/ops/from_blob.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "aligned_pool.h"
+#include "file_util.h"
+#include "zt/error.h"
+
+namespace zt::nvme {
+
+namespace {
+
+// The smallest alignment O_DIRECT needs on any device worth offloading to; devices with larger
+// logical blocks raise it.
+constexpr int64_t kMinAlignment = 4096;
+
+// How a user moves the files elsewhere; quoted at the end of most errors.
+const char* kWayOutPath =
+    "set plugin.offload_nvme.path to a writable folder on a local disk with room "
+    "(--set plugin.offload_nvme.path=/mnt/nvme0/zt)";
+
+std::string mib_text(int64_t bytes) {
+  return bytes % (1 << 20) == 0 ? std::to_string(bytes >> 20) + " MiB"
+                                : std::to_string(bytes >> 10) + " KiB";
+}
+
+}  // namespace
+
+NvmeTier::File::~File() {
+  if (fd >= 0) close(fd);
+}
+
+NvmeTier::NvmeTier(const NvmeConfig& config, const OffloadContext& context)
+    : config_(config), context_(context), direct_(config.direct) {
+  const std::string& job = context_.job;
+  if (job.empty() || job == "." || job == ".." || job.find('/') != std::string::npos ||
+      job.find('\0') != std::string::npos) {
+    throw InternalError("offload_nvme: the job name '" + job +
+                        "' cannot be a folder name (it must be non-empty, without '/'); the "
+                        "engine passes OffloadContext::job");
+  }
+  job_dir_ = (std::filesystem::path(config_.path) / ("zt-" + job)).string();
+  rank_dir_ = (std::filesystem::path(job_dir_) / ("rank" + std::to_string(context_.rank))).string();
+  alignment_ = std::max(kMinAlignment, logical_block_size(config_.path));
+  if (config_.block_bytes % alignment_ != 0) {
+    throw ConfigError("plugin.offload_nvme.block_kb = " +
+                      std::to_string(config_.block_bytes / 1024) + " is not a multiple of the " +
+                      std::to_string(alignment_) + "-byte block O_DIRECT needs under " +
+                      config_.path + "; use a multiple of " + std::to_string(alignment_ / 1024) +
+                      " KiB");
+  }
+  if (!direct_) buffered_reason_ = "buffered: direct = false";
+  IoQueueOptions q;
+  q.queue_depth = config_.queue_depth;
+  q.block_bytes = config_.block_bytes;
+  q.alignment = alignment_;
+  q.buffer_count = config_.buffer_count;
+  q.buffer_bytes = round_up(config_.buffer_bytes, alignment_);
+  q.request_timeout = config_.request_timeout;
+  queue_ = std::make_unique<IoQueue>(q);
+}
+
+NvmeTier::~NvmeTier() {
+  // Waits for (or fails) transfers still queued, so no request touches a file removed below.
+  queue_.reset();
+  remove_files_and_folders();
+}
+
+void NvmeTier::remove_files_and_folders() noexcept {
+  for (auto& [id, region] : regions_) unlink(region.path.c_str());
+  regions_.clear();
+  // Only a folder still holding something is worth a word (ENOENT/ENOTDIR: it was never made).
+  if (rmdir(rank_dir_.c_str()) != 0 && errno == ENOTEMPTY) {
+    std::fprintf(stderr, "offload_nvme: note: could not remove %s: %s (files not made by zt?)\n",
+                 rank_dir_.c_str(), errno_text(errno).c_str());
+  }
+  // Other ranks may still have their folders in the job's; the last one out removes it.
+  rmdir(job_dir_.c_str());
+}
+
+std::string NvmeTier::describe() const {
+  std::string io = direct_ ? "O_DIRECT" : buffered_reason_;
+  return "files under " + rank_dir_ + " (" + io + ", io_uring queue depth " +
+         std::to_string(config_.queue_depth) + ", " + std::to_string(config_.buffer_count) +
+         " x " + mib_text(config_.buffer_bytes) + " buffers)";
+}
+
+std::string NvmeTier::who() const {
+  const std::string rank = "rank " + std::to_string(context_.rank);
+  return context_.role.empty() ? rank : context_.role + " on " + rank;
+}
+
+std::string NvmeTier::step_text() const {
+  return step_ < 0 ? "before the first step" : "at step " + std::to_string(step_);
+}
+
+void NvmeTier::make_folder() {
+  std::error_code ec;
+  std::filesystem::create_directories(rank_dir_, ec);
+  if (ec) {
+    throw IoError("offload_nvme: cannot create the offload folder " + rank_dir_ + " for " +
+                  who() + ": " + ec.message() + "; " + kWayOutPath);
+  }
+}
+
+void NvmeTier::refuse_direct(const std::string& syscall, int error_number) {
+  direct_ = false;
+  const std::string fs = file_system_name(rank_dir_);
+  buffered_reason_ = "buffered: O_DIRECT refused by " + fs;
+  // One line per tier, here at the probe: every later file is simply opened without O_DIRECT.
+  std::fprintf(stderr,
+               "offload_nvme: note: %s (%s) refuses O_DIRECT (%s: %s); %s uses buffered I/O "
+               "there, through the page cache; put plugin.offload_nvme.path on a local disk, or "
+               "set plugin.offload_nvme.direct=false to silence this\n",
+               rank_dir_.c_str(), fs.c_str(), syscall.c_str(), errno_text(error_number).c_str(),
+               context_.role.empty() ? "offload_nvme" : context_.role.c_str());
+  std::fflush(stderr);
+}
+
+int NvmeTier::open_region_file(const std::string& path) {
+  const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+  int fd = open(path.c_str(), flags | (direct_ ? O_DIRECT : 0), 0600);
+  if (fd < 0 && errno == EINVAL && direct_) {
+    refuse_direct("open", EINVAL);
+    fd = open(path.c_str(), flags, 0600);
+  }
+  return fd;
+}
+
+void NvmeTier::probe() {
+  // A real file, written and read back the way regions will be, so a read-only mount, a full
+  // disk or a file system refusing O_DIRECT shows up now and not at the first offload.
+  const std::string path = (std::filesystem::path(rank_dir_) / ".zt-probe").string();
+  auto fail = [&](const std::string& what, int err) {
+    unlink(path.c_str());
+    throw IoError("offload_nvme: cannot " + what + " " + path +
+                  " (probing the offload folder for " + who() + "): " + errno_text(err) + "; " +
+                  kWayOutPath);
+  };
+  std::unique_ptr<uint8_t, decltype(&std::free)> out(
+      aligned_alloc_or_throw(alignment_, alignment_, "the probe"), &std::free);
+  std::unique_ptr<uint8_t, decltype(&std::free)> in(
+      aligned_alloc_or_throw(alignment_, alignment_, "the probe"), &std::free);
+  for (int64_t i = 0; i < alignment_; ++i) out.get()[i] = static_cast<uint8_t>(i * 131 + 7);
+  File file;
+  file.fd = open_region_file(path);
+  if (file.fd < 0) fail("create", errno);
+  ssize_t n = pwrite(file.fd, out.get(), alignment_, 0);
+  if (n < 0 && errno == EINVAL && direct_) {
+    // Some file systems (FUSE, some network ones) open with O_DIRECT and refuse the I/O itself.
+    refuse_direct("write", EINVAL);
+    close(file.fd);
+    file.fd = open(path.c_str(), O_RDWR | O_TRUNC | O_CLOEXEC);
+    if (file.fd < 0) fail("reopen", errno);
+    n = pwrite(file.fd, out.get(), alignment_, 0);
+  }
+  if (n != alignment_) fail("write", n < 0 ? errno : ENOSPC);
+  n = pread(file.fd, in.get(), alignment_, 0);
+  if (n != alignment_) fail("read back", n < 0 ? errno : EIO);
+  if (std::memcmp(in.get(), out.get(), alignment_) != 0) fail("read back the same bytes from", EIO);
+  if (unlink(path.c_str()) != 0) fail("remove", errno);
+}
+
+void NvmeTier::prepare(int64_t total_bytes) {
+  if (total_bytes < 0) {
+    throw InternalError("offload_nvme: prepare() called with " + std::to_string(total_bytes) +
+                        " bytes");
+  }
+  make_folder();
+  probe();
+  const int64_t free = free_bytes(rank_dir_);
+  if (free < 0) {
+    throw IoError("offload_nvme: cannot tell the free space under " + rank_dir_ +
+                  " (statvfs: " + errno_text(errno) + "); " + kWayOutPath);
+  }
+  if (free < total_bytes) {
+    const std::string role = context_.role.empty() ? "" : " (" + context_.role + ")";
+    throw IoError("offload_nvme: not enough room under " + rank_dir_ + " (" +
+                  file_system_name(rank_dir_) + ") for " + who() + ": " +
+                  bytes_text(total_bytes) + " needed, " + bytes_text(free) +
+                  " free; set plugin.offload_nvme.path to a folder on a bigger filesystem "
+                  "(--set plugin.offload_nvme.path=...), free space there, or offload less to "
+                  "this tier" + role);
+  }
+  prepared_ = true;
+}
+
+void NvmeTier::ensure_prepared() {
+  if (!prepared_) prepare(0);
+}
+
+int64_t NvmeTier::allocate(const std::string& name, int64_t bytes) {
+  if (bytes < 0) {
+    throw InternalError("offload_nvme: allocate('" + name + "', " + std::to_string(bytes) +
+                        ") with a negative size");
+  }
+  ensure_prepared();
+  const int64_t id = next_region_++;
+  Region region;
+  region.name = name;
+  region.bytes = round_up(bytes, alignment_);
+  region.path = (std::filesystem::path(rank_dir_) /
+                 (sanitize_file_name(name) + "-" + std::to_string(id) + ".bin")).string();
+  region.file = std::make_shared<File>();
+  region.file->fd = open_region_file(region.path);
+  if (region.file->fd < 0) {
+    throw IoError("offload_nvme: cannot create " + region.path + " for region '" + name + "' " +
+                  step_text() + ": " + errno_text(errno) + "; " + kWayOutPath);
+  }
+  if (region.bytes > 0) {
+    int rc = posix_fallocate(region.file->fd, 0, region.bytes);
+    if (rc == EOPNOTSUPP || rc == EINVAL) {
+      // No fallocate in this file system, and glibc's emulation cannot write through O_DIRECT:
+      // size the file without reserving blocks (a full disk then fails at a write, named).
+      rc = ftruncate(region.file->fd, region.bytes) == 0 ? 0 : errno;
+    }
+    if (rc != 0) {
+      const int64_t free = free_bytes(rank_dir_);
+      unlink(region.path.c_str());
+      throw IoError("offload_nvme: cannot reserve " + bytes_text(region.bytes) + " for region '" +
+                    name + "' in " + region.path + " " + step_text() + ": " + errno_text(rc) +
+                    (free >= 0 ? "; " + bytes_text(free) + " free on " +
+                                     file_system_name(rank_dir_)
+                               : std::string()) +
+                    "; " + kWayOutPath);
+    }
+  }
+  bytes_allocated_ += region.bytes;
+  regions_.emplace(id, std::move(region));
+  return id;
+}
+
+void NvmeTier::release(int64_t region) {
+  const Region& r = region_of(region, "release");
+  unlink(r.path.c_str());
+  bytes_allocated_ -= r.bytes;
+  regions_.erase(region);  // the descriptor closes when transfers still using it finish
+}
+
+const NvmeTier::Region& NvmeTier::region_of(int64_t region, const char* op) const {
+  auto it = regions_.find(region);
+  if (it == regions_.end()) {
+    throw InternalError("offload_nvme: " + std::string(op) + " of region " +
+                        std::to_string(region) + ", which is not allocated (released already?)");
+  }
+  return it->second;
+}
+
+std::shared_ptr<Work> NvmeTier::write(int64_t region, int64_t offset, const void* host,
+                                      int64_t bytes) {
+  // The queue only reads from `host` for a write; one code path serves both directions.
+  return transfer(true, region, offset, const_cast<void*>(host), bytes);
+}
+
+std::shared_ptr<Work> NvmeTier::read(int64_t region, int64_t offset, void* host, int64_t bytes) {
+  return transfer(false, region, offset, host, bytes);
+}
+
+std::shared_ptr<Work> NvmeTier::transfer(bool write, int64_t region, int64_t offset, void* host,
+                                         int64_t bytes) {
+  const char* op = write ? "write" : "read";
+  const Region& r = region_of(region, op);
+  if (offset < 0 || offset % alignment_ != 0 || bytes < 0 ||
+      offset + round_up(bytes, alignment_) > r.bytes || (!host && bytes > 0)) {
+    throw InternalError("offload_nvme: " + std::string(op) + " of " + std::to_string(bytes) +
+                        " bytes at offset " + std::to_string(offset) + " of region '" + r.name +
+                        "' (" + std::to_string(r.bytes) + " bytes, host " +
+                        (host ? "set" : "null") + "): offsets must be multiples of " +
+                        std::to_string(alignment_) + " and the rounded-up range inside the region");
+  }
+  const std::string label = "offload_nvme: " + std::string(op) + " of " + std::to_string(bytes) +
+                            " bytes at offset " + std::to_string(offset) + " of region '" +
+                            r.name + "' (file " + r.path + ") " + step_text() + " on rank " +
+                            std::to_string(context_.rank);
+  // Each request completes or fails within request_timeout of its submission and at most
+  // queue_depth run at once, so this bounds the wait for everything queued ahead plus this.
+  const int64_t rounds = (queue_->pending_requests() + queue_->requests_for(bytes)) /
+                         config_.queue_depth;
+  const auto timeout = config_.request_timeout * (2 + rounds);
+  auto work = std::make_shared<FutureWork>(label, timeout);
+  std::shared_ptr<Counters> counters = counters_;
+  auto done = [counters, work, write, bytes](std::exception_ptr error) {
+    if (!error) {
+      (write ? counters->bytes_written : counters->bytes_read) += bytes;
+      ++(write ? counters->writes : counters->reads);
+    }
+    work->complete(error);
+  };
+  if (bytes == 0) {
+    done(nullptr);  // nothing to move: complete now rather than wake the I/O thread
+    return work;
+  }
+  Transfer t;
+  t.fd = r.file->fd;
+  t.write = write;
+  t.file_offset = offset;
+  t.host = static_cast<uint8_t*>(host);
+  t.bytes = bytes;
+  t.label = label;
+  t.done = std::move(done);
+  t.keep_alive = r.file;
+  queue_->enqueue(std::move(t));
+  return work;
+}
+
+at::Tensor NvmeTier::host_buffer(int64_t bytes) {
+  if (bytes < 0) {
+    throw InternalError("offload_nvme: host_buffer(" + std::to_string(bytes) + ")");
+  }
+  const int64_t size = round_up(bytes, alignment_);
+  uint8_t* p = aligned_alloc_or_throw(size, alignment_, "a host buffer");
+  // Not pinned: this build has no CUDA (context.cuda is ignored until a CUDA build adds it).
+  return at::from_blob(p, {size}, [](void* q) { std::free(q); },
+                       at::TensorOptions().dtype(at::kByte));
+}
+
+void NvmeTier::check() {
+  for (const auto& [id, r] : regions_) {
+    struct stat st;
+    const std::string where = "region '" + r.name + "' file " + r.path + " (" +
+                              std::to_string(r.bytes) + " bytes) on rank " +
+                              std::to_string(context_.rank);
+    const std::string way_out = "; leave " + rank_dir_ +
+                                " alone while a job runs, and restart from the last checkpoint";
+    if (fstat(r.file->fd, &st) != 0) {
+      throw IoError("offload_nvme: cannot stat " + where + " " + step_text() + ": " +
+                    errno_text(errno) + way_out);
+    }
+    if (st.st_nlink == 0) {
+      throw IoError("offload_nvme: " + where + " was deleted under a running job " + step_text() +
+                    way_out);
+    }
+    if (st.st_size < r.bytes) {
+      throw IoError("offload_nvme: " + where + " was truncated from " + std::to_string(r.bytes) +
+                    " to " + std::to_string(st.st_size) + " bytes under a running job " +
+                    step_text() + way_out);
+    }
+  }
+}
+
+OffloadStats NvmeTier::stats() const {
+  OffloadStats s;
+  s.bytes_allocated = bytes_allocated_;
+  s.bytes_written = counters_->bytes_written.load();
+  s.bytes_read = counters_->bytes_read.load();
+  s.writes = counters_->writes.load();
+  s.reads = counters_->reads.load();
+  s.staging_bytes = queue_->staging_bytes();
+  return s;
+}
+
+}  // namespace zt::nvme
