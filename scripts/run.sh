@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The headline job on a fresh machine: install what is missing, build, run
-# `trainer --config configs/zero3.toml` (ZeRO stage 3, 2 local ranks over comm_ucx). Arguments go to
-# the trainer, e.g. scripts/run.sh --set launch.nproc=3
+# `trainer --config configs/zero3_offload.toml` (ZeRO stage 3, 2 local ranks over comm_ucx, optimizer
+# states on NVMe, parameter shards in host memory). Arguments go to the trainer, e.g.
+# scripts/run.sh --set plugin.offload_nvme.path=/mnt/nvme0/zt
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
-exec "${ZT_BUILD_DIR:-build}/bin/trainer" --config configs/zero3.toml "$@"
+exec "${ZT_BUILD_DIR:-build}/bin/trainer" --config configs/zero3_offload.toml "$@"

@@ -10,7 +10,11 @@
 
 namespace zt::trainer {
 
-inline int64_t theory_model_state_bytes(int stage, int64_t psi, int world, bool low_precision) {
+// `separate_master` (fp32 only): the share of parameters whose fp32 master is its own copy
+// because it, or the stage-3 parameter shard, was offloaded (the two can no longer be one
+// buffer): + 4psi/N for that share, as in DeepSpeed's offload (stage 3: 20psi/N fully offloaded).
+inline int64_t theory_model_state_bytes(int stage, int64_t psi, int world, bool low_precision,
+                                        double separate_master = 0) {
   const double p = static_cast<double>(psi), n = world;
   double bytes;
   if (!low_precision) {
@@ -20,6 +24,7 @@ inline int64_t theory_model_state_bytes(int stage, int64_t psi, int world, bool 
       case 2: bytes = 4 * p + 12 * p / n; break;
       default: bytes = 16 * p / n; break;
     }
+    if (stage >= 1) bytes += separate_master * 4 * p / n;
   } else {
     switch (stage) {
       case 0: bytes = 16 * p; break;

@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -179,7 +180,10 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
 
   const int64_t psi = engine.parameter_count();
   const bool low = dtype != at::kFloat;
-  const int64_t theory = theory_model_state_bytes(engine_options.stage, psi, env.world, low);
+  double separate_master = 0;
+  if (!tiers.optimizer_id.empty()) separate_master = engine_options.offload_optimizer_fraction;
+  if (!tiers.param_id.empty()) separate_master = std::max(separate_master, engine_options.offload_param_fraction);
+  const int64_t theory = theory_model_state_bytes(engine_options.stage, psi, env.world, low, separate_master);
   std::printf("\nsummary: %lld steps (%lld skipped), final loss %.4f, %.0f tokens/s, %.2f s/step\n",
               static_cast<long long>(steps), static_cast<long long>(skipped), last_loss,
               tokens_per_step * steps / total_seconds, total_seconds / steps);
@@ -206,12 +210,12 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
     std::printf("offload I/O (rank 0):");
     for (const auto& [id, tier] : tiers.by_id) {
       OffloadStats s = tier->stats();
-      std::printf(" %s read %s in %lld requests, wrote %s in %lld, staging %s;", id.c_str(),
+      std::printf(" %s read %s in %lld requests, wrote %s in %lld, own buffers %s;", id.c_str(),
                   mib(static_cast<double>(s.bytes_read)).c_str(), static_cast<long long>(s.reads),
                   mib(static_cast<double>(s.bytes_written)).c_str(), static_cast<long long>(s.writes),
-                  mib(static_cast<double>(s.staging_bytes + memory[0].offload_staging)).c_str());
+                  mib(static_cast<double>(s.staging_bytes)).c_str());
     }
-    std::printf("\n");
+    std::printf(" engine tile/fetch buffers %s\n", mib(static_cast<double>(memory[0].offload_staging)).c_str());
   }
   std::printf("collectives:");
   for (int i = 0; i < kNumCommOps; ++i) {

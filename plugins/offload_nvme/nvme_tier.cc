@@ -185,7 +185,10 @@ void NvmeTier::prepare(int64_t total_bytes) {
                   " (statvfs: " + errno_text(errno) + "); " + kWayOutPath);
   }
   if (free < total_bytes) {
-    const std::string role = context_.role.empty() ? "" : " (" + context_.role + ")";
+    // The share offloaded is set per role: plugins.offload_optimizer -> zero.offload_optimizer_fraction.
+    const std::string role_key = context_.role.rfind("plugins.", 0) == 0 ? context_.role.substr(8) : "";
+    const std::string role = role_key.empty() ? " (lower the zero.offload_*_fraction of the role using it)"
+                                              : " (lower zero." + role_key + "_fraction)";
     throw IoError("offload_nvme: not enough room under " + rank_dir_ + " (" +
                   file_system_name(rank_dir_) + ") for " + who() + ": " +
                   bytes_text(total_bytes) + " needed, " + bytes_text(free) +
@@ -332,7 +335,7 @@ void NvmeTier::check() {
                               std::to_string(r.bytes) + " bytes) on rank " +
                               std::to_string(context_.rank);
     const std::string way_out = "; leave " + rank_dir_ +
-                                " alone while a job runs, and restart from the last checkpoint";
+                                " alone while a job runs; this step was not applied, so rerun the job";
     if (fstat(r.file->fd, &st) != 0) {
       throw IoError("offload_nvme: cannot stat " + where + " " + step_text() + ": " +
                     errno_text(errno) + way_out);
