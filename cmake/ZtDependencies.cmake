@@ -22,12 +22,24 @@ if(NOT ZT_WITH_CUDA STREQUAL "OFF")
   find_package(CUDAToolkit QUIET)
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
     set(ZT_CUDA_FOUND ON)
+    # nvcc compiles the host side of .cu files with the C++ compiler everything else uses.
+    if(NOT DEFINED CMAKE_CUDA_HOST_COMPILER)
+      set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_CXX_COMPILER})
+    endif()
+    # The CUDA language only when there is a toolkit, so CPU-only machines never need nvcc.
+    enable_language(CUDA)
   elseif(ZT_WITH_CUDA STREQUAL "ON")
     message(FATAL_ERROR "ZT_WITH_CUDA=ON but no CUDA toolkit was found; install it or pass -DZT_WITH_CUDA=OFF")
   else()
     message(STATUS "zt: CUDA toolkit not found: skipping CUDA kernels")
   endif()
 endif()
+
+# The GPUs zt's kernels are compiled for (the CUDA_ARCHITECTURES of each CUDA target). Two keep
+# nvcc's time small: sm_80 machine code (A100; by binary compatibility also the other 8.x GPUs)
+# and sm_90 (H100/H200) with compute_90 PTX, which newer GPUs compile when the kernel loads.
+# On a GPU machine, -DZT_CUDA_ARCHITECTURES=native builds for the GPUs present instead.
+set(ZT_CUDA_ARCHITECTURES "80-real;90" CACHE STRING "CUDA architectures of zt's CUDA kernels")
 
 set(ZT_NCCL_FOUND OFF)
 if(NOT ZT_WITH_NCCL STREQUAL "OFF" AND ZT_CUDA_FOUND)

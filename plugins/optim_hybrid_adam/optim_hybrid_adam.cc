@@ -1,10 +1,14 @@
 // optim_hybrid_adam: the Adam / AdamW optimizer plugin. Updates the engine's flat fp32 master
 // shards in place with LibTorch 1.13's torch::optim::AdamW (adamw = true) or torch::optim::Adam
 // (adamw = false) arithmetic, and writes the optional bf16/fp16 copy of the new parameters in
-// the same pass over memory. This file owns options and checks; adam_kernel.{h,cc} the math and
-// the threads, adam_isa.{h,cc} the choice of SIMD kernel (once, at create()).
+// the same pass over memory. Each shard is updated where it lives: host shards by the SIMD
+// kernel on the CPU, CUDA shards by the multi-tensor CUDA kernel on the current CUDA stream.
+// This file owns options, checks and that split; adam_kernel.{h,cc} the math and the host
+// threads, adam_isa.{h,cc} the choice of SIMD kernel (once, at create()), adam_cuda.{h,cu} the
+// CUDA kernel (built only with a CUDA toolkit and a CUDA-enabled LibTorch: ZT_WITH_CUDA).
 #include <cmath>
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -19,6 +23,13 @@
 #include "zt/error.h"
 #include "zt/optimizer.h"
 #include "zt/options.h"
+
+#if ZT_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include "adam_cuda.h"
+#endif
 
 namespace {
 
@@ -52,19 +63,46 @@ std::optional<ElemType> elem_type(c10::ScalarType type) {
                           " " + what);
 }
 
-// A tensor the kernel may read or write through a raw pointer: defined, on the host, dense and
-// as long as the shard. Device tensors are refused by name so a CUDA shard never reaches the
-// host loop.
-void check_host_tensor(const at::Tensor& t, size_t shard, const char* role, int64_t numel) {
-  if (!t.defined()) shard_error(shard, role, "is undefined; the engine must allocate it");
-  if (!t.device().is_cpu()) {
-    shard_error(shard, role, "is on " + t.device().str() + "; this build of " + kId +
-                                 " updates host (CPU) shards only");
+// Whether this build has the CUDA kernel (adam_cuda.h): only with a CUDA toolkit and a
+// CUDA-enabled LibTorch, the same condition as the fingerprint's cuda=1.
+#if ZT_WITH_CUDA
+constexpr bool kHasCudaKernel = true;
+#else
+constexpr bool kHasCudaKernel = false;
+#endif
+
+// A shard is updated where its param lives: on the host or on a CUDA device. Anything else, and
+// a CUDA param in a build without the CUDA kernel, is refused by name before any shard is touched.
+void check_param_device(const at::Tensor& param, size_t shard) {
+  const c10::Device device = param.device();
+  if (device.is_cpu()) return;
+  if (device.is_cuda()) {
+    if (kHasCudaKernel) return;
+    throw zt::PluginError(
+        std::string(kId) + ": shard " + std::to_string(shard) + ": param is on " +
+        device.str() + ", but this build of " + kId + " has no CUDA kernel: it was built without "
+        "CUDA (plugin fingerprint cuda=0; the CUDA kernel needs both a CUDA toolkit with nvcc "
+        "and a CUDA-enabled LibTorch when CMake configures zt). Rebuild zt on the GPU machine "
+        "against the LibTorch inside a CUDA build of PyTorch (scripts/device-build.sh), or keep "
+        "the optimizer's shards on the host (offload_optimizer)");
   }
-  if (t.numel() != numel) {
+  shard_error(shard, "param", "is on " + device.str() + "; " + kId +
+                                  " updates CPU and CUDA shards only");
+}
+
+// A tensor the kernel may read or write through a raw pointer: defined, on the param's device,
+// dense and as long as the shard.
+void check_tensor(const at::Tensor& t, size_t shard, const char* role, const at::Tensor& param) {
+  if (!t.defined()) shard_error(shard, role, "is undefined; the engine must allocate it");
+  if (t.device() != param.device()) {
+    shard_error(shard, role, "is on " + t.device().str() + " but param is on " +
+                                 param.device().str() + "; every tensor of a shard must be on "
+                                 "its param's device");
+  }
+  if (t.numel() != param.numel()) {
     shard_error(shard, role, "has " + std::to_string(t.numel()) + " elements but param has " +
-                                 std::to_string(numel) + "; every tensor of a shard must be "
-                                 "the same length");
+                                 std::to_string(param.numel()) + "; every tensor of a shard "
+                                 "must be the same length");
   }
   if (!t.is_contiguous()) {
     std::ostringstream os;
@@ -82,15 +120,15 @@ void check_dtype(const at::Tensor& t, size_t shard, const char* role, bool ok,
   }
 }
 
-// Checks one shard and returns raw views of its buffers.
-AdamBuffers host_buffers(const zt::ShardTensors& s, size_t shard) {
+// Checks one shard and returns raw views of its buffers, which are on the param's device.
+AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard) {
   if (!s.param.defined()) shard_error(shard, "param", "is undefined; the engine must allocate it");
-  const int64_t numel = s.param.numel();
-  check_host_tensor(s.param, shard, "param", numel);
+  check_param_device(s.param, shard);
+  check_tensor(s.param, shard, "param", s.param);
   check_dtype(s.param, shard, "param", s.param.scalar_type() == c10::ScalarType::Float,
               "Float (fp32 master weights)");
 
-  check_host_tensor(s.grad, shard, "grad", numel);
+  check_tensor(s.grad, shard, "grad", s.param);
   const std::optional<ElemType> grad_type = elem_type(s.grad.scalar_type());
   check_dtype(s.grad, shard, "grad", grad_type.has_value(), "Float, BFloat16 or Half");
 
@@ -100,20 +138,20 @@ AdamBuffers host_buffers(const zt::ShardTensors& s, size_t shard) {
   }
   const char* state_roles[2] = {"state exp_avg", "state exp_avg_sq"};
   for (size_t k = 0; k < 2; ++k) {
-    check_host_tensor(s.states[k], shard, state_roles[k], numel);
+    check_tensor(s.states[k], shard, state_roles[k], s.param);
     check_dtype(s.states[k], shard, state_roles[k],
                 s.states[k].scalar_type() == c10::ScalarType::Float, "Float");
   }
 
   AdamBuffers b;
-  b.numel = numel;
+  b.numel = s.param.numel();
   b.param = s.param.data_ptr<float>();
   b.grad = s.grad.data_ptr();
   b.grad_type = *grad_type;
   b.exp_avg = s.states[0].data_ptr<float>();
   b.exp_avg_sq = s.states[1].data_ptr<float>();
   if (s.copy_out.defined()) {
-    check_host_tensor(s.copy_out, shard, "copy_out", numel);
+    check_tensor(s.copy_out, shard, "copy_out", s.param);
     const std::optional<ElemType> copy_type = elem_type(s.copy_out.scalar_type());
     check_dtype(s.copy_out, shard, "copy_out",
                 copy_type == ElemType::kBFloat16 || copy_type == ElemType::kFloat16,
@@ -123,6 +161,38 @@ AdamBuffers host_buffers(const zt::ShardTensors& s, size_t shard) {
   }
   return b;
 }
+
+// The CUDA shards of one step, by device index.
+using CudaShards = std::map<c10::DeviceIndex, std::vector<AdamBuffers>>;
+
+#if ZT_WITH_CUDA
+// Enqueues the CUDA shards on each device's current stream (as LibTorch's own optimizers do),
+// one multi-tensor launch per argument block; the caller does not wait for them.
+void update_cuda(const CudaShards& by_device, const AdamConstants& constants) {
+  for (const auto& [index, buffers] : by_device) {
+    const c10::cuda::CUDAGuard guard(index);
+    const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream(index);
+    const zt::hybrid_adam::CudaAdamStatus status = zt::hybrid_adam::adam_update_cuda(
+        buffers.data(), buffers.size(), constants, stream.stream());
+    if (status.ok()) continue;
+    std::string message = std::string(kId) + ": the CUDA kernel could not be launched on cuda:" +
+                           std::to_string(index) + ": " + status.what;
+    if (status.cuda_error == cudaErrorNoKernelImageForDevice ||
+        status.cuda_error == cudaErrorInvalidDeviceFunction) {
+      message += "; this build's kernel is compiled for CUDA architectures " ZT_ADAM_CUDA_ARCHS
+                 ": rebuild zt with -DZT_CUDA_ARCHITECTURES=native (or this GPU's, e.g. 90)";
+    }
+    throw zt::PluginError(message);
+  }
+}
+#else
+void update_cuda(const CudaShards& by_device, const AdamConstants&) {
+  // check_param_device refuses CUDA shards in this build, so none can reach here.
+  if (!by_device.empty()) {
+    throw zt::InternalError(std::string(kId) + ": CUDA shards reached a build without CUDA");
+  }
+}
+#endif
 
 class HybridAdam final : public zt::Optimizer {
  public:
@@ -148,14 +218,24 @@ class HybridAdam final : public zt::Optimizer {
                               std::to_string(args.grad_divisor) + " must be finite and > 0");
     }
     // Every shard is checked before any is touched, so a bad call never leaves half a step.
-    std::vector<AdamBuffers> buffers;
-    buffers.reserve(shards.size());
-    for (size_t i = 0; i < shards.size(); ++i) buffers.push_back(host_buffers(shards[i], i));
+    // Host shards go to the SIMD kernel, CUDA shards to the CUDA kernel of their device.
+    std::vector<AdamBuffers> host;
+    CudaShards cuda;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const AdamBuffers b = shard_buffers(shards[i], i);
+      if (shards[i].param.is_cuda()) {
+        cuda[shards[i].param.device().index()].push_back(b);
+      } else {
+        host.push_back(b);
+      }
+    }
 
     const AdamConstants constants = zt::hybrid_adam::make_adam_constants(
         args.lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, config_.adamw,
         args.step, args.grad_divisor);
-    for (const AdamBuffers& b : buffers) {
+    // The GPU work is only enqueued, so it runs while the host loop below updates host shards.
+    update_cuda(cuda, constants);
+    for (const AdamBuffers& b : host) {
       if (b.numel > 0) zt::hybrid_adam::adam_update_cpu(b, constants, kernel_);
     }
   }
@@ -231,5 +311,6 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
 }  // namespace
 
 ZT_PLUGIN(ZT_KIND_OPTIMIZER, "optim_hybrid_adam", "0.1.0",
-          "Adam / AdamW on flat fp32 master shards (LibTorch semantics), optional bf16/fp16 copy-out",
+          "Adam / AdamW on flat fp32 master shards (LibTorch semantics), optional bf16/fp16 "
+          "copy-out; host shards on the CPU (SIMD), CUDA shards on the GPU (CUDA builds)",
           HybridAdamPlugin)

@@ -2,7 +2,11 @@
 // it picks for this CPU: the update against a double-precision reference (every length 0..67
 // and one large shard), 20-step trajectories against LibTorch's own torch::optim::AdamW and
 // torch::optim::Adam (with every kernel this CPU runs), the bf16/fp16 copy-out and 16-bit
-// gradients, and the errors bad input must raise. kernels_test.cc covers each kernel in depth.
+// gradients, and the errors bad input must raise; then the split of a step by device: host
+// shards of every type in one step each get the CPU kernel's bits of stepping them alone, a
+// shard on two devices or on one that is neither CPU nor CUDA is refused by name, and a build
+// without the CUDA kernel refuses CUDA shards saying how to rebuild. kernels_test.cc covers
+// each kernel in depth.
 // LibTorch pulls in glog, whose one-argument CHECK (which aborts) would shadow doctest's; include
 // it first and drop that macro so every CHECK below is doctest's reporting one.
 #include <torch/torch.h>
@@ -14,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -300,3 +305,176 @@ TEST_CASE("invalid options are ConfigErrors naming the key") {
   throws_for({{"weight_decay", -0.1}}, "plugin.optim_hybrid_adam.weight_decay");
   CHECK_NOTHROW(make_optimizer({{"betas", std::vector<double>{0.0, 0.95}}}));
 }
+
+// ---- The split of a step by device, as far as a CPU-only machine can exercise it -------------
+// A CPU-only LibTorch cannot allocate CUDA memory, but it can label host memory as cuda:0
+// (from_blob with a target device allocates nothing and calls no CUDA): such tensors stand in
+// for CUDA ones in the checks below, which must refuse them before reading through them.
+// tests/cuda_kernel_test.cc runs real CUDA shards where there is a GPU.
+
+namespace {
+
+// `host`'s memory labelled as cuda:0; `host` must outlive it. Only checks may look at it.
+torch::Tensor labelled_cuda(const torch::Tensor& host) {
+  const torch::Device cuda(torch::kCUDA, 0);
+  return at::for_blob(host.data_ptr(), host.sizes())
+      .options(host.options().device(cuda))
+      .target_device(cuda)
+      .make_tensor();
+}
+
+struct TypedShard {
+  int64_t n;
+  torch::Dtype grad_type;
+  std::optional<torch::Dtype> copy_type;
+};
+
+}  // namespace
+
+TEST_CASE("host shards of every gradient and copy-out type in one step: each as if alone") {
+  // One step over shards of all nine (gradient, copy-out) combinations and an empty one must
+  // give, shard by shard, the bits of a step over that shard alone, and agree with the double
+  // reference: the split by device and type sends each to the CPU kernel with its own types.
+  torch::manual_seed(31);
+  const std::vector<TypedShard> kinds = {
+      {1000, torch::kFloat, std::nullopt},   {17, torch::kBFloat16, std::nullopt},
+      {0, torch::kFloat, torch::kBFloat16},  {4099, torch::kHalf, std::nullopt},
+      {64, torch::kFloat, torch::kBFloat16}, {65, torch::kBFloat16, torch::kBFloat16},
+      {3, torch::kHalf, torch::kBFloat16},   {129, torch::kFloat, torch::kHalf},
+      {70000, torch::kBFloat16, torch::kHalf}, {33, torch::kHalf, torch::kHalf}};
+  for (bool adamw : {true, false}) {
+    CAPTURE(adamw);
+    Hyper h;
+    h.adamw = adamw;
+    auto together = make_optimizer(h.values());
+    auto alone = make_optimizer(h.values());
+    std::vector<Shard> a, b;
+    for (const TypedShard& k : kinds) {
+      a.emplace_back(k.n);
+      b.emplace_back(k.n);
+      b.back().param = a.back().param.clone();
+      if (k.copy_type) {
+        a.back().copy_out = torch::zeros({k.n}, torch::dtype(*k.copy_type));
+        b.back().copy_out = torch::zeros({k.n}, torch::dtype(*k.copy_type));
+      }
+    }
+    WorstError worst;
+    for (int64_t step = 1; step <= 3; ++step) {
+      const double lr = scheduled_lr(h, step);
+      const zt::StepArgs args{step, lr, 3.0};
+      std::vector<zt::ShardTensors> views;
+      std::vector<torch::Tensor> p0, m0, v0;
+      for (size_t i = 0; i < kinds.size(); ++i) {
+        a[i].grad = torch::randn({kinds[i].n}).to(kinds[i].grad_type);
+        b[i].grad = a[i].grad.clone();
+        p0.push_back(a[i].param.clone());
+        m0.push_back(a[i].exp_avg.clone());
+        v0.push_back(a[i].exp_avg_sq.clone());
+        views.push_back(a[i].view());
+      }
+      together->step(views, args);
+      for (size_t i = 0; i < kinds.size(); ++i) {
+        CAPTURE(i);
+        alone->step({b[i].view()}, args);
+        CHECK(torch::equal(a[i].param, b[i].param));
+        CHECK(torch::equal(a[i].exp_avg, b[i].exp_avg));
+        CHECK(torch::equal(a[i].exp_avg_sq, b[i].exp_avg_sq));
+        check_step_against_reference(h, step, lr, 3.0, p0[i], a[i].grad.to(torch::kFloat),
+                                     m0[i], v0[i], a[i], worst);
+        if (kinds[i].copy_type) {
+          CHECK(torch::equal(a[i].copy_out, a[i].param.to(*kinds[i].copy_type)));
+          CHECK(torch::equal(a[i].copy_out, b[i].copy_out));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a shard whose tensors are on different devices is refused by name, nothing touched") {
+  auto opt = make_optimizer(Hyper{}.values());
+  const zt::StepArgs args{1, 1e-2, 1.0};
+  Shard good(16);
+  const torch::Tensor before = good.param.clone();
+  auto throws_with = [&](const Shard& bad, const char* text) {
+    CHECK_THROWS_WITH_AS(opt->step({good.view(), bad.view()}, args), doctest::Contains(text),
+                         zt::InternalError);
+    CHECK(torch::equal(good.param, before));
+    CHECK(torch::equal(good.exp_avg, torch::zeros({16})));
+  };
+  {
+    Shard bad(8);
+    bad.grad = torch::empty({8}, torch::device(torch::kMeta));
+    throws_with(bad, "shard 1: grad is on meta but param is on cpu; every tensor of a shard "
+                     "must be on its param's device");
+  }
+  {
+    Shard bad(8);
+    const torch::Tensor host = torch::zeros({8});
+    bad.exp_avg_sq = labelled_cuda(host);
+    throws_with(bad, "shard 1: state exp_avg_sq is on cuda:0 but param is on cpu");
+  }
+  {
+    Shard bad(8);
+    const torch::Tensor host = torch::zeros({8}, torch::kBFloat16);
+    bad.copy_out = labelled_cuda(host);
+    throws_with(bad, "shard 1: copy_out is on cuda:0 but param is on cpu");
+  }
+#if ZT_WITH_CUDA
+  {
+    // A CUDA param with a host gradient: refused before the CUDA kernel could read host memory.
+    Shard bad(8);
+    const torch::Tensor host = torch::zeros({8});
+    const torch::Tensor m = torch::zeros({8}), v = torch::zeros({8});
+    bad.param = labelled_cuda(host);
+    bad.exp_avg = labelled_cuda(m);
+    bad.exp_avg_sq = labelled_cuda(v);
+    throws_with(bad, "shard 1: grad is on cpu but param is on cuda:0");
+  }
+#endif
+}
+
+TEST_CASE("a shard on neither the CPU nor a CUDA device is refused by name") {
+  auto opt = make_optimizer(Hyper{}.values());
+  const auto meta = torch::device(torch::kMeta);
+  const zt::ShardTensors s{torch::empty({8}, meta),
+                           torch::empty({8}, meta),
+                           {torch::empty({8}, meta), torch::empty({8}, meta)},
+                           {}};
+  CHECK_THROWS_WITH_AS(opt->step({s}, zt::StepArgs{1, 1e-2, 1.0}),
+                       doctest::Contains("shard 0: param is on meta; optim_hybrid_adam updates "
+                                         "CPU and CUDA shards only"),
+                       zt::InternalError);
+}
+
+#if !ZT_WITH_CUDA
+TEST_CASE("without the CUDA kernel, a CUDA shard is a PluginError saying how to rebuild") {
+  torch::manual_seed(32);
+  auto opt = make_optimizer(Hyper{}.values());
+  Shard host_shard(16);
+  const torch::Tensor before = host_shard.param.clone();
+  // A whole shard in "CUDA" memory: every tensor on cuda:0, so only the missing kernel is wrong.
+  Shard backing(8);
+  backing.copy_out = torch::zeros({8}, torch::kBFloat16);
+  const torch::Tensor backing_param = backing.param.clone();
+  const zt::ShardTensors cuda_shard{labelled_cuda(backing.param),
+                                    labelled_cuda(backing.grad),
+                                    {labelled_cuda(backing.exp_avg),
+                                     labelled_cuda(backing.exp_avg_sq)},
+                                    labelled_cuda(backing.copy_out)};
+  try {
+    opt->step({host_shard.view(), cuda_shard}, zt::StepArgs{1, 1e-2, 1.0});
+    FAIL("a CUDA shard was accepted by a build without the CUDA kernel");
+  } catch (const zt::PluginError& e) {
+    const std::string message = e.what();
+    CHECK(message.find("optim_hybrid_adam: shard 1: param is on cuda:0") != std::string::npos);
+    CHECK(message.find("built without CUDA") != std::string::npos);
+    CHECK(message.find("scripts/device-build.sh") != std::string::npos);
+    MESSAGE(message);
+  }
+  // Neither the host shard nor the memory behind the CUDA-labelled one was touched.
+  CHECK(torch::equal(host_shard.param, before));
+  CHECK(torch::equal(host_shard.exp_avg, torch::zeros({16})));
+  CHECK(torch::equal(backing.param, backing_param));
+  CHECK(torch::equal(backing.copy_out, torch::zeros({8}, torch::kBFloat16)));
+}
+#endif

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Builds zt on a GPU machine and runs its GPU tests (DESIGN.md §9): CMake finds the CUDA
+# LibTorch inside the installed PyTorch and the CUDA toolkit's nvcc, builds with Ninja into
+# build-device/, then runs `ctest -L gpu`. Fails if the GPU tests were skipped (no device seen).
+#
+#   scripts/device-build.sh [DEPS_DIR] [extra cmake arguments...]
+#
+# Needs on the GPU machine: python3 with a CUDA build of PyTorch (torch.version.cuda set), a
+# CUDA toolkit with nvcc (CUDACXX, nvcc on PATH, or /usr/local/cuda/bin/nvcc) whose driver
+# support matches the GPU's driver, cmake >= 3.18, ninja and a C++17 compiler. ZT_TORCH_PREFIX
+# replaces the PyTorch lookup with another LibTorch's CMake prefix (e.g. an unzipped LibTorch).
+#
+# DEPS_DIR (or ZT_DEVICE_DEPS) carries what the machine lacks and cannot download (it has no
+# network), as Debian packages taken from a Debian 12 machine, e.g. there with
+#   apt-get download libtomlplusplus-dev doctest-dev libboost1.74-dev libucx-dev libucx0
+# Layout:
+#   DEPS_DIR/*.deb     packages to unpack (dpkg-deb -x, or ar + tar) into DEPS_DIR/root/
+#   DEPS_DIR/root/     made by this script: the unpacked tree (root/usr/include, root/usr/lib/...),
+#                      first on CMAKE_PREFIX_PATH (before LibTorch's and the system's) and on
+#                      LD_LIBRARY_PATH
+# The header-only ones (toml++, doctest, Boost headers) only need headers and CMake files; UCX
+# (which zt requires) is a library, so libucx0 must match the machine's glibc. CMake files that
+# hard-code /usr as their prefix (UCX's) are pointed at DEPS_DIR/root/usr when unpacked.
+#
+# Environment: ZT_DEVICE_BUILD_DIR (build-device), ZT_JOBS (all cores), ZT_BUILD_TYPE
+# (RelWithDebInfo), ZT_CUDA_ARCHITECTURES (native with CMake >= 3.24, else zt's default).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+die() { echo "device-build: $*" >&2; exit 1; }
+
+deps_dir=${ZT_DEVICE_DEPS:-}
+if [ $# -gt 0 ] && [ -d "$1" ]; then
+  deps_dir=$1
+  shift
+fi
+build_dir=${ZT_DEVICE_BUILD_DIR:-build-device}
+
+# LibTorch: the one inside PyTorch unless given.
+torch_prefix=${ZT_TORCH_PREFIX:-}
+if [ -z "$torch_prefix" ]; then
+  command -v python3 >/dev/null || die "python3 not found; install PyTorch or set ZT_TORCH_PREFIX"
+  torch_prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') ||
+    die "python3 cannot import torch; install a CUDA build of PyTorch or set ZT_TORCH_PREFIX"
+  torch_cuda=$(python3 -c 'import torch; print(torch.version.cuda or "")')
+  [ -n "$torch_cuda" ] || die "the PyTorch in $torch_prefix is a CPU-only build; zt's CUDA " \
+    "parts need a CUDA build of PyTorch"
+  echo "device-build: LibTorch from PyTorch $(python3 -c 'import torch; print(torch.__version__)')" \
+       "(CUDA $torch_cuda): $torch_prefix"
+fi
+cmake_args=(-DCMAKE_PREFIX_PATH="$torch_prefix")
+
+# cuDNN from the PyTorch wheel (nvidia-cudnn-*): LibTorch's CMake files insist on finding the
+# cuDNN PyTorch was built with, and the wheel's copy is in no standard place.
+if [ -z "${ZT_TORCH_PREFIX:-}" ]; then
+  cudnn_dir=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+  if [ -n "$cudnn_dir" ] && [ -f "$cudnn_dir/include/cudnn.h" ]; then
+    cudnn_lib=
+    for f in "$cudnn_dir"/lib/libcudnn.so*; do [ -f "$f" ] && cudnn_lib=$f && break; done
+    if [ -n "$cudnn_lib" ]; then
+      cmake_args+=(-DCUDNN_INCLUDE_PATH="$cudnn_dir/include" -DCUDNN_LIBRARY_PATH="$cudnn_lib")
+    fi
+  fi
+fi
+
+# nvcc: the CUDA kernels are compiled here, so a toolkit is required.
+nvcc=${CUDACXX:-$(command -v nvcc || true)}
+[ -z "$nvcc" ] && [ -x /usr/local/cuda/bin/nvcc ] && nvcc=/usr/local/cuda/bin/nvcc
+[ -n "$nvcc" ] || die "no nvcc: install a CUDA toolkit or point CUDACXX at its nvcc"
+echo "device-build: $("$nvcc" --version | tail -n 1)"
+cmake_args+=(-DCMAKE_CUDA_COMPILER="$nvcc" -DZT_WITH_CUDA=ON)
+
+# The carried Debian packages.
+if [ -n "$deps_dir" ]; then
+  root=$(cd "$deps_dir" && pwd)/root
+  shopt -s nullglob
+  debs=("$deps_dir"/*.deb)
+  shopt -u nullglob
+  if [ ${#debs[@]} -gt 0 ] && [ ! -d "$root" ]; then
+    mkdir -p "$root"
+    for deb in "${debs[@]}"; do
+      echo "device-build: unpacking $(basename "$deb")"
+      if command -v dpkg-deb >/dev/null; then
+        dpkg-deb -x "$deb" "$root"
+      else
+        deb=$(cd "$(dirname "$deb")" && pwd)/$(basename "$deb")
+        (tmp=$(mktemp -d) && cd "$tmp" && ar x "$deb" && tar -xf data.tar.* -C "$root" &&
+           rm -rf "$tmp")
+      fi
+    done
+    { grep -rl --include='*.cmake' 'set(prefix "/usr")' "$root" 2>/dev/null || true; } |
+      while read -r f; do sed -i "s#set(prefix \"/usr\")#set(prefix \"$root/usr\")#" "$f"; done
+  fi
+  [ -d "$root/usr" ] || die "$deps_dir holds no .deb files and no unpacked root/"
+  multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+  cmake_args[0]="-DCMAKE_PREFIX_PATH=$root/usr;$root/usr/lib/$multiarch/cmake;$torch_prefix"
+  export LD_LIBRARY_PATH="$root/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+
+# Kernels for the GPUs present where CMake can ask for them (3.24+), else zt's default list.
+archs=${ZT_CUDA_ARCHITECTURES:-}
+if [ -z "$archs" ]; then
+  cmake_minor=$(cmake --version | head -n 1 | sed -E 's/[^0-9]*([0-9]+)\.([0-9]+).*/\1 \2/')
+  read -r major minor <<<"$cmake_minor"
+  if [ "$major" -gt 3 ] || { [ "$major" -eq 3 ] && [ "$minor" -ge 24 ]; }; then archs=native; fi
+fi
+[ -n "$archs" ] && cmake_args+=(-DZT_CUDA_ARCHITECTURES="$archs")
+
+command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "device-build: no nvidia-smi"
+
+cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${ZT_BUILD_TYPE:-RelWithDebInfo}" \
+  -DZT_BUILD_BENCH=OFF "${cmake_args[@]}" "$@"
+cmake --build "$build_dir" -j "${ZT_JOBS:-$(nproc)}"
+
+log="$build_dir/device-ctest.log"
+status=0
+ctest --test-dir "$build_dir" -L gpu --output-on-failure --no-tests=error 2>&1 | tee "$log" ||
+  status=$?
+[ "$status" -eq 0 ] || exit "$status"
+if grep -q '\*\*\*Skipped' "$log"; then
+  die "the GPU tests were skipped (see $log): this machine shows no CUDA device to them"
+fi
