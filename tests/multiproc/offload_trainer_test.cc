@@ -47,7 +47,7 @@ bool no_job_folders(const std::filesystem::path& nvme) {
 zt::test::CommandResult sabotage_run(const TempDir& dir, const std::string& sabotage, const std::string& extra = "") {
   const std::string nvme = dir.file("nvme");
   write_file(dir.file("run.sh"),
-             offload_job(dir.file("out"), nvme, "--set run.steps=100000 " + extra) + " &\n"
+             "timeout 300 " + offload_job(dir.file("out"), nvme, "--set run.steps=100000 " + extra) + " &\n"
              "pid=$!\n"
              "for i in $(seq 1 600); do\n"
              "  n=$(cat " + dir.file("out") + "/metrics.jsonl 2>/dev/null | wc -l)\n"
@@ -134,15 +134,23 @@ TEST_CASE("offload fault: files deleted under a running job stop it at that step
   CHECK(no_job_folders(dir.file("nvme")));
 }
 
-TEST_CASE("offload fault: parameter files truncated mid-run fail the read that needs them, naming path and step") {
+TEST_CASE("offload fault: files truncated under a running job stop it, naming path, bytes and step") {
   TempDir dir;
-  // Parameters on NVMe too: their shards are read during forward, mid-step.
-  auto r = sabotage_run(dir, "for f in \"$DIR\"/*; do truncate -s 0 \"$f\"; done",
+  // Parameters on NVMe too, so shards are also read during forward, mid-step. A file cut while
+  // the step rewrites it whole heals with the right bytes, so the files are cut for a while:
+  // whichever comes first, a short read mid-step or the step's own size check, must stop the job.
+  auto r = sabotage_run(dir, "for i in $(seq 1 100); do for f in \"$DIR\"/*; do truncate -s 0 \"$f\" 2>/dev/null; done; "
+                        "sleep 0.02; done",
                         "--set plugins.offload_param=offload_nvme");
   INFO(r.output);
   CHECK(contains(r.output, "job exit 5"));
   CHECK(contains(r.output, dir.file("nvme")));
-  CHECK(contains(r.output, "step"));
+  const size_t at = r.output.find("io error: offload_nvme");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::regex_search(r.output.substr(at), std::regex("truncated|short read|bytes")));
+  const int64_t step = failed_step(r.output.substr(at));
+  REQUIRE(step > 0);
+  CHECK(lines_of(dir.file("out") + "/metrics.jsonl") == step - 1);
   CHECK_FALSE(contains(r.output, "summary:"));
   CHECK(no_job_folders(dir.file("nvme")));
 }
