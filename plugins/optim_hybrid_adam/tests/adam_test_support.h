@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -186,5 +187,16 @@ inline std::vector<std::string> available_isas() {
 #endif
   return isas;
 }
+
+// The modes, gradient dtypes and copy-out dtypes every kernel test sweeps.
+struct Mode {
+  const char* name;
+  bool adamw;
+  double weight_decay;
+};
+constexpr Mode kModes[] = {
+    {"AdamW", true, 0.05}, {"Adam (L2)", false, 0.05}, {"no decay", true, 0}};
+const torch::Dtype kGradTypes[] = {torch::kFloat, torch::kBFloat16, torch::kHalf};
+const std::optional<torch::Dtype> kCopyTypes[] = {std::nullopt, torch::kBFloat16, torch::kHalf};
 
 }  // namespace zt_adam_test

@@ -190,15 +190,6 @@ int expected_launches(const std::vector<Shard>& shards, const CudaAdamLimits& li
   return launches;
 }
 
-struct Mode {
-  const char* name;
-  bool adamw;
-  double weight_decay;
-};
-constexpr Mode kModes[] = {
-    {"AdamW", true, 0.05}, {"Adam (L2)", false, 0.05}, {"no decay", true, 0}};
-const torch::Dtype kGradTypes[] = {torch::kFloat, torch::kBFloat16, torch::kHalf};
-const std::optional<torch::Dtype> kCopyTypes[] = {std::nullopt, torch::kBFloat16, torch::kHalf};
 
 bool same_bits(const Shard& a, const Shard& b) {
   bool same = torch::equal(a.param, b.param) && torch::equal(a.exp_avg, b.exp_avg) &&

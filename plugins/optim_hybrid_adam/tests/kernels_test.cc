@@ -21,15 +21,6 @@ namespace {
 
 using namespace zt_adam_test;
 
-struct Mode {
-  const char* name;
-  bool adamw;
-  double weight_decay;
-};
-constexpr Mode kModes[] = {
-    {"AdamW", true, 0.05}, {"Adam (L2)", false, 0.05}, {"no decay", true, 0}};
-const torch::Dtype kGradTypes[] = {torch::kFloat, torch::kBFloat16, torch::kHalf};
-const std::optional<torch::Dtype> kCopyTypes[] = {std::nullopt, torch::kBFloat16, torch::kHalf};
 
 // `steps` steps of one optimizer on a fresh shard of n elements, each checked against the
 // reference (which reads the gradient widened to fp32: exactly the values the kernel sees) and,
