@@ -78,7 +78,20 @@ void check_job_fits(const Config& config, int world) {
   // Every local rank builds the full fp32 model before the engine shards it, then holds its
   // model states; ranks of this host share the limit.
   const double local_ranks = config.section("launch").get_int("nproc");
-  const double need = local_ranks * (4.0 * psi + theory_model_state_bytes(stage, psi, world, low));
+  // Bytes offloaded to a file tier (one whose plugin takes a `path`) leave host memory:
+  // fp32 master + Adam states (12psi/N) and stage 3 parameter shards.
+  const Options& plugins = config.section("plugins");
+  const Options& zero = config.section("zero");
+  auto in_files = [&](const char* role) {
+    const std::string& id = plugins.get_string(role);
+    if (id.empty()) return false;
+    for (const auto& spec : config.plugin_options(id).specs()) if (spec.name == "path") return true;
+    return false;
+  };
+  double offloaded = 0;
+  if (in_files("offload_optimizer")) offloaded += zero.get_double("offload_optimizer_fraction") * 12.0 * psi / world;
+  if (in_files("offload_param")) offloaded += zero.get_double("offload_param_fraction") * (low ? 2.0 : 4.0) * psi / world;
+  const double need = local_ranks * (4.0 * psi + theory_model_state_bytes(stage, psi, world, low) - offloaded);
   const double limit_gb = config.section("launch").get_double("memory_limit_gb");
   const double limit = limit_gb > 0 ? limit_gb * (1 << 30) : static_cast<double>(available_memory_bytes());
   if (limit > 0 && need > limit) {
@@ -87,7 +100,8 @@ void check_job_fits(const Config& config, int world) {
                       " for model states on this host (" + std::to_string(static_cast<int>(local_ranks)) +
                       " rank(s), stage " + std::to_string(stage) + "), over the " + gib(limit) +
                       (limit_gb > 0 ? " of launch.memory_limit_gb" : " available") +
-                      "; raise zero.stage, use more ranks, or choose a smaller model");
+                      "; raise zero.stage, offload to files (plugins.offload_optimizer / offload_param = "
+                      "\"offload_nvme\"), use more ranks, or choose a smaller model");
   }
 }
 

@@ -154,3 +154,18 @@ TEST_CASE("offload fault: files truncated under a running job stop it, naming pa
   CHECK_FALSE(contains(r.output, "summary:"));
   CHECK(no_job_folders(dir.file("nvme")));
 }
+
+TEST_CASE("offload: bytes sent to files do not count against the host memory limit") {
+  // 118,528 parameters, stage 3, 2 ranks: 2 x (4 + 8) psi = 2.7 MiB of host memory without
+  // offload, 2 x 6 psi = 1.4 MiB with the master and Adam states in files; the limit is between.
+  TempDir dir;
+  const std::string limit = " --set launch.memory_limit_gb=0.00186";
+  auto plain = run_command(offload_job(dir.file("out"), dir.file("nvme"),
+                                       "--set plugins.offload_optimizer= --set plugins.offload_param=" + limit));
+  INFO(plain.output);
+  CHECK(plain.exit_code == 2);
+  CHECK(contains(plain.output, "offload to files"));
+  auto offloaded = run_command(offload_job(dir.file("out"), dir.file("nvme"), "--set plugins.offload_param=" + limit));
+  INFO(offloaded.output);
+  CHECK(offloaded.exit_code == 0);
+}
