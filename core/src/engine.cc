@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <map>
 
 #include "activation_checkpoint.h"
 #include "tile_pipeline.h"
+#include "tiered_array.h"
 #include "zt/config.h"
 #include "zt/error.h"
 
@@ -99,10 +99,10 @@ struct Engine::Impl {
     // Offload placement (see place_groups). "streamed": the tier is not addressable, so the
     // bytes move through host buffers; otherwise master/states/param_shard view tier memory.
     bool opt_in_tier = false, opt_streamed = false;
-    int64_t master_region = -1;
-    std::vector<int64_t> state_regions;
+    std::unique_ptr<TieredArray> master_file;
+    std::vector<std::unique_ptr<TieredArray>> state_files;
     bool param_in_tier = false, param_streamed = false;
-    int64_t param_region = -1;
+    std::unique_ptr<TieredArray> param_file;
     at::Tensor fetched;        // stage 3, streamed: the shard read ahead of its gather
     std::shared_ptr<Work> fetch_work;
   };
@@ -270,20 +270,6 @@ struct Engine::Impl {
     return at::from_blob(address, {numel}, at::TensorOptions().dtype(dtype));
   }
 
-  // Writes `src` (contiguous) to a streamed region, tile by tile, through one host buffer.
-  void upload(OffloadTier& tier, int64_t region, const at::Tensor& src) {
-    const int64_t bytes = static_cast<int64_t>(src.nbytes());
-    const int64_t chunk = std::min(bytes, tile_elements * 4);
-    if (bytes == 0) return;
-    at::Tensor buffer = tier.host_buffer(chunk);
-    const auto* from = static_cast<const char*>(src.data_ptr());
-    for (int64_t off = 0; off < bytes; off += chunk) {
-      const int64_t n = std::min(chunk, bytes - off);
-      std::memcpy(buffer.data_ptr(), from + off, static_cast<size_t>(n));
-      tier.write(region, off, buffer.data_ptr(), n)->wait();
-    }
-  }
-
   void build_group(int gi) {
     Group& g = groups[gi];
     const std::string label = "group " + std::to_string(gi);
@@ -308,18 +294,17 @@ struct Engine::Impl {
     const bool master_is_param = fp32 && !g.opt_in_tier && !g.param_in_tier;
     if (g.opt_in_tier) {
       OffloadTier& tier = *tiers.optimizer;
-      g.master_region = tier.allocate("fp32 master of " + label, g.shard * 4);
+      g.master_file = std::make_unique<TieredArray>(tier, "fp32 master of " + label, g.shard * 4, tile_elements * 4);
       for (const auto& name : optimizer.state_names()) {
-        g.state_regions.push_back(tier.allocate(name + " of " + label, g.shard * 4));
+        g.state_files.push_back(std::make_unique<TieredArray>(tier, name + " of " + label, g.shard * 4, tile_elements * 4));
       }
-      g.opt_streamed = tier.address(g.master_region) == nullptr;
+      g.opt_streamed = g.master_file->address() == nullptr;
+      const at::Tensor master0 = init.contiguous(), zeros = at::zeros({g.shard}, at::kFloat);
+      g.master_file->upload(master0.data_ptr());
+      for (auto& f : g.state_files) f->upload(zeros.data_ptr());
       if (!g.opt_streamed) {
-        g.master = view_of(tier.address(g.master_region), g.shard, at::kFloat).copy_(init);
-        for (int64_t r : g.state_regions) g.states.push_back(view_of(tier.address(r), g.shard, at::kFloat).zero_());
-      } else {
-        upload(tier, g.master_region, init.contiguous());
-        at::Tensor zeros = at::zeros({g.shard}, at::kFloat);
-        for (int64_t r : g.state_regions) upload(tier, r, zeros);
+        g.master = view_of(g.master_file->address(), g.shard, at::kFloat);
+        for (auto& f : g.state_files) g.states.push_back(view_of(f->address(), g.shard, at::kFloat));
       }
       mem.offload_optimizer += (1 + state_count()) * g.shard * 4;
     } else {
@@ -331,15 +316,12 @@ struct Engine::Impl {
     g.grad = at::zeros({g.shard}, at::kFloat);
     if (opt.stage == 3) {
       if (g.param_in_tier) {
-        OffloadTier& tier = *tiers.param;
-        g.param_region = tier.allocate("parameters of " + label, g.shard * es());
-        at::Tensor typed = init.to(opt.compute_dtype).contiguous();
-        g.param_streamed = tier.address(g.param_region) == nullptr;
-        if (!g.param_streamed) {
-          g.param_shard = view_of(tier.address(g.param_region), g.shard, opt.compute_dtype).copy_(typed);
-        } else {
-          upload(tier, g.param_region, typed);
-        }
+        g.param_file = std::make_unique<TieredArray>(*tiers.param, "parameters of " + label, g.shard * es(),
+                                                     tile_elements * es());
+        const at::Tensor typed = init.to(opt.compute_dtype).contiguous();
+        g.param_file->upload(typed.data_ptr());
+        g.param_streamed = g.param_file->address() == nullptr;
+        if (!g.param_streamed) g.param_shard = view_of(g.param_file->address(), g.shard, opt.compute_dtype);
         mem.offload_param += g.shard * es();
       } else {
         g.param_shard = master_is_param ? g.master : init.to(opt.compute_dtype).clone();
@@ -372,7 +354,7 @@ struct Engine::Impl {
     Group& g = groups[gi];
     if (!g.param_streamed || g.gathered || g.pending_gather || g.fetch_work) return;
     g.fetched = tiers.param->host_buffer(g.shard * es());
-    g.fetch_work = tiers.param->read(g.param_region, 0, g.fetched.data_ptr(), g.shard * es());
+    g.fetch_work = g.param_file->read_all(g.fetched.data_ptr());
     mem.offload_staging += static_cast<int64_t>(g.fetched.nbytes());
   }
 
@@ -384,6 +366,7 @@ struct Engine::Impl {
       fetch(gi);
       g.fetch_work->wait();
       g.fetch_work.reset();
+      g.param_file->verify_all(g.fetched.data_ptr(), steps + 1);
       source = view_of(g.fetched.data_ptr(), g.shard, opt.compute_dtype);
     }
     materialize(g);
@@ -664,16 +647,19 @@ struct Engine::Impl {
       for (const auto& b : set) mem.offload_staging += static_cast<int64_t>(b.nbytes());
       tile_sets.push_back(std::move(set));
     }
-    auto region_of = [&](const Group& g, int64_t a) { return a == 0 ? g.master_region : g.state_regions[a - 1]; };
+    auto file_of = [&](const Group& g, int64_t a) -> TieredArray& {
+      return a == 0 ? *g.master_file : *g.state_files[a - 1];
+    };
     auto read = [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
       const Tile& t = tiles[i];
       for (int64_t a = 0; a < arrays; ++a) {
-        works.push_back(tier.read(region_of(groups[t.group], a), t.start * 4, tile_sets[set][a].data_ptr(), t.len * 4));
+        works.push_back(file_of(groups[t.group], a).read_tile(t.start / tile_elements, tile_sets[set][a].data_ptr()));
       }
     };
     auto compute = [&](int64_t i, int set) {
       const Tile& t = tiles[i];
       Group& g = groups[t.group];
+      for (int64_t a = 0; a < arrays; ++a) file_of(g, a).verify_tile(t.start / tile_elements, tile_sets[set][a].data_ptr(), steps);
       at::Tensor master = view_of(tile_sets[set][0].data_ptr(), t.len, at::kFloat);
       std::vector<at::Tensor> states;
       for (int64_t a = 1; a < arrays; ++a) states.push_back(view_of(tile_sets[set][a].data_ptr(), t.len, at::kFloat));
@@ -690,12 +676,12 @@ struct Engine::Impl {
       const Tile& t = tiles[i];
       const Group& g = groups[t.group];
       for (int64_t a = 0; a < arrays; ++a) {
-        works.push_back(tier.write(region_of(g, a), t.start * 4, tile_sets[set][a].data_ptr(), t.len * 4));
+        works.push_back(file_of(g, a).write_tile(t.start / tile_elements, tile_sets[set][a].data_ptr()));
       }
       if (g.param_streamed) {
         // fp32 parameters are the master tile's own bytes.
         void* params = opt.compute_dtype == at::kFloat ? tile_sets[set][0].data_ptr() : tile_sets[set][arrays].data_ptr();
-        works.push_back(tiers.param->write(g.param_region, t.start * es(), params, t.len * es()));
+        works.push_back(g.param_file->write_tile(t.start / tile_elements, params));
       }
     };
     pipeline.run(static_cast<int64_t>(tiles.size()), read, compute, write);
@@ -726,7 +712,7 @@ struct Engine::Impl {
         gather(g.flat, slot);
       } else {
         if (!g.opt_streamed) {
-          if (g.param_streamed) upload(*tiers.param, g.param_region, g.master.to(opt.compute_dtype));
+          if (g.param_streamed) g.param_file->upload(g.master.to(opt.compute_dtype).data_ptr());
           else copy_unless_same(g.param_shard, g.master);
         }
         if (g.persistent) gather(g.flat, g.param_shard);
