@@ -47,8 +47,8 @@ constexpr int64_t kOffloadSubGroup = 262144;
 
 struct Plan {
   // Steps per trainer job. At about 0.6 s a step for the ~11M-parameter GPT on two cores, 14
-  // steps plus ~2 s of start-up keep 8 jobs x 2 repetitions at about 3.5 minutes (the offload
-  // jobs add their own; see `offload`).
+  // steps plus ~2 s of start-up keep 8 jobs x 2 repetitions at about 3.5 minutes. (Measured on
+  // an idle machine at 0.42 s a step: 8 jobs ~2 minutes, 13 jobs with offload 3.6 minutes.)
   int steps = 14;
   // Leading steps of each job left out of the medians: the first steps allocate buffers,
   // fault in pages and (stage 3) learn the gather order.
@@ -56,7 +56,7 @@ struct Plan {
   // Passes over all (stage, strategy) jobs; the jobs of a pass are interleaved so that drift
   // of the shared machine hits every job alike.
   int reps = 2;
-  // Run the kOffloads jobs too. They add about as much time again as the 8 jobs without.
+  // Run the kOffloads jobs too: 5 jobs of ~10 s per repetition, about 80% more time.
   bool offload = true;
   std::string json_path = "bench-results/train.json";
   std::string trainer = "";  // the trainer executable; empty: the one built with the bench
