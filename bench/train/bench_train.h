@@ -1,7 +1,8 @@
 // zt_bench_train's shared vocabulary: the plan (which trainer jobs, how many steps, how many
-// repetitions), what one trainer job measured, and one row of the result (a stage and shard
-// strategy, aggregated over repetitions). main.cc plans, trainer_job.cc runs a job,
-// metrics_file.cc reads what it wrote, report.cc aggregates and prints.
+// repetitions), what one trainer job measured, and the rows of the result (a stage and shard
+// strategy without offload, or an offload configuration, aggregated over repetitions). main.cc
+// plans, trainer_job.cc runs a job, metrics_file.cc reads what it wrote, report.cc aggregates and
+// prints.
 // Thread safety: plain values.
 #pragma once
 
@@ -25,9 +26,29 @@ struct Strategy {
 constexpr Strategy kStrategies[] = {{"tensor", "shard_tensor"}, {"bucket", "shard_bucket"}};
 constexpr int kStages[] = {0, 1, 2, 3};
 
+// The offload configurations, each one more job per repetition after the 8 above: where the
+// optimizer states with their fp32 master (plugins.offload_optimizer) and the stage-3 parameter
+// shards (plugins.offload_param) live, as offload plugin ids ("" = compute memory). All use
+// kOffloadStrategy; each is compared with the same stage and strategy without offload.
+struct Offload {
+  int stage;
+  const char* optimizer;
+  const char* param;
+};
+constexpr Offload kOffloads[] = {{3, "offload_cpu", ""},
+                                 {3, "offload_nvme", ""},
+                                 {3, "offload_nvme", "offload_cpu"},  // the headline composition
+                                 {3, "offload_nvme", "offload_nvme"},
+                                 {1, "offload_nvme", ""}};  // ZeRO-Offload style
+constexpr Strategy kOffloadStrategy = kStrategies[1];
+// Elements per streamed tile (zero.sub_group_size), as configs/zero3_offload.toml: 1 MiB per
+// fp32 array, so a rank's ~5.4M-element shard streams in about 21 tiles.
+constexpr int64_t kOffloadSubGroup = 262144;
+
 struct Plan {
   // Steps per trainer job. At about 0.6 s a step for the ~11M-parameter GPT on two cores, 14
-  // steps plus ~2 s of start-up keep 8 jobs x 2 repetitions at about 3.5 minutes.
+  // steps plus ~2 s of start-up keep 8 jobs x 2 repetitions at about 3.5 minutes. (Measured on
+  // an idle machine at 0.42 s a step: 8 jobs ~2 minutes, 13 jobs with offload 3.6 minutes.)
   int steps = 14;
   // Leading steps of each job left out of the medians: the first steps allocate buffers,
   // fault in pages and (stage 3) learn the gather order.
@@ -35,15 +56,32 @@ struct Plan {
   // Passes over all (stage, strategy) jobs; the jobs of a pass are interleaved so that drift
   // of the shared machine hits every job alike.
   int reps = 2;
+  // Run the kOffloads jobs too: 5 jobs of ~10 s per repetition, about 80% more time.
+  bool offload = true;
   std::string json_path = "bench-results/train.json";
   std::string trainer = "";  // the trainer executable; empty: the one built with the bench
+  // Folder for offload_nvme's files (plugin.offload_nvme.path). main.cc sets it: the option, or
+  // a folder in the scratch folder unless that is on tmpfs/ramfs (host memory, not a disk).
+  std::string nvme_path = "";
 };
 
-// One trainer job: one (stage, strategy) in one repetition.
+// One trainer job: one (stage, strategy, offload) in one repetition.
 struct JobSpec {
   int stage = 0;
   Strategy strategy{};
   int rep = 0;
+  const char* offload_optimizer = "";  // offload plugin id, "" for none
+  const char* offload_param = "";
+  bool offloaded() const { return *offload_optimizer || *offload_param; }
+};
+
+// Model-state bytes of one rank at a job's last step, by where they live (metrics.jsonl).
+struct RankStates {
+  int64_t compute = 0;            // params + grads + master + optimizer_states
+  int64_t offload_optimizer = 0;  // master + optimizer states in the optimizer's tier
+  int64_t offload_param = 0;      // stage-3 parameter shards in the parameters' tier
+  int64_t offload_staging = 0;    // host buffers streaming the tiers (not model states)
+  int64_t total() const { return compute + offload_optimizer + offload_param; }
 };
 
 // What one job measured, read from its metrics.jsonl and stdout.
@@ -51,6 +89,8 @@ struct JobResult {
   std::vector<double> step_time_s;   // per step after warm-up
   std::vector<double> tokens_per_s;  // per step after warm-up
   int64_t model_state_bytes = 0;     // max over ranks of params+grads+master+optimizer states
+  RankStates busiest;                // the rank with the most model states in all tiers
+  std::string offload_note;          // the trainer's "offload: ..." line, "" without offload
   int world = 0;                     // ranks in the job (entries of "memory")
   int64_t parameters = 0;            // psi, from the trainer's summary
   bool low_precision = false;        // compute dtype not fp32: theory counts a separate master
@@ -74,5 +114,27 @@ struct Row {
   }
 };
 
+// One offload configuration over all repetitions; bytes of the busiest rank.
+struct OffloadRow {
+  Offload offload{};
+  std::string strategy;
+  int world = 0;
+  int64_t parameters = 0;
+  int samples = 0;
+  double tokens_per_s = 0;
+  double step_time_s = 0;
+  double vs_no_offload = 0;  // step time over the same stage and strategy's without offload
+  int64_t compute_bytes = 0;
+  int64_t cpu_bytes = 0;      // in offload_cpu (host memory outside the engine's accounting)
+  int64_t nvme_bytes = 0;     // in offload_nvme's files
+  int64_t staging_bytes = 0;  // host buffers streaming the tiers, not counted in total
+  int64_t theory_bytes = 0;   // trainer/memory_theory.h for the stage
+  bool low_precision = false;
+  std::string note;           // the trainer's "offload: ..." line of the first repetition
+  int64_t total_bytes() const { return compute_bytes + cpu_bytes + nvme_bytes; }
+  double total_over_theory() const {
+    return theory_bytes > 0 ? static_cast<double>(total_bytes()) / theory_bytes : 0;
+  }
+};
 
 }  // namespace zt::bench

@@ -1,14 +1,17 @@
 // zt_bench_train: tokens/s and model-state bytes per rank of the real trainer for ZeRO stages 0-3
 // and both shard strategies, next to stage 0 (plain data parallel) and to ZeRO theory (DESIGN.md
-// §8). Each (stage, strategy) is one trainer job of 2 local ranks on a ~11M-parameter GPT; the
-// jobs run one after another, interleaved over repetitions, and the bench prints a table and the
-// targets and writes bench-results/train.json. It exits non-zero only when a job failed.
+// §8), then the offload configurations (kOffloads): step time next to the same stage without
+// offload, and model-state bytes per tier. Each configuration is one trainer job of 2 local ranks
+// on a ~11M-parameter GPT; the jobs run one after another, interleaved over repetitions, and the
+// bench prints two tables and the targets and writes bench-results/train.json. It exits non-zero
+// only when a job failed.
 #include <stdlib.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,15 +27,22 @@ namespace zt::bench {
 namespace {
 
 const char* kUsage =
-    "usage: zt_bench_train [--steps N] [--warmup N] [--reps N] [--json PATH] [--trainer PATH]\n"
+    "usage: zt_bench_train [--steps N] [--warmup N] [--reps N] [--offload on|off] [--nvme-path DIR]\n"
+    "                      [--json PATH] [--trainer PATH]\n"
     "  Runs the trainer (configs/zero3.toml, 2 ranks, a ~11M-parameter GPT) for ZeRO stages 0-3\n"
     "  with shard_tensor and shard_bucket; prints tokens/s, step time against stage 0 and\n"
-    "  model-state bytes per rank against theory, and the targets; writes PATH.\n"
-    "  --steps    training steps per job (default 14)\n"
-    "  --warmup   leading steps of each job left out of the medians (default 3)\n"
-    "  --reps     interleaved passes over the 8 jobs; medians pool them (default 2)\n"
-    "  --json     results file (default bench-results/train.json, relative to the current folder)\n"
-    "  --trainer  trainer executable (default: the one built with the bench)\n";
+    "  model-state bytes per rank against theory, and the targets. Then 5 offload configurations\n"
+    "  with shard_bucket (stage 3: optimizer states in offload_cpu or offload_nvme, parameters\n"
+    "  also in offload_cpu or offload_nvme; stage 1: optimizer states in offload_nvme): step time\n"
+    "  against no offload and bytes per tier. Writes PATH.\n"
+    "  --steps      training steps per job (default 14)\n"
+    "  --warmup     leading steps of each job left out of the medians (default 3)\n"
+    "  --reps       interleaved passes over the 13 jobs; medians pool them (default 2)\n"
+    "  --offload    off: only the 8 jobs without offload, about half the time (default on)\n"
+    "  --nvme-path  folder for offload_nvme's files, on the disk to measure (default: in the\n"
+    "               bench's scratch folder, or beside PATH when that is on tmpfs or ramfs)\n"
+    "  --json       results file (default bench-results/train.json, relative to the current folder)\n"
+    "  --trainer    trainer executable (default: the one built with the bench)\n";
 
 int parse_count(const std::string& text, const std::string& flag, int least) {
   size_t used = 0;
@@ -53,13 +63,23 @@ int parse_count(const std::string& text, const std::string& flag, int least) {
 bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   for (size_t i = 1; i < args.size(); ++i) {
     std::string flag, value;
-    if (!next_option(args, i, {"--steps", "--warmup", "--reps", "--json", "--trainer"}, kUsage, flag, value)) return false;
+    if (!next_option(args, i, {"--steps", "--warmup", "--reps", "--offload", "--nvme-path", "--json",
+                               "--trainer"}, kUsage, flag, value)) {
+      return false;
+    }
     if (flag == "--steps") {
       plan.steps = parse_count(value, flag, 1);
     } else if (flag == "--warmup") {
       plan.warmup = parse_count(value, flag, 0);
     } else if (flag == "--reps") {
       plan.reps = parse_count(value, flag, 1);
+    } else if (flag == "--offload") {
+      if (value != "on" && value != "off") {
+        throw ConfigError("--offload takes on or off, got '" + value + "'\n" + kUsage);
+      }
+      plan.offload = value == "on";
+    } else if (flag == "--nvme-path") {
+      plan.nvme_path = value;
     } else if (flag == "--json") {
       plan.json_path = value;
     } else {
@@ -73,19 +93,79 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   return true;
 }
 
+// True when `path` is on a file system in host memory, where offload_nvme would measure memory
+// copies (tmpfs, ramfs).
+bool in_memory_fs(const std::string& path) {
+  struct statfs fs;
+  return ::statfs(path.c_str(), &fs) == 0 &&
+         (fs.f_type == static_cast<decltype(fs.f_type)>(TMPFS_MAGIC) ||
+          fs.f_type == static_cast<decltype(fs.f_type)>(RAMFS_MAGIC));
+}
+
+// offload_nvme's folder when --nvme-path is not given: <scratch>/nvme, or a private folder
+// beside the results file when the scratch folder is in memory (/tmp on tmpfs). The trainer
+// removes its own files; this removes the folder.
+class NvmeDir {
+ public:
+  NvmeDir(const Plan& plan, const std::string& scratch) {
+    if (!plan.offload || !plan.nvme_path.empty()) return;
+    if (!in_memory_fs(scratch)) {
+      path_ = scratch + "/nvme";
+      return;
+    }
+    const std::filesystem::path parent = std::filesystem::path(plan.json_path).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    std::string tmpl = ((parent.empty() ? "." : parent.string()) + "/zt_bench_train-nvme.XXXXXX");
+    if (!::mkdtemp(tmpl.data())) {
+      throw IoError("cannot create " + tmpl + " for offload_nvme's files; pass --nvme-path DIR");
+    }
+    path_ = tmpl;
+    owned_ = true;
+  }
+  ~NvmeDir() {
+    std::error_code ec;
+    if (owned_) std::filesystem::remove_all(path_, ec);
+  }
+  NvmeDir(const NvmeDir&) = delete;
+  NvmeDir& operator=(const NvmeDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool owned_ = false;
+};
+
+std::string job_name(const JobSpec& job) {
+  std::string name = "s" + std::to_string(job.stage) + "_" + job.strategy.name;
+  if (*job.offload_optimizer) name += std::string("_opt-") + job.offload_optimizer;
+  if (*job.offload_param) name += std::string("_par-") + job.offload_param;
+  return name + "_r" + std::to_string(job.rep);
+}
+
+// "stage 3 bucket" or "stage 3 bucket opt:nvme par:cpu" (offload_nvme, offload_cpu)
+std::string job_label(const JobSpec& job) {
+  auto tier = [](const char* plugin) {
+    const std::string id = plugin;
+    return id.rfind("offload_", 0) == 0 ? id.substr(8) : id;
+  };
+  std::string label = "stage " + std::to_string(job.stage) + " " + job.strategy.name;
+  if (*job.offload_optimizer) label += " opt:" + tier(job.offload_optimizer);
+  if (*job.offload_param) label += " par:" + tier(job.offload_param);
+  return label;
+}
+
 // Runs one job and reads its results. Returns false (after saying why) when the trainer failed.
 bool run_job(const Plan& plan, const JobSpec& job, const std::string& scratch, JobResult& result) {
-  const std::string name = "s" + std::to_string(job.stage) + "_" + job.strategy.name + "_r" +
-                           std::to_string(job.rep);
+  const std::string name = job_name(job);
   const std::string out_dir = scratch + "/" + name;
   const std::string log = scratch + "/" + name + ".log";
   const auto start = std::chrono::steady_clock::now();
   const int code = run_logged(trainer_command(plan, job, out_dir), log);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (code != 0) {
-    std::fprintf(stderr, "zt_bench_train: error: the trainer (stage %d, %s) exited with %d; its "
-                         "last lines:\n%s", job.stage, job.strategy.plugin, code,
-                 tail_lines(log, 15).c_str());
+    std::fprintf(stderr, "zt_bench_train: error: the trainer (%s) exited with %d; its last "
+                         "lines:\n%s", job_label(job).c_str(), code, tail_lines(log, 15).c_str());
     return false;
   }
   read_metrics(out_dir + "/metrics.jsonl", plan.warmup, result);
@@ -102,22 +182,32 @@ int run(const std::vector<std::string>& argv) {
   if (plan.trainer.empty()) plan.trainer = ZT_BENCH_TRAINER;
   const auto start = std::chrono::steady_clock::now();
   ScratchDir scratch("zt_bench_train");
-  const int total = plan.reps * static_cast<int>(std::size(kStages) * std::size(kStrategies));
+  NvmeDir nvme(plan, scratch.path());
+  if (plan.nvme_path.empty()) plan.nvme_path = nvme.path();
+  // Every repetition runs all jobs, the offload ones after the 8 without.
+  std::vector<JobSpec> pass;
+  for (int stage : kStages) {
+    for (const Strategy& strategy : kStrategies) pass.push_back(JobSpec{stage, strategy, 0});
+  }
+  if (plan.offload) {
+    for (const Offload& o : kOffloads) {
+      pass.push_back(JobSpec{o.stage, kOffloadStrategy, 0, o.optimizer, o.param});
+    }
+  }
+  const int total = plan.reps * static_cast<int>(pass.size());
   std::printf("zt_bench_train: %d trainer jobs (%d steps each, %d ranks) with %s\n", total,
               plan.steps, kRanks, plan.trainer.c_str());
+  if (plan.offload) std::printf("  offload_nvme files under %s\n", plan.nvme_path.c_str());
   std::vector<std::pair<JobSpec, JobResult>> jobs;
   for (int rep = 0; rep < plan.reps; ++rep) {
-    for (int stage : kStages) {
-      for (const Strategy& strategy : kStrategies) {
-        const JobSpec job{stage, strategy, rep};
-        JobResult result;
-        if (!run_job(plan, job, scratch.path(), result)) return 1;
-        jobs.emplace_back(job, result);
-        std::printf("  [%2zu/%d] stage %d %-6s rep %d: %.3f s/step (median), %.0f s\n",
-                    jobs.size(), total, stage, strategy.name, rep + 1, median(result.step_time_s),
-                    result.wall_s);
-        std::fflush(stdout);
-      }
+    for (JobSpec job : pass) {
+      job.rep = rep;
+      JobResult result;
+      if (!run_job(plan, job, scratch.path(), result)) return 1;
+      jobs.emplace_back(job, result);
+      std::printf("  [%2zu/%d] %-32s rep %d: %.3f s/step (median), %.0f s\n", jobs.size(), total,
+                  job_label(job).c_str(), rep + 1, median(result.step_time_s), result.wall_s);
+      std::fflush(stdout);
     }
   }
 
@@ -128,9 +218,15 @@ int run(const std::vector<std::string>& argv) {
               static_cast<long long>(any.parameters), any.world);
   print_table(stdout, rows, plan);
   print_targets(stdout, checks);
+  const std::vector<OffloadRow> offload = aggregate_offload(jobs, rows);
+  if (!offload.empty()) {
+    std::printf("\nzt_bench_train: offload, %s, zero.sub_group_size %lld (no targets)\n\n",
+                kOffloadStrategy.plugin, static_cast<long long>(kOffloadSubGroup));
+    print_offload_table(stdout, offload, rows);
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  write_json(plan.json_path, rows, checks, plan, seconds);
+  write_json(plan.json_path, rows, checks, offload, plan, seconds);
   std::printf("\nwrote %s (%.0f s in all)\n", plan.json_path.c_str(), seconds);
   return 0;
 }

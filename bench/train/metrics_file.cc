@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "zt/error.h"
 
@@ -34,28 +35,30 @@ double required(const std::string& text, const std::string& key, size_t from, si
   return v;
 }
 
-// Model-state bytes of the busiest rank in one step's "memory" array: each entry is a flat object
+// Model-state bytes of every rank in one step's "memory" array: each entry is a flat object
 // {"rank":..,"params":..,...}, so entries end at '}' and the array at the first ']'.
-int64_t max_model_states(const std::string& line, const std::string& where, int& ranks) {
+std::vector<RankStates> rank_states(const std::string& line, const std::string& where) {
   const std::string key = "\"memory\":[";
   const size_t begin = line.find(key);
   const size_t end = begin == std::string::npos ? begin : line.find(']', begin);
   if (end == std::string::npos) throw IoError(where + ": no \"memory\" array");
-  int64_t most = 0;
-  ranks = 0;
+  std::vector<RankStates> ranks;
   for (size_t at = begin + key.size(); at < end;) {
     const size_t close = line.find('}', at);
     if (close == std::string::npos || close > end) break;
-    double sum = 0;
-    for (const char* field : {"params", "grads", "master", "optimizer_states"}) {
-      sum += required(line, field, at, close, where);
-    }
-    most = std::max(most, static_cast<int64_t>(sum));
-    ++ranks;
+    auto field = [&](const char* name) {
+      return static_cast<int64_t>(required(line, name, at, close, where));
+    };
+    RankStates r;
+    for (const char* name : {"params", "grads", "master", "optimizer_states"}) r.compute += field(name);
+    r.offload_optimizer = field("offload_optimizer");
+    r.offload_param = field("offload_param");
+    r.offload_staging = field("offload_staging");
+    ranks.push_back(r);
     at = close + 1;
   }
-  if (ranks == 0) throw IoError(where + ": empty \"memory\" array");
-  return most;
+  if (ranks.empty()) throw IoError(where + ": empty \"memory\" array");
+  return ranks;
 }
 
 }  // namespace
@@ -78,7 +81,14 @@ void read_metrics(const std::string& path, int warmup, JobResult& out) {
     throw IoError(path + ": no step after the " + std::to_string(warmup) +
                   " warm-up steps; raise --steps or lower --warmup");
   }
-  out.model_state_bytes = max_model_states(last, path + " (last step)", out.world);
+  const std::vector<RankStates> ranks = rank_states(last, path + " (last step)");
+  out.world = static_cast<int>(ranks.size());
+  out.model_state_bytes = 0;
+  out.busiest = ranks.front();
+  for (const RankStates& r : ranks) {
+    out.model_state_bytes = std::max(out.model_state_bytes, r.compute);
+    if (r.total() > out.busiest.total()) out.busiest = r;
+  }
 }
 
 void read_trainer_log(const std::string& path, JobResult& out) {
@@ -86,6 +96,8 @@ void read_trainer_log(const std::string& path, JobResult& out) {
   std::string line;
   bool found_psi = false, found_compute = false;
   while (std::getline(in, line)) {
+    const std::string offload_key = "  offload: ";
+    if (line.rfind(offload_key, 0) == 0) out.offload_note = line.substr(offload_key.size());
     const std::string psi_key = "model states per rank (";
     const size_t p = line.find(psi_key);
     if (p != std::string::npos) {

@@ -11,12 +11,13 @@
 namespace zt::bench {
 
 // Fills out.step_time_s and out.tokens_per_s with the steps after the first `warmup`, and
-// out.model_state_bytes and out.world from the last step's "memory". Throws IoError when the file
-// is missing, has no step past the warm-up, or lacks a field.
+// out.model_state_bytes, out.busiest and out.world from the last step's "memory". Throws IoError
+// when the file is missing, has no step past the warm-up, or lacks a field.
 void read_metrics(const std::string& path, int warmup, JobResult& out);
 
-// Fills out.parameters from the summary line "model states per rank (N parameters, ...)" and
-// out.low_precision from "compute <dtype>". Throws IoError when either is missing.
+// Fills out.parameters from the summary line "model states per rank (N parameters, ...)",
+// out.low_precision from "compute <dtype>" and out.offload_note from "  offload: ..." (left empty
+// without it). Throws IoError when either of the first two is missing.
 void read_trainer_log(const std::string& path, JobResult& out);
 
 }  // namespace zt::bench

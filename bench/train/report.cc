@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -23,6 +24,32 @@ const Row* find(const std::vector<Row>& rows, int stage, const std::string& stra
 
 double mib(int64_t bytes) { return static_cast<double>(bytes) / kMiB; }
 
+// "cpu" for offload_cpu, "-" for compute memory: the short names of the offload table.
+std::string tier_name(const char* plugin) {
+  const std::string id = plugin;
+  if (id.empty()) return "-";
+  return id.rfind("offload_", 0) == 0 ? id.substr(8) : id;
+}
+
+// "s3 opt:nvme par:cpu"
+std::string offload_label(const Offload& o) {
+  std::string label = "s" + std::to_string(o.stage) + " opt:" + tier_name(o.optimizer);
+  if (*o.param) label += " par:" + tier_name(o.param);
+  return label;
+}
+
+bool same_offload(const JobSpec& spec, const Offload& o) {
+  return spec.stage == o.stage && std::strcmp(spec.offload_optimizer, o.optimizer) == 0 &&
+         std::strcmp(spec.offload_param, o.param) == 0;
+}
+
+// Bytes of `s` in the tier `plugin`: each role's bytes are in the tier its job configured, and
+// one tier may hold both.
+int64_t bytes_in(const RankStates& s, const Offload& o, const char* plugin) {
+  return (std::strcmp(o.optimizer, plugin) == 0 ? s.offload_optimizer : 0) +
+         (std::strcmp(o.param, plugin) == 0 ? s.offload_param : 0);
+}
+
 std::string row_json(const Row& r) {
   return "{\"stage\": " + std::to_string(r.stage) + ", \"strategy\": \"" + r.strategy +
          "\", \"offload\": \"none\", \"world\": " + std::to_string(r.world) +
@@ -33,6 +60,24 @@ std::string row_json(const Row& r) {
          ", \"ratio_to_stage0\": " + json_number(r.ratio_to_stage0) +
          ", \"measured_over_theory\": " + json_number(r.measured_over_theory()) +
          ", \"parameters\": " + std::to_string(r.parameters) +
+         ", \"samples\": " + std::to_string(r.samples) + "}";
+}
+
+std::string offload_json(const OffloadRow& r) {
+  auto tier = [](const char* plugin) { return json_string(*plugin ? plugin : "none"); };
+  return "{\"stage\": " + std::to_string(r.offload.stage) + ", \"strategy\": \"" + r.strategy +
+         "\", \"offload_optimizer\": " + tier(r.offload.optimizer) +
+         ", \"offload_param\": " + tier(r.offload.param) +
+         ", \"tokens_per_s\": " + json_number(r.tokens_per_s) +
+         ", \"step_s\": " + json_number(r.step_time_s) +
+         ", \"vs_no_offload\": " + json_number(r.vs_no_offload) +
+         ", \"compute_mib\": " + json_number(mib(r.compute_bytes)) +
+         ", \"offload_cpu_mib\": " + json_number(mib(r.cpu_bytes)) +
+         ", \"offload_nvme_mib\": " + json_number(mib(r.nvme_bytes)) +
+         ", \"total_mib\": " + json_number(mib(r.total_bytes())) +
+         ", \"theory_mib\": " + json_number(mib(r.theory_bytes)) +
+         ", \"total_over_theory\": " + json_number(r.total_over_theory()) +
+         ", \"staging_mib\": " + json_number(mib(r.staging_bytes)) +
          ", \"samples\": " + std::to_string(r.samples) + "}";
 }
 
@@ -54,7 +99,7 @@ std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& job
       std::vector<double> times, tokens;
       bool low = false;
       for (const auto& [spec, result] : jobs) {
-        if (spec.stage != stage || spec.strategy.name != row.strategy) continue;
+        if (spec.offloaded() || spec.stage != stage || spec.strategy.name != row.strategy) continue;
         times.insert(times.end(), result.step_time_s.begin(), result.step_time_s.end());
         tokens.insert(tokens.end(), result.tokens_per_s.begin(), result.tokens_per_s.end());
         row.model_state_bytes = std::max(row.model_state_bytes, result.model_state_bytes);
@@ -75,6 +120,43 @@ std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& job
     r.ratio_to_stage0 = base ? r.step_time_s / base->step_time_s : NAN;
   }
   return rows;
+}
+
+std::vector<OffloadRow> aggregate_offload(const std::vector<std::pair<JobSpec, JobResult>>& jobs,
+                                          const std::vector<Row>& rows) {
+  std::vector<OffloadRow> out;
+  for (const Offload& o : kOffloads) {
+    OffloadRow row;
+    row.offload = o;
+    std::vector<double> times, tokens;
+    const JobResult* most = nullptr;
+    bool low = false;
+    for (const auto& [spec, result] : jobs) {
+      if (!same_offload(spec, o)) continue;
+      if (row.strategy.empty()) row.note = result.offload_note;
+      row.strategy = spec.strategy.name;
+      times.insert(times.end(), result.step_time_s.begin(), result.step_time_s.end());
+      tokens.insert(tokens.end(), result.tokens_per_s.begin(), result.tokens_per_s.end());
+      if (!most || result.busiest.total() > most->busiest.total()) most = &result;
+      row.world = result.world;
+      row.parameters = result.parameters;
+      low = result.low_precision;
+    }
+    if (!most) continue;
+    row.samples = static_cast<int>(times.size());
+    row.step_time_s = median(times);
+    row.tokens_per_s = median(tokens);
+    row.compute_bytes = most->busiest.compute;
+    row.cpu_bytes = bytes_in(most->busiest, o, "offload_cpu");
+    row.nvme_bytes = bytes_in(most->busiest, o, "offload_nvme");
+    row.staging_bytes = most->busiest.offload_staging;
+    row.theory_bytes = trainer::theory_model_state_bytes(o.stage, row.parameters, row.world, low);
+    row.low_precision = low;
+    const Row* base = find(rows, o.stage, row.strategy);
+    row.vs_no_offload = base ? row.step_time_s / base->step_time_s : NAN;
+    out.push_back(row);
+  }
+  return out;
 }
 
 std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows) {
@@ -128,8 +210,83 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
   std::fprintf(out, "targets met: %d of %zu\n", passed, checks.size());
 }
 
+void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
+                         const std::vector<Row>& rows) {
+  if (offload.empty()) return;
+  std::fprintf(out, "%-20s %10s %10s %10s %14s %11s %11s %12s %11s %10s\n", "config", "tokens/s",
+               "step (s)", "vs no-off", "compute MiB/rk", "cpu MiB/rk", "nvme MiB/rk",
+               "total MiB/rk", "theory MiB", "total/theo");
+  for (const OffloadRow& r : offload) {
+    std::fprintf(out, "%-20s %10.0f %10.3f %9.2fx %14.1f %11.1f %11.1f %12.1f %11.1f %10.3f\n",
+                 offload_label(r.offload).c_str(), r.tokens_per_s, r.step_time_s, r.vs_no_offload,
+                 mib(r.compute_bytes), mib(r.cpu_bytes), mib(r.nvme_bytes), mib(r.total_bytes()),
+                 mib(r.theory_bytes), r.total_over_theory());
+  }
+  std::string bases;
+  std::vector<int> stages;
+  for (const OffloadRow& r : offload) {
+    if (std::find(stages.begin(), stages.end(), r.offload.stage) != stages.end()) continue;
+    stages.push_back(r.offload.stage);
+    const Row* base = find(rows, r.offload.stage, r.strategy);
+    if (!base) continue;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%sstage %d %.3f s", bases.empty() ? "" : ", ",
+                  r.offload.stage, base->step_time_s);
+    bases += buf;
+  }
+  int64_t staging = 0;
+  for (const OffloadRow& r : offload) staging = std::max(staging, r.staging_bytes);
+  std::fprintf(out,
+               "medians over %d steps per row; opt: fp32 master + optimizer states, par: stage-3 "
+               "parameter shards, each in offload_<tier>; vs no-off: step time over the same "
+               "stage's without offload (%s)\n",
+               offload.front().samples, bases.c_str());
+  std::fprintf(out,
+               "MiB/rk: the rank with the most model states at the last step; compute: params + "
+               "grads + master + optimizer states in compute memory; cpu, nvme: model states in "
+               "that tier; total: all three (the engine's buffers streaming the tiers, at most "
+               "%.1f MiB, are not model states); theory: trainer/memory_theory.h for the row's "
+               "stage\n", mib(staging));
+  for (const OffloadRow& r : offload) {
+    if (r.note.find("buffered") != std::string::npos) {
+      std::fprintf(out, "note: %s used buffered I/O, not O_DIRECT: %s\n",
+                   offload_label(r.offload).c_str(), r.note.c_str());
+    }
+  }
+  for (const OffloadRow& r : offload) {
+    if (std::strcmp(r.offload.optimizer, "offload_nvme") == 0 &&
+        std::strcmp(r.offload.param, "offload_cpu") == 0 && !r.note.empty()) {
+      std::fprintf(out, "%s (rep 1): %s\n", offload_label(r.offload).c_str(), r.note.c_str());
+    }
+  }
+  int within = 0;
+  std::string outside;
+  bool stage3_fp32_over = false;
+  for (const OffloadRow& r : offload) {
+    if (std::abs(r.total_over_theory() - 1) <= kOffloadInfoOffTheory) {
+      ++within;
+      continue;
+    }
+    stage3_fp32_over |= r.offload.stage == 3 && !r.low_precision && r.total_over_theory() > 1;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.3f", outside.empty() ? "" : ", ",
+                  offload_label(r.offload).c_str(), r.total_over_theory());
+    outside += buf;
+  }
+  std::fprintf(out, "\ninfo (not a target): total model-state bytes per rank within %.0f%% of "
+                    "theory for %d of %zu offload configs%s%s%s\n", kOffloadInfoOffTheory * 100,
+               within, offload.size(), outside.empty() ? "" : " (outside: ", outside.c_str(),
+               outside.empty() ? "" : ")");
+  if (stage3_fp32_over) {
+    std::fprintf(out, "  stage 3, fp32: theory's 16psi/N counts the parameter shard as the fp32 "
+                      "master; an offloaded optimizer keeps its own master beside it, 4psi/N more "
+                      "(1.25x)\n");
+  }
+}
+
 void write_json(const std::string& path, const std::vector<Row>& rows,
-                const std::vector<TargetCheck>& checks, const Plan& plan, double total_seconds) {
+                const std::vector<TargetCheck>& checks, const std::vector<OffloadRow>& offload,
+                const Plan& plan, double total_seconds) {
   std::ofstream out = open_results(path);
 
   out << "{\n  \"bench\": \"train\",\n  \"steps\": " << plan.steps << ",\n  \"warmup\": "
@@ -144,7 +301,11 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
   for (size_t i = 0; i < checks.size(); ++i) {
     out << (i ? ",\n      " : "\n      ") << check_json(checks[i]);
   }
-  out << "\n    ]\n  }\n}\n";
+  out << "\n    ]\n  },\n  \"offload_rows\": [";
+  for (size_t i = 0; i < offload.size(); ++i) {
+    out << (i ? ",\n    " : "\n    ") << offload_json(offload[i]);
+  }
+  out << (offload.empty() ? "]\n}\n" : "\n  ]\n}\n");
   if (!out) throw IoError("writing " + path + " failed");
 }
 

@@ -1,6 +1,7 @@
-// zt_bench_train's report: rows aggregated from the jobs, the printed table, the targets
+// zt_bench_train's report: rows aggregated from the jobs, the printed tables, the targets
 // (evaluated and printed, never asserted: a miss is data, not a failure) and
-// bench-results/train.json.
+// bench-results/train.json. Offload rows have no targets; how far their bytes are from theory is
+// printed as information.
 // Thread safety: pure functions over rows, plus file output.
 #pragma once
 
@@ -17,6 +18,9 @@ namespace zt::bench {
 // most 1.5x stage 0's, for each strategy.
 constexpr double kMaxBytesOffTheory = 0.05;
 constexpr double kMaxStage3OverStage0 = 1.5;
+// Not a target: the offload table says which configurations keep their model states, summed
+// over the tiers, within this of theory.
+constexpr double kOffloadInfoOffTheory = 0.05;
 
 struct TargetCheck {
   std::string name;      // "stage3_bytes_vs_theory" or "stage3_step_time_vs_stage0"
@@ -28,13 +32,25 @@ struct TargetCheck {
 
 // One row per (stage, strategy) in table order: medians over every repetition's post-warm-up
 // steps, bytes as the largest any repetition measured, theory from trainer/memory_theory.h.
+// Jobs with offload are left out of these rows.
 std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& jobs);
 std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows);
+// One row per kOffloads entry that has jobs, in that order: medians as aggregate(), bytes of the
+// busiest rank of the repetition that measured the most in all tiers, step time over `rows`'
+// same stage and strategy (NaN without it). The tier of each role comes from the job's config.
+std::vector<OffloadRow> aggregate_offload(const std::vector<std::pair<JobSpec, JobResult>>& jobs,
+                                          const std::vector<Row>& rows);
 
 void print_table(std::FILE* out, const std::vector<Row>& rows, const Plan& plan);
 void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks);
+// The offload table, its notes (the headline composition's tiers as the trainer described them,
+// and any tier that fell back to buffered I/O) and the informational line on bytes against
+// theory. `rows` give the step times the ratios are over.
+void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
+                         const std::vector<Row>& rows);
 // Creates the file's folder if missing. Throws IoError when it cannot write.
 void write_json(const std::string& path, const std::vector<Row>& rows,
-                const std::vector<TargetCheck>& checks, const Plan& plan, double total_seconds);
+                const std::vector<TargetCheck>& checks, const std::vector<OffloadRow>& offload,
+                const Plan& plan, double total_seconds);
 
 }  // namespace zt::bench

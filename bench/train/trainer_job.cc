@@ -49,6 +49,15 @@ std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
   set("run.out_dir=" + out_dir);
   set("data.path=" + root + "/README.md");
   for (const char* kv : kModelOverrides) set(kv);
+  // Besides the plugins and the folder, configs/zero3_offload.toml differs from zero3.toml only
+  // in its tile size: its other offload and offload_nvme options are the defaults.
+  if (job.offloaded()) set("zero.sub_group_size=" + std::to_string(kOffloadSubGroup));
+  if (*job.offload_optimizer) set(std::string("plugins.offload_optimizer=") + job.offload_optimizer);
+  if (*job.offload_param) set(std::string("plugins.offload_param=") + job.offload_param);
+  if (std::string(job.offload_optimizer) == "offload_nvme" ||
+      std::string(job.offload_param) == "offload_nvme") {
+    set("plugin.offload_nvme.path=" + plan.nvme_path);
+  }
   return argv;
 }
 

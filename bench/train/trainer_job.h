@@ -1,5 +1,6 @@
 // One trainer job as a child process: the real `trainer` executable on configs/zero3.toml with
-// the stage, shard strategy, steps and the bench's model size set by --set overrides. Its
+// the stage, shard strategy, offload tiers, steps and the bench's model size set by --set
+// overrides. Its
 // stdout and stderr go to a log file that metrics_file.cc reads (and that a failure shows).
 // Thread safety: none needed; jobs run one at a time so they do not compete for the cores.
 #pragma once
