@@ -150,7 +150,9 @@ std::vector<OffloadRow> aggregate_offload(const std::vector<std::pair<JobSpec, J
     row.cpu_bytes = bytes_in(most->busiest, o, "offload_cpu");
     row.nvme_bytes = bytes_in(most->busiest, o, "offload_nvme");
     row.staging_bytes = most->busiest.offload_staging;
-    row.theory_bytes = trainer::theory_model_state_bytes(o.stage, row.parameters, row.world, low);
+    // Every offload config here offloads all of its optimizer states (and parameter shards), so
+    // the fp32 master is its own copy for all parameters.
+    row.theory_bytes = trainer::theory_model_state_bytes(o.stage, row.parameters, row.world, low, 1.0);
     row.low_precision = low;
     const Row* base = find(rows, o.stage, row.strategy);
     row.vs_no_offload = base ? row.step_time_s / base->step_time_s : NAN;
@@ -261,13 +263,11 @@ void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
   }
   int within = 0;
   std::string outside;
-  bool stage3_fp32_over = false;
   for (const OffloadRow& r : offload) {
     if (std::abs(r.total_over_theory() - 1) <= kOffloadInfoOffTheory) {
       ++within;
       continue;
     }
-    stage3_fp32_over |= r.offload.stage == 3 && !r.low_precision && r.total_over_theory() > 1;
     char buf[64];
     std::snprintf(buf, sizeof buf, "%s%s %.3f", outside.empty() ? "" : ", ",
                   offload_label(r.offload).c_str(), r.total_over_theory());
@@ -277,11 +277,6 @@ void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
                     "theory for %d of %zu offload configs%s%s%s\n", kOffloadInfoOffTheory * 100,
                within, offload.size(), outside.empty() ? "" : " (outside: ", outside.c_str(),
                outside.empty() ? "" : ")");
-  if (stage3_fp32_over) {
-    std::fprintf(out, "  stage 3, fp32: theory's 16psi/N counts the parameter shard as the fp32 "
-                      "master; an offloaded optimizer keeps its own master beside it, 4psi/N more "
-                      "(1.25x)\n");
-  }
 }
 
 void write_json(const std::string& path, const std::vector<Row>& rows,

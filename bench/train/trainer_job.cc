@@ -50,7 +50,7 @@ std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
   set("data.path=" + root + "/README.md");
   for (const char* kv : kModelOverrides) set(kv);
   // Besides the plugins and the folder, configs/zero3_offload.toml differs from zero3.toml only
-  // in its tile size: its other offload and offload_nvme options are the defaults.
+  // in its tile size and bounce-buffer pool (which the engine's aligned tiles do not use).
   if (job.offloaded()) set("zero.sub_group_size=" + std::to_string(kOffloadSubGroup));
   if (*job.offload_optimizer) set(std::string("plugins.offload_optimizer=") + job.offload_optimizer);
   if (*job.offload_param) set(std::string("plugins.offload_param=") + job.offload_param);
