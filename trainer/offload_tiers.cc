@@ -1,6 +1,11 @@
 #include "offload_tiers.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 #include <filesystem>
 
 #include "zt/plugin_loader.h"
@@ -32,16 +37,26 @@ std::string OffloadTiers::describe() const {
   return out;
 }
 
-std::string offload_job_id(const RankEnv& env) {
+std::string offload_job_id(Store& store, int rank, std::chrono::milliseconds timeout) {
   if (const char* id = std::getenv("ZT_JOB_ID")) return id;
-  if (const char* id = std::getenv("TORCHELASTIC_RUN_ID")) return id;
-  return "port" + std::to_string(env.master_port);
+  const std::string key = "offload/job_id";
+  if (rank == 0) {
+    std::random_device device;
+    char id[32];
+    std::snprintf(id, sizeof(id), "%d-%08x", static_cast<int>(getpid()), device());
+    store.set(key, std::vector<uint8_t>(id, id + std::strlen(id)));
+  }
+  std::vector<uint8_t> value = store.get(key, timeout);
+  return std::string(value.begin(), value.end());
 }
 
-OffloadTiers make_offload_tiers(const Config& config, const RankEnv& env) {
+OffloadTiers make_offload_tiers(const Config& config, const RankEnv& env, Store& store,
+                                std::chrono::milliseconds timeout) {
   OffloadTiers tiers;
   const Options& plugins = config.section("plugins");
   const bool cuda = config.section("launch").get_string("device") == "cuda";
+  if (plugins.get_string("offload_optimizer").empty() && plugins.get_string("offload_param").empty()) return tiers;
+  const std::string job = offload_job_id(store, env.rank, timeout);
   for (const char* role : kRoles) {
     const std::string& id = plugins.get_string(role);
     if (id.empty()) continue;
@@ -49,7 +64,7 @@ OffloadTiers make_offload_tiers(const Config& config, const RankEnv& env) {
     if (tiers.by_id.count(id)) continue;
     const std::string key = std::string("plugins.") + role;
     const OffloadPlugin& plugin = config.catalog().offload(id, key);
-    OffloadContext context{env.rank, key, offload_job_id(env), cuda};
+    OffloadContext context{env.rank, key, job, cuda};
     tiers.by_id[id] = plugin.create(config.plugin_options(id), context);
   }
   return tiers;

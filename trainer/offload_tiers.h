@@ -4,6 +4,7 @@
 // killed (no destructors ran) the launcher removes that folder.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 #include "zt/engine.h"
 #include "zt/offload.h"
 #include "zt/rendezvous.h"
+#include "zt/store.h"
 
 namespace zt::trainer {
 
@@ -24,10 +26,12 @@ struct OffloadTiers {
   std::string describe() const;
 };
 
-// Unique per job and equal on every rank: the zt launcher's ZT_JOB_ID, torchrun's
-// TORCHELASTIC_RUN_ID, else the rendezvous port.
-std::string offload_job_id(const RankEnv& env);
-OffloadTiers make_offload_tiers(const Config& config, const RankEnv& env);
+// Unique per job and equal on every rank: the zt launcher's ZT_JOB_ID (it also removes what
+// killed ranks leave), else an id rank 0 draws and publishes through the store (torchrun's
+// default run id and a fixed MASTER_PORT are shared by unrelated jobs on a node).
+std::string offload_job_id(Store& store, int rank, std::chrono::milliseconds timeout);
+OffloadTiers make_offload_tiers(const Config& config, const RankEnv& env, Store& store,
+                                std::chrono::milliseconds timeout);
 // Removes <path>/zt-<job> of every configured tier that has a `path` option; returns the folders
 // that were still there.
 std::vector<std::string> remove_offload_leftovers(const Config& config, const std::string& job);

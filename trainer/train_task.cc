@@ -88,10 +88,15 @@ void check_job_fits(const Config& config, int world) {
     for (const auto& spec : config.plugin_options(id).specs()) if (spec.name == "path") return true;
     return false;
   };
-  double offloaded = 0;
+  double offloaded = 0, separate_master = 0;
+  if (!plugins.get_string("offload_optimizer").empty()) separate_master = zero.get_double("offload_optimizer_fraction");
+  if (!plugins.get_string("offload_param").empty()) {
+    separate_master = std::max(separate_master, zero.get_double("offload_param_fraction"));
+  }
   if (in_files("offload_optimizer")) offloaded += zero.get_double("offload_optimizer_fraction") * 12.0 * psi / world;
   if (in_files("offload_param")) offloaded += zero.get_double("offload_param_fraction") * (low ? 2.0 : 4.0) * psi / world;
-  const double need = local_ranks * (4.0 * psi + theory_model_state_bytes(stage, psi, world, low) - offloaded);
+  const double need =
+      local_ranks * (4.0 * psi + theory_model_state_bytes(stage, psi, world, low, separate_master) - offloaded);
   const double limit_gb = config.section("launch").get_double("memory_limit_gb");
   const double limit = limit_gb > 0 ? limit_gb * (1 << 30) : static_cast<double>(available_memory_bytes());
   if (limit > 0 && need > limit) {
@@ -137,7 +142,7 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   auto data = data::make_data(config, model->shape);
   std::vector<Unit*> units;
   for (auto& u : model->units) units.push_back(u.get());
-  OffloadTiers tiers = make_offload_tiers(config, env);
+  OffloadTiers tiers = make_offload_tiers(config, env, store, timeout);
   Engine engine(units, *comm, *strategy, *optimizer, engine_options, tiers.engine_tiers());
 
   const Options& run = config.section("run");

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <map>
 
 #include "activation_checkpoint.h"
@@ -348,6 +349,38 @@ struct Engine::Impl {
     at::native::resize_bytes_cpu(g.flat.storage().unsafeGetStorageImpl(), g.padded * es());
   }
 
+  // Waits out every read-ahead (their buffers must outlive the I/O) and drops the shards. With
+  // `rethrow`, the first failure is thrown once all have finished.
+  void drop_fetches(bool rethrow) {
+    std::exception_ptr first;
+    for (auto& g : groups) {
+      if (g.fetch_work) {
+        try {
+          g.fetch_work->wait();
+        } catch (...) {
+          if (!first) first = std::current_exception();
+        }
+      }
+      g.fetch_work.reset();
+      if (g.fetched.defined()) mem.offload_staging -= static_cast<int64_t>(g.fetched.nbytes());
+      g.fetched = at::Tensor();
+    }
+    if (first && rethrow) std::rethrow_exception(first);
+  }
+
+  // In-flight reads and gathers write into buffers this engine owns: let them finish first,
+  // also when the engine is torn down by an error.
+  ~Impl() {
+    drop_fetches(/*rethrow=*/false);
+    for (auto& g : groups) {
+      if (!g.pending_gather) continue;
+      try {
+        g.pending_gather->wait();
+      } catch (...) {
+      }
+    }
+  }
+
   // Streamed parameter shards: reads the shard from its tier into a host buffer, ahead of
   // the gather that needs it.
   void fetch(int gi) {
@@ -367,7 +400,8 @@ struct Engine::Impl {
       g.fetch_work->wait();
       g.fetch_work.reset();
       g.param_file->verify_all(g.fetched.data_ptr(), steps + 1);
-      source = view_of(g.fetched.data_ptr(), g.shard, opt.compute_dtype);
+      // A view of the buffer itself, so the gather's handle keeps it alive until it is done.
+      source = g.fetched.view(opt.compute_dtype).narrow(0, 0, g.shard);
     }
     materialize(g);
     mem.params_gathered += g.padded * es();
@@ -597,12 +631,7 @@ struct Engine::Impl {
       if (!g.opt_streamed) shards.push_back({g.master, g.grad, g.states, {}});
     }
     // A shard read ahead but not yet gathered is about to go stale.
-    for (auto& g : groups) {
-      if (g.fetch_work) g.fetch_work->wait();
-      g.fetch_work.reset();
-      if (g.fetched.defined()) mem.offload_staging -= static_cast<int64_t>(g.fetched.nbytes());
-      g.fetched = at::Tensor();
-    }
+    drop_fetches(/*rethrow=*/true);
     const StepArgs args{steps, lr, divisor};
     optimizer.step(shards, args);
     stream_step(args);

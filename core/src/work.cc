@@ -33,6 +33,17 @@ std::exception_ptr FutureWork::exception() {
   return error_;
 }
 
+void IoWork::wait(std::chrono::milliseconds timeout) {
+  try {
+    FutureWork::wait(timeout);
+  } catch (const CommError&) {
+    if (is_completed()) throw;  // the op's own failure, passed through
+    throw IoError(what() + " did not complete within " + std::to_string(timeout.count()) +
+                  " ms: the storage stopped answering; check the device (dmesg) or move the "
+                  "offload path to another disk");
+  }
+}
+
 void FutureWork::complete(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

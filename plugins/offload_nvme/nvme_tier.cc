@@ -291,7 +291,7 @@ std::shared_ptr<Work> NvmeTier::transfer(bool write, int64_t region, int64_t off
   const int64_t rounds = (queue_->pending_requests() + queue_->requests_for(bytes)) /
                          config_.queue_depth;
   const auto timeout = config_.request_timeout * (2 + rounds);
-  auto work = std::make_shared<FutureWork>(label, timeout);
+  auto work = std::make_shared<IoWork>(label, timeout);
   std::shared_ptr<Counters> counters = counters_;
   auto done = [counters, work, write, bytes](std::exception_ptr error) {
     if (!error) {

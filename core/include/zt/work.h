@@ -56,4 +56,13 @@ class ZT_API FutureWork : public Work {
   std::vector<std::shared_ptr<void>> keep_alive_;
 };
 
+// A FutureWork for storage I/O (offload tiers): a wait that runs out is an IoError about the
+// storage, not a CommError about peers.
+class ZT_API IoWork : public FutureWork {
+ public:
+  using FutureWork::FutureWork;
+  using FutureWork::wait;
+  void wait(std::chrono::milliseconds timeout) override;
+};
+
 }  // namespace zt
