@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -70,16 +71,29 @@ OffloadTiers make_offload_tiers(const Config& config, const RankEnv& env, Store&
   return tiers;
 }
 
+bool offloads_to_files(const Config& config, const char* role) {
+  const std::string& id = config.section("plugins").get_string(role);
+  if (id.empty()) return false;
+  for (const auto& spec : config.plugin_options(id).specs()) {
+    if (spec.name == "path") return true;
+  }
+  return false;
+}
+
+double separate_master_share(const Config& config) {
+  const Options& plugins = config.section("plugins");
+  const Options& zero = config.section("zero");
+  double share = 0;
+  if (!plugins.get_string("offload_optimizer").empty()) share = zero.get_double("offload_optimizer_fraction");
+  if (!plugins.get_string("offload_param").empty()) share = std::max(share, zero.get_double("offload_param_fraction"));
+  return share;
+}
+
 std::vector<std::string> remove_offload_leftovers(const Config& config, const std::string& job) {
   std::vector<std::string> removed;
-  const Options& plugins = config.section("plugins");
   for (const char* role : kRoles) {
-    const std::string& id = plugins.get_string(role);
-    if (id.empty()) continue;
-    const Options& options = config.plugin_options(id);
-    bool has_path = false;
-    for (const auto& spec : options.specs()) has_path |= spec.name == "path";
-    if (!has_path) continue;
+    if (!offloads_to_files(config, role)) continue;
+    const Options& options = config.plugin_options(config.section("plugins").get_string(role));
     std::filesystem::path folder = std::filesystem::path(options.get_string("path")) / ("zt-" + job);
     std::error_code ec;
     if (std::filesystem::exists(folder, ec)) {

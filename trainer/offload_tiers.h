@@ -32,6 +32,12 @@ struct OffloadTiers {
 std::string offload_job_id(Store& store, int rank, std::chrono::milliseconds timeout);
 OffloadTiers make_offload_tiers(const Config& config, const RankEnv& env, Store& store,
                                 std::chrono::milliseconds timeout);
+// Whether the tier a role names keeps its bytes in files: its plugin takes a `path` option
+// (offload.h's folder convention). False when the role is not offloaded.
+bool offloads_to_files(const Config& config, const char* role);
+// The share of parameters whose fp32 master is its own copy because the optimizer states or the
+// stage-3 parameter shards are offloaded (theory_model_state_bytes' `separate_master`).
+double separate_master_share(const Config& config);
 // Removes <path>/zt-<job> of every configured tier that has a `path` option; returns the folders
 // that were still there.
 std::vector<std::string> remove_offload_leftovers(const Config& config, const std::string& job);

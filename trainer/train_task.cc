@@ -78,25 +78,18 @@ void check_job_fits(const Config& config, int world) {
   // Every local rank builds the full fp32 model before the engine shards it, then holds its
   // model states; ranks of this host share the limit.
   const double local_ranks = config.section("launch").get_int("nproc");
-  // Bytes offloaded to a file tier (one whose plugin takes a `path`) leave host memory:
-  // fp32 master + Adam states (12psi/N) and stage 3 parameter shards.
-  const Options& plugins = config.section("plugins");
+  // Bytes offloaded to a file tier leave host memory: fp32 master + Adam states (12psi/N) and
+  // stage 3 parameter shards.
   const Options& zero = config.section("zero");
-  auto in_files = [&](const char* role) {
-    const std::string& id = plugins.get_string(role);
-    if (id.empty()) return false;
-    for (const auto& spec : config.plugin_options(id).specs()) if (spec.name == "path") return true;
-    return false;
-  };
-  double offloaded = 0, separate_master = 0;
-  if (!plugins.get_string("offload_optimizer").empty()) separate_master = zero.get_double("offload_optimizer_fraction");
-  if (!plugins.get_string("offload_param").empty()) {
-    separate_master = std::max(separate_master, zero.get_double("offload_param_fraction"));
+  double offloaded = 0;
+  if (offloads_to_files(config, "offload_optimizer")) {
+    offloaded += zero.get_double("offload_optimizer_fraction") * 12.0 * psi / world;
   }
-  if (in_files("offload_optimizer")) offloaded += zero.get_double("offload_optimizer_fraction") * 12.0 * psi / world;
-  if (in_files("offload_param")) offloaded += zero.get_double("offload_param_fraction") * (low ? 2.0 : 4.0) * psi / world;
-  const double need =
-      local_ranks * (4.0 * psi + theory_model_state_bytes(stage, psi, world, low, separate_master) - offloaded);
+  if (offloads_to_files(config, "offload_param")) {
+    offloaded += zero.get_double("offload_param_fraction") * (low ? 2.0 : 4.0) * psi / world;
+  }
+  const double need = local_ranks * (4.0 * psi - offloaded +
+                                     theory_model_state_bytes(stage, psi, world, low, separate_master_share(config)));
   const double limit_gb = config.section("launch").get_double("memory_limit_gb");
   const double limit = limit_gb > 0 ? limit_gb * (1 << 30) : static_cast<double>(available_memory_bytes());
   if (limit > 0 && need > limit) {
@@ -199,10 +192,8 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
 
   const int64_t psi = engine.parameter_count();
   const bool low = dtype != at::kFloat;
-  double separate_master = 0;
-  if (!tiers.optimizer_id.empty()) separate_master = engine_options.offload_optimizer_fraction;
-  if (!tiers.param_id.empty()) separate_master = std::max(separate_master, engine_options.offload_param_fraction);
-  const int64_t theory = theory_model_state_bytes(engine_options.stage, psi, env.world, low, separate_master);
+  const int64_t theory =
+      theory_model_state_bytes(engine_options.stage, psi, env.world, low, separate_master_share(config));
   std::printf("\nsummary: %lld steps (%lld skipped), final loss %.4f, %.0f tokens/s, %.2f s/step\n",
               static_cast<long long>(steps), static_cast<long long>(skipped), last_loss,
               tokens_per_step * steps / total_seconds, total_seconds / steps);

@@ -250,20 +250,20 @@ struct Engine::Impl {
             [](Group& g) { g.param_in_tier = true; });
     }
     std::map<OffloadTier*, int64_t> need;
-    int64_t streamed_max = 0, granule = 1;
+    int64_t tiered_max = 0, granule = 1;
     for (Group& g : groups) {
       if (g.opt_in_tier) {
         need[tiers.optimizer] += (1 + state_count()) * round_up(g.shard * 4, tiers.optimizer->alignment());
-        streamed_max = std::max(streamed_max, g.shard);
+        tiered_max = std::max(tiered_max, g.shard);
       }
       if (g.param_in_tier) {
         need[tiers.param] += round_up(g.shard * es(), tiers.param->alignment());
-        streamed_max = std::max(streamed_max, g.shard);
+        tiered_max = std::max(tiered_max, g.shard);
       }
     }
     // Tiles start at element offsets whose byte offsets every tier can take (O_DIRECT).
     for (OffloadTier* t : distinct_tiers()) granule = std::max(granule, t->alignment() / std::min<int64_t>(es(), 4));
-    tile_elements = round_up(std::max<int64_t>(1, std::min(opt.sub_group_size, streamed_max)), granule);
+    tile_elements = round_up(std::max<int64_t>(1, std::min(opt.sub_group_size, tiered_max)), granule);
     for (auto& [tier, bytes] : need) tier->prepare(bytes);
   }
 
@@ -362,10 +362,15 @@ struct Engine::Impl {
         }
       }
       g.fetch_work.reset();
-      if (g.fetched.defined()) mem.offload_staging -= static_cast<int64_t>(g.fetched.nbytes());
-      g.fetched = at::Tensor();
+      forget_fetched(g);
     }
     if (first && rethrow) std::rethrow_exception(first);
+  }
+
+  void forget_fetched(Group& g) {
+    if (!g.fetched.defined()) return;
+    mem.offload_staging -= static_cast<int64_t>(g.fetched.nbytes());
+    g.fetched = at::Tensor();
   }
 
   // In-flight reads and gathers write into buffers this engine owns: let them finish first,
@@ -416,10 +421,7 @@ struct Engine::Impl {
     g.pending_gather->wait();
     g.pending_gather.reset();
     g.gathered = true;
-    if (g.fetched.defined()) {
-      mem.offload_staging -= static_cast<int64_t>(g.fetched.nbytes());
-      g.fetched = at::Tensor();
-    }
+    forget_fetched(g);
   }
 
   void release(int gi) {
