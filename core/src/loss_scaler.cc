@@ -1,7 +1,7 @@
-// The dynamic loss scaler's state machine (see engine.h).
+// The dynamic loss scaler's state machine (see loss_scaler.h).
 #include <algorithm>
 
-#include "zt/engine.h"
+#include "zt/loss_scaler.h"
 
 namespace zt {
 

@@ -1,7 +1,7 @@
 // The dynamic loss scaler's state machine (DeepSpeed semantics).
 #include <doctest/doctest.h>
 
-#include "zt/engine.h"
+#include "zt/loss_scaler.h"
 
 TEST_CASE("disabled: the scale is 1 whatever happens") {
   zt::LossScaler s({}, false);

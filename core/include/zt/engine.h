@@ -31,6 +31,7 @@
 
 #include "zt/api.h"
 #include "zt/communicator.h"
+#include "zt/loss_scaler.h"
 #include "zt/offload.h"
 #include "zt/optimizer.h"
 #include "zt/shard_strategy.h"
@@ -39,34 +40,6 @@
 namespace zt {
 
 class Config;
-
-// Dynamic loss scaling for fp16 (DeepSpeed's semantics): the scale backs off after
-// `hysteresis` consecutive overflows and grows after `growth_interval` clean steps.
-struct LossScalerOptions {
-  double initial_scale = 4294967296.0;
-  double min_scale = 1.0;
-  double max_scale = 4294967296.0;
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  int64_t growth_interval = 1000;
-  int64_t hysteresis = 2;
-};
-
-class ZT_API LossScaler {
- public:
-  LossScaler(const LossScalerOptions& options, bool enabled);
-  bool enabled() const { return enabled_; }
-  double scale() const { return enabled_ ? scale_ : 1.0; }
-  // Records whether this step's gradients overflowed (the same decision on every rank).
-  void update(bool overflow);
-
- private:
-  LossScalerOptions options_;
-  bool enabled_;
-  double scale_;
-  int64_t clean_steps_ = 0;
-  int64_t hysteresis_left_;
-};
 
 struct EngineOptions {
   int stage = 0;
@@ -112,7 +85,7 @@ struct StepReport {
 // Bytes this rank owns, by category (what the engine allocated, not process RSS).
 struct MemoryReport {
   int64_t params_gathered = 0;      // compute-dtype flat buffers currently materialised
-  int64_t params_gathered_peak = 0; // highest params_gathered since the last reset
+  int64_t params_gathered_peak = 0; // highest params_gathered since the engine was built
   int64_t params_shard = 0;         // stage 3: compute-dtype shards kept between gathers
   int64_t master_params = 0;        // fp32 master weights (owned shards)
   int64_t optimizer_states = 0;
@@ -145,7 +118,6 @@ class ZT_API Engine {
   // Every parameter at full size as fp32, in registration order (collective in stage 3).
   std::vector<std::pair<std::string, at::Tensor>> full_parameters();
   MemoryReport memory() const;
-  void reset_peak();
   int64_t parameter_count() const;
 
  private:

@@ -1,0 +1,41 @@
+// LossScaler: dynamic loss scaling for fp16 compute, with DeepSpeed's semantics. The loss is
+// multiplied by scale() before backward; a step whose gradients overflowed anywhere is skipped
+// on every rank and, after `hysteresis` overflows in a row, the scale backs off; after
+// `growth_interval` clean steps it grows. Disabled (fp32, bf16), the scale is always 1.
+// Thread safety: none; the engine calls it from the training thread only.
+#pragma once
+
+#include <cstdint>
+
+#include "zt/api.h"
+
+namespace zt {
+
+struct LossScalerOptions {
+  double initial_scale = 4294967296.0;  // 2^32, DeepSpeed's default for dynamic scaling
+  double min_scale = 1.0;               // backing off never goes below this
+  double max_scale = 4294967296.0;      // growing never goes above this
+  double growth_factor = 2.0;           // scale *= this after growth_interval clean steps
+  double backoff_factor = 0.5;          // scale *= this after `hysteresis` overflows in a row
+  int64_t growth_interval = 1000;
+  int64_t hysteresis = 2;
+};
+
+class ZT_API LossScaler {
+ public:
+  LossScaler(const LossScalerOptions& options, bool enabled);
+  bool enabled() const { return enabled_; }
+  double scale() const { return enabled_ ? scale_ : 1.0; }
+  // Records whether this step's gradients overflowed. Every rank must pass the same decision
+  // (the engine all-reduces the overflow flag first), or the scales drift apart.
+  void update(bool overflow);
+
+ private:
+  LossScalerOptions options_;
+  bool enabled_;
+  double scale_;
+  int64_t clean_steps_ = 0;
+  int64_t hysteresis_left_;
+};
+
+}  // namespace zt

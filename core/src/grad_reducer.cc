@@ -1,0 +1,95 @@
+#include "grad_reducer.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "param_gatherer.h"
+#include "zt/error.h"
+
+namespace zt {
+
+namespace {
+
+// Calls `fn` after autograd accumulated a parameter's gradient into .grad.
+class AfterAccumulate final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit AfterAccumulate(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    fn_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
+}  // namespace
+
+GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage, Communicator& comm,
+                         ParamGatherer& gatherer, ReduceOptions options)
+    : layout_(layout), storage_(storage), comm_(comm), gatherer_(gatherer), options_(options),
+      ready_(layout.groups.size(), 0), reduced_(layout.groups.size(), false) {
+  for (size_t p = 0; p < layout_.params.size(); ++p) {
+    const ParamSlot& param = layout_.params[p];
+    auto accumulator = torch::autograd::impl::grad_accumulator(param.tensor);
+    if (!accumulator) {
+      throw InternalError("parameter " + param.name + " does not require grad; the engine trains every "
+                          "parameter a unit lists");
+    }
+    const int index = static_cast<int>(p);
+    accumulator->add_post_hook(std::make_unique<AfterAccumulate>([this, index] { on_grad_ready(index); }));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+void GradReducer::begin_micro_step() {
+  std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(reduced_.begin(), reduced_.end(), false);
+}
+
+void GradReducer::on_grad_ready(int p) {
+  const int g = layout_.params[p].group;
+  if (++ready_[g] == static_cast<int>(layout_.groups[g].params.size()) && options_.stage >= 2) reduce_group(g);
+}
+
+void GradReducer::reduce_group(int gi) {
+  if (reduced_[gi]) return;
+  reduced_[gi] = true;
+  const ParamGroup& g = layout_.groups[gi];
+  at::Tensor flat = layout_.take_flat_grads(gi, options_.dtype, options_.predivide);
+  if (options_.stage == 3) gatherer_.release(gi);
+  Pending r{gi, {}, nullptr, g.padded * layout_.element_size};
+  if (options_.stage == 0) {
+    r.out = flat;
+    r.work = comm_.all_reduce(flat, ReduceOp::kSum);
+  } else {
+    r.out = at::empty({g.shard}, options_.dtype);
+    r.work = comm_.reduce_scatter(r.out, flat, ReduceOp::kSum);
+  }
+  pending_.push_back(std::move(r));
+  // Bound the gradient bytes in flight (reduce_bucket_mb); without overlap, wait at once.
+  int64_t in_flight = 0;
+  for (const auto& q : pending_) in_flight += q.bytes;
+  if (!options_.overlap_comm || in_flight > static_cast<int64_t>(options_.bucket_mb * (1 << 20))) drain();
+}
+
+void GradReducer::drain() {
+  for (auto& r : pending_) {
+    r.work->wait();
+    storage_[r.group].grad.add_(r.out.to(at::kFloat));
+  }
+  pending_.clear();
+}
+
+void GradReducer::reduce_remaining() {
+  for (size_t g = 0; g < layout_.groups.size(); ++g) reduce_group(static_cast<int>(g));
+  drain();
+}
+
+}  // namespace zt

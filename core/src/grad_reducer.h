@@ -1,0 +1,74 @@
+// GradReducer: gets every group's gradients from the parameters' .grad into the rank's fp32
+// gradient shard. Stages 2-3 send a group as soon as its last parameter's gradient arrived
+// (a hook on each parameter's AccumulateGrad node), so reduce-scatters overlap the rest of
+// backward (overlap_comm), with at most reduce_bucket_mb in flight; stages 0-1 send everything
+// at the step (stage 0 all-reduces full gradients, stage 1 reduce-scatters). Results are summed
+// over micro steps into ShardStorage::grad.
+// Thread safety: one thread (the training thread; autograd runs hooks on the calling thread on
+// the CPU).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+#include "model_layout.h"
+#include "shard_storage.h"
+#include "zt/communicator.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace zt {
+
+class ParamGatherer;
+
+struct ReduceOptions {
+  int stage = 0;
+  at::ScalarType dtype = at::kFloat;      // the gradients' (compute) dtype
+  double predivide = 1.0;                 // zero.gradient_predivide_factor
+  bool overlap_comm = true;               // false: wait for each reduction at once
+  double bucket_mb = 25;                  // bound on gradient bytes in flight
+};
+
+class GradReducer {
+ public:
+  // Installs the gradient-ready hooks (InternalError if a parameter does not require grad).
+  // Stage 3 releases a group's parameters through `gatherer` once its gradients are taken.
+  GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage, Communicator& comm,
+              ParamGatherer& gatherer, ReduceOptions options);
+  GradReducer(const GradReducer&) = delete;
+  GradReducer& operator=(const GradReducer&) = delete;
+
+  void begin_micro_step();
+  // Sends every group not sent in this micro step (stages 0-1 all of them; stages 2-3 groups
+  // whose parameters got no gradient), in group order so all ranks issue the same collectives,
+  // and waits for all of them.
+  void reduce_remaining();
+
+ private:
+  struct Pending {
+    int group;
+    at::Tensor out;   // compute-dtype result being reduced into
+    std::shared_ptr<Work> work;
+    int64_t bytes;
+  };
+
+  void on_grad_ready(int param);
+  void reduce_group(int g);
+  void drain();
+
+  ModelLayout& layout_;
+  std::vector<ShardStorage>& storage_;
+  Communicator& comm_;
+  ParamGatherer& gatherer_;
+  ReduceOptions options_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they carry our hooks
+  std::vector<int> ready_;      // per group: parameters whose gradient arrived this micro step
+  std::vector<bool> reduced_;   // per group: already sent this micro step
+  std::vector<Pending> pending_;
+};
+
+}  // namespace zt

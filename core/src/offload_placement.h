@@ -1,0 +1,46 @@
+// Offload placement: which groups' model states go to an offload tier, as a pure function of
+// their sizes and the configured fractions (ColossalAI Gemini's static placement): groups in
+// model order until that share of the bytes is placed. It also says how many bytes each role
+// will hold in its tier (each array rounded up to the tier's alignment), so the tier can refuse
+// a full disk before training, and how long a streamed tile is.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace zt {
+
+// Round n up to a multiple of `to` (> 0).
+inline int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+struct PlacementGroup {
+  int64_t shard = 0;        // elements this rank owns
+  bool persistent = false;  // stage 3 keeps it gathered: its parameter shard never moves
+};
+
+struct PlacementRequest {
+  bool optimizer_tier = false;     // plugins.offload_optimizer set (stages 1-3)
+  double optimizer_fraction = 1;   // zero.offload_optimizer_fraction
+  int64_t optimizer_arrays = 1;    // fp32 arrays per element in that tier: master + each state
+  int64_t optimizer_alignment = 1; // the tier's alignment in bytes
+  bool param_tier = false;         // plugins.offload_param set (stage 3)
+  double param_fraction = 1;       // zero.offload_param_fraction
+  int64_t param_alignment = 1;
+  int64_t param_element_size = 4;  // the compute dtype's bytes per element
+  int64_t sub_group_size = 1000000000;  // zero.sub_group_size: longest streamed tile, elements
+};
+
+struct OffloadPlacement {
+  std::vector<bool> optimizer_in_tier;  // per group: master + states in the optimizer tier
+  std::vector<bool> param_in_tier;      // per group: the stage 3 parameter shard in the param tier
+  int64_t optimizer_tier_bytes = 0;     // what each role will hold in its tier
+  int64_t param_tier_bytes = 0;
+  // Streamed tile length: sub_group_size capped by the largest offloaded shard, rounded up so
+  // every tile starts at a byte offset each tier can take (O_DIRECT alignment).
+  int64_t tile_elements = 1;
+};
+
+OffloadPlacement place_offload(const std::vector<PlacementGroup>& groups, const PlacementRequest& request);
+
+}  // namespace zt

@@ -1,0 +1,103 @@
+#include "streamed_update.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "tile_pipeline.h"
+
+namespace zt {
+
+namespace {
+
+at::Tensor view_of(const at::Tensor& buffer, int64_t numel, at::ScalarType dtype) {
+  return at::from_blob(buffer.data_ptr(), {numel}, at::TensorOptions().dtype(dtype));
+}
+
+}  // namespace
+
+StreamedUpdate::StreamedUpdate(ModelLayout& layout, std::vector<ShardStorage>& storage, Optimizer& optimizer,
+                               OffloadTier* tier, StreamOptions options, MemoryLedger& ledger)
+    : layout_(layout), storage_(storage), optimizer_(optimizer), tier_(tier), options_(options), ledger_(ledger),
+      arrays_(1 + static_cast<int64_t>(optimizer.state_names().size())), param_tile_(false) {
+  // fp32 parameters streamed to a tier are the master tile's own bytes.
+  for (const ShardStorage& s : storage_) {
+    param_tile_ |= s.opt_streamed && s.param_streamed && options_.dtype != at::kFloat;
+  }
+}
+
+std::vector<StreamedUpdate::Tile> StreamedUpdate::tiles() const {
+  std::vector<Tile> out;
+  const int64_t len = options_.tile_elements;
+  for (size_t gi = 0; gi < storage_.size(); ++gi) {
+    if (!storage_[gi].opt_streamed) continue;
+    const int64_t shard = layout_.groups[gi].shard;
+    for (int64_t start = 0; start < shard; start += len) {
+      out.push_back({static_cast<int>(gi), start, std::min(len, shard - start)});
+    }
+  }
+  return out;
+}
+
+void StreamedUpdate::ensure_buffer_sets(int sets) {
+  while (static_cast<int>(sets_.size()) < sets) {
+    std::vector<at::Tensor> set;
+    for (int64_t a = 0; a < arrays_ + (param_tile_ ? 1 : 0); ++a) {
+      set.push_back(tier_->host_buffer(options_.tile_elements * 4));
+      ledger_.staging_added(static_cast<int64_t>(set.back().nbytes()));
+    }
+    sets_.push_back(std::move(set));
+  }
+}
+
+TieredArray& StreamedUpdate::array(const ShardStorage& s, int64_t a) const {
+  return a == 0 ? *s.master_file : *s.state_files[a - 1];
+}
+
+void StreamedUpdate::read(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works) {
+  for (int64_t a = 0; a < arrays_; ++a) {
+    works.push_back(array(storage_[t.group], a).read_tile(t.start / options_.tile_elements, sets_[set][a].data_ptr()));
+  }
+}
+
+void StreamedUpdate::update(const Tile& t, int set, const StepArgs& args) {
+  ShardStorage& s = storage_[t.group];
+  const ParamGroup& g = layout_.groups[t.group];
+  const int64_t tile = t.start / options_.tile_elements;
+  for (int64_t a = 0; a < arrays_; ++a) array(s, a).verify_tile(tile, sets_[set][a].data_ptr(), args.step);
+  at::Tensor master = view_of(sets_[set][0], t.len, at::kFloat);
+  std::vector<at::Tensor> states;
+  for (int64_t a = 1; a < arrays_; ++a) states.push_back(view_of(sets_[set][a], t.len, at::kFloat));
+  optimizer_.step({{master, s.grad.narrow(0, t.start, t.len), states, {}}}, args);
+  if (options_.stage < 3) {
+    g.flat.narrow(0, g.first + t.start, t.len).copy_(master);
+  } else if (!s.param_streamed) {
+    s.param_shard.narrow(0, t.start, t.len).copy_(master);
+  } else if (options_.dtype != at::kFloat) {
+    view_of(sets_[set][arrays_], t.len, options_.dtype).copy_(master);
+  }
+}
+
+void StreamedUpdate::write(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works) {
+  const ShardStorage& s = storage_[t.group];
+  const int64_t tile = t.start / options_.tile_elements;
+  for (int64_t a = 0; a < arrays_; ++a) works.push_back(array(s, a).write_tile(tile, sets_[set][a].data_ptr()));
+  if (s.param_streamed) {
+    const at::Tensor& params = options_.dtype == at::kFloat ? sets_[set][0] : sets_[set][arrays_];
+    works.push_back(s.param_file->write_tile(tile, params.data_ptr()));
+  }
+}
+
+void StreamedUpdate::run(const StepArgs& args) {
+  const std::vector<Tile> all = tiles();
+  if (all.empty()) return;
+  TilePipeline pipeline(options_.pipeline_read, options_.pipeline_write);
+  ensure_buffer_sets(pipeline.sets());
+  pipeline.run(
+      static_cast<int64_t>(all.size()),
+      [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) { read(all[i], set, works); },
+      [&](int64_t i, int set) { update(all[i], set, args); },
+      [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) { write(all[i], set, works); });
+}
+
+}  // namespace zt
