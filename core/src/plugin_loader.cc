@@ -170,7 +170,9 @@ PluginRecord load_plugin_file(const std::string& path) {
                       "'; the file must be named libzt_<id>.so");
   }
   if (std::strcmp(plugin_kind_name(record.kind), "unknown") == 0) {
-    throw PluginError("plugin " + path + " declares unknown kind " + std::to_string(record.kind));
+    throw PluginError("plugin " + path + " declares unknown kind " +
+                      std::to_string(static_cast<uint32_t>(record.kind)) +
+                      " (known: 1 comm, 2 shard, 3 offload, 4 optimizer); " + kRebuildHint);
   }
   if (!lib.has(kFactorySymbol)) {
     throw PluginError("plugin " + path + " does not export its factory '" + kFactorySymbol +
@@ -244,7 +246,7 @@ const PluginRecord& PluginCatalog::load(const std::string& id) {
   return loaded_.emplace(id, load_plugin_file(path)).first->second;
 }
 
-const PluginRecord& PluginCatalog::load_kind(const std::string& id, uint32_t kind,
+const PluginRecord& PluginCatalog::load_kind(const std::string& id, ZtPluginKind kind,
                                              const std::string& role) {
   const PluginRecord& record = load(id);
   if (record.kind != kind) {
