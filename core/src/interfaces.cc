@@ -46,21 +46,23 @@ void validate_plan(const ShardPlan& plan, const std::vector<TensorMeta>& tensors
   }
 }
 
-const char* plugin_kind_name(uint32_t kind) {
+const char* plugin_kind_name(ZtPluginKind kind) {
+  // A plugin's info entry may carry any 32-bit value here, hence the fallback after the switch.
   switch (kind) {
     case ZT_KIND_COMM: return "comm";
     case ZT_KIND_SHARD: return "shard";
     case ZT_KIND_OFFLOAD: return "offload";
     case ZT_KIND_OPTIMIZER: return "optimizer";
+    case ZT_KIND_UNKNOWN: break;
   }
   return "unknown";
 }
 
-uint32_t plugin_kind_from_name(const std::string& name) {
-  for (uint32_t k : {ZT_KIND_COMM, ZT_KIND_SHARD, ZT_KIND_OFFLOAD, ZT_KIND_OPTIMIZER}) {
+ZtPluginKind plugin_kind_from_name(const std::string& name) {
+  for (ZtPluginKind k : {ZT_KIND_COMM, ZT_KIND_SHARD, ZT_KIND_OFFLOAD, ZT_KIND_OPTIMIZER}) {
     if (name == plugin_kind_name(k)) return k;
   }
-  return 0;
+  return ZT_KIND_UNKNOWN;
 }
 
 const char* reduce_op_name(ReduceOp op) {

@@ -78,6 +78,28 @@ std::string id_from_file_name(const std::string& name) {
   return name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
 }
 
+// Why dlopen refused `path`, as a message with the way out. The dynamic linker's own text names
+// the file and, for an unresolved symbol, the symbol ("...: undefined symbol: foo").
+std::string load_failure(const std::string& path, const std::string& fallback) {
+  const char* why = dlerror();
+  if (why == nullptr) {
+    // Something between the failed dlopen and here consumed the text: ask once more.
+    if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      dlclose(handle);
+    } else {
+      why = dlerror();
+    }
+  }
+  std::string reason = why ? why : fallback;
+  std::string way_out = kRebuildHint;
+  if (reason.find("undefined symbol") != std::string::npos) {
+    way_out = "the plugin needs a symbol that neither it nor the libraries it links provide: link "
+              "the library that defines it (zt_add_plugin(<id> ... LINK <target>)) or " +
+              way_out;
+  }
+  return "cannot load plugin " + path + ": " + reason + "; " + way_out;
+}
+
 }  // namespace
 
 const char* core_build_fingerprint() { return ZT_BUILD_FINGERPRINT; }
@@ -104,12 +126,10 @@ PluginRecord load_plugin_file(const std::string& path) {
   if (it == libs.end()) {
     boost::dll::shared_library lib;
     boost::dll::fs::error_code ec;
-    lib.load(path, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local, ec);
-    if (ec) {
-      const char* why = dlerror();
-      throw PluginError("cannot load plugin " + path + ": " + (why ? why : ec.message()) +
-                        "; " + kRebuildHint);
-    }
+    // RTLD_NOW: every symbol the plugin needs is bound here, so one that nothing provides fails
+    // this load, named by the dynamic linker, instead of killing the process at its first call.
+    lib.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+    if (ec) throw PluginError(load_failure(path, ec.message()));
     it = libs.emplace(path, std::move(lib)).first;
   }
   boost::dll::shared_library& lib = it->second;
@@ -150,7 +170,9 @@ PluginRecord load_plugin_file(const std::string& path) {
                       "'; the file must be named libzt_<id>.so");
   }
   if (std::strcmp(plugin_kind_name(record.kind), "unknown") == 0) {
-    throw PluginError("plugin " + path + " declares unknown kind " + std::to_string(record.kind));
+    throw PluginError("plugin " + path + " declares unknown kind " +
+                      std::to_string(static_cast<uint32_t>(record.kind)) +
+                      " (known: 1 comm, 2 shard, 3 offload, 4 optimizer); " + kRebuildHint);
   }
   if (!lib.has(kFactorySymbol)) {
     throw PluginError("plugin " + path + " does not export its factory '" + kFactorySymbol +
@@ -224,7 +246,7 @@ const PluginRecord& PluginCatalog::load(const std::string& id) {
   return loaded_.emplace(id, load_plugin_file(path)).first->second;
 }
 
-const PluginRecord& PluginCatalog::load_kind(const std::string& id, uint32_t kind,
+const PluginRecord& PluginCatalog::load_kind(const std::string& id, ZtPluginKind kind,
                                              const std::string& role) {
   const PluginRecord& record = load(id);
   if (record.kind != kind) {

@@ -64,6 +64,14 @@ TEST_CASE("a factory that throws") {
   CHECK(contains(e, "its factory threw: fixture factory refuses to start"));
 }
 
+TEST_CASE("a plugin that needs a symbol nobody defines fails at load, naming file and symbol") {
+  // Opened lazily, this plugin would load and then kill the process at its first call.
+  std::string e = load_error(fixture("undefined_symbol"));
+  CHECK(contains(e, "cannot load plugin " + fixture("undefined_symbol")));
+  CHECK(contains(e, "undefined symbol: zt_fixture_symbol_nobody_defines"));
+  CHECK(contains(e, "link the library that defines it"));
+}
+
 TEST_CASE("a missing file and an unknown id list what was found and where") {
   CHECK(contains(load_error("/nonexistent/libzt_x.so"), "does not exist"));
   zt::PluginCatalog catalog({ZT_TEST_FIXTURE_DIR});
@@ -85,7 +93,8 @@ TEST_CASE("load_all reports each broken plugin without stopping at the first") {
     if (entry.record) good++;
     else broken++;
   }
-  CHECK(broken == 5);  // not_elf, no_info, wrong_abi, wrong_fingerprint, throwing_factory
+  CHECK(broken == 6);  // not_elf, no_info, wrong_abi, wrong_fingerprint, throwing_factory,
+                       // undefined_symbol
   CHECK(good >= 2);    // shard_fixture and comm_ucx (built-in)
 }
 

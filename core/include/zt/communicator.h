@@ -1,15 +1,28 @@
-// Communicator: collectives between the ranks of a job, supplied by a comm plugin (comm_ucx,
-// comm_nccl). Semantics follow c10d: every rank issues the same ops in the same order; each op
-// returns a Work handle; ops complete in issue order.
+// Communicator: collectives between the ranks of a job, supplied by a comm plugin (comm_ucx, or
+// examples/plugin_template's comm_local). Semantics follow c10d: every rank issues the same ops,
+// with the same sizes and dtypes, in the same order; each op returns a Work handle at once and
+// ops complete in issue order.
 //
 // Flat sharding convention (used by all_gather and reduce_scatter): a flat tensor of L elements
 // is split into world-size shards like torch.chunk: shard r covers [r*c, min(L, (r+1)*c)) with
 // c = ceil(L / world). So L need not divide by the world size and trailing shards may be empty.
-// See flat_shard(). Tensors must be contiguous; dtypes and devices a plugin cannot handle fail
-// with "<plugin> does not support ...".
+// See flat_shard(). (The engine always passes lengths that divide by the world size.)
+//
+// Buffers: tensors are contiguous; an op keeps references to its tensors until it completes
+// (even when it failed), and the caller must not write an input or read an output before
+// Work::wait() returned.
+//
+// Errors, in two places:
+//   - at the call, synchronously: arguments the plugin cannot take. Tensors of a device or dtype
+//     it does not support are InternalError "<plugin> does not support ..."; mismatched sizes,
+//     dtypes or undefined tensors are InternalError naming the op and both sizes.
+//   - from Work::wait(): the op failed between ranks (a dead or silent peer, a timeout): a
+//     CommError naming the op, the rank waited for and the way out. After one failure the
+//     communicator is unusable: every later op fails with CommError.
 //
 // Thread safety: a Communicator is driven from one thread (issue order is the contract); its
-// Work handles may be waited on from any thread. stats() may be read from any thread.
+// Work handles may be waited on from any thread. rank(), size(), name(), describe() and stats()
+// may be called from any thread.
 #pragma once
 
 #include <array>
@@ -30,11 +43,14 @@ namespace zt {
 
 class Store;
 
+// kAvg is the sum divided by the world size.
 enum class ReduceOp { kSum, kAvg, kMax, kMin };
+// "sum", "avg", "max", "min". Never throws.
 ZT_API const char* reduce_op_name(ReduceOp op);
 
 enum class CommOp { kAllGather = 0, kReduceScatter, kAllReduce, kBroadcast, kBarrier };
 constexpr int kNumCommOps = 5;
+// "all_gather", "reduce_scatter", ... Never throws.
 ZT_API const char* comm_op_name(CommOp op);
 
 // Counters per op kind since the communicator was created.
@@ -51,7 +67,7 @@ struct CommStats {
 };
 
 // The half-open element range [begin, end) of shard `rank` of a flat tensor of `numel`
-// elements split over `world` ranks (torch.chunk convention, see above).
+// elements split over `world` ranks (torch.chunk convention, see above). Pure; never throws.
 struct ShardRange {
   int64_t begin = 0;
   int64_t end = 0;
@@ -63,26 +79,54 @@ ZT_API int64_t padded_shard_numel(int64_t numel, int world);
 
 class ZT_API Communicator {
  public:
+  // Collective for comm_ucx (a barrier, so no peer still sends to a closed endpoint); it must
+  // not throw: a peer already gone is tolerated.
   virtual ~Communicator();
+  // This process's rank, in [0, size()). Never throws.
   virtual int rank() const = 0;
+  // The number of ranks, >= 1. Never throws.
   virtual int size() const = 0;
-  // A name for messages: the plugin id.
+  // A name for messages: the plugin id. Never throws.
   virtual std::string name() const = 0;
-  // One line on how data moves (transport, algorithm), for run summaries.
+  // One line on how data moves (transport, algorithm), for run summaries. Never throws.
   virtual std::string describe() const { return name(); }
 
-  // out_flat (L elements) = concatenation of every rank's in_shard (flat_shard(L, size, r)).
+  // Gathers every rank's shard into one flat tensor on every rank.
+  //   out_flat: out, L elements; on completion the concatenation of all ranks' in_shard.
+  //   in_shard: in, this rank's shard: flat_shard(L, size(), rank()).size() elements (0 for a
+  //             trailing empty shard), same dtype and device as out_flat. It may be a view
+  //             into out_flat at exactly its own place (an in-place gather, as the engine issues
+  //             at stages 1-2): a plugin must handle that; other overlaps are not allowed.
+  //   returns: the op's Work, never null.
+  // Requires: every rank calls with the same L and dtype, at the same place in issue order.
+  // Throws InternalError at the call for bad arguments (see above); CommError from wait().
   virtual std::shared_ptr<Work> all_gather(const at::Tensor& out_flat,
                                            const at::Tensor& in_shard) = 0;
-  // out_shard = this rank's shard (flat_shard) of op over all ranks' in_flat.
+  // Reduces flat tensors across ranks and leaves each rank its shard of the result.
+  //   out_shard: out, flat_shard(L, size(), rank()).size() elements, same dtype and device as
+  //              in_flat; on completion `op` over all ranks' in_flat, restricted to this shard.
+  //   in_flat:   in, L elements; not modified.
+  //   op:        in, the reduction. 16-bit float types may be reduced in fp32 and rounded once.
+  //   returns: the op's Work, never null.
+  // Requires: as all_gather. Throws: as all_gather (a dtype the plugin cannot reduce included).
   virtual std::shared_ptr<Work> reduce_scatter(const at::Tensor& out_shard,
                                                const at::Tensor& in_flat, ReduceOp op) = 0;
   // In place: tensor = op over all ranks' tensor.
+  //   tensor: in/out, any length, the same on every rank.
+  //   op:     in, the reduction.
+  //   returns: the op's Work, never null. Throws: as all_gather.
   virtual std::shared_ptr<Work> all_reduce(const at::Tensor& tensor, ReduceOp op) = 0;
   // In place: tensor = root's tensor.
+  //   tensor: in on the root, out on the others; the same length and dtype on every rank.
+  //   root:   in, the rank whose tensor is sent, in [0, size()), the same on every rank.
+  //   returns: the op's Work, never null. Throws: as all_gather.
   virtual std::shared_ptr<Work> broadcast(const at::Tensor& tensor, int root) = 0;
+  // Completes on a rank once every rank has issued it (and everything issued before it).
+  //   returns: the op's Work, never null. Throws CommError from wait() only.
   virtual std::shared_ptr<Work> barrier() = 0;
 
+  // Counters per op kind since creation: calls and logical bytes are counted when an op is
+  // issued, wire bytes as they are sent. Never throws; any thread.
   virtual CommStats stats() const = 0;
 };
 
@@ -99,7 +143,16 @@ struct CommContext {
 // Factory of a comm plugin (kind ZT_KIND_COMM).
 class ZT_API CommunicatorPlugin : public Plugin {
  public:
-  // Collective over all ranks of `ctx` (each rank calls it); throws CommError on failure.
+  // Builds this rank's communicator. Collective: every rank of `ctx` calls it, and it returns
+  // once the ranks are connected (addresses exchanged through ctx.store under ctx.store_prefix).
+  //   options: in, the validated [plugin.<id>] table (every declared key present).
+  //   ctx:     in, this rank's place in the job, the store and the bound on every wait; the
+  //            store outlives the communicator.
+  //   returns: a ready communicator with rank() == ctx.rank and size() == ctx.world; never null.
+  // Throws CommError when peers cannot be reached within ctx.timeout (naming the rank or key
+  // waited for), or a world size the plugin cannot serve; ConfigError for option values only
+  // known to be wrong here (e.g. a transport list UCX refuses); InternalError for a null store.
+  // Thread safety: const; may be called from any thread, once per communicator.
   virtual std::unique_ptr<Communicator> create(const Options& options,
                                                const CommContext& ctx) const = 0;
 };

@@ -1,17 +1,23 @@
 // The run configuration: a TOML file plus --set overrides, validated as a whole before any rank
 // starts work. Core sections ([run], [launch], [model], [data], [precision], [zero], [plugins])
 // are checked against config_schema(); each [plugin.<id>] table against the options its plugin
-// declares. Every error names file:line:column (or the --set that caused it) and the way out;
-// all errors found are reported together in one ConfigError.
-// Thread safety: immutable after load; share freely.
+// declares (loading the selected plugins to ask them). Every error names file:line:column (or
+// the --set that caused it) and the way out; all errors found are reported together in one
+// exception.
+// Thread safety: a Config is immutable after load, so its const methods may be called from any
+// thread; catalog() is the exception (a PluginCatalog is not thread-safe).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "zt/api.h"
 #include "zt/options.h"
+
+// plugin.h's enum, declared here so this header does not pull in Boost.DLL.
+enum ZtPluginKind : uint32_t;
 
 namespace zt {
 
@@ -23,33 +29,52 @@ struct SectionSpec {
   std::vector<OptionSpec> keys;
 };
 
-// The core sections, in the order they are printed.
+// The core sections, in the order they are printed. Never throws; any thread.
 ZT_API const std::vector<SectionSpec>& config_schema();
 
 // The [plugins] keys that select a plugin, with the kind each needs: {"comm", ZT_KIND_COMM}, ...
 struct PluginRole {
-  std::string key;    // "comm", "shard", "optimizer", "offload_optimizer", "offload_param"
-  uint32_t kind = 0;  // ZtPluginKind
+  std::string key;      // "comm", "shard", "optimizer", "offload_optimizer", "offload_param"
+  ZtPluginKind kind{};  // the kind the selected plugin must be (ZT_KIND_UNKNOWN until set)
 };
 ZT_API const std::vector<PluginRole>& plugin_roles();
 
 class ZT_API Config {
  public:
-  // Parses and validates. `overrides` are "section.key=value" (value in TOML syntax; bare words
-  // are taken as strings), applied in order after the file.
+  // Parses and validates a file.
+  //   path:      in, the TOML file (relative to the current folder), named in every message.
+  //   overrides: in, "section.key=value" strings (the trainer's --set), applied in order after
+  //              the file. The value is TOML (`3`, `true`, `"text"`, `["/d"]`, `[0.9, 0.95]`);
+  //              a value that does not parse as TOML is taken as a bare string
+  //              (plugins.shard=shard_tensor). "plugin.<id>.key=value" reaches a plugin's table.
+  //   returns: the validated config: every declared key present, defaults filled in.
+  // Builds the plugin catalog from plugins.dirs (relative folders resolve from the current
+  // folder) and loads every plugin selected in [plugins] or configured by a [plugin.<id>] table,
+  // to check its kind and its table.
+  // Throws ConfigError listing every problem found (unreadable file, malformed TOML, unknown
+  // section or key with a did-you-mean, wrong type, out of range, bad combination, a plugin of
+  // the wrong kind), each with its file:line:column or --set; PluginError instead when the
+  // first problem found was a plugin that cannot be found or loaded.
   static Config load_file(const std::string& path, const std::vector<std::string>& overrides = {});
+  // As load_file(), from text; `source_name` stands for the file name in messages.
   static Config load_string(const std::string& toml_text, const std::string& source_name,
                             const std::vector<std::string>& overrides = {});
 
+  // The file name (or source_name) the config came from.
   const std::string& source() const { return source_; }
+  // A core section ("zero", "plugins", ...). Throws InternalError for a name not in
+  // config_schema() (a bug: the schema fixes the names).
   const Options& section(const std::string& name) const;
-  // The validated [plugin.<id>] table of a selected or mentioned plugin (defaults when absent).
+  // The validated [plugin.<id>] table of a plugin selected in [plugins] or given a table
+  // (defaults when the file has none). Throws InternalError for any other id.
   const Options& plugin_options(const std::string& id) const;
-  // (role, id) of every non-empty [plugins] selection, in plugin_roles() order.
+  // (role, id) of every non-empty [plugins] selection, in plugin_roles() order. Never throws.
   std::vector<std::pair<std::string, std::string>> selected_plugins() const;
+  // The catalog the config was validated with; its selected plugins are already loaded.
   PluginCatalog& catalog() const { return *catalog_; }
 
   // The resolved configuration as TOML, every key present; defaulted ones marked "# default".
+  // Never throws.
   std::string to_toml() const;
 
  private:

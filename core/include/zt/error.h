@@ -1,6 +1,15 @@
 // The small, typed family of errors zt throws. Every message names the thing, the place and the
 // way out; the trainer turns any of them into one line and a non-zero exit (see exit_code()).
-// Thread safety: immutable after construction.
+// Plugins throw these too, picking the class by who can fix the problem (as NCCL's plugin
+// headers split system error / internal error / invalid usage):
+//   ConfigError   the user: a value in the TOML file or --set (name the key as plugin.<id>.<key>)
+//   PluginError   the installation: a plugin missing, broken, or built without a feature
+//   CommError     the job's peers: a dead or silent rank, a timeout, a failed rendezvous
+//   IoError       the OS or storage: a file, folder, device or allocation refused
+//   NumericError  the training itself: NaN or inf where no loss scaler can absorb it
+//   InternalError a caller broke an interface contract (a bug in zt or a plugin)
+// Anything else that escapes a plugin (std::exception, c10::Error) is reported as internal.
+// Thread safety: immutable after construction; may be copied and rethrown on any thread.
 #pragma once
 
 #include <stdexcept>

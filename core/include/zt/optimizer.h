@@ -3,7 +3,16 @@
 // (allocated by the engine from state_names(), zero-initialised, same numel as the shard) and,
 // optionally, a low-precision copy to refresh with the updated parameters.
 // A step runs where the shard lives (CPU kernel for host tensors, CUDA kernel for device ones).
-// Thread safety: step() is called from one thread at a time.
+//
+// The update must be element-wise: an element's new values depend only on that element's
+// param, grad and states and on StepArgs. The engine relies on it: within one training step it
+// may call step() several times with the same StepArgs (once for the shards in memory, then
+// once per tile of a shard streamed through an offload tier), each call seeing a different
+// slice of the shards. So an optimizer keeps no per-step counter of its own (use args.step) and
+// no per-element state outside `states`.
+//
+// Thread safety: step() is called from one thread at a time; the other methods are const and
+// may be called from any thread.
 #pragma once
 
 #include <memory>
@@ -17,32 +26,55 @@
 
 namespace zt {
 
+// One shard (or a tile of one): every tensor contiguous, 1-D, on the same device, with the same
+// numel (0 is allowed: a no-op).
 struct ShardTensors {
-  at::Tensor param;               // fp32 master shard, updated in place
-  at::Tensor grad;                // same numel; fp32 (bf16/fp16 where the plugin supports them)
-  std::vector<at::Tensor> states; // in state_names() order, fp32, updated in place
-  at::Tensor copy_out;            // optional (undefined = none): bf16/fp16 copy of the new params
+  at::Tensor param;               // in/out: fp32 master shard, updated in place
+  at::Tensor grad;                // in: fp32 (bf16/fp16 where the plugin supports them); not
+                                  //     modified, not yet divided by grad_divisor
+  std::vector<at::Tensor> states; // in/out: in state_names() order, fp32, updated in place
+  at::Tensor copy_out;            // out, optional (undefined = none): bf16/fp16 copy of the new
+                                  //     params (the engine passes none today)
 };
 
 struct StepArgs {
   int64_t step = 1;          // 1-based count of updates applied so far, this one included
-  double lr = 1e-3;          // learning rate for this step (the engine applies the schedule)
-  double grad_divisor = 1.0; // gradients are divided by this first (loss scale, accumulation)
+                             // (skipped steps do not count), e.g. for Adam's bias correction
+  double lr = 1e-3;          // learning rate for this step (the engine applies the schedule),
+                             // finite and >= 0
+  double grad_divisor = 1.0; // > 0; gradients are divided by this first (loss scale, ranks,
+                             // accumulation, clipping), fused into the update
 };
 
 class ZT_API Optimizer {
  public:
   virtual ~Optimizer();
-  // Names of the per-element fp32 states, e.g. {"exp_avg", "exp_avg_sq"}.
+  // Names of the per-element fp32 states, e.g. {"exp_avg", "exp_avg_sq"}; may be empty (plain
+  // SGD). Each costs 4 bytes per parameter, per rank's share. Must not change over the
+  // optimizer's life (the engine sizes its buffers and tiers from it once). Never throws.
   virtual std::vector<std::string> state_names() const = 0;
-  // The configured learning rate that schedules scale.
+  // The configured learning rate; the trainer's schedule (run.lr_schedule) scales it and passes
+  // the result as StepArgs::lr. Never throws.
   virtual double base_lr() const = 0;
+  // Applies one update to every shard, in place.
+  //   shards: in/out, the tensors described at ShardTensors; may be empty.
+  //   args:   in, the step number, the learning rate to use and the gradient divisor.
+  // Throws InternalError before touching any shard when a tensor is missing, of the wrong dtype,
+  // size or device, not contiguous, or the states do not match state_names() (naming the shard
+  // and tensor), or when args are out of range; PluginError for shards on a device this build
+  // cannot update (saying how to rebuild). Need not look for NaN or inf: the engine skips a
+  // step whose gradients are not finite (on every rank) before calling step().
   virtual void step(const std::vector<ShardTensors>& shards, const StepArgs& args) = 0;
 };
 
 // Factory of an optimizer plugin (kind ZT_KIND_OPTIMIZER).
 class ZT_API OptimizerPlugin : public Plugin {
  public:
+  // Makes the optimizer.
+  //   options: in, the validated [plugin.<id>] table (every declared key present).
+  //   returns: the optimizer, never null.
+  // Throws ConfigError for values its declared ranges cannot express (e.g. betas outside
+  // [0, 1)), naming the key as plugin.<id>.<key>.
   virtual std::unique_ptr<Optimizer> create(const Options& options) const = 0;
 };
 

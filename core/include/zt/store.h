@@ -1,6 +1,8 @@
 // A key-value store shared by all ranks of a job: how plugins exchange addresses and unique ids
-// at start-up. zt's implementation wraps LibTorch's c10d::TCPStore hosted by rank 0.
-// Thread safety: all methods may be called concurrently.
+// at start-up (CommContext::store). zt's implementation wraps LibTorch's c10d::TCPStore hosted
+// by rank 0. Keys are global to the job: prefix yours (CommContext::store_prefix) so two
+// communicators, or two plugins, never collide. Values are opaque bytes.
+// Thread safety: all methods may be called concurrently, from any thread.
 #pragma once
 
 #include <chrono>
@@ -15,11 +17,18 @@ namespace zt {
 class ZT_API Store {
  public:
   virtual ~Store();
+  // Sets (or overwrites) `key`; visible to every rank once it returns.
+  //   key: in. value: in, any bytes.
+  // Throws when the store is unreachable (rank 0 gone): zt's implementation lets c10d's own
+  // exception through (a std::exception, not a zt::Error).
   virtual void set(const std::string& key, const std::vector<uint8_t>& value) = 0;
-  // Blocks until `key` exists, up to `timeout`; throws CommError naming the key when it does not
-  // appear in time (a rank that never arrived).
+  // Blocks until `key` exists, up to `timeout`, then returns its value.
+  //   key: in. timeout: in, the longest wait (pass CommContext::timeout).
+  // Throws CommError naming the key when it does not appear in time (a rank that never arrived
+  // or died).
   virtual std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) = 0;
-  // Atomically adds `delta` to the integer at `key` (created as 0) and returns the new value.
+  // Atomically adds `delta` to the integer at `key` (created as 0) and returns the new value;
+  // the usual way to count arrivals or hand out ids. Throws as set().
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
 };
 

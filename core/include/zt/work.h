@@ -1,6 +1,10 @@
-// Work: the handle every asynchronous collective returns (the c10d Work contract).
-// It keeps the op's tensors alive until completion; wait() rethrows the op's failure.
-// Thread safety: all methods may be called from any thread.
+// Work: the handle every asynchronous operation returns: collectives (communicator.h) and
+// offload transfers (offload.h). It is the c10d Work contract: the op runs on its own; the
+// handle says whether it finished and, through wait(), rethrows how it failed. The op keeps its
+// buffers alive until it completes; dropping the handle does not cancel the op.
+// FutureWork and IoWork are the implementations plugins share: the thread that runs the op
+// calls complete() once.
+// Thread safety: every method may be called from any thread, concurrently.
 #pragma once
 
 #include <chrono>
@@ -18,20 +22,28 @@ namespace zt {
 class ZT_API Work {
  public:
   virtual ~Work();
+  // True once the op finished, successfully or not. Never blocks, never throws.
   virtual bool is_completed() = 0;
-  // Blocks until the op finished or `timeout` passed. Throws the op's error, or CommError
-  // naming the op and the timeout when it did not finish in time (the op is not cancelled).
+  // Blocks until the op finished or `timeout` passed; may be called again, by several threads.
+  //   timeout: in, the longest wait.
+  // Returns normally only when the op succeeded. Throws the op's own error (a CommError from a
+  // collective, an IoError from a transfer: whatever the op failed with, unchanged, every time
+  // it is called), or, when the op did not finish in time, a CommError naming the op and the
+  // timeout (IoError for storage, see IoWork). The op is not cancelled by a timeout.
   virtual void wait(std::chrono::milliseconds timeout) = 0;
-  // Waits with the communicator's configured timeout.
+  // wait(t) with the timeout the op's issuer chose (for collectives: from launch.timeout_s).
   virtual void wait() = 0;
-  // The failure, if the op completed with one; null otherwise.
+  // The failure, if the op completed with one; null while running or after success. Never
+  // throws.
   virtual std::exception_ptr exception() = 0;
 };
 
 // A Work completed by another thread: the shared implementation for communication plugins.
 class ZT_API FutureWork : public Work {
  public:
-  // `what` names the op in timeout messages, e.g. "comm_ucx all_gather #12 (4.0 MiB) on rank 1".
+  //   what:            in, names the op in timeout messages, e.g. "comm_ucx all_gather #12
+  //                    (4.0 MiB) on rank 1".
+  //   default_timeout: in, what wait() without an argument waits.
   FutureWork(std::string what, std::chrono::milliseconds default_timeout);
   ~FutureWork() override;
 
@@ -40,7 +52,9 @@ class ZT_API FutureWork : public Work {
   void wait() override;
   std::exception_ptr exception() override;
 
-  // Called once by the executing thread.
+  // Marks the op finished and wakes every waiter. Called exactly once, by the thread that ran
+  // the op, after it stopped touching the op's buffers.
+  //   error: in, the op's failure (std::current_exception() in a catch), or null for success.
   void complete(std::exception_ptr error = nullptr);
   // Keeps an object (tensors, buffers) alive until the handle is destroyed.
   void keep_alive(std::shared_ptr<void> object) { keep_alive_.push_back(std::move(object)); }
@@ -57,7 +71,7 @@ class ZT_API FutureWork : public Work {
 };
 
 // A FutureWork for storage I/O (offload tiers): a wait that runs out is an IoError about the
-// storage, not a CommError about peers.
+// storage, not a CommError about peers. The transfer's own failure is rethrown unchanged.
 class ZT_API IoWork : public FutureWork {
  public:
   using FutureWork::FutureWork;
