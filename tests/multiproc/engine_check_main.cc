@@ -162,6 +162,166 @@ zt::Config check_config(Args& a, const std::string& nvme_dir) {
   return zt::Config::load_string(toml, "zt_engine_check", overrides);
 }
 
+// LibTorch's own AdamW on the whole global batch of every micro step, in this one process.
+struct Reference {
+  Weights weights{42};
+  std::vector<std::unique_ptr<LambdaUnit>> units = make_units(weights);
+  torch::optim::AdamW adamw{
+      {weights.w0, weights.b0, weights.w1, weights.b1, weights.b2},
+      torch::optim::AdamWOptions(kLr).betas({kBeta1, kBeta2}).eps(kEps).weight_decay(kWeightDecay)};
+
+  void step(int64_t step, const zt::EngineOptions& opt, int world) {
+    const int64_t global = kMicroBatch * world;
+    adamw.zero_grad();
+    for (int m = 0; m < opt.grad_accum; ++m) {
+      auto [x, y] = samples((step * opt.grad_accum + m) * global, global);
+      at::Tensor h = x;
+      for (auto& u : units) h = u->forward(h);
+      (at::mse_loss(h, y) / opt.grad_accum).backward();
+    }
+    if (opt.gradient_clipping > 0) {
+      torch::nn::utils::clip_grad_norm_(
+          std::vector<at::Tensor>{weights.w0, weights.b0, weights.w1, weights.b1, weights.b2},
+          opt.gradient_clipping);
+    }
+    adamw.step();
+  }
+};
+
+// Every parameter, element by element, within the tolerance of the compute dtype.
+void check_parameters(zt::Engine& engine, Weights& ref, at::ScalarType dt, int64_t applied) {
+  const double rtol = dt == at::kFloat ? 1e-5 : 2e-2, atol = dt == at::kFloat ? 1e-6 : 2e-2;
+  auto got = engine.full_parameters();
+  auto want = ref.all();
+  std::string worst;
+  double worst_err = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    at::Tensor w = want[i].second.detach();
+    at::Tensor g = got[i].second.view(w.sizes());
+    if (got[i].first != want[i].first) throw CheckFailed("parameter order: " + got[i].first + " vs " + want[i].first);
+    at::Tensor excess = ((g - w).abs() - (atol + rtol * w.abs())).max();
+    double e = excess.item<double>();
+    if (e > 0 && e > worst_err) {
+      worst_err = e;
+      worst = want[i].first + ": max |zt - torch| exceeds tolerance by " + std::to_string(e);
+    }
+  }
+  if (!worst.empty()) throw CheckFailed("after " + std::to_string(applied) + " steps, " + worst);
+}
+
+// Recomputation really happened (or, without checkpointing, did not).
+void check_forward_calls(const std::vector<std::unique_ptr<LambdaUnit>>& units, int64_t steps,
+                         const zt::EngineOptions& opt) {
+  const int64_t want_calls = steps * opt.grad_accum * (opt.activation_checkpointing ? 2 : 1);
+  for (const auto& u : units) {
+    if (u->calls() != want_calls) {
+      throw CheckFailed("unit " + u->name() + " ran forward " + std::to_string(u->calls()) + " times, expected " +
+                        std::to_string(want_calls));
+    }
+  }
+}
+
+// The OK line's numbers: gathered bytes (bounded in stage 3), collectives, offloaded bytes.
+std::string memory_text(const zt::trainer::EngineSetup& setup) {
+  const zt::EngineOptions& opt = setup.options;
+  zt::MemoryReport mem = setup.engine->memory();
+  std::string text = "OK peak_gathered=" + std::to_string(mem.params_gathered_peak) +
+                     " unit_max=" + std::to_string(mem.unit_max_params) +
+                     " persistent=" + std::to_string(mem.persistent_params);
+  if (opt.stage == 3 &&
+      mem.params_gathered_peak > (opt.prefetch_units + 1) * mem.unit_max_params + mem.persistent_params) {
+    throw CheckFailed("stage 3 gathered " + std::to_string(mem.params_gathered_peak) + " bytes at peak, over " +
+                      std::to_string(opt.prefetch_units + 1) + " units (" + std::to_string(mem.unit_max_params) +
+                      " B each) + persistent " + std::to_string(mem.persistent_params));
+  }
+  zt::CommStats stats = setup.comm->stats();
+  text += " all_gather_calls=" + std::to_string(stats[zt::CommOp::kAllGather].calls) +
+          " reduce_scatter_calls=" + std::to_string(stats[zt::CommOp::kReduceScatter].calls);
+  if (setup.tiers.by_id.empty()) return text;
+  text += " offload_optimizer=" + std::to_string(mem.offload_optimizer) +
+          " offload_param=" + std::to_string(mem.offload_param);
+  int64_t held = 0, moved = 0;
+  for (const auto& [id, t] : setup.tiers.by_id) {
+    held += t->stats().bytes_allocated;
+    moved += t->stats().bytes_read + t->stats().bytes_written;
+  }
+  if (held < mem.offload_optimizer + mem.offload_param) {
+    throw CheckFailed("tiers hold " + std::to_string(held) + " bytes, less than the engine placed there");
+  }
+  return text + " tier_bytes_moved=" + std::to_string(moved);
+}
+
+// One rank's check: train through the engine and the reference side by side, compare.
+std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_dir) {
+  auto timeout = std::chrono::milliseconds(60000);
+  auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr, env.master_port,
+                              env.rank, env.world, timeout);
+  const zt::Config config = check_config(a, nvme_dir);
+  const int steps = static_cast<int>(config.section("run").get_int("steps"));
+  const int force_overflow = std::stoi(a["force_overflow_step"]);
+
+  Weights mine(42);
+  auto units = make_units(mine);
+  std::vector<zt::Unit*> unit_ptrs;
+  for (auto& u : units) unit_ptrs.push_back(u.get());
+  // Dynamic loss scaling outside fp16 is no config setting (fp16 turns it on by itself).
+  auto setup = std::make_unique<zt::trainer::EngineSetup>(zt::trainer::build_engine_setup(
+      config, env, *store, timeout, unit_ptrs, [&](zt::EngineOptions& o) {
+        if (a["loss_scale"] == "true") o.dynamic_loss_scale = true;
+      }));
+  zt::Engine& engine = *setup->engine;
+  zt::Communicator& comm = *setup->comm;
+  const zt::EngineOptions& opt = setup->options;
+
+  // Stages 2-3 must reduce-scatter a unit's gradients as soon as it finished backward: by the
+  // time the gradient reaches the first unit's output, later units' groups were sent.
+  uint64_t reduces_at_first_unit = 0;
+  units[0]->probe = [&](const at::Tensor& y) {
+    if (!y.requires_grad()) return;
+    y.register_hook([&](const at::Tensor& g) {
+      reduces_at_first_unit = comm.stats()[zt::CommOp::kReduceScatter].calls;
+      return g;
+    });
+  };
+  Reference reference;
+  const int64_t global = kMicroBatch * env.world;
+  const at::ScalarType dt = opt.compute_dtype;
+  int64_t applied = 0;
+  for (int step = 0; step < steps; ++step) {
+    const bool overflow_now = step + 1 == force_overflow;
+    for (int m = 0; m < opt.grad_accum; ++m) {
+      int64_t first = (static_cast<int64_t>(step) * opt.grad_accum + m) * global;
+      auto [x, y] = samples(first + env.rank * kMicroBatch, kMicroBatch);
+      engine.forward_backward(x.to(dt), [&](const at::Tensor& out) {
+        at::Tensor loss = at::mse_loss(out.to(at::kFloat), y);
+        // An inf on one rank only: the skip decision must still be the same everywhere.
+        if (overflow_now && env.rank == env.world - 1) loss = loss * std::numeric_limits<float>::infinity();
+        return loss;
+      });
+    }
+    if (step == 0 && opt.stage >= 2 && !opt.activation_checkpointing && reduces_at_first_unit == 0) {
+      throw CheckFailed("stage " + std::to_string(opt.stage) + " sent no gradient before backward reached "
+                        "the first unit: reductions wait for the whole backward");
+    }
+    zt::StepReport rep = engine.step(kLr);
+    if (overflow_now) {
+      if (!rep.skipped) throw CheckFailed("step " + std::to_string(step + 1) + " overflowed but was not skipped");
+      continue;
+    }
+    if (rep.skipped) throw CheckFailed("step " + std::to_string(step + 1) + " was skipped without an overflow");
+    ++applied;
+    reference.step(step, opt, env.world);
+  }
+  check_parameters(engine, reference.weights, dt, applied);
+  check_forward_calls(units, steps, opt);
+  const std::string text = memory_text(*setup);
+  // Files of the NVMe tier are gone once the setup (engine first, then its tiers) is destroyed.
+  const std::string rank_dir = nvme_dir + "/zt-" + setup->tiers.job + "/rank" + std::to_string(env.rank);
+  setup.reset();
+  if (std::filesystem::exists(rank_dir)) throw CheckFailed("NVMe tier left " + rank_dir + " behind");
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -179,137 +339,5 @@ int main(int argc, char** argv) {
   kHidden = std::stoll(a["hidden"]);
   zt::RankEnv env = zt::discover_rank_env();
   const std::string nvme_dir = std::string(std::getenv("ZT_CHECK_OUT") ? std::getenv("ZT_CHECK_OUT") : "/tmp") + "/nvme";
-  return zt::test::run_rank_check(env.rank, [&]() -> std::string {
-      auto timeout = std::chrono::milliseconds(60000);
-      auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr, env.master_port,
-                                  env.rank, env.world, timeout);
-      const zt::Config config = check_config(a, nvme_dir);
-      const int steps = static_cast<int>(config.section("run").get_int("steps"));
-      const int force_overflow = std::stoi(a["force_overflow_step"]);
-
-      Weights mine(42), ref(42);
-      auto units = make_units(mine);
-      std::vector<zt::Unit*> unit_ptrs;
-      for (auto& u : units) unit_ptrs.push_back(u.get());
-      // Dynamic loss scaling outside fp16 is no config setting (fp16 turns it on by itself).
-      auto setup = std::make_unique<zt::trainer::EngineSetup>(zt::trainer::build_engine_setup(
-          config, env, *store, timeout, unit_ptrs, [&](zt::EngineOptions& o) {
-            if (a["loss_scale"] == "true") o.dynamic_loss_scale = true;
-          }));
-      zt::Engine& engine = *setup->engine;
-      zt::Communicator& comm = *setup->comm;
-      const zt::EngineOptions& opt = setup->options;
-
-      // Stages 2-3 must reduce-scatter a unit's gradients as soon as it finished backward: by the
-    // time the gradient reaches the first unit's output, later units' groups were sent.
-    uint64_t reduces_at_first_unit = 0;
-    units[0]->probe = [&](const at::Tensor& y) {
-      if (!y.requires_grad()) return;
-      y.register_hook([&](const at::Tensor& g) {
-        reduces_at_first_unit = comm.stats()[zt::CommOp::kReduceScatter].calls;
-        return g;
-      });
-    };
-    torch::optim::AdamW reference({ref.w0, ref.b0, ref.w1, ref.b1, ref.b2},
-                                    torch::optim::AdamWOptions(kLr).betas({kBeta1, kBeta2}).eps(kEps).weight_decay(kWeightDecay));
-      auto ref_units = make_units(ref);
-      const int64_t global = kMicroBatch * env.world;
-      const at::ScalarType dt = opt.compute_dtype;
-      int64_t applied = 0;
-      for (int step = 0; step < steps; ++step) {
-        const bool overflow_now = step + 1 == force_overflow;
-        for (int m = 0; m < opt.grad_accum; ++m) {
-          int64_t first = (static_cast<int64_t>(step) * opt.grad_accum + m) * global;
-          auto [x, y] = samples(first + env.rank * kMicroBatch, kMicroBatch);
-          engine.forward_backward(x.to(dt), [&](const at::Tensor& out) {
-            at::Tensor loss = at::mse_loss(out.to(at::kFloat), y);
-            // An inf on one rank only: the skip decision must still be the same everywhere.
-            if (overflow_now && env.rank == env.world - 1) loss = loss * std::numeric_limits<float>::infinity();
-            return loss;
-          });
-        }
-        if (step == 0 && opt.stage >= 2 && !opt.activation_checkpointing &&
-          reduces_at_first_unit == 0) {
-        throw CheckFailed("stage " + std::to_string(opt.stage) + " sent no gradient before backward reached "
-                          "the first unit: reductions wait for the whole backward");
-      }
-      zt::StepReport rep = engine.step(kLr);
-        if (overflow_now) {
-          if (!rep.skipped) throw CheckFailed("step " + std::to_string(step + 1) + " overflowed but was not skipped");
-          continue;
-        }
-        if (rep.skipped) throw CheckFailed("step " + std::to_string(step + 1) + " was skipped without an overflow");
-        ++applied;
-        // The reference: one process, the whole global batch of every micro step.
-        reference.zero_grad();
-        for (int m = 0; m < opt.grad_accum; ++m) {
-          auto [x, y] = samples((static_cast<int64_t>(step) * opt.grad_accum + m) * global, global);
-          at::Tensor h = x;
-          for (auto& u : ref_units) h = u->forward(h);
-          (at::mse_loss(h, y) / opt.grad_accum).backward();
-        }
-        if (opt.gradient_clipping > 0) {
-          torch::nn::utils::clip_grad_norm_(std::vector<at::Tensor>{ref.w0, ref.b0, ref.w1, ref.b1, ref.b2},
-                                            opt.gradient_clipping);
-        }
-        reference.step();
-      }
-      // Every parameter, element by element.
-      const double rtol = dt == at::kFloat ? 1e-5 : 2e-2, atol = dt == at::kFloat ? 1e-6 : 2e-2;
-      auto got = engine.full_parameters();
-      auto want = ref.all();
-      std::string worst;
-      double worst_err = 0;
-      for (size_t i = 0; i < want.size(); ++i) {
-        at::Tensor w = want[i].second.detach();
-        at::Tensor g = got[i].second.view(w.sizes());
-        if (got[i].first != want[i].first) throw CheckFailed("parameter order: " + got[i].first + " vs " + want[i].first);
-        at::Tensor excess = ((g - w).abs() - (atol + rtol * w.abs())).max();
-        double e = excess.item<double>();
-        if (e > 0 && e > worst_err) {
-          worst_err = e;
-          worst = want[i].first + ": max |zt - torch| exceeds tolerance by " + std::to_string(e);
-        }
-      }
-      if (!worst.empty()) throw CheckFailed("after " + std::to_string(applied) + " steps, " + worst);
-      // Recomputation really happened (or, without checkpointing, did not).
-      const int64_t want_calls = int64_t{steps} * opt.grad_accum * (opt.activation_checkpointing ? 2 : 1);
-      for (const auto& u : units) {
-        if (u->calls() != want_calls) {
-          throw CheckFailed("unit " + u->name() + " ran forward " + std::to_string(u->calls()) + " times, expected " +
-                            std::to_string(want_calls));
-        }
-      }
-      zt::MemoryReport mem = engine.memory();
-      std::string text = "OK peak_gathered=" + std::to_string(mem.params_gathered_peak) +
-                         " unit_max=" + std::to_string(mem.unit_max_params) +
-                         " persistent=" + std::to_string(mem.persistent_params);
-      if (opt.stage == 3 &&
-          mem.params_gathered_peak > (opt.prefetch_units + 1) * mem.unit_max_params + mem.persistent_params) {
-        throw CheckFailed("stage 3 gathered " + std::to_string(mem.params_gathered_peak) + " bytes at peak, over " +
-                          std::to_string(opt.prefetch_units + 1) + " units (" + std::to_string(mem.unit_max_params) +
-                          " B each) + persistent " + std::to_string(mem.persistent_params));
-      }
-      zt::CommStats stats = comm.stats();
-      text += " all_gather_calls=" + std::to_string(stats[zt::CommOp::kAllGather].calls) +
-              " reduce_scatter_calls=" + std::to_string(stats[zt::CommOp::kReduceScatter].calls);
-      if (!setup->tiers.by_id.empty()) {
-        text += " offload_optimizer=" + std::to_string(mem.offload_optimizer) +
-                " offload_param=" + std::to_string(mem.offload_param);
-        int64_t held = 0, moved = 0;
-        for (auto& [id, t] : setup->tiers.by_id) {
-          held += t->stats().bytes_allocated;
-          moved += t->stats().bytes_read + t->stats().bytes_written;
-        }
-        if (held < mem.offload_optimizer + mem.offload_param) {
-          throw CheckFailed("tiers hold " + std::to_string(held) + " bytes, less than the engine placed there");
-        }
-        text += " tier_bytes_moved=" + std::to_string(moved);
-      }
-      // Files of the NVMe tier are gone once the setup (engine first, then its tiers) is destroyed.
-      const std::string rank_dir = nvme_dir + "/zt-" + setup->tiers.job + "/rank" + std::to_string(env.rank);
-      setup.reset();
-      if (std::filesystem::exists(rank_dir)) throw CheckFailed("NVMe tier left " + rank_dir + " behind");
-      return text;
-  });
+  return zt::test::run_rank_check(env.rank, [&] { return run_check(a, env, nvme_dir); });
 }
