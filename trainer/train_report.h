@@ -41,7 +41,8 @@ struct StepMetrics {
   double tokens_per_s = 0;
 };
 
-// What the end-of-run summary shows, collected on rank 0 while the engine and tiers are alive.
+// What the end-of-run summary shows, collected on every rank while the engine and tiers are alive
+// (the memory of all ranks comes through a collective); rank 0 prints it.
 struct TrainSummary {
   int64_t steps = 0, skipped = 0;
   double final_loss = 0;
