@@ -41,20 +41,6 @@ endif()
 # On a GPU machine, -DZT_CUDA_ARCHITECTURES=native builds for the GPUs present instead.
 set(ZT_CUDA_ARCHITECTURES "80-real;90" CACHE STRING "CUDA architectures of zt's CUDA kernels")
 
-set(ZT_NCCL_FOUND OFF)
-if(NOT ZT_WITH_NCCL STREQUAL "OFF" AND ZT_CUDA_FOUND)
-  find_path(ZT_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-  find_library(ZT_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
-  if(ZT_NCCL_INCLUDE AND ZT_NCCL_LIBRARY)
-    set(ZT_NCCL_FOUND ON)
-  endif()
-endif()
-if(ZT_WITH_NCCL STREQUAL "ON" AND NOT ZT_NCCL_FOUND)
-  message(FATAL_ERROR "ZT_WITH_NCCL=ON but nccl.h/libnccl were not found")
-elseif(NOT ZT_NCCL_FOUND)
-  message(STATUS "zt: NCCL not found (or CUDA off): skipping NCCL parts")
-endif()
-
 # Whether the LibTorch we build against was itself built with CUDA; a CPU-only LibTorch cannot
 # run CUDA tensors even if nvcc is installed, so the fingerprint records the LibTorch side.
 if(TORCH_LIBRARIES MATCHES "cuda" OR CUDA_FOUND)

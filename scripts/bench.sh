@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs one of zt's benchmarks (DESIGN.md §8) from the repository root, building it first.
+# Runs one of zt's benchmarks (docs/architecture.md, "Benchmarks") from the repository root, building it first.
 # usage: scripts/bench.sh <bench> [options for the bench]
 # Results go to bench-results/<bench>.json under the repository root.
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds zt on a GPU machine and runs its GPU tests (DESIGN.md §9): CMake finds the CUDA
+# Builds zt on a GPU machine and runs its GPU tests (docs/architecture.md, "GPU builds"): CMake finds the CUDA
 # LibTorch inside the installed PyTorch and the CUDA toolkit's nvcc, builds with Ninja into
 # build-device/, then runs `ctest -L gpu`. Fails if the GPU tests were skipped (no device seen).
 #

@@ -57,7 +57,7 @@ OffloadTiers make_offload_tiers(const Config& config, const RankEnv& env, Store&
   const Options& plugins = config.section("plugins");
   const bool cuda = config.section("launch").get_string("device") == "cuda";
   if (plugins.get_string("offload_optimizer").empty() && plugins.get_string("offload_param").empty()) return tiers;
-  const std::string job = offload_job_id(store, env.rank, timeout);
+  tiers.job = offload_job_id(store, env.rank, timeout);
   for (const char* role : kRoles) {
     const std::string& id = plugins.get_string(role);
     if (id.empty()) continue;
@@ -65,7 +65,7 @@ OffloadTiers make_offload_tiers(const Config& config, const RankEnv& env, Store&
     if (tiers.by_id.count(id)) continue;
     const std::string key = std::string("plugins.") + role;
     const OffloadPlugin& plugin = config.catalog().offload(id, key);
-    OffloadContext context{env.rank, key, job, cuda};
+    OffloadContext context{env.rank, key, tiers.job, cuda};
     tiers.by_id[id] = plugin.create(config.plugin_options(id), context);
   }
   return tiers;

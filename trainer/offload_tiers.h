@@ -20,6 +20,7 @@ namespace zt::trainer {
 struct OffloadTiers {
   std::map<std::string, std::unique_ptr<OffloadTier>> by_id;
   std::string optimizer_id, param_id;  // "" when that role is not offloaded
+  std::string job;  // offload_job_id(): file tiers keep their files under <path>/zt-<job>/
 
   EngineTiers engine_tiers() const;
   // "optimizer states -> offload_nvme: files under ...; parameters -> ..." or "" without offload.

@@ -6,23 +6,16 @@
 #include <cerrno>
 #include <cstring>
 
-#include <fstream>
+#include <algorithm>
 #include <sstream>
 
+#include "zt/bytes.h"
 #include "zt/error.h"
+#include "zt/host_memory.h"
 
 namespace zt::trainer {
 
 namespace {
-
-int64_t status_kib(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0) return std::stoll(line.substr(std::string(field).size())) * 1024;
-  }
-  return 0;
-}
 
 std::string eta(double seconds) {
   int s = static_cast<int>(seconds);
@@ -31,7 +24,70 @@ std::string eta(double seconds) {
   return buf;
 }
 
+void print_totals(const TrainSummary& s) {
+  std::printf("\nsummary: %lld steps (%lld skipped), final loss %.4f, %.0f tokens/s, "
+              "%.2f s/step\n",
+              static_cast<long long>(s.steps), static_cast<long long>(s.skipped), s.final_loss,
+              s.tokens_per_step * s.steps / s.seconds, s.seconds / s.steps);
+}
+
+// Bytes rank memory `x` holds in tier `t`: the roles it serves.
+int64_t tier_bytes(const RankMemory& x, const TrainSummary::Tier& t) {
+  return (t.holds_optimizer ? x.offload_optimizer : 0) + (t.holds_params ? x.offload_param : 0);
+}
+
+void print_memory_table(const TrainSummary& s) {
+  std::printf("model states per rank (%lld parameters, stage %d, %d ranks), "
+              "by where they live:\n",
+              static_cast<long long>(s.parameters), s.stage, s.world);
+  std::printf("  %-5s %11s %11s %11s %11s %11s", "rank", "params", "grads", "master", "optim",
+              "compute");
+  for (const auto& t : s.tiers) std::printf(" %13s", t.id.c_str());
+  std::printf(" %11s %11s %7s %11s\n", "total", "theory", "ratio", "peak RSS");
+  for (size_t r = 0; r < s.memory.size(); ++r) {
+    const RankMemory& x = s.memory[r];
+    std::printf("  %-5zu %11s %11s %11s %11s %11s", r, mib_text(x.params).c_str(),
+                mib_text(x.grads).c_str(), mib_text(x.master).c_str(),
+                mib_text(x.optimizer_states).c_str(), mib_text(x.model_states()).c_str());
+    for (const auto& t : s.tiers) std::printf(" %13s", mib_text(tier_bytes(x, t)).c_str());
+    std::printf(" %11s %11s %7.3f %11s\n", mib_text(x.total_model_states()).c_str(),
+                mib_text(s.theory_bytes).c_str(),
+                static_cast<double>(x.total_model_states()) / s.theory_bytes,
+                mib_text(x.peak_rss).c_str());
+  }
+}
+
+void print_offload_io(const TrainSummary& s) {
+  if (s.tiers.empty()) return;
+  std::printf("offload I/O (rank 0):");
+  for (const auto& t : s.tiers) {
+    std::printf(" %s read %s in %lld requests, wrote %s in %lld, own buffers %s;", t.id.c_str(),
+                mib_text(t.stats.bytes_read).c_str(), static_cast<long long>(t.stats.reads),
+                mib_text(t.stats.bytes_written).c_str(), static_cast<long long>(t.stats.writes),
+                mib_text(t.stats.staging_bytes).c_str());
+  }
+  std::printf(" engine tile/fetch buffers %s\n", mib_text(s.memory[0].offload_staging).c_str());
+}
+
+void print_collectives(const CommStats& stats) {
+  std::printf("collectives:");
+  for (int i = 0; i < kNumCommOps; ++i) {
+    std::printf(" %s %llu (%s)", comm_op_name(static_cast<CommOp>(i)),
+                static_cast<unsigned long long>(stats.ops[i].calls),
+                mib_text(static_cast<double>(stats.ops[i].bytes)).c_str());
+  }
+  std::printf("\n");
+}
+
 }  // namespace
+
+void print_summary(const TrainSummary& summary) {
+  print_totals(summary);
+  print_memory_table(summary);
+  print_offload_io(summary);
+  print_collectives(summary.comm);
+  std::printf("metrics: %s/metrics.jsonl\n", summary.out_dir.c_str());
+}
 
 RankMemory measure_memory(const MemoryReport& m, int stage) {
   RankMemory r;
@@ -45,8 +101,9 @@ RankMemory measure_memory(const MemoryReport& m, int stage) {
   r.offload_optimizer = m.offload_optimizer;
   r.offload_param = m.offload_param;
   r.offload_staging = m.offload_staging;
-  r.rss = status_kib("VmRSS:");
-  r.peak_rss = status_kib("VmHWM:");
+  // 0 where the kernel does not say (the tables show 0.0 MiB rather than a negative size).
+  r.rss = std::max<int64_t>(0, process_rss_bytes());
+  r.peak_rss = std::max<int64_t>(0, process_peak_rss_bytes());
   return r;
 }
 

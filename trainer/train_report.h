@@ -11,6 +11,7 @@
 
 #include "zt/communicator.h"
 #include "zt/engine.h"
+#include "zt/offload.h"
 
 namespace zt::trainer {
 
@@ -39,6 +40,32 @@ struct StepMetrics {
   double step_seconds = 0;
   double tokens_per_s = 0;
 };
+
+// What the end-of-run summary shows, collected on every rank while the engine and tiers are alive
+// (the memory of all ranks comes through a collective); rank 0 prints it.
+struct TrainSummary {
+  int64_t steps = 0, skipped = 0;
+  double final_loss = 0;
+  double seconds = 0;          // all steps together
+  double tokens_per_step = 0;
+  int64_t parameters = 0;
+  int stage = 0, world = 1;
+  int64_t theory_bytes = 0;    // model states per rank by ZeRO's theory (memory_theory.h)
+  std::vector<RankMemory> memory;  // by rank
+  // One column per distinct offload plugin (both roles may share one), with rank 0's I/O.
+  struct Tier {
+    std::string id;
+    bool holds_optimizer = false, holds_params = false;
+    OffloadStats stats;
+  };
+  std::vector<Tier> tiers;
+  CommStats comm;
+  std::string out_dir;
+};
+
+// Prints the summary to stdout: totals, model-state bytes per rank and tier next to theory,
+// offload I/O, collectives, where the metrics are.
+void print_summary(const TrainSummary& summary);
 
 class TrainReport {
  public:

@@ -2,65 +2,28 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "data/data_source.h"
+#include "engine_setup.h"
 #include "memory_theory.h"
 #include "models/model.h"
 #include "offload_tiers.h"
 #include "schedule.h"
 #include "train_report.h"
-#include "zt/engine.h"
+#include "zt/bytes.h"
 #include "zt/error.h"
-#include "zt/optimizer.h"
-#include "zt/plugin_loader.h"
-#include "zt/shard_strategy.h"
+#include "zt/host_memory.h"
 
 namespace zt::trainer {
 
 namespace {
 
-// Parameters of the model config describes, without building it (a model too large to build
-// must fail before it is built).
-int64_t parameter_count(const models::ModelShape& s) {
-  if (s.kind == "mlp") return s.depth * (s.width * s.width + s.width);
-  const int64_t d = s.d_model;
-  // Per block: 2 LayerNorms (4d), qkv (3d^2 + 3d), attention out (d^2 + d), MLP (8d^2 + 5d).
-  return s.n_layer * (12 * d * d + 13 * d) + s.vocab * d + s.seq_len * d + 2 * d;
-}
-
-int64_t available_memory_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return 0;
-}
-
-std::string gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.2f GiB", bytes / (1 << 30));
-  return buf;
-}
-
-std::string mib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1 << 20));
-  return buf;
-}
-
-}  // namespace
-
-void check_job_fits(const Config& config, int world) {
+void check_global_batch(const Config& config, int world) {
   const Options& data = config.section("data");
   const int64_t per_step = data.get_int("micro_batch") * data.get_int("grad_accum") * world;
   if (data.get_int("global_batch") > 0 && data.get_int("global_batch") != per_step) {
@@ -71,12 +34,13 @@ void check_job_fits(const Config& config, int world) {
                       ") = " + std::to_string(per_step) + "; pick micro_batch and grad_accum so the "
                       "product divides out, or set global_batch = 0");
   }
-  models::ModelShape shape = models::resolve_model_shape(config);
-  const int64_t psi = parameter_count(shape);
+}
+
+// Host bytes the local ranks need for model states: every local rank builds the full fp32 model
+// (4psi) before the engine shards it, then holds its model states, less what file tiers hold.
+double host_model_state_bytes(const Config& config, int64_t psi, int world) {
   const int stage = static_cast<int>(config.section("zero").get_int("stage"));
   const bool low = config.section("precision").get_string("compute") != "fp32";
-  // Every local rank builds the full fp32 model before the engine shards it, then holds its
-  // model states; ranks of this host share the limit.
   const double local_ranks = config.section("launch").get_int("nproc");
   // Bytes offloaded to a file tier leave host memory: fp32 master + Adam states (12psi/N) and
   // stage 3 parameter shards.
@@ -88,18 +52,26 @@ void check_job_fits(const Config& config, int world) {
   if (offloads_to_files(config, "offload_param")) {
     offloaded += zero.get_double("offload_param_fraction") * (low ? 2.0 : 4.0) * psi / world;
   }
-  const double need = local_ranks * (4.0 * psi - offloaded +
-                                     theory_model_state_bytes(stage, psi, world, low, separate_master_share(config)));
+  const double states =
+      theory_model_state_bytes(stage, psi, world, low, separate_master_share(config));
+  return local_ranks * (4.0 * psi - offloaded + states);
+}
+
+void check_memory_fits(const Config& config, int world) {
+  const int64_t psi = models::parameter_count(models::resolve_model_shape(config));
+  const double need = host_model_state_bytes(config, psi, world);
   const double limit_gb = config.section("launch").get_double("memory_limit_gb");
-  const double limit = limit_gb > 0 ? limit_gb * (1 << 30) : static_cast<double>(available_memory_bytes());
+  const double limit =
+      limit_gb > 0 ? limit_gb * kGiB : static_cast<double>(mem_available_bytes());
   if (limit > 0 && need > limit) {
-    throw ConfigError(config.section("model").where("preset").str() + ": the model (" +
-                      std::to_string(psi) + " parameters) needs about " + gib(need) +
-                      " for model states on this host (" + std::to_string(static_cast<int>(local_ranks)) +
-                      " rank(s), stage " + std::to_string(stage) + "), over the " + gib(limit) +
-                      (limit_gb > 0 ? " of launch.memory_limit_gb" : " available") +
-                      "; raise zero.stage, offload to files (plugins.offload_optimizer / offload_param = "
-                      "\"offload_nvme\"), use more ranks, or choose a smaller model");
+    throw ConfigError(
+        config.section("model").where("preset").str() + ": the model (" + std::to_string(psi) +
+        " parameters) needs about " + gib_text(need) + " for model states on this host (" +
+        std::to_string(config.section("launch").get_int("nproc")) + " rank(s), stage " +
+        std::to_string(config.section("zero").get_int("stage")) + "), over the " +
+        gib_text(limit) + (limit_gb > 0 ? " of launch.memory_limit_gb" : " available") +
+        "; raise zero.stage, offload to files (plugins.offload_optimizer / offload_param = "
+        "\"offload_nvme\"), use more ranks, or choose a smaller model");
   }
 }
 
@@ -112,127 +84,138 @@ void share_cores_between_local_ranks() {
   at::set_num_threads(std::max(1, cores / local_ranks));
 }
 
+// One rank's training run, in the order it is built: the model and the data outlive the engine
+// (in `setup`), which refers to the model's units.
+struct TrainRun {
+  const Config& config;
+  const RankEnv& env;
+  std::unique_ptr<models::Model> model;
+  std::unique_ptr<data::DataSource> data;
+  EngineSetup setup;
+};
+
+std::vector<Unit*> unit_pointers(const models::Model& model) {
+  std::vector<Unit*> units;
+  for (const auto& u : model.units) units.push_back(u.get());
+  return units;
+}
+
+void create_out_dir(const std::string& out_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) throw IoError("cannot create run.out_dir " + out_dir + ": " + ec.message());
+}
+
+// Rank 0's run header: the model, the composition, the data, where offloaded states go.
+void print_run_header(const TrainRun& run) {
+  const EngineSetup& s = run.setup;
+  std::printf("zt train: %s\n  %d rank(s), %s, ZeRO stage %d, %s, %s, compute %s\n  data: %s\n",
+              run.model->describe().c_str(), run.env.world, s.comm->describe().c_str(),
+              s.options.stage, s.shard_id.c_str(), s.optimizer_id.c_str(),
+              run.config.section("precision").get_string("compute").c_str(),
+              run.data->describe().c_str());
+  if (!s.tiers.describe().empty()) std::printf("  offload: %s\n", s.tiers.describe().c_str());
+  std::fflush(stdout);
+}
+
+double tokens_per_step(const TrainRun& run) {
+  const models::ModelShape& shape = run.model->shape;
+  const int64_t tokens_per_sample = shape.kind == "gpt" ? shape.seq_len : 1;
+  return static_cast<double>(run.data->micro_batch() * run.setup.options.grad_accum *
+                             run.env.world * tokens_per_sample);
+}
+
+// One optimizer step of data.grad_accum micro steps at `lr`, timed; the loss is the global
+// batch's: the mean over ranks of each rank's mean.
+StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
+  EngineSetup& s = run.setup;
+  const auto t0 = std::chrono::steady_clock::now();
+  double loss_sum = 0;
+  for (int micro = 0; micro < s.options.grad_accum; ++micro) {
+    data::Batch batch = run.data->get(step, micro, run.env.rank, run.env.world);
+    at::Tensor input = batch.input.is_floating_point() ? batch.input.to(s.options.compute_dtype)
+                                                       : batch.input;
+    loss_sum += s.engine->forward_backward(
+        input, [&](const at::Tensor& out) { return run.model->loss(out, batch.target); });
+  }
+  StepReport rep = s.engine->step(lr);
+  at::Tensor loss = at::tensor({loss_sum / s.options.grad_accum}, at::kDouble);
+  s.comm->all_reduce(loss, ReduceOp::kAvg)->wait();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return StepMetrics{step + 1,      loss.item<double>(), lr,      rep.loss_scale,
+                     rep.grad_norm, rep.skipped,         seconds, tokens_per_step(run) / seconds};
+}
+
+std::vector<RankMemory> all_ranks_memory(TrainRun& run) {
+  const EngineSetup& s = run.setup;
+  return gather_memory(*s.comm, measure_memory(s.engine->memory(), s.options.stage));
+}
+
+// Runs run.steps optimizer steps, logging each (rank 0 writes); returns the step totals.
+TrainSummary train_loop(TrainRun& run, TrainReport& report) {
+  const Options& options = run.config.section("run");
+  TrainSummary summary;
+  summary.steps = options.get_int("steps");
+  const Schedule schedule{options.get_string("lr_schedule"), run.setup.optimizer->base_lr(),
+                          options.get_int("warmup_steps"), summary.steps,
+                          options.get_double("min_lr_ratio")};
+  for (int64_t step = 0; step < summary.steps; ++step) {
+    const StepMetrics m = train_step(run, step, schedule.lr(step));
+    summary.seconds += m.step_seconds;
+    summary.final_loss = m.loss;
+    summary.skipped += m.skipped ? 1 : 0;
+    report.log(m, all_ranks_memory(run), run.setup.comm->stats());
+  }
+  report.finish_progress();
+  return summary;
+}
+
+// Fills what the summary shows beyond the step totals. Collective (every rank's memory).
+void complete_summary(TrainRun& run, TrainSummary& summary) {
+  const EngineSetup& s = run.setup;
+  summary.memory = all_ranks_memory(run);
+  summary.comm = s.comm->stats();
+  summary.tokens_per_step = tokens_per_step(run);
+  summary.parameters = s.engine->parameter_count();
+  summary.stage = s.options.stage;
+  summary.world = run.env.world;
+  const bool low_precision = s.options.compute_dtype != at::kFloat;
+  summary.theory_bytes = theory_model_state_bytes(s.options.stage, summary.parameters, run.env.world,
+                                                  low_precision, separate_master_share(run.config));
+  for (const auto& [id, tier] : s.tiers.by_id) {
+    summary.tiers.push_back(
+        {id, id == s.tiers.optimizer_id, id == s.tiers.param_id, tier->stats()});
+  }
+  summary.out_dir = run.config.section("run").get_string("out_dir");
+}
+
+}  // namespace
+
+void check_job_fits(const Config& config, int world) {
+  check_global_batch(config, world);
+  check_memory_fits(config, world);
+}
+
 int run_train(const Config& config, Store& store, const RankEnv& env,
               std::chrono::milliseconds timeout) {
   check_job_fits(config, env.world);
   share_cores_between_local_ranks();
   const bool leader = env.rank == 0;
-  PluginCatalog& catalog = config.catalog();
-  const Options& plugins = config.section("plugins");
-  const std::string& comm_id = plugins.get_string("comm");
-  std::unique_ptr<Communicator> comm = catalog.comm(comm_id).create(
-      config.plugin_options(comm_id), comm_context(env, store, "train/", timeout));
-  EngineOptions engine_options = EngineOptions::from_config(config);
-  // Stage 0 needs a layout too (flat groups); it never shards, so one group per unit does.
-  std::string shard_id = plugins.get_string("shard").empty() ? "shard_bucket" : plugins.get_string("shard");
-  auto strategy = catalog.shard(shard_id).create(plugins.get_string("shard").empty()
-                                                     ? Options("plugin." + shard_id, catalog.shard(shard_id).options(), {}, {})
-                                                     : config.plugin_options(shard_id));
-  const std::string& optim_id = plugins.get_string("optimizer");
-  auto optimizer = catalog.optimizer(optim_id).create(config.plugin_options(optim_id));
-
-  auto model = models::make_model(config);
-  auto data = data::make_data(config, model->shape);
-  std::vector<Unit*> units;
-  for (auto& u : model->units) units.push_back(u.get());
-  OffloadTiers tiers = make_offload_tiers(config, env, store, timeout);
-  Engine engine(units, *comm, *strategy, *optimizer, engine_options, tiers.engine_tiers());
-
-  const Options& run = config.section("run");
-  const int64_t steps = run.get_int("steps");
-  Schedule schedule{run.get_string("lr_schedule"), optimizer->base_lr(), run.get_int("warmup_steps"), steps,
-                    run.get_double("min_lr_ratio")};
-  const std::string out_dir = run.get_string("out_dir");
+  TrainRun run{config, env, models::make_model(config), nullptr, {}};
+  run.data = data::make_data(config, run.model->shape);
+  run.setup = build_engine_setup(config, env, store, timeout, unit_pointers(*run.model));
+  const std::string out_dir = config.section("run").get_string("out_dir");
   if (leader) {
-    std::error_code ec;
-    std::filesystem::create_directories(out_dir, ec);
-    if (ec) throw IoError("cannot create run.out_dir " + out_dir + ": " + ec.message());
-    std::printf("zt train: %s\n  %d rank(s), %s, ZeRO stage %d, %s, %s, compute %s\n  data: %s\n",
-                model->describe().c_str(), env.world, comm->describe().c_str(), engine_options.stage,
-                shard_id.c_str(), optim_id.c_str(), config.section("precision").get_string("compute").c_str(),
-                data->describe().c_str());
-    if (!tiers.describe().empty()) std::printf("  offload: %s\n", tiers.describe().c_str());
-    std::fflush(stdout);
+    create_out_dir(out_dir);
+    print_run_header(run);
   }
-  TrainReport report(leader ? out_dir + "/metrics.jsonl" : "", steps, run.get_int("log_every"));
-  const at::ScalarType dtype = engine_options.compute_dtype;
-  const int64_t accum = engine_options.grad_accum;
-  const int64_t tokens_per_sample = model->shape.kind == "gpt" ? model->shape.seq_len : 1;
-  const double tokens_per_step = static_cast<double>(data->micro_batch() * accum * env.world * tokens_per_sample);
-  double total_seconds = 0, last_loss = 0;
-  int64_t skipped = 0;
-  for (int64_t step = 0; step < steps; ++step) {
-    auto t0 = std::chrono::steady_clock::now();
-    double loss_sum = 0;
-    for (int micro = 0; micro < accum; ++micro) {
-      data::Batch batch = data->get(step, micro, env.rank, env.world);
-      at::Tensor input = batch.input.is_floating_point() ? batch.input.to(dtype) : batch.input;
-      loss_sum += engine.forward_backward(
-          input, [&](const at::Tensor& out) { return model->loss(out, batch.target); });
-    }
-    const double lr = schedule.lr(step);
-    StepReport rep = engine.step(lr);
-    // The loss of the global batch: the mean over ranks of each rank's mean.
-    at::Tensor loss = at::tensor({loss_sum / accum}, at::kDouble);
-    comm->all_reduce(loss, ReduceOp::kAvg)->wait();
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    total_seconds += seconds;
-    last_loss = loss.item<double>();
-    skipped += rep.skipped ? 1 : 0;
-    StepMetrics m{step + 1, last_loss, lr, rep.loss_scale, rep.grad_norm, rep.skipped, seconds,
-                  tokens_per_step / seconds};
-    auto memory = gather_memory(*comm, measure_memory(engine.memory(), engine_options.stage));
-    report.log(m, memory, comm->stats());
-  }
-  report.finish_progress();
-  auto memory = gather_memory(*comm, measure_memory(engine.memory(), engine_options.stage));
-  CommStats stats = comm->stats();
-  comm.reset();
-  if (!leader) return 0;
-
-  const int64_t psi = engine.parameter_count();
-  const bool low = dtype != at::kFloat;
-  const int64_t theory =
-      theory_model_state_bytes(engine_options.stage, psi, env.world, low, separate_master_share(config));
-  std::printf("\nsummary: %lld steps (%lld skipped), final loss %.4f, %.0f tokens/s, %.2f s/step\n",
-              static_cast<long long>(steps), static_cast<long long>(skipped), last_loss,
-              tokens_per_step * steps / total_seconds, total_seconds / steps);
-  std::printf("model states per rank (%lld parameters, stage %d, %d ranks), by where they live:\n",
-              static_cast<long long>(psi), engine_options.stage, env.world);
-  // Tier columns: one per distinct offload plugin; both roles may share one.
-  std::vector<std::string> tier_ids;
-  for (const auto& [id, tier] : tiers.by_id) tier_ids.push_back(id);
-  auto tier_bytes = [&](const RankMemory& x, const std::string& id) {
-    return (id == tiers.optimizer_id ? x.offload_optimizer : 0) + (id == tiers.param_id ? x.offload_param : 0);
-  };
-  std::printf("  %-5s %11s %11s %11s %11s %11s", "rank", "params", "grads", "master", "optim", "compute");
-  for (const auto& id : tier_ids) std::printf(" %13s", id.c_str());
-  std::printf(" %11s %11s %7s %11s\n", "total", "theory", "ratio", "peak RSS");
-  for (size_t r = 0; r < memory.size(); ++r) {
-    const auto& x = memory[r];
-    std::printf("  %-5zu %11s %11s %11s %11s %11s", r, mib(x.params).c_str(), mib(x.grads).c_str(),
-                mib(x.master).c_str(), mib(x.optimizer_states).c_str(), mib(x.model_states()).c_str());
-    for (const auto& id : tier_ids) std::printf(" %13s", mib(tier_bytes(x, id)).c_str());
-    std::printf(" %11s %11s %7.3f %11s\n", mib(x.total_model_states()).c_str(), mib(theory).c_str(),
-                static_cast<double>(x.total_model_states()) / theory, mib(x.peak_rss).c_str());
-  }
-  if (!tier_ids.empty()) {
-    std::printf("offload I/O (rank 0):");
-    for (const auto& [id, tier] : tiers.by_id) {
-      OffloadStats s = tier->stats();
-      std::printf(" %s read %s in %lld requests, wrote %s in %lld, own buffers %s;", id.c_str(),
-                  mib(static_cast<double>(s.bytes_read)).c_str(), static_cast<long long>(s.reads),
-                  mib(static_cast<double>(s.bytes_written)).c_str(), static_cast<long long>(s.writes),
-                  mib(static_cast<double>(s.staging_bytes)).c_str());
-    }
-    std::printf(" engine tile/fetch buffers %s\n", mib(static_cast<double>(memory[0].offload_staging)).c_str());
-  }
-  std::printf("collectives:");
-  for (int i = 0; i < kNumCommOps; ++i) {
-    std::printf(" %s %llu (%s)", comm_op_name(static_cast<CommOp>(i)),
-                static_cast<unsigned long long>(stats.ops[i].calls), mib(stats.ops[i].bytes).c_str());
-  }
-  std::printf("\nmetrics: %s/metrics.jsonl\n", out_dir.c_str());
+  const Options& options = config.section("run");
+  TrainReport report(leader ? out_dir + "/metrics.jsonl" : "", options.get_int("steps"),
+                     options.get_int("log_every"));
+  TrainSummary summary = train_loop(run, report);
+  complete_summary(run, summary);
+  if (leader) print_summary(summary);
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // zt_bench_adam: optim_hybrid_adam's CPU step against torch::optim::AdamW and against the memory
-// roofline of the step, measured in the same run over the same arrays (DESIGN.md §8). For each
+// roofline of the step, measured in the same run over the same arrays (docs/architecture.md, "Benchmarks"). For each
 // size and thread count the four contestants run interleaved (A B C D A B C D ...) after one
 // warm-up round, and medians are reported, since memory bandwidth drifts. Prints a table and the
 // targets and writes bench-results/adam.json. ZT_ADAM_ISA picks the kernel as for the trainer.

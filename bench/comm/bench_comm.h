@@ -10,10 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "zt/bytes.h"  // kMiB
+
 namespace zt::bench {
 
 constexpr int kRanks = 2;
-constexpr int64_t kMiB = int64_t{1} << 20;
 
 // Backends and ops as they appear in the table and in comm.json.
 constexpr const char* kCommUcx = "comm_ucx";

@@ -1,5 +1,5 @@
 // zt_bench_comm: comm_ucx against LibTorch's ProcessGroupGloo and raw ucx_perftest, in one run
-// (DESIGN.md §8). Run without RANK in the environment it is the parent: it launches itself as
+// (docs/architecture.md, "Benchmarks"). Run without RANK in the environment it is the parent: it launches itself as
 // two local ranks, then runs the ucx_perftest pairs (after the ranks ended, so they do not
 // compete for the two cores), merges the rows and writes the table and bench-results/comm.json.
 // With RANK set it is one rank; rank 0 writes its rows to the file named by ZT_BENCH_COMM_ROWS.

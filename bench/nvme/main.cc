@@ -1,6 +1,6 @@
 // zt_bench_nvme: offload_nvme's write and read bandwidth against plain buffered file I/O and
 // against dd with O_DIRECT (the device's direct-I/O bandwidth as a standard tool gets it), in
-// one run, on one folder (DESIGN.md §8). Rounds are interleaved (A B C A B C ...) after one
+// one run, on one folder (docs/architecture.md, "Benchmarks"). Rounds are interleaved (A B C A B C ...) after one
 // warm-up round, and medians reported, since a shared disk drifts. Prints a markdown table and
 // the target and writes bench-results/nvme.json.
 #include <chrono>

@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "zt/bytes.h"  // kMiB
+
 namespace zt::bench {
 
-constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr int kRanks = 2;
 
 // The shard plugins compared, as the issue names them ("tensor", "bucket") and as the trainer

@@ -1,6 +1,6 @@
 // zt_bench_train: tokens/s and model-state bytes per rank of the real trainer for ZeRO stages 0-3
-// and both shard strategies, next to stage 0 (plain data parallel) and to ZeRO theory (DESIGN.md
-// §8), then the offload configurations (kOffloads): step time next to the same stage without
+// and both shard strategies, next to stage 0 (plain data parallel) and to ZeRO theory
+// (docs/architecture.md, "Benchmarks"), then the offload configurations (kOffloads): step time next to the same stage without
 // offload, and model-state bytes per tier. Each configuration is one trainer job of 2 local ranks
 // on a ~11M-parameter GPT; the jobs run one after another, interleaved over repetitions, and the
 // bench prints two tables and the targets and writes bench-results/train.json. It exits non-zero

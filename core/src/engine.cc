@@ -25,18 +25,11 @@
 #include "shard_storage.h"
 #include "sharded_step.h"
 #include "streamed_update.h"
-#include "zt/config.h"
 #include "zt/error.h"
 
 namespace zt {
 
 namespace {
-
-at::ScalarType dtype_from_name(const std::string& name) {
-  if (name == "bf16") return at::kBFloat16;
-  if (name == "fp16") return at::kHalf;
-  return at::kFloat;
-}
 
 void check_options(const EngineOptions& opt, const EngineTiers& tiers) {
   if (opt.stage < 0 || opt.stage > 3) throw ConfigError("zero.stage must be 0-3");
@@ -57,39 +50,6 @@ std::vector<OffloadTier*> distinct_tiers(const EngineTiers& tiers) {
 }
 
 }  // namespace
-
-EngineOptions EngineOptions::from_config(const Config& config) {
-  const Options& zero = config.section("zero");
-  const Options& precision = config.section("precision");
-  EngineOptions o;
-  o.stage = static_cast<int>(zero.get_int("stage"));
-  o.compute_dtype = dtype_from_name(precision.get_string("compute"));
-  o.dynamic_loss_scale = o.compute_dtype == at::kHalf;
-  o.grad_accum = config.section("data").get_int("grad_accum");
-  o.reduce_bucket_mb = zero.get_double("reduce_bucket_mb");
-  o.overlap_comm = zero.get_bool("overlap_comm");
-  o.prefetch_units = zero.get_int("prefetch_units");
-  o.prefetch_elements = zero.get_int("prefetch_elements");
-  o.max_live_parameters = zero.get_int("max_live_parameters");
-  o.allgather_bucket_mb = zero.get_double("allgather_bucket_mb");
-  o.param_persistence_threshold = zero.get_int("param_persistence_threshold");
-  o.gradient_predivide_factor = zero.get_double("gradient_predivide_factor");
-  o.gradient_clipping = zero.get_double("gradient_clipping");
-  o.scaler.initial_scale = precision.get_double("initial_scale");
-  o.scaler.min_scale = precision.get_double("min_scale");
-  o.scaler.max_scale = precision.get_double("max_scale");
-  o.scaler.growth_factor = precision.get_double("growth_factor");
-  o.scaler.backoff_factor = precision.get_double("backoff_factor");
-  o.scaler.growth_interval = precision.get_int("growth_interval");
-  o.scaler.hysteresis = precision.get_int("hysteresis");
-  o.activation_checkpointing = config.section("model").get_bool("activation_checkpointing");
-  o.offload_optimizer_fraction = zero.get_double("offload_optimizer_fraction");
-  o.offload_param_fraction = zero.get_double("offload_param_fraction");
-  o.sub_group_size = zero.get_int("sub_group_size");
-  o.pipeline_read = zero.get_bool("pipeline_read");
-  o.pipeline_write = zero.get_bool("pipeline_write");
-  return o;
-}
 
 struct Engine::Impl {
   std::vector<Unit*> units;

@@ -9,10 +9,9 @@
 #include <cstdint>
 #include <vector>
 
-namespace zt {
+#include "zt/bytes.h"
 
-// Round n up to a multiple of `to` (> 0).
-inline int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+namespace zt {
 
 struct PlacementGroup {
   int64_t shard = 0;        // elements this rank owns

@@ -53,4 +53,25 @@ void FutureWork::complete(std::exception_ptr error) {
   done_cv_.notify_all();
 }
 
+CompletedWork::CompletedWork(std::exception_ptr error) : error_(std::move(error)) {}
+
+bool CompletedWork::is_completed() { return true; }
+
+void CompletedWork::wait(std::chrono::milliseconds) { wait(); }
+
+void CompletedWork::wait() {
+  if (error_) std::rethrow_exception(error_);
+}
+
+std::exception_ptr CompletedWork::exception() { return error_; }
+
+std::shared_ptr<Work> run_now(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (...) {
+    return std::make_shared<CompletedWork>(std::current_exception());
+  }
+  return std::make_shared<CompletedWork>();
+}
+
 }  // namespace zt

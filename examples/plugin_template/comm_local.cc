@@ -14,7 +14,7 @@
 // (<zt/...>), LibTorch and Boost are needed; see README.md.
 #include <ATen/ATen.h>  // ATen stays in the .cc: the SDK headers only forward-declare at::Tensor
 
-#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,6 +23,7 @@
 #include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/plugin.h"
+#include "zt/tensor_checks.h"
 #include "zt/work.h"
 
 namespace zt_example {
@@ -31,48 +32,28 @@ namespace zt_example {
 // matches the file name libzt_<id>.so, which the loader checks.
 constexpr const char* kId = ZT_PLUGIN_ID;
 
-// Mistakes in arguments are bugs in the caller (the engine or a plugin), not in the user's
-// config: InternalError is the category for that, as in comm_ucx.
-void require(bool ok, const std::string& message) {
-  if (!ok) throw zt::InternalError(std::string(kId) + ": " + message);
-}
-
+// The argument checks come from the SDK (zt/tensor_checks.h), the ones comm_ucx uses, so a
+// mistake fails here with the message comm_ucx would give. Each throws InternalError: a wrong
+// argument is a bug in the caller (the engine or a plugin), not in the user's config.
 void check_tensor(const at::Tensor& t, const char* op, const char* role) {
-  require(t.defined(), std::string(op) + ": " + role + " tensor is undefined");
   // comm_ucx moves host memory only; refusing CUDA tensors here keeps the two interchangeable.
-  if (!t.device().is_cpu()) {
-    throw zt::InternalError(std::string(kId) + " does not support " + role + " tensors on " +
-                            t.device().str() + " in " + op + " (host memory only, like comm_ucx)");
-  }
-  require(t.is_contiguous(), std::string(op) + ": " + role + " tensor must be contiguous");
+  zt::check_host_tensor(t, std::string(kId) + ": " + op + ": " + role + " tensor",
+                        std::string(kId) + " does not support that (host memory only, like "
+                        "comm_ucx)");
 }
 
 // The dtypes comm_ucx can reduce; any dtype can be copied, but accepting more here would let
 // code pass in one process that fails on two.
 void check_reducible(const at::Tensor& t, const char* op) {
-  const at::ScalarType s = t.scalar_type();
-  if (s != at::kFloat && s != at::kDouble && s != at::kBFloat16 && s != at::kHalf) {
-    throw zt::InternalError(std::string(kId) + " does not support dtype " + at::toString(s) +
-                            " in " + op + " (supported: float32, float64, bfloat16, float16)");
-  }
-}
-
-// in and out of all_gather / reduce_scatter: same dtype, and `shard` is this rank's
-// zt::flat_shard of `flat` (with one rank: the whole of it).
-void check_shard_pair(const at::Tensor& flat, const at::Tensor& shard, const char* op) {
-  require(flat.scalar_type() == shard.scalar_type(),
-          std::string(op) + ": input and output dtypes differ");
-  const zt::ShardRange range = zt::flat_shard(flat.numel(), 1, 0);
-  require(shard.numel() == range.size(),
-          std::string(op) + ": shard has " + std::to_string(shard.numel()) +
-              " elements but rank 0's shard of a " + std::to_string(flat.numel()) +
-              "-element flat tensor has " + std::to_string(range.size()));
+  zt::check_dtype(t, std::string(kId) + ": " + op + ": input tensor",
+                  {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf},
+                  std::string(kId) + " does not support other dtypes in reductions (like "
+                  "comm_ucx)");
 }
 
 class LocalCommunicator final : public zt::Communicator {
  public:
-  LocalCommunicator(bool validate, std::chrono::milliseconds timeout)
-      : validate_(validate), timeout_(timeout) {}
+  explicit LocalCommunicator(bool validate) : validate_(validate) {}
 
   int rank() const override { return 0; }
   int size() const override { return 1; }
@@ -83,7 +64,8 @@ class LocalCommunicator final : public zt::Communicator {
     if (validate_) {
       check_tensor(out_flat, "all_gather", "output");
       check_tensor(in_shard, "all_gather", "input");
-      check_shard_pair(out_flat, in_shard, "all_gather");
+      zt::check_shard_of(in_shard, out_flat, std::string(kId) + ": all_gather", "input", "output",
+                         1, 0);
     }
     return run(zt::CommOp::kAllGather, out_flat.nbytes(), [&] { copy(out_flat, in_shard); });
   }
@@ -94,7 +76,8 @@ class LocalCommunicator final : public zt::Communicator {
       check_tensor(out_shard, "reduce_scatter", "output");
       check_tensor(in_flat, "reduce_scatter", "input");
       check_reducible(in_flat, "reduce_scatter");
-      check_shard_pair(in_flat, out_shard, "reduce_scatter");
+      zt::check_shard_of(out_shard, in_flat, std::string(kId) + ": reduce_scatter", "output",
+                         "input", 1, 0);
     }
     return run(zt::CommOp::kReduceScatter, in_flat.nbytes(), [&] { copy(out_shard, in_flat); });
   }
@@ -110,8 +93,10 @@ class LocalCommunicator final : public zt::Communicator {
   std::shared_ptr<zt::Work> broadcast(const at::Tensor& tensor, int root) override {
     if (validate_) {
       check_tensor(tensor, "broadcast", "input");
-      require(root == 0, "broadcast: root " + std::to_string(root) +
-                             " is not a rank of this 1-rank communicator");
+      if (root != 0) {
+        throw zt::InternalError(std::string(kId) + ": broadcast: root " + std::to_string(root) +
+                                " is not a rank of this 1-rank communicator");
+      }
     }
     return run(zt::CommOp::kBroadcast, tensor.nbytes(), [] {});
   }
@@ -131,29 +116,19 @@ class LocalCommunicator final : public zt::Communicator {
   }
 
   // Runs the op at once on the caller's thread (nothing to overlap with one rank) and hands
-  // back an already completed handle. A failure is delivered through wait(), as an
-  // asynchronous communicator would deliver it, so callers see one error path for both.
-  template <typename Body>
-  std::shared_ptr<zt::Work> run(zt::CommOp kind, uint64_t bytes, Body&& body) {
-    uint64_t index;
+  // back an already completed handle (zt::run_now). A failure is delivered through wait(), as
+  // an asynchronous communicator would deliver it, so callers see one error path for both.
+  std::shared_ptr<zt::Work> run(zt::CommOp kind, uint64_t bytes,
+                                const std::function<void()>& body) {
     {
       std::lock_guard<std::mutex> lock(stats_mutex_);
-      index = stats_[kind].calls++;
+      stats_[kind].calls++;
       stats_[kind].bytes += bytes;  // wire_bytes stays 0: nothing ever leaves this process
     }
-    auto work = std::make_shared<zt::FutureWork>(
-        std::string(kId) + " " + zt::comm_op_name(kind) + " #" + std::to_string(index), timeout_);
-    try {
-      body();
-      work->complete();
-    } catch (...) {
-      work->complete(std::current_exception());
-    }
-    return work;
+    return zt::run_now(body);
   }
 
   const bool validate_;
-  const std::chrono::milliseconds timeout_;
   mutable std::mutex stats_mutex_;  // stats() may be read from any thread
   zt::CommStats stats_;
 };
@@ -178,7 +153,7 @@ class LocalCommPlugin final : public zt::CommunicatorPlugin {
                           std::to_string(ctx.world) + " ranks; use plugins.comm = \"comm_ucx\" "
                           "for more than one rank, or launch.nproc = 1 to debug in one process");
     }
-    return std::make_unique<LocalCommunicator>(options.get_bool("validate"), ctx.timeout);
+    return std::make_unique<LocalCommunicator>(options.get_bool("validate"));
   }
 };
 

@@ -2,33 +2,22 @@
 
 #include <ATen/ATen.h>
 
-#include <cstdio>
-
+#include "zt/bytes.h"
 #include "zt/error.h"
+#include "zt/tensor_checks.h"
 
 namespace zt::ucx {
 
 namespace {
-
-std::string size_text(uint64_t bytes) {
-  char buf[48];
-  if (bytes >= (1u << 20)) std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / 1048576.0);
-  else std::snprintf(buf, sizeof(buf), "%llu B", static_cast<unsigned long long>(bytes));
-  return buf;
-}
 
 void require(bool ok, const std::string& message) {
   if (!ok) throw InternalError("comm_ucx: " + message);
 }
 
 void check_tensor(const at::Tensor& t, const char* op, const char* role) {
-  require(t.defined(), std::string(op) + ": " + role + " tensor is undefined");
-  if (!t.device().is_cpu()) {
-    throw InternalError(std::string("comm_ucx does not support ") + role + " tensors on " +
-                        t.device().str() + " in " + op +
-                        "; it moves host memory (use comm_nccl for CUDA tensors)");
-  }
-  require(t.is_contiguous(), std::string(op) + ": " + role + " tensor must be contiguous");
+  check_host_tensor(t, std::string("comm_ucx: ") + op + ": " + role + " tensor",
+                    "comm_ucx does not support that: it moves host memory (use comm_nccl for "
+                    "CUDA tensors)");
 }
 
 // The dtype reductions run in: fp32/fp64 as is, bf16/fp16 in fp32.
@@ -88,8 +77,8 @@ std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
     stats_[kind].bytes += bytes;
   }
   OpTag tag{seq, std::string(comm_op_name(kind)) + " #" + std::to_string(index) + " (" +
-                     size_text(bytes) + ", rank " + std::to_string(rank_) + " of " +
-                     std::to_string(world_) + ")"};
+                     size_text(static_cast<int64_t>(bytes)) + ", rank " + std::to_string(rank_) +
+                     " of " + std::to_string(world_) + ")"};
   // The comm thread fails a stalled op after `timeout_` without progress, naming the silent
   // peer; a caller's plain wait() allows longer so that precise error is the one it sees.
   auto work = std::make_shared<FutureWork>("comm_ucx " + tag.what, 2 * timeout_ + std::chrono::seconds(1));
@@ -126,13 +115,7 @@ std::shared_ptr<Work> UcxCommunicator::all_gather(const at::Tensor& out_flat,
                                                   const at::Tensor& in_shard) {
   check_tensor(out_flat, "all_gather", "output");
   check_tensor(in_shard, "all_gather", "input");
-  require(out_flat.scalar_type() == in_shard.scalar_type(),
-          "all_gather: input and output dtypes differ");
-  ShardRange range = flat_shard(out_flat.numel(), world_, rank_);
-  require(in_shard.numel() == range.size(),
-          "all_gather: input has " + std::to_string(in_shard.numel()) + " elements but rank " +
-              std::to_string(rank_) + "'s shard of a " + std::to_string(out_flat.numel()) +
-              "-element output has " + std::to_string(range.size()));
+  check_shard_of(in_shard, out_flat, "comm_ucx: all_gather", "input", "output", world_, rank_);
   return submit(CommOp::kAllGather, out_flat.nbytes(),
                 [this, out = out_flat, in = in_shard](const OpTag& tag) {
                   run_all_gather(tag, out, in);
@@ -170,15 +153,8 @@ std::shared_ptr<Work> UcxCommunicator::reduce_scatter(const at::Tensor& out_shar
                                                       const at::Tensor& in_flat, ReduceOp op) {
   check_tensor(out_shard, "reduce_scatter", "output");
   check_tensor(in_flat, "reduce_scatter", "input");
-  require(out_shard.scalar_type() == in_flat.scalar_type(),
-          "reduce_scatter: input and output dtypes differ");
   accumulate_type(in_flat.scalar_type(), "reduce_scatter");
-  ShardRange range = flat_shard(in_flat.numel(), world_, rank_);
-  require(out_shard.numel() == range.size(),
-          "reduce_scatter: output has " + std::to_string(out_shard.numel()) +
-              " elements but rank " + std::to_string(rank_) + "'s shard of a " +
-              std::to_string(in_flat.numel()) + "-element input has " +
-              std::to_string(range.size()));
+  check_shard_of(out_shard, in_flat, "comm_ucx: reduce_scatter", "output", "input", world_, rank_);
   return submit(CommOp::kReduceScatter, in_flat.nbytes(),
                 [this, out = out_shard, in = in_flat, op](const OpTag& tag) {
                   run_reduce_scatter(tag, out, in, op);

@@ -4,36 +4,12 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 
+#include "zt/bytes.h"
 #include "zt/error.h"
+#include "zt/host_memory.h"
 
 namespace zt::offload_cpu {
-
-namespace {
-
-int64_t round_up(int64_t bytes, int64_t to) { return (bytes + to - 1) / to * to; }
-
-int64_t mem_available() {
-  std::ifstream in("/proc/meminfo");
-  std::string key, unit;
-  int64_t kib = 0;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return -1;
-}
-
-std::string mib(int64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
-
-// Reads and writes are finished copies by the time the handle is returned.
-std::shared_ptr<Work> done(const std::string& what) {
-  auto work = std::make_shared<FutureWork>(what, std::chrono::milliseconds(0));
-  work->complete();
-  return work;
-}
-
-}  // namespace
 
 HostTier::HostTier(const OffloadContext& context, bool pin) : context_(context), pin_(pin) {}
 
@@ -46,12 +22,13 @@ std::string HostTier::describe() const {
 void HostTier::prepare(int64_t total_bytes) {
   // Only a sanity check: other ranks and processes share the host, so this cannot promise the
   // memory, but a request larger than what the host has free now can only end in the OOM killer.
-  const int64_t available = mem_available();
+  const int64_t available = mem_available_bytes();
   if (available >= 0 && total_bytes > available) {
     throw IoError("offload_cpu (" + context_.role + ", rank " + std::to_string(context_.rank) +
-                  "): needs " + mib(total_bytes) + " of host memory but only " + mib(available) +
-                  " is available (MemAvailable); offload to offload_nvme instead, lower "
-                  "zero.offload_optimizer_fraction / zero.offload_param_fraction, or use more ranks");
+                  "): needs " + bytes_text(total_bytes) + " of host memory but only " +
+                  bytes_text(available) + " is available (MemAvailable); offload to offload_nvme "
+                  "instead, lower zero.offload_optimizer_fraction / zero.offload_param_fraction, "
+                  "or use more ranks");
   }
 }
 
@@ -60,8 +37,8 @@ at::Tensor HostTier::allocate_bytes(int64_t bytes) const {
   void* p = nullptr;
   if (posix_memalign(&p, kPage, static_cast<size_t>(std::max<int64_t>(bytes, kPage))) != 0) {
     throw IoError("offload_cpu (" + context_.role + ", rank " + std::to_string(context_.rank) +
-                  "): cannot allocate " + mib(bytes) + " of host memory; offload to offload_nvme "
-                  "or lower the offload fractions");
+                  "): cannot allocate " + bytes_text(bytes) + " of host memory; offload to "
+                  "offload_nvme or lower the offload fractions");
   }
   return at::from_blob(p, {bytes}, [](void* q) { std::free(q); }, at::TensorOptions().dtype(at::kByte));
 }
@@ -98,7 +75,8 @@ std::shared_ptr<Work> HostTier::write(int64_t id, int64_t offset, const void* ho
   std::memcpy(static_cast<char*>(r.memory.data_ptr()) + offset, host, static_cast<size_t>(bytes));
   stats_.bytes_written += bytes;
   ++stats_.writes;
-  return done("offload_cpu write");
+  // A memcpy: finished by the time the handle is returned.
+  return std::make_shared<CompletedWork>();
 }
 
 std::shared_ptr<Work> HostTier::read(int64_t id, int64_t offset, void* host, int64_t bytes) {
@@ -106,7 +84,7 @@ std::shared_ptr<Work> HostTier::read(int64_t id, int64_t offset, void* host, int
   std::memcpy(host, static_cast<const char*>(r.memory.data_ptr()) + offset, static_cast<size_t>(bytes));
   stats_.bytes_read += bytes;
   ++stats_.reads;
-  return done("offload_cpu read");
+  return std::make_shared<CompletedWork>();
 }
 
 at::Tensor HostTier::host_buffer(int64_t bytes) { return allocate_bytes(round_up(bytes, kPage)); }

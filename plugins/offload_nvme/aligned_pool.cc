@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "file_util.h"
+#include "zt/bytes.h"
 #include "zt/error.h"
 
 namespace zt::nvme {

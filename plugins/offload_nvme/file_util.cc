@@ -37,21 +37,6 @@ std::string errno_text(int error_number) {
   return text;
 }
 
-std::string bytes_text(int64_t bytes) {
-  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  std::string text = std::to_string(bytes) + " bytes";
-  if (bytes < 1024) return text;
-  double v = static_cast<double>(bytes);
-  int unit = -1;
-  while (v >= 1024 && unit < 3) {
-    v /= 1024;
-    ++unit;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, " (%.1f %s)", v, kUnits[unit]);
-  return text + buf;
-}
-
 std::string file_system_name(const std::string& path) {
   struct statfs fs;
   if (statfs(path.c_str(), &fs) != 0) return "unknown file system";

@@ -1,17 +1,11 @@
-// offload_nvme's small file-system helpers: names that are safe as file names, errno and byte
-// counts spelled for messages, the file system and block size behind a path. Stateless and
-// thread-safe.
+// offload_nvme's small file-system helpers: names that are safe as file names, errno spelled
+// for messages, the file system and block size behind a path. Stateless and thread-safe.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 namespace zt::nvme {
-
-// The smallest multiple of `alignment` (a power of two) that holds `bytes`.
-inline int64_t round_up(int64_t bytes, int64_t alignment) {
-  return (bytes + alignment - 1) / alignment * alignment;
-}
 
 // `name` with every character outside [A-Za-z0-9._-] replaced by '_', at most 96 characters, not
 // starting with '.' (no hidden files, no "..") and never empty: region names come from the engine
@@ -20,9 +14,6 @@ std::string sanitize_file_name(const std::string& name);
 
 // "No space left on device (ENOSPC)".
 std::string errno_text(int error_number);
-
-// "3145733 bytes (3.0 MiB)": exact for checking, readable for people.
-std::string bytes_text(int64_t bytes);
 
 // The file system holding `path` by its usual name ("ext4", "tmpfs", "ramfs", "xfs", ...), or
 // "file system type 0x..." when unknown; "unknown file system" when statfs fails.

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "file_util.h"
+#include "zt/bytes.h"
 #include "zt/error.h"
 
 namespace zt::nvme {

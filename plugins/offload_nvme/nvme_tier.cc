@@ -15,6 +15,7 @@
 
 #include "aligned_pool.h"
 #include "file_util.h"
+#include "zt/bytes.h"
 #include "zt/error.h"
 
 namespace zt::nvme {

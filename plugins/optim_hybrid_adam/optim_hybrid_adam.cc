@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "zt/error.h"
 #include "zt/optimizer.h"
 #include "zt/options.h"
+#include "zt/tensor_checks.h"
 
 #if ZT_WITH_CUDA
 #include <c10/cuda/CUDAGuard.h>
@@ -57,10 +57,14 @@ std::optional<ElemType> elem_type(c10::ScalarType type) {
   }
 }
 
-// Every message names the shard and the tensor, since the engine hands over many at once.
+// Every message names the shard and the tensor, since the engine hands over many at once:
+// "optim_hybrid_adam: shard 3: grad ...".
+std::string subject(size_t shard, const char* role) {
+  return std::string(kId) + ": shard " + std::to_string(shard) + ": " + role;
+}
+
 [[noreturn]] void shard_error(size_t shard, const char* role, const std::string& what) {
-  throw zt::InternalError(std::string(kId) + ": shard " + std::to_string(shard) + ": " + role +
-                          " " + what);
+  throw zt::InternalError(subject(shard, role) + " " + what);
 }
 
 // Whether this build has the CUDA kernel (adam_cuda.h): only with a CUDA toolkit and a
@@ -91,46 +95,27 @@ void check_param_device(const at::Tensor& param, size_t shard) {
 }
 
 // A tensor the kernel may read or write through a raw pointer: defined, on the param's device,
-// dense and as long as the shard.
+// as long as the shard and dense.
 void check_tensor(const at::Tensor& t, size_t shard, const char* role, const at::Tensor& param) {
-  if (!t.defined()) shard_error(shard, role, "is undefined; the engine must allocate it");
-  if (t.device() != param.device()) {
-    shard_error(shard, role, "is on " + t.device().str() + " but param is on " +
-                                 param.device().str() + "; every tensor of a shard must be on "
-                                 "its param's device");
-  }
-  if (t.numel() != param.numel()) {
-    shard_error(shard, role, "has " + std::to_string(t.numel()) + " elements but param has " +
-                                 std::to_string(param.numel()) + "; every tensor of a shard "
-                                 "must be the same length");
-  }
-  if (!t.is_contiguous()) {
-    std::ostringstream os;
-    os << "is not contiguous (sizes " << t.sizes() << ", strides " << t.strides()
-       << "); hand over a dense flat view";
-    shard_error(shard, role, os.str());
-  }
-}
-
-void check_dtype(const at::Tensor& t, size_t shard, const char* role, bool ok,
-                 const char* expected) {
-  if (!ok) {
-    shard_error(shard, role, std::string("has dtype ") + c10::toString(t.scalar_type()) +
-                                 ", expected " + expected);
-  }
+  const std::string what = subject(shard, role);
+  zt::check_defined(t, what, "the engine must allocate it");
+  zt::check_device(t, what, param.device(), "param",
+                   "every tensor of a shard must be on its param's device");
+  zt::check_numel(t, what, param.numel(), "param",
+                  "every tensor of a shard must be the same length");
+  zt::check_contiguous(t, what, "hand over a dense flat view");
 }
 
 // Checks one shard and returns raw views of its buffers, which are on the param's device.
 AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard) {
-  if (!s.param.defined()) shard_error(shard, "param", "is undefined; the engine must allocate it");
+  zt::check_defined(s.param, subject(shard, "param"), "the engine must allocate it");
   check_param_device(s.param, shard);
   check_tensor(s.param, shard, "param", s.param);
-  check_dtype(s.param, shard, "param", s.param.scalar_type() == c10::ScalarType::Float,
-              "Float (fp32 master weights)");
+  zt::check_dtype(s.param, subject(shard, "param"), {at::kFloat}, "param is the fp32 master copy");
 
   check_tensor(s.grad, shard, "grad", s.param);
+  zt::check_dtype(s.grad, subject(shard, "grad"), {at::kFloat, at::kBFloat16, at::kHalf});
   const std::optional<ElemType> grad_type = elem_type(s.grad.scalar_type());
-  check_dtype(s.grad, shard, "grad", grad_type.has_value(), "Float, BFloat16 or Half");
 
   if (s.states.size() != 2) {
     shard_error(shard, "states", "holds " + std::to_string(s.states.size()) +
@@ -139,8 +124,7 @@ AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard) {
   const char* state_roles[2] = {"state exp_avg", "state exp_avg_sq"};
   for (size_t k = 0; k < 2; ++k) {
     check_tensor(s.states[k], shard, state_roles[k], s.param);
-    check_dtype(s.states[k], shard, state_roles[k],
-                s.states[k].scalar_type() == c10::ScalarType::Float, "Float");
+    zt::check_dtype(s.states[k], subject(shard, state_roles[k]), {at::kFloat});
   }
 
   AdamBuffers b;
@@ -152,10 +136,9 @@ AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard) {
   b.exp_avg_sq = s.states[1].data_ptr<float>();
   if (s.copy_out.defined()) {
     check_tensor(s.copy_out, shard, "copy_out", s.param);
+    zt::check_dtype(s.copy_out, subject(shard, "copy_out"), {at::kBFloat16, at::kHalf},
+                    "copy_out is the low-precision compute copy");
     const std::optional<ElemType> copy_type = elem_type(s.copy_out.scalar_type());
-    check_dtype(s.copy_out, shard, "copy_out",
-                copy_type == ElemType::kBFloat16 || copy_type == ElemType::kFloat16,
-                "BFloat16 or Half (the low-precision compute copy)");
     b.copy_out = s.copy_out.data_ptr();
     b.copy_type = *copy_type;
   }

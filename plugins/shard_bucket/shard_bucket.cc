@@ -8,16 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "zt/bytes.h"
 #include "zt/error.h"
 #include "zt/shard_strategy.h"
 
 namespace {
 
-constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 // Far above any real bucket, low enough that adding one tensor's bytes cannot overflow int64.
 constexpr int64_t kMaxBucketBytes = int64_t{1} << 62;
-
-int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 class BucketShardStrategy final : public zt::ShardStrategy {
  public:
@@ -42,7 +40,7 @@ class BucketShardStrategy final : public zt::ShardStrategy {
                                 std::to_string(t.numel) + " and element_size " +
                                 std::to_string(t.element_size));
       }
-      int64_t offset = round_up(group.numel, align_);
+      int64_t offset = zt::round_up(group.numel, align_);
       int64_t bytes = (offset - group.numel + t.numel) * t.element_size;
       // Close the bucket when this tensor would overflow it. A group is never left empty, so a
       // tensor larger than a bucket still gets placed, alone: tensors are never split, since a
@@ -67,7 +65,7 @@ class BucketShardStrategy final : public zt::ShardStrategy {
   // Pads the tail only, to a multiple of world * align: every rank gets an equal shard that
   // starts aligned, and the padding stays under world * align elements.
   void close(zt::FlatGroup& group, int world, zt::ShardPlan& plan) const {
-    group.padded_numel = round_up(group.numel, world * align_);
+    group.padded_numel = zt::round_up(group.numel, world * align_);
     plan.groups.push_back(std::move(group));
   }
 
@@ -109,7 +107,7 @@ class BucketShardPlugin final : public zt::ShardStrategyPlugin {
     if (bucket_mb > 0.0) {
       // A tiny positive bucket must still mean "bucketed" (one tensor per group), never the
       // 0 = one-group sentinel.
-      const double bytes = std::floor(bucket_mb * kBytesPerMiB);
+      const double bytes = std::floor(bucket_mb * zt::kMiB);
       bucket_bytes = bytes >= static_cast<double>(kMaxBucketBytes)
                          ? kMaxBucketBytes
                          : std::max<int64_t>(1, static_cast<int64_t>(bytes));

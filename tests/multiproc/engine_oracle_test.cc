@@ -1,4 +1,4 @@
-// The correctness oracle (DESIGN.md §6) across processes: every ZeRO composition must train the
+// The correctness oracle (docs/architecture.md, "Correctness oracle") across processes: every ZeRO composition must train the
 // same parameters as LibTorch's own single-process AdamW, element by element.
 #include <doctest/doctest.h>
 

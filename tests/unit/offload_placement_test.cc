@@ -21,14 +21,6 @@ int count(const std::vector<bool>& v) {
 
 }  // namespace
 
-TEST_CASE("round_up: multiples stay, others go to the next multiple") {
-  CHECK(zt::round_up(0, 8) == 0);
-  CHECK(zt::round_up(1, 8) == 8);
-  CHECK(zt::round_up(8, 8) == 8);
-  CHECK(zt::round_up(9, 8) == 16);
-  CHECK(zt::round_up(5, 1) == 5);
-}
-
 TEST_CASE("no tier: nothing placed, nothing needed") {
   const auto p = zt::place_offload(equal_groups(3, 100), {});
   CHECK(count(p.optimizer_in_tier) == 0);

@@ -72,3 +72,28 @@ TEST_CASE("IoWork: a wait that runs out is an I/O error about the storage; the o
   work.complete(std::make_exception_ptr(zt::IoError("short read of region 'x'")));
   CHECK_THROWS_WITH_AS(work.wait(), "short read of region 'x'", zt::IoError);
 }
+
+TEST_CASE("CompletedWork is done at once and delivers the failure it was given") {
+  zt::CompletedWork ok;
+  CHECK(ok.is_completed());
+  CHECK(ok.exception() == nullptr);
+  CHECK_NOTHROW(ok.wait(0ms));
+  zt::CompletedWork failed(std::make_exception_ptr(zt::IoError("short read of region 'x'")));
+  CHECK(failed.is_completed());
+  CHECK(failed.exception() != nullptr);
+  CHECK_THROWS_WITH_AS(failed.wait(), "short read of region 'x'", zt::IoError);
+  // The failure is delivered on every wait, not only the first.
+  CHECK_THROWS_AS(failed.wait(0ms), zt::IoError);
+}
+
+TEST_CASE("run_now runs the body on the caller's thread, and wait() gives back what it threw") {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id ran_on;
+  auto done = zt::run_now([&] { ran_on = std::this_thread::get_id(); });
+  CHECK(ran_on == caller);
+  CHECK(done->is_completed());
+  CHECK_NOTHROW(done->wait());
+  auto failed = zt::run_now([] { throw zt::CommError("rank 1 of 1 cannot fail"); });
+  CHECK(failed->is_completed());
+  CHECK_THROWS_WITH_AS(failed->wait(), "rank 1 of 1 cannot fail", zt::CommError);
+}

@@ -126,6 +126,13 @@ at::Tensor Model::loss(const at::Tensor& output, const at::Tensor& target) const
   return torch::nn::functional::mse_loss(out, target.to(out.device(), at::kFloat));
 }
 
+int64_t parameter_count(const ModelShape& s) {
+  if (s.kind == "mlp") return s.depth * (s.width * s.width + s.width);
+  const int64_t d = s.d_model;
+  // Per block: 2 LayerNorms (4d), qkv (3d^2 + 3d), attention out (d^2 + d), MLP (8d^2 + 5d).
+  return s.n_layer * (12 * d * d + 13 * d) + s.vocab * d + s.seq_len * d + 2 * d;
+}
+
 int64_t Model::parameter_count() const {
   int64_t total = 0;
   for (const auto& [name, tensor] : unique_parameters(*this)) total += tensor.numel();

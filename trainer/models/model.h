@@ -43,6 +43,9 @@ struct ModelShape {
 // Throws ConfigError naming the key when the result is unusable (preset "custom" with a size
 // left at 0, d_model not divisible by n_head after the preset is applied).
 ModelShape resolve_model_shape(const Config& config);
+// The parameters a model of this shape has, without building it (a model too large to build must
+// fail the memory check before it is built): make_model(shape, seed)->parameter_count().
+int64_t parameter_count(const ModelShape& shape);
 
 struct Model {
   ModelShape shape;

@@ -244,6 +244,21 @@ TEST_CASE("gpt2-small has GPT-2's 124,439,808 parameters") {
   CHECK(model->parameter_count() == 124439808);
 }
 
+TEST_CASE("parameter_count(shape) counts what the built model has, without building it") {
+  // The memory check relies on it before any rank builds the model.
+  const char* models[] = {"", "n_layer = 3\nd_model = 48\nn_head = 4\nseq_len = 20\nvocab = 37\n",
+                          "kind = \"mlp\"\nwidth = 24\ndepth = 3\n"};
+  for (const char* model : models) {
+    CAPTURE(model);
+    const zt::Config config = config_of(std::string("[model]\n") + model);
+    const ModelShape shape = zt::models::resolve_model_shape(config);
+    CHECK(zt::models::parameter_count(shape) == zt::models::make_model(config)->parameter_count());
+  }
+  const ModelShape small =
+      zt::models::resolve_model_shape(config_of("[model]\npreset = \"gpt2-small\"\n"));
+  CHECK(zt::models::parameter_count(small) == 124439808);
+}
+
 TEST_CASE("forward shapes through every unit") {
   auto model = zt::models::make_model(config_of(kSmallGpt));
   at::Tensor x = random_ids(3, 10, 61, 5);

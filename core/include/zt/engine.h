@@ -39,8 +39,6 @@
 
 namespace zt {
 
-class Config;
-
 struct EngineOptions {
   int stage = 0;
   at::ScalarType compute_dtype = at::kFloat;
@@ -54,7 +52,7 @@ struct EngineOptions {
   int64_t param_persistence_threshold = 100000;  // stage 3: groups of only smaller tensors stay
   double gradient_predivide_factor = 1.0;
   double gradient_clipping = 0.0;        // max global gradient norm; 0 = off
-  bool dynamic_loss_scale = false;       // on for fp16 (from_config); skips overflowed steps
+  bool dynamic_loss_scale = false;       // the trainer turns it on for fp16; skips overflowed steps
   bool activation_checkpointing = false; // recompute each unit in backward: activation memory of
                                          // the unit inputs only, for about one more forward
   double offload_optimizer_fraction = 1.0;  // share of master + optimizer-state bytes offloaded
@@ -63,9 +61,6 @@ struct EngineOptions {
   bool pipeline_read = true;                // read tile i+1 while tile i is updated
   bool pipeline_write = true;               // write tile i-1 back while tile i is updated
   LossScalerOptions scaler;
-
-  // Reads [zero] and [precision] (and data.grad_accum, model.activation_checkpointing).
-  static EngineOptions from_config(const Config& config);
 };
 
 // Where offloaded model states live; null = compute memory. Not owned (they must outlive the

@@ -10,9 +10,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <vector>
 #include <string>
 
 #include "zt/api.h"
@@ -56,8 +56,6 @@ class ZT_API FutureWork : public Work {
   // the op, after it stopped touching the op's buffers.
   //   error: in, the op's failure (std::current_exception() in a catch), or null for success.
   void complete(std::exception_ptr error = nullptr);
-  // Keeps an object (tensors, buffers) alive until the handle is destroyed.
-  void keep_alive(std::shared_ptr<void> object) { keep_alive_.push_back(std::move(object)); }
   const std::string& what() const { return what_; }
 
  private:
@@ -67,7 +65,6 @@ class ZT_API FutureWork : public Work {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
-  std::vector<std::shared_ptr<void>> keep_alive_;
 };
 
 // A FutureWork for storage I/O (offload tiers): a wait that runs out is an IoError about the
@@ -78,5 +75,24 @@ class ZT_API IoWork : public FutureWork {
   using FutureWork::wait;
   void wait(std::chrono::milliseconds timeout) override;
 };
+
+// A Work that is already done when it is handed out, for synchronous paths that must still return
+// a handle (a copy in host memory, a collective over one rank). A failure given here is delivered
+// by wait() and exception(), as an asynchronous op's would be, so callers have one error path.
+class ZT_API CompletedWork final : public Work {
+ public:
+  explicit CompletedWork(std::exception_ptr error = nullptr);
+  bool is_completed() override;
+  void wait(std::chrono::milliseconds timeout) override;
+  void wait() override;
+  std::exception_ptr exception() override;
+
+ private:
+  std::exception_ptr error_;
+};
+
+// Runs `body` on the caller's thread and returns a CompletedWork holding what it threw, if
+// anything: `return run_now([&] { dst.copy_(src); });`.
+ZT_API std::shared_ptr<Work> run_now(const std::function<void()>& body);
 
 }  // namespace zt

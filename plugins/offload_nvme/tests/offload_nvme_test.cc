@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "zt/bytes.h"
 #include "zt/error.h"
 #include "zt/offload.h"
 
@@ -34,8 +35,6 @@ namespace {
 
 constexpr int64_t kMiB = 1 << 20;
 constexpr int64_t kAlign = 4096;
-
-int64_t round_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 fs::path rank_dir(const TempDir& dir, const std::string& job = "test", int rank = 0) {
   return dir.path() / ("zt-" + job) / ("rank" + std::to_string(rank));
@@ -63,14 +62,14 @@ long open_flags_of(const std::string& path) {
   return -1;
 }
 
-// A host area with room for round_up(bytes) plus guard bytes on both sides, placed at
+// A host area with room for round_up(bytes, kAlign) plus guard bytes on both sides, placed at
 // `misalign` bytes past an aligned address; the guards catch writes outside [0, bytes).
 class GuardedBuffer {
  public:
   GuardedBuffer(int64_t bytes, int64_t misalign, uint8_t fill)
       : bytes_(bytes),
         fill_(fill),
-        storage_(static_cast<size_t>(round_up(bytes) + 3 * kAlign), fill) {
+        storage_(static_cast<size_t>(zt::round_up(bytes, kAlign) + 3 * kAlign), fill) {
     uintptr_t base = reinterpret_cast<uintptr_t>(storage_.data()) + kAlign;
     base = (base + kAlign - 1) / kAlign * kAlign;
     data_ = reinterpret_cast<uint8_t*>(base) + misalign;
@@ -137,7 +136,7 @@ TEST_CASE("describe, alignment, stats and host buffers before any I/O") {
     CAPTURE(bytes);
     at::Tensor t = tier->host_buffer(bytes);
     CHECK((t.scalar_type() == at::kByte));
-    CHECK(t.numel() == round_up(bytes));
+    CHECK(t.numel() == zt::round_up(bytes, kAlign));
     CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % tier->alignment() == 0);
   }
   // Nothing touches the disk before prepare() or allocate().
@@ -186,7 +185,7 @@ TEST_CASE("round trips of random bytes: lengths 0..3 MiB+5, aligned offsets, ali
     const std::string file = region_file(rank_dir(dir), "layers.0_exp_avg-");
     REQUIRE_FALSE(file.empty());
     std::ifstream in(file, std::ios::binary);
-    std::vector<uint8_t> on_disk(static_cast<size_t>(round_up(3 * kMiB + 5)));
+    std::vector<uint8_t> on_disk(static_cast<size_t>(zt::round_up(3 * kMiB + 5, kAlign)));
     in.seekg(kMiB);
     in.read(reinterpret_cast<char*>(on_disk.data()), static_cast<std::streamsize>(on_disk.size()));
     const std::vector<uint8_t> last = random_bytes(3 * kMiB + 5, seed);
@@ -276,12 +275,12 @@ TEST_CASE("many transfers in flight at once over many regions, queue depth 1 and
     CHECK(s.writes == kRegions);
     CHECK(s.reads == kRegions);
     int64_t allocated = 0;
-    for (int64_t n : sizes) allocated += round_up(n);
+    for (int64_t n : sizes) allocated += zt::round_up(n, kAlign);
     CHECK(s.bytes_allocated == allocated);
     // Releasing half removes their files and their bytes from the count.
     for (int i = 0; i < kRegions; i += 2) tier->release(regions[i]);
     CHECK(files_in(rank_dir(dir)).size() == static_cast<size_t>(kRegions / 2));
-    for (int i = 0; i < kRegions; i += 2) allocated -= round_up(sizes[i]);
+    for (int i = 0; i < kRegions; i += 2) allocated -= zt::round_up(sizes[i], kAlign);
     CHECK(tier->stats().bytes_allocated == allocated);
     CHECK_THROWS_AS(tier->read(regions[0], 0, back[0].data(), 1), zt::InternalError);
   }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "zt/bytes.h"
 #include "zt/error.h"
 #include "zt/options.h"
 #include "zt/plugin_loader.h"
@@ -85,12 +86,10 @@ std::string describe(const std::vector<zt::TensorMeta>& tensors, int world) {
   return s + "]";
 }
 
-int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
-
 // Bytes a tensor adds to a group whose flat buffer currently ends at `end`: its alignment gap
 // and its elements.
 int64_t added_bytes(const zt::TensorMeta& t, int64_t end, int64_t align) {
-  return (round_up(end, align) - end + t.numel) * t.element_size;
+  return (zt::round_up(end, align) - end + t.numel) * t.element_size;
 }
 
 // Checks every property a bucket plan must have. limit_bytes == 0 means one group per unit.
@@ -112,7 +111,7 @@ void check_bucket_plan(const zt::ShardPlan& plan, const std::vector<zt::TensorMe
     int64_t bytes = 0;
     for (const zt::FlatSegment& seg : group.segments) {
       // Contiguous from 0: each segment starts at the first aligned offset after the last one.
-      CHECK(seg.flat_offset == round_up(end, align));
+      CHECK(seg.flat_offset == zt::round_up(end, align));
       bytes += added_bytes(tensors[seg.tensor], end, align);
       end = seg.flat_offset + tensors[seg.tensor].numel;
     }

@@ -1,0 +1,48 @@
+#include "zt/host_memory.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace zt {
+
+namespace {
+
+int64_t read_proc_kib(const char* path, const std::string& field) {
+  std::ifstream in(path);
+  if (!in) return -1;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_proc_kib(text.str(), field);
+}
+
+}  // namespace
+
+int64_t parse_proc_kib(const std::string& text, const std::string& field) {
+  const std::string key = field + ":";
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.compare(0, key.size(), key) != 0) continue;
+    const char* number = line.c_str() + key.size();
+    char* end = nullptr;
+    errno = 0;
+    const long long kib = std::strtoll(number, &end, 10);
+    if (end == number || errno == ERANGE || kib < 0 ||
+        kib > std::numeric_limits<int64_t>::max() / 1024) {
+      return -1;
+    }
+    return static_cast<int64_t>(kib) * 1024;
+  }
+  return -1;
+}
+
+int64_t mem_available_bytes() { return read_proc_kib("/proc/meminfo", "MemAvailable"); }
+
+int64_t process_rss_bytes() { return read_proc_kib("/proc/self/status", "VmRSS"); }
+
+int64_t process_peak_rss_bytes() { return read_proc_kib("/proc/self/status", "VmHWM"); }
+
+}  // namespace zt

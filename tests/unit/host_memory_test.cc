@@ -1,0 +1,52 @@
+// zt/host_memory.h: fields of /proc texts, and this host's and process's numbers.
+#include <doctest/doctest.h>
+
+#include "zt/host_memory.h"
+
+namespace {
+
+// The shape of /proc/meminfo: "Field:" padded with spaces, the number, "kB".
+constexpr const char* kMeminfo =
+    "MemTotal:       65755420 kB\n"
+    "MemFree:         1234567 kB\n"
+    "MemAvailable:   41234560 kB\n"
+    "Buffers:          345678 kB\n"
+    "HugePages_Total:       0\n";
+
+}  // namespace
+
+TEST_CASE("parse_proc_kib reads one field in bytes, by its exact name") {
+  CHECK(zt::parse_proc_kib(kMeminfo, "MemAvailable") == int64_t{41234560} * 1024);
+  CHECK(zt::parse_proc_kib(kMeminfo, "MemTotal") == int64_t{65755420} * 1024);
+  // A field without a unit is still its number (in kB by the caller's contract).
+  CHECK(zt::parse_proc_kib(kMeminfo, "HugePages_Total") == 0);
+  // "Mem" is a prefix of three fields but not a field itself.
+  CHECK(zt::parse_proc_kib(kMeminfo, "Mem") == -1);
+  // /proc/self/status separates with a tab; the last line may lack its newline.
+  CHECK(zt::parse_proc_kib("Name:\tzt\nVmHWM:\t  311500 kB\nVmRSS:\t 280000 kB", "VmRSS") ==
+        int64_t{280000} * 1024);
+}
+
+TEST_CASE("parse_proc_kib: -1 when the field is absent or its number is not one") {
+  // Kernels before 3.14 have no MemAvailable.
+  CHECK(zt::parse_proc_kib("MemTotal: 1000 kB\nMemFree: 10 kB\n", "MemAvailable") == -1);
+  CHECK(zt::parse_proc_kib("", "MemAvailable") == -1);
+  CHECK(zt::parse_proc_kib("MemAvailable: many kB\n", "MemAvailable") == -1);
+  CHECK(zt::parse_proc_kib("MemAvailable: -5 kB\n", "MemAvailable") == -1);
+  CHECK(zt::parse_proc_kib("MemAvailable: 99999999999999999999 kB\n", "MemAvailable") == -1);
+  // Too large to be bytes in int64.
+  CHECK(zt::parse_proc_kib("MemAvailable: 9223372036854775 kB\n", "MemAvailable") == -1);
+  // Only a line that starts with the field counts.
+  CHECK(zt::parse_proc_kib(" MemAvailable: 5 kB\n", "MemAvailable") == -1);
+}
+
+TEST_CASE("this host and process report plausible numbers") {
+  // Linux reports all three; a process that runs this test is resident and has peaked.
+  const int64_t available = zt::mem_available_bytes();
+  const int64_t rss = zt::process_rss_bytes();
+  const int64_t peak = zt::process_peak_rss_bytes();
+  CHECK(available > 0);
+  CHECK(rss > 0);
+  CHECK(peak >= rss);
+  CHECK(rss % 1024 == 0);
+}
