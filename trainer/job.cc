@@ -7,7 +7,6 @@
 #include <iostream>
 
 #include "offload_tiers.h"
-
 #include "smoke_task.h"
 #include "train_task.h"
 #include "zt/error.h"
@@ -17,6 +16,18 @@
 namespace zt::trainer {
 
 namespace {
+
+// The last line of a failed job names the rank that failed first, how, and its own error, so
+// the cause is not lost among the other ranks' lines (forwarded above it).
+void print_failure(const LaunchResult& result) {
+  std::string line = "zt: error: " + result.message;
+  std::string cause = result.error_line;
+  // The rank's line is "zt: [rank N] <kind> error: ...": the rank is named already.
+  const std::string own = "zt: [rank " + std::to_string(result.failed_rank) + "] ";
+  if (cause.rfind(own, 0) == 0) cause.erase(0, own.size());
+  if (!cause.empty()) line += "; rank " + std::to_string(result.failed_rank) + " reported: " + cause;
+  std::cerr << line + "\n";
+}
 
 int launch_ranks(const Config& config, int nproc, const std::vector<std::string>& argv) {
   const Options& launch = config.section("launch");
@@ -29,9 +40,7 @@ int launch_ranks(const Config& config, int nproc, const std::vector<std::string>
   const std::string job = std::to_string(getpid());
   spec.env.push_back({"ZT_JOB_ID", job});
   LaunchResult result = launch_local(spec);
-  if (result.exit_code != 0) {
-    std::cerr << "zt: error: " << result.message << "\n";
-  }
+  if (result.exit_code != 0) print_failure(result);
   // Ranks remove their offload files as they exit; a rank that was killed could not.
   for (const auto& folder : remove_offload_leftovers(config, job)) {
     std::cerr << "zt: removed offload files left by stopped ranks: " << folder << "\n";

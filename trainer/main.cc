@@ -1,5 +1,8 @@
 // trainer: the zt command-line front end. Turns every zt::Error into one clear line and the
 // error's exit code (see trainer --help).
+#include <unistd.h>
+
+#include <cerrno>
 #include <iostream>
 
 #include "cli.h"
@@ -62,6 +65,19 @@ int run(const std::vector<std::string>& argv) {
   return zt::trainer::run_job(config, cli, argv);
 }
 
+// One write(2) of the whole message: ranks of one job share a terminal (torchrun, mpirun, srun)
+// or a pipe (zt's launcher), and separate writes of its pieces interleave with theirs.
+void print_error(const std::string& kind, const std::string& message) {
+  std::string text = "zt: " + rank_prefix() + kind + " error: " + message + "\n";
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (n > 0) done += static_cast<size_t>(n);
+    else if (n < 0 && errno == EINTR) continue;
+    else break;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,11 +85,11 @@ int main(int argc, char** argv) {
   try {
     return run(args);
   } catch (const zt::Error& e) {
-    std::cerr << "zt: " << rank_prefix() << e.kind_name() << " error: " << e.what() << "\n";
+    print_error(e.kind_name(), e.what());
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::cerr << "zt: " << rank_prefix() << "internal error: " << e.what()
-              << "\n(please report this with the command line and config)\n";
+    // On the same line: the launcher names a failed rank by its last line.
+    print_error("internal", std::string(e.what()) + " (please report this with the command line and config)");
     return static_cast<int>(zt::ErrorKind::kInternal);
   }
 }

@@ -1,8 +1,9 @@
 // The trainer executable end to end: bad input gives one clear line and the right exit code;
-// the smoke job runs on 2 local ranks; plugins list/describe.
+// the smoke job runs on 2 local ranks; plugins list/describe; ranks failing together.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "../test_util.h"
 
@@ -199,4 +200,36 @@ TEST_CASE("training: a global batch that does not divide, a model too large: con
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output, "over the 2.00 GiB of launch.memory_limit_gb"));
   CHECK(contains(r.output, "raise zero.stage"));
+}
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("ranks failing the same way: whole lines, the first failing rank's error last, its exit code") {
+  TempDir dir;
+  auto r = run_command(tiny_train(dir.path().string(), "--nproc 3 --set data.path=" + dir.file("missing.txt")));
+  INFO(r.output);
+  CHECK(r.exit_code == 5);  // ErrorKind::kIo
+  std::vector<std::string> rank_errors, lines = lines_of(r.output);
+  for (const auto& line : lines) {
+    CHECK(line.find("zt: ", 1) == std::string::npos);  // no line holds two messages
+    if (line.rfind("zt: [rank ", 0) == 0) rank_errors.push_back(line);
+  }
+  REQUIRE(!rank_errors.empty());
+  CHECK(contains(rank_errors[0], "] io error: cannot open"));
+  REQUIRE(!lines.empty());
+  const std::string& last = lines.back();
+  CHECK(last.rfind("zt: error: rank ", 0) == 0);
+  CHECK(contains(last, "exited with code 5"));
+  CHECK(contains(last, "reported: io error: cannot open"));
+  // The rank named last is the one whose error printed first.
+  CHECK(contains(rank_errors[0], "zt: [rank " + last.substr(16, last.find(' ', 16) - 16) + "] "));
 }
