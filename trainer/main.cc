@@ -24,13 +24,16 @@ std::string rank_prefix() {
   return "";
 }
 
-zt::PluginCatalog catalog_for(const zt::trainer::CliArgs& args) {
+// --plugin-dir folders first, then the config's plugins.dirs. Reads nothing else of the
+// config: the plugins commands must work with a file that only names where plugins live.
+std::vector<std::string> plugin_search_dirs(const zt::trainer::CliArgs& args) {
   std::vector<std::string> dirs = args.plugin_dirs;
   if (!args.config_path.empty()) {
-    zt::Config config = zt::Config::load_file(args.config_path, args.overrides);
-    for (const auto& d : config.section("plugins").get_string_list("dirs")) dirs.push_back(d);
+    for (const auto& d : zt::Config::plugin_dirs_of_file(args.config_path, args.overrides)) {
+      dirs.push_back(d);
+    }
   }
-  return zt::PluginCatalog(dirs);
+  return dirs;
 }
 
 int run(const std::vector<std::string>& argv) {
@@ -45,11 +48,11 @@ int run(const std::vector<std::string>& argv) {
       std::cout << "zt trainer 0.1.0 (" << zt::core_build_fingerprint() << ")\n";
       return 0;
     case Command::kPluginsList: {
-      zt::PluginCatalog catalog = catalog_for(cli);
+      zt::PluginCatalog catalog(plugin_search_dirs(cli));
       return zt::trainer::list_plugins(catalog, std::cout);
     }
     case Command::kPluginsDescribe: {
-      zt::PluginCatalog catalog = catalog_for(cli);
+      zt::PluginCatalog catalog(plugin_search_dirs(cli));
       return zt::trainer::describe_plugin(catalog, cli.plugin_id, std::cout);
     }
     case Command::kRun:
@@ -57,6 +60,10 @@ int run(const std::vector<std::string>& argv) {
   }
   std::vector<std::string> overrides = cli.overrides;
   if (cli.nproc) overrides.push_back("launch.nproc=" + std::to_string(*cli.nproc));
+  // Ranks parse the same command line, so each finds the same plugins.
+  if (!cli.plugin_dirs.empty()) {
+    overrides.push_back("plugins.dirs=" + zt::value_to_toml(zt::Value(plugin_search_dirs(cli))));
+  }
   zt::Config config = zt::Config::load_file(cli.config_path, overrides);
   if (cli.print_config) {
     std::cout << config.to_toml();

@@ -1,5 +1,6 @@
 // The trainer executable end to end: bad input gives one clear line and the right exit code;
-// the smoke job runs on 2 local ranks; plugins list/describe; ranks failing together.
+// the smoke job runs on 2 local ranks; plugins list/describe; --plugin-dir; ranks failing
+// together.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -200,6 +201,39 @@ TEST_CASE("training: a global batch that does not divide, a model too large: con
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output, "over the 2.00 GiB of launch.memory_limit_gb"));
   CHECK(contains(r.output, "raise zero.stage"));
+}
+
+TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
+  // The config the launcher validates finds a plugin that lives only in the --plugin-dir folder.
+  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --plugin-dir " ZT_TEST_FIXTURE_DIR
+                       " --set plugins.shard=shard_fixture --set plugin.shard_fixture.bucket_mb=3 --print-config");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "[plugin.shard_fixture]\nbucket_mb = 3\n"));
+  CHECK(contains(r.output, "dirs = [\"" ZT_TEST_FIXTURE_DIR "\"]"));
+  // The smoke job loads every plugin it can find: its ranks see the folder's broken fixtures.
+  r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1 --plugin-dir "
+                  ZT_TEST_FIXTURE_DIR);
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "some plugins cannot be loaded"));
+  CHECK(contains(r.output, "wrong_fingerprint"));
+}
+
+TEST_CASE("the plugins commands read only plugins.dirs from --config") {
+  TempDir dir;
+  write_file(dir.file("dirs.toml"), "[plugins]\ndirs = [\"" ZT_TEST_FIXTURE_DIR "\"]\n");
+  auto r = run_command(trainer() + " plugins describe shard_fixture --config " + dir.file("dirs.toml"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "bucket_mb (integer, default 25"));
+  r = run_command(trainer() + " plugins list --config " + dir.file("dirs.toml"));
+  CHECK(r.exit_code == 3);  // the fixtures folder holds broken plugins on purpose
+  CHECK(contains(r.output, "shard_fixture"));
+  write_file(dir.file("bad.toml"), "[plugins]\ndirs = \"" ZT_TEST_FIXTURE_DIR "\"\n");
+  r = run_command(trainer() + " plugins list --config " + dir.file("bad.toml"));
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "bad.toml:2:8: plugins.dirs must be an array of strings"));
 }
 
 namespace {

@@ -41,6 +41,15 @@ class ZT_API Config {
   static Config load_string(const std::string& toml_text, const std::string& source_name,
                             const std::vector<std::string>& overrides = {});
 
+  // Only the plugin search path, [plugins] dirs (with the --set overrides of plugins.dirs), for
+  // commands that need nothing else (`trainer plugins ...`): other sections are not validated.
+  // Throws ConfigError for malformed TOML or a dirs value that is not an array of strings.
+  static std::vector<std::string> plugin_dirs_of_file(const std::string& path,
+                                                      const std::vector<std::string>& overrides = {});
+  static std::vector<std::string> plugin_dirs_of_string(const std::string& toml_text,
+                                                        const std::string& source_name,
+                                                        const std::vector<std::string>& overrides = {});
+
   const std::string& source() const { return source_; }
   const Options& section(const std::string& name) const;
   // The validated [plugin.<id>] table of a selected or mentioned plugin (defaults when absent).
