@@ -16,6 +16,7 @@
 #include "offload_tiers.h"
 #include "schedule.h"
 #include "train_report.h"
+#include "zt/blas.h"
 #include "zt/engine.h"
 #include "zt/error.h"
 #include "zt/optimizer.h"
@@ -152,6 +153,7 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
                 shard_id.c_str(), optim_id.c_str(), config.section("precision").get_string("compute").c_str(),
                 data->describe().c_str());
     if (!tiers.describe().empty()) std::printf("  offload: %s\n", tiers.describe().c_str());
+    std::printf("  %s\n", blas_header_line(probe_blas()).c_str());
     std::fflush(stdout);
   }
   TrainReport report(leader ? out_dir + "/metrics.jsonl" : "", steps, run.get_int("log_every"));
