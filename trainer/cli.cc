@@ -8,14 +8,16 @@ namespace zt::trainer {
 
 const char* usage() {
   return R"(usage:
-  trainer --config FILE [--set section.key=value]... [--nproc N] [--print-config]
+  trainer --config FILE [--set section.key=value]... [--nproc N] [--plugin-dir DIR]...
+          [--print-config]
   trainer plugins list [--config FILE] [--plugin-dir DIR]...
   trainer plugins describe ID [--config FILE] [--plugin-dir DIR]...
   trainer --help | --version
 
 Runs the job described by FILE (see configs/). Without a torchrun, mpirun or srun environment,
 --nproc N (or [launch] nproc) spawns N local ranks and supervises them.
-Plugins are searched in plugins.dirs, then ZT_PLUGIN_PATH, then zt's own plugin folder.
+Plugins are searched in --plugin-dir folders, then plugins.dirs, then ZT_PLUGIN_PATH, then
+zt's own plugin folder. The plugins commands read only plugins.dirs from FILE.
 Exit codes: 0 ok, 2 config, 3 plugin, 4 communication, 5 I/O, 6 numeric, 7 internal,
 128+N a rank killed by signal N.
 )";

@@ -15,7 +15,7 @@ struct CliArgs {
   std::vector<std::string> overrides;  // --set section.key=value, in order
   bool print_config = false;
   std::optional<int> nproc;            // --nproc N (same as --set launch.nproc=N)
-  std::vector<std::string> plugin_dirs;  // --plugin-dir DIR (plugins commands)
+  std::vector<std::string> plugin_dirs;  // --plugin-dir DIR, searched before plugins.dirs
   std::string plugin_id;               // plugins describe <id>
 };
 

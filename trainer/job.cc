@@ -3,13 +3,14 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
 #include "offload_tiers.h"
-
 #include "smoke_task.h"
 #include "train_task.h"
+#include "zt/blas.h"
 #include "zt/error.h"
 #include "zt/launcher.h"
 #include "zt/rendezvous.h"
@@ -17,6 +18,36 @@
 namespace zt::trainer {
 
 namespace {
+
+// The last line of a failed job names the rank that failed first, how, and its own error, so
+// the cause is not lost among the other ranks' lines (forwarded above it).
+void print_failure(const LaunchResult& result) {
+  std::string line = "zt: error: " + result.message;
+  std::string cause = result.error_line;
+  // The rank's line is "zt: [rank N] <kind> error: ...": the rank is named already.
+  const std::string own = "zt: [rank " + std::to_string(result.failed_rank) + "] ";
+  if (cause.rfind(own, 0) == 0) cause.erase(0, own.size());
+  if (!cause.empty()) line += "; rank " + std::to_string(result.failed_rank) + " reported: " + cause;
+  std::cerr << line + "\n";
+}
+
+// A single process loaded OpenBLAS before it could choose the core, so it starts itself again
+// with the core in its environment (as spawned ranks get it). Returns only if nothing changes
+// or the exec failed (then it runs on with the core it has; the run header says how to fix it).
+void restart_with_blas_core(const std::vector<std::string>& argv) {
+  auto vars = blas_env_for_children(probe_blas());
+  if (vars.empty()) return;
+  for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
+  std::vector<std::string> args = argv;
+  args[0] = self_executable();
+  std::vector<char*> c_args;
+  for (auto& a : args) c_args.push_back(a.data());
+  c_args.push_back(nullptr);
+  std::cout.flush();
+  std::fflush(nullptr);
+  execv(c_args[0], c_args.data());
+  for (const auto& var : vars) unsetenv(var.first.c_str());
+}
 
 int launch_ranks(const Config& config, int nproc, const std::vector<std::string>& argv) {
   const Options& launch = config.section("launch");
@@ -28,10 +59,10 @@ int launch_ranks(const Config& config, int nproc, const std::vector<std::string>
   spec.master_port = static_cast<int>(launch.get_int("master_port"));
   const std::string job = std::to_string(getpid());
   spec.env.push_back({"ZT_JOB_ID", job});
+  // OpenBLAS reads its core type when it loads: the ranks' environment is the place to fix it.
+  for (const auto& var : blas_env_for_children(probe_blas())) spec.env.push_back(var);
   LaunchResult result = launch_local(spec);
-  if (result.exit_code != 0) {
-    std::cerr << "zt: error: " << result.message << "\n";
-  }
+  if (result.exit_code != 0) print_failure(result);
   // Ranks remove their offload files as they exit; a rank that was killed could not.
   for (const auto& folder : remove_offload_leftovers(config, job)) {
     std::cerr << "zt: removed offload files left by stopped ranks: " << folder << "\n";
@@ -46,6 +77,7 @@ int run_job(const Config& config, const CliArgs& args, const std::vector<std::st
   const Options& run = config.section("run");
   RankEnv env = discover_rank_env();
   int nproc = static_cast<int>(launch.get_int("nproc"));
+  if (!env.found && nproc == 1) restart_with_blas_core(argv);
   // Checked once, before any rank starts or allocates anything.
   if (run.get_string("task") == "train" && !env.found) check_job_fits(config, nproc);
   if (!env.found && nproc > 1) return launch_ranks(config, nproc, argv);

@@ -1,5 +1,8 @@
 // trainer: the zt command-line front end. Turns every zt::Error into one clear line and the
 // error's exit code (see trainer --help).
+#include <unistd.h>
+
+#include <cerrno>
 #include <iostream>
 
 #include "cli.h"
@@ -21,13 +24,16 @@ std::string rank_prefix() {
   return "";
 }
 
-zt::PluginCatalog catalog_for(const zt::trainer::CliArgs& args) {
+// --plugin-dir folders first, then the config's plugins.dirs. Reads nothing else of the
+// config: the plugins commands must work with a file that only names where plugins live.
+std::vector<std::string> plugin_search_dirs(const zt::trainer::CliArgs& args) {
   std::vector<std::string> dirs = args.plugin_dirs;
   if (!args.config_path.empty()) {
-    zt::Config config = zt::Config::load_file(args.config_path, args.overrides);
-    for (const auto& d : config.section("plugins").get_string_list("dirs")) dirs.push_back(d);
+    for (const auto& d : zt::Config::plugin_dirs_of_file(args.config_path, args.overrides)) {
+      dirs.push_back(d);
+    }
   }
-  return zt::PluginCatalog(dirs);
+  return dirs;
 }
 
 int run(const std::vector<std::string>& argv) {
@@ -42,11 +48,11 @@ int run(const std::vector<std::string>& argv) {
       std::cout << "zt trainer 0.1.0 (" << zt::core_build_fingerprint() << ")\n";
       return 0;
     case Command::kPluginsList: {
-      zt::PluginCatalog catalog = catalog_for(cli);
+      zt::PluginCatalog catalog(plugin_search_dirs(cli));
       return zt::trainer::list_plugins(catalog, std::cout);
     }
     case Command::kPluginsDescribe: {
-      zt::PluginCatalog catalog = catalog_for(cli);
+      zt::PluginCatalog catalog(plugin_search_dirs(cli));
       return zt::trainer::describe_plugin(catalog, cli.plugin_id, std::cout);
     }
     case Command::kRun:
@@ -54,12 +60,29 @@ int run(const std::vector<std::string>& argv) {
   }
   std::vector<std::string> overrides = cli.overrides;
   if (cli.nproc) overrides.push_back("launch.nproc=" + std::to_string(*cli.nproc));
+  // Ranks parse the same command line, so each finds the same plugins.
+  if (!cli.plugin_dirs.empty()) {
+    overrides.push_back("plugins.dirs=" + zt::value_to_toml(zt::Value(plugin_search_dirs(cli))));
+  }
   zt::Config config = zt::Config::load_file(cli.config_path, overrides);
   if (cli.print_config) {
     std::cout << config.to_toml();
     return 0;
   }
   return zt::trainer::run_job(config, cli, argv);
+}
+
+// One write(2) of the whole message: ranks of one job share a terminal (torchrun, mpirun, srun)
+// or a pipe (zt's launcher), and separate writes of its pieces interleave with theirs.
+void print_error(const std::string& kind, const std::string& message) {
+  std::string text = "zt: " + rank_prefix() + kind + " error: " + message + "\n";
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(STDERR_FILENO, text.data() + done, text.size() - done);
+    if (n > 0) done += static_cast<size_t>(n);
+    else if (n < 0 && errno == EINTR) continue;
+    else break;
+  }
 }
 
 }  // namespace
@@ -69,11 +92,11 @@ int main(int argc, char** argv) {
   try {
     return run(args);
   } catch (const zt::Error& e) {
-    std::cerr << "zt: " << rank_prefix() << e.kind_name() << " error: " << e.what() << "\n";
+    print_error(e.kind_name(), e.what());
     return e.exit_code();
   } catch (const std::exception& e) {
-    std::cerr << "zt: " << rank_prefix() << "internal error: " << e.what()
-              << "\n(please report this with the command line and config)\n";
+    // On the same line: the launcher names a failed rank by its last line.
+    print_error("internal", std::string(e.what()) + " (please report this with the command line and config)");
     return static_cast<int>(zt::ErrorKind::kInternal);
   }
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "zt/blas.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/plugin_loader.h"
@@ -113,6 +114,7 @@ int run_smoke(const Config& config, Store& store, const RankEnv& env,
     std::printf("zt smoke: %d rank(s) over %s (rendezvous: %s)\n", env.world, comm_id.c_str(),
                 env.source == "none" ? "single process" : env.source.c_str());
     std::printf("data path: %s\n", path.c_str());
+    std::printf("%s\n", blas_header_line(probe_blas()).c_str());
     std::printf("plugins loaded:\n");
     for (const auto& e : entries) {
       std::printf("  %-20s %-9s %-7s %s\n", e.id.c_str(), plugin_kind_name(e.record->kind),

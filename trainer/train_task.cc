@@ -15,6 +15,7 @@
 #include "offload_tiers.h"
 #include "schedule.h"
 #include "train_report.h"
+#include "zt/blas.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
 #include "zt/host_memory.h"
@@ -115,6 +116,7 @@ void print_run_header(const TrainRun& run) {
               run.config.section("precision").get_string("compute").c_str(),
               run.data->describe().c_str());
   if (!s.tiers.describe().empty()) std::printf("  offload: %s\n", s.tiers.describe().c_str());
+  std::printf("  %s\n", blas_header_line(probe_blas()).c_str());
   std::fflush(stdout);
 }
 

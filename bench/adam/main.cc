@@ -79,6 +79,7 @@ int run(const std::vector<std::string>& argv) {
   const auto start = std::chrono::steady_clock::now();
   std::printf("zt_bench_adam on %s: %d rounds per size and thread count, zt kernel %s\n",
               cpu_model().c_str(), plan.reps, zt_kernel().c_str());
+  std::printf("%s\n", zt::bench::blas_line().c_str());
   std::vector<Row> rows;
   for (int64_t params : plan.sizes) {
     Contestants contestants(params);  // freed before the next size is allocated

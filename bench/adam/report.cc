@@ -133,7 +133,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const Plan& plan, double total_seconds) {
   std::ofstream out = open_results(path);
 
-  out << "{\n  \"bench\": \"adam\",\n  \"cpu\": " << json_string(cpu_model())
+  out << "{\n  \"bench\": \"adam\",\n  " << blas_json() << ",\n  \"cpu\": " << json_string(cpu_model())
       << ",\n  \"zt_kernel\": " << json_string(zt_kernel())
       << ",\n  \"bytes_per_param\": " << json_number(kBytesPerParam) << ",\n  \"reps\": "
       << plan.reps << ",\n  \"total_seconds\": " << json_number(total_seconds)

@@ -88,7 +88,7 @@ int run_parent(const Plan& plan, const std::vector<std::string>& argv) {
   for (Row& r : run_ucx_perftest(plan, scratch.path())) rows.push_back(std::move(r));
 
   std::vector<TargetCheck> checks = evaluate_targets(rows);
-  std::printf("\nzt_bench_comm: %d ranks on this host, fp32 sum\n\n", kRanks);
+  std::printf("\nzt_bench_comm: %d ranks on this host, fp32 sum\n%s\n\n", kRanks, zt::bench::blas_line().c_str());
   print_table(stdout, rows);
   print_targets(stdout, checks);
   const double total =

@@ -164,7 +164,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, double total_seconds) {
   std::ofstream out = open_results(path);
 
-  out << "{\n  \"bench\": \"comm\",\n  \"world\": " << kRanks
+  out << "{\n  \"bench\": \"comm\",\n  " << blas_json() << ",\n  \"world\": " << kRanks
       << ",\n  \"total_seconds\": " << json_number(total_seconds) << ",\n  \"rows\": [";
   const std::vector<Row> ordered = sorted(rows);
   for (size_t i = 0; i < ordered.size(); ++i) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "zt/blas.h"
 #include "zt/error.h"
 
 namespace zt::bench {
@@ -86,6 +87,38 @@ bool next_option(const std::vector<std::string>& args, size_t& i, const std::vec
     throw ConfigError(flag + " needs a value\n" + usage);
   }
   return true;
+}
+
+namespace {
+
+// The core a rank started by zt runs: the user's choice, else zt's, else OpenBLAS's own.
+std::string ranks_core(const BlasInfo& info) {
+  if (!info.user_core.empty()) return info.core;
+  return info.recommended.empty() ? info.core : info.recommended;
+}
+
+// Who chose the core this process runs.
+const char* core_chosen_by(const BlasInfo& info) {
+  if (!info.user_core.empty()) return "environment";
+  return info.detected.empty() ? "OpenBLAS" : "zt";
+}
+
+}  // namespace
+
+std::string blas_line() {
+  const BlasInfo info = probe_blas();
+  if (info.library.empty()) return blas_header_line(info);
+  std::string line = "BLAS: " + info.library + " core " + info.core;
+  if (!info.user_core.empty()) line += " (OPENBLAS_CORETYPE from your environment)";
+  if (ranks_core(info) != info.core) line += "; the ranks zt starts run " + ranks_core(info);
+  return line;
+}
+
+std::string blas_json() {
+  const BlasInfo info = probe_blas();
+  return "\"blas\": {\"library\": " + json_string(info.library) + ", \"core\": " + json_string(info.core) +
+         ", \"chosen_by\": " + json_string(info.library.empty() ? "" : core_chosen_by(info)) +
+         ", \"ranks_core\": " + json_string(ranks_core(info)) + "}";
 }
 
 std::ofstream open_results(const std::string& path) {

@@ -28,6 +28,14 @@ std::vector<int64_t> parse_positive_list(const std::string& list, const std::str
 bool next_option(const std::vector<std::string>& args, size_t& i, const std::vector<std::string>& known,
                  const char* usage, std::string& flag, std::string& value);
 
+// The BLAS behind the numbers: the OpenBLAS core this process runs, who chose it (OpenBLAS,
+// zt, or OPENBLAS_CORETYPE from the environment), and the core of the ranks zt starts (zt
+// sets OPENBLAS_CORETYPE for them when OpenBLAS picks a core weaker than the CPU runs).
+// blas_line() for the printed header ("BLAS: OpenBLAS 0.3.21 core Prescott; the ranks zt
+// starts run SkylakeX"), blas_json() for the results ("\"blas\": {...}", no trailing comma).
+std::string blas_line();
+std::string blas_json();
+
 // The results file at `path`, its folders created; IoError when it cannot be written.
 std::ofstream open_results(const std::string& path);
 

@@ -95,6 +95,7 @@ int run(const std::vector<std::string>& argv) {
   std::printf("zt_bench_nvme: %lld MiB per file in %s (%s), %d rounds after one warm-up\n",
               static_cast<long long>(plan.mib), scratch.path().c_str(), info.file_system.c_str(),
               plan.reps);
+  std::printf("%s\n", zt::bench::blas_line().c_str());
   for (size_t e = 0; e < engines.size(); ++e) {
     std::printf("  %-12s %s\n", kEngines[e], info.engines[kEngines[e]].c_str());
   }

@@ -90,7 +90,7 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const RunInfo& info) {
   std::ofstream out = open_results(path);
-  out << "{\n  \"bench\": \"nvme\",\n  \"dir\": " << json_string(info.dir)
+  out << "{\n  \"bench\": \"nvme\",\n  " << blas_json() << ",\n  \"dir\": " << json_string(info.dir)
       << ",\n  \"file_system\": " << json_string(info.file_system)
       << ",\n  \"bytes\": " << info.bytes << ",\n  \"reps\": " << info.reps
       << ",\n  \"queue_depth\": " << info.queue_depth << ",\n  \"block_bytes\": 1048576"

@@ -197,6 +197,7 @@ int run(const std::vector<std::string>& argv) {
   const int total = plan.reps * static_cast<int>(pass.size());
   std::printf("zt_bench_train: %d trainer jobs (%d steps each, %d ranks) with %s\n", total,
               plan.steps, kRanks, plan.trainer.c_str());
+  std::printf("%s\n", zt::bench::blas_line().c_str());
   if (plan.offload) std::printf("  offload_nvme files under %s\n", plan.nvme_path.c_str());
   std::vector<std::pair<JobSpec, JobResult>> jobs;
   for (int rep = 0; rep < plan.reps; ++rep) {

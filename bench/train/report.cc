@@ -284,7 +284,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
                 const Plan& plan, double total_seconds) {
   std::ofstream out = open_results(path);
 
-  out << "{\n  \"bench\": \"train\",\n  \"steps\": " << plan.steps << ",\n  \"warmup\": "
+  out << "{\n  \"bench\": \"train\",\n  " << blas_json() << ",\n  \"steps\": " << plan.steps << ",\n  \"warmup\": "
       << plan.warmup << ",\n  \"reps\": " << plan.reps << ",\n  \"total_seconds\": "
       << json_number(total_seconds) << ",\n  \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n    " : "\n    ") << row_json(rows[i]);

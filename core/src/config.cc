@@ -106,16 +106,19 @@ void read_table(const toml::table& table, const std::string& name, const std::st
   }
 }
 
-RawConfig parse_toml(const std::string& text, const std::string& file, Problems& problems) {
-  toml::table root;
+toml::table parse_document(const std::string& text, const std::string& file) {
   try {
-    root = toml::parse(std::string_view(text), std::string_view(file));
+    return toml::parse(std::string_view(text), std::string_view(file));
   } catch (const toml::parse_error& e) {
     const auto& src = e.source();
     throw ConfigError(file + ":" + std::to_string(src.begin.line) + ":" +
                       std::to_string(src.begin.column) + ": malformed TOML: " +
                       std::string(e.description()) + "; fix the syntax at that place");
   }
+}
+
+RawConfig parse_toml(const std::string& text, const std::string& file, Problems& problems) {
+  toml::table root = parse_document(text, file);
   RawConfig raw;
   for (const auto& [key, node] : root) {
     std::string k(key.str());
@@ -253,9 +256,7 @@ void check_combinations(const Config& config, Problems& problems) {
   }
 }
 
-}  // namespace
-
-Config Config::load_file(const std::string& path, const std::vector<std::string>& overrides) {
+std::string read_config_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     throw ConfigError("cannot read config file '" + path +
@@ -264,7 +265,51 @@ Config Config::load_file(const std::string& path, const std::vector<std::string>
   }
   std::stringstream text;
   text << in.rdbuf();
-  return load_string(text.str(), path, overrides);
+  return text.str();
+}
+
+}  // namespace
+
+Config Config::load_file(const std::string& path, const std::vector<std::string>& overrides) {
+  return load_string(read_config_file(path), path, overrides);
+}
+
+std::vector<std::string> Config::plugin_dirs_of_file(const std::string& path,
+                                                     const std::vector<std::string>& overrides) {
+  return plugin_dirs_of_string(read_config_file(path), path, overrides);
+}
+
+std::vector<std::string> Config::plugin_dirs_of_string(const std::string& toml_text,
+                                                       const std::string& source_name,
+                                                       const std::vector<std::string>& overrides) {
+  Problems problems;
+  RawConfig raw;
+  toml::table root = parse_document(toml_text, source_name);
+  if (const toml::table* plugins = root["plugins"].as_table()) {
+    if (const toml::node* node = plugins->get("dirs")) {
+      SourceLocation where = location_of(*node, source_name);
+      Value value;
+      if (to_value(*node, value, "plugins.dirs", where, problems)) {
+        raw["plugins"].entries["dirs"] = {value, where, where};
+      }
+    }
+  }
+  const std::string key = "plugins.dirs=";
+  for (const auto& o : overrides) {
+    if (o.compare(0, key.size(), key) == 0) apply_override(o, raw, problems);
+  }
+  if (!problems.empty()) problems.raise();
+  auto entry = raw["plugins"].entries.find("dirs");
+  if (entry == raw["plugins"].entries.end()) return {};
+  for (const auto& section : config_schema()) {
+    if (section.name != "plugins") continue;
+    for (const auto& spec : section.keys) {
+      if (spec.name != "dirs") continue;
+      Value v = check_option(spec, entry->second.value, "plugins", entry->second.where);
+      return std::get<std::vector<std::string>>(v);
+    }
+  }
+  throw InternalError("config_schema() has no plugins.dirs");
 }
 
 Config Config::load_string(const std::string& toml_text, const std::string& source_name,

@@ -1,7 +1,9 @@
 #include "zt/launcher.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -38,7 +40,29 @@ int code_of(int status) {
   return 1;
 }
 
-pid_t spawn_rank(const LaunchSpec& spec, int rank, int port) {
+// Writes all of `text` to `fd` (one write when the pipe or terminal takes it whole).
+void write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n > 0) done += static_cast<size_t>(n);
+    else if (n < 0 && errno == EINTR) continue;
+    else return;  // our stderr is gone: nothing better to do with the text
+  }
+}
+
+// One rank's stderr as the launcher reads it.
+struct RankOutput {
+  int fd = -1;            // read end of the rank's stderr pipe; -1 once closed
+  std::string partial;    // bytes after the last newline
+  std::string last_line;  // its last non-empty whole line, without the newline
+  uint64_t last_seq = 0;  // arrival order of last_line among all ranks' lines; 0: none
+};
+
+// A line longer than this is forwarded in pieces rather than held without bound.
+constexpr size_t kMaxLine = 64 * 1024;
+
+pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
   auto set = [&env_strings](const std::string& k, const std::string& v) {
@@ -73,6 +97,7 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port) {
     if (getppid() != parent) _exit(127);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    if (dup2(stderr_fd, 2) < 0) _exit(127);  // every other pipe end closes on exec
     execve(argv[0], argv.data(), envp.data());
     const char msg[] = "zt launcher: exec failed\n";
     ssize_t ignored = write(2, msg, sizeof(msg) - 1);
@@ -81,6 +106,208 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port) {
   }
   return pid;
 }
+
+// Spawns the ranks, forwards their stderr and watches them until all ended.
+class Supervisor {
+ public:
+  explicit Supervisor(const LaunchSpec& spec)
+      : spec_(spec), pids_(spec.nproc, -1), status_(spec.nproc, 0), running_(spec.nproc, false),
+        out_(spec.nproc) {
+    result_.rank_codes.assign(spec.nproc, -1);
+  }
+  ~Supervisor() {
+    for (auto& o : out_) if (o.fd >= 0) close(o.fd);
+  }
+
+  void start(int port) {
+    try {
+      for (int r = 0; r < spec_.nproc; ++r) start_rank(r, port);
+    } catch (...) {
+      stop_all(SIGKILL);
+      for (int r = 0; r < spec_.nproc; ++r) if (running_[r]) waitpid(pids_[r], nullptr, 0);
+      throw;
+    }
+  }
+
+  LaunchResult run() {
+    const auto begin = std::chrono::steady_clock::now();
+    while (alive_ > 0) {
+      if (reap_all()) continue;
+      auto now = std::chrono::steady_clock::now();
+      if (int sig = g_forwarded_signal.exchange(0); sig != 0 && !stopping_) {
+        begin_stop(std::string("launcher received ") + strsignal(sig) + "; stopping all ranks", 128 + sig);
+      }
+      if (!stopping_ && spec_.timeout.count() > 0 && now - begin > spec_.timeout) {
+        begin_stop("job exceeded its " + std::to_string(spec_.timeout.count()) +
+                   " ms limit; stopping all ranks", 124);
+      }
+      if (settling_ && !stopping_ && now >= stop_at_) begin_stop("", result_.exit_code);
+      if (stopping_ && now > kill_at_) stop_all(SIGKILL);
+      pump_output(5);
+    }
+    if (result_.failed_rank >= 0) name_first_failure();
+    return result_;
+  }
+
+ private:
+  void start_rank(int r, int port) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      throw IoError("launcher: cannot create a pipe for rank " + std::to_string(r) + ": " + strerror(errno));
+    }
+    // Only our end is non-blocking: a rank whose stderr is full waits rather than losing text.
+    fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+    out_[r].fd = fds[0];
+    try {
+      pids_[r] = spawn_rank(spec_, r, port, fds[1]);
+    } catch (...) {
+      close(fds[1]);
+      throw;
+    }
+    close(fds[1]);
+    running_[r] = true;
+    ++alive_;
+  }
+
+  void stop_all(int sig) {
+    for (int r = 0; r < spec_.nproc; ++r) if (running_[r]) kill(pids_[r], sig);
+  }
+
+  void begin_stop(const std::string& message, int exit_code) {
+    result_.message = message;
+    result_.exit_code = exit_code;
+    stopping_ = true;
+    stop_all(SIGTERM);
+    kill_at_ = std::chrono::steady_clock::now() + spec_.grace;
+  }
+
+  // Reaps every rank that ended; true if any did.
+  bool reap_all() {
+    bool reaped = false;
+    for (int r = 0; r < spec_.nproc; ++r) {
+      // Per pid, never -1: the caller may have other children we must not reap.
+      if (!running_[r] || waitpid(pids_[r], &status_[r], WNOHANG) != pids_[r]) continue;
+      reaped = true;
+      running_[r] = false;
+      --alive_;
+      finish_output(r);  // its error line is in the pipe before its exit status is known
+      result_.rank_codes[r] = code_of(status_[r]);
+      bool failed = !(WIFEXITED(status_[r]) && WEXITSTATUS(status_[r]) == 0);
+      if (failed && result_.failed_rank < 0 && !stopping_) {
+        result_.failed_rank = r;
+        stopped_others_ = spec_.stop_all_on_failure ? alive_ : 0;
+        result_.exit_code = code_of(status_[r]);
+        settling_ = stopped_others_ > 0;
+        stop_at_ = std::chrono::steady_clock::now() + spec_.settle;
+      }
+    }
+    return reaped;
+  }
+
+  // Ranks that failed at once: the one whose error printed first is the first failure, so the
+  // line the user reads first and the rank the result names agree, and a rank whose error came
+  // first but whose teardown was slower is not hidden behind a peer that only saw it go.
+  void name_first_failure() {
+    int first = result_.failed_rank;
+    if (WIFEXITED(status_[first]) && out_[first].last_seq > 0) {
+      for (int r = 0; r < spec_.nproc; ++r) {
+        bool own_error = WIFEXITED(status_[r]) && WEXITSTATUS(status_[r]) != 0 && out_[r].last_seq > 0;
+        if (own_error && out_[r].last_seq < out_[first].last_seq) first = r;
+      }
+    }
+    result_.failed_rank = first;
+    result_.exit_code = code_of(status_[first]);
+    result_.error_line = out_[first].last_line;
+    result_.message = "rank " + std::to_string(first) + " (pid " + std::to_string(pids_[first]) + ") " +
+                      describe_status(status_[first]);
+    if (stopped_others_ > 0) {
+      result_.message += "; stopping the other " + std::to_string(stopped_others_) + " rank(s)";
+    }
+  }
+
+  // Waits up to `timeout_ms` for output and forwards what came.
+  void pump_output(int timeout_ms) {
+    std::vector<pollfd> fds;
+    std::vector<int> ranks;
+    for (int r = 0; r < spec_.nproc; ++r) {
+      if (out_[r].fd >= 0) {
+        fds.push_back({out_[r].fd, POLLIN, 0});
+        ranks.push_back(r);
+      }
+    }
+    if (fds.empty()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+      return;
+    }
+    if (poll(fds.data(), fds.size(), timeout_ms) <= 0) return;  // EINTR: the loop comes back
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) drain(ranks[i]);
+    }
+  }
+
+  // Reads what rank r has written so far, without blocking; closes the pipe at end of file.
+  void drain(int r) {
+    RankOutput& o = out_[r];
+    char buf[4096];
+    while (o.fd >= 0) {
+      ssize_t n = read(o.fd, buf, sizeof buf);
+      if (n > 0) {
+        take(r, buf, static_cast<size_t>(n));
+      } else if (n < 0 && errno == EINTR) {
+        continue;
+      } else {
+        if (n == 0 || errno != EAGAIN) {
+          close(o.fd);
+          o.fd = -1;
+        }
+        return;
+      }
+    }
+  }
+
+  void take(int r, const char* data, size_t size) {
+    RankOutput& o = out_[r];
+    o.partial.append(data, size);
+    size_t nl;
+    while ((nl = o.partial.find('\n')) != std::string::npos || o.partial.size() > kMaxLine) {
+      size_t end = nl == std::string::npos ? kMaxLine : nl;
+      forward_line(o, o.partial.substr(0, end));
+      o.partial.erase(0, nl == std::string::npos ? end : end + 1);
+    }
+  }
+
+  void forward_line(RankOutput& o, const std::string& line) {
+    write_all(2, line + "\n");
+    if (line.find_first_not_of(" \t\r") == std::string::npos) return;
+    o.last_line = line;
+    o.last_seq = ++line_seq_;
+  }
+
+  // A rank that ended: everything it wrote, an unfinished last line included, goes out now.
+  // The pipe closes even if a process the rank started still holds it, so no wait is unbounded.
+  void finish_output(int r) {
+    RankOutput& o = out_[r];
+    drain(r);
+    if (!o.partial.empty()) forward_line(o, o.partial);
+    o.partial.clear();
+    if (o.fd >= 0) close(o.fd);
+    o.fd = -1;
+  }
+
+  const LaunchSpec& spec_;
+  std::vector<pid_t> pids_;
+  std::vector<int> status_;
+  std::vector<bool> running_;
+  std::vector<RankOutput> out_;
+  LaunchResult result_;
+  int alive_ = 0;
+  int stopped_others_ = 0;
+  bool settling_ = false;  // a rank failed: the others get spec_.settle, then SIGTERM
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point stop_at_{};
+  std::chrono::steady_clock::time_point kill_at_{};
+  uint64_t line_seq_ = 0;
+};
 
 }  // namespace
 
@@ -124,78 +351,19 @@ LaunchResult launch_local(const LaunchSpec& spec) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-
-  std::vector<pid_t> pids(spec.nproc, -1);
-  LaunchResult result;
-  result.rank_codes.assign(spec.nproc, -1);
-  std::vector<bool> running(spec.nproc, false);
-  int alive = 0;
-  auto stop_all = [&](int sig) {
-    for (int r = 0; r < spec.nproc; ++r) if (running[r]) kill(pids[r], sig);
-  };
-  try {
-    for (int r = 0; r < spec.nproc; ++r) {
-      pids[r] = spawn_rank(spec, r, port);
-      running[r] = true;
-      ++alive;
-    }
-  } catch (...) {
-    stop_all(SIGKILL);
-    for (int r = 0; r < spec.nproc; ++r) if (running[r]) waitpid(pids[r], nullptr, 0);
+  auto restore = [&] {
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
+  };
+  Supervisor supervisor(spec);
+  try {
+    supervisor.start(port);
+  } catch (...) {
+    restore();
     throw;
   }
-
-  auto start = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point kill_at{};
-  bool stopping = false;
-  while (alive > 0) {
-    bool reaped = false;
-    for (int r = 0; r < spec.nproc; ++r) {
-      int status = 0;
-      // Per pid, never -1: the caller may have other children we must not reap.
-      if (!running[r] || waitpid(pids[r], &status, WNOHANG) != pids[r]) continue;
-      reaped = true;
-      running[r] = false;
-      --alive;
-      result.rank_codes[r] = code_of(status);
-      bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (failed && result.failed_rank < 0 && !stopping) {
-        result.failed_rank = r;
-        result.exit_code = code_of(status);
-        result.message = "rank " + std::to_string(r) + " (pid " + std::to_string(pids[r]) +
-                         ") " + describe_status(status);
-        if (spec.stop_all_on_failure && alive > 0) {
-          result.message += "; stopping the other " + std::to_string(alive) + " rank(s)";
-          stopping = true;
-          stop_all(SIGTERM);
-          kill_at = std::chrono::steady_clock::now() + spec.grace;
-        }
-      }
-    }
-    if (reaped) continue;
-    auto now = std::chrono::steady_clock::now();
-    if (int sig = g_forwarded_signal.exchange(0); sig != 0 && !stopping) {
-      result.message = std::string("launcher received ") + strsignal(sig) + "; stopping all ranks";
-      result.exit_code = 128 + sig;
-      stopping = true;
-      stop_all(SIGTERM);
-      kill_at = now + spec.grace;
-    }
-    if (!stopping && spec.timeout.count() > 0 && now - start > spec.timeout) {
-      result.message = "job exceeded its " + std::to_string(spec.timeout.count()) +
-                       " ms limit; stopping all ranks";
-      result.exit_code = 124;
-      stopping = true;
-      stop_all(SIGTERM);
-      kill_at = now + spec.grace;
-    }
-    if (stopping && now > kill_at) stop_all(SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  LaunchResult result = supervisor.run();
+  restore();
   return result;
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "article.h"
 #include "zt/error.h"
 
 namespace zt {
@@ -22,6 +23,8 @@ const char* value_type_name(ValueType type) {
 ValueType value_type(const Value& value) { return static_cast<ValueType>(value.index()); }
 
 namespace {
+
+std::string a_type(ValueType type) { return with_article(value_type_name(type)); }
 
 std::string quote(const std::string& s) {
   std::string out = "\"";
@@ -131,8 +134,8 @@ Value check_option(const OptionSpec& spec, const Value& value, const std::string
              std::get<std::vector<double>>(value).empty()) {
     v = std::vector<std::string>{};
   } else if (got != spec.type) {
-    throw ConfigError(where.str() + ": " + table + "." + spec.name + " must be a " +
-                      value_type_name(spec.type) + ", got " + value_type_name(got) + " " +
+    throw ConfigError(where.str() + ": " + table + "." + spec.name + " must be " +
+                      a_type(spec.type) + ", got " + value_type_name(got) + " " +
                       value_to_toml(value) + " (" + spec.doc + "); e.g. " + spec.name + " = " +
                       value_to_toml(spec.default_value));
   }
@@ -168,9 +171,8 @@ const Value& Options::lookup(const std::string& name, ValueType type) const {
                         "] but is not declared in its option specs; declare it in options()");
   }
   if (value_type(it->second) != type) {
-    throw InternalError("option " + table_ + "." + name + " is a " +
-                        value_type_name(value_type(it->second)) + ", read as " +
-                        value_type_name(type));
+    throw InternalError("option " + table_ + "." + name + " is " + a_type(value_type(it->second)) +
+                        ", read as " + a_type(type));
   }
   return it->second;
 }

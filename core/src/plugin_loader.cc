@@ -14,6 +14,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "article.h"
 #include "zt/communicator.h"
 #include "zt/did_you_mean.h"
 #include "zt/optimizer.h"
@@ -256,8 +257,8 @@ const PluginRecord& PluginCatalog::load_kind(const std::string& id, ZtPluginKind
         same_kind += (same_kind.empty() ? "" : ", ") + entry.id;
       }
     }
-    throw ConfigError(role + " = \"" + id + "\" names a " + plugin_kind_name(record.kind) +
-                      " plugin, but " + role + " needs a " + plugin_kind_name(kind) +
+    throw ConfigError(role + " = \"" + id + "\" names " + with_article(plugin_kind_name(record.kind)) +
+                      " plugin, but " + role + " needs " + with_article(plugin_kind_name(kind)) +
                       " plugin (available: " + (same_kind.empty() ? "none" : same_kind) + ")");
   }
   return record;

@@ -1,10 +1,14 @@
 // The trainer executable end to end: bad input gives one clear line and the right exit code;
-// the smoke job runs on 2 local ranks; plugins list/describe.
+// the smoke job runs on 2 local ranks; plugins list/describe; --plugin-dir; ranks failing
+// together; the BLAS line of the run header.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <sstream>
 
 #include "../test_util.h"
+#include "zt/blas.h"
+#include "zt/launcher.h"
 
 using zt::test::contains;
 using zt::test::run_command;
@@ -199,4 +203,139 @@ TEST_CASE("training: a global batch that does not divide, a model too large: con
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output, "over the 2.00 GiB of launch.memory_limit_gb"));
   CHECK(contains(r.output, "raise zero.stage"));
+}
+
+TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
+  // The config the launcher validates finds a plugin that lives only in the --plugin-dir folder.
+  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --plugin-dir " ZT_TEST_FIXTURE_DIR
+                       " --set plugins.shard=shard_fixture --set plugin.shard_fixture.bucket_mb=3 --print-config");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "[plugin.shard_fixture]\nbucket_mb = 3\n"));
+  CHECK(contains(r.output, "dirs = [\"" ZT_TEST_FIXTURE_DIR "\"]"));
+  // The smoke job loads every plugin it can find: its ranks see the folder's broken fixtures.
+  r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1 --plugin-dir "
+                  ZT_TEST_FIXTURE_DIR);
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "some plugins cannot be loaded"));
+  CHECK(contains(r.output, "wrong_fingerprint"));
+}
+
+TEST_CASE("the plugins commands read only plugins.dirs from --config") {
+  TempDir dir;
+  write_file(dir.file("dirs.toml"), "[plugins]\ndirs = [\"" ZT_TEST_FIXTURE_DIR "\"]\n");
+  auto r = run_command(trainer() + " plugins describe shard_fixture --config " + dir.file("dirs.toml"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "bucket_mb (integer, default 25"));
+  r = run_command(trainer() + " plugins list --config " + dir.file("dirs.toml"));
+  CHECK(r.exit_code == 3);  // the fixtures folder holds broken plugins on purpose
+  CHECK(contains(r.output, "shard_fixture"));
+  write_file(dir.file("bad.toml"), "[plugins]\ndirs = \"" ZT_TEST_FIXTURE_DIR "\"\n");
+  r = run_command(trainer() + " plugins list --config " + dir.file("bad.toml"));
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "bad.toml:2:8: plugins.dirs must be an array of strings"));
+}
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+TEST_CASE("ranks failing the same way: whole lines, the first failing rank's error last, its exit code") {
+  TempDir dir;
+  auto r = run_command(tiny_train(dir.path().string(), "--nproc 3 --set data.path=" + dir.file("missing.txt")));
+  INFO(r.output);
+  CHECK(r.exit_code == 5);  // ErrorKind::kIo
+  std::vector<std::string> rank_errors, lines = lines_of(r.output);
+  for (const auto& line : lines) {
+    CHECK(line.find("zt: ", 1) == std::string::npos);  // no line holds two messages
+    if (line.rfind("zt: [rank ", 0) == 0) rank_errors.push_back(line);
+  }
+  REQUIRE(!rank_errors.empty());
+  CHECK(contains(rank_errors[0], "] io error: cannot open"));
+  REQUIRE(!lines.empty());
+  const std::string& last = lines.back();
+  CHECK(last.rfind("zt: error: rank ", 0) == 0);
+  CHECK(contains(last, "exited with code 5"));
+  CHECK(contains(last, "reported: io error: cannot open"));
+  // The rank named last is the one whose error printed first.
+  CHECK(contains(rank_errors[0], "zt: [rank " + last.substr(16, last.find(' ', 16) - 16) + "] "));
+}
+
+TEST_CASE("the run header names the BLAS core, and who chose it") {
+  // Without the caller's OPENBLAS_CORETYPE, so OpenBLAS picks on its own; what it picks depends
+  // on this CPU and OpenBLAS release, so the header is checked against zt's rule either way.
+  const std::string smoke = "env -u OPENBLAS_CORETYPE -u ZT_OPENBLAS_DETECTED_CORE " + trainer() +
+                            " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1";
+  auto r = run_command(smoke);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const size_t at = r.output.find("BLAS: ");
+  REQUIRE(at != std::string::npos);
+  const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+  if (contains(line, "not OpenBLAS")) return;
+  const zt::CpuFeatures cpu = zt::cpu_features();
+  auto word_after = [&](const std::string& key) {
+    size_t from = line.find(key);
+    REQUIRE(from != std::string::npos);
+    from += key.size();
+    return line.substr(from, line.find_first_of(" )", from) - from);
+  };
+  const std::string core = word_after(" core ");
+  std::string picked = core;  // what OpenBLAS picks for itself here
+  if (contains(line, "(set by zt; ")) {
+    picked = word_after(" picks ");
+    CHECK(zt::recommended_openblas_core(picked, cpu) == core);  // a misdetected CPU, fixed
+  } else {
+    CHECK(zt::recommended_openblas_core(core, cpu) == "");  // a CPU OpenBLAS knows: unchanged
+  }
+  // Ranks started by another launcher: the one-line fix exactly when OpenBLAS picks a weak core.
+  int port = zt::pick_free_port("127.0.0.1");
+  r = run_command("RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " + smoke);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  const std::string better = zt::recommended_openblas_core(picked, cpu);
+  CHECK(contains(r.output, "core " + picked));
+  CHECK(contains(r.output, "export OPENBLAS_CORETYPE=" + better) == !better.empty());
+}
+
+TEST_CASE("an OpenBLAS that misdetects this CPU: zt sets the core for its ranks, never over the user's") {
+  // The fixture reports Prescott, as OpenBLAS 0.3.21 does on newer Xeons. (ASan, in a sanitizer
+  // build, must not insist on coming first in the library list.)
+  const std::string run = "env -u OPENBLAS_CORETYPE -u ZT_OPENBLAS_DETECTED_CORE ASAN_OPTIONS=verify_asan_link_order=0 "
+                          "LD_PRELOAD=" ZT_TEST_MISDETECTING_OPENBLAS " ";
+  const std::string smoke = trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1";
+  const std::string best = zt::recommended_openblas_core("Prescott", zt::cpu_features());
+  if (best.empty()) {
+    MESSAGE("skipped: this CPU runs no OpenBLAS core stronger than Prescott");
+    return;
+  }
+  const std::string fixed = " core " + best + " (set by zt; OpenBLAS 0.";
+  for (const char* nproc : {"2", "1"}) {  // spawned ranks; a single process restarts itself
+    CAPTURE(nproc);
+    auto r = run_command(run + smoke + " --nproc " + nproc);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.output, fixed));
+    CHECK(contains(r.output, " picks Prescott on this CPU)"));
+  }
+  // Ranks started by another launcher: the one-line fix.
+  int port = zt::pick_free_port("127.0.0.1");
+  auto r = run_command(run + "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " + smoke);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, " core Prescott, slower than this CPU allows: export OPENBLAS_CORETYPE=" + best));
+  // The user's own choice stays, even a weak one.
+  r = run_command(run + "OPENBLAS_CORETYPE=Prescott " + smoke);
+  INFO(r.output);
+  CHECK(contains(r.output, " core Prescott (OPENBLAS_CORETYPE from your environment; this CPU runs " + best + ")"));
+  CHECK(!contains(r.output, "set by zt"));
 }

@@ -52,7 +52,7 @@ TEST_CASE("unknown keys and sections get a did-you-mean with their location") {
 
 TEST_CASE("wrong types and out-of-range values are reported, all of them at once") {
   std::string e = error_of(std::string(kSmoke) + "[zero]\nstage = \"three\"\n[launch]\nnproc = 0\n");
-  CHECK(contains(e, "job.toml:4:9: zero.stage must be a integer, got string \"three\""));
+  CHECK(contains(e, "job.toml:4:9: zero.stage must be an integer, got string \"three\""));
   CHECK(contains(e, "job.toml:6:9: launch.nproc = 0 is out of range"));
   e = error_of(std::string(kSmoke) + "[plugin.comm_ucx]\nchunk_kb = 1\n");
   CHECK(contains(e, "plugin.comm_ucx.chunk_kb = 1 is out of range"));

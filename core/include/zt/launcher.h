@@ -2,7 +2,10 @@
 // environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and
 // supervises them. When one rank fails (non-zero exit or a signal) the others are stopped
 // (SIGTERM, then SIGKILL after a grace period) and the result names the rank and how it died.
-// Ranks are started with a parent-death signal so none outlives the launcher.
+// Each rank's stderr comes through a pipe and is forwarded whole line by whole line, so ranks
+// failing together never print into each other's lines; the failed rank's last line (its error)
+// is kept in the result. Ranks are started with a parent-death signal so none outlives the
+// launcher.
 // Thread safety: launch_local blocks the calling thread; call it from one thread at a time.
 #pragma once
 
@@ -22,18 +25,25 @@ struct LaunchSpec {
   std::string master_addr = "127.0.0.1";
   int master_port = 0;               // 0: pick a free port
   bool stop_all_on_failure = true;   // false: let survivors run on (to test their own timeouts)
+  // After the first failure, how long the other ranks may take to end on their own before
+  // SIGTERM: ranks that failed at the same moment then exit with their own error, not ours.
+  std::chrono::milliseconds settle{1000};
   std::chrono::milliseconds grace{5000};     // SIGTERM -> SIGKILL
   std::chrono::milliseconds timeout{0};      // whole job; 0 = none
 };
 
 struct LaunchResult {
   int exit_code = 0;           // 0, the first failing rank's code, or 128+signal
-  int failed_rank = -1;        // first rank that failed, -1 if none
+  int failed_rank = -1;        // first rank that failed, -1 if none (see launch_local)
   std::string message;         // "rank 1 (pid 42) was killed by signal 9 (Killed)"
+  std::string error_line;      // failed_rank's last line on stderr (its error); "" if none
   std::vector<int> rank_codes; // per rank: exit code, 128+signal, or -1 if stopped by us
 };
 
 // Spawns and supervises; returns when all ranks ended. Throws IoError if a rank cannot start.
+// The first failure is the first rank reaped with a non-zero status, except that among ranks
+// that exited with an error code (not a signal), the one whose last stderr line arrived first
+// counts: ranks failing the same way at once are then named in the order their errors printed.
 ZT_API LaunchResult launch_local(const LaunchSpec& spec);
 // A TCP port on `addr` that is free right now (bind to port 0 and read it back).
 ZT_API int pick_free_port(const std::string& addr);
