@@ -2,7 +2,10 @@
 #
 # Builds a zt plugin: a MODULE library named libzt_<id>.so with hidden visibility, compiled with
 # LibTorch's flags (so its fingerprint matches the core) and linked to zt::core. Used by zt's own
-# plugins and, through find_package(zt), by third-party plugin authors.
+# plugins and, through find_package(zt), by third-party plugin authors. It compiles with zt's
+# warnings (ZtWarnings.cmake, installed beside this file); -Werror only with ZT_WARNINGS_AS_ERRORS.
+include(${CMAKE_CURRENT_LIST_DIR}/ZtWarnings.cmake)
+
 function(zt_add_plugin id)
   cmake_parse_arguments(ARG "NO_INSTALL" "OUTPUT_DIR" "SOURCES;LINK" ${ARGN})
   if(NOT ARG_SOURCES)
@@ -20,6 +23,7 @@ function(zt_add_plugin id)
     target_link_libraries(${target} PRIVATE zt::core ${ARG_LINK})
   endif()
   target_compile_definitions(${target} PRIVATE ZT_PLUGIN_ID="${id}")
+  zt_target_warnings(${target})
   if(ARG_OUTPUT_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIR})
   elseif(DEFINED ZT_PLUGIN_OUTPUT_DIR)

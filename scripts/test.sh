@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Every test on a fresh machine: install what is missing, build, run CTest (unit, plugin
-# loading, multi-process, SDK install) and print its summary. Arguments go to ctest, e.g.
+# Every test on a fresh machine: install what is missing, check the formatting, build, run CTest
+# (labels unit, multiproc, engine, sdk, gpu) and print its summary. Arguments go to ctest, e.g.
 # scripts/test.sh -L unit
+# Under CI (CI set, as .ci/run is run) a warning fails the build: -DZT_WARNINGS_AS_ERRORS=ON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh
+scripts/check-format.sh
+configure_args=()
+if [ -n "${CI:-}" ]; then
+  configure_args+=(-DZT_WARNINGS_AS_ERRORS=ON)
+fi
+build_start=$(date +%s)
+scripts/build.sh "${configure_args[@]}"
+echo "build took $(( $(date +%s) - build_start )) s"
 start=$(date +%s)
 status=0
 ctest --test-dir "${ZT_BUILD_DIR:-build}" --output-on-failure -j 2 "$@" || status=$?

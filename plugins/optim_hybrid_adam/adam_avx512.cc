@@ -1,7 +1,13 @@
 // The AVX-512 Adam/AdamW kernel (16 fp32 lanes): adam_simd.h's update over AVX-512F/BW
 // intrinsics. This file alone is compiled with -mavx512f -mavx512bw -mfma; adam_isa.cc calls
 // it only when the CPU and OS support those, so the plugin still loads on any x86-64.
+// GCC 12's AVX-512 intrinsics start some results from a self-initialised _mm512_undefined_*(),
+// which -Wmaybe-uninitialized reports inside the header once inlined here (GCC bug 105593, fixed
+// in GCC 13). The pragma covers the header's own lines only; this file's code keeps the warning.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include "adam_isa.h"
 #include "adam_simd.h"

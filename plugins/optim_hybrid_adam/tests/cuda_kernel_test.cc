@@ -314,10 +314,12 @@ TEST_CASE("hundreds of shards of mixed sizes and types in one call, also in tiny
     if (k % 97 == 5) n = 300001;
     if (k % 50 == 7) n = 0;
     const torch::Dtype grad_type = k < 150 ? torch::kFloat : kGradTypes[k % 3];
-    const std::optional<torch::Dtype> copy_type = k < 150 ? std::nullopt : kCopyTypes[k / 3 % 3];
     shards.emplace_back(n);
     shards.back().grad = torch::randn({n}).to(grad_type);
-    if (copy_type) shards.back().copy_out = torch::zeros({n}, torch::dtype(*copy_type));
+    const std::optional<torch::Dtype>& copy_type = kCopyTypes[k / 3 % 3];
+    if (k >= 150 && copy_type) {
+      shards.back().copy_out = torch::zeros({n}, torch::dtype(*copy_type));
+    }
   }
   Hyper h;
   h.adamw = false;
