@@ -312,14 +312,9 @@ std::vector<std::string> Config::plugin_dirs_of_string(const std::string& toml_t
   throw InternalError("config_schema() has no plugins.dirs");
 }
 
-Config Config::load_string(const std::string& toml_text, const std::string& source_name,
-                           const std::vector<std::string>& overrides) {
-  Problems problems;
-  RawConfig raw = parse_toml(toml_text, source_name, problems);
-  for (const auto& o : overrides) apply_override(o, raw, problems);
+namespace {
 
-  Config config;
-  config.source_ = source_name;
+void report_unknown_sections(const RawConfig& raw, Problems& problems) {
   for (const auto& [name, table] : raw) {
     bool known = name.rfind("plugin.", 0) == 0;
     for (const auto& s : config_schema()) known = known || s.name == name;
@@ -329,21 +324,12 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
                    "precision, zero, plugins, plugin.<id>");
     }
   }
-  for (const auto& section : config_schema()) {
-    auto it = raw.find(section.name);
-    config.sections_.push_back(validate_table(section.name, section.keys,
-                                              it == raw.end() ? nullptr : &it->second, "",
-                                              problems));
-  }
+}
 
-  // Combinations read core sections only; skip them when those already have errors, so a
-  // defaulted bad value does not cause a misleading second message.
-  if (problems.empty()) check_combinations(config, problems);
-
-  config.catalog_ = std::make_shared<PluginCatalog>(
-      config.section("plugins").get_string_list("dirs"));
-  PluginCatalog& catalog = *config.catalog_;
-  const Options& plugins = config.section("plugins");
+// Loads every plugin [plugins] selects and every one given a [plugin.<id>] table; returns the
+// ids whose tables must be validated against the options they declare.
+std::set<std::string> load_plugins(const RawConfig& raw, const Options& plugins,
+                                   PluginCatalog& catalog, Problems& problems) {
   std::set<std::string> tables_needed;
   for (const auto& role : plugin_roles()) {
     const std::string& id = plugins.get_string(role.key);
@@ -366,9 +352,35 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
     }
     tables_needed.insert(id);
   }
-  for (const auto& id : tables_needed) {
+  return tables_needed;
+}
+
+}  // namespace
+
+Config Config::load_string(const std::string& toml_text, const std::string& source_name,
+                           const std::vector<std::string>& overrides) {
+  Problems problems;
+  RawConfig raw = parse_toml(toml_text, source_name, problems);
+  for (const auto& o : overrides) apply_override(o, raw, problems);
+  report_unknown_sections(raw, problems);
+
+  Config config;
+  config.source_ = source_name;
+  for (const auto& section : config_schema()) {
+    auto it = raw.find(section.name);
+    config.sections_.push_back(validate_table(section.name, section.keys,
+                                              it == raw.end() ? nullptr : &it->second, "",
+                                              problems));
+  }
+  // Combinations read core sections only; skip them when those already have errors, so a
+  // defaulted bad value does not cause a misleading second message.
+  if (problems.empty()) check_combinations(config, problems);
+
+  config.catalog_ = std::make_shared<PluginCatalog>(
+      config.section("plugins").get_string_list("dirs"));
+  for (const auto& id : load_plugins(raw, config.section("plugins"), *config.catalog_, problems)) {
     try {
-      const PluginRecord& rec = catalog.load(id);
+      const PluginRecord& rec = config.catalog_->load(id);
       auto it = raw.find("plugin." + id);
       config.plugin_tables_.push_back(validate_table(
           "plugin." + id, rec.factory->options(), it == raw.end() ? nullptr : &it->second,

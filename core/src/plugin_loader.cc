@@ -101,27 +101,8 @@ std::string load_failure(const std::string& path, const std::string& fallback) {
   return "cannot load plugin " + path + ": " + reason + "; " + way_out;
 }
 
-}  // namespace
-
-const char* core_build_fingerprint() { return ZT_BUILD_FINGERPRINT; }
-
-std::string builtin_plugin_dir() {
-  boost::dll::fs::error_code ec;
-  fs::path core = boost::dll::this_line_location(ec);
-  if (ec) return "";
-  return (core.parent_path() / "zt" / "plugins").string();
-}
-
-PluginRecord load_plugin_file(const std::string& path) {
-  if (!fs::exists(path)) {
-    throw PluginError("plugin file " + path + " does not exist");
-  }
-  if (!looks_like_elf(path)) {
-    throw PluginError("plugin file " + path +
-                      " is not a shared object (no ELF header); remove it from the plugin "
-                      "search path or rebuild it");
-  }
-  std::lock_guard<std::mutex> lock(library_mutex());
+// The library at `path`, loaded once per process. REQUIRES: library_mutex() held.
+boost::dll::shared_library& open_library(const std::string& path) {
   auto& libs = libraries();
   auto it = libs.find(path);
   if (it == libs.end()) {
@@ -133,8 +114,12 @@ PluginRecord load_plugin_file(const std::string& path) {
     if (ec) throw PluginError(load_failure(path, ec.message()));
     it = libs.emplace(path, std::move(lib)).first;
   }
-  boost::dll::shared_library& lib = it->second;
+  return it->second;
+}
 
+// The plugin's C info entry, checked before any of its C++ is called: ABI version, then the
+// build fingerprint.
+const ZtPluginInfoV1& checked_info(boost::dll::shared_library& lib, const std::string& path) {
   if (!lib.has(kInfoSymbol)) {
     throw PluginError("plugin " + path + " does not export '" + kInfoSymbol +
                       "': it is not a zt plugin, or was built without ZT_PLUGIN(...); " +
@@ -157,13 +142,18 @@ PluginRecord load_plugin_file(const std::string& path) {
                       fingerprint_diff(fingerprint, core_build_fingerprint()) + "); " +
                       kRebuildHint);
   }
+  return *info;
+}
+
+// What the info entry says, with its id checked against the file name and its kind known.
+PluginRecord record_of(const ZtPluginInfoV1& info, const std::string& path) {
   PluginRecord record;
-  record.id = info->id ? info->id : "";
+  record.id = info.id ? info.id : "";
   record.path = path;
-  record.kind = info->kind;
-  record.version = info->version ? info->version : "";
-  record.fingerprint = fingerprint;
-  record.summary = info->summary ? info->summary : "";
+  record.kind = info.kind;
+  record.version = info.version ? info.version : "";
+  record.fingerprint = info.build_fingerprint ? info.build_fingerprint : "";
+  record.summary = info.summary ? info.summary : "";
   std::string expected = id_from_file_name(fs::path(path).filename().string());
   if (!expected.empty() && record.id != expected) {
     throw PluginError("plugin " + path + " says its id is '" + record.id +
@@ -175,21 +165,54 @@ PluginRecord load_plugin_file(const std::string& path) {
                       std::to_string(static_cast<uint32_t>(record.kind)) +
                       " (known: 1 comm, 2 shard, 3 offload, 4 optimizer); " + kRebuildHint);
   }
+  return record;
+}
+
+// The plugin's factory object; a factory that throws or returns null is the plugin's error.
+Plugin* call_factory(boost::dll::shared_library& lib, const std::string& path) {
   if (!lib.has(kFactorySymbol)) {
     throw PluginError("plugin " + path + " does not export its factory '" + kFactorySymbol +
                       "' (BOOST_DLL_ALIAS in ZT_PLUGIN); " + kRebuildHint);
   }
   auto factory_fn = lib.get_alias<Plugin*()>(kFactorySymbol);
+  Plugin* factory = nullptr;
   try {
-    record.factory = factory_fn();
+    factory = factory_fn();
   } catch (const std::exception& e) {
     throw PluginError("plugin " + path + ": its factory threw: " + e.what());
   } catch (...) {
     throw PluginError("plugin " + path + ": its factory threw a non-standard exception");
   }
-  if (record.factory == nullptr) {
+  if (factory == nullptr) {
     throw PluginError("plugin " + path + ": its factory returned null");
   }
+  return factory;
+}
+
+}  // namespace
+
+const char* core_build_fingerprint() { return ZT_BUILD_FINGERPRINT; }
+
+std::string builtin_plugin_dir() {
+  boost::dll::fs::error_code ec;
+  fs::path core = boost::dll::this_line_location(ec);
+  if (ec) return "";
+  return (core.parent_path() / "zt" / "plugins").string();
+}
+
+PluginRecord load_plugin_file(const std::string& path) {
+  if (!fs::exists(path)) {
+    throw PluginError("plugin file " + path + " does not exist");
+  }
+  if (!looks_like_elf(path)) {
+    throw PluginError("plugin file " + path +
+                      " is not a shared object (no ELF header); remove it from the plugin "
+                      "search path or rebuild it");
+  }
+  std::lock_guard<std::mutex> lock(library_mutex());
+  boost::dll::shared_library& lib = open_library(path);
+  PluginRecord record = record_of(checked_info(lib, path), path);
+  record.factory = call_factory(lib, path);
   return record;
 }
 
