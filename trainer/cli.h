@@ -14,9 +14,9 @@ struct CliArgs {
   std::string config_path;
   std::vector<std::string> overrides;  // --set section.key=value, in order
   bool print_config = false;
-  std::optional<int> nproc;            // --nproc N (same as --set launch.nproc=N)
+  std::optional<int> nproc;              // --nproc N (same as --set launch.nproc=N)
   std::vector<std::string> plugin_dirs;  // --plugin-dir DIR, searched before plugins.dirs
-  std::string plugin_id;               // plugins describe <id>
+  std::string plugin_id;                 // plugins describe <id>
 };
 
 CliArgs parse_cli(const std::vector<std::string>& args);

@@ -27,7 +27,8 @@ void print_failure(const LaunchResult& result) {
   // The rank's line is "zt: [rank N] <kind> error: ...": the rank is named already.
   const std::string own = "zt: [rank " + std::to_string(result.failed_rank) + "] ";
   if (cause.rfind(own, 0) == 0) cause.erase(0, own.size());
-  if (!cause.empty()) line += "; rank " + std::to_string(result.failed_rank) + " reported: " + cause;
+  if (!cause.empty())
+    line += "; rank " + std::to_string(result.failed_rank) + " reported: " + cause;
   std::cerr << line + "\n";
 }
 
@@ -82,12 +83,14 @@ int run_job(const Config& config, const CliArgs& args, const std::vector<std::st
   if (run.get_string("task") == "train" && !env.found) check_job_fits(config, nproc);
   if (!env.found && nproc > 1) return launch_ranks(config, nproc, argv);
   // A single process is its own job (offload files are named after it).
-  if (!env.found && !std::getenv("ZT_JOB_ID")) setenv("ZT_JOB_ID", std::to_string(getpid()).c_str(), 1);
+  if (!env.found && !std::getenv("ZT_JOB_ID"))
+    setenv("ZT_JOB_ID", std::to_string(getpid()).c_str(), 1);
 
   auto timeout = std::chrono::milliseconds(
       static_cast<int64_t>(std::llround(launch.get_double("timeout_s") * 1000)));
   std::string addr = env.master_addr.empty() ? launch.get_string("master_addr") : env.master_addr;
-  int port = env.master_port > 0 ? env.master_port : static_cast<int>(launch.get_int("master_port"));
+  int port = env.master_port > 0 ? env.master_port
+                                 : static_cast<int>(launch.get_int("master_port"));
   if (port == 0) {
     if (env.world > 1) {
       throw ConfigError(env.source + " environment with " + std::to_string(env.world) +

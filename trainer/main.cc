@@ -41,9 +41,7 @@ int run(const std::vector<std::string>& argv) {
   std::vector<std::string> args(argv.begin() + 1, argv.end());
   zt::trainer::CliArgs cli = zt::trainer::parse_cli(args);
   switch (cli.command) {
-    case Command::kHelp:
-      std::cout << zt::trainer::usage();
-      return 0;
+    case Command::kHelp: std::cout << zt::trainer::usage(); return 0;
     case Command::kVersion:
       std::cout << "zt trainer 0.1.0 (" << zt::core_build_fingerprint() << ")\n";
       return 0;
@@ -55,8 +53,7 @@ int run(const std::vector<std::string>& argv) {
       zt::PluginCatalog catalog(plugin_search_dirs(cli));
       return zt::trainer::describe_plugin(catalog, cli.plugin_id, std::cout);
     }
-    case Command::kRun:
-      break;
+    case Command::kRun: break;
   }
   std::vector<std::string> overrides = cli.overrides;
   if (cli.nproc) overrides.push_back("launch.nproc=" + std::to_string(*cli.nproc));
@@ -96,7 +93,8 @@ int main(int argc, char** argv) {
     return e.exit_code();
   } catch (const std::exception& e) {
     // On the same line: the launcher names a failed rank by its last line.
-    print_error("internal", std::string(e.what()) + " (please report this with the command line and config)");
+    print_error("internal",
+                std::string(e.what()) + " (please report this with the command line and config)");
     return static_cast<int>(zt::ErrorKind::kInternal);
   }
 }

@@ -1,5 +1,6 @@
-// Model-state bytes per rank that ZeRO theory predicts (docs/architecture.md, "Memory"), next to which the run
-// summary and bench/train print what the engine measured. psi = parameters, N = ranks.
+// Model-state bytes per rank that ZeRO theory predicts (docs/architecture.md, "Memory"), next to
+// which the run summary and bench/train print what the engine measured. psi = parameters, N =
+// ranks.
 //   fp32 compute (the fp32 params are the master): stage 0: 16psi, 1: 4psi + 4psi + 8psi/N,
 //                                                  2: 4psi + 12psi/N, 3: 16psi/N
 //   bf16/fp16 compute (+ fp32 master):             stage 0: 16psi, 1: 2psi + 2psi + 12psi/N,

@@ -2,12 +2,12 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <filesystem>
+#include <random>
 
 #include "zt/plugin_loader.h"
 
@@ -29,7 +29,8 @@ EngineTiers OffloadTiers::engine_tiers() const {
 std::string OffloadTiers::describe() const {
   std::string out;
   if (!optimizer_id.empty()) {
-    out += "optimizer states + fp32 master -> " + optimizer_id + ": " + by_id.at(optimizer_id)->describe();
+    out += "optimizer states + fp32 master -> " + optimizer_id + ": " +
+           by_id.at(optimizer_id)->describe();
   }
   if (!param_id.empty()) {
     out += std::string(out.empty() ? "" : "; ") + "parameter shards -> " + param_id + ": " +
@@ -56,7 +57,9 @@ OffloadTiers make_offload_tiers(const Config& config, const RankEnv& env, Store&
   OffloadTiers tiers;
   const Options& plugins = config.section("plugins");
   const bool cuda = config.section("launch").get_string("device") == "cuda";
-  if (plugins.get_string("offload_optimizer").empty() && plugins.get_string("offload_param").empty()) return tiers;
+  if (plugins.get_string("offload_optimizer").empty() &&
+      plugins.get_string("offload_param").empty())
+    return tiers;
   tiers.job = offload_job_id(store, env.rank, timeout);
   for (const char* role : kRoles) {
     const std::string& id = plugins.get_string(role);
@@ -84,8 +87,10 @@ double separate_master_share(const Config& config) {
   const Options& plugins = config.section("plugins");
   const Options& zero = config.section("zero");
   double share = 0;
-  if (!plugins.get_string("offload_optimizer").empty()) share = zero.get_double("offload_optimizer_fraction");
-  if (!plugins.get_string("offload_param").empty()) share = std::max(share, zero.get_double("offload_param_fraction"));
+  if (!plugins.get_string("offload_optimizer").empty())
+    share = zero.get_double("offload_optimizer_fraction");
+  if (!plugins.get_string("offload_param").empty())
+    share = std::max(share, zero.get_double("offload_param_fraction"));
   return share;
 }
 
@@ -94,7 +99,8 @@ std::vector<std::string> remove_offload_leftovers(const Config& config, const st
   for (const char* role : kRoles) {
     if (!offloads_to_files(config, role)) continue;
     const Options& options = config.plugin_options(config.section("plugins").get_string(role));
-    std::filesystem::path folder = std::filesystem::path(options.get_string("path")) / ("zt-" + job);
+    std::filesystem::path folder = std::filesystem::path(options.get_string("path")) /
+                                   ("zt-" + job);
     std::error_code ec;
     if (std::filesystem::exists(folder, ec)) {
       std::filesystem::remove_all(folder, ec);

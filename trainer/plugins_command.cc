@@ -15,8 +15,9 @@ int list_plugins(PluginCatalog& catalog, std::ostream& out) {
     return 0;
   }
   int failures = 0;
-  out << "\n" << std::left << std::setw(22) << "id" << std::setw(11) << "kind" << std::setw(9)
-      << "version" << "summary\n";
+  out << "\n"
+      << std::left << std::setw(22) << "id" << std::setw(11) << "kind" << std::setw(9) << "version"
+      << "summary\n";
   for (const auto& e : entries) {
     if (e.record) {
       out << std::setw(22) << e.id << std::setw(11) << plugin_kind_name(e.record->kind)
@@ -40,8 +41,8 @@ int describe_plugin(PluginCatalog& catalog, const std::string& id, std::ostream&
   auto specs = rec.factory->options();
   if (specs.empty()) out << "  (none)\n";
   for (const auto& s : specs) {
-    out << "  " << s.name << " (" << value_type_name(s.type)
-        << ", default " << value_to_toml(s.default_value);
+    out << "  " << s.name << " (" << value_type_name(s.type) << ", default "
+        << value_to_toml(s.default_value);
     if (s.min && s.max) out << ", " << *s.min << ".." << *s.max;
     else if (s.min) out << ", >= " << *s.min;
     else if (s.max) out << ", <= " << *s.max;

@@ -111,8 +111,9 @@ std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine
   const int n = comm.size();
   constexpr int kFields = 10;
   at::Tensor local = at::tensor({mine.params, mine.grads, mine.master, mine.optimizer_states,
-                                 mine.gathered_peak, mine.rss, mine.peak_rss, mine.offload_optimizer,
-                                 mine.offload_param, mine.offload_staging}, at::kLong)
+                                 mine.gathered_peak, mine.rss, mine.peak_rss,
+                                 mine.offload_optimizer, mine.offload_param, mine.offload_staging},
+                                at::kLong)
                          .to(at::kDouble);
   at::Tensor all = at::empty({kFields * n}, at::kDouble);
   comm.all_gather(all, local)->wait();
@@ -152,16 +153,18 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
      << ",\"tokens_per_s\":" << m.tokens_per_s << ",\"memory\":[";
   for (size_t r = 0; r < memory.size(); ++r) {
     const auto& x = memory[r];
-    js << (r ? "," : "") << "{\"rank\":" << r << ",\"params\":" << x.params << ",\"grads\":" << x.grads
-       << ",\"master\":" << x.master << ",\"optimizer_states\":" << x.optimizer_states
-       << ",\"gathered_peak\":" << x.gathered_peak << ",\"rss\":" << x.rss << ",\"peak_rss\":" << x.peak_rss
-       << ",\"offload_optimizer\":" << x.offload_optimizer << ",\"offload_param\":" << x.offload_param
-       << ",\"offload_staging\":" << x.offload_staging << "}";
+    js << (r ? "," : "") << "{\"rank\":" << r << ",\"params\":" << x.params
+       << ",\"grads\":" << x.grads << ",\"master\":" << x.master
+       << ",\"optimizer_states\":" << x.optimizer_states << ",\"gathered_peak\":" << x.gathered_peak
+       << ",\"rss\":" << x.rss << ",\"peak_rss\":" << x.peak_rss
+       << ",\"offload_optimizer\":" << x.offload_optimizer
+       << ",\"offload_param\":" << x.offload_param << ",\"offload_staging\":" << x.offload_staging
+       << "}";
   }
   js << "],\"comm\":{";
   for (int i = 0; i < kNumCommOps; ++i) {
-    js << (i ? "," : "") << "\"" << comm_op_name(static_cast<CommOp>(i)) << "\":{\"calls\":" << comm.ops[i].calls
-       << ",\"bytes\":" << comm.ops[i].bytes << "}";
+    js << (i ? "," : "") << "\"" << comm_op_name(static_cast<CommOp>(i))
+       << "\":{\"calls\":" << comm.ops[i].calls << ",\"bytes\":" << comm.ops[i].bytes << "}";
   }
   js << "}}\n";
   std::fputs(js.str().c_str(), file_);

@@ -46,11 +46,11 @@ struct StepMetrics {
 struct TrainSummary {
   int64_t steps = 0, skipped = 0;
   double final_loss = 0;
-  double seconds = 0;          // all steps together
+  double seconds = 0;  // all steps together
   double tokens_per_step = 0;
   int64_t parameters = 0;
   int stage = 0, world = 1;
-  int64_t theory_bytes = 0;    // model states per rank by ZeRO's theory (memory_theory.h)
+  int64_t theory_bytes = 0;        // model states per rank by ZeRO's theory (memory_theory.h)
   std::vector<RankMemory> memory;  // by rank
   // One column per distinct offload plugin (both roles may share one), with rank 0's I/O.
   struct Tier {

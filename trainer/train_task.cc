@@ -28,11 +28,13 @@ void check_global_batch(const Config& config, int world) {
   const Options& data = config.section("data");
   const int64_t per_step = data.get_int("micro_batch") * data.get_int("grad_accum") * world;
   if (data.get_int("global_batch") > 0 && data.get_int("global_batch") != per_step) {
-    throw ConfigError(data.where("global_batch").str() + ": data.global_batch = " +
-                      std::to_string(data.get_int("global_batch")) + " does not equal micro_batch (" +
+    throw ConfigError(data.where("global_batch").str() +
+                      ": data.global_batch = " + std::to_string(data.get_int("global_batch")) +
+                      " does not equal micro_batch (" +
                       std::to_string(data.get_int("micro_batch")) + ") x grad_accum (" +
-                      std::to_string(data.get_int("grad_accum")) + ") x ranks (" + std::to_string(world) +
-                      ") = " + std::to_string(per_step) + "; pick micro_batch and grad_accum so the "
+                      std::to_string(data.get_int("grad_accum")) + ") x ranks (" +
+                      std::to_string(world) + ") = " + std::to_string(per_step) +
+                      "; pick micro_batch and grad_accum so the "
                       "product divides out, or set global_batch = 0");
   }
 }
@@ -53,8 +55,8 @@ double host_model_state_bytes(const Config& config, int64_t psi, int world) {
   if (offloads_to_files(config, "offload_param")) {
     offloaded += zero.get_double("offload_param_fraction") * (low ? 2.0 : 4.0) * psi / world;
   }
-  const double states =
-      theory_model_state_bytes(stage, psi, world, low, separate_master_share(config));
+  const double states = theory_model_state_bytes(stage, psi, world, low,
+                                                 separate_master_share(config));
   return local_ranks * (4.0 * psi - offloaded + states);
 }
 
@@ -62,15 +64,14 @@ void check_memory_fits(const Config& config, int world) {
   const int64_t psi = models::parameter_count(models::resolve_model_shape(config));
   const double need = host_model_state_bytes(config, psi, world);
   const double limit_gb = config.section("launch").get_double("memory_limit_gb");
-  const double limit =
-      limit_gb > 0 ? limit_gb * kGiB : static_cast<double>(mem_available_bytes());
+  const double limit = limit_gb > 0 ? limit_gb * kGiB : static_cast<double>(mem_available_bytes());
   if (limit > 0 && need > limit) {
     throw ConfigError(
         config.section("model").where("preset").str() + ": the model (" + std::to_string(psi) +
         " parameters) needs about " + gib_text(need) + " for model states on this host (" +
         std::to_string(config.section("launch").get_int("nproc")) + " rank(s), stage " +
-        std::to_string(config.section("zero").get_int("stage")) + "), over the " +
-        gib_text(limit) + (limit_gb > 0 ? " of launch.memory_limit_gb" : " available") +
+        std::to_string(config.section("zero").get_int("stage")) + "), over the " + gib_text(limit) +
+        (limit_gb > 0 ? " of launch.memory_limit_gb" : " available") +
         "; raise zero.stage, offload to files (plugins.offload_optimizer / offload_param = "
         "\"offload_nvme\"), use more ranks, or choose a smaller model");
   }
@@ -183,8 +184,9 @@ void complete_summary(TrainRun& run, TrainSummary& summary) {
   summary.stage = s.options.stage;
   summary.world = run.env.world;
   const bool low_precision = s.options.compute_dtype != at::kFloat;
-  summary.theory_bytes = theory_model_state_bytes(s.options.stage, summary.parameters, run.env.world,
-                                                  low_precision, separate_master_share(run.config));
+  summary.theory_bytes = theory_model_state_bytes(s.options.stage, summary.parameters,
+                                                  run.env.world, low_precision,
+                                                  separate_master_share(run.config));
   for (const auto& [id, tier] : s.tiers.by_id) {
     summary.tiers.push_back(
         {id, id == s.tiers.optimizer_id, id == s.tiers.param_id, tier->stats()});

@@ -44,5 +44,4 @@ struct Row {
   double gbps() const { return params * kBytesPerParam / step_s / 1e9; }
 };
 
-
 }  // namespace zt::bench

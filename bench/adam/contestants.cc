@@ -26,8 +26,8 @@ constexpr double kWeightDecay = 0.01;
 std::unique_ptr<Optimizer> make_zt() {
   static PluginCatalog catalog;
   const OptimizerPlugin& plugin = catalog.optimizer("optim_hybrid_adam");
-  std::map<std::string, Value> values = {{"lr", kLr}, {"weight_decay", kWeightDecay},
-                                         {"adamw", true}};
+  std::map<std::string, Value> values = {
+      {"lr", kLr}, {"weight_decay", kWeightDecay}, {"adamw", true}};
   return plugin.create(Options("plugin.optim_hybrid_adam", plugin.options(), values, {}));
 }
 
@@ -58,8 +58,7 @@ Contestants::Contestants(int64_t params) : params_(params) {
   torch_param_.mutable_grad() = grad_.clone();
   torch::optim::AdamWOptions options(kLr);
   options.weight_decay(kWeightDecay);
-  torch_ = std::make_unique<torch::optim::AdamW>(std::vector<torch::Tensor>{torch_param_},
-                                                 options);
+  torch_ = std::make_unique<torch::optim::AdamW>(std::vector<torch::Tensor>{torch_param_}, options);
 }
 
 double Contestants::step_zt(bool bf16_copy) {

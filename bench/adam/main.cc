@@ -1,8 +1,9 @@
 // zt_bench_adam: optim_hybrid_adam's CPU step against torch::optim::AdamW and against the memory
-// roofline of the step, measured in the same run over the same arrays (docs/architecture.md, "Benchmarks"). For each
-// size and thread count the four contestants run interleaved (A B C D A B C D ...) after one
-// warm-up round, and medians are reported, since memory bandwidth drifts. Prints a table and the
-// targets and writes bench-results/adam.json. ZT_ADAM_ISA picks the kernel as for the trainer.
+// roofline of the step, measured in the same run over the same arrays (docs/architecture.md,
+// "Benchmarks"). For each size and thread count the four contestants run interleaved (A B C D A B C
+// D ...) after one warm-up round, and medians are reported, since memory bandwidth drifts. Prints a
+// table and the targets and writes bench-results/adam.json. ZT_ADAM_ISA picks the kernel as for the
+// trainer.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,13 +34,16 @@ const char* kUsage =
 bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   for (size_t i = 1; i < args.size(); ++i) {
     std::string flag, value;
-    if (!next_option(args, i, {"--sizes", "--threads", "--reps", "--json"}, kUsage, flag, value)) return false;
+    if (!next_option(args, i, {"--sizes", "--threads", "--reps", "--json"}, kUsage, flag, value))
+      return false;
     if (flag == "--sizes") {
       plan.sizes.clear();
-      for (int64_t m : parse_positive_list(value, flag, kUsage)) plan.sizes.push_back(m * 1'000'000);
+      for (int64_t m : parse_positive_list(value, flag, kUsage))
+        plan.sizes.push_back(m * 1'000'000);
     } else if (flag == "--threads") {
       plan.threads.clear();
-      for (int64_t t : parse_positive_list(value, flag, kUsage)) plan.threads.push_back(static_cast<int>(t));
+      for (int64_t t : parse_positive_list(value, flag, kUsage))
+        plan.threads.push_back(static_cast<int>(t));
     } else if (flag == "--reps") {
       plan.reps = static_cast<int>(parse_positive(value, flag, kUsage));
     } else {

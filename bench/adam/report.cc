@@ -1,6 +1,6 @@
 // zt_bench_adam's report: table, targets and adam.json from the rows.
-#include "common/bench_util.h"
 #include "report.h"
+#include "common/bench_util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -98,13 +98,14 @@ void print_table(std::FILE* out, const std::vector<Row>& rows) {
       std::snprintf(of_roof, sizeof of_roof, "%.0f%%", 100 * roof->step_s / r.step_s);
     }
     std::fprintf(out, "%-13s %9.0fM %7d %10.2f %12.0f %8.1f %10s %11s\n", r.impl.c_str(),
-                 r.params / 1e6, r.threads, r.step_s * 1e3, r.mparams_per_s(), r.gbps(),
-                 vs_torch, of_roof);
+                 r.params / 1e6, r.threads, r.step_s * 1e3, r.mparams_per_s(), r.gbps(), vs_torch,
+                 of_roof);
   }
   const int samples = rows.empty() ? 0 : rows.front().samples;
-  std::fprintf(out, "medians over %d interleaved rounds; GB/s = %.0f bytes per parameter "
-                    "(p,g,m,v read, p,m,v written; the bf16 copy's 2 B not counted) / 1e9; "
-                    "of roofline: roofline step time / this one's\n",
+  std::fprintf(out,
+               "medians over %d interleaved rounds; GB/s = %.0f bytes per parameter "
+               "(p,g,m,v read, p,m,v written; the bf16 copy's 2 B not counted) / 1e9; "
+               "of roofline: roofline step time / this one's\n",
                samples, kBytesPerParam);
 }
 
@@ -133,18 +134,19 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const Plan& plan, double total_seconds) {
   std::ofstream out = open_results(path);
 
-  out << "{\n  \"bench\": \"adam\",\n  " << blas_json() << ",\n  \"cpu\": " << json_string(cpu_model())
+  out << "{\n  \"bench\": \"adam\",\n  " << blas_json()
+      << ",\n  \"cpu\": " << json_string(cpu_model())
       << ",\n  \"zt_kernel\": " << json_string(zt_kernel())
-      << ",\n  \"bytes_per_param\": " << json_number(kBytesPerParam) << ",\n  \"reps\": "
-      << plan.reps << ",\n  \"total_seconds\": " << json_number(total_seconds)
+      << ",\n  \"bytes_per_param\": " << json_number(kBytesPerParam)
+      << ",\n  \"reps\": " << plan.reps << ",\n  \"total_seconds\": " << json_number(total_seconds)
       << ",\n  \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n    " : "\n    ") << row_json(rows[i]);
   // Without the target's size and thread count in the plan there is nothing to pass.
   const bool all_pass = !checks.empty() &&
                         std::all_of(checks.begin(), checks.end(), [](auto& c) { return c.pass; });
   out << "\n  ],\n  \"targets\": {\n    \"threads\": " << kTargetThreads
-      << ",\n    \"params\": " << kTargetParams << ",\n    \"all_pass\": "
-      << (all_pass ? "true" : "false") << ",\n    \"checks\": [";
+      << ",\n    \"params\": " << kTargetParams
+      << ",\n    \"all_pass\": " << (all_pass ? "true" : "false") << ",\n    \"checks\": [";
   for (size_t i = 0; i < checks.size(); ++i) {
     out << (i ? ",\n      " : "\n      ") << check_json(checks[i]);
   }

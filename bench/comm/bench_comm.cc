@@ -41,8 +41,8 @@ void write_rows_tsv(const std::string& path, const std::vector<Row>& rows) {
   out.precision(17);
   for (const Row& r : rows) {
     out << r.backend << '\t' << r.op << '\t' << r.bytes << '\t' << r.world << '\t' << r.iters
-        << '\t' << r.reps << '\t' << r.seconds << '\t' << r.min_seconds << '\t'
-        << r.max_seconds << '\t' << r.note << '\n';
+        << '\t' << r.reps << '\t' << r.seconds << '\t' << r.min_seconds << '\t' << r.max_seconds
+        << '\t' << r.note << '\n';
   }
   if (!out) throw IoError("cannot write rank results to " + path);
 }

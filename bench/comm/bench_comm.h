@@ -27,7 +27,7 @@ constexpr const char* kTagBw = "tag_bw";
 
 struct Plan {
   std::vector<int64_t> sizes_bytes{1 * kMiB, 16 * kMiB, 64 * kMiB, 256 * kMiB};
-  int reps = 7;                                    // medians are taken over these
+  int reps = 7;  // medians are taken over these
   std::string json_path = "bench-results/comm.json";
 };
 
@@ -59,7 +59,6 @@ double bus_factor(const std::string& op, int world);
 double algbw_gbps(const Row& row, double seconds);
 double busbw_gbps(const Row& row, double seconds);
 inline double busbw_gbps(const Row& row) { return busbw_gbps(row, row.seconds); }
-
 
 // Rows travel from rank 0 to the parent as tab-separated lines in a file.
 void write_rows_tsv(const std::string& path, const std::vector<Row>& rows);

@@ -171,8 +171,8 @@ Row make_row(const Backend& backend, const std::string& op, int64_t bytes, int w
 
 // Every op at one size: one warm-up op per backend (wire-up, registration, Gloo's algorithm
 // cache), then `reps` timed blocks per backend, alternating backends block by block.
-std::vector<Row> bench_size(const std::vector<Backend*>& backends, int64_t bytes,
-                            const Plan& plan, const RankEnv& env) {
+std::vector<Row> bench_size(const std::vector<Backend*>& backends, int64_t bytes, const Plan& plan,
+                            const RankEnv& env) {
   Buffers buf = make_buffers(bytes, env.world, env.rank);
   const int iters = collective_iters(bytes);
   std::vector<Row> rows;
@@ -194,8 +194,8 @@ std::vector<Row> bench_size(const std::vector<Backend*>& backends, int64_t bytes
 }  // namespace
 
 std::vector<Row> run_collectives(const Plan& plan, const RankEnv& env) {
-  std::unique_ptr<Store> store =
-      rendezvous(env.master_addr, env.master_port, env.rank, env.world, kTimeout);
+  std::unique_ptr<Store> store = rendezvous(env.master_addr, env.master_port, env.rank, env.world,
+                                            kTimeout);
   UcxBackend ucx(make_comm_ucx(*store, env));
   GlooBackend gloo(make_gloo(*store, env), env.world);
   const std::vector<Backend*> backends{&ucx, &gloo};

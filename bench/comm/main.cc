@@ -1,8 +1,9 @@
 // zt_bench_comm: comm_ucx against LibTorch's ProcessGroupGloo and raw ucx_perftest, in one run
-// (docs/architecture.md, "Benchmarks"). Run without RANK in the environment it is the parent: it launches itself as
-// two local ranks, then runs the ucx_perftest pairs (after the ranks ended, so they do not
-// compete for the two cores), merges the rows and writes the table and bench-results/comm.json.
-// With RANK set it is one rank; rank 0 writes its rows to the file named by ZT_BENCH_COMM_ROWS.
+// (docs/architecture.md, "Benchmarks"). Run without RANK in the environment it is the parent: it
+// launches itself as two local ranks, then runs the ucx_perftest pairs (after the ranks ended, so
+// they do not compete for the two cores), merges the rows and writes the table and
+// bench-results/comm.json. With RANK set it is one rank; rank 0 writes its rows to the file named
+// by ZT_BENCH_COMM_ROWS.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -88,7 +89,8 @@ int run_parent(const Plan& plan, const std::vector<std::string>& argv) {
   for (Row& r : run_ucx_perftest(plan, scratch.path())) rows.push_back(std::move(r));
 
   std::vector<TargetCheck> checks = evaluate_targets(rows);
-  std::printf("\nzt_bench_comm: %d ranks on this host, fp32 sum\n%s\n\n", kRanks, zt::bench::blas_line().c_str());
+  std::printf("\nzt_bench_comm: %d ranks on this host, fp32 sum\n%s\n\n", kRanks,
+              zt::bench::blas_line().c_str());
   print_table(stdout, rows);
   print_targets(stdout, checks);
   const double total =

@@ -1,6 +1,6 @@
 // zt_bench_comm's report: table, targets and comm.json from the merged rows.
-#include "common/bench_util.h"
 #include "report.h"
+#include "common/bench_util.h"
 
 #include <algorithm>
 #include <cmath>

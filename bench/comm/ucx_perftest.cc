@@ -151,8 +151,8 @@ double run_pair(const std::string& exe, int64_t bytes, int iters, const std::str
   const std::vector<std::string> common{
       "-t", "tag_bw", "-s", std::to_string(bytes), "-n", std::to_string(iters),
       // Its default (10000 warm-up messages, capped at iters/10) would be 1 message here.
-      "-w", std::to_string(std::max(2, iters / 10)),
-      "-p", std::to_string(pick_free_port("127.0.0.1"))};
+      "-w", std::to_string(std::max(2, iters / 10)), "-p",
+      std::to_string(pick_free_port("127.0.0.1"))};
   std::vector<std::string> server_argv{exe};
   server_argv.insert(server_argv.end(), common.begin(), common.end());
   std::vector<std::string> client_argv{exe, "127.0.0.1"};

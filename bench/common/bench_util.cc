@@ -70,8 +70,9 @@ std::vector<int64_t> parse_positive_list(const std::string& list, const std::str
   return values;
 }
 
-bool next_option(const std::vector<std::string>& args, size_t& i, const std::vector<std::string>& known,
-                 const char* usage, std::string& flag, std::string& value) {
+bool next_option(const std::vector<std::string>& args, size_t& i,
+                 const std::vector<std::string>& known, const char* usage, std::string& flag,
+                 std::string& value) {
   const std::string& arg = args[i];
   if (arg == "-h" || arg == "--help") return false;
   const size_t eq = arg.find('=');
@@ -116,7 +117,8 @@ std::string blas_line() {
 
 std::string blas_json() {
   const BlasInfo info = probe_blas();
-  return "\"blas\": {\"library\": " + json_string(info.library) + ", \"core\": " + json_string(info.core) +
+  return "\"blas\": {\"library\": " + json_string(info.library) +
+         ", \"core\": " + json_string(info.core) +
          ", \"chosen_by\": " + json_string(info.library.empty() ? "" : core_chosen_by(info)) +
          ", \"ranks_core\": " + json_string(ranks_core(info)) + "}";
 }

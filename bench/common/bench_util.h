@@ -25,8 +25,9 @@ std::vector<int64_t> parse_positive_list(const std::string& list, const std::str
 // Reads the option at args[i], given as "--flag value" or "--flag=value", into flag and value
 // (advancing i past a separate value). Returns false for -h/--help. An option not in `known`
 // or without a value is a ConfigError quoting `usage`.
-bool next_option(const std::vector<std::string>& args, size_t& i, const std::vector<std::string>& known,
-                 const char* usage, std::string& flag, std::string& value);
+bool next_option(const std::vector<std::string>& args, size_t& i,
+                 const std::vector<std::string>& known, const char* usage, std::string& flag,
+                 std::string& value);
 
 // The BLAS behind the numbers: the OpenBLAS core this process runs, who chose it (OpenBLAS,
 // zt, or OPENBLAS_CORETYPE from the environment), and the core of the ranks zt starts (zt

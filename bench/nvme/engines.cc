@@ -133,7 +133,8 @@ class BufferedEngine final : public Engine {
   }
 
   std::string describe() const override {
-    return "pwrite/pread of 1 MiB blocks on " + path_ + ", write timed with its fsync, read "
+    return "pwrite/pread of 1 MiB blocks on " + path_ +
+           ", write timed with its fsync, read "
            "after fsync + POSIX_FADV_DONTNEED";
   }
 
@@ -179,8 +180,8 @@ class DdDirectEngine final : public Engine {
     const ShellResult r = run_shell("LC_ALL=C " + command);
     const size_t at = r.output.rfind("copied, ");
     if (r.exit_code != 0 || at == std::string::npos) {
-      throw IoError("zt_bench_nvme: `" + command + "` failed (exit " +
-                    std::to_string(r.exit_code) + "): " + r.output);
+      throw IoError("zt_bench_nvme: `" + command + "` failed (exit " + std::to_string(r.exit_code) +
+                    "): " + r.output);
     }
     return std::strtod(r.output.c_str() + at + 8, nullptr);
   }
@@ -192,8 +193,8 @@ class DdDirectEngine final : public Engine {
 
 }  // namespace
 
-std::unique_ptr<Engine> make_engine(const std::string& name, const std::string& dir,
-                                    int64_t bytes, int queue_depth) {
+std::unique_ptr<Engine> make_engine(const std::string& name, const std::string& dir, int64_t bytes,
+                                    int queue_depth) {
   if (name == kOffloadNvme) return std::make_unique<OffloadNvmeEngine>(dir, bytes, queue_depth);
   if (name == kBuffered) return std::make_unique<BufferedEngine>(dir, bytes);
   if (name == kDdDirect) return std::make_unique<DdDirectEngine>(dir, bytes);

@@ -34,7 +34,7 @@ class Engine {
   virtual std::string describe() const = 0;
 };
 
-std::unique_ptr<Engine> make_engine(const std::string& name, const std::string& dir,
-                                    int64_t bytes, int queue_depth);
+std::unique_ptr<Engine> make_engine(const std::string& name, const std::string& dir, int64_t bytes,
+                                    int queue_depth);
 
 }  // namespace zt::bench

@@ -1,8 +1,8 @@
 // zt_bench_nvme: offload_nvme's write and read bandwidth against plain buffered file I/O and
 // against dd with O_DIRECT (the device's direct-I/O bandwidth as a standard tool gets it), in
-// one run, on one folder (docs/architecture.md, "Benchmarks"). Rounds are interleaved (A B C A B C ...) after one
-// warm-up round, and medians reported, since a shared disk drifts. Prints a markdown table and
-// the target and writes bench-results/nvme.json.
+// one run, on one folder (docs/architecture.md, "Benchmarks"). Rounds are interleaved (A B C A B C
+// ...) after one warm-up round, and medians reported, since a shared disk drifts. Prints a markdown
+// table and the target and writes bench-results/nvme.json.
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -44,8 +44,8 @@ struct Plan {
 bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   for (size_t i = 1; i < args.size(); ++i) {
     std::string flag, value;
-    if (!next_option(args, i, {"--dir", "--mib", "--reps", "--queue-depth", "--json"}, kUsage,
-                     flag, value)) {
+    if (!next_option(args, i, {"--dir", "--mib", "--reps", "--queue-depth", "--json"}, kUsage, flag,
+                     value)) {
       return false;
     }
     if (flag == "--dir") plan.dir = value;

@@ -72,8 +72,10 @@ void print_table(std::FILE* out, const std::vector<Row>& rows) {
     }
   }
   const size_t samples = rows.empty() ? 0 : rows.front().seconds.size();
-  std::fprintf(out, "\nmedians over %zu interleaved rounds (after one warm-up round); GB/s = 1e9 "
-                    "bytes/s\n", samples);
+  std::fprintf(out,
+               "\nmedians over %zu interleaved rounds (after one warm-up round); GB/s = 1e9 "
+               "bytes/s\n",
+               samples);
 }
 
 void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
@@ -107,8 +109,8 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
   out << "\n  ],\n  \"targets\": {\n    \"min_of_dd_direct\": " << json_number(kMinOfDdDirect)
       << ",\n    \"all_pass\": " << (all_pass ? "true" : "false") << ",\n    \"checks\": [";
   for (size_t i = 0; i < checks.size(); ++i) {
-    out << (i ? ",\n      " : "\n      ") << "{\"name\": "
-        << json_string("offload_nvme_" + checks[i].op + "_of_dd_direct")
+    out << (i ? ",\n      " : "\n      ")
+        << "{\"name\": " << json_string("offload_nvme_" + checks[i].op + "_of_dd_direct")
         << ", \"value\": " << json_number(checks[i].value)
         << ", \"threshold\": " << json_number(kMinOfDdDirect)
         << ", \"pass\": " << (checks[i].pass ? "true" : "false") << "}";

@@ -104,9 +104,9 @@ struct Row {
   std::string strategy;  // "tensor" or "bucket"
   int world = 0;
   int64_t parameters = 0;
-  int samples = 0;             // steps behind the medians
-  double tokens_per_s = 0;     // median over the samples
-  double step_time_s = 0;      // median over the samples
+  int samples = 0;          // steps behind the medians
+  double tokens_per_s = 0;  // median over the samples
+  double step_time_s = 0;   // median over the samples
   int64_t model_state_bytes = 0;
   int64_t theory_bytes = 0;    // trainer/memory_theory.h
   double ratio_to_stage0 = 0;  // step time over stage 0's, same strategy (NaN without it)
@@ -131,7 +131,7 @@ struct OffloadRow {
   int64_t staging_bytes = 0;  // host buffers streaming the tiers, not counted in total
   int64_t theory_bytes = 0;   // trainer/memory_theory.h for the stage
   bool low_precision = false;
-  std::string note;           // the trainer's "offload: ..." line of the first repetition
+  std::string note;  // the trainer's "offload: ..." line of the first repetition
   int64_t total_bytes() const { return compute_bytes + cpu_bytes + nvme_bytes; }
   double total_over_theory() const {
     return theory_bytes > 0 ? static_cast<double>(total_bytes()) / theory_bytes : 0;

@@ -1,13 +1,13 @@
 // zt_bench_train: tokens/s and model-state bytes per rank of the real trainer for ZeRO stages 0-3
 // and both shard strategies, next to stage 0 (plain data parallel) and to ZeRO theory
-// (docs/architecture.md, "Benchmarks"), then the offload configurations (kOffloads): step time next to the same stage without
-// offload, and model-state bytes per tier. Each configuration is one trainer job of 2 local ranks
-// on a ~11M-parameter GPT; the jobs run one after another, interleaved over repetitions, and the
-// bench prints two tables and the targets and writes bench-results/train.json. It exits non-zero
-// only when a job failed.
+// (docs/architecture.md, "Benchmarks"), then the offload configurations (kOffloads): step time next
+// to the same stage without offload, and model-state bytes per tier. Each configuration is one
+// trainer job of 2 local ranks on a ~11M-parameter GPT; the jobs run one after another, interleaved
+// over repetitions, and the bench prints two tables and the targets and writes
+// bench-results/train.json. It exits non-zero only when a job failed.
+#include <linux/magic.h>
 #include <stdlib.h>
 #include <sys/statfs.h>
-#include <linux/magic.h>
 
 #include <chrono>
 #include <cstdio>
@@ -27,7 +27,8 @@ namespace zt::bench {
 namespace {
 
 const char* kUsage =
-    "usage: zt_bench_train [--steps N] [--warmup N] [--reps N] [--offload on|off] [--nvme-path DIR]\n"
+    "usage: zt_bench_train [--steps N] [--warmup N] [--reps N] [--offload on|off] [--nvme-path "
+    "DIR]\n"
     "                      [--json PATH] [--trainer PATH]\n"
     "  Runs the trainer (configs/zero3.toml, 2 ranks, a ~11M-parameter GPT) for ZeRO stages 0-3\n"
     "  with shard_tensor and shard_bucket; prints tokens/s, step time against stage 0 and\n"
@@ -41,7 +42,8 @@ const char* kUsage =
     "  --offload    off: only the 8 jobs without offload, about half the time (default on)\n"
     "  --nvme-path  folder for offload_nvme's files, on the disk to measure (default: in the\n"
     "               bench's scratch folder, or beside PATH when that is on tmpfs or ramfs)\n"
-    "  --json       results file (default bench-results/train.json, relative to the current folder)\n"
+    "  --json       results file (default bench-results/train.json, relative to the current "
+    "folder)\n"
     "  --trainer    trainer executable (default: the one built with the bench)\n";
 
 int parse_count(const std::string& text, const std::string& flag, int least) {
@@ -63,8 +65,10 @@ int parse_count(const std::string& text, const std::string& flag, int least) {
 bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   for (size_t i = 1; i < args.size(); ++i) {
     std::string flag, value;
-    if (!next_option(args, i, {"--steps", "--warmup", "--reps", "--offload", "--nvme-path", "--json",
-                               "--trainer"}, kUsage, flag, value)) {
+    if (!next_option(
+            args, i,
+            {"--steps", "--warmup", "--reps", "--offload", "--nvme-path", "--json", "--trainer"},
+            kUsage, flag, value)) {
       return false;
     }
     if (flag == "--steps") {
@@ -164,8 +168,10 @@ bool run_job(const Plan& plan, const JobSpec& job, const std::string& scratch, J
   const int code = run_logged(trainer_command(plan, job, out_dir), log);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (code != 0) {
-    std::fprintf(stderr, "zt_bench_train: error: the trainer (%s) exited with %d; its last "
-                         "lines:\n%s", job_label(job).c_str(), code, tail_lines(log, 15).c_str());
+    std::fprintf(stderr,
+                 "zt_bench_train: error: the trainer (%s) exited with %d; its last "
+                 "lines:\n%s",
+                 job_label(job).c_str(), code, tail_lines(log, 15).c_str());
     return false;
   }
   read_metrics(out_dir + "/metrics.jsonl", plan.warmup, result);

@@ -50,7 +50,8 @@ std::vector<RankStates> rank_states(const std::string& line, const std::string& 
       return static_cast<int64_t>(required(line, name, at, close, where));
     };
     RankStates r;
-    for (const char* name : {"params", "grads", "master", "optimizer_states"}) r.compute += field(name);
+    for (const char* name : {"params", "grads", "master", "optimizer_states"})
+      r.compute += field(name);
     r.offload_optimizer = field("offload_optimizer");
     r.offload_param = field("offload_param");
     r.offload_staging = field("offload_staging");

@@ -1,6 +1,6 @@
 // zt_bench_train's report: aggregation, table, targets and train.json.
-#include "common/bench_util.h"
 #include "report.h"
+#include "common/bench_util.h"
 
 #include <algorithm>
 #include <cmath>
@@ -152,7 +152,8 @@ std::vector<OffloadRow> aggregate_offload(const std::vector<std::pair<JobSpec, J
     row.staging_bytes = most->busiest.offload_staging;
     // Every offload config here offloads all of its optimizer states (and parameter shards), so
     // the fp32 master is its own copy for all parameters.
-    row.theory_bytes = trainer::theory_model_state_bytes(o.stage, row.parameters, row.world, low, 1.0);
+    row.theory_bytes = trainer::theory_model_state_bytes(o.stage, row.parameters, row.world, low,
+                                                         1.0);
     row.low_precision = low;
     const Row* base = find(rows, o.stage, row.strategy);
     row.vs_no_offload = base ? row.step_time_s / base->step_time_s : NAN;
@@ -200,13 +201,15 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
   for (const TargetCheck& c : checks) {
     passed += c.pass;
     if (c.name == "stage3_bytes_vs_theory") {
-      std::fprintf(out, "  %-4s %-6s stage-3 model-state bytes per rank within %.0f%% of theory: "
-                        "%.3f\n", c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold * 100,
-                   c.value);
+      std::fprintf(out,
+                   "  %-4s %-6s stage-3 model-state bytes per rank within %.0f%% of theory: "
+                   "%.3f\n",
+                   c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold * 100, c.value);
     } else {
-      std::fprintf(out, "  %-4s %-6s stage-3 step time <= %.1fx stage 0's:                     "
-                        "%.2fx\n", c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold,
-                   c.value);
+      std::fprintf(out,
+                   "  %-4s %-6s stage-3 step time <= %.1fx stage 0's:                     "
+                   "%.2fx\n",
+                   c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold, c.value);
     }
   }
   std::fprintf(out, "targets met: %d of %zu\n", passed, checks.size());
@@ -232,8 +235,8 @@ void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
     const Row* base = find(rows, r.offload.stage, r.strategy);
     if (!base) continue;
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%sstage %d %.3f s", bases.empty() ? "" : ", ",
-                  r.offload.stage, base->step_time_s);
+    std::snprintf(buf, sizeof buf, "%sstage %d %.3f s", bases.empty() ? "" : ", ", r.offload.stage,
+                  base->step_time_s);
     bases += buf;
   }
   int64_t staging = 0;
@@ -248,7 +251,8 @@ void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
                "grads + master + optimizer states in compute memory; cpu, nvme: model states in "
                "that tier; total: all three (the engine's buffers streaming the tiers, at most "
                "%.1f MiB, are not model states); theory: trainer/memory_theory.h for the row's "
-               "stage\n", mib(staging));
+               "stage\n",
+               mib(staging));
   for (const OffloadRow& r : offload) {
     if (r.note.find("buffered") != std::string::npos) {
       std::fprintf(out, "note: %s used buffered I/O, not O_DIRECT: %s\n",
@@ -273,10 +277,11 @@ void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
                   offload_label(r.offload).c_str(), r.total_over_theory());
     outside += buf;
   }
-  std::fprintf(out, "\ninfo (not a target): total model-state bytes per rank within %.0f%% of "
-                    "theory for %d of %zu offload configs%s%s%s\n", kOffloadInfoOffTheory * 100,
-               within, offload.size(), outside.empty() ? "" : " (outside: ", outside.c_str(),
-               outside.empty() ? "" : ")");
+  std::fprintf(out,
+               "\ninfo (not a target): total model-state bytes per rank within %.0f%% of "
+               "theory for %d of %zu offload configs%s%s%s\n",
+               kOffloadInfoOffTheory * 100, within, offload.size(),
+               outside.empty() ? "" : " (outside: ", outside.c_str(), outside.empty() ? "" : ")");
 }
 
 void write_json(const std::string& path, const std::vector<Row>& rows,
@@ -284,15 +289,15 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
                 const Plan& plan, double total_seconds) {
   std::ofstream out = open_results(path);
 
-  out << "{\n  \"bench\": \"train\",\n  " << blas_json() << ",\n  \"steps\": " << plan.steps << ",\n  \"warmup\": "
-      << plan.warmup << ",\n  \"reps\": " << plan.reps << ",\n  \"total_seconds\": "
-      << json_number(total_seconds) << ",\n  \"rows\": [";
+  out << "{\n  \"bench\": \"train\",\n  " << blas_json() << ",\n  \"steps\": " << plan.steps
+      << ",\n  \"warmup\": " << plan.warmup << ",\n  \"reps\": " << plan.reps
+      << ",\n  \"total_seconds\": " << json_number(total_seconds) << ",\n  \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n    " : "\n    ") << row_json(rows[i]);
   const bool all_pass = std::all_of(checks.begin(), checks.end(), [](auto& c) { return c.pass; });
   out << "\n  ],\n  \"targets\": {\n    \"stage3_bytes_max_off_theory\": "
-      << json_number(kMaxBytesOffTheory) << ",\n    \"stage3_step_time_over_stage0_max\": "
-      << json_number(kMaxStage3OverStage0) << ",\n    \"all_pass\": "
-      << (all_pass ? "true" : "false") << ",\n    \"checks\": [";
+      << json_number(kMaxBytesOffTheory)
+      << ",\n    \"stage3_step_time_over_stage0_max\": " << json_number(kMaxStage3OverStage0)
+      << ",\n    \"all_pass\": " << (all_pass ? "true" : "false") << ",\n    \"checks\": [";
   for (size_t i = 0; i < checks.size(); ++i) {
     out << (i ? ",\n      " : "\n      ") << check_json(checks[i]);
   }

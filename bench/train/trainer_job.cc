@@ -25,10 +25,18 @@ const char* const kModelOverrides[] = {"model.n_layer=6", "model.d_model=384", "
 
 // Rank variables of the launchers the trainer recognises (core/src/rank_env.cc). Inherited, they
 // would make the trainer act as one rank of someone else's job instead of spawning its own 2.
-const char* const kRankEnv[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                                "MASTER_ADDR", "MASTER_PORT", "ZT_LAUNCHER",
-                                "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-                                "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
+const char* const kRankEnv[] = {"RANK",
+                                "WORLD_SIZE",
+                                "LOCAL_RANK",
+                                "LOCAL_WORLD_SIZE",
+                                "MASTER_ADDR",
+                                "MASTER_PORT",
+                                "ZT_LAUNCHER",
+                                "OMPI_COMM_WORLD_RANK",
+                                "OMPI_COMM_WORLD_SIZE",
+                                "OMPI_COMM_WORLD_LOCAL_RANK",
+                                "SLURM_PROCID",
+                                "SLURM_NTASKS",
                                 "SLURM_LOCALID"};
 
 }  // namespace
@@ -52,7 +60,8 @@ std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
   // Besides the plugins and the folder, configs/zero3_offload.toml differs from zero3.toml only
   // in its tile size and bounce-buffer pool (which the engine's aligned tiles do not use).
   if (job.offloaded()) set("zero.sub_group_size=" + std::to_string(kOffloadSubGroup));
-  if (*job.offload_optimizer) set(std::string("plugins.offload_optimizer=") + job.offload_optimizer);
+  if (*job.offload_optimizer)
+    set(std::string("plugins.offload_optimizer=") + job.offload_optimizer);
   if (*job.offload_param) set(std::string("plugins.offload_param=") + job.offload_param);
   if (std::string(job.offload_optimizer) == "offload_nvme" ||
       std::string(job.offload_param) == "offload_nvme") {
@@ -85,7 +94,8 @@ int run_logged(const std::vector<std::string>& argv, const std::string& log_path
   ::close(log);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw IoError(std::string("waitpid on the trainer: ") + std::strerror(errno));
+    if (errno != EINTR)
+      throw IoError(std::string("waitpid on the trainer: ") + std::strerror(errno));
   }
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);

@@ -73,7 +73,8 @@ class RngReplay {
 std::vector<at::Tensor> unique_parameters(Unit& unit) {
   std::vector<at::Tensor> out;
   for (auto& [name, tensor] : unit.parameters()) {
-    bool seen = std::any_of(out.begin(), out.end(), [&](const at::Tensor& t) { return t.is_same(tensor); });
+    bool seen = std::any_of(out.begin(), out.end(),
+                            [&](const at::Tensor& t) { return t.is_same(tensor); });
     if (!seen) out.push_back(tensor);
   }
   return out;
@@ -84,7 +85,9 @@ class CheckpointBackward final : public torch::autograd::Node {
  public:
   CheckpointBackward(Unit& unit, const at::Tensor& input, std::vector<at::Tensor> params,
                      RngStates rng)
-      : unit_(unit), input_(input, /*is_output=*/false), params_(std::move(params)),
+      : unit_(unit),
+        input_(input, /*is_output=*/false),
+        params_(std::move(params)),
         rng_(std::move(rng)) {}
 
   std::string name() const override { return "zt::CheckpointBackward"; }
@@ -143,7 +146,8 @@ at::Tensor checkpointed_forward(Unit& unit, const at::Tensor& input) {
   std::vector<at::Tensor> params = unique_parameters(unit);
   bool needs_grad = at::GradMode::is_enabled() &&
                     (input.requires_grad() ||
-                     std::any_of(params.begin(), params.end(), [](const at::Tensor& p) { return p.requires_grad(); }));
+                     std::any_of(params.begin(), params.end(),
+                                 [](const at::Tensor& p) { return p.requires_grad(); }));
   if (!needs_grad) return unit.forward(input);
 
   RngStates rng = capture_rng(input, params);
@@ -164,7 +168,8 @@ at::Tensor checkpointed_forward(Unit& unit, const at::Tensor& input) {
   edges.push_back(edge_of(input));
   for (const auto& p : params) edges.push_back(edge_of(p));
   std::shared_ptr<CheckpointBackward> node(
-      new CheckpointBackward(unit, input, std::move(params), std::move(rng)), torch::autograd::deleteNode);
+      new CheckpointBackward(unit, input, std::move(params), std::move(rng)),
+      torch::autograd::deleteNode);
   node->set_next_edges(std::move(edges));
   torch::autograd::create_gradient_edge(out, node);
   return out;

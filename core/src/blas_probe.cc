@@ -18,17 +18,17 @@ struct CoreLevel {
   int level;
 };
 constexpr CoreLevel kCoreLevels[] = {
-    {"Unknown", 0},      {"Katmai", 0},       {"Coppermine", 0},     {"Athlon", 0},
-    {"Northwood", 1},    {"Banias", 1},       {"Opteron", 1},        {"Prescott", 2},
-    {"Opteron_SSE3", 2}, {"Atom", 2},         {"Nano", 2},           {"Barcelona", 2},
-    {"Bobcat", 2},       {"Core2", 3},        {"Penryn", 3},         {"Dunnington", 3},
-    {"Nehalem", 4},      {"Sandybridge", 5},  {"Bulldozer", 5},      {"Piledriver", 5},
-    {"Steamroller", 5},  {"Excavator", 5},    {"Haswell", 6},        {"Zen", 6},
-    {"SkylakeX", 7},     {"Cooperlake", 7},   {"SapphireRapids", 7},
+    {"Unknown", 0},      {"Katmai", 0},      {"Coppermine", 0},     {"Athlon", 0},
+    {"Northwood", 1},    {"Banias", 1},      {"Opteron", 1},        {"Prescott", 2},
+    {"Opteron_SSE3", 2}, {"Atom", 2},        {"Nano", 2},           {"Barcelona", 2},
+    {"Bobcat", 2},       {"Core2", 3},       {"Penryn", 3},         {"Dunnington", 3},
+    {"Nehalem", 4},      {"Sandybridge", 5}, {"Bulldozer", 5},      {"Piledriver", 5},
+    {"Steamroller", 5},  {"Excavator", 5},   {"Haswell", 6},        {"Zen", 6},
+    {"SkylakeX", 7},     {"Cooperlake", 7},  {"SapphireRapids", 7},
 };
 // The core to ask for at each level (index = level); level 1 and below have no better choice.
-constexpr const char* kCoreForLevel[] = {"", "", "Prescott", "Core2", "Nehalem", "Sandybridge",
-                                         "Haswell", "SkylakeX"};
+constexpr const char* kCoreForLevel[] = {
+    "", "", "Prescott", "Core2", "Nehalem", "Sandybridge", "Haswell", "SkylakeX"};
 
 int level_of_core(const std::string& name) {
   for (const auto& c : kCoreLevels) {

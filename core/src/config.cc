@@ -55,10 +55,22 @@ SourceLocation location_of(const toml::node& node, const std::string& file) {
 // Converts a TOML node to a Value; returns false (and reports) for unsupported node types.
 bool to_value(const toml::node& node, Value& out, const std::string& what,
               const SourceLocation& where, Problems& problems) {
-  if (auto v = node.as_boolean()) { out = v->get(); return true; }
-  if (auto v = node.as_integer()) { out = static_cast<int64_t>(v->get()); return true; }
-  if (auto v = node.as_floating_point()) { out = v->get(); return true; }
-  if (auto v = node.as_string()) { out = v->get(); return true; }
+  if (auto v = node.as_boolean()) {
+    out = v->get();
+    return true;
+  }
+  if (auto v = node.as_integer()) {
+    out = static_cast<int64_t>(v->get());
+    return true;
+  }
+  if (auto v = node.as_floating_point()) {
+    out = v->get();
+    return true;
+  }
+  if (auto v = node.as_string()) {
+    out = v->get();
+    return true;
+  }
   if (auto arr = node.as_array()) {
     std::vector<double> numbers;
     std::vector<std::string> strings;
@@ -111,9 +123,9 @@ toml::table parse_document(const std::string& text, const std::string& file) {
     return toml::parse(std::string_view(text), std::string_view(file));
   } catch (const toml::parse_error& e) {
     const auto& src = e.source();
-    throw ConfigError(file + ":" + std::to_string(src.begin.line) + ":" +
-                      std::to_string(src.begin.column) + ": malformed TOML: " +
-                      std::string(e.description()) + "; fix the syntax at that place");
+    throw ConfigError(
+        file + ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column) +
+        ": malformed TOML: " + std::string(e.description()) + "; fix the syntax at that place");
   }
 }
 
@@ -160,7 +172,8 @@ void apply_override(const std::string& text, RawConfig& raw, Problems& problems)
   std::string value_text = text.substr(eq + 1);
   Value value = value_text;  // bare words are strings: --set plugins.shard=shard_tensor
   try {
-    toml::table parsed = toml::parse(std::string_view("v = " + value_text), std::string_view("--set"));
+    toml::table parsed = toml::parse(std::string_view("v = " + value_text),
+                                     std::string_view("--set"));
     Problems local;
     Value v;
     if (to_value(*parsed.get("v"), v, path, where, local)) value = v;
@@ -185,13 +198,16 @@ Options validate_table(const std::string& name, const std::vector<OptionSpec>& s
   if (raw) {
     for (const auto& [key, entry] : raw->entries) {
       const OptionSpec* spec = nullptr;
-      for (const auto& s : specs) if (s.name == key) spec = &s;
+      for (const auto& s : specs)
+        if (s.name == key) spec = &s;
       if (!spec) {
         problems.add(entry.key_where.str() + ": unknown key '" + key + "' in [" + name + "]" +
                      did_you_mean(key, spec_names(specs)) + "; keys of [" + name + "]" + owner +
                      ": see `trainer --print-config`" +
-                     (name.rfind("plugin.", 0) == 0 ? " or `trainer plugins describe " +
-                      name.substr(7) + "`" : "") + ".");
+                     (name.rfind("plugin.", 0) == 0
+                          ? " or `trainer plugins describe " + name.substr(7) + "`"
+                          : "") +
+                     ".");
         continue;
       }
       try {
@@ -224,13 +240,15 @@ void check_combinations(const Config& config, Problems& problems) {
                  "); parameters are only sharded, so only offloadable, in stage 3");
   }
   if (!plugins.get_string("offload_optimizer").empty() && stage < 1) {
-    problems.add(at(plugins, "offload_optimizer") + ": plugins.offload_optimizer needs zero.stage "
-                 ">= 1 (stage is 0 at " + at(zero, "stage") + ")");
+    problems.add(at(plugins, "offload_optimizer") +
+                 ": plugins.offload_optimizer needs zero.stage "
+                 ">= 1 (stage is 0 at " +
+                 at(zero, "stage") + ")");
   }
   if (run.get_string("task") == "train") {
     if (plugins.get_string("optimizer").empty()) {
       problems.add(at(plugins, "optimizer") + ": run.task = \"train\" needs plugins.optimizer "
-                   "(e.g. \"optim_hybrid_adam\")");
+                                              "(e.g. \"optim_hybrid_adam\")");
     }
     if (stage >= 1 && plugins.get_string("shard").empty()) {
       problems.add(at(plugins, "shard") + ": zero.stage = " + std::to_string(stage) +
@@ -238,8 +256,10 @@ void check_combinations(const Config& config, Problems& problems) {
     }
   }
   const Options& precision = config.section("precision");
-  if (precision.get_string("compute") == "fp16" && config.section("launch").get_string("device") == "cpu") {
-    problems.add(at(precision, "compute") + ": precision.compute = \"fp16\" needs launch.device = "
+  if (precision.get_string("compute") == "fp16" &&
+      config.section("launch").get_string("device") == "cpu") {
+    problems.add(at(precision, "compute") +
+                 ": precision.compute = \"fp16\" needs launch.device = "
                  "\"cuda\": LibTorch has no fp16 matrix kernels on the CPU; use \"bf16\" there");
   }
   const Options& data = config.section("data");
@@ -250,9 +270,9 @@ void check_combinations(const Config& config, Problems& problems) {
   const Options& model = config.section("model");
   if (model.get_int("n_head") > 0 && model.get_int("d_model") > 0 &&
       model.get_int("d_model") % model.get_int("n_head") != 0) {
-    problems.add(at(model, "d_model") + ": model.d_model = " +
-                 std::to_string(model.get_int("d_model")) + " must divide by model.n_head = " +
-                 std::to_string(model.get_int("n_head")));
+    problems.add(at(model, "d_model") +
+                 ": model.d_model = " + std::to_string(model.get_int("d_model")) +
+                 " must divide by model.n_head = " + std::to_string(model.get_int("n_head")));
   }
 }
 
@@ -320,7 +340,8 @@ void report_unknown_sections(const RawConfig& raw, Problems& problems) {
     for (const auto& s : config_schema()) known = known || s.name == name;
     if (!known) {
       problems.add(table.where.str() + ": unknown section [" + name + "]" +
-                   did_you_mean(name, section_names()) + "; sections are run, launch, model, data, "
+                   did_you_mean(name, section_names()) +
+                   "; sections are run, launch, model, data, "
                    "precision, zero, plugins, plugin.<id>");
     }
   }
@@ -346,8 +367,9 @@ std::set<std::string> load_plugins(const RawConfig& raw, const Options& plugins,
     std::string id = name.substr(7);
     if (catalog.path_of(id).empty()) {
       problems.add(table.where.str() + ": [" + name + "] configures plugin '" + id +
-                   "', which is not installed" + did_you_mean(id, catalog.ids()) +
-                   "; `trainer plugins list` shows what is", ErrorKind::kPlugin);
+                       "', which is not installed" + did_you_mean(id, catalog.ids()) +
+                       "; `trainer plugins list` shows what is",
+                   ErrorKind::kPlugin);
       continue;
     }
     tables_needed.insert(id);
@@ -368,9 +390,8 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
   config.source_ = source_name;
   for (const auto& section : config_schema()) {
     auto it = raw.find(section.name);
-    config.sections_.push_back(validate_table(section.name, section.keys,
-                                              it == raw.end() ? nullptr : &it->second, "",
-                                              problems));
+    config.sections_.push_back(validate_table(
+        section.name, section.keys, it == raw.end() ? nullptr : &it->second, "", problems));
   }
   // Combinations read core sections only; skip them when those already have errors, so a
   // defaulted bad value does not cause a misleading second message.
@@ -382,9 +403,9 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
     try {
       const PluginRecord& rec = config.catalog_->load(id);
       auto it = raw.find("plugin." + id);
-      config.plugin_tables_.push_back(validate_table(
-          "plugin." + id, rec.factory->options(), it == raw.end() ? nullptr : &it->second,
-          " (plugin " + rec.path + ")", problems));
+      config.plugin_tables_.push_back(validate_table("plugin." + id, rec.factory->options(),
+                                                     it == raw.end() ? nullptr : &it->second,
+                                                     " (plugin " + rec.path + ")", problems));
     } catch (const Error& e) {
       problems.add(e.what(), e.kind());
     }
@@ -394,12 +415,14 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
 }
 
 const Options& Config::section(const std::string& name) const {
-  for (const auto& s : sections_) if (s.table() == name) return s;
+  for (const auto& s : sections_)
+    if (s.table() == name) return s;
   throw InternalError("config has no section [" + name + "]");
 }
 
 const Options& Config::plugin_options(const std::string& id) const {
-  for (const auto& p : plugin_tables_) if (p.table() == "plugin." + id) return p;
+  for (const auto& p : plugin_tables_)
+    if (p.table() == "plugin." + id) return p;
   throw InternalError("config has no validated table for plugin '" + id +
                       "'; it was neither selected in [plugins] nor configured");
 }

@@ -12,118 +12,159 @@ namespace {
 constexpr double kMaxPort = 65535;
 
 SectionSpec run_section() {
-  return {"run", "what to run and where results go",
-   {opt_string("name", "zt-run", "name of the run, used in reports"),
-    opt_string("task", "train", "'train' the model, or 'smoke': load every plugin and check "
-               "real collectives across the ranks", {"train", "smoke"}),
-    opt_int("steps", 10, "optimizer steps to run", 1),
-    opt_int("seed", 1234, "seed for model init and data; identical on every rank", 0),
-    opt_string("out_dir", "runs/zt-run", "folder for metrics.jsonl, summary and checkpoints"),
-    opt_int("log_every", 1, "print and record metrics every N steps", 1),
-    opt_string("lr_schedule", "constant", "learning-rate schedule: constant, or linear "
-               "warm-up then cosine decay to min_lr_ratio * lr", {"constant", "cosine"}),
-    opt_int("warmup_steps", 0, "steps of linear warm-up from 0 to lr", 0),
-    opt_double("min_lr_ratio", 0.1, "cosine: final lr as a fraction of lr", 0, 1)}};
+  return {
+      "run",
+      "what to run and where results go",
+      {opt_string("name", "zt-run", "name of the run, used in reports"),
+       opt_string("task", "train",
+                  "'train' the model, or 'smoke': load every plugin and check "
+                  "real collectives across the ranks",
+                  {"train", "smoke"}),
+       opt_int("steps", 10, "optimizer steps to run", 1),
+       opt_int("seed", 1234, "seed for model init and data; identical on every rank", 0),
+       opt_string("out_dir", "runs/zt-run", "folder for metrics.jsonl, summary and checkpoints"),
+       opt_int("log_every", 1, "print and record metrics every N steps", 1),
+       opt_string("lr_schedule", "constant",
+                  "learning-rate schedule: constant, or linear "
+                  "warm-up then cosine decay to min_lr_ratio * lr",
+                  {"constant", "cosine"}),
+       opt_int("warmup_steps", 0, "steps of linear warm-up from 0 to lr", 0),
+       opt_double("min_lr_ratio", 0.1, "cosine: final lr as a fraction of lr", 0, 1)}};
 }
 
 SectionSpec launch_section() {
-  return {"launch", "processes, rendezvous and timeouts",
-   {opt_int("nproc", 1, "local ranks to spawn when no torchrun/mpirun/srun environment is "
-            "present", 1, 1024),
-    opt_string("device", "cpu", "where compute runs", {"cpu", "cuda"}),
-    opt_string("master_addr", "127.0.0.1", "address of rank 0's rendezvous store "
-               "(MASTER_ADDR overrides)"),
-    opt_int("master_port", 0, "port of rank 0's rendezvous store; 0 picks a free port for "
-            "local launches (MASTER_PORT overrides)", 0, kMaxPort),
-    opt_double("timeout_s", 120, "bound on every wait: rendezvous, collectives, peers", 0.1,
-               86400),
-    opt_double("memory_limit_gb", 0, "host memory the ranks of this host may use for model "
-               "states; 0 = what the OS reports available (MemAvailable)", 0)}};
+  return {"launch",
+          "processes, rendezvous and timeouts",
+          {opt_int("nproc", 1,
+                   "local ranks to spawn when no torchrun/mpirun/srun environment is "
+                   "present",
+                   1, 1024),
+           opt_string("device", "cpu", "where compute runs", {"cpu", "cuda"}),
+           opt_string("master_addr", "127.0.0.1",
+                      "address of rank 0's rendezvous store "
+                      "(MASTER_ADDR overrides)"),
+           opt_int("master_port", 0,
+                   "port of rank 0's rendezvous store; 0 picks a free port for "
+                   "local launches (MASTER_PORT overrides)",
+                   0, kMaxPort),
+           opt_double("timeout_s", 120, "bound on every wait: rendezvous, collectives, peers", 0.1,
+                      86400),
+           opt_double("memory_limit_gb", 0,
+                      "host memory the ranks of this host may use for model "
+                      "states; 0 = what the OS reports available (MemAvailable)",
+                      0)}};
 }
 
 SectionSpec model_section() {
-  return {"model", "the model to train",
-   {opt_string("kind", "gpt", "model family", {"gpt", "mlp"}),
-    opt_string("preset", "tiny", "GPT size preset; explicit sizes below override it",
-               {"tiny", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "custom"}),
-    opt_int("n_layer", 0, "GPT blocks (0 = from preset)", 0),
-    opt_int("n_head", 0, "GPT attention heads (0 = from preset)", 0),
-    opt_int("d_model", 0, "GPT width (0 = from preset)", 0),
-    opt_int("seq_len", 0, "GPT context length (0 = from preset)", 0),
-    opt_int("vocab", 0, "GPT vocabulary (0 = from preset; 256 for byte-level text)", 0),
-    opt_bool("activation_checkpointing", false, "recompute each unit's activations in "
-             "backward: less memory, about one more forward"),
-    opt_int("width", 1024, "MLP layer width", 1),
-    opt_int("depth", 8, "MLP layers, each its own unit", 1),
-    opt_string("activation", "relu", "MLP activation", {"none", "relu", "gelu"})}};
+  return {"model",
+          "the model to train",
+          {opt_string("kind", "gpt", "model family", {"gpt", "mlp"}),
+           opt_string("preset", "tiny", "GPT size preset; explicit sizes below override it",
+                      {"tiny", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "custom"}),
+           opt_int("n_layer", 0, "GPT blocks (0 = from preset)", 0),
+           opt_int("n_head", 0, "GPT attention heads (0 = from preset)", 0),
+           opt_int("d_model", 0, "GPT width (0 = from preset)", 0),
+           opt_int("seq_len", 0, "GPT context length (0 = from preset)", 0),
+           opt_int("vocab", 0, "GPT vocabulary (0 = from preset; 256 for byte-level text)", 0),
+           opt_bool("activation_checkpointing", false,
+                    "recompute each unit's activations in "
+                    "backward: less memory, about one more forward"),
+           opt_int("width", 1024, "MLP layer width", 1),
+           opt_int("depth", 8, "MLP layers, each its own unit", 1),
+           opt_string("activation", "relu", "MLP activation", {"none", "relu", "gelu"})}};
 }
 
 SectionSpec data_section() {
-  return {"data", "the training data",
-   {opt_string("kind", "synthetic", "data source", {"synthetic", "text", "tokens"}),
-    opt_string("path", "", "file for kind 'text' (any bytes) or 'tokens' (flat binary)"),
-    opt_string("token_dtype", "uint16", "element type of a 'tokens' file", {"uint16", "uint32"}),
-    opt_int("micro_batch", 4, "samples per rank per micro step", 1),
-    opt_int("grad_accum", 1, "micro steps accumulated per optimizer step", 1),
-    opt_int("global_batch", 0, "samples per optimizer step over all ranks; must equal "
-            "micro_batch * grad_accum * world (0 = that product)", 0)}};
+  return {
+      "data",
+      "the training data",
+      {opt_string("kind", "synthetic", "data source", {"synthetic", "text", "tokens"}),
+       opt_string("path", "", "file for kind 'text' (any bytes) or 'tokens' (flat binary)"),
+       opt_string("token_dtype", "uint16", "element type of a 'tokens' file", {"uint16", "uint32"}),
+       opt_int("micro_batch", 4, "samples per rank per micro step", 1),
+       opt_int("grad_accum", 1, "micro steps accumulated per optimizer step", 1),
+       opt_int("global_batch", 0,
+               "samples per optimizer step over all ranks; must equal "
+               "micro_batch * grad_accum * world (0 = that product)",
+               0)}};
 }
 
 SectionSpec precision_section() {
-  return {"precision", "compute dtype and the dynamic loss scaler (fp16)",
-   {opt_string("compute", "fp32", "dtype of forward/backward", {"fp32", "bf16", "fp16"}),
-    opt_double("initial_scale", 4294967296.0, "first loss scale (fp16)", 1),
-    opt_double("min_scale", 1, "the scale never drops below this", 0),
-    opt_double("max_scale", 4294967296.0, "the scale never grows above this", 1),
-    opt_double("growth_factor", 2, "scale *= this after growth_interval clean steps", 1),
-    opt_double("backoff_factor", 0.5, "scale *= this on overflow", 0, 1),
-    opt_int("growth_interval", 1000, "clean steps before the scale grows", 1),
-    opt_int("hysteresis", 2, "overflows tolerated before the scale backs off", 1)}};
+  return {"precision",
+          "compute dtype and the dynamic loss scaler (fp16)",
+          {opt_string("compute", "fp32", "dtype of forward/backward", {"fp32", "bf16", "fp16"}),
+           opt_double("initial_scale", 4294967296.0, "first loss scale (fp16)", 1),
+           opt_double("min_scale", 1, "the scale never drops below this", 0),
+           opt_double("max_scale", 4294967296.0, "the scale never grows above this", 1),
+           opt_double("growth_factor", 2, "scale *= this after growth_interval clean steps", 1),
+           opt_double("backoff_factor", 0.5, "scale *= this on overflow", 0, 1),
+           opt_int("growth_interval", 1000, "clean steps before the scale grows", 1),
+           opt_int("hysteresis", 2, "overflows tolerated before the scale backs off", 1)}};
 }
 
 SectionSpec zero_section() {
-  return {"zero", "ZeRO stage and its knobs",
-   {opt_int("stage", 0, "0: plain data parallel, 1: shard optimizer states, 2: + gradients, "
-            "3: + parameters", 0, 3),
-    opt_double("reduce_bucket_mb", 25, "gradient reduce(-scatter) bucket size, MiB", 0.001),
-    opt_double("allgather_bucket_mb", 25, "parameter all-gather bucket size, MiB", 0.001),
-    opt_bool("overlap_comm", true, "overlap gradient reduction with backward compute"),
-    opt_int("prefetch_units", 1, "stage 3: units gathered ahead of the one running", 0),
-    opt_int("prefetch_elements", 0, "stage 3: prefetch by element count instead (0 = off)", 0),
-    opt_int("param_persistence_threshold", 100000, "stage 3: tensors with fewer elements "
-            "stay gathered", 0),
-    opt_int("max_live_parameters", 1000000000, "stage 3: bound on gathered elements alive",
-            1),
-    opt_double("gradient_predivide_factor", 1, "divide gradients by this before the "
-               "reduction and by world/this after (fp16 range)", 1),
-    opt_double("gradient_clipping", 0, "clip gradients to this global norm (over all "
-               "shards); 0 = off", 0),
-    opt_double("offload_optimizer_fraction", 1, "share of the optimizer states and fp32 "
-               "master weights placed in plugins.offload_optimizer (groups in model order); "
-               "the rest stays in compute memory", 0, 1),
-    opt_double("offload_param_fraction", 1, "stage 3: share of the parameter shards placed "
-               "in plugins.offload_param (groups in model order)", 0, 1),
-    opt_int("sub_group_size", 1000000000, "elements per tile when the step streams "
-            "offloaded states through host buffers: smaller tiles, less staging memory", 1),
-    opt_bool("pipeline_read", true, "read the next tile while this one is updated"),
-    opt_bool("pipeline_write", true, "write the last tile back while this one is updated")}};
+  return {
+      "zero",
+      "ZeRO stage and its knobs",
+      {opt_int("stage", 0,
+               "0: plain data parallel, 1: shard optimizer states, 2: + gradients, "
+               "3: + parameters",
+               0, 3),
+       opt_double("reduce_bucket_mb", 25, "gradient reduce(-scatter) bucket size, MiB", 0.001),
+       opt_double("allgather_bucket_mb", 25, "parameter all-gather bucket size, MiB", 0.001),
+       opt_bool("overlap_comm", true, "overlap gradient reduction with backward compute"),
+       opt_int("prefetch_units", 1, "stage 3: units gathered ahead of the one running", 0),
+       opt_int("prefetch_elements", 0, "stage 3: prefetch by element count instead (0 = off)", 0),
+       opt_int("param_persistence_threshold", 100000,
+               "stage 3: tensors with fewer elements "
+               "stay gathered",
+               0),
+       opt_int("max_live_parameters", 1000000000, "stage 3: bound on gathered elements alive", 1),
+       opt_double("gradient_predivide_factor", 1,
+                  "divide gradients by this before the "
+                  "reduction and by world/this after (fp16 range)",
+                  1),
+       opt_double("gradient_clipping", 0,
+                  "clip gradients to this global norm (over all "
+                  "shards); 0 = off",
+                  0),
+       opt_double("offload_optimizer_fraction", 1,
+                  "share of the optimizer states and fp32 "
+                  "master weights placed in plugins.offload_optimizer (groups in model order); "
+                  "the rest stays in compute memory",
+                  0, 1),
+       opt_double("offload_param_fraction", 1,
+                  "stage 3: share of the parameter shards placed "
+                  "in plugins.offload_param (groups in model order)",
+                  0, 1),
+       opt_int("sub_group_size", 1000000000,
+               "elements per tile when the step streams "
+               "offloaded states through host buffers: smaller tiles, less staging memory",
+               1),
+       opt_bool("pipeline_read", true, "read the next tile while this one is updated"),
+       opt_bool("pipeline_write", true, "write the last tile back while this one is updated")}};
 }
 
 SectionSpec plugins_section() {
-  return {"plugins", "which plugin supplies each part",
-   {opt_string_list("dirs", {}, "extra plugin folders, searched before ZT_PLUGIN_PATH and "
-                    "the built-in folder"),
-    opt_string("comm", "comm_ucx", "communication plugin"),
-    opt_string("shard", "", "shard strategy plugin (stages 1-3)"),
-    opt_string("optimizer", "", "optimizer plugin"),
-    opt_string("offload_optimizer", "", "tier for optimizer states (stages 1-3); '' for none"),
-    opt_string("offload_param", "", "tier for parameter shards (stage 3); '' for none")}};
+  return {
+      "plugins",
+      "which plugin supplies each part",
+      {opt_string_list("dirs", {},
+                       "extra plugin folders, searched before ZT_PLUGIN_PATH and "
+                       "the built-in folder"),
+       opt_string("comm", "comm_ucx", "communication plugin"),
+       opt_string("shard", "", "shard strategy plugin (stages 1-3)"),
+       opt_string("optimizer", "", "optimizer plugin"),
+       opt_string("offload_optimizer", "", "tier for optimizer states (stages 1-3); '' for none"),
+       opt_string("offload_param", "", "tier for parameter shards (stage 3); '' for none")}};
 }
 
 }  // namespace
 
 const std::vector<SectionSpec>& config_schema() {
-  static const std::vector<SectionSpec> schema = {run_section(), launch_section(), model_section(), data_section(), precision_section(), zero_section(), plugins_section()};
+  static const std::vector<SectionSpec> schema = {
+      run_section(),       launch_section(), model_section(),  data_section(),
+      precision_section(), zero_section(),   plugins_section()};
   return schema;
 }
 

@@ -37,7 +37,8 @@ void check_options(const EngineOptions& opt, const EngineTiers& tiers) {
     throw ConfigError("plugins.offload_optimizer needs zero.stage >= 1 (stage is 0)");
   }
   if (tiers.param && opt.stage != 3) {
-    throw ConfigError("plugins.offload_param needs zero.stage = 3 (stage is " + std::to_string(opt.stage) + ")");
+    throw ConfigError("plugins.offload_param needs zero.stage = 3 (stage is " +
+                      std::to_string(opt.stage) + ")");
   }
 }
 
@@ -58,7 +59,7 @@ struct Engine::Impl {
   std::vector<OffloadTier*> tiers;  // distinct tiers in use
   LossScaler scaler;
   MemoryLedger ledger;
-  int64_t tile_elements = 1;          // streamed tile length, decided by build_storage
+  int64_t tile_elements = 1;  // streamed tile length, decided by build_storage
   ModelLayout layout;
   std::vector<ShardStorage> storage;  // per group
   ParamGatherer gatherer;
@@ -69,16 +70,23 @@ struct Engine::Impl {
 
   Impl(std::vector<Unit*> u, Communicator& c, const ShardStrategy& strategy, Optimizer& optimizer,
        EngineOptions options, EngineTiers t)
-      : units(std::move(u)), comm(c), opt((check_options(options, t), options)), tiers(distinct_tiers(t)),
+      : units(std::move(u)),
+        comm(c),
+        opt((check_options(options, t), options)),
+        tiers(distinct_tiers(t)),
         scaler(options.scaler, options.dynamic_loss_scale),
-        layout(units, strategy, c.size(), static_cast<int64_t>(c10::elementSize(options.compute_dtype))),
+        layout(units, strategy, c.size(),
+               static_cast<int64_t>(c10::elementSize(options.compute_dtype))),
         storage(build_storage(optimizer, t)),
-        gatherer(layout, storage, c, t.param, {opt.prefetch_units, opt.prefetch_elements, opt.max_live_parameters},
-                 ledger),
+        gatherer(layout, storage, c, t.param,
+                 {opt.prefetch_units, opt.prefetch_elements, opt.max_live_parameters}, ledger),
         reducer(layout, storage, c, gatherer,
-                {opt.stage, opt.compute_dtype, opt.gradient_predivide_factor, opt.overlap_comm, opt.reduce_bucket_mb}),
-        streamed(layout, storage, optimizer, t.optimizer,
-                 {opt.stage, opt.compute_dtype, tile_elements, opt.pipeline_read, opt.pipeline_write}, ledger),
+                {opt.stage, opt.compute_dtype, opt.gradient_predivide_factor, opt.overlap_comm,
+                 opt.reduce_bucket_mb}),
+        streamed(
+            layout, storage, optimizer, t.optimizer,
+            {opt.stage, opt.compute_dtype, tile_elements, opt.pipeline_read, opt.pipeline_write},
+            ledger),
         stepper({layout, storage, c, optimizer, scaler, gatherer, streamed, tiers},
                 {opt.stage, opt.compute_dtype, opt.grad_accum, opt.gradient_predivide_factor,
                  opt.gradient_clipping, opt.allgather_bucket_mb}) {
@@ -90,7 +98,8 @@ struct Engine::Impl {
   // Decides what goes to a tier (a full disk fails here, before training), then builds every
   // group's flat buffer and shards.
   std::vector<ShardStorage> build_storage(Optimizer& optimizer, const EngineTiers& t) {
-    layout.size_shards(opt.stage >= 1, comm.rank(), opt.stage == 3, opt.param_persistence_threshold);
+    layout.size_shards(opt.stage >= 1, comm.rank(), opt.stage == 3,
+                       opt.param_persistence_threshold);
     const auto state_names = optimizer.state_names();
     std::vector<PlacementGroup> sizes;
     for (const auto& g : layout.groups) sizes.push_back({g.shard, g.persistent});
@@ -110,7 +119,8 @@ struct Engine::Impl {
     if (placement.optimizer_tier_bytes > 0) need[t.optimizer] += placement.optimizer_tier_bytes;
     if (placement.param_tier_bytes > 0) need[t.param] += placement.param_tier_bytes;
     for (auto& [tier, bytes] : need) tier->prepare(bytes);
-    const StorageContext context{opt.stage, opt.compute_dtype, state_names, t.optimizer, t.param, tile_elements};
+    const StorageContext context{opt.stage,   opt.compute_dtype, state_names,
+                                 t.optimizer, t.param,           tile_elements};
     std::vector<ShardStorage> out;
     for (size_t g = 0; g < layout.groups.size(); ++g) {
       out.push_back(build_shard_storage(layout, static_cast<int>(g), placement.optimizer_in_tier[g],
@@ -119,7 +129,8 @@ struct Engine::Impl {
     return out;
   }
 
-  double forward_backward(const at::Tensor& input, const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+  double forward_backward(const at::Tensor& input,
+                          const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
     const int64_t step_number = stepper.steps() + 1;
     for (OffloadTier* t : tiers) t->set_step(step_number);
     gatherer.set_step(step_number);
@@ -127,9 +138,11 @@ struct Engine::Impl {
     at::Tensor loss = loss_fn(run_units(input));
     const double value = loss.item<double>();
     if (!std::isfinite(value) && !scaler.enabled()) {
-      throw NumericError("loss is " + std::to_string(value) + " at step " + std::to_string(step_number) + " (micro step " +
-                         std::to_string(micro + 1) + ") in " + std::string(at::toString(opt.compute_dtype)) +
-                         "; lower the learning rate, enable zero.gradient_clipping, or check the data");
+      throw NumericError(
+          "loss is " + std::to_string(value) + " at step " + std::to_string(step_number) +
+          " (micro step " + std::to_string(micro + 1) + ") in " +
+          std::string(at::toString(opt.compute_dtype)) +
+          "; lower the learning rate, enable zero.gradient_clipping, or check the data");
     }
     (loss * scaler.scale()).backward();
     ++micro;
@@ -177,7 +190,8 @@ struct Engine::Impl {
       const bool was = gatherer.gathered(g);
       gatherer.ensure_gathered(g);
       for (int p : layout.groups[gi].params) {
-        out.emplace_back(layout.params[p].name, layout.params[p].tensor.detach().to(at::kFloat).clone());
+        out.emplace_back(layout.params[p].name,
+                         layout.params[p].tensor.detach().to(at::kFloat).clone());
       }
       if (!was) gatherer.release(g);
     }
@@ -198,7 +212,9 @@ double Engine::forward_backward(const at::Tensor& input,
 
 StepReport Engine::step(double lr) { return impl_->step(lr); }
 
-std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() { return impl_->full_parameters(); }
+std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() {
+  return impl_->full_parameters();
+}
 
 MemoryReport Engine::memory() const { return impl_->ledger.report(); }
 

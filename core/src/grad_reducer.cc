@@ -31,19 +31,26 @@ class AfterAccumulate final : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage, Communicator& comm,
-                         ParamGatherer& gatherer, ReduceOptions options)
-    : layout_(layout), storage_(storage), comm_(comm), gatherer_(gatherer), options_(options),
-      ready_(layout.groups.size(), 0), reduced_(layout.groups.size(), false) {
+GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage,
+                         Communicator& comm, ParamGatherer& gatherer, ReduceOptions options)
+    : layout_(layout),
+      storage_(storage),
+      comm_(comm),
+      gatherer_(gatherer),
+      options_(options),
+      ready_(layout.groups.size(), 0),
+      reduced_(layout.groups.size(), false) {
   for (size_t p = 0; p < layout_.params.size(); ++p) {
     const ParamSlot& param = layout_.params[p];
     auto accumulator = torch::autograd::impl::grad_accumulator(param.tensor);
     if (!accumulator) {
-      throw InternalError("parameter " + param.name + " does not require grad; the engine trains every "
+      throw InternalError("parameter " + param.name +
+                          " does not require grad; the engine trains every "
                           "parameter a unit lists");
     }
     const int index = static_cast<int>(p);
-    accumulator->add_post_hook(std::make_unique<AfterAccumulate>([this, index] { on_grad_ready(index); }));
+    accumulator->add_post_hook(
+        std::make_unique<AfterAccumulate>([this, index] { on_grad_ready(index); }));
     accumulators_.push_back(std::move(accumulator));
   }
 }
@@ -55,7 +62,8 @@ void GradReducer::begin_micro_step() {
 
 void GradReducer::on_grad_ready(int p) {
   const int g = layout_.params[p].group;
-  if (++ready_[g] == static_cast<int>(layout_.groups[g].params.size()) && options_.stage >= 2) reduce_group(g);
+  if (++ready_[g] == static_cast<int>(layout_.groups[g].params.size()) && options_.stage >= 2)
+    reduce_group(g);
 }
 
 void GradReducer::reduce_group(int gi) {
@@ -76,7 +84,8 @@ void GradReducer::reduce_group(int gi) {
   // Bound the gradient bytes in flight (reduce_bucket_mb); without overlap, wait at once.
   int64_t in_flight = 0;
   for (const auto& q : pending_) in_flight += q.bytes;
-  if (!options_.overlap_comm || in_flight > static_cast<int64_t>(options_.bucket_mb * (1 << 20))) drain();
+  if (!options_.overlap_comm || in_flight > static_cast<int64_t>(options_.bucket_mb * (1 << 20)))
+    drain();
 }
 
 void GradReducer::drain() {

@@ -27,10 +27,10 @@ class ParamGatherer;
 
 struct ReduceOptions {
   int stage = 0;
-  at::ScalarType dtype = at::kFloat;      // the gradients' (compute) dtype
-  double predivide = 1.0;                 // zero.gradient_predivide_factor
-  bool overlap_comm = true;               // false: wait for each reduction at once
-  double bucket_mb = 25;                  // bound on gradient bytes in flight
+  at::ScalarType dtype = at::kFloat;  // the gradients' (compute) dtype
+  double predivide = 1.0;             // zero.gradient_predivide_factor
+  bool overlap_comm = true;           // false: wait for each reduction at once
+  double bucket_mb = 25;              // bound on gradient bytes in flight
 };
 
 class GradReducer {
@@ -51,7 +51,7 @@ class GradReducer {
  private:
   struct Pending {
     int group;
-    at::Tensor out;   // compute-dtype result being reduced into
+    at::Tensor out;  // compute-dtype result being reduced into
     std::shared_ptr<Work> work;
     int64_t bytes;
   };
@@ -65,9 +65,10 @@ class GradReducer {
   Communicator& comm_;
   ParamGatherer& gatherer_;
   ReduceOptions options_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;  // kept alive: they carry our hooks
-  std::vector<int> ready_;      // per group: parameters whose gradient arrived this micro step
-  std::vector<bool> reduced_;   // per group: already sent this micro step
+  std::vector<std::shared_ptr<torch::autograd::Node>>
+      accumulators_;           // kept alive: they carry our hooks
+  std::vector<int> ready_;     // per group: parameters whose gradient arrived this micro step
+  std::vector<bool> reduced_;  // per group: already sent this micro step
   std::vector<Pending> pending_;
 };
 

@@ -30,19 +30,23 @@ void validate_plan(const ShardPlan& plan, const std::vector<TensorMeta>& tensors
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     const FlatGroup& group = plan.groups[g];
     if (world <= 0 || group.padded_numel % world != 0 || group.padded_numel < group.numel) {
-      fail("group " + std::to_string(g) + " is not padded to a multiple of " + std::to_string(world));
+      fail("group " + std::to_string(g) + " is not padded to a multiple of " +
+           std::to_string(world));
     }
     int64_t end = 0;
     for (const auto& seg : group.segments) {
-      if (seg.tensor < 0 || seg.tensor >= static_cast<int>(tensors.size())) fail("unknown tensor index");
-      if (seg.flat_offset < end) fail("segments overlap or are out of order in group " + std::to_string(g));
+      if (seg.tensor < 0 || seg.tensor >= static_cast<int>(tensors.size()))
+        fail("unknown tensor index");
+      if (seg.flat_offset < end)
+        fail("segments overlap or are out of order in group " + std::to_string(g));
       end = seg.flat_offset + tensors[seg.tensor].numel;
       placed[seg.tensor]++;
     }
     if (end > group.numel) fail("group " + std::to_string(g) + " holds more than its numel");
   }
   for (size_t t = 0; t < tensors.size(); ++t) {
-    if (placed[t] != 1) fail("tensor " + tensors[t].name + " is placed " + std::to_string(placed[t]) + " times");
+    if (placed[t] != 1)
+      fail("tensor " + tensors[t].name + " is placed " + std::to_string(placed[t]) + " times");
   }
 }
 

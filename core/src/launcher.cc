@@ -67,7 +67,10 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd) {
   for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
   auto set = [&env_strings](const std::string& k, const std::string& v) {
     for (auto& s : env_strings) {
-      if (s.compare(0, k.size() + 1, k + "=") == 0) { s = k + "=" + v; return; }
+      if (s.compare(0, k.size() + 1, k + "=") == 0) {
+        s = k + "=" + v;
+        return;
+      }
     }
     env_strings.push_back(k + "=" + v);
   };
@@ -111,12 +114,16 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd) {
 class Supervisor {
  public:
   explicit Supervisor(const LaunchSpec& spec)
-      : spec_(spec), pids_(spec.nproc, -1), status_(spec.nproc, 0), running_(spec.nproc, false),
+      : spec_(spec),
+        pids_(spec.nproc, -1),
+        status_(spec.nproc, 0),
+        running_(spec.nproc, false),
         out_(spec.nproc) {
     result_.rank_codes.assign(spec.nproc, -1);
   }
   ~Supervisor() {
-    for (auto& o : out_) if (o.fd >= 0) close(o.fd);
+    for (auto& o : out_)
+      if (o.fd >= 0) close(o.fd);
   }
 
   void start(int port) {
@@ -124,7 +131,8 @@ class Supervisor {
       for (int r = 0; r < spec_.nproc; ++r) start_rank(r, port);
     } catch (...) {
       stop_all(SIGKILL);
-      for (int r = 0; r < spec_.nproc; ++r) if (running_[r]) waitpid(pids_[r], nullptr, 0);
+      for (int r = 0; r < spec_.nproc; ++r)
+        if (running_[r]) waitpid(pids_[r], nullptr, 0);
       throw;
     }
   }
@@ -135,11 +143,13 @@ class Supervisor {
       if (reap_all()) continue;
       auto now = std::chrono::steady_clock::now();
       if (int sig = g_forwarded_signal.exchange(0); sig != 0 && !stopping_) {
-        begin_stop(std::string("launcher received ") + strsignal(sig) + "; stopping all ranks", 128 + sig);
+        begin_stop(std::string("launcher received ") + strsignal(sig) + "; stopping all ranks",
+                   128 + sig);
       }
       if (!stopping_ && spec_.timeout.count() > 0 && now - begin > spec_.timeout) {
         begin_stop("job exceeded its " + std::to_string(spec_.timeout.count()) +
-                   " ms limit; stopping all ranks", 124);
+                       " ms limit; stopping all ranks",
+                   124);
       }
       if (settling_ && !stopping_ && now >= stop_at_) begin_stop("", result_.exit_code);
       if (stopping_ && now > kill_at_) stop_all(SIGKILL);
@@ -153,7 +163,8 @@ class Supervisor {
   void start_rank(int r, int port) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
-      throw IoError("launcher: cannot create a pipe for rank " + std::to_string(r) + ": " + strerror(errno));
+      throw IoError("launcher: cannot create a pipe for rank " + std::to_string(r) + ": " +
+                    strerror(errno));
     }
     // Only our end is non-blocking: a rank whose stderr is full waits rather than losing text.
     fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
@@ -170,7 +181,8 @@ class Supervisor {
   }
 
   void stop_all(int sig) {
-    for (int r = 0; r < spec_.nproc; ++r) if (running_[r]) kill(pids_[r], sig);
+    for (int r = 0; r < spec_.nproc; ++r)
+      if (running_[r]) kill(pids_[r], sig);
   }
 
   void begin_stop(const std::string& message, int exit_code) {
@@ -211,15 +223,16 @@ class Supervisor {
     int first = result_.failed_rank;
     if (WIFEXITED(status_[first]) && out_[first].last_seq > 0) {
       for (int r = 0; r < spec_.nproc; ++r) {
-        bool own_error = WIFEXITED(status_[r]) && WEXITSTATUS(status_[r]) != 0 && out_[r].last_seq > 0;
+        bool own_error = WIFEXITED(status_[r]) && WEXITSTATUS(status_[r]) != 0 &&
+                         out_[r].last_seq > 0;
         if (own_error && out_[r].last_seq < out_[first].last_seq) first = r;
       }
     }
     result_.failed_rank = first;
     result_.exit_code = code_of(status_[first]);
     result_.error_line = out_[first].last_line;
-    result_.message = "rank " + std::to_string(first) + " (pid " + std::to_string(pids_[first]) + ") " +
-                      describe_status(status_[first]);
+    result_.message = "rank " + std::to_string(first) + " (pid " + std::to_string(pids_[first]) +
+                      ") " + describe_status(status_[first]);
     if (stopped_others_ > 0) {
       result_.message += "; stopping the other " + std::to_string(stopped_others_) + " rank(s)";
     }
@@ -317,7 +330,8 @@ int pick_free_port(const std::string& addr) {
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = 0;
-  if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1)
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
     int err = errno;
     close(fd);
@@ -346,7 +360,8 @@ LaunchResult launch_local(const LaunchSpec& spec) {
   int port = spec.master_port > 0 ? spec.master_port : pick_free_port(spec.master_addr);
 
   g_forwarded_signal.store(0);
-  struct sigaction sa {}, old_int {}, old_term {};
+  struct sigaction sa {
+  }, old_int{}, old_term{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);

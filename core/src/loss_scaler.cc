@@ -6,7 +6,9 @@
 namespace zt {
 
 LossScaler::LossScaler(const LossScalerOptions& options, bool enabled)
-    : options_(options), enabled_(enabled), scale_(options.initial_scale),
+    : options_(options),
+      enabled_(enabled),
+      scale_(options.initial_scale),
       hysteresis_left_(options.hysteresis) {}
 
 void LossScaler::update(bool overflow) {

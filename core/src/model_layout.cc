@@ -8,15 +8,16 @@
 
 namespace zt {
 
-ModelLayout::ModelLayout(const std::vector<Unit*>& units, const ShardStrategy& strategy, int world_size,
-                         int64_t bytes_per_element)
+ModelLayout::ModelLayout(const std::vector<Unit*>& units, const ShardStrategy& strategy,
+                         int world_size, int64_t bytes_per_element)
     : element_size(bytes_per_element), world(world_size) {
   std::map<const void*, int> seen;  // tensor identity -> param index
   unit_groups.resize(units.size());
   for (size_t u = 0; u < units.size(); ++u) {
     std::vector<int> owned, used;
     for (auto& [name, tensor] : units[u]->parameters()) {
-      auto [it, added] = seen.emplace(tensor.unsafeGetTensorImpl(), static_cast<int>(params.size()));
+      auto [it, added] = seen.emplace(tensor.unsafeGetTensorImpl(),
+                                      static_cast<int>(params.size()));
       if (added) {
         owned.push_back(it->second);
         params.push_back({name, tensor, -1, 0});
@@ -78,7 +79,8 @@ at::Tensor ModelLayout::take_flat_grads(int gi, at::ScalarType dtype, double pre
   at::Tensor flat = at::zeros({g.padded}, dtype);
   for (int p : g.params) {
     at::Tensor& t = params[p].tensor;
-    if (t.grad().defined()) flat.narrow(0, params[p].offset, t.numel()).copy_(t.grad().reshape({-1}));
+    if (t.grad().defined())
+      flat.narrow(0, params[p].offset, t.numel()).copy_(t.grad().reshape({-1}));
     t.mutable_grad().reset();
   }
   if (predivide != 1.0) flat.div_(predivide);

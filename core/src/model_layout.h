@@ -20,19 +20,19 @@ namespace zt {
 
 struct ParamSlot {
   std::string name;
-  at::Tensor tensor;    // the unit's own parameter; a view into its group's flat buffer once built
+  at::Tensor tensor;  // the unit's own parameter; a view into its group's flat buffer once built
   int group = -1;
-  int64_t offset = 0;   // elements into the group's flat buffer
+  int64_t offset = 0;  // elements into the group's flat buffer
 };
 
 struct ParamGroup {
-  std::vector<int> params;   // indices into ModelLayout::params, in flat-offset order
-  int64_t numel = 0;         // elements the parameters cover
-  int64_t padded = 0;        // the buffer's length: a multiple of the world size
-  int64_t shard = 0;         // elements each rank owns (stage 0: all of them)
-  int64_t first = 0;         // this rank's first owned element
-  bool persistent = true;    // stage 3: never released (or not stage 3)
-  at::Tensor flat;           // compute dtype, `padded` elements, once built
+  std::vector<int> params;  // indices into ModelLayout::params, in flat-offset order
+  int64_t numel = 0;        // elements the parameters cover
+  int64_t padded = 0;       // the buffer's length: a multiple of the world size
+  int64_t shard = 0;        // elements each rank owns (stage 0: all of them)
+  int64_t first = 0;        // this rank's first owned element
+  bool persistent = true;   // stage 3: never released (or not stage 3)
+  at::Tensor flat;          // compute dtype, `padded` elements, once built
 };
 
 class ModelLayout {

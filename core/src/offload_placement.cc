@@ -8,8 +8,8 @@ namespace {
 
 // Marks eligible groups in order until `fraction` of the eligible bytes is placed.
 template <typename Eligible>
-std::vector<bool> place_share(const std::vector<PlacementGroup>& groups, double fraction, double bytes_per_element,
-                              Eligible eligible) {
+std::vector<bool> place_share(const std::vector<PlacementGroup>& groups, double fraction,
+                              double bytes_per_element, Eligible eligible) {
   std::vector<bool> placed_here(groups.size(), false);
   double total = 0, placed = 0;
   for (const auto& g : groups) {
@@ -25,17 +25,20 @@ std::vector<bool> place_share(const std::vector<PlacementGroup>& groups, double 
 
 }  // namespace
 
-OffloadPlacement place_offload(const std::vector<PlacementGroup>& groups, const PlacementRequest& r) {
+OffloadPlacement place_offload(const std::vector<PlacementGroup>& groups,
+                               const PlacementRequest& r) {
   OffloadPlacement out;
   out.optimizer_in_tier.assign(groups.size(), false);
   out.param_in_tier.assign(groups.size(), false);
   if (r.optimizer_tier) {
-    out.optimizer_in_tier = place_share(groups, r.optimizer_fraction, 4.0 * static_cast<double>(r.optimizer_arrays),
+    out.optimizer_in_tier = place_share(groups, r.optimizer_fraction,
+                                        4.0 * static_cast<double>(r.optimizer_arrays),
                                         [](const PlacementGroup& g) { return g.shard > 0; });
   }
   if (r.param_tier) {
-    out.param_in_tier = place_share(groups, r.param_fraction, static_cast<double>(r.param_element_size),
-                                    [](const PlacementGroup& g) { return g.shard > 0 && !g.persistent; });
+    out.param_in_tier = place_share(
+        groups, r.param_fraction, static_cast<double>(r.param_element_size),
+        [](const PlacementGroup& g) { return g.shard > 0 && !g.persistent; });
   }
   int64_t largest = 0, granule = 1;
   for (size_t i = 0; i < groups.size(); ++i) {

@@ -19,14 +19,14 @@ struct PlacementGroup {
 };
 
 struct PlacementRequest {
-  bool optimizer_tier = false;     // plugins.offload_optimizer set (stages 1-3)
-  double optimizer_fraction = 1;   // zero.offload_optimizer_fraction
-  int64_t optimizer_arrays = 1;    // fp32 arrays per element in that tier: master + each state
-  int64_t optimizer_alignment = 1; // the tier's alignment in bytes
-  bool param_tier = false;         // plugins.offload_param set (stage 3)
-  double param_fraction = 1;       // zero.offload_param_fraction
+  bool optimizer_tier = false;      // plugins.offload_optimizer set (stages 1-3)
+  double optimizer_fraction = 1;    // zero.offload_optimizer_fraction
+  int64_t optimizer_arrays = 1;     // fp32 arrays per element in that tier: master + each state
+  int64_t optimizer_alignment = 1;  // the tier's alignment in bytes
+  bool param_tier = false;          // plugins.offload_param set (stage 3)
+  double param_fraction = 1;        // zero.offload_param_fraction
   int64_t param_alignment = 1;
-  int64_t param_element_size = 4;  // the compute dtype's bytes per element
+  int64_t param_element_size = 4;       // the compute dtype's bytes per element
   int64_t sub_group_size = 1000000000;  // zero.sub_group_size: longest streamed tile, elements
 };
 
@@ -40,6 +40,7 @@ struct OffloadPlacement {
   int64_t tile_elements = 1;
 };
 
-OffloadPlacement place_offload(const std::vector<PlacementGroup>& groups, const PlacementRequest& request);
+OffloadPlacement place_offload(const std::vector<PlacementGroup>& groups,
+                               const PlacementRequest& request);
 
 }  // namespace zt

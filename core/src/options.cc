@@ -57,12 +57,14 @@ std::string value_to_toml(const Value& value) {
     case ValueType::kString: return quote(std::get<std::string>(value));
     case ValueType::kDoubleList: {
       std::string s = "[";
-      for (double d : std::get<std::vector<double>>(value)) s += (s.size() > 1 ? ", " : "") + number_to_toml(d);
+      for (double d : std::get<std::vector<double>>(value))
+        s += (s.size() > 1 ? ", " : "") + number_to_toml(d);
       return s + "]";
     }
     case ValueType::kStringList: {
       std::string s = "[";
-      for (const auto& e : std::get<std::vector<std::string>>(value)) s += (s.size() > 1 ? ", " : "") + quote(e);
+      for (const auto& e : std::get<std::vector<std::string>>(value))
+        s += (s.size() > 1 ? ", " : "") + quote(e);
       return s + "]";
     }
   }
@@ -87,7 +89,7 @@ OptionSpec opt_double(std::string name, double def, std::string doc, std::option
 }
 OptionSpec opt_string(std::string name, std::string def, std::string doc,
                       std::vector<std::string> choices) {
-  return {std::move(name), ValueType::kString, std::move(def), std::move(doc), {}, {},
+  return {std::move(name),   ValueType::kString, std::move(def), std::move(doc), {}, {},
           std::move(choices)};
 }
 OptionSpec opt_double_list(std::string name, std::vector<double> def, std::string doc) {

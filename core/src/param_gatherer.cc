@@ -6,9 +6,15 @@
 
 namespace zt {
 
-ParamGatherer::ParamGatherer(ModelLayout& layout, std::vector<ShardStorage>& storage, Communicator& comm,
-                             OffloadTier* param_tier, GatherOptions options, MemoryLedger& ledger)
-    : layout_(layout), storage_(storage), comm_(comm), param_tier_(param_tier), options_(options), ledger_(ledger),
+ParamGatherer::ParamGatherer(ModelLayout& layout, std::vector<ShardStorage>& storage,
+                             Communicator& comm, OffloadTier* param_tier, GatherOptions options,
+                             MemoryLedger& ledger)
+    : layout_(layout),
+      storage_(storage),
+      comm_(comm),
+      param_tier_(param_tier),
+      options_(options),
+      ledger_(ledger),
       state_(layout.groups.size()) {}
 
 // In-flight reads and gathers write into buffers the engine owns: let them finish first, also
@@ -105,8 +111,9 @@ std::vector<int> ParamGatherer::prefetch_window(int u, int direction) const {
   for (int next = u + direction; next >= 0 && next < units; next += direction) {
     int64_t unit_elements = 0;
     for (int g : layout_.unit_groups[next]) unit_elements += layout_.groups[g].padded;
-    const bool window_full = options_.prefetch_elements > 0 ? elements >= options_.prefetch_elements
-                                                            : static_cast<int64_t>(out.size()) >= options_.prefetch_units;
+    const bool window_full = options_.prefetch_elements > 0
+                                 ? elements >= options_.prefetch_elements
+                                 : static_cast<int64_t>(out.size()) >= options_.prefetch_units;
     if (window_full || live + unit_elements > options_.max_live_parameters) break;
     elements += unit_elements;
     live += unit_elements;

@@ -24,14 +24,14 @@ namespace zt {
 
 struct GatherOptions {
   int64_t prefetch_units = 1;
-  int64_t prefetch_elements = 0;              // > 0: prefetch by elements instead of units
-  int64_t max_live_parameters = 1000000000;   // gathered elements no prefetch goes beyond
+  int64_t prefetch_elements = 0;             // > 0: prefetch by elements instead of units
+  int64_t max_live_parameters = 1000000000;  // gathered elements no prefetch goes beyond
 };
 
 class ParamGatherer {
  public:
-  ParamGatherer(ModelLayout& layout, std::vector<ShardStorage>& storage, Communicator& comm, OffloadTier* param_tier,
-                GatherOptions options, MemoryLedger& ledger);
+  ParamGatherer(ModelLayout& layout, std::vector<ShardStorage>& storage, Communicator& comm,
+                OffloadTier* param_tier, GatherOptions options, MemoryLedger& ledger);
   ~ParamGatherer();
   ParamGatherer(const ParamGatherer&) = delete;
   ParamGatherer& operator=(const ParamGatherer&) = delete;
@@ -58,7 +58,7 @@ class ParamGatherer {
   struct GroupState {
     bool gathered = true;
     std::shared_ptr<Work> pending_gather;
-    at::Tensor fetched;              // streamed: the shard read ahead of its gather
+    at::Tensor fetched;  // streamed: the shard read ahead of its gather
     std::shared_ptr<Work> fetch_work;
   };
 

@@ -17,9 +17,9 @@
 #include "article.h"
 #include "zt/communicator.h"
 #include "zt/did_you_mean.h"
+#include "zt/error.h"
 #include "zt/optimizer.h"
 #include "zt/shard_strategy.h"
-#include "zt/error.h"
 
 namespace fs = std::filesystem;
 
@@ -46,7 +46,10 @@ bool looks_like_elf(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   char magic[4] = {};
   in.read(magic, 4);
-  return in.gcount() == 4 && std::memcmp(magic, "\x7f" "ELF", 4) == 0;
+  return in.gcount() == 4 && std::memcmp(magic,
+                                         "\x7f"
+                                         "ELF",
+                                         4) == 0;
 }
 
 std::string field(const std::string& fingerprint, const std::string& key) {
@@ -263,8 +266,8 @@ const PluginRecord& PluginCatalog::load(const std::string& id) {
     for (const auto& [i, p] : paths_) found += (found.empty() ? "" : ", ") + i;
     for (const auto& d : dirs_) looked += (looked.empty() ? "" : ", ") + d;
     throw PluginError("plugin '" + id + "' not found" + did_you_mean(id, ids()) +
-                      ". Found: " + (found.empty() ? "none" : found) + ". Looked in: " +
-                      (looked.empty() ? "(no directories)" : looked) +
+                      ". Found: " + (found.empty() ? "none" : found) +
+                      ". Looked in: " + (looked.empty() ? "(no directories)" : looked) +
                       ". Add its folder to plugins.dirs or ZT_PLUGIN_PATH.");
   }
   return loaded_.emplace(id, load_plugin_file(path)).first->second;
@@ -280,15 +283,17 @@ const PluginRecord& PluginCatalog::load_kind(const std::string& id, ZtPluginKind
         same_kind += (same_kind.empty() ? "" : ", ") + entry.id;
       }
     }
-    throw ConfigError(role + " = \"" + id + "\" names " + with_article(plugin_kind_name(record.kind)) +
-                      " plugin, but " + role + " needs " + with_article(plugin_kind_name(kind)) +
+    throw ConfigError(role + " = \"" + id + "\" names " +
+                      with_article(plugin_kind_name(record.kind)) + " plugin, but " + role +
+                      " needs " + with_article(plugin_kind_name(kind)) +
                       " plugin (available: " + (same_kind.empty() ? "none" : same_kind) + ")");
   }
   return record;
 }
 
 const CommunicatorPlugin& PluginCatalog::comm(const std::string& id) {
-  return *static_cast<const CommunicatorPlugin*>(load_kind(id, ZT_KIND_COMM, "plugins.comm").factory);
+  return *static_cast<const CommunicatorPlugin*>(
+      load_kind(id, ZT_KIND_COMM, "plugins.comm").factory);
 }
 
 const ShardStrategyPlugin& PluginCatalog::shard(const std::string& id) {

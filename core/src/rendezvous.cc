@@ -50,8 +50,8 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
         addr, compat::tcp_store_options(port, rank == 0, world, timeout));
   } catch (const std::exception& e) {
     std::string why = TcpStore::first_line(e.what());
-    if (rank == 0 && (mentions(why, "in use") || mentions(why, "EADDRINUSE") ||
-                      mentions(why, "bind"))) {
+    if (rank == 0 &&
+        (mentions(why, "in use") || mentions(why, "EADDRINUSE") || mentions(why, "bind"))) {
       throw CommError("rendezvous: rank 0 cannot listen on " + where + ": port in use (" + why +
                       "); free it or pick another with MASTER_PORT or --set "
                       "launch.master_port=N (0 picks a free one for local launches)");
@@ -68,8 +68,9 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
   while ((arrived = tcp->add("zt/arrived", 0)) < world) {
     if (std::chrono::steady_clock::now() > deadline) {
       throw CommError("rendezvous at " + where + " timed out after " +
-                      std::to_string(timeout.count()) + " ms: " + std::to_string(arrived) +
-                      " of " + std::to_string(world) + " ranks arrived; check that every rank "
+                      std::to_string(timeout.count()) + " ms: " + std::to_string(arrived) + " of " +
+                      std::to_string(world) +
+                      " ranks arrived; check that every rank "
                       "was started with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -11,13 +11,15 @@ at::Tensor view_of(void* address, int64_t numel, at::ScalarType dtype) {
 }
 
 // Master and states in the optimizer tier: in place when it is addressable, streamed otherwise.
-void place_optimizer_in_tier(ShardStorage& s, const ParamGroup& g, const std::string& label, const at::Tensor& init,
-                             const StorageContext& c, MemoryLedger& ledger) {
+void place_optimizer_in_tier(ShardStorage& s, const ParamGroup& g, const std::string& label,
+                             const at::Tensor& init, const StorageContext& c,
+                             MemoryLedger& ledger) {
   OffloadTier& tier = *c.optimizer_tier;
   const int64_t bytes = g.shard * 4, tile_bytes = c.tile_elements * 4;
   s.master_file = std::make_unique<TieredArray>(tier, "fp32 master of " + label, bytes, tile_bytes);
   for (const auto& name : c.state_names) {
-    s.state_files.push_back(std::make_unique<TieredArray>(tier, name + " of " + label, bytes, tile_bytes));
+    s.state_files.push_back(
+        std::make_unique<TieredArray>(tier, name + " of " + label, bytes, tile_bytes));
   }
   s.opt_streamed = s.master_file->address() == nullptr;
   const at::Tensor master0 = init.contiguous(), zeros = at::zeros({g.shard}, at::kFloat);
@@ -30,16 +32,17 @@ void place_optimizer_in_tier(ShardStorage& s, const ParamGroup& g, const std::st
   ledger.fixed().offload_optimizer += static_cast<int64_t>(1 + c.state_names.size()) * bytes;
 }
 
-void place_param_shard(ShardStorage& s, const ParamGroup& g, const std::string& label, const at::Tensor& init,
-                       bool master_is_param, const StorageContext& c, MemoryLedger& ledger) {
+void place_param_shard(ShardStorage& s, const ParamGroup& g, const std::string& label,
+                       const at::Tensor& init, bool master_is_param, const StorageContext& c,
+                       MemoryLedger& ledger) {
   const int64_t es = static_cast<int64_t>(c10::elementSize(c.dtype));
   if (!s.param_in_tier) {
     s.param_shard = master_is_param ? s.master : init.to(c.dtype).clone();
     ledger.fixed().params_shard += g.shard * es;  // fp32 without offload: the master itself
     return;
   }
-  s.param_file = std::make_unique<TieredArray>(*c.param_tier, "parameters of " + label, g.shard * es,
-                                               c.tile_elements * es);
+  s.param_file = std::make_unique<TieredArray>(*c.param_tier, "parameters of " + label,
+                                               g.shard * es, c.tile_elements * es);
   const at::Tensor typed = init.to(c.dtype).contiguous();
   s.param_file->upload(typed.data_ptr());
   s.param_streamed = s.param_file->address() == nullptr;
@@ -69,7 +72,8 @@ ShardStorage build_shard_storage(ModelLayout& layout, int gi, bool opt_in_tier, 
   } else {
     s.master = master_is_param && c.stage < 3 ? g.flat.narrow(0, g.first, g.shard) : init.clone();
     for (int64_t i = 0; i < states; ++i) s.states.push_back(at::zeros({g.shard}, at::kFloat));
-    if (!master_is_param) ledger.fixed().master_params += g.shard * 4;  // else counted as parameters
+    if (!master_is_param)
+      ledger.fixed().master_params += g.shard * 4;  // else counted as parameters
     ledger.fixed().optimizer_states += states * g.shard * 4;
   }
   s.grad = at::zeros({g.shard}, at::kFloat);

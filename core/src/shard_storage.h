@@ -22,7 +22,7 @@ struct ShardStorage {
   at::Tensor master;               // fp32, `shard` elements; undefined when streamed
   std::vector<at::Tensor> states;  // one per optimizer state, like master
   at::Tensor grad;                 // fp32 reduced gradient, `shard` elements
-  at::Tensor param_shard;          // stage 3: compute dtype, the all-gather source; undefined when streamed
+  at::Tensor param_shard;  // stage 3: compute dtype, the all-gather source; undefined when streamed
   // Offload. "streamed": the tier is not addressable, so the bytes move through host buffers.
   bool opt_in_tier = false, opt_streamed = false;
   std::unique_ptr<TieredArray> master_file;
@@ -33,11 +33,11 @@ struct ShardStorage {
 
 struct StorageContext {
   int stage = 0;
-  at::ScalarType dtype = at::kFloat;         // compute dtype
-  std::vector<std::string> state_names;      // the optimizer's
+  at::ScalarType dtype = at::kFloat;     // compute dtype
+  std::vector<std::string> state_names;  // the optimizer's
   OffloadTier* optimizer_tier = nullptr;
   OffloadTier* param_tier = nullptr;
-  int64_t tile_elements = 1;                 // streamed tile length
+  int64_t tile_elements = 1;  // streamed tile length
 };
 
 // Builds group `g`'s flat buffer (the parameters become views of it) and this rank's storage,

@@ -14,7 +14,8 @@ void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
 
 }  // namespace
 
-ShardedStep::ShardedStep(StepParts parts, StepOptions options) : parts_(std::move(parts)), options_(options) {}
+ShardedStep::ShardedStep(StepParts parts, StepOptions options)
+    : parts_(std::move(parts)), options_(options) {}
 
 StepReport ShardedStep::run(double lr) {
   StepReport report;

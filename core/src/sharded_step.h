@@ -26,9 +26,9 @@ struct StepOptions {
   int stage = 0;
   at::ScalarType dtype = at::kFloat;
   int64_t grad_accum = 1;
-  double predivide = 1.0;              // zero.gradient_predivide_factor
-  double gradient_clipping = 0;        // max global norm; 0 = off
-  double allgather_bucket_mb = 25;     // bound on parameter all-gathers in flight
+  double predivide = 1.0;           // zero.gradient_predivide_factor
+  double gradient_clipping = 0;     // max global norm; 0 = off
+  double allgather_bucket_mb = 25;  // bound on parameter all-gathers in flight
 };
 
 // The dependencies of a step: what it reads, updates and talks to. Not owned.
@@ -40,7 +40,7 @@ struct StepParts {
   LossScaler& scaler;
   ParamGatherer& gatherer;
   StreamedUpdate& streamed;
-  std::vector<OffloadTier*> tiers;   // distinct tiers in use, checked before each update
+  std::vector<OffloadTier*> tiers;  // distinct tiers in use, checked before each update
 };
 
 class ShardedStep {

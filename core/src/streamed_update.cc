@@ -16,10 +16,17 @@ at::Tensor view_of(const at::Tensor& buffer, int64_t numel, at::ScalarType dtype
 
 }  // namespace
 
-StreamedUpdate::StreamedUpdate(ModelLayout& layout, std::vector<ShardStorage>& storage, Optimizer& optimizer,
-                               OffloadTier* tier, StreamOptions options, MemoryLedger& ledger)
-    : layout_(layout), storage_(storage), optimizer_(optimizer), tier_(tier), options_(options), ledger_(ledger),
-      arrays_(1 + static_cast<int64_t>(optimizer.state_names().size())), param_tile_(false) {
+StreamedUpdate::StreamedUpdate(ModelLayout& layout, std::vector<ShardStorage>& storage,
+                               Optimizer& optimizer, OffloadTier* tier, StreamOptions options,
+                               MemoryLedger& ledger)
+    : layout_(layout),
+      storage_(storage),
+      optimizer_(optimizer),
+      tier_(tier),
+      options_(options),
+      ledger_(ledger),
+      arrays_(1 + static_cast<int64_t>(optimizer.state_names().size())),
+      param_tile_(false) {
   // fp32 parameters streamed to a tier are the master tile's own bytes.
   for (const ShardStorage& s : storage_) {
     param_tile_ |= s.opt_streamed && s.param_streamed && options_.dtype != at::kFloat;
@@ -56,7 +63,8 @@ TieredArray& StreamedUpdate::array(const ShardStorage& s, int64_t a) const {
 
 void StreamedUpdate::read(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works) {
   for (int64_t a = 0; a < arrays_; ++a) {
-    works.push_back(array(storage_[t.group], a).read_tile(t.start / options_.tile_elements, sets_[set][a].data_ptr()));
+    works.push_back(array(storage_[t.group], a)
+                        .read_tile(t.start / options_.tile_elements, sets_[set][a].data_ptr()));
   }
 }
 
@@ -64,7 +72,8 @@ void StreamedUpdate::update(const Tile& t, int set, const StepArgs& args) {
   ShardStorage& s = storage_[t.group];
   const ParamGroup& g = layout_.groups[t.group];
   const int64_t tile = t.start / options_.tile_elements;
-  for (int64_t a = 0; a < arrays_; ++a) array(s, a).verify_tile(tile, sets_[set][a].data_ptr(), args.step);
+  for (int64_t a = 0; a < arrays_; ++a)
+    array(s, a).verify_tile(tile, sets_[set][a].data_ptr(), args.step);
   at::Tensor master = view_of(sets_[set][0], t.len, at::kFloat);
   std::vector<at::Tensor> states;
   for (int64_t a = 1; a < arrays_; ++a) states.push_back(view_of(sets_[set][a], t.len, at::kFloat));
@@ -81,7 +90,8 @@ void StreamedUpdate::update(const Tile& t, int set, const StepArgs& args) {
 void StreamedUpdate::write(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works) {
   const ShardStorage& s = storage_[t.group];
   const int64_t tile = t.start / options_.tile_elements;
-  for (int64_t a = 0; a < arrays_; ++a) works.push_back(array(s, a).write_tile(tile, sets_[set][a].data_ptr()));
+  for (int64_t a = 0; a < arrays_; ++a)
+    works.push_back(array(s, a).write_tile(tile, sets_[set][a].data_ptr()));
   if (s.param_streamed) {
     const at::Tensor& params = options_.dtype == at::kFloat ? sets_[set][0] : sets_[set][arrays_];
     works.push_back(s.param_file->write_tile(tile, params.data_ptr()));
@@ -95,9 +105,13 @@ void StreamedUpdate::run(const StepArgs& args) {
   ensure_buffer_sets(pipeline.sets());
   pipeline.run(
       static_cast<int64_t>(all.size()),
-      [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) { read(all[i], set, works); },
+      [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
+    read(all[i], set, works);
+      },
       [&](int64_t i, int set) { update(all[i], set, args); },
-      [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) { write(all[i], set, works); });
+      [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
+    write(all[i], set, works);
+  });
 }
 
 }  // namespace zt

@@ -29,8 +29,8 @@ struct StreamOptions {
 
 class StreamedUpdate {
  public:
-  StreamedUpdate(ModelLayout& layout, std::vector<ShardStorage>& storage, Optimizer& optimizer, OffloadTier* tier,
-                 StreamOptions options, MemoryLedger& ledger);
+  StreamedUpdate(ModelLayout& layout, std::vector<ShardStorage>& storage, Optimizer& optimizer,
+                 OffloadTier* tier, StreamOptions options, MemoryLedger& ledger);
   // Updates every streamed group's shard; returns when all tiles are written back. Throws the
   // first failed read or write (IoError), or a checksum mismatch naming the array and `args.step`.
   void run(const StepArgs& args);

@@ -35,7 +35,10 @@ uint64_t array_checksum(const void* data, int64_t bytes, int64_t offset) {
 }
 
 TieredArray::TieredArray(OffloadTier& tier, std::string name, int64_t bytes, int64_t tile_bytes)
-    : tier_(tier), name_(std::move(name)), bytes_(bytes), tile_bytes_(std::max<int64_t>(1, tile_bytes)) {
+    : tier_(tier),
+      name_(std::move(name)),
+      bytes_(bytes),
+      tile_bytes_(std::max<int64_t>(1, tile_bytes)) {
   region_ = tier_.allocate(name_, bytes_);
   address_ = tier_.address(region_);
   tile_sums_.assign(static_cast<size_t>((bytes_ + tile_bytes_ - 1) / tile_bytes_), 0);
@@ -76,7 +79,9 @@ std::shared_ptr<Work> TieredArray::write_tile(int64_t t, const void* host) {
   return tier_.write(region_, t * tile_bytes_, host, tile_length(t));
 }
 
-std::shared_ptr<Work> TieredArray::read_all(void* host) { return tier_.read(region_, 0, host, bytes_); }
+std::shared_ptr<Work> TieredArray::read_all(void* host) {
+  return tier_.read(region_, 0, host, bytes_);
+}
 
 void TieredArray::verify_all(const void* host, int64_t step) const {
   uint64_t want = 0;
@@ -88,8 +93,11 @@ void TieredArray::mismatch(int64_t first, int64_t length, int64_t step) const {
   throw IoError("offload: " + name_ + " (bytes " + std::to_string(first) + ".." +
                 std::to_string(first + length) + " of " + std::to_string(bytes_) +
                 ") read back different from what was written, at step " + std::to_string(step) +
-                ": the tier's storage (" + tier_.describe() + ") was changed under the running "
-                "job; step " + std::to_string(step) + " was not completed, rerun the job and leave "
+                ": the tier's storage (" + tier_.describe() +
+                ") was changed under the running "
+                "job; step " +
+                std::to_string(step) +
+                " was not completed, rerun the job and leave "
                 "the offload folder alone while it runs");
 }
 

@@ -3,7 +3,8 @@
 namespace zt {
 
 TilePipeline::TilePipeline(bool pipeline_read, bool pipeline_write)
-    : read_ahead_(pipeline_read), write_behind_(pipeline_write),
+    : read_ahead_(pipeline_read),
+      write_behind_(pipeline_write),
       sets_(1 + (pipeline_read ? 1 : 0) + (pipeline_write ? 1 : 0)) {}
 
 void TilePipeline::run(int64_t tiles, const IoFn& read, const ComputeFn& compute,

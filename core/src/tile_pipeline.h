@@ -18,7 +18,8 @@ namespace zt {
 class TilePipeline {
  public:
   // Issues the tile's I/O into buffer set `set` and appends the handles to `works`.
-  using IoFn = std::function<void(int64_t tile, int set, std::vector<std::shared_ptr<Work>>& works)>;
+  using IoFn =
+      std::function<void(int64_t tile, int set, std::vector<std::shared_ptr<Work>>& works)>;
   // Updates the tile in buffer set `set` (its reads have completed).
   using ComputeFn = std::function<void(int64_t tile, int set)>;
 

@@ -39,7 +39,7 @@ void check_tensor(const at::Tensor& t, const char* op, const char* role) {
   // comm_ucx moves host memory only; refusing CUDA tensors here keeps the two interchangeable.
   zt::check_host_tensor(t, std::string(kId) + ": " + op + ": " + role + " tensor",
                         std::string(kId) + " does not support that (host memory only, like "
-                        "comm_ucx)");
+                                           "comm_ucx)");
 }
 
 // The dtypes comm_ucx can reduce; any dtype can be copied, but accepting more here would let
@@ -48,7 +48,7 @@ void check_reducible(const at::Tensor& t, const char* op) {
   zt::check_dtype(t, std::string(kId) + ": " + op + ": input tensor",
                   {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf},
                   std::string(kId) + " does not support other dtypes in reductions (like "
-                  "comm_ucx)");
+                                     "comm_ucx)");
 }
 
 class LocalCommunicator final : public zt::Communicator {
@@ -101,7 +101,9 @@ class LocalCommunicator final : public zt::Communicator {
     return run(zt::CommOp::kBroadcast, tensor.nbytes(), [] {});
   }
 
-  std::shared_ptr<zt::Work> barrier() override { return run(zt::CommOp::kBarrier, 0, [] {}); }
+  std::shared_ptr<zt::Work> barrier() override {
+    return run(zt::CommOp::kBarrier, 0, [] {});
+  }
 
   zt::CommStats stats() const override {
     std::lock_guard<std::mutex> lock(stats_mutex_);
@@ -149,8 +151,10 @@ class LocalCommPlugin final : public zt::CommunicatorPlugin {
   std::unique_ptr<zt::Communicator> create(const zt::Options& options,
                                            const zt::CommContext& ctx) const override {
     if (ctx.world != 1) {
-      throw zt::CommError(std::string(kId) + " serves a world of exactly 1 rank, but this job has " +
-                          std::to_string(ctx.world) + " ranks; use plugins.comm = \"comm_ucx\" "
+      throw zt::CommError(std::string(kId) +
+                          " serves a world of exactly 1 rank, but this job has " +
+                          std::to_string(ctx.world) +
+                          " ranks; use plugins.comm = \"comm_ucx\" "
                           "for more than one rank, or launch.nproc = 1 to debug in one process");
     }
     return std::make_unique<LocalCommunicator>(options.get_bool("validate"));

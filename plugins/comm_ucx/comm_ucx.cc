@@ -9,16 +9,23 @@ class UcxCommPlugin final : public zt::CommunicatorPlugin {
  public:
   std::vector<zt::OptionSpec> options() const override {
     return {
-        zt::opt_int("chunk_kb", 1024, "pipeline chunk: smaller overlaps ring steps sooner, larger "
-                    "has less per-message overhead", 4, 1 << 20),
-        zt::opt_bool("shared_memory", true, "ranks on one host exchange data through a "
+        zt::opt_int("chunk_kb", 1024,
+                    "pipeline chunk: smaller overlaps ring steps sooner, larger "
+                    "has less per-message overhead",
+                    4, 1 << 20),
+        zt::opt_bool("shared_memory", true,
+                     "ranks on one host exchange data through a "
                      "UCX-mapped shared-memory window (plain memcpy, ~4x faster than CMA "
                      "copies here); off forces the tag-matched ring everywhere"),
-        zt::opt_int("shm_chunk_kb", 4096, "size of each shared-memory data area per rank: "
-                    "larger means fewer synchronisation rounds, more memory", 64, 1 << 20),
-        zt::opt_string("tls", "", "UCX transports for this communicator (UCX_TLS syntax, e.g. "
+        zt::opt_int("shm_chunk_kb", 4096,
+                    "size of each shared-memory data area per rank: "
+                    "larger means fewer synchronisation rounds, more memory",
+                    64, 1 << 20),
+        zt::opt_string("tls", "",
+                       "UCX transports for this communicator (UCX_TLS syntax, e.g. "
                        "\"shm,tcp\"); empty lets UCX choose"),
-        zt::opt_bool("peer_error_handling", false, "UCX peer-failure detection: a dead peer fails "
+        zt::opt_bool("peer_error_handling", false,
+                     "UCX peer-failure detection: a dead peer fails "
                      "at once instead of after the timeout, but UCX then avoids transports "
                      "without it (CMA), about 3x slower on one host"),
     };

@@ -106,8 +106,8 @@ void ring_reduce_scatter(Transport& t, const OpTag& op, const void* in, void* ou
     for (int k = 0; k < chunks.count; ++k) {
       size_t off = chunks.offset(k), len = chunks.length(k, block_bytes);
       uint8_t* dst = last ? static_cast<uint8_t*>(out) + off : staged + off;
-      Transport::Handler combine = [&t, dst, src = staged + off, mine = contribution + off, len,
-                                    es, type, reduce, last, seq = op.seq, r, right, s, k] {
+      Transport::Handler combine = [&t, dst, src = staged + off, mine = contribution + off, len, es,
+                                    type, reduce, last, seq = op.seq, r, right, s, k] {
         reduce_elements(dst, mine, src, len / es, type, reduce);
         if (!last) t.post_send(right, dst, len, Transport::make_tag(seq, r, s + 1, k));
       };

@@ -19,8 +19,8 @@ size_t elem_size(ElemType type);
 
 // One collective's identity on the wire and in messages.
 struct OpTag {
-  uint32_t seq;        // same on every rank: the communicator's op counter
-  std::string what;    // "all_reduce #7 (4.0 MiB)"
+  uint32_t seq;      // same on every rank: the communicator's op counter
+  std::string what;  // "all_reduce #7 (4.0 MiB)"
 };
 
 // out holds world blocks of block_bytes; this rank's block must already be in place.

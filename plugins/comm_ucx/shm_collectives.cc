@@ -38,7 +38,8 @@ void ShmCollectives::wait_for(ShmFlag ShmControl::*flag, uint64_t epoch, const c
         throw CommError("comm_ucx: " + what + ": no progress for " +
                         std::to_string(timeout_.count()) + " ms while waiting for rank " +
                         std::to_string(p) + " (shared-memory round " + std::to_string(epoch) +
-                        ", phase '" + phase + "'); it died, stalled, or called a different "
+                        ", phase '" + phase +
+                        "'); it died, stalled, or called a different "
                         "collective (raise launch.timeout_s if it is just slow)");
       }
     }

@@ -60,8 +60,12 @@ std::unique_ptr<ShmWindow> ShmWindow::create(Transport& transport, const CommCon
   // 2. Map every peer's segment directly, if UCX can (same host, shared-memory transport).
   for (int p = 0; p < n && ok; ++p) {
     if (p == r) continue;
-    std::vector<uint8_t> theirs = ctx.store->get(prefix + "segment/" + std::to_string(p), ctx.timeout);
-    if (get_u64(theirs, 0) != 1) { ok = false; break; }
+    std::vector<uint8_t> theirs = ctx.store->get(prefix + "segment/" + std::to_string(p),
+                                                 ctx.timeout);
+    if (get_u64(theirs, 0) != 1) {
+      ok = false;
+      break;
+    }
     uint64_t address = get_u64(theirs, 8);
     void* mapped = nullptr;
     ok = ucp_ep_rkey_unpack(transport.endpoint(p), theirs.data() + 16, &w->rkeys_[p]) == UCS_OK &&

@@ -51,8 +51,8 @@ class ShmWindow {
   Transport& transport_;
   size_t capacity_;
   ucp_mem_h memh_ = nullptr;
-  std::vector<ucp_rkey_h> rkeys_;   // per peer; null for self
-  std::vector<uint8_t*> bases_;     // per rank: where its segment is mapped in this process
+  std::vector<ucp_rkey_h> rkeys_;  // per peer; null for self
+  std::vector<uint8_t*> bases_;    // per rank: where its segment is mapped in this process
 };
 
 }  // namespace zt::ucx

@@ -81,7 +81,8 @@ std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
                      " of " + std::to_string(world_) + ")"};
   // The comm thread fails a stalled op after `timeout_` without progress, naming the silent
   // peer; a caller's plain wait() allows longer so that precise error is the one it sees.
-  auto work = std::make_shared<FutureWork>("comm_ucx " + tag.what, 2 * timeout_ + std::chrono::seconds(1));
+  auto work = std::make_shared<FutureWork>("comm_ucx " + tag.what,
+                                           2 * timeout_ + std::chrono::seconds(1));
   executor_->submit([this, work, tag, kind, body = std::move(body)] {
     try {
       if (transport_->broken()) {
@@ -116,10 +117,9 @@ std::shared_ptr<Work> UcxCommunicator::all_gather(const at::Tensor& out_flat,
   check_tensor(out_flat, "all_gather", "output");
   check_tensor(in_shard, "all_gather", "input");
   check_shard_of(in_shard, out_flat, "comm_ucx: all_gather", "input", "output", world_, rank_);
-  return submit(CommOp::kAllGather, out_flat.nbytes(),
-                [this, out = out_flat, in = in_shard](const OpTag& tag) {
-                  run_all_gather(tag, out, in);
-                });
+  return submit(
+      CommOp::kAllGather, out_flat.nbytes(),
+      [this, out = out_flat, in = in_shard](const OpTag& tag) { run_all_gather(tag, out, in); });
 }
 
 at::Tensor UcxCommunicator::scratch(Scratch slot, int64_t numel, at::ScalarType dtype) {
@@ -157,8 +157,8 @@ std::shared_ptr<Work> UcxCommunicator::reduce_scatter(const at::Tensor& out_shar
   check_shard_of(out_shard, in_flat, "comm_ucx: reduce_scatter", "output", "input", world_, rank_);
   return submit(CommOp::kReduceScatter, in_flat.nbytes(),
                 [this, out = out_shard, in = in_flat, op](const OpTag& tag) {
-                  run_reduce_scatter(tag, out, in, op);
-                });
+    run_reduce_scatter(tag, out, in, op);
+  });
 }
 
 void UcxCommunicator::run_reduce_scatter(const OpTag& tag, at::Tensor out, at::Tensor in,
@@ -177,9 +177,8 @@ void UcxCommunicator::run_reduce_scatter(const OpTag& tag, at::Tensor out, at::T
                          elem_type(acc), op);
   } else {
     at::Tensor stage = scratch(kStage, c * (world_ - 1), acc);
-    ring_reduce_scatter(*transport_, tag, work_in.data_ptr(), work_out.data_ptr(),
-                        stage.data_ptr(), static_cast<size_t>(c), elem_type(acc), op,
-                        options_.chunk_bytes);
+    ring_reduce_scatter(*transport_, tag, work_in.data_ptr(), work_out.data_ptr(), stage.data_ptr(),
+                        static_cast<size_t>(c), elem_type(acc), op, options_.chunk_bytes);
   }
   if (op == ReduceOp::kAvg) work_out.div_(world_);
   if (!direct) out.copy_(work_out.narrow(0, 0, out.numel()));

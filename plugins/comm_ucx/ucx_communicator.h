@@ -22,9 +22,9 @@ namespace zt::ucx {
 
 struct CommOptions {
   TransportOptions transport;
-  size_t chunk_bytes = 1 << 20;      // ring pipeline granularity
-  bool shared_memory = true;         // same-host ranks use a UCX-mapped shared window
-  size_t shm_bytes = 4 << 20;        // size of each data area of that window
+  size_t chunk_bytes = 1 << 20;  // ring pipeline granularity
+  bool shared_memory = true;     // same-host ranks use a UCX-mapped shared window
+  size_t shm_bytes = 4 << 20;    // size of each data area of that window
 };
 
 class UcxCommunicator final : public Communicator {

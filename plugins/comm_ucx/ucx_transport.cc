@@ -24,8 +24,8 @@ void check(ucs_status_t status, const std::string& what) {
 uint64_t Transport::make_tag(uint32_t seq, int src, int step, int chunk) {
   // [seq:24][src:12][step:12][chunk:16]
   return (static_cast<uint64_t>(seq & 0xFFFFFF) << 40) |
-         (static_cast<uint64_t>(src & 0xFFF) << 28) |
-         (static_cast<uint64_t>(step & 0xFFF) << 16) | static_cast<uint64_t>(chunk & 0xFFFF);
+         (static_cast<uint64_t>(src & 0xFFF) << 28) | (static_cast<uint64_t>(step & 0xFFF) << 16) |
+         static_cast<uint64_t>(chunk & 0xFFFF);
 }
 
 Transport::Transport(const CommContext& ctx, const TransportOptions& options)
@@ -38,7 +38,8 @@ Transport::Transport(const CommContext& ctx, const TransportOptions& options)
     if (s != UCS_OK) {
       ucp_config_release(config);
       throw ConfigError("plugin.comm_ucx.tls = \"" + options.tls + "\" was refused by UCX (" +
-                        ucs_status_string(s) + "); use names from `ucx_info -d`, e.g. "
+                        ucs_status_string(s) +
+                        "); use names from `ucx_info -d`, e.g. "
                         "\"shm,tcp\"");
     }
   }
@@ -49,8 +50,11 @@ Transport::Transport(const CommContext& ctx, const TransportOptions& options)
   ucs_status_t status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   if (status != UCS_OK && !options.tls.empty()) {
-    throw ConfigError("plugin.comm_ucx.tls = \"" + options.tls + "\" leaves UCX no usable "
-                      "transport (" + ucs_status_string(status) + "); use names from "
+    throw ConfigError("plugin.comm_ucx.tls = \"" + options.tls +
+                      "\" leaves UCX no usable "
+                      "transport (" +
+                      ucs_status_string(status) +
+                      "); use names from "
                       "`ucx_info -d`, e.g. \"shm,tcp\", or \"\" to let UCX choose");
   }
   check(status, "ucp_init");
@@ -78,8 +82,8 @@ Transport::Transport(const CommContext& ctx, const TransportOptions& options)
     peer_error_args_.resize(world_);
     for (int peer = 0; peer < world_; ++peer) {
       if (peer == rank_) continue;
-      std::vector<uint8_t> theirs =
-          ctx.store->get(ctx.store_prefix + "ucx_address/" + std::to_string(peer), timeout_);
+      std::vector<uint8_t> theirs = ctx.store->get(
+          ctx.store_prefix + "ucx_address/" + std::to_string(peer), timeout_);
       peer_error_args_[peer] = {this, peer};
       ucp_ep_params_t ep{};
       ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
@@ -118,20 +122,20 @@ Transport::~Transport() {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (!closing.empty() && std::chrono::steady_clock::now() < deadline) {
     ucp_worker_progress(worker_);
-    closing.erase(std::remove_if(closing.begin(), closing.end(),
-                                 [](void* r) {
-                                   if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
-                                   ucp_request_free(r);
-                                   return true;
-                                 }),
+    closing.erase(std::remove_if(
+                      closing.begin(), closing.end(),
+                      [](void* r) {
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) return false;
+      ucp_request_free(r);
+      return true;
+                      }),
                   closing.end());
   }
   ucp_worker_destroy(worker_);
   ucp_cleanup(context_);
 }
 
-Transport::Pending* Transport::new_pending(int peer, bool is_recv, size_t bytes,
-                                           Handler on_done) {
+Transport::Pending* Transport::new_pending(int peer, bool is_recv, size_t bytes, Handler on_done) {
   Pending* p;
   if (!free_.empty()) {
     p = free_.back();
@@ -162,8 +166,7 @@ void Transport::track(Pending* p, ucs_status_ptr_t status) {
   }
 }
 
-void Transport::post_send(int peer, const void* buf, size_t bytes, uint64_t tag,
-                          Handler on_done) {
+void Transport::post_send(int peer, const void* buf, size_t bytes, uint64_t tag, Handler on_done) {
   Pending* p = new_pending(peer, false, bytes, std::move(on_done));
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
@@ -254,8 +257,8 @@ void Transport::run(const std::string& what) {
                 std::to_string(p->bytes) + " bytes expected: ranks called " + what +
                 " with different sizes";
         } else if (!peer_failures_[p->peer].empty()) {
-          why = "rank " + std::to_string(p->peer) + " is unreachable (UCX: " +
-                peer_failures_[p->peer] + "); it probably died";
+          why = "rank " + std::to_string(p->peer) +
+                " is unreachable (UCX: " + peer_failures_[p->peer] + "); it probably died";
         } else {
           why = std::string(p->is_recv ? "receive from" : "send to") + " rank " +
                 std::to_string(p->peer) + " failed (UCX: " + why + ")";
@@ -284,7 +287,10 @@ void Transport::run(const std::string& what) {
         // Name a peer we are still waiting on, receives first: they tell who is silent.
         int waiting = -1;
         for (auto& p : pool_) {
-          if (p.request && p.is_recv) { waiting = p.peer; break; }
+          if (p.request && p.is_recv) {
+            waiting = p.peer;
+            break;
+          }
         }
         for (auto& p : pool_) {
           if (waiting < 0 && p.request) waiting = p.peer;

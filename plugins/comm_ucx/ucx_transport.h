@@ -24,8 +24,8 @@
 namespace zt::ucx {
 
 struct TransportOptions {
-  std::string tls;                    // UCX_TLS for this communicator; "" = UCX's choice
-  bool peer_error_handling = false;   // UCP_ERR_HANDLING_MODE_PEER: fail fast on dead peers
+  std::string tls;                   // UCX_TLS for this communicator; "" = UCX's choice
+  bool peer_error_handling = false;  // UCP_ERR_HANDLING_MODE_PEER: fail fast on dead peers
 };
 
 class Transport {
@@ -94,9 +94,9 @@ class Transport {
   std::vector<PeerError> peer_error_args_;
   std::vector<std::string> peer_failures_;  // per peer: empty, or what UCX reported
 
-  std::deque<Pending> pool_;           // stable addresses for in-flight requests
+  std::deque<Pending> pool_;  // stable addresses for in-flight requests
   std::vector<Pending*> free_;
-  std::vector<Pending*> completed_;    // filled by callbacks during progress
+  std::vector<Pending*> completed_;  // filled by callbacks during progress
   size_t outstanding_ = 0;
   std::string broken_reason_;
   std::atomic<uint64_t> wire_bytes_sent_{0};

@@ -26,7 +26,8 @@ void HostTier::prepare(int64_t total_bytes) {
   if (available >= 0 && total_bytes > available) {
     throw IoError("offload_cpu (" + context_.role + ", rank " + std::to_string(context_.rank) +
                   "): needs " + bytes_text(total_bytes) + " of host memory but only " +
-                  bytes_text(available) + " is available (MemAvailable); offload to offload_nvme "
+                  bytes_text(available) +
+                  " is available (MemAvailable); offload to offload_nvme "
                   "instead, lower zero.offload_optimizer_fraction / zero.offload_param_fraction, "
                   "or use more ranks");
   }
@@ -37,10 +38,12 @@ at::Tensor HostTier::allocate_bytes(int64_t bytes) const {
   void* p = nullptr;
   if (posix_memalign(&p, kPage, static_cast<size_t>(std::max<int64_t>(bytes, kPage))) != 0) {
     throw IoError("offload_cpu (" + context_.role + ", rank " + std::to_string(context_.rank) +
-                  "): cannot allocate " + bytes_text(bytes) + " of host memory; offload to "
+                  "): cannot allocate " + bytes_text(bytes) +
+                  " of host memory; offload to "
                   "offload_nvme or lower the offload fractions");
   }
-  return at::from_blob(p, {bytes}, [](void* q) { std::free(q); }, at::TensorOptions().dtype(at::kByte));
+  return at::from_blob(
+      p, {bytes}, [](void* q) { std::free(q); }, at::TensorOptions().dtype(at::kByte));
 }
 
 int64_t HostTier::allocate(const std::string& name, int64_t bytes) {
@@ -63,7 +66,8 @@ HostTier::Region& HostTier::region(int64_t id, int64_t offset, int64_t bytes, co
   if (it == regions_.end() || offset < 0 || bytes < 0 || offset + bytes > it->second.bytes) {
     throw InternalError("offload_cpu: " + std::string(op) + " of " + std::to_string(bytes) +
                         " bytes at offset " + std::to_string(offset) + " outside region " +
-                        std::to_string(id) + (it == regions_.end() ? " (unknown)" : " (" + it->second.name + ")"));
+                        std::to_string(id) +
+                        (it == regions_.end() ? " (unknown)" : " (" + it->second.name + ")"));
   }
   return it->second;
 }
@@ -81,7 +85,8 @@ std::shared_ptr<Work> HostTier::write(int64_t id, int64_t offset, const void* ho
 
 std::shared_ptr<Work> HostTier::read(int64_t id, int64_t offset, void* host, int64_t bytes) {
   Region& r = region(id, offset, bytes, "read");
-  std::memcpy(host, static_cast<const char*>(r.memory.data_ptr()) + offset, static_cast<size_t>(bytes));
+  std::memcpy(host, static_cast<const char*>(r.memory.data_ptr()) + offset,
+              static_cast<size_t>(bytes));
   stats_.bytes_read += bytes;
   ++stats_.reads;
   return std::make_shared<CompletedWork>();

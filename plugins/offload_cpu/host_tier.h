@@ -24,7 +24,8 @@ class HostTier final : public OffloadTier {
   int64_t allocate(const std::string& name, int64_t bytes) override;
   void release(int64_t region) override;
   void* address(int64_t region) override;
-  std::shared_ptr<Work> write(int64_t region, int64_t offset, const void* host, int64_t bytes) override;
+  std::shared_ptr<Work> write(int64_t region, int64_t offset, const void* host,
+                              int64_t bytes) override;
   std::shared_ptr<Work> read(int64_t region, int64_t offset, void* host, int64_t bytes) override;
   at::Tensor host_buffer(int64_t bytes) override;
   int64_t alignment() const override { return kPage; }

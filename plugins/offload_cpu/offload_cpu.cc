@@ -13,9 +13,10 @@ namespace {
 class OffloadCpuPlugin final : public zt::OffloadPlugin {
  public:
   std::vector<zt::OptionSpec> options() const override {
-    return {zt::opt_bool("pin_memory", true,
-                         "page-lock the memory when a CUDA device computes (faster, asynchronous "
-                         "copies; pinned memory cannot be swapped, so it counts fully against RAM)")};
+    return {
+        zt::opt_bool("pin_memory", true,
+                     "page-lock the memory when a CUDA device computes (faster, asynchronous "
+                     "copies; pinned memory cannot be swapped, so it counts fully against RAM)")};
   }
 
   std::unique_ptr<zt::OffloadTier> create(const zt::Options& options,

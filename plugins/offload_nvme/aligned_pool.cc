@@ -15,8 +15,8 @@ uint8_t* aligned_alloc_or_throw(int64_t bytes, int64_t alignment, const std::str
   const int rc = posix_memalign(&p, static_cast<size_t>(alignment), static_cast<size_t>(size));
   if (rc != 0 || !p) {
     throw IoError("offload_nvme: cannot allocate " + bytes_text(size) +
-                  " of host memory aligned to " + std::to_string(alignment) + " bytes for " +
-                  what + ": " + errno_text(rc) +
+                  " of host memory aligned to " + std::to_string(alignment) + " bytes for " + what +
+                  ": " + errno_text(rc) +
                   "; lower plugin.offload_nvme.buffer_count or buffer_mb, or free host memory");
   }
   return static_cast<uint8_t*>(p);

@@ -41,8 +41,8 @@ struct IoQueue::Chunk {
   int64_t user_len = 0;  // of those, the caller's bytes (less than len only at the tail)
   uint8_t* buf = nullptr;
   bool bounce = false;
-  int64_t issued = 0;    // bytes handed to requests so far
-  int outstanding = 0;   // requests in flight and awaited
+  int64_t issued = 0;      // bytes handed to requests so far
+  int outstanding = 0;     // requests in flight and awaited
   bool abandoned = false;  // a request timed out: the kernel may still use buf
 };
 
@@ -62,7 +62,7 @@ struct IoQueue::Slot {
   Chunk* chunk = nullptr;  // null when free
   int64_t offset = 0;      // within the chunk
   int64_t length = 0;
-  int64_t moved = 0;       // done by earlier short completions of this request
+  int64_t moved = 0;  // done by earlier short completions of this request
   Clock::time_point since;
   bool abandoned = false;
 };

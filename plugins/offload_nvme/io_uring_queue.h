@@ -116,12 +116,12 @@ class IoQueue {
   std::list<std::unique_ptr<Job>> jobs_;
   std::vector<Slot> slots_;
   std::vector<int> free_slots_;
-  int live_requests_ = 0;   // in flight and still awaited
-  int unsubmitted_ = 0;     // SQEs prepared since the last io_uring_submit
+  int live_requests_ = 0;  // in flight and still awaited
+  int unsubmitted_ = 0;    // SQEs prepared since the last io_uring_submit
   bool wake_armed_ = false;
   uint64_t wake_value_ = 0;
   bool stop_seen_ = false;
-  std::string broken_;      // set once a request timed out: every later transfer fails with it
+  std::string broken_;  // set once a request timed out: every later transfer fails with it
 
   std::thread thread_;
 };

@@ -55,11 +55,11 @@ NvmeTier::NvmeTier(const NvmeConfig& config, const OffloadContext& context)
   rank_dir_ = (std::filesystem::path(job_dir_) / ("rank" + std::to_string(context_.rank))).string();
   alignment_ = std::max(kMinAlignment, logical_block_size(config_.path));
   if (config_.block_bytes % alignment_ != 0) {
-    throw ConfigError("plugin.offload_nvme.block_kb = " +
-                      std::to_string(config_.block_bytes / 1024) + " is not a multiple of the " +
-                      std::to_string(alignment_) + "-byte block O_DIRECT needs under " +
-                      config_.path + "; use a multiple of " + std::to_string(alignment_ / 1024) +
-                      " KiB");
+    throw ConfigError(
+        "plugin.offload_nvme.block_kb = " + std::to_string(config_.block_bytes / 1024) +
+        " is not a multiple of the " + std::to_string(alignment_) +
+        "-byte block O_DIRECT needs under " + config_.path + "; use a multiple of " +
+        std::to_string(alignment_ / 1024) + " KiB");
   }
   if (!direct_) buffered_reason_ = "buffered: direct = false";
   IoQueueOptions q;
@@ -93,8 +93,8 @@ void NvmeTier::remove_files_and_folders() noexcept {
 std::string NvmeTier::describe() const {
   std::string io = direct_ ? "O_DIRECT" : buffered_reason_;
   return "files under " + rank_dir_ + " (" + io + ", io_uring queue depth " +
-         std::to_string(config_.queue_depth) + ", " + std::to_string(config_.buffer_count) +
-         " x " + mib_text(config_.buffer_bytes) + " buffers)";
+         std::to_string(config_.queue_depth) + ", " + std::to_string(config_.buffer_count) + " x " +
+         mib_text(config_.buffer_bytes) + " buffers)";
 }
 
 std::string NvmeTier::who() const {
@@ -110,8 +110,8 @@ void NvmeTier::make_folder() {
   std::error_code ec;
   std::filesystem::create_directories(rank_dir_, ec);
   if (ec) {
-    throw IoError("offload_nvme: cannot create the offload folder " + rank_dir_ + " for " +
-                  who() + ": " + ec.message() + "; " + kWayOutPath);
+    throw IoError("offload_nvme: cannot create the offload folder " + rank_dir_ + " for " + who() +
+                  ": " + ec.message() + "; " + kWayOutPath);
   }
 }
 
@@ -186,16 +186,20 @@ void NvmeTier::prepare(int64_t total_bytes) {
                   " (statvfs: " + errno_text(errno) + "); " + kWayOutPath);
   }
   if (free < total_bytes) {
-    // The share offloaded is set per role: plugins.offload_optimizer -> zero.offload_optimizer_fraction.
-    const std::string role_key = context_.role.rfind("plugins.", 0) == 0 ? context_.role.substr(8) : "";
-    const std::string role = role_key.empty() ? " (lower the zero.offload_*_fraction of the role using it)"
-                                              : " (lower zero." + role_key + "_fraction)";
+    // The share offloaded is set per role: plugins.offload_optimizer ->
+    // zero.offload_optimizer_fraction.
+    const std::string role_key = context_.role.rfind("plugins.", 0) == 0 ? context_.role.substr(8)
+                                                                         : "";
+    const std::string role = role_key.empty()
+                                 ? " (lower the zero.offload_*_fraction of the role using it)"
+                                 : " (lower zero." + role_key + "_fraction)";
     throw IoError("offload_nvme: not enough room under " + rank_dir_ + " (" +
-                  file_system_name(rank_dir_) + ") for " + who() + ": " +
-                  bytes_text(total_bytes) + " needed, " + bytes_text(free) +
+                  file_system_name(rank_dir_) + ") for " + who() + ": " + bytes_text(total_bytes) +
+                  " needed, " + bytes_text(free) +
                   " free; set plugin.offload_nvme.path to a folder on a bigger filesystem "
                   "(--set plugin.offload_nvme.path=...), free space there, or offload less to "
-                  "this tier" + role);
+                  "this tier" +
+                  role);
   }
   prepared_ = true;
 }
@@ -215,7 +219,8 @@ int64_t NvmeTier::allocate(const std::string& name, int64_t bytes) {
   region.name = name;
   region.bytes = round_up(bytes, alignment_);
   region.path = (std::filesystem::path(rank_dir_) /
-                 (sanitize_file_name(name) + "-" + std::to_string(id) + ".bin")).string();
+                 (sanitize_file_name(name) + "-" + std::to_string(id) + ".bin"))
+                    .string();
   region.file = std::make_shared<File>();
   region.file->fd = open_region_file(region.path);
   if (region.file->fd < 0) {
@@ -234,8 +239,7 @@ int64_t NvmeTier::allocate(const std::string& name, int64_t bytes) {
       unlink(region.path.c_str());
       throw IoError("offload_nvme: cannot reserve " + bytes_text(region.bytes) + " for region '" +
                     name + "' in " + region.path + " " + step_text() + ": " + errno_text(rc) +
-                    (free >= 0 ? "; " + bytes_text(free) + " free on " +
-                                     file_system_name(rank_dir_)
+                    (free >= 0 ? "; " + bytes_text(free) + " free on " + file_system_name(rank_dir_)
                                : std::string()) +
                     "; " + kWayOutPath);
     }
@@ -284,8 +288,8 @@ std::shared_ptr<Work> NvmeTier::transfer(bool write, int64_t region, int64_t off
                         std::to_string(alignment_) + " and the rounded-up range inside the region");
   }
   const std::string label = "offload_nvme: " + std::string(op) + " of " + std::to_string(bytes) +
-                            " bytes at offset " + std::to_string(offset) + " of region '" +
-                            r.name + "' (file " + r.path + ") " + step_text() + " on rank " +
+                            " bytes at offset " + std::to_string(offset) + " of region '" + r.name +
+                            "' (file " + r.path + ") " + step_text() + " on rank " +
                             std::to_string(context_.rank);
   // Each request completes or fails within request_timeout of its submission and at most
   // queue_depth run at once, so this bounds the wait for everything queued ahead plus this.
@@ -325,8 +329,8 @@ at::Tensor NvmeTier::host_buffer(int64_t bytes) {
   const int64_t size = round_up(bytes, alignment_);
   uint8_t* p = aligned_alloc_or_throw(size, alignment_, "a host buffer");
   // Not pinned: this build has no CUDA (context.cuda is ignored until a CUDA build adds it).
-  return at::from_blob(p, {size}, [](void* q) { std::free(q); },
-                       at::TensorOptions().dtype(at::kByte));
+  return at::from_blob(
+      p, {size}, [](void* q) { std::free(q); }, at::TensorOptions().dtype(at::kByte));
 }
 
 void NvmeTier::check() {
@@ -335,8 +339,9 @@ void NvmeTier::check() {
     const std::string where = "region '" + r.name + "' file " + r.path + " (" +
                               std::to_string(r.bytes) + " bytes) on rank " +
                               std::to_string(context_.rank);
-    const std::string way_out = "; leave " + rank_dir_ +
-                                " alone while a job runs; this step was not applied, so rerun the job";
+    const std::string way_out =
+        "; leave " + rank_dir_ +
+        " alone while a job runs; this step was not applied, so rerun the job";
     if (fstat(r.file->fd, &st) != 0) {
       throw IoError("offload_nvme: cannot stat " + where + " " + step_text() + ": " +
                     errno_text(errno) + way_out);

@@ -51,14 +51,14 @@ struct Avx2 {
   // The hardware rounds to nearest even like c10::Half; only NaN differs (the hardware keeps
   // payload bits), so NaN lanes get c10's sign | 0x7E00.
   static Half narrow(const F16*, Vec x) {
-    __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT |
-                                                             _MM_FROUND_NO_EXC));
+    __m256i h = _mm256_cvtepu16_epi32(
+        _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
     const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(x), 16),
                                           _mm256_set1_epi32(0x8000));
     const __m256i quiet = _mm256_or_si256(sign, _mm256_set1_epi32(0x7E00));
-    h = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(h), _mm256_castsi256_ps(quiet),
-                                             nan));
+    h = _mm256_castps_si256(
+        _mm256_blendv_ps(_mm256_castsi256_ps(h), _mm256_castsi256_ps(quiet), nan));
     return low_halves(h);
   }
   static void store_half(void* p, Half h) { _mm_storeu_si128(static_cast<__m128i*>(p), h); }

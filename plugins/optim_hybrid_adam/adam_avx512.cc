@@ -51,8 +51,8 @@ struct Avx512 {
   // The hardware rounds to nearest even like c10::Half; only NaN differs (the hardware keeps
   // payload bits), so NaN lanes get c10's sign | 0x7E00.
   static Half narrow(const F16*, Vec x) {
-    __m512i h = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT |
-                                                             _MM_FROUND_NO_EXC));
+    __m512i h = _mm512_cvtepu16_epi32(
+        _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     const __m512i sign = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(x), 16),
                                           _mm512_set1_epi32(0x8000));
@@ -73,8 +73,7 @@ struct Avx512 {
 
 }  // namespace
 
-void adam_range_avx512(const AdamBuffers& b, const AdamConstants& c, int64_t begin,
-                       int64_t end) {
+void adam_range_avx512(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t end) {
   simd::adam_range<Avx512>(b, c, begin, end);
 }
 

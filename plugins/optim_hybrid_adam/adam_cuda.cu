@@ -163,8 +163,7 @@ __global__ void __launch_bounds__(kThreads)
   if (vec) {
     // Whole vectors; begin is a multiple of kVec, so every access is aligned.
     const int vec_end = begin + (end - begin) / kVec * kVec;
-    for (int i = begin + static_cast<int>(threadIdx.x) * kVec; i < vec_end;
-         i += kThreads * kVec) {
+    for (int i = begin + static_cast<int>(threadIdx.x) * kVec; i < vec_end; i += kThreads * kVec) {
       float4 p = *reinterpret_cast<const float4*>(param + i);
       float4 m = *reinterpret_cast<const float4*>(exp_avg + i);
       float4 v = *reinterpret_cast<const float4*>(exp_avg_sq + i);
@@ -201,8 +200,8 @@ size_t elem_size(ElemType t) { return t == ElemType::kFloat32 ? 4 : 2; }
 // blocks and launches them.
 template <class G, class C>
 void launch_group(const AdamBuffers* shards, size_t count, ElemType grad_type, int copy_key,
-                  const AdamConstants& constants, cudaStream_t stream,
-                  const CudaAdamLimits& limits, CudaAdamStatus& status) {
+                  const AdamConstants& constants, cudaStream_t stream, const CudaAdamLimits& limits,
+                  CudaAdamStatus& status) {
   SegmentList list{};
   auto flush = [&]() {
     if (list.count == 0) return;
@@ -221,8 +220,7 @@ void launch_group(const AdamBuffers* shards, size_t count, ElemType grad_type, i
     const AdamBuffers& b = shards[k];
     const int key = b.copy_out == nullptr ? 0 : static_cast<int>(b.copy_type) + 1;
     if (b.numel == 0 || b.grad_type != grad_type || key != copy_key) continue;
-    for (int64_t offset = 0; offset < b.numel && status.ok();
-         offset += limits.max_segment_numel) {
+    for (int64_t offset = 0; offset < b.numel && status.ok(); offset += limits.max_segment_numel) {
       const int64_t n = b.numel - offset < limits.max_segment_numel ? b.numel - offset
                                                                     : limits.max_segment_numel;
       const int i = list.count;
@@ -235,8 +233,8 @@ void launch_group(const AdamBuffers* shards, size_t count, ElemType grad_type, i
                              : static_cast<char*>(b.copy_out) + offset * elem_size(b.copy_type);
       list.numel[i] = static_cast<int>(n);
       if (i == 0) list.first_block[0] = 0;
-      list.first_block[i + 1] =
-          list.first_block[i] + static_cast<int>((n + kCudaAdamChunk - 1) / kCudaAdamChunk);
+      list.first_block[i + 1] = list.first_block[i] +
+                                static_cast<int>((n + kCudaAdamChunk - 1) / kCudaAdamChunk);
       list.count = i + 1;
       if (list.count == limits.max_segments) flush();
     }
@@ -259,8 +257,7 @@ void launch_grad_type(const AdamBuffers* shards, size_t count, ElemType grad_typ
 }
 
 // nullptr when every shard and the limits can be launched; else what is wrong.
-const char* check_arguments(const AdamBuffers* shards, size_t count,
-                            const CudaAdamLimits& limits) {
+const char* check_arguments(const AdamBuffers* shards, size_t count, const CudaAdamLimits& limits) {
   if (limits.max_segments < 1 || limits.max_segments > kCudaAdamMaxSegments) {
     return "CudaAdamLimits::max_segments must be in 1..kCudaAdamMaxSegments";
   }

@@ -33,7 +33,7 @@ inline constexpr int64_t kCudaAdamMaxSegmentNumel = int64_t{1} << 30;
 
 // How launches are cut. The defaults are the fastest; tests shrink them to exercise splitting.
 struct CudaAdamLimits {
-  int max_segments = kCudaAdamMaxSegments;           // 1..kCudaAdamMaxSegments per launch
+  int max_segments = kCudaAdamMaxSegments;               // 1..kCudaAdamMaxSegments per launch
   int64_t max_segment_numel = kCudaAdamMaxSegmentNumel;  // a positive multiple of kCudaAdamChunk,
                                                          // at most kCudaAdamMaxSegmentNumel
 };

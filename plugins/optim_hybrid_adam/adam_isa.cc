@@ -37,8 +37,7 @@ bool isa_available(Isa isa) {
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 #else
     case Isa::kAvx2:
-    case Isa::kAvx512:
-      return false;
+    case Isa::kAvx512: return false;
 #endif
   }
   return false;
@@ -57,7 +56,8 @@ Isa choose_isa() {
     if (!isa_available(isa)) {
       throw ConfigError(std::string(kEnv) + "=" + wanted + ": optim_hybrid_adam's " + wanted +
                         " kernel cannot run here (this CPU or build lacks the instructions); "
-                        "unset " + kEnv + " to use the best available kernel");
+                        "unset " +
+                        kEnv + " to use the best available kernel");
     }
     return isa;
   }

@@ -28,8 +28,7 @@ Isa choose_isa();
 AdamRangeKernel range_kernel(Isa isa);
 
 // The kernels themselves (adam_portable.cc, adam_avx2.cc, adam_avx512.cc).
-void adam_range_portable(const AdamBuffers& b, const AdamConstants& c, int64_t begin,
-                         int64_t end);
+void adam_range_portable(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t end);
 #if defined(ZT_ADAM_X86)
 void adam_range_avx2(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t end);
 void adam_range_avx512(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t end);

@@ -50,8 +50,8 @@ constexpr int64_t kPartAlign = 64;
 }  // namespace
 
 void adam_update_cpu(const AdamBuffers& b, const AdamConstants& c, AdamRangeKernel kernel) {
-  const int64_t threads =
-      std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), b.numel / kMinPerThread));
+  const int64_t threads = std::max<int64_t>(
+      1, std::min<int64_t>(omp_get_max_threads(), b.numel / kMinPerThread));
   if (threads == 1 || omp_in_parallel()) {
     kernel(b, c, 0, b.numel);
     return;
@@ -59,7 +59,7 @@ void adam_update_cpu(const AdamBuffers& b, const AdamConstants& c, AdamRangeKern
   // One contiguous part per thread: each streams its own pages, and an element's arithmetic
   // does not depend on which part it falls in, so any thread count gives the same bits. The
   // split uses the team OpenMP actually started, which may be smaller than asked for.
-#pragma omp parallel num_threads(static_cast<int>(threads))
+#pragma omp parallel num_threads(static_cast <int>(threads))
   {
     const int64_t team = omp_get_num_threads();
     const int64_t share = (b.numel + team - 1) / team;

@@ -24,17 +24,17 @@ enum class ElemType { kFloat32, kBFloat16, kFloat16 };
 // The per-step scalars. LibTorch computes them in double and rounds each to float where it
 // enters a tensor op; these fields hold those rounded values, so the kernel never sees a double.
 struct AdamConstants {
-  float beta1 = 0.9f;              // m = beta1 * m + one_minus_beta1 * g
+  float beta1 = 0.9f;  // m = beta1 * m + one_minus_beta1 * g
   float one_minus_beta1 = 0.1f;
-  float beta2 = 0.999f;            // v = beta2 * v + one_minus_beta2 * g * g
+  float beta2 = 0.999f;  // v = beta2 * v + one_minus_beta2 * g * g
   float one_minus_beta2 = 0.001f;
-  float sqrt_bias_correction2 = 1; // sqrt(1 - beta2^step): denom = sqrt(v) / this + eps
+  float sqrt_bias_correction2 = 1;  // sqrt(1 - beta2^step): denom = sqrt(v) / this + eps
   float eps = 1e-8f;
-  float neg_step_size = -1e-3f;    // -(lr / (1 - beta1^step)): p += this * m / denom
-  float grad_divisor = 1;          // g = grad / grad_divisor (loss scale, accumulation)
+  float neg_step_size = -1e-3f;  // -(lr / (1 - beta1^step)): p += this * m / denom
+  float grad_divisor = 1;        // g = grad / grad_divisor (loss scale, accumulation)
   DecayMode decay = DecayMode::kNone;
-  float decay_factor = 1;          // kDecoupled: 1 - lr * wd
-  float weight_decay = 0;          // kL2: wd
+  float decay_factor = 1;  // kDecoupled: 1 - lr * wd
+  float weight_decay = 0;  // kL2: wd
 };
 
 // Rounds the step's hyperparameters into AdamConstants the way LibTorch 1.13 does.
@@ -45,8 +45,8 @@ AdamConstants make_adam_constants(double lr, double beta1, double beta2, double 
 
 // One shard's buffers, all `numel` elements long, contiguous, on the host.
 struct AdamBuffers {
-  float* param = nullptr;       // in/out: fp32 master parameters
-  const void* grad = nullptr;   // in: gradient of type grad_type
+  float* param = nullptr;      // in/out: fp32 master parameters
+  const void* grad = nullptr;  // in: gradient of type grad_type
   ElemType grad_type = ElemType::kFloat32;
   float* exp_avg = nullptr;     // in/out: first moment
   float* exp_avg_sq = nullptr;  // in/out: second moment

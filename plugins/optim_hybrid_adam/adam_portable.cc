@@ -62,8 +62,7 @@ void update_with_grad(const AdamBuffers& b, const AdamConstants& c, int64_t begi
 
 }  // namespace
 
-void adam_range_portable(const AdamBuffers& b, const AdamConstants& c, int64_t begin,
-                         int64_t end) {
+void adam_range_portable(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t end) {
   switch (b.grad_type) {
     case ElemType::kFloat32: return update_with_grad<float>(b, c, begin, end);
     case ElemType::kBFloat16: return update_with_grad<c10::BFloat16>(b, c, begin, end);

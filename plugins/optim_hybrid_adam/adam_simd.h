@@ -44,16 +44,22 @@ struct NoCopy {};
 template <class V>
 struct Consts {
   using Vec = typename V::Vec;
-  Vec divisor, decay_factor, weight_decay, beta1, one_minus_beta1, beta2, one_minus_beta2,
-      sqrt_bc2, eps, neg_step_size;
+  Vec divisor, decay_factor, weight_decay, beta1, one_minus_beta1, beta2, one_minus_beta2, sqrt_bc2,
+      eps, neg_step_size;
   DecayMode decay;
 
   explicit Consts(const AdamConstants& c)
-      : divisor(V::set1(c.grad_divisor)), decay_factor(V::set1(c.decay_factor)),
-        weight_decay(V::set1(c.weight_decay)), beta1(V::set1(c.beta1)),
-        one_minus_beta1(V::set1(c.one_minus_beta1)), beta2(V::set1(c.beta2)),
-        one_minus_beta2(V::set1(c.one_minus_beta2)), sqrt_bc2(V::set1(c.sqrt_bias_correction2)),
-        eps(V::set1(c.eps)), neg_step_size(V::set1(c.neg_step_size)), decay(c.decay) {}
+      : divisor(V::set1(c.grad_divisor)),
+        decay_factor(V::set1(c.decay_factor)),
+        weight_decay(V::set1(c.weight_decay)),
+        beta1(V::set1(c.beta1)),
+        one_minus_beta1(V::set1(c.one_minus_beta1)),
+        beta2(V::set1(c.beta2)),
+        one_minus_beta2(V::set1(c.one_minus_beta2)),
+        sqrt_bc2(V::set1(c.sqrt_bias_correction2)),
+        eps(V::set1(c.eps)),
+        neg_step_size(V::set1(c.neg_step_size)),
+        decay(c.decay) {}
 };
 
 // copy_out + i, without arithmetic on the null pointer that stands for "no copy".
@@ -137,8 +143,8 @@ void update_body(const AdamBuffers& b, const Consts<V>& k, int64_t begin, int64_
   float* exp_avg_sq = b.exp_avg_sq;
   C* copy_out = static_cast<C*>(b.copy_out);
   for (int64_t i = begin; i < end; i += V::kWidth) {
-    update_vector<kStream, V>(param + i, grad + i, exp_avg + i, exp_avg_sq + i,
-                              offset(copy_out, i), k);
+    update_vector<kStream, V>(param + i, grad + i, exp_avg + i, exp_avg_sq + i, offset(copy_out, i),
+                              k);
   }
 }
 
@@ -148,7 +154,8 @@ void update_range(const AdamBuffers& b, const Consts<V>& k, int64_t begin, int64
   // Each vector's copy is kWidth 16-bit values, so one aligned start keeps every one aligned.
   constexpr bool kHalfCopy = std::is_same_v<C, Bf16> || std::is_same_v<C, F16>;
   const bool aligned = reinterpret_cast<uintptr_t>(offset(static_cast<C*>(b.copy_out), begin)) %
-                           (V::kWidth * 2) == 0;
+                           (V::kWidth * 2) ==
+                       0;
   if (kHalfCopy && aligned) {
     update_body<true, V, G, C>(b, k, begin, body_end);
     V::fence();
@@ -157,14 +164,13 @@ void update_range(const AdamBuffers& b, const Consts<V>& k, int64_t begin, int64
   }
   if (body_end < end) {
     const int64_t i = body_end;
-    update_tail<V>(b.param + i, static_cast<const G*>(b.grad) + i, b.exp_avg + i,
-                   b.exp_avg_sq + i, offset(static_cast<C*>(b.copy_out), i), end - i, k);
+    update_tail<V>(b.param + i, static_cast<const G*>(b.grad) + i, b.exp_avg + i, b.exp_avg_sq + i,
+                   offset(static_cast<C*>(b.copy_out), i), end - i, k);
   }
 }
 
 template <class V, class G>
-void update_range_with_grad(const AdamBuffers& b, const Consts<V>& k, int64_t begin,
-                            int64_t end) {
+void update_range_with_grad(const AdamBuffers& b, const Consts<V>& k, int64_t begin, int64_t end) {
   if (b.copy_out == nullptr) return update_range<V, G, NoCopy>(b, k, begin, end);
   switch (b.copy_type) {
     case ElemType::kFloat32: return update_range<V, G, float>(b, k, begin, end);

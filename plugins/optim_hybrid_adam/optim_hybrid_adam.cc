@@ -83,15 +83,16 @@ void check_param_device(const at::Tensor& param, size_t shard) {
   if (device.is_cuda()) {
     if (kHasCudaKernel) return;
     throw zt::PluginError(
-        std::string(kId) + ": shard " + std::to_string(shard) + ": param is on " +
-        device.str() + ", but this build of " + kId + " has no CUDA kernel: it was built without "
+        std::string(kId) + ": shard " + std::to_string(shard) + ": param is on " + device.str() +
+        ", but this build of " + kId +
+        " has no CUDA kernel: it was built without "
         "CUDA (plugin fingerprint cuda=0; the CUDA kernel needs both a CUDA toolkit with nvcc "
         "and a CUDA-enabled LibTorch when CMake configures zt). Rebuild zt on the GPU machine "
         "against the LibTorch inside a CUDA build of PyTorch (scripts/device-build.sh), or keep "
         "the optimizer's shards on the host (offload_optimizer)");
   }
-  shard_error(shard, "param", "is on " + device.str() + "; " + kId +
-                                  " updates CPU and CUDA shards only");
+  shard_error(shard, "param",
+              "is on " + device.str() + "; " + kId + " updates CPU and CUDA shards only");
 }
 
 // A tensor the kernel may read or write through a raw pointer: defined, on the param's device,
@@ -118,8 +119,9 @@ AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard) {
   const std::optional<ElemType> grad_type = elem_type(s.grad.scalar_type());
 
   if (s.states.size() != 2) {
-    shard_error(shard, "states", "holds " + std::to_string(s.states.size()) +
-                                     " tensors, expected 2 (exp_avg, exp_avg_sq: state_names())");
+    shard_error(shard, "states",
+                "holds " + std::to_string(s.states.size()) +
+                    " tensors, expected 2 (exp_avg, exp_avg_sq: state_names())");
   }
   const char* state_roles[2] = {"state exp_avg", "state exp_avg_sq"};
   for (size_t k = 0; k < 2; ++k) {
@@ -159,7 +161,7 @@ void update_cuda(const CudaShards& by_device, const AdamConstants& constants) {
         buffers.data(), buffers.size(), constants, stream.stream());
     if (status.ok()) continue;
     std::string message = std::string(kId) + ": the CUDA kernel could not be launched on cuda:" +
-                           std::to_string(index) + ": " + status.what;
+                          std::to_string(index) + ": " + status.what;
     if (status.cuda_error == cudaErrorNoKernelImageForDevice ||
         status.cuda_error == cudaErrorInvalidDeviceFunction) {
       message += "; this build's kernel is compiled for CUDA architectures " ZT_ADAM_CUDA_ARCHS
@@ -238,17 +240,25 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
  public:
   std::vector<zt::OptionSpec> options() const override {
     return {
-        zt::opt_double("lr", 1e-3, "learning rate (> 0) before the engine's schedule scales it: "
-                       "larger learns faster but may diverge", 0.0),
-        zt::opt_double_list("betas", {0.9, 0.999}, "[beta1, beta2], each in [0, 1): decay of the "
+        zt::opt_double("lr", 1e-3,
+                       "learning rate (> 0) before the engine's schedule scales it: "
+                       "larger learns faster but may diverge",
+                       0.0),
+        zt::opt_double_list("betas", {0.9, 0.999},
+                            "[beta1, beta2], each in [0, 1): decay of the "
                             "gradient and squared-gradient averages; closer to 1 averages over "
                             "more steps (smoother, slower to react; LLMs often use beta2 = 0.95)"),
-        zt::opt_double("eps", 1e-8, "added to sqrt(v) (> 0): larger damps steps where gradients "
+        zt::opt_double("eps", 1e-8,
+                       "added to sqrt(v) (> 0): larger damps steps where gradients "
                        "are tiny and makes updates more SGD-like, smaller is closer to pure "
-                       "Adam", 0.0),
-        zt::opt_double("weight_decay", 0.0, "pull of weights toward zero each step: regularises, "
-                       "too much underfits; 0 disables", 0.0),
-        zt::opt_bool("adamw", true, "true: decoupled decay p *= 1 - lr*wd (torch::optim::AdamW); "
+                       "Adam",
+                       0.0),
+        zt::opt_double("weight_decay", 0.0,
+                       "pull of weights toward zero each step: regularises, "
+                       "too much underfits; 0 disables",
+                       0.0),
+        zt::opt_bool("adamw", true,
+                     "true: decoupled decay p *= 1 - lr*wd (torch::optim::AdamW); "
                      "false: L2 term wd*p added to the gradient (torch::optim::Adam), which "
                      "Adam's scaling weakens for weights with large gradients"),
     };
@@ -264,22 +274,25 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
     }
     const std::vector<double>& betas = options.get_double_list("betas");
     if (betas.size() != 2) {
-      option_error(options, "betas", "must hold exactly two numbers [beta1, beta2] "
-                                     "(e.g. betas = [0.9, 0.999])");
+      option_error(options, "betas",
+                   "must hold exactly two numbers [beta1, beta2] "
+                   "(e.g. betas = [0.9, 0.999])");
     }
     for (double b : betas) {
       if (!(b >= 0 && b < 1)) {
-        option_error(options, "betas", "must have each beta in [0, 1): a beta of 1 or more "
-                                       "never forgets, a negative one oscillates "
-                                       "(e.g. betas = [0.9, 0.999])");
+        option_error(options, "betas",
+                     "must have each beta in [0, 1): a beta of 1 or more "
+                     "never forgets, a negative one oscillates "
+                     "(e.g. betas = [0.9, 0.999])");
       }
     }
     c.beta1 = betas[0];
     c.beta2 = betas[1];
     c.eps = options.get_double("eps");
     if (!(std::isfinite(c.eps) && c.eps > 0)) {
-      option_error(options, "eps", "must be a finite number > 0; it keeps the update's "
-                                   "denominator away from zero (e.g. eps = 1e-8)");
+      option_error(options, "eps",
+                   "must be a finite number > 0; it keeps the update's "
+                   "denominator away from zero (e.g. eps = 1e-8)");
     }
     c.weight_decay = options.get_double("weight_decay");
     if (!(std::isfinite(c.weight_decay) && c.weight_decay >= 0)) {

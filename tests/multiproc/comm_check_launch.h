@@ -18,15 +18,16 @@ struct RankReports {
 
   std::string all() const {
     std::string s = result.message + "\n";
-    for (size_t r = 0; r < reports.size(); ++r) s += "rank " + std::to_string(r) + ": " + reports[r];
+    for (size_t r = 0; r < reports.size(); ++r)
+      s += "rank " + std::to_string(r) + ": " + reports[r];
     return s;
   }
 };
 
 // `stop_all`: the launcher stops survivors when a rank fails; false lets them detect it.
-inline RankReports launch_comm_check(int nproc, const std::vector<std::string>& args,
-                                     bool stop_all = true,
-                                     std::chrono::milliseconds job_limit = std::chrono::minutes(4)) {
+inline RankReports launch_comm_check(
+    int nproc, const std::vector<std::string>& args, bool stop_all = true,
+    std::chrono::milliseconds job_limit = std::chrono::minutes(4)) {
   TempDir out;
   zt::LaunchSpec spec;
   spec.nproc = nproc;
@@ -39,7 +40,8 @@ inline RankReports launch_comm_check(int nproc, const std::vector<std::string>& 
   RankReports ranks;
   ranks.result = zt::launch_local(spec);
   ranks.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (int r = 0; r < nproc; ++r) ranks.reports.push_back(read_file(out.file("rank" + std::to_string(r) + ".txt")));
+  for (int r = 0; r < nproc; ++r)
+    ranks.reports.push_back(read_file(out.file("rank" + std::to_string(r) + ".txt")));
   return ranks;
 }
 

@@ -27,14 +27,17 @@ namespace {
 using zt::test::check;
 
 std::map<std::string, std::string> parse_args(int argc, char** argv) {
-  std::map<std::string, std::string> args{{"plugin", "comm_ucx"}, {"timeout-ms", "20000"},
-                                          {"victim", "1"}, {"scenario", "collectives"}};
+  std::map<std::string, std::string> args{{"plugin", "comm_ucx"},
+                                          {"timeout-ms", "20000"},
+                                          {"victim", "1"},
+                                          {"scenario", "collectives"}};
   for (int i = 1; i + 1 < argc; i += 2) args[std::string(argv[i]).substr(2)] = argv[i + 1];
   return args;
 }
 
 // The plugin's options, some set from "--option name=value[,name=value...]".
-zt::Options plugin_options(const zt::Plugin& plugin, const std::string& id, const std::string& assignments) {
+zt::Options plugin_options(const zt::Plugin& plugin, const std::string& id,
+                           const std::string& assignments) {
   std::map<std::string, zt::Value> values;
   auto specs = plugin.options();
   size_t pos = 0;
@@ -44,7 +47,8 @@ zt::Options plugin_options(const zt::Plugin& plugin, const std::string& id, cons
     std::string assignment = assignments.substr(pos, end - pos);
     pos = end + 1;
     size_t eq = assignment.find('=');
-    std::string name = assignment.substr(0, eq), text = eq == std::string::npos ? "" : assignment.substr(eq + 1);
+    std::string name = assignment.substr(0, eq),
+                text = eq == std::string::npos ? "" : assignment.substr(eq + 1);
     bool known = false;
     for (const auto& spec : specs) {
       if (spec.name != name) continue;
@@ -88,15 +92,16 @@ void run_collectives(zt::Communicator& comm) {
   const int n = comm.size(), r = comm.rank();
   const std::vector<int64_t> lengths = {0, 1, 2, 7, 1000, (1 << 20) + 3};
   const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf};
-  const std::vector<zt::ReduceOp> ops = {zt::ReduceOp::kSum, zt::ReduceOp::kAvg,
-                                         zt::ReduceOp::kMax, zt::ReduceOp::kMin};
+  const std::vector<zt::ReduceOp> ops = {zt::ReduceOp::kSum, zt::ReduceOp::kAvg, zt::ReduceOp::kMax,
+                                         zt::ReduceOp::kMin};
   uint64_t gather_calls = 0, gather_bytes = 0;
   for (auto dtype : dtypes) {
     for (int64_t numel : lengths) {
       zt::ShardRange mine = zt::flat_shard(numel, n, r);
       // Issue everything, then wait: results must not depend on waiting between ops.
       at::Tensor gathered = at::full({numel}, -7, at::TensorOptions().dtype(dtype));
-      auto w_gather = comm.all_gather(gathered, values(numel, r, dtype).narrow(0, mine.begin, mine.size()).contiguous());
+      auto w_gather = comm.all_gather(
+          gathered, values(numel, r, dtype).narrow(0, mine.begin, mine.size()).contiguous());
       gather_calls += 1;
       gather_bytes += gathered.nbytes();
       std::vector<std::pair<zt::ReduceOp, at::Tensor>> reduced, scattered;
@@ -122,7 +127,8 @@ void run_collectives(zt::Communicator& comm) {
       at::Tensor expect_gather = at::empty({numel}, at::TensorOptions().dtype(dtype));
       for (int q = 0; q < n; ++q) {
         zt::ShardRange s = zt::flat_shard(numel, n, q);
-        expect_gather.narrow(0, s.begin, s.size()).copy_(values(numel, q, dtype).narrow(0, s.begin, s.size()));
+        expect_gather.narrow(0, s.begin, s.size())
+            .copy_(values(numel, q, dtype).narrow(0, s.begin, s.size()));
       }
       check(at::equal(gathered, expect_gather), describe("all_gather", numel, dtype));
       for (auto& [op, t] : reduced) {
@@ -131,7 +137,8 @@ void run_collectives(zt::Communicator& comm) {
       }
       for (auto& [op, shard] : scattered) {
         at::Tensor expect = reduce_expected(numel, n, dtype, op).narrow(0, mine.begin, mine.size());
-        check(at::equal(shard, expect), describe("reduce_scatter", numel, dtype, zt::reduce_op_name(op)));
+        check(at::equal(shard, expect),
+              describe("reduce_scatter", numel, dtype, zt::reduce_op_name(op)));
       }
       for (int root = 0; root < n; ++root) {
         check(at::equal(broadcasts[root], values(numel, root, dtype)),
@@ -143,7 +150,8 @@ void run_collectives(zt::Communicator& comm) {
   zt::CommStats stats = comm.stats();
   check(stats[zt::CommOp::kAllGather].calls == gather_calls, "all_gather call counter");
   check(stats[zt::CommOp::kAllGather].bytes == gather_bytes, "all_gather byte counter");
-  check(stats[zt::CommOp::kAllReduce].calls == gather_calls * ops.size(), "all_reduce call counter");
+  check(stats[zt::CommOp::kAllReduce].calls == gather_calls * ops.size(),
+        "all_reduce call counter");
   check(stats[zt::CommOp::kBroadcast].calls == gather_calls * n, "broadcast call counter");
   check(stats[zt::CommOp::kBarrier].calls == 1, "barrier call counter");
   check(n == 1 || stats[zt::CommOp::kAllGather].wire_bytes > 0, "all_gather sent bytes");
@@ -158,31 +166,32 @@ int main(int argc, char** argv) {
   const std::string scenario = args["scenario"];
   const int victim = std::stoi(args["victim"]);
   return zt::test::run_rank_check(env.rank, [&]() -> std::string {
-      auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
-                                  env.master_port, env.rank, env.world, timeout);
-      if (scenario == "rendezvous_only") {
-        return std::string("OK");
-      }
-      zt::PluginCatalog catalog;
-      const zt::CommunicatorPlugin& plugin = catalog.comm(args["plugin"]);
-      zt::Options options = plugin_options(plugin, args["plugin"], args["option"]);
-      auto comm = plugin.create(options, zt::comm_context(env, *store, "check/", timeout));
-      if (scenario == "collectives") {
-        run_collectives(*comm);
-      } else if (scenario == "die" || scenario == "wait_for_dead") {
-        // Everyone finishes one collective, then the victim dies before the next one.
-        at::Tensor t = at::ones({1 << 16});
-        comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
-        if (env.rank == victim) {
-          if (scenario == "die") _exit(9);
-          raise(SIGKILL);
-        }
-        comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
-        throw zt::test::CheckFailed("the all_reduce after rank " + std::to_string(victim) + " died completed");
-      } else {
-        throw zt::ConfigError("unknown scenario " + scenario);
-      }
-      comm.reset();
+    auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
+                                env.master_port, env.rank, env.world, timeout);
+    if (scenario == "rendezvous_only") {
       return std::string("OK");
+    }
+    zt::PluginCatalog catalog;
+    const zt::CommunicatorPlugin& plugin = catalog.comm(args["plugin"]);
+    zt::Options options = plugin_options(plugin, args["plugin"], args["option"]);
+    auto comm = plugin.create(options, zt::comm_context(env, *store, "check/", timeout));
+    if (scenario == "collectives") {
+      run_collectives(*comm);
+    } else if (scenario == "die" || scenario == "wait_for_dead") {
+      // Everyone finishes one collective, then the victim dies before the next one.
+      at::Tensor t = at::ones({1 << 16});
+      comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
+      if (env.rank == victim) {
+        if (scenario == "die") _exit(9);
+        raise(SIGKILL);
+      }
+      comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
+      throw zt::test::CheckFailed("the all_reduce after rank " + std::to_string(victim) +
+                                  " died completed");
+    } else {
+      throw zt::ConfigError("unknown scenario " + scenario);
+    }
+    comm.reset();
+    return std::string("OK");
   });
 }

@@ -1,7 +1,8 @@
-// zt_engine_check: one rank of the correctness oracle (docs/architecture.md, "Correctness oracle"). Trains a small model with
-// uneven tensor shapes and a weight shared by two units through the ZeRO engine, and checks
-// every parameter against the same model trained in this one process by LibTorch's own AdamW on
-// the same global batch. Writes "OK" or the failure to $ZT_CHECK_OUT/rank<r>.txt.
+// zt_engine_check: one rank of the correctness oracle (docs/architecture.md, "Correctness oracle").
+// Trains a small model with uneven tensor shapes and a weight shared by two units through the ZeRO
+// engine, and checks every parameter against the same model trained in this one process by
+// LibTorch's own AdamW on the same global batch. Writes "OK" or the failure to
+// $ZT_CHECK_OUT/rank<r>.txt.
 //
 //   zt_engine_check --stage S --shard shard_tensor|shard_bucket [--dtype fp32|bf16]
 //                   [--accum A] [--clip C] [--steps N] [--prefetch K] [--persist T]
@@ -143,16 +144,17 @@ const std::pair<const char*, const char*> kConfigFlags[] = {
 zt::Config check_config(Args& a, const std::string& nvme_dir) {
   using zt::value_to_toml;
   const std::string toml =
-      "[data]\nmicro_batch = " + std::to_string(kMicroBatch) + "\n"
+      "[data]\nmicro_batch = " + std::to_string(kMicroBatch) +
+      "\n"
       "[precision]\ninitial_scale = 1024\nhysteresis = 1\n"
       "[zero]\nallgather_bucket_mb = 0.001\n"  // forces waits between post-step all-gathers
       "[plugins]\ncomm = \"comm_ucx\"\noptimizer = \"optim_hybrid_adam\"\n"
-      "[plugin.optim_hybrid_adam]\nlr = " + value_to_toml(kLr) +
-      "\nbetas = " + value_to_toml(std::vector<double>{kBeta1, kBeta2}) +
+      "[plugin.optim_hybrid_adam]\nlr = " +
+      value_to_toml(kLr) + "\nbetas = " + value_to_toml(std::vector<double>{kBeta1, kBeta2}) +
       "\neps = " + value_to_toml(kEps) + "\nweight_decay = " + value_to_toml(kWeightDecay) +
       "\nadamw = true\n"
-      "[plugin.offload_nvme]\npath = " + value_to_toml(nvme_dir) +
-      "\nbuffer_count = 2\nbuffer_mb = 1\nqueue_depth = 4\n";
+      "[plugin.offload_nvme]\npath = " +
+      value_to_toml(nvme_dir) + "\nbuffer_count = 2\nbuffer_mb = 1\nqueue_depth = 4\n";
   std::vector<std::string> overrides;
   for (const auto& [flag, key] : kConfigFlags) {
     const std::string& value = a[flag];
@@ -198,7 +200,8 @@ void check_parameters(zt::Engine& engine, Weights& ref, at::ScalarType dt, int64
   for (size_t i = 0; i < want.size(); ++i) {
     at::Tensor w = want[i].second.detach();
     at::Tensor g = got[i].second.view(w.sizes());
-    if (got[i].first != want[i].first) throw CheckFailed("parameter order: " + got[i].first + " vs " + want[i].first);
+    if (got[i].first != want[i].first)
+      throw CheckFailed("parameter order: " + got[i].first + " vs " + want[i].first);
     at::Tensor excess = ((g - w).abs() - (atol + rtol * w.abs())).max();
     double e = excess.item<double>();
     if (e > 0 && e > worst_err) {
@@ -215,8 +218,8 @@ void check_forward_calls(const std::vector<std::unique_ptr<LambdaUnit>>& units, 
   const int64_t want_calls = steps * opt.grad_accum * (opt.activation_checkpointing ? 2 : 1);
   for (const auto& u : units) {
     if (u->calls() != want_calls) {
-      throw CheckFailed("unit " + u->name() + " ran forward " + std::to_string(u->calls()) + " times, expected " +
-                        std::to_string(want_calls));
+      throw CheckFailed("unit " + u->name() + " ran forward " + std::to_string(u->calls()) +
+                        " times, expected " + std::to_string(want_calls));
     }
   }
 }
@@ -228,11 +231,12 @@ std::string memory_text(const zt::trainer::EngineSetup& setup) {
   std::string text = "OK peak_gathered=" + std::to_string(mem.params_gathered_peak) +
                      " unit_max=" + std::to_string(mem.unit_max_params) +
                      " persistent=" + std::to_string(mem.persistent_params);
-  if (opt.stage == 3 &&
-      mem.params_gathered_peak > (opt.prefetch_units + 1) * mem.unit_max_params + mem.persistent_params) {
-    throw CheckFailed("stage 3 gathered " + std::to_string(mem.params_gathered_peak) + " bytes at peak, over " +
-                      std::to_string(opt.prefetch_units + 1) + " units (" + std::to_string(mem.unit_max_params) +
-                      " B each) + persistent " + std::to_string(mem.persistent_params));
+  if (opt.stage == 3 && mem.params_gathered_peak > (opt.prefetch_units + 1) * mem.unit_max_params +
+                                                       mem.persistent_params) {
+    throw CheckFailed("stage 3 gathered " + std::to_string(mem.params_gathered_peak) +
+                      " bytes at peak, over " + std::to_string(opt.prefetch_units + 1) +
+                      " units (" + std::to_string(mem.unit_max_params) + " B each) + persistent " +
+                      std::to_string(mem.persistent_params));
   }
   zt::CommStats stats = setup.comm->stats();
   text += " all_gather_calls=" + std::to_string(stats[zt::CommOp::kAllGather].calls) +
@@ -246,7 +250,8 @@ std::string memory_text(const zt::trainer::EngineSetup& setup) {
     moved += t->stats().bytes_read + t->stats().bytes_written;
   }
   if (held < mem.offload_optimizer + mem.offload_param) {
-    throw CheckFailed("tiers hold " + std::to_string(held) + " bytes, less than the engine placed there");
+    throw CheckFailed("tiers hold " + std::to_string(held) +
+                      " bytes, less than the engine placed there");
   }
   return text + " tier_bytes_moved=" + std::to_string(moved);
 }
@@ -254,8 +259,8 @@ std::string memory_text(const zt::trainer::EngineSetup& setup) {
 // One rank's check: train through the engine and the reference side by side, compare.
 std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_dir) {
   auto timeout = std::chrono::milliseconds(60000);
-  auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr, env.master_port,
-                              env.rank, env.world, timeout);
+  auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
+                              env.master_port, env.rank, env.world, timeout);
   const zt::Config config = check_config(a, nvme_dir);
   const int steps = static_cast<int>(config.section("run").get_int("steps"));
   const int force_overflow = std::stoi(a["force_overflow_step"]);
@@ -295,20 +300,25 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
       engine.forward_backward(x.to(dt), [&](const at::Tensor& out) {
         at::Tensor loss = at::mse_loss(out.to(at::kFloat), y);
         // An inf on one rank only: the skip decision must still be the same everywhere.
-        if (overflow_now && env.rank == env.world - 1) loss = loss * std::numeric_limits<float>::infinity();
+        if (overflow_now && env.rank == env.world - 1)
+          loss = loss * std::numeric_limits<float>::infinity();
         return loss;
       });
     }
-    if (step == 0 && opt.stage >= 2 && !opt.activation_checkpointing && reduces_at_first_unit == 0) {
-      throw CheckFailed("stage " + std::to_string(opt.stage) + " sent no gradient before backward reached "
+    if (step == 0 && opt.stage >= 2 && !opt.activation_checkpointing &&
+        reduces_at_first_unit == 0) {
+      throw CheckFailed("stage " + std::to_string(opt.stage) +
+                        " sent no gradient before backward reached "
                         "the first unit: reductions wait for the whole backward");
     }
     zt::StepReport rep = engine.step(kLr);
     if (overflow_now) {
-      if (!rep.skipped) throw CheckFailed("step " + std::to_string(step + 1) + " overflowed but was not skipped");
+      if (!rep.skipped)
+        throw CheckFailed("step " + std::to_string(step + 1) + " overflowed but was not skipped");
       continue;
     }
-    if (rep.skipped) throw CheckFailed("step " + std::to_string(step + 1) + " was skipped without an overflow");
+    if (rep.skipped)
+      throw CheckFailed("step " + std::to_string(step + 1) + " was skipped without an overflow");
     ++applied;
     reference.step(step, opt, env.world);
   }
@@ -316,28 +326,44 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   check_forward_calls(units, steps, opt);
   const std::string text = memory_text(*setup);
   // Files of the NVMe tier are gone once the setup (engine first, then its tiers) is destroyed.
-  const std::string rank_dir = nvme_dir + "/zt-" + setup->tiers.job + "/rank" + std::to_string(env.rank);
+  const std::string rank_dir = nvme_dir + "/zt-" + setup->tiers.job + "/rank" +
+                               std::to_string(env.rank);
   setup.reset();
-  if (std::filesystem::exists(rank_dir)) throw CheckFailed("NVMe tier left " + rank_dir + " behind");
+  if (std::filesystem::exists(rank_dir))
+    throw CheckFailed("NVMe tier left " + rank_dir + " behind");
   return text;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args a{{"stage", "0"}, {"shard", "shard_tensor"}, {"dtype", "fp32"},
-         {"accum", "1"}, {"clip", "0"}, {"steps", "5"}, {"prefetch", "1"},
-         {"persist", "0"}, {"overlap", "true"}, {"bucket_mb", "25"},
-         {"force_overflow_step", "0"}, {"loss_scale", "false"},
-         {"prefetch_elements", "0"}, {"max_live", "1000000000"},
+  Args a{{"stage", "0"},
+         {"shard", "shard_tensor"},
+         {"dtype", "fp32"},
+         {"accum", "1"},
+         {"clip", "0"},
+         {"steps", "5"},
+         {"prefetch", "1"},
+         {"persist", "0"},
+         {"overlap", "true"},
+         {"bucket_mb", "25"},
+         {"force_overflow_step", "0"},
+         {"loss_scale", "false"},
+         {"prefetch_elements", "0"},
+         {"max_live", "1000000000"},
          {"predivide", "1"},
-         {"checkpoint", "false"}, {"hidden", "17"},
-         {"offload_optimizer", "none"}, {"offload_param", "none"},
-         {"optimizer_fraction", "1"}, {"param_fraction", "1"},
-         {"sub_group", "1000000000"}, {"pipeline", "true"}};
+         {"checkpoint", "false"},
+         {"hidden", "17"},
+         {"offload_optimizer", "none"},
+         {"offload_param", "none"},
+         {"optimizer_fraction", "1"},
+         {"param_fraction", "1"},
+         {"sub_group", "1000000000"},
+         {"pipeline", "true"}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   kHidden = std::stoll(a["hidden"]);
   zt::RankEnv env = zt::discover_rank_env();
-  const std::string nvme_dir = std::string(std::getenv("ZT_CHECK_OUT") ? std::getenv("ZT_CHECK_OUT") : "/tmp") + "/nvme";
+  const std::string nvme_dir =
+      std::string(std::getenv("ZT_CHECK_OUT") ? std::getenv("ZT_CHECK_OUT") : "/tmp") + "/nvme";
   return zt::test::run_rank_check(env.rank, [&] { return run_check(a, env, nvme_dir); });
 }

@@ -78,8 +78,9 @@ TEST_CASE("ranks that fail together, each writing its error in pieces, never sha
 
 TEST_CASE("the failure named is the error printed first, even if that rank ends last") {
   // Rank 2 fails first but takes longer to exit; ranks 0 and 1 fail after it and exit at once.
-  Captured c = launch_script(3, "if [ $RANK = 2 ]; then echo 'zt: [rank 2] io error: disk gone' >&2; sleep 0.5; "
-                                "exit 5; fi; sleep 0.2; echo \"zt: [rank $RANK] comm error: peer left\" >&2; exit 4");
+  Captured c = launch_script(
+      3, "if [ $RANK = 2 ]; then echo 'zt: [rank 2] io error: disk gone' >&2; sleep 0.5; "
+         "exit 5; fi; sleep 0.2; echo \"zt: [rank $RANK] comm error: peer left\" >&2; exit 4");
   INFO(joined(c.lines));
   CHECK(c.result.failed_rank == 2);
   CHECK(c.result.exit_code == 5);
@@ -90,9 +91,11 @@ TEST_CASE("the failure named is the error printed first, even if that rank ends 
   CHECK(c.lines[0] == "zt: [rank 2] io error: disk gone");
 }
 
-TEST_CASE("a rank's last words without a newline still come out whole, and a hung rank is stopped") {
-  Captured c = launch_script(2, "if [ $RANK = 1 ]; then printf 'zt: [rank 1] config error: no newline' >&2; exit 2; fi; "
-                                "exec sleep 100");
+TEST_CASE(
+    "a rank's last words without a newline still come out whole, and a hung rank is stopped") {
+  Captured c = launch_script(
+      2, "if [ $RANK = 1 ]; then printf 'zt: [rank 1] config error: no newline' >&2; exit 2; fi; "
+         "exec sleep 100");
   INFO(joined(c.lines));
   CHECK(c.result.exit_code == 2);
   CHECK(c.result.failed_rank == 1);

@@ -31,7 +31,7 @@ TEST_CASE("a rank that exits mid-job makes its peers fail with a CommError namin
   // The launcher would stop the survivors at once; here they must detect it themselves, as
   // under torchrun or Slurm.
   Ranks ranks = launch_comm_check(2, {"--scenario", "die", "--victim", "1", "--timeout-ms", "2000"},
-                             /*stop_all=*/false);
+                                  /*stop_all=*/false);
   INFO(ranks.all());
   CHECK(ranks.result.rank_codes[1] == 9);
   CHECK(ranks.result.rank_codes[0] == 4);  // ErrorKind::kComm
@@ -41,8 +41,9 @@ TEST_CASE("a rank that exits mid-job makes its peers fail with a CommError namin
 }
 
 TEST_CASE("with three ranks, the survivor next to the dead rank names it") {
-  Ranks ranks = launch_comm_check(3, {"--scenario", "wait_for_dead", "--victim", "2", "--timeout-ms", "2000"},
-                             /*stop_all=*/false);
+  Ranks ranks = launch_comm_check(
+      3, {"--scenario", "wait_for_dead", "--victim", "2", "--timeout-ms", "2000"},
+      /*stop_all=*/false);
   INFO(ranks.all());
   CHECK(ranks.result.rank_codes[2] == 128 + 9);
   CHECK(ranks.result.rank_codes[0] == 4);
@@ -53,7 +54,8 @@ TEST_CASE("with three ranks, the survivor next to the dead rank names it") {
 
 TEST_CASE("the launcher stops every rank when one is killed and names it") {
   // Survivors would wait 100 s; the launcher must end them long before.
-  Ranks ranks = launch_comm_check(3, {"--scenario", "wait_for_dead", "--victim", "1", "--timeout-ms", "100000"});
+  Ranks ranks = launch_comm_check(
+      3, {"--scenario", "wait_for_dead", "--victim", "1", "--timeout-ms", "100000"});
   INFO(ranks.all());
   CHECK(ranks.result.failed_rank == 1);
   CHECK(ranks.result.exit_code == 128 + 9);
@@ -66,9 +68,10 @@ TEST_CASE("the launcher stops every rank when one is killed and names it") {
 TEST_CASE("rendezvous without rank 0 times out with a clear error") {
   TempDir out;
   int port = zt::pick_free_port("127.0.0.1");
-  auto r = zt::test::run_command("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-                                 " ZT_CHECK_OUT=" + out.path().string() + " " + ZT_TEST_COMM_CHECK +
-                                 " --scenario rendezvous_only --timeout-ms 1500");
+  auto r = zt::test::run_command(
+      "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+      " ZT_CHECK_OUT=" + out.path().string() + " " + ZT_TEST_COMM_CHECK +
+      " --scenario rendezvous_only --timeout-ms 1500");
   INFO(r.output);
   CHECK(r.exit_code == 4);
   CHECK(contains(r.output, "cannot reach rank 0 at 127.0.0.1:" + std::to_string(port)));
@@ -77,9 +80,10 @@ TEST_CASE("rendezvous without rank 0 times out with a clear error") {
 TEST_CASE("rendezvous where a rank never arrives says how many did") {
   TempDir out;
   int port = zt::pick_free_port("127.0.0.1");
-  auto r = zt::test::run_command("RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-                                 " ZT_CHECK_OUT=" + out.path().string() + " " + ZT_TEST_COMM_CHECK +
-                                 " --scenario rendezvous_only --timeout-ms 1500");
+  auto r = zt::test::run_command(
+      "RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+      " ZT_CHECK_OUT=" + out.path().string() + " " + ZT_TEST_COMM_CHECK +
+      " --scenario rendezvous_only --timeout-ms 1500");
   INFO(r.output);
   CHECK(r.exit_code == 4);
   CHECK(contains(r.output, "1 of 3 ranks arrived"));
@@ -97,9 +101,10 @@ TEST_CASE("rank 0 on a port in use fails naming the port and the way out") {
   getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
   int port = ntohs(sa.sin_port);
   TempDir out;
-  auto r = zt::test::run_command("RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-                                 " ZT_CHECK_OUT=" + out.path().string() + " " + ZT_TEST_COMM_CHECK +
-                                 " --scenario rendezvous_only --timeout-ms 1500");
+  auto r = zt::test::run_command(
+      "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+      " ZT_CHECK_OUT=" + out.path().string() + " " + ZT_TEST_COMM_CHECK +
+      " --scenario rendezvous_only --timeout-ms 1500");
   close(fd);
   INFO(r.output);
   CHECK(r.exit_code == 4);

@@ -21,12 +21,17 @@ namespace {
 std::string trainer() { return ZT_TEST_TRAINER; }
 
 // The shipped stage-3 config, small, with optimizer states on NVMe and parameters in host memory.
-std::string offload_job(const std::string& out_dir, const std::string& nvme, const std::string& extra = "") {
-  return trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR
-         "/README.md --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 --set model.seq_len=32 "
-         "--set run.steps=3 --set run.out_dir=" + out_dir + " --set plugins.offload_optimizer=offload_nvme "
-         "--set plugins.offload_param=offload_cpu --set plugin.offload_nvme.path=" + nvme +
-         " --set zero.sub_group_size=4096 " + extra;
+std::string offload_job(const std::string& out_dir, const std::string& nvme,
+                        const std::string& extra = "") {
+  return trainer() +
+         " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR
+         "/README.md --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 --set "
+         "model.seq_len=32 "
+         "--set run.steps=3 --set run.out_dir=" +
+         out_dir +
+         " --set plugins.offload_optimizer=offload_nvme "
+         "--set plugins.offload_param=offload_cpu --set plugin.offload_nvme.path=" +
+         nvme + " --set zero.sub_group_size=4096 " + extra;
 }
 
 int64_t lines_of(const std::string& path) {
@@ -44,18 +49,27 @@ bool no_job_folders(const std::filesystem::path& nvme) {
 
 // Runs a long offloaded job, waits for `after_steps` metrics lines, runs `sabotage` (a shell
 // command; $DIR is rank 0's NVMe folder) and waits for the job to end.
-zt::test::CommandResult sabotage_run(const TempDir& dir, const std::string& sabotage, const std::string& extra = "") {
+zt::test::CommandResult sabotage_run(const TempDir& dir, const std::string& sabotage,
+                                     const std::string& extra = "") {
   const std::string nvme = dir.file("nvme");
   write_file(dir.file("run.sh"),
-             "timeout 300 " + offload_job(dir.file("out"), nvme, "--set run.steps=100000 " + extra) + " &\n"
-             "pid=$!\n"
-             "for i in $(seq 1 600); do\n"
-             "  n=$(cat " + dir.file("out") + "/metrics.jsonl 2>/dev/null | wc -l)\n"
-             "  [ \"$n\" -ge 2 ] && break; sleep 0.05\n"
-             "done\n"
-             "DIR=$(ls -d " + nvme + "/zt-*/rank0)\n"
-             "echo \"sabotage in $DIR\"\n" + sabotage + "\n"
-             "wait $pid; echo \"job exit $?\"\n");
+             "timeout 300 " +
+                 offload_job(dir.file("out"), nvme, "--set run.steps=100000 " + extra) +
+                 " &\n"
+                 "pid=$!\n"
+                 "for i in $(seq 1 600); do\n"
+                 "  n=$(cat " +
+                 dir.file("out") +
+                 "/metrics.jsonl 2>/dev/null | wc -l)\n"
+                 "  [ \"$n\" -ge 2 ] && break; sleep 0.05\n"
+                 "done\n"
+                 "DIR=$(ls -d " +
+                 nvme +
+                 "/zt-*/rank0)\n"
+                 "echo \"sabotage in $DIR\"\n" +
+                 sabotage +
+                 "\n"
+                 "wait $pid; echo \"job exit $?\"\n");
   return run_command("bash " + dir.file("run.sh"));
 }
 
@@ -68,17 +82,21 @@ int64_t failed_step(const std::string& output) {
 
 }  // namespace
 
-TEST_CASE("offload: NVMe optimizer states + host parameters train to the same loss, summary by tier") {
+TEST_CASE(
+    "offload: NVMe optimizer states + host parameters train to the same loss, summary by tier") {
   TempDir dir;
-  auto plain = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path="
-                           ZT_TEST_SOURCE_DIR "/README.md --set model.n_layer=2 --set model.d_model=64 --set "
-                           "model.n_head=2 --set model.seq_len=32 --set run.steps=3 --set run.out_dir=" +
-                           dir.file("plain"));
+  auto plain = run_command(
+      trainer() +
+      " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR
+      "/README.md --set model.n_layer=2 --set model.d_model=64 --set "
+      "model.n_head=2 --set model.seq_len=32 --set run.steps=3 --set run.out_dir=" +
+      dir.file("plain"));
   REQUIRE(plain.exit_code == 0);
   auto r = run_command(offload_job(dir.file("out"), dir.file("nvme")));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK(r.output.substr(r.output.find("final loss"), 17) == plain.output.substr(plain.output.find("final loss"), 17));
+  CHECK(r.output.substr(r.output.find("final loss"), 17) ==
+        plain.output.substr(plain.output.find("final loss"), 17));
   CHECK(contains(r.output, "offload: optimizer states + fp32 master -> offload_nvme"));
   CHECK(contains(r.output, "parameter shards -> offload_cpu"));
   CHECK(std::regex_search(r.output, std::regex("compute +offload_cpu +offload_nvme +total")));
@@ -99,7 +117,8 @@ TEST_CASE("offload fault: a folder that cannot be created stops before training,
   CHECK_FALSE(contains(r.output, "step 1/"));
 }
 
-TEST_CASE("offload fault: a filesystem too small for the states stops before training with the bytes") {
+TEST_CASE(
+    "offload fault: a filesystem too small for the states stops before training with the bytes") {
   TempDir dir;
   const std::string small = dir.file("small");
   std::filesystem::create_directories(small);
@@ -109,17 +128,21 @@ TEST_CASE("offload fault: a filesystem too small for the states stops before tra
     return;
   }
   // 430k parameters: about 2.5 MiB of optimizer states per rank, over the 1 MiB filesystem.
-  auto r = run_command(offload_job(dir.file("out"), small, "--set model.d_model=128 --set model.n_head=4"));
+  auto r = run_command(
+      offload_job(dir.file("out"), small, "--set model.d_model=128 --set model.n_head=4"));
   run_command("umount " + small);
   INFO(r.output);
   CHECK(r.exit_code == 5);
   CHECK(contains(r.output, small));
-  CHECK(std::regex_search(r.output, std::regex("[0-9]+ bytes \\([0-9.]+ MiB\\) needed, [0-9]+ bytes \\([0-9.]+ MiB\\) free")));
+  CHECK(std::regex_search(
+      r.output,
+      std::regex("[0-9]+ bytes \\([0-9.]+ MiB\\) needed, [0-9]+ bytes \\([0-9.]+ MiB\\) free")));
   CHECK(contains(r.output, "zero.offload_optimizer_fraction"));
   CHECK_FALSE(contains(r.output, "step 1/"));
 }
 
-TEST_CASE("offload fault: files deleted under a running job stop it at that step, nothing more logged") {
+TEST_CASE(
+    "offload fault: files deleted under a running job stop it at that step, nothing more logged") {
   TempDir dir;
   auto r = sabotage_run(dir, "rm -f \"$DIR\"/*");
   INFO(r.output);
@@ -134,14 +157,17 @@ TEST_CASE("offload fault: files deleted under a running job stop it at that step
   CHECK(no_job_folders(dir.file("nvme")));
 }
 
-TEST_CASE("offload fault: files truncated under a running job stop it, naming path, bytes and step") {
+TEST_CASE(
+    "offload fault: files truncated under a running job stop it, naming path, bytes and step") {
   TempDir dir;
   // Parameters on NVMe too, so shards are also read during forward, mid-step. A file cut while
   // the step rewrites it whole heals with the right bytes, so the files are cut for a while:
   // whichever comes first, a short read mid-step or the step's own size check, must stop the job.
-  auto r = sabotage_run(dir, "for i in $(seq 1 100); do for f in \"$DIR\"/*; do truncate -s 0 \"$f\" 2>/dev/null; done; "
-                        "sleep 0.02; done",
-                        "--set plugins.offload_param=offload_nvme");
+  auto r = sabotage_run(
+      dir,
+      "for i in $(seq 1 100); do for f in \"$DIR\"/*; do truncate -s 0 \"$f\" 2>/dev/null; done; "
+      "sleep 0.02; done",
+      "--set plugins.offload_param=offload_nvme");
   INFO(r.output);
   CHECK(contains(r.output, "job exit 5"));
   CHECK(contains(r.output, dir.file("nvme")));
@@ -161,12 +187,14 @@ TEST_CASE("offload: bytes sent to files do not count against the host memory lim
   // 10 - 6) psi = 1.8 MiB (the fp32 master is its own copy then); the limit, 1.9 MiB, is between.
   TempDir dir;
   const std::string limit = " --set launch.memory_limit_gb=0.00186";
-  auto plain = run_command(offload_job(dir.file("out"), dir.file("nvme"),
-                                       "--set plugins.offload_optimizer= --set plugins.offload_param=" + limit));
+  auto plain = run_command(
+      offload_job(dir.file("out"), dir.file("nvme"),
+                  "--set plugins.offload_optimizer= --set plugins.offload_param=" + limit));
   INFO(plain.output);
   CHECK(plain.exit_code == 2);
   CHECK(contains(plain.output, "offload to files"));
-  auto offloaded = run_command(offload_job(dir.file("out"), dir.file("nvme"), "--set plugins.offload_param=" + limit));
+  auto offloaded = run_command(
+      offload_job(dir.file("out"), dir.file("nvme"), "--set plugins.offload_param=" + limit));
   INFO(offloaded.output);
   CHECK(offloaded.exit_code == 0);
 }

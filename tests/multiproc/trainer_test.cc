@@ -28,7 +28,8 @@ zt::test::CommandResult run_with(const std::string& toml, const std::string& ext
 }  // namespace
 
 TEST_CASE("the smoke job runs on 2 local ranks and verifies every collective") {
-  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=2");
+  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR
+                                   "/configs/smoke.toml --set run.steps=2");
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "zt smoke: 2 rank(s) over comm_ucx"));
@@ -38,7 +39,8 @@ TEST_CASE("the smoke job runs on 2 local ranks and verifies every collective") {
 }
 
 TEST_CASE("--nproc 3 on the command line overrides the config") {
-  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --nproc 3 --set run.steps=1");
+  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR
+                                   "/configs/smoke.toml --nproc 3 --set run.steps=1");
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "zt smoke: 3 rank(s)"));
@@ -75,8 +77,9 @@ TEST_CASE("an unknown plugin id exits 3, listing what was found and where it loo
 }
 
 TEST_CASE("--print-config prints the resolved config with defaults and overrides") {
-  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set zero.stage=0 "
-                       "--set plugin.comm_ucx.chunk_kb=256 --print-config");
+  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR
+                                   "/configs/smoke.toml --set zero.stage=0 "
+                                   "--set plugin.comm_ucx.chunk_kb=256 --print-config");
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "[zero]\nstage = 0\n"));
@@ -103,23 +106,27 @@ TEST_CASE("plugins list and describe") {
 
 TEST_CASE("a rank of the trainer that cannot rendezvous exits 4 naming rank 0's address") {
   auto r = run_command("RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=1 " + trainer() +
-                       " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set launch.timeout_s=1");
+                       " --config " ZT_TEST_SOURCE_DIR
+                       "/configs/smoke.toml --set launch.timeout_s=1");
   INFO(r.output);
   CHECK(r.exit_code == 4);
-  CHECK(contains(r.output, "zt: [rank 1] comm error: rendezvous: rank 1 cannot reach rank 0 at 127.0.0.1:1"));
+  CHECK(contains(r.output,
+                 "zt: [rank 1] comm error: rendezvous: rank 1 cannot reach rank 0 at 127.0.0.1:1"));
 }
 
 TEST_CASE("killing one rank of `trainer --nproc 2` stops the job and names the rank and signal") {
   // A long smoke job; the test kills its rank 1 from outside, as an OOM killer would.
   TempDir dir;
-  write_file(dir.file("kill.sh"),
-             trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1000000 &\n"
-             "pid=$!; victim=''\n"
-             "for i in $(seq 1 200); do\n"
-             "  victim=$(ps -o pid= --ppid $pid | sed -n 2p | tr -d ' ')\n"  // ranks start in order
-             "  [ -n \"$victim\" ] && break; sleep 0.05\n"
-             "done\n"
-             "sleep 1; kill -9 $victim; wait $pid; echo \"launcher exit $?\"\n");
+  write_file(
+      dir.file("kill.sh"),
+      trainer() +
+          " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1000000 &\n"
+          "pid=$!; victim=''\n"
+          "for i in $(seq 1 200); do\n"
+          "  victim=$(ps -o pid= --ppid $pid | sed -n 2p | tr -d ' ')\n"  // ranks start in order
+          "  [ -n \"$victim\" ] && break; sleep 0.05\n"
+          "done\n"
+          "sleep 1; kill -9 $victim; wait $pid; echo \"launcher exit $?\"\n");
   auto r = run_command("bash " + dir.file("kill.sh"));
   INFO(r.output);
   CHECK(contains(r.output, "launcher exit 137"));
@@ -131,9 +138,12 @@ namespace {
 
 // A small, fast variant of the shipped stage-3 config.
 std::string tiny_train(const std::string& out_dir, const std::string& extra = "") {
-  return trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR
-         "/README.md --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 --set model.seq_len=32 "
-         "--set run.steps=3 --set run.out_dir=" + out_dir + " " + extra;
+  return trainer() +
+         " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR
+         "/README.md --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 --set "
+         "model.seq_len=32 "
+         "--set run.steps=3 --set run.out_dir=" +
+         out_dir + " " + extra;
 }
 
 }  // namespace
@@ -157,7 +167,8 @@ TEST_CASE("training: every stage reaches the same loss (same init, same global b
   std::string first;
   for (int stage : {0, 1, 2, 3}) {
     TempDir dir;
-    auto r = run_command(tiny_train(dir.path().string(), "--set zero.stage=" + std::to_string(stage)));
+    auto r = run_command(
+        tiny_train(dir.path().string(), "--set zero.stage=" + std::to_string(stage)));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     std::string line = r.output.substr(r.output.find("final loss"), 17);
@@ -170,8 +181,9 @@ TEST_CASE("training: activation checkpointing gives the same loss as without") {
   std::string losses[2];
   for (int ac = 0; ac < 2; ++ac) {
     TempDir dir;
-    auto r = run_command(tiny_train(dir.path().string(), std::string("--set model.activation_checkpointing=") +
-                                                             (ac ? "true" : "false")));
+    auto r = run_command(
+        tiny_train(dir.path().string(),
+                   std::string("--set model.activation_checkpointing=") + (ac ? "true" : "false")));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     losses[ac] = r.output.substr(r.output.find("final loss"), 17);
@@ -181,9 +193,10 @@ TEST_CASE("training: activation checkpointing gives the same loss as without") {
 
 TEST_CASE("training: a NaN loss in fp32 stops with the step number and a hint, exit 6") {
   TempDir dir;
-  auto r = run_command(tiny_train(dir.path().string(),
-                                  "--set run.steps=6 --set run.warmup_steps=0 --set plugin.optim_hybrid_adam.lr=1e9 "
-                                  "--set zero.gradient_clipping=0"));
+  auto r = run_command(
+      tiny_train(dir.path().string(),
+                 "--set run.steps=6 --set run.warmup_steps=0 --set plugin.optim_hybrid_adam.lr=1e9 "
+                 "--set zero.gradient_clipping=0"));
   INFO(r.output);
   CHECK(r.exit_code == 6);
   CHECK(contains(r.output, "numeric error: loss is"));
@@ -195,10 +208,14 @@ TEST_CASE("training: a global batch that does not divide, a model too large: con
   auto r = run_command(tiny_train(dir.path().string(), "--set data.global_batch=10"));
   INFO(r.output);
   CHECK(r.exit_code == 2);
-  CHECK(contains(r.output, "data.global_batch = 10 does not equal micro_batch (4) x grad_accum (1) x ranks (2) = 8"));
-  r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set model.preset=gpt2-xl "
-                  "--set model.n_layer=0 --set model.n_head=0 --set model.d_model=0 --set model.seq_len=0 "
-                  "--set model.vocab=0 --set launch.memory_limit_gb=2");
+  CHECK(contains(
+      r.output,
+      "data.global_batch = 10 does not equal micro_batch (4) x grad_accum (1) x ranks (2) = 8"));
+  r = run_command(
+      trainer() +
+      " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set model.preset=gpt2-xl "
+      "--set model.n_layer=0 --set model.n_head=0 --set model.d_model=0 --set model.seq_len=0 "
+      "--set model.vocab=0 --set launch.memory_limit_gb=2");
   INFO(r.output);
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output, "over the 2.00 GiB of launch.memory_limit_gb"));
@@ -207,15 +224,18 @@ TEST_CASE("training: a global batch that does not divide, a model too large: con
 
 TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
   // The config the launcher validates finds a plugin that lives only in the --plugin-dir folder.
-  auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --plugin-dir " ZT_TEST_FIXTURE_DIR
-                       " --set plugins.shard=shard_fixture --set plugin.shard_fixture.bucket_mb=3 --print-config");
+  auto r = run_command(
+      trainer() +
+      " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --plugin-dir " ZT_TEST_FIXTURE_DIR
+      " --set plugins.shard=shard_fixture --set plugin.shard_fixture.bucket_mb=3 --print-config");
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "[plugin.shard_fixture]\nbucket_mb = 3\n"));
   CHECK(contains(r.output, "dirs = [\"" ZT_TEST_FIXTURE_DIR "\"]"));
   // The smoke job loads every plugin it can find: its ranks see the folder's broken fixtures.
-  r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1 --plugin-dir "
-                  ZT_TEST_FIXTURE_DIR);
+  r = run_command(trainer() +
+                  " --config " ZT_TEST_SOURCE_DIR
+                  "/configs/smoke.toml --set run.steps=1 --plugin-dir " ZT_TEST_FIXTURE_DIR);
   INFO(r.output);
   CHECK(r.exit_code == 3);
   CHECK(contains(r.output, "some plugins cannot be loaded"));
@@ -225,7 +245,8 @@ TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
 TEST_CASE("the plugins commands read only plugins.dirs from --config") {
   TempDir dir;
   write_file(dir.file("dirs.toml"), "[plugins]\ndirs = [\"" ZT_TEST_FIXTURE_DIR "\"]\n");
-  auto r = run_command(trainer() + " plugins describe shard_fixture --config " + dir.file("dirs.toml"));
+  auto r = run_command(trainer() + " plugins describe shard_fixture --config " +
+                       dir.file("dirs.toml"));
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "bucket_mb (integer, default 25"));
@@ -249,9 +270,11 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("ranks failing the same way: whole lines, the first failing rank's error last, its exit code") {
+TEST_CASE(
+    "ranks failing the same way: whole lines, the first failing rank's error last, its exit code") {
   TempDir dir;
-  auto r = run_command(tiny_train(dir.path().string(), "--nproc 3 --set data.path=" + dir.file("missing.txt")));
+  auto r = run_command(
+      tiny_train(dir.path().string(), "--nproc 3 --set data.path=" + dir.file("missing.txt")));
   INFO(r.output);
   CHECK(r.exit_code == 5);  // ErrorKind::kIo
   std::vector<std::string> rank_errors, lines = lines_of(r.output);
@@ -299,7 +322,8 @@ TEST_CASE("the run header names the BLAS core, and who chose it") {
   }
   // Ranks started by another launcher: the one-line fix exactly when OpenBLAS picks a weak core.
   int port = zt::pick_free_port("127.0.0.1");
-  r = run_command("RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " + smoke);
+  r = run_command("RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+                  " " + smoke);
   INFO(r.output);
   CHECK(r.exit_code == 0);
   const std::string better = zt::recommended_openblas_core(picked, cpu);
@@ -307,12 +331,15 @@ TEST_CASE("the run header names the BLAS core, and who chose it") {
   CHECK(contains(r.output, "export OPENBLAS_CORETYPE=" + better) == !better.empty());
 }
 
-TEST_CASE("an OpenBLAS that misdetects this CPU: zt sets the core for its ranks, never over the user's") {
+TEST_CASE(
+    "an OpenBLAS that misdetects this CPU: zt sets the core for its ranks, never over the user's") {
   // The fixture reports Prescott, as OpenBLAS 0.3.21 does on newer Xeons. (ASan, in a sanitizer
   // build, must not insist on coming first in the library list.)
-  const std::string run = "env -u OPENBLAS_CORETYPE -u ZT_OPENBLAS_DETECTED_CORE ASAN_OPTIONS=verify_asan_link_order=0 "
-                          "LD_PRELOAD=" ZT_TEST_MISDETECTING_OPENBLAS " ";
-  const std::string smoke = trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1";
+  const std::string run =
+      "env -u OPENBLAS_CORETYPE -u ZT_OPENBLAS_DETECTED_CORE ASAN_OPTIONS=verify_asan_link_order=0 "
+      "LD_PRELOAD=" ZT_TEST_MISDETECTING_OPENBLAS " ";
+  const std::string smoke = trainer() + " --config " ZT_TEST_SOURCE_DIR
+                                        "/configs/smoke.toml --set run.steps=1";
   const std::string best = zt::recommended_openblas_core("Prescott", zt::cpu_features());
   if (best.empty()) {
     MESSAGE("skipped: this CPU runs no OpenBLAS core stronger than Prescott");
@@ -329,13 +356,17 @@ TEST_CASE("an OpenBLAS that misdetects this CPU: zt sets the core for its ranks,
   }
   // Ranks started by another launcher: the one-line fix.
   int port = zt::pick_free_port("127.0.0.1");
-  auto r = run_command(run + "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " + smoke);
+  auto r = run_command(run + "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                       std::to_string(port) + " " + smoke);
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK(contains(r.output, " core Prescott, slower than this CPU allows: export OPENBLAS_CORETYPE=" + best));
+  CHECK(contains(r.output,
+                 " core Prescott, slower than this CPU allows: export OPENBLAS_CORETYPE=" + best));
   // The user's own choice stays, even a weak one.
   r = run_command(run + "OPENBLAS_CORETYPE=Prescott " + smoke);
   INFO(r.output);
-  CHECK(contains(r.output, " core Prescott (OPENBLAS_CORETYPE from your environment; this CPU runs " + best + ")"));
+  CHECK(contains(
+      r.output,
+      " core Prescott (OPENBLAS_CORETYPE from your environment; this CPU runs " + best + ")"));
   CHECK(!contains(r.output, "set by zt"));
 }

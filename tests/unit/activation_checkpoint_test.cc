@@ -58,19 +58,23 @@ struct Model {
   at::Tensor w0, b0, w1, b1, b2;
   std::vector<std::unique_ptr<CountingUnit>> units;
   int w0_ready = 0;  // AccumulateGrad post hook calls of w0, as the engine counts them
-  std::shared_ptr<torch::autograd::Node> w0_accumulator;  // kept alive, as the engine does: it carries the hook
+  std::shared_ptr<torch::autograd::Node>
+      w0_accumulator;  // kept alive, as the engine does: it carries the hook
 
   Model() {
     at::Generator gen = at::detail::createCPUGenerator(7);
-    auto make = [&](std::vector<int64_t> shape) { return at::randn(shape, gen).requires_grad_(true); };
+    auto make = [&](std::vector<int64_t> shape) {
+      return at::randn(shape, gen).requires_grad_(true);
+    };
     w0 = make({6, 4});
     b0 = make({6});
     w1 = make({6, 6});
     b1 = make({6});
     b2 = make({4});
     units.push_back(std::make_unique<CountingUnit>(
-        std::vector<std::pair<std::string, at::Tensor>>{{"w0", w0}, {"b0", b0}}, [this](const at::Tensor& x) {
-          return at::dropout(at::sin(at::linear(x, w0, b0)), 0.3, /*train=*/true);
+        std::vector<std::pair<std::string, at::Tensor>>{{"w0", w0}, {"b0", b0}},
+        [this](const at::Tensor& x) {
+      return at::dropout(at::sin(at::linear(x, w0, b0)), 0.3, /*train=*/true);
         }));
     units.push_back(std::make_unique<CountingUnit>(
         std::vector<std::pair<std::string, at::Tensor>>{{"w1", w1}, {"b1", b1}},
@@ -156,7 +160,8 @@ TEST_CASE("a checkpointed unit keeps no intermediate alive until backward") {
 
 TEST_CASE("gradient of an input that requires grad, and grad() for the input only") {
   at::Tensor w = at::randn({4, 4}).requires_grad_(true);
-  CountingUnit unit({{"w", w}, {"w again", w}}, [&](const at::Tensor& x) { return at::tanh(at::matmul(x, w)); });
+  CountingUnit unit({{"w", w}, {"w again", w}},
+                    [&](const at::Tensor& x) { return at::tanh(at::matmul(x, w)); });
   at::Tensor x = at::randn({3, 4}).requires_grad_(true);
   at::Tensor want = torch::autograd::grad({unit.forward(x).pow(2).sum()}, {x})[0];
   at::Tensor got = torch::autograd::grad({zt::checkpointed_forward(unit, x).pow(2).sum()}, {x})[0];

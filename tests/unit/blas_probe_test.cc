@@ -99,9 +99,11 @@ TEST_CASE("children get OPENBLAS_CORETYPE only when the core is weak and the use
 }
 
 TEST_CASE("the run header says which core runs, who chose it, and the fix when it is weak") {
-  CHECK(zt::blas_header_line({"OpenBLAS 0.3.21", "Haswell", "", "", ""}) == "BLAS: OpenBLAS 0.3.21 core Haswell");
+  CHECK(zt::blas_header_line({"OpenBLAS 0.3.21", "Haswell", "", "", ""}) ==
+        "BLAS: OpenBLAS 0.3.21 core Haswell");
   CHECK(zt::blas_header_line({"OpenBLAS 0.3.21", "SkylakeX", "", "", "Prescott"}) ==
-        "BLAS: OpenBLAS 0.3.21 core SkylakeX (set by zt; OpenBLAS 0.3.21 picks Prescott on this CPU)");
+        "BLAS: OpenBLAS 0.3.21 core SkylakeX (set by zt; OpenBLAS 0.3.21 picks Prescott on this "
+        "CPU)");
   std::string weak = zt::blas_header_line({"OpenBLAS 0.3.21", "Prescott", "SkylakeX", "", ""});
   CHECK(contains(weak, "core Prescott"));
   CHECK(contains(weak, "export OPENBLAS_CORETYPE=SkylakeX"));

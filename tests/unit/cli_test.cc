@@ -8,8 +8,8 @@ using zt::trainer::Command;
 using zt::trainer::parse_cli;
 
 TEST_CASE("a run takes a config, overrides in order, --nproc and --print-config") {
-  auto a = parse_cli({"--config", "c.toml", "--set", "zero.stage=2", "--set=run.steps=3", "--nproc", "4",
-                      "--print-config"});
+  auto a = parse_cli({"--config", "c.toml", "--set", "zero.stage=2", "--set=run.steps=3", "--nproc",
+                      "4", "--print-config"});
   CHECK(a.command == Command::kRun);
   CHECK(a.config_path == "c.toml");
   CHECK(a.overrides == std::vector<std::string>{"zero.stage=2", "run.steps=3"});
@@ -28,9 +28,12 @@ TEST_CASE("plugins subcommands") {
 
 TEST_CASE("bad command lines are config errors that say what to do") {
   CHECK_THROWS_WITH_AS(parse_cli({}), doctest::Contains("no config given"), zt::ConfigError);
-  CHECK_THROWS_WITH_AS(parse_cli({"--config"}), doctest::Contains("--config needs a value"), zt::ConfigError);
-  CHECK_THROWS_WITH_AS(parse_cli({"--config", "c", "--nproc", "0"}), doctest::Contains("--nproc 0"), zt::ConfigError);
-  CHECK_THROWS_WITH_AS(parse_cli({"plugins", "describe"}), doctest::Contains("needs a plugin id"), zt::ConfigError);
-  CHECK_THROWS_WITH_AS(parse_cli({"plugins", "remove"}), doctest::Contains("unknown 'trainer plugins remove'"),
+  CHECK_THROWS_WITH_AS(parse_cli({"--config"}), doctest::Contains("--config needs a value"),
                        zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"--config", "c", "--nproc", "0"}), doctest::Contains("--nproc 0"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"plugins", "describe"}), doctest::Contains("needs a plugin id"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"plugins", "remove"}),
+                       doctest::Contains("unknown 'trainer plugins remove'"), zt::ConfigError);
 }

@@ -44,14 +44,16 @@ TEST_CASE("unknown keys and sections get a did-you-mean with their location") {
   e = error_of(std::string(kSmoke) + "[zeroo]\nstage = 2\n");
   CHECK(contains(e, "unknown section [zeroo] (did you mean 'zero'?)"));
   e = error_of(std::string(kSmoke) + "[plugin.comm_ucx]\nchunk_k = 64\n");
-  CHECK(contains(e, "job.toml:4:1: unknown key 'chunk_k' in [plugin.comm_ucx] (did you mean 'chunk_kb'?)"));
+  CHECK(contains(
+      e, "job.toml:4:1: unknown key 'chunk_k' in [plugin.comm_ucx] (did you mean 'chunk_kb'?)"));
   CHECK(contains(e, "trainer plugins describe comm_ucx"));
   e = error_of("stage = 3\n");
   CHECK(contains(e, "job.toml:1:1: key 'stage' is outside any section"));
 }
 
 TEST_CASE("wrong types and out-of-range values are reported, all of them at once") {
-  std::string e = error_of(std::string(kSmoke) + "[zero]\nstage = \"three\"\n[launch]\nnproc = 0\n");
+  std::string e = error_of(std::string(kSmoke) +
+                           "[zero]\nstage = \"three\"\n[launch]\nnproc = 0\n");
   CHECK(contains(e, "job.toml:4:9: zero.stage must be an integer, got string \"three\""));
   CHECK(contains(e, "job.toml:6:9: launch.nproc = 0 is out of range"));
   e = error_of(std::string(kSmoke) + "[plugin.comm_ucx]\nchunk_kb = 1\n");
@@ -59,9 +61,10 @@ TEST_CASE("wrong types and out-of-range values are reported, all of them at once
 }
 
 TEST_CASE("--set overrides apply after the file, with bare words as strings") {
-  zt::Config c = zt::Config::load_string(std::string(kSmoke) + "[zero]\nstage = 1\n", "job.toml",
-                                         {"zero.stage=0", "run.name=my-run", "plugin.comm_ucx.chunk_kb=64",
-                                          "plugins.dirs=[\"/nonexistent\"]"});
+  zt::Config c = zt::Config::load_string(
+      std::string(kSmoke) + "[zero]\nstage = 1\n", "job.toml",
+      {"zero.stage=0", "run.name=my-run", "plugin.comm_ucx.chunk_kb=64",
+       "plugins.dirs=[\"/nonexistent\"]"});
   CHECK(c.section("zero").get_int("stage") == 0);
   CHECK(c.section("zero").where("stage").str() == "--set zero.stage=0");
   CHECK(c.section("run").get_string("name") == "my-run");
@@ -78,20 +81,26 @@ TEST_CASE("plugin selections must exist and be of the right kind") {
   CHECK(contains(e, "job.toml:4:8: plugin 'comm_ucz' not found (did you mean 'comm_ucx'?)"));
   CHECK(contains(e, "Found: "));
   CHECK(contains(e, "Looked in: "));
-  e = error_of(std::string(kSmoke) + "[plugins]\ndirs = [\"" ZT_TEST_FIXTURE_DIR "\"]\nshard = \"comm_ucx\"\n");
-  CHECK(contains(e, "plugins.shard = \"comm_ucx\" names a comm plugin, but plugins.shard needs a shard plugin"));
+  e = error_of(std::string(kSmoke) + "[plugins]\ndirs = [\"" ZT_TEST_FIXTURE_DIR
+                                     "\"]\nshard = \"comm_ucx\"\n");
+  CHECK(contains(
+      e,
+      "plugins.shard = \"comm_ucx\" names a comm plugin, but plugins.shard needs a shard plugin"));
   CHECK(contains(e, "(available: shard_bucket, shard_fixture, shard_tensor)"));
   e = error_of(std::string(kSmoke) + "[plugin.shard_buckett]\nbucket_mb = 3\n");
-  CHECK(contains(e, "[plugin.shard_buckett] configures plugin 'shard_buckett', which is not installed"));
+  CHECK(contains(
+      e, "[plugin.shard_buckett] configures plugin 'shard_buckett', which is not installed"));
 }
 
 TEST_CASE("a plugin that is found but cannot be used fails the config, naming the file") {
-  std::string e = error_of(std::string(kSmoke) + "[plugins]\ndirs = [\"" ZT_TEST_FIXTURE_DIR "\"]\ncomm = \"wrong_abi\"\n");
+  std::string e = error_of(std::string(kSmoke) + "[plugins]\ndirs = [\"" ZT_TEST_FIXTURE_DIR
+                                                 "\"]\ncomm = \"wrong_abi\"\n");
   CHECK(contains(e, "libzt_wrong_abi.so was built for zt plugin ABI"));
 }
 
 TEST_CASE("combinations that cannot work are refused") {
-  std::string e = error_of(std::string(kSmoke) + "[zero]\nstage = 2\n[plugins]\noffload_param = \"offload_cpu\"\n");
+  std::string e = error_of(std::string(kSmoke) +
+                           "[zero]\nstage = 2\n[plugins]\noffload_param = \"offload_cpu\"\n");
   CHECK(contains(e, "plugins.offload_param = \"offload_cpu\" needs zero.stage = 3"));
   e = error_of("[run]\ntask = \"train\"\n[zero]\nstage = 1\n");
   CHECK(contains(e, "run.task = \"train\" needs plugins.optimizer"));

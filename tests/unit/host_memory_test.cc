@@ -6,12 +6,11 @@
 namespace {
 
 // The shape of /proc/meminfo: "Field:" padded with spaces, the number, "kB".
-constexpr const char* kMeminfo =
-    "MemTotal:       65755420 kB\n"
-    "MemFree:         1234567 kB\n"
-    "MemAvailable:   41234560 kB\n"
-    "Buffers:          345678 kB\n"
-    "HugePages_Total:       0\n";
+constexpr const char* kMeminfo = "MemTotal:       65755420 kB\n"
+                                 "MemFree:         1234567 kB\n"
+                                 "MemAvailable:   41234560 kB\n"
+                                 "Buffers:          345678 kB\n"
+                                 "HugePages_Total:       0\n";
 
 }  // namespace
 

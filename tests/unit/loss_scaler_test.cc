@@ -20,14 +20,14 @@ TEST_CASE("hysteresis: back off only after that many overflows in a row, never b
   CHECK(s.scale() == 1024);  // first overflow tolerated
   s.update(true);
   CHECK(s.scale() == 512);
-  s.update(false);           // a clean step resets the tolerance
+  s.update(false);  // a clean step resets the tolerance
   s.update(true);
   CHECK(s.scale() == 512);
   s.update(true);
   CHECK(s.scale() == 256);
   s.update(true);
   s.update(true);
-  CHECK(s.scale() == 256);   // min_scale holds
+  CHECK(s.scale() == 256);  // min_scale holds
 }
 
 TEST_CASE("growth after growth_interval clean steps, capped at max_scale") {
@@ -43,7 +43,7 @@ TEST_CASE("growth after growth_interval clean steps, capped at max_scale") {
   CHECK(s.scale() == 16);
   for (int i = 0; i < 9; ++i) s.update(false);
   CHECK(s.scale() == 32);
-  s.update(true);            // an overflow restarts the clean count
+  s.update(true);  // an overflow restarts the clean count
   s.update(true);
   CHECK(s.scale() == 16);
   s.update(false);

@@ -28,7 +28,9 @@ TEST_CASE("staging bytes come and go") {
 TEST_CASE("freeing more than is held is an InternalError naming the category") {
   zt::MemoryLedger ledger;
   ledger.gathered(10);
-  CHECK_THROWS_WITH_AS(ledger.released(11), doctest::Contains("gathered parameters"), zt::InternalError);
+  CHECK_THROWS_WITH_AS(ledger.released(11), doctest::Contains("gathered parameters"),
+                       zt::InternalError);
   CHECK(ledger.report().params_gathered == 10);
-  CHECK_THROWS_WITH_AS(ledger.staging_freed(1), doctest::Contains("offload staging"), zt::InternalError);
+  CHECK_THROWS_WITH_AS(ledger.staging_freed(1), doctest::Contains("offload staging"),
+                       zt::InternalError);
 }

@@ -48,7 +48,9 @@ class PerTensor final : public zt::ShardStrategy {
 at::Tensor param(std::vector<int64_t> shape, double start) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  return at::arange(start, start + static_cast<double>(n), at::kFloat).view(shape).requires_grad_(true);
+  return at::arange(start, start + static_cast<double>(n), at::kFloat)
+      .view(shape)
+      .requires_grad_(true);
 }
 
 }  // namespace
@@ -70,7 +72,8 @@ TEST_CASE("a tied tensor is owned by its first unit and used by both") {
   CHECK(layout.largest_unit_bytes() == (6 + 6) * 4);
 }
 
-TEST_CASE("shards: this rank's slice from stage 1, all of it at stage 0; persistence by the largest tensor") {
+TEST_CASE("shards: this rank's slice from stage 1, all of it at stage 0; persistence by the "
+          "largest tensor") {
   at::Tensor small = param({3}, 0), large = param({9}, 0);
   ListUnit unit("u", {{"small", small}, {"large", large}});
   PerTensor strategy;
@@ -86,7 +89,8 @@ TEST_CASE("shards: this rank's slice from stage 1, all of it at stage 0; persist
   CHECK(layout.groups[1].persistent);  // only stage 3 releases
 }
 
-TEST_CASE("built groups: parameters are views of the flat buffer, values kept, storage freed and restored") {
+TEST_CASE("built groups: parameters are views of the flat buffer, values kept, storage freed and "
+          "restored") {
   at::Tensor a = param({2, 2}, 1), c = param({3}, 7);
   ListUnit unit("u", {{"a", a}, {"c", c}});
   PerTensor strategy;
@@ -109,7 +113,8 @@ TEST_CASE("built groups: parameters are views of the flat buffer, values kept, s
   CHECK(a.to(at::kFloat).sum().item<float>() == 4.f);
 }
 
-TEST_CASE("gradients are taken into one flat buffer, zeros where none arrived, predivided, .grad freed") {
+TEST_CASE(
+    "gradients are taken into one flat buffer, zeros where none arrived, predivided, .grad freed") {
   at::Tensor a = param({2}, 0), c = param({3}, 0);
   ListUnit unit("u", {{"a", a}, {"c", c}});
   PerTensor strategy;
@@ -127,5 +132,6 @@ TEST_CASE("a plan that breaks the rules is refused naming the unit") {
   ListUnit unit("block7", {{"a", a}});
   PerTensor strategy;
   strategy.spoil = [](zt::ShardPlan& plan) { plan.groups[0].padded_numel = 3; };
-  CHECK_THROWS_WITH_AS(zt::ModelLayout({&unit}, strategy, 2, 4), doctest::Contains("block7"), zt::InternalError);
+  CHECK_THROWS_WITH_AS(zt::ModelLayout({&unit}, strategy, 2, 4), doctest::Contains("block7"),
+                       zt::InternalError);
 }

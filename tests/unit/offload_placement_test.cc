@@ -10,7 +10,8 @@
 namespace {
 
 std::vector<zt::PlacementGroup> equal_groups(int n, int64_t shard) {
-  return std::vector<zt::PlacementGroup>(static_cast<std::size_t>(n), zt::PlacementGroup{shard, false});
+  return std::vector<zt::PlacementGroup>(static_cast<std::size_t>(n),
+                                         zt::PlacementGroup{shard, false});
 }
 
 int count(const std::vector<bool>& v) {
@@ -40,7 +41,8 @@ TEST_CASE("fractions place groups in model order until that share of the bytes i
     CAPTURE(fraction);
     CHECK(count(p.optimizer_in_tier) == static_cast<int>(fraction * 4));
     // A prefix of the model: the first groups go, the rest stay.
-    for (int i = 0; i < count(p.optimizer_in_tier); ++i) CHECK(p.optimizer_in_tier[static_cast<std::size_t>(i)]);
+    for (int i = 0; i < count(p.optimizer_in_tier); ++i)
+      CHECK(p.optimizer_in_tier[static_cast<std::size_t>(i)]);
     CHECK(p.optimizer_tier_bytes == count(p.optimizer_in_tier) * 3 * 100 * 4);
   }
   // An uneven split: the group that crosses the share goes too (placed < share before it).
@@ -72,7 +74,8 @@ TEST_CASE("tier bytes round every array up to the tier's alignment") {
   CHECK(p.param_tier_bytes == 2048 + 512);             // 2000 B and 6 B shards
 }
 
-TEST_CASE("tile length: sub_group_size capped by the largest offloaded shard, aligned for every tier") {
+TEST_CASE(
+    "tile length: sub_group_size capped by the largest offloaded shard, aligned for every tier") {
   zt::PlacementRequest r;
   r.optimizer_tier = true;
   r.optimizer_alignment = 4096;

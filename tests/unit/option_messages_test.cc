@@ -25,7 +25,8 @@ TEST_CASE("type errors put the right article before the type name") {
   spec = zt::opt_bool("on", false, "switch");
   CHECK(contains(message_for(int64_t{1}), "model.on must be a boolean, got integer"));
   spec = zt::opt_string_list("dirs", {}, "folders");
-  CHECK(contains(message_for(std::string("/d")), "model.dirs must be an array of strings, got string"));
+  CHECK(contains(message_for(std::string("/d")),
+                 "model.dirs must be an array of strings, got string"));
   spec = zt::opt_double_list("betas", {0.9}, "betas");
   CHECK(contains(message_for(int64_t{1}), "model.betas must be an array of numbers, got integer"));
 }
@@ -33,9 +34,11 @@ TEST_CASE("type errors put the right article before the type name") {
 TEST_CASE("a plugin of the wrong kind is named with the right article") {
   std::string e;
   try {
-    zt::Config::load_string("[run]\ntask = \"smoke\"\n[plugins]\noptimizer = \"comm_ucx\"\n", "job.toml");
+    zt::Config::load_string("[run]\ntask = \"smoke\"\n[plugins]\noptimizer = \"comm_ucx\"\n",
+                            "job.toml");
   } catch (const zt::ConfigError& err) {
     e = err.what();
   }
-  CHECK(contains(e, "plugins.optimizer = \"comm_ucx\" names a comm plugin, but plugins.optimizer needs an optimizer plugin"));
+  CHECK(contains(e, "plugins.optimizer = \"comm_ucx\" names a comm plugin, but plugins.optimizer "
+                    "needs an optimizer plugin"));
 }

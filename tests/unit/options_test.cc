@@ -62,6 +62,7 @@ TEST_CASE("values print as TOML that reads back with the same type") {
   CHECK(zt::value_to_toml(2.0) == "2.0");
   CHECK(zt::value_to_toml(true) == "true");
   CHECK(zt::value_to_toml(std::string("a\"b")) == "\"a\\\"b\"");
-  CHECK(zt::value_to_toml(std::vector<double>{0.9, 0.95}) == "[0.90000000000000002, 0.94999999999999996]");
+  CHECK(zt::value_to_toml(std::vector<double>{0.9, 0.95}) ==
+        "[0.90000000000000002, 0.94999999999999996]");
   CHECK(zt::value_to_toml(std::vector<std::string>{"x", "y"}) == "[\"x\", \"y\"]");
 }

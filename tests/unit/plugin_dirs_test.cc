@@ -22,21 +22,25 @@ std::string dirs_error(const std::string& toml, const std::vector<std::string>& 
 
 TEST_CASE("the plugin search path is read from a file that sets nothing else") {
   const std::string only_dirs = "[plugins]\ndirs = [\"/opt/a\", \"rel/b\"]\n";
-  CHECK(zt::Config::plugin_dirs_of_string(only_dirs, "job.toml") == std::vector<std::string>{"/opt/a", "rel/b"});
-  // The whole config is not valid for a training run (no optimizer), which is not this reader's business.
+  CHECK(zt::Config::plugin_dirs_of_string(only_dirs, "job.toml") ==
+        std::vector<std::string>{"/opt/a", "rel/b"});
+  // The whole config is not valid for a training run (no optimizer), which is not this reader's
+  // business.
   CHECK_THROWS_AS(zt::Config::load_string(only_dirs, "job.toml"), zt::ConfigError);
   CHECK(zt::Config::plugin_dirs_of_string("", "job.toml").empty());
 }
 
 TEST_CASE("the plugin search path ignores the rest of the file, even where it is wrong") {
-  const std::string other_problems =
-      "[zero]\nstage = 9\nbucket = 1\n[nonsense]\nx = 1\n[plugins]\ncomm = \"comm_nope\"\ndirs = [\"/d\"]\n";
-  CHECK(zt::Config::plugin_dirs_of_string(other_problems, "job.toml") == std::vector<std::string>{"/d"});
+  const std::string other_problems = "[zero]\nstage = 9\nbucket = 1\n[nonsense]\nx = "
+                                     "1\n[plugins]\ncomm = \"comm_nope\"\ndirs = [\"/d\"]\n";
+  CHECK(zt::Config::plugin_dirs_of_string(other_problems, "job.toml") ==
+        std::vector<std::string>{"/d"});
 }
 
 TEST_CASE("--set plugins.dirs replaces the file's dirs; other overrides are not read") {
-  auto dirs = zt::Config::plugin_dirs_of_string("[plugins]\ndirs = [\"/a\"]\n", "job.toml",
-                                                 {"zero.stage=banana", "plugins.dirs=[\"/x\", \"/y\"]"});
+  auto dirs = zt::Config::plugin_dirs_of_string(
+      "[plugins]\ndirs = [\"/a\"]\n", "job.toml",
+      {"zero.stage=banana", "plugins.dirs=[\"/x\", \"/y\"]"});
   CHECK(dirs == std::vector<std::string>{"/x", "/y"});
 }
 

@@ -169,8 +169,8 @@ TEST_CASE("every plugin README lists exactly the options the plugin declares") {
                         std::back_inserter(extra));
     const std::string missing_text = "the README's Options table misses " + join(missing) +
                                      " (see `trainer plugins describe " + id + "`)";
-    const std::string extra_text =
-        "the README's Options table lists " + join(extra) + ", which the plugin does not declare";
+    const std::string extra_text = "the README's Options table lists " + join(extra) +
+                                   ", which the plugin does not declare";
     CHECK_MESSAGE(missing.empty(), missing_text);
     CHECK_MESSAGE(extra.empty(), extra_text);
     CHECK_MESSAGE(duplicates.empty(), (std::string("listed twice: ") + join(duplicates)));

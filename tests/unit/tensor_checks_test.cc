@@ -46,8 +46,9 @@ TEST_CASE("check_device and check_host_tensor") {
   CHECK(error_of([&] { zt::check_host_tensor(at::Tensor(), "in"); }) == "in is undefined");
   CHECK(error_of([&] { zt::check_host_tensor(meta, "in", "comm_x moves host memory"); }) ==
         "in is on meta, not in host memory; comm_x moves host memory");
-  CHECK(error_of([&] { zt::check_host_tensor(at::zeros({2, 3}).t(), "in", "unused"); }) ==
-        "in is not contiguous (sizes [3, 2], strides [1, 3])");
+  CHECK(error_of([&] {
+          zt::check_host_tensor(at::zeros({2, 3}).t(), "in", "unused");
+        }) == "in is not contiguous (sizes [3, 2], strides [1, 3])");
 }
 
 TEST_CASE("check_numel and check_dtype") {
@@ -58,10 +59,12 @@ TEST_CASE("check_numel and check_dtype") {
   CHECK(error_of([&] { zt::check_dtype(t, "x", {at::kFloat, at::kDouble}); }).empty());
   CHECK(error_of([&] { zt::check_dtype(t, "grad", {at::kFloat}); }) ==
         "grad has dtype Double, expected Float");
-  CHECK(error_of([&] { zt::check_dtype(t, "copy", {at::kBFloat16, at::kHalf}, "low"); }) ==
-        "copy has dtype Double, expected BFloat16 or Half; low");
-  CHECK(error_of([&] { zt::check_dtype(t, "grad", {at::kFloat, at::kBFloat16, at::kHalf}); }) ==
-        "grad has dtype Double, expected Float, BFloat16 or Half");
+  CHECK(error_of([&] {
+          zt::check_dtype(t, "copy", {at::kBFloat16, at::kHalf}, "low");
+        }) == "copy has dtype Double, expected BFloat16 or Half; low");
+  CHECK(error_of([&] {
+          zt::check_dtype(t, "grad", {at::kFloat, at::kBFloat16, at::kHalf});
+        }) == "grad has dtype Double, expected Float, BFloat16 or Half");
 }
 
 TEST_CASE("check_shard_of follows the flat sharding convention") {
@@ -80,8 +83,9 @@ TEST_CASE("check_shard_of follows the flat sharding convention") {
   CHECK(gather_input(10, 0) ==
         "c: all_gather: input has 10 elements but rank 0's shard of a 10-element output has 4");
   // 2 elements over 3 ranks: the last rank's shard is empty.
-  CHECK(error_of([&] { zt::check_shard_of(at::zeros({0}), at::zeros({2}), "c", "s", "f", 3, 2); })
-            .empty());
+  CHECK(error_of([&] {
+          zt::check_shard_of(at::zeros({0}), at::zeros({2}), "c", "s", "f", 3, 2);
+        }).empty());
   CHECK(error_of([&] {
           zt::check_shard_of(at::zeros({4}, at::kBFloat16), flat, "c: reduce_scatter", "output",
                              "input", 3, 0);

@@ -54,7 +54,8 @@ TEST_CASE("array_checksum is additive over tiles and sees moved and zeroed words
   }
   CHECK(tiles == whole);
   std::vector<uint8_t> swapped = data;
-  std::swap_ranges(swapped.begin(), swapped.begin() + 8, swapped.begin() + 8);  // two words trade places
+  std::swap_ranges(swapped.begin(), swapped.begin() + 8,
+                   swapped.begin() + 8);  // two words trade places
   CHECK(zt::array_checksum(swapped.data(), swapped.size(), 0) != whole);
   std::vector<uint8_t> zeroed = data;
   std::fill(zeroed.begin() + 4096, zeroed.begin() + 8192, 0);

@@ -60,13 +60,15 @@ TEST_CASE("FutureWork rethrows the op's own failure") {
   CHECK_THROWS_WITH_AS(work.wait(), "rank 2 is unreachable", zt::CommError);
 }
 
-TEST_CASE("IoWork: a wait that runs out is an I/O error about the storage; the op's own errors pass") {
+TEST_CASE(
+    "IoWork: a wait that runs out is an I/O error about the storage; the op's own errors pass") {
   zt::IoWork work("offload_nvme: read of 4096 bytes", 1000ms);
   try {
     work.wait(20ms);
     FAIL("expected a timeout");
   } catch (const zt::IoError& e) {
-    CHECK(zt::test::contains(e.what(), "offload_nvme: read of 4096 bytes did not complete within 20 ms"));
+    CHECK(zt::test::contains(e.what(),
+                             "offload_nvme: read of 4096 bytes did not complete within 20 ms"));
     CHECK(zt::test::contains(e.what(), "storage"));
   }
   work.complete(std::make_exception_ptr(zt::IoError("short read of region 'x'")));

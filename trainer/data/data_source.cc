@@ -44,9 +44,9 @@ class SyntheticTokens final : public DataSource {
     at::Tensor input = at::empty({count, seq_len_}, at::kLong);
     at::Tensor target = at::empty({count, seq_len_}, at::kLong);
     for (int64_t i = 0; i < count; ++i) {
-      at::Tensor row =
-          at::randint(vocab_, {seq_len_ + 1},
-                      generator_for(sample_key(step, micro, first_sample + i)), at::kLong);
+      at::Tensor row = at::randint(vocab_, {seq_len_ + 1},
+                                   generator_for(sample_key(step, micro, first_sample + i)),
+                                   at::kLong);
       input[i].copy_(row.narrow(0, 0, seq_len_));
       target[i].copy_(row.narrow(0, 1, seq_len_));
     }
@@ -195,8 +195,7 @@ class FileTokens final : public DataSource {
   int64_t token_at(int64_t index) const {
     const unsigned char* p = file_.data() + index * element_size_;
     switch (element_size_) {
-      case 1:
-        return p[0];
+      case 1: return p[0];
       case 2: {
         uint16_t v;
         std::memcpy(&v, p, 2);

@@ -100,13 +100,13 @@ class BlockUnit final : public Unit {
       return m.reshape({batch, t, n_head_, head_dim}).transpose(1, 2);  // [B, H, T, hd]
     };
     at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-    at::Tensor scores =
-        at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(head_dim));
+    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) /
+                        std::sqrt(static_cast<double>(head_dim));
     // Position i may attend to j <= i only: the mask is built per call on the input's device,
     // because the engine may move units between devices.
     at::Tensor future = at::ones({t, t}, x.options().dtype(at::kBool)).triu(1);
-    at::Tensor attn =
-        at::softmax(scores.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
+    at::Tensor attn = at::softmax(
+        scores.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
     at::Tensor y = at::matmul(attn, v).transpose(1, 2).reshape({batch, t, d});
     at::Tensor h = x + attn_proj_(y);
     return h + mlp_proj_(at::gelu(fc_(ln2_(h)), "tanh"));

@@ -16,8 +16,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <map>
 #include <limits>
+#include <map>
 
 #include "models/model.h"
 #include "zt/error.h"
@@ -254,8 +254,8 @@ TEST_CASE("parameter_count(shape) counts what the built model has, without build
     const ModelShape shape = zt::models::resolve_model_shape(config);
     CHECK(zt::models::parameter_count(shape) == zt::models::make_model(config)->parameter_count());
   }
-  const ModelShape small =
-      zt::models::resolve_model_shape(config_of("[model]\npreset = \"gpt2-small\"\n"));
+  const ModelShape small = zt::models::resolve_model_shape(
+      config_of("[model]\npreset = \"gpt2-small\"\n"));
   CHECK(zt::models::parameter_count(small) == 124439808);
 }
 

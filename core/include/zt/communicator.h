@@ -132,11 +132,11 @@ class ZT_API Communicator {
 
 // What a comm plugin gets to build a communicator.
 struct CommContext {
-  int rank = 0;                    // this process's rank, 0..world-1
-  int world = 1;                   // number of ranks
-  int local_rank = 0;              // rank among the processes on this host
-  Store* store = nullptr;          // rendezvous store shared by all ranks (non-owning)
-  std::string store_prefix;        // prefix for this communicator's keys in the store
+  int rank = 0;                               // this process's rank, 0..world-1
+  int world = 1;                              // number of ranks
+  int local_rank = 0;                         // rank among the processes on this host
+  Store* store = nullptr;                     // rendezvous store shared by all ranks (non-owning)
+  std::string store_prefix;                   // prefix for this communicator's keys in the store
   std::chrono::milliseconds timeout{300000};  // bound on every wait, rendezvous included
 };
 

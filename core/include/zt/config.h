@@ -63,11 +63,11 @@ class ZT_API Config {
   // Only the plugin search path, [plugins] dirs (with the --set overrides of plugins.dirs), for
   // commands that need nothing else (`trainer plugins ...`): other sections are not validated.
   // Throws ConfigError for malformed TOML or a dirs value that is not an array of strings.
-  static std::vector<std::string> plugin_dirs_of_file(const std::string& path,
-                                                      const std::vector<std::string>& overrides = {});
-  static std::vector<std::string> plugin_dirs_of_string(const std::string& toml_text,
-                                                        const std::string& source_name,
-                                                        const std::vector<std::string>& overrides = {});
+  static std::vector<std::string> plugin_dirs_of_file(
+      const std::string& path, const std::vector<std::string>& overrides = {});
+  static std::vector<std::string> plugin_dirs_of_string(
+      const std::string& toml_text, const std::string& source_name,
+      const std::vector<std::string>& overrides = {});
 
   // The file name (or source_name) the config came from.
   const std::string& source() const { return source_; }

@@ -20,24 +20,24 @@ namespace zt {
 
 struct LaunchSpec {
   int nproc = 1;
-  std::vector<std::string> argv;  // argv[0] is the executable path
+  std::vector<std::string> argv;                         // argv[0] is the executable path
   std::vector<std::pair<std::string, std::string>> env;  // extra variables for every rank
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;               // 0: pick a free port
-  bool stop_all_on_failure = true;   // false: let survivors run on (to test their own timeouts)
+  int master_port = 0;              // 0: pick a free port
+  bool stop_all_on_failure = true;  // false: let survivors run on (to test their own timeouts)
   // After the first failure, how long the other ranks may take to end on their own before
   // SIGTERM: ranks that failed at the same moment then exit with their own error, not ours.
   std::chrono::milliseconds settle{1000};
-  std::chrono::milliseconds grace{5000};     // SIGTERM -> SIGKILL
-  std::chrono::milliseconds timeout{0};      // whole job; 0 = none
+  std::chrono::milliseconds grace{5000};  // SIGTERM -> SIGKILL
+  std::chrono::milliseconds timeout{0};   // whole job; 0 = none
 };
 
 struct LaunchResult {
-  int exit_code = 0;           // 0, the first failing rank's code, or 128+signal
-  int failed_rank = -1;        // first rank that failed, -1 if none (see launch_local)
-  std::string message;         // "rank 1 (pid 42) was killed by signal 9 (Killed)"
-  std::string error_line;      // failed_rank's last line on stderr (its error); "" if none
-  std::vector<int> rank_codes; // per rank: exit code, 128+signal, or -1 if stopped by us
+  int exit_code = 0;            // 0, the first failing rank's code, or 128+signal
+  int failed_rank = -1;         // first rank that failed, -1 if none (see launch_local)
+  std::string message;          // "rank 1 (pid 42) was killed by signal 9 (Killed)"
+  std::string error_line;       // failed_rank's last line on stderr (its error); "" if none
+  std::vector<int> rank_codes;  // per rank: exit code, 128+signal, or -1 if stopped by us
 };
 
 // Spawns and supervises; returns when all ranks ended. Throws IoError if a rank cannot start.

@@ -43,9 +43,9 @@ struct OffloadStats {
   int64_t bytes_allocated = 0;  // sum of live regions' sizes (as rounded by the tier)
   int64_t bytes_written = 0;    // since creation, as requested by the callers (not rounded)
   int64_t bytes_read = 0;
-  int64_t writes = 0;           // completed write requests (as issued by the caller)
+  int64_t writes = 0;  // completed write requests (as issued by the caller)
   int64_t reads = 0;
-  int64_t staging_bytes = 0;    // host memory the tier itself holds for I/O (buffer pools)
+  int64_t staging_bytes = 0;  // host memory the tier itself holds for I/O (buffer pools)
 };
 
 // Where the tier is created: lets file tiers pick per-rank names and messages name the rank.
@@ -113,8 +113,7 @@ class ZT_API OffloadTier {
   //         Work completed. Bytes past `bytes` may be overwritten.
   //   the other parameters, the result and the errors: as write(). A region whose backing
   //   vanished or shrank fails the Work with IoError, never with zeros.
-  virtual std::shared_ptr<Work> read(int64_t region, int64_t offset, void* host,
-                                     int64_t bytes) = 0;
+  virtual std::shared_ptr<Work> read(int64_t region, int64_t offset, void* host, int64_t bytes) = 0;
   // A host buffer suited to this tier's I/O.
   //   bytes: in, >= 0.
   //   returns: a contiguous uint8 CPU tensor of at least round_up(bytes, alignment()) bytes,

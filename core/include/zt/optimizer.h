@@ -29,21 +29,21 @@ namespace zt {
 // One shard (or a tile of one): every tensor contiguous, 1-D, on the same device, with the same
 // numel (0 is allowed: a no-op).
 struct ShardTensors {
-  at::Tensor param;               // in/out: fp32 master shard, updated in place
-  at::Tensor grad;                // in: fp32 (bf16/fp16 where the plugin supports them); not
-                                  //     modified, not yet divided by grad_divisor
-  std::vector<at::Tensor> states; // in/out: in state_names() order, fp32, updated in place
-  at::Tensor copy_out;            // out, optional (undefined = none): bf16/fp16 copy of the new
-                                  //     params (the engine passes none today)
+  at::Tensor param;                // in/out: fp32 master shard, updated in place
+  at::Tensor grad;                 // in: fp32 (bf16/fp16 where the plugin supports them); not
+                                   //     modified, not yet divided by grad_divisor
+  std::vector<at::Tensor> states;  // in/out: in state_names() order, fp32, updated in place
+  at::Tensor copy_out;             // out, optional (undefined = none): bf16/fp16 copy of the new
+                                   //     params (the engine passes none today)
 };
 
 struct StepArgs {
-  int64_t step = 1;          // 1-based count of updates applied so far, this one included
-                             // (skipped steps do not count), e.g. for Adam's bias correction
-  double lr = 1e-3;          // learning rate for this step (the engine applies the schedule),
-                             // finite and >= 0
-  double grad_divisor = 1.0; // > 0; gradients are divided by this first (loss scale, ranks,
-                             // accumulation, clipping), fused into the update
+  int64_t step = 1;           // 1-based count of updates applied so far, this one included
+                              // (skipped steps do not count), e.g. for Adam's bias correction
+  double lr = 1e-3;           // learning rate for this step (the engine applies the schedule),
+                              // finite and >= 0
+  double grad_divisor = 1.0;  // > 0; gradients are divided by this first (loss scale, ranks,
+                              // accumulation, clipping), fused into the update
 };
 
 class ZT_API Optimizer {

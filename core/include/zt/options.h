@@ -25,8 +25,8 @@ enum class ValueType { kBool, kInt, kDouble, kString, kDoubleList, kStringList }
 // "boolean", "integer", ... (the words used in messages and `trainer plugins describe`).
 ZT_API const char* value_type_name(ValueType type);
 
-using Value = std::variant<bool, int64_t, double, std::string, std::vector<double>,
-                           std::vector<std::string>>;
+using Value =
+    std::variant<bool, int64_t, double, std::string, std::vector<double>, std::vector<std::string>>;
 ZT_API ValueType value_type(const Value& value);
 // The TOML spelling of a value: true, 3, 0.5, "text", [1.0, 2.0], ["a"]. Never throws.
 ZT_API std::string value_to_toml(const Value& value);
@@ -43,13 +43,13 @@ struct SourceLocation {
 // `trainer plugins describe <id>` prints every field; each plugin's README lists the same names
 // (a test keeps the two equal).
 struct OptionSpec {
-  std::string name;                      // the TOML key: snake_case, unique in its table
+  std::string name;  // the TOML key: snake_case, unique in its table
   ValueType type = ValueType::kString;
-  Value default_value;                   // of `type`; used when the key is absent
-  std::string doc;                       // one line: what it does and what it trades
-  std::optional<double> min;             // inclusive, numbers only
-  std::optional<double> max;             // inclusive, numbers only
-  std::vector<std::string> choices;      // allowed strings; empty means any
+  Value default_value;               // of `type`; used when the key is absent
+  std::string doc;                   // one line: what it does and what it trades
+  std::optional<double> min;         // inclusive, numbers only
+  std::optional<double> max;         // inclusive, numbers only
+  std::vector<std::string> choices;  // allowed strings; empty means any
 };
 
 // Spec builders, so declarations read as one line each. Never throw.
@@ -84,8 +84,8 @@ class ZT_API Options {
   //   specs:  in, its declared options; every one gets a value (given or default).
   //   values: in, values already checked with check_option(); keys not in specs are ignored.
   //   where:  in, where each given value came from; a key in it counts as is_set().
-  Options(std::string table, std::vector<OptionSpec> specs,
-          std::map<std::string, Value> values, std::map<std::string, SourceLocation> where);
+  Options(std::string table, std::vector<OptionSpec> specs, std::map<std::string, Value> values,
+          std::map<std::string, SourceLocation> where);
 
   const std::string& table() const { return table_; }
   const std::vector<OptionSpec>& specs() const { return specs_; }

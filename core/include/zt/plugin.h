@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include <boost/dll/alias.hpp>
 #include <torch/version.h>
+#include <boost/dll/alias.hpp>
 
 #include "zt/api.h"
 #include "zt/options.h"
@@ -50,10 +50,10 @@
 // Everything that must agree between the core and a plugin for C++ objects to cross the
 // boundary safely. Expanded in the plugin's own translation unit, so it records the plugin's
 // build, not the core's.
-#define ZT_BUILD_FINGERPRINT                                                         \
-  "compiler=" ZT_COMPILER_ID ";cxx11abi=" ZT_STR(_GLIBCXX_USE_CXX11_ABI)             \
-  ";torch=" ZT_STR(TORCH_VERSION_MAJOR) "." ZT_STR(TORCH_VERSION_MINOR) "."         \
-  ZT_STR(TORCH_VERSION_PATCH) ";cuda=" ZT_STR(ZT_WITH_CUDA)
+#define ZT_BUILD_FINGERPRINT                                                                    \
+  "compiler=" ZT_COMPILER_ID                                                                    \
+  ";cxx11abi=" ZT_STR(_GLIBCXX_USE_CXX11_ABI) ";torch=" ZT_STR(TORCH_VERSION_MAJOR) "." ZT_STR( \
+      TORCH_VERSION_MINOR) "." ZT_STR(TORCH_VERSION_PATCH) ";cuda=" ZT_STR(ZT_WITH_CUDA)
 
 extern "C" {
 
@@ -135,16 +135,16 @@ class ZT_API Plugin {
 //   summary:      string literal, one line for `trainer plugins list`
 //   FactoryClass: default-constructible, derived from the kind's plugin class
 // It defines zt_plugin_info_v1 (visible) and the factory entry zt_plugin_factory_v1.
-#define ZT_PLUGIN(kind, id, version, summary, FactoryClass)                                  \
+#define ZT_PLUGIN(kind, id, version, summary, FactoryClass)                                     \
   extern "C" __attribute__((visibility("default"))) const ZtPluginInfoV1* zt_plugin_info_v1() { \
-    static const ZtPluginInfoV1 info = {ZT_PLUGIN_ABI_VERSION, kind, id, version,             \
-                                        ZT_BUILD_FINGERPRINT, summary};                        \
-    return &info;                                                                            \
-  }                                                                                          \
-  namespace {                                                                                \
-  ::zt::Plugin* zt_plugin_factory_impl() {                                                   \
-    static FactoryClass factory;                                                             \
-    return &factory;                                                                         \
-  }                                                                                          \
-  }                                                                                          \
+    static const ZtPluginInfoV1 info = {ZT_PLUGIN_ABI_VERSION, kind,   id, version,             \
+                                        ZT_BUILD_FINGERPRINT,  summary};                        \
+    return &info;                                                                               \
+  }                                                                                             \
+  namespace {                                                                                   \
+  ::zt::Plugin* zt_plugin_factory_impl() {                                                      \
+    static FactoryClass factory;                                                                \
+    return &factory;                                                                            \
+  }                                                                                             \
+  }                                                                                             \
   BOOST_DLL_ALIAS(zt_plugin_factory_impl, zt_plugin_factory_v1)

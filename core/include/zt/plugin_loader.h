@@ -36,7 +36,7 @@ class ShardStrategyPlugin;
 // A loaded, checked plugin: copies of its info entry's fields, and its factory.
 struct PluginRecord {
   std::string id;
-  std::string path;                   // the file it was loaded from
+  std::string path;  // the file it was loaded from
   ZtPluginKind kind = ZT_KIND_UNKNOWN;
   std::string version;
   std::string fingerprint;

@@ -18,13 +18,13 @@
 namespace zt {
 
 struct RankEnv {
-  bool found = false;         // false: no launcher environment (single process or --nproc)
-  std::string source;         // "torchrun", "zt launcher", "openmpi", "slurm", or "none"
+  bool found = false;  // false: no launcher environment (single process or --nproc)
+  std::string source;  // "torchrun", "zt launcher", "openmpi", "slurm", or "none"
   int rank = 0;
   int world = 1;
   int local_rank = 0;
-  std::string master_addr;    // empty: use the config's launch.master_addr
-  int master_port = 0;        // 0: use the config's launch.master_port
+  std::string master_addr;  // empty: use the config's launch.master_addr
+  int master_port = 0;      // 0: use the config's launch.master_port
 };
 
 using GetEnv = std::function<const char*(const char*)>;

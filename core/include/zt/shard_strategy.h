@@ -78,16 +78,16 @@ struct TensorMeta {
 
 // One whole tensor placed in a group's flat buffer at [flat_offset, flat_offset + numel).
 struct FlatSegment {
-  int tensor = 0;            // index into the plan's input `tensors`
-  int64_t flat_offset = 0;   // in elements, from the start of the group's flat buffer
+  int tensor = 0;           // index into the plan's input `tensors`
+  int64_t flat_offset = 0;  // in elements, from the start of the group's flat buffer
 };
 
 // One collective's worth: a flat buffer of padded_numel elements (a multiple of the world
 // size, so every rank's shard has padded_numel / world elements), holding `segments` in
 // increasing flat_offset; [numel, padded_numel) is padding.
 struct FlatGroup {
-  int64_t numel = 0;          // >= the end of the last segment
-  int64_t padded_numel = 0;   // >= numel, a multiple of world
+  int64_t numel = 0;         // >= the end of the last segment
+  int64_t padded_numel = 0;  // >= numel, a multiple of world
   std::vector<FlatSegment> segments;
 };
 

@@ -24,9 +24,8 @@ ZT_API void check_defined(const at::Tensor& t, const std::string& what,
                           const std::string& hint = "");
 // "<what> is on cuda:0 but <expected_source> is on cpu", e.g. expected_source "param".
 // REQUIRES t defined.
-ZT_API void check_device(const at::Tensor& t, const std::string& what,
-                         const c10::Device& expected, const std::string& expected_source,
-                         const std::string& hint = "");
+ZT_API void check_device(const at::Tensor& t, const std::string& what, const c10::Device& expected,
+                         const std::string& expected_source, const std::string& hint = "");
 // "<what> is not contiguous (sizes [8, 2], strides [1, 8])". REQUIRES t defined.
 ZT_API void check_contiguous(const at::Tensor& t, const std::string& what,
                              const std::string& hint = "");

@@ -11,7 +11,8 @@ using zt::test::contains;
 using zt::test::launch_comm_check;
 
 TEST_CASE("ring path, 4 KiB chunks: every collective exact with thousands of chunks pipelined") {
-  auto run = launch_comm_check(3, {"--scenario", "collectives", "--option", "shared_memory=false,chunk_kb=4"});
+  auto run = launch_comm_check(
+      3, {"--scenario", "collectives", "--option", "shared_memory=false,chunk_kb=4"});
   INFO(run.all());
   CHECK(run.result.exit_code == 0);
   CHECK(contains(run.all(), "rank 2: OK"));
@@ -31,23 +32,28 @@ TEST_CASE("shared-memory path with a 64 KiB window: results exact over many roun
 }
 
 TEST_CASE("ring path: a dead peer makes the survivor fail naming it, within the timeout") {
-  auto run = launch_comm_check(2, {"--scenario", "die", "--victim", "1", "--timeout-ms", "2000",
-                          "--option", "shared_memory=false"}, /*stop_all=*/false);
+  auto run = launch_comm_check(2,
+                               {"--scenario", "die", "--victim", "1", "--timeout-ms", "2000",
+                                "--option", "shared_memory=false"},
+                               /*stop_all=*/false);
   INFO(run.all());
   CHECK(run.result.rank_codes[0] == 4);
   CHECK(contains(run.all(), "waiting for rank 1"));
 }
 
 TEST_CASE("peer_error_handling = true: a dead peer is reported as unreachable or silent") {
-  auto run = launch_comm_check(2, {"--scenario", "die", "--victim", "1", "--timeout-ms", "3000",
-                          "--option", "shared_memory=false,peer_error_handling=true"}, /*stop_all=*/false);
+  auto run = launch_comm_check(2,
+                               {"--scenario", "die", "--victim", "1", "--timeout-ms", "3000",
+                                "--option", "shared_memory=false,peer_error_handling=true"},
+                               /*stop_all=*/false);
   INFO(run.all());
   CHECK(run.result.rank_codes[0] == 4);
   CHECK(contains(run.all(), "rank 1"));
 }
 
 TEST_CASE("a transport list UCX refuses is a config error naming the option") {
-  auto run = launch_comm_check(1, {"--scenario", "collectives", "--option", "tls=no_such_transport"});
+  auto run = launch_comm_check(1,
+                               {"--scenario", "collectives", "--option", "tls=no_such_transport"});
   INFO(run.all());
   CHECK(run.result.exit_code != 0);
   CHECK(contains(run.all(), "plugin.comm_ucx.tls"));

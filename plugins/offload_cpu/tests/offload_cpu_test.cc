@@ -84,7 +84,8 @@ TEST_CASE("a transfer outside a region is an internal error naming the region") 
   std::vector<uint8_t> buf(8192);
   std::string e = error_of([&] { tier->write(id, 4096, buf.data(), 1); });
   CHECK(e.find("exp_avg of group 3") != std::string::npos);
-  CHECK(error_of([&] { tier->read(id + 1, 0, buf.data(), 1); }).find("unknown") != std::string::npos);
+  CHECK(error_of([&] { tier->read(id + 1, 0, buf.data(), 1); }).find("unknown") !=
+        std::string::npos);
 }
 
 TEST_CASE("prepare refuses more memory than the host has, naming the way out") {

@@ -9,13 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <functional>
 #include <map>
 #include <memory>
@@ -112,8 +112,8 @@ inline int count_of(const std::string& haystack, const std::string& needle) {
 
 // What a child with a private mount returned.
 struct MountRun {
-  bool mounted = false;     // false: mounting was not permitted; `text` says why
-  std::string text;         // the body's result, or the reason it did not run
+  bool mounted = false;  // false: mounting was not permitted; `text` says why
+  std::string text;      // the body's result, or the reason it did not run
 };
 
 // Runs `body(dir)` in a child process with its own mount namespace in which `fstype` is mounted

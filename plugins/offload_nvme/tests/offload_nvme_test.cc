@@ -197,8 +197,8 @@ TEST_CASE("round trips of random bytes: lengths 0..3 MiB+5, aligned offsets, ali
 
 TEST_CASE("aligned host buffers of the tier round-trip zero-copy sized transfers") {
   TempDir dir;
-  auto tier = make_tier(dir.path().string(), {{"buffer_count", int64_t{1}},
-                                              {"buffer_mb", int64_t{1}}});
+  auto tier = make_tier(dir.path().string(),
+                        {{"buffer_count", int64_t{1}}, {"buffer_mb", int64_t{1}}});
   // 24 MiB through one 1 MiB bounce buffer would be slow and serial; aligned memory needs none.
   const int64_t bytes = 24 * kMiB;
   const int64_t region = tier->allocate("big", bytes);
@@ -336,8 +336,8 @@ TEST_CASE("files and folders are removed when the tier dies during exception unw
   std::shared_ptr<zt::Work> pending;
   std::vector<uint8_t> data = random_bytes(8 * kMiB + 1, 5);
   try {
-    auto tier = make_tier(dir.path().string(), {{"queue_depth", int64_t{1}},
-                                                {"block_kb", int64_t{4}}});
+    auto tier = make_tier(dir.path().string(),
+                          {{"queue_depth", int64_t{1}}, {"block_kb", int64_t{4}}});
     tier->prepare(16 * kMiB);
     const int64_t region = tier->allocate("states", 8 * kMiB + 1);
     tier->write(region, 0, data.data(), 4096)->wait();

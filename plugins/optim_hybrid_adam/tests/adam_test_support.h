@@ -55,7 +55,9 @@ struct Shard {
   torch::Tensor param, grad, exp_avg, exp_avg_sq, copy_out;
 
   explicit Shard(int64_t n)
-      : param(torch::randn({n})), grad(torch::randn({n})), exp_avg(torch::zeros({n})),
+      : param(torch::randn({n})),
+        grad(torch::randn({n})),
+        exp_avg(torch::zeros({n})),
         exp_avg_sq(torch::zeros({n})) {}
   zt::ShardTensors view() const { return {param, grad, {exp_avg, exp_avg_sq}, copy_out}; }
 };
@@ -91,11 +93,10 @@ inline double error_ratio(double x, double r, double bound) {
   return err == 0 ? 0 : (bound == 0 ? 1e30 : err / bound);
 }
 
-inline void check_step_against_reference(const Hyper& h, int64_t step, double lr,
-                                         double divisor, const torch::Tensor& p0,
-                                         const torch::Tensor& g0, const torch::Tensor& m0,
-                                         const torch::Tensor& v0, const Shard& after,
-                                         WorstError& worst) {
+inline void check_step_against_reference(const Hyper& h, int64_t step, double lr, double divisor,
+                                         const torch::Tensor& p0, const torch::Tensor& g0,
+                                         const torch::Tensor& m0, const torch::Tensor& v0,
+                                         const Shard& after, WorstError& worst) {
   const int64_t n = p0.numel();
   const float* p_in = p0.data_ptr<float>();
   const float* g_in = g0.data_ptr<float>();
@@ -143,9 +144,9 @@ inline void check_step_against_reference(const Hyper& h, int64_t step, double lr
       worst.p_rel = std::max(worst.p_rel, std::abs(p_out[i] - p_new) / std::abs(p_new));
     }
     if ((rp > 1 || rm > 1 || rv > 1) && failures++ < 5) {
-      FAIL_CHECK("n=" << n << " step " << step << " element " << i << ": p " << p_out[i]
-                      << " vs " << p_new << " (bound " << e_p << "), m " << m_out[i] << " vs "
-                      << m << ", v " << v_out[i] << " vs " << v);
+      FAIL_CHECK("n=" << n << " step " << step << " element " << i << ": p " << p_out[i] << " vs "
+                      << p_new << " (bound " << e_p << "), m " << m_out[i] << " vs " << m << ", v "
+                      << v_out[i] << " vs " << v);
     }
   }
   CHECK(failures == 0);

@@ -89,14 +89,16 @@ struct Leads {
 class GpuShards {
  public:
   GpuShards(const std::vector<Shard>& host, const Leads& leads = {})
-      : param_(layout(host, leads.param, [](const Shard& s) { return s.param; }, param_at_)),
-        grad_(layout(host, leads.grad, [](const Shard& s) { return s.grad; }, grad_at_)),
-        exp_avg_(layout(host, leads.exp_avg, [](const Shard& s) { return s.exp_avg; },
-                        exp_avg_at_)),
-        exp_avg_sq_(layout(host, leads.exp_avg_sq, [](const Shard& s) { return s.exp_avg_sq; },
-                           exp_avg_sq_at_)),
-        copy_out_(layout(host, leads.copy_out, [](const Shard& s) { return s.copy_out; },
-                         copy_out_at_)) {
+      : param_(layout(
+            host, leads.param, [](const Shard& s) { return s.param; }, param_at_)),
+        grad_(layout(
+            host, leads.grad, [](const Shard& s) { return s.grad; }, grad_at_)),
+        exp_avg_(layout(
+            host, leads.exp_avg, [](const Shard& s) { return s.exp_avg; }, exp_avg_at_)),
+        exp_avg_sq_(layout(
+            host, leads.exp_avg_sq, [](const Shard& s) { return s.exp_avg_sq; }, exp_avg_sq_at_)),
+        copy_out_(layout(
+            host, leads.copy_out, [](const Shard& s) { return s.copy_out; }, copy_out_at_)) {
     for (size_t k = 0; k < host.size(); ++k) {
       const Shard& s = host[k];
       upload(s.param, param_.get() + param_at_[k]);
@@ -157,8 +159,8 @@ class GpuShards {
 };
 
 AdamConstants constants(const Hyper& h, int64_t step, double lr, double divisor) {
-  return zt::hybrid_adam::make_adam_constants(lr, h.beta1, h.beta2, h.eps, h.weight_decay,
-                                              h.adamw, step, divisor);
+  return zt::hybrid_adam::make_adam_constants(lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.adamw,
+                                              step, divisor);
 }
 
 // One step of every shard on the GPU in one adam_update_cuda call; results back in `shards`.
@@ -180,8 +182,8 @@ int expected_launches(const std::vector<Shard>& shards, const CudaAdamLimits& li
     const int64_t n = s.param.numel();
     if (n == 0) continue;
     const int copy = s.copy_out.defined() ? static_cast<int>(s.copy_out.scalar_type()) : -1;
-    segments[{static_cast<int>(s.grad.scalar_type()), copy}] +=
-        (n + limits.max_segment_numel - 1) / limits.max_segment_numel;
+    segments[{static_cast<int>(s.grad.scalar_type()), copy}] += (n + limits.max_segment_numel - 1) /
+                                                                limits.max_segment_numel;
   }
   int launches = 0;
   for (const auto& [group, count] : segments) {
@@ -189,7 +191,6 @@ int expected_launches(const std::vector<Shard>& shards, const CudaAdamLimits& li
   }
   return launches;
 }
-
 
 bool same_bits(const Shard& a, const Shard& b) {
   bool same = torch::equal(a.param, b.param) && torch::equal(a.exp_avg, b.exp_avg) &&
@@ -333,9 +334,8 @@ TEST_CASE("hundreds of shards of mixed sizes and types in one call, also in tiny
   WorstError worst;
   for (size_t k = 0; k < full.size(); ++k) {
     CAPTURE(k);
-    check_step_against_reference(h, 1, 1e-2, 5.0, start[k].param,
-                                 start[k].grad.to(torch::kFloat), start[k].exp_avg,
-                                 start[k].exp_avg_sq, full[k], worst);
+    check_step_against_reference(h, 1, 1e-2, 5.0, start[k].param, start[k].grad.to(torch::kFloat),
+                                 start[k].exp_avg, start[k].exp_avg_sq, full[k], worst);
     if (full[k].copy_out.defined()) {
       CHECK(torch::equal(full[k].copy_out, full[k].param.to(full[k].copy_out.scalar_type())));
     }
@@ -426,8 +426,8 @@ TEST_CASE("20-step trajectories equal the CPU kernels (AVX2/AVX-512 bit for bit)
           const torch::Tensor diff = (gpu[k].param - cpu[k].param).abs();
           CHECK(torch::all(diff <= 1e-5 * cpu[k].param.abs() + 1e-7).item<bool>());
           if (sizes[k] > 0) {
-            worst_rel = std::max(
-                worst_rel, (diff / cpu[k].param.abs().clamp_min(1e-2)).max().item<double>());
+            worst_rel = std::max(worst_rel,
+                                 (diff / cpu[k].param.abs().clamp_min(1e-2)).max().item<double>());
           }
         }
       }
@@ -454,7 +454,8 @@ TEST_CASE("the plugin: CUDA and host shards in one step, each where it lives" *
     host.emplace_back(n);
     host.back().copy_out = torch::zeros({n}, torch::kBFloat16);
     const Shard& s = host.back();
-    cuda.push_back({s.param.to(torch::kCUDA), s.grad.to(torch::kCUDA),
+    cuda.push_back({s.param.to(torch::kCUDA),
+                    s.grad.to(torch::kCUDA),
                     {s.exp_avg.to(torch::kCUDA), s.exp_avg_sq.to(torch::kCUDA)},
                     s.copy_out.to(torch::kCUDA)});
   }
@@ -480,10 +481,9 @@ int main(int argc, char** argv) {
   int devices = 0;
   const cudaError_t err = cudaGetDeviceCount(&devices);
   if (err != cudaSuccess || devices < 1) {
-    const std::string why = err != cudaSuccess
-                                ? std::string("cudaGetDeviceCount failed: ") +
-                                      cudaGetErrorString(err)
-                                : std::string("cudaGetDeviceCount found no device");
+    const std::string why = err != cudaSuccess ? std::string("cudaGetDeviceCount failed: ") +
+                                                     cudaGetErrorString(err)
+                                               : std::string("cudaGetDeviceCount found no device");
     std::printf("SKIPPED: optim_hybrid_adam's CUDA kernel tests need a CUDA GPU; %s. "
                 "Run them on a GPU machine (scripts/device-build.sh runs ctest -L gpu).\n",
                 why.c_str());

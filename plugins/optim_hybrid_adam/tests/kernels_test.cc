@@ -21,7 +21,6 @@ namespace {
 
 using namespace zt_adam_test;
 
-
 // `steps` steps of one optimizer on a fresh shard of n elements, each checked against the
 // reference (which reads the gradient widened to fp32: exactly the values the kernel sees) and,
 // with a copy-out, the copy against param.to(dtype) bit for bit.
@@ -158,6 +157,5 @@ TEST_CASE("the thread count does not change a bit") {
 
 TEST_CASE("ZT_ADAM_ISA: an unknown kernel is a ConfigError naming the variable") {
   IsaScope scope("sse9");
-  CHECK_THROWS_WITH_AS(make_optimizer({}), doctest::Contains("ZT_ADAM_ISA=sse9"),
-                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(make_optimizer({}), doctest::Contains("ZT_ADAM_ISA=sse9"), zt::ConfigError);
 }

@@ -90,8 +90,7 @@ void check_trajectory_against_libtorch(bool adamw, const std::string& isa) {
   }
   MESSAGE(std::string(adamw ? "AdamW" : "Adam")
           << " (" << isa << " kernel): worst |ours - LibTorch| / max(|LibTorch|, 0.01) over 20 "
-          << "steps: " << worst_rel
-          << ", worst |ours - LibTorch|: " << worst_abs);
+          << "steps: " << worst_rel << ", worst |ours - LibTorch|: " << worst_abs);
 }
 
 }  // namespace
@@ -150,7 +149,8 @@ TEST_CASE("20-step fp32 trajectory equals torch::optim::AdamW element by element
   }
 }
 
-TEST_CASE("20-step fp32 trajectory equals torch::optim::Adam (L2 weight decay) element by element") {
+TEST_CASE(
+    "20-step fp32 trajectory equals torch::optim::Adam (L2 weight decay) element by element") {
   for (const std::string& isa : available_isas()) {
     CAPTURE(isa);
     IsaScope scope(isa);
@@ -337,10 +337,10 @@ TEST_CASE("host shards of every gradient and copy-out type in one step: each as 
   // reference: the split by device and type sends each to the CPU kernel with its own types.
   torch::manual_seed(31);
   const std::vector<TypedShard> kinds = {
-      {1000, torch::kFloat, std::nullopt},   {17, torch::kBFloat16, std::nullopt},
-      {0, torch::kFloat, torch::kBFloat16},  {4099, torch::kHalf, std::nullopt},
-      {64, torch::kFloat, torch::kBFloat16}, {65, torch::kBFloat16, torch::kBFloat16},
-      {3, torch::kHalf, torch::kBFloat16},   {129, torch::kFloat, torch::kHalf},
+      {1000, torch::kFloat, std::nullopt},     {17, torch::kBFloat16, std::nullopt},
+      {0, torch::kFloat, torch::kBFloat16},    {4099, torch::kHalf, std::nullopt},
+      {64, torch::kFloat, torch::kBFloat16},   {65, torch::kBFloat16, torch::kBFloat16},
+      {3, torch::kHalf, torch::kBFloat16},     {129, torch::kFloat, torch::kHalf},
       {70000, torch::kBFloat16, torch::kHalf}, {33, torch::kHalf, torch::kHalf}};
   for (bool adamw : {true, false}) {
     CAPTURE(adamw);
@@ -379,8 +379,8 @@ TEST_CASE("host shards of every gradient and copy-out type in one step: each as 
         CHECK(torch::equal(a[i].param, b[i].param));
         CHECK(torch::equal(a[i].exp_avg, b[i].exp_avg));
         CHECK(torch::equal(a[i].exp_avg_sq, b[i].exp_avg_sq));
-        check_step_against_reference(h, step, lr, 3.0, p0[i], a[i].grad.to(torch::kFloat),
-                                     m0[i], v0[i], a[i], worst);
+        check_step_against_reference(h, step, lr, 3.0, p0[i], a[i].grad.to(torch::kFloat), m0[i],
+                                     v0[i], a[i], worst);
         if (kinds[i].copy_type) {
           CHECK(torch::equal(a[i].copy_out, a[i].param.to(*kinds[i].copy_type)));
           CHECK(torch::equal(a[i].copy_out, b[i].copy_out));
@@ -456,11 +456,11 @@ TEST_CASE("without the CUDA kernel, a CUDA shard is a PluginError saying how to 
   Shard backing(8);
   backing.copy_out = torch::zeros({8}, torch::kBFloat16);
   const torch::Tensor backing_param = backing.param.clone();
-  const zt::ShardTensors cuda_shard{labelled_cuda(backing.param),
-                                    labelled_cuda(backing.grad),
-                                    {labelled_cuda(backing.exp_avg),
-                                     labelled_cuda(backing.exp_avg_sq)},
-                                    labelled_cuda(backing.copy_out)};
+  const zt::ShardTensors cuda_shard{
+      labelled_cuda(backing.param),
+      labelled_cuda(backing.grad),
+      {labelled_cuda(backing.exp_avg), labelled_cuda(backing.exp_avg_sq)},
+      labelled_cuda(backing.copy_out)};
   try {
     opt->step({host_shard.view(), cuda_shard}, zt::StepArgs{1, 1e-2, 1.0});
     FAIL("a CUDA shard was accepted by a build without the CUDA kernel");

@@ -50,11 +50,22 @@ std::vector<zt::TensorMeta> metas(const std::vector<int64_t>& sizes, int64_t ele
 // Edge cases (empty unit, empty tensors, single elements, primes, a huge tensor, lists that fill
 // a 1 MiB fp32 bucket exactly), then seeded random lists mixing fp32 and bf16 element sizes.
 std::vector<std::vector<zt::TensorMeta>> tensor_lists() {
-  std::vector<std::vector<int64_t>> fixed = {
-      {},        {0},         {1},          {0, 0, 0},         {1, 0, 1},
-      {7},       {6, 7, 8},   {3, 5, 7, 11, 13}, {1, 2, 3, 4, 5, 6, 7, 8},
-      {1 << 24}, {1, 100000007, 1}, {5, 0, 9, 0, 2},
-      {kMiB / 4}, {kMiB / 8, kMiB / 8, 1}, {kMiB / 4 + 1, 0, 3}, {0, kMiB / 4, 0, kMiB / 4}};
+  std::vector<std::vector<int64_t>> fixed = {{},
+                                             {0},
+                                             {1},
+                                             {0, 0, 0},
+                                             {1, 0, 1},
+                                             {7},
+                                             {6, 7, 8},
+                                             {3, 5, 7, 11, 13},
+                                             {1, 2, 3, 4, 5, 6, 7, 8},
+                                             {1 << 24},
+                                             {1, 100000007, 1},
+                                             {5, 0, 9, 0, 2},
+                                             {kMiB / 4},
+                                             {kMiB / 8, kMiB / 8, 1},
+                                             {kMiB / 4 + 1, 0, 3},
+                                             {0, kMiB / 4, 0, kMiB / 4}};
   std::vector<std::vector<zt::TensorMeta>> lists;
   for (const auto& sizes : fixed) lists.push_back(metas(sizes));
   std::mt19937_64 rng(20240602);
@@ -67,7 +78,7 @@ std::vector<std::vector<zt::TensorMeta>> tensor_lists() {
       switch (rng() % 8) {
         case 0: t.numel = 0; break;
         case 1: t.numel = 1; break;
-        case 2: t.numel = static_cast<int64_t>(rng() % 2000000); break;  // around a 1 MiB bucket
+        case 2: t.numel = static_cast<int64_t>(rng() % 2000000); break;   // around a 1 MiB bucket
         case 3: t.numel = static_cast<int64_t>(rng() % 50000000); break;  // far above it
         default: t.numel = static_cast<int64_t>(rng() % 100000);
       }

@@ -40,10 +40,19 @@ std::vector<zt::TensorMeta> metas(const std::vector<int64_t>& sizes, int64_t ele
 // Edge cases first (empty unit, empty tensors, single elements, primes, one huge tensor), then
 // seeded random lists so failures reproduce.
 std::vector<std::vector<int64_t>> size_lists() {
-  std::vector<std::vector<int64_t>> lists = {
-      {},         {0},       {1},           {0, 0, 0},          {1, 0, 1},
-      {7},        {6, 7, 8}, {3, 5, 7, 11, 13}, {1, 2, 3, 4, 5, 6, 7, 8},
-      {1 << 24},  {1, 100000007, 1}, {5, 0, 9, 0, 2}, {420, 840, 1260}};
+  std::vector<std::vector<int64_t>> lists = {{},
+                                             {0},
+                                             {1},
+                                             {0, 0, 0},
+                                             {1, 0, 1},
+                                             {7},
+                                             {6, 7, 8},
+                                             {3, 5, 7, 11, 13},
+                                             {1, 2, 3, 4, 5, 6, 7, 8},
+                                             {1 << 24},
+                                             {1, 100000007, 1},
+                                             {5, 0, 9, 0, 2},
+                                             {420, 840, 1260}};
   std::mt19937_64 rng(20240601);
   for (int k = 0; k < 300; ++k) {
     std::vector<int64_t> sizes(rng() % 12);
