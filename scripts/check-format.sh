@@ -24,6 +24,10 @@ if [ "$version" != "14" ]; then
   echo "check-format: note: $clang_format is version $version; the tree is formatted with 14" >&2
 fi
 
+if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  echo "check-format: $PWD is not a git checkout; the files to check are git's tracked ones" >&2
+  exit 1
+fi
 # Tracked files that exist (a deletion not yet committed is no format problem).
 files=()
 while IFS= read -r f; do
