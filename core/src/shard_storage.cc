@@ -4,11 +4,11 @@
 
 namespace zt {
 
-namespace {
-
 at::Tensor view_of(void* address, int64_t numel, at::ScalarType dtype) {
   return at::from_blob(address, {numel}, at::TensorOptions().dtype(dtype));
 }
+
+namespace {
 
 // Master and states in the optimizer tier: in place when it is addressable, streamed otherwise.
 void place_optimizer_in_tier(ShardStorage& s, const ParamGroup& g, const std::string& label,

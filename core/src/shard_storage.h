@@ -40,6 +40,10 @@ struct StorageContext {
   int64_t tile_elements = 1;  // streamed tile length
 };
 
+// A 1-D tensor of `numel` elements over bytes the tensor does not own (tier memory, host
+// buffers); the owner must outlive it.
+at::Tensor view_of(void* address, int64_t numel, at::ScalarType dtype);
+
 // Builds group `g`'s flat buffer (the parameters become views of it) and this rank's storage,
 // in a tier where `opt_in_tier` / `param_in_tier` say; counts every byte in `ledger`.
 ShardStorage build_shard_storage(ModelLayout& layout, int g, bool opt_in_tier, bool param_in_tier,

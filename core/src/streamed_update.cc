@@ -8,14 +8,6 @@
 
 namespace zt {
 
-namespace {
-
-at::Tensor view_of(const at::Tensor& buffer, int64_t numel, at::ScalarType dtype) {
-  return at::from_blob(buffer.data_ptr(), {numel}, at::TensorOptions().dtype(dtype));
-}
-
-}  // namespace
-
 StreamedUpdate::StreamedUpdate(ModelLayout& layout, std::vector<ShardStorage>& storage,
                                Optimizer& optimizer, OffloadTier* tier, StreamOptions options,
                                MemoryLedger& ledger)
@@ -74,16 +66,17 @@ void StreamedUpdate::update(const Tile& t, int set, const StepArgs& args) {
   const int64_t tile = t.start / options_.tile_elements;
   for (int64_t a = 0; a < arrays_; ++a)
     array(s, a).verify_tile(tile, sets_[set][a].data_ptr(), args.step);
-  at::Tensor master = view_of(sets_[set][0], t.len, at::kFloat);
+  at::Tensor master = view_of(sets_[set][0].data_ptr(), t.len, at::kFloat);
   std::vector<at::Tensor> states;
-  for (int64_t a = 1; a < arrays_; ++a) states.push_back(view_of(sets_[set][a], t.len, at::kFloat));
+  for (int64_t a = 1; a < arrays_; ++a)
+    states.push_back(view_of(sets_[set][a].data_ptr(), t.len, at::kFloat));
   optimizer_.step({{master, s.grad.narrow(0, t.start, t.len), states, {}}}, args);
   if (options_.stage < 3) {
     g.flat.narrow(0, g.first + t.start, t.len).copy_(master);
   } else if (!s.param_streamed) {
     s.param_shard.narrow(0, t.start, t.len).copy_(master);
   } else if (options_.dtype != at::kFloat) {
-    view_of(sets_[set][arrays_], t.len, options_.dtype).copy_(master);
+    view_of(sets_[set][arrays_].data_ptr(), t.len, options_.dtype).copy_(master);
   }
 }
 
