@@ -73,10 +73,10 @@ zt::test::CommandResult sabotage_run(const TempDir& dir, const std::string& sabo
   return run_command("bash " + dir.file("run.sh"));
 }
 
-// The step a fault was reported at ("... step 12 ...").
+// The step the tier names in its error ("... at step N"), not a progress line's "step N/M".
 int64_t failed_step(const std::string& output) {
   std::smatch m;
-  if (!std::regex_search(output, m, std::regex("step (\\d+)"))) return -1;
+  if (!std::regex_search(output, m, std::regex("at step (\\d+)"))) return -1;
   return std::stoll(m[1]);
 }
 
@@ -149,7 +149,7 @@ TEST_CASE(
   CHECK(contains(r.output, "job exit 5"));
   CHECK(contains(r.output, "deleted"));
   CHECK(contains(r.output, dir.file("nvme")));
-  const int64_t step = failed_step(r.output.substr(r.output.find("deleted") - 400));
+  const int64_t step = failed_step(r.output.substr(r.output.find("io error: offload_nvme")));
   REQUIRE(step > 0);
   // Steps before the failing one were trained and logged; the failing one was not.
   CHECK(lines_of(dir.file("out") + "/metrics.jsonl") == step - 1);
