@@ -6,6 +6,8 @@ find_package(tomlplusplus REQUIRED)
 # We compile toml++ header-only (TOML_HEADER_ONLY=1) rather than link Debian's shared build, so
 # the same sources work where the C++ ABI differs (PyTorch wheels) and only headers travel.
 get_target_property(ZT_TOMLPP_INCLUDE_DIR tomlplusplus::tomlplusplus INTERFACE_INCLUDE_DIRECTORIES)
+find_package(nlohmann_json 3.2 REQUIRED)  # checkpoint manifests, safetensors headers
+find_package(ZLIB REQUIRED)                # crc32 of checkpoint files
 find_package(Boost 1.70 REQUIRED)   # Boost.DLL is header-only; we use std::filesystem with it
 find_package(Threads REQUIRED)
 if(ZT_BUILD_TESTS)

@@ -12,13 +12,14 @@
 #
 # DEPS_DIR (or ZT_DEVICE_DEPS) carries what the machine lacks and cannot download (it has no
 # network), as Debian packages taken from a Debian 12 machine, e.g. there with
-#   apt-get download libtomlplusplus-dev doctest-dev libboost1.74-dev libucx-dev libucx0
+#   apt-get download libtomlplusplus-dev doctest-dev libboost1.74-dev libucx-dev libucx0 \
+#     nlohmann-json3-dev zlib1g-dev
 # Layout:
 #   DEPS_DIR/*.deb     packages to unpack (dpkg-deb -x, or ar + tar) into DEPS_DIR/root/
 #   DEPS_DIR/root/     made by this script: the unpacked tree (root/usr/include, root/usr/lib/...),
 #                      first on CMAKE_PREFIX_PATH (before LibTorch's and the system's) and on
 #                      LD_LIBRARY_PATH
-# The header-only ones (toml++, doctest, Boost headers) only need headers and CMake files; UCX
+# The header-only ones (toml++, doctest, Boost headers, nlohmann-json) only need headers and CMake files; UCX
 # (which zt requires) is a library, so libucx0 must match the machine's glibc. CMake files that
 # hard-code /usr as their prefix (UCX's) are pointed at DEPS_DIR/root/usr when unpacked.
 #

@@ -10,6 +10,8 @@ packages=(
   libopenblas0-openmp   # replaces the reference BLAS LibTorch links: ~10x faster matmuls
   libucx-dev ucx-utils  # UCX for comm_ucx; ucx_perftest for bench/comm
   libtomlplusplus-dev   # TOML++ for the config
+  nlohmann-json3-dev    # JSON for checkpoint manifests and safetensors headers (header-only)
+  zlib1g-dev            # crc32 of checkpoint files
   doctest-dev           # tests
   libboost-dev          # Boost.DLL (header-only)
   liburing-dev          # io_uring for offload_nvme

@@ -39,6 +39,9 @@
 
 namespace zt {
 
+class CheckpointRankWriter;
+class CheckpointReader;
+
 struct EngineOptions {
   int stage = 0;
   at::ScalarType compute_dtype = at::kFloat;
@@ -112,6 +115,34 @@ class ZT_API Engine {
 
   // Every parameter at full size as fp32, in registration order (collective in stage 3).
   std::vector<std::pair<std::string, at::Tensor>> full_parameters();
+
+  // Checkpoints (zt/checkpoint.h). Call between steps (after step(), before the next
+  // forward_backward()).
+  // Declares and writes this rank's pieces: the fp32 master value ("param") and every optimizer
+  // state of the elements it owns (stage 0: a 1/world split of every group), file-tier states
+  // read tile by tile through the tier's buffers. Not collective.
+  void save_checkpoint(CheckpointRankWriter& writer);
+  // Collective. Every rank reads the elements it owns, whatever world size, stage, strategy and
+  // offload saved them, into its master weights and optimizer states (in memory or a tier),
+  // restores the counters (optimizer steps, loss scaler) and refreshes the parameters, so the
+  // next step continues the saved run exactly. Throws ConfigError naming the first tensor whose
+  // name or shape differs from the model's, or an optimizer state the checkpoint lacks; IoError
+  // from the reader.
+  void load_checkpoint(const CheckpointReader& reader);
+
+  // Debug accessors, like DeepSpeed's safe_get_full_fp32_param / safe_get_full_grad /
+  // safe_get_full_optimizer_state. Collective; every rank gets the whole tensor, fp32, in the
+  // parameter's shape. Throws ConfigError for an unknown name or state (listing the names).
+  //   full_fp32_param: the fp32 master value.
+  //   full_fp32_grad: the gradient the next step() applies, averaged over ranks and the micro
+  //     steps run so far and unscaled (before clipping); zeros before the first micro step.
+  //     Call after forward_backward(), before step().
+  //   full_optimizer_state: an optimizer state ("exp_avg", "exp_avg_sq" for Adam).
+  at::Tensor full_fp32_param(const std::string& name);
+  at::Tensor full_fp32_grad(const std::string& name);
+  at::Tensor full_optimizer_state(const std::string& name, const std::string& state);
+  // Names of every parameter, in registration order.
+  std::vector<std::string> parameter_names() const;
   MemoryReport memory() const;
   int64_t parameter_count() const;
 

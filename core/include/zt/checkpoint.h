@@ -1,0 +1,191 @@
+// Checkpoints: sharded, asynchronous, atomic saves of a run, and loads into any world size,
+// ZeRO stage, shard strategy or offload placement (like PyTorch DCP, without a conversion step).
+//
+// The format is per tensor, independent of who saved it. A *piece* is elements [begin, end) of
+// one model tensor flattened in row-major order, of one *kind*: "param" (the fp32 master value of
+// the parameter) or an optimizer state named as the optimizer names it ("exp_avg", "exp_avg_sq").
+// Every element of every tensor and kind is saved exactly once, by the rank that owns it (stage
+// 0: a 1/world split of the whole model), so stages 0-2 save the parameters once, not once per
+// rank. A loader intersects the ranges it now owns with the saved pieces.
+//
+// On disk (dir = checkpoint.dir):
+//   dir/step-00000012/manifest.json        format, zt version, step, who saved it (world, stage,
+//                                          strategy, offload), every tensor's name and shape,
+//                                          every piece (kind, range, file, byte offset, crc32),
+//                                          every file's size and header crc32, the engine's
+//                                          counters, the trainer's state, the resolved config
+//   dir/step-00000012/manifest.json.crc32  crc32 of manifest.json, so a flipped byte is caught
+//   dir/step-00000012/rank-00000-of-00002.safetensors  one per rank; entry names
+//                                          "<kind>/<tensor>/<begin>-<end>", fp32, 1-D
+//   dir/latest                             the newest complete checkpoint's folder name
+//   dir/.tmp-step-00000012-<job>/          a save in progress (removed by the next start)
+// A save becomes visible in one step: every rank writes and fsyncs its file in the temporary
+// folder and reports its pieces through the Store; rank 0 then writes the manifest, fsyncs it,
+// renames the folder to step-<N>, fsyncs dir, and replaces `latest` by rename. A rank killed at
+// any moment therefore leaves the previous checkpoint intact and `latest` pointing at it.
+//
+// Thread safety: a CheckpointSaver is used from the training thread; it runs its writes on one
+// thread of its own. A CheckpointReader is immutable after construction (read() is const and
+// may run on several threads).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zt/api.h"
+
+namespace zt {
+
+class Engine;
+class Store;
+
+struct CheckpointTensor {
+  std::string name;            // as the model's units list it ("block0.attn.qkv.weight")
+  std::vector<int64_t> shape;  // full shape
+  int64_t numel() const;
+};
+
+struct CheckpointPiece {
+  std::string tensor;
+  std::string kind;  // "param" or an optimizer state name
+  int64_t begin = 0, end = 0;
+};
+
+// The engine's own counters that a resume restores.
+struct EngineCounters {
+  int64_t optimizer_steps = 0;  // updates applied, skipped steps excluded (Adam's bias correction)
+  double loss_scale = 1;        // the LossScaler's state
+  int64_t clean_steps = 0;
+  int64_t hysteresis_left = 0;
+};
+
+// What the trainer adds to a checkpoint besides the engine's state.
+struct CheckpointMeta {
+  std::string trainer_state;  // JSON object text: step, data position, schedule, RNG, ...
+  std::string config_toml;    // the resolved config (Config::to_toml)
+  std::string saved_by;       // one line: world, stage, strategy, offload, compute dtype
+};
+
+// One rank's part of one save, filled by Engine::save_checkpoint: first every tensor and every
+// piece this rank saves (add_tensor, declare), then begin_data(), then every piece's bytes.
+// Made by CheckpointSaver::save; the engine never constructs one.
+class ZT_API CheckpointRankWriter {
+ public:
+  class Impl;
+  explicit CheckpointRankWriter(std::unique_ptr<Impl> impl);
+  ~CheckpointRankWriter();
+  CheckpointRankWriter(const CheckpointRankWriter&) = delete;
+  CheckpointRankWriter& operator=(const CheckpointRankWriter&) = delete;
+
+  // Every tensor of the model in model order (every rank gives the same list).
+  void add_tensor(const CheckpointTensor& tensor);
+  // A piece this rank saves; returns its index. `streamed`: its bytes come from a file tier tile
+  // by tile and are written straight to the rank file; otherwise they come from memory that the
+  // next step changes, so an asynchronous save copies them into its host buffer.
+  int64_t declare(const CheckpointPiece& piece, bool streamed);
+  // After every declare(), before the first write(): creates the rank file and its header.
+  // Throws IoError when the folder cannot be written or has not room for the file (naming the
+  // path, the bytes needed and free, and the way out).
+  void begin_data();
+  // fp32 elements [offset, offset + count) of piece `index`. A piece's parts come in increasing
+  // offset, without gaps, until it is whole. Throws IoError as begin_data().
+  void write(int64_t index, int64_t offset, const float* data, int64_t count);
+  void set_counters(const EngineCounters& counters);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+struct CheckpointOptions {
+  std::string dir;             // checkpoint.dir
+  int64_t keep_last = 2;       // complete checkpoints kept (older ones removed after a save); 0 = all
+  bool async = true;           // the step waits only for the in-memory bytes to be copied
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};  // every wait on other ranks
+  std::string job;             // same on all ranks, unique per job (temporary folder names)
+};
+
+struct SaveStats {
+  int64_t step = 0;
+  std::string folder;          // the published folder (rank 0) or the temporary one (others)
+  int64_t bytes = 0;           // this rank's file
+  double stall_seconds = 0;    // how long save() held the training thread
+  double write_seconds = 0;    // from save() to this rank's file fsynced
+  double publish_seconds = 0;  // rank 0: from save() to the rename of the folder
+};
+
+class ZT_API CheckpointSaver {
+ public:
+  //   rank, world: this process's rank and the job's size; store: the job's store (not owned,
+  //   must outlive the saver), used by the writer thread to gather the ranks' pieces on rank 0.
+  CheckpointSaver(CheckpointOptions options, Store& store, int rank, int world);
+  // Waits for a save in flight (up to the timeout) without throwing; a failure is reported
+  // on stderr.
+  ~CheckpointSaver();
+  CheckpointSaver(const CheckpointSaver&) = delete;
+  CheckpointSaver& operator=(const CheckpointSaver&) = delete;
+
+  // Saves `engine`'s state after `step` optimizer steps. Collective: every rank calls it at the
+  // same step. Waits for the previous save first (rethrowing its error). With async, returns
+  // once the in-memory bytes are copied (file-tier states are streamed to the file before it
+  // returns); the file is written, fsynced and published in the background.
+  // Throws IoError naming the path and bytes (unwritable folder, disk full); the previous
+  // checkpoint stays the `latest`.
+  void save(Engine& engine, int64_t step, const CheckpointMeta& meta);
+  // Rethrows the error of a save that failed in the background. Cheap: call it every step.
+  void poll();
+  // Waits until the save in flight is published (rank 0) or this rank's part is written, up to
+  // the timeout; rethrows its error (CommError when a rank never reported).
+  void finish();
+  // The last save that completed on this rank.
+  std::optional<SaveStats> last_completed() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The newest complete checkpoint folder under `dir` (the one `latest` names, else the highest
+// step-* holding a manifest), or "" when there is none. Never throws for a missing dir.
+ZT_API std::string latest_checkpoint(const std::string& dir);
+// `path` as a checkpoint folder: `path` itself when it holds a manifest, else the latest one
+// under it. Throws ConfigError when neither ("not a checkpoint: ...", with the way out).
+ZT_API std::string resolve_checkpoint(const std::string& path);
+// Removes the temporary folders a killed save left under `dir`; returns their paths.
+ZT_API std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir);
+
+// A published checkpoint, opened for loading.
+class ZT_API CheckpointReader {
+ public:
+  // Reads and checks manifest.json (its crc32, format version) and that every rank file is
+  // there at its size. Throws ConfigError for a folder that is not a checkpoint or a manifest
+  // that does not parse, IoError for a missing or short file; each message names the path.
+  explicit CheckpointReader(const std::string& folder);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const std::string& folder() const;
+  int64_t step() const;
+  const std::vector<CheckpointTensor>& tensors() const;
+  const CheckpointTensor* find_tensor(const std::string& name) const;
+  std::vector<std::string> kinds() const;  // "param" first, then the optimizer states
+  EngineCounters counters() const;
+  const CheckpointMeta& meta() const;
+  std::string zt_version() const;
+  // Elements [begin, end) of `tensor`'s `kind` into `out` (fp32). Reads every saved piece that
+  // overlaps the range whole and checks its crc32. Throws IoError on a mismatch or short read
+  // (naming the file, the tensor, the kind and the range), ConfigError for an unknown tensor or
+  // kind or a range the pieces do not cover.
+  void read(const std::string& tensor, const std::string& kind, int64_t begin, int64_t end,
+            float* out) const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zt
