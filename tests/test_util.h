@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace zt::test {
 
@@ -62,6 +63,21 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// The "loss" of every line of a metrics.jsonl, in order (the trainer writes it with 17 digits,
+// so equal strings mean equal doubles).
+inline std::vector<double> losses_of(const std::filesystem::path& metrics) {
+  std::vector<double> out;
+  std::ifstream in(metrics);
+  std::string line;
+  const std::string key = "\"loss\":";
+  while (std::getline(in, line)) {
+    const size_t at = line.find(key);
+    if (at != std::string::npos)
+      out.push_back(std::strtod(line.c_str() + at + key.size(), nullptr));
+  }
+  return out;
+}
 
 inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;

@@ -9,7 +9,8 @@ namespace zt::trainer {
 const char* usage() {
   return R"(usage:
   trainer --config FILE [--set section.key=value]... [--nproc N] [--plugin-dir DIR]...
-          [--print-config]
+          [--resume auto|PATH] [--print-config]
+  trainer export --checkpoint DIR --out FILE.safetensors [--dtype fp32|bf16|fp16]
   trainer plugins list [--config FILE] [--plugin-dir DIR]...
   trainer plugins describe ID [--config FILE] [--plugin-dir DIR]...
   trainer --help | --version
@@ -18,6 +19,9 @@ Runs the job described by FILE (see configs/). Without a torchrun, mpirun or sru
 --nproc N (or [launch] nproc) spawns N local ranks and supervises them.
 Plugins are searched in --plugin-dir folders, then plugins.dirs, then ZT_PLUGIN_PATH, then
 zt's own plugin folder. The plugins commands read only plugins.dirs from FILE.
+--resume auto continues from the newest checkpoint in checkpoint.dir (fresh when there is none),
+--resume PATH from that checkpoint (same as --set checkpoint.resume=...). export writes a
+checkpoint's weights as one safetensors file (GPT under Hugging Face GPT-2 names).
 Exit codes: 0 ok, 2 config, 3 plugin, 4 communication, 5 I/O, 6 numeric, 7 internal,
 128+N a rank killed by signal N.
 )";
@@ -30,7 +34,10 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     if (i + 1 >= args.size()) throw ConfigError(flag + " needs a value; see trainer --help");
     return args[++i];
   };
-  if (!args.empty() && args[0] == "plugins") {
+  if (!args.empty() && args[0] == "export") {
+    out.command = Command::kExport;
+    i = 1;
+  } else if (!args.empty() && args[0] == "plugins") {
     if (args.size() < 2) throw ConfigError("'trainer plugins' needs 'list' or 'describe ID'");
     if (args[1] == "list") {
       out.command = Command::kPluginsList;
@@ -60,6 +67,17 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.overrides.push_back(value_of(a));
     } else if (a.rfind("--set=", 0) == 0) {
       out.overrides.push_back(a.substr(6));
+    } else if (a == "--resume") {
+      out.overrides.push_back("checkpoint.resume=" + value_of(a));
+    } else if (a == "--checkpoint" && out.command == Command::kExport) {
+      out.checkpoint = value_of(a);
+    } else if (a == "--out" && out.command == Command::kExport) {
+      out.out_path = value_of(a);
+    } else if (a == "--dtype" && out.command == Command::kExport) {
+      out.dtype = value_of(a);
+      if (out.dtype != "fp32" && out.dtype != "bf16" && out.dtype != "fp16") {
+        throw ConfigError("--dtype " + out.dtype + ": expected fp32, bf16 or fp16");
+      }
     } else if (a == "--print-config") {
       out.print_config = true;
     } else if (a == "--plugin-dir") {
@@ -75,6 +93,10 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     } else {
       throw ConfigError("unknown argument '" + a + "'; see trainer --help");
     }
+  }
+  if (out.command == Command::kExport && (out.checkpoint.empty() || out.out_path.empty())) {
+    throw ConfigError(
+        "trainer export needs --checkpoint DIR and --out FILE.safetensors; see trainer --help");
   }
   if (out.command == Command::kRun && out.config_path.empty()) {
     throw ConfigError("no config given: trainer --config FILE (e.g. configs/smoke.toml); see "

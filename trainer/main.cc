@@ -53,6 +53,7 @@ int run(const std::vector<std::string>& argv) {
       zt::PluginCatalog catalog(plugin_search_dirs(cli));
       return zt::trainer::describe_plugin(catalog, cli.plugin_id, std::cout);
     }
+    case Command::kExport: throw zt::InternalError("trainer export is not wired yet");
     case Command::kRun: break;
   }
   std::vector<std::string> overrides = cli.overrides;

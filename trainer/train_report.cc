@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <iomanip>
 #include <sstream>
 
 #include "zt/bytes.h"
@@ -147,10 +148,12 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
   elapsed_ += m.step_seconds;
   std::ostringstream js;
   js.precision(8);
-  js << "{\"step\":" << m.step << ",\"loss\":" << m.loss << ",\"lr\":" << m.lr
-     << ",\"loss_scale\":" << m.loss_scale << ",\"grad_norm\":" << m.grad_norm
-     << ",\"skipped\":" << (m.skipped ? "true" : "false") << ",\"step_time_s\":" << m.step_seconds
-     << ",\"tokens_per_s\":" << m.tokens_per_s << ",\"memory\":[";
+  // The loss with every digit a double has, so runs can be compared bit for bit (resume tests).
+  js << "{\"step\":" << m.step << ",\"loss\":" << std::setprecision(17) << m.loss
+     << std::setprecision(8) << ",\"lr\":" << m.lr << ",\"loss_scale\":" << m.loss_scale
+     << ",\"grad_norm\":" << m.grad_norm << ",\"skipped\":" << (m.skipped ? "true" : "false")
+     << ",\"step_time_s\":" << m.step_seconds << ",\"tokens_per_s\":" << m.tokens_per_s
+     << ",\"memory\":[";
   for (size_t r = 0; r < memory.size(); ++r) {
     const auto& x = memory[r];
     js << (r ? "," : "") << "{\"rank\":" << r << ",\"params\":" << x.params

@@ -94,6 +94,7 @@ struct TrainRun {
   std::unique_ptr<models::Model> model;
   std::unique_ptr<data::DataSource> data;
   EngineSetup setup;
+  int64_t next_sample = 0;  // where the next step's global batch starts in the data stream
 };
 
 std::vector<Unit*> unit_pointers(const models::Model& model) {
@@ -135,13 +136,14 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
   const auto t0 = std::chrono::steady_clock::now();
   double loss_sum = 0;
   for (int micro = 0; micro < s.options.grad_accum; ++micro) {
-    data::Batch batch = run.data->get(step, micro, run.env.rank, run.env.world);
+    data::Batch batch = run.data->get(run.next_sample, micro, run.env.rank, run.env.world);
     at::Tensor input = batch.input.is_floating_point() ? batch.input.to(s.options.compute_dtype)
                                                        : batch.input;
     loss_sum += s.engine->forward_backward(
         input, [&](const at::Tensor& out) { return run.model->loss(out, batch.target); });
   }
   StepReport rep = s.engine->step(lr);
+  run.next_sample += run.data->samples_per_step(run.env.world);
   at::Tensor loss = at::tensor({loss_sum / s.options.grad_accum}, at::kDouble);
   s.comm->all_reduce(loss, ReduceOp::kAvg)->wait();
   const double seconds =

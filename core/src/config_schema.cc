@@ -56,22 +56,26 @@ SectionSpec launch_section() {
 }
 
 SectionSpec model_section() {
-  return {"model",
-          "the model to train",
-          {opt_string("kind", "gpt", "model family", {"gpt", "mlp"}),
-           opt_string("preset", "tiny", "GPT size preset; explicit sizes below override it",
-                      {"tiny", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "custom"}),
-           opt_int("n_layer", 0, "GPT blocks (0 = from preset)", 0),
-           opt_int("n_head", 0, "GPT attention heads (0 = from preset)", 0),
-           opt_int("d_model", 0, "GPT width (0 = from preset)", 0),
-           opt_int("seq_len", 0, "GPT context length (0 = from preset)", 0),
-           opt_int("vocab", 0, "GPT vocabulary (0 = from preset; 256 for byte-level text)", 0),
-           opt_bool("activation_checkpointing", false,
-                    "recompute each unit's activations in "
-                    "backward: less memory, about one more forward"),
-           opt_int("width", 1024, "MLP layer width", 1),
-           opt_int("depth", 8, "MLP layers, each its own unit", 1),
-           opt_string("activation", "relu", "MLP activation", {"none", "relu", "gelu"})}};
+  return {
+      "model",
+      "the model to train",
+      {opt_string("kind", "gpt", "model family", {"gpt", "mlp"}),
+       opt_string("preset", "tiny", "GPT size preset; explicit sizes below override it",
+                  {"tiny", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "custom"}),
+       opt_int("n_layer", 0, "GPT blocks (0 = from preset)", 0),
+       opt_int("n_head", 0, "GPT attention heads (0 = from preset)", 0),
+       opt_int("d_model", 0, "GPT width (0 = from preset)", 0),
+       opt_int("seq_len", 0, "GPT context length (0 = from preset)", 0),
+       opt_int("vocab", 0, "GPT vocabulary (0 = from preset; 256 for byte-level text)", 0),
+       opt_bool("activation_checkpointing", false,
+                "recompute each unit's activations in "
+                "backward: less memory, about one more forward"),
+       opt_string("init_from", "",
+                  "a safetensors file to start from instead of the seeded init (fine-tuning): "
+                  "GPT tensors under Hugging Face GPT-2 names, as `trainer export` writes them"),
+       opt_int("width", 1024, "MLP layer width", 1),
+       opt_int("depth", 8, "MLP layers, each its own unit", 1),
+       opt_string("activation", "relu", "MLP activation", {"none", "relu", "gelu"})}};
 }
 
 SectionSpec data_section() {
@@ -159,12 +163,30 @@ SectionSpec plugins_section() {
        opt_string("offload_param", "", "tier for parameter shards (stage 3); '' for none")}};
 }
 
+SectionSpec checkpoint_section() {
+  return {
+      "checkpoint",
+      "sharded checkpoints: when to save, where, how many to keep, and resuming",
+      {opt_int("every_steps", 0, "save every N optimizer steps and after the last; 0 = never", 0),
+       opt_string("dir", "", "folder of the checkpoints ('' = <run.out_dir>/checkpoints)"),
+       opt_int("keep_last", 2, "complete checkpoints kept; older ones are removed (0 = all)", 0),
+       opt_bool("async", true,
+                "the step waits only for a copy of the bytes in memory; the files are "
+                "written while training goes on"),
+       opt_string("resume", "",
+                  "'' = start fresh, 'auto' = from the newest checkpoint in dir (fresh if "
+                  "none), or a checkpoint folder (trainer --resume sets it)"),
+       opt_double("timeout_s", 600,
+                  "bound on a save's waits: the previous save, the other ranks' files", 1,
+                  604800)}};
+}
+
 }  // namespace
 
 const std::vector<SectionSpec>& config_schema() {
   static const std::vector<SectionSpec> schema = {
-      run_section(),       launch_section(), model_section(),  data_section(),
-      precision_section(), zero_section(),   plugins_section()};
+      run_section(),       launch_section(), model_section(),   data_section(),
+      precision_section(), zero_section(),   plugins_section(), checkpoint_section()};
   return schema;
 }
 

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "../test_util.h"
@@ -175,6 +176,29 @@ TEST_CASE("training: every stage reaches the same loss (same init, same global b
     if (first.empty()) first = line;
     CHECK(line == first);
   }
+}
+
+TEST_CASE("training: 1 rank x grad_accum 3 and 3 ranks x grad_accum 1 train on the same samples") {
+  std::vector<double> losses[2];
+  const char* splits[2] = {"--nproc 1 --set data.grad_accum=3",
+                           "--nproc 3 --set data.grad_accum=1"};
+  for (int i = 0; i < 2; ++i) {
+    TempDir dir;
+    auto r = run_command(tiny_train(
+        dir.path().string(), std::string(splits[i]) + " --set data.micro_batch=2 "
+                                                      "--set run.steps=4 --set zero.stage=1"));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    losses[i] = zt::test::losses_of(dir.file("metrics.jsonl"));
+  }
+  REQUIRE(losses[0].size() == 4);
+  REQUIRE(losses[1].size() == 4);
+  for (size_t s = 0; s < 4; ++s) {
+    INFO("step " << s + 1 << ": " << losses[0][s] << " vs " << losses[1][s]);
+    // Only the order of fp32 reductions differs.
+    CHECK(std::abs(losses[0][s] - losses[1][s]) <= 1e-5 * std::abs(losses[0][s]));
+  }
+  CHECK(losses[0][0] != losses[0][3]);  // it trained
 }
 
 TEST_CASE("training: activation checkpointing gives the same loss as without") {

@@ -26,6 +26,28 @@ TEST_CASE("plugins subcommands") {
   CHECK(d.plugin_dirs == std::vector<std::string>{"/x"});
 }
 
+TEST_CASE("--resume becomes the checkpoint.resume override, in its place among the --set") {
+  auto a = parse_cli({"--config", "c.toml", "--set", "run.steps=3", "--resume", "auto"});
+  CHECK(a.overrides == std::vector<std::string>{"run.steps=3", "checkpoint.resume=auto"});
+}
+
+TEST_CASE("export takes a checkpoint, an output file and a dtype") {
+  auto e = parse_cli(
+      {"export", "--checkpoint", "ck/step-00000004", "--out", "m.safetensors", "--dtype", "bf16"});
+  CHECK(e.command == Command::kExport);
+  CHECK(e.checkpoint == "ck/step-00000004");
+  CHECK(e.out_path == "m.safetensors");
+  CHECK(e.dtype == "bf16");
+  CHECK(parse_cli({"export", "--checkpoint", "c", "--out", "o"}).dtype == "fp32");
+  CHECK_THROWS_WITH_AS(parse_cli({"export", "--checkpoint", "c"}),
+                       doctest::Contains("needs --checkpoint DIR and --out"), zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"export", "--checkpoint", "c", "--out", "o", "--dtype", "int8"}),
+                       doctest::Contains("--dtype int8"), zt::ConfigError);
+  // --checkpoint means nothing to a training run.
+  CHECK_THROWS_WITH_AS(parse_cli({"--config", "c", "--checkpoint", "x"}),
+                       doctest::Contains("unknown argument '--checkpoint'"), zt::ConfigError);
+}
+
 TEST_CASE("bad command lines are config errors that say what to do") {
   CHECK_THROWS_WITH_AS(parse_cli({}), doctest::Contains("no config given"), zt::ConfigError);
   CHECK_THROWS_WITH_AS(parse_cli({"--config"}), doctest::Contains("--config needs a value"),

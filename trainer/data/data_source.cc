@@ -39,13 +39,12 @@ class SyntheticTokens final : public DataSource {
                   int64_t vocab)
       : DataSource(seed, micro_batch, grad_accum), seq_len_(seq_len), vocab_(vocab) {}
 
-  Batch get_samples(int64_t step, int micro, int64_t first_sample, int64_t count) const override {
-    check_request(step, micro, first_sample, count);
+  Batch get_samples(int64_t first, int64_t count) const override {
+    check_request(first, count);
     at::Tensor input = at::empty({count, seq_len_}, at::kLong);
     at::Tensor target = at::empty({count, seq_len_}, at::kLong);
     for (int64_t i = 0; i < count; ++i) {
-      at::Tensor row = at::randint(vocab_, {seq_len_ + 1},
-                                   generator_for(sample_key(step, micro, first_sample + i)),
+      at::Tensor row = at::randint(vocab_, {seq_len_ + 1}, generator_for(sample_key(first + i)),
                                    at::kLong);
       input[i].copy_(row.narrow(0, 0, seq_len_));
       target[i].copy_(row.narrow(0, 1, seq_len_));
@@ -69,13 +68,12 @@ class SyntheticVectors final : public DataSource {
   SyntheticVectors(uint64_t seed, int64_t micro_batch, int64_t grad_accum, int64_t width)
       : DataSource(seed, micro_batch, grad_accum), width_(width) {}
 
-  Batch get_samples(int64_t step, int micro, int64_t first_sample, int64_t count) const override {
-    check_request(step, micro, first_sample, count);
+  Batch get_samples(int64_t first, int64_t count) const override {
+    check_request(first, count);
     at::Tensor input = at::empty({count, width_}, at::kFloat);
     at::Tensor target = at::empty({count, width_}, at::kFloat);
     for (int64_t i = 0; i < count; ++i) {
-      at::Tensor pair = at::randn(
-          {2, width_}, generator_for(sample_key(step, micro, first_sample + i)), at::kFloat);
+      at::Tensor pair = at::randn({2, width_}, generator_for(sample_key(first + i)), at::kFloat);
       input[i].copy_(pair[0]);
       target[i].copy_(pair[1]);
     }
@@ -168,15 +166,15 @@ class FileTokens final : public DataSource {
     }
   }
 
-  Batch get_samples(int64_t step, int micro, int64_t first_sample, int64_t count) const override {
-    check_request(step, micro, first_sample, count);
+  Batch get_samples(int64_t first, int64_t count) const override {
+    check_request(first, count);
     at::Tensor input = at::empty({count, seq_len_}, at::kLong);
     at::Tensor target = at::empty({count, seq_len_}, at::kLong);
     std::vector<int64_t> window(static_cast<size_t>(seq_len_ + 1));
     const uint64_t n_windows = static_cast<uint64_t>(n_tokens_ - seq_len_);
     for (int64_t i = 0; i < count; ++i) {
       // The modulo bias is below n_windows / 2^64: irrelevant for sampling.
-      int64_t start = static_cast<int64_t>(sample_key(step, micro, first_sample + i) % n_windows);
+      int64_t start = static_cast<int64_t>(sample_key(first + i) % n_windows);
       read_window(start, window.data());
       std::memcpy(input[i].data_ptr<int64_t>(), window.data(), seq_len_ * sizeof(int64_t));
       std::memcpy(target[i].data_ptr<int64_t>(), window.data() + 1, seq_len_ * sizeof(int64_t));
@@ -242,31 +240,37 @@ DataSource::DataSource(uint64_t seed, int64_t micro_batch, int64_t grad_accum)
 
 DataSource::~DataSource() = default;
 
-Batch DataSource::get(int64_t step, int micro, int rank, int world) const {
-  if (world < 1 || rank < 0 || rank >= world) {
-    throw InternalError("data source asked for rank " + std::to_string(rank) + " of world " +
-                        std::to_string(world));
+namespace {
+
+void check_slice(int64_t step_start, int micro, int64_t grad_accum, int rank, int world) {
+  if (step_start < 0 || micro < 0 || micro >= grad_accum || world < 1 || rank < 0 ||
+      rank >= world) {
+    throw InternalError("data source asked for micro step " + std::to_string(micro) +
+                        " (grad_accum " + std::to_string(grad_accum) + ") of rank " +
+                        std::to_string(rank) + " of world " + std::to_string(world) +
+                        " from sample " + std::to_string(step_start));
   }
-  return get_samples(step, micro, rank * micro_batch_, micro_batch_);
 }
 
-Batch DataSource::global_batch(int64_t step, int micro, int world) const {
-  if (world < 1) throw InternalError("data source asked for world " + std::to_string(world));
-  return get_samples(step, micro, 0, world * micro_batch_);
+}  // namespace
+
+Batch DataSource::get(int64_t step_start, int micro, int rank, int world) const {
+  check_slice(step_start, micro, grad_accum_, rank, world);
+  return get_samples(step_start + (int64_t{micro} * world + rank) * micro_batch_, micro_batch_);
 }
 
-uint64_t DataSource::sample_key(int64_t step, int micro, int64_t sample) const {
-  uint64_t k = mix64(seed_);
-  k = mix64(k ^ static_cast<uint64_t>(step));
-  k = mix64(k ^ static_cast<uint64_t>(micro));
-  return mix64(k ^ static_cast<uint64_t>(sample));
+Batch DataSource::global_batch(int64_t step_start, int micro, int world) const {
+  check_slice(step_start, micro, grad_accum_, 0, world);
+  return get_samples(step_start + int64_t{micro} * world * micro_batch_, world * micro_batch_);
 }
 
-void DataSource::check_request(int64_t step, int micro, int64_t first_sample, int64_t count) const {
-  if (step < 0 || micro < 0 || micro >= grad_accum_ || first_sample < 0 || count < 0) {
-    throw InternalError("data source asked for step " + std::to_string(step) + ", micro " +
-                        std::to_string(micro) + " (grad_accum " + std::to_string(grad_accum_) +
-                        "), samples " + std::to_string(first_sample) + " + " +
+uint64_t DataSource::sample_key(int64_t sample) const {
+  return mix64(mix64(seed_) ^ static_cast<uint64_t>(sample));
+}
+
+void DataSource::check_request(int64_t first, int64_t count) const {
+  if (first < 0 || count < 0) {
+    throw InternalError("data source asked for samples " + std::to_string(first) + " + " +
                         std::to_string(count));
   }
 }

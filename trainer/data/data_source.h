@@ -1,9 +1,10 @@
-// Data sources: what the trainer feeds the model, one batch per (optimizer step, micro step,
-// rank). A global batch of (step, micro) holds world * micro_batch samples; rank r trains on
-// samples [r * micro_batch, (r + 1) * micro_batch) of it. A sample's content depends only on
-// (run.seed, step, micro, its index in the global batch), never on the rank or world size, so
-// the slices of ranks 0..W-1 concatenate to exactly the batch a single-process reference gets
-// from global_batch(step, micro, W).
+// Data sources: what the trainer feeds the model. A run reads one seeded stream of samples; the
+// content of sample i depends only on (run.seed, i). An optimizer step trains on the next
+// global-batch samples of the stream (micro_batch x grad_accum x world), and rank r takes, at
+// micro step m, samples (m * world + r) * micro_batch + [0, micro_batch) of them. So which
+// samples form a step does not depend on how its global batch is split: 1 rank x grad_accum 3
+// and 3 ranks x grad_accum 1 train on the same samples, and a run resumed at another world size
+// continues the stream where the checkpoint left it (the position is a sample index).
 // Kinds: synthetic (seeded random tokens for gpt, random vectors for mlp), text (a file's bytes
 // are the tokens, vocab 256), tokens (a flat little-endian uint16/uint32 token file, mmapped).
 // File sources take each sample as a window of seq_len + 1 tokens at a seeded position: input =
@@ -35,13 +36,17 @@ class DataSource {
   DataSource(const DataSource&) = delete;
   DataSource& operator=(const DataSource&) = delete;
 
-  // Samples [first_sample, first_sample + count) of the global batch of (step, micro).
-  // REQUIRES: step >= 0, 0 <= micro < grad_accum, first_sample >= 0, count >= 0.
-  virtual Batch get_samples(int64_t step, int micro, int64_t first_sample, int64_t count) const = 0;
-  // Rank's micro_batch samples of that global batch. REQUIRES: 0 <= rank < world.
-  Batch get(int64_t step, int micro, int rank, int world) const;
-  // All world * micro_batch samples: what a single-process reference trains on.
-  Batch global_batch(int64_t step, int micro, int world) const;
+  // Samples [first, first + count) of the stream. REQUIRES: first >= 0, count >= 0.
+  virtual Batch get_samples(int64_t first, int64_t count) const = 0;
+  // The micro_batch samples `rank` trains on at micro step `micro` of the optimizer step whose
+  // global batch starts at sample `step_start`.
+  // REQUIRES: step_start >= 0, 0 <= micro < grad_accum, 0 <= rank < world.
+  Batch get(int64_t step_start, int micro, int rank, int world) const;
+  // Micro step `micro`'s samples of every rank, in rank order: what a single-process reference
+  // with world * micro_batch samples per micro step trains on.
+  Batch global_batch(int64_t step_start, int micro, int world) const;
+  // Samples one optimizer step consumes: micro_batch * grad_accum * world.
+  int64_t samples_per_step(int world) const { return micro_batch_ * grad_accum_ * world; }
   // One line: kind, source, sizes.
   virtual std::string describe() const = 0;
 
@@ -50,10 +55,10 @@ class DataSource {
   int64_t grad_accum() const { return grad_accum_; }
 
  protected:
-  // A 64-bit key unique to (seed, step, micro, sample): the only input a sample's content has.
-  uint64_t sample_key(int64_t step, int micro, int64_t sample) const;
-  // Throws InternalError on a request outside the REQUIRES above.
-  void check_request(int64_t step, int micro, int64_t first_sample, int64_t count) const;
+  // A 64-bit key unique to (seed, sample index): the only input a sample's content has.
+  uint64_t sample_key(int64_t sample) const;
+  // Throws InternalError on a request outside get_samples' REQUIRES.
+  void check_request(int64_t first, int64_t count) const;
 
  private:
   uint64_t seed_;

@@ -97,19 +97,21 @@ const char* kGpt =
 TEST_CASE("synthetic tokens are deterministic, in range, and target = input shifted by one") {
   std::string toml = std::string(kGpt) + "vocab = 50\n[data]\nmicro_batch = 3\ngrad_accum = 2\n";
   auto a = data_of(toml), b = data_of(toml), other = data_of(toml, {"run.seed=5"});
-  Batch x = a->get(4, 1, 0, 1);
+  Batch x = a->get(12, 1, 0, 1);
   CHECK(x.input.sizes() == at::IntArrayRef({3, 12}));
   CHECK(x.input.scalar_type() == at::kLong);
-  CHECK(same(x, b->get(4, 1, 0, 1)));
-  CHECK_FALSE(at::equal(x.input, a->get(4, 0, 0, 1).input));
-  CHECK_FALSE(at::equal(x.input, a->get(5, 1, 0, 1).input));
-  CHECK_FALSE(at::equal(x.input, other->get(4, 1, 0, 1).input));
+  CHECK(same(x, b->get(12, 1, 0, 1)));
+  CHECK(same(x, a->get_samples(15, 3)));  // micro step 1 of 1 rank: 3 samples after the first 3
+  CHECK_FALSE(at::equal(x.input, a->get(12, 0, 0, 1).input));
+  CHECK_FALSE(at::equal(x.input, a->get(18, 1, 0, 1).input));
+  CHECK_FALSE(at::equal(x.input, other->get(12, 1, 0, 1).input));
   CHECK(at::equal(x.input.narrow(1, 1, 11), x.target.narrow(1, 0, 11)));
-  Batch big = a->get_samples(0, 0, 0, 64);
+  Batch big = a->get_samples(0, 64);
   CHECK(big.input.min().item<int64_t>() >= 0);
   CHECK(big.input.max().item<int64_t>() == 49);  // 768 draws of 50 values reach the top
   CHECK_THROWS_AS(a->get(0, 2, 0, 1), zt::InternalError);
   CHECK_THROWS_AS(a->get(0, 0, 2, 2), zt::InternalError);
+  CHECK_THROWS_AS(a->get_samples(-1, 2), zt::InternalError);
 }
 
 TEST_CASE("synthetic vectors for the mlp are deterministic float [batch, width]") {
@@ -137,20 +139,44 @@ TEST_CASE("rank slices concatenate to the single-process global batch, for every
   for (const auto& toml : tomls) {
     auto source = data_of(toml);
     for (int world : {1, 2, 3, 4}) {
+      const int64_t start = 7 * source->samples_per_step(world);  // step 7's global batch
       // A reference process with world * micro_batch samples per micro step sees the same batch.
       auto reference = data_of(toml, {"data.micro_batch=" + std::to_string(2 * world)});
       for (int micro = 0; micro < 3; ++micro) {
         std::vector<Batch> parts;
         for (int rank = 0; rank < world; ++rank)
-          parts.push_back(source->get(7, micro, rank, world));
+          parts.push_back(source->get(start, micro, rank, world));
         Batch joined = concat(parts);
         INFO(toml << " world " << world << " micro " << micro);
-        CHECK(same(joined, source->global_batch(7, micro, world)));
-        CHECK(same(joined, reference->get(7, micro, 0, 1)));
-        CHECK(same(joined, source->get_samples(7, micro, 0, 2 * world)));
+        CHECK(same(joined, source->global_batch(start, micro, world)));
+        CHECK(same(joined, reference->get(start, micro, 0, 1)));
+        CHECK(same(joined, source->get_samples(start + micro * 2 * world, 2 * world)));
       }
     }
   }
+}
+
+TEST_CASE("a step trains on the same samples however its global batch is split") {
+  // Global batch 12: 1 rank x 6 micro steps, 2 x 3, 3 x 2, 6 x 1, all with micro_batch 2.
+  const std::string toml = std::string(kGpt) + "vocab = 300\n[data]\nmicro_batch = 2\n";
+  auto all_of_step = [&](int world, int accum, int64_t step) {
+    auto source = data_of(toml, {"data.grad_accum=" + std::to_string(accum)});
+    const int64_t start = step * source->samples_per_step(world);
+    std::vector<Batch> parts;
+    for (int micro = 0; micro < accum; ++micro) {
+      for (int rank = 0; rank < world; ++rank)
+        parts.push_back(source->get(start, micro, rank, world));
+    }
+    return concat(parts);
+  };
+  for (int64_t step : {0, 5}) {
+    const Batch one = all_of_step(1, 6, step);
+    CHECK(one.input.size(0) == 12);
+    CHECK(same(one, all_of_step(2, 3, step)));
+    CHECK(same(one, all_of_step(3, 2, step)));
+    CHECK(same(one, all_of_step(6, 1, step)));
+  }
+  CHECK_FALSE(at::equal(all_of_step(1, 6, 0).input, all_of_step(1, 6, 1).input));
 }
 
 TEST_CASE("text windows are the file's bytes") {
@@ -161,7 +187,7 @@ TEST_CASE("text windows are the file's bytes") {
   auto source = data_of(std::string(kGpt) + "[data]\nkind = \"text\"\npath = '" + path + "'\n");
   std::vector<int64_t> stream(text.begin(), text.end());
   for (auto& v : stream) v &= 0xff;
-  Batch b = source->get_samples(3, 0, 0, 20);
+  Batch b = source->get_samples(60, 20);
   CHECK(b.input.sizes() == at::IntArrayRef({20, 12}));
   check_windows(b, stream);
   CHECK(contains(source->describe(), path));
@@ -192,14 +218,14 @@ TEST_CASE("tokens windows decode uint16 and uint32 files") {
   }
   auto a = data_of(std::string(kGpt) + "vocab = 60000\n[data]\nkind = \"tokens\"\npath = '" +
                    dir.write("t16.bin", as_bytes(t16)) + "'\n");
-  Batch b16 = a->get_samples(1, 0, 0, 16);
+  Batch b16 = a->get_samples(16, 16);
   check_windows(b16, s16);
   CHECK(b16.input.max().item<int64_t>() > 255);
   auto b = data_of(std::string(kGpt) +
                    "vocab = 150000\n[data]\nkind = \"tokens\"\n"
                    "token_dtype = \"uint32\"\npath = '" +
                    dir.write("t32.bin", as_bytes(t32)) + "'\n");
-  Batch b32 = b->get_samples(1, 0, 0, 16);
+  Batch b32 = b->get_samples(16, 16);
   check_windows(b32, s32);
   CHECK(b32.input.max().item<int64_t>() > 65535);
 }
