@@ -54,6 +54,7 @@ class CheckpointReader::Impl {
     }
   };
   std::string read_manifest_text() const;
+  bool fits(const ckpt::PieceRecord& p) const;
   void index_pieces();
   void check_files();
   int open_file(size_t index) const;
@@ -97,6 +98,18 @@ std::string CheckpointReader::Impl::read_manifest_text() const {
   return text;
 }
 
+// The piece names a known tensor and file, lies inside the tensor and inside the file's data.
+bool CheckpointReader::Impl::fits(const ckpt::PieceRecord& p) const {
+  auto t = tensor_index_.find(p.piece.tensor);
+  auto f = file_index_.find(p.file);
+  if (t == tensor_index_.end() || f == file_index_.end()) return false;
+  const auto& file = manifest_.files[f->second];
+  const int64_t bytes = (p.piece.end - p.piece.begin) * static_cast<int64_t>(sizeof(float));
+  return p.piece.begin >= 0 && p.piece.begin <= p.piece.end &&
+         p.piece.end <= manifest_.tensors[t->second].numel() && p.offset >= file.header_bytes &&
+         p.offset <= file.bytes - bytes;
+}
+
 void CheckpointReader::Impl::index_pieces() {
   const std::string where = (fs::path(folder_) / ckpt::kManifestName).string();
   for (size_t i = 0; i < manifest_.tensors.size(); ++i) {
@@ -104,9 +117,7 @@ void CheckpointReader::Impl::index_pieces() {
   }
   for (size_t i = 0; i < manifest_.files.size(); ++i) file_index_[manifest_.files[i].name] = i;
   for (const auto& p : manifest_.pieces) {
-    auto t = tensor_index_.find(p.piece.tensor);
-    if (t == tensor_index_.end() || !file_index_.count(p.file) || p.piece.begin < 0 ||
-        p.piece.begin > p.piece.end || p.piece.end > manifest_.tensors[t->second].numel()) {
+    if (!fits(p)) {
       throw ConfigError(where + ": piece '" + p.piece.kind + "' " +
                         range_text(p.piece.begin, p.piece.end) + " of tensor '" + p.piece.tensor +
                         "' in " + p.file +

@@ -124,19 +124,42 @@ TEST_CASE("checkpoint reader: folders that are not checkpoints") {
   CHECK_MESSAGE(has(m, "not a checkpoint: " + (dir.path() / "manifest.json").string()), m);
 }
 
-TEST_CASE("checkpoint reader: a format version from a newer zt is refused") {
-  Saved s;
-  const fs::path manifest = s.folder / "manifest.json";
+namespace {
+
+// Rewrites the manifest through `edit`, with a crc32 that matches, as a buggy tool might.
+template <typename F>
+void edit_manifest(const fs::path& folder, F&& edit) {
+  const fs::path manifest = folder / "manifest.json";
   auto j = nlohmann::json::parse(zt::test::read_file(manifest));
-  j["version"] = 99;
+  edit(j);
   const std::string text = j.dump();
   zt::test::write_file(manifest, text);
   char crc[16];
   std::snprintf(crc, sizeof(crc), "%08x\n", static_cast<unsigned>(zt::test::crc32_of(text)));
-  zt::test::write_file(s.folder / "manifest.json.crc32", crc);
+  zt::test::write_file(folder / "manifest.json.crc32", crc);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint reader: a format version from a newer zt is refused") {
+  Saved s;
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["version"] = 99; });
   const std::string m = error_of<zt::ConfigError>(
       [&] { zt::CheckpointReader r(s.folder.string()); });
   CHECK_MESSAGE(has(m, "format version 99"), m);
+}
+
+TEST_CASE("checkpoint reader: a manifest whose pieces do not fit its files is refused") {
+  Saved s;
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["pieces"][2]["offset"] = 1 << 20; });
+  std::string m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "does not match the manifest's tensors and files"), m);
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["pieces"][2]["tensor"] = "ghost"; });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "of tensor 'ghost'"), m);
+  edit_manifest(s.folder, [](nlohmann::json& j) { j.erase("counters"); });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "does not parse"), m);
 }
 
 TEST_CASE("checkpoint reader: unknown tensors, states and ranges are ConfigErrors") {
