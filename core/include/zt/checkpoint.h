@@ -101,11 +101,11 @@ class ZT_API CheckpointRankWriter {
 };
 
 struct CheckpointOptions {
-  std::string dir;             // checkpoint.dir
-  int64_t keep_last = 2;       // complete checkpoints kept (older ones removed after a save); 0 = all
-  bool async = true;           // the step waits only for the in-memory bytes to be copied
+  std::string dir;        // checkpoint.dir
+  int64_t keep_last = 2;  // complete checkpoints kept (older ones removed after a save); 0 = all
+  bool async = true;      // the step waits only for the in-memory bytes to be copied
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};  // every wait on other ranks
-  std::string job;             // same on all ranks, unique per job (temporary folder names)
+  std::string job;  // same on all ranks, unique per job (temporary folder names)
 };
 
 struct SaveStats {
@@ -144,6 +144,7 @@ class ZT_API CheckpointSaver {
   std::optional<SaveStats> last_completed() const;
 
  private:
+  friend class CheckpointSaverAccess;  // core-internal: a save fed without an Engine (tests)
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

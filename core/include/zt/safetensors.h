@@ -19,9 +19,9 @@ namespace zt {
 
 struct SafetensorsEntry {
   std::string name;
-  std::string dtype;            // "F32", "BF16", "F16", "I64", ...
-  std::vector<int64_t> shape;   // row-major; {} is a scalar
-  int64_t begin = 0, end = 0;   // byte range in the data section (after the header)
+  std::string dtype;           // "F32", "BF16", "F16", "I64", ...
+  std::vector<int64_t> shape;  // row-major; {} is a scalar
+  int64_t begin = 0, end = 0;  // byte range in the data section (after the header)
 };
 
 // Bytes per element of a safetensors dtype name; 0 for one zt does not know.
@@ -37,8 +37,7 @@ class ZT_API SafetensorsWriter {
 
   // Declares the next tensor; its bytes follow the previous one's. Returns its index.
   // Throws InternalError for a duplicate name or an unknown dtype.
-  int64_t add(const std::string& name, const std::string& dtype,
-              const std::vector<int64_t>& shape);
+  int64_t add(const std::string& name, const std::string& dtype, const std::vector<int64_t>& shape);
   // Free-form string metadata ("__metadata__"), before open().
   void set_metadata(const std::string& key, const std::string& value);
   // Creates `path` (truncating) and writes the header, padded with spaces so the data section
@@ -49,6 +48,9 @@ class ZT_API SafetensorsWriter {
   // covers every byte. Throws IoError (naming the path, the tensor and the bytes: ENOSPC says
   // the disk is full) or InternalError for a range outside the tensor.
   void write(int64_t index, int64_t offset, const void* data, int64_t bytes);
+  // Bytes [offset, offset + bytes) of the data section, across tensors: one call for a buffer
+  // laid out as consecutive tensors (a checkpoint's snapshot). Throws as write().
+  void write_data(int64_t offset, const void* data, int64_t bytes);
   // fsync (when `sync`) and close. Throws IoError naming the path.
   void close(bool sync = true);
 
