@@ -110,8 +110,9 @@ TrainerState TrainerState::from_json(const std::string& text, const std::string&
     s.zt_version = j.at("zt_version").get<std::string>();
     return s;
   } catch (const json::exception& e) {
-    throw ConfigError("checkpoint " + folder + ": its trainer state is not one zt's trainer wrote (" +
-                      e.what() + "); resume from a checkpoint `trainer` saved");
+    throw ConfigError("checkpoint " + folder +
+                      ": its trainer state is not one zt's trainer wrote (" + e.what() +
+                      "); resume from a checkpoint `trainer` saved");
   }
 }
 
@@ -156,8 +157,7 @@ void restore_cpu_rng_state(const std::string& hex, const std::string& folder) {
 
 void remove_stopped_saves(const CheckpointSettings& settings) {
   for (const auto& folder : remove_incomplete_checkpoints(settings.dir)) {
-    std::printf("checkpoints: removed %s, an incomplete save a stopped job left\n",
-                folder.c_str());
+    std::printf("checkpoints: removed %s, an incomplete save a stopped job left\n", folder.c_str());
   }
   std::fflush(stdout);
 }
