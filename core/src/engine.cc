@@ -7,6 +7,9 @@
 //   sharded_step     global norm, overflow, clipping, update, refresh of parameters
 //   streamed_update  the update of shards in a file tier, tile by tile
 //   memory_ledger    the bytes the engine owns, by category
+//   shard_io         a group's master and states read or rewritten wherever they live
+//   engine_checkpoint the pieces a rank saves, and a load from any saved layout
+//   engine_accessors full fp32 parameter, gradient or optimizer state of one tensor
 // This file builds them in order and runs the units forward and backward.
 #include "zt/engine.h"
 
@@ -17,11 +20,15 @@
 #include <map>
 
 #include "activation_checkpoint.h"
+#include "engine_accessors.h"
+#include "engine_checkpoint.h"
+#include "engine_parts.h"
 #include "grad_reducer.h"
 #include "memory_ledger.h"
 #include "model_layout.h"
 #include "offload_placement.h"
 #include "param_gatherer.h"
+#include "shard_io.h"
 #include "shard_storage.h"
 #include "sharded_step.h"
 #include "streamed_update.h"
@@ -67,6 +74,8 @@ struct Engine::Impl {
   StreamedUpdate streamed;
   ShardedStep stepper;
   int64_t micro = 0;
+  ShardIo io;
+  EngineParts parts;  // what checkpoints and the debug accessors use
 
   Impl(std::vector<Unit*> u, Communicator& c, const ShardStrategy& strategy, Optimizer& optimizer,
        EngineOptions options, EngineTiers t)
@@ -89,7 +98,22 @@ struct Engine::Impl {
             ledger),
         stepper({layout, storage, c, optimizer, scaler, gatherer, streamed, tiers},
                 {opt.stage, opt.compute_dtype, opt.grad_accum, opt.gradient_predivide_factor,
-                 opt.gradient_clipping, opt.allgather_bucket_mb}) {
+                 opt.gradient_clipping, opt.allgather_bucket_mb}),
+        io(layout, storage, t.optimizer, tile_elements, ledger),
+        parts{layout,
+              storage,
+              comm,
+              optimizer,
+              scaler,
+              stepper,
+              gatherer,
+              io,
+              t.param,
+              opt.stage,
+              opt.compute_dtype,
+              opt.gradient_predivide_factor,
+              tile_elements,
+              micro} {
     ledger.fixed().unit_max_params = layout.largest_unit_bytes();
     if (opt.stage == 3) gatherer.release_all();
     ledger.restart_peak();
@@ -214,6 +238,33 @@ StepReport Engine::step(double lr) { return impl_->step(lr); }
 
 std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() {
   return impl_->full_parameters();
+}
+
+void Engine::save_checkpoint(CheckpointRankWriter& writer) {
+  save_engine_checkpoint(impl_->parts, writer);
+}
+
+void Engine::load_checkpoint(const CheckpointReader& reader) {
+  load_engine_checkpoint(impl_->parts, reader);
+}
+
+at::Tensor Engine::full_fp32_param(const std::string& name) {
+  return full_array(impl_->parts, parameter_index(impl_->layout, name), 0);
+}
+
+at::Tensor Engine::full_fp32_grad(const std::string& name) {
+  return full_gradient(impl_->parts, parameter_index(impl_->layout, name));
+}
+
+at::Tensor Engine::full_optimizer_state(const std::string& name, const std::string& state) {
+  const int p = parameter_index(impl_->layout, name);
+  return full_array(impl_->parts, p, state_index(impl_->parts.optimizer, state));
+}
+
+std::vector<std::string> Engine::parameter_names() const {
+  std::vector<std::string> names;
+  for (const auto& p : impl_->layout.params) names.push_back(p.name);
+  return names;
 }
 
 MemoryReport Engine::memory() const { return impl_->ledger.report(); }

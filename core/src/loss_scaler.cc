@@ -1,6 +1,9 @@
 // The dynamic loss scaler's state machine (see loss_scaler.h).
 #include <algorithm>
+#include <cmath>
+#include <string>
 
+#include "zt/error.h"
 #include "zt/loss_scaler.h"
 
 namespace zt {
@@ -27,6 +30,18 @@ void LossScaler::update(bool overflow) {
     scale_ = std::min(options_.max_scale, scale_ * options_.growth_factor);
     clean_steps_ = 0;
   }
+}
+
+void LossScaler::restore(double scale, int64_t clean_steps, int64_t hysteresis_left) {
+  if (!std::isfinite(scale) || scale <= 0 || clean_steps < 0 || hysteresis_left < 0) {
+    throw ConfigError("loss scaler state from a checkpoint is invalid (scale " +
+                      std::to_string(scale) + ", clean steps " + std::to_string(clean_steps) +
+                      ", hysteresis left " + std::to_string(hysteresis_left) +
+                      "): the checkpoint is damaged; resume from an older one");
+  }
+  scale_ = scale;
+  clean_steps_ = clean_steps;
+  hysteresis_left_ = hysteresis_left;
 }
 
 }  // namespace zt

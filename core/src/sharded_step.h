@@ -51,6 +51,14 @@ class ShardedStep {
   // state of this step changed.
   StepReport run(double lr);
   int64_t steps() const { return steps_; }
+  // A loaded checkpoint's count of applied updates (Adam's bias correction goes on from it).
+  void set_steps(int64_t steps) { steps_ = steps; }
+  // Puts the master weights into the parameters, as after an update: groups in memory or a host
+  // tier are copied (stage 0-2 flat slot, stage 3 parameter shard or its tier), then stages 1-2
+  // all-gather every flat buffer and stage 3 its persistent ones. Groups streamed from a file
+  // tier are not copied: their tiles were put in place as they went by (StreamedUpdate, or a
+  // checkpoint load). Collective.
+  void refresh_parameters();
 
  private:
   struct GradientTotals {
@@ -61,7 +69,6 @@ class ShardedStep {
   GradientTotals measure_gradients();
   void check_tiers();
   void update(const StepArgs& args);
-  void refresh_parameters();
   void zero_gradients();
 
   StepParts parts_;

@@ -1,6 +1,7 @@
 // The dynamic loss scaler's state machine (DeepSpeed semantics).
 #include <doctest/doctest.h>
 
+#include "zt/error.h"
 #include "zt/loss_scaler.h"
 
 TEST_CASE("disabled: the scale is 1 whatever happens") {
@@ -49,4 +50,33 @@ TEST_CASE("growth after growth_interval clean steps, capped at max_scale") {
   s.update(false);
   s.update(false);
   CHECK(s.scale() == 16);
+}
+
+TEST_CASE("restore: a scaler restored from another's state continues exactly as it would") {
+  zt::LossScalerOptions o;
+  o.initial_scale = 64;
+  o.growth_interval = 3;
+  o.hysteresis = 3;
+  zt::LossScaler a(o, true);
+  a.update(false);
+  a.update(false);
+  a.update(true);  // one overflow tolerated: hysteresis left 2, clean count restarted
+  a.update(false);
+  zt::LossScaler b(o, true);
+  b.restore(a.saved_scale(), a.clean_steps(), a.hysteresis_left());
+  for (bool overflow : {false, false, true, true, true, false, false, false}) {
+    a.update(overflow);
+    b.update(overflow);
+    CHECK(b.scale() == a.scale());
+    CHECK(b.clean_steps() == a.clean_steps());
+    CHECK(b.hysteresis_left() == a.hysteresis_left());
+  }
+  CHECK(a.scale() != 64);  // the sequence moved the scale, so the comparison saw a change
+}
+
+TEST_CASE("restore: a damaged state is a ConfigError naming the values") {
+  zt::LossScaler s({}, true);
+  CHECK_THROWS_WITH_AS(s.restore(0, 0, 1), doctest::Contains("scale 0.0"), zt::ConfigError);
+  CHECK_THROWS_AS(s.restore(1024, -1, 1), zt::ConfigError);
+  CHECK(s.scale() == zt::LossScalerOptions{}.initial_scale);  // unchanged by a refused restore
 }

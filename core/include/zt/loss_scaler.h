@@ -30,6 +30,16 @@ class ZT_API LossScaler {
   // (the engine all-reduces the overflow flag first), or the scales drift apart.
   void update(bool overflow);
 
+  // What a checkpoint keeps so that a resumed run scales exactly as the saved one would have:
+  // the scale (kept while disabled too: the configured initial one), the clean steps since the
+  // last growth and the overflows still tolerated before backing off.
+  double saved_scale() const { return scale_; }
+  int64_t clean_steps() const { return clean_steps_; }
+  int64_t hysteresis_left() const { return hysteresis_left_; }
+  // Throws ConfigError for a scale that is not finite and > 0 or counts below 0 (a corrupt
+  // checkpoint), naming the values.
+  void restore(double scale, int64_t clean_steps, int64_t hysteresis_left);
+
  private:
   LossScalerOptions options_;
   bool enabled_;

@@ -1,0 +1,41 @@
+// EngineParts: the engine's pieces that checkpoints (engine_checkpoint) and the debug accessors
+// (engine_accessors) read and restore, handed over by the engine as references. Not owned.
+// Thread safety: one thread (the training thread).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "memory_ledger.h"
+#include "model_layout.h"
+#include "param_gatherer.h"
+#include "shard_io.h"
+#include "shard_storage.h"
+#include "sharded_step.h"
+#include "zt/communicator.h"
+#include "zt/loss_scaler.h"
+#include "zt/offload.h"
+#include "zt/optimizer.h"
+
+namespace zt {
+
+struct EngineParts {
+  ModelLayout& layout;
+  std::vector<ShardStorage>& storage;
+  Communicator& comm;
+  Optimizer& optimizer;
+  LossScaler& scaler;
+  ShardedStep& stepper;
+  ParamGatherer& gatherer;
+  ShardIo& io;
+  OffloadTier* param_tier;  // stage 3 parameter shards' tier, or null
+  int stage;
+  at::ScalarType dtype;        // compute dtype
+  double predivide;            // zero.gradient_predivide_factor
+  int64_t tile_elements;       // streamed tile length
+  const int64_t& micro_steps;  // micro steps run since the last step
+};
+
+}  // namespace zt

@@ -1,0 +1,53 @@
+// ShardIo: reads and rewrites a group's optimizer arrays (array 0: the fp32 master, then each
+// optimizer state in Optimizer::state_names order) wherever ShardStorage placed them, for
+// checkpoints and the debug accessors. In compute memory and in a host tier the bytes are used
+// in place. In a streamed (file) tier they move tile by tile through one host buffer of the
+// tier, so a shard is never whole in memory: every tile read is checked against the checksum it
+// was written with, and a rewrite writes whole tiles, so the step after it reads them back clean.
+// Positions are elements of the group's flat buffer; this rank holds [first, first + shard).
+// Thread safety: one thread (the training thread).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "memory_ledger.h"
+#include "model_layout.h"
+#include "shard_storage.h"
+#include "zt/offload.h"
+
+namespace zt {
+
+class ShardIo {
+ public:
+  // `tier`: the optimizer tier (null when none); `tile_elements`: the streamed tile length.
+  ShardIo(ModelLayout& layout, std::vector<ShardStorage>& storage, OffloadTier* tier,
+          int64_t tile_elements, MemoryLedger& ledger);
+
+  // A run of elements [begin, begin + count) of the flat buffer.
+  using ReadFn = std::function<void(int64_t begin, const float* data, int64_t count)>;
+  using FillFn = std::function<void(int64_t begin, float* data, int64_t count)>;
+
+  // Hands elements [begin, end) of group `g`'s array `a` (within the held range) to `fn`, in
+  // increasing order. Throws IoError when a tier read fails or a tile's checksum differs
+  // (naming the array and `step`).
+  void read(int g, int64_t a, int64_t begin, int64_t end, int64_t step, const ReadFn& fn);
+  // Replaces the whole held range of group `g`'s array `a`: `fill` gets it zeroed, in increasing
+  // runs (one run in memory, one per tile when streamed), and writes the new values into it; a
+  // streamed tile is written back to the tier once `fill` returns. Throws IoError when a tier
+  // write fails, and what `fill` throws.
+  void rewrite(int g, int64_t a, const FillFn& fill);
+
+ private:
+  TieredArray& file(const ShardStorage& s, int64_t a) const;
+  at::Tensor& tensor(ShardStorage& s, int64_t a) const;
+
+  ModelLayout& layout_;
+  std::vector<ShardStorage>& storage_;
+  OffloadTier* tier_;
+  int64_t tile_elements_;
+  MemoryLedger& ledger_;
+};
+
+}  // namespace zt
