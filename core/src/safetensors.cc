@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <unordered_map>
 
 #include "checkpoint_files.h"
@@ -36,8 +36,8 @@ std::string range_text(int64_t offset, int64_t bytes) {
 
 void check_range(const std::string& what, int64_t offset, int64_t bytes, int64_t size) {
   if (offset < 0 || bytes < 0 || offset > size || bytes > size - offset) {
-    throw InternalError("safetensors: " + range_text(offset, bytes) + " is outside " + what +
-                        " (" + std::to_string(size) + " bytes)");
+    throw InternalError("safetensors: " + range_text(offset, bytes) + " is outside " + what + " (" +
+                        std::to_string(size) + " bytes)");
   }
 }
 
@@ -85,15 +85,15 @@ std::string SafetensorsWriter::Impl::header_json() const {
   return j.dump();
 }
 
-void SafetensorsWriter::Impl::pwrite_or_throw(int64_t file_offset, const void* data,
-                                              int64_t bytes, const std::string& what) {
+void SafetensorsWriter::Impl::pwrite_or_throw(int64_t file_offset, const void* data, int64_t bytes,
+                                              const std::string& what) {
   int err = ckpt::pwrite_full(fd, data, bytes, file_offset);
   if (err == 0) return;
   std::string way_out = err == ENOSPC ? "; the disk is full: free space or write elsewhere"
                                       : "; check the storage";
   throw IoError("cannot write " + std::to_string(bytes) + " bytes of " + what + " to " + path +
-                " at offset " + std::to_string(file_offset) + ": " +
-                ckpt::errno_text(err) + way_out);
+                " at offset " + std::to_string(file_offset) + ": " + ckpt::errno_text(err) +
+                way_out);
 }
 
 SafetensorsWriter::SafetensorsWriter() : impl_(std::make_unique<Impl>()) {}
@@ -133,7 +133,8 @@ void SafetensorsWriter::open(const std::string& path, int64_t data_alignment) {
   std::string json = impl_->header_json();
   // A multiple of 8 too, so every dtype's elements are aligned in a memory-mapped file.
   const int64_t align = std::lcm(std::max<int64_t>(data_alignment, 1), int64_t{8});
-  const int64_t total = (kLengthPrefix + static_cast<int64_t>(json.size()) + align - 1) / align * align;
+  const int64_t total = (kLengthPrefix + static_cast<int64_t>(json.size()) + align - 1) / align *
+                        align;
   json.append(static_cast<size_t>(total - kLengthPrefix) - json.size(), ' ');
   std::string& h = impl_->header;
   h.assign(kLengthPrefix, '\0');
@@ -302,9 +303,8 @@ void SafetensorsReader::Impl::check_layout() {
   int64_t end = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i].begin != end) {
-      reject("tensor '" + entries[i].name + "' starts at byte " +
-             std::to_string(entries[i].begin) + " of the data section, expected " +
-             std::to_string(end) + " (a hole or an overlap)");
+      reject("tensor '" + entries[i].name + "' starts at byte " + std::to_string(entries[i].begin) +
+             " of the data section, expected " + std::to_string(end) + " (a hole or an overlap)");
     }
     end = entries[i].end;
     index[entries[i].name] = i;

@@ -170,8 +170,7 @@ TEST_CASE("safetensors: damaged or foreign files are refused, naming the path") 
                four, "a hole or an overlap");
   config_error(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", four + "xx",
                "2 bytes follow the last tensor");
-  config_error(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", four,
-               "bad dimension");
+  config_error(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", four, "bad dimension");
   config_error(R"({"a":{"dtype":"F32","shape":[1]}})", four, "data_offsets");
   config_error(R"({"__metadata__":{"n":3}})", "", "not a string");
 
@@ -186,9 +185,7 @@ TEST_CASE("safetensors: damaged or foreign files are refused, naming the path") 
   std::string m = message_of<zt::IoError>(p);
   CHECK_MESSAGE(m.find("shorter than its header says") != std::string::npos, m);
   CHECK(m.find(p) != std::string::npos);
-  {
-    std::ofstream(p, std::ios::binary) << std::string("\x40\0\0\0\0\0\0\0{", 9);
-  }
+  { std::ofstream(p, std::ios::binary) << std::string("\x40\0\0\0\0\0\0\0{", 9); }
   CHECK(message_of<zt::IoError>(p).find("shorter than its header says") != std::string::npos);
   m = message_of<zt::IoError>(dir.file("missing.safetensors"));
   CHECK_MESSAGE(m.find("missing.safetensors") != std::string::npos, m);

@@ -144,6 +144,7 @@ class ZT_API CheckpointSaver {
   std::optional<SaveStats> last_completed() const;
 
  private:
+  friend class CheckpointSaverAccess;  // core-internal: a save fed without an Engine (tests)
   class Impl;
   std::unique_ptr<Impl> impl_;
 };
