@@ -86,6 +86,29 @@ FileRecord file_from(const Json& j) {
           j.at("header_bytes").get<int64_t>(), j.at("header_crc32").get<uint32_t>()};
 }
 
+// Indented at the top level, one line per tensor, file and piece: easy to read and to grep,
+// and small for a model with thousands of pieces.
+std::string one_line_per_entry(const Json& j) {
+  std::string text = "{";
+  const char* separator = "\n ";
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    text += separator + Json(it.key()).dump() + ": ";
+    separator = ",\n ";
+    if (!it.value().is_array() || it.value().empty()) {
+      text += it.value().dump();
+      continue;
+    }
+    text += "[";
+    const char* item = "\n  ";
+    for (const auto& entry : it.value()) {
+      text += item + entry.dump();
+      item = ",\n  ";
+    }
+    text += "\n ]";
+  }
+  return text + "\n}\n";
+}
+
 std::string utc_now() {
   std::time_t now = std::time(nullptr);
   std::tm tm{};
@@ -174,7 +197,7 @@ std::string manifest_to_json(const Manifest& m) {
   for (const auto& p : m.pieces) pieces.push_back(piece_json(p, true));
   j["files"] = std::move(files);
   j["pieces"] = std::move(pieces);
-  return j.dump(1) + "\n";
+  return one_line_per_entry(j);
 }
 
 Manifest manifest_from_json(const std::string& text, const std::string& path) {
