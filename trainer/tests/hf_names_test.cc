@@ -193,7 +193,7 @@ TEST_CASE("init_from: a GPT-2 layout file loads every parameter exactly, transpo
   }
 }
 
-TEST_CASE("init_from: a BF16 file converts to fp32; model.init_from in a config applies it") {
+TEST_CASE("init_from: a BF16 file converts to fp32, and model.init_from in a config applies it") {
   zt::test::TempDir dir;
   auto source = zt::models::make_model(gpt_shape(), 1);
   const std::string path = dir.file("m.safetensors");
