@@ -99,8 +99,8 @@ void publish_checkpoint(const std::string& dir, const std::string& temp,
   if (fs::exists(final_path, ec)) {
     fs::remove_all(final_path, ec);
     if (ec) {
-      throw IoError("cannot replace " + final_path + " (left by an earlier run): " +
-                    ec.message() + "; remove it by hand");
+      throw IoError("cannot replace " + final_path + " (left by an earlier run): " + ec.message() +
+                    "; remove it by hand");
     }
   }
   fs::rename(temp, final_path, ec);

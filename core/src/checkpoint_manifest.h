@@ -17,9 +17,9 @@ constexpr int64_t kFormatVersion = 1;
 
 struct PieceRecord {
   CheckpointPiece piece;
-  std::string file;     // rank file name, in the checkpoint folder
-  int64_t offset = 0;   // byte offset of the piece's first element in that file
-  uint32_t crc32 = 0;   // of the piece's bytes
+  std::string file;    // rank file name, in the checkpoint folder
+  int64_t offset = 0;  // byte offset of the piece's first element in that file
+  uint32_t crc32 = 0;  // of the piece's bytes
 };
 
 struct FileRecord {

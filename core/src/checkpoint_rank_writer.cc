@@ -122,7 +122,7 @@ void CheckpointRankWriter::Impl::check_free_space() const {
 }
 
 CheckpointRankWriter::Impl::Piece& CheckpointRankWriter::Impl::piece_at(int64_t index,
-                                                                       const char* call) {
+                                                                        const char* call) {
   if (!data_started_) {
     throw InternalError(std::string("CheckpointRankWriter::") + call + " before begin_data()");
   }
@@ -187,7 +187,8 @@ ckpt::RankReport CheckpointRankWriter::Impl::finish_file() {
   r.file = {file_name_, file_.file_bytes(), file_.header_bytes(),
             ckpt::crc32_update(0, file_.header().data(), file_.header_bytes())};
   for (const Piece& p : pieces_) {
-    const int64_t offset = file_.header_bytes() + file_.entries()[static_cast<size_t>(p.entry)].begin;
+    const int64_t offset = file_.header_bytes() +
+                           file_.entries()[static_cast<size_t>(p.entry)].begin;
     r.pieces.push_back({p.piece, file_name_, offset, p.crc32});
   }
   // Every rank lists the same tensors; rank 0's list goes into the manifest.

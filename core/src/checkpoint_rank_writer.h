@@ -39,7 +39,7 @@ class SnapshotBuffer {
 class CheckpointRankWriter::Impl {
  public:
   struct Setup {
-    std::string folder;     // the save's temporary folder (exists)
+    std::string folder;  // the save's temporary folder (exists)
     int64_t step = 0;
     int rank = 0, world = 1;
     // The snapshot buffer for in-memory pieces; null: write everything straight to the file.
@@ -67,11 +67,11 @@ class CheckpointRankWriter::Impl {
   struct Piece {
     CheckpointPiece piece;
     bool streamed = false;
-    bool buffered = false;       // copied into the snapshot buffer
-    int64_t entry = -1;          // index in the safetensors file
-    int64_t buffer_offset = 0;   // bytes, when buffered
-    int64_t written = 0;         // elements so far
-    uint32_t crc32 = 0;          // of the bytes so far (direct pieces)
+    bool buffered = false;      // copied into the snapshot buffer
+    int64_t entry = -1;         // index in the safetensors file
+    int64_t buffer_offset = 0;  // bytes, when buffered
+    int64_t written = 0;        // elements so far
+    uint32_t crc32 = 0;         // of the bytes so far (direct pieces)
   };
 
   void add_entry(Piece& p);

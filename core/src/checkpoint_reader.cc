@@ -54,6 +54,7 @@ class CheckpointReader::Impl {
     }
   };
   std::string read_manifest_text() const;
+  bool fits(const ckpt::PieceRecord& p) const;
   void index_pieces();
   void check_files();
   int open_file(size_t index) const;
@@ -87,14 +88,26 @@ std::string CheckpointReader::Impl::read_manifest_text() const {
   const std::string text = ckpt::read_whole_file(manifest.string());
   std::string want = ckpt::read_whole_file(crc_file.string());
   while (!want.empty() && (want.back() == '\n' || want.back() == ' ')) want.pop_back();
-  const std::string got =
-      ckpt::crc32_hex(ckpt::crc32_update(0, text.data(), static_cast<int64_t>(text.size())));
+  const std::string got = ckpt::crc32_hex(
+      ckpt::crc32_update(0, text.data(), static_cast<int64_t>(text.size())));
   if (got != want) {
     throw IoError("checksum mismatch in " + manifest.string() + ": crc32 " + got + ", " +
                   crc_file.filename().string() + " says " + want +
                   "; the file is damaged; resume from an older checkpoint");
   }
   return text;
+}
+
+// The piece names a known tensor and file, lies inside the tensor and inside the file's data.
+bool CheckpointReader::Impl::fits(const ckpt::PieceRecord& p) const {
+  auto t = tensor_index_.find(p.piece.tensor);
+  auto f = file_index_.find(p.file);
+  if (t == tensor_index_.end() || f == file_index_.end()) return false;
+  const auto& file = manifest_.files[f->second];
+  const int64_t bytes = (p.piece.end - p.piece.begin) * static_cast<int64_t>(sizeof(float));
+  return p.piece.begin >= 0 && p.piece.begin <= p.piece.end &&
+         p.piece.end <= manifest_.tensors[t->second].numel() && p.offset >= file.header_bytes &&
+         p.offset <= file.bytes - bytes;
 }
 
 void CheckpointReader::Impl::index_pieces() {
@@ -104,12 +117,10 @@ void CheckpointReader::Impl::index_pieces() {
   }
   for (size_t i = 0; i < manifest_.files.size(); ++i) file_index_[manifest_.files[i].name] = i;
   for (const auto& p : manifest_.pieces) {
-    auto t = tensor_index_.find(p.piece.tensor);
-    if (t == tensor_index_.end() || !file_index_.count(p.file) || p.piece.begin < 0 ||
-        p.piece.begin > p.piece.end || p.piece.end > manifest_.tensors[t->second].numel()) {
+    if (!fits(p)) {
       throw ConfigError(where + ": piece '" + p.piece.kind + "' " +
-                        range_text(p.piece.begin, p.piece.end) + " of tensor '" +
-                        p.piece.tensor + "' in " + p.file +
+                        range_text(p.piece.begin, p.piece.end) + " of tensor '" + p.piece.tensor +
+                        "' in " + p.file +
                         " does not match the manifest's tensors and files; resume from an older "
                         "checkpoint");
     }
@@ -135,8 +146,8 @@ void CheckpointReader::Impl::check_files() {
     std::error_code ec;
     const auto size = fs::file_size(path, ec);
     if (ec) {
-      throw IoError("missing rank file " + path.string() + " (rank " + std::to_string(r) +
-                    " of " + std::to_string(world) +
+      throw IoError("missing rank file " + path.string() + " (rank " + std::to_string(r) + " of " +
+                    std::to_string(world) +
                     "); the checkpoint is incomplete: resume from an older one");
     }
     if (static_cast<int64_t>(size) != f.bytes) {
@@ -193,10 +204,10 @@ void CheckpointReader::Impl::read_piece(const ckpt::PieceRecord& p, int64_t lo, 
     const int64_t offset = p.offset + (e - p.piece.begin) * static_cast<int64_t>(sizeof(float));
     const int64_t got = ckpt::pread_full(fd, dst, bytes, offset);
     if (got != bytes) {
-      throw IoError("cannot read " + std::to_string(bytes) + " bytes at offset " +
-                    std::to_string(offset) + " of " + files_[file]->path + " (" + p.piece.kind +
-                    " of tensor " + p.piece.tensor + "): " +
-                    (got < 0 ? ckpt::errno_text(errno) : std::string("the file ends early")));
+      throw IoError(
+          "cannot read " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+          " of " + files_[file]->path + " (" + p.piece.kind + " of tensor " + p.piece.tensor +
+          "): " + (got < 0 ? ckpt::errno_text(errno) : std::string("the file ends early")));
     }
     crc = ckpt::crc32_update(crc, dst, bytes);
     e = stop;
@@ -210,8 +221,8 @@ void CheckpointReader::Impl::read_piece(const ckpt::PieceRecord& p, int64_t lo, 
   }
 }
 
-void CheckpointReader::Impl::read(const std::string& tensor, const std::string& kind,
-                                  int64_t begin, int64_t end, float* out) const {
+void CheckpointReader::Impl::read(const std::string& tensor, const std::string& kind, int64_t begin,
+                                  int64_t end, float* out) const {
   auto t = tensor_index_.find(tensor);
   if (t == tensor_index_.end()) {
     std::vector<std::string> names;
@@ -228,8 +239,8 @@ void CheckpointReader::Impl::read(const std::string& tensor, const std::string& 
   if (std::find(kinds_.begin(), kinds_.end(), kind) == kinds_.end()) {
     std::string have;
     for (const auto& k : kinds_) have += (have.empty() ? "" : ", ") + k;
-    throw ConfigError("checkpoint " + folder_ + " has no '" + kind + "' state (it holds: " +
-                      have + "); it was saved with another optimizer");
+    throw ConfigError("checkpoint " + folder_ + " has no '" + kind + "' state (it holds: " + have +
+                      "); it was saved with another optimizer");
   }
   static const std::vector<const ckpt::PieceRecord*> kNone;
   auto list = pieces_.find({tensor, kind});

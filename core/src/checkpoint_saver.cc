@@ -355,9 +355,7 @@ CheckpointSaver::~CheckpointSaver() = default;
 
 void CheckpointSaver::poll() { impl_->poll(); }
 void CheckpointSaver::finish() { impl_->finish(); }
-std::optional<SaveStats> CheckpointSaver::last_completed() const {
-  return impl_->last_completed();
-}
+std::optional<SaveStats> CheckpointSaver::last_completed() const { return impl_->last_completed(); }
 
 void CheckpointSaverAccess::save(CheckpointSaver& saver, const Fill& fill, int64_t step,
                                  const CheckpointMeta& meta) {

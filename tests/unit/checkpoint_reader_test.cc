@@ -57,8 +57,8 @@ TEST_CASE("checkpoint reader: a flipped byte in a piece names the file, tensor a
   zt::test::flip_byte(file, offset);
   zt::CheckpointReader reader(s.folder.string());  // sizes are intact: opens
   std::vector<float> out(13);
-  const std::string m =
-      error_of<zt::IoError>([&] { reader.read("block0.bias", "exp_avg", 0, 13, out.data()); });
+  const std::string m = error_of<zt::IoError>(
+      [&] { reader.read("block0.bias", "exp_avg", 0, 13, out.data()); });
   CHECK_MESSAGE(has(m, "checksum mismatch in " + file.string()), m);
   CHECK_MESSAGE(has(m, "exp_avg of tensor block0.bias elements [7, 13)"), m);
   CHECK_MESSAGE(has(m, "resume from an older checkpoint"), m);
@@ -75,8 +75,8 @@ TEST_CASE("checkpoint reader: a flipped byte in a rank file's header is caught a
   zt::test::flip_byte(s.rank_file(0), 20);
   zt::CheckpointReader reader(s.folder.string());
   std::vector<float> out(35);
-  const std::string m =
-      error_of<zt::IoError>([&] { reader.read("embed.weight", "param", 0, 35, out.data()); });
+  const std::string m = error_of<zt::IoError>(
+      [&] { reader.read("embed.weight", "param", 0, 35, out.data()); });
   CHECK_MESSAGE(has(m, "checksum mismatch in " + s.rank_file(0).string()), m);
   CHECK_MESSAGE(has(m, "header"), m);
   // Rank 1's file is unharmed.
@@ -107,8 +107,7 @@ TEST_CASE("checkpoint reader: missing and short rank files") {
 
 TEST_CASE("checkpoint reader: folders that are not checkpoints") {
   zt::test::TempDir dir;
-  std::string m =
-      error_of<zt::ConfigError>([&] { zt::CheckpointReader r(dir.path().string()); });
+  std::string m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(dir.path().string()); });
   CHECK_MESSAGE(has(m, "not a checkpoint: " + dir.path().string()), m);
   m = error_of<zt::ConfigError>([&] { zt::resolve_checkpoint(dir.path().string()); });
   CHECK_MESSAGE(has(m, "not a checkpoint: " + dir.path().string()), m);
@@ -119,34 +118,56 @@ TEST_CASE("checkpoint reader: folders that are not checkpoints") {
   const std::string other = R"({"name": "some other tool"})";
   zt::test::write_file(dir.path() / "manifest.json", other);
   char crc[16];
-  std::snprintf(crc, sizeof(crc), "%08x\n",
-                static_cast<unsigned>(zt::test::crc32_of(other)));
+  std::snprintf(crc, sizeof(crc), "%08x\n", static_cast<unsigned>(zt::test::crc32_of(other)));
   zt::test::write_file(dir.path() / "manifest.json.crc32", crc);
   m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(dir.path().string()); });
   CHECK_MESSAGE(has(m, "not a checkpoint: " + (dir.path() / "manifest.json").string()), m);
 }
 
-TEST_CASE("checkpoint reader: a format version from a newer zt is refused") {
-  Saved s;
-  const fs::path manifest = s.folder / "manifest.json";
+namespace {
+
+// Rewrites the manifest through `edit`, with a crc32 that matches, as a buggy tool might.
+template <typename F>
+void edit_manifest(const fs::path& folder, F&& edit) {
+  const fs::path manifest = folder / "manifest.json";
   auto j = nlohmann::json::parse(zt::test::read_file(manifest));
-  j["version"] = 99;
+  edit(j);
   const std::string text = j.dump();
   zt::test::write_file(manifest, text);
   char crc[16];
   std::snprintf(crc, sizeof(crc), "%08x\n", static_cast<unsigned>(zt::test::crc32_of(text)));
-  zt::test::write_file(s.folder / "manifest.json.crc32", crc);
-  const std::string m =
-      error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  zt::test::write_file(folder / "manifest.json.crc32", crc);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint reader: a format version from a newer zt is refused") {
+  Saved s;
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["version"] = 99; });
+  const std::string m = error_of<zt::ConfigError>(
+      [&] { zt::CheckpointReader r(s.folder.string()); });
   CHECK_MESSAGE(has(m, "format version 99"), m);
+}
+
+TEST_CASE("checkpoint reader: a manifest whose pieces do not fit its files is refused") {
+  Saved s;
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["pieces"][2]["offset"] = 1 << 20; });
+  std::string m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "does not match the manifest's tensors and files"), m);
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["pieces"][2]["tensor"] = "ghost"; });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "of tensor 'ghost'"), m);
+  edit_manifest(s.folder, [](nlohmann::json& j) { j.erase("counters"); });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "does not parse"), m);
 }
 
 TEST_CASE("checkpoint reader: unknown tensors, states and ranges are ConfigErrors") {
   Saved s;
   zt::CheckpointReader reader(s.folder.string());
   std::vector<float> out(64);
-  std::string m =
-      error_of<zt::ConfigError>([&] { reader.read("embed.weigth", "param", 0, 1, out.data()); });
+  std::string m = error_of<zt::ConfigError>(
+      [&] { reader.read("embed.weigth", "param", 0, 1, out.data()); });
   CHECK_MESSAGE(has(m, "no tensor 'embed.weigth'"), m);
   CHECK_MESSAGE(has(m, "did you mean 'embed.weight'"), m);
   m = error_of<zt::ConfigError>([&] { reader.read("embed.weight", "momentum", 0, 1, out.data()); });
@@ -168,14 +189,14 @@ TEST_CASE("checkpoint reader: ranges the pieces do not cover are ConfigErrors") 
     zt::CheckpointSaverAccess::save(
         saver,
         [](zt::CheckpointRankWriter& w) {
-          w.add_tensor({"w", {10}});
-          auto a = w.declare({"w", "param", 0, 4}, false);
-          auto b = w.declare({"w", "param", 6, 10}, true);
-          w.begin_data();
-          const float v[4] = {1, 2, 3, 4};
-          w.write(a, 0, v, 4);
-          w.write(b, 0, v, 4);
-          w.set_counters({});
+      w.add_tensor({"w", {10}});
+      auto a = w.declare({"w", "param", 0, 4}, false);
+      auto b = w.declare({"w", "param", 6, 10}, true);
+      w.begin_data();
+      const float v[4] = {1, 2, 3, 4};
+      w.write(a, 0, v, 4);
+      w.write(b, 0, v, 4);
+      w.set_counters({});
         },
         1, {});
     saver.finish();
@@ -184,8 +205,8 @@ TEST_CASE("checkpoint reader: ranges the pieces do not cover are ConfigErrors") 
   std::vector<float> out(10);
   reader.read("w", "param", 6, 10, out.data());
   CHECK(out[3] == 4);
-  const std::string m =
-      error_of<zt::ConfigError>([&] { reader.read("w", "param", 2, 8, out.data()); });
+  const std::string m = error_of<zt::ConfigError>(
+      [&] { reader.read("w", "param", 2, 8, out.data()); });
   CHECK_MESSAGE(has(m, "does not hold elements [4, 8) of param of tensor w"), m);
   CHECK(reader.meta().trainer_state.empty());
 }

@@ -33,8 +33,8 @@ void check_every_range(const zt::CheckpointReader& reader, int64_t step) {
           reader.read(tensors[t].name, model_kinds()[k], b, e, got.data());
           bool exact = true;
           for (int64_t i = b; i < e; ++i) exact &= got[i - b] == model_value(t, k, i, step);
-          REQUIRE_MESSAGE(exact, tensors[t].name << " " << model_kinds()[k] << " [" << b << ", "
-                                                  << e << ")");
+          REQUIRE_MESSAGE(
+              exact, tensors[t].name << " " << model_kinds()[k] << " [" << b << ", " << e << ")");
         }
       }
     }
@@ -43,9 +43,9 @@ void check_every_range(const zt::CheckpointReader& reader, int64_t step) {
 
 void check_saved(const fs::path& dir, int world, int64_t step) {
   const std::string folder = zt::latest_checkpoint(dir.string());
-  CHECK(folder == (dir / ("step-" + std::string(8 - std::to_string(step).size(), '0') +
-                          std::to_string(step)))
-                      .string());
+  CHECK(folder ==
+        (dir / ("step-" + std::string(8 - std::to_string(step).size(), '0') + std::to_string(step)))
+            .string());
   zt::CheckpointReader reader(folder);
   CHECK(reader.step() == step);
   CHECK(reader.kinds() == std::vector<std::string>{"param", "exp_avg", "exp_avg_sq"});
@@ -232,7 +232,9 @@ TEST_CASE("checkpoint: an engine that breaks the writer's contract gets an Inter
   };
   const zt::CheckpointTensor t{"w", {4}};
   const float four[4] = {1, 2, 3, 4};
-  CHECK_THROWS_AS(save([&](zt::CheckpointRankWriter& w) { w.declare({"w", "param", 0, 4}, false); }),
+  CHECK_THROWS_AS(save([&](zt::CheckpointRankWriter& w) {
+                    w.declare({"w", "param", 0, 4}, false);
+                  }),
                   zt::InternalError);
   CHECK_THROWS_AS(save([&](zt::CheckpointRankWriter& w) {
                     w.add_tensor(t);
@@ -297,10 +299,11 @@ TEST_CASE("checkpoint: a disk that fills fails the save naming path and bytes, l
       FAIL("a save bigger than the disk passed");
     } catch (const zt::IoError& e) {
       const std::string m = e.what();
-      CHECK_MESSAGE(m.find((mount / ".tmp-step-00000002-test-job").string()) != std::string::npos, m);
-      CHECK_MESSAGE(m.find("needs " + std::to_string(4096 + big.numel() * 4) + " bytes") !=
-                        std::string::npos,
+      CHECK_MESSAGE(m.find((mount / ".tmp-step-00000002-test-job").string()) != std::string::npos,
                     m);
+      CHECK_MESSAGE(
+          m.find("needs " + std::to_string(4096 + big.numel() * 4) + " bytes") != std::string::npos,
+          m);
       CHECK_MESSAGE(m.find("checkpoint.keep_last") != std::string::npos, m);
     }
   }

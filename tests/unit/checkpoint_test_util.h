@@ -31,9 +31,11 @@
 namespace zt::test {
 
 inline const std::vector<CheckpointTensor>& model_tensors() {
-  static const std::vector<CheckpointTensor> kTensors = {
-      {"embed.weight", {5, 7}}, {"block0.bias", {13}}, {"block0.weight", {2, 3, 4}},
-      {"scale", {}},          {"unused", {0}}};
+  static const std::vector<CheckpointTensor> kTensors = {{"embed.weight", {5, 7}},
+                                                         {"block0.bias", {13}},
+                                                         {"block0.weight", {2, 3, 4}},
+                                                         {"scale", {}},
+                                                         {"unused", {0}}};
   return kTensors;
 }
 
@@ -58,8 +60,7 @@ inline EngineCounters counters_at(int64_t step) {
 }
 
 // Feeds this rank's part of the model at `step` in parts of `tile` elements.
-inline CheckpointSaverAccess::Fill model_fill(int rank, int world, int64_t step,
-                                              int64_t tile = 3) {
+inline CheckpointSaverAccess::Fill model_fill(int rank, int world, int64_t step, int64_t tile = 3) {
   return [=](CheckpointRankWriter& w) {
     const auto& tensors = model_tensors();
     for (const auto& t : tensors) w.add_tensor(t);
@@ -122,8 +123,8 @@ inline std::vector<std::unique_ptr<Store>> make_stores(int world) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     threads.emplace_back([&, r] {
-      stores[static_cast<size_t>(r)] =
-          rendezvous("127.0.0.1", port, r, world, std::chrono::seconds(20));
+      stores[static_cast<size_t>(r)] = rendezvous("127.0.0.1", port, r, world,
+                                                  std::chrono::seconds(20));
     });
   }
   for (auto& t : threads) t.join();
