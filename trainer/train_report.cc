@@ -7,7 +7,10 @@
 #include <cstring>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <iomanip>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "zt/bytes.h"
@@ -26,10 +29,39 @@ std::string eta(double seconds) {
 }
 
 void print_totals(const TrainSummary& s) {
-  std::printf("\nsummary: %lld steps (%lld skipped), final loss %.4f, %.0f tokens/s, "
+  const std::string resumed = s.resumed_at > 0 ? "; resumed at step " + std::to_string(s.resumed_at)
+                                               : "";
+  std::printf("\nsummary: %lld steps (%lld skipped%s), final loss %.4f, %.0f tokens/s, "
               "%.2f s/step\n",
-              static_cast<long long>(s.steps), static_cast<long long>(s.skipped), s.final_loss,
-              s.tokens_per_step * s.steps / s.seconds, s.seconds / s.steps);
+              static_cast<long long>(s.steps), static_cast<long long>(s.skipped), resumed.c_str(),
+              s.final_loss, s.tokens_per_step * s.steps / s.seconds, s.seconds / s.steps);
+}
+
+// The "step" of a metrics.jsonl line, or -1 for a line without one (a line cut by a kill).
+int64_t step_of_line(const std::string& line) {
+  const std::string key = "\"step\":";
+  const size_t at = line.find(key);
+  if (at == std::string::npos || line.empty() || line.back() != '}') return -1;
+  return std::strtoll(line.c_str() + at + key.size(), nullptr, 10);
+}
+
+// Keeps the lines of `path` up to step `last` (what a resumed run continues), replacing the file
+// by rename so a failure leaves it whole.
+void keep_lines_up_to(const std::string& path, int64_t last) {
+  std::ifstream in(path);
+  if (!in) return;  // a new out_dir: nothing to keep
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    const int64_t step = step_of_line(line);
+    if (step >= 0 && step <= last) kept += line + "\n";
+  }
+  const std::string tmp = path + ".tmp";
+  std::FILE* out = std::fopen(tmp.c_str(), "w");
+  if (!out || std::fputs(kept.c_str(), out) < 0 || std::fclose(out) != 0 ||
+      std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw IoError("cannot rewrite metrics file " + path + " for the resumed run: " +
+                  std::strerror(errno) + "; set run.out_dir to a writable folder");
+  }
 }
 
 // Bytes rank memory `x` holds in tier `t`: the roles it serves.
@@ -127,10 +159,12 @@ std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine
   return out;
 }
 
-TrainReport::TrainReport(const std::string& path, int64_t total_steps, int64_t log_every)
+TrainReport::TrainReport(const std::string& path, int64_t total_steps, int64_t log_every,
+                         int64_t resumed_at)
     : total_steps_(total_steps), log_every_(log_every) {
   if (path.empty()) return;
-  file_ = std::fopen(path.c_str(), "w");
+  if (resumed_at > 0) keep_lines_up_to(path, resumed_at);
+  file_ = std::fopen(path.c_str(), resumed_at > 0 ? "a" : "w");
   if (!file_) {
     throw IoError("cannot write metrics file " + path + ": " + std::strerror(errno) +
                   "; set run.out_dir to a writable folder");
@@ -146,6 +180,7 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
                       const CommStats& comm) {
   if (!file_) return;
   elapsed_ += m.step_seconds;
+  ++steps_logged_;
   std::ostringstream js;
   js.precision(8);
   // The loss with every digit a double has, so runs can be compared bit for bit (resume tests).
@@ -174,7 +209,7 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
   std::fflush(file_);
 
   if (m.step % log_every_ != 0 && m.step != total_steps_) return;
-  double remaining = m.step > 0 ? elapsed_ / m.step * (total_steps_ - m.step) : 0;
+  double remaining = elapsed_ / steps_logged_ * (total_steps_ - m.step);
   char line[256];
   std::snprintf(line, sizeof(line), "step %lld/%lld  loss %.4f  lr %.2e  %s%.0f tok/s  ETA %s",
                 static_cast<long long>(m.step), static_cast<long long>(total_steps_), m.loss, m.lr,
@@ -188,6 +223,22 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
   } else {
     std::printf("%s\n", line);
   }
+  std::fflush(stdout);
+}
+
+void TrainReport::log_checkpoint(const CheckpointEvent& e) {
+  if (!file_) return;
+  std::ostringstream js;
+  js.precision(6);
+  js << "{\"event\":\"checkpoint\",\"step\":" << e.step
+     << ",\"folder\":" << nlohmann::json(e.folder).dump() << ",\"bytes\":" << e.bytes
+     << ",\"stall_s\":" << e.stall_seconds << ",\"write_s\":" << e.write_seconds << "}\n";
+  std::fputs(js.str().c_str(), file_);
+  std::fflush(file_);
+  std::printf("%scheckpoint: step %lld saved to %s (%s; the step waited %.3f s, writing took "
+              "%.3f s)\n",
+              tty_ ? "\n" : "", static_cast<long long>(e.step), e.folder.c_str(),
+              mib_text(static_cast<double>(e.bytes)).c_str(), e.stall_seconds, e.write_seconds);
   std::fflush(stdout);
 }
 

@@ -44,7 +44,8 @@ struct StepMetrics {
 // What the end-of-run summary shows, collected on every rank while the engine and tiers are alive
 // (the memory of all ranks comes through a collective); rank 0 prints it.
 struct TrainSummary {
-  int64_t steps = 0, skipped = 0;
+  int64_t steps = 0, skipped = 0;  // the steps this process trained
+  int64_t resumed_at = 0;          // the checkpoint's step, 0 for a fresh run
   double final_loss = 0;
   double seconds = 0;  // all steps together
   double tokens_per_step = 0;
@@ -67,12 +68,25 @@ struct TrainSummary {
 // offload I/O, collectives, where the metrics are.
 void print_summary(const TrainSummary& summary);
 
+// A save that completed: shown and recorded once.
+struct CheckpointEvent {
+  int64_t step = 0;
+  std::string folder;
+  int64_t bytes = 0;  // every rank's files
+  double stall_seconds = 0, write_seconds = 0;
+};
+
 class TrainReport {
  public:
-  // `path`: metrics.jsonl; empty on non-zero ranks (they write nothing).
-  TrainReport(const std::string& path, int64_t total_steps, int64_t log_every);
+  // `path`: metrics.jsonl; empty on non-zero ranks (they write nothing). A run resumed from the
+  // checkpoint of step `resumed_at` > 0 keeps the file's lines up to that step (the run it
+  // continues) and appends; a fresh run starts the file anew.
+  TrainReport(const std::string& path, int64_t total_steps, int64_t log_every,
+              int64_t resumed_at = 0);
   ~TrainReport();
   void log(const StepMetrics& m, const std::vector<RankMemory>& memory, const CommStats& comm);
+  // One line on stdout and one in metrics.jsonl ("event":"checkpoint").
+  void log_checkpoint(const CheckpointEvent& event);
   void finish_progress();
 
  private:
@@ -80,6 +94,7 @@ class TrainReport {
   bool tty_ = false;
   int64_t total_steps_;
   int64_t log_every_;
+  int64_t steps_logged_ = 0;  // by this process (the ETA's rate)
   double elapsed_ = 0;
 };
 

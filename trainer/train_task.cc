@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
+#include "checkpointing.h"
 #include "data/data_source.h"
 #include "engine_setup.h"
 #include "memory_theory.h"
@@ -94,7 +96,9 @@ struct TrainRun {
   std::unique_ptr<models::Model> model;
   std::unique_ptr<data::DataSource> data;
   EngineSetup setup;
+  Schedule schedule{};
   int64_t next_sample = 0;  // where the next step's global batch starts in the data stream
+  int64_t first_step = 0;   // steps trained before this process: the resumed checkpoint's
 };
 
 std::vector<Unit*> unit_pointers(const models::Model& model) {
@@ -109,8 +113,9 @@ void create_out_dir(const std::string& out_dir) {
   if (ec) throw IoError("cannot create run.out_dir " + out_dir + ": " + ec.message());
 }
 
-// Rank 0's run header: the model, the composition, the data, where offloaded states go.
-void print_run_header(const TrainRun& run) {
+// Rank 0's run header: the model, the composition, the data, where offloaded states go, where
+// checkpoints go.
+void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints) {
   const EngineSetup& s = run.setup;
   std::printf("zt train: %s\n  %d rank(s), %s, ZeRO stage %d, %s, %s, compute %s\n  data: %s\n",
               run.model->describe().c_str(), run.env.world, s.comm->describe().c_str(),
@@ -118,6 +123,8 @@ void print_run_header(const TrainRun& run) {
               run.config.section("precision").get_string("compute").c_str(),
               run.data->describe().c_str());
   if (!s.tiers.describe().empty()) std::printf("  offload: %s\n", s.tiers.describe().c_str());
+  if (checkpoints.every_steps > 0)
+    std::printf("  checkpoints: %s\n", checkpoints.describe().c_str());
   std::printf("  %s\n", blas_header_line(probe_blas()).c_str());
   std::fflush(stdout);
 }
@@ -157,23 +164,110 @@ std::vector<RankMemory> all_ranks_memory(TrainRun& run) {
   return gather_memory(*s.comm, measure_memory(s.engine->memory(), s.options.stage));
 }
 
-// Runs run.steps optimizer steps, logging each (rank 0 writes); returns the step totals.
-TrainSummary train_loop(TrainRun& run, TrainReport& report) {
-  const Options& options = run.config.section("run");
+// The trainer's state after `step` optimizer steps (run.next_sample already past them).
+TrainerState trainer_state(const TrainRun& run, int64_t step) {
+  TrainerState state;
+  state.step = step;
+  state.next_sample = run.next_sample;
+  state.samples_per_step = run.data->samples_per_step(run.env.world);
+  state.data_kind = run.config.section("data").get_string("kind");
+  state.data_path = run.config.section("data").get_string("path");
+  state.data_seed = run.data->seed();
+  state.schedule = run.schedule;
+  state.next_lr = run.schedule.lr(step);
+  state.rng_state = cpu_rng_state_hex();
+  state.zt_version = ZT_TRAINER_VERSION;
+  return state;
+}
+
+// "world 2, ZeRO stage 3, shard_bucket, optim_hybrid_adam, no offload, compute fp32"
+std::string saved_by(const TrainRun& run) {
+  const EngineSetup& s = run.setup;
+  std::string offload;
+  if (!s.tiers.optimizer_id.empty()) offload = "optimizer states -> " + s.tiers.optimizer_id;
+  if (!s.tiers.param_id.empty())
+    offload += (offload.empty() ? "" : ", ") + std::string("parameters -> ") + s.tiers.param_id;
+  return "world " + std::to_string(run.env.world) + ", ZeRO stage " +
+         std::to_string(s.options.stage) + ", " + s.shard_id + ", " + s.optimizer_id + ", " +
+         (offload.empty() ? "no offload" : "offload " + offload) + ", compute " +
+         run.config.section("precision").get_string("compute");
+}
+
+// Shows and records a save that completed (rank 0, which published it).
+void report_save(const TrainRun& run, TrainReport& report, const std::optional<SaveStats>& save) {
+  if (!save || run.env.rank != 0) return;
+  report.log_checkpoint({save->step, save->folder, folder_bytes(save->folder), save->stall_seconds,
+                         save->write_seconds});
+}
+
+void save_if_due(TrainRun& run, TrainReport& report, TrainCheckpoints& checkpoints,
+                 const CheckpointSettings& settings, int64_t step) {
+  if (settings.due(step, run.config.section("run").get_int("steps"))) {
+    const CheckpointMeta meta{trainer_state(run, step).to_json(), run.config.to_toml(),
+                              saved_by(run)};
+    report_save(run, report, checkpoints.save(*run.setup.engine, step, meta));
+  }
+  report_save(run, report, checkpoints.poll());
+}
+
+// Trains from run.first_step to run.steps, logging each step (rank 0 writes) and saving
+// checkpoints when due; returns the step totals.
+TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSettings& settings,
+                        TrainCheckpoints* checkpoints) {
   TrainSummary summary;
-  summary.steps = options.get_int("steps");
-  const Schedule schedule{options.get_string("lr_schedule"), run.setup.optimizer->base_lr(),
-                          options.get_int("warmup_steps"), summary.steps,
-                          options.get_double("min_lr_ratio")};
-  for (int64_t step = 0; step < summary.steps; ++step) {
-    const StepMetrics m = train_step(run, step, schedule.lr(step));
+  summary.resumed_at = run.first_step;
+  const int64_t total = run.config.section("run").get_int("steps");
+  for (int64_t step = run.first_step; step < total; ++step) {
+    const StepMetrics m = train_step(run, step, run.schedule.lr(step));
+    ++summary.steps;
     summary.seconds += m.step_seconds;
     summary.final_loss = m.loss;
     summary.skipped += m.skipped ? 1 : 0;
     report.log(m, all_ranks_memory(run), run.setup.comm->stats());
+    if (checkpoints) save_if_due(run, report, *checkpoints, settings, step + 1);
   }
   report.finish_progress();
+  if (checkpoints) report_save(run, report, checkpoints->finish());
   return summary;
+}
+
+// Loads `reader` into the engine (collective) and continues the saved run's step, data position
+// and RNG.
+void resume_from(TrainRun& run, const CheckpointReader& reader) {
+  const TrainerState saved = TrainerState::from_json(reader.meta().trainer_state, reader.folder());
+  run.setup.engine->load_checkpoint(reader);
+  restore_cpu_rng_state(saved.rng_state, reader.folder());
+  run.first_step = reader.step();
+  run.next_sample = saved.next_sample;
+  if (run.env.rank != 0) return;
+  std::printf("resumed from %s at step %lld (saved by: %s)\n%s", reader.folder().c_str(),
+              static_cast<long long>(reader.step()), reader.meta().saved_by.c_str(),
+              resume_differences(saved, trainer_state(run, reader.step())).c_str());
+  std::fflush(stdout);
+}
+
+Schedule schedule_from_config(const Config& config, double base_lr) {
+  const Options& run = config.section("run");
+  return Schedule{run.get_string("lr_schedule"), base_lr, run.get_int("warmup_steps"),
+                  run.get_int("steps"), run.get_double("min_lr_ratio")};
+}
+
+// The job id the saver names its temporary folders by: the offload tiers' when there are any
+// (drawn once per job), else the same rule's own.
+std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milliseconds timeout) {
+  if (!run.setup.tiers.job.empty()) return run.setup.tiers.job;
+  return offload_job_id(store, run.env.rank, timeout);
+}
+
+bool nothing_left(const CheckpointReader& reader, int64_t steps, bool leader) {
+  if (reader.step() < steps) return false;
+  if (leader) {
+    std::printf("checkpoint %s is at step %lld and run.steps = %lld: nothing left to train "
+                "(raise run.steps to train further)\n",
+                reader.folder().c_str(), static_cast<long long>(reader.step()),
+                static_cast<long long>(steps));
+  }
+  return true;
 }
 
 // Fills what the summary shows beyond the step totals. Collective (every rank's memory).
@@ -208,18 +302,32 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   check_job_fits(config, env.world);
   share_cores_between_local_ranks();
   const bool leader = env.rank == 0;
+  const CheckpointSettings settings = CheckpointSettings::from_config(config);
+  // No save runs yet: what a stopped job's save left is safe to remove.
+  if (leader) remove_stopped_saves(settings);
+  // Opened before the engine is built, so a bad checkpoint fails fast.
+  std::unique_ptr<CheckpointReader> resume = open_resume_checkpoint(settings, leader);
+  const Options& options = config.section("run");
+  if (resume && nothing_left(*resume, options.get_int("steps"), leader)) return 0;
   TrainRun run{config, env, models::make_model(config), nullptr, {}};
   run.data = data::make_data(config, run.model->shape);
   run.setup = build_engine_setup(config, env, store, timeout, unit_pointers(*run.model));
-  const std::string out_dir = config.section("run").get_string("out_dir");
+  run.schedule = schedule_from_config(config, run.setup.optimizer->base_lr());
+  const std::string out_dir = options.get_string("out_dir");
   if (leader) {
     create_out_dir(out_dir);
-    print_run_header(run);
+    print_run_header(run, settings);
   }
-  const Options& options = config.section("run");
+  if (resume) resume_from(run, *resume);
+  std::unique_ptr<TrainCheckpoints> checkpoints;
+  if (settings.every_steps > 0) {
+    checkpoints = std::make_unique<TrainCheckpoints>(settings, store, env.rank, env.world,
+                                                     checkpoint_job(run, store, timeout));
+  }
+  // After the resume succeeded: the metrics of the run it continues are kept until then.
   TrainReport report(leader ? out_dir + "/metrics.jsonl" : "", options.get_int("steps"),
-                     options.get_int("log_every"));
-  TrainSummary summary = train_loop(run, report);
+                     options.get_int("log_every"), run.first_step);
+  TrainSummary summary = train_loop(run, report, settings, checkpoints.get());
   complete_summary(run, summary);
   if (leader) print_summary(summary);
   return 0;
