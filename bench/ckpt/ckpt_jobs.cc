@@ -61,7 +61,8 @@ JobMetrics read_job_metrics(const std::string& metrics_path) {
   std::string line;
   while (std::getline(in, line)) {
     nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) throw IoError("zt_bench_ckpt: a line of " + metrics_path + " is not JSON");
+    if (j.is_discarded())
+      throw IoError("zt_bench_ckpt: a line of " + metrics_path + " is not JSON");
     const std::string event = j.value("event", "");
     if (event == "checkpoint") {
       m.stall_s.push_back(j.at("stall_s").get<double>());

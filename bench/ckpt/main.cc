@@ -49,7 +49,7 @@ struct Options {
 
 Options parse(const std::vector<std::string>& args) {
   Options o;
-  for (size_t i = 0; i < args.size(); ++i) {
+  for (size_t i = 1; i < args.size(); ++i) {  // args[0] is the program
     std::string flag, value;
     if (!next_option(args, i, {"--steps", "--big", "--dir", "--json", "--trainer"}, kUsage, flag,
                      value)) {
@@ -58,7 +58,8 @@ Options parse(const std::vector<std::string>& args) {
     }
     if (flag == "--steps") o.steps = static_cast<int>(parse_positive(value, flag, kUsage));
     if (flag == "--big") {
-      if (value != "on" && value != "off") throw ConfigError("--big takes on or off\n" + std::string(kUsage));
+      if (value != "on" && value != "off")
+        throw ConfigError("--big takes on or off\n" + std::string(kUsage));
       o.big = value == "on";
     }
     if (flag == "--dir") o.dir = value;
@@ -76,8 +77,8 @@ std::vector<CkptConfig> configs(bool big) {
     // 20 blocks of 12 x 2048^2: 1.007B parameters. One sample of 64 tokens per rank keeps a step
     // within a minute on two cores; the parameter shards stay in host memory.
     out.push_back({"1B GPT, NVMe states",
-                   {"model.n_layer=20", "model.d_model=2048", "model.n_head=16",
-                    "model.seq_len=64", "model.vocab=256", "data.micro_batch=1"},
+                   {"model.n_layer=20", "model.d_model=2048", "model.n_head=16", "model.seq_len=64",
+                    "model.vocab=256", "data.micro_batch=1"},
                    2,
                    3,
                    "offload_nvme",
@@ -94,7 +95,8 @@ double memcpy_gbps() {
   for (int i = 0; i < 5; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     std::memcpy(b.data(), a.data(), bytes);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   return static_cast<double>(bytes) / best / 1e9;
 }

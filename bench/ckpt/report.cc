@@ -29,8 +29,8 @@ void print_report(const std::vector<CkptResult>& results) {
     std::printf("%-22s %5d %5d %8.1fM %9s %8.3f %8.2f %8.2f %6.2f %8.4f %8.4f %8.3f %6.1f%%\n",
                 r.config.label.c_str(), r.config.world, r.config.stage, r.model_params / 1e6,
                 mib_text(static_cast<double>(r.bytes)).c_str(), r.save_s, r.save_gbps(),
-                r.disk_write_gbps, ratio(r.save_gbps(), r.disk_write_gbps), r.stall_s,
-                r.memcpy_s(), r.load_s, 100 * ratio(r.stall_s, r.save_s));
+                r.disk_write_gbps, ratio(r.save_gbps(), r.disk_write_gbps), r.stall_s, r.memcpy_s(),
+                r.load_s, 100 * ratio(r.stall_s, r.save_s));
   }
   std::printf(
       "\nsave_s: a synchronous save (the step waits for the files, fsync and the publish); GB/s: "

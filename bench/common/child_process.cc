@@ -68,8 +68,7 @@ int run_logged(const std::vector<std::string>& argv, const std::string& log_path
   ::close(log);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR)
-      throw IoError(std::string("waitpid on the child: ") + std::strerror(errno));
+    if (errno != EINTR) throw IoError(std::string("waitpid on the child: ") + std::strerror(errno));
   }
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return WEXITSTATUS(status);

@@ -44,6 +44,15 @@ int pwrite_full(int fd, const void* data, int64_t bytes, int64_t offset) {
   return 0;
 }
 
+int pwrite_direct(const std::string& path, const void* data, int64_t bytes, int64_t offset) {
+  if (bytes == 0) return 0;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) return errno;
+  int err = pwrite_full(fd, data, bytes, offset);
+  if (::close(fd) != 0 && err == 0) err = errno;
+  return err;
+}
+
 int64_t pread_full(int fd, void* data, int64_t bytes, int64_t offset) {
   char* p = static_cast<char*>(data);
   int64_t done = 0;

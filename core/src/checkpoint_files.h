@@ -20,6 +20,17 @@ int pwrite_full(int fd, const void* data, int64_t bytes, int64_t offset);
 // or -1 with errno set.
 int64_t pread_full(int fd, void* data, int64_t bytes, int64_t offset);
 
+// The granule direct I/O needs for offsets, lengths and buffer addresses on the filesystems zt
+// writes checkpoints to (the logical block of common devices and the page).
+constexpr int64_t kDirectAlignment = 4096;
+
+// Writes `bytes` at `offset` of `path` (an existing file) with O_DIRECT, bypassing the page
+// cache: on the disks measured here that is several times faster than buffered writes plus
+// fsync. REQUIRES: offset, bytes and `data`'s address multiples of kDirectAlignment. Returns 0,
+// EINVAL when the filesystem refuses direct I/O (tmpfs; the caller then writes buffered), or
+// the errno of the failure.
+int pwrite_direct(const std::string& path, const void* data, int64_t bytes, int64_t offset);
+
 // zlib's crc32, continued from `crc` (0 starts one), over any number of bytes.
 uint32_t crc32_update(uint32_t crc, const void* data, int64_t bytes);
 // "1a2b3c4d": how crc32s are spelled in manifests.

@@ -1,5 +1,7 @@
 #include "checkpoint_rank_writer.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <new>
@@ -14,18 +16,20 @@ namespace zt {
 namespace ckpt {
 
 char* SnapshotBuffer::reserve(int64_t bytes) {
-  if (bytes <= bytes_) return data_.get();
+  const int64_t rounded = (bytes + kDirectAlignment - 1) / kDirectAlignment * kDirectAlignment;
+  if (rounded <= bytes_) return data_.get();
   data_.reset();
   bytes_ = 0;
-  try {
-    // Not value-initialised: the pages are first touched by the copy itself.
-    data_.reset(new char[static_cast<size_t>(bytes)]);
-  } catch (const std::bad_alloc&) {
-    throw IoError("checkpoint: cannot allocate " + mib_text(static_cast<double>(bytes)) +
+  // Not zeroed: the pages are first touched by the copy itself.
+  void* p = nullptr;
+  if (::posix_memalign(&p, static_cast<size_t>(kDirectAlignment),
+                       static_cast<size_t>(std::max<int64_t>(rounded, kDirectAlignment))) != 0) {
+    throw IoError("checkpoint: cannot allocate " + mib_text(static_cast<double>(rounded)) +
                   " of host memory for the asynchronous save's snapshot; free memory or set "
                   "checkpoint.async = false (the step then waits for the write)");
   }
-  bytes_ = bytes;
+  data_.reset(static_cast<char*>(p));
+  bytes_ = rounded;
   return data_.get();
 }
 
@@ -154,6 +158,26 @@ void CheckpointRankWriter::Impl::write(int64_t index, int64_t offset, const floa
   p.written += count;
 }
 
+// The snapshot is the start of the data section, which starts aligned (the header is padded to
+// kDirectAlignment): its whole blocks go with direct I/O, the rest through the page cache.
+void CheckpointRankWriter::Impl::write_snapshot() {
+  const int64_t direct = buffer_bytes_ / ckpt::kDirectAlignment * ckpt::kDirectAlignment;
+  int64_t done = 0;
+  if (direct > 0 && file_.header_bytes() % ckpt::kDirectAlignment == 0) {
+    const int err = ckpt::pwrite_direct(path_, buffer_, direct, file_.header_bytes());
+    if (err == 0) {
+      done = direct;
+    } else if (err != EINVAL) {
+      throw IoError("cannot write " + std::to_string(direct) + " bytes of the snapshot to " +
+                    path_ + ": " + ckpt::errno_text(err) +
+                    (err == ENOSPC ? "; the disk is full: free space or point checkpoint.dir "
+                                     "elsewhere"
+                                   : "; check the storage"));
+    }
+  }
+  if (buffer_bytes_ > done) file_.write_data(done, buffer_ + done, buffer_bytes_ - done);
+}
+
 void CheckpointRankWriter::Impl::set_counters(const EngineCounters& counters) {
   counters_ = counters;
   counters_set_ = true;
@@ -179,7 +203,7 @@ ckpt::RankReport CheckpointRankWriter::Impl::finish_file() {
                                    (p.piece.end - p.piece.begin) * int64_t{sizeof(float)});
     }
   }
-  if (buffer_bytes_ > 0) file_.write_data(0, buffer_, buffer_bytes_);
+  write_snapshot();
   file_.close(/*sync=*/true);
   ckpt::fsync_dir(setup_.folder);
   ckpt::RankReport r;

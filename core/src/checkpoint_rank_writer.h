@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -25,12 +26,16 @@ namespace ckpt {
 // so a save allocates only when the rank's in-memory bytes grew.
 class SnapshotBuffer {
  public:
-  // At least `bytes` of memory (its contents are not kept). Throws IoError when the host has
-  // not that much.
+  // At least `bytes` of memory rounded up to kDirectAlignment, aligned to it so the snapshot can
+  // go to disk with direct I/O (its contents are not kept). Throws IoError when the host has not
+  // that much.
   char* reserve(int64_t bytes);
 
  private:
-  std::unique_ptr<char[]> data_;
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> data_;
   int64_t bytes_ = 0;
 };
 
@@ -64,6 +69,8 @@ class CheckpointRankWriter::Impl {
   int64_t file_bytes() const { return file_.file_bytes(); }
 
  private:
+  void write_snapshot();
+
   struct Piece {
     CheckpointPiece piece;
     bool streamed = false;
