@@ -138,12 +138,15 @@ class ZT_API CheckpointSaver {
   // Rethrows the error of a save that failed in the background. Cheap: call it every step.
   void poll();
   // Waits until the save in flight is published (rank 0) or this rank's part is written, up to
-  // the timeout; rethrows its error (CommError when a rank never reported).
+  // twice the timeout (the writer thread's own wait on the other ranks takes up to one, then
+  // names the ranks missing); rethrows its error (CommError when a rank never reported). save()
+  // waits for the previous save the same way.
   void finish();
   // The last save that completed on this rank.
   std::optional<SaveStats> last_completed() const;
 
  private:
+  friend class CheckpointSaverAccess;  // core-internal: a save fed without an Engine (tests)
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

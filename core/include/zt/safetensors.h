@@ -48,6 +48,9 @@ class ZT_API SafetensorsWriter {
   // covers every byte. Throws IoError (naming the path, the tensor and the bytes: ENOSPC says
   // the disk is full) or InternalError for a range outside the tensor.
   void write(int64_t index, int64_t offset, const void* data, int64_t bytes);
+  // Bytes [offset, offset + bytes) of the data section, across tensors: one call for a buffer
+  // laid out as consecutive tensors (a checkpoint's snapshot). Throws as write().
+  void write_data(int64_t offset, const void* data, int64_t bytes);
   // fsync (when `sync`) and close. Throws IoError naming the path.
   void close(bool sync = true);
 

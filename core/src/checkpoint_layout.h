@@ -1,0 +1,47 @@
+// Where a checkpoint's files live under checkpoint.dir and how a save is published: folder and
+// file names, which folders are complete, the rename that makes one visible, `latest`, and the
+// pruning of old ones. The public side (latest_checkpoint, resolve_checkpoint,
+// remove_incomplete_checkpoints) is declared in zt/checkpoint.h.
+// Thread safety: free functions; two publishes into one dir at once are not supported (only
+// rank 0's writer thread publishes).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace zt::ckpt {
+
+constexpr const char* kManifestName = "manifest.json";
+// Written after the manifest: a folder holding it is complete.
+constexpr const char* kManifestCrcName = "manifest.json.crc32";
+constexpr const char* kLatestName = "latest";
+constexpr const char* kTempPrefix = ".tmp-step-";
+
+// "step-00000012"
+std::string step_folder_name(int64_t step);
+// ".tmp-step-00000012-<job>", the job reduced to [A-Za-z0-9_-].
+std::string temp_folder_name(int64_t step, const std::string& job);
+// "rank-00000-of-00002.safetensors"
+std::string rank_file_name(int rank, int world);
+// The step of a "step-<digits>" name, or -1 for any other name.
+int64_t parse_step_folder(const std::string& name);
+
+// `folder` holds manifest.json and its crc32 (what a publish leaves).
+bool is_complete_checkpoint(const std::string& folder);
+// Complete step-* folders under `dir` as (step, path), oldest step first; none for a missing dir.
+std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& dir);
+
+// Makes the finished temporary folder `temp` visible as dir/<final_name>: renames it (an older
+// folder of that name, from an earlier run, is removed first), fsyncs dir, then points `latest`
+// at it. Throws IoError naming the paths.
+void publish_checkpoint(const std::string& dir, const std::string& temp,
+                        const std::string& final_name);
+// Removes complete checkpoints beyond the newest `keep_last` (0 keeps all), oldest step first,
+// never `keep` (the one just published). Returns the removed paths; a folder that cannot be
+// removed is left (the next save tries again).
+std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_last,
+                                           const std::string& keep);
+
+}  // namespace zt::ckpt

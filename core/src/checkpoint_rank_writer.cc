@@ -1,0 +1,200 @@
+#include "checkpoint_rank_writer.h"
+
+#include <cstring>
+#include <filesystem>
+#include <new>
+
+#include "checkpoint_files.h"
+#include "checkpoint_layout.h"
+#include "zt/bytes.h"
+#include "zt/error.h"
+
+namespace zt {
+
+namespace ckpt {
+
+char* SnapshotBuffer::reserve(int64_t bytes) {
+  if (bytes <= bytes_) return data_.get();
+  data_.reset();
+  bytes_ = 0;
+  try {
+    // Not value-initialised: the pages are first touched by the copy itself.
+    data_.reset(new char[static_cast<size_t>(bytes)]);
+  } catch (const std::bad_alloc&) {
+    throw IoError("checkpoint: cannot allocate " + mib_text(static_cast<double>(bytes)) +
+                  " of host memory for the asynchronous save's snapshot; free memory or set "
+                  "checkpoint.async = false (the step then waits for the write)");
+  }
+  bytes_ = bytes;
+  return data_.get();
+}
+
+}  // namespace ckpt
+
+CheckpointRankWriter::CheckpointRankWriter(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+CheckpointRankWriter::~CheckpointRankWriter() = default;
+
+void CheckpointRankWriter::add_tensor(const CheckpointTensor& tensor) { impl_->add_tensor(tensor); }
+int64_t CheckpointRankWriter::declare(const CheckpointPiece& piece, bool streamed) {
+  return impl_->declare(piece, streamed);
+}
+void CheckpointRankWriter::begin_data() { impl_->begin_data(); }
+void CheckpointRankWriter::write(int64_t index, int64_t offset, const float* data, int64_t count) {
+  impl_->write(index, offset, data, count);
+}
+void CheckpointRankWriter::set_counters(const EngineCounters& counters) {
+  impl_->set_counters(counters);
+}
+
+CheckpointRankWriter::Impl::Impl(Setup setup)
+    : setup_(std::move(setup)),
+      file_name_(ckpt::rank_file_name(setup_.rank, setup_.world)),
+      path_((std::filesystem::path(setup_.folder) / file_name_).string()) {}
+
+void CheckpointRankWriter::Impl::add_tensor(const CheckpointTensor& tensor) {
+  if (data_started_) throw InternalError("CheckpointRankWriter::add_tensor after begin_data()");
+  if (!numel_.emplace(tensor.name, tensor.numel()).second) {
+    throw InternalError("CheckpointRankWriter: tensor '" + tensor.name + "' added twice");
+  }
+  tensors_.push_back(tensor);
+}
+
+int64_t CheckpointRankWriter::Impl::declare(const CheckpointPiece& piece, bool streamed) {
+  if (data_started_) throw InternalError("CheckpointRankWriter::declare after begin_data()");
+  auto it = numel_.find(piece.tensor);
+  if (it == numel_.end()) {
+    throw InternalError("CheckpointRankWriter: piece of unknown tensor '" + piece.tensor +
+                        "' (add_tensor it first)");
+  }
+  if (piece.kind.empty() || piece.begin < 0 || piece.begin > piece.end || piece.end > it->second) {
+    throw InternalError("CheckpointRankWriter: bad piece '" + piece.kind + "' [" +
+                        std::to_string(piece.begin) + ", " + std::to_string(piece.end) +
+                        ") of tensor '" + piece.tensor + "' (" + std::to_string(it->second) +
+                        " elements)");
+  }
+  Piece p;
+  p.piece = piece;
+  p.streamed = streamed;
+  p.buffered = setup_.snapshot != nullptr && !streamed;
+  pieces_.push_back(std::move(p));
+  return static_cast<int64_t>(pieces_.size()) - 1;
+}
+
+void CheckpointRankWriter::Impl::add_entry(Piece& p) {
+  const CheckpointPiece& c = p.piece;
+  const std::string name = c.kind + "/" + c.tensor + "/" + std::to_string(c.begin) + "-" +
+                           std::to_string(c.end);
+  p.entry = file_.add(name, "F32", {c.end - c.begin});
+}
+
+void CheckpointRankWriter::Impl::begin_data() {
+  if (data_started_) throw InternalError("CheckpointRankWriter::begin_data called twice");
+  // Buffered pieces first: the snapshot then is the start of the data section, one write.
+  for (Piece& p : pieces_) {
+    if (!p.buffered) continue;
+    add_entry(p);
+    p.buffer_offset = buffer_bytes_;
+    buffer_bytes_ += (p.piece.end - p.piece.begin) * static_cast<int64_t>(sizeof(float));
+  }
+  for (Piece& p : pieces_) {
+    if (!p.buffered) add_entry(p);
+  }
+  file_.set_metadata("format", "zt-checkpoint-rank");
+  file_.set_metadata("step", std::to_string(setup_.step));
+  file_.set_metadata("rank", std::to_string(setup_.rank));
+  file_.set_metadata("world", std::to_string(setup_.world));
+  file_.open(path_);
+  data_started_ = true;
+  check_free_space();
+  if (setup_.snapshot) buffer_ = setup_.snapshot->reserve(buffer_bytes_);
+}
+
+void CheckpointRankWriter::Impl::check_free_space() const {
+  const int64_t free = ckpt::free_bytes(setup_.folder);
+  // The header is on disk already; the data section still needs room.
+  if (free < 0 || free >= file_.file_bytes() - file_.header_bytes()) return;
+  const int64_t need = file_.file_bytes();
+  throw IoError(path_ + ": checkpoint of step " + std::to_string(setup_.step) + " needs " +
+                std::to_string(need) + " bytes (" + mib_text(static_cast<double>(need)) + "), " +
+                std::to_string(free) +
+                " bytes free; free space, point checkpoint.dir elsewhere or lower "
+                "checkpoint.keep_last");
+}
+
+CheckpointRankWriter::Impl::Piece& CheckpointRankWriter::Impl::piece_at(int64_t index,
+                                                                        const char* call) {
+  if (!data_started_) {
+    throw InternalError(std::string("CheckpointRankWriter::") + call + " before begin_data()");
+  }
+  if (index < 0 || index >= static_cast<int64_t>(pieces_.size())) {
+    throw InternalError(std::string("CheckpointRankWriter::") + call + ": no piece #" +
+                        std::to_string(index));
+  }
+  return pieces_[static_cast<size_t>(index)];
+}
+
+void CheckpointRankWriter::Impl::write(int64_t index, int64_t offset, const float* data,
+                                       int64_t count) {
+  Piece& p = piece_at(index, "write");
+  const int64_t size = p.piece.end - p.piece.begin;
+  if (offset != p.written || count < 0 || count > size - offset) {
+    throw InternalError("CheckpointRankWriter::write: elements [" + std::to_string(offset) + ", " +
+                        std::to_string(offset + count) + ") of piece '" + p.piece.kind + "' of " +
+                        p.piece.tensor + " (" + std::to_string(size) +
+                        " elements) do not continue at " + std::to_string(p.written));
+  }
+  const int64_t bytes = count * static_cast<int64_t>(sizeof(float));
+  const int64_t at = offset * static_cast<int64_t>(sizeof(float));
+  if (p.buffered) {
+    if (bytes > 0) std::memcpy(buffer_ + p.buffer_offset + at, data, static_cast<size_t>(bytes));
+  } else {
+    file_.write(p.entry, at, data, bytes);
+    p.crc32 = ckpt::crc32_update(p.crc32, data, bytes);
+  }
+  p.written += count;
+}
+
+void CheckpointRankWriter::Impl::set_counters(const EngineCounters& counters) {
+  counters_ = counters;
+  counters_set_ = true;
+}
+
+void CheckpointRankWriter::Impl::check_complete() const {
+  if (!data_started_) throw InternalError("CheckpointRankWriter: begin_data() was never called");
+  if (!counters_set_) throw InternalError("CheckpointRankWriter: set_counters() was never called");
+  for (const Piece& p : pieces_) {
+    if (p.written != p.piece.end - p.piece.begin) {
+      throw InternalError("CheckpointRankWriter: piece '" + p.piece.kind + "' [" +
+                          std::to_string(p.piece.begin) + ", " + std::to_string(p.piece.end) +
+                          ") of " + p.piece.tensor + " got " + std::to_string(p.written) +
+                          " elements, not all");
+    }
+  }
+}
+
+ckpt::RankReport CheckpointRankWriter::Impl::finish_file() {
+  for (Piece& p : pieces_) {
+    if (p.buffered) {
+      p.crc32 = ckpt::crc32_update(0, buffer_ + p.buffer_offset,
+                                   (p.piece.end - p.piece.begin) * int64_t{sizeof(float)});
+    }
+  }
+  if (buffer_bytes_ > 0) file_.write_data(0, buffer_, buffer_bytes_);
+  file_.close(/*sync=*/true);
+  ckpt::fsync_dir(setup_.folder);
+  ckpt::RankReport r;
+  r.rank = setup_.rank;
+  r.file = {file_name_, file_.file_bytes(), file_.header_bytes(),
+            ckpt::crc32_update(0, file_.header().data(), file_.header_bytes())};
+  for (const Piece& p : pieces_) {
+    const int64_t offset = file_.header_bytes() +
+                           file_.entries()[static_cast<size_t>(p.entry)].begin;
+    r.pieces.push_back({p.piece, file_name_, offset, p.crc32});
+  }
+  // Every rank lists the same tensors; rank 0's list goes into the manifest.
+  if (setup_.rank == 0) r.tensors = tensors_;
+  r.counters = counters_;
+  return r;
+}
+
+}  // namespace zt

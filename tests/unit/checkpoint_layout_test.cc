@@ -1,0 +1,63 @@
+// Checkpoint folders under checkpoint.dir: names, which folder is the latest, what a killed save
+// leaves and how the next start cleans it.
+#include <doctest/doctest.h>
+
+#include "../test_util.h"
+#include "checkpoint_layout.h"
+#include "checkpoint_test_util.h"
+#include "zt/checkpoint.h"
+#include "zt/error.h"
+
+namespace fs = std::filesystem;
+
+TEST_CASE("checkpoint names: step folders, temporary folders, rank files") {
+  CHECK(zt::ckpt::step_folder_name(12) == "step-00000012");
+  CHECK(zt::ckpt::step_folder_name(123456789) == "step-123456789");
+  CHECK(zt::ckpt::parse_step_folder("step-00000012") == 12);
+  CHECK(zt::ckpt::parse_step_folder(zt::ckpt::step_folder_name(123456789)) == 123456789);
+  CHECK(zt::ckpt::parse_step_folder("step-") == -1);
+  CHECK(zt::ckpt::parse_step_folder("step-12a") == -1);
+  CHECK(zt::ckpt::parse_step_folder(".tmp-step-00000012-x") == -1);
+  CHECK(zt::ckpt::temp_folder_name(12, "job/1 a") == ".tmp-step-00000012-job_1_a");
+  CHECK(zt::ckpt::temp_folder_name(3, "") == ".tmp-step-00000003-job");
+  CHECK(zt::ckpt::rank_file_name(2, 16) == "rank-00002-of-00016.safetensors");
+}
+
+TEST_CASE("latest_checkpoint: `latest` first, else the highest complete step, never a part") {
+  zt::test::TempDir dir;
+  const std::string d = dir.path().string();
+  CHECK(zt::latest_checkpoint(dir.file("missing")).empty());
+  CHECK(zt::latest_checkpoint(d).empty());
+  zt::test::save_steps(zt::test::options_for(dir.path(), false, 0), 1, {2, 4});
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000004"));
+
+  // What a save killed at various moments leaves: a temporary folder, a step folder whose
+  // manifest crc32 never landed, a half-replaced `latest`.
+  fs::create_directories(dir.path() / ".tmp-step-00000006-test-job");
+  zt::test::write_file(dir.path() / ".tmp-step-00000006-test-job" / "manifest.json", "{}");
+  fs::create_directories(dir.path() / "step-00000007");
+  zt::test::write_file(dir.path() / "step-00000007" / "manifest.json", "{}");
+  zt::test::write_file(dir.path() / "latest.tmp-999", "step-0000");
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000004"));
+
+  // `latest` may name an older one (a run resumed from it and saved since).
+  zt::test::write_file(dir.path() / "latest", "step-00000002\n");
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000002"));
+  // A `latest` naming something gone or foreign falls back to the highest complete step.
+  zt::test::write_file(dir.path() / "latest", "step-00000003\n");
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000004"));
+  zt::test::write_file(dir.path() / "latest", "../../etc\n");
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000004"));
+
+  CHECK(zt::resolve_checkpoint(d) == dir.file("step-00000004"));
+  CHECK(zt::resolve_checkpoint(dir.file("step-00000002")) == dir.file("step-00000002"));
+
+  auto removed = zt::remove_incomplete_checkpoints(d);
+  CHECK(removed == std::vector<std::string>{dir.file(".tmp-step-00000006-test-job"),
+                                            dir.file("latest.tmp-999")});
+  CHECK(!fs::exists(dir.path() / ".tmp-step-00000006-test-job"));
+  CHECK(!fs::exists(dir.path() / "latest.tmp-999"));
+  CHECK(fs::exists(dir.path() / "step-00000007"));  // not temporary: left for people to look at
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{2, 4});
+  CHECK(zt::remove_incomplete_checkpoints(dir.file("missing")).empty());
+}

@@ -1,0 +1,237 @@
+// CheckpointReader on damaged and foreign folders: every flipped byte is caught by a checksum
+// that names the file (and, for data, the tensor); a missing or short rank file, a folder that
+// is not a checkpoint, an unknown tensor or state each get their own clear error.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+
+#include "../test_util.h"
+#include "checkpoint_test_util.h"
+#include "zt/error.h"
+#include "zt/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A saved 2-rank checkpoint to damage; one per test case.
+struct Saved {
+  zt::test::TempDir dir;
+  fs::path folder;
+  Saved() {
+    zt::test::save_steps(zt::test::options_for(dir.path(), false), 2, {5});
+    folder = zt::latest_checkpoint(dir.path().string());
+  }
+  fs::path rank_file(int r) const { return folder / zt::test::rank_file(r, 2); }
+};
+
+template <typename E, typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "no exception";
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint reader: a flipped byte in a piece names the file, tensor and kind") {
+  Saved s;
+  const fs::path file = s.rank_file(1);
+  int64_t offset = 0;
+  {
+    zt::SafetensorsReader st(file.string());
+    const zt::SafetensorsEntry* e = st.find("exp_avg/block0.bias/7-13");
+    REQUIRE(e != nullptr);
+    offset = st.header_bytes() + e->begin + 9;
+  }
+  zt::test::flip_byte(file, offset);
+  zt::CheckpointReader reader(s.folder.string());  // sizes are intact: opens
+  std::vector<float> out(13);
+  const std::string m = error_of<zt::IoError>(
+      [&] { reader.read("block0.bias", "exp_avg", 0, 13, out.data()); });
+  CHECK_MESSAGE(has(m, "checksum mismatch in " + file.string()), m);
+  CHECK_MESSAGE(has(m, "exp_avg of tensor block0.bias elements [7, 13)"), m);
+  CHECK_MESSAGE(has(m, "resume from an older checkpoint"), m);
+  // Only the damaged piece fails; a range inside the other rank's piece still reads.
+  reader.read("block0.bias", "exp_avg", 0, 7, out.data());
+  for (int64_t i = 0; i < 7; ++i) CHECK(out[i] == zt::test::model_value(1, 1, i, 5));
+  CHECK_THROWS_AS(reader.read("block0.bias", "exp_avg", 12, 13, out.data()), zt::IoError);
+  reader.read("block0.bias", "param", 0, 13, out.data());
+  CHECK(out[12] == zt::test::model_value(1, 0, 12, 5));
+}
+
+TEST_CASE("checkpoint reader: a flipped byte in a rank file's header is caught at first use") {
+  Saved s;
+  zt::test::flip_byte(s.rank_file(0), 20);
+  zt::CheckpointReader reader(s.folder.string());
+  std::vector<float> out(35);
+  const std::string m = error_of<zt::IoError>(
+      [&] { reader.read("embed.weight", "param", 0, 35, out.data()); });
+  CHECK_MESSAGE(has(m, "checksum mismatch in " + s.rank_file(0).string()), m);
+  CHECK_MESSAGE(has(m, "header"), m);
+  // Rank 1's file is unharmed.
+  reader.read("embed.weight", "param", 20, 35, out.data());
+  CHECK(out[0] == zt::test::model_value(0, 0, 20, 5));
+}
+
+TEST_CASE("checkpoint reader: a flipped byte in the manifest is caught") {
+  Saved s;
+  const fs::path manifest = s.folder / "manifest.json";
+  zt::test::flip_byte(manifest, static_cast<int64_t>(fs::file_size(manifest) / 2));
+  const std::string m = error_of<zt::IoError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "checksum mismatch in " + manifest.string()), m);
+}
+
+TEST_CASE("checkpoint reader: missing and short rank files") {
+  Saved s;
+  fs::rename(s.rank_file(1), s.folder / "elsewhere");
+  std::string m = error_of<zt::IoError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "missing rank file " + s.rank_file(1).string() + " (rank 1 of 2)"), m);
+  CHECK_MESSAGE(has(m, "resume from an older one"), m);
+  fs::rename(s.folder / "elsewhere", s.rank_file(1));
+  fs::resize_file(s.rank_file(1), fs::file_size(s.rank_file(1)) - 4);
+  m = error_of<zt::IoError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, s.rank_file(1).string()), m);
+  CHECK_MESSAGE(has(m, "truncated"), m);
+}
+
+TEST_CASE("checkpoint reader: folders that are not checkpoints") {
+  zt::test::TempDir dir;
+  std::string m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(dir.path().string()); });
+  CHECK_MESSAGE(has(m, "not a checkpoint: " + dir.path().string()), m);
+  m = error_of<zt::ConfigError>([&] { zt::resolve_checkpoint(dir.path().string()); });
+  CHECK_MESSAGE(has(m, "not a checkpoint: " + dir.path().string()), m);
+  m = error_of<zt::ConfigError>([&] { zt::resolve_checkpoint(dir.file("missing")); });
+  CHECK_MESSAGE(has(m, dir.file("missing")), m);
+
+  // Some other program's manifest.json, with a matching crc32 file.
+  const std::string other = R"({"name": "some other tool"})";
+  zt::test::write_file(dir.path() / "manifest.json", other);
+  char crc[16];
+  std::snprintf(crc, sizeof(crc), "%08x\n", static_cast<unsigned>(zt::test::crc32_of(other)));
+  zt::test::write_file(dir.path() / "manifest.json.crc32", crc);
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(dir.path().string()); });
+  CHECK_MESSAGE(has(m, "not a checkpoint: " + (dir.path() / "manifest.json").string()), m);
+}
+
+namespace {
+
+// Rewrites the manifest through `edit`, with a crc32 that matches, as a buggy tool might.
+template <typename F>
+void edit_manifest(const fs::path& folder, F&& edit) {
+  const fs::path manifest = folder / "manifest.json";
+  auto j = nlohmann::json::parse(zt::test::read_file(manifest));
+  edit(j);
+  const std::string text = j.dump();
+  zt::test::write_file(manifest, text);
+  char crc[16];
+  std::snprintf(crc, sizeof(crc), "%08x\n", static_cast<unsigned>(zt::test::crc32_of(text)));
+  zt::test::write_file(folder / "manifest.json.crc32", crc);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint reader: a format version from a newer zt is refused") {
+  Saved s;
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["version"] = 99; });
+  const std::string m = error_of<zt::ConfigError>(
+      [&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "format version 99"), m);
+}
+
+TEST_CASE("checkpoint reader: a manifest whose pieces do not fit its files is refused") {
+  Saved s;
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["pieces"][2]["offset"] = 1 << 20; });
+  std::string m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "does not match the manifest's tensors and files"), m);
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["pieces"][2]["tensor"] = "ghost"; });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "of tensor 'ghost'"), m);
+  edit_manifest(s.folder, [](nlohmann::json& j) { j.erase("counters"); });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "does not parse"), m);
+}
+
+TEST_CASE("checkpoint reader: unknown tensors, states and ranges are ConfigErrors") {
+  Saved s;
+  zt::CheckpointReader reader(s.folder.string());
+  std::vector<float> out(64);
+  std::string m = error_of<zt::ConfigError>(
+      [&] { reader.read("embed.weigth", "param", 0, 1, out.data()); });
+  CHECK_MESSAGE(has(m, "no tensor 'embed.weigth'"), m);
+  CHECK_MESSAGE(has(m, "did you mean 'embed.weight'"), m);
+  m = error_of<zt::ConfigError>([&] { reader.read("embed.weight", "momentum", 0, 1, out.data()); });
+  CHECK_MESSAGE(has(m, "no 'momentum' state"), m);
+  CHECK_MESSAGE(has(m, "param, exp_avg, exp_avg_sq"), m);
+  m = error_of<zt::ConfigError>([&] { reader.read("embed.weight", "param", 30, 36, out.data()); });
+  CHECK_MESSAGE(has(m, "outside"), m);
+  // A tensor with no elements has no pieces; its empty range reads as nothing.
+  CHECK_NOTHROW(reader.read("unused", "param", 0, 0, out.data()));
+  CHECK_NOTHROW(reader.read("scale", "exp_avg_sq", 1, 1, out.data()));
+}
+
+TEST_CASE("checkpoint reader: ranges the pieces do not cover are ConfigErrors") {
+  // A save in which rank 1 declares only part of what it owns.
+  zt::test::TempDir dir;
+  auto stores = zt::test::make_stores(1);
+  {
+    zt::CheckpointSaver saver(zt::test::options_for(dir.path(), true), *stores[0], 0, 1);
+    zt::CheckpointSaverAccess::save(
+        saver,
+        [](zt::CheckpointRankWriter& w) {
+      w.add_tensor({"w", {10}});
+      auto a = w.declare({"w", "param", 0, 4}, false);
+      auto b = w.declare({"w", "param", 6, 10}, true);
+      w.begin_data();
+      const float v[4] = {1, 2, 3, 4};
+      w.write(a, 0, v, 4);
+      w.write(b, 0, v, 4);
+      w.set_counters({});
+        },
+        1, {});
+    saver.finish();
+  }
+  zt::CheckpointReader reader(zt::resolve_checkpoint(dir.path().string()));
+  std::vector<float> out(10);
+  reader.read("w", "param", 6, 10, out.data());
+  CHECK(out[3] == 4);
+  const std::string m = error_of<zt::ConfigError>(
+      [&] { reader.read("w", "param", 2, 8, out.data()); });
+  CHECK_MESSAGE(has(m, "does not hold elements [4, 8) of param of tensor w"), m);
+  CHECK(reader.meta().trainer_state.empty());
+}
+
+TEST_CASE("checkpoint reader: reads from several threads at once") {
+  Saved s;
+  zt::CheckpointReader reader(s.folder.string());
+  const auto& tensors = zt::test::model_tensors();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      for (int round = 0; round < 20; ++round) {
+        for (size_t t = 0; t < tensors.size(); ++t) {
+          const size_t k = static_cast<size_t>(i + round) % 3;
+          std::vector<float> out(static_cast<size_t>(tensors[t].numel()));
+          reader.read(tensors[t].name, zt::test::model_kinds()[k], 0, tensors[t].numel(),
+                      out.data());
+          for (int64_t e = 0; e < tensors[t].numel(); ++e) {
+            if (out[e] != zt::test::model_value(t, k, e, 5)) ++wrong;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(wrong == 0);
+}

@@ -1,0 +1,344 @@
+// CheckpointSaver and CheckpointReader together: ranks (threads, each with its own client of a
+// real TCPStore) save a model through CheckpointRankWriter into real files, asynchronously and
+// synchronously; the reader gives every range back exactly; old checkpoints are pruned; a rank
+// that fails or never reports makes rank 0 fail, and the previous checkpoint stays the latest.
+#include <doctest/doctest.h>
+
+#include <sys/mount.h>
+
+#include <atomic>
+#include <nlohmann/json.hpp>
+
+#include "../test_util.h"
+#include "checkpoint_test_util.h"
+#include "zt/error.h"
+#include "zt/safetensors.h"
+
+namespace fs = std::filesystem;
+using zt::test::model_kinds;
+using zt::test::model_tensors;
+using zt::test::model_value;
+
+namespace {
+
+// Every range [b, e) of every tensor and kind reads back as saved at `step`.
+void check_every_range(const zt::CheckpointReader& reader, int64_t step) {
+  const auto& tensors = model_tensors();
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const int64_t n = tensors[t].numel();
+    for (size_t k = 0; k < model_kinds().size(); ++k) {
+      for (int64_t b = 0; b <= n; ++b) {
+        for (int64_t e = b; e <= n; ++e) {
+          std::vector<float> got(static_cast<size_t>(e - b), -7.0f);
+          reader.read(tensors[t].name, model_kinds()[k], b, e, got.data());
+          bool exact = true;
+          for (int64_t i = b; i < e; ++i) exact &= got[i - b] == model_value(t, k, i, step);
+          REQUIRE_MESSAGE(
+              exact, tensors[t].name << " " << model_kinds()[k] << " [" << b << ", " << e << ")");
+        }
+      }
+    }
+  }
+}
+
+void check_saved(const fs::path& dir, int world, int64_t step) {
+  const std::string folder = zt::latest_checkpoint(dir.string());
+  CHECK(folder ==
+        (dir / ("step-" + std::string(8 - std::to_string(step).size(), '0') + std::to_string(step)))
+            .string());
+  zt::CheckpointReader reader(folder);
+  CHECK(reader.step() == step);
+  CHECK(reader.kinds() == std::vector<std::string>{"param", "exp_avg", "exp_avg_sq"});
+  REQUIRE(reader.tensors().size() == model_tensors().size());
+  for (size_t t = 0; t < model_tensors().size(); ++t) {
+    CHECK(reader.tensors()[t].name == model_tensors()[t].name);
+    CHECK(reader.tensors()[t].shape == model_tensors()[t].shape);
+  }
+  CHECK(reader.find_tensor("block0.bias")->numel() == 13);
+  CHECK(reader.find_tensor("nope") == nullptr);
+  const zt::EngineCounters c = reader.counters();
+  const zt::EngineCounters want = zt::test::counters_at(step);
+  CHECK(c.optimizer_steps == want.optimizer_steps);
+  CHECK(c.loss_scale == want.loss_scale);
+  CHECK(c.clean_steps == want.clean_steps);
+  CHECK(c.hysteresis_left == want.hysteresis_left);
+  const zt::CheckpointMeta meta = zt::test::model_meta(step);
+  CHECK(nlohmann::json::parse(reader.meta().trainer_state) ==
+        nlohmann::json::parse(meta.trainer_state));
+  CHECK(reader.meta().config_toml == meta.config_toml);
+  CHECK(reader.meta().saved_by == meta.saved_by);
+  CHECK(!reader.zt_version().empty());
+  for (int r = 0; r < world; ++r) {
+    CHECK(fs::exists(fs::path(folder) / zt::test::rank_file(r, world)));
+  }
+  check_every_range(reader, step);
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: 3 ranks save, async and sync: every range reads back exactly") {
+  for (bool async : {true, false}) {
+    CAPTURE(async);
+    zt::test::TempDir dir;
+    const int world = 3;
+    auto stores = zt::test::make_stores(world);
+    std::vector<std::optional<zt::SaveStats>> stats(world);
+    zt::test::require_no_errors(zt::test::run_ranks(world, [&](int r) {
+      zt::CheckpointSaver saver(zt::test::options_for(dir.path(), async), *stores[r], r, world);
+      zt::CheckpointSaverAccess::save(saver, zt::test::model_fill(r, world, 7), 7,
+                                      zt::test::model_meta(7));
+      saver.poll();
+      saver.finish();
+      stats[r] = saver.last_completed();
+    }));
+    check_saved(dir.path(), world, 7);
+    CHECK(zt::test::read_file(dir.path() / "latest") == "step-00000007\n");
+    for (int r = 0; r < world; ++r) {
+      REQUIRE(stats[r].has_value());
+      CHECK(stats[r]->step == 7);
+      const fs::path file = dir.path() / "step-00000007" / zt::test::rank_file(r, world);
+      CHECK(stats[r]->bytes == static_cast<int64_t>(fs::file_size(file)));
+      CHECK(stats[r]->write_seconds >= stats[r]->stall_seconds * (async ? 1 : 0));
+    }
+    CHECK(stats[0]->folder == (dir.path() / "step-00000007").string());
+    CHECK(stats[0]->publish_seconds >= stats[0]->write_seconds);
+    // No temporary folder is left behind.
+    CHECK(zt::remove_incomplete_checkpoints(dir.path().string()).empty());
+  }
+}
+
+TEST_CASE("checkpoint: rank files are safetensors files anyone can read") {
+  zt::test::TempDir dir;
+  zt::test::save_steps(zt::test::options_for(dir.path(), true), 2, {3});
+  zt::SafetensorsReader file((dir.path() / "step-00000003" / zt::test::rank_file(1, 2)).string());
+  CHECK(file.metadata().at("step") == "3");
+  CHECK(file.header_bytes() % 4096 == 0);
+  // Rank 1 of 2 owns elements [18, 35) of embed.weight (tensor 0); exp_avg is kind 1.
+  const zt::SafetensorsEntry* e = file.find("exp_avg/embed.weight/18-35");
+  REQUIRE(e != nullptr);
+  CHECK(e->dtype == "F32");
+  CHECK(e->shape == std::vector<int64_t>{17});
+  std::vector<float> got(17);
+  file.read(*e, 0, got.data(), 17 * 4);
+  for (int64_t i = 0; i < 17; ++i) CHECK(got[i] == model_value(0, 1, 18 + i, 3));
+}
+
+TEST_CASE("checkpoint: keep_last prunes the oldest, never the new one, and latest follows") {
+  zt::test::TempDir dir;
+  auto options = zt::test::options_for(dir.path(), true, 2);
+  zt::test::save_steps(options, 2, {1, 2, 3});
+  auto complete = zt::test::complete_steps(dir.path());
+  CHECK(complete == std::vector<int64_t>{2, 3});
+  check_saved(dir.path(), 2, 3);
+
+  // A newer step from an earlier run stays beside the new save; `latest` names the new one.
+  fs::rename(dir.path() / "step-00000002", dir.path() / "step-00000009");
+  zt::test::save_steps(options, 2, {4});
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{4, 9});
+  check_saved(dir.path(), 2, 4);
+
+  // The same step saved again replaces it; keep_last = 0 keeps everything.
+  options.keep_last = 0;
+  options.async = false;
+  zt::test::save_steps(options, 2, {4, 5, 6});
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{4, 5, 6, 9});
+  check_saved(dir.path(), 2, 6);
+}
+
+TEST_CASE("checkpoint: a rank whose save fails makes rank 0 fail at once, naming it") {
+  for (bool async : {true, false}) {
+    CAPTURE(async);
+    zt::test::TempDir dir;
+    const int world = 3;
+    auto options = zt::test::options_for(dir.path(), async);
+    zt::test::save_steps(options, world, {1});
+    // Long enough that waiting for it would exceed the test's own time limit.
+    options.timeout = std::chrono::minutes(5);
+    auto stores = zt::test::make_stores(world);
+    auto errors = zt::test::run_ranks(world, [&](int r) {
+      zt::CheckpointSaver saver(options, *stores[r], r, world);
+      auto fill = zt::test::model_fill(r, world, 2);
+      if (r == 2) {
+        fill = [](zt::CheckpointRankWriter&) { throw zt::IoError("disk of rank 2 caught fire"); };
+      }
+      zt::CheckpointSaverAccess::save(saver, fill, 2, zt::test::model_meta(2));
+      saver.finish();
+    });
+    CHECK(!errors[1]);
+    CHECK(zt::test::message(errors[2]) == "disk of rank 2 caught fire");
+    const std::string m = zt::test::message(errors[0]);
+    CHECK_MESSAGE(m.find("rank 2") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("disk of rank 2 caught fire") != std::string::npos, m);
+    CHECK_THROWS_AS(std::rethrow_exception(errors[0]), zt::IoError);
+    CHECK(zt::latest_checkpoint(dir.path().string()) == (dir.path() / "step-00000001").string());
+    CHECK(!fs::exists(dir.path() / "step-00000002"));
+    CHECK(zt::remove_incomplete_checkpoints(dir.path().string()).empty());  // rank 0 removed it
+  }
+}
+
+TEST_CASE("checkpoint: a rank that never reports times rank 0 out, naming it") {
+  zt::test::TempDir dir;
+  auto options = zt::test::options_for(dir.path(), true);
+  options.timeout = std::chrono::milliseconds(300);
+  auto stores = zt::test::make_stores(2);
+  auto errors = zt::test::run_ranks(2, [&](int r) {
+    if (r == 1) return;  // never saves
+    zt::CheckpointSaver saver(options, *stores[r], r, 2);
+    zt::CheckpointSaverAccess::save(saver, zt::test::model_fill(r, 2, 1), 1,
+                                    zt::test::model_meta(1));
+    saver.finish();
+  });
+  const std::string m = zt::test::message(errors[0]);
+  CHECK_MESSAGE(m.find("rank(s) 1 did not report") != std::string::npos, m);
+  CHECK_THROWS_AS(std::rethrow_exception(errors[0]), zt::CommError);
+  CHECK(zt::latest_checkpoint(dir.path().string()).empty());
+}
+
+TEST_CASE("checkpoint: a failure in the background comes back from poll() and the next save") {
+  zt::test::TempDir dir;
+  auto stores = zt::test::make_stores(1);
+  zt::CheckpointSaver saver(zt::test::options_for(dir.path(), true), *stores[0], 0, 1);
+  zt::CheckpointSaverAccess::save(saver, zt::test::model_fill(0, 1, 1), 1, zt::test::model_meta(1));
+  saver.finish();
+  // A trainer state that is not JSON fails when rank 0 writes the manifest, in the background.
+  zt::CheckpointMeta bad = zt::test::model_meta(2);
+  bad.trainer_state = "not json";
+  zt::CheckpointSaverAccess::save(saver, zt::test::model_fill(0, 1, 2), 2, bad);
+  bool thrown = false;
+  for (int i = 0; i < 2000 && !thrown; ++i) {
+    try {
+      saver.poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    } catch (const zt::InternalError& e) {
+      thrown = std::string(e.what()).find("trainer state") != std::string::npos;
+    }
+  }
+  CHECK(thrown);
+  CHECK_NOTHROW(saver.poll());  // reported once
+  CHECK(zt::latest_checkpoint(dir.path().string()) == (dir.path() / "step-00000001").string());
+  CHECK(!fs::exists(dir.path() / ".tmp-step-00000002-test-job"));
+  // The saver still works afterwards.
+  zt::CheckpointSaverAccess::save(saver, zt::test::model_fill(0, 1, 3), 3, zt::test::model_meta(3));
+  saver.finish();
+  check_saved(dir.path(), 1, 3);
+}
+
+TEST_CASE("checkpoint: an engine that breaks the writer's contract gets an InternalError") {
+  zt::test::TempDir dir;
+  auto stores = zt::test::make_stores(1);
+  zt::CheckpointSaver saver(zt::test::options_for(dir.path(), false), *stores[0], 0, 1);
+  auto save = [&](const zt::CheckpointSaverAccess::Fill& fill) {
+    zt::CheckpointSaverAccess::save(saver, fill, 1, zt::test::model_meta(1));
+  };
+  const zt::CheckpointTensor t{"w", {4}};
+  const float four[4] = {1, 2, 3, 4};
+  CHECK_THROWS_AS(save([&](zt::CheckpointRankWriter& w) {
+                    w.declare({"w", "param", 0, 4}, false);
+                  }),
+                  zt::InternalError);
+  CHECK_THROWS_AS(save([&](zt::CheckpointRankWriter& w) {
+                    w.add_tensor(t);
+                    w.declare({"w", "param", 0, 5}, false);
+                  }),
+                  zt::InternalError);
+  CHECK_THROWS_AS(save([&](zt::CheckpointRankWriter& w) {
+                    w.add_tensor(t);
+                    auto i = w.declare({"w", "param", 0, 4}, false);
+                    w.begin_data();
+                    w.write(i, 1, four, 3);  // skips element 0
+                  }),
+                  zt::InternalError);
+  try {
+    save([&](zt::CheckpointRankWriter& w) {
+      w.add_tensor(t);
+      auto i = w.declare({"w", "param", 0, 4}, false);
+      w.begin_data();
+      w.write(i, 0, four, 2);
+      w.set_counters({});
+    });
+    FAIL("an incomplete piece was accepted");
+  } catch (const zt::InternalError& e) {
+    CHECK(std::string(e.what()).find("got 2 elements") != std::string::npos);
+  }
+  CHECK(zt::latest_checkpoint(dir.path().string()).empty());
+  CHECK(zt::remove_incomplete_checkpoints(dir.path().string()).empty());
+}
+
+TEST_CASE("checkpoint: a disk that fills fails the save naming path and bytes, latest stays") {
+  zt::test::TempDir dir;
+  const fs::path mount = dir.path() / "small";
+  fs::create_directories(mount);
+  if (::mount("tmpfs", mount.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    MESSAGE("skipped: cannot mount a 1 MiB tmpfs here (needs root)");
+    return;
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { ::umount2(path.c_str(), MNT_DETACH); }
+  } unmount{mount.string()};
+  auto options = zt::test::options_for(mount, true);
+  zt::test::save_steps(options, 2, {1});
+  const std::string previous = zt::latest_checkpoint(mount.string());
+  REQUIRE(!previous.empty());
+
+  // 1) Too big for the free space: refused before any data is written, by begin_data().
+  const zt::CheckpointTensor big{"big", {300 * 1024}};  // 1.2 MB of fp32
+  auto big_fill = [&](zt::CheckpointRankWriter& w) {
+    w.add_tensor(big);
+    auto i = w.declare({"big", "param", 0, big.numel()}, false);
+    w.begin_data();
+    std::vector<float> zeros(static_cast<size_t>(big.numel()));
+    w.write(i, 0, zeros.data(), big.numel());
+    w.set_counters({});
+  };
+  auto stores = zt::test::make_stores(1);
+  {
+    zt::CheckpointSaver saver(options, *stores[0], 0, 1);
+    try {
+      zt::CheckpointSaverAccess::save(saver, big_fill, 2, zt::test::model_meta(2));
+      FAIL("a save bigger than the disk passed");
+    } catch (const zt::IoError& e) {
+      const std::string m = e.what();
+      CHECK_MESSAGE(m.find((mount / ".tmp-step-00000002-test-job").string()) != std::string::npos,
+                    m);
+      CHECK_MESSAGE(
+          m.find("needs " + std::to_string(4096 + big.numel() * 4) + " bytes") != std::string::npos,
+          m);
+      CHECK_MESSAGE(m.find("checkpoint.keep_last") != std::string::npos, m);
+    }
+  }
+  CHECK(zt::latest_checkpoint(mount.string()) == previous);
+
+  // 2) Each rank fits alone, both do not: a write itself meets ENOSPC, in the background.
+  const zt::CheckpointTensor half{"half", {2 * 150 * 1024}};  // 2 x 600 KB
+  std::atomic<int> checked{0};
+  auto half_fill = [&](int r) {
+    return [&, r](zt::CheckpointRankWriter& w) {
+      w.add_tensor(half);
+      auto [b, e] = zt::test::owned(half.numel(), r, 2);
+      auto i = w.declare({"half", "param", b, e}, false);
+      w.begin_data();
+      // Both ranks pass the free-space check before either writes.
+      ++checked;
+      for (int wait = 0; checked < 2 && wait < 10000; ++wait) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      std::vector<float> ones(static_cast<size_t>(e - b), 1.0f);
+      w.write(i, 0, ones.data(), e - b);
+      w.set_counters({});
+    };
+  };
+  auto stores2 = zt::test::make_stores(2);
+  auto errors = zt::test::run_ranks(2, [&](int r) {
+    zt::CheckpointSaver saver(options, *stores2[r], r, 2);
+    zt::CheckpointSaverAccess::save(saver, half_fill(r), 3, zt::test::model_meta(3));
+    saver.finish();
+  });
+  std::string all = zt::test::message(errors[0]) + " | " + zt::test::message(errors[1]);
+  CHECK_MESSAGE(errors[0], all);
+  CHECK_MESSAGE(all.find("No space left on device") != std::string::npos, all);
+  CHECK_MESSAGE(all.find(".safetensors") != std::string::npos, all);
+  CHECK(zt::latest_checkpoint(mount.string()) == previous);
+  zt::CheckpointReader reader(previous);
+  check_every_range(reader, 1);
+}
