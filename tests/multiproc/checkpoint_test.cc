@@ -90,9 +90,8 @@ class BackgroundJob {
   // The launcher's exit code (128 + signal when killed), or -1 when it runs past `timeout`.
   int wait(std::chrono::seconds timeout) {
     int status = 0;
-    const bool ended = wait_until(
-        [&] { return waitpid(pid_, &status, WNOHANG) == pid_; },
-        std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
+    const bool ended = wait_until([&] { return waitpid(pid_, &status, WNOHANG) == pid_; },
+                                  std::chrono::duration_cast<std::chrono::milliseconds>(timeout));
     if (!ended) return -1;
     exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     return exit_code_;
@@ -200,7 +199,7 @@ TEST_CASE("checkpoint: a job killed with SIGKILL resumes and trains on bit for b
                    step_folder(ckpt, steps));
 }
 
-TEST_CASE("checkpoint: a kill during a save leaves the previous one the latest; the next start "
+TEST_CASE("checkpoint: a kill during a save leaves the previous one the latest, and the next start "
           "removes the rest") {
   TempDir dir;
   const fs::path ckpt = dir.path() / "out" / "checkpoints";
@@ -211,8 +210,7 @@ TEST_CASE("checkpoint: a kill during a save leaves the previous one the latest; 
                                                 "--set checkpoint.every_steps=1"),
                       dir.file("killed.log"));
     REQUIRE(wait_until([&] { return fs::exists(ckpt / "latest"); }, std::chrono::seconds(60)));
-    REQUIRE(wait_until([&] { return !temporary_folders(ckpt).empty(); },
-                       std::chrono::seconds(30)));
+    REQUIRE(wait_until([&] { return !temporary_folders(ckpt).empty(); }, std::chrono::seconds(30)));
     const pid_t publisher = job.rank_pid(0);
     REQUIRE(publisher > 0);
     kill(publisher, SIGKILL);
@@ -226,9 +224,8 @@ TEST_CASE("checkpoint: a kill during a save leaves the previous one the latest; 
   zt::CheckpointReader reader(latest);
   CHECK(all_values(reader).size() == reader.kinds().size() * reader.tensors().size());
 
-  auto r = run_command(tiny_job(dir.file("out"), "--set run.steps=" +
-                                                     std::to_string(reader.step() + 1) +
-                                                     " --resume auto"));
+  auto r = run_command(tiny_job(
+      dir.file("out"), "--set run.steps=" + std::to_string(reader.step() + 1) + " --resume auto"));
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "checkpoints: removed " + leftover));
@@ -366,7 +363,7 @@ TEST_CASE("checkpoint: bad checkpoints give one clear error and the right exit c
   CHECK(all_values(reader).size() == reader.kinds().size() * reader.tensors().size());
 }
 
-TEST_CASE("checkpoint: --resume auto without a checkpoint starts fresh; a finished run has "
+TEST_CASE("checkpoint: --resume auto without a checkpoint starts fresh, and a finished run has "
           "nothing left") {
   TempDir dir;
   const std::string out = dir.file("out");
@@ -375,8 +372,9 @@ TEST_CASE("checkpoint: --resume auto without a checkpoint starts fresh; a finish
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "no checkpoint under " + out + "/checkpoints: starting fresh"));
-  CHECK(contains(r.output, "checkpoints: every 2 steps to " + out + "/checkpoints (async, keep "
-                                                                   "last 2)"));
+  CHECK(contains(r.output, "checkpoints: every 2 steps to " + out +
+                               "/checkpoints (async, keep "
+                               "last 2)"));
   CHECK(contains(r.output, "checkpoint: step 2 saved to " + out + "/checkpoints/step-00000002"));
   CHECK(contains(zt::test::read_file(out + "/metrics.jsonl"), "\"event\":\"checkpoint\""));
   r = run_command(tiny_job(out, "--set run.steps=2 --resume auto"));
@@ -386,8 +384,8 @@ TEST_CASE("checkpoint: --resume auto without a checkpoint starts fresh; a finish
   CHECK(metrics_steps(out) == 2);
 }
 
-TEST_CASE("checkpoint: a disk that fills during a save stops the job with exit 5; the previous "
-          "checkpoint stays the latest") {
+TEST_CASE("checkpoint: a disk that fills during a save stops the job with exit 5, and the "
+          "previous checkpoint stays the latest") {
   TempDir dir;
   // One checkpoint's size, measured, sizes a filesystem that holds one but not two.
   auto r = run_command(
