@@ -13,6 +13,9 @@
 //                   [--offload_optimizer none|offload_cpu|offload_nvme] [--offload_param ...]
 //                   [--optimizer_fraction F] [--param_fraction F] [--sub_group E]
 //                   [--pipeline true|false]
+//                   [--accessors true|false]
+//                   [--save_at K --ckpt_dir D] [--record P]
+//                   [--load true --ckpt_dir D --saved_world W] [--compare P]
 // The engine, its plugins and tiers are wired by the trainer's own build_engine_setup
 // (trainer/engine_setup.h) from a zt::Config: the options above become --set overrides of
 // check_config()'s TOML (fp16 is not offered: the config refuses it on the CPU, where LibTorch
@@ -23,6 +26,15 @@
 // tiers write under $ZT_CHECK_OUT/nvme; the worker checks their files are gone at the end.
 // With --checkpoint the engine recomputes every unit in backward; the reference never does, and
 // each engine unit must have run forward twice per micro step.
+// --accessors checks the debug accessors against the reference after every step: full_fp32_param
+// and full_optimizer_state (AdamW's exp_avg, exp_avg_sq), and full_fp32_grad after the step's
+// micro steps (the reference's .grad before clipping), zeros right after a step.
+// Checkpoints: --save_at K saves after step K into D (zt::CheckpointSaver, asynchronous) and
+// trains on; --record P then writes this rank's losses, the loss scales and the final parameters
+// to P-rank<r>.pt.
+// --load true starts from the latest checkpoint in D (saved by --saved_world ranks, any stage,
+// strategy or offload) and trains to --steps, the reference replaying the saved steps first;
+// --compare P requires the losses, scales and final parameters to equal P's bit for bit.
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -32,6 +44,7 @@
 
 #include "engine_setup.h"
 #include "rank_check.h"
+#include "zt/checkpoint.h"
 #include "zt/config.h"
 #include "zt/engine.h"
 #include "zt/error.h"
@@ -172,7 +185,8 @@ struct Reference {
       {weights.w0, weights.b0, weights.w1, weights.b1, weights.b2},
       torch::optim::AdamWOptions(kLr).betas({kBeta1, kBeta2}).eps(kEps).weight_decay(kWeightDecay)};
 
-  void step(int64_t step, const zt::EngineOptions& opt, int world) {
+  // The step's gradients in .grad, before clipping: what Engine::full_fp32_grad returns.
+  void grads(int64_t step, const zt::EngineOptions& opt, int world) {
     const int64_t global = kMicroBatch * world;
     adamw.zero_grad();
     for (int m = 0; m < opt.grad_accum; ++m) {
@@ -181,6 +195,8 @@ struct Reference {
       for (auto& u : units) h = u->forward(h);
       (at::mse_loss(h, y) / opt.grad_accum).backward();
     }
+  }
+  void apply(const zt::EngineOptions& opt) {
     if (opt.gradient_clipping > 0) {
       torch::nn::utils::clip_grad_norm_(
           std::vector<at::Tensor>{weights.w0, weights.b0, weights.w1, weights.b1, weights.b2},
@@ -188,28 +204,96 @@ struct Reference {
     }
     adamw.step();
   }
+  void step(int64_t step, const zt::EngineOptions& opt, int world) {
+    grads(step, opt, world);
+    apply(opt);
+  }
+  // AdamW's "exp_avg" or "exp_avg_sq" of `param` (zeros before its first step).
+  at::Tensor state(const at::Tensor& param, const std::string& name) {
+    auto it = adamw.state().find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+    if (it == adamw.state().end()) return at::zeros_like(param);
+    auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
+    return name == "exp_avg" ? s.exp_avg() : s.exp_avg_sq();
+  }
 };
+
+// How far `got` exceeds the compute dtype's tolerance around `want` at worst (<= 0: within it).
+double excess(const at::Tensor& got, const at::Tensor& want, at::ScalarType dt) {
+  const double rtol = dt == at::kFloat ? 1e-5 : 2e-2, atol = dt == at::kFloat ? 1e-6 : 2e-2;
+  const at::Tensor w = want.detach();
+  if (got.sizes() != w.sizes()) return std::numeric_limits<double>::infinity();
+  return ((got - w).abs() - (atol + rtol * w.abs())).max().item<double>();
+}
+
+void check_close(const std::string& what, const at::Tensor& got, const at::Tensor& want,
+                 at::ScalarType dt) {
+  const double e = excess(got, want, dt);
+  if (e > 0) {
+    throw CheckFailed(what + ": max |zt - torch| exceeds tolerance by " + std::to_string(e) +
+                      " (shape " + c10::str(got.sizes()) + ")");
+  }
+}
 
 // Every parameter, element by element, within the tolerance of the compute dtype.
 void check_parameters(zt::Engine& engine, Weights& ref, at::ScalarType dt, int64_t applied) {
-  const double rtol = dt == at::kFloat ? 1e-5 : 2e-2, atol = dt == at::kFloat ? 1e-6 : 2e-2;
   auto got = engine.full_parameters();
   auto want = ref.all();
   std::string worst;
   double worst_err = 0;
   for (size_t i = 0; i < want.size(); ++i) {
-    at::Tensor w = want[i].second.detach();
-    at::Tensor g = got[i].second.view(w.sizes());
     if (got[i].first != want[i].first)
       throw CheckFailed("parameter order: " + got[i].first + " vs " + want[i].first);
-    at::Tensor excess = ((g - w).abs() - (atol + rtol * w.abs())).max();
-    double e = excess.item<double>();
+    const double e = excess(got[i].second.view(want[i].second.sizes()), want[i].second, dt);
     if (e > 0 && e > worst_err) {
       worst_err = e;
       worst = want[i].first + ": max |zt - torch| exceeds tolerance by " + std::to_string(e);
     }
   }
   if (!worst.empty()) throw CheckFailed("after " + std::to_string(applied) + " steps, " + worst);
+}
+
+// The debug accessors after `applied` steps: masters and AdamW's states match the reference
+// (stage 3 and offloaded masters are the only full copy there is), gradients are zero again.
+void check_states(zt::Engine& engine, Reference& ref, at::ScalarType dt, int64_t applied) {
+  const std::string when = " after " + std::to_string(applied) + " steps";
+  for (auto& [name, t] : ref.weights.all()) {
+    check_close("full_fp32_param(" + name + ")" + when, engine.full_fp32_param(name), t, dt);
+    for (const char* state : {"exp_avg", "exp_avg_sq"}) {
+      check_close("full_optimizer_state(" + name + ", " + state + ")" + when,
+                  engine.full_optimizer_state(name, state), ref.state(t, state), dt);
+    }
+    const at::Tensor grad = engine.full_fp32_grad(name);
+    zt::test::check(at::equal(grad, at::zeros_like(t)),
+                    "full_fp32_grad(" + name + ") is not zero right after a step" + when);
+  }
+}
+
+// After the step's micro steps, before step(): the averaged, unscaled, unclipped gradient.
+void check_grads(zt::Engine& engine, Reference& ref, at::ScalarType dt, int64_t step) {
+  for (auto& [name, t] : ref.weights.all()) {
+    check_close("full_fp32_grad(" + name + ") at step " + std::to_string(step + 1),
+                engine.full_fp32_grad(name), t.grad(), dt);
+  }
+}
+
+// Names: registration order, and unknown ones refused with the valid ones listed (on every rank,
+// before any collective, so nothing hangs).
+void check_names(zt::Engine& engine) {
+  const std::vector<std::string> want{"w0", "b0", "w1", "b1", "b2"};
+  zt::test::check(engine.parameter_names() == want, "parameter_names() is not w0 b0 w1 b1 b2");
+  auto refused = [](const std::function<void()>& call, const std::string& names) {
+    try {
+      call();
+    } catch (const zt::ConfigError& e) {
+      zt::test::check(std::string(e.what()).find(names) != std::string::npos,
+                      std::string("the error does not list ") + names + ": " + e.what());
+      return;
+    }
+    throw CheckFailed("an unknown name was not refused (listing " + names + ")");
+  };
+  refused([&] { engine.full_fp32_param("w9"); }, "w0, b0, w1, b1, b2");
+  refused([&] { engine.full_fp32_grad("decoder"); }, "w0, b0, w1, b1, b2");
+  refused([&] { engine.full_optimizer_state("w0", "momentum"); }, "exp_avg, exp_avg_sq");
 }
 
 // Recomputation really happened (or, without checkpointing, did not).
@@ -256,6 +340,112 @@ std::string memory_text(const zt::trainer::EngineSetup& setup) {
   return text + " tier_bytes_moved=" + std::to_string(moved);
 }
 
+// The micro steps of `step`, each rank on its slice of the global batch; with `overflow_now` the
+// last rank's loss is inf. Appends the losses.
+void run_micro_steps(zt::Engine& engine, const zt::EngineOptions& opt, const zt::RankEnv& env,
+                     int64_t step, bool overflow_now, std::vector<double>& losses) {
+  const int64_t global = kMicroBatch * env.world;
+  for (int m = 0; m < opt.grad_accum; ++m) {
+    const int64_t first_sample = (step * opt.grad_accum + m) * global;
+    auto [x, y] = samples(first_sample + env.rank * kMicroBatch, kMicroBatch);
+    losses.push_back(engine.forward_backward(x.to(opt.compute_dtype), [&](const at::Tensor& out) {
+      at::Tensor loss = at::mse_loss(out.to(at::kFloat), y);
+      // An inf on one rank only: the skip decision must still be the same everywhere.
+      if (overflow_now && env.rank == env.world - 1)
+        loss = loss * std::numeric_limits<float>::infinity();
+      return loss;
+    }));
+  }
+}
+
+// --save_at: a saver writing into --ckpt_dir (null without).
+std::unique_ptr<zt::CheckpointSaver> make_saver(Args& a, zt::Store& store, const zt::RankEnv& env,
+                                                std::chrono::milliseconds timeout,
+                                                const std::string& job) {
+  if (std::stoi(a["save_at"]) <= 0) return nullptr;
+  zt::CheckpointOptions options;
+  options.dir = a["ckpt_dir"];
+  options.keep_last = 0;
+  options.timeout = timeout;
+  options.job = job;
+  return std::make_unique<zt::CheckpointSaver>(options, store, env.rank, env.world);
+}
+
+// --load: the latest checkpoint under --ckpt_dir into `engine`; the reference replays the steps
+// it holds (with the saver's world size, hence its batches; a forced overflow skips one). Returns
+// the steps done.
+int64_t resume(zt::Engine& engine, Reference& ref, Args& a, const zt::EngineOptions& opt,
+               bool accessors) {
+  zt::CheckpointReader reader(zt::resolve_checkpoint(a["ckpt_dir"]));
+  engine.load_checkpoint(reader);
+  const int64_t done = reader.step(), overflow = std::stoi(a["force_overflow_step"]);
+  int64_t applied = 0;
+  for (int64_t s = 0; s < done; ++s) {
+    if (s + 1 == overflow) continue;
+    ref.step(s, opt, std::stoi(a["saved_world"]));
+    ++applied;
+  }
+  zt::test::check(reader.counters().optimizer_steps == applied,
+                  "the checkpoint of step " + std::to_string(done) + " counts " +
+                      std::to_string(reader.counters().optimizer_steps) + " optimizer steps, not " +
+                      std::to_string(applied));
+  if (accessors) check_states(engine, ref, opt.compute_dtype, applied);
+  return done;
+}
+
+// What a run did step by step, for --record / --compare.
+struct Trace {
+  std::vector<double> losses;  // this rank's, every micro step
+  std::vector<double> scales;  // every step's loss scale
+};
+
+void check_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
+  zt::test::check(
+      got.sizes() == want.sizes() && at::equal(got, want),
+      what + " differ from the uninterrupted run's: " + c10::str(got) + " vs " + c10::str(want));
+}
+
+// --record / --compare: the trace from step `first` on and the final parameters.
+void record_or_compare(Args& a, int rank, zt::Engine& engine, const Trace& trace, int64_t first,
+                       int64_t accum) {
+  std::vector<at::Tensor> mine{at::tensor(trace.losses, at::kDouble),
+                               at::tensor(trace.scales, at::kDouble)};
+  for (auto& [name, t] : engine.full_parameters()) mine.push_back(t);
+  const std::string suffix = "-rank" + std::to_string(rank) + ".pt";
+  if (!a["record"].empty()) torch::save(mine, a["record"] + suffix);
+  if (a["compare"].empty()) return;
+  std::vector<at::Tensor> want;
+  torch::load(want, a["compare"] + suffix);
+  check_equal(mine[0], want[0].narrow(0, first * accum, want[0].numel() - first * accum),
+              "the losses after the resume");
+  check_equal(mine[1], want[1].narrow(0, first, want[1].numel() - first),
+              "the loss scales after the resume");
+  for (size_t i = 2; i < want.size(); ++i) {
+    check_equal(mine[i], want[i], "the final values of parameter " + std::to_string(i - 2));
+  }
+}
+
+std::unique_ptr<zt::trainer::EngineSetup> make_setup(Args& a, const zt::Config& config,
+                                                     const zt::RankEnv& env, zt::Store& store,
+                                                     std::chrono::milliseconds timeout,
+                                                     const std::vector<zt::Unit*>& units) {
+  // Dynamic loss scaling outside fp16 is no config setting (fp16 turns it on by itself).
+  return std::make_unique<zt::trainer::EngineSetup>(zt::trainer::build_engine_setup(
+      config, env, store, timeout, units, [&](zt::EngineOptions& o) {
+        if (a["loss_scale"] == "true") o.dynamic_loss_scale = true;
+      }));
+}
+
+// Stages 2-3 must reduce-scatter a unit's gradients as soon as it finished backward: by the time
+// the gradient reached the first unit's output (`reduces` then), later units' groups were sent.
+void check_early_reduce(const zt::EngineOptions& opt, uint64_t reduces) {
+  if (opt.stage >= 2 && !opt.activation_checkpointing && reduces == 0) {
+    throw CheckFailed("stage " + std::to_string(opt.stage) +
+                      " sent no gradient before backward reached "
+                      "the first unit: reductions wait for the whole backward");
+  }
+}
+
 // One rank's check: train through the engine and the reference side by side, compare.
 std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_dir) {
   auto timeout = std::chrono::milliseconds(60000);
@@ -264,23 +454,18 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   const zt::Config config = check_config(a, nvme_dir);
   const int steps = static_cast<int>(config.section("run").get_int("steps"));
   const int force_overflow = std::stoi(a["force_overflow_step"]);
+  const bool accessors = a["accessors"] == "true";
 
   Weights mine(42);
   auto units = make_units(mine);
   std::vector<zt::Unit*> unit_ptrs;
   for (auto& u : units) unit_ptrs.push_back(u.get());
-  // Dynamic loss scaling outside fp16 is no config setting (fp16 turns it on by itself).
-  auto setup = std::make_unique<zt::trainer::EngineSetup>(zt::trainer::build_engine_setup(
-      config, env, *store, timeout, unit_ptrs, [&](zt::EngineOptions& o) {
-        if (a["loss_scale"] == "true") o.dynamic_loss_scale = true;
-      }));
+  auto setup = make_setup(a, config, env, *store, timeout, unit_ptrs);
   zt::Engine& engine = *setup->engine;
   zt::Communicator& comm = *setup->comm;
   const zt::EngineOptions& opt = setup->options;
 
-  // Stages 2-3 must reduce-scatter a unit's gradients as soon as it finished backward: by the
-  // time the gradient reaches the first unit's output, later units' groups were sent.
-  uint64_t reduces_at_first_unit = 0;
+  uint64_t reduces_at_first_unit = 0;  // see check_early_reduce
   units[0]->probe = [&](const at::Tensor& y) {
     if (!y.requires_grad()) return;
     y.register_hook([&](const at::Tensor& g) {
@@ -289,29 +474,21 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     });
   };
   Reference reference;
-  const int64_t global = kMicroBatch * env.world;
+  if (accessors) check_names(engine);
+  const int64_t first = a["load"] == "true" ? resume(engine, reference, a, opt, accessors) : 0;
+  auto saver = make_saver(a, *store, env, timeout, setup->tiers.job);
   const at::ScalarType dt = opt.compute_dtype;
-  int64_t applied = 0;
-  for (int step = 0; step < steps; ++step) {
+  int64_t applied = first - (force_overflow >= 1 && force_overflow <= first ? 1 : 0);
+  Trace trace;
+  for (int64_t step = first; step < steps; ++step) {
     const bool overflow_now = step + 1 == force_overflow;
-    for (int m = 0; m < opt.grad_accum; ++m) {
-      int64_t first = (static_cast<int64_t>(step) * opt.grad_accum + m) * global;
-      auto [x, y] = samples(first + env.rank * kMicroBatch, kMicroBatch);
-      engine.forward_backward(x.to(dt), [&](const at::Tensor& out) {
-        at::Tensor loss = at::mse_loss(out.to(at::kFloat), y);
-        // An inf on one rank only: the skip decision must still be the same everywhere.
-        if (overflow_now && env.rank == env.world - 1)
-          loss = loss * std::numeric_limits<float>::infinity();
-        return loss;
-      });
-    }
-    if (step == 0 && opt.stage >= 2 && !opt.activation_checkpointing &&
-        reduces_at_first_unit == 0) {
-      throw CheckFailed("stage " + std::to_string(opt.stage) +
-                        " sent no gradient before backward reached "
-                        "the first unit: reductions wait for the whole backward");
-    }
+    run_micro_steps(engine, opt, env, step, overflow_now, trace.losses);
+    if (step == first) check_early_reduce(opt, reduces_at_first_unit);
+    reference.grads(step, opt, env.world);
+    if (accessors) check_grads(engine, reference, dt, step);
     zt::StepReport rep = engine.step(kLr);
+    trace.scales.push_back(rep.loss_scale);
+    if (saver && step + 1 == std::stoi(a["save_at"])) saver->save(engine, step + 1, {});
     if (overflow_now) {
       if (!rep.skipped)
         throw CheckFailed("step " + std::to_string(step + 1) + " overflowed but was not skipped");
@@ -320,10 +497,14 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     if (rep.skipped)
       throw CheckFailed("step " + std::to_string(step + 1) + " was skipped without an overflow");
     ++applied;
-    reference.step(step, opt, env.world);
+    reference.apply(opt);
+    if (accessors) check_states(engine, reference, dt, applied);
   }
+  if (saver) saver->finish();
+  saver.reset();
   check_parameters(engine, reference.weights, dt, applied);
-  check_forward_calls(units, steps, opt);
+  check_forward_calls(units, steps - first, opt);
+  record_or_compare(a, env.rank, engine, trace, first, opt.grad_accum);
   const std::string text = memory_text(*setup);
   // Files of the NVMe tier are gone once the setup (engine first, then its tiers) is destroyed.
   const std::string rank_dir = nvme_dir + "/zt-" + setup->tiers.job + "/rank" +
@@ -359,7 +540,14 @@ int main(int argc, char** argv) {
          {"optimizer_fraction", "1"},
          {"param_fraction", "1"},
          {"sub_group", "1000000000"},
-         {"pipeline", "true"}};
+         {"pipeline", "true"},
+         {"accessors", "false"},
+         {"save_at", "0"},
+         {"ckpt_dir", ""},
+         {"record", ""},
+         {"load", "false"},
+         {"saved_world", "0"},
+         {"compare", ""}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   kHidden = std::stoll(a["hidden"]);
   zt::RankEnv env = zt::discover_rank_env();

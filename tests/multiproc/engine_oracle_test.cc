@@ -24,6 +24,18 @@ zt::test::RankReports run_engine(int world, std::vector<std::string> args) {
   return r;
 }
 
+// `args` followed by `more`.
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+std::string joined(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) out += (out.empty() ? "" : " ") + a;
+  return out;
+}
+
 void expect_ok(const zt::test::RankReports& r) {
   INFO(r.all());
   CHECK(r.result.exit_code == 0);
@@ -208,4 +220,97 @@ TEST_CASE("offload: fractions, no pipelining, accumulation + clipping, bf16, che
   expect_ok(run_engine(
       2, {"--stage", "2", "--shard", "shard_bucket", "--dtype", "bf16", "--loss_scale", "true",
           "--offload_optimizer", "offload_nvme", "--steps", "5", "--force_overflow_step", "3"}));
+}
+
+TEST_CASE("debug accessors: fp32 masters, AdamW states and gradients equal the reference's") {
+  // After every step: full_fp32_param and full_optimizer_state of every parameter against the
+  // reference's parameter and torch AdamW's exp_avg / exp_avg_sq; before it, full_fp32_grad
+  // against the reference's .grad (accumulated, clipped later); zeros right after it. shard_bucket
+  // at every stage here (world 3: uneven shards cut across parameters), shard_tensor at every
+  // stage in the checkpoint loads below, which check the accessors too.
+  const std::vector<std::vector<std::string>> runs{
+      {"2", "--stage", "0", "--shard", "shard_tensor"},
+      {"3", "--stage", "0"},
+      {"3", "--stage", "1"},
+      {"2", "--stage", "2"},
+      {"3", "--stage", "3"},
+      // Masters and states streamed tile by tile from NVMe files, parameter shards there too.
+      {"3", "--stage", "3", "--shard", "shard_tensor", "--hidden", "100", "--offload_optimizer",
+       "offload_nvme", "--offload_param", "offload_nvme", "--sub_group", "1"}};
+  for (const auto& run : runs) {
+    CAPTURE(joined(run));
+    const std::vector<std::string> common{
+        "--shard", "shard_bucket", "--steps", "3",           "--accum",
+        "2",       "--clip",       "0.05",    "--accessors", "true"};
+    // After the common flags: a later --shard wins.
+    expect_ok(run_engine(std::stoi(run[0]),
+                         with(common, std::vector<std::string>(run.begin() + 1, run.end()))));
+  }
+}
+
+TEST_CASE("checkpoints: saved by one composition, loaded by another, training goes on right; "
+          "another model is refused") {
+  // Saved after step 2 of 4 by world 2, stage 3, shard_bucket, optimizer states and parameter
+  // shards in NVMe files (streamed tile by tile), then loaded by other world sizes, stages,
+  // strategies and offload placements. Each load compares masters and AdamW states right after
+  // it (--accessors) and every parameter after steps 3-4 with the reference, which trains the
+  // saved steps at the saver's world size.
+  zt::test::TempDir dir;
+  const std::vector<std::string> ckpt{"--hidden", "100",        "--steps",
+                                      "4",        "--ckpt_dir", dir.file("a")};
+  expect_ok(run_engine(2, with(ckpt, {"--stage", "3", "--shard", "shard_bucket",
+                                      "--offload_optimizer", "offload_nvme", "--offload_param",
+                                      "offload_nvme", "--sub_group", "1", "--save_at", "2"})));
+  const std::vector<std::vector<std::string>> loads{
+      {"3", "--stage", "1", "--shard", "shard_tensor"},
+      {"1", "--stage", "0", "--shard", "shard_bucket"},
+      {"2", "--stage", "2", "--shard", "shard_tensor", "--offload_optimizer", "offload_cpu"},
+      {"3", "--stage", "3", "--shard", "shard_tensor", "--offload_optimizer", "offload_nvme",
+       "--sub_group", "1", "--persist", "20"}};
+  for (const auto& load : loads) {
+    CAPTURE(joined(load));
+    const std::vector<std::string> args(load.begin() + 1, load.end());
+    expect_ok(run_engine(
+        std::stoi(load[0]),
+        with(with(ckpt, args), {"--load", "true", "--saved_world", "2", "--accessors", "true"})));
+  }
+  // Stage 0 saves a 1/world share per rank: saved at world 3, loaded into stage 3 at world 2.
+  const std::vector<std::string> zero{"--steps", "4", "--ckpt_dir", dir.file("b")};
+  expect_ok(run_engine(3, with(zero, {"--stage", "0", "--save_at", "2"})));
+  expect_ok(run_engine(2, with(zero, {"--stage", "3", "--shard", "shard_tensor", "--load", "true",
+                                      "--saved_world", "3", "--accessors", "true"})));
+  // A model of another width is refused, naming the first tensor that differs.
+  auto r = run_engine(
+      2, with(zero, {"--stage", "1", "--load", "true", "--saved_world", "3", "--hidden", "20"}));
+  INFO(r.all());
+  CHECK(r.result.exit_code == 2);
+  for (const auto& rep : r.reports) {
+    CHECK(contains(rep, "tensor w0 is [17, 11] in the checkpoint "));
+    CHECK(contains(rep, " but [20, 11] in this model; the checkpoint is of another model"));
+  }
+}
+
+TEST_CASE("checkpoints: a resume with the same composition continues bit for bit") {
+  // The saving run trains on to step 5 and records its losses and final parameters; the resumed
+  // run must reproduce both exactly (at::equal), streamed NVMe states and bf16 included.
+  const std::vector<std::vector<std::string>> compositions{
+      {"2", "--stage", "3", "--shard", "shard_tensor", "--hidden", "100", "--offload_optimizer",
+       "offload_nvme", "--offload_param", "offload_nvme", "--sub_group", "1"},
+      // An overflow before the save: the optimizer's step count and the backed-off loss scale
+      // must come back from the checkpoint.
+      {"3", "--stage", "1", "--shard", "shard_bucket", "--accum", "2", "--clip", "0.05",
+       "--loss_scale", "true", "--force_overflow_step", "1"},
+      {"2", "--stage", "0", "--shard", "shard_tensor"},
+      {"2", "--stage", "2", "--shard", "shard_bucket", "--dtype", "bf16", "--offload_optimizer",
+       "offload_nvme"}};
+  for (const auto& c : compositions) {
+    CAPTURE(joined(c));
+    zt::test::TempDir dir;
+    const int world = std::stoi(c[0]);
+    const std::vector<std::string> args = with(std::vector<std::string>(c.begin() + 1, c.end()),
+                                               {"--steps", "5", "--ckpt_dir", dir.file("ckpt")});
+    expect_ok(run_engine(world, with(args, {"--save_at", "2", "--record", dir.file("run")})));
+    expect_ok(run_engine(world, with(args, {"--load", "true", "--saved_world", c[0], "--compare",
+                                            dir.file("run")})));
+  }
 }
