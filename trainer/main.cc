@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "export_command.h"
 #include "job.h"
 #include "plugins_command.h"
 #include "zt/config.h"
@@ -53,7 +54,7 @@ int run(const std::vector<std::string>& argv) {
       zt::PluginCatalog catalog(plugin_search_dirs(cli));
       return zt::trainer::describe_plugin(catalog, cli.plugin_id, std::cout);
     }
-    case Command::kExport: throw zt::InternalError("trainer export is not wired yet");
+    case Command::kExport: return zt::trainer::export_weights(cli, std::cout);
     case Command::kRun: break;
   }
   std::vector<std::string> overrides = cli.overrides;

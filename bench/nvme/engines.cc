@@ -13,7 +13,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "shell.h"
+#include "common/shell.h"
 #include "zt/error.h"
 #include "zt/offload.h"
 #include "zt/options.h"
@@ -160,13 +160,13 @@ class DdDirectEngine final : public Engine {
   }
 
   double write() override {
-    return run_dd("dd if=/dev/zero of=" + shell_quote(path_) + " bs=1M count=" + count_ +
-                  " oflag=direct conv=notrunc");
+    return run_dd_seconds("if=/dev/zero of=" + shell_quote(path_) + " bs=1M count=" + count_ +
+                          " oflag=direct conv=notrunc");
   }
 
   double read() override {
-    return run_dd("dd if=" + shell_quote(path_) + " of=/dev/null bs=1M count=" + count_ +
-                  " iflag=direct");
+    return run_dd_seconds("if=" + shell_quote(path_) + " of=/dev/null bs=1M count=" + count_ +
+                          " iflag=direct");
   }
 
   std::string describe() const override {
@@ -175,17 +175,6 @@ class DdDirectEngine final : public Engine {
   }
 
  private:
-  // dd's own figure ("..., 0.59 s, 1.8 GB/s" on its last line): process start-up excluded.
-  static double run_dd(const std::string& command) {
-    const ShellResult r = run_shell("LC_ALL=C " + command);
-    const size_t at = r.output.rfind("copied, ");
-    if (r.exit_code != 0 || at == std::string::npos) {
-      throw IoError("zt_bench_nvme: `" + command + "` failed (exit " + std::to_string(r.exit_code) +
-                    "): " + r.output);
-    }
-    return std::strtod(r.output.c_str() + at + 8, nullptr);
-  }
-
   std::string path_;
   std::string count_;
   std::string version_;

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "common/bench_util.h"
+#include "common/shell.h"
 #include "engines.h"
 #include "report.h"
-#include "shell.h"
 #include "zt/error.h"
 
 namespace zt::bench {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <unordered_set>
 
+#include "models/init_from.h"
 #include "models/units.h"
 #include "zt/error.h"
 
@@ -165,8 +166,10 @@ std::unique_ptr<Model> make_model(const ModelShape& shape, uint64_t seed) {
 }
 
 std::unique_ptr<Model> make_model(const Config& config) {
-  return make_model(resolve_model_shape(config),
-                    static_cast<uint64_t>(config.section("run").get_int("seed")));
+  auto model = make_model(resolve_model_shape(config),
+                          static_cast<uint64_t>(config.section("run").get_int("seed")));
+  apply_init_from(*model, config);
+  return model;
 }
 
 at::Tensor run_units(Model& model, const at::Tensor& input) {

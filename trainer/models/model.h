@@ -6,7 +6,7 @@
 // RNG, the construction order or the world size), so every rank and a single-process reference
 // build bit-identical parameters.
 // Thread safety: a Model is used from the training thread only; resolve_model_shape and
-// make_model are pure functions of the config.
+// make_model are pure functions of the config (and of the model.init_from file).
 #pragma once
 
 #include <cstdint>
@@ -63,8 +63,9 @@ struct Model {
   std::string describe() const;
 };
 
-// Builds the model of config (sizes from resolve_model_shape, init from run.seed), on the CPU
-// in fp32; the engine moves and shards it.
+// Builds the model of config (sizes from resolve_model_shape, init from run.seed, then the
+// weights of model.init_from when set: see models/init_from.h), on the CPU in fp32; the engine
+// moves and shards it. Throws ConfigError/IoError as load_weights() for a bad init_from file.
 std::unique_ptr<Model> make_model(const Config& config);
 // The same from an explicit shape and seed (tests, tools).
 std::unique_ptr<Model> make_model(const ModelShape& shape, uint64_t seed);

@@ -1,10 +1,11 @@
-#include "shell.h"
+#include "common/shell.h"
 
 #include <stdlib.h>
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "zt/error.h"
@@ -28,6 +29,18 @@ std::string shell_quote(const std::string& text) {
   std::string out = "'";
   for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
+}
+
+double run_dd_seconds(const std::string& operands) {
+  const std::string command = "dd " + operands;
+  const ShellResult r = run_shell("LC_ALL=C " + command);
+  // dd's own figure is on its last line: "..., 0.59 s, 1.8 GB/s".
+  const size_t at = r.output.rfind("copied, ");
+  if (r.exit_code != 0 || at == std::string::npos) {
+    throw IoError("`" + command + "` failed (exit " + std::to_string(r.exit_code) +
+                  "): " + r.output);
+  }
+  return std::strtod(r.output.c_str() + at + 8, nullptr);
 }
 
 ScratchIn::ScratchIn(const std::string& parent) {

@@ -1,4 +1,4 @@
-// zt_bench_nvme's child processes (dd, stat) and its scratch folder.
+// Shell commands the benches run (dd, stat) and a scratch folder inside a user-given one.
 // Thread safety: none needed; one thread runs the bench.
 #pragma once
 
@@ -16,6 +16,11 @@ ShellResult run_shell(const std::string& command);
 
 // `text` as one shell word.
 std::string shell_quote(const std::string& text);
+
+// Runs dd with `operands` (e.g. "if=/dev/zero of=F bs=1M count=64 oflag=direct") under LC_ALL=C
+// and returns the seconds dd itself reports (its start-up excluded). Throws IoError with dd's
+// output when it fails.
+double run_dd_seconds(const std::string& operands);
 
 // A private folder made inside `parent` (created if missing) and removed with its contents:
 // the bench never deletes anything of the user's, even with --dir pointing at a real folder.

@@ -1,0 +1,205 @@
+// trainer export and model.init_from, end to end: a checkpoint of a 2-rank stage-3 run exported
+// under Hugging Face GPT-2 names in HF's Conv1D layout (values equal to the checkpoint's, bf16
+// rounded to nearest even), an MLP under its own names, the errors for a folder that is not a
+// checkpoint and an unwritable --out, and the round trip: a run started from the export of step 2
+// computes exactly the loss the checkpointed run computed at step 3.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../test_util.h"
+#include "zt/checkpoint.h"
+#include "zt/safetensors.h"
+
+using zt::test::contains;
+using zt::test::run_command;
+using zt::test::TempDir;
+
+namespace {
+
+std::string trainer() { return ZT_TEST_TRAINER; }
+
+// The shipped stage-3 config on 2 ranks, small: n_layer 2, d_model 64, seq_len 32.
+std::string small_gpt(const std::string& out_dir, const std::string& data,
+                      const std::string& extra) {
+  return trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" + data +
+         " --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 "
+         "--set model.seq_len=32 --set run.out_dir=" +
+         out_dir + " " + extra;
+}
+
+std::string export_cmd(const std::string& checkpoint, const std::string& out,
+                       const std::string& dtype = "fp32") {
+  return trainer() + " export --checkpoint " + checkpoint + " --out " + out + " --dtype " + dtype;
+}
+
+template <typename T>
+std::vector<T> read_entry(const zt::SafetensorsReader& file, const std::string& name) {
+  const zt::SafetensorsEntry* e = file.find(name);
+  REQUIRE_MESSAGE(e != nullptr, name);
+  std::vector<T> out(static_cast<size_t>(e->end - e->begin) / sizeof(T));
+  file.read(*e, 0, out.data(), e->end - e->begin);
+  return out;
+}
+
+std::vector<float> param_of(const zt::CheckpointReader& ckpt, const std::string& name) {
+  const zt::CheckpointTensor* t = ckpt.find_tensor(name);
+  REQUIRE_MESSAGE(t != nullptr, name);
+  std::vector<float> out(static_cast<size_t>(t->numel()));
+  ckpt.read(name, "param", 0, t->numel(), out.data());
+  return out;
+}
+
+// fp32 -> bf16 rounded to nearest, ties to even (what at::Tensor::to(kBFloat16) does for
+// finite values), spelled out independently of LibTorch.
+uint16_t bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  u += 0x7fff + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// [rows, cols] row-major -> its transpose.
+std::vector<float> transposed(const std::vector<float>& m, int64_t rows, int64_t cols) {
+  std::vector<float> out(m.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) out[c * rows + r] = m[r * cols + c];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 and bf16") {
+  TempDir dir;
+  auto r = run_command(small_gpt(dir.path().string(), ZT_TEST_SOURCE_DIR "/README.md",
+                                 "--set run.steps=2 --set checkpoint.every_steps=2"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string checkpoints = dir.file("checkpoints"), out = dir.file("m.safetensors");
+  r = run_command(export_cmd(checkpoints, out));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.output, "exported step 2 of "));
+  CHECK(contains(r.output, ": 28 tensors, "));
+  CHECK(contains(r.output, "fp32"));
+  CHECK(contains(r.output, "Hugging Face GPT-2 names -> " + out));
+  CHECK_FALSE(std::filesystem::exists(out + ".tmp"));
+
+  zt::SafetensorsReader file(out);
+  CHECK(file.metadata().at("format") == "pt");
+  std::set<std::string> names;
+  for (const auto& e : file.entries()) {
+    names.insert(e.name);
+    CHECK(e.dtype == "F32");
+  }
+  CHECK(names.size() == 28);  // 4 outside the blocks + 12 per block; no lm_head
+  CHECK(names.count("transformer.wte.weight"));
+  CHECK(names.count("transformer.h.1.mlp.c_proj.bias"));
+  CHECK_FALSE(names.count("lm_head.weight"));
+  CHECK(file.find("transformer.wte.weight")->shape == std::vector<int64_t>{256, 64});
+  CHECK(file.find("transformer.h.0.attn.c_attn.weight")->shape == std::vector<int64_t>{64, 192});
+  CHECK(file.find("transformer.h.0.mlp.c_fc.weight")->shape == std::vector<int64_t>{64, 256});
+  CHECK(file.find("transformer.h.1.mlp.c_proj.weight")->shape == std::vector<int64_t>{256, 64});
+  CHECK(file.find("transformer.h.0.attn.c_attn.bias")->shape == std::vector<int64_t>{192});
+
+  const zt::CheckpointReader ckpt(zt::resolve_checkpoint(checkpoints));
+  const std::vector<float> wte = param_of(ckpt, "wte.weight");
+  CHECK(read_entry<float>(file, "transformer.wte.weight") == wte);
+  CHECK(read_entry<float>(file, "transformer.h.1.attn.c_attn.weight") ==
+        transposed(param_of(ckpt, "block1.attn.qkv.weight"), 192, 64));
+  CHECK(read_entry<float>(file, "transformer.h.1.ln_2.weight") ==
+        param_of(ckpt, "block1.ln2.weight"));
+
+  const std::string out_bf16 = dir.file("m-bf16.safetensors");
+  r = run_command(
+      export_cmd(checkpoints + "/" + std::filesystem::path(ckpt.folder()).filename().string(),
+                 out_bf16, "bf16"));
+  REQUIRE(r.exit_code == 0);
+  zt::SafetensorsReader bf16(out_bf16);
+  CHECK(bf16.find("transformer.wte.weight")->dtype == "BF16");
+  const std::vector<uint16_t> wte_bf16 = read_entry<uint16_t>(bf16, "transformer.wte.weight");
+  REQUIRE(wte_bf16.size() == wte.size());
+  size_t differ = 0;
+  for (size_t i = 0; i < wte.size(); ++i) differ += wte_bf16[i] != bf16_bits(wte[i]);
+  CHECK(differ == 0);
+
+  r = run_command(export_cmd(checkpoints, dir.file("m-fp16.safetensors"), "fp16"));
+  REQUIRE(r.exit_code == 0);
+  CHECK(zt::SafetensorsReader(dir.file("m-fp16.safetensors")).entries().front().dtype == "F16");
+}
+
+TEST_CASE("export: an MLP keeps zt's names, and a bad --checkpoint or --out gives a clear error") {
+  TempDir dir;
+  auto r = run_command(trainer() +
+                       " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set model.kind=mlp "
+                       "--set model.width=24 --set model.depth=2 "
+                       "--set data.kind=synthetic --set run.steps=2 "
+                       "--set checkpoint.every_steps=2 --set run.out_dir=" +
+                       dir.path().string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  r = run_command(export_cmd(dir.file("checkpoints"), dir.file("mlp.safetensors")));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.output, ": 4 tensors, 1200 parameters, fp32"));
+  CHECK(contains(r.output, "zt names"));
+  zt::SafetensorsReader file(dir.file("mlp.safetensors"));
+  const zt::CheckpointReader ckpt(zt::resolve_checkpoint(dir.file("checkpoints")));
+  CHECK(file.find("layer1.weight")->shape == std::vector<int64_t>{24, 24});
+  CHECK(read_entry<float>(file, "layer1.weight") == param_of(ckpt, "layer1.weight"));
+
+  r = run_command(export_cmd(ZT_TEST_SOURCE_DIR "/configs", dir.file("x.safetensors")));
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "zt: config error: "));
+  CHECK(contains(r.output, "not a checkpoint"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("x.safetensors")));
+
+  const std::string unwritable = dir.file("no-such-folder/m.safetensors");
+  r = run_command(export_cmd(dir.file("checkpoints"), unwritable));
+  CHECK(r.exit_code == 5);
+  CHECK(contains(r.output, "zt: io error: trainer export --out " + unwritable));
+  CHECK_FALSE(std::filesystem::exists(unwritable + ".tmp"));
+}
+
+TEST_CASE(
+    "export round trip: init_from the step-2 export computes the checkpointed step 3's loss") {
+  TempDir dir;
+  // Exactly seq_len + 1 bytes: one window, so every sample of every step is the same and the
+  // two runs below see the same batch at their steps 3 and 1.
+  const std::string data = dir.file("one-window.txt");
+  zt::test::write_file(data, "zt exports weights to safetensors");
+  REQUIRE(std::filesystem::file_size(data) == 33);
+  auto r = run_command(
+      small_gpt(dir.file("first"), data, "--set run.steps=3 --set checkpoint.every_steps=2"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::vector<double> first = zt::test::losses_of(dir.file("first/metrics.jsonl"));
+  REQUIRE(first.size() == 3);
+
+  const std::string weights = dir.file("step2.safetensors");
+  r = run_command(export_cmd(dir.file("first/checkpoints/step-00000002"), weights));
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.output, "exported step 2 of "));
+
+  r = run_command(
+      small_gpt(dir.file("second"), data, "--set run.steps=1 --set model.init_from=" + weights));
+  REQUIRE(r.exit_code == 0);
+  const std::vector<double> second = zt::test::losses_of(dir.file("second/metrics.jsonl"));
+  REQUIRE(second.size() == 1);
+  CHECK(second[0] == first[2]);
+  // The seeded init alone gives the first run's step-1 loss, not this one.
+  CHECK(second[0] != first[0]);
+
+  r = run_command(
+      small_gpt(dir.file("third"), data,
+                "--set run.steps=1 --set model.n_layer=3 --set model.init_from=" + weights));
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "model.init_from = \"" + weights + "\" (--set model.init_from="));
+  CHECK(contains(r.output, "the file has no tensor 'transformer.h.2.ln_1.weight'"));
+}
