@@ -242,6 +242,16 @@ void TrainReport::log_checkpoint(const CheckpointEvent& e) {
   std::fflush(stdout);
 }
 
+void TrainReport::log_resume(int64_t step, const std::string& folder, double load_seconds) {
+  if (!file_) return;
+  std::ostringstream js;
+  js.precision(6);
+  js << "{\"event\":\"resume\",\"step\":" << step << ",\"folder\":" << nlohmann::json(folder).dump()
+     << ",\"load_s\":" << load_seconds << "}\n";
+  std::fputs(js.str().c_str(), file_);
+  std::fflush(file_);
+}
+
 void TrainReport::finish_progress() {
   if (file_ && tty_) std::printf("\n");
 }

@@ -87,6 +87,8 @@ class TrainReport {
   void log(const StepMetrics& m, const std::vector<RankMemory>& memory, const CommStats& comm);
   // One line on stdout and one in metrics.jsonl ("event":"checkpoint").
   void log_checkpoint(const CheckpointEvent& event);
+  // One metrics line for a resume: the step it continues and how long the load took.
+  void log_resume(int64_t step, const std::string& folder, double load_seconds);
   void finish_progress();
 
  private:

@@ -99,6 +99,7 @@ struct TrainRun {
   Schedule schedule{};
   int64_t next_sample = 0;  // where the next step's global batch starts in the data stream
   int64_t first_step = 0;   // steps trained before this process: the resumed checkpoint's
+  double load_seconds = 0;  // reading the resumed checkpoint into the engine
 };
 
 std::vector<Unit*> unit_pointers(const models::Model& model) {
@@ -235,13 +236,16 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
 // and RNG.
 void resume_from(TrainRun& run, const CheckpointReader& reader) {
   const TrainerState saved = TrainerState::from_json(reader.meta().trainer_state, reader.folder());
+  const auto t0 = std::chrono::steady_clock::now();
   run.setup.engine->load_checkpoint(reader);
+  run.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   restore_cpu_rng_state(saved.rng_state, reader.folder());
   run.first_step = reader.step();
   run.next_sample = saved.next_sample;
   if (run.env.rank != 0) return;
-  std::printf("resumed from %s at step %lld (saved by: %s)\n%s", reader.folder().c_str(),
-              static_cast<long long>(reader.step()), reader.meta().saved_by.c_str(),
+  std::printf("resumed from %s at step %lld (saved by: %s; loaded in %.3f s)\n%s",
+              reader.folder().c_str(), static_cast<long long>(reader.step()),
+              reader.meta().saved_by.c_str(), run.load_seconds,
               resume_differences(saved, trainer_state(run, reader.step())).c_str());
   std::fflush(stdout);
 }
@@ -327,6 +331,7 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   // After the resume succeeded: the metrics of the run it continues are kept until then.
   TrainReport report(leader ? out_dir + "/metrics.jsonl" : "", options.get_int("steps"),
                      options.get_int("log_every"), run.first_step);
+  if (resume) report.log_resume(run.first_step, resume->folder(), run.load_seconds);
   TrainSummary summary = train_loop(run, report, settings, checkpoints.get());
   complete_summary(run, summary);
   if (leader) print_summary(summary);

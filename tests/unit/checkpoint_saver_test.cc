@@ -7,7 +7,9 @@
 #include <sys/mount.h>
 
 #include <atomic>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "../test_util.h"
 #include "checkpoint_test_util.h"
@@ -155,14 +157,24 @@ TEST_CASE("checkpoint: a rank whose save fails makes rank 0 fail at once, naming
     // Long enough that waiting for it would exceed the test's own time limit.
     options.timeout = std::chrono::minutes(5);
     auto stores = zt::test::make_stores(world);
+    // Rank 2 fails once rank 1's part is written: rank 0 then removes the temporary folder with
+    // nobody still writing into it (a straggler racing that removal fails or leaves the folder
+    // for the next start, which is also fine but not what this test looks at).
+    std::atomic<bool> rank1_done{false};
     auto errors = zt::test::run_ranks(world, [&](int r) {
       zt::CheckpointSaver saver(options, *stores[r], r, world);
       auto fill = zt::test::model_fill(r, world, 2);
       if (r == 2) {
-        fill = [](zt::CheckpointRankWriter&) { throw zt::IoError("disk of rank 2 caught fire"); };
+        fill = [&](zt::CheckpointRankWriter&) {
+          for (int i = 0; i < 3000 && !rank1_done; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+          throw zt::IoError("disk of rank 2 caught fire");
+        };
       }
       zt::CheckpointSaverAccess::save(saver, fill, 2, zt::test::model_meta(2));
       saver.finish();
+      if (r == 1) rank1_done = true;
     });
     CHECK(!errors[1]);
     CHECK(zt::test::message(errors[2]) == "disk of rank 2 caught fire");
