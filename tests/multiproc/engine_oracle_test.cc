@@ -288,6 +288,10 @@ TEST_CASE("checkpoints: saved by one composition, loaded by another, training go
     CHECK(contains(rep, "tensor w0 is [17, 11] in the checkpoint "));
     CHECK(contains(rep, " but [20, 11] in this model; the checkpoint is of another model"));
   }
+  // One without an optimizer state this run's optimizer keeps is refused too (the worker saves it
+  // by hand, then trains on to show the refused load changed nothing).
+  expect_ok(run_engine(
+      1, {"--stage", "0", "--refuse_partial", "true", "--ckpt_dir", dir.file("partial")}));
 }
 
 TEST_CASE("checkpoints: a resume with the same composition continues bit for bit") {
