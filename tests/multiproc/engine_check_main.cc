@@ -16,6 +16,7 @@
 //                   [--accessors true|false]
 //                   [--save_at K --ckpt_dir D] [--record P]
 //                   [--load true --ckpt_dir D --saved_world W] [--compare P]
+//                   [--refuse_partial true --ckpt_dir D]
 // The engine, its plugins and tiers are wired by the trainer's own build_engine_setup
 // (trainer/engine_setup.h) from a zt::Config: the options above become --set overrides of
 // check_config()'s TOML (fp16 is not offered: the config refuses it on the CPU, where LibTorch
@@ -35,6 +36,8 @@
 // --load true starts from the latest checkpoint in D (saved by --saved_world ranks, any stage,
 // strategy or offload) and trains to --steps, the reference replaying the saved steps first;
 // --compare P requires the losses, scales and final parameters to equal P's bit for bit.
+// --refuse_partial true (one rank) first saves a checkpoint without exp_avg_sq into D by hand and
+// requires the engine to refuse loading it.
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -42,6 +45,7 @@
 #include <iostream>
 #include <map>
 
+#include "checkpoint_saver.h"  // core-internal: a save filled by hand (--refuse_partial)
 #include "engine_setup.h"
 #include "rank_check.h"
 #include "zt/checkpoint.h"
@@ -446,6 +450,49 @@ void check_early_reduce(const zt::EngineOptions& opt, uint64_t reduces) {
   }
 }
 
+// --refuse_partial (one rank): a checkpoint of this model holding the masters and exp_avg only,
+// as another optimizer's would, written by hand through the saver, must be refused by the load
+// naming exp_avg_sq, with nothing changed (the training that follows still matches).
+void check_partial_refused(zt::Engine& engine, zt::Store& store, std::chrono::milliseconds timeout,
+                           const std::string& dir) {
+  zt::CheckpointOptions options;
+  options.dir = dir;
+  options.async = false;
+  options.timeout = timeout;
+  options.job = "partial";
+  zt::CheckpointSaver saver(options, store, 0, 1);
+  std::vector<std::pair<zt::CheckpointPiece, at::Tensor>> pieces;
+  for (const std::string& name : engine.parameter_names()) {
+    pieces.push_back({{name, "param", 0, 0}, engine.full_fp32_param(name)});
+    pieces.push_back({{name, "exp_avg", 0, 0}, engine.full_optimizer_state(name, "exp_avg")});
+  }
+  auto fill = [&](zt::CheckpointRankWriter& w) {
+    for (auto& [piece, t] : pieces) {
+      if (piece.kind == "param") w.add_tensor({piece.tensor, t.sizes().vec()});
+    }
+    for (auto& [piece, t] : pieces) piece.end = t.numel();
+    for (auto& [piece, t] : pieces) w.declare(piece, false);
+    w.begin_data();
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const at::Tensor& t = pieces[i].second;
+      w.write(static_cast<int64_t>(i), 0, t.data_ptr<float>(), t.numel());
+    }
+    w.set_counters({});
+  };
+  zt::CheckpointSaverAccess::save(saver, fill, 0, {});
+  saver.finish();
+  try {
+    engine.load_checkpoint(zt::CheckpointReader(zt::resolve_checkpoint(dir)));
+  } catch (const zt::ConfigError& e) {
+    const std::string m = e.what();
+    zt::test::check(m.find("no optimizer state 'exp_avg_sq'") != std::string::npos &&
+                        m.find("plugins.optimizer") != std::string::npos,
+                    "the refusal does not name exp_avg_sq and plugins.optimizer: " + m);
+    return;
+  }
+  throw CheckFailed("a checkpoint without exp_avg_sq was loaded");
+}
+
 // One rank's check: train through the engine and the reference side by side, compare.
 std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_dir) {
   auto timeout = std::chrono::milliseconds(60000);
@@ -475,6 +522,7 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   };
   Reference reference;
   if (accessors) check_names(engine);
+  if (a["refuse_partial"] == "true") check_partial_refused(engine, *store, timeout, a["ckpt_dir"]);
   const int64_t first = a["load"] == "true" ? resume(engine, reference, a, opt, accessors) : 0;
   auto saver = make_saver(a, *store, env, timeout, setup->tiers.job);
   const at::ScalarType dt = opt.compute_dtype;
@@ -547,7 +595,8 @@ int main(int argc, char** argv) {
          {"record", ""},
          {"load", "false"},
          {"saved_world", "0"},
-         {"compare", ""}};
+         {"compare", ""},
+         {"refuse_partial", "false"}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   kHidden = std::stoll(a["hidden"]);
   zt::RankEnv env = zt::discover_rank_env();
