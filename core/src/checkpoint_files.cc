@@ -5,6 +5,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -51,6 +53,80 @@ int pwrite_direct(const std::string& path, const void* data, int64_t bytes, int6
   int err = pwrite_full(fd, data, bytes, offset);
   if (::close(fd) != 0 && err == 0) err = errno;
   return err;
+}
+
+void SequentialDirectWriter::Free::operator()(char* p) const { std::free(p); }
+
+SequentialDirectWriter::SequentialDirectWriter(std::string path, int64_t file_offset,
+                                               BufferedWrite buffered, int64_t staging_bytes)
+    : path_(std::move(path)),
+      position_(file_offset),
+      buffered_(std::move(buffered)),
+      capacity_(std::max(staging_bytes / kDirectAlignment, int64_t{2}) * kDirectAlignment) {
+  void* p = nullptr;
+  if (::posix_memalign(&p, static_cast<size_t>(kDirectAlignment), static_cast<size_t>(capacity_)) !=
+      0) {
+    throw IoError("checkpoint: cannot allocate " + std::to_string(capacity_) +
+                  " bytes of staging memory for " + path_);
+  }
+  staging_.reset(static_cast<char*>(p));
+  direct_fd_ = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  direct_ok_ = direct_fd_ >= 0;
+}
+
+SequentialDirectWriter::~SequentialDirectWriter() {
+  if (direct_fd_ >= 0) ::close(direct_fd_);
+}
+
+void SequentialDirectWriter::append(const void* data, int64_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const int64_t n = std::min(bytes, capacity_ - staged_);
+    std::memcpy(staging_.get() + staged_, p, static_cast<size_t>(n));
+    staged_ += n;
+    p += n;
+    bytes -= n;
+    if (staged_ == capacity_) drain(/*all=*/false);
+  }
+}
+
+void SequentialDirectWriter::flush() { drain(/*all=*/true); }
+
+// Writes the staged bytes: an unaligned head through the page cache (so the rest starts on a
+// block of the file), whole blocks direct, and the rest kept for the next blocks (or, with
+// `all`, written through the page cache too).
+void SequentialDirectWriter::drain(bool all) {
+  char* base = staging_.get();
+  auto consume = [&](int64_t n) {
+    std::memmove(base, base + n, static_cast<size_t>(staged_ - n));
+    position_ += n;
+    staged_ -= n;
+  };
+  const int64_t head = std::min(
+      staged_, (kDirectAlignment - position_ % kDirectAlignment) % kDirectAlignment);
+  if (head > 0) {
+    buffered_(position_, base, head);
+    consume(head);
+  }
+  const int64_t blocks = staged_ / kDirectAlignment * kDirectAlignment;
+  if (blocks > 0 && direct_ok_) {
+    const int err = pwrite_full(direct_fd_, base, blocks, position_);
+    if (err == EINVAL) {
+      direct_ok_ = false;  // the filesystem refuses direct I/O after all
+    } else if (err != 0) {
+      throw IoError("cannot write " + std::to_string(blocks) + " bytes to " + path_ +
+                    " at offset " + std::to_string(position_) + ": " + errno_text(err) +
+                    (err == ENOSPC ? "; the disk is full: free space or point checkpoint.dir "
+                                     "elsewhere"
+                                   : "; check the storage"));
+    } else {
+      consume(blocks);
+    }
+  }
+  if ((all || !direct_ok_) && staged_ > 0) {
+    buffered_(position_, base, staged_);
+    consume(staged_);
+  }
 }
 
 int64_t pread_full(int fd, void* data, int64_t bytes, int64_t offset) {

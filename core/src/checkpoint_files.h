@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace zt::ckpt {
@@ -30,6 +32,44 @@ constexpr int64_t kDirectAlignment = 4096;
 // EINVAL when the filesystem refuses direct I/O (tmpfs; the caller then writes buffered), or
 // the errno of the failure.
 int pwrite_direct(const std::string& path, const void* data, int64_t bytes, int64_t offset);
+
+// Bytes written one after the other from a file offset on, gathered in an aligned staging buffer
+// so that whole blocks go to disk with direct I/O (what a synchronous save writes, piece after
+// piece, and the streamed pieces of an asynchronous one). The unaligned head and tail, and all
+// of it where the filesystem refuses direct I/O, go through `buffered` (a page-cache write at a
+// file offset that throws IoError on failure).
+class SequentialDirectWriter {
+ public:
+  using BufferedWrite = std::function<void(int64_t file_offset, const char* data, int64_t bytes)>;
+  // `path` is the file (already created); writing starts at `file_offset`.
+  SequentialDirectWriter(std::string path, int64_t file_offset, BufferedWrite buffered,
+                         int64_t staging_bytes = int64_t{8} << 20);
+  ~SequentialDirectWriter();
+  SequentialDirectWriter(const SequentialDirectWriter&) = delete;
+  SequentialDirectWriter& operator=(const SequentialDirectWriter&) = delete;
+
+  // The next `bytes` of the file. Throws IoError naming the file (ENOSPC: the disk is full).
+  void append(const void* data, int64_t bytes);
+  // Writes what is staged. Call once at the end; append() must not follow.
+  void flush();
+  // The file offset the next append() writes at.
+  int64_t position() const { return position_ + staged_; }
+
+ private:
+  void drain(bool all);
+
+  std::string path_;
+  int64_t position_;  // file offset of the first staged byte
+  BufferedWrite buffered_;
+  int64_t capacity_;
+  struct Free {
+    void operator()(char* p) const;
+  };
+  std::unique_ptr<char, Free> staging_;
+  int64_t staged_ = 0;
+  int direct_fd_ = -1;  // -1 after the filesystem refused O_DIRECT: everything goes buffered
+  bool direct_ok_ = true;
+};
 
 // zlib's crc32, continued from `crc` (0 starts one), over any number of bytes.
 uint32_t crc32_update(uint32_t crc, const void* data, int64_t bytes);

@@ -111,6 +111,12 @@ void CheckpointRankWriter::Impl::begin_data() {
   data_started_ = true;
   check_free_space();
   if (setup_.snapshot) buffer_ = setup_.snapshot->reserve(buffer_bytes_);
+  // The pieces written as they come follow the snapshot, in declaration order.
+  sequential_ = std::make_unique<ckpt::SequentialDirectWriter>(
+      path_, file_.header_bytes() + buffer_bytes_,
+      [this](int64_t file_offset, const char* data, int64_t bytes) {
+    file_.write_data(file_offset - file_.header_bytes(), data, bytes);
+      });
 }
 
 void CheckpointRankWriter::Impl::check_free_space() const {
@@ -152,7 +158,16 @@ void CheckpointRankWriter::Impl::write(int64_t index, int64_t offset, const floa
   if (p.buffered) {
     if (bytes > 0) std::memcpy(buffer_ + p.buffer_offset + at, data, static_cast<size_t>(bytes));
   } else {
-    file_.write(p.entry, at, data, bytes);
+    const int64_t file_offset = file_.header_bytes() +
+                                file_.entries()[static_cast<size_t>(p.entry)].begin + at;
+    if (sequential_ && file_offset == sequential_->position()) {
+      sequential_->append(data, bytes);
+    } else {
+      // Out of file order (not what the engine does): write in place, through the page cache.
+      if (sequential_) sequential_->flush();
+      sequential_.reset();
+      file_.write(p.entry, at, data, bytes);
+    }
     p.crc32 = ckpt::crc32_update(p.crc32, data, bytes);
   }
   p.written += count;
@@ -204,6 +219,8 @@ ckpt::RankReport CheckpointRankWriter::Impl::finish_file() {
     }
   }
   write_snapshot();
+  if (sequential_) sequential_->flush();
+  sequential_.reset();
   file_.close(/*sync=*/true);
   ckpt::fsync_dir(setup_.folder);
   ckpt::RankReport r;

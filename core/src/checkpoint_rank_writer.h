@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "checkpoint_files.h"
 #include "checkpoint_manifest.h"
 #include "zt/checkpoint.h"
 #include "zt/safetensors.h"
@@ -91,6 +92,7 @@ class CheckpointRankWriter::Impl {
   std::unordered_map<std::string, int64_t> numel_;
   std::vector<Piece> pieces_;
   SafetensorsWriter file_;
+  std::unique_ptr<ckpt::SequentialDirectWriter> sequential_;  // pieces not in the snapshot
   char* buffer_ = nullptr;
   int64_t buffer_bytes_ = 0;
   bool data_started_ = false, counters_set_ = false;

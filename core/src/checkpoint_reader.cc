@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "checkpoint_files.h"
 #include "checkpoint_layout.h"
@@ -60,7 +61,13 @@ class CheckpointReader::Impl {
   int open_file(size_t index) const;
   void read_piece(const ckpt::PieceRecord& p, int64_t lo, int64_t hi, float* at_lo) const;
 
+  void read_range(const ckpt::PieceRecord& p, int64_t lo, int64_t hi, float* at_lo) const;
+
   std::map<std::pair<std::string, std::string>, std::vector<const ckpt::PieceRecord*>> pieces_;
+  // Pieces whose crc32 this reader has checked: later reads take only the range they need, so
+  // a loader going tile by tile through a large piece reads it whole once, not once per tile.
+  mutable std::mutex verified_mu_;
+  mutable std::unordered_set<const ckpt::PieceRecord*> verified_;
   std::unordered_map<std::string, size_t> file_index_;
   std::vector<std::unique_ptr<RankFile>> files_;
 };
@@ -182,9 +189,33 @@ int CheckpointReader::Impl::open_file(size_t index) const {
   return f.fd;
 }
 
-// Reads piece `p` whole (to check its crc32), its elements [lo, hi) into `at_lo`.
+// Elements [lo, hi) of a piece already checked, and nothing else.
+void CheckpointReader::Impl::read_range(const ckpt::PieceRecord& p, int64_t lo, int64_t hi,
+                                        float* at_lo) const {
+  const size_t file = file_index_.at(p.file);
+  const int64_t bytes = (hi - lo) * static_cast<int64_t>(sizeof(float));
+  const int64_t offset = p.offset + (lo - p.piece.begin) * static_cast<int64_t>(sizeof(float));
+  const int64_t got = ckpt::pread_full(open_file(file), at_lo, bytes, offset);
+  if (got != bytes) {
+    throw IoError("cannot read " + std::to_string(bytes) + " bytes at offset " +
+                  std::to_string(offset) + " of " + files_[file]->path + " (" + p.piece.kind +
+                  " of tensor " + p.piece.tensor +
+                  "): " + (got < 0 ? ckpt::errno_text(errno) : std::string("the file ends early")));
+  }
+}
+
+// Reads piece `p` whole (to check its crc32) the first time, its elements [lo, hi) into `at_lo`.
 void CheckpointReader::Impl::read_piece(const ckpt::PieceRecord& p, int64_t lo, int64_t hi,
                                         float* at_lo) const {
+  bool checked = false;
+  {
+    std::lock_guard<std::mutex> lock(verified_mu_);
+    checked = verified_.count(&p) > 0;
+  }
+  if (checked) {
+    read_range(p, lo, hi, at_lo);
+    return;
+  }
   const size_t file = file_index_.at(p.file);
   const int fd = open_file(file);
   std::vector<char> scratch;
@@ -219,6 +250,8 @@ void CheckpointReader::Impl::read_piece(const ckpt::PieceRecord& p, int64_t lo, 
                   ", saved " + ckpt::crc32_hex(p.crc32) +
                   "); the file is damaged; resume from an older checkpoint");
   }
+  std::lock_guard<std::mutex> lock(verified_mu_);
+  verified_.insert(&p);
 }
 
 void CheckpointReader::Impl::read(const std::string& tensor, const std::string& kind, int64_t begin,
