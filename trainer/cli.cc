@@ -1,6 +1,7 @@
 #include "cli.h"
 
 #include <cstdlib>
+#include <functional>
 
 #include "zt/error.h"
 
@@ -27,34 +28,86 @@ Exit codes: 0 ok, 2 config, 3 plugin, 4 communication, 5 I/O, 6 numeric, 7 inter
 )";
 }
 
+namespace {
+
+// The subcommand words at the front ("export", "plugins list", "plugins describe ID"): sets the
+// command and returns how many arguments they took.
+size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
+  if (args.empty()) return 0;
+  if (args[0] == "export") {
+    out.command = Command::kExport;
+    return 1;
+  }
+  if (args[0] != "plugins") return 0;
+  if (args.size() < 2) throw ConfigError("'trainer plugins' needs 'list' or 'describe ID'");
+  if (args[1] == "list") {
+    out.command = Command::kPluginsList;
+    return 2;
+  }
+  if (args[1] != "describe") {
+    throw ConfigError("unknown 'trainer plugins " + args[1] + "'; use list or describe ID");
+  }
+  if (args.size() < 3 || args[2].rfind("--", 0) == 0) {
+    throw ConfigError("'trainer plugins describe' needs a plugin id, e.g. comm_ucx");
+  }
+  out.command = Command::kPluginsDescribe;
+  out.plugin_id = args[2];
+  return 3;
+}
+
+int parse_nproc(const std::string& v) {
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (*end != '\0' || n < 1 || n > 1024) {
+    throw ConfigError("--nproc " + v + ": expected a number of ranks from 1 to 1024");
+  }
+  return static_cast<int>(n);
+}
+
+// export's own flags; false for any other argument.
+bool parse_export_flag(const std::string& a, const std::function<std::string()>& value,
+                       CliArgs& out) {
+  if (out.command != Command::kExport) return false;
+  if (a == "--checkpoint") {
+    out.checkpoint = value();
+  } else if (a == "--out") {
+    out.out_path = value();
+  } else if (a == "--dtype") {
+    out.dtype = value();
+    if (out.dtype != "fp32" && out.dtype != "bf16" && out.dtype != "fp16") {
+      throw ConfigError("--dtype " + out.dtype + ": expected fp32, bf16 or fp16");
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void check_complete(const CliArgs& out) {
+  if (out.command == Command::kExport && (out.checkpoint.empty() || out.out_path.empty())) {
+    throw ConfigError(
+        "trainer export needs --checkpoint DIR and --out FILE.safetensors; see trainer --help");
+  }
+  if (out.command == Command::kRun && out.config_path.empty()) {
+    throw ConfigError("no config given: trainer --config FILE (e.g. configs/smoke.toml); see "
+                      "trainer --help");
+  }
+}
+
+}  // namespace
+
 CliArgs parse_cli(const std::vector<std::string>& args) {
   CliArgs out;
-  size_t i = 0;
+  size_t i = parse_subcommand(args, out);
   auto value_of = [&](const std::string& flag) -> std::string {
     if (i + 1 >= args.size()) throw ConfigError(flag + " needs a value; see trainer --help");
     return args[++i];
   };
-  if (!args.empty() && args[0] == "export") {
-    out.command = Command::kExport;
-    i = 1;
-  } else if (!args.empty() && args[0] == "plugins") {
-    if (args.size() < 2) throw ConfigError("'trainer plugins' needs 'list' or 'describe ID'");
-    if (args[1] == "list") {
-      out.command = Command::kPluginsList;
-      i = 2;
-    } else if (args[1] == "describe") {
-      if (args.size() < 3 || args[2].rfind("--", 0) == 0) {
-        throw ConfigError("'trainer plugins describe' needs a plugin id, e.g. comm_ucx");
-      }
-      out.command = Command::kPluginsDescribe;
-      out.plugin_id = args[2];
-      i = 3;
-    } else {
-      throw ConfigError("unknown 'trainer plugins " + args[1] + "'; use list or describe ID");
-    }
-  }
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
+    if (parse_export_flag(
+            a, [&] { return value_of(a); }, out))
+      continue;
     if (a == "--help" || a == "-h") {
       out.command = Command::kHelp;
     } else if (a == "--version") {
@@ -69,39 +122,17 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.overrides.push_back(a.substr(6));
     } else if (a == "--resume") {
       out.overrides.push_back("checkpoint.resume=" + value_of(a));
-    } else if (a == "--checkpoint" && out.command == Command::kExport) {
-      out.checkpoint = value_of(a);
-    } else if (a == "--out" && out.command == Command::kExport) {
-      out.out_path = value_of(a);
-    } else if (a == "--dtype" && out.command == Command::kExport) {
-      out.dtype = value_of(a);
-      if (out.dtype != "fp32" && out.dtype != "bf16" && out.dtype != "fp16") {
-        throw ConfigError("--dtype " + out.dtype + ": expected fp32, bf16 or fp16");
-      }
     } else if (a == "--print-config") {
       out.print_config = true;
     } else if (a == "--plugin-dir") {
       out.plugin_dirs.push_back(value_of(a));
     } else if (a == "--nproc") {
-      std::string v = value_of(a);
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (*end != '\0' || n < 1 || n > 1024) {
-        throw ConfigError("--nproc " + v + ": expected a number of ranks from 1 to 1024");
-      }
-      out.nproc = static_cast<int>(n);
+      out.nproc = parse_nproc(value_of(a));
     } else {
       throw ConfigError("unknown argument '" + a + "'; see trainer --help");
     }
   }
-  if (out.command == Command::kExport && (out.checkpoint.empty() || out.out_path.empty())) {
-    throw ConfigError(
-        "trainer export needs --checkpoint DIR and --out FILE.safetensors; see trainer --help");
-  }
-  if (out.command == Command::kRun && out.config_path.empty()) {
-    throw ConfigError("no config given: trainer --config FILE (e.g. configs/smoke.toml); see "
-                      "trainer --help");
-  }
+  check_complete(out);
   return out;
 }
 
