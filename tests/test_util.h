@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -77,6 +78,20 @@ inline std::vector<double> losses_of(const std::filesystem::path& metrics) {
       out.push_back(std::strtod(line.c_str() + at + key.size(), nullptr));
   }
   return out;
+}
+
+// The message of the E that `f()` throws: "wrong exception type: ..." for another exception,
+// "no exception" when it throws none.
+template <typename E, typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("wrong exception type: ") + e.what();
+  }
+  return "no exception";
 }
 
 inline bool contains(const std::string& haystack, const std::string& needle) {

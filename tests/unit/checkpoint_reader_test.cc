@@ -12,6 +12,7 @@
 #include "zt/safetensors.h"
 
 namespace fs = std::filesystem;
+using zt::test::error_of;
 
 namespace {
 
@@ -25,18 +26,6 @@ struct Saved {
   }
   fs::path rank_file(int r) const { return folder / zt::test::rank_file(r, 2); }
 };
-
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("wrong exception type: ") + e.what();
-  }
-  return "no exception";
-}
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

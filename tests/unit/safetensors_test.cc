@@ -32,14 +32,7 @@ std::vector<float> iota_floats(size_t n, float start) {
 
 template <typename E>
 std::string message_of(const std::string& path) {
-  try {
-    zt::SafetensorsReader r(path);
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("wrong exception type: ") + e.what();
-  }
-  return "no exception";
+  return zt::test::error_of<E>([&] { zt::SafetensorsReader r(path); });
 }
 
 }  // namespace

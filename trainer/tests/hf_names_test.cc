@@ -82,14 +82,7 @@ std::map<std::string, at::Tensor> params_of(const Model& model) {
 
 template <typename E>
 std::string load_error(Model& model, const std::string& path) {
-  try {
-    zt::models::load_weights(model, path, "job.toml:7:1");
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    return std::string("wrong exception type: ") + e.what();
-  }
-  return "no exception";
+  return zt::test::error_of<E>([&] { zt::models::load_weights(model, path, "job.toml:7:1"); });
 }
 
 }  // namespace
