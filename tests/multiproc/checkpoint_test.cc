@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../test_util.h"
+#include "small_gpt_job.h"
 #include "zt/checkpoint.h"
 #include "zt/safetensors.h"
 
@@ -31,15 +32,9 @@ using zt::test::TempDir;
 
 namespace {
 
-std::string trainer() { return ZT_TEST_TRAINER; }
-
-// The shipped stage-3 config (2 ranks, shard_bucket, cosine schedule), small.
+// The shipped stage-3 config (2 ranks, shard_bucket, cosine schedule), small and quiet.
 std::string tiny_job(const std::string& out_dir, const std::string& extra = "") {
-  return trainer() +
-         " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR
-         "/README.md --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 --set "
-         "model.seq_len=32 --set run.log_every=1000 --set run.out_dir=" +
-         out_dir + " " + extra;
+  return zt::test::small_gpt_job(out_dir, "--set run.log_every=1000 " + extra);
 }
 
 bool wait_until(const std::function<bool()>& ready, std::chrono::milliseconds timeout) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../test_util.h"
+#include "small_gpt_job.h"
 #include "zt/checkpoint.h"
 #include "zt/safetensors.h"
 
@@ -24,13 +25,9 @@ namespace {
 
 std::string trainer() { return ZT_TEST_TRAINER; }
 
-// The shipped stage-3 config on 2 ranks, small: n_layer 2, d_model 64, seq_len 32.
 std::string small_gpt(const std::string& out_dir, const std::string& data,
                       const std::string& extra) {
-  return trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" + data +
-         " --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 "
-         "--set model.seq_len=32 --set run.out_dir=" +
-         out_dir + " " + extra;
+  return zt::test::small_gpt_job(out_dir, extra, data);
 }
 
 std::string export_cmd(const std::string& checkpoint, const std::string& out,

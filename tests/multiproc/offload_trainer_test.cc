@@ -10,6 +10,7 @@
 #include <regex>
 
 #include "../test_util.h"
+#include "small_gpt_job.h"
 
 using zt::test::contains;
 using zt::test::run_command;
@@ -23,15 +24,11 @@ std::string trainer() { return ZT_TEST_TRAINER; }
 // The shipped stage-3 config, small, with optimizer states on NVMe and parameters in host memory.
 std::string offload_job(const std::string& out_dir, const std::string& nvme,
                         const std::string& extra = "") {
-  return trainer() +
-         " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR
-         "/README.md --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 --set "
-         "model.seq_len=32 "
-         "--set run.steps=3 --set run.out_dir=" +
-         out_dir +
-         " --set plugins.offload_optimizer=offload_nvme "
-         "--set plugins.offload_param=offload_cpu --set plugin.offload_nvme.path=" +
-         nvme + " --set zero.sub_group_size=4096 " + extra;
+  return zt::test::small_gpt_job(out_dir,
+                                 "--set run.steps=3 --set plugins.offload_optimizer=offload_nvme "
+                                 "--set plugins.offload_param=offload_cpu "
+                                 "--set plugin.offload_nvme.path=" +
+                                     nvme + " --set zero.sub_group_size=4096 " + extra);
 }
 
 int64_t lines_of(const std::string& path) {

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "../test_util.h"
+#include "small_gpt_job.h"
 #include "zt/blas.h"
 #include "zt/launcher.h"
 
@@ -137,14 +138,9 @@ TEST_CASE("killing one rank of `trainer --nproc 2` stops the job and names the r
 
 namespace {
 
-// A small, fast variant of the shipped stage-3 config.
+// A small, fast variant of the shipped stage-3 config: 3 steps.
 std::string tiny_train(const std::string& out_dir, const std::string& extra = "") {
-  return trainer() +
-         " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR
-         "/README.md --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 --set "
-         "model.seq_len=32 "
-         "--set run.steps=3 --set run.out_dir=" +
-         out_dir + " " + extra;
+  return zt::test::small_gpt_job(out_dir, "--set run.steps=3 " + extra);
 }
 
 }  // namespace

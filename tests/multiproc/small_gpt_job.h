@@ -1,0 +1,20 @@
+// The trainer command line the multi-process tests build on: the shipped stage-3 config (2 ranks,
+// shard_bucket, comm_ucx) shrunk to a GPT of 2 layers, d_model 64, 2 heads and seq_len 32, so a
+// step takes milliseconds. Tests add what they vary as --set overrides in `extra`.
+#pragma once
+
+#include <string>
+
+namespace zt::test {
+
+// Trains on `data` (this repository's README.md unless given) and writes to `out_dir`.
+inline std::string small_gpt_job(const std::string& out_dir, const std::string& extra = "",
+                                 const std::string& data = ZT_TEST_SOURCE_DIR "/README.md") {
+  return std::string(ZT_TEST_TRAINER) +
+         " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" + data +
+         " --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 "
+         "--set model.seq_len=32 --set run.out_dir=" +
+         out_dir + " " + extra;
+}
+
+}  // namespace zt::test
