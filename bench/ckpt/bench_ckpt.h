@@ -29,7 +29,7 @@ struct CkptResult {
   CkptConfig config;
   int64_t model_params = 0;       // from the checkpoint's manifest
   int64_t bytes = 0;              // the whole checkpoint (every rank file and the manifest)
-  int64_t rank0_bytes = 0;        // rank 0's file
+  int64_t rank_bytes = 0;         // one rank's share of the files
   double save_s = 0;              // synchronous save: how long the step stopped
   double stall_s = 0;             // asynchronous save: how long the step stopped
   double async_write_s = 0;       // asynchronous save: until rank 0's file was on disk
@@ -41,8 +41,8 @@ struct CkptResult {
   int64_t tier_buffer_bytes = 0;  // offload_nvme's own buffer pool (buffer_count x buffer_mb)
   bool offloaded_to_files() const { return config.offload_optimizer == "offload_nvme"; }
   double save_gbps() const { return save_s > 0 ? bytes / save_s / 1e9 : 0; }
-  // What an asynchronous save may cost the step: copying rank 0's bytes once in memory.
-  double memcpy_s() const { return memcpy_gbps > 0 ? rank0_bytes / memcpy_gbps / 1e9 : 0; }
+  // What an asynchronous save may cost the step: copying one rank's bytes once in memory.
+  double memcpy_s() const { return memcpy_gbps > 0 ? rank_bytes / memcpy_gbps / 1e9 : 0; }
 };
 
 }  // namespace zt::bench

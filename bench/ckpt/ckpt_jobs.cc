@@ -67,7 +67,7 @@ JobMetrics read_job_metrics(const std::string& metrics_path) {
     if (event == "checkpoint") {
       m.stall_s.push_back(j.at("stall_s").get<double>());
       m.write_s.push_back(j.at("write_s").get<double>());
-      m.rank0_bytes = j.at("bytes").get<int64_t>();
+      m.checkpoint_bytes = j.at("bytes").get<int64_t>();
       m.last_folder = j.at("folder").get<std::string>();
     } else if (event == "resume") {
       m.load_s = j.at("load_s").get<double>();

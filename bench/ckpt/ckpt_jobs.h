@@ -27,10 +27,10 @@ std::vector<std::string> ckpt_job_command(const CkptConfig& config, JobKind kind
 struct JobMetrics {
   std::vector<double> stall_s;  // per completed save, in order
   std::vector<double> write_s;
-  int64_t rank0_bytes = 0;     // rank 0's file of the last save
-  std::string last_folder;     // the last save's folder
-  double load_s = -1;          // a resumed run: reading the checkpoint
-  int64_t rank0_peak_rss = 0;  // the last step's peak RSS of rank 0
+  int64_t checkpoint_bytes = 0;  // every rank's file of the last save
+  std::string last_folder;       // the last save's folder
+  double load_s = -1;            // a resumed run: reading the checkpoint
+  int64_t rank0_peak_rss = 0;    // the last step's peak RSS of rank 0
 };
 
 // Reads `metrics_path`. Throws IoError when it is missing or a line does not parse.

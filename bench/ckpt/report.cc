@@ -36,7 +36,8 @@ void print_report(const std::vector<CkptResult>& results) {
       "\nsave_s: a synchronous save (the step waits for the files, fsync and the publish); GB/s: "
       "the whole checkpoint over save_s, next to dd oflag=direct writing as many bytes to the same "
       "folder in this run (target ratio >= 0.8).\nstall_s: how long an asynchronous save held the "
-      "step, next to copying rank 0's bytes once in memory (memcpy_s) and as a share of the "
+      "step, next to copying one rank's share of the bytes once in memory (memcpy_s) and as a "
+      "share of the "
       "synchronous save (target <= 10%%). States in a file tier are streamed to the checkpoint "
       "before the step goes on, so their save cannot be hidden.\n");
   for (const CkptResult& r : results) {
@@ -59,7 +60,7 @@ void write_json(const std::vector<CkptResult>& results, const std::string& path)
         << ", \"model_params\": " << r.model_params << ", \"world\": " << r.config.world
         << ", \"stage\": " << r.config.stage
         << ", \"offload\": " << json_string(offload_text(r.config)) << ", \"bytes\": " << r.bytes
-        << ", \"rank0_bytes\": " << r.rank0_bytes << ", \"save_s\": " << json_number(r.save_s)
+        << ", \"rank_bytes\": " << r.rank_bytes << ", \"save_s\": " << json_number(r.save_s)
         << ", \"stall_s\": " << json_number(r.stall_s)
         << ", \"async_write_s\": " << json_number(r.async_write_s)
         << ", \"load_s\": " << json_number(r.load_s)
