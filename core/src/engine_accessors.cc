@@ -25,8 +25,7 @@ std::string some_of(const std::vector<std::string>& names) {
 std::pair<int64_t, int64_t> held_part(const ModelLayout& layout, int p) {
   const ParamSlot& slot = layout.params[p];
   const ParamGroup& g = layout.groups[slot.group];
-  return {std::max(g.first, slot.offset),
-          std::min(g.first + g.shard, slot.offset + slot.tensor.numel())};
+  return param_overlap(slot, g.first, g.first + g.shard);
 }
 
 }  // namespace

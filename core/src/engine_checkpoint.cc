@@ -25,9 +25,8 @@ FlatRange saved_range(const ParamGroup& g, int world, int rank) {
 
 // The part of `range` that is parameter `p`, in the parameter's own flattened index.
 FlatRange param_part(const ParamSlot& p, FlatRange range) {
-  const int64_t numel = p.tensor.numel();
-  return {std::max(range.begin, p.offset) - p.offset,
-          std::min(range.end, p.offset + numel) - p.offset};
+  const auto [lo, hi] = param_overlap(p, range.begin, range.end);
+  return {lo - p.offset, hi - p.offset};
 }
 
 std::string shape_text(const std::vector<int64_t>& shape) {

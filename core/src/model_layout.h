@@ -9,8 +9,10 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "zt/shard_strategy.h"
@@ -24,6 +26,14 @@ struct ParamSlot {
   int group = -1;
   int64_t offset = 0;  // elements into the group's flat buffer
 };
+
+// The flat-buffer positions [first, second) of `slot`'s group that lie in [begin, end) and belong
+// to the parameter (empty when second <= first): what a rank holding or saving that range has of
+// it.
+inline std::pair<int64_t, int64_t> param_overlap(const ParamSlot& slot, int64_t begin,
+                                                 int64_t end) {
+  return {std::max(begin, slot.offset), std::min(end, slot.offset + slot.tensor.numel())};
+}
 
 struct ParamGroup {
   std::vector<int> params;  // indices into ModelLayout::params, in flat-offset order
