@@ -65,9 +65,13 @@ EngineOptions engine_options_from_config(const Config& config) {
   return o;
 }
 
-EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& store,
-                               std::chrono::milliseconds timeout, const std::vector<Unit*>& units,
-                               const std::function<void(EngineOptions&)>& adjust) {
+namespace {
+
+// Everything but the engine, which `make_engine` builds over the parts.
+EngineSetup build_setup(const Config& config, const RankEnv& env, Store& store,
+                        std::chrono::milliseconds timeout,
+                        const std::function<void(EngineOptions&)>& adjust,
+                        const std::function<std::unique_ptr<Engine>(EngineSetup&)>& make_engine) {
   PluginCatalog& catalog = config.catalog();
   const Options& plugins = config.section("plugins");
   EngineSetup s;
@@ -81,9 +85,28 @@ EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& 
   s.tiers = make_offload_tiers(config, env, store, timeout);
   s.options = engine_options_from_config(config);
   if (adjust) adjust(s.options);
-  s.engine = std::make_unique<Engine>(units, *s.comm, *s.strategy, *s.optimizer, s.options,
-                                      s.tiers.engine_tiers());
+  s.engine = make_engine(s);
   return s;
+}
+
+}  // namespace
+
+EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& store,
+                               std::chrono::milliseconds timeout, const std::vector<Unit*>& units,
+                               const std::function<void(EngineOptions&)>& adjust) {
+  return build_setup(config, env, store, timeout, adjust, [&](EngineSetup& s) {
+    return std::make_unique<Engine>(units, *s.comm, *s.strategy, *s.optimizer, s.options,
+                                    s.tiers.engine_tiers());
+  });
+}
+
+EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& store,
+                               std::chrono::milliseconds timeout, ModelSource& source,
+                               const std::function<void(EngineOptions&)>& adjust) {
+  return build_setup(config, env, store, timeout, adjust, [&](EngineSetup& s) {
+    return std::make_unique<Engine>(source, *s.comm, *s.strategy, *s.optimizer, s.options,
+                                    s.tiers.engine_tiers());
+  });
 }
 
 }  // namespace zt::trainer

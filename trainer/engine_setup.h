@@ -13,6 +13,7 @@
 #include "zt/communicator.h"
 #include "zt/config.h"
 #include "zt/engine.h"
+#include "zt/model_source.h"
 #include "zt/optimizer.h"
 #include "zt/rendezvous.h"
 #include "zt/shard_strategy.h"
@@ -50,6 +51,11 @@ struct EngineSetup {
 // PluginError, CommError, IoError).
 EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& store,
                                std::chrono::milliseconds timeout, const std::vector<Unit*>& units,
+                               const std::function<void(EngineOptions&)>& adjust = {});
+// The same with the engine building the model from `source`, one unit at a time (zero.Init);
+// the engine owns the units.
+EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& store,
+                               std::chrono::milliseconds timeout, ModelSource& source,
                                const std::function<void(EngineOptions&)>& adjust = {});
 
 }  // namespace zt::trainer

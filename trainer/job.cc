@@ -101,8 +101,10 @@ int run_job(const Config& config, const CliArgs& args, const std::vector<std::st
   }
   std::unique_ptr<Store> store = rendezvous(addr, port, env.rank, env.world, timeout);
   (void)args;
-  if (run.get_string("task") == "smoke") return run_smoke(config, *store, env, timeout);
-  return run_train(config, *store, env, timeout);
+  const int code = run.get_string("task") == "smoke" ? run_smoke(config, *store, env, timeout)
+                                                     : run_train(config, *store, env, timeout);
+  depart(*store, env.rank, env.world, timeout);
+  return code;
 }
 
 }  // namespace zt::trainer

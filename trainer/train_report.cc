@@ -66,7 +66,8 @@ void keep_lines_up_to(const std::string& path, int64_t last) {
 
 // Bytes rank memory `x` holds in tier `t`: the roles it serves.
 int64_t tier_bytes(const RankMemory& x, const TrainSummary::Tier& t) {
-  return (t.holds_optimizer ? x.offload_optimizer : 0) + (t.holds_params ? x.offload_param : 0);
+  return (t.holds_optimizer ? x.offload_optimizer + x.offload_grads : 0) +
+         (t.holds_params ? x.offload_param : 0);
 }
 
 void print_memory_table(const TrainSummary& s) {
@@ -99,7 +100,20 @@ void print_offload_io(const TrainSummary& s) {
                 mib_text(t.stats.bytes_written).c_str(), static_cast<long long>(t.stats.writes),
                 mib_text(t.stats.staging_bytes).c_str());
   }
-  std::printf(" engine tile/fetch buffers %s\n", mib_text(s.memory[0].offload_staging).c_str());
+  std::printf(" engine tile/fetch buffers %s (peak %s)\n",
+              mib_text(s.memory[0].offload_staging).c_str(),
+              mib_text(s.memory[0].offload_staging_peak).c_str());
+}
+
+// Rank 0's step time by part, when the engine measured it.
+void print_times(const TrainSummary& s) {
+  const TimeSplit t = split_times(s.times);
+  if (t.total() <= 0 || s.steps <= 0) return;
+  const double n = static_cast<double>(s.steps);
+  std::printf("time per step (rank 0): compute %.3f s, read wait %.3f s, write wait %.3f s, "
+              "comm wait %.3f s, optimizer %.3f s (engine %.3f s of %.3f s)\n",
+              t.compute / n, t.read_wait / n, t.write_wait / n, t.comm_wait / n, t.optimizer / n,
+              t.total() / n, s.seconds / n);
 }
 
 void print_collectives(const CommStats& stats) {
@@ -118,8 +132,31 @@ void print_summary(const TrainSummary& summary) {
   print_totals(summary);
   print_memory_table(summary);
   print_offload_io(summary);
+  print_times(summary);
   print_collectives(summary.comm);
   std::printf("metrics: %s/metrics.jsonl\n", summary.out_dir.c_str());
+}
+
+TimeSplit split_times(const EngineTimes& t) {
+  TimeSplit s;
+  s.read_wait = t.read_wait;
+  s.write_wait = t.write_wait;
+  s.comm_wait = t.comm_wait;
+  s.optimizer = t.optimizer;
+  s.compute = std::max(
+      0.0, t.forward_backward + t.step - t.read_wait - t.write_wait - t.comm_wait - t.optimizer);
+  return s;
+}
+
+EngineTimes times_since(const EngineTimes& now, const EngineTimes& before) {
+  EngineTimes d;
+  d.forward_backward = now.forward_backward - before.forward_backward;
+  d.step = now.step - before.step;
+  d.optimizer = now.optimizer - before.optimizer;
+  d.comm_wait = now.comm_wait - before.comm_wait;
+  d.read_wait = now.read_wait - before.read_wait;
+  d.write_wait = now.write_wait - before.write_wait;
+  return d;
 }
 
 RankMemory measure_memory(const MemoryReport& m, int stage) {
@@ -133,7 +170,9 @@ RankMemory measure_memory(const MemoryReport& m, int stage) {
   r.gathered_peak = m.params_gathered_peak;
   r.offload_optimizer = m.offload_optimizer;
   r.offload_param = m.offload_param;
+  r.offload_grads = m.offload_grads;
   r.offload_staging = m.offload_staging;
+  r.offload_staging_peak = m.offload_staging_peak;
   // 0 where the kernel does not say (the tables show 0.0 MiB rather than a negative size).
   r.rss = std::max<int64_t>(0, process_rss_bytes());
   r.peak_rss = std::max<int64_t>(0, process_peak_rss_bytes());
@@ -142,10 +181,11 @@ RankMemory measure_memory(const MemoryReport& m, int stage) {
 
 std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine) {
   const int n = comm.size();
-  constexpr int kFields = 10;
+  constexpr int kFields = 12;
   at::Tensor local = at::tensor({mine.params, mine.grads, mine.master, mine.optimizer_states,
                                  mine.gathered_peak, mine.rss, mine.peak_rss,
-                                 mine.offload_optimizer, mine.offload_param, mine.offload_staging},
+                                 mine.offload_optimizer, mine.offload_param, mine.offload_grads,
+                                 mine.offload_staging, mine.offload_staging_peak},
                                 at::kLong)
                          .to(at::kDouble);
   at::Tensor all = at::empty({kFields * n}, at::kDouble);
@@ -154,7 +194,7 @@ std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine
   auto a = all.accessor<double, 1>();
   for (int r = 0; r < n; ++r) {
     auto f = [&](int i) { return static_cast<int64_t>(a[r * kFields + i]); };
-    out[r] = {f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7), f(8), f(9)};
+    out[r] = {f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7), f(8), f(9), f(10), f(11)};
   }
   return out;
 }
@@ -196,10 +236,18 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
        << ",\"optimizer_states\":" << x.optimizer_states << ",\"gathered_peak\":" << x.gathered_peak
        << ",\"rss\":" << x.rss << ",\"peak_rss\":" << x.peak_rss
        << ",\"offload_optimizer\":" << x.offload_optimizer
-       << ",\"offload_param\":" << x.offload_param << ",\"offload_staging\":" << x.offload_staging
-       << "}";
+       << ",\"offload_param\":" << x.offload_param << ",\"offload_grads\":" << x.offload_grads
+       << ",\"offload_staging\":" << x.offload_staging
+       << ",\"offload_staging_peak\":" << x.offload_staging_peak << "}";
   }
-  js << "],\"comm\":{";
+  js << "]";
+  const TimeSplit t = split_times(m.times);
+  if (t.total() > 0) {
+    js << ",\"times\":{\"compute_s\":" << t.compute << ",\"read_wait_s\":" << t.read_wait
+       << ",\"write_wait_s\":" << t.write_wait << ",\"comm_wait_s\":" << t.comm_wait
+       << ",\"optimizer_s\":" << t.optimizer << "}";
+  }
+  js << ",\"comm\":{";
   for (int i = 0; i < kNumCommOps; ++i) {
     js << (i ? "," : "") << "\"" << comm_op_name(static_cast<CommOp>(i))
        << "\":{\"calls\":" << comm.ops[i].calls << ",\"bytes\":" << comm.ops[i].bytes << "}";

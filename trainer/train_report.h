@@ -19,11 +19,15 @@ namespace zt::trainer {
 struct RankMemory {
   int64_t params = 0, grads = 0, master = 0, optimizer_states = 0, gathered_peak = 0;
   int64_t rss = 0, peak_rss = 0;
-  // Model states placed in the offload tiers, and the host buffers streaming them.
-  int64_t offload_optimizer = 0, offload_param = 0, offload_staging = 0;
+  // Model states placed in the offload tiers (gradient shards in the optimizer's), and the host
+  // buffers streaming them: now and at their peak.
+  int64_t offload_optimizer = 0, offload_param = 0, offload_grads = 0;
+  int64_t offload_staging = 0, offload_staging_peak = 0;
   // In compute memory (host memory on CPU ranks; tiers excluded).
   int64_t model_states() const { return params + grads + master + optimizer_states; }
-  int64_t total_model_states() const { return model_states() + offload_optimizer + offload_param; }
+  int64_t total_model_states() const {
+    return model_states() + offload_optimizer + offload_param + offload_grads;
+  }
 };
 
 RankMemory measure_memory(const MemoryReport& engine_memory, int stage);
@@ -39,7 +43,18 @@ struct StepMetrics {
   bool skipped = false;
   double step_seconds = 0;
   double tokens_per_s = 0;
+  EngineTimes times{};  // rank 0's engine time in this step (all zero when not measured)
 };
+
+// Where a step's time went (EngineTimes split into parts that add up to the whole): compute is
+// what is left of forward/backward and the step once the waits and the optimizer are taken out.
+struct TimeSplit {
+  double compute = 0, read_wait = 0, write_wait = 0, comm_wait = 0, optimizer = 0;
+  double total() const { return compute + read_wait + write_wait + comm_wait + optimizer; }
+};
+TimeSplit split_times(const EngineTimes& t);
+// `now` less `before`: the engine time of what ran in between.
+EngineTimes times_since(const EngineTimes& now, const EngineTimes& before);
 
 // What the end-of-run summary shows, collected on every rank while the engine and tiers are alive
 // (the memory of all ranks comes through a collective); rank 0 prints it.
@@ -61,11 +76,12 @@ struct TrainSummary {
   };
   std::vector<Tier> tiers;
   CommStats comm;
+  EngineTimes times;  // rank 0's engine time over the run (all zero when not measured)
   std::string out_dir;
 };
 
 // Prints the summary to stdout: totals, model-state bytes per rank and tier next to theory,
-// offload I/O, collectives, where the metrics are.
+// offload I/O, where the time of a step went, collectives, where the metrics are.
 void print_summary(const TrainSummary& summary);
 
 // A save that completed: shown and recorded once.

@@ -12,7 +12,9 @@
 #include "checkpointing.h"
 #include "data/data_source.h"
 #include "engine_setup.h"
+#include "memory_fit.h"
 #include "memory_theory.h"
+#include "models/init_from.h"
 #include "models/model.h"
 #include "offload_tiers.h"
 #include "schedule.h"
@@ -41,44 +43,6 @@ void check_global_batch(const Config& config, int world) {
   }
 }
 
-// Host bytes the local ranks need for model states: every local rank builds the full fp32 model
-// (4psi) before the engine shards it, then holds its model states, less what file tiers hold.
-double host_model_state_bytes(const Config& config, int64_t psi, int world) {
-  const int stage = static_cast<int>(config.section("zero").get_int("stage"));
-  const bool low = config.section("precision").get_string("compute") != "fp32";
-  const double local_ranks = config.section("launch").get_int("nproc");
-  // Bytes offloaded to a file tier leave host memory: fp32 master + Adam states (12psi/N) and
-  // stage 3 parameter shards.
-  const Options& zero = config.section("zero");
-  double offloaded = 0;
-  if (offloads_to_files(config, "offload_optimizer")) {
-    offloaded += zero.get_double("offload_optimizer_fraction") * 12.0 * psi / world;
-  }
-  if (offloads_to_files(config, "offload_param")) {
-    offloaded += zero.get_double("offload_param_fraction") * (low ? 2.0 : 4.0) * psi / world;
-  }
-  const double states = theory_model_state_bytes(stage, psi, world, low,
-                                                 separate_master_share(config));
-  return local_ranks * (4.0 * psi - offloaded + states);
-}
-
-void check_memory_fits(const Config& config, int world) {
-  const int64_t psi = models::parameter_count(models::resolve_model_shape(config));
-  const double need = host_model_state_bytes(config, psi, world);
-  const double limit_gb = config.section("launch").get_double("memory_limit_gb");
-  const double limit = limit_gb > 0 ? limit_gb * kGiB : static_cast<double>(mem_available_bytes());
-  if (limit > 0 && need > limit) {
-    throw ConfigError(
-        config.section("model").where("preset").str() + ": the model (" + std::to_string(psi) +
-        " parameters) needs about " + gib_text(need) + " for model states on this host (" +
-        std::to_string(config.section("launch").get_int("nproc")) + " rank(s), stage " +
-        std::to_string(config.section("zero").get_int("stage")) + "), over the " + gib_text(limit) +
-        (limit_gb > 0 ? " of launch.memory_limit_gb" : " available") +
-        "; raise zero.stage, offload to files (plugins.offload_optimizer / offload_param = "
-        "\"offload_nvme\"), use more ranks, or choose a smaller model");
-  }
-}
-
 // Ranks of one host share its cores: LibTorch's default (all cores per process) oversubscribes
 // them, which made a 2-rank job several times slower here.
 void share_cores_between_local_ranks() {
@@ -88,12 +52,13 @@ void share_cores_between_local_ranks() {
   at::set_num_threads(std::max(1, cores / local_ranks));
 }
 
-// One rank's training run, in the order it is built: the model and the data outlive the engine
-// (in `setup`), which refers to the model's units.
+// One rank's training run, in the order it is built: the model source and the data outlive the
+// engine (in `setup`), which owns the units the source built.
 struct TrainRun {
   const Config& config;
   const RankEnv& env;
-  std::unique_ptr<models::Model> model;
+  std::unique_ptr<models::Model> model;  // shape, loss and description; the engine has the units
+  std::unique_ptr<ModelSource> source;
   std::unique_ptr<data::DataSource> data;
   EngineSetup setup;
   Schedule schedule{};
@@ -101,12 +66,6 @@ struct TrainRun {
   int64_t first_step = 0;   // steps trained before this process: the resumed checkpoint's
   double load_seconds = 0;  // reading the resumed checkpoint into the engine
 };
-
-std::vector<Unit*> unit_pointers(const models::Model& model) {
-  std::vector<Unit*> units;
-  for (const auto& u : model.units) units.push_back(u.get());
-  return units;
-}
 
 void create_out_dir(const std::string& out_dir) {
   std::error_code ec;
@@ -142,6 +101,7 @@ double tokens_per_step(const TrainRun& run) {
 StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
   EngineSetup& s = run.setup;
   const auto t0 = std::chrono::steady_clock::now();
+  const EngineTimes engine_t0 = s.engine->times();
   double loss_sum = 0;
   for (int micro = 0; micro < s.options.grad_accum; ++micro) {
     data::Batch batch = run.data->get(run.next_sample, micro, run.env.rank, run.env.world);
@@ -156,8 +116,10 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
   s.comm->all_reduce(loss, ReduceOp::kAvg)->wait();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return StepMetrics{step + 1,      loss.item<double>(), lr,      rep.loss_scale,
-                     rep.grad_norm, rep.skipped,         seconds, tokens_per_step(run) / seconds};
+  StepMetrics m{step + 1,      loss.item<double>(), lr,      rep.loss_scale,
+                rep.grad_norm, rep.skipped,         seconds, tokens_per_step(run) / seconds};
+  m.times = times_since(s.engine->times(), engine_t0);
+  return m;
 }
 
 std::vector<RankMemory> all_ranks_memory(TrainRun& run) {
@@ -279,6 +241,7 @@ void complete_summary(TrainRun& run, TrainSummary& summary) {
   const EngineSetup& s = run.setup;
   summary.memory = all_ranks_memory(run);
   summary.comm = s.comm->stats();
+  summary.times = s.engine->times();
   summary.tokens_per_step = tokens_per_step(run);
   summary.parameters = s.engine->parameter_count();
   summary.stage = s.options.stage;
@@ -313,9 +276,15 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   std::unique_ptr<CheckpointReader> resume = open_resume_checkpoint(settings, leader);
   const Options& options = config.section("run");
   if (resume && nothing_left(*resume, options.get_int("steps"), leader)) return 0;
-  TrainRun run{config, env, models::make_model(config), nullptr, {}};
+  TrainRun run{config, env, std::make_unique<models::Model>(), nullptr, nullptr, {}};
+  run.model->shape = models::resolve_model_shape(config);
+  run.model->seed = static_cast<uint64_t>(options.get_int("seed"));
+  run.source = models::make_model_source(run.model->shape, run.model->seed);
   run.data = data::make_data(config, run.model->shape);
-  run.setup = build_engine_setup(config, env, store, timeout, unit_pointers(*run.model));
+  // Partitioned construction: the engine builds one unit at a time and keeps its shards only.
+  run.setup = build_engine_setup(config, env, store, timeout, *run.source);
+  models::apply_init_from(*run.setup.engine, models::declared_parameters(*run.source), config,
+                          env.rank);
   run.schedule = schedule_from_config(config, run.setup.optimizer->base_lr());
   const std::string out_dir = options.get_string("out_dir");
   if (leader) {

@@ -50,8 +50,9 @@ SectionSpec launch_section() {
            opt_double("timeout_s", 120, "bound on every wait: rendezvous, collectives, peers", 0.1,
                       86400),
            opt_double("memory_limit_gb", 0,
-                      "host memory the ranks of this host may use for model "
-                      "states; 0 = what the OS reports available (MemAvailable)",
+                      "host memory the ranks of this host may use, as the memory-fit check "
+                      "counts it (process, model states, buffers, activations); 0 = what the OS "
+                      "reports available (MemAvailable)",
                       0)}};
 }
 

@@ -4,9 +4,10 @@
 //   shard_storage    a group's master, states, gradient and parameter shard, where placed
 //   param_gatherer   stage 3: gather, prefetch, release, re-gather before backward
 //   grad_reducer     gradients to shards: buckets, reduce-scatter / all-reduce, overlap
+//   tier_gradients   gradient shards kept in a file tier beside the optimizer states
 //   sharded_step     global norm, overflow, clipping, update, refresh of parameters
 //   streamed_update  the update of shards in a file tier, tile by tile
-//   memory_ledger    the bytes the engine owns, by category
+//   memory_ledger    the bytes the engine owns, by category, and its clock (engine_clock)
 //   shard_io         a group's master and states read or rewritten wherever they live
 //   engine_checkpoint the pieces a rank saves, and a load from any saved layout
 //   engine_accessors full fp32 parameter, gradient or optimizer state of one tensor
@@ -22,6 +23,7 @@
 #include "activation_checkpoint.h"
 #include "engine_accessors.h"
 #include "engine_checkpoint.h"
+#include "engine_gathered.h"
 #include "engine_parts.h"
 #include "grad_reducer.h"
 #include "memory_ledger.h"
@@ -59,8 +61,20 @@ std::vector<OffloadTier*> distinct_tiers(const EngineTiers& tiers) {
 
 }  // namespace
 
+// Hands the engine unit `u` while it is built: an existing one, or one a ModelSource builds now.
+using UnitBuilder = std::function<Unit*(int u)>;
+
+ModelLayout layout_of_source(const ModelSource& source, const ShardStrategy& strategy, int world,
+                             at::ScalarType dtype) {
+  std::vector<std::string> labels;
+  for (int64_t u = 0; u < source.unit_count(); ++u) labels.push_back("unit " + std::to_string(u));
+  return ModelLayout(entries_of_source(source), labels, strategy, world,
+                     static_cast<int64_t>(c10::elementSize(dtype)), source.seed());
+}
+
 struct Engine::Impl {
-  std::vector<Unit*> units;
+  std::vector<std::unique_ptr<Unit>> owned_units;  // built from a ModelSource
+  std::vector<Unit*> units;                        // in call order, filled while building
   Communicator& comm;
   EngineOptions opt;
   std::vector<OffloadTier*> tiers;  // distinct tiers in use
@@ -77,26 +91,25 @@ struct Engine::Impl {
   ShardIo io;
   EngineParts parts;  // what checkpoints and the debug accessors use
 
-  Impl(std::vector<Unit*> u, Communicator& c, const ShardStrategy& strategy, Optimizer& optimizer,
+  Impl(ModelLayout l, const UnitBuilder& build_unit, Communicator& c, Optimizer& optimizer,
        EngineOptions options, EngineTiers t)
-      : units(std::move(u)),
-        comm(c),
+      : comm(c),
         opt((check_options(options, t), options)),
         tiers(distinct_tiers(t)),
         scaler(options.scaler, options.dynamic_loss_scale),
-        layout(units, strategy, c.size(),
-               static_cast<int64_t>(c10::elementSize(options.compute_dtype))),
-        storage(build_storage(optimizer, t)),
+        layout(std::move(l)),
+        storage(build_storage(optimizer, t, build_unit)),
         gatherer(layout, storage, c, t.param,
                  {opt.prefetch_units, opt.prefetch_elements, opt.max_live_parameters}, ledger),
         reducer(layout, storage, c, gatherer,
                 {opt.stage, opt.compute_dtype, opt.gradient_predivide_factor, opt.overlap_comm,
-                 opt.reduce_bucket_mb}),
+                 opt.reduce_bucket_mb, opt.grad_accum, opt.pipeline_read, opt.pipeline_write},
+                ledger),
         streamed(
             layout, storage, optimizer, t.optimizer,
             {opt.stage, opt.compute_dtype, tile_elements, opt.pipeline_read, opt.pipeline_write},
             ledger),
-        stepper({layout, storage, c, optimizer, scaler, gatherer, streamed, tiers},
+        stepper({layout, storage, c, optimizer, scaler, gatherer, streamed, tiers, ledger},
                 {opt.stage, opt.compute_dtype, opt.grad_accum, opt.gradient_predivide_factor,
                  opt.gradient_clipping, opt.allgather_bucket_mb}),
         io(layout, storage, t.optimizer, tile_elements, ledger),
@@ -108,6 +121,7 @@ struct Engine::Impl {
               stepper,
               gatherer,
               io,
+              ledger,
               t.param,
               opt.stage,
               opt.compute_dtype,
@@ -119,9 +133,11 @@ struct Engine::Impl {
     ledger.restart_peak();
   }
 
-  // Decides what goes to a tier (a full disk fails here, before training), then builds every
-  // group's flat buffer and shards.
-  std::vector<ShardStorage> build_storage(Optimizer& optimizer, const EngineTiers& t) {
+  // Decides what goes to a tier (a full disk fails here, before training), then builds the
+  // units in order, each followed by its groups' flat buffers and shards: a unit's parameters
+  // are sharded (and offloaded) before the next unit exists.
+  std::vector<ShardStorage> build_storage(Optimizer& optimizer, const EngineTiers& t,
+                                          const UnitBuilder& build_unit) {
     layout.size_shards(opt.stage >= 1, comm.rank(), opt.stage == 3,
                        opt.param_persistence_threshold);
     const auto state_names = optimizer.state_names();
@@ -146,19 +162,26 @@ struct Engine::Impl {
     const StorageContext context{opt.stage,   opt.compute_dtype, state_names,
                                  t.optimizer, t.param,           tile_elements};
     std::vector<ShardStorage> out;
-    for (size_t g = 0; g < layout.groups.size(); ++g) {
-      out.push_back(build_shard_storage(layout, static_cast<int>(g), placement.optimizer_in_tier[g],
-                                        placement.param_in_tier[g], context, ledger));
+    for (size_t u = 0; u < layout.unit_groups.size(); ++u) {
+      units.push_back(build_unit(static_cast<int>(u)));
+      if (layout.from_declarations) layout.attach(static_cast<int>(u), *units.back());
+      for (size_t g = out.size();
+           g < layout.groups.size() && layout.groups[g].unit <= static_cast<int>(u); ++g) {
+        out.push_back(build_shard_storage(layout, static_cast<int>(g),
+                                          placement.optimizer_in_tier[g],
+                                          placement.param_in_tier[g], context, ledger));
+      }
     }
     return out;
   }
 
   double forward_backward(const at::Tensor& input,
                           const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+    const EngineClock::Phase phase(ledger.clock(), &EngineTimes::forward_backward);
     const int64_t step_number = stepper.steps() + 1;
     for (OffloadTier* t : tiers) t->set_step(step_number);
     gatherer.set_step(step_number);
-    reducer.begin_micro_step();
+    reducer.begin_micro_step(step_number, micro);
     at::Tensor loss = loss_fn(run_units(input));
     const double value = loss.item<double>();
     if (!std::isfinite(value) && !scaler.enabled()) {
@@ -201,6 +224,7 @@ struct Engine::Impl {
   }
 
   StepReport step(double lr) {
+    const EngineClock::Phase phase(ledger.clock(), &EngineTimes::step);
     if (opt.stage < 2) reducer.reduce_remaining();
     micro = 0;
     return stepper.run(lr);
@@ -224,8 +248,26 @@ struct Engine::Impl {
 };
 
 Engine::Engine(std::vector<Unit*> units, Communicator& comm, const ShardStrategy& strategy,
-               Optimizer& optimizer, EngineOptions options, EngineTiers tiers)
-    : impl_(std::make_unique<Impl>(std::move(units), comm, strategy, optimizer, options, tiers)) {}
+               Optimizer& optimizer, EngineOptions options, EngineTiers tiers) {
+  ModelLayout layout(units, strategy, comm.size(),
+                     static_cast<int64_t>(c10::elementSize(options.compute_dtype)));
+  impl_ = std::make_unique<Impl>(
+      std::move(layout), [&units](int u) { return units[u]; }, comm, optimizer, options, tiers);
+}
+
+Engine::Engine(ModelSource& source, Communicator& comm, const ShardStrategy& strategy,
+               Optimizer& optimizer, EngineOptions options, EngineTiers tiers) {
+  ModelLayout layout = layout_of_source(source, strategy, comm.size(), options.compute_dtype);
+  std::vector<std::unique_ptr<Unit>> built;
+  // Unit u is built just before its groups are, so its parameters are sharded before the
+  // next unit exists.
+  auto build = [&](int u) -> Unit* {
+    built.push_back(source.build(u));
+    return built.back().get();
+  };
+  impl_ = std::make_unique<Impl>(std::move(layout), build, comm, optimizer, options, tiers);
+  impl_->owned_units = std::move(built);
+}
 
 Engine::~Engine() = default;
 
@@ -269,10 +311,17 @@ std::vector<std::string> Engine::parameter_names() const {
 
 MemoryReport Engine::memory() const { return impl_->ledger.report(); }
 
+EngineTimes Engine::times() const { return impl_->ledger.clock().times(); }
+
 int64_t Engine::parameter_count() const {
   int64_t n = 0;
-  for (const auto& p : impl_->layout.params) n += p.tensor.numel();
+  for (const auto& p : impl_->layout.params) n += p.numel;
   return n;
+}
+
+void Engine::with_gathered_parameters(const std::vector<std::string>& names, int modifier_rank,
+                                      const GatheredFn& fn) {
+  zt::with_gathered_parameters(impl_->parts, names, modifier_rank, fn);
 }
 
 }  // namespace zt

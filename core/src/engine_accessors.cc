@@ -28,6 +28,21 @@ std::pair<int64_t, int64_t> held_part(const ModelLayout& layout, int p) {
   return param_overlap(slot, g.first, g.first + g.shard);
 }
 
+// Elements [begin, end) of group g's reduced gradient shard into `out` from element `to` on: in
+// memory, or read back tile by tile from the optimizer tier (checked against what was written).
+void held_gradient(EngineParts& e, int g, int64_t begin, int64_t end, at::Tensor& out, int64_t to) {
+  const ShardStorage& s = e.storage[g];
+  if (s.grad.defined()) {
+    out.narrow(0, to, end - begin).copy_(s.grad.narrow(0, begin, end - begin));
+    return;
+  }
+  auto* dst = static_cast<char*>(out.data_ptr()) + to * 4;
+  s.grad_file->read_range(begin * 4, end * 4, e.stepper.steps() + 1,
+                          [&](int64_t offset, const void* data, int64_t bytes) {
+    std::memcpy(dst + (offset - begin * 4), data, static_cast<size_t>(bytes));
+  });
+}
+
 }  // namespace
 
 int parameter_index(const ModelLayout& layout, const std::string& name) {
@@ -76,10 +91,7 @@ at::Tensor full_gradient(EngineParts& e, int p) {
     out = at::zeros({numel}, at::kFloat);
     const auto [lo, hi] = held_part(e.layout, p);
     const ParamGroup& g = e.layout.groups[slot.group];
-    if (lo < hi) {
-      out.narrow(0, lo - slot.offset, hi - lo)
-          .copy_(e.storage[slot.group].grad.narrow(0, lo - g.first, hi - lo));
-    }
+    if (lo < hi) held_gradient(e, slot.group, lo - g.first, hi - g.first, out, lo - slot.offset);
     divisor /= e.predivide;
   } else {
     const at::Tensor grad = slot.tensor.grad();

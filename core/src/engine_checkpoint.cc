@@ -110,6 +110,8 @@ void check_kinds(const Optimizer& optimizer, const CheckpointReader& reader) {
   }
 }
 
+}  // namespace
+
 // A streamed group's freshly loaded master run goes into the parameters here, as the streamed
 // update does after a step: refresh_parameters() copies only groups held in memory.
 void put_streamed_master(EngineParts& e, int gi, int64_t begin, float* data, int64_t count) {
@@ -125,13 +127,11 @@ void put_streamed_master(EngineParts& e, int gi, int64_t begin, float* data, int
     s.param_file->write_tile(local / e.tile_elements, data)->wait();
   } else {
     const auto bytes = static_cast<int64_t>(c10::elementSize(e.dtype)) * count;
-    const at::Tensor typed = e.param_tier->host_buffer(bytes);
-    view_of(typed.data_ptr(), count, e.dtype).copy_(master);
-    s.param_file->write_tile(local / e.tile_elements, typed.data_ptr())->wait();
+    const StagingBuffer typed(*e.param_tier, bytes, e.ledger);
+    view_of(typed.data(), count, e.dtype).copy_(master);
+    s.param_file->write_tile(local / e.tile_elements, typed.data())->wait();
   }
 }
-
-}  // namespace
 
 std::vector<std::string> checkpoint_kinds(const Optimizer& optimizer) {
   std::vector<std::string> kinds{"param"};

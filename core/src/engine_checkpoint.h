@@ -24,6 +24,12 @@ std::vector<std::string> checkpoint_kinds(const Optimizer& optimizer);
 
 // Engine::save_checkpoint: declares and writes this rank's pieces and the counters.
 void save_engine_checkpoint(EngineParts& engine, CheckpointRankWriter& writer);
+// A run [begin, begin + count) of group `gi`'s master, just written into its streamed (file)
+// tier, put into the parameter copies the engine computes with (stages 0-2 the flat buffer, stage
+// 3 the parameter shard or the whole tile of its tier file: the run must then be one whole tile),
+// since refresh_parameters() skips streamed groups. Throws IoError when a tier write fails.
+void put_streamed_master(EngineParts& engine, int gi, int64_t begin, float* data, int64_t count);
+
 // Engine::load_checkpoint (collective): checks the checkpoint is of this model and optimizer
 // (ConfigError naming the first tensor or state that differs), fills this rank's held range of
 // every array, restores the counters and refreshes the parameters.

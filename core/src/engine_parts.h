@@ -30,6 +30,7 @@ struct EngineParts {
   ShardedStep& stepper;
   ParamGatherer& gatherer;
   ShardIo& io;
+  MemoryLedger& ledger;     // where a host buffer taken here is counted
   OffloadTier* param_tier;  // stage 3 parameter shards' tier, or null
   int stage;
   at::ScalarType dtype;        // compute dtype

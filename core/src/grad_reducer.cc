@@ -32,12 +32,15 @@ class AfterAccumulate final : public torch::autograd::FunctionPostHook {
 }  // namespace
 
 GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage,
-                         Communicator& comm, ParamGatherer& gatherer, ReduceOptions options)
+                         Communicator& comm, ParamGatherer& gatherer, ReduceOptions options,
+                         MemoryLedger& ledger)
     : layout_(layout),
       storage_(storage),
       comm_(comm),
       gatherer_(gatherer),
       options_(options),
+      ledger_(ledger),
+      tier_grads_(storage, ledger, options.pipeline_read, options.pipeline_write),
       ready_(layout.groups.size(), 0),
       reduced_(layout.groups.size(), false) {
   for (size_t p = 0; p < layout_.params.size(); ++p) {
@@ -55,7 +58,9 @@ GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage
   }
 }
 
-void GradReducer::begin_micro_step() {
+void GradReducer::begin_micro_step(int64_t step, int64_t index) {
+  step_ = step;
+  micro_ = index;
   std::fill(ready_.begin(), ready_.end(), 0);
   std::fill(reduced_.begin(), reduced_.end(), false);
 }
@@ -90,15 +95,28 @@ void GradReducer::reduce_group(int gi) {
 
 void GradReducer::drain() {
   for (auto& r : pending_) {
-    r.work->wait();
-    storage_[r.group].grad.add_(r.out.to(at::kFloat));
+    ledger_.clock().wait(*r.work, &EngineTimes::comm_wait);
+    accumulate(r);
   }
   pending_.clear();
+}
+
+// Stages 0-1 reduce once per step, at the step: that reduction is the first and the last.
+void GradReducer::accumulate(const Pending& r) {
+  ShardStorage& s = storage_[r.group];
+  if (s.grad.defined()) {
+    s.grad.add_(r.out.to(at::kFloat));
+    return;
+  }
+  const bool once = options_.stage < 2;
+  tier_grads_.add(r.group, r.out, once || micro_ == 0, once || micro_ == options_.grad_accum - 1,
+                  step_);
 }
 
 void GradReducer::reduce_remaining() {
   for (size_t g = 0; g < layout_.groups.size(); ++g) reduce_group(static_cast<int>(g));
   drain();
+  tier_grads_.settle();
 }
 
 }  // namespace zt

@@ -3,7 +3,9 @@
 // (a hook on each parameter's AccumulateGrad node), so reduce-scatters overlap the rest of
 // backward (overlap_comm), with at most reduce_bucket_mb in flight; stages 0-1 send everything
 // at the step (stage 0 all-reduces full gradients, stage 1 reduce-scatters). Results are summed
-// over micro steps into ShardStorage::grad.
+// over micro steps into ShardStorage::grad, or, for groups whose optimizer states are streamed
+// from a file tier, into their gradient in that tier (TierGradients): the step's first
+// reduction writes it, the last one's value is measured for the global norm.
 // Thread safety: one thread (the training thread; autograd runs hooks on the calling thread on
 // the CPU).
 #pragma once
@@ -13,8 +15,10 @@
 #include <memory>
 #include <vector>
 
+#include "memory_ledger.h"
 #include "model_layout.h"
 #include "shard_storage.h"
+#include "tier_gradients.h"
 #include "zt/communicator.h"
 
 namespace torch::autograd {
@@ -31,21 +35,27 @@ struct ReduceOptions {
   double predivide = 1.0;             // zero.gradient_predivide_factor
   bool overlap_comm = true;           // false: wait for each reduction at once
   double bucket_mb = 25;              // bound on gradient bytes in flight
+  int64_t grad_accum = 1;             // micro steps per step
+  bool pipeline_read = true;          // tier gradients: read the next tile ahead
+  bool pipeline_write = true;         // tier gradients: write tiles behind
 };
 
 class GradReducer {
  public:
   // Installs the gradient-ready hooks (InternalError if a parameter does not require grad).
   // Stage 3 releases a group's parameters through `gatherer` once its gradients are taken.
+  // Waits go to the ledger's clock, tier gradient buffers to its staging.
   GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage, Communicator& comm,
-              ParamGatherer& gatherer, ReduceOptions options);
+              ParamGatherer& gatherer, ReduceOptions options, MemoryLedger& ledger);
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
 
-  void begin_micro_step();
+  // Micro step `index` (0-based, of grad_accum) of step `step` (1-based, for error messages)
+  // begins.
+  void begin_micro_step(int64_t step, int64_t index);
   // Sends every group not sent in this micro step (stages 0-1 all of them; stages 2-3 groups
   // whose parameters got no gradient), in group order so all ranks issue the same collectives,
-  // and waits for all of them.
+  // and waits for all of them (tier gradient writes included).
   void reduce_remaining();
 
  private:
@@ -59,12 +69,16 @@ class GradReducer {
   void on_grad_ready(int param);
   void reduce_group(int g);
   void drain();
+  void accumulate(const Pending& r);
 
   ModelLayout& layout_;
   std::vector<ShardStorage>& storage_;
   Communicator& comm_;
   ParamGatherer& gatherer_;
   ReduceOptions options_;
+  MemoryLedger& ledger_;
+  TierGradients tier_grads_;
+  int64_t step_ = 1, micro_ = 0;  // begin_micro_step's
   std::vector<std::shared_ptr<torch::autograd::Node>>
       accumulators_;           // kept alive: they carry our hooks
   std::vector<int> ready_;     // per group: parameters whose gradient arrived this micro step

@@ -4,6 +4,10 @@
 // whose slices the parameters become, so one collective moves a whole group and freeing the
 // buffer's storage frees every tensor in it. Rank r owns elements [r * shard, (r + 1) * shard)
 // of every group once stage >= 1.
+// The layout comes either from units that exist (their tensors hold the initial values) or from a
+// ModelSource's declarations, before any unit exists (partitioned construction: the initial
+// values are then computed for just the elements a rank keeps; attach() hands over each unit's
+// tensors once it is built).
 // Thread safety: one thread (the training thread).
 #pragma once
 
@@ -11,10 +15,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "zt/model_source.h"
 #include "zt/shard_strategy.h"
 #include "zt/unit.h"
 
@@ -22,17 +29,39 @@ namespace zt {
 
 struct ParamSlot {
   std::string name;
-  at::Tensor tensor;  // the unit's own parameter; a view into its group's flat buffer once built
+  // The unit's own parameter; a view into its group's flat buffer once built. Undefined until
+  // its unit is attached when the layout came from declarations.
+  at::Tensor tensor;
+  std::vector<int64_t> shape;
+  int64_t numel = 0;
+  std::optional<ParamInit> init;  // declared initialiser; none: the tensor's values are initial
   int group = -1;
   int64_t offset = 0;  // elements into the group's flat buffer
 };
+
+// One parameter a unit lists, as the layout registers it. Parameters with the same key are one
+// tensor (owned by the first unit that lists it): tensor identity for built units, the name for
+// declarations.
+struct ParamEntry {
+  std::string key;
+  std::string name;
+  std::vector<int64_t> shape;
+  std::optional<ParamInit> init;
+  at::Tensor tensor;  // built units only
+};
+using UnitEntries = std::vector<ParamEntry>;
+
+// Entries of units that exist (identity keys, their tensors' values are the initial ones).
+std::vector<UnitEntries> entries_of_units(const std::vector<Unit*>& units);
+// Entries of a source's declarations (name keys, declared initialisers), no unit built.
+std::vector<UnitEntries> entries_of_source(const ModelSource& source);
 
 // The flat-buffer positions [first, second) of `slot`'s group that lie in [begin, end) and belong
 // to the parameter (empty when second <= first): what a rank holding or saving that range has of
 // it.
 inline std::pair<int64_t, int64_t> param_overlap(const ParamSlot& slot, int64_t begin,
                                                  int64_t end) {
-  return {std::max(begin, slot.offset), std::min(end, slot.offset + slot.tensor.numel())};
+  return {std::max(begin, slot.offset), std::min(end, slot.offset + slot.numel)};
 }
 
 struct ParamGroup {
@@ -42,6 +71,7 @@ struct ParamGroup {
   int64_t shard = 0;        // elements each rank owns (stage 0: all of them)
   int64_t first = 0;        // this rank's first owned element
   bool persistent = true;   // stage 3: never released (or not stage 3)
+  int unit = 0;             // the unit that owns its parameters
   at::Tensor flat;          // compute dtype, `padded` elements, once built
 };
 
@@ -52,6 +82,23 @@ class ModelLayout {
   // `element_size` is the compute dtype's, for bucket sizing.
   ModelLayout(const std::vector<Unit*>& units, const ShardStrategy& strategy, int world_size,
               int64_t bytes_per_element);
+  // The same from entries; `labels` name each unit in messages; `seed` is the declared
+  // initialisers' (unused for built units).
+  ModelLayout(const std::vector<UnitEntries>& units, const std::vector<std::string>& labels,
+              const ShardStrategy& strategy, int world_size, int64_t bytes_per_element,
+              uint64_t seed);
+
+  // Takes over the tensors of unit `u`, built after the layout came from declarations: its
+  // parameters() must list the declared names and shapes in order, a borrowed one being the very
+  // tensor its owner listed. Throws InternalError naming the unit and the tensor otherwise.
+  void attach(int u, Unit& unit);
+  // Writes the initial values of group `g`'s elements [begin, begin + out.numel()) into `out`
+  // (fp32, contiguous; padding is left as it is): declared initialisers for just those elements,
+  // else the tensors' current values.
+  void fill_initial(int g, int64_t begin, const at::Tensor& out) const;
+  // Points every parameter of group `g` into its flat buffer (set_data, so the tensor objects
+  // and their version counters stay).
+  void bind_views(int g);
 
   // Sizes the shards: this rank's slice when `sharded` (stage >= 1), the whole group otherwise.
   // Groups whose every tensor is smaller than `persistence_threshold` stay gathered in stage 3.
@@ -74,6 +121,14 @@ class ModelLayout {
   std::vector<std::vector<int>> unit_groups;  // groups each unit uses, owned and borrowed
   int64_t element_size;
   int world;
+  uint64_t seed = 0;
+  std::vector<std::string> unit_labels;
+  bool from_declarations = false;  // no tensors yet: attach() each unit once it is built
+
+ private:
+  void add_unit(int u, const UnitEntries& entries, const ShardStrategy& strategy);
+  // Registration key -> parameter index (a map: a model has thousands of parameters).
+  std::unordered_map<std::string, int> index_of_key_;
 };
 
 // Frees (bytes = 0) or re-materialises a flat buffer's storage in place: its views, autograd's

@@ -44,7 +44,8 @@ OffloadPlacement place_offload(const std::vector<PlacementGroup>& groups,
   for (size_t i = 0; i < groups.size(); ++i) {
     const int64_t shard = groups[i].shard;
     if (out.optimizer_in_tier[i]) {
-      out.optimizer_tier_bytes += r.optimizer_arrays * round_up(shard * 4, r.optimizer_alignment);
+      out.optimizer_tier_bytes += (r.optimizer_arrays + 1) *
+                                  round_up(shard * 4, r.optimizer_alignment);
       largest = std::max(largest, shard);
     }
     if (out.param_in_tier[i]) {

@@ -35,7 +35,7 @@ void ParamGatherer::drop_fetches(bool rethrow) {
   for (auto& s : state_) {
     if (s.fetch_work) {
       try {
-        s.fetch_work->wait();
+        ledger_.clock().wait(*s.fetch_work, &EngineTimes::read_wait);
       } catch (...) {
         if (!first) first = std::current_exception();
       }
@@ -70,7 +70,7 @@ void ParamGatherer::start_gather(int gi) {
   at::Tensor source = storage_[gi].param_shard;
   if (storage_[gi].param_streamed) {
     fetch(gi);
-    s.fetch_work->wait();
+    ledger_.clock().wait(*s.fetch_work, &EngineTimes::read_wait);
     s.fetch_work.reset();
     storage_[gi].param_file->verify_all(s.fetched.data_ptr(), step_);
     // A view of the buffer itself, so the gather's handle keeps it alive until it is done.
@@ -85,7 +85,7 @@ void ParamGatherer::ensure_gathered(int gi) {
   GroupState& s = state_[gi];
   if (s.gathered) return;
   start_gather(gi);
-  s.pending_gather->wait();
+  ledger_.clock().wait(*s.pending_gather, &EngineTimes::comm_wait);
   s.pending_gather.reset();
   s.gathered = true;
   forget_fetched(s);

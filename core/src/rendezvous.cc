@@ -78,4 +78,19 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
   return store;
 }
 
+void depart(Store& store, int rank, int world, std::chrono::milliseconds timeout) {
+  store.add("zt/departed", 1);
+  if (rank != 0) return;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  int64_t departed = 0;
+  while ((departed = store.add("zt/departed", 0)) < world) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw CommError("job end: only " + std::to_string(departed) + " of " + std::to_string(world) +
+                      " ranks finished within " + std::to_string(timeout.count()) +
+                      " ms; the others are still running or died (see their output)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
 }  // namespace zt

@@ -7,27 +7,6 @@
 
 namespace zt {
 
-namespace {
-
-// One tile's worth of the tier's host memory, counted as staging while it lives.
-class TileBuffer {
- public:
-  TileBuffer(OffloadTier& tier, int64_t elements, MemoryLedger& ledger)
-      : ledger_(ledger), buffer_(tier.host_buffer(elements * 4)) {
-    ledger_.staging_added(static_cast<int64_t>(buffer_.nbytes()));
-  }
-  ~TileBuffer() { ledger_.staging_freed(static_cast<int64_t>(buffer_.nbytes())); }
-  TileBuffer(const TileBuffer&) = delete;
-  TileBuffer& operator=(const TileBuffer&) = delete;
-  float* data() const { return static_cast<float*>(buffer_.data_ptr()); }
-
- private:
-  MemoryLedger& ledger_;
-  at::Tensor buffer_;
-};
-
-}  // namespace
-
 ShardIo::ShardIo(ModelLayout& layout, std::vector<ShardStorage>& storage, OffloadTier* tier,
                  int64_t tile_elements, MemoryLedger& ledger)
     : layout_(layout),
@@ -44,24 +23,49 @@ at::Tensor& ShardIo::tensor(ShardStorage& s, int64_t a) const {
   return a == 0 ? s.master : s.states[a - 1];
 }
 
+void ShardIo::for_each_tile(int gi, int64_t a, int64_t begin, int64_t end, int64_t step,
+                            const TileFn& fn) {
+  const ParamGroup& g = layout_.groups[gi];
+  TieredArray& array = file(storage_[gi], a);
+  const StagingBuffer buffer(*tier_, tile_elements_ * 4, ledger_);
+  auto* data = static_cast<float*>(buffer.data());
+  for (int64_t t = (begin - g.first) / tile_elements_; g.first + t * tile_elements_ < end; ++t) {
+    array.read_tile(t, data)->wait();
+    array.verify_tile(t, data, step);
+    const int64_t tile_begin = g.first + t * tile_elements_;
+    if (fn(tile_begin, data, std::min(tile_elements_, g.first + g.shard - tile_begin))) {
+      array.write_tile(t, data)->wait();
+    }
+  }
+}
+
 void ShardIo::read(int gi, int64_t a, int64_t begin, int64_t end, int64_t step, const ReadFn& fn) {
   if (begin >= end) return;
   ShardStorage& s = storage_[gi];
-  const ParamGroup& g = layout_.groups[gi];
   if (!s.opt_streamed) {
-    fn(begin, tensor(s, a).data_ptr<float>() + (begin - g.first), end - begin);
+    fn(begin, tensor(s, a).data_ptr<float>() + (begin - layout_.groups[gi].first), end - begin);
     return;
   }
-  TieredArray& array = file(s, a);
-  const TileBuffer buffer(*tier_, tile_elements_, ledger_);
-  for (int64_t t = (begin - g.first) / tile_elements_; g.first + t * tile_elements_ < end; ++t) {
-    array.read_tile(t, buffer.data())->wait();
-    array.verify_tile(t, buffer.data(), step);
-    const int64_t tile_begin = g.first + t * tile_elements_;
+  for_each_tile(gi, a, begin, end, step, [&](int64_t tile_begin, float* data, int64_t count) {
     const int64_t lo = std::max(begin, tile_begin);
-    const int64_t hi = std::min({end, tile_begin + tile_elements_, g.first + g.shard});
-    fn(lo, buffer.data() + (lo - tile_begin), hi - lo);
+    const int64_t hi = std::min(end, tile_begin + count);
+    fn(lo, data + (lo - tile_begin), hi - lo);
+    return false;
+  });
+}
+
+void ShardIo::edit(int gi, int64_t a, int64_t begin, int64_t end, int64_t step,
+                   const FillFn& change) {
+  if (begin >= end) return;
+  ShardStorage& s = storage_[gi];
+  if (!s.opt_streamed) {
+    change(begin, tensor(s, a).data_ptr<float>() + (begin - layout_.groups[gi].first), end - begin);
+    return;
   }
+  for_each_tile(gi, a, begin, end, step, [&](int64_t tile_begin, float* data, int64_t count) {
+    change(tile_begin, data, count);
+    return true;
+  });
 }
 
 void ShardIo::rewrite(int gi, int64_t a, const FillFn& fill) {
@@ -74,12 +78,13 @@ void ShardIo::rewrite(int gi, int64_t a, const FillFn& fill) {
     return;
   }
   TieredArray& array = file(s, a);
-  const TileBuffer buffer(*tier_, tile_elements_, ledger_);
+  const StagingBuffer buffer(*tier_, tile_elements_ * 4, ledger_);
+  auto* data = static_cast<float*>(buffer.data());
   for (int64_t start = 0; start < g.shard; start += tile_elements_) {
     const int64_t count = std::min(tile_elements_, g.shard - start);
-    std::memset(buffer.data(), 0, static_cast<size_t>(count) * 4);
-    fill(g.first + start, buffer.data(), count);
-    array.write_tile(start / tile_elements_, buffer.data())->wait();
+    std::memset(data, 0, static_cast<size_t>(count) * 4);
+    fill(g.first + start, data, count);
+    array.write_tile(start / tile_elements_, data)->wait();
   }
 }
 

@@ -12,6 +12,21 @@ void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.data_ptr() != src.data_ptr()) dst.copy_(src);
 }
 
+// A group's squared gradient sum (inf or nan when a value is not finite). A tier gradient was
+// measured when its final value was written; it is read back only when that did not happen (a
+// step after fewer micro steps than grad_accum).
+double squared_sum(ShardStorage& s, int64_t step) {
+  if (s.grad.defined()) return s.grad.to(at::kDouble).pow(2).sum().item<double>();
+  if (s.grad_measured) return s.grad_nonfinite ? std::nan("") : s.grad_sq;
+  double sq = 0;
+  s.grad_file->read_range(0, s.grad_file->bytes(), step,
+                          [&](int64_t, const void* data, int64_t bytes) {
+    const at::Tensor part = view_of(const_cast<void*>(data), bytes / 4, at::kFloat);
+    sq += part.to(at::kDouble).pow(2).sum().item<double>();
+  });
+  return sq;
+}
+
 }  // namespace
 
 ShardedStep::ShardedStep(StepParts parts, StepOptions options)
@@ -50,8 +65,8 @@ StepReport ShardedStep::run(double lr) {
 ShardedStep::GradientTotals ShardedStep::measure_gradients() {
   double sq = 0;
   bool overflow = false;
-  for (const auto& s : parts_.storage) {
-    const double part = s.grad.to(at::kDouble).pow(2).sum().item<double>();
+  for (auto& s : parts_.storage) {
+    const double part = squared_sum(s, steps_ + 1);
     if (!std::isfinite(part)) {
       overflow = true;
     } else {
@@ -60,7 +75,10 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
   }
   at::Tensor totals = at::tensor({sq, overflow ? 1.0 : 0.0}, at::kDouble);
   // Stage 0 shards are full copies: every rank already holds the global values.
-  if (options_.stage >= 1) parts_.comm.all_reduce(totals, ReduceOp::kSum)->wait();
+  if (options_.stage >= 1) {
+    parts_.ledger.clock().wait(*parts_.comm.all_reduce(totals, ReduceOp::kSum),
+                               &EngineTimes::comm_wait);
+  }
   return {std::sqrt(totals[0].item<double>()), totals[1].item<double>() > 0};
 }
 
@@ -77,7 +95,10 @@ void ShardedStep::update(const StepArgs& args) {
   for (const auto& s : parts_.storage) {
     if (!s.opt_streamed) shards.push_back({s.master, s.grad, s.states, {}});
   }
-  parts_.optimizer.step(shards, args);
+  {
+    const EngineClock::Timer timer(parts_.ledger.clock(), &EngineTimes::optimizer);
+    parts_.optimizer.step(shards, args);
+  }
   parts_.streamed.run(args);
   refresh_parameters();
 }
@@ -86,12 +107,13 @@ void ShardedStep::update(const StepArgs& args) {
 // most allgather_bucket_mb of them in flight.
 void ShardedStep::refresh_parameters() {
   std::vector<std::shared_ptr<Work>> works;
+  EngineClock& clock = parts_.ledger.clock();
   int64_t in_flight = 0;
   const auto limit = static_cast<int64_t>(options_.allgather_bucket_mb * (1 << 20));
   auto gather = [&](const at::Tensor& flat, const at::Tensor& shard) {
     const auto bytes = static_cast<int64_t>(flat.nbytes());
     if (in_flight > 0 && in_flight + bytes > limit) {
-      for (auto& w : works) w->wait();
+      for (auto& w : works) clock.wait(*w, &EngineTimes::comm_wait);
       works.clear();
       in_flight = 0;
     }
@@ -110,7 +132,7 @@ void ShardedStep::refresh_parameters() {
     } else {
       if (!s.opt_streamed) {
         if (s.param_streamed) {
-          s.param_file->upload(s.master.to(options_.dtype).data_ptr());
+          s.param_file->upload(s.master, options_.dtype);
         } else {
           copy_unless_same(s.param_shard, s.master);
         }
@@ -118,11 +140,14 @@ void ShardedStep::refresh_parameters() {
       if (g.persistent) gather(g.flat, s.param_shard);
     }
   }
-  for (auto& w : works) w->wait();
+  for (auto& w : works) clock.wait(*w, &EngineTimes::comm_wait);
 }
 
 void ShardedStep::zero_gradients() {
-  for (auto& s : parts_.storage) s.grad.zero_();
+  for (auto& s : parts_.storage) {
+    if (s.grad.defined()) s.grad.zero_();
+    s.grad_measured = false;
+  }
 }
 
 }  // namespace zt

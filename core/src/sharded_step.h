@@ -3,7 +3,8 @@
 // skip the step (overflow; the loss scaler backs off) or clip by the global norm, update every
 // shard (in place, or streamed through host buffers for groups in a file tier) and put the new
 // values back into the parameters (stages 1-2 all-gather the flat buffers, stage 3 refreshes the
-// shards it gathers from).
+// shards it gathers from). Gradients kept in a file tier were measured as they were written, so
+// the norm reads none back (TierGradients).
 // Thread safety: one thread (the training thread). Collective: every rank calls run() together.
 #pragma once
 
@@ -41,13 +42,15 @@ struct StepParts {
   ParamGatherer& gatherer;
   StreamedUpdate& streamed;
   std::vector<OffloadTier*> tiers;  // distinct tiers in use, checked before each update
+  MemoryLedger& ledger;             // its clock times the optimizer and the waits
 };
 
 class ShardedStep {
  public:
   ShardedStep(StepParts parts, StepOptions options);
-  // After every micro step's gradients reached ShardStorage::grad: the step. Gradients are
-  // zeroed whether or not it was skipped. Throws IoError when a tier lost bytes, before any
+  // After every micro step's gradients reached ShardStorage::grad (or its tier): the step.
+  // Gradients in memory are zeroed whether or not it was skipped; those in a file tier are
+  // replaced by the next step's first reduction. Throws IoError when a tier lost bytes, before any
   // state of this step changed.
   StepReport run(double lr);
   int64_t steps() const { return steps_; }

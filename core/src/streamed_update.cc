@@ -40,23 +40,23 @@ std::vector<StreamedUpdate::Tile> StreamedUpdate::tiles() const {
 
 void StreamedUpdate::ensure_buffer_sets(int sets) {
   while (static_cast<int>(sets_.size()) < sets) {
-    std::vector<at::Tensor> set;
-    for (int64_t a = 0; a < arrays_ + (param_tile_ ? 1 : 0); ++a) {
-      set.push_back(tier_->host_buffer(options_.tile_elements * 4));
-      ledger_.staging_added(static_cast<int64_t>(set.back().nbytes()));
-    }
+    std::vector<StagingBuffer> set;
+    for (int64_t a = 0; a < arrays_ + 1 + (param_tile_ ? 1 : 0); ++a)
+      set.emplace_back(*tier_, options_.tile_elements * 4, ledger_);
     sets_.push_back(std::move(set));
   }
 }
 
+// Array a of a group: 0 the master, 1.. each state, arrays_ the reduced gradient.
 TieredArray& StreamedUpdate::array(const ShardStorage& s, int64_t a) const {
+  if (a == arrays_) return *s.grad_file;
   return a == 0 ? *s.master_file : *s.state_files[a - 1];
 }
 
 void StreamedUpdate::read(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works) {
-  for (int64_t a = 0; a < arrays_; ++a) {
-    works.push_back(array(storage_[t.group], a)
-                        .read_tile(t.start / options_.tile_elements, sets_[set][a].data_ptr()));
+  for (int64_t a = 0; a <= arrays_; ++a) {
+    works.push_back(
+        array(storage_[t.group], a).read_tile(t.start / options_.tile_elements, buffer(set, a)));
   }
 }
 
@@ -64,19 +64,22 @@ void StreamedUpdate::update(const Tile& t, int set, const StepArgs& args) {
   ShardStorage& s = storage_[t.group];
   const ParamGroup& g = layout_.groups[t.group];
   const int64_t tile = t.start / options_.tile_elements;
-  for (int64_t a = 0; a < arrays_; ++a)
-    array(s, a).verify_tile(tile, sets_[set][a].data_ptr(), args.step);
-  at::Tensor master = view_of(sets_[set][0].data_ptr(), t.len, at::kFloat);
+  for (int64_t a = 0; a <= arrays_; ++a) array(s, a).verify_tile(tile, buffer(set, a), args.step);
+  at::Tensor master = view_of(buffer(set, 0), t.len, at::kFloat);
   std::vector<at::Tensor> states;
   for (int64_t a = 1; a < arrays_; ++a)
-    states.push_back(view_of(sets_[set][a].data_ptr(), t.len, at::kFloat));
-  optimizer_.step({{master, s.grad.narrow(0, t.start, t.len), states, {}}}, args);
+    states.push_back(view_of(buffer(set, a), t.len, at::kFloat));
+  const at::Tensor grad = view_of(buffer(set, arrays_), t.len, at::kFloat);
+  {
+    const EngineClock::Timer timer(ledger_.clock(), &EngineTimes::optimizer);
+    optimizer_.step({{master, grad, states, {}}}, args);
+  }
   if (options_.stage < 3) {
     g.flat.narrow(0, g.first + t.start, t.len).copy_(master);
   } else if (!s.param_streamed) {
     s.param_shard.narrow(0, t.start, t.len).copy_(master);
   } else if (options_.dtype != at::kFloat) {
-    view_of(sets_[set][arrays_].data_ptr(), t.len, options_.dtype).copy_(master);
+    view_of(buffer(set, arrays_ + 1), t.len, options_.dtype).copy_(master);
   }
 }
 
@@ -84,17 +87,17 @@ void StreamedUpdate::write(const Tile& t, int set, std::vector<std::shared_ptr<W
   const ShardStorage& s = storage_[t.group];
   const int64_t tile = t.start / options_.tile_elements;
   for (int64_t a = 0; a < arrays_; ++a)
-    works.push_back(array(s, a).write_tile(tile, sets_[set][a].data_ptr()));
+    works.push_back(array(s, a).write_tile(tile, buffer(set, a)));
   if (s.param_streamed) {
-    const at::Tensor& params = options_.dtype == at::kFloat ? sets_[set][0] : sets_[set][arrays_];
-    works.push_back(s.param_file->write_tile(tile, params.data_ptr()));
+    void* params = buffer(set, options_.dtype == at::kFloat ? 0 : arrays_ + 1);
+    works.push_back(s.param_file->write_tile(tile, params));
   }
 }
 
 void StreamedUpdate::run(const StepArgs& args) {
   const std::vector<Tile> all = tiles();
   if (all.empty()) return;
-  TilePipeline pipeline(options_.pipeline_read, options_.pipeline_write);
+  TilePipeline pipeline(options_.pipeline_read, options_.pipeline_write, ledger_.clock());
   ensure_buffer_sets(pipeline.sets());
   pipeline.run(
       static_cast<int64_t>(all.size()),

@@ -1,9 +1,14 @@
 // StreamedUpdate: the optimizer step for groups whose fp32 master and states live in a tier
 // that is not addressable (files). Each shard is cut into tiles of tile_elements; a tile's
-// master and states are read into a host buffer set, updated by the optimizer, copied into the
-// parameters (the stage 1-2 flat slot, the stage 3 shard, or the tile written to the parameter
-// tier) and written back, with reads ahead and writes behind overlapping the update
-// (TilePipeline). Every tile read is checked against the checksum it was written with.
+// master, states and reduced gradient (kept in the same tier, see TierGradients) are read into a
+// host buffer set, updated by the optimizer, copied into the parameters (the stage 1-2 flat
+// slot, the stage 3 shard, or the tile written to the parameter tier) and written back (the
+// gradient is not: the next step's first reduction replaces it), with reads ahead and writes
+// behind overlapping the update (TilePipeline). Every tile read is checked against the checksum
+// it was written with. The buffer sets are allocated at the first step and kept, counted as
+// staging: sets x (master + states + gradient [+ a compute-dtype parameter tile when 16-bit
+// parameters are streamed too]) x tile_elements x 4 bytes, each rounded up to the tier's
+// alignment.
 // Thread safety: one thread (the training thread).
 #pragma once
 
@@ -47,6 +52,7 @@ class StreamedUpdate {
   void read(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works);
   void update(const Tile& t, int set, const StepArgs& args);
   void write(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works);
+  void* buffer(int set, int64_t a) const { return sets_[set][a].data(); }
 
   ModelLayout& layout_;
   std::vector<ShardStorage>& storage_;
@@ -54,9 +60,9 @@ class StreamedUpdate {
   OffloadTier* tier_;
   StreamOptions options_;
   MemoryLedger& ledger_;
-  int64_t arrays_;   // master + each state
+  int64_t arrays_;   // master + each state; the gradient's buffer follows them in a set
   bool param_tile_;  // 16-bit parameters streamed to a tier need their own converted tile
-  std::vector<std::vector<at::Tensor>> sets_;  // host buffers, one set per tile in flight
+  std::vector<std::vector<StagingBuffer>> sets_;  // host buffers, one set per tile in flight
 };
 
 }  // namespace zt

@@ -9,6 +9,10 @@
 
 namespace zt {
 
+at::Tensor view_of(void* address, int64_t numel, at::ScalarType dtype) {
+  return at::from_blob(address, {numel}, at::TensorOptions().dtype(dtype));
+}
+
 uint64_t array_checksum(const void* data, int64_t bytes, int64_t offset) {
   const auto* p = static_cast<const unsigned char*>(data);
   uint64_t sum = 0;
@@ -34,8 +38,10 @@ uint64_t array_checksum(const void* data, int64_t bytes, int64_t offset) {
   return sum;
 }
 
-TieredArray::TieredArray(OffloadTier& tier, std::string name, int64_t bytes, int64_t tile_bytes)
+TieredArray::TieredArray(OffloadTier& tier, std::string name, int64_t bytes, int64_t tile_bytes,
+                         MemoryLedger& ledger)
     : tier_(tier),
+      ledger_(ledger),
       name_(std::move(name)),
       bytes_(bytes),
       tile_bytes_(std::max<int64_t>(1, tile_bytes)) {
@@ -50,17 +56,31 @@ int64_t TieredArray::tile_length(int64_t t) const {
   return std::min(tile_bytes_, bytes_ - t * tile_bytes_);
 }
 
-void TieredArray::upload(const void* src) {
+void TieredArray::upload(const at::Tensor& src, at::ScalarType dtype) {
+  const auto es = static_cast<int64_t>(c10::elementSize(dtype));
   if (address_) {
-    std::memcpy(address_, src, static_cast<size_t>(bytes_));
+    view_of(address_, bytes_ / es, dtype).copy_(src);
     return;
   }
   if (bytes_ == 0) return;
-  at::Tensor buffer = tier_.host_buffer(std::min(bytes_, tile_bytes_));
-  for (int64_t t = 0; t < static_cast<int64_t>(tile_sums_.size()); ++t) {
-    std::memcpy(buffer.data_ptr(), static_cast<const char*>(src) + t * tile_bytes_,
-                static_cast<size_t>(tile_length(t)));
-    write_tile(t, buffer.data_ptr())->wait();
+  const StagingBuffer buffer(tier_, std::min(bytes_, tile_bytes_), ledger_);
+  for (int64_t t = 0; t < tiles(); ++t) {
+    const int64_t elements = tile_length(t) / es;
+    view_of(buffer.data(), elements, dtype).copy_(src.narrow(0, t * tile_bytes_ / es, elements));
+    ledger_.clock().wait(*write_tile(t, buffer.data()), &EngineTimes::write_wait);
+  }
+}
+
+void TieredArray::read_range(int64_t begin, int64_t end, int64_t step, const RangeFn& fn) {
+  if (begin >= end) return;
+  const StagingBuffer buffer(tier_, std::min(bytes_, tile_bytes_), ledger_);
+  const auto* data = static_cast<const char*>(buffer.data());
+  for (int64_t t = begin / tile_bytes_; t * tile_bytes_ < end; ++t) {
+    ledger_.clock().wait(*read_tile(t, buffer.data()), &EngineTimes::read_wait);
+    verify_tile(t, buffer.data(), step);
+    const int64_t lo = std::max(begin, t * tile_bytes_);
+    const int64_t hi = std::min(end, t * tile_bytes_ + tile_length(t));
+    fn(lo, data + (lo - t * tile_bytes_), hi - lo);
   }
 }
 

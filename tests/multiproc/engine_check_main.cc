@@ -64,19 +64,44 @@ constexpr double kLr = 1e-2, kBeta1 = 0.9, kBeta2 = 0.99, kEps = 1e-8, kWeightDe
 
 using zt::test::CheckFailed;
 
+// --zero_init: the engine builds the model from a ModelSource (partitioned construction) and
+// every value comes from the declared initialisers; the reference fills its whole tensors from
+// the same declarations.
+bool g_zero_init = false;
+
+// Declared shapes and initialisers: counter-based normals, and one tensor (b2) filled by a
+// function, as a model with its own init would.
+std::vector<zt::ParamDecl> declarations() {
+  auto pattern = zt::ParamInit::from_function([](const at::Tensor& full) {
+    full.copy_(at::arange(full.numel(), at::kFloat).mul_(0.37).sin_().mul_(0.3));
+  });
+  return {{"w0", {kHidden, kIn}, zt::ParamInit::normal(0.3)},
+          {"b0", {kHidden}, zt::ParamInit::normal(0.3)},
+          {"w1", {kHidden, kHidden}, zt::ParamInit::normal(0.3)},
+          {"b1", {kHidden}, zt::ParamInit::uniform(0.3)},
+          {"b2", {kIn}, pattern}};
+}
+
 // The model's parameters, created identically from the seed in every process.
 struct Weights {
   at::Tensor w0, b0, w1, b1, b2;  // w0 [17x11] is used by unit 0 and, tied, by unit 2
-  explicit Weights(int64_t seed) {
+  // `values` false: tensors of the right shapes whose values nobody reads (a ModelSource's).
+  explicit Weights(int64_t seed, bool values = true) {
     at::Generator gen = at::detail::createCPUGenerator(seed);
-    auto make = [&](std::vector<int64_t> shape) {
-      return at::randn(shape, gen).mul_(0.3).requires_grad_(true);
-    };
-    w0 = make({kHidden, kIn});
-    b0 = make({kHidden});
-    w1 = make({kHidden, kHidden});
-    b1 = make({kHidden});
-    b2 = make({kIn});
+    at::Tensor* slots[] = {&w0, &b0, &w1, &b1, &b2};
+    const auto decls = declarations();
+    for (size_t i = 0; i < decls.size(); ++i) {
+      at::Tensor& t = *slots[i];
+      if (!values) {
+        t = at::empty(decls[i].shape);
+      } else if (g_zero_init) {
+        t = at::empty(decls[i].shape);
+        zt::init_param(t, decls[i].init, static_cast<uint64_t>(seed), decls[i].name);
+      } else {
+        t = at::randn(decls[i].shape, gen).mul_(0.3);
+      }
+      t.requires_grad_(true);
+    }
   }
   std::vector<std::pair<std::string, at::Tensor>> all() {
     return {{"w0", w0}, {"b0", b0}, {"w1", w1}, {"b1", b1}, {"b2", b2}};
@@ -119,6 +144,29 @@ std::vector<std::unique_ptr<LambdaUnit>> make_units(Weights& w) {
       [&w](const at::Tensor& x) { return at::matmul(x, w.w0) + w.b2; }));  // tied to w0
   return units;
 }
+
+// The check's model as a ModelSource: units built one at a time from tensors nobody wrote.
+class CheckSource final : public zt::ModelSource {
+ public:
+  int64_t unit_count() const override { return 3; }
+  uint64_t seed() const override { return 42; }
+  std::vector<zt::ParamDecl> declare(int64_t unit) const override {
+    const auto d = declarations();
+    if (unit == 0) return {d[0], d[1]};
+    if (unit == 1) return {d[2], d[3]};
+    return {d[0], d[4]};  // w0 again: borrowed from unit 0
+  }
+  std::unique_ptr<zt::Unit> build(int64_t unit) override {
+    if (unit == 0) all_ = make_units(weights_);
+    built.push_back(all_[unit].get());
+    return std::move(all_[unit]);
+  }
+  std::vector<LambdaUnit*> built;  // owned by the engine
+
+ private:
+  Weights weights_{42, /*values=*/false};
+  std::vector<std::unique_ptr<LambdaUnit>> all_;
+};
 
 // Sample i of the global stream, the same in every process.
 std::pair<at::Tensor, at::Tensor> samples(int64_t first, int64_t count) {
@@ -301,7 +349,7 @@ void check_names(zt::Engine& engine) {
 }
 
 // Recomputation really happened (or, without checkpointing, did not).
-void check_forward_calls(const std::vector<std::unique_ptr<LambdaUnit>>& units, int64_t steps,
+void check_forward_calls(const std::vector<LambdaUnit*>& units, int64_t steps,
                          const zt::EngineOptions& opt) {
   const int64_t want_calls = steps * opt.grad_accum * (opt.activation_checkpointing ? 2 : 1);
   for (const auto& u : units) {
@@ -331,7 +379,9 @@ std::string memory_text(const zt::trainer::EngineSetup& setup) {
           " reduce_scatter_calls=" + std::to_string(stats[zt::CommOp::kReduceScatter].calls);
   if (setup.tiers.by_id.empty()) return text;
   text += " offload_optimizer=" + std::to_string(mem.offload_optimizer) +
-          " offload_param=" + std::to_string(mem.offload_param);
+          " offload_param=" + std::to_string(mem.offload_param) +
+          " grads=" + std::to_string(mem.grads) +
+          " offload_grads=" + std::to_string(mem.offload_grads);
   int64_t held = 0, moved = 0;
   for (const auto& [id, t] : setup.tiers.by_id) {
     held += t->stats().bytes_allocated;
@@ -429,15 +479,26 @@ void record_or_compare(Args& a, int rank, zt::Engine& engine, const Trace& trace
   }
 }
 
+// The engine over the check's units: built here, or (--zero_init) by the engine from `source`,
+// in which case `units` is filled with the units it built.
 std::unique_ptr<zt::trainer::EngineSetup> make_setup(Args& a, const zt::Config& config,
                                                      const zt::RankEnv& env, zt::Store& store,
                                                      std::chrono::milliseconds timeout,
-                                                     const std::vector<zt::Unit*>& units) {
+                                                     std::vector<LambdaUnit*>& units,
+                                                     CheckSource& source) {
   // Dynamic loss scaling outside fp16 is no config setting (fp16 turns it on by itself).
-  return std::make_unique<zt::trainer::EngineSetup>(zt::trainer::build_engine_setup(
-      config, env, store, timeout, units, [&](zt::EngineOptions& o) {
-        if (a["loss_scale"] == "true") o.dynamic_loss_scale = true;
-      }));
+  auto adjust = [&](zt::EngineOptions& o) {
+    if (a["loss_scale"] == "true") o.dynamic_loss_scale = true;
+  };
+  if (g_zero_init) {
+    auto setup = std::make_unique<zt::trainer::EngineSetup>(
+        zt::trainer::build_engine_setup(config, env, store, timeout, source, adjust));
+    units = source.built;
+    return setup;
+  }
+  std::vector<zt::Unit*> plain(units.begin(), units.end());
+  return std::make_unique<zt::trainer::EngineSetup>(
+      zt::trainer::build_engine_setup(config, env, store, timeout, plain, adjust));
 }
 
 // Stages 2-3 must reduce-scatter a unit's gradients as soon as it finished backward: by the time
@@ -504,10 +565,11 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   const bool accessors = a["accessors"] == "true";
 
   Weights mine(42);
-  auto units = make_units(mine);
-  std::vector<zt::Unit*> unit_ptrs;
-  for (auto& u : units) unit_ptrs.push_back(u.get());
-  auto setup = make_setup(a, config, env, *store, timeout, unit_ptrs);
+  auto own_units = make_units(mine);
+  std::vector<LambdaUnit*> units;
+  for (auto& u : own_units) units.push_back(u.get());
+  CheckSource source;  // --zero_init: its units live in the engine, its tensors here
+  auto setup = make_setup(a, config, env, *store, timeout, units, source);
   zt::Engine& engine = *setup->engine;
   zt::Communicator& comm = *setup->comm;
   const zt::EngineOptions& opt = setup->options;
@@ -590,6 +652,7 @@ int main(int argc, char** argv) {
          {"sub_group", "1000000000"},
          {"pipeline", "true"},
          {"accessors", "false"},
+         {"zero_init", "false"},
          {"save_at", "0"},
          {"ckpt_dir", ""},
          {"record", ""},
@@ -599,6 +662,7 @@ int main(int argc, char** argv) {
          {"refuse_partial", "false"}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   kHidden = std::stoll(a["hidden"]);
+  g_zero_init = a["zero_init"] == "true";
   zt::RankEnv env = zt::discover_rank_env();
   const std::string nvme_dir =
       std::string(std::getenv("ZT_CHECK_OUT") ? std::getenv("ZT_CHECK_OUT") : "/tmp") + "/nvme";

@@ -354,3 +354,31 @@ TEST_CASE("checkpoint: a disk that fills fails the save naming path and bytes, l
   zt::CheckpointReader reader(previous);
   check_every_range(reader, 1);
 }
+
+TEST_CASE("depart: rank 0 keeps the store open until every rank has left, and says so on a "
+          "timeout") {
+  auto stores = zt::test::make_stores(2);
+  std::atomic<bool> rank1_left{false};
+  std::atomic<bool> rank0_saw_rank1{false};
+  auto errors = zt::test::run_ranks(2, [&](int rank) {
+    if (rank == 0) {
+      zt::depart(*stores[0], 0, 2, std::chrono::seconds(20));
+      rank0_saw_rank1 = rank1_left.load();
+      return;
+    }
+    // Rank 1 still uses the store well after rank 0 arrived at the exit.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(stores[1]->add("still/here", 1) == 1);
+    rank1_left = true;
+    zt::depart(*stores[1], 1, 2, std::chrono::seconds(20));
+  });
+  CHECK_FALSE(errors[0]);
+  CHECK_FALSE(errors[1]);
+  CHECK(rank0_saw_rank1);
+
+  // A second exit where rank 1 never leaves: rank 0 gives up after its timeout, counting.
+  auto again = zt::test::make_stores(2);
+  auto message = zt::test::error_of<zt::CommError>(
+      [&] { zt::depart(*again[0], 0, 2, std::chrono::milliseconds(300)); });
+  CHECK(message.find("only 1 of 2 ranks finished within 300 ms") != std::string::npos);
+}

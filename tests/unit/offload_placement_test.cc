@@ -43,7 +43,8 @@ TEST_CASE("fractions place groups in model order until that share of the bytes i
     // A prefix of the model: the first groups go, the rest stay.
     for (int i = 0; i < count(p.optimizer_in_tier); ++i)
       CHECK(p.optimizer_in_tier[static_cast<std::size_t>(i)]);
-    CHECK(p.optimizer_tier_bytes == count(p.optimizer_in_tier) * 3 * 100 * 4);
+    // Master, 2 states and the group's fp32 gradient.
+    CHECK(p.optimizer_tier_bytes == count(p.optimizer_in_tier) * (3 + 1) * 100 * 4);
   }
   // An uneven split: the group that crosses the share goes too (placed < share before it).
   r.optimizer_fraction = 0.3;
@@ -70,8 +71,8 @@ TEST_CASE("tier bytes round every array up to the tier's alignment") {
   r.param_alignment = 512;
   r.param_element_size = 2;
   const auto p = zt::place_offload({{1000, false}, {3, false}}, r);
-  CHECK(p.optimizer_tier_bytes == 3 * (4096 + 4096));  // 4000 B and 12 B arrays
-  CHECK(p.param_tier_bytes == 2048 + 512);             // 2000 B and 6 B shards
+  CHECK(p.optimizer_tier_bytes == (3 + 1) * (4096 + 4096));  // 4000 B and 12 B arrays
+  CHECK(p.param_tier_bytes == 2048 + 512);                   // 2000 B and 6 B shards
 }
 
 TEST_CASE(

@@ -1,7 +1,9 @@
-// GPT-2 as zt units: token + learned position embedding, n_layer pre-LayerNorm transformer blocks
-// (causal multi-head self-attention with a fused qkv projection, then a 4x GELU MLP, each with a
-// residual), and a final LayerNorm + LM head whose weight is the token embedding itself.
-#include <torch/torch.h>
+// GPT-2 as a ModelSource: token + learned position embedding, n_layer pre-LayerNorm transformer
+// blocks (causal multi-head self-attention with a fused qkv projection, then a 4x GELU MLP, each
+// with a residual), and a final LayerNorm + LM head whose weight is the token embedding itself.
+// Every unit's parameters are declared up front with GPT-2's init; a built unit holds plain
+// tensors and runs functional ops on them.
+#include <ATen/ATen.h>
 
 #include <cmath>
 #include <limits>
@@ -15,31 +17,14 @@ namespace {
 
 // GPT-2's init: N(0, 0.02) weights, zero biases, identity LayerNorms.
 constexpr double kInitStd = 0.02;
-
-torch::nn::LayerNorm layer_norm(int64_t d) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(1e-5));
-}
-
-// Initialises a Linear the GPT-2 way; `std` differs for the residual output projections.
-void init_linear(torch::nn::Linear& linear, const std::string& prefix, uint64_t seed, double std) {
-  init_normal(linear->weight, prefix + ".weight", seed, std);
-  init_constant(linear->bias, 0.0);
-}
-
-void init_layer_norm(torch::nn::LayerNorm& norm) {
-  init_constant(norm->weight, 1.0);
-  init_constant(norm->bias, 0.0);
-}
+constexpr double kLayerNormEps = 1e-5;
+constexpr const char* kWte = "wte.weight";
 
 class EmbeddingUnit final : public Unit {
  public:
-  EmbeddingUnit(const ModelShape& shape, uint64_t seed)
-      : wte_(torch::nn::EmbeddingOptions(shape.vocab, shape.d_model)),
-        wpe_(torch::nn::EmbeddingOptions(shape.seq_len, shape.d_model)),
-        seq_len_(shape.seq_len) {
-    init_normal(wte_->weight, "wte.weight", seed, kInitStd);
-    init_normal(wpe_->weight, "wpe.weight", seed, kInitStd);
-  }
+  // params: wte [vocab, d_model], wpe [seq_len, d_model].
+  EmbeddingUnit(NamedTensors params, int64_t seq_len)
+      : params_(std::move(params)), seq_len_(seq_len) {}
 
   std::string name() const override { return "embedding"; }
 
@@ -52,50 +37,44 @@ class EmbeddingUnit final : public Unit {
                           "-d input of " + std::to_string(ids.dim() == 2 ? ids.size(1) : 0) +
                           " tokens per row");
     }
-    at::Tensor positions = torch::arange(ids.size(1), ids.options().dtype(at::kLong));
-    return wte_(ids) + wpe_(positions);
+    at::Tensor positions = at::arange(ids.size(1), ids.options().dtype(at::kLong));
+    return at::embedding(params_[0].second, ids) + at::embedding(params_[1].second, positions);
   }
 
-  std::vector<std::pair<std::string, at::Tensor>> parameters() override {
-    return {{"wte.weight", wte_->weight}, {"wpe.weight", wpe_->weight}};
-  }
-
-  const at::Tensor& wte() const { return wte_->weight; }
+  std::vector<std::pair<std::string, at::Tensor>> parameters() override { return params_; }
 
  private:
-  torch::nn::Embedding wte_;
-  torch::nn::Embedding wpe_;
+  NamedTensors params_;
   int64_t seq_len_;
+};
+
+// A block's parameters, in the order declare_block() lists them.
+enum BlockParam : size_t {
+  kLn1Weight,
+  kLn1Bias,
+  kQkvWeight,
+  kQkvBias,
+  kAttnProjWeight,
+  kAttnProjBias,
+  kLn2Weight,
+  kLn2Bias,
+  kFcWeight,
+  kFcBias,
+  kMlpProjWeight,
+  kMlpProjBias
 };
 
 class BlockUnit final : public Unit {
  public:
-  BlockUnit(const ModelShape& shape, int64_t index, uint64_t seed)
-      : name_("block" + std::to_string(index)),
-        n_head_(shape.n_head),
-        ln1_(layer_norm(shape.d_model)),
-        qkv_(torch::nn::LinearOptions(shape.d_model, 3 * shape.d_model)),
-        attn_proj_(torch::nn::LinearOptions(shape.d_model, shape.d_model)),
-        ln2_(layer_norm(shape.d_model)),
-        fc_(torch::nn::LinearOptions(shape.d_model, 4 * shape.d_model)),
-        mlp_proj_(torch::nn::LinearOptions(4 * shape.d_model, shape.d_model)) {
-    // GPT-2 scales the projections that write into the residual stream by 1/sqrt(2 n_layer):
-    // two of them per block add up over depth, and this keeps the stream's variance flat.
-    const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(shape.n_layer));
-    init_layer_norm(ln1_);
-    init_linear(qkv_, name_ + ".attn.qkv", seed, kInitStd);
-    init_linear(attn_proj_, name_ + ".attn.proj", seed, residual_std);
-    init_layer_norm(ln2_);
-    init_linear(fc_, name_ + ".mlp.fc", seed, kInitStd);
-    init_linear(mlp_proj_, name_ + ".mlp.proj", seed, residual_std);
-  }
+  BlockUnit(std::string name, NamedTensors params, int64_t n_head)
+      : name_(std::move(name)), params_(std::move(params)), n_head_(n_head) {}
 
   std::string name() const override { return name_; }
 
   // x: [batch, T, d_model] -> same shape.
   at::Tensor forward(const at::Tensor& x) override {
     const int64_t batch = x.size(0), t = x.size(1), d = x.size(2), head_dim = d / n_head_;
-    std::vector<at::Tensor> qkv = qkv_(ln1_(x)).split(d, -1);
+    std::vector<at::Tensor> qkv = linear(norm(x, kLn1Weight), kQkvWeight).split(d, -1);
     auto heads = [&](const at::Tensor& m) {
       return m.reshape({batch, t, n_head_, head_dim}).transpose(1, 2);  // [B, H, T, hd]
     };
@@ -108,30 +87,25 @@ class BlockUnit final : public Unit {
     at::Tensor attn = at::softmax(
         scores.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
     at::Tensor y = at::matmul(attn, v).transpose(1, 2).reshape({batch, t, d});
-    at::Tensor h = x + attn_proj_(y);
-    return h + mlp_proj_(at::gelu(fc_(ln2_(h)), "tanh"));
+    at::Tensor h = x + linear(y, kAttnProjWeight);
+    return h + linear(at::gelu(linear(norm(h, kLn2Weight), kFcWeight), "tanh"), kMlpProjWeight);
   }
 
-  std::vector<std::pair<std::string, at::Tensor>> parameters() override {
-    NamedTensors out;
-    append_parameters(out, name_ + ".ln1", *ln1_);
-    append_parameters(out, name_ + ".attn.qkv", *qkv_);
-    append_parameters(out, name_ + ".attn.proj", *attn_proj_);
-    append_parameters(out, name_ + ".ln2", *ln2_);
-    append_parameters(out, name_ + ".mlp.fc", *fc_);
-    append_parameters(out, name_ + ".mlp.proj", *mlp_proj_);
-    return out;
-  }
+  std::vector<std::pair<std::string, at::Tensor>> parameters() override { return params_; }
 
  private:
+  // The bias of each layer directly follows its weight.
+  at::Tensor linear(const at::Tensor& x, size_t weight) const {
+    return at::linear(x, params_[weight].second, params_[weight + 1].second);
+  }
+  at::Tensor norm(const at::Tensor& x, size_t weight) const {
+    return at::layer_norm(x, {x.size(-1)}, params_[weight].second, params_[weight + 1].second,
+                          kLayerNormEps);
+  }
+
   std::string name_;
+  NamedTensors params_;
   int64_t n_head_;
-  torch::nn::LayerNorm ln1_;
-  torch::nn::Linear qkv_;
-  torch::nn::Linear attn_proj_;
-  torch::nn::LayerNorm ln2_;
-  torch::nn::Linear fc_;
-  torch::nn::Linear mlp_proj_;
 };
 
 // The final LayerNorm and the LM head. The head has no weight of its own: it borrows the token
@@ -139,40 +113,99 @@ class BlockUnit final : public Unit {
 // tensor whose gradient sums both uses.
 class HeadUnit final : public Unit {
  public:
-  HeadUnit(const ModelShape& shape, at::Tensor wte)
-      : ln_f_(layer_norm(shape.d_model)), wte_(std::move(wte)) {
-    init_layer_norm(ln_f_);
-  }
+  // params: ln_f.weight, ln_f.bias, then the embedding unit's very wte tensor.
+  explicit HeadUnit(NamedTensors params) : params_(std::move(params)) {}
 
   std::string name() const override { return "head"; }
 
   // h: [batch, T, d_model] -> logits [batch, T, vocab] = ln_f(h) @ wte^T.
-  at::Tensor forward(const at::Tensor& h) override { return at::linear(ln_f_(h), wte_); }
+  at::Tensor forward(const at::Tensor& h) override {
+    at::Tensor x = at::layer_norm(h, {h.size(-1)}, params_[0].second, params_[1].second,
+                                  kLayerNormEps);
+    return at::linear(x, params_[2].second);
+  }
 
-  std::vector<std::pair<std::string, at::Tensor>> parameters() override {
-    NamedTensors out;
-    append_parameters(out, "ln_f", *ln_f_);
-    out.emplace_back("wte.weight", wte_);
-    return out;
+  std::vector<std::pair<std::string, at::Tensor>> parameters() override { return params_; }
+
+ private:
+  NamedTensors params_;  // [2] shares its TensorImpl with EmbeddingUnit's wte
+};
+
+class GptSource final : public ModelSource {
+ public:
+  GptSource(ModelShape shape, uint64_t seed) : shape_(std::move(shape)), seed_(seed) {}
+
+  int64_t unit_count() const override { return shape_.n_layer + 2; }
+  uint64_t seed() const override { return seed_; }
+
+  std::vector<ParamDecl> declare(int64_t unit) const override {
+    check_unit_index("gpt", unit, unit_count());
+    const int64_t d = shape_.d_model;
+    if (unit == 0) {
+      return {{kWte, {shape_.vocab, d}, ParamInit::normal(kInitStd)},
+              {"wpe.weight", {shape_.seq_len, d}, ParamInit::normal(kInitStd)}};
+    }
+    if (unit == unit_count() - 1) {
+      return {{"ln_f.weight", {d}, ParamInit::constant(1.0)},
+              {"ln_f.bias", {d}, ParamInit::constant(0.0)},
+              {kWte, {shape_.vocab, d}, ParamInit::normal(kInitStd)}};  // borrowed from unit 0
+    }
+    return declare_block(unit - 1);
+  }
+
+  std::unique_ptr<Unit> build(int64_t unit) override {
+    std::vector<ParamDecl> decls = declare(unit);
+    if (unit == 0) {
+      NamedTensors params = allocate(decls);
+      wte_ = params[0].second;  // the head borrows this very tensor
+      return std::make_unique<EmbeddingUnit>(std::move(params), shape_.seq_len);
+    }
+    if (unit == unit_count() - 1) {
+      if (!wte_.defined()) {
+        throw InternalError("gpt model source: the head (unit " + std::to_string(unit) +
+                            ") borrows wte.weight from the embedding (unit 0); build the units "
+                            "in order");
+      }
+      decls.pop_back();
+      NamedTensors params = allocate(decls);
+      params.emplace_back(kWte, wte_);
+      return std::make_unique<HeadUnit>(std::move(params));
+    }
+    return std::make_unique<BlockUnit>("block" + std::to_string(unit - 1), allocate(decls),
+                                       shape_.n_head);
   }
 
  private:
-  torch::nn::LayerNorm ln_f_;
-  at::Tensor wte_;  // shares its TensorImpl with EmbeddingUnit's wte: storage changes reach both
+  std::vector<ParamDecl> declare_block(int64_t index) const {
+    const int64_t d = shape_.d_model;
+    // GPT-2 scales the projections that write into the residual stream by 1/sqrt(2 n_layer): two
+    // of them per block add up over depth, and this keeps the stream's variance flat.
+    const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(shape_.n_layer));
+    const std::string b = "block" + std::to_string(index) + ".";
+    const ParamInit one = ParamInit::constant(1.0), zero = ParamInit::constant(0.0);
+    return {{b + "ln1.weight", {d}, one},
+            {b + "ln1.bias", {d}, zero},
+            {b + "attn.qkv.weight", {3 * d, d}, ParamInit::normal(kInitStd)},
+            {b + "attn.qkv.bias", {3 * d}, zero},
+            {b + "attn.proj.weight", {d, d}, ParamInit::normal(residual_std)},
+            {b + "attn.proj.bias", {d}, zero},
+            {b + "ln2.weight", {d}, one},
+            {b + "ln2.bias", {d}, zero},
+            {b + "mlp.fc.weight", {4 * d, d}, ParamInit::normal(kInitStd)},
+            {b + "mlp.fc.bias", {4 * d}, zero},
+            {b + "mlp.proj.weight", {d, 4 * d}, ParamInit::normal(residual_std)},
+            {b + "mlp.proj.bias", {d}, zero}};
+  }
+
+  ModelShape shape_;
+  uint64_t seed_;
+  at::Tensor wte_;  // set by build(0), handed to the head
 };
 
 }  // namespace
 
-std::vector<std::unique_ptr<Unit>> make_gpt_units(const ModelShape& shape, uint64_t seed) {
-  std::vector<std::unique_ptr<Unit>> units;
-  auto embedding = std::make_unique<EmbeddingUnit>(shape, seed);
-  at::Tensor wte = embedding->wte();
-  units.push_back(std::move(embedding));
-  for (int64_t i = 0; i < shape.n_layer; ++i) {
-    units.push_back(std::make_unique<BlockUnit>(shape, i, seed));
-  }
-  units.push_back(std::make_unique<HeadUnit>(shape, wte));
-  return units;
+std::unique_ptr<ModelSource> make_gpt_source(const ModelShape& shape, uint64_t seed) {
+  return std::make_unique<GptSource>(shape, seed);
 }
 
 }  // namespace zt::models::detail

@@ -19,10 +19,17 @@ namespace {
 
 // One model parameter and the file tensor that holds it.
 struct Match {
-  at::Tensor param;
+  std::string zt_name;
   const SafetensorsEntry* entry = nullptr;
   at::ScalarType dtype = at::kFloat;
   bool transpose = false;
+};
+
+// The file, open, with every model parameter matched to its tensor.
+struct CheckedFile {
+  std::string context;  // "model.init_from = ... (where)", for messages
+  std::unique_ptr<SafetensorsReader> reader;
+  std::vector<Match> matches;  // in the order of the parameters
 };
 
 std::string shape_text(const std::vector<int64_t>& shape) {
@@ -59,7 +66,7 @@ const SafetensorsEntry* find_entry(const SafetensorsReader& reader, const Export
 }
 
 Match match_parameter(const SafetensorsReader& reader, const std::string& kind,
-                      const std::string& zt_name, const at::Tensor& param,
+                      const std::string& zt_name, std::vector<int64_t> expected,
                       const std::string& context) {
   const ExportedName name = exported_name(kind, zt_name);
   const SafetensorsEntry* entry = find_entry(reader, name);
@@ -69,14 +76,13 @@ Match match_parameter(const SafetensorsReader& reader, const std::string& kind,
                       ". It is a file of another model (check [model]) or of other names "
                       "(write it with `trainer export`)");
   }
-  std::vector<int64_t> expected = param.sizes().vec();
   if (name.transpose) std::reverse(expected.begin(), expected.end());
   if (entry->shape != expected) {
     throw ConfigError(context + ": tensor '" + entry->name + "' is " + shape_text(entry->shape) +
                       " in the file but the model's " + zt_name + " needs " + shape_text(expected) +
                       "; the file is of another model size: check [model]");
   }
-  return Match{param, entry, dtype_of(*entry, context), name.transpose};
+  return Match{zt_name, entry, dtype_of(*entry, context), name.transpose};
 }
 
 // Every file tensor must have found its parameter (or be one HF keeps besides them).
@@ -90,39 +96,49 @@ void check_nothing_left(const SafetensorsReader& reader, const std::string& kind
   }
 }
 
-void load_one(const SafetensorsReader& reader, const Match& match) {
+// Opens the file and matches every parameter to a tensor of it, checking them all.
+CheckedFile check_file(const std::string& path, const std::string& where, const std::string& kind,
+                       const std::vector<ParamDecl>& params) {
+  CheckedFile file;
+  file.context = "model.init_from = \"" + path + "\" (" + where + ")";
+  try {
+    file.reader = std::make_unique<SafetensorsReader>(path);
+  } catch (const IoError& e) {
+    throw IoError(file.context + ": " + e.what());
+  } catch (const ConfigError& e) {
+    throw ConfigError(file.context + ": " + e.what());
+  }
+  std::set<const SafetensorsEntry*> used;
+  for (const ParamDecl& p : params) {
+    file.matches.push_back(match_parameter(*file.reader, kind, p.name, p.shape, file.context));
+    used.insert(file.matches.back().entry);
+  }
+  check_nothing_left(*file.reader, kind, used, file.context);
+  return file;
+}
+
+// The matched tensor in fp32 and in the model's layout (one tensor in memory at a time).
+at::Tensor read_value(const CheckedFile& file, const Match& match) {
   at::Tensor raw = at::empty(match.entry->shape, at::TensorOptions().dtype(match.dtype));
-  reader.read(*match.entry, 0, raw.data_ptr(), match.entry->end - match.entry->begin);
+  try {
+    file.reader->read(*match.entry, 0, raw.data_ptr(), match.entry->end - match.entry->begin);
+  } catch (const IoError& e) {
+    throw IoError(file.context + ": " + e.what());
+  }
   at::Tensor value = raw.to(at::kFloat);
-  if (match.transpose) value = value.t();
-  at::NoGradGuard no_grad;
-  match.param.copy_(value);
+  return match.transpose ? value.t() : value;
 }
 
 }  // namespace
 
 void load_weights(Model& model, const std::string& path, const std::string& where) {
-  const std::string context = "model.init_from = \"" + path + "\" (" + where + ")";
-  std::unique_ptr<SafetensorsReader> reader;
-  try {
-    reader = std::make_unique<SafetensorsReader>(path);
-  } catch (const IoError& e) {
-    throw IoError(context + ": " + e.what());
-  } catch (const ConfigError& e) {
-    throw ConfigError(context + ": " + e.what());
-  }
-  const std::string& kind = model.shape.kind;
-  std::vector<Match> matches;
-  std::set<const SafetensorsEntry*> used;
-  for (const auto& [zt_name, param] : unique_parameters(model)) {
-    matches.push_back(match_parameter(*reader, kind, zt_name, param, context));
-    used.insert(matches.back().entry);
-  }
-  check_nothing_left(*reader, kind, used, context);
-  try {
-    for (const auto& match : matches) load_one(*reader, match);
-  } catch (const IoError& e) {
-    throw IoError(context + ": " + e.what());
+  const auto params = unique_parameters(model);
+  std::vector<ParamDecl> shapes;
+  for (const auto& [name, t] : params) shapes.push_back({name, t.sizes().vec(), {}});
+  const CheckedFile file = check_file(path, where, model.shape.kind, shapes);
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].second.copy_(read_value(file, file.matches[i]));
   }
 }
 
@@ -131,6 +147,37 @@ void apply_init_from(Model& model, const Config& config) {
   const std::string& path = options.get_string("init_from");
   if (path.empty()) return;
   load_weights(model, path, options.where("init_from").str());
+}
+
+std::vector<ParamDecl> declared_parameters(const ModelSource& source) {
+  std::vector<ParamDecl> out;
+  std::set<std::string> seen;
+  for (int64_t u = 0; u < source.unit_count(); ++u) {
+    for (ParamDecl& d : source.declare(u)) {
+      if (seen.insert(d.name).second) out.push_back(std::move(d));
+    }
+  }
+  return out;
+}
+
+void load_weights(Engine& engine, const std::string& kind, const std::vector<ParamDecl>& params,
+                  const std::string& path, const std::string& where, int rank) {
+  const CheckedFile file = check_file(path, where, kind, params);
+  for (const Match& match : file.matches) {
+    engine.with_gathered_parameters({match.zt_name}, 0,
+                                    [&](std::vector<std::pair<std::string, at::Tensor>>& gathered) {
+      if (rank == 0) gathered[0].second.copy_(read_value(file, match));
+    });
+  }
+}
+
+void apply_init_from(Engine& engine, const std::vector<ParamDecl>& params, const Config& config,
+                     int rank) {
+  const Options& options = config.section("model");
+  const std::string& path = options.get_string("init_from");
+  if (path.empty()) return;
+  load_weights(engine, resolve_model_shape(config).kind, params, path,
+               options.where("init_from").str(), rank);
 }
 
 }  // namespace zt::models

@@ -5,13 +5,19 @@
 // F16 elements, converted to fp32. Every model parameter must be in the file at its shape, and
 // every file tensor must be a model parameter, so a file of another model size never loads.
 // The tensors are read one at a time (never the whole file in memory).
-// Thread safety: one call at a time per model.
+// Two targets: a Model built whole in this process (the single-process reference, tests), or an
+// Engine holding the model in shards (partitioned construction), into which rank 0 writes each
+// tensor through Engine::with_gathered_parameters, so no rank ever holds more than one of them.
+// Thread safety: one call at a time per model or engine.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "models/model.h"
 #include "zt/config.h"
+#include "zt/engine.h"
+#include "zt/model_source.h"
 
 namespace zt::models {
 
@@ -26,5 +32,29 @@ void load_weights(Model& model, const std::string& path, const std::string& wher
 
 // load_weights() from config's model.init_from when it is set; nothing otherwise.
 void apply_init_from(Model& model, const Config& config);
+
+// Every parameter `source` declares, once (a tied weight under its first unit's name), in unit
+// order: the names and shapes the engine built from it holds. Allocates no parameter.
+std::vector<ParamDecl> declared_parameters(const ModelSource& source);
+
+// load_weights() into a model the engine holds in shards. Collective: every rank calls it.
+//   engine: in/out, the engine whose every parameter is overwritten (fp32 masters, the parameter
+//           copies it computes with, tiers; optimizer states are left as they are).
+//   kind:   in, the model's kind ("gpt" | "mlp"): how the file names its tensors.
+//   params: in, the model's parameters' names and shapes (declared_parameters()).
+//   path, where: in, as load_weights() above.
+//   rank:   in, this process's rank: rank 0 reads the file's tensors, one at a time, and writes
+//           each through Engine::with_gathered_parameters; every rank checks the file.
+// Throws what load_weights() throws, with the same messages, on every rank before any tensor
+// changes; an IoError while rank 0 reads a tensor there (the other ranks: CommError naming rank 0;
+// the tensors written before it keep their new values). CommError, IoError from the engine.
+void load_weights(Engine& engine, const std::string& kind, const std::vector<ParamDecl>& params,
+                  const std::string& path, const std::string& where, int rank);
+
+// The engine's load_weights() from config's model.init_from when it is set, for the model of
+// resolve_model_shape(config)'s kind whose parameters are `params` (declared_parameters() of the
+// source the engine was built from); nothing otherwise. Collective.
+void apply_init_from(Engine& engine, const std::vector<ParamDecl>& params, const Config& config,
+                     int rank);
 
 }  // namespace zt::models

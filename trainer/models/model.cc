@@ -1,10 +1,9 @@
-// Model shapes from the config (presets, overrides, byte-level vocab), the Model container, the
-// factory, and the seeded initialisers every unit uses.
+// Model shapes from the config (presets, overrides, byte-level vocab), the Model container, and
+// the factories: a model is a ModelSource, and the full single-process model is that source's
+// units materialized one after another.
 #include "models/model.h"
 
 #include <torch/torch.h>
-
-#include <ATen/CPUGeneratorImpl.h>
 
 #include <cstdio>
 #include <unordered_set>
@@ -39,22 +38,6 @@ const Preset& find_preset(const Options& model) {
   }
   // The schema restricts the choices, so only a schema/table mismatch gets here.
   throw InternalError("model.preset = \"" + name + "\" has no size table in trainer/models");
-}
-
-// splitmix64's finaliser: spreads a few differing input bits over the whole word.
-uint64_t mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-at::Generator generator_for(uint64_t seed, const std::string& name) {
-  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a of the name
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
-  uint64_t mixed = mix64(seed ^ mix64(h));
-  // LibTorch's mt19937 keeps only the low 32 bits of a seed, so fold the high half into them.
-  return at::make_generator<at::CPUGeneratorImpl>((mixed ^ (mixed >> 32)) & 0xffffffffULL);
 }
 
 std::string with_thousands(int64_t n) {
@@ -134,7 +117,11 @@ int64_t parameter_count(const ModelShape& s) {
   return s.n_layer * (12 * d * d + 13 * d) + s.vocab * d + s.seq_len * d + 2 * d;
 }
 
+int64_t unit_count(const ModelShape& s) { return s.kind == "mlp" ? s.depth : s.n_layer + 2; }
+
 int64_t Model::parameter_count() const {
+  // A Model whose units the engine owns holds none: the shape says what they hold.
+  if (units.empty()) return zt::models::parameter_count(shape);
   int64_t total = 0;
   for (const auto& [name, tensor] : unique_parameters(*this)) total += tensor.numel();
   return total;
@@ -152,16 +139,27 @@ std::string Model::describe() const {
     sizes = "mlp: width=" + std::to_string(shape.width) + " depth=" + std::to_string(shape.depth) +
             " activation=" + shape.activation;
   }
-  return sizes + "; " + std::to_string(units.size()) + " units, " +
-         with_thousands(parameter_count()) + " parameters, seed " + std::to_string(seed);
+  return sizes + "; " + std::to_string(unit_count(shape)) + " units, " +
+         with_thousands(zt::models::parameter_count(shape)) + " parameters, seed " +
+         std::to_string(seed);
+}
+
+std::unique_ptr<ModelSource> make_model_source(const ModelShape& shape, uint64_t seed) {
+  if (shape.kind == "gpt") return detail::make_gpt_source(shape, seed);
+  if (shape.kind == "mlp") return detail::make_mlp_source(shape, seed);
+  // The schema restricts the choices, so only a schema/factory mismatch gets here.
+  throw InternalError("model.kind = \"" + shape.kind + "\" has no model source in trainer/models");
 }
 
 std::unique_ptr<Model> make_model(const ModelShape& shape, uint64_t seed) {
   auto model = std::make_unique<Model>();
   model->shape = shape;
   model->seed = seed;
-  model->units = shape.kind == "gpt" ? detail::make_gpt_units(shape, seed)
-                                     : detail::make_mlp_units(shape, seed);
+  // The same declarations a partitioned build fills slice by slice, so the values agree.
+  std::unique_ptr<ModelSource> source = make_model_source(shape, seed);
+  for (int64_t i = 0; i < source->unit_count(); ++i) {
+    model->units.push_back(materialize_unit(*source, i));
+  }
   return model;
 }
 
@@ -191,24 +189,20 @@ std::vector<std::pair<std::string, at::Tensor>> unique_parameters(const Model& m
 
 namespace detail {
 
-void init_normal(const at::Tensor& param, const std::string& name, uint64_t seed, double std) {
-  torch::NoGradGuard no_grad;
-  param.normal_(0.0, std, generator_for(seed, name));
+NamedTensors allocate(const std::vector<ParamDecl>& decls) {
+  NamedTensors out;
+  out.reserve(decls.size());
+  for (const ParamDecl& decl : decls) {
+    out.emplace_back(decl.name, at::empty(decl.shape, at::kFloat).requires_grad_());
+  }
+  return out;
 }
 
-void init_uniform(const at::Tensor& param, const std::string& name, uint64_t seed, double bound) {
-  torch::NoGradGuard no_grad;
-  param.uniform_(-bound, bound, generator_for(seed, name));
-}
-
-void init_constant(const at::Tensor& param, double value) {
-  torch::NoGradGuard no_grad;
-  param.fill_(value);
-}
-
-void append_parameters(NamedTensors& out, const std::string& prefix, torch::nn::Module& module) {
-  for (const auto& item : module.named_parameters()) {
-    out.emplace_back(prefix + "." + item.key(), item.value());
+void check_unit_index(const std::string& kind, int64_t unit, int64_t count) {
+  if (unit < 0 || unit >= count) {
+    throw InternalError(kind + " model source: unit " + std::to_string(unit) +
+                        " is out of range; the model has " + std::to_string(count) + " units (0.." +
+                        std::to_string(count - 1) + ")");
   }
 }
 

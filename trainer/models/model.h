@@ -2,9 +2,11 @@
 // order (unit i's output is unit i+1's input) and gathers/frees per unit:
 //   gpt: [embedding (wte + wpe)] [block0] ... [block{n_layer-1}] [final LayerNorm + tied LM head]
 //   mlp: [layer0] ... [layer{depth-1}], each Linear(width, width)
-// Initialisation depends only on run.seed and each parameter's name (never on the global torch
-// RNG, the construction order or the world size), so every rank and a single-process reference
-// build bit-identical parameters.
+// Each model is a ModelSource (zt/model_source.h) that declares every unit's parameters before
+// building any: an element's initial value depends only on run.seed, the parameter's name and the
+// element's index (zt/param_init.h; never on the global torch RNG, the construction order or the
+// world size), so a rank filling its shards and a single-process reference building the whole
+// model get bit-identical parameters.
 // Thread safety: a Model is used from the training thread only; resolve_model_shape and
 // make_model are pure functions of the config (and of the model.init_from file).
 #pragma once
@@ -18,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "zt/config.h"
+#include "zt/model_source.h"
 #include "zt/unit.h"
 
 namespace zt::models {
@@ -57,18 +60,28 @@ struct Model {
   // mlp: mean squared error of [B,width] against [B,width]. Computed in fp32 whatever the
   // compute dtype, so low-precision runs compare with the fp32 reference on the same footing.
   at::Tensor loss(const at::Tensor& output, const at::Tensor& target) const;
-  // Elements of the distinct tensors of all units: the tied embedding counts once.
+  // Elements of the distinct tensors of all units (the tied embedding counts once); with no
+  // units (the engine built and owns them), parameter_count(shape), which is the same number.
   int64_t parameter_count() const;
-  // One line: kind, sizes, units, parameters.
+  // One line: kind, sizes, units, parameters. From the shape alone, so it reads the same with or
+  // without units.
   std::string describe() const;
 };
 
-// Builds the model of config (sizes from resolve_model_shape, init from run.seed, then the
-// weights of model.init_from when set: see models/init_from.h), on the CPU in fp32; the engine
-// moves and shards it. Throws ConfigError/IoError as load_weights() for a bad init_from file.
+// Builds the model of config in full (sizes from resolve_model_shape, init from run.seed, then
+// the weights of model.init_from when set: see models/init_from.h), on the CPU in fp32: every
+// unit of make_model_source() through materialize_unit(). Throws ConfigError/IoError as
+// load_weights() for a bad init_from file.
 std::unique_ptr<Model> make_model(const Config& config);
 // The same from an explicit shape and seed (tests, tools).
 std::unique_ptr<Model> make_model(const ModelShape& shape, uint64_t seed);
+
+// The model of this shape as a ModelSource: the engine builds it one unit at a time and keeps
+// only its shards (zero.Init). The values equal make_model(shape, seed)'s exactly, because both
+// come from the same declarations (zt/param_init.h).
+std::unique_ptr<ModelSource> make_model_source(const ModelShape& shape, uint64_t seed);
+// Units a model of this shape has (gpt: n_layer + 2, mlp: depth), without building it.
+int64_t unit_count(const ModelShape& shape);
 
 // Forward through every unit in order, no sharding: the single-process reference.
 at::Tensor run_units(Model& model, const at::Tensor& input);

@@ -1,5 +1,5 @@
-// Internals shared by the model files: the unit builders of each model family and the seeded
-// initialisers they use. Not part of the trainer's API; include models/model.h instead.
+// Internals shared by the model files: each model family as a ModelSource, and the helpers its
+// units are built with. Not part of the trainer's API; include models/model.h instead.
 #pragma once
 
 #include <cstdint>
@@ -11,25 +11,20 @@
 #include <ATen/core/Tensor.h>
 
 #include "models/model.h"
-
-namespace torch::nn {
-class Module;
-}
+#include "zt/model_source.h"
 
 namespace zt::models::detail {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-std::vector<std::unique_ptr<Unit>> make_gpt_units(const ModelShape& shape, uint64_t seed);
-std::vector<std::unique_ptr<Unit>> make_mlp_units(const ModelShape& shape, uint64_t seed);
+std::unique_ptr<ModelSource> make_gpt_source(const ModelShape& shape, uint64_t seed);
+std::unique_ptr<ModelSource> make_mlp_source(const ModelShape& shape, uint64_t seed);
 
-// Each parameter draws from its own generator seeded by (seed, its full name), so a value never
-// depends on which tensors were built before it, nor on the global torch RNG.
-void init_normal(const at::Tensor& param, const std::string& name, uint64_t seed, double std);
-void init_uniform(const at::Tensor& param, const std::string& name, uint64_t seed, double bound);
-void init_constant(const at::Tensor& param, double value);
+// The declared tensors as (name, at::empty(shape) requiring grad), in order. Never written: the
+// engine points them into its flat buffers, or materialize_unit fills them.
+NamedTensors allocate(const std::vector<ParamDecl>& decls);
 
-// Appends module's parameters as ("<prefix>.<name>", tensor); the tensors alias the module's.
-void append_parameters(NamedTensors& out, const std::string& prefix, torch::nn::Module& module);
+// Throws InternalError naming the model kind unless 0 <= unit < count.
+void check_unit_index(const std::string& kind, int64_t unit, int64_t count);
 
 }  // namespace zt::models::detail

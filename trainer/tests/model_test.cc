@@ -1,5 +1,7 @@
-// The models: preset resolution, seeded init, parameter names, weight tying, shapes, causality,
-// units against an independent functional forward, and a loss that falls under AdamW.
+// The models: preset resolution, counter-based init (deterministic in seed and name, GPT-2 and
+// Linear statistics, a partitioned fill equal to the full build), sources whose declarations
+// match what they build, parameter names, weight tying, shapes, causality, units against an
+// independent functional forward, and a loss that falls under AdamW.
 #include <torch/torch.h>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -18,9 +20,12 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "models/model.h"
 #include "zt/error.h"
+#include "zt/model_source.h"
+#include "zt/param_init.h"
 
 using zt::models::Model;
 using zt::models::ModelShape;
@@ -182,6 +187,112 @@ TEST_CASE("GPT-2 init statistics: N(0, 0.02), scaled residual projections, ident
   CHECK(at::equal(p.at("block3.attn.qkv.bias"), at::zeros({384})));
   CHECK(at::equal(p.at("block3.ln2.weight"), at::ones({128})));
   CHECK(at::equal(p.at("ln_f.bias"), at::zeros({128})));
+  CHECK(std::abs(p.at("wpe.weight").mean().item<double>()) < 5 * 0.02 / std::sqrt(32.0 * 128));
+
+  // MLP: torch.nn.Linear's U(-1/sqrt(width), 1/sqrt(width)) for weight and bias alike.
+  auto mlp = zt::models::make_model(config_of("[model]\nkind = \"mlp\"\nwidth = 400\ndepth = 2\n"));
+  auto q = by_name(*mlp);
+  const double bound = 1.0 / 20;
+  for (const char* name : {"layer0.weight", "layer1.weight", "layer1.bias"}) {
+    INFO(name);
+    CHECK(q.at(name).abs().max().item<double>() <= bound);
+    CHECK(q.at(name).abs().max().item<double>() > 0.95 * bound);
+  }
+  CHECK(q.at("layer0.weight").std().item<double>() ==
+        doctest::Approx(bound / std::sqrt(3.0)).epsilon(0.02));
+}
+
+TEST_CASE("a partitioned fill of each declaration equals make_model, element for element") {
+  // What the engine does per rank: fill only a slice of each owned tensor from its declaration.
+  const char* models[] = {kSmallGpt, "[model]\nkind = \"mlp\"\nwidth = 9\ndepth = 3\n"};
+  for (const char* toml : models) {
+    CAPTURE(toml);
+    const ModelShape shape = zt::models::resolve_model_shape(config_of(toml));
+    auto model = zt::models::make_model(shape, 5);
+    auto params = by_name(*model);
+    auto source = zt::models::make_model_source(shape, 5);
+    REQUIRE(source->seed() == 5);
+    REQUIRE(source->unit_count() == static_cast<int64_t>(model->units.size()));
+    std::set<std::string> filled;
+    for (int64_t u = 0; u < source->unit_count(); ++u) {
+      for (const zt::ParamDecl& decl : source->declare(u)) {
+        if (!filled.insert(decl.name).second) continue;  // borrowed: its owner filled it
+        INFO(decl.name);
+        const at::Tensor built = params.at(decl.name).detach().reshape({-1});
+        const int64_t n = built.numel(), cut1 = n / 3, cut2 = n / 3 + n / 2 + 1;
+        at::Tensor pieces = at::empty({n});
+        for (auto [first, end] :
+             {std::pair{cut2, n}, std::pair{int64_t{0}, cut1}, std::pair{cut1, cut2}}) {
+          at::Tensor slice = at::empty({end - first});
+          zt::fill_param_init(decl.init, 5, decl.name, decl.shape, first, slice);
+          pieces.narrow(0, first, end - first).copy_(slice);
+        }
+        CHECK(at::equal(pieces, built));
+      }
+    }
+    CHECK(filled.size() == params.size());
+
+    // The source built unit by unit, as the single-process reference does, gives the same too.
+    auto again = zt::models::make_model_source(shape, 5);
+    for (int64_t u = 0; u < again->unit_count(); ++u) {
+      auto unit = zt::materialize_unit(*again, u);
+      for (const auto& [name, t] : unit->parameters()) {
+        INFO(name);
+        CHECK(at::equal(t, params.at(name)));
+      }
+    }
+  }
+}
+
+TEST_CASE("a source's build() lists what declare() says; the head borrows the very wte") {
+  const char* models[] = {kSmallGpt, "[model]\nkind = \"mlp\"\nwidth = 9\ndepth = 3\n"};
+  for (const char* toml : models) {
+    CAPTURE(toml);
+    const ModelShape shape = zt::models::resolve_model_shape(config_of(toml));
+    auto source = zt::models::make_model_source(shape, 1);
+    CHECK(source->unit_count() == zt::models::unit_count(shape));
+    std::map<std::string, const at::TensorImpl*> owner;
+    int64_t declared_elements = 0;
+    for (int64_t u = 0; u < source->unit_count(); ++u) {
+      const std::vector<zt::ParamDecl> decls = source->declare(u);
+      auto unit = source->build(u);
+      const auto params = unit->parameters();
+      REQUIRE(params.size() == decls.size());
+      for (size_t i = 0; i < decls.size(); ++i) {
+        INFO(decls[i].name);
+        CHECK(params[i].first == decls[i].name);
+        CHECK(params[i].second.sizes() == at::IntArrayRef(decls[i].shape));
+        CHECK(params[i].second.requires_grad());
+        CHECK((params[i].second.scalar_type() == at::kFloat));
+        auto [it, first] = owner.emplace(decls[i].name, params[i].second.unsafeGetTensorImpl());
+        if (first) {
+          declared_elements += params[i].second.numel();
+        } else {
+          CHECK(it->second == params[i].second.unsafeGetTensorImpl());  // borrowed: the same tensor
+        }
+      }
+    }
+    CHECK(declared_elements == zt::models::parameter_count(shape));
+    CHECK_THROWS_AS(source->declare(source->unit_count()), zt::InternalError);
+  }
+  // The head cannot be built before the embedding it borrows from.
+  const ModelShape gpt = zt::models::resolve_model_shape(config_of(kSmallGpt));
+  auto source = zt::models::make_model_source(gpt, 1);
+  CHECK_THROWS_WITH_AS(source->build(3), doctest::Contains("build the units in order"),
+                       zt::InternalError);
+}
+
+TEST_CASE("describe() and parameter_count() read the same from the shape alone") {
+  for (const char* toml : {kSmallGpt, "[model]\nkind = \"mlp\"\nwidth = 9\ndepth = 3\n"}) {
+    CAPTURE(toml);
+    auto built = zt::models::make_model(config_of(toml));
+    Model shape_only;  // what the trainer holds when the engine owns the units
+    shape_only.shape = built->shape;
+    shape_only.seed = built->seed;
+    CHECK(shape_only.describe() == built->describe());
+    CHECK(shape_only.parameter_count() == built->parameter_count());
+    CHECK(contains(built->describe(), std::to_string(built->units.size()) + " units"));
+  }
 }
 
 TEST_CASE("units list stably named parameters, each requiring grad") {

@@ -32,6 +32,7 @@
 #include "zt/api.h"
 #include "zt/communicator.h"
 #include "zt/loss_scaler.h"
+#include "zt/model_source.h"
 #include "zt/offload.h"
 #include "zt/optimizer.h"
 #include "zt/shard_strategy.h"
@@ -91,9 +92,23 @@ struct MemoryReport {
   int64_t persistent_params = 0;  // stage 3: bytes of groups that never release
   int64_t unit_max_params = 0;    // largest single unit's gathered bytes
   // Offloaded bytes (not in the categories above, which count compute memory only).
-  int64_t offload_optimizer = 0;  // master weights + optimizer states in the optimizer tier
-  int64_t offload_param = 0;      // parameter shards in the param tier
-  int64_t offload_staging = 0;    // host buffers streaming tiles and fetched shards use now
+  int64_t offload_optimizer = 0;     // master weights + optimizer states in the optimizer tier
+  int64_t offload_param = 0;         // parameter shards in the param tier
+  int64_t offload_staging = 0;       // host buffers streaming tiles and fetched shards use now
+  int64_t offload_grads = 0;         // reduced fp32 gradient shards kept in the optimizer tier
+  int64_t offload_staging_peak = 0;  // highest offload_staging since the engine was built
+};
+
+// Where this rank's time went, in seconds summed since the engine was built: the waits are the
+// parts of forward_backward() and step() spent blocked on collectives or on tier I/O, so a
+// step's time splits into compute and those waits.
+struct EngineTimes {
+  double forward_backward = 0;  // forward_backward() as a whole
+  double step = 0;              // step() as a whole
+  double optimizer = 0;         // the optimizer's update of shards and tiles
+  double comm_wait = 0;         // waiting for gathers, reduce-scatters and all-reduces
+  double read_wait = 0;         // waiting for tier reads (parameter shards, state tiles, grads)
+  double write_wait = 0;        // waiting for tier writes
 };
 
 class ZT_API Engine {
@@ -101,6 +116,11 @@ class ZT_API Engine {
   Engine(std::vector<Unit*> units, Communicator& comm, const ShardStrategy& strategy,
          Optimizer& optimizer, EngineOptions options, EngineTiers tiers = {});
   ~Engine();
+  // Partitioned construction (zero.Init): builds the units of `source` one at a time and keeps
+  // only this rank's shards of each (model_source.h); the engine owns the units. The values are
+  // the declared initialisers', the same whatever the world size, stage or strategy.
+  Engine(ModelSource& source, Communicator& comm, const ShardStrategy& strategy,
+         Optimizer& optimizer, EngineOptions options, EngineTiers tiers = {});
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
@@ -141,9 +161,23 @@ class ZT_API Engine {
   at::Tensor full_fp32_param(const std::string& name);
   at::Tensor full_fp32_grad(const std::string& name);
   at::Tensor full_optimizer_state(const std::string& name, const std::string& state);
+  // Scoped gather of named parameters outside forward/backward (DeepSpeed's
+  // GatheredParameters). Collective: every rank passes the same names and modifier_rank.
+  //   names: in, parameter names (ConfigError for an unknown one, listing valid names).
+  //   modifier_rank: in, -1 to read only; else the rank whose edits count.
+  //   fn: gets (name, tensor) for each name in order: the full fp32 master value in the
+  //       parameter's shape, on every rank. With modifier_rank >= 0, once fn returns on every
+  //       rank, that rank's tensors are broadcast and written into every rank's shards (master
+  //       weights, parameters, tiers); optimizer states are left as they are.
+  // Call between steps. Throws what fn throws (before anything is written back; with a
+  // modifier the other ranks then throw CommError naming that rank), CommError, IoError.
+  using GatheredFn = std::function<void(std::vector<std::pair<std::string, at::Tensor>>& params)>;
+  void with_gathered_parameters(const std::vector<std::string>& names, int modifier_rank,
+                                const GatheredFn& fn);
   // Names of every parameter, in registration order.
   std::vector<std::string> parameter_names() const;
   MemoryReport memory() const;
+  EngineTimes times() const;
   int64_t parameter_count() const;
 
  private:

@@ -38,6 +38,12 @@ ZT_API RankEnv discover_rank_env();
 ZT_API std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, int world,
                                          std::chrono::milliseconds timeout);
 
+// Departure barrier, the last use of `store` on a rank that finished its task: every rank counts
+// itself out, and rank 0, which hosts the store, waits (up to `timeout`) until all have, so a
+// rank still reading the store never finds it closed (a fast rank 0 used to leave others with
+// EPIPE). Other ranks return at once. Throws CommError naming how many left when time runs out.
+ZT_API void depart(Store& store, int rank, int world, std::chrono::milliseconds timeout);
+
 // The CommContext a comm plugin needs for this rank: its place in the job, the store, a key
 // prefix unique to the communicator, and the bound on every wait.
 ZT_API CommContext comm_context(const RankEnv& env, Store& store, const std::string& prefix,

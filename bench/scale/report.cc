@@ -1,0 +1,131 @@
+#include "report.h"
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "common/bench_util.h"
+#include "zt/bytes.h"
+
+namespace zt::bench {
+
+namespace {
+
+std::string gib(int64_t bytes) { return gib_text(static_cast<double>(bytes)); }
+
+std::vector<const ScaleRow*> sweep_rows(const std::vector<ScaleRow>& rows) {
+  std::vector<const ScaleRow*> out;
+  for (const ScaleRow& r : rows) {
+    if (r.job.sweep) out.push_back(&r);
+  }
+  return out;
+}
+
+// The deepest sweep row's peak RSS per rank over the shallowest's; NaN without two rows.
+double depth_ratio(const std::vector<const ScaleRow*>& sweep) {
+  if (sweep.size() < 2 || sweep.front()->peak_rss_per_rank <= 0) return std::nan("");
+  return static_cast<double>(sweep.back()->peak_rss_per_rank) / sweep.front()->peak_rss_per_rank;
+}
+
+void print_rows(const std::vector<ScaleRow>& rows) {
+  std::printf("\n| job | params | model states | host RAM (peak RSS, all ranks) | fit estimate | "
+              "peak RSS/rank | disk | steps | step s | tokens/s | loss |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const ScaleRow& r : rows) {
+    std::printf("| %s | %.3fB | %s | %s | %s | %s | %s | %lld | %.2f | %.1f | %.4f |\n",
+                r.job.label.c_str(), r.params / 1e9, gib(r.model_state_bytes).c_str(),
+                gib(r.host_ram_bytes).c_str(), gib(r.host_ram_estimate).c_str(),
+                mib_text(static_cast<double>(r.peak_rss_per_rank)).c_str(),
+                gib(r.disk_bytes).c_str(), static_cast<long long>(r.steps), r.step_s,
+                r.tokens_per_s, r.loss);
+  }
+}
+
+void print_splits(const std::vector<ScaleRow>& rows) {
+  std::printf("\nwhere a step's time goes (rank 0, median step):\n\n| job | step s | compute | "
+              "read wait | write wait | comm wait | optimizer |\n| --- | ---: | ---: | ---: | "
+              "---: | ---: | ---: |\n");
+  for (const ScaleRow& r : rows) {
+    if (!r.split.measured) {
+      std::printf("| %s | %.2f | (the trainer does not report engine times) | | | | |\n",
+                  r.job.label.c_str(), r.step_s);
+      continue;
+    }
+    const StepSplit& t = r.split;
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.job.label.c_str(), r.step_s,
+                t.compute, t.read_wait, t.write_wait, t.comm_wait, t.optimizer);
+  }
+}
+
+void print_depth(const std::vector<const ScaleRow*>& sweep) {
+  if (sweep.empty()) return;
+  std::printf(
+      "\npeak RSS per rank against depth (fixed width):\n\n| blocks | params | peak RSS/rank "
+      "| fit estimate/rank | vs %lld blocks |\n| ---: | ---: | ---: | ---: | ---: |\n",
+      static_cast<long long>(sweep.front()->job.depth));
+  for (const ScaleRow* r : sweep) {
+    std::printf("| %lld | %.1fM | %s | %s | %.3f |\n", static_cast<long long>(r->job.depth),
+                r->params / 1e6, mib_text(static_cast<double>(r->peak_rss_per_rank)).c_str(),
+                mib_text(static_cast<double>(r->rss_estimate_per_rank)).c_str(),
+                static_cast<double>(r->peak_rss_per_rank) / sweep.front()->peak_rss_per_rank);
+  }
+  if (sweep.size() >= 2) {
+    const double ratio = depth_ratio(sweep);
+    std::printf("\npeak RSS per rank, %lld blocks over %lld: %.3f (target <= %.1f: %s)\n",
+                static_cast<long long>(sweep.back()->job.depth),
+                static_cast<long long>(sweep.front()->job.depth), ratio, kMaxDepthRssRatio,
+                ratio <= kMaxDepthRssRatio ? "met" : "missed");
+  }
+}
+
+}  // namespace
+
+void print_report(const std::vector<ScaleRow>& rows) {
+  print_rows(rows);
+  print_splits(rows);
+  print_depth(sweep_rows(rows));
+  std::printf("\nmodel states: every rank's parameters, gradients, master weights and optimizer "
+              "states in all tiers; host RAM: the ranks' peak RSS (VmHWM) summed, next to the "
+              "memory-fit check's estimate; disk: bytes in offload_nvme's files.\n");
+}
+
+void write_json(const std::vector<ScaleRow>& rows, const std::string& path, double total_s) {
+  std::ofstream out = open_results(path);
+  out << "{\n  \"bench\": \"scale\",\n  " << blas_json() << ",\n  \"rows\": [\n";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ScaleRow& r = rows[i];
+    out << "    {\"job\": " << json_string(r.job.label) << ", \"depth\": " << r.job.depth
+        << ", \"params\": " << r.params << ", \"world\": " << r.world
+        << ", \"model_state_bytes\": " << r.model_state_bytes
+        << ", \"host_ram_bytes\": " << r.host_ram_bytes
+        << ", \"host_ram_estimate_bytes\": " << r.host_ram_estimate
+        << ", \"peak_rss_per_rank\": " << r.peak_rss_per_rank
+        << ", \"rss_estimate_per_rank\": " << r.rss_estimate_per_rank
+        << ", \"disk_bytes\": " << r.disk_bytes << ", \"steps\": " << r.steps
+        << ", \"step_s\": " << json_number(r.step_s)
+        << ", \"tokens_per_s\": " << json_number(r.tokens_per_s)
+        << ", \"loss\": " << json_number(r.loss) << ", \"step_split_s\": ";
+    if (r.split.measured) {
+      out << "{\"compute\": " << json_number(r.split.compute)
+          << ", \"read_wait\": " << json_number(r.split.read_wait)
+          << ", \"write_wait\": " << json_number(r.split.write_wait)
+          << ", \"comm_wait\": " << json_number(r.split.comm_wait)
+          << ", \"optimizer\": " << json_number(r.split.optimizer) << "}";
+    } else {
+      out << "null";
+    }
+    out << ", \"wall_s\": " << json_number(r.wall_s) << "}" << (i + 1 < rows.size() ? "," : "")
+        << "\n";
+  }
+  out << "  ],\n  \"depth\": [";
+  const std::vector<const ScaleRow*> sweep = sweep_rows(rows);
+  for (size_t i = 0; i < sweep.size(); ++i) {
+    out << (i ? ", " : "") << "{\"blocks\": " << sweep[i]->job.depth
+        << ", \"peak_rss_per_rank\": " << sweep[i]->peak_rss_per_rank << "}";
+  }
+  out << "],\n  \"depth_rss_ratio\": " << json_number(depth_ratio(sweep))
+      << ",\n  \"depth_rss_ratio_target\": " << kMaxDepthRssRatio
+      << ",\n  \"total_s\": " << json_number(total_s) << "\n}\n";
+}
+
+}  // namespace zt::bench

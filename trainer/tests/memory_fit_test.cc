@@ -1,0 +1,286 @@
+// The memory-fit check: model-state bytes by place, the estimate of a few jobs against values
+// computed by hand from the engine's rules, and the refusals: every tier named with the bytes it
+// needs and has, and the knobs (with file:line) that move them.
+#include <string>
+
+#include "memory_fit.h"
+#include "zt/bytes.h"
+#include "zt/error.h"
+
+// Debian's LibTorch logs through glog, whose CHECK* macros collide with doctest's (model.h
+// brings LibTorch's headers): drop glog's before doctest defines its own.
+#undef CHECK
+#undef CHECK_EQ
+#undef CHECK_NE
+#undef CHECK_LT
+#undef CHECK_LE
+#undef CHECK_GT
+#undef CHECK_GE
+#include <doctest/doctest.h>
+
+#include "../../tests/test_util.h"
+
+using zt::test::contains;
+using zt::trainer::FitEstimate;
+using zt::trainer::FitInputs;
+using zt::trainer::HostBudget;
+using zt::trainer::kProcessBaselineBytes;
+using zt::trainer::StateBytes;
+using zt::trainer::StatePlacement;
+
+namespace {
+
+// A GPT of 2 blocks, d_model 64, 2 heads, 32 positions, 256 symbols: per block 12 x 64^2 +
+// 13 x 64 = 49,984 elements, embedding (256 + 32) x 64 = 18,432, head 2 x 64 (+ the tied wte,
+// 16,384): 118,528 parameters in 28 tensors. Units use 18,432 / 49,984 / 49,984 / 16,512.
+// 2 ranks, stage 3, fp32. What a test appends lands in [plugins] (line 23 on) or opens
+// [plugin.*] tables; the refusal tests name keys by their file:line:column here.
+const char* kJob = R"([run]
+steps = 1
+[launch]
+nproc = 2
+[model]
+preset = "custom"
+n_layer = 2
+n_head = 2
+d_model = 64
+seq_len = 32
+vocab = 256
+[data]
+micro_batch = 2
+[zero]
+stage = 3
+prefetch_units = 1
+param_persistence_threshold = 0
+reduce_bucket_mb = 1
+sub_group_size = 4096
+[plugins]
+shard = "shard_bucket"
+optimizer = "optim_hybrid_adam"
+)";
+
+const char* kBothInFiles = R"(offload_optimizer = "offload_nvme"
+offload_param = "offload_nvme"
+[plugin.offload_nvme]
+path = "/nonexistent-zt-fit/nvme"
+buffer_count = 2
+buffer_mb = 1
+)";
+
+zt::Config job(const std::string& extra = "", const std::vector<std::string>& overrides = {}) {
+  return zt::Config::load_string(std::string(kJob) + extra, "job.toml", overrides);
+}
+
+FitEstimate estimate(const zt::Config& config, int world = 2) {
+  return zt::trainer::estimate_fit(zt::trainer::fit_inputs(config, world), config);
+}
+
+// As the refusal spells amounts: GiB from one up.
+std::string amount(int64_t bytes) {
+  return bytes >= zt::kGiB ? zt::gib_text(static_cast<double>(bytes)) : zt::size_text(bytes);
+}
+
+std::string refusal(const FitEstimate& e, const HostBudget& budget, const zt::Config& config) {
+  try {
+    zt::trainer::check_fit(e, budget, config);
+  } catch (const zt::ConfigError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("model-state bytes by place follow the engine's placement") {
+  StatePlacement p;
+  p.stage = 3;
+  p.psi = 1000;
+  p.world = 2;
+  // fp32 stage 3 in memory: the parameter shard is the master: 4 + 4 (grads) + 8 per owned
+  // element, 500 of them: ZeRO's 16psi/N.
+  StateBytes b = zt::trainer::rank_state_bytes(p);
+  CHECK(b.params == 2000);
+  CHECK(b.master == 0);
+  CHECK(b.states == 4000);
+  CHECK(b.grads == 2000);
+  CHECK(b.host() == zt::trainer::theory_model_state_bytes(3, 1000, 2, false));
+  // Master and states in files: they leave the host, the parameters and gradients stay.
+  p.separate_master = 1;
+  p.optimizer_in_files = 1;
+  b = zt::trainer::rank_state_bytes(p);
+  CHECK(b.host() == 2000 + 2000);
+  CHECK(b.optimizer_files == 12 * 500);
+  // Half of the parameter shards in files too, and the gradient shards following the states.
+  p.params_in_files = 0.5;
+  p.grads_in_files = true;
+  b = zt::trainer::rank_state_bytes(p);
+  CHECK(b.params == 1000);
+  CHECK(b.grads == 0);
+  CHECK(b.param_files == 1000);
+  CHECK(b.optimizer_files == 16 * 500);
+  // bf16 stage 2 on 4 ranks: full 16-bit parameters, a separate fp32 master, fp32 grad shards.
+  StatePlacement low;
+  low.stage = 2;
+  low.psi = 1000;
+  low.world = 4;
+  low.element_size = 2;
+  b = zt::trainer::rank_state_bytes(low);
+  CHECK(b.params == 2000);
+  CHECK(b.master == 1000);
+  CHECK(b.states == 2000);
+  CHECK(b.grads == 1000);
+}
+
+TEST_CASE("fit inputs: sizes from the model's declarations, the stage-3 prefetch window") {
+  const FitInputs in = zt::trainer::fit_inputs(job(), 2);
+  CHECK(in.parameters == 118528);
+  CHECK(in.largest_unit == 49984);
+  CHECK(in.largest_owned == 49984);
+  CHECK(in.tied == 16384);
+  // The head uses ln_f (128) and the tied wte: a block is the largest untied use.
+  CHECK(in.largest_untied == 49984);
+  CHECK(in.tensors == 28);
+  CHECK(in.persistent == 0);
+  // One unit ahead: two blocks at once; the window and the unit beyond it are read ahead.
+  CHECK(in.largest_window == 2 * 49984);
+  CHECK(in.fetch_units == 2);
+  const FitInputs two = zt::trainer::fit_inputs(job("", {"zero.prefetch_units=2"}), 2);
+  CHECK(two.largest_window == 18432 + 2 * 49984);
+  CHECK(two.fetch_units == 3);
+  // Every tensor is below the default threshold of 100,000: all of them stay gathered.
+  const FitInputs kept = zt::trainer::fit_inputs(
+      job("", {"zero.param_persistence_threshold=100000"}), 2);
+  CHECK(kept.persistent == 118528);
+  CHECK(kept.largest_window == 0);
+}
+
+TEST_CASE("activations: saved tensors per block and head, and with checkpointing") {
+  zt::models::ModelShape s;
+  s.kind = "gpt";
+  s.n_layer = 2;
+  s.n_head = 2;
+  s.d_model = 64;
+  s.seq_len = 32;
+  s.vocab = 256;
+  // B T = 64 tokens. Block: 64 x (16 x 64 + 2 x 2 x 32) x 4 = 294,912 bytes; head: 64 x (2 x 64 x
+  // 4 + 256 x 4 + 256 x 4) = 163,840; backward: max(2 x 64 x 256 x 4, 2 blocks) = 589,824; the
+  // embedding's output 64 x 64 x 4 = 16,384.
+  CHECK(zt::trainer::activation_bytes(s, 2, 4, false) == 2 * 294912 + 16384 + 163840 + 589824);
+  // Checkpointed: every unit's input (n_layer + 2 of them) and one unit recomputed at a time.
+  CHECK(zt::trainer::activation_bytes(s, 2, 4, true) == 4 * 16384 + 294912 + 589824);
+  // Twice the micro batch, twice the bytes.
+  CHECK(zt::trainer::activation_bytes(s, 4, 4, false) ==
+        2 * zt::trainer::activation_bytes(s, 2, 4, false));
+}
+
+TEST_CASE("estimate: stage 3 with optimizer states and parameters in offload_nvme") {
+  const zt::Config config = job(kBothInFiles);
+  const FitEstimate e = estimate(config);
+  // Shards of 59,264 elements per rank: parameters, master, states and the fp32 gradient all in
+  // the file tier, nothing in host memory.
+  CHECK(e.state_bytes.host() == 0);
+  CHECK(e.host.model_states == 0);
+  // Tiles of 4,096 elements (sub_group_size < the largest shard, 24,992), 16 KiB each: 3 buffer
+  // sets of master + 2 states + gradient for the update, 3 more tiles for the reduced gradients
+  // on their way to the tier; fetch buffers for 2 unit shards of 24,992 x 4 bytes, rounded up to
+  // 4 KiB: 102,400 each.
+  CHECK(e.host.staging == 3 * 5 * 16384 + 2 * 102400);
+  CHECK(e.host.params_gathered == 4 * 2 * 49984);
+  // The tied wte's .grad, a block's .grad and its flat buffer, reductions in flight (the 1 MiB
+  // bucket, capped by the model's gradients: 4 x 118,528 bytes), and the global norm's fp64 copy
+  // of a gradient tile and its square (16 x 4,096).
+  CHECK(e.host.grads == 4 * 16384 + 2 * 4 * 49984 + 4 * 118528 + 16 * 4096);
+  CHECK(e.host.tier_pools == 2 * (1 << 20));
+  CHECK(e.host.checkpoint == 0);
+  // Built a group at a time: a block's fp32 shard of initial values and the zeroed shard its
+  // states start from.
+  CHECK(e.host.construction == 4 * 24992 + 4 * 24992);
+  CHECK(e.host.allocator == e.host.working_set() / 10);
+  // Construction comes first and is the smaller: the working set counts.
+  CHECK(e.host.working_set() > e.host.construction);
+  CHECK(e.host.total() ==
+        kProcessBaselineBytes + 2 * (1 << 20) + e.host.working_set() + e.host.allocator);
+  CHECK(e.host_total() == 2 * e.host.total());
+  // One folder: master, 2 states, gradient and parameter shard, 4 bytes each per element, each
+  // of the 4 + 1 arrays of each of 28 tensors rounded up to a 4 KiB block.
+  REQUIRE(e.disks.size() == 1);
+  CHECK(e.disks[0].plugin == "offload_nvme");
+  CHECK(e.disks[0].path == "/nonexistent-zt-fit/nvme");
+  CHECK(e.disks[0].per_rank == 20 * 59264 + 5 * 28 * 4096);
+}
+
+TEST_CASE("estimate: pipelines off, stage 1 in bf16, an asynchronous checkpoint") {
+  const FitEstimate one = estimate(
+      job(kBothInFiles, {"zero.pipeline_read=false", "zero.pipeline_write=false"}));
+  CHECK(one.host.staging == 1 * 5 * 16384 + 2 * 102400);
+  // Stage 1, bf16, 4 ranks, states in memory: 2-byte parameters in full, every .grad until the
+  // step; a checkpoint every step snapshots master + 2 states of the 29,632-element shard.
+  const FitEstimate s1 = estimate(
+      job("", {"zero.stage=1", "precision.compute=\"bf16\"", "checkpoint.every_steps=1"}), 4);
+  CHECK(s1.state_bytes.params == 2 * 118528);
+  CHECK(s1.state_bytes.master == 4 * 29632);
+  CHECK(s1.host.params_gathered == 0);
+  // Every .grad, a group's flat buffer, reductions in flight, the norm's fp64 shard and its
+  // square, and the communicator's fp32 scratch for a group and a shard.
+  CHECK(s1.host.grads == 2 * 118528 + 2 * 49984 + 2 * 118528 + 16 * 12496 + 4 * (49984 + 12496));
+  CHECK(s1.host.staging == 0);
+  // Below stage 3 a group is filled whole in fp32, then its states start from a zeroed shard.
+  CHECK(s1.host.construction == 4 * 49984 + 4 * 12496);
+  CHECK(s1.host.checkpoint == 8 * zt::kMiB + 12 * 29632);
+  CHECK(s1.disks.empty());
+}
+
+TEST_CASE("refusal: host RAM short names its bytes, what it has and the knobs with file:line") {
+  const zt::Config config = job("offload_optimizer = \"offload_cpu\"\n");
+  const FitEstimate e = estimate(config);
+  HostBudget budget;
+  budget.ram = e.host_total() - 1;
+  budget.ram_source = "of launch.memory_limit_gb";
+  const std::string m = refusal(e, budget, config);
+  INFO(m);
+  CHECK(contains(m, "the job does not fit this host: 118528 parameters, ZeRO stage 3"));
+  CHECK(contains(m, "host RAM: needs " + amount(e.host_total())));
+  CHECK(contains(m, "2 rank(s) x " + zt::bytes_text(e.host.total()) + ": process "));
+  CHECK(contains(m, "over the " + amount(budget.ram) + " of launch.memory_limit_gb"));
+  // A host tier is host memory: the way out is files, for both roles.
+  CHECK(contains(m, "offload to files: plugins.offload_optimizer (job.toml:23:21) = "
+                    "\"offload_nvme\""));
+  CHECK(contains(m, "offload to files: plugins.offload_param (default) = \"offload_nvme\""));
+  CHECK(contains(m, "lower zero.prefetch_units (job.toml:16:18)"));
+  CHECK(contains(m, "a smaller data.micro_batch (job.toml:13:15), or "
+                    "model.activation_checkpointing (default) = true"));
+  CHECK(contains(m, "more ranks on other hosts"));
+  // Just enough memory: accepted.
+  budget.ram = e.host_total();
+  CHECK(refusal(e, budget, config).empty());
+}
+
+TEST_CASE("refusal: a file tier's disk short names its folder, bytes and knobs; RAM is fine") {
+  const zt::Config config = job(kBothInFiles);
+  const FitEstimate e = estimate(config);
+  HostBudget budget;
+  budget.ram = e.host_total() * 2;
+  budget.ram_source = "available (MemAvailable)";
+  budget.disk_free = {2 * e.disks[0].per_rank - 4096};
+  const std::string m = refusal(e, budget, config);
+  INFO(m);
+  CHECK(contains(m, "host RAM: needs "));
+  CHECK(contains(m, "within the " + amount(budget.ram)));
+  CHECK(contains(
+      m, "disk /nonexistent-zt-fit/nvme (offload_nvme): needs " + amount(2 * e.disks[0].per_rank)));
+  CHECK(contains(m, "master, optimizer states, gradient shards + parameter shards"));
+  CHECK(contains(m, "over the " + amount(budget.disk_free[0]) + " free there"));
+  CHECK(contains(m, "plugin.offload_nvme.path (job.toml:26:8) on a disk with more room"));
+  CHECK(contains(m, "lower zero.offload_optimizer_fraction (default)"));
+  CHECK(contains(m, "lower zero.offload_param_fraction (default)"));
+  // The staging knob belongs to host RAM, which fits: not offered for the disk.
+  CHECK_FALSE(contains(m, "sub_group_size"));
+  budget.disk_free = {2 * e.disks[0].per_rank};
+  CHECK(refusal(e, budget, config).empty());
+}
+
+TEST_CASE("the free space of a folder that does not exist yet is its nearest ancestor's") {
+  const int64_t root = zt::trainer::file_tier_free_bytes("/");
+  CHECK(root > 0);
+  CHECK(zt::trainer::file_tier_free_bytes("/nonexistent-zt-fit/a/b") == root);
+}
