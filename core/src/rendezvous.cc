@@ -39,6 +39,19 @@ bool mentions(const std::string& text, const char* what) {
   return text.find(what) != std::string::npos;
 }
 
+// Counts this rank in at `key`; when `wait`, polls until all `world` ranks have, up to
+// `timeout`. Returns the count seen last (below `world` when time ran out).
+int64_t count_in(Store& store, const std::string& key, int world, bool wait,
+                 std::chrono::milliseconds timeout) {
+  int64_t count = store.add(key, 1);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (wait && count < world && std::chrono::steady_clock::now() <= deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    count = store.add(key, 0);
+  }
+  return count;
+}
+
 }  // namespace
 
 std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, int world,
@@ -62,34 +75,23 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
   }
   auto store = std::make_unique<TcpStore>(tcp);
   // Arrival barrier: every rank counts itself in, then waits for the total.
-  tcp->add("zt/arrived", 1);
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  int64_t arrived = 0;
-  while ((arrived = tcp->add("zt/arrived", 0)) < world) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw CommError("rendezvous at " + where + " timed out after " +
-                      std::to_string(timeout.count()) + " ms: " + std::to_string(arrived) + " of " +
-                      std::to_string(world) +
-                      " ranks arrived; check that every rank "
-                      "was started with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const int64_t arrived = count_in(*store, "zt/arrived", world, true, timeout);
+  if (arrived < world) {
+    throw CommError("rendezvous at " + where + " timed out after " +
+                    std::to_string(timeout.count()) + " ms: " + std::to_string(arrived) + " of " +
+                    std::to_string(world) +
+                    " ranks arrived; check that every rank "
+                    "was started with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE");
   }
   return store;
 }
 
 void depart(Store& store, int rank, int world, std::chrono::milliseconds timeout) {
-  store.add("zt/departed", 1);
-  if (rank != 0) return;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  int64_t departed = 0;
-  while ((departed = store.add("zt/departed", 0)) < world) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw CommError("job end: only " + std::to_string(departed) + " of " + std::to_string(world) +
-                      " ranks finished within " + std::to_string(timeout.count()) +
-                      " ms; the others are still running or died (see their output)");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const int64_t departed = count_in(store, "zt/departed", world, rank == 0, timeout);
+  if (rank == 0 && departed < world) {
+    throw CommError("job end: only " + std::to_string(departed) + " of " + std::to_string(world) +
+                    " ranks finished within " + std::to_string(timeout.count()) +
+                    " ms; the others are still running or died (see their output)");
   }
 }
 
