@@ -30,11 +30,12 @@ struct ScaleRow {
   ScaleJob job;
   int64_t params = 0;
   int world = 0;
-  int64_t model_state_bytes = 0;  // every rank's model states, in every tier
-  int64_t host_ram_bytes = 0;     // peak RSS summed over the ranks of this host
-  int64_t host_ram_estimate = 0;  // the memory-fit check's host RAM for those ranks
-  std::vector<int64_t> peak_rss;  // per rank
-  int64_t peak_rss_per_rank = 0;  // the largest of them
+  int64_t model_state_bytes = 0;   // every rank's model states, in every tier
+  int64_t model_state_theory = 0;  // ZeRO's theory for them (the trainer's summary), all ranks
+  int64_t host_ram_bytes = 0;      // peak RSS summed over the ranks of this host
+  int64_t host_ram_estimate = 0;   // the memory-fit check's host RAM for those ranks
+  std::vector<int64_t> peak_rss;   // per rank
+  int64_t peak_rss_per_rank = 0;   // the largest of them
   int64_t rss_estimate_per_rank = 0;
   int64_t disk_bytes = 0;  // every rank's bytes in offload_nvme's files
   int64_t steps = 0;

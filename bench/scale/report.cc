@@ -28,13 +28,15 @@ double depth_ratio(const std::vector<const ScaleRow*>& sweep) {
 }
 
 void print_rows(const std::vector<ScaleRow>& rows) {
-  std::printf("\n| job | params | model states | host RAM (peak RSS, all ranks) | fit estimate | "
-              "peak RSS/rank | disk | steps | step s | tokens/s | loss |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  std::printf("\n| job | params | model states | theory | host RAM (peak RSS, all ranks) | "
+              "fit estimate | peak RSS/rank | disk | steps | step s | tokens/s | loss |\n");
+  std::printf(
+      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (const ScaleRow& r : rows) {
-    std::printf("| %s | %.3fB | %s | %s | %s | %s | %s | %lld | %.2f | %.1f | %.4f |\n",
+    std::printf("| %s | %.3fB | %s | %s | %s | %s | %s | %s | %lld | %.2f | %.1f | %.4f |\n",
                 r.job.label.c_str(), r.params / 1e9, gib(r.model_state_bytes).c_str(),
-                gib(r.host_ram_bytes).c_str(), gib(r.host_ram_estimate).c_str(),
+                gib(r.model_state_theory).c_str(), gib(r.host_ram_bytes).c_str(),
+                gib(r.host_ram_estimate).c_str(),
                 mib_text(static_cast<double>(r.peak_rss_per_rank)).c_str(),
                 gib(r.disk_bytes).c_str(), static_cast<long long>(r.steps), r.step_s,
                 r.tokens_per_s, r.loss);
@@ -85,7 +87,9 @@ void print_report(const std::vector<ScaleRow>& rows) {
   print_splits(rows);
   print_depth(sweep_rows(rows));
   std::printf("\nmodel states: every rank's parameters, gradients, master weights and optimizer "
-              "states in all tiers; host RAM: the ranks' peak RSS (VmHWM) summed, next to the "
+              "states in all tiers, next to ZeRO's theory as the trainer's summary gives it "
+              "(stage 3, fp32, offloaded: 20 bytes per parameter, the master its own copy as in "
+              "DeepSpeed's offload); host RAM: the ranks' peak RSS (VmHWM) summed, next to the "
               "memory-fit check's estimate; disk: bytes in offload_nvme's files.\n");
 }
 
@@ -97,6 +101,7 @@ void write_json(const std::vector<ScaleRow>& rows, const std::string& path, doub
     out << "    {\"job\": " << json_string(r.job.label) << ", \"depth\": " << r.job.depth
         << ", \"params\": " << r.params << ", \"world\": " << r.world
         << ", \"model_state_bytes\": " << r.model_state_bytes
+        << ", \"model_state_theory_bytes\": " << r.model_state_theory
         << ", \"host_ram_bytes\": " << r.host_ram_bytes
         << ", \"host_ram_estimate_bytes\": " << r.host_ram_estimate
         << ", \"peak_rss_per_rank\": " << r.peak_rss_per_rank

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "common/bench_util.h"
 #include "zt/error.h"
@@ -51,6 +52,27 @@ void read_memory(const nlohmann::json& memory, ScaleRow& row) {
   }
   row.world = static_cast<int>(row.peak_rss.size());
   row.peak_rss_per_rank = *std::max_element(row.peak_rss.begin(), row.peak_rss.end());
+}
+
+std::vector<std::string> words_of(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// The summary's per-rank theory in bytes, from its header and rank 0's row: the row gives every
+// byte column as "<MiB> MiB" after the rank, in the header's order. -1 when the line is no row.
+int64_t theory_of_row(const std::vector<std::string>& header, const std::string& row_line) {
+  const auto at = std::find(header.begin(), header.end(), "theory");
+  const std::vector<std::string> row = words_of(row_line);
+  const size_t column = static_cast<size_t>(at - header.begin()) - 1;  // after "rank"
+  const size_t word = 1 + 2 * column;
+  if (at == header.end() || row.empty() || row[0] != "0" || word + 1 >= row.size() ||
+      row[word + 1] != "MiB") {
+    return -1;
+  }
+  return static_cast<int64_t>(std::strtod(row[word].c_str(), nullptr) * 1024 * 1024);
 }
 
 }  // namespace
@@ -104,7 +126,18 @@ void read_scale_metrics(const std::string& metrics_path, ScaleRow& row) {
 void read_scale_log(const std::string& log_path, ScaleRow& row) {
   std::ifstream in(log_path);
   std::string line;
+  std::vector<std::string> summary_header;
   while (std::getline(in, line)) {
+    if (!summary_header.empty()) {
+      const int64_t theory = theory_of_row(summary_header, line);
+      if (theory >= 0) row.model_state_theory = theory * std::max(1, row.world);
+      summary_header.clear();
+    }
+    const std::vector<std::string> words = words_of(line);
+    if (!words.empty() && words[0] == "rank" &&
+        std::find(words.begin(), words.end(), "theory") != words.end()) {
+      summary_header = words;
+    }
     const int64_t params = number_after(line, "model states per rank (");
     if (params > 0) row.params = params;
     const int64_t per_rank = number_after(line, "memory fit: host RAM per rank ");
@@ -114,9 +147,11 @@ void read_scale_log(const std::string& log_path, ScaleRow& row) {
       row.host_ram_estimate = per_rank * std::max<int64_t>(1, local);
     }
   }
-  if (row.params <= 0 || row.rss_estimate_per_rank <= 0) {
-    throw IoError("zt_bench_scale: " + log_path + " lacks the trainer's " +
-                  (row.params <= 0 ? "\"model states per rank\" summary" : "\"memory fit:\" line") +
+  if (row.params <= 0 || row.rss_estimate_per_rank <= 0 || row.model_state_theory <= 0) {
+    const char* missing = row.params <= 0                  ? "\"model states per rank\" summary"
+                          : row.rss_estimate_per_rank <= 0 ? "\"memory fit:\" line"
+                                                           : "summary's theory column";
+    throw IoError("zt_bench_scale: " + log_path + " lacks the trainer's " + missing +
                   "; is the trainer older than the bench?");
   }
 }

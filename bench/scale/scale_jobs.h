@@ -24,8 +24,9 @@ std::vector<std::string> scale_job_command(const ScaleJob& job, int steps, const
 // the last loss, and from the last step's memory the peak RSS per rank, model states in all
 // tiers and the bytes in files. Throws IoError when the file is missing or a line does not parse.
 void read_scale_metrics(const std::string& metrics_path, ScaleRow& row);
-// Fills params and the estimate from the trainer's output ("memory fit: host RAM per rank N
-// bytes ... x L ..." and "model states per rank (N parameters"). Throws IoError when missing.
+// Fills params, the estimate and the theory from the trainer's output ("memory fit: host RAM per
+// rank N bytes ... x L ...", "model states per rank (N parameters" and the summary table's
+// "theory" column). Throws IoError when missing.
 void read_scale_log(const std::string& log_path, ScaleRow& row);
 
 }  // namespace zt::bench
