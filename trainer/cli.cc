@@ -12,6 +12,9 @@ const char* usage() {
   trainer --config FILE [--set section.key=value]... [--nproc N] [--plugin-dir DIR]...
           [--resume auto|PATH] [--print-config]
   trainer export --checkpoint DIR --out FILE.safetensors [--dtype fp32|bf16|fp16]
+  trainer ab --config FILE --a KEY=VAL[,KEY=VAL]... --b KEY=VAL[,...] [--steps N] [--reps R]
+          [--warmup W] [--out DIR] [--rtol X] [--allow-different-math] [--set ...]
+  trainer compare RUN_A RUN_B [--out DIR] [--warmup W] [--rtol X] [--allow-different-math]
   trainer plugins list [--config FILE] [--plugin-dir DIR]...
   trainer plugins describe ID [--config FILE] [--plugin-dir DIR]...
   trainer --help | --version
@@ -23,6 +26,12 @@ zt's own plugin folder. The plugins commands read only plugins.dirs from FILE.
 --resume auto continues from the newest checkpoint in checkpoint.dir (fresh when there is none),
 --resume PATH from that checkpoint (same as --set checkpoint.resume=...). export writes a
 checkpoint's weights as one safetensors file (GPT under Hugging Face GPT-2 names).
+ab runs the job R times per arm (default 2), interleaved A B B A, each arm with its overrides,
+and reports speed (median step time, 95% bootstrap interval of the ratio), memory, collectives,
+offload I/O and whether the arms' losses agree (within --rtol, default 1e-6) into DIR/ab.json
+(default runs/ab); arms may differ only in keys that keep the math (shard plugin, stage,
+buckets, prefetch, offload, comm) unless --allow-different-math. compare makes the same report
+from two finished runs' out_dir folders.
 Exit codes: 0 ok, 2 config, 3 plugin, 4 communication, 5 I/O, 6 numeric, 7 internal,
 128+N a rank killed by signal N.
 )";
@@ -37,6 +46,19 @@ size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
   if (args[0] == "export") {
     out.command = Command::kExport;
     return 1;
+  }
+  if (args[0] == "ab") {
+    out.command = Command::kAb;
+    return 1;
+  }
+  if (args[0] == "compare") {
+    out.command = Command::kCompare;
+    out.ab.out_dir = "runs/compare";
+    size_t taken = 1;
+    while (taken < args.size() && taken < 3 && args[taken].rfind("--", 0) != 0) {
+      out.compare_runs.push_back(args[taken++]);
+    }
+    return taken;
   }
   if (args[0] != "plugins") return 0;
   if (args.size() < 2) throw ConfigError("'trainer plugins' needs 'list' or 'describe ID'");
@@ -83,7 +105,60 @@ bool parse_export_flag(const std::string& a, const std::function<std::string()>&
   return true;
 }
 
+int64_t parse_count(const std::string& flag, const std::string& v, int64_t min) {
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < min) {
+    throw ConfigError(flag + " " + v + ": expected a whole number of at least " +
+                      std::to_string(min));
+  }
+  return n;
+}
+
+// ab's and compare's own flags; false for any other argument.
+bool parse_ab_flag(const std::string& a, const std::function<std::string()>& value, CliArgs& out) {
+  if (out.command != Command::kAb && out.command != Command::kCompare) return false;
+  AbArgs& ab = out.ab;
+  if (a == "--a" && out.command == Command::kAb) {
+    ab.a = value();
+  } else if (a == "--b" && out.command == Command::kAb) {
+    ab.b = value();
+  } else if (a == "--steps" && out.command == Command::kAb) {
+    ab.steps = parse_count(a, value(), 1);
+  } else if (a == "--reps" && out.command == Command::kAb) {
+    ab.reps = static_cast<int>(parse_count(a, value(), 1));
+  } else if (a == "--warmup") {
+    ab.warmup = parse_count(a, value(), 0);
+  } else if (a == "--out") {
+    ab.out_dir = value();
+  } else if (a == "--rtol") {
+    const std::string v = value();
+    char* end = nullptr;
+    ab.rtol = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(ab.rtol >= 0)) {
+      throw ConfigError("--rtol " + v + ": expected a relative tolerance >= 0, e.g. 1e-6");
+    }
+  } else if (a == "--allow-different-math") {
+    ab.allow_different_math = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 void check_complete(const CliArgs& out) {
+  if (out.command == Command::kAb && (out.ab.a.empty() && out.ab.b.empty())) {
+    throw ConfigError("trainer ab needs --a and --b, the overrides of each arm (e.g. --a "
+                      "plugins.shard=shard_tensor --b plugins.shard=shard_bucket); see trainer "
+                      "--help");
+  }
+  if (out.command == Command::kAb && out.config_path.empty()) {
+    throw ConfigError("trainer ab needs --config FILE, the job to compare the arms on");
+  }
+  if (out.command == Command::kCompare && out.compare_runs.size() != 2) {
+    throw ConfigError("trainer compare needs two run folders (their run.out_dir): trainer "
+                      "compare RUN_A RUN_B; see trainer --help");
+  }
   if (out.command == Command::kExport && (out.checkpoint.empty() || out.out_path.empty())) {
     throw ConfigError(
         "trainer export needs --checkpoint DIR and --out FILE.safetensors; see trainer --help");
@@ -106,6 +181,9 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (parse_export_flag(
+            a, [&] { return value_of(a); }, out))
+      continue;
+    if (parse_ab_flag(
             a, [&] { return value_of(a); }, out))
       continue;
     if (a == "--help" || a == "-h") {

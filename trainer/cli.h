@@ -1,13 +1,34 @@
 // Command-line parsing for `trainer`. Pure: no side effects, errors as ConfigError.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace zt::trainer {
 
-enum class Command { kRun, kPluginsList, kPluginsDescribe, kExport, kHelp, kVersion };
+enum class Command {
+  kRun,
+  kPluginsList,
+  kPluginsDescribe,
+  kExport,
+  kAb,
+  kCompare,
+  kHelp,
+  kVersion
+};
+
+// trainer ab / trainer compare (ab_command.h).
+struct AbArgs {
+  std::string a, b;                 // --a / --b: comma-separated overrides of each arm
+  int64_t steps = 0;                // --steps: per run; 0 = the config's run.steps
+  int reps = 2;                     // --reps: runs per arm, interleaved A B B A
+  int64_t warmup = 2;               // --warmup: steps of each run left out of the timings
+  std::string out_dir = "runs/ab";  // --out
+  bool allow_different_math = false;
+  double rtol = 1e-6;  // --rtol: relative difference of losses and gradient norms that agree
+};
 
 struct CliArgs {
   Command command = Command::kRun;
@@ -21,6 +42,8 @@ struct CliArgs {
   std::string checkpoint;
   std::string out_path;
   std::string dtype = "fp32";
+  AbArgs ab;
+  std::vector<std::string> compare_runs;  // trainer compare RUN_A RUN_B
 };
 
 CliArgs parse_cli(const std::vector<std::string>& args);

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <iostream>
 
+#include "ab_command.h"
 #include "cli.h"
 #include "export_command.h"
 #include "job.h"
@@ -56,6 +57,8 @@ int run(const std::vector<std::string>& argv) {
       return zt::trainer::describe_plugin(catalog, cli.plugin_id, std::cout);
     }
     case Command::kExport: return zt::trainer::export_weights(cli, std::cout);
+    case Command::kAb: return zt::trainer::run_ab(cli, std::cout);
+    case Command::kCompare: return zt::trainer::run_compare(cli, std::cout);
     case Command::kRun: break;
   }
   std::vector<std::string> overrides = cli.overrides;

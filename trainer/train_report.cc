@@ -217,7 +217,7 @@ TrainReport::~TrainReport() {
 }
 
 void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memory,
-                      const CommStats& comm) {
+                      const CommStats& comm, const OffloadStats& io) {
   if (!file_) return;
   elapsed_ += m.step_seconds;
   ++steps_logged_;
@@ -252,7 +252,8 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
     js << (i ? "," : "") << "\"" << comm_op_name(static_cast<CommOp>(i))
        << "\":{\"calls\":" << comm.ops[i].calls << ",\"bytes\":" << comm.ops[i].bytes << "}";
   }
-  js << "}}\n";
+  js << "},\"offload_io\":{\"bytes_read\":" << io.bytes_read << ",\"reads\":" << io.reads
+     << ",\"bytes_written\":" << io.bytes_written << ",\"writes\":" << io.writes << "}}\n";
   std::fputs(js.str().c_str(), file_);
   std::fflush(file_);
 

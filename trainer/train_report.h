@@ -100,7 +100,9 @@ class TrainReport {
   TrainReport(const std::string& path, int64_t total_steps, int64_t log_every,
               int64_t resumed_at = 0);
   ~TrainReport();
-  void log(const StepMetrics& m, const std::vector<RankMemory>& memory, const CommStats& comm);
+  // `io`: this rank's offload tiers together, since the run started (cumulative, like `comm`).
+  void log(const StepMetrics& m, const std::vector<RankMemory>& memory, const CommStats& comm,
+           const OffloadStats& io);
   // One line on stdout and one in metrics.jsonl ("event":"checkpoint").
   void log_checkpoint(const CheckpointEvent& event);
   // One metrics line for a resume: the step it continues and how long the load took.

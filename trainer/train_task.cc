@@ -173,6 +173,19 @@ void save_if_due(TrainRun& run, TrainReport& report, TrainCheckpoints& checkpoin
   report_save(run, report, checkpoints.poll());
 }
 
+// This rank's offload tiers' I/O so far, all tiers together.
+OffloadStats tiers_io(const TrainRun& run) {
+  OffloadStats sum;
+  for (const auto& entry : run.setup.tiers.by_id) {
+    const OffloadStats t = entry.second->stats();
+    sum.bytes_read += t.bytes_read;
+    sum.bytes_written += t.bytes_written;
+    sum.reads += t.reads;
+    sum.writes += t.writes;
+  }
+  return sum;
+}
+
 // Trains from run.first_step to run.steps, logging each step (rank 0 writes) and saving
 // checkpoints when due; returns the step totals.
 TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSettings& settings,
@@ -186,7 +199,7 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
     summary.seconds += m.step_seconds;
     summary.final_loss = m.loss;
     summary.skipped += m.skipped ? 1 : 0;
-    report.log(m, all_ranks_memory(run), run.setup.comm->stats());
+    report.log(m, all_ranks_memory(run), run.setup.comm->stats(), tiers_io(run));
     if (checkpoints) save_if_due(run, report, *checkpoints, settings, step + 1);
   }
   report.finish_progress();

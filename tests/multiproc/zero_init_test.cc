@@ -23,16 +23,19 @@ constexpr int64_t kWidth = 2048;
 
 int64_t fp32_model_bytes(int64_t depth) { return depth * (kWidth * kWidth + kWidth) * 4; }
 
-// The highest peak RSS of any rank, from the last metrics line of a one-step MLP run.
-int64_t peak_rss_of_run(const TempDir& dir, int64_t depth) {
+// The highest peak RSS of any rank, from the last metrics line of a one-step MLP run at stage 3
+// on 2 ranks; `placement`: --set overrides of where the shards live (offload_nvme by default).
+int64_t peak_rss_of_run(
+    const TempDir& dir, int64_t depth,
+    const std::string& placement = " --set plugins.offload_param=offload_nvme") {
   const std::string out = dir.file("out" + std::to_string(depth));
   auto r = run_command(std::string(ZT_TEST_TRAINER) +
                        " --config " ZT_TEST_SOURCE_DIR
                        "/configs/zero3_offload.toml --set model.kind=mlp --set model.width=" +
                        std::to_string(kWidth) + " --set model.depth=" + std::to_string(depth) +
-                       " --set data.kind=synthetic --set data.micro_batch=2 --set run.steps=1"
-                       " --set plugins.offload_param=offload_nvme --set plugin.offload_nvme.path=" +
-                       dir.file("nvme") + " --set run.out_dir=" + out + " 2>&1");
+                       " --set data.kind=synthetic --set data.micro_batch=2 --set run.steps=1" +
+                       placement + " --set plugin.offload_nvme.path=" + dir.file("nvme") +
+                       " --set run.out_dir=" + out + " 2>&1");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const std::string metrics = zt::test::read_file(out + "/metrics.jsonl");
@@ -113,4 +116,23 @@ TEST_CASE(
   CHECK((zt::test::contains(reports, "No space left on device") ||
          zt::test::contains(reports, "not enough room")));
   CHECK(std::stoi(left.output) == 0);
+}
+
+TEST_CASE("zero.Init: in memory at stage 3 a rank grows by its shards, never by the whole model") {
+  // No offload: each of the 2 ranks keeps 16 bytes per parameter / 2 of model states (fp32
+  // parameter shard, gradient shard, Adam's two states; the shard is the master). Building the
+  // model whole, even for a moment, would add 4 bytes per parameter (384 MiB) on top. A rank
+  // may hold its shards plus about one unit's full parameters: the one running, the one
+  // prefetched and one unit's gradients are three units of this MLP (16 MiB each).
+  TempDir dir;
+  const std::string in_memory =
+      " --set plugins.offload_param= --set plugins.offload_optimizer= --set zero.stage=3";
+  const int64_t shallow = peak_rss_of_run(dir, 2, in_memory),
+                deep = peak_rss_of_run(dir, 24, in_memory);
+  const int64_t shard_growth = (fp32_model_bytes(24) - fp32_model_bytes(2)) * 4 / 2;
+  MESSAGE("peak RSS per rank: depth 2 " << shallow / (1 << 20) << " MiB, depth 24 "
+                                        << deep / (1 << 20) << " MiB; the shards grow by "
+                                        << shard_growth / (1 << 20) << " MiB");
+  CHECK(deep - shallow > shard_growth / 2);  // the shards really are held (the test can fail)
+  CHECK(deep - shallow < shard_growth + 3 * fp32_model_bytes(1));
 }

@@ -1,0 +1,98 @@
+#include "zt/child_process.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "zt/error.h"
+
+namespace zt {
+
+namespace {
+
+// Rank variables of the launchers the trainer recognises (rank_env.cc). Inherited, they would
+// make a child trainer act as one rank of someone else's job instead of spawning its own.
+const char* const kRankEnv[] = {"RANK",
+                                "WORLD_SIZE",
+                                "LOCAL_RANK",
+                                "LOCAL_WORLD_SIZE",
+                                "MASTER_ADDR",
+                                "MASTER_PORT",
+                                "ZT_LAUNCHER",
+                                "ZT_JOB_ID",
+                                "OMPI_COMM_WORLD_RANK",
+                                "OMPI_COMM_WORLD_SIZE",
+                                "OMPI_COMM_WORLD_LOCAL_RANK",
+                                "SLURM_PROCID",
+                                "SLURM_NTASKS",
+                                "SLURM_LOCALID"};
+
+int exit_code_of(int status) {
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WEXITSTATUS(status);
+}
+
+}  // namespace
+
+pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_path,
+                   bool truncate) {
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : O_APPEND);
+  const int log = ::open(log_path.c_str(), flags, 0644);
+  if (log < 0) {
+    throw IoError("cannot create log file " + log_path + ": " + std::strerror(errno) +
+                  "; choose a writable folder");
+  }
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(log);
+    throw IoError(std::string("cannot fork to run ") + argv.at(0) + ": " + std::strerror(err));
+  }
+  if (pid == 0) {
+    ::dup2(log, STDOUT_FILENO);
+    ::dup2(log, STDERR_FILENO);
+    for (const char* name : kRankEnv) ::unsetenv(name);
+    ::execv(args[0], args.data());
+    std::fprintf(stderr, "zt: cannot run %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(log);
+  return pid;
+}
+
+std::optional<int> try_reap(pid_t pid) {
+  int status = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return exit_code_of(status);
+    if (r == 0) return std::nullopt;
+    if (errno != EINTR) {
+      throw IoError("waitpid on child " + std::to_string(pid) + ": " + std::strerror(errno));
+    }
+  }
+}
+
+int wait_child(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      throw IoError("waitpid on child " + std::to_string(pid) + ": " + std::strerror(errno));
+    }
+  }
+  return exit_code_of(status);
+}
+
+int run_logged(const std::vector<std::string>& argv, const std::string& log_path) {
+  return wait_child(spawn_logged(argv, log_path));
+}
+
+}  // namespace zt

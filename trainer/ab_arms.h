@@ -1,0 +1,35 @@
+// The arms of an A/B comparison: each a list of --set overrides of the user's job ("plugins.
+// shard=shard_bucket,plugin.shard_bucket.bucket_mb=50"), and which of the keys the arms set
+// differently may change the math. Keys that only move where bytes live or how they travel
+// (the shard plugin and its options, stage, buckets, prefetch, offload, comm, launch) must give
+// the same losses; any other key (model, data, precision, seed, schedule, the optimizer's
+// options, gradient clipping) may not, and an A/B across it is refused for the agreement check.
+// Thread safety: free functions of their inputs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace zt::trainer {
+
+struct Arm {
+  std::string name;                    // "A" or "B", or what the report calls it
+  std::vector<std::string> overrides;  // section.key=value, in order
+};
+
+// Splits "k=v,k=v" at the commas outside brackets and quotes (a value may be a TOML array:
+// betas=[0.9,0.95]). Throws ConfigError naming the flag when an item has no '=' or no key.
+Arm parse_arm(const std::string& name, const std::string& text, const std::string& flag);
+
+// The keys the two arms set to different values (a key only one arm sets counts), in order.
+std::vector<std::string> differing_keys(const Arm& a, const Arm& b);
+
+// Whether `key` ("section.key" or "plugin.<id>.option") can change the losses. `optimizer_ids`:
+// the optimizer plugin ids of the arms (its options are math).
+bool changes_math(const std::string& key, const std::vector<std::string>& optimizer_ids);
+
+// A short label of an arm for reports: its overrides' values joined ("shard_bucket"), or the
+// whole overrides when that is ambiguous, or "baseline" for none.
+std::string arm_label(const Arm& arm);
+
+}  // namespace zt::trainer

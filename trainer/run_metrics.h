@@ -1,0 +1,41 @@
+// A finished (or running) training run as its metrics.jsonl tells it: per step the loss, the
+// gradient norm, the step time and throughput, every rank's memory by category, rank 0's
+// collectives and offload I/O so far. What `trainer ab` and `trainer compare` read; pure data,
+// no LibTorch.
+// Thread safety: plain values and free functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace zt::trainer {
+
+struct StepRecord {
+  int64_t step = 0;
+  double loss = 0, grad_norm = 0;
+  double step_time_s = 0, tokens_per_s = 0;
+  bool skipped = false;
+  // Per rank: "params", "grads", "master", "optimizer_states", "offload_optimizer",
+  // "offload_param", "offload_grads", "offload_staging", "peak_rss", ... (bytes).
+  std::vector<std::map<std::string, int64_t>> memory;
+  // Rank 0's collectives since the run started: op -> {calls, bytes}.
+  std::map<std::string, std::pair<int64_t, int64_t>> comm;
+  int64_t io_bytes_read = 0, io_bytes_written = 0;  // rank 0's offload tiers since the start
+};
+
+struct RunMetrics {
+  std::string path;  // the metrics.jsonl read
+  std::vector<StepRecord> steps;
+};
+
+// Reads `run_dir`/metrics.jsonl (or `run_dir` itself when it names a file). Event lines
+// (checkpoints, resumes) are skipped; a resumed run's steps keep their step numbers. Throws
+// ConfigError naming the file when it is missing, not JSON, or holds no step.
+RunMetrics read_run_metrics(const std::string& run_dir);
+
+// The model-state categories of a memory entry, in the order reports show them.
+const std::vector<std::string>& memory_categories();
+
+}  // namespace zt::trainer

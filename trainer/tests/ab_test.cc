@@ -1,0 +1,202 @@
+// The pieces of `trainer ab` and `trainer compare` that need no process: arms and the math
+// check, percentiles and the bootstrap interval, metrics files, agreement and the verdict.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "../../tests/test_util.h"
+#include "ab_arms.h"
+#include "ab_report.h"
+#include "ab_stats.h"
+#include "run_metrics.h"
+#include "zt/error.h"
+
+using namespace zt::trainer;
+using zt::test::contains;
+
+namespace {
+
+// A run whose step i has loss losses[i], step time times[i], and `calls` all_gathers a step.
+RunMetrics run_of(const std::vector<double>& losses, const std::vector<double>& times,
+                  int64_t calls, int64_t states) {
+  RunMetrics run;
+  run.path = "synthetic";
+  for (size_t i = 0; i < losses.size(); ++i) {
+    StepRecord s;
+    s.step = static_cast<int64_t>(i) + 1;
+    s.loss = losses[i];
+    s.grad_norm = 1.0 + static_cast<double>(i);
+    s.step_time_s = times[i];
+    s.tokens_per_s = 1000 / times[i];
+    s.memory = {{{"params", states}, {"peak_rss", 100}}, {{"params", states}, {"peak_rss", 90}}};
+    s.comm["all_gather"] = {calls * s.step, calls * s.step * 4096};
+    run.steps.push_back(s);
+  }
+  return run;
+}
+
+ArmResult arm_of(const std::string& name, const std::string& label, std::vector<RunMetrics> runs) {
+  ArmResult arm;
+  arm.arm.name = name;
+  arm.label = label;
+  arm.runs = std::move(runs);
+  return arm;
+}
+
+}  // namespace
+
+TEST_CASE("an arm is comma-separated overrides; brackets and quotes keep their commas") {
+  const Arm arm = parse_arm(
+      "B", "plugins.shard=shard_bucket,plugin.optim_hybrid_adam.betas=[0.9,0.95],run.name=\"a,b\"",
+      "--b");
+  REQUIRE(arm.overrides.size() == 3);
+  CHECK(arm.overrides[0] == "plugins.shard=shard_bucket");
+  CHECK(arm.overrides[1] == "plugin.optim_hybrid_adam.betas=[0.9,0.95]");
+  CHECK(arm.overrides[2] == "run.name=\"a,b\"");
+  CHECK(parse_arm("A", "", "--a").overrides.empty());
+  const std::string e = zt::test::error_of<zt::ConfigError>(
+      [] { parse_arm("A", "zero.stage=2,oops", "--a"); });
+  CHECK(contains(e, "--a"));
+  CHECK(contains(e, "'oops' is not section.key=value"));
+}
+
+TEST_CASE("differing keys, and which of them change the math") {
+  const Arm a = parse_arm("A", "plugins.shard=shard_tensor,zero.stage=3", "--a");
+  const Arm b = parse_arm("B", "plugins.shard=shard_bucket,zero.stage=3,zero.prefetch_units=2",
+                          "--b");
+  CHECK(differing_keys(a, b) == std::vector<std::string>{"plugins.shard", "zero.prefetch_units"});
+  const std::vector<std::string> optim = {"optim_hybrid_adam"};
+  for (const char* neutral :
+       {"plugins.shard", "plugin.shard_bucket.bucket_mb", "zero.stage", "zero.reduce_bucket_mb",
+        "zero.offload_optimizer_fraction", "plugins.offload_param", "plugin.offload_nvme.path",
+        "plugins.comm", "launch.nproc", "run.out_dir", "checkpoint.every_steps"}) {
+    CHECK_MESSAGE(!changes_math(neutral, optim), neutral);
+  }
+  for (const char* math :
+       {"plugin.optim_hybrid_adam.lr", "plugins.optimizer", "zero.gradient_clipping", "run.seed",
+        "model.n_layer", "data.micro_batch", "precision.compute", "run.lr_schedule"}) {
+    CHECK_MESSAGE(changes_math(math, optim), math);
+  }
+  CHECK(arm_label(b) == "shard_bucket,3,2");
+  CHECK(arm_label(Arm{}) == "baseline");
+}
+
+TEST_CASE("percentiles interpolate; the bootstrap interval holds the ratio and is reproducible") {
+  CHECK(median({3, 1, 2}) == 2);
+  CHECK(median({4, 1, 2, 3}) == doctest::Approx(2.5));
+  CHECK(percentile({0, 10}, 10) == doctest::Approx(1));
+  CHECK(std::isnan(median({})));
+  std::vector<double> a, b;
+  for (int i = 0; i < 40; ++i) {
+    a.push_back(1.2 + 0.01 * (i % 7));
+    b.push_back(1.0 + 0.01 * (i % 5));
+  }
+  const RatioInterval r = bootstrap_speedup(a, b, 1000, 7);
+  CHECK(r.ratio == doctest::Approx(median(a) / median(b)));
+  CHECK(r.low <= r.ratio);
+  CHECK(r.high >= r.ratio);
+  CHECK(r.low > 1.1);  // b is clearly faster: the interval stays above 1
+  const RatioInterval again = bootstrap_speedup(a, b, 1000, 7);
+  CHECK(again.low == r.low);
+  CHECK(again.high == r.high);
+  CHECK_THROWS_AS(bootstrap_speedup({}, b, 10, 1), zt::InternalError);
+}
+
+TEST_CASE("a metrics file: steps with memory, collectives and I/O; events skipped; bad files") {
+  zt::test::TempDir dir;
+  zt::test::write_file(
+      dir.file("metrics.jsonl"),
+      "{\"step\":1,\"loss\":2.5,\"lr\":0.1,\"grad_norm\":0.75,\"skipped\":false,"
+      "\"step_time_s\":0.5,\"tokens_per_s\":100,\"memory\":[{\"rank\":0,\"params\":64,"
+      "\"peak_rss\":1000}],\"comm\":{\"all_gather\":{\"calls\":3,\"bytes\":96}},"
+      "\"offload_io\":{\"bytes_read\":10,\"reads\":1,\"bytes_written\":20,\"writes\":2}}\n"
+      "{\"event\":\"checkpoint\",\"step\":1,\"folder\":\"x\",\"bytes\":1}\n");
+  const RunMetrics run = read_run_metrics(dir.path().string());
+  REQUIRE(run.steps.size() == 1);
+  const StepRecord& s = run.steps[0];
+  CHECK(s.loss == 2.5);
+  CHECK(s.grad_norm == 0.75);
+  CHECK(s.memory.at(0).at("params") == 64);
+  CHECK(s.comm.at("all_gather") == std::pair<int64_t, int64_t>{3, 96});
+  CHECK(s.io_bytes_written == 20);
+  zt::test::write_file(dir.file("bad.jsonl"), "not json\n");
+  CHECK(contains(
+      zt::test::error_of<zt::ConfigError>([&] { read_run_metrics(dir.file("bad.jsonl")); }),
+      "bad.jsonl:1"));
+  CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { read_run_metrics(dir.file("none")); }),
+                 "no metrics file"));
+}
+
+TEST_CASE("identical runs agree; a diverging step is named with the run and the values") {
+  const std::vector<double> losses = {5.0, 4.5, 4.0, 3.5}, times = {1, 1, 1, 1};
+  ArmResult a = arm_of("A", "shard_tensor", {run_of(losses, times, 4, 800)});
+  ArmResult b = arm_of("B", "shard_bucket", {run_of(losses, times, 1, 800)});
+  Agreement g = check_agreement(a, b, 1e-6);
+  CHECK(g.agree);
+  CHECK(g.identical);
+  CHECK(g.steps_compared == 8);
+
+  std::vector<double> off = losses;
+  off[2] *= 1 + 1e-7;  // fp32 rounding: within 1e-6
+  b.runs.push_back(run_of(off, times, 1, 800));
+  g = check_agreement(a, b, 1e-6);
+  CHECK(g.agree);
+  CHECK_FALSE(g.identical);
+  CHECK(g.max_rel_loss == doctest::Approx(1e-7).epsilon(0.01));
+
+  off[2] = 4.01;
+  b.runs.back() = run_of(off, times, 1, 800);
+  g = check_agreement(a, b, 1e-6);
+  CHECK_FALSE(g.agree);
+  CHECK(g.first_step == 3);
+  CHECK(g.what == "loss");
+  CHECK(g.where == "arm B run 2");
+  CHECK(g.a == 4.0);
+  CHECK(g.b == 4.01);
+}
+
+TEST_CASE("the verdict: speed with its interval, memory, collectives and agreement") {
+  const std::vector<double> losses = {5, 4, 3, 2, 1, 0.5};
+  std::vector<double> slow, fast;
+  for (int i = 0; i < 6; ++i) {
+    slow.push_back(1.2 + 0.01 * i);
+    fast.push_back(1.0 + 0.01 * i);
+  }
+  AbResult r = analyse(arm_of("A", "shard_tensor", {run_of(losses, slow, 4, 800)}),
+                       arm_of("B", "shard_bucket", {run_of(losses, fast, 1, 800)}), 1, 1e-6,
+                       /*check=*/true, {});
+  INFO(r.verdict);
+  CHECK(contains(r.verdict, "shard_bucket is 1.19x"));  // medians 1.225 s and 1.025 s
+  CHECK(contains(r.verdict, "x faster than shard_tensor (95% CI "));
+  CHECK(contains(r.verdict, "model states per rank the same within 1%"));
+  CHECK(contains(r.verdict, "75% fewer all_gather calls"));
+  CHECK(contains(r.verdict, "losses identical"));
+  CHECK(r.a.step_s.size() == 5);  // the warm-up step left out
+  CHECK(r.a.comm_per_step.at("all_gather").first == doctest::Approx(4));
+  CHECK(r.a.peak_rss == 100);
+
+  std::vector<double> other = losses;
+  other[4] = 1.5;
+  r = analyse(arm_of("A", "shard_tensor", {run_of(losses, fast, 1, 800)}),
+              arm_of("B", "shard_bucket", {run_of(other, slow, 1, 1000)}), 1, 1e-6, true, {});
+  INFO(r.verdict);
+  CHECK(contains(r.verdict, "slower than shard_tensor"));
+  CHECK(contains(r.verdict, "25% more model-state memory per rank"));
+  CHECK(contains(r.verdict, "LOSSES DIVERGE in arm B run 1: loss at step 5"));
+
+  zt::test::TempDir dir;
+  write_ab_json(r, dir.file("ab.json"));
+  const std::string json = zt::test::read_file(dir.file("ab.json"));
+  CHECK(contains(json, "\"first_divergence\""));
+  CHECK(contains(json, "\"speedup_b_over_a\""));
+  CHECK_FALSE(std::filesystem::exists(dir.file("ab.json.tmp")));
+}
+
+TEST_CASE("an arm with no step past the warm-up is refused, naming the flags") {
+  ArmResult a = arm_of("A", "x", {run_of({1, 2}, {1, 1}, 1, 1)});
+  const std::string e = zt::test::error_of<zt::ConfigError>([&] { summarize_arm(a, 2); });
+  CHECK(contains(e, "--steps"));
+  CHECK(contains(e, "--warmup"));
+}
