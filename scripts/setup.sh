@@ -16,6 +16,7 @@ packages=(
   libboost-dev          # Boost.DLL (header-only)
   liburing-dev          # io_uring for offload_nvme
   libgloo-dev           # Gloo headers: bench/comm compares with ProcessGroupGloo
+  chromium              # the A/B report's test renders report.html in headless Chromium
 )
 
 missing=()

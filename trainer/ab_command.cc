@@ -9,6 +9,7 @@
 #include <iostream>
 #include <thread>
 
+#include "ab_html.h"
 #include "ab_report.h"
 #include "zt/child_process.h"
 #include "zt/config.h"
@@ -130,7 +131,8 @@ int report(AbResult result, const std::string& out_dir, std::ostream& out) {
   std::filesystem::create_directories(out_dir);
   const std::string json = out_dir + "/ab.json";
   write_ab_json(result, json);
-  out << "report: " << json << "\n";
+  write_ab_html(result, out_dir + "/report.html");
+  out << "report: " << out_dir << "/report.html, every number in " << json << "\n";
   const Agreement& g = result.agreement;
   if (g.checked && !g.agree) {
     std::cerr << "zt: numeric error: the runs must train the same math but diverge: " << g.what

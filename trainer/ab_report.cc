@@ -272,10 +272,14 @@ void write_ab_json(const AbResult& r, const std::string& path) {
   j["math_keys"] = r.math_keys;
   j["warmup_steps"] = r.warmup_steps;
   j["verdict"] = r.verdict;
+  write_report_file(path, j.dump(2) + "\n");
+}
+
+void write_report_file(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << j.dump(2) << "\n";
+    out << text;
     if (!out) throw IoError("cannot write " + tmp + "; choose a writable --out folder");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

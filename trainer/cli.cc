@@ -28,8 +28,8 @@ zt's own plugin folder. The plugins commands read only plugins.dirs from FILE.
 checkpoint's weights as one safetensors file (GPT under Hugging Face GPT-2 names).
 ab runs the job R times per arm (default 2), interleaved A B B A, each arm with its overrides,
 and reports speed (median step time, 95% bootstrap interval of the ratio), memory, collectives,
-offload I/O and whether the arms' losses agree (within --rtol, default 1e-6) into DIR/ab.json
-(default runs/ab); arms may differ only in keys that keep the math (shard plugin, stage,
+offload I/O and whether the arms' losses agree (within --rtol, default 1e-6) into
+DIR/report.html and DIR/ab.json (default runs/ab); arms may differ only in keys that keep the math (shard plugin, stage,
 buckets, prefetch, offload, comm) unless --allow-different-math. compare makes the same report
 from two finished runs' out_dir folders.
 Exit codes: 0 ok, 2 config, 3 plugin, 4 communication, 5 I/O, 6 numeric, 7 internal,

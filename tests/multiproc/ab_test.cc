@@ -22,6 +22,20 @@ std::string ab_job(const TempDir& dir, const std::string& extra) {
          " --out " + dir.file("ab") + " " + extra;
 }
 
+// `trainer compare` of the first run of each arm that ab_job wrote.
+zt::test::CommandResult compare_first_runs(const TempDir& dir) {
+  return run_command(std::string(ZT_TEST_TRAINER) + " compare " + dir.file("ab/runs/A-1") + " " +
+                     dir.file("ab/runs/B-1") + " --warmup 1 --out " + dir.file("compare"));
+}
+
+// Headless Chromium (Debian's, installed by scripts/setup.sh) on a local file: `mode` is
+// --dump-dom (the DOM after the page's scripts ran, on stdout) or --screenshot=PNG.
+zt::test::CommandResult chromium(const std::string& mode, const std::string& file) {
+  return run_command("(timeout 120 chromium --headless --no-sandbox --disable-gpu "
+                     "--hide-scrollbars --window-size=900,1900 " +
+                     mode + " file://" + file + " 2>/dev/null)");
+}
+
 }  // namespace
 
 TEST_CASE("trainer ab: shard_tensor vs shard_bucket train the same losses, with a verdict") {
@@ -51,10 +65,24 @@ TEST_CASE("trainer ab: shard_tensor vs shard_bucket train the same losses, with 
                      contains(r.output, "fewer reduce_scatter calls");
   CHECK(fewer);
 
+  // report.html in a real browser: every chart drew marks with a size, no script failed, and
+  // its screenshot holds far more than a blank page's of the same size.
+  const std::string html = dir.file("ab/report.html");
+  const auto dom = chromium("--dump-dom", html);
+  INFO(dom.output.substr(0, 400));
+  REQUIRE(dom.exit_code == 0);
+  CHECK(contains(dom.output, "data-charts-drawn=\"5/5\""));
+  CHECK(contains(dom.output, "data-script-errors=\"0\""));
+  zt::test::write_file(dir.file("blank.html"), "<!DOCTYPE html><html><body></body></html>");
+  REQUIRE(chromium("--screenshot=" + dir.file("report.png"), html).exit_code == 0);
+  REQUIRE(chromium("--screenshot=" + dir.file("blank.png"), dir.file("blank.html")).exit_code == 0);
+  const auto report_png = std::filesystem::file_size(dir.file("report.png")),
+             blank_png = std::filesystem::file_size(dir.file("blank.png"));
+  MESSAGE("screenshots: report " << report_png << " bytes, blank page " << blank_png << " bytes");
+  CHECK(report_png > 10 * blank_png);
+
   // The same report from two finished runs.
-  const auto c = run_command(std::string(ZT_TEST_TRAINER) + " compare " + dir.file("ab/runs/A-1") +
-                             " " + dir.file("ab/runs/B-1") + " --warmup 1 --out " +
-                             dir.file("compare"));
+  const auto c = compare_first_runs(dir);
   INFO(c.output);
   CHECK(c.exit_code == 0);
   CHECK(contains(c.output, "losses identical"));
@@ -79,9 +107,7 @@ TEST_CASE("trainer ab: arms that change the math are refused, or compared withou
   CHECK(contains(allowed.output, "losses not compared"));
 
   // Their runs compared as runs that must agree: the first step the lr moves apart is caught.
-  const auto c = run_command(std::string(ZT_TEST_TRAINER) + " compare " + dir.file("ab/runs/A-1") +
-                             " " + dir.file("ab/runs/B-1") + " --warmup 1 --out " +
-                             dir.file("compare"));
+  const auto c = compare_first_runs(dir);
   INFO(c.output);
   CHECK(c.exit_code == 6);
   CHECK(contains(c.output, "LOSSES DIVERGE in arm B run 1"));
