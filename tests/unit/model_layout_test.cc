@@ -72,7 +72,7 @@ TEST_CASE("a tied tensor is owned by its first unit and used by both") {
   CHECK(layout.largest_unit_bytes() == (6 + 6) * 4);
 }
 
-TEST_CASE("shards: this rank's slice from stage 1, all of it at stage 0; persistence by the "
+TEST_CASE("shards: this rank's slice from stage 1, all of it at stage 0, and persistence by the "
           "largest tensor") {
   at::Tensor small = param({3}, 0), large = param({9}, 0);
   ListUnit unit("u", {{"small", small}, {"large", large}});

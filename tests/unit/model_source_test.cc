@@ -87,7 +87,8 @@ std::string error_of(TiedSource::Fault fault) {
 
 }  // namespace
 
-TEST_CASE("materialize_unit writes owned tensors' declared values; a borrowed one keeps its own") {
+TEST_CASE(
+    "materialize_unit writes owned tensors' declared values, and a borrowed one keeps its own") {
   TiedSource source(9);
   auto embed = zt::materialize_unit(source, 0);
   at::Tensor tied = embed->parameters()[0].second;

@@ -148,7 +148,7 @@ TEST_CASE("uniform: inside (-b, b), reaching both ends, mean 0 and variance b^2/
   CHECK(((counts / static_cast<double>(n) - 0.1).abs() < 0.003).all().item<bool>());
 }
 
-TEST_CASE("constant fills every element; custom slices equal the full tensor it writes") {
+TEST_CASE("constant fills every element, and custom slices equal the full tensor it writes") {
   const at::Tensor ones = fill_whole(ParamInit::constant(1.0), 3, "ln_f.weight", {5, 3});
   CHECK(at::equal(ones, at::ones({15})));
 

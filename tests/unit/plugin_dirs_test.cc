@@ -37,7 +37,7 @@ TEST_CASE("the plugin search path ignores the rest of the file, even where it is
         std::vector<std::string>{"/d"});
 }
 
-TEST_CASE("--set plugins.dirs replaces the file's dirs; other overrides are not read") {
+TEST_CASE("--set plugins.dirs replaces the file's dirs, and other overrides are not read") {
   auto dirs = zt::Config::plugin_dirs_of_string(
       "[plugins]\ndirs = [\"/a\"]\n", "job.toml",
       {"zero.stage=banana", "plugins.dirs=[\"/x\", \"/y\"]"});

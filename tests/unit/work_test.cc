@@ -60,8 +60,8 @@ TEST_CASE("FutureWork rethrows the op's own failure") {
   CHECK_THROWS_WITH_AS(work.wait(), "rank 2 is unreachable", zt::CommError);
 }
 
-TEST_CASE(
-    "IoWork: a wait that runs out is an I/O error about the storage; the op's own errors pass") {
+TEST_CASE("IoWork: a wait that runs out is an I/O error about the storage, and the op's own errors "
+          "pass") {
   zt::IoWork work("offload_nvme: read of 4096 bytes", 1000ms);
   try {
     work.wait(20ms);

@@ -47,7 +47,7 @@ ArmResult arm_of(const std::string& name, const std::string& label, std::vector<
 
 }  // namespace
 
-TEST_CASE("an arm is comma-separated overrides; brackets and quotes keep their commas") {
+TEST_CASE("an arm is comma-separated overrides: brackets and quotes keep their commas") {
   const Arm arm = parse_arm(
       "B", "plugins.shard=shard_bucket,plugin.optim_hybrid_adam.betas=[0.9,0.95],run.name=\"a,b\"",
       "--b");
@@ -83,7 +83,8 @@ TEST_CASE("differing keys, and which of them change the math") {
   CHECK(arm_label(Arm{}) == "baseline");
 }
 
-TEST_CASE("percentiles interpolate; the bootstrap interval holds the ratio and is reproducible") {
+TEST_CASE(
+    "percentiles interpolate, and the bootstrap interval holds the ratio and is reproducible") {
   CHECK(median({3, 1, 2}) == 2);
   CHECK(median({4, 1, 2, 3}) == doctest::Approx(2.5));
   CHECK(percentile({0, 10}, 10) == doctest::Approx(1));
@@ -104,7 +105,8 @@ TEST_CASE("percentiles interpolate; the bootstrap interval holds the ratio and i
   CHECK_THROWS_AS(bootstrap_speedup({}, b, 10, 1), zt::InternalError);
 }
 
-TEST_CASE("a metrics file: steps with memory, collectives and I/O; events skipped; bad files") {
+TEST_CASE(
+    "a metrics file: steps with memory, collectives and I/O, events skipped, bad files refused") {
   zt::test::TempDir dir;
   zt::test::write_file(
       dir.file("metrics.jsonl"),
@@ -129,7 +131,7 @@ TEST_CASE("a metrics file: steps with memory, collectives and I/O; events skippe
                  "no metrics file"));
 }
 
-TEST_CASE("identical runs agree; a diverging step is named with the run and the values") {
+TEST_CASE("identical runs agree, and a diverging step is named with the run and the values") {
   const std::vector<double> losses = {5.0, 4.5, 4.0, 3.5}, times = {1, 1, 1, 1};
   ArmResult a = arm_of("A", "shard_tensor", {run_of(losses, times, 4, 800)});
   ArmResult b = arm_of("B", "shard_bucket", {run_of(losses, times, 1, 800)});

@@ -255,7 +255,7 @@ TEST_CASE("refusal: host RAM short names its bytes, what it has and the knobs wi
   CHECK(refusal(e, budget, config).empty());
 }
 
-TEST_CASE("refusal: a file tier's disk short names its folder, bytes and knobs; RAM is fine") {
+TEST_CASE("refusal: a file tier's disk short names its folder, bytes and knobs, and RAM is fine") {
   const zt::Config config = job(kBothInFiles);
   const FitEstimate e = estimate(config);
   HostBudget budget;

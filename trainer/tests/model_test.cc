@@ -244,7 +244,7 @@ TEST_CASE("a partitioned fill of each declaration equals make_model, element for
   }
 }
 
-TEST_CASE("a source's build() lists what declare() says; the head borrows the very wte") {
+TEST_CASE("a source's build() lists what declare() says, and the head borrows the very wte") {
   const char* models[] = {kSmallGpt, "[model]\nkind = \"mlp\"\nwidth = 9\ndepth = 3\n"};
   for (const char* toml : models) {
     CAPTURE(toml);
