@@ -11,6 +11,7 @@
 
 #include "ab_html.h"
 #include "ab_report.h"
+#include "live_ab.h"
 #include "zt/child_process.h"
 #include "zt/config.h"
 #include "zt/error.h"
@@ -214,6 +215,14 @@ int run_compare(const CliArgs& args, std::ostream& out) {
   const bool check = !args.ab.allow_different_math;
   return report(analyse(std::move(a), std::move(b), args.ab.warmup, args.ab.rtol, check, {}),
                 args.ab.out_dir, out);
+}
+
+int run_ab_report(const CliArgs& args, std::ostream& out) {
+  const std::string& run_dir = args.compare_runs.at(0);
+  const RunMetrics metrics = read_run_metrics(run_dir);
+  out << "zt ab-report: " << metrics.path << "\n";
+  return report(live_ab_result(metrics, args.ab.warmup),
+                args.ab.out_dir.empty() ? run_dir : args.ab.out_dir, out);
 }
 
 }  // namespace zt::trainer

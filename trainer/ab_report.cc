@@ -182,7 +182,7 @@ std::string verdict_line(const AbResult& r) {
   }
   const Agreement& g = r.agreement;
   if (!g.checked) {
-    line += ", losses not compared (the arms differ in math: --allow-different-math)";
+    line += ", losses not compared (" + r.unchecked_reason + ")";
   } else if (!g.agree) {
     line += ", LOSSES DIVERGE in " + g.where + ": " + g.what + " at step " +
             std::to_string(g.first_step) + " is " + std::to_string(g.a) + " vs " +
@@ -271,6 +271,8 @@ void write_ab_json(const AbResult& r, const std::string& path) {
   }
   j["math_keys"] = r.math_keys;
   j["warmup_steps"] = r.warmup_steps;
+  for (const ArmSwitch& w : r.switches)
+    j["switches"].push_back({{"after_step", w.step}, {"to", w.to}, {"seconds", w.seconds}});
   j["verdict"] = r.verdict;
   write_report_file(path, j.dump(2) + "\n");
 }

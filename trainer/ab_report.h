@@ -49,6 +49,9 @@ struct AbResult {
   std::vector<std::string> math_keys;  // keys the arms set differently that may change the math
   int64_t warmup_steps = 0;
   double rtol = 0;
+  // Said in the verdict when the agreement was not checked: why not.
+  std::string unchecked_reason = "the arms differ in math: --allow-different-math";
+  std::vector<ArmSwitch> switches;  // live A/B: every switch and its cost
   std::string verdict;
 };
 

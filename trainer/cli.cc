@@ -15,6 +15,7 @@ const char* usage() {
   trainer ab --config FILE --a KEY=VAL[,KEY=VAL]... --b KEY=VAL[,...] [--steps N] [--reps R]
           [--warmup W] [--out DIR] [--rtol X] [--allow-different-math] [--set ...]
   trainer compare RUN_A RUN_B [--out DIR] [--warmup W] [--rtol X] [--allow-different-math]
+  trainer ab-report RUN_DIR [--out DIR] [--warmup W]
   trainer plugins list [--config FILE] [--plugin-dir DIR]...
   trainer plugins describe ID [--config FILE] [--plugin-dir DIR]...
   trainer --help | --version
@@ -31,7 +32,8 @@ and reports speed (median step time, 95% bootstrap interval of the ratio), memor
 offload I/O and whether the arms' losses agree (within --rtol, default 1e-6) into
 DIR/report.html and DIR/ab.json (default runs/ab); arms may differ only in keys that keep the math (shard plugin, stage,
 buckets, prefetch, offload, comm) unless --allow-different-math. compare makes the same report
-from two finished runs' out_dir folders.
+from two finished runs' out_dir folders. ab-report makes it from a live A/B job's own steps
+([ab] arms, switch_every), into RUN_DIR unless --out.
 Exit codes: 0 ok, 2 config, 3 plugin, 4 communication, 5 I/O, 6 numeric, 7 internal,
 128+N a rank killed by signal N.
 )";
@@ -51,11 +53,14 @@ size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
     out.command = Command::kAb;
     return 1;
   }
-  if (args[0] == "compare") {
-    out.command = Command::kCompare;
-    out.ab.out_dir = "runs/compare";
+  if (args[0] == "compare" || args[0] == "ab-report") {
+    const bool compare = args[0] == "compare";
+    out.command = compare ? Command::kCompare : Command::kAbReport;
+    out.ab.out_dir = compare ? "runs/compare" : "";
+    out.ab.warmup = compare ? out.ab.warmup : 1;
+    const size_t last = compare ? 3 : 2;
     size_t taken = 1;
-    while (taken < args.size() && taken < 3 && args[taken].rfind("--", 0) != 0) {
+    while (taken < args.size() && taken < last && args[taken].rfind("--", 0) != 0) {
       out.compare_runs.push_back(args[taken++]);
     }
     return taken;
@@ -117,7 +122,9 @@ int64_t parse_count(const std::string& flag, const std::string& v, int64_t min) 
 
 // ab's and compare's own flags; false for any other argument.
 bool parse_ab_flag(const std::string& a, const std::function<std::string()>& value, CliArgs& out) {
-  if (out.command != Command::kAb && out.command != Command::kCompare) return false;
+  if (out.command != Command::kAb && out.command != Command::kCompare &&
+      out.command != Command::kAbReport)
+    return false;
   AbArgs& ab = out.ab;
   if (a == "--a" && out.command == Command::kAb) {
     ab.a = value();
@@ -154,6 +161,10 @@ void check_complete(const CliArgs& out) {
   }
   if (out.command == Command::kAb && out.config_path.empty()) {
     throw ConfigError("trainer ab needs --config FILE, the job to compare the arms on");
+  }
+  if (out.command == Command::kAbReport && out.compare_runs.size() != 1) {
+    throw ConfigError("trainer ab-report needs the run.out_dir of a live A/B job: trainer "
+                      "ab-report RUN_DIR; see trainer --help");
   }
   if (out.command == Command::kCompare && out.compare_runs.size() != 2) {
     throw ConfigError("trainer compare needs two run folders (their run.out_dir): trainer "

@@ -15,6 +15,7 @@ enum class Command {
   kExport,
   kAb,
   kCompare,
+  kAbReport,
   kHelp,
   kVersion
 };
@@ -43,7 +44,7 @@ struct CliArgs {
   std::string out_path;
   std::string dtype = "fp32";
   AbArgs ab;
-  std::vector<std::string> compare_runs;  // trainer compare RUN_A RUN_B
+  std::vector<std::string> compare_runs;  // trainer compare RUN_A RUN_B; ab-report RUN_DIR
 };
 
 CliArgs parse_cli(const std::vector<std::string>& args);

@@ -67,17 +67,14 @@ EngineOptions engine_options_from_config(const Config& config) {
 
 namespace {
 
-// Everything but the engine, which `make_engine` builds over the parts.
-EngineSetup build_setup(const Config& config, const RankEnv& env, Store& store,
-                        std::chrono::milliseconds timeout,
-                        const std::function<void(EngineOptions&)>& adjust,
-                        const std::function<std::unique_ptr<Engine>(EngineSetup&)>& make_engine) {
-  PluginCatalog& catalog = config.catalog();
+// Everything but the communicator, which `s` has: the engine (`make_engine` builds it over the
+// parts) and what it is composed of.
+void build_parts(EngineSetup& s, const Config& config, const RankEnv& env, Store& store,
+                 std::chrono::milliseconds timeout,
+                 const std::function<void(EngineOptions&)>& adjust,
+                 const std::function<std::unique_ptr<Engine>(EngineSetup&)>& make_engine) {
   const Options& plugins = config.section("plugins");
-  EngineSetup s;
-  const std::string& comm_id = plugins.get_string("comm");
-  s.comm = catalog.comm(comm_id).create(config.plugin_options(comm_id),
-                                        comm_context(env, store, "train/", timeout));
+  PluginCatalog& catalog = config.catalog();
   s.shard_id = plugins.get_string("shard").empty() ? "shard_bucket" : plugins.get_string("shard");
   s.strategy = make_strategy(config, s.shard_id);
   s.optimizer_id = plugins.get_string("optimizer");
@@ -86,6 +83,19 @@ EngineSetup build_setup(const Config& config, const RankEnv& env, Store& store,
   s.options = engine_options_from_config(config);
   if (adjust) adjust(s.options);
   s.engine = make_engine(s);
+}
+
+// The communicator (plugins.comm), then the parts.
+EngineSetup build_setup(const Config& config, const RankEnv& env, Store& store,
+                        std::chrono::milliseconds timeout,
+                        const std::function<void(EngineOptions&)>& adjust,
+                        const std::function<std::unique_ptr<Engine>(EngineSetup&)>& make_engine) {
+  const Options& plugins = config.section("plugins");
+  EngineSetup s;
+  const std::string& comm_id = plugins.get_string("comm");
+  s.comm = config.catalog().comm(comm_id).create(config.plugin_options(comm_id),
+                                                 comm_context(env, store, "train/", timeout));
+  build_parts(s, config, env, store, timeout, adjust, make_engine);
   return s;
 }
 
@@ -104,6 +114,20 @@ EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& 
                                std::chrono::milliseconds timeout, ModelSource& source,
                                const std::function<void(EngineOptions&)>& adjust) {
   return build_setup(config, env, store, timeout, adjust, [&](EngineSetup& s) {
+    return std::make_unique<Engine>(source, *s.comm, *s.strategy, *s.optimizer, s.options,
+                                    s.tiers.engine_tiers());
+  });
+}
+
+void rebuild_engine_setup(EngineSetup& setup, const Config& config, const RankEnv& env,
+                          Store& store, std::chrono::milliseconds timeout, ModelSource& source) {
+  // The engine waits for its in-flight work and drops its views of the parts; file tiers remove
+  // their files, so the next arm's tiers start from nothing.
+  setup.engine.reset();
+  setup.tiers = OffloadTiers{};
+  setup.optimizer.reset();
+  setup.strategy.reset();
+  build_parts(setup, config, env, store, timeout, {}, [&](EngineSetup& s) {
     return std::make_unique<Engine>(source, *s.comm, *s.strategy, *s.optimizer, s.options,
                                     s.tiers.engine_tiers());
   });

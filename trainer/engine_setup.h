@@ -58,4 +58,11 @@ EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& 
                                std::chrono::milliseconds timeout, ModelSource& source,
                                const std::function<void(EngineOptions&)>& adjust = {});
 
+// Live A/B (live_ab.h): rebuilds every part but the communicator from `config`, another arm of
+// the same job, with the engine building the model from `source` again. The old engine, tiers,
+// optimizer and strategy are destroyed first (in that order); the communicator, its connections
+// and counters are kept. Collective, like build_engine_setup.
+void rebuild_engine_setup(EngineSetup& setup, const Config& config, const RankEnv& env,
+                          Store& store, std::chrono::milliseconds timeout, ModelSource& source);
+
 }  // namespace zt::trainer

@@ -59,6 +59,7 @@ int run(const std::vector<std::string>& argv) {
     case Command::kExport: return zt::trainer::export_weights(cli, std::cout);
     case Command::kAb: return zt::trainer::run_ab(cli, std::cout);
     case Command::kCompare: return zt::trainer::run_compare(cli, std::cout);
+    case Command::kAbReport: return zt::trainer::run_ab_report(cli, std::cout);
     case Command::kRun: break;
   }
   std::vector<std::string> overrides = cli.overrides;

@@ -18,6 +18,7 @@ StepRecord step_of(const nlohmann::json& j) {
   s.step_time_s = j.at("step_time_s").get<double>();
   s.tokens_per_s = j.value("tokens_per_s", 0.0);
   s.skipped = j.value("skipped", false);
+  s.arm = j.value("arm", std::string());
   for (const nlohmann::json& rank : j.value("memory", nlohmann::json::array())) {
     std::map<std::string, int64_t> fields;
     for (const auto& [name, value] : rank.items()) {
@@ -66,6 +67,15 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
     if (j.is_discarded() || !j.is_object()) {
       throw ConfigError(run.path + ":" + std::to_string(number) +
                         ": not a JSON object; is this a zt metrics file?");
+    }
+    if (j.value("event", std::string()) == "ab_arms") {
+      for (const nlohmann::json& arm : j.value("arms", nlohmann::json::array()))
+        run.arm_overrides[arm.value("name", std::string())] = arm.value("overrides",
+                                                                        std::vector<std::string>());
+    }
+    if (j.value("event", std::string()) == "ab_switch") {
+      run.switches.push_back(
+          {j.value("step", int64_t{0}), j.value("to", std::string()), j.value("seconds", 0.0)});
     }
     if (j.contains("event") || !j.contains("step_time_s")) continue;
     try {

@@ -23,16 +23,26 @@ struct StepRecord {
   // Rank 0's collectives since the run started: op -> {calls, bytes}.
   std::map<std::string, std::pair<int64_t, int64_t>> comm;
   int64_t io_bytes_read = 0, io_bytes_written = 0;  // rank 0's offload tiers since the start
+  std::string arm;  // live A/B (live_ab.h): the arm that trained this step; "" otherwise
+};
+
+// Live A/B: the engine switched to arm `to` before step `step` + 1, which took `seconds`.
+struct ArmSwitch {
+  int64_t step = 0;
+  std::string to;
+  double seconds = 0;
 };
 
 struct RunMetrics {
   std::string path;  // the metrics.jsonl read
   std::vector<StepRecord> steps;
+  std::vector<ArmSwitch> switches;
+  std::map<std::string, std::vector<std::string>> arm_overrides;  // live A/B: name -> overrides
 };
 
 // Reads `run_dir`/metrics.jsonl (or `run_dir` itself when it names a file). Event lines
-// (checkpoints, resumes) are skipped; a resumed run's steps keep their step numbers. Throws
-// ConfigError naming the file when it is missing, not JSON, or holds no step.
+// (checkpoints, resumes) are skipped, live A/B switches kept; a resumed run's steps keep their step
+// numbers. Throws ConfigError naming the file when it is missing, not JSON, or holds no step.
 RunMetrics read_run_metrics(const std::string& run_dir);
 
 // The model-state categories of a memory entry, in the order reports show them.

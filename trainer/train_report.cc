@@ -227,8 +227,9 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
   js << "{\"step\":" << m.step << ",\"loss\":" << std::setprecision(17) << m.loss
      << std::setprecision(8) << ",\"lr\":" << m.lr << ",\"loss_scale\":" << m.loss_scale
      << ",\"grad_norm\":" << m.grad_norm << ",\"skipped\":" << (m.skipped ? "true" : "false")
-     << ",\"step_time_s\":" << m.step_seconds << ",\"tokens_per_s\":" << m.tokens_per_s
-     << ",\"memory\":[";
+     << ",\"step_time_s\":" << m.step_seconds << ",\"tokens_per_s\":" << m.tokens_per_s;
+  if (!m.arm.empty()) js << ",\"arm\":" << nlohmann::json(m.arm).dump();
+  js << ",\"memory\":[";
   for (size_t r = 0; r < memory.size(); ++r) {
     const auto& x = memory[r];
     js << (r ? "," : "") << "{\"rank\":" << r << ",\"params\":" << x.params
@@ -299,6 +300,30 @@ void TrainReport::log_resume(int64_t step, const std::string& folder, double loa
      << ",\"load_s\":" << load_seconds << "}\n";
   std::fputs(js.str().c_str(), file_);
   std::fflush(file_);
+}
+
+void TrainReport::log_arms(
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& arms) {
+  if (!file_) return;
+  nlohmann::json j;
+  j["event"] = "ab_arms";
+  for (const auto& [name, overrides] : arms)
+    j["arms"].push_back({{"name", name}, {"overrides", overrides}});
+  std::fputs((j.dump() + "\n").c_str(), file_);
+  std::fflush(file_);
+}
+
+void TrainReport::log_switch(int64_t after_step, const std::string& to, const std::string& label,
+                             double seconds) {
+  if (!file_) return;
+  nlohmann::json j = {
+      {"event", "ab_switch"}, {"step", after_step}, {"to", to}, {"seconds", seconds}};
+  std::fputs((j.dump() + "\n").c_str(), file_);
+  std::fflush(file_);
+  std::printf("%sab: arm %s (%s) takes over after step %lld; the switch took %.3f s\n",
+              tty_ ? "\n" : "", to.c_str(), label.c_str(), static_cast<long long>(after_step),
+              seconds);
+  std::fflush(stdout);
 }
 
 void TrainReport::finish_progress() {

@@ -43,6 +43,7 @@ struct StepMetrics {
   bool skipped = false;
   double step_seconds = 0;
   double tokens_per_s = 0;
+  std::string arm{};    // live A/B: the arm that trained the step ("" otherwise)
   EngineTimes times{};  // rank 0's engine time in this step (all zero when not measured)
 };
 
@@ -107,6 +108,10 @@ class TrainReport {
   void log_checkpoint(const CheckpointEvent& event);
   // One metrics line for a resume: the step it continues and how long the load took.
   void log_resume(int64_t step, const std::string& folder, double load_seconds);
+  // Live A/B: the arms (name and overrides) once at the start, and each switch with its cost.
+  void log_arms(const std::vector<std::pair<std::string, std::vector<std::string>>>& arms);
+  void log_switch(int64_t after_step, const std::string& to, const std::string& label,
+                  double seconds);
   void finish_progress();
 
  private:

@@ -9,9 +9,11 @@
 #include <optional>
 #include <thread>
 
+#include "ab_html.h"
 #include "checkpointing.h"
 #include "data/data_source.h"
 #include "engine_setup.h"
+#include "live_ab.h"
 #include "memory_fit.h"
 #include "memory_theory.h"
 #include "models/init_from.h"
@@ -65,6 +67,11 @@ struct TrainRun {
   int64_t next_sample = 0;  // where the next step's global batch starts in the data stream
   int64_t first_step = 0;   // steps trained before this process: the resumed checkpoint's
   double load_seconds = 0;  // reading the resumed checkpoint into the engine
+  Store* store = nullptr;   // live A/B rebuilds the engine's parts through it
+  std::chrono::milliseconds timeout{0};
+  LiveAb live{};   // [ab]: arms the job alternates between (off with fewer than two)
+  size_t arm = 0;  // the live arm training now
+  std::unique_ptr<TrainCheckpoints> switch_saves{};  // the state passes through these at a switch
 };
 
 void create_out_dir(const std::string& out_dir) {
@@ -118,6 +125,7 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   StepMetrics m{step + 1,      loss.item<double>(), lr,      rep.loss_scale,
                 rep.grad_norm, rep.skipped,         seconds, tokens_per_step(run) / seconds};
+  if (run.live.on()) m.arm = run.live.arms[run.arm].name;
   m.times = times_since(s.engine->times(), engine_t0);
   return m;
 }
@@ -173,6 +181,47 @@ void save_if_due(TrainRun& run, TrainReport& report, TrainCheckpoints& checkpoin
   report_save(run, report, checkpoints.poll());
 }
 
+std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milliseconds timeout);
+
+// Live A/B: hands the engine's state to arm `to` after optimizer step `step`. The state is saved
+// as a checkpoint under ab.switch_dir, every part but the communicator is rebuilt from the arm's
+// config (the model built again, partitioned), and the checkpoint is loaded into the new layout.
+// Collective. Returns the seconds it took on this rank.
+double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout, size_t to,
+                  int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CheckpointSettings settings = CheckpointSettings::from_config(run.config);
+  settings.dir = run.live.switch_dir;
+  settings.every_steps = 1;
+  settings.keep_last = 1;
+  settings.async = false;
+  if (!run.switch_saves) {
+    run.switch_saves = std::make_unique<TrainCheckpoints>(
+        settings, store, run.env.rank, run.env.world, "ab-" + checkpoint_job(run, store, timeout));
+  }
+  const CheckpointMeta meta{trainer_state(run, step).to_json(), run.config.to_toml(),
+                            saved_by(run)};
+  run.switch_saves->save(*run.setup.engine, step, meta);
+  run.switch_saves->finish();
+  // Rank 0 publishes the folder: every rank opens it only after that.
+  run.setup.comm->barrier()->wait();
+  settings.resume = "auto";
+  const std::unique_ptr<CheckpointReader> saved = open_resume_checkpoint(settings, false);
+  if (!saved || saved->step() != step) {
+    throw InternalError("live A/B: the state saved after step " + std::to_string(step) +
+                        " is not the newest checkpoint under " + settings.dir);
+  }
+  std::unique_ptr<ModelSource> source = models::make_model_source(run.model->shape,
+                                                                  run.model->seed);
+  rebuild_engine_setup(run.setup, run.live.configs[to], run.env, store, timeout, *source);
+  run.source = std::move(source);
+  run.setup.engine->load_checkpoint(*saved);
+  run.arm = to;
+  // No rank leaves while another still reads the folder the next switch replaces.
+  run.setup.comm->barrier()->wait();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // This rank's offload tiers' I/O so far, all tiers together.
 OffloadStats tiers_io(const TrainRun& run) {
   OffloadStats sum;
@@ -194,6 +243,11 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
   summary.resumed_at = run.first_step;
   const int64_t total = run.config.section("run").get_int("steps");
   for (int64_t step = run.first_step; step < total; ++step) {
+    if (run.live.on() && run.live.arm_of_step(step) != run.arm) {
+      const size_t to = run.live.arm_of_step(step);
+      const double seconds = switch_arm(run, *run.store, run.timeout, to, step);
+      report.log_switch(step, run.live.arms[to].name, arm_label(run.live.arms[to]), seconds);
+    }
     const StepMetrics m = train_step(run, step, run.schedule.lr(step));
     ++summary.steps;
     summary.seconds += m.step_seconds;
@@ -270,10 +324,32 @@ void complete_summary(TrainRun& run, TrainSummary& summary) {
   summary.out_dir = run.config.section("run").get_string("out_dir");
 }
 
+// Live A/B at the end of the job: the switch folder goes, and rank 0 writes the report of the
+// job's own steps (the first step after each switch left out of the timings).
+void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {
+  run.setup.comm->barrier()->wait();
+  if (!leader) return;
+  std::error_code ec;
+  std::filesystem::remove_all(run.live.switch_dir, ec);
+  const std::string metrics = out_dir + "/metrics.jsonl";
+  const RunMetrics steps = read_run_metrics(metrics);
+  if (steps.switches.empty()) {
+    std::printf("ab: no switch happened (run.steps <= ab.switch_every): no A/B report\n");
+    return;
+  }
+  const AbResult result = live_ab_result(steps, /*warmup=*/1);
+  write_ab_json(result, out_dir + "/ab.json");
+  write_ab_html(result, out_dir + "/report.html");
+  std::printf("ab: %s\nab: report %s/report.html, every number in %s/ab.json\n",
+              result.verdict.c_str(), out_dir.c_str(), out_dir.c_str());
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 void check_job_fits(const Config& config, int world) {
   check_global_batch(config, world);
+  live_ab_from_config(config);  // arms that are bad or whose plugin is missing fail here
   check_memory_fits(config, world);
 }
 
@@ -294,8 +370,16 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   run.model->seed = static_cast<uint64_t>(options.get_int("seed"));
   run.source = models::make_model_source(run.model->shape, run.model->seed);
   run.data = data::make_data(config, run.model->shape);
+  run.store = &store;
+  run.timeout = timeout;
+  run.live = live_ab_from_config(config);
+  if (run.live.on() && resume) {
+    throw ConfigError("a live A/B job ([ab] arms) cannot resume from a checkpoint yet; start it "
+                      "fresh, or remove [ab] arms to resume the plain job");
+  }
   // Partitioned construction: the engine builds one unit at a time and keeps its shards only.
-  run.setup = build_engine_setup(config, env, store, timeout, *run.source);
+  run.setup = build_engine_setup(run.live.on() ? run.live.configs[0] : config, env, store, timeout,
+                                 *run.source);
   models::apply_init_from(*run.setup.engine, models::declared_parameters(*run.source), config,
                           env.rank);
   run.schedule = schedule_from_config(config, run.setup.optimizer->base_lr());
@@ -314,9 +398,15 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   TrainReport report(leader ? out_dir + "/metrics.jsonl" : "", options.get_int("steps"),
                      options.get_int("log_every"), run.first_step);
   if (resume) report.log_resume(run.first_step, resume->folder(), run.load_seconds);
+  if (run.live.on()) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> arms;
+    for (const Arm& a : run.live.arms) arms.push_back({a.name, a.overrides});
+    report.log_arms(arms);
+  }
   TrainSummary summary = train_loop(run, report, settings, checkpoints.get());
   complete_summary(run, summary);
   if (leader) print_summary(summary);
+  if (run.live.on()) finish_live_ab(run, out_dir, leader);
   return 0;
 }
 

@@ -182,12 +182,26 @@ SectionSpec checkpoint_section() {
                   604800)}};
 }
 
+SectionSpec ab_section() {
+  return {
+      "ab",
+      "live A/B inside one training job: the arms alternate every switch_every steps",
+      {opt_string_list("arms", {},
+                       "each arm's overrides, comma-separated as trainer ab's --a/--b "
+                       "(e.g. \"plugins.shard=shard_tensor\"); two or more switch the job "
+                       "between them, resharding its state at a step boundary"),
+       opt_int("switch_every", 10, "optimizer steps an arm trains before the next takes over", 1),
+       opt_string("switch_dir", "",
+                  "folder the state passes through at a switch ('' = "
+                  "<run.out_dir>/ab-switch); removed at the end")}};
+}
+
 }  // namespace
 
 const std::vector<SectionSpec>& config_schema() {
   static const std::vector<SectionSpec> schema = {
-      run_section(),       launch_section(), model_section(),   data_section(),
-      precision_section(), zero_section(),   plugins_section(), checkpoint_section()};
+      run_section(),  launch_section(),  model_section(),      data_section(), precision_section(),
+      zero_section(), plugins_section(), checkpoint_section(), ab_section()};
   return schema;
 }
 

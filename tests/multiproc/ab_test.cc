@@ -3,6 +3,7 @@
 // allowed; runs that differ in math are caught as a divergence with a non-zero exit.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -125,4 +126,60 @@ TEST_CASE("trainer ab: a misspelt key in an arm gets the config's did-you-mean e
   const auto c = run_command(std::string(ZT_TEST_TRAINER) + " compare " + dir.file("nothing"));
   CHECK(c.exit_code == 2);
   CHECK(contains(c.output, "two run folders"));
+}
+
+TEST_CASE("live A/B: a job switching shard strategies every 5 steps keeps the plain run's losses") {
+  TempDir dir;
+  const std::string steps = "--set run.steps=20";
+  const auto plain = run_command(zt::test::small_gpt_job(dir.file("plain"), steps));
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+  const auto live = run_command(zt::test::small_gpt_job(
+      dir.file("live"), steps + " --set 'ab.arms=[\"plugins.shard=shard_tensor\", "
+                                "\"plugins.shard=shard_bucket\"]' --set ab.switch_every=5"));
+  INFO(live.output);
+  REQUIRE(live.exit_code == 0);
+  CHECK(contains(live.output, "ab: arm B (shard_bucket) takes over after step 5"));
+  CHECK(contains(live.output, "ab: arm A (shard_tensor) takes over after step 10"));
+  CHECK(contains(live.output, "3 switches of"));
+  const std::vector<double> a = zt::test::losses_of(dir.file("plain/metrics.jsonl")),
+                            b = zt::test::losses_of(dir.file("live/metrics.jsonl"));
+  REQUIRE(a.size() == 20);
+  REQUIRE(b.size() == 20);
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(std::fabs(a[i] - b[i]) <= 1e-6 * std::fabs(a[i]));
+  }
+  CHECK_FALSE(std::filesystem::exists(dir.file("live/ab-switch")));  // the switch folder goes
+
+  const auto dom = chromium("--dump-dom", dir.file("live/report.html"));
+  REQUIRE(dom.exit_code == 0);
+  CHECK(contains(dom.output, "data-charts-drawn=\"5/5\""));
+  CHECK(contains(dom.output, "data-script-errors=\"0\""));
+  // The same report again from the job's metrics.
+  const auto again = run_command(std::string(ZT_TEST_TRAINER) + " ab-report " + dir.file("live") +
+                                 " --out " + dir.file("again"));
+  INFO(again.output);
+  CHECK(again.exit_code == 0);
+  CHECK(contains(again.output, "3 switches of"));
+  CHECK(std::filesystem::exists(dir.file("again/report.html")));
+}
+
+TEST_CASE("live A/B: an arm whose plugin is missing, or that changes the math, fails first") {
+  TempDir dir;
+  const auto missing = run_command(zt::test::small_gpt_job(
+      dir.file("out"),
+      "--set 'ab.arms=[\"plugins.shard=shard_tensor\", \"plugins.shard=shard_nowhere\"]'"));
+  INFO(missing.output);
+  CHECK(missing.exit_code == 3);
+  CHECK(contains(missing.output, "shard_nowhere"));
+  CHECK_FALSE(contains(missing.output, "step 1/"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("out/metrics.jsonl")));
+  const auto math = run_command(zt::test::small_gpt_job(
+      dir.file("out"), "--set 'ab.arms=[\"plugins.shard=shard_tensor\", "
+                       "\"plugins.shard=shard_bucket,plugin.optim_hybrid_adam.lr=0.1\"]'"));
+  INFO(math.output);
+  CHECK(math.exit_code == 2);
+  CHECK(contains(math.output, "arm B sets plugin.optim_hybrid_adam.lr"));
+  CHECK_FALSE(contains(math.output, "step 1/"));
 }

@@ -10,6 +10,7 @@
 #include "ab_arms.h"
 #include "ab_report.h"
 #include "ab_stats.h"
+#include "live_ab.h"
 #include "run_metrics.h"
 #include "zt/error.h"
 
@@ -201,4 +202,35 @@ TEST_CASE("an arm with no step past the warm-up is refused, naming the flags") {
   const std::string e = zt::test::error_of<zt::ConfigError>([&] { summarize_arm(a, 2); });
   CHECK(contains(e, "--steps"));
   CHECK(contains(e, "--warmup"));
+}
+
+TEST_CASE("a live job's report: each arm's blocks of steps, warm-up after each switch left out") {
+  // A A A B B B A A A (switch_every 3), B faster.
+  RunMetrics job;
+  job.path = "live";
+  const char* arms = "AAABBBAAA";
+  for (int i = 0; i < 9; ++i) {
+    RunMetrics one = run_of({5.0 - 0.1 * i}, {arms[i] == 'A' ? 1.0 + 0.01 * i : 0.5}, 1, 800);
+    one.steps[0].step = i + 1;
+    one.steps[0].arm = std::string(1, arms[i]);
+    job.steps.push_back(one.steps[0]);
+  }
+  job.switches = {{3, "B", 0.25}, {6, "A", 0.75}};
+  job.arm_overrides = {{"A", {"plugins.shard=shard_tensor"}},
+                       {"B", {"plugins.shard=shard_bucket"}}};
+  const AbResult r = live_ab_result(job, 1);
+  INFO(r.verdict);
+  CHECK(r.a.runs.size() == 2);
+  CHECK(r.b.runs.size() == 1);
+  CHECK(r.a.step_s.size() == 4);  // 2 + 2 after the warm-up step of each block
+  CHECK(r.b.step_s.size() == 2);
+  CHECK(r.a.label == "shard_tensor");
+  CHECK(contains(r.verdict, "shard_bucket is "));
+  CHECK(contains(r.verdict, "losses not compared (one live job: a single loss curve)"));
+  CHECK(contains(r.verdict, "2 switches of 0.500 s each (median)"));
+
+  RunMetrics plain = job;
+  for (StepRecord& s : plain.steps) s.arm.clear();
+  CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(plain, 1); }),
+                 "names no arm"));
 }
