@@ -1,6 +1,7 @@
 #include "ab_arms.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 #include "zt/error.h"
@@ -96,7 +97,15 @@ bool changes_math(const std::string& key, const std::vector<std::string>& optimi
 std::string arm_label(const Arm& arm) {
   if (arm.overrides.empty()) return "baseline";
   std::string label;
-  for (const std::string& o : arm.overrides) label += (label.empty() ? "" : ",") + value_of(o);
+  for (const std::string& o : arm.overrides) {
+    // A name (shard_bucket, offload_nvme) says what it is; a number or a switch needs its key.
+    const std::string value = value_of(o), key = key_of(o);
+    const bool named = value != "true" && value != "false" &&
+                       std::any_of(value.begin(), value.end(),
+                                   [](char c) { return std::isalpha(c); });
+    label += (label.empty() ? "" : ",") +
+             (named ? value : key.substr(key.rfind('.') + 1) + "=" + value);
+  }
   return label;
 }
 

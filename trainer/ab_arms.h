@@ -28,8 +28,8 @@ std::vector<std::string> differing_keys(const Arm& a, const Arm& b);
 // the optimizer plugin ids of the arms (its options are math).
 bool changes_math(const std::string& key, const std::vector<std::string>& optimizer_ids);
 
-// A short label of an arm for reports: its overrides' values joined ("shard_bucket"), or the
-// whole overrides when that is ambiguous, or "baseline" for none.
+// A short label of an arm for reports: its overrides' values joined ("shard_bucket"), a number
+// or a boolean with its key's last part ("stage=3", "shared_memory=false"); "baseline" for none.
 std::string arm_label(const Arm& arm);
 
 }  // namespace zt::trainer

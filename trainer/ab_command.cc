@@ -136,6 +136,7 @@ int report(AbResult result, const std::string& out_dir, std::ostream& out) {
   out << "report: " << out_dir << "/report.html, every number in " << json << "\n";
   const Agreement& g = result.agreement;
   if (g.checked && !g.agree) {
+    std::cerr.precision(9);
     std::cerr << "zt: numeric error: the runs must train the same math but diverge: " << g.what
               << " at step " << g.first_step << " is " << g.a << " in arm A's first run and " << g.b
               << " in " << g.where

@@ -32,6 +32,13 @@ std::string fixed(double v, int digits) {
   return buf;
 }
 
+// Enough digits to tell apart values that differ in their last bits.
+std::string digits(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
 std::string sci(double v) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.1e", v);
@@ -185,9 +192,8 @@ std::string verdict_line(const AbResult& r) {
     line += ", losses not compared (" + r.unchecked_reason + ")";
   } else if (!g.agree) {
     line += ", LOSSES DIVERGE in " + g.where + ": " + g.what + " at step " +
-            std::to_string(g.first_step) + " is " + std::to_string(g.a) + " vs " +
-            std::to_string(g.b) + " (relative " + sci(relative(g.a, g.b)) + " > " + sci(r.rtol) +
-            ")";
+            std::to_string(g.first_step) + " is " + digits(g.a) + " vs " + digits(g.b) +
+            " (relative " + sci(relative(g.a, g.b)) + " > " + sci(r.rtol) + ")";
   } else if (g.identical) {
     line += ", losses identical";
   } else {

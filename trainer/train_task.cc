@@ -349,8 +349,10 @@ void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {
 
 void check_job_fits(const Config& config, int world) {
   check_global_batch(config, world);
-  live_ab_from_config(config);  // arms that are bad or whose plugin is missing fail here
-  check_memory_fits(config, world);
+  // Arms that are bad or whose plugin is missing fail here; each arm's composition must fit.
+  const LiveAb live = live_ab_from_config(config);
+  for (const Config& arm : live.configs) check_memory_fits(arm, world);
+  if (!live.on()) check_memory_fits(config, world);
 }
 
 int run_train(const Config& config, Store& store, const RankEnv& env,

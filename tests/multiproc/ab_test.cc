@@ -183,3 +183,24 @@ TEST_CASE("live A/B: an arm whose plugin is missing, or that changes the math, f
   CHECK(contains(math.output, "arm B sets plugin.optim_hybrid_adam.lr"));
   CHECK_FALSE(contains(math.output, "step 1/"));
 }
+
+TEST_CASE("trainer ab: comm_ucx's ring and shared-memory sums differ in the last bits at world 3") {
+  // Both arms must train the same math up to the order of a sum: the ring algorithm adds the
+  // three ranks' gradients in another order than the shared-memory path. Within fp32 rounding
+  // (--rtol 1e-6) they agree; asked for identical losses (--rtol 0), the A/B catches the
+  // difference as a divergence and exits 6.
+  TempDir dir;
+  const std::string arms =
+      "--nproc 3 --a plugin.comm_ucx.shared_memory=true --b plugin.comm_ucx.shared_memory=false "
+      "--steps 6 --reps 1 --warmup 1";
+  const auto close = run_command(ab_job(dir, arms));
+  INFO(close.output);
+  CHECK(close.exit_code == 0);
+  CHECK(contains(close.output, "losses agree within"));
+  const auto exact = run_command(ab_job(dir, arms + " --rtol 0"));
+  INFO(exact.output);
+  CHECK(exact.exit_code == 6);
+  CHECK(contains(exact.output, "LOSSES DIVERGE in arm B run 1"));
+  CHECK(contains(exact.output, "shared_memory=false"));
+  CHECK(contains(exact.output, "numeric error: the runs must train the same math but diverge"));
+}

@@ -80,7 +80,7 @@ TEST_CASE("differing keys, and which of them change the math") {
         "model.n_layer", "data.micro_batch", "precision.compute", "run.lr_schedule"}) {
     CHECK_MESSAGE(changes_math(math, optim), math);
   }
-  CHECK(arm_label(b) == "shard_bucket,3,2");
+  CHECK(arm_label(b) == "shard_bucket,stage=3,prefetch_units=2");
   CHECK(arm_label(Arm{}) == "baseline");
 }
 
