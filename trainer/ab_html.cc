@@ -249,23 +249,28 @@ std::string memory_chart(const AbResult& r) {
                    categories, series);
 }
 
-std::string comm_chart(const AbResult& r) {
+// Collectives per step by op: calls (`bytes` false) or MiB moved.
+std::string comm_chart(const AbResult& r, bool bytes) {
   std::vector<std::string> ops;
   std::vector<Series> series;
   for (int i = 0; i < 2; ++i) {
     const ArmResult& arm = i == 0 ? r.a : r.b;
     series.push_back({arm.arm.name + ": " + arm.label, kArmColors[i], {}});
   }
+  auto value = [&](const std::pair<double, double>& v) {
+    return bytes ? v.second / 1048576.0 : v.first;
+  };
   for (const auto& [op, va] : r.a.comm_per_step) {
     const auto it = r.b.comm_per_step.find(op);
-    const double vb = it == r.b.comm_per_step.end() ? 0 : it->second.first;
-    if (va.first == 0 && vb == 0) continue;
+    const double vb = it == r.b.comm_per_step.end() ? 0 : value(it->second);
+    if (value(va) == 0 && vb == 0) continue;
     const double x = static_cast<double>(ops.size());
     ops.push_back(op);
-    series[0].points.push_back({x, va.first});
+    series[0].points.push_back({x, value(va)});
     series[1].points.push_back({x, vb});
   }
-  return bar_chart("comm", "collective calls per step", "calls", ops, series);
+  return bytes ? bar_chart("comm-bytes", "collective MiB per step", "MiB", ops, series)
+               : bar_chart("comm", "collective calls per step", "calls", ops, series);
 }
 
 std::string arm_rows(const AbResult& r) {
@@ -330,7 +335,7 @@ std::string ab_html(const AbResult& r) {
     << ", " << num(r.speedup.high) << "].</p>\n"
     << line_chart("step-time", "step time per step (runs in the order they ran, warm-up left out)",
                   "timed step", "seconds", step_time_series(r))
-    << distribution_chart(r) << memory_chart(r) << comm_chart(r)
+    << distribution_chart(r) << memory_chart(r) << comm_chart(r, false) << comm_chart(r, true)
     << line_chart("loss", "loss per step, both arms overlaid", "step", "loss", loss_series(r))
     << "<p id='self-check'>charts not checked (scripts off)</p>\n"
     << kSelfCheck << "\n</body></html>\n";

@@ -72,7 +72,7 @@ TEST_CASE("trainer ab: shard_tensor vs shard_bucket train the same losses, with 
   const auto dom = chromium("--dump-dom", html);
   INFO(dom.output.substr(0, 400));
   REQUIRE(dom.exit_code == 0);
-  CHECK(contains(dom.output, "data-charts-drawn=\"5/5\""));
+  CHECK(contains(dom.output, "data-charts-drawn=\"6/6\""));
   CHECK(contains(dom.output, "data-script-errors=\"0\""));
   zt::test::write_file(dir.file("blank.html"), "<!DOCTYPE html><html><body></body></html>");
   REQUIRE(chromium("--screenshot=" + dir.file("report.png"), html).exit_code == 0);
@@ -154,7 +154,7 @@ TEST_CASE("live A/B: a job switching shard strategies every 5 steps keeps the pl
 
   const auto dom = chromium("--dump-dom", dir.file("live/report.html"));
   REQUIRE(dom.exit_code == 0);
-  CHECK(contains(dom.output, "data-charts-drawn=\"5/5\""));
+  CHECK(contains(dom.output, "data-charts-drawn=\"6/6\""));
   CHECK(contains(dom.output, "data-script-errors=\"0\""));
   // The same report again from the job's metrics.
   const auto again = run_command(std::string(ZT_TEST_TRAINER) + " ab-report " + dir.file("live") +
