@@ -58,12 +58,7 @@ size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
     out.command = compare ? Command::kCompare : Command::kAbReport;
     out.ab.out_dir = compare ? "runs/compare" : "";
     out.ab.warmup = compare ? out.ab.warmup : 1;
-    const size_t last = compare ? 3 : 2;
-    size_t taken = 1;
-    while (taken < args.size() && taken < last && args[taken].rfind("--", 0) != 0) {
-      out.compare_runs.push_back(args[taken++]);
-    }
-    return taken;
+    return 1;  // the run folders are the positional arguments, before or after the flags
   }
   if (args[0] != "plugins") return 0;
   if (args.size() < 2) throw ConfigError("'trainer plugins' needs 'list' or 'describe ID'");
@@ -217,6 +212,9 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.plugin_dirs.push_back(value_of(a));
     } else if (a == "--nproc") {
       out.nproc = parse_nproc(value_of(a));
+    } else if ((out.command == Command::kCompare || out.command == Command::kAbReport) &&
+               a.rfind("-", 0) != 0) {
+      out.compare_runs.push_back(a);
     } else {
       throw ConfigError("unknown argument '" + a + "'; see trainer --help");
     }

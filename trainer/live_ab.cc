@@ -73,6 +73,13 @@ LiveAb live_ab_from_config(const Config& config) {
 }
 
 AbResult live_ab_result(const RunMetrics& metrics, int64_t warmup) {
+  // A block's collectives and offload I/O per step are differences of counters from a step of
+  // the same block, so at least its first step must be left out.
+  if (warmup < 1) {
+    throw ConfigError("a live A/B report leaves out at least the first step after each switch: "
+                      "--warmup " +
+                      std::to_string(warmup) + " is too few; use 1 or more");
+  }
   std::vector<ArmResult> arms;
   auto arm_named = [&](const std::string& name) -> ArmResult& {
     for (ArmResult& a : arms) {

@@ -42,7 +42,7 @@ LiveAb live_ab_from_config(const Config& config);
 // The A/B report of a live job from its metrics: each arm's steps in blocks as they ran, the
 // first `warmup` steps after each switch (and the job's first) left out of the timings. The
 // losses are one curve, so nothing is compared across arms. Throws ConfigError when the metrics
-// hold no arms (not a live A/B job) or only one.
+// hold no arms (not a live A/B job) or only one, or when `warmup` < 1.
 AbResult live_ab_result(const RunMetrics& metrics, int64_t warmup);
 
 }  // namespace zt::trainer

@@ -48,6 +48,56 @@ TEST_CASE("export takes a checkpoint, an output file and a dtype") {
                        doctest::Contains("unknown argument '--checkpoint'"), zt::ConfigError);
 }
 
+TEST_CASE("ab takes arms and its flags, compare and ab-report their run folders anywhere") {
+  auto a = parse_cli({"ab",
+                      "--config",
+                      "j.toml",
+                      "--a",
+                      "plugins.shard=shard_tensor",
+                      "--b",
+                      "plugins.shard=shard_bucket",
+                      "--steps",
+                      "20",
+                      "--reps",
+                      "3",
+                      "--warmup",
+                      "0",
+                      "--rtol",
+                      "1e-5",
+                      "--allow-different-math",
+                      "--out",
+                      "o",
+                      "--set",
+                      "zero.stage=2"});
+  CHECK(a.command == Command::kAb);
+  CHECK(a.ab.a == "plugins.shard=shard_tensor");
+  CHECK(a.ab.b == "plugins.shard=shard_bucket");
+  CHECK(a.ab.steps == 20);
+  CHECK(a.ab.reps == 3);
+  CHECK(a.ab.warmup == 0);
+  CHECK(a.ab.rtol == 1e-5);
+  CHECK(a.ab.allow_different_math);
+  CHECK(a.ab.out_dir == "o");
+  CHECK(a.overrides == std::vector<std::string>{"zero.stage=2"});
+  auto c = parse_cli({"compare", "--warmup", "1", "runA", "runB"});
+  CHECK(c.command == Command::kCompare);
+  CHECK(c.compare_runs == std::vector<std::string>{"runA", "runB"});
+  CHECK(c.ab.out_dir == "runs/compare");
+  auto r = parse_cli({"ab-report", "run"});
+  CHECK(r.command == Command::kAbReport);
+  CHECK(r.ab.warmup == 1);
+  CHECK(r.ab.out_dir.empty());  // into the run folder
+  CHECK_THROWS_WITH_AS(parse_cli({"ab", "--config", "j.toml"}), doctest::Contains("--a and --b"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"ab", "--config", "j", "--a", "x=1", "--reps", "0"}),
+                       doctest::Contains("--reps 0"), zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"compare", "one"}), doctest::Contains("two run folders"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"ab-report", "a", "b"}),
+                       doctest::Contains("needs the run.out_dir of a live A/B job"),
+                       zt::ConfigError);
+}
+
 TEST_CASE("bad command lines are config errors that say what to do") {
   CHECK_THROWS_WITH_AS(parse_cli({}), doctest::Contains("no config given"), zt::ConfigError);
   CHECK_THROWS_WITH_AS(parse_cli({"--config"}), doctest::Contains("--config needs a value"),

@@ -229,6 +229,8 @@ TEST_CASE("a live job's report: each arm's blocks of steps, warm-up after each s
   CHECK(contains(r.verdict, "losses not compared (one live job: a single loss curve)"));
   CHECK(contains(r.verdict, "2 switches of 0.500 s each (median)"));
 
+  CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(job, 0); }),
+                 "--warmup 0 is too few"));
   RunMetrics plain = job;
   for (StepRecord& s : plain.steps) s.arm.clear();
   CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(plain, 1); }),
