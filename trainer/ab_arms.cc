@@ -85,7 +85,9 @@ bool changes_math(const std::string& key, const std::vector<std::string>& optimi
     const std::string id = key.substr(7, key.find('.', 7) - 7);
     return std::find(optimizer_ids.begin(), optimizer_ids.end(), id) != optimizer_ids.end();
   }
-  if (key == "plugins.optimizer" || key == "zero.gradient_clipping") return true;
+  // Another world size makes another global batch (micro_batch x grad_accum x ranks).
+  if (key == "plugins.optimizer" || key == "zero.gradient_clipping" || key == "launch.nproc")
+    return true;
   static const char* const kNeutralPrefixes[] = {"plugins.", "zero.", "launch.", "checkpoint."};
   for (const char* prefix : kNeutralPrefixes) {
     if (starts_with(key, prefix)) return false;

@@ -16,6 +16,7 @@
 #include "zt/config.h"
 #include "zt/error.h"
 #include "zt/launcher.h"
+#include "zt/options.h"
 
 namespace zt::trainer {
 
@@ -65,6 +66,10 @@ RunMetrics run_arm(const Plan& plan, const Arm& arm, int rep, int index, int tot
   for (const std::string& kv : arm.overrides) set(kv);
   set("run.steps=" + std::to_string(plan.steps));
   set("run.out_dir=" + dir);
+  // Each run is a fresh plain job: no live A/B of its own, no resuming another run's state.
+  set("ab.arms=[]");
+  set("checkpoint.resume=\"\"");
+  set("checkpoint.dir=\"" + dir + "/checkpoints\"");
   const std::string log = dir + ".log";
   const bool tty = isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
   char head[128];
@@ -153,6 +158,9 @@ int run_ab(const CliArgs& args, std::ostream& out) {
   plan.config_path = args.config_path;
   plan.base = args.overrides;
   if (args.nproc) plan.base.push_back("launch.nproc=" + std::to_string(*args.nproc));
+  if (!args.plugin_dirs.empty()) {
+    plan.base.push_back("plugins.dirs=" + value_to_toml(Value(args.plugin_dirs)));
+  }
   plan.out_dir = args.ab.out_dir;
   ArmResult a, b;
   a.arm = parse_arm("A", args.ab.a, "--a");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "ab_stats.h"
 #include "zt/error.h"
@@ -37,10 +38,26 @@ LiveAb live_ab_from_config(const Config& config) {
                       "(e.g. arms = [\"plugins.shard=shard_tensor\", "
                       "\"plugins.shard=shard_bucket\"]) or remove it");
   }
+  if (texts.size() > 2) {
+    throw ConfigError(ab.where("arms").str() + ": ab.arms has " + std::to_string(texts.size()) +
+                      " arms; a live A/B compares two (run one job per pair)");
+  }
   live.switch_every = ab.get_int("switch_every");
   live.switch_dir = ab.get_string("switch_dir");
-  if (live.switch_dir.empty())
-    live.switch_dir = config.section("run").get_string("out_dir") + "/ab-switch";
+  const std::string out_dir = config.section("run").get_string("out_dir");
+  if (live.switch_dir.empty()) live.switch_dir = out_dir + "/ab-switch";
+  // The folder is pruned while the job runs and removed at its end: never one of the job's own.
+  std::string checkpoints = config.section("checkpoint").get_string("dir");
+  if (checkpoints.empty()) checkpoints = out_dir + "/checkpoints";
+  for (const std::string& own : {out_dir, checkpoints}) {
+    if (std::filesystem::path(live.switch_dir).lexically_normal() ==
+        std::filesystem::path(own).lexically_normal()) {
+      throw ConfigError(ab.where("switch_dir").str() + ": ab.switch_dir = '" + live.switch_dir +
+                        "' is the job's own folder " + own +
+                        ", which a switch would prune and the job's end remove; give a folder "
+                        "of its own (or '' for <run.out_dir>/ab-switch)");
+    }
+  }
   const std::string toml = config.to_toml();
   for (size_t i = 0; i < texts.size(); ++i) {
     const std::string name(1, static_cast<char>('A' + i));
@@ -61,6 +78,14 @@ LiveAb live_ab_from_config(const Config& config) {
     optimizers.push_back(c.section("plugins").get_string("optimizer"));
   for (size_t i = 1; i < live.arms.size(); ++i) {
     for (const std::string& key : differing_keys(live.arms[0], live.arms[i])) {
+      // The communicator and the ranks stay for the whole job: an arm cannot change them.
+      const std::string comm = live.configs[0].section("plugins").get_string("comm");
+      if (key == "plugins.comm" || key.rfind("plugin." + comm + ".", 0) == 0 ||
+          key.rfind("launch.", 0) == 0) {
+        throw ConfigError(ab.where("arms").str() + ": arm " + live.arms[i].name + " sets " + key +
+                          ", but a live A/B keeps the job's communicator and ranks; compare it "
+                          "with trainer ab, which runs each arm as its own job");
+      }
       if (!changes_math(key, optimizers)) continue;
       throw ConfigError(ab.where("arms").str() + ": arm " + live.arms[i].name + " sets " + key +
                         " differently from arm A, which changes the math: a live A/B keeps one "

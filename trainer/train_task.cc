@@ -314,9 +314,9 @@ void complete_summary(TrainRun& run, TrainSummary& summary) {
   summary.stage = s.options.stage;
   summary.world = run.env.world;
   const bool low_precision = s.options.compute_dtype != at::kFloat;
-  summary.theory_bytes = theory_model_state_bytes(s.options.stage, summary.parameters,
-                                                  run.env.world, low_precision,
-                                                  separate_master_share(run.config));
+  summary.theory_bytes = theory_model_state_bytes(
+      s.options.stage, summary.parameters, run.env.world, low_precision,
+      separate_master_share(run.live.on() ? run.live.configs[run.arm] : run.config));
   for (const auto& [id, tier] : s.tiers.by_id) {
     summary.tiers.push_back(
         {id, id == s.tiers.optimizer_id, id == s.tiers.param_id, tier->stats()});
@@ -337,11 +337,16 @@ void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {
     std::printf("ab: no switch happened (run.steps <= ab.switch_every): no A/B report\n");
     return;
   }
-  const AbResult result = live_ab_result(steps, /*warmup=*/1);
-  write_ab_json(result, out_dir + "/ab.json");
-  write_ab_html(result, out_dir + "/report.html");
-  std::printf("ab: %s\nab: report %s/report.html, every number in %s/ab.json\n",
-              result.verdict.c_str(), out_dir.c_str(), out_dir.c_str());
+  // The training succeeded: a report that cannot be made is said, not turned into a failure.
+  try {
+    const AbResult result = live_ab_result(steps, /*warmup=*/1);
+    write_ab_json(result, out_dir + "/ab.json");
+    write_ab_html(result, out_dir + "/report.html");
+    std::printf("ab: %s\nab: report %s/report.html, every number in %s/ab.json\n",
+                result.verdict.c_str(), out_dir.c_str(), out_dir.c_str());
+  } catch (const Error& e) {
+    std::printf("ab: no A/B report: %s\n", e.what());
+  }
   std::fflush(stdout);
 }
 

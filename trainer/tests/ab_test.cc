@@ -72,12 +72,12 @@ TEST_CASE("differing keys, and which of them change the math") {
   for (const char* neutral :
        {"plugins.shard", "plugin.shard_bucket.bucket_mb", "zero.stage", "zero.reduce_bucket_mb",
         "zero.offload_optimizer_fraction", "plugins.offload_param", "plugin.offload_nvme.path",
-        "plugins.comm", "launch.nproc", "run.out_dir", "checkpoint.every_steps"}) {
+        "plugins.comm", "launch.timeout_s", "run.out_dir", "checkpoint.every_steps"}) {
     CHECK_MESSAGE(!changes_math(neutral, optim), neutral);
   }
-  for (const char* math :
-       {"plugin.optim_hybrid_adam.lr", "plugins.optimizer", "zero.gradient_clipping", "run.seed",
-        "model.n_layer", "data.micro_batch", "precision.compute", "run.lr_schedule"}) {
+  for (const char* math : {"plugin.optim_hybrid_adam.lr", "plugins.optimizer",
+                           "zero.gradient_clipping", "launch.nproc", "run.seed", "model.n_layer",
+                           "data.micro_batch", "precision.compute", "run.lr_schedule"}) {
     CHECK_MESSAGE(changes_math(math, optim), math);
   }
   CHECK(arm_label(b) == "shard_bucket,stage=3,prefetch_units=2");
