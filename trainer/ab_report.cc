@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "zt/error.h"
@@ -45,19 +46,13 @@ std::string sci(double v) {
   return buf;
 }
 
-// Collectives per counted step of one run: (count at its last step - count before the first
-// counted step) / counted steps.
-void add_comm_per_step(const RunMetrics& run, int64_t warmup,
-                       std::map<std::string, std::pair<double, double>>& out) {
-  const StepRecord& last = run.steps.back();
-  const StepRecord* before = warmup > 0 ? &run.steps[static_cast<size_t>(warmup) - 1] : nullptr;
-  const double steps = static_cast<double>(run.steps.size()) - static_cast<double>(warmup);
-  for (const auto& [op, v] : last.comm) {
-    std::pair<int64_t, int64_t> start{0, 0};
-    if (before && before->comm.count(op)) start = before->comm.at(op);
-    out[op] = {static_cast<double>(v.first - start.first) / steps,
-               static_cast<double>(v.second - start.second) / steps};
-  }
+// A counter of the metrics (cumulative since the run started) per counted step of `run`: its
+// value at the last step less its value before the first counted step, over the counted steps.
+double per_step(const RunMetrics& run, int64_t counted,
+                const std::function<int64_t(const StepRecord&)>& counter) {
+  const int64_t start = counted > 0 ? counter(run.steps[static_cast<size_t>(counted) - 1]) : 0;
+  const double steps = static_cast<double>(run.steps.size()) - static_cast<double>(counted);
+  return static_cast<double>(counter(run.steps.back()) - start) / steps;
 }
 
 }  // namespace
@@ -94,14 +89,16 @@ void summarize_arm(ArmResult& arm, int64_t warmup) {
   arm.tokens_per_s = median(tokens);
   const RunMetrics& first = arm.runs.front();
   const int64_t counted = std::min<int64_t>(warmup, static_cast<int64_t>(first.steps.size()) - 1);
-  add_comm_per_step(first, counted, arm.comm_per_step);
-  const double steps = static_cast<double>(first.steps.size()) - static_cast<double>(counted);
-  const StepRecord& last = first.steps.back();
-  const StepRecord* before = counted > 0 ? &first.steps[static_cast<size_t>(counted) - 1] : nullptr;
-  arm.io_read_per_step =
-      static_cast<double>(last.io_bytes_read - (before ? before->io_bytes_read : 0)) / steps;
-  arm.io_written_per_step =
-      static_cast<double>(last.io_bytes_written - (before ? before->io_bytes_written : 0)) / steps;
+  for (const auto& entry : first.steps.back().comm) {
+    const std::string& op = entry.first;
+    auto calls = [&](const StepRecord& s) { return s.comm.count(op) ? s.comm.at(op).first : 0; };
+    auto bytes = [&](const StepRecord& s) { return s.comm.count(op) ? s.comm.at(op).second : 0; };
+    arm.comm_per_step[op] = {per_step(first, counted, calls), per_step(first, counted, bytes)};
+  }
+  arm.io_read_per_step = per_step(first, counted,
+                                  [](const StepRecord& s) { return s.io_bytes_read; });
+  arm.io_written_per_step = per_step(first, counted,
+                                     [](const StepRecord& s) { return s.io_bytes_written; });
 }
 
 Agreement check_agreement(const ArmResult& a, const ArmResult& b, double rtol) {
