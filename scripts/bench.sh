@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build_dir=build
-benches="adam comm nvme train ckpt scale"
+benches="adam comm nvme train ckpt scale mics"
 
 usage() {
   echo "usage: scripts/bench.sh <bench> [options]"
@@ -62,6 +62,11 @@ case "$bench" in
     shift
     build zt_bench_scale trainer zt_comm_ucx zt_shard_bucket zt_optim_hybrid_adam zt_offload_nvme
     "$build_dir/bin/zt_bench_scale" "$@"
+    ;;
+  mics)
+    shift
+    build zt_bench_mics trainer zt_comm_ucx zt_shard_bucket zt_optim_hybrid_adam
+    "$build_dir/bin/zt_bench_mics" "$@"
     ;;
   -h|--help)
     usage

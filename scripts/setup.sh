@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git procps
+  iproute2              # ip netns + veth: two simulated hosts (MiCS test and bench), tc shaping
   clang-format          # scripts/check-format.sh (the tree is formatted with version 14)
   libtorch-dev          # LibTorch 1.13 (CPU) with c10d (TCPStore, ProcessGroupGloo)
   libopenblas0-openmp   # replaces the reference BLAS LibTorch links: ~10x faster matmuls

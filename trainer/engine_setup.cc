@@ -1,5 +1,6 @@
 #include "engine_setup.h"
 
+#include "shard_groups.h"
 #include "zt/plugin_loader.h"
 #include "zt/shard_strategy.h"
 
@@ -81,6 +82,10 @@ void build_parts(EngineSetup& s, const Config& config, const RankEnv& env, Store
   s.optimizer = catalog.optimizer(s.optimizer_id).create(config.plugin_options(s.optimizer_id));
   s.tiers = make_offload_tiers(config, env, store, timeout);
   s.options = engine_options_from_config(config);
+  const ShardGroupChoice groups = shard_group_choice(config, env.world, env.local_world);
+  s.options.shard_group_size = groups.size;
+  s.options.hierarchical_params_gather = groups.hierarchical;
+  s.options.ranks_per_host = groups.ranks_per_host;
   if (adjust) adjust(s.options);
   s.engine = make_engine(s);
 }
@@ -123,6 +128,9 @@ void rebuild_engine_setup(EngineSetup& setup, const Config& config, const RankEn
                           Store& store, std::chrono::milliseconds timeout, ModelSource& source) {
   // The engine waits for its in-flight work and drops its views of the parts; file tiers remove
   // their files, so the next arm's tiers start from nothing.
+  for (const auto& group : setup.engine->group_comm_stats()) {
+    add_stats(setup.retired_groups, group.second);
+  }
   setup.engine.reset();
   setup.tiers = OffloadTiers{};
   setup.optimizer.reset();
@@ -131,6 +139,15 @@ void rebuild_engine_setup(EngineSetup& setup, const Config& config, const RankEn
     return std::make_unique<Engine>(source, *s.comm, *s.strategy, *s.optimizer, s.options,
                                     s.tiers.engine_tiers());
   });
+}
+
+CommStats job_comm_stats(const EngineSetup& setup) {
+  CommStats total = setup.comm->stats();
+  add_stats(total, setup.retired_groups);
+  if (setup.engine) {
+    for (const auto& group : setup.engine->group_comm_stats()) add_stats(total, group.second);
+  }
+  return total;
 }
 
 }  // namespace zt::trainer

@@ -40,7 +40,12 @@ struct EngineSetup {
   OffloadTiers tiers;
   EngineOptions options;
   std::unique_ptr<Engine> engine;
+  CommStats retired_groups;  // counters of the MiCS groups of engines a live A/B replaced
 };
+
+// Every collective this rank issued since the job began: the job's communicator's and the
+// engine's groups' (MiCS), those of replaced engines included.
+CommStats job_comm_stats(const EngineSetup& setup);
 
 // Builds comm (plugins.comm, over `store`), shard strategy, optimizer, offload tiers and the
 // engine over `units` (which must outlive the result) from `config`, for the rank `env` names.
@@ -61,7 +66,8 @@ EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& 
 // Live A/B (live_ab.h): rebuilds every part but the communicator from `config`, another arm of
 // the same job, with the engine building the model from `source` again. The old engine, tiers,
 // optimizer and strategy are destroyed first (in that order); the communicator, its connections
-// and counters are kept. Collective, like build_engine_setup.
+// and counters are kept (the old engine's MiCS groups' counters go to retired_groups). Collective,
+// like build_engine_setup.
 void rebuild_engine_setup(EngineSetup& setup, const Config& config, const RankEnv& env,
                           Store& store, std::chrono::milliseconds timeout, ModelSource& source);
 

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "offload_tiers.h"
+#include "shard_groups.h"
 #include "zt/bytes.h"
 
 namespace zt::trainer {
@@ -189,13 +190,14 @@ FitInputs fit_inputs(const Config& config, int world) {
   const Options& zero = config.section("zero");
   in.world = world;
   in.local_ranks = local_ranks(config, world);
+  in.shard_world = shard_group_choice(config, world, in.local_ranks).sharding_world(world);
   in.stage = static_cast<int>(zero.get_int("stage"));
   in.element_size = config.section("precision").get_string("compute") == "fp32" ? 4 : 2;
   read_model(config, in);
   StatePlacement& p = in.states;
   p.stage = in.stage;
   p.psi = in.parameters;
-  p.world = world;
+  p.world = in.shard_world;
   p.element_size = in.element_size;
   p.optimizer_states = in.optimizer_states;
   p.separate_master = separate_master_share(config);
@@ -219,7 +221,8 @@ FitInputs fit_inputs(const Config& config, int world) {
   if (checkpoint.get_int("every_steps") > 0) {
     // The saver's aligned staging buffer, and for an asynchronous save a copy of the master and
     // states this rank holds in memory (file tiers are streamed into the file instead).
-    const double shard = static_cast<double>(in.stage >= 1 ? in.parameters / world : in.parameters);
+    const double shard = static_cast<double>(in.stage >= 1 ? in.parameters / in.shard_world
+                                                           : in.parameters);
     const double in_memory = 4.0 * (1 + in.optimizer_states) * shard * (1 - p.optimizer_in_files);
     in.checkpoint_bytes = 8 * kMiB +
                           (checkpoint.get_bool("async") ? static_cast<int64_t>(in_memory) : 0);
@@ -231,7 +234,7 @@ namespace {
 
 // What a rank owns of `elements` of one group (stage 0 owns it all).
 int64_t shard_of(const FitInputs& in, int64_t elements) {
-  return in.stage >= 1 ? (elements + in.world - 1) / in.world : elements;
+  return in.stage >= 1 ? (elements + in.shard_world - 1) / in.shard_world : elements;
 }
 
 // The streamed tile (offload_placement): sub_group_size capped by the largest offloaded shard,

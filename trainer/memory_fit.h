@@ -36,6 +36,7 @@ constexpr int64_t kProcessBaselineBytes = int64_t{192} << 20;
 // the model's declarations (never by building it).
 struct FitInputs {
   int world = 1;        // ranks of the job (N)
+  int shard_world = 1;  // ranks one shard group splits states over: N, or k with MiCS
   int local_ranks = 1;  // ranks of this host: they share its RAM and disks
   int stage = 0;
   int64_t element_size = 4;      // compute dtype

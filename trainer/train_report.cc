@@ -116,14 +116,38 @@ void print_times(const TrainSummary& s) {
               t.total() / n, s.seconds / n);
 }
 
-void print_collectives(const CommStats& stats) {
-  std::printf("collectives:");
+void print_ops(const CommStats& stats) {
   for (int i = 0; i < kNumCommOps; ++i) {
+    if (stats.ops[i].calls == 0) continue;
     std::printf(" %s %llu (%s)", comm_op_name(static_cast<CommOp>(i)),
                 static_cast<unsigned long long>(stats.ops[i].calls),
                 mib_text(static_cast<double>(stats.ops[i].bytes)).c_str());
   }
+}
+
+uint64_t wire_bytes(const CommStats& stats) {
+  uint64_t sent = 0;
+  for (const auto& op : stats.ops) sent += op.wire_bytes;
+  return sent;
+}
+
+// All of this rank's collectives, then (MiCS) those of each group with the bytes it sent, which
+// show what stays inside a group and what crosses groups.
+void print_collectives(const TrainSummary& summary) {
+  std::printf("collectives:");
+  for (int i = 0; i < kNumCommOps; ++i) {
+    std::printf(" %s %llu (%s)", comm_op_name(static_cast<CommOp>(i)),
+                static_cast<unsigned long long>(summary.comm.ops[i].calls),
+                mib_text(static_cast<double>(summary.comm.ops[i].bytes)).c_str());
+  }
   std::printf("\n");
+  if (summary.comm_groups.empty()) return;
+  std::printf("sharding: %s\n", summary.sharding.c_str());
+  for (const auto& [role, stats] : summary.comm_groups) {
+    std::printf("  %s:", role.c_str());
+    print_ops(stats);
+    std::printf("; sent %s\n", mib_text(static_cast<double>(wire_bytes(stats))).c_str());
+  }
 }
 
 }  // namespace
@@ -133,7 +157,7 @@ void print_summary(const TrainSummary& summary) {
   print_memory_table(summary);
   print_offload_io(summary);
   print_times(summary);
-  print_collectives(summary.comm);
+  print_collectives(summary);
   std::printf("metrics: %s/metrics.jsonl\n", summary.out_dir.c_str());
 }
 

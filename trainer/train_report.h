@@ -76,7 +76,9 @@ struct TrainSummary {
     OffloadStats stats;
   };
   std::vector<Tier> tiers;
-  CommStats comm;
+  CommStats comm;  // every collective of this rank (the job's communicator and the MiCS groups)
+  std::vector<std::pair<std::string, CommStats>> comm_groups;  // MiCS groups alone, by role
+  std::string sharding;                                        // Engine::describe_sharding()
   EngineTimes times;  // rank 0's engine time over the run (all zero when not measured)
   std::string out_dir;
 };

@@ -253,7 +253,7 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
     summary.seconds += m.step_seconds;
     summary.final_loss = m.loss;
     summary.skipped += m.skipped ? 1 : 0;
-    report.log(m, all_ranks_memory(run), run.setup.comm->stats(), tiers_io(run));
+    report.log(m, all_ranks_memory(run), job_comm_stats(run.setup), tiers_io(run));
     if (checkpoints) save_if_due(run, report, *checkpoints, settings, step + 1);
   }
   report.finish_progress();
@@ -307,15 +307,20 @@ bool nothing_left(const CheckpointReader& reader, int64_t steps, bool leader) {
 void complete_summary(TrainRun& run, TrainSummary& summary) {
   const EngineSetup& s = run.setup;
   summary.memory = all_ranks_memory(run);
-  summary.comm = s.comm->stats();
+  summary.comm = job_comm_stats(s);
+  summary.comm_groups = s.engine->group_comm_stats();
+  summary.sharding = s.engine->describe_sharding();
   summary.times = s.engine->times();
   summary.tokens_per_step = tokens_per_step(run);
   summary.parameters = s.engine->parameter_count();
   summary.stage = s.options.stage;
   summary.world = run.env.world;
   const bool low_precision = s.options.compute_dtype != at::kFloat;
+  // MiCS: states are split over the shard group, not the world.
+  const int sharding_world = s.options.shard_group_size > 0 ? s.options.shard_group_size
+                                                            : run.env.world;
   summary.theory_bytes = theory_model_state_bytes(
-      s.options.stage, summary.parameters, run.env.world, low_precision,
+      s.options.stage, summary.parameters, sharding_world, low_precision,
       separate_master_share(run.live.on() ? run.live.configs[run.arm] : run.config));
   for (const auto& [id, tier] : s.tiers.by_id) {
     summary.tiers.push_back(

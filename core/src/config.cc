@@ -239,6 +239,21 @@ void check_combinations(const Config& config, Problems& problems) {
                  std::to_string(stage) + " at " + at(zero, "stage") +
                  "); parameters are only sharded, so only offloadable, in stage 3");
   }
+  for (const char* key : {"mics_shard_size", "shard_group_size"}) {
+    if (zero.get_int(key) >= 0 && stage < 1) {
+      problems.add(at(zero, key) + ": zero." + key + " = " + std::to_string(zero.get_int(key)) +
+                   " needs zero.stage >= 1 (stage is 0 at " + at(zero, "stage") +
+                   "); stage 0 shards nothing, so there is no group to shard over");
+    }
+  }
+  if (zero.is_set("mics_shard_size") && zero.is_set("shard_group_size") &&
+      zero.get_int("mics_shard_size") != zero.get_int("shard_group_size")) {
+    problems.add(
+        at(zero, "shard_group_size") +
+        ": zero.shard_group_size = " + std::to_string(zero.get_int("shard_group_size")) +
+        " contradicts zero.mics_shard_size = " + std::to_string(zero.get_int("mics_shard_size")) +
+        " at " + at(zero, "mics_shard_size") + "; they name one setting, keep one of them");
+  }
   if (!plugins.get_string("offload_optimizer").empty() && stage < 1) {
     problems.add(at(plugins, "offload_optimizer") +
                  ": plugins.offload_optimizer needs zero.stage "

@@ -147,7 +147,17 @@ SectionSpec zero_section() {
                "offloaded states through host buffers: smaller tiles, less staging memory",
                1),
        opt_bool("pipeline_read", true, "read the next tile while this one is updated"),
-       opt_bool("pipeline_write", true, "write the last tile back while this one is updated")}};
+       opt_bool("pipeline_write", true, "write the last tile back while this one is updated"),
+       opt_int("mics_shard_size", -1,
+               "MiCS / hpZ (stages 1-3): shard model states over groups of this many "
+               "consecutive ranks, replicated across the groups, so parameter gathers stay "
+               "in a group and only gradient shards cross groups; -1 = every rank (flat "
+               "ZeRO), 0 = the ranks of one host; must divide the world size",
+               -1),
+       opt_int("shard_group_size", -1, "another name for mics_shard_size", -1),
+       opt_bool("mics_hierarchical_params_gather", false,
+                "groups spanning hosts gather parameters in two levels: across hosts among "
+                "the ranks at the same place, then within each host")}};
 }
 
 SectionSpec plugins_section() {

@@ -34,6 +34,7 @@
 #include "shard_storage.h"
 #include "sharded_step.h"
 #include "streamed_update.h"
+#include "zero_groups.h"
 #include "zt/error.h"
 
 namespace zt {
@@ -42,6 +43,11 @@ namespace {
 
 void check_options(const EngineOptions& opt, const EngineTiers& tiers) {
   if (opt.stage < 0 || opt.stage > 3) throw ConfigError("zero.stage must be 0-3");
+  if (opt.shard_group_size > 0 && opt.stage < 1) {
+    throw ConfigError("zero.mics_shard_size = " + std::to_string(opt.shard_group_size) +
+                      " needs zero.stage >= 1 (stage 0 shards nothing); raise zero.stage or "
+                      "remove zero.mics_shard_size");
+  }
   if (tiers.optimizer && opt.stage < 1) {
     throw ConfigError("plugins.offload_optimizer needs zero.stage >= 1 (stage is 0)");
   }
@@ -72,7 +78,19 @@ ModelLayout layout_of_source(const ModelSource& source, const ShardStrategy& str
                      static_cast<int64_t>(c10::elementSize(dtype)), source.seed());
 }
 
+// The shard groups of `comm` the options ask for. Collective (it may split `comm`).
+std::unique_ptr<ZeroGroups> make_groups(Communicator& comm, const EngineOptions& options,
+                                        const EngineTiers& tiers) {
+  check_options(options, tiers);
+  ZeroGroupOptions o;
+  o.shard_size = options.shard_group_size;
+  o.hierarchical_gather = options.hierarchical_params_gather;
+  o.ranks_per_host = options.ranks_per_host;
+  return std::make_unique<ZeroGroups>(comm, o);
+}
+
 struct Engine::Impl {
+  std::unique_ptr<ZeroGroups> groups;  // first: every piece below uses its communicators
   std::vector<std::unique_ptr<Unit>> owned_units;  // built from a ModelSource
   std::vector<Unit*> units;                        // in call order, filled while building
   Communicator& comm;
@@ -91,17 +109,18 @@ struct Engine::Impl {
   ShardIo io;
   EngineParts parts;  // what checkpoints and the debug accessors use
 
-  Impl(ModelLayout l, const UnitBuilder& build_unit, Communicator& c, Optimizer& optimizer,
-       EngineOptions options, EngineTiers t)
-      : comm(c),
-        opt((check_options(options, t), options)),
+  Impl(std::unique_ptr<ZeroGroups> zero_groups, ModelLayout l, const UnitBuilder& build_unit,
+       Optimizer& optimizer, EngineOptions options, EngineTiers t)
+      : groups(std::move(zero_groups)),
+        comm(groups->world()),
+        opt(options),
         tiers(distinct_tiers(t)),
         scaler(options.scaler, options.dynamic_loss_scale),
         layout(std::move(l)),
         storage(build_storage(optimizer, t, build_unit)),
-        gatherer(layout, storage, c, t.param,
+        gatherer(layout, storage, groups->gather(), t.param,
                  {opt.prefetch_units, opt.prefetch_elements, opt.max_live_parameters}, ledger),
-        reducer(layout, storage, c, gatherer,
+        reducer(layout, storage, {comm, groups->shard(), groups->replica()}, gatherer,
                 {opt.stage, opt.compute_dtype, opt.gradient_predivide_factor, opt.overlap_comm,
                  opt.reduce_bucket_mb, opt.grad_accum, opt.pipeline_read, opt.pipeline_write},
                 ledger),
@@ -109,25 +128,15 @@ struct Engine::Impl {
             layout, storage, optimizer, t.optimizer,
             {opt.stage, opt.compute_dtype, tile_elements, opt.pipeline_read, opt.pipeline_write},
             ledger),
-        stepper({layout, storage, c, optimizer, scaler, gatherer, streamed, tiers, ledger},
+        stepper({layout, storage, groups->shard(), groups->gather(), comm.size(), optimizer, scaler,
+                 gatherer, streamed, tiers, ledger},
                 {opt.stage, opt.compute_dtype, opt.grad_accum, opt.gradient_predivide_factor,
                  opt.gradient_clipping, opt.allgather_bucket_mb}),
         io(layout, storage, t.optimizer, tile_elements, ledger),
-        parts{layout,
-              storage,
-              comm,
-              optimizer,
-              scaler,
-              stepper,
-              gatherer,
-              io,
-              ledger,
-              t.param,
-              opt.stage,
-              opt.compute_dtype,
-              opt.gradient_predivide_factor,
-              tile_elements,
-              micro} {
+        parts{layout,        storage, comm,      groups->shard(),   groups->replica_index(),
+              optimizer,     scaler,  stepper,   gatherer,          io,
+              ledger,        t.param, opt.stage, opt.compute_dtype, opt.gradient_predivide_factor,
+              tile_elements, micro} {
     ledger.fixed().unit_max_params = layout.largest_unit_bytes();
     if (opt.stage == 3) gatherer.release_all();
     ledger.restart_peak();
@@ -138,7 +147,7 @@ struct Engine::Impl {
   // are sharded (and offloaded) before the next unit exists.
   std::vector<ShardStorage> build_storage(Optimizer& optimizer, const EngineTiers& t,
                                           const UnitBuilder& build_unit) {
-    layout.size_shards(opt.stage >= 1, comm.rank(), opt.stage == 3,
+    layout.size_shards(opt.stage >= 1, groups->shard().rank(), opt.stage == 3,
                        opt.param_persistence_threshold);
     const auto state_names = optimizer.state_names();
     std::vector<PlacementGroup> sizes;
@@ -249,15 +258,19 @@ struct Engine::Impl {
 
 Engine::Engine(std::vector<Unit*> units, Communicator& comm, const ShardStrategy& strategy,
                Optimizer& optimizer, EngineOptions options, EngineTiers tiers) {
-  ModelLayout layout(units, strategy, comm.size(),
+  auto groups = make_groups(comm, options, tiers);
+  ModelLayout layout(units, strategy, groups->shard().size(),
                      static_cast<int64_t>(c10::elementSize(options.compute_dtype)));
   impl_ = std::make_unique<Impl>(
-      std::move(layout), [&units](int u) { return units[u]; }, comm, optimizer, options, tiers);
+      std::move(groups), std::move(layout), [&units](int u) { return units[u]; }, optimizer,
+      options, tiers);
 }
 
 Engine::Engine(ModelSource& source, Communicator& comm, const ShardStrategy& strategy,
                Optimizer& optimizer, EngineOptions options, EngineTiers tiers) {
-  ModelLayout layout = layout_of_source(source, strategy, comm.size(), options.compute_dtype);
+  auto groups = make_groups(comm, options, tiers);
+  ModelLayout layout = layout_of_source(source, strategy, groups->shard().size(),
+                                        options.compute_dtype);
   std::vector<std::unique_ptr<Unit>> built;
   // Unit u is built just before its groups are, so its parameters are sharded before the
   // next unit exists.
@@ -265,7 +278,8 @@ Engine::Engine(ModelSource& source, Communicator& comm, const ShardStrategy& str
     built.push_back(source.build(u));
     return built.back().get();
   };
-  impl_ = std::make_unique<Impl>(std::move(layout), build, comm, optimizer, options, tiers);
+  impl_ = std::make_unique<Impl>(std::move(groups), std::move(layout), build, optimizer, options,
+                                 tiers);
   impl_->owned_units = std::move(built);
 }
 
@@ -310,6 +324,12 @@ std::vector<std::string> Engine::parameter_names() const {
 }
 
 MemoryReport Engine::memory() const { return impl_->ledger.report(); }
+
+std::string Engine::describe_sharding() const { return impl_->groups->describe(); }
+
+std::vector<std::pair<std::string, CommStats>> Engine::group_comm_stats() const {
+  return impl_->groups->split_stats();
+}
 
 EngineTimes Engine::times() const { return impl_->ledger.clock().times(); }
 

@@ -74,7 +74,8 @@ at::Tensor full_array(EngineParts& e, int p, int64_t a) {
             [&](int64_t begin, const float* data, int64_t count) {
     std::memcpy(dst + (begin - slot.offset), data, static_cast<size_t>(count) * 4);
   });
-  if (e.stage >= 1) e.comm.all_reduce(out, ReduceOp::kSum)->wait();
+  // The shard group's held parts cover the tensor once (a MiCS replica holds the same parts).
+  if (e.stage >= 1) e.shard.all_reduce(out, ReduceOp::kSum)->wait();
   return out.view(slot.tensor.sizes());
 }
 
@@ -98,7 +99,8 @@ at::Tensor full_gradient(EngineParts& e, int p) {
     out = grad.defined() ? grad.detach().to(at::kFloat).reshape({-1}).clone()
                          : at::zeros({numel}, at::kFloat);
   }
-  e.comm.all_reduce(out, ReduceOp::kSum)->wait();
+  // Reduced shards (stages 2-3) already hold every rank's sum: their group covers the tensor.
+  (e.stage >= 2 ? e.shard : e.comm).all_reduce(out, ReduceOp::kSum)->wait();
   return out.div_(divisor).view(slot.tensor.sizes());
 }
 

@@ -18,9 +18,13 @@ struct FlatRange {
 
 // The elements of group `g` this rank saves (see the header): an even split of the padded
 // buffer, which is this rank's shard in stages 1-3.
-FlatRange saved_range(const ParamGroup& g, int world, int rank) {
-  const int64_t share = g.padded / world;
-  return {share * rank, share * (rank + 1)};
+// A group's elements this rank saves: its 1/k share when its shard group (all ranks when flat;
+// stage 0 splits full copies the same way) is the first of the groups holding the same shards;
+// nothing in the other groups (MiCS replicas), so each element is saved once.
+FlatRange saved_range(const EngineParts& e, const ParamGroup& g) {
+  if (e.replica_index > 0) return {0, 0};
+  const int64_t share = g.padded / e.shard.size();
+  return {share * e.shard.rank(), share * (e.shard.rank() + 1)};
 }
 
 // The part of `range` that is parameter `p`, in the parameter's own flattened index.
@@ -146,7 +150,7 @@ void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
   // pieces[g][k]: what this rank saves of group g's kind k, in flat-offset order.
   std::vector<std::vector<std::vector<Declared>>> pieces(layout.groups.size());
   for (size_t g = 0; g < layout.groups.size(); ++g) {
-    const FlatRange range = saved_range(layout.groups[g], e.comm.size(), e.comm.rank());
+    const FlatRange range = saved_range(e, layout.groups[g]);
     pieces[g].resize(kinds.size());
     for (size_t k = 0; k < kinds.size(); ++k) {
       for (int p : layout.groups[g].params) {
@@ -162,7 +166,8 @@ void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
                        e.scaler.hysteresis_left()});
   writer.begin_data();
   for (size_t g = 0; g < layout.groups.size(); ++g) {
-    const FlatRange range = saved_range(layout.groups[g], e.comm.size(), e.comm.rank());
+    const FlatRange range = saved_range(e, layout.groups[g]);
+    if (range.empty()) continue;
     for (size_t k = 0; k < kinds.size(); ++k) {
       e.io.read(static_cast<int>(g), static_cast<int64_t>(k), range.begin, range.end,
                 e.stepper.steps(), [&](int64_t begin, const float* data, int64_t count) {

@@ -24,7 +24,9 @@ namespace zt {
 struct EngineParts {
   ModelLayout& layout;
   std::vector<ShardStorage>& storage;
-  Communicator& comm;
+  Communicator& comm;   // every rank of the job
+  Communicator& shard;  // the ranks sharing out this rank's states (comm itself when flat)
+  int replica_index;    // which of the groups holding the same shards this rank's is (0: flat)
   Optimizer& optimizer;
   LossScaler& scaler;
   ShardedStep& stepper;

@@ -31,12 +31,11 @@ class AfterAccumulate final : public torch::autograd::FunctionPostHook {
 
 }  // namespace
 
-GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage,
-                         Communicator& comm, ParamGatherer& gatherer, ReduceOptions options,
-                         MemoryLedger& ledger)
+GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage, ReduceComms comms,
+                         ParamGatherer& gatherer, ReduceOptions options, MemoryLedger& ledger)
     : layout_(layout),
       storage_(storage),
-      comm_(comm),
+      comms_(comms),
       gatherer_(gatherer),
       options_(options),
       ledger_(ledger),
@@ -80,10 +79,10 @@ void GradReducer::reduce_group(int gi) {
   Pending r{gi, {}, nullptr, g.padded * layout_.element_size};
   if (options_.stage == 0) {
     r.out = flat;
-    r.work = comm_.all_reduce(flat, ReduceOp::kSum);
+    r.work = comms_.world.all_reduce(flat, ReduceOp::kSum);
   } else {
     r.out = at::empty({g.shard}, options_.dtype);
-    r.work = comm_.reduce_scatter(r.out, flat, ReduceOp::kSum);
+    r.work = comms_.shard.reduce_scatter(r.out, flat, ReduceOp::kSum);
   }
   pending_.push_back(std::move(r));
   // Bound the gradient bytes in flight (reduce_bucket_mb); without overlap, wait at once.
@@ -94,6 +93,16 @@ void GradReducer::reduce_group(int gi) {
 }
 
 void GradReducer::drain() {
+  if (options_.stage >= 1 && comms_.replica) {
+    // MiCS: each group's partial sums of a shard, summed across the groups that hold it. All
+    // are issued before the first is waited for, so they overlap one another.
+    std::vector<std::shared_ptr<Work>> across;
+    for (auto& r : pending_) {
+      ledger_.clock().wait(*r.work, &EngineTimes::comm_wait);
+      across.push_back(comms_.replica->all_reduce(r.out, ReduceOp::kSum));
+    }
+    for (size_t i = 0; i < pending_.size(); ++i) pending_[i].work = across[i];
+  }
   for (auto& r : pending_) {
     ledger_.clock().wait(*r.work, &EngineTimes::comm_wait);
     accumulate(r);

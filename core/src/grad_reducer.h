@@ -29,6 +29,14 @@ namespace zt {
 
 class ParamGatherer;
 
+// Where gradients go: stage 0 all-reduces them over the world; stages 1-3 reduce-scatter them
+// over the shard group, then (MiCS) all-reduce each shard across the groups holding it.
+struct ReduceComms {
+  Communicator& world;
+  Communicator& shard;
+  Communicator* replica;  // null: one group
+};
+
 struct ReduceOptions {
   int stage = 0;
   at::ScalarType dtype = at::kFloat;  // the gradients' (compute) dtype
@@ -45,7 +53,7 @@ class GradReducer {
   // Installs the gradient-ready hooks (InternalError if a parameter does not require grad).
   // Stage 3 releases a group's parameters through `gatherer` once its gradients are taken.
   // Waits go to the ledger's clock, tier gradient buffers to its staging.
-  GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage, Communicator& comm,
+  GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage, ReduceComms comms,
               ParamGatherer& gatherer, ReduceOptions options, MemoryLedger& ledger);
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
@@ -61,8 +69,8 @@ class GradReducer {
  private:
   struct Pending {
     int group;
-    at::Tensor out;  // compute-dtype result being reduced into
-    std::shared_ptr<Work> work;
+    at::Tensor out;              // compute-dtype result being reduced into
+    std::shared_ptr<Work> work;  // the reduction over the world or the shard group
     int64_t bytes;
   };
 
@@ -73,7 +81,7 @@ class GradReducer {
 
   ModelLayout& layout_;
   std::vector<ShardStorage>& storage_;
-  Communicator& comm_;
+  ReduceComms comms_;
   ParamGatherer& gatherer_;
   ReduceOptions options_;
   MemoryLedger& ledger_;

@@ -90,6 +90,14 @@ const char* comm_op_name(CommOp op) {
   return "?";
 }
 
+void add_stats(CommStats& total, const CommStats& more) {
+  for (int op = 0; op < kNumCommOps; ++op) {
+    total.ops[op].calls += more.ops[op].calls;
+    total.ops[op].bytes += more.ops[op].bytes;
+    total.ops[op].wire_bytes += more.ops[op].wire_bytes;
+  }
+}
+
 int64_t padded_shard_numel(int64_t numel, int world) {
   return world <= 0 ? 0 : (numel + world - 1) / world;
 }

@@ -28,11 +28,13 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
     const char* rank;
     const char* world;
     const char* local;
+    const char* local_world;
   };
   static const Scheme schemes[] = {
-      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
-      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+      {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+       "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
   };
   RankEnv env;
   env.source = "none";
@@ -44,6 +46,7 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
     env.rank = parse_int(getenv, s.rank, 0);
     env.world = parse_int(getenv, s.world, 1);
     env.local_rank = parse_int(getenv, s.local, env.rank);
+    env.local_world = parse_int(getenv, s.local_world, 0);
     if (env.world < 1 || env.rank >= env.world) {
       throw ConfigError(std::string(s.source) + " environment: " + s.rank + "=" +
                         std::to_string(env.rank) + " is not below " + s.world + "=" +

@@ -37,7 +37,7 @@ StepReport ShardedStep::run(double lr) {
   const double scale = parts_.scaler.scale();
   report.loss_scale = scale;
   // Gradients were summed over ranks and micro steps; average them and undo the scale.
-  const int world = parts_.comm.size();
+  const int world = parts_.world;
   double divisor = scale * static_cast<double>(options_.grad_accum) * world / options_.predivide;
   const GradientTotals totals = measure_gradients();
   report.grad_norm = totals.norm / divisor;
@@ -74,9 +74,10 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
     }
   }
   at::Tensor totals = at::tensor({sq, overflow ? 1.0 : 0.0}, at::kDouble);
-  // Stage 0 shards are full copies: every rank already holds the global values.
+  // Stage 0 shards are full copies: every rank already holds the global values. Otherwise the
+  // shard group's shards cover the model once (every group holds the same reduced gradients).
   if (options_.stage >= 1) {
-    parts_.ledger.clock().wait(*parts_.comm.all_reduce(totals, ReduceOp::kSum),
+    parts_.ledger.clock().wait(*parts_.shard.all_reduce(totals, ReduceOp::kSum),
                                &EngineTimes::comm_wait);
   }
   return {std::sqrt(totals[0].item<double>()), totals[1].item<double>() > 0};
@@ -117,7 +118,7 @@ void ShardedStep::refresh_parameters() {
       works.clear();
       in_flight = 0;
     }
-    works.push_back(parts_.comm.all_gather(flat, shard));
+    works.push_back(parts_.gather.all_gather(flat, shard));
     in_flight += bytes;
   };
   for (size_t gi = 0; gi < parts_.storage.size(); ++gi) {

@@ -36,7 +36,9 @@ struct StepOptions {
 struct StepParts {
   ModelLayout& layout;
   std::vector<ShardStorage>& storage;
-  Communicator& comm;
+  Communicator& shard;   // the shard group: the global norm over its shards
+  Communicator& gather;  // what the updated shards are all-gathered over (stages 1-2)
+  int world;             // ranks whose gradients were summed
   Optimizer& optimizer;
   LossScaler& scaler;
   ParamGatherer& gatherer;

@@ -6,6 +6,7 @@
 //   all_reduce      no-op                 (same reason, in place)
 //   broadcast       no-op                 (root can only be rank 0, which already has the data)
 //   barrier         no-op
+//   split           a new one-rank communicator (own counters), or none for kSplitNoColor
 // It checks its arguments the way comm_ucx does, so a bug found here is the bug comm_ucx would
 // report, and code that passes here does not first fail on a real multi-rank job.
 //
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "zt/comm_split.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/plugin.h"
@@ -108,6 +110,15 @@ class LocalCommunicator final : public zt::Communicator {
   zt::CommStats stats() const override {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     return stats_;
+  }
+
+  // One rank splits into itself (with fresh counters) or into nothing. exchange_split is the
+  // SDK's all-gather of (color, key) that every plugin runs, so a bad color fails as it would
+  // on comm_ucx.
+  std::unique_ptr<zt::Communicator> split(int color, int key) override {
+    const zt::SplitMembers mine = zt::exchange_split(*this, color, key);
+    if (mine.rank < 0) return nullptr;
+    return std::make_unique<LocalCommunicator>(validate_);
   }
 
  private:

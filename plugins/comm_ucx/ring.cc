@@ -53,11 +53,13 @@ void reduce_elements(void* dst, const void* a, const void* b, size_t n, ElemType
   }
 }
 
-void ring_all_gather(Transport& t, const OpTag& op, uint8_t* out, size_t block_bytes,
-                     size_t chunk_bytes) {
-  const int n = t.world(), r = t.rank();
+void ring_all_gather(Transport& t, const Group& g, const OpTag& op, uint8_t* out,
+                     size_t block_bytes, size_t chunk_bytes) {
+  const int n = g.size(), r = g.rank;
   if (n == 1 || block_bytes == 0) return;
-  const int right = mod(r + 1, n), left = mod(r - 1, n);
+  const int right = g.peer(mod(r + 1, n)), left = g.peer(mod(r - 1, n));
+  // Tags name the sender by its transport rank: unique among every communicator of the family.
+  const int me = g.peer(r);
   const Chunks chunks(block_bytes, chunk_bytes);
   // Step s: send block (r - s) to the right, receive block (r - s - 1) from the left; a chunk
   // received in step s is forwarded in step s + 1 as soon as it lands.
@@ -68,8 +70,8 @@ void ring_all_gather(Transport& t, const OpTag& op, uint8_t* out, size_t block_b
       size_t len = chunks.length(k, block_bytes);
       Transport::Handler forward;
       if (s + 2 < n) {
-        forward = [&t, chunk, len, seq = op.seq, r, right, s, k] {
-          t.post_send(right, chunk, len, Transport::make_tag(seq, r, s + 1, k));
+        forward = [&t, chunk, len, seq = op.seq, me, right, s, k] {
+          t.post_send(right, chunk, len, Transport::make_tag(seq, me, s + 1, k));
         };
       }
       t.post_recv(left, chunk, len, Transport::make_tag(op.seq, left, s, k), std::move(forward));
@@ -78,14 +80,15 @@ void ring_all_gather(Transport& t, const OpTag& op, uint8_t* out, size_t block_b
   const uint8_t* mine = out + static_cast<size_t>(r) * block_bytes;
   for (int k = 0; k < chunks.count; ++k) {
     t.post_send(right, mine + chunks.offset(k), chunks.length(k, block_bytes),
-                Transport::make_tag(op.seq, r, 0, k));
+                Transport::make_tag(op.seq, me, 0, k));
   }
   t.run(op.what);
 }
 
-void ring_reduce_scatter(Transport& t, const OpTag& op, const void* in, void* out, void* stage,
-                         size_t block_elems, ElemType type, ReduceOp reduce, size_t chunk_bytes) {
-  const int n = t.world(), r = t.rank();
+void ring_reduce_scatter(Transport& t, const Group& g, const OpTag& op, const void* in, void* out,
+                         void* stage, size_t block_elems, ElemType type, ReduceOp reduce,
+                         size_t chunk_bytes) {
+  const int n = g.size(), r = g.rank;
   const size_t es = elem_size(type), block_bytes = block_elems * es;
   const auto* in_bytes = static_cast<const uint8_t*>(in);
   if (n == 1) {
@@ -93,7 +96,9 @@ void ring_reduce_scatter(Transport& t, const OpTag& op, const void* in, void* ou
     return;
   }
   if (block_elems == 0) return;
-  const int right = mod(r + 1, n), left = mod(r - 1, n);
+  const int right = g.peer(mod(r + 1, n)), left = g.peer(mod(r - 1, n));
+  // Tags name the sender by its transport rank: unique among every communicator of the family.
+  const int me = g.peer(r);
   const Chunks chunks(block_bytes, chunk_bytes);
   // Step s: send the partial of block (r - s - 1), receive the partial of block (r - s - 2)
   // into stage[s], add this rank's contribution, and forward it in step s + 1. The last step
@@ -107,9 +112,9 @@ void ring_reduce_scatter(Transport& t, const OpTag& op, const void* in, void* ou
       size_t off = chunks.offset(k), len = chunks.length(k, block_bytes);
       uint8_t* dst = last ? static_cast<uint8_t*>(out) + off : staged + off;
       Transport::Handler combine = [&t, dst, src = staged + off, mine = contribution + off, len, es,
-                                    type, reduce, last, seq = op.seq, r, right, s, k] {
+                                    type, reduce, last, seq = op.seq, me, right, s, k] {
         reduce_elements(dst, mine, src, len / es, type, reduce);
-        if (!last) t.post_send(right, dst, len, Transport::make_tag(seq, r, s + 1, k));
+        if (!last) t.post_send(right, dst, len, Transport::make_tag(seq, me, s + 1, k));
       };
       t.post_recv(left, staged + off, len, Transport::make_tag(op.seq, left, s, k),
                   std::move(combine));
@@ -118,28 +123,29 @@ void ring_reduce_scatter(Transport& t, const OpTag& op, const void* in, void* ou
   const uint8_t* first = in_bytes + static_cast<size_t>(mod(r - 1, n)) * block_bytes;
   for (int k = 0; k < chunks.count; ++k) {
     t.post_send(right, first + chunks.offset(k), chunks.length(k, block_bytes),
-                Transport::make_tag(op.seq, r, 0, k));
+                Transport::make_tag(op.seq, me, 0, k));
   }
   t.run(op.what);
 }
 
-void chain_broadcast(Transport& t, const OpTag& op, uint8_t* buf, size_t bytes, int root,
-                     size_t chunk_bytes) {
-  const int n = t.world(), r = t.rank();
+void chain_broadcast(Transport& t, const Group& g, const OpTag& op, uint8_t* buf, size_t bytes,
+                     int root, size_t chunk_bytes) {
+  const int n = g.size(), r = g.rank;
   if (n == 1 || bytes == 0) return;
-  const int pos = mod(r - root, n), next = mod(r + 1, n), prev = mod(r - 1, n);
+  const int pos = mod(r - root, n), next = g.peer(mod(r + 1, n)), prev = g.peer(mod(r - 1, n));
+  const int me = g.peer(r);
   const Chunks chunks(bytes, chunk_bytes);
   for (int k = 0; k < chunks.count; ++k) {
     uint8_t* chunk = buf + chunks.offset(k);
     size_t len = chunks.length(k, bytes);
     if (pos == 0) {
-      t.post_send(next, chunk, len, Transport::make_tag(op.seq, r, 0, k));
+      t.post_send(next, chunk, len, Transport::make_tag(op.seq, me, 0, k));
       continue;
     }
     Transport::Handler forward;
     if (pos + 1 < n) {
-      forward = [&t, chunk, len, seq = op.seq, r, next, k] {
-        t.post_send(next, chunk, len, Transport::make_tag(seq, r, 0, k));
+      forward = [&t, chunk, len, seq = op.seq, me, next, k] {
+        t.post_send(next, chunk, len, Transport::make_tag(seq, me, 0, k));
       };
     }
     t.post_recv(prev, chunk, len, Transport::make_tag(op.seq, prev, 0, k), std::move(forward));

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ucx_transport.h"
 #include "zt/communicator.h"
@@ -17,6 +18,15 @@ namespace zt::ucx {
 enum class ElemType { kF32, kF64 };
 size_t elem_size(ElemType type);
 
+// The ranks a collective runs over: a communicator's members, each a rank of the Transport (a
+// split communicator reuses its parent's endpoints). Tags carry member indices.
+struct Group {
+  std::vector<int> peers;  // transport rank of each member, in member order
+  int rank = 0;            // this process's member index
+  int size() const { return static_cast<int>(peers.size()); }
+  int peer(int member) const { return peers[member]; }
+};
+
 // One collective's identity on the wire and in messages.
 struct OpTag {
   uint32_t seq;      // same on every rank: the communicator's op counter
@@ -24,17 +34,18 @@ struct OpTag {
 };
 
 // out holds world blocks of block_bytes; this rank's block must already be in place.
-void ring_all_gather(Transport& t, const OpTag& op, uint8_t* out, size_t block_bytes,
-                     size_t chunk_bytes);
+void ring_all_gather(Transport& t, const Group& g, const OpTag& op, uint8_t* out,
+                     size_t block_bytes, size_t chunk_bytes);
 
 // out (block_elems) = op over ranks of block `rank` of in (world * block_elems).
 // stage: (world - 1) * block_elems scratch. out may alias in's own block (in-place all_reduce).
-void ring_reduce_scatter(Transport& t, const OpTag& op, const void* in, void* out, void* stage,
-                         size_t block_elems, ElemType type, ReduceOp reduce, size_t chunk_bytes);
+void ring_reduce_scatter(Transport& t, const Group& g, const OpTag& op, const void* in, void* out,
+                         void* stage, size_t block_elems, ElemType type, ReduceOp reduce,
+                         size_t chunk_bytes);
 
 // buf (bytes) on every rank = root's buf; pipelined chain root -> root+1 -> ...
-void chain_broadcast(Transport& t, const OpTag& op, uint8_t* buf, size_t bytes, int root,
-                     size_t chunk_bytes);
+void chain_broadcast(Transport& t, const Group& g, const OpTag& op, uint8_t* buf, size_t bytes,
+                     int root, size_t chunk_bytes);
 
 // dst = a (reduce) b elementwise; dst may alias a or b. kAvg reduces as a sum.
 void reduce_elements(void* dst, const void* a, const void* b, size_t n, ElemType type,

@@ -23,11 +23,11 @@ uint64_t get_u64(const std::vector<uint8_t>& buf, size_t at) {
 
 }  // namespace
 
-std::unique_ptr<ShmWindow> ShmWindow::create(Transport& transport, const CommContext& ctx,
-                                             size_t capacity) {
+std::unique_ptr<ShmWindow> ShmWindow::create(Transport& transport, const Group& group, Store& store,
+                                             const std::string& prefix,
+                                             std::chrono::milliseconds timeout, size_t capacity) {
   std::unique_ptr<ShmWindow> w(new ShmWindow(transport, capacity));
-  const int n = ctx.world, r = ctx.rank;
-  const std::string prefix = ctx.store_prefix + "shm/";
+  const int n = group.size(), r = group.rank;
   w->bases_.assign(n, nullptr);
   w->rkeys_.assign(n, nullptr);
 
@@ -55,29 +55,29 @@ std::unique_ptr<ShmWindow> ShmWindow::create(Transport& transport, const CommCon
   } else {
     put_u64(mine, 0);
   }
-  ctx.store->set(prefix + "segment/" + std::to_string(r), mine);
+  store.set(prefix + "segment/" + std::to_string(r), mine);
 
   // 2. Map every peer's segment directly, if UCX can (same host, shared-memory transport).
   for (int p = 0; p < n && ok; ++p) {
     if (p == r) continue;
-    std::vector<uint8_t> theirs = ctx.store->get(prefix + "segment/" + std::to_string(p),
-                                                 ctx.timeout);
+    std::vector<uint8_t> theirs = store.get(prefix + "segment/" + std::to_string(p), timeout);
     if (get_u64(theirs, 0) != 1) {
       ok = false;
       break;
     }
     uint64_t address = get_u64(theirs, 8);
     void* mapped = nullptr;
-    ok = ucp_ep_rkey_unpack(transport.endpoint(p), theirs.data() + 16, &w->rkeys_[p]) == UCS_OK &&
+    ok = ucp_ep_rkey_unpack(transport.endpoint(group.peer(p)), theirs.data() + 16, &w->rkeys_[p]) ==
+             UCS_OK &&
          ucp_rkey_ptr(w->rkeys_[p], address, &mapped) == UCS_OK;
     w->bases_[p] = static_cast<uint8_t*>(mapped);
   }
 
   // 3. Agree: the window is used only if every rank mapped every peer.
-  ctx.store->set(prefix + "mapped/" + std::to_string(r), {static_cast<uint8_t>(ok ? 1 : 0)});
+  store.set(prefix + "mapped/" + std::to_string(r), {static_cast<uint8_t>(ok ? 1 : 0)});
   bool all = ok;
   for (int p = 0; p < n; ++p) {
-    std::vector<uint8_t> v = ctx.store->get(prefix + "mapped/" + std::to_string(p), ctx.timeout);
+    std::vector<uint8_t> v = store.get(prefix + "mapped/" + std::to_string(p), timeout);
     all = all && !v.empty() && v[0] == 1;
   }
   if (!all) return nullptr;

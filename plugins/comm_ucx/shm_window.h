@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ring.h"
 #include "ucx_transport.h"
 
 namespace zt::ucx {
@@ -31,10 +32,13 @@ struct ShmControl {
 
 class ShmWindow {
  public:
-  // Returns null (on every rank alike) when some rank cannot map some peer's segment, e.g.
-  // ranks on different hosts. `capacity` is the size of each data area.
-  static std::unique_ptr<ShmWindow> create(Transport& transport, const CommContext& ctx,
-                                           size_t capacity);
+  // Collective over the members of `group` (segments are published in `store` under `prefix`).
+  // Returns null (on every member alike) when some member cannot map some other's segment, e.g.
+  // members on different hosts. `capacity` is the size of each data area. Indices below are
+  // member indices of `group`.
+  static std::unique_ptr<ShmWindow> create(Transport& transport, const Group& group, Store& store,
+                                           const std::string& prefix,
+                                           std::chrono::milliseconds timeout, size_t capacity);
   ~ShmWindow();
   ShmWindow(const ShmWindow&) = delete;
   ShmWindow& operator=(const ShmWindow&) = delete;

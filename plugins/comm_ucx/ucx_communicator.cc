@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "zt/bytes.h"
+#include "zt/comm_split.h"
 #include "zt/error.h"
 #include "zt/tensor_checks.h"
 
@@ -39,30 +40,101 @@ uint8_t* bytes_of(const at::Tensor& t) { return static_cast<uint8_t*>(t.data_ptr
 
 }  // namespace
 
-UcxCommunicator::UcxCommunicator(const CommContext& ctx, const CommOptions& options)
-    : rank_(ctx.rank), world_(ctx.world), timeout_(ctx.timeout), options_(options) {
+CommFamily::CommFamily(const CommContext& ctx, const CommOptions& o)
+    : store(ctx.store), timeout(ctx.timeout), options(o) {
   if (ctx.store == nullptr) throw InternalError("comm_ucx: CommContext.store is null");
-  transport_ = std::make_unique<Transport>(ctx, options.transport);
-  if (options.shared_memory && world_ > 1) {
-    shm_window_ = ShmWindow::create(*transport_, ctx, options.shm_bytes);
+  transport = std::make_unique<Transport>(ctx, o.transport);
+  executor = std::make_unique<SerialExecutor>();
+}
+
+CommFamily::~CommFamily() {
+  executor.reset();
+  transport.reset();
+}
+
+namespace {
+
+Group whole_world(const CommContext& ctx) {
+  Group g;
+  for (int r = 0; r < ctx.world; ++r) g.peers.push_back(r);
+  g.rank = ctx.rank;
+  return g;
+}
+
+}  // namespace
+
+UcxCommunicator::UcxCommunicator(const CommContext& ctx, const CommOptions& options)
+    : UcxCommunicator(std::make_shared<CommFamily>(ctx, options), whole_world(ctx),
+                      ctx.store_prefix) {}
+
+UcxCommunicator::UcxCommunicator(std::shared_ptr<CommFamily> family, Group group,
+                                 std::string prefix)
+    : family_(std::move(family)),
+      transport_(*family_->transport),
+      options_(family_->options),
+      group_(std::move(group)),
+      prefix_(std::move(prefix)),
+      rank_(group_.rank),
+      world_(group_.size()),
+      timeout_(family_->timeout) {
+  open_window();
+}
+
+void UcxCommunicator::on_comm_thread(const std::function<void()>& fn) {
+  auto done = std::make_shared<FutureWork>("comm_ucx: " + prefix_, 2 * timeout_);
+  family_->executor->submit([fn, done] {
+    try {
+      fn();
+      done->complete();
+    } catch (...) {
+      done->complete(std::current_exception());
+    }
+  });
+  done->wait();
+}
+
+void UcxCommunicator::open_window() {
+  if (!options_.shared_memory || world_ == 1) return;
+  on_comm_thread([this] {
+    shm_window_ = ShmWindow::create(transport_, group_, *family_->store, prefix_ + "shm/", timeout_,
+                                    options_.shm_bytes);
     if (shm_window_) shm_ = std::make_unique<ShmCollectives>(*shm_window_, rank_, world_, timeout_);
-  }
-  executor_ = std::make_unique<SerialExecutor>();
+  });
 }
 
 UcxCommunicator::~UcxCommunicator() {
   // Collective shutdown: once every rank passed this barrier nobody sends to us any more.
-  if (!transport_->broken()) {
+  if (!transport_.broken()) {
     try {
       barrier()->wait();
     } catch (const std::exception&) {
       // Already broken or a peer left: the transport closes endpoints forcibly.
     }
   }
-  executor_.reset();
-  shm_.reset();
-  shm_window_.reset();
-  transport_.reset();
+  // Nothing of ours may still run on the family's comm thread once the window goes.
+  try {
+    on_comm_thread([this] {
+      shm_.reset();
+      shm_window_.reset();
+    });
+  } catch (const std::exception&) {
+    // The fence timed out behind a stalled op: the family's comm thread is stuck in UCX and
+    // still owns the window; leaving it mapped is all that is safe.
+    static_cast<void>(shm_window_.release());
+    static_cast<void>(shm_.release());
+  }
+}
+
+std::unique_ptr<Communicator> UcxCommunicator::split(int color, int key) {
+  const int index = splits_++;
+  const SplitMembers mine = exchange_split(*this, color, key);
+  if (mine.rank < 0) return nullptr;
+  Group group;
+  for (int m : mine.members) group.peers.push_back(group_.peer(m));
+  group.rank = mine.rank;
+  return std::unique_ptr<Communicator>(new UcxCommunicator(
+      family_, std::move(group),
+      prefix_ + "split" + std::to_string(index) + "/" + std::to_string(color) + "/"));
 }
 
 std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
@@ -83,14 +155,14 @@ std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
   // peer; a caller's plain wait() allows longer so that precise error is the one it sees.
   auto work = std::make_shared<FutureWork>("comm_ucx " + tag.what,
                                            2 * timeout_ + std::chrono::seconds(1));
-  executor_->submit([this, work, tag, kind, body = std::move(body)] {
+  family_->executor->submit([this, work, tag, kind, body = std::move(body)] {
     try {
-      if (transport_->broken()) {
+      if (transport_.broken()) {
         throw CommError("comm_ucx is unusable after an earlier failure (" +
-                        transport_->broken_reason() + "); restart the job");
+                        transport_.broken_reason() + "); restart the job");
       }
       auto sent = [this] {
-        return transport_->wire_bytes_sent() + (shm_ ? shm_->published_bytes() : 0);
+        return transport_.wire_bytes_sent() + (shm_ ? shm_->published_bytes() : 0);
       };
       uint64_t sent_before = sent();
       body(tag);
@@ -100,11 +172,11 @@ std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
       }
       work->complete();
     } catch (const std::exception& e) {
-      if (!transport_->broken()) transport_->mark_broken(e.what());
+      if (!transport_.broken()) transport_.mark_broken(e.what());
       work->complete(std::current_exception());
       throw;  // the executor retains the closure: its tensors may still be UCX's
     } catch (...) {
-      if (!transport_->broken()) transport_->mark_broken("unknown failure");
+      if (!transport_.broken()) transport_.mark_broken("unknown failure");
       work->complete(std::current_exception());
       throw;  // the executor retains the closure: its tensors may still be UCX's
     }
@@ -145,7 +217,7 @@ void UcxCommunicator::run_all_gather(const OpTag& tag, at::Tensor out, at::Tenso
   if (slot.data_ptr() != in.data_ptr()) slot.copy_(in);
   const size_t block_bytes = static_cast<size_t>(c) * full.element_size();
   if (shm_) shm_->all_gather(tag.what, bytes_of(full), block_bytes);
-  else ring_all_gather(*transport_, tag, bytes_of(full), block_bytes, options_.chunk_bytes);
+  else ring_all_gather(transport_, group_, tag, bytes_of(full), block_bytes, options_.chunk_bytes);
   if (padded) out.copy_(full.narrow(0, 0, out.numel()));
 }
 
@@ -177,8 +249,9 @@ void UcxCommunicator::run_reduce_scatter(const OpTag& tag, at::Tensor out, at::T
                          elem_type(acc), op);
   } else {
     at::Tensor stage = scratch(kStage, c * (world_ - 1), acc);
-    ring_reduce_scatter(*transport_, tag, work_in.data_ptr(), work_out.data_ptr(), stage.data_ptr(),
-                        static_cast<size_t>(c), elem_type(acc), op, options_.chunk_bytes);
+    ring_reduce_scatter(transport_, group_, tag, work_in.data_ptr(), work_out.data_ptr(),
+                        stage.data_ptr(), static_cast<size_t>(c), elem_type(acc), op,
+                        options_.chunk_bytes);
   }
   if (op == ReduceOp::kAvg) work_out.div_(world_);
   if (!direct) out.copy_(work_out.narrow(0, 0, out.numel()));
@@ -209,7 +282,7 @@ void UcxCommunicator::run_all_reduce(const OpTag& tag, at::Tensor tensor, Reduce
   // Reduce-scatter into this rank's block of `work` (in place), then all-gather the blocks.
   at::Tensor mine = work.narrow(0, c * rank_, c);
   at::Tensor stage = scratch(kStage, c * (world_ - 1), acc);
-  ring_reduce_scatter(*transport_, tag, work.data_ptr(), mine.data_ptr(), stage.data_ptr(),
+  ring_reduce_scatter(transport_, group_, tag, work.data_ptr(), mine.data_ptr(), stage.data_ptr(),
                       static_cast<size_t>(c), elem_type(acc), op, options_.chunk_bytes);
   if (op == ReduceOp::kAvg) mine.div_(world_);
   // 16-bit tensors gather in their own dtype: every rank rounds the same fp32 sums the same way.
@@ -219,7 +292,7 @@ void UcxCommunicator::run_all_reduce(const OpTag& tag, at::Tensor tensor, Reduce
     gathered.narrow(0, c * rank_, c).copy_(mine);
   }
   // The gather phase uses the second of the two sequence numbers each op owns.
-  ring_all_gather(*transport_, OpTag{tag.seq + 1, tag.what}, bytes_of(gathered),
+  ring_all_gather(transport_, group_, OpTag{tag.seq + 1, tag.what}, bytes_of(gathered),
                   static_cast<size_t>(c) * gathered.element_size(), options_.chunk_bytes);
   if (!in_place) tensor.copy_(gathered.narrow(0, 0, tensor.numel()));
 }
@@ -231,7 +304,8 @@ std::shared_ptr<Work> UcxCommunicator::broadcast(const at::Tensor& tensor, int r
                                           "-rank communicator");
   return submit(CommOp::kBroadcast, tensor.nbytes(), [this, t = tensor, root](const OpTag& tag) {
     if (shm_) shm_->broadcast(tag.what, bytes_of(t), t.nbytes(), root);
-    else chain_broadcast(*transport_, tag, bytes_of(t), t.nbytes(), root, options_.chunk_bytes);
+    else
+      chain_broadcast(transport_, group_, tag, bytes_of(t), t.nbytes(), root, options_.chunk_bytes);
   });
 }
 
@@ -247,13 +321,19 @@ std::shared_ptr<Work> UcxCommunicator::barrier() {
 }
 
 std::string UcxCommunicator::describe() const {
-  if (world_ == 1) return "comm_ucx: one rank, no transfers";
+  std::string who = "comm_ucx";
+  if (world_ != transport_.world()) {
+    who += " (split: job ranks";
+    for (int i = 0; i < world_; ++i) who += (i ? "," : " ") + std::to_string(group_.peer(i));
+    who += ")";
+  }
+  if (world_ == 1) return who + ": one rank, no transfers";
   if (shm_) {
-    return "comm_ucx: UCX-mapped shared memory between the " + std::to_string(world_) +
+    return who + ": UCX-mapped shared memory between the " + std::to_string(world_) +
            " ranks of this host (" + std::to_string(shm_window_->capacity() >> 10) +
            " KiB window per rank)";
   }
-  return "comm_ucx: pipelined ring over UCX tagged messages (" +
+  return who + ": pipelined ring over UCX tagged messages (" +
          std::to_string(options_.chunk_bytes >> 10) + " KiB chunks)";
 }
 

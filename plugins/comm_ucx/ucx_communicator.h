@@ -2,7 +2,11 @@
 // collective on one comm thread in issue order: over a UCX-mapped shared-memory window when
 // all ranks share a host (shm_collectives.h), else ring / chain algorithms (ring.h). Sums of
 // bf16/fp16 accumulate in fp32; lengths that do not divide by the world size are padded.
-// Destroying it is collective (a final barrier), so no rank closes while a peer still sends.
+// split() makes sub-communicators that share the parent's CommFamily: its UCX worker and
+// endpoints (no new connections) and its comm thread; each maps its own shared-memory window
+// when its members share a host (its flags count its own rounds), and keeps its own counters.
+// Destroying one is collective over its ranks (a final barrier), so no rank closes while a peer
+// still sends.
 #pragma once
 
 #include <atomic>
@@ -27,8 +31,21 @@ struct CommOptions {
   size_t shm_bytes = 4 << 20;    // size of each data area of that window
 };
 
+// What a communicator and every communicator split from it share. The transport is used only
+// on the comm thread (executor), which runs the ops of the whole family one at a time.
+struct CommFamily {
+  CommFamily(const CommContext& ctx, const CommOptions& options);
+  ~CommFamily();
+  Store* store;
+  std::chrono::milliseconds timeout;
+  CommOptions options;
+  std::unique_ptr<Transport> transport;
+  std::unique_ptr<SerialExecutor> executor;  // joined before the transport goes
+};
+
 class UcxCommunicator final : public Communicator {
  public:
+  // The job's communicator: connects every rank of `ctx` (a new CommFamily).
   UcxCommunicator(const CommContext& ctx, const CommOptions& options);
   ~UcxCommunicator() override;
 
@@ -44,8 +61,16 @@ class UcxCommunicator final : public Communicator {
   std::shared_ptr<Work> broadcast(const at::Tensor& tensor, int root) override;
   std::shared_ptr<Work> barrier() override;
   CommStats stats() const override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
 
  private:
+  // A sub-communicator over `group` (transport ranks of the family), keys under `prefix`.
+  UcxCommunicator(std::shared_ptr<CommFamily> family, Group group, std::string prefix);
+  // Maps the shared-memory window when enabled and every member can reach every other's
+  // segment. Collective over the members; runs on the comm thread (UCX is single-threaded).
+  void open_window();
+  // Runs `fn` on the comm thread after everything issued before it, and waits for it.
+  void on_comm_thread(const std::function<void()>& fn);
   // Queues `body` (run on the comm thread with the op's sequence tag).
   std::shared_ptr<Work> submit(CommOp kind, uint64_t bytes, std::function<void(const OpTag&)> body);
   void run_all_gather(const OpTag& tag, at::Tensor out, at::Tensor in);
@@ -58,17 +83,20 @@ class UcxCommunicator final : public Communicator {
   at::Tensor scratch(Scratch slot, int64_t numel, at::ScalarType dtype);
   at::Tensor scratch_[kNumScratch];
 
+  std::shared_ptr<CommFamily> family_;
+  Transport& transport_;  // the family's
+  CommOptions options_;   // the family's
+  Group group_;
+  std::string prefix_;  // store keys of this communicator (its window, its splits)
   int rank_;
   int world_;
   std::chrono::milliseconds timeout_;
-  CommOptions options_;
-  std::unique_ptr<Transport> transport_;
   std::unique_ptr<ShmWindow> shm_window_;  // null: ranks span hosts, or shared memory is off
   std::unique_ptr<ShmCollectives> shm_;
   uint32_t next_seq_ = 0;
+  int splits_ = 0;  // split() calls so far: names the store keys of each split's children
   mutable std::mutex stats_mutex_;
   CommStats stats_;
-  std::unique_ptr<SerialExecutor> executor_;  // last member: joined first on destruction
 };
 
 }  // namespace zt::ucx

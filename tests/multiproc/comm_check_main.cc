@@ -3,7 +3,7 @@
 // runs one scenario. It writes "OK" or the failure to $ZT_CHECK_OUT/rank<r>.txt and exits 0 on
 // success, 1 on a failed check, or the zt::Error's exit code.
 //
-//   zt_comm_check --scenario collectives|die|wait_for_dead|rendezvous_only [--plugin ID]
+//   zt_comm_check --scenario collectives|split|die|wait_for_dead|rendezvous_only [--plugin ID]
 //                 [--timeout-ms T] [--victim R] [--option name=value[,name=value...]]
 #include <ATen/ATen.h>
 #include <signal.h>
@@ -11,11 +11,13 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <thread>
 
 #include "rank_check.h"
+#include "zt/comm_split.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/options.h"
@@ -87,10 +89,11 @@ std::string describe(const char* op, int64_t numel, at::ScalarType dtype, const 
   return std::string(op) + " of " + std::to_string(numel) + " " + at::toString(dtype) + extra;
 }
 
+const std::vector<int64_t> kLengths = {0, 1, 2, 7, 1000, (1 << 20) + 3};
+
 // Every op, dtype and length, several ops in flight before the first wait; then the counters.
-void run_collectives(zt::Communicator& comm) {
+void run_collectives(zt::Communicator& comm, const std::vector<int64_t>& lengths = kLengths) {
   const int n = comm.size(), r = comm.rank();
-  const std::vector<int64_t> lengths = {0, 1, 2, 7, 1000, (1 << 20) + 3};
   const std::vector<at::ScalarType> dtypes = {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf};
   const std::vector<zt::ReduceOp> ops = {zt::ReduceOp::kSum, zt::ReduceOp::kAvg, zt::ReduceOp::kMax,
                                          zt::ReduceOp::kMin};
@@ -157,6 +160,93 @@ void run_collectives(zt::Communicator& comm) {
   check(n == 1 || stats[zt::CommOp::kAllGather].wire_bytes > 0, "all_gather sent bytes");
 }
 
+// Checks that `child` is this rank's communicator of a split of `parent` by (colors, keys):
+// its size, its rank (by key, then parent rank), and that every collective is exact on it.
+void check_split(zt::Communicator& parent, const std::unique_ptr<zt::Communicator>& child,
+                 const std::vector<int>& colors, const std::vector<int>& keys,
+                 const std::string& what) {
+  const zt::SplitMembers expect = zt::split_members(colors, keys, parent.rank());
+  if (expect.rank < 0) {
+    check(child == nullptr, what + ": a rank passing kSplitNoColor gets no communicator");
+    return;
+  }
+  check(child != nullptr, what + ": a communicator for color " + std::to_string(expect.color));
+  check(child->size() == static_cast<int>(expect.members.size()),
+        what + ": size " + std::to_string(child->size()) + ", expected " +
+            std::to_string(expect.members.size()));
+  check(child->rank() == expect.rank, what + ": rank " + std::to_string(child->rank()) +
+                                          ", expected " + std::to_string(expect.rank));
+  // Shorter lengths than the world's matrix (it runs once per split), still odd and multi-round.
+  run_collectives(*child, {0, 1, 7, 1000, (1 << 18) + 3});
+}
+
+// Splits of a world of n: interleaved groups ordered by a reversed key, consecutive pairs, one
+// rank left out, everyone together, and a split of a split; then parent and child ops issued
+// alternately (one family, one order) with their counters kept apart.
+void run_splits(zt::Communicator& world) {
+  const int n = world.size(), r = world.rank();
+  auto colors_of = [n](const std::function<int(int)>& f) {
+    std::vector<int> v(n);
+    for (int q = 0; q < n; ++q) v[q] = f(q);
+    return v;
+  };
+  const std::vector<int> by_rank = colors_of([](int q) { return q; });
+  const std::vector<int> reversed = colors_of([](int q) { return -q; });
+
+  const std::vector<int> parity = colors_of([](int q) { return q % 2; });
+  auto interleaved = world.split(parity[r], reversed[r]);
+  check_split(world, interleaved, parity, reversed, "split by rank % 2, reversed keys");
+
+  const std::vector<int> pairs = colors_of([](int q) { return q / 2; });
+  auto consecutive = world.split(pairs[r], r);
+  check_split(world, consecutive, pairs, by_rank, "split into consecutive pairs");
+
+  const std::vector<int> all_but_0 = colors_of(
+      [](int q) { return q == 0 ? zt::kSplitNoColor : 7; });
+  auto without_0 = world.split(all_but_0[r], r);
+  check_split(world, without_0, all_but_0, by_rank, "split leaving rank 0 out");
+
+  const std::vector<int> one = colors_of([](int) { return 3; });
+  auto everyone = world.split(3, r);
+  check_split(world, everyone, one, by_rank, "split with one color");
+
+  // A split of the consecutive pairs: each pair's member 0 alone, members 1 alone.
+  const zt::CommStats before = consecutive->stats();
+  const int pr = consecutive->rank();
+  auto singles = consecutive->split(pr, 0);
+  check(singles && singles->size() == 1 && singles->rank() == 0, "split of a split: size 1");
+  run_collectives(*singles, {0, 7, 1000});
+
+  // Parent and child ops in flight together, issued alternately, waited at the end.
+  at::Tensor a = at::full({4099}, static_cast<double>(r + 1), at::kFloat);
+  at::Tensor b = at::full({4099}, static_cast<double>(r + 1), at::kFloat);
+  auto wa = world.all_reduce(a, zt::ReduceOp::kSum);
+  auto wb = consecutive->all_reduce(b, zt::ReduceOp::kSum);
+  at::Tensor c = at::full({3}, static_cast<double>(r), at::kFloat);
+  auto wc = world.broadcast(c, n - 1);
+  wa->wait();
+  wb->wait();
+  wc->wait();
+  const double world_sum = n * (n + 1) / 2.0;
+  double pair_sum = 0;
+  for (int q = 0; q < n; ++q) pair_sum += pairs[q] == pairs[r] ? q + 1 : 0;
+  check(at::equal(a, at::full({4099}, world_sum, at::kFloat)), "world sum among child ops");
+  check(at::equal(b, at::full({4099}, pair_sum, at::kFloat)), "pair sum among world ops");
+  check(at::equal(c, at::full({3}, n - 1.0, at::kFloat)), "world broadcast among child ops");
+  const zt::CommStats after = consecutive->stats();
+  check(after[zt::CommOp::kAllReduce].calls == before[zt::CommOp::kAllReduce].calls + 1,
+        "a child counts its own ops only");
+  check(after[zt::CommOp::kBroadcast].calls == before[zt::CommOp::kBroadcast].calls,
+        "a world broadcast is not counted by the child");
+  // Destroyed in another order than created: each destruction is collective over its ranks.
+  interleaved.reset();
+  singles.reset();
+  everyone.reset();
+  without_0.reset();
+  consecutive.reset();
+  world.barrier()->wait();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,6 +267,8 @@ int main(int argc, char** argv) {
     auto comm = plugin.create(options, zt::comm_context(env, *store, "check/", timeout));
     if (scenario == "collectives") {
       run_collectives(*comm);
+    } else if (scenario == "split") {
+      run_splits(*comm);
     } else if (scenario == "die" || scenario == "wait_for_dead") {
       // Everyone finishes one collective, then the victim dies before the next one.
       at::Tensor t = at::ones({1 << 16});

@@ -17,6 +17,7 @@
 //                   [--save_at K --ckpt_dir D] [--record P]
 //                   [--load true --ckpt_dir D --saved_world W] [--compare P]
 //                   [--refuse_partial true --ckpt_dir D]
+//                   [--mics K] [--hier true --ranks_per_host P]
 // The engine, its plugins and tiers are wired by the trainer's own build_engine_setup
 // (trainer/engine_setup.h) from a zt::Config: the options above become --set overrides of
 // check_config()'s TOML (fp16 is not offered: the config refuses it on the CPU, where LibTorch
@@ -203,7 +204,9 @@ const std::pair<const char*, const char*> kConfigFlags[] = {
     {"param_fraction", "zero.offload_param_fraction"},
     {"sub_group", "zero.sub_group_size"},
     {"pipeline", "zero.pipeline_read"},
-    {"pipeline", "zero.pipeline_write"}};
+    {"pipeline", "zero.pipeline_write"},
+    {"mics", "zero.mics_shard_size"},
+    {"hier", "zero.mics_hierarchical_params_gather"}};
 
 // The job the check runs: what no test varies, with the command line as --set overrides.
 zt::Config check_config(Args& a, const std::string& nvme_dir) {
@@ -374,7 +377,7 @@ std::string memory_text(const zt::trainer::EngineSetup& setup) {
                       " units (" + std::to_string(mem.unit_max_params) + " B each) + persistent " +
                       std::to_string(mem.persistent_params));
   }
-  zt::CommStats stats = setup.comm->stats();
+  zt::CommStats stats = zt::trainer::job_comm_stats(setup);
   text += " all_gather_calls=" + std::to_string(stats[zt::CommOp::kAllGather].calls) +
           " reduce_scatter_calls=" + std::to_string(stats[zt::CommOp::kReduceScatter].calls);
   if (setup.tiers.by_id.empty()) return text;
@@ -489,6 +492,8 @@ std::unique_ptr<zt::trainer::EngineSetup> make_setup(Args& a, const zt::Config& 
   // Dynamic loss scaling outside fp16 is no config setting (fp16 turns it on by itself).
   auto adjust = [&](zt::EngineOptions& o) {
     if (a["loss_scale"] == "true") o.dynamic_loss_scale = true;
+    // Simulated hosts: the launcher puts every rank on one host (LOCAL_WORLD_SIZE = world).
+    if (a["ranks_per_host"] != "0") o.ranks_per_host = std::stoi(a["ranks_per_host"]);
   };
   if (g_zero_init) {
     auto setup = std::make_unique<zt::trainer::EngineSetup>(
@@ -571,14 +576,13 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   CheckSource source;  // --zero_init: its units live in the engine, its tensors here
   auto setup = make_setup(a, config, env, *store, timeout, units, source);
   zt::Engine& engine = *setup->engine;
-  zt::Communicator& comm = *setup->comm;
   const zt::EngineOptions& opt = setup->options;
 
   uint64_t reduces_at_first_unit = 0;  // see check_early_reduce
   units[0]->probe = [&](const at::Tensor& y) {
     if (!y.requires_grad()) return;
     y.register_hook([&](const at::Tensor& g) {
-      reduces_at_first_unit = comm.stats()[zt::CommOp::kReduceScatter].calls;
+      reduces_at_first_unit = zt::trainer::job_comm_stats(*setup)[zt::CommOp::kReduceScatter].calls;
       return g;
     });
   };
@@ -659,7 +663,10 @@ int main(int argc, char** argv) {
          {"load", "false"},
          {"saved_world", "0"},
          {"compare", ""},
-         {"refuse_partial", "false"}};
+         {"refuse_partial", "false"},
+         {"mics", "-1"},
+         {"hier", "false"},
+         {"ranks_per_host", "0"}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   kHidden = std::stoll(a["hidden"]);
   g_zero_init = a["zero_init"] == "true";

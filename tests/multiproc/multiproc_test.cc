@@ -27,6 +27,16 @@ TEST_CASE("comm_ucx collectives are exact for every op, dtype and length, world 
   }
 }
 
+TEST_CASE("comm_ucx split: sub-communicators of world sizes 1-4 are exact for every collective") {
+  for (int world : {1, 2, 3, 4}) {
+    CAPTURE(world);
+    Ranks ranks = launch_comm_check(world, {"--scenario", "split", "--plugin", "comm_ucx"});
+    INFO(ranks.all());
+    CHECK(ranks.result.exit_code == 0);
+    for (const auto& report : ranks.reports) CHECK(report == "OK\n");
+  }
+}
+
 TEST_CASE("a rank that exits mid-job makes its peers fail with a CommError naming it, no hang") {
   // The launcher would stop the survivors at once; here they must detect it themselves, as
   // under torchrun or Slurm.

@@ -134,3 +134,18 @@ TEST_CASE("a missing config file is a clear error") {
                        doctest::Contains("cannot read config file '/nonexistent/zt.toml'"),
                        zt::ConfigError);
 }
+
+TEST_CASE("zero.mics_shard_size: refused at stage 0, and its two names must agree") {
+  const std::string at_stage0 = error_of(std::string(kSmoke) + "[zero]\nmics_shard_size = 2\n");
+  CHECK(contains(at_stage0, "job.toml:4"));
+  CHECK(contains(at_stage0, "zero.mics_shard_size = 2 needs zero.stage >= 1"));
+  const std::string both = error_of(std::string(kSmoke) + "[zero]\nstage = 3\nmics_shard_size = 2\n"
+                                                          "shard_group_size = 4\n");
+  CHECK(contains(both, "job.toml:6"));
+  CHECK(contains(both, "contradicts zero.mics_shard_size = 2 at job.toml:5"));
+  CHECK(error_of(std::string(kSmoke) + "[zero]\nstage = 1\nshard_group_size = 2\n"
+                                       "mics_shard_size = 2\n")
+            .empty());
+  CHECK(contains(error_of(std::string(kSmoke) + "[zero]\nstage = 1\nmics_shard_size = -2\n"),
+                 "mics_shard_size"));
+}

@@ -66,6 +66,9 @@ struct CommStats {
   PerOp& operator[](CommOp op) { return ops[static_cast<int>(op)]; }
 };
 
+// total += more, op by op (counters of several communicators together). Never throws.
+ZT_API void add_stats(CommStats& total, const CommStats& more);
+
 // The half-open element range [begin, end) of shard `rank` of a flat tensor of `numel`
 // elements split over `world` ranks (torch.chunk convention, see above). Pure; never throws.
 struct ShardRange {
@@ -128,7 +131,25 @@ class ZT_API Communicator {
   // Counters per op kind since creation: calls and logical bytes are counted when an op is
   // issued, wire bytes as they are sent. Never throws; any thread.
   virtual CommStats stats() const = 0;
+
+  // Splits the ranks of this communicator into disjoint sub-communicators, like MPI_Comm_split
+  // and ncclCommSplit. Collective: every rank of this communicator calls it, at the same place
+  // in issue order (comm_split.h's exchange_split all-gathers the colors and keys with it).
+  //   color: in, >= 0: the ranks passing the same color form one new communicator;
+  //          kSplitNoColor: this rank joins none.
+  //   key:   in, orders the ranks of a new communicator (ties: by rank in this one).
+  //   returns: this rank's new communicator, with rank() its place by key, its own counters
+  //            and its own issue order; null for kSplitNoColor.
+  // A sub-communicator may share this one's connections and progress thread (comm_ucx does):
+  // then ops of every communicator of the family run one at a time, and every rank must issue
+  // them in the same relative order (a program that drives all of them from one thread in the
+  // same sequence on every rank does). Either may be destroyed first.
+  // Throws InternalError for a color < kSplitNoColor; CommError as any collective.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 };
+
+// The color of a rank that joins no new communicator in Communicator::split.
+constexpr int kSplitNoColor = -1;
 
 // What a comm plugin gets to build a communicator.
 struct CommContext {

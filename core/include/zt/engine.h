@@ -64,6 +64,13 @@ struct EngineOptions {
   int64_t sub_group_size = 1000000000;      // elements per streamed tile
   bool pipeline_read = true;                // read tile i+1 while tile i is updated
   bool pipeline_write = true;               // write tile i-1 back while tile i is updated
+  // MiCS / hpZ (stages 1-3): shard states over groups of this many consecutive ranks and
+  // replicate them across the world / size groups; gradients are reduce-scattered in the group,
+  // then each shard is all-reduced across the groups. 0 = every rank (flat ZeRO). Must divide
+  // the world size.
+  int shard_group_size = 0;
+  bool hierarchical_params_gather = false;  // groups spanning hosts gather in two levels
+  int ranks_per_host = 0;                   // consecutive ranks per host; 0 = unknown
   LossScalerOptions scaler;
 };
 
@@ -179,6 +186,12 @@ class ZT_API Engine {
   MemoryReport memory() const;
   EngineTimes times() const;
   int64_t parameter_count() const;
+  // How model states are sharded: flat over every rank, or MiCS groups (one line).
+  std::string describe_sharding() const;
+  // Counters of the communicators the engine split off the job's (MiCS: "shard group",
+  // "replica group", "two-level gather"), by role; empty for flat ZeRO. The job's communicator
+  // counts its own.
+  std::vector<std::pair<std::string, CommStats>> group_comm_stats() const;
 
  private:
   struct Impl;

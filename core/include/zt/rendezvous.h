@@ -23,6 +23,7 @@ struct RankEnv {
   int rank = 0;
   int world = 1;
   int local_rank = 0;
+  int local_world = 0;      // ranks on this host (LOCAL_WORLD_SIZE, ...); 0 = not given
   std::string master_addr;  // empty: use the config's launch.master_addr
   int master_port = 0;      // 0: use the config's launch.master_port
 };

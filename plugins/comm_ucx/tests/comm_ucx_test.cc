@@ -24,6 +24,17 @@ TEST_CASE("ring path, 4 ranks, default chunks") {
   CHECK(run.result.exit_code == 0);
 }
 
+TEST_CASE("ring path: split sub-communicators reuse the endpoints, exact at worlds 3 and 4") {
+  for (int world : {3, 4}) {
+    CAPTURE(world);
+    auto run = launch_comm_check(
+        world, {"--scenario", "split", "--option", "shared_memory=false,chunk_kb=16"});
+    INFO(run.all());
+    CHECK(run.result.exit_code == 0);
+    CHECK(contains(run.all(), "rank " + std::to_string(world - 1) + ": OK"));
+  }
+}
+
 TEST_CASE("shared-memory path with a 64 KiB window: results exact over many rounds") {
   auto run = launch_comm_check(3, {"--scenario", "collectives", "--option", "shm_chunk_kb=64"});
   INFO(run.all());
