@@ -10,9 +10,9 @@
 namespace zt::trainer {
 
 struct ShardGroupChoice {
-  int size = 0;                // ranks per shard group; 0 = every rank (flat ZeRO)
-  bool hierarchical = false;   // mics_hierarchical_params_gather
-  int ranks_per_host = 0;      // as given (0 = unknown)
+  int size = 0;               // ranks per shard group; 0 = every rank (flat ZeRO)
+  bool hierarchical = false;  // mics_hierarchical_params_gather
+  int ranks_per_host = 0;     // as given (0 = unknown)
   int sharding_world(int world) const { return size > 0 ? size : world; }
 };
 

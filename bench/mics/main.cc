@@ -69,8 +69,7 @@ std::vector<std::string> split_list(const std::string& list) {
 
 Options parse(const std::vector<std::string>& args) {
   Options o;
-  const std::vector<std::string> known = {"--steps", "--warmup", "--rates", "--json",
-                                          "--trainer"};
+  const std::vector<std::string> known = {"--steps", "--warmup", "--rates", "--json", "--trainer"};
   for (size_t i = 1; i < args.size(); ++i) {
     std::string flag, value;
     if (!next_option(args, i, known, kUsage, flag, value)) {
@@ -83,7 +82,8 @@ Options parse(const std::vector<std::string>& args) {
     if (flag == "--json") o.json = value;
     if (flag == "--trainer") o.trainer = value;
   }
-  if (o.warmup >= o.steps) throw ConfigError("--warmup must be below --steps\n" + std::string(kUsage));
+  if (o.warmup >= o.steps)
+    throw ConfigError("--warmup must be below --steps\n" + std::string(kUsage));
   return o;
 }
 
@@ -170,14 +170,16 @@ Job run_job(const Options& o, const std::string& name, const std::string& rate, 
 double mb(double bytes) { return bytes / 1e6; }
 
 void print_tables(const std::vector<Job>& jobs) {
-  std::printf("\n| link | arm | step s | between hosts MB/step | theory MB/step | measured/theory |\n");
+  std::printf(
+      "\n| link | arm | step s | between hosts MB/step | theory MB/step | measured/theory |\n");
   std::printf("| --- | --- | ---: | ---: | ---: | ---: |\n");
   for (const Job& j : jobs) {
     std::printf("| %s | %s | %.3f | %.1f | %.1f | %.3f |\n", j.rate.c_str(), j.arm.c_str(),
                 j.step_s, mb(j.bytes_per_step), mb(j.theory_per_step),
                 j.bytes_per_step / j.theory_per_step);
   }
-  std::printf("\nMiCS against flat, per link:\n\n| link | bytes between hosts | theory | step time |\n");
+  std::printf(
+      "\nMiCS against flat, per link:\n\n| link | bytes between hosts | theory | step time |\n");
   std::printf("| --- | ---: | ---: | ---: |\n");
   for (size_t i = 0; i + 1 < jobs.size(); i += 2) {
     const Job &flat = jobs[i], &mics = jobs[i + 1];
@@ -195,8 +197,8 @@ void write_json(const Options& o, const std::vector<Job>& jobs) {
       << ",\"jobs\":[";
   for (size_t i = 0; i < jobs.size(); ++i) {
     const Job& j = jobs[i];
-    out << (i ? "," : "") << "{\"link\":" << json_string(j.rate) << ",\"arm\":"
-        << json_string(j.arm) << ",\"shard_size\":" << j.shard_size
+    out << (i ? "," : "") << "{\"link\":" << json_string(j.rate)
+        << ",\"arm\":" << json_string(j.arm) << ",\"shard_size\":" << j.shard_size
         << ",\"parameters\":" << j.parameters << ",\"step_s\":" << json_number(j.step_s)
         << ",\"inter_host_bytes_per_step\":" << json_number(j.bytes_per_step)
         << ",\"theory_bytes_per_step\":" << json_number(j.theory_per_step) << "}";
@@ -208,8 +210,9 @@ int run(const std::vector<std::string>& args) {
   const Options o = parse(args);
   const ShellResult can = hosts("check");
   if (can.exit_code != 0) throw ConfigError("zt_bench_mics: " + can.output);
-  std::printf("%s\nbench GPT, ZeRO stage 3, %d ranks in %d simulated hosts, %d steps (%d warm-up)\n",
-              blas_line().c_str(), kWorld, kHosts, o.steps, o.warmup);
+  std::printf(
+      "%s\nbench GPT, ZeRO stage 3, %d ranks in %d simulated hosts, %d steps (%d warm-up)\n",
+      blas_line().c_str(), kWorld, kHosts, o.steps, o.warmup);
   const std::string name = "ztb" + std::to_string(getpid() % 100000);
   ScratchDir scratch("zt-bench-mics");
   std::vector<Job> jobs;

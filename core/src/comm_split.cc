@@ -22,8 +22,7 @@ void check_color(int color, const std::string& who) {
 
 }  // namespace
 
-SplitMembers split_members(const std::vector<int>& colors, const std::vector<int>& keys,
-                           int rank) {
+SplitMembers split_members(const std::vector<int>& colors, const std::vector<int>& keys, int rank) {
   if (colors.size() != keys.size() || rank < 0 || rank >= static_cast<int>(colors.size())) {
     throw InternalError("split_members: " + std::to_string(colors.size()) + " colors, " +
                         std::to_string(keys.size()) + " keys, rank " + std::to_string(rank));

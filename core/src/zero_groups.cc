@@ -38,9 +38,9 @@ std::string ZeroGroups::describe() const {
     return out;
   }
   out = "MiCS: states sharded over groups of " + std::to_string(k) +
-                    " consecutive ranks, replicated " + std::to_string(n / k) +
-                    " times; gradient shards all-reduced across the groups. shard group: " +
-                    shard_->describe() + "; replica group: " + replica_->describe();
+        " consecutive ranks, replicated " + std::to_string(n / k) +
+        " times; gradient shards all-reduced across the groups. shard group: " +
+        shard_->describe() + "; replica group: " + replica_->describe();
   if (gather_) out += "; parameter gathers in two levels, " + gather_->describe();
   return out;
 }

@@ -33,7 +33,9 @@ TEST_CASE("split_members: kSplitNoColor joins none and is not counted as a color
 
 TEST_CASE("split_members: a color below kSplitNoColor or mismatched sizes are refused") {
   CHECK_THROWS_AS(split_members({0, -2}, {0, 0}, 0), zt::InternalError);
-  CHECK(zt::test::contains(zt::test::error_of<zt::InternalError>([] { split_members({0, -2}, {0, 0}, 0); }),
+  CHECK(zt::test::contains(zt::test::error_of<zt::InternalError>([] {
+                             split_members({0, -2}, {0, 0}, 0);
+                           }),
                            "kSplitNoColor"));
   CHECK_THROWS_AS(split_members({0, 0}, {0}, 0), zt::InternalError);
   CHECK_THROWS_AS(split_members({0, 0}, {0, 0}, 2), zt::InternalError);
