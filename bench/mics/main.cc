@@ -33,7 +33,7 @@ const char* kUsage =
     "  step time and bytes between the hosts per step next to the theory.\n"
     "  --steps    optimizer steps per job (default 6)\n"
     "  --warmup   steps left out of the step time (default 2)\n"
-    "  --rates    link rates, `tc` syntax, \"none\" = unshaped (default none,1gbit)\n"
+    "  --rates    link rates, `tc` syntax, \"none\" = unshaped (default none,1gbit,200mbit)\n"
     "  --json     results file (default bench-results/mics.json)\n"
     "  --trainer  trainer executable (default: the one built with the bench)\n";
 
@@ -41,7 +41,7 @@ constexpr int kPerHost = 2, kHosts = 2, kWorld = kPerHost * kHosts;
 
 struct Options {
   int steps = 6, warmup = 2;
-  std::vector<std::string> rates = {"none", "1gbit"};
+  std::vector<std::string> rates = {"none", "1gbit", "200mbit"};
   std::string json = "bench-results/mics.json";
   std::string trainer = ZT_BENCH_TRAINER;
 };

@@ -85,6 +85,10 @@ void GradReducer::reduce_group(int gi) {
     r.work = comms_.shard.reduce_scatter(r.out, flat, ReduceOp::kSum);
   }
   pending_.push_back(std::move(r));
+  // MiCS: the group reduced before this one goes across the groups now, while backward goes on
+  // (waiting for its reduce-scatter, issued a group's backward ago). Decided by position, not by
+  // which op happened to finish, so every rank issues the same ops in the same order.
+  if (options_.overlap_comm && pending_.size() > 1) start_across(pending_.size() - 1);
   // Bound the gradient bytes in flight (reduce_bucket_mb); without overlap, wait at once.
   int64_t in_flight = 0;
   for (const auto& q : pending_) in_flight += q.bytes;
@@ -92,17 +96,21 @@ void GradReducer::reduce_group(int gi) {
     drain();
 }
 
-void GradReducer::drain() {
-  if (options_.stage >= 1 && comms_.replica) {
-    // MiCS: each group's partial sums of a shard, summed across the groups that hold it. All
-    // are issued before the first is waited for, so they overlap one another.
-    std::vector<std::shared_ptr<Work>> across;
-    for (auto& r : pending_) {
-      ledger_.clock().wait(*r.work, &EngineTimes::comm_wait);
-      across.push_back(comms_.replica->all_reduce(r.out, ReduceOp::kSum));
-    }
-    for (size_t i = 0; i < pending_.size(); ++i) pending_[i].work = across[i];
+// Each group's partial sums of a shard, summed across the groups that hold it (the shard group
+// reduced them within the group).
+void GradReducer::start_across(size_t upto) {
+  if (options_.stage < 1 || !comms_.replica) return;
+  for (size_t i = 0; i < upto; ++i) {
+    Pending& r = pending_[i];
+    if (r.across) continue;
+    ledger_.clock().wait(*r.work, &EngineTimes::comm_wait);
+    r.work = comms_.replica->all_reduce(r.out, ReduceOp::kSum);
+    r.across = true;
   }
+}
+
+void GradReducer::drain() {
+  start_across(pending_.size());
   for (auto& r : pending_) {
     ledger_.clock().wait(*r.work, &EngineTimes::comm_wait);
     accumulate(r);

@@ -70,13 +70,18 @@ class GradReducer {
   struct Pending {
     int group;
     at::Tensor out;              // compute-dtype result being reduced into
-    std::shared_ptr<Work> work;  // the reduction over the world or the shard group
+    std::shared_ptr<Work> work;  // the reduction over the world or the shard group, then (MiCS)
+                                 // the all-reduce across the groups
     int64_t bytes;
+    bool across = false;  // MiCS: `work` is the all-reduce across the groups
   };
 
   void on_grad_ready(int param);
   void reduce_group(int g);
   void drain();
+  // MiCS: the all-reduce across groups of pending_[0, upto)'s shards, each once its
+  // reduce-scatter finished.
+  void start_across(size_t upto);
   void accumulate(const Pending& r);
 
   ModelLayout& layout_;
