@@ -11,6 +11,7 @@
 
 #include "ab_html.h"
 #include "ab_report.h"
+#include "deepspeed_config.h"
 #include "live_ab.h"
 #include "zt/child_process.h"
 #include "zt/config.h"
@@ -170,7 +171,7 @@ int run_ab(const CliArgs& args, std::ostream& out) {
   auto load = [&](const Arm& arm) {
     std::vector<std::string> overrides = plan.base;
     overrides.insert(overrides.end(), arm.overrides.begin(), arm.overrides.end());
-    return Config::load_file(plan.config_path, overrides);
+    return load_job_config(plan.config_path, overrides);
   };
   const Config ca = load(a.arm), cb = load(b.arm);
   plan.steps = args.ab.steps > 0 ? args.ab.steps : ca.section("run").get_int("steps");

@@ -32,7 +32,9 @@ json schedule_json(const Schedule& s) {
           {"base_lr", s.base_lr},
           {"warmup_steps", s.warmup_steps},
           {"total_steps", s.total_steps},
-          {"min_lr_ratio", s.min_lr_ratio}};
+          {"min_lr_ratio", s.min_lr_ratio},
+          {"warmup_type", s.warmup_type},
+          {"warmup_min_ratio", s.warmup_min_ratio}};
 }
 
 Schedule schedule_of(const json& j) {
@@ -42,6 +44,9 @@ Schedule schedule_of(const json& j) {
   s.warmup_steps = j.at("warmup_steps").get<int64_t>();
   s.total_steps = j.at("total_steps").get<int64_t>();
   s.min_lr_ratio = j.at("min_lr_ratio").get<double>();
+  // Checkpoints from before these existed warmed up linearly from 0.
+  s.warmup_type = j.value("warmup_type", std::string("linear"));
+  s.warmup_min_ratio = j.value("warmup_min_ratio", 0.0);
   return s;
 }
 
@@ -54,7 +59,8 @@ std::string schedule_text(const Schedule& s) {
 
 bool same_schedule(const Schedule& a, const Schedule& b) {
   return a.kind == b.kind && a.base_lr == b.base_lr && a.warmup_steps == b.warmup_steps &&
-         a.total_steps == b.total_steps && a.min_lr_ratio == b.min_lr_ratio;
+         a.total_steps == b.total_steps && a.min_lr_ratio == b.min_lr_ratio &&
+         a.warmup_type == b.warmup_type && a.warmup_min_ratio == b.warmup_min_ratio;
 }
 
 }  // namespace

@@ -4,13 +4,15 @@
 #include <functional>
 
 #include "zt/error.h"
+#include "zt/options.h"
 
 namespace zt::trainer {
 
 const char* usage() {
   return R"(usage:
   trainer --config FILE [--set section.key=value]... [--nproc N] [--plugin-dir DIR]...
-          [--resume auto|PATH] [--print-config]
+          [--resume auto|PATH] [--deepspeed ds_config.json [--deepspeed-lenient]]
+          [--print-config]
   trainer export --checkpoint DIR --out FILE.safetensors [--dtype fp32|bf16|fp16]
   trainer ab --config FILE --a KEY=VAL[,KEY=VAL]... --b KEY=VAL[,...] [--steps N] [--reps R]
           [--warmup W] [--out DIR] [--rtol X] [--allow-different-math] [--set ...]
@@ -25,7 +27,9 @@ Runs the job described by FILE (see configs/). Without a torchrun, mpirun or sru
 Plugins are searched in --plugin-dir folders, then plugins.dirs, then ZT_PLUGIN_PATH, then
 zt's own plugin folder. The plugins commands read only plugins.dirs from FILE.
 --resume auto continues from the newest checkpoint in checkpoint.dir (fresh when there is none),
---resume PATH from that checkpoint (same as --set checkpoint.resume=...). export writes a
+--resume PATH from that checkpoint (same as --set checkpoint.resume=...).
+--deepspeed reads a DeepSpeed JSON config under FILE (FILE and --set win; same as --set
+run.deepspeed=...); keys zt does not support are errors, warnings with --deepspeed-lenient. export writes a
 checkpoint's weights as one safetensors file (GPT under Hugging Face GPT-2 names).
 ab runs the job R times per arm (default 2), interleaved A B B A, each arm with its overrides,
 and reports speed (median step time, 95% bootstrap interval of the ratio), memory, collectives,
@@ -206,6 +210,10 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.overrides.push_back(a.substr(6));
     } else if (a == "--resume") {
       out.overrides.push_back("checkpoint.resume=" + value_of(a));
+    } else if (a == "--deepspeed") {
+      out.overrides.push_back("run.deepspeed=" + value_to_toml(Value(value_of(a))));
+    } else if (a == "--deepspeed-lenient") {
+      out.overrides.push_back("run.deepspeed_lenient=true");
     } else if (a == "--print-config") {
       out.print_config = true;
     } else if (a == "--plugin-dir") {

@@ -8,6 +8,7 @@
 
 #include "ab_command.h"
 #include "cli.h"
+#include "deepspeed_config.h"
 #include "export_command.h"
 #include "job.h"
 #include "plugins_command.h"
@@ -68,7 +69,7 @@ int run(const std::vector<std::string>& argv) {
   if (!cli.plugin_dirs.empty()) {
     overrides.push_back("plugins.dirs=" + zt::value_to_toml(zt::Value(plugin_search_dirs(cli))));
   }
-  zt::Config config = zt::Config::load_file(cli.config_path, overrides);
+  zt::Config config = zt::trainer::load_job_config(cli.config_path, overrides);
   if (cli.print_config) {
     std::cout << config.to_toml();
     return 0;

@@ -1,6 +1,9 @@
-// Learning-rate schedules: constant, or linear warm-up then cosine decay (run.lr_schedule).
+// Learning-rate schedules (run.lr_schedule): a warm-up (linear or logarithmic, from
+// warmup_min_ratio x lr up to lr), then constant, cosine decay or linear decay to
+// min_lr_ratio x lr over decay_steps (0: the run's steps).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -8,19 +11,28 @@
 namespace zt::trainer {
 
 struct Schedule {
-  std::string kind = "constant";  // "constant" | "cosine"
+  std::string kind = "constant";  // "constant" | "cosine" | "linear"
   double base_lr = 1e-3;
   int64_t warmup_steps = 0;
-  int64_t total_steps = 1;
+  int64_t total_steps = 1;  // where the decay ends (run.steps, or run.decay_steps)
   double min_lr_ratio = 0.1;
+  std::string warmup_type = "linear";  // "linear" | "log"
+  double warmup_min_ratio = 0;         // the warm-up starts at this fraction of base_lr
 
   // The lr of 0-based optimizer step `step`.
   double lr(int64_t step) const {
-    if (warmup_steps > 0 && step < warmup_steps) return base_lr * (step + 1) / warmup_steps;
+    if (warmup_steps > 0 && step < warmup_steps) {
+      // Step warmup_steps - 1 reaches base_lr; log rises fast first, as DeepSpeed's "log" does.
+      const double frac = warmup_type == "log" ? std::log(static_cast<double>(step + 2)) /
+                                                     std::log(static_cast<double>(warmup_steps + 1))
+                                               : static_cast<double>(step + 1) / warmup_steps;
+      return base_lr * (warmup_min_ratio + (1 - warmup_min_ratio) * frac);
+    }
     if (kind == "constant") return base_lr;
     int64_t decay = std::max<int64_t>(1, total_steps - warmup_steps);
     double progress = std::min(1.0, static_cast<double>(step - warmup_steps) / decay);
     double floor = base_lr * min_lr_ratio;
+    if (kind == "linear") return floor + (base_lr - floor) * (1.0 - progress);
     return floor + (base_lr - floor) * 0.5 * (1.0 + std::cos(M_PI * progress));
   }
 };

@@ -281,8 +281,11 @@ void resume_from(TrainRun& run, const CheckpointReader& reader) {
 
 Schedule schedule_from_config(const Config& config, double base_lr) {
   const Options& run = config.section("run");
-  return Schedule{run.get_string("lr_schedule"), base_lr, run.get_int("warmup_steps"),
-                  run.get_int("steps"), run.get_double("min_lr_ratio")};
+  const int64_t decay = run.get_int("decay_steps");
+  return Schedule{run.get_string("lr_schedule"),     base_lr,
+                  run.get_int("warmup_steps"),       decay > 0 ? decay : run.get_int("steps"),
+                  run.get_double("min_lr_ratio"),    run.get_string("warmup_type"),
+                  run.get_double("warmup_min_ratio")};
 }
 
 // The job id the saver names its temporary folders by: the offload tiers' when there are any

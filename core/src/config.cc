@@ -305,8 +305,25 @@ std::string read_config_file(const std::string& path) {
 
 }  // namespace
 
-Config Config::load_file(const std::string& path, const std::vector<std::string>& overrides) {
-  return load_string(read_config_file(path), path, overrides);
+Config Config::load_file(const std::string& path, const std::vector<std::string>& overrides,
+                         const std::vector<ConfigSetting>& base) {
+  return load_string(read_config_file(path), path, overrides, base);
+}
+
+std::optional<Value> Config::peek_file(const std::string& path,
+                                       const std::vector<std::string>& overrides,
+                                       const std::string& section, const std::string& key) {
+  Problems problems;
+  RawConfig raw = parse_toml(read_config_file(path), path, problems);
+  const std::string prefix = section + "." + key + "=";
+  for (const auto& o : overrides) {
+    if (o.compare(0, prefix.size(), prefix) == 0) apply_override(o, raw, problems);
+  }
+  auto table = raw.find(section);
+  if (table == raw.end()) return std::nullopt;
+  auto entry = table->second.entries.find(key);
+  if (entry == table->second.entries.end()) return std::nullopt;
+  return entry->second.value;
 }
 
 std::vector<std::string> Config::plugin_dirs_of_file(const std::string& path,
@@ -395,9 +412,18 @@ std::set<std::string> load_plugins(const RawConfig& raw, const Options& plugins,
 }  // namespace
 
 Config Config::load_string(const std::string& toml_text, const std::string& source_name,
-                           const std::vector<std::string>& overrides) {
+                           const std::vector<std::string>& overrides,
+                           const std::vector<ConfigSetting>& base) {
   Problems problems;
   RawConfig raw = parse_toml(toml_text, source_name, problems);
+  // Under the file: a key the file sets keeps the file's value.
+  for (const ConfigSetting& b : base) {
+    const size_t dot = b.key.rfind('.');
+    RawTable& t = raw[b.key.substr(0, dot)];
+    const SourceLocation where{b.origin, 0, 0};
+    if (t.where.file.empty()) t.where = where;
+    t.entries.insert({b.key.substr(dot + 1), {b.value, where, where}});
+  }
   for (const auto& o : overrides) apply_override(o, raw, problems);
   report_unknown_sections(raw, problems);
 
@@ -458,7 +484,12 @@ std::string Config::to_toml() const {
     os << "\n[" << options.table() << "]\n";
     for (const auto& spec : options.specs()) {
       os << spec.name << " = " << value_to_toml(options.get(spec.name));
-      if (!options.is_set(spec.name)) os << "  # default";
+      if (!options.is_set(spec.name)) {
+        os << "  # default";
+      } else if (const SourceLocation where = options.where(spec.name);
+                 where.line == 0 && where.file.rfind("--set", 0) != 0) {
+        os << "  # from " << where.file;
+      }
       os << "\n";
     }
   };

@@ -25,11 +25,20 @@ SectionSpec run_section() {
        opt_string("out_dir", "runs/zt-run", "folder for metrics.jsonl, summary and checkpoints"),
        opt_int("log_every", 1, "print and record metrics every N steps", 1),
        opt_string("lr_schedule", "constant",
-                  "learning-rate schedule: constant, or linear "
-                  "warm-up then cosine decay to min_lr_ratio * lr",
-                  {"constant", "cosine"}),
-       opt_int("warmup_steps", 0, "steps of linear warm-up from 0 to lr", 0),
-       opt_double("min_lr_ratio", 0.1, "cosine: final lr as a fraction of lr", 0, 1)}};
+                  "learning-rate schedule after the warm-up: constant, cosine decay or "
+                  "linear decay to min_lr_ratio * lr",
+                  {"constant", "cosine", "linear"}),
+       opt_int("warmup_steps", 0, "steps of warm-up from warmup_min_ratio * lr to lr", 0),
+       opt_string("warmup_type", "linear", "warm-up curve: linear, or log (fast first)",
+                  {"linear", "log"}),
+       opt_double("warmup_min_ratio", 0, "the warm-up's first lr as a fraction of lr", 0, 1),
+       opt_double("min_lr_ratio", 0.1, "cosine/linear: final lr as a fraction of lr", 0, 1),
+       opt_int("decay_steps", 0, "cosine/linear: steps until the final lr (0 = run.steps)", 0),
+       opt_string("deepspeed", "",
+                  "a DeepSpeed JSON config whose keys set zt's (this file and --set win); "
+                  "see README, Coming from DeepSpeed"),
+       opt_bool("deepspeed_lenient", false,
+                "keys of the DeepSpeed config zt does not support are warnings, not errors")}};
 }
 
 SectionSpec launch_section() {

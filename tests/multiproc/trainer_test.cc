@@ -390,3 +390,43 @@ TEST_CASE(
       " core Prescott (OPENBLAS_CORETYPE from your environment; this CPU runs " + best + ")"));
   CHECK(!contains(r.output, "set by zt"));
 }
+
+TEST_CASE("--deepspeed: a DeepSpeed ZeRO-2 config with CPU offload trains, origins printed") {
+  TempDir dir;
+  const std::string ds = ZT_TEST_SOURCE_DIR "/tests/fixtures/deepspeed/zero2_offload_cpu.json";
+  const std::string job = zt::test::small_gpt_job(dir.file("run"), "--set run.steps=3") +
+                          " --deepspeed " + ds;
+  const auto printed = run_command(job + " --print-config");
+  INFO(printed.output);
+  CHECK(printed.exit_code == 0);
+  // configs/zero3.toml sets the stage, the compute dtype and the lr, and wins; the rest comes
+  // from the JSON.
+  CHECK(contains(printed.output, "stage = 3\n"));
+  CHECK(contains(printed.output, "compute = \"fp32\"\n"));
+  CHECK(contains(printed.output, "lr = 0.001\n"));
+  CHECK(contains(printed.output, "offload_optimizer = \"offload_cpu\"  # from " + ds +
+                                     ": zero_optimization.offload_optimizer.device"));
+  CHECK(contains(printed.output, "pin_memory = true  # from " + ds +
+                                     ": zero_optimization.offload_optimizer.pin_memory"));
+  // 2e8 bf16 elements (the JSON's dtype) in MiB.
+  CHECK(contains(printed.output, "allgather_bucket_mb = 381.4697265625  # from " + ds +
+                                     ": zero_optimization.allgather_bucket_size"));
+  const auto trained = run_command(job);
+  INFO(trained.output);
+  CHECK(trained.exit_code == 0);
+  CHECK(contains(trained.output, "offload: optimizer states + fp32 master -> offload_cpu"));
+  CHECK(contains(trained.output, "summary: 3 steps"));
+  // An unsupported key stops the job before any rank starts, unless lenient.
+  write_file(dir.file("bad.json"),
+             R"({"zero_optimization": {"stage": 2}, "amp": {"enabled": true}})");
+  const std::string bad = zt::test::small_gpt_job(dir.file("bad"), "--set run.steps=1") +
+                          " --deepspeed " + dir.file("bad.json");
+  const auto refused = run_command(bad);
+  CHECK(refused.exit_code == 2);
+  CHECK(contains(refused.output, "amp is not supported by zt: zt has no Apex AMP"));
+  const auto lenient = run_command(bad + " --deepspeed-lenient");
+  INFO(lenient.output);
+  CHECK(lenient.exit_code == 0);
+  CHECK(
+      contains(lenient.output, "zt: warning: " + dir.file("bad.json") + ": amp is not supported"));
+}

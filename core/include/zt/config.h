@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,14 @@ struct PluginRole {
 };
 ZT_API const std::vector<PluginRole>& plugin_roles();
 
+// A value from another source than the TOML file (a DeepSpeed JSON config): applied before the
+// file, so the file and the --set overrides win over it.
+struct ConfigSetting {
+  std::string key;     // "section.key" or "plugin.<id>.key"
+  Value value;         // checked against the key's spec like a file's value
+  std::string origin;  // names it in messages and --print-config: "ds.json: fp16.enabled"
+};
+
 class ZT_API Config {
  public:
   // Parses and validates a file.
@@ -55,10 +64,19 @@ class ZT_API Config {
   // section or key with a did-you-mean, wrong type, out of range, bad combination, a plugin of
   // the wrong kind), each with its file:line:column or --set; PluginError instead when the
   // first problem found was a plugin that cannot be found or loaded.
-  static Config load_file(const std::string& path, const std::vector<std::string>& overrides = {});
+  //   base: in, settings applied before the file (see ConfigSetting).
+  static Config load_file(const std::string& path, const std::vector<std::string>& overrides = {},
+                          const std::vector<ConfigSetting>& base = {});
   // As load_file(), from text; `source_name` stands for the file name in messages.
   static Config load_string(const std::string& toml_text, const std::string& source_name,
-                            const std::vector<std::string>& overrides = {});
+                            const std::vector<std::string>& overrides = {},
+                            const std::vector<ConfigSetting>& base = {});
+  // One key of a file with its --set overrides applied, before anything is validated (what
+  // decides how to load the rest, e.g. run.deepspeed); nullopt when neither sets it. Throws
+  // ConfigError for an unreadable file or malformed TOML.
+  static std::optional<Value> peek_file(const std::string& path,
+                                        const std::vector<std::string>& overrides,
+                                        const std::string& section, const std::string& key);
 
   // Only the plugin search path, [plugins] dirs (with the --set overrides of plugins.dirs), for
   // commands that need nothing else (`trainer plugins ...`): other sections are not validated.
@@ -82,8 +100,8 @@ class ZT_API Config {
   // The catalog the config was validated with; its selected plugins are already loaded.
   PluginCatalog& catalog() const { return *catalog_; }
 
-  // The resolved configuration as TOML, every key present; defaulted ones marked "# default".
-  // Never throws.
+  // The resolved configuration as TOML, every key present; defaulted ones marked "# default",
+  // those from a ConfigSetting with its origin ("# from ds.json: fp16.enabled"). Never throws.
   std::string to_toml() const;
 
  private:

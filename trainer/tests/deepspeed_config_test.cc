@@ -1,0 +1,240 @@
+// DeepSpeed JSON configs read into zt settings, key by key: the fixtures in
+// tests/fixtures/deepspeed follow DeepSpeed's documented examples (ZeRO-1/2/3, offload to cpu and
+// nvme, fp16 and bf16, Hugging Face "auto" values, deprecated forms). Also the refusals, JSON
+// syntax errors with line and column, the batch rule, and the TOML winning over the JSON.
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "../deepspeed_config.h"
+#include "zt/error.h"
+
+namespace {
+
+using zt::Value;
+
+const std::string kDir = ZT_TEST_SOURCE_DIR "/tests/fixtures/deepspeed/";
+
+struct Expected {
+  std::string key;
+  Value value;
+  std::string origin;  // after "<file>: "
+};
+
+// Every setting is expected, with its value and origin, and nothing else is set.
+void check_settings(const zt::trainer::DeepSpeedSettings& got, const std::string& file,
+                    const std::vector<Expected>& expected) {
+  std::map<std::string, const zt::ConfigSetting*> by_key;
+  for (const auto& s : got.settings) by_key[s.key] = &s;
+  for (const Expected& e : expected) {
+    CAPTURE(e.key);
+    REQUIRE(by_key.count(e.key) == 1);
+    CHECK(zt::value_to_toml(by_key[e.key]->value) == zt::value_to_toml(e.value));
+    CHECK(by_key[e.key]->origin == file + ": " + e.origin);
+    by_key.erase(e.key);
+  }
+  for (const auto& [key, s] : by_key)
+    FAIL_CHECK("unexpected setting " << key << " from " << s->origin);
+}
+
+std::string refusal(const std::string& text, int world = 2, bool lenient = false) {
+  try {
+    zt::trainer::read_deepspeed_json(text, "ds.json", lenient, world);
+  } catch (const zt::ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("DeepSpeed ZeRO-1 with fp16, Adam and WarmupLR, key by key") {
+  const std::string f = kDir + "zero1_fp16_warmup.json";
+  const auto s = zt::trainer::read_deepspeed_config(f, false, 4);
+  const std::string rule = "train_batch_size (train_batch_size = train_micro_batch_size_per_gpu x "
+                           "gradient_accumulation_steps x 4 ranks)";
+  check_settings(s, f,
+                 {{"data.micro_batch", int64_t{4}, rule},
+                  {"data.grad_accum", int64_t{2}, "gradient_accumulation_steps"},
+                  {"run.log_every", int64_t{10}, "steps_per_print"},
+                  {"plugins.optimizer", std::string("optim_hybrid_adam"), "optimizer.type"},
+                  {"plugin.optim_hybrid_adam.betas", std::vector<double>{0.8, 0.999},
+                   "optimizer.params.betas"},
+                  {"plugin.optim_hybrid_adam.eps", 1e-8, "optimizer.params.eps"},
+                  {"plugin.optim_hybrid_adam.weight_decay", 3e-7, "optimizer.params.weight_decay"},
+                  // WarmupLR sets the peak lr over the optimizer's, as DeepSpeed does.
+                  {"plugin.optim_hybrid_adam.lr", 0.001, "scheduler.params.warmup_max_lr"},
+                  {"plugin.optim_hybrid_adam.adamw", true, "optimizer.type"},
+                  {"run.lr_schedule", std::string("constant"), "scheduler.type"},
+                  {"run.warmup_steps", int64_t{1000}, "scheduler.type"},
+                  {"run.warmup_type", std::string("log"), "scheduler.type"},
+                  {"run.warmup_min_ratio", 0.0, "scheduler.type"},
+                  {"run.min_lr_ratio", 0.0, "scheduler.type"},
+                  {"zero.gradient_clipping", 1.0, "gradient_clipping"},
+                  {"precision.compute", std::string("fp16"), "fp16.enabled"},
+                  {"precision.initial_scale", 65536.0, "fp16.initial_scale_power"},
+                  {"precision.growth_interval", int64_t{1000}, "fp16.loss_scale_window"},
+                  {"precision.hysteresis", int64_t{2}, "fp16.hysteresis"},
+                  {"precision.min_scale", 1.0, "fp16.min_loss_scale"},
+                  {"zero.stage", int64_t{1}, "zero_optimization.stage"},
+                  // 5e8 fp16 elements = 953.67 MiB.
+                  {"zero.reduce_bucket_mb", 500000000.0 * 2 / (1 << 20),
+                   "zero_optimization.reduce_bucket_size"}});
+  CHECK(s.warnings.empty());
+}
+
+TEST_CASE("DeepSpeed ZeRO-2 with bf16, CPU offload and AdamW, key by key") {
+  const std::string f = kDir + "zero2_offload_cpu.json";
+  const auto s = zt::trainer::read_deepspeed_config(f, false, 2);
+  const double mb = 200000000.0 * 2 / (1 << 20);
+  check_settings(
+      s, f,
+      {{"data.micro_batch", int64_t{4}, "train_micro_batch_size_per_gpu"},
+       {"data.grad_accum", int64_t{1}, "gradient_accumulation_steps"},
+       {"precision.compute", std::string("bf16"), "bf16.enabled"},
+       {"zero.stage", int64_t{2}, "zero_optimization.stage"},
+       {"zero.allgather_bucket_mb", mb, "zero_optimization.allgather_bucket_size"},
+       {"zero.overlap_comm", true, "zero_optimization.overlap_comm"},
+       {"zero.reduce_bucket_mb", mb, "zero_optimization.reduce_bucket_size"},
+       {"plugins.offload_optimizer", std::string("offload_cpu"),
+        "zero_optimization.offload_optimizer.device"},
+       {"plugin.offload_cpu.pin_memory", true, "zero_optimization.offload_optimizer.pin_memory"},
+       {"plugins.optimizer", std::string("optim_hybrid_adam"), "optimizer.type"},
+       {"plugin.optim_hybrid_adam.lr", 0.0003, "optimizer.params.lr"},
+       {"plugin.optim_hybrid_adam.weight_decay", 0.01, "optimizer.params.weight_decay"},
+       {"plugin.optim_hybrid_adam.adamw", true, "optimizer.type"}});
+}
+
+TEST_CASE("DeepSpeed ZeRO-3 with NVMe offload of states and parameters, key by key") {
+  const std::string f = kDir + "zero3_offload_nvme.json";
+  const auto s = zt::trainer::read_deepspeed_config(f, false, 2);
+  const std::string z = "zero_optimization.";
+  check_settings(
+      s, f,
+      {{"data.micro_batch", int64_t{8}, "train_micro_batch_size_per_gpu"},
+       {"data.grad_accum", int64_t{1},
+        "train_batch_size (train_batch_size = train_micro_batch_size_per_gpu x "
+        "gradient_accumulation_steps x 2 ranks)"},
+       {"zero.stage", int64_t{3}, z + "stage"},
+       {"zero.max_live_parameters", int64_t{1000000000}, z + "stage3_max_live_parameters"},
+       {"zero.prefetch_elements", int64_t{50000000}, z + "stage3_prefetch_bucket_size"},
+       {"zero.param_persistence_threshold", int64_t{100000},
+        z + "stage3_param_persistence_threshold"},
+       {"zero.sub_group_size", int64_t{1000000000}, z + "sub_group_size"},
+       // fp32: 1e7 elements of 4 bytes.
+       {"zero.reduce_bucket_mb", 10000000.0 * 4 / (1 << 20), z + "reduce_bucket_size"},
+       {"plugins.offload_optimizer", std::string("offload_nvme"), z + "offload_optimizer.device"},
+       {"plugins.offload_param", std::string("offload_nvme"), z + "offload_param.device"},
+       // Both tiers name the same folder; the param's, read last, stands.
+       {"plugin.offload_nvme.path", std::string("/local_nvme"), z + "offload_param.nvme_path"},
+       {"plugin.offload_nvme.buffer_count", int64_t{5}, z + "offload_param.buffer_count"},
+       // 1e8 fp32 elements = 381.5 MiB, rounded up to whole MiB.
+       {"plugin.offload_nvme.buffer_mb", int64_t{382}, z + "offload_param.buffer_size"},
+       {"zero.offload_optimizer_fraction", 0.5, z + "offload_optimizer.ratio"}});
+}
+
+TEST_CASE("Hugging Face \"auto\" values leave keys to the zt config; unsupported keys refused") {
+  const std::string f = kDir + "zero3_hf_auto_cosine.json";
+  const std::string refused = [&] {
+    try {
+      zt::trainer::read_deepspeed_config(f, false, 4);
+    } catch (const zt::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  CHECK(has(refused, f + ": zero_optimization.stage3_gather_16bit_weights_on_model_save is not "
+                         "supported by zt: zt saves sharded checkpoints; `trainer export`"));
+  CHECK(has(refused, "--deepspeed-lenient"));
+  const auto s = zt::trainer::read_deepspeed_config(f, true, 4);
+  REQUIRE(s.warnings.size() == 1);
+  CHECK(has(s.warnings[0], "(ignored: run.deepspeed_lenient)"));
+  check_settings(s, f,
+                 {{"plugins.optimizer", std::string("optim_hybrid_adam"), "optimizer.type"},
+                  {"plugin.optim_hybrid_adam.adamw", true, "optimizer.type"},
+                  {"run.lr_schedule", std::string("cosine"), "scheduler.type"},
+                  {"run.warmup_steps", int64_t{20}, "scheduler.type"},
+                  {"run.warmup_type", std::string("linear"), "scheduler.type"},
+                  {"run.warmup_min_ratio", 0.0, "scheduler.type"},
+                  {"run.min_lr_ratio", 0.0001, "scheduler.type"},
+                  {"run.decay_steps", int64_t{200}, "scheduler.params.total_num_steps"},
+                  {"zero.stage", int64_t{3}, "zero_optimization.stage"},
+                  {"zero.overlap_comm", true, "zero_optimization.overlap_comm"},
+                  {"zero.mics_shard_size", int64_t{2}, "zero_optimization.mics_shard_size"}});
+}
+
+TEST_CASE("DeepSpeed's deprecated cpu_offload forms still work, with its advice as warnings") {
+  const std::string f = kDir + "deprecated_cpu_offload.json";
+  const auto s = zt::trainer::read_deepspeed_config(f, false, 2);
+  REQUIRE(s.warnings.size() == 2);
+  CHECK(has(s.warnings[0], "zero_optimization.cpu_offload is deprecated (as in DeepSpeed); use "
+                           "zero_optimization.offload_optimizer: {\"device\": \"cpu\"}"));
+  check_settings(
+      s, f,
+      {{"data.micro_batch", int64_t{2}, "train_micro_batch_size_per_gpu"},
+       {"zero.stage", int64_t{2}, "zero_optimization.stage"},
+       {"plugins.offload_optimizer", std::string("offload_cpu"), "zero_optimization.cpu_offload"},
+       {"plugin.offload_cpu.pin_memory", false, "zero_optimization.cpu_offload_use_pin_memory"},
+       {"run.lr_schedule", std::string("linear"), "scheduler.type"},
+       {"run.warmup_steps", int64_t{10}, "scheduler.type"},
+       {"run.warmup_type", std::string("log"), "scheduler.type"},
+       {"plugin.optim_hybrid_adam.lr", 0.001, "scheduler.params.warmup_max_lr"},
+       {"run.warmup_min_ratio", 0.1, "scheduler.type"},
+       {"run.min_lr_ratio", 0.0, "scheduler.type"},
+       {"run.decay_steps", int64_t{100}, "scheduler.params.total_num_steps"}});
+}
+
+TEST_CASE("DeepSpeed configs zt cannot take: named, with why, all at once") {
+  const std::string e = refusal(R"({"amp": {"enabled": true},
+    "optimizer": {"type": "Lamb", "params": {"lr": 0.1}},
+    "zero_optimization": {"stage": "three", "zero_hpz_partition_size": 8, "reduce_scatter": false},
+    "no_such_key": 1})");
+  CHECK(has(e, "ds.json: amp is not supported by zt: zt has no Apex AMP; use bf16 or fp16"));
+  CHECK(has(e, "ds.json: optimizer.type \"Lamb\" is not supported by zt: zt's optimizer plugin is "
+               "optim_hybrid_adam"));
+  CHECK(has(e, "ds.json: zero_optimization.stage: expected an integer, got string \"three\""));
+  CHECK(has(e, "zero_optimization.zero_hpz_partition_size is not supported by zt: ZeRO++ hpZ"));
+  CHECK(has(e, "zero_optimization.reduce_scatter is not supported by zt: zt always "
+               "reduce-scatters"));
+  CHECK(has(e, "ds.json: no_such_key is not supported by zt: zt has no such setting"));
+  CHECK(has(refusal(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})"),
+            "fp16.enabled: and bf16.enabled are both true; pick one"));
+}
+
+TEST_CASE("JSON syntax errors give line and column, and batches must multiply out") {
+  const std::string e = refusal(R"({
+  "zero_optimization": {"stage": 2,}
+})");
+  CHECK(has(e, "ds.json:2:"));
+  CHECK(has(e, "not valid JSON"));
+  CHECK(has(refusal(R"({"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4,
+                        "gradient_accumulation_steps": 2})"),
+            "train_batch_size: 30 != 4 x 2 x 2 ranks"));
+  CHECK(has(refusal(R"({"train_batch_size": 30, "train_micro_batch_size_per_gpu": 4})"),
+            "train_batch_size: 30 does not divide into whole micro steps"));
+  // Given the batch and the accumulation, the micro batch is derived.
+  const auto s = zt::trainer::read_deepspeed_json(
+      R"({"train_batch_size": 24, "gradient_accumulation_steps": 3})", "ds.json", false, 2);
+  REQUIRE(s.settings.size() == 2);
+  CHECK(s.settings[0].key == "data.micro_batch");
+  CHECK(zt::value_to_toml(s.settings[0].value) == "4");
+}
+
+TEST_CASE("a DeepSpeed config under a TOML: the TOML wins, --print-config names each origin") {
+  const auto ds = zt::trainer::read_deepspeed_json(
+      R"({"zero_optimization": {"stage": 2, "overlap_comm": false}, "gradient_clipping": 0.5})",
+      "ds.json", false, 2);
+  const zt::Config c = zt::Config::load_string("[run]\ntask = \"smoke\"\n[zero]\nstage = 3\n",
+                                               "job.toml", {}, ds.settings);
+  CHECK(c.section("zero").get_int("stage") == 3);
+  CHECK(c.section("zero").get_bool("overlap_comm") == false);
+  CHECK(c.section("zero").get_double("gradient_clipping") == 0.5);
+  const std::string toml = c.to_toml();
+  CHECK(has(toml, "overlap_comm = false  # from ds.json: zero_optimization.overlap_comm"));
+  CHECK(has(toml, "gradient_clipping = 0.5  # from ds.json: gradient_clipping"));
+  CHECK(has(toml, "stage = 3\n"));
+}

@@ -1,0 +1,35 @@
+// Learning-rate schedules (run.lr_schedule and its warm-up), including the forms DeepSpeed's
+// WarmupLR, WarmupDecayLR and WarmupCosineLR map onto.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "../schedule.h"
+
+using zt::trainer::Schedule;
+
+TEST_CASE("warm-up: linear from 0 as before, from a floor, and logarithmic") {
+  Schedule s{"constant", 1.0, 4, 10, 0.1};
+  CHECK(s.lr(0) == doctest::Approx(0.25));
+  CHECK(s.lr(3) == doctest::Approx(1.0));
+  CHECK(s.lr(9) == 1.0);
+  s.warmup_min_ratio = 0.2;
+  CHECK(s.lr(0) == doctest::Approx(0.2 + 0.8 * 0.25));
+  s.warmup_type = "log";
+  s.warmup_min_ratio = 0;
+  CHECK(s.lr(0) == doctest::Approx(std::log(2.0) / std::log(5.0)));
+  CHECK(s.lr(1) > 0.5);  // rises fast first, unlike linear (0.5)
+  CHECK(s.lr(3) == doctest::Approx(1.0));
+}
+
+TEST_CASE("decay after the warm-up: cosine and linear to min_lr_ratio at total_steps") {
+  Schedule cosine{"cosine", 2.0, 2, 12, 0.1};
+  CHECK(cosine.lr(2) == doctest::Approx(2.0));
+  CHECK(cosine.lr(7) == doctest::Approx(0.2 + 1.8 * 0.5));
+  CHECK(cosine.lr(12) == doctest::Approx(0.2));
+  Schedule linear{"linear", 2.0, 2, 12, 0.0};
+  CHECK(linear.lr(2) == doctest::Approx(2.0));
+  CHECK(linear.lr(7) == doctest::Approx(1.0));
+  CHECK(linear.lr(12) == doctest::Approx(0.0));
+  CHECK(linear.lr(20) == doctest::Approx(0.0));
+}
