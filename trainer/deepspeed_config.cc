@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -151,6 +152,48 @@ std::optional<std::string> as_string(Reader& r, const json& v, const std::string
   return std::nullopt;
 }
 
+// Keys whose "auto" (Hugging Face's) the zt config resolves: those zt reads.
+bool auto_resolves(const std::string& key) {
+  static const std::set<std::string> kMapped = {"train_batch_size",
+                                                "train_micro_batch_size_per_gpu",
+                                                "gradient_accumulation_steps",
+                                                "gradient_clipping",
+                                                "gradient_predivide_factor",
+                                                "steps_per_print",
+                                                "stage",
+                                                "overlap_comm",
+                                                "reduce_bucket_size",
+                                                "allgather_bucket_size",
+                                                "prefetch_bucket_size",
+                                                "stage3_prefetch_bucket_size",
+                                                "param_persistence_threshold",
+                                                "stage3_param_persistence_threshold",
+                                                "max_live_parameters",
+                                                "stage3_max_live_parameters",
+                                                "sub_group_size",
+                                                "mics_shard_size",
+                                                "enabled",
+                                                "loss_scale",
+                                                "initial_scale_power",
+                                                "loss_scale_window",
+                                                "hysteresis",
+                                                "min_loss_scale",
+                                                "lr",
+                                                "betas",
+                                                "eps",
+                                                "weight_decay",
+                                                "warmup_min_lr",
+                                                "warmup_max_lr",
+                                                "warmup_num_steps",
+                                                "total_num_steps",
+                                                "nvme_path",
+                                                "pin_memory",
+                                                "buffer_count",
+                                                "buffer_size",
+                                                "ratio"};
+  return kMapped.count(key) > 0;
+}
+
 // Walks one JSON object: `on` handles the keys it knows (returning false for the others).
 void each(Reader& r, const json& obj, const std::string& path,
           const std::function<bool(const std::string&, const json&, const std::string&)>& on) {
@@ -160,7 +203,11 @@ void each(Reader& r, const json& obj, const std::string& path,
   }
   for (const auto& [key, value] : obj.items()) {
     const std::string sub = path.empty() ? key : path + "." + key;
-    if (is_auto(value)) continue;  // the zt config decides
+    if (is_auto(value)) {
+      // A key zt maps is left to the zt config; any other has nothing to resolve from.
+      if (!auto_resolves(key)) r.unknown(sub);
+      continue;
+    }
     if (!on(key, value, sub)) r.unknown(sub);
   }
 }

@@ -203,6 +203,9 @@ TEST_CASE("DeepSpeed configs zt cannot take: named, with why, all at once") {
   CHECK(has(e, "ds.json: no_such_key is not supported by zt: zt has no such setting"));
   CHECK(has(refusal(R"({"fp16": {"enabled": true}, "bf16": {"enabled": true}})"),
             "fp16.enabled: and bf16.enabled are both true; pick one"));
+  // "auto" on a key zt does not read has nothing to resolve from.
+  CHECK(has(refusal(R"({"communication_data_type": "auto"})"),
+            "communication_data_type is not supported by zt: zt reduces in the compute dtype"));
 }
 
 TEST_CASE("JSON syntax errors give line and column, and batches must multiply out") {
