@@ -11,7 +11,8 @@ namespace zt::trainer {
 const char* usage() {
   return R"(usage:
   trainer --config FILE [--set section.key=value]... [--nproc N] [--plugin-dir DIR]...
-          [--resume auto|PATH] [--deepspeed ds_config.json [--deepspeed-lenient]]
+          [--resume auto|PATH] [--max-restarts N]
+          [--deepspeed ds_config.json [--deepspeed-lenient]]
           [--print-config]
   trainer export --checkpoint DIR --out FILE.safetensors [--dtype fp32|bf16|fp16]
   trainer ab --config FILE --a KEY=VAL[,KEY=VAL]... --b KEY=VAL[,...] [--steps N] [--reps R]
@@ -28,6 +29,8 @@ Plugins are searched in --plugin-dir folders, then plugins.dirs, then ZT_PLUGIN_
 zt's own plugin folder. The plugins commands read only plugins.dirs from FILE.
 --resume auto continues from the newest checkpoint in checkpoint.dir (fresh when there is none),
 --resume PATH from that checkpoint (same as --set checkpoint.resume=...).
+--max-restarts N (launch.max_restarts): when a rank dies, start every rank again with --resume
+auto, at most N times; a job failing again at the same step stops.
 --deepspeed reads a DeepSpeed JSON config under FILE (FILE and --set win; same as --set
 run.deepspeed=...); keys zt does not support are errors, warnings with --deepspeed-lenient. export writes a
 checkpoint's weights as one safetensors file (GPT under Hugging Face GPT-2 names).
@@ -210,6 +213,8 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.overrides.push_back(a.substr(6));
     } else if (a == "--resume") {
       out.overrides.push_back("checkpoint.resume=" + value_of(a));
+    } else if (a == "--max-restarts") {
+      out.overrides.push_back("launch.max_restarts=" + value_of(a));  // the config checks it
     } else if (a == "--deepspeed") {
       out.overrides.push_back("run.deepspeed=" + value_to_toml(Value(value_of(a))));
     } else if (a == "--deepspeed-lenient") {

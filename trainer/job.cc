@@ -5,12 +5,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 
+#include "checkpointing.h"
 #include "offload_tiers.h"
 #include "smoke_task.h"
 #include "train_task.h"
 #include "zt/blas.h"
+#include "zt/checkpoint.h"
 #include "zt/error.h"
 #include "zt/launcher.h"
 #include "zt/rendezvous.h"
@@ -50,7 +53,33 @@ void restart_with_blas_core(const std::vector<std::string>& argv) {
   for (const auto& var : vars) unsetenv(var.first.c_str());
 }
 
-int launch_ranks(const Config& config, int nproc, const std::vector<std::string>& argv) {
+// The last optimizer step rank 0 recorded in <run.out_dir>/metrics.jsonl (0 when none): how far
+// a failed attempt got.
+int64_t last_recorded_step(const Config& config) {
+  std::ifstream in(config.section("run").get_string("out_dir") + "/metrics.jsonl");
+  int64_t last = 0;
+  const std::string key = "{\"step\":";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key, 0) == 0) last = std::atoll(line.c_str() + key.size());
+  }
+  return last;
+}
+
+// argv with `--resume auto` (once): a restarted job continues from its newest checkpoint.
+std::vector<std::string> resuming(std::vector<std::string> argv) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "--resume") {
+      argv[i + 1] = "auto";
+      return argv;
+    }
+  }
+  argv.push_back("--resume");
+  argv.push_back("auto");
+  return argv;
+}
+
+int launch_attempt(const Config& config, int nproc, const std::vector<std::string>& argv,
+                   LaunchResult& result) {
   const Options& launch = config.section("launch");
   LaunchSpec spec;
   spec.nproc = nproc;
@@ -58,17 +87,62 @@ int launch_ranks(const Config& config, int nproc, const std::vector<std::string>
   spec.argv[0] = self_executable();
   spec.master_addr = launch.get_string("master_addr");
   spec.master_port = static_cast<int>(launch.get_int("master_port"));
+  // A signal to the launcher reaches the ranks, which finish their step and save: as long as a
+  // step and a save may take, bounded like every wait (three times launch.timeout_s).
+  spec.drain = std::chrono::milliseconds(
+      static_cast<int64_t>(std::llround(3000 * launch.get_double("timeout_s"))));
   const std::string job = std::to_string(getpid());
   spec.env.push_back({"ZT_JOB_ID", job});
   // OpenBLAS reads its core type when it loads: the ranks' environment is the place to fix it.
   for (const auto& var : blas_env_for_children(probe_blas())) spec.env.push_back(var);
-  LaunchResult result = launch_local(spec);
+  result = launch_local(spec);
   if (result.exit_code != 0) print_failure(result);
   // Ranks remove their offload files as they exit; a rank that was killed could not.
   for (const auto& folder : remove_offload_leftovers(config, job)) {
     std::cerr << "zt: removed offload files left by stopped ranks: " << folder << "\n";
   }
   return result.exit_code;
+}
+
+// Runs the ranks; when one fails (a signal, an error exit, a hang past the timeout), starts all
+// of them again with --resume auto, at most launch.max_restarts times. A job that fails again
+// without recording a step further than the last attempt stops with that failure: restarting
+// cannot get past it.
+int launch_ranks(const Config& config, int nproc, const std::vector<std::string>& argv) {
+  const int64_t max_restarts = config.section("launch").get_int("max_restarts");
+  const std::string ckpt_dir = CheckpointSettings::from_config(config).dir;
+  std::vector<std::string> args = argv;
+  int64_t failed_at = -1;
+  for (int64_t restart = 0;; ++restart) {
+    LaunchResult result;
+    const int code = launch_attempt(config, nproc, args, result);
+    // The launcher's own SIGINT/SIGTERM stops the job: no restart.
+    if (code == 0 || restart >= max_restarts || result.failed_rank < 0) {
+      if (code != 0 && max_restarts > 0 && restart >= max_restarts) {
+        std::cerr << "zt: error: gave up after " << restart
+                  << " restart(s) (launch.max_restarts = " << max_restarts
+                  << "); the last failure is above\n";
+      }
+      return code;
+    }
+    const int64_t step = last_recorded_step(config);
+    if (step == failed_at) {
+      std::cerr << "zt: error: rank " << result.failed_rank << " failed again after step " << step
+                << ", as before the last restart; restarting cannot get past it, so the job "
+                   "stops with that failure (above)\n";
+      return code;
+    }
+    failed_at = step;
+    const std::string from = latest_checkpoint(ckpt_dir);
+    std::string how = result.message;  // "rank 1 (pid 42) was killed by ...; stopping the others"
+    how.erase(std::min(how.size(), how.find("; stopping")));
+    std::cerr << "zt: restart " << restart + 1 << "/" << max_restarts << ": " << how
+              << " after step " << step << "; all ranks start again from "
+              << (from.empty() ? "the beginning (no checkpoint in " + ckpt_dir + ")"
+                               : "checkpoint " + from)
+              << "\n";
+    args = resuming(args);
+  }
 }
 
 }  // namespace

@@ -62,6 +62,8 @@ EngineTimes times_since(const EngineTimes& now, const EngineTimes& before);
 struct TrainSummary {
   int64_t steps = 0, skipped = 0;  // the steps this process trained
   int64_t resumed_at = 0;          // the checkpoint's step, 0 for a fresh run
+  int stopped_by = 0;              // the signal that stopped the run early, 0 if none
+  int64_t stopped_after = 0;       // its last step then
   double final_loss = 0;
   double seconds = 0;  // all steps together
   double tokens_per_step = 0;

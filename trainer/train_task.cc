@@ -20,6 +20,7 @@
 #include "models/model.h"
 #include "offload_tiers.h"
 #include "schedule.h"
+#include "stop_signals.h"
 #include "train_report.h"
 #include "zt/blas.h"
 #include "zt/bytes.h"
@@ -235,8 +236,42 @@ OffloadStats tiers_io(const TrainRun& run) {
   return sum;
 }
 
+// A signal asked the job to stop after `step`: a checkpoint of it, unless the newest one is of
+// this step or younger than checkpoint.min_interval_s (rank 0 decides, every rank follows), with
+// `checkpoints` made for the occasion when the job saves none otherwise. Collective.
+void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSettings& settings,
+                          TrainCheckpoints* checkpoints, int64_t step) {
+  std::unique_ptr<TrainCheckpoints> own;
+  if (!checkpoints) {
+    own = std::make_unique<TrainCheckpoints>(settings, *run.store, run.env.rank, run.env.world,
+                                             checkpoint_job(run, *run.store, run.timeout));
+    checkpoints = own.get();
+  }
+  report_save(run, report, checkpoints->finish());
+  at::Tensor skip = at::zeros({1}, at::kFloat);
+  if (run.env.rank == 0) {
+    const std::string latest = latest_checkpoint(settings.dir);
+    if (!latest.empty()) {
+      const CheckpointReader newest(latest);
+      const auto age = std::filesystem::file_time_type::clock::now() -
+                       std::filesystem::last_write_time(latest);
+      const double min_age = run.config.section("checkpoint").get_double("min_interval_s");
+      if (newest.step() == step || std::chrono::duration<double>(age).count() < min_age) {
+        skip.fill_(1);
+      }
+    }
+  }
+  run.setup.comm->all_reduce(skip, ReduceOp::kMax)->wait();
+  if (skip.item<float>() > 0) return;
+  const CheckpointMeta meta{trainer_state(run, step).to_json(), run.config.to_toml(),
+                            saved_by(run)};
+  report_save(run, report, checkpoints->save(*run.setup.engine, step, meta));
+  report_save(run, report, checkpoints->finish());
+}
+
 // Trains from run.first_step to run.steps, logging each step (rank 0 writes) and saving
-// checkpoints when due; returns the step totals.
+// checkpoints when due; returns the step totals. A stop signal (stop_signals.h) ends it after
+// the step in progress, with a checkpoint.
 TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSettings& settings,
                         TrainCheckpoints* checkpoints) {
   TrainSummary summary;
@@ -255,6 +290,12 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
     summary.skipped += m.skipped ? 1 : 0;
     report.log(m, all_ranks_memory(run), job_comm_stats(run.setup), tiers_io(run));
     if (checkpoints) save_if_due(run, report, *checkpoints, settings, step + 1);
+    if (const int sig = agreed_stop_signal(*run.setup.comm); sig != 0) {
+      save_before_stopping(run, report, settings, checkpoints, step + 1);
+      summary.stopped_by = sig;
+      summary.stopped_after = step + 1;
+      break;
+    }
   }
   report.finish_progress();
   if (checkpoints) report_save(run, report, checkpoints->finish());
@@ -372,6 +413,7 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
               std::chrono::milliseconds timeout) {
   check_job_fits(config, env.world);
   share_cores_between_local_ranks();
+  catch_stop_signals();
   const bool leader = env.rank == 0;
   const CheckpointSettings settings = CheckpointSettings::from_config(config);
   // No save runs yet: what a stopped job's save left is safe to remove.
@@ -421,6 +463,15 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   TrainSummary summary = train_loop(run, report, settings, checkpoints.get());
   complete_summary(run, summary);
   if (leader) print_summary(summary);
+  if (leader && summary.stopped_by != 0) {
+    const std::string latest = latest_checkpoint(settings.dir);
+    std::printf(
+        "zt: stopped by SIG%s after step %lld of %lld; newest checkpoint: %s; continue with "
+        "--resume auto\n",
+        sigabbrev_np(summary.stopped_by), static_cast<long long>(summary.stopped_after),
+        static_cast<long long>(options.get_int("steps")), latest.empty() ? "none" : latest.c_str());
+    std::fflush(stdout);
+  }
   if (run.live.on()) finish_live_ab(run, out_dir, leader);
   return 0;
 }

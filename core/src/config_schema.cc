@@ -49,6 +49,10 @@ SectionSpec launch_section() {
                    "present",
                    1, 1024),
            opt_string("device", "cpu", "where compute runs", {"cpu", "cuda"}),
+           opt_int("max_restarts", 0,
+                   "zt's launcher: when a rank dies, start every rank again with --resume "
+                   "auto (from the newest checkpoint), at most this many times",
+                   0, 1000),
            opt_string("master_addr", "127.0.0.1",
                       "address of rank 0's rendezvous store "
                       "(MASTER_ADDR overrides)"),
@@ -188,6 +192,10 @@ SectionSpec checkpoint_section() {
       "checkpoint",
       "sharded checkpoints: when to save, where, how many to keep, and resuming",
       {opt_int("every_steps", 0, "save every N optimizer steps and after the last; 0 = never", 0),
+       opt_double("min_interval_s", 0,
+                  "a stop signal (SIGTERM, SIGINT, SIGUSR1) saves unless the newest checkpoint "
+                  "is younger than this",
+                  0),
        opt_string("dir", "", "folder of the checkpoints ('' = <run.out_dir>/checkpoints)"),
        opt_int("keep_last", 2, "complete checkpoints kept; older ones are removed (0 = all)", 0),
        opt_bool("async", true,

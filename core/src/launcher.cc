@@ -100,6 +100,7 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd) {
     if (getppid() != parent) _exit(127);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
     if (dup2(stderr_fd, 2) < 0) _exit(127);  // every other pipe end closes on exec
     execve(argv[0], argv.data(), envp.data());
     const char msg[] = "zt launcher: exec failed\n";
@@ -142,10 +143,7 @@ class Supervisor {
     while (alive_ > 0) {
       if (reap_all()) continue;
       auto now = std::chrono::steady_clock::now();
-      if (int sig = g_forwarded_signal.exchange(0); sig != 0 && !stopping_) {
-        begin_stop(std::string("launcher received ") + strsignal(sig) + "; stopping all ranks",
-                   128 + sig);
-      }
+      if (int sig = g_forwarded_signal.exchange(0); sig != 0) on_launcher_signal(sig);
       if (!stopping_ && spec_.timeout.count() > 0 && now - begin > spec_.timeout) {
         begin_stop("job exceeded its " + std::to_string(spec_.timeout.count()) +
                        " ms limit; stopping all ranks",
@@ -185,6 +183,30 @@ class Supervisor {
       if (running_[r]) kill(pids_[r], sig);
   }
 
+  void on_launcher_signal(int sig) {
+    if (stopping_) {
+      // A second signal: no more waiting.
+      result_.message = std::string("launcher received ") + strsignal(sig) +
+                        " again; killing all ranks";
+      result_.exit_code = 128 + sig;
+      draining_ = false;
+      stop_all(SIGKILL);
+      return;
+    }
+    if (spec_.drain.count() <= 0) {
+      begin_stop(std::string("launcher received ") + strsignal(sig) + "; stopping all ranks",
+                 128 + sig);
+      return;
+    }
+    result_.message = std::string("launcher received ") + strsignal(sig) +
+                      "; the ranks stop after their current step";
+    result_.exit_code = 0;
+    stopping_ = true;
+    draining_ = true;
+    stop_all(sig);
+    kill_at_ = std::chrono::steady_clock::now() + spec_.drain;
+  }
+
   void begin_stop(const std::string& message, int exit_code) {
     result_.message = message;
     result_.exit_code = exit_code;
@@ -205,6 +227,8 @@ class Supervisor {
       finish_output(r);  // its error line is in the pipe before its exit status is known
       result_.rank_codes[r] = code_of(status_[r]);
       bool failed = !(WIFEXITED(status_[r]) && WEXITSTATUS(status_[r]) == 0);
+      // Draining after a signal, the job succeeds only if every rank stopped cleanly.
+      if (failed && draining_ && result_.exit_code == 0) result_.exit_code = code_of(status_[r]);
       if (failed && result_.failed_rank < 0 && !stopping_) {
         result_.failed_rank = r;
         stopped_others_ = spec_.stop_all_on_failure ? alive_ : 0;
@@ -316,6 +340,7 @@ class Supervisor {
   int alive_ = 0;
   int stopped_others_ = 0;
   bool settling_ = false;  // a rank failed: the others get spec_.settle, then SIGTERM
+  bool draining_ = false;  // a signal was forwarded: the ranks stop on their own
   bool stopping_ = false;
   std::chrono::steady_clock::time_point stop_at_{};
   std::chrono::steady_clock::time_point kill_at_{};
@@ -361,14 +386,16 @@ LaunchResult launch_local(const LaunchSpec& spec) {
 
   g_forwarded_signal.store(0);
   struct sigaction sa {
-  }, old_int{}, old_term{};
+  }, old_int{}, old_term{}, old_usr1{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGUSR1, &sa, &old_usr1);
   auto restore = [&] {
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
+    sigaction(SIGUSR1, &old_usr1, nullptr);
   };
   Supervisor supervisor(spec);
   try {

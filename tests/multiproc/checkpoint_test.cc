@@ -68,6 +68,9 @@ class BackgroundJob {
   BackgroundJob(const BackgroundJob&) = delete;
   BackgroundJob& operator=(const BackgroundJob&) = delete;
 
+  // The launcher's pid (the shell execs it).
+  pid_t pid() const { return pid_; }
+
   // The pid of rank `rank` (the child of the launcher whose environment says RANK=rank), or -1.
   pid_t rank_pid(int rank) const {
     std::ifstream children("/proc/" + std::to_string(pid_) + "/task/" + std::to_string(pid_) +
@@ -411,4 +414,109 @@ TEST_CASE("checkpoint: a disk that fills during a save stops the job with exit 5
   CHECK(zt::latest_checkpoint(small) == step_folder(small, 2));
   zt::CheckpointReader reader(step_folder(small, 2));
   CHECK(all_values(reader).size() == reader.kinds().size() * reader.tensors().size());
+}
+
+TEST_CASE("restarts: a rank killed mid-run under max_restarts = 2 is restarted from the latest "
+          "checkpoint, and the job ends on the uninterrupted run's losses and state") {
+  TempDir dir;
+  const int64_t steps = 60;
+  const std::string straight = dir.file("straight"), healed = dir.file("healed");
+  const std::string total = " --set run.steps=" + std::to_string(steps);
+  auto r = run_command(tiny_job(straight, total + " --set checkpoint.every_steps=1000"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+
+  const fs::path ckpt = fs::path(healed) / "checkpoints";
+  BackgroundJob job(tiny_job(healed, total + " --set checkpoint.every_steps=3 --max-restarts 2"),
+                    dir.file("healed.log"));
+  REQUIRE(wait_until([&] { return fs::exists(ckpt / "latest"); }, std::chrono::seconds(60)));
+  const pid_t victim = job.rank_pid(1);
+  REQUIRE(victim > 0);
+  REQUIRE(kill(victim, SIGKILL) == 0);
+  const int exit_code = job.wait(std::chrono::seconds(120));
+  const std::string log = zt::test::read_file(dir.file("healed.log"));
+  INFO(log);
+  CHECK(exit_code == 0);
+  CHECK(contains(
+      log, "zt: restart 1/2: rank 1 (pid " + std::to_string(victim) + ") was killed by signal 9"));
+  CHECK(contains(log, "; all ranks start again from checkpoint " + ckpt.string() + "/step-"));
+  CHECK(contains(log, "resumed at step"));
+  const auto expected = zt::test::losses_of(straight + "/metrics.jsonl");
+  const auto got = zt::test::losses_of(healed + "/metrics.jsonl");
+  REQUIRE(expected.size() == static_cast<size_t>(steps));
+  REQUIRE(got.size() == expected.size());
+  for (size_t s = 0; s < got.size(); ++s) {
+    INFO("step " << s + 1);
+    CHECK(got[s] == expected[s]);
+  }
+  check_same_state(step_folder(fs::path(straight) / "checkpoints", steps),
+                   step_folder(ckpt, steps));
+}
+
+TEST_CASE("restarts: a job that fails at the same step every time stops with that failure") {
+  // An lr this large makes the loss non-finite at the same step on every attempt (exit 6).
+  TempDir dir;
+  const auto r = run_command(tiny_job(dir.file("out"),
+                                      "--set run.steps=20 --set checkpoint.every_steps=1 "
+                                      "--set plugin.optim_hybrid_adam.lr=1e30 --max-restarts 3"));
+  INFO(r.output);
+  CHECK(r.exit_code == 6);
+  CHECK(contains(r.output, "zt: restart 1/3: rank "));
+  CHECK(!contains(r.output, "zt: restart 2/3"));
+  CHECK(contains(r.output, "failed again after step "));
+  CHECK(contains(r.output, "restarting cannot get past it"));
+  CHECK(contains(r.output, "numeric error"));
+}
+
+TEST_CASE("signals: SIGTERM to the launcher stops the ranks after a step with a checkpoint and "
+          "exit 0, and --resume auto continues on the uninterrupted run's losses") {
+  TempDir dir;
+  const int64_t steps = 3000;
+  const std::string straight = dir.file("straight"), stopped = dir.file("stopped");
+  const std::string total = " --set run.steps=" + std::to_string(steps);
+  auto r = run_command(tiny_job(straight, total));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // No periodic checkpoints: the signal's save is the only one.
+  BackgroundJob job(tiny_job(stopped, total), dir.file("stopped.log"));
+  REQUIRE(wait_until([&] { return zt::test::losses_of(stopped + "/metrics.jsonl").size() >= 20; },
+                     std::chrono::seconds(60)));
+  REQUIRE(kill(job.pid(), SIGTERM) == 0);
+  const int exit_code = job.wait(std::chrono::seconds(60));
+  const std::string log = zt::test::read_file(dir.file("stopped.log"));
+  INFO(log);
+  CHECK(exit_code == 0);
+  const fs::path ckpt = fs::path(stopped) / "checkpoints";
+  const std::string latest = zt::latest_checkpoint(ckpt.string());
+  REQUIRE(!latest.empty());
+  const int64_t at = zt::CheckpointReader(latest).step();
+  CHECK(at < steps);
+  CHECK(contains(log, "zt: stopped by SIGTERM after step " + std::to_string(at) + " of " +
+                          std::to_string(steps) + "; newest checkpoint: " + latest +
+                          "; continue with --resume auto"));
+  CHECK(zt::test::losses_of(stopped + "/metrics.jsonl").size() == static_cast<size_t>(at));
+  r = run_command(tiny_job(stopped, total + " --resume auto"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto expected = zt::test::losses_of(straight + "/metrics.jsonl");
+  const auto got = zt::test::losses_of(stopped + "/metrics.jsonl");
+  REQUIRE(got.size() == expected.size());
+  for (size_t s = 0; s < got.size(); ++s) {
+    INFO("step " << s + 1);
+    CHECK(got[s] == expected[s]);
+  }
+}
+
+TEST_CASE("signals: SIGUSR1 (Slurm's warning before preemption) stops the job the same way") {
+  TempDir dir;
+  BackgroundJob job(tiny_job(dir.file("out"), "--set run.steps=100000"), dir.file("job.log"));
+  REQUIRE(wait_until([&] { return zt::test::losses_of(dir.file("out/metrics.jsonl")).size() >= 5; },
+                     std::chrono::seconds(60)));
+  REQUIRE(kill(job.pid(), SIGUSR1) == 0);
+  const int exit_code = job.wait(std::chrono::seconds(60));
+  const std::string log = zt::test::read_file(dir.file("job.log"));
+  INFO(log);
+  CHECK(exit_code == 0);
+  CHECK(contains(log, "zt: stopped by SIGUSR1 after step "));
+  CHECK(!zt::latest_checkpoint(dir.file("out/checkpoints")).empty());
 }

@@ -29,7 +29,12 @@ struct LaunchSpec {
   // SIGTERM: ranks that failed at the same moment then exit with their own error, not ours.
   std::chrono::milliseconds settle{1000};
   std::chrono::milliseconds grace{5000};  // SIGTERM -> SIGKILL
-  std::chrono::milliseconds timeout{0};   // whole job; 0 = none
+  // SIGINT, SIGTERM or SIGUSR1 to the launcher: 0 stops the ranks (SIGTERM, then SIGKILL after
+  // `grace`), exit 128 + signal. > 0 forwards the signal to every rank and gives them this long
+  // to stop on their own (the trainer finishes its step and saves); the job's exit code is then
+  // 0 when every rank exits 0. A second signal kills the ranks at once.
+  std::chrono::milliseconds drain{0};
+  std::chrono::milliseconds timeout{0};  // whole job; 0 = none
 };
 
 struct LaunchResult {
