@@ -144,6 +144,18 @@ void check_same_state(const std::string& a, const std::string& b) {
   CHECK(differing == 0);
 }
 
+// `run`'s losses equal `reference`'s step for step, all `steps` of them (metrics.jsonl).
+void check_same_losses(const std::string& reference, const std::string& run, size_t steps) {
+  const auto expected = zt::test::losses_of(reference + "/metrics.jsonl");
+  const auto got = zt::test::losses_of(run + "/metrics.jsonl");
+  REQUIRE(expected.size() == steps);
+  REQUIRE(got.size() == expected.size());
+  for (size_t s = 0; s < got.size(); ++s) {
+    INFO("step " << s + 1);
+    CHECK(got[s] == expected[s]);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("checkpoint: a job killed with SIGKILL resumes and trains on bit for bit") {
@@ -185,14 +197,7 @@ TEST_CASE("checkpoint: a job killed with SIGKILL resumes and trains on bit for b
                                " (saved by: world 2, ZeRO stage 3, shard_bucket"));
   CHECK(contains(r.output, "resumed at step " + std::to_string(saved)));
   // metrics.jsonl: the killed run's steps up to the checkpoint, then the resumed run's.
-  const auto expected = zt::test::losses_of(straight + "/metrics.jsonl");
-  const auto got = zt::test::losses_of(resumed + "/metrics.jsonl");
-  REQUIRE(expected.size() == static_cast<size_t>(steps));
-  REQUIRE(got.size() == expected.size());
-  for (size_t s = 0; s < got.size(); ++s) {
-    INFO("step " << s + 1);
-    CHECK(got[s] == expected[s]);
-  }
+  check_same_losses(straight, resumed, steps);
   check_same_state(step_folder(fs::path(straight) / "checkpoints", steps),
                    step_folder(ckpt, steps));
 }
@@ -441,14 +446,7 @@ TEST_CASE("restarts: a rank killed mid-run under max_restarts = 2 is restarted f
       log, "zt: restart 1/2: rank 1 (pid " + std::to_string(victim) + ") was killed by signal 9"));
   CHECK(contains(log, "; all ranks start again from checkpoint " + ckpt.string() + "/step-"));
   CHECK(contains(log, "resumed at step"));
-  const auto expected = zt::test::losses_of(straight + "/metrics.jsonl");
-  const auto got = zt::test::losses_of(healed + "/metrics.jsonl");
-  REQUIRE(expected.size() == static_cast<size_t>(steps));
-  REQUIRE(got.size() == expected.size());
-  for (size_t s = 0; s < got.size(); ++s) {
-    INFO("step " << s + 1);
-    CHECK(got[s] == expected[s]);
-  }
+  check_same_losses(straight, healed, steps);
   check_same_state(step_folder(fs::path(straight) / "checkpoints", steps),
                    step_folder(ckpt, steps));
 }
@@ -498,13 +496,7 @@ TEST_CASE("signals: SIGTERM to the launcher stops the ranks after a step with a 
   r = run_command(tiny_job(stopped, total + " --resume auto"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  const auto expected = zt::test::losses_of(straight + "/metrics.jsonl");
-  const auto got = zt::test::losses_of(stopped + "/metrics.jsonl");
-  REQUIRE(got.size() == expected.size());
-  for (size_t s = 0; s < got.size(); ++s) {
-    INFO("step " << s + 1);
-    CHECK(got[s] == expected[s]);
-  }
+  check_same_losses(straight, stopped, steps);
 }
 
 TEST_CASE("signals: SIGUSR1 (Slurm's warning before preemption) stops the job the same way") {
@@ -519,4 +511,25 @@ TEST_CASE("signals: SIGUSR1 (Slurm's warning before preemption) stops the job th
   CHECK(exit_code == 0);
   CHECK(contains(log, "zt: stopped by SIGUSR1 after step "));
   CHECK(!zt::latest_checkpoint(dir.file("out/checkpoints")).empty());
+}
+
+TEST_CASE("signals: a second SIGTERM to the launcher stops the ranks at once, without waiting") {
+  // Steps of a few hundred ms, so the second signal lands while the first is being honoured.
+  TempDir dir;
+  BackgroundJob job(
+      zt::test::small_gpt_job(dir.file("out"), "--set run.steps=100000 --set model.n_layer=6 "
+                                               "--set model.d_model=512 --set model.n_head=8 "
+                                               "--set model.seq_len=128 --set data.micro_batch=8"),
+      dir.file("job.log"));
+  REQUIRE(wait_until([&] { return zt::test::losses_of(dir.file("out/metrics.jsonl")).size() >= 2; },
+                     std::chrono::seconds(120)));
+  REQUIRE(kill(job.pid(), SIGTERM) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(kill(job.pid(), SIGTERM) == 0);
+  const int exit_code = job.wait(std::chrono::seconds(30));
+  const std::string log = zt::test::read_file(dir.file("job.log"));
+  INFO(log);
+  CHECK(exit_code == 128 + SIGTERM);
+  CHECK(contains(log, "launcher received Terminated again; killing all ranks"));
+  CHECK(!contains(log, "zt: stopped by SIGTERM"));
 }
