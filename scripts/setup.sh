@@ -18,6 +18,8 @@ packages=(
   liburing-dev          # io_uring for offload_nvme
   libgloo-dev           # Gloo headers: bench/comm compares with ProcessGroupGloo
   chromium              # the A/B report's test renders report.html in headless Chromium
+  python3-torch         # PyTorch 1.13 (the same LibTorch): TorchScript test models and their
+                        # reference training; bench/train's TorchScript GPT
 )
 
 missing=()

@@ -140,8 +140,9 @@ int export_weights(const CliArgs& args, std::ostream& out) {
   for (const auto& p : plan.tensors) params += p.tensor->numel();
   out << "exported step " << reader.step() << " of " << reader.folder() << ": "
       << plan.tensors.size() << " tensors, " << params << " parameters, " << dtype.cli << ", "
-      << bytes_text(bytes) << (plan.kind == "gpt" ? ", Hugging Face GPT-2 names" : ", zt names")
-      << " -> " << args.out_path << "\n";
+      << bytes_text(bytes)
+      << (plan.kind == "gpt" ? ", Hugging Face GPT-2 names" : ", the model's own names") << " -> "
+      << args.out_path << "\n";
   return 0;
 }
 

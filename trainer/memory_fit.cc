@@ -166,6 +166,9 @@ int local_ranks(const Config& config, int world) {
 int64_t activation_bytes(const models::ModelShape& s, int64_t micro_batch, int64_t element_size,
                          bool checkpointing) {
   const double b = static_cast<double>(micro_batch), es = static_cast<double>(element_size);
+  // A TorchScript or plugin model's activations depend on code zt cannot see: counted as 0, so
+  // the check covers its model states, buffers and working set only.
+  if (s.custom) return 0;
   if (s.kind == "mlp") {
     const double layer = b * static_cast<double>(s.width) * es * (s.activation == "none" ? 1 : 2);
     const double loss = 4 * b * static_cast<double>(s.width) * 4;

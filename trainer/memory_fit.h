@@ -121,7 +121,8 @@ struct HostBudget {
 // The inputs of the estimate for `config` on `world` ranks.
 FitInputs fit_inputs(const Config& config, int world);
 // Bytes saved for backward by one micro batch of `micro_batch` samples, and the extra a backward
-// step adds on top (see memory_fit.cc for how it is estimated and how it was checked).
+// step adds on top (see memory_fit.cc for how it is estimated and how it was checked); 0 for
+// TorchScript and plugin models, whose activations zt cannot estimate.
 int64_t activation_bytes(const models::ModelShape& shape, int64_t micro_batch, int64_t element_size,
                          bool checkpointing);
 // The estimate: pure arithmetic over the inputs; `config` only names the file tiers.

@@ -18,6 +18,7 @@
 #include "memory_theory.h"
 #include "models/init_from.h"
 #include "models/model.h"
+#include "models/torchscript.h"
 #include "offload_tiers.h"
 #include "schedule.h"
 #include "stop_signals.h"
@@ -98,8 +99,8 @@ void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints
 }
 
 double tokens_per_step(const TrainRun& run) {
-  const models::ModelShape& shape = run.model->shape;
-  const int64_t tokens_per_sample = shape.kind == "gpt" ? shape.seq_len : 1;
+  const ModelInputs inputs = models::model_inputs(run.model->shape);
+  const int64_t tokens_per_sample = inputs.tokens ? inputs.seq_len : 1;
   return static_cast<double>(run.data->micro_batch() * run.setup.options.grad_accum *
                              run.env.world * tokens_per_sample);
 }
@@ -187,6 +188,17 @@ std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milli
 // Live A/B: hands the engine's state to arm `to` after optimizer step `step`. The state is saved
 // as a checkpoint under ab.switch_dir, every part but the communicator is rebuilt from the arm's
 // config (the model built again, partitioned), and the checkpoint is loaded into the new layout.
+// A model's buffers (masks, running statistics) as rank 0 holds them, on every rank: they are
+// not parameters, so the engine neither shards nor syncs them. Collective.
+void broadcast_buffers(TrainRun& run) {
+  if (!run.model->shape.custom) return;
+  for (auto& [name, buffer] : run.model->shape.custom->buffers()) {
+    at::Tensor flat = buffer.contiguous();
+    run.setup.comm->broadcast(flat, 0)->wait();
+    if (!flat.is_same(buffer)) buffer.copy_(flat);
+  }
+}
+
 // Collective. Returns the seconds it took on this rank.
 double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout, size_t to,
                   int64_t step) {
@@ -427,6 +439,9 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   run.model->seed = static_cast<uint64_t>(options.get_int("seed"));
   run.source = models::make_model_source(run.model->shape, run.model->seed);
   run.data = data::make_data(config, run.model->shape);
+  // Before the engine takes the parameters and before anything is written: a module that does
+  // not fit the data fails here with its own error.
+  if (run.model->shape.custom) models::check_first_batch(*run.model->shape.custom, *run.data);
   run.store = &store;
   run.timeout = timeout;
   run.live = live_ab_from_config(config);
@@ -439,6 +454,7 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
                                  *run.source);
   models::apply_init_from(*run.setup.engine, models::declared_parameters(*run.source), config,
                           env.rank);
+  broadcast_buffers(run);
   run.schedule = schedule_from_config(config, run.setup.optimizer->base_lr());
   const std::string out_dir = options.get_string("out_dir");
   if (leader) {

@@ -1,8 +1,8 @@
 // zt_bench_train's shared vocabulary: the plan (which trainer jobs, how many steps, how many
 // repetitions), what one trainer job measured, and the rows of the result (a stage and shard
-// strategy without offload, or an offload configuration, aggregated over repetitions). main.cc
-// plans, trainer_job.cc runs a job, metrics_file.cc reads what it wrote, report.cc aggregates and
-// prints.
+// strategy without offload, an offload configuration, or the built-in GPT against the same GPT
+// as TorchScript, aggregated over repetitions). main.cc plans, trainer_job.cc runs a job,
+// metrics_file.cc reads what it wrote, report.cc aggregates and prints.
 // Thread safety: plain values.
 #pragma once
 
@@ -46,6 +46,13 @@ constexpr Strategy kOffloadStrategy = kStrategies[1];
 // fp32 array, so a rank's ~5.4M-element shard streams in about 21 tiles.
 constexpr int64_t kOffloadSubGroup = 262144;
 
+// The TorchScript job, one more per repetition: the stage and strategy below with the bench's
+// GPT loaded from a TorchScript file (model.kind = "torchscript") that
+// tests/torchscript/torchscript_models.py writes to compute what the built-in GPT computes. Its
+// tokens/s is compared with the same stage and strategy's built-in job.
+constexpr int kTorchScriptStage = 3;
+constexpr Strategy kTorchScriptStrategy = kStrategies[1];
+
 struct Plan {
   // Steps per trainer job. At about 0.6 s a step for the ~11M-parameter GPT on two cores, 14
   // steps plus ~2 s of start-up keep 8 jobs x 2 repetitions at about 3.5 minutes. (Measured on
@@ -59,6 +66,11 @@ struct Plan {
   int reps = 2;
   // Run the kOffloads jobs too: 5 jobs of ~10 s per repetition, about 80% more time.
   bool offload = true;
+  // Run the TorchScript job too (one of ~10 s per repetition) when `python` can write its file.
+  bool torchscript = true;
+  // The Python with torch that writes the TorchScript file: Debian's python3-torch, which
+  // matches the LibTorch the trainer links; a python3 earlier on PATH (pyenv) may lack torch.
+  std::string python = "/usr/bin/python3";
   std::string json_path = "bench-results/train.json";
   std::string trainer = "";  // the trainer executable; empty: the one built with the bench
   // Folder for offload_nvme's files (plugin.offload_nvme.path). main.cc sets it: the option, or
@@ -66,13 +78,14 @@ struct Plan {
   std::string nvme_path = "";
 };
 
-// One trainer job: one (stage, strategy, offload) in one repetition.
+// One trainer job: one (stage, strategy, offload, model) in one repetition.
 struct JobSpec {
   int stage = 0;
   Strategy strategy{};
   int rep = 0;
   const char* offload_optimizer = "";  // offload plugin id, "" for none
   const char* offload_param = "";
+  std::string torchscript = "";  // the GPT's TorchScript file; "" for the built-in GPT
   bool offloaded() const { return *offload_optimizer || *offload_param; }
 };
 
@@ -136,6 +149,19 @@ struct OffloadRow {
   double total_over_theory() const {
     return theory_bytes > 0 ? static_cast<double>(total_bytes()) / theory_bytes : 0;
   }
+};
+
+// The built-in GPT against the same GPT as TorchScript (kTorchScriptStage, kTorchScriptStrategy,
+// no offload), over all repetitions.
+struct TorchScriptRow {
+  int world = 0;
+  int64_t builtin_parameters = 0;
+  int64_t torchscript_parameters = 0;  // equal to the built-in's when the file is the same GPT
+  int builtin_samples = 0;
+  int torchscript_samples = 0;
+  double builtin_tokens_per_s = 0;  // medians over the samples
+  double torchscript_tokens_per_s = 0;
+  double ratio() const { return torchscript_tokens_per_s / builtin_tokens_per_s; }
 };
 
 }  // namespace zt::bench

@@ -1,10 +1,12 @@
 // zt_bench_train: tokens/s and model-state bytes per rank of the real trainer for ZeRO stages 0-3
 // and both shard strategies, next to stage 0 (plain data parallel) and to ZeRO theory
 // (docs/architecture.md, "Benchmarks"), then the offload configurations (kOffloads): step time next
-// to the same stage without offload, and model-state bytes per tier. Each configuration is one
-// trainer job of 2 local ranks on a ~11M-parameter GPT; the jobs run one after another, interleaved
-// over repetitions, and the bench prints two tables and the targets and writes
-// bench-results/train.json. It exits non-zero only when a job failed.
+// to the same stage without offload, and model-state bytes per tier, and last the built-in GPT
+// against the same GPT as TorchScript (stage 3, shard_bucket): tokens/s of each. Each
+// configuration is one trainer job of 2 local ranks on a ~11M-parameter GPT; the jobs run one
+// after another, interleaved over repetitions, and the bench prints three tables and the targets
+// and writes bench-results/train.json. It exits non-zero only when a job failed; without a Python
+// that can write the TorchScript file it says so and leaves that table out.
 #include <linux/magic.h>
 #include <stdlib.h>
 #include <sys/statfs.h>
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,19 +32,25 @@ namespace {
 const char* kUsage =
     "usage: zt_bench_train [--steps N] [--warmup N] [--reps N] [--offload on|off] [--nvme-path "
     "DIR]\n"
-    "                      [--json PATH] [--trainer PATH]\n"
+    "                      [--torchscript on|off] [--python PATH] [--json PATH] [--trainer PATH]\n"
     "  Runs the trainer (configs/zero3.toml, 2 ranks, a ~11M-parameter GPT) for ZeRO stages 0-3\n"
     "  with shard_tensor and shard_bucket; prints tokens/s, step time against stage 0 and\n"
     "  model-state bytes per rank against theory, and the targets. Then 5 offload configurations\n"
     "  with shard_bucket (stage 3: optimizer states in offload_cpu or offload_nvme, parameters\n"
     "  also in offload_cpu or offload_nvme; stage 1: optimizer states in offload_nvme): step time\n"
-    "  against no offload and bytes per tier. Writes PATH.\n"
+    "  against no offload and bytes per tier. Then the same GPT as TorchScript (model.kind =\n"
+    "  torchscript, stage 3, shard_bucket): its tokens/s against the built-in GPT's, target at\n"
+    "  least 0.90x. Writes PATH.\n"
     "  --steps      training steps per job (default 14)\n"
     "  --warmup     leading steps of each job left out of the medians (default 3)\n"
-    "  --reps       interleaved passes over the 13 jobs; medians pool them (default 2)\n"
-    "  --offload    off: only the 8 jobs without offload, about half the time (default on)\n"
+    "  --reps       interleaved passes over the 14 jobs; medians pool them (default 2)\n"
+    "  --offload    off: no offload jobs, about half the time (default on)\n"
     "  --nvme-path  folder for offload_nvme's files, on the disk to measure (default: in the\n"
     "               bench's scratch folder, or beside PATH when that is on tmpfs or ramfs)\n"
+    "  --torchscript off: no TorchScript job (default on; skipped with a note when PATH of\n"
+    "               --python cannot write the file, e.g. without python3-torch)\n"
+    "  --python     the Python with torch that writes the TorchScript GPT (default\n"
+    "               /usr/bin/python3, Debian's python3-torch)\n"
     "  --json       results file (default bench-results/train.json, relative to the current "
     "folder)\n"
     "  --trainer    trainer executable (default: the one built with the bench)\n";
@@ -65,10 +74,10 @@ int parse_count(const std::string& text, const std::string& flag, int least) {
 bool parse_args(const std::vector<std::string>& args, Plan& plan) {
   for (size_t i = 1; i < args.size(); ++i) {
     std::string flag, value;
-    if (!next_option(
-            args, i,
-            {"--steps", "--warmup", "--reps", "--offload", "--nvme-path", "--json", "--trainer"},
-            kUsage, flag, value)) {
+    if (!next_option(args, i,
+                     {"--steps", "--warmup", "--reps", "--offload", "--nvme-path", "--torchscript",
+                      "--python", "--json", "--trainer"},
+                     kUsage, flag, value)) {
       return false;
     }
     if (flag == "--steps") {
@@ -77,11 +86,13 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
       plan.warmup = parse_count(value, flag, 0);
     } else if (flag == "--reps") {
       plan.reps = parse_count(value, flag, 1);
-    } else if (flag == "--offload") {
+    } else if (flag == "--offload" || flag == "--torchscript") {
       if (value != "on" && value != "off") {
-        throw ConfigError("--offload takes on or off, got '" + value + "'\n" + kUsage);
+        throw ConfigError(flag + " takes on or off, got '" + value + "'\n" + kUsage);
       }
-      plan.offload = value == "on";
+      (flag == "--offload" ? plan.offload : plan.torchscript) = value == "on";
+    } else if (flag == "--python") {
+      plan.python = value;
     } else if (flag == "--nvme-path") {
       plan.nvme_path = value;
     } else if (flag == "--json") {
@@ -144,10 +155,12 @@ std::string job_name(const JobSpec& job) {
   std::string name = "s" + std::to_string(job.stage) + "_" + job.strategy.name;
   if (*job.offload_optimizer) name += std::string("_opt-") + job.offload_optimizer;
   if (*job.offload_param) name += std::string("_par-") + job.offload_param;
+  if (!job.torchscript.empty()) name += "_torchscript";
   return name + "_r" + std::to_string(job.rep);
 }
 
-// "stage 3 bucket" or "stage 3 bucket opt:nvme par:cpu" (offload_nvme, offload_cpu)
+// "stage 3 bucket", "stage 3 bucket opt:nvme par:cpu" (offload_nvme, offload_cpu) or
+// "stage 3 bucket torchscript"
 std::string job_label(const JobSpec& job) {
   auto tier = [](const char* plugin) {
     const std::string id = plugin;
@@ -156,6 +169,7 @@ std::string job_label(const JobSpec& job) {
   std::string label = "stage " + std::to_string(job.stage) + " " + job.strategy.name;
   if (*job.offload_optimizer) label += " opt:" + tier(job.offload_optimizer);
   if (*job.offload_param) label += " par:" + tier(job.offload_param);
+  if (!job.torchscript.empty()) label += " torchscript";
   return label;
 }
 
@@ -179,6 +193,33 @@ bool run_job(const Plan& plan, const JobSpec& job, const std::string& scratch, J
   return true;
 }
 
+// Writes the bench's GPT as TorchScript to <scratch>/gpt.pt with the plan's Python. Returns the
+// file, or "" after a note saying why there is none: the row is a comparison the machine may be
+// unable to make (no python3-torch), not a failure of the trainer.
+std::string make_torchscript_gpt(const Plan& plan, const std::string& scratch) {
+  const std::string skip = "zt_bench_train: note: no TorchScript row: ";
+  std::error_code ec;
+  if (!std::filesystem::exists(plan.python, ec)) {
+    std::printf("%s%s does not exist (install python3-torch, or pass --python PATH)\n",
+                skip.c_str(), plan.python.c_str());
+    return "";
+  }
+  const std::string pt = scratch + "/gpt.pt";
+  const std::string log = scratch + "/gpt_pt.log";
+  if (run_logged(torchscript_gpt_command(plan, pt), log) == 0 && std::filesystem::exists(pt, ec)) {
+    return pt;
+  }
+  const std::string said = tail_lines(log, 6);
+  if (said.find("No module named 'torch'") != std::string::npos) {
+    std::printf("%s%s has no torch (install python3-torch, or pass --python PATH)\n", skip.c_str(),
+                plan.python.c_str());
+  } else {
+    std::printf("%s%s could not write the GPT as TorchScript; its last lines:\n%s", skip.c_str(),
+                plan.python.c_str(), said.c_str());
+  }
+  return "";
+}
+
 int run(const std::vector<std::string>& argv) {
   Plan plan;
   if (!parse_args(argv, plan)) {
@@ -190,10 +231,22 @@ int run(const std::vector<std::string>& argv) {
   ScratchDir scratch("zt_bench_train");
   NvmeDir nvme(plan, scratch.path());
   if (plan.nvme_path.empty()) plan.nvme_path = nvme.path();
-  // Every repetition runs all jobs, the offload ones after the 8 without.
+  const std::string torchscript = plan.torchscript ? make_torchscript_gpt(plan, scratch.path())
+                                                   : std::string();
+  // Every repetition runs all jobs, the offload ones after the 8 without. The TorchScript job
+  // runs right after the built-in job it is compared with, so drift of the machine between the
+  // two is the least it can be.
   std::vector<JobSpec> pass;
   for (int stage : kStages) {
-    for (const Strategy& strategy : kStrategies) pass.push_back(JobSpec{stage, strategy, 0});
+    for (const Strategy& strategy : kStrategies) {
+      pass.push_back(JobSpec{stage, strategy, 0});
+      if (!torchscript.empty() && stage == kTorchScriptStage &&
+          std::string(strategy.plugin) == kTorchScriptStrategy.plugin) {
+        JobSpec job{stage, strategy, 0};
+        job.torchscript = torchscript;
+        pass.push_back(job);
+      }
+    }
   }
   if (plan.offload) {
     for (const Offload& o : kOffloads) {
@@ -205,6 +258,10 @@ int run(const std::vector<std::string>& argv) {
               plan.steps, kRanks, plan.trainer.c_str());
   std::printf("%s\n", zt::bench::blas_line().c_str());
   if (plan.offload) std::printf("  offload_nvme files under %s\n", plan.nvme_path.c_str());
+  if (!torchscript.empty()) {
+    std::printf("  TorchScript GPT written by %s %s\n", plan.python.c_str(),
+                torchscript_gpt_command(plan, torchscript)[1].c_str());
+  }
   std::vector<std::pair<JobSpec, JobResult>> jobs;
   for (int rep = 0; rep < plan.reps; ++rep) {
     for (JobSpec job : pass) {
@@ -231,9 +288,15 @@ int run(const std::vector<std::string>& argv) {
                 kOffloadStrategy.plugin, static_cast<long long>(kOffloadSubGroup));
     print_offload_table(stdout, offload, rows);
   }
+  const std::optional<TorchScriptRow> ts = aggregate_torchscript(jobs, rows);
+  if (ts) {
+    std::printf("\nzt_bench_train: built-in GPT vs TorchScript GPT (stage %d, %s, %d ranks)\n\n",
+                kTorchScriptStage, kTorchScriptStrategy.plugin, ts->world);
+    print_torchscript_table(stdout, *ts);
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  write_json(plan.json_path, rows, checks, offload, plan, seconds);
+  write_json(plan.json_path, rows, checks, offload, ts, plan, seconds);
   std::printf("\nwrote %s (%.0f s in all)\n", plan.json_path.c_str(), seconds);
   return 0;
 }

@@ -39,7 +39,8 @@ std::string offload_label(const Offload& o) {
 }
 
 bool same_offload(const JobSpec& spec, const Offload& o) {
-  return spec.stage == o.stage && std::strcmp(spec.offload_optimizer, o.optimizer) == 0 &&
+  return spec.torchscript.empty() && spec.stage == o.stage &&
+         std::strcmp(spec.offload_optimizer, o.optimizer) == 0 &&
          std::strcmp(spec.offload_param, o.param) == 0;
 }
 
@@ -81,6 +82,20 @@ std::string offload_json(const OffloadRow& r) {
          ", \"samples\": " + std::to_string(r.samples) + "}";
 }
 
+std::string torchscript_json(const TorchScriptRow& t) {
+  return "{\"stage\": " + std::to_string(kTorchScriptStage) + ", \"strategy\": \"" +
+         kTorchScriptStrategy.name + "\", \"world\": " + std::to_string(t.world) +
+         ", \"builtin_tokens_per_s\": " + json_number(t.builtin_tokens_per_s) +
+         ", \"torchscript_tokens_per_s\": " + json_number(t.torchscript_tokens_per_s) +
+         ", \"ratio\": " + json_number(t.ratio()) +
+         ", \"target\": " + json_number(kMinTorchScriptOverBuiltin) +
+         ", \"met\": " + (t.ratio() >= kMinTorchScriptOverBuiltin ? "true" : "false") +
+         ", \"builtin_parameters\": " + std::to_string(t.builtin_parameters) +
+         ", \"torchscript_parameters\": " + std::to_string(t.torchscript_parameters) +
+         ", \"samples\": {\"builtin\": " + std::to_string(t.builtin_samples) +
+         ", \"torchscript\": " + std::to_string(t.torchscript_samples) + "}}";
+}
+
 std::string check_json(const TargetCheck& c) {
   return "{\"name\": \"" + c.name + "\", \"strategy\": \"" + c.strategy +
          "\", \"value\": " + json_number(c.value) + ", \"threshold\": " + json_number(c.threshold) +
@@ -99,7 +114,10 @@ std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& job
       std::vector<double> times, tokens;
       bool low = false;
       for (const auto& [spec, result] : jobs) {
-        if (spec.offloaded() || spec.stage != stage || spec.strategy.name != row.strategy) continue;
+        if (spec.offloaded() || !spec.torchscript.empty() || spec.stage != stage ||
+            spec.strategy.name != row.strategy) {
+          continue;
+        }
         times.insert(times.end(), result.step_time_s.begin(), result.step_time_s.end());
         tokens.insert(tokens.end(), result.tokens_per_s.begin(), result.tokens_per_s.end());
         row.model_state_bytes = std::max(row.model_state_bytes, result.model_state_bytes);
@@ -160,6 +178,27 @@ std::vector<OffloadRow> aggregate_offload(const std::vector<std::pair<JobSpec, J
     out.push_back(row);
   }
   return out;
+}
+
+std::optional<TorchScriptRow> aggregate_torchscript(
+    const std::vector<std::pair<JobSpec, JobResult>>& jobs, const std::vector<Row>& rows) {
+  const Row* base = find(rows, kTorchScriptStage, kTorchScriptStrategy.name);
+  if (!base) return std::nullopt;
+  TorchScriptRow t;
+  std::vector<double> tokens;
+  for (const auto& [spec, result] : jobs) {
+    if (spec.torchscript.empty()) continue;
+    tokens.insert(tokens.end(), result.tokens_per_s.begin(), result.tokens_per_s.end());
+    t.world = result.world;
+    t.torchscript_parameters = result.parameters;
+  }
+  if (tokens.empty()) return std::nullopt;
+  t.torchscript_samples = static_cast<int>(tokens.size());
+  t.torchscript_tokens_per_s = median(tokens);
+  t.builtin_samples = base->samples;
+  t.builtin_tokens_per_s = base->tokens_per_s;
+  t.builtin_parameters = base->parameters;
+  return t;
 }
 
 std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows) {
@@ -284,9 +323,35 @@ void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
                outside.empty() ? "" : " (outside: ", outside.c_str(), outside.empty() ? "" : ")");
 }
 
+void print_torchscript_table(std::FILE* out, const TorchScriptRow& t) {
+  std::fprintf(out, "%-12s %12s %10s %8s\n", "model", "parameters", "tokens/s", "steps");
+  std::fprintf(out, "%-12s %12lld %10.0f %8d\n", "built-in",
+               static_cast<long long>(t.builtin_parameters), t.builtin_tokens_per_s,
+               t.builtin_samples);
+  std::fprintf(out, "%-12s %12lld %10.0f %8d\n", "torchscript",
+               static_cast<long long>(t.torchscript_parameters), t.torchscript_tokens_per_s,
+               t.torchscript_samples);
+  std::fprintf(out,
+               "tokens/s: median over the steps after warm-up of every repetition; the built-in "
+               "row is the stage %d %s row of the first table\n",
+               kTorchScriptStage, kTorchScriptStrategy.name);
+  if (t.torchscript_parameters != t.builtin_parameters) {
+    // A different parameter count means the file is not the built-in GPT: the ratio compares
+    // two models, not two ways of running one.
+    std::fprintf(out, "warning: the TorchScript GPT has %lld parameters, the built-in %lld\n",
+                 static_cast<long long>(t.torchscript_parameters),
+                 static_cast<long long>(t.builtin_parameters));
+  }
+  const bool met = t.ratio() >= kMinTorchScriptOverBuiltin;
+  std::fprintf(out, "\ntarget (reported, not asserted):\n");
+  std::fprintf(out, "  %-4s TorchScript tokens/s >= %.2fx the built-in GPT's: %.3fx\n",
+               met ? "PASS" : "MISS", kMinTorchScriptOverBuiltin, t.ratio());
+}
+
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const std::vector<OffloadRow>& offload,
-                const Plan& plan, double total_seconds) {
+                const std::optional<TorchScriptRow>& torchscript, const Plan& plan,
+                double total_seconds) {
   std::ofstream out = open_results(path);
 
   out << "{\n  \"bench\": \"train\",\n  " << blas_json() << ",\n  \"steps\": " << plan.steps
@@ -305,7 +370,10 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
   for (size_t i = 0; i < offload.size(); ++i) {
     out << (i ? ",\n    " : "\n    ") << offload_json(offload[i]);
   }
-  out << (offload.empty() ? "]\n}\n" : "\n  ]\n}\n");
+  out << (offload.empty() ? "]" : "\n  ]");
+  // null when the TorchScript job did not run (--torchscript off, or no Python with torch).
+  out << ",\n  \"torchscript\": " << (torchscript ? torchscript_json(*torchscript) : "null")
+      << "\n}\n";
   if (!out) throw IoError("writing " + path + " failed");
 }
 

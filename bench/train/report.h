@@ -1,11 +1,12 @@
 // zt_bench_train's report: rows aggregated from the jobs, the printed tables, the targets
 // (evaluated and printed, never asserted: a miss is data, not a failure) and
 // bench-results/train.json. Offload rows have no targets; how far their bytes are from theory is
-// printed as information.
+// printed as information. The TorchScript comparison has its own target and table.
 // Thread safety: pure functions over rows, plus file output.
 #pragma once
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,6 +22,9 @@ constexpr double kMaxStage3OverStage0 = 1.5;
 // Not a target: the offload table says which configurations keep their model states, summed
 // over the tiers, within this of theory.
 constexpr double kOffloadInfoOffTheory = 0.05;
+// The GPT as TorchScript runs the same computation through the TorchScript interpreter; its
+// tokens/s should stay within 10% of the built-in GPT's.
+constexpr double kMinTorchScriptOverBuiltin = 0.90;
 
 struct TargetCheck {
   std::string name;      // "stage3_bytes_vs_theory" or "stage3_step_time_vs_stage0"
@@ -32,7 +36,7 @@ struct TargetCheck {
 
 // One row per (stage, strategy) in table order: medians over every repetition's post-warm-up
 // steps, bytes as the largest any repetition measured, theory from trainer/memory_theory.h.
-// Jobs with offload are left out of these rows.
+// Jobs with offload or a TorchScript model are left out of these rows.
 std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& jobs);
 std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows);
 // One row per kOffloads entry that has jobs, in that order: medians as aggregate(), bytes of the
@@ -41,6 +45,11 @@ std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows);
 std::vector<OffloadRow> aggregate_offload(const std::vector<std::pair<JobSpec, JobResult>>& jobs,
                                           const std::vector<Row>& rows);
 
+// The TorchScript jobs' medians against `rows`' row of the same stage and strategy; nullopt
+// without TorchScript jobs or without that row.
+std::optional<TorchScriptRow> aggregate_torchscript(
+    const std::vector<std::pair<JobSpec, JobResult>>& jobs, const std::vector<Row>& rows);
+
 void print_table(std::FILE* out, const std::vector<Row>& rows, const Plan& plan);
 void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks);
 // The offload table, its notes (the headline composition's tiers as the trainer described them,
@@ -48,9 +57,12 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks);
 // theory. `rows` give the step times the ratios are over.
 void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
                          const std::vector<Row>& rows);
+// The built-in and TorchScript tokens/s, their ratio and the target.
+void print_torchscript_table(std::FILE* out, const TorchScriptRow& ts);
 // Creates the file's folder if missing. Throws IoError when it cannot write.
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const std::vector<OffloadRow>& offload,
-                const Plan& plan, double total_seconds);
+                const std::optional<TorchScriptRow>& torchscript, const Plan& plan,
+                double total_seconds);
 
 }  // namespace zt::bench

@@ -1,7 +1,8 @@
-// The trainer's command line for one bench job.
+// The trainer's command line for one bench job, and the one that writes the TorchScript GPT.
 #include "trainer_job.h"
 
 #include "common/child_process.h"
+#include "zt/error.h"
 
 namespace zt::bench {
 
@@ -21,6 +22,12 @@ std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
   set("run.out_dir=" + out_dir);
   set("data.path=" + root + "/README.md");
   for (const std::string& kv : bench_gpt_overrides()) set(kv);
+  // The sizes above stay: a TorchScript model takes its shape from the file, but token data
+  // needs model.seq_len and model.vocab.
+  if (!job.torchscript.empty()) {
+    set("model.kind=torchscript");
+    set("model.path=" + job.torchscript);
+  }
   // Besides the plugins and the folder, configs/zero3_offload.toml differs from zero3.toml only
   // in its tile size and bounce-buffer pool (which the engine's aligned tiles do not use).
   if (job.offloaded()) set("zero.sub_group_size=" + std::to_string(kOffloadSubGroup));
@@ -32,6 +39,26 @@ std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
     set("plugin.offload_nvme.path=" + plan.nvme_path);
   }
   return argv;
+}
+
+std::vector<std::string> torchscript_gpt_command(const Plan& plan, const std::string& out_pt) {
+  // The sizes come from bench_gpt_overrides() rather than a copy, so the two GPTs stay one.
+  auto size = [](const std::string& key) {
+    const std::string prefix = "model." + key + "=";
+    for (const std::string& kv : bench_gpt_overrides()) {
+      if (kv.rfind(prefix, 0) == 0) return kv.substr(prefix.size());
+    }
+    throw ConfigError("the bench's GPT sets no " + prefix + "; cannot write it as TorchScript");
+  };
+  return {plan.python,
+          std::string(ZT_BENCH_SOURCE_DIR) + "/tests/torchscript/torchscript_models.py",
+          "gpt",
+          out_pt,
+          size("n_layer"),
+          size("n_head"),
+          size("d_model"),
+          size("seq_len"),
+          size("vocab")};
 }
 
 }  // namespace zt::bench

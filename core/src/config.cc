@@ -239,6 +239,22 @@ void check_combinations(const Config& config, Problems& problems) {
                  std::to_string(stage) + " at " + at(zero, "stage") +
                  "); parameters are only sharded, so only offloadable, in stage 3");
   }
+  const Options& model = config.section("model");
+  const bool plugin_model = model.get_string("kind") == "plugin";
+  if (plugin_model != !plugins.get_string("model").empty()) {
+    problems.add(plugin_model
+                     ? at(model, "kind") +
+                           ": model.kind = \"plugin\" needs plugins.model = \"<id>\", the model "
+                           "plugin to train; `trainer plugins list` shows the installed ones"
+                     : at(plugins, "model") + ": plugins.model = \"" + plugins.get_string("model") +
+                           "\" needs model.kind = \"plugin\" (it is \"" + model.get_string("kind") +
+                           "\" at " + at(model, "kind") +
+                           "); set both, or remove plugins.model to train the built-in model");
+  }
+  if (model.get_string("kind") == "torchscript" && model.get_string("path").empty()) {
+    problems.add(at(model, "kind") + ": model.kind = \"torchscript\" needs model.path, the file "
+                                     "torch.jit.script(module).save(path) wrote");
+  }
   for (const char* key : {"mics_shard_size", "shard_group_size"}) {
     if (zero.get_int(key) >= 0 && stage < 1) {
       problems.add(at(zero, key) + ": zero." + key + " = " + std::to_string(zero.get_int(key)) +
@@ -282,7 +298,6 @@ void check_combinations(const Config& config, Problems& problems) {
     problems.add(at(data, "kind") + ": data.kind = \"" + data.get_string("kind") +
                  "\" needs data.path");
   }
-  const Options& model = config.section("model");
   if (model.get_int("n_head") > 0 && model.get_int("d_model") > 0 &&
       model.get_int("d_model") % model.get_int("n_head") != 0) {
     problems.add(at(model, "d_model") +

@@ -73,7 +73,25 @@ SectionSpec model_section() {
   return {
       "model",
       "the model to train",
-      {opt_string("kind", "gpt", "model family", {"gpt", "mlp"}),
+      {opt_string("kind", "gpt",
+                  "model family: built in (gpt, mlp), a TorchScript file saved from PyTorch "
+                  "(torchscript: model.path), or a model plugin (plugin: plugins.model)",
+                  {"gpt", "mlp", "torchscript", "plugin"}),
+       opt_string("path", "", "torchscript: the file torch.jit.script(m).save() wrote"),
+       opt_string_list("units", {},
+                       "torchscript: the modules run as units, in call order ('blocks.*' = one "
+                       "unit per element of a ModuleList/Sequential); [] = the top-level "
+                       "children in order, containers expanded"),
+       opt_string("loss", "auto",
+                  "torchscript: 'method' calls the module's loss(output, target); "
+                  "'cross_entropy' (logits [..., C] vs class ids) or 'mse'; 'auto' = the "
+                  "module's loss method when it has one",
+                  {"auto", "method", "cross_entropy", "mse"}),
+       opt_double_list("input_shape", {},
+                       "torchscript on vectors: one sample's input shape (e.g. [3, 16, 16]); "
+                       "[] = the model takes token ids [B, seq_len] (model.seq_len, model.vocab)"),
+       opt_double_list("target_shape", {},
+                       "torchscript on vectors: one sample's target shape (e.g. [10])"),
        opt_string("preset", "tiny", "GPT size preset; explicit sizes below override it",
                   {"tiny", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "custom"}),
        opt_int("n_layer", 0, "GPT blocks (0 = from preset)", 0),
@@ -184,7 +202,8 @@ SectionSpec plugins_section() {
        opt_string("shard", "", "shard strategy plugin (stages 1-3)"),
        opt_string("optimizer", "", "optimizer plugin"),
        opt_string("offload_optimizer", "", "tier for optimizer states (stages 1-3); '' for none"),
-       opt_string("offload_param", "", "tier for parameter shards (stage 3); '' for none")}};
+       opt_string("offload_param", "", "tier for parameter shards (stage 3); '' for none"),
+       opt_string("model", "", "model plugin, with model.kind = \"plugin\"; '' for none")}};
 }
 
 SectionSpec checkpoint_section() {
@@ -237,7 +256,8 @@ const std::vector<PluginRole>& plugin_roles() {
                                                 {"shard", ZT_KIND_SHARD},
                                                 {"optimizer", ZT_KIND_OPTIMIZER},
                                                 {"offload_optimizer", ZT_KIND_OFFLOAD},
-                                                {"offload_param", ZT_KIND_OFFLOAD}};
+                                                {"offload_param", ZT_KIND_OFFLOAD},
+                                                {"model", ZT_KIND_MODEL}};
   return roles;
 }
 

@@ -57,13 +57,15 @@ const char* plugin_kind_name(ZtPluginKind kind) {
     case ZT_KIND_SHARD: return "shard";
     case ZT_KIND_OFFLOAD: return "offload";
     case ZT_KIND_OPTIMIZER: return "optimizer";
+    case ZT_KIND_MODEL: return "model";
     case ZT_KIND_UNKNOWN: break;
   }
   return "unknown";
 }
 
 ZtPluginKind plugin_kind_from_name(const std::string& name) {
-  for (ZtPluginKind k : {ZT_KIND_COMM, ZT_KIND_SHARD, ZT_KIND_OFFLOAD, ZT_KIND_OPTIMIZER}) {
+  for (ZtPluginKind k :
+       {ZT_KIND_COMM, ZT_KIND_SHARD, ZT_KIND_OFFLOAD, ZT_KIND_OPTIMIZER, ZT_KIND_MODEL}) {
     if (name == plugin_kind_name(k)) return k;
   }
   return ZT_KIND_UNKNOWN;

@@ -2,6 +2,8 @@
 // with the declared initial values written into the tensors it owns.
 #include "zt/model_source.h"
 
+#include "zt/model_plugin.h"
+
 #include <unordered_set>
 
 #include "zt/error.h"
@@ -9,6 +11,8 @@
 namespace zt {
 
 ModelSource::~ModelSource() = default;
+
+std::vector<std::pair<std::string, at::Tensor>> TrainableModel::buffers() { return {}; }
 
 namespace {
 

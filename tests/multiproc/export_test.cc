@@ -145,7 +145,7 @@ TEST_CASE("export: an MLP keeps zt's names, and a bad --checkpoint or --out give
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(contains(r.output, ": 4 tensors, 1200 parameters, fp32"));
-  CHECK(contains(r.output, "zt names"));
+  CHECK(contains(r.output, "the model's own names"));
   zt::SafetensorsReader file(dir.file("mlp.safetensors"));
   const zt::CheckpointReader ckpt(zt::resolve_checkpoint(dir.file("checkpoints")));
   CHECK(file.find("layer1.weight")->shape == std::vector<int64_t>{24, 24});

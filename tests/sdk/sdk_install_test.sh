@@ -6,7 +6,9 @@
 #   3. run the INSTALLED trainer: `plugins describe comm_local` (found through ZT_PLUGIN_PATH),
 #      `plugins list` (comm_ucx from the prefix and comm_local both load), and a one-rank smoke
 #      job over comm_local (found through [plugins] dirs) that checks every collective;
-#      and a two-rank job, which comm_local must refuse with a comm error.
+#      and a two-rank job, which comm_local must refuse with a comm error;
+#   4. build examples/model_plugin (a model plugin) against the prefix the same way and train it
+#      with the installed trainer on 2 ranks at stage 3, the plugin taken from its own build.
 # Along the way it checks that the template compiled with the installed headers only and that
 # the installed trainer runs from the prefix (its RUNPATH finds the installed libzt_core).
 #
@@ -137,4 +139,51 @@ rc=0
 expect_in "$tmp/job2.out" 'comm_local .*exactly 1 rank.*2 ranks.*comm_ucx' \
   "the refusal does not name the world size and comm_ucx"
 
-echo "PASS: installed zt SDK builds and loads the out-of-tree plugin comm_local"
+step "configure and build examples/model_plugin against $prefix"
+model_dir="$prefix/share/zt/examples/model_plugin"
+model_build="$tmp/model-build"
+[[ -f "$model_dir/model_resmlp.cc" ]] || fail "the install lacks $model_dir/model_resmlp.cc"
+logged configure-model "$cmake_cmd" -S "$model_dir" -B "$model_build" -G Ninja \
+  -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix${extra_prefix:+;$extra_prefix}" \
+  -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
+logged build-model "$cmake_cmd" --build "$model_build"
+[[ -f "$model_build/libzt_model_resmlp.so" ]] || fail "no libzt_model_resmlp.so in $model_build"
+
+step "describe model_resmlp: the out-of-tree build is found first (ZT_PLUGIN_PATH)"
+ZT_PLUGIN_PATH="$model_build" "$trainer" plugins describe model_resmlp >"$tmp/model-describe.out" 2>&1 ||
+  { cat "$tmp/model-describe.out" >&2; fail "'trainer plugins describe model_resmlp' failed"; }
+expect_in "$tmp/model-describe.out" '^model_resmlp .*model plugin' "describe does not name a model plugin"
+expect_in "$tmp/model-describe.out" "$model_build/libzt_model_resmlp.so" \
+  "the out-of-tree model plugin is not the one found first"
+
+step "two-rank stage-3 job on the out-of-tree model plugin ([plugins] dirs)"
+cat >"$tmp/model.toml" <<EOF
+[run]
+steps = 3
+out_dir = "$tmp/model-runs"
+[launch]
+nproc = 2
+timeout_s = 60
+[model]
+kind = "plugin"
+[data]
+kind = "synthetic"
+micro_batch = 2
+[zero]
+stage = 3
+[plugins]
+dirs = ["$model_build"]
+model = "model_resmlp"
+shard = "shard_bucket"
+optimizer = "optim_hybrid_adam"
+[plugin.model_resmlp]
+width = 32
+depth = 2
+EOF
+(cd "$tmp" && "$trainer" --config "$tmp/model.toml") >"$tmp/model.out" 2>&1 ||
+  { cat "$tmp/model.out" >&2; fail "the job on the out-of-tree model plugin failed"; }
+expect_in "$tmp/model.out" '^zt train: model_resmlp: input 32 -> 2 residual blocks of width 32' \
+  "the run header does not describe the plugin's model"
+expect_in "$tmp/model.out" '^step 3/3 ' "the job did not train 3 steps"
+
+echo "PASS: installed zt SDK builds and loads the out-of-tree plugins comm_local and model_resmlp"

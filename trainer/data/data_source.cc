@@ -62,31 +62,54 @@ class SyntheticTokens final : public DataSource {
   int64_t vocab_;
 };
 
-// Random input and target vectors for the mlp, both N(0, 1).
+// Random input and target vectors, both N(0, 1): one draw of input + target elements per
+// sample, split (for the mlp, [width] each).
 class SyntheticVectors final : public DataSource {
  public:
-  SyntheticVectors(uint64_t seed, int64_t micro_batch, int64_t grad_accum, int64_t width)
-      : DataSource(seed, micro_batch, grad_accum), width_(width) {}
+  SyntheticVectors(uint64_t seed, int64_t micro_batch, int64_t grad_accum,
+                   std::vector<int64_t> input_shape, std::vector<int64_t> target_shape)
+      : DataSource(seed, micro_batch, grad_accum),
+        input_shape_(std::move(input_shape)),
+        target_shape_(std::move(target_shape)) {}
 
   Batch get_samples(int64_t first, int64_t count) const override {
     check_request(first, count);
-    at::Tensor input = at::empty({count, width_}, at::kFloat);
-    at::Tensor target = at::empty({count, width_}, at::kFloat);
+    const int64_t in = numel(input_shape_), out = numel(target_shape_);
+    at::Tensor input = at::empty({count, in}, at::kFloat);
+    at::Tensor target = at::empty({count, out}, at::kFloat);
     for (int64_t i = 0; i < count; ++i) {
-      at::Tensor pair = at::randn({2, width_}, generator_for(sample_key(first + i)), at::kFloat);
-      input[i].copy_(pair[0]);
-      target[i].copy_(pair[1]);
+      at::Tensor draw = at::randn({in + out}, generator_for(sample_key(first + i)), at::kFloat);
+      input[i].copy_(draw.narrow(0, 0, in));
+      target[i].copy_(draw.narrow(0, in, out));
     }
-    return {input, target};
+    return {input.reshape(with_batch(count, input_shape_)),
+            target.reshape(with_batch(count, target_shape_))};
   }
 
   std::string describe() const override {
-    return "synthetic vectors: N(0, 1) input and target of width " + std::to_string(width_) +
-           ", seed " + std::to_string(seed());
+    return "synthetic vectors: N(0, 1) input " + dims(input_shape_) + " and target " +
+           dims(target_shape_) + ", seed " + std::to_string(seed());
   }
 
  private:
-  int64_t width_;
+  static int64_t numel(const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+  }
+  static std::vector<int64_t> with_batch(int64_t count, const std::vector<int64_t>& shape) {
+    std::vector<int64_t> out{count};
+    out.insert(out.end(), shape.begin(), shape.end());
+    return out;
+  }
+  static std::string dims(const std::vector<int64_t>& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+  }
+
+  std::vector<int64_t> input_shape_;
+  std::vector<int64_t> target_shape_;
 };
 
 // A whole file mapped read-only. Pages come in on first touch, so opening a large corpus costs
@@ -282,22 +305,24 @@ std::unique_ptr<DataSource> make_data(const Config& config, const models::ModelS
   const int64_t micro_batch = data.get_int("micro_batch");
   const int64_t grad_accum = data.get_int("grad_accum");
 
-  if (shape.kind == "mlp") {
+  const ModelInputs inputs = models::model_inputs(shape);
+  if (!inputs.tokens) {
     if (kind != "synthetic") {
       throw ConfigError(data.where("kind").str() + ": data.kind = \"" + kind +
-                        "\" gives token ids, which model.kind = \"mlp\" cannot take; use "
-                        "data.kind = \"synthetic\" with the mlp");
+                        "\" gives token ids, which model.kind = \"" + shape.kind +
+                        "\" cannot take (it takes vectors); use data.kind = \"synthetic\"");
     }
-    return std::make_unique<SyntheticVectors>(seed, micro_batch, grad_accum, shape.width);
+    return std::make_unique<SyntheticVectors>(seed, micro_batch, grad_accum, inputs.input_shape,
+                                              inputs.target_shape);
   }
   if (kind == "synthetic") {
-    return std::make_unique<SyntheticTokens>(seed, micro_batch, grad_accum, shape.seq_len,
-                                             shape.vocab);
+    return std::make_unique<SyntheticTokens>(seed, micro_batch, grad_accum, inputs.seq_len,
+                                             inputs.vocab);
   }
   const std::string& path = data.get_string("path");
   int element_size = 1;
   if (kind == "tokens") element_size = data.get_string("token_dtype") == "uint32" ? 4 : 2;
-  return std::make_unique<FileTokens>(seed, micro_batch, grad_accum, shape.seq_len, shape.vocab,
+  return std::make_unique<FileTokens>(seed, micro_batch, grad_accum, inputs.seq_len, inputs.vocab,
                                       kind, path, data.where("path").str(), element_size);
 }
 

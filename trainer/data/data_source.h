@@ -5,7 +5,8 @@
 // samples form a step does not depend on how its global batch is split: 1 rank x grad_accum 3
 // and 3 ranks x grad_accum 1 train on the same samples, and a run resumed at another world size
 // continues the stream where the checkpoint left it (the position is a sample index).
-// Kinds: synthetic (seeded random tokens for gpt, random vectors for mlp), text (a file's bytes
+// Kinds: synthetic (seeded random tokens for models on tokens, random vectors for models on
+// vectors: the mlp, vector TorchScript and plugin models), text (a file's bytes
 // are the tokens, vocab 256), tokens (a flat little-endian uint16/uint32 token file, mmapped).
 // File sources take each sample as a window of seq_len + 1 tokens at a seeded position: input =
 // its first seq_len tokens, target = the same shifted by one.
@@ -23,7 +24,8 @@
 
 namespace zt::data {
 
-// gpt: input and target int64 [count, seq_len]; mlp: float [count, width] each. On the CPU.
+// Tokens: input and target int64 [count, seq_len]; vectors: float [count, input_shape...] and
+// [count, target_shape...] (mlp: [count, width] each). On the CPU.
 struct Batch {
   at::Tensor input;
   at::Tensor target;
@@ -66,7 +68,7 @@ class DataSource {
   int64_t grad_accum_;
 };
 
-// The source [data] asks for, shaped for `shape` (seq_len/vocab for gpt, width for mlp); seed
+// The source [data] asks for, shaped as models::model_inputs(shape) says; seed
 // from run.seed. File sources open and check their file here: IoError when it cannot be read,
 // ConfigError when it does not fit the config (too short, size not a whole number of tokens);
 // a token id >= vocab raises ConfigError when the window holding it is read. Every message

@@ -69,8 +69,15 @@ std::optional<ExportedName> map_block_tensor(const std::string& rest, bool from_
 }  // namespace
 
 std::string model_kind_of(const std::vector<std::string>& zt_names) {
-  return std::find(zt_names.begin(), zt_names.end(), "wte.weight") != zt_names.end() ? "gpt"
-                                                                                     : "mlp";
+  if (std::find(zt_names.begin(), zt_names.end(), "wte.weight") == zt_names.end()) return "mlp";
+  // A TorchScript model may have a "wte" of its own: GPT only when every name is zt's GPT's.
+  for (const std::string& name : zt_names) {
+    if (is_top_level(name)) continue;
+    std::string index, rest;
+    if (split_indexed(name, "block", index, rest) && map_block_tensor(rest, true)) continue;
+    return "mlp";
+  }
+  return "gpt";
 }
 
 ExportedName exported_name(const std::string& model_kind, const std::string& zt_name) {

@@ -25,7 +25,8 @@ struct ExportedName {
   bool transpose = false;  // stored as its transpose (HF's Conv1D layout)
 };
 
-// "gpt" when the tensor names are a zt GPT's (there is a "wte.weight"), else "mlp".
+// "gpt" when the tensor names are a zt GPT's (a "wte.weight", and every name one of its), else
+// "mlp": names kept as they are (the mlp's, a TorchScript or plugin model's own).
 std::string model_kind_of(const std::vector<std::string>& zt_names);
 
 // How zt tensor `zt_name` of a model of `model_kind` ("gpt" | "mlp") is written.

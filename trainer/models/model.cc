@@ -9,8 +9,10 @@
 #include <unordered_set>
 
 #include "models/init_from.h"
+#include "models/torchscript.h"
 #include "models/units.h"
 #include "zt/error.h"
+#include "zt/plugin_loader.h"
 
 namespace zt::models {
 
@@ -55,6 +57,19 @@ ModelShape resolve_model_shape(const Config& config) {
   const Options& model = config.section("model");
   ModelShape shape;
   shape.kind = model.get_string("kind");
+  const uint64_t seed = static_cast<uint64_t>(config.section("run").get_int("seed"));
+  if (shape.kind == "torchscript") {
+    shape.custom = load_torchscript(config);
+    return shape;
+  }
+  if (shape.kind == "plugin") {
+    const std::string& id = config.section("plugins").get_string("model");
+    const auto& plugin = static_cast<const ModelPlugin&>(
+        *config.catalog().load_kind(id, ZT_KIND_MODEL, "plugins.model").factory);
+    shape.custom = plugin.create(config.plugin_options(id), seed);
+    if (!shape.custom) throw PluginError("model plugin '" + id + "' made no model (null)");
+    return shape;
+  }
   if (shape.kind == "mlp") {
     shape.width = model.get_int("width");
     shape.depth = model.get_int("depth");
@@ -101,7 +116,22 @@ ModelShape resolve_model_shape(const Config& config) {
   return shape;
 }
 
+ModelInputs model_inputs(const ModelShape& shape) {
+  if (shape.custom) return shape.custom->inputs();
+  ModelInputs in;
+  if (shape.kind == "mlp") {
+    in.tokens = false;
+    in.input_shape = {shape.width};
+    in.target_shape = {shape.width};
+  } else {
+    in.seq_len = shape.seq_len;
+    in.vocab = shape.vocab;
+  }
+  return in;
+}
+
 at::Tensor Model::loss(const at::Tensor& output, const at::Tensor& target) const {
+  if (shape.custom) return shape.custom->loss(output, target);
   at::Tensor out = output.to(at::kFloat);
   if (shape.kind == "gpt") {
     return torch::nn::functional::cross_entropy(out.reshape({-1, out.size(-1)}),
@@ -111,13 +141,25 @@ at::Tensor Model::loss(const at::Tensor& output, const at::Tensor& target) const
 }
 
 int64_t parameter_count(const ModelShape& s) {
+  if (s.custom) {
+    int64_t total = 0;
+    for (const ParamDecl& d : declared_parameters(*s.custom)) {
+      int64_t n = 1;
+      for (int64_t size : d.shape) n *= size;
+      total += n;
+    }
+    return total;
+  }
   if (s.kind == "mlp") return s.depth * (s.width * s.width + s.width);
   const int64_t d = s.d_model;
   // Per block: 2 LayerNorms (4d), qkv (3d^2 + 3d), attention out (d^2 + d), MLP (8d^2 + 5d).
   return s.n_layer * (12 * d * d + 13 * d) + s.vocab * d + s.seq_len * d + 2 * d;
 }
 
-int64_t unit_count(const ModelShape& s) { return s.kind == "mlp" ? s.depth : s.n_layer + 2; }
+int64_t unit_count(const ModelShape& s) {
+  if (s.custom) return s.custom->unit_count();
+  return s.kind == "mlp" ? s.depth : s.n_layer + 2;
+}
 
 int64_t Model::parameter_count() const {
   // A Model whose units the engine owns holds none: the shape says what they hold.
@@ -129,7 +171,9 @@ int64_t Model::parameter_count() const {
 
 std::string Model::describe() const {
   std::string sizes;
-  if (shape.kind == "gpt") {
+  if (shape.custom) {
+    sizes = shape.custom->describe();
+  } else if (shape.kind == "gpt") {
     sizes = "gpt (preset " + shape.preset + "): n_layer=" + std::to_string(shape.n_layer) +
             " n_head=" + std::to_string(shape.n_head) +
             " d_model=" + std::to_string(shape.d_model) +
@@ -145,6 +189,7 @@ std::string Model::describe() const {
 }
 
 std::unique_ptr<ModelSource> make_model_source(const ModelShape& shape, uint64_t seed) {
+  if (shape.custom) return detail::share_source(shape.custom);
   if (shape.kind == "gpt") return detail::make_gpt_source(shape, seed);
   if (shape.kind == "mlp") return detail::make_mlp_source(shape, seed);
   // The schema restricts the choices, so only a schema/factory mismatch gets here.
@@ -196,6 +241,28 @@ NamedTensors allocate(const std::vector<ParamDecl>& decls) {
     out.emplace_back(decl.name, at::empty(decl.shape, at::kFloat).requires_grad_());
   }
   return out;
+}
+
+namespace {
+
+// The engine owns the source it builds from; a loaded model is shared by every copy of its
+// shape, so the engine gets this forwarding handle instead.
+class SharedSource final : public ModelSource {
+ public:
+  explicit SharedSource(std::shared_ptr<TrainableModel> model) : model_(std::move(model)) {}
+  int64_t unit_count() const override { return model_->unit_count(); }
+  uint64_t seed() const override { return model_->seed(); }
+  std::vector<ParamDecl> declare(int64_t unit) const override { return model_->declare(unit); }
+  std::unique_ptr<Unit> build(int64_t unit) override { return model_->build(unit); }
+
+ private:
+  std::shared_ptr<TrainableModel> model_;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelSource> share_source(std::shared_ptr<TrainableModel> model) {
+  return std::make_unique<SharedSource>(std::move(model));
 }
 
 void check_unit_index(const std::string& kind, int64_t unit, int64_t count) {

@@ -2,6 +2,8 @@
 // order (unit i's output is unit i+1's input) and gathers/frees per unit:
 //   gpt: [embedding (wte + wpe)] [block0] ... [block{n_layer-1}] [final LayerNorm + tied LM head]
 //   mlp: [layer0] ... [layer{depth-1}], each Linear(width, width)
+//   torchscript: a module saved from PyTorch, its submodules as units (models/torchscript.h)
+//   plugin: what a model plugin's factory makes (zt/model_plugin.h)
 // Each model is a ModelSource (zt/model_source.h) that declares every unit's parameters before
 // building any: an element's initial value depends only on run.seed, the parameter's name and the
 // element's index (zt/param_init.h; never on the global torch RNG, the construction order or the
@@ -20,6 +22,7 @@
 #include <ATen/core/Tensor.h>
 
 #include "zt/config.h"
+#include "zt/model_plugin.h"
 #include "zt/model_source.h"
 #include "zt/unit.h"
 
@@ -28,7 +31,7 @@ namespace zt::models {
 // The resolved sizes of a model: preset fields with explicit non-zero [model] values on top.
 // Data sources read it too (sequence length, vocabulary, vector width).
 struct ModelShape {
-  std::string kind;  // "gpt" | "mlp"
+  std::string kind;  // "gpt" | "mlp" | "torchscript" | "plugin"
   // gpt
   std::string preset;
   int64_t n_layer = 0;
@@ -40,11 +43,20 @@ struct ModelShape {
   int64_t width = 0;
   int64_t depth = 0;
   std::string activation;  // "none" | "relu" | "gelu"
+  // torchscript, plugin: the loaded model, shared by every copy of this shape (its units, loss,
+  // inputs and declarations); null for the built-in kinds.
+  std::shared_ptr<TrainableModel> custom;
 };
+
+// What one sample of the model's input and target is (zt/model_plugin.h): gpt takes tokens
+// (seq_len, vocab), mlp vectors [width] -> [width], the others say themselves.
+ModelInputs model_inputs(const ModelShape& shape);
 
 // Reads [model] (and data.kind: byte-level text means vocab 256 unless model.vocab is set).
 // Throws ConfigError naming the key when the result is unusable (preset "custom" with a size
-// left at 0, d_model not divisible by n_head after the preset is applied).
+// left at 0, d_model not divisible by n_head after the preset is applied). For torchscript and
+// plugin kinds it loads the model (the file, or the plugin's factory): what load_torchscript()
+// and the plugin throw.
 ModelShape resolve_model_shape(const Config& config);
 // The parameters a model of this shape has, without building it (a model too large to build must
 // fail the memory check before it is built): make_model(shape, seed)->parameter_count().

@@ -24,6 +24,9 @@ std::unique_ptr<ModelSource> make_mlp_source(const ModelShape& shape, uint64_t s
 // engine points them into its flat buffers, or materialize_unit fills them.
 NamedTensors allocate(const std::vector<ParamDecl>& decls);
 
+// A ModelSource that forwards to `model` (torchscript and plugin models, shared by the shape).
+std::unique_ptr<ModelSource> share_source(std::shared_ptr<TrainableModel> model);
+
 // Throws InternalError naming the model kind unless 0 <= unit < count.
 void check_unit_index(const std::string& kind, int64_t unit, int64_t count);
 

@@ -7,16 +7,7 @@
 #include "zt/bytes.h"
 #include "zt/error.h"
 
-// Debian's LibTorch logs through glog, whose CHECK* macros collide with doctest's (model.h
-// brings LibTorch's headers): drop glog's before doctest defines its own.
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_LE
-#undef CHECK_GT
-#undef CHECK_GE
-#include <doctest/doctest.h>
+#include "../../tests/doctest_after_torch.h"
 
 #include "../../tests/test_util.h"
 

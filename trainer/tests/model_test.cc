@@ -6,16 +6,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-// Debian's LibTorch logs through glog, whose CHECK* macros collide with doctest's: drop glog's
-// before doctest defines its own (this file uses no glog checks).
-#undef CHECK
-#undef CHECK_EQ
-#undef CHECK_NE
-#undef CHECK_LT
-#undef CHECK_LE
-#undef CHECK_GT
-#undef CHECK_GE
-#include <doctest/doctest.h>
+#include "../../tests/doctest_after_torch.h"
 
 #include <cmath>
 #include <limits>

@@ -60,11 +60,12 @@ extern "C" {
 // What kind of part a plugin supplies. Values are part of the ABI; the underlying type is fixed
 // at uint32_t so the field below keeps the layout of the original uint32_t field.
 enum ZtPluginKind : uint32_t {
-  ZT_KIND_UNKNOWN = 0,   // not a plugin kind: what plugin_kind_from_name() returns for no match
-  ZT_KIND_COMM = 1,      // zt::CommunicatorPlugin (communicator.h)
-  ZT_KIND_SHARD = 2,     // zt::ShardStrategyPlugin (shard_strategy.h)
-  ZT_KIND_OFFLOAD = 3,   // zt::OffloadPlugin (offload.h)
-  ZT_KIND_OPTIMIZER = 4  // zt::OptimizerPlugin (optimizer.h)
+  ZT_KIND_UNKNOWN = 0,    // not a plugin kind: what plugin_kind_from_name() returns for no match
+  ZT_KIND_COMM = 1,       // zt::CommunicatorPlugin (communicator.h)
+  ZT_KIND_SHARD = 2,      // zt::ShardStrategyPlugin (shard_strategy.h)
+  ZT_KIND_OFFLOAD = 3,    // zt::OffloadPlugin (offload.h)
+  ZT_KIND_OPTIMIZER = 4,  // zt::OptimizerPlugin (optimizer.h)
+  ZT_KIND_MODEL = 5       // zt::ModelPlugin (model_plugin.h)
 };
 
 // Returned by zt_plugin_info_v1(). Plain C so it can be read whatever the plugin's C++ ABI.
@@ -93,8 +94,8 @@ static_assert(offsetof(ZtPluginInfoV1, kind) == sizeof(uint32_t) &&
 
 namespace zt {
 
-// "comm", "shard", "offload", "optimizer" (the names used in messages and by `trainer plugins
-// list`), or "unknown" for any other value. Never throws; any thread.
+// "comm", "shard", "offload", "optimizer", "model" (the names used in messages and by `trainer
+// plugins list`), or "unknown" for any other value. Never throws; any thread.
 ZT_API const char* plugin_kind_name(ZtPluginKind kind);
 // The inverse of plugin_kind_name(): the kind named `name`, or ZT_KIND_UNKNOWN. Never throws.
 ZT_API ZtPluginKind plugin_kind_from_name(const std::string& name);

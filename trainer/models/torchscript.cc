@@ -1,0 +1,497 @@
+// TorchScript modules as engine units: loading and checking the file, splitting the module into
+// units, finding tied parameters, the loss, and the first-batch check (models/torchscript.h).
+#include "models/torchscript.h"
+
+#include <caffe2/serialize/inline_container.h>
+#include <torch/script.h>
+#include <torch/version.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "zt/error.h"
+
+namespace zt::models {
+
+namespace {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// The line of a LibTorch / TorchScript error that says what went wrong: its last non-empty line
+// ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x8 and 16x4)"), without the
+// interpreter's traceback above it.
+std::string last_line(const std::string& what) {
+  std::istringstream in(what);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  }
+  const size_t start = last.find_first_not_of(" \t");
+  return start == std::string::npos ? what : last.substr(start);
+}
+
+// What a failure from LibTorch or the TorchScript interpreter (which throws plain
+// std::runtime_error) says, without C++ backtraces.
+std::string error_text(const std::exception& e) {
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  return last_line(c10_error ? c10_error->what_without_backtrace() : e.what());
+}
+
+std::string shape_text(const at::Tensor& t) {
+  std::string s = std::string(c10::toString(t.scalar_type())) + " [";
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? ", " : "") + std::to_string(t.size(d));
+  return s + "]";
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+bool is_container(const torch::jit::Module& m) {
+  const auto type = m.type()->name();
+  if (!type) return false;
+  const std::string name = type->qualifiedName();
+  auto ends_with = [&](const std::string& tail) {
+    return name.size() >= tail.size() &&
+           name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return ends_with(".ModuleList") || ends_with(".Sequential");
+}
+
+std::string class_name(const torch::jit::Module& m) {
+  const auto type = m.type()->name();
+  return type ? type->name() : "?";
+}
+
+// The submodule at dotted path `path` ("blocks.3"), or nothing.
+c10::optional<torch::jit::Module> find_submodule(const torch::jit::Module& root,
+                                                 const std::string& path) {
+  torch::jit::Module m = root;
+  std::istringstream parts(path);
+  std::string part;
+  while (std::getline(parts, part, '.')) {
+    if (!m.hasattr(part)) return c10::nullopt;
+    const c10::IValue v = m.attr(part);
+    if (!v.isModule()) return c10::nullopt;
+    m = v.toModule();
+  }
+  return m;
+}
+
+// Every unit candidate a user may name: top-level children, and each container's elements.
+std::vector<std::string> unit_candidates(const torch::jit::Module& root) {
+  std::vector<std::string> out;
+  for (const auto& child : root.named_children()) {
+    out.push_back(child.name);
+    if (!is_container(child.value)) continue;
+    for (const auto& element : child.value.named_children()) {
+      out.push_back(child.name + "." + element.name);
+    }
+  }
+  return out;
+}
+
+// One unit: a submodule whose forward the engine calls.
+class ScriptUnit final : public Unit {
+ public:
+  ScriptUnit(std::string name, torch::jit::Module module, NamedTensors params)
+      : name_(std::move(name)), module_(std::move(module)), params_(std::move(params)) {}
+
+  std::string name() const override { return name_; }
+
+  at::Tensor forward(const at::Tensor& input) override {
+    c10::IValue out = module_.forward({input});
+    if (!out.isTensor()) {
+      throw ConfigError("TorchScript unit '" + name_ + "' returned " + out.tagKind() +
+                        ", not one tensor; each unit's output is the next unit's input");
+    }
+    return out.toTensor();
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> parameters() override { return params_; }
+
+ private:
+  std::string name_;
+  torch::jit::Module module_;
+  NamedTensors params_;
+};
+
+class TorchScriptModel final : public TrainableModel {
+ public:
+  TorchScriptModel(const Config& config, torch::jit::Module module)
+      : module_(std::move(module)),
+        seed_(static_cast<uint64_t>(config.section("run").get_int("seed"))) {
+    const Options& model = config.section("model");
+    path_ = model.get_string("path");
+    what_ = "model.path = \"" + path_ + "\" (" + model.where("path").str() + ")";
+    module_.train(true);
+    choose_units(model);
+    take_parameters();
+    choose_inputs(config);
+    choose_loss(model);
+  }
+
+  int64_t unit_count() const override { return static_cast<int64_t>(units_.size()); }
+  uint64_t seed() const override { return seed_; }
+
+  std::vector<ParamDecl> declare(int64_t unit) const override {
+    check(unit);
+    return decls_[unit];
+  }
+
+  std::unique_ptr<Unit> build(int64_t unit) override {
+    check(unit);
+    return std::make_unique<ScriptUnit>(units_[unit].first, units_[unit].second, tensors_[unit]);
+  }
+
+  ModelInputs inputs() const override { return inputs_; }
+
+  at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override {
+    const at::Tensor out = output.to(at::kFloat);
+    if (loss_ == "method") {
+      return module_.get_method("loss")({out, target.to(out.device())}).toTensor();
+    }
+    if (loss_ == "cross_entropy") {
+      return at::cross_entropy_loss(out.reshape({-1, out.size(-1)}),
+                                    target.to(out.device()).reshape({-1}));
+    }
+    return at::mse_loss(out, target.to(out.device(), at::kFloat));
+  }
+
+  std::string describe() const override {
+    std::vector<std::string> names;
+    for (const auto& u : units_) names.push_back(u.first);
+    std::string text = "torchscript " + path_ + " (" + class_name(module_) + "): units " +
+                       join(names) + "; loss " + loss_;
+    for (const auto& [borrower, owner] : tied_) text += "; " + borrower + " tied to " + owner;
+    return text;
+  }
+
+  NamedTensors buffers() override {
+    NamedTensors out;
+    for (const auto& b : module_.named_buffers(true)) out.emplace_back(b.name, b.value);
+    return out;
+  }
+
+  void check_first_batch(const data::Batch& batch) {
+    torch::NoGradGuard no_grad;
+    // Eval mode: dropout would make the two forwards differ; running statistics stay as saved.
+    module_.train(false);
+    at::Tensor x = batch.input;
+    for (size_t i = 0; i < units_.size(); ++i) {
+      c10::IValue out;
+      try {
+        out = units_[i].second.forward({x});
+      } catch (const std::exception& e) {
+        throw ConfigError(what_ + ": unit '" + units_[i].first + "' (" + std::to_string(i + 1) +
+                          " of " + std::to_string(units_.size()) +
+                          ") failed on the first batch, input " + shape_text(x) + ": " +
+                          error_text(e) + "; " + data_hint());
+      }
+      if (!out.isTensor()) {
+        throw ConfigError(what_ + ": unit '" + units_[i].first + "' returned " + out.tagKind() +
+                          ", not one tensor; each unit's output must be the next unit's input "
+                          "(set model.units to such submodules)");
+      }
+      x = out.toTensor();
+    }
+    c10::IValue whole_out;
+    try {
+      whole_out = module_.forward({batch.input});
+    } catch (const std::exception& e) {
+      throw ConfigError(what_ + ": the module's own forward failed on the first batch, input " +
+                        shape_text(batch.input) + ": " + error_text(e) + "; " + data_hint());
+    }
+    const at::Tensor whole = whole_out.isTensor() ? whole_out.toTensor() : at::Tensor();
+    if (!whole.defined()) {
+      throw ConfigError(what_ + ": the module's forward returns " + whole_out.tagKind() +
+                        ", not one tensor; zt trains modules whose forward maps one tensor to one");
+    }
+    if (!whole.sizes().equals(x.sizes()) || !at::allclose(whole, x, 1e-4, 1e-5)) {
+      throw ConfigError(what_ + ": running the units one after another gives " + shape_text(x) +
+                        ", which is not what the module's forward gives (" + shape_text(whole) +
+                        "); its forward does more than feed each unit's output to the next. "
+                        "Set model.units to the submodules its forward calls, in call order, or "
+                        "move the extra computation into a submodule");
+    }
+    module_.train(true);
+    at::Tensor value;
+    try {
+      value = loss(x, batch.target);
+    } catch (const std::exception& e) {
+      throw ConfigError(what_ + ": the " + loss_ + " loss failed on the first batch, output " +
+                        shape_text(x) + ", target " + shape_text(batch.target) + ": " +
+                        error_text(e) + "; choose model.loss to fit");
+    }
+    if (value.numel() != 1 || !std::isfinite(value.item<double>())) {
+      throw ConfigError(
+          what_ + ": the " + loss_ + " loss of the first batch is " +
+          (value.numel() != 1 ? shape_text(value) + ", not a scalar" : std::string("not finite")) +
+          "; a loss method must return the mean loss as one number");
+    }
+  }
+
+ private:
+  void check(int64_t unit) const {
+    if (unit < 0 || unit >= unit_count()) {
+      throw InternalError("torchscript model: unit " + std::to_string(unit) + " out of range 0.." +
+                          std::to_string(unit_count() - 1));
+    }
+  }
+
+  std::string data_hint() const {
+    return inputs_.tokens ? "the data is token ids [micro_batch, model.seq_len = " +
+                                std::to_string(inputs_.seq_len) + "]"
+                          : "the data's shapes are model.input_shape and model.target_shape";
+  }
+
+  void choose_units(const Options& model) {
+    const std::vector<std::string> candidates = unit_candidates(module_);
+    std::vector<std::string> wanted = model.get_string_list("units");
+    if (wanted.empty()) {
+      for (const auto& child : module_.named_children()) {
+        wanted.push_back(is_container(child.value) ? child.name + ".*" : child.name);
+      }
+    }
+    for (const std::string& pattern : wanted) {
+      const bool all = pattern.size() > 2 && pattern.compare(pattern.size() - 2, 2, ".*") == 0;
+      const std::string path = all ? pattern.substr(0, pattern.size() - 2) : pattern;
+      c10::optional<torch::jit::Module> found = find_submodule(module_, path);
+      if (!found) {
+        throw ConfigError(model.where("units").str() + ": model.units entry \"" + pattern +
+                          "\" matches no submodule of " + path_ + "; it has: " + join(candidates) +
+                          " (use \"name.*\" for each element of a list)");
+      }
+      if (!all) {
+        units_.emplace_back(path, *found);
+        continue;
+      }
+      const size_t before = units_.size();
+      for (const auto& element : found->named_children()) {
+        units_.emplace_back(path + "." + element.name, element.value);
+      }
+      if (units_.size() == before) {
+        throw ConfigError(model.where("units").str() + ": model.units entry \"" + pattern +
+                          "\" names a module with no children in " + path_ +
+                          "; it has: " + join(candidates));
+      }
+    }
+    if (units_.empty()) {
+      throw ConfigError(what_ +
+                        ": the module has no submodules to run as units; wrap its layers "
+                        "in submodules (or an nn.Sequential) so the engine can gather and free "
+                        "each in turn");
+    }
+  }
+
+  // Each unit's parameters under the module's own names; a tensor (or storage) seen in an
+  // earlier unit is borrowed from it and the later module is pointed at the owner's tensor.
+  void take_parameters() {
+    struct Owner {
+      std::string name;
+      at::Tensor tensor;
+    };
+    std::vector<Owner> owners;
+    auto same = [](const at::Tensor& a, const at::Tensor& b) {
+      return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl() ||
+             (a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl() &&
+              a.storage_offset() == b.storage_offset() && a.sizes().equals(b.sizes()) &&
+              a.strides().equals(b.strides()));
+    };
+    std::map<std::string, std::string> unit_of;
+    for (const auto& [unit, module] : units_) {
+      NamedTensors tensors;
+      std::vector<ParamDecl> decls;
+      for (const auto& p : module.named_parameters(true)) {
+        const std::string name = unit + "." + p.name;
+        if (!p.value.requires_grad()) {
+          throw ConfigError(what_ + ": parameter " + name +
+                            " does not require grad (frozen); zt "
+                            "trains every parameter: register it with register_buffer instead");
+        }
+        if (unit_of.count(name)) {
+          throw ConfigError(what_ + ": parameter " + name + " is in units '" + unit_of[name] +
+                            "' and '" + unit +
+                            "'; model.units must not list a module and one "
+                            "of its submodules");
+        }
+        unit_of[name] = unit;
+        const Owner* owner = nullptr;
+        for (const Owner& o : owners) {
+          if (same(o.tensor, p.value)) owner = &o;
+        }
+        if (owner) {
+          if (owner->tensor.unsafeGetTensorImpl() != p.value.unsafeGetTensorImpl()) {
+            point_at(name, owner->tensor);
+          }
+          tied_.emplace_back(name, owner->name);
+          tensors.emplace_back(owner->name, owner->tensor);
+          decls.push_back({owner->name, owner->tensor.sizes().vec(), ParamInit::constant(0)});
+          continue;
+        }
+        owners.push_back({name, p.value});
+        // The saved values, kept by this alias of the loaded storage after the engine re-points
+        // the parameter into its own buffers.
+        const at::Tensor saved = p.value.detach();
+        tensors.emplace_back(name, p.value);
+        decls.push_back(
+            {name, p.value.sizes().vec(),
+             ParamInit::from_function([saved](const at::Tensor& full) { full.copy_(saved); })});
+      }
+      tensors_.push_back(std::move(tensors));
+      decls_.push_back(std::move(decls));
+    }
+    if (owners.empty()) {
+      throw ConfigError(what_ + ": the module has no parameters, so there is nothing to train");
+    }
+    for (const auto& p : module_.named_parameters(true)) {
+      if (unit_of.count(p.name)) continue;
+      bool tied = false;
+      for (const Owner& o : owners) tied = tied || same(o.tensor, p.value);
+      if (tied) continue;
+      throw ConfigError(what_ + ": parameter " + p.name + " belongs to no unit (units: " +
+                        join(unit_names()) + "); add its module to model.units" +
+                        (p.name.find('.') == std::string::npos
+                             ? ", or move it from the top-level module into a submodule"
+                             : ""));
+    }
+  }
+
+  // Makes attribute `name` ("head.weight") of the module refer to `owner`.
+  void point_at(const std::string& name, const at::Tensor& owner) {
+    const size_t dot = name.rfind('.');
+    c10::optional<torch::jit::Module> holder = find_submodule(module_, name.substr(0, dot));
+    if (!holder) throw InternalError("torchscript model: no module holds " + name);
+    holder->setattr(name.substr(dot + 1), owner);
+  }
+
+  std::vector<std::string> unit_names() const {
+    std::vector<std::string> names;
+    for (const auto& u : units_) names.push_back(u.first);
+    return names;
+  }
+
+  void choose_inputs(const Config& config) {
+    const Options& model = config.section("model");
+    const std::vector<double>& in = model.get_double_list("input_shape");
+    const std::vector<double>& target = model.get_double_list("target_shape");
+    auto sizes = [&](const char* key, const std::vector<double>& values) {
+      std::vector<int64_t> out;
+      for (double v : values) {
+        if (v < 1 || v != std::floor(v)) {
+          throw ConfigError(model.where(key).str() + ": model." + key +
+                            " must list whole sizes >= 1 (one sample's shape, without the batch)");
+        }
+        out.push_back(static_cast<int64_t>(v));
+      }
+      return out;
+    };
+    if (!in.empty() || !target.empty()) {
+      if (in.empty() || target.empty()) {
+        throw ConfigError(model.where(in.empty() ? "target_shape" : "input_shape").str() +
+                          ": a model on vectors needs both model.input_shape and "
+                          "model.target_shape (one sample each, without the batch)");
+      }
+      inputs_.tokens = false;
+      inputs_.input_shape = sizes("input_shape", in);
+      inputs_.target_shape = sizes("target_shape", target);
+      return;
+    }
+    inputs_.seq_len = model.get_int("seq_len");
+    const bool byte_level = config.section("data").get_string("kind") == "text";
+    inputs_.vocab = model.get_int("vocab") > 0 ? model.get_int("vocab") : (byte_level ? 256 : 0);
+    if (inputs_.seq_len <= 0 || inputs_.vocab <= 0) {
+      throw ConfigError(what_ + ": a TorchScript model on token ids needs model.seq_len and "
+                                "model.vocab (byte-level text: vocab 256); for vector data set "
+                                "model.input_shape and model.target_shape instead");
+    }
+  }
+
+  void choose_loss(const Options& model) {
+    loss_ = model.get_string("loss");
+    const bool has_method = module_.find_method("loss").has_value();
+    if (loss_ == "auto") loss_ = has_method ? "method" : inputs_.tokens ? "cross_entropy" : "mse";
+    if (loss_ == "method" && !has_method) {
+      throw ConfigError(model.where("loss").str() + ": model.loss = \"method\" but " + path_ +
+                        " (" + class_name(module_) +
+                        ") has no loss method; add "
+                        "`def loss(self, output, target)` (scripted: @torch.jit.export) or choose "
+                        "\"cross_entropy\" or \"mse\"");
+    }
+    if (loss_ == "cross_entropy" && !inputs_.tokens) {
+      throw ConfigError(model.where("loss").str() +
+                        ": model.loss = \"cross_entropy\" needs "
+                        "class ids as targets, but vector data gives N(0, 1) targets; use "
+                        "\"mse\" or a loss method");
+    }
+  }
+
+  torch::jit::Module module_;
+  uint64_t seed_;
+  std::string path_;
+  std::string what_;  // "model.path = "m.pt" (job.toml:5:1)", for messages
+  std::vector<std::pair<std::string, torch::jit::Module>> units_;
+  std::vector<NamedTensors> tensors_;
+  std::vector<std::vector<ParamDecl>> decls_;
+  std::vector<std::pair<std::string, std::string>> tied_;  // (borrower, owner)
+  ModelInputs inputs_;
+  std::string loss_;
+};
+
+// Refuses what torch::jit::load would fail on with a message that says what the file is.
+void check_archive(const std::string& path, const std::string& what) {
+  if (!std::ifstream(path, std::ios::binary)) {
+    throw IoError("cannot read " + what +
+                  "; check the path (relative paths start from the "
+                  "working directory)");
+  }
+  const std::string saved_by = "save it with PyTorch <= " TORCH_VERSION
+                               " (the LibTorch zt links) or export it again there";
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    if (!reader.hasRecord("constants.pkl")) {
+      throw ConfigError(what +
+                        " is a torch.save() archive (a state dict or pickled object), not "
+                        "a TorchScript module; save it with torch.jit.script(model).save(path)");
+    }
+  } catch (const c10::Error& e) {
+    const std::string why = e.what_without_backtrace();
+    if (why.find("maximum supported version") != std::string::npos) {
+      throw ConfigError(what +
+                        " was saved by a newer PyTorch than LibTorch " TORCH_VERSION " reads (" +
+                        last_line(why) + "); " + saved_by);
+    }
+    throw ConfigError(what + " is not a TorchScript file (" + last_line(why) +
+                      "); save the module with torch.jit.script(model).save(path)");
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<TrainableModel> load_torchscript(const Config& config) {
+  const Options& model = config.section("model");
+  const std::string& path = model.get_string("path");
+  const std::string what = "model.path = \"" + path + "\" (" + model.where("path").str() + ")";
+  check_archive(path, what);
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(path, torch::kCPU);
+  } catch (const std::exception& e) {
+    throw ConfigError(what + ": LibTorch " TORCH_VERSION " cannot load it: " + error_text(e) +
+                      "; a module saved by a newer PyTorch may use operators this version lacks: "
+                      "save it with PyTorch <= " TORCH_VERSION);
+  }
+  return std::make_shared<TorchScriptModel>(config, std::move(module));
+}
+
+void check_first_batch(TrainableModel& model, const data::DataSource& data) {
+  auto* script = dynamic_cast<TorchScriptModel*>(&model);
+  if (script) script->check_first_batch(data.get_samples(0, data.micro_batch()));
+}
+
+}  // namespace zt::models
