@@ -1,16 +1,15 @@
-// zt_bench_adam's contestants: allocation, one timed step of each, and the thread setting.
+// zt_bench_adam's contestants: allocation, timed samples of each, and the thread setting.
 #include "contestants.h"
 
 #include <omp.h>
 
 #include <chrono>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "bench_adam.h"
-#include "roofline.h"
+#include "isa.h"
 #include "zt/error.h"
 #include "zt/options.h"
 #include "zt/plugin_loader.h"
@@ -23,19 +22,30 @@ namespace {
 constexpr double kLr = 1e-3;
 constexpr double kWeightDecay = 0.01;
 
-std::unique_ptr<Optimizer> make_zt() {
+std::unique_ptr<Optimizer> make_zt(const std::string& isa) {
   static PluginCatalog catalog;
   const OptimizerPlugin& plugin = catalog.optimizer("optim_hybrid_adam");
   std::map<std::string, Value> values = {
       {"lr", kLr}, {"weight_decay", kWeightDecay}, {"adamw", true}};
+  use_zt_isa(isa);  // read by create(), so the kernel is surely the ISA its roofline is
   return plugin.create(Options("plugin.optim_hybrid_adam", plugin.options(), values, {}));
 }
 
+// No sample is more steps than this, whatever the clock says.
+constexpr int kMaxSteps = 1 << 20;
+
+// Steps until min_s have passed. The count adapts to each sample, so a step slowed by another
+// process costs one sample its length, not every sample of the contestant.
 template <typename F>
-double seconds_of(F&& f) {
+Sample sample_of(F&& step, double min_s) {
   const auto start = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  Sample s;
+  do {
+    step();
+    ++s.steps;
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  } while (s.seconds < min_s && s.steps < kMaxSteps);
+  return s;
 }
 
 }  // namespace
@@ -45,14 +55,14 @@ void set_threads(int threads) {
   omp_set_num_threads(threads);
 }
 
-Contestants::Contestants(int64_t params) : params_(params) {
+Contestants::Contestants(int64_t params, const std::vector<std::string>& isas) : params_(params) {
   // Every page is written here, so no contestant pays the first-touch faults in its timing.
   param_ = torch::randn({params});
   grad_ = torch::randn({params});
   exp_avg_ = torch::zeros({params});
   exp_avg_sq_ = torch::zeros({params});
   copy_ = torch::zeros({params}, torch::kBFloat16);
-  zt_ = make_zt();
+  for (const std::string& isa : isas) zt_[isa] = make_zt(isa);
 
   torch_param_ = param_.clone();
   torch_param_.mutable_grad() = grad_.clone();
@@ -61,29 +71,24 @@ Contestants::Contestants(int64_t params) : params_(params) {
   torch_ = std::make_unique<torch::optim::AdamW>(std::vector<torch::Tensor>{torch_param_}, options);
 }
 
-double Contestants::step_zt(bool bf16_copy) {
-  ShardTensors shard{param_, grad_, {exp_avg_, exp_avg_sq_}, bf16_copy ? copy_ : torch::Tensor()};
-  const StepArgs args{++zt_steps_, kLr, 1.0};
-  return seconds_of([&] { zt_->step({shard}, args); });
-}
-
-double Contestants::step_torch_adamw() {
-  return seconds_of([&] { torch_->step(); });
-}
-
-double Contestants::step_roofline() {
-  return seconds_of([&] {
-    roofline_pass(param_.data_ptr<float>(), grad_.data_ptr<float>(), exp_avg_.data_ptr<float>(),
-                  exp_avg_sq_.data_ptr<float>(), params_);
-  });
-}
-
-double Contestants::step(const char* impl) {
-  if (std::strcmp(impl, kZt) == 0) return step_zt(false);
-  if (std::strcmp(impl, kZtBf16Copy) == 0) return step_zt(true);
-  if (std::strcmp(impl, kTorchAdamW) == 0) return step_torch_adamw();
-  if (std::strcmp(impl, kRoofline) == 0) return step_roofline();
-  throw InternalError(std::string("zt_bench_adam: no contestant named ") + impl);
+Sample Contestants::run(const std::string& impl, const std::string& isa, double min_s) {
+  if (impl == kTorchAdamW) return sample_of([&] { torch_->step(); }, min_s);
+  if (impl == kRoofline) {
+    const RooflinePass pass = roofline_pass(isa);
+    float* p = param_.data_ptr<float>();
+    const float* g = grad_.data_ptr<float>();
+    float* m = exp_avg_.data_ptr<float>();
+    float* v = exp_avg_sq_.data_ptr<float>();
+    return sample_of([&] { pass(p, g, m, v, params_); }, min_s);
+  }
+  const auto zt = zt_.find(isa);
+  if (zt == zt_.end() || (impl != kZt && impl != kZtBf16Copy)) {
+    throw InternalError("zt_bench_adam: no contestant " + impl + " on " + isa);
+  }
+  // Built outside the clock, as the engine builds its shard list once for a step.
+  const std::vector<ShardTensors> shards = {
+      {param_, grad_, {exp_avg_, exp_avg_sq_}, impl == kZtBf16Copy ? copy_ : torch::Tensor()}};
+  return sample_of([&] { zt->second->step(shards, StepArgs{++zt_steps_, kLr, 1.0}); }, min_s);
 }
 
 }  // namespace zt::bench

@@ -1,13 +1,16 @@
-// The four contestants of zt_bench_adam over one size: optim_hybrid_adam loaded through the
-// plugin catalog as the engine loads it (fp32 step, and with a bf16 copy-out),
-// torch::optim::AdamW on its own tensors, and the memory roofline pass over zt's own arrays.
-// Each step() call times exactly one step.
+// The contestants of zt_bench_adam over one size: optim_hybrid_adam loaded through the plugin
+// catalog as the engine loads it, one optimizer per ISA (fp32 step, and with a bf16 copy-out),
+// the roofline pass of each ISA over zt's own arrays, and torch::optim::AdamW on its own
+// tensors. run() takes one timed sample of one of them: back-to-back steps for a given time.
 // Thread safety: one thread drives it; the steps themselves use the OpenMP threads set by
 // set_threads().
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -19,22 +22,26 @@ namespace zt::bench {
 // which are one libgomp pool here.
 void set_threads(int threads);
 
+struct Sample {
+  double seconds = 0;
+  int steps = 0;
+};
+
 class Contestants {
  public:
   // Allocates about 36 bytes per parameter for zt (p, g, m, v, a bf16 copy) and 16 for LibTorch.
-  explicit Contestants(int64_t params);
+  // `isas` are concrete and run here (isa.h).
+  Contestants(int64_t params, const std::vector<std::string>& isas);
 
-  double step_zt(bool bf16_copy);  // seconds of one optim_hybrid_adam step
-  double step_torch_adamw();       // seconds of one torch::optim::AdamW step
-  double step_roofline();          // seconds of one roofline pass over zt's arrays
-  // Seconds of one step of the named contestant (kImpls).
-  double step(const char* impl);
+  // Back-to-back steps of `impl` (bench_adam.h) until min_s have passed (one step for 0): zt's
+  // kernel or roofline pass of `isa`, or AdamW, which ignores `isa`.
+  Sample run(const std::string& impl, const std::string& isa, double min_s);
 
  private:
   int64_t params_;
   torch::Tensor param_, grad_, exp_avg_, exp_avg_sq_, copy_;
-  std::unique_ptr<Optimizer> zt_;
-  int64_t zt_steps_ = 0;
+  std::map<std::string, std::unique_ptr<Optimizer>> zt_;  // by ISA
+  int64_t zt_steps_ = 0;  // shared: the optimizers take turns on one set of arrays
   torch::Tensor torch_param_;
   std::unique_ptr<torch::optim::AdamW> torch_;
 };

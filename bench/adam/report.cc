@@ -2,32 +2,37 @@
 #include "report.h"
 #include "common/bench_util.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "isa.h"
 #include "zt/error.h"
 
 namespace zt::bench {
 
 namespace {
 
-const Row* find(const std::vector<Row>& rows, const std::string& impl, int64_t params,
-                int threads) {
+const Row* find(const std::vector<Row>& rows, const std::string& impl, const std::string& isa,
+                int64_t params, int threads) {
   for (const Row& r : rows) {
-    if (r.impl == impl && r.params == params && r.threads == threads) return &r;
+    if (r.impl == impl && r.isa == isa && r.params == params && r.threads == threads) return &r;
   }
   return nullptr;
 }
 
 std::string row_json(const Row& r) {
-  return "{\"impl\": " + json_string(r.impl) + ", \"params\": " + std::to_string(r.params) +
+  return "{\"impl\": " + json_string(r.impl) + ", \"isa\": " + json_string(r.isa) +
+         ", \"params\": " + std::to_string(r.params) +
          ", \"threads\": " + std::to_string(r.threads) +
          ", \"mparams_per_s\": " + json_number(r.mparams_per_s()) +
          ", \"gbps\": " + json_number(r.gbps()) + ", \"step_ms\": " + json_number(r.step_s * 1e3) +
-         ", \"samples\": " + std::to_string(r.samples) + "}";
+         ", \"samples\": " + std::to_string(r.samples) +
+         ", \"steps_per_sample\": " + std::to_string(r.steps_per_sample) + "}";
 }
 
 std::string check_json(const TargetCheck& c) {
@@ -36,13 +41,19 @@ std::string check_json(const TargetCheck& c) {
          ", \"pass\": " + (c.pass ? "true" : "false") + "}";
 }
 
+std::string json_strings(const std::vector<std::string>& items) {
+  std::string out = "[";
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + json_string(items[i]);
+  return out + "]";
+}
+
 }  // namespace
 
-std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows) {
-  const Row* zt = find(rows, kZt, kTargetParams, kTargetThreads);
-  const Row* copy = find(rows, kZtBf16Copy, kTargetParams, kTargetThreads);
-  const Row* torch = find(rows, kTorchAdamW, kTargetParams, kTargetThreads);
-  const Row* roof = find(rows, kRoofline, kTargetParams, kTargetThreads);
+std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows, const std::string& isa) {
+  const Row* zt = find(rows, kZt, isa, kTargetParams, kTargetThreads);
+  const Row* copy = find(rows, kZtBf16Copy, isa, kTargetParams, kTargetThreads);
+  const Row* torch = find(rows, kTorchAdamW, kLibtorchIsa, kTargetParams, kTargetThreads);
+  const Row* roof = find(rows, kRoofline, isa, kTargetParams, kTargetThreads);
   std::vector<TargetCheck> checks;
   if (zt && roof) {
     const double v = roof->step_s / zt->step_s;
@@ -72,14 +83,24 @@ std::string cpu_model() {
   return "unknown";
 }
 
-std::string zt_kernel() {
-  const char* isa = std::getenv("ZT_ADAM_ISA");
-  return isa && *isa ? isa : "auto";
+int64_t l2_cache_bytes() {
+  const long bytes = sysconf(_SC_LEVEL2_CACHE_SIZE);  // glibc: 0 or -1 when unknown
+  return bytes > 0 ? bytes : 0;
 }
 
-void print_table(std::FILE* out, const std::vector<Row>& rows) {
-  std::fprintf(out, "%-13s %10s %7s %10s %12s %8s %10s %11s\n", "impl", "params", "threads",
-               "step (ms)", "Mparams/s", "GB/s", "vs torch", "of roofline");
+std::string l2_cache_label() {
+  const int64_t bytes = l2_cache_bytes();
+  return bytes > 0 ? std::to_string(bytes / 1024) + " KiB" : "unknown";
+}
+
+std::string params_label(int64_t params) {
+  return params % 1'000'000 == 0 ? std::to_string(params / 1'000'000) + "M"
+                                 : std::to_string(params);
+}
+
+void print_table(std::FILE* out, const std::vector<Row>& rows, const Plan& plan) {
+  std::fprintf(out, "%-13s %-9s %9s %7s %6s %10s %10s %7s %9s %11s\n", "impl", "isa", "params",
+               "threads", "steps", "step (ms)", "Mparams/s", "GB/s", "vs torch", "of roofline");
   int64_t last_params = -1;
   int last_threads = -1;
   for (const Row& r : rows) {
@@ -88,8 +109,8 @@ void print_table(std::FILE* out, const std::vector<Row>& rows) {
     }
     last_params = r.params;
     last_threads = r.threads;
-    const Row* torch = find(rows, kTorchAdamW, r.params, r.threads);
-    const Row* roof = find(rows, kRoofline, r.params, r.threads);
+    const Row* torch = find(rows, kTorchAdamW, kLibtorchIsa, r.params, r.threads);
+    const Row* roof = find(rows, kRoofline, r.isa, r.params, r.threads);
     char vs_torch[16] = "", of_roof[16] = "";
     if (torch && r.impl != kTorchAdamW) {
       std::snprintf(vs_torch, sizeof vs_torch, "%.1fx", torch->step_s / r.step_s);
@@ -97,21 +118,24 @@ void print_table(std::FILE* out, const std::vector<Row>& rows) {
     if (roof && r.impl != kRoofline) {
       std::snprintf(of_roof, sizeof of_roof, "%.0f%%", 100 * roof->step_s / r.step_s);
     }
-    std::fprintf(out, "%-13s %9.0fM %7d %10.2f %12.0f %8.1f %10s %11s\n", r.impl.c_str(),
-                 r.params / 1e6, r.threads, r.step_s * 1e3, r.mparams_per_s(), r.gbps(), vs_torch,
-                 of_roof);
+    std::fprintf(out, "%-13s %-9s %9s %7d %6d %10.3f %10.0f %7.1f %9s %11s\n", r.impl.c_str(),
+                 r.isa.c_str(), params_label(r.params).c_str(), r.threads, r.steps_per_sample,
+                 r.step_s * 1e3, r.mparams_per_s(), r.gbps(), vs_torch, of_roof);
   }
-  const int samples = rows.empty() ? 0 : rows.front().samples;
   std::fprintf(out,
-               "medians over %d interleaved rounds; GB/s = %.0f bytes per parameter "
-               "(p,g,m,v read, p,m,v written; the bf16 copy's 2 B not counted) / 1e9; "
-               "of roofline: roofline step time / this one's\n",
-               samples, kBytesPerParam);
+               "medians over %d interleaved rounds; a sample: back-to-back steps for >= %.0f ms "
+               "(steps: the median count)\n"
+               "GB/s: %.0f bytes per parameter (p,g,m,v read, p,m,v written; the bf16 copy's 2 B "
+               "not counted) / 1e9\n"
+               "of roofline: the step time of the roofline pass built for the same ISA / this "
+               "one's; in cache the pass runs at the cache's speed, and the gap is the kernel's "
+               "arithmetic\n",
+               plan.reps, plan.min_sample_s * 1e3, kBytesPerParam);
 }
 
-void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
-  std::fprintf(out, "\ntargets at %d threads, %lldM params (reported, not asserted):\n",
-               kTargetThreads, static_cast<long long>(kTargetParams / 1'000'000));
+void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks, const std::string& isa) {
+  std::fprintf(out, "\ntargets at %d threads, %lldM params, %s (reported, not asserted):\n",
+               kTargetThreads, static_cast<long long>(kTargetParams / 1'000'000), isa.c_str());
   int passed = 0;
   for (const TargetCheck& c : checks) {
     passed += c.pass;
@@ -136,16 +160,21 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
 
   out << "{\n  \"bench\": \"adam\",\n  " << blas_json()
       << ",\n  \"cpu\": " << json_string(cpu_model())
-      << ",\n  \"zt_kernel\": " << json_string(zt_kernel())
+      << ",\n  \"l2_cache_bytes\": " << l2_cache_bytes()
+      << ",\n  \"isas\": " << json_strings(plan.isas)
+      << ",\n  \"best_isa\": " << json_string(best_isa())
+      << ",\n  \"l2_params\": " << plan.l2_params
       << ",\n  \"bytes_per_param\": " << json_number(kBytesPerParam)
-      << ",\n  \"reps\": " << plan.reps << ",\n  \"total_seconds\": " << json_number(total_seconds)
-      << ",\n  \"rows\": [";
+      << ",\n  \"reps\": " << plan.reps
+      << ",\n  \"min_sample_ms\": " << json_number(plan.min_sample_s * 1e3)
+      << ",\n  \"total_seconds\": " << json_number(total_seconds) << ",\n  \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n    " : "\n    ") << row_json(rows[i]);
   // Without the target's size and thread count in the plan there is nothing to pass.
   const bool all_pass = !checks.empty() &&
                         std::all_of(checks.begin(), checks.end(), [](auto& c) { return c.pass; });
   out << "\n  ],\n  \"targets\": {\n    \"threads\": " << kTargetThreads
       << ",\n    \"params\": " << kTargetParams
+      << ",\n    \"isa\": " << json_string(plan.isas.front())
       << ",\n    \"all_pass\": " << (all_pass ? "true" : "false") << ",\n    \"checks\": [";
   for (size_t i = 0; i < checks.size(); ++i) {
     out << (i ? ",\n      " : "\n      ") << check_json(checks[i]);

@@ -12,9 +12,9 @@
 
 namespace zt::bench {
 
-// The targets, at kTargetThreads threads and kTargetParams parameters: zt's fp32 step at least
-// 90% of the roofline pass's rate and 8x torch::optim::AdamW's, and the bf16 copy-out step at
-// most 1.15x the fp32 step's time.
+// The targets, at kTargetThreads threads and kTargetParams parameters, on the first ISA asked
+// for: zt's fp32 step at least 90% of the same ISA's roofline pass's rate and 8x
+// torch::optim::AdamW's, and the bf16 copy-out step at most 1.15x the fp32 step's time.
 constexpr int kTargetThreads = 2;
 constexpr int64_t kTargetParams = 50'000'000;
 constexpr double kMinOfRoofline = 0.9;
@@ -28,15 +28,20 @@ struct TargetCheck {
   bool pass = false;
 };
 
-std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows);
+// The checks over the rows of `isa` (and AdamW's).
+std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows, const std::string& isa);
 
 // "model name" of /proc/cpuinfo, or "unknown".
 std::string cpu_model();
-// The optim_hybrid_adam kernel asked for: ZT_ADAM_ISA, or "auto" (the best the CPU runs).
-std::string zt_kernel();
+// The L2 cache of one core in bytes, 0 when the C library cannot tell.
+int64_t l2_cache_bytes();
+// "1024 KiB", or "unknown".
+std::string l2_cache_label();
+// "50M" for whole millions, else the count: "131072".
+std::string params_label(int64_t params);
 
-void print_table(std::FILE* out, const std::vector<Row>& rows);
-void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks);
+void print_table(std::FILE* out, const std::vector<Row>& rows, const Plan& plan);
+void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks, const std::string& isa);
 // Creates the file's folder if missing. Throws IoError when it cannot write.
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const Plan& plan, double total_seconds);

@@ -246,8 +246,11 @@ class TorchScriptModel final : public TrainableModel {
 
   std::string data_hint() const {
     return inputs_.tokens ? "the data is token ids [micro_batch, model.seq_len = " +
-                                std::to_string(inputs_.seq_len) + "]"
-                          : "the data's shapes are model.input_shape and model.target_shape";
+                                std::to_string(inputs_.seq_len) + "] below vocab " +
+                                std::to_string(inputs_.vocab) +
+                                " (model.vocab; byte-level text: 256): make them fit the module"
+                          : "the data's shapes are model.input_shape and model.target_shape: make "
+                            "them fit the module";
   }
 
   void choose_units(const Options& model) {
