@@ -1,6 +1,7 @@
 #include "train_task.h"
 
 #include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -98,6 +99,38 @@ void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints
   std::fflush(stdout);
 }
 
+// A model's buffers (masks, running statistics) as rank 0 holds them, on every rank, floating
+// ones in the compute dtype (as module.to(dtype) casts them, so a bf16 unit meets bf16 buffers):
+// they are not parameters, so the engine neither shards, casts nor syncs them. Collective.
+void broadcast_buffers(TrainRun& run) {
+  if (!run.model->shape.custom) return;
+  const at::ScalarType compute = run.setup.options.compute_dtype;
+  at::NoGradGuard no_grad;
+  for (auto& [name, buffer] : run.model->shape.custom->buffers()) {
+    if (buffer.is_floating_point() && buffer.scalar_type() != compute) {
+      buffer.set_data(buffer.to(compute));
+    }
+    at::Tensor flat = buffer.contiguous();
+    run.setup.comm->broadcast(flat, 0)->wait();
+    if (!flat.is_same(buffer)) buffer.copy_(flat);
+  }
+}
+
+// Seeds LibTorch's default CPU generator from (run.seed, rank, step): what a model's own
+// randomness (a TorchScript module's dropout) draws from. Each rank draws its own masks, the same
+// in every run of the job and after a resume, with no generator state to save.
+void seed_step_randomness(const TrainRun& run, int64_t step) {
+  uint64_t z = run.model->seed ^ (static_cast<uint64_t>(run.env.rank) << 48) ^
+               (static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL);
+  // splitmix64's finaliser: nearby (rank, step) pairs get unrelated seeds.
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(z);
+}
+
 double tokens_per_step(const TrainRun& run) {
   const ModelInputs inputs = models::model_inputs(run.model->shape);
   const int64_t tokens_per_sample = inputs.tokens ? inputs.seq_len : 1;
@@ -111,6 +144,7 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
   EngineSetup& s = run.setup;
   const auto t0 = std::chrono::steady_clock::now();
   const EngineTimes engine_t0 = s.engine->times();
+  seed_step_randomness(run, step);
   double loss_sum = 0;
   for (int micro = 0; micro < s.options.grad_accum; ++micro) {
     data::Batch batch = run.data->get(run.next_sample, micro, run.env.rank, run.env.world);
@@ -188,16 +222,6 @@ std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milli
 // Live A/B: hands the engine's state to arm `to` after optimizer step `step`. The state is saved
 // as a checkpoint under ab.switch_dir, every part but the communicator is rebuilt from the arm's
 // config (the model built again, partitioned), and the checkpoint is loaded into the new layout.
-// A model's buffers (masks, running statistics) as rank 0 holds them, on every rank: they are
-// not parameters, so the engine neither shards nor syncs them. Collective.
-void broadcast_buffers(TrainRun& run) {
-  if (!run.model->shape.custom) return;
-  for (auto& [name, buffer] : run.model->shape.custom->buffers()) {
-    at::Tensor flat = buffer.contiguous();
-    run.setup.comm->broadcast(flat, 0)->wait();
-    if (!flat.is_same(buffer)) buffer.copy_(flat);
-  }
-}
 
 // Collective. Returns the seconds it took on this rank.
 double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout, size_t to,
@@ -454,6 +478,8 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
                                  *run.source);
   models::apply_init_from(*run.setup.engine, models::declared_parameters(*run.source), config,
                           env.rank);
+  // The engine holds the initial values now: the file's copies can go.
+  if (run.model->shape.custom) models::release_initial_values(*run.model->shape.custom);
   broadcast_buffers(run);
   run.schedule = schedule_from_config(config, run.setup.optimizer->base_lr());
   const std::string out_dir = options.get_string("out_dir");

@@ -281,6 +281,10 @@ TEST_CASE("torchscript: bad files and modules are refused before step 1, naming 
            "not_sequential.pt\"\ninput_shape = [4]\ntarget_shape = [4]\n",
        2,
        {"is not what the module's forward gives", "Set model.units"}},
+      {"kind = \"torchscript\"\npath = \"" + dir +
+           "param_loss.pt\"\ninput_shape = [8]\ntarget_shape = [8]\n",
+       2,
+       {"the module's loss method reads its parameters", "inside a unit's forward"}},
       {"kind = \"torchscript\"\npath = \"" + dir + "missing.pt\"\n" + gpt_keys,
        5,
        {"cannot read model.path", "missing.pt"}},
@@ -384,4 +388,36 @@ TEST_CASE("torchscript: a checkpoint resumes bit for bit, under the module's own
   CHECK(params.count("embed.wte.weight") == 1);
   CHECK(params.count("blocks.1.qkv.weight") == 1);
   CHECK(params.count("head.lm_head.weight") == 0);  // tied: saved once, under its owner's name
+}
+
+TEST_CASE("torchscript: bf16 compute casts float buffers, and dropout draws the same masks in "
+          "every run and after a resume") {
+  if (models_dir().empty()) return;
+  TempDir dir;
+  const std::string vectors = "input_shape = [8]\ntarget_shape = [8]\n";
+  auto run_job = [&](const std::string& file, const std::string& out, const std::string& extra) {
+    const std::string config = dir.file(out + ".toml");
+    zt::test::write_file(config, job_toml("kind = \"torchscript\"\npath = \"" + models_dir() + "/" +
+                                              file + "\"\n" + vectors,
+                                          dir.file(out), 2, 3));
+    const auto r = run_command(std::string(ZT_TEST_TRAINER) + " --config " + config + " " + extra);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    return zt::test::losses_of(dir.file(out) + "/metrics.jsonl");
+  };
+  // A unit multiplying by an fp32 buffer would meet bf16 activations without the cast.
+  const auto bf16 = run_job("buffered.pt", "bf16", "--set precision.compute=bf16");
+  CHECK(bf16.size() == static_cast<size_t>(kSteps));
+
+  const auto first = run_job("dropout.pt", "first", "");
+  const auto second = run_job("dropout.pt", "second", "");
+  REQUIRE(first.size() == static_cast<size_t>(kSteps));
+  CHECK(second == first);
+  run_job("dropout.pt", "resumed", "--set run.steps=2 --set checkpoint.every_steps=2");
+  const auto resumed = run_job("dropout.pt", "resumed",
+                               "--set checkpoint.every_steps=2 --resume auto");
+  CHECK(resumed == first);
+  // The masks come from run.seed (the data's seed too, so compare a whole run).
+  const auto other_seed = run_job("dropout.pt", "other", "--set run.seed=99");
+  CHECK(other_seed != first);
 }

@@ -6,7 +6,9 @@
       buffers), cnn.pt (images [3, 8, 8] -> [10]), and the bad inputs the tests refuse:
       noparams.pt (no parameters), not_sequential.pt (a forward that is more than its units in
       order), state_dict.pt (torch.save of a state dict), newer.pt (gpt.pt claiming a newer file
-      format version).
+      format version), param_loss.pt (a loss method that reads a parameter); and, on vectors [8]
+      -> [8], buffered.pt (a float buffer in a unit's forward) and dropout.pt (dropout between
+      two layers).
 
   torchscript_models.py gpt OUT.pt N_LAYER N_HEAD D_MODEL SEQ_LEN VOCAB
       Writes a GPT computed as zt's built-in one is (a qkv bias, tanh-approximated GELU, a tied
@@ -172,6 +174,50 @@ class NotSequential(nn.Module):
         return self.b(self.a(x)) + x  # a residual the units cannot express
 
 
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.register_buffer("scale", torch.linspace(0.5, 1.5, 8))
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+class Buffered(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scaled = Scaled()
+        self.out = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.out(self.scaled(x))
+
+
+class WithDropout(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 16)
+        self.drop = nn.Dropout(0.5)
+        self.b = nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.b(self.drop(self.a(x)))
+
+
+class ParamLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.a(x)
+
+    @torch.jit.export
+    def loss(self, output, target):
+        return F.mse_loss(output, target) + 0.01 * (self.a.weight ** 2).sum()
+
+
 def save(module, path):
     torch.jit.script(module).save(path)
 
@@ -186,6 +232,9 @@ def make(out_dir):
     torch.manual_seed(3)
     save(NotSequential(), os.path.join(out_dir, "not_sequential.pt"))
     torch.save(Cnn().state_dict(), os.path.join(out_dir, "state_dict.pt"))
+    save(Buffered(), os.path.join(out_dir, "buffered.pt"))
+    save(WithDropout(), os.path.join(out_dir, "dropout.pt"))
+    save(ParamLoss(), os.path.join(out_dir, "param_loss.pt"))
     # A newer PyTorch writes a higher format version into the archive's "version" record.
     with zipfile.ZipFile(os.path.join(out_dir, "gpt.pt")) as src, \
             zipfile.ZipFile(os.path.join(out_dir, "newer.pt"), "w", zipfile.ZIP_STORED) as dst:

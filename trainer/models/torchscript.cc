@@ -105,7 +105,14 @@ class ScriptUnit final : public Unit {
   std::string name() const override { return name_; }
 
   at::Tensor forward(const at::Tensor& input) override {
-    c10::IValue out = module_.forward({input});
+    c10::IValue out;
+    try {
+      out = module_.forward({input});
+    } catch (const std::exception& e) {
+      // The module's own code failed: say which unit, on what, not "internal error".
+      throw ConfigError("TorchScript unit '" + name_ + "' failed on input " + shape_text(input) +
+                        ": " + error_text(e));
+    }
     if (!out.isTensor()) {
       throw ConfigError("TorchScript unit '" + name_ + "' returned " + out.tagKind() +
                         ", not one tensor; each unit's output is the next unit's input");
@@ -172,6 +179,12 @@ class TorchScriptModel final : public TrainableModel {
     return text;
   }
 
+  void release_initial_values() {
+    for (auto& decls : decls_) {
+      for (ParamDecl& d : decls) d.init = ParamInit::constant(0);
+    }
+  }
+
   NamedTensors buffers() override {
     NamedTensors out;
     for (const auto& b : module_.named_buffers(true)) out.emplace_back(b.name, b.value);
@@ -228,6 +241,7 @@ class TorchScriptModel final : public TrainableModel {
                         shape_text(x) + ", target " + shape_text(batch.target) + ": " +
                         error_text(e) + "; choose model.loss to fit");
     }
+    if (loss_ == "method") refuse_loss_reading_parameters(x, batch.target);
     if (value.numel() != 1 || !std::isfinite(value.item<double>())) {
       throw ConfigError(
           what_ + ": the " + loss_ + " loss of the first batch is " +
@@ -241,6 +255,22 @@ class TorchScriptModel final : public TrainableModel {
     if (unit < 0 || unit >= unit_count()) {
       throw InternalError("torchscript model: unit " + std::to_string(unit) + " out of range 0.." +
                           std::to_string(unit_count() - 1));
+    }
+  }
+
+  // A loss method that reads a parameter would read freed storage at stage 3 (the engine gathers
+  // a unit's parameters only around the unit). With an output that needs no gradient, a loss that
+  // does need one can only have read a parameter.
+  void refuse_loss_reading_parameters(const at::Tensor& output, const at::Tensor& target) {
+    at::AutoGradMode grad(true);
+    const at::Tensor value = loss(output.detach(), target);
+    if (value.requires_grad()) {
+      throw ConfigError(what_ +
+                        ": the module's loss method reads its parameters (the result "
+                        "needs a gradient although the output given to it does not); zt gathers "
+                        "parameters only around the unit that owns them, so compute such terms "
+                        "(a regulariser) inside a unit's forward, or use model.loss = "
+                        "\"cross_entropy\" or \"mse\"");
     }
   }
 
@@ -298,6 +328,7 @@ class TorchScriptModel final : public TrainableModel {
     struct Owner {
       std::string name;
       at::Tensor tensor;
+      std::string unit;
     };
     std::vector<Owner> owners;
     auto same = [](const at::Tensor& a, const at::Tensor& b) {
@@ -333,11 +364,13 @@ class TorchScriptModel final : public TrainableModel {
             point_at(name, owner->tensor);
           }
           tied_.emplace_back(name, owner->name);
+          // Listed once per unit: a second listing in the same unit is not a borrow.
+          if (owner->unit == unit) continue;
           tensors.emplace_back(owner->name, owner->tensor);
           decls.push_back({owner->name, owner->tensor.sizes().vec(), ParamInit::constant(0)});
           continue;
         }
-        owners.push_back({name, p.value});
+        owners.push_back({name, p.value, unit});
         // The saved values, kept by this alias of the loaded storage after the engine re-points
         // the parameter into its own buffers.
         const at::Tensor saved = p.value.detach();
@@ -490,6 +523,11 @@ std::shared_ptr<TrainableModel> load_torchscript(const Config& config) {
                       "save it with PyTorch <= " TORCH_VERSION);
   }
   return std::make_shared<TorchScriptModel>(config, std::move(module));
+}
+
+void release_initial_values(TrainableModel& model) {
+  auto* script = dynamic_cast<TorchScriptModel*>(&model);
+  if (script) script->release_initial_values();
 }
 
 void check_first_batch(TrainableModel& model, const data::DataSource& data) {

@@ -15,8 +15,8 @@
 // does for shared parameters. Buffers (masks, running statistics) stay in the module; the
 // trainer broadcasts them from rank 0 before step 1 (TrainableModel::buffers).
 // Initial values are the file's: each parameter is declared with an initialiser that copies its
-// saved value, so every rank holds the whole file once while the engine is built and then only
-// its shards (plus the saved values, which the declarations keep).
+// saved value, so every rank holds the whole file once while the engine is built; once the engine
+// holds them (release_initial_values) a rank keeps only its shards.
 // Thread safety: as TrainableModel: the training thread only.
 #pragma once
 
@@ -42,7 +42,13 @@ std::shared_ptr<TrainableModel> load_torchscript(const Config& config);
 // REQUIRES: `model` came from load_torchscript() and no engine was built from it yet.
 // Throws ConfigError for a unit whose forward fails (the module's own error, the unit, the input
 // shape and dtype), units whose result differs from the module's forward (set model.units to
-// the call order), or a loss that is not a finite scalar. Does nothing for other models.
+// the call order), a loss that is not a finite scalar, or a loss method that reads parameters
+// (the engine frees them outside their unit at stage 3). Does nothing for other models.
 void check_first_batch(TrainableModel& model, const data::DataSource& data);
+
+// Drops the saved values the declarations copy from, once an engine has taken them: later
+// declarations initialise to zeros, for a rebuild that loads its values from a checkpoint (live
+// A/B). Does nothing for other models.
+void release_initial_values(TrainableModel& model);
 
 }  // namespace zt::models

@@ -56,7 +56,7 @@ class ZT_API TrainableModel : public ModelSource {
 };
 
 // The factory a ZT_KIND_MODEL plugin exports (see plugin.h for ZT_PLUGIN). The job selects it
-// with model.kind = "plugin" and model.plugin = "<id>"; its options come from [plugin.<id>].
+// with model.kind = "plugin" and plugins.model = "<id>"; its options come from [plugin.<id>].
 class ZT_API ModelPlugin : public Plugin {
  public:
   // Makes the model.
