@@ -36,7 +36,7 @@ constexpr double kLr = 1e-3, kWeightDecay = 0.1;
 // Ranks sum a gradient in another order than one process does, so a gradient that is a near
 // cancellation (|g| far below eps) differs in its last bits, and Adam turns that into an update
 // error of about lr * rounding / eps. At eps 1e-8 that exceeds the oracle's 1e-5 on 3 ranks for
-// a few such elements (measured: 2.4e-5 on one element of 28,032; 2 ranks, where the mean is an
+// a few such elements (measured: 2.4e-5 on one element of 27,840; 2 ranks, where the mean is an
 // exact halving, match); eps 1e-6 bounds the magnification without changing any other term.
 constexpr double kEps = 1e-6;
 
