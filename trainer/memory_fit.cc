@@ -1,5 +1,7 @@
 #include "memory_fit.h"
 
+#include <c10/util/accumulate.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -27,12 +29,6 @@ struct ModelSizes {
   int64_t parameters = 0, tied = 0;
 };
 
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 // From the model's declarations: nothing is allocated, so a model too large to build is sized.
 ModelSizes model_sizes(const models::ModelShape& shape, uint64_t seed, int64_t persistence) {
   const std::unique_ptr<ModelSource> source = models::make_model_source(shape, seed);
@@ -44,7 +40,7 @@ ModelSizes model_sizes(const models::ModelShape& shape, uint64_t seed, int64_t p
   for (size_t u = 0; u < units.size(); ++u) {
     UnitSizes unit;
     for (const ParamDecl& decl : units[u]) {
-      const int64_t n = numel_of(decl.shape);
+      const int64_t n = c10::multiply_integers(decl.shape);
       unit.used += n;
       if (n >= persistence) unit.released += n;
       auto [it, first] = owner.emplace(decl.name, u);
@@ -60,7 +56,7 @@ ModelSizes model_sizes(const models::ModelShape& shape, uint64_t seed, int64_t p
   }
   for (size_t u = 0; u < units.size(); ++u) {
     for (const ParamDecl& decl : units[u]) {
-      if (!tied.count(decl.name)) out.units[u].untied += numel_of(decl.shape);
+      if (!tied.count(decl.name)) out.units[u].untied += c10::multiply_integers(decl.shape);
     }
   }
   return out;

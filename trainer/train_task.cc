@@ -222,7 +222,6 @@ std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milli
 // Live A/B: hands the engine's state to arm `to` after optimizer step `step`. The state is saved
 // as a checkpoint under ab.switch_dir, every part but the communicator is rebuilt from the arm's
 // config (the model built again, partitioned), and the checkpoint is loaded into the new layout.
-
 // Collective. Returns the seconds it took on this rank.
 double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout, size_t to,
                   int64_t step) {

@@ -8,6 +8,8 @@
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/StringUtil.h>
+#include <c10/util/accumulate.h>
 
 #include <cerrno>
 #include <cstring>
@@ -74,7 +76,8 @@ class SyntheticVectors final : public DataSource {
 
   Batch get_samples(int64_t first, int64_t count) const override {
     check_request(first, count);
-    const int64_t in = numel(input_shape_), out = numel(target_shape_);
+    const int64_t in = c10::multiply_integers(input_shape_);
+    const int64_t out = c10::multiply_integers(target_shape_);
     at::Tensor input = at::empty({count, in}, at::kFloat);
     at::Tensor target = at::empty({count, out}, at::kFloat);
     for (int64_t i = 0; i < count; ++i) {
@@ -87,25 +90,15 @@ class SyntheticVectors final : public DataSource {
   }
 
   std::string describe() const override {
-    return "synthetic vectors: N(0, 1) input " + dims(input_shape_) + " and target " +
-           dims(target_shape_) + ", seed " + std::to_string(seed());
+    return c10::str("synthetic vectors: N(0, 1) input ", at::IntArrayRef(input_shape_),
+                    " and target ", at::IntArrayRef(target_shape_), ", seed ", seed());
   }
 
  private:
-  static int64_t numel(const std::vector<int64_t>& shape) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    return n;
-  }
   static std::vector<int64_t> with_batch(int64_t count, const std::vector<int64_t>& shape) {
     std::vector<int64_t> out{count};
     out.insert(out.end(), shape.begin(), shape.end());
     return out;
-  }
-  static std::string dims(const std::vector<int64_t>& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
   }
 
   std::vector<int64_t> input_shape_;

@@ -3,6 +3,7 @@
 #include "models/init_from.h"
 
 #include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
 
 #include <algorithm>
 #include <memory>
@@ -31,12 +32,6 @@ struct CheckedFile {
   std::unique_ptr<SafetensorsReader> reader;
   std::vector<Match> matches;  // in the order of the parameters
 };
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
-  return out + "]";
-}
 
 // "N tensors: a, b, c, ..." (the first few), to say what a file holds.
 std::string holdings(const SafetensorsReader& reader) {
@@ -78,8 +73,9 @@ Match match_parameter(const SafetensorsReader& reader, const std::string& kind,
   }
   if (name.transpose) std::reverse(expected.begin(), expected.end());
   if (entry->shape != expected) {
-    throw ConfigError(context + ": tensor '" + entry->name + "' is " + shape_text(entry->shape) +
-                      " in the file but the model's " + zt_name + " needs " + shape_text(expected) +
+    throw ConfigError(context + ": tensor '" + entry->name + "' is " +
+                      c10::str(at::IntArrayRef(entry->shape)) + " in the file but the model's " +
+                      zt_name + " needs " + c10::str(at::IntArrayRef(expected)) +
                       "; the file is of another model size: check [model]");
   }
   return Match{zt_name, entry, dtype_of(*entry, context), name.transpose};
@@ -176,8 +172,8 @@ void apply_init_from(Engine& engine, const std::vector<ParamDecl>& params, const
   const Options& options = config.section("model");
   const std::string& path = options.get_string("init_from");
   if (path.empty()) return;
-  load_weights(engine, resolve_model_shape(config).kind, params, path,
-               options.where("init_from").str(), rank);
+  load_weights(engine, options.get_string("kind"), params, path, options.where("init_from").str(),
+               rank);
 }
 
 }  // namespace zt::models

@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <c10/util/accumulate.h>
+
 #include <cstdio>
 #include <unordered_set>
 
@@ -57,7 +59,6 @@ ModelShape resolve_model_shape(const Config& config) {
   const Options& model = config.section("model");
   ModelShape shape;
   shape.kind = model.get_string("kind");
-  const uint64_t seed = static_cast<uint64_t>(config.section("run").get_int("seed"));
   if (shape.kind == "torchscript") {
     shape.custom = load_torchscript(config);
     return shape;
@@ -66,7 +67,8 @@ ModelShape resolve_model_shape(const Config& config) {
     const std::string& id = config.section("plugins").get_string("model");
     const auto& plugin = static_cast<const ModelPlugin&>(
         *config.catalog().load_kind(id, ZT_KIND_MODEL, "plugins.model").factory);
-    shape.custom = plugin.create(config.plugin_options(id), seed);
+    shape.custom = plugin.create(config.plugin_options(id),
+                                 static_cast<uint64_t>(config.section("run").get_int("seed")));
     if (!shape.custom) throw PluginError("model plugin '" + id + "' made no model (null)");
     return shape;
   }
@@ -143,11 +145,8 @@ at::Tensor Model::loss(const at::Tensor& output, const at::Tensor& target) const
 int64_t parameter_count(const ModelShape& s) {
   if (s.custom) {
     int64_t total = 0;
-    for (const ParamDecl& d : declared_parameters(*s.custom)) {
-      int64_t n = 1;
-      for (int64_t size : d.shape) n *= size;
-      total += n;
-    }
+    for (const ParamDecl& d : declared_parameters(*s.custom))
+      total += c10::multiply_integers(d.shape);
     return total;
   }
   if (s.kind == "mlp") return s.depth * (s.width * s.width + s.width);

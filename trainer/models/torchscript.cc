@@ -9,7 +9,6 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 
 #include "zt/error.h"
@@ -171,10 +170,8 @@ class TorchScriptModel final : public TrainableModel {
   }
 
   std::string describe() const override {
-    std::vector<std::string> names;
-    for (const auto& u : units_) names.push_back(u.first);
     std::string text = "torchscript " + path_ + " (" + class_name(module_) + "): units " +
-                       join(names) + "; loss " + loss_;
+                       join(unit_names()) + "; loss " + loss_;
     for (const auto& [borrower, owner] : tied_) text += "; " + borrower + " tied to " + owner;
     return text;
   }
@@ -235,13 +232,24 @@ class TorchScriptModel final : public TrainableModel {
     module_.train(true);
     at::Tensor value;
     try {
+      // With autograd on: x needs no gradient, so a loss that does can only have read a
+      // parameter.
+      at::AutoGradMode grad(true);
       value = loss(x, batch.target);
     } catch (const std::exception& e) {
       throw ConfigError(what_ + ": the " + loss_ + " loss failed on the first batch, output " +
                         shape_text(x) + ", target " + shape_text(batch.target) + ": " +
                         error_text(e) + "; choose model.loss to fit");
     }
-    if (loss_ == "method") refuse_loss_reading_parameters(x, batch.target);
+    if (value.requires_grad()) {
+      // zt gathers a parameter only around its unit: at stage 3 such a loss reads freed storage.
+      throw ConfigError(what_ +
+                        ": the module's loss method reads its parameters (the result "
+                        "needs a gradient although the output given to it does not); zt gathers "
+                        "parameters only around the unit that owns them, so compute such terms "
+                        "(a regulariser) inside a unit's forward, or use model.loss = "
+                        "\"cross_entropy\" or \"mse\"");
+    }
     if (value.numel() != 1 || !std::isfinite(value.item<double>())) {
       throw ConfigError(
           what_ + ": the " + loss_ + " loss of the first batch is " +
@@ -255,22 +263,6 @@ class TorchScriptModel final : public TrainableModel {
     if (unit < 0 || unit >= unit_count()) {
       throw InternalError("torchscript model: unit " + std::to_string(unit) + " out of range 0.." +
                           std::to_string(unit_count() - 1));
-    }
-  }
-
-  // A loss method that reads a parameter would read freed storage at stage 3 (the engine gathers
-  // a unit's parameters only around the unit). With an output that needs no gradient, a loss that
-  // does need one can only have read a parameter.
-  void refuse_loss_reading_parameters(const at::Tensor& output, const at::Tensor& target) {
-    at::AutoGradMode grad(true);
-    const at::Tensor value = loss(output.detach(), target);
-    if (value.requires_grad()) {
-      throw ConfigError(what_ +
-                        ": the module's loss method reads its parameters (the result "
-                        "needs a gradient although the output given to it does not); zt gathers "
-                        "parameters only around the unit that owns them, so compute such terms "
-                        "(a regulariser) inside a unit's forward, or use model.loss = "
-                        "\"cross_entropy\" or \"mse\"");
     }
   }
 
