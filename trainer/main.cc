@@ -1,6 +1,5 @@
 // trainer: the zt command-line front end. Turns every zt::Error into one clear line and the
 // error's exit code (see trainer --help).
-#include <malloc.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,6 +13,7 @@
 #include "plugins_command.h"
 #include "zt/config.h"
 #include "zt/error.h"
+#include "zt/host_memory.h"
 #include "zt/plugin_loader.h"
 #include "zt/rendezvous.h"
 
@@ -90,17 +90,12 @@ void print_error(const std::string& kind, const std::string& message) {
   }
 }
 
-// glibc raises its mmap threshold each time a large block is freed (up to 32 MiB); from then
-// on, blocks of a shard's size come from the heap, and the freed ones stay resident between
-// long-lived ones. Measured here: building a 24-layer MLP left 380 MiB per rank resident that
-// way, so host memory grew with the model. A fixed threshold gives every block of 4 MiB or more
-// its own mapping, returned to the system when freed.
-void keep_large_blocks_in_own_mappings() { mallopt(M_MMAP_THRESHOLD, 4 << 20); }
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  keep_large_blocks_in_own_mappings();
+  // Before anything allocates: measured here, glibc's own moving thresholds left a 24-layer
+  // MLP's construction 380 MiB per rank resident (zt/host_memory.h says why).
+  zt::configure_host_allocator();
   std::vector<std::string> args(argv, argv + argc);
   try {
     return run(args);

@@ -1,5 +1,9 @@
 #include "zt/host_memory.h"
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -44,5 +48,12 @@ int64_t mem_available_bytes() { return read_proc_kib("/proc/meminfo", "MemAvaila
 int64_t process_rss_bytes() { return read_proc_kib("/proc/self/status", "VmRSS"); }
 
 int64_t process_peak_rss_bytes() { return read_proc_kib("/proc/self/status", "VmHWM"); }
+
+void configure_host_allocator() {
+#if defined(__GLIBC__)
+  mallopt(M_MMAP_THRESHOLD, 4 << 20);
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
+}
 
 }  // namespace zt
