@@ -1,8 +1,11 @@
 #include "shm_collectives.h"
 
-#include <sched.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "zt/error.h"
@@ -17,24 +20,57 @@ inline void cpu_relax() {
 #endif
 }
 
+// How long a wait spins before it sleeps: a peer in the same phase publishes within a few
+// microseconds, and a futex sleep costs about as much as that to enter and leave. Past it, the
+// peer is computing, and the core is worth more to compute than to the spinner.
+constexpr auto kSpin = std::chrono::microseconds(20);
+// A sleep's bound, after which the waiter looks at the flag and the clock again: a lost wake-up
+// or a dead publisher costs at most this, never a hang.
+constexpr long kSleepNs = 10 * 1000 * 1000;
+
+// The futexes are not FUTEX_PRIVATE: the words sit in memory shared between processes.
+void futex_wait(std::atomic<uint32_t>& word, uint32_t expected) {
+  const timespec bound{0, kSleepNs};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAIT, expected, &bound, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>& word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// Sleeps until `flag` may have reached `epoch` (or kSleepNs passed). A sleeper counts itself in
+// before it reads the flag, and the publisher reads the count after it writes the flag (both
+// sequentially consistent), so either the sleeper sees the new value or the publisher sees the
+// sleeper and wakes it; FUTEX_WAIT's own check of wake_word covers a wake that comes first.
+void sleep_on(ShmFlag& flag, uint64_t epoch) {
+  flag.sleepers.fetch_add(1);
+  const uint32_t seen = flag.wake_word.load();
+  if (flag.value.load() < epoch) futex_wait(flag.wake_word, seen);
+  flag.sleepers.fetch_sub(1);
+}
+
 }  // namespace
 
 void ShmCollectives::publish(ShmFlag ShmControl::*flag) {
-  (w_.control(rank_).*flag).value.store(epoch_, std::memory_order_release);
+  ShmFlag& f = w_.control(rank_).*flag;
+  f.value.store(epoch_);
+  f.wake_word.store(static_cast<uint32_t>(epoch_));
+  if (f.sleepers.load() > 0) futex_wake_all(f.wake_word);
 }
 
 void ShmCollectives::wait_for(ShmFlag ShmControl::*flag, uint64_t epoch, const char* phase,
                               const std::string& what, int only_rank) {
-  auto start = std::chrono::steady_clock::now();
+  const auto start = std::chrono::steady_clock::now();
   for (int p = 0; p < world_; ++p) {
     if (only_rank >= 0 && p != only_rank) continue;
-    std::atomic<uint64_t>& value = (w_.control(p).*flag).value;
-    for (uint32_t spins = 0; value.load(std::memory_order_acquire) < epoch; ++spins) {
-      cpu_relax();
-      if ((spins & 0xFF) != 0xFF) continue;
-      // More ranks than cores (tests) must not starve the rank we wait for.
-      sched_yield();
-      if (std::chrono::steady_clock::now() - start > timeout_) {
+    ShmFlag& f = w_.control(p).*flag;
+    for (uint32_t spins = 0; f.value.load(std::memory_order_acquire) < epoch; ++spins) {
+      if ((spins & 0x3F) != 0x3F) {
+        cpu_relax();
+        continue;
+      }
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited > timeout_) {
         throw CommError("comm_ucx: " + what + ": no progress for " +
                         std::to_string(timeout_.count()) + " ms while waiting for rank " +
                         std::to_string(p) + " (shared-memory round " + std::to_string(epoch) +
@@ -42,6 +78,7 @@ void ShmCollectives::wait_for(ShmFlag ShmControl::*flag, uint64_t epoch, const c
                         "'); it died, stalled, or called a different "
                         "collective (raise launch.timeout_s if it is just slow)");
       }
+      if (waited > kSpin) sleep_on(f, epoch);
     }
   }
 }

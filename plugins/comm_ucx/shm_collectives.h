@@ -2,8 +2,9 @@
 // window's capacity; each round is: wait until every peer finished reading this rank's
 // segment from the last round, publish input (`in_ready`), combine, publish output
 // (`out_ready`), copy out, report `done`. Flags carry a round epoch that every rank advances
-// identically (ops are issued in the same order everywhere). Every wait is bounded by the
-// timeout and names the rank it waited for.
+// identically (ops are issued in the same order everywhere). A wait spins briefly, then sleeps
+// on a futex until the flag's owner publishes, so ranks sharing cores do not lose compute to a
+// spinning comm thread. Every wait is bounded by the timeout and names the rank it waited for.
 // Thread safety: none; the comm thread owns it.
 #pragma once
 

@@ -20,9 +20,15 @@
 namespace zt::ucx {
 
 // One 64-byte line per flag so ranks polling different flags do not share a cache line.
+// `value` is what waiters read; `wake_word` (its low 32 bits) and `sleepers` let a waiter that
+// stopped spinning sleep in the kernel (a futex on `wake_word`, shared between processes) until
+// the publisher wakes it: see ShmCollectives::wait_for.
 struct alignas(64) ShmFlag {
   std::atomic<uint64_t> value{0};
+  std::atomic<uint32_t> wake_word{0};
+  std::atomic<uint32_t> sleepers{0};  // ranks blocked (or about to block) on wake_word
 };
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain words");
 
 struct ShmControl {
   ShmFlag in_ready;   // epoch whose `in` data is published
