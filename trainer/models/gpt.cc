@@ -7,7 +7,9 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 
+#include "models/gelu.h"
 #include "models/units.h"
 #include "zt/error.h"
 
@@ -64,31 +66,53 @@ enum BlockParam : size_t {
   kMlpProjBias
 };
 
+// The causal attention bias the blocks of one model share: 0 where position i may attend to
+// j <= i, -inf above the diagonal, added to the scores inside their GEMM. Made again when the
+// length, dtype or device of the input changes (the engine may move units between devices).
+class CausalBias {
+ public:
+  const at::Tensor& get(int64_t t, const at::TensorOptions& options) {
+    if (!bias_.defined() || bias_.size(0) != t || bias_.scalar_type() != options.dtype() ||
+        bias_.device() != options.device()) {
+      bias_ = at::full({t, t}, -std::numeric_limits<double>::infinity(), options).triu(1);
+    }
+    return bias_;
+  }
+
+ private:
+  at::Tensor bias_;
+};
+
 class BlockUnit final : public Unit {
  public:
-  BlockUnit(std::string name, NamedTensors params, int64_t n_head)
-      : name_(std::move(name)), params_(std::move(params)), n_head_(n_head) {}
+  BlockUnit(std::string name, NamedTensors params, int64_t n_head,
+            std::shared_ptr<CausalBias> causal)
+      : name_(std::move(name)),
+        params_(std::move(params)),
+        n_head_(n_head),
+        causal_(std::move(causal)) {}
 
   std::string name() const override { return name_; }
 
   // x: [batch, T, d_model] -> same shape.
   at::Tensor forward(const at::Tensor& x) override {
     const int64_t batch = x.size(0), t = x.size(1), d = x.size(2), head_dim = d / n_head_;
-    std::vector<at::Tensor> qkv = linear(norm(x, kLn1Weight), kQkvWeight).split(d, -1);
-    auto heads = [&](const at::Tensor& m) {
-      return m.reshape({batch, t, n_head_, head_dim}).transpose(1, 2);  // [B, H, T, hd]
-    };
-    at::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
-    at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) /
-                        std::sqrt(static_cast<double>(head_dim));
-    // Position i may attend to j <= i only: the mask is built per call on the input's device,
-    // because the engine may move units between devices.
-    at::Tensor future = at::ones({t, t}, x.options().dtype(at::kBool)).triu(1);
-    at::Tensor attn = at::softmax(
-        scores.masked_fill(future, -std::numeric_limits<double>::infinity()), -1);
-    at::Tensor y = at::matmul(attn, v).transpose(1, 2).reshape({batch, t, d});
+    // [B, T, 3d] -> [3, B*H, T, hd]: every head's q, k and v as contiguous matrices (one copy),
+    // so the attention GEMMs below take them as they are.
+    const at::Tensor qkv = linear(norm(x, kLn1Weight), kQkvWeight)
+                               .view({batch, t, 3, n_head_, head_dim})
+                               .permute({2, 0, 3, 1, 4})
+                               .reshape({3, batch * n_head_, t, head_dim});
+    const at::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+    // bias + q k^T / sqrt(hd) in one GEMM: no separate passes for the scale and the mask.
+    const at::Tensor scores = at::baddbmm(causal_->get(t, x.options()), q, k.transpose(1, 2), 1.0,
+                                          1.0 / std::sqrt(static_cast<double>(head_dim)));
+    const at::Tensor y = at::bmm(at::softmax(scores, -1), v)
+                             .view({batch, n_head_, t, head_dim})
+                             .transpose(1, 2)
+                             .reshape({batch, t, d});
     at::Tensor h = x + linear(y, kAttnProjWeight);
-    return h + linear(at::gelu(linear(norm(h, kLn2Weight), kFcWeight), "tanh"), kMlpProjWeight);
+    return h + linear(gelu_tanh(linear(norm(h, kLn2Weight), kFcWeight)), kMlpProjWeight);
   }
 
   std::vector<std::pair<std::string, at::Tensor>> parameters() override { return params_; }
@@ -106,6 +130,7 @@ class BlockUnit final : public Unit {
   std::string name_;
   NamedTensors params_;
   int64_t n_head_;
+  std::shared_ptr<CausalBias> causal_;
 };
 
 // The final LayerNorm and the LM head. The head has no weight of its own: it borrows the token
@@ -172,7 +197,7 @@ class GptSource final : public ModelSource {
       return std::make_unique<HeadUnit>(std::move(params));
     }
     return std::make_unique<BlockUnit>("block" + std::to_string(unit - 1), allocate(decls),
-                                       shape_.n_head);
+                                       shape_.n_head, causal_);
   }
 
  private:
@@ -200,6 +225,7 @@ class GptSource final : public ModelSource {
   ModelShape shape_;
   uint64_t seed_;
   at::Tensor wte_;  // set by build(0), handed to the head
+  std::shared_ptr<CausalBias> causal_ = std::make_shared<CausalBias>();
 };
 
 }  // namespace
