@@ -1,13 +1,14 @@
 // zt_bench_train's shared vocabulary: the plan (which trainer jobs, how many steps, how many
 // repetitions), what one trainer job measured, and the rows of the result (a stage and shard
-// strategy without offload, an offload configuration, or the built-in GPT against the same GPT
-// as TorchScript, aggregated over repetitions). main.cc plans, trainer_job.cc runs a job,
-// metrics_file.cc reads what it wrote, report.cc aggregates and prints.
+// strategy without offload, an offload configuration, the built-in GPT against the same GPT
+// as TorchScript, or PyTorch DDP on the same GPT, aggregated over repetitions). main.cc plans,
+// trainer_job.cc runs a job, metrics_file.cc reads what it wrote, report.cc aggregates and prints.
 // Thread safety: plain values.
 #pragma once
 
 #include "common/bench_util.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -53,6 +54,16 @@ constexpr int64_t kOffloadSubGroup = 262144;
 constexpr int kTorchScriptStage = 3;
 constexpr Strategy kTorchScriptStrategy = kStrategies[1];
 
+// The peer: PyTorch's DistributedDataParallel (python3-torch 1.13, Gloo) training the same GPT
+// from the same initial weights on the same samples with the same schedule, 1 intra-op thread per
+// rank as the trainer gives 2 ranks on 2 cores (bench/train/ddp_gpt.py). Every zt job starts
+// from those weights too (model.init_from), so each row's losses can be compared with DDP's.
+// The target: zt's ZeRO-3 (kDdpTargetStrategy, configs/zero3.toml's) at least kMinStage3OverDdp
+// times DDP's tokens/s.
+constexpr Strategy kDdpTargetStrategy = kStrategies[1];
+// The seed of the initial weights ddp_gpt.py writes (GPT-2's init).
+constexpr int kInitSeed = 1234;
+
 struct Plan {
   // Steps per trainer job. At about 0.6 s a step for the ~11M-parameter GPT on two cores, 14
   // steps plus ~2 s of start-up keep 8 jobs x 2 repetitions at about 3.5 minutes. (Measured on
@@ -68,14 +79,25 @@ struct Plan {
   bool offload = true;
   // Run the TorchScript job too (one of ~10 s per repetition) when `python` can write its file.
   bool torchscript = true;
-  // The Python with torch that writes the TorchScript file: Debian's python3-torch, which
-  // matches the LibTorch the trainer links; a python3 earlier on PATH (pyenv) may lack torch.
+  // Run the DDP job too (one per repetition), with every zt job starting from its weights.
+  bool ddp = true;
+  // The GPT: "bench" (bench_gpt_overrides(), ~10.8M parameters) or "zero3" (configs/zero3.toml's
+  // own, ~4.8M).
+  std::string model = "bench";
+  // The Python with torch that writes the TorchScript file and runs DDP: Debian's python3-torch,
+  // which matches the LibTorch the trainer links; a python3 earlier on PATH (pyenv) may lack torch.
   std::string python = "/usr/bin/python3";
   std::string json_path = "bench-results/train.json";
   std::string trainer = "";  // the trainer executable; empty: the one built with the bench
   // Folder for offload_nvme's files (plugin.offload_nvme.path). main.cc sets it: the option, or
   // a folder in the scratch folder unless that is on tmpfs/ramfs (host memory, not a disk).
   std::string nvme_path = "";
+};
+
+// The GPT's sizes as the trainer resolved them (model.n_layer, ...), spelled as in the config:
+// what the Python helpers are given to build the same GPT.
+struct GptSizes {
+  std::string n_layer, n_head, d_model, seq_len, vocab;
 };
 
 // One trainer job: one (stage, strategy, offload, model) in one repetition.
@@ -86,6 +108,7 @@ struct JobSpec {
   const char* offload_optimizer = "";  // offload plugin id, "" for none
   const char* offload_param = "";
   std::string torchscript = "";  // the GPT's TorchScript file; "" for the built-in GPT
+  bool ddp = false;              // PyTorch DDP instead of the trainer (stage and strategy unused)
   bool offloaded() const { return *offload_optimizer || *offload_param; }
 };
 
@@ -102,6 +125,7 @@ struct RankStates {
 struct JobResult {
   std::vector<double> step_time_s;   // per step after warm-up
   std::vector<double> tokens_per_s;  // per step after warm-up
+  std::vector<double> losses;        // every step's loss (mean over ranks), warm-up included
   int64_t model_state_bytes = 0;     // max over ranks of params+grads+master+optimizer states
   RankStates busiest;                // the rank with the most model states in all tiers
   std::string offload_note;          // the trainer's "offload: ..." line, "" without offload
@@ -123,6 +147,9 @@ struct Row {
   int64_t model_state_bytes = 0;
   int64_t theory_bytes = 0;    // trainer/memory_theory.h
   double ratio_to_stage0 = 0;  // step time over stage 0's, same strategy (NaN without it)
+  double vs_ddp = NAN;         // tokens/s over DDP's (NaN without the DDP row)
+  double loss_vs_ddp = NAN;    // the largest |loss - DDP's loss| / DDP's loss over every step
+  int loss_vs_ddp_step = 0;    // the step where it was largest
   double measured_over_theory() const {
     return theory_bytes > 0 ? static_cast<double>(model_state_bytes) / theory_bytes : 0;
   }
@@ -162,6 +189,14 @@ struct TorchScriptRow {
   double builtin_tokens_per_s = 0;  // medians over the samples
   double torchscript_tokens_per_s = 0;
   double ratio() const { return torchscript_tokens_per_s / builtin_tokens_per_s; }
+};
+
+// PyTorch DDP on the bench's GPT, over all repetitions.
+struct DdpRow {
+  int world = 0;
+  int samples = 0;
+  double tokens_per_s = 0;  // medians over the samples
+  double step_time_s = 0;
 };
 
 }  // namespace zt::bench

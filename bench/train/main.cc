@@ -1,12 +1,14 @@
 // zt_bench_train: tokens/s and model-state bytes per rank of the real trainer for ZeRO stages 0-3
-// and both shard strategies, next to stage 0 (plain data parallel) and to ZeRO theory
-// (docs/architecture.md, "Benchmarks"), then the offload configurations (kOffloads): step time next
-// to the same stage without offload, and model-state bytes per tier, and last the built-in GPT
-// against the same GPT as TorchScript (stage 3, shard_bucket): tokens/s of each. Each
-// configuration is one trainer job of 2 local ranks on a ~11M-parameter GPT; the jobs run one
-// after another, interleaved over repetitions, and the bench prints three tables and the targets
-// and writes bench-results/train.json. It exits non-zero only when a job failed; without a Python
-// that can write the TorchScript file it says so and leaves that table out.
+// and both shard strategies, next to stage 0 (plain data parallel), to ZeRO theory
+// (docs/architecture.md, "Benchmarks") and to PyTorch DDP on the same GPT, weights, data and
+// schedule (tokens/s and the largest loss difference), then the offload configurations
+// (kOffloads): step time next to the same stage without offload, and model-state bytes per tier,
+// and last the built-in GPT against the same GPT as TorchScript (stage 3, shard_bucket): tokens/s
+// of each. Each configuration is one job of 2 local ranks on a ~11M-parameter GPT (or
+// configs/zero3.toml's ~4.8M one); the jobs run one after another, interleaved over repetitions,
+// and the bench prints four tables and the targets and writes bench-results/train.json. It exits
+// non-zero only when a job failed; without a Python that can run torch it says so and leaves the
+// DDP and TorchScript tables out.
 #include <linux/magic.h>
 #include <stdlib.h>
 #include <sys/statfs.h>
@@ -23,6 +25,7 @@
 #include "metrics_file.h"
 #include "report.h"
 #include "trainer_job.h"
+#include "zt/blas.h"
 #include "zt/error.h"
 
 namespace zt::bench {
@@ -32,10 +35,13 @@ namespace {
 const char* kUsage =
     "usage: zt_bench_train [--steps N] [--warmup N] [--reps N] [--offload on|off] [--nvme-path "
     "DIR]\n"
-    "                      [--torchscript on|off] [--python PATH] [--json PATH] [--trainer PATH]\n"
+    "                      [--torchscript on|off] [--ddp on|off] [--model bench|zero3]\n"
+    "                      [--python PATH] [--json PATH] [--trainer PATH]\n"
     "  Runs the trainer (configs/zero3.toml, 2 ranks, a ~11M-parameter GPT) for ZeRO stages 0-3\n"
     "  with shard_tensor and shard_bucket; prints tokens/s, step time against stage 0 and\n"
-    "  model-state bytes per rank against theory, and the targets. Then 5 offload configurations\n"
+    "  model-state bytes per rank against theory, and the targets. PyTorch DDP trains the same\n"
+    "  GPT from the same weights on the same data (bench/train/ddp_gpt.py): zt's tokens/s over\n"
+    "  DDP's and the largest loss difference of each row. Then 5 offload configurations\n"
     "  with shard_bucket (stage 3: optimizer states in offload_cpu or offload_nvme, parameters\n"
     "  also in offload_cpu or offload_nvme; stage 1: optimizer states in offload_nvme): step time\n"
     "  against no offload and bytes per tier. Then the same GPT as TorchScript (model.kind =\n"
@@ -49,8 +55,12 @@ const char* kUsage =
     "               bench's scratch folder, or beside PATH when that is on tmpfs or ramfs)\n"
     "  --torchscript off: no TorchScript job (default on; skipped with a note when PATH of\n"
     "               --python cannot write the file, e.g. without python3-torch)\n"
-    "  --python     the Python with torch that writes the TorchScript GPT (default\n"
-    "               /usr/bin/python3, Debian's python3-torch)\n"
+    "  --ddp        off: no DDP job, and the zt jobs start from their own seeded init (default\n"
+    "               on; skipped with a note when PATH of --python cannot run torch)\n"
+    "  --model      bench: the ~10.8M-parameter bench GPT (default); zero3: configs/zero3.toml's\n"
+    "               own ~4.8M-parameter GPT\n"
+    "  --python     the Python with torch that writes the TorchScript GPT and the initial\n"
+    "               weights and runs DDP (default /usr/bin/python3, Debian's python3-torch)\n"
     "  --json       results file (default bench-results/train.json, relative to the current "
     "folder)\n"
     "  --trainer    trainer executable (default: the one built with the bench)\n";
@@ -76,7 +86,7 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
     std::string flag, value;
     if (!next_option(args, i,
                      {"--steps", "--warmup", "--reps", "--offload", "--nvme-path", "--torchscript",
-                      "--python", "--json", "--trainer"},
+                      "--ddp", "--model", "--python", "--json", "--trainer"},
                      kUsage, flag, value)) {
       return false;
     }
@@ -86,11 +96,18 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
       plan.warmup = parse_count(value, flag, 0);
     } else if (flag == "--reps") {
       plan.reps = parse_count(value, flag, 1);
-    } else if (flag == "--offload" || flag == "--torchscript") {
+    } else if (flag == "--offload" || flag == "--torchscript" || flag == "--ddp") {
       if (value != "on" && value != "off") {
         throw ConfigError(flag + " takes on or off, got '" + value + "'\n" + kUsage);
       }
-      (flag == "--offload" ? plan.offload : plan.torchscript) = value == "on";
+      (flag == "--offload" ? plan.offload
+       : flag == "--ddp"   ? plan.ddp
+                           : plan.torchscript) = value == "on";
+    } else if (flag == "--model") {
+      if (value != "bench" && value != "zero3") {
+        throw ConfigError("--model takes bench or zero3, got '" + value + "'\n" + kUsage);
+      }
+      plan.model = value;
     } else if (flag == "--python") {
       plan.python = value;
     } else if (flag == "--nvme-path") {
@@ -152,6 +169,7 @@ class NvmeDir {
 };
 
 std::string job_name(const JobSpec& job) {
+  if (job.ddp) return "ddp_r" + std::to_string(job.rep);
   std::string name = "s" + std::to_string(job.stage) + "_" + job.strategy.name;
   if (*job.offload_optimizer) name += std::string("_opt-") + job.offload_optimizer;
   if (*job.offload_param) name += std::string("_par-") + job.offload_param;
@@ -162,6 +180,7 @@ std::string job_name(const JobSpec& job) {
 // "stage 3 bucket", "stage 3 bucket opt:nvme par:cpu" (offload_nvme, offload_cpu) or
 // "stage 3 bucket torchscript"
 std::string job_label(const JobSpec& job) {
+  if (job.ddp) return "PyTorch DDP";
   auto tier = [](const char* plugin) {
     const std::string id = plugin;
     return id.rfind("offload_", 0) == 0 ? id.substr(8) : id;
@@ -173,51 +192,83 @@ std::string job_label(const JobSpec& job) {
   return label;
 }
 
+// The environment the DDP job runs in: the OpenBLAS core the trainer gives its ranks, so both
+// sides multiply with the same kernels.
+std::vector<std::string> ddp_env() {
+  std::vector<std::string> env;
+  for (const auto& [name, value] : blas_env_for_children(probe_blas())) {
+    env.push_back(name + "=" + value);
+  }
+  return env;
+}
+
 // Runs one job and reads its results. Returns false (after saying why) when the trainer failed.
-bool run_job(const Plan& plan, const JobSpec& job, const std::string& scratch, JobResult& result) {
+bool run_job(const Plan& plan, const JobSpec& job, const std::string& scratch,
+             const std::string& weights, JobResult& result) {
   const std::string name = job_name(job);
   const std::string out_dir = scratch + "/" + name;
   const std::string log = scratch + "/" + name + ".log";
+  const std::string metrics = out_dir + "/metrics.jsonl";
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
   const auto start = std::chrono::steady_clock::now();
-  const int code = run_logged(trainer_command(plan, job, out_dir), log);
+  const int code = run_logged(
+      job.ddp ? ddp_train_command(plan, scratch + "/job_config.toml", weights, metrics, ddp_env())
+              : trainer_command(plan, job, out_dir, weights),
+      log);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (code != 0) {
     std::fprintf(stderr,
-                 "zt_bench_train: error: the trainer (%s) exited with %d; its last "
+                 "zt_bench_train: error: the %s (%s) exited with %d; its last "
                  "lines:\n%s",
-                 job_label(job).c_str(), code, tail_lines(log, 15).c_str());
+                 job.ddp ? "DDP job" : "trainer", job_label(job).c_str(), code,
+                 tail_lines(log, 15).c_str());
     return false;
   }
-  read_metrics(out_dir + "/metrics.jsonl", plan.warmup, result);
+  if (job.ddp) {
+    read_step_metrics(metrics, plan.warmup, result);
+    result.world = kRanks;
+    return true;
+  }
+  read_metrics(metrics, plan.warmup, result);
   read_trainer_log(log, result);
   return true;
 }
 
-// Writes the bench's GPT as TorchScript to <scratch>/gpt.pt with the plan's Python. Returns the
-// file, or "" after a note saying why there is none: the row is a comparison the machine may be
-// unable to make (no python3-torch), not a failure of the trainer.
-std::string make_torchscript_gpt(const Plan& plan, const std::string& scratch) {
-  const std::string skip = "zt_bench_train: note: no TorchScript row: ";
+// Runs `argv` (the plan's Python and a script) to write `file`. Returns the file, or "" after a
+// note saying why there is none: `row` is a comparison the machine may be unable to make (no
+// python3-torch), not a failure of the trainer.
+std::string python_writes(const Plan& plan, const std::vector<std::string>& argv,
+                          const std::string& file, const std::string& row) {
+  const std::string skip = "zt_bench_train: note: no " + row + " row: ";
   std::error_code ec;
   if (!std::filesystem::exists(plan.python, ec)) {
     std::printf("%s%s does not exist (install python3-torch, or pass --python PATH)\n",
                 skip.c_str(), plan.python.c_str());
     return "";
   }
-  const std::string pt = scratch + "/gpt.pt";
-  const std::string log = scratch + "/gpt_pt.log";
-  if (run_logged(torchscript_gpt_command(plan, pt), log) == 0 && std::filesystem::exists(pt, ec)) {
-    return pt;
-  }
+  const std::string log = file + ".log";
+  if (run_logged(argv, log) == 0 && std::filesystem::exists(file, ec)) return file;
   const std::string said = tail_lines(log, 6);
   if (said.find("No module named 'torch'") != std::string::npos) {
     std::printf("%s%s has no torch (install python3-torch, or pass --python PATH)\n", skip.c_str(),
                 plan.python.c_str());
   } else {
-    std::printf("%s%s could not write the GPT as TorchScript; its last lines:\n%s", skip.c_str(),
-                plan.python.c_str(), said.c_str());
+    std::printf("%s%s %s failed; its last lines:\n%s", skip.c_str(), plan.python.c_str(),
+                argv[1].c_str(), said.c_str());
   }
   return "";
+}
+
+// The trainer's resolved config of the plan's job at <scratch>/job_config.toml: the GPT's sizes
+// for the Python helpers, and what the DDP job trains as. Throws IoError when the trainer fails.
+GptSizes resolve_job_config(const Plan& plan, const std::string& scratch) {
+  const std::string path = scratch + "/job_config.toml";
+  if (run_logged(print_config_command(plan), path) != 0) {
+    throw IoError("the trainer could not resolve the bench's config; it said:\n" +
+                  tail_lines(path, 15));
+  }
+  return read_gpt_sizes(path);
 }
 
 int run(const std::vector<std::string>& argv) {
@@ -231,12 +282,25 @@ int run(const std::vector<std::string>& argv) {
   ScratchDir scratch("zt_bench_train");
   NvmeDir nvme(plan, scratch.path());
   if (plan.nvme_path.empty()) plan.nvme_path = nvme.path();
-  const std::string torchscript = plan.torchscript ? make_torchscript_gpt(plan, scratch.path())
-                                                   : std::string();
-  // Every repetition runs all jobs, the offload ones after the 8 without. The TorchScript job
-  // runs right after the built-in job it is compared with, so drift of the machine between the
-  // two is the least it can be.
+  const GptSizes gpt = resolve_job_config(plan, scratch.path());
+  const std::string torchscript =
+      plan.torchscript
+          ? python_writes(plan, torchscript_gpt_command(plan, gpt, scratch.path() + "/gpt.pt"),
+                          scratch.path() + "/gpt.pt", "TorchScript")
+          : std::string();
+  const std::string weights =
+      plan.ddp ? python_writes(plan, ddp_weights_command(plan, gpt, scratch.path() + "/init.st"),
+                               scratch.path() + "/init.st", "DDP")
+               : std::string();
+  // Every repetition runs all jobs, DDP first, the offload ones after the 8 without. The
+  // TorchScript job runs right after the built-in job it is compared with, so drift of the
+  // machine between the two is the least it can be.
   std::vector<JobSpec> pass;
+  if (!weights.empty()) {
+    JobSpec ddp;
+    ddp.ddp = true;
+    pass.push_back(ddp);
+  }
   for (int stage : kStages) {
     for (const Strategy& strategy : kStrategies) {
       pass.push_back(JobSpec{stage, strategy, 0});
@@ -260,14 +324,20 @@ int run(const std::vector<std::string>& argv) {
   if (plan.offload) std::printf("  offload_nvme files under %s\n", plan.nvme_path.c_str());
   if (!torchscript.empty()) {
     std::printf("  TorchScript GPT written by %s %s\n", plan.python.c_str(),
-                torchscript_gpt_command(plan, torchscript)[1].c_str());
+                torchscript_gpt_command(plan, gpt, torchscript)[1].c_str());
+  }
+  if (!weights.empty()) {
+    const std::vector<std::string> env = ddp_env();
+    std::printf("  every job starts from the weights %s writes; DDP runs with %s\n",
+                ddp_weights_command(plan, gpt, weights)[1].c_str(),
+                env.empty() ? "the BLAS core OpenBLAS picks" : env.front().c_str());
   }
   std::vector<std::pair<JobSpec, JobResult>> jobs;
   for (int rep = 0; rep < plan.reps; ++rep) {
     for (JobSpec job : pass) {
       job.rep = rep;
       JobResult result;
-      if (!run_job(plan, job, scratch.path(), result)) return 1;
+      if (!run_job(plan, job, scratch.path(), weights, result)) return 1;
       jobs.emplace_back(job, result);
       std::printf("  [%2zu/%d] %-32s rep %d: %.3f s/step (median), %.0f s\n", jobs.size(), total,
                   job_label(job).c_str(), rep + 1, median(result.step_time_s), result.wall_s);
@@ -275,12 +345,20 @@ int run(const std::vector<std::string>& argv) {
     }
   }
 
-  const std::vector<Row> rows = aggregate(jobs);
+  std::vector<Row> rows = aggregate(jobs);
+  const std::optional<DdpRow> ddp = aggregate_ddp(jobs);
+  if (ddp) compare_with_ddp(jobs, *ddp, rows);
   const std::vector<TargetCheck> checks = evaluate_targets(rows);
   const Row& any = rows.front();
   std::printf("\nzt_bench_train: GPT of %lld parameters, %d ranks, offload none\n\n",
               static_cast<long long>(any.parameters), any.world);
   print_table(stdout, rows, plan);
+  if (ddp) {
+    std::printf("\nzt_bench_train: zt against PyTorch DDP (%s, Gloo, %d ranks, 1 thread each), "
+                "the same GPT, initial weights, samples and schedule\n\n",
+                plan.python.c_str(), ddp->world);
+    print_ddp_table(stdout, rows, *ddp);
+  }
   print_targets(stdout, checks);
   const std::vector<OffloadRow> offload = aggregate_offload(jobs, rows);
   if (!offload.empty()) {
@@ -296,7 +374,7 @@ int run(const std::vector<std::string>& argv) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  write_json(plan.json_path, rows, checks, offload, ts, plan, seconds);
+  write_json(plan.json_path, rows, checks, offload, ts, ddp, plan, seconds);
   std::printf("\nwrote %s (%.0f s in all)\n", plan.json_path.c_str(), seconds);
   return 0;
 }

@@ -1,9 +1,11 @@
-// A purpose-built reader of metrics.jsonl and of the trainer's summary lines.
+// A purpose-built reader of metrics.jsonl (the trainer's and the DDP job's), of the trainer's
+// summary lines and of the [model] sizes in its resolved config.
 #include "metrics_file.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -64,15 +66,16 @@ std::vector<RankStates> rank_states(const std::string& line, const std::string& 
 
 }  // namespace
 
-void read_metrics(const std::string& path, int warmup, JobResult& out) {
+std::string read_step_metrics(const std::string& path, int warmup, JobResult& out) {
   std::ifstream in(path);
-  if (!in) throw IoError("cannot read " + path + ": the trainer wrote no metrics");
+  if (!in) throw IoError("cannot read " + path + ": the job wrote no metrics");
   std::string line, last;
   int lineno = 0;
   while (std::getline(in, line)) {
     ++lineno;
-    if (line.empty()) continue;
+    if (line.rfind("{\"step\":", 0) != 0) continue;  // an event (resume, checkpoint), not a step
     const std::string where = path + ":" + std::to_string(lineno);
+    out.losses.push_back(required(line, "loss", 0, line.size(), where));
     if (required(line, "step", 0, line.size(), where) <= warmup) continue;
     out.step_time_s.push_back(required(line, "step_time_s", 0, line.size(), where));
     out.tokens_per_s.push_back(required(line, "tokens_per_s", 0, line.size(), where));
@@ -82,6 +85,11 @@ void read_metrics(const std::string& path, int warmup, JobResult& out) {
     throw IoError(path + ": no step after the " + std::to_string(warmup) +
                   " warm-up steps; raise --steps or lower --warmup");
   }
+  return last;
+}
+
+void read_metrics(const std::string& path, int warmup, JobResult& out) {
+  const std::string last = read_step_metrics(path, warmup, out);
   const std::vector<RankStates> ranks = rank_states(last, path + " (last step)");
   out.world = static_cast<int>(ranks.size());
   out.model_state_bytes = 0;
@@ -120,6 +128,28 @@ void read_trainer_log(const std::string& path, JobResult& out) {
                   (found_psi ? "\"compute <dtype>\" line" : "\"model states per rank\" summary") +
                   "; is the trainer newer than the bench?");
   }
+}
+
+GptSizes read_gpt_sizes(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, section;
+  std::map<std::string, std::string> model;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] == '[') section = line;
+    if (section != "[model]") continue;
+    std::istringstream words(line);
+    std::string key, equals, value;
+    if (words >> key >> equals >> value && equals == "=") model[key] = value;
+  }
+  auto size = [&](const char* key) {
+    const auto it = model.find(key);
+    if (it == model.end()) {
+      throw IoError(path + ": the trainer's resolved config has no model." + key +
+                    "; is the trainer newer than the bench?");
+    }
+    return it->second;
+  };
+  return {size("n_layer"), size("n_head"), size("d_model"), size("seq_len"), size("vocab")};
 }
 
 }  // namespace zt::bench

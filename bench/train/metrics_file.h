@@ -1,6 +1,7 @@
 // Reads what one trainer job left behind: its metrics.jsonl (trainer/train_report.cc writes one
-// JSON object per step) and its stdout summary. The parser knows exactly the fields the bench
-// needs and the shape the trainer writes them in; it is not a general JSON reader.
+// JSON object per step; bench/train/ddp_gpt.py the same step fields) and its stdout summary, and
+// the GPT's sizes from the trainer's resolved config (--print-config). The parser knows exactly the
+// fields the bench needs and the shape the trainer writes them in; it is not a general JSON reader.
 // Thread safety: pure functions over files.
 #pragma once
 
@@ -10,14 +11,22 @@
 
 namespace zt::bench {
 
-// Fills out.step_time_s and out.tokens_per_s with the steps after the first `warmup`, and
-// out.model_state_bytes, out.busiest and out.world from the last step's "memory". Throws IoError
-// when the file is missing, has no step past the warm-up, or lacks a field.
+// Fills out.losses with every step's loss and out.step_time_s and out.tokens_per_s with the steps
+// after the first `warmup`. Returns the last step's line. Throws IoError when the file is
+// missing, has no step past the warm-up, or lacks a field.
+std::string read_step_metrics(const std::string& path, int warmup, JobResult& out);
+
+// read_step_metrics, then out.model_state_bytes, out.busiest and out.world from the last step's
+// "memory". Throws IoError as read_step_metrics does, or when "memory" lacks a field.
 void read_metrics(const std::string& path, int warmup, JobResult& out);
 
 // Fills out.parameters from the summary line "model states per rank (N parameters, ...)",
 // out.low_precision from "compute <dtype>" and out.offload_note from "  offload: ..." (left empty
 // without it). Throws IoError when either of the first two is missing.
 void read_trainer_log(const std::string& path, JobResult& out);
+
+// The [model] sizes in a config as `trainer --print-config` writes it (one "key = value" a line).
+// Throws IoError when one is missing.
+GptSizes read_gpt_sizes(const std::string& path);
 
 }  // namespace zt::bench

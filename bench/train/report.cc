@@ -39,7 +39,7 @@ std::string offload_label(const Offload& o) {
 }
 
 bool same_offload(const JobSpec& spec, const Offload& o) {
-  return spec.torchscript.empty() && spec.stage == o.stage &&
+  return !spec.ddp && spec.torchscript.empty() && spec.stage == o.stage &&
          std::strcmp(spec.offload_optimizer, o.optimizer) == 0 &&
          std::strcmp(spec.offload_param, o.param) == 0;
 }
@@ -52,6 +52,12 @@ int64_t bytes_in(const RankStates& s, const Offload& o, const char* plugin) {
 }
 
 std::string row_json(const Row& r) {
+  const std::string vs_ddp = std::isnan(r.vs_ddp)
+                                 ? std::string()
+                                 : ", \"tokens_per_s_over_ddp\": " + json_number(r.vs_ddp) +
+                                       ", \"max_loss_off_ddp\": " + json_number(r.loss_vs_ddp) +
+                                       ", \"max_loss_off_ddp_step\": " +
+                                       std::to_string(r.loss_vs_ddp_step);
   return "{\"stage\": " + std::to_string(r.stage) + ", \"strategy\": \"" + r.strategy +
          "\", \"offload\": \"none\", \"world\": " + std::to_string(r.world) +
          ", \"tokens_per_s\": " + json_number(r.tokens_per_s) +
@@ -61,7 +67,26 @@ std::string row_json(const Row& r) {
          ", \"ratio_to_stage0\": " + json_number(r.ratio_to_stage0) +
          ", \"measured_over_theory\": " + json_number(r.measured_over_theory()) +
          ", \"parameters\": " + std::to_string(r.parameters) +
-         ", \"samples\": " + std::to_string(r.samples) + "}";
+         ", \"samples\": " + std::to_string(r.samples) + vs_ddp + "}";
+}
+
+std::string ddp_json(const DdpRow& d) {
+  return "{\"world\": " + std::to_string(d.world) +
+         ", \"tokens_per_s\": " + json_number(d.tokens_per_s) +
+         ", \"step_time_s\": " + json_number(d.step_time_s) +
+         ", \"samples\": " + std::to_string(d.samples) + "}";
+}
+
+// The largest |a - b| / |b| over the steps both have, and its 1-based step.
+std::pair<double, int> largest_loss_difference(const std::vector<double>& a,
+                                               const std::vector<double>& b) {
+  std::pair<double, int> worst{0, 0};
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    const double off = std::abs(a[i] - b[i]) / std::abs(b[i]);
+    // A NaN loss on either side is the largest difference there is.
+    if (!(off <= worst.first)) worst = {std::isnan(off) ? INFINITY : off, static_cast<int>(i + 1)};
+  }
+  return worst;
 }
 
 std::string offload_json(const OffloadRow& r) {
@@ -114,7 +139,7 @@ std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& job
       std::vector<double> times, tokens;
       bool low = false;
       for (const auto& [spec, result] : jobs) {
-        if (spec.offloaded() || !spec.torchscript.empty() || spec.stage != stage ||
+        if (spec.ddp || spec.offloaded() || !spec.torchscript.empty() || spec.stage != stage ||
             spec.strategy.name != row.strategy) {
           continue;
         }
@@ -212,7 +237,53 @@ std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows) {
     checks.push_back({"stage3_step_time_vs_stage0", strategy.name, r->ratio_to_stage0,
                       kMaxStage3OverStage0, r->ratio_to_stage0 <= kMaxStage3OverStage0});
   }
+  const Row* r = find(rows, 3, kDdpTargetStrategy.name);
+  if (r && !std::isnan(r->vs_ddp)) {
+    checks.push_back({"stage3_tokens_vs_ddp", r->strategy, r->vs_ddp, kMinStage3OverDdp,
+                      r->vs_ddp >= kMinStage3OverDdp});
+    double worst = 0;
+    for (const Row& row : rows) worst = std::max(worst, row.loss_vs_ddp);
+    checks.push_back({"losses_vs_ddp", "all", worst, kMaxLossOffDdp, worst <= kMaxLossOffDdp});
+  }
   return checks;
+}
+
+std::optional<DdpRow> aggregate_ddp(const std::vector<std::pair<JobSpec, JobResult>>& jobs) {
+  DdpRow d;
+  std::vector<double> times, tokens;
+  for (const auto& [spec, result] : jobs) {
+    if (!spec.ddp) continue;
+    times.insert(times.end(), result.step_time_s.begin(), result.step_time_s.end());
+    tokens.insert(tokens.end(), result.tokens_per_s.begin(), result.tokens_per_s.end());
+    d.world = result.world;
+  }
+  if (times.empty()) return std::nullopt;
+  d.samples = static_cast<int>(times.size());
+  d.step_time_s = median(times);
+  d.tokens_per_s = median(tokens);
+  return d;
+}
+
+void compare_with_ddp(const std::vector<std::pair<JobSpec, JobResult>>& jobs, const DdpRow& ddp,
+                      std::vector<Row>& rows) {
+  for (Row& row : rows) {
+    row.vs_ddp = row.tokens_per_s / ddp.tokens_per_s;
+    row.loss_vs_ddp = 0;
+    for (const auto& [spec, result] : jobs) {
+      if (spec.ddp || spec.offloaded() || !spec.torchscript.empty() || spec.stage != row.stage ||
+          spec.strategy.name != row.strategy) {
+        continue;
+      }
+      for (const auto& [peer, peer_result] : jobs) {
+        if (!peer.ddp || peer.rep != spec.rep) continue;
+        const auto [off, step] = largest_loss_difference(result.losses, peer_result.losses);
+        if (!(off <= row.loss_vs_ddp)) {
+          row.loss_vs_ddp = off;
+          row.loss_vs_ddp_step = step;
+        }
+      }
+    }
+  }
 }
 
 void print_table(std::FILE* out, const std::vector<Row>& rows, const Plan& plan) {
@@ -244,10 +315,20 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
                    "  %-4s %-6s stage-3 model-state bytes per rank within %.0f%% of theory: "
                    "%.3f\n",
                    c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold * 100, c.value);
-    } else {
+    } else if (c.name == "stage3_step_time_vs_stage0") {
       std::fprintf(out,
                    "  %-4s %-6s stage-3 step time <= %.1fx stage 0's:                     "
                    "%.2fx\n",
+                   c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold, c.value);
+    } else if (c.name == "stage3_tokens_vs_ddp") {
+      std::fprintf(out,
+                   "  %-4s %-6s stage-3 tokens/s >= %.1fx PyTorch DDP's:                  "
+                   "%.2fx\n",
+                   c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold, c.value);
+    } else {
+      std::fprintf(out,
+                   "  %-4s %-6s every row's loss within %.0e of DDP's at every step:    "
+                   "%.1e\n",
                    c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold, c.value);
     }
   }
@@ -323,6 +404,22 @@ void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
                outside.empty() ? "" : " (outside: ", outside.c_str(), outside.empty() ? "" : ")");
 }
 
+void print_ddp_table(std::FILE* out, const std::vector<Row>& rows, const DdpRow& ddp) {
+  std::fprintf(out, "%-5s %-8s %10s %10s %10s %18s\n", "stage", "strategy", "tokens/s", "step (s)",
+               "vs DDP", "max loss off DDP");
+  std::fprintf(out, "%-14s %10.0f %10.3f %10s %18s\n", "PyTorch DDP", ddp.tokens_per_s,
+               ddp.step_time_s, "1.00x", "-");
+  for (const Row& r : rows) {
+    std::fprintf(out, "%-5d %-8s %10.0f %10.3f %9.2fx %10.1e step %2d\n", r.stage,
+                 r.strategy.c_str(), r.tokens_per_s, r.step_time_s, r.vs_ddp, r.loss_vs_ddp,
+                 r.loss_vs_ddp_step);
+  }
+  std::fprintf(out,
+               "vs DDP: tokens/s over DDP's (medians over %d DDP steps); max loss off DDP: the "
+               "largest |loss - DDP's| / DDP's over every step of every repetition\n",
+               ddp.samples);
+}
+
 void print_torchscript_table(std::FILE* out, const TorchScriptRow& t) {
   std::fprintf(out, "%-12s %12s %10s %8s\n", "model", "parameters", "tokens/s", "steps");
   std::fprintf(out, "%-12s %12lld %10.0f %8d\n", "built-in",
@@ -350,18 +447,21 @@ void print_torchscript_table(std::FILE* out, const TorchScriptRow& t) {
 
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const std::vector<OffloadRow>& offload,
-                const std::optional<TorchScriptRow>& torchscript, const Plan& plan,
-                double total_seconds) {
+                const std::optional<TorchScriptRow>& torchscript, const std::optional<DdpRow>& ddp,
+                const Plan& plan, double total_seconds) {
   std::ofstream out = open_results(path);
 
-  out << "{\n  \"bench\": \"train\",\n  " << blas_json() << ",\n  \"steps\": " << plan.steps
-      << ",\n  \"warmup\": " << plan.warmup << ",\n  \"reps\": " << plan.reps
-      << ",\n  \"total_seconds\": " << json_number(total_seconds) << ",\n  \"rows\": [";
+  out << "{\n  \"bench\": \"train\",\n  " << blas_json() << ",\n  \"model\": \"" << plan.model
+      << "\",\n  \"steps\": " << plan.steps << ",\n  \"warmup\": " << plan.warmup
+      << ",\n  \"reps\": " << plan.reps << ",\n  \"total_seconds\": " << json_number(total_seconds)
+      << ",\n  \"rows\": [";
   for (size_t i = 0; i < rows.size(); ++i) out << (i ? ",\n    " : "\n    ") << row_json(rows[i]);
   const bool all_pass = std::all_of(checks.begin(), checks.end(), [](auto& c) { return c.pass; });
   out << "\n  ],\n  \"targets\": {\n    \"stage3_bytes_max_off_theory\": "
       << json_number(kMaxBytesOffTheory)
       << ",\n    \"stage3_step_time_over_stage0_max\": " << json_number(kMaxStage3OverStage0)
+      << ",\n    \"stage3_tokens_over_ddp_min\": " << json_number(kMinStage3OverDdp)
+      << ",\n    \"loss_off_ddp_max\": " << json_number(kMaxLossOffDdp)
       << ",\n    \"all_pass\": " << (all_pass ? "true" : "false") << ",\n    \"checks\": [";
   for (size_t i = 0; i < checks.size(); ++i) {
     out << (i ? ",\n      " : "\n      ") << check_json(checks[i]);
@@ -372,8 +472,9 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
   }
   out << (offload.empty() ? "]" : "\n  ]");
   // null when the TorchScript job did not run (--torchscript off, or no Python with torch).
-  out << ",\n  \"torchscript\": " << (torchscript ? torchscript_json(*torchscript) : "null")
-      << "\n}\n";
+  out << ",\n  \"torchscript\": " << (torchscript ? torchscript_json(*torchscript) : "null");
+  // null when the DDP job did not run (--ddp off, or no Python with torch).
+  out << ",\n  \"ddp\": " << (ddp ? ddp_json(*ddp) : "null") << "\n}\n";
   if (!out) throw IoError("writing " + path + " failed");
 }
 

@@ -1,7 +1,8 @@
 // zt_bench_train's report: rows aggregated from the jobs, the printed tables, the targets
 // (evaluated and printed, never asserted: a miss is data, not a failure) and
 // bench-results/train.json. Offload rows have no targets; how far their bytes are from theory is
-// printed as information. The TorchScript comparison has its own target and table.
+// printed as information. The TorchScript comparison has its own target and table; the DDP
+// comparison adds a table and two targets.
 // Thread safety: pure functions over rows, plus file output.
 #pragma once
 
@@ -25,9 +26,16 @@ constexpr double kOffloadInfoOffTheory = 0.05;
 // The GPT as TorchScript runs the same computation through the TorchScript interpreter; its
 // tokens/s should stay within 10% of the built-in GPT's.
 constexpr double kMinTorchScriptOverBuiltin = 0.90;
+// zt's ZeRO-3 against PyTorch DDP on the same job: at least this times DDP's tokens/s. And every
+// row's loss within this of DDP's at every step, relative: both train the same model on the same
+// samples in fp32, so only the order of floating-point sums differs (measured: ~1e-7 for 20
+// steps, 4e-5 after a loss spike magnified it).
+constexpr double kMinStage3OverDdp = 1.3;
+constexpr double kMaxLossOffDdp = 1e-4;
 
 struct TargetCheck {
-  std::string name;      // "stage3_bytes_vs_theory" or "stage3_step_time_vs_stage0"
+  std::string name;      // "stage3_bytes_vs_theory", "stage3_step_time_vs_stage0",
+                         // "stage3_tokens_vs_ddp" or "losses_vs_ddp"
   std::string strategy;  // "tensor" or "bucket"
   double value = 0;      // measured/theory, or step-time ratio
   double threshold = 0;  // allowed |value - 1|, or the largest ratio
@@ -38,7 +46,15 @@ struct TargetCheck {
 // steps, bytes as the largest any repetition measured, theory from trainer/memory_theory.h.
 // Jobs with offload or a TorchScript model are left out of these rows.
 std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& jobs);
+// With the DDP comparison filled in (compare_with_ddp), its targets too.
 std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows);
+
+// The DDP jobs' medians; nullopt without DDP jobs.
+std::optional<DdpRow> aggregate_ddp(const std::vector<std::pair<JobSpec, JobResult>>& jobs);
+// Fills each row's vs_ddp and its largest loss difference from DDP's, over every repetition
+// (each zt job against the DDP job of its repetition).
+void compare_with_ddp(const std::vector<std::pair<JobSpec, JobResult>>& jobs, const DdpRow& ddp,
+                      std::vector<Row>& rows);
 // One row per kOffloads entry that has jobs, in that order: medians as aggregate(), bytes of the
 // busiest rank of the repetition that measured the most in all tiers, step time over `rows`'
 // same stage and strategy (NaN without it). The tier of each role comes from the job's config.
@@ -57,12 +73,14 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks);
 // theory. `rows` give the step times the ratios are over.
 void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
                          const std::vector<Row>& rows);
+// DDP's tokens/s, then each row's tokens/s over DDP's and its largest loss difference.
+void print_ddp_table(std::FILE* out, const std::vector<Row>& rows, const DdpRow& ddp);
 // The built-in and TorchScript tokens/s, their ratio and the target.
 void print_torchscript_table(std::FILE* out, const TorchScriptRow& ts);
 // Creates the file's folder if missing. Throws IoError when it cannot write.
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const std::vector<OffloadRow>& offload,
-                const std::optional<TorchScriptRow>& torchscript, const Plan& plan,
-                double total_seconds);
+                const std::optional<TorchScriptRow>& torchscript, const std::optional<DdpRow>& ddp,
+                const Plan& plan, double total_seconds);
 
 }  // namespace zt::bench

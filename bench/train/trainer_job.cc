@@ -1,4 +1,5 @@
-// The trainer's command line for one bench job, and the one that writes the TorchScript GPT.
+// The command lines of the bench's children: the trainer for one job, PyTorch DDP on the same GPT,
+// and the Python helpers that write the TorchScript GPT and the initial weights.
 #include "trainer_job.h"
 
 #include "common/child_process.h"
@@ -6,27 +7,48 @@
 
 namespace zt::bench {
 
+namespace {
+
+// Absolute paths into the source tree, so the bench runs from any folder.
+const std::string kRoot = ZT_BENCH_SOURCE_DIR;
+
+// The trainer on configs/zero3.toml with what every job of the plan shares: ranks, steps, data
+// and the GPT.
+std::vector<std::string> base_command(const Plan& plan) {
+  std::vector<std::string> argv = {plan.trainer, "--config", kRoot + "/configs/zero3.toml"};
+  for (const std::string& kv :
+       {"launch.nproc=" + std::to_string(kRanks), "run.steps=" + std::to_string(plan.steps),
+        "data.path=" + kRoot + "/README.md"}) {
+    argv.insert(argv.end(), {"--set", kv});
+  }
+  for (const std::string& kv : model_overrides(plan)) argv.insert(argv.end(), {"--set", kv});
+  return argv;
+}
+
+}  // namespace
+
+std::vector<std::string> model_overrides(const Plan& plan) {
+  if (plan.model == "zero3") return {};
+  return bench_gpt_overrides();
+}
+
 std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
-                                         const std::string& out_dir) {
-  // Absolute paths into the source tree, so the bench runs from any folder.
-  const std::string root = ZT_BENCH_SOURCE_DIR;
-  std::vector<std::string> argv = {plan.trainer, "--config", root + "/configs/zero3.toml"};
+                                         const std::string& out_dir, const std::string& weights) {
+  std::vector<std::string> argv = base_command(plan);
   auto set = [&](const std::string& kv) {
     argv.push_back("--set");
     argv.push_back(kv);
   };
   set("zero.stage=" + std::to_string(job.stage));
   set(std::string("plugins.shard=") + job.strategy.plugin);
-  set("launch.nproc=" + std::to_string(kRanks));
-  set("run.steps=" + std::to_string(plan.steps));
   set("run.out_dir=" + out_dir);
-  set("data.path=" + root + "/README.md");
-  for (const std::string& kv : bench_gpt_overrides()) set(kv);
   // The sizes above stay: a TorchScript model takes its shape from the file, but token data
   // needs model.seq_len and model.vocab.
   if (!job.torchscript.empty()) {
     set("model.kind=torchscript");
     set("model.path=" + job.torchscript);
+  } else if (!weights.empty()) {
+    set("model.init_from=" + weights);
   }
   // Besides the plugins and the folder, configs/zero3_offload.toml differs from zero3.toml only
   // in its tile size and bounce-buffer pool (which the engine's aligned tiles do not use).
@@ -41,24 +63,38 @@ std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
   return argv;
 }
 
-std::vector<std::string> torchscript_gpt_command(const Plan& plan, const std::string& out_pt) {
-  // The sizes come from bench_gpt_overrides() rather than a copy, so the two GPTs stay one.
-  auto size = [](const std::string& key) {
-    const std::string prefix = "model." + key + "=";
-    for (const std::string& kv : bench_gpt_overrides()) {
-      if (kv.rfind(prefix, 0) == 0) return kv.substr(prefix.size());
-    }
-    throw ConfigError("the bench's GPT sets no " + prefix + "; cannot write it as TorchScript");
-  };
-  return {plan.python,
-          std::string(ZT_BENCH_SOURCE_DIR) + "/tests/torchscript/torchscript_models.py",
-          "gpt",
-          out_pt,
-          size("n_layer"),
-          size("n_head"),
-          size("d_model"),
-          size("seq_len"),
-          size("vocab")};
+std::vector<std::string> print_config_command(const Plan& plan) {
+  std::vector<std::string> argv = base_command(plan);
+  argv.push_back("--print-config");
+  return argv;
+}
+
+std::vector<std::string> ddp_weights_command(const Plan& plan, const GptSizes& gpt,
+                                             const std::string& out) {
+  return {plan.python, kRoot + "/bench/train/ddp_gpt.py",
+          "weights",   out,
+          gpt.n_layer, gpt.n_head,
+          gpt.d_model, gpt.seq_len,
+          gpt.vocab,   std::to_string(kInitSeed)};
+}
+
+std::vector<std::string> ddp_train_command(const Plan& plan, const std::string& config,
+                                           const std::string& weights, const std::string& out_jsonl,
+                                           const std::vector<std::string>& env) {
+  std::vector<std::string> argv = {"/usr/bin/env"};
+  argv.insert(argv.end(), env.begin(), env.end());
+  argv.insert(argv.end(), {plan.python, kRoot + "/bench/train/ddp_gpt.py", "train", config, weights,
+                           out_jsonl});
+  return argv;
+}
+
+std::vector<std::string> torchscript_gpt_command(const Plan& plan, const GptSizes& gpt,
+                                                 const std::string& out_pt) {
+  return {plan.python, kRoot + "/tests/torchscript/torchscript_models.py",
+          "gpt",       out_pt,
+          gpt.n_layer, gpt.n_head,
+          gpt.d_model, gpt.seq_len,
+          gpt.vocab};
 }
 
 }  // namespace zt::bench

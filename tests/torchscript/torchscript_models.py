@@ -245,15 +245,21 @@ def make(out_dir):
             dst.writestr(item, data)
 
 
-def make_zt_like_gpt(path, layers, heads, d, seq_len, vocab):
-    torch.manual_seed(5)
+def zt_like_gpt(layers, heads, d, seq_len, vocab, seed=5):
+    """zt's GPT with GPT-2's init, as the built-in one starts: N(0, 0.02) weights, zero biases,
+    identity LayerNorms."""
+    torch.manual_seed(seed)
     model = Gpt(vocab=vocab, seq_len=seq_len, d=d, heads=heads, layers=layers, like_zt=True)
     for name, p in model.named_parameters():
         if name.endswith("bias"):
             nn.init.zeros_(p)
         elif ".ln" not in name:
             nn.init.normal_(p, std=0.02)
-    save(model, path)
+    return model
+
+
+def make_zt_like_gpt(path, layers, heads, d, seq_len, vocab):
+    save(zt_like_gpt(layers, heads, d, seq_len, vocab), path)
 
 
 def train(model_path, batches_path, out_path, steps, lr, wd, eps, loss_kind, chunks):
