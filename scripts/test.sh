@@ -2,6 +2,7 @@
 # Every test on a fresh machine: install what is missing, check the formatting, build, run CTest
 # (labels unit, multiproc, engine, sdk, gpu) and print its summary. Arguments go to ctest, e.g.
 # scripts/test.sh -L unit
+# Skipped tests are listed at the end with the reason each gave (scripts/skipped-tests.sh).
 # Under CI (CI set, as .ci/run is run) a warning fails the build: -DZT_WARNINGS_AS_ERRORS=ON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,4 +19,5 @@ start=$(date +%s)
 status=0
 ctest --test-dir "${ZT_BUILD_DIR:-build}" --output-on-failure -j 2 "$@" || status=$?
 echo "tests took $(( $(date +%s) - start )) s"
+scripts/skipped-tests.sh "${ZT_BUILD_DIR:-build}"
 exit $status

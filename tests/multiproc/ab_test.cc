@@ -3,7 +3,6 @@
 // allowed; runs that differ in math are caught as a divergence with a non-zero exit.
 #include <doctest/doctest.h>
 
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -146,9 +145,11 @@ TEST_CASE("live A/B: a job switching shard strategies every 5 steps keeps the pl
                             b = zt::test::losses_of(dir.file("live/metrics.jsonl"));
   REQUIRE(a.size() == 20);
   REQUIRE(b.size() == 20);
+  // Both strategies sum every gradient in the same order, and a switch moves the state through
+  // a checkpoint that resumes bit for bit: the losses are the plain run's to the last bit.
   for (size_t i = 0; i < a.size(); ++i) {
     INFO("step " << i + 1);
-    CHECK(std::fabs(a[i] - b[i]) <= 1e-6 * std::fabs(a[i]));
+    CHECK(a[i] == b[i]);
   }
   CHECK_FALSE(std::filesystem::exists(dir.file("live/ab-switch")));  // the switch folder goes
 

@@ -18,6 +18,7 @@
 //                   [--load true --ckpt_dir D --saved_world W] [--compare P]
 //                   [--refuse_partial true --ckpt_dir D]
 //                   [--mics K] [--hier true --ranks_per_host P]
+//                   [--plant nan|lost_update]
 // The engine, its plugins and tiers are wired by the trainer's own build_engine_setup
 // (trainer/engine_setup.h) from a zt::Config: the options above become --set overrides of
 // check_config()'s TOML (fp16 is not offered: the config refuses it on the CPU, where LibTorch
@@ -39,6 +40,9 @@
 // --compare P requires the losses, scales and final parameters to equal P's bit for bit.
 // --refuse_partial true (one rank) first saves a checkpoint without exp_avg_sq into D by hand and
 // requires the engine to refuse loading it.
+// --plant plants a fault the check must catch (tests of the oracle itself): nan puts a NaN into
+// the engine's last parameter before the final comparison; lost_update gives the engine's second
+// step lr 0, so that update is lost while the reference applies it.
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -48,6 +52,7 @@
 
 #include "checkpoint_saver.h"  // core-internal: a save filled by hand (--refuse_partial)
 #include "engine_setup.h"
+#include "oracle_tolerance.h"
 #include "rank_check.h"
 #include "zt/checkpoint.h"
 #include "zt/config.h"
@@ -272,39 +277,38 @@ struct Reference {
   }
 };
 
-// How far `got` exceeds the compute dtype's tolerance around `want` at worst (<= 0: within it).
-double excess(const at::Tensor& got, const at::Tensor& want, at::ScalarType dt) {
-  const double rtol = dt == at::kFloat ? 1e-5 : 2e-2, atol = dt == at::kFloat ? 1e-6 : 2e-2;
-  const at::Tensor w = want.detach();
-  if (got.sizes() != w.sizes()) return std::numeric_limits<double>::infinity();
-  return ((got - w).abs() - (atol + rtol * w.abs())).max().item<double>();
-}
-
 void check_close(const std::string& what, const at::Tensor& got, const at::Tensor& want,
                  at::ScalarType dt) {
-  const double e = excess(got, want, dt);
-  if (e > 0) {
+  const double e = zt::test::excess(got, want, dt);
+  if (!(e <= 0)) {  // a NaN fails too
     throw CheckFailed(what + ": max |zt - torch| exceeds tolerance by " + std::to_string(e) +
                       " (shape " + c10::str(got.sizes()) + ")");
   }
 }
 
-// Every parameter, element by element, within the tolerance of the compute dtype.
-void check_parameters(zt::Engine& engine, Weights& ref, at::ScalarType dt, int64_t applied) {
+// Every parameter, element by element, within the tolerance of the compute dtype, and in bf16
+// its mean error within the bound a lost or doubled update exceeds (oracle_tolerance.h). The
+// first parameter off is named. Returns the largest bf16 mean error as a fraction of its bound
+// (0 in fp32).
+double check_parameters(zt::Engine& engine, Weights& ref, at::ScalarType dt, int64_t applied,
+                        const std::string& plant) {
   auto got = engine.full_parameters();
   auto want = ref.all();
-  std::string worst;
-  double worst_err = 0;
+  // --plant nan: a fault the comparison must catch (tested).
+  if (plant == "nan") got.back().second.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+  double worst_mean = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     if (got[i].first != want[i].first)
       throw CheckFailed("parameter order: " + got[i].first + " vs " + want[i].first);
-    const double e = excess(got[i].second.view(want[i].second.sizes()), want[i].second, dt);
-    if (e > 0 && e > worst_err) {
-      worst_err = e;
-      worst = want[i].first + ": max |zt - torch| exceeds tolerance by " + std::to_string(e);
-    }
+    const at::Tensor mine = got[i].second.view(want[i].second.sizes());
+    const std::string when = "after " + std::to_string(applied) + " steps, " + want[i].first;
+    check_close(when, mine, want[i].second, dt);
+    if (dt == at::kFloat) continue;
+    const zt::test::MeanError m = zt::test::mean_error(mine, want[i].second, kLr, true);
+    if (!m.ok()) throw CheckFailed(when + ": " + m.describe());
+    worst_mean = std::max(worst_mean, m.mean / m.bound);
   }
-  if (!worst.empty()) throw CheckFailed("after " + std::to_string(applied) + " steps, " + worst);
+  return worst_mean;
 }
 
 // The debug accessors after `applied` steps: masters and AdamW's states match the reference
@@ -600,7 +604,9 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     if (step == first) check_early_reduce(opt, reduces_at_first_unit);
     reference.grads(step, opt, env.world);
     if (accessors) check_grads(engine, reference, dt, step);
-    zt::StepReport rep = engine.step(kLr);
+    // --plant lost_update: the engine's second update is lost (lr 0), the reference's is not.
+    const bool lose = a["plant"] == "lost_update" && step == first + 1;
+    zt::StepReport rep = engine.step(lose ? 0.0 : kLr);
     trace.scales.push_back(rep.loss_scale);
     if (saver && step + 1 == std::stoi(a["save_at"])) saver->save(engine, step + 1, {});
     if (overflow_now) {
@@ -616,10 +622,11 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   }
   if (saver) saver->finish();
   saver.reset();
-  check_parameters(engine, reference.weights, dt, applied);
+  const double mean_vs_bound = check_parameters(engine, reference.weights, dt, applied, a["plant"]);
   check_forward_calls(units, steps - first, opt);
   record_or_compare(a, env.rank, engine, trace, first, opt.grad_accum);
-  const std::string text = memory_text(*setup);
+  std::string text = memory_text(*setup);
+  if (dt != at::kFloat) text += " bf16_mean_error_over_bound=" + std::to_string(mean_vs_bound);
   // Files of the NVMe tier are gone once the setup (engine first, then its tiers) is destroyed.
   const std::string rank_dir = nvme_dir + "/zt-" + setup->tiers.job + "/rank" +
                                std::to_string(env.rank);
@@ -666,7 +673,8 @@ int main(int argc, char** argv) {
          {"refuse_partial", "false"},
          {"mics", "-1"},
          {"hier", "false"},
-         {"ranks_per_host", "0"}};
+         {"ranks_per_host", "0"},
+         {"plant", ""}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   kHidden = std::stoll(a["hidden"]);
   g_zero_init = a["zero_init"] == "true";

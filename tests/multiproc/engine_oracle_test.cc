@@ -44,6 +44,34 @@ void expect_ok(const zt::test::RankReports& r) {
 
 }  // namespace
 
+TEST_CASE("the oracle itself fails on a planted NaN in one parameter, fp32 and bf16") {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    CAPTURE(dtype);
+    const auto r = run_engine(
+        2, {"--stage", "3", "--shard", "shard_bucket", "--dtype", dtype, "--plant", "nan"});
+    INFO(r.all());
+    CHECK(r.result.exit_code != 0);
+    for (const auto& rep : r.reports) {
+      CHECK(contains(rep, "CHECK FAILED: after 5 steps, b2: max |zt - torch| exceeds tolerance "
+                          "by "));
+      CHECK(contains(rep, "nan"));
+    }
+  }
+}
+
+TEST_CASE("the bf16 oracle fails on a planted lost update, which its per-element bound passes") {
+  // One of five updates lost moves every element by about lr = 1e-2, within the per-element
+  // 2e-2 + 2e-2 |w| that bf16's sign flips need: the mean error is what catches it.
+  const auto r = run_engine(
+      2, {"--stage", "3", "--shard", "shard_bucket", "--dtype", "bf16", "--plant", "lost_update"});
+  INFO(r.all());
+  CHECK(r.result.exit_code != 0);
+  for (const auto& rep : r.reports) {
+    CHECK(contains(rep, "CHECK FAILED: after 5 steps, "));
+    CHECK(contains(rep, "over the bf16 bound"));
+  }
+}
+
 TEST_CASE("fp32: every stage x strategy x world size matches single-process AdamW") {
   for (int stage : {0, 1, 2, 3}) {
     for (const char* shard : {"shard_tensor", "shard_bucket"}) {

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "../skip.h"
 #include "../test_util.h"
 #include "zt/blas.h"
 
@@ -119,8 +120,8 @@ TEST_CASE("probing this process agrees with the decision for this CPU") {
   zt::BlasInfo info = zt::probe_blas();
   INFO(zt::blas_header_line(info));
   if (info.library.empty()) {
-    CHECK(info.recommended.empty());
-    return;
+    ZT_SKIP_UNLESS_CI("this process's BLAS is not OpenBLAS, so there is no core to probe; "
+                      "scripts/setup.sh installs libopenblas0-openmp");
   }
   CHECK(contains(info.library, "OpenBLAS"));
   CHECK(!info.core.empty());

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../skip.h"
 #include "../test_util.h"
 #include "zt/checkpoint.h"
 #include "zt/error.h"
@@ -215,10 +216,7 @@ TEST_CASE("safetensors writer: contract violations and unwritable places") {
 
 TEST_CASE("safetensors writer: a full device is an IoError naming the path and the bytes") {
   // /dev/full refuses every write with ENOSPC, as a disk that has filled.
-  if (!std::filesystem::exists("/dev/full")) {
-    MESSAGE("skipped: no /dev/full on this system");
-    return;
-  }
+  if (!std::filesystem::exists("/dev/full")) ZT_SKIP("no /dev/full on this system");
   zt::SafetensorsWriter w;
   w.add("a", "F32", {1024});
   try {

@@ -83,8 +83,8 @@ ZT_GELU_INLINE VecF backward_lanes(VecF g, VecF x) {
 
 // The kernels over [0, n): whole vectors, then the tail through a padded vector. GCC builds one
 // clone per ISA and picks one when the library loads.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
-forward_kernel(const float* x, float* y, int64_t n) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void forward_kernel(
+    const float* x, float* y, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) store(y + i, forward_lanes(load(x + i)));
   if (i == n) return;
@@ -94,8 +94,8 @@ forward_kernel(const float* x, float* y, int64_t n) {
   std::memcpy(y + i, out, (n - i) * sizeof(float));
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
-backward_kernel(const float* g, const float* x, float* dx, int64_t n) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void backward_kernel(
+    const float* g, const float* x, float* dx, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) store(dx + i, backward_lanes(load(g + i), load(x + i)));
   if (i == n) return;

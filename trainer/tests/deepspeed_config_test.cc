@@ -137,7 +137,8 @@ TEST_CASE("DeepSpeed ZeRO-3 with NVMe offload of states and parameters, key by k
        {"zero.offload_optimizer_fraction", 0.5, z + "offload_optimizer.ratio"}});
 }
 
-TEST_CASE("Hugging Face \"auto\" values leave keys to the zt config; unsupported keys refused") {
+TEST_CASE(
+    "Hugging Face \"auto\" values leave keys to the zt config, unsupported keys are refused") {
   const std::string f = kDir + "zero3_hf_auto_cosine.json";
   const std::string refused = [&] {
     try {

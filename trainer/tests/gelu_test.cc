@@ -18,8 +18,8 @@ namespace {
 // 0.5 * (1 + tanh(z)) = 1 / (1 + exp(-2z)): in the negative tail 1 + tanh(z) cancels to nothing
 // in any precision, the logistic form does not.
 struct Reference {
-  long double y;     // x * s
-  long double dy;    // s + x * s (1 - s) * d(2z)/dx
+  long double y;      // x * s
+  long double dy;     // s + x * s (1 - s) * d(2z)/dx
   long double two_z;  // 2z, whose rounding exp() magnifies |2z|-fold
   long double s;
 };
@@ -73,7 +73,7 @@ TEST_CASE("gelu_tanh: values and gradients within float rounding of the formula,
   const double ours = worst_against_bound(x.detach(), y, false);
   const double libtorch = worst_against_bound(x.detach(), at::gelu(x.detach(), "tanh"), false);
   MESSAGE("largest error over its bound: gelu_tanh " << ours << ", at::gelu(x, \"tanh\") "
-                                                      << libtorch);
+                                                     << libtorch);
   CHECK(ours <= 1);
   // A weight per element, so each gradient is checked on its own.
   const at::Tensor w = at::linspace(0.5, 1.5, x.numel(), at::kFloat);

@@ -1,7 +1,7 @@
 // offload_nvme on file systems other than the test disk: /dev/shm (tmpfs), and, each in a child
 // process with its own mount namespace so the host's mounts are never touched, a 1 MiB tmpfs
 // (no room), a read-only tmpfs (not writable) and a ramfs (refuses O_DIRECT: the buffered
-// fallback). Where mounting is not permitted the test says so with a MESSAGE and checks nothing.
+// fallback). Where mounting is not permitted the test reports Skipped, saying why (tests/skip.h).
 // LibTorch (through zt/offload.h) pulls in glog, whose aborting one-argument CHECK would shadow
 // doctest's; include it first and drop that macro so every CHECK below is doctest's.
 #include "nvme_test_support.h"
@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../../../tests/skip.h"
 #include "zt/error.h"
 
 namespace fs = std::filesystem;
@@ -61,18 +62,15 @@ bool accepts_o_direct(const std::string& dir) {
   return ok;
 }
 
-void skip_unless_mounted(const MountRun& run) {
-  if (!run.mounted) MESSAGE("skipped: cannot mount a private file system here: " << run.text);
+std::string cannot_mount(const MountRun& run) {
+  return "cannot mount a private file system here: " + run.text;
 }
 
 }  // namespace
 
 TEST_CASE("on /dev/shm (tmpfs) data round-trips, buffered with one notice where tmpfs refuses "
           "O_DIRECT, direct where this kernel's tmpfs accepts it") {
-  if (!fs::is_directory("/dev/shm")) {
-    MESSAGE("skipped: no /dev/shm on this machine");
-    return;
-  }
+  if (!fs::is_directory("/dev/shm")) ZT_SKIP("no /dev/shm on this machine");
   TempDir base;  // only for a unique job name
   const std::string job = base.path().filename().string();
   const bool direct = accepts_o_direct("/dev/shm");
@@ -131,8 +129,8 @@ TEST_CASE("on a file system refusing O_DIRECT (ramfs) the tier falls back to buf
     if (fs::exists(mnt + "/zt-test")) out += "the job folder is left; ";
     return out.empty() ? std::string("ok") : out;
   });
-  skip_unless_mounted(run);
-  if (run.mounted) CHECK(run.text == "ok");
+  if (!run.mounted) ZT_SKIP(cannot_mount(run));
+  CHECK(run.text == "ok");
 }
 
 // (No ';' in test names: CTest would split the name there.)
@@ -176,8 +174,8 @@ TEST_CASE("prepare() on a 1 MiB tmpfs fails naming the bytes needed and free, an
     if (!files_in(mnt + "/zt-test/rank0").empty()) out += "a file was left after the failure; ";
     return out.empty() ? std::string("ok") : out;
   });
-  skip_unless_mounted(run);
-  if (run.mounted) CHECK(run.text == "ok");
+  if (!run.mounted) ZT_SKIP(cannot_mount(run));
+  CHECK(run.text == "ok");
 }
 
 TEST_CASE("prepare() on a read-only tmpfs fails naming the folder and the reason") {
@@ -196,6 +194,6 @@ TEST_CASE("prepare() on a read-only tmpfs fails naming the folder and the reason
       return "message: " + m;
     }
   });
-  skip_unless_mounted(run);
-  if (run.mounted) CHECK(run.text == "ok");
+  if (!run.mounted) ZT_SKIP(cannot_mount(run));
+  CHECK(run.text == "ok");
 }

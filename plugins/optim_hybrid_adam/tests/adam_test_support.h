@@ -83,20 +83,33 @@ inline double scheduled_lr(const Hyper& h, int64_t step) {
 inline constexpr double kEps = 1e-6;
 
 struct WorstError {
-  double p = 0, m = 0, v = 0;  // max |x - r| / bound seen; 1.0 = at the bound
+  double p = 0, m = 0, v = 0;  // max |x - r| / bound seen; 1.0 = at the bound; NaN after a NaN
   double p_rel = 0;            // max |x - r| / |r| for p, where |r| >= 1e-3
 };
 
 // |x - r| / bound, with an exact zero when both are zero (a zero bound admits only equality).
+// NaN when x is NaN.
 inline double error_ratio(double x, double r, double bound) {
   const double err = std::abs(x - r);
   return err == 0 ? 0 : (bound == 0 ? 1e30 : err / bound);
 }
 
-inline void check_step_against_reference(const Hyper& h, int64_t step, double lr, double divisor,
-                                         const torch::Tensor& p0, const torch::Tensor& g0,
-                                         const torch::Tensor& m0, const torch::Tensor& v0,
-                                         const Shard& after, WorstError& worst) {
+// The larger of two errors, NaN when either is (std::max would drop a NaN in second place).
+inline double worst_of(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+}
+
+// The elements of one step that are off their bound: a NaN anywhere counts as off.
+struct StepComparison {
+  int64_t failures = 0;
+  std::vector<std::string> first;  // the first five, described
+};
+
+inline StepComparison compare_step_with_reference(const Hyper& h, int64_t step, double lr,
+                                                  double divisor, const torch::Tensor& p0,
+                                                  const torch::Tensor& g0, const torch::Tensor& m0,
+                                                  const torch::Tensor& v0, const Shard& after,
+                                                  WorstError& worst) {
   const int64_t n = p0.numel();
   const float* p_in = p0.data_ptr<float>();
   const float* g_in = g0.data_ptr<float>();
@@ -108,7 +121,7 @@ inline void check_step_against_reference(const Hyper& h, int64_t step, double lr
   const double bc1 = 1 - std::pow(h.beta1, static_cast<double>(step));
   const double sqrt_bc2 = std::sqrt(1 - std::pow(h.beta2, static_cast<double>(step)));
   const double s = lr / bc1;
-  int64_t failures = 0;
+  StepComparison out;
   for (int64_t i = 0; i < n; ++i) {
     double p = p_in[i];
     double g = g_in[i] / divisor;
@@ -137,19 +150,32 @@ inline void check_step_against_reference(const Hyper& h, int64_t step, double lr
     const double rp = error_ratio(p_out[i], p_new, e_p);
     const double rm = error_ratio(m_out[i], m, e_m);
     const double rv = error_ratio(v_out[i], v, e_v);
-    worst.p = std::max(worst.p, rp);
-    worst.m = std::max(worst.m, rm);
-    worst.v = std::max(worst.v, rv);
+    worst.p = worst_of(worst.p, rp);
+    worst.m = worst_of(worst.m, rm);
+    worst.v = worst_of(worst.v, rv);
     if (std::abs(p_new) >= 1e-3) {
-      worst.p_rel = std::max(worst.p_rel, std::abs(p_out[i] - p_new) / std::abs(p_new));
+      worst.p_rel = worst_of(worst.p_rel, std::abs(p_out[i] - p_new) / std::abs(p_new));
     }
-    if ((rp > 1 || rm > 1 || rv > 1) && failures++ < 5) {
-      FAIL_CHECK("n=" << n << " step " << step << " element " << i << ": p " << p_out[i] << " vs "
-                      << p_new << " (bound " << e_p << "), m " << m_out[i] << " vs " << m << ", v "
-                      << v_out[i] << " vs " << v);
+    // Written as "not within", so that a NaN is off too.
+    if (!(rp <= 1 && rm <= 1 && rv <= 1) && out.failures++ < 5) {
+      out.first.push_back("n=" + std::to_string(n) + " step " + std::to_string(step) + " element " +
+                          std::to_string(i) + ": p " + std::to_string(p_out[i]) + " vs " +
+                          std::to_string(p_new) + " (bound " + std::to_string(e_p) + "), m " +
+                          std::to_string(m_out[i]) + " vs " + std::to_string(m) + ", v " +
+                          std::to_string(v_out[i]) + " vs " + std::to_string(v));
     }
   }
-  CHECK(failures == 0);
+  return out;
+}
+
+inline void check_step_against_reference(const Hyper& h, int64_t step, double lr, double divisor,
+                                         const torch::Tensor& p0, const torch::Tensor& g0,
+                                         const torch::Tensor& m0, const torch::Tensor& v0,
+                                         const Shard& after, WorstError& worst) {
+  const StepComparison c = compare_step_with_reference(h, step, lr, divisor, p0, g0, m0, v0, after,
+                                                       worst);
+  for (const std::string& off : c.first) FAIL_CHECK(off);
+  CHECK(c.failures == 0);
 }
 
 inline void run_reference_case(const Hyper& h, int64_t n, int steps, double divisor,

@@ -484,7 +484,7 @@ int main(int argc, char** argv) {
     const std::string why = err != cudaSuccess ? std::string("cudaGetDeviceCount failed: ") +
                                                      cudaGetErrorString(err)
                                                : std::string("cudaGetDeviceCount found no device");
-    std::printf("SKIPPED: optim_hybrid_adam's CUDA kernel tests need a CUDA GPU; %s. "
+    std::printf("zt-skip: optim_hybrid_adam's CUDA kernel tests need a CUDA GPU; %s. "
                 "Run them on a GPU machine (scripts/device-build.sh runs ctest -L gpu).\n",
                 why.c_str());
     return kSkipReturnCode;

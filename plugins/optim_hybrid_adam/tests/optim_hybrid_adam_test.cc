@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +29,21 @@
 namespace {
 
 using namespace zt_adam_test;
+
+// The elements of `ours` farther than 1e-5 |torch| + 1e-7 from LibTorch's `torch` (a NaN is off
+// too), with the first five described in `said`.
+int64_t count_off_libtorch(const float* ours, const float* torch, int64_t n,
+                           std::vector<std::string>& said) {
+  int64_t off = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double err = std::abs(static_cast<double>(ours[i]) - torch[i]);
+    if (!(err <= 1e-5 * std::abs(torch[i]) + 1e-7) && off++ < 5) {
+      said.push_back("element " + std::to_string(i) + ": ours " + std::to_string(ours[i]) +
+                     ", LibTorch " + std::to_string(torch[i]));
+    }
+  }
+  return off;
+}
 
 template <typename TorchOptimizer, typename TorchOptions>
 void check_trajectory_against_libtorch(bool adamw, const std::string& isa) {
@@ -75,16 +91,15 @@ void check_trajectory_against_libtorch(bool adamw, const std::string& isa) {
       const float* a = shards[k].param.data_ptr<float>();
       const torch::Tensor expected = reference[k].detach();
       const float* b = expected.data_ptr<float>();
-      int64_t failures = 0;
       for (int64_t i = 0; i < sizes[k]; ++i) {
         const double err = std::abs(static_cast<double>(a[i]) - b[i]);
-        worst_abs = std::max(worst_abs, err);
-        worst_rel = std::max(worst_rel, err / std::max<double>(std::abs(b[i]), 1e-2));
-        if (err > 1e-5 * std::abs(b[i]) + 1e-7 && failures++ < 5) {
-          FAIL_CHECK("step " << step << " size " << sizes[k] << " element " << i << ": ours "
-                             << a[i] << ", LibTorch " << b[i]);
-        }
+        worst_abs = worst_of(worst_abs, err);
+        worst_rel = worst_of(worst_rel, err / std::max<double>(std::abs(b[i]), 1e-2));
       }
+      std::vector<std::string> said;
+      const int64_t failures = count_off_libtorch(a, b, sizes[k], said);
+      for (const std::string& s : said)
+        FAIL_CHECK("step " << step << " size " << sizes[k] << " " << s);
       CHECK(failures == 0);
     }
   }
@@ -121,6 +136,33 @@ TEST_CASE("fp32 update vs a double-precision reference, lengths 0..67 and 1,000,
             << ": worst error / bound: p " << worst.p << ", m " << worst.m << ", v " << worst.v
             << "; worst relative error of p where |p| >= 1e-3: " << worst.p_rel);
   }
+}
+
+TEST_CASE("a NaN in the kernel's result fails both oracles: the double reference and LibTorch's") {
+  // The comparisons are written so that a NaN cannot pass them (a NaN compares false both ways).
+  torch::manual_seed(3);
+  const Hyper h;
+  auto opt = make_optimizer(h.values());
+  Shard s(37);
+  const torch::Tensor p0 = s.param.clone(), m0 = s.exp_avg.clone(), v0 = s.exp_avg_sq.clone();
+  opt->step({s.view()}, zt::StepArgs{1, h.lr, 1.0});
+  WorstError worst;
+  REQUIRE(compare_step_with_reference(h, 1, h.lr, 1.0, p0, s.grad, m0, v0, s, worst).failures == 0);
+  s.param[5] = std::numeric_limits<float>::quiet_NaN();
+  const StepComparison planted = compare_step_with_reference(h, 1, h.lr, 1.0, p0, s.grad, m0, v0, s,
+                                                             worst);
+  CHECK(planted.failures == 1);
+  REQUIRE(planted.first.size() == 1);
+  CHECK(planted.first[0].find("element 5") != std::string::npos);
+  CHECK(std::isnan(worst.p));
+
+  const torch::Tensor torch_result = s.param.clone();
+  torch_result[5] = 0.5f;
+  std::vector<std::string> said;
+  CHECK(count_off_libtorch(s.param.data_ptr<float>(), torch_result.data_ptr<float>(), 37, said) ==
+        1);
+  CHECK(count_off_libtorch(torch_result.data_ptr<float>(), s.param.data_ptr<float>(), 37, said) ==
+        1);
 }
 
 TEST_CASE("no weight decay and late steps: bias corrections near 1, the decay skipped") {

@@ -1,0 +1,59 @@
+// How close the correctness oracle's workers require zt's parameters to be to the reference's
+// (LibTorch's own single-process training), by compute dtype, tensor by tensor.
+//  - fp32: every element within 1e-6 + 1e-5 |reference|.
+//  - bf16: every element within 2e-2 + 2e-2 |reference|. That is what bf16 cannot avoid: a
+//    gradient near zero whose sign bf16 flips moves its element by up to 2 lr the other way. But
+//    it is also more than one whole update (the oracles train at lr 1e-2 and 1e-3), so on its
+//    own it would pass a bf16 path that lost or doubled an update. Hence a second bound, on the
+//    mean |zt - reference| over the tensor's elements: lr / 8, an eighth of what one lost or
+//    doubled update adds to every element (Adam's early steps move each element by about lr),
+//    plus, for values rounded to bf16 (the weights a bf16 run computes with, not its fp32
+//    masters), twice their mean rounding error (a quarter of a bf16 spacing, <= 2^-9 |w|).
+//    Measured: correct bf16 runs reach at most about a third of it; a lost update three times it.
+// A NaN anywhere fails both bounds.
+// Thread safety: pure functions.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace zt::test {
+
+// How far `got` is outside the per-element tolerance of `dt` around `want` at worst: <= 0 when
+// every element is within it, NaN when any element of either is NaN (at::max propagates NaN, and
+// a NaN fails every `<= 0`).
+inline double excess(const at::Tensor& got, const at::Tensor& want, at::ScalarType dt) {
+  if (got.sizes() != want.sizes()) return std::numeric_limits<double>::infinity();
+  const bool fp32 = dt == at::kFloat;
+  const double rtol = fp32 ? 1e-5 : 2e-2, atol = fp32 ? 1e-6 : 2e-2;
+  const at::Tensor w = want.detach().to(at::kDouble);
+  return ((got.to(at::kDouble) - w).abs() - (atol + rtol * w.abs())).max().item<double>();
+}
+
+// The mean |got - want| over a tensor of a bf16 run, and its bound (above).
+struct MeanError {
+  double mean = 0, bound = 0;
+  bool ok() const { return mean <= bound; }  // false for NaN
+  std::string describe() const {
+    return "mean |zt - torch| " + std::to_string(mean) + " over the bf16 bound " +
+           std::to_string(bound);
+  }
+};
+
+// `rounded`: `got` holds values rounded to bf16 (the parameters a bf16 run computes with), not
+// fp32 masters.
+inline MeanError mean_error(const at::Tensor& got, const at::Tensor& want, double lr,
+                            bool rounded) {
+  const at::Tensor w = want.detach().to(at::kDouble);
+  MeanError m;
+  if (w.numel() == 0) return m;
+  m.mean = (got.to(at::kDouble) - w).abs().mean().item<double>();
+  m.bound = (rounded ? std::ldexp(w.abs().mean().item<double>(), -8) : 0) + lr / 8;
+  return m;
+}
+
+}  // namespace zt::test
