@@ -26,16 +26,16 @@ inline void print_skip(const std::string& reason) {
 
 }  // namespace zt::test
 
-#define ZT_SKIP(reason)                 \
-  do {                                  \
-    ::zt::test::print_skip(reason);     \
-    return;                             \
+#define ZT_SKIP(reason)             \
+  do {                              \
+    ::zt::test::print_skip(reason); \
+    return;                         \
   } while (0)
 
-#define ZT_SKIP_UNLESS_CI(reason)                                                          \
-  do {                                                                                     \
-    if (::zt::test::in_ci()) {                                                             \
+#define ZT_SKIP_UNLESS_CI(reason)                                                            \
+  do {                                                                                       \
+    if (::zt::test::in_ci()) {                                                               \
       FAIL("under CI, where scripts/setup.sh provides it, this is a failure: " << (reason)); \
-    }                                                                                      \
-    ZT_SKIP(reason);                                                                       \
+    }                                                                                        \
+    ZT_SKIP(reason);                                                                         \
   } while (0)
