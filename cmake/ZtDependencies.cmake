@@ -1,5 +1,5 @@
 # Finds every dependency of zt in one place. Version differences between Debian's LibTorch 1.13
-# and the LibTorch inside a PyTorch 2.x installation are guarded in core/src/torch_compat.h.
+# and the LibTorch inside a PyTorch 2.x installation are guarded in core/src/util/torch_compat.h.
 find_package(Torch REQUIRED)
 find_package(ucx REQUIRED)
 find_package(tomlplusplus REQUIRED)

@@ -145,7 +145,7 @@ struct Row {
   double tokens_per_s = 0;  // median over the samples
   double step_time_s = 0;   // median over the samples
   int64_t model_state_bytes = 0;
-  int64_t theory_bytes = 0;    // trainer/memory_theory.h
+  int64_t theory_bytes = 0;    // trainer/setup/memory_theory.h
   double ratio_to_stage0 = 0;  // step time over stage 0's, same strategy (NaN without it)
   double vs_ddp = NAN;         // tokens/s over DDP's (NaN without the DDP row)
   double loss_vs_ddp = NAN;    // the largest |loss - DDP's loss| / DDP's loss over every step
@@ -169,7 +169,7 @@ struct OffloadRow {
   int64_t cpu_bytes = 0;      // in offload_cpu (host memory outside the engine's accounting)
   int64_t nvme_bytes = 0;     // in offload_nvme's files
   int64_t staging_bytes = 0;  // host buffers streaming the tiers, not counted in total
-  int64_t theory_bytes = 0;   // trainer/memory_theory.h for the stage
+  int64_t theory_bytes = 0;   // trainer/setup/memory_theory.h for the stage
   bool low_precision = false;
   std::string note;  // the trainer's "offload: ..." line of the first repetition
   int64_t total_bytes() const { return compute_bytes + cpu_bytes + nvme_bytes; }

@@ -13,7 +13,7 @@
       ranks on 2 cores), the same samples in the same order (data/data_source.h: sample i is the
       text window at mix64(mix64(run.seed) ^ i) mod windows; rank r takes samples
       r * micro_batch + [0, micro_batch) of each step's global batch), the same learning-rate
-      schedule (trainer/schedule.h), torch.optim.AdamW with the config's betas, eps and weight
+      schedule (trainer/run/schedule.h), torch.optim.AdamW with the config's betas, eps and weight
       decay, and clipping of the global gradient norm. Writes one JSON line per step (step, loss:
       the mean over ranks, step_time_s: from fetching the batch to the loss's all-reduce, as the
       trainer times a step, tokens_per_s).
@@ -113,7 +113,7 @@ class TextSamples:
 
 
 def lr_at(step, run, base_lr):
-    """trainer/schedule.h's Schedule::lr for run.lr_schedule constant | cosine | linear."""
+    """trainer/run/schedule.h's Schedule::lr for run.lr_schedule constant | cosine | linear."""
     warmup = run.get("warmup_steps", 0)
     kind = run.get("lr_schedule", "constant")
     if warmup > 0 and step < warmup:

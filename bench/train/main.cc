@@ -226,7 +226,8 @@ bool run_job(const Plan& plan, const JobSpec& job, const std::string& scratch,
     return false;
   }
   if (job.ddp) {
-    read_step_metrics(metrics, plan.warmup, result);
+    trainer::RunMetrics run;
+    read_step_metrics(metrics, plan.warmup, result, run);
     result.world = kRanks;
     return true;
   }

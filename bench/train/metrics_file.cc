@@ -1,5 +1,6 @@
-// A purpose-built reader of metrics.jsonl (the trainer's and the DDP job's), of the trainer's
-// summary lines and of the [model] sizes in its resolved config.
+// What a bench job left: its metrics.jsonl through the trainer's own reader (report/run_metrics.h;
+// the DDP job writes the same step fields), the trainer's summary lines and the [model] sizes in
+// its resolved config.
 #include "metrics_file.h"
 
 #include <algorithm>
@@ -15,86 +16,56 @@ namespace zt::bench {
 
 namespace {
 
-// The number after "key": in text[from, to). The trainer writes keys without spaces around the
-// colon and numbers that strtod reads.
-bool number_after(const std::string& text, const std::string& key, size_t from, size_t to,
-                  double& value) {
-  const std::string quoted = "\"" + key + "\":";
-  const size_t at = text.find(quoted, from);
-  if (at == std::string::npos || at >= to) return false;
-  const char* begin = text.c_str() + at + quoted.size();
-  char* end = nullptr;
-  value = std::strtod(begin, &end);
-  return end != begin;
-}
-
-double required(const std::string& text, const std::string& key, size_t from, size_t to,
-                const std::string& where) {
-  double v = 0;
-  if (!number_after(text, key, from, to, v)) {
-    throw IoError(where + ": no number for \"" + key + "\"; is the trainer newer than the bench?");
-  }
-  return v;
-}
-
-// Model-state bytes of every rank in one step's "memory" array: each entry is a flat object
-// {"rank":..,"params":..,...}, so entries end at '}' and the array at the first ']'.
-std::vector<RankStates> rank_states(const std::string& line, const std::string& where) {
-  const std::string key = "\"memory\":[";
-  const size_t begin = line.find(key);
-  const size_t end = begin == std::string::npos ? begin : line.find(']', begin);
-  if (end == std::string::npos) throw IoError(where + ": no \"memory\" array");
-  std::vector<RankStates> ranks;
-  for (size_t at = begin + key.size(); at < end;) {
-    const size_t close = line.find('}', at);
-    if (close == std::string::npos || close > end) break;
-    auto field = [&](const char* name) {
-      return static_cast<int64_t>(required(line, name, at, close, where));
-    };
-    RankStates r;
-    for (const char* name : {"params", "grads", "master", "optimizer_states"})
-      r.compute += field(name);
-    r.offload_optimizer = field("offload_optimizer");
-    r.offload_param = field("offload_param");
-    r.offload_staging = field("offload_staging");
-    ranks.push_back(r);
-    at = close + 1;
-  }
-  if (ranks.empty()) throw IoError(where + ": empty \"memory\" array");
-  return ranks;
+// Model-state bytes of one rank's memory entry, by where they live.
+RankStates states_of(const std::map<std::string, int64_t>& rank, const std::string& where) {
+  auto field = [&](const char* name) {
+    const auto it = rank.find(name);
+    if (it == rank.end()) {
+      throw IoError(where + ": no \"" + name +
+                    "\" in a memory entry; is the trainer newer than "
+                    "the bench?");
+    }
+    return it->second;
+  };
+  RankStates r;
+  for (const char* name : {"params", "grads", "master", "optimizer_states"})
+    r.compute += field(name);
+  r.offload_optimizer = field("offload_optimizer");
+  r.offload_param = field("offload_param");
+  r.offload_staging = field("offload_staging");
+  return r;
 }
 
 }  // namespace
 
-std::string read_step_metrics(const std::string& path, int warmup, JobResult& out) {
-  std::ifstream in(path);
-  if (!in) throw IoError("cannot read " + path + ": the job wrote no metrics");
-  std::string line, last;
-  int lineno = 0;
-  while (std::getline(in, line)) {
-    ++lineno;
-    if (line.rfind("{\"step\":", 0) != 0) continue;  // an event (resume, checkpoint), not a step
-    const std::string where = path + ":" + std::to_string(lineno);
-    out.losses.push_back(required(line, "loss", 0, line.size(), where));
-    if (required(line, "step", 0, line.size(), where) <= warmup) continue;
-    out.step_time_s.push_back(required(line, "step_time_s", 0, line.size(), where));
-    out.tokens_per_s.push_back(required(line, "tokens_per_s", 0, line.size(), where));
-    last = line;
+const trainer::StepRecord& read_step_metrics(const std::string& path, int warmup, JobResult& out,
+                                             trainer::RunMetrics& run) {
+  run = trainer::read_run_metrics(path);
+  const trainer::StepRecord* last = nullptr;
+  for (const trainer::StepRecord& s : run.steps) {
+    out.losses.push_back(s.loss);
+    if (s.step <= warmup) continue;
+    out.step_time_s.push_back(s.step_time_s);
+    out.tokens_per_s.push_back(s.tokens_per_s);
+    last = &s;
   }
-  if (last.empty()) {
+  if (!last) {
     throw IoError(path + ": no step after the " + std::to_string(warmup) +
                   " warm-up steps; raise --steps or lower --warmup");
   }
-  return last;
+  return *last;
 }
 
 void read_metrics(const std::string& path, int warmup, JobResult& out) {
-  const std::string last = read_step_metrics(path, warmup, out);
-  const std::vector<RankStates> ranks = rank_states(last, path + " (last step)");
-  out.world = static_cast<int>(ranks.size());
+  trainer::RunMetrics run;
+  const trainer::StepRecord& last = read_step_metrics(path, warmup, out, run);
+  const std::string where = path + " (last step)";
+  if (last.memory.empty()) throw IoError(where + ": no \"memory\" array");
+  out.world = static_cast<int>(last.memory.size());
   out.model_state_bytes = 0;
-  out.busiest = ranks.front();
-  for (const RankStates& r : ranks) {
+  out.busiest = states_of(last.memory.front(), where);
+  for (const auto& rank : last.memory) {
+    const RankStates r = states_of(rank, where);
     out.model_state_bytes = std::max(out.model_state_bytes, r.compute);
     if (r.total() > out.busiest.total()) out.busiest = r;
   }

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "trainer/memory_theory.h"
+#include "trainer/setup/memory_theory.h"
 #include "zt/error.h"
 
 namespace zt::bench {
@@ -366,13 +366,14 @@ void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
                "parameter shards, each in offload_<tier>; vs no-off: step time over the same "
                "stage's without offload (%s)\n",
                offload.front().samples, bases.c_str());
-  std::fprintf(out,
-               "MiB/rk: the rank with the most model states at the last step; compute: params + "
-               "grads + master + optimizer states in compute memory; cpu, nvme: model states in "
-               "that tier; total: all three (the engine's buffers streaming the tiers, at most "
-               "%.1f MiB, are not model states); theory: trainer/memory_theory.h for the row's "
-               "stage\n",
-               mib(staging));
+  std::fprintf(
+      out,
+      "MiB/rk: the rank with the most model states at the last step; compute: params + "
+      "grads + master + optimizer states in compute memory; cpu, nvme: model states in "
+      "that tier; total: all three (the engine's buffers streaming the tiers, at most "
+      "%.1f MiB, are not model states); theory: trainer/setup/memory_theory.h for the row's "
+      "stage\n",
+      mib(staging));
   for (const OffloadRow& r : offload) {
     if (r.note.find("buffered") != std::string::npos) {
       std::fprintf(out, "note: %s used buffered I/O, not O_DIRECT: %s\n",

@@ -43,7 +43,7 @@ struct TargetCheck {
 };
 
 // One row per (stage, strategy) in table order: medians over every repetition's post-warm-up
-// steps, bytes as the largest any repetition measured, theory from trainer/memory_theory.h.
+// steps, bytes as the largest any repetition measured, theory from trainer/setup/memory_theory.h.
 // Jobs with offload or a TorchScript model are left out of these rows.
 std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& jobs);
 // With the DDP comparison filled in (compare_with_ddp), its targets too.

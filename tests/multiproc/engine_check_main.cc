@@ -20,7 +20,7 @@
 //                   [--mics K] [--hier true --ranks_per_host P]
 //                   [--plant nan|lost_update]
 // The engine, its plugins and tiers are wired by the trainer's own build_engine_setup
-// (trainer/engine_setup.h) from a zt::Config: the options above become --set overrides of
+// (trainer/setup/engine_setup.h) from a zt::Config: the options above become --set overrides of
 // check_config()'s TOML (fp16 is not offered: the config refuses it on the CPU, where LibTorch
 // has no fp16 matmul). --loss_scale turns dynamic loss scaling on outside fp16, which a config
 // does not express, through build_engine_setup's `adjust` hook. [model] and [data] are not used
@@ -50,10 +50,10 @@
 #include <iostream>
 #include <map>
 
-#include "checkpoint_saver.h"  // core-internal: a save filled by hand (--refuse_partial)
-#include "engine_setup.h"
+#include "checkpoint/checkpoint_saver.h"  // core-internal: a save filled by hand (--refuse_partial)
 #include "oracle_tolerance.h"
 #include "rank_check.h"
+#include "setup/engine_setup.h"
 #include "zt/checkpoint.h"
 #include "zt/config.h"
 #include "zt/engine.h"

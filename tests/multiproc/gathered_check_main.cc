@@ -26,12 +26,12 @@
 #include <map>
 #include <stdexcept>
 
-#include "engine_setup.h"
 #include "models/hf_names.h"
 #include "models/init_from.h"
 #include "models/model.h"
 #include "oracle_tolerance.h"
 #include "rank_check.h"
+#include "setup/engine_setup.h"
 #include "zt/config.h"
 #include "zt/engine.h"
 #include "zt/error.h"

@@ -106,7 +106,8 @@ std::string script_lines(const ScriptModel& m) {
 // The global batch of every step, as zt's data source gives it, in a safetensors file.
 void write_batches(const std::string& toml, const std::string& path) {
   const zt::Config config = zt::Config::load_string(toml, "batches.toml");
-  const auto data = zt::data::make_data(config, zt::models::resolve_model_shape(config));
+  const zt::models::ModelShape shape = zt::models::resolve_model_shape(config);
+  const auto data = zt::data::make_data(config, zt::models::model_inputs(shape), shape.kind);
   std::vector<at::Tensor> tensors;
   zt::SafetensorsWriter writer;
   for (int s = 0; s < kSteps; ++s) {
@@ -338,7 +339,8 @@ TEST_CASE("model plugin: model_resmlp is listed and trains at stage 3 on 2 ranks
   // The reference: the plugin's units built whole in this process, LibTorch's AdamW.
   const zt::Config config = zt::Config::load_string(toml_for("unused", 1, 0), "ref.toml");
   auto model = zt::models::make_model(config);
-  const auto data = zt::data::make_data(config, model->shape);
+  const auto data = zt::data::make_data(config, zt::models::model_inputs(model->shape),
+                                        model->shape.kind);
   std::vector<at::Tensor> params;
   for (auto& [name, t] : zt::models::unique_parameters(*model)) params.push_back(t);
   torch::optim::AdamW adamw(

@@ -1,4 +1,4 @@
-// checkpointed_forward (core/src/activation_checkpoint.h): a checkpointed chain of units gives
+// checkpointed_forward (core/src/zero/activation_checkpoint.h): a checkpointed chain of units gives
 // bitwise the gradients of the plain chain (dropout included, a tied weight, a first input that
 // needs no grad), runs each unit's forward twice, keeps no intermediate alive between forward
 // and backward, and fires each parameter's gradient-ready hook once per backward as the engine
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "activation_checkpoint.h"
+#include "zero/activation_checkpoint.h"
 #include "zt/unit.h"
 
 namespace {

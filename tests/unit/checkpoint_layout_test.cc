@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "../test_util.h"
-#include "checkpoint_layout.h"
+#include "checkpoint/checkpoint_layout.h"
 #include "checkpoint_test_util.h"
 #include "zt/checkpoint.h"
 #include "zt/error.h"

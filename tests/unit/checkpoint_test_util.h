@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "checkpoint_layout.h"
-#include "checkpoint_saver.h"
+#include "checkpoint/checkpoint_layout.h"
+#include "checkpoint/checkpoint_saver.h"
 #include "zt/checkpoint.h"
 #include "zt/launcher.h"
 #include "zt/rendezvous.h"

@@ -1,7 +1,7 @@
 // The trainer's command-line parser.
 #include <doctest/doctest.h>
 
-#include "cli.h"
+#include "app/cli.h"
 #include "zt/error.h"
 
 using zt::trainer::Command;

@@ -1,12 +1,13 @@
-// MemoryLedger (core/src/memory_ledger.h): the peaks follow gathers and staging, the gathered
+// MemoryLedger (core/src/zero/memory_ledger.h): the peaks follow gathers and staging, the gathered
 // one restarts on demand, and freeing more than is held is reported as the engine's accounting
-// bug. Its clock (core/src/engine_clock.h) counts waits inside forward_backward() / step() only.
+// bug. Its clock (core/src/zero/engine_clock.h) counts waits inside forward_backward() / step()
+// only.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <thread>
 
-#include "memory_ledger.h"
+#include "zero/memory_ledger.h"
 #include "zt/error.h"
 
 TEST_CASE("the gathered peak follows gathers and survives releases") {

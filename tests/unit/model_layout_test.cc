@@ -1,4 +1,4 @@
-// ModelLayout (core/src/model_layout.h): parameters registered once by tensor identity (a tied
+// ModelLayout (core/src/zero/model_layout.h): parameters registered once by tensor identity (a tied
 // tensor owned by its first unit, used by both), groups as the strategy planned them, shards
 // sized per rank, parameters turned into views of their group's flat buffer, gradients taken
 // into one flat buffer, and a plan that breaks the rules refused with the unit's name.
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "model_layout.h"
+#include "zero/model_layout.h"
 #include "zt/error.h"
 
 namespace {

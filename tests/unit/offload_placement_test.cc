@@ -1,11 +1,11 @@
-// place_offload (core/src/offload_placement.h): which groups' states go to a tier, by the
+// place_offload (core/src/zero/offload_placement.h): which groups' states go to a tier, by the
 // configured fraction of the bytes in model order, what each tier must hold, and the tile length.
 #include <doctest/doctest.h>
 
 #include <cstddef>
 #include <vector>
 
-#include "offload_placement.h"
+#include "zero/offload_placement.h"
 
 namespace {
 

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "../test_util.h"
-#include "tier_gradients.h"
-#include "tiered_array.h"
+#include "zero/tier_gradients.h"
+#include "zero/tiered_array.h"
 #include "zt/error.h"
 #include "zt/plugin_loader.h"
 

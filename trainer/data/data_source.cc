@@ -291,18 +291,18 @@ void DataSource::check_request(int64_t first, int64_t count) const {
   }
 }
 
-std::unique_ptr<DataSource> make_data(const Config& config, const models::ModelShape& shape) {
+std::unique_ptr<DataSource> make_data(const Config& config, const ModelInputs& inputs,
+                                      const std::string& model_kind) {
   const Options& data = config.section("data");
   const std::string& kind = data.get_string("kind");
   const uint64_t seed = static_cast<uint64_t>(config.section("run").get_int("seed"));
   const int64_t micro_batch = data.get_int("micro_batch");
   const int64_t grad_accum = data.get_int("grad_accum");
 
-  const ModelInputs inputs = models::model_inputs(shape);
   if (!inputs.tokens) {
     if (kind != "synthetic") {
       throw ConfigError(data.where("kind").str() + ": data.kind = \"" + kind +
-                        "\" gives token ids, which model.kind = \"" + shape.kind +
+                        "\" gives token ids, which model.kind = \"" + model_kind +
                         "\" cannot take (it takes vectors); use data.kind = \"synthetic\"");
     }
     return std::make_unique<SyntheticVectors>(seed, micro_batch, grad_accum, inputs.input_shape,

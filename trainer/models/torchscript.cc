@@ -188,11 +188,26 @@ class TorchScriptModel final : public TrainableModel {
     return out;
   }
 
+  // Three checks on the first batch, before the engine takes the parameters: the units run in
+  // a chain, the chain computes what the module's forward computes, and the loss is a finite
+  // scalar that reads no parameter.
   void check_first_batch(const data::Batch& batch) {
-    torch::NoGradGuard no_grad;
-    // Eval mode: dropout would make the two forwards differ; running statistics stay as saved.
-    module_.train(false);
-    at::Tensor x = batch.input;
+    at::Tensor output;
+    {
+      torch::NoGradGuard no_grad;
+      // Eval mode: dropout would make the two forwards differ; running statistics stay as saved.
+      module_.train(false);
+      output = run_units(batch.input);
+      check_chain_matches_forward(batch.input, output);
+      module_.train(true);
+    }
+    check_loss(output, batch.target);
+  }
+
+ private:
+  // The units one after another on `input`; each must take the previous one's tensor.
+  at::Tensor run_units(const at::Tensor& input) {
+    at::Tensor x = input;
     for (size_t i = 0; i < units_.size(); ++i) {
       c10::IValue out;
       try {
@@ -210,35 +225,45 @@ class TorchScriptModel final : public TrainableModel {
       }
       x = out.toTensor();
     }
+    return x;
+  }
+
+  // The module's own forward on `input` must give `chained`, what the units gave one after
+  // another: otherwise its forward does more than the engine will run.
+  void check_chain_matches_forward(const at::Tensor& input, const at::Tensor& chained) {
     c10::IValue whole_out;
     try {
-      whole_out = module_.forward({batch.input});
+      whole_out = module_.forward({input});
     } catch (const std::exception& e) {
       throw ConfigError(what_ + ": the module's own forward failed on the first batch, input " +
-                        shape_text(batch.input) + ": " + error_text(e) + "; " + data_hint());
+                        shape_text(input) + ": " + error_text(e) + "; " + data_hint());
     }
     const at::Tensor whole = whole_out.isTensor() ? whole_out.toTensor() : at::Tensor();
     if (!whole.defined()) {
       throw ConfigError(what_ + ": the module's forward returns " + whole_out.tagKind() +
                         ", not one tensor; zt trains modules whose forward maps one tensor to one");
     }
-    if (!whole.sizes().equals(x.sizes()) || !at::allclose(whole, x, 1e-4, 1e-5)) {
-      throw ConfigError(what_ + ": running the units one after another gives " + shape_text(x) +
-                        ", which is not what the module's forward gives (" + shape_text(whole) +
+    if (!whole.sizes().equals(chained.sizes()) || !at::allclose(whole, chained, 1e-4, 1e-5)) {
+      throw ConfigError(what_ + ": running the units one after another gives " +
+                        shape_text(chained) + ", which is not what the module's forward gives (" +
+                        shape_text(whole) +
                         "); its forward does more than feed each unit's output to the next. "
                         "Set model.units to the submodules its forward calls, in call order, or "
                         "move the extra computation into a submodule");
     }
-    module_.train(true);
+  }
+
+  // The loss of the first batch: a finite scalar, computed without reading a parameter.
+  void check_loss(const at::Tensor& output, const at::Tensor& target) {
     at::Tensor value;
     try {
-      // With autograd on: x needs no gradient, so a loss that does can only have read a
+      // With autograd on: `output` needs no gradient, so a loss that does can only have read a
       // parameter.
       at::AutoGradMode grad(true);
-      value = loss(x, batch.target);
+      value = loss(output, target);
     } catch (const std::exception& e) {
       throw ConfigError(what_ + ": the " + loss_ + " loss failed on the first batch, output " +
-                        shape_text(x) + ", target " + shape_text(batch.target) + ": " +
+                        shape_text(output) + ", target " + shape_text(target) + ": " +
                         error_text(e) + "; choose model.loss to fit");
     }
     if (value.requires_grad()) {
@@ -258,7 +283,6 @@ class TorchScriptModel final : public TrainableModel {
     }
   }
 
- private:
   void check(int64_t unit) const {
     if (unit < 0 || unit >= unit_count()) {
       throw InternalError("torchscript model: unit " + std::to_string(unit) + " out of range 0.." +
@@ -314,62 +338,46 @@ class TorchScriptModel final : public TrainableModel {
     }
   }
 
+  // A parameter tensor as the unit that first listed it owns it.
+  struct Owner {
+    std::string name;
+    at::Tensor tensor;
+    std::string unit;
+  };
+
+  // The owner of `tensor` among `owners`: the same tensor, or one over the same storage with the
+  // same offset, sizes and strides (torch.jit.save can split a tied tensor into two such); null
+  // when none.
+  static const Owner* find_owner(const std::vector<Owner>& owners, const at::Tensor& tensor) {
+    for (const Owner& o : owners) {
+      const bool same =
+          o.tensor.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl() ||
+          (o.tensor.storage().unsafeGetStorageImpl() == tensor.storage().unsafeGetStorageImpl() &&
+           o.tensor.storage_offset() == tensor.storage_offset() &&
+           o.tensor.sizes().equals(tensor.sizes()) && o.tensor.strides().equals(tensor.strides()));
+      if (same) return &o;
+    }
+    return nullptr;
+  }
+
   // Each unit's parameters under the module's own names; a tensor (or storage) seen in an
   // earlier unit is borrowed from it and the later module is pointed at the owner's tensor.
   void take_parameters() {
-    struct Owner {
-      std::string name;
-      at::Tensor tensor;
-      std::string unit;
-    };
     std::vector<Owner> owners;
-    auto same = [](const at::Tensor& a, const at::Tensor& b) {
-      return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl() ||
-             (a.storage().unsafeGetStorageImpl() == b.storage().unsafeGetStorageImpl() &&
-              a.storage_offset() == b.storage_offset() && a.sizes().equals(b.sizes()) &&
-              a.strides().equals(b.strides()));
-    };
     std::map<std::string, std::string> unit_of;
     for (const auto& [unit, module] : units_) {
       NamedTensors tensors;
       std::vector<ParamDecl> decls;
       for (const auto& p : module.named_parameters(true)) {
         const std::string name = unit + "." + p.name;
-        if (!p.value.requires_grad()) {
-          throw ConfigError(what_ + ": parameter " + name +
-                            " does not require grad (frozen); zt "
-                            "trains every parameter: register it with register_buffer instead");
-        }
-        if (unit_of.count(name)) {
-          throw ConfigError(what_ + ": parameter " + name + " is in units '" + unit_of[name] +
-                            "' and '" + unit +
-                            "'; model.units must not list a module and one "
-                            "of its submodules");
-        }
+        check_trainable(name, p.value, unit, unit_of);
         unit_of[name] = unit;
-        const Owner* owner = nullptr;
-        for (const Owner& o : owners) {
-          if (same(o.tensor, p.value)) owner = &o;
+        if (const Owner* owner = find_owner(owners, p.value)) {
+          declare_borrowed(name, p.value, unit, *owner, tensors, decls);
+        } else {
+          owners.push_back({name, p.value, unit});
+          declare_owned(name, p.value, tensors, decls);
         }
-        if (owner) {
-          if (owner->tensor.unsafeGetTensorImpl() != p.value.unsafeGetTensorImpl()) {
-            point_at(name, owner->tensor);
-          }
-          tied_.emplace_back(name, owner->name);
-          // Listed once per unit: a second listing in the same unit is not a borrow.
-          if (owner->unit == unit) continue;
-          tensors.emplace_back(owner->name, owner->tensor);
-          decls.push_back({owner->name, owner->tensor.sizes().vec(), ParamInit::constant(0)});
-          continue;
-        }
-        owners.push_back({name, p.value, unit});
-        // The saved values, kept by this alias of the loaded storage after the engine re-points
-        // the parameter into its own buffers.
-        const at::Tensor saved = p.value.detach();
-        tensors.emplace_back(name, p.value);
-        decls.push_back(
-            {name, p.value.sizes().vec(),
-             ParamInit::from_function([saved](const at::Tensor& full) { full.copy_(saved); })});
       }
       tensors_.push_back(std::move(tensors));
       decls_.push_back(std::move(decls));
@@ -377,11 +385,56 @@ class TorchScriptModel final : public TrainableModel {
     if (owners.empty()) {
       throw ConfigError(what_ + ": the module has no parameters, so there is nothing to train");
     }
+    check_every_parameter_in_a_unit(unit_of, owners);
+  }
+
+  // A parameter zt can train: it requires grad and is in one unit only.
+  void check_trainable(const std::string& name, const at::Tensor& value, const std::string& unit,
+                       const std::map<std::string, std::string>& unit_of) const {
+    if (!value.requires_grad()) {
+      throw ConfigError(what_ + ": parameter " + name +
+                        " does not require grad (frozen); zt "
+                        "trains every parameter: register it with register_buffer instead");
+    }
+    const auto it = unit_of.find(name);
+    if (it != unit_of.end()) {
+      throw ConfigError(what_ + ": parameter " + name + " is in units '" + it->second + "' and '" +
+                        unit +
+                        "'; model.units must not list a module and one "
+                        "of its submodules");
+    }
+  }
+
+  // A tensor this unit owns: declared with the values the file saved, kept by this alias of the
+  // loaded storage after the engine re-points the parameter into its own buffers.
+  void declare_owned(const std::string& name, const at::Tensor& value, NamedTensors& tensors,
+                     std::vector<ParamDecl>& decls) {
+    const at::Tensor saved = value.detach();
+    tensors.emplace_back(name, value);
+    decls.push_back(
+        {name, value.sizes().vec(),
+         ParamInit::from_function([saved](const at::Tensor& full) { full.copy_(saved); })});
+  }
+
+  // A tensor an earlier unit owns (a tied weight): the module is pointed at the owner's tensor,
+  // and the unit borrows it under the owner's name (once per unit).
+  void declare_borrowed(const std::string& name, const at::Tensor& value, const std::string& unit,
+                        const Owner& owner, NamedTensors& tensors, std::vector<ParamDecl>& decls) {
+    if (owner.tensor.unsafeGetTensorImpl() != value.unsafeGetTensorImpl()) {
+      point_at(name, owner.tensor);
+    }
+    tied_.emplace_back(name, owner.name);
+    // Listed once per unit: a second listing in the same unit is not a borrow.
+    if (owner.unit == unit) return;
+    tensors.emplace_back(owner.name, owner.tensor);
+    decls.push_back({owner.name, owner.tensor.sizes().vec(), ParamInit::constant(0)});
+  }
+
+  // Every parameter of the module is in a unit, or tied to one that is.
+  void check_every_parameter_in_a_unit(const std::map<std::string, std::string>& unit_of,
+                                       const std::vector<Owner>& owners) const {
     for (const auto& p : module_.named_parameters(true)) {
-      if (unit_of.count(p.name)) continue;
-      bool tied = false;
-      for (const Owner& o : owners) tied = tied || same(o.tensor, p.value);
-      if (tied) continue;
+      if (unit_of.count(p.name) || find_owner(owners, p.value)) continue;
       throw ConfigError(what_ + ": parameter " + p.name + " belongs to no unit (units: " +
                         join(unit_names()) + "); add its module to model.units" +
                         (p.name.find('.') == std::string::npos

@@ -7,11 +7,11 @@
 #include <fstream>
 
 #include "../../tests/test_util.h"
-#include "ab_arms.h"
-#include "ab_report.h"
-#include "ab_stats.h"
-#include "live_ab.h"
-#include "run_metrics.h"
+#include "ab/ab_arms.h"
+#include "ab/ab_report.h"
+#include "ab/ab_stats.h"
+#include "ab/live_ab.h"
+#include "report/run_metrics.h"
 #include "zt/error.h"
 
 using namespace zt::trainer;

@@ -23,10 +23,27 @@ zt::Config config_of(const std::string& toml, const std::vector<std::string>& ov
                                  "test.toml", overrides);
 }
 
+// What the [model] of `config` takes (the mlp: vectors of its width; the gpt: its tokens), read
+// here so the data layer is tested without the models above it.
+zt::ModelInputs inputs_of(const zt::Config& config) {
+  const zt::Options& model = config.section("model");
+  zt::ModelInputs in;
+  if (model.get_string("kind") == "mlp") {
+    in.tokens = false;
+    in.input_shape = in.target_shape = {model.get_int("width")};
+  } else {
+    in.seq_len = model.get_int("seq_len");
+    // Unset, the models layer resolves it to byte-level text's 256 symbols (what these tests
+    // read when they set none).
+    in.vocab = model.get_int("vocab") > 0 ? model.get_int("vocab") : 256;
+  }
+  return in;
+}
+
 std::unique_ptr<zt::data::DataSource> data_of(const std::string& toml,
                                               const std::vector<std::string>& overrides = {}) {
   zt::Config config = config_of(toml, overrides);
-  return zt::data::make_data(config, zt::models::resolve_model_shape(config));
+  return zt::data::make_data(config, inputs_of(config), config.section("model").get_string("kind"));
 }
 
 bool contains(const std::string& s, const std::string& part) {

@@ -6,7 +6,7 @@
 
 #include <map>
 
-#include "../deepspeed_config.h"
+#include "app/deepspeed_config.h"
 #include "zt/error.h"
 
 namespace {

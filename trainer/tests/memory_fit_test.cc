@@ -3,7 +3,7 @@
 // needs and has, and the knobs (with file:line) that move them.
 #include <string>
 
-#include "memory_fit.h"
+#include "setup/memory_fit.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
 

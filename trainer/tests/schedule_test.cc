@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "../schedule.h"
+#include "run/schedule.h"
 
 using zt::trainer::Schedule;
 

@@ -2,7 +2,7 @@
 // and ranks per host, with the key's file:line in every refusal.
 #include <doctest/doctest.h>
 
-#include "../shard_groups.h"
+#include "setup/shard_groups.h"
 #include "zt/error.h"
 
 namespace {

@@ -1,0 +1,172 @@
+#include "checkpoint/checkpoint_layout.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+
+#include "util/posix_file.h"
+#include "zt/checkpoint.h"
+#include "zt/error.h"
+
+namespace fs = std::filesystem;
+
+namespace zt {
+namespace ckpt {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
+  return s;
+}
+
+// The folder `latest` names, when it is a complete checkpoint; "" otherwise.
+std::string folder_named_by_latest(const std::string& dir) {
+  std::error_code ec;
+  const fs::path latest = fs::path(dir) / kLatestName;
+  if (!fs::is_regular_file(latest, ec)) return "";
+  std::string name;
+  try {
+    name = trimmed(read_whole_file(latest.string()));
+  } catch (const IoError&) {
+    return "";
+  }
+  if (parse_step_folder(name) < 0) return "";
+  const std::string folder = (fs::path(dir) / name).string();
+  return is_complete_checkpoint(folder) ? folder : "";
+}
+
+}  // namespace
+
+std::string step_folder_name(int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
+  return name;
+}
+
+std::string temp_folder_name(int64_t step, const std::string& job) {
+  std::string safe = job.empty() ? "job" : job;
+  for (char& c : safe) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  }
+  return kTempPrefix + step_folder_name(step).substr(5) + "-" + safe;
+}
+
+std::string rank_file_name(int rank, int world) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "rank-%05d-of-%05d.safetensors", rank, world);
+  return name;
+}
+
+int64_t parse_step_folder(const std::string& name) {
+  if (!starts_with(name, "step-") || name.size() == 5 || name.size() > 5 + 18) return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+bool is_complete_checkpoint(const std::string& folder) {
+  std::error_code ec;
+  return fs::is_regular_file(fs::path(folder) / kManifestName, ec) &&
+         fs::is_regular_file(fs::path(folder) / kManifestCrcName, ec);
+}
+
+std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const int64_t step = parse_step_folder(it->path().filename().string());
+    if (step >= 0 && is_complete_checkpoint(it->path().string())) {
+      found.emplace_back(step, it->path().string());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
+void publish_checkpoint(const std::string& dir, const std::string& temp,
+                        const std::string& final_name) {
+  const std::string final_path = (fs::path(dir) / final_name).string();
+  std::error_code ec;
+  if (fs::exists(final_path, ec)) {
+    fs::remove_all(final_path, ec);
+    if (ec) {
+      throw IoError("cannot replace " + final_path + " (left by an earlier run): " + ec.message() +
+                    "; remove it by hand");
+    }
+  }
+  fs::rename(temp, final_path, ec);
+  if (ec) {
+    throw IoError("cannot rename " + temp + " to " + final_path + ": " + ec.message() +
+                  "; the previous checkpoint stays the latest");
+  }
+  fsync_dir(dir);
+  replace_file_atomically((fs::path(dir) / kLatestName).string(), final_name + "\n");
+}
+
+std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_last,
+                                           const std::string& keep) {
+  std::vector<std::string> removed;
+  if (keep_last <= 0) return removed;
+  auto all = complete_checkpoints(dir);
+  int64_t count = static_cast<int64_t>(all.size());
+  for (const auto& [step, path] : all) {
+    if (count <= keep_last) break;
+    if (fs::path(path).filename() == fs::path(keep).filename()) continue;
+    std::error_code ec;
+    // The crc32 file first: a removal cut short leaves a folder no reader takes as complete.
+    fs::remove(fs::path(path) / kManifestCrcName, ec);
+    fs::remove_all(path, ec);
+    if (!ec) removed.push_back(path);
+    --count;
+  }
+  return removed;
+}
+
+}  // namespace ckpt
+
+std::string latest_checkpoint(const std::string& dir) {
+  std::string named = ckpt::folder_named_by_latest(dir);
+  if (!named.empty()) return named;
+  auto all = ckpt::complete_checkpoints(dir);
+  return all.empty() ? "" : all.back().second;
+}
+
+std::string resolve_checkpoint(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(fs::path(path) / ckpt::kManifestName, ec)) return path;
+  std::string latest = latest_checkpoint(path);
+  if (!latest.empty()) return latest;
+  throw ConfigError("not a checkpoint: " + path +
+                    " holds no manifest.json and no complete step-* folder; give a folder that "
+                    "zt's [checkpoint] wrote (checkpoint.dir, or one of its step-N folders)");
+}
+
+std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
+  std::vector<std::string> found, removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // Temporary save folders, and `latest` replacements a kill cut short.
+    if (ckpt::starts_with(name, ckpt::kTempPrefix) ||
+        ckpt::starts_with(name, std::string(ckpt::kLatestName) + ".tmp-")) {
+      found.push_back(it->path().string());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  for (const std::string& path : found) {
+    fs::remove_all(path, ec);
+    if (!ec) removed.push_back(path);
+  }
+  return removed;
+}
+
+}  // namespace zt

@@ -1,0 +1,238 @@
+#include "checkpoint/checkpoint_manifest.h"
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "zt/error.h"
+
+#ifndef ZT_VERSION_STRING
+#error "ZT_VERSION_STRING comes from core/CMakeLists.txt (the project's version)"
+#endif
+
+namespace zt {
+
+int64_t CheckpointTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+namespace ckpt {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json counters_json(const EngineCounters& c) {
+  return {{"optimizer_steps", c.optimizer_steps},
+          {"loss_scale", c.loss_scale},
+          {"clean_steps", c.clean_steps},
+          {"hysteresis_left", c.hysteresis_left}};
+}
+
+EngineCounters counters_from(const Json& j) {
+  EngineCounters c;
+  c.optimizer_steps = j.at("optimizer_steps").get<int64_t>();
+  c.loss_scale = j.at("loss_scale").get<double>();
+  c.clean_steps = j.at("clean_steps").get<int64_t>();
+  c.hysteresis_left = j.at("hysteresis_left").get<int64_t>();
+  return c;
+}
+
+Json tensors_json(const std::vector<CheckpointTensor>& tensors) {
+  Json list = Json::array();
+  for (const auto& t : tensors) list.push_back({{"name", t.name}, {"shape", t.shape}});
+  return list;
+}
+
+std::vector<CheckpointTensor> tensors_from(const Json& j) {
+  std::vector<CheckpointTensor> tensors;
+  for (const auto& t : j) {
+    tensors.push_back({t.at("name").get<std::string>(), t.at("shape").get<std::vector<int64_t>>()});
+  }
+  return tensors;
+}
+
+Json piece_json(const PieceRecord& p, bool with_file) {
+  Json j = {{"tensor", p.piece.tensor},
+            {"kind", p.piece.kind},
+            {"begin", p.piece.begin},
+            {"end", p.piece.end}};
+  if (with_file) j["file"] = p.file;
+  j["offset"] = p.offset;
+  j["crc32"] = p.crc32;
+  return j;
+}
+
+PieceRecord piece_from(const Json& j, const std::string& file) {
+  PieceRecord p;
+  p.piece = {j.at("tensor").get<std::string>(), j.at("kind").get<std::string>(),
+             j.at("begin").get<int64_t>(), j.at("end").get<int64_t>()};
+  p.file = j.contains("file") ? j.at("file").get<std::string>() : file;
+  p.offset = j.at("offset").get<int64_t>();
+  p.crc32 = j.at("crc32").get<uint32_t>();
+  return p;
+}
+
+Json file_json(const FileRecord& f) {
+  return {{"name", f.name},
+          {"bytes", f.bytes},
+          {"header_bytes", f.header_bytes},
+          {"header_crc32", f.header_crc32}};
+}
+
+FileRecord file_from(const Json& j) {
+  return {j.at("name").get<std::string>(), j.at("bytes").get<int64_t>(),
+          j.at("header_bytes").get<int64_t>(), j.at("header_crc32").get<uint32_t>()};
+}
+
+// Indented at the top level, one line per tensor, file and piece: easy to read and to grep,
+// and small for a model with thousands of pieces.
+std::string one_line_per_entry(const Json& j) {
+  std::string text = "{";
+  const char* separator = "\n ";
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    text += separator + Json(it.key()).dump() + ": ";
+    separator = ",\n ";
+    if (!it.value().is_array() || it.value().empty()) {
+      text += it.value().dump();
+      continue;
+    }
+    text += "[";
+    const char* item = "\n  ";
+    for (const auto& entry : it.value()) {
+      text += item + entry.dump();
+      item = ",\n  ";
+    }
+    text += "\n ]";
+  }
+  return text + "\n}\n";
+}
+
+std::string utc_now() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+}  // namespace
+
+std::string report_to_json(const RankReport& r) {
+  Json j = {{"rank", r.rank}};
+  if (!r.error.empty()) {
+    j["error"] = r.error;
+    j["error_kind"] = r.error_kind;
+    return j.dump();
+  }
+  j["file"] = file_json(r.file);
+  j["counters"] = counters_json(r.counters);
+  j["tensors"] = tensors_json(r.tensors);
+  Json pieces = Json::array();
+  for (const auto& p : r.pieces) pieces.push_back(piece_json(p, false));
+  j["pieces"] = std::move(pieces);
+  return j.dump();
+}
+
+RankReport report_from_json(const std::string& text) {
+  try {
+    const Json j = Json::parse(text);
+    RankReport r;
+    r.rank = j.at("rank").get<int>();
+    if (j.contains("error")) {
+      r.error = j.at("error").get<std::string>();
+      r.error_kind = j.value("error_kind", "");
+      return r;
+    }
+    r.file = file_from(j.at("file"));
+    r.counters = counters_from(j.at("counters"));
+    r.tensors = tensors_from(j.at("tensors"));
+    for (const auto& p : j.at("pieces")) r.pieces.push_back(piece_from(p, r.file.name));
+    return r;
+  } catch (const nlohmann::json::exception& e) {
+    throw InternalError(std::string("checkpoint: a rank's report does not parse: ") + e.what());
+  }
+}
+
+Manifest assemble_manifest(int64_t step, const CheckpointMeta& meta,
+                           const std::vector<RankReport>& reports) {
+  Manifest m;
+  m.zt_version = ZT_VERSION_STRING;
+  m.step = step;
+  m.world = static_cast<int>(reports.size());
+  m.created = utc_now();
+  m.meta = meta;
+  if (!reports.empty()) {
+    m.counters = reports.front().counters;
+    m.tensors = reports.front().tensors;
+  }
+  for (const auto& r : reports) {
+    m.files.push_back(r.file);
+    m.pieces.insert(m.pieces.end(), r.pieces.begin(), r.pieces.end());
+  }
+  return m;
+}
+
+std::string manifest_to_json(const Manifest& m) {
+  Json trainer_state = nullptr;
+  if (!m.meta.trainer_state.empty()) {
+    trainer_state = Json::parse(m.meta.trainer_state, nullptr, false);
+    if (trainer_state.is_discarded() || !trainer_state.is_object()) {
+      throw InternalError("checkpoint: the trainer state is not a JSON object: " +
+                          m.meta.trainer_state.substr(0, 200));
+    }
+  }
+  Json j = {{"format", kFormatName},      {"version", m.version},
+            {"zt_version", m.zt_version}, {"step", m.step},
+            {"world", m.world},           {"created", m.created},
+            {"saved_by", m.meta.saved_by}};
+  j["counters"] = counters_json(m.counters);
+  j["trainer_state"] = std::move(trainer_state);
+  j["config_toml"] = m.meta.config_toml;
+  j["tensors"] = tensors_json(m.tensors);
+  Json files = Json::array(), pieces = Json::array();
+  for (const auto& f : m.files) files.push_back(file_json(f));
+  for (const auto& p : m.pieces) pieces.push_back(piece_json(p, true));
+  j["files"] = std::move(files);
+  j["pieces"] = std::move(pieces);
+  return one_line_per_entry(j);
+}
+
+Manifest manifest_from_json(const std::string& text, const std::string& path) {
+  const Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != kFormatName) {
+    throw ConfigError("not a checkpoint: " + path +
+                      " is not a zt checkpoint manifest (no \"format\": \"" + kFormatName +
+                      "\"); give a folder that zt's [checkpoint] wrote");
+  }
+  Manifest m;
+  try {
+    m.version = j.at("version").get<int64_t>();
+    if (m.version > kFormatVersion) {
+      throw ConfigError(path + ": checkpoint format version " + std::to_string(m.version) +
+                        " is newer than this zt reads (" + std::to_string(kFormatVersion) +
+                        "); load it with the zt that wrote it (" + j.value("zt_version", "?") +
+                        ") or newer");
+    }
+    m.zt_version = j.at("zt_version").get<std::string>();
+    m.step = j.at("step").get<int64_t>();
+    m.world = j.at("world").get<int>();
+    m.created = j.at("created").get<std::string>();
+    m.meta.saved_by = j.at("saved_by").get<std::string>();
+    if (!j.at("trainer_state").is_null()) m.meta.trainer_state = j.at("trainer_state").dump();
+    m.meta.config_toml = j.at("config_toml").get<std::string>();
+    m.counters = counters_from(j.at("counters"));
+    m.tensors = tensors_from(j.at("tensors"));
+    for (const auto& f : j.at("files")) m.files.push_back(file_from(f));
+    for (const auto& p : j.at("pieces")) m.pieces.push_back(piece_from(p, ""));
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(path + ": the checkpoint manifest does not parse (" + e.what() +
+                      "); resume from an older checkpoint");
+  }
+  return m;
+}
+
+}  // namespace ckpt
+}  // namespace zt

@@ -1,0 +1,321 @@
+// CheckpointReader: the manifest checked once at open, rank files opened lazily (one fd each)
+// and read with pread, so read() is const and runs on several threads at once.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "checkpoint/checkpoint_layout.h"
+#include "checkpoint/checkpoint_manifest.h"
+#include "util/posix_file.h"
+#include "zt/checkpoint.h"
+#include "zt/did_you_mean.h"
+#include "zt/error.h"
+
+namespace fs = std::filesystem;
+
+namespace zt {
+
+namespace {
+
+// Parts of a piece outside the requested range go through a buffer this large, so reading a
+// slice of a huge piece (to check its crc32) does not allocate the whole piece.
+constexpr int64_t kScratchBytes = int64_t{8} << 20;
+
+std::string range_text(int64_t begin, int64_t end) {
+  return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+}
+
+}  // namespace
+
+class CheckpointReader::Impl {
+ public:
+  explicit Impl(const std::string& folder);
+  void read(const std::string& tensor, const std::string& kind, int64_t begin, int64_t end,
+            float* out) const;
+
+  std::string folder_;
+  ckpt::Manifest manifest_;
+  std::unordered_map<std::string, size_t> tensor_index_;
+  std::vector<std::string> kinds_;
+
+ private:
+  struct RankFile {
+    std::string path;
+    std::once_flag opened;
+    int fd = -1;
+    ~RankFile() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  std::string read_manifest_text() const;
+  bool fits(const ckpt::PieceRecord& p) const;
+  void index_pieces();
+  void check_files();
+  int open_file(size_t index) const;
+  void read_piece(const ckpt::PieceRecord& p, int64_t lo, int64_t hi, float* at_lo) const;
+
+  void read_range(const ckpt::PieceRecord& p, int64_t lo, int64_t hi, float* at_lo) const;
+
+  std::map<std::pair<std::string, std::string>, std::vector<const ckpt::PieceRecord*>> pieces_;
+  // Pieces whose crc32 this reader has checked: later reads take only the range they need, so
+  // a loader going tile by tile through a large piece reads it whole once, not once per tile.
+  mutable std::mutex verified_mu_;
+  mutable std::unordered_set<const ckpt::PieceRecord*> verified_;
+  std::unordered_map<std::string, size_t> file_index_;
+  std::vector<std::unique_ptr<RankFile>> files_;
+};
+
+CheckpointReader::Impl::Impl(const std::string& folder) : folder_(folder) {
+  const std::string text = read_manifest_text();
+  manifest_ = ckpt::manifest_from_json(text, (fs::path(folder_) / ckpt::kManifestName).string());
+  index_pieces();
+  check_files();
+}
+
+std::string CheckpointReader::Impl::read_manifest_text() const {
+  const fs::path manifest = fs::path(folder_) / ckpt::kManifestName;
+  const fs::path crc_file = fs::path(folder_) / ckpt::kManifestCrcName;
+  std::error_code ec;
+  if (!fs::is_regular_file(manifest, ec)) {
+    throw ConfigError("not a checkpoint: " + folder_ +
+                      " has no manifest.json; give a step-N folder that zt's [checkpoint] wrote, "
+                      "or checkpoint.dir itself to load its latest");
+  }
+  if (!fs::is_regular_file(crc_file, ec)) {
+    throw IoError(crc_file.string() + " is missing: the checkpoint was never published " +
+                  "completely; resume from an older one");
+  }
+  const std::string text = ckpt::read_whole_file(manifest.string());
+  std::string want = ckpt::read_whole_file(crc_file.string());
+  while (!want.empty() && (want.back() == '\n' || want.back() == ' ')) want.pop_back();
+  const std::string got = ckpt::crc32_hex(
+      ckpt::crc32_update(0, text.data(), static_cast<int64_t>(text.size())));
+  if (got != want) {
+    throw IoError("checksum mismatch in " + manifest.string() + ": crc32 " + got + ", " +
+                  crc_file.filename().string() + " says " + want +
+                  "; the file is damaged; resume from an older checkpoint");
+  }
+  return text;
+}
+
+// The piece names a known tensor and file, lies inside the tensor and inside the file's data.
+bool CheckpointReader::Impl::fits(const ckpt::PieceRecord& p) const {
+  auto t = tensor_index_.find(p.piece.tensor);
+  auto f = file_index_.find(p.file);
+  if (t == tensor_index_.end() || f == file_index_.end()) return false;
+  const auto& file = manifest_.files[f->second];
+  const int64_t bytes = (p.piece.end - p.piece.begin) * static_cast<int64_t>(sizeof(float));
+  return p.piece.begin >= 0 && p.piece.begin <= p.piece.end &&
+         p.piece.end <= manifest_.tensors[t->second].numel() && p.offset >= file.header_bytes &&
+         p.offset <= file.bytes - bytes;
+}
+
+void CheckpointReader::Impl::index_pieces() {
+  const std::string where = (fs::path(folder_) / ckpt::kManifestName).string();
+  for (size_t i = 0; i < manifest_.tensors.size(); ++i) {
+    tensor_index_[manifest_.tensors[i].name] = i;
+  }
+  for (size_t i = 0; i < manifest_.files.size(); ++i) file_index_[manifest_.files[i].name] = i;
+  for (const auto& p : manifest_.pieces) {
+    if (!fits(p)) {
+      throw ConfigError(where + ": piece '" + p.piece.kind + "' " +
+                        range_text(p.piece.begin, p.piece.end) + " of tensor '" + p.piece.tensor +
+                        "' in " + p.file +
+                        " does not match the manifest's tensors and files; resume from an older "
+                        "checkpoint");
+    }
+    pieces_[{p.piece.tensor, p.piece.kind}].push_back(&p);
+    if (std::find(kinds_.begin(), kinds_.end(), p.piece.kind) == kinds_.end()) {
+      kinds_.push_back(p.piece.kind);
+    }
+  }
+  for (auto& [key, list] : pieces_) {
+    std::sort(list.begin(), list.end(),
+              [](const auto* a, const auto* b) { return a->piece.begin < b->piece.begin; });
+  }
+  std::sort(kinds_.begin(), kinds_.end(), [](const std::string& a, const std::string& b) {
+    return (a == "param") != (b == "param") ? a == "param" : a < b;
+  });
+}
+
+void CheckpointReader::Impl::check_files() {
+  const int world = static_cast<int>(manifest_.files.size());
+  for (int r = 0; r < world; ++r) {
+    const auto& f = manifest_.files[static_cast<size_t>(r)];
+    const fs::path path = fs::path(folder_) / f.name;
+    std::error_code ec;
+    const auto size = fs::file_size(path, ec);
+    if (ec) {
+      throw IoError("missing rank file " + path.string() + " (rank " + std::to_string(r) + " of " +
+                    std::to_string(world) +
+                    "); the checkpoint is incomplete: resume from an older one");
+    }
+    if (static_cast<int64_t>(size) != f.bytes) {
+      throw IoError(path.string() + " is " + std::to_string(size) + " bytes, the manifest says " +
+                    std::to_string(f.bytes) +
+                    ": the file is damaged or truncated; resume from an older checkpoint");
+    }
+    files_.push_back(std::make_unique<RankFile>());
+    files_.back()->path = path.string();
+  }
+}
+
+int CheckpointReader::Impl::open_file(size_t index) const {
+  RankFile& f = *files_[index];
+  // A failed attempt throws out of call_once, which then lets the next read try again.
+  std::call_once(f.opened, [&] {
+    const auto& record = manifest_.files[index];
+    int fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw IoError("cannot open " + f.path + ": " + ckpt::errno_text(errno));
+    std::string header(static_cast<size_t>(record.header_bytes), '\0');
+    const int64_t got = ckpt::pread_full(fd, header.data(), record.header_bytes, 0);
+    const uint32_t crc = ckpt::crc32_update(0, header.data(), std::max<int64_t>(got, 0));
+    if (got != record.header_bytes || crc != record.header_crc32) {
+      ::close(fd);
+      throw IoError("checksum mismatch in " + f.path + ": its safetensors header (" +
+                    std::to_string(record.header_bytes) +
+                    " bytes) differs from the one saved; the file is damaged; resume from an "
+                    "older checkpoint");
+    }
+    f.fd = fd;
+  });
+  return f.fd;
+}
+
+// Elements [lo, hi) of a piece already checked, and nothing else.
+void CheckpointReader::Impl::read_range(const ckpt::PieceRecord& p, int64_t lo, int64_t hi,
+                                        float* at_lo) const {
+  const size_t file = file_index_.at(p.file);
+  const int64_t bytes = (hi - lo) * static_cast<int64_t>(sizeof(float));
+  const int64_t offset = p.offset + (lo - p.piece.begin) * static_cast<int64_t>(sizeof(float));
+  const int64_t got = ckpt::pread_full(open_file(file), at_lo, bytes, offset);
+  if (got != bytes) {
+    throw IoError("cannot read " + std::to_string(bytes) + " bytes at offset " +
+                  std::to_string(offset) + " of " + files_[file]->path + " (" + p.piece.kind +
+                  " of tensor " + p.piece.tensor +
+                  "): " + (got < 0 ? ckpt::errno_text(errno) : std::string("the file ends early")));
+  }
+}
+
+// Reads piece `p` whole (to check its crc32) the first time, its elements [lo, hi) into `at_lo`.
+void CheckpointReader::Impl::read_piece(const ckpt::PieceRecord& p, int64_t lo, int64_t hi,
+                                        float* at_lo) const {
+  bool checked = false;
+  {
+    std::lock_guard<std::mutex> lock(verified_mu_);
+    checked = verified_.count(&p) > 0;
+  }
+  if (checked) {
+    read_range(p, lo, hi, at_lo);
+    return;
+  }
+  const size_t file = file_index_.at(p.file);
+  const int fd = open_file(file);
+  std::vector<char> scratch;
+  uint32_t crc = 0;
+  for (int64_t e = p.piece.begin; e < p.piece.end;) {
+    const bool wanted = e >= lo && e < hi;
+    int64_t stop = wanted ? hi : (e < lo ? lo : p.piece.end);
+    char* dst = nullptr;
+    if (wanted) {
+      dst = reinterpret_cast<char*>(at_lo + (e - lo));
+    } else {
+      stop = std::min(stop, e + kScratchBytes / static_cast<int64_t>(sizeof(float)));
+      scratch.resize(static_cast<size_t>(stop - e) * sizeof(float));
+      dst = scratch.data();
+    }
+    const int64_t bytes = (stop - e) * static_cast<int64_t>(sizeof(float));
+    const int64_t offset = p.offset + (e - p.piece.begin) * static_cast<int64_t>(sizeof(float));
+    const int64_t got = ckpt::pread_full(fd, dst, bytes, offset);
+    if (got != bytes) {
+      throw IoError(
+          "cannot read " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
+          " of " + files_[file]->path + " (" + p.piece.kind + " of tensor " + p.piece.tensor +
+          "): " + (got < 0 ? ckpt::errno_text(errno) : std::string("the file ends early")));
+    }
+    crc = ckpt::crc32_update(crc, dst, bytes);
+    e = stop;
+  }
+  if (crc != p.crc32) {
+    throw IoError("checksum mismatch in " + files_[file]->path + ": " + p.piece.kind +
+                  " of tensor " + p.piece.tensor + " elements " +
+                  range_text(p.piece.begin, p.piece.end) + " (crc32 " + ckpt::crc32_hex(crc) +
+                  ", saved " + ckpt::crc32_hex(p.crc32) +
+                  "); the file is damaged; resume from an older checkpoint");
+  }
+  std::lock_guard<std::mutex> lock(verified_mu_);
+  verified_.insert(&p);
+}
+
+void CheckpointReader::Impl::read(const std::string& tensor, const std::string& kind, int64_t begin,
+                                  int64_t end, float* out) const {
+  auto t = tensor_index_.find(tensor);
+  if (t == tensor_index_.end()) {
+    std::vector<std::string> names;
+    for (const auto& x : manifest_.tensors) names.push_back(x.name);
+    throw ConfigError("checkpoint " + folder_ + " has no tensor '" + tensor + "'" +
+                      did_you_mean(tensor, names) + "; it was saved from another model");
+  }
+  const int64_t numel = manifest_.tensors[t->second].numel();
+  const std::string what = kind + " of tensor " + tensor;
+  if (begin < 0 || begin > end || end > numel) {
+    throw ConfigError("elements " + range_text(begin, end) + " of " + what + " are outside it (" +
+                      std::to_string(numel) + " elements in checkpoint " + folder_ + ")");
+  }
+  if (std::find(kinds_.begin(), kinds_.end(), kind) == kinds_.end()) {
+    std::string have;
+    for (const auto& k : kinds_) have += (have.empty() ? "" : ", ") + k;
+    throw ConfigError("checkpoint " + folder_ + " has no '" + kind + "' state (it holds: " + have +
+                      "); it was saved with another optimizer");
+  }
+  static const std::vector<const ckpt::PieceRecord*> kNone;
+  auto list = pieces_.find({tensor, kind});
+  int64_t cursor = begin;
+  for (const ckpt::PieceRecord* p : list == pieces_.end() ? kNone : list->second) {
+    if (cursor >= end) break;
+    if (p->piece.end <= cursor || p->piece.begin == p->piece.end) continue;
+    if (p->piece.begin > cursor) break;
+    const int64_t stop = std::min(end, p->piece.end);
+    read_piece(*p, cursor, stop, out + (cursor - begin));
+    cursor = stop;
+  }
+  if (cursor < end) {
+    throw ConfigError("checkpoint " + folder_ + " does not hold elements " +
+                      range_text(cursor, end) + " of " + what +
+                      " (no saved piece covers them); resume from another checkpoint");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CheckpointReader::CheckpointReader(const std::string& folder)
+    : impl_(std::make_unique<Impl>(folder)) {}
+CheckpointReader::~CheckpointReader() = default;
+
+const std::string& CheckpointReader::folder() const { return impl_->folder_; }
+int64_t CheckpointReader::step() const { return impl_->manifest_.step; }
+const std::vector<CheckpointTensor>& CheckpointReader::tensors() const {
+  return impl_->manifest_.tensors;
+}
+const CheckpointTensor* CheckpointReader::find_tensor(const std::string& name) const {
+  auto it = impl_->tensor_index_.find(name);
+  return it == impl_->tensor_index_.end() ? nullptr : &impl_->manifest_.tensors[it->second];
+}
+std::vector<std::string> CheckpointReader::kinds() const { return impl_->kinds_; }
+EngineCounters CheckpointReader::counters() const { return impl_->manifest_.counters; }
+const CheckpointMeta& CheckpointReader::meta() const { return impl_->manifest_.meta; }
+std::string CheckpointReader::zt_version() const { return impl_->manifest_.zt_version; }
+
+void CheckpointReader::read(const std::string& tensor, const std::string& kind, int64_t begin,
+                            int64_t end, float* out) const {
+  impl_->read(tensor, kind, begin, end, out);
+}
+
+}  // namespace zt

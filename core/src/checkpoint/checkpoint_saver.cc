@@ -1,0 +1,365 @@
+#include "checkpoint/checkpoint_saver.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "checkpoint/checkpoint_layout.h"
+#include "checkpoint/checkpoint_manifest.h"
+#include "checkpoint/checkpoint_rank_writer.h"
+#include "util/posix_file.h"
+#include "zt/error.h"
+#include "zt/store.h"
+
+namespace fs = std::filesystem;
+
+namespace zt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
+
+// Everything one save needs after save() returned. Owned by the writer thread's job, so it
+// stays valid whatever happens to the saver.
+struct SaveTask {
+  CheckpointOptions options;
+  Store* store = nullptr;
+  int rank = 0, world = 1;
+  int64_t step = 0;
+  std::string keys;  // "zt/ckpt/<job>/<save number>-step<step>/": this save's Store keys
+  std::string temp;  // the temporary folder
+  CheckpointMeta meta;
+  std::unique_ptr<CheckpointRankWriter> writer;
+  CheckpointRankWriter::Impl* file = nullptr;  // writer's
+  Clock::time_point start;
+  SaveStats stats;
+  bool reported = false;  // this rank's report (or error) is in the Store
+};
+
+std::string error_kind_of(const std::exception& e) {
+  const auto* z = dynamic_cast<const Error*>(&e);
+  return z ? z->kind_name() : "internal";
+}
+
+[[noreturn]] void throw_kind(const std::string& kind, const std::string& message) {
+  if (kind == "comm") throw CommError(message);
+  if (kind == "config") throw ConfigError(message);
+  if (kind == "internal") throw InternalError(message);
+  if (kind == "numeric") throw NumericError(message);
+  if (kind == "plugin") throw PluginError(message);
+  throw IoError(message);
+}
+
+// Tells rank 0 at once that this rank has no part to give, so it stops waiting.
+void report_failure(SaveTask& t, const std::exception& e) noexcept {
+  if (t.rank == 0 || t.reported) return;
+  try {
+    ckpt::RankReport r;
+    r.rank = t.rank;
+    r.error = e.what();
+    r.error_kind = error_kind_of(e);
+    t.store->set(t.keys + "error", bytes_of(ckpt::report_to_json(r)));
+    t.store->add(t.keys + "failed", 1);
+    t.reported = true;
+  } catch (const std::exception& store_error) {
+    std::cerr << "zt: checkpoint of step " << t.step << ": rank " << t.rank
+              << " could not tell rank 0 that its save failed: " << store_error.what() << "\n";
+  }
+}
+
+// After a failure: other ranks learn of it, rank 0 removes the temporary folder (the other
+// ranks' files in it are worthless now), and the previous checkpoint stays the latest.
+void abandon(SaveTask& t, const std::exception& e) noexcept {
+  report_failure(t, e);
+  if (t.rank != 0) return;
+  std::error_code ec;
+  fs::remove_all(t.temp, ec);
+}
+
+std::string missing_ranks(SaveTask& t) {
+  std::string names;
+  for (int r = 1; r < t.world; ++r) {
+    try {
+      t.store->get(t.keys + "rank" + std::to_string(r), std::chrono::milliseconds(1));
+    } catch (const std::exception&) {
+      names += (names.empty() ? "" : ", ") + std::to_string(r);
+    }
+  }
+  return names;
+}
+
+// Rank 0: every rank's report, in rank order; fails as soon as one rank reports a failure.
+std::vector<ckpt::RankReport> gather_reports(SaveTask& t, ckpt::RankReport own) {
+  const auto deadline = Clock::now() + t.options.timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (t.store->add(t.keys + "done", 0) < t.world - 1) {
+    if (t.store->add(t.keys + "failed", 0) > 0) {
+      ckpt::RankReport failed = ckpt::report_from_json(
+          text_of(t.store->get(t.keys + "error", t.options.timeout)));
+      throw_kind(failed.error_kind, "checkpoint of step " + std::to_string(t.step) + ": rank " +
+                                        std::to_string(failed.rank) +
+                                        " could not save its part: " + failed.error +
+                                        " (the previous checkpoint stays the latest)");
+    }
+    if (Clock::now() > deadline) {
+      throw CommError("checkpoint of step " + std::to_string(t.step) + ": rank(s) " +
+                      missing_ranks(t) + " did not report their part within " +
+                      std::to_string(t.options.timeout.count()) +
+                      " ms (dead, or writing to a slow disk); the previous checkpoint stays the "
+                      "latest; raise the timeout or check those ranks");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+  std::vector<ckpt::RankReport> reports;
+  reports.push_back(std::move(own));
+  for (int r = 1; r < t.world; ++r) {
+    auto bytes = t.store->get(t.keys + "rank" + std::to_string(r), t.options.timeout);
+    reports.push_back(ckpt::report_from_json(text_of(bytes)));
+  }
+  return reports;
+}
+
+// Rank 0: the manifest into the temporary folder, then the rename that makes it the latest.
+void publish(SaveTask& t, const std::vector<ckpt::RankReport>& reports) {
+  const std::string text = ckpt::manifest_to_json(ckpt::assemble_manifest(t.step, t.meta, reports));
+  const fs::path temp(t.temp);
+  ckpt::replace_file_atomically((temp / ckpt::kManifestName).string(), text);
+  const uint32_t crc = ckpt::crc32_update(0, text.data(), static_cast<int64_t>(text.size()));
+  ckpt::replace_file_atomically((temp / ckpt::kManifestCrcName).string(),
+                                ckpt::crc32_hex(crc) + "\n");
+  const std::string name = ckpt::step_folder_name(t.step);
+  ckpt::publish_checkpoint(t.options.dir, t.temp, name);
+  t.stats.publish_seconds = seconds_since(t.start);
+  t.stats.folder = (fs::path(t.options.dir) / name).string();
+  ckpt::prune_checkpoints(t.options.dir, t.options.keep_last, t.stats.folder);
+}
+
+// What follows the engine's part: on the writer thread (async) or in save() (sync).
+SaveStats write_and_publish(SaveTask& t) {
+  try {
+    ckpt::RankReport own = t.file->finish_file();
+    t.stats.bytes = own.file.bytes;
+    t.stats.write_seconds = seconds_since(t.start);
+    if (t.rank != 0) {
+      t.store->set(t.keys + "rank" + std::to_string(t.rank), bytes_of(ckpt::report_to_json(own)));
+      t.reported = true;
+      t.store->add(t.keys + "done", 1);
+      return t.stats;
+    }
+    publish(t, gather_reports(t, std::move(own)));
+    return t.stats;
+  } catch (const std::exception& e) {
+    abandon(t, e);
+    throw;
+  }
+}
+
+}  // namespace
+
+class CheckpointSaver::Impl {
+ public:
+  Impl(CheckpointOptions options, Store& store, int rank, int world)
+      : options_(std::move(options)),
+        store_(store),
+        rank_(rank),
+        world_(world),
+        shared_(std::make_shared<Shared>()) {}
+  ~Impl();
+
+  void save(const CheckpointSaverAccess::Fill& fill, int64_t step, const CheckpointMeta& meta);
+  void poll();
+  void finish();
+  std::optional<SaveStats> last_completed() const;
+
+ private:
+  // What the training thread and the writer thread share; the thread holds it too, so a thread
+  // left behind by a destructor that gave up waiting still finds it.
+  struct Shared {
+    mutable std::mutex mu;
+    std::condition_variable cv;
+    std::function<SaveStats()> job;
+    bool busy = false, stop = false;
+    int64_t step = -1;  // of the save in flight, or the last one
+    std::exception_ptr error;
+    std::optional<SaveStats> last;
+  };
+  static void writer_loop(std::shared_ptr<Shared> shared);
+  void wait_idle();
+  std::shared_ptr<SaveTask> prepare(int64_t step, const CheckpointMeta& meta,
+                                    Clock::time_point start);
+
+  CheckpointOptions options_;
+  Store& store_;
+  int rank_, world_;
+  int64_t saves_ = 0;
+  std::shared_ptr<ckpt::SnapshotBuffer> snapshot_;
+  std::shared_ptr<Shared> shared_;
+  std::thread thread_;
+};
+
+void CheckpointSaver::Impl::writer_loop(std::shared_ptr<Shared> shared) {
+  std::unique_lock<std::mutex> lock(shared->mu);
+  for (;;) {
+    shared->cv.wait(lock, [&] { return shared->stop || shared->job; });
+    if (!shared->job) return;
+    auto job = std::move(shared->job);
+    shared->job = nullptr;
+    lock.unlock();
+    std::optional<SaveStats> stats;
+    std::exception_ptr error;
+    try {
+      stats = job();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    job = nullptr;  // the task (and its file) goes before the saver hears it is done
+    lock.lock();
+    if (stats) shared->last = stats;
+    if (error) shared->error = error;
+    shared->busy = false;
+    shared->cv.notify_all();
+  }
+}
+
+void CheckpointSaver::Impl::wait_idle() {
+  // The writer thread bounds its own wait on other ranks by the timeout and then reports which
+  // rank is missing; the second timeout leaves it room for that and for its disk writes.
+  const auto limit = 2 * options_.timeout;
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  if (!shared_->cv.wait_for(lock, limit, [&] { return !shared_->busy; })) {
+    throw CommError("checkpoint of step " + std::to_string(shared_->step) +
+                    " is still being written after " + std::to_string(limit.count()) +
+                    " ms (a stuck disk or rank); check " + options_.dir);
+  }
+}
+
+void CheckpointSaver::Impl::poll() {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  if (!shared_->error) return;
+  std::exception_ptr error = shared_->error;
+  shared_->error = nullptr;
+  std::rethrow_exception(error);
+}
+
+void CheckpointSaver::Impl::finish() {
+  wait_idle();
+  poll();
+}
+
+std::optional<SaveStats> CheckpointSaver::Impl::last_completed() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->last;
+}
+
+CheckpointSaver::Impl::~Impl() {
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  const bool idle = shared_->cv.wait_for(lock, options_.timeout, [&] { return !shared_->busy; });
+  if (shared_->error) {
+    try {
+      std::rethrow_exception(shared_->error);
+    } catch (const std::exception& e) {
+      std::cerr << "zt: checkpoint of step " << shared_->step << " failed: " << e.what() << "\n";
+    }
+  }
+  shared_->stop = true;
+  lock.unlock();
+  shared_->cv.notify_all();
+  if (!thread_.joinable()) return;
+  if (idle) {
+    thread_.join();
+    return;
+  }
+  std::cerr << "zt: checkpoint of step " << shared_->step << " still not written after "
+            << options_.timeout.count() << " ms; giving up on it (the previous checkpoint "
+            << "stays the latest)\n";
+  thread_.detach();
+}
+
+std::shared_ptr<SaveTask> CheckpointSaver::Impl::prepare(int64_t step, const CheckpointMeta& meta,
+                                                         Clock::time_point start) {
+  auto t = std::make_shared<SaveTask>();
+  t->options = options_;
+  t->store = &store_;
+  t->rank = rank_;
+  t->world = world_;
+  t->step = step;
+  t->keys = "zt/ckpt/" + options_.job + "/" + std::to_string(++saves_) + "-step" +
+            std::to_string(step) + "/";
+  t->temp = (fs::path(options_.dir) / ckpt::temp_folder_name(step, options_.job)).string();
+  t->meta = meta;
+  t->start = start;
+  t->stats.step = step;
+  t->stats.folder = t->temp;
+  return t;
+}
+
+void CheckpointSaver::Impl::save(const CheckpointSaverAccess::Fill& fill, int64_t step,
+                                 const CheckpointMeta& meta) {
+  const auto start = Clock::now();
+  std::shared_ptr<SaveTask> t = prepare(step, meta, start);
+  try {
+    wait_idle();
+    poll();
+    std::error_code ec;
+    fs::create_directories(t->temp, ec);
+    if (ec) {
+      throw IoError("cannot create checkpoint folder " + t->temp + ": " + ec.message() +
+                    "; make checkpoint.dir writable or point it elsewhere");
+    }
+    if (options_.async && !snapshot_) snapshot_ = std::make_shared<ckpt::SnapshotBuffer>();
+    auto impl = std::make_unique<CheckpointRankWriter::Impl>(CheckpointRankWriter::Impl::Setup{
+        t->temp, step, rank_, world_, options_.async ? snapshot_ : nullptr});
+    t->file = impl.get();
+    t->writer = std::make_unique<CheckpointRankWriter>(std::move(impl));
+    fill(*t->writer);
+    t->file->check_complete();
+  } catch (const std::exception& e) {
+    abandon(*t, e);
+    throw;
+  }
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->step = step;
+  }
+  if (!options_.async) {
+    SaveStats stats = write_and_publish(*t);
+    stats.stall_seconds = seconds_since(start);
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->last = stats;
+    return;
+  }
+  t->stats.stall_seconds = seconds_since(start);
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  if (!thread_.joinable()) thread_ = std::thread(writer_loop, shared_);
+  shared_->job = [t] { return write_and_publish(*t); };
+  shared_->busy = true;
+  shared_->cv.notify_all();
+}
+
+// ---------------------------------------------------------------------------------------------
+
+CheckpointSaver::CheckpointSaver(CheckpointOptions options, Store& store, int rank, int world)
+    : impl_(std::make_unique<Impl>(std::move(options), store, rank, world)) {}
+CheckpointSaver::~CheckpointSaver() = default;
+
+void CheckpointSaver::poll() { impl_->poll(); }
+void CheckpointSaver::finish() { impl_->finish(); }
+std::optional<SaveStats> CheckpointSaver::last_completed() const { return impl_->last_completed(); }
+
+void CheckpointSaverAccess::save(CheckpointSaver& saver, const Fill& fill, int64_t step,
+                                 const CheckpointMeta& meta) {
+  saver.impl_->save(fill, step, meta);
+}
+
+}  // namespace zt

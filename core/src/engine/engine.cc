@@ -1,0 +1,347 @@
+// Engine: the wiring of one rank's ZeRO training. The pieces live in their own files:
+//   model_layout     parameters as views into one flat buffer per group (the shard plan)
+//   offload_placement which groups' states go to a tier (pure function of sizes and fractions)
+//   shard_storage    a group's master, states, gradient and parameter shard, where placed
+//   param_gatherer   stage 3: gather, prefetch, release, re-gather before backward
+//   grad_reducer     gradients to shards: buckets, reduce-scatter / all-reduce, overlap
+//   tier_gradients   gradient shards kept in a file tier beside the optimizer states
+//   sharded_step     global norm, overflow, clipping, update, refresh of parameters
+//   streamed_update  the update of shards in a file tier, tile by tile
+//   memory_ledger    the bytes the engine owns, by category, and its clock (engine_clock)
+//   shard_io         a group's master and states read or rewritten wherever they live
+//   engine_checkpoint the pieces a rank saves, and a load from any saved layout
+//   engine_accessors full fp32 parameter, gradient or optimizer state of one tensor
+// This file builds them in order and runs the units forward and backward.
+#include "zt/engine.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "engine/engine_accessors.h"
+#include "engine/engine_checkpoint.h"
+#include "engine/engine_gathered.h"
+#include "engine/engine_parts.h"
+#include "zero/activation_checkpoint.h"
+#include "zero/grad_reducer.h"
+#include "zero/memory_ledger.h"
+#include "zero/model_layout.h"
+#include "zero/offload_placement.h"
+#include "zero/param_gatherer.h"
+#include "zero/shard_io.h"
+#include "zero/shard_storage.h"
+#include "zero/sharded_step.h"
+#include "zero/streamed_update.h"
+#include "zero/zero_groups.h"
+#include "zt/error.h"
+
+namespace zt {
+
+namespace {
+
+void check_options(const EngineOptions& opt, const EngineTiers& tiers) {
+  if (opt.stage < 0 || opt.stage > 3) throw ConfigError("zero.stage must be 0-3");
+  if (opt.shard_group_size > 0 && opt.stage < 1) {
+    throw ConfigError("zero.mics_shard_size = " + std::to_string(opt.shard_group_size) +
+                      " needs zero.stage >= 1 (stage 0 shards nothing); raise zero.stage or "
+                      "remove zero.mics_shard_size");
+  }
+  if (tiers.optimizer && opt.stage < 1) {
+    throw ConfigError("plugins.offload_optimizer needs zero.stage >= 1 (stage is 0)");
+  }
+  if (tiers.param && opt.stage != 3) {
+    throw ConfigError("plugins.offload_param needs zero.stage = 3 (stage is " +
+                      std::to_string(opt.stage) + ")");
+  }
+}
+
+std::vector<OffloadTier*> distinct_tiers(const EngineTiers& tiers) {
+  std::vector<OffloadTier*> out;
+  for (OffloadTier* t : {tiers.optimizer, tiers.param}) {
+    if (t && std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Hands the engine unit `u` while it is built: an existing one, or one a ModelSource builds now.
+using UnitBuilder = std::function<Unit*(int u)>;
+
+ModelLayout layout_of_source(const ModelSource& source, const ShardStrategy& strategy, int world,
+                             at::ScalarType dtype) {
+  std::vector<std::string> labels;
+  for (int64_t u = 0; u < source.unit_count(); ++u) labels.push_back("unit " + std::to_string(u));
+  return ModelLayout(entries_of_source(source), labels, strategy, world,
+                     static_cast<int64_t>(c10::elementSize(dtype)), source.seed());
+}
+
+// The shard groups of `comm` the options ask for. Collective (it may split `comm`).
+std::unique_ptr<ZeroGroups> make_groups(Communicator& comm, const EngineOptions& options,
+                                        const EngineTiers& tiers) {
+  check_options(options, tiers);
+  ZeroGroupOptions o;
+  o.shard_size = options.shard_group_size;
+  o.hierarchical_gather = options.hierarchical_params_gather;
+  o.ranks_per_host = options.ranks_per_host;
+  return std::make_unique<ZeroGroups>(comm, o);
+}
+
+struct Engine::Impl {
+  std::unique_ptr<ZeroGroups> groups;  // first: every piece below uses its communicators
+  std::vector<std::unique_ptr<Unit>> owned_units;  // built from a ModelSource
+  std::vector<Unit*> units;                        // in call order, filled while building
+  Communicator& comm;
+  EngineOptions opt;
+  std::vector<OffloadTier*> tiers;  // distinct tiers in use
+  LossScaler scaler;
+  MemoryLedger ledger;
+  int64_t tile_elements = 1;  // streamed tile length, decided by build_storage
+  ModelLayout layout;
+  std::vector<ShardStorage> storage;  // per group
+  ParamGatherer gatherer;
+  GradReducer reducer;
+  StreamedUpdate streamed;
+  ShardedStep stepper;
+  int64_t micro = 0;
+  ShardIo io;
+  EngineParts parts;  // what checkpoints and the debug accessors use
+
+  Impl(std::unique_ptr<ZeroGroups> zero_groups, ModelLayout l, const UnitBuilder& build_unit,
+       Optimizer& optimizer, EngineOptions options, EngineTiers t)
+      : groups(std::move(zero_groups)),
+        comm(groups->world()),
+        opt(options),
+        tiers(distinct_tiers(t)),
+        scaler(options.scaler, options.dynamic_loss_scale),
+        layout(std::move(l)),
+        storage(build_storage(optimizer, t, build_unit)),
+        gatherer(layout, storage, groups->gather(), t.param,
+                 {opt.prefetch_units, opt.prefetch_elements, opt.max_live_parameters}, ledger),
+        reducer(layout, storage, {comm, groups->shard(), groups->replica()}, gatherer,
+                {opt.stage, opt.compute_dtype, opt.gradient_predivide_factor, opt.overlap_comm,
+                 opt.reduce_bucket_mb, opt.grad_accum, opt.pipeline_read, opt.pipeline_write},
+                ledger),
+        streamed(
+            layout, storage, optimizer, t.optimizer,
+            {opt.stage, opt.compute_dtype, tile_elements, opt.pipeline_read, opt.pipeline_write},
+            ledger),
+        stepper({layout, storage, groups->shard(), groups->gather(), comm.size(), optimizer, scaler,
+                 gatherer, streamed, tiers, ledger},
+                {opt.stage, opt.compute_dtype, opt.grad_accum, opt.gradient_predivide_factor,
+                 opt.gradient_clipping, opt.allgather_bucket_mb}),
+        io(layout, storage, t.optimizer, tile_elements, ledger),
+        parts{layout,        storage, comm,      groups->shard(),   groups->replica_index(),
+              optimizer,     scaler,  stepper,   gatherer,          io,
+              ledger,        t.param, opt.stage, opt.compute_dtype, opt.gradient_predivide_factor,
+              tile_elements, micro} {
+    ledger.fixed().unit_max_params = layout.largest_unit_bytes();
+    if (opt.stage == 3) gatherer.release_all();
+    ledger.restart_peak();
+  }
+
+  // Decides what goes to a tier (a full disk fails here, before training), then builds the
+  // units in order, each followed by its groups' flat buffers and shards: a unit's parameters
+  // are sharded (and offloaded) before the next unit exists.
+  std::vector<ShardStorage> build_storage(Optimizer& optimizer, const EngineTiers& t,
+                                          const UnitBuilder& build_unit) {
+    layout.size_shards(opt.stage >= 1, groups->shard().rank(), opt.stage == 3,
+                       opt.param_persistence_threshold);
+    const auto state_names = optimizer.state_names();
+    std::vector<PlacementGroup> sizes;
+    for (const auto& g : layout.groups) sizes.push_back({g.shard, g.persistent});
+    PlacementRequest request;
+    request.optimizer_tier = t.optimizer != nullptr;
+    request.optimizer_fraction = opt.offload_optimizer_fraction;
+    request.optimizer_arrays = 1 + static_cast<int64_t>(state_names.size());
+    request.optimizer_alignment = t.optimizer ? t.optimizer->alignment() : 1;
+    request.param_tier = t.param != nullptr;
+    request.param_fraction = opt.offload_param_fraction;
+    request.param_alignment = t.param ? t.param->alignment() : 1;
+    request.param_element_size = layout.element_size;
+    request.sub_group_size = opt.sub_group_size;
+    const OffloadPlacement placement = place_offload(sizes, request);
+    tile_elements = placement.tile_elements;
+    std::map<OffloadTier*, int64_t> need;
+    if (placement.optimizer_tier_bytes > 0) need[t.optimizer] += placement.optimizer_tier_bytes;
+    if (placement.param_tier_bytes > 0) need[t.param] += placement.param_tier_bytes;
+    for (auto& [tier, bytes] : need) tier->prepare(bytes);
+    const StorageContext context{opt.stage,   opt.compute_dtype, state_names,
+                                 t.optimizer, t.param,           tile_elements};
+    std::vector<ShardStorage> out;
+    for (size_t u = 0; u < layout.unit_groups.size(); ++u) {
+      units.push_back(build_unit(static_cast<int>(u)));
+      if (layout.from_declarations) layout.attach(static_cast<int>(u), *units.back());
+      for (size_t g = out.size();
+           g < layout.groups.size() && layout.groups[g].unit <= static_cast<int>(u); ++g) {
+        out.push_back(build_shard_storage(layout, static_cast<int>(g),
+                                          placement.optimizer_in_tier[g],
+                                          placement.param_in_tier[g], context, ledger));
+      }
+    }
+    return out;
+  }
+
+  double forward_backward(const at::Tensor& input,
+                          const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+    const EngineClock::Phase phase(ledger.clock(), &EngineTimes::forward_backward);
+    const int64_t step_number = stepper.steps() + 1;
+    for (OffloadTier* t : tiers) t->set_step(step_number);
+    gatherer.set_step(step_number);
+    reducer.begin_micro_step(step_number, micro);
+    at::Tensor loss = loss_fn(run_units(input));
+    const double value = loss.item<double>();
+    if (!std::isfinite(value) && !scaler.enabled()) {
+      throw NumericError(
+          "loss is " + std::to_string(value) + " at step " + std::to_string(step_number) +
+          " (micro step " + std::to_string(micro + 1) + ") in " +
+          std::string(at::toString(opt.compute_dtype)) +
+          "; lower the learning rate, enable zero.gradient_clipping, or check the data");
+    }
+    (loss * scaler.scale()).backward();
+    ++micro;
+    if (opt.stage >= 2) reducer.reduce_remaining();
+    if (opt.stage == 3) gatherer.release_all();
+    return value;
+  }
+
+  // Runs every unit in order. Stage 3 gathers each unit's groups before it runs, releases them
+  // after, and hooks its output so backward gathers them again first.
+  at::Tensor run_units(const at::Tensor& input) {
+    at::Tensor x = input;
+    for (size_t u = 0; u < units.size(); ++u) {
+      const int ui = static_cast<int>(u);
+      if (opt.stage == 3) gatherer.gather_unit(ui, +1);
+      // Checkpointed, the unit keeps no activations, so the release below frees its parameters
+      // outright; the hook re-gathers them before the recompute, which runs in the unit's node.
+      x = opt.activation_checkpointing ? checkpointed_forward(*units[u], x) : units[u]->forward(x);
+      if (opt.stage != 3) continue;
+      if (x.requires_grad()) {
+        x.register_hook([this, ui](const at::Tensor& grad) {
+          // The gradient of this unit's output is complete, so the next unit's backward has
+          // run: its parameters can go (a tied one is re-gathered when needed again).
+          gatherer.release_after_backward(ui + 1, ui);
+          gatherer.gather_unit(ui, -1);  // re-gather before this unit's backward runs
+          return grad;
+        });
+      }
+      gatherer.release_after_forward(ui);
+    }
+    return x;
+  }
+
+  StepReport step(double lr) {
+    const EngineClock::Phase phase(ledger.clock(), &EngineTimes::step);
+    if (opt.stage < 2) reducer.reduce_remaining();
+    micro = 0;
+    return stepper.run(lr);
+  }
+
+  std::vector<std::pair<std::string, at::Tensor>> full_parameters() {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    gatherer.set_step(stepper.steps() + 1);
+    for (size_t gi = 0; gi < layout.groups.size(); ++gi) {
+      const int g = static_cast<int>(gi);
+      const bool was = gatherer.gathered(g);
+      gatherer.ensure_gathered(g);
+      for (int p : layout.groups[gi].params) {
+        out.emplace_back(layout.params[p].name,
+                         layout.params[p].tensor.detach().to(at::kFloat).clone());
+      }
+      if (!was) gatherer.release(g);
+    }
+    return out;
+  }
+};
+
+Engine::Engine(std::vector<Unit*> units, Communicator& comm, const ShardStrategy& strategy,
+               Optimizer& optimizer, EngineOptions options, EngineTiers tiers) {
+  auto groups = make_groups(comm, options, tiers);
+  ModelLayout layout(units, strategy, groups->shard().size(),
+                     static_cast<int64_t>(c10::elementSize(options.compute_dtype)));
+  impl_ = std::make_unique<Impl>(
+      std::move(groups), std::move(layout), [&units](int u) { return units[u]; }, optimizer,
+      options, tiers);
+}
+
+Engine::Engine(ModelSource& source, Communicator& comm, const ShardStrategy& strategy,
+               Optimizer& optimizer, EngineOptions options, EngineTiers tiers) {
+  auto groups = make_groups(comm, options, tiers);
+  ModelLayout layout = layout_of_source(source, strategy, groups->shard().size(),
+                                        options.compute_dtype);
+  std::vector<std::unique_ptr<Unit>> built;
+  // Unit u is built just before its groups are, so its parameters are sharded before the
+  // next unit exists.
+  auto build = [&](int u) -> Unit* {
+    built.push_back(source.build(u));
+    return built.back().get();
+  };
+  impl_ = std::make_unique<Impl>(std::move(groups), std::move(layout), build, optimizer, options,
+                                 tiers);
+  impl_->owned_units = std::move(built);
+}
+
+Engine::~Engine() = default;
+
+double Engine::forward_backward(const at::Tensor& input,
+                                const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+  return impl_->forward_backward(input, loss_fn);
+}
+
+StepReport Engine::step(double lr) { return impl_->step(lr); }
+
+std::vector<std::pair<std::string, at::Tensor>> Engine::full_parameters() {
+  return impl_->full_parameters();
+}
+
+void Engine::save_checkpoint(CheckpointRankWriter& writer) {
+  save_engine_checkpoint(impl_->parts, writer);
+}
+
+void Engine::load_checkpoint(const CheckpointReader& reader) {
+  load_engine_checkpoint(impl_->parts, reader);
+}
+
+at::Tensor Engine::full_fp32_param(const std::string& name) {
+  return full_array(impl_->parts, parameter_index(impl_->layout, name), 0);
+}
+
+at::Tensor Engine::full_fp32_grad(const std::string& name) {
+  return full_gradient(impl_->parts, parameter_index(impl_->layout, name));
+}
+
+at::Tensor Engine::full_optimizer_state(const std::string& name, const std::string& state) {
+  const int p = parameter_index(impl_->layout, name);
+  return full_array(impl_->parts, p, state_index(impl_->parts.optimizer, state));
+}
+
+std::vector<std::string> Engine::parameter_names() const {
+  std::vector<std::string> names;
+  for (const auto& p : impl_->layout.params) names.push_back(p.name);
+  return names;
+}
+
+MemoryReport Engine::memory() const { return impl_->ledger.report(); }
+
+std::string Engine::describe_sharding() const { return impl_->groups->describe(); }
+
+std::vector<std::pair<std::string, CommStats>> Engine::group_comm_stats() const {
+  return impl_->groups->split_stats();
+}
+
+EngineTimes Engine::times() const { return impl_->ledger.clock().times(); }
+
+int64_t Engine::parameter_count() const {
+  int64_t n = 0;
+  for (const auto& p : impl_->layout.params) n += p.numel;
+  return n;
+}
+
+void Engine::with_gathered_parameters(const std::vector<std::string>& names, int modifier_rank,
+                                      const GatheredFn& fn) {
+  zt::with_gathered_parameters(impl_->parts, names, modifier_rank, fn);
+}
+
+}  // namespace zt

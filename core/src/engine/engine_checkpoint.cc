@@ -1,0 +1,201 @@
+#include "engine/engine_checkpoint.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <set>
+
+#include "zt/error.h"
+
+namespace zt {
+
+namespace {
+
+struct FlatRange {
+  int64_t begin = 0, end = 0;
+  bool empty() const { return begin >= end; }
+};
+
+// The elements of group `g` this rank saves (see the header): an even split of the padded
+// buffer, which is this rank's shard in stages 1-3.
+// A group's elements this rank saves: its 1/k share when its shard group (all ranks when flat;
+// stage 0 splits full copies the same way) is the first of the groups holding the same shards;
+// nothing in the other groups (MiCS replicas), so each element is saved once.
+FlatRange saved_range(const EngineParts& e, const ParamGroup& g) {
+  if (e.replica_index > 0) return {0, 0};
+  const int64_t share = g.padded / e.shard.size();
+  return {share * e.shard.rank(), share * (e.shard.rank() + 1)};
+}
+
+// The part of `range` that is parameter `p`, in the parameter's own flattened index.
+FlatRange param_part(const ParamSlot& p, FlatRange range) {
+  const auto [lo, hi] = param_overlap(p, range.begin, range.end);
+  return {lo - p.offset, hi - p.offset};
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// A piece this rank declared: parameter `param`'s elements [part.begin, part.end).
+struct Declared {
+  int param;
+  FlatRange part;
+  int64_t index;  // the writer's
+};
+
+// Writes the parts of a streamed or in-memory run [begin, begin + count) that fall in each
+// declared piece of one group and kind.
+void write_run(CheckpointRankWriter& writer, const ModelLayout& layout,
+               const std::vector<Declared>& pieces, int64_t begin, const float* data,
+               int64_t count) {
+  for (const Declared& d : pieces) {
+    const int64_t offset = layout.params[d.param].offset;
+    const int64_t lo = std::max(begin, offset + d.part.begin);
+    const int64_t hi = std::min(begin + count, offset + d.part.end);
+    if (lo < hi) writer.write(d.index, lo - offset - d.part.begin, data + (lo - begin), hi - lo);
+  }
+}
+
+// Fills run [begin, begin + count) of group `g`'s array of `kind` (zeroed) from the reader.
+void fill_run(const CheckpointReader& reader, const ModelLayout& layout, int g,
+              const std::string& kind, int64_t begin, float* data, int64_t count) {
+  for (int p : layout.groups[g].params) {
+    const ParamSlot& slot = layout.params[p];
+    const FlatRange part = param_part(slot, {begin, begin + count});
+    if (!part.empty()) {
+      reader.read(slot.name, kind, part.begin, part.end, data + (slot.offset + part.begin - begin));
+    }
+  }
+}
+
+// Same names, same shapes, nothing more: else the checkpoint is of another model.
+void check_same_model(const ModelLayout& layout, const CheckpointReader& reader) {
+  const std::string way_out = "; the checkpoint is of another model: check [model]";
+  std::set<std::string> names;
+  for (const ParamSlot& p : layout.params) {
+    names.insert(p.name);
+    const CheckpointTensor* t = reader.find_tensor(p.name);
+    if (!t) {
+      throw ConfigError("tensor " + p.name + " of this model is not in the checkpoint " +
+                        reader.folder() + way_out);
+    }
+    const std::vector<int64_t> mine = p.tensor.sizes().vec();
+    if (t->shape != mine) {
+      throw ConfigError("tensor " + p.name + " is " + shape_text(t->shape) + " in the checkpoint " +
+                        reader.folder() + " but " + shape_text(mine) + " in this model" + way_out);
+    }
+  }
+  for (const CheckpointTensor& t : reader.tensors()) {
+    if (!names.count(t.name)) {
+      throw ConfigError("tensor " + t.name + " of the checkpoint " + reader.folder() +
+                        " is not in this model" + way_out);
+    }
+  }
+}
+
+void check_kinds(const Optimizer& optimizer, const CheckpointReader& reader) {
+  const std::vector<std::string> saved = reader.kinds();
+  for (const std::string& kind : checkpoint_kinds(optimizer)) {
+    if (std::find(saved.begin(), saved.end(), kind) != saved.end()) continue;
+    throw ConfigError("the checkpoint " + reader.folder() + " has no " +
+                      (kind == "param" ? "fp32 parameters" : "optimizer state '" + kind + "'") +
+                      " (it holds " + joined(saved) + "), which this run's optimizer (states " +
+                      joined(optimizer.state_names()) +
+                      ") needs: resume with the optimizer that saved it (plugins.optimizer)");
+  }
+}
+
+}  // namespace
+
+// A streamed group's freshly loaded master run goes into the parameters here, as the streamed
+// update does after a step: refresh_parameters() copies only groups held in memory.
+void put_streamed_master(EngineParts& e, int gi, int64_t begin, float* data, int64_t count) {
+  const ParamGroup& g = e.layout.groups[gi];
+  ShardStorage& s = e.storage[gi];
+  const at::Tensor master = view_of(data, count, at::kFloat);
+  const int64_t local = begin - g.first;
+  if (e.stage < 3) {
+    g.flat.narrow(0, begin, count).copy_(master);
+  } else if (!s.param_streamed) {
+    s.param_shard.narrow(0, local, count).copy_(master);
+  } else if (e.dtype == at::kFloat) {
+    s.param_file->write_tile(local / e.tile_elements, data)->wait();
+  } else {
+    const auto bytes = static_cast<int64_t>(c10::elementSize(e.dtype)) * count;
+    const StagingBuffer typed(*e.param_tier, bytes, e.ledger);
+    view_of(typed.data(), count, e.dtype).copy_(master);
+    s.param_file->write_tile(local / e.tile_elements, typed.data())->wait();
+  }
+}
+
+std::vector<std::string> checkpoint_kinds(const Optimizer& optimizer) {
+  std::vector<std::string> kinds{"param"};
+  for (const auto& name : optimizer.state_names()) kinds.push_back(name);
+  return kinds;
+}
+
+void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
+  const ModelLayout& layout = e.layout;
+  for (const ParamSlot& p : layout.params) writer.add_tensor({p.name, p.tensor.sizes().vec()});
+  const std::vector<std::string> kinds = checkpoint_kinds(e.optimizer);
+  // pieces[g][k]: what this rank saves of group g's kind k, in flat-offset order.
+  std::vector<std::vector<std::vector<Declared>>> pieces(layout.groups.size());
+  for (size_t g = 0; g < layout.groups.size(); ++g) {
+    const FlatRange range = saved_range(e, layout.groups[g]);
+    pieces[g].resize(kinds.size());
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      for (int p : layout.groups[g].params) {
+        const FlatRange part = param_part(layout.params[p], range);
+        if (part.empty()) continue;
+        const int64_t index = writer.declare(
+            {layout.params[p].name, kinds[k], part.begin, part.end}, e.storage[g].opt_streamed);
+        pieces[g][k].push_back({p, part, index});
+      }
+    }
+  }
+  writer.set_counters({e.stepper.steps(), e.scaler.saved_scale(), e.scaler.clean_steps(),
+                       e.scaler.hysteresis_left()});
+  writer.begin_data();
+  for (size_t g = 0; g < layout.groups.size(); ++g) {
+    const FlatRange range = saved_range(e, layout.groups[g]);
+    if (range.empty()) continue;
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      e.io.read(static_cast<int>(g), static_cast<int64_t>(k), range.begin, range.end,
+                e.stepper.steps(), [&](int64_t begin, const float* data, int64_t count) {
+                  write_run(writer, layout, pieces[g][k], begin, data, count);
+                });
+    }
+  }
+}
+
+void load_engine_checkpoint(EngineParts& e, const CheckpointReader& reader) {
+  check_same_model(e.layout, reader);
+  check_kinds(e.optimizer, reader);
+  const EngineCounters c = reader.counters();
+  e.scaler.restore(c.loss_scale, c.clean_steps, c.hysteresis_left);  // checks them first
+  e.stepper.set_steps(c.optimizer_steps);
+  // A shard read ahead from the parameter tier is about to go stale.
+  e.gatherer.drop_fetches(/*rethrow=*/true);
+  const std::vector<std::string> kinds = checkpoint_kinds(e.optimizer);
+  for (size_t gi = 0; gi < e.layout.groups.size(); ++gi) {
+    const int g = static_cast<int>(gi);
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      e.io.rewrite(g, static_cast<int64_t>(k), [&](int64_t begin, float* data, int64_t count) {
+        fill_run(reader, e.layout, g, kinds[k], begin, data, count);
+        if (k == 0 && e.storage[gi].opt_streamed) put_streamed_master(e, g, begin, data, count);
+      });
+    }
+  }
+  e.stepper.refresh_parameters();
+}
+
+}  // namespace zt

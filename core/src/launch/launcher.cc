@@ -1,0 +1,313 @@
+#include "zt/launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "launch/rank_output.h"
+#include "zt/error.h"
+
+namespace zt {
+
+namespace {
+
+std::atomic<int> g_forwarded_signal{0};
+
+void on_signal(int sig) { g_forwarded_signal.store(sig); }
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "ended with status " + std::to_string(status);
+}
+
+int code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
+  auto set = [&env_strings](const std::string& k, const std::string& v) {
+    for (auto& s : env_strings) {
+      if (s.compare(0, k.size() + 1, k + "=") == 0) {
+        s = k + "=" + v;
+        return;
+      }
+    }
+    env_strings.push_back(k + "=" + v);
+  };
+  set("RANK", std::to_string(rank));
+  set("WORLD_SIZE", std::to_string(spec.nproc));
+  set("LOCAL_RANK", std::to_string(rank));
+  set("LOCAL_WORLD_SIZE", std::to_string(spec.nproc));
+  set("MASTER_ADDR", spec.master_addr);
+  set("MASTER_PORT", std::to_string(port));
+  set("ZT_LAUNCHER", "1");  // lets ranks report "zt launcher" rather than "torchrun"
+  for (const auto& [k, v] : spec.env) set(k, v);
+  std::vector<char*> envp, argv;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = spec.argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    throw IoError("launcher: cannot fork rank " + std::to_string(rank) + ": " + strerror(errno));
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls from here to exec.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(127);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
+    if (dup2(stderr_fd, 2) < 0) _exit(127);  // every other pipe end closes on exec
+    execve(argv[0], argv.data(), envp.data());
+    const char msg[] = "zt launcher: exec failed\n";
+    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+    (void)ignored;
+    _exit(127);
+  }
+  return pid;
+}
+
+// Spawns the ranks, relays their stderr (rank_output.h) and watches them until all ended.
+class Supervisor {
+ public:
+  explicit Supervisor(const LaunchSpec& spec)
+      : spec_(spec),
+        pids_(spec.nproc, -1),
+        status_(spec.nproc, 0),
+        running_(spec.nproc, false),
+        out_(spec.nproc) {
+    result_.rank_codes.assign(spec.nproc, -1);
+  }
+
+  void start(int port) {
+    try {
+      for (int r = 0; r < spec_.nproc; ++r) start_rank(r, port);
+    } catch (...) {
+      stop_all(SIGKILL);
+      for (int r = 0; r < spec_.nproc; ++r)
+        if (running_[r]) waitpid(pids_[r], nullptr, 0);
+      throw;
+    }
+  }
+
+  LaunchResult run() {
+    const auto begin = std::chrono::steady_clock::now();
+    while (alive_ > 0) {
+      if (reap_all()) continue;
+      auto now = std::chrono::steady_clock::now();
+      if (int sig = g_forwarded_signal.exchange(0); sig != 0) on_launcher_signal(sig);
+      if (!stopping_ && spec_.timeout.count() > 0 && now - begin > spec_.timeout) {
+        begin_stop("job exceeded its " + std::to_string(spec_.timeout.count()) +
+                       " ms limit; stopping all ranks",
+                   124);
+      }
+      if (settling_ && !stopping_ && now >= stop_at_) begin_stop("", result_.exit_code);
+      if (stopping_ && now > kill_at_) stop_all(SIGKILL);
+      out_.pump(5);
+    }
+    if (result_.failed_rank >= 0) name_first_failure();
+    return result_;
+  }
+
+ private:
+  void start_rank(int r, int port) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      throw IoError("launcher: cannot create a pipe for rank " + std::to_string(r) + ": " +
+                    strerror(errno));
+    }
+    out_.attach(r, fds[0]);
+    try {
+      pids_[r] = spawn_rank(spec_, r, port, fds[1]);
+    } catch (...) {
+      close(fds[1]);
+      throw;
+    }
+    close(fds[1]);
+    running_[r] = true;
+    ++alive_;
+  }
+
+  void stop_all(int sig) {
+    for (int r = 0; r < spec_.nproc; ++r)
+      if (running_[r]) kill(pids_[r], sig);
+  }
+
+  void on_launcher_signal(int sig) {
+    if (stopping_) {
+      // A second signal: no more waiting.
+      result_.message = std::string("launcher received ") + strsignal(sig) +
+                        " again; killing all ranks";
+      result_.exit_code = 128 + sig;
+      draining_ = false;
+      stop_all(SIGKILL);
+      return;
+    }
+    if (spec_.drain.count() <= 0) {
+      begin_stop(std::string("launcher received ") + strsignal(sig) + "; stopping all ranks",
+                 128 + sig);
+      return;
+    }
+    result_.message = std::string("launcher received ") + strsignal(sig) +
+                      "; the ranks stop after their current step";
+    result_.exit_code = 0;
+    stopping_ = true;
+    draining_ = true;
+    stop_all(sig);
+    kill_at_ = std::chrono::steady_clock::now() + spec_.drain;
+  }
+
+  void begin_stop(const std::string& message, int exit_code) {
+    result_.message = message;
+    result_.exit_code = exit_code;
+    stopping_ = true;
+    stop_all(SIGTERM);
+    kill_at_ = std::chrono::steady_clock::now() + spec_.grace;
+  }
+
+  // Reaps every rank that ended; true if any did.
+  bool reap_all() {
+    bool reaped = false;
+    for (int r = 0; r < spec_.nproc; ++r) {
+      // Per pid, never -1: the caller may have other children we must not reap.
+      if (!running_[r] || waitpid(pids_[r], &status_[r], WNOHANG) != pids_[r]) continue;
+      reaped = true;
+      running_[r] = false;
+      --alive_;
+      out_.finish(r);  // its error line is in the pipe before its exit status is known
+      result_.rank_codes[r] = code_of(status_[r]);
+      bool failed = !(WIFEXITED(status_[r]) && WEXITSTATUS(status_[r]) == 0);
+      // Draining after a signal, the job succeeds only if every rank stopped cleanly.
+      if (failed && draining_ && result_.exit_code == 0) result_.exit_code = code_of(status_[r]);
+      if (failed && result_.failed_rank < 0 && !stopping_) {
+        result_.failed_rank = r;
+        stopped_others_ = spec_.stop_all_on_failure ? alive_ : 0;
+        result_.exit_code = code_of(status_[r]);
+        settling_ = stopped_others_ > 0;
+        stop_at_ = std::chrono::steady_clock::now() + spec_.settle;
+      }
+    }
+    return reaped;
+  }
+
+  // Ranks that failed at once: the one whose error printed first is the first failure, so the
+  // line the user reads first and the rank the result names agree, and a rank whose error came
+  // first but whose teardown was slower is not hidden behind a peer that only saw it go.
+  void name_first_failure() {
+    int first = result_.failed_rank;
+    if (WIFEXITED(status_[first]) && out_.last_seq(first) > 0) {
+      for (int r = 0; r < spec_.nproc; ++r) {
+        bool own_error = WIFEXITED(status_[r]) && WEXITSTATUS(status_[r]) != 0 &&
+                         out_.last_seq(r) > 0;
+        if (own_error && out_.last_seq(r) < out_.last_seq(first)) first = r;
+      }
+    }
+    result_.failed_rank = first;
+    result_.exit_code = code_of(status_[first]);
+    result_.error_line = out_.last_line(first);
+    result_.message = "rank " + std::to_string(first) + " (pid " + std::to_string(pids_[first]) +
+                      ") " + describe_status(status_[first]);
+    if (stopped_others_ > 0) {
+      result_.message += "; stopping the other " + std::to_string(stopped_others_) + " rank(s)";
+    }
+  }
+
+  const LaunchSpec& spec_;
+  std::vector<pid_t> pids_;
+  std::vector<int> status_;
+  std::vector<bool> running_;
+  RankOutputRelay out_;
+  LaunchResult result_;
+  int alive_ = 0;
+  int stopped_others_ = 0;
+  bool settling_ = false;  // a rank failed: the others get spec_.settle, then SIGTERM
+  bool draining_ = false;  // a signal was forwarded: the ranks stop on their own
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point stop_at_{};
+  std::chrono::steady_clock::time_point kill_at_{};
+};
+
+}  // namespace
+
+int pick_free_port(const std::string& addr) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw IoError(std::string("cannot create a socket: ") + strerror(errno));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = 0;
+  if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1)
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    int err = errno;
+    close(fd);
+    throw IoError("cannot bind a socket on " + addr + " to find a free port: " + strerror(err));
+  }
+  socklen_t len = sizeof(sa);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+std::string self_executable() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) throw IoError(std::string("cannot read /proc/self/exe: ") + strerror(errno));
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+LaunchResult launch_local(const LaunchSpec& spec) {
+  if (spec.nproc < 1 || spec.argv.empty()) {
+    throw InternalError("launch_local needs nproc >= 1 and a command");
+  }
+  if (access(spec.argv[0].c_str(), X_OK) != 0) {
+    throw IoError("launcher: cannot execute '" + spec.argv[0] + "': " + strerror(errno));
+  }
+  int port = spec.master_port > 0 ? spec.master_port : pick_free_port(spec.master_addr);
+
+  g_forwarded_signal.store(0);
+  struct sigaction sa {
+  }, old_int{}, old_term{}, old_usr1{};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGUSR1, &sa, &old_usr1);
+  auto restore = [&] {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    sigaction(SIGUSR1, &old_usr1, nullptr);
+  };
+  Supervisor supervisor(spec);
+  try {
+    supervisor.start(port);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  LaunchResult result = supervisor.run();
+  restore();
+  return result;
+}
+
+}  // namespace zt

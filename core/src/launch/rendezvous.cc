@@ -1,0 +1,98 @@
+#include "zt/rendezvous.h"
+
+#include <thread>
+
+#include "util/torch_compat.h"
+#include "zt/error.h"
+
+namespace zt {
+
+namespace {
+
+// zt::Store over c10d's. Timeouts are per call, as the Store interface promises.
+class TcpStore final : public Store {
+ public:
+  explicit TcpStore(c10::intrusive_ptr<c10d::TCPStore> store) : store_(std::move(store)) {}
+
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    store_->set(key, value);
+  }
+  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    try {
+      store_->wait({key}, timeout);
+    } catch (const std::exception& e) {
+      throw CommError("rendezvous store: key '" + key + "' did not appear within " +
+                      std::to_string(timeout.count()) + " ms (" + first_line(e.what()) +
+                      "); a rank did not arrive or died");
+    }
+    return store_->get(key);
+  }
+  int64_t add(const std::string& key, int64_t delta) override { return store_->add(key, delta); }
+
+  static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+ private:
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+};
+
+bool mentions(const std::string& text, const char* what) {
+  return text.find(what) != std::string::npos;
+}
+
+// Counts this rank in at `key`; when `wait`, polls until all `world` ranks have, up to
+// `timeout`. Returns the count seen last (below `world` when time ran out).
+int64_t count_in(Store& store, const std::string& key, int world, bool wait,
+                 std::chrono::milliseconds timeout) {
+  int64_t count = store.add(key, 1);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (wait && count < world && std::chrono::steady_clock::now() <= deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    count = store.add(key, 0);
+  }
+  return count;
+}
+
+}  // namespace
+
+std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, int world,
+                                  std::chrono::milliseconds timeout) {
+  std::string where = addr + ":" + std::to_string(port);
+  c10::intrusive_ptr<c10d::TCPStore> tcp;
+  try {
+    tcp = c10::make_intrusive<c10d::TCPStore>(
+        addr, compat::tcp_store_options(port, rank == 0, world, timeout));
+  } catch (const std::exception& e) {
+    std::string why = TcpStore::first_line(e.what());
+    if (rank == 0 &&
+        (mentions(why, "in use") || mentions(why, "EADDRINUSE") || mentions(why, "bind"))) {
+      throw CommError("rendezvous: rank 0 cannot listen on " + where + ": port in use (" + why +
+                      "); free it or pick another with MASTER_PORT or --set "
+                      "launch.master_port=N (0 picks a free one for local launches)");
+    }
+    throw CommError("rendezvous: rank " + std::to_string(rank) + " cannot reach rank 0 at " +
+                    where + " within " + std::to_string(timeout.count()) + " ms (" + why +
+                    "); check that rank 0 was started and MASTER_ADDR/MASTER_PORT agree");
+  }
+  auto store = std::make_unique<TcpStore>(tcp);
+  // Arrival barrier: every rank counts itself in, then waits for the total.
+  const int64_t arrived = count_in(*store, "zt/arrived", world, true, timeout);
+  if (arrived < world) {
+    throw CommError("rendezvous at " + where + " timed out after " +
+                    std::to_string(timeout.count()) + " ms: " + std::to_string(arrived) + " of " +
+                    std::to_string(world) +
+                    " ranks arrived; check that every rank "
+                    "was started with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE");
+  }
+  return store;
+}
+
+void depart(Store& store, int rank, int world, std::chrono::milliseconds timeout) {
+  const int64_t departed = count_in(store, "zt/departed", world, rank == 0, timeout);
+  if (rank == 0 && departed < world) {
+    throw CommError("job end: only " + std::to_string(departed) + " of " + std::to_string(world) +
+                    " ranks finished within " + std::to_string(timeout.count()) +
+                    " ms; the others are still running or died (see their output)");
+  }
+}
+
+}  // namespace zt

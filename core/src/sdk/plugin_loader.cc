@@ -1,0 +1,327 @@
+#include "zt/plugin_loader.h"
+
+#include "zt/offload.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "util/article.h"
+#include "zt/communicator.h"
+#include "zt/did_you_mean.h"
+#include "zt/error.h"
+#include "zt/optimizer.h"
+#include "zt/shard_strategy.h"
+
+namespace fs = std::filesystem;
+
+namespace zt {
+
+namespace {
+
+constexpr const char kInfoSymbol[] = "zt_plugin_info_v1";
+constexpr const char kFactorySymbol[] = "zt_plugin_factory_v1";
+constexpr const char kRebuildHint[] =
+    "rebuild the plugin against this zt SDK (find_package(zt) + zt_add_plugin)";
+
+// Libraries are never unloaded: objects a plugin made may be destroyed late (static teardown).
+std::mutex& library_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, boost::dll::shared_library>& libraries() {
+  static auto* libs = new std::map<std::string, boost::dll::shared_library>();
+  return *libs;
+}
+
+bool looks_like_elf(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  return in.gcount() == 4 && std::memcmp(magic,
+                                         "\x7f"
+                                         "ELF",
+                                         4) == 0;
+}
+
+std::string field(const std::string& fingerprint, const std::string& key) {
+  std::string prefix = key + "=";
+  size_t pos = 0;
+  while (pos < fingerprint.size()) {
+    size_t end = fingerprint.find(';', pos);
+    if (end == std::string::npos) end = fingerprint.size();
+    std::string part = fingerprint.substr(pos, end - pos);
+    if (part.rfind(prefix, 0) == 0) return part.substr(prefix.size());
+    pos = end + 1;
+  }
+  return "?";
+}
+
+std::string fingerprint_diff(const std::string& plugin, const std::string& core) {
+  std::string out;
+  for (const char* key : {"compiler", "cxx11abi", "torch", "cuda"}) {
+    std::string a = field(plugin, key), b = field(core, key);
+    if (a != b) out += std::string(out.empty() ? "" : ", ") + key + " " + a + " vs " + b;
+  }
+  return out;
+}
+
+std::string id_from_file_name(const std::string& name) {
+  const std::string prefix = "libzt_", suffix = ".so";
+  if (name.size() <= prefix.size() + suffix.size()) return "";
+  if (name.rfind(prefix, 0) != 0) return "";
+  if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return "";
+  return name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+}
+
+// Why dlopen refused `path`, as a message with the way out. The dynamic linker's own text names
+// the file and, for an unresolved symbol, the symbol ("...: undefined symbol: foo").
+std::string load_failure(const std::string& path, const std::string& fallback) {
+  const char* why = dlerror();
+  if (why == nullptr) {
+    // Something between the failed dlopen and here consumed the text: ask once more.
+    if (void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      dlclose(handle);
+    } else {
+      why = dlerror();
+    }
+  }
+  std::string reason = why ? why : fallback;
+  std::string way_out = kRebuildHint;
+  if (reason.find("undefined symbol") != std::string::npos) {
+    way_out = "the plugin needs a symbol that neither it nor the libraries it links provide: link "
+              "the library that defines it (zt_add_plugin(<id> ... LINK <target>)) or " +
+              way_out;
+  }
+  return "cannot load plugin " + path + ": " + reason + "; " + way_out;
+}
+
+// The library at `path`, loaded once per process. REQUIRES: library_mutex() held.
+boost::dll::shared_library& open_library(const std::string& path) {
+  auto& libs = libraries();
+  auto it = libs.find(path);
+  if (it == libs.end()) {
+    boost::dll::shared_library lib;
+    boost::dll::fs::error_code ec;
+    // RTLD_NOW: every symbol the plugin needs is bound here, so one that nothing provides fails
+    // this load, named by the dynamic linker, instead of killing the process at its first call.
+    lib.load(path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+    if (ec) throw PluginError(load_failure(path, ec.message()));
+    it = libs.emplace(path, std::move(lib)).first;
+  }
+  return it->second;
+}
+
+// The plugin's C info entry, checked before any of its C++ is called: ABI version, then the
+// build fingerprint.
+const ZtPluginInfoV1& checked_info(boost::dll::shared_library& lib, const std::string& path) {
+  if (!lib.has(kInfoSymbol)) {
+    throw PluginError("plugin " + path + " does not export '" + kInfoSymbol +
+                      "': it is not a zt plugin, or was built without ZT_PLUGIN(...); " +
+                      kRebuildHint);
+  }
+  auto info_fn = reinterpret_cast<ZtPluginInfoFnV1>(lib.get<void()>(kInfoSymbol));
+  const ZtPluginInfoV1* info = info_fn();
+  if (info == nullptr) {
+    throw PluginError("plugin " + path + ": " + kInfoSymbol + "() returned null");
+  }
+  if (info->abi_version != ZT_PLUGIN_ABI_VERSION) {
+    throw PluginError("plugin " + path + " was built for zt plugin ABI " +
+                      std::to_string(info->abi_version) + ", this zt has ABI " +
+                      std::to_string(ZT_PLUGIN_ABI_VERSION) + "; " + kRebuildHint);
+  }
+  std::string fingerprint = info->build_fingerprint ? info->build_fingerprint : "";
+  if (fingerprint != core_build_fingerprint()) {
+    throw PluginError("plugin " + path + " has build fingerprint '" + fingerprint +
+                      "' but this zt core has '" + core_build_fingerprint() + "' (" +
+                      fingerprint_diff(fingerprint, core_build_fingerprint()) + "); " +
+                      kRebuildHint);
+  }
+  return *info;
+}
+
+// What the info entry says, with its id checked against the file name and its kind known.
+PluginRecord record_of(const ZtPluginInfoV1& info, const std::string& path) {
+  PluginRecord record;
+  record.id = info.id ? info.id : "";
+  record.path = path;
+  record.kind = info.kind;
+  record.version = info.version ? info.version : "";
+  record.fingerprint = info.build_fingerprint ? info.build_fingerprint : "";
+  record.summary = info.summary ? info.summary : "";
+  std::string expected = id_from_file_name(fs::path(path).filename().string());
+  if (!expected.empty() && record.id != expected) {
+    throw PluginError("plugin " + path + " says its id is '" + record.id +
+                      "' but its file name says '" + expected +
+                      "'; the file must be named libzt_<id>.so");
+  }
+  if (std::strcmp(plugin_kind_name(record.kind), "unknown") == 0) {
+    throw PluginError("plugin " + path + " declares unknown kind " +
+                      std::to_string(static_cast<uint32_t>(record.kind)) +
+                      " (known: 1 comm, 2 shard, 3 offload, 4 optimizer); " + kRebuildHint);
+  }
+  return record;
+}
+
+// The plugin's factory object; a factory that throws or returns null is the plugin's error.
+Plugin* call_factory(boost::dll::shared_library& lib, const std::string& path) {
+  if (!lib.has(kFactorySymbol)) {
+    throw PluginError("plugin " + path + " does not export its factory '" + kFactorySymbol +
+                      "' (BOOST_DLL_ALIAS in ZT_PLUGIN); " + kRebuildHint);
+  }
+  auto factory_fn = lib.get_alias<Plugin*()>(kFactorySymbol);
+  Plugin* factory = nullptr;
+  try {
+    factory = factory_fn();
+  } catch (const std::exception& e) {
+    throw PluginError("plugin " + path + ": its factory threw: " + e.what());
+  } catch (...) {
+    throw PluginError("plugin " + path + ": its factory threw a non-standard exception");
+  }
+  if (factory == nullptr) {
+    throw PluginError("plugin " + path + ": its factory returned null");
+  }
+  return factory;
+}
+
+}  // namespace
+
+const char* core_build_fingerprint() { return ZT_BUILD_FINGERPRINT; }
+
+std::string builtin_plugin_dir() {
+  boost::dll::fs::error_code ec;
+  fs::path core = boost::dll::this_line_location(ec);
+  if (ec) return "";
+  return (core.parent_path() / "zt" / "plugins").string();
+}
+
+PluginRecord load_plugin_file(const std::string& path) {
+  if (!fs::exists(path)) {
+    throw PluginError("plugin file " + path + " does not exist");
+  }
+  if (!looks_like_elf(path)) {
+    throw PluginError("plugin file " + path +
+                      " is not a shared object (no ELF header); remove it from the plugin "
+                      "search path or rebuild it");
+  }
+  std::lock_guard<std::mutex> lock(library_mutex());
+  boost::dll::shared_library& lib = open_library(path);
+  PluginRecord record = record_of(checked_info(lib, path), path);
+  record.factory = call_factory(lib, path);
+  return record;
+}
+
+PluginCatalog::PluginCatalog(const std::vector<std::string>& config_dirs) {
+  dirs_ = config_dirs;
+  if (const char* env = std::getenv("ZT_PLUGIN_PATH")) {
+    std::string all = env;
+    size_t pos = 0;
+    while (pos <= all.size()) {
+      size_t end = all.find(':', pos);
+      if (end == std::string::npos) end = all.size();
+      if (end > pos) dirs_.push_back(all.substr(pos, end - pos));
+      pos = end + 1;
+    }
+  }
+  std::string builtin = builtin_plugin_dir();
+  if (!builtin.empty()) dirs_.push_back(builtin);
+  for (const auto& dir : dirs_) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& entry : fs::directory_iterator(dir, ec)) files.push_back(entry.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      std::string id = id_from_file_name(file.filename().string());
+      if (!id.empty() && !paths_.count(id)) paths_[id] = file.string();
+    }
+  }
+}
+
+std::vector<std::string> PluginCatalog::ids() const {
+  std::vector<std::string> out;
+  for (const auto& [id, path] : paths_) out.push_back(id);
+  return out;
+}
+
+std::string PluginCatalog::path_of(const std::string& id) const {
+  auto it = paths_.find(id);
+  return it == paths_.end() ? "" : it->second;
+}
+
+const PluginRecord& PluginCatalog::load(const std::string& id) {
+  auto done = loaded_.find(id);
+  if (done != loaded_.end()) return done->second;
+  std::string path = path_of(id);
+  if (path.empty()) {
+    std::string found, looked;
+    for (const auto& [i, p] : paths_) found += (found.empty() ? "" : ", ") + i;
+    for (const auto& d : dirs_) looked += (looked.empty() ? "" : ", ") + d;
+    throw PluginError("plugin '" + id + "' not found" + did_you_mean(id, ids()) +
+                      ". Found: " + (found.empty() ? "none" : found) +
+                      ". Looked in: " + (looked.empty() ? "(no directories)" : looked) +
+                      ". Add its folder to plugins.dirs or ZT_PLUGIN_PATH.");
+  }
+  return loaded_.emplace(id, load_plugin_file(path)).first->second;
+}
+
+const PluginRecord& PluginCatalog::load_kind(const std::string& id, ZtPluginKind kind,
+                                             const std::string& role) {
+  const PluginRecord& record = load(id);
+  if (record.kind != kind) {
+    std::string same_kind;
+    for (auto& entry : load_all()) {
+      if (entry.record && entry.record->kind == kind) {
+        same_kind += (same_kind.empty() ? "" : ", ") + entry.id;
+      }
+    }
+    throw ConfigError(role + " = \"" + id + "\" names " +
+                      with_article(plugin_kind_name(record.kind)) + " plugin, but " + role +
+                      " needs " + with_article(plugin_kind_name(kind)) +
+                      " plugin (available: " + (same_kind.empty() ? "none" : same_kind) + ")");
+  }
+  return record;
+}
+
+const CommunicatorPlugin& PluginCatalog::comm(const std::string& id) {
+  return *static_cast<const CommunicatorPlugin*>(
+      load_kind(id, ZT_KIND_COMM, "plugins.comm").factory);
+}
+
+const ShardStrategyPlugin& PluginCatalog::shard(const std::string& id) {
+  return *static_cast<const ShardStrategyPlugin*>(
+      load_kind(id, ZT_KIND_SHARD, "plugins.shard").factory);
+}
+
+const OptimizerPlugin& PluginCatalog::optimizer(const std::string& id) {
+  return *static_cast<const OptimizerPlugin*>(
+      load_kind(id, ZT_KIND_OPTIMIZER, "plugins.optimizer").factory);
+}
+
+const OffloadPlugin& PluginCatalog::offload(const std::string& id, const std::string& role) {
+  return *static_cast<const OffloadPlugin*>(load_kind(id, ZT_KIND_OFFLOAD, role).factory);
+}
+
+std::vector<PluginCatalog::Entry> PluginCatalog::load_all() {
+  std::vector<Entry> out;
+  for (const auto& [id, path] : paths_) {
+    Entry entry{id, path, nullptr, ""};
+    try {
+      entry.record = std::make_unique<PluginRecord>(load(id));
+    } catch (const Error& e) {
+      entry.error = e.what();
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+}  // namespace zt

@@ -1,0 +1,139 @@
+#include "zero/grad_reducer.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "zero/param_gatherer.h"
+#include "zt/error.h"
+
+namespace zt {
+
+namespace {
+
+// Calls `fn` after autograd accumulated a parameter's gradient into .grad.
+class AfterAccumulate final : public torch::autograd::FunctionPostHook {
+ public:
+  explicit AfterAccumulate(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    fn_();
+    return outputs;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+
+}  // namespace
+
+GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage, ReduceComms comms,
+                         ParamGatherer& gatherer, ReduceOptions options, MemoryLedger& ledger)
+    : layout_(layout),
+      storage_(storage),
+      comms_(comms),
+      gatherer_(gatherer),
+      options_(options),
+      ledger_(ledger),
+      tier_grads_(storage, ledger, options.pipeline_read, options.pipeline_write),
+      ready_(layout.groups.size(), 0),
+      reduced_(layout.groups.size(), false) {
+  for (size_t p = 0; p < layout_.params.size(); ++p) {
+    const ParamSlot& param = layout_.params[p];
+    auto accumulator = torch::autograd::impl::grad_accumulator(param.tensor);
+    if (!accumulator) {
+      throw InternalError("parameter " + param.name +
+                          " does not require grad; the engine trains every "
+                          "parameter a unit lists");
+    }
+    const int index = static_cast<int>(p);
+    accumulator->add_post_hook(
+        std::make_unique<AfterAccumulate>([this, index] { on_grad_ready(index); }));
+    accumulators_.push_back(std::move(accumulator));
+  }
+}
+
+void GradReducer::begin_micro_step(int64_t step, int64_t index) {
+  step_ = step;
+  micro_ = index;
+  std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(reduced_.begin(), reduced_.end(), false);
+}
+
+void GradReducer::on_grad_ready(int p) {
+  const int g = layout_.params[p].group;
+  if (++ready_[g] == static_cast<int>(layout_.groups[g].params.size()) && options_.stage >= 2)
+    reduce_group(g);
+}
+
+void GradReducer::reduce_group(int gi) {
+  if (reduced_[gi]) return;
+  reduced_[gi] = true;
+  const ParamGroup& g = layout_.groups[gi];
+  at::Tensor flat = layout_.take_flat_grads(gi, options_.dtype, options_.predivide);
+  if (options_.stage == 3) gatherer_.release(gi);
+  Pending r{gi, {}, nullptr, g.padded * layout_.element_size};
+  if (options_.stage == 0) {
+    r.out = flat;
+    r.work = comms_.world.all_reduce(flat, ReduceOp::kSum);
+  } else {
+    r.out = at::empty({g.shard}, options_.dtype);
+    r.work = comms_.shard.reduce_scatter(r.out, flat, ReduceOp::kSum);
+  }
+  pending_.push_back(std::move(r));
+  // MiCS: the group reduced before this one goes across the groups now, while backward goes on
+  // (waiting for its reduce-scatter, issued a group's backward ago). Decided by position, not by
+  // which op happened to finish, so every rank issues the same ops in the same order.
+  if (options_.overlap_comm && pending_.size() > 1) start_across(pending_.size() - 1);
+  // Bound the gradient bytes in flight (reduce_bucket_mb); without overlap, wait at once.
+  int64_t in_flight = 0;
+  for (const auto& q : pending_) in_flight += q.bytes;
+  if (!options_.overlap_comm || in_flight > static_cast<int64_t>(options_.bucket_mb * (1 << 20)))
+    drain();
+}
+
+// Each group's partial sums of a shard, summed across the groups that hold it (the shard group
+// reduced them within the group).
+void GradReducer::start_across(size_t upto) {
+  if (options_.stage < 1 || !comms_.replica) return;
+  for (size_t i = 0; i < upto; ++i) {
+    Pending& r = pending_[i];
+    if (r.across) continue;
+    ledger_.clock().wait(*r.work, &EngineTimes::comm_wait);
+    r.work = comms_.replica->all_reduce(r.out, ReduceOp::kSum);
+    r.across = true;
+  }
+}
+
+void GradReducer::drain() {
+  start_across(pending_.size());
+  for (auto& r : pending_) {
+    ledger_.clock().wait(*r.work, &EngineTimes::comm_wait);
+    accumulate(r);
+  }
+  pending_.clear();
+}
+
+// Stages 0-1 reduce once per step, at the step: that reduction is the first and the last.
+void GradReducer::accumulate(const Pending& r) {
+  ShardStorage& s = storage_[r.group];
+  if (s.grad.defined()) {
+    s.grad.add_(r.out.to(at::kFloat));
+    return;
+  }
+  const bool once = options_.stage < 2;
+  tier_grads_.add(r.group, r.out, once || micro_ == 0, once || micro_ == options_.grad_accum - 1,
+                  step_);
+}
+
+void GradReducer::reduce_remaining() {
+  for (size_t g = 0; g < layout_.groups.size(); ++g) reduce_group(static_cast<int>(g));
+  drain();
+  tier_grads_.settle();
+}
+
+}  // namespace zt

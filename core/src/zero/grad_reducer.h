@@ -1,0 +1,102 @@
+// GradReducer: gets every group's gradients from the parameters' .grad into the rank's fp32
+// gradient shard. Stages 2-3 send a group as soon as its last parameter's gradient arrived
+// (a hook on each parameter's AccumulateGrad node), so reduce-scatters overlap the rest of
+// backward (overlap_comm), with at most reduce_bucket_mb in flight; stages 0-1 send everything
+// at the step (stage 0 all-reduces full gradients, stage 1 reduce-scatters). Results are summed
+// over micro steps into ShardStorage::grad, or, for groups whose optimizer states are streamed
+// from a file tier, into their gradient in that tier (TierGradients): the step's first
+// reduction writes it, the last one's value is measured for the global norm.
+// Thread safety: one thread (the training thread; autograd runs hooks on the calling thread on
+// the CPU).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <memory>
+#include <vector>
+
+#include "zero/memory_ledger.h"
+#include "zero/model_layout.h"
+#include "zero/shard_storage.h"
+#include "zero/tier_gradients.h"
+#include "zt/communicator.h"
+
+namespace torch::autograd {
+struct Node;
+}
+
+namespace zt {
+
+class ParamGatherer;
+
+// Where gradients go: stage 0 all-reduces them over the world; stages 1-3 reduce-scatter them
+// over the shard group, then (MiCS) all-reduce each shard across the groups holding it.
+struct ReduceComms {
+  Communicator& world;
+  Communicator& shard;
+  Communicator* replica;  // null: one group
+};
+
+struct ReduceOptions {
+  int stage = 0;
+  at::ScalarType dtype = at::kFloat;  // the gradients' (compute) dtype
+  double predivide = 1.0;             // zero.gradient_predivide_factor
+  bool overlap_comm = true;           // false: wait for each reduction at once
+  double bucket_mb = 25;              // bound on gradient bytes in flight
+  int64_t grad_accum = 1;             // micro steps per step
+  bool pipeline_read = true;          // tier gradients: read the next tile ahead
+  bool pipeline_write = true;         // tier gradients: write tiles behind
+};
+
+class GradReducer {
+ public:
+  // Installs the gradient-ready hooks (InternalError if a parameter does not require grad).
+  // Stage 3 releases a group's parameters through `gatherer` once its gradients are taken.
+  // Waits go to the ledger's clock, tier gradient buffers to its staging.
+  GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage, ReduceComms comms,
+              ParamGatherer& gatherer, ReduceOptions options, MemoryLedger& ledger);
+  GradReducer(const GradReducer&) = delete;
+  GradReducer& operator=(const GradReducer&) = delete;
+
+  // Micro step `index` (0-based, of grad_accum) of step `step` (1-based, for error messages)
+  // begins.
+  void begin_micro_step(int64_t step, int64_t index);
+  // Sends every group not sent in this micro step (stages 0-1 all of them; stages 2-3 groups
+  // whose parameters got no gradient), in group order so all ranks issue the same collectives,
+  // and waits for all of them (tier gradient writes included).
+  void reduce_remaining();
+
+ private:
+  struct Pending {
+    int group;
+    at::Tensor out;              // compute-dtype result being reduced into
+    std::shared_ptr<Work> work;  // the reduction over the world or the shard group, then (MiCS)
+                                 // the all-reduce across the groups
+    int64_t bytes;
+    bool across = false;  // MiCS: `work` is the all-reduce across the groups
+  };
+
+  void on_grad_ready(int param);
+  void reduce_group(int g);
+  void drain();
+  // MiCS: the all-reduce across groups of pending_[0, upto)'s shards, each once its
+  // reduce-scatter finished.
+  void start_across(size_t upto);
+  void accumulate(const Pending& r);
+
+  ModelLayout& layout_;
+  std::vector<ShardStorage>& storage_;
+  ReduceComms comms_;
+  ParamGatherer& gatherer_;
+  ReduceOptions options_;
+  MemoryLedger& ledger_;
+  TierGradients tier_grads_;
+  int64_t step_ = 1, micro_ = 0;  // begin_micro_step's
+  std::vector<std::shared_ptr<torch::autograd::Node>>
+      accumulators_;           // kept alive: they carry our hooks
+  std::vector<int> ready_;     // per group: parameters whose gradient arrived this micro step
+  std::vector<bool> reduced_;  // per group: already sent this micro step
+  std::vector<Pending> pending_;
+};
+
+}  // namespace zt

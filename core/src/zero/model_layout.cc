@@ -1,0 +1,224 @@
+#include "zero/model_layout.h"
+
+#include <ATen/ATen.h>
+#include <ATen/native/Resize.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "zt/error.h"
+
+namespace zt {
+
+namespace {
+
+std::string identity_key(const at::Tensor& t) {
+  return std::to_string(reinterpret_cast<uintptr_t>(t.unsafeGetTensorImpl()));
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+std::vector<UnitEntries> entries_of_units(const std::vector<Unit*>& units) {
+  std::vector<UnitEntries> out;
+  for (Unit* unit : units) {
+    UnitEntries entries;
+    for (auto& [name, tensor] : unit->parameters()) {
+      entries.push_back({identity_key(tensor), name, tensor.sizes().vec(), std::nullopt, tensor});
+    }
+    out.push_back(std::move(entries));
+  }
+  return out;
+}
+
+std::vector<UnitEntries> entries_of_source(const ModelSource& source) {
+  std::vector<UnitEntries> out;
+  for (int64_t u = 0; u < source.unit_count(); ++u) {
+    UnitEntries entries;
+    for (auto& decl : source.declare(u)) {
+      entries.push_back({decl.name, decl.name, decl.shape, decl.init, {}});
+    }
+    out.push_back(std::move(entries));
+  }
+  return out;
+}
+
+ModelLayout::ModelLayout(const std::vector<Unit*>& units, const ShardStrategy& strategy,
+                         int world_size, int64_t bytes_per_element)
+    : element_size(bytes_per_element), world(world_size) {
+  const std::vector<UnitEntries> entries = entries_of_units(units);
+  unit_groups.resize(units.size());
+  for (size_t u = 0; u < units.size(); ++u) {
+    unit_labels.push_back(units[u]->name());
+    add_unit(static_cast<int>(u), entries[u], strategy);
+  }
+}
+
+ModelLayout::ModelLayout(const std::vector<UnitEntries>& units,
+                         const std::vector<std::string>& labels, const ShardStrategy& strategy,
+                         int world_size, int64_t bytes_per_element, uint64_t seed_value)
+    : element_size(bytes_per_element), world(world_size), seed(seed_value), unit_labels(labels) {
+  unit_groups.resize(units.size());
+  for (size_t u = 0; u < units.size(); ++u) add_unit(static_cast<int>(u), units[u], strategy);
+  for (const ParamSlot& p : params) from_declarations |= !p.tensor.defined();
+}
+
+// Registers the unit's parameters (a key seen before is borrowed) and lays out the ones it owns.
+void ModelLayout::add_unit(int u, const UnitEntries& entries, const ShardStrategy& strategy) {
+  std::vector<int> owned, used;
+  for (const ParamEntry& e : entries) {
+    const auto [it, added] = index_of_key_.emplace(e.key, static_cast<int>(params.size()));
+    const int p = it->second;
+    if (added) {
+      params.push_back({e.name, e.tensor, e.shape, numel_of(e.shape), e.init, -1, 0});
+      owned.push_back(p);
+    } else if (params[p].shape != e.shape) {
+      throw InternalError("unit " + unit_labels[u] + " borrows " + e.name + " as " +
+                          shape_text(e.shape) + ", but it was declared " +
+                          shape_text(params[p].shape) + " by its owner; declare the same shape");
+    }
+    used.push_back(p);
+  }
+  std::vector<TensorMeta> metas;
+  for (int p : owned) metas.push_back({params[p].name, params[p].numel, element_size});
+  ShardPlan plan = strategy.plan(metas, world);
+  validate_plan(plan, metas, world, "of unit " + unit_labels[u]);
+  for (const auto& fg : plan.groups) {
+    ParamGroup g;
+    g.numel = fg.numel;
+    g.padded = fg.padded_numel;
+    g.unit = u;
+    for (const auto& seg : fg.segments) {
+      const int p = owned[seg.tensor];
+      params[p].group = static_cast<int>(groups.size());
+      params[p].offset = seg.flat_offset;
+      g.params.push_back(p);
+    }
+    groups.push_back(std::move(g));
+  }
+  for (int p : used) {
+    const int g = params[p].group;
+    if (g >= 0 && !unit_uses(u, g)) unit_groups[u].push_back(g);
+  }
+}
+
+void ModelLayout::attach(int u, Unit& unit) {
+  const std::string where = "unit " + std::to_string(u) + " (" + unit.name() + ")";
+  for (const auto& [name, tensor] : unit.parameters()) {
+    const auto it = index_of_key_.find(name);
+    if (it == index_of_key_.end()) {
+      throw InternalError(where + " lists parameter " + name +
+                          " that its ModelSource did not declare; declare() and build() must "
+                          "list the same names");
+    }
+    ParamSlot& slot = params[it->second];
+    if (tensor.sizes().vec() != slot.shape) {
+      throw InternalError(where + " built " + name + " as " + shape_text(tensor.sizes().vec()) +
+                          " but declared it " + shape_text(slot.shape));
+    }
+    if (groups[slot.group].unit == u) {
+      slot.tensor = tensor;
+    } else if (!slot.tensor.defined() ||
+               slot.tensor.unsafeGetTensorImpl() != tensor.unsafeGetTensorImpl()) {
+      throw InternalError(where + " borrows " + name +
+                          " but lists another tensor than the unit that owns it; hand build() "
+                          "the owner's tensor (a tied weight is one tensor)");
+    }
+  }
+  for (const ParamGroup& g : groups) {
+    if (g.unit != u) continue;
+    for (int p : g.params) {
+      if (!params[p].tensor.defined()) {
+        throw InternalError(where + " did not list declared parameter " + params[p].name +
+                            "; declare() and build() must list the same names");
+      }
+    }
+  }
+}
+
+void ModelLayout::fill_initial(int gi, int64_t begin, const at::Tensor& out) const {
+  const int64_t end = begin + out.numel();
+  for (int p : groups[gi].params) {
+    const ParamSlot& slot = params[p];
+    const auto [first, last] = param_overlap(slot, begin, end);
+    if (last <= first) continue;
+    at::Tensor dst = out.narrow(0, first - begin, last - first);
+    if (slot.init) {
+      fill_param_init(*slot.init, seed, slot.name, slot.shape, first - slot.offset, dst);
+    } else {
+      dst.copy_(slot.tensor.detach().reshape({-1}).narrow(0, first - slot.offset, last - first));
+    }
+  }
+}
+
+void ModelLayout::bind_views(int gi) {
+  ParamGroup& g = groups[gi];
+  for (int p : g.params) {
+    at::Tensor& t = params[p].tensor;
+    t.set_data(g.flat.narrow(0, params[p].offset, params[p].numel).view(params[p].shape));
+  }
+}
+
+void ModelLayout::size_shards(bool sharded, int rank, bool stage3, int64_t persistence_threshold) {
+  for (ParamGroup& g : groups) {
+    int64_t largest = 0;
+    for (int p : g.params) largest = std::max(largest, params[p].numel);
+    g.persistent = !stage3 || largest < persistence_threshold;
+    g.shard = sharded ? g.padded / world : g.padded;
+    g.first = sharded ? g.shard * rank : 0;
+  }
+}
+
+at::Tensor ModelLayout::build_flat(int gi, at::ScalarType dtype) {
+  ParamGroup& g = groups[gi];
+  at::Tensor full32 = at::zeros({g.padded}, at::kFloat);
+  fill_initial(gi, 0, full32);
+  g.flat = full32.to(dtype);
+  bind_views(gi);
+  return full32;
+}
+
+at::Tensor ModelLayout::take_flat_grads(int gi, at::ScalarType dtype, double predivide) {
+  ParamGroup& g = groups[gi];
+  at::Tensor flat = at::zeros({g.padded}, dtype);
+  for (int p : g.params) {
+    at::Tensor& t = params[p].tensor;
+    if (t.grad().defined())
+      flat.narrow(0, params[p].offset, params[p].numel).copy_(t.grad().reshape({-1}));
+    t.mutable_grad().reset();
+  }
+  if (predivide != 1.0) flat.div_(predivide);
+  return flat;
+}
+
+int64_t ModelLayout::largest_unit_bytes() const {
+  int64_t largest = 0;
+  for (const auto& used : unit_groups) {
+    int64_t bytes = 0;
+    for (int g : used) bytes += groups[g].padded * element_size;
+    largest = std::max(largest, bytes);
+  }
+  return largest;
+}
+
+bool ModelLayout::unit_uses(int unit, int group) const {
+  const auto& used = unit_groups[unit];
+  return std::find(used.begin(), used.end(), group) != used.end();
+}
+
+void resize_flat_storage(const at::Tensor& flat, int64_t bytes) {
+  at::native::resize_bytes_cpu(flat.storage().unsafeGetStorageImpl(), bytes);
+}
+
+}  // namespace zt

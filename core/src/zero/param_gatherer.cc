@@ -1,0 +1,159 @@
+#include "zero/param_gatherer.h"
+
+#include <ATen/ATen.h>
+
+#include <exception>
+
+namespace zt {
+
+ParamGatherer::ParamGatherer(ModelLayout& layout, std::vector<ShardStorage>& storage,
+                             Communicator& comm, OffloadTier* param_tier, GatherOptions options,
+                             MemoryLedger& ledger)
+    : layout_(layout),
+      storage_(storage),
+      comm_(comm),
+      param_tier_(param_tier),
+      options_(options),
+      ledger_(ledger),
+      state_(layout.groups.size()) {}
+
+// In-flight reads and gathers write into buffers the engine owns: let them finish first, also
+// when the engine is torn down by an error.
+ParamGatherer::~ParamGatherer() {
+  drop_fetches(/*rethrow=*/false);
+  for (auto& s : state_) {
+    if (!s.pending_gather) continue;
+    try {
+      s.pending_gather->wait();
+    } catch (...) {
+    }
+  }
+}
+
+void ParamGatherer::drop_fetches(bool rethrow) {
+  std::exception_ptr first;
+  for (auto& s : state_) {
+    if (s.fetch_work) {
+      try {
+        ledger_.clock().wait(*s.fetch_work, &EngineTimes::read_wait);
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    s.fetch_work.reset();
+    forget_fetched(s);
+  }
+  if (first && rethrow) std::rethrow_exception(first);
+}
+
+void ParamGatherer::forget_fetched(GroupState& s) {
+  if (!s.fetched.defined()) return;
+  ledger_.staging_freed(static_cast<int64_t>(s.fetched.nbytes()));
+  s.fetched = at::Tensor();
+}
+
+// Streamed parameter shards: reads the shard from its tier into a host buffer, ahead of the
+// gather that needs it.
+void ParamGatherer::fetch(int gi) {
+  GroupState& s = state_[gi];
+  const ShardStorage& st = storage_[gi];
+  if (!st.param_streamed || s.gathered || s.pending_gather || s.fetch_work) return;
+  s.fetched = param_tier_->host_buffer(layout_.groups[gi].shard * element_size());
+  s.fetch_work = st.param_file->read_all(s.fetched.data_ptr());
+  ledger_.staging_added(static_cast<int64_t>(s.fetched.nbytes()));
+}
+
+void ParamGatherer::start_gather(int gi) {
+  GroupState& s = state_[gi];
+  const ParamGroup& g = layout_.groups[gi];
+  if (s.gathered || s.pending_gather) return;
+  at::Tensor source = storage_[gi].param_shard;
+  if (storage_[gi].param_streamed) {
+    fetch(gi);
+    ledger_.clock().wait(*s.fetch_work, &EngineTimes::read_wait);
+    s.fetch_work.reset();
+    storage_[gi].param_file->verify_all(s.fetched.data_ptr(), step_);
+    // A view of the buffer itself, so the gather's handle keeps it alive until it is done.
+    source = s.fetched.view(g.flat.scalar_type()).narrow(0, 0, g.shard);
+  }
+  resize_flat_storage(g.flat, g.padded * element_size());
+  ledger_.gathered(g.padded * element_size());
+  s.pending_gather = comm_.all_gather(g.flat, source);
+}
+
+void ParamGatherer::ensure_gathered(int gi) {
+  GroupState& s = state_[gi];
+  if (s.gathered) return;
+  start_gather(gi);
+  ledger_.clock().wait(*s.pending_gather, &EngineTimes::comm_wait);
+  s.pending_gather.reset();
+  s.gathered = true;
+  forget_fetched(s);
+}
+
+void ParamGatherer::release(int gi) {
+  GroupState& s = state_[gi];
+  const ParamGroup& g = layout_.groups[gi];
+  if (g.persistent || !s.gathered) return;
+  resize_flat_storage(g.flat, 0);
+  s.gathered = false;
+  ledger_.released(g.padded * element_size());
+}
+
+void ParamGatherer::release_all() {
+  for (size_t g = 0; g < state_.size(); ++g) release(static_cast<int>(g));
+}
+
+std::vector<int> ParamGatherer::prefetch_window(int u, int direction) const {
+  std::vector<int> out;
+  const int units = static_cast<int>(layout_.unit_groups.size());
+  int64_t elements = 0, live = ledger_.report().params_gathered / element_size();
+  for (int next = u + direction; next >= 0 && next < units; next += direction) {
+    int64_t unit_elements = 0;
+    for (int g : layout_.unit_groups[next]) unit_elements += layout_.groups[g].padded;
+    const bool window_full = options_.prefetch_elements > 0
+                                 ? elements >= options_.prefetch_elements
+                                 : static_cast<int64_t>(out.size()) >= options_.prefetch_units;
+    if (window_full || live + unit_elements > options_.max_live_parameters) break;
+    elements += unit_elements;
+    live += unit_elements;
+    out.push_back(next);
+  }
+  return out;
+}
+
+void ParamGatherer::gather_unit(int u, int direction) {
+  for (int g : layout_.unit_groups[u]) ensure_gathered(g);
+  const std::vector<int> window = prefetch_window(u, direction);
+  for (int next : window) {
+    for (int g : layout_.unit_groups[next]) start_gather(g);
+  }
+  // Offloaded shards are read one unit further ahead than they are gathered, so the tier's
+  // latency hides behind this unit's compute too.
+  const int beyond = (window.empty() ? u : window.back()) + direction;
+  if (beyond >= 0 && beyond < static_cast<int>(layout_.unit_groups.size())) {
+    for (int g : layout_.unit_groups[beyond]) fetch(g);
+  }
+}
+
+bool ParamGatherer::needed_soon(int g, int u, int direction) const {
+  for (int next : prefetch_window(u, direction)) {
+    if (layout_.unit_uses(next, g)) return true;
+  }
+  return false;
+}
+
+void ParamGatherer::release_after_forward(int u) {
+  for (int g : layout_.unit_groups[u]) {
+    if (!needed_soon(g, u, +1)) release(g);
+  }
+}
+
+void ParamGatherer::release_after_backward(int done, int next) {
+  if (done >= static_cast<int>(layout_.unit_groups.size())) return;
+  for (int g : layout_.unit_groups[done]) {
+    if (!layout_.unit_uses(next, g) && !needed_soon(g, next, -1)) release(g);
+  }
+}
+
+}  // namespace zt

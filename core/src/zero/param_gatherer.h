@@ -1,0 +1,82 @@
+// ParamGatherer: stage 3's parameter life cycle. Before a unit runs its groups are all-gathered
+// from the rank shards (and the next units' gathers started: prefetch_units, or as many as fit
+// in prefetch_elements; never past max_live_parameters gathered elements); after it ran they
+// are released (their storage freed) unless needed again soon; before its backward they are
+// gathered again. Shards kept in a streamed tier are read one unit further ahead than gathered.
+// Below stage 3 every group stays gathered and all of this is a no-op.
+// Thread safety: one thread (the training thread); collectives and reads complete elsewhere,
+// into buffers this object keeps alive until they are done (also when destroyed by an error).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "zero/memory_ledger.h"
+#include "zero/model_layout.h"
+#include "zero/shard_storage.h"
+#include "zt/communicator.h"
+#include "zt/offload.h"
+
+namespace zt {
+
+struct GatherOptions {
+  int64_t prefetch_units = 1;
+  int64_t prefetch_elements = 0;             // > 0: prefetch by elements instead of units
+  int64_t max_live_parameters = 1000000000;  // gathered elements no prefetch goes beyond
+};
+
+class ParamGatherer {
+ public:
+  ParamGatherer(ModelLayout& layout, std::vector<ShardStorage>& storage, Communicator& comm,
+                OffloadTier* param_tier, GatherOptions options, MemoryLedger& ledger);
+  ~ParamGatherer();
+  ParamGatherer(const ParamGatherer&) = delete;
+  ParamGatherer& operator=(const ParamGatherer&) = delete;
+
+  // The step that reads of streamed shards are checked for (named in their errors).
+  void set_step(int64_t step) { step_ = step; }
+
+  // Unit `u` is about to run forward (direction +1) or backward (-1): its groups gathered, the
+  // next ones in that direction started, streamed shards beyond them read ahead.
+  void gather_unit(int u, int direction);
+  // After unit `u`'s forward: releases its groups the prefetch window does not need next.
+  void release_after_forward(int u);
+  // Unit `done`'s backward finished and `next` runs next: releases what `next` does not need.
+  void release_after_backward(int done, int next);
+  void ensure_gathered(int g);
+  bool gathered(int g) const { return state_[g].gathered; }
+  void release(int g);
+  void release_all();
+  // Waits out every read-ahead and drops the shards (they go stale at a step). With
+  // `rethrow`, the first failure is thrown once all have finished.
+  void drop_fetches(bool rethrow);
+
+ private:
+  struct GroupState {
+    bool gathered = true;
+    std::shared_ptr<Work> pending_gather;
+    at::Tensor fetched;  // streamed: the shard read ahead of its gather
+    std::shared_ptr<Work> fetch_work;
+  };
+
+  void fetch(int g);
+  void start_gather(int g);
+  void forget_fetched(GroupState& s);
+  std::vector<int> prefetch_window(int u, int direction) const;
+  bool needed_soon(int g, int u, int direction) const;
+  int64_t element_size() const { return layout_.element_size; }
+
+  ModelLayout& layout_;
+  std::vector<ShardStorage>& storage_;
+  Communicator& comm_;
+  OffloadTier* param_tier_;
+  GatherOptions options_;
+  MemoryLedger& ledger_;
+  std::vector<GroupState> state_;
+  int64_t step_ = 1;
+};
+
+}  // namespace zt

@@ -1,0 +1,154 @@
+#include "zero/sharded_step.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace zt {
+
+namespace {
+
+void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
+  if (dst.data_ptr() != src.data_ptr()) dst.copy_(src);
+}
+
+// A group's squared gradient sum (inf or nan when a value is not finite). A tier gradient was
+// measured when its final value was written; it is read back only when that did not happen (a
+// step after fewer micro steps than grad_accum).
+double squared_sum(ShardStorage& s, int64_t step) {
+  if (s.grad.defined()) return s.grad.to(at::kDouble).pow(2).sum().item<double>();
+  if (s.grad_measured) return s.grad_nonfinite ? std::nan("") : s.grad_sq;
+  double sq = 0;
+  s.grad_file->read_range(0, s.grad_file->bytes(), step,
+                          [&](int64_t, const void* data, int64_t bytes) {
+    const at::Tensor part = view_of(const_cast<void*>(data), bytes / 4, at::kFloat);
+    sq += part.to(at::kDouble).pow(2).sum().item<double>();
+  });
+  return sq;
+}
+
+}  // namespace
+
+ShardedStep::ShardedStep(StepParts parts, StepOptions options)
+    : parts_(std::move(parts)), options_(options) {}
+
+StepReport ShardedStep::run(double lr) {
+  StepReport report;
+  const double scale = parts_.scaler.scale();
+  report.loss_scale = scale;
+  // Gradients were summed over ranks and micro steps; average them and undo the scale.
+  const int world = parts_.world;
+  double divisor = scale * static_cast<double>(options_.grad_accum) * world / options_.predivide;
+  const GradientTotals totals = measure_gradients();
+  report.grad_norm = totals.norm / divisor;
+  parts_.scaler.update(totals.overflow);
+  if (totals.overflow) {
+    report.skipped = true;
+    report.step = steps_;
+    zero_gradients();
+    return report;
+  }
+  if (options_.gradient_clipping > 0) {
+    const double coef = options_.gradient_clipping / (report.grad_norm + 1e-6);
+    if (coef < 1) divisor /= coef;
+  }
+  ++steps_;
+  check_tiers();
+  // A shard read ahead but not yet gathered is about to go stale.
+  parts_.gatherer.drop_fetches(/*rethrow=*/true);
+  update({steps_, lr, divisor});
+  zero_gradients();
+  report.step = steps_;
+  return report;
+}
+
+ShardedStep::GradientTotals ShardedStep::measure_gradients() {
+  double sq = 0;
+  bool overflow = false;
+  for (auto& s : parts_.storage) {
+    const double part = squared_sum(s, steps_ + 1);
+    if (!std::isfinite(part)) {
+      overflow = true;
+    } else {
+      sq += part;
+    }
+  }
+  at::Tensor totals = at::tensor({sq, overflow ? 1.0 : 0.0}, at::kDouble);
+  // Stage 0 shards are full copies: every rank already holds the global values. Otherwise the
+  // shard group's shards cover the model once (every group holds the same reduced gradients).
+  if (options_.stage >= 1) {
+    parts_.ledger.clock().wait(*parts_.shard.all_reduce(totals, ReduceOp::kSum),
+                               &EngineTimes::comm_wait);
+  }
+  return {std::sqrt(totals[0].item<double>()), totals[1].item<double>() > 0};
+}
+
+// A tier whose files vanished or shrank fails here, before any state of this step changes.
+void ShardedStep::check_tiers() {
+  for (OffloadTier* t : parts_.tiers) {
+    t->set_step(steps_);
+    t->check();
+  }
+}
+
+void ShardedStep::update(const StepArgs& args) {
+  std::vector<ShardTensors> shards;
+  for (const auto& s : parts_.storage) {
+    if (!s.opt_streamed) shards.push_back({s.master, s.grad, s.states, {}});
+  }
+  {
+    const EngineClock::Timer timer(parts_.ledger.clock(), &EngineTimes::optimizer);
+    parts_.optimizer.step(shards, args);
+  }
+  parts_.streamed.run(args);
+  refresh_parameters();
+}
+
+// Puts the updated master weights back into the parameters. All-gathers run asynchronously, at
+// most allgather_bucket_mb of them in flight.
+void ShardedStep::refresh_parameters() {
+  std::vector<std::shared_ptr<Work>> works;
+  EngineClock& clock = parts_.ledger.clock();
+  int64_t in_flight = 0;
+  const auto limit = static_cast<int64_t>(options_.allgather_bucket_mb * (1 << 20));
+  auto gather = [&](const at::Tensor& flat, const at::Tensor& shard) {
+    const auto bytes = static_cast<int64_t>(flat.nbytes());
+    if (in_flight > 0 && in_flight + bytes > limit) {
+      for (auto& w : works) clock.wait(*w, &EngineTimes::comm_wait);
+      works.clear();
+      in_flight = 0;
+    }
+    works.push_back(parts_.gather.all_gather(flat, shard));
+    in_flight += bytes;
+  };
+  for (size_t gi = 0; gi < parts_.storage.size(); ++gi) {
+    const ParamGroup& g = parts_.layout.groups[gi];
+    ShardStorage& s = parts_.storage[gi];
+    if (options_.stage == 0) {
+      copy_unless_same(g.flat, s.master);
+    } else if (options_.stage < 3) {
+      const at::Tensor slot = g.flat.narrow(0, g.first, g.shard);
+      if (!s.opt_streamed) copy_unless_same(slot, s.master);
+      gather(g.flat, slot);
+    } else {
+      if (!s.opt_streamed) {
+        if (s.param_streamed) {
+          s.param_file->upload(s.master, options_.dtype);
+        } else {
+          copy_unless_same(s.param_shard, s.master);
+        }
+      }
+      if (g.persistent) gather(g.flat, s.param_shard);
+    }
+  }
+  for (auto& w : works) clock.wait(*w, &EngineTimes::comm_wait);
+}
+
+void ShardedStep::zero_gradients() {
+  for (auto& s : parts_.storage) {
+    if (s.grad.defined()) s.grad.zero_();
+    s.grad_measured = false;
+  }
+}
+
+}  // namespace zt

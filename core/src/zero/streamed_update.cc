@@ -1,0 +1,113 @@
+#include "zero/streamed_update.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+
+#include "zero/tile_pipeline.h"
+
+namespace zt {
+
+StreamedUpdate::StreamedUpdate(ModelLayout& layout, std::vector<ShardStorage>& storage,
+                               Optimizer& optimizer, OffloadTier* tier, StreamOptions options,
+                               MemoryLedger& ledger)
+    : layout_(layout),
+      storage_(storage),
+      optimizer_(optimizer),
+      tier_(tier),
+      options_(options),
+      ledger_(ledger),
+      arrays_(1 + static_cast<int64_t>(optimizer.state_names().size())),
+      param_tile_(false) {
+  // fp32 parameters streamed to a tier are the master tile's own bytes.
+  for (const ShardStorage& s : storage_) {
+    param_tile_ |= s.opt_streamed && s.param_streamed && options_.dtype != at::kFloat;
+  }
+}
+
+std::vector<StreamedUpdate::Tile> StreamedUpdate::tiles() const {
+  std::vector<Tile> out;
+  const int64_t len = options_.tile_elements;
+  for (size_t gi = 0; gi < storage_.size(); ++gi) {
+    if (!storage_[gi].opt_streamed) continue;
+    const int64_t shard = layout_.groups[gi].shard;
+    for (int64_t start = 0; start < shard; start += len) {
+      out.push_back({static_cast<int>(gi), start, std::min(len, shard - start)});
+    }
+  }
+  return out;
+}
+
+void StreamedUpdate::ensure_buffer_sets(int sets) {
+  while (static_cast<int>(sets_.size()) < sets) {
+    std::vector<StagingBuffer> set;
+    for (int64_t a = 0; a < arrays_ + 1 + (param_tile_ ? 1 : 0); ++a)
+      set.emplace_back(*tier_, options_.tile_elements * 4, ledger_);
+    sets_.push_back(std::move(set));
+  }
+}
+
+// Array a of a group: 0 the master, 1.. each state, arrays_ the reduced gradient.
+TieredArray& StreamedUpdate::array(const ShardStorage& s, int64_t a) const {
+  if (a == arrays_) return *s.grad_file;
+  return a == 0 ? *s.master_file : *s.state_files[a - 1];
+}
+
+void StreamedUpdate::read(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works) {
+  for (int64_t a = 0; a <= arrays_; ++a) {
+    works.push_back(
+        array(storage_[t.group], a).read_tile(t.start / options_.tile_elements, buffer(set, a)));
+  }
+}
+
+void StreamedUpdate::update(const Tile& t, int set, const StepArgs& args) {
+  ShardStorage& s = storage_[t.group];
+  const ParamGroup& g = layout_.groups[t.group];
+  const int64_t tile = t.start / options_.tile_elements;
+  for (int64_t a = 0; a <= arrays_; ++a) array(s, a).verify_tile(tile, buffer(set, a), args.step);
+  at::Tensor master = view_of(buffer(set, 0), t.len, at::kFloat);
+  std::vector<at::Tensor> states;
+  for (int64_t a = 1; a < arrays_; ++a)
+    states.push_back(view_of(buffer(set, a), t.len, at::kFloat));
+  const at::Tensor grad = view_of(buffer(set, arrays_), t.len, at::kFloat);
+  {
+    const EngineClock::Timer timer(ledger_.clock(), &EngineTimes::optimizer);
+    optimizer_.step({{master, grad, states, {}}}, args);
+  }
+  if (options_.stage < 3) {
+    g.flat.narrow(0, g.first + t.start, t.len).copy_(master);
+  } else if (!s.param_streamed) {
+    s.param_shard.narrow(0, t.start, t.len).copy_(master);
+  } else if (options_.dtype != at::kFloat) {
+    view_of(buffer(set, arrays_ + 1), t.len, options_.dtype).copy_(master);
+  }
+}
+
+void StreamedUpdate::write(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works) {
+  const ShardStorage& s = storage_[t.group];
+  const int64_t tile = t.start / options_.tile_elements;
+  for (int64_t a = 0; a < arrays_; ++a)
+    works.push_back(array(s, a).write_tile(tile, buffer(set, a)));
+  if (s.param_streamed) {
+    void* params = buffer(set, options_.dtype == at::kFloat ? 0 : arrays_ + 1);
+    works.push_back(s.param_file->write_tile(tile, params));
+  }
+}
+
+void StreamedUpdate::run(const StepArgs& args) {
+  const std::vector<Tile> all = tiles();
+  if (all.empty()) return;
+  TilePipeline pipeline(options_.pipeline_read, options_.pipeline_write, ledger_.clock());
+  ensure_buffer_sets(pipeline.sets());
+  pipeline.run(
+      static_cast<int64_t>(all.size()),
+      [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
+    read(all[i], set, works);
+      },
+      [&](int64_t i, int set) { update(all[i], set, args); },
+      [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
+    write(all[i], set, works);
+  });
+}
+
+}  // namespace zt

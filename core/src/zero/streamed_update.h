@@ -1,0 +1,68 @@
+// StreamedUpdate: the optimizer step for groups whose fp32 master and states live in a tier
+// that is not addressable (files). Each shard is cut into tiles of tile_elements; a tile's
+// master, states and reduced gradient (kept in the same tier, see TierGradients) are read into a
+// host buffer set, updated by the optimizer, copied into the parameters (the stage 1-2 flat
+// slot, the stage 3 shard, or the tile written to the parameter tier) and written back (the
+// gradient is not: the next step's first reduction replaces it), with reads ahead and writes
+// behind overlapping the update (TilePipeline). Every tile read is checked against the checksum
+// it was written with. The buffer sets are allocated at the first step and kept, counted as
+// staging: sets x (master + states + gradient [+ a compute-dtype parameter tile when 16-bit
+// parameters are streamed too]) x tile_elements x 4 bytes, each rounded up to the tier's
+// alignment.
+// Thread safety: one thread (the training thread).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <vector>
+
+#include "zero/memory_ledger.h"
+#include "zero/model_layout.h"
+#include "zero/shard_storage.h"
+#include "zt/offload.h"
+#include "zt/optimizer.h"
+
+namespace zt {
+
+struct StreamOptions {
+  int stage = 0;
+  at::ScalarType dtype = at::kFloat;  // compute dtype
+  int64_t tile_elements = 1;
+  bool pipeline_read = true;
+  bool pipeline_write = true;
+};
+
+class StreamedUpdate {
+ public:
+  StreamedUpdate(ModelLayout& layout, std::vector<ShardStorage>& storage, Optimizer& optimizer,
+                 OffloadTier* tier, StreamOptions options, MemoryLedger& ledger);
+  // Updates every streamed group's shard; returns when all tiles are written back. Throws the
+  // first failed read or write (IoError), or a checksum mismatch naming the array and `args.step`.
+  void run(const StepArgs& args);
+
+ private:
+  struct Tile {
+    int group;
+    int64_t start, len;
+  };
+
+  std::vector<Tile> tiles() const;
+  void ensure_buffer_sets(int sets);
+  TieredArray& array(const ShardStorage& s, int64_t a) const;
+  void read(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works);
+  void update(const Tile& t, int set, const StepArgs& args);
+  void write(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works);
+  void* buffer(int set, int64_t a) const { return sets_[set][a].data(); }
+
+  ModelLayout& layout_;
+  std::vector<ShardStorage>& storage_;
+  Optimizer& optimizer_;
+  OffloadTier* tier_;
+  StreamOptions options_;
+  MemoryLedger& ledger_;
+  int64_t arrays_;   // master + each state; the gradient's buffer follows them in a set
+  bool param_tile_;  // 16-bit parameters streamed to a tier need their own converted tile
+  std::vector<std::vector<StagingBuffer>> sets_;  // host buffers, one set per tile in flight
+};
+
+}  // namespace zt

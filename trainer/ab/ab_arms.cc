@@ -1,0 +1,114 @@
+#include "ab/ab_arms.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include "zt/error.h"
+
+namespace zt::trainer {
+
+namespace {
+
+std::string key_of(const std::string& override_text) {
+  return override_text.substr(0, override_text.find('='));
+}
+
+std::string value_of(const std::string& override_text) {
+  const size_t eq = override_text.find('=');
+  return eq == std::string::npos ? "" : override_text.substr(eq + 1);
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+std::map<std::string, std::string> values_by_key(const Arm& arm) {
+  std::map<std::string, std::string> out;
+  for (const std::string& o : arm.overrides) out[key_of(o)] = value_of(o);
+  return out;
+}
+
+}  // namespace
+
+Arm parse_arm(const std::string& name, const std::string& text, const std::string& flag) {
+  Arm arm;
+  arm.name = name;
+  std::string item;
+  int depth = 0;
+  char quote = 0;
+  auto finish = [&] {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw ConfigError(flag + " '" + text + "': '" + item +
+                        "' is not section.key=value (arms are comma-separated overrides, e.g. " +
+                        flag + " plugins.shard=shard_bucket,zero.prefetch_units=2)");
+    }
+    arm.overrides.push_back(item);
+    item.clear();
+  };
+  for (char c : text) {
+    if (quote) {
+      if (c == quote) quote = 0;
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      finish();
+      continue;
+    }
+    item += c;
+  }
+  if (!item.empty() || !text.empty()) finish();
+  return arm;
+}
+
+std::vector<std::string> differing_keys(const Arm& a, const Arm& b) {
+  const auto va = values_by_key(a), vb = values_by_key(b);
+  std::vector<std::string> keys;
+  for (const Arm* arm : {&a, &b}) {
+    for (const std::string& o : arm->overrides) {
+      const std::string key = key_of(o);
+      const auto ia = va.find(key), ib = vb.find(key);
+      const bool same = ia != va.end() && ib != vb.end() && ia->second == ib->second;
+      if (!same && std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    }
+  }
+  return keys;
+}
+
+bool changes_math(const std::string& key, const std::vector<std::string>& optimizer_ids) {
+  if (starts_with(key, "plugin.")) {
+    const std::string id = key.substr(7, key.find('.', 7) - 7);
+    return std::find(optimizer_ids.begin(), optimizer_ids.end(), id) != optimizer_ids.end();
+  }
+  // Another world size makes another global batch (micro_batch x grad_accum x ranks).
+  if (key == "plugins.optimizer" || key == "zero.gradient_clipping" || key == "launch.nproc")
+    return true;
+  static const char* const kNeutralPrefixes[] = {"plugins.", "zero.", "launch.", "checkpoint."};
+  for (const char* prefix : kNeutralPrefixes) {
+    if (starts_with(key, prefix)) return false;
+  }
+  static const char* const kNeutralKeys[] = {"run.name", "run.out_dir", "run.log_every"};
+  return std::find(std::begin(kNeutralKeys), std::end(kNeutralKeys), key) == std::end(kNeutralKeys);
+}
+
+std::string arm_label(const Arm& arm) {
+  if (arm.overrides.empty()) return "baseline";
+  std::string label;
+  for (const std::string& o : arm.overrides) {
+    // A name (shard_bucket, offload_nvme) says what it is; a number or a switch needs its key.
+    const std::string value = value_of(o), key = key_of(o);
+    const bool named = value != "true" && value != "false" &&
+                       std::any_of(value.begin(), value.end(),
+                                   [](char c) { return std::isalpha(c); });
+    label += (label.empty() ? "" : ",") +
+             (named ? value : key.substr(key.rfind('.') + 1) + "=" + value);
+  }
+  return label;
+}
+
+}  // namespace zt::trainer

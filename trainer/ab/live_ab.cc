@@ -1,0 +1,162 @@
+#include "ab/live_ab.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "ab/ab_stats.h"
+#include "zt/error.h"
+#include "zt/plugin_loader.h"
+
+namespace zt::trainer {
+
+namespace {
+
+// The plugins an arm's config selects, loaded now: a missing or broken one fails here.
+void load_plugins(const Config& config) {
+  const Options& plugins = config.section("plugins");
+  PluginCatalog& catalog = config.catalog();
+  catalog.comm(plugins.get_string("comm"));
+  if (!plugins.get_string("shard").empty()) catalog.shard(plugins.get_string("shard"));
+  catalog.optimizer(plugins.get_string("optimizer"));
+  for (const char* role : {"offload_optimizer", "offload_param"}) {
+    if (!plugins.get_string(role).empty())
+      catalog.offload(plugins.get_string(role), std::string("plugins.") + role);
+  }
+}
+
+}  // namespace
+
+LiveAb live_ab_from_config(const Config& config) {
+  const Options& ab = config.section("ab");
+  const std::vector<std::string>& texts = ab.get_string_list("arms");
+  LiveAb live;
+  if (texts.empty()) return live;
+  if (texts.size() == 1) {
+    throw ConfigError(ab.where("arms").str() +
+                      ": ab.arms has one arm, nothing to alternate with; give two or more "
+                      "(e.g. arms = [\"plugins.shard=shard_tensor\", "
+                      "\"plugins.shard=shard_bucket\"]) or remove it");
+  }
+  if (texts.size() > 2) {
+    throw ConfigError(ab.where("arms").str() + ": ab.arms has " + std::to_string(texts.size()) +
+                      " arms; a live A/B compares two (run one job per pair)");
+  }
+  live.switch_every = ab.get_int("switch_every");
+  live.switch_dir = ab.get_string("switch_dir");
+  const std::string out_dir = config.section("run").get_string("out_dir");
+  if (live.switch_dir.empty()) live.switch_dir = out_dir + "/ab-switch";
+  // The folder is pruned while the job runs and removed at its end: never one of the job's own.
+  std::string checkpoints = config.section("checkpoint").get_string("dir");
+  if (checkpoints.empty()) checkpoints = out_dir + "/checkpoints";
+  for (const std::string& own : {out_dir, checkpoints}) {
+    if (std::filesystem::path(live.switch_dir).lexically_normal() ==
+        std::filesystem::path(own).lexically_normal()) {
+      throw ConfigError(ab.where("switch_dir").str() + ": ab.switch_dir = '" + live.switch_dir +
+                        "' is the job's own folder " + own +
+                        ", which a switch would prune and the job's end remove; give a folder "
+                        "of its own (or '' for <run.out_dir>/ab-switch)");
+    }
+  }
+  const std::string toml = config.to_toml();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string name(1, static_cast<char>('A' + i));
+    live.arms.push_back(
+        parse_arm(name, texts[i], ab.where("arms").str() + ": ab.arms[" + std::to_string(i) + "]"));
+    try {
+      live.configs.push_back(
+          Config::load_string(toml, config.source(), live.arms.back().overrides));
+      load_plugins(live.configs.back());
+    } catch (const Error& e) {
+      // Said from the arm's point of view: its overrides read as --set.
+      throw Error(e.kind(), ab.where("arms").str() + ": live A/B arm " + name + " (ab.arms[" +
+                                std::to_string(i) + "]): " + e.what());
+    }
+  }
+  std::vector<std::string> optimizers;
+  for (const Config& c : live.configs)
+    optimizers.push_back(c.section("plugins").get_string("optimizer"));
+  for (size_t i = 1; i < live.arms.size(); ++i) {
+    for (const std::string& key : differing_keys(live.arms[0], live.arms[i])) {
+      // The communicator and the ranks stay for the whole job: an arm cannot change them.
+      const std::string comm = live.configs[0].section("plugins").get_string("comm");
+      if (key == "plugins.comm" || key.rfind("plugin." + comm + ".", 0) == 0 ||
+          key.rfind("launch.", 0) == 0) {
+        throw ConfigError(ab.where("arms").str() + ": arm " + live.arms[i].name + " sets " + key +
+                          ", but a live A/B keeps the job's communicator and ranks; compare it "
+                          "with trainer ab, which runs each arm as its own job");
+      }
+      if (!changes_math(key, optimizers)) continue;
+      throw ConfigError(ab.where("arms").str() + ": arm " + live.arms[i].name + " sets " + key +
+                        " differently from arm A, which changes the math: a live A/B keeps one "
+                        "loss curve, so its arms may differ only in where bytes live and how they "
+                        "travel (shard plugin, stage, buckets, prefetch, offload); compare other "
+                        "settings with trainer ab --allow-different-math");
+    }
+  }
+  return live;
+}
+
+AbResult live_ab_result(const RunMetrics& metrics, int64_t warmup) {
+  // A block's collectives and offload I/O per step are differences of counters from a step of
+  // the same block, so at least its first step must be left out.
+  if (warmup < 1) {
+    throw ConfigError("a live A/B report leaves out at least the first step after each switch: "
+                      "--warmup " +
+                      std::to_string(warmup) + " is too few; use 1 or more");
+  }
+  std::vector<ArmResult> arms;
+  auto arm_named = [&](const std::string& name) -> ArmResult& {
+    for (ArmResult& a : arms) {
+      if (a.arm.name == name) return a;
+    }
+    arms.emplace_back();
+    arms.back().arm.name = name;
+    return arms.back();
+  };
+  // Each block of consecutive steps of one arm is one "run" of it.
+  for (size_t i = 0; i < metrics.steps.size(); ++i) {
+    const StepRecord& s = metrics.steps[i];
+    if (s.arm.empty()) {
+      throw ConfigError(metrics.path + ": step " + std::to_string(s.step) +
+                        " names no arm; is this a live A/B job ([ab] arms)?");
+    }
+    ArmResult& arm = arm_named(s.arm);
+    if (i == 0 || metrics.steps[i - 1].arm != s.arm) {
+      arm.runs.emplace_back();
+      arm.runs.back().path = metrics.path;
+    }
+    arm.runs.back().steps.push_back(s);
+  }
+  if (arms.size() < 2) {
+    throw ConfigError(metrics.path + " holds " + std::to_string(arms.size()) +
+                      " arm(s); a live A/B report needs the steps of two (raise run.steps "
+                      "above ab.switch_every)");
+  }
+  // Blocks too short for the warm-up leave nothing: drop them rather than the arm.
+  for (ArmResult& arm : arms) {
+    arm.runs.erase(
+        std::remove_if(
+            arm.runs.begin(), arm.runs.end(),
+            [&](const RunMetrics& r) { return static_cast<int64_t>(r.steps.size()) <= warmup; }),
+        arm.runs.end());
+    const auto overrides = metrics.arm_overrides.find(arm.arm.name);
+    if (overrides != metrics.arm_overrides.end()) arm.arm.overrides = overrides->second;
+    arm.label = arm_label(arm.arm);
+  }
+  AbResult r = analyse(arms[0], arms[1], warmup, 0, /*check=*/false, {});
+  r.unchecked_reason = "one live job: a single loss curve";
+  r.switches = metrics.switches;
+  r.verdict = verdict_line(r);
+  if (!r.switches.empty()) {
+    std::vector<double> costs;
+    for (const ArmSwitch& w : r.switches) costs.push_back(w.seconds);
+    char buf[128];
+    std::snprintf(buf, sizeof(buf), ", %zu switches of %.3f s each (median)", costs.size(),
+                  median(costs));
+    r.verdict += buf;
+  }
+  return r;
+}
+
+}  // namespace zt::trainer

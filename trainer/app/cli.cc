@@ -1,0 +1,239 @@
+#include "app/cli.h"
+
+#include <cstdlib>
+#include <functional>
+
+#include "zt/error.h"
+#include "zt/options.h"
+
+namespace zt::trainer {
+
+const char* usage() {
+  return R"(usage:
+  trainer --config FILE [--set section.key=value]... [--nproc N] [--plugin-dir DIR]...
+          [--resume auto|PATH] [--max-restarts N]
+          [--deepspeed ds_config.json [--deepspeed-lenient]]
+          [--print-config]
+  trainer export --checkpoint DIR --out FILE.safetensors [--dtype fp32|bf16|fp16]
+  trainer ab --config FILE --a KEY=VAL[,KEY=VAL]... --b KEY=VAL[,...] [--steps N] [--reps R]
+          [--warmup W] [--out DIR] [--rtol X] [--allow-different-math] [--set ...]
+  trainer compare RUN_A RUN_B [--out DIR] [--warmup W] [--rtol X] [--allow-different-math]
+  trainer ab-report RUN_DIR [--out DIR] [--warmup W]
+  trainer plugins list [--config FILE] [--plugin-dir DIR]...
+  trainer plugins describe ID [--config FILE] [--plugin-dir DIR]...
+  trainer --help | --version
+
+Runs the job described by FILE (see configs/). Without a torchrun, mpirun or srun environment,
+--nproc N (or [launch] nproc) spawns N local ranks and supervises them.
+Plugins are searched in --plugin-dir folders, then plugins.dirs, then ZT_PLUGIN_PATH, then
+zt's own plugin folder. The plugins commands read only plugins.dirs from FILE.
+--resume auto continues from the newest checkpoint in checkpoint.dir (fresh when there is none),
+--resume PATH from that checkpoint (same as --set checkpoint.resume=...).
+--max-restarts N (launch.max_restarts): when a rank dies, start every rank again with --resume
+auto, at most N times; a job failing again at the same step stops.
+--deepspeed reads a DeepSpeed JSON config under FILE (FILE and --set win; same as --set
+run.deepspeed=...); keys zt does not support are errors, warnings with --deepspeed-lenient. export writes a
+checkpoint's weights as one safetensors file (GPT under Hugging Face GPT-2 names).
+ab runs the job R times per arm (default 2), interleaved A B B A, each arm with its overrides,
+and reports speed (median step time, 95% bootstrap interval of the ratio), memory, collectives,
+offload I/O and whether the arms' losses agree (within --rtol, default 1e-6) into
+DIR/report.html and DIR/ab.json (default runs/ab); arms may differ only in keys that keep the math (shard plugin, stage,
+buckets, prefetch, offload, comm) unless --allow-different-math. compare makes the same report
+from two finished runs' out_dir folders. ab-report makes it from a live A/B job's own steps
+([ab] arms, switch_every), into RUN_DIR unless --out.
+Exit codes: 0 ok, 2 config, 3 plugin, 4 communication, 5 I/O, 6 numeric, 7 internal,
+128+N a rank killed by signal N.
+)";
+}
+
+namespace {
+
+// The subcommand words at the front ("export", "plugins list", "plugins describe ID"): sets the
+// command and returns how many arguments they took.
+size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
+  if (args.empty()) return 0;
+  if (args[0] == "export") {
+    out.command = Command::kExport;
+    return 1;
+  }
+  if (args[0] == "ab") {
+    out.command = Command::kAb;
+    return 1;
+  }
+  if (args[0] == "compare" || args[0] == "ab-report") {
+    const bool compare = args[0] == "compare";
+    out.command = compare ? Command::kCompare : Command::kAbReport;
+    out.ab.out_dir = compare ? "runs/compare" : "";
+    out.ab.warmup = compare ? out.ab.warmup : 1;
+    return 1;  // the run folders are the positional arguments, before or after the flags
+  }
+  if (args[0] != "plugins") return 0;
+  if (args.size() < 2) throw ConfigError("'trainer plugins' needs 'list' or 'describe ID'");
+  if (args[1] == "list") {
+    out.command = Command::kPluginsList;
+    return 2;
+  }
+  if (args[1] != "describe") {
+    throw ConfigError("unknown 'trainer plugins " + args[1] + "'; use list or describe ID");
+  }
+  if (args.size() < 3 || args[2].rfind("--", 0) == 0) {
+    throw ConfigError("'trainer plugins describe' needs a plugin id, e.g. comm_ucx");
+  }
+  out.command = Command::kPluginsDescribe;
+  out.plugin_id = args[2];
+  return 3;
+}
+
+int parse_nproc(const std::string& v) {
+  char* end = nullptr;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (*end != '\0' || n < 1 || n > 1024) {
+    throw ConfigError("--nproc " + v + ": expected a number of ranks from 1 to 1024");
+  }
+  return static_cast<int>(n);
+}
+
+// export's own flags; false for any other argument.
+bool parse_export_flag(const std::string& a, const std::function<std::string()>& value,
+                       CliArgs& out) {
+  if (out.command != Command::kExport) return false;
+  if (a == "--checkpoint") {
+    out.checkpoint = value();
+  } else if (a == "--out") {
+    out.out_path = value();
+  } else if (a == "--dtype") {
+    out.dtype = value();
+    if (out.dtype != "fp32" && out.dtype != "bf16" && out.dtype != "fp16") {
+      throw ConfigError("--dtype " + out.dtype + ": expected fp32, bf16 or fp16");
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+int64_t parse_count(const std::string& flag, const std::string& v, int64_t min) {
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || n < min) {
+    throw ConfigError(flag + " " + v + ": expected a whole number of at least " +
+                      std::to_string(min));
+  }
+  return n;
+}
+
+// ab's and compare's own flags; false for any other argument.
+bool parse_ab_flag(const std::string& a, const std::function<std::string()>& value, CliArgs& out) {
+  if (out.command != Command::kAb && out.command != Command::kCompare &&
+      out.command != Command::kAbReport)
+    return false;
+  AbArgs& ab = out.ab;
+  if (a == "--a" && out.command == Command::kAb) {
+    ab.a = value();
+  } else if (a == "--b" && out.command == Command::kAb) {
+    ab.b = value();
+  } else if (a == "--steps" && out.command == Command::kAb) {
+    ab.steps = parse_count(a, value(), 1);
+  } else if (a == "--reps" && out.command == Command::kAb) {
+    ab.reps = static_cast<int>(parse_count(a, value(), 1));
+  } else if (a == "--warmup") {
+    ab.warmup = parse_count(a, value(), 0);
+  } else if (a == "--out") {
+    ab.out_dir = value();
+  } else if (a == "--rtol") {
+    const std::string v = value();
+    char* end = nullptr;
+    ab.rtol = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end != '\0' || !(ab.rtol >= 0)) {
+      throw ConfigError("--rtol " + v + ": expected a relative tolerance >= 0, e.g. 1e-6");
+    }
+  } else if (a == "--allow-different-math") {
+    ab.allow_different_math = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void check_complete(const CliArgs& out) {
+  if (out.command == Command::kAb && (out.ab.a.empty() && out.ab.b.empty())) {
+    throw ConfigError("trainer ab needs --a and --b, the overrides of each arm (e.g. --a "
+                      "plugins.shard=shard_tensor --b plugins.shard=shard_bucket); see trainer "
+                      "--help");
+  }
+  if (out.command == Command::kAb && out.config_path.empty()) {
+    throw ConfigError("trainer ab needs --config FILE, the job to compare the arms on");
+  }
+  if (out.command == Command::kAbReport && out.compare_runs.size() != 1) {
+    throw ConfigError("trainer ab-report needs the run.out_dir of a live A/B job: trainer "
+                      "ab-report RUN_DIR; see trainer --help");
+  }
+  if (out.command == Command::kCompare && out.compare_runs.size() != 2) {
+    throw ConfigError("trainer compare needs two run folders (their run.out_dir): trainer "
+                      "compare RUN_A RUN_B; see trainer --help");
+  }
+  if (out.command == Command::kExport && (out.checkpoint.empty() || out.out_path.empty())) {
+    throw ConfigError(
+        "trainer export needs --checkpoint DIR and --out FILE.safetensors; see trainer --help");
+  }
+  if (out.command == Command::kRun && out.config_path.empty()) {
+    throw ConfigError("no config given: trainer --config FILE (e.g. configs/smoke.toml); see "
+                      "trainer --help");
+  }
+}
+
+}  // namespace
+
+CliArgs parse_cli(const std::vector<std::string>& args) {
+  CliArgs out;
+  size_t i = parse_subcommand(args, out);
+  auto value_of = [&](const std::string& flag) -> std::string {
+    if (i + 1 >= args.size()) throw ConfigError(flag + " needs a value; see trainer --help");
+    return args[++i];
+  };
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (parse_export_flag(
+            a, [&] { return value_of(a); }, out))
+      continue;
+    if (parse_ab_flag(
+            a, [&] { return value_of(a); }, out))
+      continue;
+    if (a == "--help" || a == "-h") {
+      out.command = Command::kHelp;
+    } else if (a == "--version") {
+      out.command = Command::kVersion;
+    } else if (a == "--config" || a == "-c") {
+      out.config_path = value_of(a);
+    } else if (a.rfind("--config=", 0) == 0) {
+      out.config_path = a.substr(9);
+    } else if (a == "--set") {
+      out.overrides.push_back(value_of(a));
+    } else if (a.rfind("--set=", 0) == 0) {
+      out.overrides.push_back(a.substr(6));
+    } else if (a == "--resume") {
+      out.overrides.push_back("checkpoint.resume=" + value_of(a));
+    } else if (a == "--max-restarts") {
+      out.overrides.push_back("launch.max_restarts=" + value_of(a));  // the config checks it
+    } else if (a == "--deepspeed") {
+      out.overrides.push_back("run.deepspeed=" + value_to_toml(Value(value_of(a))));
+    } else if (a == "--deepspeed-lenient") {
+      out.overrides.push_back("run.deepspeed_lenient=true");
+    } else if (a == "--print-config") {
+      out.print_config = true;
+    } else if (a == "--plugin-dir") {
+      out.plugin_dirs.push_back(value_of(a));
+    } else if (a == "--nproc") {
+      out.nproc = parse_nproc(value_of(a));
+    } else if ((out.command == Command::kCompare || out.command == Command::kAbReport) &&
+               a.rfind("-", 0) != 0) {
+      out.compare_runs.push_back(a);
+    } else {
+      throw ConfigError("unknown argument '" + a + "'; see trainer --help");
+    }
+  }
+  check_complete(out);
+  return out;
+}
+
+}  // namespace zt::trainer

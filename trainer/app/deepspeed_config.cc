@@ -1,0 +1,637 @@
+#include "app/deepspeed_config.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "zt/error.h"
+#include "zt/rendezvous.h"
+
+namespace zt::trainer {
+
+namespace {
+
+using json = nlohmann::json;
+
+// Keys zt does not take, with why or the nearest zt key. Anything else unknown gets the general
+// pointer to README's table.
+const std::map<std::string, std::string>& reasons() {
+  static const std::map<std::string, std::string> k = {
+      {"zero_optimization.stage3_max_reuse_distance",
+       "zt releases a unit's parameters once it ran and gathers them again for backward; the "
+       "nearest knobs are zero.prefetch_units and zero.max_live_parameters"},
+      {"zero_optimization.stage3_gather_16bit_weights_on_model_save",
+       "zt saves sharded checkpoints; `trainer export` writes the gathered weights"},
+      {"zero_optimization.stage3_gather_fp16_weights_on_model_save",
+       "zt saves sharded checkpoints; `trainer export` writes the gathered weights"},
+      {"zero_optimization.round_robin_gradients",
+       "zt reduces gradient groups in model order, with no round-robin layout"},
+      {"zero_optimization.zero_hpz_partition_size",
+       "ZeRO++ hpZ keeps a secondary parameter copy per node; zt's nearest is "
+       "zero.mics_shard_size (MiCS: states sharded within a group)"},
+      {"zero_optimization.zero_quantized_weights", "zt's collectives are not quantized"},
+      {"zero_optimization.zero_quantized_gradients", "zt's collectives are not quantized"},
+      {"zero_optimization.offload_param.max_in_cpu",
+       "zt places parameter shards by zero.offload_param_fraction"},
+      {"zero_optimization.reduce_scatter",
+       "zt always reduce-scatters gradients at stages 1-3 (false is not supported)"},
+      {"zero_optimization.allgather_partitions",
+       "zt always all-gathers the updated shards (false is not supported)"},
+      {"fp16.auto_cast", "zt runs every unit in precision.compute; there is no autocast"},
+      {"fp16.consecutive_hysteresis", "zt's hysteresis counts overflows; it is not refilled"},
+      {"optimizer.params.amsgrad", "optim_hybrid_adam has no AMSGrad"},
+      {"prescale_gradients",
+       "zt divides after the reduction; zero.gradient_predivide_factor splits it around it"},
+      {"amp", "zt has no Apex AMP; use bf16 or fp16"},
+      {"communication_data_type",
+       "zt reduces in the compute dtype, 16-bit sums accumulating in fp32"},
+      {"activation_checkpointing",
+       "set model.activation_checkpointing in the zt config (zt recomputes whole units)"},
+      {"checkpoint", "use the zt config's [checkpoint] section"},
+      {"aio", "set [plugin.offload_nvme] queue_depth and block_kb in the zt config"},
+      {"tensorboard", "zt writes every step to <run.out_dir>/metrics.jsonl"},
+      {"wandb", "zt writes every step to <run.out_dir>/metrics.jsonl"},
+      {"csv_monitor", "zt writes every step to <run.out_dir>/metrics.jsonl"},
+      {"flops_profiler", "zt reports tokens/s and where a step's time goes"},
+      {"comms_logger", "zt's summary counts every collective, with bytes"},
+      {"elasticity", "zt resumes at another world size from a checkpoint instead"},
+      {"pipeline", "zt is data parallel only"},
+  };
+  return k;
+}
+
+class Reader {
+ public:
+  Reader(std::string name, bool lenient) : name_(std::move(name)), lenient_(lenient) {}
+
+  // A later setting of the same key replaces the earlier (a scheduler's peak lr over the
+  // optimizer's, as DeepSpeed applies them).
+  void set(const std::string& zt_key, Value v, const std::string& ds_path) {
+    for (auto& s : settings_) {
+      if (s.key != zt_key) continue;
+      s = {zt_key, std::move(v), name_ + ": " + ds_path};
+      return;
+    }
+    settings_.push_back({zt_key, std::move(v), name_ + ": " + ds_path});
+  }
+  void refuse(const std::string& ds_path, const std::string& why) {
+    const std::string line = name_ + ": " + ds_path + " is not supported by zt: " + why;
+    if (lenient_) warnings_.push_back(line + " (ignored: run.deepspeed_lenient)");
+    else problems_.push_back(line);
+  }
+  void unknown(const std::string& ds_path) {
+    const auto it = reasons().find(ds_path);
+    refuse(ds_path, it != reasons().end()
+                        ? it->second
+                        : "zt has no such setting (README, \"Coming from DeepSpeed\", lists "
+                          "the keys zt reads)");
+  }
+  void problem(const std::string& ds_path, const std::string& what) {
+    problems_.push_back(name_ + ": " + ds_path + ": " + what);
+  }
+  void warn(const std::string& line) { warnings_.push_back(name_ + ": " + line); }
+
+  DeepSpeedSettings finish() {
+    if (!problems_.empty()) {
+      std::string all;
+      for (const auto& p : problems_) all += (all.empty() ? "" : "\n") + p;
+      throw ConfigError(all + (lenient_ ? ""
+                                        : "\n(--deepspeed-lenient, or run.deepspeed_lenient "
+                                          "= true, turns unsupported keys into warnings)"));
+    }
+    return {settings_, warnings_};
+  }
+
+ private:
+  std::string name_;
+  bool lenient_;
+  std::vector<ConfigSetting> settings_;
+  std::vector<std::string> warnings_, problems_;
+};
+
+bool is_auto(const json& v) { return v.is_string() && v.get<std::string>() == "auto"; }
+
+// {"enabled": true} ("auto" or anything else: not enabled here, the zt config decides).
+bool enabled(const json& obj) {
+  return obj.is_object() && obj.contains("enabled") && obj["enabled"].is_boolean() &&
+         obj["enabled"].get<bool>();
+}
+
+std::string kind_of(const json& v) { return v.type_name(); }
+
+// Typed reads: a wrong type is a problem named by its path, and the read gives nullopt.
+std::optional<bool> as_bool(Reader& r, const json& v, const std::string& path) {
+  if (v.is_boolean()) return v.get<bool>();
+  r.problem(path, "expected true or false, got " + kind_of(v) + " " + v.dump());
+  return std::nullopt;
+}
+std::optional<double> as_number(Reader& r, const json& v, const std::string& path) {
+  if (v.is_number()) return v.get<double>();
+  r.problem(path, "expected a number, got " + kind_of(v) + " " + v.dump());
+  return std::nullopt;
+}
+std::optional<int64_t> as_int(Reader& r, const json& v, const std::string& path) {
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
+    return static_cast<int64_t>(v.get<double>());
+  r.problem(path, "expected an integer, got " + kind_of(v) + " " + v.dump());
+  return std::nullopt;
+}
+std::optional<std::string> as_string(Reader& r, const json& v, const std::string& path) {
+  if (v.is_string()) return v.get<std::string>();
+  r.problem(path, "expected a string, got " + kind_of(v) + " " + v.dump());
+  return std::nullopt;
+}
+
+// Keys whose "auto" (Hugging Face's) the zt config resolves: those zt reads.
+bool auto_resolves(const std::string& key) {
+  static const std::set<std::string> kMapped = {"train_batch_size",
+                                                "train_micro_batch_size_per_gpu",
+                                                "gradient_accumulation_steps",
+                                                "gradient_clipping",
+                                                "gradient_predivide_factor",
+                                                "steps_per_print",
+                                                "stage",
+                                                "overlap_comm",
+                                                "reduce_bucket_size",
+                                                "allgather_bucket_size",
+                                                "prefetch_bucket_size",
+                                                "stage3_prefetch_bucket_size",
+                                                "param_persistence_threshold",
+                                                "stage3_param_persistence_threshold",
+                                                "max_live_parameters",
+                                                "stage3_max_live_parameters",
+                                                "sub_group_size",
+                                                "mics_shard_size",
+                                                "enabled",
+                                                "loss_scale",
+                                                "initial_scale_power",
+                                                "loss_scale_window",
+                                                "hysteresis",
+                                                "min_loss_scale",
+                                                "lr",
+                                                "betas",
+                                                "eps",
+                                                "weight_decay",
+                                                "warmup_min_lr",
+                                                "warmup_max_lr",
+                                                "warmup_num_steps",
+                                                "total_num_steps",
+                                                "nvme_path",
+                                                "pin_memory",
+                                                "buffer_count",
+                                                "buffer_size",
+                                                "ratio"};
+  return kMapped.count(key) > 0;
+}
+
+// Walks one JSON object: `on` handles the keys it knows (returning false for the others).
+void each(Reader& r, const json& obj, const std::string& path,
+          const std::function<bool(const std::string&, const json&, const std::string&)>& on) {
+  if (!obj.is_object()) {
+    r.problem(path, "expected an object, got " + kind_of(obj));
+    return;
+  }
+  for (const auto& [key, value] : obj.items()) {
+    const std::string sub = path.empty() ? key : path + "." + key;
+    if (is_auto(value)) {
+      // A key zt maps is left to the zt config; any other has nothing to resolve from.
+      if (!auto_resolves(key)) r.unknown(sub);
+      continue;
+    }
+    if (!on(key, value, sub)) r.unknown(sub);
+  }
+}
+
+// Short names of DeepSpeed's stage3_* keys mean the same setting.
+std::string without_stage3(const std::string& key) {
+  return key.rfind("stage3_", 0) == 0 ? key.substr(7) : key;
+}
+
+// offload_optimizer / offload_param.
+void read_offload(Reader& r, const json& obj, const std::string& path, bool optimizer,
+                  double element_bytes) {
+  const std::string role = optimizer ? "offload_optimizer" : "offload_param";
+  std::string device = "none";
+  if (obj.is_object() && obj.contains("device") && obj["device"].is_string())
+    device = obj["device"].get<std::string>();
+  each(r, obj, path, [&](const std::string& key, const json& v, const std::string& sub) {
+    if (key == "device") {
+      if (auto d = as_string(r, v, sub)) {
+        static const std::map<std::string, std::string> kTier = {
+            {"none", ""}, {"cpu", "offload_cpu"}, {"nvme", "offload_nvme"}};
+        const auto it = kTier.find(*d);
+        if (it == kTier.end()) r.problem(sub, "\"" + *d + "\" is none of none, cpu, nvme");
+        else r.set("plugins." + role, it->second, sub);
+      }
+    } else if (key == "nvme_path") {
+      if (auto p = as_string(r, v, sub)) r.set("plugin.offload_nvme.path", *p, sub);
+    } else if (key == "pin_memory") {
+      if (auto b = as_bool(r, v, sub); b && device == "cpu")
+        r.set("plugin.offload_cpu.pin_memory", *b, sub);
+    } else if (key == "buffer_count") {
+      if (auto n = as_int(r, v, sub); n && device == "nvme")
+        r.set("plugin.offload_nvme.buffer_count", *n, sub);
+    } else if (key == "buffer_size") {
+      // Elements of the offloaded dtype -> whole MiB of offload_nvme's staging buffers.
+      if (auto n = as_int(r, v, sub); n && device == "nvme") {
+        r.set("plugin.offload_nvme.buffer_mb",
+              static_cast<int64_t>(std::ceil(static_cast<double>(*n) * element_bytes / (1 << 20))),
+              sub);
+      }
+    } else if (key == "ratio" && optimizer) {
+      if (auto x = as_number(r, v, sub)) r.set("zero.offload_optimizer_fraction", *x, sub);
+    } else if ((key == "pipeline_read" || key == "pipeline_write") && optimizer) {
+      if (auto b = as_bool(r, v, sub)) r.set("zero." + key, *b, sub);
+    } else if (key == "pipeline" && optimizer) {
+      if (auto b = as_bool(r, v, sub)) {
+        r.set("zero.pipeline_read", *b, sub);
+        r.set("zero.pipeline_write", *b, sub);
+      }
+    } else if (key == "fast_init" && optimizer) {
+      as_bool(r, v, sub);  // zt fills offloaded states tile by tile either way
+    } else {
+      return false;
+    }
+    return true;
+  });
+}
+
+void read_zero(Reader& r, const json& obj, double element_bytes) {
+  const std::string path = "zero_optimization";
+  auto bucket_mb = [&](const json& v, const std::string& sub, const std::string& zt_key) {
+    // DeepSpeed counts elements; zt's buckets are MiB of the compute dtype.
+    if (auto n = as_number(r, v, sub)) r.set(zt_key, *n * element_bytes / (1 << 20), sub);
+  };
+  each(r, obj, path, [&](const std::string& key, const json& v, const std::string& sub) {
+    const std::string name = without_stage3(key);
+    if (key == "stage") {
+      if (auto n = as_int(r, v, sub)) r.set("zero.stage", *n, sub);
+    } else if (key == "overlap_comm" || key == "mics_hierarchical_params_gather") {
+      if (auto b = as_bool(r, v, sub)) r.set("zero." + key, *b, sub);
+    } else if (key == "reduce_bucket_size") {
+      bucket_mb(v, sub, "zero.reduce_bucket_mb");
+    } else if (key == "allgather_bucket_size") {
+      bucket_mb(v, sub, "zero.allgather_bucket_mb");
+    } else if (name == "prefetch_bucket_size") {
+      if (auto n = as_int(r, v, sub)) r.set("zero.prefetch_elements", *n, sub);
+    } else if (name == "param_persistence_threshold" || name == "max_live_parameters" ||
+               key == "sub_group_size" || key == "mics_shard_size") {
+      if (auto n = as_int(r, v, sub)) r.set("zero." + name, *n, sub);
+    } else if (key == "offload_optimizer" || key == "offload_param") {
+      read_offload(r, v, sub, key == "offload_optimizer", element_bytes);
+    } else if (key == "cpu_offload" || key == "cpu_offload_params") {
+      // DeepSpeed's deprecated forms, read as it reads them, with its advice.
+      const bool params = key == "cpu_offload_params";
+      if (auto b = as_bool(r, v, sub); b && *b) {
+        r.warn(sub + " is deprecated (as in DeepSpeed); use zero_optimization." +
+               (params ? "offload_param" : "offload_optimizer") + ": {\"device\": \"cpu\"}");
+        r.set(params ? "plugins.offload_param" : "plugins.offload_optimizer", "offload_cpu", sub);
+      }
+    } else if (key == "cpu_offload_use_pin_memory") {
+      if (auto b = as_bool(r, v, sub)) {
+        r.warn(sub + " is deprecated (as in DeepSpeed); use offload_optimizer / offload_param's "
+                     "pin_memory");
+        r.set("plugin.offload_cpu.pin_memory", *b, sub);
+      }
+    } else if (key == "contiguous_gradients" || key == "elastic_checkpoint" ||
+               key == "load_from_fp32_weights" || key == "ignore_unused_parameters") {
+      // What zt always does: flat contiguous gradient buffers, checkpoints any world size
+      // loads, fp32 masters saved and loaded, groups without gradients reduced as zeros.
+      as_bool(r, v, sub);
+    } else if ((key == "reduce_scatter" || key == "allgather_partitions") && v.is_boolean() &&
+               v.get<bool>()) {
+      // true is what zt does; false falls to the refusal below.
+    } else {
+      return false;
+    }
+    return true;
+  });
+}
+
+void read_fp16(Reader& r, const json& obj) {
+  const bool on = enabled(obj);
+  // DeepSpeed's defaults for what the file leaves out, when fp16 is on.
+  double power = 16, window = 1000, hysteresis = 2, min_scale = 1, loss_scale = 0;
+  std::map<std::string, std::string> from;  // which of them the file gave
+  each(r, obj, "fp16", [&](const std::string& key, const json& v, const std::string& sub) {
+    std::optional<double> x;
+    if (key == "enabled") {
+      as_bool(r, v, sub);
+      return true;
+    }
+    if (key != "loss_scale" && key != "initial_scale_power" && key != "loss_scale_window" &&
+        key != "hysteresis" && key != "min_loss_scale")
+      return false;
+    if ((x = as_number(r, v, sub))) {
+      from[key] = sub;
+      if (key == "loss_scale") loss_scale = *x;
+      if (key == "initial_scale_power") power = *x;
+      if (key == "loss_scale_window") window = *x;
+      if (key == "hysteresis") hysteresis = *x;
+      if (key == "min_loss_scale") min_scale = *x;
+    }
+    return true;
+  });
+  if (!on) return;
+  auto origin = [&](const std::string& key) {
+    return from.count(key) ? from[key] : "fp16.enabled (DeepSpeed's default " + key + ")";
+  };
+  r.set("precision.compute", std::string("fp16"), "fp16.enabled");
+  if (loss_scale > 0) {
+    // A static scale: the dynamic scaler pinned at one value.
+    for (const char* k : {"initial_scale", "min_scale", "max_scale"})
+      r.set(std::string("precision.") + k, loss_scale, from["loss_scale"]);
+    return;
+  }
+  r.set("precision.initial_scale", std::pow(2.0, power), origin("initial_scale_power"));
+  r.set("precision.growth_interval", static_cast<int64_t>(window), origin("loss_scale_window"));
+  r.set("precision.hysteresis", static_cast<int64_t>(hysteresis), origin("hysteresis"));
+  r.set("precision.min_scale", min_scale, origin("min_loss_scale"));
+}
+
+void read_bf16(Reader& r, const json& obj, const std::string& path) {
+  each(r, obj, path, [&](const std::string& key, const json& v, const std::string& sub) {
+    if (key != "enabled") return false;
+    if (auto b = as_bool(r, v, sub); b && *b) r.set("precision.compute", std::string("bf16"), sub);
+    return true;
+  });
+}
+
+void read_optimizer(Reader& r, const json& obj) {
+  if (!obj.is_object() || !obj.contains("type") || !obj["type"].is_string()) {
+    r.problem("optimizer", "needs a \"type\" string (Adam or AdamW)");
+    return;
+  }
+  std::string type = obj["type"].get<std::string>();
+  std::string lower;
+  for (char c : type) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower != "adam" && lower != "adamw") {
+    r.refuse("optimizer.type \"" + type + "\"",
+             "zt's optimizer plugin is optim_hybrid_adam (Adam and AdamW); another optimizer "
+             "is a plugin of its own (docs/writing-plugins.md)");
+    return;
+  }
+  r.set("plugins.optimizer", std::string("optim_hybrid_adam"), "optimizer.type");
+  // DeepSpeed's Adam is AdamW unless adam_w_mode is false.
+  bool adamw = true;
+  std::string adamw_from = "optimizer.type";
+  each(r, obj, "optimizer", [&](const std::string& key, const json& v, const std::string& sub) {
+    if (key == "type") return true;
+    if (key != "params") return false;
+    each(r, v, sub, [&](const std::string& p, const json& pv, const std::string& psub) {
+      const std::string target = "plugin.optim_hybrid_adam." + p;
+      if (p == "lr" || p == "eps" || p == "weight_decay") {
+        if (auto x = as_number(r, pv, psub)) r.set(target, *x, psub);
+      } else if (p == "betas") {
+        if (pv.is_array() && pv.size() == 2 && pv[0].is_number() && pv[1].is_number())
+          r.set(target, std::vector<double>{pv[0].get<double>(), pv[1].get<double>()}, psub);
+        else r.problem(psub, "expected [beta1, beta2], got " + pv.dump());
+      } else if (p == "adam_w_mode") {
+        if (auto b = as_bool(r, pv, psub)) {
+          adamw = *b;
+          adamw_from = psub;
+        }
+      } else if (p == "torch_adam" || p == "bias_correction") {
+        // The same update either way (optim_hybrid_adam always corrects bias).
+        if (auto b = as_bool(r, pv, psub); b && p == "bias_correction" && !*b)
+          r.refuse(psub, "optim_hybrid_adam always corrects the moments' bias");
+      } else if (p == "amsgrad" && pv.is_boolean() && !pv.get<bool>()) {
+      } else {
+        return false;
+      }
+      return true;
+    });
+    return true;
+  });
+  if (lower == "adamw" && !adamw) {
+    r.problem(adamw_from, "AdamW with adam_w_mode false contradicts itself; use type Adam");
+  }
+  r.set("plugin.optim_hybrid_adam.adamw", lower == "adamw" || adamw, adamw_from);
+}
+
+void read_scheduler(Reader& r, const json& obj) {
+  if (!obj.is_object() || !obj.contains("type") || !obj["type"].is_string()) {
+    r.problem("scheduler", "needs a \"type\" string (WarmupLR, WarmupDecayLR or WarmupCosineLR)");
+    return;
+  }
+  const std::string type = obj["type"].get<std::string>();
+  const json params = obj.value("params", json::object());
+  if (type != "WarmupLR" && type != "WarmupDecayLR" && type != "WarmupCosineLR") {
+    r.refuse("scheduler.type \"" + type + "\"",
+             "zt's schedules are WarmupLR, WarmupDecayLR and WarmupCosineLR (run.lr_schedule)");
+    return;
+  }
+  const std::string at = "scheduler.type";
+  const bool cosine = type == "WarmupCosineLR";
+  // DeepSpeed's defaults for what the file leaves out.
+  double min_lr = 0, max_lr = 0.001, min_ratio = 0, cos_min = 0.0001;
+  int64_t warmup = 1000, total = 0;
+  std::string warmup_type = "log";
+  each(r, params, "scheduler.params",
+       [&](const std::string& key, const json& v, const std::string& sub) {
+    if (key == "warmup_min_lr" && !cosine) min_lr = as_number(r, v, sub).value_or(min_lr);
+    else if (key == "warmup_max_lr" && !cosine) max_lr = as_number(r, v, sub).value_or(max_lr);
+    else if (key == "warmup_num_steps") warmup = as_int(r, v, sub).value_or(warmup);
+    else if (key == "warmup_type") warmup_type = as_string(r, v, sub).value_or(warmup_type);
+    else if (key == "total_num_steps" && type != "WarmupLR") total = as_int(r, v, sub).value_or(0);
+    else if (key == "warmup_min_ratio" && cosine) min_ratio = as_number(r, v, sub).value_or(0);
+    else if (key == "cos_min_ratio" && cosine) cos_min = as_number(r, v, sub).value_or(cos_min);
+    else if (key == "last_batch_iteration") as_int(r, v, sub);  // zt resumes from checkpoints
+    else return false;
+    return true;
+  });
+  if (warmup_type != "log" && warmup_type != "linear") {
+    r.problem("scheduler.params.warmup_type", "\"" + warmup_type + "\" is neither log nor linear");
+  }
+  r.set("run.lr_schedule",
+        std::string(cosine                    ? "cosine"
+                    : type == "WarmupDecayLR" ? "linear"
+                                              : "constant"),
+        at);
+  r.set("run.warmup_steps", warmup, at);
+  r.set("run.warmup_type", warmup_type, at);
+  if (cosine) {
+    r.set("run.warmup_min_ratio", min_ratio, at);
+    r.set("run.min_lr_ratio", cos_min, at);
+  } else {
+    // WarmupLR / WarmupDecayLR set the peak lr themselves, over the optimizer's.
+    r.set("plugin.optim_hybrid_adam.lr", max_lr, "scheduler.params.warmup_max_lr");
+    r.set("run.warmup_min_ratio", max_lr > 0 ? min_lr / max_lr : 0.0, at);
+    r.set("run.min_lr_ratio", 0.0, at);
+  }
+  if (type != "WarmupLR") {
+    if (total <= 0) r.problem("scheduler.params.total_num_steps", type + " needs it (> 0)");
+    else r.set("run.decay_steps", total, "scheduler.params.total_num_steps");
+  }
+}
+
+// DeepSpeed's rule: train_batch_size = micro batch x accumulation x world; two give the third.
+void read_batch(Reader& r, const json& root, int world) {
+  auto get = [&](const char* key) -> std::optional<int64_t> {
+    if (!root.contains(key) || is_auto(root[key])) return std::nullopt;
+    return as_int(r, root[key], key);
+  };
+  const auto total = get("train_batch_size"), micro = get("train_micro_batch_size_per_gpu"),
+             accum = get("gradient_accumulation_steps");
+  const std::string rule = "train_batch_size = train_micro_batch_size_per_gpu x "
+                           "gradient_accumulation_steps x " +
+                           std::to_string(world) + " ranks";
+  auto derive = [&](int64_t dividend, int64_t divisor, const char* what) -> int64_t {
+    if (divisor <= 0 || dividend % divisor != 0 || dividend / divisor < 1) {
+      r.problem("train_batch_size",
+                std::to_string(*total) + " does not divide into " + what + " (" + rule + ")");
+      return 0;
+    }
+    return dividend / divisor;
+  };
+  int64_t m = micro.value_or(0), a = accum.value_or(0);
+  if (total && micro && accum && *total != m * a * world) {
+    r.problem("train_batch_size", std::to_string(*total) + " != " + std::to_string(m) + " x " +
+                                      std::to_string(a) + " x " + std::to_string(world) +
+                                      " ranks (" + rule + ")");
+    return;
+  }
+  if (total && micro && !accum) a = derive(*total, m * world, "whole micro steps");
+  if (total && accum && !micro) m = derive(*total, a * world, "whole micro batches");
+  if (total && !micro && !accum) {
+    a = 1;
+    m = derive(*total, world, "one micro batch per rank");
+  }
+  if (m > 0)
+    r.set("data.micro_batch", m,
+          micro ? "train_micro_batch_size_per_gpu" : "train_batch_size (" + rule + ")");
+  if (a > 0)
+    r.set("data.grad_accum", a,
+          accum ? "gradient_accumulation_steps" : "train_batch_size (" + rule + ")");
+}
+
+// "line L, column C" of byte `at` in `text`.
+std::string line_column(const std::string& text, size_t at) {
+  int line = 1, column = 1;
+  for (size_t i = 0; i < at && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return std::to_string(line) + ":" + std::to_string(column);
+}
+
+}  // namespace
+
+DeepSpeedSettings read_deepspeed_json(const std::string& text, const std::string& name,
+                                      bool lenient, int world) {
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string why = e.what();
+    const size_t colon = why.find(": ", why.find("parse error"));
+    throw ConfigError(
+        name + ":" + line_column(text, e.byte > 0 ? e.byte - 1 : 0) + ": not valid JSON (" +
+        (colon == std::string::npos ? why : why.substr(colon + 2)) + "); fix the DeepSpeed config");
+  }
+  Reader r(name, lenient);
+  if (!root.is_object()) throw ConfigError(name + ": a DeepSpeed config is a JSON object");
+  const bool fp16 = root.contains("fp16") && enabled(root["fp16"]);
+  const bool bf16 = (root.contains("bf16") && enabled(root["bf16"])) ||
+                    (root.contains("bfloat16") && enabled(root["bfloat16"]));
+  if (fp16 && bf16) r.problem("fp16.enabled", "and bf16.enabled are both true; pick one");
+  const double element_bytes = fp16 || bf16 ? 2 : 4;
+  read_batch(r, root, world);
+  each(r, root, "", [&](const std::string& key, const json& v, const std::string& sub) {
+    if (key == "train_batch_size" || key == "train_micro_batch_size_per_gpu" ||
+        key == "gradient_accumulation_steps") {
+      return true;  // read_batch
+    } else if (key == "zero_optimization") {
+      read_zero(r, v, element_bytes);
+    } else if (key == "fp16") {
+      read_fp16(r, v);
+    } else if (key == "bf16" || key == "bfloat16") {
+      read_bf16(r, v, key);
+    } else if (key == "optimizer") {
+      read_optimizer(r, v);
+    } else if (key == "scheduler") {
+      read_scheduler(r, v);
+    } else if (key == "gradient_clipping") {
+      if (auto x = as_number(r, v, sub)) r.set("zero.gradient_clipping", *x, sub);
+    } else if (key == "gradient_predivide_factor") {
+      if (auto x = as_number(r, v, sub)) r.set("zero.gradient_predivide_factor", *x, sub);
+    } else if (key == "steps_per_print") {
+      if (auto n = as_int(r, v, sub)) r.set("run.log_every", *n, sub);
+    } else if (key == "prescale_gradients" && v.is_boolean() && !v.get<bool>()) {
+    } else if (key == "wall_clock_breakdown" || key == "memory_breakdown" ||
+               key == "zero_allow_untested_optimizer" || key == "zero_force_ds_cpu_optimizer") {
+      as_bool(r, v, sub);  // zt always reports time and memory; its optimizer is its own
+    } else {
+      return false;
+    }
+    return true;
+  });
+  return r.finish();
+}
+
+DeepSpeedSettings read_deepspeed_config(const std::string& path, bool lenient, int world) {
+  std::ifstream in(path);
+  if (!in) {
+    throw ConfigError("cannot read the DeepSpeed config '" + path +
+                      "' (run.deepspeed / --deepspeed); give an existing JSON file");
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return read_deepspeed_json(text.str(), path, lenient, world);
+}
+
+namespace {
+
+// The job's ranks as the config will see them: the launcher's environment, else launch.nproc.
+int job_world(const std::string& path, const std::vector<std::string>& overrides) {
+  const RankEnv env = discover_rank_env();
+  if (env.found) return env.world;
+  if (auto n = Config::peek_file(path, overrides, "launch", "nproc");
+      n && std::holds_alternative<int64_t>(*n)) {
+    return static_cast<int>(std::get<int64_t>(*n));
+  }
+  for (const auto& section : config_schema()) {
+    if (section.name != "launch") continue;
+    for (const auto& spec : section.keys) {
+      if (spec.name == "nproc") return static_cast<int>(std::get<int64_t>(spec.default_value));
+    }
+  }
+  return 1;
+}
+
+}  // namespace
+
+Config load_job_config(const std::string& path, const std::vector<std::string>& overrides) {
+  const auto ds = Config::peek_file(path, overrides, "run", "deepspeed");
+  if (!ds || !std::holds_alternative<std::string>(*ds) || std::get<std::string>(*ds).empty()) {
+    return Config::load_file(path, overrides);
+  }
+  const auto lenient = Config::peek_file(path, overrides, "run", "deepspeed_lenient");
+  const bool is_lenient = lenient && std::holds_alternative<bool>(*lenient) &&
+                          std::get<bool>(*lenient);
+  const DeepSpeedSettings s = read_deepspeed_config(std::get<std::string>(*ds), is_lenient,
+                                                    job_world(path, overrides));
+  // Once per job: by the process that starts the ranks, or by rank 0 of an outside launcher.
+  const char* rank = std::getenv("RANK");
+  const bool speaks = !rank || (std::string(rank) == "0" && !std::getenv("ZT_LAUNCHER"));
+  if (speaks) {
+    for (const auto& w : s.warnings) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
+  }
+  return Config::load_file(path, overrides, s.settings);
+}
+
+}  // namespace zt::trainer

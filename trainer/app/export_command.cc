@@ -1,0 +1,149 @@
+// trainer export: checkpoint "param" tensors -> one safetensors file, one tensor at a time.
+#include "app/export_command.h"
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "models/hf_names.h"
+#include "zt/bytes.h"
+#include "zt/checkpoint.h"
+#include "zt/error.h"
+#include "zt/safetensors.h"
+
+namespace zt::trainer {
+
+namespace {
+
+struct ExportDtype {
+  const char* cli;   // --dtype
+  const char* file;  // safetensors dtype
+  at::ScalarType scalar;
+};
+
+const ExportDtype& export_dtype(const std::string& cli) {
+  static const ExportDtype kDtypes[] = {
+      {"fp32", "F32", at::kFloat}, {"bf16", "BF16", at::kBFloat16}, {"fp16", "F16", at::kHalf}};
+  for (const auto& d : kDtypes) {
+    if (cli == d.cli) return d;
+  }
+  // parse_cli accepts only these three.
+  throw InternalError("trainer export: --dtype " + cli + " has no safetensors dtype");
+}
+
+// One checkpoint tensor and how the file holds it.
+struct Planned {
+  const CheckpointTensor* tensor;
+  models::ExportedName name;
+  std::vector<int64_t> file_shape;
+};
+
+struct ExportPlan {
+  std::string kind;  // "gpt" | "mlp"
+  std::vector<Planned> tensors;
+};
+
+ExportPlan plan_export(const CheckpointReader& reader) {
+  std::vector<std::string> names;
+  for (const auto& t : reader.tensors()) names.push_back(t.name);
+  ExportPlan plan{models::model_kind_of(names), {}};
+  for (const auto& t : reader.tensors()) {
+    Planned p{&t, models::exported_name(plan.kind, t.name), t.shape};
+    if (p.name.transpose) std::swap(p.file_shape[0], p.file_shape[1]);
+    plan.tensors.push_back(std::move(p));
+  }
+  return plan;
+}
+
+// Removes a half-written file unless the export got to publish it.
+class TempFileGuard {
+ public:
+  explicit TempFileGuard(std::string path) : path_(std::move(path)) {}
+  ~TempFileGuard() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove(path_, ec);
+  }
+  TempFileGuard(const TempFileGuard&) = delete;
+  TempFileGuard& operator=(const TempFileGuard&) = delete;
+  void release() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
+// Runs a step that writes --out; its IoError names --out first, whatever file the step used.
+template <typename Step>
+void writing_out(const std::string& out, Step&& step) {
+  try {
+    step();
+  } catch (const IoError& e) {
+    throw IoError("trainer export --out " + out + ": " + e.what());
+  }
+}
+
+// The tensor's values as the file holds them: read whole from the checkpoint, transposed for
+// HF's Conv1D, converted to the export dtype.
+at::Tensor file_value(const CheckpointReader& reader, const Planned& p, at::ScalarType dtype) {
+  at::Tensor value = at::empty(p.tensor->shape, at::kFloat);
+  reader.read(p.tensor->name, "param", 0, p.tensor->numel(), value.data_ptr<float>());
+  if (p.name.transpose) value = value.t();
+  at::Tensor converted = value.to(dtype).contiguous();
+  // fp16 tops out at 65504: a larger weight would become inf in the file without a word.
+  if (dtype == at::kHalf && !converted.isfinite().all().item<bool>() &&
+      value.isfinite().all().item<bool>()) {
+    throw NumericError("trainer export: tensor " + p.tensor->name +
+                       " has values beyond fp16's range (65504); export with --dtype bf16 or "
+                       "fp32");
+  }
+  return converted;
+}
+
+// Writes every planned tensor to `out`.tmp, then renames it to `out`; returns the file's bytes.
+int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const ExportDtype& dtype,
+                   const std::string& out) {
+  SafetensorsWriter writer;
+  writer.set_metadata("format", "pt");
+  for (const auto& p : plan.tensors) writer.add(p.name.name, dtype.file, p.file_shape);
+  const std::string tmp = out + ".tmp";
+  TempFileGuard guard(tmp);
+  // 8: HF's own alignment, so the file is no larger than HF's writer makes it.
+  writing_out(out, [&] { writer.open(tmp, 8); });
+  for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    at::Tensor value = file_value(reader, plan.tensors[i], dtype.scalar);
+    writing_out(out, [&] {
+      writer.write(static_cast<int64_t>(i), 0, value.data_ptr(),
+                   value.numel() * value.element_size());
+    });
+  }
+  writing_out(out, [&] {
+    writer.close(true);
+    std::error_code ec;
+    std::filesystem::rename(tmp, out, ec);
+    if (ec) throw IoError("cannot rename " + tmp + " to " + out + ": " + ec.message());
+  });
+  guard.release();
+  return writer.file_bytes();
+}
+
+}  // namespace
+
+int export_weights(const CliArgs& args, std::ostream& out) {
+  const CheckpointReader reader(resolve_checkpoint(args.checkpoint));
+  const ExportPlan plan = plan_export(reader);
+  const ExportDtype& dtype = export_dtype(args.dtype);
+  const int64_t bytes = write_file(reader, plan, dtype, args.out_path);
+  int64_t params = 0;
+  for (const auto& p : plan.tensors) params += p.tensor->numel();
+  out << "exported step " << reader.step() << " of " << reader.folder() << ": "
+      << plan.tensors.size() << " tensors, " << params << " parameters, " << dtype.cli << ", "
+      << bytes_text(bytes)
+      << (plan.kind == "gpt" ? ", Hugging Face GPT-2 names" : ", the model's own names") << " -> "
+      << args.out_path << "\n";
+  return 0;
+}
+
+}  // namespace zt::trainer

@@ -1,0 +1,184 @@
+#include "app/job.h"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "run/checkpointing.h"
+#include "run/smoke_task.h"
+#include "run/train_task.h"
+#include "setup/offload_tiers.h"
+#include "zt/blas.h"
+#include "zt/checkpoint.h"
+#include "zt/error.h"
+#include "zt/launcher.h"
+#include "zt/rendezvous.h"
+
+namespace zt::trainer {
+
+namespace {
+
+// The last line of a failed job names the rank that failed first, how, and its own error, so
+// the cause is not lost among the other ranks' lines (forwarded above it).
+void print_failure(const LaunchResult& result) {
+  std::string line = "zt: error: " + result.message;
+  std::string cause = result.error_line;
+  // The rank's line is "zt: [rank N] <kind> error: ...": the rank is named already.
+  const std::string own = "zt: [rank " + std::to_string(result.failed_rank) + "] ";
+  if (cause.rfind(own, 0) == 0) cause.erase(0, own.size());
+  if (!cause.empty())
+    line += "; rank " + std::to_string(result.failed_rank) + " reported: " + cause;
+  std::cerr << line + "\n";
+}
+
+// A single process loaded OpenBLAS before it could choose the core, so it starts itself again
+// with the core in its environment (as spawned ranks get it). Returns only if nothing changes
+// or the exec failed (then it runs on with the core it has; the run header says how to fix it).
+void restart_with_blas_core(const std::vector<std::string>& argv) {
+  auto vars = blas_env_for_children(probe_blas());
+  if (vars.empty()) return;
+  for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
+  std::vector<std::string> args = argv;
+  args[0] = self_executable();
+  std::vector<char*> c_args;
+  for (auto& a : args) c_args.push_back(a.data());
+  c_args.push_back(nullptr);
+  std::cout.flush();
+  std::fflush(nullptr);
+  execv(c_args[0], c_args.data());
+  for (const auto& var : vars) unsetenv(var.first.c_str());
+}
+
+// The last optimizer step rank 0 recorded in <run.out_dir>/metrics.jsonl (0 when none): how far
+// a failed attempt got.
+int64_t last_recorded_step(const Config& config) {
+  std::ifstream in(config.section("run").get_string("out_dir") + "/metrics.jsonl");
+  int64_t last = 0;
+  const std::string key = "{\"step\":";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key, 0) == 0) last = std::atoll(line.c_str() + key.size());
+  }
+  return last;
+}
+
+// argv with `--resume auto` (once): a restarted job continues from its newest checkpoint.
+std::vector<std::string> resuming(std::vector<std::string> argv) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "--resume") {
+      argv[i + 1] = "auto";
+      return argv;
+    }
+  }
+  argv.push_back("--resume");
+  argv.push_back("auto");
+  return argv;
+}
+
+int launch_attempt(const Config& config, int nproc, const std::vector<std::string>& argv,
+                   LaunchResult& result) {
+  const Options& launch = config.section("launch");
+  LaunchSpec spec;
+  spec.nproc = nproc;
+  spec.argv = argv;
+  spec.argv[0] = self_executable();
+  spec.master_addr = launch.get_string("master_addr");
+  spec.master_port = static_cast<int>(launch.get_int("master_port"));
+  // A signal to the launcher reaches the ranks, which finish their step and save: as long as a
+  // step and a save may take, bounded like every wait (three times launch.timeout_s).
+  spec.drain = std::chrono::milliseconds(
+      static_cast<int64_t>(std::llround(3000 * launch.get_double("timeout_s"))));
+  const std::string job = std::to_string(getpid());
+  spec.env.push_back({"ZT_JOB_ID", job});
+  // OpenBLAS reads its core type when it loads: the ranks' environment is the place to fix it.
+  for (const auto& var : blas_env_for_children(probe_blas())) spec.env.push_back(var);
+  result = launch_local(spec);
+  if (result.exit_code != 0) print_failure(result);
+  // Ranks remove their offload files as they exit; a rank that was killed could not.
+  for (const auto& folder : remove_offload_leftovers(config, job)) {
+    std::cerr << "zt: removed offload files left by stopped ranks: " << folder << "\n";
+  }
+  return result.exit_code;
+}
+
+// Runs the ranks; when one fails (a signal, an error exit, a hang past the timeout), starts all
+// of them again with --resume auto, at most launch.max_restarts times. A job that fails again
+// without recording a step further than the last attempt stops with that failure: restarting
+// cannot get past it.
+int launch_ranks(const Config& config, int nproc, const std::vector<std::string>& argv) {
+  const int64_t max_restarts = config.section("launch").get_int("max_restarts");
+  const std::string ckpt_dir = CheckpointSettings::from_config(config).dir;
+  std::vector<std::string> args = argv;
+  int64_t failed_at = -1;
+  for (int64_t restart = 0;; ++restart) {
+    LaunchResult result;
+    const int code = launch_attempt(config, nproc, args, result);
+    // The launcher's own SIGINT/SIGTERM stops the job: no restart.
+    if (code == 0 || restart >= max_restarts || result.failed_rank < 0) {
+      if (code != 0 && max_restarts > 0 && restart >= max_restarts) {
+        std::cerr << "zt: error: gave up after " << restart
+                  << " restart(s) (launch.max_restarts = " << max_restarts
+                  << "); the last failure is above\n";
+      }
+      return code;
+    }
+    const int64_t step = last_recorded_step(config);
+    if (step == failed_at) {
+      std::cerr << "zt: error: rank " << result.failed_rank << " failed again after step " << step
+                << ", as before the last restart; restarting cannot get past it, so the job "
+                   "stops with that failure (above)\n";
+      return code;
+    }
+    failed_at = step;
+    const std::string from = latest_checkpoint(ckpt_dir);
+    std::string how = result.message;  // "rank 1 (pid 42) was killed by ...; stopping the others"
+    how.erase(std::min(how.size(), how.find("; stopping")));
+    std::cerr << "zt: restart " << restart + 1 << "/" << max_restarts << ": " << how
+              << " after step " << step << "; all ranks start again from "
+              << (from.empty() ? "the beginning (no checkpoint in " + ckpt_dir + ")"
+                               : "checkpoint " + from)
+              << "\n";
+    args = resuming(args);
+  }
+}
+
+}  // namespace
+
+int run_job(const Config& config, const CliArgs& args, const std::vector<std::string>& argv) {
+  const Options& launch = config.section("launch");
+  const Options& run = config.section("run");
+  RankEnv env = discover_rank_env();
+  int nproc = static_cast<int>(launch.get_int("nproc"));
+  if (!env.found && nproc == 1) restart_with_blas_core(argv);
+  // Checked once, before any rank starts or allocates anything.
+  if (run.get_string("task") == "train" && !env.found) check_job_fits(config, nproc);
+  if (!env.found && nproc > 1) return launch_ranks(config, nproc, argv);
+  // A single process is its own job (offload files are named after it).
+  if (!env.found && !std::getenv("ZT_JOB_ID"))
+    setenv("ZT_JOB_ID", std::to_string(getpid()).c_str(), 1);
+
+  auto timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(std::llround(launch.get_double("timeout_s") * 1000)));
+  std::string addr = env.master_addr.empty() ? launch.get_string("master_addr") : env.master_addr;
+  int port = env.master_port > 0 ? env.master_port
+                                 : static_cast<int>(launch.get_int("master_port"));
+  if (port == 0) {
+    if (env.world > 1) {
+      throw ConfigError(env.source + " environment with " + std::to_string(env.world) +
+                        " ranks but no MASTER_PORT and launch.master_port = 0; set MASTER_PORT "
+                        "(and MASTER_ADDR) for every rank");
+    }
+    port = pick_free_port(addr);
+  }
+  std::unique_ptr<Store> store = rendezvous(addr, port, env.rank, env.world, timeout);
+  (void)args;
+  const int code = run.get_string("task") == "smoke" ? run_smoke(config, *store, env, timeout)
+                                                     : run_train(config, *store, env, timeout);
+  depart(*store, env.rank, env.world, timeout);
+  return code;
+}
+
+}  // namespace zt::trainer

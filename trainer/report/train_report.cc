@@ -1,0 +1,357 @@
+#include "report/train_report.h"
+
+#include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "zt/bytes.h"
+#include "zt/error.h"
+#include "zt/host_memory.h"
+
+namespace zt::trainer {
+
+namespace {
+
+std::string eta(double seconds) {
+  int s = static_cast<int>(seconds);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60);
+  return buf;
+}
+
+void print_totals(const TrainSummary& s) {
+  const std::string resumed = s.resumed_at > 0 ? "; resumed at step " + std::to_string(s.resumed_at)
+                                               : "";
+  std::printf("\nsummary: %lld steps (%lld skipped%s), final loss %.4f, %.0f tokens/s, "
+              "%.2f s/step\n",
+              static_cast<long long>(s.steps), static_cast<long long>(s.skipped), resumed.c_str(),
+              s.final_loss, s.tokens_per_step * s.steps / s.seconds, s.seconds / s.steps);
+}
+
+// The "step" of a metrics.jsonl line, or -1 for a line without one (a line cut by a kill).
+int64_t step_of_line(const std::string& line) {
+  const std::string key = "\"step\":";
+  const size_t at = line.find(key);
+  if (at == std::string::npos || line.empty() || line.back() != '}') return -1;
+  return std::strtoll(line.c_str() + at + key.size(), nullptr, 10);
+}
+
+// Keeps the lines of `path` up to step `last` (what a resumed run continues), replacing the file
+// by rename so a failure leaves it whole.
+void keep_lines_up_to(const std::string& path, int64_t last) {
+  std::ifstream in(path);
+  if (!in) return;  // a new out_dir: nothing to keep
+  std::string kept;
+  for (std::string line; std::getline(in, line);) {
+    const int64_t step = step_of_line(line);
+    if (step >= 0 && step <= last) kept += line + "\n";
+  }
+  const std::string tmp = path + ".tmp";
+  std::FILE* out = std::fopen(tmp.c_str(), "w");
+  if (!out || std::fputs(kept.c_str(), out) < 0 || std::fclose(out) != 0 ||
+      std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw IoError("cannot rewrite metrics file " + path + " for the resumed run: " +
+                  std::strerror(errno) + "; set run.out_dir to a writable folder");
+  }
+}
+
+// Bytes rank memory `x` holds in tier `t`: the roles it serves.
+int64_t tier_bytes(const RankMemory& x, const TrainSummary::Tier& t) {
+  return (t.holds_optimizer ? x.offload_optimizer + x.offload_grads : 0) +
+         (t.holds_params ? x.offload_param : 0);
+}
+
+void print_memory_table(const TrainSummary& s) {
+  std::printf("model states per rank (%lld parameters, stage %d, %d ranks), "
+              "by where they live:\n",
+              static_cast<long long>(s.parameters), s.stage, s.world);
+  std::printf("  %-5s %11s %11s %11s %11s %11s", "rank", "params", "grads", "master", "optim",
+              "compute");
+  for (const auto& t : s.tiers) std::printf(" %13s", t.id.c_str());
+  std::printf(" %11s %11s %7s %11s\n", "total", "theory", "ratio", "peak RSS");
+  for (size_t r = 0; r < s.memory.size(); ++r) {
+    const RankMemory& x = s.memory[r];
+    std::printf("  %-5zu %11s %11s %11s %11s %11s", r, mib_text(x.params).c_str(),
+                mib_text(x.grads).c_str(), mib_text(x.master).c_str(),
+                mib_text(x.optimizer_states).c_str(), mib_text(x.model_states()).c_str());
+    for (const auto& t : s.tiers) std::printf(" %13s", mib_text(tier_bytes(x, t)).c_str());
+    std::printf(" %11s %11s %7.3f %11s\n", mib_text(x.total_model_states()).c_str(),
+                mib_text(s.theory_bytes).c_str(),
+                static_cast<double>(x.total_model_states()) / s.theory_bytes,
+                mib_text(x.peak_rss).c_str());
+  }
+}
+
+void print_offload_io(const TrainSummary& s) {
+  if (s.tiers.empty()) return;
+  std::printf("offload I/O (rank 0):");
+  for (const auto& t : s.tiers) {
+    std::printf(" %s read %s in %lld requests, wrote %s in %lld, own buffers %s;", t.id.c_str(),
+                mib_text(t.stats.bytes_read).c_str(), static_cast<long long>(t.stats.reads),
+                mib_text(t.stats.bytes_written).c_str(), static_cast<long long>(t.stats.writes),
+                mib_text(t.stats.staging_bytes).c_str());
+  }
+  std::printf(" engine tile/fetch buffers %s (peak %s)\n",
+              mib_text(s.memory[0].offload_staging).c_str(),
+              mib_text(s.memory[0].offload_staging_peak).c_str());
+}
+
+// Rank 0's step time by part, when the engine measured it.
+void print_times(const TrainSummary& s) {
+  const TimeSplit t = split_times(s.times);
+  if (t.total() <= 0 || s.steps <= 0) return;
+  const double n = static_cast<double>(s.steps);
+  std::printf("time per step (rank 0): compute %.3f s, read wait %.3f s, write wait %.3f s, "
+              "comm wait %.3f s, optimizer %.3f s (engine %.3f s of %.3f s)\n",
+              t.compute / n, t.read_wait / n, t.write_wait / n, t.comm_wait / n, t.optimizer / n,
+              t.total() / n, s.seconds / n);
+}
+
+void print_ops(const CommStats& stats) {
+  for (int i = 0; i < kNumCommOps; ++i) {
+    if (stats.ops[i].calls == 0) continue;
+    std::printf(" %s %llu (%s)", comm_op_name(static_cast<CommOp>(i)),
+                static_cast<unsigned long long>(stats.ops[i].calls),
+                mib_text(static_cast<double>(stats.ops[i].bytes)).c_str());
+  }
+}
+
+uint64_t wire_bytes(const CommStats& stats) {
+  uint64_t sent = 0;
+  for (const auto& op : stats.ops) sent += op.wire_bytes;
+  return sent;
+}
+
+// All of this rank's collectives, then (MiCS) those of each group with the bytes it sent, which
+// show what stays inside a group and what crosses groups.
+void print_collectives(const TrainSummary& summary) {
+  std::printf("collectives:");
+  for (int i = 0; i < kNumCommOps; ++i) {
+    std::printf(" %s %llu (%s)", comm_op_name(static_cast<CommOp>(i)),
+                static_cast<unsigned long long>(summary.comm.ops[i].calls),
+                mib_text(static_cast<double>(summary.comm.ops[i].bytes)).c_str());
+  }
+  std::printf("\n");
+  if (summary.comm_groups.empty()) return;
+  std::printf("sharding: %s\n", summary.sharding.c_str());
+  for (const auto& [role, stats] : summary.comm_groups) {
+    std::printf("  %s:", role.c_str());
+    print_ops(stats);
+    std::printf("; sent %s\n", mib_text(static_cast<double>(wire_bytes(stats))).c_str());
+  }
+}
+
+}  // namespace
+
+void print_summary(const TrainSummary& summary) {
+  print_totals(summary);
+  print_memory_table(summary);
+  print_offload_io(summary);
+  print_times(summary);
+  print_collectives(summary);
+  std::printf("metrics: %s/metrics.jsonl\n", summary.out_dir.c_str());
+}
+
+TimeSplit split_times(const EngineTimes& t) {
+  TimeSplit s;
+  s.read_wait = t.read_wait;
+  s.write_wait = t.write_wait;
+  s.comm_wait = t.comm_wait;
+  s.optimizer = t.optimizer;
+  s.compute = std::max(
+      0.0, t.forward_backward + t.step - t.read_wait - t.write_wait - t.comm_wait - t.optimizer);
+  return s;
+}
+
+EngineTimes times_since(const EngineTimes& now, const EngineTimes& before) {
+  EngineTimes d;
+  d.forward_backward = now.forward_backward - before.forward_backward;
+  d.step = now.step - before.step;
+  d.optimizer = now.optimizer - before.optimizer;
+  d.comm_wait = now.comm_wait - before.comm_wait;
+  d.read_wait = now.read_wait - before.read_wait;
+  d.write_wait = now.write_wait - before.write_wait;
+  return d;
+}
+
+RankMemory measure_memory(const MemoryReport& m, int stage) {
+  RankMemory r;
+  // Stages 0-2 keep full parameters between steps; stage 3 keeps its shards and the
+  // persistent small groups (gathered buffers come and go with the units).
+  r.params = stage < 3 ? m.params_gathered : m.params_shard + m.persistent_params;
+  r.grads = m.grads;
+  r.master = m.master_params;
+  r.optimizer_states = m.optimizer_states;
+  r.gathered_peak = m.params_gathered_peak;
+  r.offload_optimizer = m.offload_optimizer;
+  r.offload_param = m.offload_param;
+  r.offload_grads = m.offload_grads;
+  r.offload_staging = m.offload_staging;
+  r.offload_staging_peak = m.offload_staging_peak;
+  // 0 where the kernel does not say (the tables show 0.0 MiB rather than a negative size).
+  r.rss = std::max<int64_t>(0, process_rss_bytes());
+  r.peak_rss = std::max<int64_t>(0, process_peak_rss_bytes());
+  return r;
+}
+
+std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine) {
+  const int n = comm.size();
+  constexpr int kFields = 12;
+  at::Tensor local = at::tensor({mine.params, mine.grads, mine.master, mine.optimizer_states,
+                                 mine.gathered_peak, mine.rss, mine.peak_rss,
+                                 mine.offload_optimizer, mine.offload_param, mine.offload_grads,
+                                 mine.offload_staging, mine.offload_staging_peak},
+                                at::kLong)
+                         .to(at::kDouble);
+  at::Tensor all = at::empty({kFields * n}, at::kDouble);
+  comm.all_gather(all, local)->wait();
+  std::vector<RankMemory> out(n);
+  auto a = all.accessor<double, 1>();
+  for (int r = 0; r < n; ++r) {
+    auto f = [&](int i) { return static_cast<int64_t>(a[r * kFields + i]); };
+    out[r] = {f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7), f(8), f(9), f(10), f(11)};
+  }
+  return out;
+}
+
+TrainReport::TrainReport(const std::string& path, int64_t total_steps, int64_t log_every,
+                         int64_t resumed_at)
+    : total_steps_(total_steps), log_every_(log_every) {
+  if (path.empty()) return;
+  if (resumed_at > 0) keep_lines_up_to(path, resumed_at);
+  file_ = std::fopen(path.c_str(), resumed_at > 0 ? "a" : "w");
+  if (!file_) {
+    throw IoError("cannot write metrics file " + path + ": " + std::strerror(errno) +
+                  "; set run.out_dir to a writable folder");
+  }
+  tty_ = isatty(STDOUT_FILENO) == 1;
+}
+
+TrainReport::~TrainReport() {
+  if (file_) std::fclose(file_);
+}
+
+void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memory,
+                      const CommStats& comm, const OffloadStats& io) {
+  if (!file_) return;
+  elapsed_ += m.step_seconds;
+  ++steps_logged_;
+  std::ostringstream js;
+  js.precision(8);
+  // The loss with every digit a double has, so runs can be compared bit for bit (resume tests).
+  js << "{\"step\":" << m.step << ",\"loss\":" << std::setprecision(17) << m.loss
+     << std::setprecision(8) << ",\"lr\":" << m.lr << ",\"loss_scale\":" << m.loss_scale
+     << ",\"grad_norm\":" << m.grad_norm << ",\"skipped\":" << (m.skipped ? "true" : "false")
+     << ",\"step_time_s\":" << m.step_seconds << ",\"tokens_per_s\":" << m.tokens_per_s;
+  if (!m.arm.empty()) js << ",\"arm\":" << nlohmann::json(m.arm).dump();
+  js << ",\"memory\":[";
+  for (size_t r = 0; r < memory.size(); ++r) {
+    const auto& x = memory[r];
+    js << (r ? "," : "") << "{\"rank\":" << r << ",\"params\":" << x.params
+       << ",\"grads\":" << x.grads << ",\"master\":" << x.master
+       << ",\"optimizer_states\":" << x.optimizer_states << ",\"gathered_peak\":" << x.gathered_peak
+       << ",\"rss\":" << x.rss << ",\"peak_rss\":" << x.peak_rss
+       << ",\"offload_optimizer\":" << x.offload_optimizer
+       << ",\"offload_param\":" << x.offload_param << ",\"offload_grads\":" << x.offload_grads
+       << ",\"offload_staging\":" << x.offload_staging
+       << ",\"offload_staging_peak\":" << x.offload_staging_peak << "}";
+  }
+  js << "]";
+  const TimeSplit t = split_times(m.times);
+  if (t.total() > 0) {
+    js << ",\"times\":{\"compute_s\":" << t.compute << ",\"read_wait_s\":" << t.read_wait
+       << ",\"write_wait_s\":" << t.write_wait << ",\"comm_wait_s\":" << t.comm_wait
+       << ",\"optimizer_s\":" << t.optimizer << "}";
+  }
+  js << ",\"comm\":{";
+  for (int i = 0; i < kNumCommOps; ++i) {
+    js << (i ? "," : "") << "\"" << comm_op_name(static_cast<CommOp>(i))
+       << "\":{\"calls\":" << comm.ops[i].calls << ",\"bytes\":" << comm.ops[i].bytes << "}";
+  }
+  js << "},\"offload_io\":{\"bytes_read\":" << io.bytes_read << ",\"reads\":" << io.reads
+     << ",\"bytes_written\":" << io.bytes_written << ",\"writes\":" << io.writes << "}}\n";
+  std::fputs(js.str().c_str(), file_);
+  std::fflush(file_);
+
+  if (m.step % log_every_ != 0 && m.step != total_steps_) return;
+  double remaining = elapsed_ / steps_logged_ * (total_steps_ - m.step);
+  char line[256];
+  std::snprintf(line, sizeof(line), "step %lld/%lld  loss %.4f  lr %.2e  %s%.0f tok/s  ETA %s",
+                static_cast<long long>(m.step), static_cast<long long>(total_steps_), m.loss, m.lr,
+                m.skipped ? "(skipped: overflow)  " : "", m.tokens_per_s, eta(remaining).c_str());
+  if (tty_) {
+    const int width = 24;
+    int done = static_cast<int>(width * m.step / std::max<int64_t>(1, total_steps_));
+    std::string bar(done, '=');
+    bar.resize(width, ' ');
+    std::printf("\r[%s] %s", bar.c_str(), line);
+  } else {
+    std::printf("%s\n", line);
+  }
+  std::fflush(stdout);
+}
+
+void TrainReport::log_checkpoint(const CheckpointEvent& e) {
+  if (!file_) return;
+  std::ostringstream js;
+  js.precision(6);
+  js << "{\"event\":\"checkpoint\",\"step\":" << e.step
+     << ",\"folder\":" << nlohmann::json(e.folder).dump() << ",\"bytes\":" << e.bytes
+     << ",\"stall_s\":" << e.stall_seconds << ",\"write_s\":" << e.write_seconds << "}\n";
+  std::fputs(js.str().c_str(), file_);
+  std::fflush(file_);
+  std::printf("%scheckpoint: step %lld saved to %s (%s; the step waited %.3f s, writing took "
+              "%.3f s)\n",
+              tty_ ? "\n" : "", static_cast<long long>(e.step), e.folder.c_str(),
+              mib_text(static_cast<double>(e.bytes)).c_str(), e.stall_seconds, e.write_seconds);
+  std::fflush(stdout);
+}
+
+void TrainReport::log_resume(int64_t step, const std::string& folder, double load_seconds) {
+  if (!file_) return;
+  std::ostringstream js;
+  js.precision(6);
+  js << "{\"event\":\"resume\",\"step\":" << step << ",\"folder\":" << nlohmann::json(folder).dump()
+     << ",\"load_s\":" << load_seconds << "}\n";
+  std::fputs(js.str().c_str(), file_);
+  std::fflush(file_);
+}
+
+void TrainReport::log_arms(
+    const std::vector<std::pair<std::string, std::vector<std::string>>>& arms) {
+  if (!file_) return;
+  nlohmann::json j;
+  j["event"] = "ab_arms";
+  for (const auto& [name, overrides] : arms)
+    j["arms"].push_back({{"name", name}, {"overrides", overrides}});
+  std::fputs((j.dump() + "\n").c_str(), file_);
+  std::fflush(file_);
+}
+
+void TrainReport::log_switch(int64_t after_step, const std::string& to, const std::string& label,
+                             double seconds) {
+  if (!file_) return;
+  nlohmann::json j = {
+      {"event", "ab_switch"}, {"step", after_step}, {"to", to}, {"seconds", seconds}};
+  std::fputs((j.dump() + "\n").c_str(), file_);
+  std::fflush(file_);
+  std::printf("%sab: arm %s (%s) takes over after step %lld; the switch took %.3f s\n",
+              tty_ ? "\n" : "", to.c_str(), label.c_str(), static_cast<long long>(after_step),
+              seconds);
+  std::fflush(stdout);
+}
+
+void TrainReport::finish_progress() {
+  if (file_ && tty_) std::printf("\n");
+}
+
+}  // namespace zt::trainer

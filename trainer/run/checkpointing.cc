@@ -1,0 +1,252 @@
+#include "run/checkpointing.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "zt/error.h"
+
+namespace zt::trainer {
+
+namespace {
+
+using nlohmann::json;
+
+const char kHexDigits[] = "0123456789abcdef";
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+json schedule_json(const Schedule& s) {
+  return {{"kind", s.kind},
+          {"base_lr", s.base_lr},
+          {"warmup_steps", s.warmup_steps},
+          {"total_steps", s.total_steps},
+          {"min_lr_ratio", s.min_lr_ratio},
+          {"warmup_type", s.warmup_type},
+          {"warmup_min_ratio", s.warmup_min_ratio}};
+}
+
+Schedule schedule_of(const json& j) {
+  Schedule s;
+  s.kind = j.at("kind").get<std::string>();
+  s.base_lr = j.at("base_lr").get<double>();
+  s.warmup_steps = j.at("warmup_steps").get<int64_t>();
+  s.total_steps = j.at("total_steps").get<int64_t>();
+  s.min_lr_ratio = j.at("min_lr_ratio").get<double>();
+  // Checkpoints from before these existed warmed up linearly from 0.
+  s.warmup_type = j.value("warmup_type", std::string("linear"));
+  s.warmup_min_ratio = j.value("warmup_min_ratio", 0.0);
+  return s;
+}
+
+std::string schedule_text(const Schedule& s) {
+  std::ostringstream out;
+  out << s.kind << " lr " << s.base_lr << ", warm-up " << s.warmup_steps << ", " << s.total_steps
+      << " steps";
+  return out.str();
+}
+
+bool same_schedule(const Schedule& a, const Schedule& b) {
+  return a.kind == b.kind && a.base_lr == b.base_lr && a.warmup_steps == b.warmup_steps &&
+         a.total_steps == b.total_steps && a.min_lr_ratio == b.min_lr_ratio &&
+         a.warmup_type == b.warmup_type && a.warmup_min_ratio == b.warmup_min_ratio;
+}
+
+}  // namespace
+
+CheckpointSettings CheckpointSettings::from_config(const Config& config) {
+  const Options& c = config.section("checkpoint");
+  CheckpointSettings s;
+  s.dir = c.get_string("dir");
+  if (s.dir.empty()) s.dir = config.section("run").get_string("out_dir") + "/checkpoints";
+  s.every_steps = c.get_int("every_steps");
+  s.keep_last = c.get_int("keep_last");
+  s.async = c.get_bool("async");
+  s.resume = c.get_string("resume");
+  s.timeout = std::chrono::milliseconds(std::llround(c.get_double("timeout_s") * 1000));
+  return s;
+}
+
+bool CheckpointSettings::due(int64_t step, int64_t total_steps) const {
+  return every_steps > 0 && (step % every_steps == 0 || step == total_steps);
+}
+
+std::string CheckpointSettings::describe() const {
+  return "every " + std::to_string(every_steps) + " steps to " + dir + " (" +
+         (async ? "async" : "sync") + ", keep " +
+         (keep_last > 0 ? "last " + std::to_string(keep_last) : std::string("all")) + ")";
+}
+
+std::string TrainerState::to_json() const {
+  json j = {{"step", step},
+            {"next_sample", next_sample},
+            {"samples_per_step", samples_per_step},
+            {"data", {{"kind", data_kind}, {"path", data_path}, {"seed", data_seed}}},
+            {"lr_schedule", schedule_json(schedule)},
+            {"next_lr", next_lr},
+            {"cpu_rng_state", rng_state},
+            {"zt_version", zt_version}};
+  return j.dump();
+}
+
+TrainerState TrainerState::from_json(const std::string& text, const std::string& folder) {
+  try {
+    const json j = json::parse(text);
+    TrainerState s;
+    s.step = j.at("step").get<int64_t>();
+    s.next_sample = j.at("next_sample").get<int64_t>();
+    s.samples_per_step = j.at("samples_per_step").get<int64_t>();
+    s.data_kind = j.at("data").at("kind").get<std::string>();
+    s.data_path = j.at("data").at("path").get<std::string>();
+    s.data_seed = j.at("data").at("seed").get<uint64_t>();
+    s.schedule = schedule_of(j.at("lr_schedule"));
+    s.next_lr = j.at("next_lr").get<double>();
+    s.rng_state = j.at("cpu_rng_state").get<std::string>();
+    s.zt_version = j.at("zt_version").get<std::string>();
+    return s;
+  } catch (const json::exception& e) {
+    throw ConfigError("checkpoint " + folder +
+                      ": its trainer state is not one zt's trainer wrote (" + e.what() +
+                      "); resume from a checkpoint `trainer` saved");
+  }
+}
+
+std::string cpu_rng_state_hex() {
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  at::Tensor state;
+  {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    state = gen.get_state();
+  }
+  const auto* bytes = state.data_ptr<uint8_t>();
+  std::string hex(static_cast<size_t>(state.numel()) * 2, '0');
+  for (int64_t i = 0; i < state.numel(); ++i) {
+    hex[2 * i] = kHexDigits[bytes[i] >> 4];
+    hex[2 * i + 1] = kHexDigits[bytes[i] & 15];
+  }
+  return hex;
+}
+
+void restore_cpu_rng_state(const std::string& hex, const std::string& folder) {
+  at::Tensor state = at::empty({static_cast<int64_t>(hex.size() / 2)}, at::kByte);
+  auto* bytes = state.data_ptr<uint8_t>();
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    const int hi = hex_value(hex[i]), lo = hex_value(hex[i + 1]);
+    if (hi < 0 || lo < 0 || hex.size() % 2 != 0) {
+      throw ConfigError("checkpoint " + folder +
+                        ": the saved CPU generator state is not hex; resume from a checkpoint "
+                        "`trainer` saved");
+    }
+    bytes[i / 2] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  try {
+    gen.set_state(state);
+  } catch (const c10::Error& e) {
+    throw ConfigError("checkpoint " + folder +
+                      ": this LibTorch does not accept the saved CPU generator state (" +
+                      e.what_without_backtrace() + "); resume with the LibTorch that saved it");
+  }
+}
+
+void remove_stopped_saves(const CheckpointSettings& settings) {
+  for (const auto& folder : remove_incomplete_checkpoints(settings.dir)) {
+    std::printf("checkpoints: removed %s, an incomplete save a stopped job left\n", folder.c_str());
+  }
+  std::fflush(stdout);
+}
+
+std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSettings& settings,
+                                                         bool leader) {
+  if (settings.resume.empty()) return nullptr;
+  std::string folder;
+  if (settings.resume == "auto") {
+    folder = latest_checkpoint(settings.dir);
+    if (folder.empty()) {
+      if (leader) {
+        std::printf("no checkpoint under %s: starting fresh\n", settings.dir.c_str());
+        std::fflush(stdout);
+      }
+      return nullptr;
+    }
+  } else {
+    folder = resolve_checkpoint(settings.resume);
+  }
+  return std::make_unique<CheckpointReader>(folder);
+}
+
+std::string resume_differences(const TrainerState& saved, const TrainerState& now) {
+  std::string notes;
+  if (saved.samples_per_step != now.samples_per_step) {
+    notes += "  note: the global batch was " + std::to_string(saved.samples_per_step) +
+             " samples per step, now " + std::to_string(now.samples_per_step) +
+             "; the data stream continues at sample " + std::to_string(saved.next_sample) + "\n";
+  }
+  if (saved.data_kind != now.data_kind || saved.data_path != now.data_path ||
+      saved.data_seed != now.data_seed) {
+    notes += "  note: the data differs from the checkpoint's (" + saved.data_kind + " " +
+             saved.data_path + ", seed " + std::to_string(saved.data_seed) + ")\n";
+  }
+  if (!same_schedule(saved.schedule, now.schedule)) {
+    notes += "  note: the lr schedule differs from the checkpoint's (" +
+             schedule_text(saved.schedule) + "); continuing with this config's (" +
+             schedule_text(now.schedule) + ")\n";
+  }
+  return notes;
+}
+
+TrainCheckpoints::TrainCheckpoints(const CheckpointSettings& settings, Store& store, int rank,
+                                   int world, const std::string& job)
+    : saver_(CheckpointOptions{settings.dir, settings.keep_last, settings.async, settings.timeout,
+                               job},
+             store, rank, world) {}
+
+std::optional<SaveStats> TrainCheckpoints::save(Engine& engine, int64_t step,
+                                                const CheckpointMeta& meta) {
+  // save() would wait for the previous save anyway; waiting here first lets it be reported
+  // before the next one can complete and take its place as the last completed.
+  saver_.finish();
+  std::optional<SaveStats> previous = newly_completed();
+  saver_.save(engine, step, meta);
+  return previous;
+}
+
+std::optional<SaveStats> TrainCheckpoints::poll() {
+  saver_.poll();
+  return newly_completed();
+}
+
+std::optional<SaveStats> TrainCheckpoints::finish() {
+  saver_.finish();
+  return newly_completed();
+}
+
+std::optional<SaveStats> TrainCheckpoints::newly_completed() {
+  std::optional<SaveStats> last = saver_.last_completed();
+  if (!last || last->step == reported_step_) return std::nullopt;
+  reported_step_ = last->step;
+  return last;
+}
+
+int64_t folder_bytes(const std::string& folder) {
+  int64_t bytes = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(folder, ec)) {
+    if (entry.is_regular_file(ec)) bytes += static_cast<int64_t>(entry.file_size(ec));
+  }
+  return bytes;
+}
+
+}  // namespace zt::trainer

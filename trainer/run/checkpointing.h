@@ -1,0 +1,101 @@
+// The trainer's side of checkpoints (the format and the saving itself are zt/checkpoint.h): the
+// [checkpoint] settings, when a step saves, what the trainer adds to a checkpoint besides the
+// engine's state (its own state: step, data position, lr schedule, RNG; the resolved config; who
+// saved it), and which checkpoint a run resumes from.
+// Thread safety: the training thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "run/schedule.h"
+#include "zt/checkpoint.h"
+#include "zt/config.h"
+#include "zt/engine.h"
+#include "zt/store.h"
+
+namespace zt::trainer {
+
+// [checkpoint], resolved (dir '' = <run.out_dir>/checkpoints).
+struct CheckpointSettings {
+  std::string dir;
+  int64_t every_steps = 0;  // 0 = never save
+  int64_t keep_last = 2;
+  bool async = true;
+  std::string resume;  // '' | 'auto' | a path
+  std::chrono::milliseconds timeout{0};
+
+  static CheckpointSettings from_config(const Config& config);
+  // After optimizer step `step` (1-based) of a run of `total_steps`: every every_steps steps
+  // and after the last.
+  bool due(int64_t step, int64_t total_steps) const;
+  // "every N steps to DIR (async, keep last K)".
+  std::string describe() const;
+};
+
+// What the trainer needs, besides the engine's state, to continue a run exactly; saved as the
+// checkpoint's trainer_state (JSON).
+struct TrainerState {
+  int64_t step = 0;              // optimizer steps completed (skipped ones included)
+  int64_t next_sample = 0;       // where the next step's global batch starts in the data stream
+  int64_t samples_per_step = 0;  // the global batch
+  std::string data_kind, data_path;
+  uint64_t data_seed = 0;
+  Schedule schedule;
+  double next_lr = 0;     // the lr step + 1 trains with under `schedule`
+  std::string rng_state;  // the default CPU generator's state, hex
+  std::string zt_version;
+
+  std::string to_json() const;
+  // Throws ConfigError naming `folder` when `text` is not a trainer state zt wrote.
+  static TrainerState from_json(const std::string& text, const std::string& folder);
+};
+
+// The default CPU generator's state as hex, and back (ConfigError naming `folder` when the
+// text is not a state this LibTorch accepts).
+std::string cpu_rng_state_hex();
+void restore_cpu_rng_state(const std::string& hex, const std::string& folder);
+
+// Rank 0 at start: removes the temporary folders a killed save left under settings.dir and
+// says so on stdout.
+void remove_stopped_saves(const CheckpointSettings& settings);
+
+// The checkpoint checkpoint.resume names, opened: null for a fresh start ('' or 'auto' with no
+// checkpoint under dir; `leader` then says "no checkpoint under DIR: starting fresh"). A path
+// that is not a checkpoint throws ConfigError; a missing or short rank file IoError.
+std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSettings& settings,
+                                                         bool leader);
+
+// Notes (one line each, "" when none) on what differs between the state a checkpoint was saved
+// with and the run resuming from it: the global batch, the data, the lr schedule. Resuming
+// across them is allowed (the data position is a sample index), but the user should know.
+std::string resume_differences(const TrainerState& saved, const TrainerState& now);
+
+// The saves of one run: saver.save() when a step is due, completed saves reported once each.
+class TrainCheckpoints {
+ public:
+  // `job`: the same on every rank, unique per job (temporary folder names).
+  TrainCheckpoints(const CheckpointSettings& settings, Store& store, int rank, int world,
+                   const std::string& job);
+  // Collective: saves `engine` after step `step` (when settings.due says so). Returns the
+  // previous save if it completed while this one waited for it and was not reported yet.
+  std::optional<SaveStats> save(Engine& engine, int64_t step, const CheckpointMeta& meta);
+  // Rethrows a background save's error; returns a save that completed since the last call.
+  std::optional<SaveStats> poll();
+  // Waits for the save in flight (rethrowing its error); returns it if not reported yet.
+  std::optional<SaveStats> finish();
+
+ private:
+  std::optional<SaveStats> newly_completed();
+
+  CheckpointSaver saver_;
+  int64_t reported_step_ = 0;
+};
+
+// Bytes of every file in `folder` (a published checkpoint), 0 when it cannot be read.
+int64_t folder_bytes(const std::string& folder);
+
+}  // namespace zt::trainer

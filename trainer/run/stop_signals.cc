@@ -1,0 +1,50 @@
+#include "run/stop_signals.h"
+
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+
+#include "zt/work.h"
+
+namespace zt::trainer {
+
+namespace {
+
+std::atomic<int> g_signal{0};
+std::atomic<int64_t> g_first_ns{0};
+
+int64_t now_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe
+  return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+void on_signal(int sig) {
+  if (g_signal.load() == 0) {
+    g_first_ns.store(now_ns());
+    g_signal.store(sig);
+  } else if (now_ns() - g_first_ns.load() > 1000000000) {
+    _exit(128 + sig);
+  }
+}
+
+}  // namespace
+
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &sa, nullptr);
+}
+
+int agreed_stop_signal(Communicator& comm) {
+  at::Tensor flag = at::full({1}, static_cast<float>(g_signal.load()), at::kFloat);
+  comm.all_reduce(flag, ReduceOp::kMax)->wait();
+  return static_cast<int>(flag.item<float>());
+}
+
+}  // namespace zt::trainer

@@ -1,0 +1,559 @@
+#include "run/train_task.h"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "ab/ab_html.h"
+#include "ab/live_ab.h"
+#include "data/data_source.h"
+#include "models/init_from.h"
+#include "models/model.h"
+#include "models/torchscript.h"
+#include "report/train_report.h"
+#include "run/checkpointing.h"
+#include "run/schedule.h"
+#include "run/stop_signals.h"
+#include "setup/engine_setup.h"
+#include "setup/memory_fit.h"
+#include "setup/memory_theory.h"
+#include "setup/offload_tiers.h"
+#include "zt/blas.h"
+#include "zt/bytes.h"
+#include "zt/error.h"
+#include "zt/host_memory.h"
+
+namespace zt::trainer {
+
+namespace {
+
+void check_global_batch(const Config& config, int world) {
+  const Options& data = config.section("data");
+  const int64_t per_step = data.get_int("micro_batch") * data.get_int("grad_accum") * world;
+  if (data.get_int("global_batch") > 0 && data.get_int("global_batch") != per_step) {
+    throw ConfigError(data.where("global_batch").str() +
+                      ": data.global_batch = " + std::to_string(data.get_int("global_batch")) +
+                      " does not equal micro_batch (" +
+                      std::to_string(data.get_int("micro_batch")) + ") x grad_accum (" +
+                      std::to_string(data.get_int("grad_accum")) + ") x ranks (" +
+                      std::to_string(world) + ") = " + std::to_string(per_step) +
+                      "; pick micro_batch and grad_accum so the "
+                      "product divides out, or set global_batch = 0");
+  }
+}
+
+// Ranks of one host share its cores: LibTorch's default (all cores per process) oversubscribes
+// them, which made a 2-rank job several times slower here.
+void share_cores_between_local_ranks() {
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  int local_ranks = local ? std::max(1, std::atoi(local)) : 1;
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  at::set_num_threads(std::max(1, cores / local_ranks));
+}
+
+// One rank's training run, in the order it is built: the model source and the data outlive the
+// engine (in `setup`), which owns the units the source built.
+struct TrainRun {
+  const Config& config;
+  const RankEnv& env;
+  std::unique_ptr<models::Model> model;  // shape, loss and description; the engine has the units
+  std::unique_ptr<ModelSource> source;
+  std::unique_ptr<data::DataSource> data;
+  EngineSetup setup;
+  Schedule schedule{};
+  int64_t next_sample = 0;  // where the next step's global batch starts in the data stream
+  int64_t first_step = 0;   // steps trained before this process: the resumed checkpoint's
+  double load_seconds = 0;  // reading the resumed checkpoint into the engine
+  Store* store = nullptr;   // live A/B rebuilds the engine's parts through it
+  std::chrono::milliseconds timeout{0};
+  LiveAb live{};   // [ab]: arms the job alternates between (off with fewer than two)
+  size_t arm = 0;  // the live arm training now
+  std::unique_ptr<TrainCheckpoints> switch_saves{};  // the state passes through these at a switch
+};
+
+void create_out_dir(const std::string& out_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) throw IoError("cannot create run.out_dir " + out_dir + ": " + ec.message());
+}
+
+// Rank 0's run header: the model, the composition, the data, where offloaded states go, where
+// checkpoints go.
+void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints) {
+  const EngineSetup& s = run.setup;
+  std::printf("zt train: %s\n  %d rank(s), %s, ZeRO stage %d, %s, %s, compute %s\n  data: %s\n",
+              run.model->describe().c_str(), run.env.world, s.comm->describe().c_str(),
+              s.options.stage, s.shard_id.c_str(), s.optimizer_id.c_str(),
+              run.config.section("precision").get_string("compute").c_str(),
+              run.data->describe().c_str());
+  if (!s.tiers.describe().empty()) std::printf("  offload: %s\n", s.tiers.describe().c_str());
+  if (checkpoints.every_steps > 0)
+    std::printf("  checkpoints: %s\n", checkpoints.describe().c_str());
+  std::printf("  %s\n", blas_header_line(probe_blas()).c_str());
+  std::fflush(stdout);
+}
+
+// A model's buffers (masks, running statistics) as rank 0 holds them, on every rank, floating
+// ones in the compute dtype (as module.to(dtype) casts them, so a bf16 unit meets bf16 buffers):
+// they are not parameters, so the engine neither shards, casts nor syncs them. Collective.
+void broadcast_buffers(TrainRun& run) {
+  if (!run.model->shape.custom) return;
+  const at::ScalarType compute = run.setup.options.compute_dtype;
+  at::NoGradGuard no_grad;
+  for (auto& [name, buffer] : run.model->shape.custom->buffers()) {
+    if (buffer.is_floating_point() && buffer.scalar_type() != compute) {
+      buffer.set_data(buffer.to(compute));
+    }
+    at::Tensor flat = buffer.contiguous();
+    run.setup.comm->broadcast(flat, 0)->wait();
+    if (!flat.is_same(buffer)) buffer.copy_(flat);
+  }
+}
+
+// Seeds LibTorch's default CPU generator from (run.seed, rank, step): what a model's own
+// randomness (a TorchScript module's dropout) draws from. Each rank draws its own masks, the same
+// in every run of the job and after a resume, with no generator state to save.
+void seed_step_randomness(const TrainRun& run, int64_t step) {
+  uint64_t z = run.model->seed ^ (static_cast<uint64_t>(run.env.rank) << 48) ^
+               (static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL);
+  // splitmix64's finaliser: nearby (rank, step) pairs get unrelated seeds.
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(z);
+}
+
+double tokens_per_step(const TrainRun& run) {
+  const ModelInputs inputs = models::model_inputs(run.model->shape);
+  const int64_t tokens_per_sample = inputs.tokens ? inputs.seq_len : 1;
+  return static_cast<double>(run.data->micro_batch() * run.setup.options.grad_accum *
+                             run.env.world * tokens_per_sample);
+}
+
+// One optimizer step of data.grad_accum micro steps at `lr`, timed; the loss is the global
+// batch's: the mean over ranks of each rank's mean.
+StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
+  EngineSetup& s = run.setup;
+  const auto t0 = std::chrono::steady_clock::now();
+  const EngineTimes engine_t0 = s.engine->times();
+  seed_step_randomness(run, step);
+  double loss_sum = 0;
+  for (int micro = 0; micro < s.options.grad_accum; ++micro) {
+    data::Batch batch = run.data->get(run.next_sample, micro, run.env.rank, run.env.world);
+    at::Tensor input = batch.input.is_floating_point() ? batch.input.to(s.options.compute_dtype)
+                                                       : batch.input;
+    loss_sum += s.engine->forward_backward(
+        input, [&](const at::Tensor& out) { return run.model->loss(out, batch.target); });
+  }
+  StepReport rep = s.engine->step(lr);
+  run.next_sample += run.data->samples_per_step(run.env.world);
+  at::Tensor loss = at::tensor({loss_sum / s.options.grad_accum}, at::kDouble);
+  s.comm->all_reduce(loss, ReduceOp::kAvg)->wait();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  StepMetrics m{step + 1,      loss.item<double>(), lr,      rep.loss_scale,
+                rep.grad_norm, rep.skipped,         seconds, tokens_per_step(run) / seconds};
+  if (run.live.on()) m.arm = run.live.arms[run.arm].name;
+  m.times = times_since(s.engine->times(), engine_t0);
+  return m;
+}
+
+std::vector<RankMemory> all_ranks_memory(TrainRun& run) {
+  const EngineSetup& s = run.setup;
+  return gather_memory(*s.comm, measure_memory(s.engine->memory(), s.options.stage));
+}
+
+// The trainer's state after `step` optimizer steps (run.next_sample already past them).
+TrainerState trainer_state(const TrainRun& run, int64_t step) {
+  TrainerState state;
+  state.step = step;
+  state.next_sample = run.next_sample;
+  state.samples_per_step = run.data->samples_per_step(run.env.world);
+  state.data_kind = run.config.section("data").get_string("kind");
+  state.data_path = run.config.section("data").get_string("path");
+  state.data_seed = run.data->seed();
+  state.schedule = run.schedule;
+  state.next_lr = run.schedule.lr(step);
+  state.rng_state = cpu_rng_state_hex();
+  state.zt_version = ZT_TRAINER_VERSION;
+  return state;
+}
+
+// "world 2, ZeRO stage 3, shard_bucket, optim_hybrid_adam, no offload, compute fp32"
+std::string saved_by(const TrainRun& run) {
+  const EngineSetup& s = run.setup;
+  std::string offload;
+  if (!s.tiers.optimizer_id.empty()) offload = "optimizer states -> " + s.tiers.optimizer_id;
+  if (!s.tiers.param_id.empty())
+    offload += (offload.empty() ? "" : ", ") + std::string("parameters -> ") + s.tiers.param_id;
+  return "world " + std::to_string(run.env.world) + ", ZeRO stage " +
+         std::to_string(s.options.stage) + ", " + s.shard_id + ", " + s.optimizer_id + ", " +
+         (offload.empty() ? "no offload" : "offload " + offload) + ", compute " +
+         run.config.section("precision").get_string("compute");
+}
+
+// Shows and records a save that completed (rank 0, which published it).
+void report_save(const TrainRun& run, TrainReport& report, const std::optional<SaveStats>& save) {
+  if (!save || run.env.rank != 0) return;
+  report.log_checkpoint({save->step, save->folder, folder_bytes(save->folder), save->stall_seconds,
+                         save->write_seconds});
+}
+
+void save_if_due(TrainRun& run, TrainReport& report, TrainCheckpoints& checkpoints,
+                 const CheckpointSettings& settings, int64_t step) {
+  if (settings.due(step, run.config.section("run").get_int("steps"))) {
+    const CheckpointMeta meta{trainer_state(run, step).to_json(), run.config.to_toml(),
+                              saved_by(run)};
+    report_save(run, report, checkpoints.save(*run.setup.engine, step, meta));
+  }
+  report_save(run, report, checkpoints.poll());
+}
+
+std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milliseconds timeout);
+
+// Live A/B: hands the engine's state to arm `to` after optimizer step `step`. The state is saved
+// as a checkpoint under ab.switch_dir, every part but the communicator is rebuilt from the arm's
+// config (the model built again, partitioned), and the checkpoint is loaded into the new layout.
+// Collective. Returns the seconds it took on this rank.
+double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout, size_t to,
+                  int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CheckpointSettings settings = CheckpointSettings::from_config(run.config);
+  settings.dir = run.live.switch_dir;
+  settings.every_steps = 1;
+  settings.keep_last = 1;
+  settings.async = false;
+  if (!run.switch_saves) {
+    run.switch_saves = std::make_unique<TrainCheckpoints>(
+        settings, store, run.env.rank, run.env.world, "ab-" + checkpoint_job(run, store, timeout));
+  }
+  const CheckpointMeta meta{trainer_state(run, step).to_json(), run.config.to_toml(),
+                            saved_by(run)};
+  run.switch_saves->save(*run.setup.engine, step, meta);
+  run.switch_saves->finish();
+  // Rank 0 publishes the folder: every rank opens it only after that.
+  run.setup.comm->barrier()->wait();
+  settings.resume = "auto";
+  const std::unique_ptr<CheckpointReader> saved = open_resume_checkpoint(settings, false);
+  if (!saved || saved->step() != step) {
+    throw InternalError("live A/B: the state saved after step " + std::to_string(step) +
+                        " is not the newest checkpoint under " + settings.dir);
+  }
+  std::unique_ptr<ModelSource> source = models::make_model_source(run.model->shape,
+                                                                  run.model->seed);
+  rebuild_engine_setup(run.setup, run.live.configs[to], run.env, store, timeout, *source);
+  run.source = std::move(source);
+  run.setup.engine->load_checkpoint(*saved);
+  run.arm = to;
+  // No rank leaves while another still reads the folder the next switch replaces.
+  run.setup.comm->barrier()->wait();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// This rank's offload tiers' I/O so far, all tiers together.
+OffloadStats tiers_io(const TrainRun& run) {
+  OffloadStats sum;
+  for (const auto& entry : run.setup.tiers.by_id) {
+    const OffloadStats t = entry.second->stats();
+    sum.bytes_read += t.bytes_read;
+    sum.bytes_written += t.bytes_written;
+    sum.reads += t.reads;
+    sum.writes += t.writes;
+  }
+  return sum;
+}
+
+// A signal asked the job to stop after `step`: a checkpoint of it, unless the newest one is of
+// this step or younger than checkpoint.min_interval_s (rank 0 decides, every rank follows), with
+// `checkpoints` made for the occasion when the job saves none otherwise. Collective.
+void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSettings& settings,
+                          TrainCheckpoints* checkpoints, int64_t step) {
+  std::unique_ptr<TrainCheckpoints> own;
+  if (!checkpoints) {
+    own = std::make_unique<TrainCheckpoints>(settings, *run.store, run.env.rank, run.env.world,
+                                             checkpoint_job(run, *run.store, run.timeout));
+    checkpoints = own.get();
+  }
+  report_save(run, report, checkpoints->finish());
+  at::Tensor skip = at::zeros({1}, at::kFloat);
+  if (run.env.rank == 0) {
+    const std::string latest = latest_checkpoint(settings.dir);
+    if (!latest.empty()) {
+      const CheckpointReader newest(latest);
+      const auto age = std::filesystem::file_time_type::clock::now() -
+                       std::filesystem::last_write_time(latest);
+      const double min_age = run.config.section("checkpoint").get_double("min_interval_s");
+      if (newest.step() == step || std::chrono::duration<double>(age).count() < min_age) {
+        skip.fill_(1);
+      }
+    }
+  }
+  run.setup.comm->all_reduce(skip, ReduceOp::kMax)->wait();
+  if (skip.item<float>() > 0) return;
+  const CheckpointMeta meta{trainer_state(run, step).to_json(), run.config.to_toml(),
+                            saved_by(run)};
+  report_save(run, report, checkpoints->save(*run.setup.engine, step, meta));
+  report_save(run, report, checkpoints->finish());
+}
+
+// Trains from run.first_step to run.steps, logging each step (rank 0 writes) and saving
+// checkpoints when due; returns the step totals. A stop signal (stop_signals.h) ends it after
+// the step in progress, with a checkpoint.
+TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSettings& settings,
+                        TrainCheckpoints* checkpoints) {
+  TrainSummary summary;
+  summary.resumed_at = run.first_step;
+  const int64_t total = run.config.section("run").get_int("steps");
+  for (int64_t step = run.first_step; step < total; ++step) {
+    if (run.live.on() && run.live.arm_of_step(step) != run.arm) {
+      const size_t to = run.live.arm_of_step(step);
+      const double seconds = switch_arm(run, *run.store, run.timeout, to, step);
+      report.log_switch(step, run.live.arms[to].name, arm_label(run.live.arms[to]), seconds);
+    }
+    const StepMetrics m = train_step(run, step, run.schedule.lr(step));
+    ++summary.steps;
+    summary.seconds += m.step_seconds;
+    summary.final_loss = m.loss;
+    summary.skipped += m.skipped ? 1 : 0;
+    report.log(m, all_ranks_memory(run), job_comm_stats(run.setup), tiers_io(run));
+    if (checkpoints) save_if_due(run, report, *checkpoints, settings, step + 1);
+    if (const int sig = agreed_stop_signal(*run.setup.comm); sig != 0) {
+      save_before_stopping(run, report, settings, checkpoints, step + 1);
+      summary.stopped_by = sig;
+      summary.stopped_after = step + 1;
+      break;
+    }
+  }
+  report.finish_progress();
+  if (checkpoints) report_save(run, report, checkpoints->finish());
+  return summary;
+}
+
+// Loads `reader` into the engine (collective) and continues the saved run's step, data position
+// and RNG.
+void resume_from(TrainRun& run, const CheckpointReader& reader) {
+  const TrainerState saved = TrainerState::from_json(reader.meta().trainer_state, reader.folder());
+  const auto t0 = std::chrono::steady_clock::now();
+  run.setup.engine->load_checkpoint(reader);
+  run.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  restore_cpu_rng_state(saved.rng_state, reader.folder());
+  run.first_step = reader.step();
+  run.next_sample = saved.next_sample;
+  if (run.env.rank != 0) return;
+  std::printf("resumed from %s at step %lld (saved by: %s; loaded in %.3f s)\n%s",
+              reader.folder().c_str(), static_cast<long long>(reader.step()),
+              reader.meta().saved_by.c_str(), run.load_seconds,
+              resume_differences(saved, trainer_state(run, reader.step())).c_str());
+  std::fflush(stdout);
+}
+
+Schedule schedule_from_config(const Config& config, double base_lr) {
+  const Options& run = config.section("run");
+  const int64_t decay = run.get_int("decay_steps");
+  return Schedule{run.get_string("lr_schedule"),     base_lr,
+                  run.get_int("warmup_steps"),       decay > 0 ? decay : run.get_int("steps"),
+                  run.get_double("min_lr_ratio"),    run.get_string("warmup_type"),
+                  run.get_double("warmup_min_ratio")};
+}
+
+// The job id the saver names its temporary folders by: the offload tiers' when there are any
+// (drawn once per job), else the same rule's own.
+std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milliseconds timeout) {
+  if (!run.setup.tiers.job.empty()) return run.setup.tiers.job;
+  return offload_job_id(store, run.env.rank, timeout);
+}
+
+bool nothing_left(const CheckpointReader& reader, int64_t steps, bool leader) {
+  if (reader.step() < steps) return false;
+  if (leader) {
+    std::printf("checkpoint %s is at step %lld and run.steps = %lld: nothing left to train "
+                "(raise run.steps to train further)\n",
+                reader.folder().c_str(), static_cast<long long>(reader.step()),
+                static_cast<long long>(steps));
+  }
+  return true;
+}
+
+// Fills what the summary shows beyond the step totals. Collective (every rank's memory).
+void complete_summary(TrainRun& run, TrainSummary& summary) {
+  const EngineSetup& s = run.setup;
+  summary.memory = all_ranks_memory(run);
+  summary.comm = job_comm_stats(s);
+  summary.comm_groups = s.engine->group_comm_stats();
+  summary.sharding = s.engine->describe_sharding();
+  summary.times = s.engine->times();
+  summary.tokens_per_step = tokens_per_step(run);
+  summary.parameters = s.engine->parameter_count();
+  summary.stage = s.options.stage;
+  summary.world = run.env.world;
+  const bool low_precision = s.options.compute_dtype != at::kFloat;
+  // MiCS: states are split over the shard group, not the world.
+  const int sharding_world = s.options.shard_group_size > 0 ? s.options.shard_group_size
+                                                            : run.env.world;
+  summary.theory_bytes = theory_model_state_bytes(
+      s.options.stage, summary.parameters, sharding_world, low_precision,
+      separate_master_share(run.live.on() ? run.live.configs[run.arm] : run.config));
+  for (const auto& [id, tier] : s.tiers.by_id) {
+    summary.tiers.push_back(
+        {id, id == s.tiers.optimizer_id, id == s.tiers.param_id, tier->stats()});
+  }
+  summary.out_dir = run.config.section("run").get_string("out_dir");
+}
+
+// Live A/B at the end of the job: the switch folder goes, and rank 0 writes the report of the
+// job's own steps (the first step after each switch left out of the timings).
+void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {
+  run.setup.comm->barrier()->wait();
+  if (!leader) return;
+  std::error_code ec;
+  std::filesystem::remove_all(run.live.switch_dir, ec);
+  const std::string metrics = out_dir + "/metrics.jsonl";
+  const RunMetrics steps = read_run_metrics(metrics);
+  if (steps.switches.empty()) {
+    std::printf("ab: no switch happened (run.steps <= ab.switch_every): no A/B report\n");
+    return;
+  }
+  // The training succeeded: a report that cannot be made is said, not turned into a failure.
+  try {
+    const AbResult result = live_ab_result(steps, /*warmup=*/1);
+    write_ab_json(result, out_dir + "/ab.json");
+    write_ab_html(result, out_dir + "/report.html");
+    std::printf("ab: %s\nab: report %s/report.html, every number in %s/ab.json\n",
+                result.verdict.c_str(), out_dir.c_str(), out_dir.c_str());
+  } catch (const Error& e) {
+    std::printf("ab: no A/B report: %s\n", e.what());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+void check_job_fits(const Config& config, int world) {
+  check_global_batch(config, world);
+  // Arms that are bad or whose plugin is missing fail here; each arm's composition must fit.
+  const LiveAb live = live_ab_from_config(config);
+  for (const Config& arm : live.configs) check_memory_fits(arm, world);
+  if (!live.on()) check_memory_fits(config, world);
+}
+
+namespace {
+
+// The run as it trains: model, data (and a TorchScript module's first-batch check), the engine
+// built unit by unit with its plugins and tiers, model.init_from, the model's buffers, the lr
+// schedule. Collective.
+void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds timeout,
+                     bool resuming) {
+  const Config& config = run.config;
+  const Options& options = config.section("run");
+  run.model = std::make_unique<models::Model>();
+  run.model->shape = models::resolve_model_shape(config);
+  run.model->seed = static_cast<uint64_t>(options.get_int("seed"));
+  run.source = models::make_model_source(run.model->shape, run.model->seed);
+  run.data = data::make_data(config, models::model_inputs(run.model->shape), run.model->shape.kind);
+  // Before the engine takes the parameters and before anything is written: a module that does
+  // not fit the data fails here with its own error.
+  if (run.model->shape.custom) models::check_first_batch(*run.model->shape.custom, *run.data);
+  run.store = &store;
+  run.timeout = timeout;
+  run.live = live_ab_from_config(config);
+  if (run.live.on() && resuming) {
+    throw ConfigError("a live A/B job ([ab] arms) cannot resume from a checkpoint yet; start it "
+                      "fresh, or remove [ab] arms to resume the plain job");
+  }
+  // Partitioned construction: the engine builds one unit at a time and keeps its shards only.
+  run.setup = build_engine_setup(run.live.on() ? run.live.configs[0] : config, run.env, store,
+                                 timeout, *run.source);
+  models::apply_init_from(*run.setup.engine, models::declared_parameters(*run.source), config,
+                          run.env.rank);
+  // The engine holds the initial values now: the file's copies can go.
+  if (run.model->shape.custom) models::release_initial_values(*run.model->shape.custom);
+  broadcast_buffers(run);
+  run.schedule = schedule_from_config(config, run.setup.optimizer->base_lr());
+}
+
+// What the run writes: the out_dir and its header (rank 0), the resumed state, the checkpoints
+// it will save (when due) and metrics.jsonl, opened only after a resume succeeded, so the
+// metrics of the run it continues are kept until then.
+struct RunOutputs {
+  std::unique_ptr<TrainCheckpoints> checkpoints;
+  std::unique_ptr<TrainReport> report;
+};
+
+RunOutputs open_outputs(TrainRun& run, const CheckpointSettings& settings,
+                        const CheckpointReader* resume) {
+  const Options& options = run.config.section("run");
+  const bool leader = run.env.rank == 0;
+  const std::string out_dir = options.get_string("out_dir");
+  if (leader) {
+    create_out_dir(out_dir);
+    print_run_header(run, settings);
+  }
+  if (resume) resume_from(run, *resume);
+  RunOutputs out;
+  if (settings.every_steps > 0) {
+    out.checkpoints = std::make_unique<TrainCheckpoints>(
+        settings, *run.store, run.env.rank, run.env.world,
+        checkpoint_job(run, *run.store, run.timeout));
+  }
+  out.report = std::make_unique<TrainReport>(leader ? out_dir + "/metrics.jsonl" : "",
+                                             options.get_int("steps"), options.get_int("log_every"),
+                                             run.first_step);
+  if (resume) out.report->log_resume(run.first_step, resume->folder(), run.load_seconds);
+  if (run.live.on()) {
+    std::vector<std::pair<std::string, std::vector<std::string>>> arms;
+    for (const Arm& a : run.live.arms) arms.push_back({a.name, a.overrides});
+    out.report->log_arms(arms);
+  }
+  return out;
+}
+
+// After the loop: the summary (collective), how to continue a job a signal stopped, and a live
+// A/B job's report.
+void finish_train(TrainRun& run, TrainSummary& summary, const CheckpointSettings& settings) {
+  const Options& options = run.config.section("run");
+  const bool leader = run.env.rank == 0;
+  complete_summary(run, summary);
+  if (leader) print_summary(summary);
+  if (leader && summary.stopped_by != 0) {
+    const std::string latest = latest_checkpoint(settings.dir);
+    std::printf(
+        "zt: stopped by SIG%s after step %lld of %lld; newest checkpoint: %s; continue with "
+        "--resume auto\n",
+        sigabbrev_np(summary.stopped_by), static_cast<long long>(summary.stopped_after),
+        static_cast<long long>(options.get_int("steps")), latest.empty() ? "none" : latest.c_str());
+    std::fflush(stdout);
+  }
+  if (run.live.on()) finish_live_ab(run, options.get_string("out_dir"), leader);
+}
+
+}  // namespace
+
+int run_train(const Config& config, Store& store, const RankEnv& env,
+              std::chrono::milliseconds timeout) {
+  check_job_fits(config, env.world);
+  share_cores_between_local_ranks();
+  catch_stop_signals();
+  const bool leader = env.rank == 0;
+  const CheckpointSettings settings = CheckpointSettings::from_config(config);
+  // No save runs yet: what a stopped job's save left is safe to remove.
+  if (leader) remove_stopped_saves(settings);
+  // Opened before the engine is built, so a bad checkpoint fails fast.
+  std::unique_ptr<CheckpointReader> resume = open_resume_checkpoint(settings, leader);
+  if (resume && nothing_left(*resume, config.section("run").get_int("steps"), leader)) return 0;
+  TrainRun run{config, env, nullptr, nullptr, nullptr, {}};
+  build_train_run(run, store, timeout, resume != nullptr);
+  RunOutputs out = open_outputs(run, settings, resume.get());
+  TrainSummary summary = train_loop(run, *out.report, settings, out.checkpoints.get());
+  finish_train(run, summary, settings);
+  return 0;
+}
+
+}  // namespace zt::trainer

@@ -1,0 +1,345 @@
+#include "setup/memory_fit.h"
+
+#include <c10/util/accumulate.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <set>
+
+#include "setup/offload_tiers.h"
+#include "setup/shard_groups.h"
+#include "zt/bytes.h"
+
+namespace zt::trainer {
+
+namespace {
+
+// Per unit, the elements it owns, the elements it uses (its own and those it borrows), of those
+// the ones stage 3 releases after the unit ran (tensors at or above the persistence threshold;
+// smaller ones stay gathered, whatever group the strategy puts them in), and the ones of tensors
+// no other unit uses.
+struct UnitSizes {
+  int64_t owned = 0, used = 0, released = 0, untied = 0;
+};
+
+struct ModelSizes {
+  std::vector<UnitSizes> units;
+  std::vector<int64_t> tensors;  // elements of each distinct tensor
+  int64_t parameters = 0, tied = 0;
+};
+
+// From the model's declarations: nothing is allocated, so a model too large to build is sized.
+ModelSizes model_sizes(const models::ModelShape& shape, uint64_t seed, int64_t persistence) {
+  const std::unique_ptr<ModelSource> source = models::make_model_source(shape, seed);
+  ModelSizes out;
+  std::map<std::string, int64_t> owner;  // tensor name -> the unit that declared it first
+  std::set<std::string> tied;
+  std::vector<std::vector<ParamDecl>> units;
+  for (int64_t u = 0; u < source->unit_count(); ++u) units.push_back(source->declare(u));
+  for (size_t u = 0; u < units.size(); ++u) {
+    UnitSizes unit;
+    for (const ParamDecl& decl : units[u]) {
+      const int64_t n = c10::multiply_integers(decl.shape);
+      unit.used += n;
+      if (n >= persistence) unit.released += n;
+      auto [it, first] = owner.emplace(decl.name, u);
+      if (first) {
+        unit.owned += n;
+        out.tensors.push_back(n);
+        out.parameters += n;
+      } else if (it->second != static_cast<int64_t>(u) && tied.insert(decl.name).second) {
+        out.tied += n;
+      }
+    }
+    out.units.push_back(unit);
+  }
+  for (size_t u = 0; u < units.size(); ++u) {
+    for (const ParamDecl& decl : units[u]) {
+      if (!tied.count(decl.name)) out.units[u].untied += c10::multiply_integers(decl.shape);
+    }
+  }
+  return out;
+}
+
+// Stage 3: the most elements gathered at once (a unit and the units prefetched with it, as
+// ParamGatherer::prefetch_window picks them) and the most units in a window.
+void prefetch_window(const ModelSizes& m, const Options& zero, FitInputs& in) {
+  const int64_t units = static_cast<int64_t>(m.units.size());
+  const int64_t by_units = zero.get_int("prefetch_units");
+  const int64_t by_elements = zero.get_int("prefetch_elements");
+  const int64_t max_live = zero.get_int("max_live_parameters");
+  for (int64_t u = 0; u < units; ++u) {
+    for (int direction : {+1, -1}) {
+      int64_t live = m.units[u].released, elements = 0, count = 0;
+      for (int64_t next = u + direction; next >= 0 && next < units; next += direction) {
+        const bool full = by_elements > 0 ? elements >= by_elements : count >= by_units;
+        if (full || live + m.units[next].released > max_live) break;
+        elements += m.units[next].used;
+        live += m.units[next].released;
+        ++count;
+      }
+      in.largest_window = std::max(in.largest_window, live);
+      // The shards of the window and of the unit beyond it are read ahead (ParamGatherer).
+      in.fetch_units = std::max(in.fetch_units, count + 1);
+    }
+  }
+}
+
+void read_model(const Config& config, FitInputs& in) {
+  const models::ModelShape shape = models::resolve_model_shape(config);
+  const Options& zero = config.section("zero");
+  // Below stage 3 nothing is released: every tensor counts as persistent.
+  const int64_t persistence = in.stage == 3 ? zero.get_int("param_persistence_threshold")
+                                            : INT64_MAX;
+  const ModelSizes m = model_sizes(
+      shape, static_cast<uint64_t>(config.section("run").get_int("seed")), persistence);
+  in.parameters = m.parameters;
+  in.tied = m.tied;
+  in.tensors = static_cast<int64_t>(m.tensors.size());
+  for (int64_t n : m.tensors) in.largest_tensor = std::max(in.largest_tensor, n);
+  for (const UnitSizes& u : m.units) {
+    in.largest_unit = std::max(in.largest_unit, u.used);
+    in.largest_owned = std::max(in.largest_owned, u.owned);
+    in.largest_untied = std::max(in.largest_untied, u.untied);
+  }
+  if (in.stage == 3) {
+    prefetch_window(m, zero, in);
+    for (int64_t n : m.tensors) {
+      if (n < persistence) in.persistent += n;
+    }
+  }
+  in.activation_bytes = activation_bytes(
+      shape, config.section("data").get_int("micro_batch"), in.element_size,
+      config.section("model").get_bool("activation_checkpointing"));
+}
+
+// The share of a role's bytes that goes to files: its fraction when its tier keeps files.
+double files_share(const Config& config, const char* role, const char* fraction) {
+  return offloads_to_files(config, role) ? config.section("zero").get_double(fraction) : 0;
+}
+
+// Host buffers of every file tier (one tier per plugin id): buffer_count x buffer_mb where a
+// plugin declares them (offload_nvme's bounce buffers).
+int64_t tier_pool_bytes(const Config& config) {
+  std::set<std::string> ids;
+  for (const char* role : {"offload_optimizer", "offload_param"}) {
+    if (offloads_to_files(config, role)) ids.insert(config.section("plugins").get_string(role));
+  }
+  int64_t bytes = 0;
+  for (const std::string& id : ids) {
+    const Options& o = config.plugin_options(id);
+    bool count = false, mb = false;
+    for (const auto& spec : o.specs()) {
+      count |= spec.name == "buffer_count";
+      mb |= spec.name == "buffer_mb";
+    }
+    if (count && mb) bytes += o.get_int("buffer_count") * (o.get_int("buffer_mb") << 20);
+  }
+  return bytes;
+}
+
+// Ranks on this host: the launcher's (or torchrun's) LOCAL_WORLD_SIZE in a running rank,
+// launch.nproc before the ranks start.
+int local_ranks(const Config& config, int world) {
+  int64_t n = config.section("launch").get_int("nproc");
+  if (const char* local = std::getenv("LOCAL_WORLD_SIZE")) n = std::max(1, std::atoi(local));
+  return static_cast<int>(std::min<int64_t>(n, world));
+}
+
+}  // namespace
+
+// Activations, estimated per micro batch from the tensors autograd saves. GPT, per block of
+// B x T tokens, width d, H heads (elements of the compute dtype): the block input, ln1's output,
+// the q/k/v copies matmul makes, the attention output, the residual, ln2's output (1 BTd each),
+// the MLP's 4d pre- and post-GELU (8 BTd), and the attention probabilities with their
+// transients (2 BHT^2): 16 BTd + 2 BHT^2 (Megatron-LM counts 17 BTd + 2.5 BHT^2 in 16 bits).
+// The head keeps ln_f's output and the logits, the loss its fp32 log-softmax (B T V each);
+// backward adds the logits' gradient twice, or two blocks' worth, whichever is more. With
+// activation checkpointing each unit keeps only its input and one unit at a time is recomputed.
+// Checked against the slope of the trainer's peak RSS from micro_batch 4 to 16 (stage 0, one
+// rank): docs/architecture.md, "Memory fit", has the table.
+int64_t activation_bytes(const models::ModelShape& s, int64_t micro_batch, int64_t element_size,
+                         bool checkpointing) {
+  const double b = static_cast<double>(micro_batch), es = static_cast<double>(element_size);
+  // A TorchScript or plugin model's activations depend on code zt cannot see: counted as 0, so
+  // the check covers its model states, buffers and working set only.
+  if (s.custom) return 0;
+  if (s.kind == "mlp") {
+    const double layer = b * static_cast<double>(s.width) * es * (s.activation == "none" ? 1 : 2);
+    const double loss = 4 * b * static_cast<double>(s.width) * 4;
+    const double saved = checkpointing ? static_cast<double>(s.depth) * b * s.width * es + layer
+                                       : static_cast<double>(s.depth) * layer;
+    return static_cast<int64_t>(saved + loss);
+  }
+  const double t = static_cast<double>(s.seq_len), d = static_cast<double>(s.d_model);
+  const double h = static_cast<double>(s.n_head), v = static_cast<double>(s.vocab);
+  const double layers = static_cast<double>(s.n_layer);
+  const double block = b * t * (16 * d + 2 * h * t) * es;
+  const double head = b * t * (2 * d * es + v * es + v * 4);
+  const double backward = std::max(2 * b * t * v * 4, 2 * block);
+  const double input = b * t * d * es;
+  const double saved = checkpointing ? (layers + 2) * input + std::max(block, head)
+                                     : layers * block + input + head;
+  return static_cast<int64_t>(saved + backward);
+}
+
+FitInputs fit_inputs(const Config& config, int world) {
+  FitInputs in;
+  const Options& zero = config.section("zero");
+  in.world = world;
+  in.local_ranks = local_ranks(config, world);
+  in.shard_world = shard_group_choice(config, world, in.local_ranks).sharding_world(world);
+  in.stage = static_cast<int>(zero.get_int("stage"));
+  in.element_size = config.section("precision").get_string("compute") == "fp32" ? 4 : 2;
+  read_model(config, in);
+  StatePlacement& p = in.states;
+  p.stage = in.stage;
+  p.psi = in.parameters;
+  p.world = in.shard_world;
+  p.element_size = in.element_size;
+  p.optimizer_states = in.optimizer_states;
+  p.separate_master = separate_master_share(config);
+  p.optimizer_in_files = files_share(config, "offload_optimizer", "offload_optimizer_fraction");
+  p.params_in_files = files_share(config, "offload_param", "offload_param_fraction");
+  // A group's reduced gradient shard lives in the tier that holds its optimizer states.
+  p.grads_in_files = p.optimizer_in_files > 0;
+  in.params_streamed = in.stage == 3 && p.params_in_files > 0;
+  in.sub_group_size = zero.get_int("sub_group_size");
+  in.pipeline_sets = 1 + (zero.get_bool("pipeline_read") ? 1 : 0) +
+                     (zero.get_bool("pipeline_write") ? 1 : 0);
+  // Reductions in flight: at most a bucket, and never more than the model's gradients.
+  if (zero.get_bool("overlap_comm")) {
+    in.reduce_bucket_bytes = std::min(
+        static_cast<int64_t>(zero.get_double("reduce_bucket_mb") * kMiB),
+        in.element_size * in.parameters);
+  }
+  in.tier_pool_bytes = tier_pool_bytes(config);
+  in.init_from = !config.section("model").get_string("init_from").empty();
+  const Options& checkpoint = config.section("checkpoint");
+  if (checkpoint.get_int("every_steps") > 0) {
+    // The saver's aligned staging buffer, and for an asynchronous save a copy of the master and
+    // states this rank holds in memory (file tiers are streamed into the file instead).
+    const double shard = static_cast<double>(in.stage >= 1 ? in.parameters / in.shard_world
+                                                           : in.parameters);
+    const double in_memory = 4.0 * (1 + in.optimizer_states) * shard * (1 - p.optimizer_in_files);
+    in.checkpoint_bytes = 8 * kMiB +
+                          (checkpoint.get_bool("async") ? static_cast<int64_t>(in_memory) : 0);
+  }
+  return in;
+}
+
+namespace {
+
+// What a rank owns of `elements` of one group (stage 0 owns it all).
+int64_t shard_of(const FitInputs& in, int64_t elements) {
+  return in.stage >= 1 ? (elements + in.shard_world - 1) / in.shard_world : elements;
+}
+
+// The streamed tile (offload_placement): sub_group_size capped by the largest offloaded shard,
+// rounded up to the tiers' alignment; 0 when nothing is streamed.
+int64_t tile_elements(const FitInputs& in) {
+  if (in.states.optimizer_in_files <= 0 && !in.params_streamed) return 0;
+  const int64_t largest = std::min(in.sub_group_size, shard_of(in, in.largest_owned));
+  return round_up(std::max<int64_t>(1, largest),
+                  in.alignment / std::min<int64_t>(in.element_size, 4));
+}
+
+// The model while it is built, beyond its model states. The engine builds it a group at a time
+// from its declarations (zero.Init): a stage-3 group it releases gets only this rank's fp32
+// initial values, a group kept whole (below stage 3, or persistent) all of them, and the states
+// start from a zeroed shard. model.init_from then writes the file's tensors one at a time through
+// a gather: the file's copy and the gathered fp32 tensor.
+int64_t construction_bytes(const FitInputs& in) {
+  const int64_t shard = shard_of(in, in.largest_owned);
+  const int64_t filled = in.stage == 3 ? shard + std::min(in.persistent, in.largest_owned)
+                                       : in.largest_owned;
+  return 4 * filled + 4 * shard + (in.init_from ? 8 * in.largest_tensor : 0);
+}
+
+// Gradients while backward runs: stages 0-1 keep every .grad until the step; stages 2-3 the
+// tied weights' .grad (filled by the last unit that uses them, reduced only after the first),
+// one unit's other .grad and a group's flat buffer at a time; reductions in flight up to
+// reduce_bucket_mb. The global norm squares a gradient shard in fp64 (a copy and its square):
+// a tile of it when every shard is in a file tier. 16-bit gradients are reduced in fp32 through
+// scratch buffers the communicator keeps (comm_ucx: a group and a shard).
+int64_t gradient_bytes(const FitInputs& in) {
+  const int64_t es = in.element_size;
+  const int64_t shard = shard_of(in, in.largest_owned);
+  const int64_t flat = es * in.largest_owned;
+  const bool all_in_files = in.states.grads_in_files && in.states.optimizer_in_files >= 1;
+  const int64_t norm = 16 * (all_in_files ? tile_elements(in) : shard);
+  const int64_t scratch = es < 4 ? 4 * (in.largest_owned + shard) : 0;
+  const int64_t transient = flat + in.reduce_bucket_bytes + norm + scratch;
+  if (in.stage <= 1) return es * in.parameters + transient;
+  return es * (in.tied + in.largest_untied) + transient;
+}
+
+// Host buffers of streamed tiers: the update's buffer sets (master, each state, the gradient
+// and, for streamed 16-bit parameters, a parameter tile: fp32-sized each), the sets a reduced
+// gradient reaches its file through, and at stage 3 the parameter shards read ahead of their
+// gathers.
+int64_t staging_bytes(const FitInputs& in) {
+  const int64_t tile = round_up(tile_elements(in) * 4, in.alignment);
+  int64_t bytes = 0;
+  if (in.states.optimizer_in_files > 0) {
+    const int64_t arrays = 1 + in.optimizer_states + (in.states.grads_in_files ? 2 : 0) +
+                           (in.params_streamed && in.element_size != 4 ? 1 : 0);
+    bytes += in.pipeline_sets * arrays * tile;
+  }
+  if (in.params_streamed) {
+    bytes += in.fetch_units *
+             round_up(shard_of(in, in.largest_unit) * in.element_size, in.alignment);
+  }
+  return bytes;
+}
+
+// What each file tier's folder gets from one rank: its arrays, each rounded up to the tier's
+// block (one array per state per group: at most one group per tensor).
+std::vector<DiskNeed> disk_needs(const FitInputs& in, const StateBytes& b, const Config& config) {
+  std::vector<DiskNeed> out;
+  auto add = [&](const char* role, const std::string& what, int64_t bytes, int64_t arrays) {
+    if (bytes <= 0) return;
+    const std::string& id = config.section("plugins").get_string(role);
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const DiskNeed& d) { return d.plugin == id; });
+    if (it == out.end()) {
+      const Options& o = config.plugin_options(id);
+      out.push_back({id, o.get_string("path"), o.where("path").str(), "", 0});
+      it = out.end() - 1;
+    }
+    it->roles += (it->roles.empty() ? "" : " + ") + what;
+    it->per_rank += bytes + arrays * in.tensors * in.alignment;
+  };
+  const int64_t optimizer_arrays = 1 + in.optimizer_states + (in.states.grads_in_files ? 1 : 0);
+  add("offload_optimizer",
+      in.states.grads_in_files ? "master, optimizer states, gradient shards"
+                               : "master and optimizer states",
+      b.optimizer_files, optimizer_arrays);
+  add("offload_param", "parameter shards", b.param_files, 1);
+  return out;
+}
+
+}  // namespace
+
+FitEstimate estimate_fit(const FitInputs& in, const Config& config) {
+  FitEstimate e;
+  e.inputs = in;
+  e.state_bytes = rank_state_bytes(in.states);
+  HostNeed& h = e.host;
+  h.process = kProcessBaselineBytes;
+  h.model_states = e.state_bytes.host();
+  h.construction = construction_bytes(in);
+  if (in.stage == 3) h.params_gathered = in.element_size * (in.largest_window + in.persistent);
+  h.grads = gradient_bytes(in);
+  h.activations = in.activation_bytes;
+  h.staging = staging_bytes(in);
+  h.tier_pools = in.tier_pool_bytes;
+  h.checkpoint = in.checkpoint_bytes;
+  h.allocator = h.working_set() * kAllocatorSlackPercent / 100;
+  e.tile_elements = tile_elements(in);
+  e.disks = disk_needs(in, e.state_bytes, config);
+  return e;
+}
+
+}  // namespace zt::trainer
