@@ -2,6 +2,9 @@
 // tables validated against the plugin's own options, and combinations.
 #include <doctest/doctest.h>
 
+#include <map>
+#include <set>
+
 #include "../test_util.h"
 #include "zt/config.h"
 #include "zt/error.h"
@@ -109,6 +112,51 @@ TEST_CASE("combinations that cannot work are refused") {
   CHECK(contains(e, "job.toml:4:11: precision.compute = \"fp16\" needs launch.device = \"cuda\""));
   e = error_of(std::string(kSmoke) + "[data]\nkind = \"text\"\n");
   CHECK(contains(e, "data.kind = \"text\" needs data.path"));
+}
+
+TEST_CASE(
+    "every rule across keys is tested alone: a config breaking only it gets only its message") {
+  struct Broken {
+    std::string toml;
+    std::string says;
+  };
+  const std::map<std::string, Broken> cases = {
+      {"offload_param needs stage 3",
+       {"[zero]\nstage = 2\n[plugins]\noffload_param = \"offload_cpu\"\n",
+        "job.toml:6:17: plugins.offload_param = \"offload_cpu\" needs zero.stage = 3"}},
+      {"offload_optimizer needs stage 1",
+       {"[plugins]\noffload_optimizer = \"offload_cpu\"\n",
+        "job.toml:4:21: plugins.offload_optimizer needs zero.stage >= 1"}},
+      {"model.kind plugin and plugins.model go together",
+       {"[model]\nkind = \"plugin\"\n",
+        "job.toml:4:8: model.kind = \"plugin\" needs plugins.model"}},
+      {"a torchscript model needs model.path",
+       {"[model]\nkind = \"torchscript\"\n", "model.kind = \"torchscript\" needs model.path"}},
+      {"shard groups need stage 1",
+       {"[zero]\nshard_group_size = 2\n", "zero.shard_group_size = 2 needs zero.stage >= 1"}},
+      {"mics_shard_size and shard_group_size agree",
+       {"[zero]\nstage = 1\nmics_shard_size = 2\nshard_group_size = 4\n",
+        "contradicts zero.mics_shard_size = 2"}},
+      {"training needs an optimizer, and a shard strategy from stage 1",
+       {"[zero]\nstage = 1\n[plugins]\nshard = \"shard_tensor\"\n",
+        "run.task = \"train\" needs plugins.optimizer"}},
+      {"fp16 needs cuda",
+       {"[precision]\ncompute = \"fp16\"\n", "precision.compute = \"fp16\" needs launch.device"}},
+      {"file data needs data.path",
+       {"[data]\nkind = \"tokens\"\n", "data.kind = \"tokens\" needs data.path"}}};
+  std::set<std::string> names;
+  for (const zt::ConfigRule& rule : zt::config_rules()) {
+    names.insert(rule.name);
+    CAPTURE(rule.name);
+    REQUIRE(cases.count(rule.name) == 1);  // a new rule gets its case here
+    const Broken& b = cases.at(rule.name);
+    // The training rule needs the train task; every other case runs the smoke task.
+    const std::string task = rule.name.rfind("training", 0) == 0 ? "train" : "smoke";
+    const std::string e = error_of("[run]\ntask = \"" + task + "\"\n" + b.toml);
+    CHECK(contains(e, b.says));
+    CHECK(e.find('\n') == std::string::npos);  // that message alone
+  }
+  CHECK(names.size() == cases.size());
 }
 
 TEST_CASE("the printed config reads back as the same configuration") {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,7 @@ enum ZtPluginKind : uint32_t;
 
 namespace zt {
 
+class Config;
 class PluginCatalog;
 
 struct SectionSpec {
@@ -32,6 +34,16 @@ struct SectionSpec {
 
 // The core sections, in the order they are printed. Never throws; any thread.
 ZT_API const std::vector<SectionSpec>& config_schema();
+
+// A rule across keys (offload_param needs stage 3, ...), checked once every section validated:
+// it appends one message per break to `broken`, each naming the keys with file:line:column and
+// the way out. Pure; never throws.
+struct ConfigRule {
+  std::string name;  // what it requires, for tests and readers
+  std::function<void(const Config&, std::vector<std::string>& broken)> check;
+};
+// Every rule load_file()/load_string() checks, in order. Never throws; any thread.
+ZT_API const std::vector<ConfigRule>& config_rules();
 
 // The [plugins] keys that select a plugin, with the kind each needs: {"comm", ZT_KIND_COMM}, ...
 struct PluginRole {

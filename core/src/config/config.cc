@@ -228,82 +228,9 @@ std::vector<std::string> section_names() {
 }
 
 void check_combinations(const Config& config, Problems& problems) {
-  const Options& zero = config.section("zero");
-  const Options& plugins = config.section("plugins");
-  const Options& run = config.section("run");
-  int64_t stage = zero.get_int("stage");
-  auto at = [](const Options& o, const std::string& k) { return o.where(k).str(); };
-  if (!plugins.get_string("offload_param").empty() && stage != 3) {
-    problems.add(at(plugins, "offload_param") + ": plugins.offload_param = \"" +
-                 plugins.get_string("offload_param") + "\" needs zero.stage = 3 (stage is " +
-                 std::to_string(stage) + " at " + at(zero, "stage") +
-                 "); parameters are only sharded, so only offloadable, in stage 3");
-  }
-  const Options& model = config.section("model");
-  const bool plugin_model = model.get_string("kind") == "plugin";
-  if (plugin_model != !plugins.get_string("model").empty()) {
-    problems.add(plugin_model
-                     ? at(model, "kind") +
-                           ": model.kind = \"plugin\" needs plugins.model = \"<id>\", the model "
-                           "plugin to train; `trainer plugins list` shows the installed ones"
-                     : at(plugins, "model") + ": plugins.model = \"" + plugins.get_string("model") +
-                           "\" needs model.kind = \"plugin\" (it is \"" + model.get_string("kind") +
-                           "\" at " + at(model, "kind") +
-                           "); set both, or remove plugins.model to train the built-in model");
-  }
-  if (model.get_string("kind") == "torchscript" && model.get_string("path").empty()) {
-    problems.add(at(model, "kind") + ": model.kind = \"torchscript\" needs model.path, the file "
-                                     "torch.jit.script(module).save(path) wrote");
-  }
-  for (const char* key : {"mics_shard_size", "shard_group_size"}) {
-    if (zero.get_int(key) >= 0 && stage < 1) {
-      problems.add(at(zero, key) + ": zero." + key + " = " + std::to_string(zero.get_int(key)) +
-                   " needs zero.stage >= 1 (stage is 0 at " + at(zero, "stage") +
-                   "); stage 0 shards nothing, so there is no group to shard over");
-    }
-  }
-  if (zero.is_set("mics_shard_size") && zero.is_set("shard_group_size") &&
-      zero.get_int("mics_shard_size") != zero.get_int("shard_group_size")) {
-    problems.add(
-        at(zero, "shard_group_size") +
-        ": zero.shard_group_size = " + std::to_string(zero.get_int("shard_group_size")) +
-        " contradicts zero.mics_shard_size = " + std::to_string(zero.get_int("mics_shard_size")) +
-        " at " + at(zero, "mics_shard_size") + "; they name one setting, keep one of them");
-  }
-  if (!plugins.get_string("offload_optimizer").empty() && stage < 1) {
-    problems.add(at(plugins, "offload_optimizer") +
-                 ": plugins.offload_optimizer needs zero.stage "
-                 ">= 1 (stage is 0 at " +
-                 at(zero, "stage") + ")");
-  }
-  if (run.get_string("task") == "train") {
-    if (plugins.get_string("optimizer").empty()) {
-      problems.add(at(plugins, "optimizer") + ": run.task = \"train\" needs plugins.optimizer "
-                                              "(e.g. \"optim_hybrid_adam\")");
-    }
-    if (stage >= 1 && plugins.get_string("shard").empty()) {
-      problems.add(at(plugins, "shard") + ": zero.stage = " + std::to_string(stage) +
-                   " needs plugins.shard (\"shard_tensor\" or \"shard_bucket\")");
-    }
-  }
-  const Options& precision = config.section("precision");
-  if (precision.get_string("compute") == "fp16" &&
-      config.section("launch").get_string("device") == "cpu") {
-    problems.add(at(precision, "compute") +
-                 ": precision.compute = \"fp16\" needs launch.device = "
-                 "\"cuda\": LibTorch has no fp16 matrix kernels on the CPU; use \"bf16\" there");
-  }
-  const Options& data = config.section("data");
-  if (data.get_string("kind") != "synthetic" && data.get_string("path").empty()) {
-    problems.add(at(data, "kind") + ": data.kind = \"" + data.get_string("kind") +
-                 "\" needs data.path");
-  }
-  if (model.get_int("n_head") > 0 && model.get_int("d_model") > 0 &&
-      model.get_int("d_model") % model.get_int("n_head") != 0) {
-    problems.add(at(model, "d_model") +
-                 ": model.d_model = " + std::to_string(model.get_int("d_model")) +
-                 " must divide by model.n_head = " + std::to_string(model.get_int("n_head")));
-  }
+  std::vector<std::string> broken;
+  for (const ConfigRule& rule : config_rules()) rule.check(config, broken);
+  for (const std::string& message : broken) problems.add(message);
 }
 
 std::string read_config_file(const std::string& path) {

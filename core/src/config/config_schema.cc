@@ -1,5 +1,6 @@
 // The schema of every core config section: user-facing names follow DeepSpeed / FSDP where a
-// concept exists there (stage, reduce_bucket_mb, prefetch, param_persistence_threshold, ...).
+// concept exists there (stage, reduce_bucket_mb, prefetch, param_persistence_threshold, ...); and
+// the rules across keys, one named function each.
 #include <limits>
 
 #include "zt/config.h"
@@ -242,7 +243,126 @@ SectionSpec ab_section() {
                   "<run.out_dir>/ab-switch); removed at the end")}};
 }
 
+// The rules across keys (config_rules()), one function each.
+using Broken = std::vector<std::string>;
+
+std::string at(const Options& o, const std::string& key) { return o.where(key).str(); }
+
+void offload_param_needs_stage_3(const Config& config, Broken& broken) {
+  const Options& zero = config.section("zero");
+  const Options& plugins = config.section("plugins");
+  const int64_t stage = zero.get_int("stage");
+  if (plugins.get_string("offload_param").empty() || stage == 3) return;
+  broken.push_back(at(plugins, "offload_param") + ": plugins.offload_param = \"" +
+                   plugins.get_string("offload_param") + "\" needs zero.stage = 3 (stage is " +
+                   std::to_string(stage) + " at " + at(zero, "stage") +
+                   "); parameters are only sharded, so only offloadable, in stage 3");
+}
+
+void offload_optimizer_needs_stage_1(const Config& config, Broken& broken) {
+  const Options& zero = config.section("zero");
+  const Options& plugins = config.section("plugins");
+  if (plugins.get_string("offload_optimizer").empty() || zero.get_int("stage") >= 1) return;
+  broken.push_back(at(plugins, "offload_optimizer") +
+                   ": plugins.offload_optimizer needs zero.stage >= 1 (stage is 0 at " +
+                   at(zero, "stage") + ")");
+}
+
+void model_plugin_both_ways(const Config& config, Broken& broken) {
+  const Options& model = config.section("model");
+  const Options& plugins = config.section("plugins");
+  const bool plugin_model = model.get_string("kind") == "plugin";
+  if (plugin_model == !plugins.get_string("model").empty()) return;
+  broken.push_back(
+      plugin_model ? at(model, "kind") +
+                         ": model.kind = \"plugin\" needs plugins.model = \"<id>\", the model "
+                         "plugin to train; `trainer plugins list` shows the installed ones"
+                   : at(plugins, "model") + ": plugins.model = \"" + plugins.get_string("model") +
+                         "\" needs model.kind = \"plugin\" (it is \"" + model.get_string("kind") +
+                         "\" at " + at(model, "kind") +
+                         "); set both, or remove plugins.model to train the built-in model");
+}
+
+void torchscript_needs_path(const Config& config, Broken& broken) {
+  const Options& model = config.section("model");
+  if (model.get_string("kind") != "torchscript" || !model.get_string("path").empty()) return;
+  broken.push_back(at(model, "kind") + ": model.kind = \"torchscript\" needs model.path, the file "
+                                       "torch.jit.script(module).save(path) wrote");
+}
+
+void shard_groups_need_stage_1(const Config& config, Broken& broken) {
+  const Options& zero = config.section("zero");
+  for (const char* key : {"mics_shard_size", "shard_group_size"}) {
+    if (zero.get_int(key) < 0 || zero.get_int("stage") >= 1) continue;
+    broken.push_back(at(zero, key) + ": zero." + key + " = " + std::to_string(zero.get_int(key)) +
+                     " needs zero.stage >= 1 (stage is 0 at " + at(zero, "stage") +
+                     "); stage 0 shards nothing, so there is no group to shard over");
+  }
+}
+
+void shard_group_names_agree(const Config& config, Broken& broken) {
+  const Options& zero = config.section("zero");
+  if (!zero.is_set("mics_shard_size") || !zero.is_set("shard_group_size") ||
+      zero.get_int("mics_shard_size") == zero.get_int("shard_group_size")) {
+    return;
+  }
+  broken.push_back(
+      at(zero, "shard_group_size") +
+      ": zero.shard_group_size = " + std::to_string(zero.get_int("shard_group_size")) +
+      " contradicts zero.mics_shard_size = " + std::to_string(zero.get_int("mics_shard_size")) +
+      " at " + at(zero, "mics_shard_size") + "; they name one setting, keep one of them");
+}
+
+void training_needs_its_plugins(const Config& config, Broken& broken) {
+  const Options& plugins = config.section("plugins");
+  const int64_t stage = config.section("zero").get_int("stage");
+  if (config.section("run").get_string("task") != "train") return;
+  if (plugins.get_string("optimizer").empty()) {
+    broken.push_back(at(plugins, "optimizer") +
+                     ": run.task = \"train\" needs plugins.optimizer (e.g. \"optim_hybrid_adam\")");
+  }
+  if (stage >= 1 && plugins.get_string("shard").empty()) {
+    broken.push_back(at(plugins, "shard") + ": zero.stage = " + std::to_string(stage) +
+                     " needs plugins.shard (\"shard_tensor\" or \"shard_bucket\")");
+  }
+}
+
+void fp16_needs_cuda(const Config& config, Broken& broken) {
+  const Options& precision = config.section("precision");
+  if (precision.get_string("compute") != "fp16" ||
+      config.section("launch").get_string("device") != "cpu") {
+    return;
+  }
+  broken.push_back(at(precision, "compute") +
+                   ": precision.compute = \"fp16\" needs launch.device = \"cuda\": LibTorch has "
+                   "no fp16 matrix kernels on the CPU; use \"bf16\" there");
+}
+
+void file_data_needs_path(const Config& config, Broken& broken) {
+  const Options& data = config.section("data");
+  if (data.get_string("kind") == "synthetic" || !data.get_string("path").empty()) return;
+  broken.push_back(at(data, "kind") + ": data.kind = \"" + data.get_string("kind") +
+                   "\" needs data.path");
+}
+
 }  // namespace
+
+const std::vector<ConfigRule>& config_rules() {
+  // (model.d_model must divide by model.n_head too, but presets decide both: the trainer checks
+  // it once they are resolved.)
+  static const std::vector<ConfigRule> rules = {
+      {"offload_param needs stage 3", offload_param_needs_stage_3},
+      {"offload_optimizer needs stage 1", offload_optimizer_needs_stage_1},
+      {"model.kind plugin and plugins.model go together", model_plugin_both_ways},
+      {"a torchscript model needs model.path", torchscript_needs_path},
+      {"shard groups need stage 1", shard_groups_need_stage_1},
+      {"mics_shard_size and shard_group_size agree", shard_group_names_agree},
+      {"training needs an optimizer, and a shard strategy from stage 1",
+       training_needs_its_plugins},
+      {"fp16 needs cuda", fp16_needs_cuda},
+      {"file data needs data.path", file_data_needs_path}};
+  return rules;
+}
 
 const std::vector<SectionSpec>& config_schema() {
   static const std::vector<SectionSpec> schema = {
