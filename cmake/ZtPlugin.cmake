@@ -31,5 +31,7 @@ function(zt_add_plugin id)
   endif()
   if(NOT ARG_NO_INSTALL AND DEFINED ZT_INSTALL_PLUGIN_DIR)
     install(TARGETS ${target} LIBRARY DESTINATION ${ZT_INSTALL_PLUGIN_DIR})
+    # zt's own build: the plugins a job may load (its zt_job target builds them all).
+    set_property(GLOBAL APPEND PROPERTY ZT_INSTALLED_PLUGINS ${target})
   endif()
 endfunction()

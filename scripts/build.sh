@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures (once) and builds zt in build/ with Ninja, 2 jobs (this project's machines have 2
-# cores). Extra arguments are passed to the first configure, e.g. -DZT_BUILD_BENCH=OFF.
+# cores): everything, or ZT_TARGET (scripts/run.sh: zt_job, what a job needs). Extra arguments are
+# passed to the first configure, e.g. -DZT_BUILD_BENCH=OFF.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${ZT_BUILD_DIR:-build}
@@ -9,4 +10,4 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${ZT_BUILD_TYPE:-RelWithDebInfo} "$@"
 fi
-cmake --build "$build_dir" -j "${ZT_JOBS:-2}"
+cmake --build "$build_dir" -j "${ZT_JOBS:-2}" --target "${ZT_TARGET:-all}"
