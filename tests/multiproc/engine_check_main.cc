@@ -53,6 +53,7 @@
 #include "checkpoint/checkpoint_saver.h"  // core-internal: a save filled by hand (--refuse_partial)
 #include "oracle_tolerance.h"
 #include "rank_check.h"
+#include "settings/trainer_config.h"
 #include "setup/engine_setup.h"
 #include "zt/checkpoint.h"
 #include "zt/config.h"
@@ -234,7 +235,7 @@ zt::Config check_config(Args& a, const std::string& nvme_dir) {
     const bool no_tier = std::string(key).rfind("plugins.offload_", 0) == 0 && value == "none";
     overrides.push_back(std::string(key) + "=" + (no_tier ? "\"\"" : value));
   }
-  return zt::Config::load_string(toml, "zt_engine_check", overrides);
+  return zt::trainer::load_config_string(toml, "zt_engine_check", overrides);
 }
 
 // LibTorch's own AdamW on the whole global batch of every micro step, in this one process.

@@ -31,6 +31,7 @@
 #include "models/model.h"
 #include "oracle_tolerance.h"
 #include "rank_check.h"
+#include "settings/trainer_config.h"
 #include "setup/engine_setup.h"
 #include "zt/config.h"
 #include "zt/engine.h"
@@ -81,7 +82,7 @@ zt::Config check_config(Args& a, const std::string& out_dir) {
     const bool no_tier = std::string(key).rfind("plugins.offload_", 0) == 0 && value == "none";
     overrides.push_back(std::string(key) + "=" + (no_tier ? "\"\"" : value));
   }
-  return zt::Config::load_string(toml, "zt_gathered_check", overrides);
+  return zt::trainer::load_config_string(toml, "zt_gathered_check", overrides);
 }
 
 // Samples [first, first + count) of one seeded token stream: inputs and next-token targets.

@@ -23,6 +23,8 @@
 #include "../test_util.h"
 #include "data/data_source.h"
 #include "models/model.h"
+#include "settings/job_settings.h"
+#include "settings/trainer_config.h"
 #include "zt/config.h"
 #include "zt/safetensors.h"
 
@@ -105,9 +107,10 @@ std::string script_lines(const ScriptModel& m) {
 
 // The global batch of every step, as zt's data source gives it, in a safetensors file.
 void write_batches(const std::string& toml, const std::string& path) {
-  const zt::Config config = zt::Config::load_string(toml, "batches.toml");
+  const zt::Config config = zt::trainer::load_config_string(toml, "batches.toml");
   const zt::models::ModelShape shape = zt::models::resolve_model_shape(config);
-  const auto data = zt::data::make_data(config, zt::models::model_inputs(shape), shape.kind);
+  const auto data = zt::data::make_data(zt::trainer::JobSettings::of(config).data,
+                                        zt::models::model_inputs(shape), shape.kind);
   std::vector<at::Tensor> tensors;
   zt::SafetensorsWriter writer;
   for (int s = 0; s < kSteps; ++s) {
@@ -238,7 +241,7 @@ TEST_CASE("torchscript: units follow the module, tied weights are found, buffers
   ZT_SKIP_WITHOUT_TORCH();
   auto shape_of = [](const std::string& lines) {
     return zt::models::resolve_model_shape(
-        zt::Config::load_string(job_toml(lines, "unused", 1, 0), "t.toml"));
+        zt::trainer::load_config_string(job_toml(lines, "unused", 1, 0), "t.toml"));
   };
   const zt::models::ModelShape gpt = shape_of(script_lines(kGpt));
   REQUIRE(gpt.custom);
@@ -337,10 +340,10 @@ TEST_CASE("model plugin: model_resmlp is listed and trains at stage 3 on 2 ranks
   };
 
   // The reference: the plugin's units built whole in this process, LibTorch's AdamW.
-  const zt::Config config = zt::Config::load_string(toml_for("unused", 1, 0), "ref.toml");
+  const zt::Config config = zt::trainer::load_config_string(toml_for("unused", 1, 0), "ref.toml");
   auto model = zt::models::make_model(config);
-  const auto data = zt::data::make_data(config, zt::models::model_inputs(model->shape),
-                                        model->shape.kind);
+  const auto data = zt::data::make_data(zt::trainer::JobSettings::of(config).data,
+                                        zt::models::model_inputs(model->shape), model->shape.kind);
   std::vector<at::Tensor> params;
   for (auto& [name, t] : zt::models::unique_parameters(*model)) params.push_back(t);
   torch::optim::AdamW adamw(

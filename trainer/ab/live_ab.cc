@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "ab/ab_stats.h"
+#include "settings/trainer_config.h"
 #include "zt/error.h"
 #include "zt/plugin_loader.h"
 
@@ -25,75 +26,90 @@ void load_plugins(const Config& config) {
   }
 }
 
-}  // namespace
-
-LiveAb live_ab_from_config(const Config& config) {
-  const Options& ab = config.section("ab");
-  const std::vector<std::string>& texts = ab.get_string_list("arms");
-  LiveAb live;
-  if (texts.empty()) return live;
-  if (texts.size() == 1) {
-    throw ConfigError(ab.where("arms").str() +
+// One arm has nothing to alternate with; more than two are not compared here.
+void check_arm_count(const AbSettings& ab) {
+  if (ab.arms.size() == 1) {
+    throw ConfigError(ab.arms_where +
                       ": ab.arms has one arm, nothing to alternate with; give two or more "
                       "(e.g. arms = [\"plugins.shard=shard_tensor\", "
                       "\"plugins.shard=shard_bucket\"]) or remove it");
   }
-  if (texts.size() > 2) {
-    throw ConfigError(ab.where("arms").str() + ": ab.arms has " + std::to_string(texts.size()) +
+  if (ab.arms.size() > 2) {
+    throw ConfigError(ab.arms_where + ": ab.arms has " + std::to_string(ab.arms.size()) +
                       " arms; a live A/B compares two (run one job per pair)");
   }
-  live.switch_every = ab.get_int("switch_every");
-  live.switch_dir = ab.get_string("switch_dir");
-  const std::string out_dir = config.section("run").get_string("out_dir");
-  if (live.switch_dir.empty()) live.switch_dir = out_dir + "/ab-switch";
-  // The folder is pruned while the job runs and removed at its end: never one of the job's own.
-  std::string checkpoints = config.section("checkpoint").get_string("dir");
-  if (checkpoints.empty()) checkpoints = out_dir + "/checkpoints";
-  for (const std::string& own : {out_dir, checkpoints}) {
-    if (std::filesystem::path(live.switch_dir).lexically_normal() ==
+}
+
+// The switch folder is pruned while the job runs and removed at its end: never one of the job's
+// own folders.
+void check_switch_dir(const JobSettings& settings) {
+  const AbSettings& ab = settings.ab;
+  for (const std::string& own : {settings.run.out_dir, settings.checkpoint.dir}) {
+    if (std::filesystem::path(ab.switch_dir).lexically_normal() ==
         std::filesystem::path(own).lexically_normal()) {
-      throw ConfigError(ab.where("switch_dir").str() + ": ab.switch_dir = '" + live.switch_dir +
+      throw ConfigError(ab.switch_dir_where + ": ab.switch_dir = '" + ab.switch_dir +
                         "' is the job's own folder " + own +
                         ", which a switch would prune and the job's end remove; give a folder "
                         "of its own (or '' for <run.out_dir>/ab-switch)");
     }
   }
+}
+
+// Each arm parsed, its config built from the job's with its overrides, its plugins loaded.
+void load_arms(const Config& config, const AbSettings& ab, LiveAb& live) {
   const std::string toml = config.to_toml();
-  for (size_t i = 0; i < texts.size(); ++i) {
+  for (size_t i = 0; i < ab.arms.size(); ++i) {
     const std::string name(1, static_cast<char>('A' + i));
     live.arms.push_back(
-        parse_arm(name, texts[i], ab.where("arms").str() + ": ab.arms[" + std::to_string(i) + "]"));
+        parse_arm(name, ab.arms[i], ab.arms_where + ": ab.arms[" + std::to_string(i) + "]"));
     try {
-      live.configs.push_back(
-          Config::load_string(toml, config.source(), live.arms.back().overrides));
+      live.configs.push_back(load_config_string(toml, config.source(), live.arms.back().overrides));
       load_plugins(live.configs.back());
     } catch (const Error& e) {
       // Said from the arm's point of view: its overrides read as --set.
-      throw Error(e.kind(), ab.where("arms").str() + ": live A/B arm " + name + " (ab.arms[" +
+      throw Error(e.kind(), ab.arms_where + ": live A/B arm " + name + " (ab.arms[" +
                                 std::to_string(i) + "]): " + e.what());
     }
   }
+}
+
+// Arms may differ only in where bytes live and how they travel: not in the communicator or the
+// ranks (they stay for the whole job), and not in what changes the math (one loss curve).
+void check_arms_keep_the_math(const AbSettings& ab, const LiveAb& live) {
   std::vector<std::string> optimizers;
   for (const Config& c : live.configs)
     optimizers.push_back(c.section("plugins").get_string("optimizer"));
+  const std::string comm = live.configs[0].section("plugins").get_string("comm");
   for (size_t i = 1; i < live.arms.size(); ++i) {
     for (const std::string& key : differing_keys(live.arms[0], live.arms[i])) {
-      // The communicator and the ranks stay for the whole job: an arm cannot change them.
-      const std::string comm = live.configs[0].section("plugins").get_string("comm");
       if (key == "plugins.comm" || key.rfind("plugin." + comm + ".", 0) == 0 ||
           key.rfind("launch.", 0) == 0) {
-        throw ConfigError(ab.where("arms").str() + ": arm " + live.arms[i].name + " sets " + key +
+        throw ConfigError(ab.arms_where + ": arm " + live.arms[i].name + " sets " + key +
                           ", but a live A/B keeps the job's communicator and ranks; compare it "
                           "with trainer ab, which runs each arm as its own job");
       }
       if (!changes_math(key, optimizers)) continue;
-      throw ConfigError(ab.where("arms").str() + ": arm " + live.arms[i].name + " sets " + key +
+      throw ConfigError(ab.arms_where + ": arm " + live.arms[i].name + " sets " + key +
                         " differently from arm A, which changes the math: a live A/B keeps one "
                         "loss curve, so its arms may differ only in where bytes live and how they "
                         "travel (shard plugin, stage, buckets, prefetch, offload); compare other "
                         "settings with trainer ab --allow-different-math");
     }
   }
+}
+
+}  // namespace
+
+LiveAb live_ab_from_config(const Config& config, const JobSettings& settings) {
+  const AbSettings& ab = settings.ab;
+  LiveAb live;
+  if (ab.arms.empty()) return live;
+  check_arm_count(ab);
+  check_switch_dir(settings);
+  live.switch_every = ab.switch_every;
+  live.switch_dir = ab.switch_dir;
+  load_arms(config, ab, live);
+  check_arms_keep_the_math(ab, live);
   return live;
 }
 

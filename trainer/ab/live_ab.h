@@ -16,6 +16,7 @@
 #include "ab/ab_arms.h"
 #include "ab/ab_report.h"
 #include "report/run_metrics.h"
+#include "settings/job_settings.h"
 #include "zt/config.h"
 
 namespace zt::trainer {
@@ -33,11 +34,12 @@ struct LiveAb {
   }
 };
 
-// Reads [ab]. With two or more arms, every arm's config is built and its plugins loaded (a
+// The live A/B of a job whose trainer settings (resolved from `config`) are `settings`. With
+// two or more arms, every arm's config is built and its plugins loaded (a
 // missing one is a PluginError now, before any rank starts), and arms that set a key that
 // changes the math are refused with a ConfigError naming the keys and the place. Fewer than two
 // arms: live A/B is off (one arm is a ConfigError: it has nothing to alternate with).
-LiveAb live_ab_from_config(const Config& config);
+LiveAb live_ab_from_config(const Config& config, const JobSettings& settings);
 
 // The A/B report of a live job from its metrics: each arm's steps in blocks as they ran, the
 // first `warmup` steps after each switch (and the job's first) left out of the timings. The

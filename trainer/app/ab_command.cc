@@ -13,6 +13,7 @@
 #include "ab/ab_report.h"
 #include "ab/live_ab.h"
 #include "app/deepspeed_config.h"
+#include "settings/job_settings.h"
 #include "zt/child_process.h"
 #include "zt/config.h"
 #include "zt/error.h"
@@ -174,7 +175,7 @@ int run_ab(const CliArgs& args, std::ostream& out) {
     return load_job_config(plan.config_path, overrides);
   };
   const Config ca = load(a.arm), cb = load(b.arm);
-  plan.steps = args.ab.steps > 0 ? args.ab.steps : ca.section("run").get_int("steps");
+  plan.steps = args.ab.steps > 0 ? args.ab.steps : JobSettings::of(ca).run.steps;
   if (plan.steps <= args.ab.warmup) {
     throw ConfigError("--steps " + std::to_string(plan.steps) + " leaves nothing after --warmup " +
                       std::to_string(args.ab.warmup) + "; train more steps than the warm-up");

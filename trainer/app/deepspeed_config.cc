@@ -1,4 +1,5 @@
 #include "app/deepspeed_config.h"
+#include "settings/trainer_config.h"
 
 #include <cctype>
 #include <cmath>
@@ -618,7 +619,7 @@ int job_world(const std::string& path, const std::vector<std::string>& overrides
 Config load_job_config(const std::string& path, const std::vector<std::string>& overrides) {
   const auto ds = Config::peek_file(path, overrides, "run", "deepspeed");
   if (!ds || !std::holds_alternative<std::string>(*ds) || std::get<std::string>(*ds).empty()) {
-    return Config::load_file(path, overrides);
+    return load_config_file(path, overrides);
   }
   const auto lenient = Config::peek_file(path, overrides, "run", "deepspeed_lenient");
   const bool is_lenient = lenient && std::holds_alternative<bool>(*lenient) &&
@@ -631,7 +632,7 @@ Config load_job_config(const std::string& path, const std::vector<std::string>& 
   if (speaks) {
     for (const auto& w : s.warnings) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
   }
-  return Config::load_file(path, overrides, s.settings);
+  return load_config_file(path, overrides, s.settings);
 }
 
 }  // namespace zt::trainer

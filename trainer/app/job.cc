@@ -1,4 +1,5 @@
 #include "app/job.h"
+#include "settings/job_settings.h"
 
 #include <unistd.h>
 
@@ -56,7 +57,7 @@ void restart_with_blas_core(const std::vector<std::string>& argv) {
 // The last optimizer step rank 0 recorded in <run.out_dir>/metrics.jsonl (0 when none): how far
 // a failed attempt got.
 int64_t last_recorded_step(const Config& config) {
-  std::ifstream in(config.section("run").get_string("out_dir") + "/metrics.jsonl");
+  std::ifstream in(JobSettings::of(config).run.out_dir + "/metrics.jsonl");
   int64_t last = 0;
   const std::string key = "{\"step\":";
   for (std::string line; std::getline(in, line);) {
@@ -110,7 +111,7 @@ int launch_attempt(const Config& config, int nproc, const std::vector<std::strin
 // cannot get past it.
 int launch_ranks(const Config& config, int nproc, const std::vector<std::string>& argv) {
   const int64_t max_restarts = config.section("launch").get_int("max_restarts");
-  const std::string ckpt_dir = CheckpointSettings::from_config(config).dir;
+  const std::string ckpt_dir = JobSettings::of(config).checkpoint.dir;
   std::vector<std::string> args = argv;
   int64_t failed_at = -1;
   for (int64_t restart = 0;; ++restart) {
@@ -149,12 +150,12 @@ int launch_ranks(const Config& config, int nproc, const std::vector<std::string>
 
 int run_job(const Config& config, const CliArgs& args, const std::vector<std::string>& argv) {
   const Options& launch = config.section("launch");
-  const Options& run = config.section("run");
+  const RunSettings run = JobSettings::of(config).run;
   RankEnv env = discover_rank_env();
   int nproc = static_cast<int>(launch.get_int("nproc"));
   if (!env.found && nproc == 1) restart_with_blas_core(argv);
   // Checked once, before any rank starts or allocates anything.
-  if (run.get_string("task") == "train" && !env.found) check_job_fits(config, nproc);
+  if (run.task == "train" && !env.found) check_job_fits(config, nproc);
   if (!env.found && nproc > 1) return launch_ranks(config, nproc, argv);
   // A single process is its own job (offload files are named after it).
   if (!env.found && !std::getenv("ZT_JOB_ID"))
@@ -175,8 +176,8 @@ int run_job(const Config& config, const CliArgs& args, const std::vector<std::st
   }
   std::unique_ptr<Store> store = rendezvous(addr, port, env.rank, env.world, timeout);
   (void)args;
-  const int code = run.get_string("task") == "smoke" ? run_smoke(config, *store, env, timeout)
-                                                     : run_train(config, *store, env, timeout);
+  const int code = run.task == "smoke" ? run_smoke(config, *store, env, timeout)
+                                       : run_train(config, *store, env, timeout);
   depart(*store, env.rank, env.world, timeout);
   return code;
 }

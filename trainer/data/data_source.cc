@@ -291,32 +291,24 @@ void DataSource::check_request(int64_t first, int64_t count) const {
   }
 }
 
-std::unique_ptr<DataSource> make_data(const Config& config, const ModelInputs& inputs,
+std::unique_ptr<DataSource> make_data(const trainer::DataSettings& data, const ModelInputs& inputs,
                                       const std::string& model_kind) {
-  const Options& data = config.section("data");
-  const std::string& kind = data.get_string("kind");
-  const uint64_t seed = static_cast<uint64_t>(config.section("run").get_int("seed"));
-  const int64_t micro_batch = data.get_int("micro_batch");
-  const int64_t grad_accum = data.get_int("grad_accum");
-
   if (!inputs.tokens) {
-    if (kind != "synthetic") {
-      throw ConfigError(data.where("kind").str() + ": data.kind = \"" + kind +
+    if (data.kind != "synthetic") {
+      throw ConfigError(data.kind_where + ": data.kind = \"" + data.kind +
                         "\" gives token ids, which model.kind = \"" + model_kind +
                         "\" cannot take (it takes vectors); use data.kind = \"synthetic\"");
     }
-    return std::make_unique<SyntheticVectors>(seed, micro_batch, grad_accum, inputs.input_shape,
-                                              inputs.target_shape);
+    return std::make_unique<SyntheticVectors>(data.seed, data.micro_batch, data.grad_accum,
+                                              inputs.input_shape, inputs.target_shape);
   }
-  if (kind == "synthetic") {
-    return std::make_unique<SyntheticTokens>(seed, micro_batch, grad_accum, inputs.seq_len,
-                                             inputs.vocab);
+  if (data.kind == "synthetic") {
+    return std::make_unique<SyntheticTokens>(data.seed, data.micro_batch, data.grad_accum,
+                                             inputs.seq_len, inputs.vocab);
   }
-  const std::string& path = data.get_string("path");
-  int element_size = 1;
-  if (kind == "tokens") element_size = data.get_string("token_dtype") == "uint32" ? 4 : 2;
-  return std::make_unique<FileTokens>(seed, micro_batch, grad_accum, inputs.seq_len, inputs.vocab,
-                                      kind, path, data.where("path").str(), element_size);
+  return std::make_unique<FileTokens>(data.seed, data.micro_batch, data.grad_accum, inputs.seq_len,
+                                      inputs.vocab, data.kind, data.path, data.path_where,
+                                      data.element_size);
 }
 
 }  // namespace zt::data

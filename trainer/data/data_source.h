@@ -19,7 +19,7 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "zt/config.h"
+#include "settings/job_settings.h"
 #include "zt/model_plugin.h"
 
 namespace zt::data {
@@ -68,12 +68,12 @@ class DataSource {
   int64_t grad_accum_;
 };
 
-// The source [data] asks for, shaped as `inputs` (the model's, zt/model_plugin.h) say; seed from
-// run.seed; `model_kind` (model.kind) names the model in messages. File sources open and check
-// their file here: IoError when it cannot be read, ConfigError when it does not fit the config (too
-// short, size not a whole number of tokens); a token id >= vocab raises ConfigError when the window
-// holding it is read. Every message names the file.
-std::unique_ptr<DataSource> make_data(const Config& config, const ModelInputs& inputs,
+// The source `data` (the job's [data], settings/job_settings.h) asks for, shaped as `inputs` (the
+// model's, zt/model_plugin.h) say; `model_kind` (model.kind) names the model in messages. File
+// sources open and check their file here: IoError when it cannot be read, ConfigError when it does
+// not fit the config (too short, size not a whole number of tokens); a token id >= vocab raises
+// ConfigError when the window holding it is read. Every message names the file.
+std::unique_ptr<DataSource> make_data(const trainer::DataSettings& data, const ModelInputs& inputs,
                                       const std::string& model_kind);
 
 }  // namespace zt::data

@@ -13,6 +13,7 @@
 #include "models/init_from.h"
 #include "models/torchscript.h"
 #include "models/units.h"
+#include "settings/job_settings.h"
 #include "zt/error.h"
 #include "zt/plugin_loader.h"
 
@@ -68,7 +69,7 @@ ModelShape resolve_model_shape(const Config& config) {
     const auto& plugin = static_cast<const ModelPlugin&>(
         *config.catalog().load_kind(id, ZT_KIND_MODEL, "plugins.model").factory);
     shape.custom = plugin.create(config.plugin_options(id),
-                                 static_cast<uint64_t>(config.section("run").get_int("seed")));
+                                 trainer::JobSettings::of(config).run.seed);
     if (!shape.custom) throw PluginError("model plugin '" + id + "' made no model (null)");
     return shape;
   }
@@ -90,7 +91,7 @@ ModelShape resolve_model_shape(const Config& config) {
   shape.d_model = pick("d_model", preset.d_model);
   shape.seq_len = pick("seq_len", preset.seq_len);
   // Byte-level text has exactly 256 symbols whatever the preset says, unless vocab is explicit.
-  bool byte_level = config.section("data").get_string("kind") == "text";
+  bool byte_level = trainer::JobSettings::of(config).data.kind == "text";
   shape.vocab = pick("vocab", byte_level ? 256 : preset.vocab);
 
   const std::pair<const char*, int64_t> sizes[] = {{"n_layer", shape.n_layer},
@@ -208,8 +209,7 @@ std::unique_ptr<Model> make_model(const ModelShape& shape, uint64_t seed) {
 }
 
 std::unique_ptr<Model> make_model(const Config& config) {
-  auto model = make_model(resolve_model_shape(config),
-                          static_cast<uint64_t>(config.section("run").get_int("seed")));
+  auto model = make_model(resolve_model_shape(config), trainer::JobSettings::of(config).run.seed);
   apply_init_from(*model, config);
   return model;
 }

@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "settings/job_settings.h"
 #include "zt/error.h"
 
 namespace zt::models {
@@ -130,8 +131,7 @@ class ScriptUnit final : public Unit {
 class TorchScriptModel final : public TrainableModel {
  public:
   TorchScriptModel(const Config& config, torch::jit::Module module)
-      : module_(std::move(module)),
-        seed_(static_cast<uint64_t>(config.section("run").get_int("seed"))) {
+      : module_(std::move(module)), seed_(trainer::JobSettings::of(config).run.seed) {
     const Options& model = config.section("model");
     path_ = model.get_string("path");
     what_ = "model.path = \"" + path_ + "\" (" + model.where("path").str() + ")";
@@ -484,7 +484,7 @@ class TorchScriptModel final : public TrainableModel {
       return;
     }
     inputs_.seq_len = model.get_int("seq_len");
-    const bool byte_level = config.section("data").get_string("kind") == "text";
+    const bool byte_level = trainer::JobSettings::of(config).data.kind == "text";
     inputs_.vocab = model.get_int("vocab") > 0 ? model.get_int("vocab") : (byte_level ? 256 : 0);
     if (inputs_.seq_len <= 0 || inputs_.vocab <= 0) {
       throw ConfigError(what_ + ": a TorchScript model on token ids needs model.seq_len and "

@@ -65,29 +65,6 @@ bool same_schedule(const Schedule& a, const Schedule& b) {
 
 }  // namespace
 
-CheckpointSettings CheckpointSettings::from_config(const Config& config) {
-  const Options& c = config.section("checkpoint");
-  CheckpointSettings s;
-  s.dir = c.get_string("dir");
-  if (s.dir.empty()) s.dir = config.section("run").get_string("out_dir") + "/checkpoints";
-  s.every_steps = c.get_int("every_steps");
-  s.keep_last = c.get_int("keep_last");
-  s.async = c.get_bool("async");
-  s.resume = c.get_string("resume");
-  s.timeout = std::chrono::milliseconds(std::llround(c.get_double("timeout_s") * 1000));
-  return s;
-}
-
-bool CheckpointSettings::due(int64_t step, int64_t total_steps) const {
-  return every_steps > 0 && (step % every_steps == 0 || step == total_steps);
-}
-
-std::string CheckpointSettings::describe() const {
-  return "every " + std::to_string(every_steps) + " steps to " + dir + " (" +
-         (async ? "async" : "sync") + ", keep " +
-         (keep_last > 0 ? "last " + std::to_string(keep_last) : std::string("all")) + ")";
-}
-
 std::string TrainerState::to_json() const {
   json j = {{"step", step},
             {"next_sample", next_sample},

@@ -1,7 +1,7 @@
-// The trainer's side of checkpoints (the format and the saving itself are zt/checkpoint.h): the
-// [checkpoint] settings, when a step saves, what the trainer adds to a checkpoint besides the
-// engine's state (its own state: step, data position, lr schedule, RNG; the resolved config; who
-// saved it), and which checkpoint a run resumes from.
+// The trainer's side of checkpoints (the format and the saving itself are zt/checkpoint.h; the
+// [checkpoint] settings are settings/job_settings.h's CheckpointSettings): when a step saves, what
+// the trainer adds to a checkpoint besides the engine's state (its own state: step, data position,
+// lr schedule, RNG; the resolved config; who saved it), and which checkpoint a run resumes from.
 // Thread safety: the training thread only.
 #pragma once
 
@@ -12,29 +12,13 @@
 #include <string>
 
 #include "run/schedule.h"
+#include "settings/job_settings.h"
 #include "zt/checkpoint.h"
 #include "zt/config.h"
 #include "zt/engine.h"
 #include "zt/store.h"
 
 namespace zt::trainer {
-
-// [checkpoint], resolved (dir '' = <run.out_dir>/checkpoints).
-struct CheckpointSettings {
-  std::string dir;
-  int64_t every_steps = 0;  // 0 = never save
-  int64_t keep_last = 2;
-  bool async = true;
-  std::string resume;  // '' | 'auto' | a path
-  std::chrono::milliseconds timeout{0};
-
-  static CheckpointSettings from_config(const Config& config);
-  // After optimizer step `step` (1-based) of a run of `total_steps`: every every_steps steps
-  // and after the last.
-  bool due(int64_t step, int64_t total_steps) const;
-  // "every N steps to DIR (async, keep last K)".
-  std::string describe() const;
-};
 
 // What the trainer needs, besides the engine's state, to continue a run exactly; saved as the
 // checkpoint's trainer_state (JSON).

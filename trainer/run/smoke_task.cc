@@ -1,4 +1,5 @@
 #include "run/smoke_task.h"
+#include "settings/job_settings.h"
 
 #include <ATen/ATen.h>
 
@@ -104,7 +105,7 @@ int run_smoke(const Config& config, Store& store, const RankEnv& env,
   check_collectives(*comm, 4099, at::kDouble);
 
   const std::string path = comm->describe();
-  const int reps = static_cast<int>(config.section("run").get_int("steps"));
+  const int reps = static_cast<int>(JobSettings::of(config).run.steps);
   const int64_t bytes = 16 << 20;
   auto timings = time_collectives(*comm, bytes, reps);
   CommStats stats = comm->stats();

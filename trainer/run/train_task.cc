@@ -33,21 +33,6 @@ namespace zt::trainer {
 
 namespace {
 
-void check_global_batch(const Config& config, int world) {
-  const Options& data = config.section("data");
-  const int64_t per_step = data.get_int("micro_batch") * data.get_int("grad_accum") * world;
-  if (data.get_int("global_batch") > 0 && data.get_int("global_batch") != per_step) {
-    throw ConfigError(data.where("global_batch").str() +
-                      ": data.global_batch = " + std::to_string(data.get_int("global_batch")) +
-                      " does not equal micro_batch (" +
-                      std::to_string(data.get_int("micro_batch")) + ") x grad_accum (" +
-                      std::to_string(data.get_int("grad_accum")) + ") x ranks (" +
-                      std::to_string(world) + ") = " + std::to_string(per_step) +
-                      "; pick micro_batch and grad_accum so the "
-                      "product divides out, or set global_batch = 0");
-  }
-}
-
 // Ranks of one host share its cores: LibTorch's default (all cores per process) oversubscribes
 // them, which made a 2-rank job several times slower here.
 void share_cores_between_local_ranks() {
@@ -61,6 +46,7 @@ void share_cores_between_local_ranks() {
 // engine (in `setup`), which owns the units the source built.
 struct TrainRun {
   const Config& config;
+  const JobSettings& settings;  // the config's trainer settings, resolved once
   const RankEnv& env;
   std::unique_ptr<models::Model> model;  // shape, loss and description; the engine has the units
   std::unique_ptr<ModelSource> source;
@@ -90,8 +76,7 @@ void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints
   std::printf("zt train: %s\n  %d rank(s), %s, ZeRO stage %d, %s, %s, compute %s\n  data: %s\n",
               run.model->describe().c_str(), run.env.world, s.comm->describe().c_str(),
               s.options.stage, s.shard_id.c_str(), s.optimizer_id.c_str(),
-              run.config.section("precision").get_string("compute").c_str(),
-              run.data->describe().c_str());
+              run.settings.run.compute.c_str(), run.data->describe().c_str());
   if (!s.tiers.describe().empty()) std::printf("  offload: %s\n", s.tiers.describe().c_str());
   if (checkpoints.every_steps > 0)
     std::printf("  checkpoints: %s\n", checkpoints.describe().c_str());
@@ -177,8 +162,8 @@ TrainerState trainer_state(const TrainRun& run, int64_t step) {
   state.step = step;
   state.next_sample = run.next_sample;
   state.samples_per_step = run.data->samples_per_step(run.env.world);
-  state.data_kind = run.config.section("data").get_string("kind");
-  state.data_path = run.config.section("data").get_string("path");
+  state.data_kind = run.settings.data.kind;
+  state.data_path = run.settings.data.path;
   state.data_seed = run.data->seed();
   state.schedule = run.schedule;
   state.next_lr = run.schedule.lr(step);
@@ -197,7 +182,7 @@ std::string saved_by(const TrainRun& run) {
   return "world " + std::to_string(run.env.world) + ", ZeRO stage " +
          std::to_string(s.options.stage) + ", " + s.shard_id + ", " + s.optimizer_id + ", " +
          (offload.empty() ? "no offload" : "offload " + offload) + ", compute " +
-         run.config.section("precision").get_string("compute");
+         run.settings.run.compute;
 }
 
 // Shows and records a save that completed (rank 0, which published it).
@@ -209,7 +194,7 @@ void report_save(const TrainRun& run, TrainReport& report, const std::optional<S
 
 void save_if_due(TrainRun& run, TrainReport& report, TrainCheckpoints& checkpoints,
                  const CheckpointSettings& settings, int64_t step) {
-  if (settings.due(step, run.config.section("run").get_int("steps"))) {
+  if (settings.due(step, run.settings.run.steps)) {
     const CheckpointMeta meta{trainer_state(run, step).to_json(), run.config.to_toml(),
                               saved_by(run)};
     report_save(run, report, checkpoints.save(*run.setup.engine, step, meta));
@@ -226,8 +211,8 @@ std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milli
 double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout, size_t to,
                   int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
-  CheckpointSettings settings = CheckpointSettings::from_config(run.config);
-  settings.dir = run.live.switch_dir;
+  CheckpointSettings settings = run.settings.checkpoint;
+  settings.dir = run.settings.ab.switch_dir;
   settings.every_steps = 1;
   settings.keep_last = 1;
   settings.async = false;
@@ -290,8 +275,8 @@ void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSe
       const CheckpointReader newest(latest);
       const auto age = std::filesystem::file_time_type::clock::now() -
                        std::filesystem::last_write_time(latest);
-      const double min_age = run.config.section("checkpoint").get_double("min_interval_s");
-      if (newest.step() == step || std::chrono::duration<double>(age).count() < min_age) {
+      if (newest.step() == step ||
+          std::chrono::duration<double>(age).count() < settings.min_interval_s) {
         skip.fill_(1);
       }
     }
@@ -311,7 +296,7 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
                         TrainCheckpoints* checkpoints) {
   TrainSummary summary;
   summary.resumed_at = run.first_step;
-  const int64_t total = run.config.section("run").get_int("steps");
+  const int64_t total = run.settings.run.steps;
   for (int64_t step = run.first_step; step < total; ++step) {
     if (run.live.on() && run.live.arm_of_step(step) != run.arm) {
       const size_t to = run.live.arm_of_step(step);
@@ -355,13 +340,9 @@ void resume_from(TrainRun& run, const CheckpointReader& reader) {
   std::fflush(stdout);
 }
 
-Schedule schedule_from_config(const Config& config, double base_lr) {
-  const Options& run = config.section("run");
-  const int64_t decay = run.get_int("decay_steps");
-  return Schedule{run.get_string("lr_schedule"),     base_lr,
-                  run.get_int("warmup_steps"),       decay > 0 ? decay : run.get_int("steps"),
-                  run.get_double("min_lr_ratio"),    run.get_string("warmup_type"),
-                  run.get_double("warmup_min_ratio")};
+Schedule schedule_of(const ScheduleSettings& s, double base_lr) {
+  return Schedule{s.kind,         base_lr,       s.warmup_steps,    s.total_steps,
+                  s.min_lr_ratio, s.warmup_type, s.warmup_min_ratio};
 }
 
 // The job id the saver names its temporary folders by: the offload tiers' when there are any
@@ -405,7 +386,7 @@ void complete_summary(TrainRun& run, TrainSummary& summary) {
     summary.tiers.push_back(
         {id, id == s.tiers.optimizer_id, id == s.tiers.param_id, tier->stats()});
   }
-  summary.out_dir = run.config.section("run").get_string("out_dir");
+  summary.out_dir = run.settings.run.out_dir;
 }
 
 // Live A/B at the end of the job: the switch folder goes, and rank 0 writes the report of the
@@ -437,9 +418,10 @@ void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {
 }  // namespace
 
 void check_job_fits(const Config& config, int world) {
-  check_global_batch(config, world);
+  const JobSettings settings = JobSettings::of(config);
+  settings.data.check_global_batch(world);
   // Arms that are bad or whose plugin is missing fail here; each arm's composition must fit.
-  const LiveAb live = live_ab_from_config(config);
+  const LiveAb live = live_ab_from_config(config, settings);
   for (const Config& arm : live.configs) check_memory_fits(arm, world);
   if (!live.on()) check_memory_fits(config, world);
 }
@@ -452,18 +434,18 @@ namespace {
 void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds timeout,
                      bool resuming) {
   const Config& config = run.config;
-  const Options& options = config.section("run");
   run.model = std::make_unique<models::Model>();
   run.model->shape = models::resolve_model_shape(config);
-  run.model->seed = static_cast<uint64_t>(options.get_int("seed"));
+  run.model->seed = run.settings.run.seed;
   run.source = models::make_model_source(run.model->shape, run.model->seed);
-  run.data = data::make_data(config, models::model_inputs(run.model->shape), run.model->shape.kind);
+  run.data = data::make_data(run.settings.data, models::model_inputs(run.model->shape),
+                             run.model->shape.kind);
   // Before the engine takes the parameters and before anything is written: a module that does
   // not fit the data fails here with its own error.
   if (run.model->shape.custom) models::check_first_batch(*run.model->shape.custom, *run.data);
   run.store = &store;
   run.timeout = timeout;
-  run.live = live_ab_from_config(config);
+  run.live = live_ab_from_config(config, run.settings);
   if (run.live.on() && resuming) {
     throw ConfigError("a live A/B job ([ab] arms) cannot resume from a checkpoint yet; start it "
                       "fresh, or remove [ab] arms to resume the plain job");
@@ -476,7 +458,7 @@ void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds time
   // The engine holds the initial values now: the file's copies can go.
   if (run.model->shape.custom) models::release_initial_values(*run.model->shape.custom);
   broadcast_buffers(run);
-  run.schedule = schedule_from_config(config, run.setup.optimizer->base_lr());
+  run.schedule = schedule_of(run.settings.schedule, run.setup.optimizer->base_lr());
 }
 
 // What the run writes: the out_dir and its header (rank 0), the resumed state, the checkpoints
@@ -489,9 +471,9 @@ struct RunOutputs {
 
 RunOutputs open_outputs(TrainRun& run, const CheckpointSettings& settings,
                         const CheckpointReader* resume) {
-  const Options& options = run.config.section("run");
+  const RunSettings& options = run.settings.run;
   const bool leader = run.env.rank == 0;
-  const std::string out_dir = options.get_string("out_dir");
+  const std::string& out_dir = options.out_dir;
   if (leader) {
     create_out_dir(out_dir);
     print_run_header(run, settings);
@@ -504,8 +486,7 @@ RunOutputs open_outputs(TrainRun& run, const CheckpointSettings& settings,
         checkpoint_job(run, *run.store, run.timeout));
   }
   out.report = std::make_unique<TrainReport>(leader ? out_dir + "/metrics.jsonl" : "",
-                                             options.get_int("steps"), options.get_int("log_every"),
-                                             run.first_step);
+                                             options.steps, options.log_every, run.first_step);
   if (resume) out.report->log_resume(run.first_step, resume->folder(), run.load_seconds);
   if (run.live.on()) {
     std::vector<std::pair<std::string, std::vector<std::string>>> arms;
@@ -518,7 +499,7 @@ RunOutputs open_outputs(TrainRun& run, const CheckpointSettings& settings,
 // After the loop: the summary (collective), how to continue a job a signal stopped, and a live
 // A/B job's report.
 void finish_train(TrainRun& run, TrainSummary& summary, const CheckpointSettings& settings) {
-  const Options& options = run.config.section("run");
+  const RunSettings& options = run.settings.run;
   const bool leader = run.env.rank == 0;
   complete_summary(run, summary);
   if (leader) print_summary(summary);
@@ -528,10 +509,10 @@ void finish_train(TrainRun& run, TrainSummary& summary, const CheckpointSettings
         "zt: stopped by SIG%s after step %lld of %lld; newest checkpoint: %s; continue with "
         "--resume auto\n",
         sigabbrev_np(summary.stopped_by), static_cast<long long>(summary.stopped_after),
-        static_cast<long long>(options.get_int("steps")), latest.empty() ? "none" : latest.c_str());
+        static_cast<long long>(options.steps), latest.empty() ? "none" : latest.c_str());
     std::fflush(stdout);
   }
-  if (run.live.on()) finish_live_ab(run, options.get_string("out_dir"), leader);
+  if (run.live.on()) finish_live_ab(run, options.out_dir, leader);
 }
 
 }  // namespace
@@ -542,13 +523,14 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   share_cores_between_local_ranks();
   catch_stop_signals();
   const bool leader = env.rank == 0;
-  const CheckpointSettings settings = CheckpointSettings::from_config(config);
+  const JobSettings job = JobSettings::of(config);
+  const CheckpointSettings& settings = job.checkpoint;
   // No save runs yet: what a stopped job's save left is safe to remove.
   if (leader) remove_stopped_saves(settings);
   // Opened before the engine is built, so a bad checkpoint fails fast.
   std::unique_ptr<CheckpointReader> resume = open_resume_checkpoint(settings, leader);
-  if (resume && nothing_left(*resume, config.section("run").get_int("steps"), leader)) return 0;
-  TrainRun run{config, env, nullptr, nullptr, nullptr, {}};
+  if (resume && nothing_left(*resume, job.run.steps, leader)) return 0;
+  TrainRun run{config, job, env, nullptr, nullptr, nullptr, {}};
   build_train_run(run, store, timeout, resume != nullptr);
   RunOutputs out = open_outputs(run, settings, resume.get());
   TrainSummary summary = train_loop(run, *out.report, settings, out.checkpoints.get());

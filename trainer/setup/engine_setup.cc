@@ -1,5 +1,6 @@
 #include "setup/engine_setup.h"
 
+#include "settings/job_settings.h"
 #include "setup/shard_groups.h"
 #include "zt/plugin_loader.h"
 #include "zt/shard_strategy.h"
@@ -50,7 +51,7 @@ EngineOptions engine_options_from_config(const Config& config) {
   o.stage = static_cast<int>(zero.get_int("stage"));
   o.compute_dtype = dtype_from_name(precision.get_string("compute"));
   o.dynamic_loss_scale = o.compute_dtype == at::kHalf;
-  o.grad_accum = config.section("data").get_int("grad_accum");
+  o.grad_accum = JobSettings::of(config).data.grad_accum;
   o.reduce_bucket_mb = zero.get_double("reduce_bucket_mb");
   o.overlap_comm = zero.get_bool("overlap_comm");
   o.prefetch_units = zero.get_int("prefetch_units");

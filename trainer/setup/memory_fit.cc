@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "settings/job_settings.h"
 #include "setup/offload_tiers.h"
 #include "setup/shard_groups.h"
 #include "zt/bytes.h"
@@ -92,8 +93,8 @@ void read_model(const Config& config, FitInputs& in) {
   // Below stage 3 nothing is released: every tensor counts as persistent.
   const int64_t persistence = in.stage == 3 ? zero.get_int("param_persistence_threshold")
                                             : INT64_MAX;
-  const ModelSizes m = model_sizes(
-      shape, static_cast<uint64_t>(config.section("run").get_int("seed")), persistence);
+  const JobSettings settings = JobSettings::of(config);
+  const ModelSizes m = model_sizes(shape, settings.run.seed, persistence);
   in.parameters = m.parameters;
   in.tied = m.tied;
   in.tensors = static_cast<int64_t>(m.tensors.size());
@@ -110,7 +111,7 @@ void read_model(const Config& config, FitInputs& in) {
     }
   }
   in.activation_bytes = activation_bytes(
-      shape, config.section("data").get_int("micro_batch"), in.element_size,
+      shape, settings.data.micro_batch, in.element_size,
       config.section("model").get_bool("activation_checkpointing"));
 }
 
@@ -216,15 +217,14 @@ FitInputs fit_inputs(const Config& config, int world) {
   }
   in.tier_pool_bytes = tier_pool_bytes(config);
   in.init_from = !config.section("model").get_string("init_from").empty();
-  const Options& checkpoint = config.section("checkpoint");
-  if (checkpoint.get_int("every_steps") > 0) {
+  const CheckpointSettings checkpoint = JobSettings::of(config).checkpoint;
+  if (checkpoint.every_steps > 0) {
     // The saver's aligned staging buffer, and for an asynchronous save a copy of the master and
     // states this rank holds in memory (file tiers are streamed into the file instead).
     const double shard = static_cast<double>(in.stage >= 1 ? in.parameters / in.shard_world
                                                            : in.parameters);
     const double in_memory = 4.0 * (1 + in.optimizer_states) * shard * (1 - p.optimizer_in_files);
-    in.checkpoint_bytes = 8 * kMiB +
-                          (checkpoint.get_bool("async") ? static_cast<int64_t>(in_memory) : 0);
+    in.checkpoint_bytes = 8 * kMiB + (checkpoint.async ? static_cast<int64_t>(in_memory) : 0);
   }
   return in;
 }

@@ -11,6 +11,8 @@
 #include <functional>
 
 #include "data/data_source.h"
+#include "settings/job_settings.h"
+#include "settings/trainer_config.h"
 #include "zt/error.h"
 
 namespace fs = std::filesystem;
@@ -19,8 +21,8 @@ using zt::data::Batch;
 namespace {
 
 zt::Config config_of(const std::string& toml, const std::vector<std::string>& overrides = {}) {
-  return zt::Config::load_string("[run]\ntask = \"smoke\"\n[plugins]\ncomm = \"\"\n" + toml,
-                                 "test.toml", overrides);
+  return zt::trainer::load_config_string("[run]\ntask = \"smoke\"\n[plugins]\ncomm = \"\"\n" + toml,
+                                         "test.toml", overrides);
 }
 
 // What the [model] of `config` takes (the mlp: vectors of its width; the gpt: its tokens), read
@@ -43,7 +45,8 @@ zt::ModelInputs inputs_of(const zt::Config& config) {
 std::unique_ptr<zt::data::DataSource> data_of(const std::string& toml,
                                               const std::vector<std::string>& overrides = {}) {
   zt::Config config = config_of(toml, overrides);
-  return zt::data::make_data(config, inputs_of(config), config.section("model").get_string("kind"));
+  return zt::data::make_data(zt::trainer::JobSettings::of(config).data, inputs_of(config),
+                             config.section("model").get_string("kind"));
 }
 
 bool contains(const std::string& s, const std::string& part) {

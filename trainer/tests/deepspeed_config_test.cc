@@ -7,6 +7,7 @@
 #include <map>
 
 #include "app/deepspeed_config.h"
+#include "settings/trainer_config.h"
 #include "zt/error.h"
 
 namespace {
@@ -232,8 +233,8 @@ TEST_CASE("a DeepSpeed config under a TOML: the TOML wins, --print-config names 
   const auto ds = zt::trainer::read_deepspeed_json(
       R"({"zero_optimization": {"stage": 2, "overlap_comm": false}, "gradient_clipping": 0.5})",
       "ds.json", false, 2);
-  const zt::Config c = zt::Config::load_string("[run]\ntask = \"smoke\"\n[zero]\nstage = 3\n",
-                                               "job.toml", {}, ds.settings);
+  const zt::Config c = zt::trainer::load_config_string(
+      "[run]\ntask = \"smoke\"\n[zero]\nstage = 3\n", "job.toml", {}, ds.settings);
   CHECK(c.section("zero").get_int("stage") == 3);
   CHECK(c.section("zero").get_bool("overlap_comm") == false);
   CHECK(c.section("zero").get_double("gradient_clipping") == 0.5);

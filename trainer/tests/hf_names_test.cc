@@ -15,6 +15,7 @@
 #include "models/hf_names.h"
 #include "models/init_from.h"
 #include "models/model.h"
+#include "settings/trainer_config.h"
 #include "zt/error.h"
 #include "zt/safetensors.h"
 
@@ -194,7 +195,8 @@ TEST_CASE("init_from: a BF16 file converts to fp32, and model.init_from in a con
   const std::string toml =
       "[run]\ntask = \"smoke\"\nseed = 5\n[plugins]\ncomm = \"\"\n[model]\nkind = \"gpt\"\n"
       "preset = \"custom\"\nn_layer = 2\nn_head = 2\nd_model = 8\nseq_len = 4\nvocab = 11\n";
-  auto config = zt::Config::load_string(toml + "init_from = \"" + path + "\"\n", "test.toml");
+  auto config = zt::trainer::load_config_string(toml + "init_from = \"" + path + "\"\n",
+                                                "test.toml");
   auto target = zt::models::make_model(config);
   auto expected = params_of(*source);
   for (const auto& [name, t] : zt::models::unique_parameters(*target)) {

@@ -3,6 +3,7 @@
 // needs and has, and the knobs (with file:line) that move them.
 #include <string>
 
+#include "settings/trainer_config.h"
 #include "setup/memory_fit.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
@@ -59,7 +60,7 @@ buffer_mb = 1
 )";
 
 zt::Config job(const std::string& extra = "", const std::vector<std::string>& overrides = {}) {
-  return zt::Config::load_string(std::string(kJob) + extra, "job.toml", overrides);
+  return zt::trainer::load_config_string(std::string(kJob) + extra, "job.toml", overrides);
 }
 
 FitEstimate estimate(const zt::Config& config, int world = 2) {

@@ -14,6 +14,7 @@
 #include <set>
 
 #include "models/model.h"
+#include "settings/trainer_config.h"
 #include "zt/error.h"
 #include "zt/model_source.h"
 #include "zt/param_init.h"
@@ -25,8 +26,8 @@ namespace {
 
 // [run] task = "smoke" so no optimizer plugin is needed; comm = "" so no plugin is loaded.
 zt::Config config_of(const std::string& toml, const std::vector<std::string>& overrides = {}) {
-  return zt::Config::load_string("[run]\ntask = \"smoke\"\n[plugins]\ncomm = \"\"\n" + toml,
-                                 "test.toml", overrides);
+  return zt::trainer::load_config_string("[run]\ntask = \"smoke\"\n[plugins]\ncomm = \"\"\n" + toml,
+                                         "test.toml", overrides);
 }
 
 std::string error_of(const std::string& toml, const std::vector<std::string>& overrides = {}) {

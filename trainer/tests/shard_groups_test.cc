@@ -2,13 +2,15 @@
 // and ranks per host, with the key's file:line in every refusal.
 #include <doctest/doctest.h>
 
+#include "settings/trainer_config.h"
 #include "setup/shard_groups.h"
 #include "zt/error.h"
 
 namespace {
 
 zt::Config job(const std::string& zero) {
-  return zt::Config::load_string("[run]\ntask = \"smoke\"\n[zero]\nstage = 3\n" + zero, "job.toml");
+  return zt::trainer::load_config_string("[run]\ntask = \"smoke\"\n[zero]\nstage = 3\n" + zero,
+                                         "job.toml");
 }
 
 std::string refusal(const zt::Config& c, int world, int per_host) {

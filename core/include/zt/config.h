@@ -32,7 +32,8 @@ struct SectionSpec {
   std::vector<OptionSpec> keys;
 };
 
-// The core sections, in the order they are printed. Never throws; any thread.
+// The sections a config has, in the order they are printed: the core's, then those programs
+// added (add_config_sections). Never throws.
 ZT_API const std::vector<SectionSpec>& config_schema();
 
 // A rule across keys (offload_param needs stage 3, ...), checked once every section validated:
@@ -42,8 +43,18 @@ struct ConfigRule {
   std::string name;  // what it requires, for tests and readers
   std::function<void(const Config&, std::vector<std::string>& broken)> check;
 };
-// Every rule load_file()/load_string() checks, in order. Never throws; any thread.
+// Every rule load_file()/load_string() checks, in order: the core's, then programs'. Never
+// throws.
 ZT_API const std::vector<ConfigRule>& config_rules();
+
+// A program's own sections and rules, beside the core's (the trainer declares [model], [data],
+// [checkpoint], [ab] and the learning-rate keys of [run] this way): every later load validates,
+// defaults and prints them like the core's. A section named like an existing one adds its keys
+// to it. Call it once, before any load and before other threads read the schema (references
+// config_schema() and config_rules() returned before may then be stale).
+// Throws InternalError for a key the section already has.
+ZT_API void add_config_sections(std::vector<SectionSpec> sections,
+                                std::vector<ConfigRule> rules = {});
 
 // The [plugins] keys that select a plugin, with the kind each needs: {"comm", ZT_KIND_COMM}, ...
 struct PluginRole {
@@ -101,8 +112,9 @@ class ZT_API Config {
 
   // The file name (or source_name) the config came from.
   const std::string& source() const { return source_; }
-  // A core section ("zero", "plugins", ...). Throws InternalError for a name not in
-  // config_schema() (a bug: the schema fixes the names).
+  // A section ("zero", "plugins", ..., or one a program added before the load). Throws
+  // InternalError for a name not in config_schema() when the config was loaded (a bug: the schema
+  // fixes the names).
   const Options& section(const std::string& name) const;
   // The validated [plugin.<id>] table of a plugin selected in [plugins] or given a table
   // (defaults when the file has none). Throws InternalError for any other id.

@@ -1,9 +1,12 @@
-// The schema of every core config section: user-facing names follow DeepSpeed / FSDP where a
-// concept exists there (stage, reduce_bucket_mb, prefetch, param_persistence_threshold, ...); and
-// the rules across keys, one named function each.
+// The schema of the core's config sections: user-facing names follow DeepSpeed / FSDP where a
+// concept exists there (stage, reduce_bucket_mb, prefetch, param_persistence_threshold, ...); the
+// rules across their keys, one named function each; and what a program adds to both (the
+// trainer's sections are the trainer's: trainer/settings/trainer_config.cc).
+#include <algorithm>
 #include <limits>
 
 #include "zt/config.h"
+#include "zt/error.h"
 #include "zt/plugin.h"
 
 namespace zt {
@@ -25,16 +28,6 @@ SectionSpec run_section() {
        opt_int("seed", 1234, "seed for model init and data; identical on every rank", 0),
        opt_string("out_dir", "runs/zt-run", "folder for metrics.jsonl, summary and checkpoints"),
        opt_int("log_every", 1, "print and record metrics every N steps", 1),
-       opt_string("lr_schedule", "constant",
-                  "learning-rate schedule after the warm-up: constant, cosine decay or "
-                  "linear decay to min_lr_ratio * lr",
-                  {"constant", "cosine", "linear"}),
-       opt_int("warmup_steps", 0, "steps of warm-up from warmup_min_ratio * lr to lr", 0),
-       opt_string("warmup_type", "linear", "warm-up curve: linear, or log (fast first)",
-                  {"linear", "log"}),
-       opt_double("warmup_min_ratio", 0, "the warm-up's first lr as a fraction of lr", 0, 1),
-       opt_double("min_lr_ratio", 0.1, "cosine/linear: final lr as a fraction of lr", 0, 1),
-       opt_int("decay_steps", 0, "cosine/linear: steps until the final lr (0 = run.steps)", 0),
        opt_string("deepspeed", "",
                   "a DeepSpeed JSON config whose keys set zt's (this file and --set win); "
                   "see README, Coming from DeepSpeed"),
@@ -68,62 +61,6 @@ SectionSpec launch_section() {
                       "counts it (process, model states, buffers, activations); 0 = what the OS "
                       "reports available (MemAvailable)",
                       0)}};
-}
-
-SectionSpec model_section() {
-  return {
-      "model",
-      "the model to train",
-      {opt_string("kind", "gpt",
-                  "model family: built in (gpt, mlp), a TorchScript file saved from PyTorch "
-                  "(torchscript: model.path), or a model plugin (plugin: plugins.model)",
-                  {"gpt", "mlp", "torchscript", "plugin"}),
-       opt_string("path", "", "torchscript: the file torch.jit.script(m).save() wrote"),
-       opt_string_list("units", {},
-                       "torchscript: the modules run as units, in call order ('blocks.*' = one "
-                       "unit per element of a ModuleList/Sequential); [] = the top-level "
-                       "children in order, containers expanded"),
-       opt_string("loss", "auto",
-                  "torchscript: 'method' calls the module's loss(output, target); "
-                  "'cross_entropy' (logits [..., C] vs class ids) or 'mse'; 'auto' = the "
-                  "module's loss method when it has one",
-                  {"auto", "method", "cross_entropy", "mse"}),
-       opt_double_list("input_shape", {},
-                       "torchscript on vectors: one sample's input shape (e.g. [3, 16, 16]); "
-                       "[] = the model takes token ids [B, seq_len] (model.seq_len, model.vocab)"),
-       opt_double_list("target_shape", {},
-                       "torchscript on vectors: one sample's target shape (e.g. [10])"),
-       opt_string("preset", "tiny", "GPT size preset; explicit sizes below override it",
-                  {"tiny", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "custom"}),
-       opt_int("n_layer", 0, "GPT blocks (0 = from preset)", 0),
-       opt_int("n_head", 0, "GPT attention heads (0 = from preset)", 0),
-       opt_int("d_model", 0, "GPT width (0 = from preset)", 0),
-       opt_int("seq_len", 0, "GPT context length (0 = from preset)", 0),
-       opt_int("vocab", 0, "GPT vocabulary (0 = from preset; 256 for byte-level text)", 0),
-       opt_bool("activation_checkpointing", false,
-                "recompute each unit's activations in "
-                "backward: less memory, about one more forward"),
-       opt_string("init_from", "",
-                  "a safetensors file to start from instead of the seeded init (fine-tuning): "
-                  "GPT tensors under Hugging Face GPT-2 names, as `trainer export` writes them"),
-       opt_int("width", 1024, "MLP layer width", 1),
-       opt_int("depth", 8, "MLP layers, each its own unit", 1),
-       opt_string("activation", "relu", "MLP activation", {"none", "relu", "gelu"})}};
-}
-
-SectionSpec data_section() {
-  return {
-      "data",
-      "the training data",
-      {opt_string("kind", "synthetic", "data source", {"synthetic", "text", "tokens"}),
-       opt_string("path", "", "file for kind 'text' (any bytes) or 'tokens' (flat binary)"),
-       opt_string("token_dtype", "uint16", "element type of a 'tokens' file", {"uint16", "uint32"}),
-       opt_int("micro_batch", 4, "samples per rank per micro step", 1),
-       opt_int("grad_accum", 1, "micro steps accumulated per optimizer step", 1),
-       opt_int("global_batch", 0,
-               "samples per optimizer step over all ranks; must equal "
-               "micro_batch * grad_accum * world (0 = that product)",
-               0)}};
 }
 
 SectionSpec precision_section() {
@@ -207,43 +144,7 @@ SectionSpec plugins_section() {
        opt_string("model", "", "model plugin, with model.kind = \"plugin\"; '' for none")}};
 }
 
-SectionSpec checkpoint_section() {
-  return {
-      "checkpoint",
-      "sharded checkpoints: when to save, where, how many to keep, and resuming",
-      {opt_int("every_steps", 0, "save every N optimizer steps and after the last; 0 = never", 0),
-       opt_double("min_interval_s", 0,
-                  "a stop signal (SIGTERM, SIGINT, SIGUSR1) saves unless the newest checkpoint "
-                  "is younger than this",
-                  0),
-       opt_string("dir", "", "folder of the checkpoints ('' = <run.out_dir>/checkpoints)"),
-       opt_int("keep_last", 2, "complete checkpoints kept; older ones are removed (0 = all)", 0),
-       opt_bool("async", true,
-                "the step waits only for a copy of the bytes in memory; the files are "
-                "written while training goes on"),
-       opt_string("resume", "",
-                  "'' = start fresh, 'auto' = from the newest checkpoint in dir (fresh if "
-                  "none), or a checkpoint folder (trainer --resume sets it)"),
-       opt_double("timeout_s", 600,
-                  "bound on a save's waits: the previous save, the other ranks' files", 1,
-                  604800)}};
-}
-
-SectionSpec ab_section() {
-  return {
-      "ab",
-      "live A/B inside one training job: the arms alternate every switch_every steps",
-      {opt_string_list("arms", {},
-                       "each arm's overrides, comma-separated as trainer ab's --a/--b "
-                       "(e.g. \"plugins.shard=shard_tensor\"); two or more switch the job "
-                       "between them, resharding its state at a step boundary"),
-       opt_int("switch_every", 10, "optimizer steps an arm trains before the next takes over", 1),
-       opt_string("switch_dir", "",
-                  "folder the state passes through at a switch ('' = "
-                  "<run.out_dir>/ab-switch); removed at the end")}};
-}
-
-// The rules across keys (config_rules()), one function each.
+// The core's rules across keys (config_rules()), one function each.
 using Broken = std::vector<std::string>;
 
 std::string at(const Options& o, const std::string& key) { return o.where(key).str(); }
@@ -266,28 +167,6 @@ void offload_optimizer_needs_stage_1(const Config& config, Broken& broken) {
   broken.push_back(at(plugins, "offload_optimizer") +
                    ": plugins.offload_optimizer needs zero.stage >= 1 (stage is 0 at " +
                    at(zero, "stage") + ")");
-}
-
-void model_plugin_both_ways(const Config& config, Broken& broken) {
-  const Options& model = config.section("model");
-  const Options& plugins = config.section("plugins");
-  const bool plugin_model = model.get_string("kind") == "plugin";
-  if (plugin_model == !plugins.get_string("model").empty()) return;
-  broken.push_back(
-      plugin_model ? at(model, "kind") +
-                         ": model.kind = \"plugin\" needs plugins.model = \"<id>\", the model "
-                         "plugin to train; `trainer plugins list` shows the installed ones"
-                   : at(plugins, "model") + ": plugins.model = \"" + plugins.get_string("model") +
-                         "\" needs model.kind = \"plugin\" (it is \"" + model.get_string("kind") +
-                         "\" at " + at(model, "kind") +
-                         "); set both, or remove plugins.model to train the built-in model");
-}
-
-void torchscript_needs_path(const Config& config, Broken& broken) {
-  const Options& model = config.section("model");
-  if (model.get_string("kind") != "torchscript" || !model.get_string("path").empty()) return;
-  broken.push_back(at(model, "kind") + ": model.kind = \"torchscript\" needs model.path, the file "
-                                       "torch.jit.script(module).save(path) wrote");
 }
 
 void shard_groups_need_stage_1(const Config& config, Broken& broken) {
@@ -338,37 +217,50 @@ void fp16_needs_cuda(const Config& config, Broken& broken) {
                    "no fp16 matrix kernels on the CPU; use \"bf16\" there");
 }
 
-void file_data_needs_path(const Config& config, Broken& broken) {
-  const Options& data = config.section("data");
-  if (data.get_string("kind") == "synthetic" || !data.get_string("path").empty()) return;
-  broken.push_back(at(data, "kind") + ": data.kind = \"" + data.get_string("kind") +
-                   "\" needs data.path");
+// The core's sections and rules, and what programs added (add_config_sections).
+std::vector<SectionSpec>& schema() {
+  static std::vector<SectionSpec> sections = {run_section(), launch_section(), precision_section(),
+                                              zero_section(), plugins_section()};
+  return sections;
 }
 
-}  // namespace
-
-const std::vector<ConfigRule>& config_rules() {
-  // (model.d_model must divide by model.n_head too, but presets decide both: the trainer checks
-  // it once they are resolved.)
-  static const std::vector<ConfigRule> rules = {
+std::vector<ConfigRule>& rules() {
+  static std::vector<ConfigRule> list = {
       {"offload_param needs stage 3", offload_param_needs_stage_3},
       {"offload_optimizer needs stage 1", offload_optimizer_needs_stage_1},
-      {"model.kind plugin and plugins.model go together", model_plugin_both_ways},
-      {"a torchscript model needs model.path", torchscript_needs_path},
       {"shard groups need stage 1", shard_groups_need_stage_1},
       {"mics_shard_size and shard_group_size agree", shard_group_names_agree},
       {"training needs an optimizer, and a shard strategy from stage 1",
        training_needs_its_plugins},
-      {"fp16 needs cuda", fp16_needs_cuda},
-      {"file data needs data.path", file_data_needs_path}};
-  return rules;
+      {"fp16 needs cuda", fp16_needs_cuda}};
+  return list;
 }
 
-const std::vector<SectionSpec>& config_schema() {
-  static const std::vector<SectionSpec> schema = {
-      run_section(),  launch_section(),  model_section(),      data_section(), precision_section(),
-      zero_section(), plugins_section(), checkpoint_section(), ab_section()};
-  return schema;
+}  // namespace
+
+const std::vector<ConfigRule>& config_rules() { return rules(); }
+
+const std::vector<SectionSpec>& config_schema() { return schema(); }
+
+void add_config_sections(std::vector<SectionSpec> sections, std::vector<ConfigRule> more_rules) {
+  for (SectionSpec& added : sections) {
+    auto same = std::find_if(schema().begin(), schema().end(),
+                             [&](const SectionSpec& s) { return s.name == added.name; });
+    if (same == schema().end()) {
+      schema().push_back(std::move(added));
+      continue;
+    }
+    for (OptionSpec& key : added.keys) {
+      for (const OptionSpec& have : same->keys) {
+        if (have.name == key.name) {
+          throw InternalError("add_config_sections: [" + added.name + "] already has a key '" +
+                              key.name + "'");
+        }
+      }
+      same->keys.push_back(std::move(key));
+    }
+  }
+  for (ConfigRule& rule : more_rules) rules().push_back(std::move(rule));
 }
 
 const std::vector<PluginRole>& plugin_roles() {

@@ -1,0 +1,113 @@
+#include "settings/job_settings.h"
+
+#include <cmath>
+
+#include "zt/error.h"
+
+namespace zt::trainer {
+
+namespace {
+
+RunSettings run_of(const Config& config) {
+  const Options& run = config.section("run");
+  RunSettings s;
+  s.name = run.get_string("name");
+  s.task = run.get_string("task");
+  s.steps = run.get_int("steps");
+  s.seed = static_cast<uint64_t>(run.get_int("seed"));
+  s.out_dir = run.get_string("out_dir");
+  s.log_every = run.get_int("log_every");
+  s.compute = config.section("precision").get_string("compute");
+  return s;
+}
+
+DataSettings data_of(const Config& config) {
+  const Options& data = config.section("data");
+  DataSettings s;
+  s.kind = data.get_string("kind");
+  s.kind_where = data.where("kind").str();
+  s.path = data.get_string("path");
+  s.path_where = data.where("path").str();
+  if (s.kind == "tokens") s.element_size = data.get_string("token_dtype") == "uint32" ? 4 : 2;
+  s.micro_batch = data.get_int("micro_batch");
+  s.grad_accum = data.get_int("grad_accum");
+  s.seed = static_cast<uint64_t>(config.section("run").get_int("seed"));
+  s.global_batch = data.get_int("global_batch");
+  s.global_batch_where = data.where("global_batch").str();
+  return s;
+}
+
+CheckpointSettings checkpoint_of(const Config& config, const RunSettings& run) {
+  const Options& c = config.section("checkpoint");
+  CheckpointSettings s;
+  s.dir = c.get_string("dir");
+  if (s.dir.empty()) s.dir = run.out_dir + "/checkpoints";
+  s.every_steps = c.get_int("every_steps");
+  s.keep_last = c.get_int("keep_last");
+  s.async = c.get_bool("async");
+  s.resume = c.get_string("resume");
+  s.timeout = std::chrono::milliseconds(std::llround(c.get_double("timeout_s") * 1000));
+  s.min_interval_s = c.get_double("min_interval_s");
+  return s;
+}
+
+AbSettings ab_of(const Config& config, const RunSettings& run) {
+  const Options& ab = config.section("ab");
+  AbSettings s;
+  s.arms = ab.get_string_list("arms");
+  s.arms_where = ab.where("arms").str();
+  s.switch_every = ab.get_int("switch_every");
+  s.switch_dir = ab.get_string("switch_dir");
+  if (s.switch_dir.empty()) s.switch_dir = run.out_dir + "/ab-switch";
+  s.switch_dir_where = ab.where("switch_dir").str();
+  return s;
+}
+
+ScheduleSettings schedule_of(const Config& config) {
+  const Options& run = config.section("run");
+  ScheduleSettings s;
+  s.kind = run.get_string("lr_schedule");
+  s.warmup_steps = run.get_int("warmup_steps");
+  const int64_t decay = run.get_int("decay_steps");
+  s.total_steps = decay > 0 ? decay : run.get_int("steps");
+  s.min_lr_ratio = run.get_double("min_lr_ratio");
+  s.warmup_type = run.get_string("warmup_type");
+  s.warmup_min_ratio = run.get_double("warmup_min_ratio");
+  return s;
+}
+
+}  // namespace
+
+void DataSettings::check_global_batch(int world) const {
+  const int64_t per_step = samples_per_step(world);
+  if (global_batch > 0 && global_batch != per_step) {
+    throw ConfigError(global_batch_where + ": data.global_batch = " + std::to_string(global_batch) +
+                      " does not equal micro_batch (" + std::to_string(micro_batch) +
+                      ") x grad_accum (" + std::to_string(grad_accum) + ") x ranks (" +
+                      std::to_string(world) + ") = " + std::to_string(per_step) +
+                      "; pick micro_batch and grad_accum so the product divides out, or set "
+                      "global_batch = 0");
+  }
+}
+
+bool CheckpointSettings::due(int64_t step, int64_t total_steps) const {
+  return every_steps > 0 && (step % every_steps == 0 || step == total_steps);
+}
+
+std::string CheckpointSettings::describe() const {
+  return "every " + std::to_string(every_steps) + " steps to " + dir + " (" +
+         (async ? "async" : "sync") + ", keep " +
+         (keep_last > 0 ? "last " + std::to_string(keep_last) : std::string("all")) + ")";
+}
+
+JobSettings JobSettings::of(const Config& config) {
+  JobSettings s;
+  s.run = run_of(config);
+  s.data = data_of(config);
+  s.checkpoint = checkpoint_of(config, s.run);
+  s.ab = ab_of(config, s.run);
+  s.schedule = schedule_of(config);
+  return s;
+}
+
+}  // namespace zt::trainer

@@ -1,0 +1,97 @@
+// The trainer's settings of a job, typed and resolved once from its config: every default and
+// every derived value (the checkpoint folder, the A/B switch folder, the global batch) is
+// computed here and nowhere else, and the rest of the trainer takes these structs, not the raw
+// config. The engine's own settings ([zero], [plugins], [precision]) become EngineOptions in
+// setup/engine_setup.h; the model's ([model]) a ModelShape in models/model.h.
+// Thread safety: plain values.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "zt/config.h"
+
+namespace zt::trainer {
+
+// [run]
+struct RunSettings {
+  std::string name;
+  std::string task;  // "train" | "smoke"
+  int64_t steps = 0;
+  uint64_t seed = 0;
+  std::string out_dir;
+  int64_t log_every = 1;
+  std::string compute;  // [precision] compute: "fp32" | "bf16" | "fp16", as runs describe it
+};
+
+// [data], with the run's seed.
+struct DataSettings {
+  std::string kind;        // "synthetic" | "text" | "tokens"
+  std::string kind_where;  // "job.toml:11:8" for messages
+  std::string path;
+  std::string path_where;
+  int element_size = 1;  // bytes per token of a file: 1 for text, 2 or 4 for tokens
+  int64_t micro_batch = 1;
+  int64_t grad_accum = 1;
+  uint64_t seed = 0;
+  int64_t global_batch = 0;  // as configured; 0 = micro_batch x grad_accum x world
+  std::string global_batch_where;
+
+  // Samples one optimizer step of `world` ranks trains on.
+  int64_t samples_per_step(int world) const { return micro_batch * grad_accum * world; }
+  // Throws ConfigError (naming data.global_batch and the three factors) when a configured
+  // global_batch is not samples_per_step(world).
+  void check_global_batch(int world) const;
+};
+
+// [checkpoint], the folder resolved ('' = <run.out_dir>/checkpoints).
+struct CheckpointSettings {
+  std::string dir;
+  int64_t every_steps = 0;  // 0 = never save
+  int64_t keep_last = 2;
+  bool async = true;
+  std::string resume;  // '' | 'auto' | a path
+  std::chrono::milliseconds timeout{0};
+  double min_interval_s = 0;  // a stop signal saves unless the newest checkpoint is younger
+
+  // After optimizer step `step` (1-based) of a run of `total_steps`: every every_steps steps
+  // and after the last.
+  bool due(int64_t step, int64_t total_steps) const;
+  // "every N steps to DIR (async, keep last K)".
+  std::string describe() const;
+};
+
+// [ab], the switch folder resolved ('' = <run.out_dir>/ab-switch).
+struct AbSettings {
+  std::vector<std::string> arms;  // each arm's overrides, as written
+  std::string arms_where;         // where ab.arms was set, for messages
+  int64_t switch_every = 10;
+  std::string switch_dir;
+  std::string switch_dir_where;
+};
+
+// The learning-rate schedule's keys of [run], the decay length resolved (0 = run.steps).
+struct ScheduleSettings {
+  std::string kind;  // "constant" | "cosine" | "linear"
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 1;
+  double min_lr_ratio = 0.1;
+  std::string warmup_type;  // "linear" | "log"
+  double warmup_min_ratio = 0;
+};
+
+struct JobSettings {
+  RunSettings run;
+  DataSettings data;
+  CheckpointSettings checkpoint;
+  AbSettings ab;
+  ScheduleSettings schedule;
+
+  // Reads a config loaded with the trainer's sections (settings/trainer_config.h). Never throws
+  // for such a config.
+  static JobSettings of(const Config& config);
+};
+
+}  // namespace zt::trainer

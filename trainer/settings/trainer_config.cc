@@ -1,0 +1,178 @@
+#include "settings/trainer_config.h"
+
+#include <mutex>
+
+namespace zt::trainer {
+
+namespace {
+
+SectionSpec model_section() {
+  return {
+      "model",
+      "the model to train",
+      {opt_string("kind", "gpt",
+                  "model family: built in (gpt, mlp), a TorchScript file saved from PyTorch "
+                  "(torchscript: model.path), or a model plugin (plugin: plugins.model)",
+                  {"gpt", "mlp", "torchscript", "plugin"}),
+       opt_string("path", "", "torchscript: the file torch.jit.script(m).save() wrote"),
+       opt_string_list("units", {},
+                       "torchscript: the modules run as units, in call order ('blocks.*' = one "
+                       "unit per element of a ModuleList/Sequential); [] = the top-level "
+                       "children in order, containers expanded"),
+       opt_string("loss", "auto",
+                  "torchscript: 'method' calls the module's loss(output, target); "
+                  "'cross_entropy' (logits [..., C] vs class ids) or 'mse'; 'auto' = the "
+                  "module's loss method when it has one",
+                  {"auto", "method", "cross_entropy", "mse"}),
+       opt_double_list("input_shape", {},
+                       "torchscript on vectors: one sample's input shape (e.g. [3, 16, 16]); "
+                       "[] = the model takes token ids [B, seq_len] (model.seq_len, model.vocab)"),
+       opt_double_list("target_shape", {},
+                       "torchscript on vectors: one sample's target shape (e.g. [10])"),
+       opt_string("preset", "tiny", "GPT size preset; explicit sizes below override it",
+                  {"tiny", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "custom"}),
+       opt_int("n_layer", 0, "GPT blocks (0 = from preset)", 0),
+       opt_int("n_head", 0, "GPT attention heads (0 = from preset)", 0),
+       opt_int("d_model", 0, "GPT width (0 = from preset)", 0),
+       opt_int("seq_len", 0, "GPT context length (0 = from preset)", 0),
+       opt_int("vocab", 0, "GPT vocabulary (0 = from preset; 256 for byte-level text)", 0),
+       opt_bool("activation_checkpointing", false,
+                "recompute each unit's activations in "
+                "backward: less memory, about one more forward"),
+       opt_string("init_from", "",
+                  "a safetensors file to start from instead of the seeded init (fine-tuning): "
+                  "GPT tensors under Hugging Face GPT-2 names, as `trainer export` writes them"),
+       opt_int("width", 1024, "MLP layer width", 1),
+       opt_int("depth", 8, "MLP layers, each its own unit", 1),
+       opt_string("activation", "relu", "MLP activation", {"none", "relu", "gelu"})}};
+}
+
+SectionSpec data_section() {
+  return {
+      "data",
+      "the training data",
+      {opt_string("kind", "synthetic", "data source", {"synthetic", "text", "tokens"}),
+       opt_string("path", "", "file for kind 'text' (any bytes) or 'tokens' (flat binary)"),
+       opt_string("token_dtype", "uint16", "element type of a 'tokens' file", {"uint16", "uint32"}),
+       opt_int("micro_batch", 4, "samples per rank per micro step", 1),
+       opt_int("grad_accum", 1, "micro steps accumulated per optimizer step", 1),
+       opt_int("global_batch", 0,
+               "samples per optimizer step over all ranks; must equal "
+               "micro_batch * grad_accum * world (0 = that product)",
+               0)}};
+}
+
+SectionSpec checkpoint_section() {
+  return {
+      "checkpoint",
+      "sharded checkpoints: when to save, where, how many to keep, and resuming",
+      {opt_int("every_steps", 0, "save every N optimizer steps and after the last; 0 = never", 0),
+       opt_double("min_interval_s", 0,
+                  "a stop signal (SIGTERM, SIGINT, SIGUSR1) saves unless the newest checkpoint "
+                  "is younger than this",
+                  0),
+       opt_string("dir", "", "folder of the checkpoints ('' = <run.out_dir>/checkpoints)"),
+       opt_int("keep_last", 2, "complete checkpoints kept; older ones are removed (0 = all)", 0),
+       opt_bool("async", true,
+                "the step waits only for a copy of the bytes in memory; the files are "
+                "written while training goes on"),
+       opt_string("resume", "",
+                  "'' = start fresh, 'auto' = from the newest checkpoint in dir (fresh if "
+                  "none), or a checkpoint folder (trainer --resume sets it)"),
+       opt_double("timeout_s", 600,
+                  "bound on a save's waits: the previous save, the other ranks' files", 1,
+                  604800)}};
+}
+
+SectionSpec ab_section() {
+  return {
+      "ab",
+      "live A/B inside one training job: the arms alternate every switch_every steps",
+      {opt_string_list("arms", {},
+                       "each arm's overrides, comma-separated as trainer ab's --a/--b "
+                       "(e.g. \"plugins.shard=shard_tensor\"); two or more switch the job "
+                       "between them, resharding its state at a step boundary"),
+       opt_int("switch_every", 10, "optimizer steps an arm trains before the next takes over", 1),
+       opt_string("switch_dir", "",
+                  "folder the state passes through at a switch ('' = "
+                  "<run.out_dir>/ab-switch); removed at the end")}};
+}
+
+// The learning-rate schedule's keys, in [run] beside the steps they count.
+SectionSpec run_schedule_keys() {
+  return {
+      "run",
+      "",
+      {opt_string("lr_schedule", "constant",
+                  "learning-rate schedule after the warm-up: constant, cosine decay or "
+                  "linear decay to min_lr_ratio * lr",
+                  {"constant", "cosine", "linear"}),
+       opt_int("warmup_steps", 0, "steps of warm-up from warmup_min_ratio * lr to lr", 0),
+       opt_string("warmup_type", "linear", "warm-up curve: linear, or log (fast first)",
+                  {"linear", "log"}),
+       opt_double("warmup_min_ratio", 0, "the warm-up's first lr as a fraction of lr", 0, 1),
+       opt_double("min_lr_ratio", 0.1, "cosine/linear: final lr as a fraction of lr", 0, 1),
+       opt_int("decay_steps", 0, "cosine/linear: steps until the final lr (0 = run.steps)", 0)}};
+}
+
+// The rules across the trainer's keys.
+using Broken = std::vector<std::string>;
+
+std::string at(const Options& o, const std::string& key) { return o.where(key).str(); }
+
+void model_plugin_both_ways(const Config& config, Broken& broken) {
+  const Options& model = config.section("model");
+  const Options& plugins = config.section("plugins");
+  const bool plugin_model = model.get_string("kind") == "plugin";
+  if (plugin_model == !plugins.get_string("model").empty()) return;
+  broken.push_back(
+      plugin_model ? at(model, "kind") +
+                         ": model.kind = \"plugin\" needs plugins.model = \"<id>\", the model "
+                         "plugin to train; `trainer plugins list` shows the installed ones"
+                   : at(plugins, "model") + ": plugins.model = \"" + plugins.get_string("model") +
+                         "\" needs model.kind = \"plugin\" (it is \"" + model.get_string("kind") +
+                         "\" at " + at(model, "kind") +
+                         "); set both, or remove plugins.model to train the built-in model");
+}
+
+void torchscript_needs_path(const Config& config, Broken& broken) {
+  const Options& model = config.section("model");
+  if (model.get_string("kind") != "torchscript" || !model.get_string("path").empty()) return;
+  broken.push_back(at(model, "kind") + ": model.kind = \"torchscript\" needs model.path, the file "
+                                       "torch.jit.script(module).save(path) wrote");
+}
+
+void file_data_needs_path(const Config& config, Broken& broken) {
+  const Options& data = config.section("data");
+  if (data.get_string("kind") == "synthetic" || !data.get_string("path").empty()) return;
+  broken.push_back(at(data, "kind") + ": data.kind = \"" + data.get_string("kind") +
+                   "\" needs data.path");
+}
+
+}  // namespace
+
+void declare_trainer_config() {
+  static std::once_flag declared;
+  std::call_once(declared, [] {
+    add_config_sections(
+        {run_schedule_keys(), model_section(), data_section(), checkpoint_section(), ab_section()},
+        {{"model.kind plugin and plugins.model go together", model_plugin_both_ways},
+         {"a torchscript model needs model.path", torchscript_needs_path},
+         {"file data needs data.path", file_data_needs_path}});
+  });
+}
+
+Config load_config_file(const std::string& path, const std::vector<std::string>& overrides,
+                        const std::vector<ConfigSetting>& base) {
+  declare_trainer_config();
+  return Config::load_file(path, overrides, base);
+}
+
+Config load_config_string(const std::string& toml_text, const std::string& source_name,
+                          const std::vector<std::string>& overrides,
+                          const std::vector<ConfigSetting>& base) {
+  declare_trainer_config();
+  return Config::load_string(toml_text, source_name, overrides, base);
+}
+
+}  // namespace zt::trainer

@@ -1,0 +1,111 @@
+// The trainer's settings: its sections are declared by the trainer (the core's schema alone does
+// not know them), each of its rules across keys refuses a config that breaks only it with only its
+// message, and JobSettings resolves every default and derived value once (the checkpoint folder,
+// the A/B switch folder, the decay length, the token size, the global batch check).
+#include <doctest/doctest.h>
+
+#include <map>
+#include <set>
+
+#include "settings/job_settings.h"
+#include "settings/trainer_config.h"
+#include "zt/error.h"
+
+using zt::trainer::JobSettings;
+using zt::trainer::load_config_string;
+
+namespace {
+
+const char* kSmoke = "[run]\ntask = \"smoke\"\n";
+
+std::string error_of(const std::string& toml) {
+  try {
+    load_config_string(toml, "job.toml");
+  } catch (const zt::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+bool has_section(const std::string& name) {
+  for (const zt::SectionSpec& s : zt::config_schema()) {
+    if (s.name == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("the trainer declares its own sections: the core's schema has them only after") {
+  // The first load through the trainer declares them; before it this process's schema is the
+  // core's alone.
+  CHECK_FALSE(has_section("model"));
+  CHECK_FALSE(has_section("checkpoint"));
+  const zt::Config c = load_config_string(kSmoke, "job.toml");
+  for (const char* name : {"model", "data", "checkpoint", "ab"}) CHECK(has_section(name));
+  CHECK(c.section("run").get_string("lr_schedule") == "constant");  // [run]'s lr keys
+  CHECK(contains(c.to_toml(), "[checkpoint]"));
+}
+
+TEST_CASE("every trainer rule across keys is tested alone: only its message") {
+  zt::trainer::declare_trainer_config();
+  const std::map<std::string, std::pair<std::string, std::string>> cases = {
+      {"model.kind plugin and plugins.model go together",
+       {"[model]\nkind = \"plugin\"\n",
+        "job.toml:4:8: model.kind = \"plugin\" needs plugins.model"}},
+      {"a torchscript model needs model.path",
+       {"[model]\nkind = \"torchscript\"\n", "model.kind = \"torchscript\" needs model.path"}},
+      {"file data needs data.path",
+       {"[data]\nkind = \"tokens\"\n", "job.toml:4:8: data.kind = \"tokens\" needs data.path"}}};
+  std::set<std::string> seen;
+  for (const zt::ConfigRule& rule : zt::config_rules()) {
+    if (!cases.count(rule.name)) continue;  // the core's, tested with the core
+    seen.insert(rule.name);
+    CAPTURE(rule.name);
+    const std::string e = error_of(std::string(kSmoke) + cases.at(rule.name).first);
+    CHECK(contains(e, cases.at(rule.name).second));
+    CHECK(e.find('\n') == std::string::npos);
+  }
+  CHECK(seen.size() == cases.size());
+}
+
+TEST_CASE("JobSettings resolves the defaults and derived values once") {
+  const JobSettings d = JobSettings::of(
+      load_config_string(std::string(kSmoke) + "steps = 40\nout_dir = \"runs/x\"\n"
+                                               "lr_schedule = \"cosine\"\nwarmup_steps = 5\n",
+                         "job.toml"));
+  CHECK(d.checkpoint.dir == "runs/x/checkpoints");
+  CHECK(d.ab.switch_dir == "runs/x/ab-switch");
+  CHECK(d.schedule.total_steps == 40);  // decay_steps 0: the run's steps
+  CHECK(d.schedule.warmup_steps == 5);
+  CHECK(d.data.element_size == 1);
+  CHECK(d.data.samples_per_step(3) == 4 * 1 * 3);
+
+  const JobSettings e = JobSettings::of(load_config_string(
+      std::string(kSmoke) +
+          "decay_steps = 7\n[checkpoint]\ndir = \"/ckpt\"\ntimeout_s = 2.5\n[ab]\nswitch_dir = "
+          "\"/sw\"\n[data]\nkind = \"tokens\"\npath = \"t.bin\"\ntoken_dtype = \"uint32\"\n"
+          "micro_batch = 2\ngrad_accum = 3\nglobal_batch = 12\n",
+      "job.toml"));
+  CHECK(e.checkpoint.dir == "/ckpt");
+  CHECK(e.checkpoint.timeout.count() == 2500);
+  CHECK(e.ab.switch_dir == "/sw");
+  CHECK(e.schedule.total_steps == 7);
+  CHECK(e.data.element_size == 4);
+  CHECK_NOTHROW(e.data.check_global_batch(2));
+  const std::string m = [&] {
+    try {
+      e.data.check_global_batch(3);
+    } catch (const zt::ConfigError& err) {
+      return std::string(err.what());
+    }
+    return std::string();
+  }();
+  CHECK(contains(m, "job.toml:15:"));
+  CHECK(contains(m, "data.global_batch = 12 does not equal micro_batch (2) x grad_accum (3) x "
+                    "ranks (3) = 18"));
+}
