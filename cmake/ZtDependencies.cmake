@@ -1,5 +1,15 @@
 # Finds every dependency of zt in one place. Version differences between Debian's LibTorch 1.13
 # and the LibTorch inside a PyTorch 2.x installation are guarded in core/src/util/torch_compat.h.
+# LibTorch inside a PyTorch wheel looks for NVTX3's headers only in its own source tree and
+# otherwise links CUDA::nvToolsExt, a library CUDA 12.9+ no longer ships. NVTX3 is header-only
+# and comes with every recent toolkit: finding it there first (the cache variable LibTorch's
+# lookup reads) keeps a CUDA LibTorch configurable with CUDA 13.
+if(NOT ZT_WITH_CUDA STREQUAL "OFF" AND NOT nvtx3_dir)
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    find_path(nvtx3_dir NAMES nvtx3 PATHS ${CUDAToolkit_INCLUDE_DIRS} NO_DEFAULT_PATH)
+  endif()
+endif()
 find_package(Torch REQUIRED)
 find_package(ucx REQUIRED)
 find_package(tomlplusplus REQUIRED)
@@ -45,7 +55,7 @@ set(ZT_CUDA_ARCHITECTURES "80-real;90" CACHE STRING "CUDA architectures of zt's 
 
 # Whether the LibTorch we build against was itself built with CUDA; a CPU-only LibTorch cannot
 # run CUDA tensors even if nvcc is installed, so the fingerprint records the LibTorch side.
-if(TORCH_LIBRARIES MATCHES "cuda" OR CUDA_FOUND)
+if(TORCH_LIBRARIES MATCHES "cuda" OR TORCH_CUDA_LIBRARIES OR CUDA_FOUND)
   set(ZT_TORCH_HAS_CUDA 1)
 else()
   set(ZT_TORCH_HAS_CUDA 0)

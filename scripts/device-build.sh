@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds zt on a GPU machine and runs its GPU tests (docs/architecture.md, "GPU builds"): CMake finds the CUDA
 # LibTorch inside the installed PyTorch and the CUDA toolkit's nvcc, builds with Ninja into
-# build-device/, then runs `ctest -L gpu`. Fails if the GPU tests were skipped (no device seen).
+# build-device/, then runs `ctest -L gpu` and, unless ZT_DEVICE_TESTS=gpu, every other test. Fails
+# if the GPU tests were skipped (no device seen) or any test failed.
 #
 #   scripts/device-build.sh [DEPS_DIR] [extra cmake arguments...]
 #
@@ -14,16 +15,15 @@
 # network), as Debian packages taken from a Debian 12 machine, e.g. there with
 #   apt-get download libtomlplusplus-dev doctest-dev libboost1.74-dev libucx-dev libucx0 \
 #     nlohmann-json3-dev zlib1g-dev
-# Layout:
-#   DEPS_DIR/*.deb     packages to unpack (dpkg-deb -x, or ar + tar) into DEPS_DIR/root/
-#   DEPS_DIR/root/     made by this script: the unpacked tree (root/usr/include, root/usr/lib/...),
-#                      first on CMAKE_PREFIX_PATH (before LibTorch's and the system's) and on
-#                      LD_LIBRARY_PATH
+# and are unpacked into ZT_DEVICE_DEPS_ROOT (default /tmp/zt-device-deps; outside the source tree,
+# which CMake requires of an installable target's include folders): its usr/include, usr/lib/...
+# come first on CMAKE_PREFIX_PATH (before LibTorch's and the system's) and on LD_LIBRARY_PATH.
 # The header-only ones (toml++, doctest, Boost headers, nlohmann-json) only need headers and CMake files; UCX
 # (which zt requires) is a library, so libucx0 must match the machine's glibc. CMake files that
 # hard-code /usr as their prefix (UCX's) are pointed at DEPS_DIR/root/usr when unpacked.
 #
-# Environment: ZT_DEVICE_BUILD_DIR (build-device), ZT_JOBS (all cores), ZT_BUILD_TYPE
+# Environment: ZT_DEVICE_BUILD_DIR (build-device), ZT_JOBS (all cores), ZT_KEEP_GOING (0; 1 builds
+# past errors to list them all), ZT_DEVICE_TESTS (all, or gpu), ZT_BUILD_TYPE
 # (RelWithDebInfo), ZT_CUDA_ARCHITECTURES (native with CMake >= 3.24, else zt's default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -73,7 +73,9 @@ cmake_args+=(-DCMAKE_CUDA_COMPILER="$nvcc" -DZT_WITH_CUDA=ON)
 
 # The carried Debian packages.
 if [ -n "$deps_dir" ]; then
-  root=$(cd "$deps_dir" && pwd)/root
+  # Unpacked outside the source and build trees: CMake refuses an installable target whose include
+  # folders lie inside either.
+  root=${ZT_DEVICE_DEPS_ROOT:-${TMPDIR:-/tmp}/zt-device-deps}
   shopt -s nullglob
   debs=("$deps_dir"/*.deb)
   shopt -u nullglob
@@ -91,11 +93,23 @@ if [ -n "$deps_dir" ]; then
     done
     { grep -rl --include='*.cmake' 'set(prefix "/usr")' "$root" 2>/dev/null || true; } |
       while read -r f; do sed -i "s#set(prefix \"/usr\")#set(prefix \"$root/usr\")#" "$f"; done
+    # pkg-config files name /usr too (liburing's is how offload_nvme finds it).
+    { grep -rlE '^[a-z_]+=/usr' "$root" --include='*.pc' 2>/dev/null || true; } |
+      while read -r f; do sed -i -E "s#^([a-z_]+)=/usr#\1=$root/usr#" "$f"; done
+    # Development symlinks that point at an absolute path (libz.so -> /lib/...) point into the
+    # unpacked tree instead.
+    find "$root" -type l | while read -r link; do
+      target=$(readlink "$link")
+      case $target in /*) [ -e "$root$target" ] && ln -sfn "$root$target" "$link" ;; esac
+    done
   fi
-  [ -d "$root/usr" ] || die "$deps_dir holds no .deb files and no unpacked root/"
+  [ -d "$root/usr" ] || die "$deps_dir holds no .deb files and $root was not unpacked before"
   multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
   cmake_args[0]="-DCMAKE_PREFIX_PATH=$root/usr;$root/usr/lib/$multiarch/cmake;$torch_prefix"
-  export LD_LIBRARY_PATH="$root/usr/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$root/usr/lib/$multiarch:$root/lib/$multiarch${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export PKG_CONFIG_PATH="$root/usr/lib/$multiarch/pkgconfig:$root/usr/share/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  # UCX loads its transports (cma, ib, ...) as modules from the folder it was built for (/usr).
+  [ -d "$root/usr/lib/$multiarch/ucx" ] && export UCX_MODULE_DIR="$root/usr/lib/$multiarch/ucx"
 fi
 
 # Kernels for the GPUs present where CMake can ask for them (3.24+), else zt's default list.
@@ -111,7 +125,11 @@ command -v nvidia-smi >/dev/null && nvidia-smi -L || echo "device-build: no nvid
 
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="${ZT_BUILD_TYPE:-RelWithDebInfo}" \
   -DZT_BUILD_BENCH=OFF "${cmake_args[@]}" "$@"
-cmake --build "$build_dir" -j "${ZT_JOBS:-$(nproc)}"
+jobs=${ZT_JOBS:-$(nproc)}
+# ZT_KEEP_GOING=1 compiles every target it can after an error, so one build lists every error.
+keep_going=()
+[ "${ZT_KEEP_GOING:-0}" = 1 ] && keep_going=(-- -k 0)
+cmake --build "$build_dir" -j "$jobs" "${keep_going[@]}"
 
 log="$build_dir/device-ctest.log"
 status=0
@@ -120,4 +138,11 @@ ctest --test-dir "$build_dir" -L gpu --output-on-failure --no-tests=error 2>&1 |
 [ "$status" -eq 0 ] || exit "$status"
 if grep -q '\*\*\*Skipped' "$log"; then
   die "the GPU tests were skipped (see $log): this machine shows no CUDA device to them"
+fi
+
+# Then every other test (ZT_DEVICE_TESTS=gpu stops after the GPU ones): the CPU suite must pass
+# against this LibTorch too.
+if [ "${ZT_DEVICE_TESTS:-all}" = all ]; then
+  all_log="$build_dir/device-ctest-all.log"
+  ctest --test-dir "$build_dir" -LE gpu -j "$jobs" --output-on-failure 2>&1 | tee "$all_log"
 fi

@@ -278,6 +278,16 @@ const char* check_arguments(const AdamBuffers* shards, size_t count, const CudaA
     if (b.copy_out != nullptr && b.copy_type == ElemType::kFloat32) {
       return "an fp32 copy_out is not supported by the CUDA kernel (bf16 or fp16 only)";
     }
+    // A GPU faults on an element that is not aligned to its size (cudaErrorMisalignedAddress),
+    // and the fault is sticky: it would poison the whole CUDA context, so refuse it here.
+    const auto on = [](const void* p, size_t bytes) {
+      return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+    };
+    if (!on(b.param, 4) || !on(b.exp_avg, 4) || !on(b.exp_avg_sq, 4) ||
+        !on(b.grad, elem_size(b.grad_type)) ||
+        (b.copy_out != nullptr && !on(b.copy_out, elem_size(b.copy_type)))) {
+      return "a shard's buffer is not aligned to its element size";
+    }
   }
   return nullptr;
 }

@@ -52,10 +52,10 @@ struct CudaAdamStatus {
 // address), `numel` elements long, with grad_type fp32/bf16/fp16 and, when copy_out is given,
 // copy_type bf16 or fp16; shards must not overlap. Shards of 0 elements are skipped. Shards of
 // different gradient and copy-out types are grouped, one kernel instance per group.
-// On a bad argument (a type above, a null buffer, bad limits) nothing is enqueued and `what`
-// says which; a failed launch gives cuda_error and cudaGetErrorString's text, after the
-// launches before it were enqueued. Errors of the kernel itself surface on the stream later,
-// as with any CUDA kernel.
+// On a bad argument (a type above, a null buffer, a buffer not aligned to its element size, bad
+// limits) nothing is enqueued and `what` says which; a failed launch gives cuda_error and
+// cudaGetErrorString's text, after the launches before it were enqueued. Errors of the kernel
+// itself surface on the stream later, as with any CUDA kernel.
 CudaAdamStatus adam_update_cuda(const AdamBuffers* shards, size_t count,
                                 const AdamConstants& constants, void* stream,
                                 const CudaAdamLimits& limits = {});

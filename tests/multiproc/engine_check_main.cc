@@ -55,6 +55,7 @@
 #include "rank_check.h"
 #include "settings/trainer_config.h"
 #include "setup/engine_setup.h"
+#include "util/torch_compat.h"
 #include "zt/checkpoint.h"
 #include "zt/config.h"
 #include "zt/engine.h"
@@ -271,7 +272,8 @@ struct Reference {
   }
   // AdamW's "exp_avg" or "exp_avg_sq" of `param` (zeros before its first step).
   at::Tensor state(const at::Tensor& param, const std::string& name) {
-    auto it = adamw.state().find(c10::guts::to_string(param.unsafeGetTensorImpl()));
+    using StateMap = std::decay_t<decltype(adamw.state())>;
+    auto it = adamw.state().find(zt::compat::optimizer_state_key<StateMap>(param));
     if (it == adamw.state().end()) return at::zeros_like(param);
     auto& s = static_cast<torch::optim::AdamWParamState&>(*it->second);
     return name == "exp_avg" ? s.exp_avg() : s.exp_avg_sq();

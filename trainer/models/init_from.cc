@@ -3,6 +3,7 @@
 #include "models/init_from.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 #include <c10/util/StringUtil.h>
 
 #include <algorithm>
@@ -132,7 +133,7 @@ void load_weights(Model& model, const std::string& path, const std::string& wher
   std::vector<ParamDecl> shapes;
   for (const auto& [name, t] : params) shapes.push_back({name, t.sizes().vec(), {}});
   const CheckedFile file = check_file(path, where, model.shape.kind, shapes);
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
     params[i].second.copy_(read_value(file, file.matches[i]));
   }

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "settings/job_settings.h"
@@ -69,15 +70,15 @@ std::string class_name(const torch::jit::Module& m) {
 }
 
 // The submodule at dotted path `path` ("blocks.3"), or nothing.
-c10::optional<torch::jit::Module> find_submodule(const torch::jit::Module& root,
+std::optional<torch::jit::Module> find_submodule(const torch::jit::Module& root,
                                                  const std::string& path) {
   torch::jit::Module m = root;
   std::istringstream parts(path);
   std::string part;
   while (std::getline(parts, part, '.')) {
-    if (!m.hasattr(part)) return c10::nullopt;
+    if (!m.hasattr(part)) return std::nullopt;
     const c10::IValue v = m.attr(part);
-    if (!v.isModule()) return c10::nullopt;
+    if (!v.isModule()) return std::nullopt;
     m = v.toModule();
   }
   return m;
@@ -310,7 +311,7 @@ class TorchScriptModel final : public TrainableModel {
     for (const std::string& pattern : wanted) {
       const bool all = pattern.size() > 2 && pattern.compare(pattern.size() - 2, 2, ".*") == 0;
       const std::string path = all ? pattern.substr(0, pattern.size() - 2) : pattern;
-      c10::optional<torch::jit::Module> found = find_submodule(module_, path);
+      std::optional<torch::jit::Module> found = find_submodule(module_, path);
       if (!found) {
         throw ConfigError(model.where("units").str() + ": model.units entry \"" + pattern +
                           "\" matches no submodule of " + path_ + "; it has: " + join(candidates) +
@@ -446,7 +447,7 @@ class TorchScriptModel final : public TrainableModel {
   // Makes attribute `name` ("head.weight") of the module refer to `owner`.
   void point_at(const std::string& name, const at::Tensor& owner) {
     const size_t dot = name.rfind('.');
-    c10::optional<torch::jit::Module> holder = find_submodule(module_, name.substr(0, dot));
+    std::optional<torch::jit::Module> holder = find_submodule(module_, name.substr(0, dot));
     if (!holder) throw InternalError("torchscript model: no module holds " + name);
     holder->setattr(name.substr(dot + 1), owner);
   }

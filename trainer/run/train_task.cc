@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -90,7 +91,7 @@ void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints
 void broadcast_buffers(TrainRun& run) {
   if (!run.model->shape.custom) return;
   const at::ScalarType compute = run.setup.options.compute_dtype;
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   for (auto& [name, buffer] : run.model->shape.custom->buffers()) {
     if (buffer.is_floating_point() && buffer.scalar_type() != compute) {
       buffer.set_data(buffer.to(compute));

@@ -140,8 +140,12 @@ class GpuShards {
                        std::vector<size_t>& at) {
     size_t bytes = lead;
     for (const Shard& s : host) {
-      at.push_back(bytes);
       const torch::Tensor t = get(s);
+      // Each shard starts on its element size, as any allocator places it (a GPU faults on a
+      // misaligned element); one buffer may hold fp32 and 16-bit gradients side by side.
+      const size_t align = t.defined() ? t.element_size() : 1;
+      bytes = (bytes + align - 1) / align * align;
+      at.push_back(bytes);
       if (t.defined()) bytes += t.nbytes();
     }
     return bytes;
@@ -370,6 +374,12 @@ TEST_CASE("bad arguments are refused before anything is enqueued") {
   b[0].copy_out = nullptr;
   status = zt::hybrid_adam::adam_update_cuda(b.data(), 1, c, test_stream(), odd);
   CHECK_FALSE(status.ok());
+  CHECK(status.launches == 0);
+  AdamBuffers misaligned = b[0];  // fp32 gradient 2 bytes into its element
+  misaligned.grad = static_cast<const char*>(misaligned.grad) + 2;
+  status = zt::hybrid_adam::adam_update_cuda(&misaligned, 1, c, test_stream());
+  CHECK_FALSE(status.ok());
+  CHECK(std::string(status.what).find("not aligned to its element size") != std::string::npos);
   CHECK(status.launches == 0);
   b[0].grad = nullptr;
   status = zt::hybrid_adam::adam_update_cuda(b.data(), 1, c, test_stream());
