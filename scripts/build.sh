@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 build_dir=${ZT_BUILD_DIR:-build}
 # Let ccache reuse objects across checkouts at other paths (CI builds a fresh clone).
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# The precompiled LibTorch headers (cmake/ZtPch.cmake): ccache caches their users only when told
+# that the header's macros and __TIME__ need not be re-checked.
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros}
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${ZT_BUILD_TYPE:-RelWithDebInfo} "$@"
 fi

@@ -67,7 +67,7 @@ FNR == 1 {
   if (tree == "plugin") {
     if (inc ~ /^zt\//) next
     path = normal(dir "/" inc)
-    if (index(path, root "/") == 1 || index(path, "tests/") == 1) next
+    if ((index(path, root "/") == 1 || index(path, "tests/") == 1) && (path in tracked)) next
     # a bare name found through the plugin'"'"'s own include folders or the tests helpers
     if (index(inc, "/") == 0) {
       for (f in tracked) if ((index(f, root "/") == 1 || index(f, "tests/") == 1) && f ~ ("/" inc "$")) next
