@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The headline job on a fresh machine: install what is missing, build what the job needs (the
-# trainer, the core and the plugins: not the tests or benches), run
-# `trainer --config configs/zero3_offload.toml` (ZeRO stage 3, 2 local ranks over comm_ucx, optimizer
-# states on NVMe, parameter shards in host memory). Arguments go to the trainer, e.g.
-# scripts/run.sh --set plugin.offload_nvme.path=/mnt/nvme0/zt
+# The headline job on a fresh machine: install what is missing (only the packages a job needs:
+# scripts/setup.sh job), build what the job needs (the trainer, the core and the plugins: not the
+# tests or benches), run `trainer --config configs/zero3_offload.toml` (ZeRO stage 3, 2 local
+# ranks over comm_ucx, optimizer states on NVMe, parameter shards in host memory). Arguments go to
+# the trainer, e.g. scripts/run.sh --set plugin.offload_nvme.path=/mnt/nvme0/zt
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh job
 ZT_TARGET=zt_job scripts/build.sh
 exec "${ZT_BUILD_DIR:-build}/bin/trainer" --config configs/zero3_offload.toml "$@"

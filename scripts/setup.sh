@@ -1,15 +1,24 @@
 #!/usr/bin/env bash
-# Installs every Debian package zt needs to build, test and benchmark. Idempotent: does nothing
-# when all are present; otherwise runs `apt-get update` once and installs what is missing.
+# Installs the Debian packages zt needs. Idempotent: does nothing when all are present; otherwise
+# runs `apt-get update` once and installs what is missing.
+#   scripts/setup.sh        everything: build, tests and benches (scripts/test.sh)
+#   scripts/setup.sh job    only what building zt and running a job need (scripts/run.sh): a new
+#                           user's first job does not wait for Chromium and PyTorch to install
 set -euo pipefail
+scope=${1:-all}
+case $scope in
+  job | all) ;;
+  *) echo "setup: unknown argument '$scope'; use 'job' (build and run a job) or 'all' (default)" >&2
+     exit 2 ;;
+esac
 
+# What the build and a job need. Configure looks for doctest and gloo's headers too (the tests and
+# bench/comm are configured, even where only the job's targets are built).
 packages=(
   build-essential cmake ninja-build ccache pkg-config git procps
-  iproute2              # ip netns + veth: two simulated hosts (MiCS test and bench), tc shaping
-  clang-format          # scripts/check-format.sh (the tree is formatted with version 14)
   libtorch-dev          # LibTorch 1.13 (CPU) with c10d (TCPStore, ProcessGroupGloo)
   libopenblas0-openmp   # replaces the reference BLAS LibTorch links: ~10x faster matmuls
-  libucx-dev ucx-utils  # UCX for comm_ucx; ucx_perftest for bench/comm
+  libucx-dev            # UCX for comm_ucx
   libtomlplusplus-dev   # TOML++ for the config
   nlohmann-json3-dev    # JSON for checkpoint manifests and safetensors headers (header-only)
   zlib1g-dev            # crc32 of checkpoint files
@@ -17,10 +26,18 @@ packages=(
   libboost-dev          # Boost.DLL (header-only)
   liburing-dev          # io_uring for offload_nvme
   libgloo-dev           # Gloo headers: bench/comm compares with ProcessGroupGloo
-  chromium              # the A/B report's test renders report.html in headless Chromium
-  python3-torch         # PyTorch 1.13 (the same LibTorch): TorchScript test models and their
-                        # reference training; bench/train's TorchScript GPT
 )
+# What the tests and benches need besides.
+if [ "$scope" = all ]; then
+  packages+=(
+    iproute2              # ip netns + veth: two simulated hosts (MiCS test and bench), tc shaping
+    clang-format          # scripts/check-format.sh (the tree is formatted with version 14)
+    ucx-utils             # ucx_perftest for bench/comm
+    chromium              # the A/B report's test renders report.html in headless Chromium
+    python3-torch         # PyTorch 1.13 (the same LibTorch): TorchScript test models and their
+                          # reference training; bench/train's DDP row and TorchScript GPT
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do
