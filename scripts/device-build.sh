@@ -12,15 +12,12 @@
 # replaces the PyTorch lookup with another LibTorch's CMake prefix (e.g. an unzipped LibTorch).
 #
 # DEPS_DIR (or ZT_DEVICE_DEPS) carries what the machine lacks and cannot download (it has no
-# network), as Debian packages taken from a Debian 12 machine, e.g. there with
-#   apt-get download libtomlplusplus-dev doctest-dev libboost1.74-dev libucx-dev libucx0 \
-#     nlohmann-json3-dev zlib1g-dev
-# and are unpacked into ZT_DEVICE_DEPS_ROOT (default /tmp/zt-device-deps; outside the source tree,
+# network), as Debian packages that scripts/device-deps.sh downloads on a Debian 12 machine. They
+# are unpacked into ZT_DEVICE_DEPS_ROOT (default /tmp/zt-device-deps; outside the source tree,
 # which CMake requires of an installable target's include folders): its usr/include, usr/lib/...
 # come first on CMAKE_PREFIX_PATH (before LibTorch's and the system's) and on LD_LIBRARY_PATH.
-# The header-only ones (toml++, doctest, Boost headers, nlohmann-json) only need headers and CMake files; UCX
-# (which zt requires) is a library, so libucx0 must match the machine's glibc. CMake files that
-# hard-code /usr as their prefix (UCX's) are pointed at DEPS_DIR/root/usr when unpacked.
+# CMake and pkg-config files that hard-code /usr (UCX's, liburing's) and absolute symlinks
+# (libz.so) are pointed into the unpacked tree.
 #
 # Environment: ZT_DEVICE_BUILD_DIR (build-device), ZT_JOBS (all cores), ZT_KEEP_GOING (0; 1 builds
 # past errors to list them all), ZT_DEVICE_TESTS (all, or gpu), ZT_BUILD_TYPE
