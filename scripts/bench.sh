@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build_dir=build
-benches="adam comm nvme train ckpt scale mics"
+benches="adam comm nvme train ckpt scale mics trace"
 
 usage() {
   echo "usage: scripts/bench.sh <bench> [options]"
@@ -51,6 +51,12 @@ case "$bench" in
     shift
     build zt_bench_train trainer zt_comm_ucx zt_shard_tensor zt_shard_bucket zt_optim_hybrid_adam
     "$build_dir/bin/zt_bench_train" "$@"
+    ;;
+  trace)
+    shift
+    build zt_bench_trace trainer zt_comm_ucx zt_shard_bucket zt_optim_hybrid_adam zt_offload_cpu \
+      zt_offload_nvme
+    "$build_dir/bin/zt_bench_trace" "$@"
     ;;
   ckpt)
     shift

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages zt needs. Idempotent: does nothing when all are present; otherwise
 # runs `apt-get update` once and installs what is missing.
-#   scripts/setup.sh        everything: build, tests and benches (scripts/test.sh)
+#   scripts/setup.sh        everything: build, tests and benches (scripts/test.sh), and the
+#                           speedscope trace viewer (from the npm registry) into .tools/
 #   scripts/setup.sh job    only what building zt and running a job need (scripts/run.sh): a new
 #                           user's first job does not wait for Chromium and PyTorch to install
 set -euo pipefail
@@ -33,10 +34,13 @@ if [ "$scope" = all ]; then
     iproute2              # ip netns + veth: two simulated hosts (MiCS test and bench), tc shaping
     clang-format          # scripts/check-format.sh (the tree is formatted with version 14)
     ucx-utils             # ucx_perftest for bench/comm
-    chromium              # the A/B report's test renders report.html in headless Chromium
+    chromium              # the reports' tests render report.html in headless Chromium
     python3-torch         # PyTorch 1.13 (the same LibTorch): TorchScript test models and their
                           # reference training; bench/train's DDP row and TorchScript GPT
   )
+  # npm installs speedscope, which the trace test opens in Chromium. A Node.js from elsewhere
+  # (NodeSource's nodejs carries its own npm and conflicts with Debian's) is used as it is.
+  command -v npm >/dev/null || packages+=(npm)
 fi
 
 missing=()
@@ -45,15 +49,25 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
-  exit 0
+else
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
-  sudo="sudo"
+# speedscope, the trace viewer the trace test loads a real run's timeline into (Debian packages
+# no trace viewer that runs offline). Pinned; kept in .tools/ (ignored by git).
+speedscope_version=1.25.0
+tools="$(cd "$(dirname "$0")/.." && pwd)/.tools"
+if [ "$scope" = all ] && ! grep -qs "\"version\": \"$speedscope_version\"" \
+    "$tools/node_modules/speedscope/package.json"; then
+  echo "setup: installing speedscope $speedscope_version into $tools"
+  npm install --prefix "$tools" --no-audit --no-fund --loglevel=error \
+    "speedscope@$speedscope_version" >/dev/null
 fi
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

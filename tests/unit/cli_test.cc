@@ -109,3 +109,23 @@ TEST_CASE("bad command lines are config errors that say what to do") {
   CHECK_THROWS_WITH_AS(parse_cli({"plugins", "remove"}),
                        doctest::Contains("unknown 'trainer plugins remove'"), zt::ConfigError);
 }
+
+TEST_CASE("report, trace merge and flight take one run folder; report and merge an --out") {
+  auto r = parse_cli({"report", "runs/x", "--out", "r.html"});
+  CHECK(r.command == Command::kReport);
+  CHECK(r.compare_runs == std::vector<std::string>{"runs/x"});
+  CHECK(r.out_path == "r.html");
+  auto m = parse_cli({"trace", "merge", "runs/x"});
+  CHECK(m.command == Command::kTraceMerge);
+  CHECK(m.compare_runs == std::vector<std::string>{"runs/x"});
+  CHECK(m.out_path.empty());
+  CHECK(parse_cli({"flight", "runs/x"}).command == Command::kFlight);
+  CHECK_THROWS_WITH_AS(parse_cli({"trace", "runs/x"}), doctest::Contains("'trainer trace' needs"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"report"}), doctest::Contains("needs one run folder"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"flight", "a", "b"}), doctest::Contains("needs one run folder"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"flight", "a", "--out", "x"}),
+                       doctest::Contains("unknown argument '--out'"), zt::ConfigError);
+}

@@ -19,6 +19,9 @@ const char* usage() {
           [--warmup W] [--out DIR] [--rtol X] [--allow-different-math] [--set ...]
   trainer compare RUN_A RUN_B [--out DIR] [--warmup W] [--rtol X] [--allow-different-math]
   trainer ab-report RUN_DIR [--out DIR] [--warmup W]
+  trainer report RUN_DIR [--out FILE]
+  trainer trace merge RUN_DIR [--out FILE]
+  trainer flight RUN_DIR
   trainer plugins list [--config FILE] [--plugin-dir DIR]...
   trainer plugins describe ID [--config FILE] [--plugin-dir DIR]...
   trainer --help | --version
@@ -41,6 +44,12 @@ DIR/report.html and DIR/ab.json (default runs/ab); arms may differ only in keys 
 buckets, prefetch, offload, comm) unless --allow-different-math. compare makes the same report
 from two finished runs' out_dir folders. ab-report makes it from a live A/B job's own steps
 ([ab] arms, switch_every), into RUN_DIR unless --out.
+report writes RUN_DIR/report.html (every run writes it at its end unless run.report = false):
+loss, step time split, tokens/s and MFU, memory per rank, I/O and collective bytes, checkpoints.
+trace merge puts the ranks' traces of RUN_DIR/trace (a run with [trace] enabled = true) into one
+Trace Event file (default RUN_DIR/trace/merged.json) for Perfetto or chrome://tracing.
+flight reads RUN_DIR/flight/rank-N.json (written by each rank on a failure, a hang or SIGUSR2)
+and says which collective the job waits in and which rank holds it back.
 Exit codes: 0 ok, 2 config, 3 plugin, 4 communication, 5 I/O, 6 numeric, 7 internal,
 128+N a rank killed by signal N.
 )";
@@ -66,6 +75,16 @@ size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
     out.ab.out_dir = compare ? "runs/compare" : "";
     out.ab.warmup = compare ? out.ab.warmup : 1;
     return 1;  // the run folders are the positional arguments, before or after the flags
+  }
+  if (args[0] == "report" || args[0] == "flight") {
+    out.command = args[0] == "report" ? Command::kReport : Command::kFlight;
+    return 1;
+  }
+  if (args[0] == "trace") {
+    if (args.size() < 2 || args[1] != "merge")
+      throw ConfigError("'trainer trace' needs 'merge RUN_DIR'; see trainer --help");
+    out.command = Command::kTraceMerge;
+    return 2;
   }
   if (args[0] != "plugins") return 0;
   if (args.size() < 2) throw ConfigError("'trainer plugins' needs 'list' or 'describe ID'");
@@ -172,6 +191,12 @@ void check_complete(const CliArgs& out) {
     throw ConfigError("trainer compare needs two run folders (their run.out_dir): trainer "
                       "compare RUN_A RUN_B; see trainer --help");
   }
+  const bool one_run = out.command == Command::kTraceMerge || out.command == Command::kReport ||
+                       out.command == Command::kFlight;
+  if (one_run && out.compare_runs.size() != 1) {
+    throw ConfigError("this command needs one run folder (a run.out_dir), e.g. trainer report "
+                      "runs/gpt-zero3; see trainer --help");
+  }
   if (out.command == Command::kExport && (out.checkpoint.empty() || out.out_path.empty())) {
     throw ConfigError(
         "trainer export needs --checkpoint DIR and --out FILE.safetensors; see trainer --help");
@@ -225,9 +250,14 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.plugin_dirs.push_back(value_of(a));
     } else if (a == "--nproc") {
       out.nproc = parse_nproc(value_of(a));
-    } else if ((out.command == Command::kCompare || out.command == Command::kAbReport) &&
+    } else if ((out.command == Command::kCompare || out.command == Command::kAbReport ||
+                out.command == Command::kTraceMerge || out.command == Command::kReport ||
+                out.command == Command::kFlight) &&
                a.rfind("-", 0) != 0) {
       out.compare_runs.push_back(a);
+    } else if (a == "--out" &&
+               (out.command == Command::kTraceMerge || out.command == Command::kReport)) {
+      out.out_path = value_of(a);
     } else {
       throw ConfigError("unknown argument '" + a + "'; see trainer --help");
     }

@@ -16,6 +16,9 @@ enum class Command {
   kAb,
   kCompare,
   kAbReport,
+  kTraceMerge,  // trainer trace merge RUN_DIR [--out FILE]
+  kReport,      // trainer report RUN_DIR [--out FILE]
+  kFlight,      // trainer flight RUN_DIR: the diagnosis of the ranks' flight records
   kHelp,
   kVersion
 };
@@ -41,10 +44,11 @@ struct CliArgs {
   std::string plugin_id;                 // plugins describe <id>
   // export --checkpoint DIR --out FILE [--dtype fp32|bf16|fp16]
   std::string checkpoint;
-  std::string out_path;
+  std::string out_path;  // export, trace merge, report: --out
   std::string dtype = "fp32";
   AbArgs ab;
-  std::vector<std::string> compare_runs;  // trainer compare RUN_A RUN_B; ab-report RUN_DIR
+  // trainer compare RUN_A RUN_B; ab-report, trace merge, report and flight RUN_DIR
+  std::vector<std::string> compare_runs;
 };
 
 CliArgs parse_cli(const std::vector<std::string>& args);

@@ -1,11 +1,13 @@
 #include "app/job.h"
 #include "settings/job_settings.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -16,6 +18,7 @@
 #include "zt/blas.h"
 #include "zt/checkpoint.h"
 #include "zt/error.h"
+#include "zt/flight_diagnosis.h"
 #include "zt/launcher.h"
 #include "zt/rendezvous.h"
 
@@ -96,8 +99,21 @@ int launch_attempt(const Config& config, int nproc, const std::vector<std::strin
   spec.env.push_back({"ZT_JOB_ID", job});
   // OpenBLAS reads its core type when it loads: the ranks' environment is the place to fix it.
   for (const auto& var : blas_env_for_children(probe_blas())) spec.env.push_back(var);
+  // A rank that fails makes the others write their flight records (SIGUSR2) where they wait.
+  spec.failure_signal = SIGUSR2;
+  const std::string flight_dir = JobSettings::of(config).run.out_dir + "/flight";
+  std::error_code ec;
+  std::filesystem::remove_all(flight_dir, ec);  // an earlier job's records would mislead
   result = launch_local(spec);
-  if (result.exit_code != 0) print_failure(result);
+  if (result.exit_code != 0) {
+    // Where the job hung or the ranks parted ways, above the failure line, which stays last.
+    const FlightDiagnosis diagnosis = diagnose_flight(flight_dir, nproc);
+    if (diagnosis.found) {
+      std::cerr << "zt: flight record: " << diagnosis.line
+                << " (every rank's last collectives: " << flight_dir << "/rank-N.json)\n";
+    }
+    print_failure(result);
+  }
   // Ranks remove their offload files as they exit; a rank that was killed could not.
   for (const auto& folder : remove_offload_leftovers(config, job)) {
     std::cerr << "zt: removed offload files left by stopped ranks: " << folder << "\n";

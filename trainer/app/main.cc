@@ -10,9 +10,11 @@
 #include "app/deepspeed_config.h"
 #include "app/export_command.h"
 #include "app/job.h"
+#include "app/observe_command.h"
 #include "app/plugins_command.h"
 #include "zt/config.h"
 #include "zt/error.h"
+#include "zt/flight_recorder.h"
 #include "zt/host_memory.h"
 #include "zt/plugin_loader.h"
 #include "zt/rendezvous.h"
@@ -61,6 +63,9 @@ int run(const std::vector<std::string>& argv) {
     case Command::kAb: return zt::trainer::run_ab(cli, std::cout);
     case Command::kCompare: return zt::trainer::run_compare(cli, std::cout);
     case Command::kAbReport: return zt::trainer::run_ab_report(cli, std::cout);
+    case Command::kTraceMerge: return zt::trainer::run_trace_merge(cli, std::cout);
+    case Command::kFlight: return zt::trainer::run_flight(cli, std::cout);
+    case Command::kReport: return zt::trainer::run_report(cli, std::cout);
     case Command::kRun: break;
   }
   std::vector<std::string> overrides = cli.overrides;
@@ -101,8 +106,11 @@ int main(int argc, char** argv) {
     return run(args);
   } catch (const zt::Error& e) {
     print_error(e.kind_name(), e.what());
+    // A rank of a training job leaves its last collectives (flight_recorder.h) for the diagnosis.
+    zt::FlightRecorder::instance().dump_failure(std::string(e.kind_name()) + " error: " + e.what());
     return e.exit_code();
   } catch (const std::exception& e) {
+    zt::FlightRecorder::instance().dump_failure(std::string("internal error: ") + e.what());
     // On the same line: the launcher names a failed rank by its last line.
     print_error("internal",
                 std::string(e.what()) + " (please report this with the command line and config)");

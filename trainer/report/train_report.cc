@@ -116,6 +116,19 @@ void print_times(const TrainSummary& s) {
               t.total() / n, s.seconds / n);
 }
 
+// Model FLOPs utilisation over the run's steps.
+void print_mfu(const TrainSummary& s) {
+  if (s.steps <= 0 || s.seconds <= 0) return;
+  if (s.flops_per_step <= 0) {
+    std::printf("MFU: unknown (the model does not declare its FLOPs)\n");
+    return;
+  }
+  const double per_rank = s.flops_per_step * static_cast<double>(s.steps) / s.world / s.seconds;
+  std::printf("MFU: %.1f%% (%.2f GFLOP/s per rank of a peak of %.2f: %s; %.3g FLOP per step)\n",
+              s.peak_per_rank > 0 ? 100 * per_rank / s.peak_per_rank : 0.0, per_rank / 1e9,
+              s.peak_per_rank / 1e9, s.peak_how.c_str(), s.flops_per_step);
+}
+
 void print_ops(const CommStats& stats) {
   for (int i = 0; i < kNumCommOps; ++i) {
     if (stats.ops[i].calls == 0) continue;
@@ -157,6 +170,7 @@ void print_summary(const TrainSummary& summary) {
   print_memory_table(summary);
   print_offload_io(summary);
   print_times(summary);
+  print_mfu(summary);
   print_collectives(summary);
   std::printf("metrics: %s/metrics.jsonl\n", summary.out_dir.c_str());
 }
@@ -278,16 +292,33 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
        << "\":{\"calls\":" << comm.ops[i].calls << ",\"bytes\":" << comm.ops[i].bytes << "}";
   }
   js << "},\"offload_io\":{\"bytes_read\":" << io.bytes_read << ",\"reads\":" << io.reads
-     << ",\"bytes_written\":" << io.bytes_written << ",\"writes\":" << io.writes << "}}\n";
+     << ",\"bytes_written\":" << io.bytes_written << ",\"writes\":" << io.writes << "}";
+  // What this step alone moved (rank 0), by kind.
+  uint64_t comm_bytes = 0;
+  for (const auto& op : comm.ops) comm_bytes += op.bytes;
+  js << ",\"step_bytes\":{\"collectives\":" << comm_bytes - comm_bytes_before_
+     << ",\"offload_read\":" << io.bytes_read - read_before_
+     << ",\"offload_written\":" << io.bytes_written - written_before_ << "}";
+  comm_bytes_before_ = comm_bytes;
+  read_before_ = io.bytes_read;
+  written_before_ = io.bytes_written;
+  if (m.flops > 0) {
+    js << ",\"flops\":" << m.flops << ",\"flops_per_s_per_rank\":" << m.flops_per_s;
+    if (m.mfu > 0) js << ",\"mfu\":" << m.mfu;
+  }
+  js << "}\n";
   std::fputs(js.str().c_str(), file_);
   std::fflush(file_);
 
   if (m.step % log_every_ != 0 && m.step != total_steps_) return;
   double remaining = elapsed_ / steps_logged_ * (total_steps_ - m.step);
+  char mfu[32] = "";
+  if (m.mfu > 0) std::snprintf(mfu, sizeof(mfu), "  MFU %.1f%%", 100 * m.mfu);
   char line[256];
-  std::snprintf(line, sizeof(line), "step %lld/%lld  loss %.4f  lr %.2e  %s%.0f tok/s  ETA %s",
+  std::snprintf(line, sizeof(line), "step %lld/%lld  loss %.4f  lr %.2e  %s%.0f tok/s%s  ETA %s",
                 static_cast<long long>(m.step), static_cast<long long>(total_steps_), m.loss, m.lr,
-                m.skipped ? "(skipped: overflow)  " : "", m.tokens_per_s, eta(remaining).c_str());
+                m.skipped ? "(skipped: overflow)  " : "", m.tokens_per_s, mfu,
+                eta(remaining).c_str());
   if (tty_) {
     const int width = 24;
     int done = static_cast<int>(width * m.step / std::max<int64_t>(1, total_steps_));

@@ -43,8 +43,11 @@ struct StepMetrics {
   bool skipped = false;
   double step_seconds = 0;
   double tokens_per_s = 0;
-  std::string arm{};    // live A/B: the arm that trained the step ("" otherwise)
-  EngineTimes times{};  // rank 0's engine time in this step (all zero when not measured)
+  std::string arm{};       // live A/B: the arm that trained the step ("" otherwise)
+  EngineTimes times{};     // rank 0's engine time in this step (all zero when not measured)
+  double flops = 0;        // the step's analytic training FLOPs, all ranks (0 = unknown)
+  double flops_per_s = 0;  // what one rank achieved: flops / world / step_seconds
+  double mfu = 0;          // flops_per_s over the measured peak of one rank (0 = unknown)
 };
 
 // Where a step's time went (EngineTimes split into parts that add up to the whole): compute is
@@ -83,6 +86,11 @@ struct TrainSummary {
   std::string sharding;                                        // Engine::describe_sharding()
   EngineTimes times;  // rank 0's engine time over the run (all zero when not measured)
   std::string out_dir;
+  // MFU over the run: analytic FLOPs per step (0 = the model does not say) against the peak a
+  // rank measured (peak_flops.h).
+  double flops_per_step = 0;
+  double peak_per_rank = 0;
+  std::string peak_how;
 };
 
 // Prints the summary to stdout: totals, model-state bytes per rank and tier next to theory,
@@ -125,6 +133,9 @@ class TrainReport {
   int64_t log_every_;
   int64_t steps_logged_ = 0;  // by this process (the ETA's rate)
   double elapsed_ = 0;
+  // The cumulative counters at the previous step, for the bytes a step moved.
+  uint64_t comm_bytes_before_ = 0;
+  int64_t read_before_ = 0, written_before_ = 0;
 };
 
 }  // namespace zt::trainer

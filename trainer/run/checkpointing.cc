@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "zt/error.h"
+#include "zt/trace.h"
 
 namespace zt::trainer {
 
@@ -196,7 +197,10 @@ std::optional<SaveStats> TrainCheckpoints::save(Engine& engine, int64_t step,
   // before the next one can complete and take its place as the last completed.
   saver_.finish();
   std::optional<SaveStats> previous = newly_completed();
-  saver_.save(engine, step, meta);
+  {
+    const trace::Scope span("checkpoint snapshot", trace::kCheckpoint);
+    saver_.save(engine, step, meta);
+  }
   return previous;
 }
 

@@ -14,12 +14,16 @@
 #include "ab/ab_html.h"
 #include "ab/live_ab.h"
 #include "data/data_source.h"
+#include "models/flops.h"
 #include "models/init_from.h"
 #include "models/model.h"
 #include "models/torchscript.h"
+#include "report/run_report.h"
 #include "report/train_report.h"
 #include "run/checkpointing.h"
+#include "run/peak_flops.h"
 #include "run/schedule.h"
+#include "run/step_trace.h"
 #include "run/stop_signals.h"
 #include "setup/engine_setup.h"
 #include "setup/memory_fit.h"
@@ -28,7 +32,9 @@
 #include "zt/blas.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
+#include "zt/flight_recorder.h"
 #include "zt/host_memory.h"
+#include "zt/trace.h"
 
 namespace zt::trainer {
 
@@ -62,6 +68,10 @@ struct TrainRun {
   LiveAb live{};   // [ab]: arms the job alternates between (off with fewer than two)
   size_t arm = 0;  // the live arm training now
   std::unique_ptr<TrainCheckpoints> switch_saves{};  // the state passes through these at a switch
+  std::unique_ptr<StepTrace> trace{};  // [trace]: the timeline of the configured steps
+  double flops_per_step = 0;           // analytic, the whole job's (0 = unknown)
+  PeakFlops peak{};                    // one rank's measured peak, for MFU
+  EngineTimes traced_times{};          // the engine's times in the traced steps, for the file
 };
 
 void create_out_dir(const std::string& out_dir) {
@@ -128,12 +138,15 @@ double tokens_per_step(const TrainRun& run) {
 // batch's: the mean over ranks of each rank's mean.
 StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
   EngineSetup& s = run.setup;
+  const trace::Scope span("step", step + 1, "", trace::kStep);
   const auto t0 = std::chrono::steady_clock::now();
   const EngineTimes engine_t0 = s.engine->times();
   seed_step_randomness(run, step);
   double loss_sum = 0;
   for (int micro = 0; micro < s.options.grad_accum; ++micro) {
+    std::optional<trace::Scope> loading(std::in_place, "data", trace::kData);
     data::Batch batch = run.data->get(run.next_sample, micro, run.env.rank, run.env.world);
+    loading.reset();
     at::Tensor input = batch.input.is_floating_point() ? batch.input.to(s.options.compute_dtype)
                                                        : batch.input;
     loss_sum += s.engine->forward_backward(
@@ -149,6 +162,9 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
                 rep.grad_norm, rep.skipped,         seconds, tokens_per_step(run) / seconds};
   if (run.live.on()) m.arm = run.live.arms[run.arm].name;
   m.times = times_since(s.engine->times(), engine_t0);
+  m.flops = run.flops_per_step;
+  m.flops_per_s = m.flops / run.env.world / seconds;
+  if (run.peak.per_rank > 0) m.mfu = m.flops_per_s / run.peak.per_rank;
   return m;
 }
 
@@ -290,6 +306,36 @@ void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSe
   report_save(run, report, checkpoints->finish());
 }
 
+EngineTimes add_times(const EngineTimes& a, const EngineTimes& b) {
+  EngineTimes t = a;
+  t.forward_backward += b.forward_backward;
+  t.step += b.step;
+  t.optimizer += b.optimizer;
+  t.comm_wait += b.comm_wait;
+  t.read_wait += b.read_wait;
+  t.write_wait += b.write_wait;
+  return t;
+}
+
+// What a trace file says of its run: the composition, and the engine's own times of the traced
+// steps (`bench trace` checks the file's spans against them).
+std::string trace_metadata(const TrainRun& run) {
+  const TraceSettings& t = run.settings.trace;
+  const EngineTimes& e = run.traced_times;
+  char times[320];
+  std::snprintf(times, sizeof times,
+                "{\"forward_backward\":%.6f,\"step\":%.6f,\"optimizer\":%.6f,"
+                "\"comm_wait\":%.6f,\"read_wait\":%.6f,\"write_wait\":%.6f}",
+                e.forward_backward, e.step, e.optimizer, e.comm_wait, e.read_wait, e.write_wait);
+  return "{\"run\":" + trace::json_quote(run.settings.run.name) +
+         ",\"rank\":" + std::to_string(run.env.rank) +
+         ",\"world\":" + std::to_string(run.env.world) +
+         ",\"model\":" + trace::json_quote(run.model->describe()) +
+         ",\"composition\":" + trace::json_quote(saved_by(run)) + ",\"steps\":[" +
+         std::to_string(t.first_step) + "," + std::to_string(t.last_step) +
+         "],\"engine_times\":" + times + "}";
+}
+
 // Trains from run.first_step to run.steps, logging each step (rank 0 writes) and saving
 // checkpoints when due; returns the step totals. A stop signal (stop_signals.h) ends it after
 // the step in progress, with a checkpoint.
@@ -304,13 +350,21 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
       const double seconds = switch_arm(run, *run.store, run.timeout, to, step);
       report.log_switch(step, run.live.arms[to].name, arm_label(run.live.arms[to]), seconds);
     }
+    run.trace->before_step(step + 1);
     const StepMetrics m = train_step(run, step, run.schedule.lr(step));
+    if (run.settings.trace.covers(step + 1))
+      run.traced_times = add_times(run.traced_times, m.times);
     ++summary.steps;
     summary.seconds += m.step_seconds;
     summary.final_loss = m.loss;
     summary.skipped += m.skipped ? 1 : 0;
-    report.log(m, all_ranks_memory(run), job_comm_stats(run.setup), tiers_io(run));
+    {
+      const trace::Scope span("log metrics");
+      report.log(m, all_ranks_memory(run), job_comm_stats(run.setup), tiers_io(run));
+    }
     if (checkpoints) save_if_due(run, report, *checkpoints, settings, step + 1);
+    // The step's save is on its timeline.
+    if (run.settings.trace.enabled) run.trace->after_step(step + 1, trace_metadata(run));
     if (const int sig = agreed_stop_signal(*run.setup.comm); sig != 0) {
       save_before_stopping(run, report, settings, checkpoints, step + 1);
       summary.stopped_by = sig;
@@ -319,6 +373,7 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
     }
   }
   report.finish_progress();
+  if (run.settings.trace.enabled) run.trace->finish(trace_metadata(run));
   if (checkpoints) report_save(run, report, checkpoints->finish());
   return summary;
 }
@@ -388,6 +443,9 @@ void complete_summary(TrainRun& run, TrainSummary& summary) {
         {id, id == s.tiers.optimizer_id, id == s.tiers.param_id, tier->stats()});
   }
   summary.out_dir = run.settings.run.out_dir;
+  summary.flops_per_step = run.flops_per_step;
+  summary.peak_per_rank = run.peak.per_rank;
+  summary.peak_how = run.peak.how;
 }
 
 // Live A/B at the end of the job: the switch folder goes, and rank 0 writes the report of the
@@ -429,6 +487,17 @@ void check_job_fits(const Config& config, int world) {
 
 namespace {
 
+// The flight recorder of this rank: its size, where it dumps (a failure, a hang, SIGUSR2), and
+// the training thread's lane name for it and for the trace.
+void watch_collectives(const Config& config, const JobSettings& job, const RankEnv& env) {
+  FlightRecorder& recorder = FlightRecorder::instance();
+  recorder.set_capacity(static_cast<size_t>(config.section("launch").get_int("flight_records")));
+  recorder.set_dump_path(job.run.out_dir + "/flight/rank-" + std::to_string(env.rank) + ".json",
+                         env.rank, env.world);
+  dump_flight_record_on_sigusr2();
+  trace::name_this_thread("compute", true);
+}
+
 // The run as it trains: model, data (and a TorchScript module's first-batch check), the engine
 // built unit by unit with its plugins and tiers, model.init_from, the model's buffers, the lr
 // schedule. Collective.
@@ -460,6 +529,12 @@ void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds time
   if (run.model->shape.custom) models::release_initial_values(*run.model->shape.custom);
   broadcast_buffers(run);
   run.schedule = schedule_of(run.settings.schedule, run.setup.optimizer->base_lr());
+  run.trace = std::make_unique<StepTrace>(run.settings.trace, *run.setup.comm);
+  run.flops_per_step = models::training_flops_per_sample(
+                           run.model->shape, run.setup.options.activation_checkpointing) *
+                       static_cast<double>(run.data->samples_per_step(run.env.world));
+  if (run.flops_per_step > 0)
+    run.peak = peak_flops(*run.setup.comm, run.setup.options.compute_dtype);
 }
 
 // What the run writes: the out_dir and its header (rank 0), the resumed state, the checkpoints
@@ -497,6 +572,19 @@ RunOutputs open_outputs(TrainRun& run, const CheckpointSettings& settings,
   return out;
 }
 
+// report.html of the run (a live A/B job's report.html is the A/B report: run-report.html). The
+// training succeeded: a report that cannot be made is said, not turned into a failure.
+void write_report_of_run(const std::string& out_dir, bool live_ab) {
+  const std::string path = out_dir + (live_ab ? "/run-report.html" : "/report.html");
+  try {
+    write_run_report(out_dir, path);
+    std::printf("report: %s\n", path.c_str());
+  } catch (const Error& e) {
+    std::printf("report: not written: %s\n", e.what());
+  }
+  std::fflush(stdout);
+}
+
 // After the loop: the summary (collective), how to continue a job a signal stopped, and a live
 // A/B job's report.
 void finish_train(TrainRun& run, TrainSummary& summary, const CheckpointSettings& settings) {
@@ -514,6 +602,7 @@ void finish_train(TrainRun& run, TrainSummary& summary, const CheckpointSettings
     std::fflush(stdout);
   }
   if (run.live.on()) finish_live_ab(run, options.out_dir, leader);
+  if (leader && options.report) write_report_of_run(options.out_dir, run.live.on());
 }
 
 }  // namespace
@@ -525,6 +614,7 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   catch_stop_signals();
   const bool leader = env.rank == 0;
   const JobSettings job = JobSettings::of(config);
+  watch_collectives(config, job, env);
   const CheckpointSettings& settings = job.checkpoint;
   // No save runs yet: what a stopped job's save left is safe to remove.
   if (leader) remove_stopped_saves(settings);

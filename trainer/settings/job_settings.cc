@@ -1,5 +1,6 @@
 #include "settings/job_settings.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "zt/error.h"
@@ -18,6 +19,7 @@ RunSettings run_of(const Config& config) {
   s.out_dir = run.get_string("out_dir");
   s.log_every = run.get_int("log_every");
   s.compute = config.section("precision").get_string("compute");
+  s.report = run.get_bool("report");
   return s;
 }
 
@@ -76,6 +78,24 @@ ScheduleSettings schedule_of(const Config& config) {
   return s;
 }
 
+// Default steps: three after the first two (which warm up allocator and caches), within the run.
+TraceSettings trace_of(const Config& config, const RunSettings& run) {
+  const Options& t = config.section("trace");
+  TraceSettings s;
+  s.enabled = t.get_bool("enabled");
+  const std::vector<double> steps = t.get_double_list("steps");
+  if (steps.size() == 2) {
+    s.first_step = static_cast<int64_t>(steps[0]);
+    s.last_step = static_cast<int64_t>(steps[1]);
+  } else {
+    s.first_step = std::min<int64_t>(3, run.steps);
+    s.last_step = std::min<int64_t>(s.first_step + 2, run.steps);
+  }
+  s.dir = t.get_string("dir");
+  if (s.dir.empty()) s.dir = run.out_dir + "/trace";
+  return s;
+}
+
 }  // namespace
 
 void DataSettings::check_global_batch(int world) const {
@@ -107,6 +127,7 @@ JobSettings JobSettings::of(const Config& config) {
   s.checkpoint = checkpoint_of(config, s.run);
   s.ab = ab_of(config, s.run);
   s.schedule = schedule_of(config);
+  s.trace = trace_of(config, s.run);
   return s;
 }
 

@@ -24,6 +24,7 @@ struct RunSettings {
   std::string out_dir;
   int64_t log_every = 1;
   std::string compute;  // [precision] compute: "fp32" | "bf16" | "fp16", as runs describe it
+  bool report = true;   // write <out_dir>/report.html at the end (trainer report)
 };
 
 // [data], with the run's seed.
@@ -72,6 +73,15 @@ struct AbSettings {
   std::string switch_dir_where;
 };
 
+// [trace], the steps and folder resolved.
+struct TraceSettings {
+  bool enabled = false;
+  int64_t first_step = 0;  // 1-based optimizer steps, inclusive
+  int64_t last_step = 0;
+  std::string dir;  // '' = <run.out_dir>/trace
+  bool covers(int64_t step) const { return enabled && step >= first_step && step <= last_step; }
+};
+
 // The learning-rate schedule's keys of [run], the decay length resolved (0 = run.steps).
 struct ScheduleSettings {
   std::string kind;  // "constant" | "cosine" | "linear"
@@ -88,6 +98,7 @@ struct JobSettings {
   CheckpointSettings checkpoint;
   AbSettings ab;
   ScheduleSettings schedule;
+  TraceSettings trace;
 
   // Reads a config loaded with the trainer's sections (settings/trainer_config.h). Never throws
   // for such a config.

@@ -1,5 +1,6 @@
 #include "settings/trainer_config.h"
 
+#include <cmath>
 #include <mutex>
 
 namespace zt::trainer {
@@ -98,6 +99,25 @@ SectionSpec ab_section() {
                   "<run.out_dir>/ab-switch); removed at the end")}};
 }
 
+SectionSpec trace_section() {
+  return {"trace",
+          "a timeline of every rank (Trace Event JSON: Perfetto, chrome://tracing, speedscope)",
+          {opt_bool("enabled", false, "record the steps below into <dir>/rank-N.json"),
+           opt_double_list("steps", {},
+                           "[first, last] optimizer steps to record (1-based, inclusive); [] = "
+                           "3 steps after the first two"),
+           opt_string("dir", "", "folder of the trace files ('' = <run.out_dir>/trace)")}};
+}
+
+// The report key of [run]: what the run leaves besides metrics.jsonl.
+SectionSpec run_report_keys() {
+  return {"run",
+          "",
+          {opt_bool("report", true,
+                    "write <out_dir>/report.html at the end (trainer report RUN_DIR does it "
+                    "later)")}};
+}
+
 // The learning-rate schedule's keys, in [run] beside the steps they count.
 SectionSpec run_schedule_keys() {
   return {
@@ -142,6 +162,18 @@ void torchscript_needs_path(const Config& config, Broken& broken) {
                                        "torch.jit.script(module).save(path) wrote");
 }
 
+void trace_steps_are_a_range(const Config& config, Broken& broken) {
+  const Options& trace = config.section("trace");
+  const std::vector<double> steps = trace.get_double_list("steps");
+  if (steps.empty()) return;
+  const bool ints = steps.size() == 2 && steps[0] == std::floor(steps[0]) &&
+                    steps[1] == std::floor(steps[1]);
+  if (ints && steps[0] >= 1 && steps[1] >= steps[0]) return;
+  broken.push_back(at(trace, "steps") +
+                   ": trace.steps must be [first, last], whole steps with 1 <= first <= last "
+                   "(e.g. [3, 5]), or [] for the default");
+}
+
 void file_data_needs_path(const Config& config, Broken& broken) {
   const Options& data = config.section("data");
   if (data.get_string("kind") == "synthetic" || !data.get_string("path").empty()) return;
@@ -155,10 +187,12 @@ void declare_trainer_config() {
   static std::once_flag declared;
   std::call_once(declared, [] {
     add_config_sections(
-        {run_schedule_keys(), model_section(), data_section(), checkpoint_section(), ab_section()},
+        {run_schedule_keys(), run_report_keys(), model_section(), data_section(),
+         checkpoint_section(), ab_section(), trace_section()},
         {{"model.kind plugin and plugins.model go together", model_plugin_both_ways},
          {"a torchscript model needs model.path", torchscript_needs_path},
-         {"file data needs data.path", file_data_needs_path}});
+         {"file data needs data.path", file_data_needs_path},
+         {"trace.steps is a range of steps", trace_steps_are_a_range}});
   });
 }
 

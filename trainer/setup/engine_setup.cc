@@ -2,6 +2,7 @@
 
 #include "settings/job_settings.h"
 #include "setup/shard_groups.h"
+#include "zt/flight_recorder.h"
 #include "zt/plugin_loader.h"
 #include "zt/shard_strategy.h"
 
@@ -99,8 +100,13 @@ EngineSetup build_setup(const Config& config, const RankEnv& env, Store& store,
   const Options& plugins = config.section("plugins");
   EngineSetup s;
   const std::string& comm_id = plugins.get_string("comm");
-  s.comm = config.catalog().comm(comm_id).create(config.plugin_options(comm_id),
-                                                 comm_context(env, store, "train/", timeout));
+  // Observed: every collective goes through the flight recorder and the timeline trace.
+  ObserveOptions observe;
+  observe.check_collectives = config.section("launch").get_bool("check_collectives");
+  s.comm = observe_communicator(
+      config.catalog().comm(comm_id).create(config.plugin_options(comm_id),
+                                            comm_context(env, store, "train/", timeout)),
+      "world", observe);
   build_parts(s, config, env, store, timeout, adjust, make_engine);
   return s;
 }

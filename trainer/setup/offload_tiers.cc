@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <random>
 
+#include "zt/flight_recorder.h"
 #include "zt/plugin_loader.h"
 
 namespace zt::trainer {
@@ -69,7 +70,8 @@ OffloadTiers make_offload_tiers(const Config& config, const RankEnv& env, Store&
     const std::string key = std::string("plugins.") + role;
     const OffloadPlugin& plugin = config.catalog().offload(id, key);
     OffloadContext context{env.rank, key, tiers.job, cuda};
-    tiers.by_id[id] = plugin.create(config.plugin_options(id), context);
+    // Observed: a rank blocked on a transfer says which region (flight recorder, trace).
+    tiers.by_id[id] = observe_tier(plugin.create(config.plugin_options(id), context), id);
   }
   return tiers;
 }

@@ -29,6 +29,9 @@ struct LaunchSpec {
   // SIGTERM: ranks that failed at the same moment then exit with their own error, not ours.
   std::chrono::milliseconds settle{1000};
   std::chrono::milliseconds grace{5000};  // SIGTERM -> SIGKILL
+  // > 0: sent to the other ranks as soon as one failed, before `settle` (the trainer's SIGUSR2:
+  // each writes its flight record while it still waits where it hung).
+  int failure_signal = 0;
   // SIGINT, SIGTERM or SIGUSR1 to the launcher: 0 stops the ranks (SIGTERM, then SIGKILL after
   // `grace`), exit 128 + signal. > 0 forwards the signal to every rank and gives them this long
   // to stop on their own (the trainer finishes its step and saves); the job's exit code is then

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "zt/api.h"
 
@@ -57,6 +58,10 @@ class ZT_API FutureWork : public Work {
   //   error: in, the op's failure (std::current_exception() in a catch), or null for success.
   void complete(std::exception_ptr error = nullptr);
   const std::string& what() const { return what_; }
+  // Runs `fn(failed)` once the op finished: on the completing thread, right after complete()
+  // woke the waiters, or at once on the caller's thread if it already finished. For observers
+  // (flight_recorder.h): `fn` must be quick and must not throw.
+  void on_complete(std::function<void(bool failed)> fn);
 
  private:
   std::string what_;
@@ -65,6 +70,7 @@ class ZT_API FutureWork : public Work {
   std::condition_variable done_cv_;
   bool done_ = false;
   std::exception_ptr error_;
+  std::vector<std::function<void(bool)>> callbacks_;
 };
 
 // A FutureWork for storage I/O (offload tiers): a wait that runs out is an IoError about the

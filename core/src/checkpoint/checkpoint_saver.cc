@@ -13,6 +13,7 @@
 #include "util/posix_file.h"
 #include "zt/error.h"
 #include "zt/store.h"
+#include "zt/trace.h"
 
 namespace fs = std::filesystem;
 
@@ -147,6 +148,8 @@ void publish(SaveTask& t, const std::vector<ckpt::RankReport>& reports) {
 
 // What follows the engine's part: on the writer thread (async) or in save() (sync).
 SaveStats write_and_publish(SaveTask& t) {
+  trace::name_this_thread("checkpoint writer");
+  const trace::Scope span("checkpoint write", trace::kCheckpoint);
   try {
     ckpt::RankReport own = t.file->finish_file();
     t.stats.bytes = own.file.bytes;

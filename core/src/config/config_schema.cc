@@ -56,6 +56,14 @@ SectionSpec launch_section() {
                    0, kMaxPort),
            opt_double("timeout_s", 120, "bound on every wait: rendezvous, collectives, peers", 0.1,
                       86400),
+           opt_bool("check_collectives", false,
+                    "debug: before every collective the ranks compare its op, size, dtype and "
+                    "issuing phase, and stop at the first that differs (naming both sides) "
+                    "instead of hanging; costs one small all_gather per collective"),
+           opt_int("flight_records", 4096,
+                   "collectives each rank keeps for <out_dir>/flight/rank-N.json (written on a "
+                   "failure, a hang or SIGUSR2)",
+                   16, 10000000),
            opt_double("memory_limit_gb", 0,
                       "host memory the ranks of this host may use, as the memory-fit check "
                       "counts it (process, model states, buffers, activations); 0 = what the OS "

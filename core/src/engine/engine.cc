@@ -36,6 +36,7 @@
 #include "zero/streamed_update.h"
 #include "zero/zero_groups.h"
 #include "zt/error.h"
+#include "zt/trace.h"
 
 namespace zt {
 
@@ -191,7 +192,11 @@ struct Engine::Impl {
     for (OffloadTier* t : tiers) t->set_step(step_number);
     gatherer.set_step(step_number);
     reducer.begin_micro_step(step_number, micro);
-    at::Tensor loss = loss_fn(run_units(input));
+    at::Tensor loss;
+    {
+      const trace::Scope span("forward");
+      loss = loss_fn(run_units(input));
+    }
     const double value = loss.item<double>();
     if (!std::isfinite(value) && !scaler.enabled()) {
       throw NumericError(
@@ -200,12 +205,34 @@ struct Engine::Impl {
           std::string(at::toString(opt.compute_dtype)) +
           "; lower the learning rate, enable zero.gradient_clipping, or check the data");
     }
-    (loss * scaler.scale()).backward();
+    {
+      const trace::Scope span("backward");
+      const BackwardSpans spans(*this);
+      (loss * scaler.scale()).backward();
+    }
     ++micro;
     if (opt.stage >= 2) reducer.reduce_remaining();
     if (opt.stage == 3) gatherer.release_all();
     return value;
   }
+
+  // A unit's backward on the timeline: it starts when the gradient of the unit's output is
+  // complete (the hook below) and ends when the next unit down starts, or backward returns.
+  int open_backward = -1;
+  void enter_backward(int unit) {
+    if (open_backward >= 0) trace::end();
+    trace::begin("unit", unit, "backward", trace::kCompute);
+    open_backward = unit;
+  }
+  void leave_backward() {
+    if (open_backward >= 0) trace::end();
+    open_backward = -1;
+  }
+  struct BackwardSpans {
+    explicit BackwardSpans(Impl& impl) : impl_(impl) {}
+    ~BackwardSpans() { impl_.leave_backward(); }
+    Impl& impl_;
+  };
 
   // Runs every unit in order. Stage 3 gathers each unit's groups before it runs, releases them
   // after, and hooks its output so backward gathers them again first.
@@ -213,13 +240,28 @@ struct Engine::Impl {
     at::Tensor x = input;
     for (size_t u = 0; u < units.size(); ++u) {
       const int ui = static_cast<int>(u);
-      if (opt.stage == 3) gatherer.gather_unit(ui, +1);
-      // Checkpointed, the unit keeps no activations, so the release below frees its parameters
-      // outright; the hook re-gathers them before the recompute, which runs in the unit's node.
-      x = opt.activation_checkpointing ? checkpointed_forward(*units[u], x) : units[u]->forward(x);
-      if (opt.stage != 3) continue;
+      {
+        const trace::Scope span("unit", ui, "forward", trace::kCompute);
+        if (opt.stage == 3) gatherer.gather_unit(ui, +1);
+        // Checkpointed, the unit keeps no activations, so the release below frees its
+        // parameters outright; the hook re-gathers them before the recompute, which runs in the
+        // unit's node.
+        x = opt.activation_checkpointing ? checkpointed_forward(*units[u], x)
+                                         : units[u]->forward(x);
+      }
+      if (opt.stage != 3) {
+        // Only the timeline needs to know where a unit's backward starts outside stage 3.
+        if (trace::recording() && x.requires_grad()) {
+          x.register_hook([this, ui](const at::Tensor& grad) {
+            enter_backward(ui);
+            return grad;
+          });
+        }
+        continue;
+      }
       if (x.requires_grad()) {
         x.register_hook([this, ui](const at::Tensor& grad) {
+          enter_backward(ui);
           // The gradient of this unit's output is complete, so the next unit's backward has
           // run: its parameters can go (a tied one is re-gathered when needed again).
           gatherer.release_after_backward(ui + 1, ui);

@@ -206,6 +206,7 @@ class Supervisor {
         result_.exit_code = code_of(status_[r]);
         settling_ = stopped_others_ > 0;
         stop_at_ = std::chrono::steady_clock::now() + spec_.settle;
+        if (spec_.failure_signal > 0) stop_all(spec_.failure_signal);
       }
     }
     return reaped;

@@ -45,12 +45,27 @@ void IoWork::wait(std::chrono::milliseconds timeout) {
 }
 
 void FutureWork::complete(std::exception_ptr error) {
+  std::vector<std::function<void(bool)>> callbacks;
+  const bool failed = error != nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;
     error_ = std::move(error);
+    callbacks.swap(callbacks_);
   }
   done_cv_.notify_all();
+  for (auto& fn : callbacks) fn(failed);
+}
+
+void FutureWork::on_complete(std::function<void(bool failed)> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!done_) {
+      callbacks_.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn(exception() != nullptr);
 }
 
 CompletedWork::CompletedWork(std::exception_ptr error) : error_(std::move(error)) {}

@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "zt/trace.h"
+
 namespace zt {
 
 namespace {
@@ -117,6 +119,7 @@ class CheckpointBackward final : public torch::autograd::Node {
       }
     }
     if (wrt.empty()) return result;
+    const trace::Scope span("recompute");
     at::Tensor y;
     {
       RngReplay replay(rng_);

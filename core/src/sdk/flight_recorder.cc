@@ -1,0 +1,192 @@
+#include "zt/flight_recorder.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "zt/trace.h"
+
+namespace zt {
+
+namespace {
+
+int64_t to_us(int64_t ns) { return ns / 1000; }
+
+// The state a dump shows: done once completed; running when every earlier op of its group is
+// done (ops of a communicator run in issue order, so it is the one on the wire); else issued.
+std::vector<std::string> states_of(const std::vector<CollectiveRecord>& records) {
+  std::vector<std::string> out(records.size());
+  std::vector<std::string> blocked_groups;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const CollectiveRecord& r = records[i];
+    bool earlier_pending = false;
+    for (const auto& g : blocked_groups) earlier_pending = earlier_pending || g == r.group;
+    if (r.completed_ns != 0) {
+      out[i] = r.failed ? "failed" : "done";
+    } else {
+      out[i] = earlier_pending ? "issued" : "running";
+      blocked_groups.push_back(r.group);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+FlightRecorder& FlightRecorder::instance() {
+  static FlightRecorder* recorder = new FlightRecorder;  // used by threads until exit
+  return *recorder;
+}
+
+void FlightRecorder::set_capacity(size_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  capacity_ = std::max<size_t>(1, n);
+}
+
+void FlightRecorder::set_dump_path(const std::string& path, int rank, int world) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  path_ = path;
+  rank_ = rank;
+  world_ = world;
+}
+
+int64_t FlightRecorder::issued(CollectiveRecord record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (ring_.size() >= capacity_) {
+    // Drop the oldest half at once: the ring stays a vector and the cost stays amortised O(1).
+    const size_t drop = std::max<size_t>(1, ring_.size() / 2);
+    ring_.erase(ring_.begin(), ring_.begin() + static_cast<std::ptrdiff_t>(drop));
+    first_key_ += static_cast<int64_t>(drop);
+  }
+  ring_.push_back(std::move(record));
+  return first_key_ + static_cast<int64_t>(ring_.size()) - 1;
+}
+
+void FlightRecorder::completed(int64_t key, int64_t completed_ns, bool failed) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (key < first_key_ || key - first_key_ >= static_cast<int64_t>(ring_.size())) return;
+  CollectiveRecord& r = ring_[static_cast<size_t>(key - first_key_)];
+  if (r.completed_ns != 0) return;
+  r.completed_ns = completed_ns;
+  r.failed = failed;
+}
+
+std::vector<CollectiveRecord> FlightRecorder::records() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ring_;
+}
+
+std::string FlightRecorder::to_json(const std::string& reason) const {
+  std::vector<CollectiveRecord> records;
+  int rank = 0, world = 1;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    records = ring_;
+    rank = rank_;
+    world = world_;
+  }
+  const int64_t now = trace::now_ns();
+  const std::vector<std::string> states = states_of(records);
+  std::string out = "{\"rank\":" + std::to_string(rank) + ",\"world\":" + std::to_string(world) +
+                    ",\"pid\":" + std::to_string(getpid()) +
+                    ",\"reason\":" + trace::json_quote(reason) +
+                    ",\"now_us\":" + std::to_string(to_us(now)) + ",\n\"threads\":[";
+  bool first = true;
+  for (const trace::Activity& a : trace::activities()) {
+    out += first ? "\n" : ",\n";
+    first = false;
+    out += "{\"lane\":" + trace::json_quote(a.lane) + ",\"stack\":[";
+    for (size_t i = 0; i < a.stack.size(); ++i)
+      out += (i ? "," : "") + trace::json_quote(a.stack[i]);
+    out += "],\"waiting\":" + trace::json_quote(a.waiting);
+    if (!a.waiting.empty())
+      out += ",\"waiting_since_us\":" + std::to_string(to_us(a.waiting_since_ns));
+    out += "}";
+  }
+  out += "],\n\"collectives\":[";
+  for (size_t i = 0; i < records.size(); ++i) {
+    const CollectiveRecord& r = records[i];
+    out += i ? ",\n" : "\n";
+    out += "{\"seq\":" + std::to_string(r.seq) + ",\"group\":" + trace::json_quote(r.group) +
+           ",\"op\":" + trace::json_quote(r.op) + ",\"bytes\":" + std::to_string(r.bytes) +
+           ",\"dtype\":" + trace::json_quote(r.dtype) + ",\"phase\":" + trace::json_quote(r.phase) +
+           ",\"state\":\"" + states[i] + "\",\"issued_us\":" + std::to_string(to_us(r.issued_ns));
+    if (r.completed_ns != 0) out += ",\"completed_us\":" + std::to_string(to_us(r.completed_ns));
+    out += "}";
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+bool FlightRecorder::dump(const std::string& reason) const noexcept {
+  try {
+    std::string path;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      path = path_;
+    }
+    if (path.empty()) return false;
+    const std::string text = to_json(reason);
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    const std::string tmp = path + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return false;
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    return std::fclose(f) == 0 && ok && std::rename(tmp.c_str(), path.c_str()) == 0;
+  } catch (...) {
+    return false;
+  }
+}
+
+bool FlightRecorder::dump_on_request() noexcept {
+  // A failure's own dump says more about it than a later request (the launcher's, after the
+  // failure) could: it is kept.
+  if (failure_dumped_.load()) return false;
+  return dump("SIGUSR2");
+}
+
+bool FlightRecorder::dump_failure(const std::string& reason) noexcept {
+  {
+    // A failure before the first collective (a bad file, a refused model) has nothing to tell,
+    // and its run leaves nothing behind.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ring_.empty()) return false;
+  }
+  if (failure_dumped_.exchange(true)) return false;
+  return dump(reason);
+}
+
+namespace {
+
+int g_dump_pipe[2] = {-1, -1};
+
+void on_sigusr2(int) {
+  const char byte = 1;
+  // Only async-signal-safe work here; the dump runs on the thread reading the pipe.
+  ssize_t n = write(g_dump_pipe[1], &byte, 1);
+  (void)n;
+}
+
+}  // namespace
+
+void dump_flight_record_on_sigusr2() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (pipe(g_dump_pipe) != 0) return;
+    std::thread([] {
+      char byte = 0;
+      while (read(g_dump_pipe[0], &byte, 1) == 1) FlightRecorder::instance().dump_on_request();
+    }).detach();
+    struct sigaction sa {};
+    sa.sa_handler = on_sigusr2;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR2, &sa, nullptr);
+  });
+}
+
+}  // namespace zt

@@ -1,0 +1,39 @@
+#include "sdk/test_fault.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "zt/flight_recorder.h"
+
+namespace zt {
+
+const TestFault& test_fault() {
+  static const TestFault fault = [] {
+    TestFault f;
+    const char* text = std::getenv(kTestFaultVar);
+    if (!text || !*text) return f;
+    char kind[32] = {0};
+    int rank = -1;
+    long long nth = 0;
+    if (std::sscanf(text, "%31[a-z_]:%d:%lld", kind, &rank, &nth) == 3 &&
+        (std::string(kind) == "skip_collective" || std::string(kind) == "stall_read")) {
+      f.kind = kind;
+      f.rank = rank;
+      f.nth = nth;
+    } else {
+      std::fprintf(stderr,
+                   "zt: ignoring %s=%s (expected skip_collective:RANK:SEQ or "
+                   "stall_read:RANK:N)\n",
+                   kTestFaultVar, text);
+    }
+    return f;
+  }();
+  return fault;
+}
+
+int env_rank() {
+  const char* r = std::getenv("RANK");
+  return r ? std::atoi(r) : 0;
+}
+
+}  // namespace zt

@@ -1,0 +1,23 @@
+// The test-only faults of ZT_TEST_FAULT (flight_recorder.h), parsed once per process, so the
+// failure-path tests can make a real job skip a collective or stall a read.
+// Thread safety: test_fault() may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace zt {
+
+struct TestFault {
+  std::string kind;  // "skip_collective", "stall_read" or "" (none)
+  int rank = -1;     // the rank it hits
+  int64_t nth = 0;   // which collective (sequence number) or which read (1-based)
+};
+
+// ZT_TEST_FAULT as set when first asked; an unparsable value is reported on stderr once and
+// ignored (it is a test hook, not a user setting).
+const TestFault& test_fault();
+// This process's rank as its launcher's environment says (RANK), 0 when unset.
+int env_rank();
+
+}  // namespace zt

@@ -1,0 +1,290 @@
+// Seeing inside real runs of the small stage-3 GPT on 2 ranks: the timeline trace of every rank
+// (lanes that nest, clocks side by side, merged into one file, parsed by speedscope in headless
+// Chromium), report.html at the end of every run (rendered in Chromium), and the flight recorder
+// naming an injected fault (a stalled offload read, a skipped collective) with exit 4 within the
+// timeout, launch.check_collectives stopping at the first mismatch, and SIGUSR2.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "../skip.h"
+#include "../test_util.h"
+#include "small_gpt_job.h"
+
+using nlohmann::json;
+using zt::test::contains;
+using zt::test::run_command;
+using zt::test::TempDir;
+
+namespace {
+
+json read_json(const std::string& path) { return json::parse(zt::test::read_file(path)); }
+
+// The "X" events of each thread of a trace file, by lane name.
+std::map<std::string, std::vector<json>> lanes_of(const json& trace) {
+  std::map<int, std::string> names;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") names[e["tid"]] = e["args"]["name"];
+  }
+  std::map<std::string, std::vector<json>> out;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "X") out[names[e["tid"]]].push_back(e);
+  }
+  return out;
+}
+
+// Events of one lane nest: each starts and ends inside the one open around it, or after it.
+bool properly_nested(const std::vector<json>& events) {
+  std::vector<double> open_ends;
+  double last_begin = -1;
+  for (const auto& e : events) {
+    const double b = e["ts"], end = b + e["dur"].get<double>();
+    if (b < last_begin) return false;  // the file lists parents before children, by start
+    last_begin = b;
+    // Times are printed to the nanosecond, so a span that starts where another ends may read
+    // a rounding step earlier than ts + dur of that one.
+    while (!open_ends.empty() && b >= open_ends.back() - 1e-3) open_ends.pop_back();
+    if (!open_ends.empty() && end > open_ends.back() + 1e-3) return false;
+    open_ends.push_back(end);
+  }
+  return true;
+}
+
+double start_of(const std::vector<json>& events, const std::string& name) {
+  for (const auto& e : events)
+    if (e["name"] == name) return e["ts"];
+  return -1;
+}
+
+// Headless Chromium on a URL: the DOM after the page's scripts ran.
+zt::test::CommandResult chromium_dom(const std::string& url) {
+  return run_command("(timeout 120 chromium --headless --no-sandbox --disable-gpu "
+                     "--virtual-time-budget=10000 --window-size=1400,900 --dump-dom '" +
+                     url + "' 2>/dev/null)");
+}
+
+// The sequence number of the loss all-reduce of step 1 (the last collective of the step), read
+// from the job's own trace of that step: skipping it on one rank leaves the math of the next
+// step intact, so the job fails in communication, not in numerics.
+int64_t loss_all_reduce_seq(const TempDir& dir) {
+  const auto r = run_command(zt::test::small_gpt_job(
+      dir.file("probe"), "--set run.steps=1 --set trace.enabled=true --set 'trace.steps=[1, 1]'"));
+  REQUIRE(r.exit_code == 0);
+  const json trace = read_json(dir.file("probe/trace/rank-0.json"));
+  int64_t seq = -1;
+  const std::regex name("all_reduce #([0-9]+)");
+  const auto lanes = lanes_of(trace);
+  REQUIRE(lanes.count("comm world") == 1);
+  for (const auto& e : lanes.at("comm world")) {
+    std::smatch m;
+    const std::string n = e["name"];
+    if (std::regex_match(n, m, name) && e.contains("args") &&
+        e["args"].value("detail", "") == "issued in step 1")
+      seq = std::stoll(m[1]);
+  }
+  return seq;
+}
+
+}  // namespace
+
+TEST_CASE("trace: every rank's timeline nests, lines up across ranks and merges into one file") {
+  TempDir dir;
+  const auto r = run_command(zt::test::small_gpt_job(
+      dir.file("run"), "--set run.steps=5 --set trace.enabled=true --set 'trace.steps=[2, 3]' "
+                       "--set checkpoint.every_steps=3 --set model.activation_checkpointing=true"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::vector<double> step2;
+  for (int rank = 0; rank < 2; ++rank) {
+    const json trace = read_json(dir.file("run/trace/rank-" + std::to_string(rank) + ".json"));
+    auto lanes = lanes_of(trace);
+    REQUIRE(lanes.count("compute") == 1);
+    REQUIRE(lanes.count("comm world") == 1);
+    const auto& compute = lanes["compute"];
+    CHECK(properly_nested(compute));
+    CHECK(properly_nested(lanes["comm world"]));
+    // Only the traced steps; each unit's forward, backward and recompute; the waits; Adam.
+    CHECK(start_of(compute, "step 1") < 0);
+    CHECK(start_of(compute, "step 2") >= 0);
+    CHECK(start_of(compute, "step 3") >= 0);
+    CHECK(start_of(compute, "step 4") < 0);
+    for (const char* name : {"unit 0 forward", "unit 1 backward", "recompute", "comm wait",
+                             "optimizer update", "data", "checkpoint snapshot"}) {
+      INFO(name);
+      CHECK(start_of(compute, name) >= 0);
+    }
+    bool gather_with_bytes = false;
+    for (const auto& e : lanes["comm world"]) {
+      const std::string n = e["name"];
+      if (n.rfind("all_gather #", 0) == 0 && e["args"]["bytes"].get<int64_t>() > 0)
+        gather_with_bytes = true;
+    }
+    CHECK(gather_with_bytes);
+    CHECK(trace["otherData"]["engine_times"]["forward_backward"].get<double>() > 0);
+    CHECK(trace["otherData"]["world"] == 2);
+    step2.push_back(start_of(compute, "step 2"));
+  }
+  // One clock: the ranks start a step within a few milliseconds of each other (the first
+  // collective of the step holds them together).
+  CHECK(std::abs(step2[0] - step2[1]) < 50'000);  // microseconds
+
+  const auto merged = run_command(std::string(ZT_TEST_TRAINER) + " trace merge " + dir.file("run"));
+  INFO(merged.output);
+  REQUIRE(merged.exit_code == 0);
+  const json all = read_json(dir.file("run/trace/merged.json"));
+  std::set<int> pids;
+  for (const auto& e : all["traceEvents"]) pids.insert(e["pid"].get<int>());
+  CHECK(pids == std::set<int>{0, 1});
+  CHECK(all["otherData"]["ranks"].size() == 2);
+  const auto none = run_command(std::string(ZT_TEST_TRAINER) + " trace merge " + dir.file("nope"));
+  CHECK(none.exit_code == 2);
+  CHECK(contains(none.output, "[trace] enabled = true"));
+}
+
+TEST_CASE("trace: speedscope parses a real run's trace in headless Chromium") {
+  const std::string viewer = ZT_TEST_SOURCE_DIR "/.tools/node_modules/speedscope/dist/release";
+  if (!std::filesystem::exists(viewer + "/index.html")) {
+    ZT_SKIP_UNLESS_CI("speedscope is not installed in .tools/ (scripts/setup.sh installs it)");
+  }
+  if (run_command("command -v chromium").exit_code != 0) {
+    ZT_SKIP_UNLESS_CI("chromium is not installed (scripts/setup.sh installs it)");
+  }
+  TempDir dir;
+  const auto r = run_command(zt::test::small_gpt_job(
+      dir.file("run"), "--set run.steps=4 --set trace.enabled=true --set 'trace.steps=[2, 3]'"));
+  REQUIRE(r.exit_code == 0);
+  // As speedscope's own command line opens a file: a script that hands it the bytes.
+  const auto b64 = run_command("base64 -w0 " + dir.file("run/trace/rank-0.json"));
+  REQUIRE(b64.exit_code == 0);
+  zt::test::write_file(dir.file("load.js"),
+                       "speedscope.loadFileFromBase64(\"rank-0.json\", \"" + b64.output + "\")");
+  const auto dom = chromium_dom("file://" + viewer +
+                                "/index.html#localProfilePath=" + dir.file("load.js"));
+  INFO(dom.output.substr(0, 600));
+  REQUIRE(dom.exit_code == 0);
+  // The title names the loaded file, and the profile list holds the rank's lanes with their
+  // time: speedscope parsed the events (an unparsable file leaves its import screen).
+  CHECK(contains(dom.output, "<title>rank-0.json - speedscope</title>"));
+  CHECK(contains(dom.output, "rank 0 (pid 0), compute (tid 1)"));
+  CHECK(contains(dom.output, "comm world"));
+  CHECK(std::regex_search(dom.output, std::regex("[0-9.]+ms</td>")));
+}
+
+TEST_CASE("report: every run writes report.html, and it renders in headless Chromium") {
+  TempDir dir;
+  const auto r = run_command(
+      zt::test::small_gpt_job(dir.file("run"), "--set run.steps=6 --set checkpoint.every_steps=3"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.output, "report: " + dir.file("run/report.html")));
+  CHECK(contains(r.output, "MFU: "));
+  std::istringstream metrics(zt::test::read_file(dir.file("run/metrics.jsonl")));
+  std::string line, last_step;
+  while (std::getline(metrics, line))
+    if (line.rfind("{\"step\":", 0) == 0) last_step = line;
+  const json last = json::parse(last_step);
+  CHECK(last["mfu"].get<double>() > 0);
+  CHECK(last["mfu"].get<double>() < 1.5);
+  CHECK(last["step_bytes"]["collectives"].get<int64_t>() > 0);
+  if (run_command("command -v chromium").exit_code != 0) {
+    ZT_SKIP_UNLESS_CI("chromium is not installed (scripts/setup.sh installs it)");
+  }
+  const auto dom = chromium_dom("file://" + dir.file("run/report.html"));
+  INFO(dom.output.substr(0, 400));
+  REQUIRE(dom.exit_code == 0);
+  CHECK(contains(dom.output, "data-charts-drawn=\"7/7\""));
+  CHECK(contains(dom.output, "data-script-errors=\"0\""));
+
+  // Made again later, elsewhere; and not at all when turned off.
+  const auto again = run_command(std::string(ZT_TEST_TRAINER) + " report " + dir.file("run") +
+                                 " --out " + dir.file("again.html"));
+  CHECK(again.exit_code == 0);
+  CHECK(std::filesystem::exists(dir.file("again.html")));
+  const auto off = run_command(
+      zt::test::small_gpt_job(dir.file("off"), "--set run.steps=2 --set run.report=false"));
+  CHECK(off.exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.file("off/report.html")));
+}
+
+TEST_CASE("flight recorder: a stalled offload read is named, and the job exits 4 in time") {
+  TempDir dir;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_command(
+      "ZT_TEST_FAULT=stall_read:0:20 " +
+      zt::test::small_gpt_job(dir.file("run"),
+                              "--set run.steps=6 --set plugins.offload_optimizer=offload_nvme "
+                              "--set plugin.offload_nvme.path=" +
+                                  dir.file("nvme") + " --set launch.timeout_s=5"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK(seconds < 60);
+  const std::regex line("zt: flight record: rank 1 waits in [a-z_]+ #([0-9]+) \\([^)]*\\) on "
+                        "world since [0-9.]+ s; rank 0's last completed is #([0-9]+) \\(last "
+                        "issued #[0-9]+\\) and it is in offload read of ");
+  std::smatch m;
+  REQUIRE(std::regex_search(r.output, m, line));
+  CHECK(std::stoll(m[2]) == std::stoll(m[1]) - 1);
+  const json rank0 = read_json(dir.file("run/flight/rank-0.json"));
+  const json rank1 = read_json(dir.file("run/flight/rank-1.json"));
+  CHECK(rank0["rank"] == 0);
+  CHECK(rank1["collectives"].size() > 10);
+}
+
+TEST_CASE("flight recorder: a skipped collective is found, and the job exits 4 in time") {
+  TempDir dir;
+  const int64_t seq = loss_all_reduce_seq(dir);
+  REQUIRE(seq > 0);
+  const std::string fault = "ZT_TEST_FAULT=skip_collective:1:" + std::to_string(seq) + " ";
+  const auto r = run_command(
+      fault +
+      zt::test::small_gpt_job(dir.file("run"), "--set run.steps=4 --set launch.timeout_s=5"));
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  const std::string at = "#" + std::to_string(seq);
+  CHECK(contains(r.output, "zt: flight record: the ranks' collectives differ at " + at +
+                               " on world: rank 0 issued all_reduce " + at));
+  CHECK(contains(r.output, "rank 1 issued "));
+
+  // launch.check_collectives stops at that op, naming both sides, before anything hangs.
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto checked = run_command(
+      fault + zt::test::small_gpt_job(dir.file("checked"),
+                                      "--set run.steps=4 --set launch.timeout_s=30 "
+                                      "--set launch.check_collectives=true"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(checked.output);
+  CHECK(checked.exit_code == 4);
+  CHECK(seconds < 30);  // found at once, not by the timeout
+  CHECK(contains(checked.output, "collective mismatch on world (launch.check_collectives)"));
+  CHECK(contains(checked.output, "issues all_reduce " + at));
+  CHECK(contains(checked.output, "where rank 1 issues"));
+}
+
+TEST_CASE("flight recorder: SIGUSR2 makes a running rank write its record and go on") {
+  TempDir dir;
+  // One rank, started in the background; SIGUSR2 once it trains; it finishes normally.
+  const std::string job = zt::test::small_gpt_job(
+      dir.file("run"), "--set launch.nproc=1 --set run.steps=1000 --set run.log_every=100");
+  const auto r = run_command("(" + job + " > " + dir.file("log") +
+                             " 2>&1 & pid=$!; for i in $(seq 200); do grep -q 'step 100/' " +
+                             dir.file("log") +
+                             " 2>/dev/null && break; sleep 0.1; done; kill "
+                             "-USR2 $pid; wait $pid; echo exit=$?)");
+  INFO(r.output << zt::test::read_file(dir.file("log")));
+  CHECK(contains(r.output, "exit=0"));
+  const json dump = read_json(dir.file("run/flight/rank-0.json"));
+  CHECK(dump["reason"] == "SIGUSR2");
+  CHECK(dump["collectives"].size() > 0);
+  const auto flight = run_command(std::string(ZT_TEST_TRAINER) + " flight " + dir.file("run"));
+  CHECK(flight.exit_code == 0);
+  CHECK(contains(flight.output, "flight record: rank 0's last completed collective is #"));
+}

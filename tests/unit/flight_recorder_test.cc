@@ -1,0 +1,160 @@
+// The flight recorder (zt/flight_recorder.h) and its diagnosis (zt/flight_diagnosis.h): ops are
+// recorded through an observed communicator with their state, the ring keeps the newest, the dump
+// is JSON, and the diagnosis names the rank that waits, the op and its sequence number, the rank
+// behind it and what that one does, or the first op the ranks disagree on.
+#include <doctest/doctest.h>
+
+#include <ATen/ATen.h>
+
+#include <nlohmann/json.hpp>
+
+#include "../test_util.h"
+#include "zt/error.h"
+#include "zt/flight_diagnosis.h"
+#include "zt/flight_recorder.h"
+#include "zt/trace.h"
+
+using zt::test::contains;
+using zt::test::TempDir;
+using zt::test::write_file;
+
+namespace {
+
+// A world of one: every op completes at once, as comm plugins do for one rank.
+class SoloCommunicator final : public zt::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return "solo"; }
+  std::shared_ptr<zt::Work> all_gather(const at::Tensor& out, const at::Tensor& in) override {
+    return zt::run_now([&] { out.copy_(in); });
+  }
+  std::shared_ptr<zt::Work> reduce_scatter(const at::Tensor& out, const at::Tensor& in,
+                                           zt::ReduceOp) override {
+    return zt::run_now([&] { out.copy_(in); });
+  }
+  std::shared_ptr<zt::Work> all_reduce(const at::Tensor&, zt::ReduceOp) override {
+    return std::make_shared<zt::CompletedWork>();
+  }
+  std::shared_ptr<zt::Work> broadcast(const at::Tensor&, int) override {
+    return std::make_shared<zt::CompletedWork>();
+  }
+  std::shared_ptr<zt::Work> barrier() override { return std::make_shared<zt::CompletedWork>(); }
+  zt::CommStats stats() const override { return {}; }
+  std::unique_ptr<zt::Communicator> split(int, int) override {
+    return std::make_unique<SoloCommunicator>();
+  }
+};
+
+// One rank's flight file as the recorder writes it, reduced to what the diagnosis reads.
+std::string rank_file(int rank, const std::string& waiting, const std::string& doing,
+                      const std::vector<std::string>& ops) {
+  std::string s = "{\"rank\":" + std::to_string(rank) +
+                  ",\"now_us\":40000000,\"threads\":[{\"lane\":\"compute\",\"stack\":[\"step 3\"," +
+                  zt::trace::json_quote(doing) + "],\"waiting\":" + zt::trace::json_quote(waiting) +
+                  ",\"waiting_since_us\":10000000}],\"collectives\":[";
+  for (size_t i = 0; i < ops.size(); ++i) s += (i ? "," : "") + ops[i];
+  return s + "]}";
+}
+
+std::string op(int seq, const std::string& name, int64_t bytes, const std::string& phase,
+               const std::string& state) {
+  return "{\"seq\":" + std::to_string(seq) + ",\"group\":\"world\",\"op\":\"" + name +
+         "\",\"bytes\":" + std::to_string(bytes) + ",\"dtype\":\"Float\",\"phase\":\"" + phase +
+         "\",\"state\":\"" + state + "\"}";
+}
+
+}  // namespace
+
+TEST_CASE("flight recorder: an observed communicator records each op with its phase and state") {
+  auto& recorder = zt::FlightRecorder::instance();
+  const size_t before = recorder.records().size();
+  auto comm = zt::observe_communicator(std::make_unique<SoloCommunicator>(), "world");
+  at::Tensor t = at::ones({1024});
+  {
+    const zt::trace::Scope unit("unit", 4, "forward", zt::trace::kCompute);
+    comm->all_gather(t, t)->wait();
+  }
+  comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
+  const auto records = recorder.records();
+  REQUIRE(records.size() == before + 2);
+  const zt::CollectiveRecord& gather = records[records.size() - 2];
+  CHECK(gather.op == "all_gather");
+  CHECK(gather.bytes == 4096);
+  CHECK(gather.dtype == "Float");
+  CHECK(gather.phase == "unit 4 forward");
+  CHECK(gather.group == "world");
+  CHECK(gather.completed_ns >= gather.issued_ns);
+  CHECK(records.back().seq == gather.seq + 1);
+
+  TempDir dir;
+  recorder.set_dump_path(dir.file("flight/rank-0.json"), 0, 1);
+  REQUIRE(recorder.dump("test"));
+  const auto j = nlohmann::json::parse(zt::test::read_file(dir.file("flight/rank-0.json")));
+  CHECK(j["reason"] == "test");
+  CHECK(j["collectives"].back()["state"] == "done");
+  recorder.set_dump_path("", 0, 1);
+}
+
+TEST_CASE("flight recorder: the ring keeps the newest collectives") {
+  auto& recorder = zt::FlightRecorder::instance();
+  recorder.set_capacity(16);
+  auto comm = zt::observe_communicator(std::make_unique<SoloCommunicator>(), "ring");
+  at::Tensor t = at::ones({4});
+  for (int i = 0; i < 100; ++i) comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
+  const auto records = recorder.records();
+  CHECK(records.size() <= 16);
+  CHECK(records.back().seq == 100);
+  CHECK(records.back().group == "ring");
+  recorder.set_capacity(4096);
+}
+
+TEST_CASE("flight diagnosis: the waiting rank, its op and sequence number, and the rank behind") {
+  TempDir dir;
+  write_file(dir.file("rank-0.json"),
+             rank_file(0, "", "offload read of optim.exp_avg (4.0 MiB, offload_nvme)",
+                       {op(811, "all_gather", 6291456, "unit 2 forward", "done")}));
+  write_file(dir.file("rank-1.json"),
+             rank_file(1, "all_gather #812 (6.0 MiB, unit 3 forward) on world", "comm wait",
+                       {op(811, "all_gather", 6291456, "unit 2 forward", "done"),
+                        op(812, "all_gather", 6291456, "unit 3 forward", "running")}));
+  const zt::FlightDiagnosis d = zt::diagnose_flight(dir.path(), 2);
+  const std::string& line = d.line;
+  INFO(line);
+  CHECK(d.found);
+  CHECK(contains(line, "rank 1 waits in all_gather #812 (6.0 MiB, unit 3 forward) on world since "
+                       "30.0 s"));
+  CHECK(contains(line, "rank 0's last completed is #811"));
+  CHECK(contains(line, "it is in offload read of optim.exp_avg"));
+}
+
+TEST_CASE("flight diagnosis: ranks that wait in nothing are described, not diagnosed") {
+  TempDir dir;
+  for (int r = 0; r < 2; ++r) {
+    write_file(dir.file("rank-" + std::to_string(r) + ".json"),
+               rank_file(r, "", "unit 1 forward", {op(7, "all_gather", 2048, "step", "done")}));
+  }
+  const zt::FlightDiagnosis d = zt::diagnose_flight(dir.path(), 2);
+  INFO(d.line);
+  CHECK_FALSE(d.found);
+  CHECK(contains(d.line, "rank 1's last completed collective is #7 and it is in unit 1 forward"));
+}
+
+TEST_CASE("flight diagnosis: the first collective the ranks disagree on, and missing ranks") {
+  TempDir dir;
+  write_file(dir.file("rank-0.json"),
+             rank_file(0, "all_reduce #25 (8 B, step 1) on world", "comm wait",
+                       {op(24, "all_gather", 2048, "step", "done"),
+                        op(25, "all_reduce", 8, "step 1", "running")}));
+  write_file(dir.file("rank-1.json"), rank_file(1, "", "",
+                                                {op(24, "all_gather", 2048, "step", "done"),
+                                                 op(25, "all_gather", 192, "", "running")}));
+  const zt::FlightDiagnosis d = zt::diagnose_flight(dir.path(), 3);
+  const std::string& line = d.line;
+  INFO(line);
+  CHECK(d.found);
+  CHECK(contains(line, "differ at #25 on world: rank 0 issued all_reduce #25 (8 B Float, step 1), "
+                       "rank 1 issued all_gather #25 (192 B Float)"));
+  CHECK(contains(line, "rank 2 left no flight record"));
+  CHECK(zt::diagnose_flight(dir.file("nothing-here"), 2).line.empty());
+}

@@ -1,0 +1,149 @@
+// The timeline trace (zt/trace.h): spans become events only while recording, nest on their
+// thread, named lanes keep their events in sequence, the file is Trace Event JSON that parses,
+// and a thread's activity stack and waiting label are what a flight dump reads.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "../test_util.h"
+#include "zt/error.h"
+#include "zt/trace.h"
+
+namespace trace = zt::trace;
+using zt::test::TempDir;
+
+namespace {
+
+// This thread's lane: the one whose events carry `name`.
+const trace::Lane* lane_with(const std::vector<trace::Lane>& lanes, const std::string& name) {
+  for (const auto& l : lanes) {
+    for (const auto& e : l.events)
+      if (std::string(e.name) == name) return &l;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("trace: scopes are events only while recording, nested on their thread") {
+  trace::clear_events();
+  { const trace::Scope off("before recording"); }
+  trace::set_recording(true);
+  {
+    const trace::Scope outer("outer test span", 3, "forward", trace::kCompute);
+    const trace::Scope inner("inner test span", trace::kCommWait);
+  }
+  trace::begin("manual test span", 1, "backward", trace::kCompute);
+  trace::end();
+  trace::set_recording(false);
+  { const trace::Scope after("after recording"); }
+
+  const auto lanes = trace::lanes();
+  const trace::Lane* mine = lane_with(lanes, "outer test span");
+  REQUIRE(mine != nullptr);
+  std::vector<std::string> names;
+  const trace::Event* outer = nullptr;
+  const trace::Event* inner = nullptr;
+  for (const auto& e : mine->events) {
+    names.push_back(e.name);
+    if (std::string(e.name) == "outer test span") outer = &e;
+    if (std::string(e.name) == "inner test span") inner = &e;
+  }
+  CHECK(names.size() == 3);  // outer, inner, manual: nothing from before or after recording
+  REQUIRE(outer != nullptr);
+  REQUIRE(inner != nullptr);
+  CHECK(outer->index == 3);
+  CHECK(std::string(outer->what) == "forward");
+  CHECK(inner->begin_ns >= outer->begin_ns);
+  CHECK(inner->end_ns <= outer->end_ns);
+  CHECK(std::string(inner->category) == trace::kCommWait);
+}
+
+TEST_CASE("trace: a named lane keeps its events in sequence, from whichever thread they come") {
+  trace::clear_events();
+  trace::set_recording(true);
+  const int64_t t0 = trace::now_ns();
+  trace::Event a;
+  a.name = "all_gather";
+  a.index = 1;
+  a.category = trace::kComm;
+  a.begin_ns = t0;
+  a.end_ns = t0 + 1000;
+  trace::add_lane_event("comm test", a);
+  std::thread([&] {
+    trace::Event b = a;
+    b.index = 2;
+    b.begin_ns = t0 + 500;  // issued while #1 ran: the lane starts it when #1 ended
+    b.end_ns = t0 + 3000;
+    trace::add_lane_event("comm test", b);
+  }).join();
+  trace::set_recording(false);
+  const auto lanes = trace::lanes();
+  const trace::Lane* comm = nullptr;
+  for (const auto& l : lanes)
+    if (l.name == "comm test") comm = &l;
+  REQUIRE(comm != nullptr);
+  REQUIRE(comm->events.size() == 2);
+  CHECK(comm->events[0].end_ns == t0 + 1000);
+  CHECK(comm->events[1].begin_ns == t0 + 1000);
+  CHECK(comm->events[1].end_ns == t0 + 3000);
+}
+
+TEST_CASE("trace: the file is Trace Event JSON with lanes named and times shifted") {
+  trace::clear_events();
+  trace::name_this_thread("compute test lane", true);
+  trace::set_recording(true);
+  {
+    trace::Scope s("file test span \"quoted\"", trace::kIo);
+    s.set_bytes(4096);
+    s.set_detail("rank0/optim.bin");
+  }
+  trace::set_recording(false);
+  TempDir dir;
+  const int64_t origin = trace::now_ns() - 5'000'000'000;  // 5 s ago
+  trace::write_trace_file(dir.file("rank-3.json"), 3, "rank 3", 1'000'000, origin,
+                          "{\"run\":\"t\"}");
+  const auto j = nlohmann::json::parse(zt::test::read_file(dir.file("rank-3.json")));
+  CHECK(j["otherData"]["run"] == "t");
+  bool lane_named = false, span = false;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "compute test lane")
+      lane_named = true;
+    if (e["ph"] == "X" && e["name"] == "file test span \"quoted\"") {
+      span = true;
+      CHECK(e["pid"] == 3);
+      CHECK(e["cat"] == "io");
+      CHECK(e["args"]["bytes"] == 4096);
+      CHECK(e["args"]["detail"] == "rank0/optim.bin");
+      // Recorded within the last 5 s, shifted by the offset (1 ms) onto the origin.
+      const double ts = e["ts"].get<double>();
+      CHECK(ts > 1000.0);
+      CHECK(ts < 5'001'000.0 + 60'000'000.0);
+    }
+  }
+  CHECK(lane_named);
+  CHECK(span);
+  CHECK_THROWS_AS(trace::write_trace_file("/nonexistent-dir/x.json", 0, "r", 0, 0, ""),
+                  zt::IoError);
+}
+
+TEST_CASE("trace: a thread's activity and waiting label are readable from another thread") {
+  const trace::Scope step("activity test step", 7, "", trace::kStep);
+  const trace::Scope unit("unit", 2, "forward", trace::kCompute);
+  trace::set_waiting("all_gather #12 (6.0 MiB) on world");
+  CHECK(trace::current_activity() == "unit 2 forward");
+  std::vector<trace::Activity> seen;
+  std::thread([&] { seen = trace::activities(); }).join();
+  bool found = false;
+  for (const auto& a : seen) {
+    if (a.waiting != "all_gather #12 (6.0 MiB) on world") continue;
+    found = true;
+    REQUIRE(a.stack.size() >= 2);
+    CHECK(a.stack[a.stack.size() - 2] == "activity test step 7");
+    CHECK(a.stack.back() == "unit 2 forward");
+    CHECK(a.waiting_since_ns > 0);
+  }
+  CHECK(found);
+  trace::clear_waiting();
+}

@@ -1,0 +1,90 @@
+#include "app/observe_command.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "report/run_report.h"
+#include "zt/error.h"
+#include "zt/flight_diagnosis.h"
+
+namespace zt::trainer {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// <dir>/rank-N.json files, by rank.
+std::vector<std::pair<int, std::string>> rank_files(const std::string& dir) {
+  std::vector<std::pair<int, std::string>> out;
+  std::error_code ec;
+  const std::regex name("rank-([0-9]+)\\.json");
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string file = entry.path().filename().string();
+    if (std::regex_match(file, m, name)) out.push_back({std::stoi(m[1]), entry.path().string()});
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+int run_trace_merge(const CliArgs& cli, std::ostream& out) {
+  const std::string run_dir = cli.compare_runs.at(0);
+  std::string dir = run_dir + "/trace";
+  if (!fs::is_directory(dir)) dir = run_dir;
+  const auto files = rank_files(dir);
+  if (files.empty()) {
+    throw ConfigError("no rank-N.json trace files in " + dir +
+                      "; run the job with [trace] enabled = true (trace.dir sets the folder)");
+  }
+  nlohmann::json merged;
+  merged["traceEvents"] = nlohmann::json::array();
+  merged["displayTimeUnit"] = "ms";
+  merged["otherData"]["ranks"] = nlohmann::json::array();
+  for (const auto& [rank, path] : files) {
+    std::ifstream in(path);
+    nlohmann::json j;
+    try {
+      in >> j;
+    } catch (const std::exception& e) {
+      throw ConfigError(path + " is not a trace file zt wrote (" + e.what() + ")");
+    }
+    // Each rank's file is its own process already (pid = rank); its events go in as they are.
+    for (auto& e : j["traceEvents"]) merged["traceEvents"].push_back(std::move(e));
+    merged["otherData"]["ranks"].push_back(j.value("otherData", nlohmann::json::object()));
+  }
+  const std::string target = cli.out_path.empty() ? dir + "/merged.json" : cli.out_path;
+  std::ofstream file(target);
+  file << merged.dump() << "\n";
+  if (!file.flush()) throw IoError("cannot write " + target + " (is the disk full?)");
+  out << "trace: " << files.size() << " rank(s) merged into " << target
+      << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+  return 0;
+}
+
+int run_flight(const CliArgs& cli, std::ostream& out) {
+  const std::string dir = cli.compare_runs.at(0) + "/flight";
+  const auto files = rank_files(dir);
+  if (files.empty()) {
+    throw ConfigError("no flight records (rank-N.json) in " + dir +
+                      "; ranks write them on a failure, a hang past launch.timeout_s, or "
+                      "SIGUSR2 (kill -USR2 <pid of each rank>)");
+  }
+  const int world = files.back().first + 1;
+  out << "flight record: " << diagnose_flight(dir, world).line << "\n";
+  return 0;
+}
+
+int run_report(const CliArgs& cli, std::ostream& out) {
+  const std::string run_dir = cli.compare_runs.at(0);
+  const std::string target = cli.out_path.empty() ? run_dir + "/report.html" : cli.out_path;
+  write_run_report(run_dir, target);
+  out << "report: " << target << "\n";
+  return 0;
+}
+
+}  // namespace zt::trainer

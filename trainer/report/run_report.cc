@@ -1,0 +1,229 @@
+#include "report/run_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <vector>
+
+#include "report/run_metrics.h"
+#include "report/svg_chart.h"
+#include "zt/error.h"
+
+namespace zt::trainer {
+
+namespace {
+
+using nlohmann::json;
+using svg::Marker;
+using svg::Series;
+
+constexpr double kMiB = 1048576.0;
+
+struct RunLines {
+  std::string path;
+  std::vector<json> steps;        // lines with a step_time_s, in file order
+  std::vector<json> checkpoints;  // "event":"checkpoint"
+  std::vector<Marker> markers;    // checkpoints, resumes, A/B switches
+};
+
+RunLines read_lines(const std::string& run_dir) {
+  RunLines r;
+  std::ifstream probe_dir(run_dir + "/metrics.jsonl");
+  r.path = probe_dir ? run_dir + "/metrics.jsonl" : run_dir;
+  std::ifstream in(r.path);
+  if (!in) {
+    throw ConfigError("no metrics at " + r.path +
+                      "; give trainer report the run.out_dir of a "
+                      "training run");
+  }
+  for (std::string line; std::getline(in, line);) {
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) continue;  // a line cut short by a kill
+    const std::string event = j.value("event", "");
+    if (event == "checkpoint") {
+      r.checkpoints.push_back(j);
+      r.markers.push_back({j.value("step", 0.0), "ckpt", "#2ca02c"});
+    } else if (event == "resume") {
+      r.markers.push_back({j.value("step", 0.0), "resume", "#ff7f0e"});
+    } else if (event == "ab_switch") {
+      r.markers.push_back({j.value("step", 0.0), "to " + j.value("to", ""), "#9467bd"});
+    } else if (event.empty() && j.contains("step_time_s")) {
+      r.steps.push_back(std::move(j));
+    }
+  }
+  if (r.steps.empty()) throw ConfigError(r.path + " holds no training step");
+  return r;
+}
+
+double step_of(const json& j) { return j.value("step", 0.0); }
+
+Series series_of(const RunLines& r, const std::string& name, const std::string& color,
+                 double (*value)(const json&)) {
+  Series se{name, color, {}};
+  for (const json& j : r.steps) se.points.push_back({step_of(j), value(j)});
+  return se;
+}
+
+std::string loss_chart(const RunLines& r) {
+  std::vector<Series> s = {
+      series_of(r, "training loss", "#1f77b4", [](const json& j) { return j.value("loss", 0.0); })};
+  return svg::line_chart("loss", "loss per step", "step", "loss", s, r.markers, true);
+}
+
+// compute / comm wait / read wait / write wait / optimizer per step, stacked (rank 0's engine).
+std::string time_chart(const RunLines& r) {
+  static const std::pair<const char*, const char*> kParts[] = {{"compute_s", "compute"},
+                                                               {"comm_wait_s", "comm wait"},
+                                                               {"read_wait_s", "read wait"},
+                                                               {"write_wait_s", "write wait"},
+                                                               {"optimizer_s", "optimizer"}};
+  std::vector<Series> series;
+  size_t color = 0;
+  for (const auto& [key, name] : kParts) {
+    Series se{name, svg::palette()[color++], {}};
+    for (const json& j : r.steps) {
+      const json times = j.value("times", json::object());
+      se.points.push_back({step_of(j), times.value(key, 0.0)});
+    }
+    series.push_back(std::move(se));
+  }
+  // Steps the engine did not time show their whole time as one part.
+  Series other{"other (untimed)", "#bbbbbb", {}};
+  for (const json& j : r.steps) {
+    double parts = 0;
+    for (const auto& [key, name] : kParts)
+      parts += j.value("times", json::object()).value(key, 0.0);
+    other.points.push_back({step_of(j), std::max(0.0, j.value("step_time_s", 0.0) - parts)});
+  }
+  series.push_back(std::move(other));
+  return svg::stacked_chart("time-split", "step time split (rank 0, seconds)", "step", "seconds",
+                            series, r.markers);
+}
+
+std::string throughput_charts(const RunLines& r) {
+  std::string out = svg::line_chart(
+      "tokens", "tokens per second", "step", "tokens/s",
+      {series_of(r, "tokens/s", "#1f77b4",
+                 [](const json& j) { return j.value("tokens_per_s", 0.0); })},
+      r.markers, true);
+  if (r.steps.back().contains("mfu")) {
+    out += svg::line_chart(
+        "mfu", "MFU: model FLOPs per second over the measured peak, per rank (%)", "step", "%",
+        {series_of(r, "MFU", "#d62728", [](const json& j) { return 100 * j.value("mfu", 0.0); })},
+        r.markers, true);
+  }
+  return out;
+}
+
+// Model states by category per rank at the last step (MiB), and the peak RSS.
+std::string memory_chart(const RunLines& r) {
+  const json memory = r.steps.back().value("memory", json::array());
+  std::vector<std::string> categories;
+  std::vector<Series> series;
+  for (size_t rank = 0; rank < memory.size(); ++rank)
+    series.push_back({"rank " + std::to_string(rank), svg::palette()[rank % 8], {}});
+  std::vector<std::string> names = memory_categories();
+  names.push_back("peak_rss");
+  for (const std::string& c : names) {
+    bool any = false;
+    for (const json& m : memory) any = any || m.value(c, int64_t{0}) > 0;
+    if (!any) continue;
+    const double x = static_cast<double>(categories.size());
+    categories.push_back(c);
+    for (size_t rank = 0; rank < memory.size(); ++rank)
+      series[rank].points.push_back({x, memory[rank].value(c, int64_t{0}) / kMiB});
+  }
+  return svg::bar_chart("memory", "memory by category per rank at the last step (MiB)", "MiB",
+                        categories, series);
+}
+
+std::string bytes_chart(const RunLines& r) {
+  static const std::pair<const char*, const char*> kKinds[] = {
+      {"collectives", "collectives"},
+      {"offload_read", "offload read"},
+      {"offload_written", "offload written"}};
+  std::vector<Series> series;
+  size_t color = 0;
+  for (const auto& [key, name] : kKinds) {
+    Series se{name, svg::palette()[color++], {}};
+    for (const json& j : r.steps)
+      se.points.push_back(
+          {step_of(j), j.value("step_bytes", json::object()).value(key, 0.0) / kMiB});
+    series.push_back(std::move(se));
+  }
+  return svg::line_chart("bytes", "bytes moved per step by rank 0 (MiB)", "step", "MiB", series,
+                         r.markers, true);
+}
+
+std::string checkpoint_chart(const RunLines& r) {
+  if (r.checkpoints.empty()) return "";
+  std::vector<std::string> saves;
+  Series stall{"the step waited", "#d62728", {}},
+      write{"writing (in the background)", "#2ca02c", {}};
+  for (const json& c : r.checkpoints) {
+    const double x = static_cast<double>(saves.size());
+    saves.push_back("step " + std::to_string(c.value("step", 0)));
+    stall.points.push_back({x, c.value("stall_s", 0.0)});
+    write.points.push_back({x, c.value("write_s", 0.0)});
+  }
+  return svg::bar_chart("checkpoints", "checkpoint saves: stall and write time (s)", "seconds",
+                        saves, {stall, write});
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string summary_table(const RunLines& r) {
+  std::vector<double> times, tokens, mfu;
+  for (const json& j : r.steps) {
+    times.push_back(j.value("step_time_s", 0.0));
+    tokens.push_back(j.value("tokens_per_s", 0.0));
+    if (j.contains("mfu")) mfu.push_back(100 * j.value("mfu", 0.0));
+  }
+  int64_t peak_rss = 0;
+  for (const json& m : r.steps.back().value("memory", json::array()))
+    peak_rss = std::max(peak_rss, m.value("peak_rss", int64_t{0}));
+  char buf[768];
+  std::snprintf(buf, sizeof buf,
+                "<table><tr><th>steps</th><th>final loss</th><th>median step s</th>"
+                "<th>median tokens/s</th><th>median MFU</th><th>checkpoints</th>"
+                "<th>largest peak RSS MiB</th></tr><tr><td>%zu (to step %lld)</td><td>%.5g</td>"
+                "<td>%.4f</td><td>%.1f</td><td>%s</td><td>%zu</td><td>%.1f</td></tr></table>\n",
+                r.steps.size(), static_cast<long long>(step_of(r.steps.back())),
+                r.steps.back().value("loss", 0.0), median(times), median(tokens),
+                mfu.empty() ? "unknown" : (svg::num(median(mfu)) + "%").c_str(),
+                r.checkpoints.size(), static_cast<double>(peak_rss) / kMiB);
+  return buf;
+}
+
+}  // namespace
+
+std::string run_report_html(const std::string& run_dir) {
+  const RunLines r = read_lines(run_dir);
+  std::ostringstream s;
+  s << svg::page_head("zt run: " + run_dir) << "<h1>Run " << svg::escape(run_dir) << "</h1>\n"
+    << summary_table(r) << "<p>From " << svg::escape(r.path)
+    << ". Markers: checkpoints (green), resumes and restarts (orange), live A/B switches "
+       "(purple). Times are rank 0's; a timeline of every rank: [trace] enabled = true.</p>\n"
+    << loss_chart(r) << time_chart(r) << throughput_charts(r) << memory_chart(r) << bytes_chart(r)
+    << checkpoint_chart(r) << svg::page_foot();
+  return s.str();
+}
+
+void write_run_report(const std::string& run_dir, const std::string& path) {
+  const std::string html = run_report_html(run_dir);
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp);
+  out << html;
+  if (!out.flush() || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw IoError("cannot write the run report " + path + " (is the folder writable?)");
+  }
+}
+
+}  // namespace zt::trainer

@@ -1,0 +1,26 @@
+// The machine's peak for MFU: what a dense matrix multiply reaches on this rank's threads in the
+// compute dtype, measured by a short probe at start while every rank of the host probes at once
+// (they share its cores, as they do while training), and cached per machine so later runs start
+// without it: <cache>/peak-flops.json, keyed by CPU model, threads, local ranks, dtype and BLAS
+// core. The cache folder is ZT_CACHE_DIR, else $XDG_CACHE_HOME/zt, else ~/.cache/zt; a cache that
+// cannot be written is only not used.
+// Thread safety: the training thread.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <string>
+
+#include "zt/communicator.h"
+
+namespace zt::trainer {
+
+struct PeakFlops {
+  double per_rank = 0;  // FLOP/s one rank reaches
+  std::string how;      // "sgemm fp32 1024^3, 1 thread x 2 ranks, measured" / "..., cached"
+};
+
+// Collective: the ranks agree whether every one found its cache entry, else all probe together.
+PeakFlops peak_flops(Communicator& comm, at::ScalarType dtype);
+
+}  // namespace zt::trainer

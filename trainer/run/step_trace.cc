@@ -1,0 +1,68 @@
+#include "run/step_trace.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "zt/error.h"
+#include "zt/trace.h"
+
+namespace zt::trainer {
+
+ClockOffset measure_clock_offset(Communicator& comm) {
+  constexpr int kRounds = 7;
+  std::vector<int64_t> offsets;
+  int64_t origin = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    // Every rank leaves the barrier within the transport's latency of the others, and reads its
+    // clock at once: the difference to rank 0's reading is the offset, up to that latency.
+    comm.barrier()->wait();
+    at::Tensor mine = at::tensor({trace::now_ns()}, at::kLong);
+    at::Tensor all = at::empty({comm.size()}, at::kLong);
+    comm.all_gather(all, mine)->wait();
+    const int64_t* t = all.data_ptr<int64_t>();
+    offsets.push_back(t[0] - t[comm.rank()]);
+    origin = t[0];
+  }
+  std::nth_element(offsets.begin(), offsets.begin() + kRounds / 2, offsets.end());
+  return {offsets[kRounds / 2], origin};
+}
+
+StepTrace::StepTrace(const TraceSettings& settings, Communicator& comm)
+    : settings_(settings), rank_(comm.rank()) {
+  if (!settings_.enabled) return;
+  const ClockOffset clock = measure_clock_offset(comm);
+  offset_ns_ = clock.offset_ns;
+  origin_ns_ = clock.origin_ns;
+  trace::clear_events();
+}
+
+void StepTrace::before_step(int64_t step) const { trace::set_recording(settings_.covers(step)); }
+
+void StepTrace::after_step(int64_t step, const std::string& metadata) {
+  trace::set_recording(false);
+  if (settings_.enabled && step >= settings_.last_step) finish(metadata);
+}
+
+void StepTrace::finish(const std::string& metadata) {
+  trace::set_recording(false);
+  if (!settings_.enabled || written_) return;
+  written_ = true;
+  std::error_code ec;
+  std::filesystem::create_directories(settings_.dir, ec);
+  if (ec) {
+    throw IoError("cannot create trace.dir " + settings_.dir + ": " + ec.message() +
+                  " (set trace.dir to a writable folder)");
+  }
+  trace::write_trace_file(file(), rank_, "rank " + std::to_string(rank_), offset_ns_, origin_ns_,
+                          metadata);
+  trace::clear_events();
+}
+
+std::string StepTrace::file() const {
+  return settings_.dir + "/rank-" + std::to_string(rank_) + ".json";
+}
+
+}  // namespace zt::trainer

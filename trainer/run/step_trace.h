@@ -1,0 +1,46 @@
+// The timeline trace of a training run ([trace], zt/trace.h): recording is on for the configured
+// steps only, and at the end each rank writes <trace.dir>/rank-N.json, its clock moved onto rank
+// 0's by an offset measured when the trace is set up, so the ranks' files lay side by side (and
+// `trainer trace merge` puts them in one file).
+// Thread safety: the training thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "settings/job_settings.h"
+#include "zt/communicator.h"
+
+namespace zt::trainer {
+
+class StepTrace {
+ public:
+  // Collective when the trace is on (the clock offset is measured over `comm`); nothing when
+  // off.
+  StepTrace(const TraceSettings& settings, Communicator& comm);
+  // Recording on for the steps the trace covers: call before optimizer step `step` (1-based).
+  void before_step(int64_t step) const;
+  // Recording off; writes this rank's file once the last traced step ran (or at the end of a
+  // shorter run). `metadata`: a JSON object of the run (model, composition). Throws IoError.
+  void after_step(int64_t step, const std::string& metadata);
+  void finish(const std::string& metadata);
+  // Where this rank's file goes.
+  std::string file() const;
+
+ private:
+  TraceSettings settings_;
+  int rank_ = 0;
+  int64_t offset_ns_ = 0;  // add to this rank's clock to read rank 0's
+  int64_t origin_ns_ = 0;  // rank 0's clock when the trace was set up: the files' time zero
+  bool written_ = false;
+};
+
+// The clock offset to rank 0 (ns to add to this rank's CLOCK_MONOTONIC), and rank 0's time
+// now: the median over a few barrier-aligned exchanges of the ranks' clocks. Collective.
+struct ClockOffset {
+  int64_t offset_ns = 0;
+  int64_t origin_ns = 0;
+};
+ClockOffset measure_clock_offset(Communicator& comm);
+
+}  // namespace zt::trainer
