@@ -110,7 +110,7 @@ TEST_CASE("bad command lines are config errors that say what to do") {
                        doctest::Contains("unknown 'trainer plugins remove'"), zt::ConfigError);
 }
 
-TEST_CASE("report, trace merge and flight take one run folder; report and merge an --out") {
+TEST_CASE("report, trace merge and flight take one run folder, report and merge an --out") {
   auto r = parse_cli({"report", "runs/x", "--out", "r.html"});
   CHECK(r.command == Command::kReport);
   CHECK(r.compare_runs == std::vector<std::string>{"runs/x"});
