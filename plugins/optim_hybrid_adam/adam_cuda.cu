@@ -2,8 +2,8 @@
 //
 // Numerics: every step is written with an explicitly rounded intrinsic (__fmul_rn, __fadd_rn,
 // __fdiv_rn, __fsqrt_rn, __fmaf_rn), so nvcc contracts nothing and -use_fast_math could change
-// nothing; the two fused multiply-adds are exactly the ones adam_simd.h fuses, which makes a
-// step on the GPU give the same bits as the AVX2/AVX-512 kernels on the host.
+// nothing; the operations are adam_kernel.h's, fused exactly where it fuses, which makes a step
+// on the GPU give the same bits as the host kernels.
 //
 // Layout of one launch: the argument block lists up to kCudaAdamMaxSegments segments (a shard, or
 // a piece of a long one) by their five pointers and length, and the prefix sums of their chunk
@@ -80,17 +80,16 @@ __device__ __forceinline__ F16 narrow(F16*, float x) {
 // One element, as adam_simd.h's update_vector computes each lane.
 __device__ __forceinline__ void update_element(float& p, float grad, float& m, float& v,
                                                const AdamConstants& c) {
-  float g = __fdiv_rn(grad, c.grad_divisor);  // grad.div(divisor)
+  float g = c.scale_grad ? __fmul_rn(grad, c.inv_grad_divisor) : grad;
   if (c.decay == DecayMode::kDecoupled) {
-    p = __fmul_rn(p, c.decay_factor);  // p.mul_(1 - lr * wd)
+    p = __fmul_rn(p, c.decay_factor);
   } else if (c.decay == DecayMode::kL2) {
-    g = __fmaf_rn(p, c.weight_decay, g);  // grad.add(p, wd), fused as LibTorch's vectorised add
+    g = __fmaf_rn(p, c.weight_decay, g);
   }
-  m = __fmaf_rn(g, c.one_minus_beta1, __fmul_rn(m, c.beta1));  // mul_(b1).add_(g, 1 - b1)
-  // mul_(b2).addcmul_(g, g, 1 - b2): LibTorch's addcmul is self + (s * t1) * t2.
-  v = __fadd_rn(__fmul_rn(v, c.beta2), __fmul_rn(__fmul_rn(c.one_minus_beta2, g), g));
-  const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), c.sqrt_bias_correction2), c.eps);
-  p = __fadd_rn(p, __fdiv_rn(__fmul_rn(c.neg_step_size, m), denom));  // addcdiv_(m, denom, -s)
+  m = __fmaf_rn(g, c.one_minus_beta1, __fmul_rn(m, c.beta1));
+  v = __fmaf_rn(__fmul_rn(c.one_minus_beta2, g), g, __fmul_rn(v, c.beta2));
+  const float denom = __fmaf_rn(__fsqrt_rn(v), c.inv_sqrt_bias_correction2, c.eps);
+  p = __fadd_rn(p, __fdiv_rn(__fmul_rn(c.neg_step_size, m), denom));
 }
 
 template <class C>

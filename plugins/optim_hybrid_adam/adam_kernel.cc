@@ -1,4 +1,4 @@
-// The per-step constants, rounded as LibTorch 1.13 rounds them, and the driver that splits a
+// The per-step constants (reciprocals included, each rounded once) and the driver that splits a
 // shard across OpenMP threads for whichever kernel adam_isa.h chose.
 #include "adam_kernel.h"
 
@@ -12,8 +12,9 @@ namespace zt::hybrid_adam {
 AdamConstants make_adam_constants(double lr, double beta1, double beta2, double eps,
                                   double weight_decay, bool adamw, int64_t step,
                                   double grad_divisor) {
-  // Mirrors torch/csrc/api/src/optim/adam{,w}.cpp: scalars are formed in double and each is
-  // rounded to float as the tensor op that uses it does (mul_(beta1), add_(g, 1 - beta1), ...).
+  // As torch/csrc/api/src/optim/adam{,w}.cpp forms them, in double; the two divisions the
+  // element update would repeat (by the gradient divisor and by sqrt(bias_correction2)) become
+  // reciprocals, rounded once here.
   const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
   const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
   AdamConstants c;
@@ -21,10 +22,11 @@ AdamConstants make_adam_constants(double lr, double beta1, double beta2, double 
   c.one_minus_beta1 = static_cast<float>(1 - beta1);
   c.beta2 = static_cast<float>(beta2);
   c.one_minus_beta2 = static_cast<float>(1 - beta2);
-  c.sqrt_bias_correction2 = static_cast<float>(std::sqrt(bias_correction2));
+  c.inv_sqrt_bias_correction2 = static_cast<float>(1 / std::sqrt(bias_correction2));
   c.eps = static_cast<float>(eps);
   c.neg_step_size = static_cast<float>(-(lr / bias_correction1));
-  c.grad_divisor = static_cast<float>(grad_divisor);
+  c.scale_grad = grad_divisor != 1;
+  c.inv_grad_divisor = static_cast<float>(1 / grad_divisor);
   if (weight_decay == 0) {
     c.decay = DecayMode::kNone;
   } else if (adamw) {

@@ -1,7 +1,10 @@
 // The Adam/AdamW element update of optim_hybrid_adam on host memory: one pass over a shard's
 // parameters, gradient, both moments and (optionally) a 16-bit copy of the new parameters.
-// The constants are prepared once per step, exactly as LibTorch 1.13 rounds them, so every
-// kernel (portable, AVX2, AVX-512; adam_isa.h picks one) computes LibTorch's fp32 arithmetic.
+// The constants are prepared once per step, reciprocals included, so an element costs one
+// square root and one division (LibTorch's fp32 Adam divides three times); every kernel
+// (portable, AVX2, AVX-512, CUDA) does the same operations in the same order and gives the same
+// bits. Against a double-precision reference the result stays within the bound the tests state
+// (about 17 fp32 ulps relative where nothing cancels; tests/adam_test_support.h).
 // adam_update_cpu splits a shard across OpenMP threads and runs the chosen kernel on each part.
 // Thread safety: adam_update_cpu touches only the buffers it is given; disjoint buffers may be
 // updated from several threads at once.
@@ -21,23 +24,30 @@ enum class DecayMode {
 // Element types a kernel reads gradients from / writes the parameter copy to.
 enum class ElemType { kFloat32, kBFloat16, kFloat16 };
 
-// The per-step scalars. LibTorch computes them in double and rounds each to float where it
-// enters a tensor op; these fields hold those rounded values, so the kernel never sees a double.
+// The per-step scalars, formed in double and rounded once to float, so the kernel never sees a
+// double. The element update (every kernel, in this order; fma = one rounding):
+//   g = scale_grad ? grad * inv_grad_divisor : grad
+//   p = p * decay_factor (kDecoupled)  |  g = fma(p, weight_decay, g) (kL2)
+//   m = fma(g, one_minus_beta1, m * beta1)
+//   v = fma(one_minus_beta2 * g, g, v * beta2)
+//   denom = fma(sqrt(v), inv_sqrt_bias_correction2, eps)
+//   p = p + (neg_step_size * m) / denom
 struct AdamConstants {
-  float beta1 = 0.9f;  // m = beta1 * m + one_minus_beta1 * g
+  float beta1 = 0.9f;
   float one_minus_beta1 = 0.1f;
-  float beta2 = 0.999f;  // v = beta2 * v + one_minus_beta2 * g * g
+  float beta2 = 0.999f;
   float one_minus_beta2 = 0.001f;
-  float sqrt_bias_correction2 = 1;  // sqrt(1 - beta2^step): denom = sqrt(v) / this + eps
+  float inv_sqrt_bias_correction2 = 1;  // 1 / sqrt(1 - beta2^step)
   float eps = 1e-8f;
-  float neg_step_size = -1e-3f;  // -(lr / (1 - beta1^step)): p += this * m / denom
-  float grad_divisor = 1;        // g = grad / grad_divisor (loss scale, accumulation)
+  float neg_step_size = -1e-3f;  // -(lr / (1 - beta1^step))
+  bool scale_grad = false;       // the gradient divisor is not 1 (loss scale, accumulation)
+  float inv_grad_divisor = 1;    // 1 / grad_divisor
   DecayMode decay = DecayMode::kNone;
   float decay_factor = 1;  // kDecoupled: 1 - lr * wd
   float weight_decay = 0;  // kL2: wd
 };
 
-// Rounds the step's hyperparameters into AdamConstants the way LibTorch 1.13 does.
+// The step's hyperparameters as AdamConstants (double arithmetic, each field rounded once).
 // `step` is 1-based; `adamw` picks kDecoupled over kL2 when weight_decay != 0.
 AdamConstants make_adam_constants(double lr, double beta1, double beta2, double eps,
                                   double weight_decay, bool adamw, int64_t step,
@@ -56,8 +66,7 @@ struct AdamBuffers {
 };
 
 // A kernel: the update of elements [begin, end) of `buffers`, on one thread. Every kernel does
-// the same operations in the same order; they differ only in vector width and in fusing the two
-// multiply-adds that LibTorch's vectorised kernels fuse too (see adam_simd.h).
+// the same operations in the same order (AdamConstants); they differ only in vector width.
 using AdamRangeKernel = void (*)(const AdamBuffers& buffers, const AdamConstants& constants,
                                  int64_t begin, int64_t end);
 

@@ -1,7 +1,7 @@
 // The portable Adam/AdamW kernel: a plain loop the compiler may vectorise for the baseline ISA,
-// doing LibTorch 1.13's fp32 operations in LibTorch's order, unfused (see adam_kernel.h). Used
-// where the CPU has neither AVX2 nor AVX-512, and as the reference the SIMD kernels are
-// tested beside.
+// doing adam_kernel.h's operations in their order, its fused multiply-adds as std::fma (exact,
+// so this kernel gives the SIMD kernels' bits). Used where the CPU has neither AVX2 nor
+// AVX-512, and as the reference the SIMD kernels are tested beside.
 #include <cmath>
 
 #include <c10/util/BFloat16.h>
@@ -31,18 +31,18 @@ void update(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t
   float* __restrict__ exp_avg_sq = b.exp_avg_sq;
   C* __restrict__ copy_out = static_cast<C*>(b.copy_out);
   for (int64_t i = begin; i < end; ++i) {
-    // Each line is one LibTorch tensor op, with its operand order, so the fp32 roundings match.
-    float g = static_cast<float>(grad[i]) / c.grad_divisor;  // grad.div(divisor)
+    float g = static_cast<float>(grad[i]);
+    if (c.scale_grad) g = g * c.inv_grad_divisor;
     float p = param[i];
     if (c.decay == DecayMode::kDecoupled) {
-      p = p * c.decay_factor;  // p.mul_(1 - lr * wd)
+      p = p * c.decay_factor;
     } else if (c.decay == DecayMode::kL2) {
-      g = g + c.weight_decay * p;  // grad.add(p, wd)
+      g = std::fma(p, c.weight_decay, g);
     }
-    const float m = exp_avg[i] * c.beta1 + c.one_minus_beta1 * g;  // mul_(b1).add_(g, 1 - b1)
-    const float v = exp_avg_sq[i] * c.beta2 + c.one_minus_beta2 * g * g;  // .addcmul_(g, g, 1 - b2)
-    const float denom = std::sqrt(v) / c.sqrt_bias_correction2 + c.eps;
-    p = p + c.neg_step_size * m / denom;  // p.addcdiv_(m, denom, -step_size)
+    const float m = std::fma(g, c.one_minus_beta1, exp_avg[i] * c.beta1);
+    const float v = std::fma(c.one_minus_beta2 * g, g, exp_avg_sq[i] * c.beta2);
+    const float denom = std::fma(std::sqrt(v), c.inv_sqrt_bias_correction2, c.eps);
+    p = p + (c.neg_step_size * m) / denom;
     exp_avg[i] = m;
     exp_avg_sq[i] = v;
     param[i] = p;

@@ -8,10 +8,9 @@
 //   store_half(void*, Half); stream_half(void*, Half) (non-temporal, kWidth*2-byte aligned);
 //   fence() (orders the non-temporal stores before what follows);
 //   add, mul, div, sqrt (IEEE, correctly rounded) and fmadd(a, b, c) = a*b + c rounded once.
-// Numerics: the same operations in the same order as the portable kernel and LibTorch 1.13's
-// tensor ops, except that the two `add_(x, alpha)` steps (m's update, Adam's L2 term) are one
-// fused multiply-add, as LibTorch's own vectorised add_ computes them (vec::fmadd). Every other
-// step stays unfused (the files are built with -ffp-contract=off so the compiler fuses nothing).
+// Numerics: the operations of adam_kernel.h's AdamConstants in that order, the same in every
+// kernel (the portable one uses std::fma where these fuse), so all of them give the same bits;
+// the files are built with -ffp-contract=off so the compiler fuses nothing else.
 // Tails shorter than kWidth go through small zero-filled stack buffers, so they get exactly the
 // vector arithmetic of the body and no load or store leaves the shard.
 // The 16-bit copy-out is written with non-temporal stores where aligned: it is only written, so
@@ -44,21 +43,23 @@ struct NoCopy {};
 template <class V>
 struct Consts {
   using Vec = typename V::Vec;
-  Vec divisor, decay_factor, weight_decay, beta1, one_minus_beta1, beta2, one_minus_beta2, sqrt_bc2,
-      eps, neg_step_size;
+  Vec inv_divisor, decay_factor, weight_decay, beta1, one_minus_beta1, beta2, one_minus_beta2,
+      inv_sqrt_bc2, eps, neg_step_size;
+  bool scale_grad;
   DecayMode decay;
 
   explicit Consts(const AdamConstants& c)
-      : divisor(V::set1(c.grad_divisor)),
+      : inv_divisor(V::set1(c.inv_grad_divisor)),
         decay_factor(V::set1(c.decay_factor)),
         weight_decay(V::set1(c.weight_decay)),
         beta1(V::set1(c.beta1)),
         one_minus_beta1(V::set1(c.one_minus_beta1)),
         beta2(V::set1(c.beta2)),
         one_minus_beta2(V::set1(c.one_minus_beta2)),
-        sqrt_bc2(V::set1(c.sqrt_bias_correction2)),
+        inv_sqrt_bc2(V::set1(c.inv_sqrt_bias_correction2)),
         eps(V::set1(c.eps)),
         neg_step_size(V::set1(c.neg_step_size)),
+        scale_grad(c.scale_grad),
         decay(c.decay) {}
 };
 
@@ -89,20 +90,17 @@ template <bool kStream, class V, class G, class C>
 inline void update_vector(float* param, const G* grad, float* exp_avg, float* exp_avg_sq,
                           C* copy_out, const Consts<V>& k) {
   using Vec = typename V::Vec;
-  Vec g = V::div(V::load(grad), k.divisor);  // grad.div(divisor)
+  Vec g = V::load(grad);
+  if (k.scale_grad) g = V::mul(g, k.inv_divisor);
   Vec p = V::load(param);
   if (k.decay == DecayMode::kDecoupled) {
-    p = V::mul(p, k.decay_factor);  // p.mul_(1 - lr * wd)
+    p = V::mul(p, k.decay_factor);
   } else if (k.decay == DecayMode::kL2) {
-    g = V::fmadd(p, k.weight_decay, g);  // grad.add(p, wd): fmadd, as LibTorch's vectorised add
+    g = V::fmadd(p, k.weight_decay, g);
   }
-  // exp_avg.mul_(b1).add_(g, 1 - b1): the add_ fused, as LibTorch's vectorised add_ is.
   const Vec m = V::fmadd(g, k.one_minus_beta1, V::mul(V::load(exp_avg), k.beta1));
-  // exp_avg_sq.mul_(b2).addcmul_(g, g, 1 - b2): LibTorch's addcmul is self + (s * t1) * t2.
-  const Vec v = V::add(V::mul(V::load(exp_avg_sq), k.beta2),
-                       V::mul(V::mul(k.one_minus_beta2, g), g));
-  // (exp_avg_sq.sqrt() / sqrt(bc2)).add_(eps), then p.addcdiv_(m, denom, -step_size).
-  const Vec denom = V::add(V::div(V::sqrt(v), k.sqrt_bc2), k.eps);
+  const Vec v = V::fmadd(V::mul(k.one_minus_beta2, g), g, V::mul(V::load(exp_avg_sq), k.beta2));
+  const Vec denom = V::fmadd(V::sqrt(v), k.inv_sqrt_bc2, k.eps);
   p = V::add(p, V::div(V::mul(k.neg_step_size, m), denom));
   V::store(exp_avg, m);
   V::store(exp_avg_sq, v);
