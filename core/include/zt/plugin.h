@@ -31,7 +31,7 @@
 
 // Bumped whenever an interface in core/include/zt changes incompatibly (a virtual method added,
 // removed or changed, a struct's layout changed). The loader refuses any other value.
-#define ZT_PLUGIN_ABI_VERSION 2u  // 2: Communicator::split
+#define ZT_PLUGIN_ABI_VERSION 3u  // 2: Communicator::split; 3: FutureWork::on_complete (its layout)
 
 #ifndef ZT_WITH_CUDA
 #define ZT_WITH_CUDA 0
