@@ -154,8 +154,15 @@ std::string bytes_chart(const RunLines& r) {
           {step_of(j), j.value("step_bytes", json::object()).value(key, 0.0) / kMiB});
     series.push_back(std::move(se));
   }
-  return svg::line_chart("bytes", "bytes moved per step by rank 0 (MiB)", "step", "MiB", series,
-                         r.markers, true);
+  // A save's files (every rank's: the manifest counts them together) at the step it saved.
+  if (!r.checkpoints.empty()) {
+    Series saved{"checkpoint written (all ranks)", svg::palette()[color], {}};
+    for (const json& c : r.checkpoints)
+      saved.points.push_back({c.value("step", 0.0), c.value("bytes", 0.0) / kMiB});
+    series.push_back(std::move(saved));
+  }
+  return svg::line_chart("bytes", "bytes moved per step by rank 0, and each checkpoint (MiB)",
+                         "step", "MiB", series, r.markers, true);
 }
 
 std::string checkpoint_chart(const RunLines& r) {

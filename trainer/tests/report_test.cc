@@ -75,6 +75,7 @@ TEST_CASE("report: a run's report.html has every chart, its markers, and says wh
     CHECK(html.find(std::string("data-chart='") + chart + "'") != std::string::npos);
   }
   CHECK(html.find(">ckpt<") != std::string::npos);
+  CHECK(html.find("checkpoint written (all ranks)") != std::string::npos);
   CHECK(html.find(">resume<") != std::string::npos);
   CHECK(html.find("60%") != std::string::npos);  // the median MFU in the table
   std::filesystem::remove_all(dir);
