@@ -280,16 +280,4 @@ void write_ab_json(const AbResult& r, const std::string& path) {
   write_report_file(path, j.dump(2) + "\n");
 }
 
-void write_report_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out) throw IoError("cannot write " + tmp + "; choose a writable --out folder");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw IoError("cannot rename " + tmp + " to " + path + "; choose a writable --out folder");
-  }
-}
-
 }  // namespace zt::trainer

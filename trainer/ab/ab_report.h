@@ -13,6 +13,7 @@
 
 #include "ab/ab_arms.h"
 #include "ab/ab_stats.h"
+#include "report/report_file.h"
 #include "report/run_metrics.h"
 
 namespace zt::trainer {
@@ -77,9 +78,5 @@ void print_ab(const AbResult& r, std::ostream& out);
 
 // Writes every number to `path` (JSON), through a temporary file and a rename.
 void write_ab_json(const AbResult& r, const std::string& path);
-
-// Writes `text` to `path.tmp`, then renames it to `path`: a reader never sees half a report.
-// Throws IoError naming the file.
-void write_report_file(const std::string& path, const std::string& text);
 
 }  // namespace zt::trainer

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "report/report_file.h"
 #include "report/run_metrics.h"
 #include "report/svg_chart.h"
 #include "zt/error.h"
@@ -67,6 +68,15 @@ Series series_of(const RunLines& r, const std::string& name, const std::string& 
   return se;
 }
 
+// Each step's `object`.`key` (0 where a line lacks it) divided by `unit`.
+Series field_series(const RunLines& r, const char* object, const char* key, const std::string& name,
+                    const std::string& color, double unit) {
+  Series se{name, color, {}};
+  for (const json& j : r.steps)
+    se.points.push_back({step_of(j), j.value(object, json::object()).value(key, 0.0) / unit});
+  return se;
+}
+
 std::string loss_chart(const RunLines& r) {
   std::vector<Series> s = {
       series_of(r, "training loss", "#1f77b4", [](const json& j) { return j.value("loss", 0.0); })};
@@ -82,14 +92,8 @@ std::string time_chart(const RunLines& r) {
                                                                {"optimizer_s", "optimizer"}};
   std::vector<Series> series;
   size_t color = 0;
-  for (const auto& [key, name] : kParts) {
-    Series se{name, svg::palette()[color++], {}};
-    for (const json& j : r.steps) {
-      const json times = j.value("times", json::object());
-      se.points.push_back({step_of(j), times.value(key, 0.0)});
-    }
-    series.push_back(std::move(se));
-  }
+  for (const auto& [key, name] : kParts)
+    series.push_back(field_series(r, "times", key, name, svg::palette()[color++], 1));
   // Steps the engine did not time show their whole time as one part.
   Series other{"other (untimed)", "#bbbbbb", {}};
   for (const json& j : r.steps) {
@@ -147,13 +151,8 @@ std::string bytes_chart(const RunLines& r) {
       {"offload_written", "offload written"}};
   std::vector<Series> series;
   size_t color = 0;
-  for (const auto& [key, name] : kKinds) {
-    Series se{name, svg::palette()[color++], {}};
-    for (const json& j : r.steps)
-      se.points.push_back(
-          {step_of(j), j.value("step_bytes", json::object()).value(key, 0.0) / kMiB});
-    series.push_back(std::move(se));
-  }
+  for (const auto& [key, name] : kKinds)
+    series.push_back(field_series(r, "step_bytes", key, name, svg::palette()[color++], kMiB));
   // A save's files (every rank's: the manifest counts them together) at the step it saved.
   if (!r.checkpoints.empty()) {
     Series saved{"checkpoint written (all ranks)", svg::palette()[color], {}};
@@ -224,13 +223,7 @@ std::string run_report_html(const std::string& run_dir) {
 }
 
 void write_run_report(const std::string& run_dir, const std::string& path) {
-  const std::string html = run_report_html(run_dir);
-  const std::string tmp = path + ".tmp";
-  std::ofstream out(tmp);
-  out << html;
-  if (!out.flush() || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw IoError("cannot write the run report " + path + " (is the folder writable?)");
-  }
+  write_report_file(path, run_report_html(run_dir));
 }
 
 }  // namespace zt::trainer

@@ -186,16 +186,27 @@ TimeSplit split_times(const EngineTimes& t) {
   return s;
 }
 
-EngineTimes times_since(const EngineTimes& now, const EngineTimes& before) {
+namespace {
+
+// a + sign * b, field by field.
+EngineTimes combined(const EngineTimes& a, const EngineTimes& b, double sign) {
   EngineTimes d;
-  d.forward_backward = now.forward_backward - before.forward_backward;
-  d.step = now.step - before.step;
-  d.optimizer = now.optimizer - before.optimizer;
-  d.comm_wait = now.comm_wait - before.comm_wait;
-  d.read_wait = now.read_wait - before.read_wait;
-  d.write_wait = now.write_wait - before.write_wait;
+  d.forward_backward = a.forward_backward + sign * b.forward_backward;
+  d.step = a.step + sign * b.step;
+  d.optimizer = a.optimizer + sign * b.optimizer;
+  d.comm_wait = a.comm_wait + sign * b.comm_wait;
+  d.read_wait = a.read_wait + sign * b.read_wait;
+  d.write_wait = a.write_wait + sign * b.write_wait;
   return d;
 }
+
+}  // namespace
+
+EngineTimes times_since(const EngineTimes& now, const EngineTimes& before) {
+  return combined(now, before, -1);
+}
+
+EngineTimes add_times(const EngineTimes& a, const EngineTimes& b) { return combined(a, b, 1); }
 
 RankMemory measure_memory(const MemoryReport& m, int stage) {
   RankMemory r;

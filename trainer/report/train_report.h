@@ -59,6 +59,8 @@ struct TimeSplit {
 TimeSplit split_times(const EngineTimes& t);
 // `now` less `before`: the engine time of what ran in between.
 EngineTimes times_since(const EngineTimes& now, const EngineTimes& before);
+// a + b, field by field: the engine time of two stretches together.
+EngineTimes add_times(const EngineTimes& a, const EngineTimes& b);
 
 // What the end-of-run summary shows, collected on every rank while the engine and tiers are alive
 // (the memory of all ranks comes through a collective); rank 0 prints it.

@@ -41,9 +41,9 @@ StepTrace::StepTrace(const TraceSettings& settings, Communicator& comm)
 
 void StepTrace::before_step(int64_t step) const { trace::set_recording(settings_.covers(step)); }
 
-void StepTrace::after_step(int64_t step, const std::string& metadata) {
+bool StepTrace::after_step(int64_t step) const {
   trace::set_recording(false);
-  if (settings_.enabled && step >= settings_.last_step) finish(metadata);
+  return settings_.enabled && !written_ && step >= settings_.last_step;
 }
 
 void StepTrace::finish(const std::string& metadata) {

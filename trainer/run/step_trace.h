@@ -20,9 +20,11 @@ class StepTrace {
   StepTrace(const TraceSettings& settings, Communicator& comm);
   // Recording on for the steps the trace covers: call before optimizer step `step` (1-based).
   void before_step(int64_t step) const;
-  // Recording off; writes this rank's file once the last traced step ran (or at the end of a
-  // shorter run). `metadata`: a JSON object of the run (model, composition). Throws IoError.
-  void after_step(int64_t step, const std::string& metadata);
+  // Recording off after optimizer step `step`; true when that was the last traced step, so the
+  // caller writes the file now (finish).
+  bool after_step(int64_t step) const;
+  // Writes this rank's file, once (at the last traced step, or at the end of a shorter run).
+  // `metadata`: a JSON object of the run (model, composition). Throws IoError.
   void finish(const std::string& metadata);
   // Where this rank's file goes.
   std::string file() const;

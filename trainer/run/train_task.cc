@@ -306,17 +306,6 @@ void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSe
   report_save(run, report, checkpoints->finish());
 }
 
-EngineTimes add_times(const EngineTimes& a, const EngineTimes& b) {
-  EngineTimes t = a;
-  t.forward_backward += b.forward_backward;
-  t.step += b.step;
-  t.optimizer += b.optimizer;
-  t.comm_wait += b.comm_wait;
-  t.read_wait += b.read_wait;
-  t.write_wait += b.write_wait;
-  return t;
-}
-
 // What a trace file says of its run: the composition, and the engine's own times of the traced
 // steps (`bench trace` checks the file's spans against them).
 std::string trace_metadata(const TrainRun& run) {
@@ -364,7 +353,7 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
     }
     if (checkpoints) save_if_due(run, report, *checkpoints, settings, step + 1);
     // The step's save is on its timeline.
-    if (run.settings.trace.enabled) run.trace->after_step(step + 1, trace_metadata(run));
+    if (run.trace->after_step(step + 1)) run.trace->finish(trace_metadata(run));
     if (const int sig = agreed_stop_signal(*run.setup.comm); sig != 0) {
       save_before_stopping(run, report, settings, checkpoints, step + 1);
       summary.stopped_by = sig;

@@ -7,6 +7,8 @@
 #include <optional>
 #include <vector>
 
+#include "zt/bytes.h"
+
 namespace zt {
 
 namespace {
@@ -28,16 +30,8 @@ struct RankRecord {
   int64_t last_issued = 0, last_completed = 0;
 };
 
-std::string size_of(int64_t bytes) {
-  char buf[32];
-  if (bytes >= (int64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / 1048576.0);
-  else if (bytes >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
-  return buf;
-}
-
 std::string describe(const Op& o) {
-  return o.op + " #" + std::to_string(o.seq) + " (" + size_of(o.bytes) + " " + o.dtype +
+  return o.op + " #" + std::to_string(o.seq) + " (" + size_text(o.bytes) + " " + o.dtype +
          (o.phase.empty() ? "" : ", " + o.phase) + ")";
 }
 

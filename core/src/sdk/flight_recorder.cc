@@ -3,10 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <thread>
 
+#include "util/posix_file.h"
 #include "zt/trace.h"
 
 namespace zt {
@@ -132,11 +132,8 @@ bool FlightRecorder::dump(const std::string& reason) const noexcept {
     const std::string text = to_json(reason);
     std::error_code ec;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-    const std::string tmp = path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return false;
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    return std::fclose(f) == 0 && ok && std::rename(tmp.c_str(), path.c_str()) == 0;
+    ckpt::replace_file_atomically(path, text);
+    return true;
   } catch (...) {
     return false;
   }

@@ -3,13 +3,13 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 
+#include "util/posix_file.h"
 #include "zt/error.h"
 
 namespace zt::trace {
@@ -363,13 +363,11 @@ void write_trace_file(const std::string& path, int pid, const std::string& proce
            " events; later ones are missing (trace fewer steps)\"}";
   }
   out += "}\n";
-  const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw IoError("cannot write the trace " + tmp + ": " + std::strerror(errno));
-  const bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
-  if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw IoError("cannot write the trace " + path + ": " + std::strerror(errno) +
-                  " (is trace.dir on a full or read-only disk?)");
+  try {
+    ckpt::replace_file_atomically(path, out);
+  } catch (const IoError& e) {
+    throw IoError(std::string(e.what()) +
+                  " (the trace: is trace.dir on a full or read-only disk?)");
   }
 }
 
