@@ -63,6 +63,10 @@ constexpr Strategy kTorchScriptStrategy = kStrategies[1];
 constexpr Strategy kDdpTargetStrategy = kStrategies[1];
 // The seed of the initial weights ddp_gpt.py writes (GPT-2's init).
 constexpr int kInitSeed = 1234;
+// The compute-precision jobs, two more per repetition: zt's stage 3 (kDdpTargetStrategy) with
+// precision.compute = bf16 (fp32 master and moments) and DDP under torch.autocast(cpu, bf16)
+// (fp32 weights and AdamW states, bf16 matmuls): each compared with both DDP jobs, and every
+// job's model FLOP/s per rank with the machine's measured fp32 sgemm peak.
 
 struct Plan {
   // Steps per trainer job. At about 0.6 s a step for the ~11M-parameter GPT on two cores, 14
@@ -81,6 +85,8 @@ struct Plan {
   bool torchscript = true;
   // Run the DDP job too (one per repetition), with every zt job starting from its weights.
   bool ddp = true;
+  // Run the compute-precision jobs too (bf16 zt and DDP; the DDP one only with ddp).
+  bool bf16 = true;
   // The GPT: "bench" (bench_gpt_overrides(), ~10.8M parameters) or "zero3" (configs/zero3.toml's
   // own, ~4.8M).
   std::string model = "bench";
@@ -109,6 +115,7 @@ struct JobSpec {
   const char* offload_param = "";
   std::string torchscript = "";  // the GPT's TorchScript file; "" for the built-in GPT
   bool ddp = false;              // PyTorch DDP instead of the trainer (stage and strategy unused)
+  bool bf16 = false;             // bf16 compute (zt: precision.compute; DDP: autocast)
   bool offloaded() const { return *offload_optimizer || *offload_param; }
 };
 
@@ -133,6 +140,11 @@ struct JobResult {
   int64_t parameters = 0;            // psi, from the trainer's summary
   bool low_precision = false;        // compute dtype not fp32: theory counts a separate master
   double wall_s = 0;                 // the whole job, start-up included
+  // The trainer's metrics (none for DDP): model FLOPs of a step (all ranks), and per step after
+  // warm-up the FLOP/s per rank and the trainer's measured peak for the compute dtype.
+  double flops_per_step = 0;
+  std::vector<double> flops_per_s_per_rank;
+  std::vector<double> peak_flops_per_rank;
 };
 
 // One (stage, strategy), over all repetitions.
@@ -189,6 +201,22 @@ struct TorchScriptRow {
   double builtin_tokens_per_s = 0;  // medians over the samples
   double torchscript_tokens_per_s = 0;
   double ratio() const { return torchscript_tokens_per_s / builtin_tokens_per_s; }
+};
+
+// One row of the compute-precision table: zt's stage 3 (kDdpTargetStrategy) or DDP, in fp32 or
+// bf16, over all repetitions.
+struct PrecisionRow {
+  std::string label;  // "PyTorch DDP", "zt stage 3 bucket"
+  bool ddp = false;
+  bool bf16 = false;
+  int samples = 0;
+  double tokens_per_s = 0;  // medians over the samples
+  double step_time_s = 0;
+  double flops_per_s_per_rank = 0;  // model FLOPs of a step (zt's count) per second per rank
+  double of_sgemm_peak = 0;         // that over the measured fp32 sgemm peak per rank
+  double vs_ddp_fp32 = NAN;         // tokens/s over DDP fp32's
+  double vs_ddp_same = NAN;         // tokens/s over DDP's in the same precision
+  double loss_off_ddp_same = NAN;   // largest |loss - DDP's| / DDP's, same precision, every step
 };
 
 // PyTorch DDP on the bench's GPT, over all repetitions.

@@ -16,7 +16,9 @@
       schedule (trainer/run/schedule.h), torch.optim.AdamW with the config's betas, eps and weight
       decay, and clipping of the global gradient norm. Writes one JSON line per step (step, loss:
       the mean over ranks, step_time_s: from fetching the batch to the loss's all-reduce, as the
-      trainer times a step, tokens_per_s).
+      trainer times a step, tokens_per_s). With precision.compute = "bf16" in CONFIG, forward
+      and loss run under torch.autocast("cpu", torch.bfloat16): PyTorch's mixed precision, fp32
+      weights and AdamW states with bf16 matmuls, the peer of zt's bf16 compute.
 
 Set OPENBLAS_CORETYPE before starting it, as zt's launcher does for its ranks: OpenBLAS reads it
 once, when it loads.
@@ -153,14 +155,19 @@ def train_rank(rank, world, port, config, weights, out):
     micro = data["micro_batch"]
     clip = config["zero"].get("gradient_clipping", 0.0)
     tokens_per_step = micro * world * m["seq_len"]
+    compute = config.get("precision", {}).get("compute", "fp32")
+    if compute not in ("fp32", "bf16"):
+        sys.exit(f"ddp_gpt.py: precision.compute = {compute!r}: the peer row runs fp32 or bf16")
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=compute == "bf16")
     lines = []
     for step in range(run["steps"]):
         t0 = time.perf_counter()
         x, y = samples.get(step * micro * world + rank * micro, micro)
         for group in opt.param_groups:
             group["lr"] = lr_at(step, run, adam["lr"])
-        logits = model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        with autocast:
+            logits = model(x)
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
         loss.backward()
         if clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)

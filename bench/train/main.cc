@@ -3,10 +3,11 @@
 // (docs/architecture.md, "Benchmarks") and to PyTorch DDP on the same GPT, weights, data and
 // schedule (tokens/s and the largest loss difference), then the offload configurations
 // (kOffloads): step time next to the same stage without offload, and model-state bytes per tier,
-// and last the built-in GPT against the same GPT as TorchScript (stage 3, shard_bucket): tokens/s
-// of each. Each configuration is one job of 2 local ranks on a ~11M-parameter GPT (or
+// then the built-in GPT against the same GPT as TorchScript (stage 3, shard_bucket): tokens/s
+// of each, and last zt's stage 3 and DDP in fp32 and bf16 compute: tokens/s against each other
+// and model FLOP/s per rank against the machine's sgemm peak. Each configuration is one job of 2 local ranks on a ~11M-parameter GPT (or
 // configs/zero3.toml's ~4.8M one); the jobs run one after another, interleaved over repetitions,
-// and the bench prints four tables and the targets and writes bench-results/train.json. It exits
+// and the bench prints five tables and the targets and writes bench-results/train.json. It exits
 // non-zero only when a job failed; without a Python that can run torch it says so and leaves the
 // DDP and TorchScript tables out.
 #include <linux/magic.h>
@@ -35,7 +36,8 @@ namespace {
 const char* kUsage =
     "usage: zt_bench_train [--steps N] [--warmup N] [--reps N] [--offload on|off] [--nvme-path "
     "DIR]\n"
-    "                      [--torchscript on|off] [--ddp on|off] [--model bench|zero3]\n"
+    "                      [--torchscript on|off] [--ddp on|off] [--bf16 on|off]\n"
+    "                      [--model bench|zero3]\n"
     "                      [--python PATH] [--json PATH] [--trainer PATH]\n"
     "  Runs the trainer (configs/zero3.toml, 2 ranks, a ~11M-parameter GPT) for ZeRO stages 0-3\n"
     "  with shard_tensor and shard_bucket; prints tokens/s, step time against stage 0 and\n"
@@ -46,7 +48,9 @@ const char* kUsage =
     "  also in offload_cpu or offload_nvme; stage 1: optimizer states in offload_nvme): step time\n"
     "  against no offload and bytes per tier. Then the same GPT as TorchScript (model.kind =\n"
     "  torchscript, stage 3, shard_bucket): its tokens/s against the built-in GPT's, target at\n"
-    "  least 0.90x. Writes PATH.\n"
+    "  least 0.90x. Then zt's stage 3 with bf16 compute and DDP under bf16 autocast: tokens/s\n"
+    "  against DDP in fp32 and bf16, and model FLOP/s per rank against the sgemm peak the\n"
+    "  trainer measured. Writes PATH.\n"
     "  --steps      training steps per job (default 14)\n"
     "  --warmup     leading steps of each job left out of the medians (default 3)\n"
     "  --reps       interleaved passes over the 14 jobs; medians pool them (default 2)\n"
@@ -57,6 +61,7 @@ const char* kUsage =
     "               --python cannot write the file, e.g. without python3-torch)\n"
     "  --ddp        off: no DDP job, and the zt jobs start from their own seeded init (default\n"
     "               on; skipped with a note when PATH of --python cannot run torch)\n"
+    "  --bf16       off: no bf16 jobs (default on; DDP's needs --ddp on)\n"
     "  --model      bench: the ~10.8M-parameter bench GPT (default); zero3: configs/zero3.toml's\n"
     "               own ~4.8M-parameter GPT\n"
     "  --python     the Python with torch that writes the TorchScript GPT and the initial\n"
@@ -86,7 +91,7 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
     std::string flag, value;
     if (!next_option(args, i,
                      {"--steps", "--warmup", "--reps", "--offload", "--nvme-path", "--torchscript",
-                      "--ddp", "--model", "--python", "--json", "--trainer"},
+                      "--ddp", "--bf16", "--model", "--python", "--json", "--trainer"},
                      kUsage, flag, value)) {
       return false;
     }
@@ -96,12 +101,14 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
       plan.warmup = parse_count(value, flag, 0);
     } else if (flag == "--reps") {
       plan.reps = parse_count(value, flag, 1);
-    } else if (flag == "--offload" || flag == "--torchscript" || flag == "--ddp") {
+    } else if (flag == "--offload" || flag == "--torchscript" || flag == "--ddp" ||
+               flag == "--bf16") {
       if (value != "on" && value != "off") {
         throw ConfigError(flag + " takes on or off, got '" + value + "'\n" + kUsage);
       }
       (flag == "--offload" ? plan.offload
        : flag == "--ddp"   ? plan.ddp
+       : flag == "--bf16"  ? plan.bf16
                            : plan.torchscript) = value == "on";
     } else if (flag == "--model") {
       if (value != "bench" && value != "zero3") {
@@ -169,18 +176,19 @@ class NvmeDir {
 };
 
 std::string job_name(const JobSpec& job) {
-  if (job.ddp) return "ddp_r" + std::to_string(job.rep);
+  if (job.ddp) return std::string("ddp") + (job.bf16 ? "_bf16" : "") + "_r" + std::to_string(job.rep);
   std::string name = "s" + std::to_string(job.stage) + "_" + job.strategy.name;
   if (*job.offload_optimizer) name += std::string("_opt-") + job.offload_optimizer;
   if (*job.offload_param) name += std::string("_par-") + job.offload_param;
   if (!job.torchscript.empty()) name += "_torchscript";
+  if (job.bf16) name += "_bf16";
   return name + "_r" + std::to_string(job.rep);
 }
 
-// "stage 3 bucket", "stage 3 bucket opt:nvme par:cpu" (offload_nvme, offload_cpu) or
-// "stage 3 bucket torchscript"
+// "stage 3 bucket", "stage 3 bucket opt:nvme par:cpu" (offload_nvme, offload_cpu),
+// "stage 3 bucket torchscript" or "stage 3 bucket bf16"
 std::string job_label(const JobSpec& job) {
-  if (job.ddp) return "PyTorch DDP";
+  if (job.ddp) return job.bf16 ? "PyTorch DDP bf16 autocast" : "PyTorch DDP";
   auto tier = [](const char* plugin) {
     const std::string id = plugin;
     return id.rfind("offload_", 0) == 0 ? id.substr(8) : id;
@@ -189,6 +197,7 @@ std::string job_label(const JobSpec& job) {
   if (*job.offload_optimizer) label += " opt:" + tier(job.offload_optimizer);
   if (*job.offload_param) label += " par:" + tier(job.offload_param);
   if (!job.torchscript.empty()) label += " torchscript";
+  if (job.bf16) label += " bf16";
   return label;
 }
 
@@ -202,6 +211,11 @@ std::vector<std::string> ddp_env() {
   return env;
 }
 
+// The trainer's resolved config the DDP job trains as (resolve_job_configs writes both).
+std::string job_config_path(const std::string& scratch, bool bf16) {
+  return scratch + (bf16 ? "/job_config_bf16.toml" : "/job_config.toml");
+}
+
 // Runs one job and reads its results. Returns false (after saying why) when the trainer failed.
 bool run_job(const Plan& plan, const JobSpec& job, const std::string& scratch,
              const std::string& weights, JobResult& result) {
@@ -213,7 +227,8 @@ bool run_job(const Plan& plan, const JobSpec& job, const std::string& scratch,
   std::filesystem::create_directories(out_dir, ec);
   const auto start = std::chrono::steady_clock::now();
   const int code = run_logged(
-      job.ddp ? ddp_train_command(plan, scratch + "/job_config.toml", weights, metrics, ddp_env())
+      job.ddp ? ddp_train_command(plan, job_config_path(scratch, job.bf16), weights, metrics,
+                                  ddp_env())
               : trainer_command(plan, job, out_dir, weights),
       log);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -261,15 +276,18 @@ std::string python_writes(const Plan& plan, const std::vector<std::string>& argv
   return "";
 }
 
-// The trainer's resolved config of the plan's job at <scratch>/job_config.toml: the GPT's sizes
-// for the Python helpers, and what the DDP job trains as. Throws IoError when the trainer fails.
-GptSizes resolve_job_config(const Plan& plan, const std::string& scratch) {
-  const std::string path = scratch + "/job_config.toml";
-  if (run_logged(print_config_command(plan), path) != 0) {
-    throw IoError("the trainer could not resolve the bench's config; it said:\n" +
-                  tail_lines(path, 15));
+// The trainer's resolved configs of the plan's job, in fp32 and bf16 compute (job_config_path):
+// the GPT's sizes for the Python helpers, and what the DDP jobs train as. Throws IoError when the
+// trainer fails.
+GptSizes resolve_job_configs(const Plan& plan, const std::string& scratch) {
+  for (bool bf16 : {false, true}) {
+    const std::string path = job_config_path(scratch, bf16);
+    if (run_logged(print_config_command(plan, bf16), path) != 0) {
+      throw IoError("the trainer could not resolve the bench's config; it said:\n" +
+                    tail_lines(path, 15));
+    }
   }
-  return read_gpt_sizes(path);
+  return read_gpt_sizes(job_config_path(scratch, false));
 }
 
 int run(const std::vector<std::string>& argv) {
@@ -283,7 +301,7 @@ int run(const std::vector<std::string>& argv) {
   ScratchDir scratch("zt_bench_train");
   NvmeDir nvme(plan, scratch.path());
   if (plan.nvme_path.empty()) plan.nvme_path = nvme.path();
-  const GptSizes gpt = resolve_job_config(plan, scratch.path());
+  const GptSizes gpt = resolve_job_configs(plan, scratch.path());
   const std::string torchscript =
       plan.torchscript
           ? python_writes(plan, torchscript_gpt_command(plan, gpt, scratch.path() + "/gpt.pt"),
@@ -301,6 +319,10 @@ int run(const std::vector<std::string>& argv) {
     JobSpec ddp;
     ddp.ddp = true;
     pass.push_back(ddp);
+    if (plan.bf16) {
+      ddp.bf16 = true;
+      pass.push_back(ddp);
+    }
   }
   for (int stage : kStages) {
     for (const Strategy& strategy : kStrategies) {
@@ -309,6 +331,11 @@ int run(const std::vector<std::string>& argv) {
           std::string(strategy.plugin) == kTorchScriptStrategy.plugin) {
         JobSpec job{stage, strategy, 0};
         job.torchscript = torchscript;
+        pass.push_back(job);
+      }
+      if (plan.bf16 && stage == 3 && std::string(strategy.plugin) == kDdpTargetStrategy.plugin) {
+        JobSpec job{stage, strategy, 0};
+        job.bf16 = true;
         pass.push_back(job);
       }
     }
@@ -349,7 +376,8 @@ int run(const std::vector<std::string>& argv) {
   std::vector<Row> rows = aggregate(jobs);
   const std::optional<DdpRow> ddp = aggregate_ddp(jobs);
   if (ddp) compare_with_ddp(jobs, *ddp, rows);
-  const std::vector<TargetCheck> checks = evaluate_targets(rows);
+  const std::vector<PrecisionRow> precision = aggregate_precision(jobs);
+  const std::vector<TargetCheck> checks = evaluate_targets(rows, precision);
   const Row& any = rows.front();
   std::printf("\nzt_bench_train: GPT of %lld parameters, %d ranks, offload none\n\n",
               static_cast<long long>(any.parameters), any.world);
@@ -359,6 +387,12 @@ int run(const std::vector<std::string>& argv) {
                 "the same GPT, initial weights, samples and schedule\n\n",
                 plan.python.c_str(), ddp->world);
     print_ddp_table(stdout, rows, *ddp);
+  }
+  if (!precision.empty()) {
+    std::printf("\nzt_bench_train: compute precision, zt stage 3 %s and PyTorch DDP, fp32 and "
+                "bf16\n\n",
+                kDdpTargetStrategy.plugin);
+    print_precision_table(stdout, precision);
   }
   print_targets(stdout, checks);
   const std::vector<OffloadRow> offload = aggregate_offload(jobs, rows);
@@ -375,7 +409,7 @@ int run(const std::vector<std::string>& argv) {
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  write_json(plan.json_path, rows, checks, offload, ts, ddp, plan, seconds);
+  write_json(plan.json_path, rows, checks, offload, ts, ddp, precision, plan, seconds);
   std::printf("\nwrote %s (%.0f s in all)\n", plan.json_path.c_str(), seconds);
   return 0;
 }

@@ -47,6 +47,11 @@ const trainer::StepRecord& read_step_metrics(const std::string& path, int warmup
     if (s.step <= warmup) continue;
     out.step_time_s.push_back(s.step_time_s);
     out.tokens_per_s.push_back(s.tokens_per_s);
+    if (s.mfu > 0) {
+      out.flops_per_step = s.flops;
+      out.flops_per_s_per_rank.push_back(s.flops_per_s_per_rank);
+      out.peak_flops_per_rank.push_back(s.flops_per_s_per_rank / s.mfu);
+    }
     last = &s;
   }
   if (!last) {

@@ -12,8 +12,9 @@
 
 namespace zt::bench {
 
-// Fills out.losses with every step's loss and out.step_time_s and out.tokens_per_s with the steps
-// after the first `warmup`, from `run`, which it reads. Returns the last step's record. Throws
+// Fills out.losses with every step's loss and out.step_time_s, out.tokens_per_s and (where the
+// step has them) the FLOP fields with the steps after the first `warmup`, from `run`, which it
+// reads. Returns the last step's record. Throws
 // ConfigError when the file is missing or not a metrics file, IoError when no step is past the
 // warm-up.
 const trainer::StepRecord& read_step_metrics(const std::string& path, int warmup, JobResult& out,

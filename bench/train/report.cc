@@ -39,7 +39,7 @@ std::string offload_label(const Offload& o) {
 }
 
 bool same_offload(const JobSpec& spec, const Offload& o) {
-  return !spec.ddp && spec.torchscript.empty() && spec.stage == o.stage &&
+  return !spec.ddp && !spec.bf16 && spec.torchscript.empty() && spec.stage == o.stage &&
          std::strcmp(spec.offload_optimizer, o.optimizer) == 0 &&
          std::strcmp(spec.offload_param, o.param) == 0;
 }
@@ -121,6 +121,21 @@ std::string torchscript_json(const TorchScriptRow& t) {
          ", \"torchscript\": " + std::to_string(t.torchscript_samples) + "}}";
 }
 
+std::string precision_json(const PrecisionRow& p) {
+  auto number_or_null = [](double v) { return std::isnan(v) ? std::string("null") : json_number(v); };
+  return "{\"job\": " + json_string(p.ddp ? "ddp" : "zt_stage3") +
+         ", \"strategy\": " + json_string(p.ddp ? "" : kDdpTargetStrategy.name) +
+         ", \"compute\": " + json_string(p.bf16 ? "bf16" : "fp32") +
+         ", \"tokens_per_s\": " + json_number(p.tokens_per_s) +
+         ", \"step_time_s\": " + json_number(p.step_time_s) +
+         ", \"flops_per_s_per_rank\": " + json_number(p.flops_per_s_per_rank) +
+         ", \"of_sgemm_peak\": " + json_number(p.of_sgemm_peak) +
+         ", \"tokens_per_s_over_ddp_fp32\": " + number_or_null(p.vs_ddp_fp32) +
+         ", \"tokens_per_s_over_ddp_same_precision\": " + number_or_null(p.vs_ddp_same) +
+         ", \"max_loss_off_ddp_same_precision\": " + number_or_null(p.loss_off_ddp_same) +
+         ", \"samples\": " + std::to_string(p.samples) + "}";
+}
+
 std::string check_json(const TargetCheck& c) {
   return "{\"name\": \"" + c.name + "\", \"strategy\": \"" + c.strategy +
          "\", \"value\": " + json_number(c.value) + ", \"threshold\": " + json_number(c.threshold) +
@@ -139,8 +154,8 @@ std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& job
       std::vector<double> times, tokens;
       bool low = false;
       for (const auto& [spec, result] : jobs) {
-        if (spec.ddp || spec.offloaded() || !spec.torchscript.empty() || spec.stage != stage ||
-            spec.strategy.name != row.strategy) {
+        if (spec.ddp || spec.bf16 || spec.offloaded() || !spec.torchscript.empty() ||
+            spec.stage != stage || spec.strategy.name != row.strategy) {
           continue;
         }
         times.insert(times.end(), result.step_time_s.begin(), result.step_time_s.end());
@@ -226,7 +241,8 @@ std::optional<TorchScriptRow> aggregate_torchscript(
   return t;
 }
 
-std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows) {
+std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows,
+                                          const std::vector<PrecisionRow>& precision) {
   std::vector<TargetCheck> checks;
   for (const Strategy& strategy : kStrategies) {
     const Row* r = find(rows, 3, strategy.name);
@@ -245,14 +261,91 @@ std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows) {
     for (const Row& row : rows) worst = std::max(worst, row.loss_vs_ddp);
     checks.push_back({"losses_vs_ddp", "all", worst, kMaxLossOffDdp, worst <= kMaxLossOffDdp});
   }
+  for (const PrecisionRow& p : precision) {
+    if (p.ddp) continue;
+    const std::string dtype = p.bf16 ? "bf16" : "fp32";
+    if (!p.bf16 && p.of_sgemm_peak > 0) {
+      checks.push_back({"stage3_flops_of_sgemm_peak", dtype, p.of_sgemm_peak,
+                        kMinStage3FlopsOfSgemmPeak, p.of_sgemm_peak >= kMinStage3FlopsOfSgemmPeak});
+    }
+    if (!std::isnan(p.vs_ddp_same)) {
+      checks.push_back({"stage3_tokens_vs_ddp_same_precision", dtype, p.vs_ddp_same,
+                        kMinStage3OverDdpSamePrecision,
+                        p.vs_ddp_same >= kMinStage3OverDdpSamePrecision});
+    }
+  }
   return checks;
+}
+
+std::vector<PrecisionRow> aggregate_precision(
+    const std::vector<std::pair<JobSpec, JobResult>>& jobs) {
+  // zt's jobs of the table: stage 3, the DDP target's strategy, no offload, the built-in GPT.
+  auto in_table = [](const JobSpec& spec) {
+    return spec.ddp || (spec.stage == 3 && !spec.offloaded() && spec.torchscript.empty() &&
+                        std::string(spec.strategy.plugin) == kDdpTargetStrategy.plugin);
+  };
+  bool any_bf16 = false;
+  double flops_per_step = 0;
+  std::vector<double> sgemm_peaks;
+  for (const auto& [spec, result] : jobs) {
+    any_bf16 = any_bf16 || spec.bf16;
+    if (spec.ddp || !in_table(spec)) continue;
+    if (result.flops_per_step > 0) flops_per_step = result.flops_per_step;
+    if (!spec.bf16) {
+      sgemm_peaks.insert(sgemm_peaks.end(), result.peak_flops_per_rank.begin(),
+                         result.peak_flops_per_rank.end());
+    }
+  }
+  if (!any_bf16) return {};
+  const double sgemm_peak = sgemm_peaks.empty() ? 0 : median(sgemm_peaks);
+  std::vector<PrecisionRow> out;
+  for (bool ddp : {true, false}) {
+    for (bool bf16 : {false, true}) {
+      PrecisionRow row;
+      row.ddp = ddp;
+      row.bf16 = bf16;
+      row.label = ddp ? "PyTorch DDP" : std::string("zt stage 3 ") + kDdpTargetStrategy.name;
+      std::vector<double> times, tokens;
+      int world = kRanks;
+      for (const auto& [spec, result] : jobs) {
+        if (!in_table(spec) || spec.ddp != ddp || spec.bf16 != bf16) continue;
+        times.insert(times.end(), result.step_time_s.begin(), result.step_time_s.end());
+        tokens.insert(tokens.end(), result.tokens_per_s.begin(), result.tokens_per_s.end());
+        if (result.world > 0) world = result.world;
+        // Each zt job against the DDP job of its repetition in the same precision.
+        for (const auto& [peer, peer_result] : jobs) {
+          if (ddp || !peer.ddp || peer.bf16 != bf16 || peer.rep != spec.rep) continue;
+          const double off = largest_loss_difference(result.losses, peer_result.losses).first;
+          if (std::isnan(row.loss_off_ddp_same) || !(off <= row.loss_off_ddp_same)) {
+            row.loss_off_ddp_same = off;
+          }
+        }
+      }
+      if (times.empty()) continue;
+      row.samples = static_cast<int>(times.size());
+      row.step_time_s = median(times);
+      row.tokens_per_s = median(tokens);
+      // DDP runs the same GPT on the same batch, so a step is the same model FLOPs.
+      row.flops_per_s_per_rank = flops_per_step / row.step_time_s / world;
+      row.of_sgemm_peak = sgemm_peak > 0 ? row.flops_per_s_per_rank / sgemm_peak : 0;
+      out.push_back(row);
+    }
+  }
+  for (PrecisionRow& row : out) {
+    for (const PrecisionRow& peer : out) {
+      if (!peer.ddp) continue;
+      if (!peer.bf16) row.vs_ddp_fp32 = row.tokens_per_s / peer.tokens_per_s;
+      if (peer.bf16 == row.bf16 && !row.ddp) row.vs_ddp_same = row.tokens_per_s / peer.tokens_per_s;
+    }
+  }
+  return out;
 }
 
 std::optional<DdpRow> aggregate_ddp(const std::vector<std::pair<JobSpec, JobResult>>& jobs) {
   DdpRow d;
   std::vector<double> times, tokens;
   for (const auto& [spec, result] : jobs) {
-    if (!spec.ddp) continue;
+    if (!spec.ddp || spec.bf16) continue;
     times.insert(times.end(), result.step_time_s.begin(), result.step_time_s.end());
     tokens.insert(tokens.end(), result.tokens_per_s.begin(), result.tokens_per_s.end());
     d.world = result.world;
@@ -270,12 +363,12 @@ void compare_with_ddp(const std::vector<std::pair<JobSpec, JobResult>>& jobs, co
     row.vs_ddp = row.tokens_per_s / ddp.tokens_per_s;
     row.loss_vs_ddp = 0;
     for (const auto& [spec, result] : jobs) {
-      if (spec.ddp || spec.offloaded() || !spec.torchscript.empty() || spec.stage != row.stage ||
-          spec.strategy.name != row.strategy) {
+      if (spec.ddp || spec.bf16 || spec.offloaded() || !spec.torchscript.empty() ||
+          spec.stage != row.stage || spec.strategy.name != row.strategy) {
         continue;
       }
       for (const auto& [peer, peer_result] : jobs) {
-        if (!peer.ddp || peer.rep != spec.rep) continue;
+        if (!peer.ddp || peer.bf16 || peer.rep != spec.rep) continue;
         const auto [off, step] = largest_loss_difference(result.losses, peer_result.losses);
         if (!(off <= row.loss_vs_ddp)) {
           row.loss_vs_ddp = off;
@@ -318,6 +411,17 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
     } else if (c.name == "stage3_step_time_vs_stage0") {
       std::fprintf(out,
                    "  %-4s %-6s stage-3 step time <= %.1fx stage 0's:                     "
+                   "%.2fx\n",
+                   c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold, c.value);
+    } else if (c.name == "stage3_flops_of_sgemm_peak") {
+      std::fprintf(out,
+                   "  %-4s %-6s stage-3 model FLOP/s per rank >= %.0f%% of the sgemm peak:  "
+                   "%.1f%%\n",
+                   c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold * 100,
+                   c.value * 100);
+    } else if (c.name == "stage3_tokens_vs_ddp_same_precision") {
+      std::fprintf(out,
+                   "  %-4s %-6s stage-3 tokens/s >= %.1fx DDP's in the same precision:    "
                    "%.2fx\n",
                    c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold, c.value);
     } else if (c.name == "stage3_tokens_vs_ddp") {
@@ -421,6 +525,32 @@ void print_ddp_table(std::FILE* out, const std::vector<Row>& rows, const DdpRow&
                ddp.samples);
 }
 
+void print_precision_table(std::FILE* out, const std::vector<PrecisionRow>& rows) {
+  std::fprintf(out, "%-20s %-5s %10s %10s %14s %10s %12s %12s %16s\n", "job", "dtype", "tokens/s",
+               "step (s)", "GFLOP/s per rk", "of sgemm", "vs DDP fp32", "vs DDP same",
+               "loss off DDP same");
+  for (const PrecisionRow& r : rows) {
+    char same[32] = "-", loss[32] = "-";
+    if (!std::isnan(r.vs_ddp_same)) std::snprintf(same, sizeof same, "%.2fx", r.vs_ddp_same);
+    if (!std::isnan(r.loss_off_ddp_same)) {
+      std::snprintf(loss, sizeof loss, "%.1e", r.loss_off_ddp_same);
+    }
+    std::fprintf(out, "%-20s %-5s %10.0f %10.3f %14.1f %9.1f%% %11.2fx %12s %16s\n",
+                 r.label.c_str(), r.bf16 ? "bf16" : "fp32", r.tokens_per_s, r.step_time_s,
+                 r.flops_per_s_per_rank / 1e9, r.of_sgemm_peak * 100, r.vs_ddp_fp32, same, loss);
+  }
+  std::fprintf(out,
+               "medians over %d steps per row; bf16: zt's precision.compute = bf16 (bf16 "
+               "parameters, activations and gradients; fp32 master and moments), DDP's "
+               "torch.autocast(cpu, bf16) (fp32 weights and AdamW states, bf16 matmuls); "
+               "GFLOP/s per rk: the trainer's model FLOPs of a step (both sides run the same "
+               "GPT on the same batch) per second per rank; of sgemm: over the fp32 sgemm peak "
+               "per rank the trainer measured (1 thread per rank, both ranks at once); loss off "
+               "DDP same: the largest |loss - DDP's| / DDP's over every step, DDP in the same "
+               "precision\n",
+               rows.empty() ? 0 : rows.front().samples);
+}
+
 void print_torchscript_table(std::FILE* out, const TorchScriptRow& t) {
   std::fprintf(out, "%-12s %12s %10s %8s\n", "model", "parameters", "tokens/s", "steps");
   std::fprintf(out, "%-12s %12lld %10.0f %8d\n", "built-in",
@@ -449,7 +579,8 @@ void print_torchscript_table(std::FILE* out, const TorchScriptRow& t) {
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const std::vector<OffloadRow>& offload,
                 const std::optional<TorchScriptRow>& torchscript, const std::optional<DdpRow>& ddp,
-                const Plan& plan, double total_seconds) {
+                const std::vector<PrecisionRow>& precision, const Plan& plan,
+                double total_seconds) {
   std::ofstream out = open_results(path);
 
   out << "{\n  \"bench\": \"train\",\n  " << blas_json() << ",\n  \"model\": \"" << plan.model
@@ -463,6 +594,9 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
       << ",\n    \"stage3_step_time_over_stage0_max\": " << json_number(kMaxStage3OverStage0)
       << ",\n    \"stage3_tokens_over_ddp_min\": " << json_number(kMinStage3OverDdp)
       << ",\n    \"loss_off_ddp_max\": " << json_number(kMaxLossOffDdp)
+      << ",\n    \"stage3_flops_of_sgemm_peak_min\": " << json_number(kMinStage3FlopsOfSgemmPeak)
+      << ",\n    \"stage3_tokens_over_ddp_same_precision_min\": "
+      << json_number(kMinStage3OverDdpSamePrecision)
       << ",\n    \"all_pass\": " << (all_pass ? "true" : "false") << ",\n    \"checks\": [";
   for (size_t i = 0; i < checks.size(); ++i) {
     out << (i ? ",\n      " : "\n      ") << check_json(checks[i]);
@@ -475,7 +609,13 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
   // null when the TorchScript job did not run (--torchscript off, or no Python with torch).
   out << ",\n  \"torchscript\": " << (torchscript ? torchscript_json(*torchscript) : "null");
   // null when the DDP job did not run (--ddp off, or no Python with torch).
-  out << ",\n  \"ddp\": " << (ddp ? ddp_json(*ddp) : "null") << "\n}\n";
+  out << ",\n  \"ddp\": " << (ddp ? ddp_json(*ddp) : "null");
+  // Empty with --bf16 off.
+  out << ",\n  \"precision_rows\": [";
+  for (size_t i = 0; i < precision.size(); ++i) {
+    out << (i ? ",\n    " : "\n    ") << precision_json(precision[i]);
+  }
+  out << (precision.empty() ? "]" : "\n  ]") << "\n}\n";
   if (!out) throw IoError("writing " + path + " failed");
 }
 

@@ -2,7 +2,8 @@
 // (evaluated and printed, never asserted: a miss is data, not a failure) and
 // bench-results/train.json. Offload rows have no targets; how far their bytes are from theory is
 // printed as information. The TorchScript comparison has its own target and table; the DDP
-// comparison adds a table and two targets.
+// comparison adds a table and two targets, the compute-precision table (zt's stage 3 and DDP in
+// fp32 and bf16) three more.
 // Thread safety: pure functions over rows, plus file output.
 #pragma once
 
@@ -32,11 +33,17 @@ constexpr double kMinTorchScriptOverBuiltin = 0.90;
 // steps, 4e-5 after a loss spike magnified it).
 constexpr double kMinStage3OverDdp = 1.3;
 constexpr double kMaxLossOffDdp = 1e-4;
+// The compute-precision table's targets: zt's stage 3 at least this times DDP's tokens/s in the
+// same compute precision, and its fp32 model FLOP/s per rank at least this of the measured fp32
+// sgemm peak per rank.
+constexpr double kMinStage3OverDdpSamePrecision = 1.5;
+constexpr double kMinStage3FlopsOfSgemmPeak = 0.70;
 
 struct TargetCheck {
   std::string name;      // "stage3_bytes_vs_theory", "stage3_step_time_vs_stage0",
-                         // "stage3_tokens_vs_ddp" or "losses_vs_ddp"
-  std::string strategy;  // "tensor" or "bucket"
+                         // "stage3_tokens_vs_ddp", "losses_vs_ddp",
+                         // "stage3_flops_of_sgemm_peak" or "stage3_tokens_vs_ddp_same_precision"
+  std::string strategy;  // "tensor" or "bucket"; the compute dtype for the precision checks
   double value = 0;      // measured/theory, or step-time ratio
   double threshold = 0;  // allowed |value - 1|, or the largest ratio
   bool pass = false;
@@ -46,8 +53,14 @@ struct TargetCheck {
 // steps, bytes as the largest any repetition measured, theory from trainer/setup/memory_theory.h.
 // Jobs with offload or a TorchScript model are left out of these rows.
 std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& jobs);
-// With the DDP comparison filled in (compare_with_ddp), its targets too.
-std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows);
+// With the DDP comparison filled in (compare_with_ddp), its targets too, and the compute-
+// precision table's.
+std::vector<TargetCheck> evaluate_targets(const std::vector<Row>& rows,
+                                          const std::vector<PrecisionRow>& precision);
+// The compute-precision table: DDP fp32, DDP bf16, zt stage 3 fp32, zt stage 3 bf16 (those that
+// ran), each over every repetition; empty when no bf16 job ran.
+std::vector<PrecisionRow> aggregate_precision(
+    const std::vector<std::pair<JobSpec, JobResult>>& jobs);
 
 // The DDP jobs' medians; nullopt without DDP jobs.
 std::optional<DdpRow> aggregate_ddp(const std::vector<std::pair<JobSpec, JobResult>>& jobs);
@@ -75,12 +88,15 @@ void print_offload_table(std::FILE* out, const std::vector<OffloadRow>& offload,
                          const std::vector<Row>& rows);
 // DDP's tokens/s, then each row's tokens/s over DDP's and its largest loss difference.
 void print_ddp_table(std::FILE* out, const std::vector<Row>& rows, const DdpRow& ddp);
+// The compute-precision rows: tokens/s, FLOP/s per rank against the sgemm peak, ratios to DDP.
+void print_precision_table(std::FILE* out, const std::vector<PrecisionRow>& rows);
 // The built-in and TorchScript tokens/s, their ratio and the target.
 void print_torchscript_table(std::FILE* out, const TorchScriptRow& ts);
 // Creates the file's folder if missing. Throws IoError when it cannot write.
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const std::vector<OffloadRow>& offload,
                 const std::optional<TorchScriptRow>& torchscript, const std::optional<DdpRow>& ddp,
-                const Plan& plan, double total_seconds);
+                const std::vector<PrecisionRow>& precision, const Plan& plan,
+                double total_seconds);
 
 }  // namespace zt::bench

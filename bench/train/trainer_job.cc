@@ -40,6 +40,7 @@ std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
     argv.push_back(kv);
   };
   set("zero.stage=" + std::to_string(job.stage));
+  if (job.bf16) set("precision.compute=bf16");
   set(std::string("plugins.shard=") + job.strategy.plugin);
   set("run.out_dir=" + out_dir);
   // The sizes above stay: a TorchScript model takes its shape from the file, but token data
@@ -63,8 +64,9 @@ std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
   return argv;
 }
 
-std::vector<std::string> print_config_command(const Plan& plan) {
+std::vector<std::string> print_config_command(const Plan& plan, bool bf16) {
   std::vector<std::string> argv = base_command(plan);
+  if (bf16) argv.insert(argv.end(), {"--set", "precision.compute=bf16"});
   argv.push_back("--print-config");
   return argv;
 }

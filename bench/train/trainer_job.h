@@ -25,8 +25,8 @@ std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
                                          const std::string& out_dir, const std::string& weights);
 
 // The trainer's command that prints the resolved config of a job with the plan's GPT, steps and
-// ranks (what the DDP job reads).
-std::vector<std::string> print_config_command(const Plan& plan);
+// ranks (what the DDP job reads), with bf16 compute when `bf16`.
+std::vector<std::string> print_config_command(const Plan& plan, bool bf16 = false);
 
 // The command that writes the initial weights of the GPT of sizes `gpt` (GPT-2's init from
 // kInitSeed) as safetensors under HF GPT-2 names to `out`.

@@ -81,36 +81,86 @@ ZT_GELU_INLINE VecF backward_lanes(VecF g, VecF x) {
   return g * t.s * (1.0f + x * (t.s * t.e) * d2z);
 }
 
-// The kernels over [0, n): whole vectors, then the tail through a padded vector. GCC builds one
-// clone per ISA and picks one when the library loads.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void forward_kernel(
-    const float* x, float* y, int64_t n) {
+// bf16 lanes: the upper half of a float's bits. Widening is exact; narrowing rounds to the
+// nearest even bf16, as c10::BFloat16 does, and keeps NaN a (quiet) NaN.
+typedef uint16_t VecH __attribute__((vector_size(kLanes * sizeof(uint16_t))));
+typedef uint32_t VecU __attribute__((vector_size(kLanes * sizeof(uint32_t))));
+
+ZT_GELU_INLINE VecF load(const c10::BFloat16* p) {
+  VecH h;
+  std::memcpy(&h, p, sizeof(h));
+  const VecU bits = __builtin_convertvector(h, VecU) << 16;
+  VecF v;
+  std::memcpy(&v, &bits, sizeof(v));
+  return v;
+}
+
+ZT_GELU_INLINE void store(c10::BFloat16* p, VecF v) {
+  VecU bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  VecU rounded = (bits + (0x7FFFu + ((bits >> 16) & 1u))) >> 16;
+  rounded = v != v ? 0x7FC0u : rounded;  // the carry above could turn a NaN into an infinity
+  const VecH h = __builtin_convertvector(rounded, VecH);
+  std::memcpy(p, &h, sizeof(h));
+}
+
+// The loops over [0, n): whole vectors, then the tail through a padded vector. T is float or
+// c10::BFloat16 (computed in float, rounded once on the store).
+template <typename T>
+ZT_GELU_INLINE void forward_loop(const T* x, T* y, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) store(y + i, forward_lanes(load(x + i)));
   if (i == n) return;
-  float in[kLanes] = {}, out[kLanes];
-  std::memcpy(in, x + i, (n - i) * sizeof(float));
+  T in[kLanes] = {}, out[kLanes];
+  std::memcpy(in, x + i, (n - i) * sizeof(T));
   store(out, forward_lanes(load(in)));
-  std::memcpy(y + i, out, (n - i) * sizeof(float));
+  std::memcpy(y + i, out, (n - i) * sizeof(T));
 }
 
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void backward_kernel(
-    const float* g, const float* x, float* dx, int64_t n) {
+template <typename T>
+ZT_GELU_INLINE void backward_loop(const T* g, const T* x, T* dx, int64_t n) {
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) store(dx + i, backward_lanes(load(g + i), load(x + i)));
   if (i == n) return;
-  float gin[kLanes] = {}, xin[kLanes] = {}, out[kLanes];
-  std::memcpy(gin, g + i, (n - i) * sizeof(float));
-  std::memcpy(xin, x + i, (n - i) * sizeof(float));
+  T gin[kLanes] = {}, xin[kLanes] = {}, out[kLanes];
+  std::memcpy(gin, g + i, (n - i) * sizeof(T));
+  std::memcpy(xin, x + i, (n - i) * sizeof(T));
   store(out, backward_lanes(load(gin), load(xin)));
-  std::memcpy(dx + i, out, (n - i) * sizeof(float));
+  std::memcpy(dx + i, out, (n - i) * sizeof(T));
+}
+
+// GCC builds one clone of each kernel per ISA and picks one when the library loads.
+#define ZT_GELU_CLONES \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
+ZT_GELU_CLONES void forward_kernel(const float* x, float* y, int64_t n) { forward_loop(x, y, n); }
+ZT_GELU_CLONES void forward_kernel(const c10::BFloat16* x, c10::BFloat16* y, int64_t n) {
+  forward_loop(x, y, n);
+}
+ZT_GELU_CLONES void backward_kernel(const float* g, const float* x, float* dx, int64_t n) {
+  backward_loop(g, x, dx, n);
+}
+ZT_GELU_CLONES void backward_kernel(const c10::BFloat16* g, const c10::BFloat16* x,
+                                    c10::BFloat16* dx, int64_t n) {
+  backward_loop(g, x, dx, n);
 }
 
 // Elements per intra-op task: large enough that a task outweighs its scheduling.
 constexpr int64_t kGrain = 32768;
 
 bool fast_path(const at::Tensor& x) {
-  return x.scalar_type() == at::kFloat && x.device().is_cpu() && x.layout() == at::kStrided;
+  return (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16) &&
+         x.device().is_cpu() && x.layout() == at::kStrided;
+}
+
+// Runs `fn` with the element type of x (float or bf16).
+template <typename Fn>
+void with_element_type(const at::Tensor& x, Fn&& fn) {
+  if (x.scalar_type() == at::kFloat) {
+    fn(float{});
+  } else {
+    fn(c10::BFloat16{});
+  }
 }
 
 class GeluTanh : public torch::autograd::Function<GeluTanh> {
@@ -118,10 +168,13 @@ class GeluTanh : public torch::autograd::Function<GeluTanh> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input) {
     const at::Tensor x = input.contiguous();
     at::Tensor y = at::empty_like(x);
-    const float* xp = x.data_ptr<float>();
-    float* yp = y.data_ptr<float>();
-    at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      forward_kernel(xp + begin, yp + begin, end - begin);
+    with_element_type(x, [&](auto zero) {
+      using T = decltype(zero);
+      const T* xp = x.data_ptr<T>();
+      T* yp = y.data_ptr<T>();
+      at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+        forward_kernel(xp + begin, yp + begin, end - begin);
+      });
     });
     ctx->save_for_backward({x});
     return y;
@@ -130,13 +183,16 @@ class GeluTanh : public torch::autograd::Function<GeluTanh> {
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
                                                torch::autograd::tensor_list grads) {
     const at::Tensor x = ctx->get_saved_variables()[0];
-    const at::Tensor g = grads[0].contiguous();
+    const at::Tensor g = grads[0].to(x.scalar_type()).contiguous();
     at::Tensor dx = at::empty_like(x);
-    const float* gp = g.data_ptr<float>();
-    const float* xp = x.data_ptr<float>();
-    float* dp = dx.data_ptr<float>();
-    at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      backward_kernel(gp + begin, xp + begin, dp + begin, end - begin);
+    with_element_type(x, [&](auto zero) {
+      using T = decltype(zero);
+      const T* gp = g.data_ptr<T>();
+      const T* xp = x.data_ptr<T>();
+      T* dp = dx.data_ptr<T>();
+      at::parallel_for(0, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+        backward_kernel(gp + begin, xp + begin, dp + begin, end - begin);
+      });
     });
     return {dx};
   }

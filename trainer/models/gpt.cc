@@ -22,6 +22,18 @@ constexpr double kInitStd = 0.02;
 constexpr double kLayerNormEps = 1e-5;
 constexpr const char* kWte = "wte.weight";
 
+// LayerNorm over the last dimension. bf16 input is normalized in fp32 and rounded once:
+// LibTorch 1.13's bf16 layer_norm on the CPU took ~1.2 ms a call on the bench GPT, 12x the
+// fp32 one, and the two conversions cost a fraction of that.
+at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias) {
+  if (x.scalar_type() != at::kBFloat16) {
+    return at::layer_norm(x, {x.size(-1)}, weight, bias, kLayerNormEps);
+  }
+  return at::layer_norm(x.to(at::kFloat), {x.size(-1)}, weight.to(at::kFloat),
+                        bias.to(at::kFloat), kLayerNormEps)
+      .to(at::kBFloat16);
+}
+
 class EmbeddingUnit final : public Unit {
  public:
   // params: wte [vocab, d_model], wpe [seq_len, d_model].
@@ -123,8 +135,7 @@ class BlockUnit final : public Unit {
     return at::linear(x, params_[weight].second, params_[weight + 1].second);
   }
   at::Tensor norm(const at::Tensor& x, size_t weight) const {
-    return at::layer_norm(x, {x.size(-1)}, params_[weight].second, params_[weight + 1].second,
-                          kLayerNormEps);
+    return layer_norm(x, params_[weight].second, params_[weight + 1].second);
   }
 
   std::string name_;
@@ -145,8 +156,7 @@ class HeadUnit final : public Unit {
 
   // h: [batch, T, d_model] -> logits [batch, T, vocab] = ln_f(h) @ wte^T.
   at::Tensor forward(const at::Tensor& h) override {
-    at::Tensor x = at::layer_norm(h, {h.size(-1)}, params_[0].second, params_[1].second,
-                                  kLayerNormEps);
+    const at::Tensor x = layer_norm(h, params_[0].second, params_[1].second);
     return at::linear(x, params_[2].second);
   }
 

@@ -17,6 +17,9 @@ StepRecord step_of(const nlohmann::json& j) {
   s.grad_norm = j.value("grad_norm", 0.0);
   s.step_time_s = j.at("step_time_s").get<double>();
   s.tokens_per_s = j.value("tokens_per_s", 0.0);
+  s.flops = j.value("flops", 0.0);
+  s.flops_per_s_per_rank = j.value("flops_per_s_per_rank", 0.0);
+  s.mfu = j.value("mfu", 0.0);
   s.skipped = j.value("skipped", false);
   s.arm = j.value("arm", std::string());
   for (const nlohmann::json& rank : j.value("memory", nlohmann::json::array())) {

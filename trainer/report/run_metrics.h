@@ -16,6 +16,9 @@ struct StepRecord {
   int64_t step = 0;
   double loss = 0, grad_norm = 0;
   double step_time_s = 0, tokens_per_s = 0;
+  // Model FLOPs of the step (all ranks), per second per rank, and that over the measured peak
+  // (0 when the run did not report them).
+  double flops = 0, flops_per_s_per_rank = 0, mfu = 0;
   bool skipped = false;
   // Per rank: "params", "grads", "master", "optimizer_states", "offload_optimizer",
   // "offload_param", "offload_grads", "offload_staging", "peak_rss", ... (bytes).

@@ -1,6 +1,6 @@
 // The built-in GPT's GELU (models/gelu.h) against the formula evaluated in long double, element
-// by element: values, gradients, the vector tail, non-contiguous input, NaN, and the fallback for
-// other dtypes.
+// by element: values, gradients, the vector tail, non-contiguous input, NaN, bf16 (the fp32 kernel
+// rounded once), and the fallback for other dtypes.
 #include <torch/torch.h>
 
 #include "../../tests/doctest_after_torch.h"
@@ -101,7 +101,27 @@ TEST_CASE("gelu_tanh: NaN stays NaN, forward and backward") {
   CHECK(std::isfinite(x.grad()[2].item<float>()));
 }
 
+TEST_CASE("gelu_tanh: bf16 is the fp32 kernel on the widened input, rounded once") {
+  // Every bf16 whose float is finite and where GELU bends or saturates, plus NaN and the tail.
+  const at::Tensor x =
+      at::linspace(-12.0, 12.0, 70001, at::kFloat).to(at::kBFloat16).requires_grad_(true);
+  const at::Tensor y = gelu_tanh(x);
+  CHECK((y.scalar_type() == at::kBFloat16));
+  const at::Tensor wide = x.detach().to(at::kFloat).requires_grad_(true);
+  const at::Tensor y_wide = gelu_tanh(wide);
+  CHECK(at::equal(y, y_wide.to(at::kBFloat16)));
+  const at::Tensor g = at::linspace(0.5, 1.5, x.numel(), at::kFloat).to(at::kBFloat16);
+  y.backward(g);
+  y_wide.backward(g.to(at::kFloat));
+  CHECK(at::equal(x.grad(), wide.grad().to(at::kBFloat16)));
+  const at::Tensor nan = at::tensor({std::nanf(""), 1.0f}).to(at::kBFloat16);
+  CHECK(std::isnan(gelu_tanh(nan)[0].item<float>()));
+  for (int64_t n : {1, 15, 17}) {
+    CHECK(at::equal(gelu_tanh(x.detach().narrow(0, 0, n)), y.detach().narrow(0, 0, n)));
+  }
+}
+
 TEST_CASE("gelu_tanh: other dtypes are LibTorch's own gelu") {
-  const at::Tensor x = at::randn({1000}, at::kFloat).to(at::kBFloat16);
+  const at::Tensor x = at::randn({1000}, at::kDouble);
   CHECK(at::equal(gelu_tanh(x), at::gelu(x, "tanh")));
 }

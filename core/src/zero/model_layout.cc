@@ -191,14 +191,26 @@ at::Tensor ModelLayout::build_flat(int gi, at::ScalarType dtype) {
 
 at::Tensor ModelLayout::take_flat_grads(int gi, at::ScalarType dtype, double predivide) {
   ParamGroup& g = groups[gi];
-  at::Tensor flat = at::zeros({g.padded}, dtype);
+  // Uninitialised, and only what no gradient covers is zeroed: zeroing the whole buffer first
+  // wrote every byte twice (a pass over a block's gradients each step).
+  at::Tensor flat = at::empty({g.padded}, dtype);
+  int64_t covered = 0;  // params are in flat-offset order
   for (int p : g.params) {
     at::Tensor& t = params[p].tensor;
-    if (t.grad().defined())
-      flat.narrow(0, params[p].offset, params[p].numel).copy_(t.grad().reshape({-1}));
+    const ParamSlot& slot = params[p];
+    if (!t.grad().defined()) continue;
+    if (slot.offset > covered) flat.narrow(0, covered, slot.offset - covered).zero_();
+    at::Tensor dst = flat.narrow(0, slot.offset, slot.numel);
+    // Divided on the way in (the same division as a pass of its own, one pass fewer).
+    if (predivide != 1.0) {
+      at::div_out(dst, t.grad().reshape({-1}).to(dtype), predivide);
+    } else {
+      dst.copy_(t.grad().reshape({-1}));
+    }
+    covered = slot.offset + slot.numel;
     t.mutable_grad().reset();
   }
-  if (predivide != 1.0) flat.div_(predivide);
+  if (g.padded > covered) flat.narrow(0, covered, g.padded - covered).zero_();
   return flat;
 }
 

@@ -76,7 +76,7 @@ void ParamGatherer::start_gather(int gi) {
     // A view of the buffer itself, so the gather's handle keeps it alive until it is done.
     source = s.fetched.view(g.flat.scalar_type()).narrow(0, 0, g.shard);
   }
-  resize_flat_storage(g.flat, g.padded * element_size());
+  take_storage(g.flat, static_cast<size_t>(g.padded * element_size()));
   ledger_.gathered(g.padded * element_size());
   s.pending_gather = comm_.all_gather(g.flat, source);
 }
@@ -95,13 +95,42 @@ void ParamGatherer::release(int gi) {
   GroupState& s = state_[gi];
   const ParamGroup& g = layout_.groups[gi];
   if (g.persistent || !s.gathered) return;
-  resize_flat_storage(g.flat, 0);
+  give_storage(g.flat);
   s.gathered = false;
   ledger_.released(g.padded * element_size());
 }
 
 void ParamGatherer::release_all() {
   for (size_t g = 0; g < state_.size(); ++g) release(static_cast<int>(g));
+  spare_.clear();
+  spare_bytes_.clear();
+}
+
+// A group's flat storage (params are views of it) gets `bytes`: a kept buffer of that size, or
+// a new one.
+void ParamGatherer::take_storage(const at::Tensor& flat, size_t bytes) {
+  for (size_t i = 0; i < spare_.size(); ++i) {
+    if (spare_bytes_[i] != bytes) continue;
+    c10::StorageImpl& storage = *flat.storage().unsafeGetStorageImpl();
+    storage.set_data_ptr_noswap(std::move(spare_[i]));
+    storage.set_nbytes(bytes);
+    spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
+    spare_bytes_.erase(spare_bytes_.begin() + static_cast<std::ptrdiff_t>(i));
+    return;
+  }
+  resize_flat_storage(flat, static_cast<int64_t>(bytes));
+}
+
+// Empties a group's flat storage, keeping its buffer for the next gather when there is room.
+void ParamGatherer::give_storage(const at::Tensor& flat) {
+  c10::StorageImpl& storage = *flat.storage().unsafeGetStorageImpl();
+  if (spare_.size() >= kSpareBuffers || storage.nbytes() == 0) {
+    resize_flat_storage(flat, 0);
+    return;
+  }
+  spare_bytes_.push_back(storage.nbytes());
+  spare_.push_back(storage.set_data_ptr(c10::DataPtr(nullptr, storage.device())));
+  storage.set_nbytes(0);
 }
 
 std::vector<int> ParamGatherer::prefetch_window(int u, int direction) const {
