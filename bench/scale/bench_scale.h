@@ -19,6 +19,12 @@ struct ScaleJob {
   bool sweep = false;                  // part of the depth table
 };
 
+// The fewest tier bytes per parameter a step of the bench's composition needs (fp32 master and
+// Adam's two moments read and written once, the fp32 parameter shard read before forward and
+// before backward and written once; docs/architecture.md, "Offload").
+constexpr double kMinReadPerParam = 12 + 2 * 4;
+constexpr double kMinWrittenPerParam = 12 + 4;
+
 // Where a step's time went, per step, from the trainer's metrics (rank 0's engine times).
 struct StepSplit {
   double compute = 0, read_wait = 0, write_wait = 0, comm_wait = 0, optimizer = 0;
@@ -43,7 +49,27 @@ struct ScaleRow {
   double tokens_per_s = 0;
   double loss = 0;  // the last step's
   StepSplit split;  // per step, medians as step_s
+  // Rank 0's bytes per step (medians as step_s): read from and written to its offload tiers,
+  // and sent and received by its collectives.
+  double read_per_step = 0, written_per_step = 0, collectives_per_step = 0;
   double wall_s = 0;
+  // Tier bytes per parameter of rank 0's share (params / world) per step.
+  double read_per_param() const { return read_per_step * world / static_cast<double>(params); }
+  double written_per_param() const {
+    return written_per_step * world / static_cast<double>(params);
+  }
+};
+
+// The disk the tiers use, measured with dd over as many bytes as the bench could spare: its
+// sustained O_DIRECT write and read bandwidth (bytes/s); 0 when not measured.
+struct DiskBounds {
+  double bytes = 0;
+  double write_bps = 0, read_bps = 0;
+  // Seconds the disk needs for `row`'s step: every rank's tier bytes through the one disk.
+  double step_s(const ScaleRow& row) const {
+    if (write_bps <= 0 || read_bps <= 0) return 0;
+    return row.world * (row.read_per_step / read_bps + row.written_per_step / write_bps);
+  }
 };
 
 }  // namespace zt::bench

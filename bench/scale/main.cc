@@ -25,17 +25,25 @@ namespace {
 
 const char* kUsage =
     "usage: zt_bench_scale [--big on|off] [--steps N] [--depths A,B,C] [--width W] [--heads H]\n"
-    "                      [--sweep-steps N] [--dir DIR] [--json PATH] [--trainer PATH]\n"
+    "                      [--sweep-steps N] [--through-tier on|off] [--dd-gb N] [--dir DIR]\n"
+    "                      [--json PATH] [--trainer PATH]\n"
     "  Trains configs/zero3_infinity_2b.toml (2.0B parameters, 32 GB of model states, stage 3,\n"
     "  parameters and optimizer states in offload_nvme, 2 ranks) and the same composition at\n"
     "  fixed width and several depths; reports bytes per tier, peak RSS per rank next to the\n"
-    "  memory-fit estimate, step time and where it goes, and peak RSS against depth.\n"
+    "  memory-fit estimate, step time and where it goes, tier bytes per parameter against the\n"
+    "  composition's minimum and the step against max(compute, the disk's time for its bytes),\n"
+    "  and peak RSS against depth.\n"
     "  --big          off: leave out the 2B GPT (about 40 GB of disk, many minutes) (default on)\n"
     "  --steps        optimizer steps of the 2B GPT (default 3)\n"
     "  --depths       blocks of the sweep's GPTs (default 12,24,48)\n"
     "  --width        their d_model (default 1024)\n"
     "  --heads        their attention heads (default 16)\n"
     "  --sweep-steps  optimizer steps of each sweep job (default 2)\n"
+    "  --through-tier on: also the 2B GPT with its gradients through the tier, as before the\n"
+    "                 update in backward (zero.gradient_clipping = 1e30: the step waits for every\n"
+    "                 gradient and never clips) (default off)\n"
+    "  --dd-gb        GB that dd writes and reads back with O_DIRECT in --dir after the jobs, for\n"
+    "                 the disk's sustained bandwidth; 0 = no disk bound (default 16)\n"
     "  --dir          folder for the runs and offload_nvme's files, on the disk to measure\n"
     "                 (default bench-results/scale-scratch); the bench works in a private\n"
     "                 folder inside it\n"
@@ -46,6 +54,8 @@ struct Options {
   bool big = true;
   int steps = 3, sweep_steps = 2;
   std::vector<int64_t> depths = {12, 24, 48};
+  bool through_tier = false;
+  int64_t dd_gb = 16;
   int64_t width = 1024, heads = 16;
   std::string dir = "bench-results/scale-scratch";
   std::string json = "bench-results/scale.json";
@@ -56,7 +66,8 @@ Options parse(const std::vector<std::string>& args) {
   Options o;
   const std::vector<std::string> known = {"--big",   "--steps", "--depths",
                                           "--width", "--heads", "--sweep-steps",
-                                          "--dir",   "--json",  "--trainer"};
+                                          "--dir",   "--json",  "--trainer",
+                                          "--through-tier", "--dd-gb"};
   for (size_t i = 1; i < args.size(); ++i) {  // args[0] is the program
     std::string flag, value;
     if (!next_option(args, i, known, kUsage, flag, value)) {
@@ -68,6 +79,12 @@ Options parse(const std::vector<std::string>& args) {
         throw ConfigError("--big takes on or off\n" + std::string(kUsage));
       o.big = value == "on";
     }
+    if (flag == "--through-tier") {
+      if (value != "on" && value != "off")
+        throw ConfigError("--through-tier takes on or off\n" + std::string(kUsage));
+      o.through_tier = value == "on";
+    }
+    if (flag == "--dd-gb") o.dd_gb = value == "0" ? 0 : parse_positive(value, flag, kUsage);
     if (flag == "--steps") o.steps = static_cast<int>(parse_positive(value, flag, kUsage));
     if (flag == "--sweep-steps")
       o.sweep_steps = static_cast<int>(parse_positive(value, flag, kUsage));
@@ -95,6 +112,9 @@ std::vector<ScaleJob> plan(const Options& o) {
          depth,
          true});
   }
+  if (o.big && o.through_tier) {
+    jobs.push_back({"2B GPT, gradients via tier", {"zero.gradient_clipping=1e30"}, 24, false});
+  }
   if (o.big) jobs.push_back({"2B GPT", {}, 24, false});
   return jobs;
 }
@@ -103,7 +123,9 @@ ScaleRow run_job(const ScaleJob& job, int steps, const std::string& scratch,
                  const std::string& trainer) {
   std::printf("  %-12s %d steps ...", job.label.c_str(), steps);
   std::fflush(stdout);
-  const std::string name = job.sweep ? "depth" + std::to_string(job.depth) : "big";
+  const std::string name = job.sweep               ? "depth" + std::to_string(job.depth)
+                           : job.overrides.empty() ? "big"
+                                                   : "big-via-tier";
   const ScalePaths paths{trainer, scratch + "/" + name, scratch + "/nvme"};
   std::filesystem::create_directories(paths.out_dir);
   const std::string log = paths.out_dir + ".log";
@@ -123,6 +145,26 @@ ScaleRow run_job(const ScaleJob& job, int steps, const std::string& scratch,
   return row;
 }
 
+// dd with O_DIRECT writing `gb` GB into `dir` and reading them back: the disk's sustained rates.
+DiskBounds measure_disk(const std::string& dir, int64_t gb) {
+  DiskBounds d;
+  if (gb <= 0) return d;
+  std::printf("  dd O_DIRECT, %lld GB written and read back ...", static_cast<long long>(gb));
+  std::fflush(stdout);
+  const std::string file = dir + "/dd.bin";
+  const int64_t mib = gb * 1000 * 1000 * 1000 / (1 << 20);
+  d.bytes = static_cast<double>(mib) * (1 << 20);
+  const double write_s = run_dd_seconds("if=/dev/zero of=" + shell_quote(file) +
+                                        " bs=1M count=" + std::to_string(mib) + " oflag=direct");
+  const double read_s =
+      run_dd_seconds("if=" + shell_quote(file) + " of=/dev/null bs=1M iflag=direct");
+  std::filesystem::remove(file);
+  d.write_bps = d.bytes / write_s;
+  d.read_bps = d.bytes / read_s;
+  std::printf(" write %.2f GB/s, read %.2f GB/s\n", d.write_bps / 1e9, d.read_bps / 1e9);
+  return d;
+}
+
 int run(const std::vector<std::string>& args) {
   const Options o = parse(args);
   std::filesystem::create_directories(o.dir);
@@ -134,9 +176,10 @@ int run(const std::vector<std::string>& args) {
   for (const ScaleJob& job : plan(o)) {
     rows.push_back(run_job(job, job.sweep ? o.sweep_steps : o.steps, scratch.path(), o.trainer));
   }
+  const DiskBounds disk = measure_disk(scratch.path(), o.dd_gb);
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  print_report(rows);
-  write_json(rows, o.json, total);
+  print_report(rows, disk);
+  write_json(rows, disk, o.json, total);
   std::printf("results: %s\n", o.json.c_str());
   return 0;
 }

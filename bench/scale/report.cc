@@ -59,6 +59,37 @@ void print_splits(const std::vector<ScaleRow>& rows) {
   }
 }
 
+// max(compute, the disk's time for the step's bytes): what the step cannot beat.
+double bound_s(const ScaleRow& r, const DiskBounds& disk) {
+  return std::max(r.split.compute, disk.step_s(r));
+}
+
+void print_bytes(const std::vector<ScaleRow>& rows, const DiskBounds& disk) {
+  std::printf("\ntier bytes per parameter per step (rank 0's share) and the step against its "
+              "bounds:\n\n| job | read B/param | written B/param | total | minimum | step s | "
+              "compute s | disk s | read wait | write wait | comm wait | collectives GB | "
+              "step / max(compute, disk) |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | "
+              "---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (const ScaleRow& r : rows) {
+    const double bound = bound_s(r, disk);
+    std::printf("| %s | %.1f | %.1f | %.1f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | "
+                "%.2f | %.2f |\n",
+                r.job.label.c_str(), r.read_per_param(), r.written_per_param(),
+                r.read_per_param() + r.written_per_param(),
+                kMinReadPerParam + kMinWrittenPerParam, r.step_s, r.split.compute,
+                disk.step_s(r), r.split.read_wait, r.split.write_wait, r.split.comm_wait,
+                r.collectives_per_step / 1e9, bound > 0 ? r.step_s / bound : 0.0);
+  }
+  if (disk.write_bps > 0) {
+    std::printf("\ndisk: dd O_DIRECT over %.1f GB: write %.2f GB/s, read %.2f GB/s; disk s: "
+                "every rank's tier bytes of a step at those rates (one disk); minimum: %.0f read "
+                "+ %.0f written (docs/architecture.md, \"Offload\"); target: step <= %.2fx "
+                "max(compute, disk)\n",
+                disk.bytes / 1e9, disk.write_bps / 1e9, disk.read_bps / 1e9, kMinReadPerParam,
+                kMinWrittenPerParam, kMaxStepOverBound);
+  }
+}
+
 void print_depth(const std::vector<const ScaleRow*>& sweep) {
   if (sweep.empty()) return;
   std::printf(
@@ -82,9 +113,10 @@ void print_depth(const std::vector<const ScaleRow*>& sweep) {
 
 }  // namespace
 
-void print_report(const std::vector<ScaleRow>& rows) {
+void print_report(const std::vector<ScaleRow>& rows, const DiskBounds& disk) {
   print_rows(rows);
   print_splits(rows);
+  print_bytes(rows, disk);
   print_depth(sweep_rows(rows));
   std::printf("\nmodel states: every rank's parameters, gradients, master weights and optimizer "
               "states in all tiers, next to ZeRO's theory as the trainer's summary gives it "
@@ -93,9 +125,14 @@ void print_report(const std::vector<ScaleRow>& rows) {
               "memory-fit check's estimate; disk: bytes in offload_nvme's files.\n");
 }
 
-void write_json(const std::vector<ScaleRow>& rows, const std::string& path, double total_s) {
+void write_json(const std::vector<ScaleRow>& rows, const DiskBounds& disk,
+                const std::string& path, double total_s) {
   std::ofstream out = open_results(path);
-  out << "{\n  \"bench\": \"scale\",\n  " << blas_json() << ",\n  \"rows\": [\n";
+  out << "{\n  \"bench\": \"scale\",\n  " << blas_json() << ",\n  \"disk\": {\"dd_bytes\": "
+      << json_number(disk.bytes) << ", \"write_bytes_per_s\": " << json_number(disk.write_bps)
+      << ", \"read_bytes_per_s\": " << json_number(disk.read_bps)
+      << "},\n  \"min_tier_bytes_per_param\": {\"read\": " << json_number(kMinReadPerParam)
+      << ", \"written\": " << json_number(kMinWrittenPerParam) << "},\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const ScaleRow& r = rows[i];
     out << "    {\"job\": " << json_string(r.job.label) << ", \"depth\": " << r.job.depth
@@ -119,7 +156,15 @@ void write_json(const std::vector<ScaleRow>& rows, const std::string& path, doub
     } else {
       out << "null";
     }
-    out << ", \"wall_s\": " << json_number(r.wall_s) << "}" << (i + 1 < rows.size() ? "," : "")
+    out << ", \"tier_bytes_per_step\": {\"read\": " << json_number(r.read_per_step)
+        << ", \"written\": " << json_number(r.written_per_step)
+        << ", \"read_per_param\": " << json_number(r.read_per_param())
+        << ", \"written_per_param\": " << json_number(r.written_per_param())
+        << "}, \"collective_bytes_per_step\": " << json_number(r.collectives_per_step)
+        << ", \"disk_s\": " << json_number(disk.step_s(r))
+        << ", \"step_over_bound\": "
+        << json_number(bound_s(r, disk) > 0 ? r.step_s / bound_s(r, disk) : 0.0)
+        << ", \"wall_s\": " << json_number(r.wall_s) << "}" << (i + 1 < rows.size() ? "," : "")
         << "\n";
   }
   out << "  ],\n  \"depth\": [";

@@ -24,9 +24,14 @@ int64_t number_after(const std::string& line, const std::string& key) {
 // pages, so it is left out when there are others).
 struct StepSeries {
   std::vector<double> step_s, tokens_per_s, compute, read_wait, write_wait, comm_wait, optimizer;
+  std::vector<double> read, written, collectives;
   void add(const nlohmann::json& j) {
     step_s.push_back(j.at("step_time_s").get<double>());
     tokens_per_s.push_back(j.at("tokens_per_s").get<double>());
+    const nlohmann::json bytes = j.value("step_bytes", nlohmann::json::object());
+    read.push_back(bytes.value("offload_read", 0.0));
+    written.push_back(bytes.value("offload_written", 0.0));
+    collectives.push_back(bytes.value("collectives", 0.0));
     if (!j.contains("times")) return;
     const nlohmann::json& t = j.at("times");
     compute.push_back(t.at("compute_s").get<double>());
@@ -116,6 +121,9 @@ void read_scale_metrics(const std::string& metrics_path, ScaleRow& row) {
   const StepSeries& s = later.step_s.empty() ? all : later;
   row.step_s = median(s.step_s);
   row.tokens_per_s = median(s.tokens_per_s);
+  row.read_per_step = median(s.read);
+  row.written_per_step = median(s.written);
+  row.collectives_per_step = median(s.collectives);
   row.split.measured = !s.compute.empty();
   if (row.split.measured) {
     row.split = {median(s.compute),   median(s.read_wait), median(s.write_wait),

@@ -13,7 +13,7 @@
 //                   [--offload_optimizer none|offload_cpu|offload_nvme] [--offload_param ...]
 //                   [--optimizer_fraction F] [--param_fraction F] [--sub_group E]
 //                   [--pipeline true|false]
-//                   [--accessors true|false]
+//                   [--accessors true|false] [--begin_step true|false] [--nan_grad_step K]
 //                   [--save_at K --ckpt_dir D] [--record P]
 //                   [--load true --ckpt_dir D --saved_world W] [--compare P]
 //                   [--refuse_partial true --ckpt_dir D]
@@ -32,6 +32,9 @@
 // --accessors checks the debug accessors against the reference after every step: full_fp32_param
 // and full_optimizer_state (AdamW's exp_avg, exp_avg_sq), and full_fp32_grad after the step's
 // micro steps (the reference's .grad before clipping), zeros right after a step.
+// --begin_step announces each step's learning rate before its micro steps (Engine::begin_step),
+// so groups streamed from a file tier update in backward where that applies. --nan_grad_step K
+// makes the last rank's gradients NaN in step K (its loss stays finite).
 // Checkpoints: --save_at K saves after step K into D (zt::CheckpointSaver, asynchronous) and
 // trains on; --record P then writes this rank's losses, the loss scales and the final parameters
 // to P-rank<r>.pt.
@@ -401,18 +404,27 @@ std::string memory_text(const zt::trainer::EngineSetup& setup) {
     throw CheckFailed("tiers hold " + std::to_string(held) +
                       " bytes, less than the engine placed there");
   }
-  return text + " tier_bytes_moved=" + std::to_string(moved);
+  int64_t read = 0;
+  for (const auto& [id, t] : setup.tiers.by_id) read += t->stats().bytes_read;
+  return text + " tier_bytes_moved=" + std::to_string(moved) +
+         " tier_bytes_read=" + std::to_string(read) +
+         " tier_bytes_written=" + std::to_string(moved - read);
 }
 
 // The micro steps of `step`, each rank on its slice of the global batch; with `overflow_now` the
-// last rank's loss is inf. Appends the losses.
+// last rank's loss is inf, with `nan_grad_now` its loss is finite but the gradient of the
+// model's output NaN. Appends the losses.
 void run_micro_steps(zt::Engine& engine, const zt::EngineOptions& opt, const zt::RankEnv& env,
-                     int64_t step, bool overflow_now, std::vector<double>& losses) {
+                     int64_t step, bool overflow_now, std::vector<double>& losses,
+                     bool nan_grad_now = false) {
   const int64_t global = kMicroBatch * env.world;
   for (int m = 0; m < opt.grad_accum; ++m) {
     const int64_t first_sample = (step * opt.grad_accum + m) * global;
     auto [x, y] = samples(first_sample + env.rank * kMicroBatch, kMicroBatch);
     losses.push_back(engine.forward_backward(x.to(opt.compute_dtype), [&](const at::Tensor& out) {
+      if (nan_grad_now && env.rank == env.world - 1 && out.requires_grad()) {
+        out.register_hook([](const at::Tensor& g) { return g * std::nan(""); });
+      }
       at::Tensor loss = at::mse_loss(out.to(at::kFloat), y);
       // An inf on one rank only: the skip decision must still be the same everywhere.
       if (overflow_now && env.rank == env.world - 1)
@@ -603,13 +615,16 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   Trace trace;
   for (int64_t step = first; step < steps; ++step) {
     const bool overflow_now = step + 1 == force_overflow;
-    run_micro_steps(engine, opt, env, step, overflow_now, trace.losses);
+    // --plant lost_update: the engine's second update is lost (lr 0), the reference's is not.
+    const bool lose = a["plant"] == "lost_update" && step == first + 1;
+    const double lr = lose ? 0.0 : kLr;
+    if (a["begin_step"] == "true") engine.begin_step(lr);
+    run_micro_steps(engine, opt, env, step, overflow_now, trace.losses,
+                    step + 1 == std::stoi(a["nan_grad_step"]));
     if (step == first) check_early_reduce(opt, reduces_at_first_unit);
     reference.grads(step, opt, env.world);
     if (accessors) check_grads(engine, reference, dt, step);
-    // --plant lost_update: the engine's second update is lost (lr 0), the reference's is not.
-    const bool lose = a["plant"] == "lost_update" && step == first + 1;
-    zt::StepReport rep = engine.step(lose ? 0.0 : kLr);
+    zt::StepReport rep = engine.step(lr);
     trace.scales.push_back(rep.loss_scale);
     if (saver && step + 1 == std::stoi(a["save_at"])) saver->save(engine, step + 1, {});
     if (overflow_now) {
@@ -653,6 +668,7 @@ int main(int argc, char** argv) {
          {"overlap", "true"},
          {"bucket_mb", "25"},
          {"force_overflow_step", "0"},
+         {"nan_grad_step", "0"},
          {"loss_scale", "false"},
          {"prefetch_elements", "0"},
          {"max_live", "1000000000"},
@@ -666,6 +682,7 @@ int main(int argc, char** argv) {
          {"sub_group", "1000000000"},
          {"pipeline", "true"},
          {"accessors", "false"},
+         {"begin_step", "false"},
          {"zero_init", "false"},
          {"save_at", "0"},
          {"ckpt_dir", ""},

@@ -49,3 +49,12 @@ TEST_CASE("this host and process report plausible numbers") {
   CHECK(peak >= rss);
   CHECK(rss % 1024 == 0);
 }
+
+TEST_CASE("glibc_tunables_for_training adds huge pages for malloc's mappings, keeping the rest") {
+  CHECK(zt::glibc_tunables_for_training(nullptr) == "glibc.malloc.hugetlb=1");
+  CHECK(zt::glibc_tunables_for_training("") == "glibc.malloc.hugetlb=1");
+  CHECK(zt::glibc_tunables_for_training("glibc.malloc.arena_max=2") ==
+        "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
+  // The user's own choice of the same tunable stands.
+  CHECK(zt::glibc_tunables_for_training("glibc.malloc.hugetlb=0") == "glibc.malloc.hugetlb=0");
+}

@@ -19,6 +19,7 @@
 #include "zt/checkpoint.h"
 #include "zt/error.h"
 #include "zt/flight_diagnosis.h"
+#include "zt/host_memory.h"
 #include "zt/launcher.h"
 #include "zt/rendezvous.h"
 
@@ -97,8 +98,11 @@ int launch_attempt(const Config& config, int nproc, const std::vector<std::strin
       static_cast<int64_t>(std::llround(3000 * launch.get_double("timeout_s"))));
   const std::string job = std::to_string(getpid());
   spec.env.push_back({"ZT_JOB_ID", job});
-  // OpenBLAS reads its core type when it loads: the ranks' environment is the place to fix it.
+  // OpenBLAS reads its core type when it loads, glibc its tunables when a process starts: the
+  // ranks' environment is the place to fix them.
   for (const auto& var : blas_env_for_children(probe_blas())) spec.env.push_back(var);
+  spec.env.push_back(
+      {"GLIBC_TUNABLES", glibc_tunables_for_training(std::getenv("GLIBC_TUNABLES"))});
   // A rank that fails makes the others write their flight records (SIGUSR2) where they wait.
   spec.failure_signal = SIGUSR2;
   const std::string flight_dir = JobSettings::of(config).run.out_dir + "/flight";

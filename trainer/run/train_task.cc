@@ -143,6 +143,8 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
   const EngineTimes engine_t0 = s.engine->times();
   seed_step_randomness(run, step);
   double loss_sum = 0;
+  // Announced first: streamed optimizer states may then update in backward (Engine::begin_step).
+  s.engine->begin_step(lr);
   for (int micro = 0; micro < s.options.grad_accum; ++micro) {
     std::optional<trace::Scope> loading(std::in_place, "data", trace::kData);
     data::Batch batch = run.data->get(run.next_sample, micro, run.env.rank, run.env.world);

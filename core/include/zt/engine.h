@@ -56,6 +56,13 @@ class ZT_API Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Announces the learning rate of the step whose micro steps follow (optional; the trainer
+  // does). Where nothing needs all of the step's gradients before updating (no
+  // zero.gradient_clipping, no loss scaling), groups whose optimizer states stream from a file
+  // tier (offload_nvme) are then updated during backward, as soon as their gradients are
+  // reduced: the gradients never go to the tier and back. step() must get the same `lr`, and a
+  // non-finite gradient is then a NumericError rather than a skipped step.
+  void begin_step(double lr);
   // One micro step: runs every unit in order on `input`, `loss_fn(output)` gives the scalar
   // loss of this rank's micro batch (a mean), then backward. Returns the loss value. Throws
   // NumericError on a non-finite loss without loss scaling (nothing to rescale there).

@@ -138,6 +138,9 @@ struct Engine::Impl {
               optimizer,     scaler,  stepper,   gatherer,          io,
               ledger,        t.param, opt.stage, opt.compute_dtype, opt.gradient_predivide_factor,
               tile_elements, micro} {
+    reducer.set_final_gradient_sink([this](int g, const at::Tensor& reduced, bool first) {
+      return stepper.update_in_backward(g, reduced, first);
+    });
     ledger.fixed().unit_max_params = layout.largest_unit_bytes();
     if (opt.stage == 3) gatherer.release_all();
     ledger.restart_peak();
@@ -326,6 +329,8 @@ Engine::Engine(ModelSource& source, Communicator& comm, const ShardStrategy& str
 }
 
 Engine::~Engine() = default;
+
+void Engine::begin_step(double lr) { impl_->stepper.begin(lr); }
 
 double Engine::forward_backward(const at::Tensor& input,
                                 const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {

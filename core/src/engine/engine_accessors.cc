@@ -36,6 +36,13 @@ void held_gradient(EngineParts& e, int g, int64_t begin, int64_t end, at::Tensor
     out.narrow(0, to, end - begin).copy_(s.grad.narrow(0, begin, end - begin));
     return;
   }
+  if (s.updated_in_backward) {
+    throw ConfigError("the gradient of " +
+                      e.layout.params[e.layout.groups[g].params.front()].name +
+                      "'s group went straight into its update during backward "
+                      "(Engine::begin_step with optimizer states streamed from a file tier), so "
+                      "no rank holds it; read gradients in a step not begun with begin_step");
+  }
   auto* dst = static_cast<char*>(out.data_ptr()) + to * 4;
   s.grad_file->read_range(begin * 4, end * 4, e.stepper.steps() + 1,
                           [&](int64_t offset, const void* data, int64_t bytes) {

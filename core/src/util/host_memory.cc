@@ -56,4 +56,10 @@ void configure_host_allocator() {
 #endif
 }
 
+std::string glibc_tunables_for_training(const char* current) {
+  const std::string given = current ? current : "";
+  if (given.find("glibc.malloc.hugetlb") != std::string::npos) return given;
+  return given.empty() ? "glibc.malloc.hugetlb=1" : given + ":glibc.malloc.hugetlb=1";
+}
+
 }  // namespace zt

@@ -126,8 +126,9 @@ void GradReducer::accumulate(const Pending& r) {
     return;
   }
   const bool once = options_.stage < 2;
-  tier_grads_.add(r.group, r.out, once || micro_ == 0, once || micro_ == options_.grad_accum - 1,
-                  step_);
+  const bool first = once || micro_ == 0, last = once || micro_ == options_.grad_accum - 1;
+  if (last && sink_ && sink_(r.group, r.out, first)) return;
+  tier_grads_.add(r.group, r.out, first, last, step_);
 }
 
 void GradReducer::reduce_remaining() {

@@ -5,13 +5,16 @@
 // at the step (stage 0 all-reduces full gradients, stage 1 reduce-scatters). Results are summed
 // over micro steps into ShardStorage::grad, or, for groups whose optimizer states are streamed
 // from a file tier, into their gradient in that tier (TierGradients): the step's first
-// reduction writes it, the last one's value is measured for the global norm.
+// reduction writes it, the last one's value is measured for the global norm. A final-gradient
+// sink (ShardedStep::update_in_backward) may take a streamed group's last reduction instead: the
+// gradient then goes straight into the update.
 // Thread safety: one thread (the training thread; autograd runs hooks on the calling thread on
 // the CPU).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -65,6 +68,12 @@ class GradReducer {
   // whose parameters got no gradient), in group order so all ranks issue the same collectives,
   // and waits for all of them (tier gradient writes included).
   void reduce_remaining();
+  // Offers each streamed group's last reduction of a step (`reduced`, summed over ranks;
+  // `first`: no earlier micro step of this step left a partial sum in the tier) to `sink`
+  // before it would go to the tier; the sink returns true when it consumed it.
+  using FinalGradientSink =
+      std::function<bool(int group, const at::Tensor& reduced, bool first)>;
+  void set_final_gradient_sink(FinalGradientSink sink) { sink_ = std::move(sink); }
 
  private:
   struct Pending {
@@ -97,6 +106,7 @@ class GradReducer {
   std::vector<int> ready_;     // per group: parameters whose gradient arrived this micro step
   std::vector<bool> reduced_;  // per group: already sent this micro step
   std::vector<Pending> pending_;
+  FinalGradientSink sink_;
 };
 
 }  // namespace zt

@@ -34,6 +34,9 @@ struct ShardStorage {
   // final value for the step was written (grad_measured), so the step need not read it back.
   double grad_sq = 0;
   bool grad_nonfinite = false, grad_measured = false;
+  // Streamed group updated in this step's backward: its reduced gradient went straight into
+  // the update (StreamedUpdate::update_group), the tier holds none, and the step skips it.
+  bool updated_in_backward = false;
   bool param_in_tier = false, param_streamed = false;
   std::unique_ptr<TieredArray> param_file;
 };

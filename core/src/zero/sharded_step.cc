@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "zt/error.h"
+
 namespace zt {
 
 namespace {
@@ -32,15 +34,58 @@ double squared_sum(ShardStorage& s, int64_t step) {
 ShardedStep::ShardedStep(StepParts parts, StepOptions options)
     : parts_(std::move(parts)), options_(options) {}
 
+double ShardedStep::divisor() const {
+  return parts_.scaler.scale() * static_cast<double>(options_.grad_accum) * parts_.world /
+         options_.predivide;
+}
+
+void ShardedStep::begin(double lr) {
+  announced_lr_ = lr;
+  tiers_checked_ = false;
+  in_backward_ = false;
+  if (options_.gradient_clipping > 0 || parts_.scaler.enabled()) return;
+  for (const ShardStorage& s : parts_.storage) in_backward_ = in_backward_ || s.opt_streamed;
+}
+
+bool ShardedStep::update_in_backward(int g, const at::Tensor& reduced, bool first) {
+  if (!in_backward_ || !parts_.storage[g].opt_streamed) return false;
+  const int64_t step = steps_ + 1;
+  if (!tiers_checked_) {
+    // As run() does before its update: a tier that lost its files fails before any state of
+    // this step changes.
+    for (OffloadTier* t : parts_.tiers) {
+      t->set_step(step);
+      t->check();
+    }
+    tiers_checked_ = true;
+  }
+  parts_.streamed.update_group(g, reduced, first, {step, announced_lr_, divisor()});
+  return true;
+}
+
 StepReport ShardedStep::run(double lr) {
   StepReport report;
   const double scale = parts_.scaler.scale();
   report.loss_scale = scale;
   // Gradients were summed over ranks and micro steps; average them and undo the scale.
-  const int world = parts_.world;
-  double divisor = scale * static_cast<double>(options_.grad_accum) * world / options_.predivide;
+  double divisor = this->divisor();
+  const bool updated_in_backward = in_backward_;
+  in_backward_ = false;
+  if (updated_in_backward && lr != announced_lr_) {
+    throw InternalError("Engine::step(" + std::to_string(lr) + ") after begin_step(" +
+                        std::to_string(announced_lr_) +
+                        "): groups were already updated in backward at the announced rate");
+  }
   const GradientTotals totals = measure_gradients();
   report.grad_norm = totals.norm / divisor;
+  if (totals.overflow && updated_in_backward) {
+    // A group kept in memory (or on another rank) overflowed after streamed ones were updated.
+    throw NumericError("a gradient is not finite at step " + std::to_string(steps_ + 1) +
+                       " after groups streamed from a file tier were updated in backward, so "
+                       "the step cannot be skipped. Lower the learning rate, check the data, or "
+                       "set zero.gradient_clipping (the step then waits for every gradient, and "
+                       "skips one that is not finite)");
+  }
   parts_.scaler.update(totals.overflow);
   if (totals.overflow) {
     report.skipped = true;

@@ -5,6 +5,13 @@
 // values back into the parameters (stages 1-2 all-gather the flat buffers, stage 3 refreshes the
 // shards it gathers from). Gradients kept in a file tier were measured as they were written, so
 // the norm reads none back (TierGradients).
+// Update in backward: when the step's learning rate is known before its micro steps (begin())
+// and nothing needs all of a step's gradients before the first update (no clipping, no loss
+// scaling), a group whose optimizer states stream from a file tier is updated as soon as its
+// last reduction arrives, from the reduced gradient in memory (update_in_backward()): its
+// gradient is never written to the tier and read back (ZeRO-Infinity's minimum of tier bytes,
+// docs/architecture.md), and its tiles' I/O overlaps the rest of backward. Such a step cannot be
+// skipped, so a non-finite gradient is a NumericError instead of a skipped step.
 // Thread safety: one thread (the training thread). Collective: every rank calls run() together.
 #pragma once
 
@@ -55,6 +62,12 @@ class ShardedStep {
   // replaced by the next step's first reduction. Throws IoError when a tier lost bytes, before any
   // state of this step changed.
   StepReport run(double lr);
+  // The next step's learning rate, before its first micro step: turns the update in backward
+  // on for that step where it applies (see above). run() must then get the same `lr`.
+  void begin(double lr);
+  // GradReducer's final-gradient sink: updates streamed group `g` from `reduced` when the update
+  // in backward is on for this step; returns whether it did.
+  bool update_in_backward(int g, const at::Tensor& reduced, bool first);
   int64_t steps() const { return steps_; }
   // A loaded checkpoint's count of applied updates (Adam's bias correction goes on from it).
   void set_steps(int64_t steps) { steps_ = steps; }
@@ -76,9 +89,18 @@ class ShardedStep {
   void update(const StepArgs& args);
   void zero_gradients();
 
+  // What the summed gradients are divided by: ranks, micro steps and the loss scale, less the
+  // predivide factor already applied.
+  double divisor() const;
+
   StepParts parts_;
   StepOptions options_;
   int64_t steps_ = 0;
+  // begin()'s: the learning rate its step was announced with, and whether streamed groups
+  // update in that step's backward.
+  double announced_lr_ = 0;
+  bool in_backward_ = false;
+  bool tiers_checked_ = false;  // this step's first update in backward checked the tiers
 };
 
 }  // namespace zt

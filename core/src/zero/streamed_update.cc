@@ -3,8 +3,9 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cmath>
 
-#include "zero/tile_pipeline.h"
+#include "zt/error.h"
 
 namespace zt {
 
@@ -29,7 +30,7 @@ std::vector<StreamedUpdate::Tile> StreamedUpdate::tiles() const {
   std::vector<Tile> out;
   const int64_t len = options_.tile_elements;
   for (size_t gi = 0; gi < storage_.size(); ++gi) {
-    if (!storage_[gi].opt_streamed) continue;
+    if (!storage_[gi].opt_streamed || storage_[gi].updated_in_backward) continue;
     const int64_t shard = layout_.groups[gi].shard;
     for (int64_t start = 0; start < shard; start += len) {
       out.push_back({static_cast<int>(gi), start, std::min(len, shard - start)});
@@ -60,16 +61,14 @@ void StreamedUpdate::read(const Tile& t, int set, std::vector<std::shared_ptr<Wo
   }
 }
 
-void StreamedUpdate::update(const Tile& t, int set, const StepArgs& args) {
+void StreamedUpdate::update(const Tile& t, int set, const at::Tensor& grad,
+                            const StepArgs& args) {
   ShardStorage& s = storage_[t.group];
   const ParamGroup& g = layout_.groups[t.group];
-  const int64_t tile = t.start / options_.tile_elements;
-  for (int64_t a = 0; a <= arrays_; ++a) array(s, a).verify_tile(tile, buffer(set, a), args.step);
   at::Tensor master = view_of(buffer(set, 0), t.len, at::kFloat);
   std::vector<at::Tensor> states;
   for (int64_t a = 1; a < arrays_; ++a)
     states.push_back(view_of(buffer(set, a), t.len, at::kFloat));
-  const at::Tensor grad = view_of(buffer(set, arrays_), t.len, at::kFloat);
   {
     const EngineClock::Timer timer(ledger_.clock(), &EngineTimes::optimizer);
     optimizer_.step({{master, grad, states, {}}}, args);
@@ -95,7 +94,9 @@ void StreamedUpdate::write(const Tile& t, int set, std::vector<std::shared_ptr<W
 }
 
 void StreamedUpdate::run(const StepArgs& args) {
+  settle();  // the buffer sets are shared with update_group()
   const std::vector<Tile> all = tiles();
+  for (ShardStorage& s : storage_) s.updated_in_backward = false;
   if (all.empty()) return;
   TilePipeline pipeline(options_.pipeline_read, options_.pipeline_write, ledger_.clock());
   ensure_buffer_sets(pipeline.sets());
@@ -104,10 +105,78 @@ void StreamedUpdate::run(const StepArgs& args) {
       [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
     read(all[i], set, works);
       },
-      [&](int64_t i, int set) { update(all[i], set, args); },
+      [&](int64_t i, int set) {
+    const Tile& t = all[i];
+    const ShardStorage& s = storage_[t.group];
+    const int64_t tile = t.start / options_.tile_elements;
+    for (int64_t a = 0; a <= arrays_; ++a) array(s, a).verify_tile(tile, buffer(set, a), args.step);
+    update(t, set, view_of(buffer(set, arrays_), t.len, at::kFloat), args);
+      },
       [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
     write(all[i], set, works);
   });
+}
+
+void StreamedUpdate::update_group(int g, const at::Tensor& reduced, bool first,
+                                  const StepArgs& args) {
+  ShardStorage& s = storage_[g];
+  if (!in_backward_) {
+    in_backward_ = std::make_unique<TilePipeline>(options_.pipeline_read, options_.pipeline_write,
+                                                  ledger_.clock());
+  }
+  ensure_buffer_sets(in_backward_->sets());
+  std::vector<Tile> group;
+  const int64_t len = options_.tile_elements, shard = layout_.groups[g].shard;
+  for (int64_t start = 0; start < shard; start += len)
+    group.push_back({g, start, std::min(len, shard - start)});
+  double sq = 0;
+  in_backward_->run(
+      static_cast<int64_t>(group.size()),
+      [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
+    const int64_t tile = group[i].start / options_.tile_elements;
+    // Master and states; the partial sum of earlier micro steps too unless this is the first.
+    for (int64_t a = 0; a < (first ? arrays_ : arrays_ + 1); ++a)
+      works.push_back(array(s, a).read_tile(tile, buffer(set, a)));
+      },
+      [&](int64_t i, int set) {
+    const Tile& t = group[i];
+    const int64_t tile = t.start / options_.tile_elements;
+    for (int64_t a = 0; a < (first ? arrays_ : arrays_ + 1); ++a)
+      array(s, a).verify_tile(tile, buffer(set, a), args.step);
+    const at::Tensor part = reduced.narrow(0, t.start, t.len);
+    at::Tensor grad = view_of(buffer(set, arrays_), t.len, at::kFloat);
+    if (first && part.scalar_type() == at::kFloat) {
+      grad = part;  // used where it is: no copy
+    } else if (first) {
+      grad.copy_(part);
+    } else {
+      grad.add_(part);
+    }
+    const double tile_sq = grad.to(at::kDouble).pow(2).sum().item<double>();
+    if (!std::isfinite(tile_sq)) {
+      throw NumericError(
+          "a gradient of " + layout_.params[layout_.groups[g].params.front()].name +
+          "'s group is not finite at step " + std::to_string(args.step) +
+          "; with its optimizer states streamed from a file tier and neither clipping nor loss "
+          "scaling, gradients go straight into the update during backward, so the step cannot "
+          "be skipped. Lower the learning rate, check the data, or set zero.gradient_clipping "
+          "(the step then waits for every gradient, and skips one that is not finite)");
+    }
+    sq += tile_sq;
+    update(t, set, grad, args);
+      },
+      [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
+    write(group[i], set, works);
+      },
+      /*settle_writes=*/false);
+  s.grad_sq = sq;
+  s.grad_nonfinite = false;
+  s.grad_measured = true;
+  s.updated_in_backward = true;
+}
+
+void StreamedUpdate::settle() {
+  if (in_backward_) in_backward_->settle();
 }
 
 }  // namespace zt

@@ -9,16 +9,21 @@
 // staging: sets x (master + states + gradient [+ a compute-dtype parameter tile when 16-bit
 // parameters are streamed too]) x tile_elements x 4 bytes, each rounded up to the tier's
 // alignment.
+// update_group() is the same update for one group whose reduced gradient is in memory, during
+// backward (ShardedStep::update_in_backward): the gradient never goes to the tier and back. Its
+// last writes stay in flight while backward goes on; settle() waits for them.
 // Thread safety: one thread (the training thread).
 #pragma once
 
 #include <ATen/core/Tensor.h>
 
+#include <memory>
 #include <vector>
 
 #include "zero/memory_ledger.h"
 #include "zero/model_layout.h"
 #include "zero/shard_storage.h"
+#include "zero/tile_pipeline.h"
 #include "zt/offload.h"
 #include "zt/optimizer.h"
 
@@ -38,7 +43,17 @@ class StreamedUpdate {
                  OffloadTier* tier, StreamOptions options, MemoryLedger& ledger);
   // Updates every streamed group's shard; returns when all tiles are written back. Throws the
   // first failed read or write (IoError), or a checksum mismatch naming the array and `args.step`.
+  // Groups updated in backward (ShardStorage::updated_in_backward) are skipped, and the flag
+  // cleared.
   void run(const StepArgs& args);
+  // Updates group `g` from `reduced` (its shard of the gradient summed over ranks, compute
+  // dtype), plus the partial sum in the tier unless `first` (the step's earlier micro steps
+  // left it there). Measures the gradient as it goes (ShardStorage::grad_sq) and throws
+  // NumericError at a non-finite value, before that tile is updated: a step some of whose
+  // groups are updated cannot be skipped.
+  void update_group(int g, const at::Tensor& reduced, bool first, const StepArgs& args);
+  // Waits for update_group()'s writes still in flight; rethrows the first failure.
+  void settle();
 
  private:
   struct Tile {
@@ -50,7 +65,8 @@ class StreamedUpdate {
   void ensure_buffer_sets(int sets);
   TieredArray& array(const ShardStorage& s, int64_t a) const;
   void read(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works);
-  void update(const Tile& t, int set, const StepArgs& args);
+  // `grad`: the tile's fp32 gradient.
+  void update(const Tile& t, int set, const at::Tensor& grad, const StepArgs& args);
   void write(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works);
   void* buffer(int set, int64_t a) const { return sets_[set][a].data(); }
 
@@ -63,6 +79,7 @@ class StreamedUpdate {
   int64_t arrays_;   // master + each state; the gradient's buffer follows them in a set
   bool param_tile_;  // 16-bit parameters streamed to a tier need their own converted tile
   std::vector<std::vector<StagingBuffer>> sets_;  // host buffers, one set per tile in flight
+  std::unique_ptr<TilePipeline> in_backward_;      // update_group()'s, kept across groups
 };
 
 }  // namespace zt
