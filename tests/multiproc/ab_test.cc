@@ -3,8 +3,10 @@
 // allowed; runs that differ in math are caught as a divergence with a non-zero exit.
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "../test_util.h"
 #include "small_gpt_job.h"
@@ -192,9 +194,20 @@ TEST_CASE("trainer ab: comm_ucx's ring and shared-memory sums differ in the last
   // difference as a divergence and exits 6. A last-bit difference in a gradient moves an Adam
   // update by about 1e-7 of itself: at the config's lr 1e-3 that is below a parameter's last bit
   // on some machines (equal losses), so the arms train at lr 1e-2.
+  // The text is the test's own: whether a last-bit difference shows in a loss depends on the
+  // samples, and README.md, the other jobs' data, changes with the project.
   TempDir dir;
+  {
+    std::ofstream text(dir.file("text.txt"));
+    uint32_t x = 12345;
+    for (int i = 0; i < 32768; ++i) {
+      x = x * 1664525u + 1013904223u;
+      text << "etaoin shrdlu"[(x >> 24) % 13];
+    }
+  }
   const std::string arms =
-      "--set plugin.optim_hybrid_adam.lr=0.01 --nproc 3 --a plugin.comm_ucx.shared_memory=true "
+      "--set data.path=" + dir.file("text.txt") +
+      " --set plugin.optim_hybrid_adam.lr=0.01 --nproc 3 --a plugin.comm_ucx.shared_memory=true "
       "--b plugin.comm_ucx.shared_memory=false --steps 6 --reps 1 --warmup 1";
   const auto close = run_command(ab_job(dir, arms));
   INFO(close.output);
