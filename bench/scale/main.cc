@@ -64,10 +64,9 @@ struct Options {
 
 Options parse(const std::vector<std::string>& args) {
   Options o;
-  const std::vector<std::string> known = {"--big",   "--steps", "--depths",
-                                          "--width", "--heads", "--sweep-steps",
-                                          "--dir",   "--json",  "--trainer",
-                                          "--through-tier", "--dd-gb"};
+  const std::vector<std::string> known = {"--big",     "--steps",        "--depths", "--width",
+                                          "--heads",   "--sweep-steps",  "--dir",    "--json",
+                                          "--trainer", "--through-tier", "--dd-gb"};
   for (size_t i = 1; i < args.size(); ++i) {  // args[0] is the program
     std::string flag, value;
     if (!next_option(args, i, known, kUsage, flag, value)) {
@@ -156,8 +155,8 @@ DiskBounds measure_disk(const std::string& dir, int64_t gb) {
   d.bytes = static_cast<double>(mib) * (1 << 20);
   const double write_s = run_dd_seconds("if=/dev/zero of=" + shell_quote(file) +
                                         " bs=1M count=" + std::to_string(mib) + " oflag=direct");
-  const double read_s =
-      run_dd_seconds("if=" + shell_quote(file) + " of=/dev/null bs=1M iflag=direct");
+  const double read_s = run_dd_seconds("if=" + shell_quote(file) +
+                                       " of=/dev/null bs=1M iflag=direct");
   std::filesystem::remove(file);
   d.write_bps = d.bytes / write_s;
   d.read_bps = d.bytes / read_s;

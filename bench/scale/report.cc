@@ -75,10 +75,10 @@ void print_bytes(const std::vector<ScaleRow>& rows, const DiskBounds& disk) {
     std::printf("| %s | %.1f | %.1f | %.1f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | "
                 "%.2f | %.2f |\n",
                 r.job.label.c_str(), r.read_per_param(), r.written_per_param(),
-                r.read_per_param() + r.written_per_param(),
-                kMinReadPerParam + kMinWrittenPerParam, r.step_s, r.split.compute,
-                disk.step_s(r), r.split.read_wait, r.split.write_wait, r.split.comm_wait,
-                r.collectives_per_step / 1e9, bound > 0 ? r.step_s / bound : 0.0);
+                r.read_per_param() + r.written_per_param(), kMinReadPerParam + kMinWrittenPerParam,
+                r.step_s, r.split.compute, disk.step_s(r), r.split.read_wait, r.split.write_wait,
+                r.split.comm_wait, r.collectives_per_step / 1e9,
+                bound > 0 ? r.step_s / bound : 0.0);
   }
   if (disk.write_bps > 0) {
     std::printf("\ndisk: dd O_DIRECT over %.1f GB: write %.2f GB/s, read %.2f GB/s; disk s: "
@@ -125,11 +125,12 @@ void print_report(const std::vector<ScaleRow>& rows, const DiskBounds& disk) {
               "memory-fit check's estimate; disk: bytes in offload_nvme's files.\n");
 }
 
-void write_json(const std::vector<ScaleRow>& rows, const DiskBounds& disk,
-                const std::string& path, double total_s) {
+void write_json(const std::vector<ScaleRow>& rows, const DiskBounds& disk, const std::string& path,
+                double total_s) {
   std::ofstream out = open_results(path);
-  out << "{\n  \"bench\": \"scale\",\n  " << blas_json() << ",\n  \"disk\": {\"dd_bytes\": "
-      << json_number(disk.bytes) << ", \"write_bytes_per_s\": " << json_number(disk.write_bps)
+  out << "{\n  \"bench\": \"scale\",\n  " << blas_json()
+      << ",\n  \"disk\": {\"dd_bytes\": " << json_number(disk.bytes)
+      << ", \"write_bytes_per_s\": " << json_number(disk.write_bps)
       << ", \"read_bytes_per_s\": " << json_number(disk.read_bps)
       << "},\n  \"min_tier_bytes_per_param\": {\"read\": " << json_number(kMinReadPerParam)
       << ", \"written\": " << json_number(kMinWrittenPerParam) << "},\n  \"rows\": [\n";
@@ -161,8 +162,7 @@ void write_json(const std::vector<ScaleRow>& rows, const DiskBounds& disk,
         << ", \"read_per_param\": " << json_number(r.read_per_param())
         << ", \"written_per_param\": " << json_number(r.written_per_param())
         << "}, \"collective_bytes_per_step\": " << json_number(r.collectives_per_step)
-        << ", \"disk_s\": " << json_number(disk.step_s(r))
-        << ", \"step_over_bound\": "
+        << ", \"disk_s\": " << json_number(disk.step_s(r)) << ", \"step_over_bound\": "
         << json_number(bound_s(r, disk) > 0 ? r.step_s / bound_s(r, disk) : 0.0)
         << ", \"wall_s\": " << json_number(r.wall_s) << "}" << (i + 1 < rows.size() ? "," : "")
         << "\n";

@@ -20,7 +20,7 @@ constexpr double kMaxDepthRssRatio = 1.3;
 constexpr double kMaxStepOverBound = 1.25;
 
 void print_report(const std::vector<ScaleRow>& rows, const DiskBounds& disk);
-void write_json(const std::vector<ScaleRow>& rows, const DiskBounds& disk,
-                const std::string& path, double total_s);
+void write_json(const std::vector<ScaleRow>& rows, const DiskBounds& disk, const std::string& path,
+                double total_s);
 
 }  // namespace zt::bench

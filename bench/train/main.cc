@@ -5,11 +5,11 @@
 // (kOffloads): step time next to the same stage without offload, and model-state bytes per tier,
 // then the built-in GPT against the same GPT as TorchScript (stage 3, shard_bucket): tokens/s
 // of each, and last zt's stage 3 and DDP in fp32 and bf16 compute: tokens/s against each other
-// and model FLOP/s per rank against the machine's sgemm peak. Each configuration is one job of 2 local ranks on a ~11M-parameter GPT (or
-// configs/zero3.toml's ~4.8M one); the jobs run one after another, interleaved over repetitions,
-// and the bench prints five tables and the targets and writes bench-results/train.json. It exits
-// non-zero only when a job failed; without a Python that can run torch it says so and leaves the
-// DDP and TorchScript tables out.
+// and model FLOP/s per rank against the machine's sgemm peak. Each configuration is one job of 2
+// local ranks on a ~11M-parameter GPT (or configs/zero3.toml's ~4.8M one); the jobs run one after
+// another, interleaved over repetitions, and the bench prints five tables and the targets and
+// writes bench-results/train.json. It exits non-zero only when a job failed; without a Python that
+// can run torch it says so and leaves the DDP and TorchScript tables out.
 #include <linux/magic.h>
 #include <stdlib.h>
 #include <sys/statfs.h>
@@ -176,7 +176,8 @@ class NvmeDir {
 };
 
 std::string job_name(const JobSpec& job) {
-  if (job.ddp) return std::string("ddp") + (job.bf16 ? "_bf16" : "") + "_r" + std::to_string(job.rep);
+  if (job.ddp)
+    return std::string("ddp") + (job.bf16 ? "_bf16" : "") + "_r" + std::to_string(job.rep);
   std::string name = "s" + std::to_string(job.stage) + "_" + job.strategy.name;
   if (*job.offload_optimizer) name += std::string("_opt-") + job.offload_optimizer;
   if (*job.offload_param) name += std::string("_par-") + job.offload_param;
@@ -226,11 +227,10 @@ bool run_job(const Plan& plan, const JobSpec& job, const std::string& scratch,
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   const auto start = std::chrono::steady_clock::now();
-  const int code = run_logged(
-      job.ddp ? ddp_train_command(plan, job_config_path(scratch, job.bf16), weights, metrics,
-                                  ddp_env())
-              : trainer_command(plan, job, out_dir, weights),
-      log);
+  const int code = run_logged(job.ddp ? ddp_train_command(plan, job_config_path(scratch, job.bf16),
+                                                          weights, metrics, ddp_env())
+                                      : trainer_command(plan, job, out_dir, weights),
+                              log);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (code != 0) {
     std::fprintf(stderr,

@@ -122,7 +122,9 @@ std::string torchscript_json(const TorchScriptRow& t) {
 }
 
 std::string precision_json(const PrecisionRow& p) {
-  auto number_or_null = [](double v) { return std::isnan(v) ? std::string("null") : json_number(v); };
+  auto number_or_null = [](double v) {
+    return std::isnan(v) ? std::string("null") : json_number(v);
+  };
   return "{\"job\": " + json_string(p.ddp ? "ddp" : "zt_stage3") +
          ", \"strategy\": " + json_string(p.ddp ? "" : kDdpTargetStrategy.name) +
          ", \"compute\": " + json_string(p.bf16 ? "bf16" : "fp32") +
@@ -417,8 +419,7 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
       std::fprintf(out,
                    "  %-4s %-6s stage-3 model FLOP/s per rank >= %.0f%% of the sgemm peak:  "
                    "%.1f%%\n",
-                   c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold * 100,
-                   c.value * 100);
+                   c.pass ? "PASS" : "MISS", c.strategy.c_str(), c.threshold * 100, c.value * 100);
     } else if (c.name == "stage3_tokens_vs_ddp_same_precision") {
       std::fprintf(out,
                    "  %-4s %-6s stage-3 tokens/s >= %.1fx DDP's in the same precision:    "

@@ -96,7 +96,6 @@ void print_torchscript_table(std::FILE* out, const TorchScriptRow& ts);
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const std::vector<OffloadRow>& offload,
                 const std::optional<TorchScriptRow>& torchscript, const std::optional<DdpRow>& ddp,
-                const std::vector<PrecisionRow>& precision, const Plan& plan,
-                double total_seconds);
+                const std::vector<PrecisionRow>& precision, const Plan& plan, double total_seconds);
 
 }  // namespace zt::bench

@@ -352,14 +352,26 @@ TEST_CASE("offload: with the rate announced, streamed gradients go straight into
     CAPTURE(c.shard);
     CAPTURE(c.accum);
     zt::test::TempDir dir;
-    const std::vector<std::string> args = {
-        "--stage",  std::to_string(c.stage), "--shard", c.shard,        "--hidden",
-        "100",      "--offload_optimizer",   "offload_nvme", "--offload_param", c.param,
-        "--sub_group", "1", "--accum",  c.accum, "--steps", std::to_string(steps)};
+    const std::vector<std::string> args = {"--stage",
+                                           std::to_string(c.stage),
+                                           "--shard",
+                                           c.shard,
+                                           "--hidden",
+                                           "100",
+                                           "--offload_optimizer",
+                                           "offload_nvme",
+                                           "--offload_param",
+                                           c.param,
+                                           "--sub_group",
+                                           "1",
+                                           "--accum",
+                                           c.accum,
+                                           "--steps",
+                                           std::to_string(steps)};
     auto through_tier = run_engine(c.world, with(args, {"--record", dir.file("tier")}));
     expect_ok(through_tier);
-    auto straight = run_engine(
-        c.world, with(args, {"--begin_step", "true", "--compare", dir.file("tier")}));
+    auto straight = run_engine(c.world,
+                               with(args, {"--begin_step", "true", "--compare", dir.file("tier")}));
     expect_ok(straight);
     for (int r = 0; r < c.world; ++r) {
       const TierBytes before = tier_bytes(through_tier.reports[r]);
@@ -370,9 +382,9 @@ TEST_CASE("offload: with the rate announced, streamed gradients go straight into
     }
   }
   // A non-finite gradient cannot skip a step some groups already took: a clear error instead.
-  auto r = run_engine(2, {"--stage", "3", "--shard", "shard_bucket", "--hidden", "100",
-                          "--offload_optimizer", "offload_nvme", "--sub_group", "1",
-                          "--begin_step", "true", "--nan_grad_step", "2"});
+  auto r = run_engine(
+      2, {"--stage", "3", "--shard", "shard_bucket", "--hidden", "100", "--offload_optimizer",
+          "offload_nvme", "--sub_group", "1", "--begin_step", "true", "--nan_grad_step", "2"});
   bool named = false;
   for (const auto& rep : r.reports) named = named || contains(rep, "cannot be skipped");
   CHECK(named);

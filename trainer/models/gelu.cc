@@ -130,8 +130,7 @@ ZT_GELU_INLINE void backward_loop(const T* g, const T* x, T* dx, int64_t n) {
 }
 
 // GCC builds one clone of each kernel per ISA and picks one when the library loads.
-#define ZT_GELU_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define ZT_GELU_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 
 ZT_GELU_CLONES void forward_kernel(const float* x, float* y, int64_t n) { forward_loop(x, y, n); }
 ZT_GELU_CLONES void forward_kernel(const c10::BFloat16* x, c10::BFloat16* y, int64_t n) {

@@ -29,8 +29,8 @@ at::Tensor layer_norm(const at::Tensor& x, const at::Tensor& weight, const at::T
   if (x.scalar_type() != at::kBFloat16) {
     return at::layer_norm(x, {x.size(-1)}, weight, bias, kLayerNormEps);
   }
-  return at::layer_norm(x.to(at::kFloat), {x.size(-1)}, weight.to(at::kFloat),
-                        bias.to(at::kFloat), kLayerNormEps)
+  return at::layer_norm(x.to(at::kFloat), {x.size(-1)}, weight.to(at::kFloat), bias.to(at::kFloat),
+                        kLayerNormEps)
       .to(at::kBFloat16);
 }
 

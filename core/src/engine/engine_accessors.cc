@@ -37,8 +37,7 @@ void held_gradient(EngineParts& e, int g, int64_t begin, int64_t end, at::Tensor
     return;
   }
   if (s.updated_in_backward) {
-    throw ConfigError("the gradient of " +
-                      e.layout.params[e.layout.groups[g].params.front()].name +
+    throw ConfigError("the gradient of " + e.layout.params[e.layout.groups[g].params.front()].name +
                       "'s group went straight into its update during backward "
                       "(Engine::begin_step with optimizer states streamed from a file tier), so "
                       "no rank holds it; read gradients in a step not begun with begin_step");

@@ -71,8 +71,7 @@ class GradReducer {
   // Offers each streamed group's last reduction of a step (`reduced`, summed over ranks;
   // `first`: no earlier micro step of this step left a partial sum in the tier) to `sink`
   // before it would go to the tier; the sink returns true when it consumed it.
-  using FinalGradientSink =
-      std::function<bool(int group, const at::Tensor& reduced, bool first)>;
+  using FinalGradientSink = std::function<bool(int group, const at::Tensor& reduced, bool first)>;
   void set_final_gradient_sink(FinalGradientSink sink) { sink_ = std::move(sink); }
 
  private:

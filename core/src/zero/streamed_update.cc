@@ -61,8 +61,7 @@ void StreamedUpdate::read(const Tile& t, int set, std::vector<std::shared_ptr<Wo
   }
 }
 
-void StreamedUpdate::update(const Tile& t, int set, const at::Tensor& grad,
-                            const StepArgs& args) {
+void StreamedUpdate::update(const Tile& t, int set, const at::Tensor& grad, const StepArgs& args) {
   ShardStorage& s = storage_[t.group];
   const ParamGroup& g = layout_.groups[t.group];
   at::Tensor master = view_of(buffer(set, 0), t.len, at::kFloat);
@@ -111,7 +110,7 @@ void StreamedUpdate::run(const StepArgs& args) {
     const int64_t tile = t.start / options_.tile_elements;
     for (int64_t a = 0; a <= arrays_; ++a) array(s, a).verify_tile(tile, buffer(set, a), args.step);
     update(t, set, view_of(buffer(set, arrays_), t.len, at::kFloat), args);
-      },
+  },
       [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
     write(all[i], set, works);
   });
@@ -164,10 +163,10 @@ void StreamedUpdate::update_group(int g, const at::Tensor& reduced, bool first,
     }
     sq += tile_sq;
     update(t, set, grad, args);
-      },
+  },
       [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
     write(group[i], set, works);
-      },
+  },
       /*settle_writes=*/false);
   s.grad_sq = sq;
   s.grad_nonfinite = false;

@@ -79,7 +79,7 @@ class StreamedUpdate {
   int64_t arrays_;   // master + each state; the gradient's buffer follows them in a set
   bool param_tile_;  // 16-bit parameters streamed to a tier need their own converted tile
   std::vector<std::vector<StagingBuffer>> sets_;  // host buffers, one set per tile in flight
-  std::unique_ptr<TilePipeline> in_backward_;      // update_group()'s, kept across groups
+  std::unique_ptr<TilePipeline> in_backward_;     // update_group()'s, kept across groups
 };
 
 }  // namespace zt
