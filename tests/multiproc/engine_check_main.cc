@@ -14,6 +14,7 @@
 //                   [--optimizer_fraction F] [--param_fraction F] [--sub_group E]
 //                   [--pipeline true|false]
 //                   [--accessors true|false] [--begin_step true|false] [--nan_grad_step K]
+//                   [--eval true|false]
 //                   [--save_at K --ckpt_dir D] [--record P]
 //                   [--load true --ckpt_dir D --saved_world W] [--compare P]
 //                   [--refuse_partial true --ckpt_dir D]
@@ -34,7 +35,10 @@
 // micro steps (the reference's .grad before clipping), zeros right after a step.
 // --begin_step announces each step's learning rate before its micro steps (Engine::begin_step),
 // so groups streamed from a file tier update in backward where that applies. --nan_grad_step K
-// makes the last rank's gradients NaN in step K (its loss stays finite).
+// makes the last rank's gradients NaN in step K (its loss stays finite). --eval checks
+// Engine::forward_eval before the first step and after every step: the mean loss over fixed
+// samples shared out among the ranks equals the one the units give in one process from the
+// engine's full parameters (fp32: within 1e-6 relative).
 // Checkpoints: --save_at K saves after step K into D (zt::CheckpointSaver, asynchronous) and
 // trains on; --record P then writes this rank's losses, the loss scales and the final parameters
 // to P-rank<r>.pt.
@@ -363,14 +367,83 @@ void check_names(zt::Engine& engine) {
 
 // Recomputation really happened (or, without checkpointing, did not).
 void check_forward_calls(const std::vector<LambdaUnit*>& units, int64_t steps,
-                         const zt::EngineOptions& opt) {
-  const int64_t want_calls = steps * opt.grad_accum * (opt.activation_checkpointing ? 2 : 1);
+                         const zt::EngineOptions& opt, int64_t eval_calls) {
+  const int64_t want_calls = steps * opt.grad_accum * (opt.activation_checkpointing ? 2 : 1) +
+                             eval_calls;
   for (const auto& u : units) {
     if (u->calls() != want_calls) {
       throw CheckFailed("unit " + u->name() + " ran forward " + std::to_string(u->calls()) +
                         " times, expected " + std::to_string(want_calls));
     }
   }
+}
+
+// --eval: kValSamples fixed samples (the same at every world size), rank r taking samples r,
+// r + world, ... in batches of kMicroBatch, every rank running as many batches (a short last one
+// padded with sample 0, left out of the sum). Returns the mean per-sample MSE over all ranks'
+// samples and adds this rank's forward_eval calls to `calls`.
+constexpr int64_t kValSamples = 7, kValFirst = 1000000;
+
+double engine_val_loss(zt::Engine& engine, zt::Communicator& comm, const zt::RankEnv& env,
+                       at::ScalarType dt, int64_t& calls) {
+  const auto [x, y] = samples(kValFirst, kValSamples);
+  const int64_t per_rank = (kValSamples + env.world - 1) / env.world;
+  const int64_t batches = (per_rank + kMicroBatch - 1) / kMicroBatch;
+  double sum = 0;
+  for (int64_t b = 0; b < batches; ++b) {
+    std::vector<int64_t> rows;
+    int64_t real = 0;
+    for (int64_t k = 0; k < kMicroBatch; ++k) {
+      const int64_t i = (b * kMicroBatch + k) * env.world + env.rank;
+      rows.push_back(i < kValSamples ? i : 0);
+      if (i < kValSamples) ++real;
+    }
+    const at::Tensor index = at::tensor(rows, at::kLong);
+    const at::Tensor out = engine.forward_eval(x.index_select(0, index).to(dt)).to(at::kFloat);
+    ++calls;
+    if (out.requires_grad()) throw CheckFailed("forward_eval's output requires grad");
+    const at::Tensor target = y.index_select(0, index);
+    for (int64_t k = 0; k < real; ++k) {
+      sum += at::mse_loss(out[k], target[k]).item<double>();
+    }
+  }
+  at::Tensor total = at::tensor({sum}, at::kDouble);
+  comm.all_reduce(total, zt::ReduceOp::kSum)->wait();
+  return total.item<double>() / kValSamples;
+}
+
+// The same loss from the engine's own full parameters through the units' functions, in one
+// process and one batch: what every world size and stage must reproduce.
+double reference_val_loss(zt::Engine& engine) {
+  Weights w(42, /*values=*/false);
+  for (auto& [name, t] : engine.full_parameters()) {
+    for (auto& [mine, slot] : w.all()) {
+      if (mine == name) slot.detach().copy_(t);
+    }
+  }
+  const at::NoGradGuard no_grad;
+  auto units = make_units(w);
+  auto [x, y] = samples(kValFirst, kValSamples);
+  at::Tensor h = x;
+  for (auto& u : units) h = u->forward(h);
+  double sum = 0;
+  for (int64_t i = 0; i < kValSamples; ++i) sum += at::mse_loss(h[i], y[i]).item<double>();
+  return sum / kValSamples;
+}
+
+// --eval: the engine's validation loss now against the reference's from the same parameters.
+double check_val_loss(zt::Engine& engine, zt::Communicator& comm, const zt::RankEnv& env,
+                      at::ScalarType dt, int64_t step, int64_t& calls) {
+  const double got = engine_val_loss(engine, comm, env, dt, calls);
+  const double want = reference_val_loss(engine);
+  // fp32: the order of the sums only; bf16 runs the units in bf16, the reference in fp32.
+  const double tolerance = dt == at::kFloat ? 1e-6 : 2e-2;
+  if (!(std::abs(got - want) <= tolerance * std::abs(want))) {
+    throw CheckFailed("validation loss after step " + std::to_string(step) + ": engine " +
+                      std::to_string(got) + ", reference " + std::to_string(want) +
+                      ", relative difference over " + std::to_string(tolerance));
+  }
+  return got;
 }
 
 // The OK line's numbers: gathered bytes (bounded in stage 3), collectives, offloaded bytes.
@@ -613,6 +686,10 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   const at::ScalarType dt = opt.compute_dtype;
   int64_t applied = first - (force_overflow >= 1 && force_overflow <= first ? 1 : 0);
   Trace trace;
+  const bool eval = a["eval"] == "true";
+  int64_t eval_calls = 0;
+  const double val_loss_first =
+      eval ? check_val_loss(engine, *setup->comm, env, dt, first, eval_calls) : 0;
   for (int64_t step = first; step < steps; ++step) {
     const bool overflow_now = step + 1 == force_overflow;
     // --plant lost_update: the engine's second update is lost (lr 0), the reference's is not.
@@ -637,13 +714,19 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     ++applied;
     reference.apply(opt);
     if (accessors) check_states(engine, reference, dt, applied);
+    if (eval) check_val_loss(engine, *setup->comm, env, dt, step + 1, eval_calls);
   }
   if (saver) saver->finish();
   saver.reset();
   const double mean_vs_bound = check_parameters(engine, reference.weights, dt, applied, a["plant"]);
-  check_forward_calls(units, steps - first, opt);
+  check_forward_calls(units, steps - first, opt, eval_calls);
   record_or_compare(a, env.rank, engine, trace, first, opt.grad_accum);
   std::string text = memory_text(*setup);
+  if (eval) {
+    char loss[64];
+    std::snprintf(loss, sizeof loss, " val_loss_first=%.17g", val_loss_first);
+    text += loss;
+  }
   if (dt != at::kFloat) text += " bf16_mean_error_over_bound=" + std::to_string(mean_vs_bound);
   // Files of the NVMe tier are gone once the setup (engine first, then its tiers) is destroyed.
   const std::string rank_dir = nvme_dir + "/zt-" + setup->tiers.job + "/rank" +
@@ -683,6 +766,7 @@ int main(int argc, char** argv) {
          {"pipeline", "true"},
          {"accessors", "false"},
          {"begin_step", "false"},
+         {"eval", "false"},
          {"zero_init", "false"},
          {"save_at", "0"},
          {"ckpt_dir", ""},

@@ -68,6 +68,11 @@ class ZT_API Engine {
   // NumericError on a non-finite loss without loss scaling (nothing to rescale there).
   double forward_backward(const at::Tensor& input,
                           const std::function<at::Tensor(const at::Tensor&)>& loss_fn);
+  // Evaluation: runs every unit in order on `input` without autograd and returns the output
+  // (no gradient, no optimizer state touched). Stage 3 gathers each unit's parameters before it
+  // runs and releases them after, as forward does, so every rank must call it the same number
+  // of times (pad a short last batch). Call between steps, not between a step's micro steps.
+  at::Tensor forward_eval(const at::Tensor& input);
   // After grad_accum micro steps: reduce what is not reduced yet, clip by the global norm,
   // update the owned shards, refresh parameters. Collective.
   StepReport step(double lr);

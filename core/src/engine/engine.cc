@@ -277,6 +277,27 @@ struct Engine::Impl {
     return x;
   }
 
+  at::Tensor forward_eval(const at::Tensor& input) {
+    if (micro != 0) {
+      throw InternalError("Engine::forward_eval between micro steps (" + std::to_string(micro) +
+                          " of " + std::to_string(opt.grad_accum) +
+                          " run): evaluate between optimizer steps");
+    }
+    const at::NoGradGuard no_grad;
+    const trace::Scope span("evaluate");
+    gatherer.set_step(stepper.steps() + 1);
+    at::Tensor x = input;
+    for (size_t u = 0; u < units.size(); ++u) {
+      const int ui = static_cast<int>(u);
+      const trace::Scope unit_span("unit", ui, "evaluate", trace::kCompute);
+      if (opt.stage == 3) gatherer.gather_unit(ui, +1);
+      x = units[u]->forward(x);
+      if (opt.stage == 3) gatherer.release_after_forward(ui);
+    }
+    if (opt.stage == 3) gatherer.release_all();
+    return x;
+  }
+
   StepReport step(double lr) {
     const EngineClock::Phase phase(ledger.clock(), &EngineTimes::step);
     if (opt.stage < 2) reducer.reduce_remaining();
@@ -336,6 +357,8 @@ double Engine::forward_backward(const at::Tensor& input,
                                 const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
   return impl_->forward_backward(input, loss_fn);
 }
+
+at::Tensor Engine::forward_eval(const at::Tensor& input) { return impl_->forward_eval(input); }
 
 StepReport Engine::step(double lr) { return impl_->step(lr); }
 
