@@ -434,3 +434,38 @@ TEST_CASE("--deepspeed: a DeepSpeed ZeRO-2 config with CPU offload trains, origi
   CHECK(
       contains(lenient.output, "zt: warning: " + dir.file("bad.json") + ": amp is not supported"));
 }
+
+TEST_CASE("[eval]: the validation loss is one number at world 1, 2 and 3, logged and reported") {
+  // The same global batch (12 samples: micro_batch 2 x grad_accum 6 / world) trains the same
+  // model at every world size; evaluated every 2 steps on 10 held-out samples (data.val_fraction:
+  // README.md's last tenth), shared out among 1, 2 or 3 ranks (3: padded), at stage 3.
+  std::vector<std::vector<double>> losses;
+  for (int world : {1, 2, 3}) {
+    CAPTURE(world);
+    TempDir dir;
+    auto r = run_command(zt::test::small_gpt_job(
+        dir.file("out"),
+        "--set launch.nproc=" + std::to_string(world) +
+            " --set data.micro_batch=2 --set data.grad_accum=" + std::to_string(6 / world) +
+            " --set run.steps=4 --set data.val_fraction=0.1 --set "
+            "eval.every_steps=2 --set eval.batches=5 --set eval.micro_batch=2"));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    CHECK(contains(r.output, "eval after step 2: val loss "));
+    CHECK(contains(r.output, "validation: loss "));
+    const std::string metrics = zt::test::read_file(dir.file("out/metrics.jsonl"));
+    std::vector<double> mine;
+    for (size_t at = metrics.find("\"val_loss\":"); at != std::string::npos;
+         at = metrics.find("\"val_loss\":", at + 1)) {
+      mine.push_back(std::stod(metrics.substr(at + 11)));
+    }
+    CHECK(mine.size() == 2);  // steps 2 and 4 (the last: at_end adds none)
+    CHECK(contains(zt::test::read_file(dir.file("out/report.html")), "validation loss"));
+    losses.push_back(mine);
+  }
+  for (const auto& l : losses) {
+    REQUIRE(l.size() == losses.front().size());
+    for (size_t i = 0; i < l.size(); ++i)
+      CHECK(std::abs(l[i] - losses.front()[i]) <= 1e-6 * losses.front()[i]);
+  }
+}

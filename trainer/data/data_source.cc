@@ -12,6 +12,7 @@
 #include <c10/util/accumulate.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "zt/error.h"
@@ -19,6 +20,9 @@
 namespace zt::data {
 
 namespace {
+
+// Mixed into the run's seed for the validation stream, so its samples are not the training ones.
+constexpr uint64_t kValidationSalt = 0x76616c6964617465ull;  // "validate"
 
 // splitmix64's finaliser: spreads a few differing input bits over the whole word.
 uint64_t mix64(uint64_t x) {
@@ -156,14 +160,18 @@ class MappedFile {
 // 1) or a flat little-endian uint16/uint32 file, as nanoGPT's prepare scripts write them.
 class FileTokens final : public DataSource {
  public:
+  // `key` names the file's key in messages (data.path, data.val_path). `keep` picks the tokens
+  // windows come from: the whole file, its first or its last `fraction` (data.val_fraction).
+  enum class Keep { kAll, kHead, kTail };
   FileTokens(uint64_t seed, int64_t micro_batch, int64_t grad_accum, int64_t seq_len, int64_t vocab,
-             const std::string& kind, const std::string& path, const std::string& where,
-             int element_size)
+             const std::string& kind, const std::string& path, const std::string& key,
+             const std::string& where, int element_size, Keep keep = Keep::kAll,
+             double fraction = 0)
       : DataSource(seed, micro_batch, grad_accum),
         seq_len_(seq_len),
         vocab_(vocab),
         kind_(kind),
-        what_(kind + " file '" + path + "' (data.path, " + where + ")"),
+        what_(kind + " file '" + path + "' (" + key + ", " + where + ")"),
         element_size_(element_size),
         file_(path, what_) {
     if (file_.size() % static_cast<size_t>(element_size_) != 0) {
@@ -173,13 +181,23 @@ class FileTokens final : public DataSource {
                         "file was truncated");
     }
     n_tokens_ = static_cast<int64_t>(file_.size()) / element_size_;
-    if (n_tokens_ < seq_len_ + 1) {
+    // The held-out tail starts at a whole token; the head ends there, so no window of one
+    // reaches a token of the other.
+    const auto split = n_tokens_ -
+                       static_cast<int64_t>(std::floor(static_cast<double>(n_tokens_) * fraction));
+    end_ = keep == Keep::kHead ? split : n_tokens_;
+    begin_ = keep == Keep::kTail ? split : 0;
+    const std::string part = keep == Keep::kAll    ? ""
+                             : keep == Keep::kHead ? " (the part before data.val_fraction's)"
+                                                   : " (data.val_fraction's held-out part)";
+    if (end_ - begin_ < seq_len_ + 1) {
       throw ConfigError(
-          what_ + " holds " + std::to_string(n_tokens_) +
+          what_ + part + " holds " + std::to_string(end_ - begin_) +
           " tokens, but one sample needs seq_len + 1 = " + std::to_string(seq_len_ + 1) +
-          "; use a longer file or a smaller "
-          "model.seq_len");
+          "; use a longer file, a smaller " + "model.seq_len" +
+          (keep == Keep::kAll ? "" : " or another data.val_fraction"));
     }
+    what_ += part;
   }
 
   Batch get_samples(int64_t first, int64_t count) const override {
@@ -187,10 +205,10 @@ class FileTokens final : public DataSource {
     at::Tensor input = at::empty({count, seq_len_}, at::kLong);
     at::Tensor target = at::empty({count, seq_len_}, at::kLong);
     std::vector<int64_t> window(static_cast<size_t>(seq_len_ + 1));
-    const uint64_t n_windows = static_cast<uint64_t>(n_tokens_ - seq_len_);
+    const uint64_t n_windows = static_cast<uint64_t>(end_ - begin_ - seq_len_);
     for (int64_t i = 0; i < count; ++i) {
       // The modulo bias is below n_windows / 2^64: irrelevant for sampling.
-      int64_t start = static_cast<int64_t>(sample_key(first + i) % n_windows);
+      int64_t start = begin_ + static_cast<int64_t>(sample_key(first + i) % n_windows);
       read_window(start, window.data());
       std::memcpy(input[i].data_ptr<int64_t>(), window.data(), seq_len_ * sizeof(int64_t));
       std::memcpy(target[i].data_ptr<int64_t>(), window.data() + 1, seq_len_ * sizeof(int64_t));
@@ -199,8 +217,8 @@ class FileTokens final : public DataSource {
   }
 
   std::string describe() const override {
-    return what_ + ": " + std::to_string(n_tokens_) + " tokens, " +
-           std::to_string(n_tokens_ - seq_len_) +
+    return what_ + ": " + std::to_string(end_ - begin_) + " tokens, " +
+           std::to_string(end_ - begin_ - seq_len_) +
            " windows of seq_len + 1 = " + std::to_string(seq_len_ + 1) + ", vocab " +
            std::to_string(vocab_) + ", seed " + std::to_string(seed());
   }
@@ -247,6 +265,7 @@ class FileTokens final : public DataSource {
   int64_t element_size_;
   MappedFile file_;
   int64_t n_tokens_ = 0;
+  int64_t begin_ = 0, end_ = 0;  // the tokens windows come from
 };
 
 }  // namespace
@@ -306,9 +325,29 @@ std::unique_ptr<DataSource> make_data(const trainer::DataSettings& data, const M
     return std::make_unique<SyntheticTokens>(data.seed, data.micro_batch, data.grad_accum,
                                              inputs.seq_len, inputs.vocab);
   }
-  return std::make_unique<FileTokens>(data.seed, data.micro_batch, data.grad_accum, inputs.seq_len,
-                                      inputs.vocab, data.kind, data.path, data.path_where,
-                                      data.element_size);
+  return std::make_unique<FileTokens>(
+      data.seed, data.micro_batch, data.grad_accum, inputs.seq_len, inputs.vocab, data.kind,
+      data.path, "data.path", data.path_where, data.element_size,
+      data.val_fraction > 0 ? FileTokens::Keep::kHead : FileTokens::Keep::kAll, data.val_fraction);
+}
+
+std::unique_ptr<DataSource> make_val_data(const trainer::DataSettings& data,
+                                          const ModelInputs& inputs, const std::string& model_kind,
+                                          int64_t micro_batch) {
+  // A stream of its own: sample i of validation is never sample i of training.
+  trainer::DataSettings val = data;
+  val.seed = mix64(data.seed ^ kValidationSalt);
+  val.micro_batch = micro_batch;
+  val.grad_accum = 1;
+  if (!inputs.tokens || data.kind == "synthetic") return make_data(val, inputs, model_kind);
+  if (!data.val_path.empty()) {
+    return std::make_unique<FileTokens>(val.seed, micro_batch, 1, inputs.seq_len, inputs.vocab,
+                                        data.kind, data.val_path, "data.val_path",
+                                        data.val_path_where, data.element_size);
+  }
+  return std::make_unique<FileTokens>(
+      val.seed, micro_batch, 1, inputs.seq_len, inputs.vocab, data.kind, data.path, "data.path",
+      data.path_where, data.element_size, FileTokens::Keep::kTail, data.val_fraction);
 }
 
 }  // namespace zt::data

@@ -73,7 +73,18 @@ class DataSource {
 // sources open and check their file here: IoError when it cannot be read, ConfigError when it does
 // not fit the config (too short, size not a whole number of tokens); a token id >= vocab raises
 // ConfigError when the window holding it is read. Every message names the file.
+// With data.val_fraction, file sources take windows only from the tokens before the held-out
+// tail, so no training sample reaches into it.
 std::unique_ptr<DataSource> make_data(const trainer::DataSettings& data, const ModelInputs& inputs,
                                       const std::string& model_kind);
+
+// The validation source ([eval]): data.val_path's file, data.val_fraction's held-out tail of
+// data.path (no window reaches before it), or for synthetic data the same kind of stream from a
+// seed of its own. Samples are drawn as training's are (a seeded window per index), so sample i
+// is the same at every evaluation and world size. Throws ConfigError as make_data does, naming
+// the key, when the part holds fewer than seq_len + 1 tokens.
+std::unique_ptr<DataSource> make_val_data(const trainer::DataSettings& data,
+                                          const ModelInputs& inputs, const std::string& model_kind,
+                                          int64_t micro_batch);
 
 }  // namespace zt::data

@@ -27,6 +27,7 @@ struct RunLines {
   std::string path;
   std::vector<json> steps;        // lines with a step_time_s, in file order
   std::vector<json> checkpoints;  // "event":"checkpoint"
+  std::vector<json> evals;        // "event":"eval" ([eval]'s validation losses)
   std::vector<Marker> markers;    // checkpoints, resumes, A/B switches
 };
 
@@ -47,6 +48,8 @@ RunLines read_lines(const std::string& run_dir) {
     if (event == "checkpoint") {
       r.checkpoints.push_back(j);
       r.markers.push_back({j.value("step", 0.0), "ckpt", "#2ca02c"});
+    } else if (event == "eval") {
+      r.evals.push_back(j);
     } else if (event == "resume") {
       r.markers.push_back({j.value("step", 0.0), "resume", "#ff7f0e"});
     } else if (event == "ab_switch") {
@@ -80,6 +83,11 @@ Series field_series(const RunLines& r, const char* object, const char* key, cons
 std::string loss_chart(const RunLines& r) {
   std::vector<Series> s = {
       series_of(r, "training loss", "#1f77b4", [](const json& j) { return j.value("loss", 0.0); })};
+  if (!r.evals.empty()) {
+    Series val{"validation loss", "#d62728", {}};
+    for (const json& j : r.evals) val.points.push_back({step_of(j), j.value("val_loss", 0.0)});
+    s.push_back(std::move(val));
+  }
   return svg::line_chart("loss", "loss per step", "step", "loss", s, r.markers, true);
 }
 

@@ -35,6 +35,13 @@ void print_totals(const TrainSummary& s) {
               "%.2f s/step\n",
               static_cast<long long>(s.steps), static_cast<long long>(s.skipped), resumed.c_str(),
               s.final_loss, s.tokens_per_step * s.steps / s.seconds, s.seconds / s.steps);
+  if (s.val_step > 0 && s.val_perplexity) {
+    std::printf("validation: loss %.4f, perplexity %.2f after step %lld\n", s.val_loss,
+                std::exp(s.val_loss), static_cast<long long>(s.val_step));
+  } else if (s.val_step > 0) {
+    std::printf("validation: loss %.4f after step %lld\n", s.val_loss,
+                static_cast<long long>(s.val_step));
+  }
 }
 
 // The "step" of a metrics.jsonl line, or -1 for a line without one (a line cut by a kill).
@@ -339,6 +346,26 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
   } else {
     std::printf("%s\n", line);
   }
+  std::fflush(stdout);
+}
+
+void TrainReport::log_eval(const EvalEvent& e) {
+  if (!file_) return;
+  nlohmann::json j = {{"event", "eval"},
+                      {"step", e.step},
+                      {"val_loss", e.loss},
+                      {"samples", e.samples},
+                      {"seconds", e.seconds}};
+  char ppl[48] = "";
+  if (e.perplexity) {
+    j["val_ppl"] = std::exp(e.loss);
+    std::snprintf(ppl, sizeof ppl, "  ppl %.2f", std::exp(e.loss));
+  }
+  std::fputs((j.dump() + "\n").c_str(), file_);
+  std::fflush(file_);
+  std::printf("%seval after step %lld: val loss %.4f%s  (%lld samples, %.2f s)\n", tty_ ? "\n" : "",
+              static_cast<long long>(e.step), e.loss, ppl, static_cast<long long>(e.samples),
+              e.seconds);
   std::fflush(stdout);
 }
 

@@ -93,6 +93,21 @@ struct TrainSummary {
   double flops_per_step = 0;
   double peak_per_rank = 0;
   std::string peak_how;
+  // The last validation ([eval]); val_step 0 when none ran.
+  int64_t val_step = 0;
+  double val_loss = 0;
+  bool val_perplexity = true;
+};
+
+// One validation ([eval]) after optimizer step `step`: the mean loss over `samples` held-out
+// samples (every rank's share), and how long it took. `perplexity`: the loss is a cross-entropy
+// over tokens, so exp(loss) is one (a model on vectors has none).
+struct EvalEvent {
+  int64_t step = 0;
+  double loss = 0;
+  int64_t samples = 0;
+  double seconds = 0;
+  bool perplexity = true;
 };
 
 // Prints the summary to stdout: totals, model-state bytes per rank and tier next to theory,
@@ -120,6 +135,8 @@ class TrainReport {
            const OffloadStats& io);
   // One line on stdout and one in metrics.jsonl ("event":"checkpoint").
   void log_checkpoint(const CheckpointEvent& event);
+  // metrics.jsonl's {"event":"eval"} line and the progress line's validation loss and perplexity.
+  void log_eval(const EvalEvent& event);
   // One metrics line for a resume: the step it continues and how long the load took.
   void log_resume(int64_t step, const std::string& folder, double load_seconds);
   // Live A/B: the arms (name and overrides) once at the start, and each switch with its cost.

@@ -58,6 +58,7 @@ struct TrainRun {
   std::unique_ptr<models::Model> model;  // shape, loss and description; the engine has the units
   std::unique_ptr<ModelSource> source;
   std::unique_ptr<data::DataSource> data;
+  std::unique_ptr<data::DataSource> val_data;  // [eval]; null when the run does not evaluate
   EngineSetup setup;
   Schedule schedule{};
   int64_t next_sample = 0;  // where the next step's global batch starts in the data stream
@@ -327,6 +328,46 @@ std::string trace_metadata(const TrainRun& run) {
          "],\"engine_times\":" + times + "}";
 }
 
+// [eval]: every rank evaluates its share of the eval.batches x eval.micro_batch validation
+// samples (rank r takes samples r, r + world, ...), in as many forward passes as every other rank
+// (a short last batch is padded with sample 0, which is left out), without autograd; the
+// per-sample losses are summed in double over all ranks. Collective.
+EvalEvent evaluate(TrainRun& run, int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const trace::Scope span("evaluate", trace::kStep);
+  const EvalSettings& e = run.settings.eval;
+  const int64_t world = run.env.world, rank = run.env.rank;
+  const int64_t total = e.batches * e.micro_batch;
+  const int64_t per_rank = (total + world - 1) / world;
+  const int64_t passes = (per_rank + e.micro_batch - 1) / e.micro_batch;
+  double sum = 0;
+  for (int64_t p = 0; p < passes; ++p) {
+    std::vector<at::Tensor> inputs, targets;
+    int64_t real = 0;
+    for (int64_t k = p * e.micro_batch; k < (p + 1) * e.micro_batch; ++k) {
+      const int64_t sample = rank + world * k;
+      const bool pad = k >= per_rank || sample >= total;
+      data::Batch b = run.val_data->get_samples(pad ? 0 : sample, 1);
+      inputs.push_back(b.input);
+      targets.push_back(b.target);
+      if (!pad) ++real;
+    }
+    at::Tensor input = at::cat(inputs);
+    if (input.is_floating_point()) input = input.to(run.setup.options.compute_dtype);
+    const at::Tensor target = at::cat(targets);
+    const at::Tensor out = run.setup.engine->forward_eval(input);
+    for (int64_t i = 0; i < real; ++i) {
+      sum += run.model->loss(out.narrow(0, i, 1), target.narrow(0, i, 1)).item<double>();
+    }
+  }
+  at::Tensor all = at::tensor({sum}, at::kDouble);
+  run.setup.comm->all_reduce(all, ReduceOp::kSum)->wait();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {step, all.item<double>() / static_cast<double>(total), total, seconds,
+          models::model_inputs(run.model->shape).tokens};
+}
+
 // Trains from run.first_step to run.steps, logging each step (rank 0 writes) and saving
 // checkpoints when due; returns the step totals. A stop signal (stop_signals.h) ends it after
 // the step in progress, with a checkpoint.
@@ -352,6 +393,13 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
     {
       const trace::Scope span("log metrics");
       report.log(m, all_ranks_memory(run), job_comm_stats(run.setup), tiers_io(run));
+    }
+    if (run.settings.eval.on() && run.settings.eval.due(step + 1, total)) {
+      const EvalEvent e = evaluate(run, step + 1);
+      report.log_eval(e);
+      summary.val_step = e.step;
+      summary.val_loss = e.loss;
+      summary.val_perplexity = e.perplexity;
     }
     if (checkpoints) save_if_due(run, report, *checkpoints, settings, step + 1);
     // The step's save is on its timeline.
@@ -501,6 +549,10 @@ void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds time
   run.source = models::make_model_source(run.model->shape, run.model->seed);
   run.data = data::make_data(run.settings.data, models::model_inputs(run.model->shape),
                              run.model->shape.kind);
+  if (run.settings.eval.on()) {
+    run.val_data = data::make_val_data(run.settings.data, models::model_inputs(run.model->shape),
+                                       run.model->shape.kind, run.settings.eval.micro_batch);
+  }
   // Before the engine takes the parameters and before anything is written: a module that does
   // not fit the data fails here with its own error.
   if (run.model->shape.custom) models::check_first_batch(*run.model->shape.custom, *run.data);
@@ -612,7 +664,7 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   // Opened before the engine is built, so a bad checkpoint fails fast.
   std::unique_ptr<CheckpointReader> resume = open_resume_checkpoint(settings, leader);
   if (resume && nothing_left(*resume, job.run.steps, leader)) return 0;
-  TrainRun run{config, job, env, nullptr, nullptr, nullptr, {}};
+  TrainRun run{config, job, env, nullptr, nullptr, nullptr, nullptr, {}};
   build_train_run(run, store, timeout, resume != nullptr);
   RunOutputs out = open_outputs(run, settings, resume.get());
   TrainSummary summary = train_loop(run, *out.report, settings, out.checkpoints.get());

@@ -36,6 +36,20 @@ DataSettings data_of(const Config& config) {
   s.seed = static_cast<uint64_t>(config.section("run").get_int("seed"));
   s.global_batch = data.get_int("global_batch");
   s.global_batch_where = data.where("global_batch").str();
+  s.val_path = data.get_string("val_path");
+  s.val_path_where = data.where("val_path").str();
+  s.val_fraction = data.get_double("val_fraction");
+  return s;
+}
+
+EvalSettings eval_of(const Config& config, const DataSettings& data) {
+  const Options& e = config.section("eval");
+  EvalSettings s;
+  s.every_steps = e.get_int("every_steps");
+  s.batches = e.get_int("batches");
+  s.micro_batch = e.get_int("micro_batch") > 0 ? e.get_int("micro_batch") : data.micro_batch;
+  s.at_end = e.get_bool("at_end");
+  s.has_data = !data.val_path.empty() || data.val_fraction > 0;
   return s;
 }
 
@@ -128,6 +142,7 @@ JobSettings JobSettings::of(const Config& config) {
   s.ab = ab_of(config, s.run);
   s.schedule = schedule_of(config);
   s.trace = trace_of(config, s.run);
+  s.eval = eval_of(config, s.data);
   return s;
 }
 

@@ -39,12 +39,30 @@ struct DataSettings {
   uint64_t seed = 0;
   int64_t global_batch = 0;  // as configured; 0 = micro_batch x grad_accum x world
   std::string global_batch_where;
+  std::string val_path;  // validation file ('' = none)
+  std::string val_path_where;
+  double val_fraction = 0;  // share of path's tokens held out for validation (0 = none)
 
   // Samples one optimizer step of `world` ranks trains on.
   int64_t samples_per_step(int world) const { return micro_batch * grad_accum * world; }
   // Throws ConfigError (naming data.global_batch and the three factors) when a configured
   // global_batch is not samples_per_step(world).
   void check_global_batch(int world) const;
+};
+
+// [eval], the validation micro batch resolved (0 = data.micro_batch).
+struct EvalSettings {
+  int64_t every_steps = 0;  // 0 = never during training
+  int64_t batches = 10;
+  int64_t micro_batch = 1;
+  bool at_end = true;
+  bool has_data = false;  // data.val_path or data.val_fraction configured
+  // Whether the run evaluates at all: every_steps > 0, or at the end with validation data.
+  bool on() const { return every_steps > 0 || (at_end && has_data); }
+  // After optimizer step `step` of a run of `total_steps`.
+  bool due(int64_t step, int64_t total_steps) const {
+    return (every_steps > 0 && step % every_steps == 0) || (on() && at_end && step == total_steps);
+  }
 };
 
 // [checkpoint], the folder resolved ('' = <run.out_dir>/checkpoints).
@@ -99,6 +117,7 @@ struct JobSettings {
   AbSettings ab;
   ScheduleSettings schedule;
   TraceSettings trace;
+  EvalSettings eval;
 
   // Reads a config loaded with the trainer's sections (settings/trainer_config.h). Never throws
   // for such a config.

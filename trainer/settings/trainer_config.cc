@@ -60,7 +60,28 @@ SectionSpec data_section() {
        opt_int("global_batch", 0,
                "samples per optimizer step over all ranks; must equal "
                "micro_batch * grad_accum * world (0 = that product)",
-               0)}};
+               0),
+       opt_string("val_path", "",
+                  "validation data ([eval]): a second file of the same kind as data.path"),
+       opt_double("val_fraction", 0,
+                  "validation data ([eval]): the last share of data.path's tokens, held out: "
+                  "no training sample reaches into it (0 = none; below 1)",
+                  0, 1)}};
+}
+
+SectionSpec eval_section() {
+  return {"eval",
+          "validation while training: the loss on held-out data (data.val_path, "
+          "data.val_fraction, or for synthetic data a stream of its own)",
+          {opt_int("every_steps", 0, "evaluate every N optimizer steps; 0 = never", 0),
+           opt_int("batches", 10,
+                   "validation batches of eval.micro_batch samples per evaluation (the same "
+                   "samples every time, shared out among the ranks)",
+                   1),
+           opt_int("micro_batch", 0, "samples per validation batch (0 = data.micro_batch)", 0),
+           opt_bool("at_end", true,
+                    "evaluate after the last step too (when validation data is configured or "
+                    "every_steps > 0)")}};
 }
 
 SectionSpec checkpoint_section() {
@@ -174,6 +195,33 @@ void trace_steps_are_a_range(const Config& config, Broken& broken) {
                    "(e.g. [3, 5]), or [] for the default");
 }
 
+void validation_data_fits(const Config& config, Broken& broken) {
+  const Options& data = config.section("data");
+  const bool synthetic = data.get_string("kind") == "synthetic";
+  const bool path = !data.get_string("val_path").empty();
+  const double fraction = data.get_double("val_fraction");
+  if (fraction >= 1) {
+    broken.push_back(at(data, "val_fraction") +
+                     ": data.val_fraction must be below 1 (it is the share of data.path held "
+                     "out for validation; the rest trains)");
+  }
+  if (path && fraction > 0) {
+    broken.push_back(at(data, "val_fraction") + ": data.val_fraction and data.val_path (" +
+                     at(data, "val_path") + ") both name validation data; keep one");
+  }
+  if (synthetic && (path || fraction > 0)) {
+    broken.push_back(at(data, path ? "val_path" : "val_fraction") +
+                     ": synthetic data validates on a seeded stream of its own; remove data." +
+                     (path ? "val_path" : "val_fraction"));
+  }
+  const Options& eval = config.section("eval");
+  if (!synthetic && !path && fraction <= 0 && eval.get_int("every_steps") > 0) {
+    broken.push_back(at(eval, "every_steps") +
+                     ": eval.every_steps needs validation data: data.val_path (a second file) "
+                     "or data.val_fraction (a held-out share of data.path)");
+  }
+}
+
 void file_data_needs_path(const Config& config, Broken& broken) {
   const Options& data = config.section("data");
   if (data.get_string("kind") == "synthetic" || !data.get_string("path").empty()) return;
@@ -188,10 +236,11 @@ void declare_trainer_config() {
   std::call_once(declared, [] {
     add_config_sections(
         {run_schedule_keys(), run_report_keys(), model_section(), data_section(),
-         checkpoint_section(), ab_section(), trace_section()},
+         checkpoint_section(), ab_section(), trace_section(), eval_section()},
         {{"model.kind plugin and plugins.model go together", model_plugin_both_ways},
          {"a torchscript model needs model.path", torchscript_needs_path},
          {"file data needs data.path", file_data_needs_path},
+         {"validation data is one of a file, a held-out share or a stream", validation_data_fits},
          {"trace.steps is a range of steps", trace_steps_are_a_range}});
   });
 }

@@ -1,9 +1,10 @@
 // The data sources: determinism, rank slices that concatenate to the single-process batch, file
 // windows that are the file's content, and an error naming the file for every bad input.
-#include <doctest/doctest.h>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
+
+#include "../../tests/doctest_after_torch.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -119,7 +120,7 @@ TEST_CASE("synthetic tokens are deterministic, in range, and target = input shif
   auto a = data_of(toml), b = data_of(toml), other = data_of(toml, {"run.seed=5"});
   Batch x = a->get(12, 1, 0, 1);
   CHECK(x.input.sizes() == at::IntArrayRef({3, 12}));
-  CHECK(x.input.scalar_type() == at::kLong);
+  CHECK((x.input.scalar_type() == at::kLong));
   CHECK(same(x, b->get(12, 1, 0, 1)));
   CHECK(same(x, a->get_samples(15, 3)));  // micro step 1 of 1 rank: 3 samples after the first 3
   CHECK_FALSE(at::equal(x.input, a->get(12, 0, 0, 1).input));
@@ -140,7 +141,7 @@ TEST_CASE("synthetic vectors for the mlp are deterministic float [batch, width]"
   Batch x = a->get(0, 0, 1, 2);
   CHECK(x.input.sizes() == at::IntArrayRef({2, 7}));
   CHECK(x.target.sizes() == at::IntArrayRef({2, 7}));
-  CHECK(x.input.scalar_type() == at::kFloat);
+  CHECK((x.input.scalar_type() == at::kFloat));
   CHECK(same(x, b->get(0, 0, 1, 2)));
   CHECK_FALSE(at::equal(x.input, x.target));
   CHECK_FALSE(at::equal(x.input, a->get(0, 0, 0, 2).input));
@@ -301,4 +302,54 @@ TEST_CASE("every bad data file is a clear error naming it") {
   });
   CHECK(contains(e, "config: test.toml:"));
   CHECK(contains(e, "model.kind = \"mlp\""));
+}
+
+TEST_CASE("validation data: a held-out tail no training window reaches, a file, or a stream") {
+  TempDir dir;
+  // 900 'a's then 100 'b's: data.val_fraction = 0.1 holds out exactly the b's.
+  const std::string path = dir.write("ab.txt", std::string(900, 'a') + std::string(100, 'b'));
+  const std::string toml = std::string(kGpt) + "[data]\nkind = \"text\"\npath = '" + path +
+                           "'\nval_fraction = 0.1\n";
+  zt::Config config = config_of(toml);
+  const auto settings = zt::trainer::JobSettings::of(config).data;
+  auto train = zt::data::make_data(settings, inputs_of(config), "gpt");
+  auto val = zt::data::make_val_data(settings, inputs_of(config), "gpt", 3);
+  CHECK(val->micro_batch() == 3);
+  // Every training window (input and target, so every token it reads) lies in the head.
+  const Batch t = train->get_samples(0, 2000);
+  CHECK(t.input.eq('a').all().item<bool>());
+  CHECK(t.target.eq('a').all().item<bool>());
+  const Batch v = val->get_samples(0, 500);
+  CHECK(v.input.eq('b').all().item<bool>());
+  CHECK(v.target.eq('b').all().item<bool>());
+  // The same samples every time they are asked for.
+  CHECK(same(val->get_samples(7, 5), val->get_samples(7, 5)));
+
+  // data.val_path: windows of that file.
+  const std::string other = dir.write("val.txt", std::string(200, 'v'));
+  zt::Config with_file = config_of(std::string(kGpt) + "[data]\nkind = \"text\"\npath = '" + path +
+                                   "'\nval_path = '" + other + "'\n");
+  auto from_file = zt::data::make_val_data(zt::trainer::JobSettings::of(with_file).data,
+                                           inputs_of(with_file), "gpt", 2);
+  CHECK(from_file->get_samples(0, 50).input.eq('v').all().item<bool>());
+  CHECK(contains(from_file->describe(), "data.val_path"));
+
+  // Synthetic data: a stream of its own, not the training samples.
+  zt::Config synthetic = config_of(kGpt);
+  const auto s = zt::trainer::JobSettings::of(synthetic).data;
+  auto train_s = zt::data::make_data(s, inputs_of(synthetic), "gpt");
+  auto val_s = zt::data::make_val_data(s, inputs_of(synthetic), "gpt", 4);
+  CHECK_FALSE(same(train_s->get_samples(0, 4), val_s->get_samples(0, 4)));
+  CHECK(same(val_s->get_samples(0, 4), val_s->get_samples(0, 4)));
+
+  // A held-out part too small for one sample (seq_len + 1 = 13 tokens) is refused, named.
+  const std::string tiny = dir.write("tiny.txt", std::string(100, 'x'));
+  zt::Config small = config_of(std::string(kGpt) + "[data]\nkind = \"text\"\npath = '" + tiny +
+                               "'\nval_fraction = 0.05\n");
+  const std::string e = error_of([&] {
+    zt::data::make_val_data(zt::trainer::JobSettings::of(small).data, inputs_of(small), "gpt", 1);
+  });
+  CHECK(contains(e, "config: "));
+  CHECK(contains(e, "data.val_fraction's held-out part) holds 5 tokens"));
+  CHECK(contains(e, tiny));
 }

@@ -60,7 +60,10 @@ TEST_CASE("every trainer rule across keys is tested alone: only its message") {
       {"a torchscript model needs model.path",
        {"[model]\nkind = \"torchscript\"\n", "model.kind = \"torchscript\" needs model.path"}},
       {"file data needs data.path",
-       {"[data]\nkind = \"tokens\"\n", "job.toml:4:8: data.kind = \"tokens\" needs data.path"}}};
+       {"[data]\nkind = \"tokens\"\n", "job.toml:4:8: data.kind = \"tokens\" needs data.path"}},
+      {"validation data is one of a file, a held-out share or a stream",
+       {"[data]\nkind = \"text\"\npath = \"t.txt\"\n[eval]\nevery_steps = 5\n",
+        "job.toml:7:15: eval.every_steps needs validation data: data.val_path"}}};
   std::set<std::string> seen;
   for (const zt::ConfigRule& rule : zt::config_rules()) {
     if (!cases.count(rule.name)) continue;  // the core's, tested with the core
@@ -71,6 +74,32 @@ TEST_CASE("every trainer rule across keys is tested alone: only its message") {
     CHECK(e.find('\n') == std::string::npos);
   }
   CHECK(seen.size() == cases.size());
+}
+
+TEST_CASE("validation data: each way of getting it wrong is named with its place") {
+  const std::string text = std::string(kSmoke) + "[data]\nkind = \"text\"\npath = \"t.txt\"\n";
+  CHECK(contains(error_of(text + "val_fraction = 1.0\n"),
+                 "job.toml:6:16: data.val_fraction must be below 1"));
+  CHECK(contains(error_of(text + "val_fraction = 0.1\nval_path = \"v.txt\"\n"),
+                 "data.val_fraction and data.val_path (job.toml:7:12) both name validation data"));
+  CHECK(contains(error_of(std::string(kSmoke) + "[data]\nval_path = \"v.txt\"\n"),
+                 "job.toml:4:12: synthetic data validates on a seeded stream of its own; remove "
+                 "data.val_path"));
+  CHECK(contains(error_of(text + "val_fraction = -0.1\n"), "val_fraction"));
+  // Synthetic data needs nothing more; file data with a held-out share evaluates at the end.
+  const JobSettings s = JobSettings::of(
+      load_config_string(std::string(kSmoke) + "[eval]\nevery_steps = 3\n", "job.toml"));
+  CHECK(s.eval.on());
+  CHECK(s.eval.micro_batch == 4);  // data.micro_batch's default
+  CHECK(s.eval.due(3, 10));
+  CHECK_FALSE(s.eval.due(4, 10));
+  CHECK(s.eval.due(10, 10));
+  const JobSettings f = JobSettings::of(
+      load_config_string(text + "val_fraction = 0.1\n", "job.toml"));
+  CHECK(f.eval.on());
+  CHECK_FALSE(f.eval.due(5, 10));
+  CHECK(f.eval.due(10, 10));
+  CHECK_FALSE(JobSettings::of(load_config_string(text, "job.toml")).eval.on());
 }
 
 TEST_CASE("JobSettings resolves the defaults and derived values once") {
