@@ -15,6 +15,13 @@ namespace zt::bench {
 
 namespace {
 
+// Whether `spec` is a job of the first table's row (stage, strategy): fp32, no offload, the
+// built-in GPT, not DDP.
+bool in_row(const JobSpec& spec, int stage, const std::string& strategy) {
+  return !spec.ddp && !spec.bf16 && !spec.offloaded() && spec.torchscript.empty() &&
+         spec.stage == stage && spec.strategy.name == strategy;
+}
+
 const Row* find(const std::vector<Row>& rows, int stage, const std::string& strategy) {
   for (const Row& r : rows) {
     if (r.stage == stage && r.strategy == strategy) return &r;
@@ -156,10 +163,7 @@ std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& job
       std::vector<double> times, tokens;
       bool low = false;
       for (const auto& [spec, result] : jobs) {
-        if (spec.ddp || spec.bf16 || spec.offloaded() || !spec.torchscript.empty() ||
-            spec.stage != stage || spec.strategy.name != row.strategy) {
-          continue;
-        }
+        if (!in_row(spec, stage, row.strategy)) continue;
         times.insert(times.end(), result.step_time_s.begin(), result.step_time_s.end());
         tokens.insert(tokens.end(), result.tokens_per_s.begin(), result.tokens_per_s.end());
         row.model_state_bytes = std::max(row.model_state_bytes, result.model_state_bytes);
@@ -365,10 +369,7 @@ void compare_with_ddp(const std::vector<std::pair<JobSpec, JobResult>>& jobs, co
     row.vs_ddp = row.tokens_per_s / ddp.tokens_per_s;
     row.loss_vs_ddp = 0;
     for (const auto& [spec, result] : jobs) {
-      if (spec.ddp || spec.bf16 || spec.offloaded() || !spec.torchscript.empty() ||
-          spec.stage != row.stage || spec.strategy.name != row.strategy) {
-        continue;
-      }
+      if (!in_row(spec, row.stage, row.strategy)) continue;
       for (const auto& [peer, peer_result] : jobs) {
         if (!peer.ddp || peer.bf16 || peer.rep != spec.rep) continue;
         const auto [off, step] = largest_loss_difference(result.losses, peer_result.losses);

@@ -194,7 +194,7 @@ class FileTokens final : public DataSource {
       throw ConfigError(
           what_ + part + " holds " + std::to_string(end_ - begin_) +
           " tokens, but one sample needs seq_len + 1 = " + std::to_string(seq_len_ + 1) +
-          "; use a longer file, a smaller " + "model.seq_len" +
+          "; use a longer file, a smaller model.seq_len" +
           (keep == Keep::kAll ? "" : " or another data.val_fraction"));
     }
     what_ += part;
@@ -340,14 +340,12 @@ std::unique_ptr<DataSource> make_val_data(const trainer::DataSettings& data,
   val.micro_batch = micro_batch;
   val.grad_accum = 1;
   if (!inputs.tokens || data.kind == "synthetic") return make_data(val, inputs, model_kind);
-  if (!data.val_path.empty()) {
-    return std::make_unique<FileTokens>(val.seed, micro_batch, 1, inputs.seq_len, inputs.vocab,
-                                        data.kind, data.val_path, "data.val_path",
-                                        data.val_path_where, data.element_size);
-  }
+  const bool own_file = !data.val_path.empty();
   return std::make_unique<FileTokens>(
-      val.seed, micro_batch, 1, inputs.seq_len, inputs.vocab, data.kind, data.path, "data.path",
-      data.path_where, data.element_size, FileTokens::Keep::kTail, data.val_fraction);
+      val.seed, micro_batch, 1, inputs.seq_len, inputs.vocab, data.kind,
+      own_file ? data.val_path : data.path, own_file ? "data.val_path" : "data.path",
+      own_file ? data.val_path_where : data.path_where, data.element_size,
+      own_file ? FileTokens::Keep::kAll : FileTokens::Keep::kTail, data.val_fraction);
 }
 
 }  // namespace zt::data

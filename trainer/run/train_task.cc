@@ -346,7 +346,7 @@ EvalEvent evaluate(TrainRun& run, int64_t step) {
     int64_t real = 0;
     for (int64_t k = p * e.micro_batch; k < (p + 1) * e.micro_batch; ++k) {
       const int64_t sample = rank + world * k;
-      const bool pad = k >= per_rank || sample >= total;
+      const bool pad = sample >= total;
       data::Batch b = run.val_data->get_samples(pad ? 0 : sample, 1);
       inputs.push_back(b.input);
       targets.push_back(b.target);
@@ -394,7 +394,7 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
       const trace::Scope span("log metrics");
       report.log(m, all_ranks_memory(run), job_comm_stats(run.setup), tiers_io(run));
     }
-    if (run.settings.eval.on() && run.settings.eval.due(step + 1, total)) {
+    if (run.settings.eval.due(step + 1, total)) {
       const EvalEvent e = evaluate(run, step + 1);
       report.log_eval(e);
       summary.val_step = e.step;

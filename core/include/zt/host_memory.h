@@ -6,8 +6,6 @@
 // the start of main, before other threads allocate.
 #pragma once
 
-#include <string>
-
 #include <cstdint>
 #include <string>
 

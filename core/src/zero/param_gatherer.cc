@@ -103,19 +103,17 @@ void ParamGatherer::release(int gi) {
 void ParamGatherer::release_all() {
   for (size_t g = 0; g < state_.size(); ++g) release(static_cast<int>(g));
   spare_.clear();
-  spare_bytes_.clear();
 }
 
 // A group's flat storage (params are views of it) gets `bytes`: a kept buffer of that size, or
 // a new one.
 void ParamGatherer::take_storage(const at::Tensor& flat, size_t bytes) {
-  for (size_t i = 0; i < spare_.size(); ++i) {
-    if (spare_bytes_[i] != bytes) continue;
+  for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+    if (it->bytes != bytes) continue;
     c10::StorageImpl& storage = *flat.storage().unsafeGetStorageImpl();
-    storage.set_data_ptr_noswap(std::move(spare_[i]));
+    storage.set_data_ptr_noswap(std::move(it->data));
     storage.set_nbytes(bytes);
-    spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
-    spare_bytes_.erase(spare_bytes_.begin() + static_cast<std::ptrdiff_t>(i));
+    spare_.erase(it);
     return;
   }
   resize_flat_storage(flat, static_cast<int64_t>(bytes));
@@ -128,8 +126,8 @@ void ParamGatherer::give_storage(const at::Tensor& flat) {
     resize_flat_storage(flat, 0);
     return;
   }
-  spare_bytes_.push_back(storage.nbytes());
-  spare_.push_back(storage.set_data_ptr(c10::DataPtr(nullptr, storage.device())));
+  const size_t bytes = storage.nbytes();
+  spare_.push_back({storage.set_data_ptr(c10::DataPtr(nullptr, storage.device())), bytes});
   storage.set_nbytes(0);
 }
 

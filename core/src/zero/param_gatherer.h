@@ -84,10 +84,13 @@ class ParamGatherer {
   MemoryLedger& ledger_;
   std::vector<GroupState> state_;
   int64_t step_ = 1;
-  // Released buffers waiting for the next gather of their size (bytes in DataPtr order).
+  // Released buffers waiting for the next gather of their size.
   static constexpr size_t kSpareBuffers = 2;
-  std::vector<c10::DataPtr> spare_;
-  std::vector<size_t> spare_bytes_;
+  struct Spare {
+    c10::DataPtr data;
+    size_t bytes;
+  };
+  std::vector<Spare> spare_;
 };
 
 }  // namespace zt

@@ -51,12 +51,7 @@ bool ShardedStep::update_in_backward(int g, const at::Tensor& reduced, bool firs
   if (!in_backward_ || !parts_.storage[g].opt_streamed) return false;
   const int64_t step = steps_ + 1;
   if (!tiers_checked_) {
-    // As run() does before its update: a tier that lost its files fails before any state of
-    // this step changes.
-    for (OffloadTier* t : parts_.tiers) {
-      t->set_step(step);
-      t->check();
-    }
+    check_tiers(step);
     tiers_checked_ = true;
   }
   parts_.streamed.update_group(g, reduced, first, {step, announced_lr_, divisor()});
@@ -98,7 +93,7 @@ StepReport ShardedStep::run(double lr) {
     if (coef < 1) divisor /= coef;
   }
   ++steps_;
-  check_tiers();
+  check_tiers(steps_);
   // A shard read ahead but not yet gathered is about to go stale.
   parts_.gatherer.drop_fetches(/*rethrow=*/true);
   update({steps_, lr, divisor});
@@ -128,10 +123,9 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
   return {std::sqrt(totals[0].item<double>()), totals[1].item<double>() > 0};
 }
 
-// A tier whose files vanished or shrank fails here, before any state of this step changes.
-void ShardedStep::check_tiers() {
+void ShardedStep::check_tiers(int64_t step) {
   for (OffloadTier* t : parts_.tiers) {
-    t->set_step(steps_);
+    t->set_step(step);
     t->check();
   }
 }

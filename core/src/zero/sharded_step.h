@@ -85,7 +85,9 @@ class ShardedStep {
   };
 
   GradientTotals measure_gradients();
-  void check_tiers();
+  // Names step `step` to the tiers and checks them (a tier whose files vanished or shrank fails
+  // here, before any state of that step changes).
+  void check_tiers(int64_t step);
   void update(const StepArgs& args);
   void zero_gradients();
 

@@ -28,15 +28,17 @@ StreamedUpdate::StreamedUpdate(ModelLayout& layout, std::vector<ShardStorage>& s
 
 std::vector<StreamedUpdate::Tile> StreamedUpdate::tiles() const {
   std::vector<Tile> out;
-  const int64_t len = options_.tile_elements;
   for (size_t gi = 0; gi < storage_.size(); ++gi) {
-    if (!storage_[gi].opt_streamed || storage_[gi].updated_in_backward) continue;
-    const int64_t shard = layout_.groups[gi].shard;
-    for (int64_t start = 0; start < shard; start += len) {
-      out.push_back({static_cast<int>(gi), start, std::min(len, shard - start)});
-    }
+    if (storage_[gi].opt_streamed && !storage_[gi].updated_in_backward)
+      append_tiles(static_cast<int>(gi), out);
   }
   return out;
+}
+
+void StreamedUpdate::append_tiles(int g, std::vector<Tile>& out) const {
+  const int64_t len = options_.tile_elements, shard = layout_.groups[g].shard;
+  for (int64_t start = 0; start < shard; start += len)
+    out.push_back({g, start, std::min(len, shard - start)});
 }
 
 void StreamedUpdate::ensure_buffer_sets(int sets) {
@@ -54,10 +56,17 @@ TieredArray& StreamedUpdate::array(const ShardStorage& s, int64_t a) const {
   return a == 0 ? *s.master_file : *s.state_files[a - 1];
 }
 
-void StreamedUpdate::read(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works) {
-  for (int64_t a = 0; a <= arrays_; ++a) {
+void StreamedUpdate::read(const Tile& t, int set, int64_t arrays,
+                          std::vector<std::shared_ptr<Work>>& works) {
+  for (int64_t a = 0; a < arrays; ++a) {
     works.push_back(
         array(storage_[t.group], a).read_tile(t.start / options_.tile_elements, buffer(set, a)));
+  }
+}
+
+void StreamedUpdate::verify(const Tile& t, int set, int64_t arrays, int64_t step) const {
+  for (int64_t a = 0; a < arrays; ++a) {
+    array(storage_[t.group], a).verify_tile(t.start / options_.tile_elements, buffer(set, a), step);
   }
 }
 
@@ -102,14 +111,11 @@ void StreamedUpdate::run(const StepArgs& args) {
   pipeline.run(
       static_cast<int64_t>(all.size()),
       [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
-    read(all[i], set, works);
+    read(all[i], set, arrays_ + 1, works);  // the gradient too
       },
       [&](int64_t i, int set) {
-    const Tile& t = all[i];
-    const ShardStorage& s = storage_[t.group];
-    const int64_t tile = t.start / options_.tile_elements;
-    for (int64_t a = 0; a <= arrays_; ++a) array(s, a).verify_tile(tile, buffer(set, a), args.step);
-    update(t, set, view_of(buffer(set, arrays_), t.len, at::kFloat), args);
+    verify(all[i], set, arrays_ + 1, args.step);
+    update(all[i], set, view_of(buffer(set, arrays_), all[i].len, at::kFloat), args);
   },
       [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
     write(all[i], set, works);
@@ -125,23 +131,18 @@ void StreamedUpdate::update_group(int g, const at::Tensor& reduced, bool first,
   }
   ensure_buffer_sets(in_backward_->sets());
   std::vector<Tile> group;
-  const int64_t len = options_.tile_elements, shard = layout_.groups[g].shard;
-  for (int64_t start = 0; start < shard; start += len)
-    group.push_back({g, start, std::min(len, shard - start)});
+  append_tiles(g, group);
+  // Master and states; the partial sum of earlier micro steps too unless this is the first.
+  const int64_t arrays = first ? arrays_ : arrays_ + 1;
   double sq = 0;
   in_backward_->run(
       static_cast<int64_t>(group.size()),
       [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
-    const int64_t tile = group[i].start / options_.tile_elements;
-    // Master and states; the partial sum of earlier micro steps too unless this is the first.
-    for (int64_t a = 0; a < (first ? arrays_ : arrays_ + 1); ++a)
-      works.push_back(array(s, a).read_tile(tile, buffer(set, a)));
+    read(group[i], set, arrays, works);
       },
       [&](int64_t i, int set) {
     const Tile& t = group[i];
-    const int64_t tile = t.start / options_.tile_elements;
-    for (int64_t a = 0; a < (first ? arrays_ : arrays_ + 1); ++a)
-      array(s, a).verify_tile(tile, buffer(set, a), args.step);
+    verify(t, set, arrays, args.step);
     const at::Tensor part = reduced.narrow(0, t.start, t.len);
     at::Tensor grad = view_of(buffer(set, arrays_), t.len, at::kFloat);
     if (first && part.scalar_type() == at::kFloat) {

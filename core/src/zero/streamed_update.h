@@ -62,9 +62,13 @@ class StreamedUpdate {
   };
 
   std::vector<Tile> tiles() const;
+  void append_tiles(int g, std::vector<Tile>& out) const;
   void ensure_buffer_sets(int sets);
   TieredArray& array(const ShardStorage& s, int64_t a) const;
-  void read(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works);
+  // Arrays [0, arrays) of the tile into buffer set `set` (arrays_ + 1: the gradient too), and
+  // their checksums once read.
+  void read(const Tile& t, int set, int64_t arrays, std::vector<std::shared_ptr<Work>>& works);
+  void verify(const Tile& t, int set, int64_t arrays, int64_t step) const;
   // `grad`: the tile's fp32 gradient.
   void update(const Tile& t, int set, const at::Tensor& grad, const StepArgs& args);
   void write(const Tile& t, int set, std::vector<std::shared_ptr<Work>>& works);
