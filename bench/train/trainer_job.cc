@@ -51,8 +51,9 @@ std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
   } else if (!weights.empty()) {
     set("model.init_from=" + weights);
   }
-  // Besides the plugins and the folder, configs/zero3_offload.toml differs from zero3.toml only
-  // in its tile size and bounce-buffer pool (which the engine's aligned tiles do not use).
+  // Besides the plugins and the folder, configs/zero3_offload.toml differs from zero3.toml in its
+  // tile size, its bounce-buffer pool (which the engine's aligned tiles do not use) and its
+  // evaluations and checkpoints every 50 steps (which a bench of the step leaves out).
   if (job.offloaded()) set("zero.sub_group_size=" + std::to_string(kOffloadSubGroup));
   if (*job.offload_optimizer)
     set(std::string("plugins.offload_optimizer=") + job.offload_optimizer);

@@ -35,6 +35,9 @@ int64_t peak_rss_of_run(
                        "/configs/zero3_offload.toml --set model.kind=mlp --set model.width=" +
                        std::to_string(kWidth) + " --set model.depth=" + std::to_string(depth) +
                        " --set data.kind=synthetic --set data.micro_batch=2 --set run.steps=1" +
+                       // Only the step's memory: the headline's evaluations and checkpoints off.
+                       " --set data.val_fraction=0 --set eval.every_steps=0 --set eval.at_end=false"
+                       " --set checkpoint.every_steps=0 --set checkpoint.keep_best=''" +
                        placement + " --set plugin.offload_nvme.path=" + dir.file("nvme") +
                        " --set run.out_dir=" + out + " 2>&1");
   INFO(r.output);

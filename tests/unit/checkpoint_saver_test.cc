@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -148,6 +149,43 @@ TEST_CASE("checkpoint: keep_last prunes the oldest, never the new one, and lates
   zt::test::save_steps(options, 2, {4, 5, 6});
   CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{4, 5, 6, 9});
   check_saved(dir.path(), 2, 6);
+}
+
+TEST_CASE("checkpoint: keep_best spares the lowest val_loss besides keep_last and names it") {
+  zt::test::TempDir dir;
+  auto options = zt::test::options_for(dir.path(), true, 2);
+  options.keep_best = "val_loss";
+  const std::string d = dir.path().string();
+  // Step 5 records no loss (a save a stop signal asked for, between evaluations).
+  zt::test::save_steps(options, 2, {1, 2, 3, 4, 5}, {{1, 3.0}, {2, 1.5}, {3, 2.0}, {4, 2.5}});
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{2, 4, 5});
+  CHECK(zt::best_checkpoint(d) == (dir.path() / "step-00000002").string());
+  CHECK(zt::latest_checkpoint(d) == (dir.path() / "step-00000005").string());
+  {
+    const zt::CheckpointReader best(zt::best_checkpoint(d));
+    CHECK(best.meta().metrics.at("val_loss") == 1.5);
+    CHECK(zt::CheckpointReader(zt::latest_checkpoint(d)).meta().metrics.empty());
+  }
+  // A better one takes over; the old best is only old now, and goes.
+  zt::test::save_steps(options, 2, {6}, {{6, 1.0}});
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{5, 6});
+  CHECK(zt::best_checkpoint(d) == (dir.path() / "step-00000006").string());
+  // A loss that is not finite is not recorded and never the best.
+  zt::test::save_steps(options, 2, {7, 8}, {{7, std::nan("")}, {8, 1.25}});
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{6, 7, 8});
+  CHECK(zt::CheckpointReader((dir.path() / "step-00000007").string()).meta().metrics.empty());
+  CHECK(zt::best_checkpoint(d) == (dir.path() / "step-00000006").string());
+  // dir/best and dir/latest resolve to the folders they name.
+  CHECK(zt::resolve_checkpoint((dir.path() / "best").string()) ==
+        (dir.path() / "step-00000006").string());
+  CHECK(zt::resolve_checkpoint((dir.path() / "latest").string()) ==
+        (dir.path() / "step-00000008").string());
+  // Without keep_best a leftover `best` spares nothing.
+  options.keep_best = "";
+  zt::test::save_steps(options, 2, {9});
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{8, 9});
+  CHECK(zt::best_checkpoint(d).empty());
+  CHECK_THROWS_AS(zt::resolve_checkpoint((dir.path() / "best").string()), zt::ConfigError);
 }
 
 TEST_CASE("checkpoint: a rank whose save fails makes rank 0 fail at once, naming it") {

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -173,14 +174,18 @@ inline CheckpointOptions options_for(const std::filesystem::path& dir, bool asyn
   return o;
 }
 
-// Every rank saves the model at each of `steps` with one saver each, then finishes.
+// Every rank saves the model at each of `steps` with one saver each, then finishes; a step in
+// `val_loss` records that value as the metric "val_loss".
 inline void save_steps(const CheckpointOptions& options, int world,
-                       const std::vector<int64_t>& steps) {
+                       const std::vector<int64_t>& steps,
+                       const std::map<int64_t, double>& val_loss = {}) {
   auto stores = make_stores(world);
   require_no_errors(run_ranks(world, [&](int r) {
     CheckpointSaver saver(options, *stores[static_cast<size_t>(r)], r, world);
     for (int64_t step : steps) {
-      CheckpointSaverAccess::save(saver, model_fill(r, world, step), step, model_meta(step));
+      CheckpointMeta meta = model_meta(step);
+      if (val_loss.count(step)) meta.metrics["val_loss"] = val_loss.at(step);
+      CheckpointSaverAccess::save(saver, model_fill(r, world, step), step, meta);
     }
     saver.finish();
   }));

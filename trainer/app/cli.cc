@@ -1,5 +1,7 @@
 #include "app/cli.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 
@@ -15,6 +17,10 @@ const char* usage() {
           [--deepspeed ds_config.json [--deepspeed-lenient]]
           [--print-config]
   trainer export --checkpoint DIR --out FILE.safetensors [--dtype fp32|bf16|fp16]
+  trainer eval --checkpoint DIR [--config FILE] [--out FILE.json] [--set ...] [--nproc N]
+  trainer sample --checkpoint DIR [--config FILE] [--prompt TEXT | --tokens ID,ID,...]
+          [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S] [--samples N]
+          [--stop TEXT] [--out FILE.json] [--set ...] [--nproc N]
   trainer ab --config FILE --a KEY=VAL[,KEY=VAL]... --b KEY=VAL[,...] [--steps N] [--reps R]
           [--warmup W] [--out DIR] [--rtol X] [--allow-different-math] [--set ...]
   trainer compare RUN_A RUN_B [--out DIR] [--warmup W] [--rtol X] [--allow-different-math]
@@ -37,6 +43,14 @@ auto, at most N times; a job failing again at the same step stops.
 --deepspeed reads a DeepSpeed JSON config under FILE (FILE and --set win; same as --set
 run.deepspeed=...); keys zt does not support are errors, warnings with --deepspeed-lenient. export writes a
 checkpoint's weights as one safetensors file (GPT under Hugging Face GPT-2 names).
+eval and sample load a checkpoint (DIR: a step-N folder, checkpoint.dir for its latest, or
+checkpoint.dir/best) at any --nproc and composition, as --resume does, under FILE or, without
+--config, the config the checkpoint was saved with. eval prints the validation loss ([eval],
+data.val_path or data.val_fraction) and writes it to --out (default <run.out_dir>/eval.json).
+sample generates --samples texts (default 1) of up to --max-new-tokens (default 200) after the
+prompt (bytes, as text data; default a newline), each token drawn at --temperature (default
+0.8; 0 = greedy) from the --top-k most likely (default 0 = all) with --seed (default 1): the
+same text at every world size and stage. A sample ends early when its text ends with --stop.
 ab runs the job R times per arm (default 2), interleaved A B B A, each arm with its overrides,
 and reports speed (median step time, 95% bootstrap interval of the ratio), memory, collectives,
 offload I/O and whether the arms' losses agree (within --rtol, default 1e-6) into
@@ -67,6 +81,10 @@ size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
   }
   if (args[0] == "ab") {
     out.command = Command::kAb;
+    return 1;
+  }
+  if (args[0] == "eval" || args[0] == "sample") {
+    out.command = args[0] == "eval" ? Command::kEval : Command::kSample;
     return 1;
   }
   if (args[0] == "compare" || args[0] == "ab-report") {
@@ -141,6 +159,59 @@ int64_t parse_count(const std::string& flag, const std::string& v, int64_t min) 
   return n;
 }
 
+double parse_number(const std::string& flag, const std::string& v, double min) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(x >= min) || !std::isfinite(x)) {
+    throw ConfigError(flag + " " + v + ": expected a number of at least " + std::to_string(min));
+  }
+  return x;
+}
+
+// "1,2,3" as token ids.
+std::vector<int64_t> parse_token_list(const std::string& v) {
+  std::vector<int64_t> ids;
+  size_t at = 0;
+  while (at <= v.size()) {
+    const size_t comma = std::min(v.find(',', at), v.size());
+    ids.push_back(parse_count("--tokens", v.substr(at, comma - at), 0));
+    at = comma + 1;
+  }
+  return ids;
+}
+
+// eval's and sample's own flags; false for any other argument.
+bool parse_sample_flag(const std::string& a, const std::function<std::string()>& value,
+                       CliArgs& out) {
+  if (out.command != Command::kEval && out.command != Command::kSample) return false;
+  SampleRequest& s = out.sample;
+  const bool sample = out.command == Command::kSample;
+  if (a == "--checkpoint") {
+    out.checkpoint = value();
+  } else if (a == "--out") {
+    out.out_path = value();
+  } else if (sample && a == "--prompt") {
+    s.prompt = value();
+  } else if (sample && a == "--tokens") {
+    s.tokens = parse_token_list(value());
+  } else if (sample && a == "--max-new-tokens") {
+    s.max_new_tokens = parse_count(a, value(), 1);
+  } else if (sample && a == "--temperature") {
+    s.temperature = parse_number(a, value(), 0);
+  } else if (sample && a == "--top-k") {
+    s.top_k = parse_count(a, value(), 0);
+  } else if (sample && a == "--seed") {
+    s.seed = static_cast<uint64_t>(parse_count(a, value(), 0));
+  } else if (sample && a == "--samples") {
+    s.samples = parse_count(a, value(), 1);
+  } else if (sample && a == "--stop") {
+    s.stop = value();
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // ab's and compare's own flags; false for any other argument.
 bool parse_ab_flag(const std::string& a, const std::function<std::string()>& value, CliArgs& out) {
   if (out.command != Command::kAb && out.command != Command::kCompare &&
@@ -201,6 +272,13 @@ void check_complete(const CliArgs& out) {
     throw ConfigError(
         "trainer export needs --checkpoint DIR and --out FILE.safetensors; see trainer --help");
   }
+  if ((out.command == Command::kEval || out.command == Command::kSample) &&
+      out.checkpoint.empty()) {
+    throw ConfigError(std::string("trainer ") +
+                      (out.command == Command::kEval ? "eval" : "sample") +
+                      " needs --checkpoint DIR (a step-N folder, checkpoint.dir for its latest, "
+                      "or checkpoint.dir/best); see trainer --help");
+  }
   if (out.command == Command::kRun && out.config_path.empty()) {
     throw ConfigError("no config given: trainer --config FILE (e.g. configs/smoke.toml); see "
                       "trainer --help");
@@ -222,6 +300,9 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
             a, [&] { return value_of(a); }, out))
       continue;
     if (parse_ab_flag(
+            a, [&] { return value_of(a); }, out))
+      continue;
+    if (parse_sample_flag(
             a, [&] { return value_of(a); }, out))
       continue;
     if (a == "--help" || a == "-h") {
@@ -263,6 +344,8 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     }
   }
   check_complete(out);
+  out.sample.checkpoint = out.checkpoint;
+  out.sample.out_path = out.out_path;
   return out;
 }
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "run/sample_task.h"
+
 namespace zt::trainer {
 
 enum class Command {
@@ -19,6 +21,8 @@ enum class Command {
   kTraceMerge,  // trainer trace merge RUN_DIR [--out FILE]
   kReport,      // trainer report RUN_DIR [--out FILE]
   kFlight,      // trainer flight RUN_DIR: the diagnosis of the ranks' flight records
+  kEval,        // trainer eval --checkpoint DIR: a checkpoint's validation loss
+  kSample,      // trainer sample --checkpoint DIR: text from a language model's checkpoint
   kHelp,
   kVersion
 };
@@ -42,11 +46,12 @@ struct CliArgs {
   std::optional<int> nproc;              // --nproc N (same as --set launch.nproc=N)
   std::vector<std::string> plugin_dirs;  // --plugin-dir DIR, searched before plugins.dirs
   std::string plugin_id;                 // plugins describe <id>
-  // export --checkpoint DIR --out FILE [--dtype fp32|bf16|fp16]
+  // export --checkpoint DIR --out FILE [--dtype fp32|bf16|fp16]; eval and sample --checkpoint
   std::string checkpoint;
-  std::string out_path;  // export, trace merge, report: --out
+  std::string out_path;  // export, trace merge, report, eval, sample: --out
   std::string dtype = "fp32";
   AbArgs ab;
+  SampleRequest sample;  // trainer sample's flags (and --checkpoint, --out)
   // trainer compare RUN_A RUN_B; ab-report, trace merge, report and flight RUN_DIR
   std::vector<std::string> compare_runs;
 };

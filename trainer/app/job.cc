@@ -12,8 +12,12 @@
 #include <iostream>
 
 #include "run/checkpointing.h"
+#include "run/eval_task.h"
+#include "run/sample_task.h"
 #include "run/smoke_task.h"
 #include "run/train_task.h"
+#include "settings/trainer_config.h"
+#include "setup/memory_fit.h"
 #include "setup/offload_tiers.h"
 #include "zt/blas.h"
 #include "zt/checkpoint.h"
@@ -168,15 +172,36 @@ int launch_ranks(const Config& config, int nproc, const std::vector<std::string>
 
 }  // namespace
 
+Config load_checkpoint_config(const std::string& checkpoint,
+                              const std::vector<std::string>& overrides) {
+  const std::string folder = resolve_checkpoint(checkpoint);
+  const CheckpointReader reader(folder);
+  if (reader.meta().config_toml.empty()) {
+    throw ConfigError(folder + " records no config (it was not saved by the trainer); give the "
+                               "job's config with --config FILE");
+  }
+  return load_config_string(reader.meta().config_toml,
+                            folder + "/manifest.json (the config it was saved with)", overrides);
+}
+
 int run_job(const Config& config, const CliArgs& args, const std::vector<std::string>& argv) {
   const Options& launch = config.section("launch");
   const RunSettings run = JobSettings::of(config).run;
+  const bool training = args.command == Command::kRun;
   RankEnv env = discover_rank_env();
   int nproc = static_cast<int>(launch.get_int("nproc"));
   if (!env.found && nproc == 1) restart_with_blas_core(argv);
-  // Checked once, before any rank starts or allocates anything.
-  if (run.task == "train" && !env.found) check_job_fits(config, nproc);
-  if (!env.found && nproc > 1) return launch_ranks(config, nproc, argv);
+  // Checked once, before any rank starts or allocates anything. Evaluating and sampling train
+  // nothing: only the model's states must fit (not the global batch).
+  if (run.task == "train" && !env.found) {
+    if (training) check_job_fits(config, nproc);
+    else check_memory_fits(config, nproc);
+  }
+  if (!env.found && nproc > 1) {
+    if (training) return launch_ranks(config, nproc, argv);
+    LaunchResult result;  // a failed evaluation is not resumed: it has nothing to continue
+    return launch_attempt(config, nproc, argv, result);
+  }
   // A single process is its own job (offload files are named after it).
   if (!env.found && !std::getenv("ZT_JOB_ID"))
     setenv("ZT_JOB_ID", std::to_string(getpid()).c_str(), 1);
@@ -195,9 +220,15 @@ int run_job(const Config& config, const CliArgs& args, const std::vector<std::st
     port = pick_free_port(addr);
   }
   std::unique_ptr<Store> store = rendezvous(addr, port, env.rank, env.world, timeout);
-  (void)args;
-  const int code = run.task == "smoke" ? run_smoke(config, *store, env, timeout)
-                                       : run_train(config, *store, env, timeout);
+  int code = 0;
+  if (args.command == Command::kEval) {
+    code = run_eval(config, *store, env, timeout, args.checkpoint, args.out_path);
+  } else if (args.command == Command::kSample) {
+    code = run_sample(config, *store, env, timeout, args.sample);
+  } else {
+    code = run.task == "smoke" ? run_smoke(config, *store, env, timeout)
+                               : run_train(config, *store, env, timeout);
+  }
   depart(*store, env.rank, env.world, timeout);
   return code;
 }

@@ -10,6 +10,13 @@
 
 namespace zt::trainer {
 
+// Runs args.command's task (training, or trainer eval / sample) under `config`.
 int run_job(const Config& config, const CliArgs& args, const std::vector<std::string>& argv);
+
+// The config a checkpoint was saved with (its manifest's resolved config) with `overrides` on
+// top: what trainer eval and sample run under without --config. Throws ConfigError for a path
+// that is not a checkpoint or a manifest without a config.
+Config load_checkpoint_config(const std::string& checkpoint,
+                              const std::vector<std::string>& overrides);
 
 }  // namespace zt::trainer

@@ -66,7 +66,9 @@ int run(const std::vector<std::string>& argv) {
     case Command::kTraceMerge: return zt::trainer::run_trace_merge(cli, std::cout);
     case Command::kFlight: return zt::trainer::run_flight(cli, std::cout);
     case Command::kReport: return zt::trainer::run_report(cli, std::cout);
-    case Command::kRun: break;
+    case Command::kRun:
+    case Command::kEval:
+    case Command::kSample: break;
   }
   std::vector<std::string> overrides = cli.overrides;
   if (cli.nproc) overrides.push_back("launch.nproc=" + std::to_string(*cli.nproc));
@@ -74,7 +76,12 @@ int run(const std::vector<std::string>& argv) {
   if (!cli.plugin_dirs.empty()) {
     overrides.push_back("plugins.dirs=" + zt::value_to_toml(zt::Value(plugin_search_dirs(cli))));
   }
-  zt::Config config = zt::trainer::load_job_config(cli.config_path, overrides);
+  // eval and sample without --config run under the config the checkpoint was saved with.
+  const bool from_checkpoint = cli.config_path.empty() &&
+                               (cli.command == Command::kEval || cli.command == Command::kSample);
+  zt::Config config = from_checkpoint
+                          ? zt::trainer::load_checkpoint_config(cli.checkpoint, overrides)
+                          : zt::trainer::load_job_config(cli.config_path, overrides);
   if (cli.print_config) {
     std::cout << config.to_toml();
     return 0;

@@ -188,7 +188,7 @@ std::string resume_differences(const TrainerState& saved, const TrainerState& no
 TrainCheckpoints::TrainCheckpoints(const CheckpointSettings& settings, Store& store, int rank,
                                    int world, const std::string& job)
     : saver_(CheckpointOptions{settings.dir, settings.keep_last, settings.async, settings.timeout,
-                               job},
+                               job, settings.keep_best},
              store, rank, world) {}
 
 std::optional<SaveStats> TrainCheckpoints::save(Engine& engine, int64_t step,

@@ -21,6 +21,8 @@
 #include "report/run_report.h"
 #include "report/train_report.h"
 #include "run/checkpointing.h"
+#include "run/evaluation.h"
+#include "run/loaded_model.h"
 #include "run/peak_flops.h"
 #include "run/schedule.h"
 #include "run/step_trace.h"
@@ -39,15 +41,6 @@
 namespace zt::trainer {
 
 namespace {
-
-// Ranks of one host share its cores: LibTorch's default (all cores per process) oversubscribes
-// them, which made a 2-rank job several times slower here.
-void share_cores_between_local_ranks() {
-  const char* local = std::getenv("LOCAL_WORLD_SIZE");
-  int local_ranks = local ? std::max(1, std::atoi(local)) : 1;
-  int cores = static_cast<int>(std::thread::hardware_concurrency());
-  at::set_num_threads(std::max(1, cores / local_ranks));
-}
 
 // One rank's training run, in the order it is built: the model source and the data outlive the
 // engine (in `setup`), which owns the units the source built.
@@ -94,23 +87,6 @@ void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints
     std::printf("  checkpoints: %s\n", checkpoints.describe().c_str());
   std::printf("  %s\n", blas_header_line(probe_blas()).c_str());
   std::fflush(stdout);
-}
-
-// A model's buffers (masks, running statistics) as rank 0 holds them, on every rank, floating
-// ones in the compute dtype (as module.to(dtype) casts them, so a bf16 unit meets bf16 buffers):
-// they are not parameters, so the engine neither shards, casts nor syncs them. Collective.
-void broadcast_buffers(TrainRun& run) {
-  if (!run.model->shape.custom) return;
-  const at::ScalarType compute = run.setup.options.compute_dtype;
-  c10::NoGradGuard no_grad;
-  for (auto& [name, buffer] : run.model->shape.custom->buffers()) {
-    if (buffer.is_floating_point() && buffer.scalar_type() != compute) {
-      buffer.set_data(buffer.to(compute));
-    }
-    at::Tensor flat = buffer.contiguous();
-    run.setup.comm->broadcast(flat, 0)->wait();
-    if (!flat.is_same(buffer)) buffer.copy_(flat);
-  }
 }
 
 // Seeds LibTorch's default CPU generator from (run.seed, rank, step): what a model's own
@@ -205,6 +181,15 @@ std::string saved_by(const TrainRun& run) {
          run.settings.run.compute;
 }
 
+// What the trainer adds to a checkpoint after `step`: its state, the config, who saved it.
+CheckpointMeta checkpoint_meta(const TrainRun& run, int64_t step) {
+  CheckpointMeta meta;
+  meta.trainer_state = trainer_state(run, step).to_json();
+  meta.config_toml = run.config.to_toml();
+  meta.saved_by = saved_by(run);
+  return meta;
+}
+
 // Shows and records a save that completed (rank 0, which published it).
 void report_save(const TrainRun& run, TrainReport& report, const std::optional<SaveStats>& save) {
   if (!save || run.env.rank != 0) return;
@@ -212,11 +197,13 @@ void report_save(const TrainRun& run, TrainReport& report, const std::optional<S
                          save->write_seconds});
 }
 
+// `val_loss`: the validation loss evaluated after this step, recorded in the manifest (what
+// checkpoint.keep_best ranks by).
 void save_if_due(TrainRun& run, TrainReport& report, TrainCheckpoints& checkpoints,
-                 const CheckpointSettings& settings, int64_t step) {
+                 const CheckpointSettings& settings, int64_t step, std::optional<double> val_loss) {
   if (settings.due(step, run.settings.run.steps)) {
-    const CheckpointMeta meta{trainer_state(run, step).to_json(), run.config.to_toml(),
-                              saved_by(run)};
+    CheckpointMeta meta = checkpoint_meta(run, step);
+    if (val_loss) meta.metrics["val_loss"] = *val_loss;
     report_save(run, report, checkpoints.save(*run.setup.engine, step, meta));
   }
   report_save(run, report, checkpoints.poll());
@@ -235,13 +222,13 @@ double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout
   settings.dir = run.settings.ab.switch_dir;
   settings.every_steps = 1;
   settings.keep_last = 1;
+  settings.keep_best.clear();
   settings.async = false;
   if (!run.switch_saves) {
     run.switch_saves = std::make_unique<TrainCheckpoints>(
         settings, store, run.env.rank, run.env.world, "ab-" + checkpoint_job(run, store, timeout));
   }
-  const CheckpointMeta meta{trainer_state(run, step).to_json(), run.config.to_toml(),
-                            saved_by(run)};
+  const CheckpointMeta meta = checkpoint_meta(run, step);
   run.switch_saves->save(*run.setup.engine, step, meta);
   run.switch_saves->finish();
   // Rank 0 publishes the folder: every rank opens it only after that.
@@ -303,8 +290,7 @@ void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSe
   }
   run.setup.comm->all_reduce(skip, ReduceOp::kMax)->wait();
   if (skip.item<float>() > 0) return;
-  const CheckpointMeta meta{trainer_state(run, step).to_json(), run.config.to_toml(),
-                            saved_by(run)};
+  const CheckpointMeta meta = checkpoint_meta(run, step);
   report_save(run, report, checkpoints->save(*run.setup.engine, step, meta));
   report_save(run, report, checkpoints->finish());
 }
@@ -326,46 +312,6 @@ std::string trace_metadata(const TrainRun& run) {
          ",\"composition\":" + trace::json_quote(saved_by(run)) + ",\"steps\":[" +
          std::to_string(t.first_step) + "," + std::to_string(t.last_step) +
          "],\"engine_times\":" + times + "}";
-}
-
-// [eval]: every rank evaluates its share of the eval.batches x eval.micro_batch validation
-// samples (rank r takes samples r, r + world, ...), in as many forward passes as every other rank
-// (a short last batch is padded with sample 0, which is left out), without autograd; the
-// per-sample losses are summed in double over all ranks. Collective.
-EvalEvent evaluate(TrainRun& run, int64_t step) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const trace::Scope span("evaluate", trace::kStep);
-  const EvalSettings& e = run.settings.eval;
-  const int64_t world = run.env.world, rank = run.env.rank;
-  const int64_t total = e.batches * e.micro_batch;
-  const int64_t per_rank = (total + world - 1) / world;
-  const int64_t passes = (per_rank + e.micro_batch - 1) / e.micro_batch;
-  double sum = 0;
-  for (int64_t p = 0; p < passes; ++p) {
-    std::vector<at::Tensor> inputs, targets;
-    int64_t real = 0;
-    for (int64_t k = p * e.micro_batch; k < (p + 1) * e.micro_batch; ++k) {
-      const int64_t sample = rank + world * k;
-      const bool pad = sample >= total;
-      data::Batch b = run.val_data->get_samples(pad ? 0 : sample, 1);
-      inputs.push_back(b.input);
-      targets.push_back(b.target);
-      if (!pad) ++real;
-    }
-    at::Tensor input = at::cat(inputs);
-    if (input.is_floating_point()) input = input.to(run.setup.options.compute_dtype);
-    const at::Tensor target = at::cat(targets);
-    const at::Tensor out = run.setup.engine->forward_eval(input);
-    for (int64_t i = 0; i < real; ++i) {
-      sum += run.model->loss(out.narrow(0, i, 1), target.narrow(0, i, 1)).item<double>();
-    }
-  }
-  at::Tensor all = at::tensor({sum}, at::kDouble);
-  run.setup.comm->all_reduce(all, ReduceOp::kSum)->wait();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return {step, all.item<double>() / static_cast<double>(total), total, seconds,
-          models::model_inputs(run.model->shape).tokens};
 }
 
 // Trains from run.first_step to run.steps, logging each step (rank 0 writes) and saving
@@ -394,14 +340,18 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
       const trace::Scope span("log metrics");
       report.log(m, all_ranks_memory(run), job_comm_stats(run.setup), tiers_io(run));
     }
+    std::optional<double> val_loss;
     if (run.settings.eval.due(step + 1, total)) {
-      const EvalEvent e = evaluate(run, step + 1);
+      const EvalEvent e = evaluate(*run.setup.engine, *run.setup.comm, *run.model, *run.val_data,
+                                   run.settings.eval, run.env.rank, run.env.world,
+                                   run.setup.options.compute_dtype, step + 1);
       report.log_eval(e);
       summary.val_step = e.step;
       summary.val_loss = e.loss;
       summary.val_perplexity = e.perplexity;
+      val_loss = e.loss;
     }
-    if (checkpoints) save_if_due(run, report, *checkpoints, settings, step + 1);
+    if (checkpoints) save_if_due(run, report, *checkpoints, settings, step + 1, val_loss);
     // The step's save is on its timeline.
     if (run.trace->after_step(step + 1)) run.trace->finish(trace_metadata(run));
     if (const int sig = agreed_stop_signal(*run.setup.comm); sig != 0) {
@@ -570,7 +520,7 @@ void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds time
                           run.env.rank);
   // The engine holds the initial values now: the file's copies can go.
   if (run.model->shape.custom) models::release_initial_values(*run.model->shape.custom);
-  broadcast_buffers(run);
+  broadcast_model_buffers(run.model->shape, run.setup);
   run.schedule = schedule_of(run.settings.schedule, run.setup.optimizer->base_lr());
   run.trace = std::make_unique<StepTrace>(run.settings.trace, *run.setup.comm);
   run.flops_per_step = models::training_flops_per_sample(

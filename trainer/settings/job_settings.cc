@@ -60,6 +60,7 @@ CheckpointSettings checkpoint_of(const Config& config, const RunSettings& run) {
   if (s.dir.empty()) s.dir = run.out_dir + "/checkpoints";
   s.every_steps = c.get_int("every_steps");
   s.keep_last = c.get_int("keep_last");
+  s.keep_best = c.get_string("keep_best");
   s.async = c.get_bool("async");
   s.resume = c.get_string("resume");
   s.timeout = std::chrono::milliseconds(std::llround(c.get_double("timeout_s") * 1000));
@@ -131,7 +132,8 @@ bool CheckpointSettings::due(int64_t step, int64_t total_steps) const {
 std::string CheckpointSettings::describe() const {
   return "every " + std::to_string(every_steps) + " steps to " + dir + " (" +
          (async ? "async" : "sync") + ", keep " +
-         (keep_last > 0 ? "last " + std::to_string(keep_last) : std::string("all")) + ")";
+         (keep_last > 0 ? "last " + std::to_string(keep_last) : std::string("all")) +
+         (keep_best.empty() ? "" : " and the best " + keep_best) + ")";
 }
 
 JobSettings JobSettings::of(const Config& config) {

@@ -70,6 +70,7 @@ struct CheckpointSettings {
   std::string dir;
   int64_t every_steps = 0;  // 0 = never save
   int64_t keep_last = 2;
+  std::string keep_best;  // '' | 'val_loss': the best checkpoint is kept too (dir/best)
   bool async = true;
   std::string resume;  // '' | 'auto' | a path
   std::chrono::milliseconds timeout{0};

@@ -95,6 +95,10 @@ SectionSpec checkpoint_section() {
                   0),
        opt_string("dir", "", "folder of the checkpoints ('' = <run.out_dir>/checkpoints)"),
        opt_int("keep_last", 2, "complete checkpoints kept; older ones are removed (0 = all)", 0),
+       opt_string("keep_best", "",
+                  "'val_loss': also keep the checkpoint of the lowest validation loss ([eval]), "
+                  "named in <dir>/best; '' = only the keep_last newest",
+                  {"", "val_loss"}),
        opt_bool("async", true,
                 "the step waits only for a copy of the bytes in memory; the files are "
                 "written while training goes on"),
@@ -222,6 +226,32 @@ void validation_data_fits(const Config& config, Broken& broken) {
   }
 }
 
+// Every checkpoint must have a validation loss to rank, as Hugging Face's load_best_model_at_end
+// asks save_steps to be a multiple of eval_steps.
+void keep_best_has_losses(const Config& config, Broken& broken) {
+  const Options& checkpoint = config.section("checkpoint");
+  if (checkpoint.get_string("keep_best").empty()) return;
+  const Options& eval = config.section("eval");
+  const int64_t eval_every = eval.get_int("every_steps");
+  const int64_t save_every = checkpoint.get_int("every_steps");
+  const std::string key = at(checkpoint, "keep_best") + ": checkpoint.keep_best = \"val_loss\" ";
+  if (eval_every <= 0) {
+    broken.push_back(key + "ranks checkpoints by their validation loss, but eval.every_steps is " +
+                     "0; set [eval] every_steps (and validation data: data.val_path or "
+                     "data.val_fraction), or remove keep_best");
+  } else if (save_every <= 0) {
+    broken.push_back(key +
+                     "needs checkpoints: set checkpoint.every_steps (a multiple of "
+                     "eval.every_steps = " +
+                     std::to_string(eval_every) + ")");
+  } else if (save_every % eval_every != 0) {
+    broken.push_back(key + "needs a validation loss at every checkpoint: checkpoint.every_steps (" +
+                     std::to_string(save_every) + ", " + at(checkpoint, "every_steps") +
+                     ") must be a multiple of eval.every_steps (" + std::to_string(eval_every) +
+                     ", " + at(eval, "every_steps") + ")");
+  }
+}
+
 void file_data_needs_path(const Config& config, Broken& broken) {
   const Options& data = config.section("data");
   if (data.get_string("kind") == "synthetic" || !data.get_string("path").empty()) return;
@@ -241,6 +271,7 @@ void declare_trainer_config() {
          {"a torchscript model needs model.path", torchscript_needs_path},
          {"file data needs data.path", file_data_needs_path},
          {"validation data is one of a file, a held-out share or a stream", validation_data_fits},
+         {"checkpoint.keep_best has a validation loss at every checkpoint", keep_best_has_losses},
          {"trace.steps is a range of steps", trace_steps_are_a_range}});
   });
 }

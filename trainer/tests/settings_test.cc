@@ -63,7 +63,11 @@ TEST_CASE("every trainer rule across keys is tested alone: only its message") {
        {"[data]\nkind = \"tokens\"\n", "job.toml:4:8: data.kind = \"tokens\" needs data.path"}},
       {"validation data is one of a file, a held-out share or a stream",
        {"[data]\nkind = \"text\"\npath = \"t.txt\"\n[eval]\nevery_steps = 5\n",
-        "job.toml:7:15: eval.every_steps needs validation data: data.val_path"}}};
+        "job.toml:7:15: eval.every_steps needs validation data: data.val_path"}},
+      {"checkpoint.keep_best has a validation loss at every checkpoint",
+       {"[checkpoint]\nevery_steps = 5\nkeep_best = \"val_loss\"\n",
+        "job.toml:5:13: checkpoint.keep_best = \"val_loss\" ranks checkpoints by their "
+        "validation loss, but eval.every_steps is 0"}}};
   std::set<std::string> seen;
   for (const zt::ConfigRule& rule : zt::config_rules()) {
     if (!cases.count(rule.name)) continue;  // the core's, tested with the core
@@ -100,6 +104,21 @@ TEST_CASE("validation data: each way of getting it wrong is named with its place
   CHECK_FALSE(f.eval.due(5, 10));
   CHECK(f.eval.due(10, 10));
   CHECK_FALSE(JobSettings::of(load_config_string(text, "job.toml")).eval.on());
+}
+
+TEST_CASE("checkpoint.keep_best: needs checkpoints that each have a validation loss") {
+  const std::string text = std::string(kSmoke) + "[eval]\nevery_steps = 10\n[checkpoint]\n";
+  CHECK(contains(error_of(text + "keep_best = \"val_loss\"\n"),
+                 "job.toml:6:13: checkpoint.keep_best = \"val_loss\" needs checkpoints: set "
+                 "checkpoint.every_steps (a multiple of eval.every_steps = 10)"));
+  CHECK(contains(error_of(text + "keep_best = \"val_loss\"\nevery_steps = 15\n"),
+                 "checkpoint.every_steps (15, job.toml:7:15) must be a multiple of "
+                 "eval.every_steps (10, job.toml:4:15)"));
+  CHECK(contains(error_of(text + "keep_best = \"accuracy\"\n"), "keep_best"));
+  const JobSettings s = JobSettings::of(
+      load_config_string(text + "keep_best = \"val_loss\"\nevery_steps = 20\n", "job.toml"));
+  CHECK(s.checkpoint.keep_best == "val_loss");
+  CHECK(contains(s.checkpoint.describe(), "keep last 2 and the best val_loss"));
 }
 
 TEST_CASE("JobSettings resolves the defaults and derived values once") {

@@ -18,6 +18,7 @@
 //   dir/step-00000012/rank-00000-of-00002.safetensors  one per rank; entry names
 //                                          "<kind>/<tensor>/<begin>-<end>", fp32, 1-D
 //   dir/latest                             the newest complete checkpoint's folder name
+//   dir/best                               with keep_best: the folder of the lowest metric
 //   dir/.tmp-step-00000012-<job>/          a save in progress (removed by the next start)
 // A save becomes visible in one step: every rank writes and fsyncs its file in the temporary
 // folder and reports its pieces through the Store; rank 0 then writes the manifest, fsyncs it,
@@ -31,6 +32,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +70,9 @@ struct CheckpointMeta {
   std::string trainer_state;  // JSON object text: step, data position, schedule, RNG, ...
   std::string config_toml;    // the resolved config (Config::to_toml)
   std::string saved_by;       // one line: world, stage, strategy, offload, compute dtype
+  // Measurements of the saved state, lower is better ("val_loss": the validation loss at this
+  // step); recorded in the manifest, and what CheckpointOptions::keep_best ranks by.
+  std::map<std::string, double> metrics;
 };
 
 // One rank's part of one save, filled by Engine::save_checkpoint: first every tensor and every
@@ -106,6 +111,9 @@ struct CheckpointOptions {
   bool async = true;      // the step waits only for the in-memory bytes to be copied
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};  // every wait on other ranks
   std::string job;  // same on all ranks, unique per job (temporary folder names)
+  // A metric of CheckpointMeta::metrics ('' = none): the checkpoint with its lowest value is
+  // kept besides the keep_last newest and named by dir/best.
+  std::string keep_best;
 };
 
 struct SaveStats {
@@ -154,8 +162,11 @@ class ZT_API CheckpointSaver {
 // The newest complete checkpoint folder under `dir` (the one `latest` names, else the highest
 // step-* holding a manifest), or "" when there is none. Never throws for a missing dir.
 ZT_API std::string latest_checkpoint(const std::string& dir);
-// `path` as a checkpoint folder: `path` itself when it holds a manifest, else the latest one
-// under it. Throws ConfigError when neither ("not a checkpoint: ...", with the way out).
+// The complete checkpoint folder dir/best names (CheckpointOptions::keep_best), or "".
+ZT_API std::string best_checkpoint(const std::string& dir);
+// `path` as a checkpoint folder: `path` itself when it holds a manifest, the folder named by
+// `path` when it is a checkpoint dir's `latest` or `best` file, else the latest one under it.
+// Throws ConfigError when none ("not a checkpoint: ...", with the way out).
 ZT_API std::string resolve_checkpoint(const std::string& path);
 // Removes the temporary folders a killed save left under `dir`; returns their paths.
 ZT_API std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir);

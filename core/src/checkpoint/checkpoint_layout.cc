@@ -25,14 +25,15 @@ std::string trimmed(std::string s) {
   return s;
 }
 
-// The folder `latest` names, when it is a complete checkpoint; "" otherwise.
-std::string folder_named_by_latest(const std::string& dir) {
+}  // namespace
+
+std::string folder_named_by(const std::string& dir, const std::string& pointer) {
   std::error_code ec;
-  const fs::path latest = fs::path(dir) / kLatestName;
-  if (!fs::is_regular_file(latest, ec)) return "";
+  const fs::path file = fs::path(dir) / pointer;
+  if (!fs::is_regular_file(file, ec)) return "";
   std::string name;
   try {
-    name = trimmed(read_whole_file(latest.string()));
+    name = trimmed(read_whole_file(file.string()));
   } catch (const IoError&) {
     return "";
   }
@@ -40,8 +41,6 @@ std::string folder_named_by_latest(const std::string& dir) {
   const std::string folder = (fs::path(dir) / name).string();
   return is_complete_checkpoint(folder) ? folder : "";
 }
-
-}  // namespace
 
 std::string step_folder_name(int64_t step) {
   char name[32];
@@ -113,14 +112,21 @@ void publish_checkpoint(const std::string& dir, const std::string& temp,
 }
 
 std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_last,
-                                           const std::string& keep) {
+                                           const std::string& keep, const std::string& best) {
   std::vector<std::string> removed;
   if (keep_last <= 0) return removed;
+  auto same = [](const std::string& path, const std::string& other) {
+    return !other.empty() && fs::path(path).filename() == fs::path(other).filename();
+  };
   auto all = complete_checkpoints(dir);
   int64_t count = static_cast<int64_t>(all.size());
+  // The best one older than the newest keep_last is kept besides them, so it does not count.
+  for (size_t i = 0; i + static_cast<size_t>(keep_last) < all.size(); ++i) {
+    if (same(all[i].second, best) && !same(all[i].second, keep)) --count;
+  }
   for (const auto& [step, path] : all) {
     if (count <= keep_last) break;
-    if (fs::path(path).filename() == fs::path(keep).filename()) continue;
+    if (same(path, keep) || same(path, best)) continue;
     std::error_code ec;
     // The crc32 file first: a removal cut short leaves a folder no reader takes as complete.
     fs::remove(fs::path(path) / kManifestCrcName, ec);
@@ -134,15 +140,30 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_
 }  // namespace ckpt
 
 std::string latest_checkpoint(const std::string& dir) {
-  std::string named = ckpt::folder_named_by_latest(dir);
+  std::string named = ckpt::folder_named_by(dir, ckpt::kLatestName);
   if (!named.empty()) return named;
   auto all = ckpt::complete_checkpoints(dir);
   return all.empty() ? "" : all.back().second;
 }
 
+std::string best_checkpoint(const std::string& dir) {
+  return ckpt::folder_named_by(dir, ckpt::kBestName);
+}
+
 std::string resolve_checkpoint(const std::string& path) {
   std::error_code ec;
   if (fs::is_regular_file(fs::path(path) / ckpt::kManifestName, ec)) return path;
+  // dir/latest or dir/best: the folder it names.
+  const std::string name = fs::path(path).filename().string();
+  if ((name == ckpt::kLatestName || name == ckpt::kBestName) && fs::is_regular_file(path, ec)) {
+    const std::string parent = fs::path(path).parent_path().string();
+    std::string named = ckpt::folder_named_by(parent.empty() ? "." : parent, name);
+    if (!named.empty()) return named;
+    throw ConfigError("not a checkpoint: " + path +
+                      " does not name a complete checkpoint folder "
+                      "beside it; give the folder itself, or " +
+                      (parent.empty() ? "." : parent) + " for its latest");
+  }
   std::string latest = latest_checkpoint(path);
   if (!latest.empty()) return latest;
   throw ConfigError("not a checkpoint: " + path +
@@ -157,7 +178,8 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
     const std::string name = it->path().filename().string();
     // Temporary save folders, and `latest` replacements a kill cut short.
     if (ckpt::starts_with(name, ckpt::kTempPrefix) ||
-        ckpt::starts_with(name, std::string(ckpt::kLatestName) + ".tmp-")) {
+        ckpt::starts_with(name, std::string(ckpt::kLatestName) + ".tmp-") ||
+        ckpt::starts_with(name, std::string(ckpt::kBestName) + ".tmp-")) {
       found.push_back(it->path().string());
     }
   }

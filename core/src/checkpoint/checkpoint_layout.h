@@ -17,6 +17,8 @@ constexpr const char* kManifestName = "manifest.json";
 // Written after the manifest: a folder holding it is complete.
 constexpr const char* kManifestCrcName = "manifest.json.crc32";
 constexpr const char* kLatestName = "latest";
+// With CheckpointOptions::keep_best: the folder name of the checkpoint with the lowest metric.
+constexpr const char* kBestName = "best";
 constexpr const char* kTempPrefix = ".tmp-step-";
 
 // "step-00000012"
@@ -28,6 +30,8 @@ std::string rank_file_name(int rank, int world);
 // The step of a "step-<digits>" name, or -1 for any other name.
 int64_t parse_step_folder(const std::string& name);
 
+// dir/<pointer> ("latest", "best") read: the complete folder it names, or "".
+std::string folder_named_by(const std::string& dir, const std::string& pointer);
 // `folder` holds manifest.json and its crc32 (what a publish leaves).
 bool is_complete_checkpoint(const std::string& folder);
 // Complete step-* folders under `dir` as (step, path), oldest step first; none for a missing dir.
@@ -39,9 +43,10 @@ std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::str
 void publish_checkpoint(const std::string& dir, const std::string& temp,
                         const std::string& final_name);
 // Removes complete checkpoints beyond the newest `keep_last` (0 keeps all), oldest step first,
-// never `keep` (the one just published). Returns the removed paths; a folder that cannot be
-// removed is left (the next save tries again).
+// never `keep` (the one just published) nor `best` ("" = none; kept besides the newest
+// keep_last when older than them). Returns the removed paths; a folder that cannot be removed
+// is left (the next save tries again).
 std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_last,
-                                           const std::string& keep);
+                                           const std::string& keep, const std::string& best = "");
 
 }  // namespace zt::ckpt

@@ -1,5 +1,6 @@
 #include "checkpoint/checkpoint_manifest.h"
 
+#include <cmath>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -191,6 +192,12 @@ std::string manifest_to_json(const Manifest& m) {
   j["counters"] = counters_json(m.counters);
   j["trainer_state"] = std::move(trainer_state);
   j["config_toml"] = m.meta.config_toml;
+  // JSON has no NaN: a metric that is not finite is not recorded (and can never be the best).
+  Json metrics = Json::object();
+  for (const auto& [name, value] : m.meta.metrics) {
+    if (std::isfinite(value)) metrics[name] = value;
+  }
+  if (!metrics.empty()) j["metrics"] = std::move(metrics);
   j["tensors"] = tensors_json(m.tensors);
   Json files = Json::array(), pieces = Json::array();
   for (const auto& f : m.files) files.push_back(file_json(f));
@@ -223,6 +230,9 @@ Manifest manifest_from_json(const std::string& text, const std::string& path) {
     m.meta.saved_by = j.at("saved_by").get<std::string>();
     if (!j.at("trainer_state").is_null()) m.meta.trainer_state = j.at("trainer_state").dump();
     m.meta.config_toml = j.at("config_toml").get<std::string>();
+    // Written since keep_best: older manifests have none.
+    if (j.contains("metrics"))
+      m.meta.metrics = j.at("metrics").get<std::map<std::string, double>>();
     m.counters = counters_from(j.at("counters"));
     m.tensors = tensors_from(j.at("tensors"));
     for (const auto& f : j.at("files")) m.files.push_back(file_from(f));

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "checkpoint/checkpoint_best.h"
 #include "checkpoint/checkpoint_layout.h"
 #include "checkpoint/checkpoint_manifest.h"
 #include "checkpoint/checkpoint_rank_writer.h"
@@ -143,7 +144,10 @@ void publish(SaveTask& t, const std::vector<ckpt::RankReport>& reports) {
   ckpt::publish_checkpoint(t.options.dir, t.temp, name);
   t.stats.publish_seconds = seconds_since(t.start);
   t.stats.folder = (fs::path(t.options.dir) / name).string();
-  ckpt::prune_checkpoints(t.options.dir, t.options.keep_last, t.stats.folder);
+  const std::string best = t.options.keep_best.empty()
+                               ? ""
+                               : ckpt::update_best(t.options.dir, t.options.keep_best);
+  ckpt::prune_checkpoints(t.options.dir, t.options.keep_last, t.stats.folder, best);
 }
 
 // What follows the engine's part: on the writer thread (async) or in save() (sync).

@@ -1,0 +1,191 @@
+// A checkpoint after training, end to end: `trainer eval` gives the validation loss training
+// logged at that step at every world size, stage, strategy and offload (the engine test checks
+// forward_eval itself against the units run in one process); checkpoint.keep_best keeps and names
+// the best one; `trainer sample` gives the same text at every world size and stage, with ranks
+// whose samples end early taking part until the last one anywhere ends; bad input is exit 2.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "../test_util.h"
+#include "small_gpt_job.h"
+
+using zt::test::contains;
+using zt::test::read_file;
+using zt::test::run_command;
+using zt::test::TempDir;
+
+namespace {
+
+std::string trainer() { return ZT_TEST_TRAINER; }
+
+// Trains the small GPT for 4 steps on 2 ranks at stage 3, evaluating on README.md's last tenth
+// after steps 2 and 4 and saving a checkpoint then (the best kept). Returns step -> val_loss.
+std::map<int64_t, double> train_with_checkpoints(const std::string& out_dir) {
+  auto r = run_command(zt::test::small_gpt_job(
+      out_dir,
+      "--set run.steps=4 --set data.micro_batch=2 --set data.val_fraction=0.1 "
+      "--set eval.every_steps=2 --set eval.batches=5 --set eval.micro_batch=2 "
+      "--set checkpoint.every_steps=2 --set checkpoint.keep_last=1 "
+      "--set checkpoint.keep_best=val_loss"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::map<int64_t, double> logged;
+  std::istringstream lines(read_file(out_dir + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.value("event", "") == "eval") logged[j["step"]] = j["val_loss"];
+  }
+  REQUIRE(logged.size() == 2);
+  return logged;
+}
+
+// 'text' for /bin/sh.
+std::string quoted(const std::string& text) {
+  std::string q = "'";
+  for (char c : text) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+nlohmann::json sample(const std::string& checkpoint, const std::string& out,
+                      const std::string& args) {
+  auto r = run_command(trainer() + " sample --checkpoint " + checkpoint + " --out " + out +
+                       " --samples 4 --max-new-tokens 24 --temperature 0.9 --top-k 20 --seed 5 " +
+                       args);
+  INFO(args);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.output, " tokens/s ("));
+  return nlohmann::json::parse(read_file(out));
+}
+
+}  // namespace
+
+TEST_CASE("trainer eval: a checkpoint's validation loss is the one training logged, at every "
+          "world size, stage, strategy and offload, and keep_best keeps the lowest") {
+  TempDir dir;
+  const std::map<int64_t, double> logged = train_with_checkpoints(dir.file("out"));
+  const std::string ckpts = dir.file("out/checkpoints");
+
+  // keep_last = 1 and the best: the best's manifest records the lowest loss logged, and no other
+  // checkpoint than it and the newest is left.
+  const std::string best = read_file(ckpts + "/best");
+  const auto manifest = nlohmann::json::parse(
+      read_file(ckpts + "/" + best.substr(0, best.size() - 1) + "/manifest.json"));
+  const double lowest = std::min(logged.at(2), logged.at(4));
+  CHECK(manifest["metrics"]["val_loss"].get<double>() == lowest);
+  CHECK(manifest["step"].get<int64_t>() == (lowest == logged.at(2) ? 2 : 4));
+  CHECK(read_file(ckpts + "/latest") == "step-00000004\n");
+
+  const std::string offload_nvme = "--set plugins.offload_optimizer=offload_nvme "
+                                   "--set plugins.offload_param=offload_cpu "
+                                   "--set zero.sub_group_size=4096 "
+                                   "--set plugin.offload_nvme.path=" + dir.file("nvme");
+  const std::vector<std::pair<int, std::string>> compositions = {
+      {1, "--set zero.stage=0"},
+      {1, ""},
+      {2, "--set zero.stage=0"},
+      {2, "--set zero.stage=1 --set plugins.shard=shard_tensor"},
+      {2, "--set zero.stage=2 --set plugins.shard=shard_tensor"},
+      {2, "--set zero.stage=2"},
+      {2, "--set plugins.shard=shard_tensor"},
+      {3, ""},
+      {3, "--set plugins.shard=shard_tensor"},
+      {3, "--set zero.stage=1"},
+      {2, offload_nvme},
+      {3, "--set zero.stage=2 --set plugins.offload_optimizer=offload_cpu"}};
+  for (const auto& [world, extra] : compositions) {
+    CAPTURE(world);
+    CAPTURE(extra);
+    const std::string out = dir.file("eval.json");
+    auto r = run_command(trainer() + " eval --checkpoint " + ckpts + "/latest --nproc " +
+                         std::to_string(world) + " --out " + out + " " + extra);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(read_file(out));
+    CHECK(j["step"].get<int64_t>() == 4);
+    CHECK(j["world"].get<int>() == world);
+    CHECK(std::abs(j["val_loss"].get<double>() - logged.at(4)) <= 1e-6 * logged.at(4));
+  }
+  // Under a config of the user's own (--config), and the best by its pointer.
+  auto r = run_command(trainer() + " eval --checkpoint " + ckpts + "/best " +
+                       zt::test::small_gpt_job(dir.file("out2"), "--set data.val_fraction=0.1 "
+                                                                 "--set eval.micro_batch=2 "
+                                                                 "--set eval.batches=5")
+                           .substr(trainer().size()));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(read_file(dir.file("out2/eval.json")));
+  CHECK(std::abs(j["val_loss"].get<double>() - lowest) <= 1e-6 * lowest);
+}
+
+TEST_CASE("trainer sample: the same text at world 1, 2 and 3 and every stage, and samples that "
+          "end early leave no rank waiting") {
+  TempDir dir;
+  train_with_checkpoints(dir.file("out"));
+  const std::string ckpt = dir.file("out/checkpoints");
+  const auto reference = sample(ckpt, dir.file("ref.json"), "--nproc 1 --set zero.stage=0");
+  REQUIRE(reference["samples"].size() == 4);
+  // A stop byte that ends sample 1 early (its third token), so ranks finish at different forwards.
+  std::vector<int64_t> first = reference["samples"][0]["tokens"];
+  int64_t stop = first[2];
+  for (size_t i = 2; stop == 0 && i < first.size(); ++i) stop = first[i];
+  REQUIRE(stop != 0);
+  // Each sample as the reference, cut after its first stop byte.
+  std::vector<std::vector<int64_t>> expected;
+  std::vector<std::string> ended_by;
+  for (const auto& s : reference["samples"]) {
+    std::vector<int64_t> tokens = s["tokens"];
+    CHECK(tokens.size() == 24);
+    auto at = std::find(tokens.begin(), tokens.end(), stop);
+    ended_by.push_back(at == tokens.end() ? "budget" : "stop");
+    if (at != tokens.end()) tokens.erase(at + 1, tokens.end());
+    expected.push_back(tokens);
+  }
+  CHECK(expected[0].size() <= 3);
+  const std::string with_stop = " --stop " + quoted(std::string(1, static_cast<char>(stop)));
+  for (const std::string& args :
+       {std::string("--nproc 1 --set zero.stage=0"), std::string("--nproc 2"),
+        std::string("--nproc 3"), std::string("--nproc 3 --set plugins.shard=shard_tensor"),
+        std::string("--nproc 2 --set zero.stage=2"), std::string("--nproc 2 --set zero.stage=1")}) {
+    CAPTURE(args);
+    const auto got = sample(ckpt, dir.file("s.json"), args + with_stop);
+    REQUIRE(got["samples"].size() == 4);
+    for (size_t s = 0; s < 4; ++s) {
+      CAPTURE(s);
+      CHECK(got["samples"][s]["tokens"].get<std::vector<int64_t>>() == expected[s]);
+      CHECK(got["samples"][s]["ended_by"] == ended_by[s]);
+    }
+  }
+  // One sample at world 3: two ranks only keep the third company.
+  const auto one = sample(ckpt, dir.file("one.json"), "--nproc 3 --samples 1" + with_stop);
+  CHECK(one["samples"][0]["tokens"].get<std::vector<int64_t>>() == expected[0]);
+}
+
+TEST_CASE("trainer eval and sample: bad input is a clear error before anything runs (exit 2)") {
+  TempDir dir;
+  train_with_checkpoints(dir.file("out"));
+  const std::string ckpt = dir.file("out/checkpoints");
+  auto tokens = run_command(trainer() + " sample --checkpoint " + ckpt + " --tokens 10,300");
+  CHECK(tokens.exit_code == 2);
+  CHECK(contains(tokens.output, "--tokens id 300 (at position 1) is not a token of this model: "
+                                "model.vocab = 256"));
+  auto no_val = run_command(trainer() + " eval --checkpoint " + ckpt +
+                            " --set data.val_fraction=0 --set eval.every_steps=0 "
+                            "--set checkpoint.keep_best=''");
+  CHECK(no_val.exit_code == 2);
+  CHECK(contains(no_val.output, "trainer eval needs validation data"));
+  auto missing = run_command(trainer() + " eval --checkpoint " + dir.file("nowhere"));
+  CHECK(missing.exit_code == 2);
+  CHECK(contains(missing.output, "not a checkpoint"));
+  auto no_flag = run_command(trainer() + " sample");
+  CHECK(no_flag.exit_code == 2);
+  CHECK(contains(no_flag.output, "trainer sample needs --checkpoint DIR"));
+  auto keep_best = run_command(zt::test::small_gpt_job(dir.file("out3"),
+                                                       "--set checkpoint.keep_best=val_loss"));
+  CHECK(keep_best.exit_code == 2);
+  CHECK(contains(keep_best.output, "checkpoint.keep_best = \"val_loss\" ranks checkpoints by "
+                                   "their validation loss, but eval.every_steps is 0"));
+}

@@ -1,0 +1,77 @@
+#include "run/eval_task.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/data_source.h"
+#include "run/evaluation.h"
+#include "run/loaded_model.h"
+#include "settings/job_settings.h"
+#include "zt/checkpoint.h"
+#include "zt/error.h"
+
+namespace zt::trainer {
+
+namespace {
+
+// Held-out data must be named: a file's training windows are not validation samples.
+void check_has_validation_data(const JobSettings& job) {
+  if (job.data.kind == "synthetic" || job.eval.has_data) return;
+  throw ConfigError("trainer eval needs validation data, and data.kind = \"" + job.data.kind +
+                    "\" (" + job.data.kind_where +
+                    ") names none: set data.val_path (a second file of the same kind) or "
+                    "data.val_fraction (the held-out share of data.path the job trained "
+                    "without), e.g. --set data.val_fraction=0.1");
+}
+
+void write_result(const std::string& path, const nlohmann::json& j) {
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  std::ofstream out(path);
+  out << j.dump() << "\n";
+  if (!out) throw IoError("cannot write " + path + "; give --out a writable file");
+}
+
+}  // namespace
+
+int run_eval(const Config& config, Store& store, const RankEnv& env,
+             std::chrono::milliseconds timeout, const std::string& checkpoint,
+             const std::string& out_path) {
+  share_cores_between_local_ranks();
+  const JobSettings job = JobSettings::of(config);
+  check_has_validation_data(job);
+  const CheckpointReader reader(resolve_checkpoint(checkpoint));
+  LoadedModel loaded = load_checkpointed_model(config, env, store, timeout, reader);
+  const EngineSetup& s = loaded.setup;
+  const auto val = data::make_val_data(job.data, models::model_inputs(loaded.model->shape),
+                                       loaded.model->shape.kind, job.eval.micro_batch);
+  const EvalEvent e = evaluate(*s.engine, *s.comm, *loaded.model, *val, job.eval, env.rank,
+                               env.world, s.options.compute_dtype, reader.step());
+  if (env.rank != 0) return 0;
+  const std::string composition = "world " + std::to_string(env.world) + ", ZeRO stage " +
+                                   std::to_string(s.options.stage) + ", " + s.shard_id +
+                                   ", compute " + job.run.compute;
+  char ppl[48] = "";
+  if (e.perplexity) std::snprintf(ppl, sizeof ppl, ", perplexity %.3f", std::exp(e.loss));
+  std::printf("eval: %s (step %lld, saved by: %s)\n  on %s: validation loss %.6f%s over %lld "
+              "samples in %.2f s\n",
+              reader.folder().c_str(), static_cast<long long>(reader.step()),
+              reader.meta().saved_by.c_str(), composition.c_str(), e.loss, ppl,
+              static_cast<long long>(e.samples), e.seconds);
+  nlohmann::json j = {{"event", "eval"},      {"checkpoint", reader.folder()},
+                      {"step", reader.step()}, {"val_loss", e.loss},
+                      {"samples", e.samples}, {"seconds", e.seconds},
+                      {"world", env.world},   {"composition", composition}};
+  if (e.perplexity) j["val_ppl"] = std::exp(e.loss);
+  const std::string path = out_path.empty() ? job.run.out_dir + "/eval.json" : out_path;
+  write_result(path, j);
+  std::printf("  written to %s\n", path.c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace zt::trainer

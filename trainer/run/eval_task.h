@@ -1,0 +1,24 @@
+// `trainer eval --checkpoint DIR`: the validation loss of a checkpoint on the config's validation
+// data ([eval], data.val_path / data.val_fraction, or synthetic data's own stream), at any world
+// size, ZeRO stage, shard strategy and offload (the checkpoint loads as --resume loads it): the
+// same number training logged at that step, since every rank evaluates the same fixed samples.
+// Rank 0 prints it and writes it as JSON.
+// Thread safety: the training thread only.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "zt/config.h"
+#include "zt/rendezvous.h"
+#include "zt/store.h"
+
+namespace zt::trainer {
+
+// `checkpoint`: a checkpoint folder, its dir, or dir/best; `out_path`: the JSON file
+// ('' = <run.out_dir>/eval.json). Collective.
+int run_eval(const Config& config, Store& store, const RankEnv& env,
+             std::chrono::milliseconds timeout, const std::string& checkpoint,
+             const std::string& out_path);
+
+}  // namespace zt::trainer

@@ -1,0 +1,48 @@
+#include "run/evaluation.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <vector>
+
+#include "zt/trace.h"
+
+namespace zt::trainer {
+
+EvalEvent evaluate(Engine& engine, Communicator& comm, const models::Model& model,
+                   const data::DataSource& val, const EvalSettings& settings, int rank, int world,
+                   at::ScalarType compute, int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const trace::Scope span("evaluation", trace::kStep);
+  const int64_t total = settings.batches * settings.micro_batch;
+  const int64_t per_rank = (total + world - 1) / world;
+  const int64_t passes = (per_rank + settings.micro_batch - 1) / settings.micro_batch;
+  double sum = 0;
+  for (int64_t p = 0; p < passes; ++p) {
+    std::vector<at::Tensor> inputs, targets;
+    int64_t real = 0;
+    for (int64_t k = p * settings.micro_batch; k < (p + 1) * settings.micro_batch; ++k) {
+      const int64_t sample = rank + world * k;
+      const bool pad = sample >= total;
+      data::Batch b = val.get_samples(pad ? 0 : sample, 1);
+      inputs.push_back(b.input);
+      targets.push_back(b.target);
+      if (!pad) ++real;
+    }
+    at::Tensor input = at::cat(inputs);
+    if (input.is_floating_point()) input = input.to(compute);
+    const at::Tensor target = at::cat(targets);
+    const at::Tensor out = engine.forward_eval(input);
+    for (int64_t i = 0; i < real; ++i) {
+      sum += model.loss(out.narrow(0, i, 1), target.narrow(0, i, 1)).item<double>();
+    }
+  }
+  at::Tensor all = at::tensor({sum}, at::kDouble);
+  comm.all_reduce(all, ReduceOp::kSum)->wait();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return {step, all.item<double>() / static_cast<double>(total), total, seconds,
+          models::model_inputs(model.shape).tokens};
+}
+
+}  // namespace zt::trainer

@@ -1,0 +1,27 @@
+// [eval]'s evaluation, shared by validation while training and `trainer eval`: every rank
+// evaluates its share of the same fixed validation samples through Engine::forward_eval (no
+// autograd; stage 3 gathers as forward does), and the per-sample losses are summed over ranks.
+// Thread safety: the training thread only; collective.
+#pragma once
+
+#include <cstdint>
+
+#include "data/data_source.h"
+#include "models/model.h"
+#include "report/train_report.h"
+#include "settings/job_settings.h"
+#include "zt/communicator.h"
+#include "zt/engine.h"
+
+namespace zt::trainer {
+
+// The eval.batches x eval.micro_batch validation samples of `val`: rank r takes samples r,
+// r + world, ... in as many forward passes as every other rank (a short last batch is padded with
+// sample 0, which is left out); each sample's loss (model.loss over that sample alone) is summed
+// in double over all ranks and divided by the sample count, so the number is the same at every
+// world size. `compute` is the dtype a floating input is cast to; `step` labels the result.
+EvalEvent evaluate(Engine& engine, Communicator& comm, const models::Model& model,
+                   const data::DataSource& val, const EvalSettings& settings, int rank, int world,
+                   at::ScalarType compute, int64_t step);
+
+}  // namespace zt::trainer

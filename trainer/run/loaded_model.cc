@@ -1,0 +1,53 @@
+#include "run/loaded_model.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <thread>
+
+#include "models/torchscript.h"
+#include "settings/job_settings.h"
+
+namespace zt::trainer {
+
+void share_cores_between_local_ranks() {
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  int local_ranks = local ? std::max(1, std::atoi(local)) : 1;
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  at::set_num_threads(std::max(1, cores / local_ranks));
+}
+
+void broadcast_model_buffers(const models::ModelShape& shape, EngineSetup& setup) {
+  if (!shape.custom) return;
+  const at::ScalarType compute = setup.options.compute_dtype;
+  c10::NoGradGuard no_grad;
+  for (auto& [name, buffer] : shape.custom->buffers()) {
+    if (buffer.is_floating_point() && buffer.scalar_type() != compute) {
+      buffer.set_data(buffer.to(compute));
+    }
+    at::Tensor flat = buffer.contiguous();
+    setup.comm->broadcast(flat, 0)->wait();
+    if (!flat.is_same(buffer)) buffer.copy_(flat);
+  }
+}
+
+LoadedModel load_checkpointed_model(const Config& config, const RankEnv& env, Store& store,
+                                    std::chrono::milliseconds timeout,
+                                    const CheckpointReader& reader) {
+  LoadedModel loaded;
+  loaded.model = std::make_unique<models::Model>();
+  loaded.model->shape = models::resolve_model_shape(config);
+  loaded.model->seed = JobSettings::of(config).run.seed;
+  loaded.source = models::make_model_source(loaded.model->shape, loaded.model->seed);
+  loaded.setup = build_engine_setup(config, env, store, timeout, *loaded.source);
+  // The checkpoint replaces every value: the file's initial copies can go.
+  if (loaded.model->shape.custom) models::release_initial_values(*loaded.model->shape.custom);
+  broadcast_model_buffers(loaded.model->shape, loaded.setup);
+  loaded.setup.engine->load_checkpoint(reader);
+  return loaded;
+}
+
+}  // namespace zt::trainer

@@ -1,0 +1,45 @@
+// A model whose engine holds a checkpoint's parameters, for `trainer eval` and `trainer sample`,
+// and the steps of setting up a model's ranks that training shares with them.
+// Thread safety: the training thread only; the collective functions are called by every rank at
+// the same point.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "models/model.h"
+#include "setup/engine_setup.h"
+#include "zt/checkpoint.h"
+#include "zt/config.h"
+#include "zt/model_source.h"
+#include "zt/rendezvous.h"
+#include "zt/store.h"
+
+namespace zt::trainer {
+
+// Ranks of one host share its cores: LibTorch's default (all cores per process) oversubscribes
+// them, which made a 2-rank job several times slower here.
+void share_cores_between_local_ranks();
+
+// A model's buffers (masks, running statistics) as rank 0 holds them, on every rank, floating
+// ones in the compute dtype (as module.to(dtype) casts them, so a bf16 unit meets bf16 buffers):
+// they are not parameters, so the engine neither shards, casts nor syncs them. Collective; does
+// nothing for the built-in models, which have none.
+void broadcast_model_buffers(const models::ModelShape& shape, EngineSetup& setup);
+
+// Members in build order: the engine (in setup) goes first, then the source whose units it owns.
+struct LoadedModel {
+  std::unique_ptr<models::Model> model;  // shape, loss and description
+  std::unique_ptr<ModelSource> source;
+  EngineSetup setup;
+};
+
+// The model of `config` built as training builds it (partitioned, with the config's stage,
+// strategy, offload and plugins, at this world size), then `reader`'s state loaded into it,
+// whatever world size and composition saved it. Collective. Throws what building the engine and
+// Engine::load_checkpoint throw (a checkpoint of another model: ConfigError naming the tensor).
+LoadedModel load_checkpointed_model(const Config& config, const RankEnv& env, Store& store,
+                                    std::chrono::milliseconds timeout,
+                                    const CheckpointReader& reader);
+
+}  // namespace zt::trainer

@@ -1,0 +1,246 @@
+#include "run/sample_task.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "models/model.h"
+#include "run/loaded_model.h"
+#include "run/token_sampler.h"
+#include "settings/job_settings.h"
+#include "zt/checkpoint.h"
+#include "zt/error.h"
+
+namespace zt::trainer {
+
+namespace {
+
+// One sample this rank generates: its tokens after the prompt, and whether it has ended.
+struct Row {
+  int64_t sample = -1;  // -1: padding, so every rank runs forwards of the same batch
+  std::vector<int64_t> tokens;
+  int64_t generated = 0;
+  bool ended = false;
+  std::string ended_by = "budget";
+};
+
+bool ends_with(const std::vector<int64_t>& tokens, const std::vector<int64_t>& stop,
+               int64_t generated) {
+  if (stop.empty() || generated < static_cast<int64_t>(stop.size())) return false;
+  return std::equal(stop.rbegin(), stop.rend(), tokens.rbegin());
+}
+
+// The last position's logits of every row, as doubles; NumericError when one is not finite.
+std::vector<std::vector<double>> last_logits(const at::Tensor& out, int64_t vocab) {
+  if (out.dim() != 3 || out.size(2) != vocab) {
+    throw ConfigError("trainer sample needs a language model whose forward gives logits [batch, "
+                      "T, vocab = " + std::to_string(vocab) + "]; this one gives " +
+                      std::string(at::toString(out.scalar_type())) + " " +
+                      c10::str(out.sizes()) + "");
+  }
+  const at::Tensor last = out.select(1, out.size(1) - 1).to(at::kDouble).contiguous();
+  std::vector<std::vector<double>> rows(static_cast<size_t>(last.size(0)));
+  const double* p = last.data_ptr<double>();
+  for (size_t r = 0; r < rows.size(); ++r) {
+    rows[r].assign(p + r * vocab, p + (r + 1) * vocab);
+    for (double v : rows[r]) {
+      if (!std::isfinite(v)) {
+        throw NumericError("the model's logits hold " + std::to_string(v) +
+                           " while sampling: the checkpoint's weights are not finite; sample "
+                           "from an earlier checkpoint");
+      }
+    }
+  }
+  return rows;
+}
+
+// The rows' last `context` tokens as one batch [rows, context].
+at::Tensor context_batch(const std::vector<Row>& rows, int64_t context) {
+  at::Tensor ids = at::empty({static_cast<int64_t>(rows.size()), context}, at::kLong);
+  int64_t* p = ids.data_ptr<int64_t>();
+  for (const Row& row : rows) {
+    std::copy(row.tokens.end() - context, row.tokens.end(), p);
+    p += context;
+  }
+  return ids;
+}
+
+std::string text_of(const std::vector<int64_t>& tokens) {
+  std::string text;
+  for (int64_t t : tokens) text += static_cast<char>(t < 256 ? t : '?');
+  return text;
+}
+
+std::string sample_key(int64_t sample) { return "zt/sample/" + std::to_string(sample); }
+
+std::vector<uint8_t> encode(const Row& row) {
+  std::string text = row.ended_by;
+  for (size_t i = row.tokens.size() - row.generated; i < row.tokens.size(); ++i)
+    text += " " + std::to_string(row.tokens[i]);
+  return {text.begin(), text.end()};
+}
+
+Row decode(int64_t sample, const std::vector<uint8_t>& bytes) {
+  Row row;
+  row.sample = sample;
+  std::string text(bytes.begin(), bytes.end());
+  size_t at = text.find(' ');
+  row.ended_by = text.substr(0, at);
+  while (at != std::string::npos) {
+    const size_t next = text.find(' ', at + 1);
+    row.tokens.push_back(std::stoll(text.substr(at + 1, next - at - 1)));
+    at = next;
+  }
+  row.generated = static_cast<int64_t>(row.tokens.size());
+  return row;
+}
+
+}  // namespace
+
+std::vector<int64_t> prompt_tokens(const SampleRequest& request, int64_t vocab,
+                                   const std::string& vocab_where) {
+  std::vector<int64_t> tokens = request.tokens;
+  const bool bytes = tokens.empty();
+  if (bytes) {
+    for (unsigned char c : request.prompt) tokens.push_back(c);
+  }
+  if (tokens.empty()) {
+    throw ConfigError("--prompt is empty: sampling starts from at least one token (the default "
+                      "prompt is a newline)");
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] >= 0 && tokens[i] < vocab) continue;
+    char what[96];
+    if (bytes) {
+      std::snprintf(what, sizeof what, "--prompt byte 0x%02llx (at offset %zu)",
+                    static_cast<unsigned long long>(tokens[i]), i);
+    } else {
+      std::snprintf(what, sizeof what, "--tokens id %lld (at position %zu)",
+                    static_cast<long long>(tokens[i]), i);
+    }
+    throw ConfigError(std::string(what) + " is not a token of this model: model.vocab = " +
+                      std::to_string(vocab) + " (" + vocab_where + ")" +
+                      (bytes ? "; byte-level text maps each byte to its token, so use bytes "
+                               "below " + std::to_string(vocab) + " or give --tokens"
+                             : "; give ids from 0 to " + std::to_string(vocab - 1)));
+  }
+  return tokens;
+}
+
+int run_sample(const Config& config, Store& store, const RankEnv& env,
+               std::chrono::milliseconds timeout, const SampleRequest& request) {
+  share_cores_between_local_ranks();
+  const models::ModelShape shape = models::resolve_model_shape(config);
+  const ModelInputs inputs = models::model_inputs(shape);
+  if (!inputs.tokens) {
+    throw ConfigError("trainer sample needs a language model (token ids in, logits out); "
+                      "model.kind = \"" + shape.kind + "\" (" +
+                      config.section("model").where("kind").str() + ") takes vectors");
+  }
+  const std::vector<int64_t> prompt = prompt_tokens(
+      request, inputs.vocab, config.section("model").where("vocab").str());
+  std::vector<int64_t> stop;
+  for (unsigned char c : request.stop) stop.push_back(c);
+  const CheckpointReader reader(resolve_checkpoint(request.checkpoint));
+  LoadedModel loaded = load_checkpointed_model(config, env, store, timeout, reader);
+  Engine& engine = *loaded.setup.engine;
+  Communicator& comm = *loaded.setup.comm;
+
+  // Rank r generates samples r, r + world, ...; every rank the same number of rows.
+  const int64_t per_rank = (request.samples + env.world - 1) / env.world;
+  std::vector<Row> rows(static_cast<size_t>(per_rank));
+  for (int64_t j = 0; j < per_rank; ++j) {
+    const int64_t sample = env.rank + env.world * j;
+    rows[j].sample = sample < request.samples ? sample : -1;
+    rows[j].ended = rows[j].sample < 0;
+    rows[j].tokens = prompt;
+  }
+  const SamplingSettings how{request.temperature, request.top_k, request.seed};
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t forwards = 0;
+  for (int64_t n = 0; n < request.max_new_tokens; ++n) {
+    const int64_t length = static_cast<int64_t>(rows[0].tokens.size());
+    const int64_t context = std::min(length, inputs.seq_len);
+    const auto logits = last_logits(engine.forward_eval(context_batch(rows, context)),
+                                    inputs.vocab);
+    ++forwards;
+    int64_t open = 0;
+    for (size_t j = 0; j < rows.size(); ++j) {
+      Row& row = rows[j];
+      // Ended rows keep growing (with any token) so the batch stays rectangular.
+      const int64_t token = row.ended ? 0 : next_token(logits[j], how, row.sample, length);
+      row.tokens.push_back(token);
+      if (row.ended) continue;
+      ++row.generated;
+      if (ends_with(row.tokens, stop, row.generated)) {
+        row.ended = true;
+        row.ended_by = "stop";
+      }
+      open += row.ended ? 0 : 1;
+    }
+    // Every rank learns whether any sample anywhere is still open: all stop at the same forward.
+    at::Tensor anywhere = at::tensor({static_cast<double>(open)}, at::kDouble);
+    comm.all_reduce(anywhere, ReduceOp::kSum)->wait();
+    if (anywhere.item<double>() == 0) break;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (Row& row : rows) {
+    if (row.sample < 0) continue;
+    row.tokens.resize(prompt.size() + row.generated);
+    if (env.rank != 0) store.set(sample_key(row.sample), encode(row));
+  }
+  if (env.rank != 0) return 0;
+
+  std::vector<Row> all;
+  for (int64_t s = 0; s < request.samples; ++s) {
+    if (s % env.world == 0) {
+      all.push_back(rows[s / env.world]);
+      all.back().tokens.erase(all.back().tokens.begin(), all.back().tokens.begin() + prompt.size());
+    } else {
+      all.push_back(decode(s, store.get(sample_key(s), timeout)));
+    }
+  }
+  int64_t generated = 0;
+  nlohmann::json samples = nlohmann::json::array();
+  std::printf("zt sample: %s\n  checkpoint %s (step %lld), world %d, ZeRO stage %d, %s\n",
+              loaded.model->describe().c_str(), reader.folder().c_str(),
+              static_cast<long long>(reader.step()), env.world, loaded.setup.options.stage,
+              loaded.setup.shard_id.c_str());
+  for (const Row& row : all) {
+    generated += row.generated;
+    std::printf("--- sample %lld of %lld: %lld new tokens (ended by %s)\n%s%s\n",
+                static_cast<long long>(row.sample + 1), static_cast<long long>(request.samples),
+                static_cast<long long>(row.generated), row.ended_by.c_str(),
+                text_of(prompt).c_str(), text_of(row.tokens).c_str());
+    samples.push_back({{"sample", row.sample},
+                       {"tokens", row.tokens},
+                       {"text", text_of(row.tokens)},
+                       {"ended_by", row.ended_by}});
+  }
+  std::printf("---\nsampled %lld tokens in %.2f s: %.1f tokens/s (%lld forward passes of %lld "
+              "row(s) per rank; temperature %g, top-k %lld, seed %llu)\n",
+              static_cast<long long>(generated), seconds, generated / seconds,
+              static_cast<long long>(forwards), static_cast<long long>(per_rank),
+              request.temperature, static_cast<long long>(request.top_k),
+              static_cast<unsigned long long>(request.seed));
+  std::fflush(stdout);
+  if (!request.out_path.empty()) {
+    const nlohmann::json j = {{"checkpoint", reader.folder()}, {"step", reader.step()},
+                              {"world", env.world},            {"prompt", prompt},
+                              {"samples", samples},            {"seconds", seconds},
+                              {"tokens_per_s", generated / seconds}};
+    std::ofstream out(request.out_path);
+    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    if (!out) throw IoError("cannot write " + request.out_path + "; give --out a writable file");
+  }
+  return 0;
+}
+
+}  // namespace zt::trainer
