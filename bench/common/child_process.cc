@@ -16,6 +16,18 @@ const std::vector<std::string>& bench_gpt_overrides() {
   return kOverrides;
 }
 
+std::vector<std::string> bench_gpt_command(const std::string& trainer, const std::string& root,
+                                           const std::string& out_dir, int64_t steps,
+                                           const std::vector<std::string>& more) {
+  std::vector<std::string> argv = {trainer, "--config", root + "/configs/zero3.toml"};
+  std::vector<std::string> sets = bench_gpt_overrides();
+  sets.insert(sets.end(), {"run.out_dir=" + out_dir, "data.path=" + root + "/README.md",
+                           "run.steps=" + std::to_string(steps), "run.report=false"});
+  sets.insert(sets.end(), more.begin(), more.end());
+  for (const std::string& kv : sets) argv.insert(argv.end(), {"--set", kv});
+  return argv;
+}
+
 int run_logged(const std::vector<std::string>& argv, const std::string& log_path) {
   return zt::run_logged(argv, log_path);
 }

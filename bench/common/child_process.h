@@ -4,6 +4,7 @@
 // Thread safety: none needed; benches run one child at a time so they do not compete for cores.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -19,5 +20,12 @@ std::string tail_lines(const std::string& path, size_t lines);
 // The GPT the train and ckpt benches use (~10.8M parameters): --set overrides of
 // configs/zero3.toml.
 const std::vector<std::string>& bench_gpt_overrides();
+
+// `trainer` training the bench GPT (configs/zero3.toml under the source folder `root`, on its
+// README.md) for `steps` steps into `out_dir`, without report.html, then the --set overrides
+// `more`.
+std::vector<std::string> bench_gpt_command(const std::string& trainer, const std::string& root,
+                                           const std::string& out_dir, int64_t steps,
+                                           const std::vector<std::string>& more);
 
 }  // namespace zt::bench

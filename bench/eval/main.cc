@@ -41,8 +41,8 @@ Options parse(const std::vector<std::string>& args) {
   Options o;
   for (size_t i = 1; i < args.size(); ++i) {
     std::string flag, value;
-    if (!next_option(args, i, {"--steps", "--every", "--batches", "--reps", "--json"}, kUsage,
-                     flag, value)) {
+    if (!next_option(args, i, {"--steps", "--every", "--batches", "--reps", "--json"}, kUsage, flag,
+                     value)) {
       std::fputs(kUsage, stdout);
       std::exit(0);
     }
@@ -52,7 +52,8 @@ Options parse(const std::vector<std::string>& args) {
     if (flag == "--reps") o.reps = parse_positive(value, flag, kUsage);
     if (flag == "--json") o.json = value;
   }
-  if (o.every > o.steps) throw ConfigError("--every must not exceed --steps\n" + std::string(kUsage));
+  if (o.every > o.steps)
+    throw ConfigError("--every must not exceed --steps\n" + std::string(kUsage));
   return o;
 }
 
@@ -69,25 +70,14 @@ struct Spans {
 };
 
 Spans run_job(const Options& o, const Composition& c, const std::string& out_dir) {
-  const std::string root = ZT_BENCH_SOURCE_DIR;
-  std::vector<std::string> argv = {ZT_BENCH_TRAINER, "--config", root + "/configs/zero3.toml"};
-  auto set = [&](const std::string& kv) {
-    argv.push_back("--set");
-    argv.push_back(kv);
-  };
-  for (const std::string& kv : bench_gpt_overrides()) set(kv);
-  for (const std::string& kv : c.sets) set(kv);
-  set("launch.nproc=" + std::to_string(kRanks));
-  set("run.out_dir=" + out_dir);
-  set("data.path=" + root + "/README.md");
-  set("data.val_fraction=0.1");
-  set("run.steps=" + std::to_string(o.steps));
-  set("run.report=false");
-  set("eval.every_steps=" + std::to_string(o.every));
-  set("eval.batches=" + std::to_string(o.batches));
-  // The first steps warm the allocator and the peak-FLOP/s probe: left out.
-  set("trace.enabled=true");
-  set("trace.steps=[3, " + std::to_string(o.steps) + "]");
+  std::vector<std::string> sets = c.sets;
+  // The first two steps warm the allocator and the peak-FLOP/s probe: left out of the trace.
+  sets.insert(sets.end(), {"launch.nproc=" + std::to_string(kRanks), "data.val_fraction=0.1",
+                           "eval.every_steps=" + std::to_string(o.every),
+                           "eval.batches=" + std::to_string(o.batches), "trace.enabled=true",
+                           "trace.steps=[3, " + std::to_string(o.steps) + "]"});
+  const std::vector<std::string> argv = bench_gpt_command(ZT_BENCH_TRAINER, ZT_BENCH_SOURCE_DIR,
+                                                          out_dir, o.steps, sets);
   const std::string log = out_dir + ".log";
   if (run_logged(argv, log) != 0) {
     throw IoError("zt_bench_eval: a job failed; its log " + log + " ends:\n" + tail_lines(log, 8));
@@ -117,8 +107,7 @@ int run(const std::vector<std::string>& args) {
               static_cast<long long>(o.steps), static_cast<long long>(o.batches),
               static_cast<long long>(o.every), static_cast<long long>(o.reps), blas_line().c_str());
   const std::vector<Composition> compositions = {
-      {"stage 3", {}},
-      {"stage 3, parameters offload_cpu", {"plugins.offload_param=offload_cpu"}}};
+      {"stage 3", {}}, {"stage 3, parameters offload_cpu", {"plugins.offload_param=offload_cpu"}}};
   std::vector<Spans> all(compositions.size());
   for (int64_t rep = 0; rep < o.reps; ++rep) {
     for (size_t k = 0; k < compositions.size(); ++k) {
@@ -129,8 +118,8 @@ int run(const std::vector<std::string>& args) {
       all[c].forward.insert(all[c].forward.end(), s.forward.begin(), s.forward.end());
       all[c].evaluation.insert(all[c].evaluation.end(), s.evaluation.begin(), s.evaluation.end());
       std::printf("  job %s %lld: forward %.4f s, evaluation %.4f s (medians)\n",
-                  compositions[c].name.c_str(), static_cast<long long>(rep + 1),
-                  median(s.forward), median(s.evaluation));
+                  compositions[c].name.c_str(), static_cast<long long>(rep + 1), median(s.forward),
+                  median(s.evaluation));
       std::fflush(stdout);
     }
   }
@@ -144,10 +133,11 @@ int run(const std::vector<std::string>& args) {
     const double forward = median(all[c].forward);
     const double per_pass = median(all[c].evaluation) / static_cast<double>(passes);
     const double ratio = per_pass / forward;
-    std::printf("| %s | %.4f | %.4f | %.3f%s |\n", compositions[c].name.c_str(), forward,
-                per_pass, ratio, ratio <= 1.1 ? "" : " (above the target)");
-    rows += std::string(rows.empty() ? "" : ", ") + "{\"composition\": " +
-            json_string(compositions[c].name) + ", \"forward_s\": " + json_number(forward) +
+    std::printf("| %s | %.4f | %.4f | %.3f%s |\n", compositions[c].name.c_str(), forward, per_pass,
+                ratio, ratio <= 1.1 ? "" : " (above the target)");
+    rows += std::string(rows.empty() ? "" : ", ") +
+            "{\"composition\": " + json_string(compositions[c].name) +
+            ", \"forward_s\": " + json_number(forward) +
             ", \"evaluation_s_per_pass\": " + json_number(per_pass) +
             ", \"ratio\": " + json_number(ratio) +
             ", \"forwards\": " + std::to_string(all[c].forward.size()) +

@@ -66,26 +66,18 @@ Options parse(const std::vector<std::string>& args) {
 
 // One job; returns its median step time after the warm-up.
 double run_job(const Options& o, bool traced, const std::string& out_dir) {
-  const std::string root = ZT_BENCH_SOURCE_DIR;
-  std::vector<std::string> argv = {ZT_BENCH_TRAINER, "--config", root + "/configs/zero3.toml"};
-  auto set = [&](const std::string& kv) {
-    argv.push_back("--set");
-    argv.push_back(kv);
-  };
-  for (const std::string& kv : bench_gpt_overrides()) set(kv);
-  set("run.out_dir=" + out_dir);
-  set("data.path=" + root + "/README.md");
-  set("run.steps=" + std::to_string(o.steps));
-  set("run.report=false");
+  std::vector<std::string> sets;
   if (o.offload) {
-    set("plugins.offload_optimizer=offload_nvme");
-    set("zero.sub_group_size=262144");
-    set("plugin.offload_nvme.path=" + out_dir + "/nvme");
+    sets = {"plugins.offload_optimizer=offload_nvme", "zero.sub_group_size=262144",
+            "plugin.offload_nvme.path=" + out_dir + "/nvme"};
   }
   if (traced) {
-    set("trace.enabled=true");
-    set("trace.steps=[" + std::to_string(o.warmup + 1) + ", " + std::to_string(o.steps) + "]");
+    sets.push_back("trace.enabled=true");
+    sets.push_back("trace.steps=[" + std::to_string(o.warmup + 1) + ", " + std::to_string(o.steps) +
+                   "]");
   }
+  const std::vector<std::string> argv = bench_gpt_command(ZT_BENCH_TRAINER, ZT_BENCH_SOURCE_DIR,
+                                                          out_dir, o.steps, sets);
   const std::string log = out_dir + ".log";
   if (run_logged(argv, log) != 0) {
     throw IoError("zt_bench_trace: a job failed; its log " + log + " ends:\n" + tail_lines(log, 8));

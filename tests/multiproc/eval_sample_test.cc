@@ -25,11 +25,10 @@ std::string trainer() { return ZT_TEST_TRAINER; }
 // after steps 2 and 4 and saving a checkpoint then (the best kept). Returns step -> val_loss.
 std::map<int64_t, double> train_with_checkpoints(const std::string& out_dir) {
   auto r = run_command(zt::test::small_gpt_job(
-      out_dir,
-      "--set run.steps=4 --set data.micro_batch=2 --set data.val_fraction=0.1 "
-      "--set eval.every_steps=2 --set eval.batches=5 --set eval.micro_batch=2 "
-      "--set checkpoint.every_steps=2 --set checkpoint.keep_last=1 "
-      "--set checkpoint.keep_best=val_loss"));
+      out_dir, "--set run.steps=4 --set data.micro_batch=2 --set data.val_fraction=0.1 "
+               "--set eval.every_steps=2 --set eval.batches=5 --set eval.micro_batch=2 "
+               "--set checkpoint.every_steps=2 --set checkpoint.keep_last=1 "
+               "--set checkpoint.keep_best=val_loss"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   std::map<int64_t, double> logged;
@@ -82,7 +81,8 @@ TEST_CASE("trainer eval: a checkpoint's validation loss is the one training logg
   const std::string offload_nvme = "--set plugins.offload_optimizer=offload_nvme "
                                    "--set plugins.offload_param=offload_cpu "
                                    "--set zero.sub_group_size=4096 "
-                                   "--set plugin.offload_nvme.path=" + dir.file("nvme");
+                                   "--set plugin.offload_nvme.path=" +
+                                   dir.file("nvme");
   const std::vector<std::pair<int, std::string>> compositions = {
       {1, "--set zero.stage=0"},
       {1, ""},
@@ -183,8 +183,8 @@ TEST_CASE("trainer eval and sample: bad input is a clear error before anything r
   auto no_flag = run_command(trainer() + " sample");
   CHECK(no_flag.exit_code == 2);
   CHECK(contains(no_flag.output, "trainer sample needs --checkpoint DIR"));
-  auto keep_best = run_command(zt::test::small_gpt_job(dir.file("out3"),
-                                                       "--set checkpoint.keep_best=val_loss"));
+  auto keep_best = run_command(
+      zt::test::small_gpt_job(dir.file("out3"), "--set checkpoint.keep_best=val_loss"));
   CHECK(keep_best.exit_code == 2);
   CHECK(contains(keep_best.output, "checkpoint.keep_best = \"val_loss\" ranks checkpoints by "
                                    "their validation loss, but eval.every_steps is 0"));

@@ -452,8 +452,8 @@ TEST_CASE("torchscript: a GPT's checkpoint evaluates and samples alike at world 
   REQUIRE(r.exit_code == 0);
   const std::string ckpt = dir.file("run") + "/checkpoints";
   std::vector<nlohmann::json> evals, samples;
-  for (const std::string& args : {std::string("--nproc 1 --set zero.stage=0"),
-                                  std::string("--nproc 2 --set zero.stage=3")}) {
+  for (const std::string& args :
+       {std::string("--nproc 1 --set zero.stage=0"), std::string("--nproc 2 --set zero.stage=3")}) {
     CAPTURE(args);
     // Synthetic data validates on a stream of its own: no held-out keys needed.
     r = run_command(std::string(ZT_TEST_TRAINER) + " eval --checkpoint " + ckpt + " --out " +

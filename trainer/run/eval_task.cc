@@ -53,8 +53,8 @@ int run_eval(const Config& config, Store& store, const RankEnv& env,
                                env.world, s.options.compute_dtype, reader.step());
   if (env.rank != 0) return 0;
   const std::string composition = "world " + std::to_string(env.world) + ", ZeRO stage " +
-                                   std::to_string(s.options.stage) + ", " + s.shard_id +
-                                   ", compute " + job.run.compute;
+                                  std::to_string(s.options.stage) + ", " + s.shard_id +
+                                  ", compute " + job.run.compute;
   char ppl[48] = "";
   if (e.perplexity) std::snprintf(ppl, sizeof ppl, ", perplexity %.3f", std::exp(e.loss));
   std::printf("eval: %s (step %lld, saved by: %s)\n  on %s: validation loss %.6f%s over %lld "
@@ -62,10 +62,10 @@ int run_eval(const Config& config, Store& store, const RankEnv& env,
               reader.folder().c_str(), static_cast<long long>(reader.step()),
               reader.meta().saved_by.c_str(), composition.c_str(), e.loss, ppl,
               static_cast<long long>(e.samples), e.seconds);
-  nlohmann::json j = {{"event", "eval"},      {"checkpoint", reader.folder()},
+  nlohmann::json j = {{"event", "eval"},       {"checkpoint", reader.folder()},
                       {"step", reader.step()}, {"val_loss", e.loss},
-                      {"samples", e.samples}, {"seconds", e.seconds},
-                      {"world", env.world},   {"composition", composition}};
+                      {"samples", e.samples},  {"seconds", e.seconds},
+                      {"world", env.world},    {"composition", composition}};
   if (e.perplexity) j["val_ppl"] = std::exp(e.loss);
   const std::string path = out_path.empty() ? job.run.out_dir + "/eval.json" : out_path;
   write_result(path, j);

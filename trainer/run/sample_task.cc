@@ -40,9 +40,10 @@ bool ends_with(const std::vector<int64_t>& tokens, const std::vector<int64_t>& s
 std::vector<std::vector<double>> last_logits(const at::Tensor& out, int64_t vocab) {
   if (out.dim() != 3 || out.size(2) != vocab) {
     throw ConfigError("trainer sample needs a language model whose forward gives logits [batch, "
-                      "T, vocab = " + std::to_string(vocab) + "]; this one gives " +
-                      std::string(at::toString(out.scalar_type())) + " " +
-                      c10::str(out.sizes()) + "");
+                      "T, vocab = " +
+                      std::to_string(vocab) + "]; this one gives " +
+                      std::string(at::toString(out.scalar_type())) + " " + c10::str(out.sizes()) +
+                      "");
   }
   const at::Tensor last = out.select(1, out.size(1) - 1).to(at::kDouble).contiguous();
   std::vector<std::vector<double>> rows(static_cast<size_t>(last.size(0)));
@@ -127,7 +128,8 @@ std::vector<int64_t> prompt_tokens(const SampleRequest& request, int64_t vocab,
     throw ConfigError(std::string(what) + " is not a token of this model: model.vocab = " +
                       std::to_string(vocab) + " (" + vocab_where + ")" +
                       (bytes ? "; byte-level text maps each byte to its token, so use bytes "
-                               "below " + std::to_string(vocab) + " or give --tokens"
+                               "below " +
+                                   std::to_string(vocab) + " or give --tokens"
                              : "; give ids from 0 to " + std::to_string(vocab - 1)));
   }
   return tokens;
@@ -140,11 +142,12 @@ int run_sample(const Config& config, Store& store, const RankEnv& env,
   const ModelInputs inputs = models::model_inputs(shape);
   if (!inputs.tokens) {
     throw ConfigError("trainer sample needs a language model (token ids in, logits out); "
-                      "model.kind = \"" + shape.kind + "\" (" +
-                      config.section("model").where("kind").str() + ") takes vectors");
+                      "model.kind = \"" +
+                      shape.kind + "\" (" + config.section("model").where("kind").str() +
+                      ") takes vectors");
   }
-  const std::vector<int64_t> prompt = prompt_tokens(
-      request, inputs.vocab, config.section("model").where("vocab").str());
+  const std::vector<int64_t> prompt = prompt_tokens(request, inputs.vocab,
+                                                    config.section("model").where("vocab").str());
   std::vector<int64_t> stop;
   for (unsigned char c : request.stop) stop.push_back(c);
   const CheckpointReader reader(resolve_checkpoint(request.checkpoint));
@@ -232,9 +235,12 @@ int run_sample(const Config& config, Store& store, const RankEnv& env,
               static_cast<unsigned long long>(request.seed));
   std::fflush(stdout);
   if (!request.out_path.empty()) {
-    const nlohmann::json j = {{"checkpoint", reader.folder()}, {"step", reader.step()},
-                              {"world", env.world},            {"prompt", prompt},
-                              {"samples", samples},            {"seconds", seconds},
+    const nlohmann::json j = {{"checkpoint", reader.folder()},
+                              {"step", reader.step()},
+                              {"world", env.world},
+                              {"prompt", prompt},
+                              {"samples", samples},
+                              {"seconds", seconds},
                               {"tokens_per_s", generated / seconds}};
     std::ofstream out(request.out_path);
     out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

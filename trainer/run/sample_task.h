@@ -20,8 +20,8 @@ namespace zt::trainer {
 
 // What to sample (trainer sample's flags).
 struct SampleRequest {
-  std::string checkpoint;      // --checkpoint: a checkpoint folder, its dir, or dir/best
-  std::string prompt = "\n";   // --prompt: bytes, one token each (as text data)
+  std::string checkpoint;       // --checkpoint: a checkpoint folder, its dir, or dir/best
+  std::string prompt = "\n";    // --prompt: bytes, one token each (as text data)
   std::vector<int64_t> tokens;  // --tokens: token ids instead of --prompt
   int64_t max_new_tokens = 200;
   double temperature = 0.8;  // 0 = greedy
