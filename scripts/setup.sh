@@ -37,6 +37,8 @@ if [ "$scope" = all ]; then
     chromium              # the reports' tests render report.html in headless Chromium
     python3-torch         # PyTorch 1.13 (the same LibTorch): TorchScript test models and their
                           # reference training; bench/train's DDP row and TorchScript GPT
+    python3-dev           # zt's Python package (python/): Python's headers
+    pybind11-dev          #   and pybind11, which LibTorch's torch/extension.h builds on
   )
   # npm installs speedscope, which the trace test opens in Chromium. A Node.js from elsewhere
   # (NodeSource's nodejs carries its own npm and conflicts with Debian's) is used as it is.

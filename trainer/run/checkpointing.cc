@@ -38,7 +38,7 @@ json schedule_json(const Schedule& s) {
           {"warmup_min_ratio", s.warmup_min_ratio}};
 }
 
-Schedule schedule_of(const json& j) {
+Schedule schedule_from_json(const json& j) {
   Schedule s;
   s.kind = j.at("kind").get<std::string>();
   s.base_lr = j.at("base_lr").get<double>();
@@ -88,7 +88,7 @@ TrainerState TrainerState::from_json(const std::string& text, const std::string&
     s.data_kind = j.at("data").at("kind").get<std::string>();
     s.data_path = j.at("data").at("path").get<std::string>();
     s.data_seed = j.at("data").at("seed").get<uint64_t>();
-    s.schedule = schedule_of(j.at("lr_schedule"));
+    s.schedule = schedule_from_json(j.at("lr_schedule"));
     s.next_lr = j.at("next_lr").get<double>();
     s.rng_state = j.at("cpu_rng_state").get<std::string>();
     s.zt_version = j.at("zt_version").get<std::string>();

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "settings/job_settings.h"
+
 namespace zt::trainer {
 
 struct Schedule {
@@ -36,5 +38,11 @@ struct Schedule {
     return floor + (base_lr - floor) * 0.5 * (1.0 + std::cos(M_PI * progress));
   }
 };
+
+// The schedule [run] configures around the optimizer's base lr.
+inline Schedule schedule_of(const ScheduleSettings& s, double base_lr) {
+  return Schedule{s.kind,         base_lr,       s.warmup_steps,    s.total_steps,
+                  s.min_lr_ratio, s.warmup_type, s.warmup_min_ratio};
+}
 
 }  // namespace zt::trainer

@@ -385,11 +385,6 @@ void resume_from(TrainRun& run, const CheckpointReader& reader) {
   std::fflush(stdout);
 }
 
-Schedule schedule_of(const ScheduleSettings& s, double base_lr) {
-  return Schedule{s.kind,         base_lr,       s.warmup_steps,    s.total_steps,
-                  s.min_lr_ratio, s.warmup_type, s.warmup_min_ratio};
-}
-
 // The job id the saver names its temporary folders by: the offload tiers' when there are any
 // (drawn once per job), else the same rule's own.
 std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milliseconds timeout) {

@@ -123,6 +123,17 @@ EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& 
 }
 
 EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& store,
+                               std::chrono::milliseconds timeout, const std::vector<Unit*>& units,
+                               const std::function<void(EngineSetup&)>& prepare,
+                               const std::function<void(EngineOptions&)>& adjust) {
+  return build_setup(config, env, store, timeout, adjust, [&](EngineSetup& s) {
+    prepare(s);
+    return std::make_unique<Engine>(units, *s.comm, *s.strategy, *s.optimizer, s.options,
+                                    s.tiers.engine_tiers());
+  });
+}
+
+EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& store,
                                std::chrono::milliseconds timeout, ModelSource& source,
                                const std::function<void(EngineOptions&)>& adjust) {
   return build_setup(config, env, store, timeout, adjust, [&](EngineSetup& s) {

@@ -57,6 +57,13 @@ CommStats job_comm_stats(const EngineSetup& setup);
 EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& store,
                                std::chrono::milliseconds timeout, const std::vector<Unit*>& units,
                                const std::function<void(EngineOptions&)>& adjust = {});
+// The same for units whose ranks may hold different initial values (a Python module, each rank
+// initialised by its own RNG): `prepare(setup)` runs once the communicator exists, before the
+// engine takes over the parameters (the Python package broadcasts rank 0's values there).
+EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& store,
+                               std::chrono::milliseconds timeout, const std::vector<Unit*>& units,
+                               const std::function<void(EngineSetup&)>& prepare,
+                               const std::function<void(EngineOptions&)>& adjust);
 // The same with the engine building the model from `source`, one unit at a time (zero.Init);
 // the engine owns the units.
 EngineSetup build_engine_setup(const Config& config, const RankEnv& env, Store& store,

@@ -73,6 +73,26 @@ class ZT_API Engine {
   // runs and releases them after, as forward does, so every rank must call it the same number
   // of times (pad a short last batch). Call between steps, not between a step's micro steps.
   at::Tensor forward_eval(const at::Tensor& input);
+
+  // A forward the caller runs itself: a model whose own code calls its units in any order and
+  // combines their outputs (embeddings summed, a residual in the parent, a head applied twice),
+  // as a Python nn.Module does. begin_forward(training), then enter_unit(u) before and
+  // leave_unit(u, outputs) after every call of unit u (a unit may be called more than once),
+  // then backward(loss) for a training micro step (as forward_backward) or end_forward() for an
+  // evaluation run without autograd (as forward_eval). Stage 3 gathers a unit's groups when it
+  // is entered (prefetching the next units in order) and releases them when it is left; its
+  // outputs carry a hook that gathers them again before its backward, and backward releases each
+  // group once its gradients are taken, whatever the order. abort_forward() undoes an open
+  // forward that failed (every group released); the next begin_forward() starts afresh.
+  // Misuse (a call out of order, an unknown unit) throws InternalError; activation
+  // checkpointing throws ConfigError (the model checkpoints its own activations).
+  void begin_forward(bool training);
+  void enter_unit(int unit);
+  void leave_unit(int unit, const std::vector<at::Tensor>& outputs);
+  double backward(const at::Tensor& loss);
+  void end_forward();
+  void abort_forward();
+  int64_t unit_count() const;
   // After grad_accum micro steps: reduce what is not reduced yet, clip by the global norm,
   // update the owned shards, refresh parameters. Collective.
   StepReport step(double lr);

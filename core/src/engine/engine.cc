@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "engine/engine_accessors.h"
 #include "engine/engine_checkpoint.h"
@@ -107,6 +108,9 @@ struct Engine::Impl {
   StreamedUpdate streamed;
   ShardedStep stepper;
   int64_t micro = 0;
+  // A forward the caller runs (begin_forward): open until backward() or end_forward().
+  enum class Driven { kNone, kTraining, kEvaluation } driven = Driven::kNone;
+  std::optional<EngineClock::Phase> driven_phase;  // times a driven micro step as a whole
   ShardIo io;
   EngineParts parts;  // what checkpoints and the debug accessors use
 
@@ -298,6 +302,102 @@ struct Engine::Impl {
     return x;
   }
 
+  void begin_forward(bool training) {
+    if (driven != Driven::kNone) {
+      throw InternalError("Engine::begin_forward while a driven forward is open: call backward() "
+                          "or end_forward() first");
+    }
+    if (!training && micro != 0) {
+      throw InternalError("an evaluation between micro steps (" + std::to_string(micro) + " of " +
+                          std::to_string(opt.grad_accum) + " run): evaluate between steps");
+    }
+    if (training && opt.activation_checkpointing) {
+      throw ConfigError("model.activation_checkpointing recomputes units the engine runs itself; "
+                        "a model that runs its own forward checkpoints its own activations "
+                        "(torch.utils.checkpoint): set it to false");
+    }
+    const int64_t step_number = stepper.steps() + 1;
+    gatherer.set_step(step_number);
+    if (training) {
+      driven_phase.emplace(ledger.clock(), &EngineTimes::forward_backward);
+      for (OffloadTier* t : tiers) t->set_step(step_number);
+      reducer.begin_micro_step(step_number, micro);
+    }
+    driven = training ? Driven::kTraining : Driven::kEvaluation;
+  }
+
+  void check_driven_unit(int u, const char* call) const {
+    if (driven == Driven::kNone) {
+      throw InternalError(std::string("Engine::") + call + " outside begin_forward()");
+    }
+    if (u < 0 || u >= static_cast<int>(units.size())) {
+      throw InternalError(std::string("Engine::") + call + ": no unit " + std::to_string(u) +
+                          " (the model has " + std::to_string(units.size()) + ")");
+    }
+  }
+
+  void enter_unit(int u) {
+    check_driven_unit(u, "enter_unit");
+    if (opt.stage == 3) gatherer.gather_unit(u, +1);
+  }
+
+  // The unit's outputs carry a hook that gathers its groups again before its backward; its
+  // groups are released in backward as soon as their gradients are taken (GradReducer), which
+  // needs no order between units, so a forward that is not a chain works as well.
+  void leave_unit(int u, const std::vector<at::Tensor>& outputs) {
+    check_driven_unit(u, "leave_unit");
+    if (opt.stage != 3) return;
+    for (const at::Tensor& out : outputs) {
+      if (!out.defined() || !out.requires_grad()) continue;
+      at::Tensor x = out;
+      x.register_hook([this, u](const at::Tensor& grad) {
+        gatherer.gather_unit(u, -1);
+        return grad;
+      });
+    }
+    gatherer.release_after_forward(u);
+  }
+
+  double backward(const at::Tensor& loss) {
+    if (driven != Driven::kTraining) {
+      throw InternalError("Engine::backward without a training begin_forward()");
+    }
+    const int64_t step_number = stepper.steps() + 1;
+    const double value = loss.item<double>();
+    if (!std::isfinite(value) && !scaler.enabled()) {
+      abort_forward();
+      throw NumericError(
+          "loss is " + std::to_string(value) + " at step " + std::to_string(step_number) +
+          " (micro step " + std::to_string(micro + 1) + ") in " +
+          std::string(at::toString(opt.compute_dtype)) +
+          "; lower the learning rate, enable zero.gradient_clipping, or check the data");
+    }
+    {
+      const trace::Scope span("backward");
+      (loss * scaler.scale()).backward();
+    }
+    ++micro;
+    if (opt.stage >= 2) reducer.reduce_remaining();
+    if (opt.stage == 3) gatherer.release_all();
+    driven = Driven::kNone;
+    driven_phase.reset();
+    return value;
+  }
+
+  void end_forward() {
+    if (driven != Driven::kEvaluation) {
+      throw InternalError("Engine::end_forward without an evaluation begin_forward()");
+    }
+    if (opt.stage == 3) gatherer.release_all();
+    driven = Driven::kNone;
+  }
+
+  void abort_forward() {
+    if (opt.stage == 3) gatherer.release_all();
+    driven = Driven::kNone;
+    driven_phase.reset();
+  }
+
   StepReport step(double lr) {
     const EngineClock::Phase phase(ledger.clock(), &EngineTimes::step);
     if (opt.stage < 2) reducer.reduce_remaining();
@@ -359,6 +459,16 @@ double Engine::forward_backward(const at::Tensor& input,
 }
 
 at::Tensor Engine::forward_eval(const at::Tensor& input) { return impl_->forward_eval(input); }
+
+void Engine::begin_forward(bool training) { impl_->begin_forward(training); }
+void Engine::enter_unit(int unit) { impl_->enter_unit(unit); }
+void Engine::leave_unit(int unit, const std::vector<at::Tensor>& outputs) {
+  impl_->leave_unit(unit, outputs);
+}
+double Engine::backward(const at::Tensor& loss) { return impl_->backward(loss); }
+void Engine::end_forward() { impl_->end_forward(); }
+void Engine::abort_forward() { impl_->abort_forward(); }
+int64_t Engine::unit_count() const { return static_cast<int64_t>(impl_->units.size()); }
 
 StepReport Engine::step(double lr) { return impl_->step(lr); }
 

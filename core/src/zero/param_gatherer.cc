@@ -94,7 +94,16 @@ void ParamGatherer::ensure_gathered(int gi) {
 void ParamGatherer::release(int gi) {
   GroupState& s = state_[gi];
   const ParamGroup& g = layout_.groups[gi];
-  if (g.persistent || !s.gathered) return;
+  if (g.persistent) return;
+  // A prefetched gather nothing used (a forward that is not a chain prefetches by unit order):
+  // it goes too, or the next step would find it holding the values of the step before.
+  if (s.pending_gather) {
+    ledger_.clock().wait(*s.pending_gather, &EngineTimes::comm_wait);
+    s.pending_gather.reset();
+    s.gathered = true;
+    forget_fetched(s);
+  }
+  if (!s.gathered) return;
   give_storage(g.flat);
   s.gathered = false;
   ledger_.released(g.padded * element_size());

@@ -1,0 +1,174 @@
+// zt._zt: the Python binding of ModuleEngine (module_engine.h), zt's typed errors as Python
+// exceptions, and zt's local launcher. The at::Tensor objects Python passes are the very ones
+// PyTorch holds (python3-torch runs on the same LibTorch): nothing is copied.
+#include <torch/extension.h>
+
+#include <cstdlib>
+
+#include "python/binding/data_stream.h"
+#include "python/binding/module_engine.h"
+#include "zt/blas.h"
+#include "zt/error.h"
+#include "zt/host_memory.h"
+#include "zt/launcher.h"
+
+namespace py = pybind11;
+
+namespace {
+
+using zt::python::ModuleEngine;
+
+py::dict step_dict(const zt::StepReport& r) {
+  py::dict d;
+  d["step"] = r.step;
+  d["skipped"] = r.skipped;
+  d["grad_norm"] = r.grad_norm;
+  d["loss_scale"] = r.loss_scale;
+  return d;
+}
+
+py::dict memory_dict(const zt::MemoryReport& m) {
+  py::dict d;
+  d["params_gathered"] = m.params_gathered;
+  d["params_gathered_peak"] = m.params_gathered_peak;
+  d["params_shard"] = m.params_shard;
+  d["master_params"] = m.master_params;
+  d["optimizer_states"] = m.optimizer_states;
+  d["grads"] = m.grads;
+  d["persistent_params"] = m.persistent_params;
+  d["unit_max_params"] = m.unit_max_params;
+  d["offload_optimizer"] = m.offload_optimizer;
+  d["offload_param"] = m.offload_param;
+  d["offload_staging"] = m.offload_staging;
+  d["offload_grads"] = m.offload_grads;
+  return d;
+}
+
+py::dict times_dict(const zt::EngineTimes& t) {
+  py::dict d;
+  d["forward_backward"] = t.forward_backward;
+  d["step"] = t.step;
+  d["optimizer"] = t.optimizer;
+  d["comm_wait"] = t.comm_wait;
+  d["read_wait"] = t.read_wait;
+  d["write_wait"] = t.write_wait;
+  return d;
+}
+
+// Runs `argv` on `nproc` local ranks under zt's launcher (the trainer's supervision: a rank that
+// fails stops the others, naming it). Returns (exit code, failed rank, message, its last line).
+py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::string& master_addr,
+                 int master_port, double timeout_s) {
+  zt::LaunchSpec spec;
+  spec.nproc = nproc;
+  spec.argv = argv;
+  spec.master_addr = master_addr;
+  spec.master_port = master_port;
+  if (timeout_s > 0) {
+    spec.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  }
+  // As the trainer starts its ranks: OpenBLAS's core and glibc's tunables are read at start.
+  for (const auto& var : zt::blas_env_for_children(zt::probe_blas())) spec.env.push_back(var);
+  spec.env.push_back(
+      {"GLIBC_TUNABLES", zt::glibc_tunables_for_training(std::getenv("GLIBC_TUNABLES"))});
+  spec.env.push_back({"ZT_JOB_ID", std::to_string(getpid())});
+  zt::LaunchResult r;
+  {
+    py::gil_scoped_release released;
+    r = zt::launch_local(spec);
+  }
+  return py::make_tuple(r.exit_code, r.failed_rank, r.message, r.error_line);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_zt, m) {
+  m.doc() = "zt's engine for torch.nn.Module (use the zt package, not this module)";
+  static py::exception<zt::Error> error(m, "Error");
+  static py::exception<zt::ConfigError> config_error(m, "ConfigError", error.ptr());
+  static py::exception<zt::PluginError> plugin_error(m, "PluginError", error.ptr());
+  static py::exception<zt::CommError> comm_error(m, "CommError", error.ptr());
+  static py::exception<zt::IoError> io_error(m, "IoError", error.ptr());
+  static py::exception<zt::NumericError> numeric_error(m, "NumericError", error.ptr());
+  static py::exception<zt::InternalError> internal_error(m, "InternalError", error.ptr());
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const zt::ConfigError& e) {
+      config_error(e.what());
+    } catch (const zt::PluginError& e) {
+      plugin_error(e.what());
+    } catch (const zt::CommError& e) {
+      comm_error(e.what());
+    } catch (const zt::IoError& e) {
+      io_error(e.what());
+    } catch (const zt::NumericError& e) {
+      numeric_error(e.what());
+    } catch (const zt::InternalError& e) {
+      internal_error(e.what());
+    } catch (const zt::Error& e) {
+      error(e.what());
+    }
+  });
+
+  using Release = py::call_guard<py::gil_scoped_release>;
+  py::class_<ModuleEngine>(m, "ModuleEngine")
+      .def(py::init([](const std::string& config_path, const std::string& toml_text,
+                       const std::vector<std::string>& overrides,
+                       const std::vector<std::pair<std::string, zt::python::NamedTensors>>& units) {
+             std::vector<zt::python::UnitParams> list;
+             for (const auto& [name, params] : units) list.push_back({name, params});
+             py::gil_scoped_release released;
+             return std::make_unique<ModuleEngine>(config_path, toml_text, overrides,
+                                                   std::move(list));
+           }),
+           py::arg("config_path"), py::arg("toml_text"), py::arg("overrides"), py::arg("units"))
+      .def("close", &ModuleEngine::close, Release())
+      .def_property_readonly("rank", &ModuleEngine::rank)
+      .def_property_readonly("world", &ModuleEngine::world)
+      .def_property_readonly("grad_accum", &ModuleEngine::grad_accum)
+      .def_property_readonly("stage", &ModuleEngine::stage)
+      .def_property_readonly("steps", &ModuleEngine::steps)
+      .def("scheduled_lr", &ModuleEngine::scheduled_lr)
+      .def("describe", &ModuleEngine::describe)
+      .def("config_toml", &ModuleEngine::config_toml)
+      .def_property_readonly("compute", &ModuleEngine::compute)
+      .def("begin_forward", &ModuleEngine::begin_forward, Release())
+      .def("enter_unit", &ModuleEngine::enter_unit, Release())
+      .def("leave_unit", &ModuleEngine::leave_unit, Release())
+      .def("backward", &ModuleEngine::backward, Release())
+      .def("end_forward", &ModuleEngine::end_forward, Release())
+      .def("abort_forward", &ModuleEngine::abort_forward, Release())
+      .def("step", [](ModuleEngine& e, double lr) {
+        zt::StepReport r;
+        {
+          py::gil_scoped_release released;
+          r = e.step(lr);
+        }
+        return step_dict(r);
+      })
+      .def("full_param", &ModuleEngine::full_param, Release())
+      .def("full_grad", &ModuleEngine::full_grad, Release())
+      .def("optimizer_state", &ModuleEngine::optimizer_state, Release())
+      .def("parameter_names", &ModuleEngine::parameter_names)
+      .def("gathered", &ModuleEngine::gathered, Release())
+      .def("write_gathered", &ModuleEngine::write_gathered, Release())
+      .def("memory", [](const ModuleEngine& e) { return memory_dict(e.memory()); })
+      .def("times", [](const ModuleEngine& e) { return times_dict(e.times()); })
+      .def("save_checkpoint", &ModuleEngine::save_checkpoint, Release())
+      .def("load_checkpoint", &ModuleEngine::load_checkpoint, Release());
+
+  py::class_<zt::python::DataStream>(m, "DataStream")
+      .def(py::init<const std::string&, const std::string&, const std::vector<std::string>&,
+                    bool>(),
+           py::arg("config_path"), py::arg("toml_text"), py::arg("overrides"),
+           py::arg("validation"))
+      .def("get", &zt::python::DataStream::get)
+      .def("samples", &zt::python::DataStream::samples)
+      .def("samples_per_step", &zt::python::DataStream::samples_per_step)
+      .def_property_readonly("micro_batch", &zt::python::DataStream::micro_batch)
+      .def("describe", &zt::python::DataStream::describe);
+
+  m.def("launch", &launch, py::arg("nproc"), py::arg("argv"), py::arg("master_addr"),
+        py::arg("master_port"), py::arg("timeout_s"));
+}

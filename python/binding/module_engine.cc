@@ -1,0 +1,218 @@
+#include "python/binding/module_engine.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <set>
+
+#include "run/checkpointing.h"
+#include "run/loaded_model.h"
+#include "settings/trainer_config.h"
+#include "setup/offload_tiers.h"
+#include "zt/checkpoint.h"
+#include "zt/error.h"
+#include "zt/launcher.h"
+
+namespace zt::python {
+
+namespace {
+
+// A unit as a parameter list: the module's own forward calls it, never the engine.
+class ModuleUnit final : public Unit {
+ public:
+  explicit ModuleUnit(UnitParams params) : params_(std::move(params)) {}
+  std::string name() const override { return params_.name; }
+  at::Tensor forward(const at::Tensor&) override {
+    throw InternalError("unit " + params_.name +
+                        " runs inside its module's own forward (Engine::enter_unit), not as a "
+                        "link of a chain");
+  }
+  std::vector<std::pair<std::string, at::Tensor>> parameters() override { return params_.params; }
+
+ private:
+  UnitParams params_;
+};
+
+Config load(const std::string& path, const std::string& text,
+            const std::vector<std::string>& overrides) {
+  if (!path.empty()) return trainer::load_config_file(path, overrides);
+  return trainer::load_config_string(text, "the config dict given to zt.initialize", overrides);
+}
+
+// Rank 0's initial values on every rank, each distinct tensor once (a tied one is listed twice).
+void broadcast_initial_values(Communicator& comm, const std::vector<UnitParams>& units) {
+  const c10::NoGradGuard no_grad;
+  std::set<const void*> seen;
+  for (const UnitParams& u : units) {
+    for (const auto& [name, tensor] : u.params) {
+      if (!seen.insert(tensor.unsafeGetTensorImpl()).second) continue;
+      at::Tensor flat = tensor.detach().contiguous();
+      comm.broadcast(flat, 0)->wait();
+      if (!flat.is_same(tensor)) tensor.detach().copy_(flat);
+    }
+  }
+}
+
+}  // namespace
+
+ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& toml_text,
+                           const std::vector<std::string>& overrides,
+                           std::vector<UnitParams> units)
+    : config_(load(config_path, toml_text, overrides)),
+      job_(trainer::JobSettings::of(config_)),
+      env_(discover_rank_env()) {
+  if (units.empty()) throw ConfigError("zt.initialize: the model has no parameters to train");
+  const Options& launch = config_.section("launch");
+  timeout_ = std::chrono::milliseconds(std::llround(launch.get_double("timeout_s") * 1000));
+  const std::string addr = env_.master_addr.empty() ? launch.get_string("master_addr")
+                                                    : env_.master_addr;
+  int port = env_.master_port > 0 ? env_.master_port
+                                  : static_cast<int>(launch.get_int("master_port"));
+  if (port == 0) {
+    if (env_.world > 1) {
+      throw ConfigError(env_.source + " environment with " + std::to_string(env_.world) +
+                        " ranks but no MASTER_PORT and launch.master_port = 0; set MASTER_PORT "
+                        "(and MASTER_ADDR) for every rank, or start them with python3 -m "
+                        "zt.launch");
+    }
+    port = pick_free_port(addr);
+  }
+  if (!env_.found && !std::getenv("ZT_JOB_ID")) {
+    setenv("ZT_JOB_ID", std::to_string(getpid()).c_str(), 1);  // offload files are named after it
+  }
+  trainer::share_cores_between_local_ranks();
+  store_ = rendezvous(addr, port, env_.rank, env_.world, timeout_);
+  std::vector<Unit*> pointers;
+  for (UnitParams& u : units) {
+    units_.push_back(std::make_unique<ModuleUnit>(u));
+    pointers.push_back(units_.back().get());
+  }
+  setup_ = trainer::build_engine_setup(
+      config_, env_, *store_, timeout_, pointers,
+      [&](trainer::EngineSetup& s) { broadcast_initial_values(*s.comm, units); }, {});
+  schedule_ = trainer::schedule_of(job_.schedule, setup_.optimizer->base_lr());
+}
+
+ModuleEngine::~ModuleEngine() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    std::cerr << "zt: leaving the job: " << e.what() << "\n";
+  }
+}
+
+void ModuleEngine::close() {
+  if (closed_) return;
+  closed_ = true;
+  {
+    // Destroyed in reverse order of declaration (assigning would go in declaration order): the
+    // engine first, its tiers, ..., last the communicator, whose shutdown is collective.
+    const trainer::EngineSetup leaving = std::move(setup_);
+  }
+  if (store_) depart(*store_, env_.rank, env_.world, timeout_);
+  store_.reset();
+}
+
+int64_t ModuleEngine::grad_accum() const { return setup_.options.grad_accum; }
+int ModuleEngine::stage() const { return setup_.options.stage; }
+
+std::string ModuleEngine::describe() const {
+  return "world " + std::to_string(env_.world) + ", ZeRO stage " +
+         std::to_string(setup_.options.stage) + ", " + setup_.shard_id + ", " +
+         setup_.optimizer_id + ", " + setup_.comm->describe() + ", compute " + job_.run.compute;
+}
+
+void ModuleEngine::begin_forward(bool training) { setup_.engine->begin_forward(training); }
+void ModuleEngine::enter_unit(int unit) { setup_.engine->enter_unit(unit); }
+void ModuleEngine::leave_unit(int unit, const std::vector<at::Tensor>& outputs) {
+  setup_.engine->leave_unit(unit, outputs);
+}
+double ModuleEngine::backward(const at::Tensor& loss) { return setup_.engine->backward(loss); }
+void ModuleEngine::end_forward() { setup_.engine->end_forward(); }
+void ModuleEngine::abort_forward() { setup_.engine->abort_forward(); }
+
+StepReport ModuleEngine::step(double lr) {
+  const StepReport report = setup_.engine->step(lr);
+  ++steps_;
+  return report;
+}
+
+at::Tensor ModuleEngine::full_param(const std::string& name) {
+  return setup_.engine->full_fp32_param(name);
+}
+at::Tensor ModuleEngine::full_grad(const std::string& name) {
+  return setup_.engine->full_fp32_grad(name);
+}
+at::Tensor ModuleEngine::optimizer_state(const std::string& name, const std::string& state) {
+  return setup_.engine->full_optimizer_state(name, state);
+}
+std::vector<std::string> ModuleEngine::parameter_names() const {
+  return setup_.engine->parameter_names();
+}
+
+NamedTensors ModuleEngine::gathered(const std::vector<std::string>& names) {
+  NamedTensors out;
+  setup_.engine->with_gathered_parameters(names, -1, [&](NamedTensors& params) { out = params; });
+  return out;
+}
+
+void ModuleEngine::write_gathered(const std::vector<std::string>& names, int modifier_rank,
+                                  const std::vector<at::Tensor>& values, bool failed) {
+  setup_.engine->with_gathered_parameters(names, modifier_rank, [&](NamedTensors& params) {
+    if (failed) {
+      throw ConfigError("gathered_parameters: the body of the with-block raised on rank " +
+                        std::to_string(env_.rank) + "; nothing is written back");
+    }
+    if (env_.rank != modifier_rank) return;
+    for (size_t i = 0; i < params.size() && i < values.size(); ++i) params[i].second = values[i];
+  });
+}
+
+MemoryReport ModuleEngine::memory() const { return setup_.engine->memory(); }
+EngineTimes ModuleEngine::times() const { return setup_.engine->times(); }
+
+std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample) {
+  trainer::TrainerState state;
+  state.step = steps_;
+  state.samples_per_step = job_.data.samples_per_step(env_.world);
+  state.next_sample = next_sample >= 0 ? next_sample : steps_ * state.samples_per_step;
+  state.data_kind = job_.data.kind;
+  state.data_path = job_.data.path;
+  state.data_seed = job_.data.seed;
+  state.schedule = schedule_;
+  state.next_lr = schedule_.lr(steps_);
+  state.rng_state = trainer::cpu_rng_state_hex();
+  state.zt_version = ZT_PYTHON_VERSION;
+  CheckpointMeta meta;
+  meta.trainer_state = state.to_json();
+  meta.config_toml = config_.to_toml();
+  meta.saved_by = describe() + " (from Python)";
+  const std::string job = setup_.tiers.job.empty()
+                              ? trainer::offload_job_id(*store_, env_.rank, timeout_)
+                              : setup_.tiers.job;
+  CheckpointOptions options{dir, job_.checkpoint.keep_last, false, timeout_, job, ""};
+  CheckpointSaver saver(options, *store_, env_.rank, env_.world);
+  saver.save(*setup_.engine, steps_, meta);
+  saver.finish();
+  // Rank 0 published it: no rank returns before the folder is there.
+  setup_.comm->barrier()->wait();
+  return latest_checkpoint(dir);
+}
+
+std::string ModuleEngine::load_checkpoint(const std::string& path) {
+  const CheckpointReader reader(resolve_checkpoint(path));
+  setup_.engine->load_checkpoint(reader);
+  steps_ = reader.step();
+  const std::string& state = reader.meta().trainer_state;
+  if (!state.empty()) {
+    const trainer::TrainerState saved = trainer::TrainerState::from_json(state, reader.folder());
+    trainer::restore_cpu_rng_state(saved.rng_state, reader.folder());
+  }
+  return state;
+}
+
+}  // namespace zt::python

@@ -1,0 +1,114 @@
+// The C++ side of zt's Python package (python/zt): one rank's engine over the parameters of a
+// torch.nn.Module that runs its own forward. It reads the config as the trainer does (the same
+// TOML: [zero], [precision], [plugins], [plugin.<id>], [launch], [data] grad_accum, [run]'s lr
+// schedule), finds its place in the job from the launcher's environment (torchrun, zt.launch,
+// mpirun, srun; none = a job of one), meets the other ranks at rank 0's TCPStore, builds the
+// plugins and the engine over the module's units, and serves the Python Engine's calls.
+// No Python here: module.cc binds it.
+// Thread safety: the Python thread that built it (autograd calls the hooks it installs on the
+// same thread on the CPU).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "run/schedule.h"
+#include "settings/job_settings.h"
+#include "setup/engine_setup.h"
+#include "zt/config.h"
+#include "zt/engine_types.h"
+#include "zt/rendezvous.h"
+#include "zt/store.h"
+#include "zt/unit.h"
+
+namespace zt::python {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// One unit as the Python layer found it: a submodule the model's forward calls (or the root
+// module's own parameters), with every parameter it uses under its name in the whole model.
+struct UnitParams {
+  std::string name;
+  NamedTensors params;
+};
+
+class ModuleEngine {
+ public:
+  // config_path: a TOML file ('' = none); toml_text: a config given as text (a dict the Python
+  // layer wrote out), read when config_path is empty; overrides: "section.key=value" on top.
+  // Collective: every rank of the job builds one, with the same config and units. Rank 0's
+  // parameter values are broadcast before the engine takes them, so ranks that initialised
+  // their modules differently still train one model. Throws what the config, the rendezvous, the
+  // plugins and the engine throw (ConfigError, PluginError, CommError, IoError).
+  ModuleEngine(const std::string& config_path, const std::string& toml_text,
+               const std::vector<std::string>& overrides, std::vector<UnitParams> units);
+  // close() without throwing (an error goes to stderr).
+  ~ModuleEngine();
+  ModuleEngine(const ModuleEngine&) = delete;
+  ModuleEngine& operator=(const ModuleEngine&) = delete;
+
+  // Leaves the job: the engine and the communicator go (a collective shutdown), then the
+  // departure barrier. Idempotent.
+  void close();
+
+  int rank() const { return env_.rank; }
+  int world() const { return env_.world; }
+  int64_t grad_accum() const;
+  int stage() const;
+  // The lr of the next optimizer step under the config's schedule ([run] lr_schedule, ...).
+  double scheduled_lr() const { return schedule_.lr(steps_); }
+  int64_t steps() const { return steps_; }
+  std::string describe() const;  // "world 2, ZeRO stage 3, shard_bucket, optim_hybrid_adam, ..."
+  std::string config_toml() const { return config_.to_toml(); }
+  std::string compute() const { return job_.run.compute; }  // "fp32" | "bf16" | "fp16"
+
+  // Engine's driven forward (zt/engine.h).
+  void begin_forward(bool training);
+  void enter_unit(int unit);
+  void leave_unit(int unit, const std::vector<at::Tensor>& outputs);
+  double backward(const at::Tensor& loss);
+  void end_forward();
+  void abort_forward();
+  StepReport step(double lr);
+
+  at::Tensor full_param(const std::string& name);
+  at::Tensor full_grad(const std::string& name);
+  at::Tensor optimizer_state(const std::string& name, const std::string& state);
+  std::vector<std::string> parameter_names() const;
+  // The named parameters' full fp32 values (collective); then, with modifier_rank >= 0, every
+  // rank's write_gathered() puts that rank's `values` into all ranks' shards (collective, and
+  // all ranks refuse together when one passes failed = true: its body raised).
+  NamedTensors gathered(const std::vector<std::string>& names);
+  void write_gathered(const std::vector<std::string>& names, int modifier_rank,
+                      const std::vector<at::Tensor>& values, bool failed);
+  MemoryReport memory() const;
+  EngineTimes times() const;
+
+  // Saves the engine's state as the trainer does (zt/checkpoint.h) under `dir` (a checkpoint.dir:
+  // step-N folders, latest), synchronously; `next_sample`: the data position the trainer resumes
+  // at (< 0: steps x the global batch). Collective. Returns the folder.
+  std::string save_checkpoint(const std::string& dir, int64_t next_sample);
+  // Loads a checkpoint folder, its dir (latest) or dir/best, from any world size and
+  // composition. Collective. Returns the saved trainer state's JSON (step, next_sample, ...).
+  std::string load_checkpoint(const std::string& path);
+
+ private:
+  Config config_;
+  trainer::JobSettings job_;
+  RankEnv env_;
+  std::chrono::milliseconds timeout_{0};
+  std::unique_ptr<Store> store_;
+  std::vector<std::unique_ptr<Unit>> units_;
+  trainer::EngineSetup setup_;
+  trainer::Schedule schedule_;
+  int64_t steps_ = 0;  // optimizer steps taken (skipped ones included), as the trainer counts
+  bool closed_ = false;
+};
+
+}  // namespace zt::python

@@ -1,0 +1,47 @@
+"""A config given as a dict, written out as the TOML text zt's config reader takes.
+
+zt.initialize(model, config={...}) and zt.data(config={...}) accept the same sections and keys
+as a job's TOML file ({"zero": {"stage": 3}, "plugins": {"comm": "comm_ucx"}, ...}); zt checks
+them as it checks the file, so an unknown key is the same error, naming the key.
+"""
+
+import json
+import numbers
+
+
+def _value(value, where):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        return repr(float(value))
+    if isinstance(value, str):
+        return json.dumps(value)  # a TOML basic string is a JSON string
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value(v, where) for v in value) + "]"
+    raise TypeError(f"zt config: {where} = {value!r}: expected a bool, number, string or list")
+
+
+def to_toml(config):
+    """The TOML text of {section: {key: value}}; "plugin.<id>" sections may also be nested as
+    {"plugin": {"<id>": {...}}}."""
+    if not isinstance(config, dict):
+        raise TypeError("zt config: expected a dict of sections, e.g. {'zero': {'stage': 3}}")
+    lines = []
+
+    def section(name, keys):
+        if not isinstance(keys, dict):
+            raise TypeError(f"zt config: section [{name}] must be a dict of keys")
+        lines.append(f"[{name}]")
+        for key, value in keys.items():
+            lines.append(f"{key} = {_value(value, name + '.' + key)}")
+
+    for name, keys in config.items():
+        if name == "plugin" and isinstance(keys, dict) and all(
+                isinstance(v, dict) for v in keys.values()):
+            for plugin_id, options in keys.items():
+                section(f"plugin.{plugin_id}", options)
+        else:
+            section(name, keys)
+    return "\n".join(lines) + "\n"

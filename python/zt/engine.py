@@ -1,0 +1,301 @@
+"""zt's engine for a plain torch.nn.Module whose own forward runs as written.
+
+Units are the modules the forward calls: the top-level children in order, with ModuleList and
+ModuleDict containers (which are never called themselves) opened up, and modules without
+parameters left out; or the list the caller gives. Parameters the root module holds directly
+form a unit of their own, gathered for the whole forward. Module hooks tell the engine when a
+unit is entered and left (docs/architecture.md, "From Python"): at ZeRO stage 3 its parameters
+are gathered on entry (the next units prefetched) and released on exit; its outputs carry a hook
+that gathers them again before its backward, and backward releases each group once its
+gradients are taken.
+"""
+
+import atexit
+import contextlib
+import json
+import weakref
+
+import torch
+import torch.nn.functional as F
+
+from . import _zt
+from .config import to_toml
+
+_open_engines = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all():
+    # The communicators' shutdown is collective: leave the job before the interpreter goes.
+    for engine in list(_open_engines):
+        engine.close()
+
+
+def _tensors(value):
+    """Every tensor in a unit's output (a tensor, or tuples, lists and dicts of them)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def _unit_modules(model):
+    units = []
+
+    def expand(module):
+        for child in module.children():
+            if isinstance(child, (torch.nn.ModuleList, torch.nn.ModuleDict)):
+                expand(child)
+            elif any(True for _ in child.parameters()):
+                units.append(child)
+
+    expand(model)
+    return units
+
+
+class Engine:
+    """What zt.initialize returns: call it as the model, then backward(loss) and step()."""
+
+    def __init__(self, model, config=None, overrides=(), units=None):
+        if not isinstance(model, torch.nn.Module):
+            raise TypeError("zt.initialize: model must be a torch.nn.Module")
+        if isinstance(model, torch.jit.ScriptModule):
+            raise TypeError("zt.initialize takes a plain nn.Module; a TorchScript file trains "
+                            "with trainer --config (model.kind = \"torchscript\")")
+        self.module = model
+        modules = list(units) if units is not None else _unit_modules(model)
+        names = {}
+        for name, p in model.named_parameters():
+            names.setdefault(id(p), name)
+        module_names = {id(m): n for n, m in model.named_modules()}
+        covered = set()
+        unit_params = []
+        self._unit_names = []
+        for m in modules:
+            params = []
+            for p in m.parameters():
+                if id(p) not in names:
+                    raise ValueError(f"zt.initialize: a unit ({type(m).__name__}) holds a "
+                                     "parameter that is not the model's")
+                params.append((names[id(p)], p))
+                covered.add(id(p))
+            name = module_names.get(id(m), type(m).__name__)
+            unit_params.append((name, params))
+            self._unit_names.append(name)
+        root = [(n, p) for n, p in model.named_parameters() if id(p) not in covered]
+        self._root = None
+        if root:
+            unit_params.insert(0, ("<root>", root))
+            self._unit_names.insert(0, "<root>")
+            self._root = 0
+        path = config if isinstance(config, str) else ""
+        text = to_toml(config) if isinstance(config, dict) else ""
+        if config is not None and not isinstance(config, (str, dict)):
+            raise TypeError("zt.initialize: config is a TOML file's path or a dict of sections")
+        self._core = _zt.ModuleEngine(path, text, list(overrides), unit_params)
+        first = 1 if self._root is not None else 0
+        self._hooks = []
+        for i, m in enumerate(modules):
+            u = i + first
+            self._hooks.append(m.register_forward_pre_hook(self._entering(u)))
+            self._hooks.append(m.register_forward_hook(self._leaving(u)))
+        self._open = False
+        self._stack = []
+        self._micro = 0
+        self._last_step = None
+        self._dtype = {"fp32": torch.float32, "bf16": torch.bfloat16,
+                       "fp16": torch.float16}[self._core.compute]
+        _open_engines.add(self)
+
+    # The hooks: a unit entered and left inside the engine's forward.
+    def _entering(self, u):
+        def hook(module, inputs):
+            if not self._open:
+                raise RuntimeError(f"zt: unit {self._unit_names[u]} was called outside its "
+                                   "engine; run the model as engine(...)")
+            self._stack.append(u)
+            self._core.enter_unit(u)
+        return hook
+
+    def _leaving(self, u):
+        def hook(module, inputs, output):
+            self._core.leave_unit(u, _tensors(output))
+            self._stack.pop()
+        return hook
+
+    @property
+    def rank(self):
+        return self._core.rank
+
+    @property
+    def world_size(self):
+        return self._core.world
+
+    @property
+    def gradient_accumulation_steps(self):
+        return self._core.grad_accum
+
+    @property
+    def global_steps(self):
+        """Optimizer steps taken (skipped ones included), as the trainer counts them."""
+        return self._core.steps
+
+    def is_gradient_accumulation_boundary(self):
+        return self._micro >= self._core.grad_accum
+
+    def describe(self):
+        return self._core.describe()
+
+    def __call__(self, *args, **kwargs):
+        """The model's forward, as written. With autograd on, a training micro step follows
+        (backward(loss)); under torch.no_grad() it is an evaluation. Floating inputs are cast
+        to the compute dtype ([precision] compute)."""
+        if self._open:
+            raise RuntimeError("zt: the previous forward has no backward(loss) yet")
+        args = [a.to(self._dtype) if isinstance(a, torch.Tensor) and a.is_floating_point()
+                else a for a in args]
+        training = torch.is_grad_enabled()
+        self._core.begin_forward(training)
+        self._open = True
+        self._stack = []
+        try:
+            if self._root is not None:
+                self._core.enter_unit(self._root)
+            out = self.module(*args, **kwargs)
+            if self._root is not None:
+                self._core.leave_unit(self._root, _tensors(out))
+        except BaseException as e:
+            unit = self._stack[-1] if self._stack else None
+            self._open = False
+            self._core.abort_forward()
+            if unit is not None and isinstance(e, Exception):
+                e.add_note(f"zt: raised in unit {unit} ({self._unit_names[unit]}) of the "
+                           "model's forward")
+            raise
+        if not training:
+            self._core.end_forward()
+            self._open = False
+        return out
+
+    forward = __call__
+
+    def loss(self, inputs, targets):
+        """The model's forward on `inputs` and its loss against `targets`: the module's own
+        loss(output, targets) when it has one, else cross entropy for integer targets (logits
+        [..., vocab]) and mean squared error for floating ones, computed in fp32."""
+        out = self(inputs)
+        if hasattr(self.module, "loss"):
+            return self.module.loss(out, targets)
+        if not targets.is_floating_point():
+            return F.cross_entropy(out.float().reshape(-1, out.size(-1)), targets.reshape(-1))
+        return F.mse_loss(out.float(), targets.float())
+
+    def backward(self, loss):
+        """Backward of this rank's micro-batch loss (a mean): gradients are reduced into the
+        shards as their units finish. Returns the loss as a float."""
+        if not self._open:
+            raise RuntimeError("zt: backward(loss) needs a forward through the engine first")
+        self._open = False
+        value = self._core.backward(loss)
+        self._micro += 1
+        return value
+
+    def step(self, lr=None):
+        """Call after every backward, as DeepSpeed's engine.step(): at the end of
+        data.grad_accum micro steps it updates the shards at `lr` (default: the config's
+        schedule, [run] lr_schedule) and returns the step's report; otherwise None."""
+        if self._micro < self._core.grad_accum:
+            return None
+        rate = self._core.scheduled_lr() if lr is None else float(lr)
+        report = self._core.step(rate)
+        report["lr"] = rate
+        self._micro = 0
+        self._last_step = report
+        return report
+
+    def zero_grad(self, set_to_none=True):
+        """Nothing to do: the engine takes every gradient into its shards in backward."""
+
+    def train(self, mode=True):
+        self.module.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def parameter_names(self):
+        return list(self._core.parameter_names())
+
+    def full_param(self, name):
+        """The full fp32 master value of parameter `name` (collective)."""
+        return self._core.full_param(name)
+
+    def full_grad(self, name):
+        """The averaged gradient the next step applies (collective; after backward)."""
+        return self._core.full_grad(name)
+
+    def optimizer_state(self, name, state):
+        """A full optimizer state of `name`, e.g. "exp_avg" (collective)."""
+        return self._core.optimizer_state(name, state)
+
+    @contextlib.contextmanager
+    def gathered_parameters(self, names, modifier_rank=None):
+        """DeepSpeed's GatheredParameters: yields {name: full fp32 value} on every rank
+        (collective). With modifier_rank, that rank's edits (in place, or tensors put back in the
+        dict) are written into every rank's shards when the block ends."""
+        names = [names] if isinstance(names, str) else list(names)
+        values = dict(self._core.gathered(names))
+        modifier = -1 if modifier_rank is None else int(modifier_rank)
+        failed = False
+        try:
+            yield values
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            if modifier >= 0:
+                self._core.write_gathered(names, modifier, [values[n] for n in names], failed)
+
+    def memory_report(self):
+        """Bytes this rank's engine holds, by category (compute memory and tiers)."""
+        return self._core.memory()
+
+    def step_report(self):
+        """The last optimizer step's report and where this rank's time went so far."""
+        report = dict(self._last_step or {})
+        report["times"] = self._core.times()
+        return report
+
+    def save_checkpoint(self, directory, next_sample=None):
+        """Saves to `directory` (a checkpoint.dir: step-N folders and `latest`) in zt's format,
+        which `trainer --resume` loads at any world size and composition. `next_sample`: where
+        the trainer's data would continue (default: steps x the global batch). Collective.
+        Returns the checkpoint's folder."""
+        return self._core.save_checkpoint(directory, -1 if next_sample is None else next_sample)
+
+    def load_checkpoint(self, path):
+        """Loads a checkpoint folder, a checkpoint.dir (its latest) or dir/best, saved at any
+        world size and composition by zt.Engine or by the trainer. Returns the saved trainer
+        state (step, next_sample, ...). Collective."""
+        state = self._core.load_checkpoint(path)
+        self._micro = 0
+        return json.loads(state) if state else {}
+
+    def close(self):
+        """Leaves the job (collective); the engine cannot be used after. Also at exit."""
+        if getattr(self, "_core", None) is None:
+            return
+        for h in self._hooks:
+            h.remove()
+        self._core.close()
+        _open_engines.discard(self)
+
+
+def initialize(model, config=None, overrides=(), units=None):
+    """The engine of `model` under `config` (a TOML file's path, or a dict of sections as the
+    file has them) with "section.key=value" `overrides`. Every rank calls it with the same
+    model and config; rank 0's initial values are broadcast to the others."""
+    return Engine(model, config, overrides, units)

@@ -1,0 +1,46 @@
+"""python3 -m zt.launch --nproc N [--master-port P] [--timeout S] [--max-restarts K] script.py ...
+
+Runs `script.py` on N local ranks with the environment torchrun gives (RANK, WORLD_SIZE,
+LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), under zt's launcher, the trainer's: a
+rank that fails stops the others and the last line names it; Ctrl-C stops every rank. With
+--max-restarts K a failed job starts again, all ranks, at most K times (the script resumes from
+its own checkpoint).
+"""
+
+import argparse
+import sys
+
+from . import _zt
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python3 -m zt.launch", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nproc", type=int, default=1, help="local ranks (default 1)")
+    parser.add_argument("--master-addr", default="127.0.0.1")
+    parser.add_argument("--master-port", type=int, default=0, help="0: a free port")
+    parser.add_argument("--timeout", type=float, default=0,
+                        help="seconds the whole job may take (0: no limit)")
+    parser.add_argument("--max-restarts", type=int, default=0)
+    parser.add_argument("script")
+    parser.add_argument("args", nargs=argparse.REMAINDER)
+    a = parser.parse_args(argv)
+    if a.nproc < 1:
+        parser.error("--nproc must be at least 1")
+    command = [sys.executable, a.script] + a.args
+    for attempt in range(a.max_restarts + 1):
+        code, failed_rank, message, line = _zt.launch(a.nproc, command, a.master_addr,
+                                                      a.master_port, a.timeout)
+        if code == 0:
+            return 0
+        cause = f"; rank {failed_rank} reported: {line}" if line else ""
+        print(f"zt: error: {message}{cause}", file=sys.stderr)
+        if failed_rank < 0 or attempt == a.max_restarts:
+            return code
+        print(f"zt: restart {attempt + 1}/{a.max_restarts}: all ranks start again",
+              file=sys.stderr)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""A Python model that TorchScript cannot script, trained by zt from Python, against
+torch.optim.AdamW in one process on the same global batch: every parameter compared.
+
+Run on every rank of a job (python3 -m zt.launch --nproc N module_oracle.py --stage S ...).
+The model is nanoGPT-like where the TorchScript kind refuses: token and position embeddings
+summed in the parent, the residual added in the parent, a head tied to the token embedding, a
+parameter held by the root module, a Python-side branch on a config object, and a custom loss
+with Python control flow. Each rank initialises its module from its own seed: zt broadcasts rank
+0's values, so the reference uses rank 0's. Exit 0 when every element is within the oracle's
+fp32 tolerance (1e-6 + 1e-5 |reference|), 1 with the worst tensor named otherwise.
+"""
+
+import argparse
+import os
+import sys
+import types
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import zt
+
+VOCAB, SEQ, D, HEADS, LAYERS = 32, 8, 16, 2, 2
+LR, BETAS, EPS, WD = 1e-2, (0.9, 0.95), 1e-8, 0.1
+
+
+class Block(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.ln = nn.LayerNorm(cfg.d)
+        # No bias: the key's would get only rounding noise as its gradient (softmax ignores it),
+        # which Adam scales up to whole steps in either direction.
+        self.qkv = nn.Linear(cfg.d, 3 * cfg.d, bias=False)
+        self.proj = nn.Linear(cfg.d, cfg.d)
+        self.mlp = nn.Sequential(nn.Linear(cfg.d, 2 * cfg.d), nn.GELU(), nn.Linear(2 * cfg.d, cfg.d))
+
+    def forward(self, x):
+        h = self.ln(x)
+        b, t, d = h.shape
+        q, k, v = self.qkv(h).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.cfg.heads, d // self.cfg.heads).transpose(1, 2)
+                   for z in (q, k, v))
+        att = (q @ k.transpose(-2, -1)) / (d // self.cfg.heads) ** 0.5
+        att = att.masked_fill(torch.ones(t, t).triu(1).bool(), float("-inf")).softmax(-1)
+        y = self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
+        # A branch on a plain Python object: TorchScript cannot compile this class.
+        if self.cfg.parallel:
+            return y + self.mlp(h)
+        return y + self.mlp(self.ln(x + y))
+
+
+class TinyGpt(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab, cfg.d)
+        self.wpe = nn.Embedding(cfg.seq, cfg.d)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.ln_f = nn.LayerNorm(cfg.d)
+        self.head = nn.Linear(cfg.d, cfg.vocab, bias=False)
+        self.head.weight = self.wte.weight          # tied
+        self.temperature = nn.Parameter(torch.ones(1))  # held by the root module itself
+
+    def forward(self, idx):
+        pos = torch.arange(idx.size(1))
+        x = self.wte(idx) + self.wpe(pos)           # summed in the parent: not a chain
+        for block in self.blocks:
+            x = x + block(x)                        # residual in the parent
+        return self.head(self.ln_f(x)) / self.temperature
+
+
+def custom_loss(logits, targets, smoothing={"on": True, "eps": 0.1}):
+    logp = F.log_softmax(logits.float(), dim=-1)
+    nll = -logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    if smoothing["on"]:
+        return ((1 - smoothing["eps"]) * nll - smoothing["eps"] * logp.mean(-1)).mean()
+    return nll.mean()
+
+
+def batches(steps, global_batch):
+    g = torch.Generator().manual_seed(7)
+    for _ in range(steps):
+        tokens = torch.randint(0, VOCAB, (global_batch, SEQ + 1), generator=g)
+        yield tokens[:, :-1], tokens[:, 1:]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--stage", type=int, required=True)
+    p.add_argument("--shard", default="shard_bucket")
+    p.add_argument("--accum", type=int, default=1)
+    p.add_argument("--micro", type=int, default=2)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--offload", default="")
+    p.add_argument("--nvme", default="")
+    a = p.parse_args()
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    cfg = types.SimpleNamespace(vocab=VOCAB, seq=SEQ, d=D, heads=HEADS, layers=LAYERS,
+                                parallel=True)
+    torch.manual_seed(1234 + rank)
+    model = TinyGpt(cfg)
+    torch.manual_seed(1234)
+    reference = TinyGpt(cfg)
+    config = {
+        "data": {"micro_batch": a.micro, "grad_accum": a.accum},
+        "zero": {"stage": a.stage, "prefetch_units": 1, "param_persistence_threshold": 0},
+        "plugins": {"comm": "comm_ucx", "shard": a.shard, "optimizer": "optim_hybrid_adam"},
+        "plugin": {"optim_hybrid_adam": {"lr": LR, "betas": list(BETAS), "eps": EPS,
+                                         "weight_decay": WD, "adamw": True}},
+    }
+    if a.offload:
+        config["plugins"]["offload_optimizer"] = a.offload
+        if a.offload == "offload_nvme":
+            config["plugin"]["offload_nvme"] = {"path": a.nvme}
+            config["zero"]["sub_group_size"] = 512
+    engine = zt.initialize(model, config=config)
+    assert engine.world_size == world and engine.rank == rank
+    opt = torch.optim.AdamW(reference.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
+    global_batch = a.micro * a.accum * world
+    for x, y in batches(a.steps, global_batch):
+        # This rank's micro batches: the trainer's order (micro step, then rank).
+        for m in range(a.accum):
+            at = (m * world + rank) * a.micro
+            out = engine(x[at:at + a.micro])
+            engine.backward(custom_loss(out, y[at:at + a.micro]))
+            report = engine.step()
+            assert (report is not None) == (m == a.accum - 1)
+        opt.zero_grad()
+        total = 0
+        for chunk in range(a.accum * world):
+            s = slice(chunk * a.micro, (chunk + 1) * a.micro)
+            total = total + custom_loss(reference(x[s]), y[s])
+        (total / (a.accum * world)).backward()
+        opt.step()
+    worst, worst_name = -1.0, ""
+    for name, want in reference.named_parameters():
+        got = engine.full_param(name)
+        excess = ((got.double() - want.detach().double()).abs()
+                  - (1e-6 + 1e-5 * want.detach().double().abs())).max().item()
+        if not excess <= worst:
+            worst, worst_name = excess, name
+    names = [n for n, _ in reference.named_parameters()]
+    assert sorted(engine.parameter_names()) == sorted(names), engine.parameter_names()
+    engine.close()
+    if rank == 0:
+        print(f"module_oracle: stage {a.stage} {a.shard} world {world} accum {a.accum} "
+              f"{a.offload or 'no offload'}: {len(names)} tensors, worst excess {worst:.3g} "
+              f"({worst_name})")
+    if not worst <= 0:
+        print(f"module_oracle: {worst_name} is {worst:.3g} outside the tolerance", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
