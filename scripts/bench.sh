@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build_dir=build
-benches="adam comm nvme train ckpt scale mics trace eval"
+benches="adam comm nvme train ckpt scale mics trace eval python"
 
 usage() {
   echo "usage: scripts/bench.sh <bench> [options]"
@@ -57,6 +57,11 @@ case "$bench" in
     build zt_bench_trace trainer zt_comm_ucx zt_shard_bucket zt_optim_hybrid_adam zt_offload_cpu \
       zt_offload_nvme
     "$build_dir/bin/zt_bench_trace" "$@"
+    ;;
+  python)
+    shift
+    build trainer zt_python zt_comm_ucx zt_shard_bucket zt_optim_hybrid_adam
+    /usr/bin/python3 bench/python/bench_python.py "$build_dir" "$@"
     ;;
   eval)
     shift

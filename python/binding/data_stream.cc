@@ -8,16 +8,15 @@ namespace zt::python {
 
 DataStream::DataStream(const std::string& config_path, const std::string& toml_text,
                        const std::vector<std::string>& overrides, bool validation) {
-  const Config config =
-      config_path.empty()
-          ? trainer::load_config_string(toml_text, "the config dict given to zt", overrides)
-          : trainer::load_config_file(config_path, overrides);
+  const Config config = config_path.empty()
+                            ? trainer::load_config_string(toml_text, "the config dict given to zt",
+                                                          overrides)
+                            : trainer::load_config_file(config_path, overrides);
   const trainer::JobSettings job = trainer::JobSettings::of(config);
   const models::ModelShape shape = models::resolve_model_shape(config);
   const ModelInputs inputs = models::model_inputs(shape);
-  source_ = validation
-                ? data::make_val_data(job.data, inputs, shape.kind, job.eval.micro_batch)
-                : data::make_data(job.data, inputs, shape.kind);
+  source_ = validation ? data::make_val_data(job.data, inputs, shape.kind, job.eval.micro_batch)
+                       : data::make_data(job.data, inputs, shape.kind);
 }
 
 std::pair<at::Tensor, at::Tensor> DataStream::get(int64_t step_start, int micro, int rank,

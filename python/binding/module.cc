@@ -139,30 +139,32 @@ PYBIND11_MODULE(_zt, m) {
       .def("backward", &ModuleEngine::backward, Release())
       .def("end_forward", &ModuleEngine::end_forward, Release())
       .def("abort_forward", &ModuleEngine::abort_forward, Release())
-      .def("step", [](ModuleEngine& e, double lr) {
-        zt::StepReport r;
-        {
-          py::gil_scoped_release released;
-          r = e.step(lr);
-        }
-        return step_dict(r);
-      })
+      .def(
+          "step",
+          [](ModuleEngine& e, double lr) {
+    zt::StepReport r;
+    {
+      py::gil_scoped_release released;
+      r = e.step(lr);
+    }
+    return step_dict(r);
+          })
       .def("full_param", &ModuleEngine::full_param, Release())
       .def("full_grad", &ModuleEngine::full_grad, Release())
       .def("optimizer_state", &ModuleEngine::optimizer_state, Release())
       .def("parameter_names", &ModuleEngine::parameter_names)
       .def("gathered", &ModuleEngine::gathered, Release())
       .def("write_gathered", &ModuleEngine::write_gathered, Release())
+      .def("all_reduce", &ModuleEngine::all_reduce, Release())
       .def("memory", [](const ModuleEngine& e) { return memory_dict(e.memory()); })
       .def("times", [](const ModuleEngine& e) { return times_dict(e.times()); })
       .def("save_checkpoint", &ModuleEngine::save_checkpoint, Release())
       .def("load_checkpoint", &ModuleEngine::load_checkpoint, Release());
 
   py::class_<zt::python::DataStream>(m, "DataStream")
-      .def(py::init<const std::string&, const std::string&, const std::vector<std::string>&,
-                    bool>(),
-           py::arg("config_path"), py::arg("toml_text"), py::arg("overrides"),
-           py::arg("validation"))
+      .def(
+          py::init<const std::string&, const std::string&, const std::vector<std::string>&, bool>(),
+          py::arg("config_path"), py::arg("toml_text"), py::arg("overrides"), py::arg("validation"))
       .def("get", &zt::python::DataStream::get)
       .def("samples", &zt::python::DataStream::samples)
       .def("samples_per_step", &zt::python::DataStream::samples_per_step)

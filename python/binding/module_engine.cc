@@ -60,8 +60,7 @@ void broadcast_initial_values(Communicator& comm, const std::vector<UnitParams>&
 }  // namespace
 
 ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& toml_text,
-                           const std::vector<std::string>& overrides,
-                           std::vector<UnitParams> units)
+                           const std::vector<std::string>& overrides, std::vector<UnitParams> units)
     : config_(load(config_path, toml_text, overrides)),
       job_(trainer::JobSettings::of(config_)),
       env_(discover_rank_env()) {
@@ -170,6 +169,12 @@ void ModuleEngine::write_gathered(const std::vector<std::string>& names, int mod
     if (env_.rank != modifier_rank) return;
     for (size_t i = 0; i < params.size() && i < values.size(); ++i) params[i].second = values[i];
   });
+}
+
+void ModuleEngine::all_reduce(at::Tensor tensor) {
+  at::Tensor flat = tensor.contiguous();
+  setup_.comm->all_reduce(flat, ReduceOp::kSum)->wait();
+  if (!flat.is_same(tensor)) tensor.copy_(flat);
 }
 
 MemoryReport ModuleEngine::memory() const { return setup_.engine->memory(); }

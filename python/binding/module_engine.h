@@ -87,6 +87,9 @@ class ModuleEngine {
   NamedTensors gathered(const std::vector<std::string>& names);
   void write_gathered(const std::vector<std::string>& names, int modifier_rank,
                       const std::vector<at::Tensor>& values, bool failed);
+  // Sums `tensor` (any dtype the communicator takes; fp64 for counts) over the ranks, in place.
+  // Collective.
+  void all_reduce(at::Tensor tensor);
   MemoryReport memory() const;
   EngineTimes times() const;
 

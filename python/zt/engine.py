@@ -259,6 +259,13 @@ class Engine:
             if modifier >= 0:
                 self._core.write_gathered(names, modifier, [values[n] for n in names], failed)
 
+    def all_reduce(self, tensor):
+        """Sums `tensor` over the ranks, in place, through the job's communicator (collective):
+        for metrics such as a validation loss."""
+        with torch.no_grad():
+            self._core.all_reduce(tensor)
+        return tensor
+
     def memory_report(self):
         """Bytes this rank's engine holds, by category (compute memory and tiers)."""
         return self._core.memory()

@@ -35,7 +35,9 @@ ZT_API RankEnv discover_rank_env(const GetEnv& getenv);
 ZT_API RankEnv discover_rank_env();
 
 // Connects every rank to rank 0's TCPStore at addr:port (rank 0 hosts it) and waits until all
-// `world` ranks have arrived. Throws CommError: port in use, timeout with how many arrived.
+// `world` ranks have arrived. Under torchrun's agent (TORCHELASTIC_USE_AGENT_STORE=True) the
+// agent hosts the store there and every rank is a client, zt's keys under a prefix per restart.
+// Throws CommError: port in use, timeout with how many arrived.
 ZT_API std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, int world,
                                          std::chrono::milliseconds timeout);
 

@@ -1,5 +1,6 @@
 #include "zt/rendezvous.h"
 
+#include <cstdlib>
 #include <thread>
 
 #include "util/torch_compat.h"
@@ -12,28 +13,44 @@ namespace {
 // zt::Store over c10d's. Timeouts are per call, as the Store interface promises.
 class TcpStore final : public Store {
  public:
-  explicit TcpStore(c10::intrusive_ptr<c10d::TCPStore> store) : store_(std::move(store)) {}
+  // `prefix`: put before every key (a store shared with others: torchrun's agent store).
+  TcpStore(c10::intrusive_ptr<c10d::TCPStore> store, std::string prefix)
+      : store_(std::move(store)), prefix_(std::move(prefix)) {}
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
-    store_->set(key, value);
+    store_->set(prefix_ + key, value);
   }
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
     try {
-      store_->wait({key}, timeout);
+      store_->wait({prefix_ + key}, timeout);
     } catch (const std::exception& e) {
       throw CommError("rendezvous store: key '" + key + "' did not appear within " +
                       std::to_string(timeout.count()) + " ms (" + first_line(e.what()) +
                       "); a rank did not arrive or died");
     }
-    return store_->get(key);
+    return store_->get(prefix_ + key);
   }
-  int64_t add(const std::string& key, int64_t delta) override { return store_->add(key, delta); }
+  int64_t add(const std::string& key, int64_t delta) override {
+    return store_->add(prefix_ + key, delta);
+  }
 
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
  private:
   c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::string prefix_;
 };
+
+// torchrun's agent hosts a TCPStore at MASTER_ADDR:MASTER_PORT and tells its workers so
+// (TORCHELASTIC_USE_AGENT_STORE=True), as PyTorch's env:// init expects: every rank is then a
+// client, and zt's keys live under a prefix of their own per restart of the job (the agent's
+// store outlives its workers, so a restarted job must not count the last one's arrivals).
+std::string agent_store_prefix() {
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (!agent || std::string(agent) != "True") return "";
+  const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  return "zt/torchelastic-" + std::string(restart ? restart : "0") + "/";
+}
 
 bool mentions(const std::string& text, const char* what) {
   return text.find(what) != std::string::npos;
@@ -57,13 +74,15 @@ int64_t count_in(Store& store, const std::string& key, int world, bool wait,
 std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, int world,
                                   std::chrono::milliseconds timeout) {
   std::string where = addr + ":" + std::to_string(port);
+  const std::string prefix = agent_store_prefix();
+  const bool hosts = rank == 0 && prefix.empty();
   c10::intrusive_ptr<c10d::TCPStore> tcp;
   try {
     tcp = c10::make_intrusive<c10d::TCPStore>(
-        addr, compat::tcp_store_options(port, rank == 0, world, timeout));
+        addr, compat::tcp_store_options(port, hosts, world, timeout));
   } catch (const std::exception& e) {
     std::string why = TcpStore::first_line(e.what());
-    if (rank == 0 &&
+    if (hosts &&
         (mentions(why, "in use") || mentions(why, "EADDRINUSE") || mentions(why, "bind"))) {
       throw CommError("rendezvous: rank 0 cannot listen on " + where + ": port in use (" + why +
                       "); free it or pick another with MASTER_PORT or --set "
@@ -73,7 +92,7 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
                     where + " within " + std::to_string(timeout.count()) + " ms (" + why +
                     "); check that rank 0 was started and MASTER_ADDR/MASTER_PORT agree");
   }
-  auto store = std::make_unique<TcpStore>(tcp);
+  auto store = std::make_unique<TcpStore>(tcp, prefix);
   // Arrival barrier: every rank counts itself in, then waits for the total.
   const int64_t arrived = count_in(*store, "zt/arrived", world, true, timeout);
   if (arrived < world) {
