@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -12,10 +11,10 @@
 #include "run/checkpointing.h"
 #include "run/loaded_model.h"
 #include "settings/trainer_config.h"
+#include "setup/job_store.h"
 #include "setup/offload_tiers.h"
 #include "zt/checkpoint.h"
 #include "zt/error.h"
-#include "zt/launcher.h"
 
 namespace zt::python {
 
@@ -65,26 +64,10 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
       job_(trainer::JobSettings::of(config_)),
       env_(discover_rank_env()) {
   if (units.empty()) throw ConfigError("zt.initialize: the model has no parameters to train");
-  const Options& launch = config_.section("launch");
-  timeout_ = std::chrono::milliseconds(std::llround(launch.get_double("timeout_s") * 1000));
-  const std::string addr = env_.master_addr.empty() ? launch.get_string("master_addr")
-                                                    : env_.master_addr;
-  int port = env_.master_port > 0 ? env_.master_port
-                                  : static_cast<int>(launch.get_int("master_port"));
-  if (port == 0) {
-    if (env_.world > 1) {
-      throw ConfigError(env_.source + " environment with " + std::to_string(env_.world) +
-                        " ranks but no MASTER_PORT and launch.master_port = 0; set MASTER_PORT "
-                        "(and MASTER_ADDR) for every rank, or start them with python3 -m "
-                        "zt.launch");
-    }
-    port = pick_free_port(addr);
-  }
-  if (!env_.found && !std::getenv("ZT_JOB_ID")) {
-    setenv("ZT_JOB_ID", std::to_string(getpid()).c_str(), 1);  // offload files are named after it
-  }
   trainer::share_cores_between_local_ranks();
-  store_ = rendezvous(addr, port, env_.rank, env_.world, timeout_);
+  trainer::JobStore job = trainer::join_job_store(config_, env_);
+  timeout_ = job.timeout;
+  store_ = std::move(job.store);
   std::vector<Unit*> pointers;
   for (UnitParams& u : units) {
     units_.push_back(std::make_unique<ModuleUnit>(u));

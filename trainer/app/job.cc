@@ -17,6 +17,7 @@
 #include "run/smoke_task.h"
 #include "run/train_task.h"
 #include "settings/trainer_config.h"
+#include "setup/job_store.h"
 #include "setup/memory_fit.h"
 #include "setup/offload_tiers.h"
 #include "zt/blas.h"
@@ -202,24 +203,9 @@ int run_job(const Config& config, const CliArgs& args, const std::vector<std::st
     LaunchResult result;  // a failed evaluation is not resumed: it has nothing to continue
     return launch_attempt(config, nproc, argv, result);
   }
-  // A single process is its own job (offload files are named after it).
-  if (!env.found && !std::getenv("ZT_JOB_ID"))
-    setenv("ZT_JOB_ID", std::to_string(getpid()).c_str(), 1);
-
-  auto timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(std::llround(launch.get_double("timeout_s") * 1000)));
-  std::string addr = env.master_addr.empty() ? launch.get_string("master_addr") : env.master_addr;
-  int port = env.master_port > 0 ? env.master_port
-                                 : static_cast<int>(launch.get_int("master_port"));
-  if (port == 0) {
-    if (env.world > 1) {
-      throw ConfigError(env.source + " environment with " + std::to_string(env.world) +
-                        " ranks but no MASTER_PORT and launch.master_port = 0; set MASTER_PORT "
-                        "(and MASTER_ADDR) for every rank");
-    }
-    port = pick_free_port(addr);
-  }
-  std::unique_ptr<Store> store = rendezvous(addr, port, env.rank, env.world, timeout);
+  JobStore job = join_job_store(config, env);
+  const std::chrono::milliseconds timeout = job.timeout;
+  std::unique_ptr<Store> store = std::move(job.store);
   int code = 0;
   if (args.command == Command::kEval) {
     code = run_eval(config, *store, env, timeout, args.checkpoint, args.out_path);

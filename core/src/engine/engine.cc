@@ -192,6 +192,15 @@ struct Engine::Impl {
     return out;
   }
 
+  // A loss that is not finite without loss scaling: nothing can rescale it.
+  NumericError nonfinite_loss(double value, int64_t step_number) const {
+    return NumericError(
+        "loss is " + std::to_string(value) + " at step " + std::to_string(step_number) +
+        " (micro step " + std::to_string(micro + 1) + ") in " +
+        std::string(at::toString(opt.compute_dtype)) +
+        "; lower the learning rate, enable zero.gradient_clipping, or check the data");
+  }
+
   double forward_backward(const at::Tensor& input,
                           const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
     const EngineClock::Phase phase(ledger.clock(), &EngineTimes::forward_backward);
@@ -205,13 +214,7 @@ struct Engine::Impl {
       loss = loss_fn(run_units(input));
     }
     const double value = loss.item<double>();
-    if (!std::isfinite(value) && !scaler.enabled()) {
-      throw NumericError(
-          "loss is " + std::to_string(value) + " at step " + std::to_string(step_number) +
-          " (micro step " + std::to_string(micro + 1) + ") in " +
-          std::string(at::toString(opt.compute_dtype)) +
-          "; lower the learning rate, enable zero.gradient_clipping, or check the data");
-    }
+    if (!std::isfinite(value) && !scaler.enabled()) throw nonfinite_loss(value, step_number);
     {
       const trace::Scope span("backward");
       const BackwardSpans spans(*this);
@@ -366,11 +369,7 @@ struct Engine::Impl {
     const double value = loss.item<double>();
     if (!std::isfinite(value) && !scaler.enabled()) {
       abort_forward();
-      throw NumericError(
-          "loss is " + std::to_string(value) + " at step " + std::to_string(step_number) +
-          " (micro step " + std::to_string(micro + 1) + ") in " +
-          std::string(at::toString(opt.compute_dtype)) +
-          "; lower the learning rate, enable zero.gradient_clipping, or check the data");
+      throw nonfinite_loss(value, step_number);
     }
     {
       const trace::Scope span("backward");
