@@ -45,8 +45,12 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--json", default=os.path.join(ROOT, "bench-results", "python.json"))
+    p.add_argument("--bf16", action="store_true",
+                   help="precision.compute = bf16 for zt; DDP under bf16 autocast")
+    p.add_argument("--json", default=None, help="default bench-results/python[-bf16].json")
     a = p.parse_args()
+    if a.json is None:
+        a.json = os.path.join(ROOT, "bench-results", "python-bf16.json" if a.bf16 else "python.json")
     trainer = os.path.join(a.build, "bin", "trainer")
     python = "/usr/bin/python3"
     env = dict(os.environ, PYTHONPATH=os.path.join(a.build, "python"))
@@ -55,7 +59,7 @@ def main():
     run([python, os.path.join(ROOT, "bench/train/ddp_gpt.py"), "weights", weights, "6", "6",
          "384", "128", "256", "1234"], weights + ".log")
     sets = GPT + [f"data.path={ROOT}/README.md", f"run.steps={a.steps}", "run.report=false",
-                  f"model.init_from={weights}"]
+                  f"model.init_from={weights}"] + (["precision.compute=bf16"] if a.bf16 else [])
     base = [trainer, "--config", os.path.join(ROOT, "configs/zero3.toml")]
     for kv in sets:
         base += ["--set", kv]
@@ -97,7 +101,7 @@ def main():
           f"difference against the trainer over the timed steps {diff:.2e}")
     os.makedirs(os.path.dirname(a.json), exist_ok=True)
     with open(a.json, "w") as f:
-        json.dump({"bench": "python", "steps": a.steps, "warmup": a.warmup, "reps": a.reps,
+        json.dump({"bench": "python", "compute": "bf16" if a.bf16 else "fp32", "steps": a.steps, "warmup": a.warmup, "reps": a.reps,
                    "median_step_s": med, "step_times": arms,
                    "python_over_trainer": med["trainer"] / med["python"],
                    "python_over_ddp": med["ddp"] / med["python"],

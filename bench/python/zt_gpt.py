@@ -1,6 +1,8 @@
 """One rank of zt from Python on the bench GPT (bench/python/bench_python.py runs it under
-python3 -m zt.launch): tests/torchscript/torchscript_models.py's zt-like GPT, a plain nn.Module,
-from the weights ddp_gpt.py wrote, trained through zt.initialize under the trainer's resolved
+python3 -m zt.launch): tests/torchscript/torchscript_models.py's zt-like GPT, a plain nn.Module
+whose GELU is zt.nn.gelu_tanh (zt's kernel, as the built-in GPT's) and whose LayerNorms are
+zt.nn.LayerNorm (bf16 normalized in fp32, as the built-in GPT's), from the weights ddp_gpt.py
+wrote, trained through zt.initialize under the trainer's resolved
 config on the trainer's own data (zt.data), each step timed as the trainer times one (from
 fetching the batch to the loss's all-reduce). Rank 0 writes one JSON line per step.
 
@@ -8,10 +10,12 @@ fetching the batch to the loss's all-reduce). Rank 0 writes one JSON line per st
 """
 
 import json
+import math
 import os
 import sys
 import time
 import tomllib
+import types
 
 import torch
 
@@ -19,6 +23,21 @@ import zt
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "train"))
 import ddp_gpt  # noqa: E402  (the same model and weight loading as the DDP row)
+
+
+def block_forward(self, x):
+    """The zt-like GPT's block (torchscript_models.Block.forward) with GELU on zt's kernel, as
+    the built-in GPT computes it."""
+    b, t, c = x.shape
+    q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+    q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+    k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+    v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // self.heads))
+    att = att.masked_fill(self.mask[:t, :t].logical_not(), float("-inf")).softmax(dim=-1)
+    y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+    x = x + self.proj(y)
+    return x + self.out(zt.nn.gelu_tanh(self.fc(self.ln2(x))))
 
 
 def main(config_path, weights, out):
@@ -29,6 +48,11 @@ def main(config_path, weights, out):
     gpt = models.Gpt(m["vocab"], m["seq_len"], m["d_model"], m["n_head"], m["n_layer"],
                      like_zt=True)
     ddp_gpt.load_hf_state(gpt, models.read_safetensors(weights))
+    for block in gpt.blocks:
+        block.forward = types.MethodType(block_forward, block)
+    for module in gpt.modules():
+        if isinstance(module, torch.nn.LayerNorm):
+            module.__class__ = zt.nn.LayerNorm  # same parameters; bf16 normalized in fp32
     engine = zt.initialize(gpt, config=config_path)
     data = zt.data(config_path)
     rank, world = engine.rank, engine.world_size

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "models/gelu.h"
 #include "python/binding/data_stream.h"
 #include "python/binding/module_engine.h"
 #include "zt/blas.h"
@@ -170,6 +171,9 @@ PYBIND11_MODULE(_zt, m) {
       .def("samples_per_step", &zt::python::DataStream::samples_per_step)
       .def_property_readonly("micro_batch", &zt::python::DataStream::micro_batch)
       .def("describe", &zt::python::DataStream::describe);
+
+  m.def("gelu_tanh", &zt::models::gelu_tanh, py::arg("x"),
+        "GELU with the tanh approximation on zt's vectorized kernel (differentiable)");
 
   m.def("launch", &launch, py::arg("nproc"), py::arg("argv"), py::arg("master_addr"),
         py::arg("master_port"), py::arg("timeout_s"));

@@ -15,8 +15,9 @@ import torch  # first: the binding runs on the LibTorch python3-torch loaded
 
 from ._zt import (CommError, ConfigError, Error, InternalError, IoError, NumericError,
                   PluginError)
+from . import nn
 from .data import data
 from .engine import Engine, initialize
 
-__all__ = ["initialize", "Engine", "data", "Error", "ConfigError", "PluginError", "CommError",
+__all__ = ["initialize", "Engine", "data", "nn", "Error", "ConfigError", "PluginError", "CommError",
            "IoError", "NumericError", "InternalError"]

@@ -5,7 +5,7 @@ training script with the environment torchrun gives (RANK, WORLD_SIZE, LOCAL_RAN
 LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE=True,
 TORCHELASTIC_RESTART_COUNT), twice, as a restarted job would. Both runs must train (the ranks
 join the agent's store as clients and the second run's arrivals are counted apart from the
-first's). Run under run.sh with NPROC 1.
+first's). A plain process (run.sh NPROC 0).
 """
 
 import os

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs a test script of tests/python on NPROC ranks under zt's launcher (python3 -m zt.launch),
 # with the zt package of the build tree, or says why it cannot (exit 77: CTest's Skipped).
+# NPROC 0: the script is a driver that starts its own ranks, run as a plain process (under a
+# launcher the ranks it starts would inherit its RANK and WORLD_SIZE).
 #   run.sh PYTHON PACKAGE_DIR NPROC SCRIPT [ARGS...]
 set -euo pipefail
 python=$1 package=$2 nproc=$3 script=$4
@@ -15,4 +17,7 @@ if ! "$python" -c "import torch" 2>/dev/null; then
   exit 77
 fi
 export PYTHONPATH="$package${PYTHONPATH:+:$PYTHONPATH}"
+if [ "$nproc" = 0 ]; then
+  exec "$python" "$(dirname "$0")/$script" "$@"
+fi
 exec "$python" -m zt.launch --nproc "$nproc" "$(dirname "$0")/$script" "$@"
