@@ -7,6 +7,7 @@
 #include <torch/version.h>
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -190,20 +191,38 @@ class TorchScriptModel final : public TrainableModel {
   }
 
   // Three checks on the first batch, before the engine takes the parameters: the units run in
-  // a chain, the chain computes what the module's forward computes, and the loss is a finite
-  // scalar that reads no parameter.
-  void check_first_batch(const data::Batch& batch) {
+  // a chain, the chain computes what the module's forward computes (else, below stage 3, the
+  // module's own forward is what trains), and the loss is a finite scalar that reads no
+  // parameter.
+  void check_first_batch(const data::Batch& batch, int stage) {
     at::Tensor output;
     {
       torch::NoGradGuard no_grad;
       // Eval mode: dropout would make the two forwards differ; running statistics stay as saved.
       module_.train(false);
       output = run_units(batch.input);
-      check_chain_matches_forward(batch.input, output);
+      const at::Tensor whole = own_forward_checked(batch.input);
+      const std::string differs = difference(output, whole);
+      if (!differs.empty() && stage == 3) {
+        throw ConfigError(what_ + ": running the units one after another gives " + differs +
+                          ": its forward does more than feed each unit's output to the next "
+                          "(a residual or a sum in the parent, a unit called twice). ZeRO stage "
+                          "3 gathers each unit's parameters around its call, which LibTorch's "
+                          "TorchScript modules give no hooks for: train it at zero.stage 0-2 "
+                          "(its own forward runs there), set model.units to the submodules its "
+                          "forward calls in call order, move the extra computation into a "
+                          "submodule, or train it from Python (zt.initialize)");
+      }
+      chain_ = differs.empty();
+      if (!chain_) output = whole;
       module_.train(true);
     }
     check_loss(output, batch.target);
   }
+
+  // Whether training runs the units as a chain (else the module's own forward, stages 0-2).
+  bool chain() const { return chain_; }
+  at::Tensor own_forward(const at::Tensor& input) { return module_.forward({input}).toTensor(); }
 
  private:
   // The units one after another on `input`; each must take the previous one's tensor.
@@ -229,9 +248,8 @@ class TorchScriptModel final : public TrainableModel {
     return x;
   }
 
-  // The module's own forward on `input` must give `chained`, what the units gave one after
-  // another: otherwise its forward does more than the engine will run.
-  void check_chain_matches_forward(const at::Tensor& input, const at::Tensor& chained) {
+  // The module's own forward on `input`, which must give one tensor.
+  at::Tensor own_forward_checked(const at::Tensor& input) {
     c10::IValue whole_out;
     try {
       whole_out = module_.forward({input});
@@ -239,19 +257,29 @@ class TorchScriptModel final : public TrainableModel {
       throw ConfigError(what_ + ": the module's own forward failed on the first batch, input " +
                         shape_text(input) + ": " + error_text(e) + "; " + data_hint());
     }
-    const at::Tensor whole = whole_out.isTensor() ? whole_out.toTensor() : at::Tensor();
-    if (!whole.defined()) {
+    if (!whole_out.isTensor()) {
       throw ConfigError(what_ + ": the module's forward returns " + whole_out.tagKind() +
                         ", not one tensor; zt trains modules whose forward maps one tensor to one");
     }
-    if (!whole.sizes().equals(chained.sizes()) || !at::allclose(whole, chained, 1e-4, 1e-5)) {
-      throw ConfigError(what_ + ": running the units one after another gives " +
-                        shape_text(chained) + ", which is not what the module's forward gives (" +
-                        shape_text(whole) +
-                        "); its forward does more than feed each unit's output to the next. "
-                        "Set model.units to the submodules its forward calls, in call order, or "
-                        "move the extra computation into a submodule");
+    return whole_out.toTensor();
+  }
+
+  // "" when `chained` (the units one after another) is what the module's forward gave, else
+  // how they differ: the shapes, or the largest difference between values and where.
+  static std::string difference(const at::Tensor& chained, const at::Tensor& whole) {
+    if (!whole.sizes().equals(chained.sizes())) {
+      return shape_text(chained) + " where the module's forward gives " + shape_text(whole);
     }
+    if (at::allclose(whole, chained, 1e-4, 1e-5)) return "";
+    const at::Tensor gap = (whole.to(at::kDouble) - chained.to(at::kDouble)).abs().flatten();
+    const int64_t at = gap.argmax().item<int64_t>();
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "values up to %.6g away from the module's forward's (element %lld: %.6g "
+                  "instead of %.6g)",
+                  gap[at].item<double>(), static_cast<long long>(at),
+                  chained.flatten()[at].item<double>(), whole.flatten()[at].item<double>());
+    return shape_text(chained) + " " + text;
   }
 
   // The loss of the first batch: a finite scalar, computed without reading a parameter.
@@ -523,6 +551,7 @@ class TorchScriptModel final : public TrainableModel {
   std::vector<std::pair<std::string, std::string>> tied_;  // (borrower, owner)
   ModelInputs inputs_;
   std::string loss_;
+  bool chain_ = true;  // check_first_batch's finding
 };
 
 // Refuses what torch::jit::load would fail on with a message that says what the file is.
@@ -576,9 +605,15 @@ void release_initial_values(TrainableModel& model) {
   if (script) script->release_initial_values();
 }
 
-void check_first_batch(TrainableModel& model, const data::DataSource& data) {
+void check_first_batch(TrainableModel& model, const data::DataSource& data, int stage) {
   auto* script = dynamic_cast<TorchScriptModel*>(&model);
-  if (script) script->check_first_batch(data.get_samples(0, data.micro_batch()));
+  if (script) script->check_first_batch(data.get_samples(0, data.micro_batch()), stage);
+}
+
+std::function<at::Tensor(const at::Tensor&)> own_forward(TrainableModel& model) {
+  auto* script = dynamic_cast<TorchScriptModel*>(&model);
+  if (!script || script->chain()) return {};
+  return [script](const at::Tensor& input) { return script->own_forward(input); };
 }
 
 }  // namespace zt::models

@@ -5,9 +5,12 @@
 //     Sequential-style forward calls them), a ModuleList / Sequential child expanded into one
 //     unit per element ("blocks.0", "blocks.1", ...);
 //   - model.units = ["embed", "blocks.*", "head"] names them explicitly, in call order.
-// The contract is the engine's: unit i's output (one tensor) is unit i+1's input. It is checked
-// on the first batch against the module's own forward (check_first_batch below), so a module
-// whose forward does more than call its units in order is refused, not trained wrongly.
+// The engine's own forward runs the units as a chain: unit i's output (one tensor) is unit i+1's
+// input. That is checked on the first batch against the module's own forward
+// (check_first_batch below). A module whose forward does more (a residual or a sum in the
+// parent, a unit called twice) trains at ZeRO stages 0-2 with its own forward run as written
+// (own_forward: the engine's driven forward, parameters whole there); at stage 3, which must
+// gather each unit around its call and has no module hooks in LibTorch, it is refused.
 // Parameters keep the module's own names ("blocks.0.attn.qkv.weight"), so checkpoints and
 // `trainer export` use them. A parameter two units share (a tied embedding and LM head: one
 // tensor, or after torch.jit.save two tensors over one storage) is found by its storage and
@@ -20,6 +23,7 @@
 // Thread safety: as TrainableModel: the training thread only.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "data/data_source.h"
@@ -38,13 +42,21 @@ namespace zt::models {
 std::shared_ptr<TrainableModel> load_torchscript(const Config& config);
 
 // Runs the first micro batch of `data` through the units in order and through the module's own
-// forward, then the loss, with no autograd, before the engine takes the parameters.
+// forward, then the loss, with no autograd, before the engine takes the parameters; `stage` is
+// the ZeRO stage it will train at. Where the two forwards differ the module trains with its own
+// forward (own_forward), except at stage 3.
 // REQUIRES: `model` came from load_torchscript() and no engine was built from it yet.
 // Throws ConfigError for a unit whose forward fails (the module's own error, the unit, the input
-// shape and dtype), units whose result differs from the module's forward (set model.units to
-// the call order), a loss that is not a finite scalar, or a loss method that reads parameters
-// (the engine frees them outside their unit at stage 3). Does nothing for other models.
-void check_first_batch(TrainableModel& model, const data::DataSource& data);
+// shape and dtype), units whose result differs from the module's forward at stage 3 (by shape,
+// or by how much and where), a loss that is not a finite scalar, or a loss method that reads
+// parameters (the engine frees them outside their unit at stage 3). Does nothing for other
+// models.
+void check_first_batch(TrainableModel& model, const data::DataSource& data, int stage);
+
+// The module's own forward when check_first_batch found that its units are not a chain (the
+// trainer then drives the engine's forward with it: Engine::begin_forward); empty otherwise and
+// for other models.
+std::function<at::Tensor(const at::Tensor&)> own_forward(TrainableModel& model);
 
 // Drops the saved values the declarations copy from, once an engine has taken them: later
 // declarations initialise to zeros, for a rebuild that loads its values from a checkpoint (live

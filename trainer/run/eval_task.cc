@@ -49,8 +49,9 @@ int run_eval(const Config& config, Store& store, const RankEnv& env,
   const EngineSetup& s = loaded.setup;
   const auto val = data::make_val_data(job.data, models::model_inputs(loaded.model->shape),
                                        loaded.model->shape.kind, job.eval.micro_batch);
-  const EvalEvent e = evaluate(*s.engine, *s.comm, *loaded.model, *val, job.eval, env.rank,
-                               env.world, s.options.compute_dtype, reader.step());
+  const EvalEvent e = evaluate(*s.engine, loaded.own_forward, *s.comm, *loaded.model, *val,
+                               job.eval, env.rank, env.world, s.options.compute_dtype,
+                               reader.step());
   if (env.rank != 0) return 0;
   const std::string composition = "world " + std::to_string(env.world) + ", ZeRO stage " +
                                   std::to_string(s.options.stage) + ", " + s.shard_id +

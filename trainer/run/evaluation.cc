@@ -9,9 +9,39 @@
 
 namespace zt::trainer {
 
-EvalEvent evaluate(Engine& engine, Communicator& comm, const models::Model& model,
-                   const data::DataSource& val, const EvalSettings& settings, int rank, int world,
-                   at::ScalarType compute, int64_t step) {
+at::Tensor forward_without_grad(Engine& engine, const OwnForward& own, const at::Tensor& input) {
+  if (!own) return engine.forward_eval(input);
+  const at::NoGradGuard no_grad;
+  engine.begin_forward(false);
+  at::Tensor out;
+  try {
+    out = own(input);
+  } catch (...) {
+    engine.abort_forward();
+    throw;
+  }
+  engine.end_forward();
+  return out;
+}
+
+double train_micro_step(Engine& engine, const OwnForward& own, const at::Tensor& input,
+                        const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+  if (!own) return engine.forward_backward(input, loss_fn);
+  engine.begin_forward(true);
+  at::Tensor loss;
+  try {
+    loss = loss_fn(own(input));
+  } catch (...) {
+    engine.abort_forward();
+    throw;
+  }
+  return engine.backward(loss);
+}
+
+EvalEvent evaluate(Engine& engine, const OwnForward& own, Communicator& comm,
+                   const models::Model& model, const data::DataSource& val,
+                   const EvalSettings& settings, int rank, int world, at::ScalarType compute,
+                   int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
   const trace::Scope span("evaluation", trace::kStep);
   const int64_t total = settings.batches * settings.micro_batch;
@@ -32,7 +62,7 @@ EvalEvent evaluate(Engine& engine, Communicator& comm, const models::Model& mode
     at::Tensor input = at::cat(inputs);
     if (input.is_floating_point()) input = input.to(compute);
     const at::Tensor target = at::cat(targets);
-    const at::Tensor out = engine.forward_eval(input);
+    const at::Tensor out = forward_without_grad(engine, own, input);
     for (int64_t i = 0; i < real; ++i) {
       sum += model.loss(out.narrow(0, i, 1), target.narrow(0, i, 1)).item<double>();
     }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "data/data_source.h"
 #include "models/model.h"
@@ -15,13 +16,27 @@
 
 namespace zt::trainer {
 
+// A model's own forward, for a TorchScript module whose units are not a chain
+// (models::own_forward); empty: the engine runs the units.
+using OwnForward = std::function<at::Tensor(const at::Tensor&)>;
+
+// `input` through the model without autograd: Engine::forward_eval, or with `own` the engine's
+// driven forward around the model's own. Collective at stage 3 (every rank calls it alike).
+at::Tensor forward_without_grad(Engine& engine, const OwnForward& own, const at::Tensor& input);
+
+// One training micro step: forward, `loss_fn` on the output, backward; the loss value
+// (Engine::forward_backward, or with `own` the driven forward around the model's own).
+double train_micro_step(Engine& engine, const OwnForward& own, const at::Tensor& input,
+                        const std::function<at::Tensor(const at::Tensor&)>& loss_fn);
+
 // The eval.batches x eval.micro_batch validation samples of `val`: rank r takes samples r,
 // r + world, ... in as many forward passes as every other rank (a short last batch is padded with
 // sample 0, which is left out); each sample's loss (model.loss over that sample alone) is summed
 // in double over all ranks and divided by the sample count, so the number is the same at every
 // world size. `compute` is the dtype a floating input is cast to; `step` labels the result.
-EvalEvent evaluate(Engine& engine, Communicator& comm, const models::Model& model,
-                   const data::DataSource& val, const EvalSettings& settings, int rank, int world,
-                   at::ScalarType compute, int64_t step);
+EvalEvent evaluate(Engine& engine, const OwnForward& own, Communicator& comm,
+                   const models::Model& model, const data::DataSource& val,
+                   const EvalSettings& settings, int rank, int world, at::ScalarType compute,
+                   int64_t step);
 
 }  // namespace zt::trainer

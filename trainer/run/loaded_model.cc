@@ -42,6 +42,15 @@ LoadedModel load_checkpointed_model(const Config& config, const RankEnv& env, St
   loaded.model->shape = models::resolve_model_shape(config);
   loaded.model->seed = JobSettings::of(config).run.seed;
   loaded.source = models::make_model_source(loaded.model->shape, loaded.model->seed);
+  if (loaded.model->shape.custom) {
+    // As training checks it: whether the units are a chain, else the module's own forward.
+    const JobSettings job = JobSettings::of(config);
+    const auto data = data::make_data(job.data, models::model_inputs(loaded.model->shape),
+                                      loaded.model->shape.kind);
+    models::check_first_batch(*loaded.model->shape.custom, *data,
+                              static_cast<int>(config.section("zero").get_int("stage")));
+    loaded.own_forward = models::own_forward(*loaded.model->shape.custom);
+  }
   loaded.setup = build_engine_setup(config, env, store, timeout, *loaded.source);
   // The checkpoint replaces every value: the file's initial copies can go.
   if (loaded.model->shape.custom) models::release_initial_values(*loaded.model->shape.custom);

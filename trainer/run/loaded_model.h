@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "models/model.h"
+#include "run/evaluation.h"
 #include "setup/engine_setup.h"
 #include "zt/checkpoint.h"
 #include "zt/config.h"
@@ -32,6 +33,7 @@ struct LoadedModel {
   std::unique_ptr<models::Model> model;  // shape, loss and description
   std::unique_ptr<ModelSource> source;
   EngineSetup setup;
+  OwnForward own_forward;  // a TorchScript module that is not a chain of its units: its forward
 };
 
 // The model of `config` built as training builds it (partitioned, with the config's stage,

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/model.h"
+#include "run/evaluation.h"
 #include "run/loaded_model.h"
 #include "run/token_sampler.h"
 #include "settings/job_settings.h"
@@ -170,8 +171,9 @@ int run_sample(const Config& config, Store& store, const RankEnv& env,
   for (int64_t n = 0; n < request.max_new_tokens; ++n) {
     const int64_t length = static_cast<int64_t>(rows[0].tokens.size());
     const int64_t context = std::min(length, inputs.seq_len);
-    const auto logits = last_logits(engine.forward_eval(context_batch(rows, context)),
-                                    inputs.vocab);
+    const auto logits = last_logits(
+        forward_without_grad(engine, loaded.own_forward, context_batch(rows, context)),
+        inputs.vocab);
     ++forwards;
     int64_t open = 0;
     for (size_t j = 0; j < rows.size(); ++j) {

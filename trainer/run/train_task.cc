@@ -52,6 +52,7 @@ struct TrainRun {
   std::unique_ptr<ModelSource> source;
   std::unique_ptr<data::DataSource> data;
   std::unique_ptr<data::DataSource> val_data;  // [eval]; null when the run does not evaluate
+  OwnForward own_forward;  // a TorchScript module that is not a chain of its units: its forward
   EngineSetup setup;
   Schedule schedule{};
   int64_t next_sample = 0;  // where the next step's global batch starts in the data stream
@@ -128,8 +129,9 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
     loading.reset();
     at::Tensor input = batch.input.is_floating_point() ? batch.input.to(s.options.compute_dtype)
                                                        : batch.input;
-    loss_sum += s.engine->forward_backward(
-        input, [&](const at::Tensor& out) { return run.model->loss(out, batch.target); });
+    loss_sum += train_micro_step(*s.engine, run.own_forward, input, [&](const at::Tensor& out) {
+      return run.model->loss(out, batch.target);
+    });
   }
   StepReport rep = s.engine->step(lr);
   run.next_sample += run.data->samples_per_step(run.env.world);
@@ -342,8 +344,8 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
     }
     std::optional<double> val_loss;
     if (run.settings.eval.due(step + 1, total)) {
-      const EvalEvent e = evaluate(*run.setup.engine, *run.setup.comm, *run.model, *run.val_data,
-                                   run.settings.eval, run.env.rank, run.env.world,
+      const EvalEvent e = evaluate(*run.setup.engine, run.own_forward, *run.setup.comm, *run.model,
+                                   *run.val_data, run.settings.eval, run.env.rank, run.env.world,
                                    run.setup.options.compute_dtype, step + 1);
       report.log_eval(e);
       summary.val_step = e.step;
@@ -500,7 +502,11 @@ void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds time
   }
   // Before the engine takes the parameters and before anything is written: a module that does
   // not fit the data fails here with its own error.
-  if (run.model->shape.custom) models::check_first_batch(*run.model->shape.custom, *run.data);
+  if (run.model->shape.custom) {
+    models::check_first_batch(*run.model->shape.custom, *run.data,
+                              static_cast<int>(config.section("zero").get_int("stage")));
+    run.own_forward = models::own_forward(*run.model->shape.custom);
+  }
   run.store = &store;
   run.timeout = timeout;
   run.live = live_ab_from_config(config, run.settings);
@@ -609,7 +615,7 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
   // Opened before the engine is built, so a bad checkpoint fails fast.
   std::unique_ptr<CheckpointReader> resume = open_resume_checkpoint(settings, leader);
   if (resume && nothing_left(*resume, job.run.steps, leader)) return 0;
-  TrainRun run{config, job, env, nullptr, nullptr, nullptr, nullptr, {}};
+  TrainRun run{config, job, env, nullptr, nullptr, nullptr, nullptr, {}, {}};
   build_train_run(run, store, timeout, resume != nullptr);
   RunOutputs out = open_outputs(run, settings, resume.get());
   TrainSummary summary = train_loop(run, *out.report, settings, out.checkpoints.get());
