@@ -4,7 +4,7 @@
 continues from a checkpoint Python saved, Python's load_checkpoint from one the trainer saved,
 and both continue exactly as the uninterrupted trainer run does.
 
-Driver (run.sh NPROC 0: a plain process): scripted_parity.py TRAINER
+Driver (run.sh NPROC 0: a plain process): scripted_parity.py TRAINER [fp32|bf16]
 Worker (under python3 -m zt.launch --nproc 2): scripted_parity.py --worker JOB STEPS OUT
     [--save DIR] [--load DIR]
 """
@@ -56,7 +56,7 @@ def trainer_losses(metrics):
     return {line["step"]: line["loss"] for line in lines if "loss" in line and "event" not in line}
 
 
-def driver(trainer):
+def driver(trainer, compute):
     tmp = tempfile.mkdtemp(prefix="zt-parity.")
     pt = os.path.join(tmp, "gpt.pt")
     torch.jit.script(module()).save(pt)
@@ -77,6 +77,8 @@ kind = "synthetic"
 micro_batch = 2
 [zero]
 stage = 3
+[precision]
+compute = "{compute}"
 [plugins]
 comm = "comm_ucx"
 shard = "shard_bucket"
@@ -122,7 +124,8 @@ adamw = true
                     os.path.join(tmp, "trainer-ckpt"))
     if loaded != {5: straight[5], 6: straight[6]}:
         return f"Python loaded from the trainer's checkpoint gives {loaded}"
-    print("scripted_parity: identical losses, both checkpoint directions continue exactly")
+    print(f"scripted_parity ({compute}): identical losses, both checkpoint directions continue "
+          "exactly")
     return None
 
 
@@ -132,7 +135,7 @@ if __name__ == "__main__":
         extra = dict(zip(args[3::2], args[4::2]))
         worker(args[0], int(args[1]), args[2], extra.get("--save"), extra.get("--load"))
     else:
-        failure = driver(sys.argv[1])
+        failure = driver(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "fp32")
         if failure:
             print(f"scripted_parity: {failure}", file=sys.stderr)
             sys.exit(1)

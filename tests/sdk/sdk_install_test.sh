@@ -186,4 +186,33 @@ expect_in "$tmp/model.out" '^zt train: model_resmlp: input 32 -> 2 residual bloc
   "the run header does not describe the plugin's model"
 expect_in "$tmp/model.out" '^step 3/3 ' "the job did not train 3 steps"
 
-echo "PASS: installed zt SDK builds and loads the out-of-tree plugins comm_local and model_resmlp"
+# 5. The Python package, where the build has one: installed under the prefix's
+#    lib/python3.X/dist-packages, it imports from there and trains a module on 2 ranks with the
+#    installed core and plugins.
+if [[ -f "$build_dir/python/zt/__init__.py" ]]; then
+  step "the installed Python package trains a module on 2 ranks (python3 -m zt.launch)"
+  package=$(find "$prefix" -path '*/dist-packages/zt/__init__.py' | head -n 1)
+  [[ -n "$package" ]] || fail "the install lacks the zt Python package (lib/python3.X/dist-packages/zt)"
+  site=$(dirname "$(dirname "$package")")
+  module=$(find "$site/zt" -name '_zt*.so' | head -n 1)
+  core_line=$(ldd "$module" | grep 'libzt_core' || true)
+  [[ "$core_line" == *"=> $prefix/"* ]] ||
+    fail "the installed zt._zt resolves libzt_core as '$core_line', not from $prefix (RUNPATH?)"
+  cat >"$tmp/train.py" <<EOF
+import torch, zt
+assert zt.__file__.startswith("$site"), zt.__file__
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+e = zt.initialize(m, config={"zero": {"stage": 3}, "plugins": {"comm": "comm_ucx",
+                  "shard": "shard_bucket", "optimizer": "optim_hybrid_adam"}})
+for _ in range(2):
+    e.backward(e.loss(torch.randn(4, 8), torch.randn(4, 2)))
+    assert e.step() is not None
+print(f"rank {e.rank}: trained from {zt.__file__}")
+EOF
+  (cd "$tmp" && PYTHONPATH="$site" /usr/bin/python3 -m zt.launch --nproc 2 "$tmp/train.py") \
+    >"$tmp/python.out" 2>&1 || { cat "$tmp/python.out" >&2; fail "the installed package failed"; }
+  expect_in "$tmp/python.out" "^rank 0: trained from $site/zt/__init__.py" \
+    "the job did not train with the installed package"
+fi
+
+echo "PASS: installed zt SDK builds and loads the out-of-tree plugins comm_local and model_resmlp, and its Python package trains"

@@ -1,0 +1,72 @@
+"""Ctrl-C stops every rank: a 2-rank job under python3 -m zt.launch training a module in an
+endless loop gets SIGINT (what Ctrl-C sends to the foreground job); the launcher stops both
+ranks and exits 128 + 2 within seconds, and no rank process is left. A plain process (run.sh
+NPROC 0)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+WORKER = r'''
+import sys, torch, zt
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+e = zt.initialize(m, config={"zero": {"stage": 3}, "plugins": {"comm": "comm_ucx",
+                  "shard": "shard_bucket", "optimizer": "optim_hybrid_adam"}})
+print(f"rank {e.rank} pid {__import__('os').getpid()} training", flush=True)
+while True:
+    e.backward(e.loss(torch.randn(4, 8), torch.randn(4, 2)))
+    e.step()
+'''
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"
+
+
+def main():
+    worker = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zt-interrupt-{os.getpid()}.py")
+    with open(worker, "w") as f:
+        f.write(WORKER)
+    job = subprocess.Popen([sys.executable, "-m", "zt.launch", "--nproc", "2", worker],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids = []
+    deadline = time.time() + 60
+    while len(pids) < 2 and time.time() < deadline:
+        line = job.stdout.readline()
+        if " training" in line:
+            pids.append(int(line.split()[3]))
+    if len(pids) < 2:
+        job.kill()
+        return "the ranks did not start"
+    time.sleep(1)  # both in the training loop
+    start = time.time()
+    job.send_signal(signal.SIGINT)
+    try:
+        code = job.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        return "the launcher did not stop within 30 s of SIGINT"
+    rest = job.stdout.read()
+    os.unlink(worker)
+    if code != 128 + signal.SIGINT:
+        return f"the launcher exited {code}, not {128 + signal.SIGINT}: {rest[-500:]}"
+    time.sleep(0.5)
+    left = [pid for pid in pids if alive(pid)]
+    if left:
+        return f"ranks still running after the launcher stopped: {left}"
+    print(f"interrupt: SIGINT stopped both ranks and the launcher in {time.time() - start:.2f} s")
+    return None
+
+
+if __name__ == "__main__":
+    failure = main()
+    if failure:
+        print(f"interrupt: {failure}", file=sys.stderr)
+        sys.exit(1)
