@@ -1,7 +1,7 @@
 """One rank of zt from Python on the bench GPT (bench/python/bench_python.py runs it under
 python3 -m zt.launch): tests/torchscript/torchscript_models.py's zt-like GPT, a plain nn.Module
-whose GELU is zt.nn.gelu_tanh (zt's kernel, as the built-in GPT's) and whose LayerNorms are
-zt.nn.LayerNorm (bf16 normalized in fp32, as the built-in GPT's), from the weights ddp_gpt.py
+computed as the built-in GPT is (zt.nn.gelu_tanh, zt's GELU kernel; zt.nn.LayerNorm, bf16
+normalized in fp32; the causal mask as an additive bias in one baddbmm), from the weights ddp_gpt.py
 wrote, trained through zt.initialize under the trainer's resolved
 config on the trainer's own data (zt.data), each step timed as the trainer times one (from
 fetching the batch to the loss's all-reduce). Rank 0 writes one JSON line per step.
@@ -26,16 +26,17 @@ import ddp_gpt  # noqa: E402  (the same model and weight loading as the DDP row)
 
 
 def block_forward(self, x):
-    """The zt-like GPT's block (torchscript_models.Block.forward) with GELU on zt's kernel, as
-    the built-in GPT computes it."""
+    """The zt-like GPT's block (torchscript_models.Block.forward) computed as the built-in GPT
+    computes it: GELU on zt's kernel, the causal mask as an additive bias in one baddbmm."""
     b, t, c = x.shape
+    h = self.heads
     q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-    q = q.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-    k = k.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-    v = v.view(b, t, self.heads, c // self.heads).transpose(1, 2)
-    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // self.heads))
-    att = att.masked_fill(self.mask[:t, :t].logical_not(), float("-inf")).softmax(dim=-1)
-    y = (att @ v).transpose(1, 2).contiguous().view(b, t, c)
+    q, k, v = (z.view(b, t, h, c // h).transpose(1, 2).reshape(b * h, t, c // h)
+               for z in (q, k, v))
+    bias = self.causal_bias[:t, :t].to(x.dtype)
+    att = torch.baddbmm(bias, q, k.transpose(1, 2), beta=1.0,
+                        alpha=1.0 / math.sqrt(c // h)).softmax(dim=-1)
+    y = (att @ v).view(b, h, t, c // h).transpose(1, 2).contiguous().view(b, t, c)
     x = x + self.proj(y)
     return x + self.out(zt.nn.gelu_tanh(self.fc(self.ln2(x))))
 
@@ -49,6 +50,7 @@ def main(config_path, weights, out):
                      like_zt=True)
     ddp_gpt.load_hf_state(gpt, models.read_safetensors(weights))
     for block in gpt.blocks:
+        block.causal_bias = torch.zeros(block.mask.shape).masked_fill(~block.mask, float("-inf"))
         block.forward = types.MethodType(block_forward, block)
     for module in gpt.modules():
         if isinstance(module, torch.nn.LayerNorm):
