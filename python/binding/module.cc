@@ -172,6 +172,9 @@ PYBIND11_MODULE(_zt, m) {
       .def_property_readonly("micro_batch", &zt::python::DataStream::micro_batch)
       .def("describe", &zt::python::DataStream::describe);
 
+  m.def("leave_job", &zt::python::leave_job, py::call_guard<py::gil_scoped_release>(),
+        "the departure barrier, once every engine of this process is closed (at exit)");
+
   m.def("gelu_tanh", &zt::models::gelu_tanh, py::arg("x"),
         "GELU with the tanh approximation on zt's vectorized kernel (differentiable)");
 

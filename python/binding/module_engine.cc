@@ -56,7 +56,48 @@ void broadcast_initial_values(Communicator& comm, const std::vector<UnitParams>&
   }
 }
 
+// The job's store seen under a prefix: one engine's keys apart from another's.
+class PrefixedStore final : public Store {
+ public:
+  PrefixedStore(Store& store, std::string prefix) : store_(store), prefix_(std::move(prefix)) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    store_.set(prefix_ + key, value);
+  }
+  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    return store_.get(prefix_ + key, timeout);
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    return store_.add(prefix_ + key, delta);
+  }
+
+ private:
+  Store& store_;
+  std::string prefix_;
+};
+
 }  // namespace
+
+struct JobConnection {
+  RankEnv env;
+  trainer::JobStore job;
+  int64_t engines = 0;  // built so far: the next one's key prefix
+};
+
+namespace {
+
+std::shared_ptr<JobConnection>& current_job() {
+  static std::shared_ptr<JobConnection> job;
+  return job;
+}
+
+}  // namespace
+
+void leave_job() {
+  std::shared_ptr<JobConnection>& job = current_job();
+  if (!job) return;
+  const std::shared_ptr<JobConnection> leaving = std::move(job);
+  depart(*leaving->job.store, leaving->env.rank, leaving->env.world, leaving->job.timeout);
+}
 
 ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& toml_text,
                            const std::vector<std::string>& overrides, std::vector<UnitParams> units)
@@ -65,9 +106,16 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
       env_(discover_rank_env()) {
   if (units.empty()) throw ConfigError("zt.initialize: the model has no parameters to train");
   trainer::share_cores_between_local_ranks();
-  trainer::JobStore job = trainer::join_job_store(config_, env_);
-  timeout_ = job.timeout;
-  store_ = std::move(job.store);
+  std::shared_ptr<JobConnection>& connection = current_job();
+  if (!connection) {
+    connection = std::make_shared<JobConnection>();
+    connection->env = env_;
+    connection->job = trainer::join_job_store(config_, env_);
+  }
+  job_connection_ = connection;
+  timeout_ = connection->job.timeout;
+  store_ = std::make_unique<PrefixedStore>(*connection->job.store,
+                                           "engine-" + std::to_string(connection->engines++) + "/");
   std::vector<Unit*> pointers;
   for (UnitParams& u : units) {
     units_.push_back(std::make_unique<ModuleUnit>(u));
@@ -95,8 +143,8 @@ void ModuleEngine::close() {
     // engine first, its tiers, ..., last the communicator, whose shutdown is collective.
     const trainer::EngineSetup leaving = std::move(setup_);
   }
-  if (store_) depart(*store_, env_.rank, env_.world, timeout_);
   store_.reset();
+  job_connection_.reset();
 }
 
 int64_t ModuleEngine::grad_accum() const { return setup_.options.grad_accum; }

@@ -38,6 +38,15 @@ struct UnitParams {
   NamedTensors params;
 };
 
+// This process's place in its job, shared by every engine it builds: the rendezvous runs once,
+// and each engine's keys go under a prefix of its own, so a process may build an engine again
+// after closing one (every rank building its engines in the same order).
+struct JobConnection;
+
+// Leaves the job (the departure barrier; rank 0's store goes last), once no engine is open.
+// Idempotent; the Python package calls it at exit.
+void leave_job();
+
 class ModuleEngine {
  public:
   // config_path: a TOML file ('' = none); toml_text: a config given as text (a dict the Python
@@ -53,8 +62,8 @@ class ModuleEngine {
   ModuleEngine(const ModuleEngine&) = delete;
   ModuleEngine& operator=(const ModuleEngine&) = delete;
 
-  // Leaves the job: the engine and the communicator go (a collective shutdown), then the
-  // departure barrier. Idempotent.
+  // The engine and the communicator go (a collective shutdown); the process stays in the job
+  // (leave_job). Idempotent.
   void close();
 
   int rank() const { return env_.rank; }
@@ -106,7 +115,8 @@ class ModuleEngine {
   trainer::JobSettings job_;
   RankEnv env_;
   std::chrono::milliseconds timeout_{0};
-  std::unique_ptr<Store> store_;
+  std::shared_ptr<JobConnection> job_connection_;
+  std::unique_ptr<Store> store_;  // the job's store under this engine's prefix
   std::vector<std::unique_ptr<Unit>> units_;
   trainer::EngineSetup setup_;
   trainer::Schedule schedule_;

@@ -29,6 +29,7 @@ def _close_all():
     # The communicators' shutdown is collective: leave the job before the interpreter goes.
     for engine in list(_open_engines):
         engine.close()
+    _zt.leave_job()
 
 
 def _tensors(value):
@@ -40,6 +41,21 @@ def _tensors(value):
     if isinstance(value, dict):
         return [t for v in value.values() for t in _tensors(v)]
     return []
+
+
+def _tie_shared_storage(model):
+    """Two Parameter objects over the same storage (a tied weight rebuilt from a state dict, say)
+    become one: the later module is pointed at the first's Parameter, as DeepSpeed does for
+    shared parameters, since the engine re-points the parameters it holds into its buffers."""
+    first = {}
+    for module in model.modules():
+        for name, p in list(module._parameters.items()):
+            if p is None:
+                continue
+            key = (p.data_ptr(), p.dtype, tuple(p.shape), p.stride(), p.storage_offset())
+            owner = first.setdefault(key, p)
+            if owner is not p:
+                module._parameters[name] = owner
 
 
 def _unit_modules(model):
@@ -66,6 +82,7 @@ class Engine:
             raise TypeError("zt.initialize takes a plain nn.Module; a TorchScript file trains "
                             "with trainer --config (model.kind = \"torchscript\")")
         self.module = model
+        _tie_shared_storage(model)
         modules = list(units) if units is not None else _unit_modules(model)
         names = {}
         for name, p in model.named_parameters():
@@ -292,7 +309,8 @@ class Engine:
         return json.loads(state) if state else {}
 
     def close(self):
-        """Leaves the job (collective); the engine cannot be used after. Also at exit."""
+        """Closes the engine (collective); it cannot be used after, and the process may build
+        another (every rank alike). Also at exit, when the process then leaves the job."""
         if getattr(self, "_core", None) is None:
             return
         for h in self._hooks:

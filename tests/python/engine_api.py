@@ -1,0 +1,99 @@
+"""The rest of the Python engine's surface on 2 ranks at stage 3: gathered_parameters reads full
+values on every rank and, with modifier_rank, writes one rank's edits into every rank's shards
+(a body that raises writes nothing, on any rank); full_grad after backward; memory_report and
+step_report; clipping (zero.gradient_clipping) as torch.nn.utils.clip_grad_norm_ clips.
+"""
+
+import sys
+
+import torch
+
+import zt
+
+CONFIG = {"zero": {"stage": 3, "gradient_clipping": 0.05, "param_persistence_threshold": 0},
+          "plugins": {"comm": "comm_ucx", "shard": "shard_bucket",
+                      "optimizer": "optim_hybrid_adam"},
+          "plugin": {"optim_hybrid_adam": {"lr": 1e-2, "betas": [0.9, 0.95], "eps": 1e-8,
+                                           "weight_decay": 0.0, "adamw": True}}}
+
+
+def model():
+    torch.manual_seed(3)
+    return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+
+
+def main():
+    engine = zt.initialize(model(), config=CONFIG)
+    rank, world = engine.rank, engine.world_size
+    reference = model()
+    names = engine.parameter_names()
+    assert names == ["0.weight", "0.bias", "2.weight", "2.bias"], names
+
+    with engine.gathered_parameters(["0.weight", "2.bias"]) as full:
+        assert torch.equal(full["0.weight"], reference[0].weight.detach())
+        assert torch.equal(full["2.bias"], reference[2].bias.detach())
+    # Rank 1's edit counts, on every rank.
+    with engine.gathered_parameters("2.bias", modifier_rank=1) as full:
+        full["2.bias"].fill_(0.25 if rank == 1 else -7.0)
+    assert torch.equal(engine.full_param("2.bias"), torch.full((3,), 0.25))
+    with torch.no_grad():
+        reference[2].bias.fill_(0.25)
+    # A body that raises writes nothing anywhere.
+    try:
+        with engine.gathered_parameters("0.bias", modifier_rank=0) as full:
+            full["0.bias"].fill_(99.0)
+            if rank == 0:
+                raise ValueError("the body's own error")
+        return "a raising body did not raise"
+    except (ValueError, zt.Error):
+        pass
+    assert torch.equal(engine.full_param("0.bias"), reference[0].bias.detach())
+
+    opt = torch.optim.AdamW(reference.parameters(), lr=1e-2, betas=(0.9, 0.95), eps=1e-8,
+                            weight_decay=0.0)
+    g = torch.Generator().manual_seed(11)
+    for _ in range(3):
+        x, y = torch.randn(4 * world, 6, generator=g), torch.randn(4 * world, 3, generator=g)
+        mine = slice(rank * 4, rank * 4 + 4)
+        engine.backward(torch.nn.functional.mse_loss(engine(x[mine]), y[mine]))
+        opt.zero_grad()
+        loss = sum(torch.nn.functional.mse_loss(reference(x[r * 4:r * 4 + 4]), y[r * 4:r * 4 + 4])
+                   for r in range(world)) / world
+        loss.backward()
+        full_grad = engine.full_grad("0.weight")
+        assert torch.allclose(full_grad, reference[0].weight.grad, rtol=1e-5, atol=1e-7)
+        norm = torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.05)
+        report = engine.step()
+        assert abs(report["grad_norm"] - norm.item()) <= 1e-5 * norm.item(), (report, norm)
+        opt.step()
+    for name, want in reference.named_parameters():
+        got = engine.full_param(name)
+        excess = ((got - want.detach()).abs() - (1e-6 + 1e-5 * want.detach().abs())).max().item()
+        assert excess <= 0, (name, excess)
+
+    memory = engine.memory_report()
+    # fp32 stage 3: the master weights are the parameter shard itself (no second copy).
+    assert memory["params_shard"] > 0 and memory["optimizer_states"] > 0, memory
+    step = engine.step_report()
+    assert step["step"] == 3 and step["times"]["forward_backward"] > 0, step
+    engine.close()
+
+    # A second engine in the same process, after the first closed; two Parameter objects over
+    # one storage are one tied parameter.
+    shared = torch.nn.Sequential(torch.nn.Linear(4, 4, bias=False), torch.nn.Linear(4, 4, bias=False))
+    shared[1].weight = torch.nn.Parameter(shared[0].weight.data)  # same storage, new object
+    engine = zt.initialize(shared, config=CONFIG)
+    assert shared[1].weight is shared[0].weight
+    assert engine.parameter_names() == ["0.weight"], engine.parameter_names()
+    engine.close()
+    if rank == 0:
+        print("engine_api: gathered_parameters read and write, full_grad, clipping, reports, "
+              "a weight tied by storage")
+    return None
+
+
+if __name__ == "__main__":
+    failure = main()
+    if failure:
+        print(f"engine_api: {failure}", file=sys.stderr)
+        sys.exit(1)
