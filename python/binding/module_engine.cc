@@ -147,52 +147,57 @@ void ModuleEngine::close() {
   job_connection_.reset();
 }
 
+Engine& ModuleEngine::live() const {
+  if (closed_ || !setup_.engine) {
+    throw ConfigError("this zt engine was closed (engine.close(), or the process is leaving its "
+                      "job); build another with zt.initialize");
+  }
+  return *setup_.engine;
+}
+
 int64_t ModuleEngine::grad_accum() const { return setup_.options.grad_accum; }
 int ModuleEngine::stage() const { return setup_.options.stage; }
 
 std::string ModuleEngine::describe() const {
+  live();
   return "world " + std::to_string(env_.world) + ", ZeRO stage " +
          std::to_string(setup_.options.stage) + ", " + setup_.shard_id + ", " +
          setup_.optimizer_id + ", " + setup_.comm->describe() + ", compute " + job_.run.compute;
 }
 
-void ModuleEngine::begin_forward(bool training) { setup_.engine->begin_forward(training); }
-void ModuleEngine::enter_unit(int unit) { setup_.engine->enter_unit(unit); }
+void ModuleEngine::begin_forward(bool training) { live().begin_forward(training); }
+void ModuleEngine::enter_unit(int unit) { live().enter_unit(unit); }
 void ModuleEngine::leave_unit(int unit, const std::vector<at::Tensor>& outputs) {
-  setup_.engine->leave_unit(unit, outputs);
+  live().leave_unit(unit, outputs);
 }
-double ModuleEngine::backward(const at::Tensor& loss) { return setup_.engine->backward(loss); }
-void ModuleEngine::end_forward() { setup_.engine->end_forward(); }
-void ModuleEngine::abort_forward() { setup_.engine->abort_forward(); }
+double ModuleEngine::backward(const at::Tensor& loss) { return live().backward(loss); }
+void ModuleEngine::end_forward() { live().end_forward(); }
+void ModuleEngine::abort_forward() { live().abort_forward(); }
 
 StepReport ModuleEngine::step(double lr) {
-  const StepReport report = setup_.engine->step(lr);
+  const StepReport report = live().step(lr);
   ++steps_;
   return report;
 }
 
 at::Tensor ModuleEngine::full_param(const std::string& name) {
-  return setup_.engine->full_fp32_param(name);
+  return live().full_fp32_param(name);
 }
-at::Tensor ModuleEngine::full_grad(const std::string& name) {
-  return setup_.engine->full_fp32_grad(name);
-}
+at::Tensor ModuleEngine::full_grad(const std::string& name) { return live().full_fp32_grad(name); }
 at::Tensor ModuleEngine::optimizer_state(const std::string& name, const std::string& state) {
-  return setup_.engine->full_optimizer_state(name, state);
+  return live().full_optimizer_state(name, state);
 }
-std::vector<std::string> ModuleEngine::parameter_names() const {
-  return setup_.engine->parameter_names();
-}
+std::vector<std::string> ModuleEngine::parameter_names() const { return live().parameter_names(); }
 
 NamedTensors ModuleEngine::gathered(const std::vector<std::string>& names) {
   NamedTensors out;
-  setup_.engine->with_gathered_parameters(names, -1, [&](NamedTensors& params) { out = params; });
+  live().with_gathered_parameters(names, -1, [&](NamedTensors& params) { out = params; });
   return out;
 }
 
 void ModuleEngine::write_gathered(const std::vector<std::string>& names, int modifier_rank,
                                   const std::vector<at::Tensor>& values, bool failed) {
-  setup_.engine->with_gathered_parameters(names, modifier_rank, [&](NamedTensors& params) {
+  live().with_gathered_parameters(names, modifier_rank, [&](NamedTensors& params) {
     if (failed) {
       throw ConfigError("gathered_parameters: the body of the with-block raised on rank " +
                         std::to_string(env_.rank) + "; nothing is written back");
@@ -203,13 +208,14 @@ void ModuleEngine::write_gathered(const std::vector<std::string>& names, int mod
 }
 
 void ModuleEngine::all_reduce(at::Tensor tensor) {
+  live();
   at::Tensor flat = tensor.contiguous();
   setup_.comm->all_reduce(flat, ReduceOp::kSum)->wait();
   if (!flat.is_same(tensor)) tensor.copy_(flat);
 }
 
-MemoryReport ModuleEngine::memory() const { return setup_.engine->memory(); }
-EngineTimes ModuleEngine::times() const { return setup_.engine->times(); }
+MemoryReport ModuleEngine::memory() const { return live().memory(); }
+EngineTimes ModuleEngine::times() const { return live().times(); }
 
 std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample) {
   trainer::TrainerState state;
@@ -241,7 +247,7 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
 
 std::string ModuleEngine::load_checkpoint(const std::string& path) {
   const CheckpointReader reader(resolve_checkpoint(path));
-  setup_.engine->load_checkpoint(reader);
+  live().load_checkpoint(reader);
   steps_ = reader.step();
   const std::string& state = reader.meta().trainer_state;
   if (!state.empty()) {

@@ -22,6 +22,7 @@
 #include "settings/job_settings.h"
 #include "setup/engine_setup.h"
 #include "zt/config.h"
+#include "zt/engine.h"
 #include "zt/engine_types.h"
 #include "zt/rendezvous.h"
 #include "zt/store.h"
@@ -111,6 +112,9 @@ class ModuleEngine {
   std::string load_checkpoint(const std::string& path);
 
  private:
+  // The engine, or ConfigError once closed (a closed engine holds nothing).
+  Engine& live() const;
+
   Config config_;
   trainer::JobSettings job_;
   RankEnv env_;

@@ -61,7 +61,13 @@ def main():
     except RuntimeError as e:
         assert "outside its engine" in str(e), str(e)
     engine.close()
-    print("errors: ConfigError, a unit's error named, the engine trains on, outside use refused")
+    try:
+        engine.full_param("a.weight")
+        return "a closed engine answered"
+    except zt.ConfigError as e:
+        assert "was closed" in str(e), str(e)
+    print("errors: ConfigError, a unit's error named, the engine trains on, outside use refused, "
+          "a closed engine says so")
     return None
 
 

@@ -73,9 +73,13 @@ at::Tensor context_batch(const std::vector<Row>& rows, int64_t context) {
   return ids;
 }
 
-std::string text_of(const std::vector<int64_t>& tokens) {
+// Byte-level tokens (vocab <= 256, as the text data makes them) as their bytes; the ids of any
+// other vocabulary (a tokens file's), which zt cannot decode, as numbers.
+std::string text_of(const std::vector<int64_t>& tokens, int64_t vocab) {
   std::string text;
-  for (int64_t t : tokens) text += static_cast<char>(t < 256 ? t : '?');
+  for (int64_t t : tokens) {
+    text += vocab <= 256 ? std::string(1, static_cast<char>(t)) : " " + std::to_string(t);
+  }
   return text;
 }
 
@@ -223,10 +227,10 @@ int run_sample(const Config& config, Store& store, const RankEnv& env,
     std::printf("--- sample %lld of %lld: %lld new tokens (ended by %s)\n%s%s\n",
                 static_cast<long long>(row.sample + 1), static_cast<long long>(request.samples),
                 static_cast<long long>(row.generated), row.ended_by.c_str(),
-                text_of(prompt).c_str(), text_of(row.tokens).c_str());
+                text_of(prompt, inputs.vocab).c_str(), text_of(row.tokens, inputs.vocab).c_str());
     samples.push_back({{"sample", row.sample},
                        {"tokens", row.tokens},
-                       {"text", text_of(row.tokens)},
+                       {"text", text_of(row.tokens, inputs.vocab)},
                        {"ended_by", row.ended_by}});
   }
   std::printf("---\nsampled %lld tokens in %.2f s: %.1f tokens/s (%lld forward passes of %lld "
