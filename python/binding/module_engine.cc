@@ -108,9 +108,11 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
   trainer::share_cores_between_local_ranks();
   std::shared_ptr<JobConnection>& connection = current_job();
   if (!connection) {
-    connection = std::make_shared<JobConnection>();
-    connection->env = env_;
-    connection->job = trainer::join_job_store(config_, env_);
+    // Kept only once joined: a failed rendezvous leaves nothing behind for the next attempt.
+    auto joined = std::make_shared<JobConnection>();
+    joined->env = env_;
+    joined->job = trainer::join_job_store(config_, env_);
+    connection = std::move(joined);
   }
   job_connection_ = connection;
   timeout_ = connection->job.timeout;
@@ -143,6 +145,7 @@ void ModuleEngine::close() {
     // engine first, its tiers, ..., last the communicator, whose shutdown is collective.
     const trainer::EngineSetup leaving = std::move(setup_);
   }
+  saver_.reset();
   store_.reset();
   job_connection_.reset();
 }
@@ -199,8 +202,9 @@ void ModuleEngine::write_gathered(const std::vector<std::string>& names, int mod
                                   const std::vector<at::Tensor>& values, bool failed) {
   live().with_gathered_parameters(names, modifier_rank, [&](NamedTensors& params) {
     if (failed) {
-      throw ConfigError("gathered_parameters: the body of the with-block raised on rank " +
-                        std::to_string(env_.rank) + "; nothing is written back");
+      throw ConfigError("gathered_parameters: on rank " + std::to_string(env_.rank) +
+                        " the body of the with-block raised, or left a name without a floating "
+                        "tensor; nothing is written back");
     }
     if (env_.rank != modifier_rank) return;
     for (size_t i = 0; i < params.size() && i < values.size(); ++i) params[i].second = values[i];
@@ -233,12 +237,25 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
   meta.trainer_state = state.to_json();
   meta.config_toml = config_.to_toml();
   meta.saved_by = describe() + " (from Python)";
-  const std::string job = setup_.tiers.job.empty()
-                              ? trainer::offload_job_id(*store_, env_.rank, timeout_)
-                              : setup_.tiers.job;
-  CheckpointOptions options{dir, job_.checkpoint.keep_last, false, timeout_, job, ""};
-  CheckpointSaver saver(options, *store_, env_.rank, env_.world);
-  saver.save(*setup_.engine, steps_, meta);
+  if (!saver_) {
+    // One saver for the engine's life: each save gets store keys of its own (two saves at the
+    // same step must not meet the first one's reports).
+    const std::string job = setup_.tiers.job.empty()
+                                ? trainer::offload_job_id(*store_, env_.rank, timeout_)
+                                : setup_.tiers.job;
+    saver_dir_ = dir;
+    saver_ = std::make_unique<CheckpointSaver>(
+        CheckpointOptions{dir, job_.checkpoint.keep_last, false, timeout_, job,
+                          job_.checkpoint.keep_best},
+        *store_, env_.rank, env_.world);
+  } else if (dir != saver_dir_) {
+    throw ConfigError("save_checkpoint: this engine saves into " + saver_dir_ +
+                      " already; save "
+                      "every checkpoint of a run into one directory (" +
+                      dir + " given)");
+  }
+  CheckpointSaver& saver = *saver_;
+  saver.save(live(), steps_, meta);
   saver.finish();
   // Rank 0 published it: no rank returns before the folder is there.
   setup_.comm->barrier()->wait();

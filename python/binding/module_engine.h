@@ -21,6 +21,7 @@
 #include "run/schedule.h"
 #include "settings/job_settings.h"
 #include "setup/engine_setup.h"
+#include "zt/checkpoint.h"
 #include "zt/config.h"
 #include "zt/engine.h"
 #include "zt/engine_types.h"
@@ -124,6 +125,8 @@ class ModuleEngine {
   std::vector<std::unique_ptr<Unit>> units_;
   trainer::EngineSetup setup_;
   trainer::Schedule schedule_;
+  std::unique_ptr<CheckpointSaver> saver_;  // made by the first save_checkpoint
+  std::string saver_dir_;
   int64_t steps_ = 0;  // optimizer steps taken (skipped ones included), as the trainer counts
   bool closed_ = false;
 };

@@ -17,7 +17,9 @@ def _value(value, where):
     if isinstance(value, numbers.Real):
         return repr(float(value))
     if isinstance(value, str):
-        return json.dumps(value)  # a TOML basic string is a JSON string
+        # A TOML basic string is a JSON string with the characters themselves (JSON's surrogate
+        # pairs for characters beyond U+FFFF are not TOML).
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_value(v, where) for v in value) + "]"
     raise TypeError(f"zt config: {where} = {value!r}: expected a bool, number, string or list")

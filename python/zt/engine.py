@@ -28,7 +28,7 @@ _open_engines = weakref.WeakSet()
 def _close_all():
     # The communicators' shutdown is collective: leave the job before the interpreter goes.
     for engine in list(_open_engines):
-        engine.close()
+        engine.close(restore=False)
     _zt.leave_job()
 
 
@@ -50,9 +50,11 @@ def _tie_shared_storage(model):
     first = {}
     for module in model.modules():
         for name, p in list(module._parameters.items()):
-            if p is None:
+            # An empty storage (a parameter an engine released) ties nothing.
+            if p is None or p.storage().size() == 0:
                 continue
-            key = (p.data_ptr(), p.dtype, tuple(p.shape), p.stride(), p.storage_offset())
+            key = (p.storage().data_ptr(), p.dtype, tuple(p.shape), p.stride(),
+                   p.storage_offset())
             owner = first.setdefault(key, p)
             if owner is not p:
                 module._parameters[name] = owner
@@ -120,6 +122,7 @@ class Engine:
             self._hooks.append(m.register_forward_pre_hook(self._entering(u)))
             self._hooks.append(m.register_forward_hook(self._leaving(u)))
         self._open = False
+        self._in_backward = False  # torch.utils.checkpoint recomputes units in backward
         self._stack = []
         self._micro = 0
         self._last_step = None
@@ -130,7 +133,7 @@ class Engine:
     # The hooks: a unit entered and left inside the engine's forward.
     def _entering(self, u):
         def hook(module, inputs):
-            if not self._open:
+            if not self._open and not self._in_backward:
                 raise RuntimeError(f"zt: unit {self._unit_names[u]} was called outside its "
                                    "engine; run the model as engine(...)")
             self._stack.append(u)
@@ -171,7 +174,8 @@ class Engine:
         (backward(loss)); under torch.no_grad() it is an evaluation. Floating inputs are cast
         to the compute dtype ([precision] compute)."""
         if self._open:
-            raise RuntimeError("zt: the previous forward has no backward(loss) yet")
+            raise RuntimeError("zt: the previous forward has no backward(loss) yet; call "
+                               "engine.abort() to drop it")
         args = [a.to(self._dtype) if isinstance(a, torch.Tensor) and a.is_floating_point()
                 else a for a in args]
         training = torch.is_grad_enabled()
@@ -188,7 +192,7 @@ class Engine:
             unit = self._stack[-1] if self._stack else None
             self._open = False
             self._core.abort_forward()
-            if unit is not None and isinstance(e, Exception):
+            if unit is not None and isinstance(e, Exception) and hasattr(e, "add_note"):
                 e.add_note(f"zt: raised in unit {unit} ({self._unit_names[unit]}) of the "
                            "model's forward")
             raise
@@ -204,19 +208,39 @@ class Engine:
         loss(output, targets) when it has one, else cross entropy for integer targets (logits
         [..., vocab]) and mean squared error for floating ones, computed in fp32."""
         out = self(inputs)
-        if hasattr(self.module, "loss"):
-            return self.module.loss(out, targets)
-        if not targets.is_floating_point():
-            return F.cross_entropy(out.float().reshape(-1, out.size(-1)), targets.reshape(-1))
-        return F.mse_loss(out.float(), targets.float())
+        try:
+            if hasattr(self.module, "loss"):
+                return self.module.loss(out, targets)
+            if not targets.is_floating_point():
+                return F.cross_entropy(out.float().reshape(-1, out.size(-1)), targets.reshape(-1))
+            return F.mse_loss(out.float(), targets.float())
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self):
+        """Drops a forward that will get no backward (its loss failed, say): every gathered
+        parameter is released and the next forward starts afresh."""
+        if self._open:
+            self._open = False
+            self._core.abort_forward()
 
     def backward(self, loss):
         """Backward of this rank's micro-batch loss (a mean): gradients are reduced into the
         shards as their units finish. Returns the loss as a float."""
         if not self._open:
             raise RuntimeError("zt: backward(loss) needs a forward through the engine first")
-        self._open = False
-        value = self._core.backward(loss)
+        if self._micro >= self._core.grad_accum:
+            self.abort()
+            raise RuntimeError(f"zt: {self._micro} micro steps without engine.step(); call "
+                               "engine.step() after every backward (it updates at the end of "
+                               "data.grad_accum micro steps)")
+        self._in_backward = True
+        try:
+            value = self._core.backward(loss)
+        finally:
+            self._open = False
+            self._in_backward = False
         self._micro += 1
         return value
 
@@ -274,7 +298,15 @@ class Engine:
             raise
         finally:
             if modifier >= 0:
-                self._core.write_gathered(names, modifier, [values[n] for n in names], failed)
+                # A missing or reshaped entry fails on every rank, inside the collective, not
+                # before it (the other ranks would wait there).
+                edits = []
+                for n in names:
+                    v = values.get(n)
+                    ok = isinstance(v, torch.Tensor) and v.is_floating_point()
+                    failed = failed or not ok
+                    edits.append(v if ok else torch.zeros(0))
+                self._core.write_gathered(names, modifier, edits, failed)
 
     def all_reduce(self, tensor):
         """Sums `tensor` over the ranks, in place, through the job's communicator (collective):
@@ -308,11 +340,19 @@ class Engine:
         self._micro = 0
         return json.loads(state) if state else {}
 
-    def close(self):
+    def close(self, restore=True):
         """Closes the engine (collective); it cannot be used after, and the process may build
-        another (every rank alike). Also at exit, when the process then leaves the job."""
-        if getattr(self, "_core", None) is None:
+        another (every rank alike). With `restore`, the module's parameters get their full fp32
+        values back as tensors of their own, so the module works without zt (at stage 3 they
+        hold values only inside their unit's call while the engine is open). Also at exit,
+        without restoring, when the process then leaves the job."""
+        if getattr(self, "_closed", False):
             return
+        self._closed = True
+        if restore:
+            with torch.no_grad():
+                for name, p in self.module.named_parameters():
+                    p.data = self._core.full_param(name).reshape(p.shape)
         for h in self._hooks:
             h.remove()
         self._core.close()

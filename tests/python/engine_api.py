@@ -23,7 +23,8 @@ def model():
 
 
 def main():
-    engine = zt.initialize(model(), config=CONFIG)
+    net = model()
+    engine = zt.initialize(net, config=CONFIG)
     rank, world = engine.rank, engine.world_size
     reference = model()
     names = engine.parameter_names()
@@ -77,6 +78,10 @@ def main():
     step = engine.step_report()
     assert step["step"] == 3 and step["times"]["forward_backward"] > 0, step
     engine.close()
+    # Closed, the module holds its trained values again, usable without zt.
+    for (name, got), want in zip(net.named_parameters(), reference.parameters()):
+        assert got.numel() == want.numel() and torch.allclose(got, want, rtol=1e-5, atol=1e-6), name
+    assert net(torch.randn(2, 6)).shape == (2, 3)
 
     # A second engine in the same process, after the first closed; two Parameter objects over
     # one storage are one tied parameter.

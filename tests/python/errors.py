@@ -60,6 +60,22 @@ def main():
         return "a unit ran outside its engine"
     except RuntimeError as e:
         assert "outside its engine" in str(e), str(e)
+    # A loss that fails drops its forward; the next one trains.
+    try:
+        engine.loss(torch.randn(3, 4), torch.randn(3, 5))
+        return "a loss of the wrong shape did not fail"
+    except RuntimeError:
+        pass
+    engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+    assert engine.step() is not None
+    # A backward past the accumulation boundary without step() is refused, saying what to do.
+    engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+    try:
+        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+        return "a second backward without step() was accepted"
+    except RuntimeError as e:
+        assert "call engine.step() after every backward" in str(e), str(e)
+    assert engine.step() is not None
     engine.close()
     try:
         engine.full_param("a.weight")

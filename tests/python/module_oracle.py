@@ -18,6 +18,7 @@ import types
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint
 
 import zt
 
@@ -67,7 +68,10 @@ class TinyGpt(nn.Module):
         pos = torch.arange(idx.size(1))
         x = self.wte(idx) + self.wpe(pos)           # summed in the parent: not a chain
         for block in self.blocks:
-            x = x + block(x)                        # residual in the parent
+            if self.cfg.checkpoint:                 # recomputed in backward, hooks and all
+                x = x + torch.utils.checkpoint.checkpoint(block, x)
+            else:
+                x = x + block(x)                    # residual in the parent
         return self.head(self.ln_f(x)) / self.temperature
 
 
@@ -95,11 +99,13 @@ def main():
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--offload", default="")
     p.add_argument("--nvme", default="")
+    p.add_argument("--checkpoint", action="store_true",
+                   help="torch.utils.checkpoint around every block")
     a = p.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     cfg = types.SimpleNamespace(vocab=VOCAB, seq=SEQ, d=D, heads=HEADS, layers=LAYERS,
-                                parallel=True)
+                                parallel=True, checkpoint=a.checkpoint)
     torch.manual_seed(1234 + rank)
     model = TinyGpt(cfg)
     torch.manual_seed(1234)

@@ -43,9 +43,11 @@ LoadedModel load_checkpointed_model(const Config& config, const RankEnv& env, St
   loaded.model->seed = JobSettings::of(config).run.seed;
   loaded.source = models::make_model_source(loaded.model->shape, loaded.model->seed);
   if (loaded.model->shape.custom) {
-    // As training checks it: whether the units are a chain, else the module's own forward.
-    const JobSettings job = JobSettings::of(config);
-    const auto data = data::make_data(job.data, models::model_inputs(loaded.model->shape),
+    // As training checks it: whether the units are a chain, else the module's own forward; on
+    // synthetic samples of the model's input, so sampling needs no data file.
+    DataSettings samples = JobSettings::of(config).data;
+    samples.kind = "synthetic";
+    const auto data = data::make_data(samples, models::model_inputs(loaded.model->shape),
                                       loaded.model->shape.kind);
     models::check_first_batch(*loaded.model->shape.custom, *data,
                               static_cast<int>(config.section("zero").get_int("stage")));

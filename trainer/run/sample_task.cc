@@ -73,12 +73,12 @@ at::Tensor context_batch(const std::vector<Row>& rows, int64_t context) {
   return ids;
 }
 
-// Byte-level tokens (vocab <= 256, as the text data makes them) as their bytes; the ids of any
-// other vocabulary (a tokens file's), which zt cannot decode, as numbers.
-std::string text_of(const std::vector<int64_t>& tokens, int64_t vocab) {
+// Tokens of byte-level text data (data.kind = "text") as their bytes; any other vocabulary's ids
+// (a tokens file's, synthetic data's), which zt cannot decode, as numbers.
+std::string text_of(const std::vector<int64_t>& tokens, bool bytes) {
   std::string text;
   for (int64_t t : tokens) {
-    text += vocab <= 256 ? std::string(1, static_cast<char>(t)) : " " + std::to_string(t);
+    text += bytes ? std::string(1, static_cast<char>(t)) : " " + std::to_string(t);
   }
   return text;
 }
@@ -155,6 +155,7 @@ int run_sample(const Config& config, Store& store, const RankEnv& env,
                                                     config.section("model").where("vocab").str());
   std::vector<int64_t> stop;
   for (unsigned char c : request.stop) stop.push_back(c);
+  const bool bytes = JobSettings::of(config).data.kind == "text";
   const CheckpointReader reader(resolve_checkpoint(request.checkpoint));
   LoadedModel loaded = load_checkpointed_model(config, env, store, timeout, reader);
   Engine& engine = *loaded.setup.engine;
@@ -227,10 +228,10 @@ int run_sample(const Config& config, Store& store, const RankEnv& env,
     std::printf("--- sample %lld of %lld: %lld new tokens (ended by %s)\n%s%s\n",
                 static_cast<long long>(row.sample + 1), static_cast<long long>(request.samples),
                 static_cast<long long>(row.generated), row.ended_by.c_str(),
-                text_of(prompt, inputs.vocab).c_str(), text_of(row.tokens, inputs.vocab).c_str());
+                text_of(prompt, bytes).c_str(), text_of(row.tokens, bytes).c_str());
     samples.push_back({{"sample", row.sample},
                        {"tokens", row.tokens},
-                       {"text", text_of(row.tokens, inputs.vocab)},
+                       {"text", text_of(row.tokens, bytes)},
                        {"ended_by", row.ended_by}});
   }
   std::printf("---\nsampled %lld tokens in %.2f s: %.1f tokens/s (%lld forward passes of %lld "

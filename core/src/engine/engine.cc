@@ -371,12 +371,18 @@ struct Engine::Impl {
       abort_forward();
       throw nonfinite_loss(value, step_number);
     }
-    {
-      const trace::Scope span("backward");
-      (loss * scaler.scale()).backward();
+    try {
+      {
+        const trace::Scope span("backward");
+        (loss * scaler.scale()).backward();
+      }
+      ++micro;
+      if (opt.stage >= 2) reducer.reduce_remaining();
+    } catch (...) {
+      // A failed backward (the model's own backward code, a unit's) leaves no forward open.
+      abort_forward();
+      throw;
     }
-    ++micro;
-    if (opt.stage >= 2) reducer.reduce_remaining();
     if (opt.stage == 3) gatherer.release_all();
     driven = Driven::kNone;
     driven_phase.reset();
