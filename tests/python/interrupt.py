@@ -4,6 +4,8 @@ ranks and exits 128 + 2 within seconds, and no rank process is left. A plain pro
 NPROC 0)."""
 
 import os
+import re
+import select
 import signal
 import subprocess
 import sys
@@ -14,7 +16,8 @@ import sys, torch, zt
 m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
 e = zt.initialize(m, config={"zero": {"stage": 3}, "plugins": {"comm": "comm_ucx",
                   "shard": "shard_bucket", "optimizer": "optim_hybrid_adam"}})
-print(f"rank {e.rank} pid {__import__('os').getpid()} training", flush=True)
+import os
+os.write(1, f"rank {e.rank} pid {os.getpid()} training\n".encode())  # one write: lines stay whole
 while True:
     e.backward(e.loss(torch.randn(4, 8), torch.randn(4, 2)))
     e.step()
@@ -35,16 +38,21 @@ def main():
     with open(worker, "w") as f:
         f.write(WORKER)
     job = subprocess.Popen([sys.executable, "-m", "zt.launch", "--nproc", "2", worker],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    pids = []
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # Both ranks' lines, read as they come (never a blocking read past the deadline).
+    seen, pids = "", []
     deadline = time.time() + 60
     while len(pids) < 2 and time.time() < deadline:
-        line = job.stdout.readline()
-        if " training" in line:
-            pids.append(int(line.split()[3]))
+        ready, _, _ = select.select([job.stdout], [], [], 1.0)
+        if ready:
+            chunk = os.read(job.stdout.fileno(), 4096).decode(errors="replace")
+            if not chunk:
+                break
+            seen += chunk
+            pids = [int(p) for p in re.findall(r"rank \d+ pid (\d+) training", seen)]
     if len(pids) < 2:
         job.kill()
-        return "the ranks did not start"
+        return f"the ranks did not start; they printed: {seen[-1000:]!r}"
     time.sleep(1)  # both in the training loop
     start = time.time()
     job.send_signal(signal.SIGINT)
@@ -53,7 +61,7 @@ def main():
     except subprocess.TimeoutExpired:
         job.kill()
         return "the launcher did not stop within 30 s of SIGINT"
-    rest = job.stdout.read()
+    rest = job.stdout.read().decode(errors="replace")
     os.unlink(worker)
     if code != 128 + signal.SIGINT:
         return f"the launcher exited {code}, not {128 + signal.SIGINT}: {rest[-500:]}"
