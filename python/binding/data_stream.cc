@@ -1,17 +1,14 @@
 #include "python/binding/data_stream.h"
 
 #include "models/model.h"
+#include "python/binding/module_engine.h"
 #include "settings/job_settings.h"
-#include "settings/trainer_config.h"
 
 namespace zt::python {
 
 DataStream::DataStream(const std::string& config_path, const std::string& toml_text,
                        const std::vector<std::string>& overrides, bool validation) {
-  const Config config = config_path.empty()
-                            ? trainer::load_config_string(toml_text, "the config dict given to zt",
-                                                          overrides)
-                            : trainer::load_config_file(config_path, overrides);
+  const Config config = load_python_config(config_path, toml_text, overrides, "zt.data");
   const trainer::JobSettings job = trainer::JobSettings::of(config);
   const models::ModelShape shape = models::resolve_model_shape(config);
   const ModelInputs inputs = models::model_inputs(shape);

@@ -36,12 +36,6 @@ class ModuleUnit final : public Unit {
   UnitParams params_;
 };
 
-Config load(const std::string& path, const std::string& text,
-            const std::vector<std::string>& overrides) {
-  if (!path.empty()) return trainer::load_config_file(path, overrides);
-  return trainer::load_config_string(text, "the config dict given to zt.initialize", overrides);
-}
-
 // Rank 0's initial values on every rank, each distinct tensor once (a tied one is listed twice).
 void broadcast_initial_values(Communicator& comm, const std::vector<UnitParams>& units) {
   const c10::NoGradGuard no_grad;
@@ -56,30 +50,18 @@ void broadcast_initial_values(Communicator& comm, const std::vector<UnitParams>&
   }
 }
 
-// The job's store seen under a prefix: one engine's keys apart from another's.
-class PrefixedStore final : public Store {
- public:
-  PrefixedStore(Store& store, std::string prefix) : store_(store), prefix_(std::move(prefix)) {}
-  void set(const std::string& key, const std::vector<uint8_t>& value) override {
-    store_.set(prefix_ + key, value);
-  }
-  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
-    return store_.get(prefix_ + key, timeout);
-  }
-  int64_t add(const std::string& key, int64_t delta) override {
-    return store_.add(prefix_ + key, delta);
-  }
-
- private:
-  Store& store_;
-  std::string prefix_;
-};
-
 }  // namespace
+
+Config load_python_config(const std::string& path, const std::string& toml_text,
+                          const std::vector<std::string>& overrides, const std::string& caller) {
+  if (!path.empty()) return trainer::load_config_file(path, overrides);
+  return trainer::load_config_string(toml_text, "the config dict given to " + caller, overrides);
+}
 
 struct JobConnection {
   RankEnv env;
-  trainer::JobStore job;
+  std::chrono::milliseconds timeout{0};
+  std::shared_ptr<Store> store;
   int64_t engines = 0;  // built so far: the next one's key prefix
 };
 
@@ -96,12 +78,12 @@ void leave_job() {
   std::shared_ptr<JobConnection>& job = current_job();
   if (!job) return;
   const std::shared_ptr<JobConnection> leaving = std::move(job);
-  depart(*leaving->job.store, leaving->env.rank, leaving->env.world, leaving->job.timeout);
+  depart(*leaving->store, leaving->env.rank, leaving->env.world, leaving->timeout);
 }
 
 ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& toml_text,
                            const std::vector<std::string>& overrides, std::vector<UnitParams> units)
-    : config_(load(config_path, toml_text, overrides)),
+    : config_(load_python_config(config_path, toml_text, overrides, "zt.initialize")),
       job_(trainer::JobSettings::of(config_)),
       env_(discover_rank_env()) {
   if (units.empty()) throw ConfigError("zt.initialize: the model has no parameters to train");
@@ -111,13 +93,15 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
     // Kept only once joined: a failed rendezvous leaves nothing behind for the next attempt.
     auto joined = std::make_shared<JobConnection>();
     joined->env = env_;
-    joined->job = trainer::join_job_store(config_, env_);
+    trainer::JobStore job = trainer::join_job_store(config_, env_);
+    joined->timeout = job.timeout;
+    joined->store = std::move(job.store);
     connection = std::move(joined);
   }
   job_connection_ = connection;
-  timeout_ = connection->job.timeout;
-  store_ = std::make_unique<PrefixedStore>(*connection->job.store,
-                                           "engine-" + std::to_string(connection->engines++) + "/");
+  timeout_ = connection->timeout;
+  store_ = prefixed_store(connection->store,
+                          "engine-" + std::to_string(connection->engines++) + "/");
   std::vector<Unit*> pointers;
   for (UnitParams& u : units) {
     units_.push_back(std::make_unique<ModuleUnit>(u));
@@ -222,17 +206,10 @@ MemoryReport ModuleEngine::memory() const { return live().memory(); }
 EngineTimes ModuleEngine::times() const { return live().times(); }
 
 std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample) {
-  trainer::TrainerState state;
-  state.step = steps_;
-  state.samples_per_step = job_.data.samples_per_step(env_.world);
-  state.next_sample = next_sample >= 0 ? next_sample : steps_ * state.samples_per_step;
-  state.data_kind = job_.data.kind;
-  state.data_path = job_.data.path;
-  state.data_seed = job_.data.seed;
-  state.schedule = schedule_;
-  state.next_lr = schedule_.lr(steps_);
-  state.rng_state = trainer::cpu_rng_state_hex();
-  state.zt_version = ZT_PYTHON_VERSION;
+  const int64_t next = next_sample >= 0 ? next_sample
+                                        : steps_ * job_.data.samples_per_step(env_.world);
+  const trainer::TrainerState state = trainer::trainer_state_at(job_, env_.world, steps_, next,
+                                                                schedule_);
   CheckpointMeta meta;
   meta.trainer_state = state.to_json();
   meta.config_toml = config_.to_toml();

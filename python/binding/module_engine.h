@@ -31,6 +31,12 @@
 
 namespace zt::python {
 
+// The config the Python package is given, read as the trainer reads its file: a TOML file
+// (`path`), else `toml_text` (a dict the Python layer wrote out, named after `caller` in
+// messages, "the config dict given to zt.initialize:3:1"), with `overrides` on top.
+Config load_python_config(const std::string& path, const std::string& toml_text,
+                          const std::vector<std::string>& overrides, const std::string& caller);
+
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 // One unit as the Python layer found it: a submodule the model's forward calls (or the root

@@ -605,14 +605,13 @@ void release_initial_values(TrainableModel& model) {
   if (script) script->release_initial_values();
 }
 
-void check_first_batch(TrainableModel& model, const data::DataSource& data, int stage) {
+std::function<at::Tensor(const at::Tensor&)> check_first_batch(TrainableModel& model,
+                                                               const data::DataSource& data,
+                                                               int stage) {
   auto* script = dynamic_cast<TorchScriptModel*>(&model);
-  if (script) script->check_first_batch(data.get_samples(0, data.micro_batch()), stage);
-}
-
-std::function<at::Tensor(const at::Tensor&)> own_forward(TrainableModel& model) {
-  auto* script = dynamic_cast<TorchScriptModel*>(&model);
-  if (!script || script->chain()) return {};
+  if (!script) return {};
+  script->check_first_batch(data.get_samples(0, data.micro_batch()), stage);
+  if (script->chain()) return {};
   return [script](const at::Tensor& input) { return script->own_forward(input); };
 }
 

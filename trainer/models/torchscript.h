@@ -9,8 +9,8 @@
 // input. That is checked on the first batch against the module's own forward
 // (check_first_batch below). A module whose forward does more (a residual or a sum in the
 // parent, a unit called twice) trains at ZeRO stages 0-2 with its own forward run as written
-// (own_forward: the engine's driven forward, parameters whole there); at stage 3, which must
-// gather each unit around its call and has no module hooks in LibTorch, it is refused.
+// (check_first_batch returns it: the engine's driven forward, parameters whole there); at stage 3,
+// which must gather each unit around its call and has no module hooks in LibTorch, it is refused.
 // Parameters keep the module's own names ("blocks.0.attn.qkv.weight"), so checkpoints and
 // `trainer export` use them. A parameter two units share (a tied embedding and LM head: one
 // tensor, or after torch.jit.save two tensors over one storage) is found by its storage and
@@ -43,20 +43,18 @@ std::shared_ptr<TrainableModel> load_torchscript(const Config& config);
 
 // Runs the first micro batch of `data` through the units in order and through the module's own
 // forward, then the loss, with no autograd, before the engine takes the parameters; `stage` is
-// the ZeRO stage it will train at. Where the two forwards differ the module trains with its own
-// forward (own_forward), except at stage 3.
+// the ZeRO stage it will train at. Returns the module's own forward where the two differ (the
+// trainer then drives the engine's forward with it: Engine::begin_forward), except at stage 3;
+// empty where the units are a chain, and for other models.
 // REQUIRES: `model` came from load_torchscript() and no engine was built from it yet.
 // Throws ConfigError for a unit whose forward fails (the module's own error, the unit, the input
 // shape and dtype), units whose result differs from the module's forward at stage 3 (by shape,
 // or by how much and where), a loss that is not a finite scalar, or a loss method that reads
 // parameters (the engine frees them outside their unit at stage 3). Does nothing for other
 // models.
-void check_first_batch(TrainableModel& model, const data::DataSource& data, int stage);
-
-// The module's own forward when check_first_batch found that its units are not a chain (the
-// trainer then drives the engine's forward with it: Engine::begin_forward); empty otherwise and
-// for other models.
-std::function<at::Tensor(const at::Tensor&)> own_forward(TrainableModel& model);
+std::function<at::Tensor(const at::Tensor&)> check_first_batch(TrainableModel& model,
+                                                               const data::DataSource& data,
+                                                               int stage);
 
 // Drops the saved values the declarations copy from, once an engine has taken them: later
 // declarations initialise to zeros, for a rebuild that loads its values from a checkpoint (live

@@ -185,6 +185,22 @@ std::string resume_differences(const TrainerState& saved, const TrainerState& no
   return notes;
 }
 
+TrainerState trainer_state_at(const JobSettings& job, int world, int64_t step, int64_t next_sample,
+                              const Schedule& schedule) {
+  TrainerState state;
+  state.step = step;
+  state.next_sample = next_sample;
+  state.samples_per_step = job.data.samples_per_step(world);
+  state.data_kind = job.data.kind;
+  state.data_path = job.data.path;
+  state.data_seed = job.data.seed;  // the training stream's (data/data_source.h)
+  state.schedule = schedule;
+  state.next_lr = schedule.lr(step);
+  state.rng_state = cpu_rng_state_hex();
+  state.zt_version = ZT_TRAINER_VERSION;
+  return state;
+}
+
 TrainCheckpoints::TrainCheckpoints(const CheckpointSettings& settings, Store& store, int rank,
                                    int world, const std::string& job)
     : saver_(CheckpointOptions{settings.dir, settings.keep_last, settings.async, settings.timeout,

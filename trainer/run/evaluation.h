@@ -17,7 +17,7 @@
 namespace zt::trainer {
 
 // A model's own forward, for a TorchScript module whose units are not a chain
-// (models::own_forward); empty: the engine runs the units.
+// (models::check_first_batch); empty: the engine runs the units.
 using OwnForward = std::function<at::Tensor(const at::Tensor&)>;
 
 // `input` through the model without autograd: Engine::forward_eval, or with `own` the engine's

@@ -49,9 +49,9 @@ LoadedModel load_checkpointed_model(const Config& config, const RankEnv& env, St
     samples.kind = "synthetic";
     const auto data = data::make_data(samples, models::model_inputs(loaded.model->shape),
                                       loaded.model->shape.kind);
-    models::check_first_batch(*loaded.model->shape.custom, *data,
-                              static_cast<int>(config.section("zero").get_int("stage")));
-    loaded.own_forward = models::own_forward(*loaded.model->shape.custom);
+    loaded.own_forward = models::check_first_batch(
+        *loaded.model->shape.custom, *data,
+        static_cast<int>(config.section("zero").get_int("stage")));
   }
   loaded.setup = build_engine_setup(config, env, store, timeout, *loaded.source);
   // The checkpoint replaces every value: the file's initial copies can go.

@@ -156,18 +156,7 @@ std::vector<RankMemory> all_ranks_memory(TrainRun& run) {
 
 // The trainer's state after `step` optimizer steps (run.next_sample already past them).
 TrainerState trainer_state(const TrainRun& run, int64_t step) {
-  TrainerState state;
-  state.step = step;
-  state.next_sample = run.next_sample;
-  state.samples_per_step = run.data->samples_per_step(run.env.world);
-  state.data_kind = run.settings.data.kind;
-  state.data_path = run.settings.data.path;
-  state.data_seed = run.data->seed();
-  state.schedule = run.schedule;
-  state.next_lr = run.schedule.lr(step);
-  state.rng_state = cpu_rng_state_hex();
-  state.zt_version = ZT_TRAINER_VERSION;
-  return state;
+  return trainer_state_at(run.settings, run.env.world, step, run.next_sample, run.schedule);
 }
 
 // "world 2, ZeRO stage 3, shard_bucket, optim_hybrid_adam, no offload, compute fp32"
@@ -503,9 +492,9 @@ void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds time
   // Before the engine takes the parameters and before anything is written: a module that does
   // not fit the data fails here with its own error.
   if (run.model->shape.custom) {
-    models::check_first_batch(*run.model->shape.custom, *run.data,
-                              static_cast<int>(config.section("zero").get_int("stage")));
-    run.own_forward = models::own_forward(*run.model->shape.custom);
+    run.own_forward = models::check_first_batch(
+        *run.model->shape.custom, *run.data,
+        static_cast<int>(config.section("zero").get_int("stage")));
   }
   run.store = &store;
   run.timeout = timeout;

@@ -92,7 +92,6 @@ class ZT_API Engine {
   double backward(const at::Tensor& loss);
   void end_forward();
   void abort_forward();
-  int64_t unit_count() const;
   // After grad_accum micro steps: reduce what is not reduced yet, clip by the global norm,
   // update the owned shards, refresh parameters. Collective.
   StepReport step(double lr);

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,5 +32,9 @@ class ZT_API Store {
   // the usual way to count arrivals or hand out ids. Throws as set().
   virtual int64_t add(const std::string& key, int64_t delta) = 0;
 };
+
+// `store` seen with `prefix` before every key: parties that share one store keep apart (the ranks
+// of a restart of a torchrun job on its agent's store; a process's successive Python engines).
+ZT_API std::unique_ptr<Store> prefixed_store(std::shared_ptr<Store> store, std::string prefix);
 
 }  // namespace zt

@@ -473,7 +473,6 @@ void Engine::leave_unit(int unit, const std::vector<at::Tensor>& outputs) {
 double Engine::backward(const at::Tensor& loss) { return impl_->backward(loss); }
 void Engine::end_forward() { impl_->end_forward(); }
 void Engine::abort_forward() { impl_->abort_forward(); }
-int64_t Engine::unit_count() const { return static_cast<int64_t>(impl_->units.size()); }
 
 StepReport Engine::step(double lr) { return impl_->step(lr); }
 

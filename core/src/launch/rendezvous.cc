@@ -13,32 +13,27 @@ namespace {
 // zt::Store over c10d's. Timeouts are per call, as the Store interface promises.
 class TcpStore final : public Store {
  public:
-  // `prefix`: put before every key (a store shared with others: torchrun's agent store).
-  TcpStore(c10::intrusive_ptr<c10d::TCPStore> store, std::string prefix)
-      : store_(std::move(store)), prefix_(std::move(prefix)) {}
+  explicit TcpStore(c10::intrusive_ptr<c10d::TCPStore> store) : store_(std::move(store)) {}
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
-    store_->set(prefix_ + key, value);
+    store_->set(key, value);
   }
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
     try {
-      store_->wait({prefix_ + key}, timeout);
+      store_->wait({key}, timeout);
     } catch (const std::exception& e) {
       throw CommError("rendezvous store: key '" + key + "' did not appear within " +
                       std::to_string(timeout.count()) + " ms (" + first_line(e.what()) +
                       "); a rank did not arrive or died");
     }
-    return store_->get(prefix_ + key);
+    return store_->get(key);
   }
-  int64_t add(const std::string& key, int64_t delta) override {
-    return store_->add(prefix_ + key, delta);
-  }
+  int64_t add(const std::string& key, int64_t delta) override { return store_->add(key, delta); }
 
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
  private:
   c10::intrusive_ptr<c10d::TCPStore> store_;
-  std::string prefix_;
 };
 
 // torchrun's agent hosts a TCPStore at MASTER_ADDR:MASTER_PORT and tells its workers so
@@ -92,7 +87,8 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
                     where + " within " + std::to_string(timeout.count()) + " ms (" + why +
                     "); check that rank 0 was started and MASTER_ADDR/MASTER_PORT agree");
   }
-  auto store = std::make_unique<TcpStore>(tcp, prefix);
+  std::unique_ptr<Store> store = std::make_unique<TcpStore>(tcp);
+  if (!prefix.empty()) store = prefixed_store(std::move(store), prefix);
   // Arrival barrier: every rank counts itself in, then waits for the total.
   const int64_t arrived = count_in(*store, "zt/arrived", world, true, timeout);
   if (arrived < world) {
