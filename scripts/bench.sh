@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build_dir=build
-benches="adam comm nvme train ckpt scale mics trace eval python"
+benches="adam comm nvme train ckpt scale mics trace eval python tune"
 
 usage() {
   echo "usage: scripts/bench.sh <bench> [options]"
@@ -62,6 +62,12 @@ case "$bench" in
     shift
     build trainer zt_python zt_comm_ucx zt_shard_bucket zt_optim_hybrid_adam
     /usr/bin/python3 bench/python/bench_python.py "$build_dir" "$@"
+    ;;
+  tune)
+    shift
+    build trainer zt_comm_ucx zt_shard_tensor zt_shard_bucket zt_optim_hybrid_adam zt_offload_cpu \
+      zt_offload_nvme
+    /usr/bin/python3 bench/tune/bench_tune.py "$build_dir" "$@"
     ;;
   eval)
     shift

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that includes run downward through zt's layers (docs/architecture.md, "Layers"):
 #   core/src: util < sdk < {config launch checkpoint zero} < engine
-#   trainer:  settings < {data report} < {models ab} < setup < run < app
+#   trainer:  settings < {data report} < {models ab} < setup < {run tune} < app
 # A file may include its own folder and the folders below it; folders of one rank never include
 # each other. A public header (core/include/zt/) counts in the core layer that implements it
 # (the table below); the trainer may include any of them. Includes in core/src and trainer/ are
@@ -26,7 +26,7 @@ BEGIN {
   while ((getline line < files) > 0) tracked[line] = 1
   split("util:0 sdk:1 config:2 launch:2 checkpoint:2 zero:2 engine:3", a, " ")
   for (i in a) { split(a[i], kv, ":"); rank["core", kv[1]] = kv[2] }
-  split("settings:0 data:1 report:1 models:2 ab:2 setup:3 run:4 app:5", a, " ")
+  split("settings:0 data:1 report:1 models:2 ab:2 setup:3 run:4 tune:4 app:5", a, " ")
   for (i in a) { split(a[i], kv, ":"); rank["trainer", kv[1]] = kv[2] }
   split("api error blas bytes did_you_mean host_memory child_process trace", a, " ")
   for (i in a) pub[a[i]] = "util"

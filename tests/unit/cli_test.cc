@@ -129,3 +129,35 @@ TEST_CASE("report, trace merge and flight take one run folder, report and merge 
   CHECK_THROWS_WITH_AS(parse_cli({"flight", "a", "--out", "x"}),
                        doctest::Contains("unknown argument '--out'"), zt::ConfigError);
 }
+
+TEST_CASE("estimate and tune take a config and their flags, tune's budget a duration") {
+  auto e = parse_cli({"estimate", "--config", "c.toml", "--nproc", "8", "--hosts", "2", "--json",
+                      "--margin", "0.2"});
+  CHECK(e.command == Command::kEstimate);
+  CHECK(e.tune.hosts == 2);
+  CHECK(e.tune.json);
+  CHECK(e.tune.margin == doctest::Approx(0.2));
+  auto t = parse_cli({"tune", "--config", "c.toml", "--budget", "15m", "--out", "d",
+                      "--trial-steps", "8", "--candidate", "zero.stage=1,data.micro_batch=2",
+                      "--rtol", "1e-5", "--set", "run.steps=50"});
+  CHECK(t.command == Command::kTune);
+  CHECK(t.tune.budget_s == doctest::Approx(900));
+  CHECK(t.tune.out_dir == "d");
+  CHECK(t.tune.trial_steps == 8);
+  CHECK(t.tune.candidates == std::vector<std::string>{"zero.stage=1,data.micro_batch=2"});
+  CHECK(t.tune.rtol == doctest::Approx(1e-5));
+  CHECK(t.overrides == std::vector<std::string>{"run.steps=50"});
+  CHECK(parse_cli({"tune", "--config", "c", "--budget", "90s"}).tune.budget_s ==
+        doctest::Approx(90));
+  CHECK(parse_cli({"tune", "--config", "c", "--budget", "1h"}).tune.budget_s ==
+        doctest::Approx(3600));
+  CHECK(parse_cli({"tune", "--config", "c", "--budget", "120"}).tune.budget_s ==
+        doctest::Approx(120));
+  for (const char* bad : {"15x", "-3m", "m", ""}) {
+    CHECK_THROWS_AS(parse_cli({"tune", "--config", "c", "--budget", bad}), zt::ConfigError);
+  }
+  CHECK_THROWS_AS(parse_cli({"tune", "--budget", "5m"}), zt::ConfigError);  // no config
+  CHECK_THROWS_AS(parse_cli({"estimate", "--config", "c", "--budget", "5m"}), zt::ConfigError);
+  CHECK_THROWS_AS(parse_cli({"tune", "--config", "c", "--json"}), zt::ConfigError);
+  CHECK_THROWS_AS(parse_cli({"estimate", "--config", "c", "--margin", "1.5"}), zt::ConfigError);
+}

@@ -26,7 +26,8 @@ void load_plugins(const Config& config) {
   }
 }
 
-// One arm has nothing to alternate with; more than two are not compared here.
+// One arm has nothing to alternate with. More than two (what trainer tune races in one job) are
+// bounded so that each gets turns in a job of reasonable length.
 void check_arm_count(const AbSettings& ab) {
   if (ab.arms.size() == 1) {
     throw ConfigError(ab.arms_where +
@@ -34,9 +35,10 @@ void check_arm_count(const AbSettings& ab) {
                       "(e.g. arms = [\"plugins.shard=shard_tensor\", "
                       "\"plugins.shard=shard_bucket\"]) or remove it");
   }
-  if (ab.arms.size() > 2) {
+  if (ab.arms.size() > kMaxLiveArms) {
     throw ConfigError(ab.arms_where + ": ab.arms has " + std::to_string(ab.arms.size()) +
-                      " arms; a live A/B compares two (run one job per pair)");
+                      " arms; a live job alternates at most " + std::to_string(kMaxLiveArms) +
+                      " (run one job per group of arms)");
   }
 }
 

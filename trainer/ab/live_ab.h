@@ -21,6 +21,9 @@
 
 namespace zt::trainer {
 
+// Arms one live job may alternate between.
+constexpr size_t kMaxLiveArms = 8;
+
 struct LiveAb {
   std::vector<Arm> arms;        // named A, B, C, ...
   std::vector<Config> configs;  // the job's config with each arm's overrides applied
@@ -41,7 +44,8 @@ struct LiveAb {
 // arms: live A/B is off (one arm is a ConfigError: it has nothing to alternate with).
 LiveAb live_ab_from_config(const Config& config, const JobSettings& settings);
 
-// The A/B report of a live job from its metrics: each arm's steps in blocks as they ran, the
+// The A/B report of a live job from its metrics (of its first two arms; a job of more arms is
+// trainer tune's, which reads each arm's steps itself): each arm's steps in blocks as they ran, the
 // first `warmup` steps after each switch (and the job's first) left out of the timings. The
 // losses are one curve, so nothing is compared across arms. Throws ConfigError when the metrics
 // hold no arms (not a live A/B job) or only one, or when `warmup` < 1.

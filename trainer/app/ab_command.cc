@@ -1,108 +1,32 @@
 #include "app/ab_command.h"
 
-#include <unistd.h>
-
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <thread>
 
 #include "ab/ab_html.h"
 #include "ab/ab_report.h"
+#include "ab/arm_run.h"
 #include "ab/live_ab.h"
 #include "app/deepspeed_config.h"
 #include "settings/job_settings.h"
-#include "zt/child_process.h"
 #include "zt/config.h"
 #include "zt/error.h"
-#include "zt/launcher.h"
 #include "zt/options.h"
 
 namespace zt::trainer {
 
 namespace {
 
-// Lines of `path` that are step records so far (a running job's progress).
-int64_t steps_written(const std::string& path) {
-  std::ifstream in(path);
-  int64_t n = 0;
-  for (std::string line; std::getline(in, line);)
-    n += line.find("\"step_time_s\"") != std::string::npos;
-  return n;
-}
-
-std::string last_lines(const std::string& path, size_t count) {
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  std::string out;
-  for (size_t i = lines.size() > count ? lines.size() - count : 0; i < lines.size(); ++i)
-    out += "\n  | " + lines[i];
-  return out;
-}
-
-struct Plan {
-  std::string config_path;
-  std::vector<std::string> base;  // the command line's --set, for both arms
-  int64_t steps = 0;
-  std::string out_dir;
-};
-
-// One run of an arm: a child trainer writing into out_dir/runs/<arm>-<rep>, its progress shown
-// on one line while it trains. Returns its metrics; throws the run's failure as an Error with
-// its exit code's kind.
-RunMetrics run_arm(const Plan& plan, const Arm& arm, int rep, int index, int total,
+// One run of an arm: out_dir/runs/<arm>-<rep>.
+RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, int rep, int index, int total,
                    std::ostream& out) {
-  const std::string name = arm.name + "-" + std::to_string(rep);
-  const std::string dir = plan.out_dir + "/runs/" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  std::vector<std::string> argv = {self_executable(), "--config", plan.config_path};
-  auto set = [&](const std::string& kv) {
-    argv.push_back("--set");
-    argv.push_back(kv);
-  };
-  for (const std::string& kv : plan.base) set(kv);
-  for (const std::string& kv : arm.overrides) set(kv);
-  set("run.steps=" + std::to_string(plan.steps));
-  set("run.out_dir=" + dir);
-  // Each run is a fresh plain job: no live A/B of its own, no resuming another run's state.
-  set("ab.arms=[]");
-  set("checkpoint.resume=\"\"");
-  set("checkpoint.dir=\"" + dir + "/checkpoints\"");
-  const std::string log = dir + ".log";
-  const bool tty = isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
   char head[128];
   std::snprintf(head, sizeof(head), "[%d/%d] arm %s (%s), run %d", index, total, arm.name.c_str(),
                 arm_label(arm).c_str(), rep);
-  const auto t0 = std::chrono::steady_clock::now();
-  const pid_t pid = spawn_logged(argv, log);
-  std::optional<int> code;
-  while (!(code = try_reap(pid))) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    if (tty) {
-      out << "\r" << head << ": step " << steps_written(dir + "/metrics.jsonl") << "/" << plan.steps
-          << std::flush;
-    }
-  }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (*code != 0) {
-    if (tty) out << "\n";
-    const std::string message = "the arm " + arm.name + " run " + std::to_string(rep) + " (" +
-                                arm_label(arm) + ") exited " + std::to_string(*code) +
-                                "; its output is " + log + ":" + last_lines(log, 6);
-    throw Error(*code >= 2 && *code <= 7 ? static_cast<ErrorKind>(*code) : ErrorKind::kInternal,
-                message);
-  }
-  RunMetrics metrics = read_run_metrics(dir);
-  char tail[160];
-  std::snprintf(tail, sizeof(tail), ": %zu steps in %.1f s, last loss %.4f", metrics.steps.size(),
-                seconds, metrics.steps.back().loss);
-  out << (tty ? "\r" : "") << head << tail << "\n" << std::flush;
-  return metrics;
+  return run_arm(
+      plan, arm, arm.name + "-" + std::to_string(rep), head,
+      "the arm " + arm.name + " run " + std::to_string(rep) + " (" + arm_label(arm) + ")", out);
 }
 
 std::vector<std::string> math_keys_of(const Arm& a, const Arm& b, const Config& ca,
@@ -134,7 +58,9 @@ void name_arms(ArmResult& a, ArmResult& b) {
   }
 }
 
-int report(AbResult result, const std::string& out_dir, std::ostream& out) {
+}  // namespace
+
+int report_ab(AbResult result, const std::string& out_dir, std::ostream& out) {
   print_ab(result, out);
   std::filesystem::create_directories(out_dir);
   const std::string json = out_dir + "/ab.json";
@@ -153,10 +79,8 @@ int report(AbResult result, const std::string& out_dir, std::ostream& out) {
   return 0;
 }
 
-}  // namespace
-
 int run_ab(const CliArgs& args, std::ostream& out) {
-  Plan plan;
+  ArmRunPlan plan;
   plan.config_path = args.config_path;
   plan.base = args.overrides;
   if (args.nproc) plan.base.push_back("launch.nproc=" + std::to_string(*args.nproc));
@@ -191,21 +115,25 @@ int run_ab(const CliArgs& args, std::ostream& out) {
                       "--allow-different-math to compare speed and memory without the check");
   }
   name_arms(a, b);
-  out << "zt ab: " << plan.config_path << ", " << args.ab.reps << " x (A B B A order) runs of "
-      << plan.steps << " steps, first " << args.ab.warmup << " of each left out\n  A: " << a.label
+  AbResult result = run_ab_arms(plan, std::move(a), std::move(b), args.ab, math, out);
+  return report_ab(std::move(result), plan.out_dir, out);
+}
+
+AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbArgs& ab,
+                     const std::vector<std::string>& math_keys, std::ostream& out) {
+  out << "zt ab: " << plan.config_path << ", " << ab.reps << " x (A B B A order) runs of "
+      << plan.steps << " steps, first " << ab.warmup << " of each left out\n  A: " << a.label
       << "\n  B: " << b.label << "\n";
-  const int total = 2 * args.ab.reps;
+  const int total = 2 * ab.reps;
   int index = 0;
-  for (int rep = 1; rep <= args.ab.reps; ++rep) {
+  for (int rep = 1; rep <= ab.reps; ++rep) {
     const bool a_first = rep % 2 == 1;
     for (ArmResult* arm :
          a_first ? std::vector<ArmResult*>{&a, &b} : std::vector<ArmResult*>{&b, &a}) {
       arm->runs.push_back(run_arm(plan, arm->arm, rep, ++index, total, out));
     }
   }
-  return report(
-      analyse(std::move(a), std::move(b), args.ab.warmup, args.ab.rtol, math.empty(), math),
-      plan.out_dir, out);
+  return analyse(std::move(a), std::move(b), ab.warmup, ab.rtol, math_keys.empty(), math_keys);
 }
 
 int run_compare(const CliArgs& args, std::ostream& out) {
@@ -224,16 +152,16 @@ int run_compare(const CliArgs& args, std::ostream& out) {
   // Two runs of one job with other placements must agree; --allow-different-math compares runs
   // that differ in anything (another lr, model) for speed and memory only.
   const bool check = !args.ab.allow_different_math;
-  return report(analyse(std::move(a), std::move(b), args.ab.warmup, args.ab.rtol, check, {}),
-                args.ab.out_dir, out);
+  return report_ab(analyse(std::move(a), std::move(b), args.ab.warmup, args.ab.rtol, check, {}),
+                   args.ab.out_dir, out);
 }
 
 int run_ab_report(const CliArgs& args, std::ostream& out) {
   const std::string& run_dir = args.compare_runs.at(0);
   const RunMetrics metrics = read_run_metrics(run_dir);
   out << "zt ab-report: " << metrics.path << "\n";
-  return report(live_ab_result(metrics, args.ab.warmup),
-                args.ab.out_dir.empty() ? run_dir : args.ab.out_dir, out);
+  return report_ab(live_ab_result(metrics, args.ab.warmup),
+                   args.ab.out_dir.empty() ? run_dir : args.ab.out_dir, out);
 }
 
 }  // namespace zt::trainer

@@ -8,6 +8,8 @@
 
 #include <ostream>
 
+#include "ab/ab_report.h"
+#include "ab/arm_run.h"
 #include "app/cli.h"
 
 namespace zt::trainer {
@@ -17,5 +19,14 @@ int run_ab(const CliArgs& args, std::ostream& out);
 int run_compare(const CliArgs& args, std::ostream& out);
 // trainer ab-report RUN_DIR: the report of a live A/B job (live_ab.h) from its metrics.
 int run_ab_report(const CliArgs& args, std::ostream& out);
+
+// The runs of a comparison (ab.reps x A B B A, each plan.steps steps) and their analysis: the
+// losses checked for agreement when `math_keys` (the keys the arms set differently that change
+// the math) is empty. Throws a failed run's Error.
+AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbArgs& ab,
+                     const std::vector<std::string>& math_keys, std::ostream& out);
+// Prints the comparison, writes out_dir/ab.json and report.html. Returns 0, or 6 when arms that
+// must agree diverged (said on stderr).
+int report_ab(AbResult result, const std::string& out_dir, std::ostream& out);
 
 }  // namespace zt::trainer

@@ -23,6 +23,9 @@ const char* usage() {
           [--stop TEXT] [--out FILE.json] [--set ...] [--nproc N]
   trainer ab --config FILE --a KEY=VAL[,KEY=VAL]... --b KEY=VAL[,...] [--steps N] [--reps R]
           [--warmup W] [--out DIR] [--rtol X] [--allow-different-math] [--set ...]
+  trainer estimate --config FILE [--nproc N] [--hosts H] [--margin X] [--json] [--set ...]
+  trainer tune --config FILE [--budget 15m] [--out DIR] [--nproc N] [--margin X]
+          [--trial-steps N] [--candidate KEY=VAL[,KEY=VAL]...]... [--rtol X] [--set ...]
   trainer compare RUN_A RUN_B [--out DIR] [--warmup W] [--rtol X] [--allow-different-math]
   trainer ab-report RUN_DIR [--out DIR] [--warmup W]
   trainer report RUN_DIR [--out FILE]
@@ -58,6 +61,16 @@ DIR/report.html and DIR/ab.json (default runs/ab); arms may differ only in keys 
 buckets, prefetch, offload, comm) unless --allow-different-math. compare makes the same report
 from two finished runs' out_dir folders. ab-report makes it from a live A/B job's own steps
 ([ab] arms, switch_every), into RUN_DIR unless --out.
+estimate sizes every composition of the job without starting a rank (stage 0-3 x offload
+placement x micro batch with the global batch kept x, over --hosts H > 1, the MiCS group): host
+RAM per rank by category, file-tier bytes, bytes each rank sends per step by collective and link,
+and which do not fit (with --margin, default 0.1, of each tier left free) and why.
+tune searches the compositions (stage, shard strategy and buckets, micro batch x grad_accum,
+prefetch, persistence, offload fractions and tiers, sub_group_size, NVMe queue depth, MiCS),
+never starting one that does not fit, races the rest in live A/B jobs (successive halving on
+bootstrap intervals; --trial-steps timed steps per candidate and round, default 6) and checks
+the winner against FILE with a final ab (A B B A), all within
+--budget (default 15m). Into DIR (default runs/tune): tuned.toml, tune.json, report.html.
 report writes RUN_DIR/report.html (every run writes it at its end unless run.report = false):
 loss, step time split, tokens/s and MFU, memory per rank, I/O and collective bytes, checkpoints.
 trace merge puts the ranks' traces of RUN_DIR/trace (a run with [trace] enabled = true) into one
@@ -81,6 +94,10 @@ size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
   }
   if (args[0] == "ab") {
     out.command = Command::kAb;
+    return 1;
+  }
+  if (args[0] == "estimate" || args[0] == "tune") {
+    out.command = args[0] == "estimate" ? Command::kEstimate : Command::kTune;
     return 1;
   }
   if (args[0] == "eval" || args[0] == "sample") {
@@ -245,7 +262,54 @@ bool parse_ab_flag(const std::string& a, const std::function<std::string()>& val
   return true;
 }
 
+// "15m", "90s", "1h", "600" (seconds).
+double parse_duration(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  const std::string unit = end ? std::string(end) : "";
+  const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : 0;
+  if (v.empty() || end == v.c_str() || scale == 0 || !(x > 0) || !std::isfinite(x)) {
+    throw ConfigError(flag + " " + v + ": expected a duration such as 90s, 15m or 1h");
+  }
+  return x * scale;
+}
+
+// estimate's and tune's own flags; false for any other argument.
+bool parse_tune_flag(const std::string& a, const std::function<std::string()>& value,
+                     CliArgs& out) {
+  if (out.command != Command::kEstimate && out.command != Command::kTune) return false;
+  TuneArgs& t = out.tune;
+  const bool tune = out.command == Command::kTune;
+  if (a == "--hosts") {
+    t.hosts = static_cast<int>(parse_count(a, value(), 1));
+  } else if (a == "--margin") {
+    t.margin = parse_number(a, value(), 0);
+    if (t.margin >= 1) throw ConfigError("--margin: expected a share below 1, e.g. 0.1");
+  } else if (a == "--json" && !tune) {
+    t.json = true;
+  } else if (a == "--budget" && tune) {
+    t.budget_s = parse_duration(a, value());
+  } else if (a == "--out" && tune) {
+    t.out_dir = value();
+  } else if (a == "--trial-steps" && tune) {
+    t.trial_steps = parse_count(a, value(), 2);
+  } else if (a == "--candidate" && tune) {
+    t.candidates.push_back(value());
+  } else if (a == "--rtol" && tune) {
+    t.rtol = parse_number(a, value(), 0);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 void check_complete(const CliArgs& out) {
+  if ((out.command == Command::kEstimate || out.command == Command::kTune) &&
+      out.config_path.empty()) {
+    throw ConfigError(std::string("trainer ") +
+                      (out.command == Command::kTune ? "tune" : "estimate") +
+                      " needs --config FILE, the job to size; see trainer --help");
+  }
   if (out.command == Command::kAb && (out.ab.a.empty() && out.ab.b.empty())) {
     throw ConfigError("trainer ab needs --a and --b, the overrides of each arm (e.g. --a "
                       "plugins.shard=shard_tensor --b plugins.shard=shard_bucket); see trainer "
@@ -303,6 +367,9 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
             a, [&] { return value_of(a); }, out))
       continue;
     if (parse_sample_flag(
+            a, [&] { return value_of(a); }, out))
+      continue;
+    if (parse_tune_flag(
             a, [&] { return value_of(a); }, out))
       continue;
     if (a == "--help" || a == "-h") {

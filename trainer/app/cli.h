@@ -23,6 +23,8 @@ enum class Command {
   kFlight,      // trainer flight RUN_DIR: the diagnosis of the ranks' flight records
   kEval,        // trainer eval --checkpoint DIR: a checkpoint's validation loss
   kSample,      // trainer sample --checkpoint DIR: text from a language model's checkpoint
+  kEstimate,    // trainer estimate --config FILE: every composition sized, no rank started
+  kTune,        // trainer tune --config FILE --budget 15m: the fastest composition, raced
   kHelp,
   kVersion
 };
@@ -38,6 +40,18 @@ struct AbArgs {
   double rtol = 1e-6;  // --rtol: relative difference of losses and gradient norms that agree
 };
 
+// trainer estimate / trainer tune (estimate_command.h, tune_command.h).
+struct TuneArgs {
+  int hosts = 1;                      // --hosts: hosts the ranks spread over (MiCS groups per host)
+  bool json = false;                  // estimate --json
+  double margin = 0.1;                // --margin: share of each tier a composition must leave free
+  double budget_s = 900;              // tune --budget (15m)
+  std::string out_dir = "runs/tune";  // tune --out
+  int64_t trial_steps = 6;            // tune --trial-steps: timed, per candidate and round
+  std::vector<std::string> candidates;  // tune --candidate: extra compositions to race
+  double rtol = 1e-3;                   // tune --rtol: losses of a trial vs the given config
+};
+
 struct CliArgs {
   Command command = Command::kRun;
   std::string config_path;
@@ -51,6 +65,7 @@ struct CliArgs {
   std::string out_path;  // export, trace merge, report, eval, sample: --out
   std::string dtype = "fp32";
   AbArgs ab;
+  TuneArgs tune;
   SampleRequest sample;  // trainer sample's flags (and --checkpoint, --out)
   // trainer compare RUN_A RUN_B; ab-report, trace merge, report and flight RUN_DIR
   std::vector<std::string> compare_runs;

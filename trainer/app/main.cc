@@ -8,10 +8,12 @@
 #include "app/ab_command.h"
 #include "app/cli.h"
 #include "app/deepspeed_config.h"
+#include "app/estimate_command.h"
 #include "app/export_command.h"
 #include "app/job.h"
 #include "app/observe_command.h"
 #include "app/plugins_command.h"
+#include "app/tune_command.h"
 #include "zt/config.h"
 #include "zt/error.h"
 #include "zt/flight_recorder.h"
@@ -66,6 +68,8 @@ int run(const std::vector<std::string>& argv) {
     case Command::kTraceMerge: return zt::trainer::run_trace_merge(cli, std::cout);
     case Command::kFlight: return zt::trainer::run_flight(cli, std::cout);
     case Command::kReport: return zt::trainer::run_report(cli, std::cout);
+    case Command::kEstimate: return zt::trainer::run_estimate(cli, std::cout);
+    case Command::kTune: return zt::trainer::run_tune(cli, std::cout);
     case Command::kRun:
     case Command::kEval:
     case Command::kSample: break;

@@ -32,6 +32,7 @@ StepRecord step_of(const nlohmann::json& j) {
   const nlohmann::json comm = j.value("comm", nlohmann::json::object());
   for (const auto& [op, v] : comm.items()) {
     s.comm[op] = {v.value("calls", int64_t{0}), v.value("bytes", int64_t{0})};
+    s.comm_sent[op] = v.value("wire_bytes", int64_t{0});
   }
   if (j.contains("offload_io")) {
     s.io_bytes_read = j["offload_io"].value("bytes_read", int64_t{0});

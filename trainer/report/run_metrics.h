@@ -25,6 +25,7 @@ struct StepRecord {
   std::vector<std::map<std::string, int64_t>> memory;
   // Rank 0's collectives since the run started: op -> {calls, bytes}.
   std::map<std::string, std::pair<int64_t, int64_t>> comm;
+  std::map<std::string, int64_t> comm_sent;         // op -> bytes rank 0 sent to peers (wire bytes)
   int64_t io_bytes_read = 0, io_bytes_written = 0;  // rank 0's offload tiers since the start
   std::string arm;  // live A/B (live_ab.h): the arm that trained this step; "" otherwise
 };

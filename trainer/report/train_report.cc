@@ -307,7 +307,8 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
   js << ",\"comm\":{";
   for (int i = 0; i < kNumCommOps; ++i) {
     js << (i ? "," : "") << "\"" << comm_op_name(static_cast<CommOp>(i))
-       << "\":{\"calls\":" << comm.ops[i].calls << ",\"bytes\":" << comm.ops[i].bytes << "}";
+       << "\":{\"calls\":" << comm.ops[i].calls << ",\"bytes\":" << comm.ops[i].bytes
+       << ",\"wire_bytes\":" << comm.ops[i].wire_bytes << "}";
   }
   js << "},\"offload_io\":{\"bytes_read\":" << io.bytes_read << ",\"reads\":" << io.reads
      << ",\"bytes_written\":" << io.bytes_written << ",\"writes\":" << io.writes << "}";

@@ -436,6 +436,12 @@ void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {
     std::printf("ab: no switch happened (run.steps <= ab.switch_every): no A/B report\n");
     return;
   }
+  if (run.live.arms.size() > 2) {
+    std::printf("ab: %zu arms: each step names its arm in %s (the A/B report compares two)\n",
+                run.live.arms.size(), metrics.c_str());
+    std::fflush(stdout);
+    return;
+  }
   // The training succeeded: a report that cannot be made is said, not turned into a failure.
   try {
     const AbResult result = live_ab_result(steps, /*warmup=*/1);

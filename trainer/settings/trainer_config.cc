@@ -116,7 +116,7 @@ SectionSpec ab_section() {
       "live A/B inside one training job: the arms alternate every switch_every steps",
       {opt_string_list("arms", {},
                        "each arm's overrides, comma-separated as trainer ab's --a/--b "
-                       "(e.g. \"plugins.shard=shard_tensor\"); two or more switch the job "
+                       "(e.g. \"plugins.shard=shard_tensor\"); two to eight switch the job "
                        "between them, resharding its state at a step boundary"),
        opt_int("switch_every", 10, "optimizer steps an arm trains before the next takes over", 1),
        opt_string("switch_dir", "",

@@ -34,16 +34,21 @@ void read_offload(const Options& zero, EngineOptions& o) {
   o.pipeline_write = zero.get_bool("pipeline_write");
 }
 
-// The [plugin.<id>] table of the shard plugin; defaults when it stands in at stage 0.
-std::unique_ptr<ShardStrategy> make_strategy(const Config& config, const std::string& id) {
+}  // namespace
+
+std::string shard_plugin_id(const Config& config) {
+  const std::string& id = config.section("plugins").get_string("shard");
+  return id.empty() ? "shard_bucket" : id;
+}
+
+std::unique_ptr<ShardStrategy> make_shard_strategy(const Config& config) {
+  const std::string id = shard_plugin_id(config);
   const ShardStrategyPlugin& plugin = config.catalog().shard(id);
   if (!config.section("plugins").get_string("shard").empty()) {
     return plugin.create(config.plugin_options(id));
   }
   return plugin.create(Options("plugin." + id, plugin.options(), {}, {}));
 }
-
-}  // namespace
 
 EngineOptions engine_options_from_config(const Config& config) {
   const Options& zero = config.section("zero");
@@ -78,8 +83,8 @@ void build_parts(EngineSetup& s, const Config& config, const RankEnv& env, Store
                  const std::function<std::unique_ptr<Engine>(EngineSetup&)>& make_engine) {
   const Options& plugins = config.section("plugins");
   PluginCatalog& catalog = config.catalog();
-  s.shard_id = plugins.get_string("shard").empty() ? "shard_bucket" : plugins.get_string("shard");
-  s.strategy = make_strategy(config, s.shard_id);
+  s.shard_id = shard_plugin_id(config);
+  s.strategy = make_shard_strategy(config);
   s.optimizer_id = plugins.get_string("optimizer");
   s.optimizer = catalog.optimizer(s.optimizer_id).create(config.plugin_options(s.optimizer_id));
   s.tiers = make_offload_tiers(config, env, store, timeout);

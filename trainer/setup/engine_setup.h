@@ -26,6 +26,13 @@ namespace zt::trainer {
 // loss scaling is on for fp16 compute only.
 EngineOptions engine_options_from_config(const Config& config);
 
+// The shard strategy's plugin id: plugins.shard, or shard_bucket standing in at stage 0 when it is
+// empty (stage 0 needs a layout, never a shard).
+std::string shard_plugin_id(const Config& config);
+// The strategy that plugin makes from its [plugin.<id>] table (defaults when it stands in).
+// Throws what the plugin's create() throws (ConfigError).
+std::unique_ptr<ShardStrategy> make_shard_strategy(const Config& config);
+
 // Owns what the engine refers to. Members are destroyed in reverse order of declaration: the
 // engine first (it waits for its in-flight gathers and reads), then the offload tiers (a file
 // tier removes its files when destroyed), the optimizer, the strategy and, last, the

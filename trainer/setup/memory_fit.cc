@@ -295,7 +295,7 @@ int64_t staging_bytes(const FitInputs& in) {
 }
 
 // What each file tier's folder gets from one rank: its arrays, each rounded up to the tier's
-// block (one array per state per group: at most one group per tensor).
+// block (one array per state per group: at most one group per tensor, unless the plan is known).
 std::vector<DiskNeed> disk_needs(const FitInputs& in, const StateBytes& b, const Config& config) {
   std::vector<DiskNeed> out;
   auto add = [&](const char* role, const std::string& what, int64_t bytes, int64_t arrays) {
@@ -309,7 +309,7 @@ std::vector<DiskNeed> disk_needs(const FitInputs& in, const StateBytes& b, const
       it = out.end() - 1;
     }
     it->roles += (it->roles.empty() ? "" : " + ") + what;
-    it->per_rank += bytes + arrays * in.tensors * in.alignment;
+    it->per_rank += bytes + arrays * (in.groups > 0 ? in.groups : in.tensors) * in.alignment;
   };
   const int64_t optimizer_arrays = 1 + in.optimizer_states + (in.states.grads_in_files ? 1 : 0);
   add("offload_optimizer",

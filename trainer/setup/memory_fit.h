@@ -31,6 +31,8 @@ namespace zt::trainer {
 // 0 or 3, with and without both offloads in offload_nvme. Rounded up, since a check that guesses
 // low lets a job run out of memory.
 constexpr int64_t kProcessBaselineBytes = int64_t{192} << 20;
+// The same measurement unrounded: what the expected peak (HostNeed::expected) counts.
+constexpr int64_t kProcessMeasuredBytes = int64_t{180} << 20;
 
 // The model and the job as the estimate sees them: sizes in elements, decided by the config and
 // the model's declarations (never by building it).
@@ -51,6 +53,7 @@ struct FitInputs {
   int64_t tied = 0;            // elements used by a later unit too: their .grad lives all backward
   int64_t persistent = 0;      // stage 3: elements of tensors below param_persistence_threshold
   int64_t tensors = 0;         // parameter tensors: at least one flat group each at most
+  int64_t groups = 0;          // flat groups when a strategy's plan is known (0: tensors bound it)
   int64_t largest_tensor = 0;
   int64_t activation_bytes = 0;  // saved for backward by one micro batch, plus its peak extra
   // Placement (shares of bytes, as the offload fractions place them).
@@ -85,6 +88,12 @@ struct HostNeed {
   // more to the system (trainer/app/main.cc), so the larger of the two counts.
   int64_t total() const {
     return process + model_states + tier_pools + std::max(construction, working_set()) + allocator;
+  }
+  // The peak a run is expected to measure (its VmHWM): total() without what the check adds to be
+  // safe, the allocator's slack and the process baseline's rounding up. trainer estimate prints
+  // both; tests/multiproc/estimate_test.cc checks this one against runs.
+  int64_t expected() const {
+    return total() - allocator - (kProcessBaselineBytes - kProcessMeasuredBytes);
   }
 };
 
@@ -134,6 +143,10 @@ void check_fit(const FitEstimate& estimate, const HostBudget& budget, const Conf
 // Free bytes (statvfs f_bavail) of the file system holding `path`, or of its nearest existing
 // ancestor (the tier creates the folder later); -1 when none can be read.
 int64_t file_tier_free_bytes(const std::string& path);
+
+// What the host has for `e`: launch.memory_limit_gb or MemAvailable (plus what the ranks of this
+// host already use when this process is one of them), and statvfs of each file tier's folder.
+HostBudget host_budget(const Config& config, const FitEstimate& e);
 
 // The check the trainer runs: estimate, budget (launch.memory_limit_gb or MemAvailable, plus
 // what the ranks of this host already use when they are running; statvfs for each folder), then

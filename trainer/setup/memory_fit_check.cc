@@ -191,6 +191,16 @@ bool is_rank(const Config& config) {
   return discover_rank_env().found || config.section("launch").get_int("nproc") == 1;
 }
 
+// The job's first rank prints the estimate once: a zt-launched rank 0 or torchrun's, or a single
+// process on its second check (job.cc checks before it becomes the rank and sets ZT_JOB_ID).
+bool prints_estimate(const Config& config) {
+  const RankEnv env = discover_rank_env();
+  if (env.found) return env.rank == 0;
+  return config.section("launch").get_int("nproc") == 1 && std::getenv("ZT_JOB_ID") != nullptr;
+}
+
+}  // namespace
+
 HostBudget host_budget(const Config& config, const FitEstimate& e) {
   HostBudget budget;
   const Options& launch = config.section("launch");
@@ -211,16 +221,6 @@ HostBudget host_budget(const Config& config, const FitEstimate& e) {
   for (const DiskNeed& d : e.disks) budget.disk_free.push_back(file_tier_free_bytes(d.path));
   return budget;
 }
-
-// The job's first rank prints the estimate once: a zt-launched rank 0 or torchrun's, or a single
-// process on its second check (job.cc checks before it becomes the rank and sets ZT_JOB_ID).
-bool prints_estimate(const Config& config) {
-  const RankEnv env = discover_rank_env();
-  if (env.found) return env.rank == 0;
-  return config.section("launch").get_int("nproc") == 1 && std::getenv("ZT_JOB_ID") != nullptr;
-}
-
-}  // namespace
 
 std::string describe_fit(const FitEstimate& e, const HostBudget& budget) {
   const HostNeed& h = e.host;

@@ -5,6 +5,7 @@
 
 #include "settings/trainer_config.h"
 #include "setup/memory_fit.h"
+#include "small_gpt_toml.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
 
@@ -22,23 +23,9 @@ using zt::trainer::StatePlacement;
 
 namespace {
 
-// A GPT of 2 blocks, d_model 64, 2 heads, 32 positions, 256 symbols: per block 12 x 64^2 +
-// 13 x 64 = 49,984 elements, embedding (256 + 32) x 64 = 18,432, head 2 x 64 (+ the tied wte,
-// 16,384): 118,528 parameters in 28 tensors. Units use 18,432 / 49,984 / 49,984 / 16,512.
-// 2 ranks, stage 3, fp32. What a test appends lands in [plugins] (line 23 on) or opens
-// [plugin.*] tables; the refusal tests name keys by their file:line:column here.
-const char* kJob = R"([run]
-steps = 1
-[launch]
-nproc = 2
-[model]
-preset = "custom"
-n_layer = 2
-n_head = 2
-d_model = 64
-seq_len = 32
-vocab = 256
-[data]
+// The small GPT (small_gpt_toml.h) at stage 3, fp32. What a test appends lands in [plugins] (line
+// 23 on) or opens [plugin.*] tables; the refusal tests name keys by their file:line:column here.
+const char* kJob = ZT_SMALL_GPT_TOML R"([data]
 micro_batch = 2
 [zero]
 stage = 3

@@ -1,0 +1,131 @@
+// trainer estimate against what runs measure: for small jobs of every stage, both shard
+// strategies, gradient accumulation, offload to files and host memory, 2 and 3 ranks, the
+// estimate of the job as given (trainer estimate --json, its first entry) is compared with a
+// 4-step run's own numbers: the peak resident memory of its largest rank (VmHWM) within 15% of
+// the expected peak and never above what the fit check counts, the payload and sent bytes of
+// each collective in the last step within 15%, and a file tier's bytes per rank within 15%.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "../test_util.h"
+#include "small_gpt_job.h"
+
+using zt::test::run_command;
+using zt::test::TempDir;
+
+namespace {
+
+struct Measured {
+  int64_t peak_rss = 0;
+  int64_t in_tiers = 0;  // rank 0's bytes in the optimizer's offload tier (states, master, grads)
+  std::map<std::string, std::pair<int64_t, int64_t>> step;  // op -> {bytes, sent} of one step
+};
+
+// The last step's collectives (counters since the start: the difference of the last two records)
+// and the largest peak of any rank.
+Measured measured(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  std::vector<nlohmann::json> steps;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"step_time_s\"") != std::string::npos)
+      steps.push_back(nlohmann::json::parse(line));
+  }
+  Measured m;
+  REQUIRE(steps.size() >= 2);
+  const nlohmann::json &a = steps[steps.size() - 2]["comm"], &b = steps.back()["comm"];
+  for (const auto& [op, v] : b.items()) {
+    m.step[op] = {v["bytes"].get<int64_t>() - a[op]["bytes"].get<int64_t>(),
+                  v["wire_bytes"].get<int64_t>() - a[op]["wire_bytes"].get<int64_t>()};
+  }
+  for (const auto& rank : steps.back()["memory"])
+    m.peak_rss = std::max(m.peak_rss, rank["peak_rss"].get<int64_t>());
+  const nlohmann::json& rank0 = steps.back()["memory"][0];
+  m.in_tiers = rank0.value("offload_optimizer", int64_t{0}) +
+               rank0.value("offload_grads", int64_t{0});
+  return m;
+}
+
+void check_estimate(const std::string& name, const std::string& config, const std::string& sets) {
+  TempDir dir;
+  const std::string job = std::string(ZT_TEST_TRAINER) + " --config " ZT_TEST_SOURCE_DIR "/" +
+                          config + " --set data.path=" ZT_TEST_SOURCE_DIR "/README.md " + sets +
+                          " --set run.log_every=1 --set eval.every_steps=0 --set "
+                          "checkpoint.keep_best='\"\"' --set checkpoint.every_steps=0";
+  const auto est = run_command(std::string(ZT_TEST_TRAINER) + " estimate" +
+                               job.substr(std::strlen(ZT_TEST_TRAINER)) + " --json");
+  INFO(name << ": " << est.output.substr(0, 600));
+  REQUIRE(est.exit_code == 0);
+  const nlohmann::json e = nlohmann::json::parse(est.output)[0];
+  REQUIRE(e["composition"] != "");
+  const auto run = run_command(
+      job + " --set run.steps=4 --set run.report=false --set run.out_dir=" + dir.file("run"));
+  INFO(run.output.substr(run.output.size() > 800 ? run.output.size() - 800 : 0));
+  REQUIRE(run.exit_code == 0);
+  const Measured m = measured(dir.file("run"));
+  const auto expected = e["host_ram_per_rank"]["expected_peak"].get<double>();
+  const auto fit = e["host_ram_per_rank"]["total"].get<double>();
+  const double rss = static_cast<double>(m.peak_rss);
+  INFO("peak RSS measured " << rss / (1 << 20) << " MiB, expected " << expected / (1 << 20)
+                            << " MiB, fit " << fit / (1 << 20) << " MiB");
+  CHECK(std::abs(expected / rss - 1) <= 0.15);
+  CHECK(fit >= rss);
+  std::map<std::string, std::pair<double, double>> estimated;
+  for (const auto& c : e["collectives"]) {
+    auto& op = estimated[c["op"].get<std::string>()];
+    op.first += c["bytes_per_step"].get<double>();
+    op.second += c["sent_per_step"].get<double>();
+  }
+  int compared = 0;
+  for (const auto& [op, bytes] : m.step) {
+    // The loop's own few-byte collectives are left out of the ratio; the model's are compared.
+    if (bytes.first < 65536) continue;
+    ++compared;
+    INFO(op << ": measured " << bytes.first << " bytes, " << bytes.second << " sent; estimated "
+            << estimated[op].first << ", " << estimated[op].second);
+    CHECK(std::abs(estimated[op].first / static_cast<double>(bytes.first) - 1) <= 0.15);
+    CHECK(std::abs(estimated[op].second / static_cast<double>(bytes.second) - 1) <= 0.15);
+  }
+  CHECK(compared >= 1);
+  // A file tier holding the optimizer's arrays: its bytes per rank as the run's tier counts them.
+  for (const auto& tier : e["file_tiers"]) {
+    if (tier["roles"].get<std::string>().find("optimizer") == std::string::npos) continue;
+    const auto bytes = tier["bytes_per_rank"].get<double>();
+    INFO("file tier: estimated " << bytes << " bytes per rank, measured " << m.in_tiers);
+    CHECK(std::abs(bytes / static_cast<double>(m.in_tiers) - 1) <= 0.15);
+  }
+}
+
+const std::string kSmall =
+    "--set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 --set model.seq_len=32";
+
+}  // namespace
+
+TEST_CASE("trainer estimate: peak RSS and per-step bytes within 15% of runs, stages 0-3") {
+  for (int stage = 0; stage <= 3; ++stage) {
+    check_estimate("stage " + std::to_string(stage), "configs/zero3.toml",
+                   kSmall + " --set zero.stage=" + std::to_string(stage));
+  }
+}
+
+TEST_CASE("trainer estimate: shard_tensor, accumulation, offload and 3 ranks within 15% of runs") {
+  check_estimate("stage 3 shard_tensor, micro 2 x accum 2, nothing persistent, prefetch 2",
+                 "configs/zero3.toml",
+                 kSmall + " --set plugins.shard=shard_tensor --set data.micro_batch=2 --set "
+                          "data.grad_accum=2 --set zero.param_persistence_threshold=0 --set "
+                          "zero.prefetch_units=2");
+  TempDir nvme;
+  check_estimate("the headline's offload: optimizer to files, parameters to host memory",
+                 "configs/zero3_offload.toml",
+                 kSmall + " --set plugin.offload_nvme.path=" + nvme.file("nvme"));
+  check_estimate("an MLP at stage 1 on 3 ranks", "configs/zero3.toml",
+                 "--set model.kind='\"mlp\"' --set model.width=512 --set model.depth=6 --set "
+                 "data.kind='\"synthetic\"' --set zero.stage=1 --set launch.nproc=3");
+}

@@ -1,0 +1,122 @@
+// trainer tune on a job whose best composition is known by construction: an MLP of 8.4M
+// parameters on 2 ranks under launch.memory_limit_gb = 0.8, where stage 0 (16 bytes a parameter
+// per rank) does not fit with tune's 10% margin and stages 1-3 do without offload, which can then
+// only add traffic. Tune must never start a composition that does not fit, must pick one of
+// stages 1-3 without offload, must go on past a trial that fails (a --candidate whose NVMe folder
+// is a regular file: its tier cannot be created) and must end within its budget. Its tuned.toml
+// must train, and its report must draw in a browser. A --candidate with another learning rate
+// changes the math: its losses leave the reference's and it is rejected.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "../test_util.h"
+
+using zt::test::contains;
+using zt::test::run_command;
+using zt::test::TempDir;
+
+namespace {
+
+std::string mlp_job() {
+  return std::string(" --config ") + ZT_TEST_SOURCE_DIR +
+         "/configs/zero3.toml --set model.kind='\"mlp\"' --set model.width=1024 --set "
+         "model.depth=8 --set data.kind='\"synthetic\"' --set launch.memory_limit_gb=0.8";
+}
+
+}  // namespace
+
+TEST_CASE("trainer tune: picks a fitting composition, skips what does not fit, survives a crash") {
+  TempDir dir;
+  zt::test::write_file(dir.file("not-a-folder"), "a file where the NVMe tier wants a folder\n");
+  const double budget = 60;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_command(std::string(ZT_TEST_TRAINER) + " tune" + mlp_job() +
+                             " --budget 60s --out " + dir.file("tune") +
+                             " --candidate "
+                             "'zero.stage=1,zero.sub_group_size=65536,plugins.offload_optimizer="
+                             "\"offload_nvme\",plugin.offload_nvme."
+                             "path=\"" +
+                             dir.file("not-a-folder") +
+                             "/nvme\"' --candidate plugin.optim_hybrid_adam.lr=0.01");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.output.substr(r.output.size() > 3000 ? r.output.size() - 3000 : 0));
+  REQUIRE(r.exit_code == 0);
+  // The budget holds (the last child stops at its end; writing the files takes a moment).
+  CHECK(seconds <= budget + 15);
+  CHECK(contains(r.output, "verdict: "));
+  CHECK(contains(r.output, "the search goes on"));
+  const nlohmann::json j = nlohmann::json::parse(zt::test::read_file(dir.file("tune/tune.json")));
+  CHECK(j["elapsed_s"].get<double>() <= budget + 5);
+  int no_fit = 0, failed = 0, raced = 0, math = 0;
+  for (const auto& c : j["candidates"]) {
+    INFO(c.dump());
+    const std::string status = c["status"];
+    const bool stage0 = contains(c["composition"].get<std::string>(), "stage 0,");
+    // Stage 0 never fits; what does not fit never ran.
+    if (stage0) CHECK(status == "does not fit");
+    if (status == "does not fit") {
+      ++no_fit;
+      CHECK_FALSE(c.contains("measured"));
+      CHECK(contains(c["reason"].get<std::string>(), "host RAM: needs"));
+    }
+    if (status == "failed") {
+      ++failed;
+      CHECK(c["origin"] == "--candidate");
+      CHECK(contains(c["reason"].get<std::string>(), "exited"));
+    }
+    if (status == "changes the math") {
+      ++math;
+      CHECK(contains(c["composition"].get<std::string>(), "stage 3"));
+      CHECK(contains(c["reason"].get<std::string>(), "the config you gave trains"));
+    }
+    raced += c.contains("measured");
+  }
+  CHECK(no_fit >= 3);
+  CHECK(failed == 1);
+  CHECK(math == 1);  // the --candidate with another learning rate
+  CHECK(raced >= 3);
+  // The winner: stages 1-3 without offload.
+  const auto& winner = j["candidates"][j["winner"].get<size_t>()];
+  INFO(winner.dump());
+  CHECK(winner["status"] == "winner");
+  const std::string label = winner["composition"];
+  CHECK_FALSE(contains(label, "stage 0,"));
+  CHECK(contains(label, "no offload"));
+  CHECK(contains(j["verdict"].get<std::string>(), label));
+  // tuned.toml is a complete config that trains.
+  const std::string tuned = zt::test::read_file(dir.file("tune/tuned.toml"));
+  CHECK(contains(tuned, "# Tuned by trainer tune: "));
+  const auto run = run_command(std::string(ZT_TEST_TRAINER) + " --config " +
+                               dir.file("tune/tuned.toml") +
+                               " --set run.steps=2 --set run.out_dir=" + dir.file("tuned-run"));
+  INFO(run.output);
+  CHECK(run.exit_code == 0);
+  // report.html draws its race chart in a real browser, no script failing.
+  const auto dom = run_command("(timeout 120 chromium --headless --no-sandbox --disable-gpu "
+                               "--dump-dom file://" +
+                               dir.file("tune/report.html") + " 2>/dev/null)");
+  REQUIRE(dom.exit_code == 0);
+  CHECK(contains(dom.output, "data-charts-drawn=\"1/1\""));
+  CHECK(contains(dom.output, "data-script-errors=\"0\""));
+}
+
+TEST_CASE(
+    "trainer tune: a config that does not fit, and bad flags, are refused before anything runs") {
+  TempDir dir;
+  const auto r = run_command(std::string(ZT_TEST_TRAINER) + " tune" + mlp_job() +
+                             " --set zero.stage=0 --budget 30s --out " + dir.file("tune"));
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "the config as given does not fit this host"));
+  CHECK(contains(r.output, "trainer estimate shows which compositions fit"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("tune/runs")));
+  const auto hosts = run_command(std::string(ZT_TEST_TRAINER) + " tune" + mlp_job() +
+                                 " --hosts 2 --out " + dir.file("tune"));
+  CHECK(hosts.exit_code == 2);
+  CHECK(contains(hosts.output, "trainer tune runs its trials on this host"));
+}

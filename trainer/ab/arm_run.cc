@@ -1,0 +1,109 @@
+#include "ab/arm_run.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "zt/child_process.h"
+#include "zt/error.h"
+#include "zt/launcher.h"
+
+namespace zt::trainer {
+
+namespace {
+
+// Lines of `path` that are step records so far (a running job's progress).
+int64_t steps_written(const std::string& path) {
+  std::ifstream in(path);
+  int64_t n = 0;
+  for (std::string line; std::getline(in, line);)
+    n += line.find("\"step_time_s\"") != std::string::npos;
+  return n;
+}
+
+std::string last_lines(const std::string& path, size_t count) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string out;
+  for (size_t i = lines.size() > count ? lines.size() - count : 0; i < lines.size(); ++i)
+    out += "\n  | " + lines[i];
+  return out;
+}
+
+// Waits for the child, stopping it at the deadline: SIGTERM lets the trainer's launcher take its
+// ranks down; SIGKILL follows when it has not ended 10 s later.
+int wait_until(pid_t pid, const ArmRunPlan& plan, const std::string& metrics, const char* head,
+               bool tty, std::ostream& out, bool& stopped) {
+  using Clock = std::chrono::steady_clock;
+  std::optional<int> code;
+  std::optional<Clock::time_point> killed_at;
+  while (!(code = try_reap(pid))) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    if (plan.deadline && Clock::now() > *plan.deadline) {
+      if (!stopped) {
+        ::kill(pid, SIGTERM);
+        stopped = true;
+        killed_at = Clock::now();
+      } else if (Clock::now() - *killed_at > std::chrono::seconds(10)) {
+        ::kill(pid, SIGKILL);
+      }
+    }
+    if (tty)
+      out << "\r" << head << ": step " << steps_written(metrics) << "/" << plan.steps << std::flush;
+  }
+  return *code;
+}
+
+}  // namespace
+
+RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& name,
+                   const std::string& head, const std::string& who, std::ostream& out) {
+  const std::string dir = plan.out_dir + "/runs/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> argv = {self_executable(), "--config", plan.config_path};
+  auto set = [&](const std::string& kv) {
+    argv.push_back("--set");
+    argv.push_back(kv);
+  };
+  for (const std::string& kv : plan.base) set(kv);
+  // Each run is a fresh job: no live A/B unless the arm asks for one, no resuming another run.
+  set("ab.arms=[]");
+  for (const std::string& kv : arm.overrides) set(kv);
+  set("run.steps=" + std::to_string(plan.steps));
+  set("run.out_dir=" + dir);
+  set("checkpoint.resume=\"\"");
+  set("checkpoint.dir=\"" + dir + "/checkpoints\"");
+  const std::string log = dir + ".log";
+  const bool tty = isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
+  const auto t0 = std::chrono::steady_clock::now();
+  const pid_t pid = spawn_logged(argv, log);
+  bool stopped = false;
+  const int code = wait_until(pid, plan, dir + "/metrics.jsonl", head.c_str(), tty, out, stopped);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (code != 0 || stopped) {
+    if (tty) out << "\n";
+    const std::string what = stopped ? "was stopped at the time budget's end (exit " +
+                                           std::to_string(code) + ")"
+                                     : "exited " + std::to_string(code);
+    const std::string message = who + " " + what + "; its output is " + log + ":" +
+                                last_lines(log, 6);
+    throw Error(code >= 2 && code <= 7 ? static_cast<ErrorKind>(code) : ErrorKind::kInternal,
+                message);
+  }
+  RunMetrics metrics = read_run_metrics(dir);
+  char tail[160];
+  std::snprintf(tail, sizeof(tail), ": %zu steps in %.1f s, last loss %.4f", metrics.steps.size(),
+                seconds, metrics.steps.back().loss);
+  out << (tty ? "\r" : "") << head << tail << "\n" << std::flush;
+  return metrics;
+}
+
+}  // namespace zt::trainer

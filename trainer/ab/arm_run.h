@@ -1,0 +1,35 @@
+// One run of a composition of the user's job as a child `trainer`: what `trainer ab` runs for each
+// arm and repetition, and `trainer tune` for each trial. The child writes into its own folder
+// (metrics.jsonl, a log beside it), trains a fresh job (no resume, no live A/B of its own unless
+// the overrides ask for one) and its progress is shown on one line while it trains.
+// Thread safety: run from one thread; each call waits for its child.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ab/ab_arms.h"
+#include "report/run_metrics.h"
+
+namespace zt::trainer {
+
+struct ArmRunPlan {
+  std::string config_path;
+  std::vector<std::string> base;  // the command line's --set, for every run
+  int64_t steps = 0;
+  std::string out_dir;  // runs go to out_dir/runs/<name>, logs to out_dir/runs/<name>.log
+  // A run still going at this time is stopped (SIGTERM, then SIGKILL after 10 s) and fails.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+};
+
+// Runs `arm` (its overrides after the plan's) as `name`; `head` starts its progress line
+// ("[1/4] arm A (shard_tensor), run 1"), `who` names it in a failure ("the arm A run 1
+// (shard_tensor)"). Returns its metrics. Throws the run's failure as an Error of its exit code's
+// kind whose message names the run, its exit and its log's last lines.
+RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& name,
+                   const std::string& head, const std::string& who, std::ostream& out);
+
+}  // namespace zt::trainer

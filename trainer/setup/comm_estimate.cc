@@ -1,0 +1,195 @@
+#include "setup/comm_estimate.h"
+
+#include <c10/util/accumulate.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "models/model.h"
+#include "settings/job_settings.h"
+#include "setup/engine_setup.h"
+#include "setup/shard_groups.h"
+
+namespace zt::trainer {
+
+double CommEstimate::calls(const std::string& op) const {
+  double n = 0;
+  for (const auto& c : collectives) n += op.empty() || c.op == op ? c.calls : 0;
+  return n;
+}
+
+int64_t CommEstimate::bytes(const std::string& op) const {
+  int64_t n = 0;
+  for (const auto& c : collectives) n += op.empty() || c.op == op ? c.bytes : 0;
+  return n;
+}
+
+int64_t CommEstimate::sent(const std::string& op) const {
+  int64_t n = 0;
+  for (const auto& c : collectives) n += op.empty() || c.op == op ? c.sent : 0;
+  return n;
+}
+
+namespace {
+
+// One flat group of the strategy's plan, as the collectives see it.
+struct GroupSize {
+  int64_t padded = 0;          // elements on the wire
+  int64_t largest_tensor = 0;  // decides stage-3 persistence
+};
+
+struct PlannedModel {
+  std::vector<GroupSize> groups;
+  // Per unit, the groups its forward needs gathered: its own and those of tensors it borrows.
+  std::vector<std::set<size_t>> used;
+};
+
+// The model's units planned by the job's strategy over `world` ranks, from declarations only.
+PlannedModel plan_model(const Config& config, int world, int64_t element_size) {
+  const models::ModelShape shape = models::resolve_model_shape(config);
+  const std::unique_ptr<ModelSource> source = models::make_model_source(
+      shape, JobSettings::of(config).run.seed);
+  const std::unique_ptr<ShardStrategy> strategy = make_shard_strategy(config);
+  PlannedModel m;
+  std::map<std::string, size_t> group_of;  // tensor name -> its group
+  for (int64_t u = 0; u < source->unit_count(); ++u) {
+    std::vector<TensorMeta> owned;
+    std::set<size_t> used;
+    for (const ParamDecl& decl : source->declare(u)) {
+      auto it = group_of.find(decl.name);
+      if (it != group_of.end()) {
+        used.insert(it->second);  // borrowed (tied): the owner's whole group is gathered
+      } else {
+        owned.push_back({decl.name, c10::multiply_integers(decl.shape), element_size});
+      }
+    }
+    const ShardPlan plan = strategy->plan(owned, world);
+    for (const FlatGroup& g : plan.groups) {
+      GroupSize size{g.padded_numel, 0};
+      for (const FlatSegment& s : g.segments) {
+        size.largest_tensor = std::max(size.largest_tensor, owned[s.tensor].numel);
+        group_of[owned[s.tensor].name] = m.groups.size();
+      }
+      used.insert(m.groups.size());
+      m.groups.push_back(size);
+    }
+    m.used.push_back(std::move(used));
+  }
+  return m;
+}
+
+// Bytes one rank sends of a collective with `bytes` payload over `ranks` ranks: comm_ucx's
+// shared-memory window publishes a rank's own block for a gather and the others' blocks for a
+// reduction (plus its reduced block for an all-reduce); its ring sends N-1 blocks per pass.
+int64_t sent_bytes(const std::string& op, int64_t bytes, int ranks, bool window) {
+  if (ranks <= 1) return 0;
+  const double b = static_cast<double>(bytes), n = ranks, others = (n - 1) / n;
+  double sent = 0;
+  if (op == "all_gather") sent = window ? b / n : b * others;
+  if (op == "reduce_scatter") sent = b * others;
+  if (op == "all_reduce") sent = window ? b : 2 * b * others;
+  return static_cast<int64_t>(sent);
+}
+
+struct Groups {
+  int world = 1, shard = 1, replicas = 1;
+  int ranks_per_host = 1;
+  bool window = true;  // comm_ucx's shared-memory collectives inside a host
+  // A group whose ranks spread over `span` consecutive ranks (hosts hold consecutive ranks) fits
+  // in one host.
+  bool one_host(int span) const { return span <= ranks_per_host; }
+};
+
+void add(CommEstimate& e, const Groups& g, const std::string& op, const std::string& group,
+         int ranks, double calls, int64_t bytes, const std::string& why) {
+  if (calls <= 0) return;
+  // The shard groups are consecutive ranks; a replica group takes one rank of each.
+  const int span = group == "replicas" ? (ranks - 1) * g.shard + 1 : ranks;
+  const bool local = g.one_host(span);
+  e.collectives.push_back({op, group, ranks, local ? "shared memory" : "network", calls, bytes,
+                           sent_bytes(op, bytes, ranks, local && g.window), why});
+}
+
+std::string times(int64_t n, const char* what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+CommEstimate estimate_comm(const Config& config, int world, int ranks_per_host) {
+  const Options& zero = config.section("zero");
+  const JobSettings settings = JobSettings::of(config);
+  const int stage = static_cast<int>(zero.get_int("stage"));
+  const int64_t es = config.section("precision").get_string("compute") == "fp32" ? 4 : 2;
+  const int64_t accum = settings.data.grad_accum;
+  Groups g;
+  g.world = world;
+  g.ranks_per_host = ranks_per_host > 0 ? ranks_per_host : world;
+  g.shard = stage >= 1 ? shard_group_choice(config, world, ranks_per_host).sharding_world(world)
+                       : world;
+  g.replicas = world / g.shard;
+  const std::string& comm = config.section("plugins").get_string("comm");
+  g.window = comm == "comm_ucx" && config.plugin_options(comm).get_bool("shared_memory");
+
+  const PlannedModel m = plan_model(config, g.shard, es);
+  const int64_t threshold = zero.get_int("param_persistence_threshold");
+  int64_t all = 0, released = 0, persistent = 0, released_uses = 0, shard_bytes = 0;
+  int64_t released_groups = 0;
+  for (const GroupSize& s : m.groups) {
+    all += s.padded * es;
+    shard_bytes += s.padded / g.shard * es;
+    const bool kept = stage < 3 || s.largest_tensor < threshold;
+    (kept ? persistent : released) += s.padded * es;
+    released_groups += kept ? 0 : 1;
+  }
+  // Stage 3 gathers a released group before each unit that uses it runs forward, and again
+  // before its backward.
+  int64_t released_calls = 0;
+  for (const auto& used : m.used) {
+    for (size_t gi : used) {
+      const GroupSize& s = m.groups[gi];
+      if (stage == 3 && s.largest_tensor >= threshold) {
+        released_uses += s.padded * es;
+        ++released_calls;
+      }
+    }
+  }
+  const auto groups = static_cast<int64_t>(m.groups.size());
+  const std::string micro = " x " + times(accum, "micro step");
+  CommEstimate e;
+  e.groups = groups;
+  if (stage == 0) {
+    add(e, g, "all_reduce", "world", world, static_cast<double>(groups), all,
+        "gradients of " + times(groups, "group") + ", once per step");
+  } else {
+    // Stages 0-1 reduce at the step, stages 2-3 after every micro step's backward.
+    const int64_t reductions = stage >= 2 ? accum : 1;
+    add(e, g, "reduce_scatter", "shard group", g.shard, static_cast<double>(groups * reductions),
+        all * reductions,
+        "gradients of " + times(groups, "group") + (stage >= 2 ? micro : ", once per step"));
+    if (g.replicas > 1) {
+      add(e, g, "all_reduce", "replicas", g.replicas, static_cast<double>(groups * reductions),
+          shard_bytes * reductions, "each reduced shard across the shard groups (MiCS)");
+    }
+    const int64_t refreshed = stage == 3 ? groups - released_groups : groups;
+    add(e, g, "all_gather", "shard group", g.shard, static_cast<double>(refreshed), persistent,
+        "updated parameters of " + times(refreshed, stage == 3 ? "persistent group" : "group") +
+            ", once per step");
+    if (stage == 3) {
+      add(e, g, "all_gather", "shard group", g.shard,
+          static_cast<double>(2 * released_calls * accum), 2 * released_uses * accum,
+          "forward and backward gathers of " + times(released_groups, "released group") + micro);
+    }
+  }
+  // The training loop's own: the loss average and the stop flag each step, the global gradient
+  // norm's sums (stages 1-3), and the memory report's gather each logged step.
+  add(e, g, "all_reduce", "world", world, stage >= 1 ? 3 : 2, stage >= 1 ? 28 : 12,
+      stage >= 1 ? "loss average, stop flag, gradient norm" : "loss average, stop flag");
+  const double logged = 1.0 / static_cast<double>(std::max<int64_t>(1, settings.run.log_every));
+  add(e, g, "all_gather", "world", world, logged, static_cast<int64_t>(96.0 * world * logged),
+      "memory report of every rank, each logged step");
+  return e;
+}
+
+}  // namespace zt::trainer

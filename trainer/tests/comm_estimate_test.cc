@@ -1,0 +1,93 @@
+// The per-step collectives trainer estimate predicts, against values computed by hand from the
+// engine's rules for a small GPT (the runs' own counters are compared in
+// tests/multiproc/estimate_test.cc).
+#include <string>
+
+#include "settings/trainer_config.h"
+#include "setup/comm_estimate.h"
+#include "small_gpt_toml.h"
+
+#include "../../tests/doctest_after_torch.h"
+
+using zt::trainer::CommEstimate;
+
+namespace {
+
+// The small GPT (small_gpt_toml.h): the embedding unit 18,432 (wte 16,384 + wpe 2,048), blocks
+// of 49,984, the head's own ln_f 128 (and the tied wte, borrowed). shard_bucket with bucket_mb 0
+// makes one group per unit: 4 groups, all of even length.
+const char* kJob = ZT_SMALL_GPT_TOML R"([data]
+micro_batch = 2
+[zero]
+stage = 3
+param_persistence_threshold = 0
+[plugins]
+shard = "shard_bucket"
+optimizer = "optim_hybrid_adam"
+)";
+
+CommEstimate estimate(const std::vector<std::string>& overrides, int world = 2,
+                      int ranks_per_host = 2) {
+  std::vector<std::string> all = {"run.log_every=1"};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  const zt::Config config = zt::trainer::load_config_string(kJob, "job.toml", all);
+  return zt::trainer::estimate_comm(config, world, ranks_per_host);
+}
+
+constexpr int64_t kModelBytes = 118528 * 4;
+
+}  // namespace
+
+TEST_CASE("estimate: stage 3 gathers each unit's groups before forward and backward") {
+  const CommEstimate e = estimate({});
+  // The reduce-scatter of each group's gradients after backward; comm_ucx's shared-memory
+  // window publishes the other rank's half.
+  CHECK(e.calls("reduce_scatter") == 4);
+  CHECK(e.bytes("reduce_scatter") == kModelBytes);
+  CHECK(e.sent("reduce_scatter") == kModelBytes / 2);
+  // Forward and backward of each unit's groups: the head gathers the embedding's group again
+  // for the tied wte. Plus one memory report a step (96 bytes per rank).
+  const int64_t uses = (18432 + 49984 + 49984 + 128 + 18432) * 4;
+  CHECK(e.calls("all_gather") == doctest::Approx(10 + 1));
+  CHECK(e.bytes("all_gather") == 2 * uses + 2 * 96);
+  // A gather publishes this rank's own half.
+  CHECK(e.sent("all_gather") == uses + 96);
+  for (const auto& c : e.collectives) CHECK(c.link == "shared memory");
+}
+
+TEST_CASE("estimate: stage 2 reduces every micro step, stage 0 all-reduces once a step") {
+  const CommEstimate two = estimate({"zero.stage=2", "data.micro_batch=1", "data.grad_accum=2"});
+  CHECK(two.calls("reduce_scatter") == 8);
+  CHECK(two.bytes("reduce_scatter") == 2 * kModelBytes);
+  // The updated parameters gathered once a step (and the memory report).
+  CHECK(two.bytes("all_gather") == kModelBytes + 2 * 96);
+  const CommEstimate zero = estimate({"zero.stage=0", "data.micro_batch=1", "data.grad_accum=2"});
+  CHECK(zero.calls("reduce_scatter") == 0);
+  // The gradients plus the loop's loss average and stop flag (12 bytes).
+  CHECK(zero.bytes("all_reduce") == kModelBytes + 12);
+  // The shared-memory all-reduce publishes the other rank's half and this rank's reduced half.
+  CHECK(zero.sent("all_reduce") == kModelBytes + 12);
+}
+
+TEST_CASE("estimate: MiCS groups reduce within a host and all-reduce shards across hosts") {
+  // 4 ranks on 2 hosts, shard groups of one host's 2 ranks: the shard group's collectives stay in
+  // shared memory, each reduced shard crosses the hosts over the network ring.
+  const CommEstimate e = estimate({"zero.stage=2", "launch.nproc=4", "zero.mics_shard_size=2"}, 4,
+                                  2);
+  bool across = false;
+  for (const auto& c : e.collectives) {
+    if (c.group == "replicas") {
+      across = true;
+      CHECK(c.link == "network");
+      CHECK(c.ranks == 2);
+      CHECK(c.bytes == kModelBytes / 2);
+      CHECK(c.sent == kModelBytes / 2);  // the ring's 2 (N-1)/N of it
+    } else if (c.group == "shard group") {
+      CHECK(c.link == "shared memory");
+    }
+  }
+  CHECK(across);
+  // One host: every collective in shared memory.
+  for (const auto& c : estimate({"zero.stage=2", "launch.nproc=4"}, 4, 4).collectives)
+    CHECK(c.link == "shared memory");
+}

@@ -1,0 +1,224 @@
+// The pieces of trainer estimate and trainer tune that need no process: the search space keeps
+// the global batch, labels say what a composition runs, the fit margin and the estimate's
+// pruning, the race's rules, the loss agreement with the reference and tuned.toml's comments.
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "settings/trainer_config.h"
+#include "small_gpt_toml.h"
+#include "tune/composition_estimate.h"
+#include "tune/race.h"
+#include "tune/search_space.h"
+#include "tune/trial_jobs.h"
+#include "tune/tune_report.h"
+#include "zt/error.h"
+
+#include "../../tests/doctest_after_torch.h"
+
+#include "../../tests/test_util.h"
+
+using namespace zt::trainer;
+using zt::test::contains;
+
+namespace {
+
+// The small GPT (small_gpt_toml.h), 4 samples per rank and step.
+const char* kJob = ZT_SMALL_GPT_TOML R"([data]
+micro_batch = 2
+grad_accum = 2
+[zero]
+stage = 3
+[plugins]
+shard = "shard_bucket"
+optimizer = "optim_hybrid_adam"
+[plugin.offload_nvme]
+path = "/nonexistent-zt-tune/nvme"
+)";
+
+ConfigLoader loader(const std::vector<std::string>& base = {}) {
+  return [base](const std::vector<std::string>& overrides) {
+    std::vector<std::string> all = base;
+    all.insert(all.end(), overrides.begin(), overrides.end());
+    return load_config_string(kJob, "job.toml", all);
+  };
+}
+
+bool sets(const Composition& c, const std::string& kv) {
+  return std::find(c.overrides.begin(), c.overrides.end(), kv) != c.overrides.end();
+}
+
+Contender contender(size_t id, std::vector<double> steps) {
+  Contender c;
+  c.candidate = id;
+  c.step_s = std::move(steps);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("tune: the grid covers stages, placements and micro batches with the global batch kept") {
+  const zt::Config config = loader()({});
+  const std::vector<Composition> grid = composition_grid(config, 1);
+  // 4 samples per rank per step: micro 1, 2, 4; stage 0 one placement, 1-2 three, 3 nine.
+  CHECK(grid.size() == 3 * (1 + 3 + 3 + 9));
+  for (const Composition& c : grid) {
+    const zt::Config cc = loader()(c.overrides);
+    const int64_t micro = cc.section("data").get_int("micro_batch");
+    CHECK(micro * cc.section("data").get_int("grad_accum") == 4);
+    // No MiCS group on one host; parameter offload only at stage 3.
+    for (const std::string& kv : c.overrides) CHECK(kv.rfind("zero.mics_shard_size", 0) != 0);
+    if (cc.section("zero").get_int("stage") < 3) CHECK(sets(c, "plugins.offload_param=\"\""));
+  }
+  // Over 2 hosts, stages 1-3 also try a group per host.
+  const std::vector<Composition> hosts = composition_grid(config, 2);
+  CHECK(hosts.size() == 3 * (1 + 2 * (3 + 3 + 9)));
+  // One cell holds the placements of one (stage, micro batch).
+  // (stage 0 has one placement per micro batch: grid[3] and grid[4] are stage 1, micro 1.)
+  CHECK(cell_of(grid[3]) == cell_of(grid[4]));
+  CHECK(placement_of(grid[3]) != placement_of(grid[4]));
+  CHECK(cell_of(grid[0]) != cell_of(grid[1]));
+}
+
+TEST_CASE("tune: around a composition, one knob changes at a time") {
+  const Composition leader{{"zero.stage=3", "plugins.offload_optimizer=\"offload_nvme\""}, "", ""};
+  const zt::Config config = loader()(leader.overrides);
+  const std::vector<Composition> around = compositions_around(config, leader);
+  auto has = [&](const std::string& kv) {
+    return std::any_of(around.begin(), around.end(), [&](const Composition& c) {
+      return sets(c, kv) && sets(c, "zero.stage=3");
+    });
+  };
+  CHECK(has("plugins.shard=shard_tensor"));
+  CHECK(has("plugin.shard_bucket.bucket_mb=4"));
+  CHECK(has("zero.prefetch_units=0"));
+  CHECK(has("zero.prefetch_units=2"));
+  CHECK(has("zero.param_persistence_threshold=0"));
+  CHECK(has("plugins.offload_optimizer=\"offload_cpu\""));
+  CHECK(has("zero.offload_optimizer_fraction=0.5"));
+  CHECK(has("plugin.offload_nvme.queue_depth=32"));
+  CHECK(has("zero.sub_group_size=4194304"));
+  for (const Composition& c : around) {
+    // The leader's own setting is replaced, never listed twice.
+    const auto stage = std::count_if(
+        c.overrides.begin(), c.overrides.end(),
+        [](const std::string& kv) { return kv.rfind("zero.stage=", 0) == 0; });
+    CHECK(stage == 1);
+    CHECK(c.origin == "around the leader");
+  }
+}
+
+TEST_CASE("tune: a label says what the composition runs") {
+  CHECK(composition_label(loader()({})) ==
+        "stage 3, shard_bucket, micro 2 x accum 2, prefetch 1, persist < 100000, no offload");
+  CHECK(composition_label(loader()({"zero.stage=1", "plugins.offload_optimizer=\"offload_nvme\"",
+                                    "zero.offload_optimizer_fraction=0.5"})) ==
+        "stage 1, shard_bucket, micro 2 x accum 2, optimizer 50% offload_nvme, sub_group "
+        "1000000000, queue 8");
+  CHECK(config_value(loader()({}), "plugin.offload_nvme.queue_depth") == "8");
+}
+
+TEST_CASE("tune: the fit margin and the estimate's pruning") {
+  EstimateOptions options;
+  options.world = 2;
+  options.ranks_per_host = 2;
+  options.margin = 0.1;
+  // The estimate of your config, then with a memory limit just above and just below its need
+  // less the margin.
+  CompositionEstimate e = estimate_composition(loader(), {}, options);
+  REQUIRE(e.refused.empty());
+  CHECK(e.fits());
+  const double need_gb = static_cast<double>(e.fit.host_total()) / (1 << 30);
+  const std::string above = "launch.memory_limit_gb=" + std::to_string(need_gb / 0.85);
+  const std::string below = "launch.memory_limit_gb=" + std::to_string(need_gb / 0.95);
+  CHECK(estimate_composition(loader({above}), {}, options).fits());
+  const CompositionEstimate tight = estimate_composition(loader({below}), {}, options);
+  CHECK_FALSE(tight.fits());
+  REQUIRE(tight.short_of.size() == 1);
+  CHECK(contains(tight.short_of[0], "host RAM: needs"));
+  CHECK(contains(tight.short_of[0], "10% margin"));
+  // A refused combination is recorded, not thrown.
+  const CompositionEstimate refused = estimate_composition(loader(), {{"zero.stage=7"}, "", ""},
+                                                           options);
+  CHECK_FALSE(refused.refused.empty());
+  CHECK_FALSE(refused.fits());
+  // In a cell, the placement that offloads nothing wins when it fits; the others say why not.
+  std::vector<CompositionEstimate> cell;
+  for (const Composition& c : composition_grid(loader()({}), 1)) {
+    if (contains(cell_of(c), "zero.stage=1") && contains(cell_of(c), "micro_batch=2"))
+      cell.push_back(estimate_composition(loader(), c, options));
+  }
+  REQUIRE(cell.size() == 3);
+  prune_placements(cell);
+  CHECK(cell[0].pruned.empty());
+  CHECK(contains(cell[1].pruned, "more host copies per step than stage 1"));
+  CHECK(contains(cell[2].pruned, "more file I/O per step"));
+  CHECK(cell[2].fit.disks.size() == 1);
+  CHECK(cell[2].file_io_per_step > 0);
+}
+
+TEST_CASE("tune: the race drops the clearly slower, then halves, and keeps the leader") {
+  std::vector<Contender> c = {contender(0, {1.00, 1.01, 0.99, 1.00, 1.02, 0.98}),
+                              contender(1, {1.50, 1.52, 1.49, 1.51, 1.50, 1.48}),
+                              contender(2, {1.01, 1.00, 1.02, 0.99, 1.01, 1.00}),
+                              contender(3, {1.04, 1.02, 1.03, 1.05, 1.01, 1.03}), contender(4, {})};
+  RaceRules rules;
+  rules.halve = false;
+  const size_t leader = judge_round(c, 1, "phase 1 round 1", rules);
+  CHECK(leader == 0);
+  CHECK_FALSE(c[1].racing);
+  CHECK(contains(c[1].left, "clearly slower after phase 1 round 1: 1.50x"));
+  CHECK(c[0].racing);
+  CHECK(c[2].racing);  // within the noise of the leader
+  CHECK(c[4].racing);  // not timed yet: not judged
+  // Halving: of the three timed ones still racing, the slowest leaves.
+  rules.halve = true;
+  judge_round(c, 2, "phase 1 round 2", rules);
+  CHECK(c[0].racing);
+  CHECK(c[2].racing);
+  CHECK_FALSE(c[3].racing);
+  CHECK(c[3].left_round == 2);
+  CHECK(race_leader(c) == 0);
+  std::vector<Contender> none = {contender(0, {})};
+  CHECK_THROWS_AS(judge_round(none, 1, "r", rules), zt::InternalError);
+}
+
+TEST_CASE("tune: a trial's losses are checked against the reference's, step by step") {
+  RunMetrics ref, run;
+  for (int64_t s = 1; s <= 4; ++s) {
+    StepRecord r;
+    r.step = s;
+    r.loss = 5.0 - 0.1 * static_cast<double>(s);
+    r.grad_norm = 1.0;
+    ref.steps.push_back(r);
+    r.arm = s <= 2 ? "A" : "B";
+    run.steps.push_back(r);
+  }
+  std::string what;
+  CHECK(first_disagreement(run, ref, 1e-6, true, what) == -1);
+  run.steps[2].loss *= 1 + 1e-3;
+  CHECK(first_disagreement(run, ref, 1e-6, true, what) == 3);
+  CHECK(contains(what, "loss at step 3"));
+  CHECK(arm_of_record(run.steps[2]) == 1);
+  // A tolerance above the difference accepts it.
+  CHECK(first_disagreement(run, ref, 1e-2, true, what) == -1);
+  // Gradient norms count only when asked (runs of one micro batch split).
+  run.steps[2].loss = ref.steps[2].loss;
+  run.steps[1].grad_norm *= 1.05;
+  CHECK(first_disagreement(run, ref, 1e-3, true, what) == 2);
+  CHECK(contains(what, "grad_norm at step 2"));
+  CHECK(first_disagreement(run, ref, 1e-3, false, what) == -1);
+}
+
+TEST_CASE("tune: tuned.toml marks each changed key with what it was") {
+  zt::test::TempDir dir;
+  const std::string toml =
+      "[zero]\nstage = 2\nprefetch_units = 1  # default\n[data]\nmicro_batch = 4\n";
+  write_tuned_toml(dir.file("tuned.toml"), toml,
+                   {{"zero.stage", "3", "2"}, {"data.micro_batch", "2", "4"}}, "stage 2: 1.3x");
+  const std::string text = zt::test::read_file(dir.file("tuned.toml"));
+  CHECK(contains(text, "# Tuned by trainer tune: stage 2: 1.3x"));
+  CHECK(contains(text, "stage = 2  # tune: was 3\n"));
+  CHECK(contains(text, "micro_batch = 4  # tune: was 2\n"));
+  CHECK(contains(text, "prefetch_units = 1  # default\n"));
+}

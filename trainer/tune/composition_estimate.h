@@ -1,0 +1,57 @@
+// One composition sized without starting a rank: host memory per rank by category (the memory-fit
+// model, memory_fit.h), bytes per rank in each file tier, bytes each rank sends per step by
+// collective and link (comm_estimate.h), the offload traffic per step, and whether it fits this
+// host with a margin (on a CPU host running out of memory is a SIGKILL, not an exception). What
+// `trainer estimate` prints and `trainer tune` prunes with.
+// Thread safety: estimate_composition reads /proc/meminfo and statvfs; the rest is pure.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "setup/comm_estimate.h"
+#include "setup/memory_fit.h"
+#include "tune/composition.h"
+
+namespace zt::trainer {
+
+struct EstimateOptions {
+  int world = 1;           // ranks of the job
+  int ranks_per_host = 1;  // of them on each host
+  double margin = 0.1;     // a composition fits when it needs at most (1 - margin) of a tier
+};
+
+struct CompositionEstimate {
+  Composition composition;
+  std::string refused;  // the config's rules refuse the combination (their message); nothing else
+  FitEstimate fit;
+  HostBudget budget;
+  CommEstimate comm;
+  int64_t host_copies_per_step = 0;   // bytes offload_cpu tiers copy per step, per rank
+  int64_t file_io_per_step = 0;       // bytes file tiers read and write per step, per rank
+  std::vector<std::string> short_of;  // per tier without room: what it needs and has
+  std::string pruned;                 // fits, but the estimate rules it out: why
+  bool fits() const { return refused.empty() && short_of.empty(); }
+  // Offload traffic weighted by its tier (a file tier's byte counted as ten host copies): the
+  // order in which fitting placements of one cell are preferred.
+  double offload_cost() const {
+    return static_cast<double>(host_copies_per_step) + 10.0 * static_cast<double>(file_io_per_step);
+  }
+};
+
+// Loads `c` through `load` (a refusal is recorded, not thrown) and sizes it.
+CompositionEstimate estimate_composition(const ConfigLoader& load, const Composition& c,
+                                         const EstimateOptions& options);
+
+// In each cell of the grid (the compositions that differ only in offload placement, cell_of), the
+// fitting placement with the least offload traffic is kept; the other fitting ones are pruned,
+// each saying what it would move more per step.
+void prune_placements(std::vector<CompositionEstimate>& estimates);
+
+// The table: one line per composition, then what did not fit and why.
+void print_estimates(const std::vector<CompositionEstimate>& estimates,
+                     const EstimateOptions& options, std::ostream& out);
+
+}  // namespace zt::trainer

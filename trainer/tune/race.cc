@@ -1,0 +1,76 @@
+#include "tune/race.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+
+#include "zt/error.h"
+
+namespace zt::trainer {
+
+double Contender::median_s() const {
+  return step_s.empty() ? std::numeric_limits<double>::infinity() : median(step_s);
+}
+
+size_t race_leader(const std::vector<Contender>& contenders) {
+  size_t best = contenders.size();
+  for (size_t i = 0; i < contenders.size(); ++i) {
+    const Contender& c = contenders[i];
+    if (!c.racing || c.step_s.empty()) continue;
+    if (best == contenders.size() || c.median_s() < contenders[best].median_s()) best = i;
+  }
+  if (best == contenders.size()) throw InternalError("tune: no racing candidate has a timed step");
+  return best;
+}
+
+size_t judge_round(std::vector<Contender>& contenders, int round, const std::string& when,
+                   const RaceRules& rules) {
+  const size_t leader = race_leader(contenders);
+  const Contender& lead = contenders[leader];
+  std::vector<size_t> racing;
+  for (size_t i = 0; i < contenders.size(); ++i) {
+    Contender& c = contenders[i];
+    if (!c.racing || c.step_s.empty()) continue;
+    racing.push_back(i);
+    if (i == leader) {
+      c.vs_leader = {1, 1, 1};
+      continue;
+    }
+    // > 1: the leader's steps are shorter.
+    c.vs_leader = bootstrap_speedup(c.step_s, lead.step_s, rules.resamples,
+                                    rules.seed + static_cast<uint64_t>(round * 1000 + i));
+  }
+  char why[200];
+  for (size_t i : racing) {
+    Contender& c = contenders[i];
+    if (i == leader || c.vs_leader.low <= 1 + rules.clear_margin) continue;
+    std::snprintf(why, sizeof(why),
+                  "clearly slower after %s: %.2fx the leader's step time (95%% CI %.2f-%.2f)",
+                  when.c_str(), c.vs_leader.ratio, c.vs_leader.low, c.vs_leader.high);
+    c.racing = false;
+    c.left = why;
+    c.left_round = round;
+  }
+  std::vector<size_t> still;
+  for (size_t i : racing) {
+    if (contenders[i].racing) still.push_back(i);
+  }
+  if (rules.halve && still.size() > 2) {
+    std::stable_sort(still.begin(), still.end(), [&](size_t a, size_t b) {
+      return contenders[a].median_s() < contenders[b].median_s();
+    });
+    for (size_t k = (still.size() + 1) / 2; k < still.size(); ++k) {
+      Contender& c = contenders[still[k]];
+      std::snprintf(why, sizeof(why),
+                    "in the slower half after %s: %.2fx the leader's step time (95%% CI "
+                    "%.2f-%.2f)",
+                    when.c_str(), c.vs_leader.ratio, c.vs_leader.low, c.vs_leader.high);
+      c.racing = false;
+      c.left = why;
+      c.left_round = round;
+    }
+  }
+  return leader;
+}
+
+}  // namespace zt::trainer

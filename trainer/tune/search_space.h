@@ -1,0 +1,32 @@
+// The compositions `trainer estimate` sizes and `trainer tune` searches, as overrides of the user's
+// job. The math never changes: the global batch stays micro_batch x grad_accum x world.
+//   grid: stage 0-3 x offload placement (none; optimizer states in offload_cpu or offload_nvme;
+//         at stage 3 parameter shards too) x micro batch (every divisor of the samples a rank
+//         takes per step, grad_accum the rest) x, when the ranks span hosts, the MiCS group
+//         (every rank, or the ranks of one host).
+//   around: one knob of a composition changed at a time: the other shard strategy, its bucket
+//         size, the reduce bucket, stage 3's prefetch and persistence threshold, the offload
+//         fractions and tiers, sub_group_size and offload_nvme's queue depth.
+// Thread safety: pure functions of their inputs.
+#pragma once
+
+#include <vector>
+
+#include "tune/composition.h"
+#include "zt/config.h"
+
+namespace zt::trainer {
+
+// `config`: the user's job; `hosts`: hosts the world spans (1 = one).
+std::vector<Composition> composition_grid(const Config& config, int hosts);
+
+// Variants of `around` (whose config is `config`) with one knob changed.
+std::vector<Composition> compositions_around(const Config& config, const Composition& around);
+
+// The offload placement a grid composition sets: "none", "optimizer offload_cpu", ...: the grid's
+// compositions that differ only in it are one (stage, micro batch, MiCS) cell.
+std::string placement_of(const Composition& c);
+// The composition without its placement: the cell it belongs to.
+std::string cell_of(const Composition& c);
+
+}  // namespace zt::trainer
