@@ -119,4 +119,9 @@ TEST_CASE(
                                  " --hosts 2 --out " + dir.file("tune"));
   CHECK(hosts.exit_code == 2);
   CHECK(contains(hosts.output, "trainer tune runs its trials on this host"));
+  // The smoke task trains nothing: nothing to size.
+  const auto smoke = run_command(std::string(ZT_TEST_TRAINER) +
+                                 " estimate --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml");
+  CHECK(smoke.exit_code == 2);
+  CHECK(contains(smoke.output, "smoke.toml:5:8: run.task = \"smoke\" trains nothing"));
 }

@@ -30,6 +30,12 @@ ConfigLoader job_loader(const CliArgs& args) {
 std::vector<CompositionEstimate> estimate_all(const CliArgs& args, EstimateOptions& options) {
   const ConfigLoader load = job_loader(args);
   const Config config = load({});
+  const Options& run = config.section("run");
+  if (run.get_string("task") != "train") {
+    throw ConfigError(run.where("task").str() + ": run.task = \"" + run.get_string("task") +
+                      "\" trains nothing; trainer estimate and trainer tune size training jobs "
+                      "(run.task = \"train\", e.g. configs/zero3.toml)");
+  }
   options.world = static_cast<int>(config.section("launch").get_int("nproc"));
   if (options.world % args.tune.hosts != 0) {
     throw ConfigError("--hosts " + std::to_string(args.tune.hosts) + " does not divide the " +
