@@ -26,7 +26,8 @@ import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 README = os.path.join(ROOT, "README.md")
-TRIAL = ["checkpoint.every_steps=0", 'checkpoint.keep_best=""', "eval.every_steps=0",
+TRIAL = ["checkpoint.every_steps=0", 'checkpoint.keep_best=""', "checkpoint.save_on_stop=false",
+         "eval.every_steps=0",
          "run.report=false", "run.log_every=1"]
 JOBS = {
     "gpt": ("configs/zero3.toml",

@@ -9,6 +9,7 @@
 #include "ab/arm_run.h"
 #include "ab/live_ab.h"
 #include "app/deepspeed_config.h"
+#include "app/estimate_command.h"
 #include "settings/job_settings.h"
 #include "zt/config.h"
 #include "zt/error.h"
@@ -58,8 +59,8 @@ void name_arms(ArmResult& a, ArmResult& b) {
   }
 }
 
-}  // namespace
-
+// Prints the comparison, writes out_dir/ab.json and report.html. Returns 0, or 6 when arms
+// that must agree diverged (said on stderr).
 int report_ab(AbResult result, const std::string& out_dir, std::ostream& out) {
   print_ab(result, out);
   std::filesystem::create_directories(out_dir);
@@ -79,14 +80,12 @@ int report_ab(AbResult result, const std::string& out_dir, std::ostream& out) {
   return 0;
 }
 
+}  // namespace
+
 int run_ab(const CliArgs& args, std::ostream& out) {
   ArmRunPlan plan;
   plan.config_path = args.config_path;
-  plan.base = args.overrides;
-  if (args.nproc) plan.base.push_back("launch.nproc=" + std::to_string(*args.nproc));
-  if (!args.plugin_dirs.empty()) {
-    plan.base.push_back("plugins.dirs=" + value_to_toml(Value(args.plugin_dirs)));
-  }
+  plan.base = job_overrides(args);
   plan.out_dir = args.ab.out_dir;
   ArmResult a, b;
   a.arm = parse_arm("A", args.ab.a, "--a");

@@ -25,8 +25,5 @@ int run_ab_report(const CliArgs& args, std::ostream& out);
 // the math) is empty. Throws a failed run's Error.
 AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbArgs& ab,
                      const std::vector<std::string>& math_keys, std::ostream& out);
-// Prints the comparison, writes out_dir/ab.json and report.html. Returns 0, or 6 when arms that
-// must agree diverged (said on stderr).
-int report_ab(AbResult result, const std::string& out_dir, std::ostream& out);
 
 }  // namespace zt::trainer

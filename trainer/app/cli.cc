@@ -65,8 +65,8 @@ estimate sizes every composition of the job without starting a rank (stage 0-3 x
 placement x micro batch with the global batch kept x, over --hosts H > 1, the MiCS group): host
 RAM per rank by category, file-tier bytes, bytes each rank sends per step by collective and link,
 and which do not fit (with --margin, default 0.1, of each tier left free) and why.
-tune searches the compositions (stage, shard strategy and buckets, micro batch x grad_accum,
-prefetch, persistence, offload fractions and tiers, sub_group_size, NVMe queue depth, MiCS),
+tune searches the compositions of this host (stage, shard strategy and buckets, micro batch x
+grad_accum, prefetch, persistence, offload fractions and tiers, sub_group_size, NVMe queue depth),
 never starting one that does not fit, races the rest in live A/B jobs (successive halving on
 bootstrap intervals; --trial-steps timed steps per candidate and round, default 6) and checks
 the winner against FILE with a final ab (A B B A), all within

@@ -2,6 +2,7 @@
 
 #include "app/deepspeed_config.h"
 #include "tune/estimate_json.h"
+#include "tune/estimate_table.h"
 #include "tune/search_space.h"
 #include "zt/error.h"
 #include "zt/options.h"

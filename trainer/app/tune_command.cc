@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <sstream>
 
 #include "ab/ab_arms.h"
 #include "ab/live_ab.h"
@@ -24,6 +25,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxRounds = 4;
+constexpr size_t kNone = static_cast<size_t>(-1);
 
 std::string first_line(const std::string& text) {
   const size_t nl = text.find('\n');
@@ -42,11 +44,11 @@ class Tuner {
     start_ = Clock::now();
     deadline_ = start_ + std::chrono::milliseconds(static_cast<int64_t>(args.tune.budget_s * 1000));
     // A turn: the step after a switch (left out of the timings), then half the timed steps.
-    turn_ = std::max<int64_t>(2, args.tune.trial_steps / 2 + 1);
+    turn_ = std::max<int64_t>(2, (args.tune.trial_steps + 1) / 2 + 1);
     r_.config_path = args.config_path;
     r_.budget_s = args.tune.budget_s;
     r_.margin = args.tune.margin;
-    r_.trial_steps = (turn_ - 1) * 2;
+    r_.trial_steps = (turn_ - 1) * 2;  // an odd --trial-steps rounds up
     plan_.config_path = args.config_path;
     plan_.base = job_overrides(args);
     plan_.out_dir = args.tune.out_dir;
@@ -66,7 +68,9 @@ class Tuner {
     return std::chrono::duration<double>(until - Clock::now()).count();
   }
   void estimate();
-  void add_candidate(CompositionEstimate e, int phase);
+  // Adds a candidate (or, in phase 2, finds the one phase 1 left unraced); returns its index when
+  // it races, kNone otherwise.
+  size_t add_candidate(CompositionEstimate e, int phase);
   std::string job_key(size_t i);
   // The candidate's micro batch x grad_accum ("4x1").
   std::string split(size_t i) { return job_key(i).substr(0, job_key(i).find('|')); }
@@ -80,7 +84,9 @@ class Tuner {
     const auto want = static_cast<int64_t>(seconds / std::max(ref_step_s_, 1e-3));
     return std::clamp<int64_t>(want, 2 * turn_ + 2, 60);
   }
-  std::vector<std::vector<size_t>> jobs_of(const std::vector<size_t>& racing);
+  // The trial jobs of a round: one per micro batch split (and math), at most arms_per_job_ each;
+  // `anchor` (kNone for none) joins every job of its split.
+  std::vector<std::vector<size_t>> jobs_of(const std::vector<size_t>& racing, size_t anchor);
   size_t race(int phase, std::vector<size_t> indices, Clock::time_point until);
   bool run_job(const std::vector<size_t>& arms, Clock::time_point until, TuneRound& round);
   void final_ab();
@@ -129,26 +135,51 @@ std::vector<std::string> math_overrides(const Config& config,
   return out;
 }
 
-void Tuner::add_candidate(CompositionEstimate e, int phase) {
+// What a composition runs, whatever overrides spelled it: its resolved config without the
+// comments that say where each value came from.
+std::string resolved_identity(const Config& config) {
+  std::istringstream in(config.to_toml());
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] == '#') continue;
+    out += line.substr(0, line.find("  #")) + "\n";
+  }
+  return out;
+}
+
+size_t Tuner::add_candidate(CompositionEstimate e, int phase) {
   TuneCandidate c;
   c.phase = phase;
   c.estimate = std::move(e);
   if (c.estimate.refused.empty()) {
     Composition& comp = c.estimate.composition;
     const Config config = load_(comp.overrides);
+    c.identity = resolved_identity(config);
+    // A --candidate's own text, since the label names only the grid's knobs.
+    if (comp.origin == "--candidate") {
+      std::string text;
+      for (const std::string& kv : comp.overrides) text += (text.empty() ? "" : ",") + kv;
+      comp.label += " [" + text + "]";
+    }
     comp.overrides = explicit_overrides(config, comp.overrides);
-    // The label says what it runs; a setting that changes the math is named too.
-    for (const std::string& kv : math_overrides(config, comp.overrides)) comp.label += ", " + kv;
   }
   const CompositionEstimate& est = c.estimate;
-  for (size_t i = 0; i < r_.candidates.size(); ++i) {
-    if (est.refused.empty() &&
-        r_.candidates[i].estimate.composition.label == est.composition.label) {
-      if (phase == 2) return;  // already raced (or judged) in phase 1
+  for (size_t i = 0; i < r_.candidates.size() && est.refused.empty(); ++i) {
+    TuneCandidate& same = r_.candidates[i];
+    if (same.identity != c.identity) continue;
+    if (phase == 1) {
       c.status = "same as #" + std::to_string(i + 1);
       c.reason = "the same composition as #" + std::to_string(i + 1);
-      c.race.racing = false;
+      break;
     }
+    // Phase 2 races a variant phase 1 pruned or had no time for; one it judged stays judged.
+    if (same.status != "pruned" && same.status != "not run") return kNone;
+    same.status.clear();
+    same.reason.clear();
+    same.phase = 2;
+    same.race = Contender{};
+    same.race.candidate = i;
+    return i;
   }
   if (c.status.empty()) {
     if (!est.refused.empty()) {
@@ -165,6 +196,7 @@ void Tuner::add_candidate(CompositionEstimate e, int phase) {
   c.race.racing = c.status.empty();
   c.race.candidate = r_.candidates.size();
   r_.candidates.push_back(std::move(c));
+  return r_.candidates.back().race.racing ? r_.candidates.size() - 1 : kNone;
 }
 
 void Tuner::estimate() {
@@ -240,8 +272,11 @@ void Tuner::reference_run() {
   out_ << "  reference: your config alone (the losses every trial must agree with)\n";
   const TrialJobResult r = run_trial_job(plan, job, out_);
   if (r.failed) {
-    throw ConfigError("the config as given failed its reference run, which tune needs: " +
-                      r.failure);
+    throw ConfigError(
+        "the config as given failed its reference run, which tune needs: " + r.failure +
+        (r.stopped ? "; give tune a larger --budget (the reference is as long as "
+                     "a trial job: lower --trial-steps to shorten it)"
+                   : "; run it alone (trainer --config ...) to see why"));
   }
   reference_ = r.metrics;
   ref_step_s_ = median(r.step_s[0]);
@@ -255,15 +290,27 @@ double Tuner::projected_job_s(size_t arms) const {
   return ref_start_s_ + 1.5 * steps * ref_step_s_ + (arms > 1 ? 2.0 * arms * ref_step_s_ : 0);
 }
 
-std::vector<std::vector<size_t>> Tuner::jobs_of(const std::vector<size_t>& racing) {
+std::vector<std::vector<size_t>> Tuner::jobs_of(const std::vector<size_t>& racing, size_t anchor) {
   std::map<std::string, std::vector<size_t>> groups;
-  for (size_t i : racing) groups[job_key(i)].push_back(i);
+  for (size_t i : racing) {
+    if (i != anchor) groups[job_key(i)].push_back(i);
+  }
+  // The anchor (phase 2's leader) runs in every job of its group, so each variant is timed
+  // beside it.
+  const bool anchored = anchor != kNone &&
+                        std::find(racing.begin(), racing.end(), anchor) != racing.end();
+  if (anchored) groups[job_key(anchor)];
+  const size_t per_job = anchored ? arms_per_job_ - 1 : arms_per_job_;
   std::vector<std::vector<size_t>> jobs;
   for (auto& [key, members] : groups) {
-    for (size_t at = 0; at < members.size(); at += arms_per_job_) {
-      const size_t end = std::min(members.size(), at + arms_per_job_);
-      jobs.emplace_back(members.begin() + static_cast<std::ptrdiff_t>(at),
-                        members.begin() + static_cast<std::ptrdiff_t>(end));
+    const bool with_anchor = anchored && key == job_key(anchor);
+    if (with_anchor && members.empty()) jobs.push_back({anchor});
+    for (size_t at = 0; at < members.size(); at += per_job) {
+      const size_t end = std::min(members.size(), at + per_job);
+      jobs.emplace_back();
+      if (with_anchor) jobs.back().push_back(anchor);
+      jobs.back().insert(jobs.back().end(), members.begin() + static_cast<std::ptrdiff_t>(at),
+                         members.begin() + static_cast<std::ptrdiff_t>(end));
     }
   }
   return jobs;
@@ -286,18 +333,7 @@ bool Tuner::run_job(const std::vector<size_t>& arms, Clock::time_point until, Tu
     c.rss = std::max(c.rss, r.rss[a]);
     c.race.step_s.insert(c.race.step_s.end(), r.step_s[a].begin(), r.step_s[a].end());
   }
-  if (r.failed && r.stopped) {
-    out_ << "  " << job.name << " stopped at the budget's end\n";
-    return false;
-  }
-  if (r.failed && r.failed_arm >= 0) {
-    TuneCandidate& c = r_.candidates[arms[static_cast<size_t>(r.failed_arm)]];
-    c.race.racing = false;
-    c.status = "failed";
-    c.reason = r.failure;
-    out_ << "  trial failed: " << c.estimate.composition.label << ": " << r.failure
-         << "; the search goes on\n";
-  }
+  // The losses first: a job the budget stopped is checked as far as it went.
   std::string what;
   const int64_t step = first_disagreement(r.metrics, reference_, args_.tune.rtol,
                                           split(arms[0]) == split(0), what);
@@ -312,13 +348,25 @@ bool Tuner::run_job(const std::vector<size_t>& arms, Clock::time_point until, Tu
       out_ << "  " << c.estimate.composition.label << ": " << c.reason << "\n";
     }
   }
+  if (r.failed && r.stopped) {
+    out_ << "  " << job.name << " stopped at the budget's end\n";
+    return false;
+  }
+  if (r.failed && r.failed_arm >= 0) {
+    TuneCandidate& c = r_.candidates[arms[static_cast<size_t>(r.failed_arm)]];
+    c.race.racing = false;
+    c.status = "failed";
+    c.reason = r.failure;
+    out_ << "  trial failed: " << c.estimate.composition.label << ": " << r.failure
+         << "; the search goes on\n";
+  }
   return true;
 }
 
 size_t Tuner::race(int phase, std::vector<size_t> indices, Clock::time_point until) {
   RaceRules rules;
   rules.seed = static_cast<uint64_t>(phase);
-  size_t leader = indices.empty() ? 0 : indices[0];
+  const size_t anchor = phase == 2 && !indices.empty() ? indices[0] : kNone;
   for (int round = 1; round <= kMaxRounds; ++round) {
     std::vector<size_t> racing;
     for (size_t i : indices) {
@@ -329,18 +377,21 @@ size_t Tuner::race(int phase, std::vector<size_t> indices, Clock::time_point unt
     // (most bytes sent and offloaded per step) wait; later rounds stop the race instead.
     auto projected = [&] {
       double s = 0;
-      for (const auto& job : jobs_of(racing)) s += projected_job_s(job.size());
+      for (const auto& job : jobs_of(racing, anchor)) s += projected_job_s(job.size());
       return s;
     };
     if (projected() > left(until)) {
       if (round > 1) break;
-      // What the user named (their config, --candidate) runs first.
+      // The phase's leader so far (phase 2's: phase 1's winner) runs first, then what the user
+      // named (their config, --candidate), then the grid by the estimate.
       std::stable_sort(racing.begin(), racing.end(), [&](size_t a, size_t b) {
         auto rank = [&](size_t i) {
           const CompositionEstimate& e = r_.candidates[i].estimate;
           const bool named = e.composition.origin != "grid" &&
                              e.composition.origin != "around the leader";
-          return std::make_pair(named ? 0 : 1,
+          return std::make_pair(i == indices[0] ? 0
+                                : named         ? 1
+                                                : 2,
                                 static_cast<double>(e.comm.sent()) + e.offload_cost());
         };
         return rank(a) < rank(b);
@@ -352,6 +403,7 @@ size_t Tuner::race(int phase, std::vector<size_t> indices, Clock::time_point unt
         c.reason = "the budget has no time for it: the estimate ranks it last of those left";
         racing.pop_back();
       }
+      if (racing.size() <= 1) break;
     }
     TuneRound t;
     t.phase = phase;
@@ -360,7 +412,7 @@ size_t Tuner::race(int phase, std::vector<size_t> indices, Clock::time_point unt
     const auto t0 = Clock::now();
     out_ << "  phase " << phase << " round " << round << ": " << racing.size() << " racing\n";
     bool stopped = false;
-    for (const auto& job : jobs_of(racing)) {
+    for (const auto& job : jobs_of(racing, anchor)) {
       if (!run_job(job, until, t)) {
         stopped = true;
         break;
@@ -373,10 +425,8 @@ size_t Tuner::race(int phase, std::vector<size_t> indices, Clock::time_point unt
     }
     if (!contenders.empty()) {
       rules.halve = !stopped;
-      const size_t lead = judge_round(
-          contenders, round, "phase " + std::to_string(phase) + " round " + std::to_string(round),
-          rules);
-      leader = contenders[lead].candidate;
+      judge_round(contenders, round,
+                  "phase " + std::to_string(phase) + " round " + std::to_string(round), rules);
       for (const Contender& c : contenders) {
         TuneCandidate& cand = r_.candidates[c.candidate];
         cand.race = c;
@@ -391,6 +441,17 @@ size_t Tuner::race(int phase, std::vector<size_t> indices, Clock::time_point unt
     for (size_t i : racing) t.racing_after += r_.candidates[i].race.racing;
     r_.rounds.push_back(t);
     if (stopped) break;
+  }
+  // The leader: the fastest still racing (a failed or rejected one is out); without one, the
+  // phase's first if it still races, else your config (which ran as the reference).
+  size_t leader = kNone;
+  for (size_t i : indices) {
+    const Contender& c = r_.candidates[i].race;
+    if (!c.racing || c.step_s.empty()) continue;
+    if (leader == kNone || c.median_s() < r_.candidates[leader].race.median_s()) leader = i;
+  }
+  if (leader == kNone) {
+    leader = !indices.empty() && r_.candidates[indices[0]].race.racing ? indices[0] : 0;
   }
   // Those still racing at the end but the leader lost to it.
   for (size_t i : indices) {
@@ -475,7 +536,7 @@ void Tuner::final_ab() {
 void Tuner::write_outputs() {
   const std::string& dir = args_.tune.out_dir;
   std::filesystem::create_directories(dir);
-  const TuneCandidate& w = r_.candidates[r_.winner];
+  const TuneCandidate& w = r_.candidates[r_.keep_yours() ? 0 : r_.winner];
   const Config given = load_({});
   const Config winner = load_(w.estimate.composition.overrides);
   std::vector<std::vector<std::string>> changes;
@@ -514,13 +575,11 @@ int Tuner::run() {
   // Phase 2: one knob at a time around the leader, raced against it afresh.
   const TuneCandidate& lead = r_.candidates[leader];
   const Config around = load_(lead.estimate.composition.overrides);
-  const size_t before = r_.candidates.size();
-  for (const Composition& c : compositions_around(around, lead.estimate.composition)) {
-    add_candidate(estimate_composition(load_, c, options_), 2);
-  }
   std::vector<size_t> second = {leader};
-  for (size_t i = before; i < r_.candidates.size(); ++i) {
-    if (r_.candidates[i].race.racing) second.push_back(i);
+  for (const Composition& c : compositions_around(around, lead.estimate.composition)) {
+    const size_t i = add_candidate(estimate_composition(load_, c, options_), 2);
+    if (i != kNone && std::find(second.begin(), second.end(), i) == second.end())
+      second.push_back(i);
   }
   if (second.size() > 1) {
     Contender& l = r_.candidates[leader].race;

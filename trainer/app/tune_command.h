@@ -22,7 +22,8 @@
 
 namespace zt::trainer {
 
-// Exit code: 0, 2 for a bad config, or the reference run's own failure.
+// Exit code: 0; 2 for a bad config, a config that does not fit, or a reference run that failed;
+// 6 when the final A/B finds the winner's losses diverge from the config's.
 int run_tune(const CliArgs& args, std::ostream& out);
 
 }  // namespace zt::trainer

@@ -346,7 +346,7 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
     // The step's save is on its timeline.
     if (run.trace->after_step(step + 1)) run.trace->finish(trace_metadata(run));
     if (const int sig = agreed_stop_signal(*run.setup.comm); sig != 0) {
-      save_before_stopping(run, report, settings, checkpoints, step + 1);
+      if (settings.save_on_stop) save_before_stopping(run, report, settings, checkpoints, step + 1);
       summary.stopped_by = sig;
       summary.stopped_after = step + 1;
       break;

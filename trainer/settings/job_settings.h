@@ -75,6 +75,7 @@ struct CheckpointSettings {
   std::string resume;  // '' | 'auto' | a path
   std::chrono::milliseconds timeout{0};
   double min_interval_s = 0;  // a stop signal saves unless the newest checkpoint is younger
+  bool save_on_stop = true;   // false: a stop signal ends the job without a save
 
   // After optimizer step `step` (1-based) of a run of `total_steps`: every every_steps steps
   // and after the last.

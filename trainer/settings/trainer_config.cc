@@ -93,6 +93,9 @@ SectionSpec checkpoint_section() {
                   "a stop signal (SIGTERM, SIGINT, SIGUSR1) saves unless the newest checkpoint "
                   "is younger than this",
                   0),
+       opt_bool("save_on_stop", true,
+                "a stop signal (SIGTERM, SIGINT, SIGUSR1) saves a checkpoint before the job "
+                "exits; false stops without one (trainer tune's trials)"),
        opt_string("dir", "", "folder of the checkpoints ('' = <run.out_dir>/checkpoints)"),
        opt_int("keep_last", 2, "complete checkpoints kept; older ones are removed (0 = all)", 0),
        opt_string("keep_best", "",

@@ -9,15 +9,15 @@ namespace zt::trainer {
 
 namespace {
 
-std::string number(double v) {
+std::string percent(double share) { return short_number(share * 100) + "%"; }
+
+}  // namespace
+
+std::string short_number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", v);
   return buf;
 }
-
-std::string percent(double share) { return number(share * 100) + "%"; }
-
-}  // namespace
 
 std::string config_value(const Config& config, const std::string& key) {
   const size_t dot = key.rfind('.');
@@ -36,12 +36,12 @@ std::string composition_label(const Config& config) {
   std::string label = "stage " + std::to_string(stage) + ", " + (shard.empty() ? "-" : shard);
   if (shard == "shard_bucket") {
     const double mb = config.plugin_options(shard).get_double("bucket_mb");
-    label += mb > 0 ? " " + number(mb) + " MiB" : "";
+    label += mb > 0 ? " " + short_number(mb) + " MiB" : "";
   }
   label += ", micro " + std::to_string(settings.data.micro_batch) + " x accum " +
            std::to_string(settings.data.grad_accum);
   if (stage >= 2 && zero.get_bool("overlap_comm") && zero.get_double("reduce_bucket_mb") != 25)
-    label += ", reduce bucket " + number(zero.get_double("reduce_bucket_mb")) + " MiB";
+    label += ", reduce bucket " + short_number(zero.get_double("reduce_bucket_mb")) + " MiB";
   if (stage == 3) {
     label += ", prefetch " + std::to_string(zero.get_int("prefetch_units")) + ", persist < " +
              std::to_string(zero.get_int("param_persistence_threshold"));

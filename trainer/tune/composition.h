@@ -27,6 +27,9 @@ using ConfigLoader = std::function<Config(const std::vector<std::string>& overri
 // "params 50% offload_cpu", "sub_group 262144", "queue 8", "MiCS 4").
 std::string composition_label(const Config& config);
 
+// A number as a label or an override spells it: "4", "0.5", "1e+09".
+std::string short_number(double v);
+
 // The value `key` ("zero.stage", "plugin.shard_bucket.bucket_mb") has in `config`, as TOML.
 std::string config_value(const Config& config, const std::string& key);
 

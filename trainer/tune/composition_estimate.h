@@ -7,7 +7,6 @@
 #pragma once
 
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,7 +24,8 @@ struct EstimateOptions {
 
 struct CompositionEstimate {
   Composition composition;
-  std::string refused;  // the config's rules refuse the combination (their message); nothing else
+  std::string refused;  // the config's rules refuse the combination, or a plugin it names does not
+                        // load (their message); then nothing else is set
   FitEstimate fit;
   HostBudget budget;
   CommEstimate comm;
@@ -49,9 +49,5 @@ CompositionEstimate estimate_composition(const ConfigLoader& load, const Composi
 // fitting placement with the least offload traffic is kept; the other fitting ones are pruned,
 // each saying what it would move more per step.
 void prune_placements(std::vector<CompositionEstimate>& estimates);
-
-// The table: one line per composition, then what did not fit and why.
-void print_estimates(const std::vector<CompositionEstimate>& estimates,
-                     const EstimateOptions& options, std::ostream& out);
 
 }  // namespace zt::trainer

@@ -22,12 +22,6 @@ bool is_placement(const std::string& kv) {
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%g", v);
-  return buf;
-}
-
 // Offload placements of a stage: (optimizer tier, parameter tier), "" = none.
 std::vector<std::pair<std::string, std::string>> placements(int stage) {
   if (stage == 0) return {{"", ""}};
@@ -120,14 +114,14 @@ std::vector<Composition> compositions_around(const Config& config, const Composi
   if (shard == "shard_bucket") {
     const double mb = config.plugin_options(shard).get_double("bucket_mb");
     for (double v : {0.0, 4.0, 50.0}) {
-      if (v != mb) out.push_back(with(around, "plugin.shard_bucket.bucket_mb", number(v)));
+      if (v != mb) out.push_back(with(around, "plugin.shard_bucket.bucket_mb", short_number(v)));
     }
   }
   // Gradient bytes in flight before backward waits for them.
   if (stage >= 2 && zero.get_bool("overlap_comm")) {
     const double mb = zero.get_double("reduce_bucket_mb");
     for (double v : {mb / 5, mb * 4})
-      out.push_back(with(around, "zero.reduce_bucket_mb", number(v)));
+      out.push_back(with(around, "zero.reduce_bucket_mb", short_number(v)));
   }
   if (stage == 3) {
     const int64_t prefetch = zero.get_int("prefetch_units");

@@ -61,6 +61,22 @@ std::string failure_line(const std::string& message) {
   return error.empty() ? head : head + ": " + error;
 }
 
+// The arm a failed job was running: the one its error names ("live A/B arm C", as a live job
+// says of an arm whose config or plugins fail at its start), else the arm of the turn after its
+// last step (the one training, or being built at a switch).
+int failed_arm(const std::string& message, const RunMetrics& metrics, const TrialJob& job) {
+  const int arms = static_cast<int>(job.arms.size());
+  if (arms == 1) return 0;
+  const std::string named = "live A/B arm ";
+  const size_t at = message.find(named);
+  if (at != std::string::npos && at + named.size() < message.size()) {
+    const int arm = message[at + named.size()] - 'A';
+    if (arm >= 0 && arm < arms) return arm;
+  }
+  const auto done = static_cast<int64_t>(metrics.steps.size());
+  return static_cast<int>((done / job.switch_every) % arms);
+}
+
 }  // namespace
 
 int arm_of_record(const StepRecord& s) { return s.arm.empty() ? 0 : s.arm[0] - 'A'; }
@@ -103,17 +119,15 @@ TrialJobResult run_trial_job(ArmRunPlan plan, const TrialJob& job, std::ostream&
   try {
     r.metrics = run_arm(plan, arm, job.name, head, "the trial job " + job.name, out);
   } catch (const Error& e) {
+    const std::string message = e.what();
     r.failed = true;
-    r.stopped = plan.deadline && std::chrono::steady_clock::now() > *plan.deadline;
-    r.failure = failure_line(e.what()) + " (log: " + plan.out_dir + "/runs/" + job.name + ".log)";
-    // The arm that was training, or being built, when it failed.
+    r.stopped = message.find("stopped at the time budget's end") != std::string::npos;
+    r.failure = failure_line(message) + " (log: " + plan.out_dir + "/runs/" + job.name + ".log)";
     try {
       r.metrics = read_run_metrics(plan.out_dir + "/runs/" + job.name);
     } catch (const Error&) {
     }
-    const int64_t done = static_cast<int64_t>(r.metrics.steps.size());
-    r.failed_arm = static_cast<int>((done / job.switch_every) % arms);
-    if (arms == 1) r.failed_arm = 0;
+    r.failed_arm = failed_arm(message, r.metrics, job);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // Timed steps: each turn's first step (a switch rebuilds the engine) and a plain run's first

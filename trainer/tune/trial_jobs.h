@@ -20,9 +20,10 @@ namespace zt::trainer {
 
 // What every trial (and the final A/B) sets: timed, not kept; no checkpoints, no evaluation
 // (nor a best checkpoint, which needs it), no report of its own, every step in metrics.jsonl.
-inline constexpr const char* kTrialOverrides[] = {"checkpoint.every_steps=0",
-                                                  "checkpoint.keep_best=\"\"", "eval.every_steps=0",
-                                                  "run.report=false", "run.log_every=1"};
+// A trial stopped at the budget's end exits without a save.
+inline constexpr const char* kTrialOverrides[] = {
+    "checkpoint.every_steps=0", "checkpoint.keep_best=\"\"", "checkpoint.save_on_stop=false",
+    "eval.every_steps=0",       "run.report=false",          "run.log_every=1"};
 
 struct TrialJob {
   std::vector<Composition> arms;  // the same micro batch x grad_accum (at most kMaxLiveArms)

@@ -19,6 +19,14 @@ std::string tune_verdict(const TuneResult& r) {
   }
   if (!r.final_ran) return w.estimate.composition.label + ": " + r.final_note;
   const RatioInterval& s = r.final_ab.speedup;
+  if (r.keep_yours()) {
+    char buf[200];
+    std::snprintf(buf, sizeof(buf),
+                  " ran %.2fx the config you gave in the final A/B (95%% CI %.2f-%.2f): your "
+                  "config stays",
+                  s.ratio, s.low, s.high);
+    return "the search's winner (" + w.estimate.composition.label + ")" + buf;
+  }
   char buf[200];
   std::snprintf(buf, sizeof(buf), ": %.2fx the config you gave (95%% CI %.2f-%.2f)", s.ratio, s.low,
                 s.high);

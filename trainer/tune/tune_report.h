@@ -29,6 +29,7 @@ struct TuneCandidate {
   std::vector<std::string> jobs;      // the trial jobs it ran in
   std::vector<double> round_medians;  // its median step time after each round it ran
   int64_t rss = 0;                    // the largest resident memory of a rank while it trained
+  std::string identity;  // its resolved config without comments: what makes two the same
 };
 
 struct TuneRound {
@@ -47,6 +48,9 @@ struct TuneResult {
   AbResult final_ab;       // A: your config, B: the winner
   std::string final_note;  // why there was no final A/B, when there was none
   bool final_losses_agree = true;
+  // The final A/B found the search's winner clearly slower than your config (its interval below
+  // 1): tuned.toml keeps your config.
+  bool keep_yours() const { return final_ran && final_ab.speedup.high < 1; }
   std::string final_losses;  // "losses identical", "losses agree within 0.001 (...)", ...
   std::string verdict;
   double budget_s = 0, elapsed_s = 0;
