@@ -54,9 +54,9 @@ class Tuner {
     plan_.out_dir = args.tune.out_dir;
     // Every trial, whatever its length, follows the schedule of the job as given (a cosine or
     // linear decay over run.steps would otherwise change with the trial's length).
-    const RunSettings run = JobSettings::of(load_({})).run;
-    if (load_({}).section("run").get_int("decay_steps") == 0) {
-      plan_.base.push_back("run.decay_steps=" + std::to_string(run.steps));
+    const Config given = load_({});
+    if (given.section("run").get_int("decay_steps") == 0) {
+      plan_.base.push_back("run.decay_steps=" + std::to_string(JobSettings::of(given).run.steps));
     }
   }
 
@@ -73,7 +73,10 @@ class Tuner {
   size_t add_candidate(CompositionEstimate e, int phase);
   std::string job_key(size_t i);
   // The candidate's micro batch x grad_accum ("4x1").
-  std::string split(size_t i) { return job_key(i).substr(0, job_key(i).find('|')); }
+  std::string split(size_t i) {
+    const std::string key = job_key(i);
+    return key.substr(0, key.find('|'));
+  }
   void reference_run();
   double projected_job_s(size_t arms) const;
   // Steps of each final A/B run: about 6 s of your config's steps (a timing of fewer steps
