@@ -20,7 +20,9 @@
 # (libz.so) are pointed into the unpacked tree.
 #
 # Environment: ZT_DEVICE_BUILD_DIR (build-device), ZT_JOBS (all cores), ZT_KEEP_GOING (0; 1 builds
-# past errors to list them all), ZT_DEVICE_TESTS (all, or gpu), ZT_BUILD_TYPE
+# past errors to list them all), ZT_BUILD_TARGETS (only these targets), ZT_DEVICE_TESTS (all,
+# gpu, or none: build only), ZT_DEVICE_LOG_DIR (where the ctest logs go; the build folder),
+# ZT_BUILD_TYPE
 # (RelWithDebInfo), ZT_CUDA_ARCHITECTURES (native with CMake >= 3.24, else zt's default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,18 +49,43 @@ if [ -z "$torch_prefix" ]; then
        "(CUDA $torch_cuda): $torch_prefix"
 fi
 cmake_args=(-DCMAKE_PREFIX_PATH="$torch_prefix")
+# The python3 that holds this PyTorch (a venv's, say) makes the TorchScript test models, not
+# the system's.
+[ -z "${ZT_TORCH_PREFIX:-}" ] && cmake_args+=(-DPython3_EXECUTABLE="$(command -v python3)")
+
+# A header of one of PyTorch's nvidia-* wheels: the folder holding include/<header>, found under
+# site-packages/nvidia (the wheels' layout differs between CUDA 12's and 13's), or nothing.
+wheel_root() {
+  python3 - "$1" <<'PY' 2>/dev/null || true
+import glob, os, sys, torch
+site = os.path.dirname(os.path.dirname(torch.__file__))
+hits = sorted(glob.glob(os.path.join(site, "nvidia", "**", "include", sys.argv[1]), recursive=True))
+print(os.path.dirname(os.path.dirname(hits[0])) if hits else "")
+PY
+}
 
 # cuDNN from the PyTorch wheel (nvidia-cudnn-*): LibTorch's CMake files insist on finding the
 # cuDNN PyTorch was built with, and the wheel's copy is in no standard place.
 if [ -z "${ZT_TORCH_PREFIX:-}" ]; then
-  cudnn_dir=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
-  if [ -n "$cudnn_dir" ] && [ -f "$cudnn_dir/include/cudnn.h" ]; then
+  cudnn_dir=$(wheel_root cudnn.h)
+  if [ -n "$cudnn_dir" ]; then
     cudnn_lib=
     for f in "$cudnn_dir"/lib/libcudnn.so*; do [ -f "$f" ] && cudnn_lib=$f && break; done
     if [ -n "$cudnn_lib" ]; then
       cmake_args+=(-DCUDNN_INCLUDE_PATH="$cudnn_dir/include" -DCUDNN_LIBRARY_PATH="$cudnn_lib")
     fi
   fi
+fi
+
+# NCCL for comm_nccl: the nvidia-nccl wheel PyTorch loads its libnccl.so.2 from, so the plugin
+# and LibTorch share one NCCL (ZT_NCCL_ROOT names another; else CMake looks in the CUDA toolkit).
+nccl_root=${ZT_NCCL_ROOT:-}
+if [ -z "$nccl_root" ] && [ -z "${ZT_TORCH_PREFIX:-}" ]; then
+  nccl_root=$(wheel_root nccl.h)
+fi
+if [ -n "$nccl_root" ] && [ -f "$nccl_root/include/nccl.h" ]; then
+  cmake_args+=(-DZT_NCCL_ROOT="$nccl_root")
+  echo "device-build: NCCL from $nccl_root"
 fi
 
 # nvcc: the CUDA kernels are compiled here, so a toolkit is required.
@@ -126,20 +153,31 @@ jobs=${ZT_JOBS:-$(nproc)}
 # ZT_KEEP_GOING=1 compiles every target it can after an error, so one build lists every error.
 keep_going=()
 [ "${ZT_KEEP_GOING:-0}" = 1 ] && keep_going=(-- -k 0)
-cmake --build "$build_dir" -j "$jobs" "${keep_going[@]}"
+# ZT_BUILD_TARGETS (space-separated) builds only those targets and what they need.
+targets=()
+for t in ${ZT_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build_dir" -j "$jobs" "${targets[@]}" "${keep_going[@]}"
+[ "${ZT_DEVICE_TESTS:-all}" = none ] && exit 0
 
-log="$build_dir/device-ctest.log"
+# The logs go to the build folder, or to ZT_DEVICE_LOG_DIR.
+log_dir=${ZT_DEVICE_LOG_DIR:-$build_dir}
+mkdir -p "$log_dir"
+log="$log_dir/device-ctest.log"
 status=0
 ctest --test-dir "$build_dir" -L gpu --output-on-failure --no-tests=error 2>&1 | tee "$log" ||
   status=$?
-[ "$status" -eq 0 ] || exit "$status"
 if grep -q '\*\*\*Skipped' "$log"; then
   die "the GPU tests were skipped (see $log): this machine shows no CUDA device to them"
 fi
 
-# Then every other test (ZT_DEVICE_TESTS=gpu stops after the GPU ones): the CPU suite must pass
-# against this LibTorch too.
+# Then every other test (ZT_DEVICE_TESTS=gpu stops after the GPU ones), whether or not a GPU test
+# failed: the CPU suite must pass against this LibTorch too, and one run should show every
+# failure. The exit status is the first failure's.
 if [ "${ZT_DEVICE_TESTS:-all}" = all ]; then
-  all_log="$build_dir/device-ctest-all.log"
-  ctest --test-dir "$build_dir" -LE gpu -j "$jobs" --output-on-failure 2>&1 | tee "$all_log"
+  all_log="$log_dir/device-ctest-all.log"
+  all_status=0
+  ctest --test-dir "$build_dir" -LE gpu -j "$jobs" --output-on-failure 2>&1 | tee "$all_log" ||
+    all_status=$?
+  [ "$status" -ne 0 ] || status=$all_status
 fi
+exit "$status"

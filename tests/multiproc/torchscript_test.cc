@@ -45,7 +45,7 @@ constexpr double kLr = 1e-3, kWeightDecay = 0.1;
 // exact halving, match); eps 1e-6 bounds the magnification without changing any other term.
 constexpr double kEps = 1e-6;
 
-const char* kPython = "/usr/bin/python3";
+const char* kPython = ZT_TEST_PYTHON;
 const std::string kModelsScript = ZT_TEST_SOURCE_DIR "/tests/torchscript/torchscript_models.py";
 
 // Why these tests cannot run here ("" when they can): the Python has no torch.

@@ -155,6 +155,11 @@ TEST_CASE("every plugin README lists exactly the options the plugin declares") {
     CHECK_MESSAGE(listed.has_section, "no '## Options' heading");
     CHECK_MESSAGE(listed.problems.empty(), join(listed.problems));
 
+    // ZT_TEST_UNBUILT_PLUGINS: ",id,id," of the folders this build did not build.
+    if (std::string(ZT_TEST_UNBUILT_PLUGINS).find("," + id + ",") != std::string::npos) {
+      MESSAGE("plugin ", id, " is not built here: its README's options are not compared");
+      continue;
+    }
     std::set<std::string> declared;
     for (const auto& spec : catalog.load(id).factory->options()) declared.insert(spec.name);
     std::set<std::string> documented;

@@ -1,6 +1,7 @@
 #include "run/evaluation.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <chrono>
 #include <vector>
@@ -11,7 +12,7 @@ namespace zt::trainer {
 
 at::Tensor forward_without_grad(Engine& engine, const OwnForward& own, const at::Tensor& input) {
   if (!own) return engine.forward_eval(input);
-  const at::NoGradGuard no_grad;
+  const c10::NoGradGuard no_grad;
   engine.begin_forward(false);
   at::Tensor out;
   try {

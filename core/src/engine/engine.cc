@@ -15,6 +15,7 @@
 #include "zt/engine.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <algorithm>
 #include <cmath>
@@ -290,7 +291,7 @@ struct Engine::Impl {
                           " of " + std::to_string(opt.grad_accum) +
                           " run): evaluate between optimizer steps");
     }
-    const at::NoGradGuard no_grad;
+    const c10::NoGradGuard no_grad;
     const trace::Scope span("evaluate");
     gatherer.set_step(stepper.steps() + 1);
     at::Tensor x = input;
