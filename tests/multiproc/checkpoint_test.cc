@@ -451,6 +451,31 @@ TEST_CASE("restarts: a rank killed mid-run under max_restarts = 2 is restarted f
                    step_folder(ckpt, steps));
 }
 
+TEST_CASE("restarts: a SIGTERM right after a rank died stops the job with that failure, quickly "
+          "and without a restart") {
+  // The chaos soak's finding: a rank dead (or killed by the forwarded signal before it caught
+  // it) left the other waiting in a collective until the whole drain ran out.
+  TempDir dir;
+  const fs::path ckpt = fs::path(dir.file("out")) / "checkpoints";
+  BackgroundJob job(tiny_job(dir.file("out"), "--set run.steps=100000 "
+                                              "--set checkpoint.every_steps=5 --max-restarts 2"),
+                    dir.file("job.log"));
+  REQUIRE(wait_until([&] { return fs::exists(ckpt / "latest"); }, std::chrono::seconds(60)));
+  const pid_t victim = job.rank_pid(1);
+  REQUIRE(victim > 0);
+  REQUIRE(kill(victim, SIGKILL) == 0);
+  REQUIRE(kill(job.pid(), SIGTERM) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  const int exit_code = job.wait(std::chrono::seconds(60));
+  const std::string log = zt::test::read_file(dir.file("job.log"));
+  INFO(log);
+  CHECK(exit_code == 128 + SIGKILL);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+  CHECK(contains(log, "rank 1 (pid " + std::to_string(victim) + ") was killed by signal 9"));
+  CHECK(!contains(log, "zt: restart 1/2"));
+  CHECK(!zt::latest_checkpoint(ckpt.string()).empty());  // what was saved stays loadable
+}
+
 TEST_CASE("restarts: a job that fails at the same step every time stops with that failure") {
   // An lr this large makes the loss non-finite at the same step on every attempt (exit 6).
   TempDir dir;

@@ -3,6 +3,7 @@
 // is not a checkpoint, an unknown tensor or state each get their own clear error.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <nlohmann/json.hpp>
 
@@ -149,6 +150,80 @@ TEST_CASE("checkpoint reader: a manifest whose pieces do not fit its files is re
   edit_manifest(s.folder, [](nlohmann::json& j) { j.erase("counters"); });
   m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
   CHECK_MESSAGE(has(m, "does not parse"), m);
+}
+
+TEST_CASE("checkpoint reader: a manifest cannot name files outside its folder") {
+  Saved s;
+  // A secret beside the checkpoint folder, of the rank file's size, that a path could reach.
+  const fs::path secret = s.folder.parent_path() / "secret.safetensors";
+  fs::copy_file(s.rank_file(1), secret);
+  const std::vector<std::string> names = {"../secret.safetensors", secret.string(),
+                                          "sub/x.safetensors", "..", ""};
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    Saved t;
+    edit_manifest(t.folder, [&](nlohmann::json& j) {
+      j["files"][1]["name"] = name;
+      for (auto& p : j["pieces"])
+        if (p["file"] == zt::test::rank_file(1, 2)) p["file"] = name;
+    });
+    const std::string m = error_of<zt::ConfigError>(
+        [&] { zt::CheckpointReader r(t.folder.string()); });
+    CHECK_MESSAGE(has(m, "is not a plain file name in the checkpoint folder"), m);
+  }
+  // A rank file that is a symbolic link out of the folder.
+  fs::remove(s.rank_file(1));
+  fs::create_symlink(secret, s.rank_file(1));
+  const std::string m = error_of<zt::ConfigError>(
+      [&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "outside the checkpoint folder"), m);
+  // One that stays inside it is a file like any other.
+  Saved u;
+  const fs::path moved = u.folder / "moved.safetensors";
+  fs::rename(u.rank_file(1), moved);
+  fs::create_symlink(moved.filename(), u.rank_file(1));
+  zt::CheckpointReader r(u.folder.string());
+  std::vector<float> out(4);
+  const auto big = std::find_if(r.tensors().begin(), r.tensors().end(),
+                                [](const zt::CheckpointTensor& t) { return t.numel() >= 4; });
+  REQUIRE(big != r.tensors().end());
+  r.read(big->name, "param", big->numel() - 4, big->numel(), out.data());
+}
+
+TEST_CASE("checkpoint reader: hostile sizes in a manifest are refused before any allocation") {
+  Saved s;
+  // A header of 100 GB in a small file: the reader would allocate it at first use.
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["files"][0]["header_bytes"] = 100ll << 30; });
+  std::string m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "safetensors header is 107374182400 bytes"), m);
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["files"][0]["header_bytes"] = -1; });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "safetensors header is -1 bytes"), m);
+  // A shape whose element count overflows, and pieces whose ranges overflow 64 bits.
+  Saved t;
+  edit_manifest(t.folder, [](nlohmann::json& j) {
+    j["tensors"][0]["shape"] = {int64_t{1} << 40, int64_t{1} << 40};
+  });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(t.folder.string()); });
+  CHECK_MESSAGE(has(m, "does not fit 64 bits"), m);
+  // Numbers no integer can hold, where the manifest has integers.
+  edit_manifest(t.folder, [](nlohmann::json& j) { j["tensors"][0]["shape"] = {1e300}; });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(t.folder.string()); });
+  CHECK_MESSAGE(has(m, "\"shape\" is 1e+300, not an integer in its range"), m);
+  Saved w;
+  edit_manifest(w.folder, [](nlohmann::json& j) { j["world"] = 1e10; });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(w.folder.string()); });
+  CHECK_MESSAGE(has(m, "\"world\" is 10000000000.0, not an integer in its range"), m);
+  for (const auto& [begin, end] :
+       {std::pair<int64_t, int64_t>{INT64_MIN, INT64_MAX}, {0, INT64_MAX}, {-4, 4}}) {
+    Saved u;
+    edit_manifest(u.folder, [&](nlohmann::json& j) {
+      j["pieces"][0]["begin"] = begin;
+      j["pieces"][0]["end"] = end;
+    });
+    m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(u.folder.string()); });
+    CHECK_MESSAGE(has(m, "does not match the manifest's tensors and files"), m);
+  }
 }
 
 TEST_CASE("checkpoint reader: unknown tensors, states and ranges are ConfigErrors") {

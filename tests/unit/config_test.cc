@@ -41,6 +41,16 @@ TEST_CASE("malformed TOML names file:line:column") {
   CHECK(contains(e, "malformed TOML"));
 }
 
+TEST_CASE("a non-ASCII character where TOML++ 3.3 classifies whitespace is a syntax error") {
+  // A fuzz finding (tests/fuzz/corpus/config_toml/): U+0225 at the start of a line reached
+  // TOML++'s "unreachable" Unicode table entries; now the parser says what it saw, and where.
+  std::string e = error_of("[run]\ntask = \"smoke\"\n\xc8\xa5 = 1\n");
+  CHECK_MESSAGE(contains(e, "job.toml:3:1"), e);
+  CHECK_MESSAGE(contains(e, "malformed TOML"), e);
+  e = error_of("[run]\ntask = \"smoke\"\nsteps = 3\xe3\x80\x80\xe2\xb1\xb0\n");
+  CHECK_MESSAGE(contains(e, "malformed TOML"), e);
+}
+
 TEST_CASE("unknown keys and sections get a did-you-mean with their location") {
   std::string e = error_of(std::string(kSmoke) + "[zero]\nstgae = 2\n");
   CHECK(contains(e, "job.toml:4:1: unknown key 'stgae' in [zero] (did you mean 'stage'?)"));

@@ -185,6 +185,51 @@ TEST_CASE("safetensors: damaged or foreign files are refused, naming the path") 
   CHECK_MESSAGE(m.find("missing.safetensors") != std::string::npos, m);
 }
 
+TEST_CASE("safetensors: hostile headers are refused before any large allocation") {
+  zt::test::TempDir dir;
+  const std::string p = dir.file("hostile.safetensors");
+  const std::string four(4, 'x');
+  auto refused = [&](const std::string& why) {
+    const std::string m = message_of<zt::ConfigError>(p);
+    CHECK_MESSAGE(m.find(p) != std::string::npos, m);
+    CHECK_MESSAGE(m.find(why) != std::string::npos, m);
+  };
+  // A length prefix of 100 GB over a small file: refused from the 8 bytes, nothing allocated.
+  {
+    std::string prefix(8, '\0');
+    const uint64_t length = 100ull << 30;
+    for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((length >> (8 * i)) & 0xff);
+    zt::test::write_file(p, prefix + "{}");
+  }
+  refused("header length 107374182400");
+  // Offsets past the file, and offsets that overflow 64 bits.
+  write_raw(p,
+            R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+            R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+            four);
+  CHECK(message_of<zt::IoError>(p).find("shorter than its header says") != std::string::npos);
+  write_raw(p, R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[18446744073709551612,0]}})",
+            four);
+  refused("bad data offset");
+  write_raw(p, R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[9223372036854775807,0]}})", four);
+  refused("do not hold");
+  // A shape whose element count overflows int64: no byte count can match it.
+  write_raw(p, R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})",
+            four);
+  refused("do not hold");
+  // A dtype that is none, and one that is not a string.
+  write_raw(p, R"({"a":{"dtype":"F32; rm -rf /","shape":[1],"data_offsets":[0,4]}})", four);
+  refused("unknown dtype");
+  write_raw(p, R"({"a":{"dtype":32,"shape":[1],"data_offsets":[0,4]}})", four);
+  refused("no dtype string");
+  // The same tensor name twice: JSON parsers keep one of them silently; this file means two.
+  write_raw(p,
+            R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+            R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+            four + four);
+  refused("names 'a' twice");
+}
+
 TEST_CASE("safetensors writer: contract violations and unwritable places") {
   zt::test::TempDir dir;
   zt::SafetensorsWriter w;

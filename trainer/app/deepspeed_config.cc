@@ -141,8 +141,17 @@ std::optional<double> as_number(Reader& r, const json& v, const std::string& pat
   return std::nullopt;
 }
 std::optional<int64_t> as_int(Reader& r, const json& v, const std::string& path) {
+  // Whole numbers that fit int64 only: a cast of 3.3e109 or of an unsigned above INT64_MAX is
+  // undefined or wraps (tests/fuzz's deepspeed_json target found the first).
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    r.problem(path,
+              "expected an integer of at most " + std::to_string(INT64_MAX) + ", got " + v.dump());
+    return std::nullopt;
+  }
   if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>())
+  constexpr double kTwo63 = 9223372036854775808.0;
+  if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+      v.get<double>() >= -kTwo63 && v.get<double>() < kTwo63)
     return static_cast<int64_t>(v.get<double>());
   r.problem(path, "expected an integer, got " + kind_of(v) + " " + v.dump());
   return std::nullopt;
@@ -543,6 +552,11 @@ DeepSpeedSettings read_deepspeed_json(const std::string& text, const std::string
     throw ConfigError(
         name + ":" + line_column(text, e.byte > 0 ? e.byte - 1 : 0) + ": not valid JSON (" +
         (colon == std::string::npos ? why : why.substr(colon + 2)) + "); fix the DeepSpeed config");
+  } catch (const json::exception& e) {
+    // Not a syntax error but a value the parser cannot hold, e.g. 6e5555555555 (out_of_range:
+    // tests/fuzz's deepspeed_json target found it escaping as a crash).
+    throw ConfigError(name + ": not valid JSON (" + std::string(e.what()) +
+                      "); fix the DeepSpeed config");
   }
   Reader r(name, lenient);
   if (!root.is_object()) throw ConfigError(name + ": a DeepSpeed config is a JSON object");

@@ -15,6 +15,7 @@
 #include "run/eval_task.h"
 #include "run/sample_task.h"
 #include "run/smoke_task.h"
+#include "run/stop_signals.h"
 #include "run/train_task.h"
 #include "settings/trainer_config.h"
 #include "setup/job_store.h"
@@ -142,8 +143,10 @@ int launch_ranks(const Config& config, int nproc, const std::vector<std::string>
   for (int64_t restart = 0;; ++restart) {
     LaunchResult result;
     const int code = launch_attempt(config, nproc, args, result);
-    // The launcher's own SIGINT/SIGTERM stops the job: no restart.
-    if (code == 0 || restart >= max_restarts || result.failed_rank < 0) {
+    // The launcher's own SIGINT/SIGTERM stops the job: no restart, also when a rank had failed
+    // just before it came.
+    if (code == 0 || restart >= max_restarts || result.failed_rank < 0 ||
+        result.launcher_signal != 0) {
       if (code != 0 && max_restarts > 0 && restart >= max_restarts) {
         std::cerr << "zt: error: gave up after " << restart
                   << " restart(s) (launch.max_restarts = " << max_restarts
@@ -203,6 +206,10 @@ int run_job(const Config& config, const CliArgs& args, const std::vector<std::st
     LaunchResult result;  // a failed evaluation is not resumed: it has nothing to continue
     return launch_attempt(config, nproc, argv, result);
   }
+  // A training rank catches the stop signals before it joins the others, not once its training
+  // starts: the launcher forwards a SIGTERM to ranks it has just (re)started, and one that died of
+  // it left its peers waiting in a collective (the chaos soak, tests/chaos, found that).
+  if (training && run.task == "train") catch_stop_signals();
   JobStore job = join_job_store(config, env);
   const std::chrono::milliseconds timeout = job.timeout;
   std::unique_ptr<Store> store = std::move(job.store);

@@ -3,16 +3,29 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "zt/error.h"
+#include "zt/json_numbers.h"
 
 namespace zt::trainer {
 
 namespace {
 
-StepRecord step_of(const nlohmann::json& j) {
+// An integer field of a metrics line (`fallback` when absent). A float or an integer out of
+// range is refused, naming the line: converting it is undefined behaviour in the JSON library.
+int64_t int_field(const nlohmann::json& j, const char* key, int64_t fallback,
+                  const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) return fallback;
+  if (const std::optional<int64_t> v = json_integer<int64_t>(j.at(key))) return *v;
+  throw ConfigError(where + ": \"" + key + "\" is " + j.at(key).dump() +
+                    ", not an integer; is this a zt metrics file?");
+}
+
+StepRecord step_of(const nlohmann::json& j, const std::string& where) {
   StepRecord s;
-  s.step = j.at("step").get<int64_t>();
+  if (!j.contains("step")) throw ConfigError(where + ": a step line without \"step\"");
+  s.step = int_field(j, "step", 0, where);
   s.loss = j.at("loss").get<double>();
   s.grad_norm = j.value("grad_norm", 0.0);
   s.step_time_s = j.at("step_time_s").get<double>();
@@ -25,18 +38,19 @@ StepRecord step_of(const nlohmann::json& j) {
   for (const nlohmann::json& rank : j.value("memory", nlohmann::json::array())) {
     std::map<std::string, int64_t> fields;
     for (const auto& [name, value] : rank.items()) {
-      if (name != "rank" && value.is_number_integer()) fields[name] = value.get<int64_t>();
+      if (name == "rank" || !value.is_number_integer()) continue;
+      if (const std::optional<int64_t> v = json_integer<int64_t>(value)) fields[name] = *v;
     }
     s.memory.push_back(std::move(fields));
   }
   const nlohmann::json comm = j.value("comm", nlohmann::json::object());
   for (const auto& [op, v] : comm.items()) {
-    s.comm[op] = {v.value("calls", int64_t{0}), v.value("bytes", int64_t{0})};
-    s.comm_sent[op] = v.value("wire_bytes", int64_t{0});
+    s.comm[op] = {int_field(v, "calls", 0, where), int_field(v, "bytes", 0, where)};
+    s.comm_sent[op] = int_field(v, "wire_bytes", 0, where);
   }
   if (j.contains("offload_io")) {
-    s.io_bytes_read = j["offload_io"].value("bytes_read", int64_t{0});
-    s.io_bytes_written = j["offload_io"].value("bytes_written", int64_t{0});
+    s.io_bytes_read = int_field(j["offload_io"], "bytes_read", 0, where);
+    s.io_bytes_written = int_field(j["offload_io"], "bytes_written", 0, where);
   }
   return s;
 }
@@ -72,18 +86,21 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
       throw ConfigError(run.path + ":" + std::to_string(number) +
                         ": not a JSON object; is this a zt metrics file?");
     }
-    if (j.value("event", std::string()) == "ab_arms") {
-      for (const nlohmann::json& arm : j.value("arms", nlohmann::json::array()))
-        run.arm_overrides[arm.value("name", std::string())] = arm.value("overrides",
-                                                                        std::vector<std::string>());
-    }
-    if (j.value("event", std::string()) == "ab_switch") {
-      run.switches.push_back(
-          {j.value("step", int64_t{0}), j.value("to", std::string()), j.value("seconds", 0.0)});
-    }
-    if (j.contains("event") || !j.contains("step_time_s")) continue;
+    // Every field of a line may hold any JSON type: a wrong one is the file's fault, said with
+    // its line (nlohmann's type errors escaped as crashes before tests/fuzz's metrics target).
+    const std::string where = run.path + ":" + std::to_string(number);
     try {
-      run.steps.push_back(step_of(j));
+      if (j.value("event", std::string()) == "ab_arms") {
+        for (const nlohmann::json& arm : j.value("arms", nlohmann::json::array()))
+          run.arm_overrides[arm.value("name", std::string())] = arm.value(
+              "overrides", std::vector<std::string>());
+      }
+      if (j.value("event", std::string()) == "ab_switch") {
+        run.switches.push_back({int_field(j, "step", 0, where), j.value("to", std::string()),
+                                j.value("seconds", 0.0)});
+      }
+      if (j.contains("event") || !j.contains("step_time_s")) continue;
+      run.steps.push_back(step_of(j, where));
     } catch (const nlohmann::json::exception& e) {
       throw ConfigError(run.path + ":" + std::to_string(number) + ": " + e.what());
     }

@@ -12,6 +12,7 @@
 #include "report/run_metrics.h"
 #include "report/svg_chart.h"
 #include "zt/error.h"
+#include "zt/json_numbers.h"
 
 namespace zt::trainer {
 
@@ -41,9 +42,15 @@ RunLines read_lines(const std::string& run_dir) {
                       "; give trainer report the run.out_dir of a "
                       "training run");
   }
+  int number = 0;
   for (std::string line; std::getline(in, line);) {
+    ++number;
     json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object()) continue;  // a line cut short by a kill
+    if (j.contains("event") && !j["event"].is_string()) {
+      throw ConfigError(r.path + ":" + std::to_string(number) +
+                        ": \"event\" is not a string; is this a metrics.jsonl zt wrote?");
+    }
     const std::string event = j.value("event", "");
     if (event == "checkpoint") {
       r.checkpoints.push_back(j);
@@ -141,12 +148,12 @@ std::string memory_chart(const RunLines& r) {
   names.push_back("peak_rss");
   for (const std::string& c : names) {
     bool any = false;
-    for (const json& m : memory) any = any || m.value(c, int64_t{0}) > 0;
+    for (const json& m : memory) any = any || m.value(c, 0.0) > 0;
     if (!any) continue;
     const double x = static_cast<double>(categories.size());
     categories.push_back(c);
     for (size_t rank = 0; rank < memory.size(); ++rank)
-      series[rank].points.push_back({x, memory[rank].value(c, int64_t{0}) / kMiB});
+      series[rank].points.push_back({x, memory[rank].value(c, 0.0) / kMiB});
   }
   return svg::bar_chart("memory", "memory by category per rank at the last step (MiB)", "MiB",
                         categories, series);
@@ -179,7 +186,9 @@ std::string checkpoint_chart(const RunLines& r) {
       write{"writing (in the background)", "#2ca02c", {}};
   for (const json& c : r.checkpoints) {
     const double x = static_cast<double>(saves.size());
-    saves.push_back("step " + std::to_string(c.value("step", 0)));
+    saves.push_back("step " + std::to_string(c.contains("step")
+                                                 ? json_integer<int64_t>(c["step"]).value_or(0)
+                                                 : 0));
     stall.points.push_back({x, c.value("stall_s", 0.0)});
     write.points.push_back({x, c.value("write_s", 0.0)});
   }
@@ -200,9 +209,9 @@ std::string summary_table(const RunLines& r) {
     tokens.push_back(j.value("tokens_per_s", 0.0));
     if (j.contains("mfu")) mfu.push_back(100 * j.value("mfu", 0.0));
   }
-  int64_t peak_rss = 0;
+  double peak_rss = 0;
   for (const json& m : r.steps.back().value("memory", json::array()))
-    peak_rss = std::max(peak_rss, m.value("peak_rss", int64_t{0}));
+    peak_rss = std::max(peak_rss, m.value("peak_rss", 0.0));
   char buf[768];
   std::snprintf(buf, sizeof buf,
                 "<table><tr><th>steps</th><th>final loss</th><th>median step s</th>"
@@ -212,7 +221,7 @@ std::string summary_table(const RunLines& r) {
                 r.steps.size(), static_cast<long long>(step_of(r.steps.back())),
                 r.steps.back().value("loss", 0.0), median(times), median(tokens),
                 mfu.empty() ? "unknown" : (svg::num(median(mfu)) + "%").c_str(),
-                r.checkpoints.size(), static_cast<double>(peak_rss) / kMiB);
+                r.checkpoints.size(), peak_rss / kMiB);
   return buf;
 }
 
@@ -221,12 +230,19 @@ std::string summary_table(const RunLines& r) {
 std::string run_report_html(const std::string& run_dir) {
   const RunLines r = read_lines(run_dir);
   std::ostringstream s;
-  s << svg::page_head("zt run: " + run_dir) << "<h1>Run " << svg::escape(run_dir) << "</h1>\n"
-    << summary_table(r) << "<p>From " << svg::escape(r.path)
-    << ". Markers: checkpoints (green), resumes and restarts (orange), live A/B switches "
-       "(purple). Times are rank 0's; a timeline of every rank: [trace] enabled = true.</p>\n"
-    << loss_chart(r) << time_chart(r) << throughput_charts(r) << memory_chart(r) << bytes_chart(r)
-    << checkpoint_chart(r) << svg::page_foot();
+  // Every value on a line may have any JSON type: one the charts cannot use is the file's fault
+  // (nlohmann's type errors escaped as crashes before tests/fuzz's metrics target).
+  try {
+    s << svg::page_head("zt run: " + run_dir) << "<h1>Run " << svg::escape(run_dir) << "</h1>\n"
+      << summary_table(r) << "<p>From " << svg::escape(r.path)
+      << ". Markers: checkpoints (green), resumes and restarts (orange), live A/B switches "
+         "(purple). Times are rank 0's; a timeline of every rank: [trace] enabled = true.</p>\n"
+      << loss_chart(r) << time_chart(r) << throughput_charts(r) << memory_chart(r) << bytes_chart(r)
+      << checkpoint_chart(r) << svg::page_foot();
+  } catch (const json::exception& e) {
+    throw ConfigError(r.path + ": a value of the wrong type (" + e.what() +
+                      "); is this a metrics.jsonl zt wrote?");
+  }
   return s.str();
 }
 

@@ -109,8 +109,12 @@ std::string num(double v) {
 }
 
 std::vector<double> nice_ticks(double lo, double hi, int target, bool whole) {
+  // A metrics file others made may hold any number: where no tick step exists (infinite or
+  // NaN bounds, a span that overflows), the axis is the two bounds, or [0, 1].
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return {0.0, 1.0};
   if (!(hi > lo)) hi = lo + (whole ? 1 : std::max(1.0, std::abs(lo)));
   const double raw = (hi - lo) / std::max(1, target);
+  if (!std::isfinite(raw) || !(raw > 0)) return {lo, hi};
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   double step = power;
   for (double f : {1.0, 2.0, 5.0, 10.0}) {
@@ -125,6 +129,7 @@ std::vector<double> nice_ticks(double lo, double hi, int target, bool whole) {
     ticks.push_back(std::round(t / step) * step);
     if (ticks.size() > 100) break;
   }
+  if (ticks.empty()) return {lo, hi};  // a step too small to move past lo
   if (ticks.size() < 2) ticks.push_back(ticks.back() + step);
   return ticks;
 }

@@ -130,6 +130,21 @@ TEST_CASE(
       "bad.jsonl:1"));
   CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { read_run_metrics(dir.file("none")); }),
                  "no metrics file"));
+  // A field of another JSON type names its line, as a syntax error does.
+  zt::test::write_file(dir.file("typed.jsonl"), "{\"event\": \"x\"}\n{\"event\": 7}\n");
+  CHECK(contains(
+      zt::test::error_of<zt::ConfigError>([&] { read_run_metrics(dir.file("typed.jsonl")); }),
+      "typed.jsonl:2"));
+  // Integers that no integer can hold (a fuzz finding: converting 4.192e+57 was undefined).
+  zt::test::write_file(dir.file("huge.jsonl"),
+                       "{\"step\": 4.192e+57, \"loss\": 1, \"step_time_s\": 1}\n");
+  CHECK(contains(
+      zt::test::error_of<zt::ConfigError>([&] { read_run_metrics(dir.file("huge.jsonl")); }),
+      "huge.jsonl:1: \"step\" is 4.192e+57, not an integer"));
+  zt::test::write_file(dir.file("arms.jsonl"), "{\"event\": \"ab_arms\", \"arms\": [[\"a\"]]}\n");
+  CHECK(contains(
+      zt::test::error_of<zt::ConfigError>([&] { read_run_metrics(dir.file("arms.jsonl")); }),
+      "arms.jsonl:1"));
 }
 
 TEST_CASE("identical runs agree, and a diverging step is named with the run and the values") {

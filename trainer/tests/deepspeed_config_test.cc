@@ -229,6 +229,18 @@ TEST_CASE("JSON syntax errors give line and column, and batches must multiply ou
   CHECK(zt::value_to_toml(s.settings[0].value) == "4");
 }
 
+TEST_CASE("integers that do not fit 64 bits are refused, not cast") {
+  // A fuzz finding (tests/fuzz/corpus/deepspeed_json/float_past_int64.json): 3.3e109 written as
+  // a whole number was cast to int64, which is undefined behaviour.
+  CHECK(has(refusal(R"({"train_micro_batch_size_per_gpu": 3.3e109})"),
+            "expected an integer, got number 3.3e+109"));
+  CHECK(has(refusal(R"({"gradient_accumulation_steps": 18446744073709551615})"),
+            "expected an integer of at most 9223372036854775807"));
+  // A number past double's range is the parser's out_of_range, not a syntax error.
+  CHECK(has(refusal(R"({"optimizer": {"params": {"weight_decay": 6e5555555555}}})"),
+            "number overflow"));
+}
+
 TEST_CASE("a DeepSpeed config under a TOML: the TOML wins, --print-config names each origin") {
   const auto ds = zt::trainer::read_deepspeed_json(
       R"({"zero_optimization": {"stage": 2, "overlap_comm": false}, "gradient_clipping": 0.5})",

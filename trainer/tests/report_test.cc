@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "report/run_report.h"
 #include "report/svg_chart.h"
@@ -47,6 +48,18 @@ TEST_CASE("report: chart ticks are round, whole where they count steps") {
   check_round(svg::nice_ticks(1, 7, 6, true), 1, 7, true);
   check_round(svg::nice_ticks(1, 1000, 6, true), 1, 1000, true);
   check_round(svg::nice_ticks(6000, 10000), 6000, 10000, false);
+  // Values a damaged metrics file can hold (a fuzz finding: no tick at all, then back() of an
+  // empty list): an axis still comes out, finite, of at least two ticks.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (const auto& [lo, hi] : std::vector<std::pair<double, double>>{
+           {-1e308, 1e308}, {nan, 1}, {0, inf}, {3.25e16, 3.25e16 + 8}, {1, 1}}) {
+    CAPTURE(lo);
+    CAPTURE(hi);
+    const std::vector<double> ticks = svg::nice_ticks(lo, hi);
+    REQUIRE(ticks.size() >= 2);
+    for (double t : ticks) CHECK(std::isfinite(t));
+  }
   CHECK(svg::num(10000) == "10000");
   CHECK(svg::num(0.30000000000000004) == "0.3");
 }

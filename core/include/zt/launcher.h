@@ -46,6 +46,7 @@ struct LaunchResult {
   std::string message;          // "rank 1 (pid 42) was killed by signal 9 (Killed)"
   std::string error_line;       // failed_rank's last line on stderr (its error); "" if none
   std::vector<int> rank_codes;  // per rank: exit code, 128+signal, or -1 if stopped by us
+  int launcher_signal = 0;      // the signal that stopped the launcher (SIGTERM, ...), 0 if none
 };
 
 // Spawns and supervises; returns when all ranks ended. Throws IoError if a rank cannot start.

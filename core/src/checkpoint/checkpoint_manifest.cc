@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <ctime>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "zt/error.h"
+#include "zt/json_numbers.h"
 
 #ifndef ZT_VERSION_STRING
 #error "ZT_VERSION_STRING comes from core/CMakeLists.txt (the project's version)"
@@ -24,6 +26,20 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// An integer of a manifest as `Int`: a float, or a number outside Int's range, is refused
+// (converting either is undefined behaviour in the JSON library's get<Int>()).
+template <typename Int>
+Int whole_value(const Json& v, const char* key) {
+  if (const std::optional<Int> i = json_integer<Int>(v)) return *i;
+  throw ConfigError(std::string("checkpoint manifest: \"") + key + "\" is " + v.dump() +
+                    ", not an integer in its range; the manifest is damaged: resume from an "
+                    "older checkpoint");
+}
+template <typename Int>
+Int whole(const Json& j, const char* key) {
+  return whole_value<Int>(j.at(key), key);
+}
+
 Json counters_json(const EngineCounters& c) {
   return {{"optimizer_steps", c.optimizer_steps},
           {"loss_scale", c.loss_scale},
@@ -33,10 +49,10 @@ Json counters_json(const EngineCounters& c) {
 
 EngineCounters counters_from(const Json& j) {
   EngineCounters c;
-  c.optimizer_steps = j.at("optimizer_steps").get<int64_t>();
+  c.optimizer_steps = whole<int64_t>(j, "optimizer_steps");
   c.loss_scale = j.at("loss_scale").get<double>();
-  c.clean_steps = j.at("clean_steps").get<int64_t>();
-  c.hysteresis_left = j.at("hysteresis_left").get<int64_t>();
+  c.clean_steps = whole<int64_t>(j, "clean_steps");
+  c.hysteresis_left = whole<int64_t>(j, "hysteresis_left");
   return c;
 }
 
@@ -46,12 +62,46 @@ Json tensors_json(const std::vector<CheckpointTensor>& tensors) {
   return list;
 }
 
-std::vector<CheckpointTensor> tensors_from(const Json& j) {
+// A manifest is data from wherever the checkpoint came from: a shape whose element count does not
+// fit int64 (or has a negative dimension) is refused here, so numel() never overflows later.
+std::vector<CheckpointTensor> tensors_from(const Json& j, const std::string& path) {
   std::vector<CheckpointTensor> tensors;
   for (const auto& t : j) {
-    tensors.push_back({t.at("name").get<std::string>(), t.at("shape").get<std::vector<int64_t>>()});
+    CheckpointTensor tensor{t.at("name").get<std::string>(), {}};
+    for (const auto& d : t.at("shape")) tensor.shape.push_back(whole_value<int64_t>(d, "shape"));
+    int64_t n = 1;
+    for (int64_t d : tensor.shape) {
+      if (d < 0 || __builtin_mul_overflow(n, d, &n)) {
+        throw ConfigError(path + ": tensor '" + tensor.name +
+                          "' has a shape whose element count is negative or does not fit 64 "
+                          "bits; the manifest is damaged: resume from an older checkpoint");
+      }
+    }
+    tensors.push_back(std::move(tensor));
   }
   return tensors;
+}
+
+// A rank file as the manifest gives it: one plain file name inside the checkpoint folder, never a
+// path that leaves it ("../x", "/etc/passwd", "sub/x"); a header (read whole at first use) no
+// longer than the file, so a manifest cannot make the reader allocate more than the file holds.
+void check_file(const FileRecord& f, const std::string& path) {
+  const std::string& name = f.name;
+  if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    throw ConfigError(path + ": rank file name '" + name +
+                      "' is not a plain file name in the checkpoint folder (a manifest may not "
+                      "name files elsewhere); the checkpoint is damaged or was tampered with: "
+                      "resume from one zt wrote");
+  }
+  if (f.bytes < 8 || f.header_bytes < 8 || f.header_bytes > f.bytes) {
+    throw ConfigError(path + ": rank file " + name +
+                      ": the manifest says its safetensors header "
+                      "is " +
+                      std::to_string(f.header_bytes) + " bytes of a " + std::to_string(f.bytes) +
+                      "-byte file; the manifest is damaged: resume "
+                      "from an older checkpoint");
+  }
 }
 
 Json piece_json(const PieceRecord& p, bool with_file) {
@@ -68,10 +118,10 @@ Json piece_json(const PieceRecord& p, bool with_file) {
 PieceRecord piece_from(const Json& j, const std::string& file) {
   PieceRecord p;
   p.piece = {j.at("tensor").get<std::string>(), j.at("kind").get<std::string>(),
-             j.at("begin").get<int64_t>(), j.at("end").get<int64_t>()};
+             whole<int64_t>(j, "begin"), whole<int64_t>(j, "end")};
   p.file = j.contains("file") ? j.at("file").get<std::string>() : file;
-  p.offset = j.at("offset").get<int64_t>();
-  p.crc32 = j.at("crc32").get<uint32_t>();
+  p.offset = whole<int64_t>(j, "offset");
+  p.crc32 = whole<uint32_t>(j, "crc32");
   return p;
 }
 
@@ -83,8 +133,8 @@ Json file_json(const FileRecord& f) {
 }
 
 FileRecord file_from(const Json& j) {
-  return {j.at("name").get<std::string>(), j.at("bytes").get<int64_t>(),
-          j.at("header_bytes").get<int64_t>(), j.at("header_crc32").get<uint32_t>()};
+  return {j.at("name").get<std::string>(), whole<int64_t>(j, "bytes"),
+          whole<int64_t>(j, "header_bytes"), whole<uint32_t>(j, "header_crc32")};
 }
 
 // Indented at the top level, one line per tensor, file and piece: easy to read and to grep,
@@ -141,7 +191,7 @@ RankReport report_from_json(const std::string& text) {
   try {
     const Json j = Json::parse(text);
     RankReport r;
-    r.rank = j.at("rank").get<int>();
+    r.rank = whole<int>(j, "rank");
     if (j.contains("error")) {
       r.error = j.at("error").get<std::string>();
       r.error_kind = j.value("error_kind", "");
@@ -149,7 +199,7 @@ RankReport report_from_json(const std::string& text) {
     }
     r.file = file_from(j.at("file"));
     r.counters = counters_from(j.at("counters"));
-    r.tensors = tensors_from(j.at("tensors"));
+    r.tensors = tensors_from(j.at("tensors"), "a rank's report");
     for (const auto& p : j.at("pieces")) r.pieces.push_back(piece_from(p, r.file.name));
     return r;
   } catch (const nlohmann::json::exception& e) {
@@ -216,7 +266,7 @@ Manifest manifest_from_json(const std::string& text, const std::string& path) {
   }
   Manifest m;
   try {
-    m.version = j.at("version").get<int64_t>();
+    m.version = whole<int64_t>(j, "version");
     if (m.version > kFormatVersion) {
       throw ConfigError(path + ": checkpoint format version " + std::to_string(m.version) +
                         " is newer than this zt reads (" + std::to_string(kFormatVersion) +
@@ -224,8 +274,8 @@ Manifest manifest_from_json(const std::string& text, const std::string& path) {
                         ") or newer");
     }
     m.zt_version = j.at("zt_version").get<std::string>();
-    m.step = j.at("step").get<int64_t>();
-    m.world = j.at("world").get<int>();
+    m.step = whole<int64_t>(j, "step");
+    m.world = whole<int>(j, "world");
     m.created = j.at("created").get<std::string>();
     m.meta.saved_by = j.at("saved_by").get<std::string>();
     if (!j.at("trainer_state").is_null()) m.meta.trainer_state = j.at("trainer_state").dump();
@@ -234,8 +284,11 @@ Manifest manifest_from_json(const std::string& text, const std::string& path) {
     if (j.contains("metrics"))
       m.meta.metrics = j.at("metrics").get<std::map<std::string, double>>();
     m.counters = counters_from(j.at("counters"));
-    m.tensors = tensors_from(j.at("tensors"));
-    for (const auto& f : j.at("files")) m.files.push_back(file_from(f));
+    m.tensors = tensors_from(j.at("tensors"), path);
+    for (const auto& f : j.at("files")) {
+      m.files.push_back(file_from(f));
+      check_file(m.files.back(), path);
+    }
     for (const auto& p : j.at("pieces")) m.pieces.push_back(piece_from(p, ""));
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(path + ": the checkpoint manifest does not parse (" + e.what() +

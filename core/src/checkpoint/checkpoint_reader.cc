@@ -111,10 +111,15 @@ bool CheckpointReader::Impl::fits(const ckpt::PieceRecord& p) const {
   auto f = file_index_.find(p.file);
   if (t == tensor_index_.end() || f == file_index_.end()) return false;
   const auto& file = manifest_.files[f->second];
-  const int64_t bytes = (p.piece.end - p.piece.begin) * static_cast<int64_t>(sizeof(float));
-  return p.piece.begin >= 0 && p.piece.begin <= p.piece.end &&
-         p.piece.end <= manifest_.tensors[t->second].numel() && p.offset >= file.header_bytes &&
-         p.offset <= file.bytes - bytes;
+  // Every number is the manifest's, so untrusted: compared before any arithmetic can overflow.
+  if (p.piece.begin < 0 || p.piece.begin > p.piece.end ||
+      p.piece.end > manifest_.tensors[t->second].numel()) {
+    return false;
+  }
+  const int64_t elements = p.piece.end - p.piece.begin;
+  if (elements > file.bytes / static_cast<int64_t>(sizeof(float))) return false;
+  const int64_t bytes = elements * static_cast<int64_t>(sizeof(float));
+  return p.offset >= file.header_bytes && p.offset <= file.bytes - bytes;
 }
 
 void CheckpointReader::Impl::index_pieces() {
@@ -151,6 +156,17 @@ void CheckpointReader::Impl::check_files() {
     const auto& f = manifest_.files[static_cast<size_t>(r)];
     const fs::path path = fs::path(folder_) / f.name;
     std::error_code ec;
+    // The manifest names plain files (manifest_from_json); a symbolic link among them must not
+    // lead out of the folder either.
+    if (fs::is_symlink(fs::symlink_status(path, ec))) {
+      const fs::path target = fs::weakly_canonical(path, ec);
+      const fs::path home = fs::weakly_canonical(folder_, ec);
+      if (ec || target.parent_path() != home) {
+        throw ConfigError(path.string() + " is a symbolic link to " + target.string() +
+                          ", outside the checkpoint folder; a checkpoint's files live in its "
+                          "folder: copy the file there or resume from one zt wrote");
+      }
+    }
     const auto size = fs::file_size(path, ec);
     if (ec) {
       throw IoError("missing rank file " + path.string() + " (rank " + std::to_string(r) + " of " +

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
 #include <unordered_map>
 
 #include "util/posix_file.h"
@@ -243,9 +244,22 @@ void SafetensorsReader::Impl::read_header() {
 
 void SafetensorsReader::Impl::parse_header() {
   if (header[kLengthPrefix] != '{') reject("the header does not start with '{'");
-  nlohmann::json j = nlohmann::json::parse(header.begin() + kLengthPrefix, header.end(), nullptr,
+  // JSON lets an object repeat a key and nlohmann keeps the last; a tensor named twice would
+  // mean two things, so the parser's callback notes a repeated name of the top-level object.
+  std::set<std::string> names;
+  std::string repeated;
+  const nlohmann::json::parser_callback_t note_names =
+      [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1 && parsed.is_string() &&
+        !names.insert(parsed.get<std::string>()).second && repeated.empty()) {
+      repeated = parsed.get<std::string>();
+    }
+    return true;
+  };
+  nlohmann::json j = nlohmann::json::parse(header.begin() + kLengthPrefix, header.end(), note_names,
                                            /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) reject("the header is not a JSON object");
+  if (!repeated.empty()) reject("the header names '" + repeated + "' twice");
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() != "__metadata__") {
       parse_entry(it.key(), it.value());

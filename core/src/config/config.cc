@@ -6,7 +6,7 @@
 #include <sstream>
 
 #define TOML_EXCEPTIONS 1
-#include <toml++/toml.h>
+#include "config/toml_parser.h"
 
 #include "zt/did_you_mean.h"
 #include "zt/error.h"

@@ -125,7 +125,8 @@ void write_parameter(EngineParts& e, int p, const at::Tensor& value) {
   const ParamSlot& slot = e.layout.params[p];
   const int gi = slot.group;
   const ParamGroup& g = e.layout.groups[gi];
-  const auto [lo, hi] = param_overlap(slot, g.first, g.first + g.shard);
+  const auto overlap = param_overlap(slot, g.first, g.first + g.shard);
+  const int64_t lo = overlap.first, hi = overlap.second;  // plain names: the lambda captures them
   const float* src = value.data_ptr<float>();
   const bool tiles_to_params = e.stage == 3 && e.storage[gi].opt_streamed;
   e.io.edit(gi, 0, lo, hi, e.stepper.steps(), [&](int64_t begin, float* data, int64_t count) {

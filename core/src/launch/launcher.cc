@@ -155,6 +155,15 @@ class Supervisor {
   }
 
   void on_launcher_signal(int sig) {
+    result_.launcher_signal = sig;
+    if (result_.failed_rank >= 0 && !stopping_) {
+      // A rank failed already: the others cannot finish a step without it, so no draining;
+      // they get `grace`, and the failure stays what the result reports.
+      stopping_ = true;
+      stop_all(SIGTERM);
+      kill_at_ = std::chrono::steady_clock::now() + spec_.grace;
+      return;
+    }
     if (stopping_) {
       // A second signal: no more waiting.
       result_.message = std::string("launcher received ") + strsignal(sig) +
@@ -198,8 +207,14 @@ class Supervisor {
       out_.finish(r);  // its error line is in the pipe before its exit status is known
       result_.rank_codes[r] = code_of(status_[r]);
       bool failed = !(WIFEXITED(status_[r]) && WEXITSTATUS(status_[r]) == 0);
-      // Draining after a signal, the job succeeds only if every rank stopped cleanly.
-      if (failed && draining_ && result_.exit_code == 0) result_.exit_code = code_of(status_[r]);
+      // Draining after a signal, the job succeeds only if every rank stopped cleanly. A rank that
+      // failed instead (one the signal reached before it could catch it, say) leaves the others
+      // waiting for it in their next collective: they get `grace`, not the whole drain.
+      if (failed && draining_) {
+        if (result_.exit_code == 0) result_.exit_code = code_of(status_[r]);
+        if (result_.failed_rank < 0) result_.failed_rank = r;  // the result names it
+        kill_at_ = std::min(kill_at_, std::chrono::steady_clock::now() + spec_.grace);
+      }
       if (failed && result_.failed_rank < 0 && !stopping_) {
         result_.failed_rank = r;
         stopped_others_ = spec_.stop_all_on_failure ? alive_ : 0;

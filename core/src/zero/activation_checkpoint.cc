@@ -74,7 +74,8 @@ class RngReplay {
 // The unit's parameters, each once: a tensor listed twice would otherwise get its gradient twice.
 std::vector<at::Tensor> unique_parameters(Unit& unit) {
   std::vector<at::Tensor> out;
-  for (auto& [name, tensor] : unit.parameters()) {
+  for (auto& named : unit.parameters()) {
+    const at::Tensor& tensor = named.second;  // a plain reference: lambdas may capture it
     bool seen = std::any_of(out.begin(), out.end(),
                             [&](const at::Tensor& t) { return t.is_same(tensor); });
     if (!seen) out.push_back(tensor);

@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""Chaos soak: a small ZeRO-3 job with optimizer states in offload_nvme, checkpoints every 2 steps
+and launch.max_restarts, trained to its end again and again while ranks are killed (SIGKILL, at
+random moments, some while a checkpoint is being written) and the launcher is stopped (SIGTERM,
+then a fresh `--resume auto`). Each finished episode is checked against one uninterrupted run of
+the same job: the final parameters bit for bit (`trainer export`), exactly checkpoint.keep_last
+complete checkpoints and no .tmp-step-* folder, no offload file and no new shared-memory segment
+left behind, and no restart that lost more than one checkpoint interval past the newest save
+begun (asynchronous saves still in flight at the kill are lost too; their steps are reported).
+
+  chaos_soak.py --trainer build/bin/trainer --minutes 2 [--work DIR] [--seed N] [--json FILE]
+
+Exit 0 when every episode held; 1 with the first broken promise named. scripts/chaos.sh runs it.
+"""
+import argparse
+import glob
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+STEPS = 400         # steps per episode
+EVERY = 2           # checkpoint.every_steps: the most a kill may lose
+KEEP_LAST = 2
+
+
+def config_text(work, name):
+    return f"""
+[run]
+name = "chaos"
+steps = {STEPS}
+seed = 7
+out_dir = "{work}/{name}/run"
+log_every = 1
+
+[launch]
+nproc = 2
+timeout_s = 60
+max_restarts = 2
+
+[model]
+kind = "gpt"
+preset = "custom"
+n_layer = 2
+n_head = 2
+d_model = 32
+seq_len = 16
+vocab = 64
+
+[data]
+micro_batch = 2
+
+[zero]
+stage = 3
+offload_optimizer_fraction = 1.0
+
+[checkpoint]
+dir = "{work}/{name}/checkpoints"
+every_steps = {EVERY}
+keep_last = {KEEP_LAST}
+
+[plugins]
+comm = "comm_ucx"
+shard = "shard_bucket"
+optimizer = "optim_hybrid_adam"
+offload_optimizer = "offload_nvme"
+
+[plugin.offload_nvme]
+path = "{work}/{name}/nvme"
+"""
+
+
+def shm_entries():
+    try:
+        return set(os.listdir("/dev/shm"))
+    except OSError:
+        return set()
+
+
+def last_step(metrics):
+    """The highest step metrics.jsonl records, 0 when none."""
+    step = 0
+    try:
+        with open(metrics) as f:
+            for line in f:
+                try:
+                    j = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by a kill
+                if isinstance(j, dict) and "event" not in j and isinstance(j.get("step"), int):
+                    step = max(step, j["step"])
+    except OSError:
+        pass
+    return step
+
+
+RESTART = re.compile(r"zt: restart \d+/\d+: .* after step (\d+); all ranks start again from "
+                     r"(?:checkpoint .*/step-(\d+)|the beginning)")
+STOPPED = re.compile(r"zt: stopped by SIG\w+ after step (\d+) of \d+; newest checkpoint: "
+                     r"(?:.*/step-(\d+)|none)")
+FAILED_AGAIN = re.compile(r"failed again after step (\d+)")
+RESUMED = re.compile(r"resumed from .*/step-\d+ at step (\d+)")
+IN_FLIGHT = re.compile(r"checkpoints: removed .*/\.tmp-step-(\d+)-\d+, an incomplete save")
+
+
+def losses_of(log):
+    """(steps lost, steps lost past the newest save begun) at each restart, from what the launcher
+    and the ranks say (metrics.jsonl cannot tell: a resumed run drops its lines past the
+    checkpoint). A launcher restart names the step the job got to and the checkpoint it starts
+    from; a stop by signal names the step and the newest checkpoint; a job that gave up ("failed
+    again after step S") loses S minus the step the next start resumes at. With asynchronous
+    saves (the default) the save begun last may still be in flight when the kill comes: the next
+    start removes it ("removed .../.tmp-step-N-..."), and the steps from N on are what the one
+    checkpoint interval bounds."""
+    out, job = [], None  # job: [step reached, step resumed from, newest save in flight]
+
+    def close():
+        if job is not None and job[1] is not None:
+            newest = max(job[1], job[2] or 0)
+            out.append((job[0] - job[1], job[0] - newest))
+
+    try:
+        lines = open(log, errors="replace").read().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        m = RESTART.search(line) or STOPPED.search(line)
+        if m:
+            close()
+            job = [int(m.group(1)), int(m.group(2) or 0), None]
+            continue
+        m = FAILED_AGAIN.search(line)
+        if m:
+            close()
+            job = [int(m.group(1)), None, None]  # resumed-from comes with the next start
+            continue
+        m = IN_FLIGHT.search(line)
+        if m and job is not None:
+            job[2] = max(job[2] or 0, int(m.group(1)))
+            continue
+        m = RESUMED.search(line)
+        if m and job is not None and job[1] is None:
+            job[1] = int(m.group(1))
+    close()
+    return out
+
+
+def rank_pids(launcher):
+    pids = []
+    for children in glob.glob(f"/proc/{launcher}/task/*/children"):
+        try:
+            with open(children) as f:
+                pids += [int(p) for p in f.read().split()]
+        except OSError:
+            pass
+    return pids
+
+
+def tensors(path):
+    """name -> bytes of every tensor of a safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + length])
+    base = 8 + length
+    return {k: data[base + v["data_offsets"][0]:base + v["data_offsets"][1]]
+            for k, v in header.items() if k != "__metadata__"}
+
+
+def export(trainer, checkpoint, out):
+    r = subprocess.run([trainer, "export", "--checkpoint", checkpoint, "--out", out],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError(f"trainer export {checkpoint} failed: {r.stderr.strip()}")
+    return tensors(out)
+
+
+class Soak:
+    def __init__(self, args):
+        self.args = args
+        self.work = args.work
+        self.trainer = os.path.abspath(args.trainer)
+        self.rng = random.Random(args.seed)
+        self.kills = {"rank": 0, "rank_in_save": 0, "launcher": 0}
+        self.restarts = 0        # by the launcher (max_restarts) and by the soak (fresh starts)
+        self.lost = []           # steps lost per restart
+        self.past_newest = []    # of those, steps past the newest save begun (<= EVERY)
+        self.episodes = 0
+        self.failures = []
+
+    def start(self, name, resume):
+        cmd = [self.trainer, "--config", os.path.join(self.work, name + ".toml")]
+        if resume:
+            cmd += ["--resume", "auto"]
+        os.makedirs(os.path.join(self.work, name), exist_ok=True)
+        out = open(os.path.join(self.work, name, "launcher.log"), "a")
+        try:
+            return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        finally:
+            out.close()
+
+    def reference(self):
+        name = "reference"
+        with open(os.path.join(self.work, name + ".toml"), "w") as f:
+            f.write(config_text(self.work, name))
+        p = self.start(name, False)
+        if p.wait(timeout=600) != 0:
+            raise RuntimeError("the uninterrupted reference run failed; see " +
+                               os.path.join(self.work, name, "launcher.log"))
+        final = os.path.join(self.work, name, "checkpoints", f"step-{STEPS:08d}")
+        return export(self.trainer, final, os.path.join(self.work, "reference.safetensors"))
+
+    def fail(self, what):
+        self.failures.append(f"episode {self.episodes}: {what}")
+
+    def episode(self, deadline, want):
+        self.episodes += 1
+        name = f"episode{self.episodes}"
+        shutil.rmtree(os.path.join(self.work, name), ignore_errors=True)
+        with open(os.path.join(self.work, name + ".toml"), "w") as f:
+            f.write(config_text(self.work, name))
+        metrics = os.path.join(self.work, name, "run", "metrics.jsonl")
+        ckpt = os.path.join(self.work, name, "checkpoints")
+        shm_before = shm_entries()
+        p = self.start(name, False)
+        while True:
+            code = p.poll()
+            if code is not None:
+                if code == 0 and last_step(metrics) >= STEPS:
+                    break
+                # The launcher stopped (its SIGTERM, or restarts spent): a fresh --resume auto.
+                self.restarts += 1
+                p = self.start(name, True)
+                continue
+            if time.time() > deadline + 600:
+                os.killpg(p.pid, signal.SIGKILL)
+                self.fail("did not finish within 10 minutes of the soak's end")
+                return
+            time.sleep(self.rng.uniform(0.2, 1.5))
+            if p.poll() is not None:
+                continue
+            kind = self.rng.choice(["rank", "rank", "rank_in_save", "launcher"])
+            if kind == "rank_in_save":
+                # Wait (briefly) for a save in flight: a .tmp-step-* folder.
+                t_end = time.time() + 2
+                while time.time() < t_end and not glob.glob(os.path.join(ckpt, ".tmp-step-*")):
+                    time.sleep(0.002)
+                if not glob.glob(os.path.join(ckpt, ".tmp-step-*")):
+                    kind = "rank"
+            if kind == "launcher":
+                os.kill(p.pid, signal.SIGTERM)
+                try:
+                    p.wait(timeout=120)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    self.fail("the launcher did not stop within 120 s of SIGTERM")
+                    return
+            else:
+                pids = rank_pids(p.pid)
+                if not pids:
+                    continue
+                try:
+                    os.kill(self.rng.choice(pids), signal.SIGKILL)
+                except ProcessLookupError:
+                    continue
+            self.kills[kind] += 1
+            if kind != "launcher":
+                self.restarts += 1  # the launcher restarts the ranks (launch.max_restarts)
+        restarts = losses_of(os.path.join(self.work, name, "launcher.log"))
+        self.lost += [lost for lost, _ in restarts]
+        self.past_newest += [past for _, past in restarts]
+        if restarts and max(past for _, past in restarts) > EVERY:
+            self.fail(f"a restart lost more than checkpoint.every_steps = {EVERY} steps past the "
+                      f"newest save begun ((lost, past the newest save) at each restart: "
+                      f"{restarts})")
+        self.check(name, want, shm_before)
+
+    def check(self, name, want, shm_before):
+        ckpt = os.path.join(self.work, name, "checkpoints")
+        if glob.glob(os.path.join(ckpt, ".tmp-step-*")):
+            self.fail("a .tmp-step-* folder was left: " + ", ".join(glob.glob(ckpt + "/.tmp-*")))
+        complete = [d for d in glob.glob(os.path.join(ckpt, "step-*"))
+                    if os.path.exists(os.path.join(d, "manifest.json.crc32"))]
+        if len(complete) != KEEP_LAST:
+            self.fail(f"{len(complete)} complete checkpoints, keep_last is {KEEP_LAST}: "
+                      + ", ".join(sorted(os.path.basename(d) for d in complete)))
+        nvme = os.path.join(self.work, name, "nvme")
+        left = [f for f in glob.glob(nvme + "/**", recursive=True) if os.path.isfile(f)]
+        if left:
+            self.fail("offload files left: " + ", ".join(left[:5]))
+        new_shm = sorted(shm_entries() - shm_before)
+        if new_shm:
+            self.fail("shared-memory segments left in /dev/shm: " + ", ".join(new_shm[:5]))
+        got = export(self.trainer, os.path.join(ckpt, f"step-{STEPS:08d}"),
+                     os.path.join(self.work, name + ".safetensors"))
+        if got.keys() != want.keys():
+            self.fail("the final checkpoint holds other tensors than the reference's")
+        else:
+            differ = [k for k in want if want[k] != got[k]]
+            if differ:
+                self.fail(f"{len(differ)} tensors differ from the uninterrupted run's, e.g. "
+                          + differ[0])
+        if not self.failures:
+            shutil.rmtree(os.path.join(self.work, name), ignore_errors=True)
+
+    def run(self):
+        want = self.reference()
+        deadline = time.time() + 60 * self.args.minutes
+        while time.time() < deadline and not self.failures:
+            self.episode(deadline, want)
+        return self.summary()
+
+    def summary(self):
+        lost = self.lost or [0]
+        s = {"minutes": self.args.minutes, "episodes": self.episodes, "kills": self.kills,
+             "kills_total": sum(self.kills.values()), "restarts": self.restarts,
+             "steps_lost_max": max(lost), "steps_lost_mean": sum(lost) / len(lost),
+             "steps_past_newest_save_max": max(self.past_newest or [0]),
+             "restarts_measured": len(self.lost), "failures": self.failures,
+             "equal": not self.failures}
+        print(f"chaos soak: {s['episodes']} episodes of {STEPS} steps in {self.args.minutes} min; "
+              f"kills {s['kills_total']} (rank {self.kills['rank']}, rank during a save "
+              f"{self.kills['rank_in_save']}, launcher SIGTERM {self.kills['launcher']}); "
+              f"restarts {self.restarts}; steps lost per restart max {s['steps_lost_max']}, "
+              f"mean {s['steps_lost_mean']:.2f} over {len(self.lost)} restarts, past the newest "
+              f"save begun max {s['steps_past_newest_save_max']} (bound {EVERY}); "
+              + ("every episode equal to the uninterrupted run, nothing left behind"
+                 if s["equal"] else "FAILED: " + "; ".join(self.failures)))
+        if self.args.json:
+            with open(self.args.json, "w") as f:
+                json.dump(s, f, indent=1)
+        return 0 if s["equal"] else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trainer", required=True)
+    ap.add_argument("--minutes", type=float, default=2.0)
+    ap.add_argument("--work", default=None, help="scratch folder (default: a new temporary one)")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--json", default=None, help="write the figures here")
+    args = ap.parse_args()
+    if args.seed is None:
+        args.seed = random.SystemRandom().randrange(1 << 30)
+    made = args.work is None
+    if made:
+        args.work = tempfile.mkdtemp(prefix="zt-chaos-")
+    os.makedirs(args.work, exist_ok=True)
+    print(f"chaos soak: seed {args.seed}, work in {args.work}", flush=True)
+    try:
+        code = Soak(args).run()
+    except RuntimeError as e:
+        print(f"chaos soak: {e}", file=sys.stderr)
+        code = 1
+    if made and code == 0:
+        shutil.rmtree(args.work, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+#include "fuzz_support.h"
+
+#include <stdlib.h>
+
+#include <cstdio>
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace fs = std::filesystem;
+
+namespace zt::fuzz {
+
+Scratch::Scratch() {
+  std::string pattern = (fs::temp_directory_path() / "zt-fuzz-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) {
+    throw std::runtime_error("zt fuzz: cannot make a scratch folder under " +
+                             fs::temp_directory_path().string());
+  }
+  path_ = pattern;
+}
+
+Scratch::~Scratch() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+void Scratch::reset() const {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path_, ec)) fs::remove_all(entry.path(), ec);
+}
+
+std::string Scratch::write(const std::string& name, const std::string& bytes) const {
+  const fs::path file = fs::path(path_) / name;
+  fs::create_directories(file.parent_path());
+  std::ofstream(file, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return file.string();
+}
+
+void refused(const std::exception& e) {
+  static const bool verbose = std::getenv("ZT_FUZZ_VERBOSE") != nullptr;
+  if (verbose) std::fprintf(stderr, "refused: %s\n", e.what());
+}
+
+const Scratch& scratch() {
+  static const Scratch folder;
+  return folder;
+}
+
+std::vector<std::string> split_parts(const uint8_t* data, size_t size,
+                                     const std::string& separator) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  std::vector<std::string> parts;
+  size_t at = 0;
+  for (;;) {
+    const size_t next = text.find(separator, at);
+    if (next == std::string::npos) break;
+    parts.push_back(text.substr(at, next - at));
+    at = next + separator.size();
+  }
+  parts.push_back(text.substr(at));
+  return parts;
+}
+
+}  // namespace zt::fuzz
