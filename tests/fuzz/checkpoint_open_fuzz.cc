@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdio>
 #include <vector>
 
 #include "fuzz_support.h"
@@ -98,11 +97,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const std::string folder = "ckpt/step-00000001";
   for (const auto& f : files) scratch.write(folder + "/" + f.first, f.second);
-  const std::string manifest = with_matching_checksums(parts[0], files);
-  scratch.write(folder + "/manifest.json", manifest);
-  char crc[9];
-  std::snprintf(crc, sizeof(crc), "%08x", crc_of(manifest, 0, manifest.size()));
-  scratch.write(folder + "/manifest.json.crc32", crc);
+  zt::fuzz::write_manifest(folder, with_matching_checksums(parts[0], files));
   try {
     (void)zt::latest_checkpoint(scratch.path() + "/ckpt");
     const zt::CheckpointReader reader(zt::resolve_checkpoint(scratch.path() + "/ckpt"));

@@ -1,6 +1,7 @@
 #include "fuzz_support.h"
 
 #include <stdlib.h>
+#include <zlib.h>
 
 #include <cstdio>
 
@@ -47,6 +48,20 @@ void refused(const std::exception& e) {
 const Scratch& scratch() {
   static const Scratch folder;
   return folder;
+}
+
+std::string input_file(const std::string& name, const uint8_t* data, size_t size) {
+  scratch().reset();
+  return scratch().write(name, std::string(reinterpret_cast<const char*>(data), size));
+}
+
+void write_manifest(const std::string& folder, const std::string& text) {
+  scratch().write(folder + "/manifest.json", text);
+  char crc[9];
+  std::snprintf(
+      crc, sizeof(crc), "%08lx",
+      crc32(0, reinterpret_cast<const Bytef*>(text.data()), static_cast<uInt>(text.size())));
+  scratch().write(folder + "/manifest.json.crc32", crc);
 }
 
 std::vector<std::string> split_parts(const uint8_t* data, size_t size,

@@ -35,6 +35,13 @@ class Scratch {
 // The process's scratch folder.
 const Scratch& scratch();
 
+// The scratch folder emptied, then the input written to scratch()/name; returns its path.
+std::string input_file(const std::string& name, const uint8_t* data, size_t size);
+
+// Writes `text` as scratch()/folder/manifest.json with the crc32 file a published checkpoint has
+// beside it, matching, so the reader gets past the checksum to what is fuzzed.
+void write_manifest(const std::string& folder, const std::string& text);
+
 // The input's bytes split at every occurrence of `separator` (which no part then holds).
 std::vector<std::string> split_parts(const uint8_t* data, size_t size,
                                      const std::string& separator);

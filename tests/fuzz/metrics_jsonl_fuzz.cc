@@ -7,17 +7,14 @@
 #include "zt/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const zt::fuzz::Scratch& scratch = zt::fuzz::scratch();
-  scratch.reset();
-  const std::string path = scratch.write("run/metrics.jsonl",
-                                         std::string(reinterpret_cast<const char*>(data), size));
+  const std::string path = zt::fuzz::input_file("run/metrics.jsonl", data, size);
   try {
     (void)zt::trainer::read_run_metrics(path);
   } catch (const zt::Error& e) {
     zt::fuzz::refused(e);
   }
   try {
-    (void)zt::trainer::run_report_html(scratch.path() + "/run");
+    (void)zt::trainer::run_report_html(zt::fuzz::scratch().path() + "/run");
   } catch (const zt::Error& e) {
     zt::fuzz::refused(e);
   }

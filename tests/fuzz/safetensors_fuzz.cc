@@ -10,10 +10,7 @@
 #include "zt/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const zt::fuzz::Scratch& scratch = zt::fuzz::scratch();
-  scratch.reset();
-  const std::string path = scratch.write("model.safetensors",
-                                         std::string(reinterpret_cast<const char*>(data), size));
+  const std::string path = zt::fuzz::input_file("model.safetensors", data, size);
   try {
     const zt::SafetensorsReader reader(path);
     (void)reader.metadata();

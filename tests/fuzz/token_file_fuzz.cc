@@ -19,10 +19,7 @@ struct Kind {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const zt::fuzz::Scratch& scratch = zt::fuzz::scratch();
-  scratch.reset();
-  const std::string path = scratch.write("tokens.bin",
-                                         std::string(reinterpret_cast<const char*>(data), size));
+  const std::string path = zt::fuzz::input_file("tokens.bin", data, size);
   zt::ModelInputs inputs;
   inputs.tokens = true;
   inputs.seq_len = 8;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zt/error.h"
+#include "zt/json_numbers.h"
 #include "zt/rendezvous.h"
 
 namespace zt::trainer {
@@ -143,12 +144,12 @@ std::optional<double> as_number(Reader& r, const json& v, const std::string& pat
 std::optional<int64_t> as_int(Reader& r, const json& v, const std::string& path) {
   // Whole numbers that fit int64 only: a cast of 3.3e109 or of an unsigned above INT64_MAX is
   // undefined or wraps (tests/fuzz's deepspeed_json target found the first).
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+  if (const std::optional<int64_t> i = json_integer<int64_t>(v)) return *i;
+  if (v.is_number_integer()) {  // an unsigned above INT64_MAX
     r.problem(path,
               "expected an integer of at most " + std::to_string(INT64_MAX) + ", got " + v.dump());
     return std::nullopt;
   }
-  if (v.is_number_integer()) return v.get<int64_t>();
   constexpr double kTwo63 = 9223372036854775808.0;
   if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
       v.get<double>() >= -kTwo63 && v.get<double>() < kTwo63)

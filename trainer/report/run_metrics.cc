@@ -38,7 +38,7 @@ StepRecord step_of(const nlohmann::json& j, const std::string& where) {
   for (const nlohmann::json& rank : j.value("memory", nlohmann::json::array())) {
     std::map<std::string, int64_t> fields;
     for (const auto& [name, value] : rank.items()) {
-      if (name == "rank" || !value.is_number_integer()) continue;
+      if (name == "rank") continue;
       if (const std::optional<int64_t> v = json_integer<int64_t>(value)) fields[name] = *v;
     }
     s.memory.push_back(std::move(fields));
@@ -102,7 +102,7 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
       if (j.contains("event") || !j.contains("step_time_s")) continue;
       run.steps.push_back(step_of(j, where));
     } catch (const nlohmann::json::exception& e) {
-      throw ConfigError(run.path + ":" + std::to_string(number) + ": " + e.what());
+      throw ConfigError(where + ": " + e.what());
     }
   }
   if (run.steps.empty()) {

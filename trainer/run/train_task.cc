@@ -600,7 +600,6 @@ int run_train(const Config& config, Store& store, const RankEnv& env,
               std::chrono::milliseconds timeout) {
   check_job_fits(config, env.world);
   share_cores_between_local_ranks();
-  catch_stop_signals();
   const bool leader = env.rank == 0;
   const JobSettings job = JobSettings::of(config);
   watch_collectives(config, job, env);

@@ -13,6 +13,8 @@
 
 namespace zt::trainer {
 
+// The caller catches the stop signals (run/stop_signals.h) before the rank joins the job, so one
+// that comes while the ranks start is not lost; this loop honours them after each step.
 int run_train(const Config& config, Store& store, const RankEnv& env,
               std::chrono::milliseconds timeout);
 

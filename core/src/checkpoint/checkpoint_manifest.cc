@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <ctime>
-#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "zt/error.h"
@@ -96,11 +95,9 @@ void check_file(const FileRecord& f, const std::string& path) {
   }
   if (f.bytes < 8 || f.header_bytes < 8 || f.header_bytes > f.bytes) {
     throw ConfigError(path + ": rank file " + name +
-                      ": the manifest says its safetensors header "
-                      "is " +
+                      ": the manifest says its safetensors header is " +
                       std::to_string(f.header_bytes) + " bytes of a " + std::to_string(f.bytes) +
-                      "-byte file; the manifest is damaged: resume "
-                      "from an older checkpoint");
+                      "-byte file; the manifest is damaged: resume from an older checkpoint");
   }
 }
 

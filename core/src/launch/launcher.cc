@@ -159,9 +159,7 @@ class Supervisor {
     if (result_.failed_rank >= 0 && !stopping_) {
       // A rank failed already: the others cannot finish a step without it, so no draining;
       // they get `grace`, and the failure stays what the result reports.
-      stopping_ = true;
-      stop_all(SIGTERM);
-      kill_at_ = std::chrono::steady_clock::now() + spec_.grace;
+      begin_stop(result_.message, result_.exit_code);
       return;
     }
     if (stopping_) {
