@@ -8,7 +8,10 @@
 # checkpoint interval past the newest save begun (asynchronous saves still being written are lost
 # too; the steps lost per restart are reported). Figures in bench-results/chaos.json; exit 1 names
 # what broke.
-#   scripts/chaos.sh [MINUTES]    (default 2; CI runs 1.5 as the test "multiproc: chaos soak")
+#   scripts/chaos.sh [MINUTES] [--sync-saves]    (default 2; CI runs 1.5 as the test
+#                                                 "multiproc: chaos soak")
+# --sync-saves sets checkpoint.async = false, and then every restart must lose at most one
+# checkpoint interval, past any save.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 minutes=${1:-2}
@@ -16,4 +19,4 @@ scripts/setup.sh job
 ZT_TARGET=zt_job scripts/build.sh
 mkdir -p bench-results
 exec python3 tests/chaos/chaos_soak.py --trainer "${ZT_BUILD_DIR:-build}/bin/trainer" \
-  --minutes "$minutes" --json bench-results/chaos.json
+  --minutes "$minutes" --json bench-results/chaos.json "${@:2}"

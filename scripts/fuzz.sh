@@ -59,20 +59,32 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/scripts/sanitize.supp:print_suppressions=0}
 log="$build_dir/findings/$target.log"
+cpu_file="$build_dir/findings/$target.cpu"
 set +e
-"$build_dir/bin/zt_fuzz_$target" "$corpus" -max_total_time="$seconds" -timeout=1 \
+# CPU seconds, not wall: a campaign shares its cores, and its figure is the fuzzer's own CPU.
+TIMEFORMAT='%U %S'
+{ time "$build_dir/bin/zt_fuzz_$target" "$corpus" -max_total_time="$seconds" -timeout=1 \
   -rss_limit_mb=2048 -malloc_limit_mb=1024 -max_len=65536 -print_final_stats=1 \
   -artifact_prefix="$findings/" 2>&1 | tee "$log" |
   grep --line-buffered -E '^(#[0-9]+.*(pulse|DONE)|==[0-9]+==|SUMMARY)'
-status=${PIPESTATUS[0]}
+  status=${PIPESTATUS[0]}; } 2> "$cpu_file"
 set -e
+# LLVM's OpenMP runtime registers itself in /dev/shm/__KMP_REGISTERED_LIB_<pid>_<uid> and the
+# fuzzer's exit skips the unregistering: remove the registrations whose process has ended.
+for f in /dev/shm/__KMP_REGISTERED_LIB_*; do
+  pid=${f#/dev/shm/__KMP_REGISTERED_LIB_}
+  pid=${pid%%_*}
+  [ -e "$f" ] && [[ "$pid" =~ ^[0-9]+$ ]] && [ ! -e "/proc/$pid" ] && rm -f "$f"
+done
+cpu=$(awk '{ printf "%.0f", $1 + $2 }' "$cpu_file")
 runs=$(grep -oE '^stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
 cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+' || echo 0)
 found=$(find "$findings" -maxdepth 1 -type f | wc -l)
 took=$(grep -oE '^Done [0-9]+ runs in [0-9]+ second' "$log" | grep -oE '[0-9]+ second' | grep -oE '[0-9]+' || echo 0)
-# Every run's figures, one line each, for the campaign's totals (awk over the fourth column).
-printf '%s\t%s\t%s s\t%s\t%s execs\t%s edges\t%s findings\texit %s\n' "$(date -u +%FT%TZ)" "$target" \
-  "$seconds" "$took" "$runs" "$cov" "$found" "$status" >> "$build_dir/campaign.tsv"
-echo "fuzz $target: ${seconds} s, $runs executions, $cov edges covered, $(ls "$corpus" | wc -l)" \
+# Every run's figures, one line each, for the campaign's totals (awk over the columns: seconds
+# asked, seconds run, executions, edges, findings, exit status, CPU seconds).
+printf '%s\t%s\t%s s\t%s\t%s execs\t%s edges\t%s findings\texit %s\t%s cpu s\n' "$(date -u +%FT%TZ)" \
+  "$target" "$seconds" "$took" "$runs" "$cov" "$found" "$status" "$cpu" >> "$build_dir/campaign.tsv"
+echo "fuzz $target: ${seconds} s ($cpu s of CPU), $runs executions, $cov edges covered, $(ls "$corpus" | wc -l)" \
      "inputs in $corpus, $found findings in $findings (exit $status; log $log)"
 exit "$status"

@@ -123,7 +123,8 @@ struct FitEstimate {
 // What a host has: RAM for the job's ranks and free space at each file tier's folder.
 struct HostBudget {
   int64_t ram = 0;                 // bytes; <= 0: unknown (then RAM is not checked)
-  std::string ram_source;          // "MemAvailable" or "launch.memory_limit_gb (file:line)"
+  std::string ram_source;          // MemAvailable, the memory cgroup's room, or the config's
+                                   // launch.memory_limit_gb (file:line)
   std::vector<int64_t> disk_free;  // per FitEstimate::disks entry; < 0: unknown
 };
 
@@ -144,8 +145,9 @@ void check_fit(const FitEstimate& estimate, const HostBudget& budget, const Conf
 // ancestor (the tier creates the folder later); -1 when none can be read.
 int64_t file_tier_free_bytes(const std::string& path);
 
-// What the host has for `e`: launch.memory_limit_gb or MemAvailable (plus what the ranks of this
-// host already use when this process is one of them), and statvfs of each file tier's folder.
+// What the host has for `e`: launch.memory_limit_gb, else MemAvailable or the room under this
+// process's memory cgroup limit, whichever is less (plus what the ranks of this host already use
+// when this process is one of them), and statvfs of each file tier's folder.
 HostBudget host_budget(const Config& config, const FitEstimate& e);
 
 // The check the trainer runs: estimate, budget (launch.memory_limit_gb or MemAvailable, plus

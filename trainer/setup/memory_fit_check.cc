@@ -12,6 +12,7 @@
 #include "zt/bytes.h"
 #include "zt/error.h"
 #include "zt/host_memory.h"
+#include "zt/memory_cgroup.h"
 #include "zt/rendezvous.h"
 
 namespace zt::trainer {
@@ -211,11 +212,19 @@ HostBudget host_budget(const Config& config, const FitEstimate& e) {
   } else {
     budget.ram = mem_available_bytes();
     budget.ram_source = "available (MemAvailable)";
-    // Running ranks have their process already: MemAvailable no longer has it.
+    // In a container or a batch job the limit is the memory cgroup's, which MemAvailable
+    // does not know: the kernel kills a rank there long before the host runs short.
+    const MemoryCgroup cgroup = memory_cgroup_of(0);
+    if (cgroup.limited() && (budget.ram < 0 || cgroup.headroom() < budget.ram)) {
+      budget.ram = cgroup.headroom();
+      budget.ram_source = "left under the memory cgroup's limit (" + cgroup.limit_file() + ": " +
+                          size_text(cgroup.limit) + ", " + size_text(cgroup.usage) + " in use)";
+    }
+    // Running ranks have their process already: the figure above no longer has it.
     const int64_t rss = process_rss_bytes();
     if (budget.ram > 0 && rss > 0 && is_rank(config)) {
       budget.ram += e.inputs.local_ranks * std::min(rss, kProcessBaselineBytes);
-      budget.ram_source = "available (MemAvailable + the process of each rank here)";
+      budget.ram_source += " + the process of each rank here";
     }
   }
   for (const DiskNeed& d : e.disks) budget.disk_free.push_back(file_tier_free_bytes(d.path));

@@ -67,7 +67,8 @@ SectionSpec launch_section() {
            opt_double("memory_limit_gb", 0,
                       "host memory the ranks of this host may use, as the memory-fit check "
                       "counts it (process, model states, buffers, activations); 0 = what the OS "
-                      "reports available (MemAvailable)",
+                      "reports available (MemAvailable), or the room left under the memory "
+                      "cgroup's limit when that is less",
                       0)}};
 }
 

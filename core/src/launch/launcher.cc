@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "launch/oom_witness.h"
 #include "launch/rank_output.h"
 #include "zt/error.h"
 
@@ -96,7 +97,8 @@ class Supervisor {
         pids_(spec.nproc, -1),
         status_(spec.nproc, 0),
         running_(spec.nproc, false),
-        out_(spec.nproc) {
+        out_(spec.nproc),
+        oom_(spec.nproc) {
     result_.rank_codes.assign(spec.nproc, -1);
   }
 
@@ -145,6 +147,7 @@ class Supervisor {
       throw;
     }
     close(fds[1]);
+    oom_[r] = OomWitness(pids_[r]);
     running_[r] = true;
     ++alive_;
   }
@@ -242,6 +245,8 @@ class Supervisor {
     result_.error_line = out_.last_line(first);
     result_.message = "rank " + std::to_string(first) + " (pid " + std::to_string(pids_[first]) +
                       ") " + describe_status(status_[first]);
+    if (WIFSIGNALED(status_[first]) && WTERMSIG(status_[first]) == SIGKILL)
+      result_.message += oom_[first].verdict();
     if (stopped_others_ > 0) {
       result_.message += "; stopping the other " + std::to_string(stopped_others_) + " rank(s)";
     }
@@ -252,6 +257,7 @@ class Supervisor {
   std::vector<int> status_;
   std::vector<bool> running_;
   RankOutputRelay out_;
+  std::vector<OomWitness> oom_;  // per rank, read when it started
   LaunchResult result_;
   int alive_ = 0;
   int stopped_others_ = 0;

@@ -1,0 +1,251 @@
+// Disk and memory faults that come from the host while a job runs: the offload disk filling up
+// under it, the checkpoint folder turning read-only, a memory cgroup too small for the job (the
+// fit check refuses it) or one whose limit the job reaches anyway (the kernel's OOM killer ends a
+// rank, and the launcher says so). Each gives a clear message and the right exit code, and the
+// previous checkpoint stays the latest and whole.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <vector>
+
+#include "../skip.h"
+#include "../test_util.h"
+#include "small_gpt_job.h"
+#include "zt/checkpoint.h"
+#include "zt/memory_cgroup.h"
+
+namespace fs = std::filesystem;
+using zt::test::contains;
+using zt::test::run_command;
+using zt::test::TempDir;
+using zt::test::write_file;
+
+namespace {
+
+// A tmpfs of `megabytes` mounted at `path` for the test's life.
+class SmallTmpfs {
+ public:
+  SmallTmpfs(const std::string& path, int megabytes) : path_(path) {
+    fs::create_directories(path);
+    auto r = run_command("mount -t tmpfs -o size=" + std::to_string(megabytes) + "m tmpfs " + path +
+                         " 2>&1");
+    mounted_ = r.exit_code == 0;
+    why_not_ = r.output;
+  }
+  ~SmallTmpfs() {
+    if (mounted_) run_command("umount " + path_ + " 2>&1");
+  }
+  bool mounted() const { return mounted_; }
+  const std::string& why_not() const { return why_not_; }
+
+ private:
+  std::string path_;
+  bool mounted_ = false;
+  std::string why_not_;
+};
+
+// A memory cgroup of the test's own, below the one the test runs in, with a limit; removed at
+// the end. Creating one needs root and a controller this process may write: cgroup v1's memory
+// controller, or v2 with memory delegated to a child of this process's cgroup.
+class LimitedCgroup {
+ public:
+  explicit LimitedCgroup(int64_t limit_bytes) {
+    const zt::MemoryCgroup own = zt::memory_cgroup_of(0);
+    if (own.version == 0) {
+      why_not_ = "no memory cgroup is visible to this process";
+      return;
+    }
+    dir_ = own.dir + "/zt-test-" + std::to_string(getpid());
+    std::error_code ec;
+    if (!fs::create_directory(dir_, ec) && ec) {
+      why_not_ = "cannot create " + dir_ + ": " + ec.message();
+      dir_.clear();
+      return;
+    }
+    const std::string file = dir_ + (own.version == 1 ? "/memory.limit_in_bytes" : "/memory.max");
+    std::ofstream limit(file);
+    limit << limit_bytes << "\n";
+    limit.close();
+    if (!limit) why_not_ = "cannot write " + file + " (is the memory controller delegated here?)";
+  }
+  ~LimitedCgroup() {
+    if (!dir_.empty()) rmdir(dir_.c_str());
+  }
+  bool usable() const { return why_not_.empty(); }
+  const std::string& why_not() const { return why_not_; }
+  const std::string& dir() const { return dir_; }
+
+  // `command` run inside the cgroup (a shell that moves itself there, then execs it).
+  zt::test::CommandResult run(const TempDir& tmp, const std::string& command) const {
+    write_file(tmp.file("in_cgroup.sh"),
+               "echo $$ > " + dir_ + "/cgroup.procs || exit 99\nexec " + command + "\n");
+    return run_command("bash " + tmp.file("in_cgroup.sh"));
+  }
+
+ private:
+  std::string dir_;
+  std::string why_not_;
+};
+
+std::string final_loss(const std::string& output) {
+  const size_t at = output.find("final loss");
+  return at == std::string::npos ? "" : output.substr(at, 17);
+}
+
+// Every tensor of every kind of the checkpoint reads back whole (reads check the checksums).
+void check_whole(const std::string& folder) {
+  zt::CheckpointReader reader(folder);
+  size_t read = 0;
+  for (const auto& kind : reader.kinds()) {
+    for (const auto& tensor : reader.tensors()) {
+      std::vector<float> values(static_cast<size_t>(tensor.numel()));
+      reader.read(tensor.name, kind, 0, tensor.numel(), values.data());
+      ++read;
+    }
+  }
+  CHECK(read == reader.kinds().size() * reader.tensors().size());
+  CHECK(read > 0);
+}
+
+std::string step_folder(const std::string& dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
+  return (fs::path(dir) / name).string();
+}
+
+// A GPT of 12.9M parameters whose two ranks need about 1.4 GiB together (the fit check's
+// estimate), so a 400 MiB cgroup is far too small for it.
+std::string big_job(const std::string& out_dir, const std::string& extra) {
+  return zt::test::small_gpt_job(out_dir, "--set model.n_layer=4 --set model.d_model=512 "
+                                          "--set model.n_head=8 --set model.seq_len=256 " +
+                                              extra);
+}
+
+constexpr int64_t kSmallCgroupBytes = int64_t{400} << 20;
+
+// Starts `job` in the background, waits (up to 30 s) until `ready` (a shell condition) holds,
+// runs `fault` (shell commands), waits for the job and prints "job exit N".
+zt::test::CommandResult run_with_fault(const TempDir& dir, const std::string& job,
+                                       const std::string& ready, const std::string& fault) {
+  write_file(dir.file("fault.sh"), "timeout 300 " + job +
+                                       " &\npid=$!\n"
+                                       "for i in $(seq 1 3000); do " +
+                                       ready + " && break; sleep 0.01; done\n" + fault +
+                                       "\nwait $pid; echo \"job exit $?\"\n");
+  return run_command("bash " + dir.file("fault.sh"));
+}
+
+}  // namespace
+
+TEST_CASE("host faults: an offload disk that fills mid-run does not stop the job: its files' "
+          "blocks were reserved at the start, and the losses are the unfilled run's") {
+  TempDir dir;
+  const std::string nvme = dir.file("nvme");
+  SmallTmpfs disk(nvme, 64);
+  if (!disk.mounted())
+    ZT_SKIP_UNLESS_CI("cannot mount a small tmpfs here (" + disk.why_not() + ")");
+  const std::string job = "--set run.steps=60 --set run.log_every=1 "
+                          "--set plugins.offload_optimizer=offload_nvme "
+                          "--set plugins.offload_param=offload_nvme --set zero.sub_group_size=4096 "
+                          "--set plugin.offload_nvme.path=" +
+                          nvme;
+  auto plain = run_command(zt::test::small_gpt_job(dir.file("plain"), job));
+  INFO(plain.output);
+  REQUIRE(plain.exit_code == 0);
+  // The same job, and once it logged 3 steps another writer takes every free byte of the disk.
+  auto r = run_with_fault(
+      dir, zt::test::small_gpt_job(dir.file("out"), job),
+      "[ \"$(cat " + dir.file("out") + "/metrics.jsonl 2>/dev/null | wc -l)\" -ge 3 ]",
+      "dd if=/dev/zero of=" + nvme +
+          "/filler bs=1M 2>&1 | grep -c 'No space left' | "
+          "sed 's/^/disk full: /'\ndf -k " +
+          nvme + " | tail -n 1\necho \"steps logged by then: $(cat " + dir.file("out") +
+          "/metrics.jsonl | wc -l)\"");
+  INFO(r.output);
+  CHECK(contains(r.output, "disk full: 1"));
+  CHECK(std::regex_search(r.output, std::regex(" 0 +100% " + nvme)));
+  std::smatch by_then;
+  REQUIRE(std::regex_search(r.output, by_then, std::regex("steps logged by then: ([0-9]+)")));
+  CHECK(std::stoi(by_then[1]) < 60);  // the job trained on with the disk full
+  CHECK(contains(r.output, "job exit 0"));
+  CHECK(final_loss(r.output) == final_loss(plain.output));
+  CHECK_FALSE(final_loss(r.output).empty());
+  // The job's own files went away at its end; the filler is all that is left.
+  int left = 0;
+  for (const auto& e : fs::directory_iterator(nvme)) left += e.path().filename() != "filler";
+  CHECK(left == 0);
+}
+
+TEST_CASE("host faults: a checkpoint folder that turns read-only mid-run stops the job at the "
+          "next save with exit 5, naming it, and the previous checkpoint stays the latest") {
+  TempDir dir;
+  const std::string ckpt = dir.file("ckpt");
+  SmallTmpfs disk(ckpt, 64);
+  if (!disk.mounted())
+    ZT_SKIP_UNLESS_CI("cannot mount a small tmpfs here (" + disk.why_not() + ")");
+  auto r = run_with_fault(dir,
+                          zt::test::small_gpt_job(dir.file("out"), "--set run.steps=100000 "
+                                                                   "--set checkpoint.every_steps=4 "
+                                                                   "--set checkpoint.dir=" +
+                                                                       ckpt),
+                          "[ -e " + step_folder(ckpt, 8) + " ]",
+                          "mount -o remount,ro " + ckpt + " && echo 'read-only now'");
+  INFO(r.output);
+  REQUIRE(contains(r.output, "read-only now"));
+  CHECK(contains(r.output, "job exit 5"));
+  CHECK(std::regex_search(r.output, std::regex("io error: cannot create checkpoint folder " + ckpt +
+                                               "/\\.tmp-step-[0-9]+-[0-9]+: Read-only file "
+                                               "system; make checkpoint.dir writable or point it "
+                                               "elsewhere")));
+  CHECK_FALSE(contains(r.output, "summary:"));
+  // A save may have finished between the step-8 folder appearing and the remount.
+  const std::string latest = zt::latest_checkpoint(ckpt);
+  CHECK((latest == step_folder(ckpt, 8) || latest == step_folder(ckpt, 12)));
+  check_whole(latest);
+}
+
+TEST_CASE("host faults: a memory cgroup whose limit is below what the job needs refuses it before "
+          "any rank starts, naming the limit (exit 2)") {
+  TempDir dir;
+  LimitedCgroup cgroup(kSmallCgroupBytes);
+  if (!cgroup.usable()) ZT_SKIP("no memory cgroup of the test's own: " + cgroup.why_not());
+  auto r = cgroup.run(dir, big_job(dir.file("out"), "--set run.steps=2"));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(std::regex_search(
+      r.output, std::regex("host RAM: needs 1\\.[0-9]+ GiB .* over the "
+                           "[0-9.]+ MiB left under the memory cgroup's limit "
+                           "\\(" +
+                           cgroup.dir() + "/memory\\.(limit_in_bytes|max): 400\\.0 MiB")));
+  CHECK_FALSE(contains(r.output, "step 1/"));
+  CHECK_FALSE(fs::exists(dir.file("out") + "/metrics.jsonl"));
+}
+
+TEST_CASE("host faults: a rank the kernel's OOM killer ends under a cgroup limit is named as out "
+          "of memory (exit 137), and the checkpoint before stays the latest and whole") {
+  TempDir dir;
+  LimitedCgroup cgroup(kSmallCgroupBytes);
+  if (!cgroup.usable()) ZT_SKIP("no memory cgroup of the test's own: " + cgroup.why_not());
+  const std::string ckpt = dir.file("out") + "/checkpoints";
+  auto first = run_command(big_job(dir.file("out"), "--set run.steps=2 --set run.log_every=1 "
+                                                    "--set checkpoint.every_steps=2"));
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(zt::latest_checkpoint(ckpt) == step_folder(ckpt, 2));
+  // Resumed in the cgroup, told it may use 20 GiB, so the fit check lets it start.
+  auto r = cgroup.run(dir, big_job(dir.file("out"), "--set run.steps=4 --resume auto "
+                                                    "--set launch.memory_limit_gb=20"));
+  INFO(r.output);
+  CHECK(r.exit_code == 137);
+  CHECK(
+      std::regex_search(r.output, std::regex("zt: error: rank [01] \\(pid [0-9]+\\) was killed "
+                                             "by signal 9 \\(Killed\\); the kernel's OOM "
+                                             "killer ended it: memory cgroup " +
+                                             cgroup.dir() + " reached its limit of 400\\.0 MiB")));
+  CHECK(contains(r.output, "`trainer estimate` shows what it needs"));
+  CHECK(zt::latest_checkpoint(ckpt) == step_folder(ckpt, 2));
+  check_whole(step_folder(ckpt, 2));
+}
