@@ -1,6 +1,7 @@
 // The memory-fit check: model-state bytes by place, the estimate of a few jobs against values
 // computed by hand from the engine's rules, and the refusals: every tier named with the bytes it
 // needs and has, and the knobs (with file:line) that move them.
+#include <cstdlib>
 #include <string>
 
 #include "settings/trainer_config.h"
@@ -261,5 +262,9 @@ TEST_CASE("refusal: a file tier's disk short names its folder, bytes and knobs, 
 TEST_CASE("the free space of a folder that does not exist yet is its nearest ancestor's") {
   const int64_t root = zt::trainer::file_tier_free_bytes("/");
   CHECK(root > 0);
-  CHECK(zt::trainer::file_tier_free_bytes("/nonexistent-zt-fit/a/b") == root);
+  // Other writers on that disk (parallel tests, a fuzzer's corpus) move its free space between
+  // the two reads by a few blocks: equal within 64 MiB, far below any other disk's figure.
+  const int64_t missing = zt::trainer::file_tier_free_bytes("/nonexistent-zt-fit/a/b");
+  CHECK(missing > 0);
+  CHECK(std::llabs(missing - root) <= (int64_t{64} << 20));
 }
