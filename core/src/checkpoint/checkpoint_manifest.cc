@@ -256,7 +256,11 @@ std::string manifest_to_json(const Manifest& m) {
 
 Manifest manifest_from_json(const std::string& text, const std::string& path) {
   const Json j = Json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("format", "") != kFormatName) {
+  // value() would throw nlohmann's type error for a "format" that is not a string.
+  const bool is_manifest = !j.is_discarded() && j.is_object() && j.contains("format") &&
+                           j.at("format").is_string() &&
+                           j.at("format").get<std::string>() == kFormatName;
+  if (!is_manifest) {
     throw ConfigError("not a checkpoint: " + path +
                       " is not a zt checkpoint manifest (no \"format\": \"" + kFormatName +
                       "\"); give a folder that zt's [checkpoint] wrote");
