@@ -92,9 +92,9 @@ def shm_entries():
         names = set(os.listdir("/dev/shm"))
     except OSError:
         return set()
-    return {n for n in names
-            if not (OWNED_SEGMENT.match(n)
-                    and os.path.exists("/proc/" + OWNED_SEGMENT.match(n).group(1)))}
+    owners = {n: OWNED_SEGMENT.match(n) for n in names}
+    return {n for n, owner in owners.items()
+            if not (owner and os.path.exists("/proc/" + owner.group(1)))}
 
 
 def last_step(metrics):

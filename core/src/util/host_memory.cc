@@ -6,20 +6,17 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <fstream>
 #include <limits>
 #include <sstream>
+
+#include "util/kernel_text.h"
 
 namespace zt {
 
 namespace {
 
 int64_t read_proc_kib(const char* path, const std::string& field) {
-  std::ifstream in(path);
-  if (!in) return -1;
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_proc_kib(text.str(), field);
+  return parse_proc_kib(read_kernel_text(path), field);
 }
 
 }  // namespace

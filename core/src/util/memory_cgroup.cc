@@ -3,23 +3,15 @@
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <limits>
 #include <sstream>
+
+#include "util/kernel_text.h"
 
 namespace zt {
 
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return "";
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // A whole non-negative number, or -1.
 int64_t parse_count(const std::string& text) {
@@ -43,9 +35,14 @@ constexpr Files kV1{"memory.limit_in_bytes", "memory.usage_in_bytes", "total_ina
                     "memory.oom_control"};
 constexpr Files kV2{"memory.max", "memory.current", "inactive_file", "memory.events"};
 
+const Files& files_of(int version) { return version == 1 ? kV1 : kV2; }
+
+// Bytes a limit leaves above a usage, never negative (usage may run over until reclaim).
+int64_t room(int64_t limit, int64_t usage) { return limit > usage ? limit - usage : 0; }
+
 // v2 writes "max" for no limit; v1 writes the page counter's largest value, just under 2^63.
 int64_t read_limit(const fs::path& dir, const Files& files) {
-  const std::string text = read_text((dir / files.limit).string());
+  const std::string text = read_kernel_text((dir / files.limit).string());
   if (text.empty() || text.rfind("max", 0) == 0) return -1;
   const int64_t n = parse_count(text);
   return n >= (int64_t{1} << 62) ? -1 : n;
@@ -53,23 +50,20 @@ int64_t read_limit(const fs::path& dir, const Files& files) {
 
 // Charged bytes less the inactive file cache, which the kernel reclaims before it kills.
 int64_t read_usage(const fs::path& dir, const Files& files) {
-  const int64_t charged = parse_count(read_text((dir / files.usage).string()));
+  const int64_t charged = parse_count(read_kernel_text((dir / files.usage).string()));
   if (charged < 0) return -1;
-  const int64_t inactive = parse_keyed_count(read_text((dir / "memory.stat").string()),
+  const int64_t inactive = parse_keyed_count(read_kernel_text((dir / "memory.stat").string()),
                                              files.inactive_file);
   return inactive > 0 && inactive < charged ? charged - inactive : charged;
 }
 
 }  // namespace
 
-int64_t MemoryCgroup::headroom() const {
-  if (limit < 0 || usage < 0) return -1;
-  return limit > usage ? limit - usage : 0;
-}
+int64_t MemoryCgroup::headroom() const { return limit < 0 || usage < 0 ? -1 : room(limit, usage); }
 
 std::string MemoryCgroup::limit_file() const {
   if (limit_dir.empty()) return "";
-  return limit_dir + "/" + (version == 1 ? kV1.limit : kV2.limit);
+  return limit_dir + "/" + files_of(version).limit;
 }
 
 std::string memory_cgroup_path(const std::string& proc_cgroup_text, int* version) {
@@ -113,16 +107,18 @@ int64_t parse_keyed_count(const std::string& text, const std::string& name) {
 
 int64_t oom_kills_now(const MemoryCgroup& cgroup) {
   if (cgroup.version == 0) return -1;
-  const Files& files = cgroup.version == 1 ? kV1 : kV2;
-  return parse_keyed_count(read_text(cgroup.dir + "/" + files.events), "oom_kill");
+  return parse_keyed_count(read_kernel_text(cgroup.dir + "/" + files_of(cgroup.version).events),
+                           "oom_kill");
 }
 
-int64_t system_oom_kills() { return parse_keyed_count(read_text("/proc/vmstat"), "oom_kill"); }
+int64_t system_oom_kills() {
+  return parse_keyed_count(read_kernel_text("/proc/vmstat"), "oom_kill");
+}
 
 MemoryCgroup memory_cgroup_of(pid_t pid, const std::string& sys_root) {
   const std::string proc = pid == 0 ? "/proc/self/cgroup"
                                     : "/proc/" + std::to_string(pid) + "/cgroup";
-  return memory_cgroup_in(read_text(proc), sys_root);
+  return memory_cgroup_in(read_kernel_text(proc), sys_root);
 }
 
 MemoryCgroup memory_cgroup_in(const std::string& proc_cgroup_text, const std::string& sys_root) {
@@ -145,7 +141,7 @@ MemoryCgroup memory_cgroup_in(const std::string& proc_cgroup_text, const std::st
   const fs::path dir = relative.empty() ? top : (top / relative).lexically_normal();
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return cg;  // a namespace that hides the path from us
-  const Files& files = version == 1 ? kV1 : kV2;
+  const Files& files = files_of(version);
   cg.dir = dir.string();
   cg.version = version;
   cg.oom_kills = oom_kills_now(cg);
@@ -154,8 +150,7 @@ MemoryCgroup memory_cgroup_in(const std::string& proc_cgroup_text, const std::st
     const int64_t limit = read_limit(level, files);
     const int64_t usage = limit >= 0 ? read_usage(level, files) : -1;
     if (limit >= 0 && usage >= 0) {
-      const int64_t room = limit > usage ? limit - usage : 0;
-      if (cg.limit < 0 || room < cg.headroom()) {
+      if (cg.limit < 0 || room(limit, usage) < cg.headroom()) {
         cg.limit = limit;
         cg.usage = usage;
         cg.limit_dir = level.string();
