@@ -120,6 +120,7 @@ STOPPED = re.compile(r"zt: stopped by SIG\w+ after step (\d+) of \d+; newest che
                      r"(?:.*/step-(\d+)|none)")
 FAILED_AGAIN = re.compile(r"failed again after step (\d+)")
 RESUMED = re.compile(r"resumed from .*/step-\d+ at step (\d+)")
+FRESH = re.compile(r"no checkpoint under .*: starting fresh")
 IN_FLIGHT = re.compile(r"checkpoints: removed .*/\.tmp-step-(\d+)-\d+, an incomplete save")
 
 
@@ -129,40 +130,47 @@ def losses_of(log):
     checkpoint). A launcher restart names the step the job got to and the checkpoint it starts
     from; a stop by signal names the step and the newest checkpoint; a job that gave up ("failed
     again after step S") loses S minus the step the next start resumes at. With asynchronous
-    saves (the default) the save begun last may still be in flight when the kill comes: the next
-    start removes it ("removed .../.tmp-step-N-..."), and the steps from N on are what the one
-    checkpoint interval bounds."""
-    out, job = [], None  # job: [step reached, step resumed from, newest save in flight]
+    saves (the default) the save begun last may still be in flight when the kill comes: a later
+    start removes it ("removed .../.tmp-step-N-...") before it resumes, and the steps from N on
+    are what the one checkpoint interval bounds. That start may come several records later (a
+    restarted attempt killed before its cleanup, then a give-up): the removal counts for every
+    kill since the last start that got as far as resuming."""
+    out, waiting = [], []  # waiting: [step reached, step resumed from, newest save in flight]
 
-    def close():
-        if job is not None and job[1] is not None:
-            newest = max(job[1], job[2] or 0)
-            out.append((job[0] - job[1], job[0] - newest))
+    def started(at):
+        for kill in waiting:
+            if kill[1] is None:
+                kill[1] = at
+        out.extend(waiting)
+        waiting.clear()
 
     try:
         lines = open(log, errors="replace").read().splitlines()
     except OSError:
-        return out
+        return []
     for line in lines:
         m = RESTART.search(line) or STOPPED.search(line)
         if m:
-            close()
-            job = [int(m.group(1)), int(m.group(2) or 0), None]
+            waiting.append([int(m.group(1)), int(m.group(2) or 0), None])
             continue
         m = FAILED_AGAIN.search(line)
         if m:
-            close()
-            job = [int(m.group(1)), None, None]  # resumed-from comes with the next start
+            waiting.append([int(m.group(1)), None, None])  # resumed-from comes with a start
             continue
         m = IN_FLIGHT.search(line)
-        if m and job is not None:
-            job[2] = max(job[2] or 0, int(m.group(1)))
+        if m:
+            step = int(m.group(1))
+            for kill in waiting:
+                if step <= kill[0] and (kill[1] is None or kill[1] < step):
+                    kill[2] = max(kill[2] or 0, step)
             continue
         m = RESUMED.search(line)
-        if m and job is not None and job[1] is None:
-            job[1] = int(m.group(1))
-    close()
-    return out
+        if m:
+            started(int(m.group(1)))
+        elif FRESH.search(line):
+            started(0)
+    out.extend(kill for kill in waiting if kill[1] is not None)
+    return [(reached - at, reached - max(at, newest or 0)) for reached, at, newest in out]
 
 
 def rank_pids(launcher):

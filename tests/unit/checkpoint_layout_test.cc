@@ -2,6 +2,8 @@
 // leaves and how the next start cleans it.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "../test_util.h"
 #include "checkpoint/checkpoint_layout.h"
 #include "checkpoint_test_util.h"
@@ -60,4 +62,59 @@ TEST_CASE("latest_checkpoint: `latest` first, else the highest complete step, ne
   CHECK(fs::exists(dir.path() / "step-00000007"));  // not temporary: left for people to look at
   CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{2, 4});
   CHECK(zt::remove_incomplete_checkpoints(dir.file("missing")).empty());
+}
+
+namespace {
+
+std::vector<std::string> pointer_files(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("latest.tmp-", 0) == 0) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST_CASE("a save killed between its folder rename and `latest`: that folder is the latest") {
+  zt::test::TempDir dir;
+  const std::string d = dir.path().string();
+  zt::test::save_steps(zt::test::options_for(dir.path(), false, 0), 1, {2, 4, 6});
+  CHECK(pointer_files(dir.path()).empty());  // a whole publish commits its pending `latest`
+  CHECK(zt::test::read_file(dir.path() / "latest") == "step-00000006\n");
+
+  // The kill: step-6 renamed into place, its pending `latest` written, `latest` not yet replaced.
+  zt::test::write_file(dir.path() / "latest", "step-00000004\n");
+  zt::test::write_file(dir.path() / "latest.tmp-4242", "step-00000006\n");
+  // Pointers that name no complete folder, or were cut short, name nothing.
+  zt::test::write_file(dir.path() / "latest.tmp-4343", "step-00000008\n");
+  zt::test::write_file(dir.path() / "latest.tmp-4444", "step-0000000");
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000006"));
+  CHECK(zt::resolve_checkpoint(d) == dir.file("step-00000006"));
+
+  CHECK(zt::finish_interrupted_publish(d) == dir.file("step-00000006"));
+  CHECK(zt::test::read_file(dir.path() / "latest") == "step-00000006\n");
+  CHECK(pointer_files(dir.path()) ==
+        std::vector<std::string>{"latest.tmp-4343", "latest.tmp-4444"});
+  CHECK(zt::finish_interrupted_publish(d).empty());  // nothing pending any more
+  CHECK(zt::remove_incomplete_checkpoints(d) ==
+        std::vector<std::string>{dir.file("latest.tmp-4343"), dir.file("latest.tmp-4444")});
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000006"));
+
+  // Without a pending pointer an older `latest` still wins (a run resumed from it saved since).
+  zt::test::write_file(dir.path() / "latest", "step-00000004\n");
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000004"));
+}
+
+TEST_CASE("removing a killed save's leftovers finishes its interrupted publish, never drops it") {
+  zt::test::TempDir dir;
+  const std::string d = dir.path().string();
+  zt::test::save_steps(zt::test::options_for(dir.path(), true, 0), 1, {2, 4});
+  zt::test::write_file(dir.path() / "latest", "step-00000002\n");
+  zt::test::write_file(dir.path() / "latest.tmp-77", "step-00000004\n");
+  CHECK(zt::remove_incomplete_checkpoints(d).empty());
+  CHECK(zt::test::read_file(dir.path() / "latest") == "step-00000004\n");
+  CHECK(pointer_files(dir.path()).empty());
 }

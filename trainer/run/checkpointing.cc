@@ -140,6 +140,12 @@ void restore_cpu_rng_state(const std::string& hex, const std::string& folder) {
 }
 
 void remove_stopped_saves(const CheckpointSettings& settings) {
+  const std::string finished = finish_interrupted_publish(settings.dir);
+  if (!finished.empty()) {
+    std::printf("checkpoints: %s is the latest now: a stopped job had saved it whole and was "
+                "stopped before it pointed `latest` at it\n",
+                finished.c_str());
+  }
   for (const auto& folder : remove_incomplete_checkpoints(settings.dir)) {
     std::printf("checkpoints: removed %s, an incomplete save a stopped job left\n", folder.c_str());
   }

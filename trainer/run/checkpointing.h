@@ -49,8 +49,8 @@ TrainerState trainer_state_at(const JobSettings& job, int world, int64_t step, i
 std::string cpu_rng_state_hex();
 void restore_cpu_rng_state(const std::string& hex, const std::string& folder);
 
-// Rank 0 at start: removes the temporary folders a killed save left under settings.dir and
-// says so on stdout.
+// Rank 0 at start: finishes a publish a kill cut short (its folder becomes the latest), removes
+// the temporary folders a killed save left under settings.dir, and says so on stdout.
 void remove_stopped_saves(const CheckpointSettings& settings);
 
 // The checkpoint checkpoint.resume names, opened: null for a fresh start ('' or 'auto' with no

@@ -168,7 +168,12 @@ ZT_API std::string best_checkpoint(const std::string& dir);
 // `path` when it is a checkpoint dir's `latest` or `best` file, else the latest one under it.
 // Throws ConfigError when none ("not a checkpoint: ...", with the way out).
 ZT_API std::string resolve_checkpoint(const std::string& path);
-// Removes the temporary folders a killed save left under `dir`; returns their paths.
+// A save killed between making its folder visible and pointing `latest` at it left that
+// pointer pending: commits it and returns the folder it names (now the latest); "" when no save
+// was cut short there. Throws IoError when the commit fails.
+ZT_API std::string finish_interrupted_publish(const std::string& dir);
+// Removes the temporary folders a killed save left under `dir` (after finishing an interrupted
+// publish, whose pending `latest` is not incomplete); returns their paths.
 ZT_API std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir);
 
 // A published checkpoint, opened for loading.

@@ -96,19 +96,52 @@ void publish_checkpoint(const std::string& dir, const std::string& temp,
   const std::string final_path = (fs::path(dir) / final_name).string();
   std::error_code ec;
   if (fs::exists(final_path, ec)) {
-    fs::remove_all(final_path, ec);
+    remove_checkpoint_folder(final_path, ec);
     if (ec) {
       throw IoError("cannot replace " + final_path + " (left by an earlier run): " + ec.message() +
                     "; remove it by hand");
     }
   }
+  // The new `latest` is written before the rename and committed after it: a kill between the
+  // two leaves it pending beside a complete folder, which readers take as the latest (a kill
+  // there used to leave `latest` one checkpoint behind, and a restart lost a whole interval).
+  const std::string latest = (fs::path(dir) / kLatestName).string();
+  const std::string pending = write_replacement(latest, final_name + "\n");
   fs::rename(temp, final_path, ec);
   if (ec) {
+    std::error_code ignored;
+    fs::remove(pending, ignored);
     throw IoError("cannot rename " + temp + " to " + final_path + ": " + ec.message() +
                   "; the previous checkpoint stays the latest");
   }
   fsync_dir(dir);
-  replace_file_atomically((fs::path(dir) / kLatestName).string(), final_name + "\n");
+  commit_replacement(pending, latest);
+}
+
+PendingLatest pending_latest(const std::string& dir) {
+  PendingLatest newest;
+  int64_t newest_step = -1;
+  std::error_code ec;
+  const std::string prefix = std::string(kLatestName) + ".tmp-";
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!starts_with(name, prefix)) continue;
+    const std::string folder = folder_named_by(dir, name);
+    const std::string named = fs::path(folder).filename().string();
+    const int64_t step = folder.empty() ? -1 : parse_step_folder(named);
+    // Only a name as publish_checkpoint spells it: a pointer cut short must not name another.
+    if (step >= 0 && named == step_folder_name(step) && step > newest_step) {
+      newest = {it->path().string(), folder};
+      newest_step = step;
+    }
+  }
+  return newest;
+}
+
+void remove_checkpoint_folder(const std::string& folder, std::error_code& ec) {
+  // The crc32 file first: a removal cut short leaves a folder no reader takes as complete.
+  fs::remove(fs::path(folder) / kManifestCrcName, ec);
+  fs::remove_all(folder, ec);
 }
 
 std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_last,
@@ -128,9 +161,7 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_
     if (count <= keep_last) break;
     if (same(path, keep) || same(path, best)) continue;
     std::error_code ec;
-    // The crc32 file first: a removal cut short leaves a folder no reader takes as complete.
-    fs::remove(fs::path(path) / kManifestCrcName, ec);
-    fs::remove_all(path, ec);
+    remove_checkpoint_folder(path, ec);
     if (!ec) removed.push_back(path);
     --count;
   }
@@ -140,6 +171,9 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_
 }  // namespace ckpt
 
 std::string latest_checkpoint(const std::string& dir) {
+  // Read once: a pointer committed meanwhile is read as `latest` below, naming the same folder.
+  const std::string pending = ckpt::pending_latest(dir).folder;
+  if (!pending.empty()) return pending;
   std::string named = ckpt::folder_named_by(dir, ckpt::kLatestName);
   if (!named.empty()) return named;
   auto all = ckpt::complete_checkpoints(dir);
@@ -171,7 +205,22 @@ std::string resolve_checkpoint(const std::string& path) {
                     "zt's [checkpoint] wrote (checkpoint.dir, or one of its step-N folders)");
 }
 
+std::string finish_interrupted_publish(const std::string& dir) {
+  const ckpt::PendingLatest pending = ckpt::pending_latest(dir);
+  if (pending.pointer.empty()) return "";
+  ckpt::commit_replacement(pending.pointer, (fs::path(dir) / ckpt::kLatestName).string());
+  return pending.folder;
+}
+
 std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
+  // A pending `latest` naming a complete folder is not incomplete: it is committed, or kept where
+  // the commit fails (readers take it as it is).
+  std::string keep;
+  try {
+    finish_interrupted_publish(dir);
+  } catch (const IoError&) {
+    keep = ckpt::pending_latest(dir).pointer;
+  }
   std::vector<std::string> found, removed;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -185,6 +234,7 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
   }
   std::sort(found.begin(), found.end());
   for (const std::string& path : found) {
+    if (path == keep) continue;
     fs::remove_all(path, ec);
     if (!ec) removed.push_back(path);
   }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -37,11 +38,23 @@ bool is_complete_checkpoint(const std::string& folder);
 // Complete step-* folders under `dir` as (step, path), oldest step first; none for a missing dir.
 std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& dir);
 
-// Makes the finished temporary folder `temp` visible as dir/<final_name>: renames it (an older
-// folder of that name, from an earlier run, is removed first), fsyncs dir, then points `latest`
-// at it. Throws IoError naming the paths.
+// Makes the finished temporary folder `temp` visible as dir/<final_name>: removes an older
+// folder of that name (from an earlier run), writes the new `latest` as a pending
+// dir/latest.tmp-<pid>, renames the folder, fsyncs dir and commits the pending `latest`.
+// Throws IoError naming the paths.
 void publish_checkpoint(const std::string& dir, const std::string& temp,
                         const std::string& final_name);
+// The pending `latest` (dir/latest.tmp-*) a publish killed after its folder rename left, naming
+// a complete folder (the highest step when several do); both "" when none. Readers take it over
+// `latest`: that folder is the newest the job saved.
+struct PendingLatest {
+  std::string pointer;  // dir/latest.tmp-<pid>
+  std::string folder;   // the complete folder it names
+};
+PendingLatest pending_latest(const std::string& dir);
+// Removes a checkpoint folder, its manifest crc32 first, so a removal cut short never leaves a
+// folder that looks complete.
+void remove_checkpoint_folder(const std::string& folder, std::error_code& ec);
 // Removes complete checkpoints beyond the newest `keep_last` (0 keeps all), oldest step first,
 // never `keep` (the one just published) nor `best` ("" = none; kept besides the newest
 // keep_last when older than them). Returns the removed paths; a folder that cannot be removed

@@ -180,20 +180,32 @@ void fsync_dir(const std::string& path) {
   }
 }
 
-void replace_file_atomically(const std::string& path, const std::string& text) {
+std::string write_replacement(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError("cannot create " + tmp + ": " + errno_text(errno));
   int err = pwrite_full(fd, text.data(), static_cast<int64_t>(text.size()), 0);
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   ::close(fd);
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
   if (err != 0) {
     ::unlink(tmp.c_str());
     throw IoError("cannot write " + path + " (" + std::to_string(text.size()) +
                   " bytes): " + errno_text(err));
   }
+  return tmp;
+}
+
+void commit_replacement(const std::string& tmp, const std::string& path) {
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw IoError("cannot rename " + tmp + " over " + path + ": " + errno_text(err));
+  }
   fsync_dir(std::filesystem::path(path).parent_path().string());
+}
+
+void replace_file_atomically(const std::string& path, const std::string& text) {
+  commit_replacement(write_replacement(path, text), path);
 }
 
 std::string read_whole_file(const std::string& path) {

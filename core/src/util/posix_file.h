@@ -83,6 +83,12 @@ void fsync_dir(const std::string& path);
 // Writes `text` to `path` through a temporary file in the same folder, fsyncs it, renames it
 // over `path` and fsyncs the folder: readers see the old text or the new one, never a part.
 void replace_file_atomically(const std::string& path, const std::string& text);
+// replace_file_atomically in two halves, for a caller that must do something between them:
+// write_replacement leaves `text` fsynced in path.tmp-<pid> and returns that name;
+// commit_replacement renames it over `path` and fsyncs the folder (it unlinks `tmp` when the
+// rename fails). Both throw IoError naming the paths.
+std::string write_replacement(const std::string& path, const std::string& text);
+void commit_replacement(const std::string& tmp, const std::string& path);
 // The whole file; throws IoError naming `path` when it cannot be read.
 std::string read_whole_file(const std::string& path);
 // Bytes an unprivileged writer may still use on the filesystem holding `path` (statvfs);
