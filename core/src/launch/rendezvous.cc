@@ -1,8 +1,10 @@
 #include "zt/rendezvous.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
+#include "launch/loopback_listener.h"
 #include "util/torch_compat.h"
 #include "zt/error.h"
 
@@ -64,6 +66,21 @@ int64_t count_in(Store& store, const std::string& key, int world, bool wait,
   return count;
 }
 
+// Every rank of a job whose rendezvous address is loopback runs on this host: nothing else
+// needs to reach its store. A kernel that refuses costs the job nothing but this protection.
+void keep_store_on_this_host(int port) {
+  try {
+    if (tie_listeners_to_loopback(port) == 0) {
+      std::fprintf(stderr,
+                   "zt: warning: found no listening socket on port %d to keep to this "
+                   "host; the rendezvous store may be reachable from other hosts\n",
+                   port);
+    }
+  } catch (const CommError& e) {
+    std::fprintf(stderr, "zt: warning: %s\n", e.what());
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, int world,
@@ -87,6 +104,7 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
                     where + " within " + std::to_string(timeout.count()) + " ms (" + why +
                     "); check that rank 0 was started and MASTER_ADDR/MASTER_PORT agree");
   }
+  if (hosts && is_loopback_host(addr)) keep_store_on_this_host(tcp->getPort());
   std::unique_ptr<Store> store = std::make_unique<TcpStore>(tcp);
   if (!prefix.empty()) store = prefixed_store(std::move(store), prefix);
   // Arrival barrier: every rank counts itself in, then waits for the total.

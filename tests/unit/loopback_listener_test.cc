@@ -1,0 +1,101 @@
+// launch/loopback_listener.h: which rendezvous addresses are loopback, and tying this process's
+// listening sockets on a port to the loopback device; rendezvous() does it for a one-host job's
+// store, and leaves a store on any other address alone. (That another host is refused is checked
+// across two network namespaces by tests/multiproc/loopback_store_test.sh.)
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "../skip.h"
+#include "launch/loopback_listener.h"
+#include "zt/launcher.h"
+#include "zt/rendezvous.h"
+
+namespace {
+
+// A TCP socket of this test on 127.0.0.1 (or every interface), listening when `listen` says so.
+struct TestSocket {
+  int fd = -1;
+  int port = 0;
+  TestSocket(bool listen, bool any_interface) {
+    fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(any_interface ? INADDR_ANY : INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    socklen_t size = sizeof(addr);
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) == 0);
+    port = ntohs(addr.sin_port);
+    if (listen) REQUIRE(::listen(fd, 4) == 0);
+  }
+  ~TestSocket() { ::close(fd); }
+  std::string device() const {
+    char name[32] = {};
+    socklen_t size = sizeof(name);
+    REQUIRE(::getsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, name, &size) == 0);
+    return std::string(name, strnlen(name, size));
+  }
+};
+
+// What `ss` says listens on `port`; "" when ss is missing.
+std::string ss_listener(int port) {
+  const std::string cmd = "ss -ltnH 'sport = :" + std::to_string(port) + "' 2>/dev/null";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(cmd.c_str(), "r"), ::pclose);
+  std::string out;
+  std::array<char, 256> buf{};
+  while (pipe && std::fgets(buf.data(), buf.size(), pipe.get())) out += buf.data();
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("loopback hosts: 127.0.0.0/8, ::1 and localhost are loopback, other addresses and names "
+          "are not") {
+  CHECK(zt::is_loopback_host("127.0.0.1"));
+  CHECK(zt::is_loopback_host("127.8.9.10"));
+  CHECK(zt::is_loopback_host("::1"));
+  CHECK(zt::is_loopback_host("localhost"));
+  CHECK_FALSE(zt::is_loopback_host("0.0.0.0"));
+  CHECK_FALSE(zt::is_loopback_host("10.231.0.1"));
+  CHECK_FALSE(zt::is_loopback_host("::"));
+  CHECK_FALSE(zt::is_loopback_host(""));
+  CHECK_FALSE(zt::is_loopback_host("no-such-host.invalid"));
+}
+
+TEST_CASE("tying listeners to loopback: the listener on the port, not other ports or sockets") {
+  TestSocket listener(true, true), other(true, true), unlistened(false, true);
+  CHECK(listener.device().empty());
+  CHECK(zt::tie_listeners_to_loopback(listener.port) == 1);
+  CHECK(listener.device() == "lo");
+  CHECK(other.device().empty());
+  CHECK(zt::tie_listeners_to_loopback(unlistened.port) == 0);  // bound, but not listening
+  CHECK(unlistened.device().empty());
+}
+
+TEST_CASE("rendezvous keeps a one-host job's store on loopback, and any other store as it was") {
+  if (::access("/usr/bin/ss", X_OK) != 0 && ::access("/bin/ss", X_OK) != 0) {
+    ZT_SKIP_UNLESS_CI("`ss` (iproute2, which scripts/setup.sh installs) is missing");
+  }
+  const auto timeout = std::chrono::milliseconds(10000);
+  {
+    const int port = zt::pick_free_port("127.0.0.1");
+    auto store = zt::rendezvous("127.0.0.1", port, 0, 1, timeout);
+    const std::string listener = ss_listener(port);
+    INFO("ss: " << listener);
+    CHECK(listener.find("%lo:" + std::to_string(port)) != std::string::npos);
+  }
+  {
+    const int port = zt::pick_free_port("0.0.0.0");
+    auto store = zt::rendezvous("0.0.0.0", port, 0, 1, timeout);
+    const std::string listener = ss_listener(port);
+    INFO("ss: " << listener);
+    CHECK(listener.find(":" + std::to_string(port)) != std::string::npos);
+    CHECK(listener.find("%lo") == std::string::npos);
+  }
+}
