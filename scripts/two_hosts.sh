@@ -5,6 +5,8 @@
 # `scripts/bench.sh mics`. Needs root (or CAP_NET_ADMIN) and iproute2.
 #
 #   two_hosts.sh check              exit 0 if namespaces can be made here; else say why, exit 77
+#   two_hosts.sh require            for a test: as check, but says why as a skip ("zt-skip: ...",
+#                                   exit 77), and under CI (root) as a failure (exit 1)
 #   two_hosts.sh up NAME [RATE]     make NAME-h0 (10.231.0.1) and NAME-h1 (10.231.0.2); RATE
 #                                   (tc syntax, e.g. 1gbit) shapes both directions of the link
 #   two_hosts.sh down NAME          remove them (also after a failed `up`)
@@ -33,6 +35,18 @@ check() {
     exit 77
   fi
   ip netns del "$probe"
+}
+
+require() {
+  local why
+  if ! why=$(check 2>&1); then
+    if [ -n "${CI:-}" ]; then
+      echo "FAILED: under CI (root) two hosts must be possible: $why" >&2
+      exit 1
+    fi
+    echo "zt-skip: $why"
+    exit 77
+  fi
 }
 
 down() {
@@ -113,10 +127,11 @@ run() {
 
 case "${1:-}" in
   check) check ;;
+  require) require ;;
   up) up "${2:?NAME}" "${3:-}" ;;
   down) down "${2:?NAME}" ;;
   bytes) bytes "${2:?NAME}" ;;
   run) shift; run "$@" ;;
   host-ranks) shift; host_ranks "$@" ;;
-  *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,22p' "$0" >&2; exit 2 ;;
 esac
