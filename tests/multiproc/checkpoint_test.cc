@@ -237,6 +237,34 @@ TEST_CASE("checkpoint: a kill during a save leaves the previous one the latest, 
   CHECK(temporary_folders(ckpt).empty());
 }
 
+TEST_CASE("checkpoint: a save killed after its folder's rename, before `latest` named it, is "
+          "resumed from") {
+  TempDir dir;
+  const std::string straight = dir.file("straight"), resumed = dir.file("resumed");
+  const std::string every = " --set checkpoint.every_steps=2 --set checkpoint.keep_last=0";
+  auto r = run_command(tiny_job(straight, "--set run.steps=6" + every));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  r = run_command(tiny_job(resumed, "--set run.steps=4" + every));
+  REQUIRE(r.exit_code == 0);
+
+  // What the publisher leaves when killed between its two renames: step-4 whole, `latest` still
+  // naming step-2, the new `latest` pending.
+  const fs::path ckpt = fs::path(resumed) / "checkpoints";
+  zt::test::write_file(ckpt / "latest", "step-00000002\n");
+  zt::test::write_file(ckpt / "latest.tmp-4242", "step-00000004\n");
+  CHECK(zt::latest_checkpoint(ckpt.string()) == step_folder(ckpt, 4));
+
+  r = run_command(tiny_job(resumed, "--set run.steps=6 --resume auto" + every));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.output, "checkpoints: " + step_folder(ckpt, 4) + " is the latest now"));
+  CHECK(contains(r.output, "resumed from " + step_folder(ckpt, 4) + " at step 4"));
+  CHECK(zt::test::read_file((ckpt / "latest").string()) == "step-00000006\n");
+  CHECK(!fs::exists(ckpt / "latest.tmp-4242"));
+  check_same_state(step_folder(fs::path(straight) / "checkpoints", 6), step_folder(ckpt, 6));
+}
+
 TEST_CASE("checkpoint: world 2 stage 3 -> world 3 stage 1 on NVMe (sync saves) -> world 1 stage 0 "
           "continues the loss curve") {
   TempDir dir;
