@@ -22,13 +22,16 @@
 
 #include "../skip.h"
 #include "../test_util.h"
+#include "checkpoint_files.h"
 #include "small_gpt_job.h"
 #include "zt/checkpoint.h"
 #include "zt/safetensors.h"
 
 namespace fs = std::filesystem;
+using zt::test::all_values;
 using zt::test::contains;
 using zt::test::run_command;
+using zt::test::step_folder;
 using zt::test::TempDir;
 
 namespace {
@@ -108,25 +111,6 @@ std::vector<std::string> temporary_folders(const fs::path& dir) {
     if (e.path().filename().string().rfind(".tmp-", 0) == 0) found.push_back(e.path().string());
   }
   return found;
-}
-
-std::string step_folder(const fs::path& dir, int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
-  return (dir / name).string();
-}
-
-// Every element of every tensor and kind of a checkpoint (reading checks every piece's crc32).
-std::vector<std::vector<float>> all_values(const zt::CheckpointReader& reader) {
-  std::vector<std::vector<float>> values;
-  for (const auto& kind : reader.kinds()) {
-    for (const auto& tensor : reader.tensors()) {
-      std::vector<float> v(static_cast<size_t>(tensor.numel()));
-      reader.read(tensor.name, kind, 0, tensor.numel(), v.data());
-      values.push_back(std::move(v));
-    }
-  }
-  return values;
 }
 
 // Checks two checkpoints hold the same tensors, kinds and bits.

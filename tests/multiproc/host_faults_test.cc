@@ -13,6 +13,7 @@
 
 #include "../skip.h"
 #include "../test_util.h"
+#include "checkpoint_files.h"
 #include "small_gpt_job.h"
 #include "zt/checkpoint.h"
 #include "zt/memory_cgroup.h"
@@ -20,6 +21,7 @@
 namespace fs = std::filesystem;
 using zt::test::contains;
 using zt::test::run_command;
+using zt::test::step_folder;
 using zt::test::TempDir;
 using zt::test::write_file;
 
@@ -98,22 +100,9 @@ std::string final_loss(const std::string& output) {
 // Every tensor of every kind of the checkpoint reads back whole (reads check the checksums).
 void check_whole(const std::string& folder) {
   zt::CheckpointReader reader(folder);
-  size_t read = 0;
-  for (const auto& kind : reader.kinds()) {
-    for (const auto& tensor : reader.tensors()) {
-      std::vector<float> values(static_cast<size_t>(tensor.numel()));
-      reader.read(tensor.name, kind, 0, tensor.numel(), values.data());
-      ++read;
-    }
-  }
+  const size_t read = zt::test::all_values(reader).size();
   CHECK(read == reader.kinds().size() * reader.tensors().size());
   CHECK(read > 0);
-}
-
-std::string step_folder(const std::string& dir, int64_t step) {
-  char name[32];
-  std::snprintf(name, sizeof(name), "step-%08lld", static_cast<long long>(step));
-  return (fs::path(dir) / name).string();
 }
 
 // A GPT of 12.9M parameters whose two ranks need about 1.4 GiB together (the fit check's

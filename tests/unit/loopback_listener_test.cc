@@ -7,27 +7,27 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
-#include <memory>
+#include <cstring>
 #include <string>
 
 #include "../skip.h"
+#include "../test_util.h"
 #include "launch/loopback_listener.h"
 #include "zt/launcher.h"
 #include "zt/rendezvous.h"
 
 namespace {
 
-// A TCP socket of this test on 127.0.0.1 (or every interface), listening when `listen` says so.
+// A TCP socket of this test on every interface, as LibTorch's store binds, listening when
+// `listen` says so.
 struct TestSocket {
   int fd = -1;
   int port = 0;
-  TestSocket(bool listen, bool any_interface) {
+  explicit TestSocket(bool listen) {
     fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(any_interface ? INADDR_ANY : INADDR_LOOPBACK);
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
     REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
     socklen_t size = sizeof(addr);
     REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size) == 0);
@@ -43,14 +43,9 @@ struct TestSocket {
   }
 };
 
-// What `ss` says listens on `port`; "" when ss is missing.
+// What `ss` says listens on `port`.
 std::string ss_listener(int port) {
-  const std::string cmd = "ss -ltnH 'sport = :" + std::to_string(port) + "' 2>/dev/null";
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(cmd.c_str(), "r"), ::pclose);
-  std::string out;
-  std::array<char, 256> buf{};
-  while (pipe && std::fgets(buf.data(), buf.size(), pipe.get())) out += buf.data();
-  return out;
+  return zt::test::run_command("ss -ltnH 'sport = :" + std::to_string(port) + "'").output;
 }
 
 }  // namespace
@@ -69,7 +64,7 @@ TEST_CASE("loopback hosts: 127.0.0.0/8, ::1 and localhost are loopback, other ad
 }
 
 TEST_CASE("tying listeners to loopback: the listener on the port, not other ports or sockets") {
-  TestSocket listener(true, true), other(true, true), unlistened(false, true);
+  TestSocket listener(true), other(true), unlistened(false);
   CHECK(listener.device().empty());
   CHECK(zt::tie_listeners_to_loopback(listener.port) == 1);
   CHECK(listener.device() == "lo");
