@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every test on a fresh machine: install what is missing, check the formatting and that includes
-# run down the layers, build, run CTest (labels unit, multiproc, engine, sdk, gpu) and print its
-# summary. Arguments go to ctest, e.g.
+# Every test on a fresh machine: install what is missing, check the formatting, that includes
+# run down the layers and that the docs' links resolve, build, run CTest (labels unit, multiproc,
+# engine, sdk, gpu) and print its summary. Arguments go to ctest, e.g.
 # scripts/test.sh -L unit
 # Skipped tests are listed at the end with the reason each gave (scripts/skipped-tests.sh).
 # Under CI (CI set, as .ci/run is run) a warning fails the build: -DZT_WARNINGS_AS_ERRORS=ON.
@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/check-format.sh
 scripts/check-layers.sh
+scripts/check-links.sh
 configure_args=()
 if [ -n "${CI:-}" ]; then
   configure_args+=(-DZT_WARNINGS_AS_ERRORS=ON)

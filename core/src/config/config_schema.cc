@@ -30,7 +30,7 @@ SectionSpec run_section() {
        opt_int("log_every", 1, "print and record metrics every N steps", 1),
        opt_string("deepspeed", "",
                   "a DeepSpeed JSON config whose keys set zt's (this file and --set win); "
-                  "see README, Coming from DeepSpeed"),
+                  "see docs/deepspeed.md"),
        opt_bool("deepspeed_lenient", false,
                 "keys of the DeepSpeed config zt does not support are warnings, not errors")}};
 }
