@@ -11,7 +11,10 @@ if(ZT_SANITIZE)
   endif()
   # Frame pointers make the sanitizers' stack traces whole. nvcc-compiled CUDA host code stays
   # uninstrumented (the executables that link it still get the runtime through the link flags).
-  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${ZT_SANITIZE};-fno-omit-frame-pointer>")
+  # -fno-sanitize-recover: a report ends the process (UBSan's default is to print and go on, so
+  # a run whose environment lacks UBSAN_OPTIONS=halt_on_error=1 would pass).
+  add_compile_options(
+    "$<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${ZT_SANITIZE};-fno-sanitize-recover=all;-fno-omit-frame-pointer>")
   add_link_options(-fsanitize=${ZT_SANITIZE})
   message(STATUS "zt: sanitizers ${ZT_SANITIZE} on every zt target")
 endif()

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Configures (once) and builds zt in build/ with Ninja, 2 jobs (this project's machines have 2
-# cores): everything, or ZT_TARGET (scripts/run.sh: zt_job, what a job needs). Extra arguments are
-# passed to the first configure, e.g. -DZT_BUILD_BENCH=OFF.
+# Configures and builds zt in build/ with Ninja, 2 jobs (this project's machines have 2 cores):
+# everything, or ZT_TARGET (scripts/run.sh: zt_job, what a job needs). Extra arguments are passed
+# to the configure step, e.g. -DZT_BUILD_BENCH=OFF.
+# A build folder is configured again when arguments are given, and when Debian's packages
+# changed since it was last configured: scripts/run.sh configures with only a job's packages,
+# and what scripts/test.sh installs after it (pybind11 for the Python package, and the rest)
+# must be found then, not left as the NOTFOUND the first configure cached.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${ZT_BUILD_DIR:-build}
@@ -10,7 +14,11 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # The precompiled LibTorch headers (cmake/ZtPch.cmake): ccache caches their users only when told
 # that the header's macros and __TIME__ need not be re-checked.
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros}
+packages=/var/lib/dpkg/status
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${ZT_BUILD_TYPE:-RelWithDebInfo} "$@"
+elif [ $# -gt 0 ] || [ "$packages" -nt "$build_dir/CMakeCache.txt" ]; then
+  [ $# -gt 0 ] || echo "build: packages were installed since $build_dir was configured: configuring again"
+  cmake -S . -B "$build_dir" "$@"
 fi
 cmake --build "$build_dir" -j "${ZT_JOBS:-2}" --target "${ZT_TARGET:-all}"

@@ -15,14 +15,8 @@ start=$(date +%s)
 ZT_BUILD_DIR=$build_dir scripts/build.sh -DZT_SANITIZE=address,undefined -DZT_BUILD_BENCH=OFF
 echo "sanitize build took $(( $(date +%s) - start )) s"
 
-# Children (the trainer's ranks, zt_comm_check) inherit these. LibTorch is not instrumented.
-# use_tls=0: GCC 12's LeakSanitizer crashes ("Tracer caught signal 11") reading the thread-local
-# storage of dlopen'ed libraries on Debian 12's glibc, so TLS is not scanned; that can only add
-# reports, never hide one, and the few it adds (buffers third-party libraries keep per thread)
-# are suppressed by library name in scripts/sanitize.supp.
-export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1:check_initialization_order=1:strict_string_checks=1}
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
-export LSAN_OPTIONS=${LSAN_OPTIONS:-use_tls=0:suppressions=$PWD/scripts/sanitize.supp:print_suppressions=0}
+# Children (the trainer's ranks, zt_comm_check) inherit the sanitizers' options.
+source scripts/sanitizer-env.sh
 
 if [ $# -eq 0 ]; then
   set -- -L 'unit|multiproc'

@@ -4,6 +4,8 @@
 # engine, sdk, gpu) and print its summary. Arguments go to ctest, e.g.
 # scripts/test.sh -L unit
 # Skipped tests are listed at the end with the reason each gave (scripts/skipped-tests.sh).
+# Without arguments (the whole suite) the fuzz corpora are then replayed again under ASan and
+# UBSan in a build of their own (scripts/fuzz-replay.sh).
 # Under CI (CI set, as .ci/run is run) a warning fails the build: -DZT_WARNINGS_AS_ERRORS=ON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,5 +24,8 @@ start=$(date +%s)
 status=0
 ctest --test-dir "${ZT_BUILD_DIR:-build}" --output-on-failure -j 2 "$@" || status=$?
 echo "tests took $(( $(date +%s) - start )) s"
+if [ $# -eq 0 ]; then
+  scripts/fuzz-replay.sh || status=$?
+fi
 scripts/skipped-tests.sh "${ZT_BUILD_DIR:-build}"
 exit $status

@@ -1,6 +1,6 @@
 """A nanoGPT-style GPT trained by zt from an ordinary PyTorch loop.
 
-    PYTHONPATH=build/python python3 -m zt.launch --nproc 2 examples/python/train_gpt.py
+    PYTHONPATH=build/python /usr/bin/python3 -m zt.launch --nproc 2 examples/python/train_gpt.py
 
 The model is plain PyTorch, written as nanoGPT writes it (embeddings summed in the parent, the
 residual added in the parent, the LM head tied to the token embedding): zt runs its forward as

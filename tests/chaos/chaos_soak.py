@@ -9,10 +9,13 @@ left behind, and no restart that lost more than one checkpoint interval past the
 begun (asynchronous saves still in flight at the kill are lost too; their steps are reported).
 
   chaos_soak.py --trainer build/bin/trainer --minutes 2 [--work DIR] [--seed N] [--json FILE]
-                [--sync-saves]
+                [--sync-saves] [--no-kills]
 
 With --sync-saves (checkpoint.async = false) every restart must lose at most one interval, past
 any save: a synchronous save is published before the next step begins.
+
+A soak in which nothing was killed, or whose restarts the soak could not read from the logs,
+checked nothing of what it promises: it fails. --no-kills plants that fault (tested).
 
 Exit 0 when every episode held; 1 with the first broken promise named. scripts/chaos.sh runs it.
 """
@@ -114,6 +117,9 @@ def last_step(metrics):
     return step
 
 
+# Lines that announce a restart or a stop: each must match one of the patterns below, or the
+# steps it lost would go uncounted.
+ANNOUNCED = re.compile(r"zt: restart \d+/|zt: stopped by SIG|failed again after step")
 RESTART = re.compile(r"zt: restart \d+/\d+: .* after step (\d+); all ranks start again from "
                      r"(?:checkpoint .*/step-(\d+)|the beginning)")
 STOPPED = re.compile(r"zt: stopped by SIG\w+ after step (\d+) of \d+; newest checkpoint: "
@@ -122,6 +128,10 @@ FAILED_AGAIN = re.compile(r"failed again after step (\d+)")
 RESUMED = re.compile(r"resumed from .*/step-\d+ at step (\d+)")
 FRESH = re.compile(r"no checkpoint under .*: starting fresh")
 IN_FLIGHT = re.compile(r"checkpoints: removed .*/\.tmp-step-(\d+)-\d+, an incomplete save")
+
+
+class Unparsed(Exception):
+    """A line that announces a restart in a form the soak's patterns do not read."""
 
 
 def losses_of(log):
@@ -149,6 +159,9 @@ def losses_of(log):
     except OSError:
         return []
     for line in lines:
+        if ANNOUNCED.search(line) and not (RESTART.search(line) or STOPPED.search(line)
+                                           or FAILED_AGAIN.search(line)):
+            raise Unparsed(line)
         m = RESTART.search(line) or STOPPED.search(line)
         if m:
             waiting.append([int(m.group(1)), int(m.group(2) or 0), None])
@@ -266,7 +279,7 @@ class Soak:
                 self.fail("did not finish within 10 minutes of the soak's end")
                 return
             time.sleep(self.rng.uniform(0.2, 1.5))
-            if p.poll() is not None:
+            if p.poll() is not None or self.args.no_kills:
                 continue
             kind = self.rng.choice(["rank", "rank", "rank_in_save", "launcher"])
             if kind == "rank_in_save":
@@ -295,7 +308,11 @@ class Soak:
             self.kills[kind] += 1
             if kind != "launcher":
                 self.restarts += 1  # the launcher restarts the ranks (launch.max_restarts)
-        restarts = losses_of(os.path.join(self.work, name, "launcher.log"))
+        try:
+            restarts = losses_of(os.path.join(self.work, name, "launcher.log"))
+        except Unparsed as e:
+            self.fail(f"a restart the soak cannot read, so its lost steps go unchecked: {e}")
+            return
         self.lost += [lost for lost, _ in restarts]
         self.past_newest += [past for _, past in restarts]
         # Synchronous saves are published before the next step: a kill loses at most one
@@ -340,6 +357,13 @@ class Soak:
         deadline = time.time() + 60 * self.args.minutes
         while time.time() < deadline and not self.failures:
             self.episode(deadline, want)
+        kills = sum(self.kills.values())
+        if not self.failures and kills == 0:
+            self.failures.append(f"no kill in {self.episodes} episodes: the soak checked no "
+                                 "restart and no steps lost")
+        elif not self.failures and not self.lost:
+            self.failures.append(f"{kills} kills, but no restart read from the launchers' logs: "
+                                 "the steps lost went unchecked")
         return self.summary()
 
     def summary(self):
@@ -377,6 +401,8 @@ def main():
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--sync-saves", action="store_true",
                     help="checkpoint.async = false: every kill must lose at most one interval")
+    ap.add_argument("--no-kills", action="store_true",
+                    help="a planted fault: kill nothing, which the soak must report as a failure")
     args = ap.parse_args()
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 30)
@@ -390,7 +416,8 @@ def main():
     except RuntimeError as e:
         print(f"chaos soak: {e}", file=sys.stderr)
         code = 1
-    if made and code == 0:
+    # A failed soak keeps its work for a look; a planted one (--no-kills) fails by design.
+    if made and (code == 0 or args.no_kills):
         shutil.rmtree(args.work, ignore_errors=True)
     return code
 

@@ -1,7 +1,7 @@
 // Fuzz target: a DeepSpeed JSON config mapped to zt settings, strict and lenient, at one rank and
 // at three (DeepSpeed's batch rule depends on the world). Either settings or a ConfigError.
-#include "app/deepspeed_config.h"
 #include "fuzz_support.h"
+#include "settings/deepspeed_config.h"
 #include "zt/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,11 @@ int main(int argc, char** argv) {
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     std::printf("replay: %s (%zu bytes)\n", input.filename().c_str(), bytes.size());
     std::fflush(stdout);
-    LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+    // A heap block of exactly the input's size, as libFuzzer hands it over: a string's spare
+    // capacity and terminator would let a read past the end go unseen by AddressSanitizer.
+    const std::unique_ptr<uint8_t[]> exact(new uint8_t[bytes.size()]);
+    std::copy(bytes.begin(), bytes.end(), exact.get());
+    LLVMFuzzerTestOneInput(exact.get(), bytes.size());
   }
   std::printf("replay: %zu inputs, none a finding\n", inputs.size());
   return 0;

@@ -4,6 +4,10 @@
 // 4-step run's own numbers: the peak resident memory of its largest rank (VmHWM) within 15% of
 // the expected peak and never above what the fit check counts, the payload and sent bytes of
 // each collective in the last step within 15%, and a file tier's bytes per rank within 15%.
+// The small jobs' peak is mostly the process itself (memory_fit.h's measured baseline), so the
+// 15% would hide a wrong model term there: models whose own terms are most of the peak are
+// checked too, each with a planted fault (its model-state term left out) that the comparison
+// must refuse.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -53,7 +57,18 @@ Measured measured(const std::string& run_dir) {
   return m;
 }
 
-void check_estimate(const std::string& name, const std::string& config, const std::string& sets) {
+// Whether a run's peak RSS is within 15% of the expected peak.
+bool peak_within(double expected, double rss) { return std::abs(expected / rss - 1) <= 0.15; }
+
+// The estimate of the job as given and the 4-step run's measures; fails the case where either
+// command failed.
+struct Compared {
+  nlohmann::json estimate;
+  Measured measured;
+};
+
+Compared check_estimate(const std::string& name, const std::string& config,
+                        const std::string& sets) {
   TempDir dir;
   const std::string job = std::string(ZT_TEST_TRAINER) + " --config " ZT_TEST_SOURCE_DIR "/" +
                           config + " --set data.path=" ZT_TEST_SOURCE_DIR "/README.md " + sets +
@@ -75,7 +90,7 @@ void check_estimate(const std::string& name, const std::string& config, const st
   const double rss = static_cast<double>(m.peak_rss);
   INFO("peak RSS measured " << rss / (1 << 20) << " MiB, expected " << expected / (1 << 20)
                             << " MiB, fit " << fit / (1 << 20) << " MiB");
-  CHECK(std::abs(expected / rss - 1) <= 0.15);
+  CHECK(peak_within(expected, rss));
   CHECK(fit >= rss);
   std::map<std::string, std::pair<double, double>> estimated;
   for (const auto& c : e["collectives"]) {
@@ -101,6 +116,29 @@ void check_estimate(const std::string& name, const std::string& config, const st
     INFO("file tier: estimated " << bytes << " bytes per rank, measured " << m.in_tiers);
     CHECK(std::abs(bytes / static_cast<double>(m.in_tiers) - 1) <= 0.15);
   }
+  return {e, m};
+}
+
+// A job whose model-dependent terms (all but the process baseline) are at least 60% of the
+// expected peak is checked as above; then the planted fault: the same estimate with its
+// model-state term left out must miss the run's peak. The 15% band is 30% of the peak wide, so
+// the fault is caught wherever the true estimate falls in the band only if the term is more than
+// 30% of the peak: 36% of the expected one (the peak is at most expected / 0.85).
+void check_model_dominated(const std::string& name, const std::string& config,
+                           const std::string& sets) {
+  const Compared c = check_estimate(name, config, sets);
+  const nlohmann::json& host = c.estimate["host_ram_per_rank"];
+  const double expected = host["expected_peak"].get<double>();
+  const double states = host["model_states"].get<double>();
+  // Counted against the process's rounded-up baseline: if anything, this understates the share.
+  const double model = expected - host["process"].get<double>();
+  INFO(name << ": model states " << states / (1 << 20) << " MiB and " << model / (1 << 20)
+            << " MiB of model-dependent terms in all, of an expected peak of "
+            << expected / (1 << 20) << " MiB; measured "
+            << static_cast<double>(c.measured.peak_rss) / (1 << 20) << " MiB");
+  REQUIRE(model >= 0.6 * expected);
+  REQUIRE(states >= 0.36 * expected);
+  CHECK_FALSE(peak_within(expected - states, static_cast<double>(c.measured.peak_rss)));
 }
 
 const std::string kSmall =
@@ -128,4 +166,16 @@ TEST_CASE("trainer estimate: shard_tensor, accumulation, offload and 3 ranks wit
   check_estimate("an MLP at stage 1 on 3 ranks", "configs/zero3.toml",
                  "--set model.kind='\"mlp\"' --set model.width=512 --set model.depth=6 --set "
                  "data.kind='\"synthetic\"' --set zero.stage=1 --set launch.nproc=3");
+}
+
+TEST_CASE("trainer estimate: models that are most of the peak, within 15% of runs, and without "
+          "the model-state term outside it") {
+  // 29.7M parameters at stage 2 on 2 ranks: weights whole, gradients and Adam's states halved.
+  check_model_dominated("a GPT of 6 blocks of d_model 640 at stage 2", "configs/zero3.toml",
+                        "--set model.n_layer=6 --set model.d_model=640 --set model.n_head=4 "
+                        "--set model.seq_len=32 --set zero.stage=2");
+  // 36M parameters at stage 1 on 2 ranks: weights and gradients whole, Adam's states halved.
+  check_model_dominated("an MLP of 9 layers of width 2000 at stage 1", "configs/zero3.toml",
+                        "--set model.kind='\"mlp\"' --set model.width=2000 --set model.depth=9 "
+                        "--set data.kind='\"synthetic\"' --set zero.stage=1");
 }

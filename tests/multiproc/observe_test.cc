@@ -177,6 +177,9 @@ TEST_CASE("trace: speedscope parses a real run's trace in headless Chromium") {
 }
 
 TEST_CASE("report: every run writes report.html, and it renders in headless Chromium") {
+  if (run_command("command -v chromium").exit_code != 0) {
+    ZT_SKIP_UNLESS_CI("chromium is not installed (scripts/setup.sh installs it)");
+  }
   TempDir dir;
   const auto r = run_command(
       zt::test::small_gpt_job(dir.file("run"), "--set run.steps=6 --set checkpoint.every_steps=3"));
@@ -192,9 +195,6 @@ TEST_CASE("report: every run writes report.html, and it renders in headless Chro
   CHECK(last["mfu"].get<double>() > 0);
   CHECK(last["mfu"].get<double>() < 1.5);
   CHECK(last["step_bytes"]["collectives"].get<int64_t>() > 0);
-  if (run_command("command -v chromium").exit_code != 0) {
-    ZT_SKIP_UNLESS_CI("chromium is not installed (scripts/setup.sh installs it)");
-  }
   const auto dom = chromium_dom("file://" + dir.file("run/report.html"));
   INFO(dom.output.substr(0, 400));
   REQUIRE(dom.exit_code == 0);

@@ -10,7 +10,7 @@
 // same units in this process.
 #include <torch/torch.h>
 
-#include "../doctest_after_torch.h"
+#include <doctest/doctest.h>
 
 #include <cstdlib>
 #include <filesystem>

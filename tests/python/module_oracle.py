@@ -11,6 +11,7 @@ fp32 tolerance (1e-6 + 1e-5 |reference|), 1 with the worst tensor named otherwis
 """
 
 import argparse
+import math
 import os
 import sys
 import types
@@ -83,6 +84,21 @@ def custom_loss(logits, targets, smoothing={"on": True, "eps": 0.1}):
     return nll.mean()
 
 
+def worst_excess(got, want):
+    """The largest amount by which an element of `got` is off `want` beyond the fp32 tolerance
+    (1e-6 + 1e-5 |want|), and its tensor's name. A NaN anywhere is the worst there is and stays
+    so: a later finite excess never replaces it."""
+    worst, worst_name = -math.inf, ""
+    for name, w in want.items():
+        w = w.detach().double()
+        excess = ((got[name].double() - w).abs() - (1e-6 + 1e-5 * w.abs())).max().item()
+        if math.isnan(excess):
+            return excess, name
+        if excess > worst:
+            worst, worst_name = excess, name
+    return worst, worst_name
+
+
 def batches(steps, global_batch):
     g = torch.Generator().manual_seed(7)
     for _ in range(steps):
@@ -101,6 +117,9 @@ def main():
     p.add_argument("--nvme", default="")
     p.add_argument("--checkpoint", action="store_true",
                    help="torch.utils.checkpoint around every block")
+    p.add_argument("--plant-nan", choices=["first", "middle", "last"],
+                   help="a planted fault: one element of zt's result in the first, a middle or "
+                        "the last tensor compared made NaN (the oracle must fail)")
     a = p.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
@@ -141,14 +160,16 @@ def main():
             total = total + custom_loss(reference(x[s]), y[s])
         (total / (a.accum * world)).backward()
         opt.step()
-    worst, worst_name = -1.0, ""
-    for name, want in reference.named_parameters():
-        got = engine.full_param(name)
-        excess = ((got.double() - want.detach().double()).abs()
-                  - (1e-6 + 1e-5 * want.detach().double().abs())).max().item()
-        if not excess <= worst:
-            worst, worst_name = excess, name
     names = [n for n, _ in reference.named_parameters()]
+    got = {name: engine.full_param(name) for name in names}
+    if a.plant_nan:
+        # The planted fault: one element of zt's result made NaN, which the oracle must report.
+        planted = names[{"first": 0, "middle": len(names) // 2, "last": -1}[a.plant_nan]]
+        got[planted] = got[planted].clone()
+        got[planted].view(-1)[got[planted].numel() // 2] = float("nan")
+        if rank == 0:
+            print(f"module_oracle: planted a NaN in {planted}", flush=True)
+    worst, worst_name = worst_excess(got, dict(reference.named_parameters()))
     assert sorted(engine.parameter_names()) == sorted(names), engine.parameter_names()
     engine.close()
     if rank == 0:

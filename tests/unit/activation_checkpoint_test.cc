@@ -3,11 +3,8 @@
 // needs no grad), runs each unit's forward twice, keeps no intermediate alive between forward
 // and backward, and fires each parameter's gradient-ready hook once per backward as the engine
 // expects.
-// LibTorch pulls in glog, whose one-argument CHECK (which aborts) would shadow doctest's; include
-// it first and drop that macro so every CHECK below is doctest's reporting one.
-#include <torch/torch.h>
-#undef CHECK
 #include <doctest/doctest.h>
+#include <torch/torch.h>
 
 #include <torch/csrc/autograd/function_hook.h>
 

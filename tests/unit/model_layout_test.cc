@@ -3,7 +3,6 @@
 // sized per rank, parameters turned into views of their group's flat buffer, gradients taken
 // into one flat buffer, and a plan that breaks the rules refused with the unit's name.
 #include <ATen/ATen.h>
-#undef CHECK
 #include <doctest/doctest.h>
 
 #include <functional>

@@ -4,7 +4,6 @@
 // it and TierGradients allocate are counted as staging. TierGradients (gradient shards kept in
 // the tier) adds reductions into a gradient tile by tile and measures the step's final value.
 #include <ATen/ATen.h>
-#undef CHECK
 #include <doctest/doctest.h>
 
 #include <fcntl.h>

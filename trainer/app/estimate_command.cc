@@ -1,6 +1,6 @@
 #include "app/estimate_command.h"
 
-#include "app/deepspeed_config.h"
+#include "settings/deepspeed_config.h"
 #include "tune/estimate_json.h"
 #include "tune/estimate_table.h"
 #include "tune/search_space.h"

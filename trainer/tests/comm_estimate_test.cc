@@ -7,7 +7,7 @@
 #include "setup/comm_estimate.h"
 #include "small_gpt_toml.h"
 
-#include "../../tests/doctest_after_torch.h"
+#include <doctest/doctest.h>
 
 using zt::trainer::CommEstimate;
 

@@ -4,7 +4,7 @@
 
 #include <ATen/ATen.h>
 
-#include "../../tests/doctest_after_torch.h"
+#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <filesystem>

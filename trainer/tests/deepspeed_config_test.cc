@@ -6,7 +6,7 @@
 
 #include <map>
 
-#include "app/deepspeed_config.h"
+#include "settings/deepspeed_config.h"
 #include "settings/trainer_config.h"
 #include "zt/error.h"
 

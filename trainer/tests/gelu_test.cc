@@ -1,9 +1,9 @@
 // The built-in GPT's GELU (models/gelu.h) against the formula evaluated in long double, element
 // by element: values, gradients, the vector tail, non-contiguous input, NaN, bf16 (the fp32 kernel
-// rounded once), and the fallback for other dtypes.
+// rounded once), and the fallback for other dtypes. The element check reports a planted NaN.
 #include <torch/torch.h>
 
-#include "../../tests/doctest_after_torch.h"
+#include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>
@@ -60,7 +60,8 @@ double worst_against_bound(const at::Tensor& x, const at::Tensor& got, bool grad
         gradient ? 8 * kEps * std::max(std::abs(want), w)
                  : kEps * std::abs(want) * (4 + 2 * std::abs(r.two_z) * (1 - r.s)) + 1e-36L;
     const double off = static_cast<double>(std::abs(gp[i] - want) / bound);
-    if (!(off <= worst)) worst = off;
+    if (std::isnan(off)) return off;  // no later finite element may hide it
+    worst = std::max(worst, off);
   }
   return worst;
 }
@@ -79,6 +80,19 @@ TEST_CASE("gelu_tanh: values and gradients within float rounding of the formula,
   const at::Tensor w = at::linspace(0.5, 1.5, x.numel(), at::kFloat);
   (y * w).sum().backward();
   CHECK(worst_against_bound(x.detach(), x.grad(), true, w) <= 1);
+}
+
+TEST_CASE("gelu_tanh: the check reports a NaN in the first, a middle or the last element") {
+  // A planted fault: the exact result with one element made NaN must fail the bound.
+  const at::Tensor x = inputs();
+  const at::Tensor exact = gelu_tanh(x);
+  REQUIRE(worst_against_bound(x, exact, false) <= 1);
+  for (int64_t i : {int64_t{0}, x.numel() / 2, x.numel() - 1}) {
+    CAPTURE(i);
+    at::Tensor planted = exact.clone();
+    planted[i].fill_(std::nanf(""));
+    CHECK(std::isnan(worst_against_bound(x, planted, false)));
+  }
 }
 
 TEST_CASE("gelu_tanh: non-contiguous input and short tails equal the contiguous result") {

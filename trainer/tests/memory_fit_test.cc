@@ -10,7 +10,7 @@
 #include "zt/bytes.h"
 #include "zt/error.h"
 
-#include "../../tests/doctest_after_torch.h"
+#include <doctest/doctest.h>
 
 #include "../../tests/test_util.h"
 

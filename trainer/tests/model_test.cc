@@ -6,7 +6,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
-#include "../../tests/doctest_after_torch.h"
+#include <doctest/doctest.h>
 
 #include <cmath>
 #include <limits>

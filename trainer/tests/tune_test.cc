@@ -14,7 +14,7 @@
 #include "tune/tune_report.h"
 #include "zt/error.h"
 
-#include "../../tests/doctest_after_torch.h"
+#include <doctest/doctest.h>
 
 #include "../../tests/test_util.h"
 

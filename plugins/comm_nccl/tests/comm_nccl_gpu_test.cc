@@ -14,7 +14,7 @@
 #include <cuda_runtime_api.h>
 
 #define DOCTEST_CONFIG_IMPLEMENT
-#include "../../../tests/doctest_after_torch.h"
+#include "../../../tests/doctest_prelude.h"
 
 #include <atomic>
 #include <chrono>

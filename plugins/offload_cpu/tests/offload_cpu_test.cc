@@ -2,7 +2,6 @@
 // reads and writes are exact copies counted in stats(), misuse is an error, and a request for
 // more memory than the host has fails in prepare() with a message naming the way out.
 #include <ATen/ATen.h>
-#undef CHECK
 #include <doctest/doctest.h>
 
 #include <cstdint>

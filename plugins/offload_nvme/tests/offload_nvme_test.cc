@@ -3,11 +3,8 @@
 // at awkward lengths and offsets through aligned and unaligned host memory, queue depths 1 and 8,
 // transfers in flight together, many regions, the folder layout and its removal (also during
 // exception unwinding), files truncated or deleted under the tier, unwritable folders, misuse.
-// LibTorch (through zt/offload.h) pulls in glog, whose aborting one-argument CHECK would shadow
-// doctest's; include it first and drop that macro so every CHECK below is doctest's.
-#include "nvme_test_support.h"
-#undef CHECK
 #include <doctest/doctest.h>
+#include "nvme_test_support.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

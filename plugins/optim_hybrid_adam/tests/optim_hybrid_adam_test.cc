@@ -7,11 +7,8 @@
 // shard on two devices or on one that is neither CPU nor CUDA is refused by name, and a build
 // without the CUDA kernel refuses CUDA shards saying how to rebuild. kernels_test.cc covers
 // each kernel in depth.
-// LibTorch pulls in glog, whose one-argument CHECK (which aborts) would shadow doctest's; include
-// it first and drop that macro so every CHECK below is doctest's reporting one.
-#include <torch/torch.h>
-#undef CHECK
 #include <doctest/doctest.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>

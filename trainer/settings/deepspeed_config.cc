@@ -1,4 +1,4 @@
-#include "app/deepspeed_config.h"
+#include "settings/deepspeed_config.h"
 #include "settings/trainer_config.h"
 
 #include <cctype>
@@ -25,7 +25,7 @@ namespace {
 using json = nlohmann::json;
 
 // Keys zt does not take, with why or the nearest zt key. Anything else unknown gets the general
-// pointer to README's table.
+// pointer to docs/deepspeed.md's table.
 const std::map<std::string, std::string>& reasons() {
   static const std::map<std::string, std::string> k = {
       {"zero_optimization.stage3_max_reuse_distance",
@@ -92,10 +92,9 @@ class Reader {
   }
   void unknown(const std::string& ds_path) {
     const auto it = reasons().find(ds_path);
-    refuse(ds_path, it != reasons().end()
-                        ? it->second
-                        : "zt has no such setting (README, \"Coming from DeepSpeed\", lists "
-                          "the keys zt reads)");
+    refuse(ds_path, it != reasons().end() ? it->second
+                                          : "zt has no such setting (docs/deepspeed.md lists "
+                                            "the keys zt reads)");
   }
   void problem(const std::string& ds_path, const std::string& what) {
     problems_.push_back(name_ + ": " + ds_path + ": " + what);
