@@ -4,7 +4,7 @@
 #   zt_target_warnings(<target>)       the warnings on one target (zt_add_plugin calls it)
 #   zt_warnings_in_directory(<dir>)    the same on every target defined under <dir>
 #
-# ZT_WARNINGS_AS_ERRORS (default OFF) adds -Werror; scripts/test.sh turns it on under CI. This
+# ZT_WARNINGS_AS_ERRORS (default OFF) adds -Werror; scripts/build.sh turns it on under CI. This
 # file is installed with the SDK (next to ZtPlugin.cmake), so a third-party plugin built with
 # zt_add_plugin gets the same warnings, and -Werror only if its own project sets the option.
 include_guard(GLOBAL)

@@ -14,6 +14,12 @@ export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # The precompiled LibTorch headers (cmake/ZtPch.cmake): ccache caches their users only when told
 # that the header's macros and __TIME__ need not be re-checked.
 export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros}
+# Under CI (the CI variable set, as .ci/run runs) a warning fails the build. Set at every
+# configure, so the README's first command (scripts/run.sh) and the test command compile alike
+# and the second reuses the first one's objects.
+if [ -n "${CI:-}" ] && ! grep -qs '^ZT_WARNINGS_AS_ERRORS:BOOL=ON$' "$build_dir/CMakeCache.txt"; then
+  set -- -DZT_WARNINGS_AS_ERRORS=ON "$@"
+fi
 packages=/var/lib/dpkg/status
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${ZT_BUILD_TYPE:-RelWithDebInfo} "$@"

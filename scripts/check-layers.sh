@@ -1,14 +1,22 @@
 #!/usr/bin/env bash
 # Checks that includes run downward through zt's layers (docs/architecture.md, "Layers"):
-#   core/src: util < sdk < {config launch checkpoint zero} < engine
+#   core/src: util < sdk < {config launch checkpoint zero observe} < engine < compose
 #   trainer:  settings < {data report} < {models ab} < setup < {run tune} < app
 # A file may include its own folder and the folders below it; folders of one rank never include
-# each other. A public header (core/include/zt/) counts in the core layer that implements it
-# (the table below); the trainer may include any of them. Includes in core/src and trainer/ are
-# spelled from their root ("zero/memory_ledger.h"). Also: a public header includes only zt/
-# headers, and a plugin only zt/ headers, its own files and the tests/ helpers. A violation
-# prints "FILE:LINE: includes X (LAYER): runs up from OWN" (or says what else is wrong), and the
-# check fails. It reads the files git tracks (tests of the folders are not layered).
+# each other. A public header counts in the core layer that implements it (the table below); the
+# trainer may include any of them. Includes in core/src and trainer/ are spelled from their root
+# ("zero/memory_ledger.h").
+# The public headers are two faces, one folder each: core/include/zt/ is the plugin SDK, what a
+# plugin includes; core/include/zt/host/ is the host API, what the trainer and the Python package
+# include besides (config, engine, composition, launcher, checkpoints, ...). A public header
+# includes only zt/ headers, and an SDK header no host/ one; a plugin includes only the SDK, its
+# own files and the tests/ helpers (its tests, which host it, may include the host API too).
+# The config is read at the door: in the trainer only settings/ (which resolves it), tune/ (which
+# writes overrides) and app/ include zt/host/config.h or the trainer's loader
+# (settings/trainer_config.h); the folders below take settings.
+# A violation prints "FILE:LINE: includes X (LAYER): runs up from OWN" (or says what else is
+# wrong), and the check fails. It reads the files git tracks (tests of the folders are not
+# layered).
 #   scripts/check-layers.sh [REPO_ROOT]
 set -euo pipefail
 cd "${1:-$(dirname "$0")/..}"
@@ -24,7 +32,7 @@ if ! git ls-files -z -- 'core/*.h' 'core/*.cc' 'trainer/*.h' 'trainer/*.cc' 'plu
   'plugins/*.cc' 'plugins/*.cu' | xargs -0 awk -v files="$files" '
 BEGIN {
   while ((getline line < files) > 0) tracked[line] = 1
-  split("util:0 sdk:1 config:2 launch:2 checkpoint:2 zero:2 engine:3", a, " ")
+  split("util:0 sdk:1 config:2 launch:2 checkpoint:2 zero:2 observe:2 engine:3 compose:4", a, " ")
   for (i in a) { split(a[i], kv, ":"); rank["core", kv[1]] = kv[2] }
   split("settings:0 data:1 report:1 models:2 ab:2 setup:3 run:4 tune:4 app:5", a, " ")
   for (i in a) { split(a[i], kv, ":"); rank["trainer", kv[1]] = kv[2] }
@@ -32,13 +40,15 @@ BEGIN {
         "json_numbers", a, " ")
   for (i in a) pub[a[i]] = "util"
   split("communicator offload optimizer shard_strategy unit store plugin model_plugin options " \
-        "work serial_executor tensor_checks comm_split param_init model_source plugin_loader " \
-        "flight_recorder", a, " ")
+        "work serial_executor tensor_checks comm_split param_init model_source plugin_loader",
+        a, " ")
   for (i in a) pub[a[i]] = "sdk"
   pub["config"] = "config"; pub["launcher"] = "launch"; pub["rendezvous"] = "launch"
   pub["flight_diagnosis"] = "launch"
   pub["checkpoint"] = "checkpoint"; pub["safetensors"] = "checkpoint"
   pub["engine_types"] = "zero"; pub["loss_scaler"] = "zero"; pub["engine"] = "engine"
+  pub["engine_settings"] = "compose"; pub["compose"] = "compose"
+  pub["flight_recorder"] = "observe"
   bad = 0
 }
 function fail(msg) { print FILENAME ":" FNR ": " msg; bad = 1 }
@@ -55,9 +65,9 @@ FNR == 1 {
   tree = ""; own = ""; dir = FILENAME; sub(/\/[^\/]*$/, "", dir)
   n = split(FILENAME, p, "/")
   if (p[1] == "core" && p[2] == "src") { tree = "core"; own = p[3] }
-  else if (p[1] == "core" && p[2] == "include") tree = "public"
+  else if (p[1] == "core" && p[2] == "include") { tree = "public"; sdk = (p[4] != "host") }
   else if (p[1] == "trainer" && p[2] != "tests" && n > 2) { tree = "trainer"; own = p[2] }
-  else if (p[1] == "plugins") { tree = "plugin"; root = "plugins/" p[2] }
+  else if (p[1] == "plugins") { tree = "plugin"; root = "plugins/" p[2]; host_ok = (p[3] == "tests") }
   if ((tree == "core" || tree == "trainer") && !((tree, own) in rank))
     fail("a file in " tree " outside the layer folders (" own ")")
 }
@@ -65,9 +75,13 @@ FNR == 1 {
   inc = $0; sub(/^[^"]*"/, "", inc); sub(/".*$/, "", inc)
   if (tree == "public") {
     if (inc !~ /^zt\//) fail("includes " inc ": a public header includes only zt/ headers")
+    else if (sdk && inc ~ /^zt\/host\//)
+      fail("includes " inc ": the plugin SDK (core/include/zt/) includes no host API header")
     next
   }
   if (tree == "plugin") {
+    if (inc ~ /^zt\/host\// && !host_ok)
+      fail("includes " inc ": a plugin includes only the plugin SDK (zt/), not the host API")
     if (inc ~ /^zt\//) next
     path = normal(dir "/" inc)
     if ((index(path, root "/") == 1 || index(path, "tests/") == 1) && (path in tracked)) next
@@ -79,9 +93,15 @@ FNR == 1 {
     next
   }
   if (tree == "") next
+  if (tree == "trainer" && own !~ /^(settings|tune|app)$/ &&
+      (inc == "zt/host/config.h" || inc == "settings/trainer_config.h")) {
+    fail("includes " inc ": below app/ the config is read only at the door (settings/); take " \
+         "JobSettings (settings/job_settings.h)")
+    next
+  }
   if (inc ~ /^zt\//) {
     if (tree == "trainer") next
-    name = inc; sub(/^zt\//, "", name); sub(/\.h$/, "", name)
+    name = inc; sub(/^zt\/(host\/)?/, "", name); sub(/\.h$/, "", name)
     if (!(name in pub)) { fail("includes " inc ": a public header the layer table does not place"); next }
     target = pub[name]
   } else if (index(inc, "/") == 0) {

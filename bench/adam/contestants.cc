@@ -11,8 +11,8 @@
 #include "bench_adam.h"
 #include "isa.h"
 #include "zt/error.h"
+#include "zt/host/plugin_loader.h"
 #include "zt/options.h"
-#include "zt/plugin_loader.h"
 
 namespace zt::bench {
 

@@ -15,9 +15,9 @@
 
 #include "zt/communicator.h"
 #include "zt/error.h"
-#include "zt/launcher.h"
+#include "zt/host/launcher.h"
+#include "zt/host/plugin_loader.h"
 #include "zt/options.h"
-#include "zt/plugin_loader.h"
 
 namespace zt::bench {
 

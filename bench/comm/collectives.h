@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "bench_comm.h"
-#include "zt/rendezvous.h"
+#include "zt/host/rendezvous.h"
 
 namespace zt::bench {
 

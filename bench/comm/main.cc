@@ -20,8 +20,8 @@
 #include "report.h"
 #include "ucx_perftest.h"
 #include "zt/error.h"
-#include "zt/launcher.h"
-#include "zt/rendezvous.h"
+#include "zt/host/launcher.h"
+#include "zt/host/rendezvous.h"
 
 namespace zt::bench {
 

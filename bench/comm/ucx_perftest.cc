@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "zt/error.h"
-#include "zt/launcher.h"
+#include "zt/host/launcher.h"
 
 namespace zt::bench {
 

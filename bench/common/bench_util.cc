@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "zt/blas.h"
 #include "zt/error.h"
+#include "zt/host/blas.h"
 
 namespace zt::bench {
 

@@ -3,7 +3,7 @@
 #include <deque>
 #include <fstream>
 
-#include "zt/child_process.h"
+#include "zt/host/child_process.h"
 
 namespace zt::bench {
 

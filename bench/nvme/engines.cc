@@ -15,9 +15,9 @@
 
 #include "common/shell.h"
 #include "zt/error.h"
+#include "zt/host/plugin_loader.h"
 #include "zt/offload.h"
 #include "zt/options.h"
-#include "zt/plugin_loader.h"
 
 namespace zt::bench {
 

@@ -26,8 +26,8 @@
 #include "metrics_file.h"
 #include "report.h"
 #include "trainer_job.h"
-#include "zt/blas.h"
 #include "zt/error.h"
+#include "zt/host/blas.h"
 
 namespace zt::bench {
 

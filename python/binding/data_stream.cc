@@ -8,9 +8,9 @@ namespace zt::python {
 
 DataStream::DataStream(const std::string& config_path, const std::string& toml_text,
                        const std::vector<std::string>& overrides, bool validation) {
-  const Config config = load_python_config(config_path, toml_text, overrides, "zt.data");
-  const trainer::JobSettings job = trainer::JobSettings::of(config);
-  const models::ModelShape shape = models::resolve_model_shape(config);
+  const PythonJob loaded = load_python_job(config_path, toml_text, overrides, "zt.data");
+  const trainer::JobSettings& job = loaded.settings;
+  const models::ModelShape shape = models::resolve_model_shape(job.model, loaded.config.catalog());
   const ModelInputs inputs = models::model_inputs(shape);
   source_ = validation ? data::make_val_data(job.data, inputs, shape.kind, job.eval.micro_batch)
                        : data::make_data(job.data, inputs, shape.kind);

@@ -8,10 +8,10 @@
 #include "models/gelu.h"
 #include "python/binding/data_stream.h"
 #include "python/binding/module_engine.h"
-#include "zt/blas.h"
 #include "zt/error.h"
+#include "zt/host/blas.h"
+#include "zt/host/launcher.h"
 #include "zt/host_memory.h"
-#include "zt/launcher.h"
 
 namespace py = pybind11;
 
@@ -81,10 +81,8 @@ py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::str
   return py::make_tuple(r.exit_code, r.failed_rank, r.message, r.error_line);
 }
 
-}  // namespace
-
-PYBIND11_MODULE(_zt, m) {
-  m.doc() = "zt's engine for torch.nn.Module (use the zt package, not this module)";
+// zt's error kinds as Python exceptions: zt.Error and a subclass per kind.
+void def_errors(py::module_& m) {
   static py::exception<zt::Error> error(m, "Error");
   static py::exception<zt::ConfigError> config_error(m, "ConfigError", error.ptr());
   static py::exception<zt::PluginError> plugin_error(m, "PluginError", error.ptr());
@@ -111,7 +109,10 @@ PYBIND11_MODULE(_zt, m) {
       error(e.what());
     }
   });
+}
 
+// The engine over a Python module's parameters (module_engine.h).
+void def_module_engine(py::module_& m) {
   using Release = py::call_guard<py::gil_scoped_release>;
   py::class_<ModuleEngine>(m, "ModuleEngine")
       .def(py::init([](const std::string& config_path, const std::string& toml_text,
@@ -161,6 +162,14 @@ PYBIND11_MODULE(_zt, m) {
       .def("times", [](const ModuleEngine& e) { return times_dict(e.times()); })
       .def("save_checkpoint", &ModuleEngine::save_checkpoint, Release())
       .def("load_checkpoint", &ModuleEngine::load_checkpoint, Release());
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_zt, m) {
+  m.doc() = "zt's engine for torch.nn.Module (use the zt package, not this module)";
+  def_errors(m);
+  def_module_engine(m);
 
   py::class_<zt::python::DataStream>(m, "DataStream")
       .def(

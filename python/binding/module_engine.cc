@@ -11,10 +11,9 @@
 #include "run/checkpointing.h"
 #include "run/loaded_model.h"
 #include "settings/trainer_config.h"
-#include "setup/job_store.h"
-#include "setup/offload_tiers.h"
-#include "zt/checkpoint.h"
 #include "zt/error.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/compose.h"
 
 namespace zt::python {
 
@@ -52,10 +51,13 @@ void broadcast_initial_values(Communicator& comm, const std::vector<UnitParams>&
 
 }  // namespace
 
-Config load_python_config(const std::string& path, const std::string& toml_text,
+PythonJob load_python_job(const std::string& path, const std::string& toml_text,
                           const std::vector<std::string>& overrides, const std::string& caller) {
-  if (!path.empty()) return trainer::load_config_file(path, overrides);
-  return trainer::load_config_string(toml_text, "the config dict given to " + caller, overrides);
+  Config config = path.empty() ? trainer::load_config_string(
+                                     toml_text, "the config dict given to " + caller, overrides)
+                               : trainer::load_config_file(path, overrides);
+  trainer::JobSettings settings = trainer::JobSettings::of(config);
+  return {std::move(config), std::move(settings)};
 }
 
 struct JobConnection {
@@ -83,8 +85,7 @@ void leave_job() {
 
 ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& toml_text,
                            const std::vector<std::string>& overrides, std::vector<UnitParams> units)
-    : config_(load_python_config(config_path, toml_text, overrides, "zt.initialize")),
-      job_(trainer::JobSettings::of(config_)),
+    : loaded_(load_python_job(config_path, toml_text, overrides, "zt.initialize")),
       env_(discover_rank_env()) {
   if (units.empty()) throw ConfigError("zt.initialize: the model has no parameters to train");
   trainer::share_cores_between_local_ranks();
@@ -93,7 +94,7 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
     // Kept only once joined: a failed rendezvous leaves nothing behind for the next attempt.
     auto joined = std::make_shared<JobConnection>();
     joined->env = env_;
-    trainer::JobStore job = trainer::join_job_store(config_, env_);
+    JobStore job = join_job_store(job_.engine.launch, env_);
     joined->timeout = job.timeout;
     joined->store = std::move(job.store);
     connection = std::move(joined);
@@ -107,9 +108,9 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
     units_.push_back(std::make_unique<ModuleUnit>(u));
     pointers.push_back(units_.back().get());
   }
-  setup_ = trainer::build_engine_setup(
-      config_, env_, *store_, timeout_, pointers,
-      [&](trainer::EngineSetup& s) { broadcast_initial_values(*s.comm, units); }, {});
+  ComposeHooks hooks;
+  hooks.prepare = [&](Composition& c) { broadcast_initial_values(*c.comm, units); };
+  setup_ = compose(job_.engine, loaded_.config.catalog(), env_, *store_, timeout_, pointers, hooks);
   schedule_ = trainer::schedule_of(job_.schedule, setup_.optimizer->base_lr());
 }
 
@@ -127,7 +128,7 @@ void ModuleEngine::close() {
   {
     // Destroyed in reverse order of declaration (assigning would go in declaration order): the
     // engine first, its tiers, ..., last the communicator, whose shutdown is collective.
-    const trainer::EngineSetup leaving = std::move(setup_);
+    const Composition leaving = std::move(setup_);
   }
   saver_.reset();
   store_.reset();
@@ -212,14 +213,13 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
                                                                 schedule_);
   CheckpointMeta meta;
   meta.trainer_state = state.to_json();
-  meta.config_toml = config_.to_toml();
+  meta.config_toml = job_.config_toml;
   meta.saved_by = describe() + " (from Python)";
   if (!saver_) {
     // One saver for the engine's life: each save gets store keys of its own (two saves at the
     // same step must not meet the first one's reports).
-    const std::string job = setup_.tiers.job.empty()
-                                ? trainer::offload_job_id(*store_, env_.rank, timeout_)
-                                : setup_.tiers.job;
+    const std::string job = setup_.tiers.job.empty() ? offload_job_id(*store_, env_.rank, timeout_)
+                                                     : setup_.tiers.job;
     saver_dir_ = dir;
     saver_ = std::make_unique<CheckpointSaver>(
         CheckpointOptions{dir, job_.checkpoint.keep_last, false, timeout_, job,

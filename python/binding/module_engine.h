@@ -20,21 +20,26 @@
 
 #include "run/schedule.h"
 #include "settings/job_settings.h"
-#include "setup/engine_setup.h"
-#include "zt/checkpoint.h"
-#include "zt/config.h"
-#include "zt/engine.h"
-#include "zt/engine_types.h"
-#include "zt/rendezvous.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/compose.h"
+#include "zt/host/config.h"
+#include "zt/host/engine.h"
+#include "zt/host/engine_types.h"
+#include "zt/host/rendezvous.h"
 #include "zt/store.h"
 #include "zt/unit.h"
 
 namespace zt::python {
 
-// The config the Python package is given, read as the trainer reads its file: a TOML file
-// (`path`), else `toml_text` (a dict the Python layer wrote out, named after `caller` in
-// messages, "the config dict given to zt.initialize:3:1"), with `overrides` on top.
-Config load_python_config(const std::string& path, const std::string& toml_text,
+// The Python package's door: the config it is given, read as the trainer reads its file (a TOML
+// file, `path`, else `toml_text`, a dict the Python layer wrote out, named after `caller` in
+// messages, "the config dict given to zt.initialize:3:1", with `overrides` on top), and the job's
+// settings resolved from it once. The config is kept for its plugin catalog.
+struct PythonJob {
+  Config config;
+  trainer::JobSettings settings;
+};
+PythonJob load_python_job(const std::string& path, const std::string& toml_text,
                           const std::vector<std::string>& overrides, const std::string& caller);
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
@@ -82,10 +87,10 @@ class ModuleEngine {
   double scheduled_lr() const { return schedule_.lr(steps_); }
   int64_t steps() const { return steps_; }
   std::string describe() const;  // "world 2, ZeRO stage 3, shard_bucket, optim_hybrid_adam, ..."
-  std::string config_toml() const { return config_.to_toml(); }
+  std::string config_toml() const { return job_.config_toml; }
   std::string compute() const { return job_.run.compute; }  // "fp32" | "bf16" | "fp16"
 
-  // Engine's driven forward (zt/engine.h).
+  // Engine's driven forward (zt/host/engine.h).
   void begin_forward(bool training);
   void enter_unit(int unit);
   void leave_unit(int unit, const std::vector<at::Tensor>& outputs);
@@ -110,9 +115,9 @@ class ModuleEngine {
   MemoryReport memory() const;
   EngineTimes times() const;
 
-  // Saves the engine's state as the trainer does (zt/checkpoint.h) under `dir` (a checkpoint.dir:
-  // step-N folders, latest), synchronously; `next_sample`: the data position the trainer resumes
-  // at (< 0: steps x the global batch). Collective. Returns the folder.
+  // Saves the engine's state as the trainer does (zt/host/checkpoint.h) under `dir` (a
+  // checkpoint.dir: step-N folders, latest), synchronously; `next_sample`: the data position the
+  // trainer resumes at (< 0: steps x the global batch). Collective. Returns the folder.
   std::string save_checkpoint(const std::string& dir, int64_t next_sample);
   // Loads a checkpoint folder, its dir (latest) or dir/best, from any world size and
   // composition. Collective. Returns the saved trainer state's JSON (step, next_sample, ...).
@@ -122,14 +127,14 @@ class ModuleEngine {
   // The engine, or ConfigError once closed (a closed engine holds nothing).
   Engine& live() const;
 
-  Config config_;
-  trainer::JobSettings job_;
+  PythonJob loaded_;
+  const trainer::JobSettings& job_ = loaded_.settings;
   RankEnv env_;
   std::chrono::milliseconds timeout_{0};
   std::shared_ptr<JobConnection> job_connection_;
   std::unique_ptr<Store> store_;  // the job's store under this engine's prefix
   std::vector<std::unique_ptr<Unit>> units_;
-  trainer::EngineSetup setup_;
+  Composition setup_;
   trainer::Schedule schedule_;
   std::unique_ptr<CheckpointSaver> saver_;  // made by the first save_checkpoint
   std::string saver_dir_;

@@ -3,8 +3,8 @@
 // must refuse it, or accept it and then find its rank files missing, each as a ConfigError or
 // IoError naming the folder.
 #include "fuzz_support.h"
-#include "zt/checkpoint.h"
 #include "zt/error.h"
+#include "zt/host/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   zt::fuzz::scratch().reset();

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "zt/checkpoint.h"
 #include "zt/error.h"
+#include "zt/host/checkpoint.h"
 
 namespace {
 

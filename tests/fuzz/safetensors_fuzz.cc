@@ -7,7 +7,7 @@
 
 #include "fuzz_support.h"
 #include "zt/error.h"
-#include "zt/safetensors.h"
+#include "zt/host/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = zt::fuzz::input_file("model.safetensors", data, size);

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "zt/checkpoint.h"
+#include "zt/host/checkpoint.h"
 
 namespace zt::test {
 

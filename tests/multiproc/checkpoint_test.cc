@@ -24,8 +24,8 @@
 #include "../test_util.h"
 #include "checkpoint_files.h"
 #include "small_gpt_job.h"
-#include "zt/checkpoint.h"
-#include "zt/safetensors.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/safetensors.h"
 
 namespace fs = std::filesystem;
 using zt::test::all_values;

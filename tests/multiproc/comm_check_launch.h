@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "../test_util.h"
-#include "zt/launcher.h"
+#include "zt/host/launcher.h"
 
 namespace zt::test {
 

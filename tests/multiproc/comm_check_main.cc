@@ -20,9 +20,9 @@
 #include "zt/comm_split.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
+#include "zt/host/plugin_loader.h"
+#include "zt/host/rendezvous.h"
 #include "zt/options.h"
-#include "zt/plugin_loader.h"
-#include "zt/rendezvous.h"
 
 namespace {
 

@@ -20,12 +20,13 @@
 //                   [--refuse_partial true --ckpt_dir D]
 //                   [--mics K] [--hier true --ranks_per_host P]
 //                   [--plant nan|lost_update]
-// The engine, its plugins and tiers are wired by the trainer's own build_engine_setup
-// (trainer/setup/engine_setup.h) from a zt::Config: the options above become --set overrides of
-// check_config()'s TOML (fp16 is not offered: the config refuses it on the CPU, where LibTorch
-// has no fp16 matmul). --loss_scale turns dynamic loss scaling on outside fp16, which a config
-// does not express, through build_engine_setup's `adjust` hook. [model] and [data] are not used
-// (the check brings its own units and samples) except model.activation_checkpointing.
+// The engine, its plugins and tiers are composed by the core as every program composes them
+// (zt/host/compose.h) from the settings of a zt::Config of the core's sections alone: the options
+// above become --set overrides of check_config()'s TOML (fp16 is not offered: the config refuses
+// it on the CPU, where LibTorch has no fp16 matmul). What the core's sections do not express goes
+// through compose's `adjust` hook: --loss_scale (dynamic loss scaling outside fp16), --accum and
+// --checkpoint (the trainer's data.grad_accum and model.activation_checkpointing). The check
+// brings its own units and samples.
 // --hidden widens the hidden layer (17 by default) so offloaded shards span many tiles. NVMe
 // tiers write under $ZT_CHECK_OUT/nvme; the worker checks their files are gone at the end.
 // With --checkpoint the engine recomputes every unit in backward; the reference never does, and
@@ -60,16 +61,16 @@
 #include "checkpoint/checkpoint_saver.h"  // core-internal: a save filled by hand (--refuse_partial)
 #include "oracle_tolerance.h"
 #include "rank_check.h"
-#include "settings/trainer_config.h"
-#include "setup/engine_setup.h"
 #include "util/torch_compat.h"
-#include "zt/checkpoint.h"
-#include "zt/config.h"
-#include "zt/engine.h"
 #include "zt/error.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/compose.h"
+#include "zt/host/config.h"
+#include "zt/host/engine.h"
+#include "zt/host/engine_settings.h"
+#include "zt/host/rendezvous.h"
 #include "zt/offload.h"
 #include "zt/options.h"
-#include "zt/rendezvous.h"
 
 namespace {
 
@@ -201,7 +202,6 @@ const std::pair<const char*, const char*> kConfigFlags[] = {
     {"stage", "zero.stage"},
     {"shard", "plugins.shard"},
     {"dtype", "precision.compute"},
-    {"accum", "data.grad_accum"},
     {"clip", "zero.gradient_clipping"},
     {"steps", "run.steps"},
     {"prefetch", "zero.prefetch_units"},
@@ -211,7 +211,6 @@ const std::pair<const char*, const char*> kConfigFlags[] = {
     {"overlap", "zero.overlap_comm"},
     {"predivide", "zero.gradient_predivide_factor"},
     {"bucket_mb", "plugin.shard_bucket.bucket_mb"},
-    {"checkpoint", "model.activation_checkpointing"},
     {"offload_optimizer", "plugins.offload_optimizer"},
     {"offload_param", "plugins.offload_param"},
     {"optimizer_fraction", "zero.offload_optimizer_fraction"},
@@ -226,8 +225,6 @@ const std::pair<const char*, const char*> kConfigFlags[] = {
 zt::Config check_config(Args& a, const std::string& nvme_dir) {
   using zt::value_to_toml;
   const std::string toml =
-      "[data]\nmicro_batch = " + std::to_string(kMicroBatch) +
-      "\n"
       "[precision]\ninitial_scale = 1024\nhysteresis = 1\n"
       "[zero]\nallgather_bucket_mb = 0.001\n"  // forces waits between post-step all-gathers
       "[plugins]\ncomm = \"comm_ucx\"\noptimizer = \"optim_hybrid_adam\"\n"
@@ -243,7 +240,7 @@ zt::Config check_config(Args& a, const std::string& nvme_dir) {
     const bool no_tier = std::string(key).rfind("plugins.offload_", 0) == 0 && value == "none";
     overrides.push_back(std::string(key) + "=" + (no_tier ? "\"\"" : value));
   }
-  return zt::trainer::load_config_string(toml, "zt_engine_check", overrides);
+  return zt::Config::load_string(toml, "zt_engine_check", overrides);
 }
 
 // LibTorch's own AdamW on the whole global batch of every micro step, in this one process.
@@ -447,7 +444,7 @@ double check_val_loss(zt::Engine& engine, zt::Communicator& comm, const zt::Rank
 }
 
 // The OK line's numbers: gathered bytes (bounded in stage 3), collectives, offloaded bytes.
-std::string memory_text(const zt::trainer::EngineSetup& setup) {
+std::string memory_text(const zt::Composition& setup) {
   const zt::EngineOptions& opt = setup.options;
   zt::MemoryReport mem = setup.engine->memory();
   std::string text = "OK peak_gathered=" + std::to_string(mem.params_gathered_peak) +
@@ -460,7 +457,7 @@ std::string memory_text(const zt::trainer::EngineSetup& setup) {
                       " units (" + std::to_string(mem.unit_max_params) + " B each) + persistent " +
                       std::to_string(mem.persistent_params));
   }
-  zt::CommStats stats = zt::trainer::job_comm_stats(setup);
+  zt::CommStats stats = zt::job_comm_stats(setup);
   text += " all_gather_calls=" + std::to_string(stats[zt::CommOp::kAllGather].calls) +
           " reduce_scatter_calls=" + std::to_string(stats[zt::CommOp::kReduceScatter].calls);
   if (setup.tiers.by_id.empty()) return text;
@@ -576,26 +573,30 @@ void record_or_compare(Args& a, int rank, zt::Engine& engine, const Trace& trace
 
 // The engine over the check's units: built here, or (--zero_init) by the engine from `source`,
 // in which case `units` is filled with the units it built.
-std::unique_ptr<zt::trainer::EngineSetup> make_setup(Args& a, const zt::Config& config,
-                                                     const zt::RankEnv& env, zt::Store& store,
-                                                     std::chrono::milliseconds timeout,
-                                                     std::vector<LambdaUnit*>& units,
-                                                     CheckSource& source) {
-  // Dynamic loss scaling outside fp16 is no config setting (fp16 turns it on by itself).
-  auto adjust = [&](zt::EngineOptions& o) {
+std::unique_ptr<zt::Composition> make_setup(Args& a, const zt::Config& config,
+                                            const zt::RankEnv& env, zt::Store& store,
+                                            std::chrono::milliseconds timeout,
+                                            std::vector<LambdaUnit*>& units, CheckSource& source) {
+  zt::ComposeHooks hooks;
+  hooks.adjust = [&](zt::EngineOptions& o) {
+    // The trainer's sections' two engine options.
+    o.grad_accum = std::stoi(a["accum"]);
+    o.activation_checkpointing = a["checkpoint"] == "true";
+    // Dynamic loss scaling outside fp16 is no config setting (fp16 turns it on by itself).
     if (a["loss_scale"] == "true") o.dynamic_loss_scale = true;
     // Simulated hosts: the launcher puts every rank on one host (LOCAL_WORLD_SIZE = world).
     if (a["ranks_per_host"] != "0") o.ranks_per_host = std::stoi(a["ranks_per_host"]);
   };
+  const zt::EngineSettings settings = zt::EngineSettings::of(config);
   if (g_zero_init) {
-    auto setup = std::make_unique<zt::trainer::EngineSetup>(
-        zt::trainer::build_engine_setup(config, env, store, timeout, source, adjust));
+    auto setup = std::make_unique<zt::Composition>(
+        zt::compose(settings, config.catalog(), env, store, timeout, source, hooks));
     units = source.built;
     return setup;
   }
   std::vector<zt::Unit*> plain(units.begin(), units.end());
-  return std::make_unique<zt::trainer::EngineSetup>(
-      zt::trainer::build_engine_setup(config, env, store, timeout, plain, adjust));
+  return std::make_unique<zt::Composition>(
+      zt::compose(settings, config.catalog(), env, store, timeout, plain, hooks));
 }
 
 // Stages 2-3 must reduce-scatter a unit's gradients as soon as it finished backward: by the time
@@ -674,7 +675,7 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   units[0]->probe = [&](const at::Tensor& y) {
     if (!y.requires_grad()) return;
     y.register_hook([&](const at::Tensor& g) {
-      reduces_at_first_unit = zt::trainer::job_comm_stats(*setup)[zt::CommOp::kReduceScatter].calls;
+      reduces_at_first_unit = zt::job_comm_stats(*setup)[zt::CommOp::kReduceScatter].calls;
       return g;
     });
   };

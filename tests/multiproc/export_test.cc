@@ -14,8 +14,8 @@
 
 #include "../test_util.h"
 #include "small_gpt_job.h"
-#include "zt/checkpoint.h"
-#include "zt/safetensors.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/safetensors.h"
 
 using zt::test::contains;
 using zt::test::run_command;

@@ -31,13 +31,14 @@
 #include "models/model.h"
 #include "oracle_tolerance.h"
 #include "rank_check.h"
+#include "settings/job_settings.h"
 #include "settings/trainer_config.h"
-#include "setup/engine_setup.h"
-#include "zt/config.h"
-#include "zt/engine.h"
 #include "zt/error.h"
-#include "zt/rendezvous.h"
-#include "zt/safetensors.h"
+#include "zt/host/compose.h"
+#include "zt/host/config.h"
+#include "zt/host/engine.h"
+#include "zt/host/rendezvous.h"
+#include "zt/host/safetensors.h"
 
 namespace {
 
@@ -278,13 +279,14 @@ std::string error_of(const std::function<void()>& call) {
 
 // model.init_from through the engine: a deeper model's file is refused as the Model loader
 // refuses it; the donor's file loads exactly; the reference loads it with the Model loader.
-void check_init_from(zt::Engine& engine, Reference& ref, const zt::Config& config,
-                     zt::Communicator& comm, const std::string& out_dir) {
-  const zt::models::ModelShape shape = zt::models::resolve_model_shape(config);
+void check_init_from(zt::Engine& engine, Reference& ref, const zt::trainer::JobSettings& job,
+                     zt::PluginCatalog& catalog, zt::Communicator& comm,
+                     const std::string& out_dir) {
+  const zt::models::ModelShape shape = zt::models::resolve_model_shape(job.model, catalog);
   zt::models::ModelShape deeper_shape = shape;
   deeper_shape.n_layer += 1;
   const Reference donor(shape, 7);
-  const std::string donor_path = config.section("model").get_string("init_from");
+  const std::string donor_path = job.model.init_from;
   const std::string deeper = out_dir + "/deeper.safetensors";
   if (comm.rank() == 0) {
     write_hf_file(donor_path, *donor.model);
@@ -298,9 +300,9 @@ void check_init_from(zt::Engine& engine, Reference& ref, const zt::Config& confi
   });
   check(got == want, "the engine's refusal differs from the Model loader's: " + got);
   check_masters(engine, ref, true, at::kFloat, "after a refused init_from file");
-  zt::models::apply_init_from(engine, decls_of(ref), config, comm.rank());
+  zt::models::apply_init_from(engine, decls_of(ref), job.model, comm.rank());
   check_masters(engine, donor, true, at::kFloat, "after init_from");
-  zt::models::apply_init_from(*ref.model, config);
+  zt::models::apply_init_from(*ref.model, job.model);
   check_masters(engine, ref, true, at::kFloat, "after init_from (the Model loader's values)");
 }
 
@@ -335,17 +337,18 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& out_di
   auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
                               env.master_port, env.rank, env.world, timeout);
   const zt::Config config = check_config(a, out_dir);
-  const zt::models::ModelShape shape = zt::models::resolve_model_shape(config);
+  const zt::trainer::JobSettings job = zt::trainer::JobSettings::of(config);
+  const zt::models::ModelShape shape = zt::models::resolve_model_shape(job.model, config.catalog());
   auto mine = zt::models::make_model(shape, 42);
   std::vector<zt::Unit*> units;
   for (auto& u : mine->units) units.push_back(u.get());
-  auto setup = std::make_unique<zt::trainer::EngineSetup>(
-      zt::trainer::build_engine_setup(config, env, *store, timeout, units));
+  auto setup = std::make_unique<zt::Composition>(
+      zt::compose(job.engine, config.catalog(), env, *store, timeout, units));
   zt::Engine& engine = *setup->engine;
   Reference ref(shape, 42);
   check_read_only(engine, ref);
   if (a["mode"] == "init_from") {
-    check_init_from(engine, ref, config, *setup->comm, out_dir);
+    check_init_from(engine, ref, job, config.catalog(), *setup->comm, out_dir);
   } else {
     check_refusals(engine, ref, env.rank, env.world);
     check_edit(engine, ref, env.rank, env.world);

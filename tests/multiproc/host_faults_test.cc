@@ -15,8 +15,8 @@
 #include "../test_util.h"
 #include "checkpoint_files.h"
 #include "small_gpt_job.h"
-#include "zt/checkpoint.h"
-#include "zt/memory_cgroup.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/memory_cgroup.h"
 
 namespace fs = std::filesystem;
 using zt::test::contains;

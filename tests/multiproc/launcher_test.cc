@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "../test_util.h"
-#include "zt/launcher.h"
+#include "zt/host/launcher.h"
 
 using zt::test::contains;
 using zt::test::TempDir;

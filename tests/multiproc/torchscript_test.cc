@@ -26,8 +26,8 @@
 #include "models/model.h"
 #include "settings/job_settings.h"
 #include "settings/trainer_config.h"
-#include "zt/config.h"
-#include "zt/safetensors.h"
+#include "zt/host/config.h"
+#include "zt/host/safetensors.h"
 
 using zt::test::contains;
 using zt::test::run_command;
@@ -111,9 +111,9 @@ std::string script_lines(const ScriptModel& m) {
 // The global batch of every step, as zt's data source gives it, in a safetensors file.
 void write_batches(const std::string& toml, const std::string& path) {
   const zt::Config config = zt::trainer::load_config_string(toml, "batches.toml");
-  const zt::models::ModelShape shape = zt::models::resolve_model_shape(config);
-  const auto data = zt::data::make_data(zt::trainer::JobSettings::of(config).data,
-                                        zt::models::model_inputs(shape), shape.kind);
+  const zt::trainer::JobSettings job = zt::trainer::JobSettings::of(config);
+  const zt::models::ModelShape shape = zt::models::resolve_model_shape(job.model, config.catalog());
+  const auto data = zt::data::make_data(job.data, zt::models::model_inputs(shape), shape.kind);
   std::vector<at::Tensor> tensors;
   zt::SafetensorsWriter writer;
   for (int s = 0; s < kSteps; ++s) {
@@ -257,8 +257,10 @@ TEST_CASE("torchscript: a module whose forward is not a chain of its units train
 TEST_CASE("torchscript: units follow the module, tied weights are found, buffers are listed") {
   ZT_SKIP_WITHOUT_TORCH();
   auto shape_of = [](const std::string& lines) {
-    return zt::models::resolve_model_shape(
-        zt::trainer::load_config_string(job_toml(lines, "unused", 1, 0), "t.toml"));
+    const zt::Config config = zt::trainer::load_config_string(job_toml(lines, "unused", 1, 0),
+                                                              "t.toml");
+    return zt::models::resolve_model_shape(zt::trainer::JobSettings::of(config).model,
+                                           config.catalog());
   };
   const zt::models::ModelShape gpt = shape_of(script_lines(kGpt));
   REQUIRE(gpt.custom);
@@ -362,9 +364,10 @@ TEST_CASE("model plugin: model_resmlp is listed and trains at stage 3 on 2 ranks
 
   // The reference: the plugin's units built whole in this process, LibTorch's AdamW.
   const zt::Config config = zt::trainer::load_config_string(toml_for("unused", 1, 0), "ref.toml");
-  auto model = zt::models::make_model(config);
-  const auto data = zt::data::make_data(zt::trainer::JobSettings::of(config).data,
-                                        zt::models::model_inputs(model->shape), model->shape.kind);
+  const zt::trainer::JobSettings job = zt::trainer::JobSettings::of(config);
+  auto model = zt::models::make_model(job.model, config.catalog());
+  const auto data = zt::data::make_data(job.data, zt::models::model_inputs(model->shape),
+                                        model->shape.kind);
   std::vector<at::Tensor> params;
   for (auto& [name, t] : zt::models::unique_parameters(*model)) params.push_back(t);
   torch::optim::AdamW adamw(

@@ -10,8 +10,8 @@
 #include "../skip.h"
 #include "../test_util.h"
 #include "small_gpt_job.h"
-#include "zt/blas.h"
-#include "zt/launcher.h"
+#include "zt/host/blas.h"
+#include "zt/host/launcher.h"
 
 using zt::test::contains;
 using zt::test::run_command;

@@ -13,7 +13,7 @@
 
 #include "../skip.h"
 #include "../test_util.h"
-#include "zt/launcher.h"
+#include "zt/host/launcher.h"
 
 using zt::test::run_command;
 using zt::test::TempDir;

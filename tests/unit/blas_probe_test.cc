@@ -7,7 +7,7 @@
 
 #include "../skip.h"
 #include "../test_util.h"
-#include "zt/blas.h"
+#include "zt/host/blas.h"
 
 using zt::test::contains;
 

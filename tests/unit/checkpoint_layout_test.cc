@@ -7,8 +7,8 @@
 #include "../test_util.h"
 #include "checkpoint/checkpoint_layout.h"
 #include "checkpoint_test_util.h"
-#include "zt/checkpoint.h"
 #include "zt/error.h"
+#include "zt/host/checkpoint.h"
 
 namespace fs = std::filesystem;
 

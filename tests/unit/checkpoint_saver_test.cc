@@ -18,7 +18,7 @@
 #include "../test_util.h"
 #include "checkpoint_test_util.h"
 #include "zt/error.h"
-#include "zt/safetensors.h"
+#include "zt/host/safetensors.h"
 
 namespace fs = std::filesystem;
 using zt::test::model_kinds;

@@ -25,9 +25,9 @@
 
 #include "checkpoint/checkpoint_layout.h"
 #include "checkpoint/checkpoint_saver.h"
-#include "zt/checkpoint.h"
-#include "zt/launcher.h"
-#include "zt/rendezvous.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/launcher.h"
+#include "zt/host/rendezvous.h"
 
 namespace zt::test {
 

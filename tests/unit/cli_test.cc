@@ -1,7 +1,13 @@
-// The trainer's command-line parser.
+// The trainer's command-line parser and its help texts.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "app/cli.h"
+#include "app/help.h"
 #include "zt/error.h"
 
 using zt::trainer::Command;
@@ -160,4 +166,57 @@ TEST_CASE("estimate and tune take a config and their flags, tune's budget a dura
   CHECK_THROWS_AS(parse_cli({"estimate", "--config", "c", "--budget", "5m"}), zt::ConfigError);
   CHECK_THROWS_AS(parse_cli({"tune", "--config", "c", "--json"}), zt::ConfigError);
   CHECK_THROWS_AS(parse_cli({"estimate", "--config", "c", "--margin", "1.5"}), zt::ConfigError);
+}
+
+TEST_CASE("--help: the overview without a command, the command's own help with one") {
+  const auto plain = parse_cli({"--help"});
+  CHECK(plain.help);
+  CHECK_FALSE(plain.subcommand);
+  // A command's help needs none of the flags the command needs to run.
+  for (const auto& [args, command] : std::vector<std::pair<std::vector<std::string>, Command>>{
+           {{"ab", "--help"}, Command::kAb},
+           {{"tune", "-h"}, Command::kTune},
+           {{"estimate", "--help"}, Command::kEstimate},
+           {{"sample", "--help"}, Command::kSample},
+           {{"plugins", "--help"}, Command::kPluginsList},
+           {{"plugins", "describe", "--help"}, Command::kPluginsDescribe},
+           {{"trace", "--help"}, Command::kTraceMerge},
+           {{"compare", "--help"}, Command::kCompare}}) {
+    CAPTURE(args[0]);
+    const auto a = parse_cli(args);
+    CHECK(a.help);
+    CHECK(a.subcommand);
+    CHECK(a.command == command);
+  }
+}
+
+TEST_CASE("help texts: the overview fits 25 lines and names every command, and each command's "
+          "help gives its usage and an example") {
+  const std::string overview = zt::trainer::overview();
+  CHECK(std::count(overview.begin(), overview.end(), '\n') <= 25);
+  const std::vector<std::pair<Command, std::string>> commands = {
+      {Command::kRun, "trainer --config FILE"},
+      {Command::kEval, "trainer eval"},
+      {Command::kSample, "trainer sample"},
+      {Command::kExport, "trainer export"},
+      {Command::kAb, "trainer ab "},
+      {Command::kCompare, "trainer compare"},
+      {Command::kAbReport, "trainer ab-report"},
+      {Command::kEstimate, "trainer estimate"},
+      {Command::kTune, "trainer tune"},
+      {Command::kReport, "trainer report"},
+      {Command::kTraceMerge, "trainer trace merge"},
+      {Command::kFlight, "trainer flight"},
+      {Command::kPluginsList, "trainer plugins list"}};
+  for (const auto& [command, usage] : commands) {
+    const std::string help = zt::trainer::command_help(command);
+    CAPTURE(usage);
+    CHECK(help.rfind("usage: " + usage, 0) == 0);
+    CHECK(help.find("\nExample:\n  " + usage.substr(0, usage.find(' ', 8))) != std::string::npos);
+    CHECK(help != overview);
+    if (command != Command::kRun) {
+      const std::string word = usage.substr(8, usage.find(' ', 8) - 8);
+      CHECK(overview.find("  " + word + " ") != std::string::npos);
+    }
+  }
 }

@@ -6,8 +6,8 @@
 #include <set>
 
 #include "../test_util.h"
-#include "zt/config.h"
 #include "zt/error.h"
+#include "zt/host/config.h"
 
 using zt::test::contains;
 

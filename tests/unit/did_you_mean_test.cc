@@ -1,7 +1,7 @@
 // Suggestions for misspelled keys and ids.
 #include <doctest/doctest.h>
 
-#include "zt/did_you_mean.h"
+#include "zt/host/did_you_mean.h"
 
 TEST_CASE("closest_match suggests near misses and abbreviations, not unrelated words") {
   std::vector<std::string> keys = {"bucket_mb", "stage", "reduce_bucket_mb", "prefetch_units"};

@@ -1,7 +1,7 @@
-// The flight recorder (zt/flight_recorder.h) and its diagnosis (zt/flight_diagnosis.h): ops are
-// recorded through an observed communicator with their state, the ring keeps the newest, the dump
-// is JSON, and the diagnosis names the rank that waits, the op and its sequence number, the rank
-// behind it and what that one does, or the first op the ranks disagree on.
+// The flight recorder (zt/host/flight_recorder.h) and its diagnosis (zt/host/flight_diagnosis.h):
+// ops are recorded through an observed communicator with their state, the ring keeps the newest,
+// the dump is JSON, and the diagnosis names the rank that waits, the op and its sequence number,
+// the rank behind it and what that one does, or the first op the ranks disagree on.
 #include <doctest/doctest.h>
 
 #include <ATen/ATen.h>
@@ -10,9 +10,9 @@
 
 #include "../test_util.h"
 #include "zt/error.h"
-#include "zt/flight_diagnosis.h"
-#include "zt/flight_recorder.h"
-#include "zt/trace.h"
+#include "zt/host/flight_diagnosis.h"
+#include "zt/host/flight_recorder.h"
+#include "zt/host/trace.h"
 
 using zt::test::contains;
 using zt::test::TempDir;

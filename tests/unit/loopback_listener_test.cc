@@ -13,8 +13,8 @@
 #include "../skip.h"
 #include "../test_util.h"
 #include "launch/loopback_listener.h"
-#include "zt/launcher.h"
-#include "zt/rendezvous.h"
+#include "zt/host/launcher.h"
+#include "zt/host/rendezvous.h"
 
 namespace {
 

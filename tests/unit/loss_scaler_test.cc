@@ -2,7 +2,7 @@
 #include <doctest/doctest.h>
 
 #include "zt/error.h"
-#include "zt/loss_scaler.h"
+#include "zt/host/loss_scaler.h"
 
 TEST_CASE("disabled: the scale is 1 whatever happens") {
   zt::LossScaler s({}, false);

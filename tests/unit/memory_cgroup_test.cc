@@ -1,5 +1,5 @@
-// zt/memory_cgroup.h: the memory cgroup of a process from /proc/PID/cgroup, the limit that binds
-// on the way up, and the OOM-kill counts, read from a folder laid out as the kernel lays out
+// zt/host/memory_cgroup.h: the memory cgroup of a process from /proc/PID/cgroup, the limit that
+// binds on the way up, and the OOM-kill counts, read from a folder laid out as the kernel lays out
 // /sys/fs/cgroup (v1 and v2), and from this host's own.
 #include <doctest/doctest.h>
 
@@ -7,7 +7,7 @@
 
 #include "../skip.h"
 #include "../test_util.h"
-#include "zt/memory_cgroup.h"
+#include "zt/host/memory_cgroup.h"
 
 using zt::test::TempDir;
 using zt::test::write_file;

@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include "../test_util.h"
-#include "zt/config.h"
 #include "zt/error.h"
+#include "zt/host/config.h"
 #include "zt/options.h"
 
 using zt::test::contains;

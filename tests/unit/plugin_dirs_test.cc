@@ -2,8 +2,8 @@
 #include <doctest/doctest.h>
 
 #include "../test_util.h"
-#include "zt/config.h"
 #include "zt/error.h"
+#include "zt/host/config.h"
 
 using zt::test::contains;
 

@@ -4,7 +4,7 @@
 #include "../test_util.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
-#include "zt/plugin_loader.h"
+#include "zt/host/plugin_loader.h"
 
 using zt::test::contains;
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "../test_util.h"
-#include "zt/plugin_loader.h"
+#include "zt/host/plugin_loader.h"
 
 namespace fs = std::filesystem;
 

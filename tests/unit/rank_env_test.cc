@@ -4,7 +4,7 @@
 #include <map>
 
 #include "zt/error.h"
-#include "zt/rendezvous.h"
+#include "zt/host/rendezvous.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
-// zt/safetensors.h: files zt writes read back exactly and are laid out as Hugging Face's format
-// says; files written by others (no padding, metadata last) read; damaged files are refused
+// zt/host/safetensors.h: files zt writes read back exactly and are laid out as Hugging Face's
+// format says; files written by others (no padding, metadata last) read; damaged files are refused
 // with the path named.
 #include <doctest/doctest.h>
 
@@ -12,9 +12,9 @@
 
 #include "../skip.h"
 #include "../test_util.h"
-#include "zt/checkpoint.h"
 #include "zt/error.h"
-#include "zt/safetensors.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/safetensors.h"
 
 namespace {
 

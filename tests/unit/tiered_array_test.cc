@@ -19,7 +19,7 @@
 #include "zero/tier_gradients.h"
 #include "zero/tiered_array.h"
 #include "zt/error.h"
-#include "zt/plugin_loader.h"
+#include "zt/host/plugin_loader.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The timeline trace (zt/trace.h): spans become events only while recording, nest on their
+// The timeline trace (zt/host/trace.h): spans become events only while recording, nest on their
 // thread, named lanes keep their events in sequence, the file is Trace Event JSON that parses,
 // and a thread's activity stack and waiting label are what a flight dump reads.
 #include <doctest/doctest.h>
@@ -8,7 +8,7 @@
 
 #include "../test_util.h"
 #include "zt/error.h"
-#include "zt/trace.h"
+#include "zt/host/trace.h"
 
 namespace trace = zt::trace;
 using zt::test::TempDir;

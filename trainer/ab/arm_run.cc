@@ -9,9 +9,9 @@
 #include <iostream>
 #include <thread>
 
-#include "zt/child_process.h"
 #include "zt/error.h"
-#include "zt/launcher.h"
+#include "zt/host/child_process.h"
+#include "zt/host/launcher.h"
 
 namespace zt::trainer {
 
@@ -104,6 +104,38 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
                 seconds, metrics.steps.back().loss);
   out << (tty ? "\r" : "") << head << tail << "\n" << std::flush;
   return metrics;
+}
+
+namespace {
+
+// One run of an arm: out_dir/runs/<arm>-<rep>.
+RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, int rep, int index, int total,
+                   std::ostream& out) {
+  char head[128];
+  std::snprintf(head, sizeof(head), "[%d/%d] arm %s (%s), run %d", index, total, arm.name.c_str(),
+                arm_label(arm).c_str(), rep);
+  return run_arm(
+      plan, arm, arm.name + "-" + std::to_string(rep), head,
+      "the arm " + arm.name + " run " + std::to_string(rep) + " (" + arm_label(arm) + ")", out);
+}
+
+}  // namespace
+
+AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbArgs& ab,
+                     const std::vector<std::string>& math_keys, std::ostream& out) {
+  out << "zt ab: " << plan.config_path << ", " << ab.reps << " x (A B B A order) runs of "
+      << plan.steps << " steps, first " << ab.warmup << " of each left out\n  A: " << a.label
+      << "\n  B: " << b.label << "\n";
+  const int total = 2 * ab.reps;
+  int index = 0;
+  for (int rep = 1; rep <= ab.reps; ++rep) {
+    const bool a_first = rep % 2 == 1;
+    for (ArmResult* arm :
+         a_first ? std::vector<ArmResult*>{&a, &b} : std::vector<ArmResult*>{&b, &a}) {
+      arm->runs.push_back(run_arm(plan, arm->arm, rep, ++index, total, out));
+    }
+  }
+  return analyse(std::move(a), std::move(b), ab.warmup, ab.rtol, math_keys.empty(), math_keys);
 }
 
 }  // namespace zt::trainer

@@ -1,7 +1,8 @@
 // One run of a composition of the user's job as a child `trainer`: what `trainer ab` runs for each
 // arm and repetition, and `trainer tune` for each trial. The child writes into its own folder
 // (metrics.jsonl, a log beside it), trains a fresh job (no resume, no live A/B of its own unless
-// the overrides ask for one) and its progress is shown on one line while it trains.
+// the overrides ask for one) and its progress is shown on one line while it trains. And the runs
+// of a whole comparison: ab.reps x A B B A, analysed (ab_report.h).
 // Thread safety: run from one thread; each call waits for its child.
 #pragma once
 
@@ -12,9 +13,21 @@
 #include <vector>
 
 #include "ab/ab_arms.h"
+#include "ab/ab_report.h"
 #include "report/run_metrics.h"
 
 namespace zt::trainer {
+
+// trainer ab / trainer compare's options (and tune's final A/B).
+struct AbArgs {
+  std::string a, b;                 // --a / --b: comma-separated overrides of each arm
+  int64_t steps = 0;                // --steps: per run; 0 = the config's run.steps
+  int reps = 2;                     // --reps: runs per arm, interleaved A B B A
+  int64_t warmup = 2;               // --warmup: steps of each run left out of the timings
+  std::string out_dir = "runs/ab";  // --out
+  bool allow_different_math = false;
+  double rtol = 1e-6;  // --rtol: relative difference of losses and gradient norms that agree
+};
 
 struct ArmRunPlan {
   std::string config_path;
@@ -31,5 +44,11 @@ struct ArmRunPlan {
 // kind whose message names the run, its exit and its log's last lines.
 RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& name,
                    const std::string& head, const std::string& who, std::ostream& out);
+
+// The runs of a comparison (ab.reps x A B B A, each plan.steps steps) and their analysis: the
+// losses checked for agreement when `math_keys` (the keys the arms set differently that change
+// the math) is empty. Throws a failed run's Error.
+AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbArgs& ab,
+                     const std::vector<std::string>& math_keys, std::ostream& out);
 
 }  // namespace zt::trainer

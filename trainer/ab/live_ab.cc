@@ -5,24 +5,21 @@
 #include <filesystem>
 
 #include "ab/ab_stats.h"
-#include "settings/trainer_config.h"
 #include "zt/error.h"
-#include "zt/plugin_loader.h"
+#include "zt/host/plugin_loader.h"
 
 namespace zt::trainer {
 
 namespace {
 
-// The plugins an arm's config selects, loaded now: a missing or broken one fails here.
-void load_plugins(const Config& config) {
-  const Options& plugins = config.section("plugins");
-  PluginCatalog& catalog = config.catalog();
-  catalog.comm(plugins.get_string("comm"));
-  if (!plugins.get_string("shard").empty()) catalog.shard(plugins.get_string("shard"));
-  catalog.optimizer(plugins.get_string("optimizer"));
-  for (const char* role : {"offload_optimizer", "offload_param"}) {
-    if (!plugins.get_string(role).empty())
-      catalog.offload(plugins.get_string(role), std::string("plugins.") + role);
+// The plugins an arm selects, loaded now into the job's catalog, which composes every arm: a
+// missing or broken one fails here.
+void load_plugins(const EngineSettings& arm, PluginCatalog& catalog) {
+  catalog.comm(arm.comm.id);
+  if (!arm.shard_stands_in) catalog.shard(arm.shard.id);
+  catalog.optimizer(arm.optimizer.id);
+  for (const PluginChoice* role : {&arm.offload_optimizer, &arm.offload_param}) {
+    if (role->chosen()) catalog.offload(role->id, role->key);
   }
 }
 
@@ -57,16 +54,17 @@ void check_switch_dir(const JobSettings& settings) {
   }
 }
 
-// Each arm parsed, its config built from the job's with its overrides, its plugins loaded.
-void load_arms(const Config& config, const AbSettings& ab, LiveAb& live) {
-  const std::string toml = config.to_toml();
+// Each arm parsed, its settings resolved from the job's config with its overrides, its plugins
+// loaded.
+void load_arms(const JobSettings& job, PluginCatalog& catalog, LiveAb& live) {
+  const AbSettings& ab = job.ab;
   for (size_t i = 0; i < ab.arms.size(); ++i) {
     const std::string name(1, static_cast<char>('A' + i));
     live.arms.push_back(
         parse_arm(name, ab.arms[i], ab.arms_where + ": ab.arms[" + std::to_string(i) + "]"));
     try {
-      live.configs.push_back(load_config_string(toml, config.source(), live.arms.back().overrides));
-      load_plugins(live.configs.back());
+      live.settings.push_back(JobSettings::with_overrides(job, live.arms.back().overrides));
+      load_plugins(live.settings.back().engine, catalog);
     } catch (const Error& e) {
       // Said from the arm's point of view: its overrides read as --set.
       throw Error(e.kind(), ab.arms_where + ": live A/B arm " + name + " (ab.arms[" +
@@ -79,9 +77,8 @@ void load_arms(const Config& config, const AbSettings& ab, LiveAb& live) {
 // ranks (they stay for the whole job), and not in what changes the math (one loss curve).
 void check_arms_keep_the_math(const AbSettings& ab, const LiveAb& live) {
   std::vector<std::string> optimizers;
-  for (const Config& c : live.configs)
-    optimizers.push_back(c.section("plugins").get_string("optimizer"));
-  const std::string comm = live.configs[0].section("plugins").get_string("comm");
+  for (const JobSettings& arm : live.settings) optimizers.push_back(arm.engine.optimizer.id);
+  const std::string& comm = live.settings[0].engine.comm.id;
   for (size_t i = 1; i < live.arms.size(); ++i) {
     for (const std::string& key : differing_keys(live.arms[0], live.arms[i])) {
       if (key == "plugins.comm" || key.rfind("plugin." + comm + ".", 0) == 0 ||
@@ -102,15 +99,15 @@ void check_arms_keep_the_math(const AbSettings& ab, const LiveAb& live) {
 
 }  // namespace
 
-LiveAb live_ab_from_config(const Config& config, const JobSettings& settings) {
-  const AbSettings& ab = settings.ab;
+LiveAb LiveAb::of(const JobSettings& job, PluginCatalog& catalog) {
+  const AbSettings& ab = job.ab;
   LiveAb live;
   if (ab.arms.empty()) return live;
   check_arm_count(ab);
-  check_switch_dir(settings);
+  check_switch_dir(job);
   live.switch_every = ab.switch_every;
   live.switch_dir = ab.switch_dir;
-  load_arms(config, ab, live);
+  load_arms(job, catalog, live);
   check_arms_keep_the_math(ab, live);
   return live;
 }

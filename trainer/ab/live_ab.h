@@ -17,7 +17,7 @@
 #include "ab/ab_report.h"
 #include "report/run_metrics.h"
 #include "settings/job_settings.h"
-#include "zt/config.h"
+#include "zt/host/plugin_loader.h"
 
 namespace zt::trainer {
 
@@ -25,8 +25,8 @@ namespace zt::trainer {
 constexpr size_t kMaxLiveArms = 8;
 
 struct LiveAb {
-  std::vector<Arm> arms;        // named A, B, C, ...
-  std::vector<Config> configs;  // the job's config with each arm's overrides applied
+  std::vector<Arm> arms;              // named A, B, C, ...
+  std::vector<JobSettings> settings;  // the job's with each arm's overrides applied
   int64_t switch_every = 0;
   std::string switch_dir;  // where the state passes through at a switch
 
@@ -35,14 +35,15 @@ struct LiveAb {
   size_t arm_of_step(int64_t step) const {
     return static_cast<size_t>((step / switch_every) % static_cast<int64_t>(arms.size()));
   }
-};
 
-// The live A/B of a job whose trainer settings (resolved from `config`) are `settings`. With
-// two or more arms, every arm's config is built and its plugins loaded (a
-// missing one is a PluginError now, before any rank starts), and arms that set a key that
-// changes the math are refused with a ConfigError naming the keys and the place. Fewer than two
-// arms: live A/B is off (one arm is a ConfigError: it has nothing to alternate with).
-LiveAb live_ab_from_config(const Config& config, const JobSettings& settings);
+  // The live A/B of a job ([ab] arms). With two or more arms, every arm's settings are resolved
+  // (the job's config with its overrides: JobSettings::with_overrides) and its plugins loaded
+  // into `catalog`, the job's, which composes each arm (a missing one is a PluginError now,
+  // before any rank starts), and arms that set a key that changes the math are refused with a
+  // ConfigError naming the keys and the place. Fewer than two arms: live A/B is off (one arm is a
+  // ConfigError: it has nothing to alternate with).
+  static LiveAb of(const JobSettings& job, PluginCatalog& catalog);
+};
 
 // The A/B report of a live job from its metrics (of its first two arms; a job of more arms is
 // trainer tune's, which reads each arm's steps itself): each arm's steps in blocks as they ran, the

@@ -10,30 +10,19 @@
 #include "ab/live_ab.h"
 #include "app/estimate_command.h"
 #include "settings/deepspeed_config.h"
+#include "settings/job_config.h"
 #include "settings/job_settings.h"
-#include "zt/config.h"
 #include "zt/error.h"
+#include "zt/host/config.h"
 #include "zt/options.h"
 
 namespace zt::trainer {
 
 namespace {
 
-// One run of an arm: out_dir/runs/<arm>-<rep>.
-RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, int rep, int index, int total,
-                   std::ostream& out) {
-  char head[128];
-  std::snprintf(head, sizeof(head), "[%d/%d] arm %s (%s), run %d", index, total, arm.name.c_str(),
-                arm_label(arm).c_str(), rep);
-  return run_arm(
-      plan, arm, arm.name + "-" + std::to_string(rep), head,
-      "the arm " + arm.name + " run " + std::to_string(rep) + " (" + arm_label(arm) + ")", out);
-}
-
-std::vector<std::string> math_keys_of(const Arm& a, const Arm& b, const Config& ca,
-                                      const Config& cb) {
-  const std::vector<std::string> optimizers = {ca.section("plugins").get_string("optimizer"),
-                                               cb.section("plugins").get_string("optimizer")};
+std::vector<std::string> math_keys_of(const Arm& a, const Arm& b, const JobSettings& ja,
+                                      const JobSettings& jb) {
+  const std::vector<std::string> optimizers = {ja.engine.optimizer.id, jb.engine.optimizer.id};
   std::vector<std::string> keys;
   for (const std::string& key : differing_keys(a, b)) {
     if (changes_math(key, optimizers)) keys.push_back(key);
@@ -90,20 +79,20 @@ int run_ab(const CliArgs& args, std::ostream& out) {
   ArmResult a, b;
   a.arm = parse_arm("A", args.ab.a, "--a");
   b.arm = parse_arm("B", args.ab.b, "--b");
-  // Loaded as each arm's run will be: an unknown or misspelt key fails here, with the config's
-  // did-you-mean error, before anything runs.
-  auto load = [&](const Arm& arm) {
+  // Each arm's door: its config loaded as its run will load it (an unknown or misspelt key fails
+  // here, with the config's did-you-mean error, before anything runs) and resolved once.
+  auto settings_of = [&](const Arm& arm) {
     std::vector<std::string> overrides = plan.base;
     overrides.insert(overrides.end(), arm.overrides.begin(), arm.overrides.end());
-    return load_job_config(plan.config_path, overrides);
+    return JobSettings::of(load_job_config(plan.config_path, overrides));
   };
-  const Config ca = load(a.arm), cb = load(b.arm);
-  plan.steps = args.ab.steps > 0 ? args.ab.steps : JobSettings::of(ca).run.steps;
+  const JobSettings ja = settings_of(a.arm), jb = settings_of(b.arm);
+  plan.steps = args.ab.steps > 0 ? args.ab.steps : ja.run.steps;
   if (plan.steps <= args.ab.warmup) {
     throw ConfigError("--steps " + std::to_string(plan.steps) + " leaves nothing after --warmup " +
                       std::to_string(args.ab.warmup) + "; train more steps than the warm-up");
   }
-  const std::vector<std::string> math = math_keys_of(a.arm, b.arm, ca, cb);
+  const std::vector<std::string> math = math_keys_of(a.arm, b.arm, ja, jb);
   if (!math.empty() && !args.ab.allow_different_math) {
     std::string keys;
     for (const std::string& k : math) keys += (keys.empty() ? "" : ", ") + k;
@@ -116,23 +105,6 @@ int run_ab(const CliArgs& args, std::ostream& out) {
   name_arms(a, b);
   AbResult result = run_ab_arms(plan, std::move(a), std::move(b), args.ab, math, out);
   return report_ab(std::move(result), plan.out_dir, out);
-}
-
-AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbArgs& ab,
-                     const std::vector<std::string>& math_keys, std::ostream& out) {
-  out << "zt ab: " << plan.config_path << ", " << ab.reps << " x (A B B A order) runs of "
-      << plan.steps << " steps, first " << ab.warmup << " of each left out\n  A: " << a.label
-      << "\n  B: " << b.label << "\n";
-  const int total = 2 * ab.reps;
-  int index = 0;
-  for (int rep = 1; rep <= ab.reps; ++rep) {
-    const bool a_first = rep % 2 == 1;
-    for (ArmResult* arm :
-         a_first ? std::vector<ArmResult*>{&a, &b} : std::vector<ArmResult*>{&b, &a}) {
-      arm->runs.push_back(run_arm(plan, arm->arm, rep, ++index, total, out));
-    }
-  }
-  return analyse(std::move(a), std::move(b), ab.warmup, ab.rtol, math_keys.empty(), math_keys);
 }
 
 int run_compare(const CliArgs& args, std::ostream& out) {

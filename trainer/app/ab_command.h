@@ -20,10 +20,4 @@ int run_compare(const CliArgs& args, std::ostream& out);
 // trainer ab-report RUN_DIR: the report of a live A/B job (live_ab.h) from its metrics.
 int run_ab_report(const CliArgs& args, std::ostream& out);
 
-// The runs of a comparison (ab.reps x A B B A, each plan.steps steps) and their analysis: the
-// losses checked for agreement when `math_keys` (the keys the arms set differently that change
-// the math) is empty. Throws a failed run's Error.
-AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbArgs& ab,
-                     const std::vector<std::string>& math_keys, std::ostream& out);
-
 }  // namespace zt::trainer

@@ -10,84 +10,18 @@
 
 namespace zt::trainer {
 
-const char* usage() {
-  return R"(usage:
-  trainer --config FILE [--set section.key=value]... [--nproc N] [--plugin-dir DIR]...
-          [--resume auto|PATH] [--max-restarts N]
-          [--deepspeed ds_config.json [--deepspeed-lenient]]
-          [--print-config]
-  trainer export --checkpoint DIR --out FILE.safetensors [--dtype fp32|bf16|fp16]
-  trainer eval --checkpoint DIR [--config FILE] [--out FILE.json] [--set ...] [--nproc N]
-  trainer sample --checkpoint DIR [--config FILE] [--prompt TEXT | --tokens ID,ID,...]
-          [--max-new-tokens N] [--temperature T] [--top-k K] [--seed S] [--samples N]
-          [--stop TEXT] [--out FILE.json] [--set ...] [--nproc N]
-  trainer ab --config FILE --a KEY=VAL[,KEY=VAL]... --b KEY=VAL[,...] [--steps N] [--reps R]
-          [--warmup W] [--out DIR] [--rtol X] [--allow-different-math] [--set ...]
-  trainer estimate --config FILE [--nproc N] [--hosts H] [--margin X] [--json] [--set ...]
-  trainer tune --config FILE [--budget 15m] [--out DIR] [--nproc N] [--margin X]
-          [--trial-steps N] [--candidate KEY=VAL[,KEY=VAL]...]... [--rtol X] [--set ...]
-  trainer compare RUN_A RUN_B [--out DIR] [--warmup W] [--rtol X] [--allow-different-math]
-  trainer ab-report RUN_DIR [--out DIR] [--warmup W]
-  trainer report RUN_DIR [--out FILE]
-  trainer trace merge RUN_DIR [--out FILE]
-  trainer flight RUN_DIR
-  trainer plugins list [--config FILE] [--plugin-dir DIR]...
-  trainer plugins describe ID [--config FILE] [--plugin-dir DIR]...
-  trainer --help | --version
-
-Runs the job described by FILE (see configs/). Without a torchrun, mpirun or srun environment,
---nproc N (or [launch] nproc) spawns N local ranks and supervises them.
-Plugins are searched in --plugin-dir folders, then plugins.dirs, then ZT_PLUGIN_PATH, then
-zt's own plugin folder. The plugins commands read only plugins.dirs from FILE.
---resume auto continues from the newest checkpoint in checkpoint.dir (fresh when there is none),
---resume PATH from that checkpoint (same as --set checkpoint.resume=...).
---max-restarts N (launch.max_restarts): when a rank dies, start every rank again with --resume
-auto, at most N times; a job failing again at the same step stops.
---deepspeed reads a DeepSpeed JSON config under FILE (FILE and --set win; same as --set
-run.deepspeed=...); keys zt does not support are errors, warnings with --deepspeed-lenient. export writes a
-checkpoint's weights as one safetensors file (GPT under Hugging Face GPT-2 names).
-eval and sample load a checkpoint (DIR: a step-N folder, checkpoint.dir for its latest, or
-checkpoint.dir/best) at any --nproc and composition, as --resume does, under FILE or, without
---config, the config the checkpoint was saved with. eval prints the validation loss ([eval],
-data.val_path or data.val_fraction) and writes it to --out (default <run.out_dir>/eval.json).
-sample generates --samples texts (default 1) of up to --max-new-tokens (default 200) after the
-prompt (bytes, as text data; default a newline), each token drawn at --temperature (default
-0.8; 0 = greedy) from the --top-k most likely (default 0 = all) with --seed (default 1): the
-same text at every world size and stage. A sample ends early when its text ends with --stop.
-ab runs the job R times per arm (default 2), interleaved A B B A, each arm with its overrides,
-and reports speed (median step time, 95% bootstrap interval of the ratio), memory, collectives,
-offload I/O and whether the arms' losses agree (within --rtol, default 1e-6) into
-DIR/report.html and DIR/ab.json (default runs/ab); arms may differ only in keys that keep the math (shard plugin, stage,
-buckets, prefetch, offload, comm) unless --allow-different-math. compare makes the same report
-from two finished runs' out_dir folders. ab-report makes it from a live A/B job's own steps
-([ab] arms, switch_every), into RUN_DIR unless --out.
-estimate sizes every composition of the job without starting a rank (stage 0-3 x offload
-placement x micro batch with the global batch kept x, over --hosts H > 1, the MiCS group): host
-RAM per rank by category, file-tier bytes, bytes each rank sends per step by collective and link,
-and which do not fit (with --margin, default 0.1, of each tier left free) and why.
-tune searches the compositions of this host (stage, shard strategy and buckets, micro batch x
-grad_accum, prefetch, persistence, offload fractions and tiers, sub_group_size, NVMe queue depth),
-never starting one that does not fit, races the rest in live A/B jobs (successive halving on
-bootstrap intervals; --trial-steps timed steps per candidate and round, default 6) and checks
-the winner against FILE with a final ab (A B B A), all within
---budget (default 15m). Into DIR (default runs/tune): tuned.toml, tune.json, report.html.
-report writes RUN_DIR/report.html (every run writes it at its end unless run.report = false):
-loss, step time split, tokens/s and MFU, memory per rank, I/O and collective bytes, checkpoints.
-trace merge puts the ranks' traces of RUN_DIR/trace (a run with [trace] enabled = true) into one
-Trace Event file (default RUN_DIR/trace/merged.json) for Perfetto or chrome://tracing.
-flight reads RUN_DIR/flight/rank-N.json (written by each rank on a failure, a hang or SIGUSR2)
-and says which collective the job waits in and which rank holds it back.
-Exit codes: 0 ok, 2 config, 3 plugin, 4 communication, 5 I/O, 6 numeric, 7 internal,
-128+N a rank killed by signal N.
-)";
-}
-
 namespace {
 
 // The subcommand words at the front ("export", "plugins list", "plugins describe ID"): sets the
 // command and returns how many arguments they took.
 size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
   if (args.empty()) return 0;
+  // "trainer plugins --help", "trainer trace --help": the command's help, not its words.
+  const bool asks_help = args.size() >= 2 && (args[1] == "--help" || args[1] == "-h");
+  if (asks_help && (args[0] == "plugins" || args[0] == "trace")) {
+    out.command = args[0] == "plugins" ? Command::kPluginsList : Command::kTraceMerge;
+    return 1;
+  }
   if (args[0] == "export") {
     out.command = Command::kExport;
     return 1;
@@ -129,6 +63,10 @@ size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
   }
   if (args[1] != "describe") {
     throw ConfigError("unknown 'trainer plugins " + args[1] + "'; use list or describe ID");
+  }
+  if (args.size() >= 3 && (args[2] == "--help" || args[2] == "-h")) {
+    out.command = Command::kPluginsDescribe;
+    return 2;
   }
   if (args.size() < 3 || args[2].rfind("--", 0) == 0) {
     throw ConfigError("'trainer plugins describe' needs a plugin id, e.g. comm_ucx");
@@ -354,6 +292,7 @@ void check_complete(const CliArgs& out) {
 CliArgs parse_cli(const std::vector<std::string>& args) {
   CliArgs out;
   size_t i = parse_subcommand(args, out);
+  out.subcommand = i > 0;
   auto value_of = [&](const std::string& flag) -> std::string {
     if (i + 1 >= args.size()) throw ConfigError(flag + " needs a value; see trainer --help");
     return args[++i];
@@ -373,7 +312,7 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
             a, [&] { return value_of(a); }, out))
       continue;
     if (a == "--help" || a == "-h") {
-      out.command = Command::kHelp;
+      out.help = true;
     } else if (a == "--version") {
       out.command = Command::kVersion;
     } else if (a == "--config" || a == "-c") {
@@ -410,6 +349,7 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       throw ConfigError("unknown argument '" + a + "'; see trainer --help");
     }
   }
+  if (out.help) return out;  // what the command needs besides is its help's to say
   check_complete(out);
   out.sample.checkpoint = out.checkpoint;
   out.sample.out_path = out.out_path;

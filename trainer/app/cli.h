@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "ab/arm_run.h"
 #include "run/sample_task.h"
+#include "tune/tuner.h"
 
 namespace zt::trainer {
 
@@ -25,31 +27,7 @@ enum class Command {
   kSample,      // trainer sample --checkpoint DIR: text from a language model's checkpoint
   kEstimate,    // trainer estimate --config FILE: every composition sized, no rank started
   kTune,        // trainer tune --config FILE --budget 15m: the fastest composition, raced
-  kHelp,
   kVersion
-};
-
-// trainer ab / trainer compare (ab_command.h).
-struct AbArgs {
-  std::string a, b;                 // --a / --b: comma-separated overrides of each arm
-  int64_t steps = 0;                // --steps: per run; 0 = the config's run.steps
-  int reps = 2;                     // --reps: runs per arm, interleaved A B B A
-  int64_t warmup = 2;               // --warmup: steps of each run left out of the timings
-  std::string out_dir = "runs/ab";  // --out
-  bool allow_different_math = false;
-  double rtol = 1e-6;  // --rtol: relative difference of losses and gradient norms that agree
-};
-
-// trainer estimate / trainer tune (estimate_command.h, tune_command.h).
-struct TuneArgs {
-  int hosts = 1;                      // --hosts: hosts the ranks spread over (MiCS groups per host)
-  bool json = false;                  // estimate --json
-  double margin = 0.1;                // --margin: share of each tier a composition must leave free
-  double budget_s = 900;              // tune --budget (15m)
-  std::string out_dir = "runs/tune";  // tune --out
-  int64_t trial_steps = 6;            // tune --trial-steps: timed, per candidate and round
-  std::vector<std::string> candidates;  // tune --candidate: extra compositions to race
-  double rtol = 1e-3;                   // tune --rtol: losses of a trial vs the given config
 };
 
 struct CliArgs {
@@ -57,7 +35,9 @@ struct CliArgs {
   std::string config_path;
   std::vector<std::string> overrides;  // --set section.key=value, in order
   bool print_config = false;
-  std::optional<int> nproc;              // --nproc N (same as --set launch.nproc=N)
+  bool help = false;         // --help: the command's help (app/help.h), nothing run
+  bool subcommand = false;   // a command word was given (else: training, or --help's overview)
+  std::optional<int> nproc;  // --nproc N (same as --set launch.nproc=N)
   std::vector<std::string> plugin_dirs;  // --plugin-dir DIR, searched before plugins.dirs
   std::string plugin_id;                 // plugins describe <id>
   // export --checkpoint DIR --out FILE [--dtype fp32|bf16|fp16]; eval and sample --checkpoint
@@ -72,6 +52,5 @@ struct CliArgs {
 };
 
 CliArgs parse_cli(const std::vector<std::string>& args);
-const char* usage();
 
 }  // namespace zt::trainer

@@ -19,10 +19,6 @@ std::vector<std::string> job_overrides(const CliArgs& args);
 // Loads the user's job (its file or DeepSpeed JSON, its --set) with a composition's overrides.
 ConfigLoader job_loader(const CliArgs& args);
 
-// The user's config first ("your config"), then the grid, each estimated, the grid's placements
-// pruned (prune_placements).
-std::vector<CompositionEstimate> estimate_all(const CliArgs& args, EstimateOptions& options);
-
 // Exit code 0 (a composition that does not fit is a finding, not an error).
 int run_estimate(const CliArgs& args, std::ostream& out);
 

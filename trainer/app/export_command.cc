@@ -11,9 +11,9 @@
 
 #include "models/hf_names.h"
 #include "zt/bytes.h"
-#include "zt/checkpoint.h"
 #include "zt/error.h"
-#include "zt/safetensors.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/safetensors.h"
 
 namespace zt::trainer {
 

@@ -18,16 +18,15 @@
 #include "run/stop_signals.h"
 #include "run/train_task.h"
 #include "settings/trainer_config.h"
-#include "setup/job_store.h"
 #include "setup/memory_fit.h"
-#include "setup/offload_tiers.h"
-#include "zt/blas.h"
-#include "zt/checkpoint.h"
 #include "zt/error.h"
-#include "zt/flight_diagnosis.h"
+#include "zt/host/blas.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/compose.h"
+#include "zt/host/flight_diagnosis.h"
+#include "zt/host/launcher.h"
+#include "zt/host/rendezvous.h"
 #include "zt/host_memory.h"
-#include "zt/launcher.h"
-#include "zt/rendezvous.h"
 
 namespace zt::trainer {
 
@@ -66,8 +65,8 @@ void restart_with_blas_core(const std::vector<std::string>& argv) {
 
 // The last optimizer step rank 0 recorded in <run.out_dir>/metrics.jsonl (0 when none): how far
 // a failed attempt got.
-int64_t last_recorded_step(const Config& config) {
-  std::ifstream in(JobSettings::of(config).run.out_dir + "/metrics.jsonl");
+int64_t last_recorded_step(const JobSettings& job) {
+  std::ifstream in(job.run.out_dir + "/metrics.jsonl");
   int64_t last = 0;
   const std::string key = "{\"step\":";
   for (std::string line; std::getline(in, line);) {
@@ -89,21 +88,20 @@ std::vector<std::string> resuming(std::vector<std::string> argv) {
   return argv;
 }
 
-int launch_attempt(const Config& config, int nproc, const std::vector<std::string>& argv,
+int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::string>& argv,
                    LaunchResult& result) {
-  const Options& launch = config.section("launch");
+  const LaunchSettings& launch = job.engine.launch;
   LaunchSpec spec;
   spec.nproc = nproc;
   spec.argv = argv;
   spec.argv[0] = self_executable();
-  spec.master_addr = launch.get_string("master_addr");
-  spec.master_port = static_cast<int>(launch.get_int("master_port"));
+  spec.master_addr = launch.master_addr;
+  spec.master_port = launch.master_port;
   // A signal to the launcher reaches the ranks, which finish their step and save: as long as a
   // step and a save may take, bounded like every wait (three times launch.timeout_s).
-  spec.drain = std::chrono::milliseconds(
-      static_cast<int64_t>(std::llround(3000 * launch.get_double("timeout_s"))));
-  const std::string job = std::to_string(getpid());
-  spec.env.push_back({"ZT_JOB_ID", job});
+  spec.drain = 3 * launch.timeout;
+  const std::string job_id = std::to_string(getpid());
+  spec.env.push_back({"ZT_JOB_ID", job_id});
   // OpenBLAS reads its core type when it loads, glibc its tunables when a process starts: the
   // ranks' environment is the place to fix them.
   for (const auto& var : blas_env_for_children(probe_blas())) spec.env.push_back(var);
@@ -111,7 +109,7 @@ int launch_attempt(const Config& config, int nproc, const std::vector<std::strin
       {"GLIBC_TUNABLES", glibc_tunables_for_training(std::getenv("GLIBC_TUNABLES"))});
   // A rank that fails makes the others write their flight records (SIGUSR2) where they wait.
   spec.failure_signal = SIGUSR2;
-  const std::string flight_dir = JobSettings::of(config).run.out_dir + "/flight";
+  const std::string flight_dir = job.run.out_dir + "/flight";
   std::error_code ec;
   std::filesystem::remove_all(flight_dir, ec);  // an earlier job's records would mislead
   result = launch_local(spec);
@@ -125,7 +123,7 @@ int launch_attempt(const Config& config, int nproc, const std::vector<std::strin
     print_failure(result);
   }
   // Ranks remove their offload files as they exit; a rank that was killed could not.
-  for (const auto& folder : remove_offload_leftovers(config, job)) {
+  for (const auto& folder : remove_offload_leftovers(job.engine, job_id)) {
     std::cerr << "zt: removed offload files left by stopped ranks: " << folder << "\n";
   }
   return result.exit_code;
@@ -135,14 +133,14 @@ int launch_attempt(const Config& config, int nproc, const std::vector<std::strin
 // of them again with --resume auto, at most launch.max_restarts times. A job that fails again
 // without recording a step further than the last attempt stops with that failure: restarting
 // cannot get past it.
-int launch_ranks(const Config& config, int nproc, const std::vector<std::string>& argv) {
-  const int64_t max_restarts = config.section("launch").get_int("max_restarts");
-  const std::string ckpt_dir = JobSettings::of(config).checkpoint.dir;
+int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::string>& argv) {
+  const int64_t max_restarts = job.engine.launch.max_restarts;
+  const std::string& ckpt_dir = job.checkpoint.dir;
   std::vector<std::string> args = argv;
   int64_t failed_at = -1;
   for (int64_t restart = 0;; ++restart) {
     LaunchResult result;
-    const int code = launch_attempt(config, nproc, args, result);
+    const int code = launch_attempt(job, nproc, args, result);
     // The launcher's own SIGINT/SIGTERM stops the job: no restart, also when a rank had failed
     // just before it came.
     if (code == 0 || restart >= max_restarts || result.failed_rank < 0 ||
@@ -154,7 +152,7 @@ int launch_ranks(const Config& config, int nproc, const std::vector<std::string>
       }
       return code;
     }
-    const int64_t step = last_recorded_step(config);
+    const int64_t step = last_recorded_step(job);
     if (step == failed_at) {
       std::cerr << "zt: error: rank " << result.failed_rank << " failed again after step " << step
                 << ", as before the last restart; restarting cannot get past it, so the job "
@@ -188,39 +186,41 @@ Config load_checkpoint_config(const std::string& checkpoint,
                             folder + "/manifest.json (the config it was saved with)", overrides);
 }
 
-int run_job(const Config& config, const CliArgs& args, const std::vector<std::string>& argv) {
-  const Options& launch = config.section("launch");
-  const RunSettings run = JobSettings::of(config).run;
+int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
+            const std::vector<std::string>& argv) {
+  const RunSettings& run = job.run;
   const bool training = args.command == Command::kRun;
   RankEnv env = discover_rank_env();
-  int nproc = static_cast<int>(launch.get_int("nproc"));
+  const int nproc = job.engine.launch.nproc;
   if (!env.found && nproc == 1) restart_with_blas_core(argv);
-  // Checked once, before any rank starts or allocates anything. Evaluating and sampling train
-  // nothing: only the model's states must fit (not the global batch).
+  // Checked once, before any rank starts or allocates anything (a single process is about to
+  // become the rank). Evaluating and sampling train nothing: only the model's states must fit
+  // (not the global batch).
   if (run.task == "train" && !env.found) {
-    if (training) check_job_fits(config, nproc);
-    else check_memory_fits(config, nproc);
+    const FitCheck before_ranks{true, false, nproc == 1};
+    if (training) check_job_fits(job, catalog, nproc, before_ranks);
+    else check_memory_fits(job, catalog, nproc, before_ranks);
   }
   if (!env.found && nproc > 1) {
-    if (training) return launch_ranks(config, nproc, argv);
+    if (training) return launch_ranks(job, nproc, argv);
     LaunchResult result;  // a failed evaluation is not resumed: it has nothing to continue
-    return launch_attempt(config, nproc, argv, result);
+    return launch_attempt(job, nproc, argv, result);
   }
   // A training rank catches the stop signals before it joins the others, not once its training
   // starts: the launcher forwards a SIGTERM to ranks it has just (re)started, and one that died of
   // it left its peers waiting in a collective (the chaos soak, tests/chaos, found that).
   if (training && run.task == "train") catch_stop_signals();
-  JobStore job = join_job_store(config, env);
-  const std::chrono::milliseconds timeout = job.timeout;
-  std::unique_ptr<Store> store = std::move(job.store);
+  JobStore joined = join_job_store(job.engine.launch, env);
+  const std::chrono::milliseconds timeout = joined.timeout;
+  std::unique_ptr<Store> store = std::move(joined.store);
   int code = 0;
   if (args.command == Command::kEval) {
-    code = run_eval(config, *store, env, timeout, args.checkpoint, args.out_path);
+    code = run_eval(job, catalog, *store, env, timeout, args.checkpoint, args.out_path);
   } else if (args.command == Command::kSample) {
-    code = run_sample(config, *store, env, timeout, args.sample);
+    code = run_sample(job, catalog, *store, env, timeout, args.sample);
   } else {
-    code = run.task == "smoke" ? run_smoke(config, *store, env, timeout)
-                               : run_train(config, *store, env, timeout);
+    code = run.task == "smoke" ? run_smoke(job, catalog, *store, env, timeout)
+                               : run_train(job, catalog, *store, env, timeout);
   }
   depart(*store, env.rank, env.world, timeout);
   return code;

@@ -6,12 +6,16 @@
 #include <vector>
 
 #include "app/cli.h"
-#include "zt/config.h"
+#include "settings/job_settings.h"
+#include "zt/host/config.h"
+#include "zt/host/plugin_loader.h"
 
 namespace zt::trainer {
 
-// Runs args.command's task (training, or trainer eval / sample) under `config`.
-int run_job(const Config& config, const CliArgs& args, const std::vector<std::string>& argv);
+// Runs args.command's task (training, or trainer eval / sample) of the job, whose plugins
+// `catalog` loads (the config's, which the caller keeps).
+int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
+            const std::vector<std::string>& argv);
 
 // The config a checkpoint was saved with (its manifest's resolved config) with `overrides` on
 // top: what trainer eval and sample run under without --config. Throws ConfigError for a path

@@ -9,17 +9,20 @@
 #include "app/cli.h"
 #include "app/estimate_command.h"
 #include "app/export_command.h"
+#include "app/help.h"
 #include "app/job.h"
 #include "app/observe_command.h"
 #include "app/plugins_command.h"
 #include "app/tune_command.h"
 #include "settings/deepspeed_config.h"
-#include "zt/config.h"
+#include "settings/job_config.h"
+#include "settings/job_settings.h"
 #include "zt/error.h"
-#include "zt/flight_recorder.h"
+#include "zt/host/config.h"
+#include "zt/host/flight_recorder.h"
+#include "zt/host/plugin_loader.h"
+#include "zt/host/rendezvous.h"
 #include "zt/host_memory.h"
-#include "zt/plugin_loader.h"
-#include "zt/rendezvous.h"
 
 namespace {
 
@@ -48,8 +51,12 @@ int run(const std::vector<std::string>& argv) {
   using zt::trainer::Command;
   std::vector<std::string> args(argv.begin() + 1, argv.end());
   zt::trainer::CliArgs cli = zt::trainer::parse_cli(args);
+  if (cli.help) {
+    std::cout << (cli.subcommand ? zt::trainer::command_help(cli.command)
+                                 : zt::trainer::overview());
+    return 0;
+  }
   switch (cli.command) {
-    case Command::kHelp: std::cout << zt::trainer::usage(); return 0;
     case Command::kVersion:
       std::cout << "zt trainer 0.1.0 (" << zt::core_build_fingerprint() << ")\n";
       return 0;
@@ -90,7 +97,9 @@ int run(const std::vector<std::string>& argv) {
     std::cout << config.to_toml();
     return 0;
   }
-  return zt::trainer::run_job(config, cli, argv);
+  // The door: the config becomes the job's settings once, and everything below takes those.
+  const zt::trainer::JobSettings job = zt::trainer::JobSettings::of(config);
+  return zt::trainer::run_job(job, config.catalog(), cli, argv);
 }
 
 // One write(2) of the whole message: ranks of one job share a terminal (torchrun, mpirun, srun)

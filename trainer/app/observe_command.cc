@@ -8,7 +8,7 @@
 
 #include "report/run_report.h"
 #include "zt/error.h"
-#include "zt/flight_diagnosis.h"
+#include "zt/host/flight_diagnosis.h"
 
 namespace zt::trainer {
 

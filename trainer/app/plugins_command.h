@@ -3,7 +3,7 @@
 
 #include <ostream>
 
-#include "zt/plugin_loader.h"
+#include "zt/host/plugin_loader.h"
 
 namespace zt::trainer {
 

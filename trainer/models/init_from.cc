@@ -13,7 +13,7 @@
 
 #include "models/hf_names.h"
 #include "zt/error.h"
-#include "zt/safetensors.h"
+#include "zt/host/safetensors.h"
 
 namespace zt::models {
 
@@ -139,11 +139,9 @@ void load_weights(Model& model, const std::string& path, const std::string& wher
   }
 }
 
-void apply_init_from(Model& model, const Config& config) {
-  const Options& options = config.section("model");
-  const std::string& path = options.get_string("init_from");
-  if (path.empty()) return;
-  load_weights(model, path, options.where("init_from").str());
+void apply_init_from(Model& model, const trainer::ModelSettings& settings) {
+  if (settings.init_from.empty()) return;
+  load_weights(model, settings.init_from, settings.places.where("model.init_from"));
 }
 
 std::vector<ParamDecl> declared_parameters(const ModelSource& source) {
@@ -168,13 +166,11 @@ void load_weights(Engine& engine, const std::string& kind, const std::vector<Par
   }
 }
 
-void apply_init_from(Engine& engine, const std::vector<ParamDecl>& params, const Config& config,
-                     int rank) {
-  const Options& options = config.section("model");
-  const std::string& path = options.get_string("init_from");
-  if (path.empty()) return;
-  load_weights(engine, options.get_string("kind"), params, path, options.where("init_from").str(),
-               rank);
+void apply_init_from(Engine& engine, const std::vector<ParamDecl>& params,
+                     const trainer::ModelSettings& settings, int rank) {
+  if (settings.init_from.empty()) return;
+  load_weights(engine, settings.kind, params, settings.init_from,
+               settings.places.where("model.init_from"), rank);
 }
 
 }  // namespace zt::models

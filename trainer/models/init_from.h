@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "models/model.h"
-#include "zt/config.h"
-#include "zt/engine.h"
+#include "settings/job_settings.h"
+#include "zt/host/engine.h"
 #include "zt/model_source.h"
 
 namespace zt::models {
@@ -30,8 +30,8 @@ namespace zt::models {
 // safetensors; IoError when the file cannot be read. Checks every tensor before changing any.
 void load_weights(Model& model, const std::string& path, const std::string& where);
 
-// load_weights() from config's model.init_from when it is set; nothing otherwise.
-void apply_init_from(Model& model, const Config& config);
+// load_weights() from model.init_from when it is set; nothing otherwise.
+void apply_init_from(Model& model, const trainer::ModelSettings& settings);
 
 // Every parameter `source` declares, once (a tied weight under its first unit's name), in unit
 // order: the names and shapes the engine built from it holds. Allocates no parameter.
@@ -51,10 +51,10 @@ std::vector<ParamDecl> declared_parameters(const ModelSource& source);
 void load_weights(Engine& engine, const std::string& kind, const std::vector<ParamDecl>& params,
                   const std::string& path, const std::string& where, int rank);
 
-// The engine's load_weights() from config's model.init_from when it is set, for the model of
-// resolve_model_shape(config)'s kind whose parameters are `params` (declared_parameters() of the
+// The engine's load_weights() from model.init_from when it is set, for the model of
+// the settings' kind whose parameters are `params` (declared_parameters() of the
 // source the engine was built from); nothing otherwise. Collective.
-void apply_init_from(Engine& engine, const std::vector<ParamDecl>& params, const Config& config,
-                     int rank);
+void apply_init_from(Engine& engine, const std::vector<ParamDecl>& params,
+                     const trainer::ModelSettings& settings, int rank);
 
 }  // namespace zt::models

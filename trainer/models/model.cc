@@ -15,7 +15,7 @@
 #include "models/units.h"
 #include "settings/job_settings.h"
 #include "zt/error.h"
-#include "zt/plugin_loader.h"
+#include "zt/host/plugin_loader.h"
 
 namespace zt::models {
 
@@ -36,8 +36,7 @@ constexpr Preset kPresets[] = {
     {"custom", 0, 0, 0, 0, 0},
 };
 
-const Preset& find_preset(const Options& model) {
-  const std::string& name = model.get_string("preset");
+const Preset& find_preset(const std::string& name) {
   for (const auto& p : kPresets) {
     if (name == p.name) return p;
   }
@@ -56,43 +55,37 @@ std::string with_thousands(int64_t n) {
 
 }  // namespace
 
-ModelShape resolve_model_shape(const Config& config) {
-  const Options& model = config.section("model");
+ModelShape resolve_model_shape(const trainer::ModelSettings& model, PluginCatalog& catalog) {
   ModelShape shape;
-  shape.kind = model.get_string("kind");
+  shape.kind = model.kind;
   if (shape.kind == "torchscript") {
-    shape.custom = load_torchscript(config);
+    shape.custom = load_torchscript(model);
     return shape;
   }
   if (shape.kind == "plugin") {
-    const std::string& id = config.section("plugins").get_string("model");
+    const std::string& id = model.plugin.id;
     const auto& plugin = static_cast<const ModelPlugin&>(
-        *config.catalog().load_kind(id, ZT_KIND_MODEL, "plugins.model").factory);
-    shape.custom = plugin.create(config.plugin_options(id),
-                                 trainer::JobSettings::of(config).run.seed);
+        *catalog.load_kind(id, ZT_KIND_MODEL, model.plugin.key).factory);
+    shape.custom = plugin.create(model.plugin.options, model.seed);
     if (!shape.custom) throw PluginError("model plugin '" + id + "' made no model (null)");
     return shape;
   }
   if (shape.kind == "mlp") {
-    shape.width = model.get_int("width");
-    shape.depth = model.get_int("depth");
-    shape.activation = model.get_string("activation");
+    shape.width = model.width;
+    shape.depth = model.depth;
+    shape.activation = model.activation;
     return shape;
   }
 
-  const Preset& preset = find_preset(model);
+  const Preset& preset = find_preset(model.preset);
   shape.preset = preset.name;
-  auto pick = [&](const char* key, int64_t from_preset) {
-    int64_t v = model.get_int(key);
-    return v > 0 ? v : from_preset;
-  };
-  shape.n_layer = pick("n_layer", preset.n_layer);
-  shape.n_head = pick("n_head", preset.n_head);
-  shape.d_model = pick("d_model", preset.d_model);
-  shape.seq_len = pick("seq_len", preset.seq_len);
+  auto pick = [](int64_t given, int64_t from_preset) { return given > 0 ? given : from_preset; };
+  shape.n_layer = pick(model.n_layer, preset.n_layer);
+  shape.n_head = pick(model.n_head, preset.n_head);
+  shape.d_model = pick(model.d_model, preset.d_model);
+  shape.seq_len = pick(model.seq_len, preset.seq_len);
   // Byte-level text has exactly 256 symbols whatever the preset says, unless vocab is explicit.
-  bool byte_level = trainer::JobSettings::of(config).data.kind == "text";
-  shape.vocab = pick("vocab", byte_level ? 256 : preset.vocab);
+  shape.vocab = pick(model.vocab, model.byte_level ? 256 : preset.vocab);
 
   const std::pair<const char*, int64_t> sizes[] = {{"n_layer", shape.n_layer},
                                                    {"n_head", shape.n_head},
@@ -101,20 +94,20 @@ ModelShape resolve_model_shape(const Config& config) {
                                                    {"vocab", shape.vocab}};
   for (const auto& [key, value] : sizes) {
     if (value <= 0) {
-      throw ConfigError(model.where("preset").str() + ": model.preset = \"" + shape.preset +
+      throw ConfigError(model.places.where("model.preset") + ": model.preset = \"" + shape.preset +
                         "\" takes its sizes from [model], but model." + key +
                         " is 0; set it, or choose a preset (tiny, gpt2-small, gpt2-medium, "
                         "gpt2-large, gpt2-xl)");
     }
   }
   if (shape.d_model % shape.n_head != 0) {
-    auto origin = [&](const char* key) {
-      return model.is_set(key) ? model.where(key).str() : "from preset " + shape.preset;
+    auto origin = [&](const std::string& key) {
+      return model.places.is_set(key) ? model.places.where(key) : "from preset " + shape.preset;
     };
     throw ConfigError("model.d_model = " + std::to_string(shape.d_model) + " (" +
-                      origin("d_model") +
+                      origin("model.d_model") +
                       ") must divide by model.n_head = " + std::to_string(shape.n_head) + " (" +
-                      origin("n_head") + "); change one so every head has the same width");
+                      origin("model.n_head") + "); change one so every head has the same width");
   }
   return shape;
 }
@@ -208,9 +201,9 @@ std::unique_ptr<Model> make_model(const ModelShape& shape, uint64_t seed) {
   return model;
 }
 
-std::unique_ptr<Model> make_model(const Config& config) {
-  auto model = make_model(resolve_model_shape(config), trainer::JobSettings::of(config).run.seed);
-  apply_init_from(*model, config);
+std::unique_ptr<Model> make_model(const trainer::ModelSettings& settings, PluginCatalog& catalog) {
+  auto model = make_model(resolve_model_shape(settings, catalog), settings.seed);
+  apply_init_from(*model, settings);
   return model;
 }
 

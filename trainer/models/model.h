@@ -10,7 +10,7 @@
 // world size), so a rank filling its shards and a single-process reference building the whole
 // model get bit-identical parameters.
 // Thread safety: a Model is used from the training thread only; resolve_model_shape and
-// make_model are pure functions of the config (and of the model.init_from file).
+// make_model are pure functions of the settings (and of the model.init_from file).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,8 @@
 
 #include <ATen/core/Tensor.h>
 
-#include "zt/config.h"
+#include "settings/job_settings.h"
+#include "zt/host/plugin_loader.h"
 #include "zt/model_plugin.h"
 #include "zt/model_source.h"
 #include "zt/unit.h"
@@ -52,12 +53,12 @@ struct ModelShape {
 // (seq_len, vocab), mlp vectors [width] -> [width], the others say themselves.
 ModelInputs model_inputs(const ModelShape& shape);
 
-// Reads [model] (and data.kind: byte-level text means vocab 256 unless model.vocab is set).
-// Throws ConfigError naming the key when the result is unusable (preset "custom" with a size
-// left at 0, d_model not divisible by n_head after the preset is applied). For torchscript and
-// plugin kinds it loads the model (the file, or the plugin's factory): what load_torchscript()
+// From [model] (byte-level text means vocab 256 unless model.vocab is set). Throws ConfigError
+// naming the key when the result is unusable (preset "custom" with a size left at 0, d_model
+// not divisible by n_head after the preset is applied). For torchscript and plugin kinds it
+// loads the model (the file, or the plugin's factory from `catalog`): what load_torchscript()
 // and the plugin throw.
-ModelShape resolve_model_shape(const Config& config);
+ModelShape resolve_model_shape(const trainer::ModelSettings& model, PluginCatalog& catalog);
 // The parameters a model of this shape has, without building it (a model too large to build must
 // fail the memory check before it is built): make_model(shape, seed)->parameter_count().
 int64_t parameter_count(const ModelShape& shape);
@@ -80,11 +81,11 @@ struct Model {
   std::string describe() const;
 };
 
-// Builds the model of config in full (sizes from resolve_model_shape, init from run.seed, then
+// Builds the model in full (sizes from resolve_model_shape, init from run.seed, then
 // the weights of model.init_from when set: see models/init_from.h), on the CPU in fp32: every
 // unit of make_model_source() through materialize_unit(). Throws ConfigError/IoError as
 // load_weights() for a bad init_from file.
-std::unique_ptr<Model> make_model(const Config& config);
+std::unique_ptr<Model> make_model(const trainer::ModelSettings& settings, PluginCatalog& catalog);
 // The same from an explicit shape and seed (tests, tools).
 std::unique_ptr<Model> make_model(const ModelShape& shape, uint64_t seed);
 

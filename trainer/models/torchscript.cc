@@ -132,15 +132,14 @@ class ScriptUnit final : public Unit {
 
 class TorchScriptModel final : public TrainableModel {
  public:
-  TorchScriptModel(const Config& config, torch::jit::Module module)
-      : module_(std::move(module)), seed_(trainer::JobSettings::of(config).run.seed) {
-    const Options& model = config.section("model");
-    path_ = model.get_string("path");
-    what_ = "model.path = \"" + path_ + "\" (" + model.where("path").str() + ")";
+  TorchScriptModel(const trainer::ModelSettings& model, torch::jit::Module module)
+      : module_(std::move(module)), seed_(model.seed) {
+    path_ = model.path;
+    what_ = "model.path = \"" + path_ + "\" (" + model.places.where("model.path") + ")";
     module_.train(true);
     choose_units(model);
     take_parameters();
-    choose_inputs(config);
+    choose_inputs(model);
     choose_loss(model);
   }
 
@@ -328,9 +327,9 @@ class TorchScriptModel final : public TrainableModel {
                             "them fit the module";
   }
 
-  void choose_units(const Options& model) {
+  void choose_units(const trainer::ModelSettings& model) {
     const std::vector<std::string> candidates = unit_candidates(module_);
-    std::vector<std::string> wanted = model.get_string_list("units");
+    std::vector<std::string> wanted = model.units;
     if (wanted.empty()) {
       for (const auto& child : module_.named_children()) {
         wanted.push_back(is_container(child.value) ? child.name + ".*" : child.name);
@@ -341,7 +340,7 @@ class TorchScriptModel final : public TrainableModel {
       const std::string path = all ? pattern.substr(0, pattern.size() - 2) : pattern;
       std::optional<torch::jit::Module> found = find_submodule(module_, path);
       if (!found) {
-        throw ConfigError(model.where("units").str() + ": model.units entry \"" + pattern +
+        throw ConfigError(model.places.where("model.units") + ": model.units entry \"" + pattern +
                           "\" matches no submodule of " + path_ + "; it has: " + join(candidates) +
                           " (use \"name.*\" for each element of a list)");
       }
@@ -354,7 +353,7 @@ class TorchScriptModel final : public TrainableModel {
         units_.emplace_back(path + "." + element.name, element.value);
       }
       if (units_.size() == before) {
-        throw ConfigError(model.where("units").str() + ": model.units entry \"" + pattern +
+        throw ConfigError(model.places.where("model.units") + ": model.units entry \"" + pattern +
                           "\" names a module with no children in " + path_ +
                           "; it has: " + join(candidates));
       }
@@ -486,15 +485,14 @@ class TorchScriptModel final : public TrainableModel {
     return names;
   }
 
-  void choose_inputs(const Config& config) {
-    const Options& model = config.section("model");
-    const std::vector<double>& in = model.get_double_list("input_shape");
-    const std::vector<double>& target = model.get_double_list("target_shape");
-    auto sizes = [&](const char* key, const std::vector<double>& values) {
+  void choose_inputs(const trainer::ModelSettings& model) {
+    const std::vector<double>& in = model.input_shape;
+    const std::vector<double>& target = model.target_shape;
+    auto sizes = [&](const std::string& key, const std::vector<double>& values) {
       std::vector<int64_t> out;
       for (double v : values) {
         if (v < 1 || v != std::floor(v)) {
-          throw ConfigError(model.where(key).str() + ": model." + key +
+          throw ConfigError(model.places.where("model." + key) + ": model." + key +
                             " must list whole sizes >= 1 (one sample's shape, without the batch)");
         }
         out.push_back(static_cast<int64_t>(v));
@@ -503,18 +501,18 @@ class TorchScriptModel final : public TrainableModel {
     };
     if (!in.empty() || !target.empty()) {
       if (in.empty() || target.empty()) {
-        throw ConfigError(model.where(in.empty() ? "target_shape" : "input_shape").str() +
-                          ": a model on vectors needs both model.input_shape and "
-                          "model.target_shape (one sample each, without the batch)");
+        throw ConfigError(
+            model.places.where(in.empty() ? "model.target_shape" : "model.input_shape") +
+            ": a model on vectors needs both model.input_shape and "
+            "model.target_shape (one sample each, without the batch)");
       }
       inputs_.tokens = false;
       inputs_.input_shape = sizes("input_shape", in);
       inputs_.target_shape = sizes("target_shape", target);
       return;
     }
-    inputs_.seq_len = model.get_int("seq_len");
-    const bool byte_level = trainer::JobSettings::of(config).data.kind == "text";
-    inputs_.vocab = model.get_int("vocab") > 0 ? model.get_int("vocab") : (byte_level ? 256 : 0);
+    inputs_.seq_len = model.seq_len;
+    inputs_.vocab = model.vocab > 0 ? model.vocab : (model.byte_level ? 256 : 0);
     if (inputs_.seq_len <= 0 || inputs_.vocab <= 0) {
       throw ConfigError(what_ + ": a TorchScript model on token ids needs model.seq_len and "
                                 "model.vocab (byte-level text: vocab 256); for vector data set "
@@ -522,19 +520,19 @@ class TorchScriptModel final : public TrainableModel {
     }
   }
 
-  void choose_loss(const Options& model) {
-    loss_ = model.get_string("loss");
+  void choose_loss(const trainer::ModelSettings& model) {
+    loss_ = model.loss;
     const bool has_method = module_.find_method("loss").has_value();
     if (loss_ == "auto") loss_ = has_method ? "method" : inputs_.tokens ? "cross_entropy" : "mse";
     if (loss_ == "method" && !has_method) {
-      throw ConfigError(model.where("loss").str() + ": model.loss = \"method\" but " + path_ +
-                        " (" + class_name(module_) +
+      throw ConfigError(model.places.where("model.loss") + ": model.loss = \"method\" but " +
+                        path_ + " (" + class_name(module_) +
                         ") has no loss method; add "
                         "`def loss(self, output, target)` (scripted: @torch.jit.export) or choose "
                         "\"cross_entropy\" or \"mse\"");
     }
     if (loss_ == "cross_entropy" && !inputs_.tokens) {
-      throw ConfigError(model.where("loss").str() +
+      throw ConfigError(model.places.where("model.loss") +
                         ": model.loss = \"cross_entropy\" needs "
                         "class ids as targets, but vector data gives N(0, 1) targets; use "
                         "\"mse\" or a loss method");
@@ -584,10 +582,10 @@ void check_archive(const std::string& path, const std::string& what) {
 
 }  // namespace
 
-std::shared_ptr<TrainableModel> load_torchscript(const Config& config) {
-  const Options& model = config.section("model");
-  const std::string& path = model.get_string("path");
-  const std::string what = "model.path = \"" + path + "\" (" + model.where("path").str() + ")";
+std::shared_ptr<TrainableModel> load_torchscript(const trainer::ModelSettings& model) {
+  const std::string& path = model.path;
+  const std::string what = "model.path = \"" + path + "\" (" + model.places.where("model.path") +
+                           ")";
   check_archive(path, what);
   torch::jit::Module module;
   try {
@@ -597,7 +595,7 @@ std::shared_ptr<TrainableModel> load_torchscript(const Config& config) {
                       "; a module saved by a newer PyTorch may use operators this version lacks: "
                       "save it with PyTorch <= " TORCH_VERSION);
   }
-  return std::make_shared<TorchScriptModel>(config, std::move(module));
+  return std::make_shared<TorchScriptModel>(model, std::move(module));
 }
 
 void release_initial_values(TrainableModel& model) {

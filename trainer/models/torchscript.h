@@ -27,19 +27,19 @@
 #include <memory>
 
 #include "data/data_source.h"
-#include "zt/config.h"
+#include "settings/job_settings.h"
 #include "zt/model_plugin.h"
 
 namespace zt::models {
 
-// Loads config's model.path and prepares its units, loss and inputs.
+// Loads model.path and prepares its units, loss and inputs.
 // Throws ConfigError (naming model.path and where it was set, with the way out) for: a file that
 // is not TorchScript (a torch.save() state dict, any other file), one saved by a newer PyTorch
 // than this LibTorch reads (both versions), a module with no parameters or a frozen one, a
 // model.units entry that matches no submodule (listing those that exist), a parameter no unit
 // holds, units that overlap, model.loss = "method" without a loss method, a cross-entropy loss
 // on vector data, missing or non-integer input sizes; IoError when the file cannot be read.
-std::shared_ptr<TrainableModel> load_torchscript(const Config& config);
+std::shared_ptr<TrainableModel> load_torchscript(const trainer::ModelSettings& model);
 
 // Runs the first micro batch of `data` through the units in order and through the module's own
 // forward, then the loss, with no autograd, before the engine takes the parameters; `stage` is

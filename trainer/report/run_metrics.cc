@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "zt/error.h"
-#include "zt/json_numbers.h"
+#include "zt/host/json_numbers.h"
 
 namespace zt::trainer {
 

@@ -12,7 +12,7 @@
 #include "report/run_metrics.h"
 #include "report/svg_chart.h"
 #include "zt/error.h"
-#include "zt/json_numbers.h"
+#include "zt/host/json_numbers.h"
 
 namespace zt::trainer {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "zt/communicator.h"
-#include "zt/engine.h"
+#include "zt/host/engine.h"
 #include "zt/offload.h"
 
 namespace zt::trainer {

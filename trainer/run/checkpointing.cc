@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "zt/error.h"
-#include "zt/trace.h"
+#include "zt/host/trace.h"
 
 namespace zt::trainer {
 

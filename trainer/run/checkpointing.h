@@ -1,4 +1,4 @@
-// The trainer's side of checkpoints (the format and the saving itself are zt/checkpoint.h; the
+// The trainer's side of checkpoints (the format and the saving itself are zt/host/checkpoint.h; the
 // [checkpoint] settings are settings/job_settings.h's CheckpointSettings): when a step saves, what
 // the trainer adds to a checkpoint besides the engine's state (its own state: step, data position,
 // lr schedule, RNG; the resolved config; who saved it), and which checkpoint a run resumes from.
@@ -13,9 +13,8 @@
 
 #include "run/schedule.h"
 #include "settings/job_settings.h"
-#include "zt/checkpoint.h"
-#include "zt/config.h"
-#include "zt/engine.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/engine.h"
 #include "zt/store.h"
 
 namespace zt::trainer {

@@ -10,8 +10,8 @@
 #include "run/evaluation.h"
 #include "run/loaded_model.h"
 #include "settings/job_settings.h"
-#include "zt/checkpoint.h"
 #include "zt/error.h"
+#include "zt/host/checkpoint.h"
 
 namespace zt::trainer {
 
@@ -38,15 +38,14 @@ void write_result(const std::string& path, const nlohmann::json& j) {
 
 }  // namespace
 
-int run_eval(const Config& config, Store& store, const RankEnv& env,
+int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,
              std::chrono::milliseconds timeout, const std::string& checkpoint,
              const std::string& out_path) {
   share_cores_between_local_ranks();
-  const JobSettings job = JobSettings::of(config);
   check_has_validation_data(job);
   const CheckpointReader reader(resolve_checkpoint(checkpoint));
-  LoadedModel loaded = load_checkpointed_model(config, env, store, timeout, reader);
-  const EngineSetup& s = loaded.setup;
+  LoadedModel loaded = load_checkpointed_model(job, catalog, env, store, timeout, reader);
+  const Composition& s = loaded.setup;
   const auto val = data::make_val_data(job.data, models::model_inputs(loaded.model->shape),
                                        loaded.model->shape.kind, job.eval.micro_batch);
   const EvalEvent e = evaluate(*s.engine, loaded.own_forward, *s.comm, *loaded.model, *val,

@@ -9,15 +9,16 @@
 #include <chrono>
 #include <string>
 
-#include "zt/config.h"
-#include "zt/rendezvous.h"
+#include "settings/job_settings.h"
+#include "zt/host/plugin_loader.h"
+#include "zt/host/rendezvous.h"
 #include "zt/store.h"
 
 namespace zt::trainer {
 
 // `checkpoint`: a checkpoint folder, its dir, or dir/best; `out_path`: the JSON file
 // ('' = <run.out_dir>/eval.json). Collective.
-int run_eval(const Config& config, Store& store, const RankEnv& env,
+int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,
              std::chrono::milliseconds timeout, const std::string& checkpoint,
              const std::string& out_path);
 

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <vector>
 
-#include "zt/trace.h"
+#include "zt/host/trace.h"
 
 namespace zt::trainer {
 

@@ -12,7 +12,7 @@
 #include "report/train_report.h"
 #include "settings/job_settings.h"
 #include "zt/communicator.h"
-#include "zt/engine.h"
+#include "zt/host/engine.h"
 
 namespace zt::trainer {
 

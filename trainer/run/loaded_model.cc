@@ -20,7 +20,7 @@ void share_cores_between_local_ranks() {
   at::set_num_threads(std::max(1, cores / local_ranks));
 }
 
-void broadcast_model_buffers(const models::ModelShape& shape, EngineSetup& setup) {
+void broadcast_model_buffers(const models::ModelShape& shape, Composition& setup) {
   if (!shape.custom) return;
   const at::ScalarType compute = setup.options.compute_dtype;
   c10::NoGradGuard no_grad;
@@ -34,26 +34,26 @@ void broadcast_model_buffers(const models::ModelShape& shape, EngineSetup& setup
   }
 }
 
-LoadedModel load_checkpointed_model(const Config& config, const RankEnv& env, Store& store,
+LoadedModel load_checkpointed_model(const JobSettings& job, PluginCatalog& catalog,
+                                    const RankEnv& env, Store& store,
                                     std::chrono::milliseconds timeout,
                                     const CheckpointReader& reader) {
   LoadedModel loaded;
   loaded.model = std::make_unique<models::Model>();
-  loaded.model->shape = models::resolve_model_shape(config);
-  loaded.model->seed = JobSettings::of(config).run.seed;
+  loaded.model->shape = models::resolve_model_shape(job.model, catalog);
+  loaded.model->seed = job.run.seed;
   loaded.source = models::make_model_source(loaded.model->shape, loaded.model->seed);
   if (loaded.model->shape.custom) {
     // As training checks it: whether the units are a chain, else the module's own forward; on
     // synthetic samples of the model's input, so sampling needs no data file.
-    DataSettings samples = JobSettings::of(config).data;
+    DataSettings samples = job.data;
     samples.kind = "synthetic";
     const auto data = data::make_data(samples, models::model_inputs(loaded.model->shape),
                                       loaded.model->shape.kind);
-    loaded.own_forward = models::check_first_batch(
-        *loaded.model->shape.custom, *data,
-        static_cast<int>(config.section("zero").get_int("stage")));
+    loaded.own_forward = models::check_first_batch(*loaded.model->shape.custom, *data,
+                                                   job.engine.options.stage);
   }
-  loaded.setup = build_engine_setup(config, env, store, timeout, *loaded.source);
+  loaded.setup = compose(job.engine, catalog, env, store, timeout, *loaded.source);
   // The checkpoint replaces every value: the file's initial copies can go.
   if (loaded.model->shape.custom) models::release_initial_values(*loaded.model->shape.custom);
   broadcast_model_buffers(loaded.model->shape, loaded.setup);

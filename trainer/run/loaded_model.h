@@ -9,11 +9,11 @@
 
 #include "models/model.h"
 #include "run/evaluation.h"
-#include "setup/engine_setup.h"
-#include "zt/checkpoint.h"
-#include "zt/config.h"
+#include "settings/job_settings.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/compose.h"
+#include "zt/host/rendezvous.h"
 #include "zt/model_source.h"
-#include "zt/rendezvous.h"
 #include "zt/store.h"
 
 namespace zt::trainer {
@@ -26,21 +26,22 @@ void share_cores_between_local_ranks();
 // ones in the compute dtype (as module.to(dtype) casts them, so a bf16 unit meets bf16 buffers):
 // they are not parameters, so the engine neither shards, casts nor syncs them. Collective; does
 // nothing for the built-in models, which have none.
-void broadcast_model_buffers(const models::ModelShape& shape, EngineSetup& setup);
+void broadcast_model_buffers(const models::ModelShape& shape, Composition& composition);
 
 // Members in build order: the engine (in setup) goes first, then the source whose units it owns.
 struct LoadedModel {
   std::unique_ptr<models::Model> model;  // shape, loss and description
   std::unique_ptr<ModelSource> source;
-  EngineSetup setup;
+  Composition setup;
   OwnForward own_forward;  // a TorchScript module that is not a chain of its units: its forward
 };
 
-// The model of `config` built as training builds it (partitioned, with the config's stage,
-// strategy, offload and plugins, at this world size), then `reader`'s state loaded into it,
-// whatever world size and composition saved it. Collective. Throws what building the engine and
+// The job's model built as training builds it (partitioned, with the job's stage, strategy,
+// offload and plugins, at this world size), then `reader`'s state loaded into it, whatever world
+// size and composition saved it. Collective. Throws what building the engine and
 // Engine::load_checkpoint throw (a checkpoint of another model: ConfigError naming the tensor).
-LoadedModel load_checkpointed_model(const Config& config, const RankEnv& env, Store& store,
+LoadedModel load_checkpointed_model(const JobSettings& job, PluginCatalog& catalog,
+                                    const RankEnv& env, Store& store,
                                     std::chrono::milliseconds timeout,
                                     const CheckpointReader& reader);
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "zt/blas.h"
+#include "zt/host/blas.h"
 
 namespace zt::trainer {
 

@@ -15,8 +15,8 @@
 #include "run/loaded_model.h"
 #include "run/token_sampler.h"
 #include "settings/job_settings.h"
-#include "zt/checkpoint.h"
 #include "zt/error.h"
+#include "zt/host/checkpoint.h"
 
 namespace zt::trainer {
 
@@ -140,49 +140,44 @@ std::vector<int64_t> prompt_tokens(const SampleRequest& request, int64_t vocab,
   return tokens;
 }
 
-int run_sample(const Config& config, Store& store, const RankEnv& env,
-               std::chrono::milliseconds timeout, const SampleRequest& request) {
-  share_cores_between_local_ranks();
-  const models::ModelShape shape = models::resolve_model_shape(config);
-  const ModelInputs inputs = models::model_inputs(shape);
-  if (!inputs.tokens) {
-    throw ConfigError("trainer sample needs a language model (token ids in, logits out); "
-                      "model.kind = \"" +
-                      shape.kind + "\" (" + config.section("model").where("kind").str() +
-                      ") takes vectors");
-  }
-  const std::vector<int64_t> prompt = prompt_tokens(request, inputs.vocab,
-                                                    config.section("model").where("vocab").str());
-  std::vector<int64_t> stop;
-  for (unsigned char c : request.stop) stop.push_back(c);
-  const bool bytes = JobSettings::of(config).data.kind == "text";
-  const CheckpointReader reader(resolve_checkpoint(request.checkpoint));
-  LoadedModel loaded = load_checkpointed_model(config, env, store, timeout, reader);
+namespace {
+
+// What this rank generated: its rows, and how.
+struct Generation {
+  std::vector<Row> rows;
+  int64_t forwards = 0;
+  double seconds = 0;
+};
+
+// Rank r generates samples r, r + world, ...; every rank the same number of rows, and every rank
+// stops at the same forward. Collective.
+Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const SampleRequest& request,
+                    const std::vector<int64_t>& prompt, const RankEnv& env) {
   Engine& engine = *loaded.setup.engine;
   Communicator& comm = *loaded.setup.comm;
-
-  // Rank r generates samples r, r + world, ...; every rank the same number of rows.
+  std::vector<int64_t> stop;
+  for (unsigned char c : request.stop) stop.push_back(c);
   const int64_t per_rank = (request.samples + env.world - 1) / env.world;
-  std::vector<Row> rows(static_cast<size_t>(per_rank));
+  Generation g;
+  g.rows.resize(static_cast<size_t>(per_rank));
   for (int64_t j = 0; j < per_rank; ++j) {
     const int64_t sample = env.rank + env.world * j;
-    rows[j].sample = sample < request.samples ? sample : -1;
-    rows[j].ended = rows[j].sample < 0;
-    rows[j].tokens = prompt;
+    g.rows[j].sample = sample < request.samples ? sample : -1;
+    g.rows[j].ended = g.rows[j].sample < 0;
+    g.rows[j].tokens = prompt;
   }
   const SamplingSettings how{request.temperature, request.top_k, request.seed};
   const auto t0 = std::chrono::steady_clock::now();
-  int64_t forwards = 0;
   for (int64_t n = 0; n < request.max_new_tokens; ++n) {
-    const int64_t length = static_cast<int64_t>(rows[0].tokens.size());
+    const int64_t length = static_cast<int64_t>(g.rows[0].tokens.size());
     const int64_t context = std::min(length, inputs.seq_len);
     const auto logits = last_logits(
-        forward_without_grad(engine, loaded.own_forward, context_batch(rows, context)),
+        forward_without_grad(engine, loaded.own_forward, context_batch(g.rows, context)),
         inputs.vocab);
-    ++forwards;
+    ++g.forwards;
     int64_t open = 0;
-    for (size_t j = 0; j < rows.size(); ++j) {
-      Row& row = rows[j];
+    for (size_t j = 0; j < g.rows.size(); ++j) {
+      Row& row = g.rows[j];
       // Ended rows keep growing (with any token) so the batch stays rectangular.
       const int64_t token = row.ended ? 0 : next_token(logits[j], how, row.sample, length);
       row.tokens.push_back(token);
@@ -199,29 +194,46 @@ int run_sample(const Config& config, Store& store, const RankEnv& env,
     comm.all_reduce(anywhere, ReduceOp::kSum)->wait();
     if (anywhere.item<double>() == 0) break;
   }
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (Row& row : rows) {
-    if (row.sample < 0) continue;
-    row.tokens.resize(prompt.size() + row.generated);
-    if (env.rank != 0) store.set(sample_key(row.sample), encode(row));
+  g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (Row& row : g.rows) {
+    if (row.sample >= 0) row.tokens.resize(prompt.size() + row.generated);
   }
-  if (env.rank != 0) return 0;
+  return g;
+}
 
+// Every sample's new tokens, in order, on rank 0 (the other ranks publish theirs through the
+// store and get nothing back).
+std::vector<Row> gather_samples(const Generation& g, size_t prompt_size, int64_t samples,
+                                Store& store, const RankEnv& env,
+                                std::chrono::milliseconds timeout) {
+  if (env.rank != 0) {
+    for (const Row& row : g.rows) {
+      if (row.sample >= 0) store.set(sample_key(row.sample), encode(row));
+    }
+    return {};
+  }
   std::vector<Row> all;
-  for (int64_t s = 0; s < request.samples; ++s) {
+  for (int64_t s = 0; s < samples; ++s) {
     if (s % env.world == 0) {
-      all.push_back(rows[s / env.world]);
-      all.back().tokens.erase(all.back().tokens.begin(), all.back().tokens.begin() + prompt.size());
+      all.push_back(g.rows[s / env.world]);
+      all.back().tokens.erase(all.back().tokens.begin(),
+                              all.back().tokens.begin() + static_cast<std::ptrdiff_t>(prompt_size));
     } else {
       all.push_back(decode(s, store.get(sample_key(s), timeout)));
     }
   }
+  return all;
+}
+
+// Rank 0: every sample printed, then the rate; every sample's tokens and text into --out.
+void report_samples(const std::vector<Row>& all, const Generation& g, const LoadedModel& loaded,
+                    const CheckpointReader& reader, const std::vector<int64_t>& prompt, bool bytes,
+                    const SampleRequest& request, int world) {
   int64_t generated = 0;
   nlohmann::json samples = nlohmann::json::array();
   std::printf("zt sample: %s\n  checkpoint %s (step %lld), world %d, ZeRO stage %d, %s\n",
               loaded.model->describe().c_str(), reader.folder().c_str(),
-              static_cast<long long>(reader.step()), env.world, loaded.setup.options.stage,
+              static_cast<long long>(reader.step()), world, loaded.setup.options.stage,
               loaded.setup.shard_id.c_str());
   for (const Row& row : all) {
     generated += row.generated;
@@ -234,24 +246,46 @@ int run_sample(const Config& config, Store& store, const RankEnv& env,
                        {"text", text_of(row.tokens, bytes)},
                        {"ended_by", row.ended_by}});
   }
-  std::printf("---\nsampled %lld tokens in %.2f s: %.1f tokens/s (%lld forward passes of %lld "
+  std::printf("---\nsampled %lld tokens in %.2f s: %.1f tokens/s (%lld forward passes of %zu "
               "row(s) per rank; temperature %g, top-k %lld, seed %llu)\n",
-              static_cast<long long>(generated), seconds, generated / seconds,
-              static_cast<long long>(forwards), static_cast<long long>(per_rank),
-              request.temperature, static_cast<long long>(request.top_k),
-              static_cast<unsigned long long>(request.seed));
+              static_cast<long long>(generated), g.seconds, generated / g.seconds,
+              static_cast<long long>(g.forwards), g.rows.size(), request.temperature,
+              static_cast<long long>(request.top_k), static_cast<unsigned long long>(request.seed));
   std::fflush(stdout);
-  if (!request.out_path.empty()) {
-    const nlohmann::json j = {{"checkpoint", reader.folder()},
-                              {"step", reader.step()},
-                              {"world", env.world},
-                              {"prompt", prompt},
-                              {"samples", samples},
-                              {"seconds", seconds},
-                              {"tokens_per_s", generated / seconds}};
-    std::ofstream out(request.out_path);
-    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    if (!out) throw IoError("cannot write " + request.out_path + "; give --out a writable file");
+  if (request.out_path.empty()) return;
+  const nlohmann::json j = {{"checkpoint", reader.folder()},
+                            {"step", reader.step()},
+                            {"world", world},
+                            {"prompt", prompt},
+                            {"samples", samples},
+                            {"seconds", g.seconds},
+                            {"tokens_per_s", generated / g.seconds}};
+  std::ofstream out(request.out_path);
+  out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  if (!out) throw IoError("cannot write " + request.out_path + "; give --out a writable file");
+}
+
+}  // namespace
+
+int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,
+               std::chrono::milliseconds timeout, const SampleRequest& request) {
+  share_cores_between_local_ranks();
+  const models::ModelShape shape = models::resolve_model_shape(job.model, catalog);
+  const ModelInputs inputs = models::model_inputs(shape);
+  if (!inputs.tokens) {
+    throw ConfigError("trainer sample needs a language model (token ids in, logits out); "
+                      "model.kind = \"" +
+                      shape.kind + "\" (" + job.places.where("model.kind") + ") takes vectors");
+  }
+  const std::vector<int64_t> prompt = prompt_tokens(request, inputs.vocab,
+                                                    job.places.where("model.vocab"));
+  const CheckpointReader reader(resolve_checkpoint(request.checkpoint));
+  LoadedModel loaded = load_checkpointed_model(job, catalog, env, store, timeout, reader);
+  const Generation g = generate(loaded, inputs, request, prompt, env);
+  const std::vector<Row> all = gather_samples(g, prompt.size(), request.samples, store, env,
+                                              timeout);
+  if (env.rank == 0) {
+    report_samples(all, g, loaded, reader, prompt, job.data.kind == "text", request, env.world);
   }
   return 0;
 }

@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "zt/config.h"
-#include "zt/rendezvous.h"
+#include "settings/job_settings.h"
+#include "zt/host/plugin_loader.h"
+#include "zt/host/rendezvous.h"
 #include "zt/store.h"
 
 namespace zt::trainer {
@@ -39,7 +40,7 @@ std::vector<int64_t> prompt_tokens(const SampleRequest& request, int64_t vocab,
                                    const std::string& vocab_where);
 
 // One rank's part of the sampling (run_job's task for trainer sample). Collective.
-int run_sample(const Config& config, Store& store, const RankEnv& env,
+int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,
                std::chrono::milliseconds timeout, const SampleRequest& request);
 
 }  // namespace zt::trainer

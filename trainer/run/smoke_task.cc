@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <iostream>
 
-#include "zt/blas.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
-#include "zt/plugin_loader.h"
+#include "zt/host/blas.h"
+#include "zt/host/plugin_loader.h"
 
 namespace zt::trainer {
 
@@ -83,10 +83,9 @@ std::vector<Timing> time_collectives(Communicator& comm, int64_t bytes, int reps
 
 }  // namespace
 
-int run_smoke(const Config& config, Store& store, const RankEnv& env,
+int run_smoke(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,
               std::chrono::milliseconds timeout) {
   const bool leader = env.rank == 0;
-  PluginCatalog& catalog = config.catalog();
   std::string broken;
   auto entries = catalog.load_all();
   for (const auto& e : entries) {
@@ -94,9 +93,9 @@ int run_smoke(const Config& config, Store& store, const RankEnv& env,
   }
   if (!broken.empty()) throw PluginError("some plugins cannot be loaded:" + broken);
 
-  const std::string& comm_id = config.section("plugins").get_string("comm");
+  const std::string& comm_id = job.engine.comm.id;
   std::unique_ptr<Communicator> comm = catalog.comm(comm_id).create(
-      config.plugin_options(comm_id), comm_context(env, store, "comm/0/", timeout));
+      job.engine.comm.options, comm_context(env, store, "comm/0/", timeout));
 
   for (int64_t numel : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000003}}) {
     check_collectives(*comm, numel, at::kFloat);
@@ -105,7 +104,7 @@ int run_smoke(const Config& config, Store& store, const RankEnv& env,
   check_collectives(*comm, 4099, at::kDouble);
 
   const std::string path = comm->describe();
-  const int reps = static_cast<int>(JobSettings::of(config).run.steps);
+  const int reps = static_cast<int>(job.run.steps);
   const int64_t bytes = 16 << 20;
   auto timings = time_collectives(*comm, bytes, reps);
   CommStats stats = comm->stats();

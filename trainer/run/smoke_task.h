@@ -5,13 +5,14 @@
 
 #include <chrono>
 
-#include "zt/config.h"
-#include "zt/rendezvous.h"
+#include "settings/job_settings.h"
+#include "zt/host/plugin_loader.h"
+#include "zt/host/rendezvous.h"
 #include "zt/store.h"
 
 namespace zt::trainer {
 
-int run_smoke(const Config& config, Store& store, const RankEnv& env,
+int run_smoke(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,
               std::chrono::milliseconds timeout);
 
 }  // namespace zt::trainer

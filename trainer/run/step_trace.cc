@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "zt/error.h"
-#include "zt/trace.h"
+#include "zt/host/trace.h"
 
 namespace zt::trainer {
 

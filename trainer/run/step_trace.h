@@ -1,8 +1,7 @@
-// The timeline trace of a training run ([trace], zt/trace.h): recording is on for the configured
-// steps only, and at the end each rank writes <trace.dir>/rank-N.json, its clock moved onto rank
-// 0's by an offset measured when the trace is set up, so the ranks' files lay side by side (and
-// `trainer trace merge` puts them in one file).
-// Thread safety: the training thread.
+// The timeline trace of a training run ([trace], zt/host/trace.h): recording is on for the
+// configured steps only, and at the end each rank writes <trace.dir>/rank-N.json, its clock moved
+// onto rank 0's by an offset measured when the trace is set up, so the ranks' files lay side by
+// side (and `trainer trace merge` puts them in one file). Thread safety: the training thread.
 #pragma once
 
 #include <cstdint>

@@ -27,47 +27,20 @@
 #include "run/schedule.h"
 #include "run/step_trace.h"
 #include "run/stop_signals.h"
-#include "setup/engine_setup.h"
+#include "run/train_run.h"
 #include "setup/memory_fit.h"
 #include "setup/memory_theory.h"
-#include "setup/offload_tiers.h"
-#include "zt/blas.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
-#include "zt/flight_recorder.h"
+#include "zt/host/blas.h"
+#include "zt/host/compose.h"
+#include "zt/host/flight_recorder.h"
+#include "zt/host/trace.h"
 #include "zt/host_memory.h"
-#include "zt/trace.h"
 
 namespace zt::trainer {
 
 namespace {
-
-// One rank's training run, in the order it is built: the model source and the data outlive the
-// engine (in `setup`), which owns the units the source built.
-struct TrainRun {
-  const Config& config;
-  const JobSettings& settings;  // the config's trainer settings, resolved once
-  const RankEnv& env;
-  std::unique_ptr<models::Model> model;  // shape, loss and description; the engine has the units
-  std::unique_ptr<ModelSource> source;
-  std::unique_ptr<data::DataSource> data;
-  std::unique_ptr<data::DataSource> val_data;  // [eval]; null when the run does not evaluate
-  OwnForward own_forward;  // a TorchScript module that is not a chain of its units: its forward
-  EngineSetup setup;
-  Schedule schedule{};
-  int64_t next_sample = 0;  // where the next step's global batch starts in the data stream
-  int64_t first_step = 0;   // steps trained before this process: the resumed checkpoint's
-  double load_seconds = 0;  // reading the resumed checkpoint into the engine
-  Store* store = nullptr;   // live A/B rebuilds the engine's parts through it
-  std::chrono::milliseconds timeout{0};
-  LiveAb live{};   // [ab]: arms the job alternates between (off with fewer than two)
-  size_t arm = 0;  // the live arm training now
-  std::unique_ptr<TrainCheckpoints> switch_saves{};  // the state passes through these at a switch
-  std::unique_ptr<StepTrace> trace{};  // [trace]: the timeline of the configured steps
-  double flops_per_step = 0;           // analytic, the whole job's (0 = unknown)
-  PeakFlops peak{};                    // one rank's measured peak, for MFU
-  EngineTimes traced_times{};          // the engine's times in the traced steps, for the file
-};
 
 void create_out_dir(const std::string& out_dir) {
   std::error_code ec;
@@ -78,7 +51,7 @@ void create_out_dir(const std::string& out_dir) {
 // Rank 0's run header: the model, the composition, the data, where offloaded states go, where
 // checkpoints go.
 void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints) {
-  const EngineSetup& s = run.setup;
+  const Composition& s = run.setup;
   std::printf("zt train: %s\n  %d rank(s), %s, ZeRO stage %d, %s, %s, compute %s\n  data: %s\n",
               run.model->describe().c_str(), run.env.world, s.comm->describe().c_str(),
               s.options.stage, s.shard_id.c_str(), s.optimizer_id.c_str(),
@@ -115,7 +88,7 @@ double tokens_per_step(const TrainRun& run) {
 // One optimizer step of data.grad_accum micro steps at `lr`, timed; the loss is the global
 // batch's: the mean over ranks of each rank's mean.
 StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
-  EngineSetup& s = run.setup;
+  Composition& s = run.setup;
   const trace::Scope span("step", step + 1, "", trace::kStep);
   const auto t0 = std::chrono::steady_clock::now();
   const EngineTimes engine_t0 = s.engine->times();
@@ -150,7 +123,7 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
 }
 
 std::vector<RankMemory> all_ranks_memory(TrainRun& run) {
-  const EngineSetup& s = run.setup;
+  const Composition& s = run.setup;
   return gather_memory(*s.comm, measure_memory(s.engine->memory(), s.options.stage));
 }
 
@@ -161,7 +134,7 @@ TrainerState trainer_state(const TrainRun& run, int64_t step) {
 
 // "world 2, ZeRO stage 3, shard_bucket, optim_hybrid_adam, no offload, compute fp32"
 std::string saved_by(const TrainRun& run) {
-  const EngineSetup& s = run.setup;
+  const Composition& s = run.setup;
   std::string offload;
   if (!s.tiers.optimizer_id.empty()) offload = "optimizer states -> " + s.tiers.optimizer_id;
   if (!s.tiers.param_id.empty())
@@ -172,14 +145,18 @@ std::string saved_by(const TrainRun& run) {
          run.settings.run.compute;
 }
 
+}  // namespace
+
 // What the trainer adds to a checkpoint after `step`: its state, the config, who saved it.
 CheckpointMeta checkpoint_meta(const TrainRun& run, int64_t step) {
   CheckpointMeta meta;
   meta.trainer_state = trainer_state(run, step).to_json();
-  meta.config_toml = run.config.to_toml();
+  meta.config_toml = run.settings.config_toml;
   meta.saved_by = saved_by(run);
   return meta;
 }
+
+namespace {
 
 // Shows and records a save that completed (rank 0, which published it).
 void report_save(const TrainRun& run, TrainReport& report, const std::optional<SaveStats>& save) {
@@ -198,47 +175,6 @@ void save_if_due(TrainRun& run, TrainReport& report, TrainCheckpoints& checkpoin
     report_save(run, report, checkpoints.save(*run.setup.engine, step, meta));
   }
   report_save(run, report, checkpoints.poll());
-}
-
-std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milliseconds timeout);
-
-// Live A/B: hands the engine's state to arm `to` after optimizer step `step`. The state is saved
-// as a checkpoint under ab.switch_dir, every part but the communicator is rebuilt from the arm's
-// config (the model built again, partitioned), and the checkpoint is loaded into the new layout.
-// Collective. Returns the seconds it took on this rank.
-double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout, size_t to,
-                  int64_t step) {
-  const auto t0 = std::chrono::steady_clock::now();
-  CheckpointSettings settings = run.settings.checkpoint;
-  settings.dir = run.settings.ab.switch_dir;
-  settings.every_steps = 1;
-  settings.keep_last = 1;
-  settings.keep_best.clear();
-  settings.async = false;
-  if (!run.switch_saves) {
-    run.switch_saves = std::make_unique<TrainCheckpoints>(
-        settings, store, run.env.rank, run.env.world, "ab-" + checkpoint_job(run, store, timeout));
-  }
-  const CheckpointMeta meta = checkpoint_meta(run, step);
-  run.switch_saves->save(*run.setup.engine, step, meta);
-  run.switch_saves->finish();
-  // Rank 0 publishes the folder: every rank opens it only after that.
-  run.setup.comm->barrier()->wait();
-  settings.resume = "auto";
-  const std::unique_ptr<CheckpointReader> saved = open_resume_checkpoint(settings, false);
-  if (!saved || saved->step() != step) {
-    throw InternalError("live A/B: the state saved after step " + std::to_string(step) +
-                        " is not the newest checkpoint under " + settings.dir);
-  }
-  std::unique_ptr<ModelSource> source = models::make_model_source(run.model->shape,
-                                                                  run.model->seed);
-  rebuild_engine_setup(run.setup, run.live.configs[to], run.env, store, timeout, *source);
-  run.source = std::move(source);
-  run.setup.engine->load_checkpoint(*saved);
-  run.arm = to;
-  // No rank leaves while another still reads the folder the next switch replaces.
-  run.setup.comm->barrier()->wait();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // This rank's offload tiers' I/O so far, all tiers together.
@@ -376,12 +312,16 @@ void resume_from(TrainRun& run, const CheckpointReader& reader) {
   std::fflush(stdout);
 }
 
+}  // namespace
+
 // The job id the saver names its temporary folders by: the offload tiers' when there are any
 // (drawn once per job), else the same rule's own.
 std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milliseconds timeout) {
   if (!run.setup.tiers.job.empty()) return run.setup.tiers.job;
   return offload_job_id(store, run.env.rank, timeout);
 }
+
+namespace {
 
 bool nothing_left(const CheckpointReader& reader, int64_t steps, bool leader) {
   if (reader.step() < steps) return false;
@@ -396,7 +336,7 @@ bool nothing_left(const CheckpointReader& reader, int64_t steps, bool leader) {
 
 // Fills what the summary shows beyond the step totals. Collective (every rank's memory).
 void complete_summary(TrainRun& run, TrainSummary& summary) {
-  const EngineSetup& s = run.setup;
+  const Composition& s = run.setup;
   summary.memory = all_ranks_memory(run);
   summary.comm = job_comm_stats(s);
   summary.comm_groups = s.engine->group_comm_stats();
@@ -412,7 +352,8 @@ void complete_summary(TrainRun& run, TrainSummary& summary) {
                                                             : run.env.world;
   summary.theory_bytes = theory_model_state_bytes(
       s.options.stage, summary.parameters, sharding_world, low_precision,
-      separate_master_share(run.live.on() ? run.live.configs[run.arm] : run.config));
+      separate_master_share(run.live.on() ? run.live.settings[run.arm].engine
+                                          : run.settings.engine));
   for (const auto& [id, tier] : s.tiers.by_id) {
     summary.tiers.push_back(
         {id, id == s.tiers.optimizer_id, id == s.tiers.param_id, tier->stats()});
@@ -423,56 +364,24 @@ void complete_summary(TrainRun& run, TrainSummary& summary) {
   summary.peak_how = run.peak.how;
 }
 
-// Live A/B at the end of the job: the switch folder goes, and rank 0 writes the report of the
-// job's own steps (the first step after each switch left out of the timings).
-void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {
-  run.setup.comm->barrier()->wait();
-  if (!leader) return;
-  std::error_code ec;
-  std::filesystem::remove_all(run.live.switch_dir, ec);
-  const std::string metrics = out_dir + "/metrics.jsonl";
-  const RunMetrics steps = read_run_metrics(metrics);
-  if (steps.switches.empty()) {
-    std::printf("ab: no switch happened (run.steps <= ab.switch_every): no A/B report\n");
-    return;
-  }
-  if (run.live.arms.size() > 2) {
-    std::printf("ab: %zu arms: each step names its arm in %s (the A/B report compares two)\n",
-                run.live.arms.size(), metrics.c_str());
-    std::fflush(stdout);
-    return;
-  }
-  // The training succeeded: a report that cannot be made is said, not turned into a failure.
-  try {
-    const AbResult result = live_ab_result(steps, /*warmup=*/1);
-    write_ab_json(result, out_dir + "/ab.json");
-    write_ab_html(result, out_dir + "/report.html");
-    std::printf("ab: %s\nab: report %s/report.html, every number in %s/ab.json\n",
-                result.verdict.c_str(), out_dir.c_str(), out_dir.c_str());
-  } catch (const Error& e) {
-    std::printf("ab: no A/B report: %s\n", e.what());
-  }
-  std::fflush(stdout);
-}
-
 }  // namespace
 
-void check_job_fits(const Config& config, int world) {
-  const JobSettings settings = JobSettings::of(config);
-  settings.data.check_global_batch(world);
+void check_job_fits(const JobSettings& job, PluginCatalog& catalog, int world,
+                    const FitCheck& how) {
+  job.data.check_global_batch(world);
   // Arms that are bad or whose plugin is missing fail here; each arm's composition must fit.
-  const LiveAb live = live_ab_from_config(config, settings);
-  for (const Config& arm : live.configs) check_memory_fits(arm, world);
-  if (!live.on()) check_memory_fits(config, world);
+  const LiveAb live = LiveAb::of(job, catalog);
+  for (const JobSettings& arm : live.settings) check_memory_fits(arm, catalog, world, how);
+  if (!live.on()) check_memory_fits(job, catalog, world, how);
 }
 
 namespace {
 
 // The flight recorder of this rank: its size, where it dumps (a failure, a hang, SIGUSR2), and
 // the training thread's lane name for it and for the trace.
-void watch_collectives(const Config& config, const JobSettings& job, const RankEnv& env) {
+void watch_collectives(const JobSettings& job, const RankEnv& env) {
   FlightRecorder& recorder = FlightRecorder::instance();
-  recorder.set_capacity(static_cast<size_t>(config.section("launch").get_int("flight_records")));
+  recorder.set_capacity(static_cast<size_t>(job.engine.launch.flight_records));
   recorder.set_dump_path(job.run.out_dir + "/flight/rank-" + std::to_string(env.rank) + ".json",
                          env.rank, env.world);
   dump_flight_record_on_sigusr2();
@@ -484,9 +393,8 @@ void watch_collectives(const Config& config, const JobSettings& job, const RankE
 // schedule. Collective.
 void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds timeout,
                      bool resuming) {
-  const Config& config = run.config;
   run.model = std::make_unique<models::Model>();
-  run.model->shape = models::resolve_model_shape(config);
+  run.model->shape = models::resolve_model_shape(run.settings.model, run.catalog);
   run.model->seed = run.settings.run.seed;
   run.source = models::make_model_source(run.model->shape, run.model->seed);
   run.data = data::make_data(run.settings.data, models::model_inputs(run.model->shape),
@@ -498,22 +406,21 @@ void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds time
   // Before the engine takes the parameters and before anything is written: a module that does
   // not fit the data fails here with its own error.
   if (run.model->shape.custom) {
-    run.own_forward = models::check_first_batch(
-        *run.model->shape.custom, *run.data,
-        static_cast<int>(config.section("zero").get_int("stage")));
+    run.own_forward = models::check_first_batch(*run.model->shape.custom, *run.data,
+                                                run.settings.engine.options.stage);
   }
   run.store = &store;
   run.timeout = timeout;
-  run.live = live_ab_from_config(config, run.settings);
+  run.live = LiveAb::of(run.settings, run.catalog);
   if (run.live.on() && resuming) {
     throw ConfigError("a live A/B job ([ab] arms) cannot resume from a checkpoint yet; start it "
                       "fresh, or remove [ab] arms to resume the plain job");
   }
   // Partitioned construction: the engine builds one unit at a time and keeps its shards only.
-  run.setup = build_engine_setup(run.live.on() ? run.live.configs[0] : config, run.env, store,
-                                 timeout, *run.source);
-  models::apply_init_from(*run.setup.engine, models::declared_parameters(*run.source), config,
-                          run.env.rank);
+  run.setup = compose(run.live.on() ? run.live.settings[0].engine : run.settings.engine,
+                      run.catalog, run.env, store, timeout, *run.source);
+  models::apply_init_from(*run.setup.engine, models::declared_parameters(*run.source),
+                          run.settings.model, run.env.rank);
   // The engine holds the initial values now: the file's copies can go.
   if (run.model->shape.custom) models::release_initial_values(*run.model->shape.custom);
   broadcast_model_buffers(run.model->shape, run.setup);
@@ -596,20 +503,22 @@ void finish_train(TrainRun& run, TrainSummary& summary, const CheckpointSettings
 
 }  // namespace
 
-int run_train(const Config& config, Store& store, const RankEnv& env,
+int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,
               std::chrono::milliseconds timeout) {
-  check_job_fits(config, env.world);
-  share_cores_between_local_ranks();
   const bool leader = env.rank == 0;
-  const JobSettings job = JobSettings::of(config);
-  watch_collectives(config, job, env);
+  // zt's launcher (and a single process, before it became the rank) checked the job before any
+  // rank existed; ranks another launcher started check it here (torchrun, mpirun, srun).
+  const bool checked = !env.found || env.zt_launched();
+  check_job_fits(job, catalog, env.world, {!checked, leader, true});
+  share_cores_between_local_ranks();
+  watch_collectives(job, env);
   const CheckpointSettings& settings = job.checkpoint;
   // No save runs yet: what a stopped job's save left is safe to remove.
   if (leader) remove_stopped_saves(settings);
   // Opened before the engine is built, so a bad checkpoint fails fast.
   std::unique_ptr<CheckpointReader> resume = open_resume_checkpoint(settings, leader);
   if (resume && nothing_left(*resume, job.run.steps, leader)) return 0;
-  TrainRun run{config, job, env, nullptr, nullptr, nullptr, nullptr, {}, {}};
+  TrainRun run{job, catalog, env, nullptr, nullptr, nullptr, nullptr, {}, {}};
   build_train_run(run, store, timeout, resume != nullptr);
   RunOutputs out = open_outputs(run, settings, resume.get());
   TrainSummary summary = train_loop(run, *out.report, settings, out.checkpoints.get());

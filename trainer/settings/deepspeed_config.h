@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "zt/config.h"
+#include "zt/host/config.h"
 
 namespace zt::trainer {
 
@@ -27,9 +27,5 @@ DeepSpeedSettings read_deepspeed_config(const std::string& path, bool lenient, i
 // The same from text; `name` stands for the file in messages.
 DeepSpeedSettings read_deepspeed_json(const std::string& text, const std::string& name,
                                       bool lenient, int world);
-
-// Loads a job's config: with run.deepspeed (in the file or --set), the DeepSpeed file's
-// settings under the TOML, its warnings printed to stderr once (by rank 0 or the launcher).
-Config load_job_config(const std::string& path, const std::vector<std::string>& overrides);
 
 }  // namespace zt::trainer

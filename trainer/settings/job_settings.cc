@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "settings/trainer_config.h"
 #include "zt/error.h"
+#include "zt/host/config.h"
 
 namespace zt::trainer {
 
@@ -112,6 +114,34 @@ TraceSettings trace_of(const Config& config, const RunSettings& run) {
   return s;
 }
 
+ModelSettings model_of(const Config& config, const RunSettings& run, const DataSettings& data,
+                       const EngineSettings& engine) {
+  const Options& m = config.section("model");
+  ModelSettings s;
+  s.kind = m.get_string("kind");
+  s.path = m.get_string("path");
+  s.units = m.get_string_list("units");
+  s.loss = m.get_string("loss");
+  s.input_shape = m.get_double_list("input_shape");
+  s.target_shape = m.get_double_list("target_shape");
+  s.preset = m.get_string("preset");
+  s.n_layer = m.get_int("n_layer");
+  s.n_head = m.get_int("n_head");
+  s.d_model = m.get_int("d_model");
+  s.seq_len = m.get_int("seq_len");
+  s.vocab = m.get_int("vocab");
+  s.width = m.get_int("width");
+  s.depth = m.get_int("depth");
+  s.activation = m.get_string("activation");
+  s.activation_checkpointing = m.get_bool("activation_checkpointing");
+  s.init_from = m.get_string("init_from");
+  s.plugin = engine.model;
+  s.seed = run.seed;
+  s.byte_level = data.kind == "text";
+  s.places.add(m);
+  return s;
+}
+
 }  // namespace
 
 void DataSettings::check_global_batch(int world) const {
@@ -146,7 +176,19 @@ JobSettings JobSettings::of(const Config& config) {
   s.schedule = schedule_of(config);
   s.trace = trace_of(config, s.run);
   s.eval = eval_of(config, s.data);
+  s.engine = EngineSettings::of(config);
+  s.model = model_of(config, s.run, s.data, s.engine);
+  s.engine.options.grad_accum = s.data.grad_accum;
+  s.engine.options.activation_checkpointing = s.model.activation_checkpointing;
+  for (const SectionSpec& section : config_schema()) s.places.add(config.section(section.name));
+  s.config_toml = config.to_toml();
+  s.config_source = config.source();
   return s;
+}
+
+JobSettings JobSettings::with_overrides(const JobSettings& job,
+                                        const std::vector<std::string>& overrides) {
+  return of(load_config_string(job.config_toml, job.config_source, overrides));
 }
 
 }  // namespace zt::trainer

@@ -1,8 +1,9 @@
-// The trainer's settings of a job, typed and resolved once from its config: every default and
-// every derived value (the checkpoint folder, the A/B switch folder, the global batch) is
-// computed here and nowhere else, and the rest of the trainer takes these structs, not the raw
-// config. The engine's own settings ([zero], [plugins], [precision]) become EngineOptions in
-// setup/engine_setup.h; the model's ([model]) a ModelShape in models/model.h.
+// A job's settings, typed and resolved once from its config at the door (the trainer's run_job,
+// each live-A/B arm, each tune trial, the Python package): every default and every derived
+// value (the checkpoint folder, the A/B switch folder, the global batch) is computed here and
+// nowhere else, and the rest of the trainer takes these values, never the config. The engine's
+// sections ([zero], [precision], [plugins], [launch]) are read by the core, next to the schema
+// that declares them (zt/host/engine_settings.h); the trainer's own here.
 // Thread safety: plain values.
 #pragma once
 
@@ -11,7 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "zt/config.h"
+#include "zt/host/engine_settings.h"
+
+namespace zt {
+class Config;  // the door's: only settings/, tune/ and app/ include zt/host/config.h
+}  // namespace zt
 
 namespace zt::trainer {
 
@@ -112,6 +117,28 @@ struct ScheduleSettings {
   double warmup_min_ratio = 0;
 };
 
+// [model] (and plugins.model): what the model layer builds. models/model.h resolves a shape.
+struct ModelSettings {
+  std::string kind;  // "gpt" | "mlp" | "torchscript" | "plugin"
+  // torchscript
+  std::string path;
+  std::vector<std::string> units;  // [] = the top-level children
+  std::string loss;                // "auto" | "method" | "cross_entropy" | "mse"
+  std::vector<double> input_shape, target_shape;
+  // gpt (0 = from the preset)
+  std::string preset;
+  int64_t n_layer = 0, n_head = 0, d_model = 0, seq_len = 0, vocab = 0;
+  // mlp
+  int64_t width = 0, depth = 0;
+  std::string activation;
+  bool activation_checkpointing = false;
+  std::string init_from;    // a safetensors file to start from ('' = the seeded init)
+  PluginChoice plugin;      // plugins.model, for kind "plugin"
+  uint64_t seed = 0;        // run.seed: every kind's init
+  bool byte_level = false;  // data.kind = "text": the vocabulary is the 256 bytes unless set
+  KeyPlaces places;         // [model]'s keys, for messages
+};
+
 struct JobSettings {
   RunSettings run;
   DataSettings data;
@@ -120,10 +147,21 @@ struct JobSettings {
   ScheduleSettings schedule;
   TraceSettings trace;
   EvalSettings eval;
+  ModelSettings model;
+  // The engine's, with data.grad_accum and model.activation_checkpointing in its options.
+  EngineSettings engine;
+  KeyPlaces places;           // every key of every section, for messages that name a knob
+  std::string config_toml;    // the resolved config (Config::to_toml), which checkpoints record
+  std::string config_source;  // the file it came from, for messages
 
   // Reads a config loaded with the trainer's sections (settings/trainer_config.h). Never throws
   // for such a config.
   static JobSettings of(const Config& config);
+  // The same job with `overrides` ("section.key=value", as --set) applied to its resolved config:
+  // a live-A/B arm, a tune trial. Throws what loading that config throws (ConfigError,
+  // PluginError).
+  static JobSettings with_overrides(const JobSettings& job,
+                                    const std::vector<std::string>& overrides);
 };
 
 }  // namespace zt::trainer

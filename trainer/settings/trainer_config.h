@@ -1,6 +1,6 @@
 // The trainer's own sections of a config ([model], [data], [checkpoint], [ab], and the
 // learning-rate keys of [run]) with the rules across them, declared here, beside the code that
-// reads them: the core knows only its own (zt/config.h, add_config_sections). Every load of a
+// reads them: the core knows only its own (zt/host/config.h, add_config_sections). Every load of a
 // trainer config goes through load_config_file() / load_config_string(), which declare them
 // first.
 // Thread safety: any thread; the first call declares them for the whole process.
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "zt/config.h"
+#include "zt/host/config.h"
 
 namespace zt::trainer {
 

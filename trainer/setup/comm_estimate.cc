@@ -8,8 +8,7 @@
 
 #include "models/model.h"
 #include "settings/job_settings.h"
-#include "setup/engine_setup.h"
-#include "setup/shard_groups.h"
+#include "zt/host/compose.h"
 
 namespace zt::trainer {
 
@@ -46,11 +45,11 @@ struct PlannedModel {
 };
 
 // The model's units planned by the job's strategy over `world` ranks, from declarations only.
-PlannedModel plan_model(const Config& config, int world, int64_t element_size) {
-  const models::ModelShape shape = models::resolve_model_shape(config);
-  const std::unique_ptr<ModelSource> source = models::make_model_source(
-      shape, JobSettings::of(config).run.seed);
-  const std::unique_ptr<ShardStrategy> strategy = make_shard_strategy(config);
+PlannedModel plan_model(const JobSettings& job, PluginCatalog& catalog, int world,
+                        int64_t element_size) {
+  const models::ModelShape shape = models::resolve_model_shape(job.model, catalog);
+  const std::unique_ptr<ModelSource> source = models::make_model_source(shape, job.run.seed);
+  const std::unique_ptr<ShardStrategy> strategy = make_shard_strategy(job.engine, catalog);
   PlannedModel m;
   std::map<std::string, size_t> group_of;  // tensor name -> its group
   for (int64_t u = 0; u < source->unit_count(); ++u) {
@@ -117,23 +116,21 @@ std::string times(int64_t n, const char* what) {
 
 }  // namespace
 
-CommEstimate estimate_comm(const Config& config, int world, int ranks_per_host) {
-  const Options& zero = config.section("zero");
-  const JobSettings settings = JobSettings::of(config);
-  const int stage = static_cast<int>(zero.get_int("stage"));
-  const int64_t es = config.section("precision").get_string("compute") == "fp32" ? 4 : 2;
-  const int64_t accum = settings.data.grad_accum;
+CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int world,
+                           int ranks_per_host) {
+  const EngineSettings& engine = job.engine;
+  const int stage = engine.options.stage;
+  const int64_t es = engine.compute == "fp32" ? 4 : 2;
+  const int64_t accum = job.data.grad_accum;
   Groups g;
   g.world = world;
   g.ranks_per_host = ranks_per_host > 0 ? ranks_per_host : world;
-  g.shard = stage >= 1 ? shard_group_choice(config, world, ranks_per_host).sharding_world(world)
-                       : world;
+  g.shard = stage >= 1 ? shard_groups(engine, world, ranks_per_host).sharding_world(world) : world;
   g.replicas = world / g.shard;
-  const std::string& comm = config.section("plugins").get_string("comm");
-  g.window = comm == "comm_ucx" && config.plugin_options(comm).get_bool("shared_memory");
+  g.window = engine.comm.id == "comm_ucx" && engine.comm.options.get_bool("shared_memory");
 
-  const PlannedModel m = plan_model(config, g.shard, es);
-  const int64_t threshold = zero.get_int("param_persistence_threshold");
+  const PlannedModel m = plan_model(job, catalog, g.shard, es);
+  const int64_t threshold = engine.options.param_persistence_threshold;
   int64_t all = 0, released = 0, persistent = 0, released_uses = 0, shard_bytes = 0;
   int64_t released_groups = 0;
   for (const GroupSize& s : m.groups) {
@@ -186,7 +183,7 @@ CommEstimate estimate_comm(const Config& config, int world, int ranks_per_host) 
   // norm's sums (stages 1-3), and the memory report's gather each logged step.
   add(e, g, "all_reduce", "world", world, stage >= 1 ? 3 : 2, stage >= 1 ? 28 : 12,
       stage >= 1 ? "loss average, stop flag, gradient norm" : "loss average, stop flag");
-  const double logged = 1.0 / static_cast<double>(std::max<int64_t>(1, settings.run.log_every));
+  const double logged = 1.0 / static_cast<double>(std::max<int64_t>(1, job.run.log_every));
   add(e, g, "all_gather", "world", world, logged, static_cast<int64_t>(96.0 * world * logged),
       "memory report of every rank, each logged step");
   return e;

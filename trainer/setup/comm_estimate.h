@@ -4,14 +4,15 @@
 // calls, the payload bytes CommStats counts (metrics.jsonl "comm" bytes), the bytes this rank
 // sends to its peers (its "wire_bytes") and the link they travel over. Checked against what runs
 // measure (tests/multiproc/estimate_test.cc; docs/architecture.md, "Estimate and tune").
-// Thread safety: pure functions of their inputs (the plugin catalog of `config` is used).
+// Thread safety: pure functions of their inputs (the plugin catalog is used).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "zt/config.h"
+#include "settings/job_settings.h"
+#include "zt/host/plugin_loader.h"
 
 namespace zt::trainer {
 
@@ -35,8 +36,9 @@ struct CommEstimate {
   int64_t sent(const std::string& op = "") const;
 };
 
-// The step of `config` on `world` ranks, `ranks_per_host` of them on each host (0 = all on one).
+// The step of the job on `world` ranks, `ranks_per_host` of them on each host (0 = all on one).
 // Throws what loading the shard plugin or planning throws (ConfigError, PluginError).
-CommEstimate estimate_comm(const Config& config, int world, int ranks_per_host);
+CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int world,
+                           int ranks_per_host);
 
 }  // namespace zt::trainer

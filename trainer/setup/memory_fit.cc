@@ -8,9 +8,8 @@
 #include <set>
 
 #include "settings/job_settings.h"
-#include "setup/offload_tiers.h"
-#include "setup/shard_groups.h"
 #include "zt/bytes.h"
+#include "zt/host/compose.h"
 
 namespace zt::trainer {
 
@@ -65,11 +64,11 @@ ModelSizes model_sizes(const models::ModelShape& shape, uint64_t seed, int64_t p
 
 // Stage 3: the most elements gathered at once (a unit and the units prefetched with it, as
 // ParamGatherer::prefetch_window picks them) and the most units in a window.
-void prefetch_window(const ModelSizes& m, const Options& zero, FitInputs& in) {
+void prefetch_window(const ModelSizes& m, const EngineOptions& zero, FitInputs& in) {
   const int64_t units = static_cast<int64_t>(m.units.size());
-  const int64_t by_units = zero.get_int("prefetch_units");
-  const int64_t by_elements = zero.get_int("prefetch_elements");
-  const int64_t max_live = zero.get_int("max_live_parameters");
+  const int64_t by_units = zero.prefetch_units;
+  const int64_t by_elements = zero.prefetch_elements;
+  const int64_t max_live = zero.max_live_parameters;
   for (int64_t u = 0; u < units; ++u) {
     for (int direction : {+1, -1}) {
       int64_t live = m.units[u].released, elements = 0, count = 0;
@@ -87,14 +86,12 @@ void prefetch_window(const ModelSizes& m, const Options& zero, FitInputs& in) {
   }
 }
 
-void read_model(const Config& config, FitInputs& in) {
-  const models::ModelShape shape = models::resolve_model_shape(config);
-  const Options& zero = config.section("zero");
+void read_model(const JobSettings& job, PluginCatalog& catalog, FitInputs& in) {
+  const models::ModelShape shape = models::resolve_model_shape(job.model, catalog);
+  const EngineOptions& zero = job.engine.options;
   // Below stage 3 nothing is released: every tensor counts as persistent.
-  const int64_t persistence = in.stage == 3 ? zero.get_int("param_persistence_threshold")
-                                            : INT64_MAX;
-  const JobSettings settings = JobSettings::of(config);
-  const ModelSizes m = model_sizes(shape, settings.run.seed, persistence);
+  const int64_t persistence = in.stage == 3 ? zero.param_persistence_threshold : INT64_MAX;
+  const ModelSizes m = model_sizes(shape, job.run.seed, persistence);
   in.parameters = m.parameters;
   in.tied = m.tied;
   in.tensors = static_cast<int64_t>(m.tensors.size());
@@ -110,40 +107,38 @@ void read_model(const Config& config, FitInputs& in) {
       if (n < persistence) in.persistent += n;
     }
   }
-  in.activation_bytes = activation_bytes(
-      shape, settings.data.micro_batch, in.element_size,
-      config.section("model").get_bool("activation_checkpointing"));
+  in.activation_bytes = activation_bytes(shape, job.data.micro_batch, in.element_size,
+                                         job.model.activation_checkpointing);
 }
 
 // The share of a role's bytes that goes to files: its fraction when its tier keeps files.
-double files_share(const Config& config, const char* role, const char* fraction) {
-  return offloads_to_files(config, role) ? config.section("zero").get_double(fraction) : 0;
+double files_share(const PluginChoice& role, double fraction) {
+  return offloads_to_files(role) ? fraction : 0;
 }
 
 // Host buffers of every file tier (one tier per plugin id): buffer_count x buffer_mb where a
 // plugin declares them (offload_nvme's bounce buffers).
-int64_t tier_pool_bytes(const Config& config) {
-  std::set<std::string> ids;
-  for (const char* role : {"offload_optimizer", "offload_param"}) {
-    if (offloads_to_files(config, role)) ids.insert(config.section("plugins").get_string(role));
+int64_t tier_pool_bytes(const EngineSettings& engine) {
+  std::map<std::string, const Options*> tiers;
+  for (const PluginChoice* role : {&engine.offload_optimizer, &engine.offload_param}) {
+    if (offloads_to_files(*role)) tiers[role->id] = &role->options;
   }
   int64_t bytes = 0;
-  for (const std::string& id : ids) {
-    const Options& o = config.plugin_options(id);
+  for (const auto& [id, o] : tiers) {
     bool count = false, mb = false;
-    for (const auto& spec : o.specs()) {
+    for (const auto& spec : o->specs()) {
       count |= spec.name == "buffer_count";
       mb |= spec.name == "buffer_mb";
     }
-    if (count && mb) bytes += o.get_int("buffer_count") * (o.get_int("buffer_mb") << 20);
+    if (count && mb) bytes += o->get_int("buffer_count") * (o->get_int("buffer_mb") << 20);
   }
   return bytes;
 }
 
 // Ranks on this host: the launcher's (or torchrun's) LOCAL_WORLD_SIZE in a running rank,
 // launch.nproc before the ranks start.
-int local_ranks(const Config& config, int world) {
-  int64_t n = config.section("launch").get_int("nproc");
+int local_ranks(const LaunchSettings& launch, int world) {
+  int64_t n = launch.nproc;
   if (const char* local = std::getenv("LOCAL_WORLD_SIZE")) n = std::max(1, std::atoi(local));
   return static_cast<int>(std::min<int64_t>(n, world));
 }
@@ -185,39 +180,38 @@ int64_t activation_bytes(const models::ModelShape& s, int64_t micro_batch, int64
   return static_cast<int64_t>(saved + backward);
 }
 
-FitInputs fit_inputs(const Config& config, int world) {
+FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) {
   FitInputs in;
-  const Options& zero = config.section("zero");
+  const EngineSettings& engine = job.engine;
+  const EngineOptions& zero = engine.options;
   in.world = world;
-  in.local_ranks = local_ranks(config, world);
-  in.shard_world = shard_group_choice(config, world, in.local_ranks).sharding_world(world);
-  in.stage = static_cast<int>(zero.get_int("stage"));
-  in.element_size = config.section("precision").get_string("compute") == "fp32" ? 4 : 2;
-  read_model(config, in);
+  in.local_ranks = local_ranks(engine.launch, world);
+  in.shard_world = shard_groups(engine, world, in.local_ranks).sharding_world(world);
+  in.stage = zero.stage;
+  in.element_size = engine.compute == "fp32" ? 4 : 2;
+  read_model(job, catalog, in);
   StatePlacement& p = in.states;
   p.stage = in.stage;
   p.psi = in.parameters;
   p.world = in.shard_world;
   p.element_size = in.element_size;
   p.optimizer_states = in.optimizer_states;
-  p.separate_master = separate_master_share(config);
-  p.optimizer_in_files = files_share(config, "offload_optimizer", "offload_optimizer_fraction");
-  p.params_in_files = files_share(config, "offload_param", "offload_param_fraction");
+  p.separate_master = separate_master_share(engine);
+  p.optimizer_in_files = files_share(engine.offload_optimizer, zero.offload_optimizer_fraction);
+  p.params_in_files = files_share(engine.offload_param, zero.offload_param_fraction);
   // A group's reduced gradient shard lives in the tier that holds its optimizer states.
   p.grads_in_files = p.optimizer_in_files > 0;
   in.params_streamed = in.stage == 3 && p.params_in_files > 0;
-  in.sub_group_size = zero.get_int("sub_group_size");
-  in.pipeline_sets = 1 + (zero.get_bool("pipeline_read") ? 1 : 0) +
-                     (zero.get_bool("pipeline_write") ? 1 : 0);
+  in.sub_group_size = zero.sub_group_size;
+  in.pipeline_sets = 1 + (zero.pipeline_read ? 1 : 0) + (zero.pipeline_write ? 1 : 0);
   // Reductions in flight: at most a bucket, and never more than the model's gradients.
-  if (zero.get_bool("overlap_comm")) {
-    in.reduce_bucket_bytes = std::min(
-        static_cast<int64_t>(zero.get_double("reduce_bucket_mb") * kMiB),
-        in.element_size * in.parameters);
+  if (zero.overlap_comm) {
+    in.reduce_bucket_bytes = std::min(static_cast<int64_t>(zero.reduce_bucket_mb * kMiB),
+                                      in.element_size * in.parameters);
   }
-  in.tier_pool_bytes = tier_pool_bytes(config);
-  in.init_from = !config.section("model").get_string("init_from").empty();
-  const CheckpointSettings checkpoint = JobSettings::of(config).checkpoint;
+  in.tier_pool_bytes = tier_pool_bytes(engine);
+  in.init_from = !job.model.init_from.empty();
+  const CheckpointSettings& checkpoint = job.checkpoint;
   if (checkpoint.every_steps > 0) {
     // The saver's aligned staging buffer, and for an asynchronous save a copy of the master and
     // states this rank holds in memory (file tiers are streamed into the file instead).
@@ -296,33 +290,33 @@ int64_t staging_bytes(const FitInputs& in) {
 
 // What each file tier's folder gets from one rank: its arrays, each rounded up to the tier's
 // block (one array per state per group: at most one group per tensor, unless the plan is known).
-std::vector<DiskNeed> disk_needs(const FitInputs& in, const StateBytes& b, const Config& config) {
+std::vector<DiskNeed> disk_needs(const FitInputs& in, const StateBytes& b,
+                                 const EngineSettings& engine) {
   std::vector<DiskNeed> out;
-  auto add = [&](const char* role, const std::string& what, int64_t bytes, int64_t arrays) {
+  auto add = [&](const PluginChoice& role, const std::string& what, int64_t bytes, int64_t arrays) {
     if (bytes <= 0) return;
-    const std::string& id = config.section("plugins").get_string(role);
     auto it = std::find_if(out.begin(), out.end(),
-                           [&](const DiskNeed& d) { return d.plugin == id; });
+                           [&](const DiskNeed& d) { return d.plugin == role.id; });
     if (it == out.end()) {
-      const Options& o = config.plugin_options(id);
-      out.push_back({id, o.get_string("path"), o.where("path").str(), "", 0});
+      const Options& o = role.options;
+      out.push_back({role.id, o.get_string("path"), o.where("path").str(), "", 0});
       it = out.end() - 1;
     }
     it->roles += (it->roles.empty() ? "" : " + ") + what;
     it->per_rank += bytes + arrays * (in.groups > 0 ? in.groups : in.tensors) * in.alignment;
   };
   const int64_t optimizer_arrays = 1 + in.optimizer_states + (in.states.grads_in_files ? 1 : 0);
-  add("offload_optimizer",
+  add(engine.offload_optimizer,
       in.states.grads_in_files ? "master, optimizer states, gradient shards"
                                : "master and optimizer states",
       b.optimizer_files, optimizer_arrays);
-  add("offload_param", "parameter shards", b.param_files, 1);
+  add(engine.offload_param, "parameter shards", b.param_files, 1);
   return out;
 }
 
 }  // namespace
 
-FitEstimate estimate_fit(const FitInputs& in, const Config& config) {
+FitEstimate estimate_fit(const FitInputs& in, const EngineSettings& engine) {
   FitEstimate e;
   e.inputs = in;
   e.state_bytes = rank_state_bytes(in.states);
@@ -338,7 +332,7 @@ FitEstimate estimate_fit(const FitInputs& in, const Config& config) {
   h.checkpoint = in.checkpoint_bytes;
   h.allocator = h.working_set() * kAllocatorSlackPercent / 100;
   e.tile_elements = tile_elements(in);
-  e.disks = disk_needs(in, e.state_bytes, config);
+  e.disks = disk_needs(in, e.state_bytes, engine);
   return e;
 }
 

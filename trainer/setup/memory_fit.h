@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "models/model.h"
+#include "settings/job_settings.h"
 #include "setup/memory_theory.h"
-#include "zt/config.h"
 
 namespace zt::trainer {
 
@@ -128,18 +128,18 @@ struct HostBudget {
   std::vector<int64_t> disk_free;  // per FitEstimate::disks entry; < 0: unknown
 };
 
-// The inputs of the estimate for `config` on `world` ranks.
-FitInputs fit_inputs(const Config& config, int world);
+// The inputs of the estimate for the job on `world` ranks (`catalog` loads a model plugin).
+FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world);
 // Bytes saved for backward by one micro batch of `micro_batch` samples, and the extra a backward
 // step adds on top (see memory_fit.cc for how it is estimated and how it was checked); 0 for
 // TorchScript and plugin models, whose activations zt cannot estimate.
 int64_t activation_bytes(const models::ModelShape& shape, int64_t micro_batch, int64_t element_size,
                          bool checkpointing);
-// The estimate: pure arithmetic over the inputs; `config` only names the file tiers.
-FitEstimate estimate_fit(const FitInputs& inputs, const Config& config);
+// The estimate: pure arithmetic over the inputs; `engine` only names the file tiers.
+FitEstimate estimate_fit(const FitInputs& inputs, const EngineSettings& engine);
 // Throws ConfigError when the host RAM or a file tier is short: one line per tier (every tier,
 // the short ones marked), with the bytes needed, had, and the knobs with their file:line.
-void check_fit(const FitEstimate& estimate, const HostBudget& budget, const Config& config);
+void check_fit(const FitEstimate& estimate, const HostBudget& budget, const JobSettings& job);
 
 // Free bytes (statvfs f_bavail) of the file system holding `path`, or of its nearest existing
 // ancestor (the tier creates the folder later); -1 when none can be read.
@@ -147,14 +147,25 @@ int64_t file_tier_free_bytes(const std::string& path);
 
 // What the host has for `e`: launch.memory_limit_gb, else MemAvailable or the room under this
 // process's memory cgroup limit, whichever is less (plus what the ranks of this host already use
-// when this process is one of them), and statvfs of each file tier's folder.
-HostBudget host_budget(const Config& config, const FitEstimate& e);
+// when `in_a_rank`: this process is one of them), and statvfs of each file tier's folder.
+HostBudget host_budget(const JobSettings& job, const FitEstimate& e, bool in_a_rank);
+
+// Who checks, and what it does with the estimate. The process that starts the ranks checks
+// before any exists (ranks started together would see each other's first allocations in
+// MemAvailable); a rank checks only when another launcher than zt's started it (torchrun,
+// mpirun), and the job's first rank prints the estimate.
+struct FitCheck {
+  bool enforce = true;     // throw the refusal when the job does not fit
+  bool print = false;      // print the one-line estimate ("memory fit: ...")
+  bool in_a_rank = false;  // this process is, or is about to become, one of the job's ranks
+};
 
 // The check the trainer runs: estimate, budget (launch.memory_limit_gb or MemAvailable, plus
 // what the ranks of this host already use when they are running; statvfs for each folder), then
-// check_fit. On the job's first rank it prints the estimate in one line ("memory fit: ..."), so
-// the run shows it next to the peak RSS the summary measures.
-void check_memory_fits(const Config& config, int world);
+// check_fit as `how` says; printed on the job's first rank, the run shows the estimate next to
+// the peak RSS the summary measures.
+void check_memory_fits(const JobSettings& job, PluginCatalog& catalog, int world,
+                       const FitCheck& how);
 
 // One line: host RAM per rank by category and in all, each file tier's bytes per rank, next to
 // what the host has.

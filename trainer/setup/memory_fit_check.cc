@@ -7,13 +7,13 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "settings/job_settings.h"
 #include "setup/memory_fit.h"
-#include "setup/offload_tiers.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
+#include "zt/host/compose.h"
+#include "zt/host/memory_cgroup.h"
 #include "zt/host_memory.h"
-#include "zt/memory_cgroup.h"
-#include "zt/rendezvous.h"
 
 namespace zt::trainer {
 
@@ -24,11 +24,6 @@ struct Knob {
   int64_t bytes = 0;
   std::string text;
 };
-
-// "zero.sub_group_size (job.toml:12:1)"
-std::string key_at(const Options& o, const std::string& key) {
-  return o.table() + "." + key + " (" + o.where(key).str() + ")";
-}
 
 std::string knob_list(std::vector<Knob> knobs) {
   std::stable_sort(knobs.begin(), knobs.end(),
@@ -42,81 +37,79 @@ std::string knob_list(std::vector<Knob> knobs) {
 }
 
 // Knobs that move model states out of host memory.
-void state_knobs(const FitEstimate& e, const Config& config, std::vector<Knob>& knobs) {
-  const Options& zero = config.section("zero");
-  const Options& plugins = config.section("plugins");
+void state_knobs(const FitEstimate& e, const JobSettings& job, std::vector<Knob>& knobs) {
+  const KeyPlaces& at = job.places;
   const StateBytes& b = e.state_bytes;
   const int stage = e.inputs.stage;
   if (stage < 3) {
     StatePlacement at3 = e.inputs.states;
     at3.stage = 3;
-    knobs.push_back({b.host() - rank_state_bytes(at3).host(), "raise " + key_at(zero, "stage")});
+    knobs.push_back({b.host() - rank_state_bytes(at3).host(), "raise " + at.key_at("zero.stage")});
   }
   // The gradient shards go with the optimizer states to their tier.
   const int64_t optimizer = b.master + b.states + b.grads;
   if (stage >= 1 && optimizer > 0) {
-    knobs.push_back({optimizer, offloads_to_files(config, "offload_optimizer")
-                                    ? "raise " + key_at(zero, "offload_optimizer_fraction")
-                                    : "offload to files: " + key_at(plugins, "offload_optimizer") +
-                                          " = \"offload_nvme\""});
+    knobs.push_back(
+        {optimizer, offloads_to_files(job.engine.offload_optimizer)
+                        ? "raise " + at.key_at("zero.offload_optimizer_fraction")
+                        : "offload to files: " + at.key_at("plugins.offload_optimizer") +
+                              " = \"offload_nvme\""});
   }
   if (stage == 3 && b.params > 0) {
-    knobs.push_back({b.params, offloads_to_files(config, "offload_param")
-                                   ? "raise " + key_at(zero, "offload_param_fraction")
-                                   : "offload to files: " + key_at(plugins, "offload_param") +
+    knobs.push_back({b.params, offloads_to_files(job.engine.offload_param)
+                                   ? "raise " + at.key_at("zero.offload_param_fraction")
+                                   : "offload to files: " + at.key_at("plugins.offload_param") +
                                          " = \"offload_nvme\""});
   }
   if (stage >= 1) {
-    knobs.push_back({0, "more ranks on other hosts (" + key_at(config.section("launch"), "nproc") +
-                            " here, of " + std::to_string(e.inputs.world) +
+    knobs.push_back({0, "more ranks on other hosts (" + at.key_at("launch.nproc") + " here, of " +
+                            std::to_string(e.inputs.world) +
                             "): sharded states shrink as 1/ranks"});
   }
 }
 
-std::vector<Knob> host_knobs(const FitEstimate& e, const Config& config) {
+std::vector<Knob> host_knobs(const FitEstimate& e, const JobSettings& job) {
   std::vector<Knob> knobs;
-  state_knobs(e, config, knobs);
+  state_knobs(e, job, knobs);
   const HostNeed& h = e.host;
-  const Options& zero = config.section("zero");
+  const KeyPlaces& at = job.places;
   if (h.staging > 0) {
-    knobs.push_back({h.staging, "lower " + key_at(zero, "sub_group_size") + " (tiles of " +
+    knobs.push_back({h.staging, "lower " + at.key_at("zero.sub_group_size") + " (tiles of " +
                                     std::to_string(e.tile_elements) +
                                     " elements now), or set zero.pipeline_read / pipeline_write "
                                     "= false"});
   }
   const int64_t window = h.params_gathered -
                          e.inputs.element_size * (e.inputs.largest_unit + e.inputs.persistent);
-  if (window > 0) knobs.push_back({window, "lower " + key_at(zero, "prefetch_units")});
-  const Options& model = config.section("model");
-  knobs.push_back(
-      {h.activations, "a smaller " + key_at(config.section("data"), "micro_batch") +
-                          (model.get_bool("activation_checkpointing")
-                               ? ""
-                               : ", or " + key_at(model, "activation_checkpointing") + " = true")});
+  if (window > 0) knobs.push_back({window, "lower " + at.key_at("zero.prefetch_units")});
+  knobs.push_back({h.activations,
+                   "a smaller " + at.key_at("data.micro_batch") +
+                       (job.model.activation_checkpointing
+                            ? ""
+                            : ", or " + at.key_at("model.activation_checkpointing") + " = true")});
   if (h.tier_pools > 0) {
     knobs.push_back({h.tier_pools, "fewer or smaller file-tier buffers (plugin.<id>.buffer_count, "
                                    "buffer_mb)"});
   }
   if (h.checkpoint > 8 * kMiB) {
-    knobs.push_back({h.checkpoint, key_at(config.section("checkpoint"), "async") + " = false"});
+    knobs.push_back({h.checkpoint, at.key_at("checkpoint.async") + " = false"});
   }
   return knobs;
 }
 
-std::vector<Knob> disk_knobs(const DiskNeed& d, const FitEstimate& e, const Config& config) {
-  const Options& zero = config.section("zero");
+std::vector<Knob> disk_knobs(const DiskNeed& d, const FitEstimate& e, const JobSettings& job) {
+  const KeyPlaces& at = job.places;
   std::vector<Knob> knobs = {
       {0, "plugin." + d.plugin + ".path (" + d.path_where + ") on a disk with more room"}};
-  if (e.state_bytes.optimizer_files > 0 &&
-      config.section("plugins").get_string("offload_optimizer") == d.plugin) {
-    knobs.push_back({e.state_bytes.optimizer_files, "lower " +
-                                                        key_at(zero, "offload_optimizer_fraction") +
-                                                        " (that share stays in host RAM)"});
+  if (e.state_bytes.optimizer_files > 0 && job.engine.offload_optimizer.id == d.plugin) {
+    knobs.push_back(
+        {e.state_bytes.optimizer_files, "lower " + at.key_at("zero.offload_optimizer_fraction") +
+                                            " (that share stays in host RAM)"});
   }
-  if (e.state_bytes.param_files > 0 &&
-      config.section("plugins").get_string("offload_param") == d.plugin) {
-    knobs.push_back({e.state_bytes.param_files, "lower " + key_at(zero, "offload_param_fraction") +
-                                                    " (that share stays in host RAM)"});
+  if (e.state_bytes.param_files > 0 && job.engine.offload_param.id == d.plugin) {
+    knobs.push_back(
+        {e.state_bytes.param_files,
+         "lower " + at.key_at("zero.offload_param_fraction") + " (that share stays in host RAM)"});
   }
   knobs.push_back({0, "more ranks on other hosts"});
   return knobs;
@@ -149,13 +142,13 @@ std::string host_parts(const HostNeed& h) {
 
 }  // namespace
 
-void check_fit(const FitEstimate& e, const HostBudget& budget, const Config& config) {
+void check_fit(const FitEstimate& e, const HostBudget& budget, const JobSettings& job) {
   const int local = e.inputs.local_ranks;
   bool short_somewhere = budget.ram > 0 && e.host_total() > budget.ram;
   std::string lines = "\n  " + tier_line("host RAM", local, e.host.total(), host_parts(e.host),
                                          budget.ram, budget.ram_source);
   if (budget.ram > 0 && e.host_total() > budget.ram)
-    lines += "; to need less: " + knob_list(host_knobs(e, config));
+    lines += "; to need less: " + knob_list(host_knobs(e, job));
   for (size_t i = 0; i < e.disks.size(); ++i) {
     const DiskNeed& d = e.disks[i];
     const int64_t free = i < budget.disk_free.size() ? budget.disk_free[i] : -1;
@@ -163,10 +156,10 @@ void check_fit(const FitEstimate& e, const HostBudget& budget, const Config& con
     short_somewhere |= over;
     lines += "\n  " + tier_line("disk " + d.path + " (" + d.plugin + ")", local, d.per_rank,
                                 d.roles, free, "free there");
-    if (over) lines += "; to need less: " + knob_list(disk_knobs(d, e, config));
+    if (over) lines += "; to need less: " + knob_list(disk_knobs(d, e, job));
   }
   if (!short_somewhere) return;
-  throw ConfigError(config.section("model").where("preset").str() + ": the job does not fit this " +
+  throw ConfigError(job.places.where("model.preset") + ": the job does not fit this " +
                     "host: " + std::to_string(e.inputs.parameters) + " parameters, ZeRO stage " +
                     std::to_string(e.inputs.stage) + ", " + std::to_string(local) + " of its " +
                     std::to_string(e.inputs.world) + " rank(s) on this host; by tier:" + lines +
@@ -185,30 +178,13 @@ int64_t file_tier_free_bytes(const std::string& path) {
   return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
 }
 
-namespace {
-
-// This process is (or is about to become) one of the job's ranks, not a launcher of them.
-bool is_rank(const Config& config) {
-  return discover_rank_env().found || config.section("launch").get_int("nproc") == 1;
-}
-
-// The job's first rank prints the estimate once: a zt-launched rank 0 or torchrun's, or a single
-// process on its second check (job.cc checks before it becomes the rank and sets ZT_JOB_ID).
-bool prints_estimate(const Config& config) {
-  const RankEnv env = discover_rank_env();
-  if (env.found) return env.rank == 0;
-  return config.section("launch").get_int("nproc") == 1 && std::getenv("ZT_JOB_ID") != nullptr;
-}
-
-}  // namespace
-
-HostBudget host_budget(const Config& config, const FitEstimate& e) {
+HostBudget host_budget(const JobSettings& job, const FitEstimate& e, bool in_a_rank) {
   HostBudget budget;
-  const Options& launch = config.section("launch");
-  const double limit_gb = launch.get_double("memory_limit_gb");
+  const double limit_gb = job.engine.launch.memory_limit_gb;
   if (limit_gb > 0) {
     budget.ram = static_cast<int64_t>(limit_gb * static_cast<double>(kGiB));
-    budget.ram_source = "of launch.memory_limit_gb (" + launch.where("memory_limit_gb").str() + ")";
+    budget.ram_source = "of launch.memory_limit_gb (" + job.places.where("launch.memory_limit_gb") +
+                        ")";
   } else {
     budget.ram = mem_available_bytes();
     budget.ram_source = "available (MemAvailable)";
@@ -222,7 +198,7 @@ HostBudget host_budget(const Config& config, const FitEstimate& e) {
     }
     // Running ranks have their process already: the figure above no longer has it.
     const int64_t rss = process_rss_bytes();
-    if (budget.ram > 0 && rss > 0 && is_rank(config)) {
+    if (budget.ram > 0 && rss > 0 && in_a_rank) {
       budget.ram += e.inputs.local_ranks * std::min(rss, kProcessBaselineBytes);
       budget.ram_source += " + the process of each rank here";
     }
@@ -251,14 +227,12 @@ std::string describe_fit(const FitEstimate& e, const HostBudget& budget) {
   return line;
 }
 
-void check_memory_fits(const Config& config, int world) {
-  const FitEstimate estimate = estimate_fit(fit_inputs(config, world), config);
-  const HostBudget budget = host_budget(config, estimate);
-  // zt's launcher (or the single process, before it became the rank) checked this job before
-  // any rank existed. Ranks started together would see each other's first allocations in
-  // MemAvailable, so they check only when another launcher started them (torchrun, mpirun).
-  if (!std::getenv("ZT_JOB_ID")) check_fit(estimate, budget, config);
-  if (prints_estimate(config)) {
+void check_memory_fits(const JobSettings& job, PluginCatalog& catalog, int world,
+                       const FitCheck& how) {
+  const FitEstimate estimate = estimate_fit(fit_inputs(job, catalog, world), job.engine);
+  const HostBudget budget = host_budget(job, estimate, how.in_a_rank);
+  if (how.enforce) check_fit(estimate, budget, job);
+  if (how.print) {
     std::printf("%s\n", describe_fit(estimate, budget).c_str());
     std::fflush(stdout);
   }

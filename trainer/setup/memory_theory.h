@@ -47,7 +47,7 @@ struct StatePlacement {
   int world = 1;
   int64_t element_size = 4;      // the compute dtype's bytes
   int64_t optimizer_states = 2;  // fp32 arrays per element beside the master (Adam: 2)
-  // fp32 compute: the share of parameters whose master is its own copy (offload_tiers.h's
+  // fp32 compute: the share of parameters whose master is its own copy (zt/host/compose.h's
   // separate_master_share); bf16/fp16 always have one.
   double separate_master = 0;
   double optimizer_in_files = 0;  // share of master + states in a file tier (offload fraction)

@@ -3,6 +3,7 @@
 // tests/multiproc/estimate_test.cc).
 #include <string>
 
+#include "settings/job_settings.h"
 #include "settings/trainer_config.h"
 #include "setup/comm_estimate.h"
 #include "small_gpt_toml.h"
@@ -31,7 +32,8 @@ CommEstimate estimate(const std::vector<std::string>& overrides, int world = 2,
   std::vector<std::string> all = {"run.log_every=1"};
   all.insert(all.end(), overrides.begin(), overrides.end());
   const zt::Config config = zt::trainer::load_config_string(kJob, "job.toml", all);
-  return zt::trainer::estimate_comm(config, world, ranks_per_host);
+  return zt::trainer::estimate_comm(zt::trainer::JobSettings::of(config), config.catalog(), world,
+                                    ranks_per_host);
 }
 
 constexpr int64_t kModelBytes = 118528 * 4;

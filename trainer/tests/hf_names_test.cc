@@ -17,7 +17,7 @@
 #include "models/model.h"
 #include "settings/trainer_config.h"
 #include "zt/error.h"
-#include "zt/safetensors.h"
+#include "zt/host/safetensors.h"
 
 using zt::models::exported_name;
 using zt::models::Model;
@@ -197,7 +197,8 @@ TEST_CASE("init_from: a BF16 file converts to fp32, and model.init_from in a con
       "preset = \"custom\"\nn_layer = 2\nn_head = 2\nd_model = 8\nseq_len = 4\nvocab = 11\n";
   auto config = zt::trainer::load_config_string(toml + "init_from = \"" + path + "\"\n",
                                                 "test.toml");
-  auto target = zt::models::make_model(config);
+  auto target = zt::models::make_model(zt::trainer::JobSettings::of(config).model,
+                                       config.catalog());
   auto expected = params_of(*source);
   for (const auto& [name, t] : zt::models::unique_parameters(*target)) {
     INFO(name);

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "settings/job_settings.h"
 #include "settings/trainer_config.h"
 #include "setup/memory_fit.h"
 #include "small_gpt_toml.h"
@@ -51,8 +52,17 @@ zt::Config job(const std::string& extra = "", const std::vector<std::string>& ov
   return zt::trainer::load_config_string(std::string(kJob) + extra, "job.toml", overrides);
 }
 
+// The job's settings, as the trainer resolves them at its door.
+zt::trainer::JobSettings settings_of(const zt::Config& config) {
+  return zt::trainer::JobSettings::of(config);
+}
+
+FitInputs inputs_of(const zt::Config& config, int world) {
+  return zt::trainer::fit_inputs(settings_of(config), config.catalog(), world);
+}
+
 FitEstimate estimate(const zt::Config& config, int world = 2) {
-  return zt::trainer::estimate_fit(zt::trainer::fit_inputs(config, world), config);
+  return zt::trainer::estimate_fit(inputs_of(config, world), settings_of(config).engine);
 }
 
 // As the refusal spells amounts: GiB from one up.
@@ -62,7 +72,7 @@ std::string amount(int64_t bytes) {
 
 std::string refusal(const FitEstimate& e, const HostBudget& budget, const zt::Config& config) {
   try {
-    zt::trainer::check_fit(e, budget, config);
+    zt::trainer::check_fit(e, budget, settings_of(config));
   } catch (const zt::ConfigError& error) {
     return error.what();
   }
@@ -112,7 +122,7 @@ TEST_CASE("model-state bytes by place follow the engine's placement") {
 }
 
 TEST_CASE("fit inputs: sizes from the model's declarations, the stage-3 prefetch window") {
-  const FitInputs in = zt::trainer::fit_inputs(job(), 2);
+  const FitInputs in = inputs_of(job(), 2);
   CHECK(in.parameters == 118528);
   CHECK(in.largest_unit == 49984);
   CHECK(in.largest_owned == 49984);
@@ -124,12 +134,11 @@ TEST_CASE("fit inputs: sizes from the model's declarations, the stage-3 prefetch
   // One unit ahead: two blocks at once; the window and the unit beyond it are read ahead.
   CHECK(in.largest_window == 2 * 49984);
   CHECK(in.fetch_units == 2);
-  const FitInputs two = zt::trainer::fit_inputs(job("", {"zero.prefetch_units=2"}), 2);
+  const FitInputs two = inputs_of(job("", {"zero.prefetch_units=2"}), 2);
   CHECK(two.largest_window == 18432 + 2 * 49984);
   CHECK(two.fetch_units == 3);
   // Every tensor is below the default threshold of 100,000: all of them stay gathered.
-  const FitInputs kept = zt::trainer::fit_inputs(
-      job("", {"zero.param_persistence_threshold=100000"}), 2);
+  const FitInputs kept = inputs_of(job("", {"zero.param_persistence_threshold=100000"}), 2);
   CHECK(kept.persistent == 118528);
   CHECK(kept.largest_window == 0);
 }

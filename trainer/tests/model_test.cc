@@ -14,6 +14,7 @@
 #include <set>
 
 #include "models/model.h"
+#include "settings/job_settings.h"
 #include "settings/trainer_config.h"
 #include "zt/error.h"
 #include "zt/model_source.h"
@@ -30,9 +31,17 @@ zt::Config config_of(const std::string& toml, const std::vector<std::string>& ov
                                          "test.toml", overrides);
 }
 
+// The model layer's inputs from a config, as the trainer resolves them at its door.
+ModelShape shape_of(const zt::Config& c) {
+  return zt::models::resolve_model_shape(zt::trainer::JobSettings::of(c).model, c.catalog());
+}
+std::unique_ptr<Model> model_of(const zt::Config& c) {
+  return zt::models::make_model(zt::trainer::JobSettings::of(c).model, c.catalog());
+}
+
 std::string error_of(const std::string& toml, const std::vector<std::string>& overrides = {}) {
   try {
-    zt::models::make_model(config_of(toml, overrides));
+    model_of(config_of(toml, overrides));
   } catch (const zt::ConfigError& e) {
     return e.what();
   }
@@ -94,7 +103,7 @@ at::Tensor reference_gpt(const Model& model, const at::Tensor& ids) {
 }  // namespace
 
 TEST_CASE("presets resolve, explicit sizes override them, byte-level text means vocab 256") {
-  ModelShape tiny = zt::models::resolve_model_shape(config_of(""));
+  ModelShape tiny = shape_of(config_of(""));
   CHECK(tiny.kind == "gpt");
   CHECK(tiny.n_layer == 2);
   CHECK(tiny.n_head == 2);
@@ -102,14 +111,14 @@ TEST_CASE("presets resolve, explicit sizes override them, byte-level text means 
   CHECK(tiny.seq_len == 64);
   CHECK(tiny.vocab == 256);
 
-  ModelShape xl = zt::models::resolve_model_shape(config_of("[model]\npreset = \"gpt2-xl\"\n"));
+  ModelShape xl = shape_of(config_of("[model]\npreset = \"gpt2-xl\"\n"));
   CHECK(xl.n_layer == 48);
   CHECK(xl.n_head == 25);
   CHECK(xl.d_model == 1600);
   CHECK(xl.seq_len == 1024);
   CHECK(xl.vocab == 50257);
 
-  ModelShape mixed = zt::models::resolve_model_shape(
+  ModelShape mixed = shape_of(
       config_of("[model]\npreset = \"gpt2-medium\"\nn_layer = 3\nseq_len = 128\n"
                 "[data]\nkind = \"text\"\npath = \"x\"\n"));
   CHECK(mixed.n_layer == 3);
@@ -117,11 +126,11 @@ TEST_CASE("presets resolve, explicit sizes override them, byte-level text means 
   CHECK(mixed.d_model == 1024);
   CHECK(mixed.seq_len == 128);
   CHECK(mixed.vocab == 256);
-  ModelShape explicit_vocab = zt::models::resolve_model_shape(
+  ModelShape explicit_vocab = shape_of(
       config_of("[model]\nvocab = 100\n[data]\nkind = \"text\"\npath = \"x\"\n"));
   CHECK(explicit_vocab.vocab == 100);
 
-  ModelShape mlp = zt::models::resolve_model_shape(
+  ModelShape mlp = shape_of(
       config_of("[model]\nkind = \"mlp\"\nwidth = 24\ndepth = 3\nactivation = \"gelu\"\n"));
   CHECK(mlp.kind == "mlp");
   CHECK(mlp.width == 24);
@@ -140,12 +149,12 @@ TEST_CASE("unusable sizes are config errors that name the key") {
 
 TEST_CASE("the same seed gives bit-identical parameters, another seed different ones") {
   zt::Config config = config_of(kSmallGpt);
-  auto a = zt::models::make_model(config);
+  auto a = model_of(config);
   // The global RNG must not matter: only run.seed and the names do.
   torch::manual_seed(99);
   (void)torch::randn({1000});
-  auto b = zt::models::make_model(config);
-  auto c = zt::models::make_model(config_of(kSmallGpt, {"run.seed=7"}));
+  auto b = model_of(config);
+  auto c = model_of(config_of(kSmallGpt, {"run.seed=7"}));
   auto pa = by_name(*a), pb = by_name(*b), pc = by_name(*c);
   REQUIRE(pa.size() == pb.size());
   for (const auto& [name, t] : pa) {
@@ -160,13 +169,13 @@ TEST_CASE("the same seed gives bit-identical parameters, another seed different 
   // Tensors with equal shapes must not share a stream: each draws from its own (seed, name).
   CHECK_FALSE(at::equal(pa.at("block0.attn.proj.weight"), pa.at("block1.attn.proj.weight")));
 
-  auto m1 = zt::models::make_model(config_of("[model]\nkind = \"mlp\"\nwidth = 8\ndepth = 3\n"));
-  auto m2 = zt::models::make_model(config_of("[model]\nkind = \"mlp\"\nwidth = 8\ndepth = 3\n"));
+  auto m1 = model_of(config_of("[model]\nkind = \"mlp\"\nwidth = 8\ndepth = 3\n"));
+  auto m2 = model_of(config_of("[model]\nkind = \"mlp\"\nwidth = 8\ndepth = 3\n"));
   for (const auto& [name, t] : by_name(*m1)) CHECK(at::equal(t, by_name(*m2).at(name)));
 }
 
 TEST_CASE("GPT-2 init statistics: N(0, 0.02), scaled residual projections, identity LayerNorms") {
-  auto model = zt::models::make_model(config_of(
+  auto model = model_of(config_of(
       "[model]\npreset = \"custom\"\nn_layer = 8\nn_head = 4\nd_model = 128\nseq_len = 32\n"
       "vocab = 512\n"));
   auto p = by_name(*model);
@@ -182,7 +191,7 @@ TEST_CASE("GPT-2 init statistics: N(0, 0.02), scaled residual projections, ident
   CHECK(std::abs(p.at("wpe.weight").mean().item<double>()) < 5 * 0.02 / std::sqrt(32.0 * 128));
 
   // MLP: torch.nn.Linear's U(-1/sqrt(width), 1/sqrt(width)) for weight and bias alike.
-  auto mlp = zt::models::make_model(config_of("[model]\nkind = \"mlp\"\nwidth = 400\ndepth = 2\n"));
+  auto mlp = model_of(config_of("[model]\nkind = \"mlp\"\nwidth = 400\ndepth = 2\n"));
   auto q = by_name(*mlp);
   const double bound = 1.0 / 20;
   for (const char* name : {"layer0.weight", "layer1.weight", "layer1.bias"}) {
@@ -199,7 +208,7 @@ TEST_CASE("a partitioned fill of each declaration equals make_model, element for
   const char* models[] = {kSmallGpt, "[model]\nkind = \"mlp\"\nwidth = 9\ndepth = 3\n"};
   for (const char* toml : models) {
     CAPTURE(toml);
-    const ModelShape shape = zt::models::resolve_model_shape(config_of(toml));
+    const ModelShape shape = shape_of(config_of(toml));
     auto model = zt::models::make_model(shape, 5);
     auto params = by_name(*model);
     auto source = zt::models::make_model_source(shape, 5);
@@ -240,7 +249,7 @@ TEST_CASE("a source's build() lists what declare() says, and the head borrows th
   const char* models[] = {kSmallGpt, "[model]\nkind = \"mlp\"\nwidth = 9\ndepth = 3\n"};
   for (const char* toml : models) {
     CAPTURE(toml);
-    const ModelShape shape = zt::models::resolve_model_shape(config_of(toml));
+    const ModelShape shape = shape_of(config_of(toml));
     auto source = zt::models::make_model_source(shape, 1);
     CHECK(source->unit_count() == zt::models::unit_count(shape));
     std::map<std::string, const at::TensorImpl*> owner;
@@ -268,7 +277,7 @@ TEST_CASE("a source's build() lists what declare() says, and the head borrows th
     CHECK_THROWS_AS(source->declare(source->unit_count()), zt::InternalError);
   }
   // The head cannot be built before the embedding it borrows from.
-  const ModelShape gpt = zt::models::resolve_model_shape(config_of(kSmallGpt));
+  const ModelShape gpt = shape_of(config_of(kSmallGpt));
   auto source = zt::models::make_model_source(gpt, 1);
   CHECK_THROWS_WITH_AS(source->build(3), doctest::Contains("build the units in order"),
                        zt::InternalError);
@@ -277,7 +286,7 @@ TEST_CASE("a source's build() lists what declare() says, and the head borrows th
 TEST_CASE("describe() and parameter_count() read the same from the shape alone") {
   for (const char* toml : {kSmallGpt, "[model]\nkind = \"mlp\"\nwidth = 9\ndepth = 3\n"}) {
     CAPTURE(toml);
-    auto built = zt::models::make_model(config_of(toml));
+    auto built = model_of(config_of(toml));
     Model shape_only;  // what the trainer holds when the engine owns the units
     shape_only.shape = built->shape;
     shape_only.seed = built->seed;
@@ -288,7 +297,7 @@ TEST_CASE("describe() and parameter_count() read the same from the shape alone")
 }
 
 TEST_CASE("units list stably named parameters, each requiring grad") {
-  auto model = zt::models::make_model(config_of(kSmallGpt));
+  auto model = model_of(config_of(kSmallGpt));
   REQUIRE(model->units.size() == 4);
   CHECK(model->units[0]->name() == "embedding");
   CHECK(model->units[1]->name() == "block0");
@@ -310,7 +319,7 @@ TEST_CASE("units list stably named parameters, each requiring grad") {
   for (auto& [name, t] : model->units[3]->parameters()) names.push_back(name);
   CHECK(names == std::vector<std::string>{"ln_f.weight", "ln_f.bias", "wte.weight"});
 
-  auto mlp = zt::models::make_model(config_of("[model]\nkind = \"mlp\"\nwidth = 8\ndepth = 3\n"));
+  auto mlp = model_of(config_of("[model]\nkind = \"mlp\"\nwidth = 8\ndepth = 3\n"));
   REQUIRE(mlp->units.size() == 3);
   names.clear();
   for (auto& [name, t] : mlp->units[2]->parameters()) names.push_back(name);
@@ -319,7 +328,7 @@ TEST_CASE("units list stably named parameters, each requiring grad") {
 }
 
 TEST_CASE("the LM head borrows the very wte tensor, counted once") {
-  auto model = zt::models::make_model(config_of(kSmallGpt));
+  auto model = model_of(config_of(kSmallGpt));
   at::Tensor wte0 = model->units.front()->parameters()[0].second;
   at::Tensor wte_head = model->units.back()->parameters().back().second;
   CHECK(wte0.is_same(wte_head));
@@ -342,7 +351,7 @@ TEST_CASE("the LM head borrows the very wte tensor, counted once") {
 }
 
 TEST_CASE("gpt2-small has GPT-2's 124,439,808 parameters") {
-  auto model = zt::models::make_model(config_of("[model]\npreset = \"gpt2-small\"\n"));
+  auto model = model_of(config_of("[model]\npreset = \"gpt2-small\"\n"));
   CHECK(model->units.size() == 14);
   CHECK(model->parameter_count() == 124439808);
 }
@@ -354,16 +363,15 @@ TEST_CASE("parameter_count(shape) counts what the built model has, without build
   for (const char* model : models) {
     CAPTURE(model);
     const zt::Config config = config_of(std::string("[model]\n") + model);
-    const ModelShape shape = zt::models::resolve_model_shape(config);
-    CHECK(zt::models::parameter_count(shape) == zt::models::make_model(config)->parameter_count());
+    const ModelShape shape = shape_of(config);
+    CHECK(zt::models::parameter_count(shape) == model_of(config)->parameter_count());
   }
-  const ModelShape small = zt::models::resolve_model_shape(
-      config_of("[model]\npreset = \"gpt2-small\"\n"));
+  const ModelShape small = shape_of(config_of("[model]\npreset = \"gpt2-small\"\n"));
   CHECK(zt::models::parameter_count(small) == 124439808);
 }
 
 TEST_CASE("forward shapes through every unit") {
-  auto model = zt::models::make_model(config_of(kSmallGpt));
+  auto model = model_of(config_of(kSmallGpt));
   at::Tensor x = random_ids(3, 10, 61, 5);
   x = model->units[0]->forward(x);
   CHECK(x.sizes() == at::IntArrayRef({3, 10, 32}));
@@ -375,14 +383,14 @@ TEST_CASE("forward shapes through every unit") {
   CHECK(model->loss(x, random_ids(3, 10, 61, 6)).dim() == 0);
   CHECK_THROWS_AS(model->units[0]->forward(random_ids(1, 17, 61, 7)), zt::InternalError);
 
-  auto mlp = zt::models::make_model(config_of("[model]\nkind = \"mlp\"\nwidth = 12\ndepth = 4\n"));
+  auto mlp = model_of(config_of("[model]\nkind = \"mlp\"\nwidth = 12\ndepth = 4\n"));
   at::Tensor y = zt::models::run_units(*mlp, at::randn({5, 12}));
   CHECK(y.sizes() == at::IntArrayRef({5, 12}));
   CHECK(mlp->loss(y, at::randn({5, 12})).dim() == 0);
 }
 
 TEST_CASE("attention is causal: a later token never changes earlier logits") {
-  auto model = zt::models::make_model(config_of(kSmallGpt));
+  auto model = model_of(config_of(kSmallGpt));
   torch::NoGradGuard no_grad;
   at::Tensor ids = random_ids(2, 16, 61, 11);
   at::Tensor changed = ids.clone();
@@ -397,14 +405,14 @@ TEST_CASE("attention is causal: a later token never changes earlier logits") {
 }
 
 TEST_CASE("the units run in order equal a monolithic forward") {
-  auto model = zt::models::make_model(config_of(kSmallGpt));
+  auto model = model_of(config_of(kSmallGpt));
   torch::NoGradGuard no_grad;
   at::Tensor ids = random_ids(3, 13, 61, 21);
   at::Tensor units = zt::models::run_units(*model, ids);
   at::Tensor whole = reference_gpt(*model, ids);
   CHECK(at::allclose(units, whole, 1e-5, 1e-6));
 
-  auto mlp = zt::models::make_model(
+  auto mlp = model_of(
       config_of("[model]\nkind = \"mlp\"\nwidth = 12\ndepth = 3\nactivation = \"relu\"\n"));
   auto p = by_name(*mlp);
   at::Tensor x = at::randn({4, 12});
@@ -415,7 +423,7 @@ TEST_CASE("the units run in order equal a monolithic forward") {
 }
 
 TEST_CASE("a tiny GPT learns a fixed batch under AdamW, every parameter getting a gradient") {
-  auto model = zt::models::make_model(config_of(kSmallGpt));
+  auto model = model_of(config_of(kSmallGpt));
   std::vector<at::Tensor> params;
   for (auto& [name, t] : zt::models::unique_parameters(*model)) params.push_back(t);
   torch::optim::AdamW adamw(params, torch::optim::AdamWOptions(3e-3).weight_decay(0.01));
@@ -439,7 +447,7 @@ TEST_CASE("a tiny GPT learns a fixed batch under AdamW, every parameter getting 
   CHECK(losses.front() == doctest::Approx(std::log(61.0)).epsilon(0.05));
   CHECK(losses.back() < 0.7 * losses.front());
 
-  auto mlp = zt::models::make_model(
+  auto mlp = model_of(
       config_of("[model]\nkind = \"mlp\"\nwidth = 16\ndepth = 3\nactivation = \"gelu\"\n"));
   std::vector<at::Tensor> mlp_params;
   for (auto& [name, t] : zt::models::unique_parameters(*mlp)) mlp_params.push_back(t);

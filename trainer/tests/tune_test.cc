@@ -44,7 +44,7 @@ ConfigLoader loader(const std::vector<std::string>& base = {}) {
   };
 }
 
-bool sets(const Composition& c, const std::string& kv) {
+bool sets(const Candidate& c, const std::string& kv) {
   return std::find(c.overrides.begin(), c.overrides.end(), kv) != c.overrides.end();
 }
 
@@ -59,10 +59,11 @@ Contender contender(size_t id, std::vector<double> steps) {
 
 TEST_CASE("tune: the grid covers stages, placements and micro batches with the global batch kept") {
   const zt::Config config = loader()({});
-  const std::vector<Composition> grid = composition_grid(config, 1);
+  const std::vector<Candidate> grid = composition_grid(zt::trainer::JobSettings::of(config).data,
+                                                       1);
   // 4 samples per rank per step: micro 1, 2, 4; stage 0 one placement, 1-2 three, 3 nine.
   CHECK(grid.size() == 3 * (1 + 3 + 3 + 9));
-  for (const Composition& c : grid) {
+  for (const Candidate& c : grid) {
     const zt::Config cc = loader()(c.overrides);
     const int64_t micro = cc.section("data").get_int("micro_batch");
     CHECK(micro * cc.section("data").get_int("grad_accum") == 4);
@@ -71,7 +72,8 @@ TEST_CASE("tune: the grid covers stages, placements and micro batches with the g
     if (cc.section("zero").get_int("stage") < 3) CHECK(sets(c, "plugins.offload_param=\"\""));
   }
   // Over 2 hosts, stages 1-3 also try a group per host.
-  const std::vector<Composition> hosts = composition_grid(config, 2);
+  const std::vector<Candidate> hosts = composition_grid(zt::trainer::JobSettings::of(config).data,
+                                                        2);
   CHECK(hosts.size() == 3 * (1 + 2 * (3 + 3 + 9)));
   // One cell holds the placements of one (stage, micro batch).
   // (stage 0 has one placement per micro batch: grid[3] and grid[4] are stage 1, micro 1.)
@@ -81,13 +83,13 @@ TEST_CASE("tune: the grid covers stages, placements and micro batches with the g
 }
 
 TEST_CASE("tune: around a composition, one knob changes at a time") {
-  const Composition leader{{"zero.stage=3", "plugins.offload_optimizer=\"offload_nvme\""}, "", ""};
+  const Candidate leader{{"zero.stage=3", "plugins.offload_optimizer=\"offload_nvme\""}, "", ""};
   const zt::Config config = loader()(leader.overrides);
-  const std::vector<Composition> around = compositions_around(config, leader);
+  const std::vector<Candidate> around = compositions_around(zt::trainer::JobSettings::of(config),
+                                                            leader);
   auto has = [&](const std::string& kv) {
-    return std::any_of(around.begin(), around.end(), [&](const Composition& c) {
-      return sets(c, kv) && sets(c, "zero.stage=3");
-    });
+    return std::any_of(around.begin(), around.end(),
+                       [&](const Candidate& c) { return sets(c, kv) && sets(c, "zero.stage=3"); });
   };
   CHECK(has("plugins.shard=shard_tensor"));
   CHECK(has("plugin.shard_bucket.bucket_mb=4"));
@@ -98,7 +100,7 @@ TEST_CASE("tune: around a composition, one knob changes at a time") {
   CHECK(has("zero.offload_optimizer_fraction=0.5"));
   CHECK(has("plugin.offload_nvme.queue_depth=32"));
   CHECK(has("zero.sub_group_size=4194304"));
-  for (const Composition& c : around) {
+  for (const Candidate& c : around) {
     // The leader's own setting is replaced, never listed twice.
     const auto stage = std::count_if(
         c.overrides.begin(), c.overrides.end(),
@@ -109,10 +111,11 @@ TEST_CASE("tune: around a composition, one knob changes at a time") {
 }
 
 TEST_CASE("tune: a label says what the composition runs") {
-  CHECK(composition_label(loader()({})) ==
+  CHECK(composition_label(zt::trainer::JobSettings::of(loader()({}))) ==
         "stage 3, shard_bucket, micro 2 x accum 2, prefetch 1, persist < 100000, no offload");
-  CHECK(composition_label(loader()({"zero.stage=1", "plugins.offload_optimizer=\"offload_nvme\"",
-                                    "zero.offload_optimizer_fraction=0.5"})) ==
+  CHECK(composition_label(zt::trainer::JobSettings::of(
+            loader()({"zero.stage=1", "plugins.offload_optimizer=\"offload_nvme\"",
+                      "zero.offload_optimizer_fraction=0.5"}))) ==
         "stage 1, shard_bucket, micro 2 x accum 2, optimizer 50% offload_nvme, sub_group "
         "1000000000, queue 8");
   CHECK(config_value(loader()({}), "plugin.offload_nvme.queue_depth") == "8");
@@ -144,7 +147,7 @@ TEST_CASE("tune: the fit margin and the estimate's pruning") {
   CHECK_FALSE(refused.fits());
   // In a cell, the placement that offloads nothing wins when it fits; the others say why not.
   std::vector<CompositionEstimate> cell;
-  for (const Composition& c : composition_grid(loader()({}), 1)) {
+  for (const Candidate& c : composition_grid(zt::trainer::JobSettings::of(loader()({})).data, 1)) {
     if (contains(cell_of(c), "zero.stage=1") && contains(cell_of(c), "micro_batch=2"))
       cell.push_back(estimate_composition(loader(), c, options));
   }

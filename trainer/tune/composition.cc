@@ -27,45 +27,40 @@ std::string config_value(const Config& config, const std::string& key) {
   return value_to_toml(o.get(name));
 }
 
-std::string composition_label(const Config& config) {
-  const Options& zero = config.section("zero");
-  const Options& plugins = config.section("plugins");
-  const JobSettings settings = JobSettings::of(config);
-  const int64_t stage = zero.get_int("stage");
-  const std::string& shard = plugins.get_string("shard");
+std::string composition_label(const JobSettings& job) {
+  const EngineSettings& engine = job.engine;
+  const EngineOptions& zero = engine.options;
+  const int64_t stage = zero.stage;
+  const std::string shard = engine.shard_stands_in ? "" : engine.shard.id;
   std::string label = "stage " + std::to_string(stage) + ", " + (shard.empty() ? "-" : shard);
   if (shard == "shard_bucket") {
-    const double mb = config.plugin_options(shard).get_double("bucket_mb");
+    const double mb = engine.shard.options.get_double("bucket_mb");
     label += mb > 0 ? " " + short_number(mb) + " MiB" : "";
   }
-  label += ", micro " + std::to_string(settings.data.micro_batch) + " x accum " +
-           std::to_string(settings.data.grad_accum);
-  if (stage >= 2 && zero.get_bool("overlap_comm") && zero.get_double("reduce_bucket_mb") != 25)
-    label += ", reduce bucket " + short_number(zero.get_double("reduce_bucket_mb")) + " MiB";
+  label += ", micro " + std::to_string(job.data.micro_batch) + " x accum " +
+           std::to_string(job.data.grad_accum);
+  if (stage >= 2 && zero.overlap_comm && zero.reduce_bucket_mb != 25)
+    label += ", reduce bucket " + short_number(zero.reduce_bucket_mb) + " MiB";
   if (stage == 3) {
-    label += ", prefetch " + std::to_string(zero.get_int("prefetch_units")) + ", persist < " +
-             std::to_string(zero.get_int("param_persistence_threshold"));
+    label += ", prefetch " + std::to_string(zero.prefetch_units) + ", persist < " +
+             std::to_string(zero.param_persistence_threshold);
   }
-  const std::string& opt = plugins.get_string("offload_optimizer");
-  const std::string& param = plugins.get_string("offload_param");
-  const bool opt_on = stage >= 1 && !opt.empty() &&
-                      zero.get_double("offload_optimizer_fraction") > 0;
-  const bool param_on = stage == 3 && !param.empty() &&
-                        zero.get_double("offload_param_fraction") > 0;
+  const PluginChoice& opt = engine.offload_optimizer;
+  const PluginChoice& param = engine.offload_param;
+  const bool opt_on = stage >= 1 && opt.chosen() && zero.offload_optimizer_fraction > 0;
+  const bool param_on = stage == 3 && param.chosen() && zero.offload_param_fraction > 0;
   if (!opt_on && !param_on) label += ", no offload";
-  if (opt_on) {
-    label += ", optimizer " + percent(zero.get_double("offload_optimizer_fraction")) + " " + opt;
+  if (opt_on) label += ", optimizer " + percent(zero.offload_optimizer_fraction) + " " + opt.id;
+  if (param_on) label += ", params " + percent(zero.offload_param_fraction) + " " + param.id;
+  const PluginChoice* nvme = opt_on && opt.id == "offload_nvme"       ? &opt
+                             : param_on && param.id == "offload_nvme" ? &param
+                                                                      : nullptr;
+  if (nvme) {
+    if (opt_on) label += ", sub_group " + std::to_string(zero.sub_group_size);
+    label += ", queue " + std::to_string(nvme->options.get_int("queue_depth"));
   }
-  if (param_on) {
-    label += ", params " + percent(zero.get_double("offload_param_fraction")) + " " + param;
-  }
-  if ((opt_on && opt == "offload_nvme") || (param_on && param == "offload_nvme")) {
-    if (opt_on) label += ", sub_group " + std::to_string(zero.get_int("sub_group_size"));
-    label += ", queue " +
-             std::to_string(config.plugin_options("offload_nvme").get_int("queue_depth"));
-  }
-  if (stage >= 1 && zero.get_int("mics_shard_size") >= 0)
-    label += ", MiCS " + std::to_string(zero.get_int("mics_shard_size"));
+  if (stage >= 1 && engine.groups.size >= 0)
+    label += ", MiCS " + std::to_string(engine.groups.size);
   return label;
 }
 

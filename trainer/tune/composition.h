@@ -1,6 +1,7 @@
-// A composition of the user's job: the --set overrides that make it (stage, shard strategy and
-// buckets, micro batch x grad_accum, prefetch, persistence, offload placement and tiers, MiCS
-// group), what `trainer estimate` sizes and `trainer tune` races. Its label says what it runs.
+// A candidate composition of the user's job: the --set overrides that make it (stage, shard
+// strategy and buckets, micro batch x grad_accum, prefetch, persistence, offload placement and
+// tiers, MiCS group), what `trainer estimate` sizes and `trainer tune` races. Its label says what
+// it runs.
 // Thread safety: plain values and pure functions.
 #pragma once
 
@@ -8,11 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "zt/config.h"
+#include "settings/job_settings.h"
+#include "zt/host/config.h"
 
 namespace zt::trainer {
 
-struct Composition {
+struct Candidate {
   std::vector<std::string> overrides;  // section.key=value, applied after the user's
   std::string label;                   // composition_label of its config
   std::string origin;                  // "grid", "around the leader", "--candidate", "your config"
@@ -25,7 +27,7 @@ using ConfigLoader = std::function<Config(const std::vector<std::string>& overri
 // "stage 2, shard_bucket, micro 8 x accum 1, no offload"; knobs that matter at that stage
 // follow ("bucket 25 MiB", "prefetch 1", "persist < 100000", "optimizer 100% offload_nvme",
 // "params 50% offload_cpu", "sub_group 262144", "queue 8", "MiCS 4").
-std::string composition_label(const Config& config);
+std::string composition_label(const JobSettings& job);
 
 // A number as a label or an override spells it: "4", "0.5", "1e+09".
 std::string short_number(double v);

@@ -5,10 +5,10 @@
 #include <map>
 
 #include "settings/job_settings.h"
-#include "setup/offload_tiers.h"
 #include "tune/search_space.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
+#include "zt/host/compose.h"
 
 namespace zt::trainer {
 
@@ -17,23 +17,22 @@ namespace {
 // Offload traffic per step: a tier holding the master and optimizer states (and the gradient
 // shards) reads and writes them once per step; one holding stage-3 parameter shards is read
 // before each forward and backward gather and written after the update.
-void offload_traffic(const Config& config, CompositionEstimate& e) {
+void offload_traffic(const JobSettings& job, CompositionEstimate& e) {
   const FitInputs& in = e.fit.inputs;
   if (in.stage < 1) return;
-  const Options& zero = config.section("zero");
-  const Options& plugins = config.section("plugins");
+  const EngineSettings& engine = job.engine;
   const double shard = static_cast<double>(in.parameters) / in.shard_world;
-  auto add = [&](const char* role, double bytes) {
-    if (plugins.get_string(role).empty() || bytes <= 0) return;
-    (offloads_to_files(config, role) ? e.file_io_per_step
-                                     : e.host_copies_per_step) += static_cast<int64_t>(bytes);
+  auto add = [&](const PluginChoice& role, double bytes) {
+    if (!role.chosen() || bytes <= 0) return;
+    (offloads_to_files(role) ? e.file_io_per_step
+                             : e.host_copies_per_step) += static_cast<int64_t>(bytes);
   };
-  const double opt_share = zero.get_double("offload_optimizer_fraction");
-  add("offload_optimizer", 2 * (4.0 * (1 + in.optimizer_states) + 4) * shard * opt_share);
+  const double opt_share = engine.options.offload_optimizer_fraction;
+  add(engine.offload_optimizer, 2 * (4.0 * (1 + in.optimizer_states) + 4) * shard * opt_share);
   if (in.stage == 3) {
-    const double accum = static_cast<double>(JobSettings::of(config).data.grad_accum);
-    add("offload_param", (2 * accum + 1) * static_cast<double>(in.element_size) * shard *
-                             zero.get_double("offload_param_fraction"));
+    const double accum = static_cast<double>(job.data.grad_accum);
+    add(engine.offload_param, (2 * accum + 1) * static_cast<double>(in.element_size) * shard *
+                                  engine.options.offload_param_fraction);
   }
 }
 
@@ -62,20 +61,24 @@ void check_room(const EstimateOptions& options, CompositionEstimate& e) {
 
 }  // namespace
 
-CompositionEstimate estimate_composition(const ConfigLoader& load, const Composition& c,
+CompositionEstimate estimate_composition(const ConfigLoader& load, const Candidate& c,
                                          const EstimateOptions& options) {
   CompositionEstimate e;
   e.composition = c;
   try {
+    // A trial's door: its config resolved once.
     const Config config = load(c.overrides);
-    e.composition.label = composition_label(config);
+    e.job = JobSettings::of(config);
+    const JobSettings& job = e.job;
+    e.composition.label = composition_label(job);
     // The strategy's plan gives the flat groups, which file tiers align each array of.
-    e.comm = estimate_comm(config, options.world, options.ranks_per_host);
-    FitInputs inputs = fit_inputs(config, options.world);
+    e.comm = estimate_comm(job, config.catalog(), options.world, options.ranks_per_host);
+    FitInputs inputs = fit_inputs(job, config.catalog(), options.world);
     inputs.groups = e.comm.groups;
-    e.fit = estimate_fit(inputs, config);
-    e.budget = host_budget(config, e.fit);
-    offload_traffic(config, e);
+    e.fit = estimate_fit(inputs, job.engine);
+    // A job of one process is about to become its own rank: its process counts as the rank's.
+    e.budget = host_budget(job, e.fit, job.engine.launch.nproc == 1);
+    offload_traffic(job, e);
   } catch (const Error& error) {  // the config's rules, or a plugin it names that cannot load
     e.refused = error.what();
     if (e.composition.label.empty()) {
@@ -116,6 +119,42 @@ void prune_placements(std::vector<CompositionEstimate>& estimates) {
     if (more_files <= 0 && more_copies <= 0) why += "no less offload traffic";
     e.pruned = why + " than " + k.composition.label + ", which fits too";
   }
+}
+
+JobEstimates estimate_all(const ConfigLoader& load, int hosts, EstimateOptions& options) {
+  JobEstimates out;
+  // The door of `trainer estimate` and `trainer tune`: the job as given, resolved once.
+  out.given = JobSettings::of(load({}));
+  const JobSettings& job = out.given;
+  if (job.run.task != "train") {
+    throw ConfigError(job.places.where("run.task") + ": run.task = \"" + job.run.task +
+                      "\" trains nothing; trainer estimate and trainer tune size training jobs "
+                      "(run.task = \"train\", e.g. configs/zero3.toml)");
+  }
+  options.world = job.engine.launch.nproc;
+  if (options.world % hosts != 0) {
+    throw ConfigError("--hosts " + std::to_string(hosts) + " does not divide the " +
+                      std::to_string(options.world) +
+                      " ranks (launch.nproc or --nproc): give a number of hosts that holds "
+                      "the same number of ranks each");
+  }
+  options.ranks_per_host = options.world / hosts;
+  // Each host runs ranks_per_host of the ranks: what the memory-fit model multiplies by.
+  const ConfigLoader per_host = [&](const std::vector<std::string>& overrides) {
+    std::vector<std::string> all = overrides;
+    if (hosts > 1) all.push_back("launch.nproc=" + std::to_string(options.ranks_per_host));
+    return load(all);
+  };
+  Candidate yours;
+  yours.origin = "your config";
+  out.all.push_back(estimate_composition(per_host, yours, options));
+  std::vector<CompositionEstimate> grid;
+  for (const Candidate& c : composition_grid(job.data, hosts)) {
+    grid.push_back(estimate_composition(per_host, c, options));
+  }
+  prune_placements(grid);
+  out.all.insert(out.all.end(), grid.begin(), grid.end());
+  return out;
 }
 
 }  // namespace zt::trainer

@@ -23,9 +23,10 @@ struct EstimateOptions {
 };
 
 struct CompositionEstimate {
-  Composition composition;
+  Candidate composition;
   std::string refused;  // the config's rules refuse the combination, or a plugin it names does not
                         // load (their message); then nothing else is set
+  JobSettings job;      // the composition's settings, resolved once (its trial's door)
   FitEstimate fit;
   HostBudget budget;
   CommEstimate comm;
@@ -42,12 +43,23 @@ struct CompositionEstimate {
 };
 
 // Loads `c` through `load` (a refusal is recorded, not thrown) and sizes it.
-CompositionEstimate estimate_composition(const ConfigLoader& load, const Composition& c,
+CompositionEstimate estimate_composition(const ConfigLoader& load, const Candidate& c,
                                          const EstimateOptions& options);
 
 // In each cell of the grid (the compositions that differ only in offload placement, cell_of), the
 // fitting placement with the least offload traffic is kept; the other fitting ones are pruned,
 // each saying what it would move more per step.
 void prune_placements(std::vector<CompositionEstimate>& estimates);
+
+// The user's job (its settings, resolved once) and every composition of it estimated: "your
+// config" first, then the grid (search_space.h) with its placements pruned.
+struct JobEstimates {
+  JobSettings given;
+  std::vector<CompositionEstimate> all;
+};
+// `load`: the user's job with a composition's overrides; `hosts`: hosts the ranks spread over
+// (each runs world / hosts of them). Sets options.world and ranks_per_host. Throws ConfigError
+// for a job that trains nothing, or hosts that do not divide the world.
+JobEstimates estimate_all(const ConfigLoader& load, int hosts, EstimateOptions& options);
 
 }  // namespace zt::trainer

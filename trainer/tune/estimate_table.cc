@@ -22,18 +22,12 @@ std::string status_of(const CompositionEstimate& e) {
   return "fits";
 }
 
-}  // namespace
-
-void print_estimates(const std::vector<CompositionEstimate>& estimates,
-                     const EstimateOptions& options, std::ostream& out) {
-  const CompositionEstimate* first = nullptr;
-  for (const auto& e : estimates) {
-    if (e.refused.empty()) {
-      first = &e;
-      break;
-    }
-  }
-  if (first) {
+// The table's header: psi, ranks, what the host has, and the columns.
+void print_head(const std::vector<CompositionEstimate>& estimates, const EstimateOptions& options,
+                std::ostream& out) {
+  const auto first = std::find_if(estimates.begin(), estimates.end(),
+                                  [](const CompositionEstimate& e) { return e.refused.empty(); });
+  if (first != estimates.end()) {
     char head[256];
     std::snprintf(head, sizeof(head),
                   "psi = %lld parameters, %d rank(s), %d per host; host RAM %s %s; margin %.0f%%\n",
@@ -54,47 +48,51 @@ void print_estimates(const std::vector<CompositionEstimate>& estimates,
                 "peak", "fit", "states", "B/param", "gather", "grads", "act", "stage", "other",
                 "NVMe", "sent ag/rs/ar", "link", "composition");
   out << line;
-  int index = 0;
-  for (const CompositionEstimate& e : estimates) {
-    ++index;
-    if (!e.refused.empty()) {
-      std::snprintf(line, sizeof(line), "%3d %-7s %s\n", index, "refused",
-                    e.composition.label.c_str());
-      out << line;
-      continue;
-    }
-    const HostNeed& h = e.fit.host;
-    const double psi = static_cast<double>(std::max<int64_t>(1, e.fit.inputs.parameters));
-    int64_t nvme = 0;
-    for (const DiskNeed& d : e.fit.disks) nvme += d.per_rank;
-    const int64_t other = h.process +
-                          std::max<int64_t>(0, h.total() - h.process - h.model_states -
-                                                   h.params_gathered - h.grads - h.activations -
-                                                   h.staging - h.tier_pools - h.allocator) +
-                          h.allocator;
-    std::string link;
-    for (const CollectiveEstimate& c : e.comm.collectives) {
-      const std::string name = c.link == "network" ? "net" : "shm";
-      if (c.bytes > 1024 && link.find(name) == std::string::npos)
-        link += (link.empty() ? "" : "+") + name;
-    }
-    const std::string sent = mib(e.comm.sent("all_gather")) + "/" +
-                             mib(e.comm.sent("reduce_scatter")) + "/" +
-                             mib(e.comm.sent("all_reduce"));
-    char per_param[32];
-    std::snprintf(per_param, sizeof(per_param), "%.2f",
-                  static_cast<double>(e.fit.state_bytes.host() + e.fit.state_bytes.files()) / psi);
-    std::snprintf(line, sizeof(line),
-                  "%3d %-7s %7s %7s %7s %8s %7s %7s %7s %7s %8s %8s %22s %-7s  %s\n", index,
-                  status_of(e).c_str(), mib(h.expected()).c_str(), mib(h.total()).c_str(),
-                  mib(h.model_states).c_str(), per_param, mib(h.params_gathered).c_str(),
-                  mib(h.grads).c_str(), mib(h.activations).c_str(),
-                  mib(h.staging + h.tier_pools).c_str(), mib(other).c_str(), mib(nvme).c_str(),
-                  sent.c_str(), link.c_str(), e.composition.label.c_str());
+}
+
+// One composition's row.
+void print_row(int index, const CompositionEstimate& e, std::ostream& out) {
+  char line[512];
+  if (!e.refused.empty()) {
+    std::snprintf(line, sizeof(line), "%3d %-7s %s\n", index, "refused",
+                  e.composition.label.c_str());
     out << line;
+    return;
   }
+  const HostNeed& h = e.fit.host;
+  const double psi = static_cast<double>(std::max<int64_t>(1, e.fit.inputs.parameters));
+  int64_t nvme = 0;
+  for (const DiskNeed& d : e.fit.disks) nvme += d.per_rank;
+  const int64_t other = h.process +
+                        std::max<int64_t>(0, h.total() - h.process - h.model_states -
+                                                 h.params_gathered - h.grads - h.activations -
+                                                 h.staging - h.tier_pools - h.allocator) +
+                        h.allocator;
+  std::string link;
+  for (const CollectiveEstimate& c : e.comm.collectives) {
+    const std::string name = c.link == "network" ? "net" : "shm";
+    if (c.bytes > 1024 && link.find(name) == std::string::npos)
+      link += (link.empty() ? "" : "+") + name;
+  }
+  const std::string sent = mib(e.comm.sent("all_gather")) + "/" +
+                           mib(e.comm.sent("reduce_scatter")) + "/" +
+                           mib(e.comm.sent("all_reduce"));
+  char per_param[32];
+  std::snprintf(per_param, sizeof(per_param), "%.2f",
+                static_cast<double>(e.fit.state_bytes.host() + e.fit.state_bytes.files()) / psi);
+  std::snprintf(
+      line, sizeof(line), "%3d %-7s %7s %7s %7s %8s %7s %7s %7s %7s %8s %8s %22s %-7s  %s\n", index,
+      status_of(e).c_str(), mib(h.expected()).c_str(), mib(h.total()).c_str(),
+      mib(h.model_states).c_str(), per_param, mib(h.params_gathered).c_str(), mib(h.grads).c_str(),
+      mib(h.activations).c_str(), mib(h.staging + h.tier_pools).c_str(), mib(other).c_str(),
+      mib(nvme).c_str(), sent.c_str(), link.c_str(), e.composition.label.c_str());
+  out << line;
+}
+
+// Below the table: why each composition that does not race is out.
+void print_outcasts(const std::vector<CompositionEstimate>& estimates, std::ostream& out) {
   bool said = false;
-  index = 0;
+  int index = 0;
   for (const CompositionEstimate& e : estimates) {
     ++index;
     if (e.fits() && e.pruned.empty()) continue;
@@ -111,6 +109,16 @@ void print_estimates(const std::vector<CompositionEstimate>& estimates,
       out << e.pruned << "\n";
     }
   }
+}
+
+}  // namespace
+
+void print_estimates(const std::vector<CompositionEstimate>& estimates,
+                     const EstimateOptions& options, std::ostream& out) {
+  print_head(estimates, options, out);
+  int index = 0;
+  for (const CompositionEstimate& e : estimates) print_row(++index, e, out);
+  print_outcasts(estimates, out);
 }
 
 }  // namespace zt::trainer

@@ -44,8 +44,8 @@ void add_placement(std::vector<std::string>& o, const std::string& opt, const st
 }
 
 // `around` with `key=value` instead of what it set for `key` (or added).
-Composition with(const Composition& around, const std::string& key, const std::string& value) {
-  Composition c;
+Candidate with(const Candidate& around, const std::string& key, const std::string& value) {
+  Candidate c;
   c.origin = "around the leader";
   for (const std::string& kv : around.overrides) {
     if (kv.rfind(key + "=", 0) != 0) c.overrides.push_back(kv);
@@ -56,7 +56,7 @@ Composition with(const Composition& around, const std::string& key, const std::s
 
 }  // namespace
 
-std::string placement_of(const Composition& c) {
+std::string placement_of(const Candidate& c) {
   std::string out;
   for (const std::string& kv : c.overrides) {
     if (is_placement(kv)) out += (out.empty() ? "" : ",") + kv;
@@ -64,7 +64,7 @@ std::string placement_of(const Composition& c) {
   return out;
 }
 
-std::string cell_of(const Composition& c) {
+std::string cell_of(const Candidate& c) {
   std::string out;
   for (const std::string& kv : c.overrides) {
     if (!is_placement(kv)) out += (out.empty() ? "" : ",") + kv;
@@ -72,10 +72,9 @@ std::string cell_of(const Composition& c) {
   return out;
 }
 
-std::vector<Composition> composition_grid(const Config& config, int hosts) {
-  const DataSettings data = JobSettings::of(config).data;
+std::vector<Candidate> composition_grid(const DataSettings& data, int hosts) {
   const int64_t per_rank = data.micro_batch * data.grad_accum;
-  std::vector<Composition> out;
+  std::vector<Candidate> out;
   for (int stage = 0; stage <= 3; ++stage) {
     for (int64_t micro = 1; micro <= per_rank; ++micro) {
       if (per_rank % micro != 0) continue;
@@ -84,7 +83,7 @@ std::vector<Composition> composition_grid(const Config& config, int hosts) {
       if (hosts > 1 && stage >= 1) groups.push_back(0);
       for (int64_t group : groups) {
         for (const auto& [opt, param] : placements(stage)) {
-          Composition c;
+          Candidate c;
           c.origin = "grid";
           c.overrides = {"zero.stage=" + std::to_string(stage),
                          "data.micro_batch=" + std::to_string(micro),
@@ -100,35 +99,35 @@ std::vector<Composition> composition_grid(const Config& config, int hosts) {
   return out;
 }
 
-std::vector<Composition> compositions_around(const Config& config, const Composition& around) {
-  const Options& zero = config.section("zero");
-  const Options& plugins = config.section("plugins");
-  const int64_t stage = zero.get_int("stage");
-  std::vector<Composition> out;
-  const std::string& shard = plugins.get_string("shard");
+std::vector<Candidate> compositions_around(const JobSettings& job, const Candidate& around) {
+  const EngineSettings& engine = job.engine;
+  const EngineOptions& zero = engine.options;
+  const int64_t stage = zero.stage;
+  std::vector<Candidate> out;
+  const std::string shard = engine.shard_stands_in ? "" : engine.shard.id;
   // The shard strategy and its bucket size.
   if (shard == "shard_bucket" || shard == "shard_tensor") {
     out.push_back(
         with(around, "plugins.shard", shard == "shard_bucket" ? "shard_tensor" : "shard_bucket"));
   }
   if (shard == "shard_bucket") {
-    const double mb = config.plugin_options(shard).get_double("bucket_mb");
+    const double mb = engine.shard.options.get_double("bucket_mb");
     for (double v : {0.0, 4.0, 50.0}) {
       if (v != mb) out.push_back(with(around, "plugin.shard_bucket.bucket_mb", short_number(v)));
     }
   }
   // Gradient bytes in flight before backward waits for them.
-  if (stage >= 2 && zero.get_bool("overlap_comm")) {
-    const double mb = zero.get_double("reduce_bucket_mb");
+  if (stage >= 2 && zero.overlap_comm) {
+    const double mb = zero.reduce_bucket_mb;
     for (double v : {mb / 5, mb * 4})
       out.push_back(with(around, "zero.reduce_bucket_mb", short_number(v)));
   }
   if (stage == 3) {
-    const int64_t prefetch = zero.get_int("prefetch_units");
+    const int64_t prefetch = zero.prefetch_units;
     for (int64_t v : {prefetch - 1, prefetch + 1}) {
       if (v >= 0 && v <= 4) out.push_back(with(around, "zero.prefetch_units", std::to_string(v)));
     }
-    const int64_t persist = zero.get_int("param_persistence_threshold");
+    const int64_t persist = zero.param_persistence_threshold;
     for (int64_t v : {int64_t{0}, persist * 10}) {
       if (v != persist) {
         out.push_back(with(around, "zero.param_persistence_threshold", std::to_string(v)));
@@ -136,27 +135,29 @@ std::vector<Composition> compositions_around(const Config& config, const Composi
     }
   }
   // Offload: the other tier and half the states, for each role in use.
-  auto role = [&](const char* plugin_key, const char* fraction_key) {
-    const std::string& tier = plugins.get_string(plugin_key);
-    if (tier.empty()) return;
-    const std::string other = tier == "offload_cpu" ? "offload_nvme" : "offload_cpu";
-    out.push_back(with(around, std::string("plugins.") + plugin_key, quoted(other)));
-    if (zero.get_double(fraction_key) > 0.5) {
-      out.push_back(with(around, std::string("zero.") + fraction_key, "0.5"));
-    }
+  auto role = [&](const PluginChoice& tier, double fraction, const char* fraction_key) {
+    if (!tier.chosen()) return;
+    const std::string other = tier.id == "offload_cpu" ? "offload_nvme" : "offload_cpu";
+    out.push_back(with(around, tier.key, quoted(other)));
+    if (fraction > 0.5) out.push_back(with(around, std::string("zero.") + fraction_key, "0.5"));
   };
-  if (stage >= 1) role("offload_optimizer", "offload_optimizer_fraction");
-  if (stage == 3) role("offload_param", "offload_param_fraction");
-  const bool nvme = plugins.get_string("offload_optimizer") == "offload_nvme" ||
-                    (stage == 3 && plugins.get_string("offload_param") == "offload_nvme");
+  if (stage >= 1) {
+    role(engine.offload_optimizer, zero.offload_optimizer_fraction, "offload_optimizer_fraction");
+  }
+  if (stage == 3) role(engine.offload_param, zero.offload_param_fraction, "offload_param_fraction");
+  const PluginChoice* nvme = engine.offload_optimizer.id == "offload_nvme"
+                                 ? &engine.offload_optimizer
+                             : stage == 3 && engine.offload_param.id == "offload_nvme"
+                                 ? &engine.offload_param
+                                 : nullptr;
   if (nvme) {
-    if (stage >= 1 && plugins.get_string("offload_optimizer") == "offload_nvme") {
-      const int64_t tile = std::min<int64_t>(zero.get_int("sub_group_size"), 1 << 24);
+    if (stage >= 1 && engine.offload_optimizer.id == "offload_nvme") {
+      const int64_t tile = std::min<int64_t>(zero.sub_group_size, 1 << 24);
       for (int64_t v : {tile / 4, tile * 4}) {
         if (v >= 4096) out.push_back(with(around, "zero.sub_group_size", std::to_string(v)));
       }
     }
-    const int64_t depth = config.plugin_options("offload_nvme").get_int("queue_depth");
+    const int64_t depth = nvme->options.get_int("queue_depth");
     for (int64_t v : {int64_t{4}, int64_t{32}}) {
       if (v != depth) {
         out.push_back(with(around, "plugin.offload_nvme.queue_depth", std::to_string(v)));

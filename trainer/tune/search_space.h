@@ -12,21 +12,22 @@
 
 #include <vector>
 
+#include "settings/job_settings.h"
 #include "tune/composition.h"
-#include "zt/config.h"
 
 namespace zt::trainer {
 
-// `config`: the user's job; `hosts`: hosts the world spans (1 = one).
-std::vector<Composition> composition_grid(const Config& config, int hosts);
+// `data`: the user's job's (its per-rank samples per step are kept); `hosts`: hosts the world
+// spans (1 = one).
+std::vector<Candidate> composition_grid(const DataSettings& data, int hosts);
 
-// Variants of `around` (whose config is `config`) with one knob changed.
-std::vector<Composition> compositions_around(const Config& config, const Composition& around);
+// Variants of `around` (whose settings are `job`) with one knob changed.
+std::vector<Candidate> compositions_around(const JobSettings& job, const Candidate& around);
 
 // The offload placement a grid composition sets: "none", "optimizer offload_cpu", ...: the grid's
 // compositions that differ only in it are one (stage, micro batch, MiCS) cell.
-std::string placement_of(const Composition& c);
+std::string placement_of(const Candidate& c);
 // The composition without its placement: the cell it belongs to.
-std::string cell_of(const Composition& c);
+std::string cell_of(const Candidate& c);
 
 }  // namespace zt::trainer

@@ -22,10 +22,10 @@ std::string joined(const std::vector<std::string>& overrides) {
 
 // The overrides every arm sets alike: the job's own (its data settings are the job's, not an
 // arm's).
-std::vector<std::string> shared_overrides(const std::vector<Composition>& arms) {
+std::vector<std::string> shared_overrides(const std::vector<Candidate>& arms) {
   std::vector<std::string> out;
   for (const std::string& kv : arms[0].overrides) {
-    const bool everywhere = std::all_of(arms.begin(), arms.end(), [&](const Composition& c) {
+    const bool everywhere = std::all_of(arms.begin(), arms.end(), [&](const Candidate& c) {
       return std::find(c.overrides.begin(), c.overrides.end(), kv) != c.overrides.end();
     });
     if (everywhere) out.push_back(kv);
@@ -92,7 +92,7 @@ TrialJobResult run_trial_job(ArmRunPlan plan, const TrialJob& job, std::ostream&
   if (arms > 1) {
     // Each arm carries only what it sets differently; the rest is the job's.
     std::vector<std::string> texts;
-    for (const Composition& c : job.arms) {
+    for (const Candidate& c : job.arms) {
       std::vector<std::string> own;
       for (const std::string& kv : c.overrides) {
         if (std::find(arm.overrides.begin(), arm.overrides.end(), kv) == arm.overrides.end())

@@ -26,10 +26,10 @@ inline constexpr const char* kTrialOverrides[] = {
     "eval.every_steps=0",       "run.report=false",          "run.log_every=1"};
 
 struct TrialJob {
-  std::vector<Composition> arms;  // the same micro batch x grad_accum (at most kMaxLiveArms)
-  int64_t switch_every = 3;       // steps per turn; a plain run trains switch_every x blocks
-  int64_t blocks = 2;             // turns of each arm
-  std::string name;               // its folder under the plan's out_dir/runs
+  std::vector<Candidate> arms;  // the same micro batch x grad_accum (at most kMaxLiveArms)
+  int64_t switch_every = 3;     // steps per turn; a plain run trains switch_every x blocks
+  int64_t blocks = 2;           // turns of each arm
+  std::string name;             // its folder under the plan's out_dir/runs
 };
 
 struct TrialJobResult {

@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "util/posix_file.h"
-#include "zt/checkpoint.h"
 #include "zt/error.h"
+#include "zt/host/checkpoint.h"
 
 namespace fs = std::filesystem;
 

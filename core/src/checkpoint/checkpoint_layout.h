@@ -1,7 +1,7 @@
 // Where a checkpoint's files live under checkpoint.dir and how a save is published: folder and
 // file names, which folders are complete, the rename that makes one visible, `latest`, and the
 // pruning of old ones. The public side (latest_checkpoint, resolve_checkpoint,
-// remove_incomplete_checkpoints) is declared in zt/checkpoint.h.
+// remove_incomplete_checkpoints) is declared in zt/host/checkpoint.h.
 // Thread safety: free functions; two publishes into one dir at once are not supported (only
 // rank 0's writer thread publishes).
 #pragma once

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zt/error.h"
-#include "zt/json_numbers.h"
+#include "zt/host/json_numbers.h"
 
 #ifndef ZT_VERSION_STRING
 #error "ZT_VERSION_STRING comes from core/CMakeLists.txt (the project's version)"

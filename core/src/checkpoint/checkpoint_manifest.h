@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "zt/checkpoint.h"
+#include "zt/host/checkpoint.h"
 
 namespace zt::ckpt {
 

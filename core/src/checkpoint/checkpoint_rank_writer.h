@@ -16,8 +16,8 @@
 
 #include "checkpoint/checkpoint_manifest.h"
 #include "util/posix_file.h"
-#include "zt/checkpoint.h"
-#include "zt/safetensors.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/safetensors.h"
 
 namespace zt {
 

@@ -14,9 +14,9 @@
 #include "checkpoint/checkpoint_layout.h"
 #include "checkpoint/checkpoint_manifest.h"
 #include "util/posix_file.h"
-#include "zt/checkpoint.h"
-#include "zt/did_you_mean.h"
 #include "zt/error.h"
+#include "zt/host/checkpoint.h"
+#include "zt/host/did_you_mean.h"
 
 namespace fs = std::filesystem;
 

@@ -13,8 +13,8 @@
 #include "checkpoint/checkpoint_rank_writer.h"
 #include "util/posix_file.h"
 #include "zt/error.h"
+#include "zt/host/trace.h"
 #include "zt/store.h"
-#include "zt/trace.h"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "zt/api.h"
-#include "zt/checkpoint.h"
+#include "zt/host/checkpoint.h"
 
 namespace zt {
 

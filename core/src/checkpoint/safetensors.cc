@@ -1,4 +1,4 @@
-#include "zt/safetensors.h"
+#include "zt/host/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "zt/config.h"
+#include "zt/host/config.h"
 
 #include <fstream>
 #include <map>
@@ -8,9 +8,9 @@
 #define TOML_EXCEPTIONS 1
 #include "config/toml_parser.h"
 
-#include "zt/did_you_mean.h"
 #include "zt/error.h"
-#include "zt/plugin_loader.h"
+#include "zt/host/did_you_mean.h"
+#include "zt/host/plugin_loader.h"
 
 namespace zt {
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "zt/config.h"
 #include "zt/error.h"
+#include "zt/host/config.h"
 #include "zt/plugin.h"
 
 namespace zt {

@@ -1,7 +1,7 @@
 // CheckpointSaver::save for an Engine: the engine fills this rank's part (kept apart from the
 // saver so the saver itself, and its tests, need no engine).
 #include "checkpoint/checkpoint_saver.h"
-#include "zt/engine.h"
+#include "zt/host/engine.h"
 
 namespace zt {
 

@@ -12,7 +12,7 @@
 //   engine_checkpoint the pieces a rank saves, and a load from any saved layout
 //   engine_accessors full fp32 parameter, gradient or optimizer state of one tensor
 // This file builds them in order and runs the units forward and backward.
-#include "zt/engine.h"
+#include "zt/host/engine.h"
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -38,7 +38,7 @@
 #include "zero/streamed_update.h"
 #include "zero/zero_groups.h"
 #include "zt/error.h"
-#include "zt/trace.h"
+#include "zt/host/trace.h"
 
 namespace zt {
 

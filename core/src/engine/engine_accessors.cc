@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "zt/did_you_mean.h"
 #include "zt/error.h"
+#include "zt/host/did_you_mean.h"
 
 namespace zt {
 

@@ -1,5 +1,5 @@
-// The engine's side of checkpoints (zt/checkpoint.h): which pieces a rank saves and where their
-// bytes come from, and a load that fills this rank's master weights and optimizer states from
+// The engine's side of checkpoints (zt/host/checkpoint.h): which pieces a rank saves and where
+// their bytes come from, and a load that fills this rank's master weights and optimizer states from
 // any saved layout and puts them into the parameters as a step would.
 //
 // Pieces: every group's flat buffer is split evenly among the ranks, rank r saving elements
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "engine/engine_parts.h"
-#include "zt/checkpoint.h"
+#include "zt/host/checkpoint.h"
 
 namespace zt {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "engine/engine_parts.h"
-#include "zt/engine.h"
+#include "zt/host/engine.h"
 
 namespace zt {
 

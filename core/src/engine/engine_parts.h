@@ -15,7 +15,7 @@
 #include "zero/shard_storage.h"
 #include "zero/sharded_step.h"
 #include "zt/communicator.h"
-#include "zt/loss_scaler.h"
+#include "zt/host/loss_scaler.h"
 #include "zt/offload.h"
 #include "zt/optimizer.h"
 

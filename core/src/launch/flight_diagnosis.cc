@@ -1,4 +1,4 @@
-#include "zt/flight_diagnosis.h"
+#include "zt/host/flight_diagnosis.h"
 
 #include <cstdio>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "zt/launcher.h"
+#include "zt/host/launcher.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

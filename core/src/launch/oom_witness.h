@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "zt/memory_cgroup.h"
+#include "zt/host/memory_cgroup.h"
 
 namespace zt {
 

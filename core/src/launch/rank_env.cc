@@ -2,7 +2,7 @@
 #include <string>
 
 #include "zt/error.h"
-#include "zt/rendezvous.h"
+#include "zt/host/rendezvous.h"
 
 namespace zt {
 

@@ -1,4 +1,4 @@
-#include "zt/rendezvous.h"
+#include "zt/host/rendezvous.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "zt/plugin_loader.h"
+#include "zt/host/plugin_loader.h"
 
 #include "zt/offload.h"
 
@@ -16,8 +16,8 @@
 
 #include "util/article.h"
 #include "zt/communicator.h"
-#include "zt/did_you_mean.h"
 #include "zt/error.h"
+#include "zt/host/did_you_mean.h"
 #include "zt/optimizer.h"
 #include "zt/shard_strategy.h"
 

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "zt/blas.h"
+#include "zt/host/blas.h"
 
 namespace zt {
 

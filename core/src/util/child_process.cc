@@ -1,4 +1,4 @@
-#include "zt/child_process.h"
+#include "zt/host/child_process.h"
 
 #include <fcntl.h>
 #include <sys/wait.h>

@@ -1,4 +1,4 @@
-#include "zt/did_you_mean.h"
+#include "zt/host/did_you_mean.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "zt/memory_cgroup.h"
+#include "zt/host/memory_cgroup.h"
 
 #include <cerrno>
 #include <cstdlib>

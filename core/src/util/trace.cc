@@ -1,4 +1,4 @@
-#include "zt/trace.h"
+#include "zt/host/trace.h"
 
 #include <time.h>
 

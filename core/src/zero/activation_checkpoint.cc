@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "zt/trace.h"
+#include "zt/host/trace.h"
 
 namespace zt {
 

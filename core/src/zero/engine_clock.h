@@ -12,8 +12,8 @@
 
 #include <optional>
 
-#include "zt/engine_types.h"
-#include "zt/trace.h"
+#include "zt/host/engine_types.h"
+#include "zt/host/trace.h"
 #include "zt/work.h"
 
 namespace zt {

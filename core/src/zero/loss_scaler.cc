@@ -4,7 +4,7 @@
 #include <string>
 
 #include "zt/error.h"
-#include "zt/loss_scaler.h"
+#include "zt/host/loss_scaler.h"
 
 namespace zt {
 

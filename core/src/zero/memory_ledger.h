@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "zero/engine_clock.h"
-#include "zt/engine_types.h"
+#include "zt/host/engine_types.h"
 #include "zt/offload.h"
 
 namespace zt {

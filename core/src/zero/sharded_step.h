@@ -24,8 +24,8 @@
 #include "zero/shard_storage.h"
 #include "zero/streamed_update.h"
 #include "zt/communicator.h"
-#include "zt/engine_types.h"
-#include "zt/loss_scaler.h"
+#include "zt/host/engine_types.h"
+#include "zt/host/loss_scaler.h"
 #include "zt/optimizer.h"
 
 namespace zt {

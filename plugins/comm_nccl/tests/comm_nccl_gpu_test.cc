@@ -25,10 +25,10 @@
 
 #include "zt/communicator.h"
 #include "zt/error.h"
-#include "zt/launcher.h"
+#include "zt/host/launcher.h"
+#include "zt/host/plugin_loader.h"
+#include "zt/host/rendezvous.h"
 #include "zt/options.h"
-#include "zt/plugin_loader.h"
-#include "zt/rendezvous.h"
 
 namespace {
 

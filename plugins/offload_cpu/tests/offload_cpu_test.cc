@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "zt/error.h"
+#include "zt/host/plugin_loader.h"
 #include "zt/offload.h"
-#include "zt/plugin_loader.h"
 
 namespace {
 

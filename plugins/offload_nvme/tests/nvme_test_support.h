@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "test_util.h"
+#include "zt/host/plugin_loader.h"
 #include "zt/offload.h"
 #include "zt/options.h"
-#include "zt/plugin_loader.h"
 
 namespace zt::nvme_test {
 

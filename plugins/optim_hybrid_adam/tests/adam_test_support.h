@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "zt/error.h"
+#include "zt/host/plugin_loader.h"
 #include "zt/optimizer.h"
 #include "zt/options.h"
-#include "zt/plugin_loader.h"
 
 namespace zt_adam_test {
 

@@ -14,8 +14,8 @@
 
 #include "zt/bytes.h"
 #include "zt/error.h"
+#include "zt/host/plugin_loader.h"
 #include "zt/options.h"
-#include "zt/plugin_loader.h"
 #include "zt/shard_strategy.h"
 
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "zt/error.h"
+#include "zt/host/plugin_loader.h"
 #include "zt/options.h"
-#include "zt/plugin_loader.h"
 #include "zt/shard_strategy.h"
 
 namespace {

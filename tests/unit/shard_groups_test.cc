@@ -1,21 +1,25 @@
-// shard_group_choice: zero.mics_shard_size (or shard_group_size) resolved against a job's world
-// and ranks per host, with the key's file:line in every refusal.
+// shard_groups (zt/host/compose.h): zero.mics_shard_size (or shard_group_size) resolved against a
+// job's world and ranks per host, with the key's file:line in every refusal.
 #include <doctest/doctest.h>
 
-#include "settings/trainer_config.h"
-#include "setup/shard_groups.h"
 #include "zt/error.h"
+#include "zt/host/compose.h"
+#include "zt/host/config.h"
 
 namespace {
 
-zt::Config job(const std::string& zero) {
-  return zt::trainer::load_config_string("[run]\ntask = \"smoke\"\n[zero]\nstage = 3\n" + zero,
-                                         "job.toml");
+zt::EngineSettings job(const std::string& zero) {
+  return zt::EngineSettings::of(
+      zt::Config::load_string("[run]\ntask = \"smoke\"\n[zero]\nstage = 3\n" + zero, "job.toml"));
 }
 
-std::string refusal(const zt::Config& c, int world, int per_host) {
+zt::ShardGroupChoice shard_group_choice(const zt::EngineSettings& s, int world, int per_host) {
+  return zt::shard_groups(s, world, per_host);
+}
+
+std::string refusal(const zt::EngineSettings& s, int world, int per_host) {
   try {
-    zt::trainer::shard_group_choice(c, world, per_host);
+    zt::shard_groups(s, world, per_host);
   } catch (const zt::ConfigError& e) {
     return e.what();
   }
@@ -24,8 +28,7 @@ std::string refusal(const zt::Config& c, int world, int per_host) {
 
 }  // namespace
 
-TEST_CASE("shard_group_choice: a size, the ranks of one host, flat, and the other name") {
-  using zt::trainer::shard_group_choice;
+TEST_CASE("shard_groups: a size, the ranks of one host, flat, and the other name") {
   CHECK(shard_group_choice(job(""), 8, 4).size == 0);  // default -1: flat
   CHECK(shard_group_choice(job("mics_shard_size = 2\n"), 8, 4).size == 2);
   CHECK(shard_group_choice(job("mics_shard_size = 0\n"), 8, 4).size == 4);
@@ -40,7 +43,7 @@ TEST_CASE("shard_group_choice: a size, the ranks of one host, flat, and the othe
   CHECK(hier.ranks_per_host == 2);
 }
 
-TEST_CASE("shard_group_choice: sizes that do not divide the world, or an unknown host size") {
+TEST_CASE("shard_groups: sizes that do not divide the world, or an unknown host size") {
   const std::string three = refusal(job("mics_shard_size = 3\n"), 8, 4);
   CHECK(three.find("job.toml:5") != std::string::npos);
   CHECK(three.find("zero.mics_shard_size = 3 does not divide the job's 8 ranks") !=

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "zt/trace.h"
+#include "zt/host/trace.h"
 #include "zt/work.h"
 
 namespace zt {

@@ -9,12 +9,12 @@
 #include <mutex>
 #include <thread>
 
-#include "sdk/observed_work.h"
-#include "sdk/test_fault.h"
+#include "observe/fault_injection.h"
+#include "observe/observed_work.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
-#include "zt/flight_recorder.h"
-#include "zt/trace.h"
+#include "zt/host/flight_recorder.h"
+#include "zt/host/trace.h"
 
 namespace zt {
 
@@ -88,7 +88,7 @@ class ObservedTier final : public OffloadTier {
   }
   std::shared_ptr<Work> read(int64_t region, int64_t offset, void* host, int64_t bytes) override {
     auto s = state(true, region, bytes);
-    const TestFault& fault = test_fault();
+    const InjectedFault& fault = injected_fault();
     const bool stall = fault.kind == "stall_read" && fault.rank == env_rank() &&
                        ++reads_ == fault.nth;
     return observed(inner_->read(region, offset, host, bytes), std::move(s), stall);

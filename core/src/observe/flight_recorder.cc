@@ -1,4 +1,4 @@
-#include "zt/flight_recorder.h"
+#include "zt/host/flight_recorder.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "util/posix_file.h"
-#include "zt/trace.h"
+#include "zt/host/trace.h"
 
 namespace zt {
 

@@ -31,7 +31,7 @@
 
 #include "zt/api.h"
 #include "zt/communicator.h"
-#include "zt/engine_types.h"
+#include "zt/host/engine_types.h"
 #include "zt/model_source.h"
 #include "zt/offload.h"
 #include "zt/optimizer.h"
@@ -99,7 +99,7 @@ class ZT_API Engine {
   // Every parameter at full size as fp32, in registration order (collective in stage 3).
   std::vector<std::pair<std::string, at::Tensor>> full_parameters();
 
-  // Checkpoints (zt/checkpoint.h). Call between steps (after step(), before the next
+  // Checkpoints (zt/host/checkpoint.h). Call between steps (after step(), before the next
   // forward_backward()).
   // Declares and writes this rank's pieces: the fp32 master value ("param") and every optimizer
   // state of the elements it owns (stage 0: a 1/world split of every group), file-tier states

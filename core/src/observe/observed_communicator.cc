@@ -7,12 +7,12 @@
 #include <atomic>
 #include <cstring>
 
-#include "sdk/observed_work.h"
-#include "sdk/test_fault.h"
+#include "observe/fault_injection.h"
+#include "observe/observed_work.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
-#include "zt/flight_recorder.h"
-#include "zt/trace.h"
+#include "zt/host/flight_recorder.h"
+#include "zt/host/trace.h"
 
 namespace zt {
 
@@ -127,7 +127,7 @@ class ObservedCommunicator final : public Communicator {
   template <typename Issue>
   std::shared_ptr<Work> observe(CommOp op, const at::Tensor& payload, const Issue& issue) {
     const int64_t seq = ++seq_;
-    const TestFault& fault = test_fault();
+    const InjectedFault& fault = injected_fault();
     if (fault.kind == "skip_collective" && fault.rank == rank() && fault.nth == seq &&
         *group_ == "world" && !fault_fired_) {
       fault_fired_ = true;

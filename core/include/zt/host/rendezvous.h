@@ -26,6 +26,10 @@ struct RankEnv {
   int local_world = 0;      // ranks on this host (LOCAL_WORLD_SIZE, ...); 0 = not given
   std::string master_addr;  // empty: use the config's launch.master_addr
   int master_port = 0;      // 0: use the config's launch.master_port
+
+  // Started by zt's own launcher (trainer --nproc, python3 -m zt.launch), which checked the job
+  // before it started any rank.
+  bool zt_launched() const { return source == "zt launcher"; }
 };
 
 using GetEnv = std::function<const char*(const char*)>;

@@ -1,4 +1,4 @@
-// The Engine's value types (zt/engine.h): its options, where offloaded states live, and what a
+// The Engine's value types (zt/host/engine.h): its options, where offloaded states live, and what a
 // step, the memory and the clock report. Apart from the facade, so the engine's parts and the
 // code that only configures or reads an engine need not include the Engine class.
 // Thread safety: plain values.
@@ -8,7 +8,7 @@
 
 #include <c10/core/ScalarType.h>
 
-#include "zt/loss_scaler.h"
+#include "zt/host/loss_scaler.h"
 #include "zt/offload.h"
 
 namespace zt {

@@ -1,27 +1,22 @@
-#include "setup/job_store.h"
-
+// join_job_store: the rendezvous a rank joins, from its launcher's environment or [launch].
 #include <unistd.h>
 
-#include <cmath>
 #include <cstdlib>
 #include <string>
 
 #include "zt/error.h"
-#include "zt/launcher.h"
+#include "zt/host/compose.h"
+#include "zt/host/launcher.h"
 
-namespace zt::trainer {
+namespace zt {
 
-JobStore join_job_store(const Config& config, const RankEnv& env) {
-  const Options& launch = config.section("launch");
+JobStore join_job_store(const LaunchSettings& launch, const RankEnv& env) {
   if (!env.found && !std::getenv("ZT_JOB_ID"))
     setenv("ZT_JOB_ID", std::to_string(getpid()).c_str(), 1);
   JobStore job;
-  job.timeout = std::chrono::milliseconds(
-      static_cast<int64_t>(std::llround(launch.get_double("timeout_s") * 1000)));
-  const std::string addr = env.master_addr.empty() ? launch.get_string("master_addr")
-                                                   : env.master_addr;
-  int port = env.master_port > 0 ? env.master_port
-                                 : static_cast<int>(launch.get_int("master_port"));
+  job.timeout = launch.timeout;
+  const std::string addr = env.master_addr.empty() ? launch.master_addr : env.master_addr;
+  int port = env.master_port > 0 ? env.master_port : launch.master_port;
   if (port == 0) {
     if (env.world > 1) {
       throw ConfigError(env.source + " environment with " + std::to_string(env.world) +
@@ -35,4 +30,4 @@ JobStore join_job_store(const Config& config, const RankEnv& env) {
   return job;
 }
 
-}  // namespace zt::trainer
+}  // namespace zt

@@ -1,15 +1,15 @@
-#include "sdk/test_fault.h"
+#include "observe/fault_injection.h"
 
 #include <cstdio>
 #include <cstdlib>
 
-#include "zt/flight_recorder.h"
+#include "zt/host/flight_recorder.h"
 
 namespace zt {
 
-const TestFault& test_fault() {
-  static const TestFault fault = [] {
-    TestFault f;
+const InjectedFault& injected_fault() {
+  static const InjectedFault fault = [] {
+    InjectedFault f;
     const char* text = std::getenv(kTestFaultVar);
     if (!text || !*text) return f;
     char kind[32] = {0};

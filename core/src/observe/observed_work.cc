@@ -1,4 +1,4 @@
-#include "sdk/observed_work.h"
+#include "observe/observed_work.h"
 
 #include <optional>
 

@@ -1,0 +1,146 @@
+// Composition: a job's engine made from its settings (zt/host/engine_settings.h) and the plugin
+// catalog, in one place for every program that trains (the trainer's tasks and live A/B, the
+// Python package, the engine oracle's checks): the communicator, the shard strategy, the
+// optimizer, the offload tiers and the engine over them, plus a rank's way into its job (the
+// rendezvous store and the bound on every wait) and the shard groups MiCS asks for.
+// Thread safety: build and use a Composition from one thread (the training thread); the free
+// functions that read no store are pure.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zt/api.h"
+#include "zt/communicator.h"
+#include "zt/host/engine.h"
+#include "zt/host/engine_settings.h"
+#include "zt/host/rendezvous.h"
+#include "zt/model_source.h"
+#include "zt/offload.h"
+#include "zt/optimizer.h"
+#include "zt/shard_strategy.h"
+#include "zt/store.h"
+#include "zt/unit.h"
+
+namespace zt {
+
+class PluginCatalog;
+
+// A rank's way into its job, the same for every program: the bound on every wait
+// (launch.timeout_s) and rank 0's store at MASTER_ADDR:MASTER_PORT, from the launcher's
+// environment (torchrun, zt's launcher, mpirun, srun), else [launch]; a job of one process picks
+// a free port and is its own job (ZT_JOB_ID, which offload files are named after).
+struct JobStore {
+  std::chrono::milliseconds timeout{0};
+  std::unique_ptr<Store> store;
+};
+// Collective: every rank of the job calls it, once per process, from its main thread (it may set
+// an environment variable). Throws ConfigError for a job of several ranks with no port to meet
+// at, CommError from the rendezvous.
+ZT_API JobStore join_job_store(const LaunchSettings& launch, const RankEnv& env);
+
+// The shard group a job asks for, resolved against its world and ranks per host. The engine
+// shards over groups of that many ranks (EngineOptions::shard_group_size) and the memory theory
+// divides by it instead of the world.
+struct ShardGroupChoice {
+  int size = 0;               // ranks per shard group; 0 = every rank (flat ZeRO)
+  bool hierarchical = false;  // mics_hierarchical_params_gather
+  int ranks_per_host = 0;     // as given (0 = unknown)
+  int sharding_world(int world) const { return size > 0 ? size : world; }
+};
+// world: the job's ranks; ranks_per_host: ranks on one host, 0 if unknown. Throws ConfigError
+// (file:line of the key) for a size that does not divide the world, exceeds it, or is 0 ("the
+// ranks of one host") with the ranks per host unknown or not dividing the world.
+ZT_API ShardGroupChoice shard_groups(const EngineSettings& settings, int world, int ranks_per_host);
+
+// The offload tiers [plugins] names (offload_optimizer, offload_param), created once per plugin
+// id so one tier may serve both roles, and the job id that keeps their files apart from other
+// jobs'. File tiers keep their files under <path>/zt-<job>/ (zt/offload.h); after a rank was
+// killed (no destructors ran) the launcher removes that folder (remove_offload_leftovers).
+struct OffloadTiers {
+  std::map<std::string, std::unique_ptr<OffloadTier>> by_id;
+  std::string optimizer_id, param_id;  // "" when that role is not offloaded
+  std::string job;                     // offload_job_id()
+
+  ZT_API EngineTiers engine_tiers() const;
+  // "optimizer states -> offload_nvme: files under ...; parameters -> ..." or "" without offload.
+  ZT_API std::string describe() const;
+};
+// Unique per job and equal on every rank: the zt launcher's ZT_JOB_ID (it also removes what
+// killed ranks leave), else an id rank 0 draws and publishes through the store (torchrun's
+// default run id and a fixed MASTER_PORT are shared by unrelated jobs on a node).
+ZT_API std::string offload_job_id(Store& store, int rank, std::chrono::milliseconds timeout);
+// Whether the role's tier keeps its bytes in files (its plugin takes a `path`). False when the
+// role is not offloaded.
+ZT_API bool offloads_to_files(const PluginChoice& role);
+// The share of parameters whose fp32 master is its own copy because the optimizer states or the
+// stage-3 parameter shards are offloaded.
+ZT_API double separate_master_share(const EngineSettings& settings);
+// Removes <path>/zt-<job> of every configured file tier; returns the folders that were there.
+ZT_API std::vector<std::string> remove_offload_leftovers(const EngineSettings& settings,
+                                                         const std::string& job);
+
+// Owns what the engine refers to. Members are destroyed in reverse order of declaration: the
+// engine first (it waits for its in-flight gathers and reads), then the offload tiers (a file
+// tier removes its files when destroyed), the optimizer, the strategy and, last, the
+// communicator (its destructor is a collective shutdown with the other ranks).
+struct Composition {
+  std::unique_ptr<Communicator> comm;
+  std::string shard_id;  // the strategy's plugin (shard_bucket where it stands in)
+  std::unique_ptr<ShardStrategy> strategy;
+  std::string optimizer_id;
+  std::unique_ptr<Optimizer> optimizer;
+  OffloadTiers tiers;
+  EngineOptions options;
+  std::unique_ptr<Engine> engine;
+  CommStats retired_groups;  // counters of the MiCS groups of engines a live A/B replaced
+};
+
+// Every collective this rank issued since the job began: the job's communicator's and the
+// engine's groups' (MiCS), those of replaced engines included.
+ZT_API CommStats job_comm_stats(const Composition& composition);
+
+// The shard strategy settings.shard makes (the stand-in with its plugin's defaults). Throws what
+// the plugin's create() throws (ConfigError).
+ZT_API std::unique_ptr<ShardStrategy> make_shard_strategy(const EngineSettings& settings,
+                                                          PluginCatalog& catalog);
+
+// What a composition may be asked to do besides what the settings say.
+struct ComposeHooks {
+  // Runs once the communicator exists, before the engine takes over the parameters (the Python
+  // package broadcasts rank 0's values there: each rank's module was initialised by its own RNG).
+  std::function<void(Composition&)> prepare;
+  // Edits the engine options before the engine is built: for settings a config does not express
+  // (the engine check turns on dynamic loss scaling outside fp16).
+  std::function<void(EngineOptions&)> adjust;
+};
+
+// Builds comm (plugins.comm, over `store`), shard strategy, optimizer, offload tiers and the
+// engine over `units` (which must outlive the result) for the rank `env` names, from the
+// settings and the plugins of `catalog` (which must hold them: the config that made the settings
+// loaded them). Every rank calls it at the same point: the comm plugin and the offload job id
+// meet through `store`. Throws what the plugins and the engine throw (ConfigError, PluginError,
+// CommError, IoError).
+ZT_API Composition compose(const EngineSettings& settings, PluginCatalog& catalog,
+                           const RankEnv& env, Store& store, std::chrono::milliseconds timeout,
+                           const std::vector<Unit*>& units, const ComposeHooks& hooks = {});
+// The same with the engine building the model from `source`, one unit at a time (zero.Init);
+// the engine owns the units.
+ZT_API Composition compose(const EngineSettings& settings, PluginCatalog& catalog,
+                           const RankEnv& env, Store& store, std::chrono::milliseconds timeout,
+                           ModelSource& source, const ComposeHooks& hooks = {});
+
+// Live A/B: rebuilds every part but the communicator from `settings` (another arm of the same
+// job), with the engine building the model from `source` again. The old engine, tiers,
+// optimizer and strategy are destroyed first (in that order); the communicator, its connections
+// and counters are kept (the old engine's MiCS groups' counters go to retired_groups).
+// Collective, like compose().
+ZT_API void recompose(Composition& composition, const EngineSettings& settings,
+                      PluginCatalog& catalog, const RankEnv& env, Store& store,
+                      std::chrono::milliseconds timeout, ModelSource& source);
+
+}  // namespace zt

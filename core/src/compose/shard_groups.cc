@@ -1,0 +1,36 @@
+// shard_groups: [zero]'s MiCS group size resolved against the world and the ranks per host.
+#include <string>
+
+#include "zt/error.h"
+#include "zt/host/compose.h"
+
+namespace zt {
+
+ShardGroupChoice shard_groups(const EngineSettings& settings, int world, int ranks_per_host) {
+  const ShardGroupRequest& asked = settings.groups;
+  const std::string where = settings.places.where(asked.key) + ": " + asked.key + " = " +
+                            std::to_string(asked.size);
+  ShardGroupChoice c;
+  c.ranks_per_host = ranks_per_host;
+  c.hierarchical = asked.hierarchical;
+  if (asked.size < 0) return c;
+  int64_t k = asked.size;
+  if (k == 0) {
+    if (ranks_per_host <= 0) {
+      throw ConfigError(where + " asks for the ranks of one host, but the launcher did not say "
+                                "how many that is (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE "
+                                "or SLURM_NTASKS_PER_NODE); set the group size as a number");
+    }
+    k = ranks_per_host;
+  }
+  if (k > world || world % k != 0) {
+    throw ConfigError(where +
+                      (asked.size == 0 ? " (" + std::to_string(k) + " ranks per host)" : "") +
+                      " does not divide the job's " + std::to_string(world) +
+                      " ranks; use a divisor of the world size, or -1 to shard over every rank");
+  }
+  c.size = k == world ? 0 : static_cast<int>(k);
+  return c;
+}
+
+}  // namespace zt

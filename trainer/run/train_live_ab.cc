@@ -1,0 +1,77 @@
+// Live A/B inside a training run: the switch from one arm to the next, and the job's end.
+#include <cstdio>
+#include <filesystem>
+
+#include "ab/ab_html.h"
+#include "report/run_metrics.h"
+#include "run/train_run.h"
+#include "zt/error.h"
+
+namespace zt::trainer {
+
+double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout, size_t to,
+                  int64_t step) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CheckpointSettings settings = run.settings.checkpoint;
+  settings.dir = run.settings.ab.switch_dir;
+  settings.every_steps = 1;
+  settings.keep_last = 1;
+  settings.keep_best.clear();
+  settings.async = false;
+  if (!run.switch_saves) {
+    run.switch_saves = std::make_unique<TrainCheckpoints>(
+        settings, store, run.env.rank, run.env.world, "ab-" + checkpoint_job(run, store, timeout));
+  }
+  const CheckpointMeta meta = checkpoint_meta(run, step);
+  run.switch_saves->save(*run.setup.engine, step, meta);
+  run.switch_saves->finish();
+  // Rank 0 publishes the folder: every rank opens it only after that.
+  run.setup.comm->barrier()->wait();
+  settings.resume = "auto";
+  const std::unique_ptr<CheckpointReader> saved = open_resume_checkpoint(settings, false);
+  if (!saved || saved->step() != step) {
+    throw InternalError("live A/B: the state saved after step " + std::to_string(step) +
+                        " is not the newest checkpoint under " + settings.dir);
+  }
+  std::unique_ptr<ModelSource> source = models::make_model_source(run.model->shape,
+                                                                  run.model->seed);
+  recompose(run.setup, run.live.settings[to].engine, run.catalog, run.env, store, timeout, *source);
+  run.source = std::move(source);
+  run.setup.engine->load_checkpoint(*saved);
+  run.arm = to;
+  // No rank leaves while another still reads the folder the next switch replaces.
+  run.setup.comm->barrier()->wait();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {
+  run.setup.comm->barrier()->wait();
+  if (!leader) return;
+  std::error_code ec;
+  std::filesystem::remove_all(run.live.switch_dir, ec);
+  const std::string metrics = out_dir + "/metrics.jsonl";
+  const RunMetrics steps = read_run_metrics(metrics);
+  if (steps.switches.empty()) {
+    std::printf("ab: no switch happened (run.steps <= ab.switch_every): no A/B report\n");
+    return;
+  }
+  if (run.live.arms.size() > 2) {
+    std::printf("ab: %zu arms: each step names its arm in %s (the A/B report compares two)\n",
+                run.live.arms.size(), metrics.c_str());
+    std::fflush(stdout);
+    return;
+  }
+  // The training succeeded: a report that cannot be made is said, not turned into a failure.
+  try {
+    const AbResult result = live_ab_result(steps, /*warmup=*/1);
+    write_ab_json(result, out_dir + "/ab.json");
+    write_ab_html(result, out_dir + "/report.html");
+    std::printf("ab: %s\nab: report %s/report.html, every number in %s/ab.json\n",
+                result.verdict.c_str(), out_dir.c_str(), out_dir.c_str());
+  } catch (const Error& e) {
+    std::printf("ab: no A/B report: %s\n", e.what());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace zt::trainer
