@@ -1,10 +1,9 @@
-// TorchScript modules as engine units: loading and checking the file, splitting the module into
-// units, finding tied parameters, the loss, and the first-batch check (models/torchscript.h).
+// TorchScript modules as engine units: splitting the module into units, finding tied parameters,
+// the loss, and the first-batch check (models/torchscript.h); the file itself is
+// torchscript_file.cc's.
 #include "models/torchscript.h"
 
-#include <caffe2/serialize/inline_container.h>
 #include <torch/script.h>
-#include <torch/version.h>
 
 #include <cmath>
 #include <cstdio>
@@ -13,6 +12,7 @@
 #include <optional>
 #include <sstream>
 
+#include "models/torchscript_file.h"
 #include "settings/job_settings.h"
 #include "zt/error.h"
 
@@ -21,26 +21,6 @@ namespace zt::models {
 namespace {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
-
-// The line of a LibTorch / TorchScript error that says what went wrong: its last non-empty line
-// ("RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x8 and 16x4)"), without the
-// interpreter's traceback above it.
-std::string last_line(const std::string& what) {
-  std::istringstream in(what);
-  std::string line, last;
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
-  }
-  const size_t start = last.find_first_not_of(" \t");
-  return start == std::string::npos ? what : last.substr(start);
-}
-
-// What a failure from LibTorch or the TorchScript interpreter (which throws plain
-// std::runtime_error) says, without C++ backtraces.
-std::string error_text(const std::exception& e) {
-  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-  return last_line(c10_error ? c10_error->what_without_backtrace() : e.what());
-}
 
 std::string shape_text(const at::Tensor& t) {
   std::string s = std::string(c10::toString(t.scalar_type())) + " [";
@@ -113,7 +93,7 @@ class ScriptUnit final : public Unit {
     } catch (const std::exception& e) {
       // The module's own code failed: say which unit, on what, not "internal error".
       throw ConfigError("TorchScript unit '" + name_ + "' failed on input " + shape_text(input) +
-                        ": " + error_text(e));
+                        ": " + torch_error_text(e));
     }
     if (!out.isTensor()) {
       throw ConfigError("TorchScript unit '" + name_ + "' returned " + out.tagKind() +
@@ -235,7 +215,7 @@ class TorchScriptModel final : public TrainableModel {
         throw ConfigError(what_ + ": unit '" + units_[i].first + "' (" + std::to_string(i + 1) +
                           " of " + std::to_string(units_.size()) +
                           ") failed on the first batch, input " + shape_text(x) + ": " +
-                          error_text(e) + "; " + data_hint());
+                          torch_error_text(e) + "; " + data_hint());
       }
       if (!out.isTensor()) {
         throw ConfigError(what_ + ": unit '" + units_[i].first + "' returned " + out.tagKind() +
@@ -254,7 +234,7 @@ class TorchScriptModel final : public TrainableModel {
       whole_out = module_.forward({input});
     } catch (const std::exception& e) {
       throw ConfigError(what_ + ": the module's own forward failed on the first batch, input " +
-                        shape_text(input) + ": " + error_text(e) + "; " + data_hint());
+                        shape_text(input) + ": " + torch_error_text(e) + "; " + data_hint());
     }
     if (!whole_out.isTensor()) {
       throw ConfigError(what_ + ": the module's forward returns " + whole_out.tagKind() +
@@ -292,7 +272,7 @@ class TorchScriptModel final : public TrainableModel {
     } catch (const std::exception& e) {
       throw ConfigError(what_ + ": the " + loss_ + " loss failed on the first batch, output " +
                         shape_text(output) + ", target " + shape_text(target) + ": " +
-                        error_text(e) + "; choose model.loss to fit");
+                        torch_error_text(e) + "; choose model.loss to fit");
     }
     if (value.requires_grad()) {
       // zt gathers a parameter only around its unit: at stage 3 such a loss reads freed storage.
@@ -552,50 +532,13 @@ class TorchScriptModel final : public TrainableModel {
   bool chain_ = true;  // check_first_batch's finding
 };
 
-// Refuses what torch::jit::load would fail on with a message that says what the file is.
-void check_archive(const std::string& path, const std::string& what) {
-  if (!std::ifstream(path, std::ios::binary)) {
-    throw IoError("cannot read " + what +
-                  "; check the path (relative paths start from the "
-                  "working directory)");
-  }
-  const std::string saved_by = "save it with PyTorch <= " TORCH_VERSION
-                               " (the LibTorch zt links) or export it again there";
-  try {
-    caffe2::serialize::PyTorchStreamReader reader(path);
-    if (!reader.hasRecord("constants.pkl")) {
-      throw ConfigError(what +
-                        " is a torch.save() archive (a state dict or pickled object), not "
-                        "a TorchScript module; save it with torch.jit.script(model).save(path)");
-    }
-  } catch (const c10::Error& e) {
-    const std::string why = e.what_without_backtrace();
-    if (why.find("maximum supported version") != std::string::npos) {
-      throw ConfigError(what +
-                        " was saved by a newer PyTorch than LibTorch " TORCH_VERSION " reads (" +
-                        last_line(why) + "); " + saved_by);
-    }
-    throw ConfigError(what + " is not a TorchScript file (" + last_line(why) +
-                      "); save the module with torch.jit.script(model).save(path)");
-  }
-}
-
 }  // namespace
 
 std::shared_ptr<TrainableModel> load_torchscript(const trainer::ModelSettings& model) {
   const std::string& path = model.path;
   const std::string what = "model.path = \"" + path + "\" (" + model.places.where("model.path") +
                            ")";
-  check_archive(path, what);
-  torch::jit::Module module;
-  try {
-    module = torch::jit::load(path, torch::kCPU);
-  } catch (const std::exception& e) {
-    throw ConfigError(what + ": LibTorch " TORCH_VERSION " cannot load it: " + error_text(e) +
-                      "; a module saved by a newer PyTorch may use operators this version lacks: "
-                      "save it with PyTorch <= " TORCH_VERSION);
-  }
-  return std::make_shared<TorchScriptModel>(model, std::move(module));
+  return std::make_shared<TorchScriptModel>(model, load_torchscript_file(path, what));
 }
 
 void release_initial_values(TrainableModel& model) {
