@@ -229,6 +229,9 @@ std::string describe_fit(const FitEstimate& e, const HostBudget& budget) {
 
 void check_memory_fits(const JobSettings& job, PluginCatalog& catalog, int world,
                        const FitCheck& how) {
+  // A rank that neither enforces nor prints has nothing to do with the estimate: sizing it would
+  // resolve the model (load a TorchScript file, make a plugin's model) for nothing.
+  if (!how.enforce && !how.print) return;
   const FitEstimate estimate = estimate_fit(fit_inputs(job, catalog, world), job.engine);
   const HostBudget budget = host_budget(job, estimate, how.in_a_rank);
   if (how.enforce) check_fit(estimate, budget, job);

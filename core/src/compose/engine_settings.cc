@@ -16,10 +16,6 @@ void KeyPlaces::add(const Options& section) {
   }
 }
 
-void KeyPlaces::add(const KeyPlaces& other) {
-  for (const auto& [key, place] : other.places_) places_[key] = place;
-}
-
 bool KeyPlaces::is_set(const std::string& key) const {
   const auto it = places_.find(key);
   return it != places_.end() && it->second.set;

@@ -26,7 +26,6 @@ class ZT_API KeyPlaces {
  public:
   // Every key `section` declares, with its place.
   void add(const Options& section);
-  void add(const KeyPlaces& other);
   // Whether the file, a --set or another source gave the key (not its default).
   bool is_set(const std::string& key) const;
   // "job.toml:12:9"; "default" for a key no source gave. Throws InternalError for a key of no
