@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build_dir=build
-benches="adam comm nvme train ckpt scale mics trace eval python tune"
+benches="adam comm nvme train ckpt scale mics codec trace eval python tune"
 
 usage() {
   echo "usage: scripts/bench.sh <bench> [options]"
@@ -84,6 +84,13 @@ case "$bench" in
     shift
     build zt_bench_scale trainer zt_comm_ucx zt_shard_bucket zt_optim_hybrid_adam zt_offload_nvme
     "$build_dir/bin/zt_bench_scale" "$@"
+    ;;
+  codec)
+    shift
+    # ZeRO++ codecs: the loss with and without them on one host, step time and bytes between two
+    # simulated hosts (needs root for the second part; --part loss runs the first alone).
+    build zt_bench_codec trainer zt_comm_ucx zt_shard_bucket zt_optim_hybrid_adam zt_codec_blockq
+    "$build_dir/bin/zt_bench_codec" "$@"
     ;;
   mics)
     shift

@@ -39,8 +39,9 @@ BEGIN {
   split("api error blas bytes did_you_mean host_memory memory_cgroup child_process trace " \
         "json_numbers", a, " ")
   for (i in a) pub[a[i]] = "util"
-  split("communicator offload optimizer shard_strategy unit store plugin model_plugin options " \
-        "work serial_executor tensor_checks comm_split param_init model_source plugin_loader",
+  split("codec communicator offload optimizer shard_strategy unit store plugin model_plugin " \
+        "options work serial_executor tensor_checks comm_split param_init model_source " \
+        "plugin_loader",
         a, " ")
   for (i in a) pub[a[i]] = "sdk"
   pub["config"] = "config"; pub["launcher"] = "launch"; pub["rendezvous"] = "launch"

@@ -20,6 +20,7 @@
 #include "common/bench_util.h"
 #include "common/child_process.h"
 #include "common/shell.h"
+#include "common/two_hosts.h"
 #include "zt/error.h"
 
 namespace zt::bench {
@@ -60,13 +61,6 @@ struct Job {
   int64_t parameters = 0;
 };
 
-std::vector<std::string> split_list(const std::string& list) {
-  std::vector<std::string> out;
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-  return out;
-}
-
 Options parse(const std::vector<std::string>& args) {
   Options o;
   const std::vector<std::string> known = {"--steps", "--warmup", "--rates", "--json", "--trainer"};
@@ -87,18 +81,10 @@ Options parse(const std::vector<std::string>& args) {
   return o;
 }
 
-std::string hosts_script() { return std::string(ZT_BENCH_SOURCE_DIR) + "/scripts/two_hosts.sh"; }
-
-ShellResult hosts(const std::string& args) { return run_shell(hosts_script() + " " + args); }
-
-// Bytes both hosts have sent over the link so far.
+std::string hosts_script() { return two_hosts_script(ZT_BENCH_SOURCE_DIR); }
+ShellResult hosts(const std::string& args) { return two_hosts(ZT_BENCH_SOURCE_DIR, args); }
 double link_bytes(const std::string& name) {
-  const ShellResult r = hosts("bytes " + name);
-  double a = 0, b = 0;
-  if (r.exit_code != 0 || std::sscanf(r.output.c_str(), "%lf %lf", &a, &b) != 2) {
-    throw IoError("zt_bench_mics: cannot read the link's counters: " + r.output);
-  }
-  return a + b;
+  return zt::bench::link_bytes(ZT_BENCH_SOURCE_DIR, name, "zt_bench_mics");
 }
 
 // Bytes per step that must cross the hosts, by the algorithms zt runs (fp32, 4 bytes an element,

@@ -85,6 +85,28 @@ void ring_all_gather(Transport& t, const Group& g, const OpTag& op, uint8_t* out
   t.run(op.what);
 }
 
+void pairwise_all_to_all(Transport& t, const Group& g, const OpTag& op, const uint8_t* in,
+                         uint8_t* out, size_t block_bytes, size_t chunk_bytes) {
+  const int n = g.size(), r = g.rank;
+  const size_t own = static_cast<size_t>(r) * block_bytes;
+  std::copy(in + own, in + own + block_bytes, out + own);
+  if (n == 1 || block_bytes == 0) return;
+  const int me = g.peer(r);
+  const Chunks chunks(block_bytes, chunk_bytes);
+  // The tag's step is the distance k, which sender and receiver agree on.
+  for (int k = 1; k < n; ++k) {
+    const int from = mod(r - k, n), to = mod(r + k, n);
+    uint8_t* into = out + static_cast<size_t>(from) * block_bytes;
+    const uint8_t* send = in + static_cast<size_t>(to) * block_bytes;
+    for (int c = 0; c < chunks.count; ++c) {
+      const size_t off = chunks.offset(c), len = chunks.length(c, block_bytes);
+      t.post_recv(g.peer(from), into + off, len, Transport::make_tag(op.seq, g.peer(from), k, c));
+      t.post_send(g.peer(to), send + off, len, Transport::make_tag(op.seq, me, k, c));
+    }
+  }
+  t.run(op.what);
+}
+
 void ring_reduce_scatter(Transport& t, const Group& g, const OpTag& op, const void* in, void* out,
                          void* stage, size_t block_elems, ElemType type, ReduceOp reduce,
                          size_t chunk_bytes) {

@@ -43,6 +43,12 @@ void ring_reduce_scatter(Transport& t, const Group& g, const OpTag& op, const vo
                          void* stage, size_t block_elems, ElemType type, ReduceOp reduce,
                          size_t chunk_bytes);
 
+// Block d of `in` goes to member d; block s of `out` arrives from member s (this rank's own block
+// is copied). Every pair exchanges directly, chunked: member r sends to r + k while receiving
+// from r - k, for k = 1 .. world - 1, all posted at once so the transport overlaps them.
+void pairwise_all_to_all(Transport& t, const Group& g, const OpTag& op, const uint8_t* in,
+                         uint8_t* out, size_t block_bytes, size_t chunk_bytes);
+
 // buf (bytes) on every rank = root's buf; pipelined chain root -> root+1 -> ...
 void chain_broadcast(Transport& t, const Group& g, const OpTag& op, uint8_t* buf, size_t bytes,
                      int root, size_t chunk_bytes);

@@ -309,6 +309,28 @@ std::shared_ptr<Work> UcxCommunicator::broadcast(const at::Tensor& tensor, int r
   });
 }
 
+std::shared_ptr<Work> UcxCommunicator::all_to_all(const at::Tensor& out, const at::Tensor& in) {
+  check_tensor(out, "all_to_all", "output");
+  check_tensor(in, "all_to_all", "input");
+  require(out.numel() == in.numel() && out.scalar_type() == in.scalar_type(),
+          "all_to_all: output (" + std::to_string(out.numel()) + " x " +
+              at::toString(out.scalar_type()) + ") and input (" + std::to_string(in.numel()) +
+              " x " + at::toString(in.scalar_type()) + ") must have one length and dtype");
+  require(in.numel() % world_ == 0, "all_to_all: input of " + std::to_string(in.numel()) +
+                                        " elements is not " + std::to_string(world_) +
+                                        " equal blocks");
+  const auto* a = bytes_of(in);
+  const auto* b = bytes_of(out);
+  require(in.numel() == 0 || a + in.nbytes() <= b || b + out.nbytes() <= a,
+          "all_to_all: output overlaps input");
+  return submit(CommOp::kAllToAll, in.nbytes(), [this, out, in](const OpTag& tag) {
+    // Over the transport even on one host: UCX's own shared-memory transports carry it, and
+    // the shared window's collectives are all-to-all's opposite (every rank reads every block).
+    pairwise_all_to_all(transport_, group_, tag, bytes_of(in), bytes_of(out), in.nbytes() / world_,
+                        options_.chunk_bytes);
+  });
+}
+
 std::shared_ptr<Work> UcxCommunicator::barrier() {
   return submit(CommOp::kBarrier, 0, [this](const OpTag& tag) {
     if (shm_) {

@@ -59,6 +59,7 @@ class UcxCommunicator final : public Communicator {
                                        ReduceOp op) override;
   std::shared_ptr<Work> all_reduce(const at::Tensor& tensor, ReduceOp op) override;
   std::shared_ptr<Work> broadcast(const at::Tensor& tensor, int root) override;
+  std::shared_ptr<Work> all_to_all(const at::Tensor& out, const at::Tensor& in) override;
   std::shared_ptr<Work> barrier() override;
   CommStats stats() const override;
   std::unique_ptr<Communicator> split(int color, int key) override;

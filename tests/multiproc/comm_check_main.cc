@@ -3,7 +3,8 @@
 // runs one scenario. It writes "OK" or the failure to $ZT_CHECK_OUT/rank<r>.txt and exits 0 on
 // success, 1 on a failed check, or the zt::Error's exit code.
 //
-//   zt_comm_check --scenario collectives|split|die|wait_for_dead|rendezvous_only [--plugin ID]
+//   zt_comm_check --scenario collectives|split|coded|die|wait_for_dead|rendezvous_only
+//                 [--plugin ID]
 //                 [--timeout-ms T] [--victim R] [--option name=value[,name=value...]]
 #include <ATen/ATen.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <map>
 #include <thread>
 
+#include "coded_check.h"
 #include "rank_check.h"
 #include "zt/comm_split.h"
 #include "zt/communicator.h"
@@ -117,6 +119,11 @@ void run_collectives(zt::Communicator& comm, const std::vector<int64_t>& lengths
         works.push_back(comm.reduce_scatter(shard, values(numel, r, dtype), op));
         scattered.emplace_back(op, shard);
       }
+      // all_to_all: block d of rank r's input is values(numel, r) + d; it lands as block r on d.
+      at::Tensor to_all = values(numel, r, dtype).repeat({n});
+      for (int d = 0; d < n; ++d) to_all.narrow(0, d * numel, numel).add_(d);
+      at::Tensor from_all = at::full({numel * n}, -7, at::TensorOptions().dtype(dtype));
+      works.push_back(comm.all_to_all(from_all, to_all));
       std::vector<at::Tensor> broadcasts;
       for (int root = 0; root < n; ++root) {
         at::Tensor b = values(numel, r, dtype);
@@ -143,6 +150,10 @@ void run_collectives(zt::Communicator& comm, const std::vector<int64_t>& lengths
         check(at::equal(shard, expect),
               describe("reduce_scatter", numel, dtype, zt::reduce_op_name(op)));
       }
+      for (int s = 0; s < n; ++s) {
+        check(at::equal(from_all.narrow(0, s * numel, numel), values(numel, s, dtype).add(r)),
+              describe("all_to_all", numel, dtype, (" block from " + std::to_string(s)).c_str()));
+      }
       for (int root = 0; root < n; ++root) {
         check(at::equal(broadcasts[root], values(numel, root, dtype)),
               describe("broadcast", numel, dtype, (" from root " + std::to_string(root)).c_str()));
@@ -157,6 +168,8 @@ void run_collectives(zt::Communicator& comm, const std::vector<int64_t>& lengths
         "all_reduce call counter");
   check(stats[zt::CommOp::kBroadcast].calls == gather_calls * n, "broadcast call counter");
   check(stats[zt::CommOp::kBarrier].calls == 1, "barrier call counter");
+  check(stats[zt::CommOp::kAllToAll].calls == gather_calls, "all_to_all call counter");
+  check(n == 1 || stats[zt::CommOp::kAllToAll].wire_bytes > 0, "all_to_all sent bytes");
   check(n == 1 || stats[zt::CommOp::kAllGather].wire_bytes > 0, "all_gather sent bytes");
 }
 
@@ -269,6 +282,8 @@ int main(int argc, char** argv) {
       run_collectives(*comm);
     } else if (scenario == "split") {
       run_splits(*comm);
+    } else if (scenario == "coded") {
+      zt::test::run_coded_collectives(*comm, catalog);
     } else if (scenario == "die" || scenario == "wait_for_dead") {
       // Everyone finishes one collective, then the victim dies before the next one.
       at::Tensor t = at::ones({1 << 16});

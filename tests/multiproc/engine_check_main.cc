@@ -19,7 +19,9 @@
 //                   [--load true --ckpt_dir D --saved_world W] [--compare P]
 //                   [--refuse_partial true --ckpt_dir D]
 //                   [--mics K] [--hier true --ranks_per_host P]
-//                   [--plant nan|lost_update]
+//                   [--codec_weights B] [--codec_gradients B] [--error_feedback true]
+//                   [--codec_block K]
+//                   [--plant nan|lost_update|uncoded]
 // The engine, its plugins and tiers are composed by the core as every program composes them
 // (zt/host/compose.h) from the settings of a zt::Config of the core's sections alone: the options
 // above become --set overrides of check_config()'s TOML (fp16 is not offered: the config refuses
@@ -50,7 +52,14 @@
 // requires the engine to refuse loading it.
 // --plant plants a fault the check must catch (tests of the oracle itself): nan puts a NaN into
 // the engine's last parameter before the final comparison; lost_update gives the engine's second
-// step lr 0, so that update is lost while the reference applies it.
+// step lr 0, so that update is lost while the reference applies it; uncoded leaves the codecs
+// out of the engine's config while the reference still applies them.
+// Codecs (ZeRO++): --codec_weights / --codec_gradients B run stage 3's gathers / the gradient
+// reduce-scatters through codec_blockq at B bits (blocks of --codec_block), --error_feedback true
+// keeps the gradient codec's residuals. The reference then computes each step from the engine's
+// own exact weights (codec_reference.h): the coded gradient is compared after the micro steps
+// (stages 2-3), the parameters and AdamW's moments after every step (shard_tensor's layout, no
+// accumulation).
 #include <torch/torch.h>
 
 #include <filesystem>
@@ -59,6 +68,7 @@
 #include <map>
 
 #include "checkpoint/checkpoint_saver.h"  // core-internal: a save filled by hand (--refuse_partial)
+#include "codec_reference.h"
 #include "oracle_tolerance.h"
 #include "rank_check.h"
 #include "util/torch_compat.h"
@@ -68,6 +78,7 @@
 #include "zt/host/config.h"
 #include "zt/host/engine.h"
 #include "zt/host/engine_settings.h"
+#include "zt/host/plugin_loader.h"
 #include "zt/host/rendezvous.h"
 #include "zt/offload.h"
 #include "zt/options.h"
@@ -235,6 +246,18 @@ zt::Config check_config(Args& a, const std::string& nvme_dir) {
       "[plugin.offload_nvme]\npath = " +
       value_to_toml(nvme_dir) + "\nbuffer_count = 2\nbuffer_mb = 1\nqueue_depth = 4\n";
   std::vector<std::string> overrides;
+  // --plant uncoded: the engine trains without the codecs the reference applies.
+  for (const char* role : a["plant"] == "uncoded"
+                              ? std::vector<const char*>{}
+                              : std::vector<const char*>{"weights", "gradients"}) {
+    const std::string bits = a[std::string("codec_") + role];
+    if (bits == "0") continue;
+    overrides.push_back(std::string("plugins.codec_") + role + "=codec_blockq");
+    overrides.push_back(std::string("codec.") + role + ".bits=" + bits);
+    overrides.push_back(std::string("codec.") + role + ".block=" + a["codec_block"]);
+  }
+  if (a["error_feedback"] == "true" && a["plant"] != "uncoded")
+    overrides.push_back("zero.codec_error_feedback=true");
   for (const auto& [flag, key] : kConfigFlags) {
     const std::string& value = a[flag];
     const bool no_tier = std::string(key).rfind("plugins.offload_", 0) == 0 && value == "none";
@@ -652,6 +675,34 @@ void check_partial_refused(zt::Engine& engine, zt::Store& store, std::chrono::mi
   throw CheckFailed("a checkpoint without exp_avg_sq was loaded");
 }
 
+// --codec_*: codec_blockq as the engine's config makes it (made here too for --plant uncoded).
+std::unique_ptr<zt::Codec> check_codec(Args& a, const zt::Config& config, const char* role) {
+  const std::string bits = a[std::string("codec_") + role];
+  if (bits == "0") return nullptr;
+  const zt::CodecPlugin& plugin = config.catalog().codec("codec_blockq",
+                                                         "--codec_" + std::string(role));
+  std::map<std::string, zt::Value> values{{"bits", int64_t{std::stoll(bits)}},
+                                          {"block", int64_t{std::stoll(a["codec_block"])}}};
+  return plugin.create(zt::Options(std::string("codec.") + role, plugin.options(), values, {}));
+}
+
+// The reference's coded gradients of `step` (codec_reference.h), from the engine's weights
+// `exact` at the step's start, each simulated rank on its own micro batch.
+void coded_reference_grads(zt::test::CodecReference& coded, Reference& ref,
+                           const zt::test::NamedTensors& exact, int64_t step, int world) {
+  zt::test::NamedTensors params = ref.weights.all();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].first != exact[i].first)
+      throw CheckFailed("parameter order: " + exact[i].first + " vs " + params[i].first);
+  }
+  coded.gradients(params, exact, [&](int q) {
+    auto [x, y] = samples(step * kMicroBatch * world + q * kMicroBatch, kMicroBatch);
+    at::Tensor h = x;
+    for (auto& u : ref.units) h = u->forward(h);
+    return at::mse_loss(h, y);
+  });
+}
+
 // One rank's check: train through the engine and the reference side by side, compare.
 std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_dir) {
   auto timeout = std::chrono::milliseconds(60000);
@@ -675,14 +726,38 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   units[0]->probe = [&](const at::Tensor& y) {
     if (!y.requires_grad()) return;
     y.register_hook([&](const at::Tensor& g) {
-      reduces_at_first_unit = zt::job_comm_stats(*setup)[zt::CommOp::kReduceScatter].calls;
+      // A gradient codec reduce-scatters by all-to-all.
+      const zt::CommStats stats = zt::job_comm_stats(*setup);
+      reduces_at_first_unit = stats[zt::CommOp::kReduceScatter].calls +
+                              stats[zt::CommOp::kAllToAll].calls;
       return g;
     });
   };
   Reference reference;
+  const auto weight_codec = check_codec(a, config, "weights");
+  const auto gradient_codec = check_codec(a, config, "gradients");
+  std::unique_ptr<zt::test::CodecReference> coded;
+  if (weight_codec || gradient_codec) {
+    if (opt.grad_accum != 1 || a["shard"] != "shard_tensor")
+      throw zt::ConfigError("the codec reference takes shard_tensor without accumulation");
+    coded = std::make_unique<zt::test::CodecReference>(weight_codec.get(), gradient_codec.get(),
+                                                       a["error_feedback"] == "true", env.world);
+  }
   if (accessors) check_names(engine);
   if (a["refuse_partial"] == "true") check_partial_refused(engine, *store, timeout, a["ckpt_dir"]);
-  const int64_t first = a["load"] == "true" ? resume(engine, reference, a, opt, accessors) : 0;
+  // A resumed coded run has no reference: the steps before the checkpoint would need the
+  // engine's weights of then. Its check is --compare against the uninterrupted run, bit for bit.
+  const bool coded_resume = coded && a["load"] == "true";
+  if (coded_resume && a["compare"].empty())
+    throw zt::ConfigError("a resumed coded run is checked by --compare only; give it");
+  const int64_t first = coded_resume
+                            ? zt::CheckpointReader(zt::resolve_checkpoint(a["ckpt_dir"])).step()
+                        : a["load"] == "true" ? resume(engine, reference, a, opt, accessors)
+                                              : 0;
+  if (coded_resume) {
+    engine.load_checkpoint(zt::CheckpointReader(zt::resolve_checkpoint(a["ckpt_dir"])));
+    coded.reset();
+  }
   auto saver = make_saver(a, *store, env, timeout, setup->tiers.job);
   const at::ScalarType dt = opt.compute_dtype;
   int64_t applied = first - (force_overflow >= 1 && force_overflow <= first ? 1 : 0);
@@ -697,11 +772,19 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     const bool lose = a["plant"] == "lost_update" && step == first + 1;
     const double lr = lose ? 0.0 : kLr;
     if (a["begin_step"] == "true") engine.begin_step(lr);
+    const zt::test::NamedTensors exact = coded ? engine.full_parameters()
+                                               : zt::test::NamedTensors{};
     run_micro_steps(engine, opt, env, step, overflow_now, trace.losses,
                     step + 1 == std::stoi(a["nan_grad_step"]));
     if (step == first) check_early_reduce(opt, reduces_at_first_unit);
-    reference.grads(step, opt, env.world);
-    if (accessors) check_grads(engine, reference, dt, step);
+    if (coded) {
+      coded_reference_grads(*coded, reference, exact, step, env.world);
+    } else {
+      reference.grads(step, opt, env.world);
+    }
+    // Stage 1 reduces at the step: before it, full_fp32_grad is the exact sum of the ranks'
+    // .grad, not what the codec delivers (the optimizer states after the step show that).
+    if (accessors || (coded && opt.stage >= 2)) check_grads(engine, reference, dt, step);
     zt::StepReport rep = engine.step(lr);
     trace.scales.push_back(rep.loss_scale);
     if (saver && step + 1 == std::stoi(a["save_at"])) saver->save(engine, step + 1, {});
@@ -714,12 +797,15 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
       throw CheckFailed("step " + std::to_string(step + 1) + " was skipped without an overflow");
     ++applied;
     reference.apply(opt);
-    if (accessors) check_states(engine, reference, dt, applied);
+    // Coded: each step starts from the engine's weights, so each update is checked on its own,
+    // and AdamW's moments show the coded gradient at every stage.
+    if (accessors || coded) check_states(engine, reference, dt, applied);
     if (eval) check_val_loss(engine, *setup->comm, env, dt, step + 1, eval_calls);
   }
   if (saver) saver->finish();
   saver.reset();
-  const double mean_vs_bound = check_parameters(engine, reference.weights, dt, applied, a["plant"]);
+  const double mean_vs_bound =
+      coded_resume ? 0 : check_parameters(engine, reference.weights, dt, applied, a["plant"]);
   check_forward_calls(units, steps - first, opt, eval_calls);
   record_or_compare(a, env.rank, engine, trace, first, opt.grad_accum);
   std::string text = memory_text(*setup);
@@ -779,6 +865,10 @@ int main(int argc, char** argv) {
          {"mics", "-1"},
          {"hier", "false"},
          {"ranks_per_host", "0"},
+         {"codec_weights", "0"},
+         {"codec_gradients", "0"},
+         {"error_feedback", "false"},
+         {"codec_block", "8"},
          {"plant", ""}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   kHidden = std::stoll(a["hidden"]);

@@ -75,7 +75,7 @@ TEST_CASE("an unknown plugin id exits 3, listing what was found and where it loo
   INFO(r.output);
   CHECK(r.exit_code == 3);
   CHECK(contains(r.output, "plugin 'comm_nope' not found"));
-  CHECK(contains(r.output, "Found: comm_ucx"));
+  CHECK(contains(r.output, "Found: codec_bf16, codec_blockq, comm_ucx"));
   CHECK(contains(r.output, "Looked in:"));
 }
 

@@ -8,7 +8,9 @@
 #      job over comm_local (found through [plugins] dirs) that checks every collective;
 #      and a two-rank job, which comm_local must refuse with a comm error;
 #   4. build examples/model_plugin (a model plugin) against the prefix the same way and train it
-#      with the installed trainer on 2 ranks at stage 3, the plugin taken from its own build.
+#      with the installed trainer on 2 ranks at stage 3, the plugin taken from its own build;
+#      then examples/codec_plugin (a codec plugin), and train that model with the codec on both
+#      roles (parameter gather, gradient reduce-scatter) with error feedback.
 # Along the way it checks that the template compiled with the installed headers only and that
 # the installed trainer runs from the prefix (its RUNPATH finds the installed libzt_core).
 #
@@ -139,15 +141,21 @@ rc=0
 expect_in "$tmp/job2.out" 'comm_local .*exactly 1 rank.*2 ranks.*comm_ucx' \
   "the refusal does not name the world size and comm_ucx"
 
+# Builds the installed examples/<folder> (plugin <id>) against the prefix alone, as a third party
+# would, into $tmp/<folder>-build.
+build_example() {  # build_example FOLDER ID
+  local dir="$prefix/share/zt/examples/$1" out="$tmp/$1-build"
+  [[ -f "$dir/$2.cc" ]] || fail "the install lacks $dir/$2.cc"
+  logged "configure-$1" "$cmake_cmd" -S "$dir" -B "$out" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix${extra_prefix:+;$extra_prefix}" \
+    -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
+  logged "build-$1" "$cmake_cmd" --build "$out"
+  [[ -f "$out/libzt_$2.so" ]] || fail "no libzt_$2.so in $out"
+}
+
 step "configure and build examples/model_plugin against $prefix"
-model_dir="$prefix/share/zt/examples/model_plugin"
-model_build="$tmp/model-build"
-[[ -f "$model_dir/model_resmlp.cc" ]] || fail "the install lacks $model_dir/model_resmlp.cc"
-logged configure-model "$cmake_cmd" -S "$model_dir" -B "$model_build" -G Ninja \
-  -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix${extra_prefix:+;$extra_prefix}" \
-  -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
-logged build-model "$cmake_cmd" --build "$model_build"
-[[ -f "$model_build/libzt_model_resmlp.so" ]] || fail "no libzt_model_resmlp.so in $model_build"
+build_example model_plugin model_resmlp
+model_build="$tmp/model_plugin-build"
 
 step "describe model_resmlp: the out-of-tree build is found first (ZT_PLUGIN_PATH)"
 ZT_PLUGIN_PATH="$model_build" "$trainer" plugins describe model_resmlp >"$tmp/model-describe.out" 2>&1 ||
@@ -185,6 +193,47 @@ EOF
 expect_in "$tmp/model.out" '^zt train: model_resmlp: input 32 -> 2 residual blocks of width 32' \
   "the run header does not describe the plugin's model"
 expect_in "$tmp/model.out" '^step 3/3 ' "the job did not train 3 steps"
+
+step "configure and build examples/codec_plugin against $prefix"
+build_example codec_plugin codec_bf16
+codec_build="$tmp/codec_plugin-build"
+
+step "two-rank stage-3 job with the out-of-tree codec on both roles ([plugins] dirs)"
+cat >"$tmp/codec.toml" <<EOF
+[run]
+steps = 3
+out_dir = "$tmp/codec-runs"
+[launch]
+nproc = 2
+timeout_s = 60
+[model]
+kind = "plugin"
+[data]
+kind = "synthetic"
+micro_batch = 2
+[zero]
+stage = 3
+codec_error_feedback = true
+[plugins]
+dirs = ["$codec_build", "$model_build"]
+model = "model_resmlp"
+shard = "shard_bucket"
+optimizer = "optim_hybrid_adam"
+codec_weights = "codec_bf16"
+codec_gradients = "codec_bf16"
+[codec.gradients]
+rounding = "toward_zero"
+[plugin.model_resmlp]
+width = 32
+depth = 2
+EOF
+(cd "$tmp" && "$trainer" --config "$tmp/codec.toml") >"$tmp/codec.out" 2>&1 ||
+  { cat "$tmp/codec.out" >&2; fail "the job with the out-of-tree codec failed"; }
+expect_in "$tmp/codec.out" \
+  'codecs: parameter all-gather: codec_bf16: bfloat16 payloads, rounded to nearest even .*gradient reduce-scatter \(all-to-all\): codec_bf16: bfloat16 payloads, rounded toward zero \(0\.5x fp32\), error feedback' \
+  "the run header does not name the out-of-tree codec for both roles"
+expect_in "$tmp/codec.out" '^step 3/3 ' "the job with the codec did not train 3 steps"
+expect_in "$tmp/codec.out" 'all_to_all [1-9]' "the gradient codec's all-to-all did not run"
 
 # 5. The Python package, where the build has one: installed under the prefix's
 #    lib/python3.X/dist-packages, it imports from there and trains a module on 2 ranks with the

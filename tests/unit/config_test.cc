@@ -144,7 +144,10 @@ TEST_CASE("every core rule across keys is tested alone: a config breaking only i
        {"[zero]\nstage = 1\n[plugins]\nshard = \"shard_tensor\"\n",
         "run.task = \"train\" needs plugins.optimizer"}},
       {"fp16 needs cuda",
-       {"[precision]\ncompute = \"fp16\"\n", "precision.compute = \"fp16\" needs launch.device"}}};
+       {"[precision]\ncompute = \"fp16\"\n", "precision.compute = \"fp16\" needs launch.device"}},
+      {"codecs need their stage",
+       {"[zero]\nstage = 2\n[plugins]\ncodec_weights = \"codec_blockq\"\n",
+        "job.toml:6:17: plugins.codec_weights needs zero.stage = 3 (stage is 2 at job.toml:4:9)"}}};
   std::set<std::string> names;
   for (const zt::ConfigRule& rule : zt::config_rules()) {
     names.insert(rule.name);
@@ -197,4 +200,48 @@ TEST_CASE("zero.mics_shard_size: refused at stage 0, and its two names must agre
             .empty());
   CHECK(contains(error_of(std::string(kSmoke) + "[zero]\nstage = 1\nmics_shard_size = -2\n"),
                  "mics_shard_size"));
+}
+
+TEST_CASE("codecs: each role's table is validated against its codec, and misplaced ones refused") {
+  const std::string base = "[run]\ntask = \"smoke\"\n[zero]\nstage = 3\n[plugins]\n"
+                           "codec_weights = \"codec_blockq\"\ncodec_gradients = \"codec_blockq\"\n";
+  zt::Config c = zt::Config::load_string(base + "[codec.weights]\nbits = 8\n[codec.gradients]\n"
+                                                "bits = 4\nblock = 64\n",
+                                         "job.toml", {"codec.weights.block=128"});
+  CHECK(c.codec_options("weights").get_int("bits") == 8);
+  CHECK(c.codec_options("weights").get_int("block") == 128);
+  CHECK(c.codec_options("gradients").get_int("bits") == 4);
+  CHECK(c.codec_options("gradients").get_int("block") == 64);
+  const std::string printed = c.to_toml();
+  CHECK(contains(printed, "[codec.weights]\nbits = 8\nblock = 128\n"));
+  CHECK(zt::Config::load_string(printed, "printed.toml")
+            .codec_options("gradients")
+            .get_int("block") == 64);
+  // A key the codec does not declare, with the place and a did-you-mean.
+  CHECK(contains(error_of(base + "[codec.gradients]\nbitz = 4\n"),
+                 "job.toml:9:1: unknown key 'bitz' in [codec.gradients] (did you mean 'bits'?)"));
+  // A value the codec refuses at create() is the codec's (tested with the plugin); a range is
+  // the loader's.
+  CHECK(contains(error_of(base + "[codec.weights]\nbits = 16\n"), "codec.weights.bits"));
+  // A table for a role no codec serves.
+  CHECK(contains(error_of(std::string(kSmoke) + "[codec.gradients]\nbits = 4\n"),
+                 "[codec.gradients] configures the gradients codec, but plugins.codec_gradients "
+                 "names none"));
+  // A codec's options in a [plugin.<id>] table.
+  CHECK(contains(error_of(base + "[plugin.codec_blockq]\nbits = 4\n"),
+                 "[plugin.codec_blockq] configures codec codec_blockq, whose options go in the "
+                 "table of the role it serves"));
+  // A role that is not one.
+  CHECK(contains(error_of(std::string(kSmoke) + "[codec.activations]\nbits = 4\n"),
+                 "unknown section [codec.activations]"));
+  // A plugin of another kind.
+  CHECK(contains(
+      error_of(base, {"plugins.codec_gradients=comm_ucx"}),
+      "plugins.codec_gradients = \"comm_ucx\" names a comm plugin, but "
+      "plugins.codec_gradients needs a codec plugin (available: codec_bf16, codec_blockq)"));
+  // Error feedback without a gradient codec, and a gradient codec at stage 0.
+  CHECK(contains(error_of(std::string(kSmoke) + "[zero]\nstage = 1\ncodec_error_feedback = true\n"),
+                 "zero.codec_error_feedback needs plugins.codec_gradients"));
+  CHECK(contains(error_of(std::string(kSmoke) + "[plugins]\ncodec_gradients = \"codec_blockq\"\n"),
+                 "plugins.codec_gradients needs zero.stage >= 1"));
 }

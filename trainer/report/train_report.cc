@@ -96,6 +96,10 @@ void print_memory_table(const TrainSummary& s) {
                 static_cast<double>(x.total_model_states()) / s.theory_bytes,
                 mib_text(x.peak_rss).c_str());
   }
+  if (s.memory.empty() || s.memory[0].codec_residuals == 0) return;
+  std::printf("  besides: the gradient codec's error-feedback residuals, %s per rank (fp32, the "
+              "padded model)\n",
+              mib_text(s.memory[0].codec_residuals).c_str());
 }
 
 void print_offload_io(const TrainSummary& s) {
@@ -229,6 +233,7 @@ RankMemory measure_memory(const MemoryReport& m, int stage) {
   r.offload_grads = m.offload_grads;
   r.offload_staging = m.offload_staging;
   r.offload_staging_peak = m.offload_staging_peak;
+  r.codec_residuals = m.codec_residuals;
   // 0 where the kernel does not say (the tables show 0.0 MiB rather than a negative size).
   r.rss = std::max<int64_t>(0, process_rss_bytes());
   r.peak_rss = std::max<int64_t>(0, process_peak_rss_bytes());
@@ -237,12 +242,13 @@ RankMemory measure_memory(const MemoryReport& m, int stage) {
 
 std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine) {
   const int n = comm.size();
-  constexpr int kFields = 12;
-  at::Tensor local = at::tensor({mine.params, mine.grads, mine.master, mine.optimizer_states,
-                                 mine.gathered_peak, mine.rss, mine.peak_rss,
-                                 mine.offload_optimizer, mine.offload_param, mine.offload_grads,
-                                 mine.offload_staging, mine.offload_staging_peak},
-                                at::kLong)
+  constexpr int kFields = 13;
+  at::Tensor local = at::tensor(
+                         {mine.params, mine.grads, mine.master, mine.optimizer_states,
+                          mine.gathered_peak, mine.rss, mine.peak_rss, mine.offload_optimizer,
+                          mine.offload_param, mine.offload_grads, mine.offload_staging,
+                          mine.offload_staging_peak, mine.codec_residuals},
+                         at::kLong)
                          .to(at::kDouble);
   at::Tensor all = at::empty({kFields * n}, at::kDouble);
   comm.all_gather(all, local)->wait();
@@ -250,7 +256,7 @@ std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine
   auto a = all.accessor<double, 1>();
   for (int r = 0; r < n; ++r) {
     auto f = [&](int i) { return static_cast<int64_t>(a[r * kFields + i]); };
-    out[r] = {f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7), f(8), f(9), f(10), f(11)};
+    out[r] = {f(0), f(1), f(2), f(3), f(4), f(5), f(6), f(7), f(8), f(9), f(10), f(11), f(12)};
   }
   return out;
 }
@@ -295,7 +301,9 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
        << ",\"offload_optimizer\":" << x.offload_optimizer
        << ",\"offload_param\":" << x.offload_param << ",\"offload_grads\":" << x.offload_grads
        << ",\"offload_staging\":" << x.offload_staging
-       << ",\"offload_staging_peak\":" << x.offload_staging_peak << "}";
+       << ",\"offload_staging_peak\":" << x.offload_staging_peak;
+    if (x.codec_residuals > 0) js << ",\"codec_residuals\":" << x.codec_residuals;
+    js << "}";
   }
   js << "]";
   const TimeSplit t = split_times(m.times);

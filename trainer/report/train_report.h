@@ -23,6 +23,9 @@ struct RankMemory {
   // buffers streaming them: now and at their peak.
   int64_t offload_optimizer = 0, offload_param = 0, offload_grads = 0;
   int64_t offload_staging = 0, offload_staging_peak = 0;
+  // The gradient codec's error-feedback residuals (zero.codec_error_feedback): not model states,
+  // so outside the totals and the theory, shown on their own line.
+  int64_t codec_residuals = 0;
   // In compute memory (host memory on CPU ranks; tiers excluded).
   int64_t model_states() const { return params + grads + master + optimizer_states; }
   int64_t total_model_states() const {

@@ -57,6 +57,7 @@ void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints
               s.options.stage, s.shard_id.c_str(), s.optimizer_id.c_str(),
               run.settings.run.compute.c_str(), run.data->describe().c_str());
   if (!s.tiers.describe().empty()) std::printf("  offload: %s\n", s.tiers.describe().c_str());
+  if (!s.codecs.empty()) std::printf("  codecs: %s\n", s.codecs.c_str());
   if (checkpoints.every_steps > 0)
     std::printf("  checkpoints: %s\n", checkpoints.describe().c_str());
   std::printf("  %s\n", blas_header_line(probe_blas()).c_str());

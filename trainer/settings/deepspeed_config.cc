@@ -37,11 +37,6 @@ const std::map<std::string, std::string>& reasons() {
        "zt saves sharded checkpoints; `trainer export` writes the gathered weights"},
       {"zero_optimization.round_robin_gradients",
        "zt reduces gradient groups in model order, with no round-robin layout"},
-      {"zero_optimization.zero_hpz_partition_size",
-       "ZeRO++ hpZ keeps a secondary parameter copy per node; zt's nearest is "
-       "zero.mics_shard_size (MiCS: states sharded within a group)"},
-      {"zero_optimization.zero_quantized_weights", "zt's collectives are not quantized"},
-      {"zero_optimization.zero_quantized_gradients", "zt's collectives are not quantized"},
       {"zero_optimization.offload_param.max_in_cpu",
        "zt places parameter shards by zero.offload_param_fraction"},
       {"zero_optimization.reduce_scatter",
@@ -276,6 +271,29 @@ void read_offload(Reader& r, const json& obj, const std::string& path, bool opti
   });
 }
 
+// ZeRO++: qwZ and qgZ are codec_blockq on the weight gather (int8) and on the gradient
+// reduce-scatter (int4, all-to-all); hpZ's secondary partition of k ranks is nearest to MiCS
+// groups of k (zt then shards the optimizer states over the group too, not the whole world).
+void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const std::string& sub) {
+  if (key == "zero_hpz_partition_size") {
+    const auto k = as_int(r, v, sub);
+    if (!k || *k <= 1) return;  // 1 is DeepSpeed's "off"
+    r.set("zero.mics_shard_size", *k, sub);
+    r.warn(sub + " = " + std::to_string(*k) + " maps to zero.mics_shard_size = " +
+           std::to_string(*k) + ": parameter gathers stay in groups of " + std::to_string(*k) +
+           " ranks as with hpZ, but zt also shards the optimizer states and gradients over the "
+           "group only (MiCS), so each rank holds world / " +
+           std::to_string(*k) + " times hpZ's share of them");
+    return;
+  }
+  const auto on = as_bool(r, v, sub);
+  if (!on || !*on) return;
+  const bool weights = key == "zero_quantized_weights";
+  const std::string role = weights ? "weights" : "gradients";
+  r.set("plugins.codec_" + role, std::string("codec_blockq"), sub);
+  r.set("codec." + role + ".bits", int64_t{weights ? 8 : 4}, sub);
+}
+
 void read_zero(Reader& r, const json& obj, double element_bytes) {
   const std::string path = "zero_optimization";
   auto bucket_mb = [&](const json& v, const std::string& sub, const std::string& zt_key) {
@@ -313,6 +331,9 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
                      "pin_memory");
         r.set("plugin.offload_cpu.pin_memory", *b, sub);
       }
+    } else if (key == "zero_quantized_weights" || key == "zero_quantized_gradients" ||
+               key == "zero_hpz_partition_size") {
+      read_zero_plus_plus(r, key, v, sub);
     } else if (key == "contiguous_gradients" || key == "elastic_checkpoint" ||
                key == "load_from_fp32_weights" || key == "ignore_unused_parameters") {
       // What zt always does: flat contiguous gradient buffers, checkpoints any world size
@@ -326,6 +347,13 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
     }
     return true;
   });
+  // hpZ's group and MiCS's are one setting in zt: both given is a contradiction, not a choice.
+  const auto hpz = obj.find("zero_hpz_partition_size"), mics = obj.find("mics_shard_size");
+  if (obj.is_object() && hpz != obj.end() && mics != obj.end() && hpz->is_number_integer() &&
+      hpz->get<int64_t>() > 1) {
+    r.problem(path, "zero_hpz_partition_size and mics_shard_size both set the group that "
+                    "gathers parameters (zero.mics_shard_size in zt); keep one");
+  }
 }
 
 void read_fp16(Reader& r, const json& obj) {

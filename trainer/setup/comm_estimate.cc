@@ -8,6 +8,7 @@
 
 #include "models/model.h"
 #include "settings/job_settings.h"
+#include "zt/codec.h"
 #include "zt/host/compose.h"
 
 namespace zt::trainer {
@@ -88,6 +89,7 @@ int64_t sent_bytes(const std::string& op, int64_t bytes, int ranks, bool window)
   if (op == "all_gather") sent = window ? b / n : b * others;
   if (op == "reduce_scatter") sent = b * others;
   if (op == "all_reduce") sent = window ? b : 2 * b * others;
+  if (op == "all_to_all") sent = b * others;  // each block straight to its rank, window or not
   return static_cast<int64_t>(sent);
 }
 
@@ -108,6 +110,20 @@ void add(CommEstimate& e, const Groups& g, const std::string& op, const std::str
   const bool local = g.one_host(span);
   e.collectives.push_back({op, group, ranks, local ? "shared memory" : "network", calls, bytes,
                            sent_bytes(op, bytes, ranks, local && g.window), why});
+}
+
+// The codec a role's choice makes where it applies to the shard group (null: exact bytes).
+std::unique_ptr<Codec> role_codec(const EngineSettings& engine, const PluginChoice& role,
+                                  PluginCatalog& catalog, const Groups& g) {
+  if (!role.chosen() || !codecs_apply(engine, g.shard, g.ranks_per_host)) return nullptr;
+  return catalog.codec(role.id, role.key).create(role.options);
+}
+
+// The bytes a group's flat buffer of `padded` elements of `es` bytes takes on the wire: as is,
+// or each of the `ranks` chunks encoded (what a coded gather or all-to-all moves).
+int64_t wire_bytes(const Codec* codec, int64_t padded, int64_t es, int ranks) {
+  if (!codec) return padded * es;
+  return codec->encoded_bytes(padded / ranks) * ranks;
 }
 
 std::string times(int64_t n, const char* what) {
@@ -131,10 +147,16 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
 
   const PlannedModel m = plan_model(job, catalog, g.shard, es);
   const int64_t threshold = engine.options.param_persistence_threshold;
+  // ZeRO++: the weight codec codes stage 3's gathers of released groups, the gradient codec
+  // turns each reduce-scatter into an all-to-all of encoded chunks.
+  const auto weight_codec = role_codec(engine, engine.codec_weights, catalog, g);
+  const auto grad_codec = stage >= 1 ? role_codec(engine, engine.codec_gradients, catalog, g)
+                                     : nullptr;
   int64_t all = 0, released = 0, persistent = 0, released_uses = 0, shard_bytes = 0;
-  int64_t released_groups = 0;
+  int64_t released_groups = 0, reduced = 0;
   for (const GroupSize& s : m.groups) {
     all += s.padded * es;
+    reduced += wire_bytes(grad_codec.get(), s.padded, es, g.shard);
     shard_bytes += s.padded / g.shard * es;
     const bool kept = stage < 3 || s.largest_tensor < threshold;
     (kept ? persistent : released) += s.padded * es;
@@ -147,7 +169,7 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
     for (size_t gi : used) {
       const GroupSize& s = m.groups[gi];
       if (stage == 3 && s.largest_tensor >= threshold) {
-        released_uses += s.padded * es;
+        released_uses += wire_bytes(weight_codec.get(), s.padded, es, g.shard);
         ++released_calls;
       }
     }
@@ -162,9 +184,10 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
   } else {
     // Stages 0-1 reduce at the step, stages 2-3 after every micro step's backward.
     const int64_t reductions = stage >= 2 ? accum : 1;
-    add(e, g, "reduce_scatter", "shard group", g.shard, static_cast<double>(groups * reductions),
-        all * reductions,
-        "gradients of " + times(groups, "group") + (stage >= 2 ? micro : ", once per step"));
+    add(e, g, grad_codec ? "all_to_all" : "reduce_scatter", "shard group", g.shard,
+        static_cast<double>(groups * reductions), reduced * reductions,
+        std::string(grad_codec ? "encoded " : "") + "gradients of " + times(groups, "group") +
+            (stage >= 2 ? micro : ", once per step"));
     if (g.replicas > 1) {
       add(e, g, "all_reduce", "replicas", g.replicas, static_cast<double>(groups * reductions),
           shard_bytes * reductions, "each reduced shard across the shard groups (MiCS)");
@@ -176,7 +199,8 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
     if (stage == 3) {
       add(e, g, "all_gather", "shard group", g.shard,
           static_cast<double>(2 * released_calls * accum), 2 * released_uses * accum,
-          "forward and backward gathers of " + times(released_groups, "released group") + micro);
+          std::string(weight_codec ? "encoded " : "") + "forward and backward gathers of " +
+              times(released_groups, "released group") + micro);
     }
   }
   // The training loop's own: the loss average and the stop flag each step, the global gradient
@@ -184,7 +208,7 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
   add(e, g, "all_reduce", "world", world, stage >= 1 ? 3 : 2, stage >= 1 ? 28 : 12,
       stage >= 1 ? "loss average, stop flag, gradient norm" : "loss average, stop flag");
   const double logged = 1.0 / static_cast<double>(std::max<int64_t>(1, job.run.log_every));
-  add(e, g, "all_gather", "world", world, logged, static_cast<int64_t>(96.0 * world * logged),
+  add(e, g, "all_gather", "world", world, logged, static_cast<int64_t>(104.0 * world * logged),
       "memory report of every rank, each logged step");
   return e;
 }

@@ -17,7 +17,7 @@
 namespace zt::trainer {
 
 struct CollectiveEstimate {
-  std::string op;     // "all_gather", "reduce_scatter", "all_reduce"
+  std::string op;     // "all_gather", "reduce_scatter", "all_reduce", "all_to_all" (a codec's)
   std::string group;  // "world", "shard group" (MiCS: its k ranks) or "replicas" (across groups)
   int ranks = 1;      // ranks of that group
   std::string link;   // "shared memory" (the group inside one host) or "network"

@@ -210,6 +210,11 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
                                       in.element_size * in.parameters);
   }
   in.tier_pool_bytes = tier_pool_bytes(engine);
+  // Error feedback keeps every rank's whole gradient error, fp32, where a gradient codec codes.
+  if (in.stage >= 1 && engine.codec_gradients.chosen() && zero.codec_error_feedback &&
+      codecs_apply(engine, in.shard_world, in.local_ranks)) {
+    in.codec_residual_bytes = 4 * in.parameters;
+  }
   in.init_from = !job.model.init_from.empty();
   const CheckpointSettings& checkpoint = job.checkpoint;
   if (checkpoint.every_steps > 0) {
@@ -265,8 +270,8 @@ int64_t gradient_bytes(const FitInputs& in) {
   const int64_t norm = 16 * (all_in_files ? tile_elements(in) : shard);
   const int64_t scratch = es < 4 ? 4 * (in.largest_owned + shard) : 0;
   const int64_t transient = flat + in.reduce_bucket_bytes + norm + scratch;
-  if (in.stage <= 1) return es * in.parameters + transient;
-  return es * (in.tied + in.largest_untied) + transient;
+  if (in.stage <= 1) return es * in.parameters + transient + in.codec_residual_bytes;
+  return es * (in.tied + in.largest_untied) + transient + in.codec_residual_bytes;
 }
 
 // Host buffers of streamed tiers: the update's buffer sets (master, each state, the gradient

@@ -61,12 +61,13 @@ struct FitInputs {
   bool params_streamed = false;  // stage 3 parameter shards in a file tier
   // Streaming (zero.sub_group_size, pipelines) and buffers.
   int64_t sub_group_size = 1000000000;
-  int pipeline_sets = 3;            // 1 + pipeline_read + pipeline_write
-  int64_t reduce_bucket_bytes = 0;  // gradient bytes in flight (overlap_comm), 0 without
-  int64_t tier_pool_bytes = 0;      // every file tier's own buffers, per rank
-  int64_t checkpoint_bytes = 0;     // host bytes an asynchronous save snapshots
-  int64_t alignment = 4096;         // file tiers' block: each array is rounded up to it
-  bool init_from = false;           // model.init_from: a file's weights written after the build
+  int pipeline_sets = 3;             // 1 + pipeline_read + pipeline_write
+  int64_t reduce_bucket_bytes = 0;   // gradient bytes in flight (overlap_comm), 0 without
+  int64_t tier_pool_bytes = 0;       // every file tier's own buffers, per rank
+  int64_t checkpoint_bytes = 0;      // host bytes an asynchronous save snapshots
+  int64_t codec_residual_bytes = 0;  // a gradient codec's error feedback: fp32, the whole model
+  int64_t alignment = 4096;          // file tiers' block: each array is rounded up to it
+  bool init_from = false;            // model.init_from: a file's weights written after the build
 };
 
 // One rank's host memory at its peak, by what it is for.

@@ -91,6 +91,11 @@ std::vector<Knob> host_knobs(const FitEstimate& e, const JobSettings& job) {
     knobs.push_back({h.tier_pools, "fewer or smaller file-tier buffers (plugin.<id>.buffer_count, "
                                    "buffer_mb)"});
   }
+  if (e.inputs.codec_residual_bytes > 0) {
+    knobs.push_back({e.inputs.codec_residual_bytes, at.key_at("zero.codec_error_feedback") +
+                                                        " = false (its residuals are an "
+                                                        "fp32 copy of the gradients)"});
+  }
   if (h.checkpoint > 8 * kMiB) {
     knobs.push_back({h.checkpoint, at.key_at("checkpoint.async") + " = false"});
   }

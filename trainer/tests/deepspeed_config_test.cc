@@ -193,13 +193,12 @@ TEST_CASE("DeepSpeed's deprecated cpu_offload forms still work, with its advice 
 TEST_CASE("DeepSpeed configs zt cannot take: named, with why, all at once") {
   const std::string e = refusal(R"({"amp": {"enabled": true},
     "optimizer": {"type": "Lamb", "params": {"lr": 0.1}},
-    "zero_optimization": {"stage": "three", "zero_hpz_partition_size": 8, "reduce_scatter": false},
+    "zero_optimization": {"stage": "three", "reduce_scatter": false},
     "no_such_key": 1})");
   CHECK(has(e, "ds.json: amp is not supported by zt: zt has no Apex AMP; use bf16 or fp16"));
   CHECK(has(e, "ds.json: optimizer.type \"Lamb\" is not supported by zt: zt's optimizer plugin is "
                "optim_hybrid_adam"));
   CHECK(has(e, "ds.json: zero_optimization.stage: expected an integer, got string \"three\""));
-  CHECK(has(e, "zero_optimization.zero_hpz_partition_size is not supported by zt: ZeRO++ hpZ"));
   CHECK(has(e, "zero_optimization.reduce_scatter is not supported by zt: zt always "
                "reduce-scatters"));
   CHECK(has(e, "ds.json: no_such_key is not supported by zt: zt has no such setting"));
@@ -208,6 +207,36 @@ TEST_CASE("DeepSpeed configs zt cannot take: named, with why, all at once") {
   // "auto" on a key zt does not read has nothing to resolve from.
   CHECK(has(refusal(R"({"communication_data_type": "auto"})"),
             "communication_data_type is not supported by zt: zt reduces in the compute dtype"));
+}
+
+TEST_CASE("DeepSpeed ZeRO++: qwZ and qgZ are codec_blockq at 8 and 4 bits, hpZ a MiCS group") {
+  const std::string z = "zero_optimization.";
+  const auto s = zt::trainer::read_deepspeed_json(
+      R"({"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 3,
+          "zero_quantized_weights": true, "zero_quantized_gradients": true,
+          "zero_hpz_partition_size": 4}})",
+      "ds.json", false, 8);
+  check_settings(
+      s, "ds.json",
+      {{"data.micro_batch", int64_t{2}, "train_micro_batch_size_per_gpu"},
+       {"zero.stage", int64_t{3}, z + "stage"},
+       {"plugins.codec_weights", std::string("codec_blockq"), z + "zero_quantized_weights"},
+       {"codec.weights.bits", int64_t{8}, z + "zero_quantized_weights"},
+       {"plugins.codec_gradients", std::string("codec_blockq"), z + "zero_quantized_gradients"},
+       {"codec.gradients.bits", int64_t{4}, z + "zero_quantized_gradients"},
+       {"zero.mics_shard_size", int64_t{4}, z + "zero_hpz_partition_size"}});
+  REQUIRE(s.warnings.size() == 1);
+  CHECK(has(s.warnings[0], "zero_hpz_partition_size = 4 maps to zero.mics_shard_size = 4"));
+  CHECK(has(s.warnings[0], "each rank holds world / 4 times hpZ's share"));
+  // Off is nothing: false, and hpZ's default 1.
+  const auto off = zt::trainer::read_deepspeed_json(
+      R"({"zero_optimization": {"zero_quantized_weights": false, "zero_hpz_partition_size": 1}})",
+      "ds.json", false, 2);
+  CHECK(off.settings.empty());
+  // hpZ and MiCS both name the gather group: refused by name.
+  CHECK(has(refusal(R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2,
+                        "mics_shard_size": 4}})"),
+            "zero_optimization: zero_hpz_partition_size and mics_shard_size both set the group"));
 }
 
 TEST_CASE("JSON syntax errors give line and column, and batches must multiply out") {

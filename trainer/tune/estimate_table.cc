@@ -41,7 +41,7 @@ void print_head(const std::vector<CompositionEstimate>& estimates, const Estimat
          "(B/param: their multiplier of psi), gathered = "
          "stage-3 window, grads, act = activations, stage = staging + tier buffers, other = "
          "process + construction/checkpoint + allocator; sent = MiB each rank sends per step "
-         "(all_gather / reduce_scatter / all_reduce) and link\n";
+         "(all_gather / reduce_scatter, or a gradient codec's all_to_all / all_reduce) and link\n";
   char line[512];
   std::snprintf(line, sizeof(line),
                 "%3s %-7s %7s %7s %7s %8s %7s %7s %7s %7s %8s %8s %22s %-7s  %s\n", "#", "status",
@@ -75,7 +75,7 @@ void print_row(int index, const CompositionEstimate& e, std::ostream& out) {
       link += (link.empty() ? "" : "+") + name;
   }
   const std::string sent = mib(e.comm.sent("all_gather")) + "/" +
-                           mib(e.comm.sent("reduce_scatter")) + "/" +
+                           mib(e.comm.sent("reduce_scatter") + e.comm.sent("all_to_all")) + "/" +
                            mib(e.comm.sent("all_reduce"));
   char per_param[32];
   std::snprintf(per_param, sizeof(per_param), "%.2f",

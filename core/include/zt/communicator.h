@@ -48,8 +48,8 @@ enum class ReduceOp { kSum, kAvg, kMax, kMin };
 // "sum", "avg", "max", "min". Never throws.
 ZT_API const char* reduce_op_name(ReduceOp op);
 
-enum class CommOp { kAllGather = 0, kReduceScatter, kAllReduce, kBroadcast, kBarrier };
-constexpr int kNumCommOps = 5;
+enum class CommOp { kAllGather = 0, kReduceScatter, kAllReduce, kBroadcast, kBarrier, kAllToAll };
+constexpr int kNumCommOps = 6;
 // "all_gather", "reduce_scatter", ... Never throws.
 ZT_API const char* comm_op_name(CommOp op);
 
@@ -58,7 +58,8 @@ struct CommStats {
   struct PerOp {
     uint64_t calls = 0;
     uint64_t bytes = 0;       // logical payload: the flat tensor's bytes (out of all_gather,
-                              // in of reduce_scatter, the tensor of all_reduce / broadcast)
+                              // in of reduce_scatter and all_to_all, the tensor of all_reduce /
+                              // broadcast)
     uint64_t wire_bytes = 0;  // bytes this rank sent to peers
   };
   std::array<PerOp, kNumCommOps> ops;
@@ -124,6 +125,16 @@ class ZT_API Communicator {
   //   root:   in, the rank whose tensor is sent, in [0, size()), the same on every rank.
   //   returns: the op's Work, never null. Throws: as all_gather.
   virtual std::shared_ptr<Work> broadcast(const at::Tensor& tensor, int root) = 0;
+  // Exchanges blocks between every pair of ranks (MPI_Alltoall): `in` holds size() blocks of
+  // equal length, block d for rank d; on completion block s of `out` is rank s's block for this
+  // rank (block rank() is copied across). Moves bytes: any dtype a plugin can move.
+  //   out: out, the same length and dtype as `in`, not overlapping it.
+  //   in:  in, size() * B elements for one B >= 0, the same B on every rank.
+  //   returns: the op's Work, never null.
+  // Requires: as all_gather. Throws: as all_gather. A plugin that has no all-to-all keeps this
+  // default, which throws InternalError "<name> does not support all_to_all" at the call (the
+  // engine's gradient codecs need it; nothing else does).
+  virtual std::shared_ptr<Work> all_to_all(const at::Tensor& out, const at::Tensor& in);
   // Completes on a rank once every rank has issued it (and everything issued before it).
   //   returns: the op's Work, never null. Throws CommError from wait() only.
   virtual std::shared_ptr<Work> barrier() = 0;

@@ -31,7 +31,9 @@
 
 // Bumped whenever an interface in core/include/zt changes incompatibly (a virtual method added,
 // removed or changed, a struct's layout changed). The loader refuses any other value.
-#define ZT_PLUGIN_ABI_VERSION 3u  // 2: Communicator::split; 3: FutureWork::on_complete (its layout)
+// 2: Communicator::split; 3: FutureWork::on_complete (its layout); 4: Communicator::all_to_all,
+// CommStats' all_to_all counters and the codec kind
+#define ZT_PLUGIN_ABI_VERSION 4u
 
 #ifndef ZT_WITH_CUDA
 #define ZT_WITH_CUDA 0
@@ -65,7 +67,8 @@ enum ZtPluginKind : uint32_t {
   ZT_KIND_SHARD = 2,      // zt::ShardStrategyPlugin (shard_strategy.h)
   ZT_KIND_OFFLOAD = 3,    // zt::OffloadPlugin (offload.h)
   ZT_KIND_OPTIMIZER = 4,  // zt::OptimizerPlugin (optimizer.h)
-  ZT_KIND_MODEL = 5       // zt::ModelPlugin (model_plugin.h)
+  ZT_KIND_MODEL = 5,      // zt::ModelPlugin (model_plugin.h)
+  ZT_KIND_CODEC = 6       // zt::CodecPlugin (codec.h)
 };
 
 // Returned by zt_plugin_info_v1(). Plain C so it can be read whatever the plugin's C++ ABI.
@@ -94,16 +97,16 @@ static_assert(offsetof(ZtPluginInfoV1, kind) == sizeof(uint32_t) &&
 
 namespace zt {
 
-// "comm", "shard", "offload", "optimizer", "model" (the names used in messages and by `trainer
-// plugins list`), or "unknown" for any other value. Never throws; any thread.
+// "comm", "shard", "offload", "optimizer", "model", "codec" (the names used in messages and by
+// `trainer plugins list`), or "unknown" for any other value. Never throws; any thread.
 ZT_API const char* plugin_kind_name(ZtPluginKind kind);
 // The inverse of plugin_kind_name(): the kind named `name`, or ZT_KIND_UNKNOWN. Never throws.
 ZT_API ZtPluginKind plugin_kind_from_name(const std::string& name);
 
 // Base of every plugin's factory. Each kind's header adds the create(...) that makes the working
 // object (CommunicatorPlugin in communicator.h, ShardStrategyPlugin in shard_strategy.h,
-// OffloadPlugin in offload.h, OptimizerPlugin in optimizer.h). The loader casts the factory to
-// the class of the kind the info entry declares, so the two must agree.
+// OffloadPlugin in offload.h, OptimizerPlugin in optimizer.h, CodecPlugin in codec.h). The loader
+// casts the factory to the class of the kind the info entry declares, so the two must agree.
 //
 // Lifetime: the factory is created on first call of the factory entry (a function-local static
 // in ZT_PLUGIN) and lives until the process exits; libraries are never unloaded. Its constructor

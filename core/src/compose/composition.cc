@@ -1,7 +1,9 @@
 // compose and recompose: communicator, strategy, optimizer, tiers and engine from a job's
 // settings and the plugin catalog.
+#include <tuple>
 #include "compose/offload_tiers.h"
 #include "zt/host/compose.h"
+
 #include "zt/host/flight_recorder.h"
 #include "zt/host/plugin_loader.h"
 
@@ -10,6 +12,32 @@ namespace zt {
 namespace {
 
 using MakeEngine = std::function<std::unique_ptr<Engine>(Composition&)>;
+
+// The codecs plugins.codec_* choose, unless zero.codec_scope = "across_hosts" and the shard group
+// (the ranks gathers and reduce-scatters run over: consecutive ranks) fits on one host.
+void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& catalog,
+                 int group_size, int ranks_per_host) {
+  const bool apply = codecs_apply(settings, group_size, ranks_per_host);
+  c.codecs.clear();
+  for (auto [choice, codec, role] :
+       {std::tuple{&settings.codec_weights, &c.weight_codec, "parameter all-gather"},
+        std::tuple{&settings.codec_gradients, &c.gradient_codec,
+                   "gradient reduce-scatter (all-to-all)"}}) {
+    codec->reset();
+    if (!choice->chosen()) continue;
+    std::string line = std::string(role) + ": ";
+    if (!apply) {
+      line += "exact (zero.codec_scope = \"across_hosts\" and the " + std::to_string(group_size) +
+              " ranks of the shard group share a host)";
+    } else {
+      *codec = catalog.codec(choice->id, choice->key).create(choice->options);
+      line += (*codec)->describe();
+      if (choice == &settings.codec_gradients && settings.options.codec_error_feedback)
+        line += ", error feedback";
+    }
+    c.codecs += (c.codecs.empty() ? "" : "; ") + line;
+  }
+}
 
 // Everything but the communicator, which `c` has: the engine (`make_engine` builds it over the
 // parts) and what it is composed of.
@@ -24,6 +52,7 @@ void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog
   c.tiers = make_offload_tiers(settings, catalog, env, store, timeout);
   c.options = settings.options;
   const ShardGroupChoice groups = shard_groups(settings, env.world, env.local_world);
+  make_codecs(c, settings, catalog, groups.sharding_world(env.world), env.local_world);
   c.options.shard_group_size = groups.size;
   c.options.hierarchical_params_gather = groups.hierarchical;
   c.options.ranks_per_host = groups.ranks_per_host;
@@ -52,6 +81,11 @@ Composition compose_all(const EngineSettings& settings, PluginCatalog& catalog, 
 
 }  // namespace
 
+bool codecs_apply(const EngineSettings& settings, int group_size, int ranks_per_host) {
+  const bool one_host = ranks_per_host > 0 && group_size <= ranks_per_host;
+  return !(settings.codecs_across_hosts_only && one_host);
+}
+
 std::unique_ptr<ShardStrategy> make_shard_strategy(const EngineSettings& settings,
                                                    PluginCatalog& catalog) {
   const ShardStrategyPlugin& plugin = catalog.shard(settings.shard.id);
@@ -66,7 +100,7 @@ Composition compose(const EngineSettings& settings, PluginCatalog& catalog, cons
                     const std::vector<Unit*>& units, const ComposeHooks& hooks) {
   return compose_all(settings, catalog, env, store, timeout, hooks, [&](Composition& c) {
     return std::make_unique<Engine>(units, *c.comm, *c.strategy, *c.optimizer, c.options,
-                                    c.tiers.engine_tiers());
+                                    c.tiers.engine_tiers(), c.engine_codecs());
   });
 }
 
@@ -75,7 +109,7 @@ Composition compose(const EngineSettings& settings, PluginCatalog& catalog, cons
                     const ComposeHooks& hooks) {
   return compose_all(settings, catalog, env, store, timeout, hooks, [&](Composition& c) {
     return std::make_unique<Engine>(source, *c.comm, *c.strategy, *c.optimizer, c.options,
-                                    c.tiers.engine_tiers());
+                                    c.tiers.engine_tiers(), c.engine_codecs());
   });
 }
 
@@ -91,7 +125,7 @@ void recompose(Composition& c, const EngineSettings& settings, PluginCatalog& ca
   c.strategy.reset();
   compose_parts(c, settings, catalog, env, store, timeout, {}, [&](Composition& made) {
     return std::make_unique<Engine>(source, *made.comm, *made.strategy, *made.optimizer,
-                                    made.options, made.tiers.engine_tiers());
+                                    made.options, made.tiers.engine_tiers(), made.engine_codecs());
   });
 }
 

@@ -72,6 +72,7 @@ void read_zero(const Options& zero, EngineOptions& o) {
   o.sub_group_size = zero.get_int("sub_group_size");
   o.pipeline_read = zero.get_bool("pipeline_read");
   o.pipeline_write = zero.get_bool("pipeline_write");
+  o.codec_error_feedback = zero.get_bool("codec_error_feedback");
 }
 
 // Either name of the MiCS group size: shard_group_size only where it alone was given (a rule
@@ -103,7 +104,10 @@ PluginChoice choice(const Config& config, const std::string& role) {
   PluginChoice c;
   c.key = "plugins." + role;
   c.id = config.section("plugins").get_string(role);
-  if (c.chosen()) c.options = config.plugin_options(c.id);
+  if (!c.chosen()) return c;
+  // A codec's options are the table of the role it serves ([codec.weights]).
+  c.options = role.rfind("codec_", 0) == 0 ? config.codec_options(role.substr(6))
+                                           : config.plugin_options(c.id);
   return c;
 }
 
@@ -129,6 +133,9 @@ EngineSettings EngineSettings::of(const Config& config) {
   s.offload_optimizer = choice(config, "offload_optimizer");
   s.offload_param = choice(config, "offload_param");
   s.model = choice(config, "model");
+  s.codec_weights = choice(config, "codec_weights");
+  s.codec_gradients = choice(config, "codec_gradients");
+  s.codecs_across_hosts_only = zero.get_string("codec_scope") == "across_hosts";
   s.groups = read_groups(zero);
   s.launch = read_launch(launch);
   for (const Options* section : {&zero, &precision, &config.section("plugins"), &launch}) {

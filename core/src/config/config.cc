@@ -143,13 +143,14 @@ RawConfig parse_toml(const std::string& text, const std::string& file, Problems&
                    "of [run], [launch], [model], [data], [precision], [zero], [plugins]");
       continue;
     }
-    if (k == "plugin") {
+    if (k == "plugin" || k == "codec") {  // [plugin.<id>], [codec.<role>]
       for (const auto& [id, sub] : *table) {
+        const std::string name = k + "." + std::string(id.str());
         if (const toml::table* t = sub.as_table()) {
-          read_table(*t, "plugin." + std::string(id.str()), file, raw, problems);
+          read_table(*t, name, file, raw, problems);
         } else {
-          problems.add(location_of(sub, file).str() + ": plugin." + std::string(id.str()) +
-                       " must be a table: [plugin." + std::string(id.str()) + "]");
+          problems.add(location_of(sub, file).str() + ": " + name + " must be a table: [" + name +
+                       "]");
         }
       }
       continue;
@@ -308,15 +309,19 @@ std::vector<std::string> Config::plugin_dirs_of_string(const std::string& toml_t
 
 namespace {
 
+// The roles a codec serves: [plugins] codec_<role> picks it, [codec.<role>] holds its options.
+const char* const kCodecRoles[] = {"weights", "gradients"};
+
 void report_unknown_sections(const RawConfig& raw, Problems& problems) {
   for (const auto& [name, table] : raw) {
     bool known = name.rfind("plugin.", 0) == 0;
+    for (const char* role : kCodecRoles) known = known || name == std::string("codec.") + role;
     for (const auto& s : config_schema()) known = known || s.name == name;
     if (!known) {
       problems.add(table.where.str() + ": unknown section [" + name + "]" +
                    did_you_mean(name, section_names()) +
                    "; sections are run, launch, model, data, "
-                   "precision, zero, plugins, plugin.<id>");
+                   "precision, zero, plugins, plugin.<id>, codec.weights, codec.gradients");
     }
   }
 }
@@ -331,7 +336,8 @@ std::set<std::string> load_plugins(const RawConfig& raw, const Options& plugins,
     if (id.empty()) continue;
     try {
       catalog.load_kind(id, role.kind, "plugins." + role.key);
-      tables_needed.insert(id);
+      // A codec's options are its role's table (validate_codec_tables), not [plugin.<id>].
+      if (role.kind != ZT_KIND_CODEC) tables_needed.insert(id);
     } catch (const Error& e) {
       problems.add(plugins.where(role.key).str() + ": " + e.what(), e.kind());
     }
@@ -349,6 +355,36 @@ std::set<std::string> load_plugins(const RawConfig& raw, const Options& plugins,
     tables_needed.insert(id);
   }
   return tables_needed;
+}
+
+// [codec.<role>] against the options of the codec plugins.codec_<role> names; a table for a
+// role with no codec is refused, so options are never silently unused.
+std::vector<Options> validate_codec_tables(const RawConfig& raw, const Options& plugins,
+                                           PluginCatalog& catalog, Problems& problems) {
+  std::vector<Options> tables;
+  for (const char* role : kCodecRoles) {
+    const std::string name = std::string("codec.") + role, key = std::string("codec_") + role;
+    const auto it = raw.find(name);
+    const std::string& id = plugins.get_string(key);
+    if (id.empty()) {
+      if (it != raw.end()) {
+        problems.add(it->second.where.str() + ": [" + name + "] configures the " + role +
+                     " codec, but plugins." + key + " names none; set plugins." + key +
+                     " (e.g. \"codec_blockq\") or remove the table");
+      }
+      continue;
+    }
+    try {
+      const PluginRecord& rec = catalog.load(id);
+      if (rec.kind != ZT_KIND_CODEC) continue;  // load_plugins reported the wrong kind
+      tables.push_back(validate_table(name, rec.factory->options(),
+                                      it == raw.end() ? nullptr : &it->second,
+                                      " (plugin " + rec.path + ")", problems));
+    } catch (const Error&) {
+      // load_plugins reported why the plugin does not load.
+    }
+  }
+  return tables;
 }
 
 }  // namespace
@@ -386,6 +422,12 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
     try {
       const PluginRecord& rec = config.catalog_->load(id);
       auto it = raw.find("plugin." + id);
+      if (rec.kind == ZT_KIND_CODEC) {
+        problems.add(it->second.where.str() + ": [plugin." + id + "] configures codec " + id +
+                     ", whose options go in the table of the role it serves: [codec.weights] "
+                     "(plugins.codec_weights) or [codec.gradients] (plugins.codec_gradients)");
+        continue;
+      }
       config.plugin_tables_.push_back(validate_table("plugin." + id, rec.factory->options(),
                                                      it == raw.end() ? nullptr : &it->second,
                                                      " (plugin " + rec.path + ")", problems));
@@ -393,8 +435,17 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
       problems.add(e.what(), e.kind());
     }
   }
+  config.codec_tables_ = validate_codec_tables(raw, config.section("plugins"), *config.catalog_,
+                                               problems);
   if (!problems.empty()) problems.raise();
   return config;
+}
+
+const Options& Config::codec_options(const std::string& role) const {
+  for (const auto& t : codec_tables_)
+    if (t.table() == "codec." + role) return t;
+  throw InternalError("config has no validated table for codec role '" + role +
+                      "'; plugins.codec_" + role + " names no codec");
 }
 
 const Options& Config::section(const std::string& name) const {
@@ -437,6 +488,7 @@ std::string Config::to_toml() const {
   };
   for (const auto& s : sections_) print(s);
   for (const auto& p : plugin_tables_) print(p);
+  for (const auto& c : codec_tables_) print(c);
   return os.str();
 }
 

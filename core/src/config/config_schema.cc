@@ -135,7 +135,16 @@ SectionSpec zero_section() {
        opt_int("shard_group_size", -1, "another name for mics_shard_size", -1),
        opt_bool("mics_hierarchical_params_gather", false,
                 "groups spanning hosts gather parameters in two levels: across hosts among "
-                "the ranks at the same place, then within each host")}};
+                "the ranks at the same place, then within each host"),
+       opt_string("codec_scope", "all",
+                  "where the codecs of plugins.codec_* apply: \"all\" collectives, or only "
+                  "\"across_hosts\": a shard group on one host then moves exact bytes "
+                  "(shared memory is fast; the codec's cost and error buy nothing there)",
+                  {"all", "across_hosts"}),
+       opt_bool("codec_error_feedback", false,
+                "with plugins.codec_gradients: keep what encoding a rank's gradients lost and "
+                "add it before the next encode (LoCo-style error feedback; fp32, one flat "
+                "gradient per rank; saved in checkpoints)")}};
 }
 
 SectionSpec plugins_section() {
@@ -150,7 +159,13 @@ SectionSpec plugins_section() {
        opt_string("optimizer", "", "optimizer plugin"),
        opt_string("offload_optimizer", "", "tier for optimizer states (stages 1-3); '' for none"),
        opt_string("offload_param", "", "tier for parameter shards (stage 3); '' for none"),
-       opt_string("model", "", "model plugin, with model.kind = \"plugin\"; '' for none")}};
+       opt_string("model", "", "model plugin, with model.kind = \"plugin\"; '' for none"),
+       opt_string("codec_weights", "",
+                  "codec of stage 3's parameter all-gather (ZeRO++ qwZ, e.g. \"codec_blockq\" "
+                  "with [codec.weights] bits = 8); '' for none"),
+       opt_string("codec_gradients", "",
+                  "codec of the gradient reduce-scatter, sent all-to-all (ZeRO++ qgZ, e.g. "
+                  "\"codec_blockq\" with [codec.gradients] bits = 4; stages 1-3); '' for none")}};
 }
 
 // The core's rules across keys (config_rules()), one function each.
@@ -215,6 +230,31 @@ void training_needs_its_plugins(const Config& config, Broken& broken) {
   }
 }
 
+void codecs_need_their_stage(const Config& config, Broken& broken) {
+  const Options& zero = config.section("zero");
+  const Options& plugins = config.section("plugins");
+  const int64_t stage = zero.get_int("stage");
+  if (!plugins.get_string("codec_weights").empty() && stage != 3) {
+    broken.push_back(at(plugins, "codec_weights") +
+                     ": plugins.codec_weights needs zero.stage = 3 " + "(stage is " +
+                     std::to_string(stage) + " at " + at(zero, "stage") +
+                     "): only stage 3 gathers parameters to compute with; remove it or raise "
+                     "the stage");
+  }
+  if (!plugins.get_string("codec_gradients").empty() && stage < 1) {
+    broken.push_back(at(plugins, "codec_gradients") +
+                     ": plugins.codec_gradients needs zero.stage >= 1 (stage is 0 at " +
+                     at(zero, "stage") +
+                     "): stage 0 all-reduces gradients, which a codec does "
+                     "not carry");
+  }
+  if (zero.get_bool("codec_error_feedback") && plugins.get_string("codec_gradients").empty()) {
+    broken.push_back(at(zero, "codec_error_feedback") +
+                     ": zero.codec_error_feedback needs plugins.codec_gradients (the error it "
+                     "feeds back is the gradient codec's)");
+  }
+}
+
 void fp16_needs_cuda(const Config& config, Broken& broken) {
   const Options& precision = config.section("precision");
   if (precision.get_string("compute") != "fp16" ||
@@ -241,7 +281,8 @@ std::vector<ConfigRule>& rules() {
       {"mics_shard_size and shard_group_size agree", shard_group_names_agree},
       {"training needs an optimizer, and a shard strategy from stage 1",
        training_needs_its_plugins},
-      {"fp16 needs cuda", fp16_needs_cuda}};
+      {"fp16 needs cuda", fp16_needs_cuda},
+      {"codecs need their stage", codecs_need_their_stage}};
   return list;
 }
 
@@ -278,7 +319,9 @@ const std::vector<PluginRole>& plugin_roles() {
                                                 {"optimizer", ZT_KIND_OPTIMIZER},
                                                 {"offload_optimizer", ZT_KIND_OFFLOAD},
                                                 {"offload_param", ZT_KIND_OFFLOAD},
-                                                {"model", ZT_KIND_MODEL}};
+                                                {"model", ZT_KIND_MODEL},
+                                                {"codec_weights", ZT_KIND_CODEC},
+                                                {"codec_gradients", ZT_KIND_CODEC}};
   return roles;
 }
 

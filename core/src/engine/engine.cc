@@ -116,7 +116,7 @@ struct Engine::Impl {
   EngineParts parts;  // what checkpoints and the debug accessors use
 
   Impl(std::unique_ptr<ZeroGroups> zero_groups, ModelLayout l, const UnitBuilder& build_unit,
-       Optimizer& optimizer, EngineOptions options, EngineTiers t)
+       Optimizer& optimizer, EngineOptions options, EngineTiers t, EngineCodecs codecs)
       : groups(std::move(zero_groups)),
         comm(groups->world()),
         opt(options),
@@ -124,11 +124,14 @@ struct Engine::Impl {
         scaler(options.scaler, options.dynamic_loss_scale),
         layout(std::move(l)),
         storage(build_storage(optimizer, t, build_unit)),
-        gatherer(layout, storage, groups->gather(), t.param,
-                 {opt.prefetch_units, opt.prefetch_elements, opt.max_live_parameters}, ledger),
+        gatherer(
+            layout, storage, groups->gather(), t.param,
+            {codecs.weights, opt.prefetch_units, opt.prefetch_elements, opt.max_live_parameters},
+            ledger),
         reducer(layout, storage, {comm, groups->shard(), groups->replica()}, gatherer,
                 {opt.stage, opt.compute_dtype, opt.gradient_predivide_factor, opt.overlap_comm,
-                 opt.reduce_bucket_mb, opt.grad_accum, opt.pipeline_read, opt.pipeline_write},
+                 opt.reduce_bucket_mb, opt.grad_accum, opt.pipeline_read, opt.pipeline_write,
+                 codecs.gradients, opt.codec_error_feedback},
                 ledger),
         streamed(
             layout, storage, optimizer, t.optimizer,
@@ -142,7 +145,7 @@ struct Engine::Impl {
         parts{layout,        storage, comm,      groups->shard(),   groups->replica_index(),
               optimizer,     scaler,  stepper,   gatherer,          io,
               ledger,        t.param, opt.stage, opt.compute_dtype, opt.gradient_predivide_factor,
-              tile_elements, micro} {
+              tile_elements, micro,   reducer} {
     reducer.set_final_gradient_sink([this](int g, const at::Tensor& reduced, bool first) {
       return stepper.update_in_backward(g, reduced, first);
     });
@@ -414,6 +417,7 @@ struct Engine::Impl {
   std::vector<std::pair<std::string, at::Tensor>> full_parameters() {
     std::vector<std::pair<std::string, at::Tensor>> out;
     gatherer.set_step(stepper.steps() + 1);
+    gatherer.set_exact(true);  // the weights as trained, not as a weight codec sends them
     for (size_t gi = 0; gi < layout.groups.size(); ++gi) {
       const int g = static_cast<int>(gi);
       const bool was = gatherer.gathered(g);
@@ -424,22 +428,25 @@ struct Engine::Impl {
       }
       if (!was) gatherer.release(g);
     }
+    gatherer.set_exact(false);
     return out;
   }
 };
 
 Engine::Engine(std::vector<Unit*> units, Communicator& comm, const ShardStrategy& strategy,
-               Optimizer& optimizer, EngineOptions options, EngineTiers tiers) {
+               Optimizer& optimizer, EngineOptions options, EngineTiers tiers,
+               EngineCodecs codecs) {
   auto groups = make_groups(comm, options, tiers);
   ModelLayout layout(units, strategy, groups->shard().size(),
                      static_cast<int64_t>(c10::elementSize(options.compute_dtype)));
   impl_ = std::make_unique<Impl>(
       std::move(groups), std::move(layout), [&units](int u) { return units[u]; }, optimizer,
-      options, tiers);
+      options, tiers, codecs);
 }
 
 Engine::Engine(ModelSource& source, Communicator& comm, const ShardStrategy& strategy,
-               Optimizer& optimizer, EngineOptions options, EngineTiers tiers) {
+               Optimizer& optimizer, EngineOptions options, EngineTiers tiers,
+               EngineCodecs codecs) {
   auto groups = make_groups(comm, options, tiers);
   ModelLayout layout = layout_of_source(source, strategy, groups->shard().size(),
                                         options.compute_dtype);
@@ -451,7 +458,7 @@ Engine::Engine(ModelSource& source, Communicator& comm, const ShardStrategy& str
     return built.back().get();
   };
   impl_ = std::make_unique<Impl>(std::move(groups), std::move(layout), build, optimizer, options,
-                                 tiers);
+                                 tiers, codecs);
   impl_->owned_units = std::move(built);
 }
 

@@ -114,6 +114,53 @@ void check_kinds(const Optimizer& optimizer, const CheckpointReader& reader) {
   }
 }
 
+// The gradient codec's error feedback, one kind per rank: each rank's residual covers every
+// element (what it has not yet delivered of its own gradients), so it is saved whole by its rank
+// and restored by the rank of the same number; a rank with none saved starts from zero.
+std::string residual_kind(const EngineParts& e) {
+  return "codec_residual.rank" + std::to_string(e.comm.rank());
+}
+
+bool has_residuals(const EngineParts& e) {
+  return !e.layout.groups.empty() && e.reducer.residual(0).defined();
+}
+
+void declare_residuals(EngineParts& e, CheckpointRankWriter& writer,
+                       std::vector<Declared>& pieces) {
+  if (!has_residuals(e)) return;
+  for (size_t p = 0; p < e.layout.params.size(); ++p) {
+    const ParamSlot& slot = e.layout.params[p];
+    const int64_t numel = slot.tensor.numel();
+    const int64_t index = writer.declare({slot.name, residual_kind(e), 0, numel}, false);
+    pieces.push_back({static_cast<int>(p), {0, numel}, index});
+  }
+}
+
+void write_residuals(EngineParts& e, CheckpointRankWriter& writer,
+                     const std::vector<Declared>& pieces) {
+  for (const Declared& d : pieces) {
+    const ParamSlot& slot = e.layout.params[d.param];
+    const at::Tensor& r = e.reducer.residual(slot.group);
+    writer.write(d.index, 0, r.data_ptr<float>() + slot.offset, d.part.end);
+  }
+}
+
+void load_residuals(EngineParts& e, const CheckpointReader& reader) {
+  if (!has_residuals(e)) return;
+  const std::vector<std::string> saved = reader.kinds();
+  const bool mine = std::find(saved.begin(), saved.end(), residual_kind(e)) != saved.end();
+  for (size_t g = 0; g < e.layout.groups.size(); ++g) {
+    const at::Tensor& r = e.reducer.residual(static_cast<int>(g));
+    r.zero_();
+    if (!mine) continue;
+    for (int p : e.layout.groups[g].params) {
+      const ParamSlot& slot = e.layout.params[p];
+      reader.read(slot.name, residual_kind(e), 0, slot.tensor.numel(),
+                  r.data_ptr<float>() + slot.offset);
+    }
+  }
+}
+
 }  // namespace
 
 // A streamed group's freshly loaded master run goes into the parameters here, as the streamed
@@ -162,6 +209,8 @@ void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
       }
     }
   }
+  std::vector<Declared> residuals;
+  declare_residuals(e, writer, residuals);
   writer.set_counters({e.stepper.steps(), e.scaler.saved_scale(), e.scaler.clean_steps(),
                        e.scaler.hysteresis_left()});
   writer.begin_data();
@@ -175,6 +224,7 @@ void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
                 });
     }
   }
+  write_residuals(e, writer, residuals);
 }
 
 void load_engine_checkpoint(EngineParts& e, const CheckpointReader& reader) {
@@ -195,6 +245,7 @@ void load_engine_checkpoint(EngineParts& e, const CheckpointReader& reader) {
       });
     }
   }
+  load_residuals(e, reader);
   e.stepper.refresh_parameters();
 }
 

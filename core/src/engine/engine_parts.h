@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "zero/grad_reducer.h"
 #include "zero/memory_ledger.h"
 #include "zero/model_layout.h"
 #include "zero/param_gatherer.h"
@@ -39,6 +40,7 @@ struct EngineParts {
   double predivide;            // zero.gradient_predivide_factor
   int64_t tile_elements;       // streamed tile length
   const int64_t& micro_steps;  // micro steps run since the last step
+  GradReducer& reducer;        // the gradient codec's error feedback (residuals)
 };
 
 }  // namespace zt

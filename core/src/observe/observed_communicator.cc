@@ -109,6 +109,9 @@ class ObservedCommunicator final : public Communicator {
   std::shared_ptr<Work> broadcast(const at::Tensor& tensor, int root) override {
     return observe(CommOp::kBroadcast, tensor, [&] { return inner_->broadcast(tensor, root); });
   }
+  std::shared_ptr<Work> all_to_all(const at::Tensor& out, const at::Tensor& in) override {
+    return observe(CommOp::kAllToAll, in, [&] { return inner_->all_to_all(out, in); });
+  }
   std::shared_ptr<Work> barrier() override {
     return observe(CommOp::kBarrier, at::Tensor(), [&] { return inner_->barrier(); });
   }

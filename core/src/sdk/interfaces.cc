@@ -2,6 +2,7 @@
 // vtables live once, in libzt_core, and are shared by every plugin.
 #include <algorithm>
 
+#include "zt/codec.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/offload.h"
@@ -16,6 +17,14 @@ namespace zt {
 Plugin::~Plugin() = default;
 Store::~Store() = default;
 Communicator::~Communicator() = default;
+
+std::shared_ptr<Work> Communicator::all_to_all(const at::Tensor&, const at::Tensor&) {
+  throw InternalError(name() +
+                      " does not support all_to_all; a gradient codec "
+                      "(plugins.codec_gradients) needs a comm plugin that has it, e.g. comm_ucx");
+}
+
+Codec::~Codec() = default;
 ShardStrategy::~ShardStrategy() = default;
 Optimizer::~Optimizer() = default;
 OffloadTier::~OffloadTier() = default;
@@ -58,14 +67,15 @@ const char* plugin_kind_name(ZtPluginKind kind) {
     case ZT_KIND_OFFLOAD: return "offload";
     case ZT_KIND_OPTIMIZER: return "optimizer";
     case ZT_KIND_MODEL: return "model";
+    case ZT_KIND_CODEC: return "codec";
     case ZT_KIND_UNKNOWN: break;
   }
   return "unknown";
 }
 
 ZtPluginKind plugin_kind_from_name(const std::string& name) {
-  for (ZtPluginKind k :
-       {ZT_KIND_COMM, ZT_KIND_SHARD, ZT_KIND_OFFLOAD, ZT_KIND_OPTIMIZER, ZT_KIND_MODEL}) {
+  for (ZtPluginKind k : {ZT_KIND_COMM, ZT_KIND_SHARD, ZT_KIND_OFFLOAD, ZT_KIND_OPTIMIZER,
+                         ZT_KIND_MODEL, ZT_KIND_CODEC}) {
     if (name == plugin_kind_name(k)) return k;
   }
   return ZT_KIND_UNKNOWN;
@@ -88,6 +98,7 @@ const char* comm_op_name(CommOp op) {
     case CommOp::kAllReduce: return "all_reduce";
     case CommOp::kBroadcast: return "broadcast";
     case CommOp::kBarrier: return "barrier";
+    case CommOp::kAllToAll: return "all_to_all";
   }
   return "?";
 }

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "util/article.h"
+#include "zt/codec.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/host/did_you_mean.h"
@@ -308,6 +309,10 @@ const OptimizerPlugin& PluginCatalog::optimizer(const std::string& id) {
 
 const OffloadPlugin& PluginCatalog::offload(const std::string& id, const std::string& role) {
   return *static_cast<const OffloadPlugin*>(load_kind(id, ZT_KIND_OFFLOAD, role).factory);
+}
+
+const CodecPlugin& PluginCatalog::codec(const std::string& id, const std::string& role) {
+  return *static_cast<const CodecPlugin*>(load_kind(id, ZT_KIND_CODEC, role).factory);
 }
 
 std::vector<PluginCatalog::Entry> PluginCatalog::load_all() {

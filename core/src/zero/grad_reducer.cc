@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "zero/coded_collectives.h"
 #include "zero/param_gatherer.h"
 #include "zt/error.h"
 
@@ -41,7 +42,14 @@ GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage
       ledger_(ledger),
       tier_grads_(storage, ledger, options.pipeline_read, options.pipeline_write),
       ready_(layout.groups.size(), 0),
-      reduced_(layout.groups.size(), false) {
+      reduced_(layout.groups.size(), false),
+      residuals_(layout.groups.size()) {
+  if (options_.codec && options_.error_feedback) {
+    for (size_t g = 0; g < layout_.groups.size(); ++g) {
+      residuals_[g] = at::zeros({layout_.groups[g].padded}, at::kFloat);
+      ledger_.fixed().codec_residuals += static_cast<int64_t>(residuals_[g].nbytes());
+    }
+  }
   for (size_t p = 0; p < layout_.params.size(); ++p) {
     const ParamSlot& param = layout_.params[p];
     auto accumulator = torch::autograd::impl::grad_accumulator(param.tensor);
@@ -82,7 +90,9 @@ void GradReducer::reduce_group(int gi) {
     r.work = comms_.world.all_reduce(flat, ReduceOp::kSum);
   } else {
     r.out = at::empty({g.shard}, options_.dtype);
-    r.work = comms_.shard.reduce_scatter(r.out, flat, ReduceOp::kSum);
+    r.work = options_.codec ? coded_reduce_scatter(comms_.shard, *options_.codec, r.out, flat,
+                                                   ReduceOp::kSum, residuals_[gi])
+                            : comms_.shard.reduce_scatter(r.out, flat, ReduceOp::kSum);
   }
   pending_.push_back(std::move(r));
   // MiCS: the group reduced before this one goes across the groups now, while backward goes on

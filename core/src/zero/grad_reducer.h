@@ -22,6 +22,7 @@
 #include "zero/model_layout.h"
 #include "zero/shard_storage.h"
 #include "zero/tier_gradients.h"
+#include "zt/codec.h"
 #include "zt/communicator.h"
 
 namespace torch::autograd {
@@ -49,6 +50,8 @@ struct ReduceOptions {
   int64_t grad_accum = 1;             // micro steps per step
   bool pipeline_read = true;          // tier gradients: read the next tile ahead
   bool pipeline_write = true;         // tier gradients: write tiles behind
+  const Codec* codec = nullptr;       // stages 1-3: reduce-scatters on its encoding (qgZ)
+  bool error_feedback = false;        // with a codec: keep each group's encoding error
 };
 
 class GradReducer {
@@ -68,6 +71,9 @@ class GradReducer {
   // whose parameters got no gradient), in group order so all ranks issue the same collectives,
   // and waits for all of them (tier gradient writes included).
   void reduce_remaining();
+  // Error feedback: group g's residual (fp32, its padded length: what encoding this rank's
+  // gradients lost so far), or undefined without error feedback. Checkpoints save and restore it.
+  const at::Tensor& residual(int g) const { return residuals_[g]; }
   // Offers each streamed group's last reduction of a step (`reduced`, summed over ranks;
   // `first`: no earlier micro step of this step left a partial sum in the tier) to `sink`
   // before it would go to the tier; the sink returns true when it consumed it.
@@ -104,6 +110,7 @@ class GradReducer {
       accumulators_;           // kept alive: they carry our hooks
   std::vector<int> ready_;     // per group: parameters whose gradient arrived this micro step
   std::vector<bool> reduced_;  // per group: already sent this micro step
+  std::vector<at::Tensor> residuals_;  // per group; undefined without error feedback
   std::vector<Pending> pending_;
   FinalGradientSink sink_;
 };

@@ -44,6 +44,9 @@ class HierarchicalGather final : public Communicator {
   std::shared_ptr<Work> broadcast(const at::Tensor& tensor, int root) override {
     return shard_.broadcast(tensor, root);
   }
+  std::shared_ptr<Work> all_to_all(const at::Tensor& out, const at::Tensor& in) override {
+    return shard_.all_to_all(out, in);
+  }
   std::shared_ptr<Work> barrier() override { return shard_.barrier(); }
   // The shard communicator's counters, with the two levels' (level_stats) added to its own.
   CommStats stats() const override;

@@ -4,6 +4,8 @@
 
 #include <exception>
 
+#include "zero/coded_collectives.h"
+
 namespace zt {
 
 ParamGatherer::ParamGatherer(ModelLayout& layout, std::vector<ShardStorage>& storage,
@@ -78,7 +80,9 @@ void ParamGatherer::start_gather(int gi) {
   }
   take_storage(g.flat, static_cast<size_t>(g.padded * element_size()));
   ledger_.gathered(g.padded * element_size());
-  s.pending_gather = comm_.all_gather(g.flat, source);
+  s.pending_gather = options_.codec && !exact_
+                         ? coded_all_gather(comm_, *options_.codec, g.flat, source)
+                         : comm_.all_gather(g.flat, source);
 }
 
 void ParamGatherer::ensure_gathered(int gi) {

@@ -21,12 +21,14 @@
 #include "zero/memory_ledger.h"
 #include "zero/model_layout.h"
 #include "zero/shard_storage.h"
+#include "zt/codec.h"
 #include "zt/communicator.h"
 #include "zt/offload.h"
 
 namespace zt {
 
 struct GatherOptions {
+  const Codec* codec = nullptr;  // gathers run on its encoding (ZeRO++ qwZ); null = exact
   int64_t prefetch_units = 1;
   int64_t prefetch_elements = 0;             // > 0: prefetch by elements instead of units
   int64_t max_live_parameters = 1000000000;  // gathered elements no prefetch goes beyond
@@ -40,6 +42,9 @@ class ParamGatherer {
   ParamGatherer(const ParamGatherer&) = delete;
   ParamGatherer& operator=(const ParamGatherer&) = delete;
 
+  // Gathers started from now on skip the codec (full_parameters: exported and checked values are
+  // the exact ones); persistent groups are refreshed exactly at every step anyway.
+  void set_exact(bool exact) { exact_ = exact; }
   // The step that reads of streamed shards are checked for (named in their errors).
   void set_step(int64_t step) { step_ = step; }
 
@@ -84,6 +89,7 @@ class ParamGatherer {
   MemoryLedger& ledger_;
   std::vector<GroupState> state_;
   int64_t step_ = 1;
+  bool exact_ = false;
   // Released buffers waiting for the next gather of their size.
   static constexpr size_t kSpareBuffers = 2;
   struct Spare {

@@ -95,8 +95,11 @@ struct Composition {
   std::string optimizer_id;
   std::unique_ptr<Optimizer> optimizer;
   OffloadTiers tiers;
+  std::unique_ptr<Codec> weight_codec, gradient_codec;  // plugins.codec_*; null = exact
+  std::string codecs;  // what the codecs do here, for the run header; "" when none is chosen
   EngineOptions options;
   std::unique_ptr<Engine> engine;
+  EngineCodecs engine_codecs() const { return {weight_codec.get(), gradient_codec.get()}; }
   CommStats retired_groups;  // counters of the MiCS groups of engines a live A/B replaced
 };
 
@@ -104,6 +107,10 @@ struct Composition {
 // engine's groups' (MiCS), those of replaced engines included.
 ZT_API CommStats job_comm_stats(const Composition& composition);
 
+// Whether the codecs plugins.codec_* choose code the collectives of a shard group of
+// `group_size` consecutive ranks: yes, unless zero.codec_scope = "across_hosts" and the group fits
+// on one host of `ranks_per_host` ranks (0 = unknown: they code). Pure.
+ZT_API bool codecs_apply(const EngineSettings& settings, int group_size, int ranks_per_host);
 // The shard strategy settings.shard makes (the stand-in with its plugin's defaults). Throws what
 // the plugin's create() throws (ConfigError).
 ZT_API std::unique_ptr<ShardStrategy> make_shard_strategy(const EngineSettings& settings,

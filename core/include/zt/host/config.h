@@ -119,6 +119,9 @@ class ZT_API Config {
   // The validated [plugin.<id>] table of a plugin selected in [plugins] or given a table
   // (defaults when the file has none). Throws InternalError for any other id.
   const Options& plugin_options(const std::string& id) const;
+  // The validated [codec.<role>] table ("weights", "gradients") of the codec plugins.codec_<role>
+  // names (its defaults when the file has none). Throws InternalError for a role with no codec.
+  const Options& codec_options(const std::string& role) const;
   // (role, id) of every non-empty [plugins] selection, in plugin_roles() order. Never throws.
   std::vector<std::pair<std::string, std::string>> selected_plugins() const;
   // The catalog the config was validated with; its selected plugins are already loaded.
@@ -133,6 +136,7 @@ class ZT_API Config {
   std::string source_;
   std::vector<Options> sections_;
   std::vector<Options> plugin_tables_;
+  std::vector<Options> codec_tables_;  // [codec.weights], [codec.gradients] of chosen codecs
   std::shared_ptr<PluginCatalog> catalog_;
 };
 

@@ -18,6 +18,9 @@
 // tier that is not addressable (files) is streamed: the step reads, updates and writes back the
 // states in tiles of sub_group_size elements, and stage 3 reads a parameter shard ahead of its
 // gather. Which groups go to a tier follows the offload fractions, in model order.
+// Codecs (EngineCodecs, ZeRO++): stage 3's parameter gathers and the gradient reduce-scatters
+// may move encoded bytes instead (zt/codec.h); masters, states and checkpoints stay exact, and
+// full_parameters() returns the exact weights.
 // Thread safety: one training thread.
 #pragma once
 
@@ -46,13 +49,15 @@ class CheckpointReader;
 class ZT_API Engine {
  public:
   Engine(std::vector<Unit*> units, Communicator& comm, const ShardStrategy& strategy,
-         Optimizer& optimizer, EngineOptions options, EngineTiers tiers = {});
+         Optimizer& optimizer, EngineOptions options, EngineTiers tiers = {},
+         EngineCodecs codecs = {});
   ~Engine();
   // Partitioned construction (zero.Init): builds the units of `source` one at a time and keeps
   // only this rank's shards of each (model_source.h); the engine owns the units. The values are
   // the declared initialisers', the same whatever the world size, stage or strategy.
   Engine(ModelSource& source, Communicator& comm, const ShardStrategy& strategy,
-         Optimizer& optimizer, EngineOptions options, EngineTiers tiers = {});
+         Optimizer& optimizer, EngineOptions options, EngineTiers tiers = {},
+         EngineCodecs codecs = {});
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 

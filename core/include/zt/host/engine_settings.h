@@ -83,6 +83,10 @@ struct EngineSettings {
   // nothing), shard is shard_bucket standing in with its defaults, which the composition reads
   // from the plugin (stage 0 needs a layout, never a shard): shard_stands_in says so.
   PluginChoice comm, shard, optimizer, offload_optimizer, offload_param, model;
+  // The codecs of stage 3's parameter gather and of the gradient reduce-scatter, each with its
+  // role's table ([codec.weights], [codec.gradients]) as options.
+  PluginChoice codec_weights, codec_gradients;
+  bool codecs_across_hosts_only = false;  // zero.codec_scope = "across_hosts"
   bool shard_stands_in = false;
   ShardGroupRequest groups;
   LaunchSettings launch;

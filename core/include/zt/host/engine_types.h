@@ -8,6 +8,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include "zt/codec.h"
 #include "zt/host/loss_scaler.h"
 #include "zt/offload.h"
 
@@ -41,7 +42,17 @@ struct EngineOptions {
   int shard_group_size = 0;
   bool hierarchical_params_gather = false;  // groups spanning hosts gather in two levels
   int ranks_per_host = 0;                   // consecutive ranks per host; 0 = unknown
+  // With a gradient codec (EngineCodecs): keep each group's encoding error, fp32, and add it to
+  // the next step's gradients before they are encoded.
+  bool codec_error_feedback = false;
   LossScalerOptions scaler;
+};
+
+// The codecs collectives run through (zt/codec.h); null = exact. Not owned (they must outlive
+// the engine).
+struct EngineCodecs {
+  const Codec* weights = nullptr;    // stage 3's parameter all-gathers
+  const Codec* gradients = nullptr;  // gradient reduce-scatters (stages 1-3), all-to-all
 };
 
 // Where offloaded model states live; null = compute memory. Not owned (they must outlive the
@@ -74,6 +85,7 @@ struct MemoryReport {
   int64_t offload_staging = 0;       // host buffers streaming tiles and fetched shards use now
   int64_t offload_grads = 0;         // reduced fp32 gradient shards kept in the optimizer tier
   int64_t offload_staging_peak = 0;  // highest offload_staging since the engine was built
+  int64_t codec_residuals = 0;       // the gradient codec's error feedback: fp32, padded model
 };
 
 // Where this rank's time went, in seconds summed since the engine was built: the waits are the

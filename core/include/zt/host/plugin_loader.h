@@ -28,6 +28,7 @@
 
 namespace zt {
 
+class CodecPlugin;
 class CommunicatorPlugin;
 class OffloadPlugin;
 class OptimizerPlugin;
@@ -92,6 +93,8 @@ class ZT_API PluginCatalog {
   const OptimizerPlugin& optimizer(const std::string& id);
   // `role` is the config key that named it: "plugins.offload_optimizer" or "plugins.offload_param".
   const OffloadPlugin& offload(const std::string& id, const std::string& role);
+  // `role` is the config key that named it: "plugins.codec_weights" or "plugins.codec_gradients".
+  const CodecPlugin& codec(const std::string& id, const std::string& role);
 
   // One entry per id found: the record, or why it could not be loaded.
   struct Entry {

@@ -1,0 +1,334 @@
+// zt_bench_codec: ZeRO++ codecs (docs/codecs.md, "Benchmarks" in docs/architecture.md) on the
+// bench GPT (~10.8M parameters, fp32, stage 3), two parts:
+//   loss  2 ranks on this host, --loss-steps steps per arm: exact, int8 weights, int4 gradients,
+//         int4 gradients with error feedback, int8 weights + int4 gradients with error feedback;
+//         the loss of each arm every 50 steps (the mean of the 10 steps ending there) and its
+//         gap to the exact run's, from rank 0's metrics.jsonl.
+//   link  4 ranks in two simulated hosts (network namespaces, needs root), exact against int8
+//         weights + int4 gradients with error feedback, per link rate (`tc`): median step time,
+//         tokens/s ratio, bytes between the hosts per step (the veth's counters), and the
+//         encoded bytes of the gathers and reduce-scatters against the exact run's (the
+//         trainer's collective counters).
+// Prints markdown tables, writes bench-results/codec.json; exits non-zero when a job failed.
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/bench_util.h"
+#include "common/child_process.h"
+#include "common/shell.h"
+#include "common/two_hosts.h"
+#include "zt/error.h"
+
+namespace zt::bench {
+
+namespace {
+
+const char* kUsage =
+    "usage: zt_bench_codec [--part loss|link|all] [--loss-steps N] [--steps N] [--warmup W]\n"
+    "                      [--rates R1,R2] [--json PATH] [--trainer P]\n"
+    "  Trains the bench GPT at stage 3 with and without ZeRO++ codecs (codec_blockq).\n"
+    "  --part        loss (one host), link (two simulated hosts, needs root) or all (default)\n"
+    "  --loss-steps  steps per arm of the loss part (default 300)\n"
+    "  --steps       steps per job of the link part (default 6)\n"
+    "  --warmup      steps left out of the link part's step time (default 2)\n"
+    "  --rates       link rates, `tc` syntax, \"none\" = unshaped (default none,1gbit,200mbit)\n"
+    "  --json        results file (default bench-results/codec.json)\n"
+    "  --trainer     trainer executable (default: the one built with the bench)\n";
+
+struct Options {
+  std::string part = "all";
+  int loss_steps = 300, steps = 6, warmup = 2;
+  std::vector<std::string> rates = {"none", "1gbit", "200mbit"};
+  std::string json = "bench-results/codec.json";
+  std::string trainer = ZT_BENCH_TRAINER;
+};
+
+struct Arm {
+  const char* name;
+  std::vector<std::string> sets;  // --set overrides
+};
+
+const std::vector<std::string> kWeights8 = {"plugins.codec_weights=codec_blockq",
+                                            "codec.weights.bits=8"};
+const std::vector<std::string> kGrads4 = {"plugins.codec_gradients=codec_blockq",
+                                          "codec.gradients.bits=4"};
+
+std::vector<std::string> joined(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<Arm> loss_arms() {
+  return {{"exact", {}},
+          {"int8 weights", kWeights8},
+          {"int4 gradients", kGrads4},
+          {"int4 gradients + error feedback", joined(kGrads4, {"zero.codec_error_feedback=true"})},
+          {"int8 weights + int4 gradients + error feedback",
+           joined(joined(kWeights8, kGrads4), {"zero.codec_error_feedback=true"})}};
+}
+
+std::vector<Arm> link_arms() {
+  return {{"exact", {}},
+          {"int8 weights + int4 gradients + error feedback",
+           joined(joined(kWeights8, kGrads4), {"zero.codec_error_feedback=true"})}};
+}
+
+Options parse(const std::vector<std::string>& args) {
+  Options o;
+  const std::vector<std::string> known = {"--part",  "--loss-steps", "--steps",  "--warmup",
+                                          "--rates", "--json",       "--trainer"};
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string flag, value;
+    if (!next_option(args, i, known, kUsage, flag, value)) {
+      std::printf("%s", kUsage);
+      std::exit(0);
+    }
+    if (flag == "--part") o.part = value;
+    if (flag == "--loss-steps")
+      o.loss_steps = static_cast<int>(parse_positive(value, flag, kUsage));
+    if (flag == "--steps") o.steps = static_cast<int>(parse_positive(value, flag, kUsage));
+    if (flag == "--warmup") o.warmup = static_cast<int>(parse_positive(value, flag, kUsage));
+    if (flag == "--rates") o.rates = split_list(value);
+    if (flag == "--json") o.json = value;
+    if (flag == "--trainer") o.trainer = value;
+  }
+  if (o.part != "loss" && o.part != "link" && o.part != "all")
+    throw ConfigError("--part must be loss, link or all\n" + std::string(kUsage));
+  if (o.warmup >= o.steps)
+    throw ConfigError("--warmup must be below --steps\n" + std::string(kUsage));
+  return o;
+}
+
+// Rank 0's metrics.jsonl: each step's loss and time.
+struct Curve {
+  std::vector<double> loss, step_s;
+};
+
+Curve read_curve(const std::string& metrics) {
+  std::ifstream in(metrics);
+  Curve c;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.contains("step_time_s") || !j.contains("loss")) continue;
+    c.loss.push_back(j["loss"].get<double>());
+    c.step_s.push_back(j["step_time_s"].get<double>());
+  }
+  if (c.loss.empty()) throw IoError("zt_bench_codec: no step in " + metrics);
+  return c;
+}
+
+// The mean loss of the 10 steps ending at `step` (1-based): one step's loss is one batch's.
+double window_loss(const Curve& c, int step) {
+  double sum = 0;
+  int n = 0;
+  for (int s = std::max(1, step - 9); s <= step && s <= static_cast<int>(c.loss.size()); ++s) {
+    sum += c.loss[s - 1];
+    ++n;
+  }
+  return n ? sum / n : NAN;
+}
+
+// "all_gather 451 (286.7 MiB) ... all_to_all 240 (71.4 MiB)" of a rank's log: op -> MiB.
+std::map<std::string, double> collective_mib(const std::string& log) {
+  std::ifstream in(log);
+  std::map<std::string, double> out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("collectives:", 0) != 0) continue;
+    std::istringstream words(line.substr(12));
+    std::string op, calls, mib;
+    while (words >> op >> calls >> mib) out[op] = std::atof(mib.c_str() + 1);
+  }
+  return out;
+}
+
+struct LossRun {
+  std::string arm;
+  Curve curve;
+};
+
+std::vector<LossRun> run_loss(const Options& o, const std::string& dir) {
+  std::vector<LossRun> runs;
+  for (const Arm& arm : loss_arms()) {
+    const std::string out = dir + "/loss" + std::to_string(runs.size());
+    auto argv = bench_gpt_command(o.trainer, ZT_BENCH_SOURCE_DIR, out, o.loss_steps,
+                                  joined({"launch.nproc=2", "run.log_every=50"}, arm.sets));
+    const int rc = run_logged(argv, out + ".log");
+    if (rc != 0) {
+      throw CommError("zt_bench_codec: the " + std::string(arm.name) + " run failed (exit " +
+                      std::to_string(rc) + "):\n" + tail_lines(out + ".log", 15));
+    }
+    runs.push_back({arm.name, read_curve(out + "/metrics.jsonl")});
+    std::printf("  loss, %s: %.4f after %d steps\n", arm.name,
+                window_loss(runs.back().curve, o.loss_steps), o.loss_steps);
+    std::fflush(stdout);
+  }
+  return runs;
+}
+
+void print_loss(const Options& o, const std::vector<LossRun>& runs) {
+  std::printf("\nloss (mean of the 10 steps ending at the step), 2 ranks, one host:\n\n| step |");
+  for (const auto& r : runs) std::printf(" %s |", r.arm.c_str());
+  std::printf("\n| ---: |");
+  for (size_t i = 0; i < runs.size(); ++i) std::printf(" ---: |");
+  std::printf("\n");
+  for (int s = 50; s <= o.loss_steps; s += 50) {
+    const double exact = window_loss(runs[0].curve, s);
+    std::printf("| %d | %.4f |", s, exact);
+    for (size_t i = 1; i < runs.size(); ++i) {
+      const double l = window_loss(runs[i].curve, s);
+      std::printf(" %.4f (%+.2f%%) |", l, 100 * (l - exact) / exact);
+    }
+    std::printf("\n");
+  }
+}
+
+struct LinkJob {
+  std::string rate, arm;
+  double step_s = 0, bytes_per_step = 0;
+  std::map<std::string, double> mib;  // rank 0's collectives, MiB over the run
+};
+
+std::string hosts_script() { return two_hosts_script(ZT_BENCH_SOURCE_DIR); }
+ShellResult hosts(const std::string& args) { return two_hosts(ZT_BENCH_SOURCE_DIR, args); }
+double link_bytes(const std::string& name) {
+  return zt::bench::link_bytes(ZT_BENCH_SOURCE_DIR, name, "zt_bench_codec");
+}
+
+LinkJob run_link_job(const Options& o, const std::string& name, const std::string& rate,
+                     const Arm& arm, const std::string& out) {
+  const std::string logs = out + "-logs";
+  run_shell("mkdir -p " + shell_quote(logs));
+  std::string command = hosts_script() + " run " + name + " 2 " + shell_quote(logs) + " " +
+                        shell_quote(o.trainer) + " --config " +
+                        shell_quote(std::string(ZT_BENCH_SOURCE_DIR) + "/configs/zero3.toml");
+  std::vector<std::string> sets = joined(bench_gpt_overrides(), arm.sets);
+  sets.push_back("run.steps=" + std::to_string(o.steps));
+  sets.push_back("run.out_dir=" + out);
+  sets.push_back("run.report=false");
+  sets.push_back(std::string("data.path=") + ZT_BENCH_SOURCE_DIR + "/README.md");
+  for (const std::string& kv : sets) command += " --set " + shell_quote(kv);
+  const double before = link_bytes(name);
+  const ShellResult r = run_shell(command);
+  if (r.exit_code != 0)
+    throw CommError("zt_bench_codec: the " + std::string(arm.name) + " job on link " + rate +
+                    " failed:\n" + r.output);
+  LinkJob job;
+  job.rate = rate;
+  job.arm = arm.name;
+  job.bytes_per_step = (link_bytes(name) - before) / o.steps;
+  const Curve c = read_curve(out + "/metrics.jsonl");
+  job.step_s = median(std::vector<double>(c.step_s.begin() + o.warmup, c.step_s.end()));
+  job.mib = collective_mib(logs + "/rank0.log");
+  return job;
+}
+
+std::vector<LinkJob> run_link(const Options& o, const std::string& dir) {
+  const ShellResult can = hosts("check");
+  if (can.exit_code != 0) throw ConfigError("zt_bench_codec: " + can.output);
+  const std::string name = "ztc" + std::to_string(getpid() % 100000);
+  std::vector<LinkJob> jobs;
+  for (const std::string& rate : o.rates) {
+    const ShellResult up = hosts("up " + name + (rate == "none" ? "" : " " + shell_quote(rate)));
+    if (up.exit_code != 0) throw ConfigError("zt_bench_codec: link " + rate + ": " + up.output);
+    try {
+      for (const Arm& arm : link_arms()) {
+        jobs.push_back(
+            run_link_job(o, name, rate, arm, dir + "/link" + std::to_string(jobs.size())));
+        std::printf("  link %s, %s: %.3f s/step, %.1f MB/step between hosts\n", rate.c_str(),
+                    arm.name, jobs.back().step_s, jobs.back().bytes_per_step / 1e6);
+        std::fflush(stdout);
+      }
+    } catch (...) {
+      hosts("down " + name);
+      throw;
+    }
+    hosts("down " + name);
+  }
+  return jobs;
+}
+
+void print_link(const std::vector<LinkJob>& jobs) {
+  std::printf("\n4 ranks in 2 simulated hosts, exact against int8 weights + int4 gradients + "
+              "error feedback:\n\n| link | step s exact | step s coded | tokens/s coded/exact | "
+              "between hosts MB/step exact | coded | coded/exact |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (size_t i = 0; i + 1 < jobs.size(); i += 2) {
+    const LinkJob &e = jobs[i], &c = jobs[i + 1];
+    std::printf("| %s | %.3f | %.3f | %.2f | %.1f | %.1f | %.3f |\n", e.rate.c_str(), e.step_s,
+                c.step_s, e.step_s / c.step_s, e.bytes_per_step / 1e6, c.bytes_per_step / 1e6,
+                c.bytes_per_step / e.bytes_per_step);
+  }
+  if (jobs.size() < 2) return;
+  const LinkJob &e = jobs[0], &c = jobs[1];
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : NAN; };
+  std::printf("\nrank 0's collective bytes, coded/exact: all_gather %.3f; gradients "
+              "(all_to_all coded / reduce_scatter exact) %.3f\n",
+              ratio(c.mib.count("all_gather") ? c.mib.at("all_gather") : 0,
+                    e.mib.count("all_gather") ? e.mib.at("all_gather") : 0),
+              ratio(c.mib.count("all_to_all") ? c.mib.at("all_to_all") : 0,
+                    e.mib.count("reduce_scatter") ? e.mib.at("reduce_scatter") : 0));
+}
+
+void write_json(const Options& o, const std::vector<LossRun>& losses,
+                const std::vector<LinkJob>& jobs) {
+  std::ofstream out = open_results(o.json);
+  out << "{\"bench\":\"codec\",\"loss_steps\":" << o.loss_steps << ",\"steps\":" << o.steps
+      << ",\"warmup\":" << o.warmup << "," << blas_json() << ",\"loss\":[";
+  for (size_t i = 0; i < losses.size(); ++i) {
+    out << (i ? "," : "") << "{\"arm\":" << json_string(losses[i].arm) << ",\"every_50\":[";
+    for (int s = 50; s <= o.loss_steps; s += 50)
+      out << (s > 50 ? "," : "") << json_number(window_loss(losses[i].curve, s));
+    out << "]}";
+  }
+  out << "],\"link\":[";
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const LinkJob& j = jobs[i];
+    out << (i ? "," : "") << "{\"link\":" << json_string(j.rate)
+        << ",\"arm\":" << json_string(j.arm) << ",\"step_s\":" << json_number(j.step_s)
+        << ",\"inter_host_bytes_per_step\":" << json_number(j.bytes_per_step) << ",\"mib\":{";
+    bool first = true;
+    for (const auto& [op, mib] : j.mib) {
+      out << (first ? "" : ",") << json_string(op) << ":" << json_number(mib);
+      first = false;
+    }
+    out << "}}";
+  }
+  out << "]}\n";
+}
+
+int run(const std::vector<std::string>& args) {
+  const Options o = parse(args);
+  std::printf("%s\nbench GPT, ZeRO stage 3, codec_blockq (int8 weights, int4 gradients)\n",
+              blas_line().c_str());
+  ScratchDir scratch("zt-bench-codec");
+  std::vector<LossRun> losses;
+  std::vector<LinkJob> jobs;
+  if (o.part != "link") {
+    losses = run_loss(o, scratch.path());
+    print_loss(o, losses);
+  }
+  if (o.part != "loss") {
+    jobs = run_link(o, scratch.path());
+    print_link(jobs);
+  }
+  write_json(o, losses, jobs);
+  std::printf("\nresults: %s\n", o.json.c_str());
+  return 0;
+}
+
+}  // namespace
+
+}  // namespace zt::bench
+
+int main(int argc, char** argv) {
+  return zt::bench::bench_main("zt_bench_codec", argc, argv, zt::bench::run);
+}

@@ -1,0 +1,122 @@
+#include "zero/coded_collectives.h"
+
+#include <ATen/ATen.h>
+
+#include <mutex>
+
+#include "zt/error.h"
+
+namespace zt {
+
+namespace {
+
+// The inner op's handle, with the decoding done once, by the first wait that sees it complete.
+class DecodingWork final : public Work {
+ public:
+  DecodingWork(std::shared_ptr<Work> inner, std::function<void()> decode)
+      : inner_(std::move(inner)), decode_(std::move(decode)) {}
+  bool is_completed() override { return inner_->is_completed(); }
+  void wait(std::chrono::milliseconds timeout) override {
+    inner_->wait(timeout);
+    finish();
+  }
+  void wait() override {
+    inner_->wait();
+    finish();
+  }
+  std::exception_ptr exception() override { return inner_->exception(); }
+
+ private:
+  void finish() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!decode_) return;
+    decode_();
+    decode_ = nullptr;  // also drops the buffers it held
+  }
+  std::shared_ptr<Work> inner_;
+  std::mutex mutex_;
+  std::function<void()> decode_;
+};
+
+uint8_t* bytes(const at::Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
+float* floats(const at::Tensor& t) { return t.data_ptr<float>(); }
+
+// `t` as a contiguous fp32 tensor of `padded` elements, zeros after its own.
+at::Tensor padded_fp32(const at::Tensor& t, int64_t padded) {
+  if (t.scalar_type() == at::kFloat && t.numel() == padded && t.is_contiguous()) return t;
+  at::Tensor out = at::zeros({padded}, at::kFloat);
+  out.narrow(0, 0, t.numel()).copy_(t.reshape({-1}));
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<Work> coded_all_gather(Communicator& comm, const Codec& codec,
+                                       const at::Tensor& out_flat, const at::Tensor& in_shard) {
+  const int world = comm.size(), rank = comm.rank();
+  const int64_t total = out_flat.numel(), c = padded_shard_numel(total, world);
+  const int64_t block = codec.encoded_bytes(c);
+  at::Tensor encoded = at::empty({block * world}, at::kByte);
+  const at::Tensor mine = padded_fp32(in_shard, c);
+  codec.encode(floats(mine), c, bytes(encoded) + block * rank);
+  auto inner = comm.all_gather(encoded, encoded.narrow(0, block * rank, block));
+  // The codec outlives the op (the engine's codecs outlive the engine, which waits for its ops).
+  return std::make_shared<DecodingWork>(std::move(inner), [=, &codec] {
+    const bool direct = out_flat.scalar_type() == at::kFloat && total == c * world;
+    at::Tensor decoded = direct ? out_flat : at::empty({c * world}, at::kFloat);
+    for (int r = 0; r < world; ++r)
+      codec.decode(bytes(encoded) + block * r, c, floats(decoded) + c * r);
+    if (!direct) out_flat.copy_(decoded.narrow(0, 0, total));
+  });
+}
+
+std::shared_ptr<Work> coded_reduce_scatter(Communicator& comm, const Codec& codec,
+                                           const at::Tensor& out_shard, const at::Tensor& in_flat,
+                                           ReduceOp op, const at::Tensor& residual) {
+  if (op != ReduceOp::kSum && op != ReduceOp::kAvg) {
+    throw InternalError(std::string("coded_reduce_scatter: ") + reduce_op_name(op) +
+                        " is not a sum; a codec carries sums only");
+  }
+  const int world = comm.size(), rank = comm.rank();
+  const int64_t total = in_flat.numel(), c = padded_shard_numel(total, world);
+  if (residual.defined() && (residual.scalar_type() != at::kFloat || residual.numel() != total)) {
+    throw InternalError("coded_reduce_scatter: the residual must be fp32 of " +
+                        std::to_string(total) + " elements");
+  }
+  // x = in + residual, padded to world chunks of c: what this rank sends.
+  at::Tensor x = at::zeros({c * world}, at::kFloat);
+  at::Tensor head = x.narrow(0, 0, total);
+  head.copy_(in_flat.reshape({-1}));
+  if (residual.defined()) head.add_(residual);
+  const int64_t block = codec.encoded_bytes(c);
+  at::Tensor send = at::empty({block * world}, at::kByte);
+  at::Tensor recv = at::empty({block * world}, at::kByte);
+  send.narrow(0, block * rank, block).zero_();  // this rank's own chunk is not encoded
+  for (int d = 0; d < world; ++d)
+    if (d != rank) codec.encode(floats(x) + c * d, c, bytes(send) + block * d);
+  if (residual.defined()) {
+    // What the receivers will decode, subtracted from what was meant: the next step's residual.
+    at::Tensor lost = x.clone();
+    for (int d = 0; d < world; ++d)
+      if (d != rank) codec.decode(bytes(send) + block * d, c, floats(lost) + c * d);
+    lost.narrow(0, c * rank, c).copy_(x.narrow(0, c * rank, c));
+    residual.copy_(x.narrow(0, 0, total) - lost.narrow(0, 0, total));
+  }
+  auto inner = comm.all_to_all(recv, send);
+  return std::make_shared<DecodingWork>(std::move(inner), [=, &codec] {
+    at::Tensor sum = at::zeros({c}, at::kFloat);
+    at::Tensor part = at::empty({c}, at::kFloat);
+    for (int s = 0; s < world; ++s) {
+      if (s == rank) {
+        sum.add_(x.narrow(0, c * rank, c));
+        continue;
+      }
+      codec.decode(bytes(recv) + block * s, c, floats(part));
+      sum.add_(part);
+    }
+    if (op == ReduceOp::kAvg) sum.div_(world);
+    out_shard.copy_(sum.narrow(0, 0, out_shard.numel()));
+  });
+}
+
+}  // namespace zt

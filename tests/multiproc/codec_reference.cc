@@ -1,0 +1,77 @@
+#include "codec_reference.h"
+
+#include <vector>
+
+namespace zt::test {
+
+namespace {
+
+at::Tensor roundtrip(const Codec& codec, const at::Tensor& chunk) {
+  const at::Tensor in = chunk.contiguous();
+  std::vector<uint8_t> bytes(static_cast<size_t>(codec.encoded_bytes(in.numel())));
+  codec.encode(in.data_ptr<float>(), in.numel(), bytes.data());
+  at::Tensor out = at::empty({in.numel()}, at::kFloat);
+  codec.decode(bytes.data(), in.numel(), out.data_ptr<float>());
+  return out;
+}
+
+}  // namespace
+
+CodecReference::CodecReference(const Codec* weights, const Codec* gradients, bool error_feedback,
+                               int world)
+    : weights_(weights), gradients_(gradients), error_feedback_(error_feedback), world_(world) {}
+
+at::Tensor CodecReference::coded_weight(const at::Tensor& w) const {
+  if (!weights_) return w.clone();
+  const int64_t n = w.numel(), c = padded(n) / world_;
+  at::Tensor flat = at::zeros({padded(n)}, at::kFloat);
+  flat.narrow(0, 0, n).copy_(w.reshape({-1}));
+  for (int r = 0; r < world_; ++r)
+    flat.narrow(0, r * c, c).copy_(roundtrip(*weights_, flat.narrow(0, r * c, c)));
+  return flat.narrow(0, 0, n).view(w.sizes()).clone();
+}
+
+at::Tensor CodecReference::coded_average(const std::string& name,
+                                         const std::vector<at::Tensor>& grads) {
+  const int64_t n = grads[0].numel(), c = padded(n) / world_;
+  std::vector<at::Tensor>& residual = residuals_[name];
+  // One tensor per rank (assign() would copy one handle, so every rank would share a residual).
+  for (int q = static_cast<int>(residual.size()); q < world_; ++q)
+    residual.push_back(at::zeros({padded(n)}, at::kFloat));
+  at::Tensor sum = at::zeros({padded(n)}, at::kFloat);
+  for (int q = 0; q < world_; ++q) {
+    at::Tensor x = at::zeros({padded(n)}, at::kFloat);
+    x.narrow(0, 0, n).copy_(grads[q].reshape({-1}));
+    if (error_feedback_) x.add_(residual[q]);
+    for (int d = 0; d < world_; ++d) {
+      const at::Tensor chunk = x.narrow(0, d * c, c);
+      const at::Tensor sent = (q == d || !gradients_) ? chunk : roundtrip(*gradients_, chunk);
+      sum.narrow(0, d * c, c).add_(sent);
+      if (error_feedback_) residual[q].narrow(0, d * c, c).copy_(chunk - sent);
+    }
+  }
+  return sum.narrow(0, 0, n).div(world_).view(grads[0].sizes());
+}
+
+void CodecReference::gradients(const NamedTensors& params, const NamedTensors& exact,
+                               const std::function<at::Tensor(int q)>& rank_loss) {
+  {
+    const at::NoGradGuard no_grad;
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i].second.copy_(coded_weight(exact[i].second));
+  }
+  std::vector<std::vector<at::Tensor>> grads(params.size());
+  for (int q = 0; q < world_; ++q) {
+    for (const auto& [name, p] : params) p.mutable_grad().reset();
+    rank_loss(q).backward();
+    for (size_t i = 0; i < params.size(); ++i) grads[i].push_back(params[i].second.grad().clone());
+  }
+  const at::NoGradGuard no_grad;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const at::Tensor average = coded_average(params[i].first, grads[i]);
+    params[i].second.copy_(exact[i].second.view(params[i].second.sizes()));
+    params[i].second.mutable_grad() = average;
+  }
+}
+
+}  // namespace zt::test
