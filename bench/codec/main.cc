@@ -1,5 +1,8 @@
-// zt_bench_codec: ZeRO++ codecs (docs/codecs.md, "Benchmarks" in docs/architecture.md) on the
-// bench GPT (~10.8M parameters, fp32, stage 3), two parts:
+// zt_bench_codec: ZeRO++ codecs (docs/codecs.md, "Benchmarks" in docs/architecture.md), three
+// parts:
+//   kernels  codec_blockq's encode and decode on one core: fp32 input bytes per second against
+//            memcpy of the same bytes, side by side in this process.
+// and on the bench GPT (~10.8M parameters, fp32, stage 3):
 //   loss  2 ranks on this host, --loss-steps steps per arm: exact, int8 weights, int4 gradients,
 //         int4 gradients with error feedback, int8 weights + int4 gradients with error feedback;
 //         the loss of each arm every 50 steps (the mean of the 10 steps ending there) and its
@@ -12,10 +15,14 @@
 // Prints markdown tables, writes bench-results/codec.json; exits non-zero when a job failed.
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -26,17 +33,22 @@
 #include "common/child_process.h"
 #include "common/shell.h"
 #include "common/two_hosts.h"
+#include "zt/codec.h"
 #include "zt/error.h"
+#include "zt/host/plugin_loader.h"
+#include "zt/options.h"
 
 namespace zt::bench {
 
 namespace {
 
 const char* kUsage =
-    "usage: zt_bench_codec [--part loss|link|all] [--loss-steps N] [--steps N] [--warmup W]\n"
+    "usage: zt_bench_codec [--part kernels|loss|link|all] [--loss-steps N] [--steps N]\n"
+    "                      [--warmup W]\n"
     "                      [--rates R1,R2] [--json PATH] [--trainer P]\n"
     "  Trains the bench GPT at stage 3 with and without ZeRO++ codecs (codec_blockq).\n"
-    "  --part        loss (one host), link (two simulated hosts, needs root) or all (default)\n"
+    "  --part        kernels (encode/decode against memcpy), loss (one host), link (two\n"
+    "                simulated hosts, needs root) or all (default)\n"
     "  --loss-steps  steps per arm of the loss part (default 300)\n"
     "  --steps       steps per job of the link part (default 6)\n"
     "  --warmup      steps left out of the link part's step time (default 2)\n"
@@ -101,8 +113,8 @@ Options parse(const std::vector<std::string>& args) {
     if (flag == "--json") o.json = value;
     if (flag == "--trainer") o.trainer = value;
   }
-  if (o.part != "loss" && o.part != "link" && o.part != "all")
-    throw ConfigError("--part must be loss, link or all\n" + std::string(kUsage));
+  if (o.part != "kernels" && o.part != "loss" && o.part != "link" && o.part != "all")
+    throw ConfigError("--part must be kernels, loss, link or all\n" + std::string(kUsage));
   if (o.warmup >= o.steps)
     throw ConfigError("--warmup must be below --steps\n" + std::string(kUsage));
   return o;
@@ -143,11 +155,72 @@ std::map<std::string, double> collective_mib(const std::string& log) {
   std::map<std::string, double> out;
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("collectives:", 0) != 0) continue;
+    // "op calls (X MiB)": four words an op.
     std::istringstream words(line.substr(12));
-    std::string op, calls, mib;
-    while (words >> op >> calls >> mib) out[op] = std::atof(mib.c_str() + 1);
+    std::string op, calls, mib, unit;
+    while (words >> op >> calls >> mib >> unit) out[op] = std::atof(mib.c_str() + 1);
   }
   return out;
+}
+
+// Encode and decode of codec_blockq on this thread against memcpy, GB/s of fp32 input.
+struct KernelRate {
+  std::string codec;
+  double encode_gbs = 0, decode_gbs = 0, memcpy_gbs = 0;
+};
+
+// Seconds per call of `fn`, the median of 7 timed runs after a warm-up.
+double seconds_per_call(const std::function<void()>& fn) {
+  fn();
+  std::vector<double> times;
+  for (int i = 0; i < 7; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    times.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return median(times);
+}
+
+std::vector<KernelRate> run_kernels() {
+  constexpr int64_t kElements = int64_t{1} << 24;  // 64 MiB of fp32: past every cache
+  std::vector<float> in(kElements), out(kElements), copy(kElements);
+  std::mt19937 gen(7);
+  std::normal_distribution<float> normal;
+  for (float& v : in) v = normal(gen);
+  const double gb = 4.0 * kElements / 1e9;
+  const double memcpy_s = seconds_per_call(
+      [&] { std::memcpy(copy.data(), in.data(), in.size() * sizeof(float)); });
+  PluginCatalog catalog;
+  const CodecPlugin& plugin = catalog.codec("codec_blockq", "zt_bench_codec");
+  std::vector<KernelRate> rates;
+  for (int64_t bits : {8, 4}) {
+    std::map<std::string, Value> values{{"bits", bits}, {"block", int64_t{256}}};
+    const auto codec = plugin.create(zt::Options("codec.gradients", plugin.options(), values, {}));
+    std::vector<uint8_t> bytes(static_cast<size_t>(codec->encoded_bytes(kElements)));
+    KernelRate r;
+    r.codec = "int" + std::to_string(bits) + ", blocks of 256";
+    r.encode_gbs = gb /
+                   seconds_per_call([&] { codec->encode(in.data(), kElements, bytes.data()); });
+    r.decode_gbs = gb /
+                   seconds_per_call([&] { codec->decode(bytes.data(), kElements, out.data()); });
+    r.memcpy_gbs = gb / memcpy_s;
+    rates.push_back(r);
+    std::printf("  %s: encode %.2f GB/s, decode %.2f GB/s, memcpy %.2f GB/s\n", r.codec.c_str(),
+                r.encode_gbs, r.decode_gbs, r.memcpy_gbs);
+  }
+  return rates;
+}
+
+void print_kernels(const std::vector<KernelRate>& rates) {
+  std::printf("\ncodec_blockq on one core, GB/s of fp32 input (64 MiB runs):\n\n| codec | encode | "
+              "decode | memcpy | encode/memcpy | decode/memcpy |\n| --- | ---: | ---: | ---: | "
+              "---: | ---: |\n");
+  for (const KernelRate& r : rates) {
+    std::printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r.codec.c_str(), r.encode_gbs,
+                r.decode_gbs, r.memcpy_gbs, r.encode_gbs / r.memcpy_gbs,
+                r.decode_gbs / r.memcpy_gbs);
+  }
 }
 
 struct LossRun {
@@ -278,11 +351,19 @@ void print_link(const std::vector<LinkJob>& jobs) {
                     e.mib.count("reduce_scatter") ? e.mib.at("reduce_scatter") : 0));
 }
 
-void write_json(const Options& o, const std::vector<LossRun>& losses,
-                const std::vector<LinkJob>& jobs) {
+void write_json(const Options& o, const std::vector<KernelRate>& kernels,
+                const std::vector<LossRun>& losses, const std::vector<LinkJob>& jobs) {
   std::ofstream out = open_results(o.json);
   out << "{\"bench\":\"codec\",\"loss_steps\":" << o.loss_steps << ",\"steps\":" << o.steps
-      << ",\"warmup\":" << o.warmup << "," << blas_json() << ",\"loss\":[";
+      << ",\"warmup\":" << o.warmup << "," << blas_json() << ",\"kernels\":[";
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const KernelRate& k = kernels[i];
+    out << (i ? "," : "") << "{\"codec\":" << json_string(k.codec)
+        << ",\"encode_gbs\":" << json_number(k.encode_gbs)
+        << ",\"decode_gbs\":" << json_number(k.decode_gbs)
+        << ",\"memcpy_gbs\":" << json_number(k.memcpy_gbs) << "}";
+  }
+  out << "],\"loss\":[";
   for (size_t i = 0; i < losses.size(); ++i) {
     out << (i ? "," : "") << "{\"arm\":" << json_string(losses[i].arm) << ",\"every_50\":[";
     for (int s = 50; s <= o.loss_steps; s += 50)
@@ -310,17 +391,22 @@ int run(const std::vector<std::string>& args) {
   std::printf("%s\nbench GPT, ZeRO stage 3, codec_blockq (int8 weights, int4 gradients)\n",
               blas_line().c_str());
   ScratchDir scratch("zt-bench-codec");
+  std::vector<KernelRate> kernels;
   std::vector<LossRun> losses;
   std::vector<LinkJob> jobs;
-  if (o.part != "link") {
+  if (o.part == "kernels" || o.part == "all") {
+    kernels = run_kernels();
+    print_kernels(kernels);
+  }
+  if (o.part == "loss" || o.part == "all") {
     losses = run_loss(o, scratch.path());
     print_loss(o, losses);
   }
-  if (o.part != "loss") {
+  if (o.part == "link" || o.part == "all") {
     jobs = run_link(o, scratch.path());
     print_link(jobs);
   }
-  write_json(o, losses, jobs);
+  write_json(o, kernels, losses, jobs);
   std::printf("\nresults: %s\n", o.json.c_str());
   return 0;
 }

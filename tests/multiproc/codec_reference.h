@@ -1,13 +1,18 @@
 // The engine oracle's reference for codecs (zt_engine_check --codec_weights / --codec_gradients):
 // one step of ZeRO++ computed in this one process with the codec itself, from the engine's own
 // exact weights, so the comparison is step by step and no rounding of earlier steps can move a
-// code. For shard_tensor's layout (each tensor its own group, padded to a multiple of the world):
-//   weights    each rank's chunk of the padded tensor through decode(encode(.)), what stage 3's
-//              coded gather gives every rank to compute with;
+// code. For shard_tensor's layout (each tensor its own group, padded to a multiple of the shard
+// group's k ranks: the world, or MiCS's groups of k consecutive ranks):
+//   weights    each group member's chunk of the padded tensor through decode(encode(.)), what
+//              stage 3's coded gather (flat or two-level) gives every rank to compute with;
 //   gradients  each rank's own gradient at those weights (its micro-batch), plus its residual
-//              with error feedback; chunk d of rank q's goes through decode(encode(.)) unless
-//              q == d; the chunks are summed in rank order from zero and averaged over the world;
-//              rank q's residual becomes what encoding lost.
+//              with error feedback; chunk d of member m's goes through decode(encode(.)) unless
+//              m == d; within each group the chunks are summed in member order from zero, the
+//              groups' sums added exactly (MiCS's all-reduce across them) or, with a codec
+//              across, in its two coded hops: each group's shard cut into one chunk per group,
+//              sent through decode(encode(.)) to the chunk's group unless it is its own, summed
+//              in group order, and every chunk's sum through decode(encode(.)) once more; the
+//              total averaged over the world; each rank's residuals become what encoding lost.
 // Thread safety: one thread.
 #pragma once
 
@@ -27,8 +32,10 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 class CodecReference {
  public:
-  // Either codec may be null (exact). `world` ranks are simulated.
-  CodecReference(const Codec* weights, const Codec* gradients, bool error_feedback, int world);
+  // Any codec may be null (exact). `world` ranks are simulated, in shard groups of `shard_size`
+  // consecutive ranks (the world for flat ZeRO); `across` codes MiCS's all-reduce across them.
+  CodecReference(const Codec* weights, const Codec* gradients, const Codec* across,
+                 bool error_feedback, int world, int shard_size);
 
   // One step's gradients.
   //   params:    in/out, the reference model's leaf tensors, in the engine's parameter order;
@@ -41,13 +48,19 @@ class CodecReference {
  private:
   at::Tensor coded_weight(const at::Tensor& w) const;
   at::Tensor coded_average(const std::string& name, const std::vector<at::Tensor>& grads);
-  int64_t padded(int64_t numel) const { return (numel + world_ - 1) / world_ * world_; }
+  // MiCS's coded all-reduce of member m's shard over the groups' sums (each `c` long).
+  at::Tensor coded_across(const std::string& name, int m, const std::vector<at::Tensor>& sums,
+                          int64_t c);
+  int64_t padded(int64_t numel) const { return (numel + k_ - 1) / k_ * k_; }
 
   const Codec* weights_;
   const Codec* gradients_;
+  const Codec* across_;
   bool error_feedback_;
   int world_;
+  int k_;                                                     // ranks per shard group
   std::map<std::string, std::vector<at::Tensor>> residuals_;  // per tensor, per rank (padded)
+  std::map<std::string, std::vector<at::Tensor>> across_residuals_;  // per tensor, per rank
 };
 
 }  // namespace zt::test

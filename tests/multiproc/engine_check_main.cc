@@ -740,8 +740,13 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   if (weight_codec || gradient_codec) {
     if (opt.grad_accum != 1 || a["shard"] != "shard_tensor")
       throw zt::ConfigError("the codec reference takes shard_tensor without accumulation");
-    coded = std::make_unique<zt::test::CodecReference>(weight_codec.get(), gradient_codec.get(),
-                                                       a["error_feedback"] == "true", env.world);
+    const int mics = std::stoi(a["mics"]);
+    // The check's ranks share one host, so codec_scope = "all" (the default) codes MiCS's
+    // all-reduce across the groups too.
+    const bool groups = mics > 0 && mics < env.world;
+    coded = std::make_unique<zt::test::CodecReference>(
+        weight_codec.get(), gradient_codec.get(), groups ? gradient_codec.get() : nullptr,
+        a["error_feedback"] == "true", env.world, groups ? mics : env.world);
   }
   if (accessors) check_names(engine);
   if (a["refuse_partial"] == "true") check_partial_refused(engine, *store, timeout, a["ckpt_dir"]);

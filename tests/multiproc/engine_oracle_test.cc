@@ -558,20 +558,37 @@ TEST_CASE("the codec oracle fails when the engine moves exact bytes the referenc
 }
 
 TEST_CASE("codecs: a resume with error feedback continues bit for bit (residuals saved per rank)") {
-  for (const std::string world : {"2", "3"}) {
+  // World 4 with MiCS groups of 2: both hops' residuals (in the group, across the groups).
+  for (const std::string world : {"2", "3", "4"}) {
     CAPTURE(world);
     zt::test::TempDir dir;
-    const std::vector<std::string> args{"--stage",           "3",
-                                        "--shard",           "shard_tensor",
-                                        "--codec_weights",   "8",
-                                        "--codec_gradients", "4",
-                                        "--error_feedback",  "true",
-                                        "--steps",           "5",
-                                        "--ckpt_dir",        dir.file("ckpt")};
+    std::vector<std::string> args{"--stage",           "3",
+                                  "--shard",           "shard_tensor",
+                                  "--codec_weights",   "8",
+                                  "--codec_gradients", "4",
+                                  "--error_feedback",  "true",
+                                  "--steps",           "5",
+                                  "--ckpt_dir",        dir.file("ckpt")};
+    if (world == "4") args = with(args, {"--mics", "2"});
     expect_ok(
         run_engine(std::stoi(world), with(args, {"--save_at", "2", "--record", dir.file("run")})));
     expect_ok(run_engine(std::stoi(world), with(args, {"--load", "true", "--saved_world", world,
                                                        "--compare", dir.file("run")})));
+  }
+}
+
+TEST_CASE("codecs with MiCS groups and a two-level gather match the coded reference") {
+  // World 4: MiCS groups of 2 (the gradient codec codes the reduce-scatter in a group and the
+  // all-reduce across the groups, in two coded hops), groups of 1 (only across), and a
+  // two-level gather over simulated hosts of 2 (the weight codec codes the level across hosts).
+  const std::vector<std::vector<std::string>> cases{
+      {"--mics", "2", "--codec_weights", "8", "--codec_gradients", "4", "--error_feedback", "true"},
+      {"--mics", "1", "--codec_gradients", "8", "--error_feedback", "true"},
+      {"--hier", "true", "--ranks_per_host", "2", "--codec_weights", "4", "--codec_gradients",
+       "4"}};
+  for (const auto& c : cases) {
+    CAPTURE(joined(c));
+    expect_ok(run_engine(4, with(c, {"--stage", "3", "--shard", "shard_tensor", "--steps", "3"})));
   }
 }
 

@@ -88,6 +88,11 @@ bool changes_math(const std::string& key, const std::vector<std::string>& optimi
   // Another world size makes another global batch (micro_batch x grad_accum x ranks).
   if (key == "plugins.optimizer" || key == "zero.gradient_clipping" || key == "launch.nproc")
     return true;
+  // A codec changes the values the ranks compute with and the gradients they average, and so
+  // do its scope and its error feedback.
+  if (starts_with(key, "plugins.codec_") || starts_with(key, "zero.codec_") ||
+      starts_with(key, "codec."))
+    return true;
   static const char* const kNeutralPrefixes[] = {"plugins.", "zero.", "launch.", "checkpoint."};
   for (const char* prefix : kNeutralPrefixes) {
     if (starts_with(key, prefix)) return false;

@@ -112,10 +112,11 @@ void add(CommEstimate& e, const Groups& g, const std::string& op, const std::str
                            sent_bytes(op, bytes, ranks, local && g.window), why});
 }
 
-// The codec a role's choice makes where it applies to the shard group (null: exact bytes).
+// The codec a role's choice makes where it applies to a group spreading over `span` consecutive
+// ranks, as the composition decides it (null: exact bytes).
 std::unique_ptr<Codec> role_codec(const EngineSettings& engine, const PluginChoice& role,
-                                  PluginCatalog& catalog, const Groups& g) {
-  if (!role.chosen() || !codecs_apply(engine, g.shard, g.ranks_per_host)) return nullptr;
+                                  PluginCatalog& catalog, const Groups& g, int span) {
+  if (!role.chosen() || !codecs_apply(engine, span, g.ranks_per_host)) return nullptr;
   return catalog.codec(role.id, role.key).create(role.options);
 }
 
@@ -149,15 +150,25 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
   const int64_t threshold = engine.options.param_persistence_threshold;
   // ZeRO++: the weight codec codes stage 3's gathers of released groups, the gradient codec
   // turns each reduce-scatter into an all-to-all of encoded chunks.
-  const auto weight_codec = role_codec(engine, engine.codec_weights, catalog, g);
-  const auto grad_codec = stage >= 1 ? role_codec(engine, engine.codec_gradients, catalog, g)
-                                     : nullptr;
+  // With MiCS it also codes the all-reduce across the groups: an all-to-all of encoded chunks of
+  // each shard, then an all-gather of their encoded sums.
+  const auto weight_codec = role_codec(engine, engine.codec_weights, catalog, g, g.shard);
+  const auto grad_codec = stage >= 1 && g.shard > 1
+                              ? role_codec(engine, engine.codec_gradients, catalog, g, g.shard)
+                              : nullptr;
+  const auto across_codec = stage >= 1 && g.replicas > 1
+                                ? role_codec(engine, engine.codec_gradients, catalog, g,
+                                             (g.replicas - 1) * g.shard + 1)
+                                : nullptr;
   int64_t all = 0, released = 0, persistent = 0, released_uses = 0, shard_bytes = 0;
-  int64_t released_groups = 0, reduced = 0;
+  int64_t released_groups = 0, reduced = 0, across = 0;
   for (const GroupSize& s : m.groups) {
     all += s.padded * es;
     reduced += wire_bytes(grad_codec.get(), s.padded, es, g.shard);
     shard_bytes += s.padded / g.shard * es;
+    const int64_t shard = s.padded / g.shard;
+    across += wire_bytes(across_codec.get(), padded_shard_numel(shard, g.replicas) * g.replicas, es,
+                         g.replicas);
     const bool kept = stage < 3 || s.largest_tensor < threshold;
     (kept ? persistent : released) += s.padded * es;
     released_groups += kept ? 0 : 1;
@@ -188,7 +199,14 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
         static_cast<double>(groups * reductions), reduced * reductions,
         std::string(grad_codec ? "encoded " : "") + "gradients of " + times(groups, "group") +
             (stage >= 2 ? micro : ", once per step"));
-    if (g.replicas > 1) {
+    if (g.replicas > 1 && across_codec) {
+      for (const char* op : {"all_to_all", "all_gather"}) {
+        add(e, g, op, "replicas", g.replicas, static_cast<double>(groups * reductions),
+            across * reductions,
+            std::string("each reduced shard across the shard groups (MiCS), encoded: the ") +
+                (op[4] == 't' ? "chunks to their groups" : "chunks' sums to every group"));
+      }
+    } else if (g.replicas > 1) {
       add(e, g, "all_reduce", "replicas", g.replicas, static_cast<double>(groups * reductions),
           shard_bytes * reductions, "each reduced shard across the shard groups (MiCS)");
     }

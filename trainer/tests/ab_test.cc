@@ -75,9 +75,11 @@ TEST_CASE("differing keys, and which of them change the math") {
         "plugins.comm", "launch.timeout_s", "run.out_dir", "checkpoint.every_steps"}) {
     CHECK_MESSAGE(!changes_math(neutral, optim), neutral);
   }
-  for (const char* math : {"plugin.optim_hybrid_adam.lr", "plugins.optimizer",
-                           "zero.gradient_clipping", "launch.nproc", "run.seed", "model.n_layer",
-                           "data.micro_batch", "precision.compute", "run.lr_schedule"}) {
+  for (const char* math :
+       {"plugin.optim_hybrid_adam.lr", "plugins.optimizer", "zero.gradient_clipping",
+        "launch.nproc", "run.seed", "model.n_layer", "data.micro_batch", "precision.compute",
+        "run.lr_schedule", "plugins.codec_gradients", "codec.weights.bits",
+        "zero.codec_error_feedback", "zero.codec_scope"}) {
     CHECK_MESSAGE(changes_math(math, optim), math);
   }
   CHECK(arm_label(b) == "shard_bucket,stage=3,prefetch_units=2");

@@ -93,3 +93,27 @@ TEST_CASE("estimate: MiCS groups reduce within a host and all-reduce shards acro
   for (const auto& c : estimate({"zero.stage=2", "launch.nproc=4"}, 4, 4).collectives)
     CHECK(c.link == "shared memory");
 }
+
+TEST_CASE("estimate: a gradient codec across hosts codes MiCS's all-reduce in two hops only") {
+  // codec_scope = "across_hosts" with groups of one host: the group's reduce-scatter stays exact
+  // in shared memory; across the groups an all-to-all of int4 chunks, then their sums gathered.
+  const CommEstimate e = estimate({"zero.stage=2", "launch.nproc=4", "zero.mics_shard_size=2",
+                                   "plugins.codec_gradients=codec_blockq", "codec.gradients.bits=4",
+                                   "zero.codec_scope=\"across_hosts\""},
+                                  4, 2);
+  int coded = 0;
+  for (const auto& c : e.collectives) {
+    CAPTURE(c.op);
+    CAPTURE(c.group);
+    if (c.group == "replicas") {
+      CHECK((c.op == "all_to_all" || c.op == "all_gather"));
+      // int4 with an fp32 scale per 256: between 0.125x and 0.15x of the fp32 shard.
+      CHECK(c.bytes > kModelBytes / 2 / 8);
+      CHECK(c.bytes < kModelBytes / 2 * 15 / 100);
+      ++coded;
+    }
+    if (c.group == "shard group" && c.op != "all_gather") CHECK(c.op == "reduce_scatter");
+  }
+  CHECK(coded == 2);
+  CHECK(e.calls("all_reduce") < 4);  // only the loop's own few-byte ones
+}

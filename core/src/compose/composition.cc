@@ -13,30 +13,44 @@ namespace {
 
 using MakeEngine = std::function<std::unique_ptr<Engine>(Composition&)>;
 
-// The codecs plugins.codec_* choose, unless zero.codec_scope = "across_hosts" and the shard group
-// (the ranks gathers and reduce-scatters run over: consecutive ranks) fits on one host.
-void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& catalog,
+// The codecs plugins.codec_* choose, each where it applies: the weight codec to the shard
+// group's gathers, the gradient codec to its reduce-scatter and, with MiCS, to the all-reduce
+// across the groups; with zero.codec_scope = "across_hosts" only those of them that cross hosts.
+void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& catalog, int world,
                  int group_size, int ranks_per_host) {
-  const bool apply = codecs_apply(settings, group_size, ranks_per_host);
-  c.codecs.clear();
-  for (auto [choice, codec, role] :
-       {std::tuple{&settings.codec_weights, &c.weight_codec, "parameter all-gather"},
-        std::tuple{&settings.codec_gradients, &c.gradient_codec,
-                   "gradient reduce-scatter (all-to-all)"}}) {
-    codec->reset();
-    if (!choice->chosen()) continue;
-    std::string line = std::string(role) + ": ";
-    if (!apply) {
-      line += "exact (zero.codec_scope = \"across_hosts\" and the " + std::to_string(group_size) +
-              " ranks of the shard group share a host)";
-    } else {
-      *codec = catalog.codec(choice->id, choice->key).create(choice->options);
-      line += (*codec)->describe();
-      if (choice == &settings.codec_gradients && settings.options.codec_error_feedback)
-        line += ", error feedback";
-    }
-    c.codecs += (c.codecs.empty() ? "" : "; ") + line;
+  const int replicas = world / group_size;
+  // Hosts hold consecutive ranks; a replica group takes one rank of each shard group.
+  const bool in_group = codecs_apply(settings, group_size, ranks_per_host);
+  const bool across = replicas > 1 &&
+                      codecs_apply(settings, (replicas - 1) * group_size + 1, ranks_per_host);
+  const auto make = [&](const PluginChoice& choice) {
+    return choice.chosen() ? catalog.codec(choice.id, choice.key).create(choice.options) : nullptr;
+  };
+  c.weight_codec = in_group ? make(settings.codec_weights) : nullptr;
+  c.gradient_codec = in_group || across ? make(settings.codec_gradients) : nullptr;
+  c.gradients_in_group = in_group && group_size > 1;
+  c.gradients_across = across;
+  const std::string exact =
+      "exact (zero.codec_scope = \"across_hosts\" and its ranks share a host)";
+  std::vector<std::string> lines;
+  if (settings.codec_weights.chosen()) {
+    lines.push_back("parameter all-gather: " +
+                    (c.weight_codec ? c.weight_codec->describe() : exact));
   }
+  if (settings.codec_gradients.chosen()) {
+    const std::string with = c.gradient_codec
+                                 ? c.gradient_codec->describe() +
+                                       (settings.options.codec_error_feedback ? ", error feedback"
+                                                                              : "")
+                                 : "";
+    lines.push_back("gradient reduce-scatter (all-to-all): " + (in_group ? with : exact));
+    if (replicas > 1) {
+      lines.push_back("gradient all-reduce across the " + std::to_string(replicas) +
+                      " MiCS groups: " + (across ? with : exact));
+    }
+  }
+  c.codecs.clear();
+  for (const std::string& line : lines) c.codecs += (c.codecs.empty() ? "" : "; ") + line;
 }
 
 // Everything but the communicator, which `c` has: the engine (`make_engine` builds it over the
@@ -52,7 +66,7 @@ void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog
   c.tiers = make_offload_tiers(settings, catalog, env, store, timeout);
   c.options = settings.options;
   const ShardGroupChoice groups = shard_groups(settings, env.world, env.local_world);
-  make_codecs(c, settings, catalog, groups.sharding_world(env.world), env.local_world);
+  make_codecs(c, settings, catalog, env.world, groups.sharding_world(env.world), env.local_world);
   c.options.shard_group_size = groups.size;
   c.options.hierarchical_params_gather = groups.hierarchical;
   c.options.ranks_per_host = groups.ranks_per_host;

@@ -131,7 +131,7 @@ struct Engine::Impl {
         reducer(layout, storage, {comm, groups->shard(), groups->replica()}, gatherer,
                 {opt.stage, opt.compute_dtype, opt.gradient_predivide_factor, opt.overlap_comm,
                  opt.reduce_bucket_mb, opt.grad_accum, opt.pipeline_read, opt.pipeline_write,
-                 codecs.gradients, opt.codec_error_feedback},
+                 codecs.gradients, codecs.gradients_across, opt.codec_error_feedback},
                 ledger),
         streamed(
             layout, storage, optimizer, t.optimizer,

@@ -14,6 +14,7 @@ namespace {
 struct FlatRange {
   int64_t begin = 0, end = 0;
   bool empty() const { return begin >= end; }
+  int64_t size() const { return end - begin; }
 };
 
 // The elements of group `g` this rank saves (see the header): an even split of the padded
@@ -114,49 +115,84 @@ void check_kinds(const Optimizer& optimizer, const CheckpointReader& reader) {
   }
 }
 
-// The gradient codec's error feedback, one kind per rank: each rank's residual covers every
-// element (what it has not yet delivered of its own gradients), so it is saved whole by its rank
-// and restored by the rank of the same number; a rank with none saved starts from zero.
-std::string residual_kind(const EngineParts& e) {
-  return "codec_residual.rank" + std::to_string(e.comm.rank());
+// The gradient codec's error feedback, one kind per rank and hop: each rank's residual is its own
+// (what it has not yet delivered of its gradients), so it is saved by its rank and restored by
+// the rank of the same number; a rank with none saved starts from zero.
+//   codec_residual.rank<r>         the reduce-scatter's: every element of every group
+//   codec_residual_across.rank<r>  MiCS's all-reduce across the groups: this rank's shard
+struct ResidualKind {
+  std::string kind;
+  bool across;
+};
+
+std::vector<ResidualKind> residual_kinds(const EngineParts& e) {
+  std::vector<ResidualKind> out;
+  if (e.layout.groups.empty()) return out;
+  const std::string rank = std::to_string(e.comm.rank());
+  if (e.reducer.residual(0).defined()) out.push_back({"codec_residual.rank" + rank, false});
+  if (e.reducer.across_residual(0).defined())
+    out.push_back({"codec_residual_across.rank" + rank, true});
+  return out;
 }
 
-bool has_residuals(const EngineParts& e) {
-  return !e.layout.groups.empty() && e.reducer.residual(0).defined();
+// The flat range of group g a residual kind covers, and the tensor holding it from its start.
+FlatRange residual_range(const EngineParts& e, const ResidualKind& k, int g) {
+  const ParamGroup& group = e.layout.groups[g];
+  return k.across ? FlatRange{group.first, group.first + group.shard} : FlatRange{0, group.padded};
 }
+
+const at::Tensor& residual_of(const EngineParts& e, const ResidualKind& k, int g) {
+  return k.across ? e.reducer.across_residual(g) : e.reducer.residual(g);
+}
+
+struct ResidualPiece {
+  ResidualKind kind;
+  int param;
+  FlatRange part;  // in the parameter's own index
+  int64_t index;   // the writer's
+};
 
 void declare_residuals(EngineParts& e, CheckpointRankWriter& writer,
-                       std::vector<Declared>& pieces) {
-  if (!has_residuals(e)) return;
-  for (size_t p = 0; p < e.layout.params.size(); ++p) {
-    const ParamSlot& slot = e.layout.params[p];
-    const int64_t numel = slot.tensor.numel();
-    const int64_t index = writer.declare({slot.name, residual_kind(e), 0, numel}, false);
-    pieces.push_back({static_cast<int>(p), {0, numel}, index});
+                       std::vector<ResidualPiece>& pieces) {
+  for (const ResidualKind& k : residual_kinds(e)) {
+    for (size_t g = 0; g < e.layout.groups.size(); ++g) {
+      for (int p : e.layout.groups[g].params) {
+        const FlatRange part = param_part(e.layout.params[p], residual_range(e, k, g));
+        if (part.empty()) continue;
+        const int64_t index = writer.declare(
+            {e.layout.params[p].name, k.kind, part.begin, part.end}, false);
+        pieces.push_back({k, p, part, index});
+      }
+    }
   }
 }
 
 void write_residuals(EngineParts& e, CheckpointRankWriter& writer,
-                     const std::vector<Declared>& pieces) {
-  for (const Declared& d : pieces) {
+                     const std::vector<ResidualPiece>& pieces) {
+  for (const ResidualPiece& d : pieces) {
     const ParamSlot& slot = e.layout.params[d.param];
-    const at::Tensor& r = e.reducer.residual(slot.group);
-    writer.write(d.index, 0, r.data_ptr<float>() + slot.offset, d.part.end);
+    const int64_t begin = residual_range(e, d.kind, slot.group).begin;
+    const float* base = residual_of(e, d.kind, slot.group).data_ptr<float>();
+    writer.write(d.index, 0, base + (slot.offset + d.part.begin - begin), d.part.size());
   }
 }
 
 void load_residuals(EngineParts& e, const CheckpointReader& reader) {
-  if (!has_residuals(e)) return;
   const std::vector<std::string> saved = reader.kinds();
-  const bool mine = std::find(saved.begin(), saved.end(), residual_kind(e)) != saved.end();
-  for (size_t g = 0; g < e.layout.groups.size(); ++g) {
-    const at::Tensor& r = e.reducer.residual(static_cast<int>(g));
-    r.zero_();
-    if (!mine) continue;
-    for (int p : e.layout.groups[g].params) {
-      const ParamSlot& slot = e.layout.params[p];
-      reader.read(slot.name, residual_kind(e), 0, slot.tensor.numel(),
-                  r.data_ptr<float>() + slot.offset);
+  for (const ResidualKind& k : residual_kinds(e)) {
+    const bool mine = std::find(saved.begin(), saved.end(), k.kind) != saved.end();
+    for (size_t g = 0; g < e.layout.groups.size(); ++g) {
+      const at::Tensor& r = residual_of(e, k, static_cast<int>(g));
+      r.zero_();
+      if (!mine) continue;
+      const FlatRange range = residual_range(e, k, static_cast<int>(g));
+      for (int p : e.layout.groups[g].params) {
+        const ParamSlot& slot = e.layout.params[p];
+        const FlatRange part = param_part(slot, range);
+        if (part.empty()) continue;
+        reader.read(slot.name, k.kind, part.begin, part.end,
+                    r.data_ptr<float>() + (slot.offset + part.begin - range.begin));
+      }
     }
   }
 }
@@ -209,7 +245,7 @@ void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
       }
     }
   }
-  std::vector<Declared> residuals;
+  std::vector<ResidualPiece> residuals;
   declare_residuals(e, writer, residuals);
   writer.set_counters({e.stepper.steps(), e.scaler.saved_scale(), e.scaler.clean_steps(),
                        e.scaler.hysteresis_left()});

@@ -4,6 +4,7 @@
 
 #include <mutex>
 
+#include "zero/hierarchical_gather.h"
 #include "zt/error.h"
 
 namespace zt {
@@ -53,6 +54,9 @@ at::Tensor padded_fp32(const at::Tensor& t, int64_t padded) {
 
 std::shared_ptr<Work> coded_all_gather(Communicator& comm, const Codec& codec,
                                        const at::Tensor& out_flat, const at::Tensor& in_shard) {
+  // A two-level gather codes only its level across hosts; within a host the values move exact.
+  if (auto* two_level = dynamic_cast<HierarchicalGather*>(&comm))
+    return two_level->coded_all_gather(out_flat, in_shard, codec);
   const int world = comm.size(), rank = comm.rank();
   const int64_t total = out_flat.numel(), c = padded_shard_numel(total, world);
   const int64_t block = codec.encoded_bytes(c);
@@ -117,6 +121,20 @@ std::shared_ptr<Work> coded_reduce_scatter(Communicator& comm, const Codec& code
     if (op == ReduceOp::kAvg) sum.div_(world);
     out_shard.copy_(sum.narrow(0, 0, out_shard.numel()));
   });
+}
+
+std::shared_ptr<Work> coded_all_reduce(Communicator& comm, const Codec& codec,
+                                       const at::Tensor& tensor, const at::Tensor& residual) {
+  const int world = comm.size();
+  const int64_t total = tensor.numel(), c = padded_shard_numel(total, world);
+  at::Tensor full = padded_fp32(tensor, c * world);
+  if (full.data_ptr() == tensor.data_ptr()) full = full.clone();  // the input must stay intact
+  at::Tensor mine = at::empty({c}, at::kFloat);
+  coded_reduce_scatter(comm, codec, mine, full, ReduceOp::kSum, residual)->wait();
+  at::Tensor sums = at::empty({c * world}, at::kFloat);
+  auto gather = coded_all_gather(comm, codec, sums, mine);
+  return std::make_shared<DecodingWork>(
+      std::move(gather), [=] { tensor.copy_(sums.narrow(0, 0, total).view(tensor.sizes())); });
 }
 
 }  // namespace zt

@@ -11,7 +11,9 @@
 // input before it is encoded, so the error does not accumulate over steps.
 // Decoding runs in the Work's wait(), on the waiting thread: wait on the thread that issues the
 // ops (the engine's training thread). The communicator moves bytes only: any comm plugin that
-// has all_gather (and all_to_all, for gradients) works, MiCS groups and two-level gathers too.
+// has all_gather (and all_to_all, for gradients) works, MiCS groups too. A two-level gather
+// (hierarchical_gather.h) codes only its level across hosts: the shards cross the link encoded
+// and move decoded, exactly, within each host.
 // Exported (ZT_API) for the multi-process test of them (tests/multiproc/coded_check.cc).
 // Thread safety: as the communicator's ops; the codec is shared read-only.
 #pragma once
@@ -41,5 +43,17 @@ ZT_API std::shared_ptr<Work> coded_reduce_scatter(Communicator& comm, const Code
                                                   const at::Tensor& out_shard,
                                                   const at::Tensor& in_flat, ReduceOp op,
                                                   const at::Tensor& residual);
+
+// As Communicator::all_reduce with op kSum, on the codec's encoding, in the two hops each element
+// takes: a coded reduce-scatter (all-to-all) of `tensor`'s chunks, waited for here, then a coded
+// all-gather of the sums, whose Work is returned (every rank decodes every chunk alike, its own
+// too). MiCS uses it across its groups.
+//   tensor:   in/out, fp32 or bf16, any length.
+//   residual: in/out, fp32 of ceil(numel / size()) * size() elements, or undefined: the error
+//             feedback of the first hop (the second encodes sums, which no rank keeps).
+// Throws InternalError for a residual of the wrong length or dtype; CommError from the first
+// hop's wait.
+ZT_API std::shared_ptr<Work> coded_all_reduce(Communicator& comm, const Codec& codec,
+                                              const at::Tensor& tensor, const at::Tensor& residual);
 
 }  // namespace zt

@@ -43,12 +43,18 @@ GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage
       tier_grads_(storage, ledger, options.pipeline_read, options.pipeline_write),
       ready_(layout.groups.size(), 0),
       reduced_(layout.groups.size(), false),
-      residuals_(layout.groups.size()) {
-  if (options_.codec && options_.error_feedback) {
-    for (size_t g = 0; g < layout_.groups.size(); ++g) {
-      residuals_[g] = at::zeros({layout_.groups[g].padded}, at::kFloat);
-      ledger_.fixed().codec_residuals += static_cast<int64_t>(residuals_[g].nbytes());
+      residuals_(layout.groups.size()),
+      across_residuals_(layout.groups.size()) {
+  for (size_t g = 0; g < layout_.groups.size() && options_.error_feedback; ++g) {
+    if (options_.codec) residuals_[g] = at::zeros({layout_.groups[g].padded}, at::kFloat);
+    if (options_.across_codec && comms_.replica) {
+      const int replicas = comms_.replica->size();
+      const int64_t shard = layout_.groups[g].shard;
+      across_residuals_[g] = at::zeros({padded_shard_numel(shard, replicas) * replicas},
+                                       at::kFloat);
     }
+    for (const at::Tensor& r : {residuals_[g], across_residuals_[g]})
+      if (r.defined()) ledger_.fixed().codec_residuals += static_cast<int64_t>(r.nbytes());
   }
   for (size_t p = 0; p < layout_.params.size(); ++p) {
     const ParamSlot& param = layout_.params[p];
@@ -114,7 +120,9 @@ void GradReducer::start_across(size_t upto) {
     Pending& r = pending_[i];
     if (r.across) continue;
     ledger_.clock().wait(*r.work, &EngineTimes::comm_wait);
-    r.work = comms_.replica->all_reduce(r.out, ReduceOp::kSum);
+    r.work = options_.across_codec ? coded_all_reduce(*comms_.replica, *options_.across_codec,
+                                                      r.out, across_residuals_[r.group])
+                                   : comms_.replica->all_reduce(r.out, ReduceOp::kSum);
     r.across = true;
   }
 }

@@ -43,15 +43,16 @@ struct ReduceComms {
 
 struct ReduceOptions {
   int stage = 0;
-  at::ScalarType dtype = at::kFloat;  // the gradients' (compute) dtype
-  double predivide = 1.0;             // zero.gradient_predivide_factor
-  bool overlap_comm = true;           // false: wait for each reduction at once
-  double bucket_mb = 25;              // bound on gradient bytes in flight
-  int64_t grad_accum = 1;             // micro steps per step
-  bool pipeline_read = true;          // tier gradients: read the next tile ahead
-  bool pipeline_write = true;         // tier gradients: write tiles behind
-  const Codec* codec = nullptr;       // stages 1-3: reduce-scatters on its encoding (qgZ)
-  bool error_feedback = false;        // with a codec: keep each group's encoding error
+  at::ScalarType dtype = at::kFloat;    // the gradients' (compute) dtype
+  double predivide = 1.0;               // zero.gradient_predivide_factor
+  bool overlap_comm = true;             // false: wait for each reduction at once
+  double bucket_mb = 25;                // bound on gradient bytes in flight
+  int64_t grad_accum = 1;               // micro steps per step
+  bool pipeline_read = true;            // tier gradients: read the next tile ahead
+  bool pipeline_write = true;           // tier gradients: write tiles behind
+  const Codec* codec = nullptr;         // stages 1-3: reduce-scatters on its encoding (qgZ)
+  const Codec* across_codec = nullptr;  // MiCS: the all-reduce across the groups, coded
+  bool error_feedback = false;          // with a codec: keep each group's encoding error
 };
 
 class GradReducer {
@@ -74,6 +75,9 @@ class GradReducer {
   // Error feedback: group g's residual (fp32, its padded length: what encoding this rank's
   // gradients lost so far), or undefined without error feedback. Checkpoints save and restore it.
   const at::Tensor& residual(int g) const { return residuals_[g]; }
+  // The same for the coded all-reduce across MiCS groups: fp32, the group's shard padded to the
+  // replicas; undefined without it.
+  const at::Tensor& across_residual(int g) const { return across_residuals_[g]; }
   // Offers each streamed group's last reduction of a step (`reduced`, summed over ranks;
   // `first`: no earlier micro step of this step left a partial sum in the tier) to `sink`
   // before it would go to the tier; the sink returns true when it consumed it.
@@ -110,7 +114,8 @@ class GradReducer {
       accumulators_;           // kept alive: they carry our hooks
   std::vector<int> ready_;     // per group: parameters whose gradient arrived this micro step
   std::vector<bool> reduced_;  // per group: already sent this micro step
-  std::vector<at::Tensor> residuals_;  // per group; undefined without error feedback
+  std::vector<at::Tensor> residuals_;         // per group; undefined without error feedback
+  std::vector<at::Tensor> across_residuals_;  // per group, MiCS's coded all-reduce
   std::vector<Pending> pending_;
   FinalGradientSink sink_;
 };

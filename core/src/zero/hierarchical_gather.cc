@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include "zero/coded_collectives.h"
 #include "zt/error.h"
 
 namespace zt {
@@ -75,18 +76,20 @@ std::string HierarchicalGather::describe() const {
          "), then within " + std::to_string(per_host_) + " ranks (" + within_->describe() + ")";
 }
 
-std::shared_ptr<Work> HierarchicalGather::all_gather(const at::Tensor& out_flat,
-                                                     const at::Tensor& in_shard) {
+std::shared_ptr<Work> HierarchicalGather::gather(const at::Tensor& out_flat,
+                                                 const at::Tensor& in_shard, const Codec* codec) {
   const int64_t k = shard_.size();
   // The engine's flat buffers always divide by the group; anything else takes the flat path.
   if (out_flat.numel() % k != 0 || in_shard.numel() != out_flat.numel() / k) {
-    return shard_.all_gather(out_flat, in_shard);
+    return codec ? zt::coded_all_gather(shard_, *codec, out_flat, in_shard)
+                 : shard_.all_gather(out_flat, in_shard);
   }
   const int64_t c = out_flat.numel() / k;
   auto p = std::make_shared<Pending>();
   p->out = out_flat;
   p->across = at::empty({hosts_ * c}, out_flat.options());
-  p->first = across_->all_gather(p->across, in_shard);
+  p->first = codec ? zt::coded_all_gather(*across_, *codec, p->across, in_shard)
+                   : across_->all_gather(p->across, in_shard);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     unstarted_.push_back(p);

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 
+#include "zt/codec.h"
 #include "zt/communicator.h"
 
 namespace zt {
@@ -33,7 +34,17 @@ class HierarchicalGather final : public Communicator {
   std::string name() const override { return shard_.name(); }
   std::string describe() const override;
 
-  std::shared_ptr<Work> all_gather(const at::Tensor& out_flat, const at::Tensor& in_shard) override;
+  std::shared_ptr<Work> all_gather(const at::Tensor& out_flat,
+                                   const at::Tensor& in_shard) override {
+    return gather(out_flat, in_shard, nullptr);
+  }
+  // As all_gather with the first level (across hosts) on `codec`'s encoding (coded_collectives.h):
+  // the shards cross the link encoded, every rank decodes them alike, and the second level moves
+  // the decoded values within each host, exactly.
+  std::shared_ptr<Work> coded_all_gather(const at::Tensor& out_flat, const at::Tensor& in_shard,
+                                         const Codec& codec) {
+    return gather(out_flat, in_shard, &codec);
+  }
   std::shared_ptr<Work> reduce_scatter(const at::Tensor& out_shard, const at::Tensor& in_flat,
                                        ReduceOp op) override {
     return shard_.reduce_scatter(out_shard, in_flat, op);
@@ -69,6 +80,9 @@ class HierarchicalGather final : public Communicator {
   void start_through(const Pending* p, std::chrono::milliseconds timeout);
 
  private:
+  std::shared_ptr<Work> gather(const at::Tensor& out_flat, const at::Tensor& in_shard,
+                               const Codec* codec);
+
   Communicator& shard_;
   int per_host_;
   int hosts_;

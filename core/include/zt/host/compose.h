@@ -96,10 +96,16 @@ struct Composition {
   std::unique_ptr<Optimizer> optimizer;
   OffloadTiers tiers;
   std::unique_ptr<Codec> weight_codec, gradient_codec;  // plugins.codec_*; null = exact
+  // Where the gradient codec codes: the shard group's reduce-scatter, MiCS's all-reduce across
+  // the groups (zero.codec_scope may leave either exact).
+  bool gradients_in_group = false, gradients_across = false;
   std::string codecs;  // what the codecs do here, for the run header; "" when none is chosen
   EngineOptions options;
   std::unique_ptr<Engine> engine;
-  EngineCodecs engine_codecs() const { return {weight_codec.get(), gradient_codec.get()}; }
+  EngineCodecs engine_codecs() const {
+    return {weight_codec.get(), gradients_in_group ? gradient_codec.get() : nullptr,
+            gradients_across ? gradient_codec.get() : nullptr};
+  }
   CommStats retired_groups;  // counters of the MiCS groups of engines a live A/B replaced
 };
 

@@ -53,6 +53,9 @@ struct EngineOptions {
 struct EngineCodecs {
   const Codec* weights = nullptr;    // stage 3's parameter all-gathers
   const Codec* gradients = nullptr;  // gradient reduce-scatters (stages 1-3), all-to-all
+  // MiCS: the all-reduce of gradient shards across the groups (a coded reduce-scatter, then a
+  // coded all-gather); null = exact.
+  const Codec* gradients_across = nullptr;
 };
 
 // Where offloaded model states live; null = compute memory. Not owned (they must outlive the
