@@ -112,12 +112,9 @@ void add(CommEstimate& e, const Groups& g, const std::string& op, const std::str
                            sent_bytes(op, bytes, ranks, local && g.window), why});
 }
 
-// The codec a role's choice makes where it applies to a group spreading over `span` consecutive
-// ranks, as the composition decides it (null: exact bytes).
-std::unique_ptr<Codec> role_codec(const EngineSettings& engine, const PluginChoice& role,
-                                  PluginCatalog& catalog, const Groups& g, int span) {
-  if (!role.chosen() || !codecs_apply(engine, span, g.ranks_per_host)) return nullptr;
-  return catalog.codec(role.id, role.key).create(role.options);
+// The codec a role's choice makes where codec_placement() puts it (null: exact bytes).
+std::unique_ptr<Codec> role_codec(const PluginChoice& role, PluginCatalog& catalog, bool placed) {
+  return placed ? catalog.codec(role.id, role.key).create(role.options) : nullptr;
 }
 
 // The bytes a group's flat buffer of `padded` elements of `es` bytes takes on the wire: as is,
@@ -152,14 +149,12 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
   // turns each reduce-scatter into an all-to-all of encoded chunks.
   // With MiCS it also codes the all-reduce across the groups: an all-to-all of encoded chunks of
   // each shard, then an all-gather of their encoded sums.
-  const auto weight_codec = role_codec(engine, engine.codec_weights, catalog, g, g.shard);
-  const auto grad_codec = stage >= 1 && g.shard > 1
-                              ? role_codec(engine, engine.codec_gradients, catalog, g, g.shard)
-                              : nullptr;
-  const auto across_codec = stage >= 1 && g.replicas > 1
-                                ? role_codec(engine, engine.codec_gradients, catalog, g,
-                                             (g.replicas - 1) * g.shard + 1)
-                                : nullptr;
+  const CodecPlacement place = codec_placement(engine, world, g.shard, g.ranks_per_host);
+  const auto weight_codec = role_codec(engine.codec_weights, catalog, place.weights);
+  const auto grad_codec = role_codec(engine.codec_gradients, catalog,
+                                     stage >= 1 && place.gradients_in_group);
+  const auto across_codec = role_codec(engine.codec_gradients, catalog,
+                                       stage >= 1 && place.gradients_across);
   int64_t all = 0, released = 0, persistent = 0, released_uses = 0, shard_bytes = 0;
   int64_t released_groups = 0, reduced = 0, across = 0;
   for (const GroupSize& s : m.groups) {

@@ -212,12 +212,10 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
   in.tier_pool_bytes = tier_pool_bytes(engine);
   // Error feedback keeps each rank's gradient error, fp32, where a gradient codec codes: every
   // element for the reduce-scatter in the shard group, its shard for MiCS's all-reduce across.
-  if (in.stage >= 1 && engine.codec_gradients.chosen() && zero.codec_error_feedback) {
-    const int replicas = world / in.shard_world;
-    if (in.shard_world > 1 && codecs_apply(engine, in.shard_world, in.local_ranks))
-      in.codec_residual_bytes += 4 * in.parameters;
-    if (replicas > 1 && codecs_apply(engine, (replicas - 1) * in.shard_world + 1, in.local_ranks))
-      in.codec_residual_bytes += 4 * in.parameters / in.shard_world;
+  if (in.stage >= 1 && zero.codec_error_feedback) {
+    const CodecPlacement place = codec_placement(engine, world, in.shard_world, in.local_ranks);
+    if (place.gradients_in_group) in.codec_residual_bytes += 4 * in.parameters;
+    if (place.gradients_across) in.codec_residual_bytes += 4 * in.parameters / in.shard_world;
   }
   in.init_from = !job.model.init_from.empty();
   const CheckpointSettings& checkpoint = job.checkpoint;

@@ -13,23 +13,31 @@ namespace {
 
 using MakeEngine = std::function<std::unique_ptr<Engine>(Composition&)>;
 
+// Whether a codec codes a collective over `span` consecutive ranks: yes, unless
+// zero.codec_scope = "across_hosts" and they fit on one host (ranks per host 0 = unknown).
+bool codes_ranks(const EngineSettings& settings, int span, int ranks_per_host) {
+  const bool one_host = ranks_per_host > 0 && span <= ranks_per_host;
+  return !(settings.codecs_across_hosts_only && one_host);
+}
+
 // The codecs plugins.codec_* choose, each where it applies: the weight codec to the shard
 // group's gathers, the gradient codec to its reduce-scatter and, with MiCS, to the all-reduce
 // across the groups; with zero.codec_scope = "across_hosts" only those of them that cross hosts.
 void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& catalog, int world,
                  int group_size, int ranks_per_host) {
   const int replicas = world / group_size;
-  // Hosts hold consecutive ranks; a replica group takes one rank of each shard group.
-  const bool in_group = codecs_apply(settings, group_size, ranks_per_host);
-  const bool across = replicas > 1 &&
-                      codecs_apply(settings, (replicas - 1) * group_size + 1, ranks_per_host);
+  const CodecPlacement place = codec_placement(settings, world, group_size, ranks_per_host);
   const auto make = [&](const PluginChoice& choice) {
-    return choice.chosen() ? catalog.codec(choice.id, choice.key).create(choice.options) : nullptr;
+    return catalog.codec(choice.id, choice.key).create(choice.options);
   };
-  c.weight_codec = in_group ? make(settings.codec_weights) : nullptr;
-  c.gradient_codec = in_group || across ? make(settings.codec_gradients) : nullptr;
-  c.gradients_in_group = in_group && group_size > 1;
-  c.gradients_across = across;
+  // A group of one rank reduces nothing, but its line says what the codec would do there.
+  const bool in_group = codes_ranks(settings, group_size, ranks_per_host);
+  c.weight_codec = place.weights ? make(settings.codec_weights) : nullptr;
+  c.gradient_codec = settings.codec_gradients.chosen() && (in_group || place.gradients_across)
+                         ? make(settings.codec_gradients)
+                         : nullptr;
+  c.gradients_in_group = place.gradients_in_group;
+  c.gradients_across = place.gradients_across;
   const std::string exact =
       "exact (zero.codec_scope = \"across_hosts\" and its ranks share a host)";
   std::vector<std::string> lines;
@@ -46,7 +54,7 @@ void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& 
     lines.push_back("gradient reduce-scatter (all-to-all): " + (in_group ? with : exact));
     if (replicas > 1) {
       lines.push_back("gradient all-reduce across the " + std::to_string(replicas) +
-                      " MiCS groups: " + (across ? with : exact));
+                      " MiCS groups: " + (place.gradients_across ? with : exact));
     }
   }
   c.codecs.clear();
@@ -95,9 +103,18 @@ Composition compose_all(const EngineSettings& settings, PluginCatalog& catalog, 
 
 }  // namespace
 
-bool codecs_apply(const EngineSettings& settings, int group_size, int ranks_per_host) {
-  const bool one_host = ranks_per_host > 0 && group_size <= ranks_per_host;
-  return !(settings.codecs_across_hosts_only && one_host);
+CodecPlacement codec_placement(const EngineSettings& settings, int world, int group_size,
+                               int ranks_per_host) {
+  const int replicas = world / group_size;
+  // Hosts hold consecutive ranks; a replica group takes one rank of each shard group.
+  const bool in_group = codes_ranks(settings, group_size, ranks_per_host);
+  const bool across = replicas > 1 &&
+                      codes_ranks(settings, (replicas - 1) * group_size + 1, ranks_per_host);
+  CodecPlacement p;
+  p.weights = settings.codec_weights.chosen() && in_group;
+  p.gradients_in_group = settings.codec_gradients.chosen() && in_group && group_size > 1;
+  p.gradients_across = settings.codec_gradients.chosen() && across;
+  return p;
 }
 
 std::unique_ptr<ShardStrategy> make_shard_strategy(const EngineSettings& settings,

@@ -113,10 +113,18 @@ struct Composition {
 // engine's groups' (MiCS), those of replaced engines included.
 ZT_API CommStats job_comm_stats(const Composition& composition);
 
-// Whether the codecs plugins.codec_* choose code the collectives of a shard group of
-// `group_size` consecutive ranks: yes, unless zero.codec_scope = "across_hosts" and the group fits
-// on one host of `ranks_per_host` ranks (0 = unknown: they code). Pure.
-ZT_API bool codecs_apply(const EngineSettings& settings, int group_size, int ranks_per_host);
+// Which collectives the codecs plugins.codec_* choose code, for a job of `world` ranks sharded
+// over groups of `group_size` consecutive ranks, `ranks_per_host` to a host (0 = unknown): each
+// collective of a role that has a codec, unless zero.codec_scope = "across_hosts" and its ranks
+// share a host. The composition, the comm estimate and the memory fit all place them by this.
+// Pure.
+struct CodecPlacement {
+  bool weights = false;             // the shard group's parameter all-gathers
+  bool gradients_in_group = false;  // the shard group's gradient reduce-scatter (2+ ranks)
+  bool gradients_across = false;    // MiCS: the all-reduce of gradient shards across the groups
+};
+ZT_API CodecPlacement codec_placement(const EngineSettings& settings, int world, int group_size,
+                                      int ranks_per_host);
 // The shard strategy settings.shard makes (the stand-in with its plugin's defaults). Throws what
 // the plugin's create() throws (ConfigError).
 ZT_API std::unique_ptr<ShardStrategy> make_shard_strategy(const EngineSettings& settings,
