@@ -100,11 +100,12 @@ std::shared_ptr<Work> coded_reduce_scatter(Communicator& comm, const Codec& code
     if (d != rank) codec.encode(floats(x) + c * d, c, bytes(send) + block * d);
   if (residual.defined()) {
     // What the receivers will decode, subtracted from what was meant: the next step's residual.
-    at::Tensor lost = x.clone();
+    at::Tensor lost = at::empty({c * world}, at::kFloat);
     for (int d = 0; d < world; ++d)
       if (d != rank) codec.decode(bytes(send) + block * d, c, floats(lost) + c * d);
     lost.narrow(0, c * rank, c).copy_(x.narrow(0, c * rank, c));
-    residual.copy_(x.narrow(0, 0, total) - lost.narrow(0, 0, total));
+    at::Tensor next = residual;  // a handle to the caller's storage, written in place
+    at::sub_out(next, head, lost.narrow(0, 0, total));
   }
   auto inner = comm.all_to_all(recv, send);
   return std::make_shared<DecodingWork>(std::move(inner), [=, &codec] {
@@ -127,8 +128,8 @@ std::shared_ptr<Work> coded_all_reduce(Communicator& comm, const Codec& codec,
                                        const at::Tensor& tensor, const at::Tensor& residual) {
   const int world = comm.size();
   const int64_t total = tensor.numel(), c = padded_shard_numel(total, world);
-  at::Tensor full = padded_fp32(tensor, c * world);
-  if (full.data_ptr() == tensor.data_ptr()) full = full.clone();  // the input must stay intact
+  // coded_reduce_scatter copies its input before it returns, so `tensor` may be that input.
+  const at::Tensor full = padded_fp32(tensor, c * world);
   at::Tensor mine = at::empty({c}, at::kFloat);
   coded_reduce_scatter(comm, codec, mine, full, ReduceOp::kSum, residual)->wait();
   at::Tensor sums = at::empty({c * world}, at::kFloat);
