@@ -20,11 +20,15 @@ constexpr double kBytesPerParam = 28;
 constexpr int64_t kStateBytesPerParam = 16;
 
 // The contestants, in table order: the first three once per ISA (isa.h), AdamW once.
-constexpr const char* kZt = "zt";                    // optim_hybrid_adam, fp32 step
-constexpr const char* kZtBf16Copy = "zt_bf16_copy";  // the same, writing a bf16 copy too
-constexpr const char* kRoofline = "roofline";        // read p,g,m,v, write p,m,v (roofline.h)
-constexpr const char* kTorchAdamW = "torch_adamw";   // torch::optim::AdamW, same process
-constexpr const char* kIsaImpls[] = {kZt, kZtBf16Copy, kRoofline};
+constexpr const char* kZt = "zt";                        // optim_hybrid_adam, fp32 step
+constexpr const char* kZtBf16Copy = "zt_bf16_copy";      // the same, writing a bf16 copy too
+constexpr const char* kZtBf16States = "zt_bf16_states";  // the fp32 step with bf16 moments
+constexpr const char* kRoofline = "roofline";            // read p,g,m,v, write p,m,v (roofline.h)
+constexpr const char* kTorchAdamW = "torch_adamw";       // torch::optim::AdamW, same process
+constexpr const char* kIsaImpls[] = {kZt, kZtBf16Copy, kZtBf16States, kRoofline};
+// Bytes a step with bf16 moments moves per parameter: p, g (8) and m, v (4) read, p (4) and
+// m, v (4) written. Its GB/s counts these.
+constexpr double kBf16StatesBytesPerParam = 20;
 
 struct Plan {
   // Sizes in DRAM, where a step is bound by memory bandwidth.
@@ -58,7 +62,10 @@ struct Row {
   int steps_per_sample = 1;  // median
   double step_s = 0;         // median seconds per step
   double mparams_per_s() const { return params / step_s / 1e6; }
-  double gbps() const { return params * kBytesPerParam / step_s / 1e9; }
+  double gbps() const {
+    return params * (impl == kZtBf16States ? kBf16StatesBytesPerParam : kBytesPerParam) / step_s /
+           1e9;
+  }
 };
 
 }  // namespace zt::bench

@@ -22,11 +22,12 @@ namespace {
 constexpr double kLr = 1e-3;
 constexpr double kWeightDecay = 0.01;
 
-std::unique_ptr<Optimizer> make_zt(const std::string& isa) {
+std::unique_ptr<Optimizer> make_zt(const std::string& isa, bool bf16_states) {
   static PluginCatalog catalog;
   const OptimizerPlugin& plugin = catalog.optimizer("optim_hybrid_adam");
   std::map<std::string, Value> values = {
       {"lr", kLr}, {"weight_decay", kWeightDecay}, {"adamw", true}};
+  if (bf16_states) values["state_dtype"] = std::string("bf16");
   use_zt_isa(isa);  // read by create(), so the kernel is surely the ISA its roofline is
   return plugin.create(Options("plugin.optim_hybrid_adam", plugin.options(), values, {}));
 }
@@ -62,7 +63,12 @@ Contestants::Contestants(int64_t params, const std::vector<std::string>& isas) :
   exp_avg_ = torch::zeros({params});
   exp_avg_sq_ = torch::zeros({params});
   copy_ = torch::zeros({params}, torch::kBFloat16);
-  for (const std::string& isa : isas) zt_[isa] = make_zt(isa);
+  exp_avg16_ = torch::zeros({params}, torch::kBFloat16);
+  exp_avg_sq16_ = torch::zeros({params}, torch::kBFloat16);
+  for (const std::string& isa : isas) {
+    zt_[isa] = make_zt(isa, false);
+    zt_bf16_states_[isa] = make_zt(isa, true);
+  }
 
   torch_param_ = param_.clone();
   torch_param_.mutable_grad() = grad_.clone();
@@ -81,9 +87,15 @@ Sample Contestants::run(const std::string& impl, const std::string& isa, double 
     float* v = exp_avg_sq_.data_ptr<float>();
     return sample_of([&] { pass(p, g, m, v, params_); }, min_s);
   }
-  const auto zt = zt_.find(isa);
-  if (zt == zt_.end() || (impl != kZt && impl != kZtBf16Copy)) {
+  const bool bf16_states = impl == kZtBf16States;
+  auto& optimizers = bf16_states ? zt_bf16_states_ : zt_;
+  const auto zt = optimizers.find(isa);
+  if (zt == optimizers.end() || (impl != kZt && impl != kZtBf16Copy && !bf16_states)) {
     throw InternalError("zt_bench_adam: no contestant " + impl + " on " + isa);
+  }
+  if (bf16_states) {
+    const std::vector<ShardTensors> shards = {{param_, grad_, {exp_avg16_, exp_avg_sq16_}, {}}};
+    return sample_of([&] { zt->second->step(shards, StepArgs{++zt_steps_, kLr, 1.0}); }, min_s);
   }
   // Built outside the clock, as the engine builds its shard list once for a step.
   const std::vector<ShardTensors> shards = {

@@ -6,7 +6,9 @@
 //   loss  2 ranks on this host, --loss-steps steps per arm: exact, int8 weights, int4 gradients,
 //         int4 gradients with error feedback, int8 weights + int4 gradients with error feedback;
 //         the loss of each arm every 50 steps (the mean of the 10 steps ending there) and its
-//         gap to the exact run's, from rank 0's metrics.jsonl.
+//         gap to the exact run's, from rank 0's metrics.jsonl. Two more arms keep Adam's moments
+//         in bf16 (16-bit optimizer states: to nearest, and stochastic rounding); --loss-arms
+//         picks codecs, states or all.
 //   link  4 ranks in two simulated hosts (network namespaces, needs root), exact against int8
 //         weights + int4 gradients with error feedback, per link rate (`tc`): median step time,
 //         tokens/s ratio, bytes between the hosts per step (the veth's counters), and the
@@ -44,12 +46,14 @@ namespace {
 
 const char* kUsage =
     "usage: zt_bench_codec [--part kernels|loss|link|all] [--loss-steps N] [--steps N]\n"
-    "                      [--warmup W]\n"
+    "                      [--warmup W] [--loss-arms codecs|states|all]\n"
     "                      [--rates R1,R2] [--json PATH] [--trainer P]\n"
     "  Trains the bench GPT at stage 3 with and without ZeRO++ codecs (codec_blockq).\n"
     "  --part        kernels (encode/decode against memcpy), loss (one host), link (two\n"
     "                simulated hosts, needs root) or all (default)\n"
     "  --loss-steps  steps per arm of the loss part (default 300)\n"
+    "  --loss-arms   the loss part's arms besides exact: codecs, states (Adam's moments in bf16)\n"
+    "                or all (default)\n"
     "  --steps       steps per job of the link part (default 6)\n"
     "  --warmup      steps left out of the link part's step time (default 2)\n"
     "  --rates       link rates, `tc` syntax, \"none\" = unshaped (default none,1gbit,200mbit)\n"
@@ -59,6 +63,7 @@ const char* kUsage =
 struct Options {
   std::string part = "all";
   int loss_steps = 300, steps = 6, warmup = 2;
+  std::string loss_arms = "all";
   std::vector<std::string> rates = {"none", "1gbit", "200mbit"};
   std::string json = "bench-results/codec.json";
   std::string trainer = ZT_BENCH_TRAINER;
@@ -79,13 +84,23 @@ std::vector<std::string> joined(std::vector<std::string> a, const std::vector<st
   return a;
 }
 
-std::vector<Arm> loss_arms() {
-  return {{"exact", {}},
-          {"int8 weights", kWeights8},
-          {"int4 gradients", kGrads4},
-          {"int4 gradients + error feedback", joined(kGrads4, {"zero.codec_error_feedback=true"})},
-          {"int8 weights + int4 gradients + error feedback",
-           joined(joined(kWeights8, kGrads4), {"zero.codec_error_feedback=true"})}};
+std::vector<Arm> loss_arms(const std::string& which) {
+  std::vector<Arm> arms{{"exact", {}}};
+  if (which != "states") {
+    arms.push_back({"int8 weights", kWeights8});
+    arms.push_back({"int4 gradients", kGrads4});
+    arms.push_back(
+        {"int4 gradients + error feedback", joined(kGrads4, {"zero.codec_error_feedback=true"})});
+    arms.push_back({"int8 weights + int4 gradients + error feedback",
+                    joined(joined(kWeights8, kGrads4), {"zero.codec_error_feedback=true"})});
+  }
+  if (which != "codecs") {
+    arms.push_back({"bf16 moments", {"plugin.optim_hybrid_adam.state_dtype=bf16"}});
+    arms.push_back({"bf16 moments, stochastic rounding",
+                    {"plugin.optim_hybrid_adam.state_dtype=bf16",
+                     "plugin.optim_hybrid_adam.state_rounding=stochastic"}});
+  }
+  return arms;
 }
 
 std::vector<Arm> link_arms() {
@@ -96,8 +111,8 @@ std::vector<Arm> link_arms() {
 
 Options parse(const std::vector<std::string>& args) {
   Options o;
-  const std::vector<std::string> known = {"--part",  "--loss-steps", "--steps",  "--warmup",
-                                          "--rates", "--json",       "--trainer"};
+  const std::vector<std::string> known = {"--part",  "--loss-steps", "--steps",   "--warmup",
+                                          "--rates", "--json",       "--trainer", "--loss-arms"};
   for (size_t i = 1; i < args.size(); ++i) {
     std::string flag, value;
     if (!next_option(args, i, known, kUsage, flag, value)) {
@@ -112,7 +127,10 @@ Options parse(const std::vector<std::string>& args) {
     if (flag == "--rates") o.rates = split_list(value);
     if (flag == "--json") o.json = value;
     if (flag == "--trainer") o.trainer = value;
+    if (flag == "--loss-arms") o.loss_arms = value;
   }
+  if (o.loss_arms != "codecs" && o.loss_arms != "states" && o.loss_arms != "all")
+    throw ConfigError("--loss-arms must be codecs, states or all\n" + std::string(kUsage));
   if (o.part != "kernels" && o.part != "loss" && o.part != "link" && o.part != "all")
     throw ConfigError("--part must be kernels, loss, link or all\n" + std::string(kUsage));
   if (o.warmup >= o.steps)
@@ -230,7 +248,7 @@ struct LossRun {
 
 std::vector<LossRun> run_loss(const Options& o, const std::string& dir) {
   std::vector<LossRun> runs;
-  for (const Arm& arm : loss_arms()) {
+  for (const Arm& arm : loss_arms(o.loss_arms)) {
     const std::string out = dir + "/loss" + std::to_string(runs.size());
     auto argv = bench_gpt_command(o.trainer, ZT_BENCH_SOURCE_DIR, out, o.loss_steps,
                                   joined({"launch.nproc=2", "run.log_every=50"}, arm.sets));

@@ -17,13 +17,15 @@ struct ScaleJob {
   std::vector<std::string> overrides;  // --set overrides of configs/zero3_infinity_2b.toml
   int64_t depth = 0;                   // n_layer; 0 for the config's own
   bool sweep = false;                  // part of the depth table
+  int state_bytes = 4;                 // each Adam moment's bytes per element (bf16 states: 2)
 };
 
 // The fewest tier bytes per parameter a step of the bench's composition needs (fp32 master and
-// Adam's two moments read and written once, the fp32 parameter shard read before forward and
-// before backward and written once; docs/architecture.md, "Offload").
-constexpr double kMinReadPerParam = 12 + 2 * 4;
-constexpr double kMinWrittenPerParam = 12 + 4;
+// Adam's two moments, each of `state_bytes`, read and written once, the fp32 parameter shard
+// read before forward and before backward and written once; docs/architecture.md, "Offload"):
+// 20 read + 16 written with fp32 moments, 16 + 12 with bf16 ones.
+constexpr double min_read_per_param(int state_bytes) { return 4 + 2.0 * state_bytes + 2 * 4; }
+constexpr double min_written_per_param(int state_bytes) { return 4 + 2.0 * state_bytes + 4; }
 
 // Where a step's time went, per step, from the trainer's metrics (rank 0's engine times).
 struct StepSplit {

@@ -25,7 +25,8 @@ namespace {
 
 const char* kUsage =
     "usage: zt_bench_scale [--big on|off] [--steps N] [--depths A,B,C] [--width W] [--heads H]\n"
-    "                      [--sweep-steps N] [--through-tier on|off] [--dd-gb N] [--dir DIR]\n"
+    "                      [--sweep-steps N] [--through-tier on|off] [--bf16-states on|off]\n"
+    "                      [--dd-gb N] [--dir DIR]\n"
     "                      [--json PATH] [--trainer PATH]\n"
     "  Trains configs/zero3_infinity_2b.toml (2.0B parameters, 32 GB of model states, stage 3,\n"
     "  parameters and optimizer states in offload_nvme, 2 ranks) and the same composition at\n"
@@ -42,6 +43,8 @@ const char* kUsage =
     "  --through-tier on: also the 2B GPT with its gradients through the tier, as before the\n"
     "                 update in backward (zero.gradient_clipping = 1e30: the step waits for every\n"
     "                 gradient and never clips) (default off)\n"
+    "  --bf16-states  on: also every job with Adam's moments in bf16 (optim_hybrid_adam's\n"
+    "                 state_dtype = \"bf16\"), run next to its fp32 twin (default off)\n"
     "  --dd-gb        GB that dd writes and reads back with O_DIRECT in --dir after the jobs, for\n"
     "                 the disk's sustained bandwidth; 0 = no disk bound (default 16)\n"
     "  --dir          folder for the runs and offload_nvme's files, on the disk to measure\n"
@@ -55,6 +58,7 @@ struct Options {
   int steps = 3, sweep_steps = 2;
   std::vector<int64_t> depths = {12, 24, 48};
   bool through_tier = false;
+  bool bf16_states = false;
   int64_t dd_gb = 16;
   int64_t width = 1024, heads = 16;
   std::string dir = "bench-results/scale-scratch";
@@ -64,9 +68,9 @@ struct Options {
 
 Options parse(const std::vector<std::string>& args) {
   Options o;
-  const std::vector<std::string> known = {"--big",     "--steps",        "--depths", "--width",
-                                          "--heads",   "--sweep-steps",  "--dir",    "--json",
-                                          "--trainer", "--through-tier", "--dd-gb"};
+  const std::vector<std::string> known = {
+      "--big", "--steps", "--depths",  "--width",        "--heads", "--sweep-steps",
+      "--dir", "--json",  "--trainer", "--through-tier", "--dd-gb", "--bf16-states"};
   for (size_t i = 1; i < args.size(); ++i) {  // args[0] is the program
     std::string flag, value;
     if (!next_option(args, i, known, kUsage, flag, value)) {
@@ -82,6 +86,11 @@ Options parse(const std::vector<std::string>& args) {
       if (value != "on" && value != "off")
         throw ConfigError("--through-tier takes on or off\n" + std::string(kUsage));
       o.through_tier = value == "on";
+    }
+    if (flag == "--bf16-states") {
+      if (value != "on" && value != "off")
+        throw ConfigError("--bf16-states takes on or off\n" + std::string(kUsage));
+      o.bf16_states = value == "on";
     }
     if (flag == "--dd-gb") o.dd_gb = value == "0" ? 0 : parse_positive(value, flag, kUsage);
     if (flag == "--steps") o.steps = static_cast<int>(parse_positive(value, flag, kUsage));
@@ -115,6 +124,19 @@ std::vector<ScaleJob> plan(const Options& o) {
     jobs.push_back({"2B GPT, gradients via tier", {"zero.gradient_clipping=1e30"}, 24, false});
   }
   if (o.big) jobs.push_back({"2B GPT", {}, 24, false});
+  if (o.bf16_states) {
+    // Each job's twin with bf16 moments, right after it (side by side in one run).
+    std::vector<ScaleJob> both;
+    for (const ScaleJob& j : jobs) {
+      both.push_back(j);
+      ScaleJob twin = j;
+      twin.label += ", bf16 moments";
+      twin.overrides.push_back("plugin.optim_hybrid_adam.state_dtype=bf16");
+      twin.state_bytes = 2;
+      both.push_back(twin);
+    }
+    jobs = both;
+  }
   return jobs;
 }
 
@@ -122,9 +144,11 @@ ScaleRow run_job(const ScaleJob& job, int steps, const std::string& scratch,
                  const std::string& trainer) {
   std::printf("  %-12s %d steps ...", job.label.c_str(), steps);
   std::fflush(stdout);
-  const std::string name = job.sweep               ? "depth" + std::to_string(job.depth)
-                           : job.overrides.empty() ? "big"
-                                                   : "big-via-tier";
+  const bool via_tier = job.label.find("via tier") != std::string::npos;
+  const std::string name = (job.sweep  ? "depth" + std::to_string(job.depth)
+                            : via_tier ? "big-via-tier"
+                                       : "big") +
+                           (job.state_bytes == 2 ? "-bf16" : "");
   const ScalePaths paths{trainer, scratch + "/" + name, scratch + "/nvme"};
   std::filesystem::create_directories(paths.out_dir);
   const std::string log = paths.out_dir + ".log";

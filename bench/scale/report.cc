@@ -16,7 +16,7 @@ std::string gib(int64_t bytes) { return gib_text(static_cast<double>(bytes)); }
 std::vector<const ScaleRow*> sweep_rows(const std::vector<ScaleRow>& rows) {
   std::vector<const ScaleRow*> out;
   for (const ScaleRow& r : rows) {
-    if (r.job.sweep) out.push_back(&r);
+    if (r.job.sweep && r.job.state_bytes == 4) out.push_back(&r);  // bf16 twins aside
   }
   return out;
 }
@@ -75,7 +75,8 @@ void print_bytes(const std::vector<ScaleRow>& rows, const DiskBounds& disk) {
     std::printf("| %s | %.1f | %.1f | %.1f | %.0f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | "
                 "%.2f | %.2f |\n",
                 r.job.label.c_str(), r.read_per_param(), r.written_per_param(),
-                r.read_per_param() + r.written_per_param(), kMinReadPerParam + kMinWrittenPerParam,
+                r.read_per_param() + r.written_per_param(),
+                min_read_per_param(r.job.state_bytes) + min_written_per_param(r.job.state_bytes),
                 r.step_s, r.split.compute, disk.step_s(r), r.split.read_wait, r.split.write_wait,
                 r.split.comm_wait, r.collectives_per_step / 1e9,
                 bound > 0 ? r.step_s / bound : 0.0);
@@ -83,10 +84,11 @@ void print_bytes(const std::vector<ScaleRow>& rows, const DiskBounds& disk) {
   if (disk.write_bps > 0) {
     std::printf("\ndisk: dd O_DIRECT over %.1f GB: write %.2f GB/s, read %.2f GB/s; disk s: "
                 "every rank's tier bytes of a step at those rates (one disk); minimum: %.0f read "
-                "+ %.0f written (docs/architecture.md, \"Offload\"); target: step <= %.2fx "
-                "max(compute, disk)\n",
-                disk.bytes / 1e9, disk.write_bps / 1e9, disk.read_bps / 1e9, kMinReadPerParam,
-                kMinWrittenPerParam, kMaxStepOverBound);
+                "+ %.0f written with fp32 moments, %.0f + %.0f with bf16 ones "
+                "(docs/architecture.md, \"Offload\"); target: step <= %.2fx max(compute, disk)\n",
+                disk.bytes / 1e9, disk.write_bps / 1e9, disk.read_bps / 1e9, min_read_per_param(4),
+                min_written_per_param(4), min_read_per_param(2), min_written_per_param(2),
+                kMaxStepOverBound);
   }
 }
 
@@ -132,13 +134,16 @@ void write_json(const std::vector<ScaleRow>& rows, const DiskBounds& disk, const
       << ",\n  \"disk\": {\"dd_bytes\": " << json_number(disk.bytes)
       << ", \"write_bytes_per_s\": " << json_number(disk.write_bps)
       << ", \"read_bytes_per_s\": " << json_number(disk.read_bps)
-      << "},\n  \"min_tier_bytes_per_param\": {\"read\": " << json_number(kMinReadPerParam)
-      << ", \"written\": " << json_number(kMinWrittenPerParam) << "},\n  \"rows\": [\n";
+      << "},\n  \"min_tier_bytes_per_param\": {\"read\": " << json_number(min_read_per_param(4))
+      << ", \"written\": " << json_number(min_written_per_param(4))
+      << ", \"read_bf16_states\": " << json_number(min_read_per_param(2))
+      << ", \"written_bf16_states\": " << json_number(min_written_per_param(2))
+      << "},\n  \"rows\": [\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const ScaleRow& r = rows[i];
     out << "    {\"job\": " << json_string(r.job.label) << ", \"depth\": " << r.job.depth
-        << ", \"params\": " << r.params << ", \"world\": " << r.world
-        << ", \"model_state_bytes\": " << r.model_state_bytes
+        << ", \"state_bytes\": " << r.job.state_bytes << ", \"params\": " << r.params
+        << ", \"world\": " << r.world << ", \"model_state_bytes\": " << r.model_state_bytes
         << ", \"model_state_theory_bytes\": " << r.model_state_theory
         << ", \"host_ram_bytes\": " << r.host_ram_bytes
         << ", \"host_ram_estimate_bytes\": " << r.host_ram_estimate

@@ -1,17 +1,24 @@
 #include "block_quantizer.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 // The loops below are written so the compiler vectorizes them (plain arithmetic, selects instead
-// of branches, no libm calls), and each hot function is built for AVX-512, AVX2 and the baseline
-// with the fastest chosen when the plugin loads (GCC's target_clones). Every version computes the
-// same bits: one multiply, one rounding by the 1.5 * 2^23 trick (round to nearest, ties to even,
-// exact for |v| < 2^22; codes stay within +-127.5), one conversion.
+// of branches, no libm calls). encode and decode are each built for AVX-512, AVX2 and the
+// baseline with the fastest chosen when the plugin loads (GCC's target_clones), the helpers
+// inlined into each version, so a block costs no call. Every version computes the same bits: one
+// multiply, one rounding by the 1.5 * 2^23 trick (round to nearest, ties to even, exact for
+// |v| < 2^22; codes stay within +-127.5), one conversion.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define ZT_CODEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ZT_CODEC_CLONES
+#endif
+#if defined(__GNUC__)
+#define ZT_CODEC_INLINE inline __attribute__((always_inline))
+#else
+#define ZT_CODEC_INLINE inline
 #endif
 
 namespace zt::blockq {
@@ -22,19 +29,27 @@ constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: x + kRound - kRound rounds
 
 int64_t blocks(const Format& f, int64_t numel) { return (numel + f.block - 1) / f.block; }
 
-ZT_CODEC_CLONES float absmax(const float* x, int64_t n) {
-  float m = 0;
+// The largest |x| of a block, as the bits of |x|: for floats without their sign, integer order is
+// magnitude order, and an integer max vectorizes where a float one (NaN-aware) does not. A NaN
+// beats every number, so a block holding one gets a NaN scale and decodes as NaN throughout:
+// the engine's check for non-finite gradients still sees it.
+ZT_CODEC_INLINE float absmax(const float* x, int64_t n) {
+  uint32_t m = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const float a = x[i] < 0 ? -x[i] : x[i];
-    m = a > m ? a : m;
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    u &= 0x7FFFFFFFu;
+    m = u > m ? u : m;
   }
-  return m;
+  float out;
+  std::memcpy(&out, &m, 4);
+  return out;
 }
 
 // Codes of one block, as int8 in [-qmax, qmax]. The multiply by the reciprocal is what the
 // double-precision oracle allows for: a code may differ from round(x / scale) only where x /
 // scale is within rounding of a half.
-ZT_CODEC_CLONES void quantize(const float* x, int64_t n, float scale, int qmax, int8_t* q) {
+ZT_CODEC_INLINE void quantize(const float* x, int64_t n, float scale, int qmax, int8_t* q) {
   const float inv = scale > 0 ? 1.0f / scale : 0.0f;
   const float hi = static_cast<float>(qmax);
   for (int64_t i = 0; i < n; ++i) {
@@ -47,20 +62,20 @@ ZT_CODEC_CLONES void quantize(const float* x, int64_t n, float scale, int qmax, 
 }
 
 // Pairs of 4-bit codes into bytes: q[2i] in the low nibble, q[2i+1] in the high one.
-ZT_CODEC_CLONES void pack4(const int8_t* q, int64_t pairs, uint8_t* out) {
+ZT_CODEC_INLINE void pack4(const int8_t* q, int64_t pairs, uint8_t* out) {
   for (int64_t i = 0; i < pairs; ++i) {
     out[i] = static_cast<uint8_t>((static_cast<uint8_t>(q[2 * i]) & 0x0F) |
                                   (static_cast<uint8_t>(q[2 * i + 1]) << 4));
   }
 }
 
-ZT_CODEC_CLONES void dequantize8(const int8_t* q, int64_t n, float scale, float* y) {
+ZT_CODEC_INLINE void dequantize8(const int8_t* q, int64_t n, float scale, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(q[i]) * scale;
 }
 
 // Both nibbles of `pairs` bytes, sign-extended (shift the nibble to the byte's top, then an
 // arithmetic shift back), times the scale.
-ZT_CODEC_CLONES void dequantize4(const uint8_t* codes, int64_t pairs, float scale, float* y) {
+ZT_CODEC_INLINE void dequantize4(const uint8_t* codes, int64_t pairs, float scale, float* y) {
   for (int64_t i = 0; i < pairs; ++i) {
     const int8_t lo = static_cast<int8_t>(static_cast<uint8_t>(codes[i] << 4)) >> 4;
     const int8_t hi = static_cast<int8_t>(codes[i]) >> 4;
@@ -70,7 +85,7 @@ ZT_CODEC_CLONES void dequantize4(const uint8_t* codes, int64_t pairs, float scal
 }
 
 // One 4-bit code of a byte, for the element a block or a run leaves alone in its byte.
-float nibble(uint8_t byte, bool high, float scale) {
+ZT_CODEC_INLINE float nibble(uint8_t byte, bool high, float scale) {
   const int8_t v = high ? static_cast<int8_t>(byte) >> 4
                         : static_cast<int8_t>(static_cast<uint8_t>(byte << 4)) >> 4;
   return static_cast<float>(v) * scale;
@@ -83,7 +98,7 @@ int64_t encoded_bytes(const Format& f, int64_t numel) {
   return 4 * blocks(f, numel) + codes;
 }
 
-void encode(const Format& f, const float* in, int64_t numel, uint8_t* out) {
+ZT_CODEC_CLONES void encode(const Format& f, const float* in, int64_t numel, uint8_t* out) {
   const int64_t nb = blocks(f, numel);
   uint8_t* codes = out + 4 * nb;
   constexpr int64_t kSlice = 512;  // codes of one slice of a block at a time, on the stack
@@ -114,7 +129,7 @@ void encode(const Format& f, const float* in, int64_t numel, uint8_t* out) {
   if (carrying) codes[(numel - 1) / 2] = static_cast<uint8_t>(carry) & 0x0F;
 }
 
-void decode(const Format& f, const uint8_t* in, int64_t numel, float* out) {
+ZT_CODEC_CLONES void decode(const Format& f, const uint8_t* in, int64_t numel, float* out) {
   const int64_t nb = blocks(f, numel);
   const uint8_t* codes = in + 4 * nb;
   for (int64_t b = 0; b < nb; ++b) {

@@ -66,6 +66,26 @@ struct Avx2 {
   static void stream_half(void* p, Half h) { _mm_stream_si128(static_cast<__m128i*>(p), h); }
   static void fence() { _mm_sfence(); }
 
+  // Stochastic rounding: the kept bits of x + bias (bias < 0x10000), NaN as 0x7FC0.
+  using IVec = __m256i;
+  static IVec iset1(uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+  static IVec lanes() { return _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7); }
+  static IVec iadd(IVec a, IVec b) { return _mm256_add_epi32(a, b); }
+  static IVec ixor(IVec a, IVec b) { return _mm256_xor_si256(a, b); }
+  static IVec iand(IVec a, IVec b) { return _mm256_and_si256(a, b); }
+  static IVec imul(IVec a, IVec b) { return _mm256_mullo_epi32(a, b); }
+  template <int kBits>
+  static IVec srl(IVec a) {
+    return _mm256_srli_epi32(a, kBits);
+  }
+  static Half narrow_biased(Vec x, IVec bias) {
+    __m256i r = _mm256_srli_epi32(_mm256_add_epi32(_mm256_castps_si256(x), bias), 16);
+    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+    r = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(r),
+                                             _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC0)), nan));
+    return low_halves(r);
+  }
+
   static Vec add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
   static Vec div(Vec a, Vec b) { return _mm256_div_ps(a, b); }

@@ -2,10 +2,12 @@
 // intrinsics. This file alone is compiled with -mavx512f -mavx512bw -mfma; adam_isa.cc calls
 // it only when the CPU and OS support those, so the plugin still loads on any x86-64.
 // GCC 12's AVX-512 intrinsics start some results from a self-initialised _mm512_undefined_*(),
-// which -Wmaybe-uninitialized reports inside the header once inlined here (GCC bug 105593, fixed
-// in GCC 13). The pragma covers the header's own lines only; this file's code keeps the warning.
+// which -Wmaybe-uninitialized (and, for the bf16 moments' loads, -Wuninitialized) reports inside
+// the header once inlined here (GCC bug 105593, fixed in GCC 13). The pragma covers the header's
+// own lines only; this file's code keeps the warning.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
@@ -63,6 +65,27 @@ struct Avx512 {
   // Non-temporal: p must be 32-byte aligned.
   static void stream_half(void* p, Half h) { _mm256_stream_si256(static_cast<__m256i*>(p), h); }
   static void fence() { _mm_sfence(); }
+
+  // Stochastic rounding: the kept bits of x + bias (bias < 0x10000), NaN as 0x7FC0.
+  using IVec = __m512i;
+  static IVec iset1(uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+  static IVec lanes() {
+    return _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  }
+  static IVec iadd(IVec a, IVec b) { return _mm512_add_epi32(a, b); }
+  static IVec ixor(IVec a, IVec b) { return _mm512_xor_si512(a, b); }
+  static IVec iand(IVec a, IVec b) { return _mm512_and_si512(a, b); }
+  static IVec imul(IVec a, IVec b) { return _mm512_mullo_epi32(a, b); }
+  template <int kBits>
+  static IVec srl(IVec a) {
+    return _mm512_srli_epi32(a, kBits);
+  }
+  static Half narrow_biased(Vec x, IVec bias) {
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_castps_si512(x), bias), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+    r = _mm512_mask_mov_epi32(r, nan, _mm512_set1_epi32(0x7FC0));
+    return _mm512_cvtepi32_epi16(r);
+  }
 
   static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
   static Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }

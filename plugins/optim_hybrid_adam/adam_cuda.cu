@@ -38,14 +38,21 @@ struct F16 {
 };
 // "No copy-out buffer".
 struct NoCopy {};
+// A bf16 moment rounded stochastically (a Bf16 moment is rounded to nearest even).
+struct Bf16Stochastic {
+  uint16_t bits;
+};
 
 // The argument block: by value, so it travels in the launch itself.
 struct SegmentList {
   float* param[kCudaAdamMaxSegments];
   const void* grad[kCudaAdamMaxSegments];
-  float* exp_avg[kCudaAdamMaxSegments];
-  float* exp_avg_sq[kCudaAdamMaxSegments];
+  void* exp_avg[kCudaAdamMaxSegments];
+  void* exp_avg_sq[kCudaAdamMaxSegments];
   void* copy_out[kCudaAdamMaxSegments];
+  // Stochastic rounding: element i of segment s has key seed[s] + i and its shard's mix.
+  uint32_t seed[kCudaAdamMaxSegments];
+  uint32_t mix[kCudaAdamMaxSegments];
   int numel[kCudaAdamMaxSegments];
   int first_block[kCudaAdamMaxSegments + 1];  // first_block[count] = blocks of the launch
   int count;
@@ -61,6 +68,7 @@ __device__ __forceinline__ float widen(Bf16 x) {
 __device__ __forceinline__ float widen(F16 x) {
   return __half2float(__ushort_as_half(x.bits));  // exact
 }
+__device__ __forceinline__ float widen(Bf16Stochastic x) { return widen(Bf16{x.bits}); }
 
 // c10::BFloat16's round_to_nearest_even; NaN becomes 0x7FC0.
 __device__ __forceinline__ Bf16 narrow(Bf16*, float x) {
@@ -90,6 +98,29 @@ __device__ __forceinline__ void update_element(float& p, float grad, float& m, f
   v = __fmaf_rn(__fmul_rn(c.one_minus_beta2, g), g, __fmul_rn(v, c.beta2));
   const float denom = __fmaf_rn(__fsqrt_rn(v), c.inv_sqrt_bias_correction2, c.eps);
   p = __fadd_rn(p, __fdiv_rn(__fmul_rn(c.neg_step_size, m), denom));
+}
+
+// A moment into its storage; `random` is 16 stochastic bits (Bf16Stochastic only): added below
+// the kept bits, they carry with probability equal to the dropped fraction. NaN is 0x7FC0.
+__device__ __forceinline__ void store_state(float* out, int i, float x, uint32_t) { out[i] = x; }
+__device__ __forceinline__ void store_state(Bf16* out, int i, float x, uint32_t) {
+  out[i] = narrow(out, x);
+}
+__device__ __forceinline__ void store_state(Bf16Stochastic* out, int i, float x, uint32_t random) {
+  out[i].bits = isnan(x) ? uint16_t{0x7FC0}
+                         : static_cast<uint16_t>((__float_as_uint(x) + random) >> 16);
+}
+
+// Both moments of element i, with element i's stochastic bits (low half: exp_avg).
+template <class S>
+__device__ __forceinline__ void store_states(S* exp_avg, S* exp_avg_sq, int i, float m, float v,
+                                             uint32_t seed, uint32_t mix) {
+  uint32_t random = 0;
+  if constexpr (std::is_same_v<S, Bf16Stochastic>) {
+    random = fmix32((seed + static_cast<uint32_t>(i)) ^ mix);
+  }
+  store_state(exp_avg, i, m, random & 0xFFFFu);
+  store_state(exp_avg_sq, i, v, random >> 16);
 }
 
 template <class C>
@@ -130,7 +161,7 @@ __device__ __forceinline__ bool aligned_for_vec(const T* p) {
   return reinterpret_cast<uintptr_t>(p) % (kVec * sizeof(T)) == 0;
 }
 
-template <class G, class C>
+template <class G, class C, class S>
 __global__ void __launch_bounds__(kThreads)
     adam_multi_tensor(const SegmentList list, const AdamConstants c) {
   // The segment whose blocks [first_block[s], first_block[s + 1]) hold this block. The list
@@ -149,9 +180,10 @@ __global__ void __launch_bounds__(kThreads)
   const int s = lo;
   float* const param = list.param[s];
   const G* const grad = static_cast<const G*>(list.grad[s]);
-  float* const exp_avg = list.exp_avg[s];
-  float* const exp_avg_sq = list.exp_avg_sq[s];
+  S* const exp_avg = static_cast<S*>(list.exp_avg[s]);
+  S* const exp_avg_sq = static_cast<S*>(list.exp_avg_sq[s]);
   C* const copy_out = static_cast<C*>(list.copy_out[s]);
+  const uint32_t seed = list.seed[s], mix = list.mix[s];
   const int begin = (block - list.first_block[s]) * static_cast<int>(kCudaAdamChunk);
   const int end = min(begin + static_cast<int>(kCudaAdamChunk), list.numel[s]);
 
@@ -159,12 +191,13 @@ __global__ void __launch_bounds__(kThreads)
   bool vec = aligned_for_vec(param) && aligned_for_vec(grad) && aligned_for_vec(exp_avg) &&
              aligned_for_vec(exp_avg_sq);
   if constexpr (!std::is_same_v<C, NoCopy>) vec = vec && aligned_for_vec(copy_out);
-  if (vec) {
+  // bf16 moments take the element loop below (the same arithmetic).
+  if (std::is_same_v<S, float> && vec) {
     // Whole vectors; begin is a multiple of kVec, so every access is aligned.
     const int vec_end = begin + (end - begin) / kVec * kVec;
     for (int i = begin + static_cast<int>(threadIdx.x) * kVec; i < vec_end; i += kThreads * kVec) {
       float4 p = *reinterpret_cast<const float4*>(param + i);
-      float4 m = *reinterpret_cast<const float4*>(exp_avg + i);
+      float4 m = *reinterpret_cast<const float4*>(exp_avg + i);  // S is float here
       float4 v = *reinterpret_cast<const float4*>(exp_avg_sq + i);
       float g[kVec];
       load_grad4(grad, i, g);
@@ -182,11 +215,10 @@ __global__ void __launch_bounds__(kThreads)
   // Misaligned segments, and the last < kVec elements of an aligned one.
   for (int i = scalar_begin + static_cast<int>(threadIdx.x); i < end; i += kThreads) {
     float p = param[i];
-    float m = exp_avg[i];
-    float v = exp_avg_sq[i];
+    float m = widen(exp_avg[i]);
+    float v = widen(exp_avg_sq[i]);
     update_element(p, widen(grad[i]), m, v, c);
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
+    store_states(exp_avg, exp_avg_sq, i, m, v, seed, mix);
     param[i] = p;
     store_copy(copy_out, i, p);
   }
@@ -195,17 +227,23 @@ __global__ void __launch_bounds__(kThreads)
 // Element size of a gradient or copy-out type.
 size_t elem_size(ElemType t) { return t == ElemType::kFloat32 ? 4 : 2; }
 
-// Packs the segments of every shard of one (gradient type, copy-out type) group into argument
-// blocks and launches them.
-template <class G, class C>
+// Which kernel instance a shard's moments need: 0 fp32, 1 bf16 to nearest, 2 bf16 stochastic.
+int state_key(const AdamBuffers& b) {
+  if (b.state_type == ElemType::kFloat32) return 0;
+  return b.state_rounding == StateRounding::kNearest ? 1 : 2;
+}
+
+// Packs the segments of every shard of one (gradient type, copy-out type, state key) group into
+// argument blocks and launches them.
+template <class G, class C, class S>
 void launch_group(const AdamBuffers* shards, size_t count, ElemType grad_type, int copy_key,
-                  const AdamConstants& constants, cudaStream_t stream, const CudaAdamLimits& limits,
-                  CudaAdamStatus& status) {
+                  int states, const AdamConstants& constants, cudaStream_t stream,
+                  const CudaAdamLimits& limits, CudaAdamStatus& status) {
   SegmentList list{};
   auto flush = [&]() {
     if (list.count == 0) return;
     const int blocks = list.first_block[list.count];
-    adam_multi_tensor<G, C><<<blocks, kThreads, 0, stream>>>(list, constants);
+    adam_multi_tensor<G, C, S><<<blocks, kThreads, 0, stream>>>(list, constants);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) {
       status.cuda_error = static_cast<int>(err);
@@ -215,21 +253,27 @@ void launch_group(const AdamBuffers* shards, size_t count, ElemType grad_type, i
     }
     list.count = 0;
   };
+  const size_t state_size = states == 0 ? 4 : 2;
   for (size_t k = 0; k < count && status.ok(); ++k) {
     const AdamBuffers& b = shards[k];
     const int key = b.copy_out == nullptr ? 0 : static_cast<int>(b.copy_type) + 1;
-    if (b.numel == 0 || b.grad_type != grad_type || key != copy_key) continue;
+    if (b.numel == 0 || b.grad_type != grad_type || key != copy_key || state_key(b) != states) {
+      continue;
+    }
+    const uint32_t mix = stochastic_mix(b.seed, constants.step);
     for (int64_t offset = 0; offset < b.numel && status.ok(); offset += limits.max_segment_numel) {
       const int64_t n = b.numel - offset < limits.max_segment_numel ? b.numel - offset
                                                                     : limits.max_segment_numel;
       const int i = list.count;
       list.param[i] = b.param + offset;
       list.grad[i] = static_cast<const char*>(b.grad) + offset * elem_size(b.grad_type);
-      list.exp_avg[i] = b.exp_avg + offset;
-      list.exp_avg_sq[i] = b.exp_avg_sq + offset;
+      list.exp_avg[i] = static_cast<char*>(b.exp_avg) + offset * state_size;
+      list.exp_avg_sq[i] = static_cast<char*>(b.exp_avg_sq) + offset * state_size;
       list.copy_out[i] = b.copy_out == nullptr
                              ? nullptr
                              : static_cast<char*>(b.copy_out) + offset * elem_size(b.copy_type);
+      list.seed[i] = static_cast<uint32_t>(b.seed + static_cast<uint64_t>(offset));
+      list.mix[i] = mix;
       list.numel[i] = static_cast<int>(n);
       if (i == 0) list.first_block[0] = 0;
       list.first_block[i + 1] = list.first_block[i] +
@@ -241,18 +285,32 @@ void launch_group(const AdamBuffers* shards, size_t count, ElemType grad_type, i
   if (status.ok()) flush();
 }
 
+template <class G, class C>
+void launch_state_types(const AdamBuffers* shards, size_t count, ElemType grad_type, int copy_key,
+                        const AdamConstants& constants, cudaStream_t stream,
+                        const CudaAdamLimits& limits, CudaAdamStatus& status) {
+  launch_group<G, C, float>(shards, count, grad_type, copy_key, 0, constants, stream, limits,
+                            status);
+  if (!status.ok()) return;
+  launch_group<G, C, Bf16>(shards, count, grad_type, copy_key, 1, constants, stream, limits,
+                           status);
+  if (!status.ok()) return;
+  launch_group<G, C, Bf16Stochastic>(shards, count, grad_type, copy_key, 2, constants, stream,
+                                     limits, status);
+}
+
 template <class G>
 void launch_grad_type(const AdamBuffers* shards, size_t count, ElemType grad_type,
                       const AdamConstants& constants, cudaStream_t stream,
                       const CudaAdamLimits& limits, CudaAdamStatus& status) {
   // copy key: 0 = none, else copy_type + 1 (only bf16 and fp16 pass validation).
-  launch_group<G, NoCopy>(shards, count, grad_type, 0, constants, stream, limits, status);
+  launch_state_types<G, NoCopy>(shards, count, grad_type, 0, constants, stream, limits, status);
   if (!status.ok()) return;
-  launch_group<G, Bf16>(shards, count, grad_type, static_cast<int>(ElemType::kBFloat16) + 1,
-                        constants, stream, limits, status);
+  launch_state_types<G, Bf16>(shards, count, grad_type, static_cast<int>(ElemType::kBFloat16) + 1,
+                              constants, stream, limits, status);
   if (!status.ok()) return;
-  launch_group<G, F16>(shards, count, grad_type, static_cast<int>(ElemType::kFloat16) + 1,
-                       constants, stream, limits, status);
+  launch_state_types<G, F16>(shards, count, grad_type, static_cast<int>(ElemType::kFloat16) + 1,
+                             constants, stream, limits, status);
 }
 
 // nullptr when every shard and the limits can be launched; else what is wrong.
@@ -282,7 +340,11 @@ const char* check_arguments(const AdamBuffers* shards, size_t count, const CudaA
     const auto on = [](const void* p, size_t bytes) {
       return reinterpret_cast<uintptr_t>(p) % bytes == 0;
     };
-    if (!on(b.param, 4) || !on(b.exp_avg, 4) || !on(b.exp_avg_sq, 4) ||
+    if (b.state_type == ElemType::kFloat16) {
+      return "fp16 moments are not supported (fp32 or bf16 only)";
+    }
+    const size_t state_size = elem_size(b.state_type);
+    if (!on(b.param, 4) || !on(b.exp_avg, state_size) || !on(b.exp_avg_sq, state_size) ||
         !on(b.grad, elem_size(b.grad_type)) ||
         (b.copy_out != nullptr && !on(b.copy_out, elem_size(b.copy_type)))) {
       return "a shard's buffer is not aligned to its element size";

@@ -25,6 +25,7 @@ AdamConstants make_adam_constants(double lr, double beta1, double beta2, double 
   c.inv_sqrt_bias_correction2 = static_cast<float>(1 / std::sqrt(bias_correction2));
   c.eps = static_cast<float>(eps);
   c.neg_step_size = static_cast<float>(-(lr / bias_correction1));
+  c.step = step;
   c.scale_grad = grad_divisor != 1;
   c.inv_grad_divisor = static_cast<float>(1 / grad_divisor);
   if (weight_decay == 0) {

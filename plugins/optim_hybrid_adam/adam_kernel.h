@@ -12,6 +12,13 @@
 
 #include <cstdint>
 
+// The stochastic-rounding hash runs in host kernels and in the CUDA kernel alike.
+#if defined(__CUDACC__)
+#define ZT_ADAM_HOST_DEVICE __host__ __device__
+#else
+#define ZT_ADAM_HOST_DEVICE
+#endif
+
 namespace zt::hybrid_adam {
 
 // How weight decay enters the update.
@@ -23,6 +30,34 @@ enum class DecayMode {
 
 // Element types a kernel reads gradients from / writes the parameter copy to.
 enum class ElemType { kFloat32, kBFloat16, kFloat16 };
+
+// How a moment kept in bf16 is rounded after the fp32 update.
+enum class StateRounding {
+  kNearest,    // to nearest even, as c10::BFloat16 (and Tensor::to) rounds
+  kStochastic  // up with probability equal to the dropped fraction: unbiased on average, so
+               // small updates to a large moment are not always lost (see stochastic_bits)
+};
+
+// Stochastic rounding's random bits for element `index` of a buffer whose element 0 has key
+// `seed`, at `step`: a counter-based hash (murmur3's 32-bit finaliser over the index mixed with
+// the step), so every kernel, thread split and resume draws the same bits for the same element
+// and step, and no generator state is kept. exp_avg takes the low 16 bits, exp_avg_sq the high.
+ZT_ADAM_HOST_DEVICE constexpr uint32_t fmix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x85EBCA6Bu;
+  x ^= x >> 13;
+  x *= 0xC2B2AE35u;
+  x ^= x >> 16;
+  return x;
+}
+// The per-call part of the hash: the step and the seed's high half.
+constexpr uint32_t stochastic_mix(uint64_t seed, int64_t step) {
+  return fmix32(static_cast<uint32_t>(step) * 0x9E3779B9u ^
+                fmix32(static_cast<uint32_t>(seed >> 32) + 0x7F4A7C15u));
+}
+ZT_ADAM_HOST_DEVICE constexpr uint32_t stochastic_bits(uint64_t seed, uint32_t mix, int64_t index) {
+  return fmix32((static_cast<uint32_t>(seed) + static_cast<uint32_t>(index)) ^ mix);
+}
 
 // The per-step scalars, formed in double and rounded once to float, so the kernel never sees a
 // double. The element update (every kernel, in this order; fma = one rounding):
@@ -45,6 +80,7 @@ struct AdamConstants {
   DecayMode decay = DecayMode::kNone;
   float decay_factor = 1;  // kDecoupled: 1 - lr * wd
   float weight_decay = 0;  // kL2: wd
+  int64_t step = 1;        // stochastic rounding's bits depend on it
 };
 
 // The step's hyperparameters as AdamConstants (double arithmetic, each field rounded once).
@@ -54,13 +90,18 @@ AdamConstants make_adam_constants(double lr, double beta1, double beta2, double 
                                   double grad_divisor);
 
 // One shard's buffers, all `numel` elements long, contiguous, on the host.
+// Moments in bf16 are widened exactly, updated in fp32 like fp32 moments and rounded once when
+// stored (state_rounding), so bf16 and fp32 states differ only by that rounding.
 struct AdamBuffers {
   float* param = nullptr;      // in/out: fp32 master parameters
   const void* grad = nullptr;  // in: gradient of type grad_type
   ElemType grad_type = ElemType::kFloat32;
-  float* exp_avg = nullptr;     // in/out: first moment
-  float* exp_avg_sq = nullptr;  // in/out: second moment
-  void* copy_out = nullptr;     // out, optional (nullptr = none): new params as copy_type
+  void* exp_avg = nullptr;                   // in/out: first moment, of type state_type
+  void* exp_avg_sq = nullptr;                // in/out: second moment, of type state_type
+  ElemType state_type = ElemType::kFloat32;  // kFloat32 or kBFloat16
+  StateRounding state_rounding = StateRounding::kNearest;  // bf16 states only
+  uint64_t seed = 0;         // stochastic rounding: element i's key is seed + i
+  void* copy_out = nullptr;  // out, optional (nullptr = none): new params as copy_type
   ElemType copy_type = ElemType::kBFloat16;
   int64_t numel = 0;
 };

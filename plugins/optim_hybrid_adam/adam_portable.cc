@@ -3,6 +3,9 @@
 // so this kernel gives the SIMD kernels' bits). Used where the CPU has neither AVX2 nor
 // AVX-512, and as the reference the SIMD kernels are tested beside.
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
@@ -16,6 +19,36 @@ namespace {
 // Marks "no copy-out buffer" for the loop below.
 struct NoCopy {};
 
+// Moment storage: fp32, or bf16 rounded to nearest even (c10::BFloat16), or bf16 rounded
+// stochastically (these raw bits).
+struct StochasticBf16 {
+  uint16_t bits;
+};
+
+inline float load_state(float x) { return x; }
+inline float load_state(c10::BFloat16 x) { return static_cast<float>(x); }
+inline float load_state(StochasticBf16 x) {
+  const uint32_t u = static_cast<uint32_t>(x.bits) << 16;  // exact
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// `random` is 16 bits of stochastic_bits (used by StochasticBf16 only). Adding them below the
+// kept 16 bits carries into the kept part with probability (dropped fraction); NaN becomes
+// 0x7FC0 as in c10. Magnitudes round, signs are untouched: unbiased for either sign.
+inline void store_state(float* out, float x, uint32_t) { *out = x; }
+inline void store_state(c10::BFloat16* out, float x, uint32_t) { *out = c10::BFloat16(x); }
+inline void store_state(StochasticBf16* out, float x, uint32_t random) {
+  if (std::isnan(x)) {
+    out->bits = 0x7FC0;
+    return;
+  }
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  out->bits = static_cast<uint16_t>((u + random) >> 16);
+}
+
 template <typename C>
 inline void store_copy(C* out, int64_t i, float p) {
   out[i] = static_cast<C>(p);  // c10's round-to-nearest-even, as Tensor::to() rounds
@@ -23,13 +56,14 @@ inline void store_copy(C* out, int64_t i, float p) {
 template <>
 inline void store_copy<NoCopy>(NoCopy*, int64_t, float) {}
 
-template <typename G, typename C>
+template <typename G, typename C, typename S>
 void update(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t end) {
   float* __restrict__ param = b.param;
   const G* __restrict__ grad = static_cast<const G*>(b.grad);
-  float* __restrict__ exp_avg = b.exp_avg;
-  float* __restrict__ exp_avg_sq = b.exp_avg_sq;
+  S* __restrict__ exp_avg = static_cast<S*>(b.exp_avg);
+  S* __restrict__ exp_avg_sq = static_cast<S*>(b.exp_avg_sq);
   C* __restrict__ copy_out = static_cast<C*>(b.copy_out);
+  const uint32_t mix = stochastic_mix(b.seed, c.step);
   for (int64_t i = begin; i < end; ++i) {
     float g = static_cast<float>(grad[i]);
     if (c.scale_grad) g = g * c.inv_grad_divisor;
@@ -39,25 +73,36 @@ void update(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t
     } else if (c.decay == DecayMode::kL2) {
       g = std::fma(p, c.weight_decay, g);
     }
-    const float m = std::fma(g, c.one_minus_beta1, exp_avg[i] * c.beta1);
-    const float v = std::fma(c.one_minus_beta2 * g, g, exp_avg_sq[i] * c.beta2);
+    const float m = std::fma(g, c.one_minus_beta1, load_state(exp_avg[i]) * c.beta1);
+    const float v = std::fma(c.one_minus_beta2 * g, g, load_state(exp_avg_sq[i]) * c.beta2);
     const float denom = std::fma(std::sqrt(v), c.inv_sqrt_bias_correction2, c.eps);
     p = p + (c.neg_step_size * m) / denom;
-    exp_avg[i] = m;
-    exp_avg_sq[i] = v;
+    uint32_t random = 0;
+    if constexpr (std::is_same_v<S, StochasticBf16>) random = stochastic_bits(b.seed, mix, i);
+    store_state(exp_avg + i, m, random & 0xFFFFu);
+    store_state(exp_avg_sq + i, v, random >> 16);
     param[i] = p;
     store_copy(copy_out, i, p);
   }
 }
 
+template <typename G, typename S>
+void update_with_state(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t end) {
+  if (b.copy_out == nullptr) return update<G, NoCopy, S>(b, c, begin, end);
+  switch (b.copy_type) {
+    case ElemType::kFloat32: return update<G, float, S>(b, c, begin, end);
+    case ElemType::kBFloat16: return update<G, c10::BFloat16, S>(b, c, begin, end);
+    case ElemType::kFloat16: return update<G, c10::Half, S>(b, c, begin, end);
+  }
+}
+
 template <typename G>
 void update_with_grad(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t end) {
-  if (b.copy_out == nullptr) return update<G, NoCopy>(b, c, begin, end);
-  switch (b.copy_type) {
-    case ElemType::kFloat32: return update<G, float>(b, c, begin, end);
-    case ElemType::kBFloat16: return update<G, c10::BFloat16>(b, c, begin, end);
-    case ElemType::kFloat16: return update<G, c10::Half>(b, c, begin, end);
+  if (b.state_type == ElemType::kFloat32) return update_with_state<G, float>(b, c, begin, end);
+  if (b.state_rounding == StateRounding::kNearest) {
+    return update_with_state<G, c10::BFloat16>(b, c, begin, end);
   }
+  update_with_state<G, StochasticBf16>(b, c, begin, end);
 }
 
 }  // namespace

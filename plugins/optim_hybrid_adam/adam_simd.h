@@ -7,7 +7,10 @@
 //                                               (NaN too), giving kWidth 16-bit values;
 //   store_half(void*, Half); stream_half(void*, Half) (non-temporal, kWidth*2-byte aligned);
 //   fence() (orders the non-temporal stores before what follows);
-//   add, mul, div, sqrt (IEEE, correctly rounded) and fmadd(a, b, c) = a*b + c rounded once.
+//   add, mul, div, sqrt (IEEE, correctly rounded) and fmadd(a, b, c) = a*b + c rounded once;
+//   for stochastic rounding of bf16 moments, kWidth uint32 lanes IVec with iset1, lanes()
+//   (0, 1, ..., kWidth - 1), iadd, ixor, iand, imul (low 32 bits), srl<n>, and
+//   Half narrow_biased(Vec x, IVec bias): the top 16 bits of x's bits + bias, NaN as 0x7FC0.
 // Numerics: the operations of adam_kernel.h's AdamConstants in that order, the same in every
 // kernel (the portable one uses std::fma where these fuse), so all of them give the same bits;
 // the files are built with -ffp-contract=off so the compiler fuses nothing else.
@@ -38,6 +41,10 @@ struct F16 {
 };
 // "No copy-out buffer".
 struct NoCopy {};
+// A bf16 moment rounded stochastically (a Bf16 is rounded to nearest even).
+struct Bf16Stochastic {
+  uint16_t bits;
+};
 
 // The step's scalars broadcast once per call.
 template <class V>
@@ -47,8 +54,10 @@ struct Consts {
       inv_sqrt_bc2, eps, neg_step_size;
   bool scale_grad;
   DecayMode decay;
+  uint32_t seed;                // stochastic rounding: the low half of AdamBuffers::seed
+  typename V::IVec mix, low16;  // stochastic_mix of the call; 0xFFFF
 
-  explicit Consts(const AdamConstants& c)
+  Consts(const AdamConstants& c, uint64_t buffer_seed)
       : inv_divisor(V::set1(c.inv_grad_divisor)),
         decay_factor(V::set1(c.decay_factor)),
         weight_decay(V::set1(c.weight_decay)),
@@ -60,8 +69,43 @@ struct Consts {
         eps(V::set1(c.eps)),
         neg_step_size(V::set1(c.neg_step_size)),
         scale_grad(c.scale_grad),
-        decay(c.decay) {}
+        decay(c.decay),
+        seed(static_cast<uint32_t>(buffer_seed)),
+        mix(V::iset1(stochastic_mix(buffer_seed, c.step))),
+        low16(V::iset1(0xFFFFu)) {}
 };
+
+// fmix32 of adam_kernel.h on every lane.
+template <class V>
+inline typename V::IVec fmix(typename V::IVec x) {
+  x = V::ixor(x, V::template srl<16>(x));
+  x = V::imul(x, V::iset1(0x85EBCA6Bu));
+  x = V::ixor(x, V::template srl<13>(x));
+  x = V::imul(x, V::iset1(0xC2B2AE35u));
+  return V::ixor(x, V::template srl<16>(x));
+}
+
+// A moment in storage type S, widened exactly.
+template <class V, class S>
+inline typename V::Vec load_state(const S* p) {
+  if constexpr (std::is_same_v<S, float>) {
+    return V::load(p);
+  } else {
+    return V::load(reinterpret_cast<const Bf16*>(p));
+  }
+}
+
+// A moment into storage type S; `bias` is the stochastic bits (Bf16Stochastic only).
+template <class V, class S>
+inline void store_state(S* out, typename V::Vec x, typename V::IVec bias) {
+  if constexpr (std::is_same_v<S, float>) {
+    V::store(out, x);
+  } else if constexpr (std::is_same_v<S, Bf16>) {
+    V::store_half(out, V::narrow(out, x));
+  } else {
+    V::store_half(out, V::narrow_biased(x, bias));
+  }
+}
 
 // copy_out + i, without arithmetic on the null pointer that stands for "no copy".
 template <class C>
@@ -85,10 +129,11 @@ inline void store_copy(C* out, typename V::Vec p) {
   }
 }
 
-// kWidth elements starting at the given pointers.
-template <bool kStream, class V, class G, class C>
-inline void update_vector(float* param, const G* grad, float* exp_avg, float* exp_avg_sq,
-                          C* copy_out, const Consts<V>& k) {
+// kWidth elements starting at the given pointers, the first of them element `index` of the
+// buffer (it keys stochastic rounding).
+template <bool kStream, class V, class G, class C, class S>
+inline void update_vector(float* param, const G* grad, S* exp_avg, S* exp_avg_sq, C* copy_out,
+                          int64_t index, const Consts<V>& k) {
   using Vec = typename V::Vec;
   Vec g = V::load(grad);
   if (k.scale_grad) g = V::mul(g, k.inv_divisor);
@@ -98,22 +143,29 @@ inline void update_vector(float* param, const G* grad, float* exp_avg, float* ex
   } else if (k.decay == DecayMode::kL2) {
     g = V::fmadd(p, k.weight_decay, g);
   }
-  const Vec m = V::fmadd(g, k.one_minus_beta1, V::mul(V::load(exp_avg), k.beta1));
-  const Vec v = V::fmadd(V::mul(k.one_minus_beta2, g), g, V::mul(V::load(exp_avg_sq), k.beta2));
+  const Vec m = V::fmadd(g, k.one_minus_beta1, V::mul(load_state<V>(exp_avg), k.beta1));
+  const Vec v = V::fmadd(V::mul(k.one_minus_beta2, g), g,
+                         V::mul(load_state<V>(exp_avg_sq), k.beta2));
   const Vec denom = V::fmadd(V::sqrt(v), k.inv_sqrt_bc2, k.eps);
   p = V::add(p, V::div(V::mul(k.neg_step_size, m), denom));
-  V::store(exp_avg, m);
-  V::store(exp_avg_sq, v);
+  typename V::IVec bits{};
+  if constexpr (std::is_same_v<S, Bf16Stochastic>) {
+    const uint32_t first = k.seed + static_cast<uint32_t>(index);
+    bits = fmix<V>(V::ixor(V::iadd(V::iset1(first), V::lanes()), k.mix));
+  }
+  store_state<V>(exp_avg, m, V::iand(bits, k.low16));
+  store_state<V>(exp_avg_sq, v, V::template srl<16>(bits));
   V::store(param, p);
   store_copy<kStream, V>(copy_out, p);
 }
 
 // The last n < kWidth elements: copied into zero-filled buffers, updated as a full vector
 // (zero lanes give m = v = 0, denom = eps, no exceptions that matter) and copied back.
-template <class V, class G, class C>
-void update_tail(float* param, const G* grad, float* exp_avg, float* exp_avg_sq, C* copy_out,
-                 int64_t n, const Consts<V>& k) {
-  float p[V::kWidth] = {}, m[V::kWidth] = {}, v[V::kWidth] = {};
+template <class V, class G, class C, class S>
+void update_tail(float* param, const G* grad, S* exp_avg, S* exp_avg_sq, C* copy_out, int64_t n,
+                 int64_t index, const Consts<V>& k) {
+  float p[V::kWidth] = {};
+  S m[V::kWidth] = {}, v[V::kWidth] = {};
   G g[V::kWidth] = {};
   C out[V::kWidth] = {};
   for (int64_t i = 0; i < n; ++i) {
@@ -122,7 +174,7 @@ void update_tail(float* param, const G* grad, float* exp_avg, float* exp_avg_sq,
     m[i] = exp_avg[i];
     v[i] = exp_avg_sq[i];
   }
-  update_vector<false, V>(p, g, m, v, out, k);
+  update_vector<false, V>(p, g, m, v, out, index, k);
   for (int64_t i = 0; i < n; ++i) {
     param[i] = p[i];
     exp_avg[i] = m[i];
@@ -133,20 +185,20 @@ void update_tail(float* param, const G* grad, float* exp_avg, float* exp_avg_sq,
   }
 }
 
-template <bool kStream, class V, class G, class C>
+template <bool kStream, class V, class G, class C, class S>
 void update_body(const AdamBuffers& b, const Consts<V>& k, int64_t begin, int64_t end) {
   float* param = b.param;
   const G* grad = static_cast<const G*>(b.grad);
-  float* exp_avg = b.exp_avg;
-  float* exp_avg_sq = b.exp_avg_sq;
+  S* exp_avg = static_cast<S*>(b.exp_avg);
+  S* exp_avg_sq = static_cast<S*>(b.exp_avg_sq);
   C* copy_out = static_cast<C*>(b.copy_out);
   for (int64_t i = begin; i < end; i += V::kWidth) {
     update_vector<kStream, V>(param + i, grad + i, exp_avg + i, exp_avg_sq + i, offset(copy_out, i),
-                              k);
+                              i, k);
   }
 }
 
-template <class V, class G, class C>
+template <class V, class G, class C, class S>
 void update_range(const AdamBuffers& b, const Consts<V>& k, int64_t begin, int64_t end) {
   const int64_t body_end = begin + (end - begin) / V::kWidth * V::kWidth;
   // Each vector's copy is kWidth 16-bit values, so one aligned start keeps every one aligned.
@@ -155,32 +207,44 @@ void update_range(const AdamBuffers& b, const Consts<V>& k, int64_t begin, int64
                            (V::kWidth * 2) ==
                        0;
   if (kHalfCopy && aligned) {
-    update_body<true, V, G, C>(b, k, begin, body_end);
+    update_body<true, V, G, C, S>(b, k, begin, body_end);
     V::fence();
   } else {
-    update_body<false, V, G, C>(b, k, begin, body_end);
+    update_body<false, V, G, C, S>(b, k, begin, body_end);
   }
   if (body_end < end) {
     const int64_t i = body_end;
-    update_tail<V>(b.param + i, static_cast<const G*>(b.grad) + i, b.exp_avg + i, b.exp_avg_sq + i,
-                   offset(static_cast<C*>(b.copy_out), i), end - i, k);
+    update_tail<V>(b.param + i, static_cast<const G*>(b.grad) + i, static_cast<S*>(b.exp_avg) + i,
+                   static_cast<S*>(b.exp_avg_sq) + i, offset(static_cast<C*>(b.copy_out), i),
+                   end - i, i, k);
+  }
+}
+
+template <class V, class G, class S>
+void update_range_with_state(const AdamBuffers& b, const Consts<V>& k, int64_t begin, int64_t end) {
+  if (b.copy_out == nullptr) return update_range<V, G, NoCopy, S>(b, k, begin, end);
+  switch (b.copy_type) {
+    case ElemType::kFloat32: return update_range<V, G, float, S>(b, k, begin, end);
+    case ElemType::kBFloat16: return update_range<V, G, Bf16, S>(b, k, begin, end);
+    case ElemType::kFloat16: return update_range<V, G, F16, S>(b, k, begin, end);
   }
 }
 
 template <class V, class G>
 void update_range_with_grad(const AdamBuffers& b, const Consts<V>& k, int64_t begin, int64_t end) {
-  if (b.copy_out == nullptr) return update_range<V, G, NoCopy>(b, k, begin, end);
-  switch (b.copy_type) {
-    case ElemType::kFloat32: return update_range<V, G, float>(b, k, begin, end);
-    case ElemType::kBFloat16: return update_range<V, G, Bf16>(b, k, begin, end);
-    case ElemType::kFloat16: return update_range<V, G, F16>(b, k, begin, end);
+  if (b.state_type == ElemType::kFloat32) {
+    return update_range_with_state<V, G, float>(b, k, begin, end);
   }
+  if (b.state_rounding == StateRounding::kNearest) {
+    return update_range_with_state<V, G, Bf16>(b, k, begin, end);
+  }
+  update_range_with_state<V, G, Bf16Stochastic>(b, k, begin, end);
 }
 
 // The kernel of adam_isa.h for ISA V.
 template <class V>
 void adam_range(const AdamBuffers& b, const AdamConstants& c, int64_t begin, int64_t end) {
-  const Consts<V> k(c);
+  const Consts<V> k(c, b.seed);
   switch (b.grad_type) {
     case ElemType::kFloat32: return update_range_with_grad<V, float>(b, k, begin, end);
     case ElemType::kBFloat16: return update_range_with_grad<V, Bf16>(b, k, begin, end);

@@ -1,11 +1,13 @@
 // optim_hybrid_adam: the Adam / AdamW optimizer plugin. Updates the engine's flat fp32 master
 // shards in place with LibTorch 1.13's torch::optim::AdamW (adamw = true) or torch::optim::Adam
 // (adamw = false) arithmetic, and writes the optional bf16/fp16 copy of the new parameters in
-// the same pass over memory. Each shard is updated where it lives: host shards by the SIMD
-// kernel on the CPU, CUDA shards by the multi-tensor CUDA kernel on the current CUDA stream.
-// This file owns options, checks and that split; adam_kernel.{h,cc} the math and the host
-// threads, adam_isa.{h,cc} the choice of SIMD kernel (once, at create()), adam_cuda.{h,cu} the
-// CUDA kernel (built only with a CUDA toolkit and a CUDA-enabled LibTorch: ZT_WITH_CUDA).
+// the same pass over memory. The moments are fp32, or bf16 (state_dtype): computed in fp32 and
+// rounded when stored, to nearest or stochastically (state_rounding). Each shard is updated where
+// it lives: host shards by the SIMD kernel on the CPU, CUDA shards by the multi-tensor CUDA kernel
+// on the current CUDA stream. This file owns options, checks and that split; adam_kernel.{h,cc} the
+// math and the host threads, adam_isa.{h,cc} the choice of SIMD kernel (once, at create()),
+// adam_cuda.{h,cu} the CUDA kernel (built only with a CUDA toolkit and a CUDA-enabled LibTorch:
+// ZT_WITH_CUDA).
 #include <cmath>
 #include <cstddef>
 #include <map>
@@ -46,6 +48,8 @@ struct HybridAdamConfig {
   double eps = 1e-8;
   double weight_decay = 0;
   bool adamw = true;
+  c10::ScalarType state_dtype = c10::ScalarType::Float;
+  zt::hybrid_adam::StateRounding state_rounding = zt::hybrid_adam::StateRounding::kNearest;
 };
 
 std::optional<ElemType> elem_type(c10::ScalarType type) {
@@ -108,7 +112,7 @@ void check_tensor(const at::Tensor& t, size_t shard, const char* role, const at:
 }
 
 // Checks one shard and returns raw views of its buffers, which are on the param's device.
-AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard) {
+AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard, const HybridAdamConfig& config) {
   zt::check_defined(s.param, subject(shard, "param"), "the engine must allocate it");
   check_param_device(s.param, shard);
   check_tensor(s.param, shard, "param", s.param);
@@ -126,7 +130,8 @@ AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard) {
   const char* state_roles[2] = {"state exp_avg", "state exp_avg_sq"};
   for (size_t k = 0; k < 2; ++k) {
     check_tensor(s.states[k], shard, state_roles[k], s.param);
-    zt::check_dtype(s.states[k], subject(shard, state_roles[k]), {at::kFloat});
+    zt::check_dtype(s.states[k], subject(shard, state_roles[k]), {config.state_dtype},
+                    "the engine allocates states in state_dtype()");
   }
 
   AdamBuffers b;
@@ -134,8 +139,11 @@ AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard) {
   b.param = s.param.data_ptr<float>();
   b.grad = s.grad.data_ptr();
   b.grad_type = *grad_type;
-  b.exp_avg = s.states[0].data_ptr<float>();
-  b.exp_avg_sq = s.states[1].data_ptr<float>();
+  b.exp_avg = s.states[0].data_ptr();
+  b.exp_avg_sq = s.states[1].data_ptr();
+  b.state_type = *elem_type(config.state_dtype);
+  b.state_rounding = config.state_rounding;
+  b.seed = s.seed;
   if (s.copy_out.defined()) {
     check_tensor(s.copy_out, shard, "copy_out", s.param);
     zt::check_dtype(s.copy_out, subject(shard, "copy_out"), {at::kBFloat16, at::kHalf},
@@ -186,6 +194,8 @@ class HybridAdam final : public zt::Optimizer {
 
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
+  c10::ScalarType state_dtype() const override { return config_.state_dtype; }
+
   double base_lr() const override { return config_.lr; }
 
   void step(const std::vector<zt::ShardTensors>& shards, const zt::StepArgs& args) override {
@@ -207,7 +217,7 @@ class HybridAdam final : public zt::Optimizer {
     std::vector<AdamBuffers> host;
     CudaShards cuda;
     for (size_t i = 0; i < shards.size(); ++i) {
-      const AdamBuffers b = shard_buffers(shards[i], i);
+      const AdamBuffers b = shard_buffers(shards[i], i, config_);
       if (shards[i].param.is_cuda()) {
         cuda[shards[i].param.device().index()].push_back(b);
       } else {
@@ -261,6 +271,16 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
                      "true: decoupled decay p *= 1 - lr*wd (torch::optim::AdamW); "
                      "false: L2 term wd*p added to the gradient (torch::optim::Adam), which "
                      "Adam's scaling weakens for weights with large gradients"),
+        zt::opt_string("state_dtype", "fp32",
+                       "storage of exp_avg and exp_avg_sq in memory, offload tiers and their "
+                       "traffic: fp32 (8 B/param), or bf16 (4 B/param; the update still computes "
+                       "in fp32, and rounds each moment once when it stores it)",
+                       {"fp32", "bf16"}),
+        zt::opt_string("state_rounding", "nearest",
+                       "how bf16 moments are rounded: nearest (even), or stochastic (up with the "
+                       "probability of the dropped fraction: unbiased, so the small updates of a "
+                       "large moment are not all lost; deterministic per element and step)",
+                       {"nearest", "stochastic"}),
     };
   }
 
@@ -299,6 +319,17 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
       option_error(options, "weight_decay", "must be a finite number >= 0 (0 disables it)");
     }
     c.adamw = options.get_bool("adamw");
+    c.state_dtype = options.get_string("state_dtype") == "bf16" ? c10::ScalarType::BFloat16
+                                                                : c10::ScalarType::Float;
+    c.state_rounding = options.get_string("state_rounding") == "stochastic"
+                           ? zt::hybrid_adam::StateRounding::kStochastic
+                           : zt::hybrid_adam::StateRounding::kNearest;
+    if (c.state_rounding == zt::hybrid_adam::StateRounding::kStochastic &&
+        c.state_dtype == c10::ScalarType::Float) {
+      option_error(options, "state_rounding",
+                   "rounds bf16 moments only, but state_dtype = \"fp32\" keeps them exact: "
+                   "set state_dtype = \"bf16\" or drop state_rounding");
+    }
     const zt::hybrid_adam::Isa isa = zt::hybrid_adam::choose_isa();
     return std::make_unique<HybridAdam>(c, zt::hybrid_adam::range_kernel(isa));
   }
@@ -307,6 +338,7 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
 }  // namespace
 
 ZT_PLUGIN(ZT_KIND_OPTIMIZER, "optim_hybrid_adam", "0.1.0",
-          "Adam / AdamW on flat fp32 master shards (LibTorch semantics), optional bf16/fp16 "
-          "copy-out; host shards on the CPU (SIMD), CUDA shards on the GPU (CUDA builds)",
+          "Adam / AdamW on flat fp32 master shards (LibTorch semantics), fp32 or bf16 moments, "
+          "optional bf16/fp16 copy-out; host shards on the CPU (SIMD), CUDA shards on the GPU "
+          "(CUDA builds)",
           HybridAdamPlugin)

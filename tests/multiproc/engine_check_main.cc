@@ -12,7 +12,7 @@
 //                   [--checkpoint true|false] [--hidden H]
 //                   [--offload_optimizer none|offload_cpu|offload_nvme] [--offload_param ...]
 //                   [--optimizer_fraction F] [--param_fraction F] [--sub_group E]
-//                   [--pipeline true|false]
+//                   [--pipeline true|false] [--gradients_in_tier true|false]
 //                   [--accessors true|false] [--begin_step true|false] [--nan_grad_step K]
 //                   [--eval true|false]
 //                   [--save_at K --ckpt_dir D] [--record P]
@@ -20,8 +20,8 @@
 //                   [--refuse_partial true --ckpt_dir D]
 //                   [--mics K] [--hier true --ranks_per_host P]
 //                   [--codec_weights B] [--codec_gradients B] [--error_feedback true]
-//                   [--codec_block K]
-//                   [--plant nan|lost_update|uncoded]
+//                   [--codec_block K] [--state_dtype fp32|bf16] [--saved_state_dtype ...]
+//                   [--plant nan|lost_update|uncoded|fp32_states]
 // The engine, its plugins and tiers are composed by the core as every program composes them
 // (zt/host/compose.h) from the settings of a zt::Config of the core's sections alone: the options
 // above become --set overrides of check_config()'s TOML (fp16 is not offered: the config refuses
@@ -53,7 +53,12 @@
 // --plant plants a fault the check must catch (tests of the oracle itself): nan puts a NaN into
 // the engine's last parameter before the final comparison; lost_update gives the engine's second
 // step lr 0, so that update is lost while the reference applies it; uncoded leaves the codecs
-// out of the engine's config while the reference still applies them.
+// out of the engine's config while the reference still applies them; fp32_states makes the
+// reference round its moments to bf16 while the engine keeps them in fp32.
+// --state_dtype bf16 keeps AdamW's moments in bf16 (optim_hybrid_adam's state_dtype); the
+// reference then rounds its moments to bf16 after every step, as the engine's optimizer stores
+// them. With --load, --saved_state_dtype names the saver's (default: --state_dtype's), which the
+// checkpoint must record.
 // Codecs (ZeRO++): --codec_weights / --codec_gradients B run stage 3's gathers / the gradient
 // reduce-scatters through codec_blockq at B bits (blocks of --codec_block), --error_feedback true
 // keeps the gradient codec's residuals. The reference then computes each step from the engine's
@@ -230,7 +235,9 @@ const std::pair<const char*, const char*> kConfigFlags[] = {
     {"pipeline", "zero.pipeline_read"},
     {"pipeline", "zero.pipeline_write"},
     {"mics", "zero.mics_shard_size"},
-    {"hier", "zero.mics_hierarchical_params_gather"}};
+    {"hier", "zero.mics_hierarchical_params_gather"},
+    {"state_dtype", "plugin.optim_hybrid_adam.state_dtype"},
+    {"gradients_in_tier", "zero.gradients_in_tier"}};
 
 // The job the check runs: what no test varies, with the command line as --set overrides.
 zt::Config check_config(Args& a, const std::string& nvme_dir) {
@@ -268,6 +275,7 @@ zt::Config check_config(Args& a, const std::string& nvme_dir) {
 
 // LibTorch's own AdamW on the whole global batch of every micro step, in this one process.
 struct Reference {
+  bool bf16_states = false;  // --state_dtype bf16
   Weights weights{42};
   std::vector<std::unique_ptr<LambdaUnit>> units = make_units(weights);
   torch::optim::AdamW adamw{
@@ -292,6 +300,16 @@ struct Reference {
           opt.gradient_clipping);
     }
     adamw.step();
+    if (bf16_states) round_states();
+  }
+  // bf16 states: AdamW's fp32 step, each moment then stored in bf16 (to nearest even).
+  void round_states() {
+    for (const at::Tensor& p : {weights.w0, weights.b0, weights.w1, weights.b1, weights.b2}) {
+      for (const char* name : {"exp_avg", "exp_avg_sq"}) {
+        at::Tensor m = state(p, name);
+        m.copy_(m.to(at::kBFloat16));
+      }
+    }
   }
   void step(int64_t step, const zt::EngineOptions& opt, int world) {
     grads(step, opt, world);
@@ -307,12 +325,29 @@ struct Reference {
   }
 };
 
+// Moments rounded to bf16 on both sides at some step (--state_dtype or --saved_state_dtype bf16,
+// or --plant fp32_states): with fp32 compute the comparisons allow what that may change
+// (oracle_tolerance.h). g_reference_bf16_moments: the reference rounds them now, so the engine's
+// must be bf16 values.
+bool g_bf16_moments = false;
+bool g_reference_bf16_moments = false;
+
 void check_close(const std::string& what, const at::Tensor& got, const at::Tensor& want,
-                 at::ScalarType dt) {
-  const double e = zt::test::excess(got, want, dt);
+                 at::ScalarType dt, zt::test::Compared compared = zt::test::Compared::kParameter) {
+  const double e = g_bf16_moments && dt == at::kFloat
+                       ? zt::test::excess_bf16_moments(got, want, compared, kLr)
+                       : zt::test::excess(got, want, dt);
   if (!(e <= 0)) {  // a NaN fails too
+    // The element furthest outside: its difference over what it was allowed.
+    const at::Tensor w = want.to(at::kDouble).reshape({-1});
+    const at::Tensor diff = (got.to(at::kDouble).reshape({-1}) - w).abs();
+    const int64_t at = (diff / (w.abs() + 1e-6)).argmax().item<int64_t>();
     throw CheckFailed(what + ": max |zt - torch| exceeds tolerance by " + std::to_string(e) +
-                      " (shape " + c10::str(got.sizes()) + ")");
+                      " (shape " + c10::str(got.sizes()) +
+                      "; the largest relative difference: zt " +
+                      std::to_string(got.reshape({-1})[at].item<double>()) + ", torch " +
+                      std::to_string(want.reshape({-1})[at].item<double>()) + " at element " +
+                      std::to_string(at) + ")");
   }
 }
 
@@ -348,8 +383,17 @@ void check_states(zt::Engine& engine, Reference& ref, at::ScalarType dt, int64_t
   for (auto& [name, t] : ref.weights.all()) {
     check_close("full_fp32_param(" + name + ")" + when, engine.full_fp32_param(name), t, dt);
     for (const char* state : {"exp_avg", "exp_avg_sq"}) {
-      check_close("full_optimizer_state(" + name + ", " + state + ")" + when,
-                  engine.full_optimizer_state(name, state), ref.state(t, state), dt);
+      const at::Tensor moment = engine.full_optimizer_state(name, state);
+      const std::string what = "full_optimizer_state(" + name + ", " + state + ")" + when;
+      // Kept in bf16 (the reference's are): every value is one bf16 holds, exactly.
+      zt::test::check(
+          !g_reference_bf16_moments || at::equal(moment, moment.to(at::kBFloat16).to(at::kFloat)),
+          what + " holds values bf16 cannot: the moments are not kept in bf16");
+      check_close(what, moment, ref.state(t, state), dt, zt::test::Compared::kMoment);
+      if (g_bf16_moments && dt == at::kFloat) {
+        const zt::test::MeanError m = zt::test::moment_mean_error(moment, ref.state(t, state));
+        zt::test::check(m.ok(), what + ": " + m.describe());
+      }
     }
     const at::Tensor grad = engine.full_fp32_grad(name);
     zt::test::check(at::equal(grad, at::zeros_like(t)),
@@ -361,7 +405,7 @@ void check_states(zt::Engine& engine, Reference& ref, at::ScalarType dt, int64_t
 void check_grads(zt::Engine& engine, Reference& ref, at::ScalarType dt, int64_t step) {
   for (auto& [name, t] : ref.weights.all()) {
     check_close("full_fp32_grad(" + name + ") at step " + std::to_string(step + 1),
-                engine.full_fp32_grad(name), t.grad(), dt);
+                engine.full_fp32_grad(name), t.grad(), dt, zt::test::Compared::kGradient);
   }
 }
 
@@ -548,12 +592,23 @@ int64_t resume(zt::Engine& engine, Reference& ref, Args& a, const zt::EngineOpti
   zt::CheckpointReader reader(zt::resolve_checkpoint(a["ckpt_dir"]));
   engine.load_checkpoint(reader);
   const int64_t done = reader.step(), overflow = std::stoi(a["force_overflow_step"]);
+  // The saver's states were bf16 or fp32 (--saved_state_dtype); the load rounds fp32 ones to
+  // nearest even into bf16 states, as the reference does once it has replayed the saved steps.
+  const std::string saved_dtype = a["saved_state_dtype"].empty() ? a["state_dtype"]
+                                                                 : a["saved_state_dtype"];
+  zt::test::check(reader.counters().state_dtype == saved_dtype,
+                  "the checkpoint records state dtype " + reader.counters().state_dtype + ", not " +
+                      saved_dtype);
+  const bool bf16_states = ref.bf16_states;
+  ref.bf16_states = saved_dtype == "bf16";
   int64_t applied = 0;
   for (int64_t s = 0; s < done; ++s) {
     if (s + 1 == overflow) continue;
     ref.step(s, opt, std::stoi(a["saved_world"]));
     ++applied;
   }
+  ref.bf16_states = bf16_states;
+  if (bf16_states) ref.round_states();
   zt::test::check(reader.counters().optimizer_steps == applied,
                   "the checkpoint of step " + std::to_string(done) + " counts " +
                       std::to_string(reader.counters().optimizer_steps) + " optimizer steps, not " +
@@ -734,6 +789,10 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     });
   };
   Reference reference;
+  // --plant fp32_states: the engine keeps fp32 states while the reference rounds its to bf16.
+  reference.bf16_states = a["state_dtype"] == "bf16" || a["plant"] == "fp32_states";
+  g_bf16_moments = reference.bf16_states || a["saved_state_dtype"] == "bf16";
+  g_reference_bf16_moments = reference.bf16_states;
   const auto weight_codec = check_codec(a, config, "weights");
   const auto gradient_codec = check_codec(a, config, "gradients");
   std::unique_ptr<zt::test::CodecReference> coded;
@@ -874,6 +933,9 @@ int main(int argc, char** argv) {
          {"codec_gradients", "0"},
          {"error_feedback", "false"},
          {"codec_block", "8"},
+         {"state_dtype", "fp32"},
+         {"saved_state_dtype", ""},
+         {"gradients_in_tier", "false"},
          {"plant", ""}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
   kHidden = std::stoll(a["hidden"]);

@@ -251,7 +251,8 @@ TEST_CASE("offload: fractions, no pipelining, accumulation + clipping, bf16, che
 }
 
 TEST_CASE("offload: gradient shards kept in the NVMe tier, accumulated over micro steps") {
-  // With optimizer states in offload_nvme the reduced gradients live there too: the first micro
+  // With optimizer states in offload_nvme and zero.gradients_in_tier the reduced gradients live
+  // there too while the step waits for the global norm: the first micro
   // step of a step writes them, the others read, add and write them back tile by tile (tiles of
   // 1024 elements, uneven shards at world 3, partial last tiles), and the global norm for the
   // clipping comes from what was measured as the last micro step wrote them. Stage 1 writes them
@@ -260,10 +261,26 @@ TEST_CASE("offload: gradient shards kept in the NVMe tier, accumulated over micr
     for (const char* shard : {"shard_tensor", "shard_bucket"}) {
       CAPTURE(stage);
       CAPTURE(shard);
-      expect_ok(
-          run_engine(3, {"--stage", std::to_string(stage), "--shard", shard, "--hidden", "100",
-                         "--offload_optimizer", "offload_nvme", "--sub_group", "1", "--accum", "3",
-                         "--clip", "0.05", "--steps", "4", "--accessors", "true"}));
+      expect_ok(run_engine(3, {"--stage",
+                               std::to_string(stage),
+                               "--shard",
+                               shard,
+                               "--hidden",
+                               "100",
+                               "--offload_optimizer",
+                               "offload_nvme",
+                               "--sub_group",
+                               "1",
+                               "--accum",
+                               "3",
+                               "--clip",
+                               "0.05",
+                               "--steps",
+                               "4",
+                               "--accessors",
+                               "true",
+                               "--gradients_in_tier",
+                               "true"}));
     }
   }
   // One tile buffer (no pipelining), reductions drained one group at a time (no overlap), and
@@ -289,7 +306,9 @@ TEST_CASE("offload: gradient shards kept in the NVMe tier, accumulated over micr
                            "--pipeline",
                            "false",
                            "--overlap",
-                           "false"}));
+                           "false",
+                           "--gradients_in_tier",
+                           "true"}));
   // Step 3 overflows on one rank (in both its micro steps): it is skipped on every rank, and the
   // next step's first micro step replaces the non-finite sums in the tier. (Hidden 60: two tiles
   // per shard; at 100 this composition's loss-scaled fp32 drifts past the oracle's tolerance
@@ -313,7 +332,9 @@ TEST_CASE("offload: gradient shards kept in the NVMe tier, accumulated over micr
                            "--steps",
                            "5",
                            "--force_overflow_step",
-                           "3"}));
+                           "3",
+                           "--gradients_in_tier",
+                           "true"}));
 }
 
 // The bytes a rank's tiers read and wrote, and its gradient bytes in the tier, from its report.
@@ -388,6 +409,63 @@ TEST_CASE("offload: with the rate announced, streamed gradients go straight into
   bool named = false;
   for (const auto& rep : r.reports) named = named || contains(rep, "cannot be skipped");
   CHECK(named);
+}
+
+TEST_CASE("offload: with clipping, streamed gradients wait for the norm in host memory, bit for "
+          "bit as through the tier, 8 bytes per element fewer each step") {
+  // The same jobs with zero.gradients_in_tier (the gradients go to the NVMe tier and back) and
+  // without (they wait in host memory): the same losses and parameters bit for bit, with clipping
+  // that triggers every step (0.05) and that never does (1e6), with loss scaling and an
+  // overflow, with accumulation; each step moves one gradient shard less each way (accumulation:
+  // its partial sums too), and the tier holds no gradient bytes. (Hidden 60: two tiles per
+  // shard; at 100, clipping at 0.05 drifts past the oracle's fp32 tolerance either way.)
+  struct Case {
+    int world, stage;
+    const char* shard;
+    std::vector<std::string> more;
+  };
+  const Case cases[] = {
+      {2, 3, "shard_bucket", {"--clip", "0.05", "--offload_param", "offload_nvme"}},
+      {2, 3, "shard_tensor", {"--clip", "1e6"}},
+      {3, 2, "shard_tensor", {"--clip", "0.05", "--accum", "3", "--accessors", "true"}},
+      {2, 1, "shard_bucket", {"--clip", "0.05"}},
+      {2,
+       3,
+       "shard_bucket",
+       {"--loss_scale", "true", "--force_overflow_step", "2", "--accum", "2"}}};
+  const int steps = 4;
+  for (const Case& c : cases) {
+    CAPTURE(c.stage);
+    CAPTURE(c.shard);
+    CAPTURE(joined(c.more));
+    zt::test::TempDir dir;
+    const std::vector<std::string> args = with(
+        {"--stage", std::to_string(c.stage), "--shard", c.shard, "--hidden", "60",
+         "--offload_optimizer", "offload_nvme", "--sub_group", "1", "--steps",
+         std::to_string(steps), "--begin_step", "true"},
+        c.more);
+    auto tier = run_engine(
+        c.world, with(args, {"--gradients_in_tier", "true", "--record", dir.file("tier")}));
+    expect_ok(tier);
+    auto memory = run_engine(c.world, with(args, {"--compare", dir.file("tier")}));
+    expect_ok(memory);
+    for (int r = 0; r < c.world; ++r) {
+      const TierBytes before = tier_bytes(tier.reports[r]);
+      const TierBytes after = tier_bytes(memory.reports[r]);
+      CHECK(before.grads > 0);
+      CHECK(after.grads == 0);
+      CHECK(before.read > after.read);
+      CHECK(before.written > after.written);
+      // Stage 1 writes its gradients once, at the step; with accumulation stages 2-3 write them
+      // every micro step and read them back every micro step but the first, and at the step.
+      int64_t accum = 1;
+      for (size_t i = 0; i + 1 < c.more.size(); ++i) {
+        if (c.more[i] == "--accum") accum = std::stoll(c.more[i + 1]);
+      }
+      const int64_t writes = c.stage == 1 ? 1 : accum;
+      CHECK(before.written - after.written == steps * writes * before.grads);
+    }
+  }
 }
 
 TEST_CASE("evaluation: one validation loss at every world size, stage, strategy and offload") {
@@ -523,6 +601,77 @@ TEST_CASE("checkpoints: a resume with the same composition continues bit for bit
     expect_ok(run_engine(world, with(args, {"--load", "true", "--saved_world", c[0], "--compare",
                                             dir.file("run")})));
   }
+}
+
+TEST_CASE("bf16 optimizer states: stages 0-3, in memory and in both tiers, match AdamW whose "
+          "moments are stored in bf16") {
+  // optim_hybrid_adam's state_dtype = "bf16": the reference rounds AdamW's moments to bf16 after
+  // every step. --accessors compares the moments themselves after every step, as the engine
+  // reads them back (widened from bf16, through memory, a host tier or NVMe tiles), and requires
+  // each to be a bf16 value exactly. The tolerance allows a moment one bf16 spacing off where
+  // the two sides' fp32 values straddle a rounding midpoint (oracle_tolerance.h).
+  const std::vector<std::vector<std::string>> runs{
+      {"2", "--stage", "0", "--shard", "shard_tensor", "--accessors", "true"},
+      {"2", "--stage", "1", "--shard", "shard_bucket", "--accum", "2", "--clip", "0.05",
+       "--accessors", "true"},
+      {"2", "--stage", "2", "--shard", "shard_tensor", "--offload_optimizer", "offload_cpu",
+       "--accessors", "true"},
+      {"3", "--stage", "3", "--shard", "shard_bucket", "--hidden", "100", "--offload_optimizer",
+       "offload_nvme", "--sub_group", "1", "--accessors", "true"},
+      // Streamed groups updated in backward (no clipping, the rate announced): their gradients
+      // are nowhere to read back, so the parameters alone are compared.
+      {"2", "--stage", "3", "--shard", "shard_tensor", "--hidden", "100", "--offload_optimizer",
+       "offload_nvme", "--offload_param", "offload_nvme", "--sub_group", "1", "--begin_step",
+       "true"},
+      {"2", "--stage", "2", "--shard", "shard_bucket", "--dtype", "bf16", "--offload_optimizer",
+       "offload_nvme", "--sub_group", "1", "--accessors", "true"}};
+  for (const auto& run : runs) {
+    CAPTURE(joined(run));
+    auto r = run_engine(
+        std::stoi(run[0]),
+        with(std::vector<std::string>(run.begin() + 1, run.end()), {"--state_dtype", "bf16"}));
+    expect_ok(r);
+  }
+  // The same job with fp32 states does not pass as bf16: its moments hold values bf16 cannot.
+  auto r = run_engine(2, {"--stage", "1", "--shard", "shard_tensor", "--accessors", "true",
+                          "--plant", "fp32_states"});
+  INFO(r.all());
+  CHECK(r.result.exit_code != 0);
+  CHECK(contains(r.reports[0], "the moments are not kept in bf16"));
+}
+
+TEST_CASE("bf16 optimizer states: checkpoints record the dtype, load fp32 states into bf16 and "
+          "back, and resume bit for bit") {
+  zt::test::TempDir dir;
+  const std::vector<std::string> base{"--hidden", "100", "--steps", "4", "--sub_group", "1"};
+  // fp32 states saved from NVMe tiles, loaded into bf16 states in memory and on NVMe: each value
+  // rounded to nearest even, which the reference does at the same point.
+  const std::vector<std::string> a = with(base, {"--ckpt_dir", dir.file("a")});
+  expect_ok(run_engine(2, with(a, {"--stage", "3", "--shard", "shard_tensor", "--offload_optimizer",
+                                   "offload_nvme", "--save_at", "2"})));
+  for (const char* tier : {"none", "offload_nvme"}) {
+    CAPTURE(tier);
+    expect_ok(
+        run_engine(3, with(a, {"--stage", "1", "--shard", "shard_bucket", "--offload_optimizer",
+                               tier, "--state_dtype", "bf16", "--saved_state_dtype", "fp32",
+                               "--load", "true", "--saved_world", "2", "--accessors", "true"})));
+  }
+  // bf16 states saved (exactly, as fp32 values), loaded back into fp32 states.
+  const std::vector<std::string> b = with(base, {"--ckpt_dir", dir.file("b")});
+  expect_ok(
+      run_engine(2, with(b, {"--stage", "2", "--shard", "shard_tensor", "--state_dtype", "bf16",
+                             "--offload_optimizer", "offload_cpu", "--save_at", "2"})));
+  expect_ok(run_engine(
+      2, with(b, {"--stage", "3", "--shard", "shard_bucket", "--saved_state_dtype", "bf16",
+                  "--load", "true", "--saved_world", "2", "--accessors", "true"})));
+  // The same composition resumes bit for bit, streamed bf16 tiles included.
+  const std::vector<std::string> c = with(
+      base, {"--ckpt_dir", dir.file("c"), "--stage", "3", "--shard", "shard_tensor",
+             "--offload_optimizer", "offload_nvme", "--offload_param", "offload_nvme",
+             "--state_dtype", "bf16", "--steps", "5"});
+  expect_ok(run_engine(2, with(c, {"--save_at", "2", "--record", dir.file("run")})));
+  expect_ok(run_engine(
+      2, with(c, {"--load", "true", "--saved_world", "2", "--compare", dir.file("run")})));
 }
 
 TEST_CASE("codecs: int8/int4 weights and gradients, error feedback, match the coded reference") {

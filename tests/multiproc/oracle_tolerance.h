@@ -56,4 +56,44 @@ inline MeanError mean_error(const at::Tensor& got, const at::Tensor& want, doubl
   return m;
 }
 
+// How far `got` is outside the tolerance of an fp32 run whose optimizer keeps its moments in
+// bf16 (optim_hybrid_adam's state_dtype = "bf16"), against the reference that rounds its AdamW
+// moments to bf16 after every step: both round fp32 moments that may differ by an fp32 ulp (the
+// kernel fuses and multiplies by reciprocals where LibTorch divides), so a moment near a bf16
+// rounding midpoint lands one bf16 spacing (<= 2^-7 of it) apart, and later steps carry that on
+// (the next moment, the parameters, their gradients), a few spacings at most. Per element:
+//  - moments (kMoment): 2^-5 (four spacings) of |reference| + of the tensor's mean |reference|
+//    (a moment one spacing off carries into the next one, which the gradient may cancel down to
+//    near zero) + the fp32 tolerance; moment_mean_error says what a systematic error shows;
+//  - parameters: the fp32 tolerance + lr / 16 (a moment one spacing off moves its element's next
+//    update by about 2^-8 of it; a lost or doubled update moves every element by about lr);
+//  - gradients: 2^-6 |reference| + 1e-5 (they follow the parameters).
+enum class Compared { kParameter, kMoment, kGradient };
+inline double excess_bf16_moments(const at::Tensor& got, const at::Tensor& want, Compared what,
+                                  double lr) {
+  if (got.sizes() != want.sizes()) return std::numeric_limits<double>::infinity();
+  double rtol = 1e-5, atol = 1e-6;
+  const at::Tensor w = want.detach().to(at::kDouble);
+  if (what == Compared::kMoment && w.numel() > 0) {
+    rtol += std::ldexp(1.0, -5);
+    atol += std::ldexp(w.abs().mean().item<double>(), -5);
+  }
+  if (what == Compared::kParameter) atol += lr / 16;
+  if (what == Compared::kGradient) rtol += std::ldexp(1.0, -6), atol += 1e-5;
+  return ((got.to(at::kDouble) - w).abs() - (atol + rtol * w.abs())).max().item<double>();
+}
+
+// The moments' mean |zt - reference| against 2^-10 of their mean magnitude: where the two round
+// the same fp32 values, most elements are equal and the few one spacing apart add little; a
+// systematic error (rounding toward zero instead of to nearest: half a spacing, 2^-9, on
+// average; a moment left in fp32: a quarter spacing on average; a lost update) exceeds it.
+inline MeanError moment_mean_error(const at::Tensor& got, const at::Tensor& want) {
+  const at::Tensor w = want.detach().to(at::kDouble);
+  MeanError m;
+  if (w.numel() == 0) return m;
+  m.mean = (got.to(at::kDouble) - w).abs().mean().item<double>();
+  m.bound = std::ldexp(w.abs().mean().item<double>(), -10);
+  return m;
+}
+
 }  // namespace zt::test

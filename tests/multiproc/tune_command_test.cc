@@ -38,8 +38,8 @@ TEST_CASE("trainer tune: picks a fitting composition, skips what does not fit, s
   const auto r = run_command(std::string(ZT_TEST_TRAINER) + " tune" + mlp_job() +
                              " --budget 60s --out " + dir.file("tune") +
                              " --candidate "
-                             "'zero.stage=1,zero.sub_group_size=65536,plugins.offload_optimizer="
-                             "\"offload_nvme\",plugin.offload_nvme."
+                             "'zero.stage=1,zero.sub_group_size=65536,zero.gradients_in_tier=true,"
+                             "plugins.offload_optimizer=\"offload_nvme\",plugin.offload_nvme."
                              "path=\"" +
                              dir.file("not-a-folder") +
                              "/nvme\"' --candidate plugin.optim_hybrid_adam.lr=0.01");

@@ -37,7 +37,10 @@ int64_t peak_rss_of_run(
                        " --set data.kind=synthetic --set data.micro_batch=2 --set run.steps=1" +
                        // Only the step's memory: the headline's evaluations and checkpoints off.
                        " --set data.val_fraction=0 --set eval.every_steps=0 --set eval.at_end=false"
-                       " --set checkpoint.every_steps=0 --set checkpoint.keep_best=''" +
+                       " --set checkpoint.every_steps=0 --set checkpoint.keep_best=''"
+                       // The headline clips: its gradient shards wait for the norm in the tier,
+                       // not in host memory (where they would grow with the model by design).
+                       " --set zero.gradients_in_tier=true" +
                        placement + " --set plugin.offload_nvme.path=" + dir.file("nvme") +
                        " --set run.out_dir=" + out + " 2>&1");
   INFO(r.output);

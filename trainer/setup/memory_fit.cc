@@ -196,11 +196,16 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
   p.world = in.shard_world;
   p.element_size = in.element_size;
   p.optimizer_states = in.optimizer_states;
+  in.state_element_size = optimizer_state_bytes(engine);
+  p.state_element_size = in.state_element_size;
   p.separate_master = separate_master_share(engine);
   p.optimizer_in_files = files_share(engine.offload_optimizer, zero.offload_optimizer_fraction);
   p.params_in_files = files_share(engine.offload_param, zero.offload_param_fraction);
-  // A group's reduced gradient shard lives in the tier that holds its optimizer states.
-  p.grads_in_files = p.optimizer_in_files > 0;
+  // A group's reduced gradient shard lives in the tier that holds its optimizer states, unless
+  // the step waits for the global norm (clipping, loss scaling): then it waits in host memory
+  // (zero.gradients_in_tier false, as the engine's shard storage decides).
+  const bool waits_for_norm = zero.gradient_clipping > 0 || zero.dynamic_loss_scale;
+  p.grads_in_files = p.optimizer_in_files > 0 && (zero.gradients_in_tier || !waits_for_norm);
   in.params_streamed = in.stage == 3 && p.params_in_files > 0;
   in.sub_group_size = zero.sub_group_size;
   in.pipeline_sets = 1 + (zero.pipeline_read ? 1 : 0) + (zero.pipeline_write ? 1 : 0);
@@ -224,7 +229,8 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
     // states this rank holds in memory (file tiers are streamed into the file instead).
     const double shard = static_cast<double>(in.stage >= 1 ? in.parameters / in.shard_world
                                                            : in.parameters);
-    const double in_memory = 4.0 * (1 + in.optimizer_states) * shard * (1 - p.optimizer_in_files);
+    const double in_memory = static_cast<double>(4 + in.optimizer_states * in.state_element_size) *
+                             shard * (1 - p.optimizer_in_files);
     in.checkpoint_bytes = 8 * kMiB + (checkpoint.async ? static_cast<int64_t>(in_memory) : 0);
   }
   return in;
@@ -284,7 +290,8 @@ int64_t staging_bytes(const FitInputs& in) {
   const int64_t tile = round_up(tile_elements(in) * 4, in.alignment);
   int64_t bytes = 0;
   if (in.states.optimizer_in_files > 0) {
-    const int64_t arrays = 1 + in.optimizer_states + (in.states.grads_in_files ? 2 : 0) +
+    // The update's set holds a gradient tile even where gradients wait in host memory.
+    const int64_t arrays = 2 + in.optimizer_states + (in.states.grads_in_files ? 1 : 0) +
                            (in.params_streamed && in.element_size != 4 ? 1 : 0);
     bytes += in.pipeline_sets * arrays * tile;
   }

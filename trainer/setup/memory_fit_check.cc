@@ -91,6 +91,15 @@ std::vector<Knob> host_knobs(const FitEstimate& e, const JobSettings& job) {
     knobs.push_back({h.tier_pools, "fewer or smaller file-tier buffers (plugin.<id>.buffer_count, "
                                    "buffer_mb)"});
   }
+  // Gradient shards waiting for the global norm in host memory beside a file tier.
+  const StatePlacement& placed = e.inputs.states;
+  if (placed.optimizer_in_files > 0 && !placed.grads_in_files &&
+      offloads_to_files(job.engine.offload_optimizer)) {
+    knobs.push_back({static_cast<int64_t>(e.state_bytes.grads * placed.optimizer_in_files),
+                     at.key_at("zero.gradients_in_tier") +
+                         " = true (the gradient shards wait for the global norm in the file "
+                         "tier: 8 more bytes per parameter through the disk each step)"});
+  }
   if (e.inputs.codec_residual_bytes > 0) {
     knobs.push_back({e.inputs.codec_residual_bytes, at.key_at("zero.codec_error_feedback") +
                                                         " = false (its residuals are an "

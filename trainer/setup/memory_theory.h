@@ -45,8 +45,9 @@ struct StatePlacement {
   int stage = 0;
   int64_t psi = 0;
   int world = 1;
-  int64_t element_size = 4;      // the compute dtype's bytes
-  int64_t optimizer_states = 2;  // fp32 arrays per element beside the master (Adam: 2)
+  int64_t element_size = 4;        // the compute dtype's bytes
+  int64_t optimizer_states = 2;    // arrays per element beside the master (Adam: 2)
+  int64_t state_element_size = 4;  // bytes per element of each (bf16 states: 2)
   // fp32 compute: the share of parameters whose master is its own copy (zt/host/compose.h's
   // separate_master_share); bf16/fp16 always have one.
   double separate_master = 0;
@@ -80,9 +81,10 @@ inline StateBytes rank_state_bytes(const StatePlacement& p) {
   StateBytes b;
   b.params = static_cast<int64_t>(p.stage < 3 ? es * psi : es * shard * (1 - param_files));
   b.master = static_cast<int64_t>(4 * shard * (own_master - opt_files));
-  b.states = static_cast<int64_t>(4.0 * p.optimizer_states * shard * (1 - opt_files));
+  const double state_bytes = static_cast<double>(p.optimizer_states * p.state_element_size);
+  b.states = static_cast<int64_t>(state_bytes * shard * (1 - opt_files));
   b.grads = static_cast<int64_t>(4 * shard * (1 - grad_files));
-  b.optimizer_files = static_cast<int64_t>(4.0 * (1 + p.optimizer_states) * shard * opt_files +
+  b.optimizer_files = static_cast<int64_t>((4.0 + state_bytes) * shard * opt_files +
                                            4 * shard * grad_files);
   b.param_files = static_cast<int64_t>(es * shard * param_files);
   return b;

@@ -219,6 +219,36 @@ TEST_CASE("estimate: pipelines off, stage 1 in bf16, an asynchronous checkpoint"
   CHECK(s1.disks.empty());
 }
 
+TEST_CASE("estimate: with clipping, gradients wait in host memory beside a file tier, and bf16 "
+          "moments take half the states' bytes") {
+  // Clipping: the gradient shards wait for the global norm in host memory, so the folder holds
+  // master, 2 states and the parameter shard (4 arrays of 4 bytes per element), and host memory
+  // the 59,264-element fp32 gradient shard; the update's buffer sets keep their gradient tile.
+  const zt::Config clipped = job(kBothInFiles, {"zero.gradient_clipping=1.0"});
+  const FitEstimate e = estimate(clipped);
+  CHECK(e.state_bytes.grads == 4 * 59264);
+  CHECK(e.state_bytes.host() == 4 * 59264);
+  REQUIRE(e.disks.size() == 1);
+  CHECK(e.disks[0].per_rank == 16 * 59264 + 4 * 28 * 4096);
+  CHECK(e.host.staging == 3 * 4 * 16384 + 2 * 102400);
+  // Short of RAM, the refusal names the way back to the tier.
+  HostBudget budget;
+  budget.ram = e.host_total() - 1;
+  budget.ram_source = "of launch.memory_limit_gb";
+  CHECK(contains(refusal(e, budget, clipped), "zero.gradients_in_tier (default) = true"));
+  // zero.gradients_in_tier: the gradients go to the folder again.
+  const FitEstimate tier = estimate(
+      job(kBothInFiles, {"zero.gradient_clipping=1.0", "zero.gradients_in_tier=true"}));
+  CHECK(tier.state_bytes.host() == 0);
+  CHECK(tier.disks[0].per_rank == 20 * 59264 + 5 * 28 * 4096);
+  // bf16 moments: 2 bytes per element each, in the folder and in memory.
+  const std::string bf16 = "[plugin.optim_hybrid_adam]\nstate_dtype = \"bf16\"\n";
+  const FitEstimate files = estimate(job(std::string(kBothInFiles) + bf16));
+  CHECK(files.disks[0].per_rank == 16 * 59264 + 5 * 28 * 4096);
+  const FitEstimate memory = estimate(job(bf16));
+  CHECK(memory.state_bytes.states == 2 * 2 * 59264);
+}
+
 TEST_CASE("refusal: host RAM short names its bytes, what it has and the knobs with file:line") {
   const zt::Config config = job("offload_optimizer = \"offload_cpu\"\n");
   const FitEstimate e = estimate(config);

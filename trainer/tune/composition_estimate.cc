@@ -27,8 +27,19 @@ void offload_traffic(const JobSettings& job, CompositionEstimate& e) {
     (offloads_to_files(role) ? e.file_io_per_step
                              : e.host_copies_per_step) += static_cast<int64_t>(bytes);
   };
-  const double opt_share = engine.options.offload_optimizer_fraction;
-  add(engine.offload_optimizer, 2 * (4.0 * (1 + in.optimizer_states) + 4) * shard * opt_share);
+  const EngineOptions& zero = engine.options;
+  const double opt_share = zero.offload_optimizer_fraction;
+  const auto states = static_cast<double>(in.optimizer_states * in.state_element_size);
+  // The reduced gradient crosses a file tier only where it waits there: for the global norm
+  // (clipping, loss scaling) with zero.gradients_in_tier, and as the partial sums of earlier
+  // micro steps when groups are updated in backward; otherwise it stays in host memory.
+  double gradient = 8;
+  if (offloads_to_files(engine.offload_optimizer)) {
+    const double partial_sums = 8.0 * static_cast<double>(job.data.grad_accum - 1);
+    const bool waits = zero.gradient_clipping > 0 || zero.dynamic_loss_scale;
+    gradient = !waits ? partial_sums : zero.gradients_in_tier ? 8 + partial_sums : 0;
+  }
+  add(engine.offload_optimizer, (2 * (4.0 + states) + gradient) * shard * opt_share);
   if (in.stage == 3) {
     const double accum = static_cast<double>(job.data.grad_accum);
     add(engine.offload_param, (2 * accum + 1) * static_cast<double>(in.element_size) * shard *

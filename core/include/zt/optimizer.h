@@ -1,6 +1,7 @@
 // Optimizer: updates flat fp32 master shards in place. The engine owns every buffer: for each
 // shard it hands over the master parameters, the gradient, the optimizer's own state tensors
-// (allocated by the engine from state_names(), zero-initialised, same numel as the shard) and,
+// (allocated by the engine from state_names() in state_dtype(), zero-initialised, same numel as
+// the shard) and,
 // optionally, a low-precision copy to refresh with the updated parameters.
 // A step runs where the shard lives (CPU kernel for host tensors, CUDA kernel for device ones).
 //
@@ -20,6 +21,9 @@
 #include <vector>
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
 
 #include "zt/api.h"
 #include "zt/plugin.h"
@@ -32,9 +36,13 @@ struct ShardTensors {
   at::Tensor param;                // in/out: fp32 master shard, updated in place
   at::Tensor grad;                 // in: fp32 (bf16/fp16 where the plugin supports them); not
                                    //     modified, not yet divided by grad_divisor
-  std::vector<at::Tensor> states;  // in/out: in state_names() order, fp32, updated in place
+  std::vector<at::Tensor> states;  // in/out: in state_names() order, of state_dtype(), updated
+                                   //     in place
   at::Tensor copy_out;             // out, optional (undefined = none): bf16/fp16 copy of the new
                                    //     params (the engine passes none today)
+  uint64_t seed = 0;  // element i of this slice is element seed + i of the model's states: the
+                      // key of its random bits where the optimizer rounds stochastically, so an
+                      // element draws the same bits however the engine slices or places it
 };
 
 struct StepArgs {
@@ -49,10 +57,15 @@ struct StepArgs {
 class ZT_API Optimizer {
  public:
   virtual ~Optimizer();
-  // Names of the per-element fp32 states, e.g. {"exp_avg", "exp_avg_sq"}; may be empty (plain
-  // SGD). Each costs 4 bytes per parameter, per rank's share. Must not change over the
+  // Names of the per-element states, e.g. {"exp_avg", "exp_avg_sq"}; may be empty (plain SGD).
+  // Each costs 4 bytes (2 in bf16) per parameter, per rank's share. Must not change over the
   // optimizer's life (the engine sizes its buffers and tiers from it once). Never throws.
   virtual std::vector<std::string> state_names() const = 0;
+  // The dtype of every state tensor: at::kFloat (4 bytes per parameter each) or at::kBFloat16
+  // (2: the optimizer computes in fp32 and rounds when it stores). Fixed for the optimizer's
+  // life; checkpoints hold states as fp32 values whatever it is, so a run may resume with
+  // another. Never throws.
+  virtual at::ScalarType state_dtype() const { return at::kFloat; }
   // The configured learning rate; the trainer's schedule (run.lr_schedule) scales it and passes
   // the result as StepArgs::lr. Never throws.
   virtual double base_lr() const = 0;

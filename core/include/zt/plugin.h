@@ -32,8 +32,9 @@
 // Bumped whenever an interface in core/include/zt changes incompatibly (a virtual method added,
 // removed or changed, a struct's layout changed). The loader refuses any other value.
 // 2: Communicator::split; 3: FutureWork::on_complete (its layout); 4: Communicator::all_to_all,
-// CommStats' all_to_all counters and the codec kind
-#define ZT_PLUGIN_ABI_VERSION 4u
+// CommStats' all_to_all counters and the codec kind; 5: Optimizer::state_dtype and
+// ShardTensors::seed (16-bit optimizer states)
+#define ZT_PLUGIN_ABI_VERSION 5u
 
 #ifndef ZT_WITH_CUDA
 #define ZT_WITH_CUDA 0

@@ -43,7 +43,8 @@ Json counters_json(const EngineCounters& c) {
   return {{"optimizer_steps", c.optimizer_steps},
           {"loss_scale", c.loss_scale},
           {"clean_steps", c.clean_steps},
-          {"hysteresis_left", c.hysteresis_left}};
+          {"hysteresis_left", c.hysteresis_left},
+          {"state_dtype", c.state_dtype}};
 }
 
 EngineCounters counters_from(const Json& j) {
@@ -52,6 +53,7 @@ EngineCounters counters_from(const Json& j) {
   c.loss_scale = j.at("loss_scale").get<double>();
   c.clean_steps = whole<int64_t>(j, "clean_steps");
   c.hysteresis_left = whole<int64_t>(j, "hysteresis_left");
+  if (j.contains("state_dtype")) c.state_dtype = j.at("state_dtype").get<std::string>();
   return c;
 }
 

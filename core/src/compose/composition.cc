@@ -117,6 +117,13 @@ CodecPlacement codec_placement(const EngineSettings& settings, int world, int gr
   return p;
 }
 
+int64_t optimizer_state_bytes(const EngineSettings& settings) {
+  const PluginChoice& o = settings.optimizer;
+  return o.chosen() && o.declares("state_dtype") && o.options.get_string("state_dtype") == "bf16"
+             ? 2
+             : 4;
+}
+
 std::unique_ptr<ShardStrategy> make_shard_strategy(const EngineSettings& settings,
                                                    PluginCatalog& catalog) {
   const ShardStrategyPlugin& plugin = catalog.shard(settings.shard.id);

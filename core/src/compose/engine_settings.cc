@@ -72,6 +72,7 @@ void read_zero(const Options& zero, EngineOptions& o) {
   o.sub_group_size = zero.get_int("sub_group_size");
   o.pipeline_read = zero.get_bool("pipeline_read");
   o.pipeline_write = zero.get_bool("pipeline_write");
+  o.gradients_in_tier = zero.get_bool("gradients_in_tier");
   o.codec_error_feedback = zero.get_bool("codec_error_feedback");
 }
 

@@ -126,6 +126,12 @@ SectionSpec zero_section() {
                1),
        opt_bool("pipeline_read", true, "read the next tile while this one is updated"),
        opt_bool("pipeline_write", true, "write the last tile back while this one is updated"),
+       opt_bool("gradients_in_tier", false,
+                "with gradient clipping or loss scaling, where a group whose optimizer states "
+                "stream from a file tier keeps its reduced gradient until the step knows the "
+                "global norm: false = host memory (4 bytes per parameter of the rank's share; "
+                "no disk traffic for it), true = the tier (host memory flat; 8 more bytes per "
+                "parameter through the disk each step)"),
        opt_int("mics_shard_size", -1,
                "MiCS / hpZ (stages 1-3): shard model states over groups of this many "
                "consecutive ranks, replicated across the groups, so parameter gathers stay "

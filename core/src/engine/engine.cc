@@ -141,7 +141,7 @@ struct Engine::Impl {
                  gatherer, streamed, tiers, ledger},
                 {opt.stage, opt.compute_dtype, opt.grad_accum, opt.gradient_predivide_factor,
                  opt.gradient_clipping, opt.allgather_bucket_mb}),
-        io(layout, storage, t.optimizer, tile_elements, ledger),
+        io(layout, storage, t.optimizer, tile_elements, optimizer.state_dtype(), ledger),
         parts{layout,        storage, comm,      groups->shard(),   groups->replica_index(),
               optimizer,     scaler,  stepper,   gatherer,          io,
               ledger,        t.param, opt.stage, opt.compute_dtype, opt.gradient_predivide_factor,
@@ -168,6 +168,7 @@ struct Engine::Impl {
     request.optimizer_tier = t.optimizer != nullptr;
     request.optimizer_fraction = opt.offload_optimizer_fraction;
     request.optimizer_arrays = 1 + static_cast<int64_t>(state_names.size());
+    request.state_element_size = static_cast<int64_t>(c10::elementSize(optimizer.state_dtype()));
     request.optimizer_alignment = t.optimizer ? t.optimizer->alignment() : 1;
     request.param_tier = t.param != nullptr;
     request.param_fraction = opt.offload_param_fraction;
@@ -180,8 +181,10 @@ struct Engine::Impl {
     if (placement.optimizer_tier_bytes > 0) need[t.optimizer] += placement.optimizer_tier_bytes;
     if (placement.param_tier_bytes > 0) need[t.param] += placement.param_tier_bytes;
     for (auto& [tier, bytes] : need) tier->prepare(bytes);
-    const StorageContext context{opt.stage,   opt.compute_dtype, state_names,
-                                 t.optimizer, t.param,           tile_elements};
+    StorageContext context{opt.stage,   opt.compute_dtype, state_names,  optimizer.state_dtype(),
+                           t.optimizer, t.param,           tile_elements};
+    context.streamed_grads_in_memory = !opt.gradients_in_tier &&
+                                       (opt.gradient_clipping > 0 || opt.dynamic_loss_scale);
     std::vector<ShardStorage> out;
     for (size_t u = 0; u < layout.unit_groups.size(); ++u) {
       units.push_back(build_unit(static_cast<int>(u)));

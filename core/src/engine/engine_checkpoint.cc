@@ -220,6 +220,10 @@ void put_streamed_master(EngineParts& e, int gi, int64_t begin, float* data, int
   }
 }
 
+std::string state_dtype_name(const Optimizer& optimizer) {
+  return optimizer.state_dtype() == at::kBFloat16 ? "bf16" : "fp32";
+}
+
 std::vector<std::string> checkpoint_kinds(const Optimizer& optimizer) {
   std::vector<std::string> kinds{"param"};
   for (const auto& name : optimizer.state_names()) kinds.push_back(name);
@@ -248,7 +252,7 @@ void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
   std::vector<ResidualPiece> residuals;
   declare_residuals(e, writer, residuals);
   writer.set_counters({e.stepper.steps(), e.scaler.saved_scale(), e.scaler.clean_steps(),
-                       e.scaler.hysteresis_left()});
+                       e.scaler.hysteresis_left(), state_dtype_name(e.optimizer)});
   writer.begin_data();
   for (size_t g = 0; g < layout.groups.size(); ++g) {
     const FlatRange range = saved_range(e, layout.groups[g]);

@@ -21,6 +21,8 @@ namespace zt {
 
 // "param" (the fp32 master), then every optimizer state: kind k is ShardIo array k.
 std::vector<std::string> checkpoint_kinds(const Optimizer& optimizer);
+// EngineCounters::state_dtype of the optimizer: "fp32" or "bf16".
+std::string state_dtype_name(const Optimizer& optimizer);
 
 // Engine::save_checkpoint: declares and writes this rank's pieces and the counters.
 void save_engine_checkpoint(EngineParts& engine, CheckpointRankWriter& writer);
@@ -32,7 +34,8 @@ void put_streamed_master(EngineParts& engine, int gi, int64_t begin, float* data
 
 // Engine::load_checkpoint (collective): checks the checkpoint is of this model and optimizer
 // (ConfigError naming the first tensor or state that differs), fills this rank's held range of
-// every array, restores the counters and refreshes the parameters.
+// every array (states saved in another dtype are converted: bf16 into fp32 exactly, fp32 into bf16
+// rounded to nearest even), restores the counters and refreshes the parameters.
 void load_engine_checkpoint(EngineParts& engine, const CheckpointReader& reader);
 
 }  // namespace zt

@@ -21,8 +21,9 @@ struct PlacementGroup {
 struct PlacementRequest {
   bool optimizer_tier = false;      // plugins.offload_optimizer set (stages 1-3)
   double optimizer_fraction = 1;    // zero.offload_optimizer_fraction
-  int64_t optimizer_arrays = 1;     // fp32 arrays per element the fraction weighs: master + each
-                                    // state (the tier also holds the group's fp32 gradient)
+  int64_t optimizer_arrays = 1;     // arrays per element the fraction weighs: the fp32 master +
+                                    // each state (the tier also holds the group's fp32 gradient)
+  int64_t state_element_size = 4;   // bytes per element of each optimizer state (bf16: 2)
   int64_t optimizer_alignment = 1;  // the tier's alignment in bytes
   bool param_tier = false;          // plugins.offload_param set (stage 3)
   double param_fraction = 1;        // zero.offload_param_fraction
@@ -35,7 +36,7 @@ struct OffloadPlacement {
   std::vector<bool> optimizer_in_tier;  // per group: master + states in the optimizer tier
   std::vector<bool> param_in_tier;      // per group: the stage 3 parameter shard in the param tier
   // What each role will hold in its tier. A group in the optimizer tier keeps optimizer_arrays
-  // + 1 arrays there: master, states and its reduced fp32 gradient.
+  // + 1 arrays there: master, states and its reduced fp32 gradient, each rounded up alone.
   int64_t optimizer_tier_bytes = 0;
   int64_t param_tier_bytes = 0;
   // Streamed tile length: sub_group_size capped by the largest offloaded shard, rounded up so

@@ -4,15 +4,17 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace zt {
 
 ShardIo::ShardIo(ModelLayout& layout, std::vector<ShardStorage>& storage, OffloadTier* tier,
-                 int64_t tile_elements, MemoryLedger& ledger)
+                 int64_t tile_elements, at::ScalarType state_dtype, MemoryLedger& ledger)
     : layout_(layout),
       storage_(storage),
       tier_(tier),
       tile_elements_(tile_elements),
+      state_dtype_(state_dtype),
       ledger_(ledger) {}
 
 TieredArray& ShardIo::file(const ShardStorage& s, int64_t a) const {
@@ -23,19 +25,52 @@ at::Tensor& ShardIo::tensor(ShardStorage& s, int64_t a) const {
   return a == 0 ? s.master : s.states[a - 1];
 }
 
+namespace {
+
+// Runs of a 16-bit array in memory are handed out as fp32 through a buffer of this many elements.
+constexpr int64_t kConvertRun = int64_t{1} << 16;
+
+}  // namespace
+
 void ShardIo::for_each_tile(int gi, int64_t a, int64_t begin, int64_t end, int64_t step,
                             const TileFn& fn) {
   const ParamGroup& g = layout_.groups[gi];
   TieredArray& array = file(storage_[gi], a);
+  const at::ScalarType type = dtype(a);
   const StagingBuffer buffer(*tier_, tile_elements_ * 4, ledger_);
-  auto* data = static_cast<float*>(buffer.data());
+  // A 16-bit tile is widened into a second buffer for `fn`, and rounded back if it is written.
+  std::optional<StagingBuffer> widened;
+  if (type != at::kFloat) widened.emplace(*tier_, tile_elements_ * 4, ledger_);
+  auto* data = static_cast<float*>(widened ? widened->data() : buffer.data());
   for (int64_t t = (begin - g.first) / tile_elements_; g.first + t * tile_elements_ < end; ++t) {
-    array.read_tile(t, data)->wait();
-    array.verify_tile(t, data, step);
+    array.read_tile(t, buffer.data())->wait();
+    array.verify_tile(t, buffer.data(), step);
     const int64_t tile_begin = g.first + t * tile_elements_;
-    if (fn(tile_begin, data, std::min(tile_elements_, g.first + g.shard - tile_begin))) {
-      array.write_tile(t, data)->wait();
+    const int64_t count = std::min(tile_elements_, g.first + g.shard - tile_begin);
+    if (widened) view_of(data, count, at::kFloat).copy_(view_of(buffer.data(), count, type));
+    if (fn(tile_begin, data, count)) {
+      if (widened) view_of(buffer.data(), count, type).copy_(view_of(data, count, at::kFloat));
+      array.write_tile(t, buffer.data())->wait();
     }
+  }
+}
+
+void ShardIo::in_memory(int gi, int64_t a, int64_t begin, int64_t end, bool write_back,
+                        const FillFn& fn) {
+  const at::Tensor& t = tensor(storage_[gi], a);
+  const int64_t first = layout_.groups[gi].first;
+  if (t.scalar_type() == at::kFloat) {
+    fn(begin, t.data_ptr<float>() + (begin - first), end - begin);
+    return;
+  }
+  at::Tensor run = at::empty({std::min(kConvertRun, end - begin)}, at::kFloat);
+  for (int64_t lo = begin; lo < end; lo += kConvertRun) {
+    const int64_t n = std::min(kConvertRun, end - lo);
+    const at::Tensor part = t.narrow(0, lo - first, n);
+    const at::Tensor wide = run.narrow(0, 0, n);
+    wide.copy_(part);
+    fn(lo, wide.data_ptr<float>(), n);
+    if (write_back) part.copy_(wide);
   }
 }
 
@@ -43,7 +78,8 @@ void ShardIo::read(int gi, int64_t a, int64_t begin, int64_t end, int64_t step, 
   if (begin >= end) return;
   ShardStorage& s = storage_[gi];
   if (!s.opt_streamed) {
-    fn(begin, tensor(s, a).data_ptr<float>() + (begin - layout_.groups[gi].first), end - begin);
+    in_memory(gi, a, begin, end, false,
+              [&](int64_t lo, float* data, int64_t n) { fn(lo, data, n); });
     return;
   }
   for_each_tile(gi, a, begin, end, step, [&](int64_t tile_begin, float* data, int64_t count) {
@@ -59,7 +95,7 @@ void ShardIo::edit(int gi, int64_t a, int64_t begin, int64_t end, int64_t step,
   if (begin >= end) return;
   ShardStorage& s = storage_[gi];
   if (!s.opt_streamed) {
-    change(begin, tensor(s, a).data_ptr<float>() + (begin - layout_.groups[gi].first), end - begin);
+    in_memory(gi, a, begin, end, true, change);
     return;
   }
   for_each_tile(gi, a, begin, end, step, [&](int64_t tile_begin, float* data, int64_t count) {
@@ -72,19 +108,22 @@ void ShardIo::rewrite(int gi, int64_t a, const FillFn& fill) {
   ShardStorage& s = storage_[gi];
   const ParamGroup& g = layout_.groups[gi];
   if (!s.opt_streamed) {
-    at::Tensor& t = tensor(s, a);
-    t.zero_();
-    fill(g.first, t.data_ptr<float>(), g.shard);
+    tensor(s, a).zero_();
+    in_memory(gi, a, g.first, g.first + g.shard, true, fill);
     return;
   }
   TieredArray& array = file(s, a);
+  const at::ScalarType type = dtype(a);
   const StagingBuffer buffer(*tier_, tile_elements_ * 4, ledger_);
-  auto* data = static_cast<float*>(buffer.data());
+  std::optional<StagingBuffer> widened;
+  if (type != at::kFloat) widened.emplace(*tier_, tile_elements_ * 4, ledger_);
+  auto* data = static_cast<float*>(widened ? widened->data() : buffer.data());
   for (int64_t start = 0; start < g.shard; start += tile_elements_) {
     const int64_t count = std::min(tile_elements_, g.shard - start);
     std::memset(data, 0, static_cast<size_t>(count) * 4);
     fill(g.first + start, data, count);
-    array.write_tile(start / tile_elements_, data)->wait();
+    if (widened) view_of(buffer.data(), count, type).copy_(view_of(data, count, at::kFloat));
+    array.write_tile(start / tile_elements_, buffer.data())->wait();
   }
 }
 

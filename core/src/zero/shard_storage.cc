@@ -12,22 +12,24 @@ void place_optimizer_in_tier(ShardStorage& s, const ParamGroup& g, const std::st
                              MemoryLedger& ledger) {
   OffloadTier& tier = *c.optimizer_tier;
   const int64_t bytes = g.shard * 4, tile_bytes = c.tile_elements * 4;
+  const auto state_es = static_cast<int64_t>(c10::elementSize(c.state_dtype));
   s.master_file = std::make_unique<TieredArray>(tier, "fp32 master of " + label, bytes, tile_bytes,
                                                 ledger);
   for (const auto& name : c.state_names) {
-    s.state_files.push_back(
-        std::make_unique<TieredArray>(tier, name + " of " + label, bytes, tile_bytes, ledger));
+    s.state_files.push_back(std::make_unique<TieredArray>(
+        tier, name + " of " + label, g.shard * state_es, c.tile_elements * state_es, ledger));
   }
   s.opt_streamed = s.master_file->address() == nullptr;
   // States start at zero: one zero broadcast over the shard, so no shard of zeros is allocated.
-  const at::Tensor zeros = at::zeros({1}, at::kFloat).expand({g.shard});
+  const at::Tensor zeros = at::zeros({1}, c.state_dtype).expand({g.shard});
   s.master_file->upload(init, at::kFloat);
-  for (auto& f : s.state_files) f->upload(zeros, at::kFloat);
+  for (auto& f : s.state_files) f->upload(zeros, c.state_dtype);
   if (!s.opt_streamed) {
     s.master = view_of(s.master_file->address(), g.shard, at::kFloat);
-    for (auto& f : s.state_files) s.states.push_back(view_of(f->address(), g.shard, at::kFloat));
+    for (auto& f : s.state_files) s.states.push_back(view_of(f->address(), g.shard, c.state_dtype));
   }
-  ledger.fixed().offload_optimizer += static_cast<int64_t>(1 + c.state_names.size()) * bytes;
+  ledger.fixed().offload_optimizer += bytes + static_cast<int64_t>(c.state_names.size()) * g.shard *
+                                                  state_es;
 }
 
 void place_param_shard(ShardStorage& s, const ParamGroup& g, const std::string& label,
@@ -73,10 +75,12 @@ at::Tensor initial_shard(ModelLayout& layout, int gi, const StorageContext& c) {
 
 // The reduced gradient lives where the group's optimizer states do: in compute memory, or next
 // to them in the optimizer tier (used in place when addressable, written and read through
-// TieredArray tiles of the same length as the states' otherwise).
+// TieredArray tiles of the same length as the states' otherwise). A streamed group whose step
+// waits for the global norm keeps it in host memory instead (streamed_grads_in_memory): the
+// norm is known only once every gradient is, so it would go to the disk and back.
 void place_grad(ShardStorage& s, const ParamGroup& g, const std::string& label,
                 const StorageContext& c, MemoryLedger& ledger) {
-  if (!s.opt_in_tier) {
+  if (!s.opt_in_tier || (s.opt_streamed && c.streamed_grads_in_memory)) {
     s.grad = at::zeros({g.shard}, at::kFloat);
     ledger.fixed().grads += g.shard * 4;
     return;
@@ -112,10 +116,11 @@ ShardStorage build_shard_storage(ModelLayout& layout, int gi, bool opt_in_tier, 
     place_optimizer_in_tier(s, g, label, init, c, ledger);
   } else {
     s.master = master_is_param && c.stage < 3 ? g.flat.narrow(0, g.first, g.shard) : init.clone();
-    for (int64_t i = 0; i < states; ++i) s.states.push_back(at::zeros({g.shard}, at::kFloat));
+    for (int64_t i = 0; i < states; ++i) s.states.push_back(at::zeros({g.shard}, c.state_dtype));
     if (!master_is_param)
       ledger.fixed().master_params += g.shard * 4;  // else counted as parameters
-    ledger.fixed().optimizer_states += states * g.shard * 4;
+    ledger.fixed().optimizer_states += states * g.shard *
+                                       static_cast<int64_t>(c10::elementSize(c.state_dtype));
   }
   place_grad(s, g, label, c, ledger);
   if (c.stage == 3) place_param_shard(s, g, label, init, master_is_param, c, ledger);

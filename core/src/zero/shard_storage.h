@@ -22,7 +22,7 @@ namespace zt {
 
 struct ShardStorage {
   at::Tensor master;               // fp32, `shard` elements; undefined when streamed
-  std::vector<at::Tensor> states;  // one per optimizer state, like master
+  std::vector<at::Tensor> states;  // one per optimizer state, like master but of state_dtype
   at::Tensor grad;         // fp32 reduced gradient, `shard` elements; undefined when streamed
   at::Tensor param_shard;  // stage 3: compute dtype, the all-gather source; undefined when streamed
   // Offload. "streamed": the tier is not addressable, so the bytes move through host buffers.
@@ -43,12 +43,24 @@ struct ShardStorage {
 
 struct StorageContext {
   int stage = 0;
-  at::ScalarType dtype = at::kFloat;     // compute dtype
-  std::vector<std::string> state_names;  // the optimizer's
+  at::ScalarType dtype = at::kFloat;        // compute dtype
+  std::vector<std::string> state_names;     // the optimizer's
+  at::ScalarType state_dtype = at::kFloat;  // the optimizer's
   OffloadTier* optimizer_tier = nullptr;
   OffloadTier* param_tier = nullptr;
   int64_t tile_elements = 1;  // streamed tile length
+  // A streamed group's reduced gradient waits in host memory, not in the optimizer tier: the
+  // step needs the global norm before any update (clipping, loss scaling) and
+  // zero.gradients_in_tier is off.
+  bool streamed_grads_in_memory = false;
 };
+
+// ShardTensors::seed of element `local` of group `g`'s shard, whose first element is element
+// `first` of the group's flat buffer: one key per element of the model, whether the shard is in
+// memory or streamed in tiles (groups hold fewer than 2^40 elements).
+inline uint64_t state_seed(int g, int64_t first, int64_t local) {
+  return (static_cast<uint64_t>(g) << 40) + static_cast<uint64_t>(first + local);
+}
 
 // Builds group `g`'s flat buffer (the parameters become views of it) and this rank's storage,
 // in a tier where `opt_in_tier` / `param_in_tier` say; counts every byte in `ledger`.

@@ -132,8 +132,12 @@ void ShardedStep::check_tiers(int64_t step) {
 
 void ShardedStep::update(const StepArgs& args) {
   std::vector<ShardTensors> shards;
-  for (const auto& s : parts_.storage) {
-    if (!s.opt_streamed) shards.push_back({s.master, s.grad, s.states, {}});
+  for (size_t gi = 0; gi < parts_.storage.size(); ++gi) {
+    const ShardStorage& s = parts_.storage[gi];
+    const int64_t first = parts_.layout.groups[gi].first;
+    if (!s.opt_streamed)
+      shards.push_back(
+          {s.master, s.grad, s.states, {}, state_seed(static_cast<int>(gi), first, 0)});
   }
   {
     const EngineClock::Timer timer(parts_.ledger.clock(), &EngineTimes::optimizer);

@@ -19,6 +19,7 @@ StreamedUpdate::StreamedUpdate(ModelLayout& layout, std::vector<ShardStorage>& s
       options_(options),
       ledger_(ledger),
       arrays_(1 + static_cast<int64_t>(optimizer.state_names().size())),
+      state_dtype_(optimizer.state_dtype()),
       param_tile_(false) {
   // fp32 parameters streamed to a tier are the master tile's own bytes.
   for (const ShardStorage& s : storage_) {
@@ -76,10 +77,10 @@ void StreamedUpdate::update(const Tile& t, int set, const at::Tensor& grad, cons
   at::Tensor master = view_of(buffer(set, 0), t.len, at::kFloat);
   std::vector<at::Tensor> states;
   for (int64_t a = 1; a < arrays_; ++a)
-    states.push_back(view_of(buffer(set, a), t.len, at::kFloat));
+    states.push_back(view_of(buffer(set, a), t.len, state_dtype_));
   {
     const EngineClock::Timer timer(ledger_.clock(), &EngineTimes::optimizer);
-    optimizer_.step({{master, grad, states, {}}}, args);
+    optimizer_.step({{master, grad, states, {}, state_seed(t.group, g.first, t.start)}}, args);
   }
   if (options_.stage < 3) {
     g.flat.narrow(0, g.first + t.start, t.len).copy_(master);
@@ -108,14 +109,24 @@ void StreamedUpdate::run(const StepArgs& args) {
   if (all.empty()) return;
   TilePipeline pipeline(options_.pipeline_read, options_.pipeline_write, ledger_.clock());
   ensure_buffer_sets(pipeline.sets());
+  // The gradient comes from the tier with the states, or from host memory where it waited for
+  // the global norm (ShardStorage::grad defined).
+  auto arrays = [&](const Tile& t) {
+    return storage_[t.group].grad.defined() ? arrays_ : arrays_ + 1;
+  };
   pipeline.run(
       static_cast<int64_t>(all.size()),
       [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
-    read(all[i], set, arrays_ + 1, works);  // the gradient too
+    read(all[i], set, arrays(all[i]), works);
       },
       [&](int64_t i, int set) {
-    verify(all[i], set, arrays_ + 1, args.step);
-    update(all[i], set, view_of(buffer(set, arrays_), all[i].len, at::kFloat), args);
+    const Tile& t = all[i];
+    verify(t, set, arrays(t), args.step);
+    const at::Tensor& in_memory = storage_[t.group].grad;
+    update(t, set,
+           in_memory.defined() ? in_memory.narrow(0, t.start, t.len)
+                               : view_of(buffer(set, arrays_), t.len, at::kFloat),
+           args);
   },
       [&](int64_t i, int set, std::vector<std::shared_ptr<Work>>& works) {
     write(all[i], set, works);

@@ -10,6 +10,7 @@
 //   - every element is within half a scale step of its input (the bound per block), and each
 //     block's largest magnitude decodes to +-qmax steps;
 //   - encode is a pure function of the run: a chunk encoded alone decodes the same.
+// A NaN or an infinity makes its block decode as NaN (never a silent finite value).
 // Planted faults: a reference shifted by one code and a bound tightened below half a step must
 // each be caught by the same checks (so the checks can fail).
 #include <doctest/doctest.h>
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -192,6 +194,34 @@ TEST_CASE("a chunk encodes alone: each rank's chunk decodes the same as part of 
       std::vector<uint8_t> again(a.size());
       codec->encode(x.data(), split, again.data());
       CHECK(again == a);  // deterministic
+    }
+  }
+}
+
+TEST_CASE("a NaN or an infinity is not lost: its block decodes as NaN, the others are untouched") {
+  // A non-finite gradient must still reach the engine's overflow check after a coded hop.
+  for (int64_t bits : {8, 4}) {
+    for (float bad :
+         {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+      CAPTURE(bits);
+      CAPTURE(bad);
+      const auto codec = make_codec(bits, 64);
+      std::vector<float> x(300);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 17) - 8.0f;
+      x[150] = bad;  // block 2: elements [128, 192)
+      std::vector<uint8_t> bytes(static_cast<size_t>(codec->encoded_bytes(300)));
+      std::vector<float> y(300);
+      codec->encode(x.data(), 300, bytes.data());
+      codec->decode(bytes.data(), 300, y.data());
+      for (int64_t i = 0; i < 300; ++i) {
+        CAPTURE(i);
+        if (i >= 128 && i < 192) {
+          CHECK(std::isnan(y[i]));
+        } else {
+          // Half a step of the block's scale, 8 / qmax.
+          CHECK(std::abs(y[i] - x[i]) <= 4.0001f / static_cast<float>((1 << (bits - 1)) - 1));
+        }
+      }
     }
   }
 }

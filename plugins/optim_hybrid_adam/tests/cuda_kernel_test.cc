@@ -5,7 +5,8 @@
 // (aligned buffers) against the scalar one (misaligned) bit for bit; hundreds of shards of mixed
 // sizes and types in one call, also cut into tiny launches and segments; 20-step trajectories
 // against the CPU kernels (the same bits as AVX2/AVX-512, which fuse the same multiply-adds);
-// and, in a CUDA build of zt, the plugin itself with CUDA and host shards in one step.
+// bf16 moments (to nearest and stochastic) over 20 steps against the portable CPU kernel; and,
+// in a CUDA build of zt, the plugin itself with CUDA and host shards in one step.
 //
 // Label `gpu`. Without a CUDA device (cudaGetDeviceCount fails or finds none) the executable
 // prints why and exits with kSkipReturnCode, which CTest reports as "Skipped" (SKIP_RETURN_CODE).
@@ -111,8 +112,9 @@ class GpuShards {
       b.param = reinterpret_cast<float*>(param_.get() + param_at_[k]);
       b.grad = grad_.get() + grad_at_[k];
       b.grad_type = elem_type(s.grad.scalar_type());
-      b.exp_avg = reinterpret_cast<float*>(exp_avg_.get() + exp_avg_at_[k]);
-      b.exp_avg_sq = reinterpret_cast<float*>(exp_avg_sq_.get() + exp_avg_sq_at_[k]);
+      b.exp_avg = exp_avg_.get() + exp_avg_at_[k];
+      b.exp_avg_sq = exp_avg_sq_.get() + exp_avg_sq_at_[k];
+      b.state_type = elem_type(s.exp_avg.scalar_type());
       if (s.copy_out.defined()) {
         b.copy_out = copy_out_.get() + copy_out_at_[k];
         b.copy_type = elem_type(s.copy_out.scalar_type());
@@ -429,6 +431,58 @@ TEST_CASE("20-step trajectories equal every CPU kernel bit for bit") {
           CAPTURE(sizes[k]);
           CHECK(same_bits(gpu[k], cpu[k]));
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("bf16 moments: 20 steps equal the portable CPU kernel bit for bit, both roundings") {
+  // The CPU side is the plugin with state_dtype = "bf16"; the GPU side gets its constants, the
+  // same rounding and each shard's seed (the key of stochastic rounding's bits).
+  const std::vector<int64_t> sizes = {1, 7, 64, 1000, 4099, 100003};
+  for (const char* rounding : {"nearest", "stochastic"}) {
+    CAPTURE(rounding);
+    Hyper h;
+    h.weight_decay = 0.1;
+    torch::manual_seed(47);
+    IsaScope scope("portable");
+    std::map<std::string, zt::Value> values = h.values();
+    values["state_dtype"] = std::string("bf16");
+    values["state_rounding"] = std::string(rounding);
+    auto cpu_opt = make_optimizer(values);
+    std::vector<Shard> cpu;
+    for (int64_t n : sizes) {
+      cpu.emplace_back(n);
+      cpu.back().exp_avg = cpu.back().exp_avg.to(torch::kBFloat16);
+      cpu.back().exp_avg_sq = cpu.back().exp_avg_sq.to(torch::kBFloat16);
+    }
+    std::vector<Shard> gpu = clone_shards(cpu);
+    for (int64_t step = 1; step <= 20; ++step) {
+      const double lr = scheduled_lr(h, step);
+      std::vector<zt::ShardTensors> views;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        cpu[k].grad = torch::randn({sizes[k]});
+        gpu[k].grad = cpu[k].grad.clone();
+        views.push_back(cpu[k].view());
+        views.back().seed = 1000 * k;
+      }
+      cpu_opt->step(views, zt::StepArgs{step, lr, 2.0});
+      GpuShards device(gpu);
+      std::vector<AdamBuffers> b = device.buffers();
+      for (size_t k = 0; k < b.size(); ++k) {
+        b[k].state_rounding = std::string(rounding) == "stochastic"
+                                  ? zt::hybrid_adam::StateRounding::kStochastic
+                                  : zt::hybrid_adam::StateRounding::kNearest;
+        b[k].seed = 1000 * k;
+      }
+      const CudaAdamStatus status = zt::hybrid_adam::adam_update_cuda(
+          b.data(), b.size(), constants(h, step, lr, 2.0), test_stream());
+      REQUIRE_MESSAGE(status.ok(), "adam_update_cuda: " << status.what);
+      device.download(gpu);
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        CAPTURE(step);
+        CAPTURE(sizes[k]);
+        CHECK(same_bits(gpu[k], cpu[k]));
       }
     }
   }

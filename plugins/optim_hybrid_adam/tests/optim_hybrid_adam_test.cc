@@ -110,10 +110,12 @@ void check_trajectory_against_libtorch(bool adamw, const std::string& isa) {
 TEST_CASE("options, defaults and state names") {
   std::vector<std::string> names;
   for (const auto& spec : plugin().options()) names.push_back(spec.name);
-  CHECK(names == std::vector<std::string>{"lr", "betas", "eps", "weight_decay", "adamw"});
+  CHECK(names == std::vector<std::string>{"lr", "betas", "eps", "weight_decay", "adamw",
+                                          "state_dtype", "state_rounding"});
   auto opt = make_optimizer({});
   CHECK(opt->base_lr() == 1e-3);
   CHECK(opt->state_names() == std::vector<std::string>{"exp_avg", "exp_avg_sq"});
+  CHECK((opt->state_dtype() == at::kFloat));
   CHECK(make_optimizer({{"lr", 3e-4}})->base_lr() == 3e-4);
 }
 

@@ -63,6 +63,10 @@ struct EngineCounters {
   double loss_scale = 1;        // the LossScaler's state
   int64_t clean_steps = 0;
   int64_t hysteresis_left = 0;
+  // The dtype the optimizer kept its states in ("fp32" or "bf16"). The checkpoint holds them as
+  // fp32 values either way (bf16 ones exactly), so it loads into either: into bf16 states each
+  // value is rounded to nearest even. Checkpoints from before it was recorded are "fp32".
+  std::string state_dtype = "fp32";
 };
 
 // What the trainer adds to a checkpoint besides the engine's state.

@@ -80,6 +80,10 @@ ZT_API bool offloads_to_files(const PluginChoice& role);
 // The share of parameters whose fp32 master is its own copy because the optimizer states or the
 // stage-3 parameter shards are offloaded.
 ZT_API double separate_master_share(const EngineSettings& settings);
+// Bytes per element of each optimizer state, for estimates made before the optimizer exists: 2
+// where its options say state_dtype = "bf16" (optim_hybrid_adam's), else 4 (fp32, the default
+// of Optimizer::state_dtype).
+ZT_API int64_t optimizer_state_bytes(const EngineSettings& settings);
 // Removes <path>/zt-<job> of every configured file tier; returns the folders that were there.
 ZT_API std::vector<std::string> remove_offload_leftovers(const EngineSettings& settings,
                                                          const std::string& job);

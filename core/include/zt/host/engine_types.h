@@ -35,6 +35,10 @@ struct EngineOptions {
   int64_t sub_group_size = 1000000000;      // elements per streamed tile
   bool pipeline_read = true;                // read tile i+1 while tile i is updated
   bool pipeline_write = true;               // write tile i-1 back while tile i is updated
+  // With clipping or loss scaling (the update waits for the global norm): a group streamed from
+  // a file tier keeps its reduced gradient there (true) or in host memory (false, the default,
+  // as DeepSpeed's offload keeps gradients on the host): no disk traffic for it.
+  bool gradients_in_tier = false;
   // MiCS / hpZ (stages 1-3): shard states over groups of this many consecutive ranks and
   // replicate them across the world / size groups; gradients are reduce-scattered in the group,
   // then each shard is all-reduced across the groups. 0 = every rank (flat ZeRO). Must divide
