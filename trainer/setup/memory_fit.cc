@@ -204,8 +204,7 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
   // A group's reduced gradient shard lives in the tier that holds its optimizer states, unless
   // the step waits for the global norm (clipping, loss scaling): then it waits in host memory
   // (zero.gradients_in_tier false, as the engine's shard storage decides).
-  const bool waits_for_norm = zero.gradient_clipping > 0 || zero.dynamic_loss_scale;
-  p.grads_in_files = p.optimizer_in_files > 0 && (zero.gradients_in_tier || !waits_for_norm);
+  p.grads_in_files = p.optimizer_in_files > 0 && !streamed_gradients_in_memory(zero);
   in.params_streamed = in.stage == 3 && p.params_in_files > 0;
   in.sub_group_size = zero.sub_group_size;
   in.pipeline_sets = 1 + (zero.pipeline_read ? 1 : 0) + (zero.pipeline_write ? 1 : 0);

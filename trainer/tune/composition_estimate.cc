@@ -36,8 +36,9 @@ void offload_traffic(const JobSettings& job, CompositionEstimate& e) {
   double gradient = 8;
   if (offloads_to_files(engine.offload_optimizer)) {
     const double partial_sums = 8.0 * static_cast<double>(job.data.grad_accum - 1);
-    const bool waits = zero.gradient_clipping > 0 || zero.dynamic_loss_scale;
-    gradient = !waits ? partial_sums : zero.gradients_in_tier ? 8 + partial_sums : 0;
+    gradient = !waits_for_gradient_norm(zero) ? partial_sums
+               : zero.gradients_in_tier       ? 8 + partial_sums
+                                              : 0;
   }
   add(engine.offload_optimizer, (2 * (4.0 + states) + gradient) * shard * opt_share);
   if (in.stage == 3) {

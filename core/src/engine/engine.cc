@@ -183,8 +183,7 @@ struct Engine::Impl {
     for (auto& [tier, bytes] : need) tier->prepare(bytes);
     StorageContext context{opt.stage,   opt.compute_dtype, state_names,  optimizer.state_dtype(),
                            t.optimizer, t.param,           tile_elements};
-    context.streamed_grads_in_memory = !opt.gradients_in_tier &&
-                                       (opt.gradient_clipping > 0 || opt.dynamic_loss_scale);
+    context.streamed_grads_in_memory = streamed_gradients_in_memory(opt);
     std::vector<ShardStorage> out;
     for (size_t u = 0; u < layout.unit_groups.size(); ++u) {
       units.push_back(build_unit(static_cast<int>(u)));

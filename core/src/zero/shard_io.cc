@@ -30,27 +30,46 @@ namespace {
 // Runs of a 16-bit array in memory are handed out as fp32 through a buffer of this many elements.
 constexpr int64_t kConvertRun = int64_t{1} << 16;
 
+// One streamed tile's host buffers: the tier's bytes (raw) and what callers see (data): the same
+// buffer for fp32, an fp32 copy for a 16-bit array, widened after a read and rounded back
+// (to nearest even) before a write.
+class TileBuffer {
+ public:
+  TileBuffer(OffloadTier& tier, int64_t elements, at::ScalarType type, MemoryLedger& ledger)
+      : type_(type), raw_(tier, elements * 4, ledger) {
+    if (type != at::kFloat) wide_.emplace(tier, elements * 4, ledger);
+  }
+  void* raw() const { return raw_.data(); }
+  float* data() const { return static_cast<float*>(wide_ ? wide_->data() : raw_.data()); }
+  void widen(int64_t count) const {
+    if (wide_) view_of(data(), count, at::kFloat).copy_(view_of(raw(), count, type_));
+  }
+  void narrow(int64_t count) const {
+    if (wide_) view_of(raw(), count, type_).copy_(view_of(data(), count, at::kFloat));
+  }
+
+ private:
+  at::ScalarType type_;
+  StagingBuffer raw_;
+  std::optional<StagingBuffer> wide_;
+};
+
 }  // namespace
 
 void ShardIo::for_each_tile(int gi, int64_t a, int64_t begin, int64_t end, int64_t step,
                             const TileFn& fn) {
   const ParamGroup& g = layout_.groups[gi];
   TieredArray& array = file(storage_[gi], a);
-  const at::ScalarType type = dtype(a);
-  const StagingBuffer buffer(*tier_, tile_elements_ * 4, ledger_);
-  // A 16-bit tile is widened into a second buffer for `fn`, and rounded back if it is written.
-  std::optional<StagingBuffer> widened;
-  if (type != at::kFloat) widened.emplace(*tier_, tile_elements_ * 4, ledger_);
-  auto* data = static_cast<float*>(widened ? widened->data() : buffer.data());
+  const TileBuffer buffer(*tier_, tile_elements_, dtype(a), ledger_);
   for (int64_t t = (begin - g.first) / tile_elements_; g.first + t * tile_elements_ < end; ++t) {
-    array.read_tile(t, buffer.data())->wait();
-    array.verify_tile(t, buffer.data(), step);
+    array.read_tile(t, buffer.raw())->wait();
+    array.verify_tile(t, buffer.raw(), step);
     const int64_t tile_begin = g.first + t * tile_elements_;
     const int64_t count = std::min(tile_elements_, g.first + g.shard - tile_begin);
-    if (widened) view_of(data, count, at::kFloat).copy_(view_of(buffer.data(), count, type));
-    if (fn(tile_begin, data, count)) {
-      if (widened) view_of(buffer.data(), count, type).copy_(view_of(data, count, at::kFloat));
-      array.write_tile(t, buffer.data())->wait();
+    buffer.widen(count);
+    if (fn(tile_begin, buffer.data(), count)) {
+      buffer.narrow(count);
+      array.write_tile(t, buffer.raw())->wait();
     }
   }
 }
@@ -113,17 +132,13 @@ void ShardIo::rewrite(int gi, int64_t a, const FillFn& fill) {
     return;
   }
   TieredArray& array = file(s, a);
-  const at::ScalarType type = dtype(a);
-  const StagingBuffer buffer(*tier_, tile_elements_ * 4, ledger_);
-  std::optional<StagingBuffer> widened;
-  if (type != at::kFloat) widened.emplace(*tier_, tile_elements_ * 4, ledger_);
-  auto* data = static_cast<float*>(widened ? widened->data() : buffer.data());
+  const TileBuffer buffer(*tier_, tile_elements_, dtype(a), ledger_);
   for (int64_t start = 0; start < g.shard; start += tile_elements_) {
     const int64_t count = std::min(tile_elements_, g.shard - start);
-    std::memset(data, 0, static_cast<size_t>(count) * 4);
-    fill(g.first + start, data, count);
-    if (widened) view_of(buffer.data(), count, type).copy_(view_of(data, count, at::kFloat));
-    array.write_tile(start / tile_elements_, buffer.data())->wait();
+    std::memset(buffer.data(), 0, static_cast<size_t>(count) * 4);
+    fill(g.first + start, buffer.data(), count);
+    buffer.narrow(count);
+    array.write_tile(start / tile_elements_, buffer.raw())->wait();
   }
 }
 

@@ -52,6 +52,17 @@ struct EngineOptions {
   LossScalerOptions scaler;
 };
 
+// Whether a step needs the global gradient norm before its first update (clipping, loss
+// scaling): then no group is updated in backward, and a group streamed from a file tier keeps
+// its reduced gradient in host memory unless gradients_in_tier (the engine's shard storage, the
+// memory-fit check and the estimate all decide by these).
+inline bool waits_for_gradient_norm(const EngineOptions& o) {
+  return o.gradient_clipping > 0 || o.dynamic_loss_scale;
+}
+inline bool streamed_gradients_in_memory(const EngineOptions& o) {
+  return waits_for_gradient_norm(o) && !o.gradients_in_tier;
+}
+
 // The codecs collectives run through (zt/codec.h); null = exact. Not owned (they must outlive
 // the engine).
 struct EngineCodecs {
