@@ -7,6 +7,7 @@ the same job: the final parameters bit for bit (`trainer export`), exactly check
 complete checkpoints and no .tmp-step-* folder, no offload file and no new shared-memory segment
 left behind, and no restart that lost more than one checkpoint interval past the newest save
 begun (asynchronous saves still in flight at the kill are lost too; their steps are reported).
+Kills stop at the soak's end: the episode then in progress trains to its end and is checked.
 
   chaos_soak.py --trainer build/bin/trainer --minutes 2 [--work DIR] [--seed N] [--json FILE]
                 [--sync-saves] [--no-kills]
@@ -265,6 +266,7 @@ class Soak:
         ckpt = os.path.join(self.work, name, "checkpoints")
         shm_before = shm_entries()
         p = self.start(name, False)
+        mark = 0  # the step metrics.jsonl had reached at the last kill
         while True:
             code = p.poll()
             if code is not None:
@@ -279,7 +281,15 @@ class Soak:
                 self.fail("did not finish within 10 minutes of the soak's end")
                 return
             time.sleep(self.rng.uniform(0.2, 1.5))
-            if p.poll() is not None or self.args.no_kills:
+            # Past the soak's end the episode trains to its end unharmed: kills at a fixed rate
+            # on a loaded machine, where a restart can take longer than the gap between kills,
+            # would keep it from ever finishing.
+            if p.poll() is not None or self.args.no_kills or time.time() > deadline:
+                continue
+            # Most kills wait for a step past the previous kill, so that the episode advances
+            # however slowly the ranks start here; the others land wherever they fall, start-up
+            # included.
+            if self.rng.random() < 0.75 and not self.progressed(p, metrics, mark, deadline):
                 continue
             kind = self.rng.choice(["rank", "rank", "rank_in_save", "launcher"])
             if kind == "rank_in_save":
@@ -306,6 +316,7 @@ class Soak:
                 except ProcessLookupError:
                     continue
             self.kills[kind] += 1
+            mark = last_step(metrics)
             if kind != "launcher":
                 self.restarts += 1  # the launcher restarts the ranks (launch.max_restarts)
         try:
@@ -323,6 +334,16 @@ class Soak:
                       + ("" if self.args.sync_saves else "past the newest save begun ")
                       + f"((lost, past the newest save begun) at each restart: {restarts})")
         self.check(name, want, shm_before)
+
+    @staticmethod
+    def progressed(p, metrics, mark, deadline):
+        """Wait until metrics.jsonl records a step past mark: False when the job ended, or the
+        soak did, first."""
+        while last_step(metrics) <= mark:
+            if p.poll() is not None or time.time() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def check(self, name, want, shm_before):
         ckpt = os.path.join(self.work, name, "checkpoints")
