@@ -44,7 +44,7 @@ BEGIN {
         "plugin_loader",
         a, " ")
   for (i in a) pub[a[i]] = "sdk"
-  pub["config"] = "config"; pub["launcher"] = "launch"; pub["rendezvous"] = "launch"
+  pub["config"] = "config"; pub["launcher"] = "launch"; pub["rendezvous"] = "launch"; pub["slurm_hostlist"] = "launch"
   pub["flight_diagnosis"] = "launch"
   pub["checkpoint"] = "checkpoint"; pub["safetensors"] = "checkpoint"
   pub["engine_types"] = "zero"; pub["loss_scaler"] = "zero"; pub["engine"] = "engine"

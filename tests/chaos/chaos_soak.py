@@ -10,7 +10,7 @@ begun (asynchronous saves still in flight at the kill are lost too; their steps 
 Kills stop at the soak's end: the episode then in progress trains to its end and is checked.
 
   chaos_soak.py --trainer build/bin/trainer --minutes 2 [--work DIR] [--seed N] [--json FILE]
-                [--sync-saves] [--no-kills]
+                [--sync-saves] [--no-kills] [--steps N]
 
 With --sync-saves (checkpoint.async = false) every restart must lose at most one interval, past
 any save: a synchronous save is published before the next step begins.
@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 
-STEPS = 400         # steps per episode
+STEPS = 400         # steps per episode (--steps)
 EVERY = 2           # checkpoint.every_steps: the most a kill may lose
 KEEP_LAST = 2
 
@@ -414,6 +414,7 @@ class Soak:
 
 
 def main():
+    global STEPS
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trainer", required=True)
     ap.add_argument("--minutes", type=float, default=2.0)
@@ -424,7 +425,10 @@ def main():
                     help="checkpoint.async = false: every kill must lose at most one interval")
     ap.add_argument("--no-kills", action="store_true",
                     help="a planted fault: kill nothing, which the soak must report as a failure")
+    ap.add_argument("--steps", type=int, default=STEPS,
+                    help=f"steps per episode (default {STEPS})")
     args = ap.parse_args()
+    STEPS = args.steps
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 30)
     made = args.work is None

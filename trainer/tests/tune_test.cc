@@ -100,6 +100,27 @@ TEST_CASE("tune: around a composition, one knob changes at a time") {
   CHECK(has("zero.offload_optimizer_fraction=0.5"));
   CHECK(has("plugin.offload_nvme.queue_depth=32"));
   CHECK(has("zero.sub_group_size=4194304"));
+  // States streamed from NVMe: Adam's moments in bf16 are raced too; not when they are already
+  // bf16, nor when the states stay in memory.
+  CHECK(has("plugin.optim_hybrid_adam.state_dtype=\"bf16\""));
+  auto variants = [](const std::vector<std::string>& lead) {
+    const zt::Config c = loader()(lead);
+    return compositions_around(zt::trainer::JobSettings::of(c), Candidate{lead, "", ""});
+  };
+  auto count_bf16 = [](const std::vector<Candidate>& near) {
+    return std::count_if(near.begin(), near.end(), [](const Candidate& v) {
+      return sets(v, "plugin.optim_hybrid_adam.state_dtype=\"bf16\"");
+    });
+  };
+  CHECK(count_bf16(around) == 1);
+  // A leader already in bf16 has the same variants less that one (each keeps its setting).
+  const std::vector<Candidate> bf16_lead = variants(
+      {"zero.stage=3", "plugins.offload_optimizer=\"offload_nvme\"",
+       "plugin.optim_hybrid_adam.state_dtype=\"bf16\""});
+  CHECK(bf16_lead.size() == around.size() - 1);
+  CHECK(count_bf16(bf16_lead) == static_cast<std::ptrdiff_t>(bf16_lead.size()));
+  CHECK(count_bf16(variants({"zero.stage=3", "plugins.offload_optimizer=\"offload_cpu\""})) == 0);
+  CHECK(count_bf16(variants({"zero.stage=2"})) == 0);
   for (const Candidate& c : around) {
     // The leader's own setting is replaced, never listed twice.
     const auto stage = std::count_if(
@@ -118,6 +139,11 @@ TEST_CASE("tune: a label says what the composition runs") {
                       "zero.offload_optimizer_fraction=0.5"}))) ==
         "stage 1, shard_bucket, micro 2 x accum 2, optimizer 50% offload_nvme, sub_group "
         "1000000000, queue 8");
+  CHECK(composition_label(zt::trainer::JobSettings::of(
+            loader()({"zero.stage=1", "plugins.offload_optimizer=\"offload_nvme\"",
+                      "plugin.optim_hybrid_adam.state_dtype=\"bf16\""}))) ==
+        "stage 1, shard_bucket, micro 2 x accum 2, optimizer 100% offload_nvme, sub_group "
+        "1000000000, queue 8, bf16 states");
   CHECK(config_value(loader()({}), "plugin.offload_nvme.queue_depth") == "8");
 }
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "settings/job_settings.h"
+#include "zt/host/compose.h"
 #include "zt/options.h"
 
 namespace zt::trainer {
@@ -59,6 +60,7 @@ std::string composition_label(const JobSettings& job) {
     if (opt_on) label += ", sub_group " + std::to_string(zero.sub_group_size);
     label += ", queue " + std::to_string(nvme->options.get_int("queue_depth"));
   }
+  if (optimizer_state_bytes(engine) == 2) label += ", bf16 states";
   if (stage >= 1 && engine.groups.size >= 0)
     label += ", MiCS " + std::to_string(engine.groups.size);
   return label;

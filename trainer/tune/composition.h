@@ -26,7 +26,7 @@ using ConfigLoader = std::function<Config(const std::vector<std::string>& overri
 
 // "stage 2, shard_bucket, micro 8 x accum 1, no offload"; knobs that matter at that stage
 // follow ("bucket 25 MiB", "prefetch 1", "persist < 100000", "optimizer 100% offload_nvme",
-// "params 50% offload_cpu", "sub_group 262144", "queue 8", "MiCS 4").
+// "params 50% offload_cpu", "sub_group 262144", "queue 8", "bf16 states", "MiCS 4").
 std::string composition_label(const JobSettings& job);
 
 // A number as a label or an override spells it: "4", "0.5", "1e+09".

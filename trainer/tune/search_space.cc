@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "settings/job_settings.h"
+#include "zt/host/compose.h"
 
 namespace zt::trainer {
 
@@ -163,6 +164,16 @@ std::vector<Candidate> compositions_around(const JobSettings& job, const Candida
         out.push_back(with(around, "plugin.offload_nvme.queue_depth", std::to_string(v)));
       }
     }
+  }
+  // Optimizer states streamed from NVMe: the disk is the likely bound, and Adam's moments in
+  // bf16 move 4 bytes per parameter less each way. The only knob here that changes the numbers
+  // (within bf16's rounding): the final A/B compares its losses with the config's and reports a
+  // change beyond --rtol instead of adopting it silently.
+  const PluginChoice& opt = engine.optimizer;
+  if (stage >= 1 && engine.offload_optimizer.id == "offload_nvme" &&
+      zero.offload_optimizer_fraction > 0 && optimizer_state_bytes(engine) == 4 && opt.chosen() &&
+      opt.declares("state_dtype")) {
+    out.push_back(with(around, "plugin." + opt.id + ".state_dtype", quoted("bf16")));
   }
   return out;
 }

@@ -6,7 +6,9 @@
 //         (every rank, or the ranks of one host).
 //   around: one knob of a composition changed at a time: the other shard strategy, its bucket
 //         size, the reduce bucket, stage 3's prefetch and persistence threshold, the offload
-//         fractions and tiers, sub_group_size and offload_nvme's queue depth.
+//         fractions and tiers, sub_group_size and offload_nvme's queue depth, and Adam's moments
+//         in bf16 where they stream from offload_nvme (the one knob that changes the losses,
+//         which the final A/B checks).
 // Thread safety: pure functions of their inputs.
 #pragma once
 

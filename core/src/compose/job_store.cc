@@ -1,6 +1,7 @@
 // join_job_store: the rendezvous a rank joins, from its launcher's environment or [launch].
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -25,6 +26,12 @@ JobStore join_job_store(const LaunchSettings& launch, const RankEnv& env) {
                         "--nproc N, python3 -m zt.launch --nproc N)");
     }
     port = pick_free_port(addr);
+  }
+  // The job's own environment left the rendezvous to zt: say how it was found, once.
+  if (env.rank == 0 && !env.derivation.empty()) {
+    std::printf("zt: rendezvous at %s:%d from the %s job (%s)\n", addr.c_str(), port,
+                env.source.c_str(), env.derivation.c_str());
+    std::fflush(stdout);
   }
   job.store = rendezvous(addr, port, env.rank, env.world, job.timeout);
   return job;

@@ -3,6 +3,7 @@
 
 #include "zt/error.h"
 #include "zt/host/rendezvous.h"
+#include "zt/host/slurm_hostlist.h"
 
 namespace zt {
 
@@ -18,6 +19,31 @@ int parse_int(const GetEnv& getenv, const char* name, int fallback) {
                       "' is not a non-negative integer; fix the launcher's environment");
   }
   return static_cast<int>(n);
+}
+
+// Ranks that srun started, with no MASTER_ADDR/MASTER_PORT: rank 0 runs on the job's first host
+// (srun's default block distribution puts task 0 there), and every rank derives the same port
+// from the job id, so a job script needs neither variable.
+void from_slurm_job(const GetEnv& getenv, RankEnv& env) {
+  const char* nodes = getenv("SLURM_JOB_NODELIST");
+  if (env.master_addr.empty() && nodes && *nodes) {
+    env.master_addr = expand_slurm_hostlist(nodes, "SLURM_JOB_NODELIST").front();
+    env.derivation = "MASTER_ADDR " + env.master_addr +
+                     ", the first host of SLURM_JOB_NODELIST=" + nodes;
+  }
+  const char* job = getenv("SLURM_JOB_ID");
+  if (env.master_port == 0 && job && *job) {
+    char* end = nullptr;
+    const long long id = std::strtoll(job, &end, 10);
+    if (*end != '\0' || id < 0) {
+      throw ConfigError(std::string("environment variable SLURM_JOB_ID='") + job +
+                        "' is not a job id; set MASTER_PORT for every rank instead");
+    }
+    env.master_port = slurm_rendezvous_port(id);
+    env.derivation += std::string(env.derivation.empty() ? "" : "; ") + "MASTER_PORT " +
+                      std::to_string(env.master_port) + " = 15000 + SLURM_JOB_ID " + job +
+                      " % 10000";
+  }
 }
 
 }  // namespace
@@ -56,6 +82,7 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
   }
   if (const char* addr = getenv("MASTER_ADDR")) env.master_addr = addr;
   env.master_port = parse_int(getenv, "MASTER_PORT", 0);
+  if (env.source == std::string("slurm")) from_slurm_job(getenv, env);
   return env;
 }
 

@@ -2,6 +2,8 @@
 // torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), OpenMPI
 // (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID);
 // MASTER_ADDR/MASTER_PORT, when set, override the config's launch.master_addr/port for all.
+// Under Slurm without them, the address is the first host of SLURM_JOB_NODELIST and the port is
+// derived from SLURM_JOB_ID (slurm_hostlist.h); RankEnv::derivation says so, and rank 0 prints it.
 // Rendezvous is LibTorch's c10d::TCPStore hosted by rank 0, bounded by a timeout.
 // Thread safety: the Store returned is thread-safe; discovery is a pure function of env.
 #pragma once
@@ -26,6 +28,9 @@ struct RankEnv {
   int local_world = 0;      // ranks on this host (LOCAL_WORLD_SIZE, ...); 0 = not given
   std::string master_addr;  // empty: use the config's launch.master_addr
   int master_port = 0;      // 0: use the config's launch.master_port
+  // How master_addr/master_port were derived where the environment did not set them (Slurm),
+  // e.g. "MASTER_ADDR gpu01, the first host of SLURM_JOB_NODELIST=gpu[01-04]"; empty otherwise.
+  std::string derivation;
 
   // Started by zt's own launcher (trainer --nproc, python3 -m zt.launch), which checked the job
   // before it started any rank.
