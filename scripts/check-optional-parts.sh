@@ -46,6 +46,8 @@ row "clang-format" "$(have clang-format)" setup "clang-format (scripts/check-for
 row "ip and ss" "$([ "$(have ip)$(have ss)" = 11 ] && echo 1 || echo 0)" setup \
   "iproute2 (network namespaces: the two-host tests)"
 row "ucx_perftest" "$(have ucx_perftest)" setup "ucx-utils (bench/comm's raw UCX row)"
+row "slurm and munge" "$([ "$(have scontrol)$(have sbatch)$(have slurmctld)$(have slurmd)$(have munged)" = 11111 ] &&
+  echo 1 || echo 0)" setup "slurm-client, slurmctld, slurmd, munge (the Slurm tests)"
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "every part scripts/setup.sh installs for is here"

@@ -39,7 +39,9 @@ if [ "$scope" = all ]; then
                           # reference training; bench/train's DDP row and TorchScript GPT
     python3-dev           # zt's Python package (python/): Python's headers
     pybind11-dev          #   and pybind11, which LibTorch's torch/extension.h builds on
-    slurm-client          # scontrol: the oracle of zt's reading of SLURM_JOB_NODELIST
+    slurm-client          # scontrol: the oracle of zt's reading of SLURM_JOB_NODELIST; sbatch,
+    slurmctld slurmd munge #  srun and the daemons: a real Slurm on two simulated hosts
+                          #  (scripts/slurm_cluster.sh, tests/multiproc/slurm_test.sh)
   )
   # npm installs speedscope, which the trace test opens in Chromium. A Node.js from elsewhere
   # (NodeSource's nodejs carries its own npm and conflicts with Debian's) is used as it is.

@@ -6,7 +6,10 @@
 //   loss  2 ranks on this host, --loss-steps steps per arm: exact, int8 weights, int4 gradients,
 //         int4 gradients with error feedback, int8 weights + int4 gradients with error feedback;
 //         the loss of each arm every 50 steps (the mean of the 10 steps ending there) and its
-//         gap to the exact run's, from rank 0's metrics.jsonl. Two more arms keep Adam's moments
+//         gap to the exact run's, from rank 0's metrics.jsonl. The second arm is exact too, but
+//         averages its gradients in two halves (zero.gradient_predivide_factor = 2), which moves
+//         only the last bits of each step: its gap is the run-to-run spread the others' must be
+//         read against (on this job it is several percent). Two more arms keep Adam's moments
 //         in bf16 (16-bit optimizer states: to nearest, and stochastic rounding); --loss-arms
 //         picks codecs, states or all.
 //   link  4 ranks in two simulated hosts (network namespaces, needs root), exact against int8
@@ -85,7 +88,8 @@ std::vector<std::string> joined(std::vector<std::string> a, const std::vector<st
 }
 
 std::vector<Arm> loss_arms(const std::string& which) {
-  std::vector<Arm> arms{{"exact", {}}};
+  std::vector<Arm> arms{{"exact", {}},
+                        {"exact, rounded otherwise", {"zero.gradient_predivide_factor=2"}}};
   if (which != "states") {
     arms.push_back({"int8 weights", kWeights8});
     arms.push_back({"int4 gradients", kGrads4});

@@ -126,6 +126,18 @@ TEST_CASE("under Slurm without MASTER_ADDR/PORT the job's first host and its id'
   torchrun["RANK"] = "0";
   torchrun["WORLD_SIZE"] = "2";
   CHECK(zt::discover_rank_env(env_of(torchrun)).derivation.empty());
+  // Ranks on this node: --ntasks-per-node's SLURM_NTASKS_PER_NODE, else srun's step layout at
+  // this node's index.
+  auto layout = slurm;
+  layout["SLURM_STEP_TASKS_PER_NODE"] = "2(x3),1";
+  for (const auto& [node, tasks] : std::map<std::string, int>{{"0", 2}, {"2", 2}, {"3", 1}}) {
+    layout["SLURM_NODEID"] = node;
+    CHECK(zt::discover_rank_env(env_of(layout)).local_world == tasks);
+  }
+  layout["SLURM_NODEID"] = "4";  // past the layout: not known
+  CHECK(zt::discover_rank_env(env_of(layout)).local_world == 0);
+  layout["SLURM_NTASKS_PER_NODE"] = "3";
+  CHECK(zt::discover_rank_env(env_of(layout)).local_world == 3);
   // A malformed list or job id is an error that names the variable.
   auto bad = slurm;
   bad["SLURM_JOB_NODELIST"] = "gpu[07-";

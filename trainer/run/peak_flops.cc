@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zt/host/blas.h"
+#include "zt/host/rendezvous.h"
 
 namespace zt::trainer {
 
@@ -80,8 +81,7 @@ double probe(at::ScalarType dtype) {
 }  // namespace
 
 PeakFlops peak_flops(Communicator& comm, at::ScalarType dtype) {
-  const char* local = std::getenv("LOCAL_WORLD_SIZE");
-  const int local_ranks = local ? std::max(1, std::atoi(local)) : 1;
+  const int local_ranks = std::max(1, discover_rank_env().local_world);
   const int threads = at::get_num_threads();
   const std::string what = std::string(dtype == at::kFloat ? "sgemm fp32" : "gemm ") +
                            (dtype == at::kFloat ? "" : c10::toString(dtype)) + " 1024^3, " +

@@ -10,6 +10,7 @@
 #include "settings/job_settings.h"
 #include "zt/bytes.h"
 #include "zt/host/compose.h"
+#include "zt/host/rendezvous.h"
 
 namespace zt::trainer {
 
@@ -135,11 +136,11 @@ int64_t tier_pool_bytes(const EngineSettings& engine) {
   return bytes;
 }
 
-// Ranks on this host: the launcher's (or torchrun's) LOCAL_WORLD_SIZE in a running rank,
-// launch.nproc before the ranks start.
+// Ranks on this host: what the launcher's environment says in a running rank (zt's launcher,
+// torchrun, mpirun, srun), launch.nproc before the ranks start.
 int local_ranks(const LaunchSettings& launch, int world) {
   int64_t n = launch.nproc;
-  if (const char* local = std::getenv("LOCAL_WORLD_SIZE")) n = std::max(1, std::atoi(local));
+  if (const int local = discover_rank_env().local_world; local > 0) n = local;
   return static_cast<int>(std::min<int64_t>(n, world));
 }
 

@@ -46,6 +46,35 @@ void from_slurm_job(const GetEnv& getenv, RankEnv& env) {
   }
 }
 
+// The tasks of this step on this node when the job gave no --ntasks-per-node: srun's layout,
+// SLURM_STEP_TASKS_PER_NODE (or the job's SLURM_TASKS_PER_NODE) as "2(x3),1" (two tasks on each
+// of the first three nodes, one on the fourth), at this node's index SLURM_NODEID; 0 when
+// either is missing or unreadable.
+int slurm_tasks_on_node(const GetEnv& getenv) {
+  const char* layout = getenv("SLURM_STEP_TASKS_PER_NODE");
+  if (!layout || !*layout) layout = getenv("SLURM_TASKS_PER_NODE");
+  const char* node = getenv("SLURM_NODEID");
+  if (!layout || !node || !*node) return 0;
+  long index = std::strtol(node, nullptr, 10);
+  const char* p = layout;
+  while (*p) {
+    char* end = nullptr;
+    const long tasks = std::strtol(p, &end, 10);
+    if (end == p || tasks < 1) return 0;
+    long repeat = 1;
+    if (end[0] == '(' && end[1] == 'x') {
+      repeat = std::strtol(end + 2, &end, 10);
+      if (*end != ')' || repeat < 1) return 0;
+      ++end;
+    }
+    if (index < repeat) return static_cast<int>(tasks);
+    index -= repeat;
+    if (*end != ',') return 0;
+    p = end + 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 RankEnv discover_rank_env(const GetEnv& getenv) {
@@ -83,6 +112,9 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
   if (const char* addr = getenv("MASTER_ADDR")) env.master_addr = addr;
   env.master_port = parse_int(getenv, "MASTER_PORT", 0);
   if (env.source == std::string("slurm")) from_slurm_job(getenv, env);
+  if (env.source == std::string("slurm") && env.local_world == 0) {
+    env.local_world = slurm_tasks_on_node(getenv);
+  }
   return env;
 }
 

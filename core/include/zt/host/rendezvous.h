@@ -25,7 +25,9 @@ struct RankEnv {
   int rank = 0;
   int world = 1;
   int local_rank = 0;
-  int local_world = 0;      // ranks on this host (LOCAL_WORLD_SIZE, ...); 0 = not given
+  // Ranks on this host (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE or
+  // Slurm's step layout, SLURM_STEP_TASKS_PER_NODE at SLURM_NODEID); 0 = not given.
+  int local_world = 0;
   std::string master_addr;  // empty: use the config's launch.master_addr
   int master_port = 0;      // 0: use the config's launch.master_port
   // How master_addr/master_port were derived where the environment did not set them (Slurm),
