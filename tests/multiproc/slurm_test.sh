@@ -12,52 +12,17 @@
 set -euo pipefail
 trainer=$(realpath "$1")
 src=$2
-"$src/scripts/two_hosts.sh" require || exit $?
-for tool in slurmctld slurmd munged sbatch nsenter; do
-  if ! command -v "$tool" >/dev/null; then
-    why="$tool is missing: scripts/setup.sh installs slurm-wlm, munge and util-linux"
-    [ -n "${CI:-}" ] && { echo "FAILED: $why" >&2; exit 1; }
-    echo "zt-skip: $why"
-    exit 77
-  fi
-done
-
-name="zs$$"
-tmp=$(mktemp -d)
-cluster() { "$src/scripts/slurm_cluster.sh" "$1" "$name" "$tmp/cluster" "${@:2}"; }
-cleanup() {
-  cluster down
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAILED: $*" >&2
-  exit 1
-}
-cluster up || fail "the Slurm cluster did not start"
+source "$src/tests/multiproc/slurm_common.sh"
 
 sets=(--set "data.path=\"$src/README.md\"" --set run.steps=6 --set launch.timeout_s=60
   --set run.report=false)
-mkdir -p "$tmp/job"
 start=$(date +%s%N)
-( cd "$tmp/job" && ZT_TRAINER="$trainer" ZT_CONFIG="$src/configs/zero3.toml" \
-  exec timeout 300 "$src/scripts/slurm_cluster.sh" on "$name" "$tmp/cluster" \
-  sbatch --wait --parsable -N 2 --ntasks-per-node=2 -o "$tmp/job/job.out" \
-  "$src/examples/slurm/train_cpu.sbatch" "${sets[@]}" --set "run.out_dir=\"$tmp/job/run\"" \
-  >"$tmp/job/sbatch.out" ) &
-job=$!
-# The time from sbatch to the job's first step: until rank 0 logs step 1.
-first_step=""
-while kill -0 "$job" 2>/dev/null; do
-  if grep -qs '"step":1,' "$tmp/job/run/metrics.jsonl"; then
-    first_step=$(( ($(date +%s%N) - start) / 1000000 ))
-    break
-  fi
-  sleep 0.05
-done
-wait "$job" || { cat "$tmp/job/job.out" >&2; fail "the Slurm job failed"; }
+job=$(submit "$tmp/job" -- "${sets[@]}" --set "run.out_dir=\"$tmp/job/run\"")
+wait_step "$tmp/job/run/metrics.jsonl" 1 "$job"
+first_step=$(( ($(date +%s%N) - start) / 1000000 ))
+wait_state "$job" 300 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY
 cat "$tmp/job/job.out"
-[ -n "$first_step" ] || fail "the job ended before its first step was seen"
+[ "$(job_state "$job")" = COMPLETED ] || fail "the Slurm job ended $(job_state "$job")"
 echo "slurm test: sbatch to the first step in $first_step ms"
 grep -q "zt: rendezvous at n0:1[0-9]* from the slurm job (MASTER_ADDR n0, the first host of SLURM_JOB_NODELIST=n\[0-1\]" \
   "$tmp/job/job.out" || fail "rank 0 did not say it met at the job's first node"
@@ -68,7 +33,7 @@ timeout 300 "$trainer" --config "$src/configs/zero3.toml" --nproc 4 "${sets[@]}"
   --set "run.out_dir=\"$tmp/local/run\"" >"$tmp/local.log" 2>&1 ||
   { cat "$tmp/local.log" >&2; fail "the same job under zt's launcher failed"; }
 
-python3 - "$tmp/job/run/metrics.jsonl" "$tmp/local/run/metrics.jsonl" "$start" <<'PY'
+python3 - "$tmp/job/run/metrics.jsonl" "$tmp/local/run/metrics.jsonl" <<'PY'
 import json, sys
 def steps(path):
     out = {}
