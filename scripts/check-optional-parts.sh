@@ -48,6 +48,7 @@ row "ip and ss" "$([ "$(have ip)$(have ss)" = 11 ] && echo 1 || echo 0)" setup \
 row "ucx_perftest" "$(have ucx_perftest)" setup "ucx-utils (bench/comm's raw UCX row)"
 row "slurm and munge" "$([ "$(have scontrol)$(have sbatch)$(have slurmctld)$(have slurmd)$(have munged)" = 11111 ] &&
   echo 1 || echo 0)" setup "slurm-client, slurmctld, slurmd, munge (the Slurm tests)"
+row "mpirun" "$(have mpirun)" setup "openmpi-bin (the mpirun test)"
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "every part scripts/setup.sh installs for is here"

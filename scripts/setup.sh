@@ -42,6 +42,7 @@ if [ "$scope" = all ]; then
     slurm-client          # scontrol: the oracle of zt's reading of SLURM_JOB_NODELIST; sbatch,
     slurmctld slurmd munge #  srun and the daemons: a real Slurm on two simulated hosts
                           #  (scripts/slurm_cluster.sh, tests/multiproc/slurm_test.sh)
+    openmpi-bin           # mpirun across two simulated hosts (tests/multiproc/mpirun_test.sh)
   )
   # npm installs speedscope, which the trace test opens in Chromium. A Node.js from elsewhere
   # (NodeSource's nodejs carries its own npm and conflicts with Debian's) is used as it is.

@@ -6,8 +6,9 @@
 # and its losses equal those of the same 4 ranks started by zt's own launcher on one host: bit
 # for bit, or within 1e-6 relative where UCX's ring across hosts sums in another order than the
 # shared memory of one host (the test prints which). It also prints the time from sbatch to the
-# first step, and the step times of both. Exit 77 (skipped) where namespaces cannot be made or
-# Slurm is not installed, except under CI.
+# first step, and the step times of both; `slurm_cluster.sh down` must leave no daemon and no
+# namespace. Exit 77 (skipped) where namespaces cannot be made or Slurm is not installed, except
+# under CI.
 #   slurm_test.sh TRAINER SOURCE_DIR
 set -euo pipefail
 trainer=$(realpath "$1")
@@ -24,7 +25,7 @@ wait_state "$job" 300 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY
 cat "$tmp/job/job.out"
 [ "$(job_state "$job")" = COMPLETED ] || fail "the Slurm job ended $(job_state "$job")"
 echo "slurm test: sbatch to the first step in $first_step ms"
-grep -q "zt: rendezvous at n0:1[0-9]* from the slurm job (MASTER_ADDR n0, the first host of SLURM_JOB_NODELIST=n\[0-1\]" \
+grep -q "zt: rendezvous at n0:[0-9]* from the slurm job (MASTER_ADDR n0, the first host of SLURM_JOB_NODELIST=n\[0-1\]" \
   "$tmp/job/job.out" || fail "rank 0 did not say it met at the job's first node"
 grep -q "4 rank(s), comm_ucx: pipelined ring over UCX" "$tmp/job/job.out" ||
   fail "the 4 ranks did not use UCX's ring between the hosts"
@@ -55,3 +56,10 @@ print(f"slurm test: 6 steps of 4 ranks on 2 hosts under sbatch equal zt's launch
       f"{how}; step time (median of steps 2-6) {median([slurm[s]['step_time_s'] for s in range(2, 7)]):.3f} s "
       f"under Slurm, {median([local[s]['step_time_s'] for s in range(2, 7)]):.3f} s under zt's launcher")
 PY
+
+# Stopped, the cluster leaves nothing behind: no daemon, no namespace.
+cluster down
+left=$(pgrep -af "slurmctld -D -i|slurmd -D -N n[01]|munged --foreground --key-file=$tmp/" || true)
+[ -z "$left" ] || fail "daemons left after slurm_cluster.sh down: $left"
+! ip netns list | grep -q "^$name-h" || fail "namespaces left after slurm_cluster.sh down"
+echo "slurm test: slurm_cluster.sh down left no daemon and no namespace"

@@ -1,4 +1,4 @@
-// Slurm's hostlist syntax (SLURM_JOB_NODELIST) and the rendezvous a Slurm job derives from it:
+// Slurm's hostlist syntax (SLURM_JOB_NODELIST) and the rendezvous a Slurm job (or mpirun) derives:
 // zt's expansion against what the syntax means, its refusals, and against Slurm's own
 // `scontrol show hostnames` on fixed and random lists.
 #include <doctest/doctest.h>
@@ -175,4 +175,41 @@ TEST_CASE("Slurm hostlists: zt's expansion equals scontrol show hostnames, fixed
     for (std::string line; std::getline(lines, line);) slurm.push_back(line);
     CHECK(expand(list) == slurm);
   }
+}
+
+TEST_CASE("under mpirun without MASTER_ADDR/PORT, mpirun's host and a port from its job are used") {
+  const std::map<std::string, std::string> mpi = {
+      {"OMPI_COMM_WORLD_RANK", "0"},
+      {"OMPI_COMM_WORLD_SIZE", "4"},
+      {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+      {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+      {"OMPI_MCA_orte_hnp_uri", "1664221184.0;tcp://10.231.0.1,172.17.0.2:41801"},
+      {"OMPI_MCA_orte_local_daemon_uri", "1664221184.0;tcp://10.231.0.1,172.17.0.2:41801"}};
+  const zt::RankEnv env = zt::discover_rank_env(env_of(mpi));
+  CHECK(env.source == "openmpi");
+  CHECK(env.local_world == 2);
+  CHECK(env.master_addr == "10.231.0.1");
+  CHECK(env.master_port == 16184);
+  CHECK(env.derivation ==
+        "MASTER_ADDR 10.231.0.1, mpirun's host (the first address of OMPI_MCA_orte_hnp_uri); "
+        "MASTER_PORT 16184 = 15000 + Open MPI job 1664221184 % 10000");
+  // Another rank, on the second host: its daemon is not mpirun, and it cannot tell where rank 0
+  // is; it takes mpirun's host too.
+  auto other = mpi;
+  other["OMPI_COMM_WORLD_RANK"] = "2";
+  other["OMPI_MCA_orte_local_daemon_uri"] = "1664221184.1;tcp://10.231.0.2:41409";
+  CHECK(zt::discover_rank_env(env_of(other)).master_addr == "10.231.0.1");
+  // Rank 0 away from mpirun: refused, with the way out.
+  auto away = other;
+  away["OMPI_COMM_WORLD_RANK"] = "0";
+  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(away)),
+                       doctest::Contains("rank 0 runs on another host"), zt::ConfigError);
+  // MASTER_ADDR and MASTER_PORT given: nothing derived, nothing checked.
+  away["MASTER_ADDR"] = "10.231.0.2";
+  away["MASTER_PORT"] = "29500";
+  CHECK(zt::discover_rank_env(env_of(away)).derivation.empty());
+  auto bad = mpi;
+  bad["OMPI_MCA_orte_hnp_uri"] = "garbage";
+  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(bad)),
+                       doctest::Contains("OMPI_MCA_orte_hnp_uri='garbage'"), zt::ConfigError);
 }

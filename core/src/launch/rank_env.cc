@@ -46,6 +46,48 @@ void from_slurm_job(const GetEnv& getenv, RankEnv& env) {
   }
 }
 
+// Ranks that mpirun (Open MPI) started, with no MASTER_ADDR/MASTER_PORT: Open MPI gives every
+// rank the address of mpirun itself (its "HNP", OMPI_MCA_orte_hnp_uri =
+// "JOB.0;tcp://ADDR[,ADDR...]:PORT") and of its own node's daemon
+// (OMPI_MCA_orte_local_daemon_uri), and mpirun's default mapping puts rank 0 on the first host,
+// where mpirun runs when started there. So rank 0's host is mpirun's first address, and the port
+// comes from the job number. Rank 0 checks it runs beside mpirun (its daemon is mpirun's), since
+// the other ranks cannot.
+void from_openmpi_job(const GetEnv& getenv, RankEnv& env) {
+  const char* hnp = getenv("OMPI_MCA_orte_hnp_uri");
+  if (!hnp || !*hnp || (!env.master_addr.empty() && env.master_port > 0)) return;
+  const std::string uri = hnp;
+  const size_t dot = uri.find('.'), scheme = uri.find("://");
+  const size_t colon = uri.rfind(':');
+  const size_t end = uri.find_first_of(",:", scheme == std::string::npos ? 0 : scheme + 3);
+  if (dot == std::string::npos || scheme == std::string::npos || colon <= scheme + 3 ||
+      end == std::string::npos) {
+    throw ConfigError("environment variable OMPI_MCA_orte_hnp_uri='" + uri +
+                      "' is not Open MPI's \"JOB.0;tcp://ADDR:PORT\"; set MASTER_ADDR and "
+                      "MASTER_PORT for every rank instead");
+  }
+  if (env.master_addr.empty()) {
+    env.master_addr = uri.substr(scheme + 3, end - scheme - 3);
+    env.derivation = "MASTER_ADDR " + env.master_addr +
+                     ", mpirun's host (the first address of OMPI_MCA_orte_hnp_uri)";
+    const char* daemon = getenv("OMPI_MCA_orte_local_daemon_uri");
+    if (env.rank == 0 && daemon && uri != daemon) {
+      throw ConfigError(
+          "under mpirun without MASTER_ADDR, zt meets at mpirun's host (" + env.master_addr +
+          "), but rank 0 runs on another host (its daemon is " + daemon +
+          "); list mpirun's host first (-H, --hostfile), or export MASTER_ADDR (rank 0's "
+          "host) and MASTER_PORT with mpirun -x");
+    }
+  }
+  if (env.master_port == 0) {
+    const long long job = std::strtoll(uri.c_str(), nullptr, 10);
+    env.master_port = 15000 + static_cast<int>(job % 10000);
+    env.derivation += std::string(env.derivation.empty() ? "" : "; ") + "MASTER_PORT " +
+                      std::to_string(env.master_port) + " = 15000 + Open MPI job " +
+                      std::to_string(job) + " % 10000";
+  }
+}
+
 // The tasks of this step on this node when the job gave no --ntasks-per-node: srun's layout,
 // SLURM_STEP_TASKS_PER_NODE (or the job's SLURM_TASKS_PER_NODE) as "2(x3),1" (two tasks on each
 // of the first three nodes, one on the fourth), at this node's index SLURM_NODEID; 0 when
@@ -112,6 +154,7 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
   if (const char* addr = getenv("MASTER_ADDR")) env.master_addr = addr;
   env.master_port = parse_int(getenv, "MASTER_PORT", 0);
   if (env.source == std::string("slurm")) from_slurm_job(getenv, env);
+  if (env.source == std::string("openmpi")) from_openmpi_job(getenv, env);
   if (env.source == std::string("slurm") && env.local_world == 0) {
     env.local_world = slurm_tasks_on_node(getenv);
   }

@@ -3,7 +3,9 @@
 // (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID);
 // MASTER_ADDR/MASTER_PORT, when set, override the config's launch.master_addr/port for all.
 // Under Slurm without them, the address is the first host of SLURM_JOB_NODELIST and the port is
-// derived from SLURM_JOB_ID (slurm_hostlist.h); RankEnv::derivation says so, and rank 0 prints it.
+// derived from SLURM_JOB_ID (slurm_hostlist.h); under mpirun, mpirun's own host
+// (OMPI_MCA_orte_hnp_uri), where rank 0 must run, and a port from Open MPI's job number.
+// RankEnv::derivation says so, and rank 0 prints it.
 // Rendezvous is LibTorch's c10d::TCPStore hosted by rank 0, bounded by a timeout.
 // Thread safety: the Store returned is thread-safe; discovery is a pure function of env.
 #pragma once
