@@ -59,23 +59,5 @@ timeout 300 ip netns exec "$name-h0" mpirun --mca plm_rsh_agent "$tmp/agent" \
 cat "$tmp/mpi.log"
 grep -q "zt: rendezvous at 10.231.0.1:[0-9]* from the openmpi job (MASTER_ADDR 10.231.0.1, mpirun's host" \
   "$tmp/mpi.log" || fail "rank 0 did not say it met at mpirun's host"
-grep -q "4 rank(s), comm_ucx: pipelined ring over UCX" "$tmp/mpi.log" ||
-  fail "the 4 ranks did not use UCX's ring between the hosts"
-
-timeout 300 "$trainer" --config "$src/configs/zero3.toml" --nproc 4 "${sets[@]}" \
-  --set "run.out_dir=\"$tmp/local/run\"" >"$tmp/local.log" 2>&1 ||
-  { cat "$tmp/local.log" >&2; fail "the same job under zt's launcher failed"; }
-
-python3 - "$tmp/mpi/run/metrics.jsonl" "$tmp/local/run/metrics.jsonl" <<'PY'
-import json, sys
-def steps(path):
-    return {j["step"]: j for j in map(json.loads, open(path)) if "event" not in j and "loss" in j}
-mpi, local = steps(sys.argv[1]), steps(sys.argv[2])
-if sorted(mpi) != list(range(1, 7)) or sorted(local) != list(range(1, 7)):
-    sys.exit(f"FAILED: steps logged: mpirun {sorted(mpi)}, zt's launcher {sorted(local)}")
-worst = max(abs(mpi[s]["loss"] - local[s]["loss"]) / abs(local[s]["loss"]) for s in mpi)
-if worst > 1e-6:
-    sys.exit(f"FAILED: losses differ by {worst:.3g} relative (bound 1e-6)")
-how = "bit for bit" if worst == 0 else f"within {worst:.2g} relative (another summation order)"
-print(f"mpirun test: 6 steps of 4 ranks on 2 hosts under mpirun equal zt's launcher on one host {how}")
-PY
+bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" mpirun \
+  "$tmp/mpi.log" "$tmp/mpi/run/metrics.jsonl" "${sets[@]}"

@@ -27,35 +27,8 @@ cat "$tmp/job/job.out"
 echo "slurm test: sbatch to the first step in $first_step ms"
 grep -q "zt: rendezvous at n0:[0-9]* from the slurm job (MASTER_ADDR n0, the first host of SLURM_JOB_NODELIST=n\[0-1\]" \
   "$tmp/job/job.out" || fail "rank 0 did not say it met at the job's first node"
-grep -q "4 rank(s), comm_ucx: pipelined ring over UCX" "$tmp/job/job.out" ||
-  fail "the 4 ranks did not use UCX's ring between the hosts"
-
-timeout 300 "$trainer" --config "$src/configs/zero3.toml" --nproc 4 "${sets[@]}" \
-  --set "run.out_dir=\"$tmp/local/run\"" >"$tmp/local.log" 2>&1 ||
-  { cat "$tmp/local.log" >&2; fail "the same job under zt's launcher failed"; }
-
-python3 - "$tmp/job/run/metrics.jsonl" "$tmp/local/run/metrics.jsonl" <<'PY'
-import json, sys
-def steps(path):
-    out = {}
-    for line in open(path):
-        j = json.loads(line)
-        if "event" not in j and "loss" in j:
-            out[j["step"]] = j
-    return out
-slurm, local = steps(sys.argv[1]), steps(sys.argv[2])
-if sorted(slurm) != list(range(1, 7)) or sorted(local) != list(range(1, 7)):
-    sys.exit(f"FAILED: steps logged: Slurm {sorted(slurm)}, zt's launcher {sorted(local)}")
-worst = max(abs(slurm[s]["loss"] - local[s]["loss"]) / abs(local[s]["loss"]) for s in slurm)
-if worst > 1e-6:
-    sys.exit(f"FAILED: losses differ by {worst:.3g} relative (bound 1e-6): "
-             + ", ".join(f"{s}: {slurm[s]['loss']} vs {local[s]['loss']}" for s in sorted(slurm)))
-how = "bit for bit" if worst == 0 else f"within {worst:.2g} relative (another summation order)"
-median = lambda xs: sorted(xs)[len(xs) // 2]
-print(f"slurm test: 6 steps of 4 ranks on 2 hosts under sbatch equal zt's launcher on one host "
-      f"{how}; step time (median of steps 2-6) {median([slurm[s]['step_time_s'] for s in range(2, 7)]):.3f} s "
-      f"under Slurm, {median([local[s]['step_time_s'] for s in range(2, 7)]):.3f} s under zt's launcher")
-PY
+bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" sbatch \
+  "$tmp/job/job.out" "$tmp/job/run/metrics.jsonl" "${sets[@]}"
 
 # Stopped, the cluster leaves nothing behind: no daemon, no namespace.
 cluster down
