@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # zt under a real Slurm (scripts/slurm_cluster.sh: munge, slurmctld and a slurmd on each of two
 # simulated hosts): `sbatch -N 2 --ntasks-per-node=2` of examples/slurm/train_cpu.sbatch trains
-# the small GPT at stage 3 across the two hosts, its ranks placed by srun and meeting where the
+# the bench GPT at stage 3 across the two hosts, its ranks placed by srun and meeting where the
 # job says (no MASTER_ADDR/PORT: the first node of SLURM_JOB_NODELIST, the port from the job id),
 # and its losses equal those of the same 4 ranks started by zt's own launcher on one host: bit
 # for bit, or within 1e-6 relative where UCX's ring across hosts sums in another order than the
@@ -15,8 +15,10 @@ trainer=$(realpath "$1")
 src=$2
 source "$src/tests/multiproc/slurm_common.sh"
 
+# The bench GPT (~10.8M parameters: bench/common's overrides of configs/zero3.toml).
 sets=(--set "data.path=\"$src/README.md\"" --set run.steps=6 --set launch.timeout_s=60
-  --set run.report=false)
+  --set run.report=false --set model.n_layer=6 --set model.d_model=384 --set model.n_head=6
+  --set model.seq_len=128 --set model.vocab=256)
 start=$(date +%s%N)
 job=$(submit "$tmp/job" -- "${sets[@]}" --set "run.out_dir=\"$tmp/job/run\"")
 wait_step "$tmp/job/run/metrics.jsonl" 1 "$job"
