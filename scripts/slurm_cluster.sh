@@ -5,7 +5,9 @@
 # script writes. Everything lives in WORK; `down` stops every daemon and removes the namespaces.
 # Needs root, iproute2, util-linux and Debian's slurm-wlm + munge (scripts/setup.sh installs them).
 #
-#   slurm_cluster.sh up NAME WORK [CPUS]   start it (CPUS per node, default 2); waits until both
+#   slurm_cluster.sh up NAME WORK [CPUS]   start it (CPUS per node, default 2, may exceed the
+#                                          machine's: slurmd takes the config's word for it,
+#                                          SlurmdParameters=config_overrides); waits until both
 #                                          nodes are idle (60 s at most), else prints the daemons'
 #                                          logs and fails
 #   slurm_cluster.sh down NAME WORK        stop it (also after a failed `up`); WORK stays
@@ -41,6 +43,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MpiDefault=none
 ReturnToService=2
+SlurmdParameters=config_overrides
 StateSaveLocation=$work/state
 SlurmctldPidFile=$work/run/slurmctld.pid
 SlurmctldLogFile=$work/log/slurmctld.log
@@ -127,5 +130,5 @@ case "${1:-}" in
   up) up "${2:?NAME}" "${3:?WORK}" "${4:-2}" ;;
   down) down "${2:?NAME}" "${3:?WORK}" ;;
   on) on "${2:?NAME}" "${3:?WORK}" "${@:4}" ;;
-  *) sed -n '2,16p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,15p' "$0" >&2; exit 2 ;;
 esac

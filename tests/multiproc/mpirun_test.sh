@@ -59,5 +59,7 @@ timeout 300 ip netns exec "$name-h0" mpirun --mca plm_rsh_agent "$tmp/agent" \
 cat "$tmp/mpi.log"
 grep -q "zt: rendezvous at 10.231.0.1:[0-9]* from the openmpi job (MASTER_ADDR 10.231.0.1, mpirun's host" \
   "$tmp/mpi.log" || fail "rank 0 did not say it met at mpirun's host"
+grep -q "4 rank(s), comm_ucx: pipelined ring over UCX" "$tmp/mpi.log" ||
+  fail "the 4 ranks did not use UCX's ring between the hosts"
 bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" mpirun \
-  "$tmp/mpi.log" "$tmp/mpi/run/metrics.jsonl" "${sets[@]}"
+  "$tmp/mpi/run/metrics.jsonl" "${sets[@]}"

@@ -25,7 +25,7 @@ fail() {
   echo "FAILED: $*" >&2
   exit 1
 }
-cluster up || fail "the Slurm cluster did not start"
+cluster up "${slurm_cpus:-2}" || fail "the Slurm cluster did not start"
 
 # submit DIR [sbatch options] -- [trainer --set ...]: sbatch of the example script, run in DIR
 # with its output in DIR/job.out; prints the job id.

@@ -5,14 +5,16 @@
 # job says (no MASTER_ADDR/PORT: the first node of SLURM_JOB_NODELIST, the port from the job id),
 # and its losses equal those of the same 4 ranks started by zt's own launcher on one host: bit
 # for bit, or within 1e-6 relative where UCX's ring across hosts sums in another order than the
-# shared memory of one host (the test prints which). It also prints the time from sbatch to the
-# first step, and the step times of both; `slurm_cluster.sh down` must leave no daemon and no
+# shared memory of one host (the test prints which). The same job as 4 tasks on one node uses
+# that shared memory too and must equal it bit for bit. It prints the time from sbatch to the
+# first step, and the step times under both launchers; `slurm_cluster.sh down` must leave no daemon and no
 # namespace. Exit 77 (skipped) where namespaces cannot be made or Slurm is not installed, except
 # under CI.
 #   slurm_test.sh TRAINER SOURCE_DIR
 set -euo pipefail
 trainer=$(realpath "$1")
 src=$2
+slurm_cpus=4  # two nodes of 4 CPUs (more than this machine has): room for 4 ranks on one
 source "$src/tests/multiproc/slurm_common.sh"
 
 # The bench GPT (~10.8M parameters: bench/common's overrides of configs/zero3.toml).
@@ -29,8 +31,21 @@ cat "$tmp/job/job.out"
 echo "slurm test: sbatch to the first step in $first_step ms"
 grep -q "zt: rendezvous at n0:[0-9]* from the slurm job (MASTER_ADDR n0, the first host of SLURM_JOB_NODELIST=n\[0-1\]" \
   "$tmp/job/job.out" || fail "rank 0 did not say it met at the job's first node"
-bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" sbatch \
-  "$tmp/job/job.out" "$tmp/job/run/metrics.jsonl" "${sets[@]}"
+grep -q "4 rank(s), comm_ucx: pipelined ring over UCX" "$tmp/job/job.out" ||
+  fail "the 4 ranks did not use UCX's ring between the hosts"
+bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" "sbatch -N 2" \
+  "$tmp/job/run/metrics.jsonl" "${sets[@]}"
+
+# The same 4 ranks on one node: the same link as zt's launcher (one host's shared memory), so the
+# same sums, bit for bit, and step times that compare the launchers alone.
+job=$(submit "$tmp/one" -N 1 --ntasks-per-node=4 -- "${sets[@]}" --set "run.out_dir=\"$tmp/one/run\"")
+wait_state "$job" 300 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY
+[ "$(job_state "$job")" = COMPLETED ] ||
+  { cat "$tmp/one/job.out" >&2; fail "the one-node Slurm job ended $(job_state "$job")"; }
+grep -q "4 rank(s), comm_ucx: UCX-mapped shared memory between the 4 ranks of this host" \
+  "$tmp/one/job.out" || { cat "$tmp/one/job.out" >&2; fail "the 4 ranks on one node did not share memory"; }
+bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" "sbatch -N 1" \
+  "$tmp/one/run/metrics.jsonl" --exact "${sets[@]}"
 
 # Stopped, the cluster leaves nothing behind: no daemon, no namespace.
 cluster down
