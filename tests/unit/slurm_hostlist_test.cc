@@ -1,17 +1,14 @@
-// Slurm's hostlist syntax (SLURM_JOB_NODELIST) and the rendezvous a Slurm job (or mpirun) derives:
-// zt's expansion against what the syntax means, its refusals, and against Slurm's own
-// `scontrol show hostnames` on fixed and random lists.
+// Slurm's hostlist syntax (SLURM_JOB_NODELIST): zt's expansion against what the syntax means, its
+// refusals, and against Slurm's own `scontrol show hostnames` on fixed and random lists. (The
+// rendezvous a Slurm or mpirun job derives from it: rank_env_test.cc.)
 #include <doctest/doctest.h>
 
-#include <map>
-#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "zt/error.h"
-#include "zt/host/rendezvous.h"
 #include "zt/host/slurm_hostlist.h"
 
 #include "../skip.h"
@@ -22,14 +19,6 @@ namespace {
 using Hosts = std::vector<std::string>;
 
 Hosts expand(const std::string& list) { return zt::expand_slurm_hostlist(list, "LIST"); }
-
-zt::GetEnv env_of(std::map<std::string, std::string> vars) {
-  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
-  return [shared](const char* name) -> const char* {
-    auto it = shared->find(name);
-    return it == shared->end() ? nullptr : it->second.c_str();
-  };
-}
 
 std::string refusal(const std::string& list) {
   try {
@@ -98,58 +87,6 @@ TEST_CASE("Slurm hostlists Slurm refuses are refused, naming the variable and th
   CHECK(zt::test::contains(refusal("a[1-2000]b[1-2000]"), "more than 1048576 hosts"));
 }
 
-TEST_CASE("under Slurm without MASTER_ADDR/PORT the job's first host and its id's port are used") {
-  const std::map<std::string, std::string> slurm = {{"SLURM_PROCID", "3"},
-                                                    {"SLURM_NTASKS", "4"},
-                                                    {"SLURM_LOCALID", "1"},
-                                                    {"SLURM_JOB_NODELIST", "gpu[07-08],login1"},
-                                                    {"SLURM_JOB_ID", "4012345"}};
-  const zt::RankEnv env = zt::discover_rank_env(env_of(slurm));
-  CHECK(env.source == "slurm");
-  CHECK(env.master_addr == "gpu07");
-  CHECK(env.master_port == 17345);
-  CHECK(zt::slurm_rendezvous_port(4012345) == 17345);
-  CHECK(zt::slurm_rendezvous_port(70000000) == 15000);
-  CHECK(env.derivation ==
-        "MASTER_ADDR gpu07, the first host of SLURM_JOB_NODELIST=gpu[07-08],login1; "
-        "MASTER_PORT 17345 = 15000 + SLURM_JOB_ID 4012345 % 10000");
-  // The job's own MASTER_ADDR/PORT win, and nothing is derived for them.
-  auto given = slurm;
-  given["MASTER_ADDR"] = "10.1.2.3";
-  given["MASTER_PORT"] = "29500";
-  const zt::RankEnv set = zt::discover_rank_env(env_of(given));
-  CHECK(set.master_addr == "10.1.2.3");
-  CHECK(set.master_port == 29500);
-  CHECK(set.derivation.empty());
-  // torchrun's variables inside a Slurm job: torchrun's rendezvous, not the job's.
-  auto torchrun = slurm;
-  torchrun["RANK"] = "0";
-  torchrun["WORLD_SIZE"] = "2";
-  CHECK(zt::discover_rank_env(env_of(torchrun)).derivation.empty());
-  // Ranks on this node: --ntasks-per-node's SLURM_NTASKS_PER_NODE, else srun's step layout at
-  // this node's index.
-  auto layout = slurm;
-  layout["SLURM_STEP_TASKS_PER_NODE"] = "2(x3),1";
-  for (const auto& [node, tasks] : std::map<std::string, int>{{"0", 2}, {"2", 2}, {"3", 1}}) {
-    layout["SLURM_NODEID"] = node;
-    CHECK(zt::discover_rank_env(env_of(layout)).local_world == tasks);
-  }
-  layout["SLURM_NODEID"] = "4";  // past the layout: not known
-  CHECK(zt::discover_rank_env(env_of(layout)).local_world == 0);
-  layout["SLURM_NTASKS_PER_NODE"] = "3";
-  CHECK(zt::discover_rank_env(env_of(layout)).local_world == 3);
-  // A malformed list or job id is an error that names the variable.
-  auto bad = slurm;
-  bad["SLURM_JOB_NODELIST"] = "gpu[07-";
-  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(bad)),
-                       doctest::Contains("SLURM_JOB_NODELIST='gpu[07-' is not a Slurm hostlist"),
-                       zt::ConfigError);
-  bad = slurm;
-  bad["SLURM_JOB_ID"] = "12x";
-  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(bad)),
-                       doctest::Contains("SLURM_JOB_ID='12x' is not a job id"), zt::ConfigError);
-}
-
 TEST_CASE("Slurm hostlists: zt's expansion equals scontrol show hostnames, fixed and random") {
   if (zt::test::run_command("command -v scontrol").exit_code != 0) {
     if (zt::test::in_ci()) FAIL("scontrol is missing: scripts/setup.sh installs slurm-client");
@@ -175,41 +112,4 @@ TEST_CASE("Slurm hostlists: zt's expansion equals scontrol show hostnames, fixed
     for (std::string line; std::getline(lines, line);) slurm.push_back(line);
     CHECK(expand(list) == slurm);
   }
-}
-
-TEST_CASE("under mpirun without MASTER_ADDR/PORT, mpirun's host and a port from its job are used") {
-  const std::map<std::string, std::string> mpi = {
-      {"OMPI_COMM_WORLD_RANK", "0"},
-      {"OMPI_COMM_WORLD_SIZE", "4"},
-      {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
-      {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
-      {"OMPI_MCA_orte_hnp_uri", "1664221184.0;tcp://10.231.0.1,172.17.0.2:41801"},
-      {"OMPI_MCA_orte_local_daemon_uri", "1664221184.0;tcp://10.231.0.1,172.17.0.2:41801"}};
-  const zt::RankEnv env = zt::discover_rank_env(env_of(mpi));
-  CHECK(env.source == "openmpi");
-  CHECK(env.local_world == 2);
-  CHECK(env.master_addr == "10.231.0.1");
-  CHECK(env.master_port == 16184);
-  CHECK(env.derivation ==
-        "MASTER_ADDR 10.231.0.1, mpirun's host (the first address of OMPI_MCA_orte_hnp_uri); "
-        "MASTER_PORT 16184 = 15000 + Open MPI job 1664221184 % 10000");
-  // Another rank, on the second host: its daemon is not mpirun, and it cannot tell where rank 0
-  // is; it takes mpirun's host too.
-  auto other = mpi;
-  other["OMPI_COMM_WORLD_RANK"] = "2";
-  other["OMPI_MCA_orte_local_daemon_uri"] = "1664221184.1;tcp://10.231.0.2:41409";
-  CHECK(zt::discover_rank_env(env_of(other)).master_addr == "10.231.0.1");
-  // Rank 0 away from mpirun: refused, with the way out.
-  auto away = other;
-  away["OMPI_COMM_WORLD_RANK"] = "0";
-  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(away)),
-                       doctest::Contains("rank 0 runs on another host"), zt::ConfigError);
-  // MASTER_ADDR and MASTER_PORT given: nothing derived, nothing checked.
-  away["MASTER_ADDR"] = "10.231.0.2";
-  away["MASTER_PORT"] = "29500";
-  CHECK(zt::discover_rank_env(env_of(away)).derivation.empty());
-  auto bad = mpi;
-  bad["OMPI_MCA_orte_hnp_uri"] = "garbage";
-  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(bad)),
-                       doctest::Contains("OMPI_MCA_orte_hnp_uri='garbage'"), zt::ConfigError);
 }

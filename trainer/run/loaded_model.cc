@@ -17,13 +17,14 @@ namespace zt::trainer {
 void share_cores_between_local_ranks() {
   // Slurm's --cpus-per-task is what the user gave each rank; otherwise the host's cores are
   // shared by the ranks the launcher put on it.
+  const RankEnv env = discover_rank_env();
   if (const char* per_task = std::getenv("SLURM_CPUS_PER_TASK");
-      per_task && std::atoi(per_task) > 0 && discover_rank_env().source == "slurm") {
+      per_task && std::atoi(per_task) > 0 && env.source == "slurm") {
     at::set_num_threads(std::atoi(per_task));
     return;
   }
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const int local_ranks = std::max(1, discover_rank_env().local_world);
+  const int local_ranks = std::max(1, env.local_world);
   at::set_num_threads(std::max(1, cores / local_ranks));
 }
 

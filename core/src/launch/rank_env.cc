@@ -39,7 +39,7 @@ void from_slurm_job(const GetEnv& getenv, RankEnv& env) {
       throw ConfigError(std::string("environment variable SLURM_JOB_ID='") + job +
                         "' is not a job id; set MASTER_PORT for every rank instead");
     }
-    env.master_port = slurm_rendezvous_port(id);
+    env.master_port = job_rendezvous_port(id);
     env.derivation += std::string(env.derivation.empty() ? "" : "; ") + "MASTER_PORT " +
                       std::to_string(env.master_port) + " = 15000 + SLURM_JOB_ID " + job +
                       " % 10000";
@@ -81,7 +81,7 @@ void from_openmpi_job(const GetEnv& getenv, RankEnv& env) {
   }
   if (env.master_port == 0) {
     const long long job = std::strtoll(uri.c_str(), nullptr, 10);
-    env.master_port = 15000 + static_cast<int>(job % 10000);
+    env.master_port = job_rendezvous_port(job);
     env.derivation += std::string(env.derivation.empty() ? "" : "; ") + "MASTER_PORT " +
                       std::to_string(env.master_port) + " = 15000 + Open MPI job " +
                       std::to_string(job) + " % 10000";
@@ -153,11 +153,11 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
   }
   if (const char* addr = getenv("MASTER_ADDR")) env.master_addr = addr;
   env.master_port = parse_int(getenv, "MASTER_PORT", 0);
-  if (env.source == std::string("slurm")) from_slurm_job(getenv, env);
-  if (env.source == std::string("openmpi")) from_openmpi_job(getenv, env);
-  if (env.source == std::string("slurm") && env.local_world == 0) {
-    env.local_world = slurm_tasks_on_node(getenv);
+  if (env.source == std::string("slurm")) {
+    from_slurm_job(getenv, env);
+    if (env.local_world == 0) env.local_world = slurm_tasks_on_node(getenv);
   }
+  if (env.source == std::string("openmpi")) from_openmpi_job(getenv, env);
   return env;
 }
 

@@ -118,6 +118,6 @@ std::vector<std::string> expand_slurm_hostlist(const std::string& list, const st
   return out;
 }
 
-int slurm_rendezvous_port(int64_t job_id) { return 15000 + static_cast<int>(job_id % 10000); }
+int job_rendezvous_port(int64_t job_id) { return 15000 + static_cast<int>(job_id % 10000); }
 
 }  // namespace zt

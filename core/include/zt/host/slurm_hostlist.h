@@ -24,9 +24,10 @@ ZT_API std::vector<std::string> expand_slurm_hostlist(const std::string& list,
                                                       const std::string& variable,
                                                       size_t limit = size_t{1} << 20);
 
-// The rendezvous port of Slurm job `job_id`: 15000 plus its last four decimal digits, so the port
-// is fixed for the job and its requeues, below Linux's ephemeral range (32768 on), and two jobs
-// sharing a host collide only when their ids end alike (then set MASTER_PORT).
-ZT_API int slurm_rendezvous_port(int64_t job_id);
+// The rendezvous port of a launcher's job `job_id` (Slurm's SLURM_JOB_ID, Open MPI's job
+// number): 15000 plus its last four decimal digits, so the port is fixed for the job and its
+// requeues, below Linux's ephemeral range (32768 on), and two jobs sharing a host collide only
+// when their ids end alike (then set MASTER_PORT).
+ZT_API int job_rendezvous_port(int64_t job_id);
 
 }  // namespace zt
