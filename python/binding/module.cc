@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 
+#include "data/bpe_tokenizer.h"
+#include "data/tokenizer_files.h"
 #include "models/gelu.h"
 #include "python/binding/data_stream.h"
 #include "python/binding/module_engine.h"
@@ -164,12 +166,69 @@ void def_module_engine(py::module_& m) {
       .def("load_checkpoint", &ModuleEngine::load_checkpoint, Release());
 }
 
+// A BPE tokenizer (data/bpe_tokenizer.h): what zt.tokenizer() returns and zt.data()'s
+// .tokenizer is. Text in as str (UTF-8) or bytes; decode gives str, bad UTF-8 replaced.
+void def_tokenizer(py::module_& m) {
+  using Tokenizer = zt::data::BpeTokenizer;
+  using Ids = std::vector<uint32_t>;
+  // str arrives as its UTF-8, bytes as they are.
+  const auto text_of = [](const py::object& text) { return text.cast<std::string>(); };
+  py::class_<Tokenizer, std::shared_ptr<Tokenizer>>(m, "Tokenizer")
+      .def_property_readonly("name", &Tokenizer::name)
+      .def_property_readonly("n_vocab", &Tokenizer::vocab_size)
+      .def_property_readonly("eot_token",
+                             [](const Tokenizer& t) { return t.special_id("<|endoftext|>"); })
+      .def(
+          "encode_ordinary",
+          [text_of](const Tokenizer& t, const py::object& text) {
+    const std::string s = text_of(text);
+    py::gil_scoped_release released;
+    return t.encode_ordinary(s);
+          },
+          py::arg("text"), "ids of text; special tokens' text is plain text")
+      .def(
+          "encode",
+          [text_of](const Tokenizer& t, const py::object& text, const py::object& allowed) {
+    zt::data::SpecialTokens specials;
+    if (py::isinstance<py::str>(allowed) && allowed.cast<std::string>() == "all") {
+      specials.allow_all = true;
+    } else if (!allowed.is_none()) {
+      specials.allowed = allowed.cast<std::vector<std::string>>();
+    }
+    const std::string s = text_of(text);
+    py::gil_scoped_release released;
+    return t.encode(s, specials);
+          },
+          py::arg("text"), py::arg("allowed_special") = py::none(),
+          "tiktoken's encode: allowed special tokens ('all' or a list) become their ids; any "
+          "other in the text is a ConfigError")
+      .def(
+          "decode_bytes",
+          [](const Tokenizer& t, const Ids& ids) { return py::bytes(t.decode(ids)); },
+          py::arg("ids"))
+      .def(
+          "decode",
+          [](const Tokenizer& t, const Ids& ids) {
+    const std::string bytes = t.decode(ids);
+    return py::reinterpret_steal<py::str>(
+        PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace"));
+          },
+          py::arg("ids"));
+  m.def(
+      "tokenizer",
+      [](const std::string& name, const std::string& dir) {
+    return std::const_pointer_cast<Tokenizer>(zt::data::load_tokenizer(name, dir));
+      },
+      py::arg("name"), py::arg("dir") = "");
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_zt, m) {
   m.doc() = "zt's engine for torch.nn.Module (use the zt package, not this module)";
   def_errors(m);
   def_module_engine(m);
+  def_tokenizer(m);
 
   py::class_<zt::python::DataStream>(m, "DataStream")
       .def(
@@ -179,6 +238,11 @@ PYBIND11_MODULE(_zt, m) {
       .def("samples", &zt::python::DataStream::samples)
       .def("samples_per_step", &zt::python::DataStream::samples_per_step)
       .def_property_readonly("micro_batch", &zt::python::DataStream::micro_batch)
+      .def_property_readonly(
+          "tokenizer",
+          [](const zt::python::DataStream& d) {
+    return std::const_pointer_cast<zt::data::BpeTokenizer>(d.tokenizer());
+          })
       .def("describe", &zt::python::DataStream::describe);
 
   m.def("leave_job", &zt::python::leave_job, py::call_guard<py::gil_scoped_release>(),

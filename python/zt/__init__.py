@@ -39,8 +39,8 @@ try:
 except ImportError as e:
     raise _not_this_interpreter(f"the binding module does not load ({e})") from e
 from . import nn
-from .data import data
+from .data import data, tokenizer
 from .engine import Engine, initialize
 
-__all__ = ["initialize", "Engine", "data", "nn", "Error", "ConfigError", "PluginError", "CommError",
+__all__ = ["initialize", "Engine", "data", "tokenizer", "nn", "Error", "ConfigError", "PluginError", "CommError",
            "IoError", "NumericError", "InternalError"]

@@ -29,6 +29,18 @@ class Data:
     def describe(self):
         return self._stream.describe()
 
+    @property
+    def tokenizer(self):
+        """The run's BPE tokenizer (data.tokenizer, else the one a prepared token file's index
+        names), or None for byte-level text, synthetic data and bare token files."""
+        return self._stream.tokenizer
+
+
+def tokenizer(name, dir=""):
+    """A BPE encoding by name (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base) or the path
+    of a NAME.tiktoken file: .encode, .encode_ordinary, .decode, .n_vocab, .eot_token."""
+    return _zt.tokenizer(name, dir)
+
 
 def data(config, overrides=(), validation=False):
     """The training data (or, with validation=True, [eval]'s held-out data) of `config`."""

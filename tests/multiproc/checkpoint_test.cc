@@ -29,6 +29,8 @@
 
 namespace fs = std::filesystem;
 using zt::test::all_values;
+using zt::test::check_same_losses;
+using zt::test::check_same_state;
 using zt::test::contains;
 using zt::test::run_command;
 using zt::test::step_folder;
@@ -111,34 +113,6 @@ std::vector<std::string> temporary_folders(const fs::path& dir) {
     if (e.path().filename().string().rfind(".tmp-", 0) == 0) found.push_back(e.path().string());
   }
   return found;
-}
-
-// Checks two checkpoints hold the same tensors, kinds and bits.
-void check_same_state(const std::string& a, const std::string& b) {
-  zt::CheckpointReader ra(a), rb(b);
-  REQUIRE(ra.kinds() == rb.kinds());
-  REQUIRE(ra.tensors().size() == rb.tensors().size());
-  CHECK(ra.kinds().size() >= 3);  // param, exp_avg, exp_avg_sq
-  const auto va = all_values(ra), vb = all_values(rb);
-  REQUIRE(va.size() == vb.size());
-  size_t differing = 0;
-  for (size_t i = 0; i < va.size(); ++i) {
-    REQUIRE(va[i].size() == vb[i].size());
-    if (std::memcmp(va[i].data(), vb[i].data(), va[i].size() * sizeof(float)) != 0) ++differing;
-  }
-  CHECK(differing == 0);
-}
-
-// `run`'s losses equal `reference`'s step for step, all `steps` of them (metrics.jsonl).
-void check_same_losses(const std::string& reference, const std::string& run, size_t steps) {
-  const auto expected = zt::test::losses_of(reference + "/metrics.jsonl");
-  const auto got = zt::test::losses_of(run + "/metrics.jsonl");
-  REQUIRE(expected.size() == steps);
-  REQUIRE(got.size() == expected.size());
-  for (size_t s = 0; s < got.size(); ++s) {
-    INFO("step " << s + 1);
-    CHECK(got[s] == expected[s]);
-  }
 }
 
 }  // namespace

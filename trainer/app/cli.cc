@@ -45,6 +45,10 @@ size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
     out.ab.warmup = compare ? out.ab.warmup : 1;
     return 1;  // the run folders are the positional arguments, before or after the flags
   }
+  if (args[0] == "prepare-data") {
+    out.command = Command::kPrepareData;
+    return 1;
+  }
   if (args[0] == "report" || args[0] == "flight") {
     out.command = args[0] == "report" ? Command::kReport : Command::kFlight;
     return 1;
@@ -241,7 +245,43 @@ bool parse_tune_flag(const std::string& a, const std::function<std::string()>& v
   return true;
 }
 
+// prepare-data's flags and inputs; false for any other argument.
+bool parse_prepare_flag(const std::string& a, const std::function<std::string()>& value,
+                        CliArgs& out) {
+  if (out.command != Command::kPrepareData) return false;
+  data::PrepareRequest& p = out.prepare;
+  if (a == "--out") {
+    p.out_prefix = value();
+  } else if (a == "--tokenizer") {
+    p.tokenizer = value();
+  } else if (a == "--tokenizer-dir") {
+    p.tokenizer_dir = value();
+  } else if (a == "--field") {
+    p.field = value();
+  } else if (a == "--separator") {
+    p.separator = value();
+  } else if (a == "--exclude") {
+    p.exclude.push_back(value());
+  } else if (a == "--threads") {
+    p.threads = static_cast<int>(parse_count(a, value(), 1));
+  } else if (a == "--unit-kb") {
+    p.unit_bytes = parse_count(a, value(), 1) * 1024;
+  } else if (a.rfind("-", 0) != 0) {
+    p.inputs.push_back(a);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 void check_complete(const CliArgs& out) {
+  if (out.command == Command::kPrepareData &&
+      (out.prepare.inputs.empty() || out.prepare.out_prefix.empty())) {
+    throw ConfigError(
+        "trainer prepare-data needs the text to read (files, folders, .jsonl) and "
+        "--out PREFIX: trainer prepare-data data/ --out data/corpus --tokenizer gpt2; "
+        "see trainer prepare-data --help");
+  }
   if ((out.command == Command::kEstimate || out.command == Command::kTune) &&
       out.config_path.empty()) {
     throw ConfigError(std::string("trainer ") +
@@ -309,6 +349,9 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
             a, [&] { return value_of(a); }, out))
       continue;
     if (parse_tune_flag(
+            a, [&] { return value_of(a); }, out))
+      continue;
+    if (parse_prepare_flag(
             a, [&] { return value_of(a); }, out))
       continue;
     if (a == "--help" || a == "-h") {

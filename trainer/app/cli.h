@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ab/arm_run.h"
+#include "data/prepare_data.h"
 #include "run/sample_task.h"
 #include "tune/tuner.h"
 
@@ -20,13 +21,14 @@ enum class Command {
   kAb,
   kCompare,
   kAbReport,
-  kTraceMerge,  // trainer trace merge RUN_DIR [--out FILE]
-  kReport,      // trainer report RUN_DIR [--out FILE]
-  kFlight,      // trainer flight RUN_DIR: the diagnosis of the ranks' flight records
-  kEval,        // trainer eval --checkpoint DIR: a checkpoint's validation loss
-  kSample,      // trainer sample --checkpoint DIR: text from a language model's checkpoint
-  kEstimate,    // trainer estimate --config FILE: every composition sized, no rank started
-  kTune,        // trainer tune --config FILE --budget 15m: the fastest composition, raced
+  kTraceMerge,   // trainer trace merge RUN_DIR [--out FILE]
+  kReport,       // trainer report RUN_DIR [--out FILE]
+  kFlight,       // trainer flight RUN_DIR: the diagnosis of the ranks' flight records
+  kEval,         // trainer eval --checkpoint DIR: a checkpoint's validation loss
+  kSample,       // trainer sample --checkpoint DIR: text from a language model's checkpoint
+  kEstimate,     // trainer estimate --config FILE: every composition sized, no rank started
+  kTune,         // trainer tune --config FILE --budget 15m: the fastest composition, raced
+  kPrepareData,  // trainer prepare-data INPUT... --out PREFIX: text to a token file + index
   kVersion
 };
 
@@ -46,7 +48,8 @@ struct CliArgs {
   std::string dtype = "fp32";
   AbArgs ab;
   TuneArgs tune;
-  SampleRequest sample;  // trainer sample's flags (and --checkpoint, --out)
+  SampleRequest sample;          // trainer sample's flags (and --checkpoint, --out)
+  data::PrepareRequest prepare;  // trainer prepare-data's inputs and flags
   // trainer compare RUN_A RUN_B; ab-report, trace merge, report and flight RUN_DIR
   std::vector<std::string> compare_runs;
 };

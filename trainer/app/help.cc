@@ -13,6 +13,7 @@ Training (no COMMAND):
 Commands:
   eval       the validation loss of a checkpoint
   sample     text from a language model's checkpoint
+  prepare-data  text files, folders or JSONL to a token file for data.kind = "tokens"
   export     a checkpoint's weights as one safetensors file (Hugging Face GPT-2 names)
   ab         A/B-compare two compositions of a job: speed, memory, equal losses
   compare    the same report from two finished runs
@@ -175,6 +176,29 @@ Example:
 )";
 }
 
+const char* prepare_data_help() {
+  return R"(usage: trainer prepare-data INPUT... --out PREFIX [--tokenizer NAME|FILE] [--tokenizer-dir DIR]
+               [--field NAME] [--separator LINE] [--exclude GLOB]... [--threads N] [--unit-kb N]
+
+Encodes text with a BPE tokenizer on every core and writes PREFIX.bin (the ids, uint16 or uint32
+by vocabulary, <|endoftext|> after each document: data.kind = "tokens" reads it) and PREFIX.idx
+(the tokenizer and where each document starts). INPUTs are text files (one document each, or
+several split at --separator lines), folders of them (read in name order) and .jsonl files (one
+document per line, its text in --field, default "text"); a folder's links and the files an
+--exclude GLOB names (e.g. '*.dat') are left out. Killed, the same command continues where it
+stopped and writes the same bytes.
+  --tokenizer NAME    gpt2 (default), r50k_base, p50k_base, cl100k_base, o200k_base, or the path
+                      of a NAME.tiktoken rank file; scripts/setup.sh installs their files
+  --tokenizer-dir DIR where the encodings' files are (default .tools/node_modules, or
+                      $ZT_TOKENIZER_DIR)
+  --threads N         encoding threads (default: every core)
+  --unit-kb N         text per work unit (default 8192): what a resume may redo
+Example:
+  trainer prepare-data /usr/share/games/fortunes --exclude '*.dat' --separator % \
+    --out runs/data/fortunes --tokenizer gpt2
+)";
+}
+
 const char* flight_help() {
   return R"(usage: trainer flight RUN_DIR
 
@@ -214,6 +238,7 @@ const char* command_help(Command command) {
     case Command::kReport: return report_help();
     case Command::kTraceMerge: return trace_help();
     case Command::kFlight: return flight_help();
+    case Command::kPrepareData: return prepare_data_help();
     case Command::kPluginsList:
     case Command::kPluginsDescribe: return plugins_help();
     case Command::kVersion: break;

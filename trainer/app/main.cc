@@ -13,6 +13,7 @@
 #include "app/job.h"
 #include "app/observe_command.h"
 #include "app/plugins_command.h"
+#include "app/prepare_data_command.h"
 #include "app/tune_command.h"
 #include "settings/deepspeed_config.h"
 #include "settings/job_config.h"
@@ -77,6 +78,7 @@ int run(const std::vector<std::string>& argv) {
     case Command::kReport: return zt::trainer::run_report(cli, std::cout);
     case Command::kEstimate: return zt::trainer::run_estimate(cli, std::cout);
     case Command::kTune: return zt::trainer::run_tune(cli, std::cout);
+    case Command::kPrepareData: return zt::trainer::run_prepare_data(cli, std::cout);
     case Command::kRun:
     case Command::kEval:
     case Command::kSample: break;

@@ -1,20 +1,21 @@
-// The synthetic, text and tokens data sources, and the read-only file mapping the last two share.
+// The synthetic, text and tokens data sources.
 #include "data/data_source.h"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/util/StringUtil.h>
 #include <c10/util/accumulate.h>
 
-#include <cerrno>
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iomanip>
+#include <sstream>
 
+#include "data/mapped_file.h"
+#include "data/token_index.h"
 #include "zt/error.h"
 
 namespace zt::data {
@@ -109,53 +110,6 @@ class SyntheticVectors final : public DataSource {
   std::vector<int64_t> target_shape_;
 };
 
-// A whole file mapped read-only. Pages come in on first touch, so opening a large corpus costs
-// nothing up front and ranks on one host share the page cache.
-class MappedFile {
- public:
-  // `what` names the file in errors: "data file 'x' (data.path at job.toml:3:1)".
-  MappedFile(const std::string& path, const std::string& what) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      throw IoError("cannot open " + what + ": " + std::strerror(errno) +
-                    "; check data.path (relative paths start from the working directory)");
-    }
-    struct stat st {};
-    const bool stat_ok = ::fstat(fd, &st) == 0;
-    if (!stat_ok || !S_ISREG(st.st_mode)) {
-      std::string why = !stat_ok              ? std::strerror(errno)
-                        : S_ISDIR(st.st_mode) ? "it is a directory"
-                                              : "it is not a regular file";
-      ::close(fd);
-      throw IoError("cannot read " + what + ": " + why + "; data.path must name a regular file");
-    }
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        int err = errno;
-        ::close(fd);
-        throw IoError("cannot map " + what + " (" + std::to_string(size_) +
-                      " bytes): " + std::strerror(err));
-      }
-      data_ = static_cast<const unsigned char*>(p);
-    }
-    ::close(fd);  // the mapping keeps the file alive
-  }
-  ~MappedFile() {
-    if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-
-  const unsigned char* data() const { return data_; }
-  size_t size() const { return size_; }
-
- private:
-  const unsigned char* data_ = nullptr;
-  size_t size_ = 0;
-};
-
 // Windows of seq_len + 1 tokens from a token stream on disk: a text file's bytes (element size
 // 1) or a flat little-endian uint16/uint32 file, as nanoGPT's prepare scripts write them.
 class FileTokens final : public DataSource {
@@ -173,7 +127,7 @@ class FileTokens final : public DataSource {
         kind_(kind),
         what_(kind + " file '" + path + "' (" + key + ", " + where + ")"),
         element_size_(element_size),
-        file_(path, what_) {
+        file_(path, what_, "data.path") {
     if (file_.size() % static_cast<size_t>(element_size_) != 0) {
       throw ConfigError(what_ + " is " + std::to_string(file_.size()) +
                         " bytes, not a whole number of " + std::to_string(element_size_) +
@@ -215,6 +169,9 @@ class FileTokens final : public DataSource {
     }
     return {input, target};
   }
+
+  // The tokens windows come from.
+  int64_t tokens() const { return end_ - begin_; }
 
   std::string describe() const override {
     return what_ + ": " + std::to_string(end_ - begin_) + " tokens, " +
@@ -268,6 +225,66 @@ class FileTokens final : public DataSource {
   int64_t begin_ = 0, end_ = 0;  // the tokens windows come from
 };
 
+// Mixed into a sample's key to pick its file of a blend, so the pick and the window within the
+// file are independent draws.
+constexpr uint64_t kBlendSalt = 0x626c656e64ull;  // "blend"
+
+// A blend of files (data.paths): sample i comes from the file a seeded draw of (seed, i) picks
+// with data.weights' odds, and is that file's own sample i. Nothing depends on earlier samples,
+// so any world size sees the same samples and a resume continues the stream exactly.
+class BlendedTokens final : public DataSource {
+ public:
+  BlendedTokens(uint64_t seed, int64_t micro_batch, int64_t grad_accum,
+                std::vector<std::unique_ptr<FileTokens>> parts, std::vector<double> weights)
+      : DataSource(seed, micro_batch, grad_accum), parts_(std::move(parts)) {
+    if (weights.empty()) {
+      for (const auto& p : parts_) weights.push_back(static_cast<double>(p->tokens()));
+    }
+    double total = 0;
+    for (const double w : weights) total += w;
+    double sum = 0;
+    for (const double w : weights) {
+      sum += w;
+      shares_.push_back(w / total);
+      cumulative_.push_back(sum / total);
+    }
+    cumulative_.back() = 1.0;
+  }
+
+  Batch get_samples(int64_t first, int64_t count) const override {
+    check_request(first, count);
+    std::vector<at::Tensor> inputs, targets;
+    for (int64_t i = 0; i < count; ++i) {
+      const Batch one = parts_[part_of(first + i)]->get_samples(first + i, 1);
+      inputs.push_back(one.input);
+      targets.push_back(one.target);
+    }
+    if (count == 0) return parts_.front()->get_samples(first, 0);
+    return {at::cat(inputs), at::cat(targets)};
+  }
+
+  std::string describe() const override {
+    std::ostringstream s;
+    s << "a blend of " << parts_.size() << " files, seed " << seed() << ":";
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      s << "\n  " << std::fixed << std::setprecision(1) << 100 * shares_[i] << "% "
+        << parts_[i]->describe();
+    }
+    return s.str();
+  }
+
+ private:
+  size_t part_of(int64_t sample) const {
+    const double u = static_cast<double>(mix64(sample_key(sample) ^ kBlendSalt) >> 11) *
+                     0x1.0p-53;  // [0, 1)
+    const auto it = std::upper_bound(cumulative_.begin(), cumulative_.end(), u);
+    return std::min(static_cast<size_t>(it - cumulative_.begin()), parts_.size() - 1);
+  }
+
+  std::vector<std::unique_ptr<FileTokens>> parts_;
+  std::vector<double> shares_, cumulative_;
+};
+
 }  // namespace
 
 DataSource::DataSource(uint64_t seed, int64_t micro_batch, int64_t grad_accum)
@@ -310,6 +327,69 @@ void DataSource::check_request(int64_t first, int64_t count) const {
   }
 }
 
+namespace {
+
+// A prepared token file's index (trainer prepare-data wrote PREFIX.idx beside PREFIX.bin), checked
+// against the config: its tokenizer against data.tokenizer, its ids against model.vocab, its
+// width against data.token_dtype. Returns the element size to read the file with.
+int checked_element_size(const trainer::DataSettings& data, const std::string& path,
+                         const std::string& key, const std::string& where, int64_t model_vocab) {
+  if (data.kind != "tokens") return data.element_size;
+  const std::string index_path = index_path_for(path);
+  struct stat st {};
+  if (::stat(index_path.c_str(), &st) != 0) return data.element_size;  // a bare token file
+  const TokenIndex index = read_token_index(index_path);
+  const std::string made = path + " (" + key + ", " + where + ") was made with tokenizer '" +
+                           index.tokenizer + "' (" + index_path + ")";
+  if (!data.tokenizer.empty() && data.tokenizer != index.tokenizer) {
+    throw ConfigError(made + ", but data.tokenizer is '" + data.tokenizer + "' (" +
+                      data.tokenizer_where + "); prepare it again with --tokenizer " +
+                      data.tokenizer + ", or set data.tokenizer = \"" + index.tokenizer + "\"");
+  }
+  if (index.vocab > model_vocab) {
+    throw ConfigError(made + ", whose ids go up to " + std::to_string(index.vocab - 1) +
+                      ", but model.vocab is " + std::to_string(model_vocab) +
+                      "; set model.vocab to at least " + std::to_string(index.vocab) +
+                      " (a multiple of 64 above it, e.g. " +
+                      std::to_string((index.vocab + 63) / 64 * 64) + ", runs faster)");
+  }
+  if (data.token_dtype_set && index.element_size() != data.element_size) {
+    throw ConfigError(made + " as " + index.dtype + ", but data.token_dtype (" +
+                      data.token_dtype_where +
+                      ") says otherwise; remove data.token_dtype (the "
+                      "index gives it)");
+  }
+  if (static_cast<int64_t>(st.st_size) >= 0 && ::stat(path.c_str(), &st) == 0 &&
+      static_cast<int64_t>(st.st_size) != index.tokens * index.element_size()) {
+    throw ConfigError(made + ": it holds " + std::to_string(st.st_size) +
+                      " bytes, but its index "
+                      "counts " +
+                      std::to_string(index.tokens) + " " + index.dtype +
+                      " tokens; the two files are not from the same run of prepare-data, prepare "
+                      "it again");
+  }
+  return index.element_size();
+}
+
+// data.paths' files, each its own stream (its seed mixed with its place in the list), as one
+// blended source; `keep` as for a single file, applied to each.
+std::unique_ptr<DataSource> make_blend(const trainer::DataSettings& data, const ModelInputs& inputs,
+                                       FileTokens::Keep keep) {
+  std::vector<std::unique_ptr<FileTokens>> parts;
+  for (size_t i = 0; i < data.paths.size(); ++i) {
+    const std::string key = "data.paths[" + std::to_string(i) + "]";
+    parts.push_back(std::make_unique<FileTokens>(
+        mix64(data.seed ^ (kBlendSalt + i)), data.micro_batch, data.grad_accum, inputs.seq_len,
+        inputs.vocab, data.kind, data.paths[i], key, data.paths_where,
+        checked_element_size(data, data.paths[i], key, data.paths_where, inputs.vocab), keep,
+        data.val_fraction));
+  }
+  return std::make_unique<BlendedTokens>(data.seed, data.micro_batch, data.grad_accum,
+                                         std::move(parts), data.weights);
+}
+
+}  // namespace
+
 std::unique_ptr<DataSource> make_data(const trainer::DataSettings& data, const ModelInputs& inputs,
                                       const std::string& model_kind) {
   if (!inputs.tokens) {
@@ -325,9 +405,14 @@ std::unique_ptr<DataSource> make_data(const trainer::DataSettings& data, const M
     return std::make_unique<SyntheticTokens>(data.seed, data.micro_batch, data.grad_accum,
                                              inputs.seq_len, inputs.vocab);
   }
+  if (!data.paths.empty()) {
+    return make_blend(data, inputs,
+                      data.val_fraction > 0 ? FileTokens::Keep::kHead : FileTokens::Keep::kAll);
+  }
   return std::make_unique<FileTokens>(
       data.seed, data.micro_batch, data.grad_accum, inputs.seq_len, inputs.vocab, data.kind,
-      data.path, "data.path", data.path_where, data.element_size,
+      data.path, "data.path", data.path_where,
+      checked_element_size(data, data.path, "data.path", data.path_where, inputs.vocab),
       data.val_fraction > 0 ? FileTokens::Keep::kHead : FileTokens::Keep::kAll, data.val_fraction);
 }
 
@@ -341,10 +426,13 @@ std::unique_ptr<DataSource> make_val_data(const trainer::DataSettings& data,
   val.grad_accum = 1;
   if (!inputs.tokens || data.kind == "synthetic") return make_data(val, inputs, model_kind);
   const bool own_file = !data.val_path.empty();
+  if (!own_file && !data.paths.empty()) return make_blend(val, inputs, FileTokens::Keep::kTail);
+  const std::string& path = own_file ? data.val_path : data.path;
+  const std::string key = own_file ? "data.val_path" : "data.path";
+  const std::string& where = own_file ? data.val_path_where : data.path_where;
   return std::make_unique<FileTokens>(
-      val.seed, micro_batch, 1, inputs.seq_len, inputs.vocab, data.kind,
-      own_file ? data.val_path : data.path, own_file ? "data.val_path" : "data.path",
-      own_file ? data.val_path_where : data.path_where, data.element_size,
+      val.seed, micro_batch, 1, inputs.seq_len, inputs.vocab, data.kind, path, key, where,
+      checked_element_size(data, path, key, where, inputs.vocab),
       own_file ? FileTokens::Keep::kAll : FileTokens::Keep::kTail, data.val_fraction);
 }
 

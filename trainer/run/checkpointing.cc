@@ -204,7 +204,7 @@ TrainerState trainer_state_at(const JobSettings& job, int world, int64_t step, i
   state.next_sample = next_sample;
   state.samples_per_step = job.data.samples_per_step(world);
   state.data_kind = job.data.kind;
-  state.data_path = job.data.path;
+  state.data_path = job.data.source_name();
   state.data_seed = job.data.seed;  // the training stream's (data/data_source.h)
   state.schedule = schedule;
   state.next_lr = schedule.lr(step);

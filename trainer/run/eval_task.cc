@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/data_source.h"
+#include "data/run_tokenizer.h"
 #include "run/evaluation.h"
 #include "run/loaded_model.h"
 #include "settings/job_settings.h"
@@ -57,16 +58,26 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
                                   ", compute " + job.run.compute;
   char ppl[48] = "";
   if (e.perplexity) std::snprintf(ppl, sizeof ppl, ", perplexity %.3f", std::exp(e.loss));
-  std::printf("eval: %s (step %lld, saved by: %s)\n  on %s: validation loss %.6f%s over %lld "
-              "samples in %.2f s\n",
+  // Bits per byte of text: the loss per token in bits over the text bytes a token stands for,
+  // comparable across tokenizers (and with byte-level models).
+  const double bytes_per_token = e.perplexity ? data::text_bytes_per_token(job.data) : 0;
+  const double bits_per_byte = bytes_per_token > 0 ? e.loss / std::log(2.0) / bytes_per_token : 0;
+  char bpb[64] = "";
+  if (bits_per_byte > 0) {
+    std::snprintf(bpb, sizeof bpb, ", %.4f bits per byte (%.3f bytes/token)", bits_per_byte,
+                  bytes_per_token);
+  }
+  std::printf("eval: %s (step %lld, saved by: %s)\n  on %s: validation loss %.6f per token%s%s "
+              "over %lld samples in %.2f s\n",
               reader.folder().c_str(), static_cast<long long>(reader.step()),
-              reader.meta().saved_by.c_str(), composition.c_str(), e.loss, ppl,
+              reader.meta().saved_by.c_str(), composition.c_str(), e.loss, ppl, bpb,
               static_cast<long long>(e.samples), e.seconds);
   nlohmann::json j = {{"event", "eval"},       {"checkpoint", reader.folder()},
                       {"step", reader.step()}, {"val_loss", e.loss},
                       {"samples", e.samples},  {"seconds", e.seconds},
                       {"world", env.world},    {"composition", composition}};
   if (e.perplexity) j["val_ppl"] = std::exp(e.loss);
+  if (bits_per_byte > 0) j["val_bits_per_byte"] = bits_per_byte;
   const std::string path = out_path.empty() ? job.run.out_dir + "/eval.json" : out_path;
   write_result(path, j);
   std::printf("  written to %s\n", path.c_str());

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "data/run_tokenizer.h"
 #include "models/model.h"
 #include "run/evaluation.h"
 #include "run/loaded_model.h"
@@ -31,10 +32,45 @@ struct Row {
   std::string ended_by = "budget";
 };
 
-bool ends_with(const std::vector<int64_t>& tokens, const std::vector<int64_t>& stop,
-               int64_t generated) {
-  if (stop.empty() || generated < static_cast<int64_t>(stop.size())) return false;
-  return std::equal(stop.rbegin(), stop.rend(), tokens.rbegin());
+// Ids as text: through the run's BPE tokenizer, as bytes for byte-level text, else (a bare
+// token file's, synthetic data's vocabulary) as numbers.
+class TextOf {
+ public:
+  TextOf(const data::BpeTokenizer* bpe, bool bytes) : bpe_(bpe), bytes_(bytes) {}
+  std::string operator()(std::vector<int64_t>::const_iterator begin,
+                         std::vector<int64_t>::const_iterator end) const {
+    std::string text;
+    for (auto it = begin; it != end; ++it) {
+      const int64_t t = *it;
+      if (bpe_) {
+        const std::string* b = t >= 0 && t <= UINT32_MAX
+                                   ? bpe_->token_bytes(static_cast<uint32_t>(t))
+                                   : nullptr;
+        text += b ? *b : "<|id " + std::to_string(t) + "|>";
+      } else {
+        text += bytes_ ? std::string(1, static_cast<char>(t)) : " " + std::to_string(t);
+      }
+    }
+    return text;
+  }
+  std::string operator()(const std::vector<int64_t>& tokens) const {
+    return (*this)(tokens.begin(), tokens.end());
+  }
+
+ private:
+  const data::BpeTokenizer* bpe_;
+  bool bytes_;
+};
+
+// Whether a row's new text holds the stop text (for byte-level text: ends with it, a byte at a
+// time; a BPE token may carry the stop text and more, so there it is anywhere in the new text).
+bool stop_reached(const std::vector<int64_t>& tokens, int64_t generated, const std::string& stop,
+                  const TextOf& text_of, bool bpe) {
+  if (stop.empty()) return false;
+  const std::string text = text_of(tokens.end() - generated, tokens.end());
+  if (bpe) return text.find(stop) != std::string::npos;
+  return text.size() >= stop.size() &&
+         text.compare(text.size() - stop.size(), stop.size(), stop) == 0;
 }
 
 // The last position's logits of every row, as doubles; NumericError when one is not finite.
@@ -73,16 +109,6 @@ at::Tensor context_batch(const std::vector<Row>& rows, int64_t context) {
   return ids;
 }
 
-// Tokens of byte-level text data (data.kind = "text") as their bytes; any other vocabulary's ids
-// (a tokens file's, synthetic data's), which zt cannot decode, as numbers.
-std::string text_of(const std::vector<int64_t>& tokens, bool bytes) {
-  std::string text;
-  for (int64_t t : tokens) {
-    text += bytes ? std::string(1, static_cast<char>(t)) : " " + std::to_string(t);
-  }
-  return text;
-}
-
 std::string sample_key(int64_t sample) { return "zt/sample/" + std::to_string(sample); }
 
 std::vector<uint8_t> encode(const Row& row) {
@@ -110,10 +136,15 @@ Row decode(int64_t sample, const std::vector<uint8_t>& bytes) {
 }  // namespace
 
 std::vector<int64_t> prompt_tokens(const SampleRequest& request, int64_t vocab,
-                                   const std::string& vocab_where) {
+                                   const std::string& vocab_where,
+                                   const data::BpeTokenizer* tokenizer) {
   std::vector<int64_t> tokens = request.tokens;
-  const bool bytes = tokens.empty();
-  if (bytes) {
+  const bool bytes = tokens.empty() && !tokenizer;
+  if (tokens.empty() && tokenizer) {
+    data::SpecialTokens all;
+    all.allow_all = true;
+    for (const uint32_t id : tokenizer->encode(request.prompt, all)) tokens.push_back(id);
+  } else if (bytes) {
     for (unsigned char c : request.prompt) tokens.push_back(c);
   }
   if (tokens.empty()) {
@@ -127,7 +158,8 @@ std::vector<int64_t> prompt_tokens(const SampleRequest& request, int64_t vocab,
       std::snprintf(what, sizeof what, "--prompt byte 0x%02llx (at offset %zu)",
                     static_cast<unsigned long long>(tokens[i]), i);
     } else {
-      std::snprintf(what, sizeof what, "--tokens id %lld (at position %zu)",
+      std::snprintf(what, sizeof what, "%s id %lld (at position %zu)",
+                    request.tokens.empty() ? "--prompt's token" : "--tokens",
                     static_cast<long long>(tokens[i]), i);
     }
     throw ConfigError(std::string(what) + " is not a token of this model: model.vocab = " +
@@ -152,11 +184,10 @@ struct Generation {
 // Rank r generates samples r, r + world, ...; every rank the same number of rows, and every rank
 // stops at the same forward. Collective.
 Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const SampleRequest& request,
-                    const std::vector<int64_t>& prompt, const RankEnv& env) {
+                    const std::vector<int64_t>& prompt, const RankEnv& env, const TextOf& text_of,
+                    const data::BpeTokenizer* bpe) {
   Engine& engine = *loaded.setup.engine;
   Communicator& comm = *loaded.setup.comm;
-  std::vector<int64_t> stop;
-  for (unsigned char c : request.stop) stop.push_back(c);
   const int64_t per_rank = (request.samples + env.world - 1) / env.world;
   Generation g;
   g.rows.resize(static_cast<size_t>(per_rank));
@@ -171,9 +202,14 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
   for (int64_t n = 0; n < request.max_new_tokens; ++n) {
     const int64_t length = static_cast<int64_t>(g.rows[0].tokens.size());
     const int64_t context = std::min(length, inputs.seq_len);
-    const auto logits = last_logits(
+    auto logits = last_logits(
         forward_without_grad(engine, loaded.own_forward, context_batch(g.rows, context)),
         inputs.vocab);
+    // A model.vocab padded past the tokenizer's ids (50304 for GPT-2's 50257) never samples
+    // the padding: those ids are no text.
+    if (bpe) {
+      for (auto& row : logits) row.resize(bpe->vocab_size());
+    }
     ++g.forwards;
     int64_t open = 0;
     for (size_t j = 0; j < g.rows.size(); ++j) {
@@ -183,7 +219,7 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
       row.tokens.push_back(token);
       if (row.ended) continue;
       ++row.generated;
-      if (ends_with(row.tokens, stop, row.generated)) {
+      if (stop_reached(row.tokens, row.generated, request.stop, text_of, bpe != nullptr)) {
         row.ended = true;
         row.ended_by = "stop";
       }
@@ -227,8 +263,8 @@ std::vector<Row> gather_samples(const Generation& g, size_t prompt_size, int64_t
 
 // Rank 0: every sample printed, then the rate; every sample's tokens and text into --out.
 void report_samples(const std::vector<Row>& all, const Generation& g, const LoadedModel& loaded,
-                    const CheckpointReader& reader, const std::vector<int64_t>& prompt, bool bytes,
-                    const SampleRequest& request, int world) {
+                    const CheckpointReader& reader, const std::vector<int64_t>& prompt,
+                    const TextOf& text_of, const SampleRequest& request, int world) {
   int64_t generated = 0;
   nlohmann::json samples = nlohmann::json::array();
   std::printf("zt sample: %s\n  checkpoint %s (step %lld), world %d, ZeRO stage %d, %s\n",
@@ -240,10 +276,10 @@ void report_samples(const std::vector<Row>& all, const Generation& g, const Load
     std::printf("--- sample %lld of %lld: %lld new tokens (ended by %s)\n%s%s\n",
                 static_cast<long long>(row.sample + 1), static_cast<long long>(request.samples),
                 static_cast<long long>(row.generated), row.ended_by.c_str(),
-                text_of(prompt, bytes).c_str(), text_of(row.tokens, bytes).c_str());
+                text_of(prompt).c_str(), text_of(row.tokens).c_str());
     samples.push_back({{"sample", row.sample},
                        {"tokens", row.tokens},
-                       {"text", text_of(row.tokens, bytes)},
+                       {"text", text_of(row.tokens)},
                        {"ended_by", row.ended_by}});
   }
   std::printf("---\nsampled %lld tokens in %.2f s: %.1f tokens/s (%lld forward passes of %zu "
@@ -277,15 +313,23 @@ int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, con
                       "model.kind = \"" +
                       shape.kind + "\" (" + job.places.where("model.kind") + ") takes vectors");
   }
-  const std::vector<int64_t> prompt = prompt_tokens(request, inputs.vocab,
-                                                    job.places.where("model.vocab"));
+  const auto tokenizer = data::run_tokenizer(job.data);
+  if (tokenizer && tokenizer->vocab_size() > inputs.vocab) {
+    throw ConfigError("tokenizer '" + tokenizer->name() + "' has " +
+                      std::to_string(tokenizer->vocab_size()) + " ids, more than model.vocab = " +
+                      std::to_string(inputs.vocab) + " (" + job.places.where("model.vocab") +
+                      "); this checkpoint's model cannot have been trained on its text");
+  }
+  const TextOf text_of(tokenizer.get(), job.data.kind == "text");
+  const std::vector<int64_t> prompt = prompt_tokens(
+      request, inputs.vocab, job.places.where("model.vocab"), tokenizer.get());
   const CheckpointReader reader(resolve_checkpoint(request.checkpoint));
   LoadedModel loaded = load_checkpointed_model(job, catalog, env, store, timeout, reader);
-  const Generation g = generate(loaded, inputs, request, prompt, env);
+  const Generation g = generate(loaded, inputs, request, prompt, env, text_of, tokenizer.get());
   const std::vector<Row> all = gather_samples(g, prompt.size(), request.samples, store, env,
                                               timeout);
   if (env.rank == 0) {
-    report_samples(all, g, loaded, reader, prompt, job.data.kind == "text", request, env.world);
+    report_samples(all, g, loaded, reader, prompt, text_of, request, env.world);
   }
   return 0;
 }

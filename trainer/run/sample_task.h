@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "data/bpe_tokenizer.h"
 #include "settings/job_settings.h"
 #include "zt/host/plugin_loader.h"
 #include "zt/host/rendezvous.h"
@@ -22,22 +23,23 @@ namespace zt::trainer {
 // What to sample (trainer sample's flags).
 struct SampleRequest {
   std::string checkpoint;       // --checkpoint: a checkpoint folder, its dir, or dir/best
-  std::string prompt = "\n";    // --prompt: bytes, one token each (as text data)
+  std::string prompt = "\n";    // --prompt: text (bytes, one token each, for byte-level text)
   std::vector<int64_t> tokens;  // --tokens: token ids instead of --prompt
   int64_t max_new_tokens = 200;
   double temperature = 0.8;  // 0 = greedy
   int64_t top_k = 0;         // 0 = every token
   uint64_t seed = 1;
   int64_t samples = 1;   // --samples: shared out among the ranks
-  std::string stop;      // --stop: a sample ends when its new text ends with this ('' = never)
+  std::string stop;      // --stop: a sample ends when its new text holds this ('' = never)
   std::string out_path;  // --out: every sample's tokens and text as JSON ('' = none)
 };
 
-// The prompt as token ids: `request.tokens`, or the bytes of `request.prompt`. Throws
-// ConfigError naming the flag, the token and model.vocab (with `vocab_where`, file:line) for an
-// id at or above `vocab`, or an empty prompt.
+// The prompt as token ids: `request.tokens`, or `request.prompt` encoded by `tokenizer` (special
+// tokens allowed), or without one its bytes. Throws ConfigError naming the flag, the token and
+// model.vocab (with `vocab_where`, file:line) for an id at or above `vocab`, or an empty prompt.
 std::vector<int64_t> prompt_tokens(const SampleRequest& request, int64_t vocab,
-                                   const std::string& vocab_where);
+                                   const std::string& vocab_where,
+                                   const data::BpeTokenizer* tokenizer = nullptr);
 
 // One rank's part of the sampling (run_job's task for trainer sample). Collective.
 int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,

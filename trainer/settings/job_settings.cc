@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "settings/trainer_config.h"
 #include "zt/error.h"
@@ -32,7 +33,15 @@ DataSettings data_of(const Config& config) {
   s.kind_where = data.where("kind").str();
   s.path = data.get_string("path");
   s.path_where = data.where("path").str();
+  s.paths = data.get_string_list("paths");
+  s.paths_where = data.where("paths").str();
+  s.weights = data.get_double_list("weights");
   if (s.kind == "tokens") s.element_size = data.get_string("token_dtype") == "uint32" ? 4 : 2;
+  s.token_dtype_set = data.is_set("token_dtype");
+  s.token_dtype_where = data.where("token_dtype").str();
+  s.tokenizer = data.get_string("tokenizer");
+  s.tokenizer_where = data.where("tokenizer").str();
+  s.tokenizer_dir = data.get_string("tokenizer_dir");
   s.micro_batch = data.get_int("micro_batch");
   s.grad_accum = data.get_int("grad_accum");
   s.seed = static_cast<uint64_t>(config.section("run").get_int("seed"));
@@ -143,6 +152,20 @@ ModelSettings model_of(const Config& config, const RunSettings& run, const DataS
 }
 
 }  // namespace
+
+std::string DataSettings::source_name() const {
+  if (paths.empty()) return path;
+  std::string out;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    out += (i ? " + " : "") + paths[i];
+    if (i < weights.size()) {
+      std::ostringstream w;
+      w << " x" << weights[i];
+      out += w.str();
+    }
+  }
+  return out;
+}
 
 void DataSettings::check_global_batch(int world) const {
   const int64_t per_step = samples_per_step(world);

@@ -38,7 +38,15 @@ struct DataSettings {
   std::string kind_where;  // "job.toml:11:8" for messages
   std::string path;
   std::string path_where;
-  int element_size = 1;  // bytes per token of a file: 1 for text, 2 or 4 for tokens
+  std::vector<std::string> paths;  // data.paths: a blend of files instead of data.path
+  std::string paths_where;
+  std::vector<double> weights;   // data.weights: each blended file's share ([] = by tokens)
+  int element_size = 1;          // bytes per token of a file: 1 for text, 2 or 4 for tokens
+  bool token_dtype_set = false;  // data.token_dtype given (else a prepared file's index decides)
+  std::string token_dtype_where;
+  std::string tokenizer;  // data.tokenizer: the encoding of the token files ('' = their index's)
+  std::string tokenizer_where;
+  std::string tokenizer_dir;  // data.tokenizer_dir ('' = the default search)
   int64_t micro_batch = 1;
   int64_t grad_accum = 1;
   uint64_t seed = 0;
@@ -48,6 +56,9 @@ struct DataSettings {
   std::string val_path_where;
   double val_fraction = 0;  // share of path's tokens held out for validation (0 = none)
 
+  // data.path, or the blend's files with their weights ("a.bin x0.7 + b.bin x0.3"): what a
+  // checkpoint records as the data it trained on.
+  std::string source_name() const;
   // Samples one optimizer step of `world` ranks trains on.
   int64_t samples_per_step(int world) const { return micro_batch * grad_accum * world; }
   // Throws ConfigError (naming data.global_batch and the three factors) when a configured

@@ -1,5 +1,6 @@
 #include "settings/trainer_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 
@@ -54,7 +55,22 @@ SectionSpec data_section() {
       "the training data",
       {opt_string("kind", "synthetic", "data source", {"synthetic", "text", "tokens"}),
        opt_string("path", "", "file for kind 'text' (any bytes) or 'tokens' (flat binary)"),
-       opt_string("token_dtype", "uint16", "element type of a 'tokens' file", {"uint16", "uint32"}),
+       opt_string_list("paths", {},
+                       "a blend instead of data.path: files of data.kind, each sample drawn from "
+                       "one of them with data.weights' odds (as Megatron's data blend)"),
+       opt_double_list("weights", {},
+                       "each data.paths file's share of the samples ([] = in proportion to the "
+                       "files' tokens)"),
+       opt_string("token_dtype", "uint16",
+                  "element type of a 'tokens' file (a prepared file's index gives it)",
+                  {"uint16", "uint32"}),
+       opt_string("tokenizer", "",
+                  "the BPE encoding of the text ('gpt2', 'cl100k_base', ...): a prepared file "
+                  "made with another is refused; sample and eval decode with it ('' = the "
+                  "prepared file's)"),
+       opt_string("tokenizer_dir", "",
+                  "where the encodings' files are ('' = $ZT_TOKENIZER_DIR, else the source "
+                  "tree's .tools/node_modules, where scripts/setup.sh installs them)"),
        opt_int("micro_batch", 4, "samples per rank per micro step", 1),
        opt_int("grad_accum", 1, "micro steps accumulated per optimizer step", 1),
        opt_int("global_batch", 0,
@@ -257,9 +273,37 @@ void keep_best_has_losses(const Config& config, Broken& broken) {
 
 void file_data_needs_path(const Config& config, Broken& broken) {
   const Options& data = config.section("data");
-  if (data.get_string("kind") == "synthetic" || !data.get_string("path").empty()) return;
-  broken.push_back(at(data, "kind") + ": data.kind = \"" + data.get_string("kind") +
-                   "\" needs data.path");
+  const bool one = !data.get_string("path").empty();
+  const std::vector<std::string>& blend = data.get_string_list("paths");
+  const std::vector<double>& weights = data.get_double_list("weights");
+  if (data.get_string("kind") == "synthetic") {
+    if (!blend.empty()) {
+      broken.push_back(at(data, "paths") +
+                       ": data.paths blends files; synthetic data has none "
+                       "(set data.kind = \"tokens\" or \"text\", or remove data.paths)");
+    }
+    return;
+  }
+  if (one && !blend.empty()) {
+    broken.push_back(at(data, "paths") + ": data.paths and data.path (" + at(data, "path") +
+                     ") both name the training data; keep one (a blend of one file is data.path)");
+  } else if (!one && blend.empty()) {
+    broken.push_back(at(data, "kind") + ": data.kind = \"" + data.get_string("kind") +
+                     "\" needs data.path (or data.paths, a blend)");
+  }
+  if (!weights.empty() && weights.size() != blend.size()) {
+    broken.push_back(at(data, "weights") + ": data.weights has " + std::to_string(weights.size()) +
+                     " entries for the " + std::to_string(blend.size()) +
+                     " files of data.paths; give one per file, or "
+                     "[] for shares by size");
+  }
+  const bool positive = std::all_of(weights.begin(), weights.end(),
+                                    [](double w) { return w >= 0 && std::isfinite(w); }) &&
+                        std::any_of(weights.begin(), weights.end(), [](double w) { return w > 0; });
+  if (!weights.empty() && !positive) {
+    broken.push_back(at(data, "weights") + ": data.weights must be finite, none negative, and "
+                                           "some above 0");
+  }
 }
 
 }  // namespace

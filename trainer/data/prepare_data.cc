@@ -1,0 +1,503 @@
+// The pipeline: plan units over the inputs, encode them on worker threads (at most two units per
+// worker ahead of the writer, so memory stays bounded), write them in order, sync, journal.
+#include "data/prepare_data.h"
+
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "data/bpe_tokenizer.h"
+#include "data/mapped_file.h"
+#include "data/token_index.h"
+#include "data/tokenizer_files.h"
+#include "zt/error.h"
+
+namespace zt::data {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct InputFile {
+  std::string path;
+  bool jsonl = false;
+  std::unique_ptr<MappedFile> map;
+};
+
+// Bytes [begin, end) of one input file: whole documents.
+struct Range {
+  size_t file;
+  size_t begin, end;
+};
+
+struct Unit {
+  std::vector<Range> ranges;
+  int64_t bytes = 0;
+};
+
+struct UnitResult {
+  std::vector<uint32_t> ids;
+  std::vector<uint64_t> doc_tokens;  // each document's token count, <|endoftext|> included
+  int64_t text_bytes = 0;
+  std::exception_ptr error;
+};
+
+bool is_jsonl(const std::string& path) {
+  const fs::path p(path);
+  return p.extension() == ".jsonl";
+}
+
+std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
+                                   const std::vector<std::string>& exclude) {
+  const auto excluded = [&](const fs::path& p) {
+    const std::string name = p.filename().string();
+    return std::any_of(exclude.begin(), exclude.end(), [&](const std::string& glob) {
+      return ::fnmatch(glob.c_str(), name.c_str(), 0) == 0;
+    });
+  };
+  std::vector<std::string> paths;
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    const fs::file_status st = fs::status(input, ec);
+    if (ec || !fs::exists(st)) {
+      throw ConfigError("prepare-data: input '" + input +
+                        "' does not exist; give text files, JSONL files or folders of them");
+    }
+    if (fs::is_directory(st)) {
+      std::vector<std::string> found;
+      // Links are left out: Debian's fortunes, for one, links each file a second time.
+      for (const auto& e : fs::recursive_directory_iterator(input)) {
+        if (e.is_regular_file() && !e.is_symlink() && !excluded(e.path())) {
+          found.push_back(e.path().string());
+        }
+      }
+      std::sort(found.begin(), found.end());
+      paths.insert(paths.end(), found.begin(), found.end());
+    } else {
+      paths.push_back(input);
+    }
+  }
+  if (paths.empty()) throw ConfigError("prepare-data: the inputs hold no files");
+  std::vector<InputFile> files;
+  for (const std::string& p : paths) {
+    InputFile f;
+    f.path = p;
+    f.jsonl = is_jsonl(p);
+    f.map = std::make_unique<MappedFile>(p, "input file '" + p + "'", "the prepare-data inputs");
+    files.push_back(std::move(f));
+  }
+  return files;
+}
+
+// The first document boundary at or after `from` in a splittable file: after a line break for
+// JSONL, before a separator line otherwise.
+size_t boundary_after(std::string_view text, size_t from, bool jsonl, const std::string& sep) {
+  if (from >= text.size()) return text.size();
+  if (jsonl) {
+    const size_t nl = text.find('\n', from);
+    return nl == std::string_view::npos ? text.size() : nl + 1;
+  }
+  const std::string needle = "\n" + sep + "\n";
+  const size_t at = text.find(needle, from > 0 ? from - 1 : 0);
+  return at == std::string_view::npos ? text.size() : at + 1;
+}
+
+std::vector<Unit> plan_units(const std::vector<InputFile>& files, const PrepareRequest& r) {
+  std::vector<Unit> units(1);
+  const auto close_if_full = [&] {
+    if (units.back().bytes >= r.unit_bytes) units.emplace_back();
+  };
+  for (size_t f = 0; f < files.size(); ++f) {
+    const std::string_view text = files[f].map->view();
+    const bool splittable = files[f].jsonl || !r.separator.empty();
+    if (!splittable) {
+      units.back().ranges.push_back({f, 0, text.size()});
+      units.back().bytes += static_cast<int64_t>(text.size());
+      close_if_full();
+      continue;
+    }
+    size_t begin = 0;
+    while (begin < text.size()) {
+      const size_t room = static_cast<size_t>(
+          std::max<int64_t>(1, r.unit_bytes - units.back().bytes));
+      const size_t end = boundary_after(text, begin + room, files[f].jsonl, r.separator);
+      units.back().ranges.push_back({f, begin, end});
+      units.back().bytes += static_cast<int64_t>(end - begin);
+      close_if_full();
+      begin = end;
+    }
+  }
+  if (units.back().ranges.empty()) units.pop_back();
+  return units;
+}
+
+// Line number (1-based) of byte `at` of `text`, for messages.
+int64_t line_of(std::string_view text, size_t at) {
+  return 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+}
+
+// Calls doc(text) for each non-empty document in one range.
+template <typename Fn>
+void for_each_document(const InputFile& file, const Range& range, const PrepareRequest& r, Fn doc) {
+  const std::string_view all = file.map->view();
+  const std::string_view text = all.substr(range.begin, range.end - range.begin);
+  if (file.jsonl) {
+    size_t at = 0;
+    while (at < text.size()) {
+      size_t nl = text.find('\n', at);
+      if (nl == std::string_view::npos) nl = text.size();
+      std::string_view line = text.substr(at, nl - at);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.find_first_not_of(" \t") != std::string_view::npos) {
+        const auto where = [&] {
+          return file.path + ":" + std::to_string(line_of(all, range.begin + at));
+        };
+        nlohmann::json j;
+        try {
+          j = nlohmann::json::parse(line);
+        } catch (const nlohmann::json::exception& e) {
+          throw ConfigError(where() + ": not a JSON line (" + e.what() + ")");
+        }
+        if (!j.is_object() || !j.contains(r.field) || !j[r.field].is_string()) {
+          throw ConfigError(where() + ": no string field '" + r.field +
+                            "'; name the field that holds the text with --field");
+        }
+        doc(std::string_view(j[r.field].get_ref<const std::string&>()));
+      }
+      at = nl + 1;
+    }
+    return;
+  }
+  if (r.separator.empty()) {
+    if (!text.empty()) doc(text);
+    return;
+  }
+  // Lines equal to the separator end a document and belong to none.
+  size_t start = 0, at = 0;
+  while (at <= text.size()) {
+    size_t nl = text.find('\n', at);
+    const size_t line_end = nl == std::string_view::npos ? text.size() : nl;
+    const bool is_sep = text.substr(at, line_end - at) == r.separator;
+    if (is_sep || line_end == text.size()) {
+      const size_t doc_end = is_sep ? at : text.size();
+      if (doc_end > start) doc(text.substr(start, doc_end - start));
+      start = nl == std::string_view::npos ? text.size() : nl + 1;
+    }
+    if (nl == std::string_view::npos) break;
+    at = nl + 1;
+  }
+}
+
+UnitResult encode_unit(const std::vector<InputFile>& files, const Unit& unit,
+                       const PrepareRequest& r, const BpeTokenizer& tokenizer, uint32_t eot) {
+  UnitResult out;
+  try {
+    out.ids.reserve(static_cast<size_t>(unit.bytes / 3));
+    for (const Range& range : unit.ranges) {
+      for_each_document(files[range.file], range, r, [&](std::string_view text) {
+        const size_t before = out.ids.size();
+        tokenizer.encode_ordinary(text, out.ids);
+        out.ids.push_back(eot);
+        out.doc_tokens.push_back(out.ids.size() - before);
+        out.text_bytes += static_cast<int64_t>(text.size());
+      });
+    }
+  } catch (...) {
+    out.error = std::current_exception();
+  }
+  return out;
+}
+
+// What identifies a preparation for resuming: the tokenizer, the options that cut and read the
+// documents, and every input's name, size and modification time.
+std::string request_key(const std::vector<InputFile>& files, const PrepareRequest& r,
+                        const BpeTokenizer& tokenizer) {
+  std::ostringstream key;
+  key << tokenizer.name() << ' ' << std::hex << tokenizer.fingerprint() << std::dec
+      << " field=" << r.field << " sep=" << r.separator << " unit=" << r.unit_bytes;
+  for (const InputFile& f : files) {
+    struct stat st {};
+    ::stat(f.path.c_str(), &st);
+    key << '\n'
+        << f.path << ' ' << st.st_size << ' ' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec;
+  }
+  return key.str();
+}
+
+// An output file written by appending, synced after each unit.
+class AppendFile {
+ public:
+  AppendFile(const std::string& path, uint64_t keep_bytes, bool fresh) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (fresh ? O_TRUNC : 0), 0644);
+    if (fd_ < 0) fail("open");
+    if (::ftruncate(fd_, static_cast<off_t>(keep_bytes)) != 0) fail("truncate");
+    if (::lseek(fd_, static_cast<off_t>(keep_bytes), SEEK_SET) < 0) fail("seek in");
+  }
+  ~AppendFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void append(const void* data, size_t n) {
+    const auto* p = static_cast<const char*>(data);
+    while (n > 0) {
+      const ssize_t w = ::write(fd_, p, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail("write");
+      p += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+  void sync() {
+    if (::fdatasync(fd_) != 0) fail("sync");
+  }
+
+ private:
+  [[noreturn]] void fail(const char* what) {
+    throw IoError(std::string("prepare-data: cannot ") + what + " '" + path_ + "': " +
+                  std::strerror(errno) + "; is the output folder writable, and the disk not full?");
+  }
+  std::string path_;
+  int fd_ = -1;
+};
+
+struct Journal {
+  std::string key;
+  int64_t units_done = 0;
+  uint64_t bin_bytes = 0;
+  int64_t documents = 0;
+  int64_t tokens = 0;
+  int64_t text_bytes = 0;
+  int64_t bytes_done = 0;
+};
+
+std::optional<Journal> read_journal(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(in);
+    Journal out;
+    out.key = j.at("key").get<std::string>();
+    out.units_done = j.at("units_done").get<int64_t>();
+    out.bin_bytes = j.at("bin_bytes").get<uint64_t>();
+    out.documents = j.at("documents").get<int64_t>();
+    out.tokens = j.at("tokens").get<int64_t>();
+    out.text_bytes = j.at("text_bytes").get<int64_t>();
+    out.bytes_done = j.at("bytes_done").get<int64_t>();
+    return out;
+  } catch (const nlohmann::json::exception&) {
+    return std::nullopt;  // a journal cut short is no journal: start over
+  }
+}
+
+void write_journal(const std::string& path, const Journal& j) {
+  const nlohmann::json out = {{"key", j.key},
+                              {"units_done", j.units_done},
+                              {"bin_bytes", j.bin_bytes},
+                              {"documents", j.documents},
+                              {"tokens", j.tokens},
+                              {"text_bytes", j.text_bytes},
+                              {"bytes_done", j.bytes_done}};
+  const std::string tmp = path + ".tmp";
+  {
+    AppendFile f(tmp, 0, true);
+    const std::string text = out.dump();
+    f.append(text.data(), text.size());
+    f.sync();
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw IoError("prepare-data: cannot rename '" + tmp + "': " + std::strerror(errno));
+  }
+}
+
+std::vector<uint64_t> read_doc_tokens(const std::string& path, int64_t documents) {
+  std::vector<uint64_t> out(static_cast<size_t>(documents));
+  std::ifstream in(path, std::ios::binary);
+  in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(out.size() * 8));
+  if (!in) throw IoError("prepare-data: cannot read '" + path + "' back; run again from scratch");
+  return out;
+}
+
+}  // namespace
+
+PrepareSummary prepare_data(const PrepareRequest& r,
+                            const std::function<void(const PrepareProgress&)>& report) {
+  const auto started = std::chrono::steady_clock::now();
+  if (r.out_prefix.empty()) throw ConfigError("prepare-data needs --out PREFIX");
+  const auto tokenizer = load_tokenizer(r.tokenizer, r.tokenizer_dir);
+  const int64_t eot_id = tokenizer->special_id("<|endoftext|>");
+  if (eot_id < 0) {
+    throw ConfigError("prepare-data: tokenizer '" + tokenizer->name() +
+                      "' has no <|endoftext|> to put between documents");
+  }
+  const auto eot = static_cast<uint32_t>(eot_id);
+  const bool wide = tokenizer->vocab_size() > 65536;
+  const size_t id_bytes = wide ? 4 : 2;
+
+  const std::vector<InputFile> files = list_inputs(r.inputs, r.exclude);
+  const std::vector<Unit> units = plan_units(files, r);
+  if (units.empty() ||
+      std::all_of(units.begin(), units.end(), [](const Unit& u) { return u.bytes == 0; })) {
+    throw ConfigError("prepare-data: the inputs hold no text (every file is empty)");
+  }
+  PrepareSummary summary;
+  summary.tokens_path = r.out_prefix + ".bin";
+  summary.index_path = r.out_prefix + ".idx";
+  summary.tokenizer = tokenizer->name();
+  summary.dtype = wide ? "uint32" : "uint16";
+  const std::string bin_partial = summary.tokens_path + ".partial";
+  const std::string docs_partial = r.out_prefix + ".docs.partial";
+  const std::string journal_path = r.out_prefix + ".progress.json";
+  const fs::path out_dir = fs::path(r.out_prefix).parent_path();
+  if (!out_dir.empty()) fs::create_directories(out_dir);
+
+  PrepareProgress p;
+  p.units = static_cast<int64_t>(units.size());
+  for (const Unit& u : units) p.bytes += u.bytes;
+  Journal j;
+  j.key = request_key(files, r, *tokenizer);
+  if (const auto old = read_journal(journal_path);
+      old && old->key == j.key && old->units_done <= p.units) {
+    j = *old;
+    p.resumed_units = j.units_done;
+    p.bytes_resumed = j.bytes_done;
+  }
+  const bool finished_before = j.units_done == p.units && !fs::exists(bin_partial);
+  if (!finished_before) {
+    AppendFile bin(bin_partial, j.bin_bytes, j.units_done == 0);
+    AppendFile docs(docs_partial, static_cast<uint64_t>(j.documents) * 8, j.units_done == 0);
+    unsigned threads = r.threads > 0 ? static_cast<unsigned>(r.threads)
+                                     : std::max(1u, std::thread::hardware_concurrency());
+    threads = static_cast<unsigned>(
+        std::min<int64_t>(threads, std::max<int64_t>(1, p.units - j.units_done)));
+    summary.threads = static_cast<int>(threads);
+
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::optional<UnitResult>> results(units.size());
+    int64_t next = j.units_done;     // the next unit a worker takes
+    int64_t written = j.units_done;  // units the writer has written
+    bool stop = false;
+    const int64_t ahead = 2 * static_cast<int64_t>(threads);
+    std::vector<std::thread> workers;
+    for (unsigned t = 0; t < threads; ++t) {
+      workers.emplace_back([&] {
+        for (;;) {
+          int64_t u;
+          {
+            std::unique_lock<std::mutex> lock(mu);
+            cv.wait(lock, [&] { return stop || next >= p.units || next < written + ahead; });
+            if (stop || next >= p.units) return;
+            u = next++;
+          }
+          UnitResult result = encode_unit(files, units[static_cast<size_t>(u)], r, *tokenizer, eot);
+          std::lock_guard<std::mutex> lock(mu);
+          results[static_cast<size_t>(u)] = std::move(result);
+          cv.notify_all();
+        }
+      });
+    }
+    const auto join_all = [&] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        stop = true;
+      }
+      cv.notify_all();
+      for (std::thread& w : workers) w.join();
+    };
+    try {
+      std::vector<uint16_t> narrow;
+      for (int64_t u = j.units_done; u < p.units; ++u) {
+        UnitResult result;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return results[static_cast<size_t>(u)].has_value(); });
+          result = std::move(*results[static_cast<size_t>(u)]);
+          results[static_cast<size_t>(u)].reset();
+        }
+        if (result.error) std::rethrow_exception(result.error);
+        if (wide) {
+          bin.append(result.ids.data(), result.ids.size() * id_bytes);
+        } else {
+          narrow.assign(result.ids.begin(), result.ids.end());
+          bin.append(narrow.data(), narrow.size() * id_bytes);
+        }
+        docs.append(result.doc_tokens.data(), result.doc_tokens.size() * 8);
+        bin.sync();
+        docs.sync();
+        j.units_done = u + 1;
+        j.bin_bytes += result.ids.size() * id_bytes;
+        j.documents += static_cast<int64_t>(result.doc_tokens.size());
+        j.tokens += static_cast<int64_t>(result.ids.size());
+        j.text_bytes += result.text_bytes;
+        j.bytes_done += units[static_cast<size_t>(u)].bytes;
+        write_journal(journal_path, j);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          written = u + 1;
+        }
+        cv.notify_all();
+        p.units_done = j.units_done;
+        p.bytes_done = j.bytes_done;
+        p.documents = j.documents;
+        p.tokens = j.tokens;
+        p.seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        if (report) report(p);
+      }
+    } catch (...) {
+      join_all();
+      throw;
+    }
+    join_all();
+    if (std::rename(bin_partial.c_str(), summary.tokens_path.c_str()) != 0) {
+      throw IoError("prepare-data: cannot rename '" + bin_partial + "': " + std::strerror(errno));
+    }
+  }
+  // The index last: a .bin with its .idx is a finished preparation.
+  TokenIndex index;
+  index.tokenizer = tokenizer->name();
+  std::ostringstream hex;
+  hex << std::hex << tokenizer->fingerprint();
+  index.fingerprint = hex.str();
+  index.vocab = tokenizer->vocab_size();
+  index.dtype = summary.dtype;
+  index.eot = eot;
+  index.tokens = j.tokens;
+  index.text_bytes = j.text_bytes;
+  index.sources = r.inputs;
+  index.document_starts.push_back(0);
+  for (const uint64_t n : read_doc_tokens(docs_partial, j.documents)) {
+    index.document_starts.push_back(index.document_starts.back() + n);
+  }
+  write_token_index(summary.index_path, index);
+  fs::remove(docs_partial);
+  fs::remove(journal_path);
+
+  p.units_done = j.units_done;
+  p.bytes_done = j.bytes_done;
+  p.documents = j.documents;
+  p.tokens = j.tokens;
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  summary.progress = p;
+  summary.text_bytes = j.text_bytes;
+  return summary;
+}
+
+}  // namespace zt::data

@@ -1,0 +1,84 @@
+#include "data/run_tokenizer.h"
+
+#include <sys/stat.h>
+
+#include <sstream>
+
+#include "data/token_index.h"
+#include "data/tokenizer_files.h"
+#include "zt/error.h"
+
+namespace zt::data {
+
+namespace {
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// The token files whose index names the tokenizer: data.path or data.paths, and data.val_path.
+std::vector<std::string> token_files(const trainer::DataSettings& data) {
+  std::vector<std::string> files = data.paths;
+  if (!data.path.empty()) files.push_back(data.path);
+  if (!data.val_path.empty()) files.push_back(data.val_path);
+  return files;
+}
+
+}  // namespace
+
+std::shared_ptr<const BpeTokenizer> run_tokenizer(const trainer::DataSettings& data) {
+  if (data.kind != "tokens") return nullptr;
+  std::string name = data.tokenizer;
+  std::string made_with, fingerprint;
+  for (const std::string& file : token_files(data)) {
+    const std::string index_path = index_path_for(file);
+    if (!exists(index_path)) continue;
+    const TokenIndex index = read_token_index(index_path);
+    if (name.empty()) name = index.tokenizer;
+    made_with = index_path;
+    fingerprint = index.fingerprint;
+    break;
+  }
+  if (name.empty()) return nullptr;
+  auto tokenizer = load_tokenizer(name, data.tokenizer_dir);
+  std::ostringstream hex;
+  hex << std::hex << tokenizer->fingerprint();
+  if (!fingerprint.empty() && hex.str() != fingerprint && name == tokenizer->name()) {
+    throw ConfigError("tokenizer '" + name + "' read from " + tokenizer->source() +
+                      " is not the one " + made_with + " was made with (fingerprint " + hex.str() +
+                      ", the file's " + fingerprint +
+                      "); install the same files (scripts/setup.sh "
+                      "pins them) or prepare the data again");
+  }
+  return tokenizer;
+}
+
+double text_bytes_per_token(const trainer::DataSettings& data) {
+  if (data.kind == "text") return 1;
+  if (data.kind != "tokens") return 0;
+  std::vector<std::string> files =
+      !data.val_path.empty()
+          ? std::vector<std::string>{data.val_path}
+          : (!data.paths.empty() ? data.paths : std::vector<std::string>{data.path});
+  std::vector<double> ratios, tokens;
+  for (const std::string& file : files) {
+    const std::string index_path = index_path_for(file);
+    if (!exists(index_path)) return 0;
+    const TokenIndex index = read_token_index(index_path);
+    if (index.tokens == 0) return 0;
+    ratios.push_back(static_cast<double>(index.text_bytes) / static_cast<double>(index.tokens));
+    tokens.push_back(static_cast<double>(index.tokens));
+  }
+  // The blend's shares: data.weights, else (as the blend draws) in proportion to the tokens.
+  const std::vector<double>& w = data.val_path.empty() && !data.weights.empty() ? data.weights
+                                                                                : tokens;
+  double sum = 0, weighted = 0;
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    sum += w[i];
+    weighted += w[i] * ratios[i];
+  }
+  return sum > 0 ? weighted / sum : 0;
+}
+
+}  // namespace zt::data

@@ -1,0 +1,118 @@
+#include "data/token_index.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "zt/error.h"
+
+namespace zt::data {
+
+namespace {
+
+constexpr char kMagic[8] = {'Z', 'T', 'T', 'O', 'K', 'I', 'D', 'X'};
+constexpr uint32_t kVersion = 1;
+
+}  // namespace
+
+std::string index_path_for(const std::string& tokens_path) {
+  const std::string bin = ".bin";
+  if (tokens_path.size() > bin.size() &&
+      tokens_path.compare(tokens_path.size() - bin.size(), bin.size(), bin) == 0) {
+    return tokens_path.substr(0, tokens_path.size() - bin.size()) + ".idx";
+  }
+  return tokens_path + ".idx";
+}
+
+void write_token_index(const std::string& path, const TokenIndex& index) {
+  nlohmann::json header = {{"tokenizer", index.tokenizer},
+                           {"fingerprint", index.fingerprint},
+                           {"vocab", index.vocab},
+                           {"dtype", index.dtype},
+                           {"eot", index.eot},
+                           {"documents", index.documents()},
+                           {"tokens", index.tokens},
+                           {"text_bytes", index.text_bytes},
+                           {"sources", index.sources}};
+  const std::string json = header.dump();
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    const auto length = static_cast<uint32_t>(json.size());
+    out.write(kMagic, sizeof(kMagic));
+    out.write(reinterpret_cast<const char*>(&kVersion), 4);
+    out.write(reinterpret_cast<const char*>(&length), 4);
+    out << json;
+    const size_t padding = (8 - json.size() % 8) % 8;
+    out.write("\0\0\0\0\0\0\0", static_cast<std::streamsize>(padding));
+    out.write(reinterpret_cast<const char*>(index.document_starts.data()),
+              static_cast<std::streamsize>(index.document_starts.size() * sizeof(uint64_t)));
+    out.flush();
+    if (!out) throw IoError("cannot write the token index '" + tmp + "'; is the disk full?");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw IoError("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  }
+}
+
+TokenIndex read_token_index(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError("cannot read the token index '" + path + "': " + std::strerror(errno));
+  const auto broken = [&](const std::string& why) {
+    return ConfigError("token index '" + path + "': " + why +
+                       "; run trainer prepare-data again to rewrite it");
+  };
+  char magic[8];
+  uint32_t version = 0, length = 0;
+  in.read(magic, 8);
+  in.read(reinterpret_cast<char*>(&version), 4);
+  in.read(reinterpret_cast<char*>(&length), 4);
+  if (!in || std::memcmp(magic, kMagic, 8) != 0) throw broken("not a zt token index");
+  if (version != kVersion) {
+    throw broken("format version " + std::to_string(version) + ", this zt reads version " +
+                 std::to_string(kVersion));
+  }
+  if (length > (64u << 20)) throw broken("a header of " + std::to_string(length) + " bytes");
+  std::string json(length, '\0');
+  in.read(json.data(), length);
+  in.ignore(static_cast<std::streamsize>((8 - length % 8) % 8));
+  if (!in) throw broken("cut short in its header");
+  TokenIndex index;
+  int64_t documents = 0;
+  try {
+    const nlohmann::json h = nlohmann::json::parse(json);
+    index.tokenizer = h.at("tokenizer").get<std::string>();
+    index.fingerprint = h.at("fingerprint").get<std::string>();
+    index.vocab = h.at("vocab").get<int64_t>();
+    index.dtype = h.at("dtype").get<std::string>();
+    index.eot = h.at("eot").get<int64_t>();
+    documents = h.at("documents").get<int64_t>();
+    index.tokens = h.at("tokens").get<int64_t>();
+    index.text_bytes = h.at("text_bytes").get<int64_t>();
+    index.sources = h.at("sources").get<std::vector<std::string>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw broken(std::string("its header: ") + e.what());
+  }
+  if (index.dtype != "uint16" && index.dtype != "uint32") throw broken("dtype " + index.dtype);
+  if (documents < 0 || documents > (int64_t{1} << 40)) {
+    throw broken(std::to_string(documents) + " documents");
+  }
+  index.document_starts.resize(static_cast<size_t>(documents) + 1);
+  in.read(reinterpret_cast<char*>(index.document_starts.data()),
+          static_cast<std::streamsize>(index.document_starts.size() * sizeof(uint64_t)));
+  if (!in) throw broken("cut short in its document starts");
+  for (size_t i = 1; i < index.document_starts.size(); ++i) {
+    if (index.document_starts[i] < index.document_starts[i - 1]) {
+      throw broken("document " + std::to_string(i) + " starts before the one before it");
+    }
+  }
+  if (index.document_starts.front() != 0 ||
+      index.document_starts.back() != static_cast<uint64_t>(index.tokens)) {
+    throw broken("its document starts do not span its " + std::to_string(index.tokens) + " tokens");
+  }
+  return index;
+}
+
+}  // namespace zt::data

@@ -1,0 +1,290 @@
+// trainer prepare-data's pipeline on a small encoding written by the test: the token file is
+// each document's ids then <|endoftext|>, in input order, whatever the threads and unit size; the
+// index counts the documents; an interrupted run resumes to the same bytes; bad inputs are named
+// with their line; and the data source refuses a prepared file that disagrees with the config.
+#include <ATen/ATen.h>
+
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "../../tests/test_util.h"
+#include "data/bpe_tokenizer.h"
+#include "data/data_source.h"
+#include "data/prepare_data.h"
+#include "data/token_index.h"
+#include "data/tokenizer_files.h"
+#include "settings/job_settings.h"
+#include "settings/trainer_config.h"
+#include "tiny_encoding.h"
+#include "zt/error.h"
+
+namespace zt::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool contains_text(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::vector<uint16_t> ids_of(const fs::path& p) {
+  const std::string b = test::read_file(p);
+  std::vector<uint16_t> ids(b.size() / 2);
+  std::memcpy(ids.data(), b.data(), ids.size() * 2);
+  return ids;
+}
+
+struct Corpus {
+  test::TempDir dir;
+  std::string encoding;
+  PrepareRequest request(const std::string& out) const {
+    PrepareRequest r;
+    r.inputs = {(dir.path() / "in").string()};
+    r.out_prefix = (dir.path() / out).string();
+    r.tokenizer = encoding;
+    r.separator = "%";
+    r.exclude = {"*.dat"};
+    return r;
+  }
+};
+
+// in/a.txt (two documents split at a "%" line), in/b.jsonl (two), in/sub/c.txt (one), an
+// excluded in/a.dat and a link in/link.txt, plus
+// `extra_kb` of seeded JSONL in in/d.jsonl.
+void fill(Corpus& c, size_t extra_kb = 0) {
+  c.encoding = test::write_tiny_encoding(c.dir.path());
+  fs::create_directories(c.dir.path() / "in/sub");
+  test::write_file(c.dir.path() / "in/a.txt", "The cat sat\n%\nthen the end\n%\n");
+  test::write_file(
+      c.dir.path() / "in/b.jsonl",
+      "{\"text\": \"at the inn\", \"id\": 1}\n\n{\"text\": \"caf\\u00e9 <|endoftext|>\"}\n");
+  test::write_file(c.dir.path() / "in/sub/c.txt", "sing  then\n");
+  // Left out: a file --exclude names, and a link (Debian's fortunes link each file twice).
+  test::write_file(c.dir.path() / "in/a.dat", std::string("\0\x01binary", 8));
+  fs::create_symlink("a.txt", c.dir.path() / "in/link.txt");
+  if (extra_kb > 0) {
+    std::mt19937 rng(7);
+    const char* words[] = {"the", "then", "cat", "at", "ending", "in", "a", "sing", "hen"};
+    std::ofstream out(c.dir.path() / "in/d.jsonl");
+    size_t written = 0;
+    while (written < extra_kb * 1024) {
+      std::string text;
+      for (int w = 0, n = 5 + static_cast<int>(rng() % 60); w < n; ++w) {
+        text += std::string(w ? " " : "") + words[rng() % 9];
+      }
+      out << "{\"text\": \"" << text << "\"}\n";
+      written += text.size() + 12;
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("prepare-data: each document's ids then <|endoftext|>, in input order, and an index") {
+  Corpus c;
+  fill(c);
+  const PrepareSummary s = prepare_data(c.request("out/corpus"), nullptr);
+  const auto tokenizer = load_tokenizer(c.encoding, "");
+  std::vector<uint16_t> expected;
+  std::vector<uint64_t> starts{0};
+  int64_t text_bytes = 0;
+  // a.txt, b.jsonl, sub/c.txt: name order; JSON strings decoded; special text stays text.
+  for (const std::string doc : {"The cat sat\n", "then the end\n", "at the inn",
+                                "caf\xC3\xA9 <|endoftext|>", "sing  then\n"}) {
+    for (const uint32_t id : tokenizer->encode_ordinary(doc))
+      expected.push_back(static_cast<uint16_t>(id));
+    expected.push_back(300);
+    starts.push_back(expected.size());
+    text_bytes += static_cast<int64_t>(doc.size());
+  }
+  CHECK(ids_of(s.tokens_path) == expected);
+  const TokenIndex index = read_token_index(s.index_path);
+  CHECK(index.tokenizer == "tiny");
+  CHECK(index.dtype == "uint16");
+  CHECK(index.vocab == 301);
+  CHECK(index.eot == 300);
+  CHECK(index.documents() == 5);
+  CHECK(index.document_starts == starts);
+  CHECK(index.text_bytes == text_bytes);
+  CHECK(s.progress.documents == 5);
+  CHECK(s.progress.tokens == static_cast<int64_t>(expected.size()));
+  // Finished: no partial files or journal are left.
+  CHECK(!fs::exists(c.dir.path() / "out/corpus.bin.partial"));
+  CHECK(!fs::exists(c.dir.path() / "out/corpus.progress.json"));
+  CHECK(!fs::exists(c.dir.path() / "out/corpus.docs.partial"));
+}
+
+TEST_CASE("prepare-data: the same bytes on 1 and 2 threads and with any unit size") {
+  Corpus c;
+  fill(c, 300);
+  PrepareRequest one = c.request("one");
+  one.threads = 1;
+  PrepareRequest two = c.request("two");
+  two.threads = 2;
+  two.unit_bytes = 4096;
+  const PrepareSummary a = prepare_data(one, nullptr);
+  const PrepareSummary b = prepare_data(two, nullptr);
+  CHECK(b.progress.units > 50);
+  CHECK(b.threads == 2);
+  CHECK(test::read_file(a.tokens_path) == test::read_file(b.tokens_path));
+  CHECK(read_token_index(a.index_path).document_starts ==
+        read_token_index(b.index_path).document_starts);
+}
+
+TEST_CASE(
+    "prepare-data: a run stopped after some units resumes to the bytes of one never stopped") {
+  Corpus c;
+  fill(c, 200);
+  PrepareRequest r = c.request("corpus");
+  r.unit_bytes = 8192;
+  r.threads = 2;
+  const PrepareSummary whole = prepare_data(c.request("whole"), nullptr);
+  struct Stop {};
+  CHECK_THROWS_AS(prepare_data(
+                      r,
+                      [](const PrepareProgress& p) {
+    if (p.units_done == 3) throw Stop{};
+                      }),
+                  Stop);
+  CHECK(fs::exists(c.dir.path() / "corpus.progress.json"));
+  CHECK(!fs::exists(c.dir.path() / "corpus.bin"));
+  const PrepareSummary resumed = prepare_data(r, nullptr);
+  CHECK(resumed.progress.resumed_units == 3);
+  CHECK(test::read_file(resumed.tokens_path) == test::read_file(whole.tokens_path));
+  CHECK(test::read_file(resumed.index_path).size() > 0);
+  CHECK(read_token_index(resumed.index_path).document_starts ==
+        read_token_index(whole.index_path).document_starts);
+
+  // Inputs changed since the interruption: it starts over rather than mixing the two.
+  CHECK_THROWS_AS(prepare_data(
+                      r,
+                      [](const PrepareProgress& p) {
+    if (p.units_done == 2) throw Stop{};
+                      }),
+                  Stop);
+  test::write_file(c.dir.path() / "in/sub/c.txt", "changed\n");
+  const PrepareSummary fresh = prepare_data(r, nullptr);
+  CHECK(fresh.progress.resumed_units == 0);
+  CHECK(test::read_file(fresh.tokens_path) != test::read_file(whole.tokens_path));
+}
+
+TEST_CASE("prepare-data: inputs it cannot read as asked are named with their line") {
+  Corpus c;
+  fill(c);
+  test::write_file(c.dir.path() / "in/b.jsonl", "{\"text\": \"ok\"}\n{\"text\": 3}\n");
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
+                       doctest::Contains("b.jsonl:2: no string field 'text'"), ConfigError);
+  test::write_file(c.dir.path() / "in/b.jsonl", "{\"text\": \"ok\"}\n\n{broken\n");
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
+                       doctest::Contains("b.jsonl:3: not a JSON line"), ConfigError);
+  PrepareRequest missing = c.request("x");
+  missing.inputs = {(c.dir.path() / "nowhere").string()};
+  CHECK_THROWS_WITH_AS(prepare_data(missing, nullptr), doctest::Contains("nowhere' does not exist"),
+                       ConfigError);
+}
+
+TEST_CASE("prepare-data: the data source reads a prepared file and refuses one that disagrees") {
+  Corpus c;
+  fill(c, 20);
+  const PrepareSummary s = prepare_data(c.request("corpus"), nullptr);
+  trainer::DataSettings d;
+  d.kind = "tokens";
+  d.path = s.tokens_path;
+  d.path_where = "job.toml:3:1";
+  d.element_size = 4;  // the default would be wrong; the index decides while token_dtype is unset
+  d.micro_batch = 2;
+  ModelInputs in;
+  in.tokens = true;
+  in.seq_len = 8;
+  in.vocab = 320;
+  const auto source = make_data(d, in, "gpt");
+  const Batch b = source->get_samples(0, 2);
+  CHECK(b.input.max().item<int64_t>() <= 300);
+  CHECK(b.input.size(1) == 8);
+
+  in.vocab = 256;
+  CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"), doctest::Contains("was made with tokenizer 'tiny'"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"),
+                       doctest::Contains("set model.vocab to at least 301"), ConfigError);
+  in.vocab = 320;
+  d.tokenizer = "gpt2";
+  d.tokenizer_where = "job.toml:5:1";
+  CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"),
+                       doctest::Contains("but data.tokenizer is 'gpt2' (job.toml:5:1)"),
+                       ConfigError);
+  d.tokenizer = "tiny";
+  d.token_dtype_set = true;
+  CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"), doctest::Contains("remove data.token_dtype"),
+                       ConfigError);
+  d.token_dtype_set = false;
+  test::write_file(s.tokens_path, "abcd");
+  CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"),
+                       doctest::Contains("not from the same run of prepare-data"), ConfigError);
+}
+
+}  // namespace zt::data
+
+namespace zt::data {
+
+TEST_CASE("blend: each sample is one file's, drawn with the weights' odds, the same however read") {
+  Corpus c;
+  fill(c, 20);
+  // Two files whose ids cannot be confused: a prepared one (ids up to 300) and high.txt, read
+  // as uint16 tokens, whose every id is "xx" = 0x7878.
+  const PrepareSummary a = prepare_data(c.request("a"), nullptr);
+  test::write_file(c.dir.path() / "high.txt", std::string(4096, 'x'));
+  trainer::DataSettings d;
+  d.kind = "tokens";
+  d.paths = {a.tokens_path, (c.dir.path() / "high.txt").string()};
+  d.paths_where = "job.toml:4:1";
+  d.weights = {0.7, 0.3};
+  d.micro_batch = 4;
+  d.grad_accum = 2;
+  d.element_size = 2;
+  d.seed = 11;
+  ModelInputs in;
+  in.tokens = true;
+  in.seq_len = 8;
+  in.vocab = 32768;  // high.txt's ids are 0x7878
+  const auto blend = make_data(d, in, "gpt");
+  const int64_t n = 2000;
+  const Batch all = blend->get_samples(0, n);
+  // "xx" as uint16 is 0x7878: a window of high.txt holds nothing else.
+  int64_t from_high = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool high = all.input[i].eq(0x7878).all().item<bool>();
+    from_high += high ? 1 : 0;
+    CHECK((high || all.input[i].lt(0x7878).all().item<bool>()));
+  }
+  // 600 expected; 4.5 standard deviations (sqrt(2000 x 0.3 x 0.7) = 20.5) either side.
+  CHECK(from_high > 508);
+  CHECK(from_high < 692);
+  // Stateless: a slice read alone equals the same samples read in one go, and a rank's share at
+  // world 2 is the single-process batch's slice.
+  const Batch middle = blend->get_samples(777, 9);
+  CHECK(at::equal(middle.input, all.input.narrow(0, 777, 9)));
+  CHECK(at::equal(blend->get(40, 1, 1, 2).input,
+                  blend->global_batch(40, 1, 2).input.narrow(0, 4, 4)));
+  CHECK(contains_text(blend->describe(), "a blend of 2 files"));
+}
+
+TEST_CASE("blend: the config refuses a blend with data.path, mismatched weights or no weight") {
+  for (const auto& [toml, message] : std::vector<std::pair<std::string, std::string>>{
+           {"path = \"a\"\npaths = [\"a\", \"b\"]", "both name the training data"},
+           {"paths = [\"a\", \"b\"]\nweights = [1.0]", "data.weights has 1 entries for the 2"},
+           {"paths = [\"a\", \"b\"]\nweights = [0.0, 0.0]", "some above 0"}}) {
+    CAPTURE(toml);
+    CHECK_THROWS_WITH_AS(
+        trainer::load_config_string("[run]\ntask = \"smoke\"\n[plugins]\ncomm = \"\"\n[data]\n"
+                                    "kind = \"tokens\"\n" +
+                                        toml,
+                                    "job.toml", {}),
+        doctest::Contains(message.c_str()), ConfigError);
+  }
+}
+
+}  // namespace zt::data
