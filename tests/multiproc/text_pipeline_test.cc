@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "../skip.h"
@@ -131,8 +132,13 @@ TEST_CASE("text pipeline: prepare-data resumes after SIGKILL, a blend trains at 
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(contains(r.output, "The meaning of life"));
-  // Words, not ids: the sample's text holds letters, and no id was printed as a number.
-  const std::string json = zt::test::read_file(dir.file("sample.json"));
-  CHECK(contains(json, "\"text\""));
-  CHECK(!contains(r.output, "<|id "));
+  // Every drawn id is GPT-2's (none of the padding up to model.vocab = 50304), and the text is
+  // their decoding, not the numbers a bare token file's samples print.
+  const nlohmann::json sample = nlohmann::json::parse(zt::test::read_file(dir.file("sample.json")));
+  const auto& tokens = sample.at("samples").at(0).at("tokens");
+  REQUIRE(tokens.size() == 12);
+  for (const auto& id : tokens) CHECK(id.get<int64_t>() < 50257);
+  const std::string text = sample.at("samples").at(0).at("text").get<std::string>();
+  CHECK(!text.empty());
+  CHECK(!contains(text, std::to_string(tokens.at(0).get<int64_t>()) + " "));
 }

@@ -104,6 +104,16 @@ BpeTokenizer::BpeTokenizer(BpeEncoding encoding) : encoding_(std::move(encoding)
   }
   vocab_size_ = static_cast<uint32_t>(encoding_.tokens.size());
   for (const auto& [text, id] : encoding_.special) {
+    // Specials follow the ranks (tiktoken's leave small gaps); an id far past them is a damaged
+    // file, and would size the id table after it.
+    if (text.empty() || id > encoding_.tokens.size() + (1u << 20)) {
+      throw ConfigError(
+          "encoding '" + encoding_.name + "' from " + src + ": special token '" + text +
+          "' with id " + std::to_string(id) + " is " +
+          (text.empty() ? "empty"
+                        : "far past its " + std::to_string(encoding_.tokens.size()) + " ranks") +
+          "; the file is damaged, reinstall it (scripts/setup.sh all)");
+    }
     if (id < encoding_.tokens.size() && !encoding_.tokens[id].empty()) {
       throw ConfigError("encoding '" + encoding_.name + "' from " + src + ": special token " +
                         text + " has id " + std::to_string(id) +

@@ -15,7 +15,9 @@
 #include <sstream>
 
 #include "data/mapped_file.h"
+#include "data/run_tokenizer.h"
 #include "data/token_index.h"
+#include "data/tokenizer_files.h"
 #include "zt/error.h"
 
 namespace zt::data {
@@ -338,10 +340,10 @@ int checked_element_size(const trainer::DataSettings& data, const std::string& p
   const std::string index_path = index_path_for(path);
   struct stat st {};
   if (::stat(index_path.c_str(), &st) != 0) return data.element_size;  // a bare token file
-  const TokenIndex index = read_token_index(index_path);
+  const TokenIndex index = read_token_index(index_path, /*with_starts=*/false);
   const std::string made = path + " (" + key + ", " + where + ") was made with tokenizer '" +
                            index.tokenizer + "' (" + index_path + ")";
-  if (!data.tokenizer.empty() && data.tokenizer != index.tokenizer) {
+  if (!data.tokenizer.empty() && encoding_name(data.tokenizer) != index.tokenizer) {
     throw ConfigError(made + ", but data.tokenizer is '" + data.tokenizer + "' (" +
                       data.tokenizer_where + "); prepare it again with --tokenizer " +
                       data.tokenizer + ", or set data.tokenizer = \"" + index.tokenizer + "\"");
@@ -405,6 +407,7 @@ std::unique_ptr<DataSource> make_data(const trainer::DataSettings& data, const M
     return std::make_unique<SyntheticTokens>(data.seed, data.micro_batch, data.grad_accum,
                                              inputs.seq_len, inputs.vocab);
   }
+  (void)prepared_indexes(data);  // the files must agree on their tokenizer
   if (!data.paths.empty()) {
     return make_blend(data, inputs,
                       data.val_fraction > 0 ? FileTokens::Keep::kHead : FileTokens::Keep::kAll);

@@ -36,11 +36,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Files are mapped only while a plan or a unit reads them: a folder of many thousands of files
+// must not hold a mapping each (the kernel caps a process's mappings, 65530 by default).
 struct InputFile {
   std::string path;
   bool jsonl = false;
-  std::unique_ptr<MappedFile> map;
+  uint64_t size = 0;
 };
+
+MappedFile map_input(const InputFile& f) {
+  return MappedFile(f.path, "input file '" + f.path + "'", "the prepare-data inputs");
+}
 
 // Bytes [begin, end) of one input file: whole documents.
 struct Range {
@@ -101,7 +107,7 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
     InputFile f;
     f.path = p;
     f.jsonl = is_jsonl(p);
-    f.map = std::make_unique<MappedFile>(p, "input file '" + p + "'", "the prepare-data inputs");
+    f.size = map_input(f).size();  // opens it: an unreadable input is refused before any work
     files.push_back(std::move(f));
   }
   return files;
@@ -115,9 +121,17 @@ size_t boundary_after(std::string_view text, size_t from, bool jsonl, const std:
     const size_t nl = text.find('\n', from);
     return nl == std::string_view::npos ? text.size() : nl + 1;
   }
-  const std::string needle = "\n" + sep + "\n";
-  const size_t at = text.find(needle, from > 0 ? from - 1 : 0);
-  return at == std::string_view::npos ? text.size() : at + 1;
+  // A separator line ends in "\n" or "\r\n".
+  const std::string needle = "\n" + sep;
+  for (size_t at = text.find(needle, from > 0 ? from - 1 : 0); at != std::string_view::npos;
+       at = text.find(needle, at + 1)) {
+    const std::string_view rest = text.substr(at + needle.size());
+    if (rest.empty() || rest[0] == '\n' ||
+        (rest.size() >= 2 && rest[0] == '\r' && rest[1] == '\n')) {
+      return at + 1;
+    }
+  }
+  return text.size();
 }
 
 std::vector<Unit> plan_units(const std::vector<InputFile>& files, const PrepareRequest& r) {
@@ -126,14 +140,15 @@ std::vector<Unit> plan_units(const std::vector<InputFile>& files, const PrepareR
     if (units.back().bytes >= r.unit_bytes) units.emplace_back();
   };
   for (size_t f = 0; f < files.size(); ++f) {
-    const std::string_view text = files[f].map->view();
     const bool splittable = files[f].jsonl || !r.separator.empty();
     if (!splittable) {
-      units.back().ranges.push_back({f, 0, text.size()});
-      units.back().bytes += static_cast<int64_t>(text.size());
+      units.back().ranges.push_back({f, 0, files[f].size});
+      units.back().bytes += static_cast<int64_t>(files[f].size);
       close_if_full();
       continue;
     }
+    const MappedFile map = map_input(files[f]);
+    const std::string_view text = map.view();
     size_t begin = 0;
     while (begin < text.size()) {
       const size_t room = static_cast<size_t>(
@@ -157,7 +172,8 @@ int64_t line_of(std::string_view text, size_t at) {
 // Calls doc(text) for each non-empty document in one range.
 template <typename Fn>
 void for_each_document(const InputFile& file, const Range& range, const PrepareRequest& r, Fn doc) {
-  const std::string_view all = file.map->view();
+  const MappedFile map = map_input(file);
+  const std::string_view all = map.view();
   const std::string_view text = all.substr(range.begin, range.end - range.begin);
   if (file.jsonl) {
     size_t at = 0;
@@ -195,7 +211,9 @@ void for_each_document(const InputFile& file, const Range& range, const PrepareR
   while (at <= text.size()) {
     size_t nl = text.find('\n', at);
     const size_t line_end = nl == std::string_view::npos ? text.size() : nl;
-    const bool is_sep = text.substr(at, line_end - at) == r.separator;
+    std::string_view line = text.substr(at, line_end - at);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const bool is_sep = line == r.separator;
     if (is_sep || line_end == text.size()) {
       const size_t doc_end = is_sep ? at : text.size();
       if (doc_end > start) doc(text.substr(start, doc_end - start));
@@ -372,8 +390,20 @@ PrepareSummary prepare_data(const PrepareRequest& r,
   for (const Unit& u : units) p.bytes += u.bytes;
   Journal j;
   j.key = request_key(files, r, *tokenizer);
-  if (const auto old = read_journal(journal_path);
-      old && old->key == j.key && old->units_done <= p.units) {
+  const auto file_size = [](const std::string& path) {
+    std::error_code ec;
+    const uint64_t n = fs::file_size(path, ec);
+    return ec ? uint64_t{0} : n;
+  };
+  const auto old = read_journal(journal_path);
+  // A journal resumes only over the bytes it recorded: partial files cut shorter (or gone) since
+  // are not padded back; the preparation starts over.
+  const bool bin_intact = old && (old->units_done == p.units && !fs::exists(bin_partial)
+                                      ? fs::exists(summary.tokens_path)
+                                      : file_size(bin_partial) >= old->bin_bytes);
+  const bool intact = old && old->key == j.key && old->units_done <= p.units && bin_intact &&
+                      file_size(docs_partial) >= static_cast<uint64_t>(old->documents) * 8;
+  if (intact) {
     j = *old;
     p.resumed_units = j.units_done;
     p.bytes_resumed = j.bytes_done;
@@ -396,23 +426,6 @@ PrepareSummary prepare_data(const PrepareRequest& r,
     bool stop = false;
     const int64_t ahead = 2 * static_cast<int64_t>(threads);
     std::vector<std::thread> workers;
-    for (unsigned t = 0; t < threads; ++t) {
-      workers.emplace_back([&] {
-        for (;;) {
-          int64_t u;
-          {
-            std::unique_lock<std::mutex> lock(mu);
-            cv.wait(lock, [&] { return stop || next >= p.units || next < written + ahead; });
-            if (stop || next >= p.units) return;
-            u = next++;
-          }
-          UnitResult result = encode_unit(files, units[static_cast<size_t>(u)], r, *tokenizer, eot);
-          std::lock_guard<std::mutex> lock(mu);
-          results[static_cast<size_t>(u)] = std::move(result);
-          cv.notify_all();
-        }
-      });
-    }
     const auto join_all = [&] {
       {
         std::lock_guard<std::mutex> lock(mu);
@@ -421,7 +434,23 @@ PrepareSummary prepare_data(const PrepareRequest& r,
       cv.notify_all();
       for (std::thread& w : workers) w.join();
     };
+    const auto work = [&] {
+      for (;;) {
+        int64_t u;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return stop || next >= p.units || next < written + ahead; });
+          if (stop || next >= p.units) return;
+          u = next++;
+        }
+        UnitResult result = encode_unit(files, units[static_cast<size_t>(u)], r, *tokenizer, eot);
+        std::lock_guard<std::mutex> lock(mu);
+        results[static_cast<size_t>(u)] = std::move(result);
+        cv.notify_all();
+      }
+    };
     try {
+      for (unsigned t = 0; t < threads; ++t) workers.emplace_back(work);
       std::vector<uint16_t> narrow;
       for (int64_t u = j.units_done; u < p.units; ++u) {
         UnitResult result;
@@ -473,6 +502,7 @@ PrepareSummary prepare_data(const PrepareRequest& r,
   // The index last: a .bin with its .idx is a finished preparation.
   TokenIndex index;
   index.tokenizer = tokenizer->name();
+  index.tokenizer_source = r.tokenizer;
   std::ostringstream hex;
   hex << std::hex << tokenizer->fingerprint();
   index.fingerprint = hex.str();
@@ -482,13 +512,15 @@ PrepareSummary prepare_data(const PrepareRequest& r,
   index.tokens = j.tokens;
   index.text_bytes = j.text_bytes;
   index.sources = r.inputs;
+  index.documents = j.documents;
   index.document_starts.push_back(0);
   for (const uint64_t n : read_doc_tokens(docs_partial, j.documents)) {
     index.document_starts.push_back(index.document_starts.back() + n);
   }
   write_token_index(summary.index_path, index);
-  fs::remove(docs_partial);
+  // The journal first: without it a later run starts fresh; with it, it finds what it needs.
   fs::remove(journal_path);
+  fs::remove(docs_partial);
 
   p.units_done = j.units_done;
   p.bytes_done = j.bytes_done;

@@ -50,6 +50,13 @@ std::string Pretokenizer::to_pcre2(const std::string& pattern) {
       } else {
         out += c;
         out += e;
+        // An escape's braced argument (\p{Lu}, \x{0B}) is copied whole: no case folding in it.
+        if (i + 1 < pattern.size() && pattern[i + 1] == '{') {
+          const size_t close = pattern.find('}', i + 1);
+          const size_t end = close == std::string::npos ? pattern.size() : close + 1;
+          out.append(pattern, i + 1, end - (i + 1));
+          i = end - 1;
+        }
       }
       continue;
     }

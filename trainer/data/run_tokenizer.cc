@@ -27,29 +27,46 @@ std::vector<std::string> token_files(const trainer::DataSettings& data) {
 
 }  // namespace
 
-std::shared_ptr<const BpeTokenizer> run_tokenizer(const trainer::DataSettings& data) {
-  if (data.kind != "tokens") return nullptr;
-  std::string name = data.tokenizer;
-  std::string made_with, fingerprint;
+std::vector<std::pair<std::string, TokenIndex>> prepared_indexes(
+    const trainer::DataSettings& data) {
+  std::vector<std::pair<std::string, TokenIndex>> out;
+  if (data.kind != "tokens") return out;
   for (const std::string& file : token_files(data)) {
     const std::string index_path = index_path_for(file);
     if (!exists(index_path)) continue;
-    const TokenIndex index = read_token_index(index_path);
-    if (name.empty()) name = index.tokenizer;
-    made_with = index_path;
-    fingerprint = index.fingerprint;
-    break;
+    out.emplace_back(file, read_token_index(index_path, /*with_starts=*/false));
+    const TokenIndex& first = out.front().second;
+    const TokenIndex& now = out.back().second;
+    if (now.tokenizer != first.tokenizer || now.fingerprint != first.fingerprint) {
+      throw ConfigError(file + " was made with tokenizer '" + now.tokenizer + "' (fingerprint " +
+                        now.fingerprint + "), but " + out.front().first + " with '" +
+                        first.tokenizer + "' (" + first.fingerprint +
+                        "): one job's files must share a tokenizer; prepare them again with one");
+    }
   }
+  return out;
+}
+
+std::shared_ptr<const BpeTokenizer> run_tokenizer(const trainer::DataSettings& data) {
+  if (data.kind != "tokens") return nullptr;
+  const auto indexes = prepared_indexes(data);
+  const TokenIndex* made = indexes.empty() ? nullptr : &indexes.front().second;
+  // data.tokenizer, else what prepare-data was given (a name, or a rank file's path).
+  const std::string name = !data.tokenizer.empty() ? data.tokenizer
+                           : made                  ? made->tokenizer_source
+                                                   : "";
   if (name.empty()) return nullptr;
   auto tokenizer = load_tokenizer(name, data.tokenizer_dir);
   std::ostringstream hex;
   hex << std::hex << tokenizer->fingerprint();
-  if (!fingerprint.empty() && hex.str() != fingerprint && name == tokenizer->name()) {
+  if (made && (hex.str() != made->fingerprint || tokenizer->name() != made->tokenizer)) {
     throw ConfigError("tokenizer '" + name + "' read from " + tokenizer->source() +
-                      " is not the one " + made_with + " was made with (fingerprint " + hex.str() +
-                      ", the file's " + fingerprint +
-                      "); install the same files (scripts/setup.sh "
-                      "pins them) or prepare the data again");
+                      " is not the one " + index_path_for(indexes.front().first) +
+                      " was made with ('" + made->tokenizer + "', fingerprint " +
+                      made->fingerprint + "; these files give '" + tokenizer->name() + "', " +
+                      hex.str() +
+                      "): install the same files (scripts/setup.sh pins them) or "
+                      "prepare the data again");
   }
   return tokenizer;
 }
@@ -65,7 +82,7 @@ double text_bytes_per_token(const trainer::DataSettings& data) {
   for (const std::string& file : files) {
     const std::string index_path = index_path_for(file);
     if (!exists(index_path)) return 0;
-    const TokenIndex index = read_token_index(index_path);
+    const TokenIndex index = read_token_index(index_path, /*with_starts=*/false);
     if (index.tokens == 0) return 0;
     ratios.push_back(static_cast<double>(index.text_bytes) / static_cast<double>(index.tokens));
     tokens.push_back(static_cast<double>(index.tokens));

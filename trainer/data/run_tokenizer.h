@@ -5,11 +5,20 @@
 #pragma once
 
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "data/bpe_tokenizer.h"
+#include "data/token_index.h"
 #include "settings/job_settings.h"
 
 namespace zt::data {
+
+// The headers (no document starts) of the prepared files the job reads, data.path or data.paths
+// then data.val_path, each with its token file's path; files without an index are left out.
+// ConfigError naming two files whose tokenizers differ (a blend must speak one vocabulary).
+std::vector<std::pair<std::string, TokenIndex>> prepared_indexes(const trainer::DataSettings& data);
 
 // The job's BPE tokenizer, or nullptr when it has none (text, synthetic, or a bare token file
 // and no data.tokenizer). ConfigError when the tokenizer's installed files differ from those a

@@ -28,11 +28,12 @@ std::string index_path_for(const std::string& tokens_path) {
 
 void write_token_index(const std::string& path, const TokenIndex& index) {
   nlohmann::json header = {{"tokenizer", index.tokenizer},
+                           {"tokenizer_source", index.tokenizer_source},
                            {"fingerprint", index.fingerprint},
                            {"vocab", index.vocab},
                            {"dtype", index.dtype},
                            {"eot", index.eot},
-                           {"documents", index.documents()},
+                           {"documents", index.documents},
                            {"tokens", index.tokens},
                            {"text_bytes", index.text_bytes},
                            {"sources", index.sources}};
@@ -57,7 +58,7 @@ void write_token_index(const std::string& path, const TokenIndex& index) {
   }
 }
 
-TokenIndex read_token_index(const std::string& path) {
+TokenIndex read_token_index(const std::string& path, bool with_starts) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError("cannot read the token index '" + path + "': " + std::strerror(errno));
   const auto broken = [&](const std::string& why) {
@@ -80,10 +81,11 @@ TokenIndex read_token_index(const std::string& path) {
   in.ignore(static_cast<std::streamsize>((8 - length % 8) % 8));
   if (!in) throw broken("cut short in its header");
   TokenIndex index;
-  int64_t documents = 0;
+  int64_t& documents = index.documents;
   try {
     const nlohmann::json h = nlohmann::json::parse(json);
     index.tokenizer = h.at("tokenizer").get<std::string>();
+    index.tokenizer_source = h.value("tokenizer_source", index.tokenizer);
     index.fingerprint = h.at("fingerprint").get<std::string>();
     index.vocab = h.at("vocab").get<int64_t>();
     index.dtype = h.at("dtype").get<std::string>();
@@ -99,6 +101,7 @@ TokenIndex read_token_index(const std::string& path) {
   if (documents < 0 || documents > (int64_t{1} << 40)) {
     throw broken(std::to_string(documents) + " documents");
   }
+  if (!with_starts) return index;
   index.document_starts.resize(static_cast<size_t>(documents) + 1);
   in.read(reinterpret_cast<char*>(index.document_starts.data()),
           static_cast<std::streamsize>(index.document_starts.size() * sizeof(uint64_t)));

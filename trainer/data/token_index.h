@@ -5,8 +5,8 @@
 //   8 bytes  "ZTTOKIDX"
 //   u32      format version (1)
 //   u32      length of the JSON header that follows
-//   JSON     {"tokenizer", "fingerprint", "vocab", "dtype", "eot", "documents", "tokens",
-//             "text_bytes", "sources"}
+//   JSON     {"tokenizer", "tokenizer_source", "fingerprint", "vocab", "dtype", "eot",
+//             "documents", "tokens", "text_bytes", "sources"}
 //   padding  to a multiple of 8 bytes
 //   u64[documents + 1]  each document's first token, then the total
 // Thread safety: pure functions over files.
@@ -19,17 +19,18 @@
 namespace zt::data {
 
 struct TokenIndex {
-  std::string tokenizer;    // encoding name ("gpt2")
-  std::string fingerprint;  // the tokenizer's fingerprint, 16 hex digits
-  int64_t vocab = 0;        // ids are below this
-  std::string dtype;        // "uint16" | "uint32"
-  int64_t eot = -1;         // the id between documents
+  std::string tokenizer;         // encoding name ("gpt2")
+  std::string tokenizer_source;  // as prepare-data was given it: the name, or a rank file's path
+  std::string fingerprint;       // the tokenizer's fingerprint, 16 hex digits
+  int64_t vocab = 0;             // ids are below this
+  std::string dtype;             // "uint16" | "uint32"
+  int64_t eot = -1;              // the id between documents
   int64_t tokens = 0;
-  int64_t text_bytes = 0;                 // of the documents' text, as read
-  std::vector<std::string> sources;       // the inputs given to prepare-data
-  std::vector<uint64_t> document_starts;  // documents + 1 entries, the last == tokens
+  int64_t text_bytes = 0;            // of the documents' text, as read
+  std::vector<std::string> sources;  // the inputs given to prepare-data
+  int64_t documents = 0;
+  std::vector<uint64_t> document_starts;  // documents + 1 entries, the last == tokens (if read)
 
-  int64_t documents() const { return static_cast<int64_t>(document_starts.size()) - 1; }
   int element_size() const { return dtype == "uint32" ? 4 : 2; }
 };
 
@@ -38,7 +39,9 @@ std::string index_path_for(const std::string& tokens_path);
 
 // Writes `index` to `path` (through a temporary file and a rename). IoError naming the file.
 void write_token_index(const std::string& path, const TokenIndex& index);
-// Reads one; ConfigError naming the file on anything malformed.
-TokenIndex read_token_index(const std::string& path);
+// Reads one; ConfigError naming the file on anything malformed. Without `with_starts` only the
+// header is read (document_starts stays empty): what a job's ranks check, which for a corpus of
+// millions of documents must not read megabytes each.
+TokenIndex read_token_index(const std::string& path, bool with_starts = true);
 
 }  // namespace zt::data

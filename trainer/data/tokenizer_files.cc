@@ -165,6 +165,18 @@ const std::vector<std::string>& known_encodings() {
   return names;
 }
 
+std::string encoding_name(const std::string& name_or_path) {
+  const size_t slash = name_or_path.find_last_of('/');
+  const std::string file = slash == std::string::npos ? name_or_path
+                                                      : name_or_path.substr(slash + 1);
+  const auto ends_with = [&](const std::string& suffix) {
+    return file.size() > suffix.size() &&
+           file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  const bool is_file = ends_with(".tiktoken") || ends_with(".json");
+  return is_file ? file.substr(0, file.find('.')) : name_or_path;
+}
+
 std::string split_pattern(const std::string& name) {
   const KnownEncoding* k = find_known(name);
   if (!k) throw ConfigError("unknown encoding '" + name + "'");
@@ -254,9 +266,10 @@ BpeEncoding read_tiktoken_json(const std::string& path, const std::string& name)
   e.source = path;
   e.pattern = j["pat_str"].get<std::string>();
   for (const auto& [text, id] : j["special_tokens"].items()) {
-    if (!id.is_number_unsigned())
-      throw ConfigError(path + ": special token " + text + " has no id");
-    e.special[text] = id.get<uint32_t>();
+    if (!id.is_number_unsigned() || id.get<uint64_t>() > UINT32_MAX) {
+      throw ConfigError(path + ": special token " + text + " has no 32-bit id");
+    }
+    e.special[text] = static_cast<uint32_t>(id.get<uint64_t>());
   }
   // Lines "! OFFSET B64 B64 ...": the tokens of consecutive ranks from OFFSET on.
   std::istringstream lines(j["bpe_ranks"].get<std::string>());
@@ -317,9 +330,7 @@ std::shared_ptr<const BpeTokenizer> load_tokenizer(const std::string& name,
   };
   // A path to a file: its stem names the encoding.
   if (ends_with(".tiktoken") || ends_with(".json")) {
-    const size_t slash = name.find_last_of('/');
-    const std::string file = slash == std::string::npos ? name : name.substr(slash + 1);
-    const std::string stem = file.substr(0, file.find('.'));
+    const std::string stem = encoding_name(name);
     if (!is_file(name)) throw ConfigError("tokenizer file '" + name + "' does not exist");
     return std::make_shared<BpeTokenizer>(ends_with(".json") ? read_tiktoken_json(name, stem)
                                                              : read_tiktoken_ranks(name, stem));

@@ -19,6 +19,10 @@ namespace zt::data {
 // The encodings zt knows by name, in the order `trainer` lists them.
 const std::vector<std::string>& known_encodings();
 
+// The encoding a tokenizer setting names: the name itself, or a rank file's stem
+// ("/x/cl100k_base.tiktoken" -> "cl100k_base"), as load_tokenizer() names what it loads.
+std::string encoding_name(const std::string& name_or_path);
+
 // The split pattern of the known encoding `name`; ConfigError when zt knows no such encoding.
 std::string split_pattern(const std::string& name);
 

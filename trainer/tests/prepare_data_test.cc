@@ -14,6 +14,7 @@
 #include "data/bpe_tokenizer.h"
 #include "data/data_source.h"
 #include "data/prepare_data.h"
+#include "data/run_tokenizer.h"
 #include "data/token_index.h"
 #include "data/tokenizer_files.h"
 #include "settings/job_settings.h"
@@ -35,6 +36,24 @@ std::vector<uint16_t> ids_of(const fs::path& p) {
   std::vector<uint16_t> ids(b.size() / 2);
   std::memcpy(ids.data(), b.data(), ids.size() * 2);
   return ids;
+}
+
+// A job's [data] on one prepared (or bare) token file, and a GPT's inputs of seq_len 8.
+trainer::DataSettings tokens_at(const std::string& path) {
+  trainer::DataSettings d;
+  d.kind = "tokens";
+  d.path = path;
+  d.path_where = "job.toml:3:1";
+  d.micro_batch = 2;
+  return d;
+}
+
+ModelInputs gpt_inputs(int64_t vocab) {
+  ModelInputs in;
+  in.tokens = true;
+  in.seq_len = 8;
+  in.vocab = vocab;
+  return in;
 }
 
 struct Corpus {
@@ -106,7 +125,12 @@ TEST_CASE("prepare-data: each document's ids then <|endoftext|>, in input order,
   CHECK(index.dtype == "uint16");
   CHECK(index.vocab == 301);
   CHECK(index.eot == 300);
-  CHECK(index.documents() == 5);
+  CHECK(index.documents == 5);
+  // The header alone, as a job's ranks read it.
+  const TokenIndex header = read_token_index(s.index_path, /*with_starts=*/false);
+  CHECK(header.documents == 5);
+  CHECK(header.tokens == index.tokens);
+  CHECK(header.document_starts.empty());
   CHECK(index.document_starts == starts);
   CHECK(index.text_bytes == text_bytes);
   CHECK(s.progress.documents == 5);
@@ -158,6 +182,18 @@ TEST_CASE(
   CHECK(read_token_index(resumed.index_path).document_starts ==
         read_token_index(whole.index_path).document_starts);
 
+  // Partial tokens cut short since the interruption are not padded back: it starts over.
+  CHECK_THROWS_AS(prepare_data(
+                      r,
+                      [](const PrepareProgress& p) {
+    if (p.units_done == 2) throw Stop{};
+                      }),
+                  Stop);
+  fs::resize_file(c.dir.path() / "corpus.bin.partial", 10);
+  const PrepareSummary over = prepare_data(r, nullptr);
+  CHECK(over.progress.resumed_units == 0);
+  CHECK(test::read_file(over.tokens_path) == test::read_file(whole.tokens_path));
+
   // Inputs changed since the interruption: it starts over rather than mixing the two.
   CHECK_THROWS_AS(prepare_data(
                       r,
@@ -169,6 +205,19 @@ TEST_CASE(
   const PrepareSummary fresh = prepare_data(r, nullptr);
   CHECK(fresh.progress.resumed_units == 0);
   CHECK(test::read_file(fresh.tokens_path) != test::read_file(whole.tokens_path));
+}
+
+TEST_CASE("prepare-data: separator lines end in LF or CRLF") {
+  Corpus c;
+  fill(c);
+  fs::remove_all(c.dir.path() / "in");
+  fs::create_directories(c.dir.path() / "in");
+  test::write_file(c.dir.path() / "in/crlf.txt", "one\r\n%\r\ntwo\r\n%\r\n%\nthree\n");
+  PrepareRequest r = c.request("crlf");
+  r.unit_bytes = 4;  // units cut at each separator line
+  const PrepareSummary s = prepare_data(r, nullptr);
+  CHECK(s.progress.documents == 3);
+  CHECK(s.progress.units == 3);
 }
 
 TEST_CASE("prepare-data: inputs it cannot read as asked are named with their line") {
@@ -186,20 +235,36 @@ TEST_CASE("prepare-data: inputs it cannot read as asked are named with their lin
                        ConfigError);
 }
 
+TEST_CASE("prepare-data: a rank file's path names the tokenizer in a job, and a blend shares one") {
+  Corpus c;
+  fill(c, 10);
+  const PrepareSummary a = prepare_data(c.request("a"), nullptr);
+  trainer::DataSettings d = tokens_at(a.tokens_path);
+  d.tokenizer = c.encoding;  // the path prepare-data was given
+  const ModelInputs in = gpt_inputs(320);
+  CHECK_NOTHROW(make_data(d, in, "gpt"));
+  d.tokenizer.clear();  // the index says where the tokenizer came from
+  const auto tokenizer = run_tokenizer(d);
+  REQUIRE(tokenizer != nullptr);
+  CHECK(tokenizer->name() == "tiny");
+
+  // A second file made with another encoding of the same size cannot join the blend.
+  PrepareRequest other = c.request("b");
+  other.tokenizer = test::write_tiny_encoding(c.dir.path(), "other", "ere");
+  const PrepareSummary b = prepare_data(other, nullptr);
+  d.path.clear();
+  d.paths = {a.tokens_path, b.tokens_path};
+  CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"), doctest::Contains("must share a tokenizer"),
+                       ConfigError);
+}
+
 TEST_CASE("prepare-data: the data source reads a prepared file and refuses one that disagrees") {
   Corpus c;
   fill(c, 20);
   const PrepareSummary s = prepare_data(c.request("corpus"), nullptr);
-  trainer::DataSettings d;
-  d.kind = "tokens";
-  d.path = s.tokens_path;
-  d.path_where = "job.toml:3:1";
+  trainer::DataSettings d = tokens_at(s.tokens_path);
   d.element_size = 4;  // the default would be wrong; the index decides while token_dtype is unset
-  d.micro_batch = 2;
-  ModelInputs in;
-  in.tokens = true;
-  in.seq_len = 8;
-  in.vocab = 320;
+  ModelInputs in = gpt_inputs(320);
   const auto source = make_data(d, in, "gpt");
   const Batch b = source->get_samples(0, 2);
   CHECK(b.input.max().item<int64_t>() <= 300);
@@ -246,10 +311,7 @@ TEST_CASE("blend: each sample is one file's, drawn with the weights' odds, the s
   d.grad_accum = 2;
   d.element_size = 2;
   d.seed = 11;
-  ModelInputs in;
-  in.tokens = true;
-  in.seq_len = 8;
-  in.vocab = 32768;  // high.txt's ids are 0x7878
+  const ModelInputs in = gpt_inputs(32768);  // high.txt's ids are 0x7878
   const auto blend = make_data(d, in, "gpt");
   const int64_t n = 2000;
   const Batch all = blend->get_samples(0, n);

@@ -25,14 +25,18 @@ inline std::string base64(const std::string& bytes) {
   return out;
 }
 
-// Writes DIR/tiny.json and returns its path; load it with load_tokenizer(path, "").
-inline std::string write_tiny_encoding(const std::filesystem::path& dir) {
+// Writes DIR/NAME.json and returns its path; load it with load_tokenizer(path, ""). `last` is
+// its last merge: another gives another encoding of the same size.
+inline std::string write_tiny_encoding(const std::filesystem::path& dir,
+                                       const std::string& name = "tiny",
+                                       const std::string& last = "end") {
   std::string ranks = "! 0";
   for (int b = 0; b < 256; ++b) ranks += " " + base64(std::string(1, static_cast<char>(b)));
-  for (const char* merge : {"th", "he", "the", " the", "in", "ing", " a", "at", "en", "end"}) {
+  for (const char* merge : {"th", "he", "the", " the", "in", "ing", " a", "at", "en"}) {
     ranks += " " + base64(merge);
   }
-  const std::string path = (dir / "tiny.json").string();
+  ranks += " " + base64(last);
+  const std::string path = (dir / (name + ".json")).string();
   std::ofstream(path)
       << R"({"pat_str": "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+", )"
       << R"("special_tokens": {"<|endoftext|>": 300}, "bpe_ranks": ")" << ranks << "\"}";

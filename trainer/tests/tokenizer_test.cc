@@ -76,10 +76,10 @@ TEST_CASE("pretokenizer: \\s becomes JavaScript's white space and (?i:) folds AS
   const std::string rewritten = Pretokenizer::to_pcre2(R"((?i:'s|'t)|[^\s\p{L}]+|\s+(?!\S))");
   CHECK(rewritten.find("(?:'[sS]|'[tT])") == 0);
   CHECK(rewritten.find("\\x{FEFF}") != std::string::npos);
-  CHECK(rewritten.find("[^\\x{") == std::string::npos);  // \S became [^...] with \t first
   CHECK(rewritten.find("(?![^\\t") != std::string::npos);
-  // Letters in a class inside (?i:) are left alone; escapes pass through.
+  // Letters in a class inside (?i:) are left alone, and so are escapes with their arguments.
   CHECK(Pretokenizer::to_pcre2(R"((?i:[ab])\p{L})") == R"((?:[ab])\p{L})");
+  CHECK(Pretokenizer::to_pcre2(R"((?i:\p{Lu}'s\x{0B}))") == R"((?:\p{Lu}'[sS]\x{0B}))");
   CHECK_THROWS_AS(Pretokenizer("(unclosed", "encoding 'x'"), ConfigError);
 }
 
@@ -145,6 +145,13 @@ TEST_CASE("bpe: an inconsistent encoding is refused, naming where it came from")
   BpeEncoding clash = bytes_and({"ab"}, "\\S+");
   clash.special["<|x|>"] = 256;
   CHECK_THROWS_WITH_AS(BpeTokenizer{clash}, doctest::Contains("also an ordinary token"),
+                       ConfigError);
+  BpeEncoding empty_special = bytes_and({}, "\\S+");
+  empty_special.special[""] = 300;
+  CHECK_THROWS_WITH_AS(BpeTokenizer{empty_special}, doctest::Contains("is empty"), ConfigError);
+  BpeEncoding far_special = bytes_and({}, "\\S+");
+  far_special.special["<|far|>"] = 4000000000u;
+  CHECK_THROWS_WITH_AS(BpeTokenizer{far_special}, doctest::Contains("far past its 256 ranks"),
                        ConfigError);
   CHECK(BpeTokenizer(bytes_and({"ab"}, "\\S+")).fingerprint() !=
         BpeTokenizer(bytes_and({"ba"}, "\\S+")).fingerprint());
