@@ -331,16 +331,20 @@ void DataSource::check_request(int64_t first, int64_t count) const {
 
 namespace {
 
+// The prepared files' index headers (prepared_indexes: read once, checked to share a tokenizer).
+using Indexes = std::vector<std::pair<std::string, TokenIndex>>;
+
 // A prepared token file's index (trainer prepare-data wrote PREFIX.idx beside PREFIX.bin), checked
 // against the config: its tokenizer against data.tokenizer, its ids against model.vocab, its
 // width against data.token_dtype. Returns the element size to read the file with.
-int checked_element_size(const trainer::DataSettings& data, const std::string& path,
-                         const std::string& key, const std::string& where, int64_t model_vocab) {
-  if (data.kind != "tokens") return data.element_size;
+int checked_element_size(const trainer::DataSettings& data, const Indexes& indexes,
+                         const std::string& path, const std::string& key, const std::string& where,
+                         int64_t model_vocab) {
+  const auto found = std::find_if(indexes.begin(), indexes.end(),
+                                  [&](const auto& entry) { return entry.first == path; });
+  if (found == indexes.end()) return data.element_size;  // a bare token file, or text
+  const TokenIndex& index = found->second;
   const std::string index_path = index_path_for(path);
-  struct stat st {};
-  if (::stat(index_path.c_str(), &st) != 0) return data.element_size;  // a bare token file
-  const TokenIndex index = read_token_index(index_path, /*with_starts=*/false);
   const std::string made = path + " (" + key + ", " + where + ") was made with tokenizer '" +
                            index.tokenizer + "' (" + index_path + ")";
   if (!data.tokenizer.empty() && encoding_name(data.tokenizer) != index.tokenizer) {
@@ -361,9 +365,10 @@ int checked_element_size(const trainer::DataSettings& data, const std::string& p
                       ") says otherwise; remove data.token_dtype (the "
                       "index gives it)");
   }
-  if (static_cast<int64_t>(st.st_size) >= 0 && ::stat(path.c_str(), &st) == 0 &&
-      static_cast<int64_t>(st.st_size) != index.tokens * index.element_size()) {
-    throw ConfigError(made + ": it holds " + std::to_string(st.st_size) +
+  struct stat tokens_file {};
+  if (::stat(path.c_str(), &tokens_file) == 0 &&
+      static_cast<int64_t>(tokens_file.st_size) != index.tokens * index.element_size()) {
+    throw ConfigError(made + ": it holds " + std::to_string(tokens_file.st_size) +
                       " bytes, but its index "
                       "counts " +
                       std::to_string(index.tokens) + " " + index.dtype +
@@ -376,15 +381,15 @@ int checked_element_size(const trainer::DataSettings& data, const std::string& p
 // data.paths' files, each its own stream (its seed mixed with its place in the list), as one
 // blended source; `keep` as for a single file, applied to each.
 std::unique_ptr<DataSource> make_blend(const trainer::DataSettings& data, const ModelInputs& inputs,
-                                       FileTokens::Keep keep) {
+                                       const Indexes& indexes, FileTokens::Keep keep) {
   std::vector<std::unique_ptr<FileTokens>> parts;
   for (size_t i = 0; i < data.paths.size(); ++i) {
     const std::string key = "data.paths[" + std::to_string(i) + "]";
     parts.push_back(std::make_unique<FileTokens>(
         mix64(data.seed ^ (kBlendSalt + i)), data.micro_batch, data.grad_accum, inputs.seq_len,
         inputs.vocab, data.kind, data.paths[i], key, data.paths_where,
-        checked_element_size(data, data.paths[i], key, data.paths_where, inputs.vocab), keep,
-        data.val_fraction));
+        checked_element_size(data, indexes, data.paths[i], key, data.paths_where, inputs.vocab),
+        keep, data.val_fraction));
   }
   return std::make_unique<BlendedTokens>(data.seed, data.micro_batch, data.grad_accum,
                                          std::move(parts), data.weights);
@@ -407,15 +412,15 @@ std::unique_ptr<DataSource> make_data(const trainer::DataSettings& data, const M
     return std::make_unique<SyntheticTokens>(data.seed, data.micro_batch, data.grad_accum,
                                              inputs.seq_len, inputs.vocab);
   }
-  (void)prepared_indexes(data);  // the files must agree on their tokenizer
+  const Indexes indexes = prepared_indexes(data);  // the files must agree on their tokenizer
   if (!data.paths.empty()) {
-    return make_blend(data, inputs,
+    return make_blend(data, inputs, indexes,
                       data.val_fraction > 0 ? FileTokens::Keep::kHead : FileTokens::Keep::kAll);
   }
   return std::make_unique<FileTokens>(
       data.seed, data.micro_batch, data.grad_accum, inputs.seq_len, inputs.vocab, data.kind,
       data.path, "data.path", data.path_where,
-      checked_element_size(data, data.path, "data.path", data.path_where, inputs.vocab),
+      checked_element_size(data, indexes, data.path, "data.path", data.path_where, inputs.vocab),
       data.val_fraction > 0 ? FileTokens::Keep::kHead : FileTokens::Keep::kAll, data.val_fraction);
 }
 
@@ -429,13 +434,16 @@ std::unique_ptr<DataSource> make_val_data(const trainer::DataSettings& data,
   val.grad_accum = 1;
   if (!inputs.tokens || data.kind == "synthetic") return make_data(val, inputs, model_kind);
   const bool own_file = !data.val_path.empty();
-  if (!own_file && !data.paths.empty()) return make_blend(val, inputs, FileTokens::Keep::kTail);
+  const Indexes indexes = prepared_indexes(data);
+  if (!own_file && !data.paths.empty()) {
+    return make_blend(val, inputs, indexes, FileTokens::Keep::kTail);
+  }
   const std::string& path = own_file ? data.val_path : data.path;
   const std::string key = own_file ? "data.val_path" : "data.path";
   const std::string& where = own_file ? data.val_path_where : data.path_where;
   return std::make_unique<FileTokens>(
       val.seed, micro_batch, 1, inputs.seq_len, inputs.vocab, data.kind, path, key, where,
-      checked_element_size(data, path, key, where, inputs.vocab),
+      checked_element_size(data, indexes, path, key, where, inputs.vocab),
       own_file ? FileTokens::Keep::kAll : FileTokens::Keep::kTail, data.val_fraction);
 }
 

@@ -59,6 +59,17 @@ const KnownEncoding* find_known(const std::string& name) {
   return nullptr;
 }
 
+bool has_suffix(const std::string& s, const std::string& suffix) {
+  return s.size() > suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Whether a tokenizer setting names a rank file (NAME.tiktoken, tiktoken's NAME.json) rather
+// than an encoding.
+bool names_rank_file(const std::string& s) {
+  return has_suffix(s, ".tiktoken") || has_suffix(s, ".json");
+}
+
 bool is_file(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -169,12 +180,7 @@ std::string encoding_name(const std::string& name_or_path) {
   const size_t slash = name_or_path.find_last_of('/');
   const std::string file = slash == std::string::npos ? name_or_path
                                                       : name_or_path.substr(slash + 1);
-  const auto ends_with = [&](const std::string& suffix) {
-    return file.size() > suffix.size() &&
-           file.compare(file.size() - suffix.size(), suffix.size(), suffix) == 0;
-  };
-  const bool is_file = ends_with(".tiktoken") || ends_with(".json");
-  return is_file ? file.substr(0, file.find('.')) : name_or_path;
+  return names_rank_file(file) ? file.substr(0, file.find('.')) : name_or_path;
 }
 
 std::string split_pattern(const std::string& name) {
@@ -324,16 +330,13 @@ BpeEncoding read_tiktoken_ranks(const std::string& path, const std::string& name
 std::shared_ptr<const BpeTokenizer> load_tokenizer(const std::string& name,
                                                    const std::string& dir_in) {
   const std::string dir = dir_in.empty() ? default_tokenizer_dir() : dir_in;
-  const auto ends_with = [&](const char* suffix) {
-    const std::string s(suffix);
-    return name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
   // A path to a file: its stem names the encoding.
-  if (ends_with(".tiktoken") || ends_with(".json")) {
+  if (names_rank_file(name)) {
     const std::string stem = encoding_name(name);
     if (!is_file(name)) throw ConfigError("tokenizer file '" + name + "' does not exist");
-    return std::make_shared<BpeTokenizer>(ends_with(".json") ? read_tiktoken_json(name, stem)
-                                                             : read_tiktoken_ranks(name, stem));
+    return std::make_shared<BpeTokenizer>(has_suffix(name, ".json")
+                                              ? read_tiktoken_json(name, stem)
+                                              : read_tiktoken_ranks(name, stem));
   }
   if (!find_known(name)) {
     std::string list;
