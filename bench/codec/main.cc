@@ -10,8 +10,10 @@
 //         averages its gradients in two halves (zero.gradient_predivide_factor = 2), which moves
 //         only the last bits of each step: its gap is the run-to-run spread the others' must be
 //         read against (on this job it is several percent). Two more arms keep Adam's moments
-//         in bf16 (16-bit optimizer states: to nearest, and stochastic rounding); --loss-arms
-//         picks codecs, states or all.
+//         in bf16 (16-bit optimizer states: to nearest, and stochastic rounding), two more the
+//         master weights (in a host tier: with fp32 compute a bf16 master cannot be the
+//         parameters; the tier alone changes no bit); --loss-arms picks codecs, states, masters
+//         or all.
 //   link  4 ranks in two simulated hosts (network namespaces, needs root), exact against int8
 //         weights + int4 gradients with error feedback, per link rate (`tc`): median step time,
 //         tokens/s ratio, bytes between the hosts per step (the veth's counters), and the
@@ -49,14 +51,14 @@ namespace {
 
 const char* kUsage =
     "usage: zt_bench_codec [--part kernels|loss|link|all] [--loss-steps N] [--steps N]\n"
-    "                      [--warmup W] [--loss-arms codecs|states|all]\n"
+    "                      [--warmup W] [--loss-arms codecs|states|masters|all]\n"
     "                      [--rates R1,R2] [--json PATH] [--trainer P]\n"
     "  Trains the bench GPT at stage 3 with and without ZeRO++ codecs (codec_blockq).\n"
     "  --part        kernels (encode/decode against memcpy), loss (one host), link (two\n"
     "                simulated hosts, needs root) or all (default)\n"
     "  --loss-steps  steps per arm of the loss part (default 300)\n"
-    "  --loss-arms   the loss part's arms besides exact: codecs, states (Adam's moments in bf16)\n"
-    "                or all (default)\n"
+    "  --loss-arms   the loss part's arms besides exact: codecs, states (Adam's moments in bf16),\n"
+    "                masters (the master weights in bf16) or all (default)\n"
     "  --steps       steps per job of the link part (default 6)\n"
     "  --warmup      steps left out of the link part's step time (default 2)\n"
     "  --rates       link rates, `tc` syntax, \"none\" = unshaped (default none,1gbit,200mbit)\n"
@@ -90,7 +92,7 @@ std::vector<std::string> joined(std::vector<std::string> a, const std::vector<st
 std::vector<Arm> loss_arms(const std::string& which) {
   std::vector<Arm> arms{{"exact", {}},
                         {"exact, rounded otherwise", {"zero.gradient_predivide_factor=2"}}};
-  if (which != "states") {
+  if (which == "all" || which == "codecs") {
     arms.push_back({"int8 weights", kWeights8});
     arms.push_back({"int4 gradients", kGrads4});
     arms.push_back(
@@ -98,11 +100,18 @@ std::vector<Arm> loss_arms(const std::string& which) {
     arms.push_back({"int8 weights + int4 gradients + error feedback",
                     joined(joined(kWeights8, kGrads4), {"zero.codec_error_feedback=true"})});
   }
-  if (which != "codecs") {
+  if (which == "all" || which == "states") {
     arms.push_back({"bf16 moments", {"plugin.optim_hybrid_adam.state_dtype=bf16"}});
     arms.push_back({"bf16 moments, stochastic rounding",
                     {"plugin.optim_hybrid_adam.state_dtype=bf16",
                      "plugin.optim_hybrid_adam.state_rounding=stochastic"}});
+  }
+  if (which == "all" || which == "masters") {
+    const std::vector<std::string> masters{"plugins.offload_optimizer=offload_cpu",
+                                           "plugin.optim_hybrid_adam.master_dtype=bf16"};
+    arms.push_back({"bf16 masters, stochastic rounding", masters});
+    arms.push_back({"bf16 masters, to nearest",
+                    joined(masters, {"plugin.optim_hybrid_adam.master_rounding=nearest"})});
   }
   return arms;
 }
@@ -133,8 +142,9 @@ Options parse(const std::vector<std::string>& args) {
     if (flag == "--trainer") o.trainer = value;
     if (flag == "--loss-arms") o.loss_arms = value;
   }
-  if (o.loss_arms != "codecs" && o.loss_arms != "states" && o.loss_arms != "all")
-    throw ConfigError("--loss-arms must be codecs, states or all\n" + std::string(kUsage));
+  if (o.loss_arms != "codecs" && o.loss_arms != "states" && o.loss_arms != "masters" &&
+      o.loss_arms != "all")
+    throw ConfigError("--loss-arms must be codecs, states, masters or all\n" + std::string(kUsage));
   if (o.part != "kernels" && o.part != "loss" && o.part != "link" && o.part != "all")
     throw ConfigError("--part must be kernels, loss, link or all\n" + std::string(kUsage));
   if (o.warmup >= o.steps)

@@ -10,6 +10,8 @@
 // counts. Block b updates chunk b - first_block[s] of the segment s whose range holds b.
 // Segments start on multiples of kCudaAdamMaxSegmentNumel elements, a multiple of the vector
 // width, so a segment's alignment is its shard's.
+// Master parameters are fp32 only: bf16 masters (AdamBuffers::param_type) are refused by
+// check_arguments and updated by the host kernels, so the kernel instances stay 27.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -265,7 +267,7 @@ void launch_group(const AdamBuffers* shards, size_t count, ElemType grad_type, i
       const int64_t n = b.numel - offset < limits.max_segment_numel ? b.numel - offset
                                                                     : limits.max_segment_numel;
       const int i = list.count;
-      list.param[i] = b.param + offset;
+      list.param[i] = static_cast<float*>(b.param) + offset;
       list.grad[i] = static_cast<const char*>(b.grad) + offset * elem_size(b.grad_type);
       list.exp_avg[i] = static_cast<char*>(b.exp_avg) + offset * state_size;
       list.exp_avg_sq[i] = static_cast<char*>(b.exp_avg_sq) + offset * state_size;
@@ -327,6 +329,10 @@ const char* check_arguments(const AdamBuffers* shards, size_t count, const CudaA
   for (size_t k = 0; k < count; ++k) {
     const AdamBuffers& b = shards[k];
     if (b.numel < 0) return "a shard has a negative numel";
+    if (b.param_type != ElemType::kFloat32) {
+      return "bf16 master parameters are not supported by the CUDA kernel (it updates fp32 "
+             "masters only; bf16 masters are updated on host shards)";
+    }
     if (b.numel == 0) continue;
     if (b.param == nullptr || b.grad == nullptr || b.exp_avg == nullptr ||
         b.exp_avg_sq == nullptr) {

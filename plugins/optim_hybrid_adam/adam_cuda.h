@@ -49,8 +49,9 @@ struct CudaAdamStatus {
 // Enqueues one Adam/AdamW step of every shard in `shards[0, count)` on `stream` (a
 // cudaStream_t; nullptr = the legacy default stream) of the current CUDA device, and returns
 // without waiting for it. Every buffer must be device memory of that device (or memory it can
-// address), `numel` elements long, with grad_type fp32/bf16/fp16 and, when copy_out is given,
-// copy_type bf16 or fp16; shards must not overlap. Shards of 0 elements are skipped. Shards of
+// address), `numel` elements long, with param_type fp32 (bf16 masters are the host kernels'
+// only), grad_type fp32/bf16/fp16 and, when copy_out is given, copy_type bf16 or fp16; shards
+// must not overlap. Shards of 0 elements are skipped. Shards of
 // different gradient and copy-out types are grouped, one kernel instance per group.
 // On a bad argument (a type above, a null buffer, a buffer not aligned to its element size, bad
 // limits) nothing is enqueued and `what` says which; a failed launch gives cuda_error and

@@ -1,5 +1,8 @@
 // The Adam/AdamW element update of optim_hybrid_adam on host memory: one pass over a shard's
 // parameters, gradient, both moments and (optionally) a 16-bit copy of the new parameters.
+// Master parameters and moments may be kept in bf16 to save memory and traffic; they are widened
+// exactly and rounded once when stored, so the fp32 arithmetic below is the same for every
+// storage type and a 16-bit step differs from the fp32 one only by those roundings.
 // The constants are prepared once per step, reciprocals included, so an element costs one
 // square root and one division (LibTorch's fp32 Adam divides three times); every kernel
 // (portable, AVX2, AVX-512, CUDA) does the same operations in the same order and gives the same
@@ -31,17 +34,18 @@ enum class DecayMode {
 // Element types a kernel reads gradients from / writes the parameter copy to.
 enum class ElemType { kFloat32, kBFloat16, kFloat16 };
 
-// How a moment kept in bf16 is rounded after the fp32 update.
+// How a value kept in bf16 (a moment, or a master parameter) is rounded after the fp32 update.
 enum class StateRounding {
   kNearest,    // to nearest even, as c10::BFloat16 (and Tensor::to) rounds
   kStochastic  // up with probability equal to the dropped fraction: unbiased on average, so
-               // small updates to a large moment are not always lost (see stochastic_bits)
+               // small updates to a large value are not always lost (see stochastic_bits)
 };
 
 // Stochastic rounding's random bits for element `index` of a buffer whose element 0 has key
 // `seed`, at `step`: a counter-based hash (murmur3's 32-bit finaliser over the index mixed with
 // the step), so every kernel, thread split and resume draws the same bits for the same element
-// and step, and no generator state is kept. exp_avg takes the low 16 bits, exp_avg_sq the high.
+// and step, and no generator state is kept. exp_avg takes the low 16 bits, exp_avg_sq the high;
+// a bf16 master parameter takes param_stochastic_bits of the same 32 bits.
 ZT_ADAM_HOST_DEVICE constexpr uint32_t fmix32(uint32_t x) {
   x ^= x >> 16;
   x *= 0x85EBCA6Bu;
@@ -57,6 +61,14 @@ constexpr uint32_t stochastic_mix(uint64_t seed, int64_t step) {
 }
 ZT_ADAM_HOST_DEVICE constexpr uint32_t stochastic_bits(uint64_t seed, uint32_t mix, int64_t index) {
   return fmix32((static_cast<uint32_t>(seed) + static_cast<uint32_t>(index)) ^ mix);
+}
+// A bf16 master parameter's 16 random bits, from its element's stochastic_bits: one more round
+// of the finaliser over them xor a constant, top 16 bits. The moments use all 32 bits of
+// `element_bits` already; re-mixing them gives bits that do not follow theirs (no correlation
+// between the direction a moment and its parameter round), at the cost of one hash, not two.
+inline constexpr uint32_t kParamBitsSalt = 0x5BD1E995u;
+ZT_ADAM_HOST_DEVICE constexpr uint32_t param_stochastic_bits(uint32_t element_bits) {
+  return fmix32(element_bits ^ kParamBitsSalt) >> 16;
 }
 
 // The per-step scalars, formed in double and rounded once to float, so the kernel never sees a
@@ -90,11 +102,15 @@ AdamConstants make_adam_constants(double lr, double beta1, double beta2, double 
                                   double grad_divisor);
 
 // One shard's buffers, all `numel` elements long, contiguous, on the host.
-// Moments in bf16 are widened exactly, updated in fp32 like fp32 moments and rounded once when
-// stored (state_rounding), so bf16 and fp32 states differ only by that rounding.
+// Moments and master parameters in bf16 are widened exactly, updated in fp32 like fp32 ones and
+// rounded once when stored (state_rounding, param_rounding), so a bf16 step differs from the
+// fp32 step only by those roundings. A bf16 master is its own 16-bit copy: copy_out must then be
+// nullptr (the kernels ignore it).
 struct AdamBuffers {
-  float* param = nullptr;      // in/out: fp32 master parameters
-  const void* grad = nullptr;  // in: gradient of type grad_type
+  void* param = nullptr;                     // in/out: master parameters, of type param_type
+  ElemType param_type = ElemType::kFloat32;  // kFloat32 or kBFloat16
+  StateRounding param_rounding = StateRounding::kNearest;  // bf16 masters only
+  const void* grad = nullptr;                              // in: gradient of type grad_type
   ElemType grad_type = ElemType::kFloat32;
   void* exp_avg = nullptr;                   // in/out: first moment, of type state_type
   void* exp_avg_sq = nullptr;                // in/out: second moment, of type state_type

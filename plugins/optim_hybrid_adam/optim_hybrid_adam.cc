@@ -1,8 +1,10 @@
-// optim_hybrid_adam: the Adam / AdamW optimizer plugin. Updates the engine's flat fp32 master
-// shards in place with LibTorch 1.13's torch::optim::AdamW (adamw = true) or torch::optim::Adam
+// optim_hybrid_adam: the Adam / AdamW optimizer plugin. Updates the engine's flat master shards
+// in place with LibTorch 1.13's torch::optim::AdamW (adamw = true) or torch::optim::Adam
 // (adamw = false) arithmetic, and writes the optional bf16/fp16 copy of the new parameters in
-// the same pass over memory. The moments are fp32, or bf16 (state_dtype): computed in fp32 and
-// rounded when stored, to nearest or stochastically (state_rounding). Each shard is updated where
+// the same pass over memory. To save memory and offload traffic, the moments (state_dtype) and
+// the masters themselves (master_dtype) may be kept in bf16: computed in fp32 and rounded when
+// stored, to nearest or stochastically (state_rounding, master_rounding; stochastic by default
+// for masters, whose small updates rounding to nearest would lose). Each shard is updated where
 // it lives: host shards by the SIMD kernel on the CPU, CUDA shards by the multi-tensor CUDA kernel
 // on the current CUDA stream. This file owns options, checks and that split; adam_kernel.{h,cc} the
 // math and the host threads, adam_isa.{h,cc} the choice of SIMD kernel (once, at create()),
@@ -50,6 +52,8 @@ struct HybridAdamConfig {
   bool adamw = true;
   c10::ScalarType state_dtype = c10::ScalarType::Float;
   zt::hybrid_adam::StateRounding state_rounding = zt::hybrid_adam::StateRounding::kNearest;
+  c10::ScalarType master_dtype = c10::ScalarType::Float;
+  zt::hybrid_adam::StateRounding master_rounding = zt::hybrid_adam::StateRounding::kStochastic;
 };
 
 std::optional<ElemType> elem_type(c10::ScalarType type) {
@@ -111,12 +115,27 @@ void check_tensor(const at::Tensor& t, size_t shard, const char* role, const at:
   zt::check_contiguous(t, what, "hand over a dense flat view");
 }
 
+// bf16 masters are updated by the host kernels only: the CUDA kernel would need instances of its
+// own for them. Refused before the build's CUDA support is looked at, since rebuilding would not
+// help.
+void check_master_device(const at::Tensor& param, size_t shard, const HybridAdamConfig& config) {
+  if (!param.is_cuda() || config.master_dtype == c10::ScalarType::Float) return;
+  throw zt::PluginError(
+      subject(shard, "param") + " is on " + param.device().str() +
+      " with master_dtype = \"bf16\", but the CUDA kernel updates fp32 "
+      "masters only (bf16 masters are updated on host shards): keep the "
+      "optimizer on the host (offload_optimizer), or set master_dtype = \"fp32\"");
+}
+
 // Checks one shard and returns raw views of its buffers, which are on the param's device.
 AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard, const HybridAdamConfig& config) {
   zt::check_defined(s.param, subject(shard, "param"), "the engine must allocate it");
+  check_master_device(s.param, shard, config);
   check_param_device(s.param, shard);
   check_tensor(s.param, shard, "param", s.param);
-  zt::check_dtype(s.param, subject(shard, "param"), {at::kFloat}, "param is the fp32 master copy");
+  zt::check_dtype(s.param, subject(shard, "param"), {config.master_dtype},
+                  "param is the master copy, of master_dtype() (fp32, or bf16 with "
+                  "master_dtype = \"bf16\")");
 
   check_tensor(s.grad, shard, "grad", s.param);
   zt::check_dtype(s.grad, subject(shard, "grad"), {at::kFloat, at::kBFloat16, at::kHalf});
@@ -136,7 +155,9 @@ AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard, const HybridA
 
   AdamBuffers b;
   b.numel = s.param.numel();
-  b.param = s.param.data_ptr<float>();
+  b.param = s.param.data_ptr();
+  b.param_type = *elem_type(config.master_dtype);
+  b.param_rounding = config.master_rounding;
   b.grad = s.grad.data_ptr();
   b.grad_type = *grad_type;
   b.exp_avg = s.states[0].data_ptr();
@@ -145,6 +166,11 @@ AdamBuffers shard_buffers(const zt::ShardTensors& s, size_t shard, const HybridA
   b.state_rounding = config.state_rounding;
   b.seed = s.seed;
   if (s.copy_out.defined()) {
+    if (config.master_dtype == c10::ScalarType::BFloat16) {
+      shard_error(shard, "copy_out",
+                  "is given with bf16 masters, which are their own 16-bit copy: the engine "
+                  "passes no copy_out with master_dtype() bf16");
+    }
     check_tensor(s.copy_out, shard, "copy_out", s.param);
     zt::check_dtype(s.copy_out, subject(shard, "copy_out"), {at::kBFloat16, at::kHalf},
                     "copy_out is the low-precision compute copy");
@@ -196,6 +222,8 @@ class HybridAdam final : public zt::Optimizer {
 
   c10::ScalarType state_dtype() const override { return config_.state_dtype; }
 
+  c10::ScalarType master_dtype() const override { return config_.master_dtype; }
+
   double base_lr() const override { return config_.lr; }
 
   void step(const std::vector<zt::ShardTensors>& shards, const zt::StepArgs& args) override {
@@ -246,6 +274,33 @@ class HybridAdam final : public zt::Optimizer {
                         zt::value_to_toml(options.get(key)) + " " + what);
 }
 
+// One of a string option's two values: a value the config loader's choice check did not see
+// (an Options built by hand) must not silently pick the other storage.
+bool is_second_choice(const zt::Options& options, const std::string& key, const char* first,
+                      const char* second) {
+  const std::string& value = options.get_string(key);
+  if (value != first && value != second) {
+    option_error(options, key, std::string("must be \"") + first + "\" or \"" + second + "\"");
+  }
+  return value == second;
+}
+
+// master_dtype and master_rounding into `c`. master_rounding defaults to stochastic, so only a
+// value the user wrote can contradict fp32 masters.
+void read_master_options(const zt::Options& options, HybridAdamConfig& c) {
+  c.master_dtype = is_second_choice(options, "master_dtype", "fp32", "bf16")
+                       ? c10::ScalarType::BFloat16
+                       : c10::ScalarType::Float;
+  c.master_rounding = is_second_choice(options, "master_rounding", "stochastic", "nearest")
+                          ? zt::hybrid_adam::StateRounding::kNearest
+                          : zt::hybrid_adam::StateRounding::kStochastic;
+  if (options.is_set("master_rounding") && c.master_dtype == c10::ScalarType::Float) {
+    option_error(options, "master_rounding",
+                 "rounds bf16 master weights only, but master_dtype = \"fp32\" keeps them "
+                 "exact: set master_dtype = \"bf16\" or drop master_rounding");
+  }
+}
+
 class HybridAdamPlugin final : public zt::OptimizerPlugin {
  public:
   std::vector<zt::OptionSpec> options() const override {
@@ -281,6 +336,19 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
                        "probability of the dropped fraction: unbiased, so the small updates of a "
                        "large moment are not all lost; deterministic per element and step)",
                        {"nearest", "stochastic"}),
+        zt::opt_string("master_dtype", "fp32",
+                       "storage of the master parameters in memory, offload tiers and their "
+                       "traffic: fp32 (4 B/param), or bf16 (2 B/param; the update still computes "
+                       "in fp32 and rounds each parameter once when it stores it, so updates "
+                       "below a bf16 spacing survive only on average: see master_rounding)",
+                       {"fp32", "bf16"}),
+        zt::opt_string("master_rounding", "stochastic",
+                       "how bf16 masters are rounded: stochastic (up with the probability of the "
+                       "dropped fraction: unbiased, so updates smaller than half a bf16 spacing "
+                       "still move the weights on average) or nearest (even: such updates are "
+                       "lost and training stalls once they are all that small); only with "
+                       "master_dtype = \"bf16\"",
+                       {"stochastic", "nearest"}),
     };
   }
 
@@ -330,6 +398,7 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
                    "rounds bf16 moments only, but state_dtype = \"fp32\" keeps them exact: "
                    "set state_dtype = \"bf16\" or drop state_rounding");
     }
+    read_master_options(options, c);
     const zt::hybrid_adam::Isa isa = zt::hybrid_adam::choose_isa();
     return std::make_unique<HybridAdam>(c, zt::hybrid_adam::range_kernel(isa));
   }
@@ -338,7 +407,7 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
 }  // namespace
 
 ZT_PLUGIN(ZT_KIND_OPTIMIZER, "optim_hybrid_adam", "0.1.0",
-          "Adam / AdamW on flat fp32 master shards (LibTorch semantics), fp32 or bf16 moments, "
-          "optional bf16/fp16 copy-out; host shards on the CPU (SIMD), CUDA shards on the GPU "
-          "(CUDA builds)",
+          "Adam / AdamW on flat master shards (LibTorch semantics), fp32 or bf16 masters and "
+          "moments, optional bf16/fp16 copy-out; host shards on the CPU (SIMD), CUDA shards "
+          "(fp32 masters) on the GPU (CUDA builds)",
           HybridAdamPlugin)

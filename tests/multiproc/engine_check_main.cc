@@ -21,7 +21,8 @@
 //                   [--mics K] [--hier true --ranks_per_host P]
 //                   [--codec_weights B] [--codec_gradients B] [--error_feedback true]
 //                   [--codec_block K] [--state_dtype fp32|bf16] [--saved_state_dtype ...]
-//                   [--plant nan|lost_update|uncoded|fp32_states]
+//                   [--master_dtype fp32|bf16] [--saved_master_dtype ...]
+//                   [--plant nan|lost_update|uncoded|fp32_states|fp32_masters]
 // The engine, its plugins and tiers are composed by the core as every program composes them
 // (zt/host/compose.h) from the settings of a zt::Config of the core's sections alone: the options
 // above become --set overrides of check_config()'s TOML (fp16 is not offered: the config refuses
@@ -59,6 +60,11 @@
 // reference then rounds its moments to bf16 after every step, as the engine's optimizer stores
 // them. With --load, --saved_state_dtype names the saver's (default: --state_dtype's), which the
 // checkpoint must record.
+// --master_dtype bf16 keeps the master weights in bf16 (optim_hybrid_adam's master_dtype, rounded
+// to nearest); the reference then rounds its initial weights and its weights after every step
+// to bf16, as the engine's optimizer stores them, and the engine's masters must be bf16 values.
+// --saved_master_dtype names the saver's, as for the states; --plant fp32_masters makes the
+// reference round its weights while the engine keeps fp32 masters.
 // Codecs (ZeRO++): --codec_weights / --codec_gradients B run stage 3's gathers / the gradient
 // reduce-scatters through codec_blockq at B bits (blocks of --codec_block), --error_feedback true
 // keeps the gradient codec's residuals. The reference then computes each step from the engine's
@@ -237,6 +243,7 @@ const std::pair<const char*, const char*> kConfigFlags[] = {
     {"mics", "zero.mics_shard_size"},
     {"hier", "zero.mics_hierarchical_params_gather"},
     {"state_dtype", "plugin.optim_hybrid_adam.state_dtype"},
+    {"master_dtype", "plugin.optim_hybrid_adam.master_dtype"},
     {"gradients_in_tier", "zero.gradients_in_tier"}};
 
 // The job the check runs: what no test varies, with the command line as --set overrides.
@@ -265,6 +272,9 @@ zt::Config check_config(Args& a, const std::string& nvme_dir) {
   }
   if (a["error_feedback"] == "true" && a["plant"] != "uncoded")
     overrides.push_back("zero.codec_error_feedback=true");
+  // The reference rounds to nearest; stochastic rounding is the kernels' tests' (bf16_master_test).
+  if (a["master_dtype"] == "bf16")
+    overrides.push_back("plugin.optim_hybrid_adam.master_rounding=nearest");
   for (const auto& [flag, key] : kConfigFlags) {
     const std::string& value = a[flag];
     const bool no_tier = std::string(key).rfind("plugins.offload_", 0) == 0 && value == "none";
@@ -275,7 +285,8 @@ zt::Config check_config(Args& a, const std::string& nvme_dir) {
 
 // LibTorch's own AdamW on the whole global batch of every micro step, in this one process.
 struct Reference {
-  bool bf16_states = false;  // --state_dtype bf16
+  bool bf16_states = false;   // --state_dtype bf16
+  bool bf16_masters = false;  // --master_dtype bf16: set through round_masters_from_now()
   Weights weights{42};
   std::vector<std::unique_ptr<LambdaUnit>> units = make_units(weights);
   torch::optim::AdamW adamw{
@@ -301,6 +312,18 @@ struct Reference {
     }
     adamw.step();
     if (bf16_states) round_states();
+    if (bf16_masters) round_masters();
+  }
+  // bf16 masters: the weights as a bf16 master holds them (to nearest even), from now on: the
+  // engine rounds its initial values, a loaded checkpoint's and every step's.
+  void round_masters_from_now() {
+    bf16_masters = true;
+    round_masters();
+  }
+  void round_masters() {
+    const at::NoGradGuard no_grad;
+    for (const at::Tensor& p : {weights.w0, weights.b0, weights.w1, weights.b1, weights.b2})
+      p.copy_(p.to(at::kBFloat16));
   }
   // bf16 states: AdamW's fp32 step, each moment then stored in bf16 (to nearest even).
   void round_states() {
@@ -331,10 +354,15 @@ struct Reference {
 // must be bf16 values.
 bool g_bf16_moments = false;
 bool g_reference_bf16_moments = false;
+// The same for the master weights (--master_dtype, --saved_master_dtype or --plant fp32_masters).
+bool g_bf16_masters = false;
+bool g_reference_bf16_masters = false;
 
 void check_close(const std::string& what, const at::Tensor& got, const at::Tensor& want,
                  at::ScalarType dt, zt::test::Compared compared = zt::test::Compared::kParameter) {
-  const double e = g_bf16_moments && dt == at::kFloat
+  const double e = g_bf16_masters && dt == at::kFloat
+                       ? zt::test::excess_bf16_masters(got, want, compared, kLr)
+                   : g_bf16_moments && dt == at::kFloat
                        ? zt::test::excess_bf16_moments(got, want, compared, kLr)
                        : zt::test::excess(got, want, dt);
   if (!(e <= 0)) {  // a NaN fails too
@@ -368,6 +396,10 @@ double check_parameters(zt::Engine& engine, Weights& ref, at::ScalarType dt, int
     const at::Tensor mine = got[i].second.view(want[i].second.sizes());
     const std::string when = "after " + std::to_string(applied) + " steps, " + want[i].first;
     check_close(when, mine, want[i].second, dt);
+    if (dt == at::kFloat && g_bf16_masters) {
+      const zt::test::MeanError m = zt::test::moment_mean_error(mine, want[i].second);
+      if (!m.ok()) throw CheckFailed(when + ": " + m.describe());
+    }
     if (dt == at::kFloat) continue;
     const zt::test::MeanError m = zt::test::mean_error(mine, want[i].second, kLr, true);
     if (!m.ok()) throw CheckFailed(when + ": " + m.describe());
@@ -381,7 +413,18 @@ double check_parameters(zt::Engine& engine, Weights& ref, at::ScalarType dt, int
 void check_states(zt::Engine& engine, Reference& ref, at::ScalarType dt, int64_t applied) {
   const std::string when = " after " + std::to_string(applied) + " steps";
   for (auto& [name, t] : ref.weights.all()) {
-    check_close("full_fp32_param(" + name + ")" + when, engine.full_fp32_param(name), t, dt);
+    const at::Tensor master = engine.full_fp32_param(name);
+    const std::string master_what = "full_fp32_param(" + name + ")" + when;
+    // Kept in bf16 (the reference's are): every master is a value bf16 holds, exactly, and on
+    // average as close as rounding the same values allows.
+    zt::test::check(
+        !g_reference_bf16_masters || at::equal(master, master.to(at::kBFloat16).to(at::kFloat)),
+        master_what + " holds values bf16 cannot: the masters are not kept in bf16");
+    check_close(master_what, master, t, dt);
+    if (g_bf16_masters && dt == at::kFloat) {
+      const zt::test::MeanError m = zt::test::moment_mean_error(master, t);
+      zt::test::check(m.ok(), master_what + ": " + m.describe());
+    }
     for (const char* state : {"exp_avg", "exp_avg_sq"}) {
       const at::Tensor moment = engine.full_optimizer_state(name, state);
       const std::string what = "full_optimizer_state(" + name + ", " + state + ")" + when;
@@ -601,6 +644,15 @@ int64_t resume(zt::Engine& engine, Reference& ref, Args& a, const zt::EngineOpti
                       saved_dtype);
   const bool bf16_states = ref.bf16_states;
   ref.bf16_states = saved_dtype == "bf16";
+  // The masters likewise (--saved_master_dtype, default --master_dtype's).
+  const std::string saved_master = a["saved_master_dtype"].empty() ? a["master_dtype"]
+                                                                   : a["saved_master_dtype"];
+  zt::test::check(reader.counters().master_dtype == saved_master,
+                  "the checkpoint records master dtype " + reader.counters().master_dtype +
+                      ", not " + saved_master);
+  const bool bf16_masters = ref.bf16_masters;
+  ref.bf16_masters = false;
+  if (saved_master == "bf16") ref.round_masters_from_now();
   int64_t applied = 0;
   for (int64_t s = 0; s < done; ++s) {
     if (s + 1 == overflow) continue;
@@ -609,6 +661,8 @@ int64_t resume(zt::Engine& engine, Reference& ref, Args& a, const zt::EngineOpti
   }
   ref.bf16_states = bf16_states;
   if (bf16_states) ref.round_states();
+  ref.bf16_masters = false;
+  if (bf16_masters) ref.round_masters_from_now();
   zt::test::check(reader.counters().optimizer_steps == applied,
                   "the checkpoint of step " + std::to_string(done) + " counts " +
                       std::to_string(reader.counters().optimizer_steps) + " optimizer steps, not " +
@@ -793,6 +847,15 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   reference.bf16_states = a["state_dtype"] == "bf16" || a["plant"] == "fp32_states";
   g_bf16_moments = reference.bf16_states || a["saved_state_dtype"] == "bf16";
   g_reference_bf16_moments = reference.bf16_states;
+  // --plant fp32_masters: the engine keeps fp32 masters while the reference rounds its weights
+  // after every step (from the same initial values, so the first gradients agree and the masters
+  // are what differs). A load starts from the saver's weights: resume() rounds them where the
+  // saver did.
+  const bool bf16_masters = a["master_dtype"] == "bf16" || a["plant"] == "fp32_masters";
+  if (a["master_dtype"] == "bf16" && a["load"] != "true") reference.round_masters_from_now();
+  reference.bf16_masters = bf16_masters;
+  g_bf16_masters = bf16_masters || a["saved_master_dtype"] == "bf16";
+  g_reference_bf16_masters = bf16_masters;
   const auto weight_codec = check_codec(a, config, "weights");
   const auto gradient_codec = check_codec(a, config, "gradients");
   std::unique_ptr<zt::test::CodecReference> coded;
@@ -935,6 +998,8 @@ int main(int argc, char** argv) {
          {"codec_block", "8"},
          {"state_dtype", "fp32"},
          {"saved_state_dtype", ""},
+         {"master_dtype", "fp32"},
+         {"saved_master_dtype", ""},
          {"gradients_in_tier", "false"},
          {"plant", ""}};
   for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];

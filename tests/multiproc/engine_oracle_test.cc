@@ -674,6 +674,95 @@ TEST_CASE("bf16 optimizer states: checkpoints record the dtype, load fp32 states
       2, with(c, {"--load", "true", "--saved_world", "2", "--compare", dir.file("run")})));
 }
 
+TEST_CASE("bf16 master weights: in tiers with fp32 compute and as the parameters with bf16 "
+          "compute, stages 0-3, match AdamW whose weights are stored in bf16") {
+  // optim_hybrid_adam's master_dtype = "bf16" (to nearest here): the reference rounds its initial
+  // weights and its weights after every step to bf16. With fp32 compute the masters live in an
+  // optimizer tier (host memory or NVMe tiles, streamed or updated in backward), and --accessors
+  // requires each to be a bf16 value exactly; with bf16 compute they are the parameters
+  // themselves, in memory, or streamed beside NVMe parameter shards.
+  const std::vector<std::vector<std::string>> runs{
+      {"2", "--stage", "1", "--shard", "shard_bucket", "--accum", "2", "--clip", "0.05",
+       "--offload_optimizer", "offload_cpu", "--accessors", "true"},
+      {"2", "--stage", "2", "--shard", "shard_tensor", "--offload_optimizer", "offload_cpu",
+       "--state_dtype", "bf16", "--accessors", "true"},
+      {"3", "--stage", "3", "--shard", "shard_bucket", "--hidden", "100", "--offload_optimizer",
+       "offload_nvme", "--sub_group", "1", "--accessors", "true"},
+      {"2", "--stage", "3", "--shard", "shard_tensor", "--hidden", "100", "--offload_optimizer",
+       "offload_nvme", "--offload_param", "offload_nvme", "--sub_group", "1", "--begin_step",
+       "true"},
+      {"2", "--stage", "0", "--shard", "shard_tensor", "--dtype", "bf16", "--accessors", "true"},
+      {"2", "--stage", "2", "--shard", "shard_bucket", "--dtype", "bf16", "--accessors", "true"},
+      {"3", "--stage", "3", "--shard", "shard_tensor", "--dtype", "bf16", "--accessors", "true"},
+      // bf16 at hidden 17, like the other bf16 cases: wider, bf16's rounding alone exceeds the
+      // oracle's tolerance somewhere.
+      {"2", "--stage", "3", "--shard", "shard_bucket", "--dtype", "bf16", "--offload_optimizer",
+       "offload_nvme", "--offload_param", "offload_nvme", "--sub_group", "1", "--accessors",
+       "true"}};
+  for (const auto& run : runs) {
+    CAPTURE(joined(run));
+    expect_ok(run_engine(
+        std::stoi(run[0]),
+        with(std::vector<std::string>(run.begin() + 1, run.end()), {"--master_dtype", "bf16"})));
+  }
+  // fp32 masters do not pass as bf16 ones: they hold values bf16 cannot.
+  auto planted = run_engine(2, {"--stage", "1", "--shard", "shard_tensor", "--offload_optimizer",
+                                "offload_cpu", "--accessors", "true", "--plant", "fp32_masters"});
+  INFO(planted.all());
+  CHECK(planted.result.exit_code != 0);
+  CHECK(contains(planted.reports[0], "the masters are not kept in bf16"));
+  // bf16 masters beside fp32 parameters in memory would cost more than fp32 masters: refused.
+  auto refused = run_engine(2,
+                            {"--stage", "1", "--shard", "shard_tensor", "--master_dtype", "bf16"});
+  INFO(refused.all());
+  CHECK(refused.result.exit_code != 0);
+  CHECK(contains(refused.reports[0], "master_dtype = \"bf16\" with precision.compute = \"fp32\""));
+}
+
+TEST_CASE("bf16 master weights: checkpoints record the dtype, load fp32 masters into bf16 and "
+          "back, and resume bit for bit") {
+  zt::test::TempDir dir;
+  const std::vector<std::string> base{"--hidden", "100", "--steps", "4", "--sub_group", "1"};
+  // fp32 masters saved from NVMe tiles, loaded into bf16 masters in a host tier and NVMe tiles,
+  // and (bf16 compute) as the parameters: each value rounded to nearest even, as the reference
+  // does.
+  const std::vector<std::string> a = with(base, {"--ckpt_dir", dir.file("a")});
+  expect_ok(run_engine(2, with(a, {"--stage", "3", "--shard", "shard_tensor", "--offload_optimizer",
+                                   "offload_nvme", "--save_at", "2"})));
+  const std::vector<std::string> into_bf16{"--master_dtype", "bf16", "--saved_master_dtype", "fp32",
+                                           "--load",         "true", "--saved_world",        "2",
+                                           "--accessors",    "true"};
+  for (const char* tier : {"offload_cpu", "offload_nvme"}) {
+    CAPTURE(tier);
+    expect_ok(run_engine(
+        3, with(a, with({"--stage", "3", "--shard", "shard_bucket", "--offload_optimizer", tier},
+                        into_bf16))));
+  }
+  // bf16 compute at hidden 17, as the other bf16 cases.
+  const std::vector<std::string> small{"--steps", "4", "--ckpt_dir", dir.file("small")};
+  expect_ok(
+      run_engine(2, with(small, {"--stage", "2", "--shard", "shard_tensor", "--save_at", "2"})));
+  expect_ok(run_engine(
+      3, with(small,
+              with({"--stage", "1", "--shard", "shard_bucket", "--dtype", "bf16"}, into_bf16))));
+  // bf16 masters saved (exactly, as fp32 values), loaded back into fp32 masters.
+  const std::vector<std::string> b = with(base, {"--ckpt_dir", dir.file("b")});
+  expect_ok(
+      run_engine(2, with(b, {"--stage", "2", "--shard", "shard_tensor", "--master_dtype", "bf16",
+                             "--offload_optimizer", "offload_cpu", "--save_at", "2"})));
+  expect_ok(run_engine(
+      2, with(b, {"--stage", "3", "--shard", "shard_bucket", "--saved_master_dtype", "bf16",
+                  "--load", "true", "--saved_world", "2", "--accessors", "true"})));
+  // The same composition resumes bit for bit, streamed bf16 masters and parameters included.
+  const std::vector<std::string> c = with(
+      base, {"--ckpt_dir", dir.file("c"), "--stage", "3", "--shard", "shard_tensor",
+             "--offload_optimizer", "offload_nvme", "--offload_param", "offload_nvme",
+             "--master_dtype", "bf16", "--state_dtype", "bf16", "--steps", "5"});
+  expect_ok(run_engine(2, with(c, {"--save_at", "2", "--record", dir.file("run")})));
+  expect_ok(run_engine(
+      2, with(c, {"--load", "true", "--saved_world", "2", "--compare", dir.file("run")})));
+}
+
 TEST_CASE("codecs: int8/int4 weights and gradients, error feedback, match the coded reference") {
   // Every step from the engine's own exact weights: the reference quantizes each rank's weight
   // chunk and each rank's gradient chunks with codec_blockq itself (codec_reference.h), so the

@@ -83,6 +83,22 @@ inline double excess_bf16_moments(const at::Tensor& got, const at::Tensor& want,
   return ((got.to(at::kDouble) - w).abs() - (atol + rtol * w.abs())).max().item<double>();
 }
 
+// The same with bf16 master weights (optim_hybrid_adam's master_dtype = "bf16", to nearest),
+// against the reference that rounds its AdamW weights to bf16 after every step: a weight whose
+// fp32 update lands near a bf16 midpoint may round one spacing (<= 2^-7 of it) the other way, and
+// the gradients and moments that follow it move a little. Parameters get 2^-6 (two spacings) of
+// |reference| on top of excess_bf16_moments' allowance; moments and gradients get that allowance
+// (their own rounding, where moments are bf16 too, or the parameters' echo). moment_mean_error
+// then bounds the parameters' mean error as it does the moments': most round the same values.
+inline double excess_bf16_masters(const at::Tensor& got, const at::Tensor& want, Compared what,
+                                  double lr) {
+  if (what != Compared::kParameter || got.sizes() != want.sizes())
+    return excess_bf16_moments(got, want, what, lr);
+  const at::Tensor w = want.detach().to(at::kDouble);
+  const double rtol = 1e-5 + std::ldexp(1.0, -6), atol = 1e-6 + lr / 16;
+  return ((got.to(at::kDouble) - w).abs() - (atol + rtol * w.abs())).max().item<double>();
+}
+
 // The moments' mean |zt - reference| against 2^-10 of their mean magnitude: where the two round
 // the same fp32 values, most elements are equal and the few one spacing apart add little; a
 // systematic error (rounding toward zero instead of to nearest: half a spacing, 2^-9, on

@@ -9,7 +9,8 @@
 #   2. `scontrol requeue`: Slurm stops the ranks with SIGTERM (they save the same way) and queues
 #      the job again itself.
 # Then the same signal in start-up, before any rank has joined: the job is requeued and trains
-# from the start, equal all the same. And a planted fault: a rank SIGKILLed under srun fails the
+# from the start, equal all the same; and during a save (sent as its temporary folder appears):
+# the save completes, the job resumes from it. And a planted fault: a rank SIGKILLed under srun fails the
 # job, srun naming the task (the rank); `scontrol requeue` then resumes it from its newest periodic checkpoint,
 # equal again. The test prints the steps lost at each stop. Exit 77 (skipped) where namespaces
 # cannot be made or Slurm is not installed, except under CI.
@@ -102,6 +103,29 @@ on scancel -b -s USR1 "$job"
 requeued "$job"
 run_to_end "$job" "$tmp/start"
 same_losses "$tmp/start/run/metrics.jsonl" "$tmp/ref/run/metrics.jsonl" "SIGUSR1 in start-up"
+
+# Slurm's warning during a save: every step saves (asynchronously, the default), and the signal
+# goes out the moment a save's temporary folder appears, so it reaches the ranks while that save
+# is being written. They finish it, stop after their step, and the requeued job resumes from a
+# complete checkpoint: no step lost, losses equal.
+job=$(submit "$tmp/save" -- "${sets[@]}" --set "run.out_dir=\"$tmp/save/run\"" \
+  --set checkpoint.every_steps=1)
+wait_step "$tmp/save/run/metrics.jsonl" 3 "$job"
+saving=""
+for ((t = 0; t < 6000 && -z "$saving"; ++t)); do
+  saving=$(compgen -G "$tmp/save/run/checkpoints/.tmp-step-*" | head -n 1) || sleep 0.01
+done
+[ -n "$saving" ] || fail "no save of job $job was seen in progress within 60 s"
+on scancel -b -s USR1 "$job"
+echo "slurm preempt test: SIGUSR1 sent while $(basename "$saving") was being written"
+requeued "$job"
+run_to_end "$job" "$tmp/save"
+grep -q "zt: stopped by SIGUSR1 after step" "$tmp/save/job.out" ||
+  { cat "$tmp/save/job.out" >&2; fail "the ranks did not stop on SIGUSR1 during a save"; }
+grep -q "resumed from .*/step-" "$tmp/save/job.out" ||
+  { cat "$tmp/save/job.out" >&2; fail "the job stopped during a save did not resume"; }
+same_losses "$tmp/save/run/metrics.jsonl" "$tmp/ref/run/metrics.jsonl" "SIGUSR1 during a save"
+echo "slurm preempt test: steps lost by the stop during a save: $(lost "$tmp/save")"
 
 # Planted: a rank killed under srun fails the job, srun naming its task (the rank: SLURM_PROCID)
 # while --kill-on-bad-exit ends the others at once; Slurm's requeue resumes it.

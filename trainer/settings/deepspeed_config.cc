@@ -397,10 +397,24 @@ void read_fp16(Reader& r, const json& obj) {
   r.set("precision.min_scale", min_scale, origin("min_loss_scale"));
 }
 
+// DeepSpeed's bf16 section also keeps Adam's moments (bf16_optimizer_states) and the master
+// weights and gradients (bf16_master_weights_and_grads) in bf16: optim_hybrid_adam's
+// state_dtype and master_dtype. zt's reduced gradients stay fp32 either way (said as a warning).
 void read_bf16(Reader& r, const json& obj, const std::string& path) {
   each(r, obj, path, [&](const std::string& key, const json& v, const std::string& sub) {
-    if (key != "enabled") return false;
-    if (auto b = as_bool(r, v, sub); b && *b) r.set("precision.compute", std::string("bf16"), sub);
+    const auto b = [&] { return as_bool(r, v, sub).value_or(false); };
+    if (key == "enabled") {
+      if (b()) r.set("precision.compute", std::string("bf16"), sub);
+    } else if (key == "bf16_optimizer_states") {
+      if (b()) r.set("plugin.optim_hybrid_adam.state_dtype", std::string("bf16"), sub);
+    } else if (key == "bf16_master_weights_and_grads") {
+      if (!b()) return true;
+      r.set("plugin.optim_hybrid_adam.master_dtype", std::string("bf16"), sub);
+      r.warn(sub + ": the master weights are kept in bf16 (rounded stochastically: "
+                   "plugin.optim_hybrid_adam.master_rounding); zt's reduced gradients stay fp32");
+    } else {
+      return false;
+    }
     return true;
   });
 }

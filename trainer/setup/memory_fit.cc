@@ -199,6 +199,8 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
   p.optimizer_states = in.optimizer_states;
   in.state_element_size = optimizer_state_bytes(engine);
   p.state_element_size = in.state_element_size;
+  in.master_element_size = optimizer_master_bytes(engine);
+  p.master_element_size = in.master_element_size;
   p.separate_master = separate_master_share(engine);
   p.optimizer_in_files = files_share(engine.offload_optimizer, zero.offload_optimizer_fraction);
   p.params_in_files = files_share(engine.offload_param, zero.offload_param_fraction);
@@ -229,7 +231,8 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
     // states this rank holds in memory (file tiers are streamed into the file instead).
     const double shard = static_cast<double>(in.stage >= 1 ? in.parameters / in.shard_world
                                                            : in.parameters);
-    const double in_memory = static_cast<double>(4 + in.optimizer_states * in.state_element_size) *
+    const double in_memory = static_cast<double>(in.master_element_size +
+                                                 in.optimizer_states * in.state_element_size) *
                              shard * (1 - p.optimizer_in_files);
     in.checkpoint_bytes = 8 * kMiB + (checkpoint.async ? static_cast<int64_t>(in_memory) : 0);
   }
@@ -248,8 +251,11 @@ int64_t shard_of(const FitInputs& in, int64_t elements) {
 int64_t tile_elements(const FitInputs& in) {
   if (in.states.optimizer_in_files <= 0 && !in.params_streamed) return 0;
   const int64_t largest = std::min(in.sub_group_size, shard_of(in, in.largest_owned));
-  return round_up(std::max<int64_t>(1, largest),
-                  in.alignment / std::min<int64_t>(in.element_size, 4));
+  // Aligned in the narrowest array a tile holds, as the engine's placement rounds it.
+  const int64_t narrowest = std::min<int64_t>(
+      {in.element_size, in.master_element_size,
+       in.optimizer_states > 0 ? in.state_element_size : 4});
+  return round_up(std::max<int64_t>(1, largest), in.alignment / narrowest);
 }
 
 // The model while it is built, beyond its model states. The engine builds it a group at a time
@@ -292,7 +298,8 @@ int64_t staging_bytes(const FitInputs& in) {
   if (in.states.optimizer_in_files > 0) {
     // The update's set holds a gradient tile even where gradients wait in host memory.
     const int64_t arrays = 2 + in.optimizer_states + (in.states.grads_in_files ? 1 : 0) +
-                           (in.params_streamed && in.element_size != 4 ? 1 : 0);
+                           (in.params_streamed && in.element_size != in.master_element_size ? 1
+                                                                                            : 0);
     bytes += in.pipeline_sets * arrays * tile;
   }
   if (in.params_streamed) {

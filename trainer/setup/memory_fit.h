@@ -41,9 +41,10 @@ struct FitInputs {
   int shard_world = 1;  // ranks one shard group splits states over: N, or k with MiCS
   int local_ranks = 1;  // ranks of this host: they share its RAM and disks
   int stage = 0;
-  int64_t element_size = 4;        // compute dtype
-  int64_t optimizer_states = 2;    // arrays per element beside the master
-  int64_t state_element_size = 4;  // bytes per element of each (optimizer_state_bytes)
+  int64_t element_size = 4;         // compute dtype
+  int64_t optimizer_states = 2;     // arrays per element beside the master
+  int64_t state_element_size = 4;   // bytes per element of each (optimizer_state_bytes)
+  int64_t master_element_size = 4;  // bytes per element of the master (optimizer_master_bytes)
   // The model.
   int64_t parameters = 0;
   int64_t largest_unit = 0;    // elements one unit gathers (owned and borrowed)

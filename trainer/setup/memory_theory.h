@@ -45,11 +45,12 @@ struct StatePlacement {
   int stage = 0;
   int64_t psi = 0;
   int world = 1;
-  int64_t element_size = 4;        // the compute dtype's bytes
-  int64_t optimizer_states = 2;    // arrays per element beside the master (Adam: 2)
-  int64_t state_element_size = 4;  // bytes per element of each (bf16 states: 2)
-  // fp32 compute: the share of parameters whose master is its own copy (zt/host/compose.h's
-  // separate_master_share); bf16/fp16 always have one.
+  int64_t element_size = 4;         // the compute dtype's bytes
+  int64_t optimizer_states = 2;     // arrays per element beside the master (Adam: 2)
+  int64_t state_element_size = 4;   // bytes per element of each (bf16 states: 2)
+  int64_t master_element_size = 4;  // bytes per element of the master (bf16 masters: 2)
+  // Compute in the master's dtype: the share of parameters whose master is its own copy
+  // (zt/host/compose.h's separate_master_share); other compute dtypes always have one.
   double separate_master = 0;
   double optimizer_in_files = 0;  // share of master + states in a file tier (offload fraction)
   double params_in_files = 0;     // stage 3: share of parameter shards in a file tier
@@ -76,15 +77,19 @@ inline StateBytes rank_state_bytes(const StatePlacement& p) {
   const double opt_files = p.stage >= 1 ? p.optimizer_in_files : 0;
   const double param_files = p.stage == 3 ? p.params_in_files : 0;
   const double grad_files = p.grads_in_files ? opt_files : 0;
-  // A master in a tier is always its own copy; in fp32 the others are the parameters.
-  const double own_master = p.element_size == 4 ? std::max(p.separate_master, opt_files) : 1;
+  // A master in a tier is always its own copy; in the master's dtype the others are the
+  // parameters.
+  const double own_master = p.element_size == p.master_element_size
+                                ? std::max(p.separate_master, opt_files)
+                                : 1;
+  const auto master_es = static_cast<double>(p.master_element_size);
   StateBytes b;
   b.params = static_cast<int64_t>(p.stage < 3 ? es * psi : es * shard * (1 - param_files));
-  b.master = static_cast<int64_t>(4 * shard * (own_master - opt_files));
+  b.master = static_cast<int64_t>(master_es * shard * (own_master - opt_files));
   const double state_bytes = static_cast<double>(p.optimizer_states * p.state_element_size);
   b.states = static_cast<int64_t>(state_bytes * shard * (1 - opt_files));
   b.grads = static_cast<int64_t>(4 * shard * (1 - grad_files));
-  b.optimizer_files = static_cast<int64_t>((4.0 + state_bytes) * shard * opt_files +
+  b.optimizer_files = static_cast<int64_t>((master_es + state_bytes) * shard * opt_files +
                                            4 * shard * grad_files);
   b.param_files = static_cast<int64_t>(es * shard * param_files);
   return b;

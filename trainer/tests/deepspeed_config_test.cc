@@ -239,6 +239,27 @@ TEST_CASE("DeepSpeed ZeRO++: qwZ and qgZ are codec_blockq at 8 and 4 bits, hpZ a
             "zero_optimization: zero_hpz_partition_size and mics_shard_size both set the group"));
 }
 
+TEST_CASE("DeepSpeed's bf16 optimizer states and master weights are optim_hybrid_adam's dtypes") {
+  const auto s = zt::trainer::read_deepspeed_json(
+      R"({"bf16": {"enabled": true, "bf16_optimizer_states": true,
+                   "bf16_master_weights_and_grads": true}})",
+      "ds.json", false, 2);
+  check_settings(
+      s, "ds.json",
+      {{"precision.compute", std::string("bf16"), "bf16.enabled"},
+       {"plugin.optim_hybrid_adam.state_dtype", std::string("bf16"), "bf16.bf16_optimizer_states"},
+       {"plugin.optim_hybrid_adam.master_dtype", std::string("bf16"),
+        "bf16.bf16_master_weights_and_grads"}});
+  REQUIRE(s.warnings.size() == 1);
+  CHECK(has(s.warnings[0], "zt's reduced gradients stay fp32"));
+  // false sets nothing; a key DeepSpeed's bf16 section does not have is refused by name.
+  const auto off = zt::trainer::read_deepspeed_json(
+      R"({"bf16": {"bf16_optimizer_states": false, "bf16_master_weights_and_grads": false}})",
+      "ds.json", false, 2);
+  CHECK(off.settings.empty());
+  CHECK(has(refusal(R"({"bf16": {"bf16_moments": true}})"), "bf16.bf16_moments"));
+}
+
 TEST_CASE("JSON syntax errors give line and column, and batches must multiply out") {
   const std::string e = refusal(R"({
   "zero_optimization": {"stage": 2,}

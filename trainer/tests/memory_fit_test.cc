@@ -119,6 +119,22 @@ TEST_CASE("model-state bytes by place follow the engine's placement") {
   CHECK(b.master == 1000);
   CHECK(b.states == 2000);
   CHECK(b.grads == 1000);
+  // bf16 masters with bf16 compute: the parameters are the masters, no separate copy.
+  low.master_element_size = 2;
+  b = zt::trainer::rank_state_bytes(low);
+  CHECK(b.params == 2000);
+  CHECK(b.master == 0);
+  // bf16 masters with fp32 compute, in files: 2 + 8 bytes per owned element leave the host.
+  StatePlacement files;
+  files.stage = 3;
+  files.psi = 1000;
+  files.world = 2;
+  files.master_element_size = 2;
+  files.optimizer_in_files = 1;
+  b = zt::trainer::rank_state_bytes(files);
+  CHECK(b.master == 0);
+  CHECK(b.optimizer_files == 10 * 500);
+  CHECK(b.host() == 2000 + 2000);
 }
 
 TEST_CASE("fit inputs: sizes from the model's declarations, the stage-3 prefetch window") {
@@ -247,6 +263,13 @@ TEST_CASE("estimate: with clipping, gradients wait in host memory beside a file 
   CHECK(files.disks[0].per_rank == 16 * 59264 + 5 * 28 * 4096);
   const FitEstimate memory = estimate(job(bf16));
   CHECK(memory.state_bytes.states == 2 * 2 * 59264);
+  // bf16 masters: 2 bytes per element in the folder; with bf16 compute in memory they are the
+  // parameter shard itself, where fp32 masters are a copy of 4.
+  const std::string masters = "[plugin.optim_hybrid_adam]\nmaster_dtype = \"bf16\"\n";
+  const FitEstimate master_files = estimate(job(std::string(kBothInFiles) + masters));
+  CHECK(master_files.disks[0].per_rank == 18 * 59264 + 5 * 28 * 4096);
+  CHECK(estimate(job("", {"precision.compute=\"bf16\""})).state_bytes.master == 4 * 59264);
+  CHECK(estimate(job(masters, {"precision.compute=\"bf16\""})).state_bytes.master == 0);
 }
 
 TEST_CASE("refusal: host RAM short names its bytes, what it has and the knobs with file:line") {

@@ -103,6 +103,7 @@ TEST_CASE("tune: around a composition, one knob changes at a time") {
   // States streamed from NVMe: Adam's moments in bf16 are raced too; not when they are already
   // bf16, nor when the states stay in memory.
   CHECK(has("plugin.optim_hybrid_adam.state_dtype=\"bf16\""));
+  CHECK(has("plugin.optim_hybrid_adam.master_dtype=\"bf16\""));
   auto variants = [](const std::vector<std::string>& lead) {
     const zt::Config c = loader()(lead);
     return compositions_around(zt::trainer::JobSettings::of(c), Candidate{lead, "", ""});
@@ -121,6 +122,20 @@ TEST_CASE("tune: around a composition, one knob changes at a time") {
   CHECK(count_bf16(bf16_lead) == static_cast<std::ptrdiff_t>(bf16_lead.size()));
   CHECK(count_bf16(variants({"zero.stage=3", "plugins.offload_optimizer=\"offload_cpu\""})) == 0);
   CHECK(count_bf16(variants({"zero.stage=2"})) == 0);
+  // bf16 master weights likewise: raced once, not again when the leader has them.
+  auto count_masters = [](const std::vector<Candidate>& near) {
+    return std::count_if(near.begin(), near.end(), [](const Candidate& v) {
+      return sets(v, "plugin.optim_hybrid_adam.master_dtype=\"bf16\"");
+    });
+  };
+  CHECK(count_masters(around) == 1);
+  const std::vector<Candidate> masters_lead = variants(
+      {"zero.stage=3", "plugins.offload_optimizer=\"offload_nvme\"",
+       "plugin.optim_hybrid_adam.master_dtype=\"bf16\""});
+  CHECK(masters_lead.size() == around.size() - 1);
+  CHECK(count_masters(masters_lead) == static_cast<std::ptrdiff_t>(masters_lead.size()));
+  CHECK(count_masters(variants({"zero.stage=3", "plugins.offload_optimizer=\"offload_cpu\""})) ==
+        0);
   for (const Candidate& c : around) {
     // The leader's own setting is replaced, never listed twice.
     const auto stage = std::count_if(
@@ -144,6 +159,11 @@ TEST_CASE("tune: a label says what the composition runs") {
                       "plugin.optim_hybrid_adam.state_dtype=\"bf16\""}))) ==
         "stage 1, shard_bucket, micro 2 x accum 2, optimizer 100% offload_nvme, sub_group "
         "1000000000, queue 8, bf16 states");
+  CHECK(composition_label(zt::trainer::JobSettings::of(
+            loader()({"zero.stage=1", "plugins.offload_optimizer=\"offload_nvme\"",
+                      "plugin.optim_hybrid_adam.master_dtype=\"bf16\""}))) ==
+        "stage 1, shard_bucket, micro 2 x accum 2, optimizer 100% offload_nvme, sub_group "
+        "1000000000, queue 8, bf16 masters");
   CHECK(config_value(loader()({}), "plugin.offload_nvme.queue_depth") == "8");
 }
 

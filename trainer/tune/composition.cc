@@ -61,6 +61,7 @@ std::string composition_label(const JobSettings& job) {
     label += ", queue " + std::to_string(nvme->options.get_int("queue_depth"));
   }
   if (optimizer_state_bytes(engine) == 2) label += ", bf16 states";
+  if (optimizer_master_bytes(engine) == 2) label += ", bf16 masters";
   if (stage >= 1 && engine.groups.size >= 0)
     label += ", MiCS " + std::to_string(engine.groups.size);
   return label;

@@ -40,7 +40,8 @@ void offload_traffic(const JobSettings& job, CompositionEstimate& e) {
                : zero.gradients_in_tier       ? 8 + partial_sums
                                               : 0;
   }
-  add(engine.offload_optimizer, (2 * (4.0 + states) + gradient) * shard * opt_share);
+  const auto master = static_cast<double>(in.master_element_size);
+  add(engine.offload_optimizer, (2 * (master + states) + gradient) * shard * opt_share);
   if (in.stage == 3) {
     const double accum = static_cast<double>(job.data.grad_accum);
     add(engine.offload_param, (2 * accum + 1) * static_cast<double>(in.element_size) * shard *

@@ -166,14 +166,16 @@ std::vector<Candidate> compositions_around(const JobSettings& job, const Candida
     }
   }
   // Optimizer states streamed from NVMe: the disk is the likely bound, and Adam's moments in
-  // bf16 move 4 bytes per parameter less each way. The only knob here that changes the numbers
-  // (within bf16's rounding): the final A/B compares its losses with the config's and reports a
-  // change beyond --rtol instead of adopting it silently.
+  // bf16 move 4 bytes per parameter less each way, bf16 master weights 2. The only knobs here
+  // that change the numbers (within bf16's rounding): the final A/B compares their losses with
+  // the config's and reports a change beyond --rtol instead of adopting one silently.
   const PluginChoice& opt = engine.optimizer;
   if (stage >= 1 && engine.offload_optimizer.id == "offload_nvme" &&
-      zero.offload_optimizer_fraction > 0 && optimizer_state_bytes(engine) == 4 && opt.chosen() &&
-      opt.declares("state_dtype")) {
-    out.push_back(with(around, "plugin." + opt.id + ".state_dtype", quoted("bf16")));
+      zero.offload_optimizer_fraction > 0 && opt.chosen()) {
+    if (optimizer_state_bytes(engine) == 4 && opt.declares("state_dtype"))
+      out.push_back(with(around, "plugin." + opt.id + ".state_dtype", quoted("bf16")));
+    if (optimizer_master_bytes(engine) == 4 && opt.declares("master_dtype"))
+      out.push_back(with(around, "plugin." + opt.id + ".master_dtype", quoted("bf16")));
   }
   return out;
 }

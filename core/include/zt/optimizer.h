@@ -1,9 +1,9 @@
-// Optimizer: updates flat fp32 master shards in place. The engine owns every buffer: for each
-// shard it hands over the master parameters, the gradient, the optimizer's own state tensors
-// (allocated by the engine from state_names() in state_dtype(), zero-initialised, same numel as
-// the shard) and,
-// optionally, a low-precision copy to refresh with the updated parameters.
-// A step runs where the shard lives (CPU kernel for host tensors, CUDA kernel for device ones).
+// Optimizer: updates flat master shards (fp32, or bf16: master_dtype()) in place. The engine owns
+// every buffer: for each shard it hands over the master parameters, the gradient, the optimizer's
+// own state tensors (allocated by the engine from state_names() in state_dtype(), zero-initialised,
+// same numel as the shard) and, optionally, a low-precision copy to refresh with the updated
+// parameters. A step runs where the shard lives (CPU kernel for host tensors, CUDA kernel for
+// device ones).
 //
 // The update must be element-wise: an element's new values depend only on that element's
 // param, grad and states and on StepArgs. The engine relies on it: within one training step it
@@ -33,13 +33,14 @@ namespace zt {
 // One shard (or a tile of one): every tensor contiguous, 1-D, on the same device, with the same
 // numel (0 is allowed: a no-op).
 struct ShardTensors {
-  at::Tensor param;                // in/out: fp32 master shard, updated in place
+  at::Tensor param;                // in/out: master shard of master_dtype(), updated in place
   at::Tensor grad;                 // in: fp32 (bf16/fp16 where the plugin supports them); not
                                    //     modified, not yet divided by grad_divisor
   std::vector<at::Tensor> states;  // in/out: in state_names() order, of state_dtype(), updated
                                    //     in place
   at::Tensor copy_out;             // out, optional (undefined = none): bf16/fp16 copy of the new
-                                   //     params (the engine passes none today)
+                                   //     params (the engine passes none today; never with bf16
+                                   //     masters, which are their own 16-bit copy)
   uint64_t seed = 0;  // element i of this slice is element seed + i of the model's states: the
                       // key of its random bits where the optimizer rounds stochastically, so an
                       // element draws the same bits however the engine slices or places it
@@ -66,6 +67,13 @@ class ZT_API Optimizer {
   // life; checkpoints hold states as fp32 values whatever it is, so a run may resume with
   // another. Never throws.
   virtual at::ScalarType state_dtype() const { return at::kFloat; }
+  // The dtype of the master parameters (ShardTensors::param): at::kFloat, or at::kBFloat16 (the
+  // optimizer widens them, computes in fp32 and rounds once when it stores: 2 bytes per
+  // parameter fewer in memory, in offload tiers and in their traffic, at the cost of updates
+  // smaller than half a bf16 spacing, which only stochastic rounding keeps on average). Fixed for
+  // the optimizer's life; checkpoints hold masters as fp32 values whatever it is, so a run may
+  // resume with another. Never throws.
+  virtual at::ScalarType master_dtype() const { return at::kFloat; }
   // The configured learning rate; the trainer's schedule (run.lr_schedule) scales it and passes
   // the result as StepArgs::lr. Never throws.
   virtual double base_lr() const = 0;

@@ -40,11 +40,9 @@ Int whole(const Json& j, const char* key) {
 }
 
 Json counters_json(const EngineCounters& c) {
-  return {{"optimizer_steps", c.optimizer_steps},
-          {"loss_scale", c.loss_scale},
-          {"clean_steps", c.clean_steps},
-          {"hysteresis_left", c.hysteresis_left},
-          {"state_dtype", c.state_dtype}};
+  return {{"optimizer_steps", c.optimizer_steps}, {"loss_scale", c.loss_scale},
+          {"clean_steps", c.clean_steps},         {"hysteresis_left", c.hysteresis_left},
+          {"state_dtype", c.state_dtype},         {"master_dtype", c.master_dtype}};
 }
 
 EngineCounters counters_from(const Json& j) {
@@ -54,6 +52,7 @@ EngineCounters counters_from(const Json& j) {
   c.clean_steps = whole<int64_t>(j, "clean_steps");
   c.hysteresis_left = whole<int64_t>(j, "hysteresis_left");
   if (j.contains("state_dtype")) c.state_dtype = j.at("state_dtype").get<std::string>();
+  if (j.contains("master_dtype")) c.master_dtype = j.at("master_dtype").get<std::string>();
   return c;
 }
 

@@ -4,6 +4,7 @@
 #include "compose/offload_tiers.h"
 #include "zt/host/compose.h"
 
+#include "zt/error.h"
 #include "zt/host/flight_recorder.h"
 #include "zt/host/plugin_loader.h"
 
@@ -61,6 +62,24 @@ void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& 
   for (const std::string& line : lines) c.codecs += (c.codecs.empty() ? "" : "; ") + line;
 }
 
+// A 16-bit master beside fp32 parameters in compute memory is a second copy of every parameter
+// (2 bytes more than the fp32 master it replaces, which the parameters would have been): refused,
+// naming the ways that make it pay.
+void check_master_placement(const EngineSettings& settings, const Optimizer& optimizer) {
+  if (optimizer.master_dtype() == at::kFloat || settings.options.compute_dtype != at::kFloat ||
+      settings.offload_optimizer.chosen()) {
+    return;
+  }
+  const Options& o = settings.optimizer.options;
+  throw ConfigError(o.where("master_dtype").str() + ": plugin." + settings.optimizer.id +
+                    ".master_dtype = \"bf16\" with precision.compute = \"fp32\" and no "
+                    "plugins.offload_optimizer keeps the fp32 parameters beside a bf16 copy "
+                    "(6 bytes a parameter, where the fp32 parameters alone are the master in 4); "
+                    "compute in bf16 (precision.compute = \"bf16\": the master is then the "
+                    "parameters), offload the optimizer (plugins.offload_optimizer), or keep "
+                    "master_dtype = \"fp32\"");
+}
+
 // Everything but the communicator, which `c` has: the engine (`make_engine` builds it over the
 // parts) and what it is composed of.
 void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog& catalog,
@@ -71,6 +90,7 @@ void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog
   c.strategy = make_shard_strategy(settings, catalog);
   c.optimizer_id = settings.optimizer.id;
   c.optimizer = catalog.optimizer(c.optimizer_id).create(settings.optimizer.options);
+  check_master_placement(settings, *c.optimizer);
   c.tiers = make_offload_tiers(settings, catalog, env, store, timeout);
   c.options = settings.options;
   const ShardGroupChoice groups = shard_groups(settings, env.world, env.local_world);
@@ -117,11 +137,22 @@ CodecPlacement codec_placement(const EngineSettings& settings, int world, int gr
   return p;
 }
 
-int64_t optimizer_state_bytes(const EngineSettings& settings) {
+namespace {
+
+// Bytes per element of an array whose dtype the optimizer's option `key` names (fp32 default).
+int64_t optimizer_dtype_bytes(const EngineSettings& settings, const char* key) {
   const PluginChoice& o = settings.optimizer;
-  return o.chosen() && o.declares("state_dtype") && o.options.get_string("state_dtype") == "bf16"
-             ? 2
-             : 4;
+  return o.chosen() && o.declares(key) && o.options.get_string(key) == "bf16" ? 2 : 4;
+}
+
+}  // namespace
+
+int64_t optimizer_state_bytes(const EngineSettings& settings) {
+  return optimizer_dtype_bytes(settings, "state_dtype");
+}
+
+int64_t optimizer_master_bytes(const EngineSettings& settings) {
+  return optimizer_dtype_bytes(settings, "master_dtype");
 }
 
 std::unique_ptr<ShardStrategy> make_shard_strategy(const EngineSettings& settings,

@@ -33,7 +33,7 @@ EngineTiers OffloadTiers::engine_tiers() const {
 std::string OffloadTiers::describe() const {
   std::string out;
   if (!optimizer_id.empty()) {
-    out += "optimizer states + fp32 master -> " + optimizer_id + ": " +
+    out += "optimizer states + master -> " + optimizer_id + ": " +
            by_id.at(optimizer_id)->describe();
   }
   if (!param_id.empty()) {

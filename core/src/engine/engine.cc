@@ -141,7 +141,8 @@ struct Engine::Impl {
                  gatherer, streamed, tiers, ledger},
                 {opt.stage, opt.compute_dtype, opt.grad_accum, opt.gradient_predivide_factor,
                  opt.gradient_clipping, opt.allgather_bucket_mb}),
-        io(layout, storage, t.optimizer, tile_elements, optimizer.state_dtype(), ledger),
+        io(layout, storage, t.optimizer, tile_elements, optimizer.master_dtype(),
+           optimizer.state_dtype(), ledger),
         parts{layout,        storage, comm,      groups->shard(),   groups->replica_index(),
               optimizer,     scaler,  stepper,   gatherer,          io,
               ledger,        t.param, opt.stage, opt.compute_dtype, opt.gradient_predivide_factor,
@@ -168,6 +169,7 @@ struct Engine::Impl {
     request.optimizer_tier = t.optimizer != nullptr;
     request.optimizer_fraction = opt.offload_optimizer_fraction;
     request.optimizer_arrays = 1 + static_cast<int64_t>(state_names.size());
+    request.master_element_size = static_cast<int64_t>(c10::elementSize(optimizer.master_dtype()));
     request.state_element_size = static_cast<int64_t>(c10::elementSize(optimizer.state_dtype()));
     request.optimizer_alignment = t.optimizer ? t.optimizer->alignment() : 1;
     request.param_tier = t.param != nullptr;
@@ -183,6 +185,7 @@ struct Engine::Impl {
     for (auto& [tier, bytes] : need) tier->prepare(bytes);
     StorageContext context{opt.stage,   opt.compute_dtype, state_names,  optimizer.state_dtype(),
                            t.optimizer, t.param,           tile_elements};
+    context.master_dtype = optimizer.master_dtype();
     context.streamed_grads_in_memory = streamed_gradients_in_memory(opt);
     std::vector<ShardStorage> out;
     for (size_t u = 0; u < layout.unit_groups.size(); ++u) {

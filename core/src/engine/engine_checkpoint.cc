@@ -205,6 +205,9 @@ void put_streamed_master(EngineParts& e, int gi, int64_t begin, float* data, int
   const ParamGroup& g = e.layout.groups[gi];
   ShardStorage& s = e.storage[gi];
   const at::Tensor master = view_of(data, count, at::kFloat);
+  // The run is about to be rounded into a 16-bit master (ShardIo): the parameters get that
+  // value, not the one before rounding, and the rounding then leaves the run as it is.
+  if (e.optimizer.master_dtype() != at::kFloat) master.copy_(master.to(e.optimizer.master_dtype()));
   const int64_t local = begin - g.first;
   if (e.stage < 3) {
     g.flat.narrow(0, begin, count).copy_(master);
@@ -220,8 +223,8 @@ void put_streamed_master(EngineParts& e, int gi, int64_t begin, float* data, int
   }
 }
 
-std::string state_dtype_name(const Optimizer& optimizer) {
-  return optimizer.state_dtype() == at::kBFloat16 ? "bf16" : "fp32";
+std::string optimizer_dtype_name(at::ScalarType dtype) {
+  return dtype == at::kBFloat16 ? "bf16" : "fp32";
 }
 
 std::vector<std::string> checkpoint_kinds(const Optimizer& optimizer) {
@@ -252,7 +255,8 @@ void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
   std::vector<ResidualPiece> residuals;
   declare_residuals(e, writer, residuals);
   writer.set_counters({e.stepper.steps(), e.scaler.saved_scale(), e.scaler.clean_steps(),
-                       e.scaler.hysteresis_left(), state_dtype_name(e.optimizer)});
+                       e.scaler.hysteresis_left(), optimizer_dtype_name(e.optimizer.state_dtype()),
+                       optimizer_dtype_name(e.optimizer.master_dtype())});
   writer.begin_data();
   for (size_t g = 0; g < layout.groups.size(); ++g) {
     const FlatRange range = saved_range(e, layout.groups[g]);

@@ -19,10 +19,10 @@
 
 namespace zt {
 
-// "param" (the fp32 master), then every optimizer state: kind k is ShardIo array k.
+// "param" (the master), then every optimizer state: kind k is ShardIo array k.
 std::vector<std::string> checkpoint_kinds(const Optimizer& optimizer);
-// EngineCounters::state_dtype of the optimizer: "fp32" or "bf16".
-std::string state_dtype_name(const Optimizer& optimizer);
+// EngineCounters' name of a master or state dtype: "fp32" or "bf16".
+std::string optimizer_dtype_name(at::ScalarType dtype);
 
 // Engine::save_checkpoint: declares and writes this rank's pieces and the counters.
 void save_engine_checkpoint(EngineParts& engine, CheckpointRankWriter& writer);

@@ -120,8 +120,12 @@ void refresh_copies(EngineParts& e, int p, const at::Tensor& value, int64_t lo, 
 }
 
 // Puts `value` (fp32, the whole parameter, the same on every rank) into this rank's held part of
-// parameter `p`'s master and into every copy the engine computes with.
-void write_parameter(EngineParts& e, int p, const at::Tensor& value) {
+// parameter `p`'s master and into every copy the engine computes with. A 16-bit master keeps
+// `value` rounded to nearest even, and so do the copies: they hold the master's values.
+void write_parameter(EngineParts& e, int p, const at::Tensor& exact) {
+  const at::ScalarType master_dtype = e.optimizer.master_dtype();
+  const at::Tensor value = master_dtype == at::kFloat ? exact
+                                                      : exact.to(master_dtype).to(at::kFloat);
   const ParamSlot& slot = e.layout.params[p];
   const int gi = slot.group;
   const ParamGroup& g = e.layout.groups[gi];

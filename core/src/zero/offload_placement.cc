@@ -32,7 +32,8 @@ OffloadPlacement place_offload(const std::vector<PlacementGroup>& groups,
   out.param_in_tier.assign(groups.size(), false);
   const int64_t states = r.optimizer_arrays - 1;
   if (r.optimizer_tier) {
-    const double bytes_per_element = 4.0 + static_cast<double>(states * r.state_element_size);
+    const double bytes_per_element = static_cast<double>(r.master_element_size +
+                                                         states * r.state_element_size);
     out.optimizer_in_tier = place_share(groups, r.optimizer_fraction, bytes_per_element,
                                         [](const PlacementGroup& g) { return g.shard > 0; });
   }
@@ -45,7 +46,8 @@ OffloadPlacement place_offload(const std::vector<PlacementGroup>& groups,
   for (size_t i = 0; i < groups.size(); ++i) {
     const int64_t shard = groups[i].shard;
     if (out.optimizer_in_tier[i]) {
-      out.optimizer_tier_bytes += 2 * round_up(shard * 4, r.optimizer_alignment) +
+      out.optimizer_tier_bytes += round_up(shard * r.master_element_size, r.optimizer_alignment) +
+                                  round_up(shard * 4, r.optimizer_alignment) +
                                   states *
                                       round_up(shard * r.state_element_size, r.optimizer_alignment);
       largest = std::max(largest, shard);
@@ -55,10 +57,10 @@ OffloadPlacement place_offload(const std::vector<PlacementGroup>& groups,
       largest = std::max(largest, shard);
     }
   }
-  // A tile is fp32 (master, gradient), the states' dtype or the compute dtype (parameters): its
-  // start must be aligned in the narrowest of them.
+  // A tile is fp32 (gradient), the master's or the states' dtype or the compute dtype
+  // (parameters): its start must be aligned in the narrowest of them.
   const int64_t narrowest = std::min<int64_t>(
-      {r.param_element_size, 4, states > 0 ? r.state_element_size : 4});
+      {r.param_element_size, r.master_element_size, states > 0 ? r.state_element_size : 4});
   if (r.optimizer_tier) granule = std::max(granule, r.optimizer_alignment / narrowest);
   if (r.param_tier) granule = std::max(granule, r.param_alignment / narrowest);
   out.tile_elements = round_up(std::max<int64_t>(1, std::min(r.sub_group_size, largest)), granule);

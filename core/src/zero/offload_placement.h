@@ -21,8 +21,9 @@ struct PlacementGroup {
 struct PlacementRequest {
   bool optimizer_tier = false;      // plugins.offload_optimizer set (stages 1-3)
   double optimizer_fraction = 1;    // zero.offload_optimizer_fraction
-  int64_t optimizer_arrays = 1;     // arrays per element the fraction weighs: the fp32 master +
-                                    // each state (the tier also holds the group's fp32 gradient)
+  int64_t optimizer_arrays = 1;     // arrays per element the fraction weighs: the master + each
+                                    // state (the tier also holds the group's fp32 gradient)
+  int64_t master_element_size = 4;  // bytes per element of the master weights (bf16: 2)
   int64_t state_element_size = 4;   // bytes per element of each optimizer state (bf16: 2)
   int64_t optimizer_alignment = 1;  // the tier's alignment in bytes
   bool param_tier = false;          // plugins.offload_param set (stage 3)

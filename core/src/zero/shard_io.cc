@@ -9,11 +9,13 @@
 namespace zt {
 
 ShardIo::ShardIo(ModelLayout& layout, std::vector<ShardStorage>& storage, OffloadTier* tier,
-                 int64_t tile_elements, at::ScalarType state_dtype, MemoryLedger& ledger)
+                 int64_t tile_elements, at::ScalarType master_dtype, at::ScalarType state_dtype,
+                 MemoryLedger& ledger)
     : layout_(layout),
       storage_(storage),
       tier_(tier),
       tile_elements_(tile_elements),
+      master_dtype_(master_dtype),
       state_dtype_(state_dtype),
       ledger_(ledger) {}
 

@@ -1,7 +1,7 @@
-// ShardIo: reads, rewrites and edits a group's optimizer arrays (array 0: the fp32 master, then
-// each optimizer state in Optimizer::state_names order, in its state_dtype) as fp32 runs
-// wherever ShardStorage placed them (bf16 states widened exactly, and rounded to nearest even
-// when written back: a value that came from bf16 goes back unchanged), for
+// ShardIo: reads, rewrites and edits a group's optimizer arrays (array 0: the master, in the
+// optimizer's master_dtype, then each optimizer state in Optimizer::state_names order, in its
+// state_dtype) as fp32 runs wherever ShardStorage placed them (bf16 arrays widened exactly, and
+// rounded to nearest even when written back: a value that came from bf16 goes back unchanged), for
 // checkpoints, the debug accessors and with_gathered_parameters. In compute memory and in a host
 // tier the bytes are used in place. In a streamed (file) tier they move tile by tile through one
 // host buffer of the tier, so a shard is never whole in memory: every tile read is checked against
@@ -24,9 +24,10 @@ namespace zt {
 class ShardIo {
  public:
   // `tier`: the optimizer tier (null when none); `tile_elements`: the streamed tile length;
-  // `state_dtype`: the optimizer's states'.
+  // `master_dtype`, `state_dtype`: the optimizer's master weights' and states'.
   ShardIo(ModelLayout& layout, std::vector<ShardStorage>& storage, OffloadTier* tier,
-          int64_t tile_elements, at::ScalarType state_dtype, MemoryLedger& ledger);
+          int64_t tile_elements, at::ScalarType master_dtype, at::ScalarType state_dtype,
+          MemoryLedger& ledger);
 
   // A run of elements [begin, begin + count) of the flat buffer.
   using ReadFn = std::function<void(int64_t begin, const float* data, int64_t count)>;
@@ -57,7 +58,7 @@ class ShardIo {
   // In memory: hands [begin, end) of array `a` to `fn` as fp32 (16-bit states through a widened
   // run at a time, rounded back when `write_back`).
   void in_memory(int g, int64_t a, int64_t begin, int64_t end, bool write_back, const FillFn& fn);
-  at::ScalarType dtype(int64_t a) const { return a == 0 ? at::kFloat : state_dtype_; }
+  at::ScalarType dtype(int64_t a) const { return a == 0 ? master_dtype_ : state_dtype_; }
   TieredArray& file(const ShardStorage& s, int64_t a) const;
   at::Tensor& tensor(ShardStorage& s, int64_t a) const;
 
@@ -65,6 +66,7 @@ class ShardIo {
   std::vector<ShardStorage>& storage_;
   OffloadTier* tier_;
   int64_t tile_elements_;
+  at::ScalarType master_dtype_;
   at::ScalarType state_dtype_;
   MemoryLedger& ledger_;
 };

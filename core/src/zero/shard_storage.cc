@@ -11,10 +11,12 @@ void place_optimizer_in_tier(ShardStorage& s, const ParamGroup& g, const std::st
                              const at::Tensor& init, const StorageContext& c,
                              MemoryLedger& ledger) {
   OffloadTier& tier = *c.optimizer_tier;
-  const int64_t bytes = g.shard * 4, tile_bytes = c.tile_elements * 4;
+  const auto master_es = static_cast<int64_t>(c10::elementSize(c.master_dtype));
+  const int64_t bytes = g.shard * master_es, tile_bytes = c.tile_elements * master_es;
   const auto state_es = static_cast<int64_t>(c10::elementSize(c.state_dtype));
-  s.master_file = std::make_unique<TieredArray>(tier, "fp32 master of " + label, bytes, tile_bytes,
-                                                ledger);
+  s.master_file = std::make_unique<TieredArray>(
+      tier, std::string(c.master_dtype == at::kFloat ? "fp32" : "bf16") + " master of " + label,
+      bytes, tile_bytes, ledger);
   for (const auto& name : c.state_names) {
     s.state_files.push_back(std::make_unique<TieredArray>(
         tier, name + " of " + label, g.shard * state_es, c.tile_elements * state_es, ledger));
@@ -22,10 +24,10 @@ void place_optimizer_in_tier(ShardStorage& s, const ParamGroup& g, const std::st
   s.opt_streamed = s.master_file->address() == nullptr;
   // States start at zero: one zero broadcast over the shard, so no shard of zeros is allocated.
   const at::Tensor zeros = at::zeros({1}, c.state_dtype).expand({g.shard});
-  s.master_file->upload(init, at::kFloat);
+  s.master_file->upload(init, c.master_dtype);
   for (auto& f : s.state_files) f->upload(zeros, c.state_dtype);
   if (!s.opt_streamed) {
-    s.master = view_of(s.master_file->address(), g.shard, at::kFloat);
+    s.master = view_of(s.master_file->address(), g.shard, c.master_dtype);
     for (auto& f : s.state_files) s.states.push_back(view_of(f->address(), g.shard, c.state_dtype));
   }
   ledger.fixed().offload_optimizer += bytes + static_cast<int64_t>(c.state_names.size()) * g.shard *
@@ -53,6 +55,12 @@ bool keeps_full(const ParamGroup& g, const StorageContext& c) {
   return c.stage < 3 || g.persistent;
 }
 
+// The initial values as the master holds them: a 16-bit master rounds them (to nearest even), and
+// every copy the engine computes with starts from the master's values.
+void round_to_master(at::Tensor& values, const StorageContext& c) {
+  if (c.master_dtype != at::kFloat) values.copy_(values.to(c.master_dtype));
+}
+
 // Builds group `g`'s flat buffer and returns this rank's shard of the initial values in fp32.
 // A group that stays gathered gets every initial value; a stage 3 group that is gathered on
 // demand gets only this rank's (a flat buffer never written holds no memory), so a rank never
@@ -62,12 +70,14 @@ at::Tensor initial_shard(ModelLayout& layout, int gi, const StorageContext& c) {
   if (keeps_full(g, c)) {
     at::Tensor full32 = at::zeros({g.padded}, at::kFloat);
     layout.fill_initial(gi, 0, full32);
+    round_to_master(full32, c);
     g.flat = full32.to(c.dtype);
     layout.bind_views(gi);
     return full32.narrow(0, g.first, g.shard);
   }
   at::Tensor shard32 = at::zeros({g.shard}, at::kFloat);
   layout.fill_initial(gi, g.first, shard32);
+  round_to_master(shard32, c);
   g.flat = at::empty({g.padded}, at::TensorOptions().dtype(c.dtype));
   layout.bind_views(gi);
   return shard32;
@@ -108,17 +118,20 @@ ShardStorage build_shard_storage(ModelLayout& layout, int gi, bool opt_in_tier, 
   const std::string label = "group " + std::to_string(gi);
   const int64_t es = static_cast<int64_t>(c10::elementSize(c.dtype));
   const auto states = static_cast<int64_t>(c.state_names.size());
-  // In fp32 the parameters are the master weights (ZeRO's fp32 accounting): stages 0-2 update
-  // their own slot of the flat buffer in place, stage 3 gathers from the master shard. A master
-  // in a tier, or a stage 3 parameter shard in one, is its own copy.
-  const bool master_is_param = c.dtype == at::kFloat && !opt_in_tier && !param_in_tier;
+  // Where the parameters have the master's dtype (fp32, ZeRO's fp32 accounting; or bf16 with
+  // bf16 masters) they are the master weights: stages 0-2 update their own slot of the flat
+  // buffer in place, stage 3 gathers from the master shard. A master in a tier, or a stage 3
+  // parameter shard in one, is its own copy.
+  const bool master_is_param = c.dtype == c.master_dtype && !opt_in_tier && !param_in_tier;
   if (opt_in_tier) {
     place_optimizer_in_tier(s, g, label, init, c, ledger);
   } else {
-    s.master = master_is_param && c.stage < 3 ? g.flat.narrow(0, g.first, g.shard) : init.clone();
+    s.master = master_is_param && c.stage < 3 ? g.flat.narrow(0, g.first, g.shard)
+                                              : init.to(c.master_dtype, false, /*copy=*/true);
     for (int64_t i = 0; i < states; ++i) s.states.push_back(at::zeros({g.shard}, c.state_dtype));
-    if (!master_is_param)
-      ledger.fixed().master_params += g.shard * 4;  // else counted as parameters
+    if (!master_is_param)  // else counted as parameters
+      ledger.fixed().master_params += g.shard *
+                                      static_cast<int64_t>(c10::elementSize(c.master_dtype));
     ledger.fixed().optimizer_states += states * g.shard *
                                        static_cast<int64_t>(c10::elementSize(c.state_dtype));
   }

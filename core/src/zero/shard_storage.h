@@ -1,9 +1,9 @@
-// ShardStorage: what one rank keeps of a group between steps, and where: the fp32 master
-// weights and optimizer states of its shard (compute memory, a host tier used in place, or a
-// streamed tier), the reduced fp32 gradient shard (where the optimizer states are: with them in
-// the optimizer tier, like ZeRO-Offload's and ZeRO-Infinity's gradient partitions, so gradient
-// memory does not grow with the model either), and in stage 3 the parameter shard that
-// all-gathers read. Built once per group from the placement decided by place_offload.
+// ShardStorage: what one rank keeps of a group between steps, and where: the master weights
+// (fp32, or the optimizer's master_dtype) and optimizer states of its shard (compute memory, a host
+// tier used in place, or a streamed tier), the reduced fp32 gradient shard (where the optimizer
+// states are: with them in the optimizer tier, like ZeRO-Offload's and ZeRO-Infinity's gradient
+// partitions, so gradient memory does not grow with the model either), and in stage 3 the parameter
+// shard that all-gathers read. Built once per group from the placement decided by place_offload.
 // Thread safety: one thread (the training thread).
 #pragma once
 
@@ -21,7 +21,7 @@
 namespace zt {
 
 struct ShardStorage {
-  at::Tensor master;               // fp32, `shard` elements; undefined when streamed
+  at::Tensor master;               // master_dtype, `shard` elements; undefined when streamed
   std::vector<at::Tensor> states;  // one per optimizer state, like master but of state_dtype
   at::Tensor grad;         // fp32 reduced gradient, `shard` elements; undefined when streamed
   at::Tensor param_shard;  // stage 3: compute dtype, the all-gather source; undefined when streamed
@@ -53,6 +53,7 @@ struct StorageContext {
   // step needs the global norm before any update (clipping, loss scaling) and
   // zero.gradients_in_tier is off.
   bool streamed_grads_in_memory = false;
+  at::ScalarType master_dtype = at::kFloat;  // the optimizer's
 };
 
 // ShardTensors::seed of element `local` of group `g`'s shard, whose first element is element

@@ -19,11 +19,11 @@ StreamedUpdate::StreamedUpdate(ModelLayout& layout, std::vector<ShardStorage>& s
       options_(options),
       ledger_(ledger),
       arrays_(1 + static_cast<int64_t>(optimizer.state_names().size())),
+      master_dtype_(optimizer.master_dtype()),
       state_dtype_(optimizer.state_dtype()),
       param_tile_(false) {
-  // fp32 parameters streamed to a tier are the master tile's own bytes.
   for (const ShardStorage& s : storage_) {
-    param_tile_ |= s.opt_streamed && s.param_streamed && options_.dtype != at::kFloat;
+    param_tile_ |= s.opt_streamed && s.param_streamed && options_.dtype != master_dtype_;
   }
 }
 
@@ -74,7 +74,7 @@ void StreamedUpdate::verify(const Tile& t, int set, int64_t arrays, int64_t step
 void StreamedUpdate::update(const Tile& t, int set, const at::Tensor& grad, const StepArgs& args) {
   ShardStorage& s = storage_[t.group];
   const ParamGroup& g = layout_.groups[t.group];
-  at::Tensor master = view_of(buffer(set, 0), t.len, at::kFloat);
+  at::Tensor master = view_of(buffer(set, 0), t.len, master_dtype_);
   std::vector<at::Tensor> states;
   for (int64_t a = 1; a < arrays_; ++a)
     states.push_back(view_of(buffer(set, a), t.len, state_dtype_));
@@ -86,7 +86,7 @@ void StreamedUpdate::update(const Tile& t, int set, const at::Tensor& grad, cons
     g.flat.narrow(0, g.first + t.start, t.len).copy_(master);
   } else if (!s.param_streamed) {
     s.param_shard.narrow(0, t.start, t.len).copy_(master);
-  } else if (options_.dtype != at::kFloat) {
+  } else if (param_tile_) {
     view_of(buffer(set, arrays_ + 1), t.len, options_.dtype).copy_(master);
   }
 }
@@ -97,7 +97,7 @@ void StreamedUpdate::write(const Tile& t, int set, std::vector<std::shared_ptr<W
   for (int64_t a = 0; a < arrays_; ++a)
     works.push_back(array(s, a).write_tile(tile, buffer(set, a)));
   if (s.param_streamed) {
-    void* params = buffer(set, options_.dtype == at::kFloat ? 0 : arrays_ + 1);
+    void* params = buffer(set, param_tile_ ? arrays_ + 1 : 0);
     works.push_back(s.param_file->write_tile(tile, params));
   }
 }

@@ -1,4 +1,4 @@
-// StreamedUpdate: the optimizer step for groups whose fp32 master and states live in a tier
+// StreamedUpdate: the optimizer step for groups whose master and states live in a tier
 // that is not addressable (files). Each shard is cut into tiles of tile_elements; a tile's
 // master, states and reduced gradient (kept in the same tier, see TierGradients, or in host
 // memory where it waited for the global norm: ShardStorage::grad) are read into a host buffer
@@ -7,9 +7,9 @@
 // gradient is not: the next step's first reduction replaces it), with reads ahead and writes
 // behind overlapping the update (TilePipeline). Every tile read is checked against the checksum
 // it was written with. The buffer sets are allocated at the first step and kept, counted as
-// staging: sets x (master + states + gradient [+ a compute-dtype parameter tile when 16-bit
-// parameters are streamed too]) x tile_elements x 4 bytes, each rounded up to the tier's
-// alignment (a 16-bit state uses half of its buffer).
+// staging: sets x (master + states + gradient [+ a compute-dtype parameter tile when parameters
+// of another dtype than the master's are streamed too]) x tile_elements x 4 bytes, each rounded
+// up to the tier's alignment (a 16-bit master or state uses half of its buffer).
 // update_group() is the same update for one group whose reduced gradient is in memory, during
 // backward (ShardedStep::update_in_backward): the gradient never goes to the tier and back. Its
 // last writes stay in flight while backward goes on; settle() waits for them.
@@ -81,9 +81,12 @@ class StreamedUpdate {
   OffloadTier* tier_;
   StreamOptions options_;
   MemoryLedger& ledger_;
-  int64_t arrays_;              // master + each state; the gradient's buffer follows them in a set
-  at::ScalarType state_dtype_;  // the optimizer's states' (their buffers are fp32-sized)
-  bool param_tile_;  // 16-bit parameters streamed to a tier need their own converted tile
+  int64_t arrays_;               // master + each state; the gradient's buffer follows them in a set
+  at::ScalarType master_dtype_;  // the optimizer's master weights' (buffers are fp32-sized)
+  at::ScalarType state_dtype_;   // the optimizer's states' (their buffers are fp32-sized)
+  // Parameters streamed to a tier in another dtype than the master's need their own converted
+  // tile; in the master's dtype they are the master tile's own bytes.
+  bool param_tile_;
   std::vector<std::vector<StagingBuffer>> sets_;  // host buffers, one set per tile in flight
   std::unique_ptr<TilePipeline> in_backward_;     // update_group()'s, kept across groups
 };

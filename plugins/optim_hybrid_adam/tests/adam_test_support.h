@@ -1,6 +1,7 @@
 // Shared by optim_hybrid_adam's tests: the plugin loaded through the catalog as the engine loads
 // it, a shard as the engine hands it over, the double-precision reference of one step with its
-// error bound, and ZT_ADAM_ISA scoping to force each kernel (portable, avx2, avx512).
+// error bound, ZT_ADAM_ISA scoping to force each kernel (portable, avx2, avx512), bitwise
+// comparison of runs and host memory labelled as a CUDA device.
 // Include after <torch/torch.h> and <doctest/doctest.h> (with glog's CHECK dropped in between).
 #pragma once
 
@@ -225,5 +226,24 @@ constexpr Mode kModes[] = {
     {"AdamW", true, 0.05}, {"Adam (L2)", false, 0.05}, {"no decay", true, 0}};
 const torch::Dtype kGradTypes[] = {torch::kFloat, torch::kBFloat16, torch::kHalf};
 const std::optional<torch::Dtype> kCopyTypes[] = {std::nullopt, torch::kBFloat16, torch::kHalf};
+
+// Whether two runs' final tensors are equal bit for bit, tensor by tensor.
+inline bool same_bits(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!torch::equal(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+// `host`'s memory labelled as cuda:0 (no CUDA needed), for checks that must refuse CUDA shards
+// before reading through them; `host` must outlive it.
+inline torch::Tensor labelled_cuda(const torch::Tensor& host) {
+  const torch::Device cuda(torch::kCUDA, 0);
+  return at::for_blob(host.data_ptr(), host.sizes())
+      .options(host.options().device(cuda))
+      .target_device(cuda)
+      .make_tensor();
+}
 
 }  // namespace zt_adam_test

@@ -115,13 +115,6 @@ std::vector<torch::Tensor> final_state(const std::string& isa, int64_t n, const 
   return {s.param, s.exp_avg, s.exp_avg_sq};
 }
 
-bool same_bits(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!torch::equal(a[i], b[i])) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE(

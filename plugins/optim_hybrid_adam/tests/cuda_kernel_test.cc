@@ -5,8 +5,9 @@
 // (aligned buffers) against the scalar one (misaligned) bit for bit; hundreds of shards of mixed
 // sizes and types in one call, also cut into tiny launches and segments; 20-step trajectories
 // against the CPU kernels (the same bits as AVX2/AVX-512, which fuse the same multiply-adds);
-// bf16 moments (to nearest and stochastic) over 20 steps against the portable CPU kernel; and,
-// in a CUDA build of zt, the plugin itself with CUDA and host shards in one step.
+// bf16 moments (to nearest and stochastic) over 20 steps against the portable CPU kernel; bad
+// arguments (bf16 masters among them: the host kernels' only) refused; and, in a CUDA build of
+// zt, the plugin itself with CUDA and host shards in one step.
 //
 // Label `gpu`. Without a CUDA device (cudaGetDeviceCount fails or finds none) the executable
 // prints why and exits with kSkipReturnCode, which CTest reports as "Skipped" (SKIP_RETURN_CODE).
@@ -382,6 +383,12 @@ TEST_CASE("bad arguments are refused before anything is enqueued") {
   status = zt::hybrid_adam::adam_update_cuda(&misaligned, 1, c, test_stream());
   CHECK_FALSE(status.ok());
   CHECK(std::string(status.what).find("not aligned to its element size") != std::string::npos);
+  CHECK(status.launches == 0);
+  AdamBuffers bf16_master = b[0];  // bf16 masters are the host kernels' only
+  bf16_master.param_type = zt::hybrid_adam::ElemType::kBFloat16;
+  status = zt::hybrid_adam::adam_update_cuda(&bf16_master, 1, c, test_stream());
+  CHECK_FALSE(status.ok());
+  CHECK(std::string(status.what).find("bf16 master parameters") != std::string::npos);
   CHECK(status.launches == 0);
   b[0].grad = nullptr;
   status = zt::hybrid_adam::adam_update_cuda(b.data(), 1, c, test_stream());

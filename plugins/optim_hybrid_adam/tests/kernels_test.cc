@@ -55,13 +55,6 @@ std::vector<torch::Tensor> final_state(const std::string& isa, const Hyper& h, i
   return {s.param, s.exp_avg, s.exp_avg_sq, s.copy_out};
 }
 
-bool same_bits(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!torch::equal(a[i], b[i])) return false;
-  }
-  return true;
-}
-
 // One kernel, every mode, gradient type and copy-out, against the double reference.
 void check_kernel_against_reference(const std::string& isa) {
   IsaScope scope(isa);

@@ -111,11 +111,13 @@ TEST_CASE("options, defaults and state names") {
   std::vector<std::string> names;
   for (const auto& spec : plugin().options()) names.push_back(spec.name);
   CHECK(names == std::vector<std::string>{"lr", "betas", "eps", "weight_decay", "adamw",
-                                          "state_dtype", "state_rounding"});
+                                          "state_dtype", "state_rounding", "master_dtype",
+                                          "master_rounding"});
   auto opt = make_optimizer({});
   CHECK(opt->base_lr() == 1e-3);
   CHECK(opt->state_names() == std::vector<std::string>{"exp_avg", "exp_avg_sq"});
   CHECK((opt->state_dtype() == at::kFloat));
+  CHECK((opt->master_dtype() == at::kFloat));
   CHECK(make_optimizer({{"lr", 3e-4}})->base_lr() == 3e-4);
 }
 
@@ -354,15 +356,6 @@ TEST_CASE("invalid options are ConfigErrors naming the key") {
 // tests/cuda_kernel_test.cc runs real CUDA shards where there is a GPU.
 
 namespace {
-
-// `host`'s memory labelled as cuda:0; `host` must outlive it. Only checks may look at it.
-torch::Tensor labelled_cuda(const torch::Tensor& host) {
-  const torch::Device cuda(torch::kCUDA, 0);
-  return at::for_blob(host.data_ptr(), host.sizes())
-      .options(host.options().device(cuda))
-      .target_device(cuda)
-      .make_tensor();
-}
 
 struct TypedShard {
   int64_t n;

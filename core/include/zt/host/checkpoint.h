@@ -67,6 +67,9 @@ struct EngineCounters {
   // fp32 values either way (bf16 ones exactly), so it loads into either: into bf16 states each
   // value is rounded to nearest even. Checkpoints from before it was recorded are "fp32".
   std::string state_dtype = "fp32";
+  // The same for the master weights (Optimizer::master_dtype): held as fp32 values, rounded to
+  // nearest even when loaded into bf16 masters. Checkpoints from before it was recorded: "fp32".
+  std::string master_dtype = "fp32";
 };
 
 // What the trainer adds to a checkpoint besides the engine's state.

@@ -84,6 +84,9 @@ ZT_API double separate_master_share(const EngineSettings& settings);
 // where its options say state_dtype = "bf16" (optim_hybrid_adam's), else 4 (fp32, the default
 // of Optimizer::state_dtype).
 ZT_API int64_t optimizer_state_bytes(const EngineSettings& settings);
+// The same for the master weights: 2 where the optimizer's options say master_dtype = "bf16"
+// (optim_hybrid_adam's), else 4 (fp32, the default of Optimizer::master_dtype).
+ZT_API int64_t optimizer_master_bytes(const EngineSettings& settings);
 // Removes <path>/zt-<job> of every configured file tier; returns the folders that were there.
 ZT_API std::vector<std::string> remove_offload_leftovers(const EngineSettings& settings,
                                                          const std::string& job);
