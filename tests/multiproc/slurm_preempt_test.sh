@@ -112,8 +112,9 @@ job=$(submit "$tmp/save" -- "${sets[@]}" --set "run.out_dir=\"$tmp/save/run\"" \
   --set checkpoint.every_steps=1)
 wait_step "$tmp/save/run/metrics.jsonl" 3 "$job"
 saving=""
-for ((t = 0; t < 6000 && -z "$saving"; ++t)); do
-  saving=$(compgen -G "$tmp/save/run/checkpoints/.tmp-step-*" | head -n 1) || sleep 0.01
+for ((t = 0; t < 6000; ++t)); do
+  saving=$(compgen -G "$tmp/save/run/checkpoints/.tmp-step-*" | head -n 1) && break
+  sleep 0.01
 done
 [ -n "$saving" ] || fail "no save of job $job was seen in progress within 60 s"
 on scancel -b -s USR1 "$job"
