@@ -717,6 +717,13 @@ TEST_CASE("bf16 master weights: in tiers with fp32 compute and as the parameters
   INFO(refused.all());
   CHECK(refused.result.exit_code != 0);
   CHECK(contains(refused.reports[0], "master_dtype = \"bf16\" with precision.compute = \"fp32\""));
+  // So is an optimizer tier that holds none of them.
+  auto none_offloaded = run_engine(
+      2, {"--stage", "1", "--shard", "shard_tensor", "--master_dtype", "bf16",
+          "--offload_optimizer", "offload_cpu", "--optimizer_fraction", "0"});
+  INFO(none_offloaded.all());
+  CHECK(none_offloaded.result.exit_code != 0);
+  CHECK(contains(none_offloaded.reports[0], "zero.offload_optimizer_fraction > 0"));
 }
 
 TEST_CASE("bf16 master weights: checkpoints record the dtype, load fp32 masters into bf16 and "

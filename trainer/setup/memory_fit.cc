@@ -228,12 +228,12 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
   const CheckpointSettings& checkpoint = job.checkpoint;
   if (checkpoint.every_steps > 0) {
     // The saver's aligned staging buffer, and for an asynchronous save a copy of the master and
-    // states this rank holds in memory (file tiers are streamed into the file instead).
+    // states this rank holds in memory (file tiers are streamed into the file instead), as the
+    // fp32 values a checkpoint holds whatever their dtype in memory.
     const double shard = static_cast<double>(in.stage >= 1 ? in.parameters / in.shard_world
                                                            : in.parameters);
-    const double in_memory = static_cast<double>(in.master_element_size +
-                                                 in.optimizer_states * in.state_element_size) *
-                             shard * (1 - p.optimizer_in_files);
+    const double in_memory = static_cast<double>(4 * (1 + in.optimizer_states)) * shard *
+                             (1 - p.optimizer_in_files);
     in.checkpoint_bytes = 8 * kMiB + (checkpoint.async ? static_cast<int64_t>(in_memory) : 0);
   }
   return in;

@@ -233,6 +233,15 @@ TEST_CASE("estimate: pipelines off, stage 1 in bf16, an asynchronous checkpoint"
   CHECK(s1.host.construction == 4 * 49984 + 4 * 12496);
   CHECK(s1.host.checkpoint == 8 * zt::kMiB + 12 * 29632);
   CHECK(s1.disks.empty());
+  // 16-bit masters and moments: the snapshot holds the fp32 values a checkpoint holds, 12 bytes
+  // per element all the same, while the master itself is the bf16 parameters.
+  const FitEstimate bf16 = estimate(
+      job("[plugin.optim_hybrid_adam]\nstate_dtype = \"bf16\"\nmaster_dtype = \"bf16\"\n",
+          {"zero.stage=1", "precision.compute=\"bf16\"", "checkpoint.every_steps=1"}),
+      4);
+  CHECK(bf16.state_bytes.master == 0);
+  CHECK(bf16.state_bytes.states == 2 * 2 * 29632);
+  CHECK(bf16.host.checkpoint == 8 * zt::kMiB + 12 * 29632);
 }
 
 TEST_CASE("estimate: with clipping, gradients wait in host memory beside a file tier, and bf16 "

@@ -62,21 +62,30 @@ void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& 
   for (const std::string& line : lines) c.codecs += (c.codecs.empty() ? "" : "; ") + line;
 }
 
-// A 16-bit master beside fp32 parameters in compute memory is a second copy of every parameter
-// (2 bytes more than the fp32 master it replaces, which the parameters would have been): refused,
-// naming the ways that make it pay.
+// A bf16 master beside fp32 parameters in compute memory is a second copy of every parameter (2
+// bytes more than the fp32 master it replaces, which the parameters would have been), and beside
+// fp16 parameters a second 16-bit copy rounded another way: both refused, naming the ways that
+// make it pay. With part of the optimizer offloaded (a fraction below 1), the share left in
+// memory keeps such copies: docs/offload.md says so.
 void check_master_placement(const EngineSettings& settings, const Optimizer& optimizer) {
-  if (optimizer.master_dtype() == at::kFloat || settings.options.compute_dtype != at::kFloat ||
-      settings.offload_optimizer.chosen()) {
-    return;
-  }
+  if (optimizer.master_dtype() == at::kFloat) return;
   const Options& o = settings.optimizer.options;
+  if (settings.options.compute_dtype == at::kHalf) {
+    throw ConfigError(o.where("master_dtype").str() + ": plugin." + settings.optimizer.id +
+                      ".master_dtype = \"bf16\" with precision.compute = \"fp16\" keeps a bf16 "
+                      "copy of every parameter beside the fp16 ones; compute in bf16 (the master "
+                      "is then the parameters) or keep master_dtype = \"fp32\"");
+  }
+  const bool offloaded = settings.offload_optimizer.chosen() &&
+                         settings.options.offload_optimizer_fraction > 0;
+  if (settings.options.compute_dtype != at::kFloat || offloaded) return;
   throw ConfigError(o.where("master_dtype").str() + ": plugin." + settings.optimizer.id +
-                    ".master_dtype = \"bf16\" with precision.compute = \"fp32\" and no "
+                    ".master_dtype = \"bf16\" with precision.compute = \"fp32\" and nothing in "
                     "plugins.offload_optimizer keeps the fp32 parameters beside a bf16 copy "
                     "(6 bytes a parameter, where the fp32 parameters alone are the master in 4); "
                     "compute in bf16 (precision.compute = \"bf16\": the master is then the "
-                    "parameters), offload the optimizer (plugins.offload_optimizer), or keep "
+                    "parameters), offload the optimizer (plugins.offload_optimizer with "
+                    "zero.offload_optimizer_fraction > 0), or keep "
                     "master_dtype = \"fp32\"");
 }
 
