@@ -285,8 +285,9 @@ bool is_second_choice(const zt::Options& options, const std::string& key, const 
   return value == second;
 }
 
-// master_dtype and master_rounding into `c`. master_rounding defaults to stochastic, so only a
-// value the user wrote can contradict fp32 masters.
+// master_dtype and master_rounding into `c`. Only "nearest" contradicts fp32 masters: the
+// default, stochastic, may be written out whole (a config printed with --print-config, the arms
+// live A/B writes) and must load as it was.
 void read_master_options(const zt::Options& options, HybridAdamConfig& c) {
   c.master_dtype = is_second_choice(options, "master_dtype", "fp32", "bf16")
                        ? c10::ScalarType::BFloat16
@@ -294,7 +295,8 @@ void read_master_options(const zt::Options& options, HybridAdamConfig& c) {
   c.master_rounding = is_second_choice(options, "master_rounding", "stochastic", "nearest")
                           ? zt::hybrid_adam::StateRounding::kNearest
                           : zt::hybrid_adam::StateRounding::kStochastic;
-  if (options.is_set("master_rounding") && c.master_dtype == c10::ScalarType::Float) {
+  if (c.master_rounding == zt::hybrid_adam::StateRounding::kNearest &&
+      c.master_dtype == c10::ScalarType::Float) {
     option_error(options, "master_rounding",
                  "rounds bf16 master weights only, but master_dtype = \"fp32\" keeps them "
                  "exact: set master_dtype = \"bf16\" or drop master_rounding");
