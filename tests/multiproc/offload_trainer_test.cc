@@ -95,7 +95,7 @@ TEST_CASE(
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.substr(r.output.find("final loss"), 17) ==
         plain.output.substr(plain.output.find("final loss"), 17));
-  CHECK(contains(r.output, "offload: optimizer states + fp32 master -> offload_nvme"));
+  CHECK(contains(r.output, "offload: optimizer states + master -> offload_nvme"));
   CHECK(contains(r.output, "parameter shards -> offload_cpu"));
   CHECK(std::regex_search(r.output, std::regex("compute +offload_cpu +offload_nvme +total")));
   CHECK(contains(r.output, "offload I/O (rank 0): offload_cpu"));

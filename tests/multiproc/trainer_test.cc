@@ -420,7 +420,7 @@ TEST_CASE("--deepspeed: a DeepSpeed ZeRO-2 config with CPU offload trains, origi
   const auto trained = run_command(job);
   INFO(trained.output);
   CHECK(trained.exit_code == 0);
-  CHECK(contains(trained.output, "offload: optimizer states + fp32 master -> offload_cpu"));
+  CHECK(contains(trained.output, "offload: optimizer states + master -> offload_cpu"));
   CHECK(contains(trained.output, "summary: 3 steps"));
   // An unsupported key stops the job before any rank starts, unless lenient.
   write_file(dir.file("bad.json"),
