@@ -285,22 +285,34 @@ bool is_second_choice(const zt::Options& options, const std::string& key, const 
   return value == second;
 }
 
-// master_dtype and master_rounding into `c`. Only "nearest" contradicts fp32 masters: the
-// default, stochastic, may be written out whole (a config printed with --print-config, the arms
-// live A/B writes) and must load as it was.
-void read_master_options(const zt::Options& options, HybridAdamConfig& c) {
-  c.master_dtype = is_second_choice(options, "master_dtype", "fp32", "bf16")
-                       ? c10::ScalarType::BFloat16
-                       : c10::ScalarType::Float;
-  c.master_rounding = is_second_choice(options, "master_rounding", "stochastic", "nearest")
-                          ? zt::hybrid_adam::StateRounding::kNearest
-                          : zt::hybrid_adam::StateRounding::kStochastic;
-  if (c.master_rounding == zt::hybrid_adam::StateRounding::kNearest &&
-      c.master_dtype == c10::ScalarType::Float) {
-    option_error(options, "master_rounding",
-                 "rounds bf16 master weights only, but master_dtype = \"fp32\" keeps them "
-                 "exact: set master_dtype = \"bf16\" or drop master_rounding");
+// How one kind of array is stored: fp32, or bf16 rounded one way or the other.
+struct Storage {
+  c10::ScalarType dtype;
+  zt::hybrid_adam::StateRounding rounding;
+};
+
+// The pair of options `<dtype_key>` ("fp32" or "bf16") and `<rounding_key>` ("nearest" or
+// "stochastic") that says how `what` is stored. Only the rounding that is not the key's default
+// contradicts fp32 storage: a default may be written out whole (a config printed with
+// --print-config, the arms live A/B writes) and must load as it was.
+Storage read_storage(const zt::Options& options, const std::string& dtype_key,
+                     const std::string& rounding_key, const char* default_rounding,
+                     const std::string& what) {
+  const bool stochastic_default = std::string(default_rounding) == "stochastic";
+  const bool other_rounding = is_second_choice(options, rounding_key, default_rounding,
+                                               stochastic_default ? "nearest" : "stochastic");
+  const Storage s{is_second_choice(options, dtype_key, "fp32", "bf16") ? c10::ScalarType::BFloat16
+                                                                       : c10::ScalarType::Float,
+                  stochastic_default == other_rounding
+                      ? zt::hybrid_adam::StateRounding::kNearest
+                      : zt::hybrid_adam::StateRounding::kStochastic};
+  if (other_rounding && s.dtype == c10::ScalarType::Float) {
+    option_error(options, rounding_key,
+                 "rounds bf16 " + what + " only, but " + dtype_key +
+                     " = \"fp32\" keeps them exact: set " + dtype_key + " = \"bf16\" or drop " +
+                     rounding_key);
   }
+  return s;
 }
 
 class HybridAdamPlugin final : public zt::OptimizerPlugin {
@@ -389,18 +401,15 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
       option_error(options, "weight_decay", "must be a finite number >= 0 (0 disables it)");
     }
     c.adamw = options.get_bool("adamw");
-    c.state_dtype = options.get_string("state_dtype") == "bf16" ? c10::ScalarType::BFloat16
-                                                                : c10::ScalarType::Float;
-    c.state_rounding = options.get_string("state_rounding") == "stochastic"
-                           ? zt::hybrid_adam::StateRounding::kStochastic
-                           : zt::hybrid_adam::StateRounding::kNearest;
-    if (c.state_rounding == zt::hybrid_adam::StateRounding::kStochastic &&
-        c.state_dtype == c10::ScalarType::Float) {
-      option_error(options, "state_rounding",
-                   "rounds bf16 moments only, but state_dtype = \"fp32\" keeps them exact: "
-                   "set state_dtype = \"bf16\" or drop state_rounding");
-    }
-    read_master_options(options, c);
+    const Storage states = read_storage(options, "state_dtype", "state_rounding", "nearest",
+                                        "moments");
+    c.state_dtype = states.dtype;
+    c.state_rounding = states.rounding;
+    // Stochastic by default for masters: to nearest, updates under half a spacing are lost.
+    const Storage masters = read_storage(options, "master_dtype", "master_rounding", "stochastic",
+                                         "master weights");
+    c.master_dtype = masters.dtype;
+    c.master_rounding = masters.rounding;
     const zt::hybrid_adam::Isa isa = zt::hybrid_adam::choose_isa();
     return std::make_unique<HybridAdam>(c, zt::hybrid_adam::range_kernel(isa));
   }
