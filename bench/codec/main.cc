@@ -5,15 +5,18 @@
 // and on the bench GPT (~10.8M parameters, fp32, stage 3):
 //   loss  2 ranks on this host, --loss-steps steps per arm: exact, int8 weights, int4 gradients,
 //         int4 gradients with error feedback, int8 weights + int4 gradients with error feedback;
-//         the loss of each arm every 50 steps (the mean of the 10 steps ending there) and its
-//         gap to the exact run's, from rank 0's metrics.jsonl. The second arm is exact too, but
-//         averages its gradients in two halves (zero.gradient_predivide_factor = 2), which moves
-//         only the last bits of each step: its gap is the run-to-run spread the others' must be
-//         read against (on this job it is several percent). Two more arms keep Adam's moments
-//         in bf16 (16-bit optimizer states: to nearest, and stochastic rounding), two more the
-//         master weights (in a host tier: with fp32 compute a bf16 master cannot be the
-//         parameters; the tier alone changes no bit); --loss-arms picks codecs, states, masters
-//         or all.
+//         every 50 steps each arm's validation loss (the same held-out windows for every arm)
+//         and the mean training loss of the 50 steps ending there (the same batches for every
+//         arm), and their gaps to the exact run's, from rank 0's metrics.jsonl. The corpus is
+//         --loss-data (default Debian's fortunes, 2.6 MB: 300 steps see an eighth of it, so the
+//         loss measures learning, not a small file learnt by heart); its last 5% is held out.
+//         The second arm is exact too, but sums each step's gradients in another order (two
+//         micro batches of 2 instead of one of 4), which moves only the last bits of each step:
+//         its gap is the run-to-run spread the others' must be read against. Two more arms
+//         keep Adam's moments in bf16 (16-bit optimizer states: to nearest, and stochastic
+//         rounding), two more the master weights (in a host tier: with fp32 compute a bf16
+//         master cannot be the parameters; the tier alone changes no bit); --loss-arms picks
+//         codecs, states, masters or all.
 //   link  4 ranks in two simulated hosts (network namespaces, needs root), exact against int8
 //         weights + int4 gradients with error feedback, per link rate (`tc`): median step time,
 //         tokens/s ratio, bytes between the hosts per step (the veth's counters), and the
@@ -22,10 +25,12 @@
 // Prints markdown tables, writes bench-results/codec.json; exits non-zero when a job failed.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -52,6 +57,7 @@ namespace {
 const char* kUsage =
     "usage: zt_bench_codec [--part kernels|loss|link|all] [--loss-steps N] [--steps N]\n"
     "                      [--warmup W] [--loss-arms codecs|states|masters|all]\n"
+    "                      [--loss-data PATH]\n"
     "                      [--rates R1,R2] [--json PATH] [--trainer P]\n"
     "  Trains the bench GPT at stage 3 with and without ZeRO++ codecs (codec_blockq).\n"
     "  --part        kernels (encode/decode against memcpy), loss (one host), link (two\n"
@@ -59,6 +65,8 @@ const char* kUsage =
     "  --loss-steps  steps per arm of the loss part (default 300)\n"
     "  --loss-arms   the loss part's arms besides exact: codecs, states (Adam's moments in bf16),\n"
     "                masters (the master weights in bf16) or all (default)\n"
+    "  --loss-data   the loss part's text: a file, or a folder whose files are joined in name\n"
+    "                order (*.dat and links left out); default /usr/share/games/fortunes\n"
     "  --steps       steps per job of the link part (default 6)\n"
     "  --warmup      steps left out of the link part's step time (default 2)\n"
     "  --rates       link rates, `tc` syntax, \"none\" = unshaped (default none,1gbit,200mbit)\n"
@@ -69,6 +77,7 @@ struct Options {
   std::string part = "all";
   int loss_steps = 300, steps = 6, warmup = 2;
   std::string loss_arms = "all";
+  std::string loss_data = "/usr/share/games/fortunes";
   std::vector<std::string> rates = {"none", "1gbit", "200mbit"};
   std::string json = "bench-results/codec.json";
   std::string trainer = ZT_BENCH_TRAINER;
@@ -90,8 +99,10 @@ std::vector<std::string> joined(std::vector<std::string> a, const std::vector<st
 }
 
 std::vector<Arm> loss_arms(const std::string& which) {
+  // With 2 ranks, averaging in halves (zero.gradient_predivide_factor = 2) divides by powers of
+  // two and rounds nothing; two micro batches of 2 sum the same samples in another order.
   std::vector<Arm> arms{{"exact", {}},
-                        {"exact, rounded otherwise", {"zero.gradient_predivide_factor=2"}}};
+                        {"exact, rounded otherwise", {"data.micro_batch=2", "data.grad_accum=2"}}};
   if (which == "all" || which == "codecs") {
     arms.push_back({"int8 weights", kWeights8});
     arms.push_back({"int4 gradients", kGrads4});
@@ -124,8 +135,9 @@ std::vector<Arm> link_arms() {
 
 Options parse(const std::vector<std::string>& args) {
   Options o;
-  const std::vector<std::string> known = {"--part",  "--loss-steps", "--steps",   "--warmup",
-                                          "--rates", "--json",       "--trainer", "--loss-arms"};
+  const std::vector<std::string> known = {"--part",    "--loss-steps", "--steps",
+                                          "--warmup",  "--rates",      "--json",
+                                          "--trainer", "--loss-arms",  "--loss-data"};
   for (size_t i = 1; i < args.size(); ++i) {
     std::string flag, value;
     if (!next_option(args, i, known, kUsage, flag, value)) {
@@ -141,6 +153,7 @@ Options parse(const std::vector<std::string>& args) {
     if (flag == "--json") o.json = value;
     if (flag == "--trainer") o.trainer = value;
     if (flag == "--loss-arms") o.loss_arms = value;
+    if (flag == "--loss-data") o.loss_data = value;
   }
   if (o.loss_arms != "codecs" && o.loss_arms != "states" && o.loss_arms != "masters" &&
       o.loss_arms != "all")
@@ -152,9 +165,10 @@ Options parse(const std::vector<std::string>& args) {
   return o;
 }
 
-// Rank 0's metrics.jsonl: each step's loss and time.
+// Rank 0's metrics.jsonl: each step's loss and time, and the validation loss after a step.
 struct Curve {
   std::vector<double> loss, step_s;
+  std::map<int, double> val_loss;
 };
 
 Curve read_curve(const std::string& metrics) {
@@ -162,7 +176,12 @@ Curve read_curve(const std::string& metrics) {
   Curve c;
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.contains("step_time_s") || !j.contains("loss")) continue;
+    if (j.is_discarded()) continue;
+    if (j.value("event", "") == "eval" && j.contains("val_loss") && j.contains("step")) {
+      c.val_loss[j["step"].get<int>()] = j["val_loss"].get<double>();
+      continue;
+    }
+    if (!j.contains("step_time_s") || !j.contains("loss")) continue;
     c.loss.push_back(j["loss"].get<double>());
     c.step_s.push_back(j["step_time_s"].get<double>());
   }
@@ -170,15 +189,21 @@ Curve read_curve(const std::string& metrics) {
   return c;
 }
 
-// The mean loss of the 10 steps ending at `step` (1-based): one step's loss is one batch's.
+// The mean training loss of the 50 steps ending at `step` (1-based). One step's loss is one
+// batch's; every arm draws the same batches, so the windows of two arms compare like with like.
 double window_loss(const Curve& c, int step) {
   double sum = 0;
   int n = 0;
-  for (int s = std::max(1, step - 9); s <= step && s <= static_cast<int>(c.loss.size()); ++s) {
+  for (int s = std::max(1, step - 49); s <= step && s <= static_cast<int>(c.loss.size()); ++s) {
     sum += c.loss[s - 1];
     ++n;
   }
   return n ? sum / n : NAN;
+}
+
+double val_loss(const Curve& c, int step) {
+  auto it = c.val_loss.find(step);
+  return it == c.val_loss.end() ? NAN : it->second;
 }
 
 // "all_gather 451 (286.7 MiB) ... all_to_all 240 (71.4 MiB)" of a rank's log: op -> MiB.
@@ -260,40 +285,84 @@ struct LossRun {
   Curve curve;
 };
 
+// --loss-data as one text file: a folder's regular files joined in name order into `dir`, leaving
+// out fortune's *.dat indexes (binary) and links (fortune's *.u8 point at the files beside them).
+std::string loss_corpus(const std::string& data, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(data, ec)) {
+    if (fs::is_regular_file(data, ec)) return data;
+    throw ConfigError("zt_bench_codec: --loss-data " + data +
+                      " is neither a file nor a folder: give a text file (scripts/setup.sh "
+                      "installs the default, Debian's fortunes)");
+  }
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(data)) {
+    if (e.is_symlink() || !e.is_regular_file() || e.path().extension() == ".dat") continue;
+    files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  const std::string joined_path = dir + "/loss-corpus.txt";
+  std::ofstream out(joined_path, std::ios::binary);
+  for (const fs::path& f : files) out << std::ifstream(f, std::ios::binary).rdbuf();
+  out.close();
+  if (!out || fs::file_size(joined_path) < 1 << 20) {
+    throw ConfigError("zt_bench_codec: --loss-data " + data + " gave " +
+                      std::to_string(fs::file_size(joined_path, ec)) +
+                      " bytes of text; the loss part needs at least 1 MiB, so that its steps do "
+                      "not learn the text by heart");
+  }
+  return joined_path;
+}
+
 std::vector<LossRun> run_loss(const Options& o, const std::string& dir) {
+  const std::string corpus = loss_corpus(o.loss_data, dir);
+  // 64 micro batches of 4 held-out windows (32,768 tokens), the same for every arm, whatever
+  // its training micro batch.
+  const std::vector<std::string> loss_sets = {
+      "launch.nproc=2",      "run.log_every=50", "data.path=" + corpus, "data.val_fraction=0.05",
+      "eval.every_steps=50", "eval.batches=64",  "eval.micro_batch=4"};
   std::vector<LossRun> runs;
   for (const Arm& arm : loss_arms(o.loss_arms)) {
     const std::string out = dir + "/loss" + std::to_string(runs.size());
     auto argv = bench_gpt_command(o.trainer, ZT_BENCH_SOURCE_DIR, out, o.loss_steps,
-                                  joined({"launch.nproc=2", "run.log_every=50"}, arm.sets));
+                                  joined(loss_sets, arm.sets));
     const int rc = run_logged(argv, out + ".log");
     if (rc != 0) {
       throw CommError("zt_bench_codec: the " + std::string(arm.name) + " run failed (exit " +
                       std::to_string(rc) + "):\n" + tail_lines(out + ".log", 15));
     }
     runs.push_back({arm.name, read_curve(out + "/metrics.jsonl")});
-    std::printf("  loss, %s: %.4f after %d steps\n", arm.name,
+    std::printf("  loss, %s: validation %.4f, training %.4f after %d steps\n", arm.name,
+                val_loss(runs.back().curve, o.loss_steps),
                 window_loss(runs.back().curve, o.loss_steps), o.loss_steps);
     std::fflush(stdout);
   }
   return runs;
 }
 
-void print_loss(const Options& o, const std::vector<LossRun>& runs) {
-  std::printf("\nloss (mean of the 10 steps ending at the step), 2 ranks, one host:\n\n| step |");
+void print_loss_table(const Options& o, const std::vector<LossRun>& runs, const char* title,
+                      double (*loss_at)(const Curve&, int)) {
+  std::printf("\n%s, 2 ranks, one host:\n\n| step |", title);
   for (const auto& r : runs) std::printf(" %s |", r.arm.c_str());
   std::printf("\n| ---: |");
   for (size_t i = 0; i < runs.size(); ++i) std::printf(" ---: |");
   std::printf("\n");
   for (int s = 50; s <= o.loss_steps; s += 50) {
-    const double exact = window_loss(runs[0].curve, s);
+    const double exact = loss_at(runs[0].curve, s);
     std::printf("| %d | %.4f |", s, exact);
     for (size_t i = 1; i < runs.size(); ++i) {
-      const double l = window_loss(runs[i].curve, s);
+      const double l = loss_at(runs[i].curve, s);
       std::printf(" %.4f (%+.2f%%) |", l, 100 * (l - exact) / exact);
     }
     std::printf("\n");
   }
+}
+
+void print_loss(const Options& o, const std::vector<LossRun>& runs) {
+  print_loss_table(o, runs, "validation loss (the held-out 5%'s windows, after the step)",
+                   val_loss);
+  print_loss_table(o, runs, "training loss (mean of the 50 steps ending at the step)", window_loss);
 }
 
 struct LinkJob {
@@ -386,7 +455,8 @@ void print_link(const std::vector<LinkJob>& jobs) {
 void write_json(const Options& o, const std::vector<KernelRate>& kernels,
                 const std::vector<LossRun>& losses, const std::vector<LinkJob>& jobs) {
   std::ofstream out = open_results(o.json);
-  out << "{\"bench\":\"codec\",\"loss_steps\":" << o.loss_steps << ",\"steps\":" << o.steps
+  out << "{\"bench\":\"codec\",\"loss_steps\":" << o.loss_steps
+      << ",\"loss_data\":" << json_string(o.loss_data) << ",\"steps\":" << o.steps
       << ",\"warmup\":" << o.warmup << "," << blas_json() << ",\"kernels\":[";
   for (size_t i = 0; i < kernels.size(); ++i) {
     const KernelRate& k = kernels[i];
@@ -400,6 +470,9 @@ void write_json(const Options& o, const std::vector<KernelRate>& kernels,
     out << (i ? "," : "") << "{\"arm\":" << json_string(losses[i].arm) << ",\"every_50\":[";
     for (int s = 50; s <= o.loss_steps; s += 50)
       out << (s > 50 ? "," : "") << json_number(window_loss(losses[i].curve, s));
+    out << "],\"val_every_50\":[";
+    for (int s = 50; s <= o.loss_steps; s += 50)
+      out << (s > 50 ? "," : "") << json_number(val_loss(losses[i].curve, s));
     out << "]}";
   }
   out << "],\"link\":[";

@@ -175,7 +175,8 @@ std::vector<Row> aggregate(const std::vector<std::pair<JobSpec, JobResult>>& job
       row.samples = static_cast<int>(times.size());
       row.step_time_s = median(times);
       row.tokens_per_s = median(tokens);
-      row.theory_bytes = trainer::theory_model_state_bytes(stage, row.parameters, row.world, low);
+      row.theory_bytes = trainer::theory_model_state_bytes(stage, row.parameters, row.world,
+                                                           trainer::TheoryDtypes{low});
       rows.push_back(row);
     }
   }
@@ -216,8 +217,8 @@ std::vector<OffloadRow> aggregate_offload(const std::vector<std::pair<JobSpec, J
     row.staging_bytes = most->busiest.offload_staging;
     // Every offload config here offloads all of its optimizer states (and parameter shards), so
     // the fp32 master is its own copy for all parameters.
-    row.theory_bytes = trainer::theory_model_state_bytes(o.stage, row.parameters, row.world, low,
-                                                         1.0);
+    row.theory_bytes = trainer::theory_model_state_bytes(o.stage, row.parameters, row.world,
+                                                         trainer::TheoryDtypes{low}, 1.0);
     row.low_precision = low;
     const Row* base = find(rows, o.stage, row.strategy);
     row.vs_no_offload = base ? row.step_time_s / base->step_time_s : NAN;

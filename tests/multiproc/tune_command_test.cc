@@ -118,7 +118,9 @@ TEST_CASE(
   const auto hosts = run_command(std::string(ZT_TEST_TRAINER) + " tune" + mlp_job() +
                                  " --hosts 2 --out " + dir.file("tune"));
   CHECK(hosts.exit_code == 2);
-  CHECK(contains(hosts.output, "trainer tune runs its trials on this host"));
+  CHECK(contains(hosts.output, "without --launcher, trainer tune starts its trials' ranks on "
+                               "this host"));
+  CHECK(contains(hosts.output, "--launcher srun"));
   // The smoke task trains nothing: nothing to size.
   const auto smoke = run_command(std::string(ZT_TEST_TRAINER) +
                                  " estimate --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml");

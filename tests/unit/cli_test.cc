@@ -1,4 +1,6 @@
 // The trainer's command-line parser and its help texts.
+#include <unistd.h>
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -166,6 +168,31 @@ TEST_CASE("estimate and tune take a config and their flags, tune's budget a dura
   CHECK_THROWS_AS(parse_cli({"estimate", "--config", "c", "--budget", "5m"}), zt::ConfigError);
   CHECK_THROWS_AS(parse_cli({"tune", "--config", "c", "--json"}), zt::ConfigError);
   CHECK_THROWS_AS(parse_cli({"estimate", "--config", "c", "--margin", "1.5"}), zt::ConfigError);
+}
+
+TEST_CASE("tune --launcher: its words, the command found on PATH, a missing one named") {
+  const auto t = parse_cli({"tune", "--config", "c", "--hosts", "2", "--launcher", "sh -c  x"});
+  REQUIRE(t.tune.launcher.size() == 3);
+  // execv does not search PATH, so the command is resolved to a path that runs.
+  CHECK(t.tune.launcher[0].find('/') != std::string::npos);
+  CHECK(t.tune.launcher[0].size() >= 3);
+  CHECK(t.tune.launcher[0].substr(t.tune.launcher[0].size() - 3) == "/sh");
+  CHECK(::access(t.tune.launcher[0].c_str(), X_OK) == 0);
+  CHECK(t.tune.launcher[1] == "-c");
+  CHECK(t.tune.launcher[2] == "x");
+  CHECK(parse_cli({"tune", "--config", "c", "--launcher", "/bin/sh"}).tune.launcher ==
+        std::vector<std::string>{"/bin/sh"});
+  for (const char* bad : {"zt-no-such-launcher --x", "/nonexistent/srun", "   "}) {
+    CAPTURE(bad);
+    try {
+      parse_cli({"tune", "--config", "c", "--launcher", bad});
+      FAIL("--launcher " << bad << " was taken");
+    } catch (const zt::ConfigError& e) {
+      CHECK(std::string(e.what()).find("--launcher") != std::string::npos);
+    }
+  }
+  // estimate sizes a job without starting one: it takes no launcher.
+  CHECK_THROWS_AS(parse_cli({"estimate", "--config", "c", "--launcher", "sh"}), zt::ConfigError);
 }
 
 TEST_CASE("--help: the overview without a command, the command's own help with one") {

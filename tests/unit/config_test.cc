@@ -4,10 +4,13 @@
 
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "../test_util.h"
 #include "zt/error.h"
 #include "zt/host/config.h"
+#include "zt/host/engine_settings.h"
 
 using zt::test::contains;
 
@@ -200,6 +203,42 @@ TEST_CASE("zero.mics_shard_size: refused at stage 0, and its two names must agre
             .empty());
   CHECK(contains(error_of(std::string(kSmoke) + "[zero]\nstage = 1\nmics_shard_size = -2\n"),
                  "mics_shard_size"));
+}
+
+TEST_CASE("zero.mics_shard_size: a printed config holds its two names once, and reads back with "
+          "either overridden") {
+  auto print = [](const std::string& zero) {
+    return zt::Config::load_string(std::string(kSmoke) + "[zero]\nstage = 3\n" + zero, "job.toml")
+        .to_toml();
+  };
+  // Given as shard_group_size: printed under mics_shard_size, the value kept.
+  const std::string given_alias = print("shard_group_size = 2\n");
+  CHECK(contains(given_alias, "\nmics_shard_size = 2  # given as shard_group_size\n"));
+  CHECK_FALSE(contains(given_alias, "shard_group_size ="));
+  const std::string defaults = print("");
+  CHECK(contains(defaults, "\nmics_shard_size = -1  # default\n"));
+  CHECK_FALSE(contains(defaults, "shard_group_size ="));
+  // An override of either name replaces the file's other name; two overrides must still agree.
+  const std::string file = std::string(kSmoke) + "[zero]\nstage = 3\nmics_shard_size = 2\n";
+  CHECK(
+      zt::EngineSettings::of(zt::Config::load_string(file, "job.toml", {"zero.shard_group_size=4"}))
+          .groups.size == 4);
+  CHECK_THROWS_WITH_AS(zt::Config::load_string(
+                           file, "job.toml", {"zero.shard_group_size=4", "zero.mics_shard_size=1"}),
+                       doctest::Contains("they name one setting"), zt::ConfigError);
+  const std::vector<std::pair<std::string, int64_t>> printed_sizes = {
+      {given_alias, 2}, {defaults, -1}, {print("mics_shard_size = 0\n"), 0}};
+  for (const auto& [printed, size] : printed_sizes) {
+    CAPTURE(printed);
+    const zt::Config back = zt::Config::load_string(printed, "printed.toml");
+    CHECK(zt::EngineSettings::of(back).groups.size == size);
+    // What a live A/B arm or tune's MiCS candidate does: either name over the printed config.
+    for (const char* over : {"zero.mics_shard_size=0", "zero.shard_group_size=0"}) {
+      CAPTURE(over);
+      const zt::Config arm = zt::Config::load_string(printed, "printed.toml", {over});
+      CHECK(zt::EngineSettings::of(arm).groups.size == 0);
+    }
+  }
 }
 
 TEST_CASE("codecs: each role's table is validated against its codec, and misplaced ones refused") {

@@ -67,7 +67,8 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
   const std::string dir = plan.out_dir + "/runs/" + name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  std::vector<std::string> argv = {self_executable(), "--config", plan.config_path};
+  std::vector<std::string> argv = plan.launcher;
+  argv.insert(argv.end(), {self_executable(), "--config", plan.config_path});
   auto set = [&](const std::string& kv) {
     argv.push_back("--set");
     argv.push_back(kv);

@@ -34,6 +34,9 @@ struct ArmRunPlan {
   std::vector<std::string> base;  // the command line's --set, for every run
   int64_t steps = 0;
   std::string out_dir;  // runs go to out_dir/runs/<name>, logs to out_dir/runs/<name>.log
+  // The command that starts each run's ranks, its executable's path first (tune --launcher, e.g.
+  // srun inside an allocation); empty: the trainer's own launcher on this host.
+  std::vector<std::string> launcher;
   // A run still going at this time is stopped (SIGTERM, then SIGKILL after 10 s) and fails.
   std::optional<std::chrono::steady_clock::time_point> deadline;
 };

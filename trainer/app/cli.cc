@@ -1,9 +1,12 @@
 #include "app/cli.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <sstream>
 
 #include "zt/error.h"
 #include "zt/options.h"
@@ -216,6 +219,35 @@ double parse_duration(const std::string& flag, const std::string& v) {
   return x * scale;
 }
 
+// tune --launcher "srun --kill-on-bad-exit=1": its words, the first resolved on PATH (a trial is
+// started with execv, which does not search it).
+std::vector<std::string> parse_launcher(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  if (words.empty()) {
+    throw ConfigError("--launcher needs a command, e.g. --launcher srun inside a Slurm allocation");
+  }
+  std::string& exe = words[0];
+  if (exe.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    std::istringstream dirs(path ? path : "");
+    std::string found;
+    for (std::string dir; found.empty() && std::getline(dirs, dir, ':');) {
+      const std::string candidate = (dir.empty() ? "." : dir) + "/" + exe;
+      if (::access(candidate.c_str(), X_OK) == 0) found = candidate;
+    }
+    if (found.empty()) {
+      throw ConfigError("--launcher " + text + ": " + exe +
+                        " is not on PATH; give its full path, or run tune where it is installed");
+    }
+    exe = found;
+  } else if (::access(exe.c_str(), X_OK) != 0) {
+    throw ConfigError("--launcher " + text + ": " + exe + " is not an executable file");
+  }
+  return words;
+}
+
 // estimate's and tune's own flags; false for any other argument.
 bool parse_tune_flag(const std::string& a, const std::function<std::string()>& value,
                      CliArgs& out) {
@@ -239,6 +271,8 @@ bool parse_tune_flag(const std::string& a, const std::function<std::string()>& v
     t.candidates.push_back(value());
   } else if (a == "--rtol" && tune) {
     t.rtol = parse_number(a, value(), 0);
+  } else if (a == "--launcher" && tune) {
+    t.launcher = parse_launcher(value());
   } else {
     return false;
   }

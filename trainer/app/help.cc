@@ -143,7 +143,8 @@ Example:
 
 const char* tune_help() {
   return R"(usage: trainer tune --config FILE [--budget 15m] [--out DIR] [--nproc N] [--margin X]
-                    [--trial-steps N] [--candidate KEY=VAL[,KEY=VAL]...]... [--rtol X] [--set ...]
+                    [--trial-steps N] [--candidate KEY=VAL[,KEY=VAL]...]... [--rtol X]
+                    [--hosts H --launcher CMD] [--set ...]
 
 Searches the compositions of this host (stage, shard strategy and buckets, micro batch x
 grad_accum, prefetch, persistence, offload fractions and tiers, sub_group_size, NVMe queue
@@ -151,8 +152,14 @@ depth), never starting one that does not fit, races the rest in live A/B jobs (s
 halving on bootstrap intervals; --trial-steps timed steps per candidate and round, default 6)
 and checks the winner against FILE with a final ab (A B B A), all within --budget (default 15m).
 Into DIR (default runs/tune): tuned.toml, tune.json, report.html.
+  --hosts H --launcher CMD  the --nproc ranks span H hosts, and CMD starts each trial's ranks
+                      there (inside a Slurm allocation of the hosts: --launcher srun); the search
+                      adds MiCS groups per host and ZeRO++'s codecs between the hosts, which
+                      change the losses: --rtol decides whether they may win
 Example:
   trainer tune --config configs/zero3.toml --budget 10m --candidate zero.stage=2
+Across the hosts of a Slurm allocation:
+  trainer tune --config configs/zero3.toml --nproc 4 --hosts 2 --launcher srun --rtol 0.02
 )";
 }
 

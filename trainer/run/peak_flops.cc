@@ -98,13 +98,22 @@ PeakFlops peak_flops(Communicator& comm, at::ScalarType dtype) {
   }
   at::Tensor missing = at::tensor({cached > 0 ? 0.0f : 1.0f});
   comm.all_reduce(missing, ReduceOp::kMax)->wait();
-  if (missing.item<float>() == 0) return {cached, what + ", cached in " + file};
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  const bool writes = !file.empty() && (!local_rank || std::atoi(local_rank) == 0);
+  if (missing.item<float>() == 0) return {cached, what + ", cached in " + file, file, key, writes};
   comm.barrier()->wait();
   const double measured = probe(dtype);
-  const char* local_rank = std::getenv("LOCAL_RANK");
-  if (!file.empty() && (!local_rank || std::atoi(local_rank) == 0))
-    write_cache(file, key, measured);
-  return {measured, what + ", measured"};
+  if (writes) write_cache(file, key, measured);
+  return {measured, what + ", measured", file, key, writes};
+}
+
+bool raise_peak(PeakFlops& peak, double reached) {
+  if (!(reached > peak.per_rank) || peak.per_rank <= 0) return false;
+  constexpr const char* kRaised = ", raised to a step's rate (the probe shared the cores)";
+  if (peak.how.find(kRaised) == std::string::npos) peak.how += kRaised;
+  peak.per_rank = reached;
+  if (peak.writes_cache) write_cache(peak.cache_file, peak.cache_key, reached);
+  return true;
 }
 
 }  // namespace zt::trainer

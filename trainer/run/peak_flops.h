@@ -18,9 +18,16 @@ namespace zt::trainer {
 struct PeakFlops {
   double per_rank = 0;  // FLOP/s one rank reaches
   std::string how;      // "sgemm fp32 1024^3, 1 thread x 2 ranks, measured" / "..., cached"
+  std::string cache_file, cache_key;  // where it is kept ("" = not cached)
+  bool writes_cache = false;          // this rank writes the host's entry (local rank 0)
 };
 
 // Collective: the ranks agree whether every one found its cache entry, else all probe together.
 PeakFlops peak_flops(Communicator& comm, at::ScalarType dtype);
+
+// A step's model FLOP/s above the peak shows that the probe ran while something else held the
+// cores (a cached entry lives on across runs): the peak becomes the rate reached, so MFU never
+// reads above 100%, and the cache keeps it for later runs. Returns whether it rose.
+bool raise_peak(PeakFlops& peak, double reached);
 
 }  // namespace zt::trainer

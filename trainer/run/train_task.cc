@@ -119,6 +119,7 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
   m.times = times_since(s.engine->times(), engine_t0);
   m.flops = run.flops_per_step;
   m.flops_per_s = m.flops / run.env.world / seconds;
+  raise_peak(run.peak, m.flops_per_s);
   if (run.peak.per_rank > 0) m.mfu = m.flops_per_s / run.peak.per_rank;
   return m;
 }
@@ -347,14 +348,15 @@ void complete_summary(TrainRun& run, TrainSummary& summary) {
   summary.parameters = s.engine->parameter_count();
   summary.stage = s.options.stage;
   summary.world = run.env.world;
-  const bool low_precision = s.options.compute_dtype != at::kFloat;
+  const EngineSettings& engine = run.live.on() ? run.live.settings[run.arm].engine
+                                               : run.settings.engine;
+  const TheoryDtypes dtypes{s.options.compute_dtype != at::kFloat, optimizer_state_bytes(engine),
+                            optimizer_master_bytes(engine)};
   // MiCS: states are split over the shard group, not the world.
   const int sharding_world = s.options.shard_group_size > 0 ? s.options.shard_group_size
                                                             : run.env.world;
   summary.theory_bytes = theory_model_state_bytes(
-      s.options.stage, summary.parameters, sharding_world, low_precision,
-      separate_master_share(run.live.on() ? run.live.settings[run.arm].engine
-                                          : run.settings.engine));
+      s.options.stage, summary.parameters, sharding_world, dtypes, separate_master_share(engine));
   for (const auto& [id, tier] : s.tiers.by_id) {
     summary.tiers.push_back(
         {id, id == s.tiers.optimizer_id, id == s.tiers.param_id, tier->stats()});

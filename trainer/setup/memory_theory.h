@@ -1,11 +1,13 @@
 // Model-state bytes per rank: what ZeRO theory predicts (docs/architecture.md, "Memory"), next to
 // which the run summary and bench/train print what the engine measured, and where the engine
 // puts each array, which the memory-fit check (memory_fit.h) adds up per host tier. psi =
-// parameters, N = ranks.
+// parameters, N = ranks. With Adam's two fp32 states and an fp32 master:
 //   fp32 compute (the fp32 params are the master): stage 0: 16psi, 1: 4psi + 4psi + 8psi/N,
 //                                                  2: 4psi + 12psi/N, 3: 16psi/N
 //   bf16/fp16 compute (+ fp32 master):             stage 0: 16psi, 1: 2psi + 2psi + 12psi/N,
 //                                                  2: 2psi + 14psi/N, 3: 16psi/N
+// bf16 states (state_dtype) halve the states' 8; a bf16 master (master_dtype) costs 2, and
+// nothing where it is the bf16 parameters themselves.
 #pragma once
 
 #include <algorithm>
@@ -13,30 +15,30 @@
 
 namespace zt::trainer {
 
-// `separate_master` (fp32 only): the share of parameters whose fp32 master is its own copy
-// because it, or the stage-3 parameter shard, was offloaded (the two can no longer be one
-// buffer): + 4psi/N for that share, as in DeepSpeed's offload (stage 3: 20psi/N fully offloaded).
-inline int64_t theory_model_state_bytes(int stage, int64_t psi, int world, bool low_precision,
+// The dtypes a theory counts in, bytes per element; the defaults are ZeRO's mixed-precision Adam.
+struct TheoryDtypes {
+  bool low_precision = false;      // bf16/fp16 compute: 2-byte parameters and gradients
+  int64_t state_element_size = 4;  // each of Adam's two states (bf16 states: 2)
+  int64_t master_element_size = 4;
+};
+
+// The sum of ZeRO's terms: parameters and gradients in the compute dtype (replicated below
+// stages 3 and 2), and the master and states sharded from stage 1. A master in the compute
+// dtype is the parameters themselves, except for `separate_master`: the share of parameters whose
+// master is its own copy because it, or the stage-3 parameter shard, was offloaded (the two can
+// no longer be one buffer), as in DeepSpeed's offload (fp32 stage 3 fully offloaded: 20psi/N).
+inline int64_t theory_model_state_bytes(int stage, int64_t psi, int world, TheoryDtypes dtypes,
                                         double separate_master = 0) {
   const double p = static_cast<double>(psi), n = world;
-  double bytes;
-  if (!low_precision) {
-    switch (stage) {
-      case 0: bytes = 16 * p; break;
-      case 1: bytes = 8 * p + 8 * p / n; break;
-      case 2: bytes = 4 * p + 12 * p / n; break;
-      default: bytes = 16 * p / n; break;
-    }
-    if (stage >= 1) bytes += separate_master * 4 * p / n;
-  } else {
-    switch (stage) {
-      case 0: bytes = 16 * p; break;
-      case 1: bytes = 4 * p + 12 * p / n; break;
-      case 2: bytes = 2 * p + 14 * p / n; break;
-      default: bytes = 16 * p / n; break;
-    }
-  }
-  return static_cast<int64_t>(bytes);
+  const double compute = dtypes.low_precision ? 2 : 4;
+  const double master = static_cast<double>(dtypes.master_element_size);
+  const double states = 2.0 * static_cast<double>(dtypes.state_element_size);
+  const double params = stage >= 3 ? compute * p / n : compute * p;
+  const double grads = stage >= 2 ? compute * p / n : compute * p;
+  const double sharded = stage >= 1 ? p / n : p;
+  // A stage-0 master in the compute dtype is the replicated parameters: nothing to separate.
+  const double own_master = master != compute ? 1 : stage >= 1 ? separate_master : 0;
+  return static_cast<int64_t>(params + grads + (master * own_master + states) * sharded);
 }
 
 // How one rank's model states are placed, as the engine does it (shard_storage): the inputs of

@@ -22,6 +22,7 @@ using zt::trainer::HostBudget;
 using zt::trainer::kProcessBaselineBytes;
 using zt::trainer::StateBytes;
 using zt::trainer::StatePlacement;
+using zt::trainer::TheoryDtypes;
 
 namespace {
 
@@ -93,7 +94,7 @@ TEST_CASE("model-state bytes by place follow the engine's placement") {
   CHECK(b.master == 0);
   CHECK(b.states == 4000);
   CHECK(b.grads == 2000);
-  CHECK(b.host() == zt::trainer::theory_model_state_bytes(3, 1000, 2, false));
+  CHECK(b.host() == zt::trainer::theory_model_state_bytes(3, 1000, 2, TheoryDtypes{}));
   // Master and states in files: they leave the host, the parameters and gradients stay.
   p.separate_master = 1;
   p.optimizer_in_files = 1;
@@ -135,6 +136,46 @@ TEST_CASE("model-state bytes by place follow the engine's placement") {
   CHECK(b.master == 0);
   CHECK(b.optimizer_files == 10 * 500);
   CHECK(b.host() == 2000 + 2000);
+}
+
+TEST_CASE(
+    "ZeRO's theory counts bf16 states and masters, and a bf16 master that is the parameters") {
+  using zt::trainer::theory_model_state_bytes;
+  const TheoryDtypes fp32{}, low{true};
+  // The paper's table (psi = 1000, N = 4): 16psi, 4psi + 4psi + 8psi/N, 4psi + 12psi/N, 16psi/N.
+  CHECK(theory_model_state_bytes(0, 1000, 4, fp32) == 16000);
+  CHECK(theory_model_state_bytes(1, 1000, 4, fp32) == 8000 + 2000);
+  CHECK(theory_model_state_bytes(2, 1000, 4, fp32) == 4000 + 3000);
+  CHECK(theory_model_state_bytes(3, 1000, 4, fp32) == 4000);
+  CHECK(theory_model_state_bytes(3, 1000, 4, fp32, 1.0) == 5000);  // offloaded: 20psi/N
+  CHECK(theory_model_state_bytes(0, 1000, 4, low) == 16000);
+  CHECK(theory_model_state_bytes(1, 1000, 4, low) == 4000 + 3000);
+  CHECK(theory_model_state_bytes(2, 1000, 4, low) == 2000 + 3500);
+  CHECK(theory_model_state_bytes(3, 1000, 4, low) == 4000);
+  // bf16 moments: 4 bytes of states where there were 8.
+  const TheoryDtypes states16{false, 2, 4};
+  CHECK(theory_model_state_bytes(3, 1000, 4, states16) == 3000);
+  CHECK(theory_model_state_bytes(0, 1000, 4, states16) == 12000);
+  // bf16 masters with fp32 compute are always their own 2-byte copy: 4 + 4 + 2 + 8 at stage 3.
+  const TheoryDtypes masters16{false, 4, 2};
+  CHECK(theory_model_state_bytes(3, 1000, 4, masters16) == 4500);
+  // With bf16 compute the bf16 master is the parameters (2 + 2 + 8), unless it is offloaded.
+  const TheoryDtypes all16{true, 2, 2};
+  CHECK(theory_model_state_bytes(3, 1000, 4, TheoryDtypes{true, 4, 2}) == 3000);
+  CHECK(theory_model_state_bytes(3, 1000, 4, TheoryDtypes{true, 4, 2}, 1.0) == 3500);
+  CHECK(theory_model_state_bytes(0, 1000, 4, all16, 1.0) == 8000);
+  CHECK(theory_model_state_bytes(1, 1000, 4, all16) == 4000 + 1000);
+  // The engine's own account agrees where its gradients are what the theory counts (fp32).
+  StatePlacement p;
+  p.stage = 3;
+  p.psi = 1000;
+  p.world = 4;
+  p.state_element_size = 2;
+  CHECK(zt::trainer::rank_state_bytes(p).host() == theory_model_state_bytes(3, 1000, 4, states16));
+  p.master_element_size = 2;
+  p.optimizer_in_files = 1;
+  const StateBytes b = zt::trainer::rank_state_bytes(p);
+  CHECK(b.host() + b.files() == theory_model_state_bytes(3, 1000, 4, TheoryDtypes{false, 2, 2}));
 }
 
 TEST_CASE("fit inputs: sizes from the model's declarations, the stage-3 prefetch window") {

@@ -86,7 +86,7 @@ TEST_CASE("tune: around a composition, one knob changes at a time") {
   const Candidate leader{{"zero.stage=3", "plugins.offload_optimizer=\"offload_nvme\""}, "", ""};
   const zt::Config config = loader()(leader.overrides);
   const std::vector<Candidate> around = compositions_around(zt::trainer::JobSettings::of(config),
-                                                            leader);
+                                                            leader, 1);
   auto has = [&](const std::string& kv) {
     return std::any_of(around.begin(), around.end(),
                        [&](const Candidate& c) { return sets(c, kv) && sets(c, "zero.stage=3"); });
@@ -106,7 +106,7 @@ TEST_CASE("tune: around a composition, one knob changes at a time") {
   CHECK(has("plugin.optim_hybrid_adam.master_dtype=\"bf16\""));
   auto variants = [](const std::vector<std::string>& lead) {
     const zt::Config c = loader()(lead);
-    return compositions_around(zt::trainer::JobSettings::of(c), Candidate{lead, "", ""});
+    return compositions_around(zt::trainer::JobSettings::of(c), Candidate{lead, "", ""}, 1);
   };
   auto count_bf16 = [](const std::vector<Candidate>& near) {
     return std::count_if(near.begin(), near.end(), [](const Candidate& v) {
@@ -144,6 +144,64 @@ TEST_CASE("tune: around a composition, one knob changes at a time") {
     CHECK(stage == 1);
     CHECK(c.origin == "around the leader");
   }
+}
+
+TEST_CASE("tune: ranks on several hosts race ZeRO++'s codecs between them, one host never") {
+  auto variants = [](const std::vector<std::string>& lead, int hosts) {
+    const zt::Config c = loader()(lead);
+    return compositions_around(zt::trainer::JobSettings::of(c), Candidate{lead, "", ""}, hosts);
+  };
+  auto coded = [](const std::vector<Candidate>& near) {
+    std::vector<Candidate> out;
+    for (const Candidate& v : near) {
+      if (std::any_of(v.overrides.begin(), v.overrides.end(),
+                      [](const std::string& kv) { return kv.rfind("plugins.codec_", 0) == 0; }))
+        out.push_back(v);
+    }
+    return out;
+  };
+  const std::vector<std::string> stage3 = {"zero.stage=3"};
+  CHECK(coded(variants(stage3, 1)).empty());
+  // Stage 3 on two hosts: int8 weights, int4 gradients with error feedback, and both, each only
+  // between the hosts.
+  const std::vector<Candidate> three = coded(variants(stage3, 2));
+  REQUIRE(three.size() == 3);
+  CHECK(sets(three[0], "plugins.codec_weights=\"codec_blockq\""));
+  CHECK(sets(three[0], "codec.weights.bits=8"));
+  CHECK_FALSE(sets(three[0], "plugins.codec_gradients=\"codec_blockq\""));
+  CHECK(sets(three[1], "plugins.codec_gradients=\"codec_blockq\""));
+  CHECK(sets(three[1], "codec.gradients.bits=4"));
+  CHECK(sets(three[1], "zero.codec_error_feedback=true"));
+  CHECK(sets(three[2], "plugins.codec_weights=\"codec_blockq\""));
+  CHECK(sets(three[2], "plugins.codec_gradients=\"codec_blockq\""));
+  for (const Candidate& v : three) {
+    CHECK(sets(v, "zero.codec_scope=\"across_hosts\""));
+    CHECK(sets(v, "zero.stage=3"));
+    // Each variant is a config the loader takes.
+    CHECK_NOTHROW(loader()(v.overrides));
+  }
+  CHECK(zt::trainer::composition_label(zt::trainer::JobSettings::of(loader()(three[2].overrides)))
+            .find(", weights codec_blockq int8, gradients codec_blockq int4 + error feedback "
+                  "across hosts") != std::string::npos);
+  // Stage 1 has no parameter gather: gradients only. Stage 0 reduces nothing a codec codes.
+  const std::vector<Candidate> one = coded(variants({"zero.stage=1"}, 2));
+  REQUIRE(one.size() == 1);
+  CHECK(sets(one[0], "plugins.codec_gradients=\"codec_blockq\""));
+  CHECK(coded(variants({"zero.stage=0"}, 2)).empty());
+  // MiCS groups of one host gather inside it: no weight codec, unless the gather is two-level.
+  CHECK(coded(variants({"zero.stage=3", "zero.mics_shard_size=0"}, 2)).size() == 1);
+  CHECK(coded(variants({"zero.stage=3", "zero.mics_shard_size=0",
+                        "zero.mics_hierarchical_params_gather=true"},
+                       2))
+            .size() == 3);
+  // A leader that already codes a role keeps its codec; the other role is still raced.
+  const std::vector<Candidate> kept = variants(
+      {"zero.stage=3", "plugins.codec_gradients=\"codec_blockq\""}, 2);
+  CHECK(std::count_if(kept.begin(), kept.end(), [](const Candidate& v) {
+          return sets(v, "plugins.codec_weights=\"codec_blockq\"");
+        }) == 1);
+  CHECK(std::none_of(kept.begin(), kept.end(),
+                     [](const Candidate& v) { return sets(v, "codec.gradients.bits=4"); }));
 }
 
 TEST_CASE("tune: a label says what the composition runs") {

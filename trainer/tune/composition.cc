@@ -64,6 +64,18 @@ std::string composition_label(const JobSettings& job) {
   if (optimizer_master_bytes(engine) == 2) label += ", bf16 masters";
   if (stage >= 1 && engine.groups.size >= 0)
     label += ", MiCS " + std::to_string(engine.groups.size);
+  auto codec = [&](const PluginChoice& c, const char* role) {
+    if (!c.chosen()) return;
+    label += std::string(", ") + role + " " + c.id;
+    if (c.declares("bits")) label += " int" + std::to_string(c.options.get_int("bits"));
+  };
+  if (stage == 3) codec(engine.codec_weights, "weights");
+  if (stage >= 1) codec(engine.codec_gradients, "gradients");
+  if (stage >= 1 && engine.codec_gradients.chosen() && zero.codec_error_feedback)
+    label += " + error feedback";
+  if ((engine.codec_weights.chosen() || engine.codec_gradients.chosen()) &&
+      engine.codecs_across_hosts_only)
+    label += " across hosts";
   return label;
 }
 

@@ -44,15 +44,54 @@ void add_placement(std::vector<std::string>& o, const std::string& opt, const st
   if (!param.empty()) o.push_back("zero.offload_param_fraction=1.0");
 }
 
-// `around` with `key=value` instead of what it set for `key` (or added).
-Candidate with(const Candidate& around, const std::string& key, const std::string& value) {
+// `around` with each `key=value` instead of what it set for `key` (or added).
+Candidate with(const Candidate& around,
+               const std::vector<std::pair<std::string, std::string>>& settings) {
   Candidate c;
   c.origin = "around the leader";
   for (const std::string& kv : around.overrides) {
-    if (kv.rfind(key + "=", 0) != 0) c.overrides.push_back(kv);
+    const bool replaced = std::any_of(settings.begin(), settings.end(), [&](const auto& s) {
+      return kv.rfind(s.first + "=", 0) == 0;
+    });
+    if (!replaced) c.overrides.push_back(kv);
   }
-  c.overrides.push_back(key + "=" + value);
+  for (const auto& [key, value] : settings) c.overrides.push_back(key + "=" + value);
   return c;
+}
+
+Candidate with(const Candidate& around, const std::string& key, const std::string& value) {
+  return with(around, {{key, value}});
+}
+
+// ZeRO++ across hosts (docs/codecs.md): int8 weights for the stage-3 gather, int4 gradients with
+// error feedback for the reduce-scatter, each alone and both, coding only the collectives whose
+// ranks span hosts. Like bf16 states they change the numbers, so --rtol decides (the final A/B
+// reports a gap beyond it).
+void add_codecs(const EngineSettings& engine, const Candidate& around,
+                std::vector<Candidate>& out) {
+  const int64_t stage = engine.options.stage;
+  const std::vector<std::pair<std::string, std::string>> scope = {
+      {"zero.codec_scope", quoted("across_hosts")}};
+  std::vector<std::pair<std::string, std::string>> weights, gradients;
+  // MiCS groups of one host gather inside it, unless the two-level gather crosses hosts.
+  const bool gather_crosses = engine.groups.size != 0 || engine.groups.hierarchical;
+  if (stage == 3 && gather_crosses && !engine.codec_weights.chosen())
+    weights = {{"plugins.codec_weights", quoted("codec_blockq")}, {"codec.weights.bits", "8"}};
+  if (stage >= 1 && !engine.codec_gradients.chosen()) {
+    gradients = {{"plugins.codec_gradients", quoted("codec_blockq")},
+                 {"codec.gradients.bits", "4"},
+                 {"zero.codec_error_feedback", "true"}};
+  }
+  auto joined = [&](auto a, const auto& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    a.insert(a.end(), scope.begin(), scope.end());
+    return a;
+  };
+  const std::vector<std::pair<std::string, std::string>> none;
+  if (!weights.empty()) out.push_back(with(around, joined(weights, none)));
+  if (!gradients.empty()) out.push_back(with(around, joined(gradients, none)));
+  if (!weights.empty() && !gradients.empty())
+    out.push_back(with(around, joined(weights, gradients)));
 }
 
 }  // namespace
@@ -100,7 +139,8 @@ std::vector<Candidate> composition_grid(const DataSettings& data, int hosts) {
   return out;
 }
 
-std::vector<Candidate> compositions_around(const JobSettings& job, const Candidate& around) {
+std::vector<Candidate> compositions_around(const JobSettings& job, const Candidate& around,
+                                           int hosts) {
   const EngineSettings& engine = job.engine;
   const EngineOptions& zero = engine.options;
   const int64_t stage = zero.stage;
@@ -177,6 +217,8 @@ std::vector<Candidate> compositions_around(const JobSettings& job, const Candida
     if (optimizer_master_bytes(engine) == 4 && opt.declares("master_dtype"))
       out.push_back(with(around, "plugin." + opt.id + ".master_dtype", quoted("bf16")));
   }
+  // Ranks on several hosts: the link between them is the likely bound.
+  if (hosts > 1) add_codecs(engine, around, out);
   return out;
 }
 

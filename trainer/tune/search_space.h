@@ -7,8 +7,9 @@
 //   around: one knob of a composition changed at a time: the other shard strategy, its bucket
 //         size, the reduce bucket, stage 3's prefetch and persistence threshold, the offload
 //         fractions and tiers, sub_group_size and offload_nvme's queue depth, and Adam's moments
-//         in bf16 where they stream from offload_nvme (the one knob that changes the losses,
-//         which the final A/B checks).
+//         in bf16 where they stream from offload_nvme, and where the ranks span hosts ZeRO++'s
+//         codecs on the collectives between them (the knobs that change the losses, which the
+//         final A/B checks).
 // Thread safety: pure functions of their inputs.
 #pragma once
 
@@ -23,8 +24,10 @@ namespace zt::trainer {
 // spans (1 = one).
 std::vector<Candidate> composition_grid(const DataSettings& data, int hosts);
 
-// Variants of `around` (whose settings are `job`) with one knob changed.
-std::vector<Candidate> compositions_around(const JobSettings& job, const Candidate& around);
+// Variants of `around` (whose settings are `job`) with one knob changed; `hosts`: hosts the world
+// spans (1 = one).
+std::vector<Candidate> compositions_around(const JobSettings& job, const Candidate& around,
+                                           int hosts);
 
 // The offload placement a grid composition sets: "none", "optimizer offload_cpu", ...: the grid's
 // compositions that differ only in it are one (stage, micro batch, MiCS) cell.

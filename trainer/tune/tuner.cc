@@ -53,6 +53,7 @@ class Tuner {
     plan_.config_path = request.config_path;
     plan_.base = request.base;
     plan_.out_dir = args_.out_dir;
+    plan_.launcher = args_.launcher;
   }
 
   int run();
@@ -203,10 +204,11 @@ size_t Tuner::add_candidate(CompositionEstimate e, int phase) {
 }
 
 void Tuner::estimate() {
-  if (args_.hosts != 1) {
+  if (args_.hosts != 1 && args_.launcher.empty()) {
     throw ConfigError("--hosts " + std::to_string(args_.hosts) +
-                      ": trainer tune runs its trials on this host; size a job that spans hosts "
-                      "with trainer estimate --hosts");
+                      ": without --launcher, trainer tune starts its trials' ranks on this host; "
+                      "inside a Slurm allocation of the job's hosts, add --launcher srun (or "
+                      "size the job only, with trainer estimate --hosts)");
   }
   options_.margin = args_.margin;
   JobEstimates estimates = estimate_all(load_, args_.hosts, options_);
@@ -238,8 +240,10 @@ void Tuner::estimate() {
     no_fit += c.status == "does not fit";
     pruned += c.status == "pruned";
   }
-  out_ << "zt tune: " << request_.config_path << ", " << r_.world << " ranks, budget "
-       << seconds_text(args_.budget_s) << "\n  estimate: " << r_.candidates.size()
+  out_ << "zt tune: " << request_.config_path << ", " << r_.world << " ranks";
+  if (args_.hosts > 1) out_ << " on " << args_.hosts << " hosts";
+  if (!args_.launcher.empty()) out_ << ", each trial started by " << args_.launcher[0];
+  out_ << ", budget " << seconds_text(args_.budget_s) << "\n  estimate: " << r_.candidates.size()
        << " compositions, " << no_fit << " do not fit (never started), " << pruned
        << " pruned by the estimate, " << racing << " to race\n";
 }
@@ -593,9 +597,10 @@ int Tuner::run() {
   }
   size_t leader = race(1, first, phase1_end);
   // Phase 2: one knob at a time around the leader, raced against it afresh.
-  const TuneCandidate& lead = r_.candidates[leader];
+  // Copied: add_candidate grows r_.candidates, which would leave a reference dangling.
+  const CompositionEstimate lead = r_.candidates[leader].estimate;
   std::vector<size_t> second = {leader};
-  for (const Candidate& c : compositions_around(lead.estimate.job, lead.estimate.composition)) {
+  for (const Candidate& c : compositions_around(lead.job, lead.composition, args_.hosts)) {
     const size_t i = add_candidate(estimate_composition(load_, c, options_), 2);
     if (i != kNone && std::find(second.begin(), second.end(), i) == second.end())
       second.push_back(i);
@@ -604,7 +609,7 @@ int Tuner::run() {
     Contender& l = r_.candidates[leader].race;
     l.step_s.clear();  // measured again beside the variants, in the same jobs
     out_ << "  phase 2: " << second.size() - 1 << " variants of the leader ("
-         << lead.estimate.composition.label << ")\n";
+         << lead.composition.label << ")\n";
     leader = race(2, second, search_end);
   }
   r_.winner = leader;

@@ -34,6 +34,9 @@ struct TuneArgs {
   int64_t trial_steps = 6;            // tune --trial-steps: timed, per candidate and round
   std::vector<std::string> candidates;  // tune --candidate: extra compositions to race
   double rtol = 1e-3;                   // tune --rtol: losses of a trial vs the given config
+  // tune --launcher: the command that starts a trial's ranks across --hosts (its executable
+  // resolved on PATH); empty: zt's own launcher on this host.
+  std::vector<std::string> launcher;
 };
 
 // What to tune: the user's job and how to search.

@@ -160,6 +160,27 @@ RawConfig parse_toml(const std::string& text, const std::string& file, Problems&
   return raw;
 }
 
+// Keys that are another name of a key in the same table (the schema's "another name for"). An
+// override of either name replaces what the file says under the other (--set wins over the file,
+// and a printed config, which holds the pair once, reads back under either); a printed config
+// holds the pair under the key's own name, with whichever value was given (a rule refuses the two
+// set apart).
+struct Alias {
+  const char* table;
+  const char* alias;
+  const char* key;
+};
+constexpr Alias kAliases[] = {{"zero", "shard_group_size", "mics_shard_size"}};
+
+// The file's value of the other name of `key`, if it has one, gives way to an override of `key`.
+void override_other_name(const std::string& table, const std::string& key, RawTable& t) {
+  for (const Alias& a : kAliases) {
+    if (table != a.table || (key != a.alias && key != a.key)) continue;
+    auto other = t.entries.find(key == a.alias ? a.key : a.alias);
+    if (other != t.entries.end() && other->second.where.line > 0) t.entries.erase(other);
+  }
+}
+
 void apply_override(const std::string& text, RawConfig& raw, Problems& problems) {
   SourceLocation where{"--set " + text, 0, 0};
   size_t eq = text.find('=');
@@ -183,6 +204,7 @@ void apply_override(const std::string& text, RawConfig& raw, Problems& problems)
   RawTable& t = raw[table];
   if (t.where.file.empty()) t.where = where;
   t.entries[key] = {value, where, where};
+  override_other_name(table, key, t);
 }
 
 std::vector<std::string> spec_names(const std::vector<OptionSpec>& specs) {
@@ -470,12 +492,39 @@ std::vector<std::pair<std::string, std::string>> Config::selected_plugins() cons
   return out;
 }
 
+namespace {
+
+const Alias* alias_named(const std::string& table, const std::string& name) {
+  for (const Alias& a : kAliases) {
+    if (table == a.table && name == a.alias) return &a;
+  }
+  return nullptr;
+}
+
+// The alias given in place of `name`, where it alone was.
+const char* given_alias(const Options& options, const std::string& name) {
+  for (const Alias& a : kAliases) {
+    if (options.table() == a.table && name == a.key && options.is_set(a.alias) &&
+        !options.is_set(a.key))
+      return a.alias;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::string Config::to_toml() const {
   std::ostringstream os;
   os << "# resolved configuration of " << source_ << "\n";
   auto print = [&os](const Options& options) {
     os << "\n[" << options.table() << "]\n";
     for (const auto& spec : options.specs()) {
+      if (alias_named(options.table(), spec.name)) continue;
+      if (const char* alias = given_alias(options, spec.name)) {
+        os << spec.name << " = " << value_to_toml(options.get(alias)) << "  # given as " << alias
+           << "\n";
+        continue;
+      }
       os << spec.name << " = " << value_to_toml(options.get(spec.name));
       if (!options.is_set(spec.name)) {
         os << "  # default";
