@@ -188,9 +188,17 @@ TEST_CASE("tune: ranks on several hosts race ZeRO++'s codecs between them, one h
   REQUIRE(one.size() == 1);
   CHECK(sets(one[0], "plugins.codec_gradients=\"codec_blockq\""));
   CHECK(coded(variants({"zero.stage=0"}, 2)).empty());
-  // MiCS groups of one host gather inside it: no weight codec, unless the gather is two-level.
+  // MiCS groups of one host gather inside it (launch.nproc: a host's ranks, as the estimate sets
+  // it): no weight codec, with or without the two-level gather (it has no level across hosts).
+  // Groups larger than a host gather across hosts.
   CHECK(coded(variants({"zero.stage=3", "zero.mics_shard_size=0"}, 2)).size() == 1);
   CHECK(coded(variants({"zero.stage=3", "zero.mics_shard_size=0",
+                        "zero.mics_hierarchical_params_gather=true"},
+                       2))
+            .size() == 1);
+  CHECK(coded(variants({"zero.stage=3", "zero.mics_shard_size=2", "launch.nproc=2"}, 2)).size() ==
+        1);
+  CHECK(coded(variants({"zero.stage=3", "zero.mics_shard_size=4", "launch.nproc=2",
                         "zero.mics_hierarchical_params_gather=true"},
                        2))
             .size() == 3);
@@ -202,6 +210,10 @@ TEST_CASE("tune: ranks on several hosts race ZeRO++'s codecs between them, one h
         }) == 1);
   CHECK(std::none_of(kept.begin(), kept.end(),
                      [](const Candidate& v) { return sets(v, "codec.gradients.bits=4"); }));
+  // ... and its scope: the weight codec is the one knob that changes.
+  CHECK(std::none_of(kept.begin(), kept.end(), [](const Candidate& v) {
+    return sets(v, "zero.codec_scope=\"across_hosts\"");
+  }));
 }
 
 TEST_CASE("tune: a label says what the composition runs") {

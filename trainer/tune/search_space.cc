@@ -70,11 +70,16 @@ Candidate with(const Candidate& around, const std::string& key, const std::strin
 void add_codecs(const EngineSettings& engine, const Candidate& around,
                 std::vector<Candidate>& out) {
   const int64_t stage = engine.options.stage;
-  const std::vector<std::pair<std::string, std::string>> scope = {
-      {"zero.codec_scope", quoted("across_hosts")}};
+  // A leader that codes already keeps its scope: one knob at a time.
+  const bool codes = engine.codec_weights.chosen() || engine.codec_gradients.chosen();
+  std::vector<std::pair<std::string, std::string>> scope;
+  if (!codes) scope = {{"zero.codec_scope", quoted("across_hosts")}};
   std::vector<std::pair<std::string, std::string>> weights, gradients;
-  // MiCS groups of one host gather inside it, unless the two-level gather crosses hosts.
-  const bool gather_crosses = engine.groups.size != 0 || engine.groups.hierarchical;
+  // The stage-3 gather crosses hosts where the shard group is more than a host's ranks (the
+  // estimate's launch.nproc, when the world spans hosts); MiCS groups of one host gather inside
+  // it, where across_hosts codes nothing.
+  const int64_t group = engine.groups.size;
+  const bool gather_crosses = group < 0 || group > engine.launch.nproc;
   if (stage == 3 && gather_crosses && !engine.codec_weights.chosen())
     weights = {{"plugins.codec_weights", quoted("codec_blockq")}, {"codec.weights.bits", "8"}};
   if (stage >= 1 && !engine.codec_gradients.chosen()) {

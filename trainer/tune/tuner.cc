@@ -289,6 +289,17 @@ void Tuner::reference_run() {
                    : "; run it alone (trainer --config ...) to see why"));
   }
   reference_ = r.metrics;
+  // A --launcher places the ranks itself: every estimate assumed the world of --nproc.
+  const size_t ranks = reference_.steps.empty() ? 0 : reference_.steps[0].memory.size();
+  if (ranks > 0 && ranks != static_cast<size_t>(r_.world)) {
+    throw ConfigError("the reference run had " + std::to_string(ranks) + " ranks, but tune sized " +
+                      std::to_string(r_.world) + " (--nproc or launch.nproc)" +
+                      (args_.launcher.empty()
+                           ? ""
+                           : "; " + args_.launcher[0] +
+                                 " placed them: give --nproc the allocation's task count and "
+                                 "--hosts its node count"));
+  }
   ref_step_s_ = median(r.step_s[0]);
   ref_start_s_ = std::max(1.0,
                           r.seconds - static_cast<double>(reference_.steps.size()) * ref_step_s_);
@@ -343,10 +354,13 @@ bool Tuner::run_job(const std::vector<size_t>& arms, Clock::time_point until, Tu
     c.rss = std::max(c.rss, r.rss[a]);
     c.race.step_s.insert(c.race.step_s.end(), r.step_s[a].begin(), r.step_s[a].end());
   }
-  // The losses first: a job the budget stopped is checked as far as it went.
+  // The losses first: a job the budget stopped is checked as far as it went. The gradient norms
+  // too where the job computes what your config does but for rounding: the same micro batch
+  // split, and no knob that changes the numbers (bf16 states, a codec), whose losses --rtol
+  // judges.
   std::string what;
   const int64_t step = first_disagreement(r.metrics, reference_, args_.rtol,
-                                          split(arms[0]) == split(0), what);
+                                          job_key(arms[0]) == job_key(0), what);
   if (step > 0) {
     for (const StepRecord& s : r.metrics.steps) {
       if (s.step != step) continue;
@@ -518,14 +532,19 @@ void Tuner::final_ab() {
   ab.reps = 2;
   ab.warmup = 2;
   ab.rtol = args_.rtol;
-  // Another micro batch split: the A/B's own check (losses and gradient norms) is off, and the
-  // losses are compared here (first_disagreement says why the norms are not).
+  // Another micro batch split, or a knob that changes the numbers: the A/B's own check (losses
+  // and gradient norms) is off, and the losses are compared here (first_disagreement says why
+  // the norms are not).
   const bool same_split = split(r_.winner) == split(0);
-  const std::vector<std::string> split_keys = {"data.micro_batch", "data.grad_accum"};
+  const bool same_math = job_key(r_.winner) == job_key(0);
+  std::vector<std::string> math_keys;
+  if (!same_split) math_keys = {"data.micro_batch", "data.grad_accum"};
+  for (const std::string& kv : math_overrides(w.estimate.job, w.estimate.composition.overrides))
+    math_keys.push_back(kv.substr(0, kv.find('=')));
   out_ << "  final A/B: your config (A) against the winner (B)\n";
   try {
     r_.final_ab = run_ab_arms(plan, std::move(a), std::move(b), ab,
-                              same_split ? std::vector<std::string>{} : split_keys, out_);
+                              same_math ? std::vector<std::string>{} : math_keys, out_);
     r_.final_ran = true;
     std::filesystem::create_directories(plan.out_dir);
     write_ab_json(r_.final_ab, plan.out_dir + "/ab.json");
@@ -534,7 +553,7 @@ void Tuner::final_ab() {
     return;
   }
   const Agreement& g = r_.final_ab.agreement;
-  if (same_split) {
+  if (same_math) {
     r_.final_losses_agree = g.agree;
     r_.final_losses = g.agree ? (g.identical ? "losses identical" : "losses agree")
                               : "LOSSES DIVERGE: " + g.what + " at step " +
@@ -553,7 +572,8 @@ void Tuner::final_ab() {
     }
   }
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "losses agree within %g (another micro batch split)", args_.rtol);
+  std::snprintf(buf, sizeof(buf), "losses agree within %g (%s)", args_.rtol,
+                same_split ? "a setting that changes the numbers" : "another micro batch split");
   r_.final_losses = buf;
 }
 

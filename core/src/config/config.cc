@@ -172,12 +172,14 @@ struct Alias {
 };
 constexpr Alias kAliases[] = {{"zero", "shard_group_size", "mics_shard_size"}};
 
-// The file's value of the other name of `key`, if it has one, gives way to an override of `key`.
+// The other name of `key`, if it has one, gives way to an override of `key`, unless another
+// override set it (the file's value, or a base's such as a DeepSpeed config's, does).
 void override_other_name(const std::string& table, const std::string& key, RawTable& t) {
   for (const Alias& a : kAliases) {
     if (table != a.table || (key != a.alias && key != a.key)) continue;
     auto other = t.entries.find(key == a.alias ? a.key : a.alias);
-    if (other != t.entries.end() && other->second.where.line > 0) t.entries.erase(other);
+    if (other != t.entries.end() && other->second.where.file.rfind("--set", 0) != 0)
+      t.entries.erase(other);
   }
 }
 
