@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "zt/error.h"
+#include "zt/host/child_process.h"
 #include "zt/host/launcher.h"
 
 namespace zt::bench {
@@ -31,17 +32,6 @@ constexpr std::chrono::seconds kRunTimeout{60};
 // How long the client retries while the server is not listening yet.
 constexpr std::chrono::seconds kConnectTimeout{10};
 constexpr std::chrono::seconds kServerExitTimeout{10};
-
-std::string find_on_path(const std::string& name) {
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path ? path : "");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
 
 // Starts argv[0] with stdout and stderr in `log`; the child is killed if we die first.
 pid_t spawn(const std::vector<std::string>& argv, const std::string& log) {

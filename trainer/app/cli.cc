@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "zt/error.h"
+#include "zt/host/child_process.h"
 #include "zt/options.h"
 
 namespace zt::trainer {
@@ -230,13 +231,7 @@ std::vector<std::string> parse_launcher(const std::string& text) {
   }
   std::string& exe = words[0];
   if (exe.find('/') == std::string::npos) {
-    const char* path = std::getenv("PATH");
-    std::istringstream dirs(path ? path : "");
-    std::string found;
-    for (std::string dir; found.empty() && std::getline(dirs, dir, ':');) {
-      const std::string candidate = (dir.empty() ? "." : dir) + "/" + exe;
-      if (::access(candidate.c_str(), X_OK) == 0) found = candidate;
-    }
+    const std::string found = find_on_path(exe);
     if (found.empty()) {
       throw ConfigError("--launcher " + text + ": " + exe +
                         " is not on PATH; give its full path, or run tune where it is installed");
