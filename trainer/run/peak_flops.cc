@@ -112,8 +112,12 @@ bool raise_peak(PeakFlops& peak, double reached) {
   constexpr const char* kRaised = ", raised to a step's rate (the probe shared the cores)";
   if (peak.how.find(kRaised) == std::string::npos) peak.how += kRaised;
   peak.per_rank = reached;
-  if (peak.writes_cache) write_cache(peak.cache_file, peak.cache_key, reached);
+  peak.raised = true;
   return true;
+}
+
+void keep_raised_peak(const PeakFlops& peak) {
+  if (peak.raised && peak.writes_cache) write_cache(peak.cache_file, peak.cache_key, peak.per_rank);
 }
 
 }  // namespace zt::trainer

@@ -20,6 +20,7 @@ struct PeakFlops {
   std::string how;      // "sgemm fp32 1024^3, 1 thread x 2 ranks, measured" / "..., cached"
   std::string cache_file, cache_key;  // where it is kept ("" = not cached)
   bool writes_cache = false;          // this rank writes the host's entry (local rank 0)
+  bool raised = false;                // raise_peak raised it: keep_raised_peak writes it
 };
 
 // Collective: the ranks agree whether every one found its cache entry, else all probe together.
@@ -27,7 +28,10 @@ PeakFlops peak_flops(Communicator& comm, at::ScalarType dtype);
 
 // A step's model FLOP/s above the peak shows that the probe ran while something else held the
 // cores (a cached entry lives on across runs): the peak becomes the rate reached, so MFU never
-// reads above 100%, and the cache keeps it for later runs. Returns whether it rose.
+// reads above 100%. In memory only (it runs every step); returns whether it rose.
 bool raise_peak(PeakFlops& peak, double reached);
+
+// At the run's end: a raised peak replaces the cache's entry for later runs.
+void keep_raised_peak(const PeakFlops& peak);
 
 }  // namespace zt::trainer

@@ -490,6 +490,7 @@ void finish_train(TrainRun& run, TrainSummary& summary, const CheckpointSettings
   const RunSettings& options = run.settings.run;
   const bool leader = run.env.rank == 0;
   complete_summary(run, summary);
+  keep_raised_peak(run.peak);
   if (leader) print_summary(summary);
   if (leader && summary.stopped_by != 0) {
     const std::string latest = latest_checkpoint(settings.dir);
