@@ -87,16 +87,17 @@ void add_codecs(const EngineSettings& engine, const Candidate& around,
                  {"codec.gradients.bits", "4"},
                  {"zero.codec_error_feedback", "true"}};
   }
-  auto joined = [&](auto a, const auto& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    a.insert(a.end(), scope.begin(), scope.end());
-    return a;
+  auto add = [&](std::vector<std::pair<std::string, std::string>> settings) {
+    settings.insert(settings.end(), scope.begin(), scope.end());
+    out.push_back(with(around, settings));
   };
-  const std::vector<std::pair<std::string, std::string>> none;
-  if (!weights.empty()) out.push_back(with(around, joined(weights, none)));
-  if (!gradients.empty()) out.push_back(with(around, joined(gradients, none)));
-  if (!weights.empty() && !gradients.empty())
-    out.push_back(with(around, joined(weights, gradients)));
+  if (!weights.empty()) add(weights);
+  if (!gradients.empty()) add(gradients);
+  if (!weights.empty() && !gradients.empty()) {
+    std::vector<std::pair<std::string, std::string>> both = weights;
+    both.insert(both.end(), gradients.begin(), gradients.end());
+    add(both);
+  }
 }
 
 }  // namespace
