@@ -77,6 +77,7 @@ int run_parent(const Plan& plan, const std::vector<std::string>& argv) {
   spec.nproc = kRanks;
   spec.argv = argv;
   spec.argv[0] = self_executable();
+  spec.fork_ranks = true;
   spec.env = {{kRowsEnv, rows_path}};
   spec.timeout = kJobTimeout;
   LaunchResult result = launch_local(spec);

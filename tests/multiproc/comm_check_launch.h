@@ -32,6 +32,7 @@ inline RankReports launch_comm_check(
   zt::LaunchSpec spec;
   spec.nproc = nproc;
   spec.argv = {ZT_TEST_COMM_CHECK};
+  spec.fork_ranks = true;
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.env = {{"ZT_CHECK_OUT", out.path().string()}};
   spec.stop_all_on_failure = stop_all;

@@ -23,6 +23,10 @@
 //                   [--codec_block K] [--state_dtype fp32|bf16] [--saved_state_dtype ...]
 //                   [--master_dtype fp32|bf16] [--saved_master_dtype ...]
 //                   [--plant nan|lost_update|uncoded|fp32_states|fp32_masters]
+//                   [--then <the options of another case> ...]
+// --then starts another case, run after this one in the same processes (one start of LibTorch
+// for many small cases): each case composes its own job, on store keys of its own, and reports
+// to $ZT_CHECK_OUT/rank<r>.case<i>.txt; a case that fails ends the run.
 // The engine, its plugins and tiers are composed by the core as every program composes them
 // (zt/host/compose.h) from the settings of a zt::Config of the core's sections alone: the options
 // above become --set overrides of check_config()'s TOML (fp16 is not offered: the config refuses
@@ -97,7 +101,8 @@
 namespace {
 
 constexpr int64_t kIn = 11, kMicroBatch = 3;
-int64_t kHidden = 17;  // --hidden
+int64_t kHidden = 17;                                        // --hidden
+constexpr auto kTimeout = std::chrono::milliseconds(60000);  // every wait of a rank
 constexpr double kLr = 1e-2, kBeta1 = 0.9, kBeta2 = 0.99, kEps = 1e-8, kWeightDecay = 0.05;
 
 using zt::test::CheckFailed;
@@ -818,10 +823,9 @@ void coded_reference_grads(zt::test::CodecReference& coded, Reference& ref,
 }
 
 // One rank's check: train through the engine and the reference side by side, compare.
-std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_dir) {
-  auto timeout = std::chrono::milliseconds(60000);
-  auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
-                              env.master_port, env.rank, env.world, timeout);
+std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_dir,
+                      const std::unique_ptr<zt::Store>& store) {
+  const auto timeout = kTimeout;
   const zt::Config config = check_config(a, nvme_dir);
   const int steps = static_cast<int>(config.section("run").get_int("steps"));
   const int force_overflow = std::stoi(a["force_overflow_step"]);
@@ -956,62 +960,100 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   return text;
 }
 
+// Every option's default (the usage above).
+Args default_args() {
+  return Args{{"stage", "0"},
+              {"shard", "shard_tensor"},
+              {"dtype", "fp32"},
+              {"accum", "1"},
+              {"clip", "0"},
+              {"steps", "5"},
+              {"prefetch", "1"},
+              {"persist", "0"},
+              {"overlap", "true"},
+              {"bucket_mb", "25"},
+              {"force_overflow_step", "0"},
+              {"nan_grad_step", "0"},
+              {"loss_scale", "false"},
+              {"prefetch_elements", "0"},
+              {"max_live", "1000000000"},
+              {"predivide", "1"},
+              {"checkpoint", "false"},
+              {"hidden", "17"},
+              {"offload_optimizer", "none"},
+              {"offload_param", "none"},
+              {"optimizer_fraction", "1"},
+              {"param_fraction", "1"},
+              {"sub_group", "1000000000"},
+              {"pipeline", "true"},
+              {"accessors", "false"},
+              {"begin_step", "false"},
+              {"eval", "false"},
+              {"zero_init", "false"},
+              {"save_at", "0"},
+              {"ckpt_dir", ""},
+              {"record", ""},
+              {"load", "false"},
+              {"saved_world", "0"},
+              {"compare", ""},
+              {"refuse_partial", "false"},
+              {"mics", "-1"},
+              {"hier", "false"},
+              {"ranks_per_host", "0"},
+              {"codec_weights", "0"},
+              {"codec_gradients", "0"},
+              {"error_feedback", "false"},
+              {"codec_block", "8"},
+              {"state_dtype", "fp32"},
+              {"saved_state_dtype", ""},
+              {"master_dtype", "fp32"},
+              {"saved_master_dtype", ""},
+              {"gradients_in_tier", "false"},
+              {"plant", ""}};
+}
+
+// The cases of one run: argv split at "--then", each case's options over the defaults.
+std::vector<Args> parse_cases(int argc, char** argv) {
+  std::vector<Args> cases{default_args()};
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--then") {
+      cases.push_back(default_args());
+    } else if (i + 1 < argc) {
+      cases.back()[std::string(argv[i]).substr(2)] = argv[i + 1];
+      ++i;
+    }
+  }
+  return cases;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args a{{"stage", "0"},
-         {"shard", "shard_tensor"},
-         {"dtype", "fp32"},
-         {"accum", "1"},
-         {"clip", "0"},
-         {"steps", "5"},
-         {"prefetch", "1"},
-         {"persist", "0"},
-         {"overlap", "true"},
-         {"bucket_mb", "25"},
-         {"force_overflow_step", "0"},
-         {"nan_grad_step", "0"},
-         {"loss_scale", "false"},
-         {"prefetch_elements", "0"},
-         {"max_live", "1000000000"},
-         {"predivide", "1"},
-         {"checkpoint", "false"},
-         {"hidden", "17"},
-         {"offload_optimizer", "none"},
-         {"offload_param", "none"},
-         {"optimizer_fraction", "1"},
-         {"param_fraction", "1"},
-         {"sub_group", "1000000000"},
-         {"pipeline", "true"},
-         {"accessors", "false"},
-         {"begin_step", "false"},
-         {"eval", "false"},
-         {"zero_init", "false"},
-         {"save_at", "0"},
-         {"ckpt_dir", ""},
-         {"record", ""},
-         {"load", "false"},
-         {"saved_world", "0"},
-         {"compare", ""},
-         {"refuse_partial", "false"},
-         {"mics", "-1"},
-         {"hier", "false"},
-         {"ranks_per_host", "0"},
-         {"codec_weights", "0"},
-         {"codec_gradients", "0"},
-         {"error_feedback", "false"},
-         {"codec_block", "8"},
-         {"state_dtype", "fp32"},
-         {"saved_state_dtype", ""},
-         {"master_dtype", "fp32"},
-         {"saved_master_dtype", ""},
-         {"gradients_in_tier", "false"},
-         {"plant", ""}};
-  for (int i = 1; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
-  kHidden = std::stoll(a["hidden"]);
-  g_zero_init = a["zero_init"] == "true";
+  std::vector<Args> cases = parse_cases(argc, argv);
   zt::RankEnv env = zt::discover_rank_env();
   const std::string nvme_dir =
       std::string(std::getenv("ZT_CHECK_OUT") ? std::getenv("ZT_CHECK_OUT") : "/tmp") + "/nvme";
-  return zt::test::run_rank_check(env.rank, [&] { return run_check(a, env, nvme_dir); });
+  // One rendezvous for all cases; each composes its job on keys of its own.
+  std::shared_ptr<zt::Store> job_store;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Args& a = cases[i];
+    const std::string report =
+        cases.size() == 1 ? "" : "rank" + std::to_string(env.rank) + ".case" + std::to_string(i);
+    const int code = zt::test::run_rank_check(
+        env.rank,
+        [&] {
+      kHidden = std::stoll(a["hidden"]);
+      g_zero_init = a["zero_init"] == "true";
+      if (!job_store) {
+        job_store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
+                                   env.master_port, env.rank, env.world, kTimeout);
+      }
+      return run_check(a, env, nvme_dir,
+                       zt::prefixed_store(job_store, "case" + std::to_string(i) + "/"));
+        },
+        report);
+    if (code != 0) return code;
+  }
+  if (job_store) zt::depart(*job_store, env.rank, env.world, kTimeout);
+  return 0;
 }

@@ -3,6 +3,8 @@
 // element.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "comm_check_launch.h"
 
 using zt::test::contains;
@@ -14,6 +16,7 @@ zt::test::RankReports run_engine(int world, std::vector<std::string> args) {
   zt::test::TempDir out;
   spec.nproc = world;
   spec.argv = {ZT_TEST_ENGINE_CHECK};
+  spec.fork_ranks = true;
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.env = {{"ZT_CHECK_OUT", out.path().string()}};
   spec.timeout = std::chrono::minutes(3);
@@ -22,6 +25,36 @@ zt::test::RankReports run_engine(int world, std::vector<std::string> args) {
   for (int i = 0; i < world; ++i)
     r.reports.push_back(zt::test::read_file(out.file("rank" + std::to_string(i) + ".txt")));
   return r;
+}
+
+// Several cases in one launch of `world` ranks (zt_engine_check's --then): LibTorch starts once
+// for all of them. One RankReports per case, sharing the launch's result; a case after a failed
+// one has no reports.
+std::vector<zt::test::RankReports> run_engines(int world,
+                                               const std::vector<std::vector<std::string>>& cases) {
+  zt::LaunchSpec spec;
+  zt::test::TempDir out;
+  spec.nproc = world;
+  spec.argv = {ZT_TEST_ENGINE_CHECK};
+  spec.fork_ranks = true;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (i > 0) spec.argv.push_back("--then");
+    spec.argv.insert(spec.argv.end(), cases[i].begin(), cases[i].end());
+  }
+  spec.env = {{"ZT_CHECK_OUT", out.path().string()}};
+  spec.timeout = std::chrono::minutes(3) * static_cast<int>(cases.size());
+  const zt::LaunchResult result = zt::launch_local(spec);
+  std::vector<zt::test::RankReports> all(cases.size());
+  for (size_t c = 0; c < cases.size(); ++c) {
+    all[c].result = result;
+    for (int i = 0; i < world; ++i) {
+      // One case reports as a plain run does.
+      const std::string name = "rank" + std::to_string(i) +
+                               (cases.size() == 1 ? "" : ".case" + std::to_string(c));
+      all[c].reports.push_back(zt::test::read_file(out.file(name + ".txt")));
+    }
+  }
+  return all;
 }
 
 // `args` followed by `more`.
@@ -40,6 +73,38 @@ void expect_ok(const zt::test::RankReports& r) {
   INFO(r.all());
   CHECK(r.result.exit_code == 0);
   for (const auto& rep : r.reports) CHECK(rep.rfind("OK", 0) == 0);
+}
+
+// One case of a test: the ranks and the worker's options.
+struct EngineCase {
+  int world;
+  std::vector<std::string> args;
+};
+
+// Runs `cases`, one launch per world size (run_engines), and expects each to pass, naming the
+// case that did not. Returns the reports in the order of `cases`.
+std::vector<zt::test::RankReports> expect_all_ok(const std::vector<EngineCase>& cases) {
+  std::vector<zt::test::RankReports> reports(cases.size());
+  std::vector<int> worlds;
+  for (const auto& c : cases) {
+    if (std::find(worlds.begin(), worlds.end(), c.world) == worlds.end()) worlds.push_back(c.world);
+  }
+  for (int world : worlds) {
+    std::vector<size_t> index;
+    std::vector<std::vector<std::string>> args;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      if (cases[i].world != world) continue;
+      index.push_back(i);
+      args.push_back(cases[i].args);
+    }
+    const auto ran = run_engines(world, args);
+    for (size_t k = 0; k < index.size(); ++k) reports[index[k]] = ran[k];
+  }
+  for (size_t i = 0; i < cases.size(); ++i) {
+    INFO("world " << cases[i].world << ": " << joined(cases[i].args));
+    expect_ok(reports[i]);
+  }
+  return reports;
 }
 
 }  // namespace
@@ -73,25 +138,25 @@ TEST_CASE("the bf16 oracle fails on a planted lost update, which its per-element
 }
 
 TEST_CASE("fp32: every stage x strategy x world size matches single-process AdamW") {
+  std::vector<EngineCase> cases;
   for (int stage : {0, 1, 2, 3}) {
     for (const char* shard : {"shard_tensor", "shard_bucket"}) {
-      for (int world : {1, 2, 3}) {
-        CAPTURE(stage);
-        CAPTURE(shard);
-        CAPTURE(world);
-        expect_ok(run_engine(world,
-                             {"--stage", std::to_string(stage), "--shard", shard, "--steps", "5"}));
-      }
+      for (int world : {1, 2, 3})
+        cases.push_back(
+            {world, {"--stage", std::to_string(stage), "--shard", shard, "--steps", "5"}});
     }
   }
+  expect_all_ok(cases);
 }
 
 TEST_CASE("fp32: gradient accumulation and global-norm clipping, every stage") {
+  std::vector<EngineCase> cases;
   for (int stage : {0, 1, 2, 3}) {
-    CAPTURE(stage);
-    expect_ok(run_engine(2, {"--stage", std::to_string(stage), "--shard", "shard_bucket", "--accum",
-                             "3", "--clip", "0.05", "--steps", "4"}));
+    cases.push_back({2,
+                     {"--stage", std::to_string(stage), "--shard", "shard_bucket", "--accum", "3",
+                      "--clip", "0.05", "--steps", "4"}});
   }
+  expect_all_ok(cases);
 }
 
 TEST_CASE("activation checkpointing: stages 0, 2 and 3 still match single-process AdamW") {
@@ -99,26 +164,26 @@ TEST_CASE("activation checkpointing: stages 0, 2 and 3 still match single-proces
   // also checks that every unit ran forward twice per micro step. The tied weight (units 0 and
   // 2) and the first unit's input, which needs no grad, are the cases that break naive
   // reentrant checkpointing.
+  std::vector<EngineCase> cases;
   for (int world : {1, 2}) {
     for (int stage : {0, 2, 3}) {
       for (const char* shard : {"shard_tensor", "shard_bucket"}) {
         for (const char* prefetch : {"0", "1"}) {
           if (stage != 3 && prefetch[0] == '0') continue;  // prefetch only matters in stage 3
-          CAPTURE(world);
-          CAPTURE(stage);
-          CAPTURE(shard);
-          CAPTURE(prefetch);
-          expect_ok(run_engine(world, {"--stage", std::to_string(stage), "--shard", shard,
-                                       "--prefetch", prefetch, "--checkpoint", "true"}));
+          cases.push_back({world,
+                           {"--stage", std::to_string(stage), "--shard", shard, "--prefetch",
+                            prefetch, "--checkpoint", "true"}});
         }
       }
     }
   }
-  expect_ok(run_engine(2, {"--stage", "3", "--shard", "shard_bucket", "--accum", "3", "--clip",
-                           "0.05", "--steps", "4", "--checkpoint", "true"}));
+  cases.push_back({2,
+                   {"--stage", "3", "--shard", "shard_bucket", "--accum", "3", "--clip", "0.05",
+                    "--steps", "4", "--checkpoint", "true"}});
   // The recompute in bf16: within the mixed-precision tolerance, like the plain bf16 runs.
-  expect_ok(run_engine(
-      2, {"--stage", "3", "--shard", "shard_tensor", "--dtype", "bf16", "--checkpoint", "true"}));
+  cases.push_back(
+      {2, {"--stage", "3", "--shard", "shard_tensor", "--dtype", "bf16", "--checkpoint", "true"}});
+  expect_all_ok(cases);
 }
 
 TEST_CASE("stage 3 without overlap, prefetch 0 and 2, small tensors persistent") {
@@ -129,18 +194,14 @@ TEST_CASE("stage 3 without overlap, prefetch 0 and 2, small tensors persistent")
 }
 
 TEST_CASE("stage 3 prefetch by elements and under a live-parameter cap gives the same result") {
-  expect_ok(
-      run_engine(2, {"--stage", "3", "--shard", "shard_tensor", "--prefetch_elements", "400"}));
-  expect_ok(run_engine(
-      2, {"--stage", "3", "--shard", "shard_bucket", "--prefetch", "2", "--max_live", "500"}));
+  expect_all_ok(
+      {{2, {"--stage", "3", "--shard", "shard_tensor", "--prefetch_elements", "400"}},
+       {2, {"--stage", "3", "--shard", "shard_bucket", "--prefetch", "2", "--max_live", "500"}}});
 }
 
 TEST_CASE("gradient_predivide_factor splits the averaging around the reduction, same result") {
-  for (int stage : {0, 2}) {
-    CAPTURE(stage);
-    expect_ok(run_engine(
-        3, {"--stage", std::to_string(stage), "--shard", "shard_bucket", "--predivide", "3"}));
-  }
+  expect_all_ok({{3, {"--stage", "0", "--shard", "shard_bucket", "--predivide", "3"}},
+                 {3, {"--stage", "2", "--shard", "shard_bucket", "--predivide", "3"}}});
 }
 
 TEST_CASE("stage 3 frees gathered parameters: peak within (prefetch + 1) units + persistent") {
@@ -151,55 +212,59 @@ TEST_CASE("stage 3 frees gathered parameters: peak within (prefetch + 1) units +
 }
 
 TEST_CASE("shard_tensor and shard_bucket issue different numbers of collectives") {
-  auto tensor = run_engine(2, {"--stage", "2", "--shard", "shard_tensor", "--steps", "2"});
-  auto bucket = run_engine(2, {"--stage", "2", "--shard", "shard_bucket", "--steps", "2"});
-  expect_ok(tensor);
-  expect_ok(bucket);
+  const auto r = expect_all_ok({{2, {"--stage", "2", "--shard", "shard_tensor", "--steps", "2"}},
+                                {2, {"--stage", "2", "--shard", "shard_bucket", "--steps", "2"}}});
   // 5 tensors in 3 units: shard_tensor reduces 5 groups per step, shard_bucket 3.
-  CHECK(contains(tensor.reports[0], "reduce_scatter_calls=10"));
-  CHECK(contains(bucket.reports[0], "reduce_scatter_calls=6"));
+  CHECK(contains(r[0].reports[0], "reduce_scatter_calls=10"));
+  CHECK(contains(r[1].reports[0], "reduce_scatter_calls=6"));
 }
 
 TEST_CASE("bf16 compute with fp32 master weights stays within mixed-precision tolerance") {
-  for (int stage : {0, 2, 3}) {
-    CAPTURE(stage);
-    expect_ok(run_engine(
-        2, {"--stage", std::to_string(stage), "--shard", "shard_bucket", "--dtype", "bf16"}));
-  }
+  std::vector<EngineCase> cases;
+  for (int stage : {0, 2, 3})
+    cases.push_back(
+        {2, {"--stage", std::to_string(stage), "--shard", "shard_bucket", "--dtype", "bf16"}});
+  expect_all_ok(cases);
 }
 
 TEST_CASE("dynamic loss scaling: an overflow on one rank skips the step on every rank") {
   // fp16 compute has no CPU matmul in LibTorch 1.13, so the scaler runs here with bf16 (and
   // fp32): the skip decision and the unscaling are what is under test.
+  std::vector<EngineCase> cases;
   for (int stage : {1, 3}) {
-    CAPTURE(stage);
-    expect_ok(run_engine(
-        2, {"--stage", std::to_string(stage), "--shard", "shard_tensor", "--dtype", "bf16",
-            "--loss_scale", "true", "--steps", "5", "--force_overflow_step", "3"}));
+    cases.push_back(
+        {2,
+         {"--stage", std::to_string(stage), "--shard", "shard_tensor", "--dtype", "bf16",
+          "--loss_scale", "true", "--steps", "5", "--force_overflow_step", "3"}});
   }
-  expect_ok(run_engine(3, {"--stage", "2", "--shard", "shard_bucket", "--loss_scale", "true",
-                           "--steps", "4", "--force_overflow_step", "2"}));
+  cases.push_back({3,
+                   {"--stage", "2", "--shard", "shard_bucket", "--loss_scale", "true", "--steps",
+                    "4", "--force_overflow_step", "2"}});
+  expect_all_ok(cases);
 }
 
 TEST_CASE("offload: optimizer states in offload_cpu / offload_nvme, stages 1-3, same result") {
   // hidden 100 gives shards of up to 5000 elements, streamed in tiles of 1024 (sub_group 1 is
   // rounded up to one 4 KiB-aligned tile), tails included; world 3 makes the shards uneven.
+  std::vector<EngineCase> cases;
+  std::vector<std::string> tiers;
   for (const char* tier : {"offload_cpu", "offload_nvme"}) {
     for (int stage : {1, 2, 3}) {
       for (const char* shard : {"shard_tensor", "shard_bucket"}) {
-        const int world = stage == 3 ? 3 : 2;
-        CAPTURE(tier);
-        CAPTURE(stage);
-        CAPTURE(shard);
-        auto r = run_engine(world, {"--stage", std::to_string(stage), "--shard", shard, "--hidden",
-                                    "100", "--offload_optimizer", tier, "--sub_group", "1"});
-        expect_ok(r);
-        // Streamed tiers move bytes every step; host memory is used in place.
-        CHECK(contains(r.reports[0], std::string(tier) == "offload_nvme" ? "tier_bytes_moved="
-                                                                         : "tier_bytes_moved=0"));
-        CHECK_FALSE(contains(r.reports[0], "offload_optimizer=0 "));
+        cases.push_back({stage == 3 ? 3 : 2,
+                         {"--stage", std::to_string(stage), "--shard", shard, "--hidden", "100",
+                          "--offload_optimizer", tier, "--sub_group", "1"}});
+        tiers.push_back(tier);
       }
     }
+  }
+  const auto r = expect_all_ok(cases);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(joined(cases[i].args));
+    // Streamed tiers move bytes every step; host memory is used in place.
+    CHECK(contains(r[i].reports[0],
+                   tiers[i] == "offload_nvme" ? "tier_bytes_moved=" : "tier_bytes_moved=0"));
+    CHECK_FALSE(contains(r[i].reports[0], "offload_optimizer=0 "));
   }
 }
 
@@ -210,44 +275,50 @@ TEST_CASE(
                              {"offload_nvme", "offload_nvme"},
                              {"offload_cpu", "offload_nvme"},
                              {"offload_nvme", "offload_cpu"}};
+  std::vector<EngineCase> cases;
   for (auto& [param, optim] : combos) {
     for (const char* prefetch : {"0", "1"}) {
-      CAPTURE(param);
-      CAPTURE(optim);
-      CAPTURE(prefetch);
-      auto r = run_engine(
-          3, {"--stage", "3", "--shard", "shard_tensor", "--hidden", "100", "--offload_param",
-              param, "--offload_optimizer", optim, "--sub_group", "1", "--prefetch", prefetch});
-      expect_ok(r);
-      CHECK_FALSE(contains(r.reports[0], "offload_param=0 "));
+      cases.push_back(
+          {3,
+           {"--stage", "3", "--shard", "shard_tensor", "--hidden", "100", "--offload_param", param,
+            "--offload_optimizer", optim, "--sub_group", "1", "--prefetch", prefetch}});
     }
+  }
+  const auto r = expect_all_ok(cases);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(joined(cases[i].args));
+    CHECK_FALSE(contains(r[i].reports[0], "offload_param=0 "));
   }
 }
 
 TEST_CASE("offload: fractions, no pipelining, accumulation + clipping, bf16, checkpointing") {
   // Half of the bytes offloaded (the rest in compute memory), both tiers.
+  std::vector<EngineCase> cases;
   for (const char* tier : {"offload_cpu", "offload_nvme"}) {
-    CAPTURE(tier);
-    auto r = run_engine(2, {"--stage", "3", "--shard", "shard_tensor", "--hidden", "100",
-                            "--offload_optimizer", tier, "--offload_param", tier,
-                            "--optimizer_fraction", "0.5", "--param_fraction", "0.5"});
-    expect_ok(r);
+    cases.push_back(
+        {2,
+         {"--stage", "3", "--shard", "shard_tensor", "--hidden", "100", "--offload_optimizer", tier,
+          "--offload_param", tier, "--optimizer_fraction", "0.5", "--param_fraction", "0.5"}});
   }
-  expect_ok(run_engine(
-      2, {"--stage", "2", "--shard", "shard_bucket", "--hidden", "100", "--offload_optimizer",
-          "offload_nvme", "--sub_group", "1", "--pipeline", "false"}));
-  expect_ok(run_engine(2, {"--stage", "3", "--shard", "shard_bucket", "--offload_optimizer",
-                           "offload_nvme", "--offload_param", "offload_nvme", "--accum", "3",
-                           "--clip", "0.05", "--steps", "4", "--checkpoint", "true"}));
+  cases.push_back(
+      {2,
+       {"--stage", "2", "--shard", "shard_bucket", "--hidden", "100", "--offload_optimizer",
+        "offload_nvme", "--sub_group", "1", "--pipeline", "false"}});
+  cases.push_back({2,
+                   {"--stage", "3", "--shard", "shard_bucket", "--offload_optimizer",
+                    "offload_nvme", "--offload_param", "offload_nvme", "--accum", "3", "--clip",
+                    "0.05", "--steps", "4", "--checkpoint", "true"}});
   for (const char* tier : {"offload_cpu", "offload_nvme"}) {
-    CAPTURE(tier);
-    expect_ok(run_engine(2, {"--stage", "3", "--shard", "shard_tensor", "--dtype", "bf16",
-                             "--offload_optimizer", tier, "--offload_param", tier}));
+    cases.push_back({2,
+                     {"--stage", "3", "--shard", "shard_tensor", "--dtype", "bf16",
+                      "--offload_optimizer", tier, "--offload_param", tier}});
   }
   // An overflow skips the step on every rank with nothing written to the tier's states.
-  expect_ok(run_engine(
-      2, {"--stage", "2", "--shard", "shard_bucket", "--dtype", "bf16", "--loss_scale", "true",
-          "--offload_optimizer", "offload_nvme", "--steps", "5", "--force_overflow_step", "3"}));
+  cases.push_back(
+      {2,
+       {"--stage", "2", "--shard", "shard_bucket", "--dtype", "bf16", "--loss_scale", "true",
+        "--offload_optimizer", "offload_nvme", "--steps", "5", "--force_overflow_step", "3"}});
+  expect_all_ok(cases);
 }
 
 TEST_CASE("offload: gradient shards kept in the NVMe tier, accumulated over micro steps") {
@@ -257,84 +328,31 @@ TEST_CASE("offload: gradient shards kept in the NVMe tier, accumulated over micr
   // 1024 elements, uneven shards at world 3, partial last tiles), and the global norm for the
   // clipping comes from what was measured as the last micro step wrote them. Stage 1 writes them
   // once, at the step. The accessors read them back through the tier after the micro steps.
+  const std::vector<std::string> in_tier{"--offload_optimizer", "offload_nvme", "--sub_group", "1",
+                                         "--gradients_in_tier", "true"};
+  const std::vector<std::string> clipped{"--hidden", "100",  "--accum", "3",
+                                         "--clip",   "0.05", "--steps", "4"};
+  std::vector<EngineCase> cases;
   for (int stage : {1, 2, 3}) {
     for (const char* shard : {"shard_tensor", "shard_bucket"}) {
-      CAPTURE(stage);
-      CAPTURE(shard);
-      expect_ok(run_engine(3, {"--stage",
-                               std::to_string(stage),
-                               "--shard",
-                               shard,
-                               "--hidden",
-                               "100",
-                               "--offload_optimizer",
-                               "offload_nvme",
-                               "--sub_group",
-                               "1",
-                               "--accum",
-                               "3",
-                               "--clip",
-                               "0.05",
-                               "--steps",
-                               "4",
-                               "--accessors",
-                               "true",
-                               "--gradients_in_tier",
-                               "true"}));
+      cases.push_back({3, with(with(in_tier, clipped), {"--stage", std::to_string(stage), "--shard",
+                                                        shard, "--accessors", "true"})});
     }
   }
   // One tile buffer (no pipelining), reductions drained one group at a time (no overlap), and
   // parameter shards in the same tier.
-  expect_ok(run_engine(2, {"--stage",
-                           "3",
-                           "--shard",
-                           "shard_tensor",
-                           "--hidden",
-                           "100",
-                           "--offload_optimizer",
-                           "offload_nvme",
-                           "--offload_param",
-                           "offload_nvme",
-                           "--sub_group",
-                           "1",
-                           "--accum",
-                           "3",
-                           "--clip",
-                           "0.05",
-                           "--steps",
-                           "4",
-                           "--pipeline",
-                           "false",
-                           "--overlap",
-                           "false",
-                           "--gradients_in_tier",
-                           "true"}));
+  cases.push_back({2, with(with(in_tier, clipped),
+                           {"--stage", "3", "--shard", "shard_tensor", "--offload_param",
+                            "offload_nvme", "--pipeline", "false", "--overlap", "false"})});
   // Step 3 overflows on one rank (in both its micro steps): it is skipped on every rank, and the
   // next step's first micro step replaces the non-finite sums in the tier. (Hidden 60: two tiles
   // per shard; at 100 this composition's loss-scaled fp32 drifts past the oracle's tolerance
   // with or without offload.)
-  expect_ok(run_engine(2, {"--stage",
-                           "3",
-                           "--shard",
-                           "shard_bucket",
-                           "--loss_scale",
-                           "true",
-                           "--hidden",
-                           "60",
-                           "--offload_optimizer",
-                           "offload_nvme",
-                           "--offload_param",
-                           "offload_nvme",
-                           "--sub_group",
-                           "1",
-                           "--accum",
-                           "2",
-                           "--steps",
-                           "5",
-                           "--force_overflow_step",
-                           "3",
-                           "--gradients_in_tier",
-                           "true"}));
+  cases.push_back(
+      {2, with(in_tier, {"--stage", "3", "--shard", "shard_bucket", "--loss_scale", "true",
+                         "--hidden", "60", "--offload_param", "offload_nvme", "--accum", "2",
+                         "--steps", "5", "--force_overflow_step", "3"})});
+  expect_all_ok(cases);
 }
 
 // The bytes a rank's tiers read and wrote, and its gradient bytes in the tier, from its report.
@@ -473,35 +491,33 @@ TEST_CASE("evaluation: one validation loss at every world size, stage, strategy 
   // before the first step and after every step, against the units run in one process from the
   // engine's own full parameters (engine_check's --eval); and the first one, from the initial
   // weights every composition starts from, equal across all of them within 1e-6.
-  std::vector<double> first_losses;
-  auto run = [&](int world, std::vector<std::string> args) {
-    args.insert(args.end(), {"--eval", "true", "--steps", "2"});
-    auto r = run_engine(world, args);
-    expect_ok(r);
-    const size_t at = r.reports[0].find("val_loss_first=");
-    REQUIRE(at != std::string::npos);
-    first_losses.push_back(std::stod(r.reports[0].substr(at + 15)));
-  };
+  std::vector<EngineCase> cases;
   for (int world : {1, 2, 3}) {
     for (int stage : {0, 1, 2, 3}) {
-      for (const char* shard : {"shard_tensor", "shard_bucket"}) {
-        CAPTURE(world);
-        CAPTURE(stage);
-        CAPTURE(shard);
-        run(world, {"--stage", std::to_string(stage), "--shard", shard});
-      }
+      for (const char* shard : {"shard_tensor", "shard_bucket"})
+        cases.push_back({world, {"--stage", std::to_string(stage), "--shard", shard}});
     }
   }
-  run(3, {"--stage", "3", "--shard", "shard_bucket", "--offload_optimizer", "offload_nvme",
-          "--offload_param", "offload_nvme", "--sub_group", "1"});
-  run(2, {"--stage", "3", "--shard", "shard_tensor", "--offload_param", "offload_cpu",
-          "--checkpoint", "true", "--prefetch", "0"});
+  cases.push_back({3,
+                   {"--stage", "3", "--shard", "shard_bucket", "--offload_optimizer",
+                    "offload_nvme", "--offload_param", "offload_nvme", "--sub_group", "1"}});
+  cases.push_back({2,
+                   {"--stage", "3", "--shard", "shard_tensor", "--offload_param", "offload_cpu",
+                    "--checkpoint", "true", "--prefetch", "0"}});
+  const size_t fp32_cases = cases.size();
+  // bf16 units against the fp32 reference: within bf16's rounding.
+  cases.push_back({2, {"--stage", "3", "--shard", "shard_bucket", "--dtype", "bf16"}});
+  for (auto& c : cases) c.args.insert(c.args.end(), {"--eval", "true", "--steps", "2"});
+  const auto r = expect_all_ok(cases);
+  std::vector<double> first_losses;
+  for (size_t i = 0; i < fp32_cases; ++i) {
+    const size_t at = r[i].reports[0].find("val_loss_first=");
+    REQUIRE(at != std::string::npos);
+    first_losses.push_back(std::stod(r[i].reports[0].substr(at + 15)));
+  }
   for (double loss : first_losses) {
     CHECK(std::abs(loss - first_losses.front()) <= 1e-6 * std::abs(first_losses.front()));
   }
-  // bf16 units against the fp32 reference: within bf16's rounding.
-  expect_ok(run_engine(2, {"--stage", "3", "--shard", "shard_bucket", "--dtype", "bf16", "--eval",
-                           "true", "--steps", "2"}));
 }
 
 TEST_CASE("debug accessors: fp32 masters, AdamW states and gradients equal the reference's") {
@@ -519,15 +535,16 @@ TEST_CASE("debug accessors: fp32 masters, AdamW states and gradients equal the r
       // Masters and states streamed tile by tile from NVMe files, parameter shards there too.
       {"3", "--stage", "3", "--shard", "shard_tensor", "--hidden", "100", "--offload_optimizer",
        "offload_nvme", "--offload_param", "offload_nvme", "--sub_group", "1"}};
+  std::vector<EngineCase> cases;
   for (const auto& run : runs) {
-    CAPTURE(joined(run));
     const std::vector<std::string> common{
         "--shard", "shard_bucket", "--steps", "3",           "--accum",
         "2",       "--clip",       "0.05",    "--accessors", "true"};
     // After the common flags: a later --shard wins.
-    expect_ok(run_engine(std::stoi(run[0]),
-                         with(common, std::vector<std::string>(run.begin() + 1, run.end()))));
+    cases.push_back(
+        {std::stoi(run[0]), with(common, std::vector<std::string>(run.begin() + 1, run.end()))});
   }
+  expect_all_ok(cases);
 }
 
 TEST_CASE(
@@ -625,13 +642,12 @@ TEST_CASE("bf16 optimizer states: stages 0-3, in memory and in both tiers, match
        "true"},
       {"2", "--stage", "2", "--shard", "shard_bucket", "--dtype", "bf16", "--offload_optimizer",
        "offload_nvme", "--sub_group", "1", "--accessors", "true"}};
+  std::vector<EngineCase> cases;
   for (const auto& run : runs) {
-    CAPTURE(joined(run));
-    auto r = run_engine(
-        std::stoi(run[0]),
-        with(std::vector<std::string>(run.begin() + 1, run.end()), {"--state_dtype", "bf16"}));
-    expect_ok(r);
+    cases.push_back({std::stoi(run[0]), with(std::vector<std::string>(run.begin() + 1, run.end()),
+                                             {"--state_dtype", "bf16"})});
   }
+  expect_all_ok(cases);
   // The same job with fp32 states does not pass as bf16: its moments hold values bf16 cannot.
   auto r = run_engine(2, {"--stage", "1", "--shard", "shard_tensor", "--accessors", "true",
                           "--plant", "fp32_states"});
@@ -699,12 +715,12 @@ TEST_CASE("bf16 master weights: in tiers with fp32 compute and as the parameters
       {"2", "--stage", "3", "--shard", "shard_bucket", "--dtype", "bf16", "--offload_optimizer",
        "offload_nvme", "--offload_param", "offload_nvme", "--sub_group", "1", "--accessors",
        "true"}};
+  std::vector<EngineCase> cases;
   for (const auto& run : runs) {
-    CAPTURE(joined(run));
-    expect_ok(run_engine(
-        std::stoi(run[0]),
-        with(std::vector<std::string>(run.begin() + 1, run.end()), {"--master_dtype", "bf16"})));
+    cases.push_back({std::stoi(run[0]), with(std::vector<std::string>(run.begin() + 1, run.end()),
+                                             {"--master_dtype", "bf16"})});
   }
+  expect_all_ok(cases);
   // fp32 masters do not pass as bf16 ones: they hold values bf16 cannot.
   auto planted = run_engine(2, {"--stage", "1", "--shard", "shard_tensor", "--offload_optimizer",
                                 "offload_cpu", "--accessors", "true", "--plant", "fp32_masters"});
@@ -781,13 +797,12 @@ TEST_CASE("codecs: int8/int4 weights and gradients, error feedback, match the co
        "--hidden", "40"},
       {"--stage", "2", "--codec_gradients", "4", "--error_feedback", "true"},
       {"--stage", "1", "--codec_gradients", "8", "--clip", "0.05"}};
+  std::vector<EngineCase> runs;
   for (int world : {1, 2, 3}) {
-    for (const auto& c : cases) {
-      CAPTURE(world);
-      CAPTURE(joined(c));
-      expect_ok(run_engine(world, with(c, {"--shard", "shard_tensor", "--steps", "4"})));
-    }
+    for (const auto& c : cases)
+      runs.push_back({world, with(c, {"--shard", "shard_tensor", "--steps", "4"})});
   }
+  expect_all_ok(runs);
 }
 
 TEST_CASE("the codec oracle fails when the engine moves exact bytes the reference quantized") {
@@ -843,44 +858,46 @@ TEST_CASE("zero.Init: a model built from declarations, shards only, matches sing
   // gathered at stage 3, so no rank ever computes a stage 3 group in full); the reference fills
   // its whole tensors from the same declarations. Uneven shards (world 3), a tied weight, a
   // function-initialised tensor, offloaded shards and bf16 compute.
+  std::vector<EngineCase> cases;
   for (int stage : {0, 1, 2, 3}) {
     for (const char* shard : {"shard_tensor", "shard_bucket"}) {
-      CAPTURE(stage);
-      CAPTURE(shard);
-      expect_ok(run_engine(3, {"--zero_init", "true", "--stage", std::to_string(stage), "--shard",
-                               shard, "--persist", "0", "--steps", "3"}));
+      cases.push_back({3,
+                       {"--zero_init", "true", "--stage", std::to_string(stage), "--shard", shard,
+                        "--persist", "0", "--steps", "3"}});
     }
   }
   // Hidden 100: shards streamed in several tiles. bf16 at hidden 17, like the other bf16 cases
   // (at hidden 100 its rounding over 3 steps exceeds the tolerance with or without zero.Init).
-  auto offloaded = run_engine(
-      2, {"--zero_init", "true", "--stage", "3", "--shard", "shard_tensor", "--hidden", "100",
-          "--persist", "0", "--offload_param", "offload_nvme", "--offload_optimizer",
-          "offload_nvme", "--sub_group", "1", "--steps", "3"});
-  expect_ok(offloaded);
+  const size_t offloaded = cases.size();
+  cases.push_back({2,
+                   {"--zero_init", "true", "--stage", "3", "--shard", "shard_tensor", "--hidden",
+                    "100", "--persist", "0", "--offload_param", "offload_nvme",
+                    "--offload_optimizer", "offload_nvme", "--sub_group", "1", "--steps", "3"}});
+  cases.push_back({2,
+                   {"--zero_init", "true", "--stage", "3", "--shard", "shard_bucket", "--persist",
+                    "0", "--dtype", "bf16", "--offload_param", "offload_nvme",
+                    "--offload_optimizer", "offload_nvme", "--steps", "3"}});
+  const auto r = expect_all_ok(cases);
   // Every model state in the tier: no gradient shard stays in memory either.
-  CHECK(contains(offloaded.reports[0], " grads=0 "));
-  CHECK_FALSE(contains(offloaded.reports[0], " offload_grads=0"));
-  expect_ok(run_engine(2, {"--zero_init", "true", "--stage", "3", "--shard", "shard_bucket",
-                           "--persist", "0", "--dtype", "bf16", "--offload_param", "offload_nvme",
-                           "--offload_optimizer", "offload_nvme", "--steps", "3"}));
+  CHECK(contains(r[offloaded].reports[0], " grads=0 "));
+  CHECK_FALSE(contains(r[offloaded].reports[0], " offload_grads=0"));
 }
 
 TEST_CASE("MiCS: world 4, shard groups of 1, 2 and 4 at stages 1-3 match single-process AdamW") {
   // Groups of k consecutive ranks shard, the world / k groups replicate: gradients are
   // reduce-scattered in a group, then all-reduced across groups. --accessors also checks the
   // gathered masters, AdamW states and gradients after every step.
+  std::vector<EngineCase> cases;
   for (int stage : {1, 2, 3}) {
     for (const char* shard : {"shard_tensor", "shard_bucket"}) {
       for (const char* k : {"1", "2", "4"}) {
-        CAPTURE(stage);
-        CAPTURE(shard);
-        CAPTURE(k);
-        expect_ok(run_engine(4, {"--stage", std::to_string(stage), "--shard", shard, "--steps", "4",
-                                 "--mics", k, "--accessors", "true"}));
+        cases.push_back({4,
+                         {"--stage", std::to_string(stage), "--shard", shard, "--steps", "4",
+                          "--mics", k, "--accessors", "true"}});
       }
     }
   }
+  expect_all_ok(cases);
 }
 
 TEST_CASE("MiCS: a group of the whole world is flat ZeRO bit for bit, and so is a 2-level gather") {

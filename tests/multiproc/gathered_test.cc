@@ -13,6 +13,7 @@ zt::test::RankReports run_gathered(int world, std::vector<std::string> args) {
   zt::LaunchSpec spec;
   spec.nproc = world;
   spec.argv = {ZT_TEST_GATHERED_CHECK};
+  spec.fork_ranks = true;
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
   spec.env = {{"ZT_CHECK_OUT", out.path().string()}};
   spec.timeout = std::chrono::minutes(2);

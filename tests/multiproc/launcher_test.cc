@@ -1,13 +1,20 @@
 // The launcher's handling of ranks' stderr: whole lines only, and the failure it reports is the
 // rank whose error printed first, with that error's line and exit code. Ranks here are small
-// shell scripts, so the timing of each write is under the test's control.
+// shell scripts, so the timing of each write is under the test's control. Then ranks forked from
+// one start (LaunchSpec::fork_ranks), as the probe program zt_fork_probe sees them.
 #include <doctest/doctest.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <map>
+#include <set>
 #include <sstream>
+#include <thread>
 
 #include "../test_util.h"
+#include "zt/error.h"
 #include "zt/host/launcher.h"
 
 using zt::test::contains;
@@ -20,8 +27,8 @@ struct Captured {
   std::vector<std::string> lines;  // what the launcher wrote to its stderr
 };
 
-// Runs `script` as every rank (sh -c; $RANK is set), with the launcher's stderr in a file.
-Captured launch_script(int nproc, const std::string& script) {
+// Runs `spec` with the launcher's stderr in a file, and returns the result and its lines.
+Captured launch_captured(const zt::LaunchSpec& spec) {
   TempDir dir;
   const std::string path = dir.file("stderr.txt");
   int file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -29,10 +36,6 @@ Captured launch_script(int nproc, const std::string& script) {
   int saved = dup(2);
   dup2(file, 2);
   close(file);
-  zt::LaunchSpec spec;
-  spec.nproc = nproc;
-  spec.argv = {"/bin/sh", "-c", script};
-  spec.timeout = std::chrono::seconds(60);
   Captured c;
   try {
     c.result = zt::launch_local(spec);
@@ -46,6 +49,15 @@ Captured launch_script(int nproc, const std::string& script) {
   std::istringstream text(zt::test::read_file(path));
   for (std::string line; std::getline(text, line);) c.lines.push_back(line);
   return c;
+}
+
+// Runs `script` as every rank (sh -c; $RANK is set).
+Captured launch_script(int nproc, const std::string& script) {
+  zt::LaunchSpec spec;
+  spec.nproc = nproc;
+  spec.argv = {"/bin/sh", "-c", script};
+  spec.timeout = std::chrono::seconds(60);
+  return launch_captured(spec);
 }
 
 std::string joined(const std::vector<std::string>& lines) {
@@ -104,4 +116,152 @@ TEST_CASE(
   CHECK(contains(c.result.message, "stopping the other 1 rank(s)"));
   REQUIRE(c.lines.size() == 1);
   CHECK(c.lines[0] == "zt: [rank 1] config error: no newline");
+}
+
+namespace {
+
+// One rank's report of tests/multiproc/fork_probe_main.cc: "name value" lines.
+std::map<std::string, std::string> probe_report(const TempDir& dir, int rank) {
+  std::map<std::string, std::string> fields;
+  std::istringstream text(zt::test::read_file(dir.file("rank" + std::to_string(rank) + ".txt")));
+  for (std::string name, value; text >> name >> value;) fields[name] = value;
+  return fields;
+}
+
+// Runs the probe as `nproc` ranks with `mode`, forked from one start or not; reports in `dir`.
+Captured launch_probe(const TempDir& dir, int nproc, bool fork_ranks, const std::string& mode) {
+  zt::LaunchSpec spec;
+  spec.nproc = nproc;
+  spec.argv = {ZT_TEST_FORK_PROBE, mode};
+  spec.env = {{"ZT_CHECK_OUT", dir.path().string()}};
+  spec.fork_ranks = fork_ranks;
+  spec.timeout = std::chrono::seconds(60);
+  return launch_captured(spec);
+}
+
+}  // namespace
+
+TEST_CASE("fork_ranks: the ranks come from one start, as children of the launcher, each its own") {
+  // 11 forked ranks: two-digit ranks are written over a two-digit placeholder.
+  for (const auto& [forked, nproc] : {std::pair{false, 3}, std::pair{true, 11}}) {
+    CAPTURE(forked);
+    TempDir dir;
+    Captured c = launch_probe(dir, nproc, forked, "exit");
+    INFO(joined(c.lines));
+    CHECK(c.result.exit_code == 0);
+    std::set<std::string> starts, pids;
+    std::multiset<std::string> expected_lines;
+    for (int r = 0; r < nproc; ++r) {
+      CAPTURE(r);
+      auto f = probe_report(dir, r);
+      CHECK(f["rank"] == std::to_string(r));
+      CHECK(f["local_rank"] == std::to_string(r));
+      CHECK(f["world"] == std::to_string(nproc));
+      CHECK(f["proc_rank"] == std::to_string(r));
+      CHECK(f["fork_variable"] == "0");
+      CHECK(f["ranks_forked"] == (forked ? "1" : "0"));
+      CHECK(f["ppid"] == std::to_string(getpid()));  // supervised (and reaped) by this process
+      CHECK(f["self"] == ZT_TEST_FORK_PROBE);
+      starts.insert(f["exec_random"]);
+      pids.insert(f["pid"]);
+      expected_lines.insert("probe rank " + std::to_string(r));
+    }
+    CHECK(pids.size() == static_cast<size_t>(nproc));
+    // Each exec draws its own AT_RANDOM; forks of one start share it.
+    CHECK(starts.size() == (forked ? 1u : static_cast<size_t>(nproc)));
+    CHECK(std::multiset<std::string>(c.lines.begin(), c.lines.end()) == expected_lines);
+  }
+}
+
+TEST_CASE("fork_ranks: a forked rank that fails is named with its code and error line") {
+  TempDir dir;
+  Captured c = launch_probe(dir, 3, true, "fail:1:9");
+  INFO(joined(c.lines));
+  CHECK(c.result.exit_code == 9);
+  CHECK(c.result.failed_rank == 1);
+  CHECK(c.result.error_line == "rank 1 fails");
+  CHECK(contains(c.result.message,
+                 "rank 1 (pid " + probe_report(dir, 1)["pid"] + ") exited with code 9"));
+  CHECK(c.result.rank_codes == std::vector<int>{0, 9, 0});
+}
+
+TEST_CASE("fork_ranks: a program without zt's core cannot start forked ranks, and says so") {
+  TempDir dir;
+  zt::LaunchSpec spec;
+  spec.nproc = 2;
+  spec.argv = {"/bin/sh", "-c", "exit 0"};
+  spec.fork_ranks = true;
+  try {
+    zt::launch_local(spec);
+    FAIL("launch_local started ranks of a program that cannot fork them");
+  } catch (const zt::IoError& e) {
+    CHECK(contains(e.what(), "launcher: /bin/sh did not start its 2 ranks: it ended after "
+                             "reporting 0 of 2 ranks"));
+    CHECK(contains(e.what(), "fork_ranks needs a program linked with zt's core"));
+  }
+}
+
+TEST_CASE("fork_ranks: a signal to the launcher while the program loads ends the start at once") {
+  // A program that never forks its ranks (it sleeps instead): SIGTERM to the launcher must not
+  // wait for it, and ends the job as a signal does (128 + 15).
+  zt::LaunchSpec spec;
+  spec.nproc = 2;
+  spec.argv = {"/bin/sleep", "30"};
+  spec.fork_ranks = true;
+  std::thread signaller([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    kill(getpid(), SIGTERM);  // the launcher's handler takes it, not this process
+  });
+  // Waiting on, the start would end with the program after 30 s: an IoError, not this result.
+  const zt::LaunchResult result = zt::launch_local(spec);
+  signaller.join();
+  INFO(result.message);
+  CHECK(result.launcher_signal == SIGTERM);
+  CHECK(result.exit_code == 128 + SIGTERM);
+  CHECK(result.rank_codes == std::vector<int>{-1, -1});  // neither rank ever started
+}
+
+TEST_CASE("fork_ranks: forked ranks die with their launcher") {
+  // The launcher runs in a child of this test, which kills it; its ranks, asleep for 5 minutes,
+  // must get their parent-death signal although a first process forked them.
+  TempDir dir;
+  const pid_t launcher = fork();
+  REQUIRE(launcher >= 0);
+  if (launcher == 0) {
+    zt::LaunchSpec spec;
+    spec.nproc = 2;
+    spec.argv = {ZT_TEST_FORK_PROBE, "sleep"};
+    spec.env = {{"ZT_CHECK_OUT", dir.path().string()}};
+    spec.fork_ranks = true;
+    try {
+      zt::launch_local(spec);
+    } catch (...) {
+    }
+    _exit(0);
+  }
+  // Both ranks reported (their files hold the last line once written).
+  std::vector<pid_t> ranks;
+  for (int i = 0; i < 600 && ranks.size() < 2; ++i) {
+    ranks.clear();
+    for (int r = 0; r < 2; ++r) {
+      auto f = probe_report(dir, r);
+      if (f.count("self")) ranks.push_back(std::stoi(f["pid"]));
+    }
+    if (ranks.size() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(ranks.size() == 2);
+  kill(launcher, SIGKILL);
+  waitpid(launcher, nullptr, 0);
+  // Gone, or a zombie whose new parent has yet to reap it.
+  auto ended = [](pid_t pid) {
+    const std::string stat = zt::test::read_file("/proc/" + std::to_string(pid) + "/stat");
+    const size_t paren = stat.rfind(')');
+    return stat.empty() || (paren != std::string::npos && stat.compare(paren + 2, 1, "Z") == 0);
+  };
+  bool all_ended = false;
+  for (int i = 0; i < 100 && !all_ended; ++i) {
+    all_ended = ended(ranks[0]) && ended(ranks[1]);
+    if (!all_ended) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(all_ended);
 }

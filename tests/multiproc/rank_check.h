@@ -23,10 +23,14 @@ inline void check(bool ok, const std::string& what) {
   if (!ok) throw CheckFailed(what);
 }
 
-// Runs `body` (which returns the success text, starting with "OK") as rank `rank`.
-inline int run_rank_check(int rank, const std::function<std::string()>& body) {
+// Runs `body` (which returns the success text, starting with "OK") as rank `rank`; the report is
+// $ZT_CHECK_OUT/<report>.txt, rank<r>.txt unless a worker running several cases names its own.
+inline int run_rank_check(int rank, const std::function<std::string()>& body,
+                          const std::string& report_name = "") {
   const char* dir = std::getenv("ZT_CHECK_OUT");
-  const std::string path = std::string(dir ? dir : ".") + "/rank" + std::to_string(rank) + ".txt";
+  const std::string path = std::string(dir ? dir : ".") + "/" +
+                           (report_name.empty() ? "rank" + std::to_string(rank) : report_name) +
+                           ".txt";
   auto report = [&](const std::string& text) {
     std::ofstream(path) << text << "\n";
     if (text.rfind("OK", 0) != 0) std::cerr << "[rank " << rank << "] " << text << "\n";

@@ -98,6 +98,7 @@ TEST_CASE(
                "1"};
   spec.env = {{"ZT_CHECK_OUT", dir.path().string()}};
   spec.timeout = std::chrono::minutes(2);
+  spec.fork_ranks = true;
   // One rank holds about 47,000 elements x (fp32 parameter, master, 2 Adam states, gradient),
   // in 4 KiB-aligned regions: a little over 1 MiB. 1.5 MiB holds one rank's, not two.
   auto mount = run_command("mount -t tmpfs -o size=1536k tmpfs " + nvme + " 2>&1");

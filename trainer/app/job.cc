@@ -95,6 +95,7 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   spec.nproc = nproc;
   spec.argv = argv;
   spec.argv[0] = self_executable();
+  spec.fork_ranks = true;  // the trainer itself: LibTorch loads once, not once per rank
   spec.master_addr = launch.master_addr;
   spec.master_port = launch.master_port;
   // A signal to the launcher reaches the ranks, which finish their step and save: as long as a

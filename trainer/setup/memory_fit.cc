@@ -10,6 +10,7 @@
 #include "settings/job_settings.h"
 #include "zt/bytes.h"
 #include "zt/host/compose.h"
+#include "zt/host/launcher.h"
 #include "zt/host/rendezvous.h"
 
 namespace zt::trainer {
@@ -144,6 +145,14 @@ int local_ranks(const LaunchSettings& launch, int world) {
   return static_cast<int>(std::min<int64_t>(n, world));
 }
 
+// Whether the job's ranks fork from one start of zt's launcher: a rank knows from its
+// environment (zt/host/launcher.h's kRanksForkedVariable); before the launch, the trainer's
+// launcher forks the ranks of a job of more than one rank that all run on this host.
+bool ranks_forked(int world, int local) {
+  if (discover_rank_env().found) return std::getenv(kRanksForkedVariable) != nullptr;
+  return world > 1 && local == world;
+}
+
 }  // namespace
 
 // Activations, estimated per micro batch from the tensors autograd saves. GPT, per block of
@@ -187,6 +196,7 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
   const EngineOptions& zero = engine.options;
   in.world = world;
   in.local_ranks = local_ranks(engine.launch, world);
+  in.forked_ranks = ranks_forked(world, in.local_ranks);
   in.shard_world = shard_groups(engine, world, in.local_ranks).sharding_world(world);
   in.stage = zero.stage;
   in.element_size = engine.compute == "fp32" ? 4 : 2;
@@ -343,6 +353,7 @@ FitEstimate estimate_fit(const FitInputs& in, const EngineSettings& engine) {
   e.state_bytes = rank_state_bytes(in.states);
   HostNeed& h = e.host;
   h.process = kProcessBaselineBytes;
+  h.process_measured = in.forked_ranks ? kForkedProcessMeasuredBytes : kProcessMeasuredBytes;
   h.model_states = e.state_bytes.host();
   h.construction = construction_bytes(in);
   if (in.stage == 3) h.params_gathered = in.element_size * (in.largest_window + in.persistent);

@@ -3,17 +3,21 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "launch/oom_witness.h"
+#include "launch/rank_forking.h"
 #include "launch/rank_output.h"
 #include "zt/error.h"
 
@@ -40,7 +44,11 @@ int code_of(int status) {
   return 1;
 }
 
-pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd) {
+// Forks and execs `spec`'s program as `rank` (for a forking start, the program that forks
+// them all: `extra_env` holds ZT_FORK_RANKS, and `inherited_fds` stay open across the exec).
+pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd,
+                 const std::vector<std::pair<std::string, std::string>>& extra_env = {},
+                 const std::vector<int>& inherited_fds = {}) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
   auto set = [&env_strings](const std::string& k, const std::string& v) {
@@ -60,6 +68,7 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd) {
   set("MASTER_PORT", std::to_string(port));
   set("ZT_LAUNCHER", "1");  // lets ranks report "zt launcher" rather than "torchrun"
   for (const auto& [k, v] : spec.env) set(k, v);
+  for (const auto& [k, v] : extra_env) set(k, v);
   std::vector<char*> envp, argv;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -80,6 +89,9 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd) {
     signal(SIGTERM, SIG_DFL);
     signal(SIGUSR1, SIG_DFL);
     if (dup2(stderr_fd, 2) < 0) _exit(127);  // every other pipe end closes on exec
+    for (int fd : inherited_fds) {
+      if (fcntl(fd, F_SETFD, 0) != 0) _exit(127);
+    }
     execve(argv[0], argv.data(), envp.data());
     const char msg[] = "zt launcher: exec failed\n";
     ssize_t ignored = write(2, msg, sizeof(msg) - 1);
@@ -87,6 +99,53 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd) {
     _exit(127);
   }
   return pid;
+}
+
+// How long a forking start may take to report its ranks: the program's libraries load first.
+constexpr std::chrono::minutes kForkedStartLimit{5};
+
+// Reads pids from `fd` into `pids` until it has `count`, the pipe ends, `deadline` passes or
+// `interrupted()`; returns "" or what went wrong (nothing when interrupted).
+std::string read_forked_pids(int fd, int count, std::chrono::steady_clock::time_point deadline,
+                             const std::function<bool()>& interrupted, std::vector<pid_t>& pids) {
+  pid_t value = 0;
+  size_t have = 0;  // bytes of `value` read
+  while (static_cast<int>(pids.size()) < count) {
+    if (interrupted()) return "";
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      return "it reported " + std::to_string(pids.size()) + " of " + std::to_string(count) +
+             " ranks within " + std::to_string(kForkedStartLimit.count()) + " minutes";
+    }
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 100))) <= 0) continue;
+    const ssize_t n = read(fd, reinterpret_cast<char*>(&value) + have, sizeof value - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      return "it ended after reporting " + std::to_string(pids.size()) + " of " +
+             std::to_string(count) + " ranks";
+    }
+    have += static_cast<size_t>(n);
+    if (have < sizeof value) continue;
+    have = 0;
+    if (value <= 0) {
+      return "it could not fork rank " + std::to_string(pids.size()) + ": " +
+             strerror(static_cast<int>(-value));
+    }
+    pids.push_back(value);
+  }
+  return "";
+}
+
+// After the forking process ended: the pids it wrote that were not read yet (ranks it forked
+// that must not run on unsupervised). Never blocks: a rank may still hold the pipe open.
+void drain_forked_pids(int fd, std::vector<pid_t>& pids) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  pid_t value = 0;
+  while (read(fd, &value, sizeof value) == static_cast<ssize_t>(sizeof value)) {
+    if (value > 0) pids.push_back(value);
+  }
 }
 
 // Spawns the ranks, relays their stderr (rank_output.h) and watches them until all ended.
@@ -104,7 +163,11 @@ class Supervisor {
 
   void start(int port) {
     try {
-      for (int r = 0; r < spec_.nproc; ++r) start_rank(r, port);
+      if (spec_.fork_ranks && spec_.nproc > 1) {
+        start_forked(port);
+      } else {
+        for (int r = 0; r < spec_.nproc; ++r) start_rank(r, port);
+      }
     } catch (...) {
       stop_all(SIGKILL);
       for (int r = 0; r < spec_.nproc; ++r)
@@ -115,6 +178,8 @@ class Supervisor {
 
   LaunchResult run() {
     const auto begin = std::chrono::steady_clock::now();
+    // A signal that came while the ranks started (start_forked stops waiting for them on one).
+    if (int sig = g_forwarded_signal.exchange(0); sig != 0) on_launcher_signal(sig);
     while (alive_ > 0) {
       if (reap_all()) continue;
       auto now = std::chrono::steady_clock::now();
@@ -129,6 +194,12 @@ class Supervisor {
       out_.pump(5);
     }
     if (result_.failed_rank >= 0) name_first_failure();
+    if (unstarted_ > 0 && result_.launcher_signal != 0 && result_.exit_code == 0) {
+      // A drained job succeeds when every rank finished its step: one never started.
+      result_.exit_code = 128 + result_.launcher_signal;
+      result_.message = std::string("launcher received ") + strsignal(result_.launcher_signal) +
+                        " before " + std::to_string(unstarted_) + " rank(s) started";
+    }
     return result_;
   }
 
@@ -150,6 +221,87 @@ class Supervisor {
     oom_[r] = OomWitness(pids_[r]);
     running_[r] = true;
     ++alive_;
+  }
+
+  // LaunchSpec::fork_ranks: one exec of the program, which forks the ranks (rank_forking.h);
+  // this launcher, a child subreaper until it reaped that first process, inherits them.
+  void start_forked(int port) {
+    std::vector<int> write_ends;
+    const auto close_write_ends = [&write_ends] {
+      for (int fd : write_ends) close(fd);
+      write_ends.clear();
+    };
+    int report[2] = {-1, -1};
+    try {
+      for (int r = 0; r < spec_.nproc; ++r) {
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC) != 0) {
+          throw IoError("launcher: cannot create a pipe for rank " + std::to_string(r) + ": " +
+                        strerror(errno));
+        }
+        out_.attach(r, fds[0]);
+        write_ends.push_back(fds[1]);
+      }
+      if (pipe2(report, O_CLOEXEC) != 0)
+        throw IoError(std::string("launcher: cannot create a pipe: ") + strerror(errno));
+    } catch (...) {
+      close_write_ends();
+      throw;
+    }
+    int was_subreaper = 0;
+    prctl(PR_GET_CHILD_SUBREAPER, &was_subreaper);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    std::vector<int> inherited = write_ends;
+    inherited.push_back(report[1]);
+    pid_t first = -1;
+    try {
+      // Each rank writes its number over these zeros (rank_forking.h).
+      const std::string placeholder(std::to_string(spec_.nproc - 1).size(), '0');
+      first = spawn_rank(spec_, 0, port, write_ends[0],
+                         {{kForkRanksVariable, fork_ranks_value(report[1], getpid(), write_ends)},
+                          {kRanksForkedVariable, "1"},
+                          {"RANK", placeholder},
+                          {"LOCAL_RANK", placeholder}},
+                         inherited);
+    } catch (...) {
+      prctl(PR_SET_CHILD_SUBREAPER, was_subreaper);
+      close_write_ends();
+      close(report[0]);
+      close(report[1]);
+      throw;
+    }
+    close_write_ends();
+    close(report[1]);
+    // A signal to the launcher while the program loads ends the wait; run() then handles it.
+    bool interrupted = false;
+    std::vector<pid_t> pids;
+    std::string problem = read_forked_pids(
+        report[0], spec_.nproc, std::chrono::steady_clock::now() + kForkedStartLimit,
+        [&interrupted] { return interrupted = g_forwarded_signal.load() != 0; }, pids);
+    if (static_cast<int>(pids.size()) < spec_.nproc) kill(first, SIGKILL);
+    int status = 0;
+    waitpid(first, &status, 0);  // its children are this process's from here on
+    prctl(PR_SET_CHILD_SUBREAPER, was_subreaper);
+    drain_forked_pids(report[0], pids);
+    close(report[0]);
+    for (size_t r = 0; r < pids.size() && static_cast<int>(r) < spec_.nproc; ++r) {
+      pids_[r] = pids[r];
+      oom_[r] = OomWitness(pids[r]);
+      running_[r] = true;
+      ++alive_;
+    }
+    if (interrupted) {
+      unstarted_ = spec_.nproc - static_cast<int>(std::min<size_t>(pids.size(), spec_.nproc));
+      return;
+    }
+    if (problem.empty() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+      problem = "it " + describe_status(status) + " after forking the ranks";
+    if (!problem.empty()) {
+      out_.finish(0);  // its own error, if it printed one, came on rank 0's pipe
+      throw IoError("launcher: " + spec_.argv[0] + " did not start its " +
+                    std::to_string(spec_.nproc) + " ranks: " + problem +
+                    " (fork_ranks needs a program linked with zt's core; its output is above)");
+    }
   }
 
   void stop_all(int sig) {
@@ -260,6 +412,7 @@ class Supervisor {
   std::vector<OomWitness> oom_;  // per rank, read when it started
   LaunchResult result_;
   int alive_ = 0;
+  int unstarted_ = 0;  // ranks a signal kept from starting (start_forked)
   int stopped_others_ = 0;
   bool settling_ = false;  // a rank failed: the others get spec_.settle, then SIGTERM
   bool draining_ = false;  // a signal was forwarded: the ranks stop on their own

@@ -38,7 +38,17 @@ struct LaunchSpec {
   // 0 when every rank exits 0. A second signal kills the ranks at once.
   std::chrono::milliseconds drain{0};
   std::chrono::milliseconds timeout{0};  // whole job; 0 = none
+  // true: argv[0] is a program linked with zt's core, started once; it forks the ranks as soon as
+  // its libraries are loaded, before main() (LibTorch's start, about a second of CPU, is then paid
+  // once per job instead of once per rank). The ranks are this process's children as with
+  // separate starts, with the same environment, pipes and supervision. A program that is not
+  // zt's never reports its ranks: launch_local throws IoError when it ends (or after 5 minutes).
+  // false: one exec per rank.
+  bool fork_ranks = false;
 };
+
+// Set (to 1) in the environment of ranks that fork_ranks started.
+inline constexpr const char* kRanksForkedVariable = "ZT_RANKS_FORKED";
 
 struct LaunchResult {
   int exit_code = 0;            // 0, the first failing rank's code, or 128+signal
