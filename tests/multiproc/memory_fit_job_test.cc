@@ -70,7 +70,9 @@ std::vector<int64_t> peak_rss(const std::string& metrics) {
 
 // Runs the job and checks the estimate against each rank's peak: at least as large, and within
 // 1.5x (the process baseline is rounded up and the tiers' bounce buffers are counted whole,
-// though aligned tiles never touch them). Returns the ranks' peaks.
+// though aligned tiles never touch them) plus 86 MiB: the check counts a process of 192 MiB,
+// and the ranks trainer --nproc forks from one start measure 106 (memory_fit.h). Returns the
+// ranks' peaks.
 std::vector<int64_t> check_bound(const std::string& extra) {
   TempDir dir;
   const auto r = run_command(fit_job(dir, extra));
@@ -84,7 +86,7 @@ std::vector<int64_t> check_bound(const std::string& extra) {
                                          << peaks[1] << " bytes");
   for (int64_t peak : peaks) {
     CHECK(estimate >= peak);
-    CHECK(static_cast<double>(estimate) <= 1.5 * static_cast<double>(peak));
+    CHECK(static_cast<double>(estimate) <= 1.5 * static_cast<double>(peak) + (86 << 20));
   }
   return peaks;
 }
