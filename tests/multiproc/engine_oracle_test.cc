@@ -11,22 +11,6 @@ using zt::test::contains;
 
 namespace {
 
-zt::test::RankReports run_engine(int world, std::vector<std::string> args) {
-  zt::LaunchSpec spec;
-  zt::test::TempDir out;
-  spec.nproc = world;
-  spec.argv = {ZT_TEST_ENGINE_CHECK};
-  spec.fork_ranks = true;
-  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
-  spec.env = {{"ZT_CHECK_OUT", out.path().string()}};
-  spec.timeout = std::chrono::minutes(3);
-  zt::test::RankReports r;
-  r.result = zt::launch_local(spec);
-  for (int i = 0; i < world; ++i)
-    r.reports.push_back(zt::test::read_file(out.file("rank" + std::to_string(i) + ".txt")));
-  return r;
-}
-
 // Several cases in one launch of `world` ranks (zt_engine_check's --then): LibTorch starts once
 // for all of them. One RankReports per case, sharing the launch's result; a case after a failed
 // one has no reports.
@@ -55,6 +39,11 @@ std::vector<zt::test::RankReports> run_engines(int world,
     }
   }
   return all;
+}
+
+// One case in a launch of its own.
+zt::test::RankReports run_engine(int world, std::vector<std::string> args) {
+  return run_engines(world, {std::move(args)}).front();
 }
 
 // `args` followed by `more`.

@@ -139,17 +139,17 @@ int64_t tier_pool_bytes(const EngineSettings& engine) {
 
 // Ranks on this host: what the launcher's environment says in a running rank (zt's launcher,
 // torchrun, mpirun, srun), launch.nproc before the ranks start.
-int local_ranks(const LaunchSettings& launch, int world) {
+int local_ranks(const LaunchSettings& launch, const RankEnv& env, int world) {
   int64_t n = launch.nproc;
-  if (const int local = discover_rank_env().local_world; local > 0) n = local;
+  if (env.local_world > 0) n = env.local_world;
   return static_cast<int>(std::min<int64_t>(n, world));
 }
 
 // Whether the job's ranks fork from one start of zt's launcher: a rank knows from its
 // environment (zt/host/launcher.h's kRanksForkedVariable); before the launch, the trainer's
 // launcher forks the ranks of a job of more than one rank that all run on this host.
-bool ranks_forked(int world, int local) {
-  if (discover_rank_env().found) return std::getenv(kRanksForkedVariable) != nullptr;
+bool ranks_forked(const RankEnv& env, int world, int local) {
+  if (env.found) return std::getenv(kRanksForkedVariable) != nullptr;
   return world > 1 && local == world;
 }
 
@@ -195,8 +195,9 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
   const EngineSettings& engine = job.engine;
   const EngineOptions& zero = engine.options;
   in.world = world;
-  in.local_ranks = local_ranks(engine.launch, world);
-  in.forked_ranks = ranks_forked(world, in.local_ranks);
+  const RankEnv env = discover_rank_env();
+  in.local_ranks = local_ranks(engine.launch, env, world);
+  in.forked_ranks = ranks_forked(env, world, in.local_ranks);
   in.shard_world = shard_groups(engine, world, in.local_ranks).sharding_world(world);
   in.stage = zero.stage;
   in.element_size = engine.compute == "fp32" ? 4 : 2;

@@ -43,8 +43,8 @@ constexpr int64_t kForkedProcessMeasuredBytes = int64_t{106} << 20;
 // the model's declarations (never by building it).
 struct FitInputs {
   int world = 1;  // ranks of the job (N)
-  bool forked_ranks =
-      false;            // zt's launcher forks them from one start (kForkedProcessMeasuredBytes)
+  // zt's launcher forks them from one start (kForkedProcessMeasuredBytes)
+  bool forked_ranks = false;
   int shard_world = 1;  // ranks one shard group splits states over: N, or k with MiCS
   int local_ranks = 1;  // ranks of this host: they share its RAM and disks
   int stage = 0;

@@ -204,23 +204,36 @@ class Supervisor {
   }
 
  private:
-  void start_rank(int r, int port) {
+  // Rank `r`'s stderr pipe: the relay takes the read end; returns the write end.
+  int open_stderr_pipe(int r) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
       throw IoError("launcher: cannot create a pipe for rank " + std::to_string(r) + ": " +
                     strerror(errno));
     }
     out_.attach(r, fds[0]);
-    try {
-      pids_[r] = spawn_rank(spec_, r, port, fds[1]);
-    } catch (...) {
-      close(fds[1]);
-      throw;
-    }
-    close(fds[1]);
-    oom_[r] = OomWitness(pids_[r]);
+    return fds[1];
+  }
+
+  // Rank `r` runs as `pid`: supervised from here on.
+  void supervise(int r, pid_t pid) {
+    pids_[r] = pid;
+    oom_[r] = OomWitness(pid);
     running_[r] = true;
     ++alive_;
+  }
+
+  void start_rank(int r, int port) {
+    const int write_end = open_stderr_pipe(r);
+    pid_t pid = -1;
+    try {
+      pid = spawn_rank(spec_, r, port, write_end);
+    } catch (...) {
+      close(write_end);
+      throw;
+    }
+    close(write_end);
+    supervise(r, pid);
   }
 
   // LaunchSpec::fork_ranks: one exec of the program, which forks the ranks (rank_forking.h);
@@ -233,15 +246,7 @@ class Supervisor {
     };
     int report[2] = {-1, -1};
     try {
-      for (int r = 0; r < spec_.nproc; ++r) {
-        int fds[2];
-        if (pipe2(fds, O_CLOEXEC) != 0) {
-          throw IoError("launcher: cannot create a pipe for rank " + std::to_string(r) + ": " +
-                        strerror(errno));
-        }
-        out_.attach(r, fds[0]);
-        write_ends.push_back(fds[1]);
-      }
+      for (int r = 0; r < spec_.nproc; ++r) write_ends.push_back(open_stderr_pipe(r));
       if (pipe2(report, O_CLOEXEC) != 0)
         throw IoError(std::string("launcher: cannot create a pipe: ") + strerror(errno));
     } catch (...) {
@@ -284,12 +289,8 @@ class Supervisor {
     prctl(PR_SET_CHILD_SUBREAPER, was_subreaper);
     drain_forked_pids(report[0], pids);
     close(report[0]);
-    for (size_t r = 0; r < pids.size() && static_cast<int>(r) < spec_.nproc; ++r) {
-      pids_[r] = pids[r];
-      oom_[r] = OomWitness(pids[r]);
-      running_[r] = true;
-      ++alive_;
-    }
+    for (size_t r = 0; r < pids.size() && static_cast<int>(r) < spec_.nproc; ++r)
+      supervise(static_cast<int>(r), pids[r]);
     if (interrupted) {
       unstarted_ = spec_.nproc - static_cast<int>(std::min<size_t>(pids.size(), spec_.nproc));
       return;
