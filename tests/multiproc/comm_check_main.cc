@@ -3,7 +3,8 @@
 // runs one scenario. It writes "OK" or the failure to $ZT_CHECK_OUT/rank<r>.txt and exits 0 on
 // success, 1 on a failed check, or the zt::Error's exit code.
 //
-//   zt_comm_check --scenario collectives|split|coded|die|wait_for_dead|rendezvous_only
+//   zt_comm_check --scenario collectives|split|coded|die|wait_for_dead|rendezvous_only|
+//                            rendezvous_then_leave
 //                 [--plugin ID]
 //                 [--timeout-ms T] [--victim R] [--option name=value[,name=value...]]
 #include <ATen/ATen.h>
@@ -272,6 +273,12 @@ int main(int argc, char** argv) {
     auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
                                 env.master_port, env.rank, env.world, timeout);
     if (scenario == "rendezvous_only") {
+      return std::string("OK");
+    }
+    if (scenario == "rendezvous_then_leave") {
+      // The victim leaves the moment its rendezvous returns, closing the store if it hosts it,
+      // as a rank 0 that fails on its first line of work does.
+      if (env.rank == victim) _exit(0);
       return std::string("OK");
     }
     zt::PluginCatalog catalog;

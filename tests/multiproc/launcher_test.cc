@@ -1,7 +1,8 @@
 // The launcher's handling of ranks' stderr: whole lines only, and the failure it reports is the
-// rank whose error printed first, with that error's line and exit code. Ranks here are small
-// shell scripts, so the timing of each write is under the test's control. Then ranks forked from
-// one start (LaunchSpec::fork_ranks), as the probe program zt_fork_probe sees them.
+// rank whose error printed first (a peer's comm error last), with that error's line and exit
+// code. Ranks here are small shell scripts, so the timing of each write is under the test's
+// control. Then ranks forked from one start (LaunchSpec::fork_ranks), as the probe program
+// zt_fork_probe sees them.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -101,6 +102,19 @@ TEST_CASE("the failure named is the error printed first, even if that rank ends 
   CHECK(contains(c.result.message, "exited with code 5"));
   REQUIRE(!c.lines.empty());
   CHECK(c.lines[0] == "zt: [rank 2] io error: disk gone");
+}
+
+TEST_CASE("a peer's comm error, though printed first, is not named over a rank's own error") {
+  // Rank 0's unwinding closed what rank 1 was using before rank 0 printed why it failed.
+  Captured c = launch_script(
+      2, "if [ $RANK = 1 ]; then echo 'zt: [rank 1] comm error: store lost' >&2; exit 4; fi; "
+         "sleep 0.3; echo 'zt: [rank 0] config error: bad input' >&2; exit 2");
+  INFO(joined(c.lines));
+  CHECK(c.result.failed_rank == 0);
+  CHECK(c.result.exit_code == 2);
+  CHECK(c.result.error_line == "zt: [rank 0] config error: bad input");
+  REQUIRE(!c.lines.empty());
+  CHECK(c.lines[0] == "zt: [rank 1] comm error: store lost");
 }
 
 TEST_CASE(

@@ -18,16 +18,6 @@ namespace zt::trainer {
 
 namespace {
 
-// Held-out data must be named: a file's training windows are not validation samples.
-void check_has_validation_data(const JobSettings& job) {
-  if (job.data.kind == "synthetic" || job.eval.has_data) return;
-  throw ConfigError("trainer eval needs validation data, and data.kind = \"" + job.data.kind +
-                    "\" (" + job.data.kind_where +
-                    ") names none: set data.val_path (a second file of the same kind) or "
-                    "data.val_fraction (the held-out share of data.path the job trained "
-                    "without), e.g. --set data.val_fraction=0.1");
-}
-
 void write_result(const std::string& path, const nlohmann::json& j) {
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -39,11 +29,21 @@ void write_result(const std::string& path, const nlohmann::json& j) {
 
 }  // namespace
 
+// Held-out data must be named: a file's training windows are not validation samples.
+void check_eval_inputs(const JobSettings& job) {
+  if (job.data.kind == "synthetic" || job.eval.has_data) return;
+  throw ConfigError("trainer eval needs validation data, and data.kind = \"" + job.data.kind +
+                    "\" (" + job.data.kind_where +
+                    ") names none: set data.val_path (a second file of the same kind) or "
+                    "data.val_fraction (the held-out share of data.path the job trained "
+                    "without), e.g. --set data.val_fraction=0.1");
+}
+
 int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,
              std::chrono::milliseconds timeout, const std::string& checkpoint,
              const std::string& out_path) {
   share_cores_between_local_ranks();
-  check_has_validation_data(job);
+  check_eval_inputs(job);
   const CheckpointReader reader(resolve_checkpoint(checkpoint));
   LoadedModel loaded = load_checkpointed_model(job, catalog, env, store, timeout, reader);
   const Composition& s = loaded.setup;

@@ -16,6 +16,10 @@
 
 namespace zt::trainer {
 
+// Throws ConfigError when the config names no validation data. Touches no rank: run_job calls it
+// before the ranks start, so bad input fails there, once.
+void check_eval_inputs(const JobSettings& job);
+
 // `checkpoint`: a checkpoint folder, its dir, or dir/best; `out_path`: the JSON file
 // ('' = <run.out_dir>/eval.json). Collective.
 int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,

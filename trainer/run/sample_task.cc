@@ -303,9 +303,8 @@ void report_samples(const std::vector<Row>& all, const Generation& g, const Load
 
 }  // namespace
 
-int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,
-               std::chrono::milliseconds timeout, const SampleRequest& request) {
-  share_cores_between_local_ranks();
+SamplePlan plan_sample(const JobSettings& job, PluginCatalog& catalog,
+                       const SampleRequest& request) {
   const models::ModelShape shape = models::resolve_model_shape(job.model, catalog);
   const ModelInputs inputs = models::model_inputs(shape);
   if (!inputs.tokens) {
@@ -320,12 +319,22 @@ int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, con
                       std::to_string(inputs.vocab) + " (" + job.places.where("model.vocab") +
                       "); this checkpoint's model cannot have been trained on its text");
   }
-  const TextOf text_of(tokenizer.get(), job.data.kind == "text");
-  const std::vector<int64_t> prompt = prompt_tokens(
-      request, inputs.vocab, job.places.where("model.vocab"), tokenizer.get());
+  std::vector<int64_t> prompt = prompt_tokens(request, inputs.vocab,
+                                              job.places.where("model.vocab"), tokenizer.get());
+  return SamplePlan{inputs, tokenizer, std::move(prompt)};
+}
+
+int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,
+               std::chrono::milliseconds timeout, const SampleRequest& request) {
+  share_cores_between_local_ranks();
+  const SamplePlan plan = plan_sample(job, catalog, request);
+  const ModelInputs& inputs = plan.inputs;
+  const std::vector<int64_t>& prompt = plan.prompt;
+  const data::BpeTokenizer* tokenizer = plan.tokenizer.get();
+  const TextOf text_of(tokenizer, job.data.kind == "text");
   const CheckpointReader reader(resolve_checkpoint(request.checkpoint));
   LoadedModel loaded = load_checkpointed_model(job, catalog, env, store, timeout, reader);
-  const Generation g = generate(loaded, inputs, request, prompt, env, text_of, tokenizer.get());
+  const Generation g = generate(loaded, inputs, request, prompt, env, text_of, tokenizer);
   const std::vector<Row> all = gather_samples(g, prompt.size(), request.samples, store, env,
                                               timeout);
   if (env.rank == 0) {

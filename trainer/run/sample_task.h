@@ -9,10 +9,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "data/bpe_tokenizer.h"
+#include "models/model.h"
 #include "settings/job_settings.h"
 #include "zt/host/plugin_loader.h"
 #include "zt/host/rendezvous.h"
@@ -40,6 +42,19 @@ struct SampleRequest {
 std::vector<int64_t> prompt_tokens(const SampleRequest& request, int64_t vocab,
                                    const std::string& vocab_where,
                                    const data::BpeTokenizer* tokenizer = nullptr);
+
+// What sampling starts from, its input checked against the checkpoint's config: the model's
+// inputs, the text's tokenizer (null for byte-level text) and the prompt's tokens.
+struct SamplePlan {
+  ModelInputs inputs;
+  std::shared_ptr<const data::BpeTokenizer> tokenizer;
+  std::vector<int64_t> prompt;
+};
+// Throws ConfigError for a model that takes no tokens, a tokenizer larger than model.vocab, or a
+// prompt outside the vocabulary (prompt_tokens). Touches no rank: run_job calls it before the
+// ranks start, so bad input fails there, once.
+SamplePlan plan_sample(const JobSettings& job, PluginCatalog& catalog,
+                       const SampleRequest& request);
 
 // One rank's part of the sampling (run_job's task for trainer sample). Collective.
 int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, const RankEnv& env,

@@ -381,16 +381,27 @@ class Supervisor {
     return reaped;
   }
 
-  // Ranks that failed at once: the one whose error printed first is the first failure, so the
-  // line the user reads first and the rank the result names agree, and a rank whose error came
-  // first but whose teardown was slower is not hidden behind a peer that only saw it go.
+  // Of two ranks that failed with an error line of their own, whether `a` failed before `b`. A
+  // communication error is how a peer sees another rank go, so any other error comes first (a
+  // failing rank prints its line only after its unwinding closed what its peers were using);
+  // else the line that printed first.
+  bool failed_before(int a, int b) const {
+    const int comm = static_cast<int>(ErrorKind::kComm);
+    const bool a_comm = WEXITSTATUS(status_[a]) == comm, b_comm = WEXITSTATUS(status_[b]) == comm;
+    if (a_comm != b_comm) return b_comm;
+    return out_.last_seq(a) < out_.last_seq(b);
+  }
+
+  // Ranks that failed at once: the first failure (failed_before) is the one named, so the line
+  // the user reads first and the rank the result names agree, and a rank whose error came first
+  // but whose teardown was slower is not hidden behind a peer that only saw it go.
   void name_first_failure() {
     int first = result_.failed_rank;
     if (WIFEXITED(status_[first]) && out_.last_seq(first) > 0) {
       for (int r = 0; r < spec_.nproc; ++r) {
         bool own_error = WIFEXITED(status_[r]) && WEXITSTATUS(status_[r]) != 0 &&
                          out_.last_seq(r) > 0;
-        if (own_error && out_.last_seq(r) < out_.last_seq(first)) first = r;
+        if (own_error && failed_before(r, first)) first = r;
       }
     }
     result_.failed_rank = first;

@@ -18,7 +18,11 @@ class TcpStore final : public Store {
   explicit TcpStore(c10::intrusive_ptr<c10d::TCPStore> store) : store_(std::move(store)) {}
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
-    store_->set(key, value);
+    try {
+      store_->set(key, value);
+    } catch (const std::exception& e) {
+      throw lost(key, e);
+    }
   }
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
     try {
@@ -28,13 +32,31 @@ class TcpStore final : public Store {
                       std::to_string(timeout.count()) + " ms (" + first_line(e.what()) +
                       "); a rank did not arrive or died");
     }
-    return store_->get(key);
+    try {
+      return store_->get(key);
+    } catch (const std::exception& e) {
+      throw lost(key, e);
+    }
   }
-  int64_t add(const std::string& key, int64_t delta) override { return store_->add(key, delta); }
+  int64_t add(const std::string& key, int64_t delta) override {
+    try {
+      return store_->add(key, delta);
+    } catch (const std::exception& e) {
+      throw lost(key, e);
+    }
+  }
 
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
  private:
+  // A store that stops answering is a peer's failure, not zt's: rank 0 hosts it, and its exit
+  // (after an error of its own) closes it under every other rank.
+  static CommError lost(const std::string& key, const std::exception& e) {
+    return CommError("rendezvous store: lost it while using key '" + key + "' (" +
+                     first_line(e.what()) +
+                     "); rank 0, which hosts it, ended or died: see its output");
+  }
+
   c10::intrusive_ptr<c10d::TCPStore> store_;
 };
 
@@ -115,6 +137,16 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
                     std::to_string(world) +
                     " ranks arrived; check that every rank "
                     "was started with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE");
+  }
+  // Release: rank 0 hosts the store, so it leaves only once every other rank has seen the
+  // total. A rank 0 that fails at once (bad input) would otherwise close the store under a peer
+  // still polling the count, whose error could then be taken for the first failure.
+  const int64_t released = count_in(*store, "zt/released", world, hosts, timeout);
+  if (hosts && released < world) {
+    throw CommError("rendezvous at " + where + ": only " + std::to_string(released) + " of " +
+                    std::to_string(world) + " ranks saw every rank arrive within " +
+                    std::to_string(timeout.count()) +
+                    " ms; a rank died right after arriving (see its output)");
   }
   return store;
 }

@@ -62,7 +62,9 @@ struct LaunchResult {
 // Spawns and supervises; returns when all ranks ended. Throws IoError if a rank cannot start.
 // The first failure is the first rank reaped with a non-zero status, except that among ranks
 // that exited with an error code (not a signal), the one whose last stderr line arrived first
-// counts: ranks failing the same way at once are then named in the order their errors printed.
+// counts: ranks failing the same way at once are then named in the order their errors printed,
+// and a communication error (exit 4, ErrorKind::kComm: how a peer sees another rank go) only when
+// no rank exited with another error.
 ZT_API LaunchResult launch_local(const LaunchSpec& spec);
 // A TCP port on `addr` that is free right now (bind to port 0 and read it back).
 ZT_API int pick_free_port(const std::string& addr);

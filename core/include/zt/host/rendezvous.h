@@ -50,7 +50,9 @@ ZT_API RankEnv discover_rank_env();
 // Connects every rank to rank 0's TCPStore at addr:port (rank 0 hosts it) and waits until all
 // `world` ranks have arrived. Under torchrun's agent (TORCHELASTIC_USE_AGENT_STORE=True) the
 // agent hosts the store there and every rank is a client, zt's keys under a prefix per restart.
-// Throws CommError: port in use, timeout with how many arrived.
+// Rank 0 returns only once every rank has seen all arrive: none is still polling the store it
+// hosts when rank 0 goes on (and perhaps fails at once). Throws CommError: port in use, timeout
+// with how many arrived. The store's own failures (a lost connection) are CommErrors too.
 ZT_API std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, int world,
                                          std::chrono::milliseconds timeout);
 
