@@ -67,6 +67,18 @@ std::string joined(const std::vector<std::string>& lines) {
   return s;
 }
 
+// The result names `rank`, with its exit `code` and its error `line`; and the first line the
+// ranks printed is `first_line` ('' = not checked).
+void check_names(const Captured& c, int rank, int code, const std::string& line,
+                 const std::string& first_line = "") {
+  CHECK(c.result.failed_rank == rank);
+  CHECK(c.result.exit_code == code);
+  CHECK(c.result.error_line == line);
+  if (first_line.empty()) return;
+  REQUIRE(!c.lines.empty());
+  CHECK(c.lines[0] == first_line);
+}
+
 }  // namespace
 
 TEST_CASE("ranks that fail together, each writing its error in pieces, never share a line") {
@@ -90,18 +102,16 @@ TEST_CASE("ranks that fail together, each writing its error in pieces, never sha
 }
 
 TEST_CASE("the failure named is the error printed first, even if that rank ends last") {
-  // Rank 2 fails first but takes longer to exit; ranks 0 and 1 fail after it and exit at once.
+  // Rank 2 fails first but takes longer to exit; ranks 0 and 1 fail after it and exit at once
+  // (with errors that are not comm errors, which are named last whenever they printed).
   Captured c = launch_script(
       3, "if [ $RANK = 2 ]; then echo 'zt: [rank 2] io error: disk gone' >&2; sleep 0.5; "
-         "exit 5; fi; sleep 0.2; echo \"zt: [rank $RANK] comm error: peer left\" >&2; exit 4");
+         "exit 5; fi; sleep 0.2; echo \"zt: [rank $RANK] internal error: odd\" >&2; exit 7");
   INFO(joined(c.lines));
-  CHECK(c.result.failed_rank == 2);
-  CHECK(c.result.exit_code == 5);
-  CHECK(c.result.error_line == "zt: [rank 2] io error: disk gone");
+  const std::string disk_gone = "zt: [rank 2] io error: disk gone";
+  check_names(c, 2, 5, disk_gone, disk_gone);
   CHECK(contains(c.result.message, "rank 2 (pid "));
   CHECK(contains(c.result.message, "exited with code 5"));
-  REQUIRE(!c.lines.empty());
-  CHECK(c.lines[0] == "zt: [rank 2] io error: disk gone");
 }
 
 TEST_CASE("a peer's comm error, though printed first, is not named over a rank's own error") {
@@ -110,11 +120,8 @@ TEST_CASE("a peer's comm error, though printed first, is not named over a rank's
       2, "if [ $RANK = 1 ]; then echo 'zt: [rank 1] comm error: store lost' >&2; exit 4; fi; "
          "sleep 0.3; echo 'zt: [rank 0] config error: bad input' >&2; exit 2");
   INFO(joined(c.lines));
-  CHECK(c.result.failed_rank == 0);
-  CHECK(c.result.exit_code == 2);
-  CHECK(c.result.error_line == "zt: [rank 0] config error: bad input");
-  REQUIRE(!c.lines.empty());
-  CHECK(c.lines[0] == "zt: [rank 1] comm error: store lost");
+  check_names(c, 0, 2, "zt: [rank 0] config error: bad input",
+              "zt: [rank 1] comm error: store lost");
 }
 
 TEST_CASE(
@@ -123,9 +130,7 @@ TEST_CASE(
       2, "if [ $RANK = 1 ]; then printf 'zt: [rank 1] config error: no newline' >&2; exit 2; fi; "
          "exec sleep 100");
   INFO(joined(c.lines));
-  CHECK(c.result.exit_code == 2);
-  CHECK(c.result.failed_rank == 1);
-  CHECK(c.result.error_line == "zt: [rank 1] config error: no newline");
+  check_names(c, 1, 2, "zt: [rank 1] config error: no newline");
   CHECK(c.result.rank_codes[0] == 128 + 15);  // stopped by the launcher after the settle time
   CHECK(contains(c.result.message, "stopping the other 1 rank(s)"));
   REQUIRE(c.lines.size() == 1);
@@ -191,9 +196,7 @@ TEST_CASE("fork_ranks: a forked rank that fails is named with its code and error
   TempDir dir;
   Captured c = launch_probe(dir, 3, true, "fail:1:9");
   INFO(joined(c.lines));
-  CHECK(c.result.exit_code == 9);
-  CHECK(c.result.failed_rank == 1);
-  CHECK(c.result.error_line == "rank 1 fails");
+  check_names(c, 1, 9, "rank 1 fails");
   CHECK(contains(c.result.message,
                  "rank 1 (pid " + probe_report(dir, 1)["pid"] + ") exited with code 9"));
   CHECK(c.result.rank_codes == std::vector<int>{0, 9, 0});
