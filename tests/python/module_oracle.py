@@ -1,7 +1,8 @@
 """A Python model that TorchScript cannot script, trained by zt from Python, against
 torch.optim.AdamW in one process on the same global batch: every parameter compared.
 
-Run on every rank of a job (python3 -m zt.launch --nproc N module_oracle.py --stage S ...).
+Run on every rank of a job (python3 -m zt.launch --nproc N module_oracle.py --stage S ...);
+--stage 0,1,2,3 trains and compares at each stage in turn, an engine each.
 The model is nanoGPT-like where the TorchScript kind refuses: token and position embeddings
 summed in the parent, the residual added in the parent, a head tied to the token embedding, a
 parameter held by the root module, a Python-side branch on a config object, and a custom loss
@@ -108,7 +109,9 @@ def batches(steps, global_batch):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--stage", type=int, required=True)
+    p.add_argument("--stage", required=True,
+                   help="a ZeRO stage, or several (0,1,2,3): one engine after another, in one "
+                        "launch (each python3 rank costs seconds to import torch)")
     p.add_argument("--shard", default="shard_bucket")
     p.add_argument("--accum", type=int, default=1)
     p.add_argument("--micro", type=int, default=2)
@@ -123,6 +126,15 @@ def main():
     a = p.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
+    failed = 0
+    for stage in [int(s) for s in a.stage.split(",")]:
+        failed += train_and_compare(a, stage, world, rank)
+    return 1 if failed else 0
+
+
+def train_and_compare(a, stage, world, rank):
+    """Trains at `stage` and compares every parameter: 0 when all are within the tolerance, 1
+    (the worst tensor named) otherwise."""
     cfg = types.SimpleNamespace(vocab=VOCAB, seq=SEQ, d=D, heads=HEADS, layers=LAYERS,
                                 parallel=True, checkpoint=a.checkpoint)
     torch.manual_seed(1234 + rank)
@@ -131,7 +143,7 @@ def main():
     reference = TinyGpt(cfg)
     config = {
         "data": {"micro_batch": a.micro, "grad_accum": a.accum},
-        "zero": {"stage": a.stage, "prefetch_units": 1, "param_persistence_threshold": 0},
+        "zero": {"stage": stage, "prefetch_units": 1, "param_persistence_threshold": 0},
         "plugins": {"comm": "comm_ucx", "shard": a.shard, "optimizer": "optim_hybrid_adam"},
         "plugin": {"optim_hybrid_adam": {"lr": LR, "betas": list(BETAS), "eps": EPS,
                                          "weight_decay": WD, "adamw": True}},
@@ -173,11 +185,12 @@ def main():
     assert sorted(engine.parameter_names()) == sorted(names), engine.parameter_names()
     engine.close()
     if rank == 0:
-        print(f"module_oracle: stage {a.stage} {a.shard} world {world} accum {a.accum} "
+        print(f"module_oracle: stage {stage} {a.shard} world {world} accum {a.accum} "
               f"{a.offload or 'no offload'}: {len(names)} tensors, worst excess {worst:.3g} "
               f"({worst_name})")
     if not worst <= 0:
-        print(f"module_oracle: {worst_name} is {worst:.3g} outside the tolerance", file=sys.stderr)
+        print(f"module_oracle: stage {stage}: {worst_name} is {worst:.3g} outside the tolerance",
+              file=sys.stderr)
         return 1
     return 0
 
