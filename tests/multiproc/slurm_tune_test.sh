@@ -16,7 +16,7 @@ src=$(realpath "$2")
 slurm_cpus=4
 source "$src/tests/multiproc/slurm_common.sh"
 
-budget=100
+budget=60
 cat >"$tmp/tune.sbatch" <<JOB
 #!/usr/bin/env bash
 exec "$trainer" tune --config "$src/configs/zero3.toml" --nproc 4 --hosts 2 \\
