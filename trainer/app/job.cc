@@ -194,10 +194,11 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   RankEnv env = discover_rank_env();
   const int nproc = job.engine.launch.nproc;
   if (!env.found && nproc == 1) restart_with_blas_core(argv);
-  // Bad input to eval and sample fails here, once, before any rank starts (each rank checks it
-  // again, as one that torchrun or srun started must).
-  if (!env.found && args.command == Command::kEval) check_eval_inputs(job);
-  if (!env.found && args.command == Command::kSample) plan_sample(job, catalog, args.sample);
+  // Bad input to eval and sample fails here, once, before the ranks start (each rank checks it
+  // again, as one that torchrun or srun started must; a single process is the rank itself).
+  const bool launching = !env.found && nproc > 1;
+  if (launching && args.command == Command::kEval) check_eval_inputs(job);
+  if (launching && args.command == Command::kSample) plan_sample(job, catalog, args.sample);
   // Checked once, before any rank starts or allocates anything (a single process is about to
   // become the rank). Evaluating and sampling train nothing: only the model's states must fit
   // (not the global batch).

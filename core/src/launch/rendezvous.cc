@@ -18,11 +18,7 @@ class TcpStore final : public Store {
   explicit TcpStore(c10::intrusive_ptr<c10d::TCPStore> store) : store_(std::move(store)) {}
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
-    try {
-      store_->set(key, value);
-    } catch (const std::exception& e) {
-      throw lost(key, e);
-    }
+    answered(key, [&] { store_->set(key, value); });
   }
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
     try {
@@ -32,29 +28,26 @@ class TcpStore final : public Store {
                       std::to_string(timeout.count()) + " ms (" + first_line(e.what()) +
                       "); a rank did not arrive or died");
     }
-    try {
-      return store_->get(key);
-    } catch (const std::exception& e) {
-      throw lost(key, e);
-    }
+    return answered(key, [&] { return store_->get(key); });
   }
   int64_t add(const std::string& key, int64_t delta) override {
-    try {
-      return store_->add(key, delta);
-    } catch (const std::exception& e) {
-      throw lost(key, e);
-    }
+    return answered(key, [&] { return store_->add(key, delta); });
   }
 
   static std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
 
  private:
-  // A store that stops answering is a peer's failure, not zt's: rank 0 hosts it, and its exit
-  // (after an error of its own) closes it under every other rank.
-  static CommError lost(const std::string& key, const std::exception& e) {
-    return CommError("rendezvous store: lost it while using key '" + key + "' (" +
-                     first_line(e.what()) +
-                     "); rank 0, which hosts it, ended or died: see its output");
+  // `call`'s result. A store that stops answering is a peer's failure, not zt's: rank 0 hosts
+  // it, and its exit (after an error of its own) closes it under every other rank.
+  template <typename Call>
+  static auto answered(const std::string& key, Call&& call) -> decltype(call()) {
+    try {
+      return call();
+    } catch (const std::exception& e) {
+      throw CommError("rendezvous store: lost it while using key '" + key + "' (" +
+                      first_line(e.what()) +
+                      "); rank 0, which hosts it, ended or died: see its output");
+    }
   }
 
   c10::intrusive_ptr<c10d::TCPStore> store_;
