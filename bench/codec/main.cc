@@ -17,11 +17,16 @@
 //         rounding), two more the master weights (in a host tier: with fp32 compute a bf16
 //         master cannot be the parameters; the tier alone changes no bit); --loss-arms picks
 //         codecs, states, masters or all.
-//   link  4 ranks in two simulated hosts (network namespaces, needs root), exact against int8
-//         weights + int4 gradients with error feedback, per link rate (`tc`): median step time,
-//         tokens/s ratio, bytes between the hosts per step (the veth's counters), and the
-//         encoded bytes of the gathers and reduce-scatters against the exact run's (the
-//         trainer's collective counters).
+//   link  4 ranks on this host (shared memory), exact against the codecs limited to the
+//         collectives across hosts (none here: what the setting costs where it codes nothing)
+//         and against the codecs everywhere, each arm twice, interleaved; then 4 ranks in two
+//         simulated hosts (network namespaces, needs root) per link rate (`tc`): flat stage 3
+//         exact and with int8 weights + int4 gradients + error feedback (qwZ + qgZ), and MiCS
+//         groups of one host (hpZ: the weights gathered inside the host) exact and with int4
+//         gradients + error feedback on the all-reduce across the hosts (hpZ + qgZ). Median step
+//         time, tokens/s against the flat exact run on the same link, bytes between the hosts
+//         per step (the veth's counters), and the encoded bytes of the gathers and
+//         reduce-scatters against the exact run's (the trainer's collective counters).
 // Prints markdown tables, writes bench-results/codec.json; exits non-zero when a job failed.
 #include <unistd.h>
 
@@ -60,8 +65,8 @@ const char* kUsage =
     "                      [--loss-data PATH]\n"
     "                      [--rates R1,R2] [--json PATH] [--trainer P]\n"
     "  Trains the bench GPT at stage 3 with and without ZeRO++ codecs (codec_blockq).\n"
-    "  --part        kernels (encode/decode against memcpy), loss (one host), link (two\n"
-    "                simulated hosts, needs root) or all (default)\n"
+    "  --part        kernels (encode/decode against memcpy), loss (one host), link (4 ranks\n"
+    "                on one host, then in two simulated hosts, needs root) or all (default)\n"
     "  --loss-steps  steps per arm of the loss part (default 300)\n"
     "  --loss-arms   the loss part's arms besides exact: codecs, states (Adam's moments in bf16),\n"
     "                masters (the master weights in bf16) or all (default)\n"
@@ -127,10 +132,27 @@ std::vector<Arm> loss_arms(const std::string& which) {
   return arms;
 }
 
+const std::vector<std::string> kBothCodecs = joined(joined(kWeights8, kGrads4),
+                                                    {"zero.codec_error_feedback=true"});
+
+// Two simulated hosts. The first arm is the one the others' tokens/s are against.
 std::vector<Arm> link_arms() {
+  // MiCS groups of one host's 2 ranks: the weight gathers stay inside the host, so only the
+  // gradients' all-reduce across the groups crosses the link (ZeRO++'s hpZ layout).
+  const std::vector<std::string> hpz = {"zero.mics_shard_size=2"};
   return {{"exact", {}},
-          {"int8 weights + int4 gradients + error feedback",
-           joined(joined(kWeights8, kGrads4), {"zero.codec_error_feedback=true"})}};
+          {"int8 weights + int4 gradients + error feedback", kBothCodecs},
+          {"hpZ, exact", hpz},
+          {"hpZ + int4 gradients + error feedback across hosts",
+           joined(joined(hpz, kGrads4),
+                  {"zero.codec_error_feedback=true", "zero.codec_scope=across_hosts"})}};
+}
+
+// One host: the codecs limited to the collectives across hosts code nothing here.
+std::vector<Arm> one_host_arms() {
+  return {{"exact", {}},
+          {"codecs across hosts only", joined(kBothCodecs, {"zero.codec_scope=across_hosts"})},
+          {"codecs everywhere", kBothCodecs}};
 }
 
 Options parse(const std::vector<std::string>& args) {
@@ -366,10 +388,53 @@ void print_loss(const Options& o, const std::vector<LossRun>& runs) {
 }
 
 struct LinkJob {
-  std::string rate, arm;
-  double step_s = 0, bytes_per_step = 0;
+  std::string rate, arm;  // rate: a `tc` rate, "none", or kOneHost
+  double step_s = 0, bytes_per_step = NAN;
   std::map<std::string, double> mib;  // rank 0's collectives, MiB over the run
 };
+
+const char* kOneHost = "one host";
+
+// The steps after the warm-up of a job's rank 0.
+std::vector<double> timed_steps(const Options& o, const std::string& out) {
+  const Curve c = read_curve(out + "/metrics.jsonl");
+  if (static_cast<int>(c.step_s.size()) <= o.warmup)
+    throw IoError("zt_bench_codec: " + out + "/metrics.jsonl has no step after the warm-up");
+  return std::vector<double>(c.step_s.begin() + o.warmup, c.step_s.end());
+}
+
+// 4 ranks started by the trainer's own launcher on this host, each arm twice and interleaved, so
+// that the machine's drift over the part falls on every arm alike; the step time is the median
+// of both runs' timed steps.
+std::vector<LinkJob> run_one_host(const Options& o, const std::string& dir) {
+  const std::vector<Arm> arms = one_host_arms();
+  std::vector<std::vector<double>> steps(arms.size());
+  std::vector<LinkJob> jobs(arms.size());
+  for (int round = 0; round < 2; ++round) {
+    for (size_t a = 0; a < arms.size(); ++a) {
+      const std::string out = dir + "/host" + std::to_string(round) + "-" + std::to_string(a);
+      auto argv = bench_gpt_command(o.trainer, ZT_BENCH_SOURCE_DIR, out, o.steps,
+                                    joined({"launch.nproc=4"}, arms[a].sets));
+      const int rc = run_logged(argv, out + ".log");
+      if (rc != 0) {
+        throw CommError("zt_bench_codec: the " + std::string(arms[a].name) +
+                        " job on one host failed (exit " + std::to_string(rc) + "):\n" +
+                        tail_lines(out + ".log", 15));
+      }
+      const std::vector<double> timed = timed_steps(o, out);
+      steps[a].insert(steps[a].end(), timed.begin(), timed.end());
+      jobs[a].rate = kOneHost;
+      jobs[a].arm = arms[a].name;
+      jobs[a].mib = collective_mib(out + ".log");
+    }
+  }
+  for (size_t a = 0; a < arms.size(); ++a) {
+    jobs[a].step_s = median(steps[a]);
+    std::printf("  one host, %s: %.3f s/step\n", jobs[a].arm.c_str(), jobs[a].step_s);
+  }
+  std::fflush(stdout);
+  return jobs;
+}
 
 std::string hosts_script() { return two_hosts_script(ZT_BENCH_SOURCE_DIR); }
 ShellResult hosts(const std::string& args) { return two_hosts(ZT_BENCH_SOURCE_DIR, args); }
@@ -399,8 +464,7 @@ LinkJob run_link_job(const Options& o, const std::string& name, const std::strin
   job.rate = rate;
   job.arm = arm.name;
   job.bytes_per_step = (link_bytes(name) - before) / o.steps;
-  const Curve c = read_curve(out + "/metrics.jsonl");
-  job.step_s = median(std::vector<double>(c.step_s.begin() + o.warmup, c.step_s.end()));
+  job.step_s = median(timed_steps(o, out));
   job.mib = collective_mib(logs + "/rank0.log");
   return job;
 }
@@ -409,7 +473,7 @@ std::vector<LinkJob> run_link(const Options& o, const std::string& dir) {
   const ShellResult can = hosts("check");
   if (can.exit_code != 0) throw ConfigError("zt_bench_codec: " + can.output);
   const std::string name = "ztc" + std::to_string(getpid() % 100000);
-  std::vector<LinkJob> jobs;
+  std::vector<LinkJob> jobs = run_one_host(o, dir);
   for (const std::string& rate : o.rates) {
     const ShellResult up = hosts("up " + name + (rate == "none" ? "" : " " + shell_quote(rate)));
     if (up.exit_code != 0) throw ConfigError("zt_bench_codec: link " + rate + ": " + up.output);
@@ -430,26 +494,38 @@ std::vector<LinkJob> run_link(const Options& o, const std::string& dir) {
   return jobs;
 }
 
+// One row per job; tokens/s against the first job on the same link (its exact arm).
 void print_link(const std::vector<LinkJob>& jobs) {
-  std::printf("\n4 ranks in 2 simulated hosts, exact against int8 weights + int4 gradients + "
-              "error feedback:\n\n| link | step s exact | step s coded | tokens/s coded/exact | "
-              "between hosts MB/step exact | coded | coded/exact |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  for (size_t i = 0; i + 1 < jobs.size(); i += 2) {
-    const LinkJob &e = jobs[i], &c = jobs[i + 1];
-    std::printf("| %s | %.3f | %.3f | %.2f | %.1f | %.1f | %.3f |\n", e.rate.c_str(), e.step_s,
-                c.step_s, e.step_s / c.step_s, e.bytes_per_step / 1e6, c.bytes_per_step / 1e6,
-                c.bytes_per_step / e.bytes_per_step);
+  std::printf("\n4 ranks, the bench GPT at stage 3; on one host, and in 2 simulated hosts of 2 "
+              "ranks per link rate:\n\n| link | arm | s/step | tokens/s against exact | "
+              "MB/step between hosts | against exact |\n");
+  std::printf("| --- | --- | ---: | ---: | ---: | ---: |\n");
+  const LinkJob* exact = nullptr;
+  for (const LinkJob& j : jobs) {
+    if (!exact || exact->rate != j.rate) exact = &j;
+    const std::string link = j.rate == "none"     ? "unshaped veth"
+                             : j.rate == kOneHost ? kOneHost
+                                                  : "`tc` " + j.rate;
+    if (std::isnan(j.bytes_per_step)) {
+      std::printf("| %s | %s | %.3f | %.3f | - | - |\n", link.c_str(), j.arm.c_str(), j.step_s,
+                  exact->step_s / j.step_s);
+    } else {
+      std::printf("| %s | %s | %.3f | %.2f | %.1f | %.3f |\n", link.c_str(), j.arm.c_str(),
+                  j.step_s, exact->step_s / j.step_s, j.bytes_per_step / 1e6,
+                  j.bytes_per_step / exact->bytes_per_step);
+    }
   }
-  if (jobs.size() < 2) return;
-  const LinkJob &e = jobs[0], &c = jobs[1];
+  // Rank 0's collectives of the flat exact and coded arms on the first link between hosts.
+  auto first = std::find_if(jobs.begin(), jobs.end(),
+                            [](const LinkJob& j) { return j.rate != kOneHost; });
+  if (jobs.end() - first < 2) return;
+  const LinkJob &e = first[0], &c = first[1];
+  auto mib = [](const LinkJob& j, const char* op) { return j.mib.count(op) ? j.mib.at(op) : 0; };
   auto ratio = [](double a, double b) { return b > 0 ? a / b : NAN; };
   std::printf("\nrank 0's collective bytes, coded/exact: all_gather %.3f; gradients "
               "(all_to_all coded / reduce_scatter exact) %.3f\n",
-              ratio(c.mib.count("all_gather") ? c.mib.at("all_gather") : 0,
-                    e.mib.count("all_gather") ? e.mib.at("all_gather") : 0),
-              ratio(c.mib.count("all_to_all") ? c.mib.at("all_to_all") : 0,
-                    e.mib.count("reduce_scatter") ? e.mib.at("reduce_scatter") : 0));
+              ratio(mib(c, "all_gather"), mib(e, "all_gather")),
+              ratio(mib(c, "all_to_all"), mib(e, "reduce_scatter")));
 }
 
 void write_json(const Options& o, const std::vector<KernelRate>& kernels,

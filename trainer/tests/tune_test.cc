@@ -341,3 +341,15 @@ TEST_CASE("tune: tuned.toml marks each changed key with what it was") {
   CHECK(contains(text, "micro_batch = 4  # tune: was 2\n"));
   CHECK(contains(text, "prefetch_units = 1  # default\n"));
 }
+
+TEST_CASE("tune: a verdict where nothing raced says so, not that your config is the fastest") {
+  TuneResult r;
+  r.candidates.resize(2);
+  r.candidates[0].estimate.composition.label = "stage 3, shard_bucket";
+  r.budget_s = 60;
+  CHECK(tune_verdict(r) ==
+        "nothing raced: after the reference run, the 60 s budget had no time for a trial job and "
+        "the final A/B, so your config stays (stage 3, shard_bucket); give tune a larger --budget");
+  r.rounds.emplace_back();  // a round ran, and your config led it
+  CHECK(tune_verdict(r) == "your config is the fastest composition found (stage 3, shard_bucket)");
+}

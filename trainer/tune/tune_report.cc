@@ -14,6 +14,14 @@ namespace zt::trainer {
 
 std::string tune_verdict(const TuneResult& r) {
   const TuneCandidate& w = r.candidates[r.winner];
+  if (r.winner == 0 && r.rounds.empty()) {
+    // Not a verdict on speed: no other composition ran a step.
+    char budget[32];
+    std::snprintf(budget, sizeof(budget), "%.0f s", r.budget_s);
+    return "nothing raced: after the reference run, the " + std::string(budget) +
+           " budget had no time for a trial job and the final A/B, so your config stays (" +
+           w.estimate.composition.label + "); give tune a larger --budget";
+  }
   if (r.winner == 0) {
     return "your config is the fastest composition found (" + w.estimate.composition.label + ")";
   }

@@ -312,18 +312,23 @@ double Tuner::projected_job_s(size_t arms) const {
 }
 
 std::vector<std::vector<size_t>> Tuner::jobs_of(const std::vector<size_t>& racing, size_t anchor) {
+  // The groups in the order `racing` first names them, so its first candidates run first.
+  std::vector<std::string> order;
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t i : racing) {
-    if (i != anchor) groups[job_key(i)].push_back(i);
+    const std::string key = job_key(i);
+    if (!groups.count(key)) order.push_back(key);
+    std::vector<size_t>& members = groups[key];
+    if (i != anchor) members.push_back(i);
   }
   // The anchor (phase 2's leader) runs in every job of its group, so each variant is timed
   // beside it.
   const bool anchored = anchor != kNone &&
                         std::find(racing.begin(), racing.end(), anchor) != racing.end();
-  if (anchored) groups[job_key(anchor)];
   const size_t per_job = anchored ? arms_per_job_ - 1 : arms_per_job_;
   std::vector<std::vector<size_t>> jobs;
-  for (auto& [key, members] : groups) {
+  for (const std::string& key : order) {
+    const std::vector<size_t>& members = groups[key];
     const bool with_anchor = anchored && key == job_key(anchor);
     if (with_anchor && members.empty()) jobs.push_back({anchor});
     for (size_t at = 0; at < members.size(); at += per_job) {
@@ -387,9 +392,12 @@ bool Tuner::run_job(const std::vector<size_t>& arms, Clock::time_point until, Tu
   return true;
 }
 
-// Whether the round fits the time left. In the first, the candidates the estimate ranks last
-// (most bytes sent and offloaded per step) wait until it does; later rounds stop the race
-// instead. False when fewer than two are left to race.
+// Whether the round fits the time left. The first round runs the phase's leader so far (phase
+// 2's: phase 1's winner) first, then what the user named (their config, --candidate), then the
+// grid by the estimate, so that a round the budget stops on a slower machine than projected has
+// measured what was named; and the candidates the estimate ranks last (most bytes sent and
+// offloaded per step) wait until it fits. Later rounds stop the race instead. False when fewer
+// than two are left to race.
 bool Tuner::fit_round_to_time(int round, const std::vector<size_t>& indices, size_t anchor,
                               Clock::time_point until, std::vector<size_t>& racing) {
   auto projected = [&] {
@@ -397,22 +405,22 @@ bool Tuner::fit_round_to_time(int round, const std::vector<size_t>& indices, siz
     for (const auto& job : jobs_of(racing, anchor)) s += projected_job_s(job.size());
     return s;
   };
+  if (round == 1) {
+    std::stable_sort(racing.begin(), racing.end(), [&](size_t a, size_t b) {
+      auto rank = [&](size_t i) {
+        const CompositionEstimate& e = r_.candidates[i].estimate;
+        const bool named = e.composition.origin != "grid" &&
+                           e.composition.origin != "around the leader";
+        return std::make_pair(i == indices[0] ? 0
+                              : named         ? 1
+                                              : 2,
+                              static_cast<double>(e.comm.sent()) + e.offload_cost());
+      };
+      return rank(a) < rank(b);
+    });
+  }
   if (projected() <= left(until)) return true;
   if (round > 1) return false;
-  // The phase's leader so far (phase 2's: phase 1's winner) runs first, then what the user
-  // named (their config, --candidate), then the grid by the estimate.
-  std::stable_sort(racing.begin(), racing.end(), [&](size_t a, size_t b) {
-    auto rank = [&](size_t i) {
-      const CompositionEstimate& e = r_.candidates[i].estimate;
-      const bool named = e.composition.origin != "grid" &&
-                         e.composition.origin != "around the leader";
-      return std::make_pair(i == indices[0] ? 0
-                            : named         ? 1
-                                            : 2,
-                            static_cast<double>(e.comm.sent()) + e.offload_cost());
-    };
-    return rank(a) < rank(b);
-  });
   while (racing.size() > 1 && projected() > left(until)) {
     TuneCandidate& c = r_.candidates[racing.back()];
     c.race.racing = false;
