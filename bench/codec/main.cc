@@ -337,6 +337,17 @@ std::string loss_corpus(const std::string& data, const std::string& dir) {
   return joined_path;
 }
 
+// Runs a trainer job with its output in `out`.log; throws, naming `what` and the log's tail,
+// when it fails.
+void run_job(const std::vector<std::string>& argv, const std::string& out,
+             const std::string& what) {
+  const int rc = run_logged(argv, out + ".log");
+  if (rc != 0) {
+    throw CommError("zt_bench_codec: " + what + " failed (exit " + std::to_string(rc) + "):\n" +
+                    tail_lines(out + ".log", 15));
+  }
+}
+
 std::vector<LossRun> run_loss(const Options& o, const std::string& dir) {
   const std::string corpus = loss_corpus(o.loss_data, dir);
   // 64 micro batches of 4 held-out windows (32,768 tokens), the same for every arm, whatever
@@ -347,13 +358,9 @@ std::vector<LossRun> run_loss(const Options& o, const std::string& dir) {
   std::vector<LossRun> runs;
   for (const Arm& arm : loss_arms(o.loss_arms)) {
     const std::string out = dir + "/loss" + std::to_string(runs.size());
-    auto argv = bench_gpt_command(o.trainer, ZT_BENCH_SOURCE_DIR, out, o.loss_steps,
-                                  joined(loss_sets, arm.sets));
-    const int rc = run_logged(argv, out + ".log");
-    if (rc != 0) {
-      throw CommError("zt_bench_codec: the " + std::string(arm.name) + " run failed (exit " +
-                      std::to_string(rc) + "):\n" + tail_lines(out + ".log", 15));
-    }
+    run_job(bench_gpt_command(o.trainer, ZT_BENCH_SOURCE_DIR, out, o.loss_steps,
+                              joined(loss_sets, arm.sets)),
+            out, "the " + std::string(arm.name) + " run");
     runs.push_back({arm.name, read_curve(out + "/metrics.jsonl")});
     std::printf("  loss, %s: validation %.4f, training %.4f after %d steps\n", arm.name,
                 val_loss(runs.back().curve, o.loss_steps),
@@ -413,14 +420,9 @@ std::vector<LinkJob> run_one_host(const Options& o, const std::string& dir) {
   for (int round = 0; round < 2; ++round) {
     for (size_t a = 0; a < arms.size(); ++a) {
       const std::string out = dir + "/host" + std::to_string(round) + "-" + std::to_string(a);
-      auto argv = bench_gpt_command(o.trainer, ZT_BENCH_SOURCE_DIR, out, o.steps,
-                                    joined({"launch.nproc=4"}, arms[a].sets));
-      const int rc = run_logged(argv, out + ".log");
-      if (rc != 0) {
-        throw CommError("zt_bench_codec: the " + std::string(arms[a].name) +
-                        " job on one host failed (exit " + std::to_string(rc) + "):\n" +
-                        tail_lines(out + ".log", 15));
-      }
+      run_job(bench_gpt_command(o.trainer, ZT_BENCH_SOURCE_DIR, out, o.steps,
+                                joined({"launch.nproc=4"}, arms[a].sets)),
+              out, "the " + std::string(arms[a].name) + " job on one host");
       const std::vector<double> timed = timed_steps(o, out);
       steps[a].insert(steps[a].end(), timed.begin(), timed.end());
       jobs[a].rate = kOneHost;

@@ -12,13 +12,17 @@
 
 namespace zt::trainer {
 
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f s", s);
+  return buf;
+}
+
 std::string tune_verdict(const TuneResult& r) {
   const TuneCandidate& w = r.candidates[r.winner];
   if (r.winner == 0 && r.rounds.empty()) {
     // Not a verdict on speed: no other composition ran a step.
-    char budget[32];
-    std::snprintf(budget, sizeof(budget), "%.0f s", r.budget_s);
-    return "nothing raced: after the reference run, the " + std::string(budget) +
+    return "nothing raced: after the reference run, the " + seconds_text(r.budget_s) +
            " budget had no time for a trial job and the final A/B, so your config stays (" +
            w.estimate.composition.label + "); give tune a larger --budget";
   }

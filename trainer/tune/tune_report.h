@@ -59,6 +59,9 @@ struct TuneResult {
   int64_t trial_steps = 0;
 };
 
+// "60 s": a time in tune's lines, whole seconds.
+std::string seconds_text(double s);
+
 // The one-line verdict from the final A/B (or the reason there is none).
 std::string tune_verdict(const TuneResult& r);
 

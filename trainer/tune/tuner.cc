@@ -32,12 +32,6 @@ std::string first_line(const std::string& text) {
   return nl == std::string::npos ? text : text.substr(0, nl);
 }
 
-std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.0f s", s);
-  return buf;
-}
-
 class Tuner {
  public:
   Tuner(const TuneRequest& request, std::ostream& out)
@@ -317,9 +311,9 @@ std::vector<std::vector<size_t>> Tuner::jobs_of(const std::vector<size_t>& racin
   std::map<std::string, std::vector<size_t>> groups;
   for (size_t i : racing) {
     const std::string key = job_key(i);
-    if (!groups.count(key)) order.push_back(key);
-    std::vector<size_t>& members = groups[key];
-    if (i != anchor) members.push_back(i);
+    auto [group, fresh] = groups.try_emplace(key);
+    if (fresh) order.push_back(key);
+    if (i != anchor) group->second.push_back(i);
   }
   // The anchor (phase 2's leader) runs in every job of its group, so each variant is timed
   // beside it.
