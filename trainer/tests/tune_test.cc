@@ -216,6 +216,33 @@ TEST_CASE("tune: ranks on several hosts race ZeRO++'s codecs between them, one h
   }));
 }
 
+TEST_CASE("tune: on several hosts a codec ranks before the knobs that save bytes inside a host") {
+  // 4 ranks on 2 hosts, stage 3: the variants around it, in the order tune's first round races
+  // what the user did not name (the least traffic first, a byte between hosts weighing ten).
+  EstimateOptions options;
+  options.world = 4;
+  options.ranks_per_host = 2;
+  // Nothing persists, so every unit's gather crosses the hosts (the weight codec has work).
+  const std::vector<std::string> lead = {"zero.stage=3", "zero.param_persistence_threshold=0"};
+  const zt::Config c = loader()(lead);
+  double coded_worst = 0, plain_best = 1e300;
+  int coded = 0, plain = 0;
+  for (const Candidate& v :
+       compositions_around(zt::trainer::JobSettings::of(c), Candidate{lead, "", ""}, 2)) {
+    const CompositionEstimate e = estimate_composition(loader(), v, options);
+    if (!e.refused.empty()) continue;
+    const bool codes = std::any_of(v.overrides.begin(), v.overrides.end(), [](const auto& kv) {
+      return kv.rfind("plugins.codec_", 0) == 0;
+    });
+    (codes ? coded : plain) += 1;
+    if (codes) coded_worst = std::max(coded_worst, e.traffic_cost());
+    else plain_best = std::min(plain_best, e.traffic_cost());
+  }
+  REQUIRE(coded == 3);
+  REQUIRE(plain > 3);
+  CHECK(coded_worst < plain_best);
+}
+
 TEST_CASE("tune: a label says what the composition runs") {
   CHECK(composition_label(zt::trainer::JobSettings::of(loader()({}))) ==
         "stage 3, shard_bucket, micro 2 x accum 2, prefetch 1, persist < 100000, no offload");

@@ -40,6 +40,16 @@ struct CompositionEstimate {
   double offload_cost() const {
     return static_cast<double>(host_copies_per_step) + 10.0 * static_cast<double>(file_io_per_step);
   }
+  // Bytes sent and offloaded per step, a byte between hosts weighted as ten through shared memory
+  // (as a file tier's byte is ten host copies): the link across hosts is the likely bound, and a
+  // codec that shrinks its bytes must not rank below a knob that saves as many bytes inside a
+  // host. The order in which tune's first round races what the user did not name.
+  double traffic_cost() const {
+    double network = 0, local = 0;
+    for (const CollectiveEstimate& c : comm.collectives)
+      (c.link == "network" ? network : local) += static_cast<double>(c.sent);
+    return local + 10.0 * network + offload_cost();
+  }
 };
 
 // Loads `c` through `load` (a refusal is recorded, not thrown) and sizes it.

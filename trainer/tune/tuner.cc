@@ -390,8 +390,8 @@ bool Tuner::run_job(const std::vector<size_t>& arms, Clock::time_point until, Tu
 // 2's: phase 1's winner) first, then what the user named (their config, --candidate), then the
 // grid by the estimate, so that a round the budget stops on a slower machine than projected has
 // measured what was named; and the candidates the estimate ranks last (most bytes sent and
-// offloaded per step) wait until it fits. Later rounds stop the race instead. False when fewer
-// than two are left to race.
+// offloaded per step, a byte between hosts counting as ten: traffic_cost) wait until it fits.
+// Later rounds stop the race instead. False when fewer than two are left to race.
 bool Tuner::fit_round_to_time(int round, const std::vector<size_t>& indices, size_t anchor,
                               Clock::time_point until, std::vector<size_t>& racing) {
   auto projected = [&] {
@@ -405,10 +405,7 @@ bool Tuner::fit_round_to_time(int round, const std::vector<size_t>& indices, siz
         const CompositionEstimate& e = r_.candidates[i].estimate;
         const bool named = e.composition.origin != "grid" &&
                            e.composition.origin != "around the leader";
-        return std::make_pair(i == indices[0] ? 0
-                              : named         ? 1
-                                              : 2,
-                              static_cast<double>(e.comm.sent()) + e.offload_cost());
+        return std::make_pair(i == indices[0] ? 0 : named ? 1 : 2, e.traffic_cost());
       };
       return rank(a) < rank(b);
     });
