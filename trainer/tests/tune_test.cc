@@ -262,6 +262,12 @@ TEST_CASE("tune: a label says what the composition runs") {
         "stage 1, shard_bucket, micro 2 x accum 2, optimizer 100% offload_nvme, sub_group "
         "1000000000, queue 8, bf16 masters");
   CHECK(config_value(loader()({}), "plugin.offload_nvme.queue_depth") == "8");
+  // A codec's table, which tuned.toml compares when a codec wins; a config without the codec
+  // has no such key (tuned.toml says "(not set)").
+  CHECK(
+      config_value(loader()({"plugins.codec_gradients=\"codec_blockq\"", "codec.gradients.bits=4"}),
+                   "codec.gradients.bits") == "4");
+  CHECK_THROWS_AS(config_value(loader()({}), "codec.gradients.bits"), zt::Error);
 }
 
 TEST_CASE("tune: the fit margin and the estimate's pruning") {

@@ -23,8 +23,9 @@ std::string short_number(double v) {
 std::string config_value(const Config& config, const std::string& key) {
   const size_t dot = key.rfind('.');
   const std::string table = key.substr(0, dot), name = key.substr(dot + 1);
-  const Options& o = table.rfind("plugin.", 0) == 0 ? config.plugin_options(table.substr(7))
-                                                    : config.section(table);
+  const Options& o = table.rfind("plugin.", 0) == 0  ? config.plugin_options(table.substr(7))
+                     : table.rfind("codec.", 0) == 0 ? config.codec_options(table.substr(6))
+                                                     : config.section(table);
   return value_to_toml(o.get(name));
 }
 

@@ -32,7 +32,8 @@ std::string composition_label(const JobSettings& job);
 // A number as a label or an override spells it: "4", "0.5", "1e+09".
 std::string short_number(double v);
 
-// The value `key` ("zero.stage", "plugin.shard_bucket.bucket_mb") has in `config`, as TOML.
+// The value `key` ("zero.stage", "plugin.shard_bucket.bucket_mb", "codec.gradients.bits") has in
+// `config`, as TOML. Throws (zt::Error) for a key the config does not have.
 std::string config_value(const Config& config, const std::string& key);
 
 }  // namespace zt::trainer
