@@ -97,8 +97,14 @@ std::shared_ptr<Work> coded_reduce_scatter(Communicator& comm, const Codec& code
   // x = in + residual, padded to world chunks of c: what this rank sends.
   at::Tensor x = scratch(c * world, at::kFloat);
   at::Tensor head = x.narrow(0, 0, total);
-  if (residual.defined()) at::add_out(head, in_flat.reshape({-1}), residual);
-  else head.copy_(in_flat.reshape({-1}));
+  // One pass where both are fp32; bf16 gradients are widened in place first (add_out would make
+  // a temporary fp32 copy of them, the allocation the kept buffers avoid).
+  if (residual.defined() && in_flat.scalar_type() == at::kFloat) {
+    at::add_out(head, in_flat.reshape({-1}), residual);
+  } else {
+    head.copy_(in_flat.reshape({-1}));
+    if (residual.defined()) head.add_(residual);
+  }
   x.narrow(0, total, c * world - total).zero_();
   const int64_t block = codec.encoded_bytes(c);
   at::Tensor send = scratch(block * world, at::kByte);
@@ -120,7 +126,8 @@ std::shared_ptr<Work> coded_reduce_scatter(Communicator& comm, const Codec& code
     }
   }
   auto inner = comm.all_to_all(recv, send);
-  // send is held until the decode too, so that its buffer is not lent again while in flight.
+  // send is held until the decode too: the pool must not lend its buffer again while the op may
+  // still read it (comm_ucx keeps its tensors until the op ends; the interface does not promise).
   return std::make_shared<DecodingWork>(std::move(inner), [=, &codec] {
     (void)send;
     at::Tensor sum = scratch(c, at::kFloat).zero_();
