@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "../skip.h"
@@ -397,6 +399,38 @@ TEST_CASE(
   CHECK(!contains(r.output, "set by zt"));
 }
 
+TEST_CASE("the trainer restarts itself with glibc's huge-page tunable, keeping a value given") {
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  const std::string mode((std::istreambuf_iterator<char>(thp)), std::istreambuf_iterator<char>());
+  if (mode.empty() || mode.find("[never]") != std::string::npos) {
+    ZT_SKIP("this host has no transparent huge pages, or has them off: the tunable changes "
+            "nothing here");
+  }
+  const std::string smoke = trainer() + " --config " ZT_TEST_SOURCE_DIR
+                                        "/configs/smoke.toml --set run.steps=1";
+  const std::string other_launcher = "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                                     std::to_string(zt::pick_free_port("127.0.0.1")) + " ";
+  // A single process, a rank srun or torchrun started, and the ranks zt's own launcher starts,
+  // without the variable or with other tunables.
+  for (const std::string& how :
+       {"env -u GLIBC_TUNABLES " + smoke + " --nproc 1",
+        "env -u GLIBC_TUNABLES " + other_launcher + smoke,
+        "env -u GLIBC_TUNABLES " + smoke + " --nproc 2",
+        "GLIBC_TUNABLES=glibc.malloc.arena_max=4 " + other_launcher + smoke}) {
+    CAPTURE(how);
+    auto r = run_command(how);
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.output, "blocks of 4 MiB or more in transparent huge pages "
+                             "(glibc.malloc.hugetlb=1; THP "));
+  }
+  // The user's own value stands, and the header names it.
+  auto r = run_command("GLIBC_TUNABLES=glibc.malloc.hugetlb=0 " + other_launcher + smoke);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "4 KiB pages (glibc.malloc.hugetlb=0 from the environment)"));
+}
+
 TEST_CASE("--deepspeed: a DeepSpeed ZeRO-2 config with CPU offload trains, origins printed") {
   TempDir dir;
   const std::string ds = ZT_TEST_SOURCE_DIR "/tests/fixtures/deepspeed/zero2_offload_cpu.json";
@@ -435,6 +469,16 @@ TEST_CASE("--deepspeed: a DeepSpeed ZeRO-2 config with CPU offload trains, origi
   CHECK(lenient.exit_code == 0);
   CHECK(
       contains(lenient.output, "zt: warning: " + dir.file("bad.json") + ": amp is not supported"));
+  // A single process starts itself again as the rank once it read its config (glibc's tunables):
+  // the warning still comes once.
+  const auto single = run_command("env -u GLIBC_TUNABLES " + bad +
+                                  " --deepspeed-lenient --nproc 1");
+  INFO(single.output);
+  CHECK(single.exit_code == 0);
+  const std::string warning = "zt: warning: " + dir.file("bad.json") + ": amp is not supported";
+  const size_t first = single.output.find(warning);
+  CHECK(first != std::string::npos);
+  CHECK(single.output.find(warning, first + 1) == std::string::npos);
 }
 
 TEST_CASE("[eval]: the validation loss is one number at world 1, 2 and 3, logged and reported") {

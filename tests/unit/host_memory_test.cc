@@ -58,3 +58,28 @@ TEST_CASE("glibc_tunables_for_training adds huge pages for malloc's mappings, ke
   // The user's own choice of the same tunable stands.
   CHECK(zt::glibc_tunables_for_training("glibc.malloc.hugetlb=0") == "glibc.malloc.hugetlb=0");
 }
+
+TEST_CASE("the run header's allocator line says which pages large blocks get, and the fix") {
+  const std::string madvise = "always [madvise] never\n";
+  const std::string huge = zt::host_allocator_line("glibc.malloc.hugetlb=1", madvise);
+  CHECK(huge.find("in transparent huge pages (glibc.malloc.hugetlb=1; THP madvise)") !=
+        std::string::npos);
+  // Found among other tunables.
+  CHECK(zt::host_allocator_line("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1:x=1", madvise) ==
+        huge);
+  // Unset: 4 KiB pages, and the line gives the variable to set.
+  for (const char* unset : {static_cast<const char*>(nullptr), "glibc.malloc.arena_max=2"}) {
+    const std::string line = zt::host_allocator_line(unset, madvise);
+    CHECK(line.find("4 KiB pages") != std::string::npos);
+    CHECK(line.find("GLIBC_TUNABLES=glibc.malloc.hugetlb=1") != std::string::npos);
+  }
+  // The user's 0 is named as theirs; a host without THP gets 4 KiB pages whatever is asked.
+  CHECK(zt::host_allocator_line("glibc.malloc.hugetlb=0", madvise)
+            .find("4 KiB pages (glibc.malloc.hugetlb=0 from the environment)") !=
+        std::string::npos);
+  const std::string off = zt::host_allocator_line("glibc.malloc.hugetlb=1",
+                                                  "always madvise [never]");
+  CHECK(off.find("4 KiB pages: this host has transparent huge pages off") != std::string::npos);
+  CHECK(zt::host_allocator_line("glibc.malloc.hugetlb=1", "").find("THP mode unknown") !=
+        std::string::npos);
+}

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "run/checkpointing.h"
 #include "run/eval_task.h"
@@ -17,6 +18,7 @@
 #include "run/smoke_task.h"
 #include "run/stop_signals.h"
 #include "run/train_task.h"
+#include "settings/job_config.h"
 #include "settings/trainer_config.h"
 #include "setup/memory_fit.h"
 #include "zt/error.h"
@@ -45,13 +47,23 @@ void print_failure(const LaunchResult& result) {
   std::cerr << line + "\n";
 }
 
-// A single process loaded OpenBLAS before it could choose the core, so it starts itself again
-// with the core in its environment (as spawned ranks get it). Returns only if nothing changes
-// or the exec failed (then it runs on with the core it has; the run header says how to fix it).
-void restart_with_blas_core(const std::vector<std::string>& argv) {
+// A single process loaded OpenBLAS and glibc before it could choose OpenBLAS's core and glibc's
+// tunables, so it starts itself again with them in its environment (as spawned ranks get them;
+// huge_page_restart.cc says why the tunable). Returns only if nothing changes or the exec failed
+// (then it runs on as it is; the run header's BLAS and allocator lines say how to fix it).
+void restart_with_rank_env(const std::vector<std::string>& argv) {
   auto vars = blas_env_for_children(probe_blas());
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  const std::string wanted = glibc_tunables_for_training(tunables);
+  if (!tunables || wanted != tunables) vars.push_back({"GLIBC_TUNABLES", wanted});
   if (vars.empty()) return;
-  for (const auto& [name, value] : vars) setenv(name.c_str(), value.c_str(), 1);
+  vars.push_back({kConfigSpokenVariable, "1"});
+  std::vector<std::pair<std::string, std::optional<std::string>>> before;
+  for (const auto& [name, value] : vars) {
+    const char* old = std::getenv(name.c_str());
+    before.push_back({name, old ? std::optional<std::string>(old) : std::nullopt});
+    setenv(name.c_str(), value.c_str(), 1);
+  }
   std::vector<std::string> args = argv;
   args[0] = self_executable();
   std::vector<char*> c_args;
@@ -60,7 +72,10 @@ void restart_with_blas_core(const std::vector<std::string>& argv) {
   std::cout.flush();
   std::fflush(nullptr);
   execv(c_args[0], c_args.data());
-  for (const auto& var : vars) unsetenv(var.first.c_str());
+  for (const auto& [name, old] : before) {
+    if (old) setenv(name.c_str(), old->c_str(), 1);
+    else unsetenv(name.c_str());
+  }
 }
 
 // The last optimizer step rank 0 recorded in <run.out_dir>/metrics.jsonl (0 when none): how far
@@ -193,7 +208,7 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   const bool training = args.command == Command::kRun;
   RankEnv env = discover_rank_env();
   const int nproc = job.engine.launch.nproc;
-  if (!env.found && nproc == 1) restart_with_blas_core(argv);
+  if (!env.found && nproc == 1) restart_with_rank_env(argv);
   // Bad input to eval and sample fails here, once, before the ranks start (each rank checks it
   // again, as one that torchrun or srun started must; a single process is the rank itself).
   const bool launching = !env.found && nproc > 1;

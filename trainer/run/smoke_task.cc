@@ -10,6 +10,7 @@
 #include "zt/error.h"
 #include "zt/host/blas.h"
 #include "zt/host/plugin_loader.h"
+#include "zt/host_memory.h"
 
 namespace zt::trainer {
 
@@ -115,6 +116,7 @@ int run_smoke(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
                 env.source == "none" ? "single process" : env.source.c_str());
     std::printf("data path: %s\n", path.c_str());
     std::printf("%s\n", blas_header_line(probe_blas()).c_str());
+    std::printf("%s\n", host_allocator_line().c_str());
     std::printf("plugins loaded:\n");
     for (const auto& e : entries) {
       std::printf("  %-20s %-9s %-7s %s\n", e.id.c_str(), plugin_kind_name(e.record->kind),

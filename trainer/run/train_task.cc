@@ -61,6 +61,7 @@ void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints
   if (checkpoints.every_steps > 0)
     std::printf("  checkpoints: %s\n", checkpoints.describe().c_str());
   std::printf("  %s\n", blas_header_line(probe_blas()).c_str());
+  std::printf("  %s\n", host_allocator_line().c_str());
   std::fflush(stdout);
 }
 

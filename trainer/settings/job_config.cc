@@ -41,9 +41,11 @@ Config load_job_config(const std::string& path, const std::vector<std::string>& 
                           std::get<bool>(*lenient);
   const DeepSpeedSettings s = read_deepspeed_config(std::get<std::string>(*ds), is_lenient,
                                                     job_world(path, overrides));
-  // Once per job: by the process that starts the ranks, or by rank 0 of an outside launcher.
+  // Once per job: by the process that starts the ranks, or by rank 0 of an outside launcher, in
+  // its first start.
   const char* rank = std::getenv("RANK");
-  const bool speaks = !rank || (std::string(rank) == "0" && !std::getenv("ZT_LAUNCHER"));
+  const bool speaks = (!rank || (std::string(rank) == "0" && !std::getenv("ZT_LAUNCHER"))) &&
+                      !std::getenv(kConfigSpokenVariable);
   if (speaks) {
     for (const auto& w : s.warnings) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
   }

@@ -11,6 +11,10 @@
 
 namespace zt::trainer {
 
+// Set in the environment of a single process that started itself again, after loading its
+// config, to run as the rank (app/job.cc): its first start printed what the config had to say.
+inline constexpr const char* kConfigSpokenVariable = "ZT_CONFIG_SPOKEN";
+
 // Loads a job's config: with run.deepspeed, the DeepSpeed file's settings under the TOML, its
 // warnings printed to stderr once (by rank 0 or the launcher). Throws what the loaders throw
 // (ConfigError, PluginError).

@@ -45,8 +45,18 @@ ZT_API void configure_host_allocator();
 // ZeRO-Infinity step's "compute" (measured: 58% of a 2B-GPT rank's CPU time in the kernel's
 // page-fault path; with the tunable a 200M-parameter NVMe-offloaded step took 19% less time, the
 // same peak RSS). Only read when a process starts, so the launcher sets it in the ranks'
-// environment; a program of your own sets it before it starts. A value that already names
-// glibc.malloc.hugetlb is kept as given.
+// environment, and the trainer, started as a rank by another launcher or as a single process,
+// starts itself again with it; a program of your own sets it before it starts. A value that
+// already names glibc.malloc.hugetlb is kept as given.
 ZT_API std::string glibc_tunables_for_training(const char* current);
+
+// One line for a run header: which pages glibc gives the blocks of 4 MiB or more, from the
+// GLIBC_TUNABLES a process started with (`tunables`, null when unset) and the host's transparent
+// huge page mode (`thp_enabled`: the text of /sys/kernel/mm/transparent_hugepage/enabled, ""
+// when unknown). "host allocator: glibc, blocks of 4 MiB or more in transparent huge pages
+// (glibc.malloc.hugetlb=1; THP madvise)", or why they fault in 4 KiB pages and the fix.
+ZT_API std::string host_allocator_line(const char* tunables, const std::string& thp_enabled);
+// The same for this process.
+ZT_API std::string host_allocator_line();
 
 }  // namespace zt

@@ -59,4 +59,46 @@ std::string glibc_tunables_for_training(const char* current) {
   return given.empty() ? "glibc.malloc.hugetlb=1" : given + ":glibc.malloc.hugetlb=1";
 }
 
+std::string host_allocator_line(const char* tunables, const std::string& thp_enabled) {
+#if !defined(__GLIBC__)
+  (void)tunables;
+  (void)thp_enabled;
+  return "host allocator: not glibc (its settings were not checked)";
+#else
+  const std::string given = tunables ? tunables : "";
+  const std::string key = "glibc.malloc.hugetlb=";
+  const size_t at = given.find(key);
+  const std::string value = at == std::string::npos
+                                ? ""
+                                : given.substr(at + key.size(),
+                                               given.find(':', at) - at - key.size());
+  // The mode is the bracketed word: "always [madvise] never".
+  const size_t open = thp_enabled.find('['), close = thp_enabled.find(']');
+  const std::string mode = open != std::string::npos && close > open
+                               ? thp_enabled.substr(open + 1, close - open - 1)
+                               : "";
+  const std::string line = "host allocator: glibc, blocks of 4 MiB or more in ";
+  if (mode == "never") {
+    return line + "4 KiB pages: this host has transparent huge pages off "
+                  "(/sys/kernel/mm/transparent_hugepage/enabled)";
+  }
+  if (value.empty()) {
+    return line + "4 KiB pages (512 faults where a huge page takes one): start the ranks with "
+                  "GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (zt's launcher and the trainer do)";
+  }
+  if (value == "0") return line + "4 KiB pages (glibc.malloc.hugetlb=0 from the environment)";
+  if (value == "1") {
+    return line + "transparent huge pages (glibc.malloc.hugetlb=1; THP " +
+           (mode.empty() ? std::string("mode unknown") : mode) + ")";
+  }
+  return line + "huge pages (glibc.malloc.hugetlb=" + value + " from the environment)";
+#endif
+}
+
+std::string host_allocator_line() {
+  // "" (unknown) where the kernel has no transparent huge pages.
+  return host_allocator_line(std::getenv("GLIBC_TUNABLES"),
+                             read_kernel_text("/sys/kernel/mm/transparent_hugepage/enabled"));
+}
+
 }  // namespace zt

@@ -1,0 +1,71 @@
+// A rank that srun, mpirun or torchrun started runs with glibc.malloc.hugetlb=1 in
+// GLIBC_TUNABLES, as the ranks zt's own launcher starts do (zt/host_memory.h says what it does).
+// glibc reads its tunables only when a process starts, so such a rank execs itself once more with
+// it. This runs from the executable's DT_PREINIT_ARRAY: before the initialisers of any shared
+// library, LibTorch's among them, so the restart costs the dynamic loader's work again (0.4 s on a
+// 2-core VM, most of it binding LibTorch's symbols), not the whole start-up a restart from main
+// would (0.75 s). Measured without the tunable: 4 ranks on two hosts at 1 Gbit/s faulted 4.6x as
+// often (their 4 MiB-or-larger blocks in 4 KiB pages) and took 15% more time per step
+// (bench/README.md, codec). A single process restarts later, once its config says it is one
+// (app/job.cc); a launcher does not, since its ranks get the variable. A value that names
+// glibc.malloc.hugetlb is the user's and stays; a failed exec runs on as is (the run header's
+// allocator line says so). Sanitized builds skip it: their allocator is the sanitizer's, which
+// glibc's tunables do not reach, and nothing instrumented may run this early.
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "zt/host/rendezvous.h"
+#include "zt/host_memory.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define ZT_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ZT_SANITIZED 1
+#endif
+
+namespace {
+
+#ifndef ZT_SANITIZED
+// Every library is relocated by now and malloc works, so std::string, the rank discovery and
+// execve do; no C++ static object of any library is constructed yet, and none is used here. The
+// environment is the one the kernel passed (`envp`): libc's environ is set only as main starts.
+void restart_rank_with_huge_page_tunable(int, char** argv, char** envp) {
+  const std::string key = "GLIBC_TUNABLES=";
+  std::vector<char*> env;
+  const char* current = nullptr;
+  for (char** e = envp; e && *e; ++e) {
+    if (std::strncmp(*e, key.c_str(), key.size()) == 0) current = *e + key.size();
+    else env.push_back(*e);
+  }
+  std::string wanted = zt::glibc_tunables_for_training(current);
+  if (current && wanted == current) return;
+  try {
+    const auto lookup = [envp](const char* name) -> const char* {
+      const size_t n = std::strlen(name);
+      for (char** e = envp; e && *e; ++e)
+        if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+      return nullptr;
+    };
+    if (!zt::discover_rank_env(lookup).found) return;
+  } catch (...) {
+    return;  // a malformed rank environment: main says what is wrong with it
+  }
+  wanted.insert(0, key);
+  env.push_back(wanted.data());
+  env.push_back(nullptr);
+  execve("/proc/self/exe", argv, env.data());  // argv[0] as given: ps and pgrep see the same line
+}
+
+__attribute__((section(".preinit_array"),
+               used)) void (*const restart_entry)(int, char**,
+                                                  char**) = restart_rank_with_huge_page_tunable;
+#endif
+
+}  // namespace
