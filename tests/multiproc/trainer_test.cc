@@ -424,6 +424,15 @@ TEST_CASE("the trainer restarts itself with glibc's huge-page tunable, keeping a
     CHECK(contains(r.output, "blocks of 4 MiB or more in transparent huge pages "
                              "(glibc.malloc.hugetlb=1; THP "));
   }
+  // The restarted rank keeps the executable's name (killall trainer, top), not "exe": rank 0
+  // of 2, waiting for its peer, is asked after its restart, then stopped.
+  const auto named = run_command(
+      "env -u GLIBC_TUNABLES RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+      std::to_string(zt::pick_free_port("127.0.0.1")) + " " + smoke +
+      " --set launch.timeout_s=30 >/dev/null 2>&1 & sleep 3; echo \"comm=$(ps -o comm= -p $!)\"; "
+      "kill $!; wait");
+  INFO(named.output);
+  CHECK(contains(named.output, "comm=trainer\n"));
   // The user's own value stands, and the header names it.
   auto r = run_command("GLIBC_TUNABLES=glibc.malloc.hugetlb=0 " + other_launcher + smoke);
   INFO(r.output);

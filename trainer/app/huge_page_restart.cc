@@ -60,7 +60,16 @@ void restart_rank_with_huge_page_tunable(int, char** argv, char** envp) {
   wanted.insert(0, key);
   env.push_back(wanted.data());
   env.push_back(nullptr);
-  execve("/proc/self/exe", argv, env.data());  // argv[0] as given: ps and pgrep see the same line
+  // The executable by its own path, so the process keeps its name (top, ps -e, killall trainer):
+  // exec'd as /proc/self/exe it would be named "exe". argv[0] stays as given (ps -f, pgrep -f).
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  const char* path = "/proc/self/exe";
+  if (n > 0 && static_cast<size_t>(n) < sizeof self - 1) {
+    self[n] = '\0';
+    if (access(self, X_OK) == 0) path = self;  // not a file replaced or deleted since it started
+  }
+  execve(path, argv, env.data());
 }
 
 __attribute__((section(".preinit_array"),
