@@ -41,27 +41,66 @@ submit() {
 }
 
 job_state() { on scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+done_states=(COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY)
+job_done() {
+  local state
+  state=$(job_state "$1")
+  for s in "${done_states[@]}"; do [ "$state" = "$s" ] && return 0; done
+  return 1
+}
+
+# How often the tests ask Slurm: each `scontrol` here costs ~40 ms of CPU (this script, nsenter,
+# scontrol and its munge credential). Asked 5 times a second for the whole of a job, it took a
+# tenth of this 2-core machine from the ranks, whose steps then took ~20% more time than under
+# zt's launcher (measured 2026-12-02), and tune's trials less room in their budget. So a wait
+# asks 5 times a second only for its first 5 s (a state that follows an action at once: RUNNING
+# after a submit, PENDING after a requeue), then once a second; a wait for a step reads rank 0's
+# metrics file 5 times a second and asks Slurm only every 2 s whether the job ended meanwhile.
 
 # wait_state JOB SECONDS STATE...: until the job is in one of the states; fails naming the state
 # it is in after SECONDS.
 wait_state() {
-  local job=$1 seconds=$2 t state
+  local job=$1 seconds=$2 tenths=0 state
   shift 2
-  for ((t = 0; t < seconds * 5; ++t)); do
+  while :; do
     state=$(job_state "$job")
     for s in "$@"; do [ "$state" = "$s" ] && return 0; done
-    sleep 0.2
+    ((tenths < seconds * 10)) || fail "job $job is $state after ${seconds} s, not $*"
+    if ((tenths < 50)); then
+      sleep 0.2
+      tenths=$((tenths + 2))
+    else
+      sleep 1
+      tenths=$((tenths + 10))
+    fi
   done
-  fail "job $job is $state after ${seconds} s, not $*"
 }
 
-# wait_step METRICS STEP JOB: until rank 0's metrics.jsonl logs STEP (120 s at most), while the
-# job runs.
-wait_step() {
+# reached_step METRICS STEP JOB [SECONDS]: 0 once rank 0's metrics.jsonl logs STEP, 1 when the
+# job ends without it; fails after SECONDS (default 120).
+reached_step() {
   local t
-  for ((t = 0; t < 600; ++t)); do
+  for ((t = 0; t < ${4:-120} * 5; ++t)); do
     grep -qs "\"step\":$2," "$1" && return 0
+    if ((t % 10 == 9)) && job_done "$3"; then
+      grep -qs "\"step\":$2," "$1" && return 0  # logged just before the job ended
+      return 1
+    fi
     sleep 0.2
   done
-  fail "step $2 never came in $1 (job $3 is $(job_state "$3"))"
+  fail "step $2 never came in $1 within ${4:-120} s (job $3 is $(job_state "$3"))"
+}
+
+# wait_step METRICS STEP JOB: until rank 0's metrics.jsonl logs STEP (120 s at most); fails if
+# the job ends first.
+wait_step() {
+  reached_step "$@" || fail "job $3 ended $(job_state "$3") before step $2 came in $1"
+}
+
+# run_to_end JOB DIR STEPS: the job logs its last step and ends COMPLETED (its output printed
+# when not).
+run_to_end() {
+  reached_step "$2/run/metrics.jsonl" "$3" "$1" 300 || true
+  wait_state "$1" 60 "${done_states[@]}"
+  [ "$(job_state "$1")" = COMPLETED ] || { cat "$2/job.out" >&2; fail "job $1 ended $(job_state "$1")"; }
 }

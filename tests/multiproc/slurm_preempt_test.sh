@@ -23,13 +23,7 @@ source "$src/tests/multiproc/slurm_common.sh"
 steps=12
 sets=(--set "data.path=\"$src/README.md\"" --set run.steps=$steps --set launch.timeout_s=60
   --set run.report=false --set checkpoint.every_steps=4 --set model.n_layer=2)
-done_states=(COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY)
 
-# run_to_end JOB DIR: the job ends COMPLETED (its output printed when not).
-run_to_end() {
-  wait_state "$1" 300 "${done_states[@]}"
-  [ "$(job_state "$1")" = COMPLETED ] || { cat "$2/job.out" >&2; fail "job $1 ended $(job_state "$1")"; }
-}
 # requeued JOB: the job is back in the queue. Slurm holds a requeued job ~2 minutes; the test
 # starts it once its nodes are idle again, and a second later: slurmd refuses a credential made in
 # the second its previous run's was revoked ("Job credential revoked").
@@ -76,7 +70,7 @@ PY
 
 # The uninterrupted job.
 ref=$(submit "$tmp/ref" -- "${sets[@]}" --set "run.out_dir=\"$tmp/ref/run\"")
-run_to_end "$ref" "$tmp/ref"
+run_to_end "$ref" "$tmp/ref" $steps
 
 # Stopped twice: Slurm's warning, then scontrol requeue.
 job=$(submit "$tmp/pre" -- "${sets[@]}" --set "run.out_dir=\"$tmp/pre/run\"")
@@ -90,7 +84,7 @@ on scontrol requeue "$job"
 requeued "$job"
 grep -q "zt: stopped by SIGTERM after step" "$tmp/pre/job.out" ||
   { cat "$tmp/pre/job.out" >&2; fail "the ranks did not stop on scontrol requeue's SIGTERM"; }
-run_to_end "$job" "$tmp/pre"
+run_to_end "$job" "$tmp/pre" $steps
 [ "$(grep -c "resumed from .*/step-" "$tmp/pre/job.out")" = 2 ] ||
   { cat "$tmp/pre/job.out" >&2; fail "the job did not resume twice"; }
 same_losses "$tmp/pre/run/metrics.jsonl" "$tmp/ref/run/metrics.jsonl" "stopped by SIGUSR1, then scontrol requeue"
@@ -101,7 +95,7 @@ job=$(submit "$tmp/start" -- "${sets[@]}" --set "run.out_dir=\"$tmp/start/run\""
 wait_state "$job" 60 RUNNING
 on scancel -b -s USR1 "$job"
 requeued "$job"
-run_to_end "$job" "$tmp/start"
+run_to_end "$job" "$tmp/start" $steps
 same_losses "$tmp/start/run/metrics.jsonl" "$tmp/ref/run/metrics.jsonl" "SIGUSR1 in start-up"
 
 # Slurm's warning during a save: every step saves (asynchronously, the default), and the signal
@@ -122,7 +116,7 @@ done
 on scancel -b -s USR1 "$job"
 echo "slurm preempt test: SIGUSR1 sent while $(basename "$saving") was being written"
 requeued "$job"
-run_to_end "$job" "$tmp/save"
+run_to_end "$job" "$tmp/save" $steps
 grep -q "zt: stopped by SIGUSR1 after step" "$tmp/save/job.out" ||
   { cat "$tmp/save/job.out" >&2; fail "the ranks did not stop on SIGUSR1 during a save"; }
 grep -q "resumed from .*/step-" "$tmp/save/job.out" ||
@@ -144,7 +138,7 @@ grep -Eq "srun: error: n[01]: task [0-3]: Killed" "$tmp/kill/job.out" ||
   { cat "$tmp/kill/job.out" >&2; fail "srun did not name the killed task"; }
 on scontrol requeue "$job"
 requeued "$job"
-run_to_end "$job" "$tmp/kill"
+run_to_end "$job" "$tmp/kill" $steps
 grep -q "resumed from .*/step-00000004 at step 4" "$tmp/kill/job.out" ||
   { cat "$tmp/kill/job.out" >&2; fail "the requeued job did not resume from step 4's checkpoint"; }
 same_losses "$tmp/kill/run/metrics.jsonl" "$tmp/ref/run/metrics.jsonl" "a rank killed, then requeued"

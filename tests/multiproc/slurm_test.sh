@@ -25,9 +25,8 @@ start=$(date +%s%N)
 job=$(submit "$tmp/job" -- "${sets[@]}" --set "run.out_dir=\"$tmp/job/run\"")
 wait_step "$tmp/job/run/metrics.jsonl" 1 "$job"
 first_step=$(( ($(date +%s%N) - start) / 1000000 ))
-wait_state "$job" 300 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY
+run_to_end "$job" "$tmp/job" 6
 cat "$tmp/job/job.out"
-[ "$(job_state "$job")" = COMPLETED ] || fail "the Slurm job ended $(job_state "$job")"
 echo "slurm test: sbatch to the first step in $first_step ms"
 grep -q "zt: rendezvous at n0:[0-9]* from the slurm job (MASTER_ADDR n0, the first host of SLURM_JOB_NODELIST=n\[0-1\]" \
   "$tmp/job/job.out" || fail "rank 0 did not say it met at the job's first node"
@@ -39,9 +38,7 @@ bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" "sbatc
 # The same 4 ranks on one node: the same link as zt's launcher (one host's shared memory), so the
 # same sums, bit for bit, and step times that compare the launchers alone.
 job=$(submit "$tmp/one" -N 1 --ntasks-per-node=4 -- "${sets[@]}" --set "run.out_dir=\"$tmp/one/run\"")
-wait_state "$job" 300 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY
-[ "$(job_state "$job")" = COMPLETED ] ||
-  { cat "$tmp/one/job.out" >&2; fail "the one-node Slurm job ended $(job_state "$job")"; }
+run_to_end "$job" "$tmp/one" 6
 grep -q "4 rank(s), comm_ucx: UCX-mapped shared memory between the 4 ranks of this host" \
   "$tmp/one/job.out" || { cat "$tmp/one/job.out" >&2; fail "the 4 ranks on one node did not share memory"; }
 bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" "sbatch -N 1" \

@@ -16,9 +16,11 @@ src=$(realpath "$2")
 slurm_cpus=4
 source "$src/tests/multiproc/slurm_common.sh"
 
-# 75 s: every trial's 4 ranks restart themselves under srun (glibc's tunable, 0.4 s each on 2
-# cores); with 60 s, one CI run in four had no room left for phase 2's codec variants.
-budget=75
+# 65 s: every trial's 4 ranks restart themselves under srun (glibc's tunable, 0.4 s each on 2
+# cores). With 60 s, and this test asking Slurm for the job's state 5 times a second (since once
+# a second: slurm_common.sh), one CI run in four had no room left for phase 2's codec variants;
+# with 75 s and the slower polling, 8 trials ran here.
+budget=65
 cat >"$tmp/tune.sbatch" <<JOB
 #!/usr/bin/env bash
 exec "$trainer" tune --config "$src/configs/zero3.toml" --nproc 4 --hosts 2 \\
