@@ -18,17 +18,7 @@ scripts/build.sh
 echo "build took $(( $(date +%s) - build_start )) s"
 start=$(date +%s)
 status=0
-# The tests start with glibc's huge-page tunable, as every rank that zt's launcher starts does
-# (trainer/app/huge_page_restart.cc says why): a single-process trainer then need not start
-# itself again for it (0.7 s a run), and test programs that train in their own process allocate
-# as the ranks do. A value given stays; the tests of the restart itself unset it.
-tunables=${GLIBC_TUNABLES:-}
-case ":$tunables:" in
-  *:glibc.malloc.hugetlb=*) ;;
-  *) tunables="${tunables:+$tunables:}glibc.malloc.hugetlb=1" ;;
-esac
-GLIBC_TUNABLES=$tunables ctest --test-dir "${ZT_BUILD_DIR:-build}" --output-on-failure -j 2 "$@" ||
-  status=$?
+ctest --test-dir "${ZT_BUILD_DIR:-build}" --output-on-failure -j 2 "$@" || status=$?
 echo "tests took $(( $(date +%s) - start )) s"
 if [ $# -eq 0 ]; then
   scripts/fuzz-replay.sh || status=$?
