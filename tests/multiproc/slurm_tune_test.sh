@@ -31,7 +31,7 @@ exec "$trainer" tune --config "$src/configs/zero3.toml" --nproc 4 --hosts 2 \\
 JOB
 start=$(date +%s)
 job=$(cd "$tmp" && on sbatch --parsable -N 2 --ntasks-per-node=2 -o "$tmp/tune.out" "$tmp/tune.sbatch")
-wait_state "$job" $((budget + 120)) COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY
+wait_state "$job" $((budget + 120)) "${done_states[@]}"
 seconds=$(( $(date +%s) - start ))
 cat "$tmp/tune.out"
 [ "$(job_state "$job")" = COMPLETED ] || fail "the tune job ended $(job_state "$job")"
@@ -74,7 +74,7 @@ exec srun --kill-on-bad-exit=1 "$trainer" --config "$tmp/tune/tuned.toml" --set 
   --set run.out_dir='"$tmp/tuned"' --set run.report=false
 JOB
 job=$(cd "$tmp" && on sbatch --parsable -N 2 --ntasks-per-node=2 -o "$tmp/tuned.out" "$tmp/tuned.sbatch")
-wait_state "$job" 120 COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY
+wait_state "$job" 120 "${done_states[@]}"
 [ "$(job_state "$job")" = COMPLETED ] ||
   { cat "$tmp/tuned.out" >&2; fail "tuned.toml did not train: the job ended $(job_state "$job")"; }
 grep -q '"step":2,' "$tmp/tuned/metrics.jsonl" || fail "tuned.toml's job logged no step 2"
