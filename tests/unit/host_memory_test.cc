@@ -59,6 +59,17 @@ TEST_CASE("glibc_tunables_for_training adds huge pages for malloc's mappings, ke
   CHECK(zt::glibc_tunables_for_training("glibc.malloc.hugetlb=0") == "glibc.malloc.hugetlb=0");
 }
 
+TEST_CASE("a process needs no restart for huge pages once its tunables name them, either way") {
+  CHECK_FALSE(zt::glibc_tunables_name_hugetlb(nullptr));
+  CHECK_FALSE(zt::glibc_tunables_name_hugetlb(""));
+  CHECK_FALSE(zt::glibc_tunables_name_hugetlb("glibc.malloc.arena_max=2"));
+  CHECK(zt::glibc_tunables_name_hugetlb("glibc.malloc.hugetlb=1"));
+  CHECK(zt::glibc_tunables_name_hugetlb("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0"));
+  // What the trainer restarts with never asks for another restart.
+  CHECK(zt::glibc_tunables_name_hugetlb(
+      zt::glibc_tunables_for_training("glibc.malloc.arena_max=2").c_str()));
+}
+
 TEST_CASE("the run header's allocator line says which pages large blocks get, and the fix") {
   const std::string madvise = "always [madvise] never\n";
   const std::string huge = zt::host_allocator_line("glibc.malloc.hugetlb=1", madvise);

@@ -37,27 +37,24 @@ namespace {
 // execve do; no C++ static object of any library is constructed yet, and none is used here. The
 // environment is the one the kernel passed (`envp`): libc's environ is set only as main starts.
 void restart_rank_with_huge_page_tunable(int, char** argv, char** envp) {
-  const std::string key = "GLIBC_TUNABLES=";
-  std::vector<char*> env;
-  const char* current = nullptr;
-  for (char** e = envp; e && *e; ++e) {
-    if (std::strncmp(*e, key.c_str(), key.size()) == 0) current = *e + key.size();
-    else env.push_back(*e);
-  }
-  std::string wanted = zt::glibc_tunables_for_training(current);
-  if (current && wanted == current) return;
+  const auto lookup = [envp](const char* name) -> const char* {
+    const size_t n = std::strlen(name);
+    for (char** e = envp; e && *e; ++e)
+      if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+    return nullptr;
+  };
+  const char* current = lookup("GLIBC_TUNABLES");
+  if (zt::glibc_tunables_name_hugetlb(current)) return;
   try {
-    const auto lookup = [envp](const char* name) -> const char* {
-      const size_t n = std::strlen(name);
-      for (char** e = envp; e && *e; ++e)
-        if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
-      return nullptr;
-    };
     if (!zt::discover_rank_env(lookup).found) return;
   } catch (...) {
     return;  // a malformed rank environment: main says what is wrong with it
   }
-  wanted.insert(0, key);
+  // The environment as given, with the tunables replaced.
+  std::string wanted = "GLIBC_TUNABLES=" + zt::glibc_tunables_for_training(current);
+  std::vector<char*> env;
+  for (char** e = envp; e && *e; ++e)
+    if (std::strncmp(*e, "GLIBC_TUNABLES=", 15) != 0) env.push_back(*e);
   env.push_back(wanted.data());
   env.push_back(nullptr);
   // The executable by its own path, so the process keeps its name (top, ps -e, killall trainer):

@@ -54,8 +54,9 @@ void print_failure(const LaunchResult& result) {
 void restart_with_rank_env(const std::vector<std::string>& argv) {
   auto vars = blas_env_for_children(probe_blas());
   const char* tunables = std::getenv("GLIBC_TUNABLES");
-  const std::string wanted = glibc_tunables_for_training(tunables);
-  if (!tunables || wanted != tunables) vars.push_back({"GLIBC_TUNABLES", wanted});
+  if (!glibc_tunables_name_hugetlb(tunables)) {
+    vars.push_back({"GLIBC_TUNABLES", glibc_tunables_for_training(tunables)});
+  }
   if (vars.empty()) return;
   vars.push_back({kConfigSpokenVariable, "1"});
   std::vector<std::pair<std::string, std::optional<std::string>>> before;

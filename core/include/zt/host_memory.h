@@ -49,6 +49,10 @@ ZT_API void configure_host_allocator();
 // starts itself again with it; a program of your own sets it before it starts. A value that
 // already names glibc.malloc.hugetlb is kept as given.
 ZT_API std::string glibc_tunables_for_training(const char* current);
+// Whether a process that started with GLIBC_TUNABLES = `current` (null when unset) already runs
+// as glibc_tunables_for_training asks: true when the value names glibc.malloc.hugetlb, whatever
+// its setting, so the trainer restarts itself only when this is false.
+ZT_API bool glibc_tunables_name_hugetlb(const char* current);
 
 // One line for a run header: which pages glibc gives the blocks of 4 MiB or more, from the
 // GLIBC_TUNABLES a process started with (`tunables`, null when unset) and the host's transparent

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <sstream>
 
@@ -53,9 +54,13 @@ void configure_host_allocator() {
 #endif
 }
 
+bool glibc_tunables_name_hugetlb(const char* current) {
+  return current && std::strstr(current, "glibc.malloc.hugetlb") != nullptr;
+}
+
 std::string glibc_tunables_for_training(const char* current) {
   const std::string given = current ? current : "";
-  if (given.find("glibc.malloc.hugetlb") != std::string::npos) return given;
+  if (glibc_tunables_name_hugetlb(current)) return given;
   return given.empty() ? "glibc.malloc.hugetlb=1" : given + ":glibc.malloc.hugetlb=1";
 }
 
