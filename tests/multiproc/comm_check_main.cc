@@ -25,6 +25,7 @@
 #include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/host/plugin_loader.h"
+#include "zt/host/process_exit.h"
 #include "zt/host/rendezvous.h"
 #include "zt/options.h"
 
@@ -273,7 +274,7 @@ void run_splits(zt::Communicator& world) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_main(int argc, char** argv) {
   // The checks make and free tensors of up to 8 MiB per op; glibc maps each such block afresh
   // (above its mmap threshold) and gives the heap's top back, so every one page-faults in again,
   // which on a VM was over a third of the collectives check's time. Keep them in the heap.
@@ -324,3 +325,7 @@ int main(int argc, char** argv) {
     return std::string("OK");
   });
 }
+
+// As the trainer ends its ranks: LibTorch's teardown is most of a forked rank's exit
+// (zt/host/process_exit.h).
+int main(int argc, char** argv) { zt::exit_without_library_teardown(run_main(argc, argv)); }

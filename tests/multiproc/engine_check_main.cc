@@ -94,6 +94,7 @@
 #include "zt/host/engine.h"
 #include "zt/host/engine_settings.h"
 #include "zt/host/plugin_loader.h"
+#include "zt/host/process_exit.h"
 #include "zt/host/rendezvous.h"
 #include "zt/offload.h"
 #include "zt/options.h"
@@ -1028,7 +1029,7 @@ std::vector<Args> parse_cases(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_main(int argc, char** argv) {
   std::vector<Args> cases = parse_cases(argc, argv);
   zt::RankEnv env = zt::discover_rank_env();
   const std::string nvme_dir =
@@ -1057,3 +1058,7 @@ int main(int argc, char** argv) {
   if (job_store) zt::depart(*job_store, env.rank, env.world, kTimeout);
   return 0;
 }
+
+// As the trainer ends its ranks: LibTorch's teardown is most of a forked rank's exit
+// (zt/host/process_exit.h).
+int main(int argc, char** argv) { zt::exit_without_library_teardown(run_main(argc, argv)); }

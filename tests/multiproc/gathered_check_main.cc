@@ -37,6 +37,7 @@
 #include "zt/host/compose.h"
 #include "zt/host/config.h"
 #include "zt/host/engine.h"
+#include "zt/host/process_exit.h"
 #include "zt/host/rendezvous.h"
 #include "zt/host/safetensors.h"
 
@@ -359,7 +360,7 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& out_di
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run_main(int argc, char** argv) {
   Args a{{"mode", "edit"},
          {"stage", "0"},
          {"shard", "shard_tensor"},
@@ -374,3 +375,7 @@ int main(int argc, char** argv) {
   const std::string out_dir = out ? out : "/tmp";
   return zt::test::run_rank_check(env.rank, [&] { return run_check(a, env, out_dir); });
 }
+
+// As the trainer ends its ranks: LibTorch's teardown is most of a forked rank's exit
+// (zt/host/process_exit.h).
+int main(int argc, char** argv) { zt::exit_without_library_teardown(run_main(argc, argv)); }

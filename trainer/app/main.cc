@@ -22,6 +22,7 @@
 #include "zt/host/config.h"
 #include "zt/host/flight_recorder.h"
 #include "zt/host/plugin_loader.h"
+#include "zt/host/process_exit.h"
 #include "zt/host/rendezvous.h"
 #include "zt/host_memory.h"
 
@@ -124,18 +125,22 @@ int main(int argc, char** argv) {
   // MLP's construction 380 MiB per rank resident (zt/host_memory.h says why).
   zt::configure_host_allocator();
   std::vector<std::string> args(argv, argv + argc);
+  int code = 0;
   try {
-    return run(args);
+    code = run(args);
   } catch (const zt::Error& e) {
     print_error(e.kind_name(), e.what());
     // A rank of a training job leaves its last collectives (flight_recorder.h) for the diagnosis.
     zt::FlightRecorder::instance().dump_failure(std::string(e.kind_name()) + " error: " + e.what());
-    return e.exit_code();
+    code = e.exit_code();
   } catch (const std::exception& e) {
     zt::FlightRecorder::instance().dump_failure(std::string("internal error: ") + e.what());
     // On the same line: the launcher names a failed rank by its last line.
     print_error("internal",
                 std::string(e.what()) + " (please report this with the command line and config)");
-    return static_cast<int>(zt::ErrorKind::kInternal);
+    code = static_cast<int>(zt::ErrorKind::kInternal);
   }
+  // Everything of the job is closed by now; LibTorch's teardown would only cost time (a forked
+  // rank's most of all: zt/host/process_exit.h).
+  zt::exit_without_library_teardown(code);
 }
