@@ -19,20 +19,11 @@
 
 #include "zt/host/rendezvous.h"
 #include "zt/host_memory.h"
-
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
-#define ZT_SANITIZED 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ZT_SANITIZED 1
-#endif
+#include "zt/sanitized_build.h"
 
 namespace {
 
-#ifndef ZT_SANITIZED
+#ifndef ZT_SANITIZED_BUILD
 // Every library is relocated by now and malloc works, so std::string, the rank discovery and
 // execve do; no C++ static object of any library is constructed yet, and none is used here. The
 // environment is the one the kernel passed (`envp`): libc's environ is set only as main starts.

@@ -6,15 +6,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer) || __has_feature(undefined_behavior_sanitizer)
-#define ZT_SANITIZED_BUILD 1
-#endif
-#endif
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ZT_SANITIZED_BUILD 1
-#endif
+#include "zt/sanitized_build.h"
 
 namespace zt {
 
