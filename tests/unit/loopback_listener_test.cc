@@ -1,7 +1,8 @@
 // launch/loopback_listener.h: which rendezvous addresses are loopback, and tying this process's
 // listening sockets on a port to the loopback device; rendezvous() does it for a one-host job's
 // store, and leaves a store on any other address alone. (That another host is refused is checked
-// across two network namespaces by tests/multiproc/loopback_store_test.sh.)
+// across two network namespaces by tests/multiproc/loopback_store_test.sh.) And
+// launch/store_probe.h: a rank that connects waits for the store to listen.
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -9,10 +10,12 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "../skip.h"
 #include "../test_util.h"
 #include "launch/loopback_listener.h"
+#include "launch/store_probe.h"
 #include "zt/host/launcher.h"
 #include "zt/host/rendezvous.h"
 
@@ -93,4 +96,19 @@ TEST_CASE("rendezvous keeps a one-host job's store on loopback, and any other st
     CHECK(listener.find(":" + std::to_string(port)) != std::string::npos);
     CHECK(listener.find("%lo") == std::string::npos);
   }
+}
+
+TEST_CASE("a rank waits for rank 0's store: refused until it listens, accepted once it does") {
+  using namespace std::chrono_literals;
+  TestSocket store(false);  // bound, so the port stays this test's, but refusing until it listens
+  const auto soon = [] { return std::chrono::steady_clock::now() + 200ms; };
+  CHECK_FALSE(zt::wait_until_accepting("127.0.0.1", store.port, soon()));
+  std::thread listens_later([&] {
+    std::this_thread::sleep_for(300ms);
+    ::listen(store.fd, 4);
+  });
+  CHECK(zt::wait_until_accepting("127.0.0.1", store.port, std::chrono::steady_clock::now() + 30s));
+  listens_later.join();
+  // A name that resolves to ::1 and 127.0.0.1: the IPv4 listener accepts, the other is refused.
+  CHECK(zt::wait_until_accepting("localhost", store.port, soon()));
 }

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "launch/loopback_listener.h"
+#include "launch/store_probe.h"
 #include "util/torch_compat.h"
 #include "zt/error.h"
 
@@ -103,6 +104,14 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
   std::string where = addr + ":" + std::to_string(port);
   const std::string prefix = agent_store_prefix();
   const bool hosts = rank == 0 && prefix.empty();
+  const std::string unreachable = "rendezvous: rank " + std::to_string(rank) +
+                                  " cannot reach rank 0 at " + where + " within " +
+                                  std::to_string(timeout.count()) + " ms (";
+  const std::string check = "); check that rank 0 was started and MASTER_ADDR/MASTER_PORT agree";
+  // A client connects once the store listens (launch/store_probe.h says why).
+  if (!hosts && !wait_until_accepting(addr, port, std::chrono::steady_clock::now() + timeout)) {
+    throw CommError(unreachable + "nothing accepted a connection there" + check);
+  }
   c10::intrusive_ptr<c10d::TCPStore> tcp;
   try {
     tcp = c10::make_intrusive<c10d::TCPStore>(
@@ -115,9 +124,7 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
                       "); free it or pick another with MASTER_PORT or --set "
                       "launch.master_port=N (0 picks a free one for local launches)");
     }
-    throw CommError("rendezvous: rank " + std::to_string(rank) + " cannot reach rank 0 at " +
-                    where + " within " + std::to_string(timeout.count()) + " ms (" + why +
-                    "); check that rank 0 was started and MASTER_ADDR/MASTER_PORT agree");
+    throw CommError(unreachable + why + check);
   }
   if (hosts && is_loopback_host(addr)) keep_store_on_this_host(tcp->getPort());
   std::unique_ptr<Store> store = std::make_unique<TcpStore>(tcp);

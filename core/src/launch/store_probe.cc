@@ -1,0 +1,60 @@
+#include "launch/store_probe.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <thread>
+
+namespace zt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One non-blocking connect to `a`, waiting for its outcome until `deadline` (at most 1 s a try:
+// a host that drops the SYN would otherwise hold the try for the kernel's whole retry span).
+bool accepts(const addrinfo& a, Clock::time_point deadline) {
+  const int fd = ::socket(a.ai_family, a.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a.ai_protocol);
+  if (fd < 0) return false;
+  bool accepted = ::connect(fd, a.ai_addr, a.ai_addrlen) == 0;
+  if (!accepted && errno == EINPROGRESS) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                            Clock::now());
+    pollfd p{fd, POLLOUT, 0};
+    const int wait_ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 1000));
+    if (::poll(&p, 1, wait_ms) == 1) {
+      int error = 0;
+      socklen_t len = sizeof error;
+      accepted = ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0;
+    }
+  }
+  ::close(fd);
+  return accepted;
+}
+
+}  // namespace
+
+bool wait_until_accepting(const std::string& host, int port, Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  const std::string service = std::to_string(port);
+  while (true) {
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), service.c_str(), &hints, &found) == 0) {
+      bool accepted = false;
+      for (const addrinfo* a = found; a && !accepted; a = a->ai_next)
+        accepted = accepts(*a, deadline);
+      ::freeaddrinfo(found);
+      if (accepted) return true;
+    }
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace zt
