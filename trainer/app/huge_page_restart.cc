@@ -27,11 +27,16 @@ namespace {
 // Every library is relocated by now and malloc works, so std::string, the rank discovery and
 // execve do; no C++ static object of any library is constructed yet, and none is used here. The
 // environment is the one the kernel passed (`envp`): libc's environ is set only as main starts.
+// The value of environment entry `entry` ("NAME=value") when it is `name`'s, else null.
+const char* value_if_named(const char* entry, const char* name) {
+  const size_t n = std::strlen(name);
+  return std::strncmp(entry, name, n) == 0 && entry[n] == '=' ? entry + n + 1 : nullptr;
+}
+
 void restart_rank_with_huge_page_tunable(int, char** argv, char** envp) {
   const auto lookup = [envp](const char* name) -> const char* {
-    const size_t n = std::strlen(name);
     for (char** e = envp; e && *e; ++e)
-      if (std::strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+      if (const char* value = value_if_named(*e, name)) return value;
     return nullptr;
   };
   const char* current = lookup("GLIBC_TUNABLES");
@@ -45,7 +50,7 @@ void restart_rank_with_huge_page_tunable(int, char** argv, char** envp) {
   std::string wanted = "GLIBC_TUNABLES=" + zt::glibc_tunables_for_training(current);
   std::vector<char*> env;
   for (char** e = envp; e && *e; ++e)
-    if (std::strncmp(*e, "GLIBC_TUNABLES=", 15) != 0) env.push_back(*e);
+    if (!value_if_named(*e, "GLIBC_TUNABLES")) env.push_back(*e);
   env.push_back(wanted.data());
   env.push_back(nullptr);
   // The executable by its own path, so the process keeps its name (top, ps -e, killall trainer):

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <memory>
 #include <thread>
 
 namespace zt {
@@ -43,15 +44,15 @@ bool wait_until_accepting(const std::string& host, int port, Clock::time_point d
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   const std::string service = std::to_string(port);
+  // Resolved once, not on every try: a name asks the resolver, which may be slow to answer.
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> found(nullptr, &::freeaddrinfo);
   while (true) {
-    addrinfo* found = nullptr;
-    if (::getaddrinfo(host.c_str(), service.c_str(), &hints, &found) == 0) {
-      bool accepted = false;
-      for (const addrinfo* a = found; a && !accepted; a = a->ai_next)
-        accepted = accepts(*a, deadline);
-      ::freeaddrinfo(found);
-      if (accepted) return true;
+    addrinfo* resolved = nullptr;
+    if (!found && ::getaddrinfo(host.c_str(), service.c_str(), &hints, &resolved) == 0) {
+      found.reset(resolved);
     }
+    for (const addrinfo* a = found.get(); a; a = a->ai_next)
+      if (accepts(*a, deadline)) return true;
     if (Clock::now() >= deadline) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

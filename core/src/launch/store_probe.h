@@ -15,8 +15,9 @@
 
 namespace zt {
 
-// Tries a TCP connection to `host`:`port` (every address it resolves to) until one is accepted,
-// every 5 ms, until `deadline`. True when one was accepted; false when the deadline passed first.
+// Tries a TCP connection to `host`:`port` (every address it resolves to, resolved once) until one
+// is accepted, every 5 ms, until `deadline`. True when one was accepted; false when the deadline
+// passed first.
 bool wait_until_accepting(const std::string& host, int port,
                           std::chrono::steady_clock::time_point deadline);
 
