@@ -1,7 +1,20 @@
-// zt/host_memory.h: fields of /proc texts, and this host's and process's numbers.
+// zt/host_memory.h: fields of /proc texts, this host's and process's numbers, and the allocator
+// settings (the huge-page start this test program itself began with).
 #include <doctest/doctest.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "zt/host_memory.h"
+#include "zt/sanitized_build.h"
 
 namespace {
 
@@ -93,4 +106,68 @@ TEST_CASE("the run header's allocator line says which pages large blocks get, an
   CHECK(off.find("4 KiB pages: this host has transparent huge pages off") != std::string::npos);
   CHECK(zt::host_allocator_line("glibc.malloc.hugetlb=1", "").find("THP mode unknown") !=
         std::string::npos);
+}
+
+namespace {
+
+std::string file_text(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Whether a mapping of this process's heap carries the huge-page advice ("hg" in its VmFlags).
+bool heap_advised() {
+  std::istringstream smaps(file_text("/proc/self/smaps"));
+  bool in_heap = false;
+  for (std::string line; std::getline(smaps, line);) {
+    // A mapping's first line is "start-end perms offset dev inode [name]"; its fields follow.
+    const bool header = !line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+                        line.find('-') < line.find(' ');
+    if (header) in_heap = line.size() >= 6 && line.compare(line.size() - 6, 6, "[heap]") == 0;
+    if (in_heap && line.rfind("VmFlags:", 0) == 0 && line.find(" hg") != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a test program starts with its heap in huge pages, as the trainer does, unless told") {
+  // This program links zt_startup_heap, as the trainer does. Its GLIBC_TUNABLES as it started:
+  // /proc/self/environ holds "NAME=value" strings, each ended by a NUL.
+  std::istringstream environ_text(file_text("/proc/self/environ"));
+  std::string tunables;
+  for (std::string entry; std::getline(environ_text, entry, '\0');) {
+    if (entry.rfind("GLIBC_TUNABLES=", 0) == 0) tunables = entry.substr(entry.find('=') + 1);
+  }
+  const bool thp_madvise =
+      file_text("/sys/kernel/mm/transparent_hugepage/enabled").find("[madvise]") !=
+      std::string::npos;
+#ifdef ZT_SANITIZED_BUILD
+  const bool expected = false;  // the hook is left out of sanitized builds
+#else
+  const bool expected = thp_madvise && tunables.find("glibc.malloc.hugetlb") == std::string::npos;
+#endif
+  CAPTURE(tunables);
+  CAPTURE(thp_madvise);
+  CHECK(heap_advised() == expected);
+  // A process whose tunables name the setting is left to glibc, whatever the value.
+  CHECK_FALSE(zt::advise_startup_heap("glibc.malloc.hugetlb=1"));
+  CHECK_FALSE(zt::advise_startup_heap("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0"));
+}
+
+TEST_CASE("after start-up the heap grows by glibc's own padding, not the start's 64 MiB") {
+  // Past the room at its top, in blocks below glibc's smallest threshold for a mapping of their
+  // own: the heap must grow. With the start's padding left in place it would grow 64 MiB more.
+  const size_t room = mallinfo2().keepcost;
+  constexpr size_t kBlock = 100 << 10;
+  const size_t count = (room + (8u << 20)) / kBlock;
+  const auto before = reinterpret_cast<uintptr_t>(sbrk(0));
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < count; ++i) blocks.push_back(std::malloc(kBlock));
+  const auto after = reinterpret_cast<uintptr_t>(sbrk(0));
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) std::free(*it);
+  CAPTURE(room);
+  CHECK(after > before);
+  CHECK(after - before < (24u << 20));
 }

@@ -3,8 +3,12 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -19,6 +23,29 @@ namespace {
 int64_t read_proc_kib(const char* path, const std::string& field) {
   return parse_proc_kib(read_kernel_text(path), field);
 }
+
+#if defined(__GLIBC__)
+constexpr int kStartupTopPad = 64 << 20;        // LibTorch's initialisers take about 40 MiB
+constexpr int kGlibcDefaultTopPad = 128 << 10;  // DEFAULT_TOP_PAD of glibc's malloc
+// Below glibc's smallest threshold for a mapping of its own (128 KiB), so it comes from the heap.
+constexpr size_t kFirstBlock = 64 << 10;
+constexpr uintptr_t kHugePage = 2 << 20;
+
+// Constant-initialised: set before any initialiser runs, read after.
+bool g_startup_heap_advised = false;
+
+// With plain system calls: this runs before the C++ library is initialised.
+bool thp_in_madvise_mode() {
+  const int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char text[128];
+  const ssize_t n = read(fd, text, sizeof text - 1);
+  close(fd);
+  if (n <= 0) return false;
+  text[n] = '\0';
+  return std::strstr(text, "[madvise]") != nullptr;
+}
+#endif
 
 }  // namespace
 
@@ -51,6 +78,36 @@ void configure_host_allocator() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_THRESHOLD, 4 << 20);
   mallopt(M_TRIM_THRESHOLD, 64 << 20);
+#endif
+}
+
+bool advise_startup_heap(const char* tunables) {
+#if !defined(__GLIBC__)
+  (void)tunables;
+  return false;
+#else
+  if (glibc_tunables_name_hugetlb(tunables) || !thp_in_madvise_mode()) return false;
+  // keepcost: the free room at the heap's top, 0 before its first block. A block larger than it
+  // makes glibc grow the heap now, by the block and the padding.
+  if (mallinfo2().keepcost >= kFirstBlock) return false;
+  mallopt(M_TOP_PAD, kStartupTopPad);
+  void* first = std::malloc(kFirstBlock);
+  const uintptr_t from = (reinterpret_cast<uintptr_t>(first) + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t to = reinterpret_cast<uintptr_t>(sbrk(0)) & ~(kHugePage - 1);
+  g_startup_heap_advised = first != nullptr && to > from &&
+                           madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE) == 0;
+  // Back into the top: trimming keeps the padding, so the advised pages stay in the heap.
+  std::free(first);
+  if (!g_startup_heap_advised) mallopt(M_TOP_PAD, kGlibcDefaultTopPad);
+  return g_startup_heap_advised;
+#endif
+}
+
+void end_startup_heap_advice() {
+#if defined(__GLIBC__)
+  if (!g_startup_heap_advised) return;
+  g_startup_heap_advised = false;
+  mallopt(M_TOP_PAD, kGlibcDefaultTopPad);
 #endif
 }
 
