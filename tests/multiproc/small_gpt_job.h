@@ -17,4 +17,9 @@ inline std::string small_gpt_job(const std::string& out_dir, const std::string& 
          out_dir + " " + extra;
 }
 
+// The same job without its per-step log lines (the checkpoint tests read what the job prints).
+inline std::string quiet_small_gpt_job(const std::string& out_dir, const std::string& extra = "") {
+  return small_gpt_job(out_dir, "--set run.log_every=1000 " + extra);
+}
+
 }  // namespace zt::test
