@@ -59,7 +59,8 @@ ZT_API bool glibc_tunables_name_hugetlb(const char* current);
 // 64 MiB at once and asks the kernel for transparent huge pages on them (madvise), what glibc
 // itself does for a process started with glibc.malloc.hugetlb=1. LibTorch's initialisers fill
 // about 40 MiB of heap with small blocks (its operator tables); in 4 KiB pages that was 11k of the
-// 17k page faults of every start (measured: `trainer --help` 17k -> 6k faults, 18% less CPU).
+// 17k page faults of every start (measured: `trainer --help` 17k -> 6k faults, 632 -> 462 ms of
+// CPU).
 // Returns whether it did: not where `tunables` (the GLIBC_TUNABLES a process started with, null
 // when unset) names glibc.malloc.hugetlb (glibc does it then), where THP is not in madvise mode,
 // where the heap has room at its top already, nor with another C library. Uses nothing of the C++
