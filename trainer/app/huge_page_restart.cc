@@ -13,10 +13,10 @@
 // glibc's tunables do not reach, and nothing instrumented may run this early.
 #include <unistd.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "zt/host/environment_block.h"
 #include "zt/host/rendezvous.h"
 #include "zt/host_memory.h"
 #include "zt/sanitized_build.h"
@@ -27,18 +27,8 @@ namespace {
 // Every library is relocated by now and malloc works, so std::string, the rank discovery and
 // execve do; no C++ static object of any library is constructed yet, and none is used here. The
 // environment is the one the kernel passed (`envp`): libc's environ is set only as main starts.
-// The value of environment entry `entry` ("NAME=value") when it is `name`'s, else null.
-const char* value_if_named(const char* entry, const char* name) {
-  const size_t n = std::strlen(name);
-  return std::strncmp(entry, name, n) == 0 && entry[n] == '=' ? entry + n + 1 : nullptr;
-}
-
 void restart_rank_with_huge_page_tunable(int, char** argv, char** envp) {
-  const auto lookup = [envp](const char* name) -> const char* {
-    for (char** e = envp; e && *e; ++e)
-      if (const char* value = value_if_named(*e, name)) return value;
-    return nullptr;
-  };
+  const auto lookup = [envp](const char* name) { return zt::environment_value(envp, name); };
   const char* current = lookup("GLIBC_TUNABLES");
   if (zt::glibc_tunables_name_hugetlb(current)) return;
   try {
@@ -50,7 +40,7 @@ void restart_rank_with_huge_page_tunable(int, char** argv, char** envp) {
   std::string wanted = "GLIBC_TUNABLES=" + zt::glibc_tunables_for_training(current);
   std::vector<char*> env;
   for (char** e = envp; e && *e; ++e)
-    if (!value_if_named(*e, "GLIBC_TUNABLES")) env.push_back(*e);
+    if (!zt::environment_entry_value(*e, "GLIBC_TUNABLES")) env.push_back(*e);
   env.push_back(wanted.data());
   env.push_back(nullptr);
   // The executable by its own path, so the process keeps its name (top, ps -e, killall trainer):

@@ -4,8 +4,7 @@
 // executable's own initialiser, which runs after all of theirs, ends that
 // (zt::advise_startup_heap in zt/host_memory.h says why). Sanitized builds leave it out: their
 // allocator is the sanitizer's, and nothing instrumented may run this early.
-#include <cstring>
-
+#include "zt/host/environment_block.h"
 #include "zt/host_memory.h"
 #include "zt/sanitized_build.h"
 
@@ -15,13 +14,7 @@ namespace {
 // The environment is the one the kernel passed (`envp`): libc's environ is set only as main
 // starts.
 void advise_heap_before_initialisers(int, char**, char** envp) {
-  constexpr const char kTunables[] = "GLIBC_TUNABLES=";
-  const char* tunables = nullptr;
-  for (char** e = envp; e && *e; ++e) {
-    if (std::strncmp(*e, kTunables, sizeof kTunables - 1) == 0)
-      tunables = *e + sizeof kTunables - 1;
-  }
-  zt::advise_startup_heap(tunables);
+  zt::advise_startup_heap(zt::environment_value(envp, "GLIBC_TUNABLES"));
 }
 
 __attribute__((section(".preinit_array"),
