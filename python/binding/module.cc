@@ -2,6 +2,7 @@
 // exceptions, and zt's local launcher. The at::Tensor objects Python passes are the very ones
 // PyTorch holds (python3-torch runs on the same LibTorch): nothing is copied.
 #include <torch/extension.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -73,7 +74,7 @@ py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::str
   // As the trainer starts its ranks: OpenBLAS's core and glibc's tunables are read at start.
   for (const auto& var : zt::blas_env_for_children(zt::probe_blas())) spec.env.push_back(var);
   spec.env.push_back(
-      {"GLIBC_TUNABLES", zt::glibc_tunables_for_training(std::getenv("GLIBC_TUNABLES"))});
+      {"GLIBC_TUNABLES", zt::glibc_tunables_for_training(zt::glibc_tunables(environ))});
   spec.env.push_back({"ZT_JOB_ID", std::to_string(getpid())});
   zt::LaunchResult r;
   {

@@ -26,3 +26,16 @@ TEST_CASE("an environment block gives the first entry that names the variable, a
   CHECK(zt::environment_value(empty, "RANK") == nullptr);
   CHECK(zt::environment_value(nullptr, "RANK") == nullptr);
 }
+
+TEST_CASE("every entry that names a variable is found in turn, in the block's order") {
+  char a[] = "GLIBC_TUNABLES=glibc.malloc.arena_max=2", b[] = "HOME=/root",
+       c[] = "GLIBC_TUNABLES=glibc.malloc.hugetlb=0";
+  char* envp[] = {a, b, c, nullptr};
+  char* const* first = zt::environment_find(envp, "GLIBC_TUNABLES");
+  REQUIRE(first == &envp[0]);
+  char* const* second = zt::environment_find(first + 1, "GLIBC_TUNABLES");
+  REQUIRE(second == &envp[2]);
+  CHECK(zt::environment_find(second + 1, "GLIBC_TUNABLES") == nullptr);
+  CHECK(zt::environment_find(envp, "GLIBC") == nullptr);
+  CHECK(zt::environment_find(nullptr, "HOME") == nullptr);
+}

@@ -1,20 +1,11 @@
 // zt/host_memory.h: fields of /proc texts, this host's and process's numbers, and the allocator
-// settings (the huge-page start this test program itself began with).
+// settings (the start-up heap's, which this program itself began with: startup_heap_test.cc).
 #include <doctest/doctest.h>
-#include <malloc.h>
-#include <unistd.h>
 
-#include <cctype>
 #include <cstdint>
-#include <cstdlib>
-#include <fstream>
-#include <iterator>
-#include <sstream>
 #include <string>
-#include <vector>
 
 #include "zt/host_memory.h"
-#include "zt/sanitized_build.h"
 
 namespace {
 
@@ -64,7 +55,6 @@ TEST_CASE("this host and process report plausible numbers") {
 }
 
 TEST_CASE("glibc_tunables_for_training adds huge pages for malloc's mappings, keeping the rest") {
-  CHECK(zt::glibc_tunables_for_training(nullptr) == "glibc.malloc.hugetlb=1");
   CHECK(zt::glibc_tunables_for_training("") == "glibc.malloc.hugetlb=1");
   CHECK(zt::glibc_tunables_for_training("glibc.malloc.arena_max=2") ==
         "glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
@@ -81,6 +71,28 @@ TEST_CASE("a process needs no restart for huge pages once its tunables name them
   // What the trainer restarts with never asks for another restart.
   CHECK(zt::glibc_tunables_name_hugetlb(
       zt::glibc_tunables_for_training("glibc.malloc.arena_max=2").c_str()));
+}
+
+TEST_CASE("GLIBC_TUNABLES is read as glibc reads it: every entry, the last setting of a name") {
+  char a[] = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1", b[] = "HOME=/root",
+       c[] = "GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0",
+       empty[] = "GLIBC_TUNABLES=";
+  char* two[] = {a, b, empty, c, nullptr};
+  const std::string joined = zt::glibc_tunables(two);
+  CHECK(joined == "glibc.malloc.hugetlb=1:glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0");
+  CHECK(zt::glibc_tunable_value(joined, "glibc.malloc.hugetlb") == "0");
+  CHECK(zt::glibc_tunable_value(joined, "glibc.malloc.arena_max") == "2");
+  CHECK(zt::glibc_tunable_value(joined, "glibc.malloc.tcache_count").empty());
+  // Only a whole name: neither a prefix of one nor a name that ends like it.
+  CHECK(zt::glibc_tunable_value(joined, "glibc.malloc.huge").empty());
+  CHECK(zt::glibc_tunable_value("x.glibc.malloc.hugetlb=1", "glibc.malloc.hugetlb").empty());
+  char* none[] = {b, nullptr};
+  CHECK(zt::glibc_tunables(none).empty());
+  CHECK(zt::glibc_tunables(nullptr).empty());
+  // The run header reports what glibc keeps, the later entry's 0.
+  CHECK(zt::host_allocator_line(joined.c_str(), "always [madvise] never\n")
+            .find("4 KiB pages (glibc.malloc.hugetlb=0 from the environment)") !=
+        std::string::npos);
 }
 
 TEST_CASE("the run header's allocator line says which pages large blocks get, and the fix") {
@@ -106,68 +118,4 @@ TEST_CASE("the run header's allocator line says which pages large blocks get, an
   CHECK(off.find("4 KiB pages: this host has transparent huge pages off") != std::string::npos);
   CHECK(zt::host_allocator_line("glibc.malloc.hugetlb=1", "").find("THP mode unknown") !=
         std::string::npos);
-}
-
-namespace {
-
-std::string file_text(const char* path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-// Whether a mapping of this process's heap carries the huge-page advice ("hg" in its VmFlags).
-bool heap_advised() {
-  std::istringstream smaps(file_text("/proc/self/smaps"));
-  bool in_heap = false;
-  for (std::string line; std::getline(smaps, line);) {
-    // A mapping's first line is "start-end perms offset dev inode [name]"; its fields follow.
-    const bool header = !line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
-                        line.find('-') < line.find(' ');
-    if (header) in_heap = line.size() >= 6 && line.compare(line.size() - 6, 6, "[heap]") == 0;
-    if (in_heap && line.rfind("VmFlags:", 0) == 0 && line.find(" hg") != std::string::npos)
-      return true;
-  }
-  return false;
-}
-
-}  // namespace
-
-TEST_CASE("a test program starts with its heap in huge pages, as the trainer does, unless told") {
-  // This program links zt_startup_heap, as the trainer does. Its GLIBC_TUNABLES as it started:
-  // /proc/self/environ holds "NAME=value" strings, each ended by a NUL.
-  std::istringstream environ_text(file_text("/proc/self/environ"));
-  std::string tunables;
-  for (std::string entry; std::getline(environ_text, entry, '\0');) {
-    if (entry.rfind("GLIBC_TUNABLES=", 0) == 0) tunables = entry.substr(entry.find('=') + 1);
-  }
-  const bool thp_madvise =
-      file_text("/sys/kernel/mm/transparent_hugepage/enabled").find("[madvise]") !=
-      std::string::npos;
-#ifdef ZT_SANITIZED_BUILD
-  const bool expected = false;  // the hook is left out of sanitized builds
-#else
-  const bool expected = thp_madvise && tunables.find("glibc.malloc.hugetlb") == std::string::npos;
-#endif
-  CAPTURE(tunables);
-  CAPTURE(thp_madvise);
-  CHECK(heap_advised() == expected);
-  // A process whose tunables name the setting is left to glibc, whatever the value.
-  CHECK_FALSE(zt::advise_startup_heap("glibc.malloc.hugetlb=1"));
-  CHECK_FALSE(zt::advise_startup_heap("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=0"));
-}
-
-TEST_CASE("after start-up the heap grows by glibc's own padding, not the start's 64 MiB") {
-  // Past the room at its top, in blocks below glibc's smallest threshold for a mapping of their
-  // own: the heap must grow. With the start's padding left in place it would grow 64 MiB more.
-  const size_t room = mallinfo2().keepcost;
-  constexpr size_t kBlock = 100 << 10;
-  const size_t count = (room + (8u << 20)) / kBlock;
-  const auto before = reinterpret_cast<uintptr_t>(sbrk(0));
-  std::vector<void*> blocks;
-  for (size_t i = 0; i < count; ++i) blocks.push_back(std::malloc(kBlock));
-  const auto after = reinterpret_cast<uintptr_t>(sbrk(0));
-  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) std::free(*it);
-  CAPTURE(room);
-  CHECK(after > before);
-  CHECK(after - before < (24u << 20));
 }

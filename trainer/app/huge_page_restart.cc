@@ -29,8 +29,9 @@ namespace {
 // environment is the one the kernel passed (`envp`): libc's environ is set only as main starts.
 void restart_rank_with_huge_page_tunable(int, char** argv, char** envp) {
   const auto lookup = [envp](const char* name) { return zt::environment_value(envp, name); };
-  const char* current = lookup("GLIBC_TUNABLES");
-  if (zt::glibc_tunables_name_hugetlb(current)) return;
+  // Every GLIBC_TUNABLES entry, as glibc reads them: the restart keeps them all, in one entry.
+  const std::string current = zt::glibc_tunables(envp);
+  if (zt::glibc_tunables_name_hugetlb(current.c_str())) return;
   try {
     if (!zt::discover_rank_env(lookup).found) return;
   } catch (...) {

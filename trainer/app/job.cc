@@ -53,8 +53,8 @@ void print_failure(const LaunchResult& result) {
 // (then it runs on as it is; the run header's BLAS and allocator lines say how to fix it).
 void restart_with_rank_env(const std::vector<std::string>& argv) {
   auto vars = blas_env_for_children(probe_blas());
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (!glibc_tunables_name_hugetlb(tunables)) {
+  const std::string tunables = glibc_tunables(environ);
+  if (!glibc_tunables_name_hugetlb(tunables.c_str())) {
     vars.push_back({"GLIBC_TUNABLES", glibc_tunables_for_training(tunables)});
   }
   if (vars.empty()) return;
@@ -122,8 +122,7 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   // OpenBLAS reads its core type when it loads, glibc its tunables when a process starts: the
   // ranks' environment is the place to fix them.
   for (const auto& var : blas_env_for_children(probe_blas())) spec.env.push_back(var);
-  spec.env.push_back(
-      {"GLIBC_TUNABLES", glibc_tunables_for_training(std::getenv("GLIBC_TUNABLES"))});
+  spec.env.push_back({"GLIBC_TUNABLES", glibc_tunables_for_training(glibc_tunables(environ))});
   // A rank that fails makes the others write their flight records (SIGUSR2) where they wait.
   spec.failure_signal = SIGUSR2;
   const std::string flight_dir = job.run.out_dir + "/flight";

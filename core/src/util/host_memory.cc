@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "util/kernel_text.h"
+#include "zt/host/environment_block.h"
 
 namespace zt {
 
@@ -33,9 +34,14 @@ constexpr uintptr_t kHugePage = 2 << 20;
 
 // Constant-initialised: set before any initialiser runs, read after.
 bool g_startup_heap_advised = false;
+#endif
 
-// With plain system calls: this runs before the C++ library is initialised.
+constexpr const char* kTunables = "GLIBC_TUNABLES";
+
+}  // namespace
+
 bool thp_in_madvise_mode() {
+  // With plain system calls: advise_startup_heap runs before the C++ library is initialised.
   const int fd = open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   char text[128];
@@ -45,9 +51,31 @@ bool thp_in_madvise_mode() {
   text[n] = '\0';
   return std::strstr(text, "[madvise]") != nullptr;
 }
-#endif
 
-}  // namespace
+std::string glibc_tunables(char* const* envp) {
+  std::string joined;
+  for (char* const* slot = environment_find(envp, kTunables); slot;
+       slot = environment_find(slot + 1, kTunables)) {
+    const char* value = environment_entry_value(*slot, kTunables);
+    if (*value == '\0') continue;
+    if (!joined.empty()) joined += ':';
+    joined += value;
+  }
+  return joined;
+}
+
+std::string glibc_tunable_value(const std::string& tunables, const std::string& name) {
+  // "name=value" settings separated by ':'.
+  std::string value;
+  std::istringstream settings(tunables);
+  for (std::string setting; std::getline(settings, setting, ':');) {
+    if (setting.size() > name.size() && setting.compare(0, name.size(), name) == 0 &&
+        setting[name.size()] == '=') {
+      value = setting.substr(name.size() + 1);
+    }
+  }
+  return value;
+}
 
 int64_t parse_proc_kib(const std::string& text, const std::string& field) {
   const std::string key = field + ":";
@@ -81,23 +109,30 @@ void configure_host_allocator() {
 #endif
 }
 
-bool advise_startup_heap(const char* tunables) {
+bool advise_startup_heap(char* const* envp) {
 #if !defined(__GLIBC__)
-  (void)tunables;
+  (void)envp;
   return false;
 #else
-  if (glibc_tunables_name_hugetlb(tunables) || !thp_in_madvise_mode()) return false;
+  // glibc reads every GLIBC_TUNABLES entry: any that names the setting leaves the heap to glibc.
+  for (char* const* slot = environment_find(envp, kTunables); slot;
+       slot = environment_find(slot + 1, kTunables)) {
+    if (glibc_tunables_name_hugetlb(environment_entry_value(*slot, kTunables))) return false;
+  }
+  if (!thp_in_madvise_mode()) return false;
   // keepcost: the free room at the heap's top, 0 before its first block. A block larger than it
   // makes glibc grow the heap now, by the block and the padding.
   if (mallinfo2().keepcost >= kFirstBlock) return false;
   mallopt(M_TOP_PAD, kStartupTopPad);
   void* first = std::malloc(kFirstBlock);
-  const uintptr_t from = (reinterpret_cast<uintptr_t>(first) + kHugePage - 1) & ~(kHugePage - 1);
+  // Back into the top first: the free trims what lies beyond the padding (about the block), so
+  // the heap's end is known only after it. The advised pages then all stay in the heap.
+  const auto start = reinterpret_cast<uintptr_t>(first);
+  std::free(first);
+  const uintptr_t from = (start + kHugePage - 1) & ~(kHugePage - 1);
   const uintptr_t to = reinterpret_cast<uintptr_t>(sbrk(0)) & ~(kHugePage - 1);
   g_startup_heap_advised = first != nullptr && to > from &&
                            madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE) == 0;
-  // Back into the top: trimming keeps the padding, so the advised pages stay in the heap.
-  std::free(first);
   if (!g_startup_heap_advised) mallopt(M_TOP_PAD, kGlibcDefaultTopPad);
   return g_startup_heap_advised;
 #endif
@@ -115,10 +150,9 @@ bool glibc_tunables_name_hugetlb(const char* current) {
   return current && std::strstr(current, "glibc.malloc.hugetlb") != nullptr;
 }
 
-std::string glibc_tunables_for_training(const char* current) {
-  const std::string given = current ? current : "";
-  if (glibc_tunables_name_hugetlb(current)) return given;
-  return given.empty() ? "glibc.malloc.hugetlb=1" : given + ":glibc.malloc.hugetlb=1";
+std::string glibc_tunables_for_training(const std::string& current) {
+  if (glibc_tunables_name_hugetlb(current.c_str())) return current;
+  return current.empty() ? "glibc.malloc.hugetlb=1" : current + ":glibc.malloc.hugetlb=1";
 }
 
 std::string host_allocator_line(const char* tunables, const std::string& thp_enabled) {
@@ -127,13 +161,7 @@ std::string host_allocator_line(const char* tunables, const std::string& thp_ena
   (void)thp_enabled;
   return "host allocator: not glibc (its settings were not checked)";
 #else
-  const std::string given = tunables ? tunables : "";
-  const std::string key = "glibc.malloc.hugetlb=";
-  const size_t at = given.find(key);
-  const std::string value = at == std::string::npos
-                                ? ""
-                                : given.substr(at + key.size(),
-                                               given.find(':', at) - at - key.size());
+  const std::string value = glibc_tunable_value(tunables ? tunables : "", "glibc.malloc.hugetlb");
   // The mode is the bracketed word: "always [madvise] never".
   const size_t open = thp_enabled.find('['), close = thp_enabled.find(']');
   const std::string mode = open != std::string::npos && close > open
@@ -159,7 +187,7 @@ std::string host_allocator_line(const char* tunables, const std::string& thp_ena
 
 std::string host_allocator_line() {
   // "" (unknown) where the kernel has no transparent huge pages.
-  return host_allocator_line(std::getenv("GLIBC_TUNABLES"),
+  return host_allocator_line(glibc_tunables(environ).c_str(),
                              read_kernel_text("/sys/kernel/mm/transparent_hugepage/enabled"));
 }
 

@@ -4,7 +4,6 @@
 // executable's own initialiser, which runs after all of theirs, ends that
 // (zt::advise_startup_heap in zt/host_memory.h says why). Sanitized builds leave it out: their
 // allocator is the sanitizer's, and nothing instrumented may run this early.
-#include "zt/host/environment_block.h"
 #include "zt/host_memory.h"
 #include "zt/sanitized_build.h"
 
@@ -13,9 +12,7 @@ namespace {
 #ifndef ZT_SANITIZED_BUILD
 // The environment is the one the kernel passed (`envp`): libc's environ is set only as main
 // starts.
-void advise_heap_before_initialisers(int, char**, char** envp) {
-  zt::advise_startup_heap(zt::environment_value(envp, "GLIBC_TUNABLES"));
-}
+void advise_heap_before_initialisers(int, char**, char** envp) { zt::advise_startup_heap(envp); }
 
 __attribute__((section(".preinit_array"),
                used)) void (*const advise_entry)(int, char**,

@@ -15,5 +15,9 @@ ZT_API const char* environment_entry_value(const char* entry, const char* name);
 // The value of `name` in `envp` (null-terminated; null is an empty block), the first entry's;
 // null when none names it.
 ZT_API const char* environment_value(char* const* envp, const char* name);
+// The slot of the first entry of `envp` that names `name`, null when none does. A block may name a
+// variable twice, and some readers take every entry (glibc its GLIBC_TUNABLES): the next one is
+// environment_find(slot + 1, name).
+ZT_API char* const* environment_find(char* const* envp, const char* name);
 
 }  // namespace zt
