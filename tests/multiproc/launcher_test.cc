@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <map>
 #include <set>
 #include <sstream>
@@ -99,6 +101,35 @@ TEST_CASE("ranks that fail together, each writing its error in pieces, never sha
         "zt: [rank " + std::to_string(c.result.failed_rank) + "] internal error: the same for all");
   // The first line printed and the rank named are the same rank.
   CHECK(c.lines[0] == c.result.error_line);
+}
+
+TEST_CASE("a launcher whose stderr closes runs its ranks on to the end") {
+  // As under `trainer ... 2>&1 | head`: the reader is gone before the ranks print. The relay's
+  // write to a pipe without a reader raises SIGPIPE, which would end the launcher (and here this
+  // test) and leave the ranks to die of their parent's death.
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  close(fds[0]);
+  const int saved = dup(2);
+  dup2(fds[1], 2);
+  close(fds[1]);
+  zt::LaunchSpec spec;
+  spec.nproc = 2;
+  spec.argv = {"/bin/sh", "-c", "sleep 0.2; echo line from rank $RANK >&2; exit 0"};
+  spec.timeout = std::chrono::seconds(60);
+  zt::LaunchResult result;
+  try {
+    result = zt::launch_local(spec);
+  } catch (...) {
+    dup2(saved, 2);
+    close(saved);
+    throw;
+  }
+  dup2(saved, 2);
+  close(saved);
+  INFO(result.message);
+  CHECK(result.exit_code == 0);
+  CHECK(result.rank_codes == std::vector<int>{0, 0});
 }
 
 TEST_CASE("the failure named is the error printed first, even if that rank ends last") {
@@ -236,6 +267,46 @@ TEST_CASE("fork_ranks: a signal to the launcher while the program loads ends the
   CHECK(result.launcher_signal == SIGTERM);
   CHECK(result.exit_code == 128 + SIGTERM);
   CHECK(result.rank_codes == std::vector<int>{-1, -1});  // neither rank ever started
+}
+
+TEST_CASE("fork_ranks: signals that keep coming while the start ends leave no child behind") {
+  // The launcher's handlers do not restart calls, so a signal that came while it waited for the
+  // forking process it had just killed cut the wait short: the process stayed a zombie, and one
+  // that was still forking handed its ranks to init instead of the launcher. Signals sent without
+  // a pause keep landing in that wait (without the fix this failed 5 runs of 5).
+  struct sigaction quiet {
+  }, old{};
+  quiet.sa_handler = [](int) {};  // what the launcher restores as it returns, for later ones
+  sigemptyset(&quiet.sa_mask);
+  sigaction(SIGTERM, &quiet, &old);
+  zt::LaunchSpec spec;
+  spec.nproc = 2;
+  spec.argv = {"/bin/sleep", "30"};
+  spec.fork_ranks = true;
+  std::atomic<bool> done{false};
+  std::thread signaller([&done] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    while (!done.load()) kill(getpid(), SIGTERM);
+  });
+  zt::LaunchResult result;
+  try {
+    result = zt::launch_local(spec);
+  } catch (...) {
+    done = true;
+    signaller.join();
+    sigaction(SIGTERM, &old, nullptr);
+    throw;
+  }
+  done = true;
+  signaller.join();
+  sigaction(SIGTERM, &old, nullptr);
+  INFO(result.message);
+  CHECK(result.launcher_signal == SIGTERM);
+  CHECK(result.exit_code == 128 + SIGTERM);
+  // The forking process was reaped: this test has no child left, not even a zombie.
+  errno = 0;
+  CHECK(waitpid(-1, nullptr, WNOHANG) == -1);
+  CHECK(errno == ECHILD);
 }
 
 TEST_CASE("fork_ranks: forked ranks die with their launcher") {

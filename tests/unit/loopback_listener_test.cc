@@ -102,13 +102,18 @@ TEST_CASE("a rank waits for rank 0's store: refused until it listens, accepted o
   using namespace std::chrono_literals;
   TestSocket store(false);  // bound, so the port stays this test's, but refusing until it listens
   const auto soon = [] { return std::chrono::steady_clock::now() + 200ms; };
-  CHECK_FALSE(zt::wait_until_accepting("127.0.0.1", store.port, soon()));
+  CHECK(zt::wait_until_accepting("127.0.0.1", store.port, soon()) ==
+        "nothing accepted a connection there");
+  // A name that never resolves (RFC 2606's .invalid) says so, not that nothing accepted.
+  const std::string unresolved = zt::wait_until_accepting("rank0.invalid", store.port, soon());
+  CHECK(unresolved.rfind("the name rank0.invalid does not resolve: ", 0) == 0);
   std::thread listens_later([&] {
     std::this_thread::sleep_for(300ms);
     ::listen(store.fd, 4);
   });
-  CHECK(zt::wait_until_accepting("127.0.0.1", store.port, std::chrono::steady_clock::now() + 30s));
+  CHECK(zt::wait_until_accepting("127.0.0.1", store.port, std::chrono::steady_clock::now() + 30s)
+            .empty());
   listens_later.join();
   // A name that resolves to ::1 and 127.0.0.1: the IPv4 listener accepts, the other is refused.
-  CHECK(zt::wait_until_accepting("localhost", store.port, soon()));
+  CHECK(zt::wait_until_accepting("localhost", store.port, soon()).empty());
 }

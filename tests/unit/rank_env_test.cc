@@ -75,6 +75,20 @@ TEST_CASE("malformed or inconsistent launcher variables are config errors") {
   CHECK_THROWS_AS(
       zt::discover_rank_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "-1"}})),
       zt::ConfigError);
+  // A port past 65535 would wrap to another (70000 -> 4464) while every message said 70000.
+  CHECK_THROWS_WITH_AS(
+      zt::discover_rank_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "70000"}})),
+      "environment variable MASTER_PORT='70000' is not an integer from 0 to 65535: it must be "
+      "rank 0's TCP port; export the same MASTER_PORT to every rank",
+      zt::ConfigError);
+  CHECK(
+      zt::discover_rank_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", "65535"}}))
+          .master_port == 65535);
+  // A count past 2^24 is refused as out of range, not as "not an integer".
+  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "99999999"}})),
+                       doctest::Contains("WORLD_SIZE='99999999' is not an integer from 0 to "
+                                         "16777216"),
+                       zt::ConfigError);
 }
 
 TEST_CASE("under Slurm without MASTER_ADDR/PORT the job's first host and its id's port are used") {

@@ -26,6 +26,7 @@
 #include "zt/host/checkpoint.h"
 #include "zt/host/compose.h"
 #include "zt/host/flight_diagnosis.h"
+#include "zt/host/flight_recorder.h"
 #include "zt/host/launcher.h"
 #include "zt/host/rendezvous.h"
 #include "zt/host_memory.h"
@@ -231,6 +232,10 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   // starts: the launcher forwards a SIGTERM to ranks it has just (re)started, and one that died of
   // it left its peers waiting in a collective (the chaos soak, tests/chaos, found that).
   if (training && run.task == "train") catch_stop_signals();
+  // When a rank fails, the launcher sends the others SIGUSR2 (write your flight record): a rank
+  // takes it from here on, whatever its task, rather than die of it before it prints its own
+  // error (the peer's failure, as a collective saw it). Only a training rank has a record.
+  dump_flight_record_on_sigusr2();
   JobStore joined = join_job_store(job.engine.launch, env);
   const std::chrono::milliseconds timeout = joined.timeout;
   std::unique_ptr<Store> store = std::move(joined.store);

@@ -29,7 +29,25 @@ std::atomic<int> g_forwarded_signal{0};
 
 void on_signal(int sig) { g_forwarded_signal.store(sig); }
 
+// The status of a rank that ended unseen: waitpid said it is no longer this process's child, so
+// how it ended is unknown (neither WIFEXITED nor WIFSIGNALED holds for it).
+constexpr int kUnseenEnd = 0x7f;
+
+// waitpid, resumed when a signal to the launcher cuts it short: the launcher's handlers do not
+// restart calls (a signal must end its wait for the ranks' start), and a wait cut short would
+// read as the process's end with status 0.
+pid_t wait_for(pid_t pid, int* status, int flags) {
+  pid_t got = -1;
+  do {
+    got = waitpid(pid, status, flags);
+  } while (got < 0 && errno == EINTR);
+  return got;
+}
+
 std::string describe_status(int status) {
+  if (status == kUnseenEnd) {
+    return "ended unseen (no longer this launcher's child, so its exit status is unknown)";
+  }
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
@@ -88,6 +106,7 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd,
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGUSR1, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);  // ignored by the launcher, and an ignored signal survives exec
     if (dup2(stderr_fd, 2) < 0) _exit(127);  // every other pipe end closes on exec
     for (int fd : inherited_fds) {
       if (fcntl(fd, F_SETFD, 0) != 0) _exit(127);
@@ -138,6 +157,19 @@ std::string read_forked_pids(int fd, int count, std::chrono::steady_clock::time_
   return "";
 }
 
+// The way out of a forking start that failed, by how it failed: `problem` (read_forked_pids's),
+// the ranks it `reported`, and how the forking process ended (`status`).
+std::string start_failure_hint(const std::string& problem, size_t reported, int status) {
+  if (problem.rfind("it could not fork", 0) == 0) {
+    return "each rank is a fork of one process: raise the process limit (ulimit -u) or free "
+           "memory";
+  }
+  if (reported == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+    return "fork_ranks needs a program linked with zt's core";
+  if (problem.rfind("it ended", 0) == 0) return "it " + describe_status(status);
+  return "the launcher stopped it";  // past the time limit
+}
+
 // After the forking process ended: the pids it wrote that were not read yet (ranks it forked
 // that must not run on unsupervised). Never blocks: a rank may still hold the pipe open.
 void drain_forked_pids(int fd, std::vector<pid_t>& pids) {
@@ -171,7 +203,7 @@ class Supervisor {
     } catch (...) {
       stop_all(SIGKILL);
       for (int r = 0; r < spec_.nproc; ++r)
-        if (running_[r]) waitpid(pids_[r], nullptr, 0);
+        if (running_[r]) wait_for(pids_[r], nullptr, 0);
       throw;
     }
   }
@@ -285,7 +317,8 @@ class Supervisor {
         [&interrupted] { return interrupted = g_forwarded_signal.load() != 0; }, pids);
     if (static_cast<int>(pids.size()) < spec_.nproc) kill(first, SIGKILL);
     int status = 0;
-    waitpid(first, &status, 0);  // its children are this process's from here on
+    if (wait_for(first, &status, 0) != first) status = kUnseenEnd;
+    // Its children are this process's from here on.
     prctl(PR_SET_CHILD_SUBREAPER, was_subreaper);
     drain_forked_pids(report[0], pids);
     close(report[0]);
@@ -300,8 +333,8 @@ class Supervisor {
     if (!problem.empty()) {
       out_.finish(0);  // its own error, if it printed one, came on rank 0's pipe
       throw IoError("launcher: " + spec_.argv[0] + " did not start its " +
-                    std::to_string(spec_.nproc) + " ranks: " + problem +
-                    " (fork_ranks needs a program linked with zt's core; its output is above)");
+                    std::to_string(spec_.nproc) + " ranks: " + problem + " (" +
+                    start_failure_hint(problem, pids.size(), status) + "; its output is above)");
     }
   }
 
@@ -354,7 +387,10 @@ class Supervisor {
     bool reaped = false;
     for (int r = 0; r < spec_.nproc; ++r) {
       // Per pid, never -1: the caller may have other children we must not reap.
-      if (!running_[r] || waitpid(pids_[r], &status_[r], WNOHANG) != pids_[r]) continue;
+      if (!running_[r]) continue;
+      const pid_t got = wait_for(pids_[r], &status_[r], WNOHANG);
+      if (got < 0 && errno == ECHILD) status_[r] = kUnseenEnd;  // else waiting forever for it
+      else if (got != pids_[r]) continue;
       reaped = true;
       running_[r] = false;
       --alive_;
@@ -446,7 +482,10 @@ int pick_free_port(const std::string& addr) {
   if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
     int err = errno;
     close(fd);
-    throw IoError("cannot bind a socket on " + addr + " to find a free port: " + strerror(err));
+    throw IoError("cannot bind a socket on " + addr +
+                  " to find a free port for the ranks' store: " + strerror(err) +
+                  " (ranks started here meet at an address of this host: set " +
+                  "launch.master_addr to one, e.g. 127.0.0.1, or set launch.master_port)");
   }
   socklen_t len = sizeof(sa);
   getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
@@ -472,16 +511,22 @@ LaunchResult launch_local(const LaunchSpec& spec) {
 
   g_forwarded_signal.store(0);
   struct sigaction sa {
-  }, old_int{}, old_term{}, old_usr1{};
+  }, ignore{}, old_int{}, old_term{}, old_usr1{}, old_pipe{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
   sigaction(SIGUSR1, &sa, &old_usr1);
+  // The ranks' lines go on to the launcher's stderr, which may be a pipe that closes
+  // (`trainer ... 2>&1 | head`): the relay then drops them (EPIPE), and the job runs on.
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGPIPE, &ignore, &old_pipe);
   auto restore = [&] {
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     sigaction(SIGUSR1, &old_usr1, nullptr);
+    sigaction(SIGPIPE, &old_pipe, nullptr);
   };
   Supervisor supervisor(spec);
   try {

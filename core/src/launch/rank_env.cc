@@ -9,14 +9,18 @@ namespace zt {
 
 namespace {
 
-int parse_int(const GetEnv& getenv, const char* name, int fallback) {
+// The value of `name` as an integer from 0 to `max`; `fallback` when it is unset or empty.
+// `what` says what the value must be and how to fix it, for the error.
+int parse_int(const GetEnv& getenv, const char* name, int fallback, long max = 1 << 24,
+              const char* what = "a rank count or number; fix the launcher's environment") {
   const char* v = getenv(name);
   if (!v || !*v) return fallback;
   char* end = nullptr;
   long n = std::strtol(v, &end, 10);
-  if (*end != '\0' || n < 0 || n > 1 << 24) {
+  if (*end != '\0' || n < 0 || n > max) {
     throw ConfigError(std::string("environment variable ") + name + "='" + v +
-                      "' is not a non-negative integer; fix the launcher's environment");
+                      "' is not an integer from 0 to " + std::to_string(max) + ": it must be " +
+                      what);
   }
   return static_cast<int>(n);
 }
@@ -152,7 +156,9 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
     break;
   }
   if (const char* addr = getenv("MASTER_ADDR")) env.master_addr = addr;
-  env.master_port = parse_int(getenv, "MASTER_PORT", 0);
+  // 0 as unset: a port is derived (Slurm, Open MPI) or chosen by the launcher.
+  env.master_port = parse_int(getenv, "MASTER_PORT", 0, 65535,
+                              "rank 0's TCP port; export the same MASTER_PORT to every rank");
   if (env.source == std::string("slurm")) {
     from_slurm_job(getenv, env);
     if (env.local_world == 0) env.local_world = slurm_tasks_on_node(getenv);

@@ -109,8 +109,10 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
                                   std::to_string(timeout.count()) + " ms (";
   const std::string check = "); check that rank 0 was started and MASTER_ADDR/MASTER_PORT agree";
   // A client connects once the store listens (launch/store_probe.h says why).
-  if (!hosts && !wait_until_accepting(addr, port, std::chrono::steady_clock::now() + timeout)) {
-    throw CommError(unreachable + "nothing accepted a connection there" + check);
+  if (!hosts) {
+    const std::string why = wait_until_accepting(addr, port,
+                                                 std::chrono::steady_clock::now() + timeout);
+    if (!why.empty()) throw CommError(unreachable + why + check);
   }
   c10::intrusive_ptr<c10d::TCPStore> tcp;
   try {

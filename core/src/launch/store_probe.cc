@@ -39,21 +39,27 @@ bool accepts(const addrinfo& a, Clock::time_point deadline) {
 
 }  // namespace
 
-bool wait_until_accepting(const std::string& host, int port, Clock::time_point deadline) {
+std::string wait_until_accepting(const std::string& host, int port, Clock::time_point deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   const std::string service = std::to_string(port);
   // Resolved once, not on every try: a name asks the resolver, which may be slow to answer.
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> found(nullptr, &::freeaddrinfo);
+  std::string unresolved;
   while (true) {
-    addrinfo* resolved = nullptr;
-    if (!found && ::getaddrinfo(host.c_str(), service.c_str(), &hints, &resolved) == 0) {
-      found.reset(resolved);
+    if (!found) {
+      addrinfo* resolved = nullptr;
+      const int error = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &resolved);
+      if (error == 0) {
+        found.reset(resolved);
+      } else {
+        unresolved = "the name " + host + " does not resolve: " + ::gai_strerror(error);
+      }
     }
     for (const addrinfo* a = found.get(); a; a = a->ai_next)
-      if (accepts(*a, deadline)) return true;
-    if (Clock::now() >= deadline) return false;
+      if (accepts(*a, deadline)) return "";
+    if (Clock::now() >= deadline) return found ? "nothing accepted a connection there" : unresolved;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }

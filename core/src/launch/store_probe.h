@@ -16,9 +16,11 @@
 namespace zt {
 
 // Tries a TCP connection to `host`:`port` (every address it resolves to, resolved once) until one
-// is accepted, every 5 ms, until `deadline`. True when one was accepted; false when the deadline
-// passed first.
-bool wait_until_accepting(const std::string& host, int port,
-                          std::chrono::steady_clock::time_point deadline);
+// is accepted, every 5 ms, until `deadline`. "" when one was accepted; else why none was by the
+// deadline: "nothing accepted a connection there", or, while the name does not resolve (it is
+// asked again each try: a host's name may appear as its node starts), the resolver's answer.
+// A slow resolver can hold a try past `deadline` by its own timeout.
+std::string wait_until_accepting(const std::string& host, int port,
+                                 std::chrono::steady_clock::time_point deadline);
 
 }  // namespace zt

@@ -55,7 +55,7 @@ struct LaunchResult {
   int failed_rank = -1;         // first rank that failed, -1 if none (see launch_local)
   std::string message;          // "rank 1 (pid 42) was killed by signal 9 (Killed)"
   std::string error_line;       // failed_rank's last line on stderr (its error); "" if none
-  std::vector<int> rank_codes;  // per rank: exit code, 128+signal, or -1 if stopped by us
+  std::vector<int> rank_codes;  // per rank: exit code or 128+signal; -1: it never started
   int launcher_signal = 0;      // the signal that stopped the launcher (SIGTERM, ...), 0 if none
 };
 
