@@ -1,6 +1,8 @@
 #include "aligned_pool.h"
 
 #include <cstdlib>
+#include <mutex>
+#include <vector>
 
 #include "file_util.h"
 #include "zt/bytes.h"
@@ -34,6 +36,19 @@ AlignedPool::AlignedPool(int count, int64_t buffer_bytes, int64_t alignment)
     throw;
   }
   free_ = all_;
+}
+
+void keep_forever(void* memory) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<void*>();  // never destroyed: its entries stay reachable
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(memory);
+}
+
+void AlignedPool::keep_all_forever() {
+  for (uint8_t* p : all_) keep_forever(p);
+  all_.clear();
+  free_.clear();
 }
 
 AlignedPool::~AlignedPool() {

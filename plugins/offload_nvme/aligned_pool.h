@@ -16,6 +16,11 @@ namespace zt::nvme {
 // Throws IoError naming `what` when the allocation fails.
 uint8_t* aligned_alloc_or_throw(int64_t bytes, int64_t alignment, const std::string& what);
 
+// Memory the kernel may still write into (given to a request abandoned after a stall): never
+// freed, since a late completion would corrupt whatever reused it, and kept reachable, so leak
+// checkers do not report it. Thread-safe.
+void keep_forever(void* memory);
+
 class AlignedPool {
  public:
   // `count` buffers of `buffer_bytes` each (a multiple of `alignment`), aligned to `alignment`.
@@ -28,6 +33,9 @@ class AlignedPool {
   uint8_t* acquire();
   // Gives back a buffer from acquire().
   void release(uint8_t* buffer);
+  // Keeps every buffer from ever being freed, the destructor's included (keep_forever): for when
+  // the kernel may still write into one (a request abandoned after a stall).
+  void keep_all_forever();
 
   int64_t buffer_bytes() const { return buffer_bytes_; }
   int count() const { return static_cast<int>(all_.size()); }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 
 #include "file_util.h"
 #include "zt/bytes.h"
@@ -20,7 +21,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // user_data of the two kinds of SQE that are not data requests (those carry slot index + 1).
-constexpr uint64_t kWakeTag = ~0ull;
+// Not ~0: liburing's LIBURING_UDATA_TIMEOUT, whose completions its peek drops on kernels without
+// IORING_FEAT_EXT_ARG (before 5.11); the wakeup would never be seen again.
+constexpr uint64_t kWakeTag = ~0ull - 2;
 constexpr uint64_t kCancelTag = ~0ull - 1;
 // An idle thread still wakes this often, so no wait is unbounded even if a wakeup were lost.
 constexpr std::chrono::milliseconds kIdleWait{1000};
@@ -92,7 +95,15 @@ IoQueue::IoQueue(const IoQueueOptions& options)
   }
   slots_.resize(options_.queue_depth);
   for (int i = options_.queue_depth - 1; i >= 0; --i) free_slots_.push_back(i);
-  thread_ = std::thread([this] { run(); });
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (const std::system_error& e) {
+    // EAGAIN: the process or its cgroup has no thread to spare.
+    io_uring_queue_exit(ring_.get());
+    close(wake_fd_);
+    throw IoError(std::string("offload_nvme: cannot start its I/O thread: ") + e.what() +
+                  " (raise the process limit, ulimit -u, or the cgroup's pids.max)");
+  }
   pthread_setname_np(thread_.native_handle(), "zt-nvme-io");  // for top -H, gdb, perf
 }
 
@@ -105,6 +116,8 @@ IoQueue::~IoQueue() {
   thread_.join();
   io_uring_queue_exit(ring_.get());
   close(wake_fd_);
+  if (abandoned_->load())
+    pool_.keep_all_forever();  // the kernel may still write into a bounce buffer
 }
 
 int64_t IoQueue::requests_for(int64_t bytes) const {
@@ -152,6 +165,7 @@ void IoQueue::run() {
   } catch (const std::exception& e) {
     // Only a bug or an exhausted heap gets here; fail what is queued rather than hang callers.
     broken_ = std::string("offload_nvme's I/O thread failed: ") + e.what();
+    if (live_requests_ > 0) abandoned_->store(true);  // their completions are never awaited
     while (true) {
       take_incoming();
       for (auto& job : jobs_) {
@@ -338,15 +352,25 @@ void IoQueue::on_completion(uint64_t user_data, int result) {
     prepare_request(slot);  // the kernel asks to try again: not a failure
     return;
   }
+  // Space that went while the job ran (another process, a copy-on-write file system, a file
+  // left sparse): the way out is the tier's own setting.
+  const std::string no_room = "; free space on that file system, or set plugin.offload_nvme.path "
+                              "to a folder on another (--set plugin.offload_nvme.path=...)";
   if (result < 0) {
+    const int error = -result;
     fail(job, std::string("the ") + op + " request of " + std::to_string(want) +
                   " bytes at file offset " + std::to_string(file_offset) +
-                  " failed: " + errno_text(-result) +
-                  (-result == EIO ? "; the device reported an error (see dmesg)" : ""));
+                  " failed: " + errno_text(error) +
+                  (error == EIO ? "; the device reported an error (see dmesg)"
+                   : error == ENOSPC || error == EDQUOT ? no_room
+                   : error == EROFS ? "; the file system turned read-only (see dmesg): "
+                                      "set plugin.offload_nvme.path to a folder on another"
+                                    : ""));
   } else if (result == 0) {
     if (job.t.write) {
       fail(job, "the write request of " + std::to_string(want) + " bytes at file offset " +
-                    std::to_string(file_offset) + " wrote nothing (is the file system full?)");
+                    std::to_string(file_offset) +
+                    " wrote nothing (the file system is likely full)" + no_room);
     } else {
       fail(job, "the read request of " + std::to_string(want) + " bytes at file offset " +
                     std::to_string(file_offset) +
@@ -400,6 +424,7 @@ void IoQueue::check_timeouts() {
                 "; offload_nvme stopped using this tier (see dmesg), restart the job";
     }
     // The kernel may still write into the memory, so neither it nor the slot is used again.
+    abandoned_->store(true);
     slot.abandoned = true;
     chunk.abandoned = true;
     --chunk.outstanding;

@@ -81,6 +81,12 @@ class IoQueue {
   int64_t requests_for(int64_t bytes) const;
   int64_t staging_bytes() const { return pool_.total_bytes(); }
   const IoQueueOptions& options() const { return options_; }
+  // Set once a request was abandoned (it stalled past request_timeout, or the I/O thread failed
+  // with requests in flight): the kernel may still write into the memory it was given, the
+  // callers' own for direct transfers. Memory handed to this queue must then never be freed
+  // (NvmeTier's host buffers leak; so do the bounce buffers): reused, a late completion would
+  // corrupt whatever lives there. Shared, so it outlives the queue.
+  std::shared_ptr<const std::atomic<bool>> requests_abandoned() const { return abandoned_; }
 
  private:
   struct Job;
@@ -122,6 +128,7 @@ class IoQueue {
   uint64_t wake_value_ = 0;
   bool stop_seen_ = false;
   std::string broken_;  // set once a request timed out: every later transfer fails with it
+  std::shared_ptr<std::atomic<bool>> abandoned_ = std::make_shared<std::atomic<bool>>(false);
 
   std::thread thread_;
 };

@@ -329,8 +329,14 @@ at::Tensor NvmeTier::host_buffer(int64_t bytes) {
   const int64_t size = round_up(bytes, alignment_);
   uint8_t* p = aligned_alloc_or_throw(size, alignment_, "a host buffer");
   // Not pinned: this build has no CUDA (context.cuda is ignored until a CUDA build adds it).
+  // Kept forever once a request was abandoned: the kernel may still write into it.
   return at::from_blob(
-      p, {size}, [](void* q) { std::free(q); }, at::TensorOptions().dtype(at::kByte));
+      p, {size},
+      [abandoned = queue_->requests_abandoned()](void* q) {
+    if (abandoned->load()) keep_forever(q);
+    else std::free(q);
+      },
+      at::TensorOptions().dtype(at::kByte));
 }
 
 void NvmeTier::check() {

@@ -1,20 +1,28 @@
 // The I/O queue on its own (built from the plugin's sources), for what the plugin cannot be
 // made to do on a healthy disk: a request that never completes. A read from a FIFO nobody
 // writes to is exactly that; with a short request timeout it must fail its transfer with an
-// IoError, fail later transfers at once, and let the queue be destroyed promptly.
+// IoError, fail later transfers at once, and let the queue be destroyed promptly. And a write
+// that finds its file system full (a 1 MiB tmpfs in a private mount namespace; Skipped, saying
+// why, where one cannot be mounted).
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <future>
 #include <memory>
 #include <string>
 
+#include "../../../tests/skip.h"
+#include "aligned_pool.h"
 #include "io_uring_queue.h"
+#include "nvme_test_support.h"
 #include "test_util.h"
 #include "zt/error.h"
 
@@ -54,8 +62,11 @@ TEST_CASE("a request stuck past the timeout fails with an IoError, not a hang") 
   const auto start = Clock::now();
   double destroy_s = 0;
   std::string first, second;
+  std::shared_ptr<const std::atomic<bool>> abandoned;
   {
     auto queue = std::make_unique<zt::nvme::IoQueue>(options);
+    abandoned = queue->requests_abandoned();
+    CHECK_FALSE(abandoned->load());
     std::promise<std::exception_ptr> stuck, after;
     zt::nvme::Transfer t;
     t.fd = fd;
@@ -67,6 +78,8 @@ TEST_CASE("a request stuck past the timeout fails with an IoError, not a hang") 
     auto stuck_future = stuck.get_future();
     REQUIRE(stuck_future.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
     first = error_text(stuck_future.get());
+    // The read is still in the kernel, which may write into `memory` whenever it ends.
+    CHECK(abandoned->load());
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     CHECK(waited >= 0.29);
     CHECK(waited < 5);
@@ -91,7 +104,7 @@ TEST_CASE("a request stuck past the timeout fails with an IoError, not a hang") 
   CHECK(contains(second, "stalled"));
   CHECK(destroy_s < 2);
   close(fd);
-  std::free(memory);
+  zt::nvme::keep_forever(memory);  // as the tier keeps its host buffers once one was abandoned
 }
 
 TEST_CASE("transfers through a one-buffer pool wait for the buffer and still all complete") {
@@ -138,10 +151,56 @@ TEST_CASE("transfers through a one-buffer pool wait for the buffer and still all
       CHECK(error_text(f.get()) == "");
     }
     CHECK(queue.pending_requests() == 0);
+    CHECK_FALSE(queue.requests_abandoned()->load());  // the tier frees its buffers as usual
   }
   for (int i = 0; i < 8; ++i) {
     CAPTURE(i);
     CHECK(std::equal(back[i].begin() + 1, back[i].end(), data[i].begin() + 1));
   }
   close(fd);
+}
+
+TEST_CASE("a write that finds its file system full names the error and the way out") {
+  zt::test::TempDir dir;
+  const zt::nvme_test::MountRun run = zt::nvme_test::in_private_mount(
+      dir.path().string(), "tmpfs", 0, "size=1m", [](const std::string& mnt) {
+        // Space that goes while a job runs (another process, a sparse file): here a plain file
+        // on a 1 MiB file system, written 2 MiB.
+        const std::string path = mnt + "/states.bin";
+        const int fd = open(path.c_str(), O_RDWR | O_CREAT, 0600);
+        if (fd < 0) return "open " + path + ": " + std::strerror(errno);
+        constexpr int64_t kBytes = 2 << 20;
+        void* memory = nullptr;
+        if (posix_memalign(&memory, 4096, kBytes) != 0) return std::string("posix_memalign");
+        std::memset(memory, 7, kBytes);
+        zt::nvme::IoQueueOptions options;
+        options.buffer_count = 1;
+        options.buffer_bytes = 1 << 20;
+        std::string error;
+        {
+          zt::nvme::IoQueue queue(options);
+          std::promise<std::exception_ptr> done;
+          zt::nvme::Transfer t;
+          t.fd = fd;
+          t.write = true;
+          t.host = static_cast<uint8_t*>(memory);
+          t.bytes = kBytes;
+          t.label = "write of 2 MiB";
+          t.done = [&done](std::exception_ptr e) { done.set_value(e); };
+          queue.enqueue(t);
+          auto future = done.get_future();
+          if (future.wait_for(std::chrono::seconds(20)) != std::future_status::ready)
+            return std::string("the write did not end within 20 s");
+          error = error_text(future.get());
+        }
+        close(fd);
+        std::free(memory);
+        const bool named = contains(error, "No space left on device") ||
+                           contains(error, "wrote nothing (the file system is likely full)");
+        const bool way_out = contains(error, "free space on that file system, or set "
+                                             "plugin.offload_nvme.path to a folder on another");
+        return named && way_out && contains(error, "write of 2 MiB") ? std::string("ok") : error;
+      });
+  if (!run.mounted) ZT_SKIP_UNLESS_CI("cannot mount a private file system here: " + run.text);
+  CHECK(run.text == "ok");
 }
