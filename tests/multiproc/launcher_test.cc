@@ -30,18 +30,14 @@ struct Captured {
   std::vector<std::string> lines;  // what the launcher wrote to its stderr
 };
 
-// Runs `spec` with the launcher's stderr in a file, and returns the result and its lines.
-Captured launch_captured(const zt::LaunchSpec& spec) {
-  TempDir dir;
-  const std::string path = dir.file("stderr.txt");
-  int file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  REQUIRE(file >= 0);
-  int saved = dup(2);
-  dup2(file, 2);
-  close(file);
-  Captured c;
+// Runs `spec` with the launcher's stderr on `fd` (taken: closed here), and returns its result.
+zt::LaunchResult launch_with_stderr(const zt::LaunchSpec& spec, int fd) {
+  const int saved = dup(2);
+  dup2(fd, 2);
+  close(fd);
+  zt::LaunchResult result;
   try {
-    c.result = zt::launch_local(spec);
+    result = zt::launch_local(spec);
   } catch (...) {
     dup2(saved, 2);
     close(saved);
@@ -49,6 +45,17 @@ Captured launch_captured(const zt::LaunchSpec& spec) {
   }
   dup2(saved, 2);
   close(saved);
+  return result;
+}
+
+// Runs `spec` with the launcher's stderr in a file, and returns the result and its lines.
+Captured launch_captured(const zt::LaunchSpec& spec) {
+  TempDir dir;
+  const std::string path = dir.file("stderr.txt");
+  int file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(file >= 0);
+  Captured c;
+  c.result = launch_with_stderr(spec, file);
   std::istringstream text(zt::test::read_file(path));
   for (std::string line; std::getline(text, line);) c.lines.push_back(line);
   return c;
@@ -110,23 +117,11 @@ TEST_CASE("a launcher whose stderr closes runs its ranks on to the end") {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   close(fds[0]);
-  const int saved = dup(2);
-  dup2(fds[1], 2);
-  close(fds[1]);
   zt::LaunchSpec spec;
   spec.nproc = 2;
   spec.argv = {"/bin/sh", "-c", "sleep 0.2; echo line from rank $RANK >&2; exit 0"};
   spec.timeout = std::chrono::seconds(60);
-  zt::LaunchResult result;
-  try {
-    result = zt::launch_local(spec);
-  } catch (...) {
-    dup2(saved, 2);
-    close(saved);
-    throw;
-  }
-  dup2(saved, 2);
-  close(saved);
+  const zt::LaunchResult result = launch_with_stderr(spec, fds[1]);
   INFO(result.message);
   CHECK(result.exit_code == 0);
   CHECK(result.rank_codes == std::vector<int>{0, 0});
