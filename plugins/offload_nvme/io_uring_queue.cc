@@ -25,6 +25,11 @@ using Clock = std::chrono::steady_clock;
 // IORING_FEAT_EXT_ARG (before 5.11); the wakeup would never be seen again.
 constexpr uint64_t kWakeTag = ~0ull - 2;
 constexpr uint64_t kCancelTag = ~0ull - 1;
+// The way out of space that went while the job ran (another process, a copy-on-write file
+// system, a file left sparse): the tier's own setting.
+constexpr const char* kNoRoom = "; free space on that file system, or set "
+                                "plugin.offload_nvme.path to a folder on another (--set "
+                                "plugin.offload_nvme.path=...)";
 // An idle thread still wakes this often, so no wait is unbounded even if a wakeup were lost.
 constexpr std::chrono::milliseconds kIdleWait{1000};
 
@@ -352,17 +357,13 @@ void IoQueue::on_completion(uint64_t user_data, int result) {
     prepare_request(slot);  // the kernel asks to try again: not a failure
     return;
   }
-  // Space that went while the job ran (another process, a copy-on-write file system, a file
-  // left sparse): the way out is the tier's own setting.
-  const std::string no_room = "; free space on that file system, or set plugin.offload_nvme.path "
-                              "to a folder on another (--set plugin.offload_nvme.path=...)";
   if (result < 0) {
     const int error = -result;
     fail(job, std::string("the ") + op + " request of " + std::to_string(want) +
                   " bytes at file offset " + std::to_string(file_offset) +
                   " failed: " + errno_text(error) +
                   (error == EIO ? "; the device reported an error (see dmesg)"
-                   : error == ENOSPC || error == EDQUOT ? no_room
+                   : error == ENOSPC || error == EDQUOT ? kNoRoom
                    : error == EROFS ? "; the file system turned read-only (see dmesg): "
                                       "set plugin.offload_nvme.path to a folder on another"
                                     : ""));
@@ -370,7 +371,7 @@ void IoQueue::on_completion(uint64_t user_data, int result) {
     if (job.t.write) {
       fail(job, "the write request of " + std::to_string(want) + " bytes at file offset " +
                     std::to_string(file_offset) +
-                    " wrote nothing (the file system is likely full)" + no_room);
+                    " wrote nothing (the file system is likely full)" + kNoRoom);
     } else {
       fail(job, "the read request of " + std::to_string(want) + " bytes at file offset " +
                     std::to_string(file_offset) +
