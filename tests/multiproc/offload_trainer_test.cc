@@ -161,7 +161,8 @@ TEST_CASE(
   TempDir dir;
   // Parameters on NVMe too, so shards are also read during forward, mid-step. A file cut while
   // the step rewrites it whole heals with the right bytes, so the files are cut for a while:
-  // whichever comes first, a short read mid-step or the step's own size check, must stop the job.
+  // whichever comes first, a short read mid-step, the step's own size check or the tier's check of
+  // what it reads back (a cut file read as zeros), must stop the job.
   auto r = sabotage_run(
       dir,
       "for i in $(seq 1 100); do for f in \"$DIR\"/*; do truncate -s 0 \"$f\" 2>/dev/null; done; "
@@ -170,9 +171,11 @@ TEST_CASE(
   INFO(r.output);
   CHECK(contains(r.output, "job exit 5"));
   CHECK(contains(r.output, dir.file("nvme")));
-  const size_t at = r.output.find("io error: offload_nvme");
+  // "io error: offload_nvme" from the plugin, "io error: offload:" from the read-back check.
+  const size_t at = r.output.find("io error: offload");
   REQUIRE(at != std::string::npos);
-  CHECK(std::regex_search(r.output.substr(at), std::regex("truncated|short read|bytes")));
+  CHECK(std::regex_search(r.output.substr(at),
+                          std::regex("truncated|short read|bytes|read back different")));
   const int64_t step = failed_step(r.output.substr(at));
   REQUIRE(step > 0);
   CHECK(lines_of(dir.file("out") + "/metrics.jsonl") == step - 1);
