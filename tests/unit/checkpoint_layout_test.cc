@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "../test_util.h"
 #include "checkpoint/checkpoint_layout.h"
@@ -55,11 +56,13 @@ TEST_CASE("latest_checkpoint: `latest` first, else the highest complete step, ne
   CHECK(zt::resolve_checkpoint(dir.file("step-00000002")) == dir.file("step-00000002"));
 
   auto removed = zt::remove_incomplete_checkpoints(d);
+  // A step folder without its crc32 is one a prune's removal left half done (a publish renames
+  // only complete folders): nothing would ever take it again.
   CHECK(removed == std::vector<std::string>{dir.file(".tmp-step-00000006-test-job"),
-                                            dir.file("latest.tmp-999")});
+                                            dir.file("latest.tmp-999"), dir.file("step-00000007")});
   CHECK(!fs::exists(dir.path() / ".tmp-step-00000006-test-job"));
   CHECK(!fs::exists(dir.path() / "latest.tmp-999"));
-  CHECK(fs::exists(dir.path() / "step-00000007"));  // not temporary: left for people to look at
+  CHECK(!fs::exists(dir.path() / "step-00000007"));
   CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{2, 4});
   CHECK(zt::remove_incomplete_checkpoints(dir.file("missing")).empty());
 }
@@ -115,6 +118,54 @@ TEST_CASE("removing a killed save's leftovers finishes its interrupted publish, 
   zt::test::write_file(dir.path() / "latest", "step-00000002\n");
   zt::test::write_file(dir.path() / "latest.tmp-77", "step-00000004\n");
   CHECK(zt::remove_incomplete_checkpoints(d).empty());
+  CHECK(zt::test::read_file(dir.path() / "latest") == "step-00000004\n");
+  CHECK(pointer_files(dir.path()).empty());
+}
+
+TEST_CASE("a pending `latest` older than the committed one is a dead process's, never the latest") {
+  zt::test::TempDir dir;
+  const std::string d = dir.path().string();
+  zt::test::save_steps(zt::test::options_for(dir.path(), false, 0), 1, {2, 4, 6});
+  // A process killed before committing step-6's pointer, long ago; a later run resumed from
+  // step-2 and committed step-4 since (a Python engine does not clean up when it starts).
+  zt::test::write_file(dir.path() / "latest.tmp-31", "step-00000006\n");
+  zt::test::write_file(dir.path() / "latest", "step-00000004\n");
+  const auto now = fs::last_write_time(dir.path() / "latest");
+  fs::last_write_time(dir.path() / "latest.tmp-31", now - std::chrono::seconds(60));
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000004"));
+  CHECK(zt::finish_interrupted_publish(d).empty());
+  CHECK(zt::remove_incomplete_checkpoints(d) ==
+        std::vector<std::string>{dir.file("latest.tmp-31")});
+  CHECK(zt::test::read_file(dir.path() / "latest") == "step-00000004\n");
+
+  // Written after `latest` (the kill between a publish's rename and its commit): it wins.
+  zt::test::write_file(dir.path() / "latest.tmp-32", "step-00000006\n");
+  fs::last_write_time(dir.path() / "latest.tmp-32", now + std::chrono::seconds(1));
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000006"));
+  // The same time (a file system with a coarse clock): the higher step wins.
+  fs::last_write_time(dir.path() / "latest.tmp-32", now);
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000006"));
+  zt::test::write_file(dir.path() / "latest.tmp-32", "step-00000002\n");
+  fs::last_write_time(dir.path() / "latest.tmp-32", now);
+  CHECK(zt::latest_checkpoint(d) == dir.file("step-00000004"));
+}
+
+TEST_CASE(
+    "publishing a step whose folder exists swaps the two: a complete one is there throughout") {
+  zt::test::TempDir dir;
+  const std::string d = dir.path().string();
+  zt::test::save_steps(zt::test::options_for(dir.path(), false, 0), 1, {2, 4});
+  const fs::path old_step = dir.path() / "step-00000004";
+  zt::test::write_file(old_step / "old-marker", "old");
+  // A new step-4, finished in its temporary folder (a copy of a complete one, marked).
+  const fs::path temp = dir.path() / ".tmp-step-00000004-job";
+  fs::copy(dir.path() / "step-00000002", temp, fs::copy_options::recursive);
+  zt::test::write_file(temp / "new-marker", "new");
+  zt::ckpt::publish_checkpoint(d, temp.string(), "step-00000004");
+  CHECK(fs::exists(old_step / "new-marker"));
+  CHECK_FALSE(fs::exists(old_step / "old-marker"));
+  CHECK_FALSE(fs::exists(temp));  // the old one, swapped there, is removed
+  CHECK(zt::ckpt::is_complete_checkpoint(old_step.string()));
   CHECK(zt::test::read_file(dir.path() / "latest") == "step-00000004\n");
   CHECK(pointer_files(dir.path()).empty());
 }

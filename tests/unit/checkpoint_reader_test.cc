@@ -199,6 +199,13 @@ TEST_CASE("checkpoint reader: hostile sizes in a manifest are refused before any
   edit_manifest(s.folder, [](nlohmann::json& j) { j["files"][0]["header_bytes"] = -1; });
   m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
   CHECK_MESSAGE(has(m, "safetensors header is -1 bytes"), m);
+  // Inside its file, but past any safetensors header (the file's size is checked after).
+  edit_manifest(s.folder, [](nlohmann::json& j) {
+    j["files"][0]["bytes"] = 300'000'000;
+    j["files"][0]["header_bytes"] = 200'000'000;
+  });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "safetensors header is 200000000 bytes"), m);
   // A shape whose element count overflows, and pieces whose ranges overflow 64 bits.
   Saved t;
   edit_manifest(t.folder, [](nlohmann::json& j) {

@@ -247,6 +247,65 @@ TEST_CASE("checkpoint: a rank that never reports times rank 0 out, naming it") {
   CHECK(zt::latest_checkpoint(dir.path().string()).empty());
 }
 
+namespace {
+
+// A real store whose first zero add() (rank 0's first look at who has reported) takes `stall`:
+// a writer thread slower than the saver's destructor waits. Counts the calls made after the
+// test says its owner is gone.
+class StallingStore : public zt::Store {
+ public:
+  StallingStore(zt::Store& inner, std::chrono::milliseconds stall) : inner_(inner), stall_(stall) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    seen();
+    inner_.set(key, value);
+  }
+  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    seen();
+    return inner_.get(key, timeout);
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    seen();
+    if (delta == 0 && stall_next_.exchange(false)) std::this_thread::sleep_for(stall_);
+    return inner_.add(key, delta);
+  }
+  std::atomic<bool> gone{false};
+  std::atomic<int> calls_when_gone{0};
+
+ private:
+  void seen() {
+    if (gone) ++calls_when_gone;
+  }
+  zt::Store& inner_;
+  std::chrono::milliseconds stall_;
+  std::atomic<bool> stall_next_{true};
+};
+
+}  // namespace
+
+TEST_CASE("checkpoint: a saver destroyed while its writer still waits leaves its Store alone") {
+  zt::test::TempDir dir;
+  auto options = zt::test::options_for(dir.path(), true);
+  options.timeout = std::chrono::milliseconds(200);
+  auto stores = zt::test::make_stores(2);
+  StallingStore store(*stores[0], std::chrono::milliseconds(700));
+  const auto start = std::chrono::steady_clock::now();
+  {
+    // Rank 1 never saves; rank 0's writer stalls in the Store past the destructor's wait (twice
+    // the timeout), which then gives up on the save.
+    zt::CheckpointSaver saver(options, store, 0, 2);
+    zt::CheckpointSaverAccess::save(saver, zt::test::model_fill(0, 2, 1), 1,
+                                    zt::test::model_meta(1));
+  }
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  store.gone = true;  // the owner may destroy the Store from here on
+  // The writer would have gone on asking who reported, every 20 ms, then named rank 1 missing.
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  CHECK(store.calls_when_gone == 0);
+  CHECK(waited >= 0.4);  // 2 x the timeout, then the stalled call's end
+  CHECK(zt::latest_checkpoint(dir.path().string()).empty());
+}
+
 TEST_CASE("checkpoint: a failure in the background comes back from poll() and the next save") {
   zt::test::TempDir dir;
   auto stores = zt::test::make_stores(1);

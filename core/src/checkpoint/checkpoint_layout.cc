@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <fcntl.h>
+#include <stdio.h>
+
 #include "util/posix_file.h"
 #include "zt/error.h"
 #include "zt/host/checkpoint.h"
@@ -91,28 +94,57 @@ std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::str
   return found;
 }
 
+namespace {
+
+// Swaps the folders `temp` and `final_path` in one step (renameat2's RENAME_EXCHANGE): a kill at
+// any moment leaves a complete folder at `final_path`, the old one or the new one. False where
+// the file system cannot (NFS, older kernels), with nothing changed.
+bool exchange_folders(const std::string& temp, const std::string& final_path) {
+#ifdef RENAME_EXCHANGE
+  return ::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, final_path.c_str(), RENAME_EXCHANGE) == 0;
+#else
+  (void)temp;
+  (void)final_path;
+  return false;
+#endif
+}
+
+}  // namespace
+
 void publish_checkpoint(const std::string& dir, const std::string& temp,
                         const std::string& final_name) {
   const std::string final_path = (fs::path(dir) / final_name).string();
-  std::error_code ec;
-  if (fs::exists(final_path, ec)) {
-    remove_checkpoint_folder(final_path, ec);
-    if (ec) {
-      throw IoError("cannot replace " + final_path + " (left by an earlier run): " + ec.message() +
-                    "; remove it by hand");
-    }
-  }
   // The new `latest` is written before the rename and committed after it: a kill between the
   // two leaves it pending beside a complete folder, which readers take as the latest (a kill
   // there used to leave `latest` one checkpoint behind, and a restart lost a whole interval).
   const std::string latest = (fs::path(dir) / kLatestName).string();
   const std::string pending = write_replacement(latest, final_name + "\n");
-  fs::rename(temp, final_path, ec);
-  if (ec) {
+  const auto fail = [&](const std::string& message) {
     std::error_code ignored;
     fs::remove(pending, ignored);
-    throw IoError("cannot rename " + temp + " to " + final_path + ": " + ec.message() +
-                  "; the previous checkpoint stays the latest");
+    throw IoError(message);
+  };
+  std::error_code ec;
+  if (fs::exists(final_path, ec)) {
+    // The same step saved again (a run resumed from an older checkpoint): the two are swapped,
+    // then the old one (now at `temp`) removed. Removing it first lost both to a kill between
+    // the removal and the rename: the new one, still temporary, was removed at the next start.
+    if (exchange_folders(temp, final_path)) {
+      fsync_dir(dir);
+      commit_replacement(pending, latest);
+      remove_checkpoint_folder(temp, ec);
+      return;
+    }
+    remove_checkpoint_folder(final_path, ec);
+    if (ec) {
+      fail("cannot replace " + final_path + " (left by an earlier run): " + ec.message() +
+           "; remove it by hand");
+    }
+  }
+  fs::rename(temp, final_path, ec);
+  if (ec) {
+    fail("cannot rename " + temp + " to " + final_path + ": " + ec.message() +
+         "; the previous checkpoint stays the latest");
   }
   fsync_dir(dir);
   commit_replacement(pending, latest);
@@ -122,6 +154,17 @@ PendingLatest pending_latest(const std::string& dir) {
   PendingLatest newest;
   int64_t newest_step = -1;
   std::error_code ec;
+  // A pointer is pending only if written after `latest` was (a commit renames the pointer, so
+  // `latest` keeps the time its own pointer was written): one left by a process killed long ago
+  // (a Python engine does not clean up at start) is older than the `latest` later saves
+  // committed, and taking it sent a resume back to that old step. Equal times (a coarse clock)
+  // are settled by the step.
+  const std::string committed = folder_named_by(dir, kLatestName);
+  const int64_t committed_step = committed.empty()
+                                     ? -1
+                                     : parse_step_folder(fs::path(committed).filename().string());
+  const auto committed_time = fs::last_write_time(fs::path(dir) / kLatestName, ec);
+  const bool has_committed = !ec && !committed.empty();
   const std::string prefix = std::string(kLatestName) + ".tmp-";
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -130,10 +173,16 @@ PendingLatest pending_latest(const std::string& dir) {
     const std::string named = fs::path(folder).filename().string();
     const int64_t step = folder.empty() ? -1 : parse_step_folder(named);
     // Only a name as publish_checkpoint spells it: a pointer cut short must not name another.
-    if (step >= 0 && named == step_folder_name(step) && step > newest_step) {
-      newest = {it->path().string(), folder};
-      newest_step = step;
+    if (step < 0 || named != step_folder_name(step) || step <= newest_step) continue;
+    if (has_committed) {
+      std::error_code time_ec;
+      const auto written = fs::last_write_time(it->path(), time_ec);
+      if (time_ec || written < committed_time ||
+          (written == committed_time && step <= committed_step))
+        continue;
     }
+    newest = {it->path().string(), folder};
+    newest_step = step;
   }
   return newest;
 }
@@ -225,10 +274,14 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    // Temporary save folders, and `latest` replacements a kill cut short.
+    // Temporary save folders, `latest` replacements a kill cut short, and step folders whose
+    // removal (a prune) a kill cut short: a removal takes the crc32 file first, and only a
+    // complete folder is ever renamed to step-N, so no later save or prune would take them.
     if (ckpt::starts_with(name, ckpt::kTempPrefix) ||
         ckpt::starts_with(name, std::string(ckpt::kLatestName) + ".tmp-") ||
-        ckpt::starts_with(name, std::string(ckpt::kBestName) + ".tmp-")) {
+        ckpt::starts_with(name, std::string(ckpt::kBestName) + ".tmp-") ||
+        (ckpt::parse_step_folder(name) >= 0 && it->is_directory(ec) &&
+         !fs::exists(it->path() / ckpt::kManifestCrcName, ec))) {
       found.push_back(it->path().string());
     }
   }

@@ -38,15 +38,16 @@ bool is_complete_checkpoint(const std::string& folder);
 // Complete step-* folders under `dir` as (step, path), oldest step first; none for a missing dir.
 std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& dir);
 
-// Makes the finished temporary folder `temp` visible as dir/<final_name>: removes an older
-// folder of that name (from an earlier run), writes the new `latest` as a pending
-// dir/latest.tmp-<pid>, renames the folder, fsyncs dir and commits the pending `latest`.
+// Makes the finished temporary folder `temp` visible as dir/<final_name>: writes the new
+// `latest` as a pending dir/latest.tmp-<pid>, renames the folder (swapped with an older folder of
+// that name, which is then removed; removed first where the file system cannot swap), fsyncs
+// dir and commits the pending `latest`.
 // Throws IoError naming the paths.
 void publish_checkpoint(const std::string& dir, const std::string& temp,
                         const std::string& final_name);
 // The pending `latest` (dir/latest.tmp-*) a publish killed after its folder rename left, naming
-// a complete folder (the highest step when several do); both "" when none. Readers take it over
-// `latest`: that folder is the newest the job saved.
+// a complete folder (the highest step when several do) and written after the committed `latest`;
+// both "" when none. Readers take it over `latest`: that folder is the newest the job saved.
 struct PendingLatest {
   std::string pointer;  // dir/latest.tmp-<pid>
   std::string folder;   // the complete folder it names

@@ -6,6 +6,7 @@
 
 #include "zt/error.h"
 #include "zt/host/json_numbers.h"
+#include "zt/host/safetensors.h"
 
 #ifndef ZT_VERSION_STRING
 #error "ZT_VERSION_STRING comes from core/CMakeLists.txt (the project's version)"
@@ -94,7 +95,9 @@ void check_file(const FileRecord& f, const std::string& path) {
                       "name files elsewhere); the checkpoint is damaged or was tampered with: "
                       "resume from one zt wrote");
   }
-  if (f.bytes < 8 || f.header_bytes < 8 || f.header_bytes > f.bytes) {
+  // The reader allocates the header whole: a length past safetensors' own limit is damage.
+  if (f.bytes < 8 || f.header_bytes < 8 || f.header_bytes > f.bytes ||
+      f.header_bytes > kSafetensorsMaxHeaderBytes) {
     throw ConfigError(path + ": rank file " + name +
                       ": the manifest says its safetensors header is " +
                       std::to_string(f.header_bytes) + " bytes of a " + std::to_string(f.bytes) +

@@ -39,6 +39,9 @@ class CheckpointReader::Impl {
   explicit Impl(const std::string& folder);
   void read(const std::string& tensor, const std::string& kind, int64_t begin, int64_t end,
             float* out) const;
+  std::vector<std::pair<int64_t, int64_t>> saved_ranges(const std::string& tensor,
+                                                        const std::string& kind, int64_t begin,
+                                                        int64_t end) const;
 
   std::string folder_;
   ckpt::Manifest manifest_;
@@ -309,6 +312,23 @@ void CheckpointReader::Impl::read(const std::string& tensor, const std::string& 
   }
 }
 
+std::vector<std::pair<int64_t, int64_t>> CheckpointReader::Impl::saved_ranges(
+    const std::string& tensor, const std::string& kind, int64_t begin, int64_t end) const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  auto list = pieces_.find({tensor, kind});
+  if (list == pieces_.end()) return out;
+  for (const ckpt::PieceRecord* p : list->second) {  // sorted by their start
+    const int64_t lo = std::max(begin, p->piece.begin), hi = std::min(end, p->piece.end);
+    if (lo >= hi) continue;
+    if (!out.empty() && out.back().second >= lo) {
+      out.back().second = std::max(out.back().second, hi);
+    } else {
+      out.emplace_back(lo, hi);
+    }
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 
 CheckpointReader::CheckpointReader(const std::string& folder)
@@ -332,6 +352,13 @@ std::string CheckpointReader::zt_version() const { return impl_->manifest_.zt_ve
 void CheckpointReader::read(const std::string& tensor, const std::string& kind, int64_t begin,
                             int64_t end, float* out) const {
   impl_->read(tensor, kind, begin, end, out);
+}
+
+std::vector<std::pair<int64_t, int64_t>> CheckpointReader::saved_ranges(const std::string& tensor,
+                                                                        const std::string& kind,
+                                                                        int64_t begin,
+                                                                        int64_t end) const {
+  return impl_->saved_ranges(tensor, kind, begin, end);
 }
 
 }  // namespace zt

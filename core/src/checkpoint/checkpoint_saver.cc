@@ -31,11 +31,47 @@ double seconds_since(Clock::time_point start) {
 std::string text_of(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
 std::vector<uint8_t> bytes_of(const std::string& text) { return {text.begin(), text.end()}; }
 
+// The saver's Store as a save's writer thread reaches it. The saver's contract is only that the
+// Store outlives the saver, and a thread its destructor gave up waiting for (a rank that never
+// reports) would call a Store already gone: the destructor cuts the link, once the call in flight
+// (bounded by the timeout) has returned, and later calls throw instead.
+class StoreLink {
+ public:
+  explicit StoreLink(Store& store) : store_(&store) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live().set(key, value);
+  }
+  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live().get(key, timeout);
+  }
+  int64_t add(const std::string& key, int64_t delta) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live().add(key, delta);
+  }
+  void cut() {
+    std::lock_guard<std::mutex> lock(mu_);
+    store_ = nullptr;
+  }
+
+ private:
+  Store& live() {
+    if (store_ == nullptr) {
+      throw CommError("checkpoint: the saver was closed while this save still waited on the other "
+                      "ranks; the previous checkpoint stays the latest");
+    }
+    return *store_;
+  }
+  std::mutex mu_;
+  Store* store_;
+};
+
 // Everything one save needs after save() returned. Owned by the writer thread's job, so it
 // stays valid whatever happens to the saver.
 struct SaveTask {
   CheckpointOptions options;
-  Store* store = nullptr;
+  std::shared_ptr<StoreLink> store;
   int rank = 0, world = 1;
   int64_t step = 0;
   std::string keys;  // "zt/ckpt/<job>/<save number>-step<step>/": this save's Store keys
@@ -178,7 +214,7 @@ class CheckpointSaver::Impl {
  public:
   Impl(CheckpointOptions options, Store& store, int rank, int world)
       : options_(std::move(options)),
-        store_(store),
+        store_(std::make_shared<StoreLink>(store)),
         rank_(rank),
         world_(world),
         shared_(std::make_shared<Shared>()) {}
@@ -207,7 +243,7 @@ class CheckpointSaver::Impl {
                                     Clock::time_point start);
 
   CheckpointOptions options_;
-  Store& store_;
+  std::shared_ptr<StoreLink> store_;
   int rank_, world_;
   int64_t saves_ = 0;
   std::shared_ptr<ckpt::SnapshotBuffer> snapshot_;
@@ -271,7 +307,10 @@ std::optional<SaveStats> CheckpointSaver::Impl::last_completed() const {
 
 CheckpointSaver::Impl::~Impl() {
   std::unique_lock<std::mutex> lock(shared_->mu);
-  const bool idle = shared_->cv.wait_for(lock, options_.timeout, [&] { return !shared_->busy; });
+  // As finish(): the writer's own wait on the other ranks takes up to one timeout, its reads of
+  // their reports and its disk writes the rest.
+  const bool idle = shared_->cv.wait_for(lock, 2 * options_.timeout,
+                                         [&] { return !shared_->busy; });
   if (shared_->error) {
     try {
       std::rethrow_exception(shared_->error);
@@ -282,14 +321,19 @@ CheckpointSaver::Impl::~Impl() {
   shared_->stop = true;
   lock.unlock();
   shared_->cv.notify_all();
-  if (!thread_.joinable()) return;
+  if (!thread_.joinable()) {
+    store_->cut();
+    return;
+  }
   if (idle) {
     thread_.join();
+    store_->cut();
     return;
   }
   std::cerr << "zt: checkpoint of step " << shared_->step << " still not written after "
-            << options_.timeout.count() << " ms; giving up on it (the previous checkpoint "
+            << 2 * options_.timeout.count() << " ms; giving up on it (the previous checkpoint "
             << "stays the latest)\n";
+  store_->cut();
   thread_.detach();
 }
 
@@ -297,7 +341,7 @@ std::shared_ptr<SaveTask> CheckpointSaver::Impl::prepare(int64_t step, const Che
                                                          Clock::time_point start) {
   auto t = std::make_shared<SaveTask>();
   t->options = options_;
-  t->store = &store_;
+  t->store = store_;
   t->rank = rank_;
   t->world = world_;
   t->step = step;

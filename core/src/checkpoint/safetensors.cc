@@ -18,8 +18,7 @@ namespace zt {
 
 namespace {
 
-// Hugging Face's own reader refuses larger headers; a bigger length means "not this format".
-constexpr int64_t kMaxHeaderJson = 100'000'000;
+constexpr int64_t kMaxHeaderJson = kSafetensorsMaxHeaderJson;
 constexpr int64_t kLengthPrefix = 8;
 
 // numel * element_size, or -1 when a dimension is negative or the product overflows int64.

@@ -117,7 +117,8 @@ void check_kinds(const Optimizer& optimizer, const CheckpointReader& reader) {
 
 // The gradient codec's error feedback, one kind per rank and hop: each rank's residual is its own
 // (what it has not yet delivered of its gradients), so it is saved by its rank and restored by
-// the rank of the same number; a rank with none saved starts from zero.
+// the rank of the same number; a rank with none saved starts from zero, and so do elements of
+// its shard that the saving rank did not hold (another world size or MiCS group size).
 //   codec_residual.rank<r>         the reduce-scatter's: every element of every group
 //   codec_residual_across.rank<r>  MiCS's all-reduce across the groups: this rank's shard
 struct ResidualKind {
@@ -190,8 +191,11 @@ void load_residuals(EngineParts& e, const CheckpointReader& reader) {
         const ParamSlot& slot = e.layout.params[p];
         const FlatRange part = param_part(slot, range);
         if (part.empty()) continue;
-        reader.read(slot.name, k.kind, part.begin, part.end,
-                    r.data_ptr<float>() + (slot.offset + part.begin - range.begin));
+        float* at_begin = r.data_ptr<float>() + (slot.offset - range.begin);
+        // An across residual covers the saving rank's shard: with another world size or MiCS
+        // group size the shard's bounds moved, and elements it no longer saved start from zero.
+        for (const auto& [lo, hi] : reader.saved_ranges(slot.name, k.kind, part.begin, part.end))
+          reader.read(slot.name, k.kind, lo, hi, at_begin + lo);
       }
     }
   }

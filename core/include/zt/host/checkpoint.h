@@ -180,7 +180,8 @@ ZT_API std::string resolve_checkpoint(const std::string& path);
 // was cut short there. Throws IoError when the commit fails.
 ZT_API std::string finish_interrupted_publish(const std::string& dir);
 // Removes the temporary folders a killed save left under `dir` (after finishing an interrupted
-// publish, whose pending `latest` is not incomplete); returns their paths.
+// publish, whose pending `latest` is not incomplete) and step folders a killed prune left without
+// their crc32 file; returns their paths.
 ZT_API std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir);
 
 // A published checkpoint, opened for loading.
@@ -208,6 +209,12 @@ class ZT_API CheckpointReader {
   // kind or a range the pieces do not cover.
   void read(const std::string& tensor, const std::string& kind, int64_t begin, int64_t end,
             float* out) const;
+  // The parts of [begin, end) of `tensor`'s `kind` that saved pieces cover, in order, adjacent
+  // pieces merged; none for an unknown tensor or kind. For state that may be partly absent (a
+  // rank's codec residual over a shard whose bounds moved with the world size).
+  std::vector<std::pair<int64_t, int64_t>> saved_ranges(const std::string& tensor,
+                                                        const std::string& kind, int64_t begin,
+                                                        int64_t end) const;
 
  private:
   class Impl;

@@ -24,6 +24,11 @@ struct SafetensorsEntry {
   int64_t begin = 0, end = 0;  // byte range in the data section (after the header)
 };
 
+// The longest JSON header a reader takes (Hugging Face's own reader refuses longer ones: a
+// larger length means "not this format"), and so the longest header with its length prefix.
+inline constexpr int64_t kSafetensorsMaxHeaderJson = 100'000'000;
+inline constexpr int64_t kSafetensorsMaxHeaderBytes = 8 + kSafetensorsMaxHeaderJson;
+
 // Bytes per element of a safetensors dtype name; 0 for one zt does not know.
 ZT_API int64_t safetensors_element_size(const std::string& dtype);
 
