@@ -73,8 +73,8 @@ void ShmCollectives::wait_for(ShmFlag ShmControl::*flag, uint64_t epoch, const c
       if (waited > timeout_) {
         throw CommError("comm_ucx: " + what + ": no progress for " +
                         std::to_string(timeout_.count()) + " ms while waiting for rank " +
-                        std::to_string(p) + " (shared-memory round " + std::to_string(epoch) +
-                        ", phase '" + phase +
+                        std::to_string(job_ranks_[p]) + " (shared-memory round " +
+                        std::to_string(epoch) + ", phase '" + phase +
                         "'); it died, stalled, or called a different "
                         "collective (raise launch.timeout_s if it is just slow)");
       }
@@ -83,10 +83,29 @@ void ShmCollectives::wait_for(ShmFlag ShmControl::*flag, uint64_t epoch, const c
   }
 }
 
-void ShmCollectives::begin_round(const std::string& what) {
+void ShmCollectives::begin_round(const std::string& what, uint64_t op_bytes) {
   // Nobody may still be reading our segment from the previous round.
   wait_for(&ShmControl::done, epoch_, "finish reading", what);
   ++epoch_;
+  // Published with this round's `in_ready` (its store orders this one before it).
+  op_bytes_ = op_bytes;
+  w_.control(rank_).op_bytes.store(op_bytes, std::memory_order_relaxed);
+}
+
+void ShmCollectives::check_same_size(const std::string& what, int only_rank) {
+  for (int p = 0; p < world_; ++p) {
+    if (p == rank_ || (only_rank >= 0 && p != only_rank)) continue;
+    // Stable: p wrote it before this round's `in_ready`, and cannot begin the next round until
+    // this rank reports `done`.
+    const uint64_t theirs = w_.control(p).op_bytes.load(std::memory_order_acquire);
+    if (theirs != op_bytes_) {
+      throw CommError("comm_ucx: " + what + ": rank " + std::to_string(job_ranks_[p]) +
+                      " called it with " + std::to_string(theirs) + " bytes per rank where rank " +
+                      std::to_string(job_ranks_[rank_]) + " has " + std::to_string(op_bytes_) +
+                      ": ranks called it with different sizes (a bug in the caller: every rank "
+                      "must issue the same collectives with the same sizes, in the same order)");
+    }
+  }
 }
 
 void ShmCollectives::end_round() { publish(&ShmControl::done); }
@@ -95,11 +114,12 @@ void ShmCollectives::all_gather(const std::string& what, uint8_t* out, size_t bl
   const size_t cap = w_.capacity();
   for (size_t off = 0; off < block_bytes; off += cap) {
     const size_t len = std::min(cap, block_bytes - off);
-    begin_round(what);
+    begin_round(what, block_bytes);
     std::memcpy(w_.in(rank_), out + rank_ * block_bytes + off, len);
     published_ += len;
     publish(&ShmControl::in_ready);
     wait_for(&ShmControl::in_ready, epoch_, "input ready", what);
+    check_same_size(what);
     for (int p = 0; p < world_; ++p) {
       if (p != rank_) std::memcpy(out + p * block_bytes + off, w_.in(p), len);
     }
@@ -115,7 +135,7 @@ void ShmCollectives::reduce_scatter(const std::string& what, const void* in, voi
   auto* dst = static_cast<uint8_t*>(out);
   for (size_t first = 0; first < block_elems; first += per_block) {
     const size_t count = std::min(per_block, block_elems - first), len = count * es;
-    begin_round(what);
+    begin_round(what, block_elems * es);
     // Publish this rank's contribution to every other rank's block, in slot p of `in`.
     for (int p = 0; p < world_; ++p) {
       if (p == rank_) continue;
@@ -124,6 +144,7 @@ void ShmCollectives::reduce_scatter(const std::string& what, const void* in, voi
     }
     publish(&ShmControl::in_ready);
     wait_for(&ShmControl::in_ready, epoch_, "input ready", what);
+    check_same_size(what);
     // Own block: this rank's contribution straight from `in`, peers' from their segments.
     const uint8_t* acc = src + (rank_ * block_elems + first) * es;
     for (int p = 0; p < world_; ++p) {
@@ -143,7 +164,7 @@ void ShmCollectives::all_reduce(const std::string& what, void* data, size_t bloc
   auto* t = static_cast<uint8_t*>(data);
   for (size_t first = 0; first < block_elems; first += per_block) {
     const size_t count = std::min(per_block, block_elems - first), len = count * es;
-    begin_round(what);
+    begin_round(what, block_elems * es);
     for (int p = 0; p < world_; ++p) {
       if (p == rank_) continue;
       std::memcpy(w_.in(rank_) + p * per_block * es, t + (p * block_elems + first) * es, len);
@@ -151,6 +172,7 @@ void ShmCollectives::all_reduce(const std::string& what, void* data, size_t bloc
     }
     publish(&ShmControl::in_ready);
     wait_for(&ShmControl::in_ready, epoch_, "input ready", what);
+    check_same_size(what);
     // Reduce this rank's block into `out` of its segment, where every rank reads it.
     const uint8_t* acc = t + (rank_ * block_elems + first) * es;
     for (int p = 0; p < world_; ++p) {
@@ -172,13 +194,14 @@ void ShmCollectives::broadcast(const std::string& what, uint8_t* buf, size_t byt
   const size_t cap = w_.capacity();
   for (size_t off = 0; off < bytes; off += cap) {
     const size_t len = std::min(cap, bytes - off);
-    begin_round(what);
+    begin_round(what, bytes);
     if (rank_ == root) {
       std::memcpy(w_.in(rank_), buf + off, len);
       published_ += len;
       publish(&ShmControl::in_ready);
     } else {
       wait_for(&ShmControl::in_ready, epoch_, "input ready", what, root);
+      check_same_size(what, root);
       std::memcpy(buf + off, w_.in(root), len);
     }
     end_round();
@@ -186,9 +209,10 @@ void ShmCollectives::broadcast(const std::string& what, uint8_t* buf, size_t byt
 }
 
 void ShmCollectives::barrier(const std::string& what) {
-  begin_round(what);
+  begin_round(what, 0);
   publish(&ShmControl::in_ready);
   wait_for(&ShmControl::in_ready, epoch_, "barrier", what);
+  check_same_size(what);
   end_round();
 }
 

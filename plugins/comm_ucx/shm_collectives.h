@@ -5,6 +5,9 @@
 // identically (ops are issued in the same order everywhere). A wait spins briefly, then sleeps
 // on a futex until the flag's owner publishes, so ranks sharing cores do not lose compute to a
 // spinning comm thread. Every wait is bounded by the timeout and names the rank it waited for.
+// Each round also publishes the size of its op, which peers check against their own: ranks that
+// call one collective with different sizes fail at once, naming the rank and both sizes.
+// Errors name job ranks (a split's members are named by their rank in the job).
 // Thread safety: none; the comm thread owns it.
 #pragma once
 
@@ -12,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ring.h"
 #include "shm_window.h"
@@ -20,8 +24,12 @@ namespace zt::ucx {
 
 class ShmCollectives {
  public:
-  ShmCollectives(ShmWindow& window, int rank, int world, std::chrono::milliseconds timeout)
-      : w_(window), rank_(rank), world_(world), timeout_(timeout) {}
+  ShmCollectives(ShmWindow& window, const Group& group, std::chrono::milliseconds timeout)
+      : w_(window),
+        job_ranks_(group.peers),
+        rank_(group.rank),
+        world_(group.size()),
+        timeout_(timeout) {}
 
   // Same contracts as the ring versions in ring.h.
   void all_gather(const std::string& what, uint8_t* out, size_t block_bytes);
@@ -37,7 +45,10 @@ class ShmCollectives {
   uint64_t published_bytes() const { return published_; }
 
  private:
-  void begin_round(const std::string& what);
+  // `op_bytes`: the op's size, the same on every rank that called it alike.
+  void begin_round(const std::string& what, uint64_t op_bytes);
+  // After `in_ready` of the ranks waited for: each called this op with this rank's size.
+  void check_same_size(const std::string& what, int only_rank = -1);
   void end_round();
   void publish(ShmFlag ShmControl::*flag);
   // Waits until `flag` of every rank in [first, first + count) reached `epoch`.
@@ -45,10 +56,12 @@ class ShmCollectives {
                 const std::string& what, int only_rank = -1);
 
   ShmWindow& w_;
+  std::vector<int> job_ranks_;  // per member
   int rank_;
   int world_;
   std::chrono::milliseconds timeout_;
-  uint64_t epoch_ = 0;  // the round in progress (or last finished)
+  uint64_t epoch_ = 0;     // the round in progress (or last finished)
+  uint64_t op_bytes_ = 0;  // of the round in progress
   uint64_t published_ = 0;
 };
 

@@ -34,6 +34,9 @@ struct ShmControl {
   ShmFlag in_ready;   // epoch whose `in` data is published
   ShmFlag out_ready;  // epoch whose `out` data is published
   ShmFlag done;       // epoch in which this rank finished reading peers' segments
+  // The size of the op the round belongs to, written before `in_ready`: peers compare it with
+  // their own, so ranks that called one collective with different sizes fail at once.
+  alignas(64) std::atomic<uint64_t> op_bytes{0};
 };
 
 class ShmWindow {

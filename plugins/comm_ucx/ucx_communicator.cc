@@ -48,8 +48,14 @@ CommFamily::CommFamily(const CommContext& ctx, const CommOptions& o)
 }
 
 CommFamily::~CommFamily() {
+  // What failed ops still own (their tensors, the scratch they used) outlives the transport,
+  // whose teardown cancels the transfers that may still write into it: freed earlier, a
+  // rendezvous receive completing late wrote into the heap.
+  std::vector<SerialExecutor::Task> failed_ops = executor->take_retained();
   executor.reset();
   transport.reset();
+  failed_ops.clear();
+  failed_buffers.clear();
 }
 
 namespace {
@@ -98,7 +104,7 @@ void UcxCommunicator::open_window() {
   on_comm_thread([this] {
     shm_window_ = ShmWindow::create(transport_, group_, *family_->store, prefix_ + "shm/", timeout_,
                                     options_.shm_bytes);
-    if (shm_window_) shm_ = std::make_unique<ShmCollectives>(*shm_window_, rank_, world_, timeout_);
+    if (shm_window_) shm_ = std::make_unique<ShmCollectives>(*shm_window_, group_, timeout_);
   });
 }
 
@@ -148,9 +154,13 @@ std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
     stats_[kind].calls += 1;
     stats_[kind].bytes += bytes;
   }
+  // A split names this process by its job rank too: its member index is another job rank's.
+  const std::string who = world_ == transport_.world()
+                              ? "rank " + std::to_string(rank_) + " of " + std::to_string(world_)
+                              : "job rank " + std::to_string(group_.peer(rank_)) + ", member " +
+                                    std::to_string(rank_) + " of " + std::to_string(world_);
   OpTag tag{seq, std::string(comm_op_name(kind)) + " #" + std::to_string(index) + " (" +
-                     size_text(static_cast<int64_t>(bytes)) + ", rank " + std::to_string(rank_) +
-                     " of " + std::to_string(world_) + ")"};
+                     size_text(static_cast<int64_t>(bytes)) + ", " + who + ")"};
   // The comm thread fails a stalled op after `timeout_` without progress, naming the silent
   // peer; a caller's plain wait() allows longer so that precise error is the one it sees.
   auto work = std::make_shared<FutureWork>("comm_ucx " + tag.what,
@@ -173,10 +183,12 @@ std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
       work->complete();
     } catch (const std::exception& e) {
       if (!transport_.broken()) transport_.mark_broken(e.what());
+      keep_scratch_until_closed();
       work->complete(std::current_exception());
       throw;  // the executor retains the closure: its tensors may still be UCX's
     } catch (...) {
       if (!transport_.broken()) transport_.mark_broken("unknown failure");
+      keep_scratch_until_closed();
       work->complete(std::current_exception());
       throw;  // the executor retains the closure: its tensors may still be UCX's
     }
@@ -189,9 +201,11 @@ std::shared_ptr<Work> UcxCommunicator::all_gather(const at::Tensor& out_flat,
   check_tensor(out_flat, "all_gather", "output");
   check_tensor(in_shard, "all_gather", "input");
   check_shard_of(in_shard, out_flat, "comm_ucx: all_gather", "input", "output", world_, rank_);
-  return submit(
-      CommOp::kAllGather, out_flat.nbytes(),
-      [this, out = out_flat, in = in_shard](const OpTag& tag) { run_all_gather(tag, out, in); });
+  // Flat views (the tensors are contiguous): the ops slice and copy along one dimension.
+  return submit(CommOp::kAllGather, out_flat.nbytes(),
+                [this, out = out_flat.view(-1), in = in_shard.view(-1)](const OpTag& tag) {
+    run_all_gather(tag, out, in);
+  });
 }
 
 at::Tensor UcxCommunicator::scratch(Scratch slot, int64_t numel, at::ScalarType dtype) {
@@ -201,6 +215,13 @@ at::Tensor UcxCommunicator::scratch(Scratch slot, int64_t numel, at::ScalarType 
     buf = at::empty({std::max<int64_t>(bytes, 64)}, at::kByte);
   }
   return buf.narrow(0, 0, bytes).view(dtype);
+}
+
+void UcxCommunicator::keep_scratch_until_closed() {
+  for (at::Tensor& buf : scratch_) {
+    if (buf.defined()) family_->failed_buffers.push_back(std::move(buf));
+    buf = at::Tensor();
+  }
 }
 
 // Copies `src` into the head of `dst` and zeroes the padding after it.
@@ -228,7 +249,7 @@ std::shared_ptr<Work> UcxCommunicator::reduce_scatter(const at::Tensor& out_shar
   accumulate_type(in_flat.scalar_type(), "reduce_scatter");
   check_shard_of(out_shard, in_flat, "comm_ucx: reduce_scatter", "output", "input", world_, rank_);
   return submit(CommOp::kReduceScatter, in_flat.nbytes(),
-                [this, out = out_shard, in = in_flat, op](const OpTag& tag) {
+                [this, out = out_shard.view(-1), in = in_flat.view(-1), op](const OpTag& tag) {
     run_reduce_scatter(tag, out, in, op);
   });
 }
@@ -261,7 +282,7 @@ std::shared_ptr<Work> UcxCommunicator::all_reduce(const at::Tensor& tensor, Redu
   check_tensor(tensor, "all_reduce", "input");
   accumulate_type(tensor.scalar_type(), "all_reduce");
   return submit(CommOp::kAllReduce, tensor.nbytes(),
-                [this, t = tensor, op](const OpTag& tag) { run_all_reduce(tag, t, op); });
+                [this, t = tensor.view(-1), op](const OpTag& tag) { run_all_reduce(tag, t, op); });
 }
 
 void UcxCommunicator::run_all_reduce(const OpTag& tag, at::Tensor tensor, ReduceOp op) {

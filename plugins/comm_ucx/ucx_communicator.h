@@ -12,6 +12,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include <ATen/core/Tensor.h>
 
@@ -41,6 +42,9 @@ struct CommFamily {
   CommOptions options;
   std::unique_ptr<Transport> transport;
   std::unique_ptr<SerialExecutor> executor;  // joined before the transport goes
+  // Scratch buffers a failed op used (comm thread only): transfers cancelled but maybe not yet
+  // finished may still write there, so they go only after the transport, as failed ops' tensors.
+  std::vector<at::Tensor> failed_buffers;
 };
 
 class UcxCommunicator final : public Communicator {
@@ -82,6 +86,8 @@ class UcxCommunicator final : public Communicator {
   // cost page faults that showed up as ~20% of a 16 MiB reduce_scatter.
   enum Scratch { kStage = 0, kWork, kGather, kNumScratch };
   at::Tensor scratch(Scratch slot, int64_t numel, at::ScalarType dtype);
+  // After a failed op: its scratch goes to the family (failed_buffers), fresh buffers follow.
+  void keep_scratch_until_closed();
   at::Tensor scratch_[kNumScratch];
 
   std::shared_ptr<CommFamily> family_;

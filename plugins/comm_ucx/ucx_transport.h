@@ -50,13 +50,16 @@ class Transport {
   // errors. Throws CommError (and marks the transport broken) on failure or stall.
   void run(const std::string& what);
 
-  bool broken() const { return !broken_reason_.empty(); }
+  // Read from any thread (a communicator's destructor asks on the caller's): the flag is
+  // atomic, and the reason is written once, before the flag is set.
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
   // Marks the transport unusable (e.g. a shared-memory collective failed) so later ops and the
-  // destructor treat it like a transport failure.
-  void mark_broken(const std::string& reason) { broken_reason_ = reason; }
+  // destructor treat it like a transport failure. The first reason stays. Comm thread only.
+  void mark_broken(const std::string& reason);
   ucp_context_h context() const { return context_; }
   ucp_ep_h endpoint(int peer) const { return endpoints_[peer]; }
-  const std::string& broken_reason() const { return broken_reason_; }
+  // "" until broken() is true.
+  std::string broken_reason() const { return broken() ? broken_reason_ : std::string(); }
   uint64_t wire_bytes_sent() const { return wire_bytes_sent_.load(); }
 
  private:
@@ -68,6 +71,7 @@ class Transport {
     size_t bytes = 0;
     ucs_status_t status = UCS_OK;
     size_t received = 0;
+    bool finished = false;  // its callback ran (a receive's may run inside ucp_tag_recv_nbx)
     Handler on_done;
   };
   struct PeerError {
@@ -78,7 +82,8 @@ class Transport {
   Pending* new_pending(int peer, bool is_recv, size_t bytes, Handler on_done);
   void track(Pending* p, ucs_status_ptr_t status);
   [[noreturn]] void fail(const std::string& message);
-  void cancel_outstanding();
+  // Cancels every request still in flight and progresses until they end, up to `bound`.
+  void cancel_outstanding(std::chrono::milliseconds bound = std::chrono::milliseconds(500));
 
   static void on_send_done(void* request, ucs_status_t status, void* user_data);
   static void on_recv_done(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info,
@@ -98,7 +103,8 @@ class Transport {
   std::vector<Pending*> free_;
   std::vector<Pending*> completed_;  // filled by callbacks during progress
   size_t outstanding_ = 0;
-  std::string broken_reason_;
+  std::string broken_reason_;  // written once, before broken_ is set
+  std::atomic<bool> broken_{false};
   std::atomic<uint64_t> wire_bytes_sent_{0};
 };
 

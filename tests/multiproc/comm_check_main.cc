@@ -3,8 +3,8 @@
 // runs one scenario. It writes "OK" or the failure to $ZT_CHECK_OUT/rank<r>.txt and exits 0 on
 // success, 1 on a failed check, or the zt::Error's exit code.
 //
-//   zt_comm_check --scenario collectives|split|coded|die|wait_for_dead|rendezvous_only|
-//                            rendezvous_then_leave
+//   zt_comm_check --scenario collectives|split|coded|die|wait_for_dead|mismatch|
+//                            rendezvous_only|rendezvous_then_leave
 //                 [--plugin ID]
 //                 [--timeout-ms T] [--victim R] [--option name=value[,name=value...]]
 #include <ATen/ATen.h>
@@ -185,6 +185,37 @@ void run_collectives(zt::Communicator& comm, const std::vector<int64_t>& lengths
   check(n == 1 || stats[zt::CommOp::kAllGather].wire_bytes > 0, "all_gather sent bytes");
 }
 
+// Tensors of more than one dimension (contiguous, as the SDK asks): the ops see their elements
+// in order, whatever the shape, and the communicator stays usable after them.
+void run_shaped(zt::Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  for (auto dtype : {at::kFloat, at::kBFloat16}) {
+    const int64_t numel = 15;
+    at::Tensor t = values(numel, r, dtype).view({3, 5});
+    comm.all_reduce(t, zt::ReduceOp::kSum)->wait();
+    check(at::equal(t.view(-1), reduce_expected(numel, n, dtype, zt::ReduceOp::kSum)),
+          describe("all_reduce", numel, dtype, " as 3 x 5"));
+    const zt::ShardRange mine = zt::flat_shard(numel, n, r);
+    at::Tensor gathered = at::full({3, 5}, -7, at::TensorOptions().dtype(dtype));
+    comm.all_gather(gathered, values(numel, r, dtype).narrow(0, mine.begin, mine.size()).clone())
+        ->wait();
+    at::Tensor expect = at::empty({numel}, at::TensorOptions().dtype(dtype));
+    for (int q = 0; q < n; ++q) {
+      const zt::ShardRange s = zt::flat_shard(numel, n, q);
+      expect.narrow(0, s.begin, s.size())
+          .copy_(values(numel, q, dtype).narrow(0, s.begin, s.size()));
+    }
+    check(at::equal(gathered.view(-1), expect),
+          describe("all_gather", numel, dtype, " into 3 x 5"));
+    at::Tensor shard = at::full({mine.size()}, -7, at::TensorOptions().dtype(dtype));
+    comm.reduce_scatter(shard, values(numel, r, dtype).view({3, 5}), zt::ReduceOp::kSum)->wait();
+    check(at::equal(shard, reduce_expected(numel, n, dtype, zt::ReduceOp::kSum)
+                               .narrow(0, mine.begin, mine.size())),
+          describe("reduce_scatter", numel, dtype, " from 3 x 5"));
+  }
+  comm.barrier()->wait();
+}
+
 // Checks that `child` is this rank's communicator of a split of `parent` by (colors, keys):
 // its size, its rank (by key, then parent rank), and that every collective is exact on it.
 void check_split(zt::Communicator& parent, const std::unique_ptr<zt::Communicator>& child,
@@ -303,6 +334,7 @@ static int run_main(int argc, char** argv) {
     auto comm = plugin.create(options, zt::comm_context(env, *store, "check/", timeout));
     if (scenario == "collectives") {
       run_collectives(*comm);
+      run_shaped(*comm);
     } else if (scenario == "split") {
       run_splits(*comm);
     } else if (scenario == "coded") {
@@ -318,6 +350,12 @@ static int run_main(int argc, char** argv) {
       comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
       throw zt::test::CheckFailed("the all_reduce after rank " + std::to_string(victim) +
                                   " died completed");
+    } else if (scenario == "mismatch") {
+      // A caller's bug: the victim gives all_reduce 4 more elements than the others (one
+      // chunk each, so a short message may already wait when its receive is posted).
+      at::Tensor t = at::ones({env.rank == victim ? 100 : 96});
+      comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
+      throw zt::test::CheckFailed("an all_reduce of 96 and 100 elements completed");
     } else {
       throw zt::ConfigError("unknown scenario " + scenario);
     }

@@ -29,6 +29,10 @@ class ZT_API SerialExecutor {
   void submit(Task task);
   // Blocks until every task submitted so far has run.
   void drain();
+  // The failed tasks retained so far, now the caller's: an owner that must release what they
+  // hold only after its transport is closed (the transfers that may still write into it are
+  // cancelled there) takes them before destroying the executor.
+  std::vector<Task> take_retained();
 
  private:
   void loop();

@@ -1,5 +1,7 @@
 #include "zt/serial_executor.h"
 
+#include <utility>
+
 namespace zt {
 
 SerialExecutor::SerialExecutor() : thread_([this] { loop(); }) {}
@@ -24,6 +26,11 @@ void SerialExecutor::submit(Task task) {
 void SerialExecutor::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [this] { return queue_.empty() && !running_task_; });
+}
+
+std::vector<SerialExecutor::Task> SerialExecutor::take_retained() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::exchange(retained_, {});
 }
 
 void SerialExecutor::loop() {

@@ -52,6 +52,20 @@ TEST_CASE("ring path: a dead peer makes the survivor fail naming it, within the 
   CHECK(contains(run.all(), "waiting for rank 1"));
 }
 
+TEST_CASE("ranks that call a collective with different sizes fail, on both paths, never a result") {
+  for (const std::string option : {"shared_memory=true", "shared_memory=false"}) {
+    CAPTURE(option);
+    // Rank 1 of 3 gives 100 elements where the others give 96: whichever rank sees it first
+    // fails, and the job ends (no rank waits out a 20 s timeout).
+    auto run = launch_comm_check(3,
+                                 {"--scenario", "mismatch", "--victim", "1", "--option", option});
+    INFO(run.all());
+    CHECK(run.result.exit_code != 0);
+    CHECK(contains(run.all(), "different sizes"));
+    CHECK_FALSE(contains(run.all(), "elements completed"));
+  }
+}
+
 TEST_CASE("peer_error_handling = true: a dead peer is reported as unreachable or silent") {
   auto run = launch_comm_check(2,
                                {"--scenario", "die", "--victim", "1", "--timeout-ms", "3000",
