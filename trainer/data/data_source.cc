@@ -129,7 +129,7 @@ class FileTokens final : public DataSource {
         kind_(kind),
         what_(kind + " file '" + path + "' (" + key + ", " + where + ")"),
         element_size_(element_size),
-        file_(path, what_, "data.path") {
+        file_(path, what_, key) {
     if (file_.size() % static_cast<size_t>(element_size_) != 0) {
       throw ConfigError(what_ + " is " + std::to_string(file_.size()) +
                         " bytes, not a whole number of " + std::to_string(element_size_) +
@@ -342,7 +342,20 @@ int checked_element_size(const trainer::DataSettings& data, const Indexes& index
                          int64_t model_vocab) {
   const auto found = std::find_if(indexes.begin(), indexes.end(),
                                   [&](const auto& entry) { return entry.first == path; });
-  if (found == indexes.end()) return data.element_size;  // a bare token file, or text
+  if (found == indexes.end()) {  // a bare token file, or text
+    // A uint32 file has an even size, and each of its ids read as two uint16 (its low half,
+    // then 0 or 1) is below any vocabulary: nothing else would stop a training on garbage.
+    if (data.kind == "tokens" && data.element_size == 2 && !data.token_dtype_set &&
+        model_vocab > 65536) {
+      throw ConfigError(path + " (" + key + ", " + where +
+                        ") has no index (.idx) to give its "
+                        "token width, data.token_dtype is not set (uint16 by default), and " +
+                        "model.vocab is " + std::to_string(model_vocab) +
+                        ", whose ids do not fit 16 bits; set data.token_dtype = \"uint32\" for a "
+                        "file of 32-bit ids (or \"uint16\" if it truly holds 16-bit ones)");
+    }
+    return data.element_size;
+  }
   const TokenIndex& index = found->second;
   const std::string index_path = index_path_for(path);
   const std::string made = path + " (" + key + ", " + where + ") was made with tokenizer '" +

@@ -28,6 +28,7 @@
 #include "data/mapped_file.h"
 #include "data/token_index.h"
 #include "data/tokenizer_files.h"
+#include "data/utf8.h"
 #include "zt/error.h"
 
 namespace zt::data {
@@ -72,7 +73,8 @@ bool is_jsonl(const std::string& path) {
 }
 
 std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
-                                   const std::vector<std::string>& exclude) {
+                                   const std::vector<std::string>& exclude,
+                                   const std::string& out_prefix) {
   const auto excluded = [&](const fs::path& p) {
     const std::string name = p.filename().string();
     return std::any_of(exclude.begin(), exclude.end(), [&](const std::string& glob) {
@@ -91,7 +93,8 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
       std::vector<std::string> found;
       // Links are left out: Debian's fortunes, for one, links each file a second time.
       for (const auto& e : fs::recursive_directory_iterator(input)) {
-        if (e.is_regular_file() && !e.is_symlink() && !excluded(e.path())) {
+        if (e.is_regular_file() && !e.is_symlink() && !excluded(e.path()) &&
+            !is_prepare_output(e.path(), out_prefix)) {
           found.push_back(e.path().string());
         }
       }
@@ -141,6 +144,14 @@ std::vector<Unit> plan_units(const std::vector<InputFile>& files, const PrepareR
   };
   for (size_t f = 0; f < files.size(); ++f) {
     const bool splittable = files[f].jsonl || !r.separator.empty();
+    // One document of 4 GiB or more cannot be encoded (BpeTokenizer::encode): refused here,
+    // naming the file, not on a worker after hours of the units before it.
+    if (!splittable && files[f].size >= (uint64_t{1} << 32)) {
+      throw ConfigError("prepare-data: " + files[f].path + " is " + std::to_string(files[f].size) +
+                        " bytes, one document (no --separator), and a document must be under 4 "
+                        "GiB; split it at lines with --separator LINE, or make it JSONL (a "
+                        "document per line)");
+    }
     if (!splittable) {
       units.back().ranges.push_back({f, 0, files[f].size});
       units.back().bytes += static_cast<int64_t>(files[f].size);
@@ -162,6 +173,50 @@ std::vector<Unit> plan_units(const std::vector<InputFile>& files, const PrepareR
   }
   if (units.back().ranges.empty()) units.pop_back();
   return units;
+}
+
+// A JSON line that nlohmann refused, repaired as text files are: bytes that are not UTF-8 become
+// U+FFFD, and so does an escape of half a surrogate pair ("\ud800" alone), which Python's
+// json.dumps writes and its json and tiktoken read.
+std::string repaired_json_line(std::string_view line) {
+  const std::string text = replace_invalid_utf8(line);
+  const auto hex_at = [&](size_t at, uint32_t& value) {
+    if (at + 6 > text.size() || text[at] != '\\' || text[at + 1] != 'u') return false;
+    value = 0;
+    for (size_t k = at + 2; k < at + 6; ++k) {
+      const char c = text[k];
+      const int digit = c >= '0' && c <= '9'   ? c - '0'
+                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                               : -1;
+      if (digit < 0) return false;
+      value = value * 16 + static_cast<uint32_t>(digit);
+    }
+    return true;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] != '\\' || i + 1 >= text.size()) {
+      out += text[i++];
+      continue;
+    }
+    uint32_t unit = 0, next = 0;
+    if (!hex_at(i, unit)) {  // another escape, "\\" included: kept whole
+      out.append(text, i, 2);
+      i += 2;
+      continue;
+    }
+    const bool high = unit >= 0xD800 && unit <= 0xDBFF, low = unit >= 0xDC00 && unit <= 0xDFFF;
+    if (high && hex_at(i + 6, next) && next >= 0xDC00 && next <= 0xDFFF) {
+      out.append(text, i, 12);  // a whole pair
+      i += 12;
+    } else {
+      out += high || low ? std::string("\\ufffd") : text.substr(i, 6);
+      i += 6;
+    }
+  }
+  return out;
 }
 
 // Line number (1-based) of byte `at` of `text`, for messages.
@@ -190,7 +245,11 @@ void for_each_document(const InputFile& file, const Range& range, const PrepareR
         try {
           j = nlohmann::json::parse(line);
         } catch (const nlohmann::json::exception& e) {
-          throw ConfigError(where() + ": not a JSON line (" + e.what() + ")");
+          try {
+            j = nlohmann::json::parse(repaired_json_line(line));
+          } catch (const nlohmann::json::exception&) {
+            throw ConfigError(where() + ": not a JSON line (" + e.what() + ")");
+          }
         }
         if (!j.is_object() || !j.contains(r.field) || !j[r.field].is_string()) {
           throw ConfigError(where() + ": no string field '" + r.field +
@@ -354,6 +413,24 @@ std::vector<uint64_t> read_doc_tokens(const std::string& path, int64_t documents
 
 }  // namespace
 
+// With --out inside an input folder (`prepare-data data/ --out data/corpus`), a listing found
+// these files: a resumed run saw the listing changed and started over, a rerun read its output.
+bool is_prepare_output(const std::filesystem::path& file, const std::string& out_prefix) {
+  std::error_code ec;
+  const fs::path prefix = fs::weakly_canonical(fs::absolute(out_prefix), ec);
+  if (ec) return false;
+  const fs::path canon = fs::weakly_canonical(file, ec);
+  if (ec || canon.parent_path() != prefix.parent_path()) return false;
+  const std::string name = canon.filename().string();
+  const std::string stem = prefix.filename().string() + ".";
+  if (name.compare(0, stem.size(), stem) != 0) return false;
+  const std::string rest = name.substr(stem.size());
+  for (const std::string own : {"bin", "idx", "bin.partial", "docs.partial", "progress.json"}) {
+    if (rest == own || rest == own + ".tmp") return true;
+  }
+  return false;
+}
+
 PrepareSummary prepare_data(const PrepareRequest& r,
                             const std::function<void(const PrepareProgress&)>& report) {
   const auto started = std::chrono::steady_clock::now();
@@ -368,7 +445,7 @@ PrepareSummary prepare_data(const PrepareRequest& r,
   const bool wide = tokenizer->vocab_size() > 65536;
   const size_t id_bytes = wide ? 4 : 2;
 
-  const std::vector<InputFile> files = list_inputs(r.inputs, r.exclude);
+  const std::vector<InputFile> files = list_inputs(r.inputs, r.exclude, r.out_prefix);
   const std::vector<Unit> units = plan_units(files, r);
   if (units.empty() ||
       std::all_of(units.begin(), units.end(), [](const Unit& u) { return u.bytes == 0; })) {
@@ -502,7 +579,10 @@ PrepareSummary prepare_data(const PrepareRequest& r,
   // The index last: a .bin with its .idx is a finished preparation.
   TokenIndex index;
   index.tokenizer = tokenizer->name();
-  index.tokenizer_source = r.tokenizer;
+  // A rank file's path as an absolute one: eval and sample load it from the index, run from
+  // any folder.
+  index.tokenizer_source = names_rank_file(r.tokenizer) ? fs::absolute(r.tokenizer).string()
+                                                        : r.tokenizer;
   std::ostringstream hex;
   hex << std::hex << tokenizer->fingerprint();
   index.fingerprint = hex.str();

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -51,6 +52,10 @@ struct PrepareSummary {
 // Runs a preparation, calling `report` after every unit written (from the calling thread).
 // Throws ConfigError for inputs it cannot read as asked (naming the file and line), IoError for
 // outputs it cannot write.
+// Whether `file` is one of the files a preparation into `out_prefix` writes (PREFIX.bin, .idx,
+// their partial and temporary forms, the journal): a folder given as input never reads them.
+bool is_prepare_output(const std::filesystem::path& file, const std::string& out_prefix);
+
 PrepareSummary prepare_data(const PrepareRequest& request,
                             const std::function<void(const PrepareProgress&)>& report);
 

@@ -62,6 +62,26 @@ std::string Pretokenizer::to_pcre2(const std::string& pattern) {
     }
     if (in_class) {
       if (c == ']') in_class = false;
+      if (caseless_depth >= 0 && is_ascii_letter(c)) {
+        // Inside (?i:) a class's letters match both cases too, as in every engine tiktoken's
+        // patterns are written for ("'(?i:[sdmt]|ll|ve|re)", cl100k's newer spelling).
+        const char other = static_cast<char>(c ^ 0x20);
+        const bool range = i + 2 < pattern.size() && pattern[i + 1] == '-' &&
+                           is_ascii_letter(pattern[i + 2]) &&
+                           ((pattern[i + 2] ^ c) & 0x20) == 0;  // both ends of one case
+        out += c;
+        if (range) {
+          out += '-';
+          out += pattern[i + 2];
+          out += other;
+          out += '-';
+          out += static_cast<char>(pattern[i + 2] ^ 0x20);
+          i += 2;
+        } else {
+          out += other;
+        }
+        continue;
+      }
       out += c;
       continue;
     }

@@ -56,7 +56,16 @@ std::shared_ptr<const BpeTokenizer> run_tokenizer(const trainer::DataSettings& d
                            : made                  ? made->tokenizer_source
                                                    : "";
   if (name.empty()) return nullptr;
-  auto tokenizer = load_tokenizer(name, data.tokenizer_dir);
+  std::shared_ptr<const BpeTokenizer> tokenizer;
+  try {
+    tokenizer = load_tokenizer(name, data.tokenizer_dir);
+  } catch (const ConfigError& e) {
+    if (!data.tokenizer.empty()) throw;
+    throw ConfigError(std::string(e.what()) + " (named by " +
+                      index_path_for(indexes.front().first) +
+                      ", which prepare-data wrote); set data.tokenizer to the tokenizer it was "
+                      "made with");
+  }
   std::ostringstream hex;
   hex << std::hex << tokenizer->fingerprint();
   if (made && (hex.str() != made->fingerprint || tokenizer->name() != made->tokenizer)) {

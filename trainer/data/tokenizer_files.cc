@@ -64,12 +64,6 @@ bool has_suffix(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Whether a tokenizer setting names a rank file (NAME.tiktoken, tiktoken's NAME.json) rather
-// than an encoding.
-bool names_rank_file(const std::string& s) {
-  return has_suffix(s, ".tiktoken") || has_suffix(s, ".json");
-}
-
 bool is_file(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -174,6 +168,10 @@ const std::vector<std::string>& known_encodings() {
     return n;
   }();
   return names;
+}
+
+bool names_rank_file(const std::string& s) {
+  return has_suffix(s, ".tiktoken") || has_suffix(s, ".json");
 }
 
 std::string encoding_name(const std::string& name_or_path) {

@@ -19,6 +19,10 @@ namespace zt::data {
 // The encodings zt knows by name, in the order `trainer` lists them.
 const std::vector<std::string>& known_encodings();
 
+// Whether a tokenizer setting names a rank file (NAME.tiktoken, tiktoken's NAME.json) rather
+// than an encoding.
+bool names_rank_file(const std::string& s);
+
 // The encoding a tokenizer setting names: the name itself, or a rank file's stem
 // ("/x/cl100k_base.tiktoken" -> "cl100k_base"), as load_tokenizer() names what it loads.
 std::string encoding_name(const std::string& name_or_path);

@@ -235,6 +235,61 @@ TEST_CASE("prepare-data: inputs it cannot read as asked are named with their lin
                        ConfigError);
 }
 
+TEST_CASE("prepare-data: JSONL lines with bytes that are not UTF-8 or half a surrogate pair") {
+  Corpus c;
+  fill(c);
+  // What Python's json.dumps writes for a lone surrogate, a raw 0xFF byte, and a whole pair:
+  // all read (U+FFFD for the broken ones), as a text file's bytes are.
+  test::write_file(c.dir.path() / "in/b.jsonl",
+                   "{\"text\": \"a\\ud800b\"}\n{\"text\": \"c\xFF d\"}\n"
+                   "{\"text\": \"e\\ud83d\\ude00 \\\\ud800\"}\n{\"text\": \"x\\udc00\"}\n");
+  const PrepareSummary broken = prepare_data(c.request("broken"), nullptr);
+  // The same documents written with U+FFFD by hand give the same tokens.
+  test::write_file(c.dir.path() / "in/b.jsonl",
+                   "{\"text\": \"a\\ufffdb\"}\n{\"text\": \"c\xEF\xBF\xBD d\"}\n"
+                   "{\"text\": \"e\\ud83d\\ude00 \\\\ud800\"}\n{\"text\": \"x\\ufffd\"}\n");
+  const PrepareSummary fixed = prepare_data(c.request("fixed"), nullptr);
+  CHECK(test::read_file(broken.tokens_path) == test::read_file(fixed.tokens_path));
+  // Still not JSON: refused, with the line.
+  test::write_file(c.dir.path() / "in/b.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"\xFF\n");
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
+                       doctest::Contains("b.jsonl:2: not a JSON line"), ConfigError);
+}
+
+TEST_CASE("prepare-data: --out inside an input folder leaves its own files out of the inputs") {
+  Corpus c;
+  fill(c, 10);
+  const PrepareSummary outside = prepare_data(c.request("outside"), nullptr);
+  // `prepare-data in/ --out in/corpus`, twice: the second run must not read the first's .bin,
+  // .idx (or a partial file of its own), so both give the bytes of a run whose output is elsewhere.
+  PrepareRequest inside = c.request("in/corpus");
+  const PrepareSummary first = prepare_data(inside, nullptr);
+  test::write_file(c.dir.path() / "in/corpus.bin.partial", "stale partial bytes");
+  const PrepareSummary second = prepare_data(inside, nullptr);
+  CHECK(test::read_file(first.tokens_path) == test::read_file(outside.tokens_path));
+  CHECK(test::read_file(second.tokens_path) == test::read_file(outside.tokens_path));
+  // Another prefix's files in the folder are inputs like any other.
+  CHECK(is_prepare_output(c.dir.path() / "in/corpus.idx", inside.out_prefix));
+  CHECK_FALSE(is_prepare_output(c.dir.path() / "in/corpusx.idx", inside.out_prefix));
+  CHECK_FALSE(is_prepare_output(c.dir.path() / "in/corpus.txt", inside.out_prefix));
+}
+
+TEST_CASE("prepare-data: a text file of 4 GiB without --separator is refused before any work") {
+  Corpus c;
+  fill(c);
+  // Sparse: 4 GiB of size, no blocks.
+  const fs::path big = c.dir.path() / "in/big.txt";
+  { std::ofstream(big).put('x'); }
+  fs::resize_file(big, uint64_t{1} << 32);
+  PrepareRequest r = c.request("x");
+  r.separator.clear();
+  CHECK_THROWS_WITH_AS(prepare_data(r, nullptr),
+                       doctest::Contains("big.txt is 4294967296 bytes, one document"), ConfigError);
+  CHECK_THROWS_WITH_AS(prepare_data(r, nullptr), doctest::Contains("--separator LINE"),
+                       ConfigError);
+  CHECK_FALSE(fs::exists(c.dir.path() / "x.bin.partial"));
+}
+
 TEST_CASE("prepare-data: a rank file's path names the tokenizer in a job, and a blend shares one") {
   Corpus c;
   fill(c, 10);
@@ -247,6 +302,19 @@ TEST_CASE("prepare-data: a rank file's path names the tokenizer in a job, and a 
   const auto tokenizer = run_tokenizer(d);
   REQUIRE(tokenizer != nullptr);
   CHECK(tokenizer->name() == "tiny");
+  // Recorded as an absolute path: sample and eval find it from any folder.
+  CHECK(fs::path(read_token_index(index_path_for(a.tokens_path)).tokenizer_source).is_absolute());
+  // A recorded file gone: the error names the index it came from and the way out.
+  PrepareRequest moved = c.request("moved");
+  fs::create_directories(c.dir.path() / "gone");
+  moved.tokenizer = (c.dir.path() / "gone" / fs::path(c.encoding).filename()).string();
+  fs::copy_file(c.encoding, moved.tokenizer);
+  const PrepareSummary m = prepare_data(moved, nullptr);
+  fs::remove(moved.tokenizer);
+  trainer::DataSettings dm = tokens_at(m.tokens_path);
+  CHECK_THROWS_WITH_AS(run_tokenizer(dm), doctest::Contains("moved.idx, which prepare-data wrote"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(run_tokenizer(dm), doctest::Contains("set data.tokenizer"), ConfigError);
 
   // A second file made with another encoding of the same size cannot join the blend.
   PrepareRequest other = c.request("b");
@@ -286,6 +354,24 @@ TEST_CASE("prepare-data: the data source reads a prepared file and refuses one t
   CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"), doctest::Contains("remove data.token_dtype"),
                        ConfigError);
   d.token_dtype_set = false;
+  // A bare token file (no index) with ids past 16 bits: data.token_dtype must say its width.
+  const fs::path bare = c.dir.path() / "bare.bin";
+  fs::copy_file(s.tokens_path, bare);
+  trainer::DataSettings db = tokens_at(bare.string());
+  db.element_size = 2;
+  ModelInputs wide = gpt_inputs(100352);
+  CHECK_THROWS_WITH_AS(make_data(db, wide, "gpt"),
+                       doctest::Contains("set data.token_dtype = \"uint32\""), ConfigError);
+  db.token_dtype_set = true;  // said, uint16 or not: read as told
+  CHECK_NOTHROW(make_data(db, wide, "gpt"));
+  CHECK_NOTHROW(make_data(tokens_at(bare.string()), gpt_inputs(320), "gpt"));
+  // A missing val_path names its own key.
+  d.val_path = (c.dir.path() / "missing.bin").string();
+  d.val_path_where = "job.toml:9:1";
+  d.val_fraction = 0;
+  CHECK_THROWS_WITH_AS(make_val_data(d, in, "gpt", 2), doctest::Contains("check data.val_path"),
+                       IoError);
+  d.val_path.clear();
   test::write_file(s.tokens_path, "abcd");
   CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"),
                        doctest::Contains("not from the same run of prepare-data"), ConfigError);

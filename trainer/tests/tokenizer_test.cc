@@ -77,8 +77,10 @@ TEST_CASE("pretokenizer: \\s becomes JavaScript's white space and (?i:) folds AS
   CHECK(rewritten.find("(?:'[sS]|'[tT])") == 0);
   CHECK(rewritten.find("\\x{FEFF}") != std::string::npos);
   CHECK(rewritten.find("(?![^\\t") != std::string::npos);
-  // Letters in a class inside (?i:) are left alone, and so are escapes with their arguments.
-  CHECK(Pretokenizer::to_pcre2(R"((?i:[ab])\p{L})") == R"((?:[ab])\p{L})");
+  // Letters in a class inside (?i:) match both cases (ranges too); escapes with their arguments
+  // are left alone, and so are classes outside (?i:).
+  CHECK(Pretokenizer::to_pcre2(R"((?i:[ab])\p{L})") == R"((?:[aAbB])\p{L})");
+  CHECK(Pretokenizer::to_pcre2(R"((?i:[^a-fX_])[ab])") == R"((?:[^a-fA-FXx_])[ab])");
   CHECK(Pretokenizer::to_pcre2(R"((?i:\p{Lu}'s\x{0B}))") == R"((?:\p{Lu}'[sS]\x{0B}))");
   CHECK_THROWS_AS(Pretokenizer("(unclosed", "encoding 'x'"), ConfigError);
 }
@@ -93,6 +95,9 @@ TEST_CASE("pretokenizer: GPT-2's pattern splits words, contractions, numbers and
   // Case folding in the contractions is ASCII's: U+017F (long s) is a letter, not an 's'.
   const Pretokenizer cl(R"((?i:'s)|\p{L}+|[^\s\p{L}]+)", "cl");
   CHECK(pieces_of(cl, "'S'\xC5\xBF") == std::vector<std::string>{"'S", "'", "\xC5\xBF"});
+  // cl100k's newer spelling of the contractions, a class inside (?i:): "IT'S" keeps "'S".
+  const Pretokenizer newer(R"('(?i:[sdmt]|ll|ve|re)|\p{L}+|[^\s\p{L}]+)", "cl");
+  CHECK(pieces_of(newer, "IT'Swe'LL") == std::vector<std::string>{"IT", "'S", "we", "'LL"});
 }
 
 TEST_CASE("bpe: merges go lowest rank first, the leftmost on a tie, and decode inverts encode") {
