@@ -1,6 +1,7 @@
 #include "block_quantizer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -50,10 +51,19 @@ ZT_CODEC_INLINE float absmax(const float* x, int64_t n) {
 // double-precision oracle allows for: a code may differ from round(x / scale) only where x /
 // scale is within rounding of a half.
 ZT_CODEC_INLINE void quantize(const float* x, int64_t n, float scale, int qmax, int8_t* q) {
-  const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+  // A block holding a NaN or an inf: its codes are 0, which decode as NaN (0 x a non-finite
+  // scale), so the engine's check still sees it; x * inv would be NaN, and casting it undefined.
+  if (!std::isfinite(scale)) {
+    std::memset(q, 0, static_cast<size_t>(n));
+    return;
+  }
   const float hi = static_cast<float>(qmax);
+  float inv = scale > 0 ? 1.0f / scale : 0.0f;
+  // Magnitudes near FLT_MIN (a scale below 2^-128): the reciprocal overflows to inf, which took
+  // every nonzero value to +-qmax. Dividing is exact enough there, and this path is rare.
+  const bool divide = std::isinf(inv);
   for (int64_t i = 0; i < n; ++i) {
-    float v = x[i] * inv;
+    float v = divide ? x[i] / scale : x[i] * inv;
     v = (v + kRound) - kRound;
     v = v > hi ? hi : v;
     v = v < -hi ? -hi : v;

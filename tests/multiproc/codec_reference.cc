@@ -120,4 +120,9 @@ void CodecReference::gradients(const NamedTensors& params, const NamedTensors& e
   }
 }
 
+void CodecReference::forget_residuals() {
+  residuals_.clear();
+  across_residuals_.clear();
+}
+
 }  // namespace zt::test

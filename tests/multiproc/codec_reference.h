@@ -44,6 +44,9 @@ class CodecReference {
   //   rank_loss: runs the reference model on rank q's samples and returns its loss.
   void gradients(const NamedTensors& params, const NamedTensors& exact,
                  const std::function<at::Tensor(int q)>& rank_loss);
+  // A skipped step (the loss scaler saw an overflow): its gradients are dropped, and so is what
+  // encoding lost of them, as the engine does.
+  void forget_residuals();
 
  private:
   at::Tensor coded_weight(const at::Tensor& w) const;

@@ -921,13 +921,16 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     }
     // Stage 1 reduces at the step: before it, full_fp32_grad is the exact sum of the ranks'
     // .grad, not what the codec delivers (the optimizer states after the step show that).
-    if (accessors || (coded && opt.stage >= 2)) check_grads(engine, reference, dt, step);
+    // An overflowing step's gradients are not finite: what matters is that it is skipped.
+    if ((accessors || (coded && opt.stage >= 2)) && !overflow_now)
+      check_grads(engine, reference, dt, step);
     zt::StepReport rep = engine.step(lr);
     trace.scales.push_back(rep.loss_scale);
     if (saver && step + 1 == std::stoi(a["save_at"])) saver->save(engine, step + 1, {});
     if (overflow_now) {
       if (!rep.skipped)
         throw CheckFailed("step " + std::to_string(step + 1) + " overflowed but was not skipped");
+      if (coded) coded->forget_residuals();
       continue;
     }
     if (rep.skipped)

@@ -794,6 +794,23 @@ TEST_CASE("codecs: int8/int4 weights and gradients, error feedback, match the co
   expect_all_ok(runs);
 }
 
+TEST_CASE("codecs: a step the loss scaler skips drops its error-feedback residuals, as the "
+          "reference does") {
+  // The overflowing rank's inf gradients went through the codec: a residual that kept them
+  // made every later step overflow (skipped, the scale sinking). Worlds 2 and 4 (MiCS groups of
+  // 2, both hops' residuals); the steps after the skip match the coded reference.
+  std::vector<EngineCase> runs;
+  for (int world : {2, 4}) {
+    std::vector<std::string> c{
+        "--stage",          "2",    "--shard",      "shard_tensor", "--codec_gradients",     "4",
+        "--error_feedback", "true", "--loss_scale", "true",         "--force_overflow_step", "2",
+        "--steps",          "5"};
+    if (world == 4) c = with(c, {"--mics", "2"});
+    runs.push_back({world, c});
+  }
+  expect_all_ok(runs);
+}
+
 TEST_CASE("the codec oracle fails when the engine moves exact bytes the reference quantized") {
   // --plant uncoded: the reference applies int4 codecs, the engine's config has none.
   for (const char* role : {"--codec_weights", "--codec_gradients"}) {

@@ -97,17 +97,18 @@ struct Groups {
   int world = 1, shard = 1, replicas = 1;
   int ranks_per_host = 1;
   bool window = true;  // comm_ucx's shared-memory collectives inside a host
-  // A group whose ranks spread over `span` consecutive ranks (hosts hold consecutive ranks) fits
-  // in one host.
-  bool one_host(int span) const { return span <= ranks_per_host; }
+  // Whether every group of the kind lies on one host (its collectives move through its
+  // shared memory): the world, the shard groups or the replica groups.
+  bool one_host(const std::string& group) const {
+    if (group == "world") return world <= ranks_per_host;
+    return groups_on_one_host(world, shard, ranks_per_host, group == "replicas");
+  }
 };
 
 void add(CommEstimate& e, const Groups& g, const std::string& op, const std::string& group,
          int ranks, double calls, int64_t bytes, const std::string& why) {
   if (calls <= 0) return;
-  // The shard groups are consecutive ranks; a replica group takes one rank of each.
-  const int span = group == "replicas" ? (ranks - 1) * g.shard + 1 : ranks;
-  const bool local = g.one_host(span);
+  const bool local = g.one_host(group);
   e.collectives.push_back({op, group, ranks, local ? "shared memory" : "network", calls, bytes,
                            sent_bytes(op, bytes, ranks, local && g.window), why});
 }

@@ -7,6 +7,7 @@
 #include "settings/trainer_config.h"
 #include "setup/comm_estimate.h"
 #include "small_gpt_toml.h"
+#include "zt/host/compose.h"
 
 #include <doctest/doctest.h>
 
@@ -116,4 +117,30 @@ TEST_CASE("estimate: a gradient codec across hosts codes MiCS's all-reduce in tw
   }
   CHECK(coded == 2);
   CHECK(e.calls("all_reduce") < 4);  // only the loop's own few-byte ones
+}
+
+TEST_CASE("estimate: a MiCS group no wider than a host may still straddle two, and is coded") {
+  // 12 ranks, 6 to a host, groups of 4: ranks 4-7 span hosts 0 and 1, so the groups'
+  // collectives cross the network, and codec_scope = "across_hosts" codes them.
+  CHECK(zt::groups_on_one_host(12, 4, 6, false) == false);
+  CHECK(zt::groups_on_one_host(12, 3, 6, false));
+  CHECK(zt::groups_on_one_host(12, 6, 6, false));
+  CHECK(zt::groups_on_one_host(12, 12, 6, false) == false);
+  // Replica groups take one rank of each shard group: on one host only when the shard groups
+  // all share it.
+  CHECK(zt::groups_on_one_host(4, 2, 4, true));
+  CHECK(zt::groups_on_one_host(4, 2, 2, true) == false);
+  CHECK(zt::groups_on_one_host(4, 2, 0, false) == false);  // unknown hosts
+  const CommEstimate e = estimate({"zero.stage=2", "launch.nproc=12", "zero.mics_shard_size=4",
+                                   "plugins.codec_gradients=codec_blockq", "codec.gradients.bits=4",
+                                   "zero.codec_scope=\"across_hosts\""},
+                                  12, 6);
+  bool coded_in_group = false;
+  for (const auto& c : e.collectives) {
+    if (c.group != "shard group" || c.op == "all_gather") continue;
+    CAPTURE(c.op);
+    CHECK(c.link == "network");
+    coded_in_group = coded_in_group || c.op == "all_to_all";
+  }
+  CHECK(coded_in_group);
 }

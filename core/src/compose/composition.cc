@@ -14,11 +14,10 @@ namespace {
 
 using MakeEngine = std::function<std::unique_ptr<Engine>(Composition&)>;
 
-// Whether a codec codes a collective over `span` consecutive ranks: yes, unless
-// zero.codec_scope = "across_hosts" and they fit on one host (ranks per host 0 = unknown).
-bool codes_ranks(const EngineSettings& settings, int span, int ranks_per_host) {
-  const bool one_host = ranks_per_host > 0 && span <= ranks_per_host;
-  return !(settings.codecs_across_hosts_only && one_host);
+// Whether a codec codes the collectives of a kind of group: yes, unless zero.codec_scope =
+// "across_hosts" and every such group lies on one host.
+bool codes_groups(const EngineSettings& settings, bool on_one_host) {
+  return !(settings.codecs_across_hosts_only && on_one_host);
 }
 
 // The codecs plugins.codec_* choose, each where it applies: the weight codec to the shard
@@ -32,7 +31,8 @@ void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& 
     return catalog.codec(choice.id, choice.key).create(choice.options);
   };
   // A group of one rank reduces nothing, but its line says what the codec would do there.
-  const bool in_group = codes_ranks(settings, group_size, ranks_per_host);
+  const bool in_group = codes_groups(settings,
+                                     groups_on_one_host(world, group_size, ranks_per_host, false));
   c.weight_codec = place.weights ? make(settings.codec_weights) : nullptr;
   c.gradient_codec = settings.codec_gradients.chosen() && (in_group || place.gradients_across)
                          ? make(settings.codec_gradients)
@@ -132,13 +132,26 @@ Composition compose_all(const EngineSettings& settings, PluginCatalog& catalog, 
 
 }  // namespace
 
+bool groups_on_one_host(int world, int group_size, int ranks_per_host, bool replicas) {
+  if (ranks_per_host <= 0 || group_size <= 0) return false;
+  const int count = replicas ? group_size : world / group_size;
+  for (int g = 0; g < count; ++g) {
+    // Hosts hold consecutive ranks, and a group's ranks increase: its first and last decide.
+    const int first = replicas ? g : g * group_size;
+    const int last = replicas ? g + (world / group_size - 1) * group_size : first + group_size - 1;
+    if (first / ranks_per_host != last / ranks_per_host) return false;
+  }
+  return true;
+}
+
 CodecPlacement codec_placement(const EngineSettings& settings, int world, int group_size,
                                int ranks_per_host) {
   const int replicas = world / group_size;
-  // Hosts hold consecutive ranks; a replica group takes one rank of each shard group.
-  const bool in_group = codes_ranks(settings, group_size, ranks_per_host);
+  const bool in_group = codes_groups(settings,
+                                     groups_on_one_host(world, group_size, ranks_per_host, false));
   const bool across = replicas > 1 &&
-                      codes_ranks(settings, (replicas - 1) * group_size + 1, ranks_per_host);
+                      codes_groups(settings,
+                                   groups_on_one_host(world, group_size, ranks_per_host, true));
   CodecPlacement p;
   p.weights = settings.codec_weights.chosen() && in_group;
   p.gradients_in_group = settings.codec_gradients.chosen() && in_group && group_size > 1;

@@ -416,7 +416,15 @@ struct Engine::Impl {
     const EngineClock::Phase phase(ledger.clock(), &EngineTimes::step);
     if (opt.stage < 2) reducer.reduce_remaining();
     micro = 0;
-    return stepper.run(lr);
+    const double scale = scaler.scale();
+    StepReport report = stepper.run(lr);
+    // Error feedback's residuals are in loss-scaled units (GradReducer::scale_residuals).
+    if (report.skipped) {
+      reducer.scale_residuals(0);
+    } else if (scaler.scale() != scale) {
+      reducer.scale_residuals(scaler.scale() / scale);
+    }
+    return report;
   }
 
   std::vector<std::pair<std::string, at::Tensor>> full_parameters() {

@@ -155,4 +155,17 @@ void GradReducer::reduce_remaining() {
   tier_grads_.settle();
 }
 
+void GradReducer::scale_residuals(double factor) {
+  for (std::vector<at::Tensor>* kind : {&residuals_, &across_residuals_}) {
+    for (at::Tensor& r : *kind) {
+      if (!r.defined()) continue;
+      if (factor == 0) {
+        r.zero_();  // not a product: an inf or NaN residual times 0 stays NaN
+      } else {
+        r.mul_(factor);
+      }
+    }
+  }
+}
+
 }  // namespace zt

@@ -78,6 +78,10 @@ class GradReducer {
   // The same for the coded all-reduce across MiCS groups: fp32, the group's shard padded to the
   // replicas; undefined without it.
   const at::Tensor& across_residual(int g) const { return across_residuals_[g]; }
+  // Both residuals times `factor`; 0 forgets them. They hold what encoding lost of loss-scaled
+  // gradients: a skipped step's gradients are dropped, and so must be what they lost (an inf
+  // there made every later step overflow); a new loss scale puts them in the next step's units.
+  void scale_residuals(double factor);
   // Offers each streamed group's last reduction of a step (`reduced`, summed over ranks;
   // `first`: no earlier micro step of this step left a partial sum in the tier) to `sink`
   // before it would go to the tier; the sink returns true when it consumed it.

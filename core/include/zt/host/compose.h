@@ -132,6 +132,12 @@ struct CodecPlacement {
 };
 ZT_API CodecPlacement codec_placement(const EngineSettings& settings, int world, int group_size,
                                       int ranks_per_host);
+// Whether every group of a job of `world` ranks, `ranks_per_host` consecutive ranks to a host
+// (0 = unknown: false), lies on one host: the shard groups (`group_size` consecutive ranks from
+// rank 0) or, with `replicas`, the groups that take one rank of each shard group. A group may be
+// no wider than a host and still straddle two (12 ranks, 6 to a host, groups of 4: ranks 4-7).
+// Pure.
+ZT_API bool groups_on_one_host(int world, int group_size, int ranks_per_host, bool replicas);
 // The shard strategy settings.shard makes (the stand-in with its plugin's defaults). Throws what
 // the plugin's create() throws (ConfigError).
 ZT_API std::unique_ptr<ShardStrategy> make_shard_strategy(const EngineSettings& settings,
