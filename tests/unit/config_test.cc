@@ -184,6 +184,29 @@ TEST_CASE("the printed config reads back as the same configuration") {
   CHECK(again.section("precision").get_double("initial_scale") == 4294967296.0);
 }
 
+TEST_CASE("a printed config reads its defaults back as defaults, and an edited one as set") {
+  // (data.token_dtype works this way: unset, a prepared file's index gives the width.)
+  const zt::Config c = zt::Config::load_string(kSmoke, "job.toml");
+  const std::string printed = c.to_toml();
+  REQUIRE(contains(printed, "\nreduce_bucket_mb = 25.0  # default\n"));
+  // Unset, as in the run that printed it.
+  const zt::Config again = zt::Config::load_string(printed, "printed.toml");
+  CHECK_FALSE(again.section("zero").is_set("reduce_bucket_mb"));
+  CHECK(again.section("zero").get_double("reduce_bucket_mb") == 25.0);
+  CHECK(again.to_toml().substr(again.to_toml().find('\n')) == printed.substr(printed.find('\n')));
+  // A value changed where the marker stayed is the user's: set.
+  std::string edited = printed;
+  const std::string from = "reduce_bucket_mb = 25.0  # default";
+  edited.replace(edited.find(from), from.size(), "reduce_bucket_mb = 50.0  # default");
+  const zt::Config mine = zt::Config::load_string(edited, "edited.toml");
+  CHECK(mine.section("zero").is_set("reduce_bucket_mb"));
+  CHECK(mine.section("zero").get_double("reduce_bucket_mb") == 50.0);
+  // A default's value written without the marker is set, as any key a file gives.
+  const zt::Config plain = zt::Config::load_string(
+      std::string(kSmoke) + "[zero]\nreduce_bucket_mb = 25.0\n", "j.toml");
+  CHECK(plain.section("zero").is_set("reduce_bucket_mb"));
+}
+
 TEST_CASE("a missing config file is a clear error") {
   CHECK_THROWS_WITH_AS(zt::Config::load_file("/nonexistent/zt.toml"),
                        doctest::Contains("cannot read config file '/nonexistent/zt.toml'"),

@@ -211,7 +211,13 @@ JobSettings JobSettings::of(const Config& config) {
 
 JobSettings JobSettings::with_overrides(const JobSettings& job,
                                         const std::vector<std::string>& overrides) {
-  return of(load_config_string(job.config_toml, job.config_source, overrides));
+  // Its text is the resolved configuration, whose lines are not the user's file's: an error
+  // names it so (a place in "job.toml:97" of a 20-line file sent people looking in vain).
+  const std::string resolved = "the resolved configuration of ";
+  const std::string source = job.config_source.rfind(resolved, 0) == 0
+                                 ? job.config_source
+                                 : resolved + job.config_source + " (trainer --print-config)";
+  return of(load_config_string(job.config_toml, source, overrides));
 }
 
 }  // namespace zt::trainer

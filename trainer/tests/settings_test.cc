@@ -157,3 +157,26 @@ TEST_CASE("JobSettings resolves the defaults and derived values once") {
   CHECK(contains(m, "data.global_batch = 12 does not equal micro_batch (2) x grad_accum (3) x "
                     "ranks (3) = 18"));
 }
+
+TEST_CASE(
+    "a job read back from its resolved config (eval, sample, A/B arms) keeps defaults unset") {
+  const JobSettings job = JobSettings::of(load_config_string(
+      std::string(kSmoke) + "[data]\nkind = \"tokens\"\npath = \"t.bin\"\n", "job.toml"));
+  CHECK_FALSE(job.data.token_dtype_set);
+  // As the run that printed it: a prepared file's index may still give its width.
+  const JobSettings again = JobSettings::with_overrides(job, {});
+  CHECK_FALSE(again.data.token_dtype_set);
+  CHECK(again.data.element_size == 2);
+  // An error in it names the resolved text, not the user's file and a line it does not have.
+  const std::string m = [&] {
+    try {
+      JobSettings::with_overrides(job, {"zero.stage=9"});
+    } catch (const zt::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  }();
+  CHECK(m.find("zero.stage") != std::string::npos);
+  const JobSettings twice = JobSettings::with_overrides(again, {});
+  CHECK(twice.config_source == "the resolved configuration of job.toml (trainer --print-config)");
+}

@@ -20,7 +20,13 @@ struct RawEntry {
   Value value;
   SourceLocation where;      // of the value: for type and range errors
   SourceLocation key_where;  // of the key: for unknown-key errors
+  // Its line ends as Config::to_toml marks a default ("  # default"): read back (a checkpoint's
+  // config for eval and sample, a live A/B arm), such a key stays unset while it keeps the
+  // default's value, as in the run that printed it; data.token_dtype, set, overrode what a
+  // prepared file's index says. Edited to another value, it is set like any other.
+  bool printed_default = false;
 };
+constexpr std::string_view kPrintedDefault = "  # default";
 struct RawTable {
   SourceLocation where;  // of the [header], or of the first key
   std::map<std::string, RawEntry> entries;
@@ -96,8 +102,31 @@ bool to_value(const toml::node& node, Value& out, const std::string& what,
   return false;
 }
 
+// The text's lines, for the markers Config::to_toml leaves at their ends.
+using Lines = std::vector<std::string_view>;
+
+Lines lines_of(std::string_view text) {
+  Lines lines;
+  for (size_t at = 0; at <= text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    lines.push_back(line);
+    at = end + 1;
+  }
+  return lines;
+}
+
+bool marked_default(const Lines& lines, int line) {
+  if (line <= 0 || static_cast<size_t>(line) > lines.size()) return false;
+  const std::string_view text = lines[static_cast<size_t>(line) - 1];
+  return text.size() >= kPrintedDefault.size() &&
+         text.substr(text.size() - kPrintedDefault.size()) == kPrintedDefault;
+}
+
 void read_table(const toml::table& table, const std::string& name, const std::string& file,
-                RawConfig& raw, Problems& problems) {
+                const Lines& lines, RawConfig& raw, Problems& problems) {
   RawTable& out = raw[name];
   out.where = location_of(table, file);
   for (const auto& [key, node] : table) {
@@ -113,7 +142,7 @@ void read_table(const toml::table& table, const std::string& name, const std::st
                              static_cast<int>(key.source().begin.column)};
     if (key_where.line == 0) key_where = where;
     if (to_value(node, value, name + "." + k, where, problems)) {
-      out.entries[k] = {value, where, key_where};
+      out.entries[k] = {value, where, key_where, marked_default(lines, key_where.line)};
     }
   }
 }
@@ -131,6 +160,7 @@ toml::table parse_document(const std::string& text, const std::string& file) {
 
 RawConfig parse_toml(const std::string& text, const std::string& file, Problems& problems) {
   toml::table root = parse_document(text, file);
+  const Lines lines = lines_of(text);
   RawConfig raw;
   for (const auto& [key, node] : root) {
     std::string k(key.str());
@@ -147,7 +177,7 @@ RawConfig parse_toml(const std::string& text, const std::string& file, Problems&
       for (const auto& [id, sub] : *table) {
         const std::string name = k + "." + std::string(id.str());
         if (const toml::table* t = sub.as_table()) {
-          read_table(*t, name, file, raw, problems);
+          read_table(*t, name, file, lines, raw, problems);
         } else {
           problems.add(location_of(sub, file).str() + ": " + name + " must be a table: [" + name +
                        "]");
@@ -155,7 +185,7 @@ RawConfig parse_toml(const std::string& text, const std::string& file, Problems&
       }
       continue;
     }
-    read_table(*table, k, file, raw, problems);
+    read_table(*table, k, file, lines, raw, problems);
   }
   return raw;
 }
@@ -236,7 +266,9 @@ Options validate_table(const std::string& name, const std::vector<OptionSpec>& s
         continue;
       }
       try {
-        values[key] = check_option(*spec, entry.value, name, entry.where);
+        Value value = check_option(*spec, entry.value, name, entry.where);
+        if (entry.printed_default && value == spec->default_value) continue;
+        values[key] = std::move(value);
         where[key] = entry.where;
       } catch (const ConfigError& e) {
         problems.add(e.what());
