@@ -307,3 +307,16 @@ TEST_CASE("codecs: each role's table is validated against its codec, and misplac
   CHECK(contains(error_of(std::string(kSmoke) + "[plugins]\ncodec_gradients = \"codec_blockq\"\n"),
                  "plugins.codec_gradients needs zero.stage >= 1"));
 }
+
+TEST_CASE("an infinite number is refused for any numeric option, naming it") {
+  for (const char* set : {"zero.reduce_bucket_mb=inf", "launch.timeout_s=-inf"}) {
+    CAPTURE(set);
+    try {
+      zt::Config::load_string(kSmoke, "job.toml", {set});
+      FAIL("accepted " << set);
+    } catch (const zt::ConfigError& e) {
+      CHECK(contains(e.what(), "is not a finite number"));
+      CHECK(contains(e.what(), std::string(set).substr(0, std::string(set).find('='))));
+    }
+  }
+}

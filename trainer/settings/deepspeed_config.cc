@@ -370,7 +370,21 @@ void read_fp16(Reader& r, const json& obj) {
     if (key != "loss_scale" && key != "initial_scale_power" && key != "loss_scale_window" &&
         key != "hysteresis" && key != "min_loss_scale")
       return false;
-    if ((x = as_number(r, v, sub))) {
+    // Counts are whole numbers (2.5 was cut to 2, 1e30 cast out of range); the power's scale
+    // must be a number (2^2000 is inf).
+    const bool count = key == "loss_scale_window" || key == "hysteresis";
+    if (count) {
+      if (const std::optional<int64_t> n = as_int(r, v, sub)) x = static_cast<double>(*n);
+    } else {
+      x = as_number(r, v, sub);
+    }
+    if (x && key == "initial_scale_power" && (*x < 0 || *x > 127)) {
+      r.problem(sub, "2^" + v.dump() +
+                         " is no loss scale; give a power from 0 to 127 (fp32's "
+                         "range; DeepSpeed's default is 16)");
+      x.reset();
+    }
+    if (x) {
       from[key] = sub;
       if (key == "loss_scale") loss_scale = *x;
       if (key == "initial_scale_power") power = *x;
@@ -485,7 +499,13 @@ void read_scheduler(Reader& r, const json& obj) {
   }
   const std::string at = "scheduler.type";
   const bool cosine = type == "WarmupCosineLR";
-  // DeepSpeed's defaults for what the file leaves out.
+  // DeepSpeed's defaults for what the file leaves out. A Hugging Face "auto" is not left out:
+  // it means the training arguments' value, which is the zt config's (the optimizer's lr, the
+  // run's warmup and steps), so nothing is set for it; DeepSpeed's defaults in its place made
+  // a job train at lr 1e-3 with 1000 steps of log warmup.
+  const auto is_auto_param = [&](const char* key) {
+    return params.is_object() && params.contains(key) && is_auto(params[key]);
+  };
   double min_lr = 0, max_lr = 0.001, min_ratio = 0, cos_min = 0.0001;
   int64_t warmup = 1000, total = 0;
   std::string warmup_type = "log";
@@ -510,20 +530,35 @@ void read_scheduler(Reader& r, const json& obj) {
                     : type == "WarmupDecayLR" ? "linear"
                                               : "constant"),
         at);
-  r.set("run.warmup_steps", warmup, at);
-  r.set("run.warmup_type", warmup_type, at);
+  if (!is_auto_param("warmup_num_steps")) r.set("run.warmup_steps", warmup, at);
+  if (!is_auto_param("warmup_type")) r.set("run.warmup_type", warmup_type, at);
   if (cosine) {
-    r.set("run.warmup_min_ratio", min_ratio, at);
-    r.set("run.min_lr_ratio", cos_min, at);
+    if (!is_auto_param("warmup_min_ratio")) r.set("run.warmup_min_ratio", min_ratio, at);
+    if (!is_auto_param("cos_min_ratio")) r.set("run.min_lr_ratio", cos_min, at);
   } else {
-    // WarmupLR / WarmupDecayLR set the peak lr themselves, over the optimizer's.
-    r.set("plugin.optim_hybrid_adam.lr", max_lr, "scheduler.params.warmup_max_lr");
-    r.set("run.warmup_min_ratio", max_lr > 0 ? min_lr / max_lr : 0.0, at);
+    // WarmupLR / WarmupDecayLR set the peak lr themselves, over the optimizer's; "auto" leaves
+    // the optimizer's (or the zt config's) lr the peak.
+    const bool max_auto = is_auto_param("warmup_max_lr");
+    if (!max_auto) r.set("plugin.optim_hybrid_adam.lr", max_lr, "scheduler.params.warmup_max_lr");
+    if (max_auto && min_lr > 0) {
+      r.problem("scheduler.params.warmup_min_lr",
+                "is given with warmup_max_lr = \"auto\": zt starts the warmup at a fraction of "
+                "the peak (run.warmup_min_ratio); give warmup_max_lr as a number, or set "
+                "run.warmup_min_ratio in the zt config");
+    } else if (!is_auto_param("warmup_min_lr")) {
+      r.set("run.warmup_min_ratio", max_lr > 0 && !max_auto ? min_lr / max_lr : 0.0, at);
+    }
     r.set("run.min_lr_ratio", 0.0, at);
   }
   if (type != "WarmupLR") {
-    if (total <= 0) r.problem("scheduler.params.total_num_steps", type + " needs it (> 0)");
-    else r.set("run.decay_steps", total, "scheduler.params.total_num_steps");
+    // "auto": the run's steps, which is what run.decay_steps = 0 means.
+    if (is_auto_param("total_num_steps")) {
+      r.set("run.decay_steps", int64_t{0}, "scheduler.params.total_num_steps");
+    } else if (total <= 0) {
+      r.problem("scheduler.params.total_num_steps", type + " needs it (> 0)");
+    } else {
+      r.set("run.decay_steps", total, "scheduler.params.total_num_steps");
+    }
   }
 }
 

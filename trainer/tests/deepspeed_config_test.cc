@@ -305,3 +305,36 @@ TEST_CASE("a DeepSpeed config under a TOML: the TOML wins, --print-config names 
   CHECK(has(toml, "gradient_clipping = 0.5  # from ds.json: gradient_clipping"));
   CHECK(has(toml, "stage = 3\n"));
 }
+
+TEST_CASE("a scheduler's \"auto\" params keep the zt config's lr, warmup and steps") {
+  const std::string text = R"({
+    "optimizer": {"type": "AdamW", "params": {"lr": 3e-5}},
+    "scheduler": {"type": "WarmupDecayLR",
+                  "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
+                             "warmup_num_steps": "auto", "total_num_steps": "auto"}}})";
+  const auto s = zt::trainer::read_deepspeed_json(text, "ds.json", false, 2);
+  std::map<std::string, std::string> got;
+  for (const auto& setting : s.settings) got[setting.key] = zt::value_to_toml(setting.value);
+  // The optimizer's lr stays the peak (DeepSpeed's default 1e-3 took its place).
+  CHECK(got["plugin.optim_hybrid_adam.lr"] == zt::value_to_toml(3e-5));
+  CHECK(got["run.lr_schedule"] == "\"linear\"");
+  CHECK(got["run.decay_steps"] == "0");       // the run's steps
+  CHECK(got.count("run.warmup_steps") == 0);  // the zt config's, not 1000
+  CHECK(got.count("run.warmup_min_ratio") == 0);
+  // A start given without the peak cannot become zt's ratio of it: refused, saying so.
+  const std::string refused = refusal(R"({
+    "scheduler": {"type": "WarmupLR",
+                  "params": {"warmup_min_lr": 1e-6, "warmup_max_lr": "auto"}}})");
+  CHECK(has(refused, "scheduler.params.warmup_min_lr"));
+  CHECK(has(refused, "run.warmup_min_ratio"));
+}
+
+TEST_CASE("fp16's counts are whole numbers and its scale power stays in fp32's range") {
+  CHECK(has(refusal(R"({"fp16": {"enabled": true, "loss_scale_window": 2.5}})"),
+            "fp16.loss_scale_window"));
+  CHECK(has(refusal(R"({"fp16": {"enabled": true, "hysteresis": 1e30}})"), "fp16.hysteresis"));
+  CHECK(has(refusal(R"({"fp16": {"enabled": true, "initial_scale_power": 2000}})"),
+            "give a power from 0 to 127"));
+  CHECK(refusal(R"({"fp16": {"enabled": true, "initial_scale_power": 32, "hysteresis": 2}})")
+            .empty());
+}

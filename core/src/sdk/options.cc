@@ -109,7 +109,13 @@ std::string join(const std::vector<std::string>& items) {
 
 void check_range(const OptionSpec& spec, double v, const std::string& table,
                  const SourceLocation& where, const std::string& shown) {
-  if ((spec.min && v < *spec.min) || (spec.max && v > *spec.max) || std::isnan(v)) {
+  if (!std::isfinite(v)) {
+    // No option means anything by an infinity, and one turned into an integer (a bucket's
+    // bytes, a step count) is undefined behaviour.
+    throw ConfigError(where.str() + ": " + table + "." + spec.name + " = " + shown +
+                      " is not a finite number; give one (" + spec.doc + ")");
+  }
+  if ((spec.min && v < *spec.min) || (spec.max && v > *spec.max)) {
     std::ostringstream os;
     os << where.str() << ": " << table << "." << spec.name << " = " << shown
        << " is out of range; expected ";
