@@ -570,6 +570,21 @@ void read_batch(Reader& r, const json& root, int world) {
   };
   const auto total = get("train_batch_size"), micro = get("train_micro_batch_size_per_gpu"),
              accum = get("gradient_accumulation_steps");
+  bool positive = true;
+  for (const auto& [key, value] :
+       {std::pair{"train_batch_size", total}, std::pair{"train_micro_batch_size_per_gpu", micro},
+        std::pair{"gradient_accumulation_steps", accum}}) {
+    if (value && *value < 1) {
+      r.problem(key, std::to_string(*value) + " is not a count of samples or steps; give 1 or "
+                                              "more, or leave it out");
+      positive = false;
+    }
+  }
+  if (!positive) return;
+  // The global batch is DeepSpeed's contract: kept as data.global_batch, a micro batch or an
+  // accumulation the zt config or --set changes, or another world size at a resume, must still
+  // make it (the job refuses what does not), instead of silently training on another batch.
+  if (total) r.set("data.global_batch", *total, "train_batch_size");
   const std::string rule = "train_batch_size = train_micro_batch_size_per_gpu x "
                            "gradient_accumulation_steps x " +
                            std::to_string(world) + " ranks";
@@ -621,8 +636,21 @@ std::string line_column(const std::string& text, size_t at) {
 DeepSpeedSettings read_deepspeed_json(const std::string& text, const std::string& name,
                                       bool lenient, int world) {
   json root;
+  // A key given twice in one object: the parser keeps the last; DeepSpeed, and zt's TOML,
+  // refuse it (a second "zero_optimization" silently dropped the first).
+  std::vector<std::set<std::string>> keys_by_depth;
+  std::vector<std::string> twice;
+  const json::parser_callback_t note_keys = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys_by_depth.emplace_back();
+    if (event == json::parse_event_t::object_end && !keys_by_depth.empty())
+      keys_by_depth.pop_back();
+    if (event == json::parse_event_t::key && !keys_by_depth.empty() &&
+        !keys_by_depth.back().insert(parsed.get<std::string>()).second)
+      twice.push_back(parsed.get<std::string>());
+    return true;
+  };
   try {
-    root = json::parse(text);
+    root = json::parse(text, note_keys);
   } catch (const json::parse_error& e) {
     std::string why = e.what();
     const size_t colon = why.find(": ", why.find("parse error"));
@@ -634,6 +662,11 @@ DeepSpeedSettings read_deepspeed_json(const std::string& text, const std::string
     // tests/fuzz's deepspeed_json target found it escaping as a crash).
     throw ConfigError(name + ": not valid JSON (" + std::string(e.what()) +
                       "); fix the DeepSpeed config");
+  }
+  if (!twice.empty()) {
+    throw ConfigError(name + ": \"" + twice.front() +
+                      "\" is given twice in one object; keep one (JSON readers keep only the "
+                      "last, DeepSpeed refuses it)");
   }
   Reader r(name, lenient);
   if (!root.is_object()) throw ConfigError(name + ": a DeepSpeed config is a JSON object");

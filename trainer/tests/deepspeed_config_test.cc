@@ -7,6 +7,7 @@
 #include <map>
 
 #include "settings/deepspeed_config.h"
+#include "settings/job_settings.h"
 #include "settings/trainer_config.h"
 #include "zt/error.h"
 
@@ -61,6 +62,7 @@ TEST_CASE("DeepSpeed ZeRO-1 with fp16, Adam and WarmupLR, key by key") {
   check_settings(s, f,
                  {{"data.micro_batch", int64_t{4}, rule},
                   {"data.grad_accum", int64_t{2}, "gradient_accumulation_steps"},
+                  {"data.global_batch", int64_t{32}, "train_batch_size"},
                   {"run.log_every", int64_t{10}, "steps_per_print"},
                   {"plugins.optimizer", std::string("optim_hybrid_adam"), "optimizer.type"},
                   {"plugin.optim_hybrid_adam.betas", std::vector<double>{0.8, 0.999},
@@ -116,7 +118,8 @@ TEST_CASE("DeepSpeed ZeRO-3 with NVMe offload of states and parameters, key by k
   const std::string z = "zero_optimization.";
   check_settings(
       s, f,
-      {{"data.micro_batch", int64_t{8}, "train_micro_batch_size_per_gpu"},
+      {{"data.global_batch", int64_t{16}, "train_batch_size"},
+       {"data.micro_batch", int64_t{8}, "train_micro_batch_size_per_gpu"},
        {"data.grad_accum", int64_t{1},
         "train_batch_size (train_batch_size = train_micro_batch_size_per_gpu x "
         "gradient_accumulation_steps x 2 ranks)"},
@@ -274,9 +277,16 @@ TEST_CASE("JSON syntax errors give line and column, and batches must multiply ou
   // Given the batch and the accumulation, the micro batch is derived.
   const auto s = zt::trainer::read_deepspeed_json(
       R"({"train_batch_size": 24, "gradient_accumulation_steps": 3})", "ds.json", false, 2);
-  REQUIRE(s.settings.size() == 2);
-  CHECK(s.settings[0].key == "data.micro_batch");
-  CHECK(zt::value_to_toml(s.settings[0].value) == "4");
+  REQUIRE(s.settings.size() == 3);
+  CHECK(s.settings[0].key == "data.global_batch");  // the contract, enforced by the job
+  CHECK(zt::value_to_toml(s.settings[0].value) == "24");
+  CHECK(s.settings[1].key == "data.micro_batch");
+  CHECK(zt::value_to_toml(s.settings[1].value) == "4");
+  // A count below 1 is refused, not dropped.
+  CHECK(has(refusal(R"({"gradient_accumulation_steps": -1})"),
+            "gradient_accumulation_steps: -1 is not a count"));
+  CHECK(has(refusal(R"({"train_batch_size": 0, "train_micro_batch_size_per_gpu": 2})"),
+            "train_batch_size: 0 is not a count"));
 }
 
 TEST_CASE("integers that do not fit 64 bits are refused, not cast") {
@@ -337,4 +347,30 @@ TEST_CASE("fp16's counts are whole numbers and its scale power stays in fp32's r
             "give a power from 0 to 127"));
   CHECK(refusal(R"({"fp16": {"enabled": true, "initial_scale_power": 32, "hysteresis": 2}})")
             .empty());
+}
+
+TEST_CASE("DeepSpeed's train_batch_size holds when the zt config changes the micro batch") {
+  // 32 = 4 x 2 x 4 ranks from the JSON; --set data.micro_batch=8 would make 64 a step.
+  const auto s = zt::trainer::read_deepspeed_json(
+      R"({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 4})", "ds.json", false, 4);
+  zt::trainer::DataSettings d;
+  for (const auto& setting : s.settings) {
+    if (setting.key == "data.global_batch") d.global_batch = std::get<int64_t>(setting.value);
+    if (setting.key == "data.grad_accum") d.grad_accum = std::get<int64_t>(setting.value);
+  }
+  d.global_batch_where = "ds.json: train_batch_size";
+  d.micro_batch = 4;
+  CHECK_NOTHROW(d.check_global_batch(4));
+  d.micro_batch = 8;
+  CHECK_THROWS_WITH_AS(d.check_global_batch(4), doctest::Contains("data.global_batch = 32"),
+                       zt::ConfigError);
+}
+
+TEST_CASE("a key given twice in one object is refused, naming it") {
+  CHECK(has(refusal(R"({"zero_optimization": {"stage": 3}, "zero_optimization": {"stage": 1}})"),
+            "\"zero_optimization\" is given twice in one object"));
+  CHECK(has(refusal(R"({"zero_optimization": {"stage": 3, "stage": 1}})"),
+            "\"stage\" is given twice"));
+  // The same key in two objects is two settings.
+  CHECK(refusal(R"({"fp16": {"enabled": false}, "bf16": {"enabled": false}})").empty());
 }
