@@ -6,6 +6,10 @@
 
 #include <ATen/ATen.h>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "../test_util.h"
@@ -102,9 +106,11 @@ TEST_CASE("flight recorder: the ring keeps the newest collectives") {
   auto comm = zt::observe_communicator(std::make_unique<SoloCommunicator>(), "ring");
   at::Tensor t = at::ones({4});
   for (int i = 0; i < 100; ++i) comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
+  // Exactly the last 16 (every rank's dump covers the same stretch of sequence numbers), not
+  // what is left after the oldest half was dropped.
   const auto records = recorder.records();
-  CHECK(records.size() <= 16);
-  CHECK(records.back().seq == 100);
+  REQUIRE(records.size() == 16);
+  for (size_t i = 0; i < records.size(); ++i) CHECK(records[i].seq == 85 + int64_t(i));
   CHECK(records.back().group == "ring");
   recorder.set_capacity(4096);
 }
@@ -157,4 +163,28 @@ TEST_CASE("flight diagnosis: the first collective the ranks disagree on, and mis
                        "rank 1 issued all_gather #25 (192 B Float)"));
   CHECK(contains(line, "rank 2 left no flight record"));
   CHECK(zt::diagnose_flight(dir.file("nothing-here"), 2).line.empty());
+}
+
+// Last in this file: a failure's dump is once per process.
+TEST_CASE("flight recorder: a failure's dump and SIGUSR2's at once leave the failure's, whole") {
+  auto& recorder = zt::FlightRecorder::instance();
+  auto comm = zt::observe_communicator(std::make_unique<SoloCommunicator>(), "dumps");
+  at::Tensor t = at::ones({4});
+  for (int i = 0; i < 2000; ++i) comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
+  TempDir dir;
+  recorder.set_dump_path(dir.file("flight/rank-0.json"), 0, 1);
+  std::atomic<bool> stop{false};
+  std::thread requests([&] {
+    while (!stop.load()) recorder.dump_on_request();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(recorder.dump_failure("comm error: the peer died"));
+  stop = true;
+  requests.join();
+  // Both wrote one temporary file each time; interleaved, the two made invalid JSON, or the
+  // request's rename came last and replaced the failure's dump.
+  const auto j = nlohmann::json::parse(zt::test::read_file(dir.file("flight/rank-0.json")));
+  CHECK(j["reason"] == "comm error: the peer died");
+  CHECK_FALSE(recorder.dump_on_request());
+  recorder.set_dump_path("", 0, 1);
 }

@@ -128,6 +128,30 @@ TEST_CASE("trace: the file is Trace Event JSON with lanes named and times shifte
                   zt::IoError);
 }
 
+TEST_CASE("trace: a long detail with non-ASCII text is kept whole, and the file stays JSON") {
+  // A tier's label names its files; a fixed 72-byte copy cut the path and, here, the "é" in two.
+  const std::string detail = "offload read of optim.exp_avg (4.0 MiB, offload_nvme: files under "
+                             "/mnt/données/zt-offload/rank-0)";
+  REQUIRE(detail.size() > 72);
+  trace::clear_events();
+  trace::set_recording(true);
+  for (int i = 0; i < 3; ++i) {
+    trace::Scope s("long detail span", trace::kIo);
+    s.set_detail(detail);
+  }
+  trace::set_recording(false);
+  TempDir dir;
+  trace::write_trace_file(dir.file("rank-0.json"), 0, "rank 0", 0, trace::now_ns(), "{}");
+  const auto j = nlohmann::json::parse(zt::test::read_file(dir.file("rank-0.json")));
+  int spans = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X" || e["name"] != "long detail span") continue;
+    ++spans;
+    CHECK(e["args"]["detail"] == detail);
+  }
+  CHECK(spans == 3);
+}
+
 TEST_CASE("trace: a thread's activity and waiting label are readable from another thread") {
   const trace::Scope step("activity test step", 7, "", trace::kStep);
   const trace::Scope unit("unit", 2, "forward", trace::kCompute);

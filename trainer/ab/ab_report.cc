@@ -46,23 +46,32 @@ std::string sci(double v) {
   return buf;
 }
 
-// A counter of the metrics (cumulative since the run started) per counted step of `run`: its
-// value at the last step less its value before the first counted step, over the counted steps.
+// A counter of the metrics (cumulative since its process started) per counted step of `run`:
+// the steps' increments summed over the counted steps. The first step after a resume starts
+// from 0 (its process counts afresh; last value less first made a resumed run's figures
+// negative).
 double per_step(const RunMetrics& run, int64_t counted,
                 const std::function<int64_t(const StepRecord&)>& counter) {
-  const int64_t start = counted > 0 ? counter(run.steps[static_cast<size_t>(counted) - 1]) : 0;
+  int64_t total = 0;
+  for (size_t i = static_cast<size_t>(counted); i < run.steps.size(); ++i) {
+    const bool from_zero = i == 0 || run.steps[i].resumed;
+    total += counter(run.steps[i]) - (from_zero ? 0 : counter(run.steps[i - 1]));
+  }
   const double steps = static_cast<double>(run.steps.size()) - static_cast<double>(counted);
-  return static_cast<double>(counter(run.steps.back()) - start) / steps;
+  return static_cast<double>(total) / steps;
 }
 
 }  // namespace
 
 void summarize_arm(ArmResult& arm, int64_t warmup) {
   arm.step_s.clear();
+  arm.step_groups.clear();
   std::vector<double> tokens;
   for (const RunMetrics& run : arm.runs) {
+    arm.step_groups.emplace_back();
     for (size_t i = static_cast<size_t>(warmup); i < run.steps.size(); ++i) {
       arm.step_s.push_back(run.steps[i].step_time_s);
+      arm.step_groups.back().push_back(run.steps[i].step_time_s);
       tokens.push_back(run.steps[i].tokens_per_s);
     }
     for (const StepRecord& s : run.steps) {
@@ -135,7 +144,7 @@ AbResult analyse(ArmResult a, ArmResult b, int64_t warmup, double rtol, bool che
   AbResult r;
   summarize_arm(a, warmup);
   summarize_arm(b, warmup);
-  r.speedup = bootstrap_speedup(a.step_s, b.step_s, kResamples, kBootstrapSeed);
+  r.speedup = bootstrap_speedup(a.step_groups, b.step_groups, kResamples, kBootstrapSeed);
   if (check) r.agreement = check_agreement(a, b, rtol);
   r.a = std::move(a);
   r.b = std::move(b);

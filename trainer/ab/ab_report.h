@@ -23,6 +23,7 @@ struct ArmResult {
   std::string label;             // what the verdict calls it
   std::vector<RunMetrics> runs;  // in the order they ran
   std::vector<double> step_s;    // every run's steps after the warm-up, pooled
+  StepGroups step_groups;        // the same, per run (the bootstrap resamples runs first)
   double median_s = 0, p10_s = 0, p90_s = 0, tokens_per_s = 0;
   std::map<std::string, int64_t> peak_memory;  // category -> the largest over ranks and steps
   int64_t peak_model_states = 0;  // per rank: the largest sum of model-state categories

@@ -19,24 +19,46 @@ double percentile(std::vector<double> values, double p) {
 
 double median(const std::vector<double>& values) { return percentile(values, 50); }
 
-RatioInterval bootstrap_speedup(const std::vector<double>& a_step_s,
-                                const std::vector<double>& b_step_s, int resamples, uint64_t seed) {
-  if (a_step_s.empty() || b_step_s.empty()) {
-    throw InternalError("bootstrap_speedup: an arm has no step times to compare");
+namespace {
+
+StepGroups non_empty(const StepGroups& groups) {
+  StepGroups out;
+  for (const auto& g : groups) {
+    if (!g.empty()) out.push_back(g);
   }
+  if (out.empty()) throw InternalError("bootstrap_speedup: an arm has no step times to compare");
+  return out;
+}
+
+std::vector<double> pooled(const StepGroups& groups) {
+  std::vector<double> out;
+  for (const auto& g : groups) out.insert(out.end(), g.begin(), g.end());
+  return out;
+}
+
+}  // namespace
+
+RatioInterval bootstrap_speedup(const StepGroups& a_groups, const StepGroups& b_groups,
+                                int resamples, uint64_t seed) {
+  const StepGroups a = non_empty(a_groups), b = non_empty(b_groups);
   RatioInterval out;
-  out.ratio = median(a_step_s) / median(b_step_s);
+  out.ratio = median(pooled(a)) / median(pooled(b));
   std::mt19937_64 gen(seed);
-  auto resample = [&](const std::vector<double>& from) {
-    std::uniform_int_distribution<size_t> pick(0, from.size() - 1);
-    std::vector<double> drawn(from.size());
-    for (double& v : drawn) v = from[pick(gen)];
+  std::vector<double> drawn;
+  auto resample = [&](const StepGroups& groups) {
+    std::uniform_int_distribution<size_t> pick_group(0, groups.size() - 1);
+    drawn.clear();
+    for (size_t k = 0; k < groups.size(); ++k) {
+      const std::vector<double>& g = groups[pick_group(gen)];
+      std::uniform_int_distribution<size_t> pick(0, g.size() - 1);
+      for (size_t n = 0; n < g.size(); ++n) drawn.push_back(g[pick(gen)]);
+    }
     return median(drawn);
   };
   std::vector<double> ratios(static_cast<size_t>(std::max(1, resamples)));
   for (double& r : ratios) {
-    const double a = resample(a_step_s);
-    r = a / resample(b_step_s);
+    const double x = resample(a);
+    r = x / resample(b);
   }
   out.low = percentile(ratios, 2.5);
   out.high = percentile(ratios, 97.5);

@@ -22,17 +22,28 @@ int64_t int_field(const nlohmann::json& j, const char* key, int64_t fallback,
                     ", not an integer; is this a zt metrics file?");
 }
 
+// A real field (`fallback` when absent); null, the writer's non-finite value, is NaN.
+double real_field(const nlohmann::json& j, const char* key, double fallback,
+                  const std::string& where) {
+  if (!j.contains(key)) return fallback;
+  if (const std::optional<double> v = json_real(j.at(key))) return *v;
+  throw ConfigError(where + ": \"" + key + "\" is " + j.at(key).dump() +
+                    ", not a number; is this a zt metrics file?");
+}
+
 StepRecord step_of(const nlohmann::json& j, const std::string& where) {
   StepRecord s;
-  if (!j.contains("step")) throw ConfigError(where + ": a step line without \"step\"");
+  for (const char* key : {"step", "loss", "step_time_s"}) {
+    if (!j.contains(key)) throw ConfigError(where + ": a step line without \"" + key + "\"");
+  }
   s.step = int_field(j, "step", 0, where);
-  s.loss = j.at("loss").get<double>();
-  s.grad_norm = j.value("grad_norm", 0.0);
-  s.step_time_s = j.at("step_time_s").get<double>();
-  s.tokens_per_s = j.value("tokens_per_s", 0.0);
-  s.flops = j.value("flops", 0.0);
-  s.flops_per_s_per_rank = j.value("flops_per_s_per_rank", 0.0);
-  s.mfu = j.value("mfu", 0.0);
+  s.loss = real_field(j, "loss", 0, where);
+  s.grad_norm = real_field(j, "grad_norm", 0, where);
+  s.step_time_s = real_field(j, "step_time_s", 0, where);
+  s.tokens_per_s = real_field(j, "tokens_per_s", 0, where);
+  s.flops = real_field(j, "flops", 0, where);
+  s.flops_per_s_per_rank = real_field(j, "flops_per_s_per_rank", 0, where);
+  s.mfu = real_field(j, "mfu", 0, where);
   s.skipped = j.value("skipped", false);
   s.arm = j.value("arm", std::string());
   for (const nlohmann::json& rank : j.value("memory", nlohmann::json::array())) {
@@ -79,9 +90,12 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
                       "; give the run.out_dir of a run the trainer wrote (it holds metrics.jsonl)");
   }
   std::string line;
+  bool resumed = false;  // a resume line came since the last step
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.empty()) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    // The last line of a run killed while writing it, cut short (no newline after it).
+    if (j.is_discarded() && in.eof()) break;
     if (j.is_discarded() || !j.is_object()) {
       throw ConfigError(run.path + ":" + std::to_string(number) +
                         ": not a JSON object; is this a zt metrics file?");
@@ -99,8 +113,11 @@ RunMetrics read_run_metrics(const std::string& run_dir) {
         run.switches.push_back({int_field(j, "step", 0, where), j.value("to", std::string()),
                                 j.value("seconds", 0.0)});
       }
+      if (j.value("event", std::string()) == "resume") resumed = true;
       if (j.contains("event") || !j.contains("step_time_s")) continue;
       run.steps.push_back(step_of(j, where));
+      run.steps.back().resumed = resumed;
+      resumed = false;
     } catch (const nlohmann::json::exception& e) {
       throw ConfigError(where + ": " + e.what());
     }

@@ -28,6 +28,8 @@ struct StepRecord {
   std::map<std::string, int64_t> comm_sent;         // op -> bytes rank 0 sent to peers (wire bytes)
   int64_t io_bytes_read = 0, io_bytes_written = 0;  // rank 0's offload tiers since the start
   std::string arm;  // live A/B (live_ab.h): the arm that trained this step; "" otherwise
+  // The first step after a resume: the counters above (comm, io) restart from 0 with it.
+  bool resumed = false;
 };
 
 // Live A/B: the engine switched to arm `to` before step `step` + 1, which took `seconds`.

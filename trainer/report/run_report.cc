@@ -1,8 +1,10 @@
 #include "report/run_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -71,10 +73,22 @@ RunLines read_lines(const std::string& run_dir) {
 
 double step_of(const json& j) { return j.value("step", 0.0); }
 
+// A real field of a step line: 0 when absent, NaN for the null a non-finite value is written as
+// (a diverged loss); other types throw the JSON library's type error.
+double real(const json& j, const char* key) {
+  if (!j.contains(key)) return 0;
+  if (j.at(key).is_null()) return std::numeric_limits<double>::quiet_NaN();
+  return j.at(key).get<double>();
+}
+
+// A non-finite value is a gap in the line, not a point that takes the axis with it.
 Series series_of(const RunLines& r, const std::string& name, const std::string& color,
                  double (*value)(const json&)) {
   Series se{name, color, {}};
-  for (const json& j : r.steps) se.points.push_back({step_of(j), value(j)});
+  for (const json& j : r.steps) {
+    const double v = value(j);
+    if (std::isfinite(v)) se.points.push_back({step_of(j), v});
+  }
   return se;
 }
 
@@ -89,7 +103,7 @@ Series field_series(const RunLines& r, const char* object, const char* key, cons
 
 std::string loss_chart(const RunLines& r) {
   std::vector<Series> s = {
-      series_of(r, "training loss", "#1f77b4", [](const json& j) { return j.value("loss", 0.0); })};
+      series_of(r, "training loss", "#1f77b4", [](const json& j) { return real(j, "loss"); })};
   if (!r.evals.empty()) {
     Series val{"validation loss", "#d62728", {}};
     for (const json& j : r.evals) val.points.push_back({step_of(j), j.value("val_loss", 0.0)});
@@ -115,7 +129,7 @@ std::string time_chart(const RunLines& r) {
     double parts = 0;
     for (const auto& [key, name] : kParts)
       parts += j.value("times", json::object()).value(key, 0.0);
-    other.points.push_back({step_of(j), std::max(0.0, j.value("step_time_s", 0.0) - parts)});
+    other.points.push_back({step_of(j), std::max(0.0, real(j, "step_time_s") - parts)});
   }
   series.push_back(std::move(other));
   return svg::stacked_chart("time-split", "step time split (rank 0, seconds)", "step", "seconds",
@@ -125,13 +139,12 @@ std::string time_chart(const RunLines& r) {
 std::string throughput_charts(const RunLines& r) {
   std::string out = svg::line_chart(
       "tokens", "tokens per second", "step", "tokens/s",
-      {series_of(r, "tokens/s", "#1f77b4",
-                 [](const json& j) { return j.value("tokens_per_s", 0.0); })},
+      {series_of(r, "tokens/s", "#1f77b4", [](const json& j) { return real(j, "tokens_per_s"); })},
       r.markers, true);
   if (r.steps.back().contains("mfu")) {
     out += svg::line_chart(
         "mfu", "MFU: model FLOPs per second over the measured peak, per rank (%)", "step", "%",
-        {series_of(r, "MFU", "#d62728", [](const json& j) { return 100 * j.value("mfu", 0.0); })},
+        {series_of(r, "MFU", "#d62728", [](const json& j) { return 100 * real(j, "mfu"); })},
         r.markers, true);
   }
   return out;
@@ -204,10 +217,13 @@ double median(std::vector<double> v) {
 
 std::string summary_table(const RunLines& r) {
   std::vector<double> times, tokens, mfu;
+  const auto keep_finite = [](std::vector<double>& v, double x) {
+    if (std::isfinite(x)) v.push_back(x);
+  };
   for (const json& j : r.steps) {
-    times.push_back(j.value("step_time_s", 0.0));
-    tokens.push_back(j.value("tokens_per_s", 0.0));
-    if (j.contains("mfu")) mfu.push_back(100 * j.value("mfu", 0.0));
+    keep_finite(times, real(j, "step_time_s"));
+    keep_finite(tokens, real(j, "tokens_per_s"));
+    if (j.contains("mfu")) keep_finite(mfu, 100 * real(j, "mfu"));
   }
   double peak_rss = 0;
   for (const json& m : r.steps.back().value("memory", json::array()))
@@ -220,7 +236,7 @@ std::string summary_table(const RunLines& r) {
                 "<td>%.4f</td><td>%.1f</td><td>%s</td><td>%zu</td><td>%.1f</td></tr></table>\n",
                 // The step as the file has it: a double (converting one past long long's
                 // range was undefined: tests/fuzz's metrics target found 7.8e50).
-                r.steps.size(), step_of(r.steps.back()), r.steps.back().value("loss", 0.0),
+                r.steps.size(), step_of(r.steps.back()), real(r.steps.back(), "loss"),
                 median(times), median(tokens),
                 mfu.empty() ? "unknown" : (svg::num(median(mfu)) + "%").c_str(),
                 r.checkpoints.size(), peak_rss / kMiB);

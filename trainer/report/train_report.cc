@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include <algorithm>
@@ -278,6 +279,20 @@ TrainReport::~TrainReport() {
   if (file_) std::fclose(file_);
 }
 
+namespace {
+
+// A double as JSON: a non-finite one (a diverged loss, an overflowed gradient norm) is null, as
+// JSON has no NaN; `nan` in the file made every reader refuse the whole run.
+struct JsonReal {
+  double v;
+};
+std::ostream& operator<<(std::ostream& out, JsonReal x) {
+  if (std::isfinite(x.v)) return out << x.v;
+  return out << "null";
+}
+
+}  // namespace
+
 void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memory,
                       const CommStats& comm, const OffloadStats& io) {
   if (!file_) return;
@@ -286,10 +301,12 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
   std::ostringstream js;
   js.precision(8);
   // The loss with every digit a double has, so runs can be compared bit for bit (resume tests).
-  js << "{\"step\":" << m.step << ",\"loss\":" << std::setprecision(17) << m.loss
-     << std::setprecision(8) << ",\"lr\":" << m.lr << ",\"loss_scale\":" << m.loss_scale
-     << ",\"grad_norm\":" << m.grad_norm << ",\"skipped\":" << (m.skipped ? "true" : "false")
-     << ",\"step_time_s\":" << m.step_seconds << ",\"tokens_per_s\":" << m.tokens_per_s;
+  js << "{\"step\":" << m.step << ",\"loss\":" << std::setprecision(17) << JsonReal{m.loss}
+     << std::setprecision(8) << ",\"lr\":" << JsonReal{m.lr}
+     << ",\"loss_scale\":" << JsonReal{m.loss_scale} << ",\"grad_norm\":" << JsonReal{m.grad_norm}
+     << ",\"skipped\":" << (m.skipped ? "true" : "false")
+     << ",\"step_time_s\":" << JsonReal{m.step_seconds}
+     << ",\"tokens_per_s\":" << JsonReal{m.tokens_per_s};
   if (!m.arm.empty()) js << ",\"arm\":" << nlohmann::json(m.arm).dump();
   js << ",\"memory\":[";
   for (size_t r = 0; r < memory.size(); ++r) {
@@ -330,8 +347,9 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
   read_before_ = io.bytes_read;
   written_before_ = io.bytes_written;
   if (m.flops > 0) {
-    js << ",\"flops\":" << m.flops << ",\"flops_per_s_per_rank\":" << m.flops_per_s;
-    if (m.mfu > 0) js << ",\"mfu\":" << m.mfu;
+    js << ",\"flops\":" << JsonReal{m.flops}
+       << ",\"flops_per_s_per_rank\":" << JsonReal{m.flops_per_s};
+    if (m.mfu > 0) js << ",\"mfu\":" << JsonReal{m.mfu};
   }
   js << "}\n";
   std::fputs(js.str().c_str(), file_);

@@ -1,6 +1,6 @@
 // The report layer's pieces: round chart ticks (the A/B report showed "2.75" and "4.613") and
 // a run's report.html from a metrics.jsonl with every chart, markers for saves and resumes, and
-// a clear error for a folder without metrics.
+// a clear error for a folder without metrics; a diverged step's numbers written and read back.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -8,9 +8,15 @@
 #include <fstream>
 #include <limits>
 
+#include <nlohmann/json.hpp>
+
+#include "report/run_metrics.h"
 #include "report/run_report.h"
 #include "report/svg_chart.h"
+#include "report/train_report.h"
+#include "zt/communicator.h"
 #include "zt/error.h"
+#include "zt/offload.h"
 
 namespace svg = zt::trainer::svg;
 
@@ -93,4 +99,44 @@ TEST_CASE("report: a run's report.html has every chart, its markers, and says wh
   CHECK(html.find("60%") != std::string::npos);  // the median MFU in the table
   std::filesystem::remove_all(dir);
   CHECK_THROWS_AS(zt::trainer::run_report_html(dir), zt::ConfigError);
+}
+
+TEST_CASE("report: a diverged step's non-finite numbers are written as null and read back as NaN") {
+  const std::string dir = temp_dir();
+  {
+    zt::trainer::TrainReport report(dir + "/metrics.jsonl", 3, 1000);
+    zt::trainer::StepMetrics m;
+    for (int step = 1; step <= 3; ++step) {
+      m.step = step;
+      m.loss = step == 2 ? std::numeric_limits<double>::quiet_NaN() : 4.0 - step;
+      m.grad_norm = step == 2 ? std::numeric_limits<double>::infinity() : 1.5;
+      m.skipped = step == 2;
+      m.step_seconds = 0.25;
+      m.tokens_per_s = 4000;
+      report.log(m, {zt::trainer::RankMemory{}}, zt::CommStats{}, zt::OffloadStats{});
+    }
+  }
+  // `nan` and `inf` are not JSON: every reader refused the whole file (ab, compare, tune).
+  std::ifstream in(dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    INFO(line);
+    CHECK_FALSE(nlohmann::json::parse(line, nullptr, false).is_discarded());
+  }
+  const zt::trainer::RunMetrics run = zt::trainer::read_run_metrics(dir);
+  REQUIRE(run.steps.size() == 3);
+  CHECK(std::isnan(run.steps[1].loss));
+  CHECK(std::isnan(run.steps[1].grad_norm));
+  CHECK(run.steps[2].loss == 1.0);
+  // The report leaves the point out of the loss line and still says the final loss.
+  const std::string html = zt::trainer::run_report_html(dir);
+  CHECK(html.find("data-chart='loss'") != std::string::npos);
+  CHECK(html.find("<td>1</td>") != std::string::npos);
+  // A last line cut short by a kill is left out, as the run report does; a bad line before the
+  // end is still the file's fault.
+  std::ofstream(dir + "/metrics.jsonl", std::ios::app) << "{\"step\":4,\"loss\":";
+  CHECK(zt::trainer::read_run_metrics(dir).steps.size() == 3);
+  std::ofstream(dir + "/metrics.jsonl", std::ios::app) << "\n{\"step\":5}\n";
+  CHECK_THROWS_WITH_AS(zt::trainer::read_run_metrics(dir), doctest::Contains("metrics.jsonl:4"),
+                       zt::ConfigError);
+  std::filesystem::remove_all(dir);
 }

@@ -51,6 +51,7 @@ bool sets(const Candidate& c, const std::string& kv) {
 Contender contender(size_t id, std::vector<double> steps) {
   Contender c;
   c.candidate = id;
+  c.step_groups = {steps};
   c.step_s = std::move(steps);
   return c;
 }
@@ -385,4 +386,14 @@ TEST_CASE("tune: a verdict where nothing raced says so, not that your config is 
         "the final A/B, so your config stays (stage 3, shard_bucket); give tune a larger --budget");
   r.rounds.emplace_back();  // a round ran, and your config led it
   CHECK(tune_verdict(r) == "your config is the fastest composition found (stage 3, shard_bucket)");
+}
+
+TEST_CASE("tune: across hosts every composition is sized with one host's ranks") {
+  // The grid was sized per host, --candidate and phase 2's variants with the whole job's ranks:
+  // the same composition resolved twice (raced twice), and a host asked for every rank's memory.
+  const ConfigLoader job = loader({"launch.nproc=4"});
+  const ConfigLoader one_host = per_host_loader(job, 2, 2);
+  CHECK(one_host({"zero.stage=2"}).section("launch").get_int("nproc") == 2);
+  CHECK(one_host({"zero.stage=2"}).section("zero").get_int("stage") == 2);
+  CHECK(per_host_loader(job, 1, 4)({}).section("launch").get_int("nproc") == 4);
 }

@@ -134,6 +134,15 @@ void prune_placements(std::vector<CompositionEstimate>& estimates) {
   }
 }
 
+ConfigLoader per_host_loader(ConfigLoader load, int hosts, int ranks_per_host) {
+  if (hosts <= 1) return load;
+  return [load = std::move(load), ranks_per_host](const std::vector<std::string>& overrides) {
+    std::vector<std::string> all = overrides;
+    all.push_back("launch.nproc=" + std::to_string(ranks_per_host));
+    return load(all);
+  };
+}
+
 JobEstimates estimate_all(const ConfigLoader& load, int hosts, EstimateOptions& options) {
   JobEstimates out;
   // The door of `trainer estimate` and `trainer tune`: the job as given, resolved once.
@@ -152,12 +161,7 @@ JobEstimates estimate_all(const ConfigLoader& load, int hosts, EstimateOptions& 
                       "the same number of ranks each");
   }
   options.ranks_per_host = options.world / hosts;
-  // Each host runs ranks_per_host of the ranks: what the memory-fit model multiplies by.
-  const ConfigLoader per_host = [&](const std::vector<std::string>& overrides) {
-    std::vector<std::string> all = overrides;
-    if (hosts > 1) all.push_back("launch.nproc=" + std::to_string(options.ranks_per_host));
-    return load(all);
-  };
+  const ConfigLoader per_host = per_host_loader(load, hosts, options.ranks_per_host);
   Candidate yours;
   yours.origin = "your config";
   out.all.push_back(estimate_composition(per_host, yours, options));

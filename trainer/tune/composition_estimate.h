@@ -72,4 +72,10 @@ struct JobEstimates {
 // for a job that trains nothing, or hosts that do not divide the world.
 JobEstimates estimate_all(const ConfigLoader& load, int hosts, EstimateOptions& options);
 
+// `load` as one host of `hosts` sees it: with more than one, launch.nproc is its
+// `ranks_per_host`, which the memory-fit check multiplies by. Every composition is estimated
+// through it (the grid, --candidate and tune's phase 2 alike: one resolved config each, so the
+// same composition is one candidate).
+ConfigLoader per_host_loader(ConfigLoader load, int hosts, int ranks_per_host);
+
 }  // namespace zt::trainer

@@ -37,7 +37,7 @@ size_t judge_round(std::vector<Contender>& contenders, int round, const std::str
       continue;
     }
     // > 1: the leader's steps are shorter.
-    c.vs_leader = bootstrap_speedup(c.step_s, lead.step_s, rules.resamples,
+    c.vs_leader = bootstrap_speedup(c.step_groups, lead.step_groups, rules.resamples,
                                     rules.seed + static_cast<uint64_t>(round * 1000 + i));
   }
   char why[200];

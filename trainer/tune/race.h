@@ -17,6 +17,7 @@ namespace zt::trainer {
 struct Contender {
   size_t candidate = 0;        // index into the caller's candidates
   std::vector<double> step_s;  // every timed step so far, pooled over rounds
+  StepGroups step_groups;      // the same, per trial job (what the bootstrap resamples first)
   bool racing = true;
   std::string left;  // why it left the race ("" while racing)
   int left_round = 0;

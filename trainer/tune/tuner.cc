@@ -94,6 +94,7 @@ class Tuner {
   const TuneArgs& args_;
   std::ostream& out_;
   ConfigLoader load_;
+  ConfigLoader per_host_;  // load_ as one of --hosts sees it: every composition is sized so
   Clock::time_point start_, deadline_;
   int64_t turn_ = 5;
   size_t arms_per_job_ = kMaxLiveArms;  // set by the reference run's length
@@ -206,6 +207,7 @@ void Tuner::estimate() {
   }
   options_.margin = args_.margin;
   JobEstimates estimates = estimate_all(load_, args_.hosts, options_);
+  per_host_ = per_host_loader(load_, args_.hosts, options_.ranks_per_host);
   // Every trial, whatever its length, follows the schedule of the job as given (a cosine or
   // linear decay over run.steps would otherwise change with the trial's length).
   plan_.base.push_back("run.decay_steps=" + std::to_string(estimates.given.schedule.total_steps));
@@ -226,7 +228,7 @@ void Tuner::estimate() {
     Candidate c;
     c.overrides = parse_arm("candidate", text, "--candidate").overrides;
     c.origin = "--candidate";
-    add_candidate(estimate_composition(load_, c, options_), 1);
+    add_candidate(estimate_composition(per_host_, c, options_), 1);
   }
   int racing = 0, no_fit = 0, pruned = 0;
   for (const TuneCandidate& c : r_.candidates) {
@@ -352,6 +354,7 @@ bool Tuner::run_job(const std::vector<size_t>& arms, Clock::time_point until, Tu
     c.jobs.push_back(job.name);
     c.rss = std::max(c.rss, r.rss[a]);
     c.race.step_s.insert(c.race.step_s.end(), r.step_s[a].begin(), r.step_s[a].end());
+    c.race.step_groups.push_back(r.step_s[a]);
   }
   // The losses first: a job the budget stopped is checked as far as it went. The gradient norms
   // too where the job computes what your config does but for rounding: the same micro batch
@@ -620,13 +623,14 @@ int Tuner::run() {
   const CompositionEstimate lead = r_.candidates[leader].estimate;
   std::vector<size_t> second = {leader};
   for (const Candidate& c : compositions_around(lead.job, lead.composition, args_.hosts)) {
-    const size_t i = add_candidate(estimate_composition(load_, c, options_), 2);
+    const size_t i = add_candidate(estimate_composition(per_host_, c, options_), 2);
     if (i != kNone && std::find(second.begin(), second.end(), i) == second.end())
       second.push_back(i);
   }
   if (second.size() > 1) {
     Contender& l = r_.candidates[leader].race;
     l.step_s.clear();  // measured again beside the variants, in the same jobs
+    l.step_groups.clear();
     out_ << "  phase 2: " << second.size() - 1 << " variants of the leader ("
          << lead.composition.label << ")\n";
     leader = race(2, second, search_end);

@@ -17,7 +17,7 @@ int64_t to_us(int64_t ns) { return ns / 1000; }
 
 // The state a dump shows: done once completed; running when every earlier op of its group is
 // done (ops of a communicator run in issue order, so it is the one on the wire); else issued.
-std::vector<std::string> states_of(const std::vector<CollectiveRecord>& records) {
+std::vector<std::string> states_of(const std::deque<CollectiveRecord>& records) {
   std::vector<std::string> out(records.size());
   std::vector<std::string> blocked_groups;
   for (size_t i = 0; i < records.size(); ++i) {
@@ -55,11 +55,11 @@ void FlightRecorder::set_dump_path(const std::string& path, int rank, int world)
 
 int64_t FlightRecorder::issued(CollectiveRecord record) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (ring_.size() >= capacity_) {
-    // Drop the oldest half at once: the ring stays a vector and the cost stays amortised O(1).
-    const size_t drop = std::max<size_t>(1, ring_.size() / 2);
-    ring_.erase(ring_.begin(), ring_.begin() + static_cast<std::ptrdiff_t>(drop));
-    first_key_ += static_cast<int64_t>(drop);
+  // Exactly the last capacity_ records: every rank's dump covers the same stretch of sequence
+  // numbers, which the diagnosis lines up.
+  while (ring_.size() >= capacity_) {
+    ring_.pop_front();
+    ++first_key_;
   }
   ring_.push_back(std::move(record));
   return first_key_ + static_cast<int64_t>(ring_.size()) - 1;
@@ -76,11 +76,11 @@ void FlightRecorder::completed(int64_t key, int64_t completed_ns, bool failed) {
 
 std::vector<CollectiveRecord> FlightRecorder::records() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return ring_;
+  return {ring_.begin(), ring_.end()};
 }
 
 std::string FlightRecorder::to_json(const std::string& reason) const {
-  std::vector<CollectiveRecord> records;
+  std::deque<CollectiveRecord> records;
   int rank = 0, world = 1;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -122,6 +122,11 @@ std::string FlightRecorder::to_json(const std::string& reason) const {
 }
 
 bool FlightRecorder::dump(const std::string& reason) const noexcept {
+  std::lock_guard<std::mutex> lock(dump_mutex_);
+  return write_dump(reason);
+}
+
+bool FlightRecorder::write_dump(const std::string& reason) const noexcept {
   try {
     std::string path;
     {
@@ -142,8 +147,9 @@ bool FlightRecorder::dump(const std::string& reason) const noexcept {
 bool FlightRecorder::dump_on_request() noexcept {
   // A failure's own dump says more about it than a later request (the launcher's, after the
   // failure) could: it is kept.
+  std::lock_guard<std::mutex> lock(dump_mutex_);
   if (failure_dumped_.load()) return false;
-  return dump("SIGUSR2");
+  return write_dump("SIGUSR2");
 }
 
 bool FlightRecorder::dump_failure(const std::string& reason) noexcept {
@@ -154,7 +160,9 @@ bool FlightRecorder::dump_failure(const std::string& reason) noexcept {
     if (ring_.empty()) return false;
   }
   if (failure_dumped_.exchange(true)) return false;
-  return dump(reason);
+  // A request's dump already writing finishes first; this one then replaces it.
+  std::lock_guard<std::mutex> lock(dump_mutex_);
+  return write_dump(reason);
 }
 
 namespace {

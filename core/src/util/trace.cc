@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_set>
 
 #include "util/posix_file.h"
 #include "zt/error.h"
@@ -17,6 +18,21 @@ namespace zt::trace {
 std::atomic<bool> g_recording{false};
 
 namespace {
+
+// A detail kept once for the whole process, by pointer: a run has few distinct ones (a region
+// and its tier, the phase that issued a collective), each seen every step. A fixed-size copy cut
+// a tier's file path off and could split a UTF-8 character, which made the trace invalid JSON.
+const char* interned_detail(const std::string& detail) {
+  if (detail.empty()) return "";
+  static std::mutex mutex;
+  static auto* kept = new std::unordered_set<std::string>;  // used by threads until exit
+  constexpr size_t kMaxDistinct = size_t{1} << 16;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = kept->find(detail);
+  if (it != kept->end()) return it->c_str();
+  if (kept->size() >= kMaxDistinct) return "(detail not kept: more than 65536 distinct details)";
+  return kept->insert(detail).first->c_str();
+}
 
 // An event as a lane keeps it: fixed size, so recording allocates nothing per event. Measured
 // here: events kept in growing vectors with their own strings interleaved small long-lived blocks
@@ -29,16 +45,15 @@ struct StoredEvent {
   const char* what;
   const char* category;
   int64_t begin_ns, end_ns, bytes;
-  char detail[72];
+  const char* detail;
 
   static StoredEvent of(const Event& e) {
-    StoredEvent s{e.name, e.index, e.what, e.category, e.begin_ns, e.end_ns, e.bytes, {}};
-    std::snprintf(s.detail, sizeof s.detail, "%s", e.detail.c_str());
-    return s;
+    return {e.name,     e.index,  e.what,  e.category,
+            e.begin_ns, e.end_ns, e.bytes, interned_detail(e.detail)};
   }
   Event event() const { return {name, index, what, category, begin_ns, end_ns, bytes, detail}; }
 };
-constexpr size_t kReservedEvents = size_t{1} << 16;
+constexpr size_t kReservedEvents = size_t{1} << 17;
 
 // One thread's lane. The owner thread writes its activity slots without a lock (atomics, so a
 // dump from another thread reads them safely); events and the waiting label are under `mutex`,

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -67,8 +68,13 @@ class ZT_API FlightRecorder {
 
  private:
   FlightRecorder() = default;
+  // dump() with dump_mutex_ held.
+  bool write_dump(const std::string& reason) const noexcept;
   mutable std::mutex mutex_;
-  std::vector<CollectiveRecord> ring_;
+  // One dump at a time: a failure's dump and SIGUSR2's (the launcher's, as a peer fails) can
+  // come at once, and the failure's must be the one left.
+  mutable std::mutex dump_mutex_;
+  std::deque<CollectiveRecord> ring_;
   size_t capacity_ = 4096;
   int64_t first_key_ = 0;  // key of ring_[0]
   std::string path_;

@@ -2,7 +2,9 @@
 // number where zt writes an integer, and the JSON library's get<int64_t>() of a float outside
 // int64's range is undefined behaviour (tests/fuzz's metrics target found 4.192e+57 in a memory
 // field). A reader takes its integer fields through json_integer, which says whether the value is
-// an integer that fits. Templated on the JSON type, so this header needs no JSON library.
+// an integer that fits; its real fields through json_real, which reads the null a writer puts for
+// a non-finite value (metrics.jsonl's loss of a diverged step) as NaN. Templated on the JSON type,
+// so this header needs no JSON library.
 // Thread safety: pure functions.
 #pragma once
 
@@ -31,6 +33,15 @@ std::optional<Int> json_integer(const Json& v) {
     if (i < 0 || static_cast<uint64_t>(i) > std::numeric_limits<Int>::max()) return std::nullopt;
   }
   return static_cast<Int>(i);
+}
+
+// `v` as a double when it is a JSON number, NaN when it is null (JSON has no NaN or infinity: a
+// writer puts null for them); nullopt for anything else.
+template <typename Json>
+std::optional<double> json_real(const Json& v) {
+  if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
+  if (!v.is_number()) return std::nullopt;
+  return v.template get<double>();
 }
 
 }  // namespace zt
