@@ -12,6 +12,7 @@
 // ZT_WITH_CUDA).
 #include <cmath>
 #include <cstddef>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -292,12 +293,12 @@ struct Storage {
 };
 
 // The pair of options `<dtype_key>` ("fp32" or "bf16") and `<rounding_key>` ("nearest" or
-// "stochastic") that says how `what` is stored. Only the rounding that is not the key's default
-// contradicts fp32 storage: a default may be written out whole (a config printed with
-// --print-config, the arms live A/B writes) and must load as it was.
+// "stochastic") that says how `what` is stored. With `refuse_unused`, the rounding that is not
+// the key's default contradicts fp32 storage: a default may be written out whole (a config
+// printed with --print-config, the arms live A/B writes) and must load as it was.
 Storage read_storage(const zt::Options& options, const std::string& dtype_key,
                      const std::string& rounding_key, const char* default_rounding,
-                     const std::string& what) {
+                     const std::string& what, bool refuse_unused) {
   const bool stochastic_default = std::string(default_rounding) == "stochastic";
   const bool other_rounding = is_second_choice(options, rounding_key, default_rounding,
                                                stochastic_default ? "nearest" : "stochastic");
@@ -306,7 +307,7 @@ Storage read_storage(const zt::Options& options, const std::string& dtype_key,
                   stochastic_default == other_rounding
                       ? zt::hybrid_adam::StateRounding::kNearest
                       : zt::hybrid_adam::StateRounding::kStochastic};
-  if (other_rounding && s.dtype == c10::ScalarType::Float) {
+  if (refuse_unused && other_rounding && s.dtype == c10::ScalarType::Float) {
     option_error(options, rounding_key,
                  "rounds bf16 " + what + " only, but " + dtype_key +
                      " = \"fp32\" keeps them exact: set " + dtype_key + " = \"bf16\" or drop " +
@@ -345,11 +346,13 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
                        "traffic: fp32 (8 B/param), or bf16 (4 B/param; the update still computes "
                        "in fp32, and rounds each moment once when it stores it)",
                        {"fp32", "bf16"}),
-        zt::opt_string("state_rounding", "nearest",
-                       "how bf16 moments are rounded: nearest (even), or stochastic (up with the "
-                       "probability of the dropped fraction: unbiased, so the small updates of a "
-                       "large moment are not all lost; deterministic per element and step)",
-                       {"nearest", "stochastic"}),
+        zt::opt_string("state_rounding", "stochastic",
+                       "how bf16 moments are rounded: stochastic (up with the probability of the "
+                       "dropped fraction: unbiased, so the small updates of a large moment are "
+                       "not all lost; deterministic per element and step), or nearest (even: "
+                       "exp_avg_sq's change of (1 - beta2) = 0.1% a step is under half a bf16 "
+                       "spacing, so it can never decay); fp32 states ignore it",
+                       {"stochastic", "nearest"}),
         zt::opt_string("master_dtype", "fp32",
                        "storage of the master parameters in memory, offload tiers and their "
                        "traffic: fp32 (4 B/param), or bf16 (2 B/param; the update still computes "
@@ -371,7 +374,8 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
     // strictly positive, the betas' count and range) is checked here, before any step.
     HybridAdamConfig c;
     c.lr = options.get_double("lr");
-    if (!(std::isfinite(c.lr) && c.lr > 0)) {
+    // The kernels compute in fp32: an lr past float's range was an infinite step.
+    if (!(std::isfinite(c.lr) && c.lr > 0 && c.lr <= std::numeric_limits<float>::max())) {
       option_error(options, "lr", "must be a finite number > 0 (e.g. lr = 3e-4)");
     }
     const std::vector<double>& betas = options.get_double_list("betas");
@@ -391,9 +395,13 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
     c.beta1 = betas[0];
     c.beta2 = betas[1];
     c.eps = options.get_double("eps");
-    if (!(std::isfinite(c.eps) && c.eps > 0)) {
+    // In fp32, as the kernels use it: below float's smallest normal number it is 0 or a
+    // denormal the SIMD kernels may flush to 0, and a moment still 0 divides 0 by 0.
+    if (!(std::isfinite(c.eps) && c.eps >= std::numeric_limits<float>::min() &&
+          c.eps <= std::numeric_limits<float>::max())) {
       option_error(options, "eps",
-                   "must be a finite number > 0; it keeps the update's "
+                   "must be a finite number from 1.2e-38 (fp32's smallest normal number, as "
+                   "the update computes in fp32) to 3.4e38; it keeps the update's "
                    "denominator away from zero (e.g. eps = 1e-8)");
     }
     c.weight_decay = options.get_double("weight_decay");
@@ -401,13 +409,17 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
       option_error(options, "weight_decay", "must be a finite number >= 0 (0 disables it)");
     }
     c.adamw = options.get_bool("adamw");
-    const Storage states = read_storage(options, "state_dtype", "state_rounding", "nearest",
-                                        "moments");
+    // Stochastic by default for moments too: to nearest, exp_avg_sq's per-step change with the
+    // usual beta2 is under half a spacing and is lost, so it never decays after a large
+    // gradient. Either rounding loads with fp32 states: the default was nearest before, and
+    // configs printed then (a checkpoint's) say so.
+    const Storage states = read_storage(options, "state_dtype", "state_rounding", "stochastic",
+                                        "moments", /*refuse_unused=*/false);
     c.state_dtype = states.dtype;
     c.state_rounding = states.rounding;
     // Stochastic by default for masters: to nearest, updates under half a spacing are lost.
     const Storage masters = read_storage(options, "master_dtype", "master_rounding", "stochastic",
-                                         "master weights");
+                                         "master weights", /*refuse_unused=*/true);
     c.master_dtype = masters.dtype;
     c.master_rounding = masters.rounding;
     const zt::hybrid_adam::Isa isa = zt::hybrid_adam::choose_isa();

@@ -6,10 +6,12 @@
 //     by the element's hash bits exactly as adam_kernel.h defines them, unbiased on average, and
 //     keyed by ShardTensors::seed + index, so slicing a shard does not change a bit;
 //   - every kernel gives the portable one's bits, and the thread count changes none;
-//   - stochastic rounding without bf16 states, and a state tensor of the wrong dtype, are refused.
+//   - the default rounds stochastically, so exp_avg_sq decays (to nearest it cannot);
+//   - a state tensor of the wrong dtype is refused; fp32 states take either rounding.
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -220,10 +222,42 @@ TEST_CASE("stochastic rounding is unbiased: a moment between two bf16 values rou
   }
 }
 
+TEST_CASE("bf16 moments by default round stochastically, so exp_avg_sq decays as in fp32") {
+  // v = 1 and no gradient: fp32 gives 0.999^100 = 0.905 after 100 steps. To nearest, v * 0.999
+  // is within half a spacing (2^-9) of 1 and rounds back, every step: v never decays, and after
+  // a gradient spike Adam's step stays small for good.
+  const int64_t n = 100000, steps = 100;
+  Hyper h;
+  h.weight_decay = 0;
+  std::map<std::string, zt::Value> defaults = h.values();
+  defaults["state_dtype"] = std::string("bf16");
+  for (const auto& [name, values] :
+       {std::pair{"default", defaults}, std::pair{"nearest", with_states(h, "bf16", "nearest")}}) {
+    CAPTURE(name);
+    auto opt = make_optimizer(values);
+    Bf16Shard s{torch::zeros({n}), torch::zeros({n}), torch::zeros({n}, torch::kBFloat16),
+                torch::ones({n}, torch::kBFloat16), 4242};
+    for (int64_t step = 1; step <= steps; ++step)
+      opt->step({s.view()}, zt::StepArgs{step, 1e-3, 1.0});
+    const double mean = s.exp_avg_sq.to(torch::kDouble).mean().item<double>();
+    const double fp32 = std::pow(0.999, steps);
+    if (std::string(name) == "nearest") {
+      CHECK(mean == 1.0);
+    } else {
+      CHECK(mean == doctest::Approx(fp32).epsilon(0.005));
+    }
+  }
+}
+
 TEST_CASE("bf16 states: bad options and tensors are refused by name") {
   Hyper h;
-  CHECK_THROWS_WITH_AS(make_optimizer(with_states(h, "fp32", "stochastic")),
-                       doctest::Contains("state_dtype = \"bf16\""), zt::ConfigError);
+  // fp32 states are exact: either rounding loads (the default was nearest once, and a config
+  // printed then says so) and steps as fp32.
+  for (const char* rounding : {"stochastic", "nearest"}) {
+    CAPTURE(rounding);
+    auto fp32 = make_optimizer(with_states(h, "fp32", rounding));
+    CHECK((fp32->state_dtype() == torch::kFloat));
+  }
   auto opt = make_optimizer(with_states(h, "bf16", "nearest"));
   Shard fp32_states(8);
   CHECK_THROWS_WITH_AS(opt->step({fp32_states.view()}, zt::StepArgs{1, 1e-3, 1.0}),

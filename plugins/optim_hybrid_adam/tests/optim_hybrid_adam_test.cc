@@ -345,6 +345,9 @@ TEST_CASE("invalid options are ConfigErrors naming the key") {
   throws_for({{"betas", std::vector<double>{0.9, NAN}}}, betas);
   throws_for({{"lr", 0.0}}, "plugin.optim_hybrid_adam.lr");
   throws_for({{"eps", 0.0}}, "plugin.optim_hybrid_adam.eps");
+  // Positive as a double, 0 in the fp32 the kernels compute in (0/0 where a moment is still 0).
+  throws_for({{"eps", 1e-46}}, "plugin.optim_hybrid_adam.eps");
+  throws_for({{"lr", 1e39}}, "plugin.optim_hybrid_adam.lr");
   throws_for({{"weight_decay", -0.1}}, "plugin.optim_hybrid_adam.weight_decay");
   CHECK_NOTHROW(make_optimizer({{"betas", std::vector<double>{0.0, 0.95}}}));
 }
