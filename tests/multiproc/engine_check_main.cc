@@ -281,6 +281,8 @@ zt::Config check_config(Args& a, const std::string& nvme_dir) {
   // The reference rounds to nearest; stochastic rounding is the kernels' tests' (bf16_master_test).
   if (a["master_dtype"] == "bf16")
     overrides.push_back("plugin.optim_hybrid_adam.master_rounding=nearest");
+  if (a["state_dtype"] == "bf16" || a["saved_state_dtype"] == "bf16")
+    overrides.push_back("plugin.optim_hybrid_adam.state_rounding=nearest");
   for (const auto& [flag, key] : kConfigFlags) {
     const std::string& value = a[flag];
     const bool no_tier = std::string(key).rfind("plugins.offload_", 0) == 0 && value == "none";
@@ -936,6 +938,12 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     if (rep.skipped)
       throw CheckFailed("step " + std::to_string(step + 1) + " was skipped without an overflow");
     ++applied;
+    // What the trainer's lr schedule counts: updates applied, the skipped step left out.
+    if (engine.optimizer_steps() != applied || rep.step != applied) {
+      throw CheckFailed("step " + std::to_string(step + 1) + ": the engine counts " +
+                        std::to_string(engine.optimizer_steps()) + " updates applied (report " +
+                        std::to_string(rep.step) + "), not " + std::to_string(applied));
+    }
     reference.apply(opt);
     // Coded: each step starts from the engine's weights, so each update is checked on its own,
     // and AdamW's moments show the coded gradient at every stage.

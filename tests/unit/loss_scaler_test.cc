@@ -10,25 +10,48 @@ TEST_CASE("disabled: the scale is 1 whatever happens") {
   CHECK(s.scale() == 1.0);
 }
 
-TEST_CASE("hysteresis: back off only after that many overflows in a row, never below min_scale") {
+TEST_CASE(
+    "hysteresis: as DeepSpeed's, tolerated overflows are refilled only when the scale grows") {
   zt::LossScalerOptions o;
   o.initial_scale = 1024;
   o.hysteresis = 2;
   o.backoff_factor = 0.5;
-  o.min_scale = 256;
+  o.min_scale = 128;
+  o.growth_interval = 4;
   zt::LossScaler s(o, true);
   s.update(true);
   CHECK(s.scale() == 1024);  // first overflow tolerated
   s.update(true);
   CHECK(s.scale() == 512);
-  s.update(false);  // a clean step resets the tolerance
+  s.update(true);  // the tolerance stays used up after a back-off (DeepSpeed: 1024 -> 256)
+  CHECK(s.scale() == 256);
+  // Overflows every other step: a clean step between them does not refill the tolerance (it
+  // did, and such a run skipped half its steps at one scale for good).
+  s.update(false);
   s.update(true);
-  CHECK(s.scale() == 512);
+  CHECK(s.scale() == 128);
+  s.update(false);
+  s.update(true);
+  CHECK(s.scale() == 128);  // min_scale holds
+  // growth_interval clean steps grow the scale and refill the tolerance.
+  for (int i = 0; i < 4; ++i) s.update(false);
+  CHECK(s.scale() == 256);
+  CHECK(s.hysteresis_left() == 2);
   s.update(true);
   CHECK(s.scale() == 256);
   s.update(true);
-  s.update(true);
-  CHECK(s.scale() == 256);  // min_scale holds
+  CHECK(s.scale() == 128);
+}
+
+TEST_CASE("hysteresis 1 backs off at every overflow") {
+  zt::LossScalerOptions o;
+  o.initial_scale = 64;
+  o.hysteresis = 1;
+  zt::LossScaler s(o, true);
+  for (double expected : {32.0, 16.0, 8.0}) {
+    s.update(true);
+    CHECK(s.scale() == expected);
+  }
 }
 
 TEST_CASE("growth after growth_interval clean steps, capped at max_scale") {

@@ -197,8 +197,8 @@ std::string resume_differences(const TrainerState& saved, const TrainerState& no
   return notes;
 }
 
-TrainerState trainer_state_at(const JobSettings& job, int world, int64_t step, int64_t next_sample,
-                              const Schedule& schedule) {
+TrainerState trainer_state_at(const JobSettings& job, int world, int64_t step, int64_t updates,
+                              int64_t next_sample, const Schedule& schedule) {
   TrainerState state;
   state.step = step;
   state.next_sample = next_sample;
@@ -207,7 +207,7 @@ TrainerState trainer_state_at(const JobSettings& job, int world, int64_t step, i
   state.data_path = job.data.source_name();
   state.data_seed = job.data.seed;  // the training stream's (data/data_source.h)
   state.schedule = schedule;
-  state.next_lr = schedule.lr(step);
+  state.next_lr = schedule.lr(updates);
   state.rng_state = cpu_rng_state_hex();
   state.zt_version = ZT_TRAINER_VERSION;
   return state;

@@ -37,11 +37,12 @@ struct TrainerState {
   static TrainerState from_json(const std::string& text, const std::string& folder);
 };
 
-// The trainer's state after `step` optimizer steps of the job `job` on `world` ranks, its data at
-// `next_sample` and its lr following `schedule`, with the CPU generator's state now: what a
-// checkpoint of the trainer, or of a Python engine (which the trainer resumes), records.
-TrainerState trainer_state_at(const JobSettings& job, int world, int64_t step, int64_t next_sample,
-                              const Schedule& schedule);
+// The trainer's state after `step` optimizer steps of the job `job` on `world` ranks, `updates`
+// of them applied (skipped ones left out: the schedule counts those), its data at `next_sample`
+// and its lr following `schedule`, with the CPU generator's state now: what a checkpoint of the
+// trainer, or of a Python engine (which the trainer resumes), records.
+TrainerState trainer_state_at(const JobSettings& job, int world, int64_t step, int64_t updates,
+                              int64_t next_sample, const Schedule& schedule);
 
 // The default CPU generator's state as hex, and back (ConfigError naming `folder` when the
 // text is not a state this LibTorch accepts).

@@ -132,7 +132,8 @@ std::vector<RankMemory> all_ranks_memory(TrainRun& run) {
 
 // The trainer's state after `step` optimizer steps (run.next_sample already past them).
 TrainerState trainer_state(const TrainRun& run, int64_t step) {
-  return trainer_state_at(run.settings, run.env.world, step, run.next_sample, run.schedule);
+  return trainer_state_at(run.settings, run.env.world, step, run.setup.engine->optimizer_steps(),
+                          run.next_sample, run.schedule);
 }
 
 // "world 2, ZeRO stage 3, shard_bucket, optim_hybrid_adam, no offload, compute fp32"
@@ -259,7 +260,10 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
       report.log_switch(step, run.live.arms[to].name, arm_label(run.live.arms[to]), seconds);
     }
     run.trace->before_step(step + 1);
-    const StepMetrics m = train_step(run, step, run.schedule.lr(step));
+    // The schedule counts applied updates: a step the loss scaler skips does not use up warmup
+    // or decay (as DeepSpeed steps its scheduler only after an update).
+    const StepMetrics m = train_step(run, step,
+                                     run.schedule.lr(run.setup.engine->optimizer_steps()));
     if (run.settings.trace.covers(step + 1))
       run.traced_times = add_times(run.traced_times, m.times);
     ++summary.steps;

@@ -44,7 +44,6 @@ const std::map<std::string, std::string>& reasons() {
       {"zero_optimization.allgather_partitions",
        "zt always all-gathers the updated shards (false is not supported)"},
       {"fp16.auto_cast", "zt runs every unit in precision.compute; there is no autocast"},
-      {"fp16.consecutive_hysteresis", "zt's hysteresis counts overflows; it is not refilled"},
       {"optimizer.params.amsgrad", "optim_hybrid_adam has no AMSGrad"},
       {"prescale_gradients",
        "zt divides after the reduction; zero.gradient_predivide_factor splits it around it"},
@@ -365,6 +364,14 @@ void read_fp16(Reader& r, const json& obj) {
     std::optional<double> x;
     if (key == "enabled") {
       as_bool(r, v, sub);
+      return true;
+    }
+    // zt's scaler is DeepSpeed's default: the tolerance is refilled when the scale grows.
+    if (key == "consecutive_hysteresis") {
+      if (as_bool(r, v, sub).value_or(false)) {
+        r.problem(sub, "true is not supported: zt refills the overflows hysteresis tolerates "
+                       "when the scale grows, as DeepSpeed's default (false) does");
+      }
       return true;
     }
     if (key != "loss_scale" && key != "initial_scale_power" && key != "loss_scale_window" &&

@@ -347,6 +347,10 @@ TEST_CASE("fp16's counts are whole numbers and its scale power stays in fp32's r
             "give a power from 0 to 127"));
   CHECK(refusal(R"({"fp16": {"enabled": true, "initial_scale_power": 32, "hysteresis": 2}})")
             .empty());
+  // zt's scaler is DeepSpeed's default hysteresis; the consecutive kind is refused.
+  CHECK(refusal(R"({"fp16": {"enabled": true, "consecutive_hysteresis": false}})").empty());
+  CHECK(has(refusal(R"({"fp16": {"enabled": true, "consecutive_hysteresis": true}})"),
+            "fp16.consecutive_hysteresis: true is not supported"));
 }
 
 TEST_CASE("DeepSpeed's train_batch_size holds when the zt config changes the micro batch") {

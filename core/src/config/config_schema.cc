@@ -73,16 +73,20 @@ SectionSpec launch_section() {
 }
 
 SectionSpec precision_section() {
-  return {"precision",
-          "compute dtype and the dynamic loss scaler (fp16)",
-          {opt_string("compute", "fp32", "dtype of forward/backward", {"fp32", "bf16", "fp16"}),
-           opt_double("initial_scale", 4294967296.0, "first loss scale (fp16)", 1),
-           opt_double("min_scale", 1, "the scale never drops below this", 0),
-           opt_double("max_scale", 4294967296.0, "the scale never grows above this", 1),
-           opt_double("growth_factor", 2, "scale *= this after growth_interval clean steps", 1),
-           opt_double("backoff_factor", 0.5, "scale *= this on overflow", 0, 1),
-           opt_int("growth_interval", 1000, "clean steps before the scale grows", 1),
-           opt_int("hysteresis", 2, "overflows tolerated before the scale backs off", 1)}};
+  return {
+      "precision",
+      "compute dtype and the dynamic loss scaler (fp16)",
+      {opt_string("compute", "fp32", "dtype of forward/backward", {"fp32", "bf16", "fp16"}),
+       opt_double("initial_scale", 4294967296.0, "first loss scale (fp16)", 1),
+       opt_double("min_scale", 1, "the scale never drops below this", 0),
+       opt_double("max_scale", 4294967296.0, "the scale never grows above this", 1),
+       opt_double("growth_factor", 2, "scale *= this after growth_interval clean steps", 1),
+       opt_double("backoff_factor", 0.5, "scale *= this on overflow", 0, 1),
+       opt_int("growth_interval", 1000, "clean steps before the scale grows", 1),
+       opt_int(
+           "hysteresis", 2,
+           "overflows tolerated before the scale backs off (refilled when it grows, as DeepSpeed)",
+           1)}};
 }
 
 SectionSpec zero_section() {

@@ -19,7 +19,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 
 #include "engine/engine_accessors.h"
@@ -114,6 +116,8 @@ struct Engine::Impl {
   std::optional<EngineClock::Phase> driven_phase;  // times a driven micro step as a whole
   ShardIo io;
   EngineParts parts;  // what checkpoints and the debug accessors use
+  // Last, so destroyed first: hooks on the caller's tensors see it gone (guarded_hook).
+  std::shared_ptr<const bool> alive = std::make_shared<const bool>(true);
 
   Impl(std::unique_ptr<ZeroGroups> zero_groups, ModelLayout l, const UnitBuilder& build_unit,
        Optimizer& optimizer, EngineOptions options, EngineTiers t, EngineCodecs codecs)
@@ -201,6 +205,10 @@ struct Engine::Impl {
     return out;
   }
 
+  // The loss times the scale, in fp32 whatever the loss's dtype: 2^16 and above is inf in fp16
+  // (every step would overflow), as DeepSpeed scales loss.float().
+  at::Tensor scaled(const at::Tensor& loss) const { return loss.to(at::kFloat) * scaler.scale(); }
+
   // A loss that is not finite without loss scaling: nothing can rescale it.
   NumericError nonfinite_loss(double value, int64_t step_number) const {
     return NumericError(
@@ -227,7 +235,7 @@ struct Engine::Impl {
     {
       const trace::Scope span("backward");
       const BackwardSpans spans(*this);
-      (loss * scaler.scale()).backward();
+      scaled(loss).backward();
     }
     ++micro;
     if (opt.stage >= 2) reducer.reduce_remaining();
@@ -270,23 +278,18 @@ struct Engine::Impl {
       }
       if (opt.stage != 3) {
         // Only the timeline needs to know where a unit's backward starts outside stage 3.
-        if (trace::recording() && x.requires_grad()) {
-          x.register_hook([this, ui](const at::Tensor& grad) {
-            enter_backward(ui);
-            return grad;
-          });
-        }
+        if (trace::recording() && x.requires_grad())
+          x.register_hook(guarded_hook([this, ui] { enter_backward(ui); }));
         continue;
       }
       if (x.requires_grad()) {
-        x.register_hook([this, ui](const at::Tensor& grad) {
+        x.register_hook(guarded_hook([this, ui] {
           enter_backward(ui);
           // The gradient of this unit's output is complete, so the next unit's backward has
           // run: its parameters can go (a tied one is re-gathered when needed again).
           gatherer.release_after_backward(ui + 1, ui);
           gatherer.gather_unit(ui, -1);  // re-gather before this unit's backward runs
-          return grad;
-        });
+        }));
       }
       gatherer.release_after_forward(ui);
     }
@@ -338,6 +341,20 @@ struct Engine::Impl {
     driven = training ? Driven::kTraining : Driven::kEvaluation;
   }
 
+  // A hook on a tensor the caller keeps: a backward through it may run after the engine is
+  // gone (outputs of a closed Python engine), and then it says so instead of using freed memory.
+  template <typename Fn>
+  std::function<at::Tensor(const at::Tensor&)> guarded_hook(Fn fn) const {
+    return [token = std::weak_ptr<const bool>(alive), fn](const at::Tensor& grad) {
+      if (token.expired()) {
+        throw ConfigError("backward through the outputs of a zt engine that was closed: run the "
+                          "forward again (a closed engine's module is plain PyTorch again)");
+      }
+      fn();
+      return grad;
+    };
+  }
+
   void check_driven_unit(int u, const char* call) const {
     if (driven == Driven::kNone) {
       throw InternalError(std::string("Engine::") + call + " outside begin_forward()");
@@ -362,10 +379,7 @@ struct Engine::Impl {
     for (const at::Tensor& out : outputs) {
       if (!out.defined() || !out.requires_grad()) continue;
       at::Tensor x = out;
-      x.register_hook([this, u](const at::Tensor& grad) {
-        gatherer.gather_unit(u, -1);
-        return grad;
-      });
+      x.register_hook(guarded_hook([this, u] { gatherer.gather_unit(u, -1); }));
     }
     gatherer.release_after_forward(u);
   }
@@ -375,6 +389,12 @@ struct Engine::Impl {
       throw InternalError("Engine::backward without a training begin_forward()");
     }
     const int64_t step_number = stepper.steps() + 1;
+    if (!loss.defined() || loss.numel() != 1) {
+      abort_forward();
+      throw ConfigError("backward takes the loss as one value; this one has shape " +
+                        (loss.defined() ? c10::str(loss.sizes()) : std::string("(undefined)")) +
+                        ": reduce it first (e.g. loss.mean())");
+    }
     const double value = loss.item<double>();
     if (!std::isfinite(value) && !scaler.enabled()) {
       abort_forward();
@@ -383,7 +403,7 @@ struct Engine::Impl {
     try {
       {
         const trace::Scope span("backward");
-        (loss * scaler.scale()).backward();
+        scaled(loss).backward();
       }
       ++micro;
       if (opt.stage >= 2) reducer.reduce_remaining();
@@ -537,6 +557,8 @@ std::vector<std::pair<std::string, CommStats>> Engine::group_comm_stats() const 
 }
 
 EngineTimes Engine::times() const { return impl_->ledger.clock().times(); }
+
+int64_t Engine::optimizer_steps() const { return impl_->stepper.steps(); }
 
 int64_t Engine::parameter_count() const {
   int64_t n = 0;

@@ -30,18 +30,24 @@ std::pair<int64_t, int64_t> held_part(const ModelLayout& layout, int p) {
 
 // Elements [begin, end) of group g's reduced gradient shard into `out` from element `to` on: in
 // memory, or read back tile by tile from the optimizer tier (checked against what was written).
+// Throws when group g's gradient went into its update during backward. The flag is the same on
+// every rank, so every rank throws before the collective that follows (a rank holding none of
+// a parameter would otherwise wait in it for the others until the timeout).
+void require_gradient_kept(const EngineParts& e, int g) {
+  if (!e.storage[g].updated_in_backward) return;
+  throw ConfigError("the gradient of " + e.layout.params[e.layout.groups[g].params.front()].name +
+                    "'s group went straight into its update during backward "
+                    "(Engine::begin_step with optimizer states streamed from a file tier), so "
+                    "no rank holds it; read gradients in a step not begun with begin_step");
+}
+
 void held_gradient(EngineParts& e, int g, int64_t begin, int64_t end, at::Tensor& out, int64_t to) {
   const ShardStorage& s = e.storage[g];
   if (s.grad.defined()) {
     out.narrow(0, to, end - begin).copy_(s.grad.narrow(0, begin, end - begin));
     return;
   }
-  if (s.updated_in_backward) {
-    throw ConfigError("the gradient of " + e.layout.params[e.layout.groups[g].params.front()].name +
-                      "'s group went straight into its update during backward "
-                      "(Engine::begin_step with optimizer states streamed from a file tier), so "
-                      "no rank holds it; read gradients in a step not begun with begin_step");
-  }
+  require_gradient_kept(e, g);
   auto* dst = static_cast<char*>(out.data_ptr()) + to * 4;
   s.grad_file->read_range(begin * 4, end * 4, e.stepper.steps() + 1,
                           [&](int64_t offset, const void* data, int64_t bytes) {
@@ -95,6 +101,7 @@ at::Tensor full_gradient(EngineParts& e, int p) {
   at::Tensor out;
   double divisor = e.scaler.scale() * static_cast<double>(e.micro_steps) * e.comm.size();
   if (e.stage >= 2) {
+    require_gradient_kept(e, slot.group);
     out = at::zeros({numel}, at::kFloat);
     const auto [lo, hi] = held_part(e.layout, p);
     const ParamGroup& g = e.layout.groups[slot.group];

@@ -65,10 +65,14 @@ GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage
                           "parameter a unit lists");
     }
     const int index = static_cast<int>(p);
-    accumulator->add_post_hook(
-        std::make_unique<AfterAccumulate>([this, index] { on_grad_ready(index); }));
+    hook_keys_.push_back(accumulator->add_post_hook(
+        std::make_unique<AfterAccumulate>([this, index] { on_grad_ready(index); })));
     accumulators_.push_back(std::move(accumulator));
   }
+}
+
+GradReducer::~GradReducer() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
 }
 
 void GradReducer::begin_micro_step(int64_t step, int64_t index) {

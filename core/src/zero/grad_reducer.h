@@ -64,6 +64,9 @@ class GradReducer {
               ParamGatherer& gatherer, ReduceOptions options, MemoryLedger& ledger);
   GradReducer(const GradReducer&) = delete;
   GradReducer& operator=(const GradReducer&) = delete;
+  // Takes its hooks off the parameters: they outlive the engine (a closed Python engine's
+  // module trains on as plain PyTorch), and a hook left on them called into freed memory.
+  ~GradReducer();
 
   // Micro step `index` (0-based, of grad_accum) of step `step` (1-based, for error messages)
   // begins.
@@ -115,7 +118,8 @@ class GradReducer {
   TierGradients tier_grads_;
   int64_t step_ = 1, micro_ = 0;  // begin_micro_step's
   std::vector<std::shared_ptr<torch::autograd::Node>>
-      accumulators_;           // kept alive: they carry our hooks
+      accumulators_;                  // kept alive: they carry our hooks
+  std::vector<uintptr_t> hook_keys_;  // one per accumulator, for del_post_hook
   std::vector<int> ready_;     // per group: parameters whose gradient arrived this micro step
   std::vector<bool> reduced_;  // per group: already sent this micro step
   std::vector<at::Tensor> residuals_;         // per group; undefined without error feedback

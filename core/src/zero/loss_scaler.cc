@@ -16,19 +16,23 @@ LossScaler::LossScaler(const LossScalerOptions& options, bool enabled)
 
 void LossScaler::update(bool overflow) {
   if (!enabled_) return;
+  // DeepSpeed's default (consecutive_hysteresis = false): `hysteresis - 1` overflows are
+  // tolerated, counted since the scale last grew; once they are used up every overflow backs
+  // off, until a growth refills them. Refilled on every clean step instead, overflows every
+  // other step never backed off and half the steps were skipped for good.
   if (overflow) {
     clean_steps_ = 0;
-    // Tolerate `hysteresis - 1` overflows in a row before backing off, as DeepSpeed does.
-    if (--hysteresis_left_ <= 0) {
+    if (hysteresis_left_ > 1) {
+      --hysteresis_left_;
+    } else {
       scale_ = std::max(options_.min_scale, scale_ * options_.backoff_factor);
-      hysteresis_left_ = options_.hysteresis;
     }
     return;
   }
-  hysteresis_left_ = options_.hysteresis;
   if (++clean_steps_ >= options_.growth_interval) {
     scale_ = std::min(options_.max_scale, scale_ * options_.growth_factor);
     clean_steps_ = 0;
+    hysteresis_left_ = options_.hysteresis;
   }
 }
 

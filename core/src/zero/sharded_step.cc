@@ -81,6 +81,13 @@ StepReport ShardedStep::run(double lr) {
                        "set zero.gradient_clipping (the step then waits for every gradient, and "
                        "skips one that is not finite)");
   }
+  if (!totals.overflow) {
+    // Before any state of the step changes (the scaler's count, the step number): a caller that
+    // catches the IoError and saves must save the step before.
+    check_tiers(steps_ + 1);
+    // A shard read ahead but not yet gathered is about to go stale.
+    parts_.gatherer.drop_fetches(/*rethrow=*/true);
+  }
   parts_.scaler.update(totals.overflow);
   if (totals.overflow) {
     report.skipped = true;
@@ -93,9 +100,6 @@ StepReport ShardedStep::run(double lr) {
     if (coef < 1) divisor /= coef;
   }
   ++steps_;
-  check_tiers(steps_);
-  // A shard read ahead but not yet gathered is about to go stale.
-  parts_.gatherer.drop_fetches(/*rethrow=*/true);
   update({steps_, lr, divisor});
   zero_gradients();
   report.step = steps_;

@@ -147,6 +147,10 @@ class ZT_API Engine {
   MemoryReport memory() const;
   EngineTimes times() const;
   int64_t parameter_count() const;
+  // Updates applied so far, skipped steps (a loss-scaler overflow) left out, as checkpoints keep
+  // it: what a learning-rate schedule counts (DeepSpeed steps its scheduler only on an applied
+  // update, so an overflow does not use up warmup).
+  int64_t optimizer_steps() const;
   // How model states are sharded: flat over every rank, or MiCS groups (one line).
   std::string describe_sharding() const;
   // Counters of the communicators the engine split off the job's (MiCS: "shard group",

@@ -1,7 +1,8 @@
 // LossScaler: dynamic loss scaling for fp16 compute, with DeepSpeed's semantics. The loss is
 // multiplied by scale() before backward; a step whose gradients overflowed anywhere is skipped
-// on every rank and, after `hysteresis` overflows in a row, the scale backs off; after
-// `growth_interval` clean steps it grows. Disabled (fp32, bf16), the scale is always 1.
+// on every rank; the first `hysteresis - 1` overflows since the scale last grew are tolerated,
+// each later one backs the scale off; after `growth_interval` clean steps it grows (and the
+// tolerance is refilled). Disabled (fp32, bf16), the scale is always 1.
 // Thread safety: none; the engine calls it from the training thread only.
 #pragma once
 
@@ -16,7 +17,7 @@ struct LossScalerOptions {
   double min_scale = 1.0;               // backing off never goes below this
   double max_scale = 4294967296.0;      // growing never goes above this
   double growth_factor = 2.0;           // scale *= this after growth_interval clean steps
-  double backoff_factor = 0.5;          // scale *= this after `hysteresis` overflows in a row
+  double backoff_factor = 0.5;          // scale *= this on an overflow past the tolerance
   int64_t growth_interval = 1000;
   int64_t hysteresis = 2;
 };
