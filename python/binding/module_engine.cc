@@ -162,6 +162,8 @@ double ModuleEngine::backward(const at::Tensor& loss) { return live().backward(l
 void ModuleEngine::end_forward() { live().end_forward(); }
 void ModuleEngine::abort_forward() { live().abort_forward(); }
 
+double ModuleEngine::scheduled_lr() const { return schedule_.lr(live().optimizer_steps()); }
+
 StepReport ModuleEngine::step(double lr) {
   const StepReport report = live().step(lr);
   ++steps_;
@@ -209,8 +211,8 @@ EngineTimes ModuleEngine::times() const { return live().times(); }
 std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample) {
   const int64_t next = next_sample >= 0 ? next_sample
                                         : steps_ * job_.data.samples_per_step(env_.world);
-  const trainer::TrainerState state = trainer::trainer_state_at(job_, env_.world, steps_, next,
-                                                                schedule_);
+  const trainer::TrainerState state = trainer::trainer_state_at(
+      job_, env_.world, steps_, live().optimizer_steps(), next, schedule_);
   CheckpointMeta meta;
   meta.trainer_state = state.to_json();
   meta.config_toml = job_.config_toml;

@@ -84,7 +84,8 @@ class ModuleEngine {
   int64_t grad_accum() const;
   int stage() const;
   // The lr of the next optimizer step under the config's schedule ([run] lr_schedule, ...).
-  double scheduled_lr() const { return schedule_.lr(steps_); }
+  // The schedule counts applied updates (a skipped step uses up no warmup), as the trainer does.
+  double scheduled_lr() const;
   int64_t steps() const { return steps_; }
   std::string describe() const;  // "world 2, ZeRO stage 3, shard_bucket, optim_hybrid_adam, ..."
   std::string config_toml() const { return job_.config_toml; }

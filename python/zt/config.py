@@ -7,6 +7,7 @@ them as it checks the file, so an unknown key is the same error, naming the key.
 
 import json
 import numbers
+import os
 
 
 def _value(value, where):
@@ -47,3 +48,22 @@ def to_toml(config):
         else:
             section(name, keys)
     return "\n".join(lines) + "\n"
+
+
+def config_source(config, overrides, who):
+    """(path, toml_text, overrides) for the core from a config given as a TOML file's path (a
+    str or a pathlib.Path) or a dict of sections, and overrides given as "key=value" strings.
+    Anything else is a TypeError naming `who`: a Path taken for "no path" trained on the
+    defaults' synthetic data, and a string of overrides was split into its characters."""
+    if isinstance(overrides, (str, bytes)):
+        raise TypeError(f"{who}: overrides is a list of \"key=value\" strings, e.g. "
+                        f"[{overrides!r}], not one string")
+    overrides = list(overrides)
+    if config is None:
+        return "", "", overrides
+    if isinstance(config, dict):
+        return "", to_toml(config), overrides
+    if isinstance(config, (str, os.PathLike)):
+        return os.fspath(config), "", overrides
+    raise TypeError(f"{who}: config is a TOML file's path (str or pathlib.Path) or a dict of "
+                    f"sections, not {type(config).__name__}")

@@ -2,14 +2,13 @@
 `trainer` reads with the same [data] and [model] settings."""
 
 from . import _zt
-from .config import to_toml
+from .config import config_source
 
 
 class Data:
     def __init__(self, config, overrides=(), validation=False):
-        path = config if isinstance(config, str) else ""
-        text = to_toml(config) if isinstance(config, dict) else ""
-        self._stream = _zt.DataStream(path, text, list(overrides), validation)
+        path, text, overrides = config_source(config, overrides, "zt.data")
+        self._stream = _zt.DataStream(path, text, overrides, validation)
 
     def get(self, step_start, micro, rank, world):
         """Rank `rank`'s micro batch `micro` of the step whose global batch starts at sample

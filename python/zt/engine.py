@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from . import _zt
-from .config import to_toml
+from .config import config_source
 
 _open_engines = weakref.WeakSet()
 
@@ -83,6 +83,16 @@ class Engine:
         if isinstance(model, torch.jit.ScriptModule):
             raise TypeError("zt.initialize takes a plain nn.Module; a TorchScript file trains "
                             "with trainer --config (model.kind = \"torchscript\")")
+        frozen = [n for n, p in model.named_parameters() if not p.requires_grad]
+        if frozen:
+            # Every parameter the engine shards is trained (its gradient is reduced into the
+            # shard); a frozen one failed deep in the engine, after the rendezvous.
+            shown = ", ".join(frozen[:3]) + (f" and {len(frozen) - 3} more" if len(frozen) > 3
+                                               else "")
+            raise ValueError(f"zt.initialize: {shown} do not require grad, and zt trains every "
+                             "parameter of the model it is given: pass only the trained part "
+                             "(keep a frozen part outside it, or as buffers), or set "
+                             "requires_grad=True")
         self.module = model
         _tie_shared_storage(model)
         modules = list(units) if units is not None else _unit_modules(model)
@@ -110,11 +120,11 @@ class Engine:
             unit_params.insert(0, ("<root>", root))
             self._unit_names.insert(0, "<root>")
             self._root = 0
-        path = config if isinstance(config, str) else ""
-        text = to_toml(config) if isinstance(config, dict) else ""
-        if config is not None and not isinstance(config, (str, dict)):
-            raise TypeError("zt.initialize: config is a TOML file's path or a dict of sections")
-        self._core = _zt.ModuleEngine(path, text, list(overrides), unit_params)
+        path, text, overrides = config_source(config, overrides, "zt.initialize")
+        self._core = _zt.ModuleEngine(path, text, overrides, unit_params)
+        self._dtype = {"fp32": torch.float32, "bf16": torch.bfloat16,
+                       "fp16": torch.float16}[self._core.compute]
+        self._share_floating_buffers(model)
         first = 1 if self._root is not None else 0
         self._hooks = []
         for i, m in enumerate(modules):
@@ -125,9 +135,8 @@ class Engine:
         self._in_backward = False  # torch.utils.checkpoint recomputes units in backward
         self._stack = []
         self._micro = 0
+        self._awaiting_step = False  # a backward ran and its step() call has not yet
         self._last_step = None
-        self._dtype = {"fp32": torch.float32, "bf16": torch.bfloat16,
-                       "fp16": torch.float16}[self._core.compute]
         _open_engines.add(self)
 
     # The hooks: a unit entered and left inside the engine's forward.
@@ -164,7 +173,10 @@ class Engine:
         return self._core.steps
 
     def is_gradient_accumulation_boundary(self):
-        return self._micro >= self._core.grad_accum
+        """As DeepSpeed's: True through the whole last micro step of an accumulation (its
+        forward, backward and step() call), so code that runs before backward can ask."""
+        current = self._micro + (0 if self._awaiting_step else 1)
+        return current >= self._core.grad_accum
 
     def describe(self):
         return self._core.describe()
@@ -218,6 +230,21 @@ class Engine:
             self.abort()
             raise
 
+    def _share_floating_buffers(self, model):
+        # As the trainer does for a TorchScript model: floating buffers in the compute dtype (an
+        # fp32 one met bf16 activations and promoted the unit's output, which the next unit's
+        # bf16 weights refused), and rank 0's values on every rank (one drawn from each rank's
+        # own seed differed), sent through the job's communicator: the other ranks add zeros.
+        with torch.no_grad():
+            for buffer in model.buffers():
+                if not buffer.is_floating_point() or buffer.numel() == 0:
+                    continue
+                shared = buffer.to(torch.float32)
+                if self._core.rank != 0:
+                    shared.zero_()
+                self._core.all_reduce(shared)
+                buffer.data = shared.to(self._dtype)
+
     def abort(self):
         """Drops a forward that will get no backward (its loss failed, say): every gathered
         parameter is released and the next forward starts afresh."""
@@ -235,6 +262,12 @@ class Engine:
             raise RuntimeError(f"zt: {self._micro} micro steps without engine.step(); call "
                                "engine.step() after every backward (it updates at the end of "
                                "data.grad_accum micro steps)")
+        if not isinstance(loss, torch.Tensor):
+            # Refused before the core sees it: a float has no graph, and the open forward is
+            # closed on both sides (the core's own check does the same for a loss of many values).
+            self.abort()
+            raise TypeError(f"zt: backward(loss) takes the loss tensor the model returned, not "
+                            f"{type(loss).__name__}")
         self._in_backward = True
         try:
             value = self._core.backward(loss)
@@ -242,12 +275,14 @@ class Engine:
             self._open = False
             self._in_backward = False
         self._micro += 1
+        self._awaiting_step = True
         return value
 
     def step(self, lr=None):
         """Call after every backward, as DeepSpeed's engine.step(): at the end of
         data.grad_accum micro steps it updates the shards at `lr` (default: the config's
         schedule, [run] lr_schedule) and returns the step's report; otherwise None."""
+        self._awaiting_step = False
         if self._micro < self._core.grad_accum:
             return None
         rate = self._core.scheduled_lr() if lr is None else float(lr)
@@ -290,23 +325,30 @@ class Engine:
         names = [names] if isinstance(names, str) else list(names)
         values = dict(self._core.gathered(names))
         modifier = -1 if modifier_rank is None else int(modifier_rank)
-        failed = False
+        body_raised = False
         try:
             yield values
         except BaseException:
-            failed = True
+            body_raised = True
             raise
         finally:
             if modifier >= 0:
                 # A missing or reshaped entry fails on every rank, inside the collective, not
                 # before it (the other ranks would wait there).
                 edits = []
+                failed = body_raised
                 for n in names:
                     v = values.get(n)
                     ok = isinstance(v, torch.Tensor) and v.is_floating_point()
                     failed = failed or not ok
                     edits.append(v if ok else torch.zeros(0))
-                self._core.write_gathered(names, modifier, edits, failed)
+                try:
+                    self._core.write_gathered(names, modifier, edits, failed)
+                except _zt.Error:
+                    # The core's word for this rank's own failure: where the body raised, its
+                    # exception is the one the caller gets (the other ranks get the core's).
+                    if not body_raised:
+                        raise
 
     def all_reduce(self, tensor):
         """Sums `tensor` over the ranks, in place, through the job's communicator (collective):
@@ -336,8 +378,14 @@ class Engine:
         """Loads a checkpoint folder, a checkpoint.dir (its latest) or dir/best, saved at any
         world size and composition by zt.Engine or by the trainer. Returns the saved trainer
         state (step, next_sample, ...). Collective."""
+        if self._micro != 0 or self._open:
+            # The core would keep the partial gradients taken so far and add them to the
+            # loaded step's.
+            raise RuntimeError("zt: load_checkpoint in the middle of a step (a forward open or "
+                               f"{self._micro} micro steps without their update): call it "
+                               "between steps")
         state = self._core.load_checkpoint(path)
-        self._micro = 0
+        self._awaiting_step = False
         return json.loads(state) if state else {}
 
     def close(self, restore=True):
@@ -349,14 +397,20 @@ class Engine:
         if getattr(self, "_closed", False):
             return
         self._closed = True
-        if restore:
-            with torch.no_grad():
-                for name, p in self.module.named_parameters():
-                    p.data = self._core.full_param(name).reshape(p.shape)
-        for h in self._hooks:
-            h.remove()
-        self._core.close()
-        _open_engines.discard(self)
+        # A forward still open would leave its hooks on tensors of an engine that is gone
+        # (a later backward through them ran on freed memory).
+        self.abort()
+        try:
+            if restore:
+                with torch.no_grad():
+                    for name, p in self.module.named_parameters():
+                        p.data = self._core.full_param(name).reshape(p.shape)
+        finally:
+            # A restore that failed (a CommError) still takes the hooks off and closes the core.
+            for h in self._hooks:
+                h.remove()
+            self._core.close()
+            _open_engines.discard(self)
 
 
 def initialize(model, config=None, overrides=(), units=None):

@@ -1,9 +1,11 @@
 """The rest of the Python engine's surface on 2 ranks at stage 3: gathered_parameters reads full
 values on every rank and, with modifier_rank, writes one rank's edits into every rank's shards
 (a body that raises writes nothing, on any rank); full_grad after backward; memory_report and
-step_report; clipping (zero.gradient_clipping) as torch.nn.utils.clip_grad_norm_ clips.
+step_report; clipping (zero.gradient_clipping) as torch.nn.utils.clip_grad_norm_ clips; a
+module's floating buffers in the compute dtype with rank 0's values (bf16).
 """
 
+import os
 import sys
 
 import torch
@@ -39,15 +41,22 @@ def main():
     assert torch.equal(engine.full_param("2.bias"), torch.full((3,), 0.25))
     with torch.no_grad():
         reference[2].bias.fill_(0.25)
-    # A body that raises writes nothing anywhere.
+    # A body that raises writes nothing anywhere; its rank gets the body's own exception (not
+    # the core's word for it), the others the core's.
     try:
         with engine.gathered_parameters("0.bias", modifier_rank=0) as full:
             full["0.bias"].fill_(99.0)
             if rank == 0:
                 raise ValueError("the body's own error")
         return "a raising body did not raise"
-    except (ValueError, zt.Error):
-        pass
+    except ValueError as e:
+        if rank != 0:
+            return f"rank {rank} got the body's error of rank 0: {e}"
+        assert "the body's own error" in str(e), str(e)
+    except zt.Error:
+        if rank == 0:
+            return "rank 0 got the core's error instead of its body's ValueError"
+
     assert torch.equal(engine.full_param("0.bias"), reference[0].bias.detach())
 
     opt = torch.optim.AdamW(reference.parameters(), lr=1e-2, betas=(0.9, 0.95), eps=1e-8,
@@ -97,8 +106,39 @@ def main():
     return None
 
 
+class Scaled(torch.nn.Module):
+    """A unit that multiplies by a floating buffer (as torchscript_models.Buffered)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+        self.register_buffer("scale", torch.linspace(0.5, 1.5, 8))
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+def buffers_in_bf16():
+    """In bf16, an fp32 buffer promoted the unit's output and the next unit's bf16 weights
+    refused it; and a buffer each rank drew itself differed between ranks."""
+    torch.manual_seed(4)
+    net = torch.nn.Sequential(Scaled(), torch.nn.Linear(8, 2))
+    expected = net[0].scale.clone()
+    net[0].scale += 10 * int(os.environ.get("RANK", "0"))  # each rank's own value
+    config = dict(CONFIG, precision={"compute": "bf16"})
+    engine = zt.initialize(net, config=config)
+    scale = net[0].scale
+    if scale.dtype != torch.bfloat16 or not torch.equal(scale, expected.to(torch.bfloat16)):
+        return f"rank {engine.rank}: the buffer is {scale} ({scale.dtype}), not rank 0's in bf16"
+    engine.backward(engine.loss(torch.randn(4, 8), torch.randn(4, 2)))
+    if engine.step() is None:
+        return "the bf16 step with a buffer did not run"
+    engine.close()
+    return None
+
+
 if __name__ == "__main__":
-    failure = main()
+    failure = main() or buffers_in_bf16()
     if failure:
         print(f"engine_api: {failure}", file=sys.stderr)
         sys.exit(1)

@@ -3,6 +3,7 @@ trainer's message naming the key; an exception inside a unit carries a note nami
 the engine trains on after it (the failed forward is undone); a module called outside its engine
 says so. Run on 1 rank (run.sh NPROC 1)."""
 
+import pathlib
 import sys
 
 import torch
@@ -43,6 +44,39 @@ def main():
         assert isinstance(e, zt.Error)
         assert "unknown key 'stagee' in [zero]" in str(e), str(e)
         assert "the config dict given to zt.initialize:" in str(e), str(e)
+    # A frozen parameter is refused by name before anything starts.
+    frozen = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    frozen[0].weight.requires_grad_(False)
+    try:
+        zt.initialize(frozen, config=CONFIG)
+        return "a frozen parameter was accepted"
+    except ValueError as e:
+        assert "0.weight do not require grad" in str(e), str(e)
+    # A config given as a pathlib.Path is a path (it was taken for none: synthetic data), and
+    # overrides given as one string are refused (they were split into characters).
+    try:
+        zt.data(pathlib.Path("/nonexistent/zt-job.toml")).describe()
+        return "a config path given as pathlib.Path was not read"
+    except zt.ConfigError as e:
+        assert "/nonexistent/zt-job.toml" in str(e), str(e)
+    try:
+        zt.initialize(torch.nn.Linear(2, 2), config=CONFIG, overrides="zero.stage=1")
+        return "overrides given as one string were accepted"
+    except TypeError as e:
+        assert "list of \"key=value\" strings" in str(e), str(e)
+    # is_gradient_accumulation_boundary as DeepSpeed's: True through the last micro step.
+    accum = zt.initialize(Fragile(), config=dict(CONFIG, data={"grad_accum": 2}))
+    seen = []
+    for _ in range(2):
+        for _ in range(2):
+            out = accum(torch.randn(3, 4))
+            seen.append(accum.is_gradient_accumulation_boundary())
+            accum.backward(((out - torch.randn(3, 2)) ** 2).mean())
+            seen.append(accum.is_gradient_accumulation_boundary())
+            accum.step()
+    if seen != [False, False, True, True] * 2:
+        return f"is_gradient_accumulation_boundary around forward and backward: {seen}"
+    accum.close()
     model = Fragile()
     engine = zt.initialize(model, config=CONFIG)
     model.b.fail = True
@@ -68,6 +102,21 @@ def main():
         pass
     engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
     assert engine.step() is not None
+    # A loss of many values, or a float, is refused saying what to do; the engine trains on.
+    out = engine(torch.randn(3, 4))
+    try:
+        engine.backward((out - torch.randn(3, 2)) ** 2)
+        return "a loss of many values was accepted"
+    except zt.ConfigError as e:
+        assert "reduce it first" in str(e), str(e)
+    engine(torch.randn(3, 4))
+    try:
+        engine.backward(1.5)
+        return "a float loss was accepted"
+    except TypeError as e:
+        assert "not float" in str(e), str(e)
+    engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+    assert engine.step() is not None
     # A backward past the accumulation boundary without step() is refused, saying what to do.
     engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
     try:
@@ -76,7 +125,19 @@ def main():
     except RuntimeError as e:
         assert "call engine.step() after every backward" in str(e), str(e)
     assert engine.step() is not None
+    # Closed with a forward open: a backward through its output says so (its hooks used the
+    # freed engine), and the restored module trains as plain PyTorch (the gradient hooks on its
+    # parameters went with the engine).
+    pending = engine(torch.randn(3, 4))
     engine.close()
+    try:
+        pending.sum().backward()
+        return "a backward through a closed engine's output ran"
+    except RuntimeError as e:
+        assert "engine that was closed" in str(e), str(e)
+    model.zero_grad()
+    model(torch.randn(3, 4)).sum().backward()
+    assert model.a.weight.grad is not None and model.a.weight.grad.abs().sum() > 0
     try:
         engine.full_param("a.weight")
         return "a closed engine answered"
