@@ -13,7 +13,6 @@ gradients are taken.
 import atexit
 import contextlib
 import json
-import weakref
 
 import torch
 import torch.nn.functional as F
@@ -21,7 +20,10 @@ import torch.nn.functional as F
 from . import _zt
 from .config import config_source
 
-_open_engines = weakref.WeakSet()
+# Held, not weakly: an engine nobody closed was destroyed by the garbage collector (a cycle
+# through the module's hooks) at a different moment on each rank, and its shutdown is
+# collective. An engine lives until close() or the process's exit.
+_open_engines = set()
 
 
 @atexit.register
@@ -93,6 +95,18 @@ class Engine:
                              "parameter of the model it is given: pass only the trained part "
                              "(keep a frozen part outside it, or as buffers), or set "
                              "requires_grad=True")
+        for engine in list(_open_engines):
+            if not engine._closed and engine.module is model:
+                raise ValueError("zt.initialize: this module is already held by an open engine "
+                                 "(its hooks are on it, its parameters point into that engine's "
+                                 "buffers); close that engine first (engine.close())")
+        released = [n for n, p in model.named_parameters()
+                    if p.numel() > 0 and p.storage().size() == 0]
+        if released:
+            raise ValueError(f"zt.initialize: {released[0]} holds no values: an engine closed "
+                             "with restore=False released them; close it with restore=True, or "
+                             "load the weights into the module again")
+        self._closed = False
         self.module = model
         _tie_shared_storage(model)
         modules = list(units) if units is not None else _unit_modules(model)
@@ -191,6 +205,10 @@ class Engine:
         args = [a.to(self._dtype) if isinstance(a, torch.Tensor) and a.is_floating_point()
                 else a for a in args]
         training = torch.is_grad_enabled()
+        if training and self._micro >= self._core.grad_accum:
+            raise RuntimeError(f"zt: {self._micro} micro steps without engine.step(); call "
+                               "engine.step() after every backward (it updates at the end of "
+                               "data.grad_accum micro steps)")
         self._core.begin_forward(training)
         self._open = True
         self._stack = []

@@ -100,6 +100,15 @@ def main():
     assert shared[1].weight is shared[0].weight
     assert engine.parameter_names() == ["0.weight"], engine.parameter_names()
     engine.close()
+    # Closed without restoring, a stage-3 module holds no values (its parameters were released):
+    # a new engine refuses it by name instead of broadcasting empty storage.
+    released = model()
+    zt.initialize(released, config=CONFIG).close(restore=False)
+    try:
+        zt.initialize(released, config=CONFIG)
+        return "a module whose values a closed engine released was taken"
+    except ValueError as e:
+        assert "holds no values" in str(e), str(e)
     if rank == 0:
         print("engine_api: gathered_parameters read and write, full_grad, clipping, reports, "
               "a weight tied by storage")

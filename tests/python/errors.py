@@ -14,16 +14,30 @@ CONFIG = {"zero": {"stage": 3}, "plugins": {"comm": "comm_ucx", "shard": "shard_
                                             "optimizer": "optim_hybrid_adam"}}
 
 
+class Boom(torch.autograd.Function):
+    """The identity, whose backward fails: a model's own backward code that raises."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise ValueError("boom in backward")
+
+
 class Head(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.linear = torch.nn.Linear(4, 2)
         self.fail = False
+        self.boom = False
 
     def forward(self, x):
         if self.fail:
             raise ValueError("the unit's own error")
-        return self.linear(x)
+        # Before the linear: its gradients are taken (and reduced) before the backward fails.
+        return self.linear(Boom.apply(x) if self.boom else x)
 
 
 class Fragile(torch.nn.Module):
@@ -79,6 +93,12 @@ def main():
     accum.close()
     model = Fragile()
     engine = zt.initialize(model, config=CONFIG)
+    # A module an open engine holds is refused (a second engine's hooks met the first's).
+    try:
+        zt.initialize(model, config=CONFIG)
+        return "a module held by an open engine was taken by a second one"
+    except ValueError as e:
+        assert "already held by an open engine" in str(e), str(e)
     model.b.fail = True
     try:
         engine(torch.randn(3, 4))
@@ -102,6 +122,21 @@ def main():
         pass
     engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
     assert engine.step() is not None
+    # A backward that fails part way (unit b's gradients already reduced) makes its step skip
+    # (its partial gradients were added to the next micro step's), and the next one trains.
+    model.b.boom = True
+    try:
+        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+        return "a backward that raised did not fail"
+    except Exception as e:  # noqa: BLE001 - autograd decides the type it arrives as
+        assert "boom in backward" in str(e), repr(e)
+    model.b.boom = False
+    engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+    report = engine.step()
+    assert report is not None and report["skipped"], report
+    engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+    report = engine.step()
+    assert report is not None and not report["skipped"], report
     # A loss of many values, or a float, is refused saying what to do; the engine trains on.
     out = engine(torch.randn(3, 4))
     try:
@@ -117,11 +152,12 @@ def main():
         assert "not float" in str(e), str(e)
     engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
     assert engine.step() is not None
-    # A backward past the accumulation boundary without step() is refused, saying what to do.
+    # A micro step past the accumulation boundary without step() is refused at its forward,
+    # saying what to do.
     engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
     try:
-        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
-        return "a second backward without step() was accepted"
+        engine.loss(torch.randn(3, 4), torch.randn(3, 2))
+        return "a second micro step without step() was accepted"
     except RuntimeError as e:
         assert "call engine.step() after every backward" in str(e), str(e)
     assert engine.step() is not None
@@ -143,6 +179,7 @@ def main():
         return "a closed engine answered"
     except zt.ConfigError as e:
         assert "was closed" in str(e), str(e)
+
     print("errors: ConfigError, a unit's error named, the engine trains on, outside use refused, "
           "a closed engine says so")
     return None

@@ -218,8 +218,19 @@ struct Engine::Impl {
         "; lower the learning rate, enable zero.gradient_clipping, or check the data");
   }
 
+  // One micro step too many before step(): the in-backward update already ran for streamed
+  // groups, so its gradients would be lost there and applied to in-memory ones.
+  void check_micro_room() const {
+    if (micro < opt.grad_accum) return;
+    throw InternalError("micro step " + std::to_string(micro + 1) + " of a step of " +
+                        std::to_string(opt.grad_accum) +
+                        " (data.grad_accum) without Engine::step(): call step() after every "
+                        "grad_accum micro steps");
+  }
+
   double forward_backward(const at::Tensor& input,
                           const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+    check_micro_room();
     const EngineClock::Phase phase(ledger.clock(), &EngineTimes::forward_backward);
     const int64_t step_number = stepper.steps() + 1;
     for (OffloadTier* t : tiers) t->set_step(step_number);
@@ -326,6 +337,7 @@ struct Engine::Impl {
       throw InternalError("an evaluation between micro steps (" + std::to_string(micro) + " of " +
                           std::to_string(opt.grad_accum) + " run): evaluate between steps");
     }
+    if (training) check_micro_room();
     if (training && opt.activation_checkpointing) {
       throw ConfigError("model.activation_checkpointing recomputes units the engine runs itself; "
                         "a model that runs its own forward checkpoints its own activations "
@@ -408,7 +420,14 @@ struct Engine::Impl {
       ++micro;
       if (opt.stage >= 2) reducer.reduce_remaining();
     } catch (...) {
-      // A failed backward (the model's own backward code, a unit's) leaves no forward open.
+      // A failed backward (the model's own backward code, a unit's) leaves no forward open,
+      // and its partial gradients in no later step: the step it belongs to is skipped.
+      stepper.poison();
+      try {
+        reducer.abandon_micro_step();
+      } catch (...) {
+        // The backward's own error says more; this one (a reduction that failed too) is lost.
+      }
       abort_forward();
       throw;
     }

@@ -159,6 +159,14 @@ void GradReducer::reduce_remaining() {
   tier_grads_.settle();
 }
 
+void GradReducer::abandon_micro_step() {
+  drain();
+  tier_grads_.settle();
+  for (ParamSlot& p : layout_.params) {
+    if (p.tensor.defined() && p.tensor.grad().defined()) p.tensor.mutable_grad().reset();
+  }
+}
+
 void GradReducer::scale_residuals(double factor) {
   for (std::vector<at::Tensor>* kind : {&residuals_, &across_residuals_}) {
     for (at::Tensor& r : *kind) {

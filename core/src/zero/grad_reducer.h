@@ -75,6 +75,10 @@ class GradReducer {
   // whose parameters got no gradient), in group order so all ranks issue the same collectives,
   // and waits for all of them (tier gradient writes included).
   void reduce_remaining();
+  // A micro step whose backward failed part way: waits for the reductions it issued (their
+  // buffers are in flight) and drops the gradients autograd left on the parameters. What it
+  // added to the shards stays: the caller makes the step skip (ShardedStep::poison).
+  void abandon_micro_step();
   // Error feedback: group g's residual (fp32, its padded length: what encoding this rank's
   // gradients lost so far), or undefined without error feedback. Checkpoints save and restore it.
   const at::Tensor& residual(int g) const { return residuals_[g]; }

@@ -117,6 +117,8 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
       sq += part;
     }
   }
+  overflow = overflow || poisoned_;
+  poisoned_ = false;
   at::Tensor totals = at::tensor({sq, overflow ? 1.0 : 0.0}, at::kDouble);
   // Stage 0 shards are full copies: every rank already holds the global values. Otherwise the
   // shard group's shards cover the model once (every group holds the same reduced gradients).

@@ -62,6 +62,11 @@ class ShardedStep {
   // replaced by the next step's first reduction. Throws IoError when a tier lost bytes, before any
   // state of this step changed.
   StepReport run(double lr);
+  // This rank's gradients of the step are incomplete (a backward failed part way): run() skips
+  // the step as it skips an overflow (at stages 1-3 the flag travels with the overflow's to
+  // every rank; a backward that fails on one rank only leaves its peers waiting in its
+  // reductions anyway, which the communication timeout ends).
+  void poison() { poisoned_ = true; }
   // The next step's learning rate, before its first micro step: turns the update in backward
   // on for that step where it applies (see above). run() must then get the same `lr`.
   void begin(double lr);
@@ -98,6 +103,7 @@ class ShardedStep {
   StepParts parts_;
   StepOptions options_;
   int64_t steps_ = 0;
+  bool poisoned_ = false;  // poison() since the last run()
   // begin()'s: the learning rate its step was announced with, and whether streamed groups
   // update in that step's backward.
   double announced_lr_ = 0;
