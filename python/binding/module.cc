@@ -161,6 +161,7 @@ void def_module_engine(py::module_& m) {
       .def("gathered", &ModuleEngine::gathered, Release())
       .def("write_gathered", &ModuleEngine::write_gathered, Release())
       .def("all_reduce", &ModuleEngine::all_reduce, Release())
+      .def("share_buffers", &ModuleEngine::share_buffers, Release())
       .def("memory", [](const ModuleEngine& e) { return memory_dict(e.memory()); })
       .def("times", [](const ModuleEngine& e) { return times_dict(e.times()); })
       .def("save_checkpoint", &ModuleEngine::save_checkpoint, Release())

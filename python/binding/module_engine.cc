@@ -205,6 +205,11 @@ void ModuleEngine::all_reduce(at::Tensor tensor) {
   if (!flat.is_same(tensor)) tensor.copy_(flat);
 }
 
+void ModuleEngine::share_buffers(const std::vector<at::Tensor>& buffers) {
+  live();
+  trainer::broadcast_buffers(buffers, setup_);
+}
+
 MemoryReport ModuleEngine::memory() const { return live().memory(); }
 EngineTimes ModuleEngine::times() const { return live().times(); }
 

@@ -113,6 +113,9 @@ class ModuleEngine {
   // Sums `tensor` (any dtype the communicator takes; fp64 for counts) over the ranks, in place.
   // Collective.
   void all_reduce(at::Tensor tensor);
+  // The module's buffers as the trainer shares a TorchScript model's (broadcast_buffers):
+  // floating ones in the compute dtype, rank 0's values everywhere. Collective.
+  void share_buffers(const std::vector<at::Tensor>& buffers);
   MemoryReport memory() const;
   EngineTimes times() const;
 

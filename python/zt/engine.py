@@ -138,7 +138,11 @@ class Engine:
         self._core = _zt.ModuleEngine(path, text, overrides, unit_params)
         self._dtype = {"fp32": torch.float32, "bf16": torch.bfloat16,
                        "fp16": torch.float16}[self._core.compute]
-        self._share_floating_buffers(model)
+        # As the trainer does for a TorchScript model: floating buffers in the compute dtype (an
+        # fp32 one met bf16 activations and promoted the unit's output, which the next unit's
+        # bf16 weights refused), and rank 0's values on every rank (one drawn from each rank's
+        # own seed differed).
+        self._core.share_buffers(list(model.buffers()))
         first = 1 if self._root is not None else 0
         self._hooks = []
         for i, m in enumerate(modules):
@@ -248,21 +252,6 @@ class Engine:
             self.abort()
             raise
 
-    def _share_floating_buffers(self, model):
-        # As the trainer does for a TorchScript model: floating buffers in the compute dtype (an
-        # fp32 one met bf16 activations and promoted the unit's output, which the next unit's
-        # bf16 weights refused), and rank 0's values on every rank (one drawn from each rank's
-        # own seed differed), sent through the job's communicator: the other ranks add zeros.
-        with torch.no_grad():
-            for buffer in model.buffers():
-                if not buffer.is_floating_point() or buffer.numel() == 0:
-                    continue
-                shared = buffer.to(torch.float32)
-                if self._core.rank != 0:
-                    shared.zero_()
-                self._core.all_reduce(shared)
-                buffer.data = shared.to(self._dtype)
-
     def abort(self):
         """Drops a forward that will get no backward (its loss failed, say): every gathered
         parameter is released and the next forward starts afresh."""
@@ -275,11 +264,6 @@ class Engine:
         shards as their units finish. Returns the loss as a float."""
         if not self._open:
             raise RuntimeError("zt: backward(loss) needs a forward through the engine first")
-        if self._micro >= self._core.grad_accum:
-            self.abort()
-            raise RuntimeError(f"zt: {self._micro} micro steps without engine.step(); call "
-                               "engine.step() after every backward (it updates at the end of "
-                               "data.grad_accum micro steps)")
         if not isinstance(loss, torch.Tensor):
             # Refused before the core sees it: a float has no graph, and the open forward is
             # closed on both sides (the core's own check does the same for a loss of many values).
@@ -412,7 +396,7 @@ class Engine:
         values back as tensors of their own, so the module works without zt (at stage 3 they
         hold values only inside their unit's call while the engine is open). Also at exit,
         without restoring, when the process then leaves the job."""
-        if getattr(self, "_closed", False):
+        if self._closed:
             return
         self._closed = True
         # A forward still open would leave its hooks on tensors of an engine that is gone

@@ -30,13 +30,13 @@ StepGroups non_empty(const StepGroups& groups) {
   return out;
 }
 
+}  // namespace
+
 std::vector<double> pooled(const StepGroups& groups) {
   std::vector<double> out;
   for (const auto& g : groups) out.insert(out.end(), g.begin(), g.end());
   return out;
 }
-
-}  // namespace
 
 RatioInterval bootstrap_speedup(const StepGroups& a_groups, const StepGroups& b_groups,
                                 int resamples, uint64_t seed) {

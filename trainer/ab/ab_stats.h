@@ -24,6 +24,9 @@ struct RatioInterval {
 // page cache shift a whole run.
 using StepGroups = std::vector<std::vector<double>>;
 
+// Every group's steps in one vector, in order.
+std::vector<double> pooled(const StepGroups& groups);
+
 // Resamples each arm `resamples` times in two levels (its groups with replacement, then each
 // drawn group's steps with replacement) and takes the 2.5th and 97.5th percentiles of
 // median(a*) / median(b*); the ratio itself is of the pooled medians. Resampling the pooled

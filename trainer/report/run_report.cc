@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -74,10 +74,10 @@ RunLines read_lines(const std::string& run_dir) {
 double step_of(const json& j) { return j.value("step", 0.0); }
 
 // A real field of a step line: 0 when absent, NaN for the null a non-finite value is written as
-// (a diverged loss); other types throw the JSON library's type error.
+// (a diverged loss, json_real); other types throw the JSON library's type error.
 double real(const json& j, const char* key) {
   if (!j.contains(key)) return 0;
-  if (j.at(key).is_null()) return std::numeric_limits<double>::quiet_NaN();
+  if (const std::optional<double> v = json_real(j.at(key))) return *v;
   return j.at(key).get<double>();
 }
 

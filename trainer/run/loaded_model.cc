@@ -28,18 +28,25 @@ void share_cores_between_local_ranks() {
   at::set_num_threads(std::max(1, cores / local_ranks));
 }
 
-void broadcast_model_buffers(const models::ModelShape& shape, Composition& setup) {
-  if (!shape.custom) return;
+void broadcast_buffers(const std::vector<at::Tensor>& buffers, Composition& setup) {
   const at::ScalarType compute = setup.options.compute_dtype;
   c10::NoGradGuard no_grad;
-  for (auto& [name, buffer] : shape.custom->buffers()) {
+  for (at::Tensor buffer : buffers) {
     if (buffer.is_floating_point() && buffer.scalar_type() != compute) {
       buffer.set_data(buffer.to(compute));
     }
+    if (buffer.numel() == 0) continue;  // nothing to send
     at::Tensor flat = buffer.contiguous();
     setup.comm->broadcast(flat, 0)->wait();
     if (!flat.is_same(buffer)) buffer.copy_(flat);
   }
+}
+
+void broadcast_model_buffers(const models::ModelShape& shape, Composition& setup) {
+  if (!shape.custom) return;
+  std::vector<at::Tensor> buffers;
+  for (auto& [name, buffer] : shape.custom->buffers()) buffers.push_back(buffer);
+  broadcast_buffers(buffers, setup);
 }
 
 LoadedModel load_checkpointed_model(const JobSettings& job, PluginCatalog& catalog,

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <vector>
 
 #include "models/model.h"
 #include "run/evaluation.h"
@@ -27,6 +28,9 @@ void share_cores_between_local_ranks();
 // they are not parameters, so the engine neither shards, casts nor syncs them. Collective; does
 // nothing for the built-in models, which have none.
 void broadcast_model_buffers(const models::ModelShape& shape, Composition& composition);
+// The same for any module's buffers (the Python engine's nn.Module): each floating one in the
+// compute dtype, then rank 0's values. Collective.
+void broadcast_buffers(const std::vector<at::Tensor>& buffers, Composition& composition);
 
 // Members in build order: the engine (in setup) goes first, then the source whose units it owns.
 struct LoadedModel {

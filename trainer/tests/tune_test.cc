@@ -51,8 +51,7 @@ bool sets(const Candidate& c, const std::string& kv) {
 Contender contender(size_t id, std::vector<double> steps) {
   Contender c;
   c.candidate = id;
-  c.step_groups = {steps};
-  c.step_s = std::move(steps);
+  c.step_groups = {std::move(steps)};
   return c;
 }
 

@@ -8,15 +8,22 @@
 
 namespace zt::trainer {
 
+std::vector<double> Contender::step_s() const { return pooled(step_groups); }
+
+bool Contender::timed() const {
+  return std::any_of(step_groups.begin(), step_groups.end(),
+                     [](const std::vector<double>& g) { return !g.empty(); });
+}
+
 double Contender::median_s() const {
-  return step_s.empty() ? std::numeric_limits<double>::infinity() : median(step_s);
+  return timed() ? median(step_s()) : std::numeric_limits<double>::infinity();
 }
 
 size_t race_leader(const std::vector<Contender>& contenders) {
   size_t best = contenders.size();
   for (size_t i = 0; i < contenders.size(); ++i) {
     const Contender& c = contenders[i];
-    if (!c.racing || c.step_s.empty()) continue;
+    if (!c.racing || !c.timed()) continue;
     if (best == contenders.size() || c.median_s() < contenders[best].median_s()) best = i;
   }
   if (best == contenders.size()) throw InternalError("tune: no racing candidate has a timed step");
@@ -30,7 +37,7 @@ size_t judge_round(std::vector<Contender>& contenders, int round, const std::str
   std::vector<size_t> racing;
   for (size_t i = 0; i < contenders.size(); ++i) {
     Contender& c = contenders[i];
-    if (!c.racing || c.step_s.empty()) continue;
+    if (!c.racing || !c.timed()) continue;
     racing.push_back(i);
     if (i == leader) {
       c.vs_leader = {1, 1, 1};

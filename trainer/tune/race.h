@@ -15,13 +15,14 @@
 namespace zt::trainer {
 
 struct Contender {
-  size_t candidate = 0;        // index into the caller's candidates
-  std::vector<double> step_s;  // every timed step so far, pooled over rounds
-  StepGroups step_groups;      // the same, per trial job (what the bootstrap resamples first)
+  size_t candidate = 0;    // index into the caller's candidates
+  StepGroups step_groups;  // its timed steps, per trial job (the bootstrap resamples jobs first)
   bool racing = true;
   std::string left;  // why it left the race ("" while racing)
   int left_round = 0;
   RatioInterval vs_leader;  // its median over the leader's at its last judgement (1 = leader)
+  std::vector<double> step_s() const;  // every timed step so far, pooled over its jobs
+  bool timed() const;                  // any step timed yet
   double median_s() const;
 };
 

@@ -82,11 +82,12 @@ nlohmann::json candidate_json(const TuneCandidate& c, size_t index) {
   j["status"] = c.status;
   if (!c.reason.empty()) j["reason"] = c.reason;
   j["estimate"] = estimate_json(c.estimate);
-  if (!c.race.step_s.empty()) {
-    j["measured"] = {{"steps_timed", c.race.step_s.size()},
+  if (c.race.timed()) {
+    const std::vector<double> steps = c.race.step_s();
+    j["measured"] = {{"steps_timed", steps.size()},
                      {"median_step_s", c.race.median_s()},
-                     {"p10_step_s", percentile(c.race.step_s, 10)},
-                     {"p90_step_s", percentile(c.race.step_s, 90)},
+                     {"p10_step_s", percentile(steps, 10)},
+                     {"p90_step_s", percentile(steps, 90)},
                      {"vs_leader",
                       {{"ratio", c.race.vs_leader.ratio},
                        {"low", c.race.vs_leader.low},
@@ -201,7 +202,7 @@ void write_tune_html(const TuneResult& r, const std::string& path) {
   for (size_t i = 0; i < r.candidates.size(); ++i) {
     const TuneCandidate& c = r.candidates[i];
     std::string versus, median;
-    if (!c.race.step_s.empty()) {
+    if (c.race.timed()) {
       median = ms(c.race.median_s());
       std::snprintf(buf, sizeof(buf), "%.2fx (%.2f-%.2f)", c.race.vs_leader.ratio,
                     c.race.vs_leader.low, c.race.vs_leader.high);

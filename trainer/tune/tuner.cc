@@ -353,7 +353,6 @@ bool Tuner::run_job(const std::vector<size_t>& arms, Clock::time_point until, Tu
     TuneCandidate& c = r_.candidates[arms[a]];
     c.jobs.push_back(job.name);
     c.rss = std::max(c.rss, r.rss[a]);
-    c.race.step_s.insert(c.race.step_s.end(), r.step_s[a].begin(), r.step_s[a].end());
     c.race.step_groups.push_back(r.step_s[a]);
   }
   // The losses first: a job the budget stopped is checked as far as it went. The gradient norms
@@ -444,7 +443,7 @@ bool Tuner::run_round(int phase, int round, const std::vector<size_t>& racing, s
   }
   std::vector<Contender> contenders;
   for (size_t i : racing) {
-    if (r_.candidates[i].race.racing && !r_.candidates[i].race.step_s.empty())
+    if (r_.candidates[i].race.racing && r_.candidates[i].race.timed())
       contenders.push_back(r_.candidates[i].race);
   }
   if (!contenders.empty()) {
@@ -474,7 +473,7 @@ size_t Tuner::leader_of(int phase, const std::vector<size_t>& indices) {
   size_t leader = kNone;
   for (size_t i : indices) {
     const Contender& c = r_.candidates[i].race;
-    if (!c.racing || c.step_s.empty()) continue;
+    if (!c.racing || !c.timed()) continue;
     if (leader == kNone || c.median_s() < r_.candidates[leader].race.median_s()) leader = i;
   }
   if (leader == kNone) {
@@ -490,8 +489,7 @@ size_t Tuner::leader_of(int phase, const std::vector<size_t>& indices) {
                   "slower than the leader when phase %d ended: %.2fx its step time (95%% CI "
                   "%.2f-%.2f)",
                   phase, c.race.vs_leader.ratio, c.race.vs_leader.low, c.race.vs_leader.high);
-    c.reason = c.race.step_s.empty() ? "not timed before phase " + std::to_string(phase) + " ended"
-                                     : buf;
+    c.reason = !c.race.timed() ? "not timed before phase " + std::to_string(phase) + " ended" : buf;
   }
   return leader;
 }
@@ -629,8 +627,7 @@ int Tuner::run() {
   }
   if (second.size() > 1) {
     Contender& l = r_.candidates[leader].race;
-    l.step_s.clear();  // measured again beside the variants, in the same jobs
-    l.step_groups.clear();
+    l.step_groups.clear();  // measured again beside the variants, in the same jobs
     out_ << "  phase 2: " << second.size() - 1 << " variants of the leader ("
          << lead.composition.label << ")\n";
     leader = race(2, second, search_end);

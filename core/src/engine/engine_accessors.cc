@@ -28,8 +28,6 @@ std::pair<int64_t, int64_t> held_part(const ModelLayout& layout, int p) {
   return param_overlap(slot, g.first, g.first + g.shard);
 }
 
-// Elements [begin, end) of group g's reduced gradient shard into `out` from element `to` on: in
-// memory, or read back tile by tile from the optimizer tier (checked against what was written).
 // Throws when group g's gradient went into its update during backward. The flag is the same on
 // every rank, so every rank throws before the collective that follows (a rank holding none of
 // a parameter would otherwise wait in it for the others until the timeout).
@@ -41,13 +39,15 @@ void require_gradient_kept(const EngineParts& e, int g) {
                     "no rank holds it; read gradients in a step not begun with begin_step");
 }
 
+// Elements [begin, end) of group g's reduced gradient shard into `out` from element `to` on: in
+// memory, or read back tile by tile from the optimizer tier (checked against what was written).
+// The caller checked require_gradient_kept first.
 void held_gradient(EngineParts& e, int g, int64_t begin, int64_t end, at::Tensor& out, int64_t to) {
   const ShardStorage& s = e.storage[g];
   if (s.grad.defined()) {
     out.narrow(0, to, end - begin).copy_(s.grad.narrow(0, begin, end - begin));
     return;
   }
-  require_gradient_kept(e, g);
   auto* dst = static_cast<char*>(out.data_ptr()) + to * 4;
   s.grad_file->read_range(begin * 4, end * 4, e.stepper.steps() + 1,
                           [&](int64_t offset, const void* data, int64_t bytes) {
