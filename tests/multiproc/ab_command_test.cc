@@ -183,8 +183,45 @@ TEST_CASE("live A/B: an arm whose plugin is missing, or that changes the math, f
                        "\"plugins.shard=shard_bucket,plugin.optim_hybrid_adam.lr=0.1\"]'"));
   INFO(math.output);
   CHECK(math.exit_code == 2);
-  CHECK(contains(math.output, "arm B sets plugin.optim_hybrid_adam.lr"));
+  CHECK(contains(math.output, "arms A and B differ in plugin.optim_hybrid_adam.lr"));
   CHECK_FALSE(contains(math.output, "step 1/"));
+  // Set by arm A alone: the message names no arm as the one that sets it.
+  const auto first = run_command(zt::test::small_gpt_job(
+      dir.file("out"), "--set 'ab.arms=[\"plugin.optim_hybrid_adam.lr=0.1\", "
+                       "\"plugins.shard=shard_bucket\"]'"));
+  INFO(first.output);
+  CHECK(first.exit_code == 2);
+  CHECK(contains(first.output, "arms A and B differ in plugin.optim_hybrid_adam.lr"));
+}
+
+TEST_CASE(
+    "live A/B: a switch folder holding the job's folders is refused, and the end removes only "
+    "the switches' checkpoints") {
+  TempDir dir;
+  const std::string arms =
+      " --set 'ab.arms=[\"plugins.shard=shard_tensor\", \"plugins.shard=shard_bucket\"]'";
+  // The parent of run.out_dir: its end used to remove the whole folder, metrics and all.
+  const auto parent = run_command(zt::test::small_gpt_job(
+      dir.file("runs/exp"), arms + " --set ab.switch_dir=" + dir.file("runs/")));
+  INFO(parent.output);
+  CHECK(parent.exit_code == 2);
+  CHECK(contains(parent.output, "holds the job's own folder"));
+  CHECK_FALSE(contains(parent.output, "step 1/"));
+  // A folder shared with other files (as /dev/shm is): they stay.
+  std::filesystem::create_directories(dir.file("shared"));
+  zt::test::write_file(dir.file("shared/keep.txt"), "not the job's");
+  const auto shared = run_command(zt::test::small_gpt_job(
+      dir.file("live"), arms + " --set run.steps=10 --set ab.switch_every=5 --set ab.switch_dir=" +
+                            dir.file("shared")));
+  INFO(shared.output);
+  REQUIRE(shared.exit_code == 0);
+  CHECK(contains(shared.output, "ab: arm B (shard_bucket) takes over after step 5"));
+  CHECK(zt::test::read_file(dir.file("shared/keep.txt")) == "not the job's");
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.file("shared"))) {
+    ++entries;
+  }
+  CHECK(entries == 1);
 }
 
 TEST_CASE("trainer ab: comm_ucx's ring and shared-memory sums differ in the last bits at world 3") {

@@ -466,6 +466,30 @@ TEST_CASE("torchscript: bf16 compute casts float buffers, and dropout draws the 
   CHECK(other_seed != first);
 }
 
+TEST_CASE("torchscript: evaluation runs without dropout, so it is the same at world 1 and 2") {
+  ZT_SKIP_WITHOUT_TORCH();
+  TempDir dir;
+  const std::string config = dir.file("job.toml");
+  zt::test::write_file(config, job_toml("kind = \"torchscript\"\npath = \"" + models_dir() +
+                                            "/dropout.pt\"\ninput_shape = [8]\n"
+                                            "target_shape = [8]\n",
+                                        dir.file("run"), 2, 3));
+  auto r = run_command(std::string(ZT_TEST_TRAINER) + " --config " + config);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // With dropout on, each rank drew its own masks over its own share of the samples, so the
+  // loss changed with the world size.
+  std::vector<double> losses;
+  for (const char* nproc : {"1", "2"}) {
+    r = run_command(std::string(ZT_TEST_TRAINER) + " eval --checkpoint " + dir.file("run") +
+                    "/checkpoints --out " + dir.file("eval.json") + " --nproc " + nproc);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    losses.push_back(nlohmann::json::parse(zt::test::read_file(dir.file("eval.json")))["val_loss"]);
+  }
+  CHECK(std::abs(losses[1] - losses[0]) <= 1e-6 * losses[0]);
+}
+
 TEST_CASE("torchscript: a GPT's checkpoint evaluates and samples alike at world 1 and 2") {
   ZT_SKIP_WITHOUT_TORCH();
   TempDir dir;

@@ -39,17 +39,30 @@ void check_arm_count(const AbSettings& ab) {
   }
 }
 
-// The switch folder is pruned while the job runs and removed at its end: never one of the job's
-// own folders.
+// `inner` is `outer` or lies inside it, both as absolute paths without `..` (symbolic links
+// resolved where the folders exist).
+bool within(const std::filesystem::path& inner, const std::filesystem::path& outer) {
+  std::error_code ec;
+  const std::filesystem::path in = std::filesystem::weakly_canonical(inner, ec).lexically_normal();
+  const std::filesystem::path out = std::filesystem::weakly_canonical(outer, ec).lexically_normal();
+  auto i = in.begin();
+  for (auto o = out.begin(); o != out.end(); ++o, ++i) {
+    if (o->empty()) continue;  // the trailing "" of a path ending in '/'
+    if (i == in.end() || *i != *o) return false;
+  }
+  return true;
+}
+
+// The switch folder is pruned while the job runs and its checkpoints removed at its end: never
+// one of the job's own folders, nor a folder holding them.
 void check_switch_dir(const JobSettings& settings) {
   const AbSettings& ab = settings.ab;
   for (const std::string& own : {settings.run.out_dir, settings.checkpoint.dir}) {
-    if (std::filesystem::path(ab.switch_dir).lexically_normal() ==
-        std::filesystem::path(own).lexically_normal()) {
+    if (within(own, ab.switch_dir)) {
       throw ConfigError(ab.switch_dir_where + ": ab.switch_dir = '" + ab.switch_dir +
-                        "' is the job's own folder " + own +
-                        ", which a switch would prune and the job's end remove; give a folder "
-                        "of its own (or '' for <run.out_dir>/ab-switch)");
+                        "' holds the job's own folder " + own +
+                        ", whose checkpoints a switch would prune and the job's end remove; give "
+                        "a folder of its own (or '' for <run.out_dir>/ab-switch)");
     }
   }
 }
@@ -83,13 +96,15 @@ void check_arms_keep_the_math(const AbSettings& ab, const LiveAb& live) {
     for (const std::string& key : differing_keys(live.arms[0], live.arms[i])) {
       if (key == "plugins.comm" || key.rfind("plugin." + comm + ".", 0) == 0 ||
           key.rfind("launch.", 0) == 0) {
-        throw ConfigError(ab.arms_where + ": arm " + live.arms[i].name + " sets " + key +
+        // Either arm may be the one that sets it (the other keeps the job's value).
+        throw ConfigError(ab.arms_where + ": arms A and " + live.arms[i].name + " differ in " +
+                          key +
                           ", but a live A/B keeps the job's communicator and ranks; compare it "
                           "with trainer ab, which runs each arm as its own job");
       }
       if (!changes_math(key, optimizers)) continue;
-      throw ConfigError(ab.arms_where + ": arm " + live.arms[i].name + " sets " + key +
-                        " differently from arm A, which changes the math: a live A/B keeps one "
+      throw ConfigError(ab.arms_where + ": arms A and " + live.arms[i].name + " differ in " + key +
+                        ", which changes the math: a live A/B keeps one "
                         "loss curve, so its arms may differ only in where bytes live and how they "
                         "travel (shard plugin, stage, buckets, prefetch, offload); compare other "
                         "settings with trainer ab --allow-different-math");

@@ -163,6 +163,9 @@ class TorchScriptModel final : public TrainableModel {
     }
   }
 
+  // The units are the module's submodules, so the module's own flag reaches them all.
+  void set_training(bool training) override { module_.train(training); }
+
   NamedTensors buffers() override {
     NamedTensors out;
     for (const auto& b : module_.named_buffers(true)) out.emplace_back(b.name, b.value);

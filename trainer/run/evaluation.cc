@@ -10,6 +10,14 @@
 
 namespace zt::trainer {
 
+InferenceScope::InferenceScope(const models::ModelShape& shape) : model_(shape.custom.get()) {
+  if (model_ != nullptr) model_->set_training(false);
+}
+
+InferenceScope::~InferenceScope() {
+  if (model_ != nullptr) model_->set_training(true);
+}
+
 at::Tensor forward_without_grad(Engine& engine, const OwnForward& own, const at::Tensor& input) {
   if (!own) return engine.forward_eval(input);
   const c10::NoGradGuard no_grad;
@@ -45,6 +53,7 @@ EvalEvent evaluate(Engine& engine, const OwnForward& own, Communicator& comm,
                    int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
   const trace::Scope span("evaluation", trace::kStep);
+  const InferenceScope inference(model.shape);
   const int64_t total = settings.batches * settings.micro_batch;
   const int64_t per_rank = (total + world - 1) / world;
   const int64_t passes = (per_rank + settings.micro_batch - 1) / settings.micro_batch;

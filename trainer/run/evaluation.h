@@ -20,6 +20,20 @@ namespace zt::trainer {
 // (models::check_first_batch); empty: the engine runs the units.
 using OwnForward = std::function<at::Tensor(const at::Tensor&)>;
 
+// The model's units in inference behaviour (TrainableModel::set_training(false): dropout off)
+// while it lives, in training behaviour again after; for the built-in models, which have no
+// dropout, nothing. Evaluation and sampling run inside one.
+class InferenceScope {
+ public:
+  explicit InferenceScope(const models::ModelShape& shape);
+  ~InferenceScope();
+  InferenceScope(const InferenceScope&) = delete;
+  InferenceScope& operator=(const InferenceScope&) = delete;
+
+ private:
+  TrainableModel* model_;
+};
+
 // `input` through the model without autograd: Engine::forward_eval, or with `own` the engine's
 // driven forward around the model's own. Collective at stage 3 (every rank calls it alike).
 at::Tensor forward_without_grad(Engine& engine, const OwnForward& own, const at::Tensor& input);

@@ -198,6 +198,7 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
     g.rows[j].tokens = prompt;
   }
   const SamplingSettings how{request.temperature, request.top_k, request.seed};
+  const InferenceScope inference(loaded.model->shape);
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t n = 0; n < request.max_new_tokens; ++n) {
     const int64_t length = static_cast<int64_t>(g.rows[0].tokens.size());

@@ -6,6 +6,7 @@
 #include "report/run_metrics.h"
 #include "run/train_run.h"
 #include "zt/error.h"
+#include "zt/host/checkpoint.h"
 
 namespace zt::trainer {
 
@@ -47,8 +48,7 @@ double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout
 void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {
   run.setup.comm->barrier()->wait();
   if (!leader) return;
-  std::error_code ec;
-  std::filesystem::remove_all(run.live.switch_dir, ec);
+  remove_checkpoint_dir(run.live.switch_dir);
   const std::string metrics = out_dir + "/metrics.jsonl";
   const RunMetrics steps = read_run_metrics(metrics);
   if (steps.switches.empty()) {

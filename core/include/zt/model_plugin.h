@@ -53,6 +53,12 @@ class ZT_API TrainableModel : public ModelSource {
   // trainer broadcasts them from rank 0 before step 1, so every rank starts from the same
   // values. Default: none.
   virtual std::vector<std::pair<std::string, at::Tensor>> buffers();
+  // Training (true) or inference (false) behaviour of the units, as nn.Module::train/eval:
+  // dropout off and running statistics read, not updated, while false. The trainer sets false
+  // around evaluation and sampling, whose results must not depend on random masks (they would
+  // differ between world sizes, which split the samples differently), and true again after;
+  // a model starts in training. Default: nothing (units that behave the same either way).
+  virtual void set_training(bool training);
 };
 
 // The factory a ZT_KIND_MODEL plugin exports (see plugin.h for ZT_PLUGIN). The job selects it

@@ -294,4 +294,21 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
   return removed;
 }
 
+void remove_checkpoint_dir(const std::string& dir) {
+  std::vector<fs::path> saved;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name == ckpt::kLatestName || name == ckpt::kBestName ||
+        ckpt::starts_with(name, ckpt::kTempPrefix) ||
+        ckpt::starts_with(name, std::string(ckpt::kLatestName) + ".tmp-") ||
+        ckpt::starts_with(name, std::string(ckpt::kBestName) + ".tmp-") ||
+        ckpt::parse_step_folder(name) >= 0) {
+      saved.push_back(it->path());
+    }
+  }
+  for (const fs::path& path : saved) fs::remove_all(path, ec);
+  fs::remove(dir, ec);  // only when empty
+}
+
 }  // namespace zt

@@ -14,6 +14,8 @@ ModelSource::~ModelSource() = default;
 
 std::vector<std::pair<std::string, at::Tensor>> TrainableModel::buffers() { return {}; }
 
+void TrainableModel::set_training(bool) {}
+
 namespace {
 
 std::string shape_str(at::IntArrayRef shape) {

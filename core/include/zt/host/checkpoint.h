@@ -183,6 +183,11 @@ ZT_API std::string finish_interrupted_publish(const std::string& dir);
 // publish, whose pending `latest` is not incomplete) and step folders a killed prune left without
 // their crc32 file; returns their paths.
 ZT_API std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir);
+// Removes what saves made under `dir`: step folders, `latest`, `best`, their pending
+// replacements and temporary folders; then `dir` itself when that leaves it empty. Anything
+// else stays, so a `dir` given by mistake as a folder with other contents loses none of them.
+// Best effort: what cannot be removed is left.
+ZT_API void remove_checkpoint_dir(const std::string& dir);
 
 // A published checkpoint, opened for loading.
 class ZT_API CheckpointReader {
