@@ -89,9 +89,10 @@ up() {
   munged --foreground --key-file="$work/munge/munge.key" --socket="$work/munge/munge.socket" \
     --pid-file="$work/run/munged.pid" --seed-file="$work/munge/seed" \
     --log-file="$work/log/munged.log" --force >/dev/null 2>&1 &
-  on_host "$name" "$work" 0 ctl slurmctld -D -i >/dev/null 2>&1 &
-  on_host "$name" "$work" 0 n0 slurmd -D -N n0 >/dev/null 2>&1 &
-  on_host "$name" "$work" 1 n1 slurmd -D -N n1 >/dev/null 2>&1 &
+  # -f names the cluster's own config on the command line, where `down` finds its daemons.
+  on_host "$name" "$work" 0 ctl slurmctld -D -i -f "$work/slurm.conf" >/dev/null 2>&1 &
+  on_host "$name" "$work" 0 n0 slurmd -D -N n0 -f "$work/slurm.conf" >/dev/null 2>&1 &
+  on_host "$name" "$work" 1 n1 slurmd -D -N n1 -f "$work/slurm.conf" >/dev/null 2>&1 &
   local t
   for ((t = 0; t < 120; ++t)); do
     if [ "$(on "$name" "$work" sinfo -h -N -o '%t' 2>/dev/null | grep -c '^idle')" = 2 ]; then
@@ -107,10 +108,13 @@ up() {
 }
 
 # Stops what `up` started, found by command line (the daemons in PID namespaces write their
-# namespace's pids to their pid files, which mean other processes out here).
+# namespace's pids to their pid files, which mean other processes out here): this cluster's
+# alone, by its WORK, so another cluster on the machine (a second build tree's tests, the docs'
+# "try it" cluster) runs on.
 down() {
   local name=$1 work=$2 pattern pids t
-  pattern="slurmctld -D -i|slurmd -D -N n[01]|munged --foreground --key-file=$work/"
+  pattern="slurmctld -D -i -f $work/slurm.conf|slurmd -D -N n[01] -f $work/slurm.conf"
+  pattern+="|munged --foreground --key-file=$work/"
   pkill -f "$pattern" 2>/dev/null || true
   for ((t = 0; t < 50; ++t)); do
     pids=$(pgrep -f "$pattern" || true)

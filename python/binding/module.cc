@@ -60,7 +60,8 @@ py::dict times_dict(const zt::EngineTimes& t) {
 }
 
 // Runs `argv` on `nproc` local ranks under zt's launcher (the trainer's supervision: a rank that
-// fails stops the others, naming it). Returns (exit code, failed rank, message, its last line).
+// fails stops the others, naming it). Returns (exit code, failed rank, message, its last line,
+// the signal that stopped the launcher or 0).
 py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::string& master_addr,
                  int master_port, double timeout_s) {
   zt::LaunchSpec spec;
@@ -81,7 +82,7 @@ py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::str
     py::gil_scoped_release released;
     r = zt::launch_local(spec);
   }
-  return py::make_tuple(r.exit_code, r.failed_rank, r.message, r.error_line);
+  return py::make_tuple(r.exit_code, r.failed_rank, r.message, r.error_line, r.launcher_signal);
 }
 
 // zt's error kinds as Python exceptions: zt.Error and a subclass per kind.

@@ -29,13 +29,15 @@ def main(argv=None):
         parser.error("--nproc must be at least 1")
     command = [sys.executable, a.script] + a.args
     for attempt in range(a.max_restarts + 1):
-        code, failed_rank, message, line = _zt.launch(a.nproc, command, a.master_addr,
-                                                      a.master_port, a.timeout)
+        code, failed_rank, message, line, stopped_by = _zt.launch(
+            a.nproc, command, a.master_addr, a.master_port, a.timeout)
         if code == 0:
             return 0
         cause = f"; rank {failed_rank} reported: {line}" if line else ""
         print(f"zt: error: {message}{cause}", file=sys.stderr)
-        if failed_rank < 0 or attempt == a.max_restarts:
+        # A signal to the launcher (Ctrl-C, a scheduler's SIGTERM) asked the job to stop: a rank
+        # that failed meanwhile is no reason to start them all again.
+        if failed_rank < 0 or stopped_by != 0 or attempt == a.max_restarts:
             return code
         print(f"zt: restart {attempt + 1}/{a.max_restarts}: all ranks start again",
               file=sys.stderr)

@@ -2,7 +2,7 @@
 # zt under a real Slurm (scripts/slurm_cluster.sh: munge, slurmctld and a slurmd on each of two
 # simulated hosts): `sbatch -N 2 --ntasks-per-node=2` of examples/slurm/train_cpu.sbatch trains
 # the bench GPT at stage 3 across the two hosts, its ranks placed by srun and meeting where the
-# job says (no MASTER_ADDR/PORT: the first node of SLURM_JOB_NODELIST, the port from the job id),
+# job says (no MASTER_ADDR/PORT: the first node of SLURM_STEP_NODELIST, the port from the job id),
 # and its losses equal those of the same 4 ranks started by zt's own launcher on one host: bit
 # for bit, or within 1e-6 relative where UCX's ring across hosts sums in another order than the
 # shared memory of one host (the test prints which). The same job as 4 tasks on one node uses
@@ -28,7 +28,7 @@ first_step=$(( ($(date +%s%N) - start) / 1000000 ))
 run_to_end "$job" "$tmp/job" 6
 cat "$tmp/job/job.out"
 echo "slurm test: sbatch to the first step in $first_step ms"
-grep -q "zt: rendezvous at n0:[0-9]* from the slurm job (MASTER_ADDR n0, the first host of SLURM_JOB_NODELIST=n\[0-1\]" \
+grep -q "zt: rendezvous at n0:[0-9]* from the slurm job (MASTER_ADDR n0, the first host of SLURM_STEP_NODELIST=n\[0-1\]" \
   "$tmp/job/job.out" || fail "rank 0 did not say it met at the job's first node"
 grep -q "4 rank(s), comm_ucx: pipelined ring over UCX" "$tmp/job/job.out" ||
   fail "the 4 ranks did not use UCX's ring between the hosts"
@@ -44,9 +44,25 @@ grep -q "4 rank(s), comm_ucx: UCX-mapped shared memory between the 4 ranks of th
 bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" "sbatch -N 1" \
   "$tmp/one/run/metrics.jsonl" --exact "${sets[@]}"
 
+# zt's own launcher inside the batch script (one task, --nproc 2): the script's own SLURM_PROCID
+# and SLURM_NTASKS (the job's 2 tasks) make no rank of it, so it starts its 2 ranks itself and
+# trains; taken for rank 0 of 2, it waited for a rank 1 that never came.
+mkdir -p "$tmp/batch"
+cat > "$tmp/batch/job.sh" <<SCRIPT
+#!/bin/bash
+exec "$trainer" --config "$src/configs/zero3.toml" --nproc 2 --set 'data.path="$src/README.md"' \\
+  --set run.steps=2 --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 \\
+  --set model.seq_len=32 --set 'run.out_dir="$tmp/batch/run"'
+SCRIPT
+job=$(on sbatch --parsable -N 1 --ntasks-per-node=2 -o "$tmp/batch/job.out" "$tmp/batch/job.sh")
+run_to_end "$job" "$tmp/batch" 2
+grep -q "2 rank(s), comm_ucx: UCX-mapped shared memory between the 2 ranks of this host" "$tmp/batch/job.out" ||
+  { cat "$tmp/batch/job.out" >&2; fail "zt's launcher in the batch script did not start its 2 ranks"; }
+echo "slurm test: zt's own launcher in a batch script started its 2 ranks and trained"
+
 # Stopped, the cluster leaves nothing behind: no daemon, no namespace.
 cluster down
-left=$(pgrep -af "slurmctld -D -i|slurmd -D -N n[01]|munged --foreground --key-file=$tmp/" || true)
+left=$(pgrep -af "slurmctld -D -i -f $tmp/|slurmd -D -N n[01] -f $tmp/|munged --foreground --key-file=$tmp/" || true)
 [ -z "$left" ] || fail "daemons left after slurm_cluster.sh down: $left"
 ! ip netns list | grep -q "^$name-h" || fail "namespaces left after slurm_cluster.sh down"
 echo "slurm test: slurm_cluster.sh down left no daemon and no namespace"

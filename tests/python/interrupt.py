@@ -1,7 +1,8 @@
 """Ctrl-C stops every rank: a 2-rank job under python3 -m zt.launch training a module in an
 endless loop gets SIGINT (what Ctrl-C sends to the foreground job); the launcher stops both
-ranks and exits 128 + 2 within seconds, and no rank process is left. A plain process (run.sh
-NPROC 0)."""
+ranks and exits 128 + 2 within seconds, and no rank process is left. And a signal that comes
+while the launcher stops a job whose rank failed is not overridden by --max-restarts: the job
+ends, it does not start again. A plain process (run.sh NPROC 0)."""
 
 import os
 import re
@@ -21,6 +22,19 @@ os.write(1, f"rank {e.rank} pid {os.getpid()} training\n".encode())  # one write
 while True:
     e.backward(e.loss(torch.randn(4, 8), torch.randn(4, 2)))
     e.step()
+'''
+
+# Rank 1 fails at once; rank 0 outlives it (it ignores the launcher's SIGTERM, so the launcher
+# waits its grace before SIGKILL: the window in which the user's signal comes).
+FAILING = r'''
+import os, signal, sys, time
+rank = int(os.environ["RANK"])
+if rank == 1:
+    time.sleep(0.5)
+    sys.exit(1)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+os.write(1, b"rank 0 waiting\n")
+time.sleep(60)
 '''
 
 
@@ -73,8 +87,41 @@ def main():
     return None
 
 
+def signal_during_restartable_failure():
+    worker = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zt-failing-{os.getpid()}.py")
+    with open(worker, "w") as f:
+        f.write(FAILING)
+    job = subprocess.Popen([sys.executable, "-m", "zt.launch", "--nproc", "2", "--max-restarts",
+                            "2", worker], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seen = ""
+    deadline = time.time() + 60
+    while "rank 0 waiting" not in seen and time.time() < deadline:
+        ready, _, _ = select.select([job.stdout], [], [], 1.0)
+        if ready:
+            chunk = os.read(job.stdout.fileno(), 4096).decode(errors="replace")
+            if not chunk:
+                break
+            seen += chunk
+    if "rank 0 waiting" not in seen:
+        job.kill()
+        return f"rank 0 did not start; the job printed: {seen[-1000:]!r}"
+    time.sleep(1.5)  # rank 1 has failed; the launcher waits out rank 0's grace
+    job.send_signal(signal.SIGTERM)
+    try:
+        job.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        return "the launcher did not stop within 30 s of SIGTERM"
+    rest = seen + job.stdout.read().decode(errors="replace")
+    os.unlink(worker)
+    if "restart 1/2" in rest:
+        return f"the launcher started the ranks again after SIGTERM: {rest[-1000:]}"
+    print("interrupt: SIGTERM while a failed job stopped ended it without a restart")
+    return None
+
+
 if __name__ == "__main__":
-    failure = main()
+    failure = main() or signal_during_restartable_failure()
     if failure:
         print(f"interrupt: {failure}", file=sys.stderr)
         sys.exit(1)

@@ -50,11 +50,21 @@ TEST_CASE("torchrun, OpenMPI and Slurm variables are read, torchrun first") {
   CHECK(mpi.local_rank == 0);
   CHECK(mpi.master_port == 0);
 
-  auto slurm = zt::discover_rank_env(
-      env_of({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}}));
+  auto slurm = zt::discover_rank_env(env_of({{"SLURM_PROCID", "5"},
+                                             {"SLURM_NTASKS", "8"},
+                                             {"SLURM_LOCALID", "1"},
+                                             {"SLURM_STEP_ID", "0"}}));
   CHECK(slurm.source == "slurm");
   CHECK(slurm.rank == 5);
   CHECK(slurm.world == 8);
+  // A batch script's own environment (sbatch -n 8 gives it SLURM_PROCID=0 and SLURM_NTASKS=8, as
+  // a real slurmd does) is no rank of a job: `trainer --nproc` there starts zt's own launcher.
+  auto batch = zt::discover_rank_env(env_of({{"SLURM_PROCID", "0"},
+                                             {"SLURM_NTASKS", "8"},
+                                             {"SLURM_LOCALID", "0"},
+                                             {"SLURM_JOB_ID", "9"}}));
+  CHECK_FALSE(batch.found);
+  CHECK(batch.source == "none");
 
   auto ours = zt::discover_rank_env(
       env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"ZT_LAUNCHER", "1"}}));
@@ -95,6 +105,7 @@ TEST_CASE("under Slurm without MASTER_ADDR/PORT the job's first host and its id'
   const std::map<std::string, std::string> slurm = {{"SLURM_PROCID", "3"},
                                                     {"SLURM_NTASKS", "4"},
                                                     {"SLURM_LOCALID", "1"},
+                                                    {"SLURM_STEP_ID", "0"},
                                                     {"SLURM_JOB_NODELIST", "gpu[07-08],login1"},
                                                     {"SLURM_JOB_ID", "4012345"}};
   const zt::RankEnv env = zt::discover_rank_env(env_of(slurm));
@@ -119,18 +130,42 @@ TEST_CASE("under Slurm without MASTER_ADDR/PORT the job's first host and its id'
   torchrun["RANK"] = "0";
   torchrun["WORLD_SIZE"] = "2";
   CHECK(zt::discover_rank_env(env_of(torchrun)).derivation.empty());
-  // Ranks on this node: --ntasks-per-node's SLURM_NTASKS_PER_NODE, else srun's step layout at
-  // this node's index.
+  // Ranks on this node: srun's step layout at this node's index, else --ntasks-per-node's
+  // SLURM_NTASKS_PER_NODE, else the job's layout.
   auto layout = slurm;
   layout["SLURM_STEP_TASKS_PER_NODE"] = "2(x3),1";
+  layout["SLURM_NTASKS_PER_NODE"] = "4";  // the job's request, which a step inherits
   for (const auto& [node, tasks] : std::map<std::string, int>{{"0", 2}, {"2", 2}, {"3", 1}}) {
     layout["SLURM_NODEID"] = node;
     CHECK(zt::discover_rank_env(env_of(layout)).local_world == tasks);
   }
-  layout["SLURM_NODEID"] = "4";  // past the layout: not known
-  CHECK(zt::discover_rank_env(env_of(layout)).local_world == 0);
-  layout["SLURM_NTASKS_PER_NODE"] = "3";
+  layout["SLURM_NODEID"] = "4";  // past the step's layout: the job's request
+  CHECK(zt::discover_rank_env(env_of(layout)).local_world == 4);
+  layout.erase("SLURM_NTASKS_PER_NODE");
+  layout["SLURM_TASKS_PER_NODE"] = "3(x5)";
   CHECK(zt::discover_rank_env(env_of(layout)).local_world == 3);
+  layout.erase("SLURM_TASKS_PER_NODE");
+  CHECK(zt::discover_rank_env(env_of(layout)).local_world == 0);  // not known
+  // A second step running at once (srun ... & srun ... &) meets at its own first node and port;
+  // step 0 keeps the job's port.
+  auto step = slurm;
+  step["SLURM_STEP_ID"] = "1";
+  step["SLURM_STEP_NODELIST"] = "gpu08";
+  const zt::RankEnv second = zt::discover_rank_env(env_of(step));
+  CHECK(second.master_addr == "gpu08");
+  CHECK(second.master_port == zt::job_rendezvous_port(4012345 + 997));
+  CHECK(second.master_port != env.master_port);
+  CHECK(second.derivation ==
+        "MASTER_ADDR gpu08, the first host of SLURM_STEP_NODELIST=gpu08; MASTER_PORT 18342 = "
+        "15000 + (SLURM_JOB_ID 4012345 + 997 x SLURM_STEP_ID 1) % 10000");
+  // Rank 0 away from the step's first node: refused, with the way out.
+  auto away = slurm;
+  away["SLURM_PROCID"] = "0";
+  away["SLURMD_NODENAME"] = "gpu08";
+  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(away)),
+                       doctest::Contains("but rank 0 runs on gpu08"), zt::ConfigError);
+  away["SLURMD_NODENAME"] = "gpu07";
+  CHECK(zt::discover_rank_env(env_of(away)).master_addr == "gpu07");
   // A malformed list or job id is an error that names the variable.
   auto bad = slurm;
   bad["SLURM_JOB_NODELIST"] = "gpu[07-";
@@ -140,7 +175,7 @@ TEST_CASE("under Slurm without MASTER_ADDR/PORT the job's first host and its id'
   bad = slurm;
   bad["SLURM_JOB_ID"] = "12x";
   CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(bad)),
-                       doctest::Contains("SLURM_JOB_ID='12x' is not a job id"), zt::ConfigError);
+                       doctest::Contains("SLURM_JOB_ID='12x' is not a Slurm id"), zt::ConfigError);
 }
 
 TEST_CASE("under mpirun without MASTER_ADDR/PORT, mpirun's host and a port from its job are used") {

@@ -27,7 +27,7 @@ void on_signal(int sig) {
   if (g_signal.load() == 0) {
     g_first_ns.store(now_ns());
     g_signal.store(sig);
-  } else if (now_ns() - g_first_ns.load() > 1000000000) {
+  } else if (sig == SIGINT && now_ns() - g_first_ns.load() > 1000000000) {
     _exit(128 + sig);
   }
 }

@@ -351,8 +351,13 @@ class Supervisor {
       begin_stop(result_.message, result_.exit_code);
       return;
     }
+    if (stopping_ && sig != SIGINT) {
+      // A scheduler's SIGTERM again at the end of its grace time: the ranks' save may still
+      // need the KillWait that follows, and the drain deadline bounds the wait all the same.
+      return;
+    }
     if (stopping_) {
-      // A second signal: no more waiting.
+      // Ctrl-C again: no more waiting.
       result_.message = std::string("launcher received ") + strsignal(sig) +
                         " again; killing all ranks";
       result_.exit_code = 128 + sig;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -25,27 +26,55 @@ int parse_int(const GetEnv& getenv, const char* name, int fallback, long max = 1
   return static_cast<int>(n);
 }
 
-// Ranks that srun started, with no MASTER_ADDR/MASTER_PORT: rank 0 runs on the job's first host
-// (srun's default block distribution puts task 0 there), and every rank derives the same port
-// from the job id, so a job script needs neither variable.
-void from_slurm_job(const GetEnv& getenv, RankEnv& env) {
-  const char* nodes = getenv("SLURM_JOB_NODELIST");
-  if (env.master_addr.empty() && nodes && *nodes) {
-    env.master_addr = expand_slurm_hostlist(nodes, "SLURM_JOB_NODELIST").front();
-    env.derivation = "MASTER_ADDR " + env.master_addr +
-                     ", the first host of SLURM_JOB_NODELIST=" + nodes;
+// A non-negative integer from Slurm's environment; -1 when unset.
+long long slurm_id(const GetEnv& getenv, const char* name) {
+  const char* v = getenv(name);
+  if (!v || !*v) return -1;
+  char* end = nullptr;
+  const long long id = std::strtoll(v, &end, 10);
+  if (*end != '\0' || id < 0) {
+    throw ConfigError(std::string("environment variable ") + name + "='" + v +
+                      "' is not a Slurm id; set MASTER_ADDR and MASTER_PORT for every rank "
+                      "instead");
   }
-  const char* job = getenv("SLURM_JOB_ID");
-  if (env.master_port == 0 && job && *job) {
-    char* end = nullptr;
-    const long long id = std::strtoll(job, &end, 10);
-    if (*end != '\0' || id < 0) {
-      throw ConfigError(std::string("environment variable SLURM_JOB_ID='") + job +
-                        "' is not a job id; set MASTER_PORT for every rank instead");
+  return id;
+}
+
+// Ranks that srun started, with no MASTER_ADDR/MASTER_PORT: rank 0 runs on the step's first host
+// (srun's default block distribution puts task 0 there), and every rank derives the same port
+// from the job and step ids, so a job script needs neither variable. Two steps of one job that run
+// at once (srun ... & srun ... &) meet apart: each at its own first host and port.
+void from_slurm_job(const GetEnv& getenv, RankEnv& env) {
+  const char* list_name = "SLURM_STEP_NODELIST";
+  const char* nodes = getenv(list_name);
+  if (!nodes || !*nodes) {
+    list_name = "SLURM_JOB_NODELIST";
+    nodes = getenv(list_name);
+  }
+  if (env.master_addr.empty() && nodes && *nodes) {
+    env.master_addr = expand_slurm_hostlist(nodes, list_name).front();
+    env.derivation = "MASTER_ADDR " + env.master_addr + ", the first host of " + list_name + "=" +
+                     nodes;
+    // Slurm names nodes as slurm.conf does (SLURMD_NODENAME); only rank 0 can see where it runs.
+    const char* here = getenv("SLURMD_NODENAME");
+    if (env.rank == 0 && here && *here && env.master_addr != here) {
+      throw ConfigError("under srun without MASTER_ADDR, zt meets at the step's first node (" +
+                        env.master_addr + "), but rank 0 runs on " + here +
+                        " (a --distribution or --relative that moves task 0); export "
+                        "MASTER_ADDR (rank 0's host) and MASTER_PORT in the job script");
     }
-    env.master_port = job_rendezvous_port(id);
+  }
+  const long long job = slurm_id(getenv, "SLURM_JOB_ID");
+  if (env.master_port == 0 && job >= 0) {
+    const long long step = std::max(0LL, slurm_id(getenv, "SLURM_STEP_ID"));
+    // 997 and 10000 share no factor: the steps of one job get distinct ports, and step 0 keeps
+    // the job's own.
+    env.master_port = job_rendezvous_port(job + 997 * step);
     env.derivation += std::string(env.derivation.empty() ? "" : "; ") + "MASTER_PORT " +
-                      std::to_string(env.master_port) + " = 15000 + SLURM_JOB_ID " + job +
+                      std::to_string(env.master_port) + " = 15000 + " +
+                      (step == 0 ? "SLURM_JOB_ID " + std::to_string(job)
+                                 : "(SLURM_JOB_ID " + std::to_string(job) +
+                                       " + 997 x SLURM_STEP_ID " + std::to_string(step) + ")") +
                       " % 10000";
   }
 }
@@ -92,13 +121,11 @@ void from_openmpi_job(const GetEnv& getenv, RankEnv& env) {
   }
 }
 
-// The tasks of this step on this node when the job gave no --ntasks-per-node: srun's layout,
-// SLURM_STEP_TASKS_PER_NODE (or the job's SLURM_TASKS_PER_NODE) as "2(x3),1" (two tasks on each
-// of the first three nodes, one on the fourth), at this node's index SLURM_NODEID; 0 when
+// The tasks on this node of a layout such as SLURM_STEP_TASKS_PER_NODE, "2(x3),1" (two tasks on
+// each of the first three nodes, one on the fourth), at this node's index SLURM_NODEID; 0 when
 // either is missing or unreadable.
-int slurm_tasks_on_node(const GetEnv& getenv) {
-  const char* layout = getenv("SLURM_STEP_TASKS_PER_NODE");
-  if (!layout || !*layout) layout = getenv("SLURM_TASKS_PER_NODE");
+int slurm_tasks_on_node(const GetEnv& getenv, const char* layout_name) {
+  const char* layout = getenv(layout_name);
   const char* node = getenv("SLURM_NODEID");
   if (!layout || !node || !*node) return 0;
   long index = std::strtol(node, nullptr, 10);
@@ -135,19 +162,24 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
       {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
       {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
        "OMPI_COMM_WORLD_LOCAL_SIZE"},
-      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+      // The local world comes from srun's layout below.
+      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
   };
   RankEnv env;
   env.source = "none";
   for (const auto& s : schemes) {
     if (!getenv(s.rank) || !getenv(s.world)) continue;
+    // A batch script has SLURM_PROCID and SLURM_NTASKS too (the job's), but it is no rank: only
+    // a task srun started (a job step, SLURM_STEP_ID) is. In the batch script zt's own launcher
+    // starts the ranks (trainer --nproc).
+    if (s.source == std::string("slurm") && !getenv("SLURM_STEP_ID")) continue;
     env.found = true;
     env.source = s.source;
     if (env.source == std::string("torchrun") && getenv("ZT_LAUNCHER")) env.source = "zt launcher";
     env.rank = parse_int(getenv, s.rank, 0);
     env.world = parse_int(getenv, s.world, 1);
     env.local_rank = parse_int(getenv, s.local, env.rank);
-    env.local_world = parse_int(getenv, s.local_world, 0);
+    env.local_world = s.local_world ? parse_int(getenv, s.local_world, 0) : 0;
     if (env.world < 1 || env.rank >= env.world) {
       throw ConfigError(std::string(s.source) + " environment: " + s.rank + "=" +
                         std::to_string(env.rank) + " is not below " + s.world + "=" +
@@ -161,7 +193,13 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
                               "rank 0's TCP port; export the same MASTER_PORT to every rank");
   if (env.source == std::string("slurm")) {
     from_slurm_job(getenv, env);
-    if (env.local_world == 0) env.local_world = slurm_tasks_on_node(getenv);
+    // This step's own layout first: the job's --ntasks-per-node (SLURM_NTASKS_PER_NODE, which a
+    // step inherits) is not what an `srun -N2 -n2` inside it runs.
+    env.local_world = slurm_tasks_on_node(getenv, "SLURM_STEP_TASKS_PER_NODE");
+    if (env.local_world == 0) {
+      env.local_world = parse_int(getenv, "SLURM_NTASKS_PER_NODE", 0);
+    }
+    if (env.local_world == 0) env.local_world = slurm_tasks_on_node(getenv, "SLURM_TASKS_PER_NODE");
   }
   if (env.source == std::string("openmpi")) from_openmpi_job(getenv, env);
   return env;

@@ -35,7 +35,8 @@ struct LaunchSpec {
   // SIGINT, SIGTERM or SIGUSR1 to the launcher: 0 stops the ranks (SIGTERM, then SIGKILL after
   // `grace`), exit 128 + signal. > 0 forwards the signal to every rank and gives them this long
   // to stop on their own (the trainer finishes its step and saves); the job's exit code is then
-  // 0 when every rank exits 0. A second signal kills the ranks at once.
+  // 0 when every rank exits 0. A second SIGINT (Ctrl-C again) kills the ranks at once; a repeated
+  // SIGTERM or SIGUSR1 (a scheduler's at the end of its grace time) leaves them the drain.
   std::chrono::milliseconds drain{0};
   std::chrono::milliseconds timeout{0};  // whole job; 0 = none
   // true: argv[0] is a program linked with zt's core, started once; it forks the ranks as soon as

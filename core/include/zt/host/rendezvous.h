@@ -1,9 +1,11 @@
 // Rank discovery and rendezvous. Ranks come from the launcher's environment, in this order:
 // torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), OpenMPI
-// (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID);
+// (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, in
+// a task srun started: SLURM_STEP_ID set; a batch script itself is no rank);
 // MASTER_ADDR/MASTER_PORT, when set, override the config's launch.master_addr/port for all.
-// Under Slurm without them, the address is the first host of SLURM_JOB_NODELIST and the port is
-// derived from SLURM_JOB_ID (slurm_hostlist.h); under mpirun, mpirun's own host
+// Under Slurm without them, the address is the first host of SLURM_STEP_NODELIST (else
+// SLURM_JOB_NODELIST), where rank 0 must run, and the port is derived from SLURM_JOB_ID and
+// SLURM_STEP_ID (slurm_hostlist.h); under mpirun, mpirun's own host
 // (OMPI_MCA_orte_hnp_uri), where rank 0 must run, and a port from Open MPI's job number.
 // RankEnv::derivation says so, and rank 0 prints it.
 // Rendezvous is LibTorch's c10d::TCPStore hosted by rank 0, bounded by a timeout.
@@ -27,8 +29,8 @@ struct RankEnv {
   int rank = 0;
   int world = 1;
   int local_rank = 0;
-  // Ranks on this host (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, SLURM_NTASKS_PER_NODE or
-  // Slurm's step layout, SLURM_STEP_TASKS_PER_NODE at SLURM_NODEID); 0 = not given.
+  // Ranks on this host (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE, or Slurm's step layout
+  // SLURM_STEP_TASKS_PER_NODE at SLURM_NODEID, else SLURM_NTASKS_PER_NODE); 0 = not given.
   int local_world = 0;
   std::string master_addr;  // empty: use the config's launch.master_addr
   int master_port = 0;      // 0: use the config's launch.master_port
