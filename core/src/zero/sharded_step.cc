@@ -117,16 +117,29 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
       sq += part;
     }
   }
-  overflow = overflow || poisoned_;
+  const bool poisoned = poisoned_;
   poisoned_ = false;
+  overflow = overflow || poisoned;
   at::Tensor totals = at::tensor({sq, overflow ? 1.0 : 0.0}, at::kDouble);
   // Stage 0 shards are full copies: every rank already holds the global values. Otherwise the
   // shard group's shards cover the model once (every group holds the same reduced gradients).
-  if (options_.stage >= 1) {
+  const bool over_shard_group = options_.stage >= 1;
+  if (over_shard_group) {
     parts_.ledger.clock().wait(*parts_.shard.all_reduce(totals, ReduceOp::kSum),
                                &EngineTimes::comm_wait);
   }
-  return {std::sqrt(totals[0].item<double>()), totals[1].item<double>() > 0};
+  bool skip = totals[1].item<double>() > 0;
+  // Gradients are the same on every rank, but a poisoned step is known to its own rank only:
+  // where the totals did not travel over every rank, the others learn of it here, or they
+  // would update while it skips, and the ranks' parameters part for good.
+  const bool reached_everyone = over_shard_group && &parts_.shard == &parts_.everyone;
+  if (!reached_everyone && parts_.everyone.size() > 1) {
+    at::Tensor flag = at::tensor({poisoned ? 1.0f : 0.0f}, at::kFloat);
+    parts_.ledger.clock().wait(*parts_.everyone.all_reduce(flag, ReduceOp::kMax),
+                               &EngineTimes::comm_wait);
+    skip = skip || flag.item<float>() > 0;
+  }
+  return {std::sqrt(totals[0].item<double>()), skip};
 }
 
 void ShardedStep::check_tiers(int64_t step) {

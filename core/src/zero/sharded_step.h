@@ -43,9 +43,10 @@ struct StepOptions {
 struct StepParts {
   ModelLayout& layout;
   std::vector<ShardStorage>& storage;
-  Communicator& shard;   // the shard group: the global norm over its shards
-  Communicator& gather;  // what the updated shards are all-gathered over (stages 1-2)
-  int world;             // ranks whose gradients were summed
+  Communicator& shard;     // the shard group: the global norm over its shards
+  Communicator& gather;    // what the updated shards are all-gathered over (stages 1-2)
+  Communicator& everyone;  // every rank: where a poisoned step is agreed on
+  int world;               // ranks whose gradients were summed
   Optimizer& optimizer;
   LossScaler& scaler;
   ParamGatherer& gatherer;
@@ -63,9 +64,10 @@ class ShardedStep {
   // state of this step changed.
   StepReport run(double lr);
   // This rank's gradients of the step are incomplete (a backward failed part way): run() skips
-  // the step as it skips an overflow (at stages 1-3 the flag travels with the overflow's to
-  // every rank; a backward that fails on one rank only leaves its peers waiting in its
-  // reductions anyway, which the communication timeout ends).
+  // the step on every rank as it skips an overflow (the flag travels with the overflow's over the
+  // shard group, and over every rank where that group is not all of them: stage 0, MiCS). At
+  // stages 2-3 a backward that fails on one rank only leaves its peers waiting in its reductions
+  // anyway, which the communication timeout ends.
   void poison() { poisoned_ = true; }
   // The next step's learning rate, before its first micro step: turns the update in backward
   // on for that step where it applies (see above). run() must then get the same `lr`.
