@@ -189,3 +189,25 @@ TEST_CASE("trainer eval and sample: bad input is a clear error before anything r
   CHECK(contains(keep_best.output, "checkpoint.keep_best = \"val_loss\" ranks checkpoints by "
                                    "their validation loss, but eval.every_steps is 0"));
 }
+
+TEST_CASE("trainer sample: byte-level text with model.vocab past 256 draws bytes only") {
+  // The ids past 255 are padding no text has; drawn, an id of 300 printed as the byte 44.
+  TempDir dir;
+  auto r = run_command(zt::test::small_gpt_job(
+      dir.file("out"), "--set model.vocab=512 --set run.steps=1 --set checkpoint.every_steps=1"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // A flat distribution after one step (temperature 5, no top-k): half of 512 ids lie past 255.
+  r = run_command(trainer() + " sample --checkpoint " + dir.file("out/checkpoints") + " --out " +
+                  dir.file("s.json") +
+                  " --samples 4 --max-new-tokens 32 --temperature 5 --seed 3 --nproc 1");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto got = nlohmann::json::parse(read_file(dir.file("s.json")));
+  REQUIRE(got["samples"].size() == 4);
+  for (const auto& s : got["samples"]) {
+    const std::vector<int64_t> tokens = s["tokens"];
+    CHECK(tokens.size() == 32);
+    for (int64_t t : tokens) CHECK(t < 256);
+  }
+}

@@ -56,6 +56,11 @@ class TextOf {
   std::string operator()(const std::vector<int64_t>& tokens) const {
     return (*this)(tokens.begin(), tokens.end());
   }
+  // The ids that are text (the tokenizer's, or the 256 bytes); 0: every id the model has.
+  int64_t text_ids() const {
+    if (bpe_) return static_cast<int64_t>(bpe_->vocab_size());
+    return bytes_ ? 256 : 0;
+  }
 
  private:
   const data::BpeTokenizer* bpe_;
@@ -206,10 +211,13 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
     auto logits = last_logits(
         forward_without_grad(engine, loaded.own_forward, context_batch(g.rows, context)),
         inputs.vocab);
-    // A model.vocab padded past the tokenizer's ids (50304 for GPT-2's 50257) never samples
-    // the padding: those ids are no text.
-    if (bpe) {
-      for (auto& row : logits) row.resize(bpe->vocab_size());
+    // A model.vocab padded past the tokenizer's ids (50304 for GPT-2's 50257), or past the 256
+    // bytes of byte-level text, never samples the padding: those ids are no text (an id of 300
+    // printed as the byte 300 % 256).
+    if (const int64_t ids = text_of.text_ids(); ids > 0) {
+      for (auto& row : logits) {
+        if (static_cast<int64_t>(row.size()) > ids) row.resize(static_cast<size_t>(ids));
+      }
     }
     ++g.forwards;
     int64_t open = 0;

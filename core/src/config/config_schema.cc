@@ -103,9 +103,7 @@ SectionSpec zero_section() {
        opt_int("prefetch_units", 1, "stage 3: units gathered ahead of the one running", 0),
        opt_int("prefetch_elements", 0, "stage 3: prefetch by element count instead (0 = off)", 0),
        opt_int("param_persistence_threshold", 100000,
-               "stage 3: tensors with fewer elements "
-               "stay gathered",
-               0),
+               "stage 3: groups whose largest tensor has fewer elements stay gathered", 0),
        opt_int("max_live_parameters", 1000000000, "stage 3: bound on gathered elements alive", 1),
        opt_double("gradient_predivide_factor", 1,
                   "divide gradients by this before the "

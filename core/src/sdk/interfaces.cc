@@ -38,6 +38,7 @@ void validate_plan(const ShardPlan& plan, const std::vector<TensorMeta>& tensors
   std::vector<int> placed(tensors.size(), 0);
   for (size_t g = 0; g < plan.groups.size(); ++g) {
     const FlatGroup& group = plan.groups[g];
+    if (group.numel < 0) fail("group " + std::to_string(g) + " has a negative element count");
     if (world <= 0 || group.padded_numel % world != 0 || group.padded_numel < group.numel) {
       fail("group " + std::to_string(g) + " is not padded to a multiple of " +
            std::to_string(world));
@@ -46,6 +47,8 @@ void validate_plan(const ShardPlan& plan, const std::vector<TensorMeta>& tensors
     for (const auto& seg : group.segments) {
       if (seg.tensor < 0 || seg.tensor >= static_cast<int>(tensors.size()))
         fail("unknown tensor index");
+      if (seg.flat_offset < 0)
+        fail("a segment of group " + std::to_string(g) + " starts before it");
       if (seg.flat_offset < end)
         fail("segments overlap or are out of order in group " + std::to_string(g));
       end = seg.flat_offset + tensors[seg.tensor].numel;

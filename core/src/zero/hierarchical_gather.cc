@@ -29,6 +29,9 @@ class TwoLevelWork final : public Work {
     std::lock_guard<std::mutex> lock(mutex_);
     if (p_->placed) return;
     owner_.start_through(p_.get(), timeout);
+    if (!p_->second) {
+      throw InternalError("two-level gather: a gather waited for was never started");
+    }
     if (timeout == kOwnTimeout) p_->second->wait();
     else p_->second->wait(timeout);
     // gathered is [place][host][c]; the flat order is [host][place][c].
@@ -102,9 +105,12 @@ void HierarchicalGather::start_through(const Pending* p, std::chrono::millisecon
   if (p->second) return;
   while (!unstarted_.empty()) {
     std::shared_ptr<Pending> q = unstarted_.front();
-    unstarted_.pop_front();
+    // Taken off the queue only once its first level arrived: a first level that fails stays
+    // queued, so every later wait on it (the engine's teardown too) meets its error again, not a
+    // gather without a second level.
     if (timeout == kOwnTimeout) q->first->wait();
     else q->first->wait(timeout);
+    unstarted_.pop_front();
     const int64_t c = q->across.numel() / hosts_;
     q->gathered = at::empty({per_host_, hosts_, c}, q->across.options());
     q->second = within_->all_gather(q->gathered.view({-1}), q->across);

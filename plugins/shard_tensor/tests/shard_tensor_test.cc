@@ -149,3 +149,19 @@ TEST_CASE("an engine passing a bad world size or a negative numel gets an Intern
   CHECK_THROWS_AS(strategy->plan(metas({4, -1}), 2), zt::InternalError);
   CHECK(strategy->plan({}, 3).groups.empty());
 }
+
+TEST_CASE("validate_plan refuses a group with a negative size or a segment before its start") {
+  // A third-party strategy's bug: -4 % 2 == 0 passed the padding rule, and LibTorch's own error
+  // about a negative dimension came later, naming no unit.
+  zt::ShardPlan plan;
+  plan.groups.push_back({});
+  plan.groups[0].numel = -4;
+  plan.groups[0].padded_numel = -4;
+  CHECK_THROWS_WITH_AS(zt::validate_plan(plan, metas({}), 2, "shard_buggy"),
+                       doctest::Contains("group 0 has a negative element count"),
+                       zt::InternalError);
+  plan = make_strategy()->plan(metas({4}), 2);
+  plan.groups[0].segments[0].flat_offset = -2;
+  CHECK_THROWS_WITH_AS(zt::validate_plan(plan, metas({4}), 2, "shard_buggy"),
+                       doctest::Contains("starts before it"), zt::InternalError);
+}
