@@ -9,21 +9,10 @@ import sys
 import torch
 
 import zt
+from failing_backward import Boom
 
 CONFIG = {"zero": {"stage": 3}, "plugins": {"comm": "comm_ucx", "shard": "shard_bucket",
                                             "optimizer": "optim_hybrid_adam"}}
-
-
-class Boom(torch.autograd.Function):
-    """The identity, whose backward fails: a model's own backward code that raises."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        raise ValueError("boom in backward")
 
 
 class Head(torch.nn.Module):

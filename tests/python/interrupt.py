@@ -38,6 +38,25 @@ time.sleep(60)
 '''
 
 
+def read_until(job, done, seconds=60):
+    """The job's output as it comes, until done(text) or `seconds` (never a blocking read past
+    the deadline, nor past the output's end)."""
+    seen = ""
+    deadline = time.time() + seconds
+    while not done(seen) and time.time() < deadline:
+        ready, _, _ = select.select([job.stdout], [], [], 1.0)
+        if ready:
+            chunk = os.read(job.stdout.fileno(), 4096).decode(errors="replace")
+            if not chunk:
+                break
+            seen += chunk
+    return seen
+
+
+def training_pids(text):
+    return [int(p) for p in re.findall(r"rank \d+ pid (\d+) training", text)]
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -53,17 +72,8 @@ def main():
         f.write(WORKER)
     job = subprocess.Popen([sys.executable, "-m", "zt.launch", "--nproc", "2", worker],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    # Both ranks' lines, read as they come (never a blocking read past the deadline).
-    seen, pids = "", []
-    deadline = time.time() + 60
-    while len(pids) < 2 and time.time() < deadline:
-        ready, _, _ = select.select([job.stdout], [], [], 1.0)
-        if ready:
-            chunk = os.read(job.stdout.fileno(), 4096).decode(errors="replace")
-            if not chunk:
-                break
-            seen += chunk
-            pids = [int(p) for p in re.findall(r"rank \d+ pid (\d+) training", seen)]
+    seen = read_until(job, lambda text: len(training_pids(text)) >= 2)
+    pids = training_pids(seen)
     if len(pids) < 2:
         job.kill()
         return f"the ranks did not start; they printed: {seen[-1000:]!r}"
@@ -93,15 +103,7 @@ def signal_during_restartable_failure():
         f.write(FAILING)
     job = subprocess.Popen([sys.executable, "-m", "zt.launch", "--nproc", "2", "--max-restarts",
                             "2", worker], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    seen = ""
-    deadline = time.time() + 60
-    while "rank 0 waiting" not in seen and time.time() < deadline:
-        ready, _, _ = select.select([job.stdout], [], [], 1.0)
-        if ready:
-            chunk = os.read(job.stdout.fileno(), 4096).decode(errors="replace")
-            if not chunk:
-                break
-            seen += chunk
+    seen = read_until(job, lambda text: "rank 0 waiting" in text)
     if "rank 0 waiting" not in seen:
         job.kill()
         return f"rank 0 did not start; the job printed: {seen[-1000:]!r}"

@@ -11,18 +11,7 @@ import time
 import torch
 
 import zt
-
-
-class Boom(torch.autograd.Function):
-    """The identity, whose backward fails: a model's own backward code that raises."""
-
-    @staticmethod
-    def forward(ctx, x):
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx, grad):
-        raise ValueError("boom in backward")
+from failing_backward import Boom
 
 
 class Net(torch.nn.Module):
