@@ -21,13 +21,15 @@ std::string HostTier::describe() const {
 
 void HostTier::prepare(int64_t total_bytes) {
   // Only a sanity check: other ranks and processes share the host, so this cannot promise the
-  // memory, but a request larger than what the host has free now can only end in the OOM killer.
-  const int64_t available = mem_available_bytes();
+  // memory, but a request larger than what the host (or the job's memory cgroup, a container's
+  // or a Slurm job's limit) has free now can only end in the OOM killer.
+  std::string source;
+  const int64_t available = host_memory_room_bytes(&source);
   if (available >= 0 && total_bytes > available) {
     throw IoError("offload_cpu (" + context_.role + ", rank " + std::to_string(context_.rank) +
                   "): needs " + bytes_text(total_bytes) + " of host memory but only " +
-                  bytes_text(available) +
-                  " is available (MemAvailable); offload to offload_nvme "
+                  bytes_text(available) + " is available (" + source +
+                  "); offload to offload_nvme "
                   "instead, lower zero.offload_optimizer_fraction / zero.offload_param_fraction, "
                   "or use more ranks");
   }

@@ -3,6 +3,7 @@
 // written, a filesystem too small, files deleted or truncated under a running job. Each fault
 // must stop the job with the path, the bytes or the step, exit 5 (I/O), and no metrics line for
 // a step that was not trained.
+#include <ATen/Context.h>
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -101,6 +102,21 @@ TEST_CASE(
   CHECK(contains(r.output, "offload I/O (rank 0): offload_cpu"));
   CHECK(std::regex_search(r.output, std::regex("offload_nvme read [1-9][0-9.]* MiB")));
   CHECK(no_job_folders(dir.file("nvme")));
+}
+
+TEST_CASE(
+    "launch.device = cuda with a LibTorch that has no CUDA stops before training, naming it") {
+  if (at::hasCUDA()) {
+    ZT_SKIP("this LibTorch has a CUDA device: the case is about one that has none");
+  }
+  TempDir dir;
+  // offload_cpu pinned its host memory for the device, and LibTorch refused in its own words.
+  auto r = run_command(offload_job(dir.file("out"), dir.file("nvme"), "--set launch.device=cuda"));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "launch.device (--set launch.device=cuda) = \"cuda\", but this "
+                           "LibTorch has no CUDA device"));
+  CHECK_FALSE(contains(r.output, "step 1/"));
 }
 
 TEST_CASE("offload fault: a folder that cannot be created stops before training, naming it") {

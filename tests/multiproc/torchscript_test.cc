@@ -26,6 +26,7 @@
 #include "models/model.h"
 #include "settings/job_settings.h"
 #include "settings/trainer_config.h"
+#include "setup/memory_fit.h"
 #include "zt/host/config.h"
 #include "zt/host/safetensors.h"
 
@@ -464,6 +465,22 @@ TEST_CASE("torchscript: bf16 compute casts float buffers, and dropout draws the 
   // The masks come from run.seed (the data's seed too, so compare a whole run).
   const auto other_seed = run_job("dropout.pt", "other", "--set run.seed=99");
   CHECK(other_seed != first);
+}
+
+TEST_CASE(
+    "torchscript: the memory fit counts the file every rank holds while the engine is built") {
+  ZT_SKIP_WITHOUT_TORCH();
+  const zt::Config config = zt::trainer::load_config_string(
+      job_toml(script_lines(kGpt), "unused", 2, 3), "t.toml");
+  const zt::trainer::JobSettings job = zt::trainer::JobSettings::of(config);
+  const zt::trainer::FitInputs in = zt::trainer::fit_inputs(job, config.catalog(), 2);
+  REQUIRE(in.parameters > 0);
+  CHECK(in.loaded_model_bytes == 4 * in.parameters);
+  zt::trainer::FitInputs without = in;
+  without.loaded_model_bytes = 0;
+  CHECK(zt::trainer::estimate_fit(in, job.engine).host.construction -
+            zt::trainer::estimate_fit(without, job.engine).host.construction ==
+        4 * in.parameters);
 }
 
 TEST_CASE("torchscript: evaluation runs without dropout, so it is the same at world 1 and 2") {

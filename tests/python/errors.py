@@ -1,12 +1,14 @@
 """zt's errors in Python terms: a config zt refuses raises zt.ConfigError (a zt.Error) with the
 trainer's message naming the key; an exception inside a unit carries a note naming the unit, and
 the engine trains on after it (the failed forward is undone); a module called outside its engine
-says so. Run on 1 rank (run.sh NPROC 1)."""
+says so; a module checkpointed twice with PyTorch's reentrant checkpointing is refused at stage 3.
+Run on 1 rank (run.sh NPROC 1)."""
 
 import pathlib
 import sys
 
 import torch
+import torch.utils.checkpoint
 
 import zt
 from failing_backward import Boom
@@ -171,6 +173,47 @@ def main():
 
     print("errors: ConfigError, a unit's error named, the engine trains on, outside use refused, "
           "a closed engine says so")
+    return checkpointed_twice()
+
+
+class Twice(torch.nn.Module):
+    """One block run twice under torch.utils.checkpoint: reentrant, its parameters' gradients
+    arrive in two nested backward passes."""
+
+    def __init__(self, reentrant):
+        super().__init__()
+        torch.manual_seed(7)
+        self.pre = torch.nn.Linear(4, 4)
+        self.block = torch.nn.Linear(4, 4)
+        self.head = torch.nn.Linear(4, 2)
+        self.reentrant = reentrant
+
+    def forward(self, x):
+        x = self.pre(x)
+        for _ in range(2):
+            x = torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=self.reentrant)
+        return self.head(x)
+
+
+def checkpointed_twice():
+    """At stage 3 the second arrival came after the group's reduction and was lost (or added to
+    the next step): refused, saying what to do; without reentrancy it trains."""
+    net = Twice(reentrant=True)
+    engine = zt.initialize(net, config=CONFIG)
+    try:
+        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+        return "a block checkpointed twice (reentrant) trained at stage 3"
+    except Exception as e:  # noqa: BLE001 - autograd decides the type it arrives as
+        assert "arrived a second time in one backward" in str(e), repr(e)
+        assert "use_reentrant=False" in str(e), repr(e)
+    net.reentrant = False
+    engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+    assert engine.step()["skipped"]  # the failed backward's step
+    engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+    assert not engine.step()["skipped"]
+    engine.close()
+    print("errors: a module checkpointed twice reentrantly is refused at stage 3; without "
+          "reentrancy it trains")
     return None
 
 

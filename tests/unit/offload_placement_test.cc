@@ -50,6 +50,11 @@ TEST_CASE("fractions place groups in model order until that share of the bytes i
   r.optimizer_fraction = 0.3;
   const auto p = zt::place_offload({{100, false}, {300, false}, {100, false}}, r);
   CHECK(p.optimizer_in_tier == std::vector<bool>{true, true, false});
+  // Gradients waiting for the norm in host memory: the tier is asked for master and states
+  // alone (it was asked for 4 bytes per element it never got, and a disk that fits was refused).
+  r.optimizer_fraction = 1;
+  r.grads_in_tier = false;
+  CHECK(zt::place_offload(equal_groups(4, 100), r).optimizer_tier_bytes == 4 * 3 * 100 * 4);
 }
 
 TEST_CASE("parameter shards: only groups that are released between uses, and never empty shards") {

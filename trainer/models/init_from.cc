@@ -93,6 +93,11 @@ void check_nothing_left(const SafetensorsReader& reader, const std::string& kind
   }
 }
 
+// zt's GPT ties its LM head to wte, as GPT-2 does. A file whose lm_head.weight differs from its
+// wte (a model saved with tie_word_embeddings = False) would load, and give other logits than
+// the model it came from.
+void check_tied_head(const CheckedFile& file);
+
 // Opens the file and matches every parameter to a tensor of it, checking them all.
 CheckedFile check_file(const std::string& path, const std::string& where, const std::string& kind,
                        const std::vector<ParamDecl>& params) {
@@ -111,6 +116,7 @@ CheckedFile check_file(const std::string& path, const std::string& where, const 
     used.insert(file.matches.back().entry);
   }
   check_nothing_left(*file.reader, kind, used, file.context);
+  if (kind == "gpt") check_tied_head(file);
   return file;
 }
 
@@ -124,6 +130,23 @@ at::Tensor read_value(const CheckedFile& file, const Match& match) {
   }
   at::Tensor value = raw.to(at::kFloat);
   return match.transpose ? value.t() : value;
+}
+
+void check_tied_head(const CheckedFile& file) {
+  const SafetensorsEntry* head = file.reader->find("lm_head.weight");
+  const auto wte = std::find_if(file.matches.begin(), file.matches.end(),
+                                [](const Match& m) { return m.zt_name == "wte.weight"; });
+  if (!head || wte == file.matches.end()) return;
+  const Match as_head{"lm_head.weight", head, dtype_of(*head, file.context), false};
+  if (head->shape == wte->entry->shape &&
+      at::equal(read_value(file, as_head), read_value(file, *wte))) {
+    return;
+  }
+  throw ConfigError(file.context + ": the file's lm_head.weight differs from its " +
+                    wte->entry->name +
+                    " (a model saved with tie_word_embeddings = False); zt's GPT ties its LM "
+                    "head to wte, as GPT-2 does, so it would compute other logits than the "
+                    "file's model: start from a tied checkpoint");
 }
 
 }  // namespace

@@ -111,6 +111,9 @@ void read_model(const JobSettings& job, PluginCatalog& catalog, FitInputs& in) {
   }
   in.activation_bytes = activation_bytes(shape, job.data.micro_batch, in.element_size,
                                          job.model.activation_checkpointing);
+  // A TorchScript module's saved values stay whole on every rank until the engine holds them
+  // (models/torchscript.h), as fp32 as torch.jit.save keeps an fp32 module.
+  if (shape.kind == "torchscript") in.loaded_model_bytes = 4 * in.parameters;
 }
 
 // The share of a role's bytes that goes to files: its fraction when its tier keeps files.
@@ -238,13 +241,16 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
   in.init_from = !job.model.init_from.empty();
   const CheckpointSettings& checkpoint = job.checkpoint;
   if (checkpoint.every_steps > 0) {
-    // The saver's aligned staging buffer, and for an asynchronous save a copy of the master and
-    // states this rank holds in memory (file tiers are streamed into the file instead), as the
-    // fp32 values a checkpoint holds whatever their dtype in memory.
-    const double shard = static_cast<double>(in.stage >= 1 ? in.parameters / in.shard_world
-                                                           : in.parameters);
-    const double in_memory = static_cast<double>(4 * (1 + in.optimizer_states)) * shard *
-                             (1 - p.optimizer_in_files);
+    // The saver's aligned staging buffer, and for an asynchronous save a copy of what this rank
+    // saves from memory (file tiers are streamed into the file instead), as the fp32 values a
+    // checkpoint holds whatever their dtype in memory: its 1/k share of the master and states
+    // at every stage (stage 0 splits its full copies the same way; the first shard group's
+    // ranks save, so theirs is the figure), and the codec's error-feedback residuals, which
+    // every rank saves whole.
+    const double share = static_cast<double>(in.parameters) / in.shard_world;
+    const double in_memory = static_cast<double>(4 * (1 + in.optimizer_states)) * share *
+                                 (1 - p.optimizer_in_files) +
+                             static_cast<double>(in.codec_residual_bytes);
     in.checkpoint_bytes = 8 * kMiB + (checkpoint.async ? static_cast<int64_t>(in_memory) : 0);
   }
   return in;
@@ -273,12 +279,14 @@ int64_t tile_elements(const FitInputs& in) {
 // from its declarations (zero.Init): a stage-3 group it releases gets only this rank's fp32
 // initial values, a group kept whole (below stage 3, or persistent) all of them, and the states
 // start from a zeroed shard. model.init_from then writes the file's tensors one at a time through
-// a gather: the file's copy and the gathered fp32 tensor.
+// a gather: the file's copy and the gathered fp32 tensor. A TorchScript file is held whole
+// meanwhile.
 int64_t construction_bytes(const FitInputs& in) {
   const int64_t shard = shard_of(in, in.largest_owned);
   const int64_t filled = in.stage == 3 ? shard + std::min(in.persistent, in.largest_owned)
                                        : in.largest_owned;
-  return 4 * filled + 4 * shard + (in.init_from ? 8 * in.largest_tensor : 0);
+  return 4 * filled + 4 * shard + (in.init_from ? 8 * in.largest_tensor : 0) +
+         in.loaded_model_bytes;
 }
 
 // Gradients while backward runs: stages 0-1 keep every .grad until the step; stages 2-3 the

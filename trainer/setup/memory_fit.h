@@ -77,6 +77,7 @@ struct FitInputs {
   int64_t codec_residual_bytes = 0;  // a gradient codec's error feedback: fp32, the whole model
   int64_t alignment = 4096;          // file tiers' block: each array is rounded up to it
   bool init_from = false;            // model.init_from: a file's weights written after the build
+  int64_t loaded_model_bytes = 0;    // a TorchScript file's values, held while the engine is built
 };
 
 // One rank's host memory at its peak, by what it is for.

@@ -161,8 +161,13 @@ TEST_CASE("init_from: a GPT-2 layout file loads every parameter exactly, transpo
   auto source = zt::models::make_model(gpt_shape(), 1);
   for (bool with_prefix : {true, false}) {
     NamedTensors tensors = hf_layout(*source, with_prefix);
-    // What HF's GPT2LMHeadModel files may hold besides the parameters.
-    tensors.emplace_back("lm_head.weight", at::zeros({11, 8}));
+    // What HF's GPT2LMHeadModel files may hold besides the parameters: the tied head again.
+    at::Tensor wte;
+    for (const auto& [name, t] : tensors) {
+      if (name == (with_prefix ? "transformer.wte.weight" : "wte.weight")) wte = t;
+    }
+    REQUIRE(wte.defined());
+    tensors.emplace_back("lm_head.weight", wte.clone());
     tensors.emplace_back(with_prefix ? "transformer.h.0.attn.bias" : "h.0.attn.bias",
                          at::ones({1, 1, 4, 4}));
     const std::string path = dir.file(with_prefix ? "a.safetensors" : "b.safetensors");
@@ -185,6 +190,14 @@ TEST_CASE("init_from: a GPT-2 layout file loads every parameter exactly, transpo
     }
     CHECK(at::equal(head_wte, expected.at("wte.weight")));
   }
+  // An untied head (tie_word_embeddings = False) is refused: it used to be dropped silently.
+  NamedTensors untied = hf_layout(*source, true);
+  untied.emplace_back("lm_head.weight", at::zeros({11, 8}));
+  write_safetensors(dir.file("untied.safetensors"), untied);
+  auto target = zt::models::make_model(gpt_shape(), 2);
+  CHECK_THROWS_WITH_AS(zt::models::load_weights(*target, dir.file("untied.safetensors"), "test"),
+                       doctest::Contains("lm_head.weight differs from its transformer.wte.weight"),
+                       zt::ConfigError);
 }
 
 TEST_CASE("init_from: a BF16 file converts to fp32, and model.init_from in a config applies it") {

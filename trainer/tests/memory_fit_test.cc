@@ -283,6 +283,16 @@ TEST_CASE("estimate: pipelines off, stage 1 in bf16, an asynchronous checkpoint"
   CHECK(bf16.state_bytes.master == 0);
   CHECK(bf16.state_bytes.states == 2 * 2 * 29632);
   CHECK(bf16.host.checkpoint == 8 * zt::kMiB + 12 * 29632);
+  // Stage 0 saves each rank's 1/4 share of its full copies too (it was counted whole).
+  const FitEstimate s0 = estimate(job("", {"zero.stage=0", "checkpoint.every_steps=1"}), 4);
+  CHECK(s0.host.checkpoint == 8 * zt::kMiB + 12 * 29632);
+  // Error feedback's residuals are saved from memory by every rank: the whole model in fp32 for
+  // the reduce-scatter's codec.
+  const FitEstimate coded = estimate(
+      job("", {"zero.stage=1", "plugins.codec_gradients=\"codec_blockq\"",
+               "zero.codec_error_feedback=true", "checkpoint.every_steps=1"}),
+      4);
+  CHECK(coded.host.checkpoint == 8 * zt::kMiB + 12 * 29632 + 4 * 118528);
 }
 
 TEST_CASE("estimate: with clipping, gradients wait in host memory beside a file tier, and bf16 "

@@ -309,6 +309,28 @@ TEST_CASE("tune: the fit margin and the estimate's pruning") {
   CHECK(cell[2].file_io_per_step > 0);
 }
 
+TEST_CASE("tune: stage 1 reduces once per step, so its file tier carries no partial sums") {
+  EstimateOptions options;
+  options.world = 2;
+  options.ranks_per_host = 2;
+  auto at_stage = [&](const std::string& stage) {
+    return estimate_composition(
+        loader({"zero.stage=" + stage, "plugins.offload_optimizer=offload_nvme",
+                "zero.gradient_clipping=0", "data.grad_accum=2"}),
+        {}, options);
+  };
+  const CompositionEstimate one = at_stage("1"), two = at_stage("2");
+  REQUIRE(one.refused.empty());
+  REQUIRE(two.refused.empty());
+  const zt::trainer::FitInputs& in = one.fit.inputs;
+  const double shard = static_cast<double>(in.parameters) / in.shard_world;
+  // Master and two states, read and written once per step (fp32: 4 bytes each).
+  CHECK(static_cast<double>(one.file_io_per_step) == doctest::Approx(2 * 12 * shard).epsilon(1e-6));
+  // Stage 2 updates in backward at the last micro step; the first's sum goes to the file and back.
+  CHECK(static_cast<double>(two.file_io_per_step - one.file_io_per_step) ==
+        doctest::Approx(8 * shard).epsilon(1e-6));
+}
+
 TEST_CASE("tune: the race drops the clearly slower, then halves, and keeps the leader") {
   std::vector<Contender> c = {contender(0, {1.00, 1.01, 0.99, 1.00, 1.02, 0.98}),
                               contender(1, {1.50, 1.52, 1.49, 1.51, 1.50, 1.48}),

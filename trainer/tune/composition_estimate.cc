@@ -32,10 +32,12 @@ void offload_traffic(const JobSettings& job, CompositionEstimate& e) {
   const auto states = static_cast<double>(in.optimizer_states * in.state_element_size);
   // The reduced gradient crosses a file tier only where it waits there: for the global norm
   // (clipping, loss scaling) with zero.gradients_in_tier, and as the partial sums of earlier
-  // micro steps when groups are updated in backward; otherwise it stays in host memory.
+  // micro steps when groups are updated in backward; otherwise it stays in host memory. Stage 1
+  // reduces once per step, at the step: it has no partial sums.
   double gradient = 8;
   if (offloads_to_files(engine.offload_optimizer)) {
-    const double partial_sums = 8.0 * static_cast<double>(job.data.grad_accum - 1);
+    const double partial_sums = in.stage >= 2 ? 8.0 * static_cast<double>(job.data.grad_accum - 1)
+                                              : 0;
     gradient = !waits_for_gradient_norm(zero) ? partial_sums
                : zero.gradients_in_tier       ? 8 + partial_sums
                                               : 0;

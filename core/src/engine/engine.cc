@@ -176,6 +176,7 @@ struct Engine::Impl {
     request.master_element_size = static_cast<int64_t>(c10::elementSize(optimizer.master_dtype()));
     request.state_element_size = static_cast<int64_t>(c10::elementSize(optimizer.state_dtype()));
     request.optimizer_alignment = t.optimizer ? t.optimizer->alignment() : 1;
+    request.grads_in_tier = !streamed_gradients_in_memory(opt);
     request.param_tier = t.param != nullptr;
     request.param_fraction = opt.offload_param_fraction;
     request.param_alignment = t.param ? t.param->alignment() : 1;

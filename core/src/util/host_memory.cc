@@ -16,6 +16,7 @@
 
 #include "util/kernel_text.h"
 #include "zt/host/environment_block.h"
+#include "zt/host/memory_cgroup.h"
 
 namespace zt {
 
@@ -97,6 +98,18 @@ int64_t parse_proc_kib(const std::string& text, const std::string& field) {
 }
 
 int64_t mem_available_bytes() { return read_proc_kib("/proc/meminfo", "MemAvailable"); }
+
+int64_t host_memory_room_bytes(std::string* source) {
+  int64_t room = mem_available_bytes();
+  std::string why = "MemAvailable";
+  const MemoryCgroup cgroup = memory_cgroup_of(0);
+  if (cgroup.limited() && (room < 0 || cgroup.headroom() < room)) {
+    room = cgroup.headroom();
+    why = "left under the memory cgroup's limit, " + cgroup.limit_file();
+  }
+  if (source) *source = why;
+  return room;
+}
 
 int64_t process_rss_bytes() { return read_proc_kib("/proc/self/status", "VmRSS"); }
 

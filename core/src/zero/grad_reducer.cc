@@ -42,6 +42,7 @@ GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage
       ledger_(ledger),
       tier_grads_(storage, ledger, options.pipeline_read, options.pipeline_write),
       ready_(layout.groups.size(), 0),
+      arrived_(layout.params.size(), 0),
       reduced_(layout.groups.size(), false),
       residuals_(layout.groups.size()),
       across_residuals_(layout.groups.size()) {
@@ -79,13 +80,32 @@ void GradReducer::begin_micro_step(int64_t step, int64_t index) {
   step_ = step;
   micro_ = index;
   std::fill(ready_.begin(), ready_.end(), 0);
+  std::fill(arrived_.begin(), arrived_.end(), 0);
   std::fill(reduced_.begin(), reduced_.end(), false);
 }
 
+// A parameter's gradient arrives once per backward, after autograd summed its uses, except
+// through a nested backward of its own: PyTorch's reentrant torch.utils.checkpoint (1.13's
+// default) runs one per checkpointed call. Stages 0-1 reduce .grad whole at the step, which sums
+// any number of arrivals; stages 2-3 reduce a group once all its parameters arrived, so an
+// arrival counts once, and one after its group was reduced would be lost (or left for the next
+// step): refused.
 void GradReducer::on_grad_ready(int p) {
+  if (options_.stage < 2) return;
   const int g = layout_.params[p].group;
-  if (++ready_[g] == static_cast<int>(layout_.groups[g].params.size()) && options_.stage >= 2)
-    reduce_group(g);
+  if (reduced_[g]) {
+    throw ConfigError(
+        "the gradient of parameter " + layout_.params[p].name +
+        " arrived a second time in one backward, after its group was reduced at ZeRO stage " +
+        std::to_string(options_.stage) +
+        ": a module run more than once under PyTorch's reentrant checkpointing "
+        "(torch.utils.checkpoint with use_reentrant=True, PyTorch 1.13's default) has a backward "
+        "pass per call, and the later one would be lost; pass use_reentrant=False, checkpoint "
+        "the module once, or train at zero.stage 0-1");
+  }
+  if (arrived_[p]) return;
+  arrived_[p] = 1;
+  if (++ready_[g] == static_cast<int>(layout_.groups[g].params.size())) reduce_group(g);
 }
 
 void GradReducer::reduce_group(int gi) {

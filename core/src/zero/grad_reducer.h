@@ -125,6 +125,7 @@ class GradReducer {
       accumulators_;                  // kept alive: they carry our hooks
   std::vector<uintptr_t> hook_keys_;  // one per accumulator, for del_post_hook
   std::vector<int> ready_;     // per group: parameters whose gradient arrived this micro step
+  std::vector<char> arrived_;  // per parameter: its gradient arrived this micro step
   std::vector<bool> reduced_;  // per group: already sent this micro step
   std::vector<at::Tensor> residuals_;         // per group; undefined without error feedback
   std::vector<at::Tensor> across_residuals_;  // per group, MiCS's coded all-reduce

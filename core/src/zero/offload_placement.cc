@@ -46,10 +46,10 @@ OffloadPlacement place_offload(const std::vector<PlacementGroup>& groups,
   for (size_t i = 0; i < groups.size(); ++i) {
     const int64_t shard = groups[i].shard;
     if (out.optimizer_in_tier[i]) {
-      out.optimizer_tier_bytes += round_up(shard * r.master_element_size, r.optimizer_alignment) +
-                                  round_up(shard * 4, r.optimizer_alignment) +
-                                  states *
-                                      round_up(shard * r.state_element_size, r.optimizer_alignment);
+      out.optimizer_tier_bytes +=
+          round_up(shard * r.master_element_size, r.optimizer_alignment) +
+          (r.grads_in_tier ? round_up(shard * 4, r.optimizer_alignment) : 0) +
+          states * round_up(shard * r.state_element_size, r.optimizer_alignment);
       largest = std::max(largest, shard);
     }
     if (out.param_in_tier[i]) {

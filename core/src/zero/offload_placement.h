@@ -26,8 +26,11 @@ struct PlacementRequest {
   int64_t master_element_size = 4;  // bytes per element of the master weights (bf16: 2)
   int64_t state_element_size = 4;   // bytes per element of each optimizer state (bf16: 2)
   int64_t optimizer_alignment = 1;  // the tier's alignment in bytes
-  bool param_tier = false;          // plugins.offload_param set (stage 3)
-  double param_fraction = 1;        // zero.offload_param_fraction
+  // The group's reduced fp32 gradient lives in the optimizer tier too; false where the step waits
+  // for the global norm with gradients in host memory (streamed_gradients_in_memory).
+  bool grads_in_tier = true;
+  bool param_tier = false;    // plugins.offload_param set (stage 3)
+  double param_fraction = 1;  // zero.offload_param_fraction
   int64_t param_alignment = 1;
   int64_t param_element_size = 4;       // the compute dtype's bytes per element
   int64_t sub_group_size = 1000000000;  // zero.sub_group_size: longest streamed tile, elements
@@ -37,7 +40,8 @@ struct OffloadPlacement {
   std::vector<bool> optimizer_in_tier;  // per group: master + states in the optimizer tier
   std::vector<bool> param_in_tier;      // per group: the stage 3 parameter shard in the param tier
   // What each role will hold in its tier. A group in the optimizer tier keeps optimizer_arrays
-  // + 1 arrays there: master, states and its reduced fp32 gradient, each rounded up alone.
+  // arrays there, master and states, and its reduced fp32 gradient where grads_in_tier, each
+  // rounded up alone.
   int64_t optimizer_tier_bytes = 0;
   int64_t param_tier_bytes = 0;
   // Streamed tile length: sub_group_size capped by the largest offloaded shard, rounded up so

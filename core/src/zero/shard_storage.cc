@@ -85,12 +85,14 @@ at::Tensor initial_shard(ModelLayout& layout, int gi, const StorageContext& c) {
 
 // The reduced gradient lives where the group's optimizer states do: in compute memory, or next
 // to them in the optimizer tier (used in place when addressable, written and read through
-// TieredArray tiles of the same length as the states' otherwise). A streamed group whose step
-// waits for the global norm keeps it in host memory instead (streamed_grads_in_memory): the
-// norm is known only once every gradient is, so it would go to the disk and back.
+// TieredArray tiles of the same length as the states' otherwise). A group whose step waits for
+// the global norm keeps it in host memory instead (streamed_grads_in_memory): the norm is known
+// only once every gradient is, so a streamed one would go to the disk and back. An addressable
+// tier's groups do the same, so what the tier holds is known before any region is allocated
+// (the placement asks the tier for its room first), addressable or not.
 void place_grad(ShardStorage& s, const ParamGroup& g, const std::string& label,
                 const StorageContext& c, MemoryLedger& ledger) {
-  if (!s.opt_in_tier || (s.opt_streamed && c.streamed_grads_in_memory)) {
+  if (!s.opt_in_tier || c.streamed_grads_in_memory) {
     s.grad = at::zeros({g.shard}, at::kFloat);
     ledger.fixed().grads += g.shard * 4;
     return;

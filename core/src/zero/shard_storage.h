@@ -49,9 +49,9 @@ struct StorageContext {
   OffloadTier* optimizer_tier = nullptr;
   OffloadTier* param_tier = nullptr;
   int64_t tile_elements = 1;  // streamed tile length
-  // A streamed group's reduced gradient waits in host memory, not in the optimizer tier: the
-  // step needs the global norm before any update (clipping, loss scaling) and
-  // zero.gradients_in_tier is off.
+  // A tier group's reduced gradient waits in host memory, not in the optimizer tier: the step
+  // needs the global norm before any update (clipping, loss scaling) and zero.gradients_in_tier
+  // is off.
   bool streamed_grads_in_memory = false;
   at::ScalarType master_dtype = at::kFloat;  // the optimizer's
 };
