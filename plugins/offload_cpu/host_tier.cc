@@ -28,8 +28,8 @@ void HostTier::prepare(int64_t total_bytes) {
   if (available >= 0 && total_bytes > available) {
     throw IoError("offload_cpu (" + context_.role + ", rank " + std::to_string(context_.rank) +
                   "): needs " + bytes_text(total_bytes) + " of host memory but only " +
-                  bytes_text(available) + " is available (" + source +
-                  "); offload to offload_nvme "
+                  bytes_text(available) + " is " + source +
+                  "; offload to offload_nvme "
                   "instead, lower zero.offload_optimizer_fraction / zero.offload_param_fraction, "
                   "or use more ranks");
   }

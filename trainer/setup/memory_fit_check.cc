@@ -12,7 +12,6 @@
 #include "zt/bytes.h"
 #include "zt/error.h"
 #include "zt/host/compose.h"
-#include "zt/host/memory_cgroup.h"
 #include "zt/host_memory.h"
 
 namespace zt::trainer {
@@ -200,16 +199,9 @@ HostBudget host_budget(const JobSettings& job, const FitEstimate& e, bool in_a_r
     budget.ram_source = "of launch.memory_limit_gb (" + job.places.where("launch.memory_limit_gb") +
                         ")";
   } else {
-    budget.ram = mem_available_bytes();
-    budget.ram_source = "available (MemAvailable)";
     // In a container or a batch job the limit is the memory cgroup's, which MemAvailable
     // does not know: the kernel kills a rank there long before the host runs short.
-    const MemoryCgroup cgroup = memory_cgroup_of(0);
-    if (cgroup.limited() && (budget.ram < 0 || cgroup.headroom() < budget.ram)) {
-      budget.ram = cgroup.headroom();
-      budget.ram_source = "left under the memory cgroup's limit (" + cgroup.limit_file() + ": " +
-                          size_text(cgroup.limit) + ", " + size_text(cgroup.usage) + " in use)";
-    }
+    budget.ram = host_memory_room_bytes(&budget.ram_source);
     // Running ranks have their process already: the figure above no longer has it.
     const int64_t rss = process_rss_bytes();
     if (budget.ram > 0 && rss > 0 && in_a_rank) {

@@ -24,7 +24,8 @@ ZT_API int64_t mem_available_bytes();
 // The RAM this process may still take: MemAvailable, or the room left under its memory cgroup's
 // limit (a container's, a Slurm job's --mem) where that is smaller, since the kernel kills there
 // long before the host runs short; -1 when neither is known. `source`, when given, gets which
-// of the two it is, for messages ("MemAvailable", or the cgroup's limit file and figures).
+// of the two it is, to follow the amount in messages: "available (MemAvailable)", or "left under
+// the memory cgroup's limit (<its file>: <limit>, <usage> in use)".
 ZT_API int64_t host_memory_room_bytes(std::string* source = nullptr);
 // VmRSS and VmHWM of this process in bytes; -1 when unknown.
 ZT_API int64_t process_rss_bytes();

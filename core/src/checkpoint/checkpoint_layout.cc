@@ -261,6 +261,18 @@ std::string finish_interrupted_publish(const std::string& dir) {
   return pending.folder;
 }
 
+namespace {
+
+// What a save that has not finished leaves: its temporary folder, and the pending `latest` or
+// `best` it was about to commit.
+bool unfinished_save_name(const std::string& name) {
+  return ckpt::starts_with(name, ckpt::kTempPrefix) ||
+         ckpt::starts_with(name, std::string(ckpt::kLatestName) + ".tmp-") ||
+         ckpt::starts_with(name, std::string(ckpt::kBestName) + ".tmp-");
+}
+
+}  // namespace
+
 std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
   // A pending `latest` naming a complete folder is not incomplete: it is committed, or kept where
   // the commit fails (readers take it as it is).
@@ -277,11 +289,8 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
     // Temporary save folders, `latest` replacements a kill cut short, and step folders whose
     // removal (a prune) a kill cut short: a removal takes the crc32 file first, and only a
     // complete folder is ever renamed to step-N, so no later save or prune would take them.
-    if (ckpt::starts_with(name, ckpt::kTempPrefix) ||
-        ckpt::starts_with(name, std::string(ckpt::kLatestName) + ".tmp-") ||
-        ckpt::starts_with(name, std::string(ckpt::kBestName) + ".tmp-") ||
-        (ckpt::parse_step_folder(name) >= 0 && it->is_directory(ec) &&
-         !fs::exists(it->path() / ckpt::kManifestCrcName, ec))) {
+    if (unfinished_save_name(name) || (ckpt::parse_step_folder(name) >= 0 && it->is_directory(ec) &&
+                                       !fs::exists(it->path() / ckpt::kManifestCrcName, ec))) {
       found.push_back(it->path().string());
     }
   }
@@ -299,10 +308,7 @@ void remove_checkpoint_dir(const std::string& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name == ckpt::kLatestName || name == ckpt::kBestName ||
-        ckpt::starts_with(name, ckpt::kTempPrefix) ||
-        ckpt::starts_with(name, std::string(ckpt::kLatestName) + ".tmp-") ||
-        ckpt::starts_with(name, std::string(ckpt::kBestName) + ".tmp-") ||
+    if (name == ckpt::kLatestName || name == ckpt::kBestName || unfinished_save_name(name) ||
         ckpt::parse_step_folder(name) >= 0) {
       saved.push_back(it->path());
     }

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "util/kernel_text.h"
+#include "zt/bytes.h"
 #include "zt/host/environment_block.h"
 #include "zt/host/memory_cgroup.h"
 
@@ -101,11 +102,12 @@ int64_t mem_available_bytes() { return read_proc_kib("/proc/meminfo", "MemAvaila
 
 int64_t host_memory_room_bytes(std::string* source) {
   int64_t room = mem_available_bytes();
-  std::string why = "MemAvailable";
+  std::string why = "available (MemAvailable)";
   const MemoryCgroup cgroup = memory_cgroup_of(0);
   if (cgroup.limited() && (room < 0 || cgroup.headroom() < room)) {
     room = cgroup.headroom();
-    why = "left under the memory cgroup's limit, " + cgroup.limit_file();
+    why = "left under the memory cgroup's limit (" + cgroup.limit_file() + ": " +
+          size_text(cgroup.limit) + ", " + size_text(cgroup.usage) + " in use)";
   }
   if (source) *source = why;
   return room;
