@@ -187,6 +187,7 @@ PrepareRow bench_prepare(const Options& o, const std::string& scratch) {
     r.separator = "%";
     r.threads = threads;
     r.unit_bytes = 1 << 20;
+    r.overwrite = true;  // each repetition replaces the last one's files
     (void)data::prepare_data(r, nullptr);
   };
   row.one = median_rate(o.reps, row.mb, [&] { run(1); });
@@ -221,6 +222,7 @@ TrainRow bench_train(const Options& o, const std::string& scratch) {
   for (const fs::path& f : fortune_files()) r.inputs.push_back(f.string());
   r.out_prefix = scratch + "/fortunes";
   r.separator = "%";
+  r.overwrite = true;  // a scratch folder an earlier bench left
   (void)data::prepare_data(r, nullptr);
   TrainRow row;
   row.text_step_s = median_step_s(o, scratch, "text", {"data.kind=\"text\""});

@@ -21,9 +21,15 @@ class Bf16Codec final : public zt::Codec {
     for (int64_t i = 0; i < numel; ++i) {
       uint32_t bits;
       std::memcpy(&bits, in + i, 4);
-      // Round to nearest, ties to even: add half of the dropped part's weight, plus one when the
-      // kept part is odd, before truncating. (Inputs are finite: the engine skips NaN steps.)
-      if (nearest_) bits += 0x7FFFu + ((bits >> 16) & 1u);
+      // A NaN stays a NaN (rounding could carry its payload into the sign: -0.0), so the
+      // engine still sees the overflow and skips the step; an inf rounds to itself.
+      if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
+        bits = (bits & 0x80000000u) | 0x7FC00000u;
+      } else if (nearest_) {
+        // Round to nearest, ties to even: add half of the dropped part's weight, plus one when
+        // the kept part is odd, before truncating.
+        bits += 0x7FFFu + ((bits >> 16) & 1u);
+      }
       const uint16_t half = static_cast<uint16_t>(bits >> 16);
       std::memcpy(out + 2 * i, &half, 2);
     }

@@ -10,6 +10,7 @@
 
 #include "run/checkpointing.h"
 #include "run/loaded_model.h"
+#include "settings/job_config.h"
 #include "settings/trainer_config.h"
 #include "zt/error.h"
 #include "zt/host/checkpoint.h"
@@ -53,9 +54,10 @@ void broadcast_initial_values(Communicator& comm, const std::vector<UnitParams>&
 
 PythonJob load_python_job(const std::string& path, const std::string& toml_text,
                           const std::vector<std::string>& overrides, const std::string& caller) {
-  Config config = path.empty() ? trainer::load_config_string(
+  // The trainer's door: run.deepspeed's JSON is read here as by `trainer --config`.
+  Config config = path.empty() ? trainer::load_job_config_string(
                                      toml_text, "the config dict given to " + caller, overrides)
-                               : trainer::load_config_file(path, overrides);
+                               : trainer::load_job_config(path, overrides);
   trainer::JobSettings settings = trainer::JobSettings::of(config);
   return {std::move(config), std::move(settings)};
 }

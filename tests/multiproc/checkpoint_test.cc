@@ -358,6 +358,38 @@ TEST_CASE("signals: SIGTERM to the launcher stops the ranks after a step with a 
   check_same_losses(straight, stopped, steps);
 }
 
+TEST_CASE("signals: a run resumed from an older step saves its own state on a stop, whatever "
+          "the folder's latest (another run's, just written) says") {
+  TempDir dir;
+  const std::string first = dir.file("first"), second = dir.file("second");
+  const std::string ckpt = first + "/checkpoints";
+  // Run A saves steps 2 and 4; `latest` names step 4, written a moment ago.
+  auto r = run_command(quiet_small_gpt_job(
+      first, "--set run.steps=4 --set checkpoint.every_steps=2 --set checkpoint.keep_last=5"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // Run B rolls back to step 2 into the same folder, saves nothing on its own, and is stopped
+  // within checkpoint.min_interval_s of A's save: it must save its step, not leave A's step 4
+  // for the next --resume auto to continue as if it were B's.
+  BackgroundJob job(
+      quiet_small_gpt_job(second, "--set run.steps=100000 --set checkpoint.every_steps=0 "
+                                  "--set checkpoint.min_interval_s=3600 --set checkpoint.dir=" +
+                                      ckpt + " --resume " + step_folder(ckpt, 2)),
+      dir.file("second.log"));
+  REQUIRE(wait_until([&] { return zt::test::losses_of(second + "/metrics.jsonl").size() >= 5; },
+                     std::chrono::seconds(60)));
+  REQUIRE(kill(job.pid(), SIGTERM) == 0);
+  const int exit_code = job.wait(std::chrono::seconds(60));
+  const std::string log = zt::test::read_file(dir.file("second.log"));
+  INFO(log);
+  CHECK(exit_code == 0);
+  const std::string latest = zt::latest_checkpoint(ckpt);
+  REQUIRE(!latest.empty());
+  const int64_t at = zt::CheckpointReader(latest).step();
+  CHECK(at > 4);
+  CHECK(contains(log, "zt: stopped by SIGTERM after step " + std::to_string(at)));
+}
+
 TEST_CASE("signals: SIGUSR1 (Slurm's warning before preemption) stops the job the same way") {
   TempDir dir;
   BackgroundJob job(quiet_small_gpt_job(dir.file("out"), "--set run.steps=100000"),

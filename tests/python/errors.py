@@ -1,11 +1,14 @@
 """zt's errors in Python terms: a config zt refuses raises zt.ConfigError (a zt.Error) with the
 trainer's message naming the key; an exception inside a unit carries a note naming the unit, and
 the engine trains on after it (the failed forward is undone); a module called outside its engine
-says so; a module checkpointed twice with PyTorch's reentrant checkpointing is refused at stage 3.
+says so; a module checkpointed twice with PyTorch's reentrant checkpointing is refused at stage 3;
+run.deepspeed's JSON is read as the trainer reads it.
 Run on 1 rank (run.sh NPROC 1)."""
 
+import json
 import pathlib
 import sys
+import tempfile
 
 import torch
 import torch.utils.checkpoint
@@ -82,6 +85,24 @@ def main():
     if seen != [False, False, True, True] * 2:
         return f"is_gradient_accumulation_boundary around forward and backward: {seen}"
     accum.close()
+    # run.deepspeed is read at zt.initialize's door as at the trainer's: its JSON's settings
+    # apply (they were dropped), and its errors name it.
+    with tempfile.TemporaryDirectory() as folder:
+        ds = pathlib.Path(folder) / "ds.json"
+        ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2,
+                                  "gradient_accumulation_steps": 3,
+                                  "zero_optimization": {"stage": 2}}))
+        from_json = zt.initialize(Fragile(), config=dict(CONFIG, zero={},
+                                                         run={"deepspeed": str(ds)}))
+        if from_json.gradient_accumulation_steps != 3:
+            return f"run.deepspeed's accumulation: {from_json.gradient_accumulation_steps}"
+        from_json.close()
+        ds.write_text(json.dumps({"zero_optimization": {"stage": 7}}))
+        try:
+            zt.initialize(Fragile(), config=dict(CONFIG, zero={}, run={"deepspeed": str(ds)}))
+            return "a DeepSpeed JSON's stage 7 was accepted"
+        except zt.ConfigError as e:
+            assert "zero_optimization.stage" in str(e), str(e)
     model = Fragile()
     engine = zt.initialize(model, config=CONFIG)
     # A module an open engine holds is refused (a second engine's hooks met the first's).

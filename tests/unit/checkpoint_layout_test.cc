@@ -3,11 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 
 #include "../test_util.h"
 #include "checkpoint/checkpoint_layout.h"
 #include "checkpoint_test_util.h"
+#include "util/posix_file.h"
 #include "zt/error.h"
 #include "zt/host/checkpoint.h"
 
@@ -80,6 +82,19 @@ std::vector<std::string> pointer_files(const fs::path& dir) {
 }
 
 }  // namespace
+
+TEST_CASE("latest_checkpoint: a folder that cannot be read is an error, not \"no checkpoint\"") {
+  // A file-system error (here a link to itself: ELOOP; on a cluster EACCES, ESTALE, EIO) read
+  // as "none" started `--resume auto` over from step 0.
+  zt::test::TempDir dir;
+  fs::create_symlink("loop", dir.path() / "loop");
+  CHECK_THROWS_WITH_AS(zt::latest_checkpoint(dir.file("loop")),
+                       doctest::Contains(("cannot read " + dir.file("loop")).c_str()), zt::IoError);
+  CHECK_THROWS_WITH_AS(zt::latest_checkpoint(dir.file("loop")),
+                       doctest::Contains("check that file system"), zt::IoError);
+  // Absent is still "none": a fresh start.
+  CHECK(zt::latest_checkpoint(dir.file("missing/deeper")).empty());
+}
 
 TEST_CASE("a save killed between its folder rename and `latest`: that folder is the latest") {
   zt::test::TempDir dir;
@@ -168,4 +183,14 @@ TEST_CASE(
   CHECK(zt::ckpt::is_complete_checkpoint(old_step.string()));
   CHECK(zt::test::read_file(dir.path() / "latest") == "step-00000004\n");
   CHECK(pointer_files(dir.path()).empty());
+}
+
+TEST_CASE("a failed write's way out: a full disk and a used-up quota ask for room or elsewhere") {
+  CHECK(zt::ckpt::write_way_out(ENOSPC, "point checkpoint.dir elsewhere") ==
+        "; the disk is full: free space or point checkpoint.dir elsewhere");
+  // statvfs's free space does not show a quota, so the check before a save passes and the
+  // write fails with EDQUOT: the same advice, not "check the storage".
+  CHECK(zt::ckpt::write_way_out(EDQUOT, "write elsewhere") ==
+        "; the disk quota is used up: free space under it or write elsewhere");
+  CHECK(zt::ckpt::write_way_out(EIO, "write elsewhere") == "; check the storage");
 }

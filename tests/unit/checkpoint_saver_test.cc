@@ -18,6 +18,7 @@
 #include "../test_util.h"
 #include "checkpoint_test_util.h"
 #include "zt/error.h"
+#include "zt/host/compose.h"
 #include "zt/host/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -226,6 +227,53 @@ TEST_CASE("checkpoint: a rank whose save fails makes rank 0 fail at once, naming
     CHECK(zt::latest_checkpoint(dir.path().string()) == (dir.path() / "step-00000001").string());
     CHECK(!fs::exists(dir.path() / "step-00000002"));
     CHECK(zt::remove_incomplete_checkpoints(dir.path().string()).empty());  // rank 0 removed it
+  }
+}
+
+TEST_CASE("checkpoint: rank 0 publishes only when every rank's file is in its folder") {
+  // Node-local checkpoint.dir: each rank's own disk, so rank 0's folder lacks rank 1's file.
+  // It was published whole (and the older checkpoints pruned, all as broken).
+  zt::test::TempDir dir, other;
+  const int world = 2;
+  auto options = zt::test::options_for(dir.path(), false);
+  zt::test::save_steps(options, world, {1});
+  auto stores = zt::test::make_stores(world);
+  auto errors = zt::test::run_ranks(world, [&](int r) {
+    zt::CheckpointSaver saver(r == 0 ? options : zt::test::options_for(other.path(), false),
+                              *stores[r], r, world);
+    zt::CheckpointSaverAccess::save(saver, zt::test::model_fill(r, world, 2), 2,
+                                    zt::test::model_meta(2));
+    saver.finish();
+  });
+  CHECK(!errors[1]);
+  const std::string m = zt::test::message(errors[0]);
+  CHECK_MESSAGE(m.find("rank 1 wrote") != std::string::npos, m);
+  CHECK_MESSAGE(m.find("rank 0 finds no such file") != std::string::npos, m);
+  CHECK_MESSAGE(m.find("one file system every rank sees") != std::string::npos, m);
+  CHECK_THROWS_AS(std::rethrow_exception(errors[0]), zt::IoError);
+  CHECK(zt::latest_checkpoint(dir.path().string()) == (dir.path() / "step-00000001").string());
+  CHECK(!fs::exists(dir.path() / "step-00000002"));
+}
+
+TEST_CASE("the job id savers and tiers name folders by is drawn once per store") {
+  // Outside zt's launcher (no ZT_JOB_ID) rank 0 draws it; a live A/B switch asks again, and a
+  // second draw raced rank 1's read of the first.
+  const char* had = std::getenv("ZT_JOB_ID");
+  const std::string saved = had ? had : "";
+  unsetenv("ZT_JOB_ID");
+  auto stores = zt::test::make_stores(2);
+  std::vector<std::vector<std::string>> ids(2);
+  zt::test::require_no_errors(zt::test::run_ranks(2, [&](int r) {
+    for (int i = 0; i < 3; ++i) {
+      ids[static_cast<size_t>(r)].push_back(
+          zt::offload_job_id(*stores[static_cast<size_t>(r)], r, std::chrono::seconds(10)));
+    }
+  }));
+  if (had) setenv("ZT_JOB_ID", saved.c_str(), 1);
+  REQUIRE(ids[0].size() == 3);
+  CHECK(!ids[0][0].empty());
+  for (const auto& rank : ids) {
+    for (const std::string& id : rank) CHECK(id == ids[0][0]);
   }
 }
 

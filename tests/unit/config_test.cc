@@ -148,6 +148,9 @@ TEST_CASE("every core rule across keys is tested alone: a config breaking only i
         "run.task = \"train\" needs plugins.optimizer"}},
       {"fp16 needs cuda",
        {"[precision]\ncompute = \"fp16\"\n", "precision.compute = \"fp16\" needs launch.device"}},
+      {"the loss scaler's bounds agree",
+       {"[precision]\nmin_scale = 0.0\n",
+        "job.toml:4:13: precision.min_scale = 0.000000 must be > 0"}},
       {"codecs need their stage",
        {"[zero]\nstage = 2\n[plugins]\ncodec_weights = \"codec_blockq\"\n",
         "job.toml:6:17: plugins.codec_weights needs zero.stage = 3 (stage is 2 at job.toml:4:9)"}}};
@@ -319,4 +322,25 @@ TEST_CASE("an infinite number is refused for any numeric option, naming it") {
       CHECK(contains(e.what(), std::string(set).substr(0, std::string(set).find('='))));
     }
   }
+}
+
+TEST_CASE("the loss scaler's bounds: an overflow must shrink the scale, which stays in range") {
+  const std::string base = std::string(kSmoke) + "[precision]\n";
+  CHECK(contains(error_of(base + "backoff_factor = 1.0\n"),
+                 "precision.backoff_factor = 1.000000 must be between 0 and 1, both excluded"));
+  CHECK(contains(error_of(base + "backoff_factor = 0.0\n"), "both excluded"));
+  CHECK(contains(error_of(base + "max_scale = 65536.0\n"),
+                 "precision.initial_scale = 4294967296.000000 is outside [min_scale, "
+                 "max_scale] = [1.000000, 65536.000000]"));
+  CHECK(contains(error_of(base + "min_scale = 8.0\nmax_scale = 4.0\n"),
+                 "precision.min_scale = 8.000000 is above precision.max_scale = 4.000000"));
+  CHECK_NOTHROW(
+      zt::Config::load_string(base + "max_scale = 65536.0\ninitial_scale = 1024.0\n", "job.toml"));
+}
+
+TEST_CASE("byte sizes stay within what int64 counts") {
+  CHECK_THROWS_WITH_AS(zt::Config::load_string(kSmoke, "job.toml", {"zero.reduce_bucket_mb=1e13"}),
+                       doctest::Contains("zero.reduce_bucket_mb"), zt::ConfigError);
+  CHECK_THROWS_AS(zt::Config::load_string(kSmoke, "job.toml", {"launch.memory_limit_gb=1e10"}),
+                  zt::ConfigError);
 }

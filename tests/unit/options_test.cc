@@ -1,6 +1,8 @@
 // Typed options: checking values against specs, defaults, and the TOML spelling of values.
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "../test_util.h"
 #include "zt/error.h"
 #include "zt/options.h"
@@ -65,4 +67,21 @@ TEST_CASE("values print as TOML that reads back with the same type") {
   CHECK(zt::value_to_toml(std::vector<double>{0.9, 0.95}) ==
         "[0.90000000000000002, 0.94999999999999996]");
   CHECK(zt::value_to_toml(std::vector<std::string>{"x", "y"}) == "[\"x\", \"y\"]");
+}
+
+TEST_CASE("check_option refuses a list holding inf or nan, naming the list") {
+  zt::SourceLocation where{"job.toml", 7, 1};
+  auto steps = zt::opt_double_list("steps", {}, "steps to trace");
+  CHECK(std::get<std::vector<double>>(zt::check_option(steps, std::vector<double>{1, 2}, "trace",
+                                                       where)) == std::vector<double>{1, 2});
+  for (const double bad :
+       {std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    try {
+      zt::check_option(steps, std::vector<double>{1, bad}, "trace", where);
+      FAIL("expected ConfigError");
+    } catch (const zt::ConfigError& e) {
+      CHECK(contains(e.what(), "job.toml:7:1: trace.steps = [1"));
+      CHECK(contains(e.what(), "give finite numbers"));
+    }
+  }
 }

@@ -295,6 +295,8 @@ bool parse_prepare_flag(const std::string& a, const std::function<std::string()>
     p.threads = static_cast<int>(parse_count(a, value(), 1));
   } else if (a == "--unit-kb") {
     p.unit_bytes = parse_count(a, value(), 1) * 1024;
+  } else if (a == "--overwrite") {
+    p.overwrite = true;
   } else if (a.rfind("-", 0) != 0) {
     p.inputs.push_back(a);
   } else {

@@ -186,6 +186,7 @@ Example:
 const char* prepare_data_help() {
   return R"(usage: trainer prepare-data INPUT... --out PREFIX [--tokenizer NAME|FILE] [--tokenizer-dir DIR]
                [--field NAME] [--separator LINE] [--exclude GLOB]... [--threads N] [--unit-kb N]
+               [--overwrite]
 
 Encodes text with a BPE tokenizer on every core and writes PREFIX.bin (the ids, uint16 or uint32
 by vocabulary, <|endoftext|> after each document: data.kind = "tokens" reads it) and PREFIX.idx
@@ -200,6 +201,8 @@ stopped and writes the same bytes.
                       $ZT_TOKENIZER_DIR)
   --threads N         encoding threads (default: every core)
   --unit-kb N         text per work unit (default 8192): what a resume may redo
+  --overwrite         replace a PREFIX.bin / PREFIX.idx that exists (refused otherwise, unless
+                      it is this command's own interrupted run)
 Example:
   trainer prepare-data /usr/share/games/fortunes --exclude '*.dat' --separator % \
     --out runs/data/fortunes --tokenizer gpt2

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -68,8 +69,34 @@ struct UnitResult {
 };
 
 bool is_jsonl(const std::string& path) {
-  const fs::path p(path);
-  return p.extension() == ".jsonl";
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".jsonl" || ext == ".ndjson";
+}
+
+// Corpora often ship compressed (*.jsonl.zst, *.txt.gz): read as text, their bytes would become
+// a document of U+FFFD and train on noise, so a compressed input is refused by its magic bytes.
+void refuse_compressed(const std::string& path, std::string_view head) {
+  struct Format {
+    std::string_view magic, name, tool;
+  };
+  static constexpr Format kFormats[] = {
+      {"\x1f\x8b", "gzip", "gunzip -k"},
+      {"\x28\xb5\x2f\xfd", "zstd", "zstd -d"},
+      {"\xfd"
+       "7zXZ",
+       "xz", "unxz -k"},
+      {"BZh", "bzip2", "bunzip2 -k"},
+  };
+  for (const Format& f : kFormats) {
+    if (head.substr(0, f.magic.size()) != f.magic) continue;
+    // bzip2's "BZh" (text may start so) is followed by a block size digit and its block magic.
+    if (f.name == "bzip2" && (head.size() < 10 || head.substr(4, 6) != "1AY&SY")) continue;
+    throw ConfigError("prepare-data: input '" + path + "' is " + std::string(f.name) +
+                      "-compressed, not text; decompress it first (" + std::string(f.tool) +
+                      " FILE) and give the result, or leave it out with --exclude");
+  }
 }
 
 std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
@@ -110,7 +137,10 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
     InputFile f;
     f.path = p;
     f.jsonl = is_jsonl(p);
-    f.size = map_input(f).size();  // opens it: an unreadable input is refused before any work
+    // Opens it: an unreadable or compressed input is refused before any work.
+    const MappedFile map = map_input(f);
+    f.size = map.size();
+    refuse_compressed(p, map.view().substr(0, 16));
     files.push_back(std::move(f));
   }
   return files;
@@ -255,7 +285,9 @@ void for_each_document(const InputFile& file, const Range& range, const PrepareR
           throw ConfigError(where() + ": no string field '" + r.field +
                             "'; name the field that holds the text with --field");
         }
-        doc(std::string_view(j[r.field].get_ref<const std::string&>()));
+        // An empty text is no document, as in a text file: no lone <|endoftext|>.
+        const std::string& field = j[r.field].get_ref<const std::string&>();
+        if (!field.empty()) doc(std::string_view(field));
       }
       at = nl + 1;
     }
@@ -363,6 +395,18 @@ struct Journal {
   int64_t text_bytes = 0;
   int64_t bytes_done = 0;
 };
+
+// Outputs that exist and that no journal of this preparation accounts for are someone's
+// (an earlier preparation, another tool's PREFIX.bin / .idx): not replaced unless asked.
+void refuse_existing_outputs(const PrepareSummary& s) {
+  for (const std::string& path : {s.tokens_path, s.index_path}) {
+    if (!fs::exists(path)) continue;
+    throw ConfigError("prepare-data: '" + path +
+                      "' exists and no interrupted preparation of these inputs explains it; "
+                      "choose another --out PREFIX, move it aside, or pass --overwrite to "
+                      "replace it");
+  }
+}
 
 std::optional<Journal> read_journal(const std::string& path) {
   std::ifstream in(path);
@@ -485,6 +529,7 @@ PrepareSummary prepare_data(const PrepareRequest& r,
     p.resumed_units = j.units_done;
     p.bytes_resumed = j.bytes_done;
   }
+  if (!intact && !r.overwrite) refuse_existing_outputs(summary);
   const bool finished_before = j.units_done == p.units && !fs::exists(bin_partial);
   if (!finished_before) {
     AppendFile bin(bin_partial, j.bin_bytes, j.units_done == 0);

@@ -30,6 +30,7 @@ struct PrepareRequest {
   std::string separator;  // a line that splits a text file into documents ('' = a file is one)
   int threads = 0;        // 0 = every core
   int64_t unit_bytes = 8 << 20;  // text per work unit
+  bool overwrite = false;        // replace an out_prefix.bin / .idx that exists
 };
 
 struct PrepareProgress {

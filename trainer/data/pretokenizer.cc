@@ -44,7 +44,10 @@ std::string Pretokenizer::to_pcre2(const std::string& pattern) {
         out += in_class ? std::string(kJsSpace) : "[" + std::string(kJsSpace) + "]";
       } else if (e == 'S') {
         if (in_class) {
-          throw InternalError("pretokenizer: \\S inside a character class cannot be rewritten");
+          // A user's encoding may hold one ([^\S\r\n]): its file is wrong for zt, not zt.
+          throw ConfigError("\\S inside a character class (as in [^\\S\\r\\n]) has no "
+                            "rewrite to JavaScript's \\s; write that class as a lookahead, "
+                            "e.g. (?:(?![\\r\\n])\\s)");
         }
         out += "[^" + std::string(kJsSpace) + "]";
       } else {
@@ -123,7 +126,13 @@ struct Pretokenizer::Compiled {
 
 Pretokenizer::Pretokenizer(const std::string& pattern, const std::string& what)
     : compiled_(std::make_unique<Compiled>()), what_(what) {
-  const std::string rewritten = to_pcre2(pattern);
+  std::string rewritten;
+  try {
+    rewritten = to_pcre2(pattern);
+  } catch (const ConfigError& e) {
+    throw ConfigError(what + ": its split pattern: " + e.what() +
+                      " in the encoding file's pat_str");
+  }
   int error = 0;
   PCRE2_SIZE offset = 0;
   compiled_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rewritten.data()), rewritten.size(),

@@ -70,7 +70,14 @@ TokenIndex read_token_index(const std::string& path, bool with_starts) {
   in.read(magic, 8);
   in.read(reinterpret_cast<char*>(&version), 4);
   in.read(reinterpret_cast<char*>(&length), 4);
-  if (!in || std::memcmp(magic, kMagic, 8) != 0) throw broken("not a zt token index");
+  if (!in || std::memcmp(magic, kMagic, 8) != 0) {
+    // Another tool's index of the same name (Megatron writes PREFIX.bin + PREFIX.idx): the way
+    // out keeps it.
+    throw ConfigError("token index '" + path +
+                      "': not a zt token index (another tool's, such as Megatron's?); move it "
+                      "aside to read the .bin beside it as a bare token file (data.token_dtype), "
+                      "or make a zt one with trainer prepare-data --out into another prefix");
+  }
   if (version != kVersion) {
     throw broken("format version " + std::to_string(version) + ", this zt reads version " +
                  std::to_string(kVersion));

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "settings/job_config.h"
 #include "zt/error.h"
 #include "zt/host/trace.h"
 
@@ -175,6 +176,33 @@ std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSetting
     folder = resolve_checkpoint(settings.resume);
   }
   return std::make_unique<CheckpointReader>(folder);
+}
+
+void check_same_model(const std::string& saved_toml, const std::string& now_toml,
+                      const std::string& folder) {
+  for (const char* key : {"kind", "n_head", "activation"}) {
+    const std::string saved = resolved_config_value(saved_toml, "model", key);
+    const std::string now = resolved_config_value(now_toml, "model", key);
+    if (saved.empty() || now.empty() || saved == now) continue;
+    throw ConfigError(std::string("model.") + key + " = " + now + " in this config, but " + folder +
+                      " was trained with " + saved +
+                      ": the same tensors would compute another function; set it back (--set "
+                      "model." +
+                      key + "=" + saved +
+                      "), or export its weights (trainer export) and start a new run from them "
+                      "with model.init_from");
+  }
+}
+
+std::string val_fraction_note(const std::string& saved_toml, const std::string& now_toml) {
+  const std::string saved = resolved_config_value(saved_toml, "data", "val_fraction");
+  const std::string now = resolved_config_value(now_toml, "data", "val_fraction");
+  if (saved.empty() || now.empty() || saved == now) return "";
+  return "  note: data.val_fraction was " + saved + " when this checkpoint trained, now " + now +
+         ": the training windows and the held-out tail moved" +
+         (std::stod(now) > std::stod(saved) ? " (validation now counts samples it trained on)"
+                                            : "") +
+         "\n";
 }
 
 std::string resume_differences(const TrainerState& saved, const TrainerState& now) {

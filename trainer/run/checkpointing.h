@@ -37,6 +37,17 @@ struct TrainerState {
   static TrainerState from_json(const std::string& text, const std::string& folder);
 };
 
+// A checkpoint's config (`saved_toml`, its manifest's) against this job's (`now_toml`, both as
+// JobSettings::config_toml prints them) where tensor shapes cannot tell: a model.kind,
+// model.n_head or model.activation that differs computes another function on the same tensors,
+// so loading it is refused (ConfigError naming the key, both values, `folder` and the way out).
+// A checkpoint without a config (one a Python engine saved without it) is not checked.
+void check_same_model(const std::string& saved_toml, const std::string& now_toml,
+                      const std::string& folder);
+// A note (one line, "" when none) when data.val_fraction differs: the training windows and the
+// held-out tail move, so a validation loss may count samples the checkpoint trained on.
+std::string val_fraction_note(const std::string& saved_toml, const std::string& now_toml);
+
 // The trainer's state after `step` optimizer steps of the job `job` on `world` ranks, `updates`
 // of them applied (skipped ones left out: the schedule counts those), its data at `next_sample`
 // and its lr following `schedule`, with the CPU generator's state now: what a checkpoint of the

@@ -8,6 +8,7 @@
 
 #include "data/data_source.h"
 #include "data/run_tokenizer.h"
+#include "run/checkpointing.h"
 #include "run/evaluation.h"
 #include "run/loaded_model.h"
 #include "settings/job_settings.h"
@@ -53,6 +54,10 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
                                job.eval, env.rank, env.world, s.options.compute_dtype,
                                reader.step());
   if (env.rank != 0) return 0;
+  std::fputs((val_fraction_note(reader.meta().config_toml, job.config_toml) +
+              unsaved_buffers_note(loaded.model->shape))
+                 .c_str(),
+             stdout);
   const std::string composition = "world " + std::to_string(env.world) + ", ZeRO stage " +
                                   std::to_string(s.options.stage) + ", " + s.shard_id +
                                   ", compute " + job.run.compute;

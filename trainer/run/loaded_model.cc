@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "models/torchscript.h"
+#include "run/checkpointing.h"
 #include "settings/job_settings.h"
 #include "zt/host/rendezvous.h"
 
@@ -49,10 +50,26 @@ void broadcast_model_buffers(const models::ModelShape& shape, Composition& setup
   broadcast_buffers(buffers, setup);
 }
 
+std::string unsaved_buffers_note(const models::ModelShape& shape) {
+  if (!shape.custom) return "";
+  std::string names;
+  int64_t count = 0;
+  for (auto& [name, buffer] : shape.custom->buffers()) {
+    if (!buffer.is_floating_point() || buffer.numel() == 0) continue;
+    if (++count <= 3) names += (names.empty() ? "" : ", ") + name;
+  }
+  if (count == 0) return "";
+  return "  note: checkpoints do not hold the model's " + std::to_string(count) +
+         " floating buffer(s) (" + names + (count > 3 ? ", ..." : "") +
+         "): they start from the model file's values, as a BatchNorm's running statistics "
+         "would\n";
+}
+
 LoadedModel load_checkpointed_model(const JobSettings& job, PluginCatalog& catalog,
                                     const RankEnv& env, Store& store,
                                     std::chrono::milliseconds timeout,
                                     const CheckpointReader& reader) {
+  check_same_model(reader.meta().config_toml, job.config_toml, reader.folder());
   LoadedModel loaded;
   loaded.model = std::make_unique<models::Model>();
   loaded.model->shape = models::resolve_model_shape(job.model, catalog);

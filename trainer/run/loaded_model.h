@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "models/model.h"
@@ -31,6 +32,9 @@ void broadcast_model_buffers(const models::ModelShape& shape, Composition& compo
 // The same for any module's buffers (the Python engine's nn.Module): each floating one in the
 // compute dtype, then rank 0's values. Collective.
 void broadcast_buffers(const std::vector<at::Tensor>& buffers, Composition& composition);
+// A note (one line, "" when none) naming the model's floating buffers, which checkpoints do not
+// hold: loaded from one, they keep the model file's values.
+std::string unsaved_buffers_note(const models::ModelShape& shape);
 
 // Members in build order: the engine (in setup) goes first, then the source whose units it owns.
 struct LoadedModel {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "data/run_tokenizer.h"
@@ -60,6 +61,16 @@ class TextOf {
   int64_t text_ids() const {
     if (bpe_) return static_cast<int64_t>(bpe_->vocab_size());
     return bytes_ ? 256 : 0;
+  }
+  // Ids below text_ids() that are no token (cl100k's 100256 and the unassigned ids among its
+  // specials): drawn, they printed as "<|id N|>".
+  std::vector<int64_t> holes() const {
+    std::vector<int64_t> out;
+    if (!bpe_) return out;
+    for (uint32_t id = 0; id < bpe_->vocab_size(); ++id) {
+      if (!bpe_->token_bytes(id)) out.push_back(id);
+    }
+    return out;
   }
 
  private:
@@ -204,6 +215,7 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
   }
   const SamplingSettings how{request.temperature, request.top_k, request.seed};
   const InferenceScope inference(loaded.model->shape);
+  const std::vector<int64_t> holes = text_of.holes();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t n = 0; n < request.max_new_tokens; ++n) {
     const int64_t length = static_cast<int64_t>(g.rows[0].tokens.size());
@@ -217,6 +229,8 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
     if (const int64_t ids = text_of.text_ids(); ids > 0) {
       for (auto& row : logits) {
         if (static_cast<int64_t>(row.size()) > ids) row.resize(static_cast<size_t>(ids));
+        for (const int64_t hole : holes)
+          row[static_cast<size_t>(hole)] = -std::numeric_limits<double>::infinity();
       }
     }
     ++g.forwards;
@@ -343,6 +357,8 @@ int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, con
   const TextOf text_of(tokenizer, job.data.kind == "text");
   const CheckpointReader reader(resolve_checkpoint(request.checkpoint));
   LoadedModel loaded = load_checkpointed_model(job, catalog, env, store, timeout, reader);
+  // On stderr: stdout is the samples.
+  if (env.rank == 0) std::fputs(unsaved_buffers_note(loaded.model->shape).c_str(), stderr);
   const Generation g = generate(loaded, inputs, request, prompt, env, text_of, tokenizer);
   const std::vector<Row> all = gather_samples(g, prompt.size(), request.samples, store, env,
                                               timeout);

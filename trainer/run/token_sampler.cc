@@ -49,7 +49,12 @@ int64_t next_token(const std::vector<double>& logits, const SamplingSettings& se
     cumulative += weights[i];
     if (u < cumulative) return order[i];
   }
-  return order[keep - 1];  // u within rounding of the total
+  // u within rounding of the total: the last id that has a weight (an id whose logit is -inf,
+  // no token, has none).
+  for (int64_t i = keep - 1; i > 0; --i) {
+    if (weights[i] > 0) return order[i];
+  }
+  return order[0];
 }
 
 }  // namespace zt::trainer

@@ -38,7 +38,12 @@ struct TrainRun {
   int64_t next_sample = 0;  // where the next step's global batch starts in the data stream
   int64_t first_step = 0;   // steps trained before this process: the resumed checkpoint's
   double load_seconds = 0;  // reading the resumed checkpoint into the engine
-  Store* store = nullptr;   // live A/B rebuilds the engine's parts through it
+  // The newest checkpoint of this run's own state: the one it resumed from, then each save it
+  // completed. A stop signal's save is skipped when that one is of the same step or recent
+  // (checkpoint.min_interval_s); the folder's `latest` may be another run's (a rollback).
+  int64_t newest_saved_step = -1;
+  std::chrono::steady_clock::time_point newest_saved_at{};
+  Store* store = nullptr;  // live A/B rebuilds the engine's parts through it
   std::chrono::milliseconds timeout{0};
   LiveAb live{};   // [ab]: arms the job alternates between (off with fewer than two)
   size_t arm = 0;  // the live arm training now

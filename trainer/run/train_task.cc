@@ -163,8 +163,11 @@ CheckpointMeta checkpoint_meta(const TrainRun& run, int64_t step) {
 namespace {
 
 // Shows and records a save that completed (rank 0, which published it).
-void report_save(const TrainRun& run, TrainReport& report, const std::optional<SaveStats>& save) {
-  if (!save || run.env.rank != 0) return;
+void report_save(TrainRun& run, TrainReport& report, const std::optional<SaveStats>& save) {
+  if (!save) return;
+  run.newest_saved_step = save->step;
+  run.newest_saved_at = std::chrono::steady_clock::now();
+  if (run.env.rank != 0) return;
   report.log_checkpoint({save->step, save->folder, folder_bytes(save->folder), save->stall_seconds,
                          save->write_seconds});
 }
@@ -194,9 +197,10 @@ OffloadStats tiers_io(const TrainRun& run) {
   return sum;
 }
 
-// A signal asked the job to stop after `step`: a checkpoint of it, unless the newest one is of
-// this step or younger than checkpoint.min_interval_s (rank 0 decides, every rank follows), with
-// `checkpoints` made for the occasion when the job saves none otherwise. Collective.
+// A signal asked the job to stop after `step`: a checkpoint of it, unless this run's newest one
+// (resumed from or saved) is of this step or younger than checkpoint.min_interval_s (rank 0
+// decides, every rank follows), with `checkpoints` made for the occasion when the job saves none
+// otherwise. Collective.
 void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSettings& settings,
                           TrainCheckpoints* checkpoints, int64_t step) {
   std::unique_ptr<TrainCheckpoints> own;
@@ -207,17 +211,14 @@ void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSe
   }
   report_save(run, report, checkpoints->finish());
   at::Tensor skip = at::zeros({1}, at::kFloat);
-  if (run.env.rank == 0) {
-    const std::string latest = latest_checkpoint(settings.dir);
-    if (!latest.empty()) {
-      const CheckpointReader newest(latest);
-      const auto age = std::filesystem::file_time_type::clock::now() -
-                       std::filesystem::last_write_time(latest);
-      if (newest.step() == step ||
-          std::chrono::duration<double>(age).count() < settings.min_interval_s) {
-        skip.fill_(1);
-      }
-    }
+  if (run.env.rank == 0 && run.newest_saved_step >= 0) {
+    // The folder's `latest` is not asked: it may be another run's (this one resumed from an
+    // older step), whose checkpoint the next --resume auto would then take for this run's.
+    const std::chrono::duration<double> age = std::chrono::steady_clock::now() -
+                                              run.newest_saved_at;
+    const bool saved_now = run.newest_saved_at != std::chrono::steady_clock::time_point{} &&
+                           age.count() < settings.min_interval_s;
+    if (run.newest_saved_step == step || saved_now) skip.fill_(1);
   }
   run.setup.comm->all_reduce(skip, ReduceOp::kMax)->wait();
   if (skip.item<float>() > 0) return;
@@ -305,17 +306,22 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
 // and RNG.
 void resume_from(TrainRun& run, const CheckpointReader& reader) {
   const TrainerState saved = TrainerState::from_json(reader.meta().trainer_state, reader.folder());
+  check_same_model(reader.meta().config_toml, run.settings.config_toml, reader.folder());
   const auto t0 = std::chrono::steady_clock::now();
   run.setup.engine->load_checkpoint(reader);
   run.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   restore_cpu_rng_state(saved.rng_state, reader.folder());
   run.first_step = reader.step();
+  run.newest_saved_step = reader.step();  // of unknown age: not "recent"
   run.next_sample = saved.next_sample;
   if (run.env.rank != 0) return;
-  std::printf("resumed from %s at step %lld (saved by: %s; loaded in %.3f s)\n%s",
+  std::printf("resumed from %s at step %lld (saved by: %s; loaded in %.3f s)\n%s%s",
               reader.folder().c_str(), static_cast<long long>(reader.step()),
               reader.meta().saved_by.c_str(), run.load_seconds,
-              resume_differences(saved, trainer_state(run, reader.step())).c_str());
+              resume_differences(saved, trainer_state(run, reader.step())).c_str(),
+              (val_fraction_note(reader.meta().config_toml, run.settings.config_toml) +
+               unsaved_buffers_note(run.model->shape))
+                  .c_str());
   std::fflush(stdout);
 }
 

@@ -79,6 +79,28 @@ class Reader {
     }
     settings_.push_back({zt_key, std::move(v), name_ + ": " + ds_path});
   }
+  // A zt key two DeepSpeed sections feed (offload_optimizer and offload_param share one
+  // [plugin.offload_nvme] and one [plugin.offload_cpu]): a second, different value is refused
+  // naming both, not taken silently by whichever section came last.
+  void set_shared(const std::string& zt_key, Value v, const std::string& ds_path) {
+    for (const auto& s : settings_) {
+      if (s.key != zt_key || s.value == v) continue;
+      problems_.push_back(name_ + ": " + ds_path + " and " + s.origin.substr(name_.size() + 2) +
+                          " set zt's " + zt_key +
+                          " differently, and both roles use that one setting; give them the "
+                          "same value");
+      return;
+    }
+    set(zt_key, std::move(v), ds_path);
+  }
+  // A buffer count or size two sections feed (DeepSpeed sizes each role's staging apart, zt's
+  // one tier serves both): the larger, which serves either.
+  void set_larger(const std::string& zt_key, int64_t v, const std::string& ds_path) {
+    for (const auto& s : settings_) {
+      if (s.key == zt_key && std::get<int64_t>(s.value) >= v) return;
+    }
+    set(zt_key, v, ds_path);
+  }
   void refuse(const std::string& ds_path, const std::string& why) {
     const std::string line = name_ + ": " + ds_path + " is not supported by zt: " + why;
     if (lenient_) warnings_.push_back(line + " (ignored: run.deepspeed_lenient)");
@@ -190,6 +212,9 @@ bool auto_resolves(const std::string& key) {
                                                 "warmup_max_lr",
                                                 "warmup_num_steps",
                                                 "total_num_steps",
+                                                "warmup_type",
+                                                "warmup_min_ratio",
+                                                "cos_min_ratio",
                                                 "nvme_path",
                                                 "pin_memory",
                                                 "buffer_count",
@@ -238,19 +263,22 @@ void read_offload(Reader& r, const json& obj, const std::string& path, bool opti
         else r.set("plugins." + role, it->second, sub);
       }
     } else if (key == "nvme_path") {
-      if (auto p = as_string(r, v, sub)) r.set("plugin.offload_nvme.path", *p, sub);
+      // DeepSpeed reads it only for the nvme device.
+      if (auto p = as_string(r, v, sub); p && device == "nvme")
+        r.set_shared("plugin.offload_nvme.path", *p, sub);
     } else if (key == "pin_memory") {
       if (auto b = as_bool(r, v, sub); b && device == "cpu")
-        r.set("plugin.offload_cpu.pin_memory", *b, sub);
+        r.set_shared("plugin.offload_cpu.pin_memory", *b, sub);
     } else if (key == "buffer_count") {
       if (auto n = as_int(r, v, sub); n && device == "nvme")
-        r.set("plugin.offload_nvme.buffer_count", *n, sub);
+        r.set_larger("plugin.offload_nvme.buffer_count", *n, sub);
     } else if (key == "buffer_size") {
       // Elements of the offloaded dtype -> whole MiB of offload_nvme's staging buffers.
       if (auto n = as_int(r, v, sub); n && device == "nvme") {
-        r.set("plugin.offload_nvme.buffer_mb",
-              static_cast<int64_t>(std::ceil(static_cast<double>(*n) * element_bytes / (1 << 20))),
-              sub);
+        r.set_larger(
+            "plugin.offload_nvme.buffer_mb",
+            static_cast<int64_t>(std::ceil(static_cast<double>(*n) * element_bytes / (1 << 20))),
+            sub);
       }
     } else if (key == "ratio" && optimizer) {
       if (auto x = as_number(r, v, sub)) r.set("zero.offload_optimizer_fraction", *x, sub);
@@ -348,8 +376,9 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
   });
   // hpZ's group and MiCS's are one setting in zt: both given is a contradiction, not a choice.
   const auto hpz = obj.find("zero_hpz_partition_size"), mics = obj.find("mics_shard_size");
+  // DeepSpeed's mics_shard_size default is -1 (MiCS off), which full config dumps carry.
   if (obj.is_object() && hpz != obj.end() && mics != obj.end() && hpz->is_number_integer() &&
-      hpz->get<int64_t>() > 1) {
+      hpz->get<int64_t>() > 1 && !(mics->is_number_integer() && mics->get<int64_t>() <= 0)) {
     r.problem(path, "zero_hpz_partition_size and mics_shard_size both set the group that "
                     "gathers parameters (zero.mics_shard_size in zt); keep one");
   }
@@ -401,11 +430,14 @@ void read_fp16(Reader& r, const json& obj) {
     }
     return true;
   });
-  if (!on) return;
+  // "auto" (Hugging Face's): the zt config's precision.compute decides whether fp16 is on, and
+  // the scaler's settings hold for when it is (they act only in fp16).
+  const bool is_auto_on = obj.is_object() && obj.contains("enabled") && is_auto(obj["enabled"]);
+  if (!on && !is_auto_on) return;
   auto origin = [&](const std::string& key) {
     return from.count(key) ? from[key] : "fp16.enabled (DeepSpeed's default " + key + ")";
   };
-  r.set("precision.compute", std::string("fp16"), "fp16.enabled");
+  if (on) r.set("precision.compute", std::string("fp16"), "fp16.enabled");
   if (loss_scale > 0) {
     // A static scale: the dynamic scaler pinned at one value.
     for (const char* k : {"initial_scale", "min_scale", "max_scale"})
@@ -413,6 +445,9 @@ void read_fp16(Reader& r, const json& obj) {
     return;
   }
   r.set("precision.initial_scale", std::pow(2.0, power), origin("initial_scale_power"));
+  // DeepSpeed's scale has no ceiling; zt's (precision.max_scale, 2^32) is raised to a first
+  // scale above it.
+  if (power > 32) r.set("precision.max_scale", std::pow(2.0, power), origin("initial_scale_power"));
   r.set("precision.growth_interval", static_cast<int64_t>(window), origin("loss_scale_window"));
   r.set("precision.hysteresis", static_cast<int64_t>(hysteresis), origin("hysteresis"));
   r.set("precision.min_scale", min_scale, origin("min_loss_scale"));
@@ -422,14 +457,26 @@ void read_fp16(Reader& r, const json& obj) {
 // weights and gradients (bf16_master_weights_and_grads) in bf16: optim_hybrid_adam's
 // state_dtype and master_dtype. zt's reduced gradients stay fp32 either way (said as a warning).
 void read_bf16(Reader& r, const json& obj, const std::string& path) {
+  // The 16-bit states come with bf16 training ("auto": with the zt config's bf16); with bf16
+  // off they are ignored, said as a warning, not applied to an fp32 job.
+  const bool on = enabled(obj) ||
+                  (obj.is_object() && obj.contains("enabled") && is_auto(obj["enabled"]));
+  const auto ignored = [&](const std::string& sub) {
+    r.warn(sub + " is ignored: " + path + ".enabled is false");
+  };
   each(r, obj, path, [&](const std::string& key, const json& v, const std::string& sub) {
     const auto b = [&] { return as_bool(r, v, sub).value_or(false); };
     if (key == "enabled") {
       if (b()) r.set("precision.compute", std::string("bf16"), sub);
     } else if (key == "bf16_optimizer_states") {
-      if (b()) r.set("plugin.optim_hybrid_adam.state_dtype", std::string("bf16"), sub);
+      if (b() && !on) ignored(sub);
+      else if (b()) r.set("plugin.optim_hybrid_adam.state_dtype", std::string("bf16"), sub);
     } else if (key == "bf16_master_weights_and_grads") {
       if (!b()) return true;
+      if (!on) {
+        ignored(sub);
+        return true;
+      }
       r.set("plugin.optim_hybrid_adam.master_dtype", std::string("bf16"), sub);
       r.warn(sub + ": the master weights are kept in bf16 (rounded stochastically: "
                    "plugin.optim_hybrid_adam.master_rounding); zt's reduced gradients stay fp32");
@@ -537,11 +584,19 @@ void read_scheduler(Reader& r, const json& obj) {
                     : type == "WarmupDecayLR" ? "linear"
                                               : "constant"),
         at);
-  if (!is_auto_param("warmup_num_steps")) r.set("run.warmup_steps", warmup, at);
-  if (!is_auto_param("warmup_type")) r.set("run.warmup_type", warmup_type, at);
+  // A setting's origin is the parameter it came from (an out-of-range value is named where it
+  // is), or the type whose default it is.
+  const auto origin = [&](const char* key) {
+    return params.is_object() && params.contains(key) ? "scheduler.params." + std::string(key) : at;
+  };
+  if (!is_auto_param("warmup_num_steps"))
+    r.set("run.warmup_steps", warmup, origin("warmup_num_steps"));
+  if (!is_auto_param("warmup_type")) r.set("run.warmup_type", warmup_type, origin("warmup_type"));
   if (cosine) {
-    if (!is_auto_param("warmup_min_ratio")) r.set("run.warmup_min_ratio", min_ratio, at);
-    if (!is_auto_param("cos_min_ratio")) r.set("run.min_lr_ratio", cos_min, at);
+    if (!is_auto_param("warmup_min_ratio"))
+      r.set("run.warmup_min_ratio", min_ratio, origin("warmup_min_ratio"));
+    if (!is_auto_param("cos_min_ratio"))
+      r.set("run.min_lr_ratio", cos_min, origin("cos_min_ratio"));
   } else {
     // WarmupLR / WarmupDecayLR set the peak lr themselves, over the optimizer's; "auto" leaves
     // the optimizer's (or the zt config's) lr the peak.
@@ -553,9 +608,15 @@ void read_scheduler(Reader& r, const json& obj) {
                 "the peak (run.warmup_min_ratio); give warmup_max_lr as a number, or set "
                 "run.warmup_min_ratio in the zt config");
     } else if (!is_auto_param("warmup_min_lr")) {
-      r.set("run.warmup_min_ratio", max_lr > 0 && !max_auto ? min_lr / max_lr : 0.0, at);
+      r.set("run.warmup_min_ratio", max_lr > 0 && !max_auto ? min_lr / max_lr : 0.0,
+            origin("warmup_min_lr"));
     }
-    r.set("run.min_lr_ratio", 0.0, at);
+    // WarmupDecayLR decays to warmup_min_lr (DeepSpeed's min_lr + (max_lr - min_lr) * gamma);
+    // WarmupLR never decays, so its floor is never reached.
+    const bool floor_at_min = type == "WarmupDecayLR" && !max_auto &&
+                              !is_auto_param("warmup_min_lr") && max_lr > 0;
+    r.set("run.min_lr_ratio", floor_at_min ? min_lr / max_lr : 0.0,
+          floor_at_min ? origin("warmup_min_lr") : at);
   }
   if (type != "WarmupLR") {
     // "auto": the run's steps, which is what run.decay_steps = 0 means.
@@ -584,6 +645,10 @@ void read_batch(Reader& r, const json& root, int world) {
     if (value && *value < 1) {
       r.problem(key, std::to_string(*value) + " is not a count of samples or steps; give 1 or "
                                               "more, or leave it out");
+      positive = false;
+    } else if (value && *value > (int64_t{1} << 30)) {
+      // Their product with the world size must stay inside int64.
+      r.problem(key, std::to_string(*value) + " is past what zt takes (2^30)");
       positive = false;
     }
   }

@@ -19,5 +19,14 @@ inline constexpr const char* kConfigSpokenVariable = "ZT_CONFIG_SPOKEN";
 // warnings printed to stderr once (by rank 0 or the launcher). Throws what the loaders throw
 // (ConfigError, PluginError).
 Config load_job_config(const std::string& path, const std::vector<std::string>& overrides);
+// As load_job_config(), from text (Python's config dicts and strings); `source_name` stands for
+// the file name in messages.
+Config load_job_config_string(const std::string& toml_text, const std::string& source_name,
+                              const std::vector<std::string>& overrides);
+
+// One key of a resolved config's text (JobSettings::config_toml, as a checkpoint records it),
+// as TOML; "" when the text has none (or is empty).
+std::string resolved_config_value(const std::string& toml, const std::string& section,
+                                  const std::string& key);
 
 }  // namespace zt::trainer

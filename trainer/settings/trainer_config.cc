@@ -71,8 +71,9 @@ SectionSpec data_section() {
        opt_string("tokenizer_dir", "",
                   "where the encodings' files are ('' = $ZT_TOKENIZER_DIR, else the source "
                   "tree's .tools/node_modules, where scripts/setup.sh installs them)"),
-       opt_int("micro_batch", 4, "samples per rank per micro step", 1),
-       opt_int("grad_accum", 1, "micro steps accumulated per optimizer step", 1),
+       // Bounded so micro_batch x grad_accum x ranks stays far inside int64.
+       opt_int("micro_batch", 4, "samples per rank per micro step", 1, 1 << 20),
+       opt_int("grad_accum", 1, "micro steps accumulated per optimizer step", 1, 1 << 20),
        opt_int("global_batch", 0,
                "samples per optimizer step over all ranks; must equal "
                "micro_batch * grad_accum * world (0 = that product)",

@@ -131,6 +131,9 @@ TEST_CASE("estimate: a MiCS group no wider than a host may still straddle two, a
   CHECK(zt::groups_on_one_host(4, 2, 4, true));
   CHECK(zt::groups_on_one_host(4, 2, 2, true) == false);
   CHECK(zt::groups_on_one_host(4, 2, 0, false) == false);  // unknown hosts
+  // One process is one host, whatever the launcher said (a plain `python train.py` coded its
+  // gathers with codec_scope = "across_hosts").
+  CHECK(zt::groups_on_one_host(1, 1, 0, false));
   const CommEstimate e = estimate({"zero.stage=2", "launch.nproc=12", "zero.mics_shard_size=4",
                                    "plugins.codec_gradients=codec_blockq", "codec.gradients.bits=4",
                                    "zero.codec_scope=\"across_hosts\""},

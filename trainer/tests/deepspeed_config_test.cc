@@ -4,6 +4,8 @@
 // syntax errors with line and column, the batch rule, and the TOML winning over the JSON.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include <map>
 
 #include "settings/deepspeed_config.h"
@@ -73,9 +75,9 @@ TEST_CASE("DeepSpeed ZeRO-1 with fp16, Adam and WarmupLR, key by key") {
                   {"plugin.optim_hybrid_adam.lr", 0.001, "scheduler.params.warmup_max_lr"},
                   {"plugin.optim_hybrid_adam.adamw", true, "optimizer.type"},
                   {"run.lr_schedule", std::string("constant"), "scheduler.type"},
-                  {"run.warmup_steps", int64_t{1000}, "scheduler.type"},
+                  {"run.warmup_steps", int64_t{1000}, "scheduler.params.warmup_num_steps"},
                   {"run.warmup_type", std::string("log"), "scheduler.type"},
-                  {"run.warmup_min_ratio", 0.0, "scheduler.type"},
+                  {"run.warmup_min_ratio", 0.0, "scheduler.params.warmup_min_lr"},
                   {"run.min_lr_ratio", 0.0, "scheduler.type"},
                   {"zero.gradient_clipping", 1.0, "gradient_clipping"},
                   {"precision.compute", std::string("fp16"), "fp16.enabled"},
@@ -135,6 +137,7 @@ TEST_CASE("DeepSpeed ZeRO-3 with NVMe offload of states and parameters, key by k
        {"plugins.offload_param", std::string("offload_nvme"), z + "offload_param.device"},
        // Both tiers name the same folder; the param's, read last, stands.
        {"plugin.offload_nvme.path", std::string("/local_nvme"), z + "offload_param.nvme_path"},
+       // Each role's staging apart in DeepSpeed (4 and 5), one tier's in zt: the larger.
        {"plugin.offload_nvme.buffer_count", int64_t{5}, z + "offload_param.buffer_count"},
        // 1e8 fp32 elements = 381.5 MiB, rounded up to whole MiB.
        {"plugin.offload_nvme.buffer_mb", int64_t{382}, z + "offload_param.buffer_size"},
@@ -162,8 +165,8 @@ TEST_CASE(
                  {{"plugins.optimizer", std::string("optim_hybrid_adam"), "optimizer.type"},
                   {"plugin.optim_hybrid_adam.adamw", true, "optimizer.type"},
                   {"run.lr_schedule", std::string("cosine"), "scheduler.type"},
-                  {"run.warmup_steps", int64_t{20}, "scheduler.type"},
-                  {"run.warmup_type", std::string("linear"), "scheduler.type"},
+                  {"run.warmup_steps", int64_t{20}, "scheduler.params.warmup_num_steps"},
+                  {"run.warmup_type", std::string("linear"), "scheduler.params.warmup_type"},
                   {"run.warmup_min_ratio", 0.0, "scheduler.type"},
                   {"run.min_lr_ratio", 0.0001, "scheduler.type"},
                   {"run.decay_steps", int64_t{200}, "scheduler.params.total_num_steps"},
@@ -185,11 +188,12 @@ TEST_CASE("DeepSpeed's deprecated cpu_offload forms still work, with its advice 
        {"plugins.offload_optimizer", std::string("offload_cpu"), "zero_optimization.cpu_offload"},
        {"plugin.offload_cpu.pin_memory", false, "zero_optimization.cpu_offload_use_pin_memory"},
        {"run.lr_schedule", std::string("linear"), "scheduler.type"},
-       {"run.warmup_steps", int64_t{10}, "scheduler.type"},
+       {"run.warmup_steps", int64_t{10}, "scheduler.params.warmup_num_steps"},
        {"run.warmup_type", std::string("log"), "scheduler.type"},
        {"plugin.optim_hybrid_adam.lr", 0.001, "scheduler.params.warmup_max_lr"},
-       {"run.warmup_min_ratio", 0.1, "scheduler.type"},
-       {"run.min_lr_ratio", 0.0, "scheduler.type"},
+       {"run.warmup_min_ratio", 0.1, "scheduler.params.warmup_min_lr"},
+       // WarmupDecayLR ends at warmup_min_lr: min_lr + (max_lr - min_lr) x gamma, as DeepSpeed.
+       {"run.min_lr_ratio", 0.1, "scheduler.params.warmup_min_lr"},
        {"run.decay_steps", int64_t{100}, "scheduler.params.total_num_steps"}});
 }
 
@@ -240,6 +244,70 @@ TEST_CASE("DeepSpeed ZeRO++: qwZ and qgZ are codec_blockq at 8 and 4 bits, hpZ a
   CHECK(has(refusal(R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2,
                         "mics_shard_size": 4}})"),
             "zero_optimization: zero_hpz_partition_size and mics_shard_size both set the group"));
+  // MiCS's "off" (-1, DeepSpeed's default, which full config dumps carry) is no contradiction.
+  const auto dump = zt::trainer::read_deepspeed_json(
+      R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2,
+                                "mics_shard_size": -1}})",
+      "ds.json", false, 2);
+  std::map<std::string, std::string> got;
+  for (const auto& setting : dump.settings) got[setting.key] = zt::value_to_toml(setting.value);
+  CHECK(got["zero.mics_shard_size"] == "2");
+}
+
+TEST_CASE("offload_optimizer and offload_param share zt's one tier table: no silent last word") {
+  const std::string both = R"({"zero_optimization": {"stage": 3,
+    "offload_optimizer": {"device": "nvme", "nvme_path": "/nvme0"},
+    "offload_param": {"device": "nvme", "nvme_path": "/nvme1"}}})";
+  const std::string e = refusal(both);
+  CHECK(has(e, "zero_optimization.offload_param.nvme_path and "
+               "zero_optimization.offload_optimizer.nvme_path set zt's plugin.offload_nvme.path "
+               "differently"));
+  // nvme_path is read only for the nvme device (DeepSpeed's rule): a cpu tier's is no table.
+  const auto cpu = zt::trainer::read_deepspeed_json(
+      R"({"zero_optimization": {"stage": 2,
+          "offload_optimizer": {"device": "cpu", "nvme_path": "/nvme0"}}})",
+      "ds.json", false, 2);
+  for (const auto& setting : cpu.settings) CHECK(setting.key != "plugin.offload_nvme.path");
+}
+
+TEST_CASE("fp16 \"auto\" keeps its loss scaler settings for when the zt config computes in fp16") {
+  const auto s = zt::trainer::read_deepspeed_json(
+      R"({"fp16": {"enabled": "auto", "loss_scale": 0, "initial_scale_power": 12,
+                   "loss_scale_window": 500, "hysteresis": 3, "min_loss_scale": 2}})",
+      "ds.json", false, 2);
+  std::map<std::string, std::string> got;
+  for (const auto& setting : s.settings) got[setting.key] = zt::value_to_toml(setting.value);
+  CHECK(got.count("precision.compute") == 0);  // the zt config's
+  CHECK(got["precision.initial_scale"] == zt::value_to_toml(4096.0));
+  CHECK(got["precision.growth_interval"] == "500");
+  CHECK(got["precision.hysteresis"] == "3");
+  CHECK(got["precision.min_scale"] == zt::value_to_toml(2.0));
+  // A first scale above zt's ceiling raises the ceiling (DeepSpeed has none).
+  const auto high = zt::trainer::read_deepspeed_json(
+      R"({"fp16": {"enabled": true, "initial_scale_power": 40}})", "ds.json", false, 2);
+  got.clear();
+  for (const auto& setting : high.settings) got[setting.key] = zt::value_to_toml(setting.value);
+  CHECK(got["precision.max_scale"] == zt::value_to_toml(std::pow(2.0, 40)));
+  // The cosine schedule's "auto" ratios are the zt config's, not refused.
+  const auto cosine = zt::trainer::read_deepspeed_json(
+      R"({"scheduler": {"type": "WarmupCosineLR",
+          "params": {"total_num_steps": 10, "cos_min_ratio": "auto",
+                     "warmup_min_ratio": "auto", "warmup_type": "auto"}}})",
+      "ds.json", false, 2);
+  got.clear();
+  for (const auto& setting : cosine.settings) got[setting.key] = zt::value_to_toml(setting.value);
+  CHECK(got.count("run.min_lr_ratio") == 0);
+  CHECK(got.count("run.warmup_type") == 0);
+}
+
+TEST_CASE("bf16's 16-bit states are ignored, with a warning, when bf16 is off") {
+  const auto s = zt::trainer::read_deepspeed_json(
+      R"({"bf16": {"enabled": false, "bf16_optimizer_states": true,
+                   "bf16_master_weights_and_grads": true}})",
+      "ds.json", false, 2);
+  CHECK(s.settings.empty());
+  REQUIRE(s.warnings.size() == 2);
+  CHECK(has(s.warnings[0], "bf16.bf16_master_weights_and_grads is ignored: bf16.enabled is false"));
 }
 
 TEST_CASE("DeepSpeed's bf16 optimizer states and master weights are optim_hybrid_adam's dtypes") {

@@ -182,7 +182,9 @@ TEST_CASE(
   CHECK(read_token_index(resumed.index_path).document_starts ==
         read_token_index(whole.index_path).document_starts);
 
-  // Partial tokens cut short since the interruption are not padded back: it starts over.
+  // Partial tokens cut short since the interruption are not padded back: it starts over (over
+  // the finished files above, which it may replace).
+  r.overwrite = true;
   CHECK_THROWS_AS(prepare_data(
                       r,
                       [](const PrepareProgress& p) {
@@ -207,6 +209,35 @@ TEST_CASE(
   CHECK(test::read_file(fresh.tokens_path) != test::read_file(whole.tokens_path));
 }
 
+TEST_CASE("prepare-data: outputs that exist are replaced only with --overwrite") {
+  Corpus c;
+  fill(c);
+  // Another tool's PREFIX.bin / PREFIX.idx (Megatron's pair has these names).
+  test::write_file(c.dir.path() / "corpus.bin", "their tokens");
+  test::write_file(c.dir.path() / "corpus.idx", "their index");
+  PrepareRequest r = c.request("corpus");
+  CHECK_THROWS_WITH_AS(prepare_data(r, nullptr),
+                       doctest::Contains("corpus.bin' exists and no interrupted preparation"),
+                       ConfigError);
+  CHECK_THROWS_WITH_AS(prepare_data(r, nullptr), doctest::Contains("pass --overwrite"),
+                       ConfigError);
+  CHECK(test::read_file(c.dir.path() / "corpus.bin") == "their tokens");
+  CHECK(test::read_file(c.dir.path() / "corpus.idx") == "their index");
+  // Read as a token index, the other tool's says so and how to keep it.
+  CHECK_THROWS_WITH_AS(read_token_index((c.dir.path() / "corpus.idx").string()),
+                       doctest::Contains("move it aside"), ConfigError);
+  // An index alone is someone's too.
+  fs::remove(c.dir.path() / "corpus.bin");
+  CHECK_THROWS_WITH_AS(prepare_data(r, nullptr), doctest::Contains("corpus.idx' exists"),
+                       ConfigError);
+  r.overwrite = true;
+  const PrepareSummary s = prepare_data(r, nullptr);
+  CHECK(read_token_index(s.index_path).documents == 5);
+  // A finished preparation run again is refused as well: its files are someone's by then.
+  r.overwrite = false;
+  CHECK_THROWS_AS(prepare_data(r, nullptr), ConfigError);
+}
+
 TEST_CASE("prepare-data: separator lines end in LF or CRLF") {
   Corpus c;
   fill(c);
@@ -229,10 +260,37 @@ TEST_CASE("prepare-data: inputs it cannot read as asked are named with their lin
   test::write_file(c.dir.path() / "in/b.jsonl", "{\"text\": \"ok\"}\n\n{broken\n");
   CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
                        doctest::Contains("b.jsonl:3: not a JSON line"), ConfigError);
+  // Compressed corpora (*.jsonl.zst, *.txt.gz) are not text: refused by their magic bytes.
+  test::write_file(c.dir.path() / "in/b.jsonl", "{\"text\": \"ok\"}\n");
+  test::write_file(c.dir.path() / "in/e.jsonl.gz", std::string("\x1f\x8b\x08\x00rest", 8));
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
+                       doctest::Contains("e.jsonl.gz' is gzip-compressed, not text"), ConfigError);
+  fs::remove(c.dir.path() / "in/e.jsonl.gz");
+  test::write_file(c.dir.path() / "in/e.zst", std::string("\x28\xb5\x2f\xfd\x00\x00", 6));
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr), doctest::Contains("zstd-compressed"),
+                       ConfigError);
+  fs::remove(c.dir.path() / "in/e.zst");
+  // Text that merely starts like bzip2's magic is text.
+  test::write_file(c.dir.path() / "in/e.txt", "BZh is not a word\n");
+  CHECK_NOTHROW(prepare_data(c.request("y"), nullptr));
   PrepareRequest missing = c.request("x");
   missing.inputs = {(c.dir.path() / "nowhere").string()};
   CHECK_THROWS_WITH_AS(prepare_data(missing, nullptr), doctest::Contains("nowhere' does not exist"),
                        ConfigError);
+}
+
+TEST_CASE("prepare-data: .ndjson is JSONL too, and an empty text is no document") {
+  Corpus c;
+  fill(c);
+  const PrepareSummary jsonl = prepare_data(c.request("jsonl"), nullptr);
+  // The same lines in a .NDJSON file, with empty texts among them.
+  fs::rename(c.dir.path() / "in/b.jsonl", c.dir.path() / "in/b.NDJSON");
+  test::write_file(c.dir.path() / "in/b.NDJSON",
+                   "{\"text\": \"at the inn\", \"id\": 1}\n{\"text\": \"\"}\n\n"
+                   "{\"text\": \"caf\\u00e9 <|endoftext|>\"}\n{\"text\": \"\"}\n");
+  const PrepareSummary ndjson = prepare_data(c.request("ndjson"), nullptr);
+  CHECK(ndjson.progress.documents == 5);
+  CHECK(test::read_file(ndjson.tokens_path) == test::read_file(jsonl.tokens_path));
 }
 
 TEST_CASE("prepare-data: JSONL lines with bytes that are not UTF-8 or half a surrogate pair") {
@@ -265,6 +323,7 @@ TEST_CASE("prepare-data: --out inside an input folder leaves its own files out o
   PrepareRequest inside = c.request("in/corpus");
   const PrepareSummary first = prepare_data(inside, nullptr);
   test::write_file(c.dir.path() / "in/corpus.bin.partial", "stale partial bytes");
+  inside.overwrite = true;
   const PrepareSummary second = prepare_data(inside, nullptr);
   CHECK(test::read_file(first.tokens_path) == test::read_file(outside.tokens_path));
   CHECK(test::read_file(second.tokens_path) == test::read_file(outside.tokens_path));

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,18 @@ TEST_CASE("a draw follows softmax(logits / temperature) over the top k") {
     }
     CHECK(std::abs(static_cast<double>(ones) / draws - expected) < 0.015);
   }
+}
+
+TEST_CASE("an id whose logit is -inf (no token of the tokenizer) is never drawn") {
+  // Ids 1 and 3 are holes of the vocabulary (cl100k's 100256, say); the others are equal, so a
+  // draw lands anywhere, the last one included (the fallback when u rounds to the total).
+  const double hole = -std::numeric_limits<double>::infinity();
+  const std::vector<double> logits = {0.0, hole, 0.0, hole};
+  for (int64_t position = 0; position < 2000; ++position) {
+    const int64_t id = next_token(logits, SamplingSettings{5.0, 0, 11}, 0, position);
+    REQUIRE((id == 0 || id == 2));
+  }
+  CHECK(next_token(logits, SamplingSettings{0.0, 0, 11}, 0, 0) == 0);
 }
 
 TEST_CASE("a draw depends on (seed, sample, position) alone") {

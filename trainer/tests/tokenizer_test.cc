@@ -83,6 +83,12 @@ TEST_CASE("pretokenizer: \\s becomes JavaScript's white space and (?i:) folds AS
   CHECK(Pretokenizer::to_pcre2(R"((?i:[^a-fX_])[ab])") == R"((?:[^a-fA-FXx_])[ab])");
   CHECK(Pretokenizer::to_pcre2(R"((?i:\p{Lu}'s\x{0B}))") == R"((?:\p{Lu}'[sS]\x{0B}))");
   CHECK_THROWS_AS(Pretokenizer("(unclosed", "encoding 'x'"), ConfigError);
+  // A user's file with \S in a class: its pattern is named, with a rewrite to use (it was an
+  // InternalError, zt's own fault by its exit code).
+  CHECK_THROWS_WITH_AS(Pretokenizer(R"([^\S\r\n]+)", "encoding 'mine.json'"),
+                       doctest::Contains("encoding 'mine.json': its split pattern: \\S inside a "
+                                         "character class"),
+                       ConfigError);
 }
 
 TEST_CASE("pretokenizer: GPT-2's pattern splits words, contractions, numbers and spaces") {

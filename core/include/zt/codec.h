@@ -30,8 +30,10 @@ class ZT_API Codec {
   // The bytes encode() writes for `numel` elements, numel >= 0 (0 for 0). Pure; never throws.
   virtual int64_t encoded_bytes(int64_t numel) const = 0;
   // Encodes a run of elements.
-  //   in:    in, `numel` fp32 values; finite (the engine skips steps with NaN or inf gradients
-  //          before they reach a codec; a codec may encode a non-finite value as anything).
+  //   in:    in, `numel` fp32 values, which may hold NaN or inf (an overflowing step's gradients
+  //          are coded before the engine sees the sums): such a value must decode as NaN or inf
+  //          (itself, or its block's), since the engine finds the overflow, and skips the step,
+  //          by the decoded values.
   //   numel: in, >= 0.
   //   out:   out, encoded_bytes(numel) bytes, not overlapping `in`.
   // Never throws.

@@ -75,10 +75,31 @@ int64_t parse_step_folder(const std::string& name) {
   return step;
 }
 
-bool is_complete_checkpoint(const std::string& folder) {
+namespace {
+
+// A file-system error other than "not there" (EACCES, ESTALE, EIO of a shared file system) is
+// not "no checkpoint": read as one, `--resume auto` started over from step 0, or from an older
+// step, and the fresh run's first save pruned the real run's checkpoints.
+void throw_unless_absent(const std::error_code& ec, const fs::path& what) {
+  if (!ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) {
+    return;
+  }
+  throw IoError("cannot read " + what.string() + ": " + ec.message() +
+                "; check that file system (which checkpoint is the newest cannot be told "
+                "until it can be read)");
+}
+
+bool is_file(const fs::path& path) {
   std::error_code ec;
-  return fs::is_regular_file(fs::path(folder) / kManifestName, ec) &&
-         fs::is_regular_file(fs::path(folder) / kManifestCrcName, ec);
+  const bool file = fs::is_regular_file(path, ec);
+  throw_unless_absent(ec, path);
+  return file;
+}
+
+}  // namespace
+
+bool is_complete_checkpoint(const std::string& folder) {
+  return is_file(fs::path(folder) / kManifestName) && is_file(fs::path(folder) / kManifestCrcName);
 }
 
 std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& dir) {
@@ -90,6 +111,7 @@ std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::str
       found.emplace_back(step, it->path().string());
     }
   }
+  throw_unless_absent(ec, dir);
   std::sort(found.begin(), found.end());
   return found;
 }
@@ -114,37 +136,36 @@ bool exchange_folders(const std::string& temp, const std::string& final_path) {
 void publish_checkpoint(const std::string& dir, const std::string& temp,
                         const std::string& final_name) {
   const std::string final_path = (fs::path(dir) / final_name).string();
-  // The new `latest` is written before the rename and committed after it: a kill between the
-  // two leaves it pending beside a complete folder, which readers take as the latest (a kill
-  // there used to leave `latest` one checkpoint behind, and a restart lost a whole interval).
   const std::string latest = (fs::path(dir) / kLatestName).string();
-  const std::string pending = write_replacement(latest, final_name + "\n");
-  const auto fail = [&](const std::string& message) {
-    std::error_code ignored;
-    fs::remove(pending, ignored);
-    throw IoError(message);
-  };
   std::error_code ec;
   if (fs::exists(final_path, ec)) {
     // The same step saved again (a run resumed from an older checkpoint): the two are swapped,
     // then the old one (now at `temp`) removed. Removing it first lost both to a kill between
     // the removal and the rename: the new one, still temporary, was removed at the next start.
+    // `latest` is written only after the swap: pending before it, it named the old folder of
+    // this step (another run's), which a kill there made the latest.
     if (exchange_folders(temp, final_path)) {
       fsync_dir(dir);
-      commit_replacement(pending, latest);
+      commit_replacement(write_replacement(latest, final_name + "\n"), latest);
       remove_checkpoint_folder(temp, ec);
       return;
     }
     remove_checkpoint_folder(final_path, ec);
     if (ec) {
-      fail("cannot replace " + final_path + " (left by an earlier run): " + ec.message() +
-           "; remove it by hand");
+      throw IoError("cannot replace " + final_path + " (left by an earlier run): " + ec.message() +
+                    "; remove it by hand");
     }
   }
+  // The new `latest` is written before the rename and committed after it: a kill between the
+  // two leaves it pending beside a complete folder, which readers take as the latest (a kill
+  // there used to leave `latest` one checkpoint behind, and a restart lost a whole interval).
+  const std::string pending = write_replacement(latest, final_name + "\n");
   fs::rename(temp, final_path, ec);
   if (ec) {
-    fail("cannot rename " + temp + " to " + final_path + ": " + ec.message() +
-         "; the previous checkpoint stays the latest");
+    std::error_code ignored;
+    fs::remove(pending, ignored);
+    throw IoError("cannot rename " + temp + " to " + final_path + ": " + ec.message() +
+                  "; the previous checkpoint stays the latest");
   }
   fsync_dir(dir);
   commit_replacement(pending, latest);

@@ -185,9 +185,7 @@ void CheckpointRankWriter::Impl::write_snapshot() {
     } else if (err != EINVAL) {
       throw IoError("cannot write " + std::to_string(direct) + " bytes of the snapshot to " +
                     path_ + ": " + ckpt::errno_text(err) +
-                    (err == ENOSPC ? "; the disk is full: free space or point checkpoint.dir "
-                                     "elsewhere"
-                                   : "; check the storage"));
+                    ckpt::write_way_out(err, "point checkpoint.dir elsewhere"));
     }
   }
   if (buffer_bytes_ > done) file_.write_data(done, buffer_ + done, buffer_bytes_ - done);

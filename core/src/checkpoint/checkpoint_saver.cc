@@ -1,5 +1,9 @@
 #include "checkpoint/checkpoint_saver.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <filesystem>
@@ -168,8 +172,30 @@ std::vector<ckpt::RankReport> gather_reports(SaveTask& t, ckpt::RankReport own) 
   return reports;
 }
 
+// Rank 0: what each rank reported writing must be in the folder it publishes. A
+// checkpoint.dir that is not one file system for every rank (each node's own disk) held only
+// rank 0's file there: it was published whole, and the older checkpoints were pruned.
+void check_rank_files(const SaveTask& t, const std::vector<ckpt::RankReport>& reports) {
+  for (const ckpt::RankReport& r : reports) {
+    const fs::path path = fs::path(t.temp) / r.file.name;
+    // Opening (not a stat by name) makes an NFS client look again at the folder.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    const bool seen = fd >= 0 && ::fstat(fd, &st) == 0;
+    if (fd >= 0) ::close(fd);
+    if (seen && st.st_size == r.file.bytes) continue;
+    throw IoError("checkpoint of step " + std::to_string(t.step) + ": rank " +
+                  std::to_string(r.rank) + " wrote " + path.string() + " (" +
+                  std::to_string(r.file.bytes) + " bytes), but rank 0 finds " +
+                  (seen ? "it with " + std::to_string(st.st_size) + " bytes" : "no such file") +
+                  "; checkpoint.dir must be one file system every rank sees (a shared one, not "
+                  "each node's own disk); the previous checkpoint stays the latest");
+  }
+}
+
 // Rank 0: the manifest into the temporary folder, then the rename that makes it the latest.
 void publish(SaveTask& t, const std::vector<ckpt::RankReport>& reports) {
+  check_rank_files(t, reports);
   const std::string text = ckpt::manifest_to_json(ckpt::assemble_manifest(t.step, t.meta, reports));
   const fs::path temp(t.temp);
   ckpt::replace_file_atomically((temp / ckpt::kManifestName).string(), text);
@@ -180,10 +206,19 @@ void publish(SaveTask& t, const std::vector<ckpt::RankReport>& reports) {
   ckpt::publish_checkpoint(t.options.dir, t.temp, name);
   t.stats.publish_seconds = seconds_since(t.start);
   t.stats.folder = (fs::path(t.options.dir) / name).string();
-  const std::string best = t.options.keep_best.empty()
-                               ? ""
-                               : ckpt::update_best(t.options.dir, t.options.keep_best);
-  ckpt::prune_checkpoints(t.options.dir, t.options.keep_last, t.stats.folder, best);
+  // The checkpoint is saved and the latest from here: what follows only tidies, and its
+  // failure is a warning, not a failed save (which skipped the metrics line and the pruning).
+  try {
+    const std::string best = t.options.keep_best.empty()
+                                 ? ""
+                                 : ckpt::update_best(t.options.dir, t.options.keep_best);
+    ckpt::prune_checkpoints(t.options.dir, t.options.keep_last, t.stats.folder, best);
+  } catch (const std::exception& e) {
+    std::cerr << "zt: warning: " << t.stats.folder
+              << " is saved and the latest, but keeping `best` or removing older checkpoints "
+                 "failed: "
+              << e.what() << "\n";
+  }
 }
 
 // What follows the engine's part: on the writer thread (async) or in save() (sync).

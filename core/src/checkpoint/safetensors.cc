@@ -16,6 +16,13 @@
 
 namespace zt {
 
+// safetensors is little-endian, and zt writes and reads host values as their bytes (the CRCs
+// cover the same bytes): a big-endian build would make files that pass its own checks and are
+// wrong for every other reader.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "zt's checkpoints and safetensors files are written as host bytes: little-endian "
+              "hosts only");
+
 namespace {
 
 constexpr int64_t kMaxHeaderJson = kSafetensorsMaxHeaderJson;
@@ -89,8 +96,7 @@ void SafetensorsWriter::Impl::pwrite_or_throw(int64_t file_offset, const void* d
                                               const std::string& what) {
   int err = ckpt::pwrite_full(fd, data, bytes, file_offset);
   if (err == 0) return;
-  std::string way_out = err == ENOSPC ? "; the disk is full: free space or write elsewhere"
-                                      : "; check the storage";
+  const std::string way_out = ckpt::write_way_out(err, "write elsewhere");
   throw IoError("cannot write " + std::to_string(bytes) + " bytes of " + what + " to " + path +
                 " at offset " + std::to_string(file_offset) + ": " + ckpt::errno_text(err) +
                 way_out);

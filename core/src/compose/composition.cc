@@ -26,6 +26,17 @@ bool codes_groups(const EngineSettings& settings, bool on_one_host) {
 void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& catalog, int world,
                  int group_size, int ranks_per_host) {
   const int replicas = world / group_size;
+  // Which ranks share a host decides what "across_hosts" codes; unknown, every collective
+  // would be coded, the ones inside a host too, against what the scope promises.
+  if (settings.codecs_across_hosts_only && world > 1 && ranks_per_host <= 0 &&
+      (settings.codec_weights.chosen() || settings.codec_gradients.chosen())) {
+    throw ConfigError(settings.places.where("zero.codec_scope") +
+                      ": zero.codec_scope = \"across_hosts\" needs to know which ranks share a "
+                      "host, but the launcher did not say (LOCAL_WORLD_SIZE, "
+                      "OMPI_COMM_WORLD_LOCAL_SIZE or SLURM_NTASKS_PER_NODE); start the ranks with "
+                      "trainer --nproc, torchrun, mpirun or srun, or set zero.codec_scope = "
+                      "\"all\"");
+  }
   const CodecPlacement place = codec_placement(settings, world, group_size, ranks_per_host);
   const auto make = [&](const PluginChoice& choice) {
     return catalog.codec(choice.id, choice.key).create(choice.options);
@@ -133,6 +144,7 @@ Composition compose_all(const EngineSettings& settings, PluginCatalog& catalog, 
 }  // namespace
 
 bool groups_on_one_host(int world, int group_size, int ranks_per_host, bool replicas) {
+  if (world <= 1) return true;  // one process: one host, whatever the launcher said
   if (ranks_per_host <= 0 || group_size <= 0) return false;
   const int count = replicas ? group_size : world / group_size;
   for (int g = 0; g < count; ++g) {

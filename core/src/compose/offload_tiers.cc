@@ -49,7 +49,9 @@ std::string OffloadTiers::describe() const {
 std::string offload_job_id(Store& store, int rank, std::chrono::milliseconds timeout) {
   if (const char* id = std::getenv("ZT_JOB_ID")) return id;
   const std::string key = "offload/job_id";
-  if (rank == 0) {
+  // Drawn once per store: a live A/B switch asks again, and a second draw under the same key
+  // raced the other ranks' reads of the first (their savers then met under different keys).
+  if (rank == 0 && store.add("offload/job_id_drawn", 1) == 1) {
     std::random_device device;
     char id[32];
     std::snprintf(id, sizeof(id), "%d-%08x", static_cast<int>(getpid()), device());

@@ -312,8 +312,15 @@ Config Config::load_file(const std::string& path, const std::vector<std::string>
 std::optional<Value> Config::peek_file(const std::string& path,
                                        const std::vector<std::string>& overrides,
                                        const std::string& section, const std::string& key) {
+  return peek_string(read_config_file(path), path, overrides, section, key);
+}
+
+std::optional<Value> Config::peek_string(const std::string& toml_text,
+                                         const std::string& source_name,
+                                         const std::vector<std::string>& overrides,
+                                         const std::string& section, const std::string& key) {
   Problems problems;
-  RawConfig raw = parse_toml(read_config_file(path), path, problems);
+  RawConfig raw = parse_toml(toml_text, source_name, problems);
   const std::string prefix = section + "." + key + "=";
   for (const auto& o : overrides) {
     if (o.compare(0, prefix.size(), prefix) == 0) apply_override(o, raw, problems);

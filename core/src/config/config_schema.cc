@@ -69,7 +69,7 @@ SectionSpec launch_section() {
                       "counts it (process, model states, buffers, activations); 0 = what the OS "
                       "reports available (MemAvailable), or the room left under the memory "
                       "cgroup's limit when that is less",
-                      0)}};
+                      0, 1 << 24)}};
 }
 
 SectionSpec precision_section() {
@@ -78,10 +78,10 @@ SectionSpec precision_section() {
       "compute dtype and the dynamic loss scaler (fp16)",
       {opt_string("compute", "fp32", "dtype of forward/backward", {"fp32", "bf16", "fp16"}),
        opt_double("initial_scale", 4294967296.0, "first loss scale (fp16)", 1),
-       opt_double("min_scale", 1, "the scale never drops below this", 0),
+       opt_double("min_scale", 1, "the scale never drops below this (> 0)", 0),
        opt_double("max_scale", 4294967296.0, "the scale never grows above this", 1),
        opt_double("growth_factor", 2, "scale *= this after growth_interval clean steps", 1),
-       opt_double("backoff_factor", 0.5, "scale *= this on overflow", 0, 1),
+       opt_double("backoff_factor", 0.5, "scale *= this on overflow (between 0 and 1)", 0, 1),
        opt_int("growth_interval", 1000, "clean steps before the scale grows", 1),
        opt_int(
            "hysteresis", 2,
@@ -97,8 +97,11 @@ SectionSpec zero_section() {
                "0: plain data parallel, 1: shard optimizer states, 2: + gradients, "
                "3: + parameters",
                0, 3),
-       opt_double("reduce_bucket_mb", 25, "gradient reduce(-scatter) bucket size, MiB", 0.001),
-       opt_double("allgather_bucket_mb", 25, "parameter all-gather bucket size, MiB", 0.001),
+       // At most 1 TiB: bytes are counted in int64 (1e13 MiB overflowed it).
+       opt_double("reduce_bucket_mb", 25, "gradient reduce(-scatter) bucket size, MiB", 0.001,
+                  1 << 20),
+       opt_double("allgather_bucket_mb", 25, "parameter all-gather bucket size, MiB", 0.001,
+                  1 << 20),
        opt_bool("overlap_comm", true, "overlap gradient reduction with backward compute"),
        opt_int("prefetch_units", 1, "stage 3: units gathered ahead of the one running", 0),
        opt_int("prefetch_elements", 0, "stage 3: prefetch by element count instead (0 = off)", 0),
@@ -224,6 +227,35 @@ void shard_group_names_agree(const Config& config, Broken& broken) {
       " at " + at(zero, "mics_shard_size") + "; they name one setting, keep one of them");
 }
 
+// The loss scaler's bounds: a scale of 0 made every gradient 0/0 (every step skipped for good,
+// and its checkpoint refused as damaged); a backoff of 1 never backs off; a first scale outside
+// [min_scale, max_scale] contradicts them.
+void loss_scaler_bounds_agree(const Config& config, Broken& broken) {
+  const Options& p = config.section("precision");
+  const double min = p.get_double("min_scale"), max = p.get_double("max_scale"),
+               first = p.get_double("initial_scale"), backoff = p.get_double("backoff_factor");
+  if (!(min > 0)) {
+    broken.push_back(at(p, "min_scale") + ": precision.min_scale = " + std::to_string(min) +
+                     " must be > 0 (a scale of 0 zeroes every gradient); e.g. 1");
+  }
+  if (!(backoff > 0 && backoff < 1)) {
+    broken.push_back(at(p, "backoff_factor") +
+                     ": precision.backoff_factor = " + std::to_string(backoff) +
+                     " must be between 0 and 1, both excluded (the scale shrinks by it on an "
+                     "overflow); e.g. 0.5");
+  }
+  if (min > max) {
+    broken.push_back(at(p, "min_scale") + ": precision.min_scale = " + std::to_string(min) +
+                     " is above precision.max_scale = " + std::to_string(max) + " at " +
+                     at(p, "max_scale"));
+  } else if (first < min || first > max) {
+    broken.push_back(at(p, "initial_scale") + ": precision.initial_scale = " +
+                     std::to_string(first) + " is outside [min_scale, max_scale] = [" +
+                     std::to_string(min) + ", " + std::to_string(max) + "] (" + at(p, "min_scale") +
+                     ", " + at(p, "max_scale") + "); move one of them");
+  }
+}
+
 void training_needs_its_plugins(const Config& config, Broken& broken) {
   const Options& plugins = config.section("plugins");
   const int64_t stage = config.section("zero").get_int("stage");
@@ -290,6 +322,7 @@ std::vector<ConfigRule>& rules() {
       {"training needs an optimizer, and a shard strategy from stage 1",
        training_needs_its_plugins},
       {"fp16 needs cuda", fp16_needs_cuda},
+      {"the loss scaler's bounds agree", loss_scaler_bounds_agree},
       {"codecs need their stage", codecs_need_their_stage}};
   return list;
 }

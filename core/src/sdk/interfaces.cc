@@ -19,9 +19,11 @@ Store::~Store() = default;
 Communicator::~Communicator() = default;
 
 std::shared_ptr<Work> Communicator::all_to_all(const at::Tensor&, const at::Tensor&) {
-  throw InternalError(name() +
-                      " does not support all_to_all; a gradient codec "
-                      "(plugins.codec_gradients) needs a comm plugin that has it, e.g. comm_ucx");
+  // Only a gradient codec calls it: a configuration that cannot work, not a bug.
+  throw ConfigError(name() +
+                    " does not support all_to_all; a gradient codec (plugins.codec_gradients) "
+                    "needs a comm plugin (plugins.comm) that has it, e.g. comm_ucx, or no "
+                    "gradient codec");
 }
 
 Codec::~Codec() = default;

@@ -151,6 +151,15 @@ Value check_option(const OptionSpec& spec, const Value& value, const std::string
     check_range(spec, static_cast<double>(std::get<int64_t>(v)), table, where, value_to_toml(v));
   } else if (spec.type == ValueType::kDouble) {
     check_range(spec, std::get<double>(v), table, where, value_to_toml(v));
+  } else if (spec.type == ValueType::kDoubleList) {
+    // A list element must be a number to count with: inf and nan (TOML has them) were cast to
+    // integers (a trace step, a tensor shape) with undefined results.
+    for (const double x : std::get<std::vector<double>>(v)) {
+      if (std::isfinite(x)) continue;
+      throw ConfigError(where.str() + ": " + table + "." + spec.name + " = " + value_to_toml(v) +
+                        " holds " + value_to_toml(Value(x)) + "; give finite numbers (" + spec.doc +
+                        ")");
+    }
   } else if (spec.type == ValueType::kString && !spec.choices.empty()) {
     const auto& s = std::get<std::string>(v);
     bool ok = false;

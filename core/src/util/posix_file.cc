@@ -116,9 +116,7 @@ void SequentialDirectWriter::drain(bool all) {
     } else if (err != 0) {
       throw IoError("cannot write " + std::to_string(blocks) + " bytes to " + path_ +
                     " at offset " + std::to_string(position_) + ": " + errno_text(err) +
-                    (err == ENOSPC ? "; the disk is full: free space or point checkpoint.dir "
-                                     "elsewhere"
-                                   : "; check the storage"));
+                    write_way_out(err, "point checkpoint.dir elsewhere"));
     } else {
       consume(blocks);
     }
@@ -161,6 +159,12 @@ std::string crc32_hex(uint32_t crc) {
   return text;
 }
 
+std::string write_way_out(int err, const std::string& elsewhere) {
+  if (err == ENOSPC) return "; the disk is full: free space or " + elsewhere;
+  if (err == EDQUOT) return "; the disk quota is used up: free space under it or " + elsewhere;
+  return "; check the storage";
+}
+
 void fsync_file(int fd, const std::string& path) {
   if (::fsync(fd) != 0) {
     throw IoError("cannot fsync " + path + ": " + errno_text(errno) +
@@ -190,7 +194,7 @@ std::string write_replacement(const std::string& path, const std::string& text) 
   if (err != 0) {
     ::unlink(tmp.c_str());
     throw IoError("cannot write " + path + " (" + std::to_string(text.size()) +
-                  " bytes): " + errno_text(err));
+                  " bytes): " + errno_text(err) + write_way_out(err, "write elsewhere"));
   }
   return tmp;
 }

@@ -14,6 +14,10 @@ namespace zt::ckpt {
 
 // "No space left on device (errno 28)".
 std::string errno_text(int err);
+// What to do about a failed write, after its errno: a full disk or a used-up quota (EDQUOT,
+// which statvfs's free space does not show) asks for room or another place (`elsewhere`, e.g.
+// "point checkpoint.dir elsewhere"), anything else to check the storage. Starts with "; ".
+std::string write_way_out(int err, const std::string& elsewhere);
 
 // Writes all `bytes` at `offset`. Returns 0, or the errno of the failure (ENOSPC when a write
 // makes no progress).

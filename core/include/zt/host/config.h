@@ -100,6 +100,11 @@ class ZT_API Config {
   static std::optional<Value> peek_file(const std::string& path,
                                         const std::vector<std::string>& overrides,
                                         const std::string& section, const std::string& key);
+  // As peek_file(), from text; `source_name` stands for the file name in messages.
+  static std::optional<Value> peek_string(const std::string& toml_text,
+                                          const std::string& source_name,
+                                          const std::vector<std::string>& overrides,
+                                          const std::string& section, const std::string& key);
 
   // Only the plugin search path, [plugins] dirs (with the --set overrides of plugins.dirs), for
   // commands that need nothing else (`trainer plugins ...`): other sections are not validated.

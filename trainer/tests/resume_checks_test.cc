@@ -1,0 +1,44 @@
+// What a checkpoint's recorded config says about loading it into this job: model settings the
+// tensor shapes cannot tell apart are refused when they differ (they compute another function),
+// and a moved validation split is noted.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "run/checkpointing.h"
+#include "zt/error.h"
+
+namespace {
+
+std::string model_toml(int n_head, const std::string& activation) {
+  return "[model]\nkind = \"gpt\"\nn_head = " + std::to_string(n_head) + "\nactivation = \"" +
+         activation + "\"\n[data]\nval_fraction = 0.0\n";
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint trained with another n_head or activation is refused, naming both") {
+  using zt::trainer::check_same_model;
+  CHECK_NOTHROW(check_same_model(model_toml(2, "relu"), model_toml(2, "relu"), "ck/step-4"));
+  CHECK_THROWS_WITH_AS(
+      check_same_model(model_toml(2, "relu"), model_toml(4, "relu"), "ck/step-4"),
+      doctest::Contains("model.n_head = 4 in this config, but ck/step-4 was trained with 2"),
+      zt::ConfigError);
+  CHECK_THROWS_WITH_AS(check_same_model(model_toml(2, "relu"), model_toml(2, "gelu"), "ck/step-4"),
+                       doctest::Contains("--set model.activation=\"relu\""), zt::ConfigError);
+  // A checkpoint saved without its config (a Python engine's) is not checked.
+  CHECK_NOTHROW(check_same_model("", model_toml(4, "gelu"), "ck/step-4"));
+}
+
+TEST_CASE("a moved data.val_fraction is noted, and said to overlap when it grew") {
+  using zt::trainer::val_fraction_note;
+  const std::string none = model_toml(2, "relu");
+  std::string tenth = none;
+  tenth.replace(tenth.find("val_fraction = 0.0"), 18, "val_fraction = 0.1");
+  CHECK(val_fraction_note(none, none).empty());
+  const std::string grew = val_fraction_note(none, tenth);
+  CHECK(grew.find("data.val_fraction was 0.0 when this checkpoint trained, now 0.1") !=
+        std::string::npos);
+  CHECK(grew.find("validation now counts samples it trained on") != std::string::npos);
+  CHECK(val_fraction_note(tenth, none).find("counts samples") == std::string::npos);
+}
