@@ -166,7 +166,8 @@ void def_module_engine(py::module_& m) {
       .def("memory", [](const ModuleEngine& e) { return memory_dict(e.memory()); })
       .def("times", [](const ModuleEngine& e) { return times_dict(e.times()); })
       .def("save_checkpoint", &ModuleEngine::save_checkpoint, Release())
-      .def("load_checkpoint", &ModuleEngine::load_checkpoint, Release());
+      .def("load_checkpoint", &ModuleEngine::load_checkpoint, py::arg("path"),
+           py::arg("restore_rng"), Release());
 }
 
 // A BPE tokenizer (data/bpe_tokenizer.h): what zt.tokenizer() returns and zt.data()'s

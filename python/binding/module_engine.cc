@@ -216,8 +216,10 @@ MemoryReport ModuleEngine::memory() const { return live().memory(); }
 EngineTimes ModuleEngine::times() const { return live().times(); }
 
 std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample) {
-  const int64_t next = next_sample >= 0 ? next_sample
-                                        : steps_ * job_.data.samples_per_step(env_.world);
+  const int64_t next = next_sample >= 0
+                           ? next_sample
+                           : loaded_next_sample_ +
+                                 (steps_ - loaded_step_) * job_.data.samples_per_step(env_.world);
   const trainer::TrainerState state = trainer::trainer_state_at(
       job_, env_.world, steps_, live().optimizer_steps(), next, schedule_);
   CheckpointMeta meta;
@@ -248,14 +250,19 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
   return latest_checkpoint(dir);
 }
 
-std::string ModuleEngine::load_checkpoint(const std::string& path) {
+std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_rng) {
   const CheckpointReader reader(resolve_checkpoint(path));
   live().load_checkpoint(reader);
   steps_ = reader.step();
+  loaded_step_ = steps_;
+  loaded_next_sample_ = steps_ * job_.data.samples_per_step(env_.world);
   const std::string& state = reader.meta().trainer_state;
   if (!state.empty()) {
     const trainer::TrainerState saved = trainer::TrainerState::from_json(state, reader.folder());
-    trainer::restore_cpu_rng_state(saved.rng_state, reader.folder());
+    loaded_next_sample_ = saved.next_sample;
+    // Opt-in: the state is rank 0's, and ranks that seed their own generators (a batch drawn
+    // per rank) would all draw alike after it.
+    if (restore_rng) trainer::restore_cpu_rng_state(saved.rng_state, reader.folder());
   }
   return state;
 }

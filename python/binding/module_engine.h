@@ -124,8 +124,10 @@ class ModuleEngine {
   // trainer resumes at (< 0: steps x the global batch). Collective. Returns the folder.
   std::string save_checkpoint(const std::string& dir, int64_t next_sample);
   // Loads a checkpoint folder, its dir (latest) or dir/best, from any world size and
-  // composition. Collective. Returns the saved trainer state's JSON (step, next_sample, ...).
-  std::string load_checkpoint(const std::string& path);
+  // composition; with `restore_rng`, also the CPU generator state it recorded (rank 0's when it
+  // was saved) on every rank. Collective. Returns the saved trainer state's JSON (step,
+  // next_sample, ...).
+  std::string load_checkpoint(const std::string& path, bool restore_rng);
 
  private:
   // The engine, or ConfigError once closed (a closed engine holds nothing).
@@ -143,6 +145,10 @@ class ModuleEngine {
   std::unique_ptr<CheckpointSaver> saver_;  // made by the first save_checkpoint
   std::string saver_dir_;
   int64_t steps_ = 0;  // optimizer steps taken (skipped ones included), as the trainer counts
+  // The data position of the last checkpoint loaded and its step: a save without next_sample
+  // continues from there (steps x the global batch was wrong after a load at another world size
+  // or batch).
+  int64_t loaded_next_sample_ = 0, loaded_step_ = 0;
   bool closed_ = false;
 };
 

@@ -13,6 +13,7 @@ gradients are taken.
 import atexit
 import contextlib
 import json
+import os
 
 import torch
 import torch.nn.functional as F
@@ -23,13 +24,15 @@ from .config import config_source
 # Held, not weakly: an engine nobody closed was destroyed by the garbage collector (a cycle
 # through the module's hooks) at a different moment on each rank, and its shutdown is
 # collective. An engine lives until close() or the process's exit.
-_open_engines = set()
+# A dict (insertion-ordered): at exit the engines close, collectively, in the same order on
+# every rank; a set's order followed object addresses, which differ between ranks.
+_open_engines = {}
 
 
 @atexit.register
 def _close_all():
     # The communicators' shutdown is collective: leave the job before the interpreter goes.
-    for engine in list(_open_engines):
+    for engine in reversed(list(_open_engines)):
         engine.close(restore=False)
     _zt.leave_job()
 
@@ -155,7 +158,7 @@ class Engine:
         self._micro = 0
         self._awaiting_step = False  # a backward ran and its step() call has not yet
         self._last_step = None
-        _open_engines.add(self)
+        _open_engines[self] = None
 
     # The hooks: a unit entered and left inside the engine's forward.
     def _entering(self, u):
@@ -206,8 +209,8 @@ class Engine:
         if self._open:
             raise RuntimeError("zt: the previous forward has no backward(loss) yet; call "
                                "engine.abort() to drop it")
-        args = [a.to(self._dtype) if isinstance(a, torch.Tensor) and a.is_floating_point()
-                else a for a in args]
+        args = [self._cast(a) for a in args]
+        kwargs = {k: self._cast(v) for k, v in kwargs.items()}
         training = torch.is_grad_enabled()
         if training and self._micro >= self._core.grad_accum:
             raise RuntimeError(f"zt: {self._micro} micro steps without engine.step(); call "
@@ -294,8 +297,22 @@ class Engine:
         self._last_step = report
         return report
 
+    def _cast(self, value):
+        """Floating tensors in `value` (nested tuples, lists and dicts too) in the compute dtype."""
+        if isinstance(value, torch.Tensor):
+            return value.to(self._dtype) if value.is_floating_point() else value
+        if isinstance(value, (list, tuple)):
+            cast = [self._cast(v) for v in value]
+            return type(value)(cast) if type(value) in (list, tuple) else type(value)(*cast)
+        if isinstance(value, dict):
+            return type(value)((k, self._cast(v)) for k, v in value.items())
+        return value
+
     def zero_grad(self, set_to_none=True):
-        """Nothing to do: the engine takes every gradient into its shards in backward."""
+        """Nothing to do: the engine owns the gradients from backward to step() (at stages 2-3
+        it takes them into its shards in backward; at stages 0-1 they wait in the parameters'
+        .grad until step(), so do not zero or clip them yourself: zero.gradient_clipping
+        clips)."""
 
     def train(self, mode=True):
         self.module.train(mode)
@@ -372,21 +389,29 @@ class Engine:
     def save_checkpoint(self, directory, next_sample=None):
         """Saves to `directory` (a checkpoint.dir: step-N folders and `latest`) in zt's format,
         which `trainer --resume` loads at any world size and composition. `next_sample`: where
-        the trainer's data would continue (default: steps x the global batch). Collective.
-        Returns the checkpoint's folder."""
-        return self._core.save_checkpoint(directory, -1 if next_sample is None else next_sample)
+        the trainer's data would continue (default: the loaded checkpoint's position, or 0, plus
+        the global batch for every step since). Collective. Returns the checkpoint's folder."""
+        if self._micro != 0 or self._open:
+            raise RuntimeError("zt: save_checkpoint in the middle of a step (a forward open or "
+                               f"{self._micro} micro steps without their update): call it "
+                               "between steps")
+        return self._core.save_checkpoint(os.fspath(directory),
+                                          -1 if next_sample is None else next_sample)
 
-    def load_checkpoint(self, path):
+    def load_checkpoint(self, path, restore_rng=False):
         """Loads a checkpoint folder, a checkpoint.dir (its latest) or dir/best, saved at any
         world size and composition by zt.Engine or by the trainer. Returns the saved trainer
-        state (step, next_sample, ...). Collective."""
+        state (step, next_sample, ...). `restore_rng`: also load the CPU generator state the
+        checkpoint recorded (rank 0's) into torch's default generator, on every rank; off, as
+        DeepSpeed leaves it, since ranks that seed their own would then draw alike. The module's
+        buffers are not in checkpoints: they keep their values. Collective."""
         if self._micro != 0 or self._open:
             # The core would keep the partial gradients taken so far and add them to the
             # loaded step's.
             raise RuntimeError("zt: load_checkpoint in the middle of a step (a forward open or "
                                f"{self._micro} micro steps without their update): call it "
                                "between steps")
-        state = self._core.load_checkpoint(path)
+        state = self._core.load_checkpoint(os.fspath(path), bool(restore_rng))
         self._awaiting_step = False
         return json.loads(state) if state else {}
 
@@ -399,10 +424,10 @@ class Engine:
         if self._closed:
             return
         self._closed = True
-        # A forward still open would leave its hooks on tensors of an engine that is gone
-        # (a later backward through them ran on freed memory).
-        self.abort()
         try:
+            # A forward still open would leave its hooks on tensors of an engine that is gone
+            # (a later backward through them ran on freed memory).
+            self.abort()
             if restore:
                 with torch.no_grad():
                     for name, p in self.module.named_parameters():
@@ -412,7 +437,7 @@ class Engine:
             for h in self._hooks:
                 h.remove()
             self._core.close()
-            _open_engines.discard(self)
+            _open_engines.pop(self, None)
 
 
 def initialize(model, config=None, overrides=(), units=None):

@@ -20,13 +20,15 @@ def main(argv=None):
     parser.add_argument("--master-addr", default="127.0.0.1")
     parser.add_argument("--master-port", type=int, default=0, help="0: a free port")
     parser.add_argument("--timeout", type=float, default=0,
-                        help="seconds the whole job may take (0: no limit)")
+                        help="seconds each start of the job may take (0: no limit)")
     parser.add_argument("--max-restarts", type=int, default=0)
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     a = parser.parse_args(argv)
     if a.nproc < 1:
         parser.error("--nproc must be at least 1")
+    if a.max_restarts < 0:
+        parser.error("--max-restarts must be 0 or more")
     command = [sys.executable, a.script] + a.args
     for attempt in range(a.max_restarts + 1):
         code, failed_rank, message, line, stopped_by = _zt.launch(

@@ -127,6 +127,28 @@ TEST_CASE("a launcher whose stderr closes runs its ranks on to the end") {
   CHECK(result.rank_codes == std::vector<int>{0, 0});
 }
 
+TEST_CASE("a launcher started with SIGCHLD ignored still sees its ranks' exit codes") {
+  // An ignored SIGCHLD survives exec: the kernel reaped the ranks itself, and a job that
+  // succeeded read as failed (each rank's end unseen).
+  struct sigaction ignore {
+  }, old{};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  sigaction(SIGCHLD, &ignore, &old);
+  Captured ok = launch_script(2, "exit 0");
+  Captured failing = launch_script(2, "[ $RANK = 1 ] && exit 3; exit 0");
+  struct sigaction now {};
+  sigaction(SIGCHLD, nullptr, &now);
+  sigaction(SIGCHLD, &old, nullptr);
+  const bool restored = now.sa_handler == SIG_IGN;
+  CHECK(restored);  // the caller's setting is back
+  INFO(ok.result.message);
+  CHECK(ok.result.exit_code == 0);
+  CHECK(ok.result.rank_codes == std::vector<int>{0, 0});
+  CHECK(failing.result.failed_rank == 1);
+  CHECK(failing.result.exit_code == 3);
+}
+
 TEST_CASE("the failure named is the error printed first, even if that rank ends last") {
   // Rank 2 fails first but takes longer to exit; ranks 0 and 1 fail after it and exit at once
   // (with errors that are not comm errors, which are named last whenever they printed).

@@ -2,7 +2,8 @@
 trainer's message naming the key; an exception inside a unit carries a note naming the unit, and
 the engine trains on after it (the failed forward is undone); a module called outside its engine
 says so; a module checkpointed twice with PyTorch's reentrant checkpointing is refused at stage 3;
-run.deepspeed's JSON is read as the trainer reads it.
+run.deepspeed's JSON is read as the trainer reads it; Python's checkpoints keep torch's generator
+and the data position, and refuse a save mid-step.
 Run on 1 rank (run.sh NPROC 1)."""
 
 import json
@@ -173,6 +174,45 @@ def main():
     except RuntimeError as e:
         assert "call engine.step() after every backward" in str(e), str(e)
     assert engine.step() is not None
+    # Python's checkpoints: a save mid-step is refused; a load leaves torch's generator alone
+    # unless asked (the state is rank 0's), replaces what a failed backward had poisoned, and a
+    # later save continues the loaded data position.
+    with tempfile.TemporaryDirectory() as folder:
+        saved = pathlib.Path(folder) / "ck"
+        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+        try:
+            engine.save_checkpoint(saved)
+            return "a save in the middle of a step was accepted"
+        except RuntimeError as e:
+            assert "middle of a step" in str(e), str(e)
+        engine.step()
+        engine.save_checkpoint(saved, next_sample=1000)
+        model.b.boom = True
+        try:
+            engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+            return "a backward that raised did not fail"
+        except Exception as e:  # noqa: BLE001 - autograd decides the type it arrives as
+            assert "boom in backward" in str(e), repr(e)
+        model.b.boom = False
+        torch.manual_seed(7)
+        expected = torch.rand(3)
+        torch.manual_seed(7)
+        if engine.load_checkpoint(saved)["next_sample"] != 1000:
+            return "load_checkpoint returned another data position than was saved"
+        if not torch.equal(torch.rand(3), expected):
+            return "load_checkpoint moved torch's generator without restore_rng"
+        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+        if engine.step()["skipped"]:
+            return "the step after a load was skipped for a backward that failed before the load"
+        snapshot = torch.get_rng_state()
+        engine.save_checkpoint(saved)
+        torch.manual_seed(99)
+        state = engine.load_checkpoint(str(saved), restore_rng=True)
+        if not torch.equal(torch.get_rng_state(), snapshot):
+            return "load_checkpoint(restore_rng=True) did not restore the saved generator"
+        # data.micro_batch (4) x 1 rank past the loaded position, not steps x the batch.
+        if state["next_sample"] != 1004:
+            return f"a save after a load recorded next_sample {state['next_sample']}, not 1004"
     # Closed with a forward open: a backward through its output says so (its hooks used the
     # freed engine), and the restored module trains as plain PyTorch (the gradient hooks on its
     # parameters went with the engine).

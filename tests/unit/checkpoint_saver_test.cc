@@ -277,6 +277,25 @@ TEST_CASE("the job id savers and tiers name folders by is drawn once per store")
   }
 }
 
+TEST_CASE("rendezvous: a rank that finds more ranks counted in than its job has is refused") {
+  // Job A's two ranks met at a port; job B's rank 1 comes to the same port (a clash of derived
+  // ports, or one fixed master_port): it joined A's store and mixed the jobs.
+  const int port = zt::pick_free_port("127.0.0.1");
+  std::vector<std::unique_ptr<zt::Store>> job_a(2);
+  std::vector<std::thread> threads;
+  threads.emplace_back(
+      [&] { job_a[0] = zt::rendezvous("127.0.0.1", port, 0, 2, std::chrono::seconds(20)); });
+  for (int i = 0; i < 5000 && !zt::test::listening(port); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  threads.emplace_back(
+      [&] { job_a[1] = zt::rendezvous("127.0.0.1", port, 1, 2, std::chrono::seconds(20)); });
+  for (auto& t : threads) t.join();
+  REQUIRE(job_a[0]);
+  CHECK_THROWS_WITH_AS(zt::rendezvous("127.0.0.1", port, 1, 2, std::chrono::seconds(5)),
+                       doctest::Contains("3 ranks counted in for a job of 2"), zt::CommError);
+}
+
 TEST_CASE("checkpoint: a rank that never reports times rank 0 out, naming it") {
   zt::test::TempDir dir;
   auto options = zt::test::options_for(dir.path(), true);

@@ -99,6 +99,13 @@ TEST_CASE("malformed or inconsistent launcher variables are config errors") {
                        doctest::Contains("WORLD_SIZE='99999999' is not an integer from 0 to "
                                          "16777216"),
                        zt::ConfigError);
+  // Set but empty (`export WORLD_SIZE=$UNSET`): it ran as a one-rank job, every rank rank 0.
+  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of({{"RANK", "1"}, {"WORLD_SIZE", ""}})),
+                       doctest::Contains("torchrun environment: WORLD_SIZE is set but empty"),
+                       zt::ConfigError);
+  CHECK_THROWS_AS(
+      zt::discover_rank_env(env_of({{"OMPI_COMM_WORLD_RANK", ""}, {"OMPI_COMM_WORLD_SIZE", "2"}})),
+      zt::ConfigError);
 }
 
 TEST_CASE("under Slurm without MASTER_ADDR/PORT the job's first host and its id's port are used") {

@@ -407,7 +407,12 @@ class Supervisor {
       // waiting for it in their next collective: they get `grace`, not the whole drain.
       if (failed && draining_) {
         if (result_.exit_code == 0) result_.exit_code = code_of(status_[r]);
-        if (result_.failed_rank < 0) result_.failed_rank = r;  // the result names it
+        if (result_.failed_rank < 0) {
+          result_.failed_rank = r;  // the result names it
+          // The others wait for it in a collective until `grace` ends: they write their flight
+          // records now, or never (SIGKILL leaves none).
+          if (spec_.failure_signal > 0) stop_all(spec_.failure_signal);
+        }
         kill_at_ = std::min(kill_at_, std::chrono::steady_clock::now() + spec_.grace);
       }
       if (failed && result_.failed_rank < 0 && !stopping_) {
@@ -516,7 +521,7 @@ LaunchResult launch_local(const LaunchSpec& spec) {
 
   g_forwarded_signal.store(0);
   struct sigaction sa {
-  }, ignore{}, old_int{}, old_term{}, old_usr1{}, old_pipe{};
+  }, ignore{}, children{}, old_int{}, old_term{}, old_usr1{}, old_pipe{}, old_chld{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
@@ -527,11 +532,18 @@ LaunchResult launch_local(const LaunchSpec& spec) {
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   sigaction(SIGPIPE, &ignore, &old_pipe);
+  // An ignored SIGCHLD survives exec (a parent that ignores it started this one): the kernel
+  // then reaps the ranks itself, and every rank's end read as "unseen" (a failed start, or a
+  // job that succeeded reported as failed).
+  children.sa_handler = SIG_DFL;
+  sigemptyset(&children.sa_mask);
+  sigaction(SIGCHLD, &children, &old_chld);
   auto restore = [&] {
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     sigaction(SIGUSR1, &old_usr1, nullptr);
     sigaction(SIGPIPE, &old_pipe, nullptr);
+    sigaction(SIGCHLD, &old_chld, nullptr);
   };
   Supervisor supervisor(spec);
   try {

@@ -176,6 +176,14 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
     env.found = true;
     env.source = s.source;
     if (env.source == std::string("torchrun") && getenv("ZT_LAUNCHER")) env.source = "zt launcher";
+    // Set but empty (`export WORLD_SIZE=$UNSET`) is no value: taken for the defaults, every
+    // process ran as rank 0 of a one-rank job.
+    for (const char* name : {s.rank, s.world}) {
+      if (*getenv(name) != '\0') continue;
+      throw ConfigError(std::string(s.source) + " environment: " + name +
+                        " is set but empty; give it the rank count or rank the launcher meant, "
+                        "or unset it");
+    }
     env.rank = parse_int(getenv, s.rank, 0);
     env.world = parse_int(getenv, s.world, 1);
     env.local_rank = parse_int(getenv, s.local, env.rank);

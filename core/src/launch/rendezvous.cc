@@ -133,6 +133,15 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
   if (!prefix.empty()) store = prefixed_store(std::move(store), prefix);
   // Arrival barrier: every rank counts itself in, then waits for the total.
   const int64_t arrived = count_in(*store, "zt/arrived", world, true, timeout);
+  if (arrived > world) {
+    // More ranks than the job has counted in here: this store is another job's (a port that
+    // clashed: two Slurm jobs on one node whose ids differ by a multiple of 10000, or a fixed
+    // master_port), or an earlier attempt's. Joining it mixed the jobs.
+    throw CommError("rendezvous at " + where + ": " + std::to_string(arrived) +
+                    " ranks counted in for a job of " + std::to_string(world) +
+                    ": the store there is another job's or an earlier attempt's; pick another "
+                    "port (MASTER_PORT, or --set launch.master_port=N)");
+  }
   if (arrived < world) {
     throw CommError("rendezvous at " + where + " timed out after " +
                     std::to_string(timeout.count()) + " ms: " + std::to_string(arrived) + " of " +

@@ -77,7 +77,11 @@ class ShardedStep {
   bool update_in_backward(int g, const at::Tensor& reduced, bool first);
   int64_t steps() const { return steps_; }
   // A loaded checkpoint's count of applied updates (Adam's bias correction goes on from it).
-  void set_steps(int64_t steps) { steps_ = steps; }
+  // A loaded checkpoint's count; what a failed backward had poisoned is the replaced state's.
+  void set_steps(int64_t steps) {
+    steps_ = steps;
+    poisoned_ = false;
+  }
   // Puts the master weights into the parameters, as after an update: groups in memory or a host
   // tier are copied (stage 0-2 flat slot, stage 3 parameter shard or its tier), then stages 1-2
   // all-gather every flat buffer and stage 3 its persistent ones. Groups streamed from a file
