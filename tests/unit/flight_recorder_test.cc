@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../test_util.h"
+#include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/host/flight_diagnosis.h"
 #include "zt/host/flight_recorder.h"
@@ -47,6 +48,33 @@ class SoloCommunicator final : public zt::Communicator {
   zt::CommStats stats() const override { return {}; }
   std::unique_ptr<zt::Communicator> split(int, int) override {
     return std::make_unique<SoloCommunicator>();
+  }
+};
+
+// A world of one whose all_reduce has failed by the time anyone waits for it (a size mismatch,
+// a peer already found dead).
+class FailedCommunicator final : public zt::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return "failed"; }
+  std::shared_ptr<zt::Work> all_gather(const at::Tensor&, const at::Tensor&) override {
+    return std::make_shared<zt::CompletedWork>();
+  }
+  std::shared_ptr<zt::Work> reduce_scatter(const at::Tensor&, const at::Tensor&,
+                                           zt::ReduceOp) override {
+    return std::make_shared<zt::CompletedWork>();
+  }
+  std::shared_ptr<zt::Work> all_reduce(const at::Tensor&, zt::ReduceOp) override {
+    return zt::run_now([] { throw zt::CommError("peer 1 is gone"); });
+  }
+  std::shared_ptr<zt::Work> broadcast(const at::Tensor&, int) override {
+    return std::make_shared<zt::CompletedWork>();
+  }
+  std::shared_ptr<zt::Work> barrier() override { return std::make_shared<zt::CompletedWork>(); }
+  zt::CommStats stats() const override { return {}; }
+  std::unique_ptr<zt::Communicator> split(int, int) override {
+    return std::make_unique<FailedCommunicator>();
   }
 };
 
@@ -187,4 +215,25 @@ TEST_CASE("flight recorder: a failure's dump and SIGUSR2's at once leave the fai
   CHECK(j["reason"] == "comm error: the peer died");
   CHECK_FALSE(recorder.dump_on_request());
   recorder.set_dump_path("", 0, 1);
+}
+
+TEST_CASE("flight recorder: a collective that failed before its wait dumps where it waited") {
+  // The wait finds the op already ended, with an error: the dump was left to main() after the
+  // stack unwound, with no `waiting` and the op still "running".
+  auto& recorder = zt::FlightRecorder::instance();
+  auto comm = zt::observe_communicator(std::make_unique<FailedCommunicator>(), "failing");
+  TempDir dir;
+  recorder.set_dump_path(dir.file("flight/rank-0.json"), 0, 1);
+  at::Tensor t = at::ones({4});
+  CHECK_THROWS_AS(comm->all_reduce(t, zt::ReduceOp::kSum)->wait(), zt::CommError);
+  const auto j = nlohmann::json::parse(zt::test::read_file(dir.file("flight/rank-0.json")));
+  recorder.set_dump_path("", 0, 1);
+  CHECK(contains(j["reason"].get<std::string>(), "peer 1 is gone"));
+  bool waiting_named = false;
+  for (const auto& thread : j["threads"]) {
+    const std::string w = thread.value("waiting", "");
+    waiting_named = waiting_named || (contains(w, "all_reduce #") && contains(w, "on failing"));
+  }
+  CHECK(waiting_named);
+  CHECK(j["collectives"].back()["state"] == "failed");
 }

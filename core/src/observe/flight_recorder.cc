@@ -51,6 +51,8 @@ void FlightRecorder::set_dump_path(const std::string& path, int rank, int world)
   path_ = path;
   rank_ = rank;
   world_ = world;
+  // A new path is a new run's (a Python process's next engine): its first failure dumps too.
+  failure_dumped_.store(false);
 }
 
 int64_t FlightRecorder::issued(CollectiveRecord record) {

@@ -65,8 +65,9 @@ class CollectiveWork final : public ObservedWork {
            ") on " + *state_->group;
   }
   void waited(bool failed, const std::exception* error) override {
-    if (error) FlightRecorder::instance().dump_failure(error->what());
+    // Recorded as ended first: dumped before, the failed op read "running".
     finish(*state_, failed);
+    if (error) FlightRecorder::instance().dump_failure(error->what());
   }
 
   std::shared_ptr<OpState> state_;

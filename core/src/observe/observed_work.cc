@@ -9,7 +9,17 @@ namespace zt {
 template <typename F>
 void ObservedWork::blocked(const F& wait_inner) {
   if (is_completed()) {
-    wait_inner();
+    // Already ended, perhaps failed (a size mismatch, a peer found dead while the caller was
+    // still computing): a failure still dumps saying where the thread waited. The label is
+    // built only then, so a wait on a finished op costs nothing more.
+    try {
+      wait_inner();
+    } catch (const std::exception& e) {
+      trace::set_waiting(waiting_label());
+      waited(true, &e);
+      trace::clear_waiting();
+      throw;
+    }
     waited(false, nullptr);
     return;
   }

@@ -44,7 +44,8 @@ class ZT_API FlightRecorder {
   static FlightRecorder& instance();
   // How many collectives it keeps (default 4096); older ones are dropped.
   void set_capacity(size_t n);
-  // Where dump() writes, and the rank and world it states ("" turns dumps off).
+  // Where dump() writes, and the rank and world it states ("" turns dumps off); a run's first
+  // failure after it dumps (one per path).
   void set_dump_path(const std::string& path, int rank, int world);
   const std::string& dump_path() const { return path_; }
 
