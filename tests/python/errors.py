@@ -45,6 +45,20 @@ class Fragile(torch.nn.Module):
         return self.b(self.a(x))
 
 
+def failed_backward(engine, model):
+    """A micro step of `model` (a Fragile) whose backward raises part way through: None, or
+    what went wrong."""
+    model.b.boom = True
+    try:
+        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+        return "a backward that raised did not fail"
+    except Exception as e:  # noqa: BLE001 - autograd decides the type it arrives as
+        assert "boom in backward" in str(e), repr(e)
+    finally:
+        model.b.boom = False
+    return None
+
+
 def main():
     try:
         zt.initialize(torch.nn.Linear(2, 2), config={"zero": {"stage": 3, "stagee": 1}})
@@ -137,13 +151,9 @@ def main():
     assert engine.step() is not None
     # A backward that fails part way (unit b's gradients already reduced) makes its step skip
     # (its partial gradients were added to the next micro step's), and the next one trains.
-    model.b.boom = True
-    try:
-        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
-        return "a backward that raised did not fail"
-    except Exception as e:  # noqa: BLE001 - autograd decides the type it arrives as
-        assert "boom in backward" in str(e), repr(e)
-    model.b.boom = False
+    failure = failed_backward(engine, model)
+    if failure:
+        return failure
     engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
     report = engine.step()
     assert report is not None and report["skipped"], report
@@ -187,13 +197,9 @@ def main():
             assert "middle of a step" in str(e), str(e)
         engine.step()
         engine.save_checkpoint(saved, next_sample=1000)
-        model.b.boom = True
-        try:
-            engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
-            return "a backward that raised did not fail"
-        except Exception as e:  # noqa: BLE001 - autograd decides the type it arrives as
-            assert "boom in backward" in str(e), repr(e)
-        model.b.boom = False
+        failure = failed_backward(engine, model)
+        if failure:
+            return failure
         torch.manual_seed(7)
         expected = torch.rand(3)
         torch.manual_seed(7)

@@ -143,6 +143,11 @@ bool enabled(const json& obj) {
          obj["enabled"].get<bool>();
 }
 
+// {"enabled": "auto"} (Hugging Face's): on or off as the zt config's own settings say.
+bool enabled_is_auto(const json& obj) {
+  return obj.is_object() && obj.contains("enabled") && is_auto(obj["enabled"]);
+}
+
 std::string kind_of(const json& v) { return v.type_name(); }
 
 // Typed reads: a wrong type is a problem named by its path, and the read gives nullopt.
@@ -432,7 +437,7 @@ void read_fp16(Reader& r, const json& obj) {
   });
   // "auto" (Hugging Face's): the zt config's precision.compute decides whether fp16 is on, and
   // the scaler's settings hold for when it is (they act only in fp16).
-  const bool is_auto_on = obj.is_object() && obj.contains("enabled") && is_auto(obj["enabled"]);
+  const bool is_auto_on = enabled_is_auto(obj);
   if (!on && !is_auto_on) return;
   auto origin = [&](const std::string& key) {
     return from.count(key) ? from[key] : "fp16.enabled (DeepSpeed's default " + key + ")";
@@ -459,8 +464,7 @@ void read_fp16(Reader& r, const json& obj) {
 void read_bf16(Reader& r, const json& obj, const std::string& path) {
   // The 16-bit states come with bf16 training ("auto": with the zt config's bf16); with bf16
   // off they are ignored, said as a warning, not applied to an fp32 job.
-  const bool on = enabled(obj) ||
-                  (obj.is_object() && obj.contains("enabled") && is_auto(obj["enabled"]));
+  const bool on = enabled(obj) || enabled_is_auto(obj);
   const auto ignored = [&](const std::string& sub) {
     r.warn(sub + " is ignored: " + path + ".enabled is false");
   };
