@@ -1,9 +1,10 @@
 // optim_hybrid_adam's CUDA kernel and its launcher (see adam_cuda.h).
 //
 // Numerics: every step is written with an explicitly rounded intrinsic (__fmul_rn, __fadd_rn,
-// __fdiv_rn, __fsqrt_rn, __fmaf_rn), so nvcc contracts nothing and -use_fast_math could change
-// nothing; the operations are adam_kernel.h's, fused exactly where it fuses, which makes a step
-// on the GPU give the same bits as the host kernels.
+// __fdiv_rn, __fsqrt_rn, __fmaf_rn), so nvcc contracts nothing; the operations are
+// adam_kernel.h's, fused exactly where it fuses, which makes a step on the GPU give the same bits
+// as the host kernels. It is built without -use_fast_math: that implies -ftz=true, which would
+// flush denormal moments (v of gradients near 1e-20) to zero where the host keeps them.
 //
 // Layout of one launch: the argument block lists up to kCudaAdamMaxSegments segments (a shard, or
 // a piece of a long one) by their five pointers and length, and the prefix sums of their chunk

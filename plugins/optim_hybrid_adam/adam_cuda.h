@@ -1,7 +1,8 @@
 // The Adam/AdamW update of optim_hybrid_adam on GPU memory: one fused multi-tensor kernel that
 // computes, element for element, exactly what the AVX2/AVX-512 kernels compute on the host
-// (adam_simd.h: LibTorch 1.13's fp32 operations in LibTorch's order, the two add_(x, alpha)
-// steps as one fused multiply-add each, every other step correctly rounded and unfused).
+// (adam_simd.h: LibTorch 1.13's fp32 operations in LibTorch's order, fused into one multiply-add
+// exactly where adam_kernel.h fuses (the L2 term, m, v and the denominator), every other step
+// correctly rounded and unfused).
 //
 // Multi-tensor: one launch updates many shards. Their pointers and lengths travel in the
 // kernel's argument block (no host-to-device copy, no allocation); each block of threads finds

@@ -405,8 +405,14 @@ class HybridAdamPlugin final : public zt::OptimizerPlugin {
                    "denominator away from zero (e.g. eps = 1e-8)");
     }
     c.weight_decay = options.get_double("weight_decay");
-    if (!(std::isfinite(c.weight_decay) && c.weight_decay >= 0)) {
-      option_error(options, "weight_decay", "must be a finite number >= 0 (0 disables it)");
+    // In fp32, as the update computes: 1e39 was finite in double and an infinite decay (every
+    // parameter inf or NaN at step 1).
+    if (!(std::isfinite(c.weight_decay) && c.weight_decay >= 0 &&
+          c.weight_decay <= std::numeric_limits<float>::max() &&
+          c.lr * c.weight_decay <= std::numeric_limits<float>::max())) {
+      option_error(options, "weight_decay",
+                   "must be a finite number >= 0 (0 disables it) whose product with lr is "
+                   "below 3.4e38 (fp32's largest number, as the update computes in fp32)");
     }
     c.adamw = options.get_bool("adamw");
     // Stochastic by default for moments too: to nearest, exp_avg_sq's per-step change with the

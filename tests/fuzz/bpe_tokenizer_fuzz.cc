@@ -9,9 +9,9 @@
 
 #include "data/bpe_tokenizer.h"
 #include "data/tokenizer_files.h"
-#include "data/utf8.h"
 #include "fuzz_support.h"
 #include "zt/error.h"
+#include "zt/host/utf8.h"
 
 namespace {
 
@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::unique_ptr<zt::data::BpeTokenizer> tokenizers[] = {
       make("gpt2"), make("cl100k_base"), make("o200k_base")};
   const std::string text(reinterpret_cast<const char*>(data), size);
-  const std::string repaired = zt::data::replace_invalid_utf8(text);
+  const std::string repaired = zt::replace_invalid_utf8(text);
   for (const auto& t : tokenizers) {
     const std::vector<uint32_t> ids = t->encode_ordinary(text);
     for (const uint32_t id : ids) check(t->token_bytes(id) != nullptr, "an id that is no token");

@@ -145,6 +145,23 @@ TEST_CASE("trace: every rank's timeline nests, lines up across ranks and merges 
   const auto none = run_command(std::string(ZT_TEST_TRAINER) + " trace merge " + dir.file("nope"));
   CHECK(none.exit_code == 2);
   CHECK(contains(none.output, "[trace] enabled = true"));
+
+  // Resumed past the traced steps (as a restart after a failure is), the job records none of
+  // them: the first run's files stay as they were, not replaced by empty ones.
+  const std::string before = zt::test::read_file(dir.file("run/trace/rank-1.json"));
+  const auto resumed = run_command(zt::test::small_gpt_job(
+      dir.file("run"), "--set run.steps=6 --set trace.enabled=true --set 'trace.steps=[2, 3]' "
+                       "--set model.activation_checkpointing=true --resume auto"));
+  INFO(resumed.output);
+  REQUIRE(resumed.exit_code == 0);
+  CHECK(contains(resumed.output, "resumed from"));
+  CHECK(zt::test::read_file(dir.file("run/trace/rank-1.json")) == before);
+
+  // A file of a larger earlier run beside them (rank 2 of this 2-rank job) is not merged in.
+  std::filesystem::copy_file(dir.file("run/trace/rank-1.json"), dir.file("run/trace/rank-2.json"));
+  const auto stale = run_command(std::string(ZT_TEST_TRAINER) + " trace merge " + dir.file("run"));
+  CHECK(stale.exit_code == 2);
+  CHECK(contains(stale.output, "rank-2.json is of a 2-rank job"));
 }
 
 TEST_CASE("trace: speedscope parses a real run's trace in headless Chromium") {

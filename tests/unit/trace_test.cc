@@ -152,6 +152,29 @@ TEST_CASE("trace: a long detail with non-ASCII text is kept whole, and the file 
   CHECK(spans == 3);
 }
 
+TEST_CASE("trace: a Latin-1 path in a detail becomes U+FFFD, and the file stays JSON") {
+  trace::clear_events();
+  trace::set_recording(true);
+  {
+    trace::Scope s("latin-1 span", trace::kIo);
+    s.set_detail("offload read under /mnt/donn\xE9"
+                 "es/zt");  // é in Latin-1: not UTF-8
+  }
+  trace::set_recording(false);
+  TempDir dir;
+  trace::write_trace_file(dir.file("rank-0.json"), 0, "rank 0", 0, trace::now_ns(), "{}");
+  const auto j = nlohmann::json::parse(zt::test::read_file(dir.file("rank-0.json")));
+  bool found = false;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] != "X" || e["name"] != "latin-1 span") continue;
+    found = true;
+    CHECK(e["args"]["detail"] == "offload read under /mnt/donn\xEF\xBF\xBD"
+                                 "es/zt");
+  }
+  CHECK(found);
+  CHECK(trace::json_quote("caf\xC3\xA9") == "\"caf\xC3\xA9\"");  // valid UTF-8 as it is
+}
+
 TEST_CASE("trace: a thread's activity and waiting label are readable from another thread") {
   const trace::Scope step("activity test step", 7, "", trace::kStep);
   const trace::Scope unit("unit", 2, "forward", trace::kCompute);

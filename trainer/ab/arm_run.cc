@@ -81,6 +81,8 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
   set("run.out_dir=" + dir);
   set("checkpoint.resume=\"\"");
   set("checkpoint.dir=\"" + dir + "/checkpoints\"");
+  // A trace.dir of the base config would have every run write (and the last keep) one file.
+  set("trace.dir=\"" + dir + "/trace\"");
   const std::string log = dir + ".log";
   const bool tty = isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
   const auto t0 = std::chrono::steady_clock::now();

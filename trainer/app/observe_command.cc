@@ -45,6 +45,9 @@ int run_trace_merge(const CliArgs& cli, std::ostream& out) {
   merged["traceEvents"] = nlohmann::json::array();
   merged["displayTimeUnit"] = "ms";
   merged["otherData"]["ranks"] = nlohmann::json::array();
+  // The world of the first file read, and that file: every file must be of one job.
+  int64_t world = -1;
+  std::string world_path;
   for (const auto& [rank, path] : files) {
     std::ifstream in(path);
     nlohmann::json j;
@@ -52,6 +55,21 @@ int run_trace_merge(const CliArgs& cli, std::ostream& out) {
       in >> j;
     } catch (const std::exception& e) {
       throw ConfigError(path + " is not a trace file zt wrote (" + e.what() + ")");
+    }
+    // A rerun in the same out_dir with fewer ranks leaves the old run's higher ranks behind.
+    const nlohmann::json other = j.value("otherData", nlohmann::json::object());
+    if (other.is_object() && other.contains("world") && other["world"].is_number_integer()) {
+      const int64_t w = other["world"].get<int64_t>();
+      if (world < 0) {
+        world = w;
+        world_path = path;
+      }
+      if (w != world || rank >= w) {
+        throw ConfigError(path + " is of a " + std::to_string(w) + "-rank job and " + world_path +
+                          " of a " + std::to_string(world) +
+                          "-rank one: the folder holds traces of two runs; remove the older "
+                          "run's files (or give each run its own trace.dir)");
+      }
     }
     // Each rank's file is its own process already (pid = rank); its events go in as they are.
     for (auto& e : j["traceEvents"]) merged["traceEvents"].push_back(std::move(e));

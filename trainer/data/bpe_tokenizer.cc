@@ -7,8 +7,8 @@
 #include <cstring>
 #include <limits>
 
-#include "data/utf8.h"
 #include "zt/error.h"
+#include "zt/host/utf8.h"
 
 namespace zt::data {
 

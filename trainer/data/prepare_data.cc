@@ -29,8 +29,8 @@
 #include "data/mapped_file.h"
 #include "data/token_index.h"
 #include "data/tokenizer_files.h"
-#include "data/utf8.h"
 #include "zt/error.h"
+#include "zt/host/utf8.h"
 
 namespace zt::data {
 

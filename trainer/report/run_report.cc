@@ -54,17 +54,23 @@ RunLines read_lines(const std::string& run_dir) {
                         ": \"event\" is not a string; is this a metrics.jsonl zt wrote?");
     }
     const std::string event = j.value("event", "");
-    if (event == "checkpoint") {
-      r.checkpoints.push_back(j);
-      r.markers.push_back({j.value("step", 0.0), "ckpt", "#2ca02c"});
-    } else if (event == "eval") {
-      r.evals.push_back(j);
-    } else if (event == "resume") {
-      r.markers.push_back({j.value("step", 0.0), "resume", "#ff7f0e"});
-    } else if (event == "ab_switch") {
-      r.markers.push_back({j.value("step", 0.0), "to " + j.value("to", ""), "#9467bd"});
-    } else if (event.empty() && j.contains("step_time_s")) {
-      r.steps.push_back(std::move(j));
+    // A marker's step or label of another type is the file's fault, named by its line.
+    try {
+      if (event == "checkpoint") {
+        r.checkpoints.push_back(j);
+        r.markers.push_back({j.value("step", 0.0), "ckpt", "#2ca02c"});
+      } else if (event == "eval") {
+        r.evals.push_back(j);
+      } else if (event == "resume") {
+        r.markers.push_back({j.value("step", 0.0), "resume", "#ff7f0e"});
+      } else if (event == "ab_switch") {
+        r.markers.push_back({j.value("step", 0.0), "to " + j.value("to", ""), "#9467bd"});
+      } else if (event.empty() && j.contains("step_time_s")) {
+        r.steps.push_back(std::move(j));
+      }
+    } catch (const json::exception& e) {
+      throw ConfigError(r.path + ":" + std::to_string(number) + ": a value of the wrong type (" +
+                        e.what() + "); is this a metrics.jsonl zt wrote?");
     }
   }
   if (r.steps.empty()) throw ConfigError(r.path + " holds no training step");
@@ -106,7 +112,12 @@ std::string loss_chart(const RunLines& r) {
       series_of(r, "training loss", "#1f77b4", [](const json& j) { return real(j, "loss"); })};
   if (!r.evals.empty()) {
     Series val{"validation loss", "#d62728", {}};
-    for (const json& j : r.evals) val.points.push_back({step_of(j), j.value("val_loss", 0.0)});
+    // A diverged evaluation's loss is written as null (json_real): a gap, as in the training
+    // loss.
+    for (const json& j : r.evals) {
+      const double v = real(j, "val_loss");
+      if (std::isfinite(v)) val.points.push_back({step_of(j), v});
+    }
     s.push_back(std::move(val));
   }
   return svg::line_chart("loss", "loss per step", "step", "loss", s, r.markers, true);

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 namespace zt::trainer::svg {
@@ -18,6 +20,43 @@ std::string legend(const std::vector<Series>& series) {
     x += 30 + 7.0 * static_cast<double>(se.name.size());
   }
   return s.str();
+}
+
+// The most marks a series draws: a run of 100k steps drew a circle and its tooltip per step
+// (150 MB of page, minutes to build); past this, each mark is the mean of the points in a bucket
+// `width` wide on x.
+constexpr size_t kMostMarks = 2000;
+
+using Points = std::vector<std::pair<double, double>>;
+
+// `points` (in x order) as one mean point per bucket [x0 + b * width, x0 + (b + 1) * width),
+// placed at the bucket's middle step (so every series of a stack puts its bucket at the same x).
+Points thinned(const Points& points, double x0, double width) {
+  if (width <= 1) return points;
+  Points out;
+  double sum = 0;
+  int64_t count = 0, bucket = -1;
+  const auto flush = [&] {
+    if (count > 0) out.push_back({x0 + bucket * width + (width - 1) / 2, sum / count});
+    sum = 0;
+    count = 0;
+  };
+  for (const auto& [x, y] : points) {
+    const auto b = static_cast<int64_t>(std::floor((x - x0) / width));
+    if (b != bucket) flush();
+    bucket = b;
+    sum += y;
+    ++count;
+  }
+  flush();
+  return out;
+}
+
+// The bucket width that leaves at most kMostMarks buckets over [x0, x1] of whole steps.
+double bucket_width(double x0, double x1) {
+  const double span = x1 - x0 + 1;
+  if (!std::isfinite(span) || span <= static_cast<double>(kMostMarks)) return 1;
+  return std::ceil(span / static_cast<double>(kMostMarks));
 }
 
 }  // namespace
@@ -156,23 +195,33 @@ std::string line_chart(const std::string& id, const std::string& title, const st
     }
   }
   if (ax.x0 > ax.x1) ax.x0 = ax.x1 = 0;
-  if (ax.y1 < -1e299) ax.y1 = 1;
-  // Losses sit far from 0: start the axis near the data so the curves' shape shows.
-  ax.y0 = lowest > 0 && lowest > 0.5 * ax.y1 ? lowest - 0.05 * (ax.y1 - lowest) : 0;
+  if (ax.y1 < -1e299) {  // no points: an empty [0, 1]
+    ax.y1 = 1;
+    lowest = 0;
+  }
+  // Losses sit far from 0: start the axis near the data so the curves' shape shows. Negative
+  // values (a TorchScript model's own loss) take the axis below 0, which it always shows.
+  ax.y0 = lowest > 0 && lowest > 0.5 * ax.y1 ? lowest - 0.05 * (ax.y1 - lowest)
+                                             : std::min(0.0, lowest);
+  ax.y1 = std::max(ax.y1, lowest > 0 ? ax.y1 : 0.0);
   if (ax.y1 <= ax.y0) ax.y1 = ax.y0 + 1;
+  const double first = ax.x0;
+  // Only steps are bucketed: other axes (an A/B report's runs) have few points.
+  const double width = whole_x ? bucket_width(ax.x0, ax.x1) : 1;
   ax.round(whole_x, true);
   std::ostringstream s;
   s << ax.frame(x_label, y_label) << ax.markers(markers) << legend(series);
-  for (const Series& se : series) {
+  for (const Series& whole : series) {
+    Series se{whole.name, whole.color, thinned(whole.points, first, width)};
     // Later series dashed: series that agree draw one curve over the other.
     s << "<polyline class='mark' fill='none' stroke-width='2' stroke='" << se.color << "'"
-      << (&se == &series.front() ? "" : " stroke-dasharray='6 4'") << " points='";
+      << (&whole == &series.front() ? "" : " stroke-dasharray='6 4'") << " points='";
     for (const auto& [x, y] : se.points) s << ax.px(x) << "," << ax.py(y) << " ";
     s << "'/>";
     for (const auto& [x, y] : se.points) {
       s << "<circle class='mark' r='2.5' fill='" << se.color << "' cx='" << ax.px(x) << "' cy='"
         << ax.py(y) << "'><title>" << escape(se.name) << ": " << num(x) << ", " << num(y)
-        << "</title></circle>";
+        << (width > 1 ? " (mean of " + num(width) + " steps)" : "") << "</title></circle>";
     }
   }
   return figure(id, title, s.str());
@@ -210,23 +259,24 @@ std::string bar_chart(const std::string& id, const std::string& title, const std
 std::string stacked_chart(const std::string& id, const std::string& title,
                           const std::string& x_label, const std::string& y_label,
                           const std::vector<Series>& series, const std::vector<Marker>& markers) {
-  // x -> the running top of its stack.
-  std::vector<std::pair<double, double>> tops;
-  auto top_of = [&](double x) -> double& {
-    for (auto& t : tops)
-      if (t.first == x) return t.second;
-    tops.push_back({x, 0});
-    return tops.back().second;
-  };
   Axes ax{1e300, -1e300, 0, 0, {}, {}};
   for (const Series& se : series) {
     for (const auto& [x, y] : se.points) {
       ax.x0 = std::min(ax.x0, x);
       ax.x1 = std::max(ax.x1, x);
-      ax.y1 = std::max(ax.y1, top_of(x) += std::max(0.0, y));
     }
   }
   if (ax.x0 > ax.x1) ax.x0 = ax.x1 = 0;
+  // A bar per bucket of steps in a long run (kMostMarks), each part its mean there.
+  const double width_steps = bucket_width(ax.x0, ax.x1);
+  std::vector<Series> bars;
+  for (const Series& se : series)
+    bars.push_back({se.name, se.color, thinned(se.points, ax.x0, width_steps)});
+  // x -> the running top of its stack (a map: a linear search per point was quadratic).
+  std::map<double, double> tops;
+  for (const Series& se : bars) {
+    for (const auto& [x, y] : se.points) ax.y1 = std::max(ax.y1, tops[x] += std::max(0.0, y));
+  }
   if (ax.y1 <= 0) ax.y1 = 1;
   const double first = ax.x0, last = ax.x1;
   ax.round(true, true);
@@ -238,13 +288,13 @@ std::string stacked_chart(const std::string& id, const std::string& title,
   for (double t : ax.x_ticks)
     if (t >= ax.x0 && t <= ax.x1) inside.push_back(t);
   ax.x_ticks = inside;
-  const double width = std::max(1.0, 0.8 * (ax.px(1) - ax.px(0)));
+  const double width = std::max(1.0, 0.8 * (ax.px(width_steps) - ax.px(0)));
   for (auto& t : tops) t.second = 0;
   std::ostringstream s;
   s << ax.frame(x_label, y_label) << ax.markers(markers) << legend(series);
-  for (const Series& se : series) {
+  for (const Series& se : bars) {
     for (const auto& [x, y] : se.points) {
-      double& base = top_of(x);
+      double& base = tops[x];
       const double h = std::max(0.0, y);
       s << "<rect class='mark' x='" << ax.px(x) - width / 2 << "' y='" << ax.py(base + h)
         << "' width='" << width << "' height='" << std::max(0.0, ax.py(base) - ax.py(base + h))

@@ -340,9 +340,11 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
   // What this step alone moved (rank 0), by kind.
   uint64_t comm_bytes = 0;
   for (const auto& op : comm.ops) comm_bytes += op.bytes;
-  js << ",\"step_bytes\":{\"collectives\":" << comm_bytes - comm_bytes_before_
-     << ",\"offload_read\":" << io.bytes_read - read_before_
-     << ",\"offload_written\":" << io.bytes_written - written_before_ << "}";
+  // A counter below its last value restarted from 0: a live A/B switch builds new tiers.
+  const auto since = [](auto now, auto before) { return now >= before ? now - before : now; };
+  js << ",\"step_bytes\":{\"collectives\":" << since(comm_bytes, comm_bytes_before_)
+     << ",\"offload_read\":" << since(io.bytes_read, read_before_)
+     << ",\"offload_written\":" << since(io.bytes_written, written_before_) << "}";
   comm_bytes_before_ = comm_bytes;
   read_before_ = io.bytes_read;
   written_before_ = io.bytes_written;

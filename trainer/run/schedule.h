@@ -37,6 +37,24 @@ struct Schedule {
     if (kind == "linear") return floor + (base_lr - floor) * (1.0 - progress);
     return floor + (base_lr - floor) * 0.5 * (1.0 + std::cos(M_PI * progress));
   }
+
+  // A warning when the run of `run_steps` optimizer steps never reaches the schedule's peak or
+  // its decay, else "". A warning, as DeepSpeed's WarmupDecayLR gives, not an error: a short
+  // smoke run of a long job's config (--set run.steps=5) is meant.
+  std::string note(int64_t run_steps) const {
+    if (warmup_steps >= run_steps && warmup_steps > 1) {
+      return "run.warmup_steps = " + std::to_string(warmup_steps) +
+             " is not below run.steps = " + std::to_string(run_steps) +
+             ": the whole run warms up and its lr stays below " +
+             "the peak; lower run.warmup_steps to reach it";
+    }
+    if (kind != "constant" && warmup_steps >= total_steps) {
+      return "run.lr_schedule = \"" + kind + "\" decays after the warm-up, but run.warmup_steps " +
+             "= " + std::to_string(warmup_steps) + " is not below the decay's end (" +
+             std::to_string(total_steps) + ", run.decay_steps or run.steps): no step decays";
+    }
+    return "";
+  }
 };
 
 // The schedule [run] configures around the optimizer's base lr.

@@ -39,16 +39,21 @@ StepTrace::StepTrace(const TraceSettings& settings, Communicator& comm)
   trace::clear_events();
 }
 
-void StepTrace::before_step(int64_t step) const { trace::set_recording(settings_.covers(step)); }
+void StepTrace::before_step(int64_t step) {
+  const bool covered = settings_.covers(step);
+  recorded_ = recorded_ || covered;
+  trace::set_recording(covered);
+}
 
 bool StepTrace::after_step(int64_t step) const {
   trace::set_recording(false);
-  return settings_.enabled && !written_ && step >= settings_.last_step;
+  return settings_.enabled && recorded_ && !written_ && step >= settings_.last_step;
 }
 
 void StepTrace::finish(const std::string& metadata) {
   trace::set_recording(false);
-  if (!settings_.enabled || written_) return;
+  // A run resumed past the traced steps recorded none: the first run's file stays.
+  if (!settings_.enabled || written_ || !recorded_) return;
   written_ = true;
   std::error_code ec;
   std::filesystem::create_directories(settings_.dir, ec);

@@ -18,11 +18,13 @@ class StepTrace {
   // off.
   StepTrace(const TraceSettings& settings, Communicator& comm);
   // Recording on for the steps the trace covers: call before optimizer step `step` (1-based).
-  void before_step(int64_t step) const;
+  void before_step(int64_t step);
   // Recording off after optimizer step `step`; true when that was the last traced step, so the
   // caller writes the file now (finish).
   bool after_step(int64_t step) const;
-  // Writes this rank's file, once (at the last traced step, or at the end of a shorter run).
+  // Writes this rank's file, once (at the last traced step, or at the end of a shorter run), and
+  // only when some step was recorded: a run resumed past the traced steps leaves the first
+  // run's file as it was.
   // `metadata`: a JSON object of the run (model, composition). Throws IoError.
   void finish(const std::string& metadata);
   // Where this rank's file goes.
@@ -34,6 +36,7 @@ class StepTrace {
   int64_t offset_ns_ = 0;  // add to this rank's clock to read rank 0's
   int64_t origin_ns_ = 0;  // rank 0's clock when the trace was set up: the files' time zero
   bool written_ = false;
+  bool recorded_ = false;  // some step was traced by this process
 };
 
 // The clock offset to rank 0 (ns to add to this rank's CLOCK_MONOTONIC), and rank 0's time

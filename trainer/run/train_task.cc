@@ -62,6 +62,8 @@ void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints
     std::printf("  checkpoints: %s\n", checkpoints.describe().c_str());
   std::printf("  %s\n", blas_header_line(probe_blas()).c_str());
   std::printf("  %s\n", host_allocator_line().c_str());
+  if (const std::string note = run.schedule.note(run.settings.run.steps); !note.empty())
+    std::fprintf(stderr, "zt: warning: %s\n", note.c_str());
   std::fflush(stdout);
 }
 

@@ -114,6 +114,11 @@ TEST_CASE("report: a diverged step's non-finite numbers are written as null and 
       m.step_seconds = 0.25;
       m.tokens_per_s = 4000;
       report.log(m, {zt::trainer::RankMemory{}}, zt::CommStats{}, zt::OffloadStats{});
+      // An evaluation that diverged too (its null made the whole report fail).
+      zt::trainer::EvalEvent e;
+      e.step = step;
+      e.loss = step == 2 ? std::numeric_limits<double>::infinity() : 5.0 - step;
+      report.log_eval(e);
     }
   }
   // `nan` and `inf` are not JSON: every reader refused the whole file (ab, compare, tune).
@@ -127,16 +132,108 @@ TEST_CASE("report: a diverged step's non-finite numbers are written as null and 
   CHECK(std::isnan(run.steps[1].loss));
   CHECK(std::isnan(run.steps[1].grad_norm));
   CHECK(run.steps[2].loss == 1.0);
-  // The report leaves the point out of the loss line and still says the final loss.
+  // The report leaves the points out of the loss lines and still says the final loss.
   const std::string html = zt::trainer::run_report_html(dir);
   CHECK(html.find("data-chart='loss'") != std::string::npos);
+  CHECK(html.find("validation loss") != std::string::npos);
   CHECK(html.find("<td>1</td>") != std::string::npos);
+  CHECK(html.find("nan") == std::string::npos);
+  CHECK(html.find("inf'") == std::string::npos);
   // A last line cut short by a kill is left out, as the run report does; a bad line before the
   // end is still the file's fault.
   std::ofstream(dir + "/metrics.jsonl", std::ios::app) << "{\"step\":4,\"loss\":";
   CHECK(zt::trainer::read_run_metrics(dir).steps.size() == 3);
   std::ofstream(dir + "/metrics.jsonl", std::ios::app) << "\n{\"step\":5}\n";
-  CHECK_THROWS_WITH_AS(zt::trainer::read_run_metrics(dir), doctest::Contains("metrics.jsonl:4"),
+  CHECK_THROWS_WITH_AS(zt::trainer::read_run_metrics(dir), doctest::Contains("metrics.jsonl:7"),
+                       zt::ConfigError);
+  // A marker line whose step is a string: the file's fault with its line, not a crash.
+  {
+    std::ofstream out(dir + "/metrics.jsonl");
+    out << "{\"step\":1,\"loss\":2,\"step_time_s\":0.5}\n{\"event\":\"resume\",\"step\":\"3\"}\n";
+  }
+  CHECK_THROWS_WITH_AS(zt::trainer::run_report_html(dir), doctest::Contains("metrics.jsonl:2"),
                        zt::ConfigError);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("report: a step's bytes after a live A/B switch count from the new tiers' zero") {
+  const std::string dir = temp_dir();
+  {
+    zt::trainer::TrainReport report(dir + "/metrics.jsonl", 2, 1000);
+    zt::trainer::StepMetrics m;
+    m.step_seconds = 0.25;
+    zt::OffloadStats io;
+    m.step = 1;
+    io.bytes_read = 1000;
+    report.log(m, {zt::trainer::RankMemory{}}, zt::CommStats{}, io);
+    // The switch built new tiers: their counters start again.
+    m.step = 2;
+    io.bytes_read = 300;
+    report.log(m, {zt::trainer::RankMemory{}}, zt::CommStats{}, io);
+  }
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::vector<int64_t> read;
+  for (std::string line; std::getline(in, line);)
+    read.push_back(nlohmann::json::parse(line)["step_bytes"]["offload_read"].get<int64_t>());
+  CHECK(read == std::vector<int64_t>{1000, 300});
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// The numbers of an attribute (cy='...') across a chart's SVG.
+std::vector<double> attribute_values(const std::string& svg_text, const std::string& name) {
+  std::vector<double> out;
+  const std::string key = " " + name + "='";
+  for (size_t at = svg_text.find(key); at != std::string::npos; at = svg_text.find(key, at + 1))
+    out.push_back(std::stod(svg_text.substr(at + key.size())));
+  return out;
+}
+
+int count_of(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("report: negative values stay inside the chart (the axis goes below 0)") {
+  svg::Series loss{"loss", "#000", {{1, -3.0}, {2, -2.0}, {3, -1.0}}};
+  const std::string chart = svg::line_chart("loss", "loss", "step", "loss", {loss}, {}, true);
+  const std::vector<double> cy = attribute_values(chart, "cy");
+  REQUIRE(cy.size() == 3);
+  for (double y : cy) {
+    CHECK(y >= svg::kTop);
+    CHECK(y <= svg::kHeight - svg::kBottom);
+  }
+  CHECK(cy[0] > cy[2]);  // -3 below -1
+  svg::Series mixed{"bytes", "#000", {{1, -5.0}, {2, 10.0}}};
+  for (double y :
+       attribute_values(svg::line_chart("b", "b", "step", "MiB", {mixed}, {}, true), "cy"))
+    CHECK((y >= svg::kTop && y <= svg::kHeight - svg::kBottom));
+}
+
+TEST_CASE("report: a long run's charts draw a mark per bucket of steps, not per step") {
+  svg::Series loss{"loss", "#000", {}}, a{"a", "#111", {}}, b{"b", "#222", {}};
+  for (int step = 1; step <= 100'000; ++step) {
+    loss.points.push_back({static_cast<double>(step), 5.0 - step * 1e-5});
+    a.points.push_back({static_cast<double>(step), 1.0});
+    b.points.push_back({static_cast<double>(step), step <= 50'000 ? 2.0 : 4.0});
+  }
+  const std::string line = svg::line_chart("loss", "loss", "step", "loss", {loss}, {}, true);
+  const int circles = count_of(line, "<circle");
+  CHECK(circles <= 2000);
+  CHECK(circles >= 1000);
+  CHECK(line.find("mean of 50 steps") != std::string::npos);
+  const std::string stack = svg::stacked_chart("t", "t", "step", "s", {a, b});
+  const int rects = count_of(stack, "<rect class='mark'");
+  CHECK(rects <= 4000);
+  CHECK(rects >= 2000);
+  // Each bucket's bar is its steps' mean: a's part 1, b's 2 then 4, and the tallest stack 5.
+  CHECK(stack.find(": 4</title>") != std::string::npos);
+  CHECK(stack.find(": 3</title>") == std::string::npos);  // no bucket mixes b's halves
+  // A short run keeps a mark per step.
+  svg::Series few{"loss", "#000", {{1, 2.0}, {2, 1.5}, {3, 1.2}}};
+  CHECK(count_of(svg::line_chart("l", "l", "step", "loss", {few}, {}, true), "<circle") == 3);
 }

@@ -33,3 +33,16 @@ TEST_CASE("decay after the warm-up: cosine and linear to min_lr_ratio at total_s
   CHECK(linear.lr(12) == doctest::Approx(0.0));
   CHECK(linear.lr(20) == doctest::Approx(0.0));
 }
+
+TEST_CASE("a warm-up the run never finishes, or a decay it never starts, is said") {
+  Schedule fits{"cosine", 1.0, 10, 100, 0.1};
+  CHECK(fits.note(100).empty());
+  CHECK(Schedule{"constant", 1.0, 0, 1, 0.1}.note(1).empty());
+  CHECK(Schedule{"constant", 1.0, 1, 1, 0.1}.note(1).empty());  // one step: at the peak already
+  const std::string longer = Schedule{"constant", 1.0, 100, 5, 0.1}.note(5);
+  CHECK(longer.find("run.warmup_steps = 100 is not below run.steps = 5") != std::string::npos);
+  // decay_steps ends the decay before the warm-up does; the run itself is long enough.
+  const std::string no_decay = Schedule{"linear", 1.0, 20, 10, 0.1}.note(50);
+  CHECK(no_decay.find("no step decays") != std::string::npos);
+  CHECK(Schedule{"constant", 1.0, 20, 10, 0.1}.note(50).empty());
+}

@@ -16,7 +16,7 @@
 #include "../../tests/test_util.h"
 #include "data/bpe_tokenizer.h"
 #include "data/tokenizer_files.h"
-#include "data/utf8.h"
+#include "zt/host/utf8.h"
 
 namespace zt::data {
 namespace {

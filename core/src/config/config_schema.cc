@@ -27,7 +27,8 @@ SectionSpec run_section() {
        opt_int("steps", 10, "optimizer steps to run", 1),
        opt_int("seed", 1234, "seed for model init and data; identical on every rank", 0),
        opt_string("out_dir", "runs/zt-run", "folder for metrics.jsonl, summary and checkpoints"),
-       opt_int("log_every", 1, "print and record metrics every N steps", 1),
+       opt_int("log_every", 1, "print a progress line every N steps (metrics.jsonl has every step)",
+               1),
        opt_string("deepspeed", "",
                   "a DeepSpeed JSON config whose keys set zt's (this file and --set win); "
                   "see docs/deepspeed.md"),

@@ -12,6 +12,7 @@
 
 #include "util/posix_file.h"
 #include "zt/error.h"
+#include "zt/host/utf8.h"
 
 namespace zt::trace {
 
@@ -317,7 +318,10 @@ void clear_events() {
   r.named_end_ns.clear();
 }
 
-std::string json_quote(const std::string& text) {
+std::string json_quote(const std::string& raw) {
+  // A path or a --set value may be Latin-1: JSON readers refuse ill-formed UTF-8 (trace merge
+  // refused the whole file), so each ill-formed part becomes U+FFFD.
+  const std::string text = is_valid_utf8(raw) ? raw : replace_invalid_utf8(raw);
   std::string out = "\"";
   for (const unsigned char c : text) {
     switch (c) {

@@ -6,6 +6,9 @@
 #pragma once
 
 #include <stdlib.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -205,8 +208,11 @@ class IsaScope {
 inline std::vector<std::string> available_isas() {
   std::vector<std::string> isas = {"portable"};
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c")) {
+  // F16C from CPUID (leaf 1, ECX bit 29), as the plugin reads it: Clang before 15 does not know
+  // the name in __builtin_cpu_supports.
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c) {
     isas.push_back("avx2");
   }
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")) {

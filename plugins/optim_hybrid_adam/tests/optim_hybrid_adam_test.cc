@@ -349,6 +349,10 @@ TEST_CASE("invalid options are ConfigErrors naming the key") {
   throws_for({{"eps", 1e-46}}, "plugin.optim_hybrid_adam.eps");
   throws_for({{"lr", 1e39}}, "plugin.optim_hybrid_adam.lr");
   throws_for({{"weight_decay", -0.1}}, "plugin.optim_hybrid_adam.weight_decay");
+  // Finite as doubles, infinite in fp32: an L2 term or a decay factor of inf.
+  throws_for({{"weight_decay", 1e39}}, "plugin.optim_hybrid_adam.weight_decay");
+  throws_for({{"lr", 1e20}, {"weight_decay", 1e20}}, "plugin.optim_hybrid_adam.weight_decay");
+  CHECK_NOTHROW(make_optimizer({{"lr", 1e-3}, {"weight_decay", 0.1}}));
   CHECK_NOTHROW(make_optimizer({{"betas", std::vector<double>{0.0, 0.95}}}));
 }
 

@@ -135,7 +135,8 @@ inline constexpr size_t kMaxEventsPerLane = 2000000;
 ZT_API void write_trace_file(const std::string& path, int pid, const std::string& process_name,
                              int64_t offset_ns, int64_t origin_ns, const std::string& metadata);
 
-// `text` as a JSON string literal, quotes included. Never throws (but std::bad_alloc).
+// `text` as a JSON string literal, quotes included, each ill-formed UTF-8 part as U+FFFD (JSON
+// readers refuse the bytes). Never throws (but std::bad_alloc).
 ZT_API std::string json_quote(const std::string& text);
 
 }  // namespace zt::trace

@@ -1,11 +1,11 @@
 // Well-formedness per the Unicode standard's Table 3-7, which the WHATWG decoder implements: the
 // second byte's range depends on the lead byte (E0, ED, F0 and F4 narrow it), which is what
 // rules out overlong forms, surrogates and code points past U+10FFFF.
-#include "data/utf8.h"
+#include "zt/host/utf8.h"
 
 #include <cstdint>
 
-namespace zt::data {
+namespace zt {
 
 namespace {
 
@@ -96,4 +96,4 @@ size_t complete_utf8_prefix(std::string_view bytes) {
   return bytes.size();
 }
 
-}  // namespace zt::data
+}  // namespace zt
