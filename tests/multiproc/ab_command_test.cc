@@ -116,6 +116,23 @@ TEST_CASE("trainer ab: arms that change the math are refused, or compared withou
   CHECK(contains(c.output, "at step 2"));
 }
 
+TEST_CASE("trainer ab: SIGTERM to it stops the run it waits for, and nothing trains on") {
+  TempDir dir;
+  // A run far longer than the test: without the signal forwarded, the child trained on alone.
+  const auto r = run_command("timeout --preserve-status -s TERM 8 " +
+                             ab_job(dir,
+                                    "--a plugins.shard=shard_tensor "
+                                    "--b plugins.shard=shard_bucket --steps 1000000 --reps 1"));
+  INFO(r.output);
+  CHECK(r.exit_code == 128 + 15);
+  CHECK(contains(r.output, "SIGTERM: stopped the arm A run 1"));
+  // Every process of the run is gone (their command lines name its folder; "[/]" keeps pgrep's
+  // own shell from matching).
+  const auto left = run_command("pgrep -f '[/]" + dir.file("ab/runs").substr(1) + "' || true");
+  CHECK(left.output.empty());
+  CHECK_FALSE(std::filesystem::exists(dir.file("ab/runs/B-1")));
+}
+
 TEST_CASE("trainer ab: a misspelt key in an arm gets the config's did-you-mean error") {
   TempDir dir;
   const auto r = run_command(
@@ -222,6 +239,21 @@ TEST_CASE(
     ++entries;
   }
   CHECK(entries == 1);
+}
+
+TEST_CASE("live A/B: a job that fails after a switch leaves no copy of its states behind") {
+  TempDir dir;
+  // Rank 1 skips a collective well past the first switch (after step 2): the job fails in time.
+  const auto r = run_command(
+      "ZT_TEST_FAULT=skip_collective:1:400 " +
+      zt::test::small_gpt_job(dir.file("live"),
+                              "--set 'ab.arms=[\"plugins.shard=shard_tensor\", "
+                              "\"plugins.shard=shard_bucket\"]' --set ab.switch_every=2 "
+                              "--set run.steps=60 --set launch.timeout_s=5"));
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK(contains(r.output, "ab: arm B (shard_bucket) takes over after step 2"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("live/ab-switch")));
 }
 
 TEST_CASE("trainer ab: comm_ucx's ring and shared-memory sums differ in the last bits at world 3") {

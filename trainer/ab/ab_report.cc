@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "zt/error.h"
@@ -21,8 +22,12 @@ const char* const kModelStates[] = {"params",           "grads",         "master
                                     "optimizer_states", "offload_param", "offload_grads",
                                     "offload_optimizer"};
 
+// How far y is from x, relative: 0 for equal values and for two NaNs (two arms that skipped the
+// same overflowing step), infinite where only one is non-finite (NaN compared false with any
+// tolerance, so an arm's overflow read as agreement).
 double relative(double x, double y) {
-  if (x == y) return 0;
+  if (x == y || (std::isnan(x) && std::isnan(y))) return 0;
+  if (!std::isfinite(x) || !std::isfinite(y)) return std::numeric_limits<double>::infinity();
   const double scale = std::max(std::fabs(x), std::fabs(y));
   return scale > 0 ? std::fabs(x - y) / scale : std::fabs(x - y);
 }
@@ -158,7 +163,18 @@ AbResult analyse(ArmResult a, ArmResult b, int64_t warmup, double rtol, bool che
 std::string verdict_line(const AbResult& r) {
   const RatioInterval& s = r.speedup;
   std::string line;
-  if (s.low <= 1 && s.high >= 1) {
+  const auto timed = [](const StepGroups& groups) {
+    size_t n = 0;
+    for (const auto& g : groups) n += g.size();
+    return n;
+  };
+  const size_t fewest = std::min(timed(r.a.step_groups), timed(r.b.step_groups));
+  if (fewest < 2) {
+    // One step an arm resamples to itself: a zero-width "interval" that named a winner.
+    line = "no interval: " + std::to_string(fewest) + " timed step(s) in an arm cannot tell a " +
+           "difference from noise (" + r.b.label + " ran at " + fixed(s.ratio, 2) + "x " +
+           r.a.label + "'s speed); train more steps after the warm-up";
+  } else if (s.low <= 1 && s.high >= 1) {
     line = "no clear speed difference: " + r.b.label + " runs at " + fixed(s.ratio, 2) + "x " +
            r.a.label + "'s speed (95% CI " + fixed(s.low, 2) + "-" + fixed(s.high, 2) + ")";
   } else if (s.ratio >= 1) {

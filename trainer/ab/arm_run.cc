@@ -12,6 +12,7 @@
 #include "zt/error.h"
 #include "zt/host/child_process.h"
 #include "zt/host/launcher.h"
+#include "zt/host/process_exit.h"
 
 namespace zt::trainer {
 
@@ -36,8 +37,37 @@ std::string last_lines(const std::string& path, size_t count) {
   return out;
 }
 
-// Waits for the child, stopping it at the deadline: SIGTERM lets the trainer's launcher take its
-// ranks down; SIGKILL follows when it has not ended 10 s later.
+// SIGINT or SIGTERM to `trainer ab` / `trainer tune` while a run trains: the run is stopped
+// with it (a killed parent left its child training for the config's whole run.steps).
+volatile sig_atomic_t g_stop_signal = 0;
+
+void note_stop_signal(int sig) { g_stop_signal = sig; }
+
+// The handlers for the time of one child; the earlier ones come back after.
+class StopSignalsForwarded {
+ public:
+  StopSignalsForwarded() {
+    struct sigaction sa {};
+    sa.sa_handler = note_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignalsForwarded() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  StopSignalsForwarded(const StopSignalsForwarded&) = delete;
+  StopSignalsForwarded& operator=(const StopSignalsForwarded&) = delete;
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+
+// Waits for the child, stopping it at the deadline or on a stop signal to this process:
+// SIGTERM lets the trainer's launcher take its ranks down; SIGKILL follows when it has not ended
+// 10 s later.
 int wait_until(pid_t pid, const ArmRunPlan& plan, const std::string& metrics, const char* head,
                bool tty, std::ostream& out, bool& stopped) {
   using Clock = std::chrono::steady_clock;
@@ -45,7 +75,7 @@ int wait_until(pid_t pid, const ArmRunPlan& plan, const std::string& metrics, co
   std::optional<Clock::time_point> killed_at;
   while (!(code = try_reap(pid))) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    if (plan.deadline && Clock::now() > *plan.deadline) {
+    if ((plan.deadline && Clock::now() > *plan.deadline) || g_stop_signal != 0) {
       if (!stopped) {
         ::kill(pid, SIGTERM);
         stopped = true;
@@ -86,9 +116,17 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
   const std::string log = dir + ".log";
   const bool tty = isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
   const auto t0 = std::chrono::steady_clock::now();
+  const StopSignalsForwarded forwarded;
   const pid_t pid = spawn_logged(argv, log);
   bool stopped = false;
   const int code = wait_until(pid, plan, dir + "/metrics.jsonl", head.c_str(), tty, out, stopped);
+  if (const int sig = g_stop_signal; sig != 0) {
+    // Stopped from outside: no further run, trial or report (tune would go on to the next).
+    out << (tty ? "\n" : "") << "zt: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": stopped "
+        << who << " (exit " << code << "; its log: " << log << ")\n";
+    out.flush();
+    exit_without_library_teardown(128 + sig);
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (code != 0 || stopped) {
@@ -126,7 +164,7 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, int rep, int index, i
 
 AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbArgs& ab,
                      const std::vector<std::string>& math_keys, std::ostream& out) {
-  out << "zt ab: " << plan.config_path << ", " << ab.reps << " x (A B B A order) runs of "
+  out << "zt ab: " << plan.config_path << ", " << ab.reps << " run(s) an arm (in A B B A order) of "
       << plan.steps << " steps, first " << ab.warmup << " of each left out\n  A: " << a.label
       << "\n  B: " << b.label << "\n";
   const int total = 2 * ab.reps;

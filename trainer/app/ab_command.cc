@@ -131,8 +131,13 @@ int run_ab_report(const CliArgs& args, std::ostream& out) {
   const std::string& run_dir = args.compare_runs.at(0);
   const RunMetrics metrics = read_run_metrics(run_dir);
   out << "zt ab-report: " << metrics.path << "\n";
+  // Given the metrics file itself, the report goes beside it.
+  const std::string beside = std::filesystem::is_directory(run_dir)
+                                 ? run_dir
+                                 : std::filesystem::path(run_dir).parent_path().string();
   return report_ab(live_ab_result(metrics, args.ab.warmup),
-                   args.ab.out_dir.empty() ? run_dir : args.ab.out_dir, out);
+                   args.ab.out_dir.empty() ? (beside.empty() ? "." : beside) : args.ab.out_dir,
+                   out);
 }
 
 }  // namespace zt::trainer

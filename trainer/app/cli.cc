@@ -188,7 +188,10 @@ bool parse_ab_flag(const std::string& a, const std::function<std::string()>& val
   } else if (a == "--steps" && out.command == Command::kAb) {
     ab.steps = parse_count(a, value(), 1);
   } else if (a == "--reps" && out.command == Command::kAb) {
-    ab.reps = static_cast<int>(parse_count(a, value(), 1));
+    const int64_t reps = parse_count(a, value(), 1);
+    if (reps > 1000)
+      throw ConfigError(a + " " + std::to_string(reps) + ": at most 1000 runs an arm");
+    ab.reps = static_cast<int>(reps);
   } else if (a == "--warmup") {
     ab.warmup = parse_count(a, value(), 0);
   } else if (a == "--out") {
@@ -197,8 +200,9 @@ bool parse_ab_flag(const std::string& a, const std::function<std::string()>& val
     const std::string v = value();
     char* end = nullptr;
     ab.rtol = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end != '\0' || !(ab.rtol >= 0)) {
-      throw ConfigError("--rtol " + v + ": expected a relative tolerance >= 0, e.g. 1e-6");
+    // Finite: inf turned the loss check off.
+    if (v.empty() || *end != '\0' || !(ab.rtol >= 0) || !std::isfinite(ab.rtol)) {
+      throw ConfigError("--rtol " + v + ": expected a finite relative tolerance >= 0, e.g. 1e-6");
     }
   } else if (a == "--allow-different-math") {
     ab.allow_different_math = true;

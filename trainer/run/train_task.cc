@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -537,6 +538,21 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   if (resume && nothing_left(*resume, job.run.steps, leader)) return 0;
   TrainRun run{job, catalog, env, nullptr, nullptr, nullptr, nullptr, {}, {}};
   build_train_run(run, store, timeout, resume != nullptr);
+  // A live A/B job that fails leaves no copy of its model states in ab.switch_dir (tmpfs where
+  // it is /dev/shm, and tune's failed trials left one each); the end of a good run removes it in
+  // finish_live_ab.
+  struct SwitchStatesOnFailure {
+    const TrainRun& run;
+    bool leader;
+    int uncaught = std::uncaught_exceptions();
+    ~SwitchStatesOnFailure() {
+      if (!leader || !run.live.on() || std::uncaught_exceptions() <= uncaught) return;
+      try {
+        remove_checkpoint_dir(run.live.switch_dir);
+      } catch (...) {  // the job's own error is the one to report
+      }
+    }
+  } switch_states{run, leader};
   RunOutputs out = open_outputs(run, settings, resume.get());
   TrainSummary summary = train_loop(run, *out.report, settings, out.checkpoints.get());
   finish_train(run, summary, settings);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "../../tests/test_util.h"
@@ -235,6 +236,20 @@ TEST_CASE("identical runs agree, and a diverging step is named with the run and 
   CHECK(g.where == "arm B run 2");
   CHECK(g.a == 4.0);
   CHECK(g.b == 4.01);
+
+  // An overflow in one arm only (its loss written as null, read as NaN) diverges; in both arms
+  // alike it is the same step.
+  std::vector<double> nan_at_2 = losses;
+  nan_at_2[1] = std::numeric_limits<double>::quiet_NaN();
+  b.runs.back() = run_of(nan_at_2, times, 1, 800);
+  g = check_agreement(a, b, 1e-6);
+  CHECK_FALSE(g.agree);
+  CHECK(g.first_step == 2);
+  ArmResult both_a = arm_of("A", "shard_tensor", {run_of(nan_at_2, times, 4, 800)});
+  ArmResult both_b = arm_of("B", "shard_bucket", {run_of(nan_at_2, times, 1, 800)});
+  g = check_agreement(both_a, both_b, 1e-6);
+  CHECK(g.agree);
+  CHECK(g.identical);
 }
 
 TEST_CASE("the verdict: speed with its interval, memory, collectives and agreement") {
@@ -272,6 +287,15 @@ TEST_CASE("the verdict: speed with its interval, memory, collectives and agreeme
   CHECK(contains(json, "\"first_divergence\""));
   CHECK(contains(json, "\"speedup_b_over_a\""));
   CHECK_FALSE(std::filesystem::exists(dir.file("ab.json.tmp")));
+}
+
+TEST_CASE("one timed step an arm names no winner: its interval would have zero width") {
+  const AbResult r = analyse(arm_of("A", "x", {run_of({3, 2, 1}, {1, 1, 1.2}, 1, 1)}),
+                             arm_of("B", "y", {run_of({3, 2, 1}, {1, 1, 1.0}, 1, 1)}), 2, 1e-6,
+                             true, {});
+  INFO(r.verdict);
+  CHECK(contains(r.verdict, "no interval: 1 timed step(s) in an arm"));
+  CHECK_FALSE(contains(r.verdict, "faster"));
 }
 
 TEST_CASE("an arm with no step past the warm-up is refused, naming the flags") {

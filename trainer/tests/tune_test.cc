@@ -409,6 +409,34 @@ TEST_CASE("tune: a verdict where nothing raced says so, not that your config is 
   CHECK(tune_verdict(r) == "your config is the fastest composition found (stage 3, shard_bucket)");
 }
 
+TEST_CASE("tune: tuned.toml takes the winner only as the final A/B confirmed it") {
+  TuneResult r;
+  r.candidates.resize(2);
+  r.candidates[1].estimate.composition.label = "stage 2, bf16 moments";
+  r.winner = 1;
+  r.rounds.emplace_back();
+  // The final A/B failed (a crash, the budget): the winner's short trials are all it has.
+  r.final_note = "the final A/B did not finish: arm B exited 137";
+  CHECK(r.keep_yours());
+  CHECK(contains(tune_verdict(r), "is not confirmed: the final A/B did not finish"));
+  CHECK(contains(tune_verdict(r), "your config stays"));
+  // It ran, faster, with the losses agreeing: adopted.
+  r.final_ran = true;
+  r.final_ab.speedup = {1.3, 1.2, 1.4};
+  r.final_losses = "losses agree";
+  CHECK_FALSE(r.keep_yours());
+  CHECK(contains(tune_verdict(r), "stage 2, bf16 moments: 1.30x the config you gave"));
+  // Faster, but diverging: kept out.
+  r.final_losses_agree = false;
+  r.final_losses = "LOSSES DIVERGE: loss at step 40";
+  CHECK(r.keep_yours());
+  CHECK(contains(tune_verdict(r), "but LOSSES DIVERGE: loss at step 40: your config stays"));
+  // Clearly slower: kept out.
+  r.final_losses_agree = true;
+  r.final_ab.speedup = {0.9, 0.85, 0.95};
+  CHECK(r.keep_yours());
+}
+
 TEST_CASE("tune: across hosts every composition is sized with one host's ranks") {
   // The grid was sized per host, --candidate and phase 2's variants with the whole job's ranks:
   // the same composition resolved twice (raced twice), and a host asked for every rank's memory.

@@ -130,13 +130,14 @@ TrialJobResult run_trial_job(ArmRunPlan plan, const TrialJob& job, std::ostream&
     r.failed_arm = failed_arm(message, r.metrics, job);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // Timed steps: each turn's first step (a switch rebuilds the engine) and a plain run's first
-  // (the process warms up) are left out.
+  // Timed steps: each turn's first step (a switch rebuilds the engine) and the job's first two
+  // (the process warms up, as trainer ab's default --warmup 2 says: with one, the first arm, your
+  // config or the leader, carried the process's second step every time) are left out.
   const auto& steps = r.metrics.steps;
   for (size_t i = 0; i < steps.size(); ++i) {
     const int a = std::clamp(arm_of_record(steps[i]), 0, arms - 1);
     r.rss[a] = std::max(r.rss[a], largest_rss(steps[i]));
-    const bool turn_start = i == 0 || steps[i - 1].arm != steps[i].arm;
+    const bool turn_start = i < 2 || steps[i - 1].arm != steps[i].arm;
     if (!turn_start && !steps[i].skipped) r.step_s[a].push_back(steps[i].step_time_s);
   }
   return r;

@@ -29,8 +29,19 @@ std::string tune_verdict(const TuneResult& r) {
   if (r.winner == 0) {
     return "your config is the fastest composition found (" + w.estimate.composition.label + ")";
   }
-  if (!r.final_ran) return w.estimate.composition.label + ": " + r.final_note;
+  if (!r.final_ran) {
+    return "the search's winner (" + w.estimate.composition.label +
+           ") is not confirmed: " + r.final_note +
+           "; your config stays (the winner's settings are in tune.json)";
+  }
   const RatioInterval& s = r.final_ab.speedup;
+  if (!r.final_losses_agree) {
+    char buf[200];
+    std::snprintf(buf, sizeof(buf), " ran %.2fx the config you gave (95%% CI %.2f-%.2f), but ",
+                  s.ratio, s.low, s.high);
+    return "the search's winner (" + w.estimate.composition.label + ")" + buf + r.final_losses +
+           ": your config stays";
+  }
   if (r.keep_yours()) {
     char buf[200];
     std::snprintf(buf, sizeof(buf),

@@ -48,9 +48,10 @@ struct TuneResult {
   AbResult final_ab;       // A: your config, B: the winner
   std::string final_note;  // why there was no final A/B, when there was none
   bool final_losses_agree = true;
-  // The final A/B found the search's winner clearly slower than your config (its interval below
-  // 1): tuned.toml keeps your config.
-  bool keep_yours() const { return final_ran && final_ab.speedup.high < 1; }
+  // tuned.toml takes the search's winner only as the final A/B confirmed it: that A/B ran, the
+  // losses agree, and the winner is not clearly slower than your config (its interval below 1).
+  // Else it keeps your config (a winner that failed its final runs, or diverged, was adopted).
+  bool keep_yours() const { return !final_ran || !final_losses_agree || final_ab.speedup.high < 1; }
   std::string final_losses;  // "losses identical", "losses agree within 0.001 (...)", ...
   std::string verdict;
   double budget_s = 0, elapsed_s = 0;
