@@ -48,10 +48,12 @@ bool sets(const Candidate& c, const std::string& kv) {
   return std::find(c.overrides.begin(), c.overrides.end(), kv) != c.overrides.end();
 }
 
-Contender contender(size_t id, std::vector<double> steps) {
+// Timed in trial job `job`.
+Contender contender(size_t id, std::vector<double> steps, int64_t job = 1) {
   Contender c;
   c.candidate = id;
   c.step_groups = {std::move(steps)};
+  c.jobs = {job};
   return c;
 }
 
@@ -357,6 +359,25 @@ TEST_CASE("tune: the race drops the clearly slower, then halves, and keeps the l
   CHECK_THROWS_AS(judge_round(none, 1, "r", rules), zt::InternalError);
 }
 
+TEST_CASE("tune: one job each is not enough to call a candidate in another job clearly slower") {
+  // Another micro batch split trains in a job of its own: one job against one holds the steps'
+  // noise, not the offset between two processes.
+  std::vector<Contender> c = {contender(0, {1.00, 1.01, 0.99, 1.00}, 1),
+                              contender(1, {1.10, 1.11, 1.09, 1.10}, 2)};
+  RaceRules rules;
+  rules.halve = false;
+  judge_round(c, 1, "phase 1 round 1", rules);
+  CHECK(c[1].racing);
+  // A second job each: now the interval holds the jobs' offset too, and it is clear.
+  c[0].step_groups.push_back({1.00, 1.01, 0.99, 1.00});
+  c[0].jobs.push_back(3);
+  c[1].step_groups.push_back({1.10, 1.12, 1.09, 1.11});
+  c[1].jobs.push_back(4);
+  judge_round(c, 2, "phase 1 round 2", rules);
+  CHECK_FALSE(c[1].racing);
+  CHECK(contains(c[1].left, "clearly slower after phase 1 round 2"));
+}
+
 TEST_CASE("tune: a trial's losses are checked against the reference's, step by step") {
   RunMetrics ref, run;
   for (int64_t s = 1; s <= 4; ++s) {
@@ -402,11 +423,17 @@ TEST_CASE("tune: a verdict where nothing raced says so, not that your config is 
   r.candidates.resize(2);
   r.candidates[0].estimate.composition.label = "stage 3, shard_bucket";
   r.budget_s = 60;
+  r.could_race = 2;
   CHECK(tune_verdict(r) ==
         "nothing raced: after the reference run, the 60 s budget had no time for a trial job and "
         "the final A/B, so your config stays (stage 3, shard_bucket); give tune a larger --budget");
   r.rounds.emplace_back();  // a round ran, and your config led it
   CHECK(tune_verdict(r) == "your config is the fastest composition found (stage 3, shard_bucket)");
+  // Nothing else could race: a larger budget would not help, and the verdict does not ask for one.
+  r.rounds.clear();
+  r.could_race = 1;
+  CHECK(contains(tune_verdict(r), "nothing else to race: every other composition was pruned"));
+  CHECK_FALSE(contains(tune_verdict(r), "--budget"));
 }
 
 TEST_CASE("tune: tuned.toml takes the winner only as the final A/B confirmed it") {

@@ -47,10 +47,18 @@ size_t judge_round(std::vector<Contender>& contenders, int round, const std::str
     c.vs_leader = bootstrap_speedup(c.step_groups, lead.step_groups, rules.resamples,
                                     rules.seed + static_cast<uint64_t>(round * 1000 + i));
   }
+  // An interval over one job each holds only the steps' noise, not the offset between two
+  // processes (ab_stats.h): "clearly slower" needs the two timed in one job, or in two jobs
+  // each. Halving below still ranks by the medians.
+  const auto comparable = [&](const Contender& c) {
+    const bool both_repeated = c.step_groups.size() >= 2 && lead.step_groups.size() >= 2;
+    const bool one_job = !c.jobs.empty() && !lead.jobs.empty() && c.jobs.back() == lead.jobs.back();
+    return both_repeated || one_job;
+  };
   char why[200];
   for (size_t i : racing) {
     Contender& c = contenders[i];
-    if (i == leader || c.vs_leader.low <= 1 + rules.clear_margin) continue;
+    if (i == leader || c.vs_leader.low <= 1 + rules.clear_margin || !comparable(c)) continue;
     std::snprintf(why, sizeof(why),
                   "clearly slower after %s: %.2fx the leader's step time (95%% CI %.2f-%.2f)",
                   when.c_str(), c.vs_leader.ratio, c.vs_leader.low, c.vs_leader.high);

@@ -15,8 +15,9 @@
 namespace zt::trainer {
 
 struct Contender {
-  size_t candidate = 0;    // index into the caller's candidates
-  StepGroups step_groups;  // its timed steps, per trial job (the bootstrap resamples jobs first)
+  size_t candidate = 0;       // index into the caller's candidates
+  StepGroups step_groups;     // its timed steps, per trial job (the bootstrap resamples jobs first)
+  std::vector<int64_t> jobs;  // the trial job of each group (judge_round compares within one)
   bool racing = true;
   std::string left;  // why it left the race ("" while racing)
   int left_round = 0;

@@ -20,6 +20,11 @@ std::string seconds_text(double s) {
 
 std::string tune_verdict(const TuneResult& r) {
   const TuneCandidate& w = r.candidates[r.winner];
+  if (r.winner == 0 && r.rounds.empty() && r.could_race == 1) {
+    return "nothing else to race: every other composition was pruned by the estimate or does not "
+           "fit (tune.json says why for each), so your config stays (" +
+           w.estimate.composition.label + ")";
+  }
   if (r.winner == 0 && r.rounds.empty()) {
     // Not a verdict on speed: no other composition ran a step.
     return "nothing raced: after the reference run, the " + seconds_text(r.budget_s) +

@@ -44,6 +44,9 @@ struct TuneResult {
   std::vector<TuneCandidate> candidates;  // [0] is the config as given
   std::vector<TuneRound> rounds;
   size_t winner = 0;
+  // Candidates that entered a race (your config among them): 1 when every other composition was
+  // pruned by the estimate or does not fit, and then no round runs whatever the budget.
+  size_t could_race = 0;
   bool final_ran = false;
   AbResult final_ab;       // A: your config, B: the winner
   std::string final_note;  // why there was no final A/B, when there was none

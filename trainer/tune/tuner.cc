@@ -88,6 +88,9 @@ class Tuner {
   size_t leader_of(int phase, const std::vector<size_t>& indices);
   bool run_job(const std::vector<size_t>& arms, Clock::time_point until, TuneRound& round);
   void final_ab();
+  // Sets final_losses(_agree) from the final A/B: its own check where the arms train the same
+  // math, else the losses step by step against --rtol.
+  void compare_final_losses(bool same_math, bool same_split);
   void write_outputs();
 
   const TuneRequest& request_;
@@ -354,6 +357,7 @@ bool Tuner::run_job(const std::vector<size_t>& arms, Clock::time_point until, Tu
     c.jobs.push_back(job.name);
     c.rss = std::max(c.rss, r.rss[a]);
     c.race.step_groups.push_back(r.step_s[a]);
+    c.race.jobs.push_back(jobs_run_);
   }
   // The losses first: a job the budget stopped is checked as far as it went. The gradient norms
   // too where the job computes what your config does but for rounding: the same micro batch
@@ -546,12 +550,22 @@ void Tuner::final_ab() {
     r_.final_ab = run_ab_arms(plan, std::move(a), std::move(b), ab,
                               same_math ? std::vector<std::string>{} : math_keys, out_);
     r_.final_ran = true;
-    std::filesystem::create_directories(plan.out_dir);
-    write_ab_json(r_.final_ab, plan.out_dir + "/ab.json");
   } catch (const Error& e) {
     r_.final_note = "the final A/B did not finish: " + first_line(e.what());
     return;
   }
+  compare_final_losses(same_math, same_split);
+  if (!same_math) {
+    // The A/B's own check was off (not --allow-different-math, which its verdict named): tune
+    // compared the losses, and its verdict says so.
+    r_.final_ab.unchecked_reason = "tune compared them: " + r_.final_losses;
+    r_.final_ab.verdict = verdict_line(r_.final_ab);
+  }
+  std::filesystem::create_directories(plan.out_dir);
+  write_ab_json(r_.final_ab, plan.out_dir + "/ab.json");
+}
+
+void Tuner::compare_final_losses(bool same_math, bool same_split) {
   const Agreement& g = r_.final_ab.agreement;
   if (same_math) {
     r_.final_losses_agree = g.agree;
@@ -615,6 +629,7 @@ int Tuner::run() {
   for (size_t i = 0; i < r_.candidates.size(); ++i) {
     if (r_.candidates[i].race.racing) first.push_back(i);
   }
+  r_.could_race = first.size();
   size_t leader = race(1, first, phase1_end);
   // Phase 2: one knob at a time around the leader, raced against it afresh.
   // Copied: add_candidate grows r_.candidates, which would leave a reference dangling.
@@ -625,9 +640,11 @@ int Tuner::run() {
     if (i != kNone && std::find(second.begin(), second.end(), i) == second.end())
       second.push_back(i);
   }
+  r_.could_race += second.size() - 1;
   if (second.size() > 1) {
     Contender& l = r_.candidates[leader].race;
     l.step_groups.clear();  // measured again beside the variants, in the same jobs
+    l.jobs.clear();
     out_ << "  phase 2: " << second.size() - 1 << " variants of the leader ("
          << lead.composition.label << ")\n";
     leader = race(2, second, search_end);
