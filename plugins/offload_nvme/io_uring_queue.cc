@@ -1,5 +1,6 @@
 #include "io_uring_queue.h"
 
+#include <fcntl.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -9,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 #include <system_error>
+#include <thread>
 
 #include "file_util.h"
 #include "zt/bytes.h"
@@ -71,7 +73,10 @@ struct IoQueue::Slot {
   int64_t offset = 0;      // within the chunk
   int64_t length = 0;
   int64_t moved = 0;  // done by earlier short completions of this request
+  // Its first submission: resubmissions (EAGAIN, a short transfer) keep it, so a request that
+  // keeps coming back still stalls out after request_timeout (IoWork's wait counts on that).
   Clock::time_point since;
+  int retries = 0;  // EAGAIN/EINTR answers so far
   bool abandoned = false;
 };
 
@@ -258,7 +263,7 @@ void IoQueue::issue() {
   }
 }
 
-void IoQueue::prepare_request(Slot& slot) {
+void IoQueue::prepare_request(Slot& slot, bool again) {
   io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
   if (!sqe) {
     submit_pending();
@@ -275,7 +280,10 @@ void IoQueue::prepare_request(Slot& slot) {
     io_uring_prep_read(sqe, c.job->t.fd, memory, length, file_offset);
   }
   io_uring_sqe_set_data64(sqe, static_cast<uint64_t>(&slot - slots_.data()) + 1);
-  slot.since = Clock::now();
+  if (!again) {
+    slot.since = Clock::now();
+    slot.retries = 0;
+  }
   ++unsubmitted_;
 }
 
@@ -286,10 +294,16 @@ void IoQueue::submit_pending() {
   for (int attempt = 0; attempt < 1000; ++attempt) {
     const int rc = io_uring_submit(ring_.get());
     if (rc >= 0) {
-      unsubmitted_ = 0;
-      return;
-    }
-    if (rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+      // The kernel may take fewer than were queued (short of memory, or stopped at an SQE it
+      // could not set up): the rest stay in the ring, and nothing else would submit them while
+      // the caller waits for them.
+      unsubmitted_ = std::max(0, unsubmitted_ - rc);
+      if (io_uring_sq_ready(ring_.get()) == 0) {
+        unsubmitted_ = 0;
+        return;
+      }
+      if (rc > 0) continue;
+    } else if (rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
       throw IoError("offload_nvme: io_uring_submit failed: " + errno_text(-rc));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -354,7 +368,11 @@ void IoQueue::on_completion(uint64_t user_data, int result) {
   const int64_t file_offset = job.t.file_offset + chunk.pos + slot.offset + slot.moved;
   const char* op = job.t.write ? "write" : "read";
   if (result == -EAGAIN || result == -EINTR) {
-    prepare_request(slot);  // the kernel asks to try again: not a failure
+    // The kernel asks to try again: not a failure, but not a busy loop either (a device that
+    // keeps answering EAGAIN stalls out at request_timeout from the first submission).
+    slot.retries = std::min(slot.retries + 1, 10);
+    std::this_thread::sleep_for(std::chrono::microseconds(100 * slot.retries));
+    prepare_request(slot, /*again=*/true);
     return;
   }
   if (result < 0) {
@@ -378,11 +396,19 @@ void IoQueue::on_completion(uint64_t user_data, int result) {
                     " returned 0 bytes: the file ends before it (truncated under the running "
                     "job?); leave the offload folder alone while a job runs");
     }
+  } else if (result < want && !job.t.write && (file_offset + result) % options_.alignment != 0 &&
+             (fcntl(job.t.fd, F_GETFL) & O_DIRECT) != 0) {
+    // O_DIRECT reads end short off a block boundary only at the file's end; the rest, asked
+    // for at that unaligned offset, would fail as EINVAL.
+    fail(job, "the read request of " + std::to_string(want) + " bytes at file offset " +
+                  std::to_string(file_offset) + " returned " + std::to_string(result) +
+                  " bytes: the file ends before it (truncated under the running job?); leave "
+                  "the offload folder alone while a job runs");
   } else if (result < want) {
     // A short transfer that made progress: move the rest (the offset stays aligned for the
     // block-multiple results O_DIRECT gives).
     slot.moved += result;
-    prepare_request(slot);
+    prepare_request(slot, /*again=*/true);
     return;
   }
   --chunk.outstanding;

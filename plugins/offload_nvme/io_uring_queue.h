@@ -87,6 +87,9 @@ class IoQueue {
   // (NvmeTier's host buffers leak; so do the bounce buffers): reused, a late completion would
   // corrupt whatever lives there. Shared, so it outlives the queue.
   std::shared_ptr<const std::atomic<bool>> requests_abandoned() const { return abandoned_; }
+  // The same flag, for a caller that gave up waiting on a transfer still in the queue (a timed
+  // out IoWork): its memory may still be in the kernel's hands.
+  std::shared_ptr<std::atomic<bool>> abandonment_flag() { return abandoned_; }
 
  private:
   struct Job;
@@ -98,7 +101,9 @@ class IoQueue {
   bool blocked_by_earlier(const Job& job) const;
   Chunk* next_chunk(Job& job);
   void issue();
-  void prepare_request(Slot& slot);
+  // Queues the SQE of the rest of `slot`'s request; `again` for a resubmission, which keeps
+  // the time of its first submission.
+  void prepare_request(Slot& slot, bool again = false);
   void arm_wakeup();
   void wait_and_reap();
   void on_completion(uint64_t user_data, int result);

@@ -26,6 +26,29 @@ namespace {
 // logical blocks raise it.
 constexpr int64_t kMinAlignment = 4096;
 
+// A transfer's handle. A wait that runs out while the transfer is still queued or in flight
+// marks the queue's requests abandoned: the caller then drops what it handed over (the engine
+// frees a fetched host_buffer), and that memory must outlive a kernel that may still write
+// into it.
+class TierWork final : public IoWork {
+ public:
+  TierWork(std::string what, std::chrono::milliseconds timeout,
+           std::shared_ptr<std::atomic<bool>> abandoned)
+      : IoWork(std::move(what), timeout), abandoned_(std::move(abandoned)) {}
+  using IoWork::wait;
+  void wait(std::chrono::milliseconds timeout) override {
+    try {
+      IoWork::wait(timeout);
+    } catch (const IoError&) {
+      if (!is_completed()) abandoned_->store(true);
+      throw;
+    }
+  }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> abandoned_;
+};
+
 // How a user moves the files elsewhere; quoted at the end of most errors.
 const char* kWayOutPath =
     "set plugin.offload_nvme.path to a writable folder on a local disk with room "
@@ -107,11 +130,29 @@ std::string NvmeTier::step_text() const {
 }
 
 void NvmeTier::make_folder() {
+  if (folder_made_) return;
   std::error_code ec;
-  std::filesystem::create_directories(rank_dir_, ec);
+  std::filesystem::create_directories(job_dir_, ec);
   if (ec) {
     throw IoError("offload_nvme: cannot create the offload folder " + rank_dir_ + " for " + who() +
                   ": " + ec.message() + "; " + kWayOutPath);
+  }
+  // The rank's folder is made here, by this tier alone: another tier of the same job and rank
+  // (a second engine of one Python process on the same path) or a killed rank's leftovers hold
+  // rank<r>, and then this tier takes rank<r>.2, .3, ... Two tiers in one folder truncated and
+  // then removed each other's files.
+  const std::string base = rank_dir_;
+  for (int n = 1;; ++n) {
+    const std::string dir = n == 1 ? base : base + "." + std::to_string(n);
+    if (mkdir(dir.c_str(), 0777) == 0) {
+      rank_dir_ = dir;
+      folder_made_ = true;
+      return;
+    }
+    if (errno != EEXIST || n == 1000) {
+      throw IoError("offload_nvme: cannot create the offload folder " + dir + " for " + who() +
+                    ": " + errno_text(errno) + "; " + kWayOutPath);
+    }
   }
 }
 
@@ -130,10 +171,13 @@ void NvmeTier::refuse_direct(const std::string& syscall, int error_number) {
 }
 
 int NvmeTier::open_region_file(const std::string& path) {
-  const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+  // O_EXCL: the folder is this tier's alone, so a file already there is another program's.
+  const int flags = O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC;
   int fd = open(path.c_str(), flags | (direct_ ? O_DIRECT : 0), 0600);
   if (fd < 0 && errno == EINVAL && direct_) {
     refuse_direct("open", EINVAL);
+    // Some file systems create the file before refusing O_DIRECT: it is this tier's own.
+    unlink(path.c_str());
     fd = open(path.c_str(), flags, 0600);
   }
   return fd;
@@ -199,9 +243,28 @@ void NvmeTier::prepare(int64_t total_bytes) {
                   " free; set plugin.offload_nvme.path to a folder on a bigger filesystem "
                   "(--set plugin.offload_nvme.path=...), free space there, or offload less to "
                   "this tier" +
-                  role);
+                  role + other_jobs_note());
   }
   prepared_ = true;
+}
+
+std::string NvmeTier::other_jobs_note() const {
+  // Another job's folders beside this one: a running job's, or one a killed rank left (no
+  // destructor ran, and only zt's own launcher removes them after).
+  std::string note;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(config_.path, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind("zt-", 0) != 0 || entry.path() == job_dir_ || !entry.is_directory(ec)) continue;
+    int64_t bytes = 0;
+    for (const auto& f : std::filesystem::recursive_directory_iterator(entry.path(), ec)) {
+      if (f.is_regular_file(ec)) bytes += static_cast<int64_t>(f.file_size(ec));
+    }
+    note += (note.empty() ? "" : ", ") + name + " (" + bytes_text(bytes) + ")";
+  }
+  if (note.empty()) return "";
+  return "; other jobs' offload folders hold space there: " + note +
+         " (a running job's, or left by killed ranks: remove those no job uses)";
 }
 
 void NvmeTier::ensure_prepared() {
@@ -235,8 +298,11 @@ int64_t NvmeTier::allocate(const std::string& name, int64_t bytes) {
       rc = ftruncate(region.file->fd, region.bytes) == 0 ? 0 : errno;
     }
     if (rc != 0) {
-      const int64_t free = free_bytes(rank_dir_);
+      // Closed and removed first: ext4 and XFS hold the blocks of a failed reservation until
+      // then, and the free space said would be short by them.
+      region.file.reset();
       unlink(region.path.c_str());
+      const int64_t free = free_bytes(rank_dir_);
       throw IoError("offload_nvme: cannot reserve " + bytes_text(region.bytes) + " for region '" +
                     name + "' in " + region.path + " " + step_text() + ": " + errno_text(rc) +
                     (free >= 0 ? "; " + bytes_text(free) + " free on " + file_system_name(rank_dir_)
@@ -296,7 +362,7 @@ std::shared_ptr<Work> NvmeTier::transfer(bool write, int64_t region, int64_t off
   const int64_t rounds = (queue_->pending_requests() + queue_->requests_for(bytes)) /
                          config_.queue_depth;
   const auto timeout = config_.request_timeout * (2 + rounds);
-  auto work = std::make_shared<IoWork>(label, timeout);
+  auto work = std::make_shared<TierWork>(label, timeout, queue_->abandonment_flag());
   std::shared_ptr<Counters> counters = counters_;
   auto done = [counters, work, write, bytes](std::exception_ptr error) {
     if (!error) {

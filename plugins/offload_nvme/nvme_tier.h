@@ -74,6 +74,8 @@ class NvmeTier final : public OffloadTier {
 
   void ensure_prepared();
   void make_folder();
+  // "; other jobs' offload folders hold space there: zt-... (4.0 GiB), ..." or "".
+  std::string other_jobs_note() const;
   void probe();
   void refuse_direct(const std::string& syscall, int error_number);
   int open_region_file(const std::string& path);
@@ -87,7 +89,8 @@ class NvmeTier final : public OffloadTier {
   NvmeConfig config_;
   OffloadContext context_;
   std::string job_dir_;
-  std::string rank_dir_;
+  std::string rank_dir_;      // <job_dir_>/rank<r>, or rank<r>.<n> when that was taken
+  bool folder_made_ = false;  // make_folder claimed rank_dir_
   int64_t alignment_ = 4096;
   bool direct_ = true;
   std::string buffered_reason_;  // why I/O is buffered, for describe()

@@ -13,6 +13,7 @@
 #include "python/binding/module_engine.h"
 #include "zt/error.h"
 #include "zt/host/blas.h"
+#include "zt/host/compose.h"
 #include "zt/host/launcher.h"
 #include "zt/host_memory.h"
 
@@ -76,7 +77,7 @@ py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::str
   for (const auto& var : zt::blas_env_for_children(zt::probe_blas())) spec.env.push_back(var);
   spec.env.push_back(
       {"GLIBC_TUNABLES", zt::glibc_tunables_for_training(zt::glibc_tunables(environ))});
-  spec.env.push_back({"ZT_JOB_ID", std::to_string(getpid())});
+  spec.env.push_back({"ZT_JOB_ID", zt::draw_job_id()});
   zt::LaunchResult r;
   {
     py::gil_scoped_release released;

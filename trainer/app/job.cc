@@ -118,7 +118,7 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   // A signal to the launcher reaches the ranks, which finish their step and save: as long as a
   // step and a save may take, bounded like every wait (three times launch.timeout_s).
   spec.drain = 3 * launch.timeout;
-  const std::string job_id = std::to_string(getpid());
+  const std::string job_id = draw_job_id();
   spec.env.push_back({"ZT_JOB_ID", job_id});
   // OpenBLAS reads its core type when it loads, glibc its tunables when a process starts: the
   // ranks' environment is the place to fix them.

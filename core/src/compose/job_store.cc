@@ -12,8 +12,7 @@
 namespace zt {
 
 JobStore join_job_store(const LaunchSettings& launch, const RankEnv& env) {
-  if (!env.found && !std::getenv("ZT_JOB_ID"))
-    setenv("ZT_JOB_ID", std::to_string(getpid()).c_str(), 1);
+  if (!env.found && !std::getenv("ZT_JOB_ID")) setenv("ZT_JOB_ID", draw_job_id().c_str(), 1);
   JobStore job;
   job.timeout = launch.timeout;
   const std::string addr = env.master_addr.empty() ? launch.master_addr : env.master_addr;

@@ -46,16 +46,21 @@ std::string OffloadTiers::describe() const {
   return out;
 }
 
+std::string draw_job_id() {
+  std::random_device device;
+  char id[32];
+  std::snprintf(id, sizeof(id), "%d-%08x", static_cast<int>(getpid()), device());
+  return id;
+}
+
 std::string offload_job_id(Store& store, int rank, std::chrono::milliseconds timeout) {
   if (const char* id = std::getenv("ZT_JOB_ID")) return id;
   const std::string key = "offload/job_id";
   // Drawn once per store: a live A/B switch asks again, and a second draw under the same key
   // raced the other ranks' reads of the first (their savers then met under different keys).
   if (rank == 0 && store.add("offload/job_id_drawn", 1) == 1) {
-    std::random_device device;
-    char id[32];
-    std::snprintf(id, sizeof(id), "%d-%08x", static_cast<int>(getpid()), device());
-    store.set(key, std::vector<uint8_t>(id, id + std::strlen(id)));
+    const std::string id = draw_job_id();
+    store.set(key, std::vector<uint8_t>(id.begin(), id.end()));
   }
   std::vector<uint8_t> value = store.get(key, timeout);
   return std::string(value.begin(), value.end());

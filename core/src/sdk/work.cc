@@ -37,7 +37,11 @@ void IoWork::wait(std::chrono::milliseconds timeout) {
   try {
     FutureWork::wait(timeout);
   } catch (const CommError&) {
-    if (is_completed()) throw;  // the op's own failure, passed through
+    if (is_completed()) {
+      // The op's own failure, passed through; or it finished between the timeout and here.
+      if (exception()) throw;
+      return;
+    }
     throw IoError(what() + " did not complete within " + std::to_string(timeout.count()) +
                   " ms: the storage stopped answering; check the device (dmesg) or move the "
                   "offload path to another disk");

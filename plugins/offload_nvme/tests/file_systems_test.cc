@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -137,6 +138,9 @@ TEST_CASE("prepare() on a 1 MiB tmpfs fails naming the bytes needed and free, an
   const MountRun run = in_private_mount(dir.path().string(), "tmpfs", 0, "size=1m",
                                         [](const std::string& mnt) {
     std::string out;
+    // A killed job's folder beside this one's: the message names it with its size.
+    std::filesystem::create_directories(mnt + "/zt-killed/rank0");
+    std::ofstream(mnt + "/zt-killed/rank0/m-1.bin") << std::string(300 * 1024, 'x');
     auto tier = make_tier(mnt);
     try {
       tier->prepare(2 * kMiB);
@@ -144,7 +148,8 @@ TEST_CASE("prepare() on a 1 MiB tmpfs fails naming the bytes needed and free, an
     } catch (const zt::IoError& e) {
       const std::string m = e.what();
       if (!contains(m, "2097152 bytes (2.0 MiB) needed") || !contains(m, " free") ||
-          !contains(m, mnt + "/zt-test/rank0") || !contains(m, "bigger filesystem")) {
+          !contains(m, mnt + "/zt-test/rank0") || !contains(m, "bigger filesystem") ||
+          !contains(m, "zt-killed (307200 bytes")) {
         out += "prepare message: " + m + "; ";
       }
       // The free figure is the tmpfs's, at most its 1 MiB.

@@ -329,6 +329,32 @@ TEST_CASE("the folder is <path>/zt-<job>/rank<r>/, one file per region named fro
   CHECK(fs::exists(dir.path()));  // <path> itself is the user's
 }
 
+TEST_CASE("two tiers of one job and rank on one path (two engines of a process) keep apart") {
+  // Both named their first region's file alike in one folder: the second truncated the first's
+  // live file, and its end removed the first's files.
+  TempDir dir;
+  auto first = make_tier(dir.path().string(), {}, "job7", 0);
+  auto second = make_tier(dir.path().string(), {}, "job7", 0);
+  first->prepare(kMiB);
+  second->prepare(kMiB);
+  const int64_t bytes = 3 * kAlign;
+  const int64_t a = first->allocate("fp32 master of group 0", bytes);
+  const int64_t b = second->allocate("fp32 master of group 0", bytes);
+  const auto one = random_bytes(bytes, 11), two = random_bytes(bytes, 12);
+  first->write(a, 0, one.data(), bytes)->wait();
+  second->write(b, 0, two.data(), bytes)->wait();
+  CHECK((files_in(dir.path() / "zt-job7") == std::vector<std::string>{"rank0", "rank0.2"}));
+  second.reset();
+  std::vector<uint8_t> back(bytes);
+  first->read(a, 0, back.data(), bytes)->wait();
+  CHECK(back == one);
+  // A folder left by a killed rank of the same job is not reused either.
+  auto third = make_tier(dir.path().string(), {}, "job7", 0);
+  third->prepare(kMiB);
+  CHECK(fs::exists(dir.path() / "zt-job7" / "rank0.2"));
+  CHECK(contains(third->describe(), "zt-job7/rank0.2"));
+}
+
 TEST_CASE("files and folders are removed when the tier dies during exception unwinding, with "
           "transfers still in flight") {
   TempDir dir;
@@ -383,6 +409,18 @@ TEST_CASE("a region file truncated under the tier makes read() fail naming the p
   CHECK(contains(checked, file));
   CHECK(contains(checked, "truncated from 2097152 to 4096 bytes"));
   CHECK(contains(checked, "at step 12"));
+  // Cut off a block boundary: O_DIRECT's short read there, asked again for the rest at an
+  // unaligned offset, failed as EINVAL instead of saying the file was cut.
+  REQUIRE(truncate(file.c_str(), 5000) == 0);
+  std::string odd;
+  try {
+    tier->read(region, 0, back.data(), 2 * kMiB)->wait();
+  } catch (const zt::IoError& e) {
+    odd = e.what();
+  }
+  INFO(odd);
+  CHECK(contains(odd, "truncated under the running job"));
+  CHECK_FALSE(contains(odd, "EINVAL"));
 }
 
 TEST_CASE("check() passes on intact files and fails on a file deleted under the tier") {

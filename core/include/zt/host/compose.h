@@ -74,6 +74,10 @@ struct OffloadTiers {
 // killed ranks leave), else an id rank 0 draws and publishes through the store (torchrun's
 // default run id and a fixed MASTER_PORT are shared by unrelated jobs on a node).
 ZT_API std::string offload_job_id(Store& store, int rank, std::chrono::milliseconds timeout);
+// A new job id: "<pid>-<8 random hex digits>". The pid alone was not unique: a launcher in a
+// container is often pid 1, and two such jobs sharing an offload path shared a folder (and each
+// removed the other's at its end).
+ZT_API std::string draw_job_id();
 // Whether the role's tier keeps its bytes in files (its plugin takes a `path`). False when the
 // role is not offloaded.
 ZT_API bool offloads_to_files(const PluginChoice& role);
