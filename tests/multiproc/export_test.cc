@@ -193,6 +193,22 @@ TEST_CASE(
   // The seeded init alone gives the first run's step-1 loss, not this one.
   CHECK(second[0] != first[0]);
 
+  // Resumed (a requeued fine-tune), the job loads its checkpoint and does not read the
+  // init_from file again: moved away since, it fails nothing.
+  r = run_command(small_gpt(dir.file("second"), data,
+                            "--set run.steps=2 --set checkpoint.every_steps=1 --set "
+                            "model.init_from=" +
+                                weights));
+  REQUIRE(r.exit_code == 0);
+  std::filesystem::rename(weights, weights + ".moved");
+  r = run_command(
+      small_gpt(dir.file("second"), data,
+                "--set run.steps=3 --set model.init_from=" + weights + " --resume auto"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "resumed from"));
+  std::filesystem::rename(weights + ".moved", weights);
+
   r = run_command(
       small_gpt(dir.file("third"), data,
                 "--set run.steps=1 --set model.n_layer=3 --set model.init_from=" + weights));

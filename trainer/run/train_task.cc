@@ -436,15 +436,18 @@ void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds time
   // Partitioned construction: the engine builds one unit at a time and keeps its shards only.
   run.setup = compose(run.live.on() ? run.live.settings[0].engine : run.settings.engine,
                       run.catalog, run.env, store, timeout, *run.source);
-  models::apply_init_from(*run.setup.engine, models::declared_parameters(*run.source),
-                          run.settings.model, run.env.rank);
+  // A resume loads every parameter from the checkpoint: model.init_from's file is neither read
+  // (a requeued fine-tune whose file has moved since failed) nor written only to be replaced.
+  if (!resuming) {
+    models::apply_init_from(*run.setup.engine, models::declared_parameters(*run.source),
+                            run.settings.model, run.env.rank);
+  }
   // The engine holds the initial values now: the file's copies can go.
   if (run.model->shape.custom) models::release_initial_values(*run.model->shape.custom);
   broadcast_model_buffers(run.model->shape, run.setup);
   run.schedule = schedule_of(run.settings.schedule, run.setup.optimizer->base_lr());
   run.trace = std::make_unique<StepTrace>(run.settings.trace, *run.setup.comm);
-  run.flops_per_step = models::training_flops_per_sample(
-                           run.model->shape, run.setup.options.activation_checkpointing) *
+  run.flops_per_step = models::training_flops_per_sample(run.model->shape) *
                        static_cast<double>(run.data->samples_per_step(run.env.world));
   if (run.flops_per_step > 0)
     run.peak = peak_flops(*run.setup.comm, run.setup.options.compute_dtype);
