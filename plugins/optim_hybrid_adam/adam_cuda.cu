@@ -263,10 +263,14 @@ void launch_group(const AdamBuffers* shards, size_t count, ElemType grad_type, i
     if (b.numel == 0 || b.grad_type != grad_type || key != copy_key || state_key(b) != states) {
       continue;
     }
-    const uint32_t mix = stochastic_mix(b.seed, constants.step);
-    for (int64_t offset = 0; offset < b.numel && status.ok(); offset += limits.max_segment_numel) {
-      const int64_t n = b.numel - offset < limits.max_segment_numel ? b.numel - offset
-                                                                    : limits.max_segment_numel;
+    for (int64_t offset = 0, n = 0; offset < b.numel && status.ok(); offset += n) {
+      n = b.numel - offset < limits.max_segment_numel ? b.numel - offset : limits.max_segment_numel;
+      // A segment ends where seed + i carries into the high half, whose mix it takes, as
+      // adam_update_cpu splits its range: the bits are a function of the 64-bit key.
+      const uint64_t first_key = b.seed + static_cast<uint64_t>(offset);
+      const uint64_t to_carry = (uint64_t{1} << 32) - (first_key & 0xFFFFFFFFu);
+      if (static_cast<uint64_t>(n) > to_carry) n = static_cast<int64_t>(to_carry);
+      const uint32_t mix = stochastic_mix(first_key, constants.step);
       const int i = list.count;
       list.param[i] = static_cast<float*>(b.param) + offset;
       list.grad[i] = static_cast<const char*>(b.grad) + offset * elem_size(b.grad_type);
@@ -275,7 +279,7 @@ void launch_group(const AdamBuffers* shards, size_t count, ElemType grad_type, i
       list.copy_out[i] = b.copy_out == nullptr
                              ? nullptr
                              : static_cast<char*>(b.copy_out) + offset * elem_size(b.copy_type);
-      list.seed[i] = static_cast<uint32_t>(b.seed + static_cast<uint64_t>(offset));
+      list.seed[i] = static_cast<uint32_t>(first_key);
       list.mix[i] = mix;
       list.numel[i] = static_cast<int>(n);
       if (i == 0) list.first_block[0] = 0;

@@ -50,9 +50,37 @@ constexpr int64_t kMinPerThread = int64_t{1} << 16;
 // last part has a vector tail.
 constexpr int64_t kPartAlign = 64;
 
+int64_t element_bytes(ElemType t) { return t == ElemType::kFloat32 ? 4 : 2; }
+
+// `b` from its element `offset` on.
+AdamBuffers from_element(const AdamBuffers& b, int64_t offset) {
+  AdamBuffers out = b;
+  out.param = static_cast<char*>(b.param) + offset * element_bytes(b.param_type);
+  out.grad = static_cast<const char*>(b.grad) + offset * element_bytes(b.grad_type);
+  out.exp_avg = static_cast<char*>(b.exp_avg) + offset * element_bytes(b.state_type);
+  out.exp_avg_sq = static_cast<char*>(b.exp_avg_sq) + offset * element_bytes(b.state_type);
+  if (b.copy_out)
+    out.copy_out = static_cast<char*>(b.copy_out) + offset * element_bytes(b.copy_type);
+  out.seed = b.seed + static_cast<uint64_t>(offset);
+  out.numel = b.numel - offset;
+  return out;
+}
+
 }  // namespace
 
 void adam_update_cpu(const AdamBuffers& b, const AdamConstants& c, AdamRangeKernel kernel) {
+  // The kernels hash an element's key seed + i as its low half plus a mix of the call's high
+  // half: where seed + i carries into the high half inside the range, the rest is its own call,
+  // so the bits stay a function of the 64-bit key (a group of more than 2^32 elements drew
+  // other bits in memory than streamed in tiles, and repeated them 2^32 elements apart).
+  const uint64_t to_carry = (uint64_t{1} << 32) - (b.seed & 0xFFFFFFFFu);
+  if (static_cast<uint64_t>(b.numel) > to_carry) {
+    AdamBuffers head = b;
+    head.numel = static_cast<int64_t>(to_carry);
+    adam_update_cpu(head, c, kernel);
+    adam_update_cpu(from_element(b, static_cast<int64_t>(to_carry)), c, kernel);
+    return;
+  }
   const int64_t threads = std::max<int64_t>(
       1, std::min<int64_t>(omp_get_max_threads(), b.numel / kMinPerThread));
   if (threads == 1 || omp_in_parallel()) {

@@ -116,7 +116,7 @@ struct AdamBuffers {
   void* exp_avg_sq = nullptr;                // in/out: second moment, of type state_type
   ElemType state_type = ElemType::kFloat32;  // kFloat32 or kBFloat16
   StateRounding state_rounding = StateRounding::kNearest;  // bf16 states only
-  uint64_t seed = 0;         // stochastic rounding: element i's key is seed + i
+  uint64_t seed = 0;         // stochastic rounding: element i's key is seed + i (all 64 bits)
   void* copy_out = nullptr;  // out, optional (nullptr = none): new params as copy_type
   ElemType copy_type = ElemType::kBFloat16;
   int64_t numel = 0;

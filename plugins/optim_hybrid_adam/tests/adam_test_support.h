@@ -233,11 +233,24 @@ constexpr Mode kModes[] = {
 const torch::Dtype kGradTypes[] = {torch::kFloat, torch::kBFloat16, torch::kHalf};
 const std::optional<torch::Dtype> kCopyTypes[] = {std::nullopt, torch::kBFloat16, torch::kHalf};
 
+// `t`'s bits as integers of its width: torch::equal compares values, so +0 and -0 were equal
+// and a NaN never equalled itself.
+inline torch::Tensor bits_of(const torch::Tensor& t) {
+  const torch::Tensor c = t.contiguous();
+  switch (c.element_size()) {
+    case 2: return c.view(torch::kShort);
+    case 4: return c.view(torch::kInt);
+    case 8: return c.view(torch::kLong);
+    default: return c;
+  }
+}
+
 // Whether two runs' final tensors are equal bit for bit, tensor by tensor.
 inline bool same_bits(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i) {
-    if (!torch::equal(a[i], b[i])) return false;
+    if (a[i].scalar_type() != b[i].scalar_type() || !torch::equal(bits_of(a[i]), bits_of(b[i])))
+      return false;
   }
   return true;
 }

@@ -193,6 +193,39 @@ TEST_CASE("bf16 moments: the thread count and slicing by seed change no bit") {
   CHECK(torch::equal(whole.param, torch::cat({a.param, b.param})));
 }
 
+TEST_CASE("bf16 moments: a shard whose keys cross 2^32 draws the same bits whole and sliced") {
+  // Keys seed + i from 2^32 - 500: the low half carries inside the shard. The whole shard took
+  // its high half's mix for every element, a slice past the carry the next one's: a group of
+  // more than 2^32 elements drew other bits in memory than streamed in tiles.
+  const uint64_t seed = (uint64_t{1} << 32) - 500;
+  const int64_t n = 1001;
+  for (const std::string& isa : available_isas()) {
+    for (int64_t cut : {int64_t{389}, int64_t{700}}) {
+      CAPTURE(isa);
+      CAPTURE(cut);
+      IsaScope scope(isa);
+      auto opt = make_optimizer(with_states(Hyper{}, "bf16", "stochastic"));
+      torch::manual_seed(9);
+      Bf16Shard whole{torch::randn({n}), torch::randn({n}), torch::zeros({n}, torch::kBFloat16),
+                      torch::zeros({n}, torch::kBFloat16), seed};
+      Bf16Shard a{whole.param.slice(0, 0, cut).clone(), whole.grad.slice(0, 0, cut),
+                  torch::zeros({cut}, torch::kBFloat16), torch::zeros({cut}, torch::kBFloat16),
+                  seed};
+      Bf16Shard b{whole.param.slice(0, cut).clone(), whole.grad.slice(0, cut),
+                  torch::zeros({n - cut}, torch::kBFloat16),
+                  torch::zeros({n - cut}, torch::kBFloat16), seed + static_cast<uint64_t>(cut)};
+      for (int64_t step = 1; step <= 3; ++step) {
+        opt->step({whole.view()}, zt::StepArgs{step, 1e-2, 1.0});
+        opt->step({a.view()}, zt::StepArgs{step, 1e-2, 1.0});
+        opt->step({b.view()}, zt::StepArgs{step, 1e-2, 1.0});
+      }
+      CHECK(same_bits(
+          {whole.exp_avg, whole.exp_avg_sq},
+          {torch::cat({a.exp_avg, b.exp_avg}), torch::cat({a.exp_avg_sq, b.exp_avg_sq})}));
+    }
+  }
+}
+
 TEST_CASE("stochastic rounding is unbiased: a moment between two bf16 values rounds up as often "
           "as its fraction says") {
   // One step from zero moments with beta1 = 0.5 makes exp_avg = g / 2 exactly, so every element
