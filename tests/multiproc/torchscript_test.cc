@@ -324,6 +324,13 @@ TEST_CASE("torchscript: bad files and modules are refused before step 1, naming 
        {"running the units one after another gives Float [6, 4] values up to",
         "away from the module's forward's (element", "train it at zero.stage 0-2", "zt.initialize"},
        3},
+      // Dropout in the parent: equal in eval mode, not in training (it trained without it).
+      {"kind = \"torchscript\"\npath = \"" + dir +
+           "parent_dropout.pt\"\ninput_shape = [8]\ntarget_shape = [8]\n",
+       2,
+       {"running the units one after another gives Float [6, 8] values up to", "in training mode",
+        "dropout or a branch on self.training in the parent"},
+       3},
       {"kind = \"torchscript\"\npath = \"" + dir +
            "param_loss.pt\"\ninput_shape = [8]\ntarget_shape = [8]\n",
        2,

@@ -7,8 +7,8 @@
       noparams.pt (no parameters), not_sequential.pt (a forward that is more than its units in
       order), state_dict.pt (torch.save of a state dict), newer.pt (gpt.pt claiming a newer file
       format version), param_loss.pt (a loss method that reads a parameter); and, on vectors [8]
-      -> [8], buffered.pt (a float buffer in a unit's forward) and dropout.pt (dropout between
-      two layers).
+      -> [8], buffered.pt (a float buffer in a unit's forward), dropout.pt (dropout between
+      two layers) and parent_dropout.pt (dropout in the parent's forward, between its units).
 
   torchscript_models.py gpt OUT.pt N_LAYER N_HEAD D_MODEL SEQ_LEN VOCAB
       Writes a GPT computed as zt's built-in one is (a qkv bias, tanh-approximated GELU, a tied
@@ -205,6 +205,19 @@ class WithDropout(nn.Module):
         return self.b(self.drop(self.a(x)))
 
 
+class ParentDropout(nn.Module):
+    """Dropout in the parent's forward, between its two units: equal to the units' chain in eval
+    mode only."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 16)
+        self.b = nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.b(F.dropout(self.a(x), 0.5, self.training))
+
+
 class ParamLoss(nn.Module):
     def __init__(self):
         super().__init__()
@@ -234,6 +247,7 @@ def make(out_dir):
     torch.save(Cnn().state_dict(), os.path.join(out_dir, "state_dict.pt"))
     save(Buffered(), os.path.join(out_dir, "buffered.pt"))
     save(WithDropout(), os.path.join(out_dir, "dropout.pt"))
+    save(ParentDropout(), os.path.join(out_dir, "parent_dropout.pt"))
     save(ParamLoss(), os.path.join(out_dir, "param_loss.pt"))
     # A newer PyTorch writes a higher format version into the archive's "version" record.
     with zipfile.ZipFile(os.path.join(out_dir, "gpt.pt")) as src, \

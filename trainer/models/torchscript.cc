@@ -3,12 +3,14 @@
 // torchscript_file.cc's.
 #include "models/torchscript.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/script.h>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 
@@ -184,11 +186,16 @@ class TorchScriptModel final : public TrainableModel {
       module_.train(false);
       output = run_units(batch.input);
       const at::Tensor whole = own_forward_checked(batch.input);
-      const std::string differs = difference(output, whole);
+      std::string differs = difference(output, whole);
+      if (differs.empty()) {
+        const std::string in_training = difference_in_training(batch.input);
+        if (!in_training.empty()) differs = in_training + " in training mode";
+      }
       if (!differs.empty() && stage == 3) {
         throw ConfigError(what_ + ": running the units one after another gives " + differs +
                           ": its forward does more than feed each unit's output to the next "
-                          "(a residual or a sum in the parent, a unit called twice). ZeRO stage "
+                          "(a residual or a sum in the parent, a unit called twice, dropout or "
+                          "a branch on self.training in the parent). ZeRO stage "
                           "3 gathers each unit's parameters around its call, which LibTorch's "
                           "TorchScript modules give no hooks for: train it at zero.stage 0-2 "
                           "(its own forward runs there), set model.units to the submodules its "
@@ -200,6 +207,36 @@ class TorchScriptModel final : public TrainableModel {
       module_.train(true);
     }
     check_loss(output, batch.target);
+  }
+
+  // The units' chain against the module's forward in training mode, each from the same default
+  // generator state and buffers (restored after each, so the check draws and changes nothing):
+  // dropout or a branch on self.training in the parent's forward is invisible in eval mode, and
+  // would have been left out of training. "" when they agree.
+  std::string difference_in_training(const at::Tensor& input) {
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    at::Tensor state;
+    {
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      state = generator.get_state();
+    }
+    std::vector<at::Tensor> saved;
+    for (const auto& b : module_.named_buffers(true)) saved.push_back(b.value.clone());
+    const auto restore = [&] {
+      {
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        generator.set_state(state);
+      }
+      size_t i = 0;
+      for (const auto& b : module_.named_buffers(true)) b.value.copy_(saved[i++]);
+    };
+    module_.train(true);
+    const at::Tensor chained = run_units(input);
+    restore();
+    const at::Tensor whole = own_forward_checked(input);
+    restore();
+    module_.train(false);
+    return difference(chained, whole);
   }
 
   // Whether training runs the units as a chain (else the module's own forward, stages 0-2).
