@@ -10,7 +10,8 @@
 
 namespace zt::nvme {
 
-uint8_t* aligned_alloc_or_throw(int64_t bytes, int64_t alignment, const std::string& what) {
+uint8_t* aligned_alloc_or_throw(int64_t bytes, int64_t alignment, const std::string& what,
+                                const std::string& way_out) {
   // posix_memalign of 0 bytes may return null; one aligned block keeps "null means failed" true.
   const int64_t size = bytes > 0 ? round_up(bytes, alignment) : alignment;
   void* p = nullptr;
@@ -18,8 +19,7 @@ uint8_t* aligned_alloc_or_throw(int64_t bytes, int64_t alignment, const std::str
   if (rc != 0 || !p) {
     throw IoError("offload_nvme: cannot allocate " + bytes_text(size) +
                   " of host memory aligned to " + std::to_string(alignment) + " bytes for " + what +
-                  ": " + errno_text(rc) +
-                  "; lower plugin.offload_nvme.buffer_count or buffer_mb, or free host memory");
+                  ": " + errno_text(rc) + "; " + way_out);
   }
   return static_cast<uint8_t*>(p);
 }
@@ -28,7 +28,9 @@ AlignedPool::AlignedPool(int count, int64_t buffer_bytes, int64_t alignment)
     : buffer_bytes_(buffer_bytes) {
   try {
     for (int i = 0; i < count; ++i) {
-      uint8_t* p = aligned_alloc_or_throw(buffer_bytes, alignment, "the bounce-buffer pool");
+      uint8_t* p = aligned_alloc_or_throw(
+          buffer_bytes, alignment, "the bounce-buffer pool",
+          "lower plugin.offload_nvme.buffer_count or buffer_mb, or free host memory");
       all_.push_back(p);
     }
   } catch (...) {

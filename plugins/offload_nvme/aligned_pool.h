@@ -13,8 +13,10 @@
 namespace zt::nvme {
 
 // `bytes` (rounded up to `alignment`) of memory aligned to `alignment`, released with free().
-// Throws IoError naming `what` when the allocation fails.
-uint8_t* aligned_alloc_or_throw(int64_t bytes, int64_t alignment, const std::string& what);
+// Throws IoError naming `what` and, after it, `way_out` (what the user can change for that
+// allocation) when the allocation fails.
+uint8_t* aligned_alloc_or_throw(int64_t bytes, int64_t alignment, const std::string& what,
+                                const std::string& way_out);
 
 // Memory the kernel may still write into (given to a request abandoned after a stall): never
 // freed, since a late completion would corrupt whatever reused it, and kept reachable, so leak

@@ -194,9 +194,9 @@ void NvmeTier::probe() {
                   kWayOutPath);
   };
   std::unique_ptr<uint8_t, decltype(&std::free)> out(
-      aligned_alloc_or_throw(alignment_, alignment_, "the probe"), &std::free);
+      aligned_alloc_or_throw(alignment_, alignment_, "the probe", "free host memory"), &std::free);
   std::unique_ptr<uint8_t, decltype(&std::free)> in(
-      aligned_alloc_or_throw(alignment_, alignment_, "the probe"), &std::free);
+      aligned_alloc_or_throw(alignment_, alignment_, "the probe", "free host memory"), &std::free);
   for (int64_t i = 0; i < alignment_; ++i) out.get()[i] = static_cast<uint8_t>(i * 131 + 7);
   File file;
   file.fd = open_region_file(path);
@@ -393,7 +393,10 @@ at::Tensor NvmeTier::host_buffer(int64_t bytes) {
     throw InternalError("offload_nvme: host_buffer(" + std::to_string(bytes) + ")");
   }
   const int64_t size = round_up(bytes, alignment_);
-  uint8_t* p = aligned_alloc_or_throw(size, alignment_, "a host buffer");
+  uint8_t* p = aligned_alloc_or_throw(
+      size, alignment_, "a host buffer",
+      "free host memory, or offload less to this tier (lower zero.offload_*_fraction, or "
+      "zero.prefetch_units for parameters fetched ahead)");
   // Not pinned: this build has no CUDA (context.cuda is ignored until a CUDA build adds it).
   // Kept forever once a request was abandoned: the kernel may still write into it.
   return at::from_blob(
