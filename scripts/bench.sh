@@ -6,7 +6,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-build_dir=build
+build_dir=${ZT_BUILD_DIR:-build}
 benches="adam comm nvme train ckpt scale mics codec trace eval python tune tokenize"
 
 usage() {
@@ -16,10 +16,13 @@ usage() {
 
 # Configures build/ when it has never been (Release), turns the benchmarks on when an existing
 # build/ has them off, then builds only the given targets.
+# Configured again, too, when Debian's packages changed since (scripts/build.sh does the same):
+# what setup.sh installed after the first configure (pybind11 for the python bench) is found.
 build() {
   if [[ ! -f "$build_dir/build.ninja" ]]; then
     cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
-  elif grep -q '^ZT_BUILD_BENCH:BOOL=OFF' "$build_dir/CMakeCache.txt"; then
+  elif grep -q '^ZT_BUILD_BENCH:BOOL=OFF' "$build_dir/CMakeCache.txt" ||
+       [[ /var/lib/dpkg/status -nt "$build_dir/CMakeCache.txt" ]]; then
     cmake -S . -B "$build_dir" -DZT_BUILD_BENCH=ON
   fi
   local type
@@ -31,6 +34,12 @@ build() {
 }
 
 bench="${1:-}"
+# What the bench needs installed first, as every other script of this folder does: the benches
+# that run Python, Node, tc or namespace hosts need everything, the others a job's packages.
+case "$bench" in
+  python|tune|tokenize|codec|mics) scripts/setup.sh all ;;
+  adam|comm|nvme|train|trace|eval|ckpt|scale) scripts/setup.sh job ;;
+esac
 case "$bench" in
   adam)
     shift

@@ -21,6 +21,11 @@ if [ -n "${CI:-}" ] && ! grep -qs '^ZT_WARNINGS_AS_ERRORS:BOOL=ON$' "$build_dir/
   set -- -DZT_WARNINGS_AS_ERRORS=ON "$@"
 fi
 packages=/var/lib/dpkg/status
+# A build type asked for that the folder was not configured with: configured again with it.
+if [ -n "${ZT_BUILD_TYPE:-}" ] && [ -f "$build_dir/CMakeCache.txt" ] &&
+   ! grep -qx "CMAKE_BUILD_TYPE:STRING=$ZT_BUILD_TYPE" "$build_dir/CMakeCache.txt"; then
+  set -- -DCMAKE_BUILD_TYPE="$ZT_BUILD_TYPE" "$@"
+fi
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${ZT_BUILD_TYPE:-RelWithDebInfo} "$@"
 elif [ $# -gt 0 ] || [ "$packages" -nt "$build_dir/CMakeCache.txt" ]; then

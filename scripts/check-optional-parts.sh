@@ -36,7 +36,8 @@ while IFS=$'\t' read -r name state provider needs; do
 done < <(tail -n +2 "$parts")
 
 python=$(sed -n 's/^ZT_PYTHON_EXECUTABLE:INTERNAL=//p' "$build/CMakeCache.txt")
-have() { command -v "$1" >/dev/null 2>&1 && echo 1 || echo 0; }
+# sbin too: slurmctld, slurmd and munged live only there, which a non-root user's PATH lacks.
+have() { PATH="$PATH:/usr/sbin:/sbin" command -v "$1" >/dev/null 2>&1 && echo 1 || echo 0; }
 row "python3-torch" "$("${python:-python3}" -c 'import torch' >/dev/null 2>&1 && echo 1 || echo 0)" \
   setup "torch in ${python:-python3} (python3-torch)"
 row "chromium" "$(have chromium)" setup "chromium (the reports' and the trace viewer's tests)"

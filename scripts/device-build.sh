@@ -8,8 +8,9 @@
 #
 # Needs on the GPU machine: python3 with a CUDA build of PyTorch (torch.version.cuda set), a
 # CUDA toolkit with nvcc (CUDACXX, nvcc on PATH, or /usr/local/cuda/bin/nvcc) whose driver
-# support matches the GPU's driver, cmake >= 3.18, ninja and a C++17 compiler. ZT_TORCH_PREFIX
-# replaces the PyTorch lookup with another LibTorch's CMake prefix (e.g. an unzipped LibTorch).
+# support matches the GPU's driver, cmake >= 3.20 (cmake_path, ctest --test-dir), ninja and a
+# C++17 compiler. ZT_TORCH_PREFIX replaces the PyTorch lookup with another LibTorch's CMake
+# prefix (e.g. an unzipped LibTorch).
 #
 # DEPS_DIR (or ZT_DEVICE_DEPS) carries what the machine lacks and cannot download (it has no
 # network), as Debian packages that scripts/device-deps.sh downloads on a Debian 12 machine. They
@@ -103,7 +104,17 @@ if [ -n "$deps_dir" ]; then
   shopt -s nullglob
   debs=("$deps_dir"/*.deb)
   shopt -u nullglob
-  if [ ${#debs[@]} -gt 0 ] && [ ! -d "$root" ]; then
+  # A stamp names the packages an unpack finished with: an unpack cut short, or packages added
+  # to DEPS_DIR since, unpack again (the folder was taken as done whenever it existed).
+  stamp="$root/.zt-unpacked"
+  want=$(for deb in "${debs[@]}"; do basename "$deb"; done | sort)
+  if [ ${#debs[@]} -gt 0 ] && [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
+    if [ -d "$root" ] && [ ! -f "$stamp" ] && [ -n "${ZT_DEVICE_DEPS_ROOT:-}" ]; then
+      echo "device-build: $root exists and is not an unpack of this script's; remove it or set" \
+           "ZT_DEVICE_DEPS_ROOT to an empty folder" >&2
+      exit 2
+    fi
+    rm -rf "$root"
     mkdir -p "$root"
     for deb in "${debs[@]}"; do
       echo "device-build: unpacking $(basename "$deb")"
@@ -126,6 +137,7 @@ if [ -n "$deps_dir" ]; then
       target=$(readlink "$link")
       case $target in /*) [ -e "$root$target" ] && ln -sfn "$root$target" "$link" ;; esac
     done
+    printf '%s\n' "$want" >"$stamp"
   fi
   [ -d "$root/usr" ] || die "$deps_dir holds no .deb files and $root was not unpacked before"
   multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages zt needs. Idempotent: does nothing when all are present; otherwise
 # runs `apt-get update` once and installs what is missing.
-#   scripts/setup.sh        everything: build, tests and benches (scripts/test.sh), and the
-#                           speedscope trace viewer (from the npm registry) into .tools/
+#   scripts/setup.sh        everything: build, tests and benches (scripts/test.sh), and from the
+#                           npm registry into .tools/ the speedscope trace viewer and the
+#                           reference tokenizers the BPE tests compare with
 #   scripts/setup.sh job    only what building zt and running a job need (scripts/run.sh): a new
 #                           user's first job does not wait for Chromium and PyTorch to install
 set -euo pipefail
@@ -65,9 +66,10 @@ else
     sudo="sudo"
   fi
   echo "setup: installing ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -q
-  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Through env: sudo's env_reset drops an exported DEBIAN_FRONTEND, and a debconf question
+  # then waited at the terminal.
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
 # The BPE tokenizers' files and their references (Debian packages neither): GPT-2's encoder.json

@@ -49,3 +49,12 @@ int checks_failed_in_this_case();
     }                                                                                        \
     ZT_SKIP(reason);                                                                         \
   } while (0)
+
+// Skips the case (fails it under CI) where Debian's chromium is not installed: the reports'
+// rendering tests run it headless.
+#define ZT_SKIP_WITHOUT_CHROMIUM()                                                   \
+  do {                                                                               \
+    if (std::system("command -v chromium >/dev/null 2>&1") != 0) {                   \
+      ZT_SKIP_UNLESS_CI("chromium is not installed (scripts/setup.sh installs it)"); \
+    }                                                                                \
+  } while (0)

@@ -5,12 +5,15 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -52,7 +55,12 @@ class TempDir {
  public:
   TempDir() {
     std::string tmpl = (std::filesystem::temp_directory_path() / "zt-test-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
+    // A failed mkdtemp returns null: a path built from it was undefined behaviour.
+    if (mkdtemp(tmpl.data()) == nullptr) {
+      throw std::runtime_error("cannot create a temporary folder " + tmpl + ": " +
+                               std::strerror(errno));
+    }
+    path_ = tmpl;
   }
   ~TempDir() {
     std::error_code ec;

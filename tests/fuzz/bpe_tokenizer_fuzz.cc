@@ -47,10 +47,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     zt::data::SpecialTokens all;
     all.allow_all = true;
     check(t->decode(t->encode(text, all)) == repaired, "decode(encode(x, all)) is not x repaired");
+    // Refused exactly when the text holds a special token: a refusal of any other text was
+    // taken as fine.
     try {
       (void)t->encode(text, zt::data::SpecialTokens{});
       check(repaired.find("<|endoftext|>") == std::string::npos, "a special token let through");
-    } catch (const zt::Error& e) {
+    } catch (const zt::ConfigError& e) {
+      check(repaired.find("<|") != std::string::npos && repaired.find("|>") != std::string::npos,
+            "a text without a special token refused");
       zt::fuzz::refused(e);
     }
   }

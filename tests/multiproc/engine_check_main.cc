@@ -397,6 +397,11 @@ double check_parameters(zt::Engine& engine, Weights& ref, at::ScalarType dt, int
   auto want = ref.all();
   // --plant nan: a fault the comparison must catch (tested).
   if (plant == "nan") got.back().second.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+  // As many as the reference: an extra one went unchecked, a missing one was read past the end.
+  if (got.size() != want.size()) {
+    throw CheckFailed("the engine has " + std::to_string(got.size()) +
+                      " parameters, the reference " + std::to_string(want.size()));
+  }
   double worst_mean = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     if (got[i].first != want[i].first)
@@ -707,6 +712,10 @@ void record_or_compare(Args& a, int rank, zt::Engine& engine, const Trace& trace
   if (a["compare"].empty()) return;
   std::vector<at::Tensor> want;
   torch::load(want, a["compare"] + suffix);
+  if (mine.size() != want.size()) {
+    throw CheckFailed("the resumed run has " + std::to_string(mine.size() - 2) +
+                      " parameters, the recorded one " + std::to_string(want.size() - 2));
+  }
   check_equal(mine[0], want[0].narrow(0, first * accum, want[0].numel() - first * accum),
               "the losses after the resume");
   check_equal(mine[1], want[1].narrow(0, first, want[1].numel() - first),

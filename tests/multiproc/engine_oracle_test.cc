@@ -96,6 +96,13 @@ std::vector<zt::test::RankReports> expect_all_ok(const std::vector<EngineCase>& 
   return reports;
 }
 
+// The number after " name=" in a rank's report; fails the case when the report lacks it.
+int64_t report_field(const std::string& report, const std::string& name) {
+  const size_t at = report.find(" " + name + "=");
+  REQUIRE(at != std::string::npos);
+  return std::stoll(report.substr(at + name.size() + 2));
+}
+
 }  // namespace
 
 TEST_CASE("the oracle itself fails on a planted NaN in one parameter, fp32 and bf16") {
@@ -213,6 +220,12 @@ TEST_CASE("bf16 compute with fp32 master weights stays within mixed-precision to
   for (int stage : {0, 2, 3})
     cases.push_back(
         {2, {"--stage", std::to_string(stage), "--shard", "shard_bucket", "--dtype", "bf16"}});
+  // With accumulation: stages 0-1 summed the micro steps in the 16-bit .grad, where a micro
+  // step's gradient below half a spacing of the sum was lost; every stage sums them in fp32.
+  for (int stage : {0, 1, 2})
+    cases.push_back({2,
+                     {"--stage", std::to_string(stage), "--shard", "shard_bucket", "--dtype",
+                      "bf16", "--accum", "8"}});
   expect_all_ok(cases);
 }
 
@@ -251,9 +264,13 @@ TEST_CASE("offload: optimizer states in offload_cpu / offload_nvme, stages 1-3, 
   for (size_t i = 0; i < cases.size(); ++i) {
     CAPTURE(joined(cases[i].args));
     // Streamed tiers move bytes every step; host memory is used in place.
-    CHECK(contains(r[i].reports[0],
-                   tiers[i] == "offload_nvme" ? "tier_bytes_moved=" : "tier_bytes_moved=0"));
-    CHECK_FALSE(contains(r[i].reports[0], "offload_optimizer=0 "));
+    const int64_t moved = report_field(r[i].reports[0], "tier_bytes_moved");
+    if (std::string(tiers[i]) == "offload_nvme") {
+      CHECK(moved > 0);
+    } else {
+      CHECK(moved == 0);
+    }
+    CHECK(report_field(r[i].reports[0], "offload_optimizer") > 0);
   }
 }
 
@@ -276,7 +293,7 @@ TEST_CASE(
   const auto r = expect_all_ok(cases);
   for (size_t i = 0; i < cases.size(); ++i) {
     CAPTURE(joined(cases[i].args));
-    CHECK_FALSE(contains(r[i].reports[0], "offload_param=0 "));
+    CHECK(report_field(r[i].reports[0], "offload_param") > 0);
   }
 }
 
@@ -350,12 +367,8 @@ struct TierBytes {
 };
 
 TierBytes tier_bytes(const std::string& report) {
-  auto field = [&](const std::string& name) {
-    const size_t at = report.find(" " + name + "=");
-    REQUIRE(at != std::string::npos);
-    return std::stoll(report.substr(at + name.size() + 2));
-  };
-  return {field("tier_bytes_read"), field("tier_bytes_written"), field("offload_grads")};
+  return {report_field(report, "tier_bytes_read"), report_field(report, "tier_bytes_written"),
+          report_field(report, "offload_grads")};
 }
 
 TEST_CASE("offload: with the rate announced, streamed gradients go straight into the update") {

@@ -23,6 +23,13 @@ using zt::test::TempDir;
 
 namespace {
 
+// The file's tensor `name`; fails the case (rather than crash) when the file lacks it.
+const zt::SafetensorsEntry& entry(const zt::SafetensorsReader& file, const std::string& name) {
+  const zt::SafetensorsEntry* e = file.find(name);
+  REQUIRE_MESSAGE(e != nullptr, "no tensor " << name);
+  return *e;
+}
+
 std::string trainer() { return ZT_TEST_TRAINER; }
 
 std::string small_gpt(const std::string& out_dir, const std::string& data,
@@ -37,10 +44,9 @@ std::string export_cmd(const std::string& checkpoint, const std::string& out,
 
 template <typename T>
 std::vector<T> read_entry(const zt::SafetensorsReader& file, const std::string& name) {
-  const zt::SafetensorsEntry* e = file.find(name);
-  REQUIRE_MESSAGE(e != nullptr, name);
-  std::vector<T> out(static_cast<size_t>(e->end - e->begin) / sizeof(T));
-  file.read(*e, 0, out.data(), e->end - e->begin);
+  const zt::SafetensorsEntry& e = entry(file, name);
+  std::vector<T> out(static_cast<size_t>(e.end - e.begin) / sizeof(T));
+  file.read(e, 0, out.data(), e.end - e.begin);
   return out;
 }
 
@@ -99,11 +105,11 @@ TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 
   CHECK(names.count("transformer.wte.weight"));
   CHECK(names.count("transformer.h.1.mlp.c_proj.bias"));
   CHECK_FALSE(names.count("lm_head.weight"));
-  CHECK(file.find("transformer.wte.weight")->shape == std::vector<int64_t>{256, 64});
-  CHECK(file.find("transformer.h.0.attn.c_attn.weight")->shape == std::vector<int64_t>{64, 192});
-  CHECK(file.find("transformer.h.0.mlp.c_fc.weight")->shape == std::vector<int64_t>{64, 256});
-  CHECK(file.find("transformer.h.1.mlp.c_proj.weight")->shape == std::vector<int64_t>{256, 64});
-  CHECK(file.find("transformer.h.0.attn.c_attn.bias")->shape == std::vector<int64_t>{192});
+  CHECK(entry(file, "transformer.wte.weight").shape == std::vector<int64_t>{256, 64});
+  CHECK(entry(file, "transformer.h.0.attn.c_attn.weight").shape == std::vector<int64_t>{64, 192});
+  CHECK(entry(file, "transformer.h.0.mlp.c_fc.weight").shape == std::vector<int64_t>{64, 256});
+  CHECK(entry(file, "transformer.h.1.mlp.c_proj.weight").shape == std::vector<int64_t>{256, 64});
+  CHECK(entry(file, "transformer.h.0.attn.c_attn.bias").shape == std::vector<int64_t>{192});
 
   const zt::CheckpointReader ckpt(zt::resolve_checkpoint(checkpoints));
   const std::vector<float> wte = param_of(ckpt, "wte.weight");
@@ -119,7 +125,7 @@ TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 
                  out_bf16, "bf16"));
   REQUIRE(r.exit_code == 0);
   zt::SafetensorsReader bf16(out_bf16);
-  CHECK(bf16.find("transformer.wte.weight")->dtype == "BF16");
+  CHECK(entry(bf16, "transformer.wte.weight").dtype == "BF16");
   const std::vector<uint16_t> wte_bf16 = read_entry<uint16_t>(bf16, "transformer.wte.weight");
   REQUIRE(wte_bf16.size() == wte.size());
   size_t differ = 0;
@@ -128,7 +134,9 @@ TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 
 
   r = run_command(export_cmd(checkpoints, dir.file("m-fp16.safetensors"), "fp16"));
   REQUIRE(r.exit_code == 0);
-  CHECK(zt::SafetensorsReader(dir.file("m-fp16.safetensors")).entries().front().dtype == "F16");
+  const zt::SafetensorsReader fp16(dir.file("m-fp16.safetensors"));
+  REQUIRE_FALSE(fp16.entries().empty());
+  CHECK(fp16.entries().front().dtype == "F16");
 }
 
 TEST_CASE("export: an MLP keeps zt's names, and a bad --checkpoint or --out gives a clear error") {
@@ -148,7 +156,7 @@ TEST_CASE("export: an MLP keeps zt's names, and a bad --checkpoint or --out give
   CHECK(contains(r.output, "the model's own names"));
   zt::SafetensorsReader file(dir.file("mlp.safetensors"));
   const zt::CheckpointReader ckpt(zt::resolve_checkpoint(dir.file("checkpoints")));
-  CHECK(file.find("layer1.weight")->shape == std::vector<int64_t>{24, 24});
+  CHECK(entry(file, "layer1.weight").shape == std::vector<int64_t>{24, 24});
   CHECK(read_entry<float>(file, "layer1.weight") == param_of(ckpt, "layer1.weight"));
 
   r = run_command(export_cmd(ZT_TEST_SOURCE_DIR "/configs", dir.file("x.safetensors")));

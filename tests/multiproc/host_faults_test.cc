@@ -187,7 +187,7 @@ TEST_CASE("host faults: a checkpoint folder that turns read-only mid-run stops t
   REQUIRE(contains(r.output, "read-only now"));
   CHECK(contains(r.output, "job exit 5"));
   CHECK(std::regex_search(r.output, std::regex("io error: cannot create checkpoint folder " + ckpt +
-                                               "/\\.tmp-step-[0-9]+-[0-9]+: Read-only file "
+                                               "/\\.tmp-step-[0-9]+-[0-9a-f-]+: Read-only file "
                                                "system; make checkpoint.dir writable or point it "
                                                "elsewhere")));
   CHECK_FALSE(contains(r.output, "summary:"));

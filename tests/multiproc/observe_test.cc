@@ -169,9 +169,7 @@ TEST_CASE("trace: speedscope parses a real run's trace in headless Chromium") {
   if (!std::filesystem::exists(viewer + "/index.html")) {
     ZT_SKIP_UNLESS_CI("speedscope is not installed in .tools/ (scripts/setup.sh installs it)");
   }
-  if (run_command("command -v chromium").exit_code != 0) {
-    ZT_SKIP_UNLESS_CI("chromium is not installed (scripts/setup.sh installs it)");
-  }
+  ZT_SKIP_WITHOUT_CHROMIUM();
   TempDir dir;
   const auto r = run_command(zt::test::small_gpt_job(
       dir.file("run"), "--set run.steps=4 --set trace.enabled=true --set 'trace.steps=[2, 3]'"));
@@ -194,9 +192,7 @@ TEST_CASE("trace: speedscope parses a real run's trace in headless Chromium") {
 }
 
 TEST_CASE("report: every run writes report.html, and it renders in headless Chromium") {
-  if (run_command("command -v chromium").exit_code != 0) {
-    ZT_SKIP_UNLESS_CI("chromium is not installed (scripts/setup.sh installs it)");
-  }
+  ZT_SKIP_WITHOUT_CHROMIUM();
   TempDir dir;
   const auto r = run_command(
       zt::test::small_gpt_job(dir.file("run"), "--set run.steps=6 --set checkpoint.every_steps=3"));

@@ -40,7 +40,12 @@ submit() {
     "$src/examples/slurm/train_cpu.sbatch" "$@" )
 }
 
-job_state() { on scontrol show job "$1" 2>/dev/null | grep -o 'JobState=[A-Z_]*' | cut -d= -f2; }
+# "" when scontrol fails for a moment ("Socket timed out"): under set -e and pipefail its failure
+# ended the test with no FAILED line; the waits below ask again.
+job_state() {
+  { on scontrol show job "$1" 2>/dev/null || true; } | { grep -o 'JobState=[A-Z_]*' || true; } |
+    cut -d= -f2
+}
 done_states=(COMPLETED FAILED CANCELLED TIMEOUT NODE_FAIL OUT_OF_MEMORY)
 job_done() {
   local state
@@ -65,7 +70,7 @@ wait_state() {
   while :; do
     state=$(job_state "$job")
     for s in "$@"; do [ "$state" = "$s" ] && return 0; done
-    ((tenths < seconds * 10)) || fail "job $job is $state after ${seconds} s, not $*"
+    ((tenths < seconds * 10)) || fail "job $job is ${state:-unknown (scontrol failed)} after ${seconds} s, not $*"
     if ((tenths < 50)); then
       sleep 0.2
       tenths=$((tenths + 2))

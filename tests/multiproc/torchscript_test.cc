@@ -278,6 +278,7 @@ TEST_CASE("torchscript: units follow the module, tied weights are found, buffers
   CHECK(zt::models::parameter_count(gpt) == 64 * 32 + 16 * 32 + 2 * block + 64);
 
   const auto cnn = shape_of(script_lines(kCnn) + "units = [\"features.*\", \"classifier\"]\n");
+  REQUIRE(cnn.custom);
   CHECK(cnn.custom->unit_count() == 3);
   CHECK(!zt::models::model_inputs(cnn).tokens);
   CHECK(contains(cnn.custom->describe(), "loss method"));
@@ -514,6 +515,7 @@ TEST_CASE("torchscript: evaluation runs without dropout, so it is the same at wo
   // loss changed with the world size.
   std::vector<double> losses;
   for (const char* nproc : {"1", "2"}) {
+    std::filesystem::remove(dir.file("eval.json"));  // each run's own file, not the last one's
     r = run_command(std::string(ZT_TEST_TRAINER) + " eval --checkpoint " + dir.file("run") +
                     "/checkpoints --out " + dir.file("eval.json") + " --nproc " + nproc);
     INFO(r.output);
@@ -536,6 +538,8 @@ TEST_CASE("torchscript: a GPT's checkpoint evaluates and samples alike at world 
        {std::string("--nproc 1 --set zero.stage=0"), std::string("--nproc 2 --set zero.stage=3")}) {
     CAPTURE(args);
     // Synthetic data validates on a stream of its own: no held-out keys needed.
+    std::filesystem::remove(dir.file("eval.json"));  // each run's own files, not the last one's
+    std::filesystem::remove(dir.file("sample.json"));
     r = run_command(std::string(ZT_TEST_TRAINER) + " eval --checkpoint " + ckpt + " --out " +
                     dir.file("eval.json") + " " + args);
     INFO(r.output);

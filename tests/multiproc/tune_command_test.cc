@@ -14,6 +14,7 @@
 #include <cstring>
 #include <string>
 
+#include "../skip.h"
 #include "../test_util.h"
 
 using zt::test::contains;
@@ -31,6 +32,7 @@ std::string mlp_job() {
 }  // namespace
 
 TEST_CASE("trainer tune: picks a fitting composition, skips what does not fit, survives a crash") {
+  ZT_SKIP_WITHOUT_CHROMIUM();  // report.html renders in it
   TempDir dir;
   zt::test::write_file(dir.file("not-a-folder"), "a file where the NVMe tier wants a folder\n");
   const double budget = 60;

@@ -57,7 +57,12 @@ def trainer_losses(metrics):
 
 
 def driver(trainer, compute):
-    tmp = tempfile.mkdtemp(prefix="zt-parity.")
+    # Removed at the end, also when a run fails (sys.exit unwinds through it).
+    with tempfile.TemporaryDirectory(prefix="zt-parity.") as tmp:
+        return compare_in(trainer, compute, tmp)
+
+
+def compare_in(trainer, compute, tmp):
     pt = os.path.join(tmp, "gpt.pt")
     torch.jit.script(module()).save(pt)
     job = os.path.join(tmp, "job.toml")

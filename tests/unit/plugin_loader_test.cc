@@ -1,6 +1,10 @@
 // The plugin loader's checks, against fixture plugins that are broken in each possible way.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
+
 #include "../test_util.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
@@ -106,9 +110,16 @@ TEST_CASE("load_all reports each broken plugin without stopping at the first") {
 }
 
 TEST_CASE("ZT_PLUGIN_PATH is searched after plugins.dirs and before the built-in folder") {
+  // The caller's own ZT_PLUGIN_PATH comes back after (later cases search it).
+  const char* was = std::getenv("ZT_PLUGIN_PATH");
+  const std::optional<std::string> before = was ? std::optional<std::string>(was) : std::nullopt;
   setenv("ZT_PLUGIN_PATH", "/tmp/zt-a:/tmp/zt-b", 1);
   zt::PluginCatalog catalog({"/tmp/zt-config"});
-  unsetenv("ZT_PLUGIN_PATH");
+  if (before) {
+    setenv("ZT_PLUGIN_PATH", before->c_str(), 1);
+  } else {
+    unsetenv("ZT_PLUGIN_PATH");
+  }
   auto dirs = catalog.search_dirs();
   REQUIRE(dirs.size() == 4);
   CHECK(dirs[0] == "/tmp/zt-config");

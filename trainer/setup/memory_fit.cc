@@ -204,6 +204,7 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
   in.shard_world = shard_groups(engine, world, in.local_ranks).sharding_world(world);
   in.stage = zero.stage;
   in.element_size = engine.compute == "fp32" ? 4 : 2;
+  in.grad_accum = job.data.grad_accum;
   read_model(job, catalog, in);
   StatePlacement& p = in.states;
   p.stage = in.stage;
@@ -289,7 +290,8 @@ int64_t construction_bytes(const FitInputs& in) {
          in.loaded_model_bytes;
 }
 
-// Gradients while backward runs: stages 0-1 keep every .grad until the step; stages 2-3 the
+// Gradients while backward runs: stages 0-1 keep every .grad until the step (and, 16-bit with
+// accumulation, its fp32 sum); stages 2-3 the
 // tied weights' .grad (filled by the last unit that uses them, reduced only after the first),
 // one unit's other .grad and a group's flat buffer at a time; reductions in flight up to
 // reduce_bucket_mb. The global norm squares a gradient shard in fp64 (a copy and its square):
@@ -303,7 +305,9 @@ int64_t gradient_bytes(const FitInputs& in) {
   const int64_t norm = 16 * (all_in_files ? tile_elements(in) : shard);
   const int64_t scratch = es < 4 ? 4 * (in.largest_owned + shard) : 0;
   const int64_t transient = flat + in.reduce_bucket_bytes + norm + scratch;
-  if (in.stage <= 1) return es * in.parameters + transient + in.codec_residual_bytes;
+  // A 16-bit job that accumulates keeps the finished micro steps' sum in fp32 beside .grad.
+  const int64_t fp32_sums = es < 4 && in.grad_accum > 1 ? 4 * in.parameters : 0;
+  if (in.stage <= 1) return es * in.parameters + fp32_sums + transient + in.codec_residual_bytes;
   return es * (in.tied + in.largest_untied) + transient + in.codec_residual_bytes;
 }
 

@@ -252,7 +252,15 @@ struct Engine::Impl {
     ++micro;
     if (opt.stage >= 2) reducer.reduce_remaining();
     if (opt.stage == 3) gatherer.release_all();
+    fold_micro_grads();
     return value;
+  }
+
+  // Stages 0-1 reduce at the step: a 16-bit job's micro steps are summed in fp32 meanwhile, as
+  // stages 2-3 sum theirs. After each micro step's backward.
+  void fold_micro_grads() {
+    if (opt.stage < 2 && opt.compute_dtype != at::kFloat && opt.grad_accum > 1)
+      layout.fold_grads_into_fp32();
   }
 
   // A unit's backward on the timeline: it starts when the gradient of the unit's output is
@@ -420,6 +428,7 @@ struct Engine::Impl {
       }
       ++micro;
       if (opt.stage >= 2) reducer.reduce_remaining();
+      fold_micro_grads();
     } catch (...) {
       // A failed backward (the model's own backward code, a unit's) leaves no forward open,
       // and its partial gradients in no later step: the step it belongs to is skipped.

@@ -92,8 +92,9 @@ at::Tensor full_array(EngineParts& e, int p, int64_t a) {
 }
 
 // Stages 0-1 keep each rank's own gradients in the parameters' .grad until the step (summed over
-// micro steps, not yet predivided); stages 2-3 reduced them into the rank's fp32 shard after
-// every micro step, divided by gradient_predivide_factor first.
+// micro steps, in fp32 beside .grad for a 16-bit job that accumulates; not yet predivided); stages
+// 2-3 reduced them into the rank's fp32 shard after every micro step, divided by
+// gradient_predivide_factor first.
 at::Tensor full_gradient(EngineParts& e, int p) {
   const ParamSlot& slot = e.layout.params[p];
   const int64_t numel = slot.tensor.numel();
@@ -108,9 +109,10 @@ at::Tensor full_gradient(EngineParts& e, int p) {
     if (lo < hi) held_gradient(e, slot.group, lo - g.first, hi - g.first, out, lo - slot.offset);
     divisor /= e.predivide;
   } else {
+    // The fp32 sum of the micro steps folded so far (16-bit jobs that accumulate), plus .grad.
+    out = slot.grad_sum.defined() ? slot.grad_sum.clone() : at::zeros({numel}, at::kFloat);
     const at::Tensor grad = slot.tensor.grad();
-    out = grad.defined() ? grad.detach().to(at::kFloat).reshape({-1}).clone()
-                         : at::zeros({numel}, at::kFloat);
+    if (grad.defined()) out.add_(grad.detach().reshape({-1}).to(at::kFloat));
   }
   // Reduced shards (stages 2-3) already hold every rank's sum: their group covers the tensor.
   (e.stage >= 2 ? e.shard : e.comm).all_reduce(out, ReduceOp::kSum)->wait();

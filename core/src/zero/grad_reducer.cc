@@ -179,6 +179,7 @@ void GradReducer::reduce_remaining() {
   tier_grads_.settle();
 }
 
+// The micro step's own .grad only: the fp32 sums of the finished ones (grad_sum) stay.
 void GradReducer::abandon_micro_step() {
   drain();
   tier_grads_.settle();

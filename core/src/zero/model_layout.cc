@@ -81,7 +81,7 @@ void ModelLayout::add_unit(int u, const UnitEntries& entries, const ShardStrateg
     const auto [it, added] = index_of_key_.emplace(e.key, static_cast<int>(params.size()));
     const int p = it->second;
     if (added) {
-      params.push_back({e.name, e.tensor, e.shape, numel_of(e.shape), e.init, -1, 0});
+      params.push_back({e.name, e.tensor, e.shape, numel_of(e.shape), e.init, -1, 0, {}});
       owned.push_back(p);
     } else if (params[p].shape != e.shape) {
       throw InternalError("unit " + unit_labels[u] + " borrows " + e.name + " as " +
@@ -189,6 +189,19 @@ at::Tensor ModelLayout::build_flat(int gi, at::ScalarType dtype) {
   return full32;
 }
 
+void ModelLayout::fold_grads_into_fp32() {
+  for (ParamSlot& slot : params) {
+    if (!slot.tensor.defined() || !slot.tensor.grad().defined()) continue;
+    const at::Tensor grad = slot.tensor.grad().reshape({-1});
+    if (slot.grad_sum.defined()) {
+      slot.grad_sum.add_(grad);
+    } else {
+      slot.grad_sum = grad.to(at::kFloat, /*non_blocking=*/false, /*copy=*/true);
+    }
+    slot.tensor.mutable_grad().reset();
+  }
+}
+
 at::Tensor ModelLayout::take_flat_grads(int gi, at::ScalarType dtype, double predivide) {
   ParamGroup& g = groups[gi];
   // Uninitialised, and only what no gradient covers is zeroed: zeroing the whole buffer first
@@ -197,18 +210,28 @@ at::Tensor ModelLayout::take_flat_grads(int gi, at::ScalarType dtype, double pre
   int64_t covered = 0;  // params are in flat-offset order
   for (int p : g.params) {
     at::Tensor& t = params[p].tensor;
-    const ParamSlot& slot = params[p];
-    if (!t.grad().defined()) continue;
+    ParamSlot& slot = params[p];
+    // The micro steps' fp32 sum where there is one (with this micro step's .grad, when the
+    // caller took the gradients before folding them).
+    if (slot.grad_sum.defined() && t.grad().defined()) {
+      slot.grad_sum.add_(t.grad().reshape({-1}));
+      t.mutable_grad().reset();
+    }
+    const at::Tensor source = slot.grad_sum.defined() ? slot.grad_sum
+                              : t.grad().defined()    ? t.grad().reshape({-1})
+                                                      : at::Tensor();
+    if (!source.defined()) continue;
     if (slot.offset > covered) flat.narrow(0, covered, slot.offset - covered).zero_();
     at::Tensor dst = flat.narrow(0, slot.offset, slot.numel);
     // Divided on the way in (the same division as a pass of its own, one pass fewer).
     if (predivide != 1.0) {
-      at::div_out(dst, t.grad().reshape({-1}).to(dtype), predivide);
+      at::div_out(dst, source.to(dtype), predivide);
     } else {
-      dst.copy_(t.grad().reshape({-1}));
+      dst.copy_(source);
     }
     covered = slot.offset + slot.numel;
-    t.mutable_grad().reset();
+    if (t.grad().defined()) t.mutable_grad().reset();
+    slot.grad_sum = at::Tensor();
   }
   if (g.padded > covered) flat.narrow(0, covered, g.padded - covered).zero_();
   return flat;

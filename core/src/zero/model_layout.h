@@ -37,6 +37,10 @@ struct ParamSlot {
   std::optional<ParamInit> init;  // declared initialiser; none: the tensor's values are initial
   int group = -1;
   int64_t offset = 0;  // elements into the group's flat buffer
+  // Stages 0-1 with 16-bit compute and grad_accum > 1: the finished micro steps' gradients,
+  // summed in fp32 (flattened). Autograd summed them into the 16-bit .grad, where a micro step's
+  // gradient below half a spacing of the sum was lost; stages 2-3 sum reduced parts in fp32.
+  at::Tensor grad_sum;
 };
 
 // One parameter a unit lists, as the layout registers it. Parameters with the same key are one
@@ -111,6 +115,9 @@ class ModelLayout {
   // Copies the group's .grad tensors into one flat buffer (zeros where a parameter got none,
   // and in the padding), divided by `predivide`, and frees the .grad tensors.
   at::Tensor take_flat_grads(int g, at::ScalarType dtype, double predivide);
+  // Moves every parameter's .grad into its fp32 grad_sum (stages 0-1, after each micro step of
+  // a 16-bit job that accumulates), leaving .grad empty for the next.
+  void fold_grads_into_fp32();
 
   // Bytes of the largest unit's groups (owned and borrowed) in the compute dtype.
   int64_t largest_unit_bytes() const;

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <limits>
 
 #include "zt/error.h"
 
@@ -72,8 +73,11 @@ StepReport ShardedStep::run(double lr) {
                         "): groups were already updated in backward at the announced rate");
   }
   const GradientTotals totals = measure_gradients();
-  report.grad_norm = totals.norm / divisor;
-  if (totals.overflow && updated_in_backward) {
+  // A step that overflowed has no norm: the finite groups' alone read as a plausible one.
+  report.grad_norm = totals.overflow ? std::numeric_limits<double>::quiet_NaN()
+                                     : totals.norm / divisor;
+  const bool skip = totals.overflow || totals.poisoned;
+  if (skip && updated_in_backward) {
     // A group kept in memory (or on another rank) overflowed after streamed ones were updated.
     throw NumericError("a gradient is not finite at step " + std::to_string(steps_ + 1) +
                        " after groups streamed from a file tier were updated in backward, so "
@@ -81,15 +85,16 @@ StepReport ShardedStep::run(double lr) {
                        "set zero.gradient_clipping (the step then waits for every gradient, and "
                        "skips one that is not finite)");
   }
-  if (!totals.overflow) {
+  if (!skip) {
     // Before any state of the step changes (the scaler's count, the step number): a caller that
     // catches the IoError and saves must save the step before.
     check_tiers(steps_ + 1);
     // A shard read ahead but not yet gathered is about to go stale.
     parts_.gatherer.drop_fetches(/*rethrow=*/true);
   }
-  parts_.scaler.update(totals.overflow);
-  if (totals.overflow) {
+  // A step skipped for a failed backward (poisoned) is no overflow: the scale stays.
+  if (!totals.poisoned || totals.overflow) parts_.scaler.update(totals.overflow);
+  if (skip) {
     report.skipped = true;
     report.step = steps_;
     zero_gradients();
@@ -119,8 +124,7 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
   }
   const bool poisoned = poisoned_;
   poisoned_ = false;
-  overflow = overflow || poisoned;
-  at::Tensor totals = at::tensor({sq, overflow ? 1.0 : 0.0}, at::kDouble);
+  at::Tensor totals = at::tensor({sq, overflow ? 1.0 : 0.0, poisoned ? 1.0 : 0.0}, at::kDouble);
   // Stage 0 shards are full copies: every rank already holds the global values. Otherwise the
   // shard group's shards cover the model once (every group holds the same reduced gradients).
   const bool over_shard_group = options_.stage >= 1;
@@ -128,7 +132,8 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
     parts_.ledger.clock().wait(*parts_.shard.all_reduce(totals, ReduceOp::kSum),
                                &EngineTimes::comm_wait);
   }
-  bool skip = totals[1].item<double>() > 0;
+  const bool overflowed = totals[1].item<double>() > 0;
+  bool poisoned_anywhere = totals[2].item<double>() > 0;
   // Gradients are the same on every rank, but a poisoned step is known to its own rank only:
   // where the totals did not travel over every rank, the others learn of it here, or they
   // would update while it skips, and the ranks' parameters part for good.
@@ -137,9 +142,9 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
     at::Tensor flag = at::tensor({poisoned ? 1.0f : 0.0f}, at::kFloat);
     parts_.ledger.clock().wait(*parts_.everyone.all_reduce(flag, ReduceOp::kMax),
                                &EngineTimes::comm_wait);
-    skip = skip || flag.item<float>() > 0;
+    poisoned_anywhere = poisoned_anywhere || flag.item<float>() > 0;
   }
-  return {std::sqrt(totals[0].item<double>()), skip};
+  return {std::sqrt(totals[0].item<double>()), overflowed, poisoned_anywhere};
 }
 
 void ShardedStep::check_tiers(int64_t step) {

@@ -93,6 +93,7 @@ class ShardedStep {
   struct GradientTotals {
     double norm;    // global L2 norm of the summed, still scaled gradients
     bool overflow;  // a non-finite value on any rank
+    bool poisoned;  // a failed backward on any rank (the step is skipped; no overflow)
   };
 
   GradientTotals measure_gradients();

@@ -196,12 +196,25 @@ inline void run_reference_case(const Hyper& h, int64_t n, int steps, double divi
 }
 
 // Sets ZT_ADAM_ISA for the optimizers created while it lives: the plugin reads it at create().
+// What was set before comes back after (a caller's ZT_ADAM_ISA was dropped for later cases).
 class IsaScope {
  public:
-  explicit IsaScope(const std::string& isa) { setenv("ZT_ADAM_ISA", isa.c_str(), 1); }
-  ~IsaScope() { unsetenv("ZT_ADAM_ISA"); }
+  explicit IsaScope(const std::string& isa) {
+    if (const char* was = std::getenv("ZT_ADAM_ISA")) before_ = was;
+    setenv("ZT_ADAM_ISA", isa.c_str(), 1);
+  }
+  ~IsaScope() {
+    if (before_) {
+      setenv("ZT_ADAM_ISA", before_->c_str(), 1);
+    } else {
+      unsetenv("ZT_ADAM_ISA");
+    }
+  }
   IsaScope(const IsaScope&) = delete;
   IsaScope& operator=(const IsaScope&) = delete;
+
+ private:
+  std::optional<std::string> before_;
 };
 
 // The kernels this CPU can run, by their ZT_ADAM_ISA names; the plugin refuses the others.

@@ -122,9 +122,10 @@ class ZT_API Engine {
   // safe_get_full_optimizer_state. Collective; every rank gets the whole tensor, fp32, in the
   // parameter's shape. Throws ConfigError for an unknown name or state (listing the names).
   //   full_fp32_param: the fp32 master value.
-  //   full_fp32_grad: the gradient the next step() applies, averaged over ranks and the micro
-  //     steps run so far and unscaled (before clipping); zeros before the first micro step.
-  //     Call after forward_backward(), before step().
+  //   full_fp32_grad: the gradients so far, averaged over ranks and the micro steps run so far
+  //     and unscaled (before clipping); zeros before the first micro step. After all grad_accum
+  //     micro steps it is the gradient the next step() applies (a step after fewer divides
+  //     their sum by grad_accum). Call after forward_backward(), before step().
   //   full_optimizer_state: an optimizer state ("exp_avg", "exp_avg_sq" for Adam).
   at::Tensor full_fp32_param(const std::string& name);
   at::Tensor full_fp32_grad(const std::string& name);

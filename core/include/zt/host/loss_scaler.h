@@ -13,11 +13,13 @@
 namespace zt {
 
 struct LossScalerOptions {
-  double initial_scale = 4294967296.0;  // 2^32, DeepSpeed's default for dynamic scaling
-  double min_scale = 1.0;               // backing off never goes below this
-  double max_scale = 4294967296.0;      // growing never goes above this
-  double growth_factor = 2.0;           // scale *= this after growth_interval clean steps
-  double backoff_factor = 0.5;          // scale *= this on an overflow past the tolerance
+  // 2^32: backs off to what the model needs in a few skipped steps. DeepSpeed's JSON default,
+  // initial_scale_power 16 (2^16, torch.amp's GradScaler's too), is what its configs map to.
+  double initial_scale = 4294967296.0;
+  double min_scale = 1.0;           // backing off never goes below this
+  double max_scale = 4294967296.0;  // growing never goes above this
+  double growth_factor = 2.0;       // scale *= this after growth_interval clean steps
+  double backoff_factor = 0.5;      // scale *= this on an overflow past the tolerance
   int64_t growth_interval = 1000;
   int64_t hysteresis = 2;
 };
