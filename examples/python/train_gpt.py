@@ -138,7 +138,7 @@ def main():
                 print(f"eval after step {step + 1}: val loss {val_loss:.4f}  "
                       f"ppl {math.exp(val_loss):.2f}", flush=True)
     if a.save:
-        folder = engine.save_checkpoint(a.save, next_sample)
+        folder = engine.save_checkpoint(a.save, next_sample=next_sample)
         if rank == 0:
             print(f"saved {folder} (trainer --resume loads it)")
     engine.close()

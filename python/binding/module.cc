@@ -176,8 +176,21 @@ void def_module_engine(py::module_& m) {
 void def_tokenizer(py::module_& m) {
   using Tokenizer = zt::data::BpeTokenizer;
   using Ids = std::vector<uint32_t>;
-  // str arrives as its UTF-8, bytes as they are.
-  const auto text_of = [](const py::object& text) { return text.cast<std::string>(); };
+  // str arrives as its UTF-8, bytes as they are. A str with a lone surrogate (json.loads makes
+  // them from "\ud800") has no UTF-8: each becomes U+FFFD, as tiktoken's encode does, and a
+  // pair written as two escapes is its character.
+  const auto text_of = [](const py::object& text) {
+    if (py::isinstance<py::str>(text)) {
+      try {
+        return text.cast<std::string>();
+      } catch (const py::cast_error&) {
+        return text.attr("encode")("utf-16", "surrogatepass")
+            .attr("decode")("utf-16", "replace")
+            .cast<std::string>();
+      }
+    }
+    return text.cast<std::string>();
+  };
   py::class_<Tokenizer, std::shared_ptr<Tokenizer>>(m, "Tokenizer")
       .def_property_readonly("name", &Tokenizer::name)
       .def_property_readonly("n_vocab", &Tokenizer::vocab_size)
@@ -195,17 +208,23 @@ void def_tokenizer(py::module_& m) {
           "encode",
           [text_of](const Tokenizer& t, const py::object& text, const py::object& allowed) {
     zt::data::SpecialTokens specials;
-    if (py::isinstance<py::str>(allowed) && allowed.cast<std::string>() == "all") {
+    if (py::isinstance<py::str>(allowed)) {
+      if (allowed.cast<std::string>() != "all")
+        throw py::value_error("allowed_special is \"all\" or a set of special tokens' texts, "
+                              "not the string '" +
+                              allowed.cast<std::string>() + "'");
       specials.allow_all = true;
     } else if (!allowed.is_none()) {
-      specials.allowed = allowed.cast<std::vector<std::string>>();
+      // tiktoken's type is a set; any iterable of str does.
+      for (const py::handle item : py::iter(allowed))
+        specials.allowed.push_back(item.cast<std::string>());
     }
     const std::string s = text_of(text);
     py::gil_scoped_release released;
     return t.encode(s, specials);
           },
           py::arg("text"), py::arg("allowed_special") = py::none(),
-          "tiktoken's encode: allowed special tokens ('all' or a list) become their ids; any "
+          "tiktoken's encode: allowed special tokens ('all' or a set) become their ids; any "
           "other in the text is a ConfigError")
       .def(
           "decode_bytes",

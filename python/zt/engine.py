@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import json
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -29,8 +30,25 @@ from .config import config_source
 _open_engines = {}
 
 
+def _dying_of_uncaught_exception():
+    # Python records an exception nothing caught before it prints it (sys.last_value; 3.12 adds
+    # sys.last_exc); an interactive session records every one it prints, so it does not count.
+    if hasattr(sys, "ps1") or sys.flags.interactive:
+        return None
+    return getattr(sys, "last_exc", None) or getattr(sys, "last_value", None)
+
+
 @atexit.register
 def _close_all():
+    died = _dying_of_uncaught_exception()
+    if died is not None and _open_engines:
+        # This rank's script raised where the others go on to their next collective: a
+        # collective shutdown here waited for them until launch.timeout_s, holding the launcher
+        # back from stopping the job. Leave at once instead; the launcher names this rank and
+        # stops the others.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130 if isinstance(died, KeyboardInterrupt) else 1)
     # The communicators' shutdown is collective: leave the job before the interpreter goes.
     for engine in reversed(list(_open_engines)):
         engine.close(restore=False)
@@ -145,6 +163,8 @@ class Engine:
         # fp32 one met bf16 activations and promoted the unit's output, which the next unit's
         # bf16 weights refused), and rank 0's values on every rank (one drawn from each rank's
         # own seed differed).
+        # close(restore=True) gives them their own dtype back, as it gives the parameters fp32.
+        self._buffer_dtypes = [(b, b.dtype) for b in model.buffers()]
         self._core.share_buffers(list(model.buffers()))
         first = 1 if self._root is not None else 0
         self._hooks = []
@@ -212,6 +232,10 @@ class Engine:
         args = [self._cast(a) for a in args]
         kwargs = {k: self._cast(v) for k, v in kwargs.items()}
         training = torch.is_grad_enabled()
+        if not training and self._micro != 0:
+            raise RuntimeError(f"zt: an evaluation (a forward under torch.no_grad()) after "
+                               f"{self._micro} micro steps without engine.step(): the step's "
+                               "gradients are taken unit by unit; evaluate after engine.step()")
         if training and self._micro >= self._core.grad_accum:
             raise RuntimeError(f"zt: {self._micro} micro steps without engine.step(); call "
                                "engine.step() after every backward (it updates at the end of "
@@ -386,11 +410,16 @@ class Engine:
         report["times"] = self._core.times()
         return report
 
-    def save_checkpoint(self, directory, next_sample=None):
+    def save_checkpoint(self, directory, tag=None, *, next_sample=None):
         """Saves to `directory` (a checkpoint.dir: step-N folders and `latest`) in zt's format,
         which `trainer --resume` loads at any world size and composition. `next_sample`: where
         the trainer's data would continue (default: the loaded checkpoint's position, or 0, plus
-        the global batch for every step since). Collective. Returns the checkpoint's folder."""
+        the global batch for every step since). Collective. Returns the checkpoint's folder.
+        `tag` (DeepSpeed's folder name) is refused: zt names the folder step-<N>."""
+        if tag is not None:
+            raise TypeError(f"zt: save_checkpoint takes no tag ({tag!r}): zt names each "
+                            "checkpoint's folder step-<N> in `directory` and points `latest` "
+                            "at it; pass the directory alone (next_sample by keyword)")
         if self._micro != 0 or self._open:
             raise RuntimeError("zt: save_checkpoint in the middle of a step (a forward open or "
                                f"{self._micro} micro steps without their update): call it "
@@ -398,9 +427,10 @@ class Engine:
         return self._core.save_checkpoint(os.fspath(directory),
                                           -1 if next_sample is None else next_sample)
 
-    def load_checkpoint(self, path, restore_rng=False):
+    def load_checkpoint(self, path, tag=None, *, restore_rng=False):
         """Loads a checkpoint folder, a checkpoint.dir (its latest) or dir/best, saved at any
-        world size and composition by zt.Engine or by the trainer. Returns the saved trainer
+        world size and composition by zt.Engine or by the trainer; with `tag` (DeepSpeed's
+        second argument), the folder `path`/`tag`, e.g. "step-00000100". Returns the saved trainer
         state (step, next_sample, ...). `restore_rng`: also load the CPU generator state the
         checkpoint recorded (rank 0's) into torch's default generator, on every rank; off, as
         DeepSpeed leaves it, since ranks that seed their own would then draw alike. The module's
@@ -411,6 +441,8 @@ class Engine:
             raise RuntimeError("zt: load_checkpoint in the middle of a step (a forward open or "
                                f"{self._micro} micro steps without their update): call it "
                                "between steps")
+        if tag is not None:
+            path = os.path.join(os.fspath(path), os.fspath(tag))
         state = self._core.load_checkpoint(os.fspath(path), bool(restore_rng))
         self._awaiting_step = False
         return json.loads(state) if state else {}
@@ -432,6 +464,9 @@ class Engine:
                 with torch.no_grad():
                     for name, p in self.module.named_parameters():
                         p.data = self._core.full_param(name).reshape(p.shape)
+                    for b, dtype in self._buffer_dtypes:
+                        if b.dtype != dtype:
+                            b.data = b.to(dtype)
         finally:
             # A restore that failed (a CommError) still takes the hooks off and closes the core.
             for h in self._hooks:

@@ -101,6 +101,25 @@ class BackgroundJob {
   int exit_code_ = -1;
 };
 
+// A rank 1 killed with SIGKILL once `ready` holds: its pid, then the job's exit code and log.
+struct KilledRank {
+  pid_t victim = -1;
+  int exit_code = -1;
+  std::string log;
+};
+
+KilledRank kill_rank_1_when(BackgroundJob& job, const std::function<bool()>& ready,
+                            const std::string& log) {
+  KilledRank k;
+  REQUIRE(wait_until(ready, std::chrono::seconds(60)));
+  k.victim = job.rank_pid(1);
+  REQUIRE(k.victim > 0);
+  REQUIRE(kill(k.victim, SIGKILL) == 0);
+  k.exit_code = job.wait(std::chrono::seconds(120));
+  k.log = zt::test::read_file(log);
+  return k;
+}
+
 std::vector<std::string> temporary_folders(const fs::path& dir) {
   std::vector<std::string> found;
   std::error_code ec;
@@ -267,21 +286,78 @@ TEST_CASE("restarts: a rank killed mid-run under max_restarts = 2 is restarted f
   BackgroundJob job(
       quiet_small_gpt_job(healed, total + " --set checkpoint.every_steps=3 --max-restarts 2"),
       dir.file("healed.log"));
-  REQUIRE(wait_until([&] { return fs::exists(ckpt / "latest"); }, std::chrono::seconds(60)));
-  const pid_t victim = job.rank_pid(1);
-  REQUIRE(victim > 0);
-  REQUIRE(kill(victim, SIGKILL) == 0);
-  const int exit_code = job.wait(std::chrono::seconds(120));
-  const std::string log = zt::test::read_file(dir.file("healed.log"));
-  INFO(log);
-  CHECK(exit_code == 0);
-  CHECK(contains(
-      log, "zt: restart 1/2: rank 1 (pid " + std::to_string(victim) + ") was killed by signal 9"));
-  CHECK(contains(log, "; all ranks start again from checkpoint " + ckpt.string() + "/step-"));
-  CHECK(contains(log, "resumed at step"));
+  const KilledRank k = kill_rank_1_when(
+      job, [&] { return fs::exists(ckpt / "latest"); }, dir.file("healed.log"));
+  INFO(k.log);
+  CHECK(k.exit_code == 0);
+  CHECK(contains(k.log, "zt: restart 1/2: rank 1 (pid " + std::to_string(k.victim) +
+                            ") was killed by signal 9"));
+  CHECK(contains(k.log, "; all ranks start again from checkpoint " + ckpt.string() + "/step-"));
+  CHECK(contains(k.log, "resumed at step"));
   check_same_losses(straight, healed, steps);
   check_same_state(step_folder(fs::path(straight) / "checkpoints", steps),
                    step_folder(ckpt, steps));
+}
+
+TEST_CASE("checkpoint.dir: a second job on a folder another job saves into stops at once, "
+          "naming the holder, and the first goes on") {
+  TempDir dir;
+  const std::string shared = dir.file("shared");
+  const std::string both = " --set checkpoint.every_steps=2 --set checkpoint.dir=" + shared;
+  BackgroundJob first(quiet_small_gpt_job(dir.file("first"), "--set run.steps=100000" + both),
+                      dir.file("first.log"));
+  REQUIRE(wait_until([&] { return fs::exists(fs::path(shared) / "latest"); },
+                     std::chrono::seconds(60)));
+  // Its cleanup at start removed the first job's save in progress, and its saves and prunes
+  // took the first one's checkpoints.
+  const auto second = run_command(
+      quiet_small_gpt_job(dir.file("second"), "--set run.steps=4" + both));
+  INFO(second.output);
+  CHECK(second.exit_code != 0);
+  CHECK(contains(second.output, "checkpoint.dir " + shared + " is in use by another job (pid " +
+                                    std::to_string(first.rank_pid(0))));
+  CHECK_FALSE(contains(second.output, "step 1/"));
+  REQUIRE(kill(first.pid(), SIGTERM) == 0);
+  const int first_code = first.wait(std::chrono::seconds(60));
+  const std::string log = zt::test::read_file(dir.file("first.log"));
+  INFO(log);
+  CHECK(first_code == 0);
+  CHECK(contains(log, "zt: stopped by SIGTERM after step "));
+  // Released with the job: the next one on the folder resumes from it.
+  const auto next = run_command(
+      quiet_small_gpt_job(dir.file("first"), "--set run.steps=1 --resume auto" + both));
+  INFO(next.output);
+  CHECK_FALSE(contains(next.output, "is in use by another job"));
+}
+
+TEST_CASE("restarts: a rank killed before the job's first save starts it again as it started, "
+          "not from a checkpoint an earlier run left in the folder") {
+  TempDir dir;
+  const int64_t steps = 40;
+  const std::string total = " --set run.steps=" + std::to_string(steps);
+  const std::string shared = " --set checkpoint.dir=" + dir.file("shared");
+  // The earlier run: its step 8 is the folder's latest when the job starts.
+  auto r = run_command(quiet_small_gpt_job(
+      dir.file("earlier"), "--set run.steps=8 --set checkpoint.every_steps=4" + shared));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string straight = dir.file("straight"), healed = dir.file("healed");
+  r = run_command(quiet_small_gpt_job(straight, total + " --set checkpoint.every_steps=1000"));
+  REQUIRE(r.exit_code == 0);
+
+  // It saves only after its last step, so the kill comes before any save of its own.
+  BackgroundJob job(quiet_small_gpt_job(healed, total + shared +
+                                                    " --set checkpoint.every_steps=1000 "
+                                                    "--max-restarts 1"),
+                    dir.file("healed.log"));
+  const KilledRank k = kill_rank_1_when(
+      job, [&] { return !zt::test::read_file(healed + "/metrics.jsonl").empty(); },
+      dir.file("healed.log"));
+  INFO(k.log);
+  CHECK(k.exit_code == 0);
+  CHECK(contains(k.log, "; all ranks start again from the beginning (the job saved no checkpoint"));
+  CHECK_FALSE(contains(k.log, "resumed at step"));
+  check_same_losses(straight, healed, steps);
 }
 
 TEST_CASE("restarts: a SIGTERM right after a rank died stops the job with that failure, quickly "
@@ -405,19 +481,39 @@ TEST_CASE("signals: SIGUSR1 (Slurm's warning before preemption) stops the job th
   CHECK(!zt::latest_checkpoint(dir.file("out/checkpoints")).empty());
 }
 
-TEST_CASE("signals: a second SIGINT to the launcher stops the ranks at once, a second SIGTERM "
-          "lets them save") {
-  // Steps of a few hundred ms, so the second signal lands while the first is being honoured.
+TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second later stops the "
+          "ranks at once, a second SIGTERM lets them save") {
+  // The terminal's SIGINT and a wrapper's forwarded copy, 20 ms apart: one stop, with its save.
+  TempDir twice;
+  BackgroundJob once(quiet_small_gpt_job(twice.file("out"), "--set run.steps=100000"),
+                     twice.file("job.log"));
+  REQUIRE(
+      wait_until([&] { return zt::test::losses_of(twice.file("out/metrics.jsonl")).size() >= 2; },
+                 std::chrono::seconds(60)));
+  REQUIRE(kill(once.pid(), SIGINT) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(kill(once.pid(), SIGINT) == 0);
+  const int once_code = once.wait(std::chrono::seconds(60));
+  const std::string once_log = zt::test::read_file(twice.file("job.log"));
+  INFO(once_log);
+  CHECK(once_code == 0);
+  CHECK(contains(once_log, "zt: stopped by SIGINT after step "));
+  CHECK(!contains(once_log, "killing all ranks"));
+  CHECK(!zt::latest_checkpoint(twice.file("out/checkpoints")).empty());
+
+  // Steps of 16 micro steps of a few hundred ms each: the ranks are still in the step they
+  // finish when the second SIGINT comes, 1.2 s after the first (sent as the first step ends).
   TempDir dir;
   BackgroundJob job(
       zt::test::small_gpt_job(dir.file("out"), "--set run.steps=100000 --set model.n_layer=6 "
                                                "--set model.d_model=512 --set model.n_head=8 "
-                                               "--set model.seq_len=128 --set data.micro_batch=8"),
+                                               "--set model.seq_len=128 --set data.micro_batch=8 "
+                                               "--set data.grad_accum=16"),
       dir.file("job.log"));
-  REQUIRE(wait_until([&] { return zt::test::losses_of(dir.file("out/metrics.jsonl")).size() >= 2; },
+  REQUIRE(wait_until([&] { return zt::test::losses_of(dir.file("out/metrics.jsonl")).size() >= 1; },
                      std::chrono::seconds(120)));
   REQUIRE(kill(job.pid(), SIGINT) == 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   REQUIRE(kill(job.pid(), SIGINT) == 0);
   const int exit_code = job.wait(std::chrono::seconds(30));
   const std::string log = zt::test::read_file(dir.file("job.log"));

@@ -143,6 +143,13 @@ def buffers_in_bf16():
     if engine.step() is None:
         return "the bf16 step with a buffer did not run"
     engine.close()
+    # Closed, the module works without zt: fp32 parameters beside a bf16 buffer made its
+    # forward raise on fp32 inputs.
+    if scale.dtype != torch.float32:
+        return f"after close the buffer is {scale.dtype}, not its own float32"
+    out = net(torch.randn(4, 8))
+    if out.dtype != torch.float32:
+        return f"the closed module's forward gave {out.dtype}"
     return None
 
 

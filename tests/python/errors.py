@@ -183,6 +183,14 @@ def main():
         return "a second micro step without step() was accepted"
     except RuntimeError as e:
         assert "call engine.step() after every backward" in str(e), str(e)
+    # An evaluation between a backward and its step() is the caller's order, not a zt bug (the
+    # core's InternalError reached the caller before).
+    try:
+        with torch.no_grad():
+            engine(torch.randn(3, 4))
+        return "an evaluation between a backward and its step() was accepted"
+    except RuntimeError as e:
+        assert "evaluate after engine.step()" in str(e), str(e)
     assert engine.step() is not None
     # Python's checkpoints: a save mid-step is refused; a load leaves torch's generator alone
     # unless asked (the state is rank 0's), replaces what a failed backward had poisoned, and a
@@ -219,6 +227,26 @@ def main():
         # data.micro_batch (4) x 1 rank past the loaded position, not steps x the batch.
         if state["next_sample"] != 1004:
             return f"a save after a load recorded next_sample {state['next_sample']}, not 1004"
+        # DeepSpeed's tag: a folder of the directory to load; a save refuses one (a positional
+        # second argument was read as next_sample, and at load as restore_rng).
+        try:
+            engine.save_checkpoint(saved, "global_step3")
+            return "save_checkpoint took a DeepSpeed tag"
+        except TypeError as e:
+            assert "takes no tag" in str(e), str(e)
+        newest = (saved / "latest").read_text().strip()
+        torch.manual_seed(99)
+        drawn = torch.rand(3)
+        torch.manual_seed(99)
+        if engine.load_checkpoint(saved, newest)["next_sample"] != 1004:
+            return f"load_checkpoint(dir, {newest!r}) did not load that folder"
+        if not torch.equal(torch.rand(3), drawn):
+            return "load_checkpoint(dir, tag) restored the generator"
+        try:
+            engine.load_checkpoint(saved, "global_step3")
+            return "load_checkpoint(dir, tag) took a folder that is not there"
+        except zt.Error as e:
+            assert "global_step3" in str(e), str(e)
     # Closed with a forward open: a backward through its output says so (its hooks used the
     # freed engine), and the restored module trains as plain PyTorch (the gradient hooks on its
     # parameters went with the engine).

@@ -38,6 +38,22 @@ time.sleep(60)
 '''
 
 
+# Rank 1's script raises after a few steps; rank 0 goes on to its next step's collectives. The
+# communicators wait up to launch.timeout_s (300 s here) for a peer.
+RAISING = r'''
+import os, torch, zt
+m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+e = zt.initialize(m, config={"zero": {"stage": 3}, "launch": {"timeout_s": 300},
+                  "plugins": {"comm": "comm_ucx", "shard": "shard_bucket",
+                              "optimizer": "optim_hybrid_adam"}})
+for step in range(1000000):
+    if step == 3 and e.rank == 1:
+        raise ValueError("the script of rank 1 failed")
+    e.backward(e.loss(torch.randn(4, 8), torch.randn(4, 2)))
+    e.step()
+'''
+
+
 def read_until(job, done, seconds=60):
     """The job's output as it comes, until done(text) or `seconds` (never a blocking read past
     the deadline, nor past the output's end)."""
@@ -122,8 +138,33 @@ def signal_during_restartable_failure():
     return None
 
 
+def uncaught_exception_on_one_rank():
+    """A rank whose script raises leaves at once: its exit's collective shutdown waited for a
+    rank that was in its next step, until launch.timeout_s, and the launcher with it."""
+    worker = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zt-raising-{os.getpid()}.py")
+    with open(worker, "w") as f:
+        f.write(RAISING)
+    job = subprocess.Popen([sys.executable, "-m", "zt.launch", "--nproc", "2", worker],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        code = job.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        job.wait()
+        return "a job whose rank 1 raised was still running after 60 s (launch.timeout_s 300)"
+    finally:
+        os.unlink(worker)
+    out = job.stdout.read().decode(errors="replace")
+    if code == 0 or "ValueError: the script of rank 1 failed" not in out or "rank 1" not in \
+            out.splitlines()[-1]:
+        return f"the launcher exited {code} without naming rank 1's failure: {out[-1500:]}"
+    print("interrupt: a rank's uncaught exception ended the job at once, rank 1 named")
+    return None
+
+
 if __name__ == "__main__":
-    failure = main() or signal_during_restartable_failure()
+    failure = (main() or signal_during_restartable_failure() or
+               uncaught_exception_on_one_rank())
     if failure:
         print(f"interrupt: {failure}", file=sys.stderr)
         sys.exit(1)

@@ -43,7 +43,7 @@ def worker(job, steps, out, save=None, load=None):
         engine.all_reduce(loss)
         losses[step + 1] = loss.item() / world
     if save:
-        engine.save_checkpoint(save, next_sample)
+        engine.save_checkpoint(save, next_sample=next_sample)
     engine.close()
     if rank == 0:
         with open(out, "w") as f:

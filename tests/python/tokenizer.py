@@ -37,6 +37,12 @@ def main():
         assert "<|endoftext|>" in str(e), e
     allowed = t.encode(special, allowed_special="all")
     assert 50256 in allowed and t.decode(allowed) == special
+    # tiktoken's documented type is a set.
+    assert t.encode(special, allowed_special={"<|endoftext|>"}) == allowed
+    # A lone surrogate (json.loads of "\ud800"): U+FFFD, as tiktoken; a pair in two escapes is
+    # its character.
+    assert t.encode_ordinary("a\ud800b") == t.encode_ordinary("a\ufffdb")
+    assert t.encode_ordinary("\ud83d\ude42") == t.encode_ordinary("\U0001f642")
     assert 50256 not in t.encode_ordinary(special)
 
     # The run's tokenizer: a token file written here, named by data.tokenizer.

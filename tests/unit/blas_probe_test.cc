@@ -26,27 +26,7 @@ zt::CpuFeatures up_to(int level) {
 const zt::CpuFeatures kAvx512 = up_to(7);
 const zt::CpuFeatures kAvx2 = up_to(6);
 
-// Sets or clears an environment variable for one scope.
-class EnvVar {
- public:
-  EnvVar(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) {
-      old_ = old;
-      had_ = true;
-    }
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~EnvVar() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using zt::test::EnvVar;
 
 }  // namespace
 

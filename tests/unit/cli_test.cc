@@ -36,7 +36,12 @@ TEST_CASE("plugins subcommands") {
 
 TEST_CASE("--resume becomes the checkpoint.resume override, in its place among the --set") {
   auto a = parse_cli({"--config", "c.toml", "--set", "run.steps=3", "--resume", "auto"});
-  CHECK(a.overrides == std::vector<std::string>{"run.steps=3", "checkpoint.resume=auto"});
+  CHECK(a.overrides == std::vector<std::string>{"run.steps=3", "checkpoint.resume=\"auto\""});
+  // A folder named like a number is a path: unquoted, --set read 2024 as an integer.
+  auto n = parse_cli({"--config", "c.toml", "--resume", "runs/2024"});
+  CHECK(n.overrides == std::vector<std::string>{"checkpoint.resume=\"runs/2024\""});
+  CHECK(parse_cli({"--config", "c.toml", "--resume", "1e5"}).overrides ==
+        std::vector<std::string>{"checkpoint.resume=\"1e5\""});
 }
 
 TEST_CASE("export takes a checkpoint, an output file and a dtype") {

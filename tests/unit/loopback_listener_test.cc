@@ -117,3 +117,14 @@ TEST_CASE("a rank waits for rank 0's store: refused until it listens, accepted o
   // A name that resolves to ::1 and 127.0.0.1: the IPv4 listener accepts, the other is refused.
   CHECK(zt::wait_until_accepting("localhost", store.port, soon()).empty());
 }
+
+TEST_CASE("a rank zt's launcher started hosts its store even with torchrun's agent-store "
+          "variable inherited from a torchrun worker above it") {
+  zt::test::EnvVar agent("TORCHELASTIC_USE_AGENT_STORE", "True");
+  zt::test::EnvVar launcher("ZT_LAUNCHER", "1");
+  const int port = zt::pick_free_port("127.0.0.1");
+  std::unique_ptr<zt::Store> store;
+  CHECK_NOTHROW(store = zt::rendezvous("127.0.0.1", port, 0, 1, std::chrono::seconds(5)));
+  REQUIRE(store);
+  CHECK(store->add("k", 2) == 2);
+}

@@ -402,7 +402,8 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     } else if (a.rfind("--set=", 0) == 0) {
       out.overrides.push_back(a.substr(6));
     } else if (a == "--resume") {
-      out.overrides.push_back("checkpoint.resume=" + value_of(a));
+      // Quoted: a folder named 2024 or 1e5 is a path, not a number.
+      out.overrides.push_back("checkpoint.resume=" + value_to_toml(Value(value_of(a))));
     } else if (a == "--max-restarts") {
       out.overrides.push_back("launch.max_restarts=" + value_of(a));  // the config checks it
     } else if (a == "--deepspeed") {

@@ -105,6 +105,26 @@ std::vector<std::string> resuming(std::vector<std::string> argv) {
   return argv;
 }
 
+// The newest checkpoint of a folder and when its manifest was written: a restart resumes from
+// it only when this job saved it. One an earlier run left there (the same out_dir, a shared
+// checkpoint.dir) is not this job's progress: resuming from it trained on from another run's
+// state, or ended at once with "nothing left to train".
+struct CheckpointMark {
+  std::string folder;
+  std::filesystem::file_time_type written{};
+  bool operator==(const CheckpointMark& o) const {
+    return folder == o.folder && written == o.written;
+  }
+};
+
+CheckpointMark newest_checkpoint(const std::string& dir) {
+  CheckpointMark mark{latest_checkpoint(dir), {}};
+  std::error_code ec;
+  if (!mark.folder.empty())
+    mark.written = std::filesystem::last_write_time(mark.folder + "/manifest.json", ec);
+  return mark;
+}
+
 int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::string>& argv,
                    LaunchResult& result) {
   const LaunchSettings& launch = job.engine.launch;
@@ -147,14 +167,16 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
 }
 
 // Runs the ranks; when one fails (a signal, an error exit, a hang past the timeout), starts all
-// of them again with --resume auto, at most launch.max_restarts times. A job that fails again
-// without recording a step further than the last attempt stops with that failure: restarting
-// cannot get past it.
+// of them again, at most launch.max_restarts times: with --resume auto once the job saved a
+// checkpoint, else as the job started (fresh, or from the checkpoint it was given). A job that
+// fails again without recording a step further than the last attempt stops with that failure:
+// restarting cannot get past it.
 int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::string>& argv) {
   const int64_t max_restarts = job.engine.launch.max_restarts;
   const std::string& ckpt_dir = job.checkpoint.dir;
-  std::vector<std::string> args = argv;
+  const CheckpointMark at_start = newest_checkpoint(ckpt_dir);
   int64_t failed_at = -1;
+  std::vector<std::string> args = argv;
   for (int64_t restart = 0;; ++restart) {
     LaunchResult result;
     const int code = launch_attempt(job, nproc, args, result);
@@ -177,15 +199,25 @@ int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::strin
       return code;
     }
     failed_at = step;
-    const std::string from = latest_checkpoint(ckpt_dir);
+    const CheckpointMark now = newest_checkpoint(ckpt_dir);
+    const bool saved = !now.folder.empty() && !(now == at_start);
+    const std::string& given = job.checkpoint.resume;  // --resume's, or the config's
     std::string how = result.message;  // "rank 1 (pid 42) was killed by ...; stopping the others"
     how.erase(std::min(how.size(), how.find("; stopping")));
+    std::string from;
+    if (saved) {
+      from = "checkpoint " + now.folder;
+    } else if (given == "auto" && !at_start.folder.empty()) {
+      from = "checkpoint " + at_start.folder +
+             ", as the job started (--resume auto; it saved none since)";
+    } else if (given.empty() || given == "auto") {
+      from = "the beginning (the job saved no checkpoint in " + ckpt_dir + " yet)";
+    } else {
+      from = "checkpoint.resume = " + given + ", as the job started (it saved no checkpoint yet)";
+    }
     std::cerr << "zt: restart " << restart + 1 << "/" << max_restarts << ": " << how
-              << " after step " << step << "; all ranks start again from "
-              << (from.empty() ? "the beginning (no checkpoint in " + ckpt_dir + ")"
-                               : "checkpoint " + from)
-              << "\n";
-    args = resuming(args);
+              << " after step " << step << "; all ranks start again from " << from << "\n";
+    args = saved ? resuming(argv) : argv;
   }
 }
 

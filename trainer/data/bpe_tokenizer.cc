@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <queue>
 
 #include "zt/error.h"
 #include "zt/host/utf8.h"
@@ -158,6 +159,10 @@ void BpeTokenizer::merge_piece(std::string_view piece, std::vector<uint32_t>& ou
     out.push_back(whole);
     return;
   }
+  if (piece.size() > kLongPiece) {
+    merge_long_piece(piece, out);
+    return;
+  }
   struct Part {
     uint32_t start;
     uint32_t rank;  // rank of this part merged with the next one
@@ -189,6 +194,51 @@ void BpeTokenizer::merge_piece(std::string_view piece, std::vector<uint32_t>& ou
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     out.push_back(ranks_->find(piece.data() + parts[i].start, parts[i + 1].start - parts[i].start));
   }
+}
+
+// The same merges in O(n log n): the parts a linked list, the candidate merges a heap ordered by
+// rank, then by position (the leftmost of equal ranks, as the scan above picks). The scan erases
+// and rescans per merge, O(n^2): a run the patterns leave whole (a megabyte of '=' or of spaces in
+// one document) took hours.
+void BpeTokenizer::merge_long_piece(std::string_view piece, std::vector<uint32_t>& out) const {
+  const auto n = static_cast<uint32_t>(piece.size());
+  constexpr uint32_t kEnd = std::numeric_limits<uint32_t>::max();
+  struct Part {
+    uint32_t next;  // the next part's start, n for the last
+    uint32_t prev;  // the previous part's start, kEnd for the first
+    uint32_t rank;  // of this part merged with the next; kNoRank when none (or merged away)
+  };
+  // Indexed by start byte; a part merged into its left neighbour is never read again.
+  std::vector<Part> parts(n);
+  for (uint32_t i = 0; i < n; ++i) parts[i] = {i + 1, i == 0 ? kEnd : i - 1, kNoRank};
+  const auto rank_at = [&](uint32_t i) {
+    const uint32_t j = parts[i].next;
+    if (j >= n) return kNoRank;
+    return ranks_->find(piece.data() + i, parts[j].next - i);
+  };
+  using Candidate = std::pair<uint32_t, uint32_t>;  // (rank, start)
+  std::priority_queue<Candidate, std::vector<Candidate>, std::greater<Candidate>> heap;
+  for (uint32_t i = 0; i + 1 < n; ++i) {
+    parts[i].rank = rank_at(i);
+    if (parts[i].rank != kNoRank) heap.push({parts[i].rank, i});
+  }
+  while (!heap.empty()) {
+    const auto [rank, i] = heap.top();
+    heap.pop();
+    if (parts[i].rank != rank) continue;  // stale: its neighbours changed since
+    const uint32_t j = parts[i].next;     // merged into i
+    parts[j].rank = kNoRank;
+    parts[i].next = parts[j].next;
+    if (parts[i].next < n) parts[parts[i].next].prev = i;
+    parts[i].rank = rank_at(i);
+    if (parts[i].rank != kNoRank) heap.push({parts[i].rank, i});
+    if (const uint32_t p = parts[i].prev; p != kEnd) {
+      parts[p].rank = rank_at(p);
+      if (parts[p].rank != kNoRank) heap.push({parts[p].rank, p});
+    }
+  }
+  for (uint32_t i = 0; i < n; i = parts[i].next)
+    out.push_back(ranks_->find(piece.data() + i, parts[i].next - i));
 }
 
 void BpeTokenizer::encode_valid(std::string_view text, std::vector<uint32_t>& out) const {

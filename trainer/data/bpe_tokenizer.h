@@ -72,6 +72,9 @@ class BpeTokenizer {
   class RankTable;
   void encode_valid(std::string_view text, std::vector<uint32_t>& out) const;
   void merge_piece(std::string_view piece, std::vector<uint32_t>& out) const;
+  void merge_long_piece(std::string_view piece, std::vector<uint32_t>& out) const;
+  // Longer pieces merge through a heap (merge_long_piece); shorter ones by a scan, faster there.
+  static constexpr size_t kLongPiece = 256;
 
   BpeEncoding encoding_;
   std::unique_ptr<RankTable> ranks_;

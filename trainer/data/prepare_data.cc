@@ -68,11 +68,29 @@ struct UnitResult {
   std::exception_ptr error;
 };
 
-bool is_jsonl(const std::string& path) {
+std::string lower_extension(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".jsonl" || ext == ".ndjson";
+  return ext;
+}
+
+// JSON Lines by its name, or a .json file whose first line is a JSON object: Megatron's
+// "loose json" and Hugging Face's Dataset.to_json() write JSON Lines as .json, which read as
+// text trained on the keys and escapes as one document.
+bool is_jsonl(const std::string& path, std::string_view head) {
+  const std::string ext = lower_extension(path);
+  if (ext == ".jsonl" || ext == ".ndjson") return true;
+  if (ext != ".json") return false;
+  const size_t start = head.find_first_not_of(" \t\r\n");
+  if (start == std::string_view::npos || head[start] != '{') return false;
+  // A first line past 64 MiB is no record a corpus writes (a whole document as one line is).
+  const size_t end = head.substr(0, start + (size_t{64} << 20)).find('\n', start);
+  const std::string_view first = head.substr(
+      start, end == std::string_view::npos ? head.size() - start : end - start);
+  if (first.size() > (size_t{64} << 20)) return false;
+  const nlohmann::json j = nlohmann::json::parse(first, nullptr, false);
+  return !j.is_discarded() && j.is_object();
 }
 
 // Corpora often ship compressed (*.jsonl.zst, *.txt.gz): read as text, their bytes would become
@@ -136,11 +154,11 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
   for (const std::string& p : paths) {
     InputFile f;
     f.path = p;
-    f.jsonl = is_jsonl(p);
     // Opens it: an unreadable or compressed input is refused before any work.
     const MappedFile map = map_input(f);
     f.size = map.size();
     refuse_compressed(p, map.view().substr(0, 16));
+    f.jsonl = is_jsonl(p, map.view());
     files.push_back(std::move(f));
   }
   return files;
@@ -617,6 +635,15 @@ PrepareSummary prepare_data(const PrepareRequest& r,
       throw;
     }
     join_all();
+    if (j.documents == 0) {
+      // Text, but no document (every JSONL field "", every line blank): a token file of nothing
+      // was refused only when a job tried to train on it.
+      std::error_code ec;
+      for (const std::string& f : {bin_partial, docs_partial, journal_path}) fs::remove(f, ec);
+      throw ConfigError("prepare-data: the inputs hold no document (every line blank, or every "
+                        "JSONL --field \"" +
+                        r.field + "\" empty); check the inputs and --field");
+    }
     if (std::rename(bin_partial.c_str(), summary.tokens_path.c_str()) != 0) {
       throw IoError("prepare-data: cannot rename '" + bin_partial + "': " + std::strerror(errno));
     }

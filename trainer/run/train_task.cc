@@ -534,8 +534,15 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   share_cores_between_local_ranks();
   watch_collectives(job, env);
   const CheckpointSettings& settings = job.checkpoint;
-  // No save runs yet: what a stopped job's save left is safe to remove.
-  if (leader) remove_stopped_saves(settings);
+  // The folder is this job's until it ends; then no save runs yet, so what a stopped job's save
+  // left is safe to remove. A folder not there yet is made and taken with the job's outputs
+  // (below): a job refused while it is built leaves no folder behind.
+  std::optional<CheckpointDirLock> dir_lock;
+  std::error_code no_dir;
+  if (leader && std::filesystem::exists(settings.dir, no_dir)) {
+    dir_lock.emplace(settings.dir);
+    remove_stopped_saves(settings);
+  }
   // Opened before the engine is built, so a bad checkpoint fails fast.
   std::unique_ptr<CheckpointReader> resume = open_resume_checkpoint(settings, leader);
   if (resume && nothing_left(*resume, job.run.steps, leader)) return 0;
@@ -556,6 +563,7 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
       }
     }
   } switch_states{run, leader};
+  if (leader && !dir_lock) dir_lock.emplace(settings.dir);
   RunOutputs out = open_outputs(run, settings, resume.get());
   TrainSummary summary = train_loop(run, *out.report, settings, out.checkpoints.get());
   finish_train(run, summary, settings);

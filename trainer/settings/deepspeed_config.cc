@@ -103,8 +103,12 @@ class Reader {
   }
   void refuse(const std::string& ds_path, const std::string& why) {
     const std::string line = name_ + ": " + ds_path + " is not supported by zt: " + why;
-    if (lenient_) warnings_.push_back(line + " (ignored: run.deepspeed_lenient)");
-    else problems_.push_back(line);
+    if (lenient_) {
+      warnings_.push_back(line + " (ignored: run.deepspeed_lenient)");
+    } else {
+      problems_.push_back(line);
+      refused_ = true;
+    }
   }
   void unknown(const std::string& ds_path) {
     const auto it = reasons().find(ds_path);
@@ -121,9 +125,10 @@ class Reader {
     if (!problems_.empty()) {
       std::string all;
       for (const auto& p : problems_) all += (all.empty() ? "" : "\n") + p;
-      throw ConfigError(all + (lenient_ ? ""
-                                        : "\n(--deepspeed-lenient, or run.deepspeed_lenient "
-                                          "= true, turns unsupported keys into warnings)"));
+      // The hint only where it helps: lenient mode relaxes unsupported keys, not wrong values.
+      throw ConfigError(all + (refused_ ? "\n(--deepspeed-lenient, or run.deepspeed_lenient "
+                                          "= true, turns unsupported keys into warnings)"
+                                        : ""));
     }
     return {settings_, warnings_};
   }
@@ -133,6 +138,7 @@ class Reader {
   bool lenient_;
   std::vector<ConfigSetting> settings_;
   std::vector<std::string> warnings_, problems_;
+  bool refused_ = false;  // a problem lenient mode would have made a warning
 };
 
 bool is_auto(const json& v) { return v.is_string() && v.get<std::string>() == "auto"; }
@@ -306,10 +312,18 @@ void read_offload(Reader& r, const json& obj, const std::string& path, bool opti
 // ZeRO++: qwZ and qgZ are codec_blockq on the weight gather (int8) and on the gradient
 // reduce-scatter (int4, all-to-all); hpZ's secondary partition of k ranks is nearest to MiCS
 // groups of k (zt then shards the optimizer states over the group too, not the whole world).
-void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const std::string& sub) {
+void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const std::string& sub,
+                         int64_t stage) {
   if (key == "zero_hpz_partition_size") {
     const auto k = as_int(r, v, sub);
     if (!k || *k <= 1) return;  // 1 is DeepSpeed's "off"
+    if (stage != 3) {
+      r.warn(sub + " = " + std::to_string(*k) +
+             " is ignored, as DeepSpeed ignores it below "
+             "stage 3 (zero_optimization.stage is " +
+             std::to_string(stage) + ")");
+      return;
+    }
     r.set("zero.mics_shard_size", *k, sub);
     r.warn(sub + " = " + std::to_string(*k) + " maps to zero.mics_shard_size = " +
            std::to_string(*k) + ": parameter gathers stay in groups of " + std::to_string(*k) +
@@ -328,6 +342,10 @@ void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const
 
 void read_zero(Reader& r, const json& obj, double element_bytes) {
   const std::string path = "zero_optimization";
+  // The JSON's stage (DeepSpeed's default 0), which decides whether its MiCS and hpZ apply.
+  const int64_t stage = obj.is_object() && obj.contains("stage") && obj["stage"].is_number_integer()
+                            ? obj["stage"].get<int64_t>()
+                            : 0;
   auto bucket_mb = [&](const json& v, const std::string& sub, const std::string& zt_key) {
     // DeepSpeed counts elements; zt's buckets are MiB of the compute dtype.
     if (auto n = as_number(r, v, sub)) r.set(zt_key, *n * element_bytes / (1 << 20), sub);
@@ -345,8 +363,20 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
     } else if (name == "prefetch_bucket_size") {
       if (auto n = as_int(r, v, sub)) r.set("zero.prefetch_elements", *n, sub);
     } else if (name == "param_persistence_threshold" || name == "max_live_parameters" ||
-               key == "sub_group_size" || key == "mics_shard_size") {
+               key == "sub_group_size") {
       if (auto n = as_int(r, v, sub)) r.set("zero." + name, *n, sub);
+    } else if (key == "mics_shard_size") {
+      // DeepSpeed runs MiCS at stage 3 with a size above 0; 0 and -1 are flat ZeRO there (zt's
+      // 0 is a host's ranks), and below stage 3 it ignores the key.
+      const auto n = as_int(r, v, sub);
+      if (n && *n > 0 && stage != 3) {
+        r.warn(sub + " = " + std::to_string(*n) +
+               " is ignored, as DeepSpeed ignores it below "
+               "stage 3 (zero_optimization.stage is " +
+               std::to_string(stage) + ")");
+      } else if (n) {
+        r.set("zero.mics_shard_size", *n > 0 ? *n : int64_t{-1}, sub);
+      }
     } else if (key == "offload_optimizer" || key == "offload_param") {
       read_offload(r, v, sub, key == "offload_optimizer", element_bytes);
     } else if (key == "cpu_offload" || key == "cpu_offload_params") {
@@ -365,7 +395,7 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
       }
     } else if (key == "zero_quantized_weights" || key == "zero_quantized_gradients" ||
                key == "zero_hpz_partition_size") {
-      read_zero_plus_plus(r, key, v, sub);
+      read_zero_plus_plus(r, key, v, sub, stage);
     } else if (key == "contiguous_gradients" || key == "elastic_checkpoint" ||
                key == "load_from_fp32_weights" || key == "ignore_unused_parameters") {
       // What zt always does: flat contiguous gradient buffers, checkpoints any world size
@@ -425,6 +455,12 @@ void read_fp16(Reader& r, const json& obj) {
                          "range; DeepSpeed's default is 16)");
       x.reset();
     }
+    if (x && key == "loss_scale" && !(*x >= 0)) {
+      // Only 0 means dynamic: a negative scale was taken for it without a word.
+      r.problem(sub, v.dump() + " is no loss scale; give 0 (dynamic, DeepSpeed's default) or a "
+                                "fixed scale above 0");
+      x.reset();
+    }
     if (x) {
       from[key] = sub;
       if (key == "loss_scale") loss_scale = *x;
@@ -473,8 +509,9 @@ void read_bf16(Reader& r, const json& obj, const std::string& path) {
     if (key == "enabled") {
       if (b()) r.set("precision.compute", std::string("bf16"), sub);
     } else if (key == "bf16_optimizer_states") {
-      if (b() && !on) ignored(sub);
-      else if (b()) r.set("plugin.optim_hybrid_adam.state_dtype", std::string("bf16"), sub);
+      if (!b()) return true;
+      if (!on) ignored(sub);
+      else r.set("plugin.optim_hybrid_adam.state_dtype", std::string("bf16"), sub);
     } else if (key == "bf16_master_weights_and_grads") {
       if (!b()) return true;
       if (!on) {
@@ -550,6 +587,11 @@ void read_scheduler(Reader& r, const json& obj) {
   }
   const std::string type = obj["type"].get<std::string>();
   const json params = obj.value("params", json::object());
+  // Only these two: a misspelt "parms" left DeepSpeed's defaults (lr 1e-3, 1000 log warmup
+  // steps) in place of the schedule the file meant, without a word.
+  each(r, obj, "scheduler", [](const std::string& key, const json&, const std::string&) {
+    return key == "type" || key == "params";
+  });
   if (type != "WarmupLR" && type != "WarmupDecayLR" && type != "WarmupCosineLR") {
     r.refuse("scheduler.type \"" + type + "\"",
              "zt's schedules are WarmupLR, WarmupDecayLR and WarmupCosineLR (run.lr_schedule)");

@@ -7,26 +7,24 @@
 
 #include "settings/deepspeed_config.h"
 #include "settings/trainer_config.h"
+#include "zt/error.h"
 #include "zt/host/rendezvous.h"
 
 namespace zt::trainer {
 
 namespace {
 
-// The job's config text, or its file, whichever the caller has.
+// The job's config text (a file's, read once) and the name messages give it.
 struct ConfigSource {
-  const std::string* path = nullptr;
-  const std::string* text = nullptr;
-  const std::string* name = nullptr;
+  const std::string& text;
+  const std::string& name;
   std::optional<Value> peek(const std::vector<std::string>& overrides, const std::string& section,
                             const std::string& key) const {
-    return path ? Config::peek_file(*path, overrides, section, key)
-                : Config::peek_string(*text, *name, overrides, section, key);
+    return Config::peek_string(text, name, overrides, section, key);
   }
   Config load(const std::vector<std::string>& overrides,
               const std::vector<ConfigSetting>& base) const {
-    return path ? load_config_file(*path, overrides, base)
-                : load_config_string(*text, *name, overrides, base);
+    return load_config_string(text, name, overrides, base);
   }
 };
 
@@ -34,19 +32,21 @@ struct ConfigSource {
 int job_world(const ConfigSource& source, const std::vector<std::string>& overrides) {
   const RankEnv env = discover_rank_env();
   if (env.found) return env.world;
-  // Out of range, it is the config's own check that refuses it (with its place).
-  if (auto n = source.peek(overrides, "launch", "nproc");
-      n && std::holds_alternative<int64_t>(*n) && std::get<int64_t>(*n) >= 1 &&
-      std::get<int64_t>(*n) <= 1024) {
-    return static_cast<int>(std::get<int64_t>(*n));
-  }
+  const OptionSpec* spec = nullptr;
   for (const auto& section : config_schema()) {
-    if (section.name != "launch") continue;
-    for (const auto& spec : section.keys) {
-      if (spec.name == "nproc") return static_cast<int>(std::get<int64_t>(spec.default_value));
+    for (const auto& s : section.keys)
+      if (section.name == "launch" && s.name == "nproc") spec = &s;
+  }
+  if (!spec) return 1;
+  // Out of its range or of another type, it is the config's own check that refuses it (with its
+  // place); the default stands in meanwhile.
+  if (auto n = source.peek(overrides, "launch", "nproc")) {
+    try {
+      return static_cast<int>(std::get<int64_t>(check_option(*spec, *n, "launch", {})));
+    } catch (const ConfigError&) {
     }
   }
-  return 1;
+  return static_cast<int>(std::get<int64_t>(spec->default_value));
 }
 
 Config load_job(const ConfigSource& source, const std::vector<std::string>& overrides) {
@@ -73,17 +73,13 @@ Config load_job(const ConfigSource& source, const std::vector<std::string>& over
 }  // namespace
 
 Config load_job_config(const std::string& path, const std::vector<std::string>& overrides) {
-  ConfigSource source;
-  source.path = &path;
-  return load_job(source, overrides);
+  const std::string text = Config::read_file(path);
+  return load_job(ConfigSource{text, path}, overrides);
 }
 
 Config load_job_config_string(const std::string& toml_text, const std::string& source_name,
                               const std::vector<std::string>& overrides) {
-  ConfigSource source;
-  source.text = &toml_text;
-  source.name = &source_name;
-  return load_job(source, overrides);
+  return load_job(ConfigSource{toml_text, source_name}, overrides);
 }
 
 std::string resolved_config_value(const std::string& toml, const std::string& section,

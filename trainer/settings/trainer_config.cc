@@ -33,19 +33,22 @@ SectionSpec model_section() {
                        "torchscript on vectors: one sample's target shape (e.g. [10])"),
        opt_string("preset", "tiny", "GPT size preset; explicit sizes below override it",
                   {"tiny", "gpt2-small", "gpt2-medium", "gpt2-large", "gpt2-xl", "custom"}),
-       opt_int("n_layer", 0, "GPT blocks (0 = from preset)", 0),
-       opt_int("n_head", 0, "GPT attention heads (0 = from preset)", 0),
-       opt_int("d_model", 0, "GPT width (0 = from preset)", 0),
-       opt_int("seq_len", 0, "GPT context length (0 = from preset)", 0),
-       opt_int("vocab", 0, "GPT vocabulary (0 = from preset; 256 for byte-level text)", 0),
+       // Bounded so parameter and FLOP counts (12 x d_model^2 x n_layer, vocab x d_model, ...)
+       // stay far inside int64.
+       opt_int("n_layer", 0, "GPT blocks (0 = from preset)", 0, 1 << 16),
+       opt_int("n_head", 0, "GPT attention heads (0 = from preset)", 0, 1 << 16),
+       opt_int("d_model", 0, "GPT width (0 = from preset)", 0, 1 << 20),
+       opt_int("seq_len", 0, "GPT context length (0 = from preset)", 0, 1 << 24),
+       opt_int("vocab", 0, "GPT vocabulary (0 = from preset; 256 for byte-level text)", 0,
+               int64_t{1} << 32),
        opt_bool("activation_checkpointing", false,
                 "recompute each unit's activations in "
                 "backward: less memory, about one more forward"),
        opt_string("init_from", "",
                   "a safetensors file to start from instead of the seeded init (fine-tuning): "
                   "GPT tensors under Hugging Face GPT-2 names, as `trainer export` writes them"),
-       opt_int("width", 1024, "MLP layer width", 1),
-       opt_int("depth", 8, "MLP layers, each its own unit", 1),
+       opt_int("width", 1024, "MLP layer width", 1, 1 << 20),
+       opt_int("depth", 8, "MLP layers, each its own unit", 1, 1 << 16),
        opt_string("activation", "relu", "MLP activation", {"none", "relu", "gelu"})}};
 }
 
@@ -87,18 +90,20 @@ SectionSpec data_section() {
 }
 
 SectionSpec eval_section() {
-  return {"eval",
-          "validation while training: the loss on held-out data (data.val_path, "
-          "data.val_fraction, or for synthetic data a stream of its own)",
-          {opt_int("every_steps", 0, "evaluate every N optimizer steps; 0 = never", 0),
-           opt_int("batches", 10,
-                   "validation batches of eval.micro_batch samples per evaluation (the same "
-                   "samples every time, shared out among the ranks)",
-                   1),
-           opt_int("micro_batch", 0, "samples per validation batch (0 = data.micro_batch)", 0),
-           opt_bool("at_end", true,
-                    "evaluate after the last step too (when validation data is configured or "
-                    "every_steps > 0)")}};
+  return {
+      "eval",
+      "validation while training: the loss on held-out data (data.val_path, "
+      "data.val_fraction, or for synthetic data a stream of its own)",
+      {opt_int("every_steps", 0, "evaluate every N optimizer steps; 0 = never", 0),
+       opt_int("batches", 10,
+               "validation batches of eval.micro_batch samples per evaluation (the same "
+               "samples every time, shared out among the ranks)",
+               1, 1 << 20),
+       // Bounded as data.micro_batch: batches x micro_batch stays inside int64.
+       opt_int("micro_batch", 0, "samples per validation batch (0 = data.micro_batch)", 0, 1 << 20),
+       opt_bool("at_end", true,
+                "evaluate after the last step too (when validation data is configured or "
+                "every_steps > 0)")}};
 }
 
 SectionSpec checkpoint_section() {
@@ -213,10 +218,12 @@ void trace_steps_are_a_range(const Config& config, Broken& broken) {
   if (steps.empty()) return;
   const bool ints = steps.size() == 2 && steps[0] == std::floor(steps[0]) &&
                     steps[1] == std::floor(steps[1]);
-  if (ints && steps[0] >= 1 && steps[1] >= steps[0]) return;
+  // Whole numbers an int64 holds (1e300 was cast to one, which is undefined).
+  constexpr double kLast = 9007199254740992.0;  // 2^53
+  if (ints && steps[0] >= 1 && steps[1] >= steps[0] && steps[1] <= kLast) return;
   broken.push_back(at(trace, "steps") +
                    ": trace.steps must be [first, last], whole steps with 1 <= first <= last "
-                   "(e.g. [3, 5]), or [] for the default");
+                   "<= 2^53 (e.g. [3, 5]), or [] for the default");
 }
 
 void validation_data_fits(const Config& config, Broken& broken) {

@@ -446,3 +446,70 @@ TEST_CASE("a key given twice in one object is refused, naming it") {
   // The same key in two objects is two settings.
   CHECK(refusal(R"({"fp16": {"enabled": false}, "bf16": {"enabled": false}})").empty());
 }
+
+TEST_CASE("DeepSpeed's MiCS and hpZ act at stage 3 only, and its mics_shard_size 0 is flat") {
+  const auto read = [](const std::string& text) {
+    const auto s = zt::trainer::read_deepspeed_json(text, "ds.json", false, 4);
+    std::map<std::string, std::string> got;
+    for (const auto& setting : s.settings) got[setting.key] = zt::value_to_toml(setting.value);
+    return std::pair{got, s.warnings};
+  };
+  // 0 is MiCS off in DeepSpeed; in zt it is a host's ranks, so it maps to -1.
+  CHECK(read(R"({"zero_optimization": {"stage": 3, "mics_shard_size": 0}})")
+            .first["zero.mics_shard_size"] == "-1");
+  CHECK(read(R"({"zero_optimization": {"stage": 3, "mics_shard_size": 2}})")
+            .first["zero.mics_shard_size"] == "2");
+  // Below stage 3 DeepSpeed ignores both: zt does too, and says so.
+  for (const char* key : {"mics_shard_size", "zero_hpz_partition_size"}) {
+    CAPTURE(key);
+    const auto [got, warnings] = read(std::string(R"({"zero_optimization": {"stage": 2, ")") + key +
+                                      R"(": 2}})");
+    CHECK(got.count("zero.mics_shard_size") == 0);
+    REQUIRE(warnings.size() == 1);
+    CHECK(has(warnings[0], std::string("zero_optimization.") + key +
+                               " = 2 is ignored, as DeepSpeed ignores it below stage 3 "
+                               "(zero_optimization.stage is 2)"));
+  }
+}
+
+TEST_CASE("DeepSpeed refusals: a scheduler's unknown key, a negative loss scale; the lenient "
+          "hint only where lenient mode helps") {
+  const std::string misspelt = refusal(
+      R"({"scheduler": {"type": "WarmupLR", "parms": {"warmup_max_lr": 3e-4}}})");
+  CHECK(has(misspelt, "ds.json: scheduler.parms is not supported by zt"));
+  CHECK(has(misspelt, "--deepspeed-lenient"));
+  const std::string negative = refusal(R"({"fp16": {"enabled": true, "loss_scale": -128}})");
+  CHECK(has(negative, "ds.json: fp16.loss_scale: -128 is no loss scale"));
+  CHECK_FALSE(has(negative, "--deepspeed-lenient"));
+  CHECK_FALSE(has(refusal(R"({"gradient_clipping": "1.0"})"), "--deepspeed-lenient"));
+}
+
+TEST_CASE("a DeepSpeed config under a printed config: its values replace what the printed file "
+          "marks as defaults, and the file's other name of a key wins") {
+  const auto ds = zt::trainer::read_deepspeed_json(
+      R"({"zero_optimization": {"stage": 3, "mics_shard_size": -1}})", "ds.json", false, 2);
+  // `stage = 0  # default` as --print-config writes it: not set by the file.
+  const zt::Config printed = zt::trainer::load_config_string(
+      "[run]\ntask = \"smoke\"\n[zero]\nstage = 0  # default\n", "full.toml", {}, ds.settings);
+  CHECK(printed.section("zero").get_int("stage") == 3);
+  // The file's shard_group_size (mics_shard_size's other name) wins over the JSON's -1: the two
+  // set apart were a contradiction the job refused.
+  const zt::Config renamed = zt::trainer::load_config_string(
+      "[run]\ntask = \"smoke\"\n[zero]\nshard_group_size = 2\n", "job.toml", {}, ds.settings);
+  CHECK(renamed.section("zero").get_int("shard_group_size") == 2);
+  CHECK_FALSE(renamed.section("zero").is_set("mics_shard_size"));
+}
+
+TEST_CASE("--set turns off a codec a DeepSpeed config chose, with the options it wrote for it") {
+  const auto ds = zt::trainer::read_deepspeed_json(
+      R"({"zero_optimization": {"stage": 3, "zero_quantized_weights": true}})", "ds.json", false,
+      2);
+  const zt::Config c = zt::trainer::load_config_string("[run]\ntask = \"smoke\"\n", "job.toml",
+                                                       {"plugins.codec_weights=\"\""}, ds.settings);
+  CHECK(c.section("plugins").get_string("codec_weights").empty());
+  // A table the file wrote itself is still refused without its codec.
+  CHECK_THROWS_WITH_AS(
+      zt::trainer::load_config_string("[run]\ntask = \"smoke\"\n[codec.weights]\nbits = 8\n",
+                                      "job.toml", {"plugins.codec_weights=\"\""}, ds.settings),
+      doctest::Contains("[codec.weights] configures the weights codec"), zt::ConfigError);
+}

@@ -293,6 +293,34 @@ TEST_CASE("prepare-data: .ndjson is JSONL too, and an empty text is no document"
   CHECK(test::read_file(ndjson.tokens_path) == test::read_file(jsonl.tokens_path));
 }
 
+TEST_CASE("prepare-data: a .json file of JSON Lines is JSONL; another .json is text") {
+  Corpus c;
+  fill(c);
+  const PrepareSummary jsonl = prepare_data(c.request("jsonl"), nullptr);
+  // Megatron's "loose json" and Hugging Face's to_json() name JSON Lines .json.
+  fs::rename(c.dir.path() / "in/b.jsonl", c.dir.path() / "in/b.json");
+  const PrepareSummary loose = prepare_data(c.request("loose"), nullptr);
+  CHECK(loose.progress.documents == jsonl.progress.documents);
+  CHECK(test::read_file(loose.tokens_path) == test::read_file(jsonl.tokens_path));
+  // A .json that is one array is no JSON Lines: one document of text.
+  test::write_file(c.dir.path() / "in/b.json", "[\"at\", \"the\"]\n");
+  const PrepareSummary array = prepare_data(c.request("array"), nullptr);
+  CHECK(array.progress.documents == jsonl.progress.documents - 1);
+}
+
+TEST_CASE("prepare-data: inputs with text but no document are refused, leaving no output") {
+  Corpus c;
+  fill(c);
+  fs::remove_all(c.dir.path() / "in");
+  fs::create_directories(c.dir.path() / "in");
+  test::write_file(c.dir.path() / "in/b.jsonl", "{\"text\": \"\"}\n\n{\"text\": \"\"}\n");
+  const PrepareRequest r = c.request("empty");
+  CHECK_THROWS_WITH_AS(prepare_data(r, nullptr), doctest::Contains("the inputs hold no document"),
+                       ConfigError);
+  for (const char* ext : {".bin", ".idx", ".bin.partial", ".docs.partial", ".progress.json"})
+    CHECK_FALSE(fs::exists(r.out_prefix + ext));
+}
+
 TEST_CASE("prepare-data: JSONL lines with bytes that are not UTF-8 or half a surrogate pair") {
   Corpus c;
   fill(c);

@@ -180,3 +180,25 @@ TEST_CASE(
   const JobSettings twice = JobSettings::with_overrides(again, {});
   CHECK(twice.config_source == "the resolved configuration of job.toml (trainer --print-config)");
 }
+
+TEST_CASE("sizes and counts that later products would overflow are refused where they are set") {
+  for (const std::string& line :
+       {std::string("[model]\nd_model = 4294967296\n"),
+        std::string("[model]\nwidth = 4294967296\n"), std::string("[eval]\nbatches = 4294967296\n"),
+        std::string("[eval]\nmicro_batch = 4294967296\n")}) {
+    CAPTURE(line);
+    CHECK(contains(error_of(std::string(kSmoke) + line), "job.toml:"));
+  }
+  CHECK(contains(error_of(std::string(kSmoke) + "[trace]\nsteps = [1, 1e300]\n"),
+                 "trace.steps must be [first, last], whole steps with 1 <= first <= last <= 2^53"));
+  CHECK(error_of(std::string(kSmoke) + "[trace]\nsteps = [2, 4]\n").empty());
+}
+
+TEST_CASE("a string with control characters prints as TOML that reads back the same") {
+  const zt::Config c = load_config_string(
+      std::string(kSmoke) + "name = \"a\\nb\\tc\\u0001\\\"d\"\n", "job.toml");
+  const std::string name = c.section("run").get_string("name");
+  CHECK(name == "a\nb\tc\x01\"d");
+  const zt::Config again = load_config_string(c.to_toml(), "printed.toml");
+  CHECK(again.section("run").get_string("name") == name);
+}

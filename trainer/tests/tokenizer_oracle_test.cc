@@ -4,7 +4,9 @@
 // their binary headers are bytes that are not UTF-8, which both sides must repair alike), and a
 // seeded mix of code points chosen to hit the patterns' edges (contractions in both cases and with
 // U+017F, number runs, every white space character, combining marks, emoji sequences, stray bytes,
-// special token text). Every id must be equal; decode(encode(x)) must give x back (x repaired).
+// special token text), and runs the patterns leave whole, thousands of bytes long (merged by a
+// heap, not by the scan shorter pieces take). Every id must be equal; decode(encode(x)) must give x
+// back (x repaired).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -155,6 +157,15 @@ TEST_CASE("tokenizer oracle: zt's ids equal js-tiktoken's on several MB for gpt2
     }
     docs.emplace_back("scripts", scripts);
     docs.emplace_back("edges", edge_mix(1 << 19, 20261129));
+    // Runs the patterns leave whole, longer than BpeTokenizer::kLongPiece: merged by the heap.
+    std::mt19937 rng(20261203);
+    std::string runs = std::string(3000, '=') + " a" + std::string(3000, ' ') + "b\n";
+    const std::string marks = "!#$%&*+-=@^_~|";
+    for (int i = 0; i < 4000; ++i) runs += static_cast<char>('0' + rng() % 10);
+    runs += " ";
+    for (int i = 0; i < 3000; ++i) runs += marks[rng() % marks.size()];
+    runs += "\n" + std::string(1000, '_') + "x";
+    docs.emplace_back("runs", runs);
   }
   size_t total = 0;
   for (const auto& [name, text] : docs) {

@@ -7,6 +7,12 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 
 #include "util/posix_file.h"
 #include "zt/error.h"
@@ -305,13 +311,20 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
   }
   std::vector<std::string> found, removed;
   std::error_code ec;
+  // Missing for sure: an error reading it (ESTALE or EIO on NFS) made exists() false, and a
+  // complete checkpoint was removed.
+  const auto crc_missing = [](const fs::path& folder) {
+    std::error_code status_error;
+    return fs::status(folder / ckpt::kManifestCrcName, status_error).type() ==
+           fs::file_type::not_found;
+  };
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     // Temporary save folders, `latest` replacements a kill cut short, and step folders whose
     // removal (a prune) a kill cut short: a removal takes the crc32 file first, and only a
     // complete folder is ever renamed to step-N, so no later save or prune would take them.
-    if (unfinished_save_name(name) || (ckpt::parse_step_folder(name) >= 0 && it->is_directory(ec) &&
-                                       !fs::exists(it->path() / ckpt::kManifestCrcName, ec))) {
+    if (unfinished_save_name(name) ||
+        (ckpt::parse_step_folder(name) >= 0 && it->is_directory(ec) && crc_missing(it->path()))) {
       found.push_back(it->path().string());
     }
   }
@@ -324,13 +337,49 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
   return removed;
 }
 
+CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string path = (fs::path(dir) / ckpt::kLockName).string();
+  // Held read-only: a file open for writing keeps its file system from being remounted read-only
+  // (the job would then not see the fault the next save names).
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    throw IoError("cannot open " + path + " (" + std::strerror(errno) +
+                  "): checkpoint.dir must be a folder this job can write; give another");
+  }
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string holder;
+    std::getline(std::ifstream(path), holder);
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) {
+      throw IoError("cannot lock " + path + " (" + std::strerror(err) +
+                    "); checkpoint.dir must be on a file system with flock (local, or NFSv4)");
+    }
+    throw ConfigError("checkpoint.dir " + dir + " is in use by another job (" +
+                      (holder.empty() ? std::string("its rank 0") : holder) + " holds " + path +
+                      "): two jobs saving into one folder remove each other's checkpoints; give "
+                      "this job its own checkpoint.dir (or run.out_dir), or stop the other first");
+  }
+  // Who holds it, for the message another job gets (best effort: the lock is what counts).
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  std::ofstream(path, std::ios::trunc) << "pid " << ::getpid() << " on " << host << "\n";
+}
+
+CheckpointDirLock::~CheckpointDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (removing it races a taker)
+}
+
 void remove_checkpoint_dir(const std::string& dir) {
   std::vector<fs::path> saved;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name == ckpt::kLatestName || name == ckpt::kBestName || unfinished_save_name(name) ||
-        ckpt::parse_step_folder(name) >= 0) {
+    if (name == ckpt::kLatestName || name == ckpt::kBestName || name == ckpt::kLockName ||
+        unfinished_save_name(name) || ckpt::parse_step_folder(name) >= 0) {
       saved.push_back(it->path());
     }
   }

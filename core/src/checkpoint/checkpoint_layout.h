@@ -14,6 +14,7 @@
 
 namespace zt::ckpt {
 
+constexpr const char* kLockName = ".zt-lock";  // CheckpointDirLock
 constexpr const char* kManifestName = "manifest.json";
 // Written after the manifest: a folder holding it is complete.
 constexpr const char* kManifestCrcName = "manifest.json.crc32";

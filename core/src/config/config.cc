@@ -1,5 +1,6 @@
 #include "zt/host/config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -25,6 +26,8 @@ struct RawEntry {
   // default's value, as in the run that printed it; data.token_dtype, set, overrode what a
   // prepared file's index says. Edited to another value, it is set like any other.
   bool printed_default = false;
+  // It came from under the file (a DeepSpeed config), not from the file or --set.
+  bool from_base = false;
 };
 constexpr std::string_view kPrintedDefault = "  # default";
 struct RawTable {
@@ -158,6 +161,13 @@ toml::table parse_document(const std::string& text, const std::string& file) {
   }
 }
 
+// "[run], [launch], ...": the schema's sections, the trainer's included, for hints.
+std::string bracketed_section_names() {
+  std::string out;
+  for (const auto& s : config_schema()) out += (out.empty() ? "[" : ", [") + s.name + "]";
+  return out;
+}
+
 RawConfig parse_toml(const std::string& text, const std::string& file, Problems& problems) {
   toml::table root = parse_document(text, file);
   const Lines lines = lines_of(text);
@@ -170,7 +180,7 @@ RawConfig parse_toml(const std::string& text, const std::string& file, Problems&
     const toml::table* table = node.as_table();
     if (!table) {
       problems.add(where.str() + ": key '" + k + "' is outside any section; put it under one " +
-                   "of [run], [launch], [model], [data], [precision], [zero], [plugins]");
+                   "of " + bracketed_section_names());
       continue;
     }
     if (k == "plugin" || k == "codec") {  // [plugin.<id>], [codec.<role>]
@@ -210,6 +220,31 @@ void override_other_name(const std::string& table, const std::string& key, RawTa
     auto other = t.entries.find(key == a.alias ? a.key : a.alias);
     if (other != t.entries.end() && other->second.where.file.rfind("--set", 0) != 0)
       t.entries.erase(other);
+  }
+}
+
+// Whether the file sets `key` of `table`, under either of its names. A key a printed config
+// marks as its default is not set: the value under it (a DeepSpeed config's) wins, as it would
+// have in the run that printed it.
+bool file_sets(const std::string& table, const std::string& key, const RawTable& t) {
+  const auto set = [&](const std::string& k) {
+    auto it = t.entries.find(k);
+    return it != t.entries.end() && !it->second.printed_default;
+  };
+  if (set(key)) return true;
+  for (const Alias& a : kAliases) {
+    if (table == a.table && (key == a.alias || key == a.key) &&
+        set(key == a.alias ? a.key : a.alias))
+      return true;
+  }
+  return false;
+}
+
+// A value under the file replaces the printed default of the other name too.
+void give_way_other_name(const std::string& table, const std::string& key, RawTable& t) {
+  for (const Alias& a : kAliases) {
+    if (table != a.table || (key != a.alias && key != a.key)) continue;
+    t.entries.erase(key == a.alias ? a.key : a.alias);
   }
 }
 
@@ -290,7 +325,7 @@ void check_combinations(const Config& config, Problems& problems) {
   for (const std::string& message : broken) problems.add(message);
 }
 
-std::string read_config_file(const std::string& path) {
+std::string read_config_text(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     throw ConfigError("cannot read config file '" + path +
@@ -304,15 +339,17 @@ std::string read_config_file(const std::string& path) {
 
 }  // namespace
 
+std::string Config::read_file(const std::string& path) { return read_config_text(path); }
+
 Config Config::load_file(const std::string& path, const std::vector<std::string>& overrides,
                          const std::vector<ConfigSetting>& base) {
-  return load_string(read_config_file(path), path, overrides, base);
+  return load_string(read_config_text(path), path, overrides, base);
 }
 
 std::optional<Value> Config::peek_file(const std::string& path,
                                        const std::vector<std::string>& overrides,
                                        const std::string& section, const std::string& key) {
-  return peek_string(read_config_file(path), path, overrides, section, key);
+  return peek_string(read_config_text(path), path, overrides, section, key);
 }
 
 std::optional<Value> Config::peek_string(const std::string& toml_text,
@@ -334,7 +371,7 @@ std::optional<Value> Config::peek_string(const std::string& toml_text,
 
 std::vector<std::string> Config::plugin_dirs_of_file(const std::string& path,
                                                      const std::vector<std::string>& overrides) {
-  return plugin_dirs_of_string(read_config_file(path), path, overrides);
+  return plugin_dirs_of_string(read_config_text(path), path, overrides);
 }
 
 std::vector<std::string> Config::plugin_dirs_of_string(const std::string& toml_text,
@@ -382,9 +419,9 @@ void report_unknown_sections(const RawConfig& raw, Problems& problems) {
     for (const auto& s : config_schema()) known = known || s.name == name;
     if (!known) {
       problems.add(table.where.str() + ": unknown section [" + name + "]" +
-                   did_you_mean(name, section_names()) +
-                   "; sections are run, launch, model, data, "
-                   "precision, zero, plugins, plugin.<id>, codec.weights, codec.gradients");
+                   did_you_mean(name, section_names()) + "; sections are " +
+                   bracketed_section_names() +
+                   ", [plugin.<id>], [codec.weights], [codec.gradients]");
     }
   }
 }
@@ -430,7 +467,12 @@ std::vector<Options> validate_codec_tables(const RawConfig& raw, const Options& 
     const auto it = raw.find(name);
     const std::string& id = plugins.get_string(key);
     if (id.empty()) {
-      if (it != raw.end()) {
+      // A table only a DeepSpeed config wrote goes with the codec it chose, which the file or
+      // --set turned off (plugins.codec_<role> = "").
+      const bool only_base = it != raw.end() &&
+                             std::all_of(it->second.entries.begin(), it->second.entries.end(),
+                                         [](const auto& e) { return e.second.from_base; });
+      if (it != raw.end() && !only_base) {
         problems.add(it->second.where.str() + ": [" + name + "] configures the " + role +
                      " codec, but plugins." + key + " names none; set plugins." + key +
                      " (e.g. \"codec_blockq\") or remove the table");
@@ -460,10 +502,13 @@ Config Config::load_string(const std::string& toml_text, const std::string& sour
   // Under the file: a key the file sets keeps the file's value.
   for (const ConfigSetting& b : base) {
     const size_t dot = b.key.rfind('.');
-    RawTable& t = raw[b.key.substr(0, dot)];
+    const std::string table = b.key.substr(0, dot), key = b.key.substr(dot + 1);
+    RawTable& t = raw[table];
+    if (file_sets(table, key, t)) continue;
     const SourceLocation where{b.origin, 0, 0};
     if (t.where.file.empty()) t.where = where;
-    t.entries.insert({b.key.substr(dot + 1), {b.value, where, where}});
+    t.entries[key] = {b.value, where, where, false, true};
+    give_way_other_name(table, key, t);
   }
   for (const auto& o : overrides) apply_override(o, raw, problems);
   report_unknown_sections(raw, problems);

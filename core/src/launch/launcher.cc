@@ -356,8 +356,13 @@ class Supervisor {
       // need the KillWait that follows, and the drain deadline bounds the wait all the same.
       return;
     }
+    if (stopping_ && std::chrono::steady_clock::now() - stop_signal_at_ < std::chrono::seconds(1)) {
+      // The same Ctrl-C twice (the terminal's to the process group and a wrapper's forwarded
+      // copy), as the ranks read it too: the save goes on.
+      return;
+    }
     if (stopping_) {
-      // Ctrl-C again: no more waiting.
+      // Ctrl-C again, a second or more after the first: no more waiting.
       result_.message = std::string("launcher received ") + strsignal(sig) +
                         " again; killing all ranks";
       result_.exit_code = 128 + sig;
@@ -376,7 +381,8 @@ class Supervisor {
     stopping_ = true;
     draining_ = true;
     stop_all(sig);
-    kill_at_ = std::chrono::steady_clock::now() + spec_.drain;
+    stop_signal_at_ = std::chrono::steady_clock::now();
+    kill_at_ = stop_signal_at_ + spec_.drain;
   }
 
   void begin_stop(const std::string& message, int exit_code) {
@@ -477,6 +483,7 @@ class Supervisor {
   bool stopping_ = false;
   std::chrono::steady_clock::time_point stop_at_{};
   std::chrono::steady_clock::time_point kill_at_{};
+  std::chrono::steady_clock::time_point stop_signal_at_{};  // the signal that began draining
 };
 
 }  // namespace

@@ -58,9 +58,11 @@ class TcpStore final : public Store {
 // (TORCHELASTIC_USE_AGENT_STORE=True), as PyTorch's env:// init expects: every rank is then a
 // client, and zt's keys live under a prefix of their own per restart of the job (the agent's
 // store outlives its workers, so a restarted job must not count the last one's arrivals).
+// Only under torchrun: a rank zt's launcher started (ZT_LAUNCHER) with the variable inherited
+// from a torchrun worker above it (`trainer tune` run inside one) hosts its job's own store.
 std::string agent_store_prefix() {
   const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
-  if (!agent || std::string(agent) != "True") return "";
+  if (!agent || std::string(agent) != "True" || std::getenv("ZT_LAUNCHER")) return "";
   const char* restart = std::getenv("TORCHELASTIC_RESTART_COUNT");
   return "zt/torchelastic-" + std::string(restart ? restart : "0") + "/";
 }

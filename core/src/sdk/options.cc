@@ -1,6 +1,7 @@
 #include "zt/options.h"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "util/article.h"
@@ -26,11 +27,28 @@ namespace {
 
 std::string a_type(ValueType type) { return with_article(value_type_name(type)); }
 
+// A TOML basic string: control characters escaped too, so a printed config (kept in every
+// checkpoint, read back by eval, sample and live A/B arms) parses whatever a string holds.
 std::string quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (u < 0x20 || u == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "\\u%04X", u);
+      out += code;
+    } else {
+      out += c;
+    }
   }
   return out + "\"";
 }

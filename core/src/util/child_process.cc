@@ -31,7 +31,9 @@ const char* const kRankEnv[] = {"RANK",
                                 "OMPI_COMM_WORLD_LOCAL_RANK",
                                 "SLURM_PROCID",
                                 "SLURM_NTASKS",
-                                "SLURM_LOCALID"};
+                                "SLURM_LOCALID",
+                                "TORCHELASTIC_USE_AGENT_STORE",
+                                "TORCHELASTIC_RESTART_COUNT"};
 
 int exit_code_of(int status) {
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);

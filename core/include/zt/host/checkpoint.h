@@ -183,7 +183,24 @@ ZT_API std::string finish_interrupted_publish(const std::string& dir);
 // publish, whose pending `latest` is not incomplete) and step folders a killed prune left without
 // their crc32 file; returns their paths.
 ZT_API std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir);
-// Removes what saves made under `dir`: step folders, `latest`, `best`, their pending
+// One job at a time saves into a checkpoint dir: the job's rank 0 holds `dir`/.zt-lock (flock)
+// from before it cleans up what a stopped save left until it ends, so a second job on the same
+// folder (a script started twice, a requeue while the first still runs) stops at once instead of
+// removing the first one's saves. Creates `dir`. Throws ConfigError naming the holder when another
+// process holds it, IoError when the file cannot be opened or locked. The kernel releases it when
+// the process ends, however it ends.
+class ZT_API CheckpointDirLock {
+ public:
+  explicit CheckpointDirLock(const std::string& dir);
+  ~CheckpointDirLock();
+  CheckpointDirLock(const CheckpointDirLock&) = delete;
+  CheckpointDirLock& operator=(const CheckpointDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// Removes what saves made under `dir`: step folders, `latest`, `best`, the lock, their pending
 // replacements and temporary folders; then `dir` itself when that leaves it empty. Anything
 // else stays, so a `dir` given by mistake as a folder with other contents loses none of them.
 // Best effort: what cannot be removed is left.

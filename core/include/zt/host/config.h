@@ -90,6 +90,9 @@ class ZT_API Config {
   //   base: in, settings applied before the file (see ConfigSetting).
   static Config load_file(const std::string& path, const std::vector<std::string>& overrides = {},
                           const std::vector<ConfigSetting>& base = {});
+  // The text of a config file, read once (a caller that peeks before it loads reads one version
+  // of a file that changes meanwhile). Throws ConfigError naming it when it cannot be read.
+  static std::string read_file(const std::string& path);
   // As load_file(), from text; `source_name` stands for the file name in messages.
   static Config load_string(const std::string& toml_text, const std::string& source_name,
                             const std::vector<std::string>& overrides = {},
