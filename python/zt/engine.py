@@ -41,11 +41,12 @@ def _dying_of_uncaught_exception():
 @atexit.register
 def _close_all():
     died = _dying_of_uncaught_exception()
-    if died is not None and _open_engines:
+    if died is not None and any(e._core.world > 1 for e in _open_engines if not e._closed):
         # This rank's script raised where the others go on to their next collective: a
         # collective shutdown here waited for them until launch.timeout_s, holding the launcher
         # back from stopping the job. Leave at once instead; the launcher names this rank and
-        # stops the others.
+        # stops the others. (What registered at exit before zt, and open files Python would
+        # flush, are skipped with it; alone in its job a rank closes as usual.)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130 if isinstance(died, KeyboardInterrupt) else 1)

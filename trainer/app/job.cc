@@ -182,8 +182,11 @@ int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::strin
     const int code = launch_attempt(job, nproc, args, result);
     // The launcher's own SIGINT/SIGTERM stops the job: no restart, also when a rank had failed
     // just before it came.
+    // A config error (exit 2: a rank refused the config, or another job holds checkpoint.dir) is
+    // the same at every start; a restart would only repeat it (or, the other job done by then,
+    // train on from its checkpoints).
     if (code == 0 || restart >= max_restarts || result.failed_rank < 0 ||
-        result.launcher_signal != 0) {
+        result.launcher_signal != 0 || code == 2) {
       if (code != 0 && max_restarts > 0 && restart >= max_restarts) {
         std::cerr << "zt: error: gave up after " << restart
                   << " restart(s) (launch.max_restarts = " << max_restarts

@@ -492,6 +492,10 @@ TEST_CASE("a DeepSpeed config under a printed config: its values replace what th
   const zt::Config printed = zt::trainer::load_config_string(
       "[run]\ntask = \"smoke\"\n[zero]\nstage = 0  # default\n", "full.toml", {}, ds.settings);
   CHECK(printed.section("zero").get_int("stage") == 3);
+  // Edited to another value, the line is set like any other, though it still says "# default".
+  const zt::Config edited = zt::trainer::load_config_string(
+      "[run]\ntask = \"smoke\"\n[zero]\nstage = 2  # default\n", "full.toml", {}, ds.settings);
+  CHECK(edited.section("zero").get_int("stage") == 2);
   // The file's shard_group_size (mics_shard_size's other name) wins over the JSON's -1: the two
   // set apart were a contradiction the job refused.
   const zt::Config renamed = zt::trainer::load_config_string(

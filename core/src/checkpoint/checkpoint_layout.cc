@@ -341,18 +341,24 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   const std::string path = (fs::path(dir) / ckpt::kLockName).string();
-  // Held read-only: a file open for writing keeps its file system from being remounted read-only
-  // (the job would then not see the fault the next save names).
+  // Held read-only where it can be: a file open for writing keeps its file system from being
+  // remounted read-only. NFS emulates flock with a write lock, which needs a writable file.
   fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw IoError("cannot open " + path + " (" + std::strerror(errno) +
                   "): checkpoint.dir must be a folder this job can write; give another");
   }
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  int locked = ::flock(fd_, LOCK_EX | LOCK_NB);
+  if (locked != 0 && errno == EBADF) {
+    ::close(fd_);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    locked = fd_ < 0 ? -1 : ::flock(fd_, LOCK_EX | LOCK_NB);
+  }
+  if (locked != 0) {
     const int err = errno;
     std::string holder;
     std::getline(std::ifstream(path), holder);
-    ::close(fd_);
+    if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
     if (err != EWOULDBLOCK) {
       throw IoError("cannot lock " + path + " (" + std::strerror(err) +

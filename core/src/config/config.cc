@@ -223,13 +223,31 @@ void override_other_name(const std::string& table, const std::string& key, RawTa
   }
 }
 
+// A printed config's "# default" line that still holds the default; edited to another value it
+// is set like any other. A key whose spec this cannot see yet (a plugin's) counts as the default.
+bool holds_printed_default(const std::string& table, const std::string& key, const RawEntry& e) {
+  if (!e.printed_default) return false;
+  for (const auto& section : config_schema()) {
+    if (section.name != table) continue;
+    for (const auto& spec : section.keys) {
+      if (spec.name != key) continue;
+      try {
+        return check_option(spec, e.value, table, e.where) == spec.default_value;
+      } catch (const ConfigError&) {
+        return false;  // its own check reports it
+      }
+    }
+  }
+  return true;
+}
+
 // Whether the file sets `key` of `table`, under either of its names. A key a printed config
 // marks as its default is not set: the value under it (a DeepSpeed config's) wins, as it would
 // have in the run that printed it.
 bool file_sets(const std::string& table, const std::string& key, const RawTable& t) {
   const auto set = [&](const std::string& k) {
     auto it = t.entries.find(k);
-    return it != t.entries.end() && !it->second.printed_default;
+    return it != t.entries.end() && !holds_printed_default(table, k, it->second);
   };
   if (set(key)) return true;
   for (const Alias& a : kAliases) {
