@@ -32,11 +32,7 @@ struct ConfigSource {
 int job_world(const ConfigSource& source, const std::vector<std::string>& overrides) {
   const RankEnv env = discover_rank_env();
   if (env.found) return env.world;
-  const OptionSpec* spec = nullptr;
-  for (const auto& section : config_schema()) {
-    for (const auto& s : section.keys)
-      if (section.name == "launch" && s.name == "nproc") spec = &s;
-  }
+  const OptionSpec* spec = config_option("launch", "nproc");
   if (!spec) return 1;
   // Out of its range or of another type, it is the config's own check that refuses it (with its
   // place); the default stands in meanwhile.

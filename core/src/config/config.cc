@@ -227,18 +227,13 @@ void override_other_name(const std::string& table, const std::string& key, RawTa
 // is set like any other. A key whose spec this cannot see yet (a plugin's) counts as the default.
 bool holds_printed_default(const std::string& table, const std::string& key, const RawEntry& e) {
   if (!e.printed_default) return false;
-  for (const auto& section : config_schema()) {
-    if (section.name != table) continue;
-    for (const auto& spec : section.keys) {
-      if (spec.name != key) continue;
-      try {
-        return check_option(spec, e.value, table, e.where) == spec.default_value;
-      } catch (const ConfigError&) {
-        return false;  // its own check reports it
-      }
-    }
+  const OptionSpec* spec = config_option(table, key);
+  if (!spec) return true;
+  try {
+    return check_option(*spec, e.value, table, e.where) == spec->default_value;
+  } catch (const ConfigError&) {
+    return false;  // its own check reports it
   }
-  return true;
 }
 
 // Whether the file sets `key` of `table`, under either of its names. A key a printed config
@@ -343,7 +338,9 @@ void check_combinations(const Config& config, Problems& problems) {
   for (const std::string& message : broken) problems.add(message);
 }
 
-std::string read_config_text(const std::string& path) {
+}  // namespace
+
+std::string Config::read_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     throw ConfigError("cannot read config file '" + path +
@@ -355,19 +352,15 @@ std::string read_config_text(const std::string& path) {
   return text.str();
 }
 
-}  // namespace
-
-std::string Config::read_file(const std::string& path) { return read_config_text(path); }
-
 Config Config::load_file(const std::string& path, const std::vector<std::string>& overrides,
                          const std::vector<ConfigSetting>& base) {
-  return load_string(read_config_text(path), path, overrides, base);
+  return load_string(read_file(path), path, overrides, base);
 }
 
 std::optional<Value> Config::peek_file(const std::string& path,
                                        const std::vector<std::string>& overrides,
                                        const std::string& section, const std::string& key) {
-  return peek_string(read_config_text(path), path, overrides, section, key);
+  return peek_string(read_file(path), path, overrides, section, key);
 }
 
 std::optional<Value> Config::peek_string(const std::string& toml_text,
@@ -389,7 +382,7 @@ std::optional<Value> Config::peek_string(const std::string& toml_text,
 
 std::vector<std::string> Config::plugin_dirs_of_file(const std::string& path,
                                                      const std::vector<std::string>& overrides) {
-  return plugin_dirs_of_string(read_config_text(path), path, overrides);
+  return plugin_dirs_of_string(read_file(path), path, overrides);
 }
 
 std::vector<std::string> Config::plugin_dirs_of_string(const std::string& toml_text,

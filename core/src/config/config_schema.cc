@@ -334,6 +334,15 @@ const std::vector<ConfigRule>& config_rules() { return rules(); }
 
 const std::vector<SectionSpec>& config_schema() { return schema(); }
 
+const OptionSpec* config_option(const std::string& section, const std::string& key) {
+  for (const SectionSpec& s : schema()) {
+    if (s.name != section) continue;
+    for (const OptionSpec& spec : s.keys)
+      if (spec.name == key) return &spec;
+  }
+  return nullptr;
+}
+
 void add_config_sections(std::vector<SectionSpec> sections, std::vector<ConfigRule> more_rules) {
   for (SectionSpec& added : sections) {
     auto same = std::find_if(schema().begin(), schema().end(),

@@ -35,6 +35,9 @@ struct SectionSpec {
 // The sections a config has, in the order they are printed: the core's, then those programs
 // added (add_config_sections). Never throws.
 ZT_API const std::vector<SectionSpec>& config_schema();
+// The spec of `key` in section `section` of config_schema(), or nullptr (a plugin's table, or no
+// such key).
+ZT_API const OptionSpec* config_option(const std::string& section, const std::string& key);
 
 // A rule across keys (offload_param needs stage 3, ...), checked once every section validated:
 // it appends one message per break to `broken`, each naming the keys with file:line:column and
