@@ -133,6 +133,7 @@ void ModuleEngine::close() {
     const Composition leaving = std::move(setup_);
   }
   saver_.reset();
+  dir_lock_.reset();
   store_.reset();
   job_connection_.reset();
 }
@@ -215,6 +216,27 @@ void ModuleEngine::share_buffers(const std::vector<at::Tensor>& buffers) {
 MemoryReport ModuleEngine::memory() const { return live().memory(); }
 EngineTimes ModuleEngine::times() const { return live().times(); }
 
+// Rank 0 takes the folder's lock; every rank learns whether it could (collective), so a refusal
+// fails the save on every rank instead of leaving the others waiting in it.
+void ModuleEngine::take_dir_lock(const std::string& dir) {
+  std::string refusal;
+  if (env_.rank == 0) {
+    try {
+      dir_lock_ = std::make_unique<CheckpointDirLock>(dir);
+    } catch (const Error& e) {
+      refusal = e.what();
+    }
+  }
+  at::Tensor refused = at::full({1}, refusal.empty() ? 0.0 : 1.0, at::kFloat);
+  setup_.comm->all_reduce(refused, ReduceOp::kMax)->wait();
+  if (refused.item<float>() == 0) return;
+  throw ConfigError("save_checkpoint: " +
+                    (env_.rank == 0 ? refusal
+                                    : "rank 0 cannot take " + dir +
+                                          " for this job's saves (its error says why)") +
+                    "; nothing was saved");
+}
+
 std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample) {
   const int64_t next = next_sample >= 0
                            ? next_sample
@@ -229,6 +251,7 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
   if (!saver_) {
     // One saver for the engine's life: each save gets store keys of its own (two saves at the
     // same step must not meet the first one's reports).
+    take_dir_lock(dir);
     const std::string job = setup_.tiers.job.empty() ? offload_job_id(*store_, env_.rank, timeout_)
                                                      : setup_.tiers.job;
     saver_dir_ = dir;
@@ -252,6 +275,24 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
 
 std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_rng) {
   const CheckpointReader reader(resolve_checkpoint(path));
+  // Every rank learns of a rank that differs (collective): the ranks that agree with rank 0 went
+  // on into the load, whose collectives then met the refused rank's next ones.
+  std::string refusal;
+  try {
+    trainer::check_same_checkpoint(&reader, "load_checkpoint(\"" + path + "\")", *store_,
+                                   "load/" + std::to_string(loads_++), env_.rank, timeout_);
+  } catch (const ConfigError& e) {
+    refusal = e.what();
+  }
+  at::Tensor refused = at::full({1}, refusal.empty() ? 0.0 : 1.0, at::kFloat);
+  setup_.comm->all_reduce(refused, ReduceOp::kMax)->wait();
+  if (refused.item<float>() > 0) {
+    throw ConfigError((refusal.empty() ? "another rank would load another checkpoint than rank 0 "
+                                         "for load_checkpoint(\"" +
+                                             path + "\") (its error names both)"
+                                       : refusal) +
+                      "; nothing was loaded");
+  }
   live().load_checkpoint(reader);
   steps_ = reader.step();
   loaded_step_ = steps_;

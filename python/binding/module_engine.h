@@ -132,6 +132,7 @@ class ModuleEngine {
  private:
   // The engine, or ConfigError once closed (a closed engine holds nothing).
   Engine& live() const;
+  void take_dir_lock(const std::string& dir);
 
   PythonJob loaded_;
   const trainer::JobSettings& job_ = loaded_.settings;
@@ -144,11 +145,15 @@ class ModuleEngine {
   trainer::Schedule schedule_;
   std::unique_ptr<CheckpointSaver> saver_;  // made by the first save_checkpoint
   std::string saver_dir_;
+  // Rank 0's hold on saver_dir_ (as a trainer job's): another job saving there, a trainer's or
+  // another script's, removed this one's checkpoints in its prunes.
+  std::unique_ptr<CheckpointDirLock> dir_lock_;
   int64_t steps_ = 0;  // optimizer steps taken (skipped ones included), as the trainer counts
   // The data position of the last checkpoint loaded and its step: a save without next_sample
   // continues from there (steps x the global batch was wrong after a load at another world size
   // or batch).
   int64_t loaded_next_sample_ = 0, loaded_step_ = 0;
+  int64_t loads_ = 0;  // load_checkpoint calls so far: each agrees on its folder by its own key
   bool closed_ = false;
 };
 

@@ -13,6 +13,7 @@ gradients are taken.
 import atexit
 import contextlib
 import json
+import math
 import os
 import sys
 
@@ -118,19 +119,29 @@ class Engine:
                              "(keep a frozen part outside it, or as buffers), or set "
                              "requires_grad=True")
         for engine in list(_open_engines):
-            if not engine._closed and engine.module is model:
-                raise ValueError("zt.initialize: this module is already held by an open engine "
+            if engine._closed:
+                continue
+            held = [n for n, p in model.named_parameters() if id(p) in engine._param_ids]
+            if engine.module is model or held:
+                shown = "this module is" if engine.module is model else f"{held[0]} is"
+                raise ValueError(f"zt.initialize: {shown} already held by an open engine "
                                  "(its hooks are on it, its parameters point into that engine's "
                                  "buffers); close that engine first (engine.close())")
         released = [n for n, p in model.named_parameters()
-                    if p.numel() > 0 and p.storage().size() == 0]
+                    if p.numel() == 0 and math.prod(getattr(p, "zt_shape", (0,))) > 0]
         if released:
             raise ValueError(f"zt.initialize: {released[0]} holds no values: an engine closed "
-                             "with restore=False released them; close it with restore=True, or "
-                             "load the weights into the module again")
+                             "without restoring them (restore=False, or a close that failed) "
+                             "left it released; close with restore=True, or give the parameters "
+                             "values again (p.data = tensor, or build the module again)")
         self._closed = False
         self.module = model
         _tie_shared_storage(model)
+        # At stage 3 a parameter is empty outside its unit's call: its shape stays readable here,
+        # as DeepSpeed's ds_shape.
+        for p in model.parameters():
+            p.zt_shape = p.shape
+        self._param_ids = {id(p) for p in model.parameters()}
         modules = list(units) if units is not None else _unit_modules(model)
         names = {}
         for name, p in model.named_parameters():
@@ -464,7 +475,7 @@ class Engine:
             if restore:
                 with torch.no_grad():
                     for name, p in self.module.named_parameters():
-                        p.data = self._core.full_param(name).reshape(p.shape)
+                        p.data = self._core.full_param(name)
                     for b, dtype in self._buffer_dtypes:
                         if b.dtype != dtype:
                             b.data = b.to(dtype)

@@ -25,6 +25,7 @@
 #include "checkpoint_files.h"
 #include "small_gpt_job.h"
 #include "zt/host/checkpoint.h"
+#include "zt/host/launcher.h"
 
 namespace fs = std::filesystem;
 using zt::test::all_values;
@@ -330,6 +331,42 @@ TEST_CASE("checkpoint.dir: a second job on a folder another job saves into stops
       quiet_small_gpt_job(dir.file("first"), "--set run.steps=1 --resume auto" + both));
   INFO(next.output);
   CHECK_FALSE(contains(next.output, "is in use by another job"));
+}
+
+TEST_CASE("resume: a rank that finds another checkpoint than rank 0 (node-local folders) stops, "
+          "naming both") {
+  TempDir dir;
+  const std::string host0 = dir.file("host0");
+  const auto saved = run_command(quiet_small_gpt_job(
+      dir.file("first"),
+      "--set run.steps=2 --set checkpoint.every_steps=2 --set checkpoint.dir=" + host0));
+  INFO(saved.output);
+  REQUIRE(saved.exit_code == 0);
+  // Ranks another launcher started, as srun does on two hosts whose checkpoint.dir is each one's
+  // own disk: rank 0's holds the checkpoint, rank 1's nothing. Rank 1 started from step 0 while
+  // rank 0 went on from step 2, and the two trained on together from different states.
+  const int port = zt::pick_free_port("127.0.0.1");
+  auto rank = [&](int r, const std::string& folder) {
+    return "RANK=" + std::to_string(r) +
+           " WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+           std::to_string(port) + " " +
+           quiet_small_gpt_job(dir.file("second"), "--set run.steps=4 --set launch.timeout_s=60 "
+                                                   "--set checkpoint.dir=" +
+                                                       folder + " --resume auto");
+  };
+  zt::test::write_file(dir.file("two_hosts.sh"),
+                       rank(0, host0) + " > " + dir.file("rank0.log") + " 2>&1 &\nleader=$!\n" +
+                           rank(1, dir.file("host1")) +
+                           "\necho \"rank 1 exit $?\"\nkill -9 $leader; wait $leader\n");
+  const auto r = run_command("bash " + dir.file("two_hosts.sh"));
+  INFO(r.output);
+  INFO(zt::test::read_file(dir.file("rank0.log")));
+  CHECK(contains(r.output, "rank 1 exit 2"));
+  CHECK(contains(r.output, "rank 1 would load no checkpoint, rank 0 step-00000002 (step 2) for "
+                           "checkpoint.resume = \"auto\" (checkpoint.dir " +
+                               dir.file("host1") + ")"));
+  CHECK(contains(r.output, "must be one that every host sees alike"));
+  CHECK_FALSE(fs::exists(dir.file("second") + "/metrics.jsonl"));
 }
 
 TEST_CASE("restarts: a rank killed before the job's first save starts it again as it started, "

@@ -444,6 +444,32 @@ TEST_CASE("torchscript: a checkpoint resumes bit for bit, under the module's own
   CHECK(params.count("head.lm_head.weight") == 0);  // tied: saved once, under its owner's name
 }
 
+TEST_CASE("torchscript: a live A/B switch away from a stage-3 arm trains on the module's tensors") {
+  // The new arm's engine takes the module's own tensors, which the old one left released (empty):
+  // they were refused as built with the wrong shape.
+  ZT_SKIP_WITHOUT_TORCH();
+  TempDir dir;
+  const std::string config = dir.file("job.toml");
+  zt::test::write_file(config, job_toml(script_lines(kGpt), dir.file("live"), 2, 3));
+  const std::string trainer = std::string(ZT_TEST_TRAINER) + " --config " + config;
+  auto r = run_command(trainer + " --set run.out_dir=" + dir.file("straight"));
+  REQUIRE(r.exit_code == 0);
+  r = run_command(
+      trainer + " --set 'ab.arms=[\"plugins.shard=shard_bucket\", \"plugins.shard=shard_tensor\"]'"
+                " --set ab.switch_every=2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.output, "ab: arm B (shard_tensor) takes over after step 2"));
+  // The same math in either arm, up to the order of a sum.
+  const auto straight = zt::test::losses_of(dir.file("straight") + "/metrics.jsonl");
+  const auto live = zt::test::losses_of(dir.file("live") + "/metrics.jsonl");
+  REQUIRE(straight.size() == static_cast<size_t>(kSteps));
+  REQUIRE(live.size() == straight.size());
+  for (size_t i = 0; i < live.size(); ++i) {
+    CHECK(live[i] == doctest::Approx(straight[i]).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("torchscript: bf16 compute casts float buffers, and dropout draws the same masks in "
           "every run and after a resume") {
   ZT_SKIP_WITHOUT_TORCH();

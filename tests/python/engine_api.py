@@ -2,11 +2,15 @@
 values on every rank and, with modifier_rank, writes one rank's edits into every rank's shards
 (a body that raises writes nothing, on any rank); full_grad after backward; memory_report and
 step_report; clipping (zero.gradient_clipping) as torch.nn.utils.clip_grad_norm_ clips; a
-module's floating buffers in the compute dtype with rank 0's values (bf16).
+module's floating buffers in the compute dtype with rank 0's values (bf16); a released parameter
+empty (shape [0]) outside its unit's call; every rank loads the checkpoint rank 0 loads.
 """
 
 import os
+import pathlib
+import shutil
 import sys
+import tempfile
 
 import torch
 
@@ -31,6 +35,31 @@ def main():
     reference = model()
     names = engine.parameter_names()
     assert names == ["0.weight", "0.bias", "2.weight", "2.bias"], names
+
+    # Outside its unit's call a released parameter is empty, as DeepSpeed's are (its full shape
+    # over a freed buffer crashed the rank when printed or loaded into); inside it, it is whole.
+    for (name, p), want in zip(net.named_parameters(), reference.parameters()):
+        assert p.shape == (0,) and p.zt_shape == want.shape, (name, p.shape, p.zt_shape)
+    # A module that holds the engine's parameters (a wrapper) is refused while the engine is open.
+    try:
+        zt.initialize(torch.nn.Sequential(net), config=CONFIG)
+        return "a wrapper of a module an open engine holds was taken"
+    except ValueError as e:
+        assert "0.0.weight is already held by an open engine" in str(e), str(e)
+    inside = []
+    hook = net[2].register_forward_pre_hook(lambda m, args: inside.append(tuple(m.weight.shape)))
+    engine.eval()
+    with torch.no_grad():
+        engine(torch.randn(2, 6))
+    engine.train()
+    hook.remove()
+    assert inside == [(3, 8)], inside
+    assert net[2].weight.shape == (0,), net[2].weight.shape
+    try:
+        net.load_state_dict(reference.state_dict())
+        return "load_state_dict into released parameters was taken"
+    except RuntimeError as e:
+        assert "size mismatch for 0.weight" in str(e), str(e)
 
     with engine.gathered_parameters(["0.weight", "2.bias"]) as full:
         assert torch.equal(full["0.weight"], reference[0].weight.detach())
@@ -86,6 +115,9 @@ def main():
     assert memory["params_shard"] > 0 and memory["optimizer_states"] > 0, memory
     step = engine.step_report()
     assert step["step"] == 3 and step["times"]["forward_backward"] > 0, step
+    failure = loads_agree(engine, rank)
+    if failure:
+        return failure
     engine.close()
     # Closed, the module holds its trained values again, usable without zt.
     for (name, got), want in zip(net.named_parameters(), reference.parameters()):
@@ -104,6 +136,7 @@ def main():
     # a new engine refuses it by name instead of broadcasting empty storage.
     released = model()
     zt.initialize(released, config=CONFIG).close(restore=False)
+    assert released[0].weight.shape == (0,), released[0].weight.shape
     try:
         zt.initialize(released, config=CONFIG)
         return "a module whose values a closed engine released was taken"
@@ -112,6 +145,35 @@ def main():
     if rank == 0:
         print("engine_api: gathered_parameters read and write, full_grad, clipping, reports, "
               "a weight tied by storage")
+    return None
+
+
+def loads_agree(engine, rank):
+    """Each rank resolves a folder's `latest` itself: one that finds another checkpoint than
+    rank 0 (a node-local folder) makes every rank's load fail, naming both, where it loaded
+    other states."""
+    base = pathlib.Path(tempfile.gettempdir()) / f"zt-engine-api-{os.environ['MASTER_PORT']}"
+    engine.save_checkpoint(base / "a")  # step 3
+    if rank == 0:
+        shutil.copytree(base / "a", base / "b")
+    x = torch.randn(4, 6)
+    engine.backward(torch.nn.functional.mse_loss(engine(x), torch.zeros(4, 3)))
+    engine.step()
+    engine.save_checkpoint(base / "a")  # step 4; b's latest is still step 3
+    try:
+        engine.load_checkpoint(base / ("a" if rank == 0 else "b"))
+        return f"rank {rank} loaded while rank 1 found another checkpoint than rank 0"
+    except zt.ConfigError as e:
+        want = ("rank 1 would load step-00000003 (step 3), rank 0 step-00000004 (step 4)"
+                if rank == 1 else "another rank would load another checkpoint than rank 0")
+        if want not in str(e) or "nothing was loaded" not in str(e):
+            return f"rank {rank}: {e}"
+    # Every rank refused, none loaded: the next load meets on every rank. Back at step 3, which
+    # the caller compares with its reference.
+    engine.load_checkpoint(base / "a", "step-00000003")
+    engine.all_reduce(torch.zeros(1))  # no rank removes the folders while another reads them
+    if rank == 0:
+        shutil.rmtree(base)
     return None
 
 

@@ -3,10 +3,12 @@ trainer's message naming the key; an exception inside a unit carries a note nami
 the engine trains on after it (the failed forward is undone); a module called outside its engine
 says so; a module checkpointed twice with PyTorch's reentrant checkpointing is refused at stage 3;
 run.deepspeed's JSON is read as the trainer reads it; Python's checkpoints keep torch's generator
-and the data position, and refuse a save mid-step.
+and the data position, and refuse a save mid-step or into a folder another job saves into.
 Run on 1 rank (run.sh NPROC 1)."""
 
+import fcntl
 import json
+import os
 import pathlib
 import sys
 import tempfile
@@ -204,6 +206,18 @@ def main():
         except RuntimeError as e:
             assert "middle of a step" in str(e), str(e)
         engine.step()
+        # A folder another job saves into (its rank 0 holds the folder's lock) is refused, as
+        # the trainer refuses it: the two removed each other's checkpoints in their prunes.
+        saved.mkdir()
+        other = os.open(saved / ".zt-lock", os.O_RDONLY | os.O_CREAT)
+        fcntl.flock(other, fcntl.LOCK_EX)
+        try:
+            engine.save_checkpoint(saved)
+            return "a save into a folder another job holds was accepted"
+        except zt.ConfigError as e:
+            assert "is in use by another job" in str(e) and "nothing was saved" in str(e), str(e)
+        finally:
+            os.close(other)
         engine.save_checkpoint(saved, next_sample=1000)
         failure = failed_backward(engine, model)
         if failure:

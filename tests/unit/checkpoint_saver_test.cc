@@ -137,7 +137,8 @@ TEST_CASE("checkpoint: rank files are safetensors files anyone can read") {
   for (int64_t i = 0; i < 17; ++i) CHECK(got[i] == model_value(0, 1, 18 + i, 3));
 }
 
-TEST_CASE("checkpoint: keep_last prunes the oldest, never the new one, and latest follows") {
+TEST_CASE("checkpoint: keep_last prunes the oldest, never the new one nor a newer run's, and "
+          "latest follows") {
   zt::test::TempDir dir;
   auto options = zt::test::options_for(dir.path(), true, 2);
   zt::test::save_steps(options, 2, {1, 2, 3});
@@ -145,16 +146,20 @@ TEST_CASE("checkpoint: keep_last prunes the oldest, never the new one, and lates
   CHECK(complete == std::vector<int64_t>{2, 3});
   check_saved(dir.path(), 2, 3);
 
-  // A newer step from an earlier run stays beside the new save; `latest` names the new one.
+  // A newer step from an earlier run stays beside the new saves, neither pruned nor counted:
+  // keep_last still keeps this run's two newest. `latest` names the new one.
   fs::rename(dir.path() / "step-00000002", dir.path() / "step-00000009");
   zt::test::save_steps(options, 2, {4});
-  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{4, 9});
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{3, 4, 9});
   check_saved(dir.path(), 2, 4);
+  zt::test::save_steps(options, 2, {5});
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{4, 5, 9});
+  check_saved(dir.path(), 2, 5);
 
   // The same step saved again replaces it; keep_last = 0 keeps everything.
   options.keep_last = 0;
   options.async = false;
-  zt::test::save_steps(options, 2, {4, 5, 6});
+  zt::test::save_steps(options, 2, {5, 6});
   CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{4, 5, 6, 9});
   check_saved(dir.path(), 2, 6);
 }

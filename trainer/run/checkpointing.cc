@@ -178,6 +178,43 @@ std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSetting
   return std::make_unique<CheckpointReader>(folder);
 }
 
+namespace {
+
+// Which checkpoint: its folder's name, step and saved state (the folder's path is not compared:
+// one shared folder may be mounted at different paths on different hosts).
+std::string resume_identity(const CheckpointReader* reader) {
+  if (!reader) return "";
+  return std::filesystem::path(reader->folder()).filename().string() + "\n" +
+         std::to_string(reader->step()) + "\n" + reader->meta().trainer_state;
+}
+
+std::string identity_text(const std::string& identity) {
+  if (identity.empty()) return "no checkpoint";
+  const size_t end = identity.find('\n');
+  const size_t step_end = identity.find('\n', end + 1);
+  return identity.substr(0, end) + " (step " + identity.substr(end + 1, step_end - end - 1) + ")";
+}
+
+}  // namespace
+
+void check_same_checkpoint(const CheckpointReader* chosen, const std::string& asked, Store& store,
+                           const std::string& key, int rank, std::chrono::milliseconds timeout) {
+  const std::string mine = resume_identity(chosen);
+  if (rank == 0) {
+    store.set(key, std::vector<uint8_t>(mine.begin(), mine.end()));
+    return;
+  }
+  const std::vector<uint8_t> value = store.get(key, timeout);
+  const std::string leader(value.begin(), value.end());
+  if (leader == mine) return;
+  throw ConfigError("rank " + std::to_string(rank) + " would load " + identity_text(mine) +
+                    ", rank 0 " + identity_text(leader) + " for " + asked +
+                    ": every rank reads the folder itself, so it must be one that every host "
+                    "sees alike (a shared file system, not node-local storage); put the "
+                    "checkpoints there, or copy the checkpoint folder to the same path on every "
+                    "host");
+}
+
 void check_same_model(const std::string& saved_toml, const std::string& now_toml,
                       const std::string& folder) {
   for (const char* key : {"kind", "n_head", "activation"}) {

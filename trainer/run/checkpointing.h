@@ -70,6 +70,15 @@ void remove_stopped_saves(const CheckpointSettings& settings);
 std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSettings& settings,
                                                          bool leader);
 
+// Every rank loads the checkpoint rank 0 loads (`chosen`: this rank's, null for none). Each rank
+// resolves a folder's `latest` itself: one that finds another checkpoint there, or none (a
+// node-local folder on a job across hosts, a file system's stale cache), would load other
+// states than rank 0 and train on from them. Throws ConfigError on a rank that differs, naming
+// both and `asked` (what the ranks were asked to load). Collective through `store`: rank 0 sets
+// `key`, once per load.
+void check_same_checkpoint(const CheckpointReader* chosen, const std::string& asked, Store& store,
+                           const std::string& key, int rank, std::chrono::milliseconds timeout);
+
 // Notes (one line each, "" when none) on what differs between the state a checkpoint was saved
 // with and the run resuming from it: the global batch, the data, the lr schedule. Resuming
 // across them is allowed (the data position is a sample index), but the user should know.

@@ -545,6 +545,12 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   }
   // Opened before the engine is built, so a bad checkpoint fails fast.
   std::unique_ptr<CheckpointReader> resume = open_resume_checkpoint(settings, leader);
+  if (!settings.resume.empty()) {
+    check_same_checkpoint(
+        resume.get(),
+        "checkpoint.resume = \"" + settings.resume + "\" (checkpoint.dir " + settings.dir + ")",
+        store, "train/resume_from", env.rank, timeout);
+  }
   if (resume && nothing_left(*resume, job.run.steps, leader)) return 0;
   TrainRun run{job, catalog, env, nullptr, nullptr, nullptr, nullptr, {}, {}};
   build_train_run(run, store, timeout, resume != nullptr);

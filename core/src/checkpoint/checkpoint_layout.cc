@@ -228,6 +228,15 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_
     return !other.empty() && fs::path(path).filename() == fs::path(other).filename();
   };
   auto all = complete_checkpoints(dir);
+  // Steps beyond the one just saved are not this run's past: counted, they took this run's
+  // own older checkpoints (keep_last 2 kept one of them); pruned, another run lost its newest.
+  const int64_t keep_step = keep.empty() ? -1
+                                         : parse_step_folder(fs::path(keep).filename().string());
+  if (keep_step >= 0) {
+    all.erase(std::remove_if(all.begin(), all.end(),
+                             [&](const auto& entry) { return entry.first > keep_step; }),
+              all.end());
+  }
   int64_t count = static_cast<int64_t>(all.size());
   // The best one older than the newest keep_last is kept besides them, so it does not count.
   for (size_t i = 0; i + static_cast<size_t>(keep_last) < all.size(); ++i) {

@@ -59,8 +59,10 @@ PendingLatest pending_latest(const std::string& dir);
 void remove_checkpoint_folder(const std::string& folder, std::error_code& ec);
 // Removes complete checkpoints beyond the newest `keep_last` (0 keeps all), oldest step first,
 // never `keep` (the one just published) nor `best` ("" = none; kept besides the newest
-// keep_last when older than them). Returns the removed paths; a folder that cannot be removed
-// is left (the next save tries again).
+// keep_last when older than them). Only steps up to `keep`'s are counted and pruned: a newer
+// one is another run's (this run resumed from an older step, or started afresh) and stays as
+// it is. Returns the removed paths; a folder that cannot be removed is left (the next save
+// tries again).
 std::vector<std::string> prune_checkpoints(const std::string& dir, int64_t keep_last,
                                            const std::string& keep, const std::string& best = "");
 

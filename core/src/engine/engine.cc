@@ -155,6 +155,8 @@ struct Engine::Impl {
       return stepper.update_in_backward(g, reduced, first);
     });
     ledger.fixed().unit_max_params = layout.largest_unit_bytes();
+    // Only now, after the reducer made each parameter's gradient accumulator: autograd records
+    // the shape it is made with, and a released parameter's is empty.
     if (opt.stage == 3) gatherer.release_all();
     ledger.restart_peak();
   }

@@ -79,7 +79,7 @@ int64_t state_index(const Optimizer& optimizer, const std::string& state) {
 
 at::Tensor full_array(EngineParts& e, int p, int64_t a) {
   const ParamSlot& slot = e.layout.params[p];
-  at::Tensor out = at::zeros({slot.tensor.numel()}, at::kFloat);
+  at::Tensor out = at::zeros({slot.numel}, at::kFloat);
   auto* dst = out.data_ptr<float>();
   const auto [lo, hi] = held_part(e.layout, p);
   e.io.read(slot.group, a, lo, hi, e.stepper.steps(),
@@ -88,7 +88,7 @@ at::Tensor full_array(EngineParts& e, int p, int64_t a) {
   });
   // The shard group's held parts cover the tensor once (a MiCS replica holds the same parts).
   if (e.stage >= 1) e.shard.all_reduce(out, ReduceOp::kSum)->wait();
-  return out.view(slot.tensor.sizes());
+  return out.view(slot.shape);
 }
 
 // Stages 0-1 keep each rank's own gradients in the parameters' .grad until the step (summed over
@@ -97,8 +97,8 @@ at::Tensor full_array(EngineParts& e, int p, int64_t a) {
 // gradient_predivide_factor first.
 at::Tensor full_gradient(EngineParts& e, int p) {
   const ParamSlot& slot = e.layout.params[p];
-  const int64_t numel = slot.tensor.numel();
-  if (e.micro_steps == 0) return at::zeros(slot.tensor.sizes(), at::kFloat);
+  const int64_t numel = slot.numel;
+  if (e.micro_steps == 0) return at::zeros(slot.shape, at::kFloat);
   at::Tensor out;
   double divisor = e.scaler.scale() * static_cast<double>(e.micro_steps) * e.comm.size();
   if (e.stage >= 2) {
@@ -116,7 +116,7 @@ at::Tensor full_gradient(EngineParts& e, int p) {
   }
   // Reduced shards (stages 2-3) already hold every rank's sum: their group covers the tensor.
   (e.stage >= 2 ? e.shard : e.comm).all_reduce(out, ReduceOp::kSum)->wait();
-  return out.div_(divisor).view(slot.tensor.sizes());
+  return out.div_(divisor).view(slot.shape);
 }
 
 }  // namespace zt

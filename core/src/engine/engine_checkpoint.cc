@@ -89,7 +89,7 @@ void check_same_model(const ModelLayout& layout, const CheckpointReader& reader)
       throw ConfigError("tensor " + p.name + " of this model is not in the checkpoint " +
                         reader.folder() + way_out);
     }
-    const std::vector<int64_t> mine = p.tensor.sizes().vec();
+    const std::vector<int64_t>& mine = p.shape;
     if (t->shape != mine) {
       throw ConfigError("tensor " + p.name + " is " + shape_text(t->shape) + " in the checkpoint " +
                         reader.folder() + " but " + shape_text(mine) + " in this model" + way_out);
@@ -239,7 +239,7 @@ std::vector<std::string> checkpoint_kinds(const Optimizer& optimizer) {
 
 void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
   const ModelLayout& layout = e.layout;
-  for (const ParamSlot& p : layout.params) writer.add_tensor({p.name, p.tensor.sizes().vec()});
+  for (const ParamSlot& p : layout.params) writer.add_tensor({p.name, p.shape});
   const std::vector<std::string> kinds = checkpoint_kinds(e.optimizer);
   // pieces[g][k]: what this rank saves of group g's kind k, in flat-offset order.
   std::vector<std::vector<std::vector<Declared>>> pieces(layout.groups.size());

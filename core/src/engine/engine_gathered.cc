@@ -58,12 +58,12 @@ void check_edits(const ModelLayout& layout, const std::vector<int>& indices, con
   for (size_t i = 0; i < indices.size(); ++i) {
     const ParamSlot& slot = layout.params[indices[i]];
     const at::Tensor& t = params[i].second;
-    if (params[i].first == slot.name && t.defined() && t.sizes() == slot.tensor.sizes() &&
+    if (params[i].first == slot.name && t.defined() && t.sizes() == at::IntArrayRef(slot.shape) &&
         at::isFloatingType(t.scalar_type())) {
       continue;
     }
-    throw InternalError(who + " replaced parameter '" + slot.name + "' (" +
-                        shape_text(slot.tensor.sizes()) + ") by '" + params[i].first + "' " +
+    throw InternalError(who + " replaced parameter '" + slot.name + "' (" + shape_text(slot.shape) +
+                        ") by '" + params[i].first + "' " +
                         (t.defined() ? shape_text(t.sizes()) + " " + c10::toString(t.scalar_type())
                                      : std::string("(undefined)")) +
                         "; keep the names and give each a floating tensor of its shape");
@@ -107,7 +107,7 @@ void refresh_copies(EngineParts& e, int p, const at::Tensor& value, int64_t lo, 
   const ParamGroup& g = e.layout.groups[slot.group];
   ShardStorage& s = e.storage[slot.group];
   if (e.stage < 3 || e.gatherer.gathered(slot.group)) {
-    g.flat.narrow(0, slot.offset, slot.tensor.numel()).copy_(value);
+    g.flat.narrow(0, slot.offset, slot.numel).copy_(value);
   }
   // A streamed master already went to the parameter shard tile by tile.
   if (e.stage < 3 || s.opt_streamed || lo >= hi) return;
@@ -150,7 +150,7 @@ void write_back(EngineParts& e, const std::vector<int>& indices, int modifier,
   // A parameter shard read ahead from its tier is about to go stale.
   e.gatherer.drop_fetches(/*rethrow=*/true);
   for (size_t i = 0; i < indices.size(); ++i) {
-    const int64_t numel = e.layout.params[indices[i]].tensor.numel();
+    const int64_t numel = e.layout.params[indices[i]].numel;
     const at::Tensor value =
         e.comm.rank() == modifier
             ? params[i].second.detach().to(at::kCPU, at::kFloat).contiguous().reshape({numel})

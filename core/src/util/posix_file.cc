@@ -167,8 +167,12 @@ std::string write_way_out(int err, const std::string& elsewhere) {
 
 void fsync_file(int fd, const std::string& path) {
   if (::fsync(fd) != 0) {
-    throw IoError("cannot fsync " + path + ": " + errno_text(errno) +
-                  "; the storage refused to make the file durable");
+    const int err = errno;
+    // A network file system reports a full disk at the fsync that flushes the pages.
+    throw IoError("cannot fsync " + path + ": " + errno_text(err) +
+                  (err == ENOSPC || err == EDQUOT
+                       ? write_way_out(err, "write elsewhere")
+                       : "; the storage refused to make the file durable"));
   }
 }
 
@@ -187,7 +191,11 @@ void fsync_dir(const std::string& path) {
 std::string write_replacement(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError("cannot create " + tmp + ": " + errno_text(errno));
+  if (fd < 0) {
+    const int err = errno;
+    throw IoError("cannot create " + tmp + ": " + errno_text(err) +
+                  (err == ENOSPC || err == EDQUOT ? write_way_out(err, "write elsewhere") : ""));
+  }
   int err = pwrite_full(fd, text.data(), static_cast<int64_t>(text.size()), 0);
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   ::close(fd);

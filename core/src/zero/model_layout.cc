@@ -123,7 +123,11 @@ void ModelLayout::attach(int u, Unit& unit) {
                           "list the same names");
     }
     ParamSlot& slot = params[it->second];
-    if (tensor.sizes().vec() != slot.shape) {
+    // An engine of another arm (a live A/B switch) may have left it released: empty, its values
+    // in that engine's checkpoint, which the new engine loads.
+    const bool released = tensor.dim() == 1 && tensor.numel() == 0 && slot.numel > 0 &&
+                          tensor.storage().nbytes() == 0;
+    if (tensor.sizes().vec() != slot.shape && !released) {
       throw InternalError(where + " built " + name + " as " + shape_text(tensor.sizes().vec()) +
                           " but declared it " + shape_text(slot.shape));
     }
@@ -168,6 +172,11 @@ void ModelLayout::bind_views(int gi) {
     at::Tensor& t = params[p].tensor;
     t.set_data(g.flat.narrow(0, params[p].offset, params[p].numel).view(params[p].shape));
   }
+}
+
+void ModelLayout::empty_views(int gi) {
+  ParamGroup& g = groups[gi];
+  for (int p : g.params) params[p].tensor.set_data(g.flat.narrow(0, params[p].offset, 0));
 }
 
 void ModelLayout::size_shards(bool sharded, int rank, bool stage3, int64_t persistence_threshold) {

@@ -29,8 +29,9 @@ namespace zt {
 
 struct ParamSlot {
   std::string name;
-  // The unit's own parameter; a view into its group's flat buffer once built. Undefined until
-  // its unit is attached when the layout came from declarations.
+  // The unit's own parameter; a view into its group's flat buffer once built (empty while a
+  // stage-3 group is released: read `shape` and `numel`, not its sizes). Undefined until its
+  // unit is attached when the layout came from declarations.
   at::Tensor tensor;
   std::vector<int64_t> shape;
   int64_t numel = 0;
@@ -103,6 +104,12 @@ class ModelLayout {
   // Points every parameter of group `g` into its flat buffer (set_data, so the tensor objects
   // and their version counters stay).
   void bind_views(int g);
+  // Makes every parameter of group `g` empty (shape [0]) while its buffer holds no bytes, as
+  // DeepSpeed's and FSDP's released parameters are: a read outside its unit then sees an empty
+  // tensor, and a computation with it fails on the shape, where the full shape over a freed
+  // buffer read through a null pointer. ParamSlot::shape keeps the real one; bind_views restores
+  // it.
+  void empty_views(int g);
 
   // Sizes the shards: this rank's slice when `sharded` (stage >= 1), the whole group otherwise.
   // Groups whose every tensor is smaller than `persistence_threshold` stay gathered in stage 3.

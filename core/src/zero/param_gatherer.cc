@@ -79,6 +79,7 @@ void ParamGatherer::start_gather(int gi) {
     source = s.fetched.view(g.flat.scalar_type()).narrow(0, 0, g.shard);
   }
   take_storage(g.flat, static_cast<size_t>(g.padded * element_size()));
+  layout_.bind_views(gi);
   ledger_.gathered(g.padded * element_size());
   s.pending_gather = options_.codec && !exact_
                          ? coded_all_gather(comm_, *options_.codec, g.flat, source)
@@ -109,6 +110,7 @@ void ParamGatherer::release(int gi) {
   }
   if (!s.gathered) return;
   give_storage(g.flat);
+  layout_.empty_views(gi);
   s.gathered = false;
   ledger_.released(g.padded * element_size());
 }
