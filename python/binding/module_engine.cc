@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -219,22 +220,30 @@ EngineTimes ModuleEngine::times() const { return live().times(); }
 // Rank 0 takes the folder's lock; every rank learns whether it could (collective), so a refusal
 // fails the save on every rank instead of leaving the others waiting in it.
 void ModuleEngine::take_dir_lock(const std::string& dir) {
-  std::string refusal;
+  std::exception_ptr refusal;
   if (env_.rank == 0) {
     try {
       dir_lock_ = std::make_unique<CheckpointDirLock>(dir);
-    } catch (const Error& e) {
-      refusal = e.what();
+    } catch (const ConfigError& e) {
+      // flock refuses a second open file in the same process too: an engine not closed yet.
+      const std::string own = "(pid " + std::to_string(::getpid()) + " on ";
+      refusal = std::make_exception_ptr(
+          std::string(e.what()).find(own) == std::string::npos
+              ? ConfigError(std::string("save_checkpoint: ") + e.what() + "; nothing was saved")
+              : ConfigError("save_checkpoint: " + dir + " is the save folder of another engine " +
+                            "of this process, still open: close it (engine.close()) first, or " +
+                            "save elsewhere; nothing was saved"));
+    } catch (const Error&) {
+      refusal = std::current_exception();
     }
   }
-  at::Tensor refused = at::full({1}, refusal.empty() ? 0.0 : 1.0, at::kFloat);
+  at::Tensor refused = at::full({1}, refusal ? 1.0 : 0.0, at::kFloat);
   setup_.comm->all_reduce(refused, ReduceOp::kMax)->wait();
-  if (refused.item<float>() == 0) return;
-  throw ConfigError("save_checkpoint: " +
-                    (env_.rank == 0 ? refusal
-                                    : "rank 0 cannot take " + dir +
-                                          " for this job's saves (its error says why)") +
-                    "; nothing was saved");
+  if (refusal) std::rethrow_exception(refusal);
+  if (refused.item<float>() > 0) {
+    throw ConfigError("save_checkpoint: rank 0 cannot save into " + dir +
+                      " (its error says why); nothing was saved");
+  }
 }
 
 std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample) {
@@ -274,25 +283,27 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
 }
 
 std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_rng) {
-  const CheckpointReader reader(resolve_checkpoint(path));
-  // Every rank learns of a rank that differs (collective): the ranks that agree with rank 0 went
-  // on into the load, whose collectives then met the refused rank's next ones.
-  std::string refusal;
+  const std::string asked = "load_checkpoint(\"" + path + "\")";
+  const std::string key = "load/" + std::to_string(loads_++);  // counted alike on every rank
+  // Every rank learns whether every rank could open rank 0's folder (collective): the ones that
+  // could went on into the load, whose collectives then met a failed rank's next ones.
+  std::unique_ptr<CheckpointReader> opened;
+  std::exception_ptr failure;
   try {
-    trainer::check_same_checkpoint(&reader, "load_checkpoint(\"" + path + "\")", *store_,
-                                   "load/" + std::to_string(loads_++), env_.rank, timeout_);
-  } catch (const ConfigError& e) {
-    refusal = e.what();
+    opened = trainer::open_rank0_checkpoint(
+        [&] { return std::make_unique<CheckpointReader>(resolve_checkpoint(path)); }, asked,
+        *store_, key, env_.rank, timeout_);
+  } catch (const Error&) {
+    failure = std::current_exception();
   }
-  at::Tensor refused = at::full({1}, refusal.empty() ? 0.0 : 1.0, at::kFloat);
-  setup_.comm->all_reduce(refused, ReduceOp::kMax)->wait();
-  if (refused.item<float>() > 0) {
-    throw ConfigError((refusal.empty() ? "another rank would load another checkpoint than rank 0 "
-                                         "for load_checkpoint(\"" +
-                                             path + "\") (its error names both)"
-                                       : refusal) +
-                      "; nothing was loaded");
+  at::Tensor failed = at::full({1}, failure ? 1.0 : 0.0, at::kFloat);
+  setup_.comm->all_reduce(failed, ReduceOp::kMax)->wait();
+  if (failure) std::rethrow_exception(failure);
+  if (failed.item<float>() > 0) {
+    throw ConfigError(asked + ": another rank could not open the checkpoint rank 0 loads (its " +
+                      "error says why); nothing was loaded");
   }
+  const CheckpointReader& reader = *opened;
   live().load_checkpoint(reader);
   steps_ = reader.step();
   loaded_step_ = steps_;

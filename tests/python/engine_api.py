@@ -149,31 +149,39 @@ def main():
 
 
 def loads_agree(engine, rank):
-    """Each rank resolves a folder's `latest` itself: one that finds another checkpoint than
-    rank 0 (a node-local folder) makes every rank's load fail, naming both, where it loaded
-    other states."""
+    """Every rank loads the checkpoint rank 0 loads: rank 0 resolves the folder's `latest`, the
+    others open the folder it names (one that resolved it itself, in a node-local folder, loaded
+    other states); a checkpoint rank 0 cannot open fails the load on every rank, none loads."""
     base = pathlib.Path(tempfile.gettempdir()) / f"zt-engine-api-{os.environ['MASTER_PORT']}"
-    engine.save_checkpoint(base / "a")  # step 3
     if rank == 0:
-        shutil.copytree(base / "a", base / "b")
-    x = torch.randn(4, 6)
-    engine.backward(torch.nn.functional.mse_loss(engine(x), torch.zeros(4, 3)))
-    engine.step()
-    engine.save_checkpoint(base / "a")  # step 4; b's latest is still step 3
+        shutil.rmtree(base, ignore_errors=True)  # a failed run's, on a port drawn again
+    engine.all_reduce(torch.zeros(1))
     try:
+        engine.save_checkpoint(base / "a")  # step 3
+        if rank == 0:
+            shutil.copytree(base / "a", base / "b")
+        x = torch.randn(4, 6)
+        engine.backward(torch.nn.functional.mse_loss(engine(x), torch.zeros(4, 3)))
+        engine.step()
+        engine.save_checkpoint(base / "a")  # step 4; b's latest is still step 3
+        # Rank 1 names b: it loads rank 0's step 4 all the same.
         engine.load_checkpoint(base / ("a" if rank == 0 else "b"))
-        return f"rank {rank} loaded while rank 1 found another checkpoint than rank 0"
-    except zt.ConfigError as e:
-        want = ("rank 1 would load step-00000003 (step 3), rank 0 step-00000004 (step 4)"
-                if rank == 1 else "another rank would load another checkpoint than rank 0")
-        if want not in str(e) or "nothing was loaded" not in str(e):
-            return f"rank {rank}: {e}"
-    # Every rank refused, none loaded: the next load meets on every rank. Back at step 3, which
-    # the caller compares with its reference.
-    engine.load_checkpoint(base / "a", "step-00000003")
-    engine.all_reduce(torch.zeros(1))  # no rank removes the folders while another reads them
-    if rank == 0:
-        shutil.rmtree(base)
+        if engine.global_steps != 4:
+            return f"rank {rank} loaded step {engine.global_steps}, rank 0 step 4"
+        try:
+            engine.load_checkpoint(base / ("missing" if rank == 0 else "a"))
+            return f"rank {rank} loaded a checkpoint rank 0 could not open"
+        except zt.ConfigError as e:
+            want = "missing" if rank == 0 else "rank 0 could not open the checkpoint"
+            if want not in str(e):
+                return f"rank {rank}: {e}"
+        # No rank loaded, so the next load meets on every rank. Back at step 3, which the caller
+        # compares with its reference.
+        engine.load_checkpoint(base / "a", "step-00000003")
+    finally:
+        engine.all_reduce(torch.zeros(1))  # no rank removes the folders while another reads them
+        if rank == 0:
+            shutil.rmtree(base, ignore_errors=True)
     return None
 
 

@@ -10,6 +10,7 @@ import fcntl
 import json
 import os
 import pathlib
+import shutil
 import sys
 import tempfile
 
@@ -218,6 +219,16 @@ def main():
             assert "is in use by another job" in str(e) and "nothing was saved" in str(e), str(e)
         finally:
             os.close(other)
+        # Another engine of this process that saves there, still open: close it first.
+        second = zt.initialize(torch.nn.Linear(2, 2), config=CONFIG)
+        second.save_checkpoint(saved)
+        try:
+            engine.save_checkpoint(saved)
+            return "a save into the folder of another open engine of this process was accepted"
+        except zt.ConfigError as e:
+            assert "another engine of this process, still open" in str(e), str(e)
+        second.close()
+        shutil.rmtree(saved)
         engine.save_checkpoint(saved, next_sample=1000)
         failure = failed_backward(engine, model)
         if failure:

@@ -180,39 +180,55 @@ std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSetting
 
 namespace {
 
-// Which checkpoint: its folder's name, step and saved state (the folder's path is not compared:
-// one shared folder may be mounted at different paths on different hosts).
-std::string resume_identity(const CheckpointReader* reader) {
-  if (!reader) return "";
-  return std::filesystem::path(reader->folder()).filename().string() + "\n" +
-         std::to_string(reader->step()) + "\n" + reader->meta().trainer_state;
-}
-
-std::string identity_text(const std::string& identity) {
-  if (identity.empty()) return "no checkpoint";
-  const size_t end = identity.find('\n');
-  const size_t step_end = identity.find('\n', end + 1);
-  return identity.substr(0, end) + " (step " + identity.substr(end + 1, step_end - end - 1) + ")";
+// Rank 0's word to the others: "none", "failed\n<its error>", or "open\n<folder>\n<saved state>".
+std::string choice_text(const CheckpointReader* reader) {
+  if (!reader) return "none";
+  return "open\n" + reader->folder() + "\n" + reader->meta().trainer_state;
 }
 
 }  // namespace
 
-void check_same_checkpoint(const CheckpointReader* chosen, const std::string& asked, Store& store,
-                           const std::string& key, int rank, std::chrono::milliseconds timeout) {
-  const std::string mine = resume_identity(chosen);
+std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
+    const std::function<std::unique_ptr<CheckpointReader>()>& open, const std::string& asked,
+    Store& store, const std::string& key, int rank, std::chrono::milliseconds timeout) {
   if (rank == 0) {
-    store.set(key, std::vector<uint8_t>(mine.begin(), mine.end()));
-    return;
+    std::unique_ptr<CheckpointReader> reader;
+    try {
+      reader = open();
+    } catch (const std::exception& e) {
+      const std::string failed = std::string("failed\n") + e.what();
+      store.set(key, std::vector<uint8_t>(failed.begin(), failed.end()));
+      throw;
+    }
+    const std::string choice = choice_text(reader.get());
+    store.set(key, std::vector<uint8_t>(choice.begin(), choice.end()));
+    return reader;
   }
   const std::vector<uint8_t> value = store.get(key, timeout);
-  const std::string leader(value.begin(), value.end());
-  if (leader == mine) return;
-  throw ConfigError("rank " + std::to_string(rank) + " would load " + identity_text(mine) +
-                    ", rank 0 " + identity_text(leader) + " for " + asked +
-                    ": every rank reads the folder itself, so it must be one that every host "
-                    "sees alike (a shared file system, not node-local storage); put the "
-                    "checkpoints there, or copy the checkpoint folder to the same path on every "
-                    "host");
+  const std::string choice(value.begin(), value.end());
+  if (choice == "none") return nullptr;
+  const std::string who = "rank " + std::to_string(rank);
+  if (choice.rfind("failed\n", 0) == 0) {
+    throw ConfigError(who + ": rank 0 could not open the checkpoint for " + asked + ": " +
+                      choice.substr(7));
+  }
+  const size_t folder_end = choice.find('\n', 5);
+  const std::string folder = choice.substr(5, folder_end - 5);
+  const std::string way_out =
+      " for " + asked +
+      ": every rank loads the folder rank 0 chose, so the checkpoints must be in one folder "
+      "that every host sees alike (a shared file system, not node-local storage)";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(folder, ec)) {
+    // An IoError: a file system's cache that does not show the folder yet is worth a restart.
+    throw IoError(who + " finds no folder " + folder + ", the checkpoint rank 0 loads" + way_out);
+  }
+  auto reader = std::make_unique<CheckpointReader>(folder);
+  if (reader->meta().trainer_state != choice.substr(folder_end + 1)) {
+    throw ConfigError(who + " finds another checkpoint at " + folder + " than rank 0 (the same " +
+                      "name, another saved state: a copy of another run's)" + way_out);
+  }
+  return reader;
 }
 
 void check_same_model(const std::string& saved_toml, const std::string& now_toml,

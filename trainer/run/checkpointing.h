@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,14 +71,17 @@ void remove_stopped_saves(const CheckpointSettings& settings);
 std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSettings& settings,
                                                          bool leader);
 
-// Every rank loads the checkpoint rank 0 loads (`chosen`: this rank's, null for none). Each rank
-// resolves a folder's `latest` itself: one that finds another checkpoint there, or none (a
-// node-local folder on a job across hosts, a file system's stale cache), would load other
-// states than rank 0 and train on from them. Throws ConfigError on a rank that differs, naming
-// both and `asked` (what the ranks were asked to load). Collective through `store`: rank 0 sets
-// `key`, once per load.
-void check_same_checkpoint(const CheckpointReader* chosen, const std::string& asked, Store& store,
-                           const std::string& key, int rank, std::chrono::milliseconds timeout);
+// The checkpoint every rank loads: the one rank 0 opens with `open` (null: none, a fresh start),
+// which the other ranks open by the folder rank 0 names. They do not resolve `latest` or `best`
+// themselves: one that found another folder there, or none (a node-local folder on a job across
+// hosts, a file system's stale cache), loaded other states than rank 0 and trained on from them.
+// `asked` names what the ranks were asked to load, in errors. Collective through `store`: rank 0
+// sets `key` (one per load). Throws on rank 0 what `open` throws, the others then ConfigError
+// saying so; on another rank, IoError where rank 0's folder is not there and ConfigError where
+// it holds another checkpoint.
+std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
+    const std::function<std::unique_ptr<CheckpointReader>()>& open, const std::string& asked,
+    Store& store, const std::string& key, int rank, std::chrono::milliseconds timeout);
 
 // Notes (one line each, "" when none) on what differs between the state a checkpoint was saved
 // with and the run resuming from it: the global batch, the data, the lr schedule. Resuming

@@ -45,7 +45,10 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
              const std::string& out_path) {
   share_cores_between_local_ranks();
   check_eval_inputs(job);
-  const CheckpointReader reader(resolve_checkpoint(checkpoint));
+  const std::unique_ptr<CheckpointReader> opened = open_rank0_checkpoint(
+      [&] { return std::make_unique<CheckpointReader>(resolve_checkpoint(checkpoint)); },
+      "trainer eval --checkpoint " + checkpoint, store, "eval/checkpoint", env.rank, timeout);
+  const CheckpointReader& reader = *opened;
   LoadedModel loaded = load_checkpointed_model(job, catalog, env, store, timeout, reader);
   const Composition& s = loaded.setup;
   const auto val = data::make_val_data(job.data, models::model_inputs(loaded.model->shape),

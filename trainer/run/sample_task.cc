@@ -13,6 +13,7 @@
 
 #include "data/run_tokenizer.h"
 #include "models/model.h"
+#include "run/checkpointing.h"
 #include "run/evaluation.h"
 #include "run/loaded_model.h"
 #include "run/token_sampler.h"
@@ -355,7 +356,11 @@ int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, con
   const std::vector<int64_t>& prompt = plan.prompt;
   const data::BpeTokenizer* tokenizer = plan.tokenizer.get();
   const TextOf text_of(tokenizer, job.data.kind == "text");
-  const CheckpointReader reader(resolve_checkpoint(request.checkpoint));
+  const std::unique_ptr<CheckpointReader> opened = open_rank0_checkpoint(
+      [&] { return std::make_unique<CheckpointReader>(resolve_checkpoint(request.checkpoint)); },
+      "trainer sample --checkpoint " + request.checkpoint, store, "sample/checkpoint", env.rank,
+      timeout);
+  const CheckpointReader& reader = *opened;
   LoadedModel loaded = load_checkpointed_model(job, catalog, env, store, timeout, reader);
   // On stderr: stdout is the samples.
   if (env.rank == 0) std::fputs(unsaved_buffers_note(loaded.model->shape).c_str(), stderr);

@@ -544,10 +544,10 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
     remove_stopped_saves(settings);
   }
   // Opened before the engine is built, so a bad checkpoint fails fast.
-  std::unique_ptr<CheckpointReader> resume = open_resume_checkpoint(settings, leader);
+  std::unique_ptr<CheckpointReader> resume;
   if (!settings.resume.empty()) {
-    check_same_checkpoint(
-        resume.get(),
+    resume = open_rank0_checkpoint(
+        [&] { return open_resume_checkpoint(settings, leader); },
         "checkpoint.resume = \"" + settings.resume + "\" (checkpoint.dir " + settings.dir + ")",
         store, "train/resume_from", env.rank, timeout);
   }

@@ -376,7 +376,8 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
     throw ConfigError("checkpoint.dir " + dir + " is in use by another job (" +
                       (holder.empty() ? std::string("its rank 0") : holder) + " holds " + path +
                       "): two jobs saving into one folder remove each other's checkpoints; give "
-                      "this job its own checkpoint.dir (or run.out_dir), or stop the other first");
+                      "this job a folder of its own (checkpoint.dir, or run.out_dir; Python's "
+                      "save_checkpoint directory), or stop the other first");
   }
   // Who holds it, for the message another job gets (best effort: the lock is what counts).
   char host[256] = "?";
