@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -77,6 +76,12 @@ std::shared_ptr<JobConnection>& current_job() {
   return job;
 }
 
+// The save folders this process's open engines hold (rank 0's CheckpointDirLock each).
+std::set<std::string>& held_save_folders() {
+  static std::set<std::string> folders;
+  return folders;
+}
+
 }  // namespace
 
 void leave_job() {
@@ -135,6 +140,7 @@ void ModuleEngine::close() {
   }
   saver_.reset();
   dir_lock_.reset();
+  if (!held_folder_.empty()) held_save_folders().erase(held_folder_);
   store_.reset();
   job_connection_.reset();
 }
@@ -222,18 +228,25 @@ EngineTimes ModuleEngine::times() const { return live().times(); }
 void ModuleEngine::take_dir_lock(const std::string& dir) {
   std::exception_ptr refusal;
   if (env_.rank == 0) {
+    std::error_code ec;
+    const std::string folder = std::filesystem::weakly_canonical(dir, ec).string();
     try {
-      dir_lock_ = std::make_unique<CheckpointDirLock>(dir);
+      // flock refuses a second open file in the same process too: said apart from another job.
+      if (!ec && !held_save_folders().insert(folder).second) {
+        throw ConfigError(dir + " is the save folder of another engine of this process, still " +
+                          "open: close it (engine.close()) first, or save elsewhere");
+      }
+      try {
+        dir_lock_ = std::make_unique<CheckpointDirLock>(dir);
+      } catch (...) {
+        if (!ec) held_save_folders().erase(folder);
+        throw;
+      }
+      held_folder_ = ec ? "" : folder;
     } catch (const ConfigError& e) {
-      // flock refuses a second open file in the same process too: an engine not closed yet.
-      const std::string own = "(pid " + std::to_string(::getpid()) + " on ";
       refusal = std::make_exception_ptr(
-          std::string(e.what()).find(own) == std::string::npos
-              ? ConfigError(std::string("save_checkpoint: ") + e.what() + "; nothing was saved")
-              : ConfigError("save_checkpoint: " + dir + " is the save folder of another engine " +
-                            "of this process, still open: close it (engine.close()) first, or " +
-                            "save elsewhere; nothing was saved"));
-    } catch (const Error&) {
+          ConfigError(std::string("save_checkpoint: ") + e.what() + "; nothing was saved"));
+    } catch (...) {  // whatever it is, every rank must reach the all_reduce below
       refusal = std::current_exception();
     }
   }
@@ -291,9 +304,9 @@ std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_
   std::exception_ptr failure;
   try {
     opened = trainer::open_rank0_checkpoint(
-        [&] { return std::make_unique<CheckpointReader>(resolve_checkpoint(path)); }, asked,
+        [&] { return std::make_unique<CheckpointReader>(resolve_checkpoint(path)); }, asked, path,
         *store_, key, env_.rank, timeout_);
-  } catch (const Error&) {
+  } catch (...) {  // whatever it is, every rank must reach the all_reduce below
     failure = std::current_exception();
   }
   at::Tensor failed = at::full({1}, failure ? 1.0 : 0.0, at::kFloat);

@@ -148,7 +148,8 @@ class ModuleEngine {
   // Rank 0's hold on saver_dir_ (as a trainer job's): another job saving there, a trainer's or
   // another script's, removed this one's checkpoints in its prunes.
   std::unique_ptr<CheckpointDirLock> dir_lock_;
-  int64_t steps_ = 0;  // optimizer steps taken (skipped ones included), as the trainer counts
+  std::string held_folder_;  // dir_lock_'s folder, canonical: this process's engines keep apart
+  int64_t steps_ = 0;        // optimizer steps taken (skipped ones included), as the trainer counts
   // The data position of the last checkpoint loaded and its step: a save without next_sample
   // continues from there (steps x the global batch was wrong after a load at another world size
   // or batch).

@@ -180,55 +180,115 @@ std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSetting
 
 namespace {
 
-// Rank 0's word to the others: "none", "failed\n<its error>", or "open\n<folder>\n<saved state>".
-std::string choice_text(const CheckpointReader* reader) {
-  if (!reader) return "none";
-  return "open\n" + reader->folder() + "\n" + reader->meta().trainer_state;
+// Rank 0's word to the others, as length-prefixed fields (paths may hold any byte): "none";
+// "failed", its error's kind and text; or "open", the step, the saved trainer state, the folder
+// relative to what rank 0 was asked for ("" when not under it) and the folder itself.
+std::string pack(const std::vector<std::string>& fields) {
+  std::string out;
+  for (const std::string& f : fields) out += std::to_string(f.size()) + ":" + f;
+  return out;
+}
+
+std::vector<std::string> unpack(const std::string& text) {
+  std::vector<std::string> fields;
+  for (size_t at = 0; at < text.size();) {
+    const size_t colon = text.find(':', at);
+    const size_t size = std::stoull(text.substr(at, colon - at));
+    fields.push_back(text.substr(colon + 1, size));
+    at = colon + 1 + size;
+  }
+  return fields;
+}
+
+// The folder a checkpoint path names checkpoints under: itself when a folder, else its parent
+// (dir/latest, dir/best).
+std::filesystem::path base_of(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_directory(path, ec) ? std::filesystem::path(path)
+                                                 : std::filesystem::path(path).parent_path();
+}
+
+// Rank 0's error on another rank, of the same kind: an IoError there stays one a restart may
+// cure (a config error is not restarted).
+[[noreturn]] void throw_of_kind(int kind, const std::string& message) {
+  switch (static_cast<ErrorKind>(kind)) {
+    case ErrorKind::kConfig: throw ConfigError(message);
+    case ErrorKind::kPlugin: throw PluginError(message);
+    case ErrorKind::kComm: throw CommError(message);
+    case ErrorKind::kIo: throw IoError(message);
+    case ErrorKind::kNumeric: throw NumericError(message);
+    default: throw InternalError(message);
+  }
 }
 
 }  // namespace
 
 std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
     const std::function<std::unique_ptr<CheckpointReader>()>& open, const std::string& asked,
-    Store& store, const std::string& key, int rank, std::chrono::milliseconds timeout) {
+    const std::string& path, Store& store, const std::string& key, int rank,
+    std::chrono::milliseconds timeout) {
+  auto publish = [&](const std::vector<std::string>& fields) {
+    const std::string text = pack(fields);
+    store.set(key, std::vector<uint8_t>(text.begin(), text.end()));
+  };
   if (rank == 0) {
     std::unique_ptr<CheckpointReader> reader;
     try {
       reader = open();
+    } catch (const Error& e) {
+      publish({"failed", std::to_string(static_cast<int>(e.kind())), e.what()});
+      throw;
     } catch (const std::exception& e) {
-      const std::string failed = std::string("failed\n") + e.what();
-      store.set(key, std::vector<uint8_t>(failed.begin(), failed.end()));
+      publish({"failed", std::to_string(static_cast<int>(ErrorKind::kInternal)), e.what()});
       throw;
     }
-    const std::string choice = choice_text(reader.get());
-    store.set(key, std::vector<uint8_t>(choice.begin(), choice.end()));
+    if (!reader) {
+      publish({"none"});
+      return reader;
+    }
+    const std::filesystem::path relative =
+        std::filesystem::path(reader->folder()).lexically_relative(base_of(path));
+    const bool under = !relative.empty() && *relative.begin() != "..";
+    publish({"open", std::to_string(reader->step()), reader->meta().trainer_state,
+             under ? relative.string() : "", reader->folder()});
     return reader;
   }
   const std::vector<uint8_t> value = store.get(key, timeout);
-  const std::string choice(value.begin(), value.end());
-  if (choice == "none") return nullptr;
+  const std::vector<std::string> choice = unpack(std::string(value.begin(), value.end()));
+  if (choice.at(0) == "none") return nullptr;
   const std::string who = "rank " + std::to_string(rank);
-  if (choice.rfind("failed\n", 0) == 0) {
-    throw ConfigError(who + ": rank 0 could not open the checkpoint for " + asked + ": " +
-                      choice.substr(7));
+  if (choice.at(0) == "failed") {
+    throw_of_kind(std::stoi(choice.at(1)), who + ": rank 0 could not open the checkpoint for " +
+                                               asked + ": " + choice.at(2));
   }
-  const size_t folder_end = choice.find('\n', 5);
-  const std::string folder = choice.substr(5, folder_end - 5);
+  const std::string& step = choice.at(1);
+  const std::string& state = choice.at(2);
+  const std::string& relative = choice.at(3);
+  const std::string& folder = choice.at(4);
+  // The same folder under this rank's own path first: one shared folder may be mounted at
+  // another path here (Python ranks pass their own).
+  std::vector<std::string> candidates;
+  if (!relative.empty()) candidates.push_back((base_of(path) / relative).lexically_normal());
+  if (candidates.empty() || candidates.front() != folder) candidates.push_back(folder);
   const std::string way_out =
       " for " + asked +
       ": every rank loads the folder rank 0 chose, so the checkpoints must be in one folder "
       "that every host sees alike (a shared file system, not node-local storage)";
-  std::error_code ec;
-  if (!std::filesystem::is_directory(folder, ec)) {
-    // An IoError: a file system's cache that does not show the folder yet is worth a restart.
-    throw IoError(who + " finds no folder " + folder + ", the checkpoint rank 0 loads" + way_out);
+  for (const std::string& candidate : candidates) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(candidate, ec)) continue;
+    auto reader = std::make_unique<CheckpointReader>(candidate);
+    if (std::to_string(reader->step()) != step || reader->meta().trainer_state != state) {
+      throw ConfigError(who + " finds another checkpoint at " + candidate + " than rank 0 at " +
+                        folder + " (another step or saved state: a copy of another run's)" +
+                        way_out);
+    }
+    return reader;
   }
-  auto reader = std::make_unique<CheckpointReader>(folder);
-  if (reader->meta().trainer_state != choice.substr(folder_end + 1)) {
-    throw ConfigError(who + " finds another checkpoint at " + folder + " than rank 0 (the same " +
-                      "name, another saved state: a copy of another run's)" + way_out);
-  }
-  return reader;
+  // An IoError: a file system's cache that does not show the folder yet is worth a restart.
+  throw IoError(who + " finds no folder " + candidates.front() + ", the checkpoint rank 0 loads" +
+                (candidates.size() > 1 ? " (at " + folder + " on rank 0)" : std::string()) +
+                way_out);
 }
 
 void check_same_model(const std::string& saved_toml, const std::string& now_toml,

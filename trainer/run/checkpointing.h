@@ -75,13 +75,16 @@ std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSetting
 // which the other ranks open by the folder rank 0 names. They do not resolve `latest` or `best`
 // themselves: one that found another folder there, or none (a node-local folder on a job across
 // hosts, a file system's stale cache), loaded other states than rank 0 and trained on from them.
-// `asked` names what the ranks were asked to load, in errors. Collective through `store`: rank 0
-// sets `key` (one per load). Throws on rank 0 what `open` throws, the others then ConfigError
-// saying so; on another rank, IoError where rank 0's folder is not there and ConfigError where
-// it holds another checkpoint.
+// `path`: the checkpoint path this rank was given (a folder of step folders, `latest`, `best` or
+// a step folder); another rank looks for rank 0's step folder under its own `path` first, then
+// at rank 0's path. `asked` names what the ranks were asked to load, in errors. Collective
+// through `store`: rank 0 sets `key` (one per load). Throws on rank 0 what `open` throws, the
+// others then an error of the same kind saying so; on another rank, IoError where rank 0's folder
+// is not there, ConfigError where it holds another checkpoint (step or saved state).
 std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
     const std::function<std::unique_ptr<CheckpointReader>()>& open, const std::string& asked,
-    Store& store, const std::string& key, int rank, std::chrono::milliseconds timeout);
+    const std::string& path, Store& store, const std::string& key, int rank,
+    std::chrono::milliseconds timeout);
 
 // Notes (one line each, "" when none) on what differs between the state a checkpoint was saved
 // with and the run resuming from it: the global batch, the data, the lr schedule. Resuming

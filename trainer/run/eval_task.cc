@@ -47,7 +47,8 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
   check_eval_inputs(job);
   const std::unique_ptr<CheckpointReader> opened = open_rank0_checkpoint(
       [&] { return std::make_unique<CheckpointReader>(resolve_checkpoint(checkpoint)); },
-      "trainer eval --checkpoint " + checkpoint, store, "eval/checkpoint", env.rank, timeout);
+      "trainer eval --checkpoint " + checkpoint, checkpoint, store, "eval/checkpoint", env.rank,
+      timeout);
   const CheckpointReader& reader = *opened;
   LoadedModel loaded = load_checkpointed_model(job, catalog, env, store, timeout, reader);
   const Composition& s = loaded.setup;

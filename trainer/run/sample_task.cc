@@ -358,8 +358,8 @@ int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, con
   const TextOf text_of(tokenizer, job.data.kind == "text");
   const std::unique_ptr<CheckpointReader> opened = open_rank0_checkpoint(
       [&] { return std::make_unique<CheckpointReader>(resolve_checkpoint(request.checkpoint)); },
-      "trainer sample --checkpoint " + request.checkpoint, store, "sample/checkpoint", env.rank,
-      timeout);
+      "trainer sample --checkpoint " + request.checkpoint, request.checkpoint, store,
+      "sample/checkpoint", env.rank, timeout);
   const CheckpointReader& reader = *opened;
   LoadedModel loaded = load_checkpointed_model(job, catalog, env, store, timeout, reader);
   // On stderr: stdout is the samples.

@@ -549,7 +549,8 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
     resume = open_rank0_checkpoint(
         [&] { return open_resume_checkpoint(settings, leader); },
         "checkpoint.resume = \"" + settings.resume + "\" (checkpoint.dir " + settings.dir + ")",
-        store, "train/resume_from", env.rank, timeout);
+        settings.resume == "auto" ? settings.dir : settings.resume, store, "train/resume_from",
+        env.rank, timeout);
   }
   if (resume && nothing_left(*resume, job.run.steps, leader)) return 0;
   TrainRun run{job, catalog, env, nullptr, nullptr, nullptr, nullptr, {}, {}};
