@@ -76,6 +76,17 @@ std::shared_ptr<JobConnection>& current_job() {
   return job;
 }
 
+// Collective: every rank learns whether any rank failed (`mine` on this one), so none goes on
+// alone into what follows, where its collectives would meet a failed rank's next ones. Rethrows
+// this rank's own failure; throws ConfigError(`elsewhere`) where only another rank's failed.
+void fail_together(Communicator& comm, const std::exception_ptr& mine,
+                   const std::string& elsewhere) {
+  at::Tensor failed = at::full({1}, mine ? 1.0 : 0.0, at::kFloat);
+  comm.all_reduce(failed, ReduceOp::kMax)->wait();
+  if (mine) std::rethrow_exception(mine);
+  if (failed.item<float>() > 0) throw ConfigError(elsewhere);
+}
+
 // The save folders this process's open engines hold (rank 0's CheckpointDirLock each).
 std::set<std::string>& held_save_folders() {
   static std::set<std::string> folders;
@@ -223,8 +234,8 @@ void ModuleEngine::share_buffers(const std::vector<at::Tensor>& buffers) {
 MemoryReport ModuleEngine::memory() const { return live().memory(); }
 EngineTimes ModuleEngine::times() const { return live().times(); }
 
-// Rank 0 takes the folder's lock; every rank learns whether it could (collective), so a refusal
-// fails the save on every rank instead of leaving the others waiting in it.
+// Rank 0 takes the folder's lock; a refusal fails the save on every rank (fail_together) instead
+// of leaving the others waiting in it.
 void ModuleEngine::take_dir_lock(const std::string& dir) {
   std::exception_ptr refusal;
   if (env_.rank == 0) {
@@ -250,13 +261,9 @@ void ModuleEngine::take_dir_lock(const std::string& dir) {
       refusal = std::current_exception();
     }
   }
-  at::Tensor refused = at::full({1}, refusal ? 1.0 : 0.0, at::kFloat);
-  setup_.comm->all_reduce(refused, ReduceOp::kMax)->wait();
-  if (refusal) std::rethrow_exception(refusal);
-  if (refused.item<float>() > 0) {
-    throw ConfigError("save_checkpoint: rank 0 cannot save into " + dir +
-                      " (its error says why); nothing was saved");
-  }
+  fail_together(*setup_.comm, refusal,
+                "save_checkpoint: rank 0 cannot save into " + dir +
+                    " (its error says why); nothing was saved");
 }
 
 std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample) {
@@ -298,8 +305,8 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
 std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_rng) {
   const std::string asked = "load_checkpoint(\"" + path + "\")";
   const std::string key = "load/" + std::to_string(loads_++);  // counted alike on every rank
-  // Every rank learns whether every rank could open rank 0's folder (collective): the ones that
-  // could went on into the load, whose collectives then met a failed rank's next ones.
+  // Every rank learns whether every rank could open rank 0's folder (fail_together): the ones
+  // that could went on into the load.
   std::unique_ptr<CheckpointReader> opened;
   std::exception_ptr failure;
   try {
@@ -309,13 +316,9 @@ std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_
   } catch (...) {  // whatever it is, every rank must reach the all_reduce below
     failure = std::current_exception();
   }
-  at::Tensor failed = at::full({1}, failure ? 1.0 : 0.0, at::kFloat);
-  setup_.comm->all_reduce(failed, ReduceOp::kMax)->wait();
-  if (failure) std::rethrow_exception(failure);
-  if (failed.item<float>() > 0) {
-    throw ConfigError(asked + ": another rank could not open the checkpoint rank 0 loads (its " +
-                      "error says why); nothing was loaded");
-  }
+  fail_together(*setup_.comm, failure,
+                asked + ": another rank could not open the checkpoint rank 0 loads (its error " +
+                    "says why); nothing was loaded");
   const CheckpointReader& reader = *opened;
   live().load_checkpoint(reader);
   steps_ = reader.step();
