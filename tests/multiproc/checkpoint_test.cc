@@ -376,6 +376,56 @@ TEST_CASE("resume: every rank loads the folder rank 0 chose, and a rank that can
   CHECK_FALSE(fs::exists(dir.file("second") + "/metrics.jsonl"));
 }
 
+TEST_CASE("resume: a rank that sees the checkpoints at a path of its own (its checkpoint.dir) "
+          "loads rank 0's step there, and the job goes on as an uninterrupted one") {
+  // Rank 1's mount namespace shows the checkpoint folder only at another path, as one shared
+  // file system mounted elsewhere on another host: the folder bound at `elsewhere`, then an
+  // empty tmpfs over checkpoint.dir. Rank 1 is given `elsewhere` as its checkpoint.dir, so it
+  // finds rank 0's step folder only under its own path.
+  if (run_command("unshare -m true").exit_code != 0) {
+    ZT_SKIP_UNLESS_CI(
+        "unshare -m (a mount namespace, for rank 1's own view of a folder) fails here");
+  }
+  TempDir dir;
+  const std::string ckpt = dir.file("checkpoints"), elsewhere = dir.file("mounted_elsewhere");
+  const std::string run = dir.file("run"), straight = dir.file("straight");
+  auto r = run_command(quiet_small_gpt_job(straight, "--set run.steps=4"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  r = run_command(quiet_small_gpt_job(
+      run, "--set run.steps=2 --set checkpoint.every_steps=2 --set checkpoint.dir=" + ckpt));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  fs::create_directories(elsewhere);
+  const int port = zt::pick_free_port("127.0.0.1");
+  auto rank = [&](int n, const std::string& folder) {
+    return "RANK=" + std::to_string(n) +
+           " WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+           std::to_string(port) + " " +
+           quiet_small_gpt_job(run,
+                               "--set run.steps=4 --set checkpoint.every_steps=2 "
+                               "--set launch.timeout_s=60 --resume auto --set checkpoint.dir=" +
+                                   folder);
+  };
+  zt::test::write_file(dir.file("rank1.sh"), "mount --bind " + ckpt + " " + elsewhere +
+                                                 " && mount -t tmpfs none " + ckpt +
+                                                 " && exec env " + rank(1, elsewhere));
+  zt::test::write_file(dir.file("two_hosts.sh"),
+                       rank(0, ckpt) + " > " + dir.file("rank0.log") + " 2>&1 &\nleader=$!\n" +
+                           "unshare -m bash " + dir.file("rank1.sh") +
+                           "\necho \"rank 1 exit $?\"\nwait $leader\necho \"rank 0 exit $?\"\n");
+  r = run_command("bash " + dir.file("two_hosts.sh"));
+  const std::string rank0 = zt::test::read_file(dir.file("rank0.log"));
+  INFO(r.output);
+  INFO(rank0);
+  CHECK(contains(r.output, "rank 1 exit 0"));
+  CHECK(contains(r.output, "rank 0 exit 0"));
+  CHECK(contains(rank0, "resumed from " + ckpt + "/step-00000002 at step 2"));
+  check_same_losses(straight, run, 4);
+  // Its step-4 save, rank 1's part written through its own path, is whole at rank 0's.
+  CHECK(zt::CheckpointReader(zt::latest_checkpoint(ckpt)).step() == 4);
+}
+
 TEST_CASE("restarts: a rank killed before the job's first save starts it again as it started, "
           "not from a checkpoint an earlier run left in the folder") {
   TempDir dir;
@@ -478,6 +528,29 @@ TEST_CASE("signals: SIGTERM to the launcher stops the ranks after a step with a 
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   check_same_losses(straight, stopped, steps);
+}
+
+TEST_CASE("signals: ranks whose launcher is killed end at once, saving nothing") {
+  // Their parent-death signal was SIGTERM, which a training rank takes for "save and stop after
+  // this step": they saved a checkpoint with no launcher to relay their output or restart them.
+  TempDir dir;
+  const std::string out = dir.file("run");
+  BackgroundJob job(quiet_small_gpt_job(out, "--set run.steps=100000"), dir.file("run.log"));
+  REQUIRE(wait_until([&] { return zt::test::losses_of(out + "/metrics.jsonl").size() >= 3; },
+                     std::chrono::seconds(60)));
+  const pid_t ranks[] = {job.rank_pid(0), job.rank_pid(1)};
+  REQUIRE(ranks[0] > 0);
+  REQUIRE(ranks[1] > 0);
+  REQUIRE(kill(job.pid(), SIGKILL) == 0);
+  CHECK(job.wait(std::chrono::seconds(10)) == 128 + SIGKILL);
+  // Gone, or a zombie its new parent has yet to reap.
+  const auto ended = [](pid_t pid) {
+    const std::string stat = zt::test::read_file("/proc/" + std::to_string(pid) + "/stat");
+    const size_t paren = stat.rfind(')');
+    return stat.empty() || (paren != std::string::npos && stat.compare(paren + 2, 1, "Z") == 0);
+  };
+  CHECK(wait_until([&] { return ended(ranks[0]) && ended(ranks[1]); }, std::chrono::seconds(10)));
+  CHECK_FALSE(fs::exists(fs::path(out) / "checkpoints" / "latest"));
 }
 
 TEST_CASE("signals: a run resumed from an older step saves its own state on a stop, whatever "

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 
 #include "comm_check_launch.h"
 
@@ -110,6 +111,36 @@ TEST_CASE("rendezvous where a rank never arrives says how many did") {
   INFO(r.output);
   CHECK(r.exit_code == 4);
   CHECK(contains(r.output, "1 of 3 ranks arrived"));
+}
+
+TEST_CASE("a rank of another Slurm job that reaches a job's store on a clashing port does not "
+          "count into its rendezvous") {
+  // Job 10001 and job 20001 derive one port (their ids end alike). Job 20001's rank 1 reaches
+  // job 10001's store first: it counted into the same key, so job 10001 saw 3 ranks arrive for
+  // 2 and failed, for another job's rank.
+  TempDir dir;
+  const int port = zt::pick_free_port("127.0.0.1");
+  const auto rank = [&](const std::string& job, int r, int timeout_ms) {
+    const std::string out = dir.file("job" + job);
+    std::filesystem::create_directories(out);
+    return "env SLURM_JOB_ID=" + job + " SLURM_STEP_ID=0 RANK=" + std::to_string(r) +
+           " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
+           " ZT_CHECK_OUT=" + out + " " + ZT_TEST_COMM_CHECK +
+           " --scenario rendezvous_only --timeout-ms " + std::to_string(timeout_ms);
+  };
+  zt::test::write_file(dir.file("clash.sh"),
+                       rank("10001", 0, 20000) + " > " + dir.file("a0.log") +
+                           " 2>&1 &\nfirst=$!\n" + rank("20001", 1, 3000) +
+                           "\necho \"job 20001 rank 1 exit $?\"\n" + rank("10001", 1, 20000) +
+                           "\necho \"job 10001 rank 1 exit $?\"\nwait $first\n"
+                           "echo \"job 10001 rank 0 exit $?\"\n");
+  const auto r = zt::test::run_command("bash " + dir.file("clash.sh"));
+  INFO(r.output);
+  INFO(zt::test::read_file(dir.file("a0.log")));
+  CHECK(contains(r.output, "job 20001 rank 1 exit 4"));
+  CHECK(contains(r.output, "1 of 2 ranks arrived"));
+  CHECK(contains(r.output, "job 10001 rank 1 exit 0"));
+  CHECK(contains(r.output, "job 10001 rank 0 exit 0"));
 }
 
 TEST_CASE("rank 0 leaving the moment its rendezvous returns leaves no rank on a closed store") {

@@ -197,10 +197,12 @@ TEST_CASE("under mpirun without MASTER_ADDR/PORT, mpirun's host and a port from 
   CHECK(env.source == "openmpi");
   CHECK(env.local_world == 2);
   CHECK(env.master_addr == "10.231.0.1");
-  CHECK(env.master_port == 16184);
+  // The job id is the family (0x6332) << 16: its own last digits would give every mpirun one of
+  // 625 ports.
+  CHECK(env.master_port == 20394);
   CHECK(env.derivation ==
         "MASTER_ADDR 10.231.0.1, mpirun's host (the first address of OMPI_MCA_orte_hnp_uri); "
-        "MASTER_PORT 16184 = 15000 + Open MPI job 1664221184 % 10000");
+        "MASTER_PORT 20394 = 15000 + Open MPI job family 25394 (job 1664221184 >> 16) % 10000");
   // Another rank, on the second host: its daemon is not mpirun, and it cannot tell where rank 0
   // is; it takes mpirun's host too.
   auto other = mpi;

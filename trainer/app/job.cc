@@ -244,6 +244,15 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   const bool training = args.command == Command::kRun;
   RankEnv env = discover_rank_env();
   const int nproc = job.engine.launch.nproc;
+  // A Slurm step of one task (`srun --pty bash`, salloc's shell, `srun -n 1 trainer`) is no job
+  // of ranks: a --nproc above 1 there asks zt's launcher for them, as in a batch script.
+  if (env.found && env.source == "slurm" && env.world == 1 && nproc > 1) {
+    std::fprintf(stderr,
+                 "zt: a Slurm step of one task (SLURM_NTASKS=1): zt's launcher starts the %d "
+                 "ranks of launch.nproc here\n",
+                 nproc);
+    env.found = false;
+  }
   if (!env.found && nproc == 1) restart_with_rank_env(argv);
   // Bad input to eval and sample fails here, once, before the ranks start (each rank checks it
   // again, as one that torchrun or srun started must; a single process is the rank itself).

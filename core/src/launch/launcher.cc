@@ -13,8 +13,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <thread>
 
 #include "launch/oom_witness.h"
 #include "launch/rank_forking.h"
@@ -42,6 +46,28 @@ pid_t wait_for(pid_t pid, int* status, int flags) {
     got = waitpid(pid, status, flags);
   } while (got < 0 && errno == EINTR);
   return got;
+}
+
+// How long a process that was sent SIGKILL may take to be reaped: one stuck in the kernel (an
+// NFS call, a driver's teardown) is then left, and said to have ended unseen.
+constexpr std::chrono::seconds kKilledEndLimit{10};
+
+// Waits for `pid` to end, up to `limit`: its pid once reaped (status in `status`), 0 when it still
+// runs, -1 when it is no child of this process.
+pid_t wait_within(pid_t pid, int* status, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    const pid_t got = wait_for(pid, status, WNOHANG);
+    if (got != 0 || std::chrono::steady_clock::now() >= end) return got;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+}
+
+// Reaps `pid`, which was sent SIGKILL; false when it did not end within kKilledEndLimit.
+bool reap_killed(pid_t pid, int* status = nullptr) {
+  return wait_within(pid, status, kKilledEndLimit) == pid;
 }
 
 std::string describe_status(int status) {
@@ -95,19 +121,28 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd,
   argv.push_back(nullptr);
 
   pid_t parent = getpid();
+  // Signals wait until the child has the default handlers: one that came between the fork and
+  // their reset would run the launcher's handler in the child, and be lost there.
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
   pid_t pid = fork();
+  if (pid != 0) pthread_sigmask(SIG_SETMASK, &before, nullptr);
   if (pid < 0) {
     throw IoError("launcher: cannot fork rank " + std::to_string(rank) + ": " + strerror(errno));
   }
   if (pid == 0) {
     // Only async-signal-safe calls from here to exec.
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    // SIGKILL, not SIGTERM: a training rank takes SIGTERM for "save and stop after this step",
+    // and one without its launcher would do that with no one relaying its output.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGUSR1, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);  // ignored by the launcher, and an ignored signal survives exec
-    if (dup2(stderr_fd, 2) < 0) _exit(127);  // every other pipe end closes on exec
+    sigprocmask(SIG_SETMASK, &before, nullptr);  // a pending one now acts as on any program
+    if (dup2(stderr_fd, 2) < 0) _exit(127);      // every other pipe end closes on exec
     for (int fd : inherited_fds) {
       if (fcntl(fd, F_SETFD, 0) != 0) _exit(127);
     }
@@ -180,6 +215,31 @@ void drain_forked_pids(int fd, std::vector<pid_t>& pids) {
   }
 }
 
+// This process's children that a forked start's first process made (their environment, copied
+// from that process's, holds `start`, its ZT_FORK_RANKS) and that are not in `reported`: ranks
+// orphaned to this subreaper when the first process was killed between a fork and writing the
+// pid. Each gets SIGKILL and is reaped.
+void kill_unreported_ranks(const std::string& start, const std::vector<pid_t>& reported) {
+  std::vector<pid_t> children;
+  std::error_code ec;
+  // An orphan's new parent is one of the subreaper's threads.
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream list(task.path() / "children");
+    for (pid_t pid; list >> pid;) children.push_back(pid);
+  }
+  for (const pid_t pid : children) {
+    if (std::find(reported.begin(), reported.end(), pid) != reported.end()) continue;
+    std::ifstream environ("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    bool made_by_start = false;
+    for (std::string var; std::getline(environ, var, '\0') && !made_by_start;) {
+      made_by_start = var == start;
+    }
+    if (!made_by_start) continue;
+    kill(pid, SIGKILL);
+    reap_killed(pid);
+  }
+}
+
 // Spawns the ranks, relays their stderr (rank_output.h) and watches them until all ended.
 class Supervisor {
  public:
@@ -203,7 +263,7 @@ class Supervisor {
     } catch (...) {
       stop_all(SIGKILL);
       for (int r = 0; r < spec_.nproc; ++r)
-        if (running_[r]) wait_for(pids_[r], nullptr, 0);
+        if (running_[r]) reap_killed(pids_[r]);
       throw;
     }
   }
@@ -223,6 +283,7 @@ class Supervisor {
       }
       if (settling_ && !stopping_ && now >= stop_at_) begin_stop("", result_.exit_code);
       if (stopping_ && now > kill_at_) stop_all(SIGKILL);
+      if (stopping_ && now > kill_at_ + kKilledEndLimit) leave_unkillable_ranks();
       out_.pump(5);
     }
     if (result_.failed_rank >= 0) name_first_failure();
@@ -291,11 +352,13 @@ class Supervisor {
     std::vector<int> inherited = write_ends;
     inherited.push_back(report[1]);
     pid_t first = -1;
+    const std::string start_value = fork_ranks_value(report[1], getpid(), write_ends);
+    const std::string first_env = std::string(kForkRanksVariable) + "=" + start_value;
     try {
       // Each rank writes its number over these zeros (rank_forking.h).
       const std::string placeholder(std::to_string(spec_.nproc - 1).size(), '0');
       first = spawn_rank(spec_, 0, port, write_ends[0],
-                         {{kForkRanksVariable, fork_ranks_value(report[1], getpid(), write_ends)},
+                         {{kForkRanksVariable, start_value},
                           {kRanksForkedVariable, "1"},
                           {"RANK", placeholder},
                           {"LOCAL_RANK", placeholder}},
@@ -315,13 +378,22 @@ class Supervisor {
     std::string problem = read_forked_pids(
         report[0], spec_.nproc, std::chrono::steady_clock::now() + kForkedStartLimit,
         [&interrupted] { return interrupted = g_forwarded_signal.load() != 0; }, pids);
-    if (static_cast<int>(pids.size()) < spec_.nproc) kill(first, SIGKILL);
+    const bool all_reported = static_cast<int>(pids.size()) >= spec_.nproc;
     int status = 0;
-    if (wait_for(first, &status, 0) != first) status = kUnseenEnd;
+    // Having reported every rank, the first process only exits; a minute past that it is stuck.
+    pid_t got = all_reported ? wait_within(first, &status, std::chrono::minutes(1)) : 0;
+    if (got == 0) {
+      kill(first, SIGKILL);
+      got = wait_within(first, &status, kKilledEndLimit);
+    }
+    if (got != first) status = kUnseenEnd;
     // Its children are this process's from here on.
     prctl(PR_SET_CHILD_SUBREAPER, was_subreaper);
     drain_forked_pids(report[0], pids);
     close(report[0]);
+    // Killed while it forked, the first process may have left a rank whose pid it never wrote:
+    // that one would run on unsupervised until its rendezvous timed out.
+    if (!all_reported) kill_unreported_ranks(first_env, pids);
     for (size_t r = 0; r < pids.size() && static_cast<int>(r) < spec_.nproc; ++r)
       supervise(static_cast<int>(r), pids[r]);
     if (interrupted) {
@@ -341,6 +413,24 @@ class Supervisor {
   void stop_all(int sig) {
     for (int r = 0; r < spec_.nproc; ++r)
       if (running_[r]) kill(pids_[r], sig);
+  }
+
+  // The ranks SIGKILL has not ended within kKilledEndLimit (stuck in the kernel: an NFS call, a
+  // driver's teardown): the launcher stops waiting for them, and says so.
+  void leave_unkillable_ranks() {
+    for (int r = 0; r < spec_.nproc; ++r) {
+      if (!running_[r]) continue;
+      running_[r] = false;
+      --alive_;
+      status_[r] = kUnseenEnd;
+      result_.rank_codes[r] = code_of(kUnseenEnd);
+      out_.finish(r);
+      const std::string line =
+          "zt: launcher: rank " + std::to_string(r) + " (pid " + std::to_string(pids_[r]) +
+          ") has not ended " + std::to_string(kKilledEndLimit.count()) +
+          " s after SIGKILL (stuck in the kernel?); no longer waiting for it\n";
+      (void)!write(2, line.data(), line.size());
+    }
   }
 
   void on_launcher_signal(int sig) {

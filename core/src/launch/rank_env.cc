@@ -113,11 +113,14 @@ void from_openmpi_job(const GetEnv& getenv, RankEnv& env) {
     }
   }
   if (env.master_port == 0) {
+    // ORTE's job id is its job family (a 16-bit hash of mpirun's node and pid) shifted up by
+    // 16 bits: its low bits are the same for every mpirun, so the family gives the port.
     const long long job = std::strtoll(uri.c_str(), nullptr, 10);
-    env.master_port = job_rendezvous_port(job);
+    env.master_port = job_rendezvous_port(job >> 16);
     env.derivation += std::string(env.derivation.empty() ? "" : "; ") + "MASTER_PORT " +
-                      std::to_string(env.master_port) + " = 15000 + Open MPI job " +
-                      std::to_string(job) + " % 10000";
+                      std::to_string(env.master_port) + " = 15000 + Open MPI job family " +
+                      std::to_string(job >> 16) + " (job " + std::to_string(job) +
+                      " >> 16) % 10000";
   }
 }
 

@@ -104,7 +104,7 @@ void become_rank(const ForkRequest& req, int rank, pid_t first) {
     }
     nanosleep(&pause, nullptr);
   }
-  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);           // as an exec'd rank's (launcher.cc)
   if (getppid() != req.launcher) _exit(127);  // the launcher is gone already
 }
 

@@ -67,6 +67,25 @@ std::string agent_store_prefix() {
   return "zt/torchelastic-" + std::string(restart ? restart : "0") + "/";
 }
 
+// The job a cluster's launcher started this rank in, as a prefix of the store's keys: Slurm's
+// job and step, or Open MPI's job. Two jobs whose derived ports clash on one host then meet in
+// one store without counting into each other's rendezvous: the job that came second fails (its
+// rank 0 cannot listen, its other ranks wait in vain), and the first trains on. "" outside
+// such a launcher (torchrun and zt's launcher pick their own ports).
+std::string cluster_job_prefix() {
+  const char* step = std::getenv("SLURM_STEP_ID");
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (step && *step && job && *job) {
+    return "zt/slurm-" + std::string(job) + "." + std::string(step) + "/";
+  }
+  const char* hnp = std::getenv("OMPI_MCA_orte_hnp_uri");  // "JOB.0;tcp://..."
+  if (hnp && *hnp) {
+    const std::string uri = hnp;
+    return "zt/ompi-" + uri.substr(0, uri.find(';')) + "/";
+  }
+  return "";
+}
+
 bool mentions(const std::string& text, const char* what) {
   return text.find(what) != std::string::npos;
 }
@@ -132,13 +151,14 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
   }
   if (hosts && is_loopback_host(addr)) keep_store_on_this_host(tcp->getPort());
   std::unique_ptr<Store> store = std::make_unique<TcpStore>(tcp);
-  if (!prefix.empty()) store = prefixed_store(std::move(store), prefix);
+  const std::string job_prefix = prefix + cluster_job_prefix();
+  if (!job_prefix.empty()) store = prefixed_store(std::move(store), job_prefix);
   // Arrival barrier: every rank counts itself in, then waits for the total.
   const int64_t arrived = count_in(*store, "zt/arrived", world, true, timeout);
   if (arrived > world) {
-    // More ranks than the job has counted in here: this store is another job's (a port that
-    // clashed: two Slurm jobs on one node whose ids differ by a multiple of 10000, or a fixed
-    // master_port), or an earlier attempt's. Joining it mixed the jobs.
+    // More ranks than the job has counted in here: this store is another job's that the
+    // cluster's job ids cannot tell apart (a fixed master_port shared outside Slurm and mpirun),
+    // or an earlier attempt's. Joining it mixed the jobs.
     throw CommError("rendezvous at " + where + ": " + std::to_string(arrived) +
                     " ranks counted in for a job of " + std::to_string(world) +
                     ": the store there is another job's or an earlier attempt's; pick another "

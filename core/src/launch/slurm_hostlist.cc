@@ -43,7 +43,9 @@ struct Parse {
       }
       const int64_t first = std::stoll(lo), last = std::stoll(hi);
       if (last < first) refuse("the range '" + range + "' descends");
-      if (static_cast<size_t>(last - first) >= limit) {
+      // The bracket's running total, not each range's: [0-999999,0-999999,...] would otherwise
+      // fill memory one range at a time.
+      if (static_cast<size_t>(last - first) >= limit - std::min(limit, out.size())) {
         refuse("it names more than " + std::to_string(limit) + " hosts");
       }
       for (int64_t n = first; n <= last; ++n) {

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <thread>
 
@@ -186,7 +187,14 @@ void dump_flight_record_on_sigusr2() {
     if (pipe(g_dump_pipe) != 0) return;
     std::thread([] {
       char byte = 0;
-      while (read(g_dump_pipe[0], &byte, 1) == 1) FlightRecorder::instance().dump_on_request();
+      for (;;) {
+        const ssize_t got = read(g_dump_pipe[0], &byte, 1);
+        // A stop signal (SIGTERM, SIGUSR1: no SA_RESTART) delivered to this thread cuts the read
+        // short; ending here would lose every later dump.
+        if (got < 0 && errno == EINTR) continue;
+        if (got != 1) break;
+        FlightRecorder::instance().dump_on_request();
+      }
     }).detach();
     struct sigaction sa {};
     sa.sa_handler = on_sigusr2;

@@ -25,7 +25,7 @@ ZT_API std::vector<std::string> expand_slurm_hostlist(const std::string& list,
                                                       size_t limit = size_t{1} << 20);
 
 // The rendezvous port of a launcher's job `job_id` (Slurm's SLURM_JOB_ID, Open MPI's job
-// number): 15000 plus its last four decimal digits, so the port is fixed for the job and its
+// family): 15000 plus its last four decimal digits, so the port is fixed for the job and its
 // requeues, below Linux's ephemeral range (32768 on), and two jobs sharing a host collide only
 // when their ids end alike (then set MASTER_PORT).
 ZT_API int job_rendezvous_port(int64_t job_id);
