@@ -41,7 +41,7 @@ BEGIN {
   for (i in a) pub[a[i]] = "util"
   split("codec communicator offload optimizer shard_strategy unit store plugin model_plugin " \
         "options work serial_executor tensor_checks comm_split param_init model_source " \
-        "plugin_loader",
+        "plugin_loader rank_agreement",
         a, " ")
   for (i in a) pub[a[i]] = "sdk"
   pub["config"] = "config"; pub["launcher"] = "launch"; pub["rendezvous"] = "launch"; pub["slurm_hostlist"] = "launch"

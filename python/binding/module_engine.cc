@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <set>
 
@@ -15,6 +16,7 @@
 #include "zt/error.h"
 #include "zt/host/checkpoint.h"
 #include "zt/host/compose.h"
+#include "zt/host/rank_agreement.h"
 
 namespace zt::python {
 
@@ -78,13 +80,13 @@ std::shared_ptr<JobConnection>& current_job() {
 
 // Collective: every rank learns whether any rank failed (`mine` on this one), so none goes on
 // alone into what follows, where its collectives would meet a failed rank's next ones. Rethrows
-// this rank's own failure; throws ConfigError(`elsewhere`) where only another rank's failed.
+// this rank's own failure; where only others failed, throws ConfigError(`elsewhere(rank)`), the
+// highest rank that failed named.
 void fail_together(Communicator& comm, const std::exception_ptr& mine,
-                   const std::string& elsewhere) {
-  at::Tensor failed = at::full({1}, mine ? 1.0 : 0.0, at::kFloat);
-  comm.all_reduce(failed, ReduceOp::kMax)->wait();
+                   const std::function<std::string(int rank)>& elsewhere) {
+  const int failed_rank = highest_failed_rank(comm, mine != nullptr);
   if (mine) std::rethrow_exception(mine);
-  if (failed.item<float>() > 0) throw ConfigError(elsewhere);
+  if (failed_rank >= 0) throw ConfigError(elsewhere(failed_rank));
 }
 
 // The save folders this process's open engines hold (rank 0's CheckpointDirLock each).
@@ -261,9 +263,10 @@ void ModuleEngine::take_dir_lock(const std::string& dir) {
       refusal = std::current_exception();
     }
   }
-  fail_together(*setup_.comm, refusal,
-                "save_checkpoint: rank 0 cannot save into " + dir +
-                    " (its error says why); nothing was saved");
+  fail_together(*setup_.comm, refusal, [&](int) {
+    return "save_checkpoint: rank 0 cannot save into " + dir +
+           " (its error says why); nothing was saved";
+  });
 }
 
 std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample) {
@@ -316,9 +319,10 @@ std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_
   } catch (...) {  // whatever it is, every rank must reach the all_reduce below
     failure = std::current_exception();
   }
-  fail_together(*setup_.comm, failure,
-                asked + ": another rank could not open the checkpoint rank 0 loads (its error " +
-                    "says why); nothing was loaded");
+  fail_together(*setup_.comm, failure, [&](int rank) {
+    return asked + ": rank " + std::to_string(rank) +
+           " could not open the checkpoint rank 0 loads (its error says why); nothing was loaded";
+  });
   const CheckpointReader& reader = *opened;
   live().load_checkpoint(reader);
   steps_ = reader.step();

@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iomanip>
 #include <sstream>
 
@@ -118,11 +120,14 @@ class FileTokens final : public DataSource {
  public:
   // `key` names the file's key in messages (data.path, data.val_path). `keep` picks the tokens
   // windows come from: the whole file, its first or its last `fraction` (data.val_fraction).
+  // `documents` finds a document start (a prepared file's index, nearest_document_start); empty
+  // where the file has no documents: the two parts then meet at a token.
   enum class Keep { kAll, kHead, kTail };
+  using DocumentStarts = std::function<int64_t(int64_t token, int64_t lo, int64_t hi)>;
   FileTokens(uint64_t seed, int64_t micro_batch, int64_t grad_accum, int64_t seq_len, int64_t vocab,
              const std::string& kind, const std::string& path, const std::string& key,
              const std::string& where, int element_size, Keep keep = Keep::kAll,
-             double fraction = 0)
+             double fraction = 0, const DocumentStarts& documents = {})
       : DataSource(seed, micro_batch, grad_accum),
         seq_len_(seq_len),
         vocab_(vocab),
@@ -138,14 +143,34 @@ class FileTokens final : public DataSource {
     }
     n_tokens_ = static_cast<int64_t>(file_.size()) / element_size_;
     // The held-out tail starts at a whole token; the head ends there, so no window of one
-    // reaches a token of the other.
-    const auto split = n_tokens_ -
-                       static_cast<int64_t>(std::floor(static_cast<double>(n_tokens_) * fraction));
+    // reaches a token of the other. Where the file has documents, it starts at a document's, so
+    // no document is trained on in part and validated on in part: the one nearest the share's
+    // token that leaves both parts a sample and holds out between half and 1.5 times the share.
+    int64_t split = n_tokens_ -
+                    static_cast<int64_t>(std::floor(static_cast<double>(n_tokens_) * fraction));
+    std::string split_note;
+    if (keep != Keep::kAll && documents) {
+      const int64_t least = seq_len_ + 1, reach = (n_tokens_ - split) / 2;
+      const int64_t start = documents(split, std::max(least, split - reach),
+                                      std::min(n_tokens_ - least, split + reach));
+      split_at_document_ = start >= 0;
+      if (start >= 0) split = start;
+      char share[64];
+      std::snprintf(
+          share, sizeof share, " (%.1f%% of the file)",
+          100.0 * static_cast<double>(n_tokens_ - split) / static_cast<double>(n_tokens_));
+      split_note = ", from token " + std::to_string(split) + share +
+                   (start >= 0 ? ", a document's start"
+                               : ", inside a document: no document start near the share's token "
+                                 "leaves both parts a sample");
+    }
+    split_ = keep == Keep::kAll ? -1 : split;
     end_ = keep == Keep::kHead ? split : n_tokens_;
     begin_ = keep == Keep::kTail ? split : 0;
-    const std::string part = keep == Keep::kAll    ? ""
-                             : keep == Keep::kHead ? " (the part before data.val_fraction's)"
-                                                   : " (data.val_fraction's held-out part)";
+    const std::string part = keep == Keep::kAll ? ""
+                             : keep == Keep::kHead
+                                 ? " (the part before data.val_fraction's" + split_note + ")"
+                                 : " (data.val_fraction's held-out part" + split_note + ")";
     if (end_ - begin_ < seq_len_ + 1) {
       throw ConfigError(
           what_ + part + " holds " + std::to_string(end_ - begin_) +
@@ -174,6 +199,12 @@ class FileTokens final : public DataSource {
 
   // The tokens windows come from.
   int64_t tokens() const { return end_ - begin_; }
+
+  std::string held_out_split() const override {
+    if (split_ < 0) return "";
+    return "token " + std::to_string(split_) + " of " + std::to_string(n_tokens_) +
+           (split_at_document_ ? ", a document's start" : "");
+  }
 
   std::string describe() const override {
     return what_ + ": " + std::to_string(end_ - begin_) + " tokens, " +
@@ -225,6 +256,8 @@ class FileTokens final : public DataSource {
   MappedFile file_;
   int64_t n_tokens_ = 0;
   int64_t begin_ = 0, end_ = 0;  // the tokens windows come from
+  int64_t split_ = -1;           // where the held-out tail starts; -1 without one
+  bool split_at_document_ = false;
 };
 
 // Mixed into a sample's key to pick its file of a blend, so the pick and the window within the
@@ -263,6 +296,15 @@ class BlendedTokens final : public DataSource {
     }
     if (count == 0) return parts_.front()->get_samples(first, 0);
     return {at::cat(inputs), at::cat(targets)};
+  }
+
+  std::string held_out_split() const override {
+    std::string splits;
+    for (const auto& p : parts_) {
+      const std::string one = p->held_out_split();
+      if (!one.empty()) splits += (splits.empty() ? "" : "; ") + one;
+    }
+    return splits;
   }
 
   std::string describe() const override {
@@ -334,15 +376,21 @@ namespace {
 // The prepared files' index headers (prepared_indexes: read once, checked to share a tokenizer).
 using Indexes = std::vector<std::pair<std::string, TokenIndex>>;
 
+// `path`'s index header, or null for a file without one.
+const TokenIndex* index_of(const Indexes& indexes, const std::string& path) {
+  const auto found = std::find_if(indexes.begin(), indexes.end(),
+                                  [&](const auto& entry) { return entry.first == path; });
+  return found == indexes.end() ? nullptr : &found->second;
+}
+
 // A prepared token file's index (trainer prepare-data wrote PREFIX.idx beside PREFIX.bin), checked
 // against the config: its tokenizer against data.tokenizer, its ids against model.vocab, its
 // width against data.token_dtype. Returns the element size to read the file with.
 int checked_element_size(const trainer::DataSettings& data, const Indexes& indexes,
                          const std::string& path, const std::string& key, const std::string& where,
                          int64_t model_vocab) {
-  const auto found = std::find_if(indexes.begin(), indexes.end(),
-                                  [&](const auto& entry) { return entry.first == path; });
-  if (found == indexes.end()) {  // a bare token file, or text
+  const TokenIndex* found = index_of(indexes, path);
+  if (!found) {  // a bare token file, or text
     // A uint32 file has an even size, and each of its ids read as two uint16 (its low half,
     // then 0 or 1) is below any vocabulary: nothing else would stop a training on garbage.
     if (data.kind == "tokens" && data.element_size == 2 && !data.token_dtype_set &&
@@ -356,7 +404,7 @@ int checked_element_size(const trainer::DataSettings& data, const Indexes& index
     }
     return data.element_size;
   }
-  const TokenIndex& index = found->second;
+  const TokenIndex& index = *found;
   const std::string index_path = index_path_for(path);
   const std::string made = path + " (" + key + ", " + where + ") was made with tokenizer '" +
                            index.tokenizer + "' (" + index_path + ")";
@@ -391,6 +439,18 @@ int checked_element_size(const trainer::DataSettings& data, const Indexes& index
   return index.element_size();
 }
 
+// Where `path`'s documents start (its index), or empty for a file without an index (text, a
+// bare token file).
+FileTokens::DocumentStarts document_starts(const Indexes& indexes, const std::string& path) {
+  const TokenIndex* index = index_of(indexes, path);
+  if (!index) return {};
+  const std::string index_path = index_path_for(path);
+  const TokenIndex header = *index;
+  return [index_path, header](int64_t token, int64_t lo, int64_t hi) {
+    return nearest_document_start(index_path, header, token, lo, hi);
+  };
+}
+
 // data.paths' files, each its own stream (its seed mixed with its place in the list), as one
 // blended source; `keep` as for a single file, applied to each.
 std::unique_ptr<DataSource> make_blend(const trainer::DataSettings& data, const ModelInputs& inputs,
@@ -402,7 +462,7 @@ std::unique_ptr<DataSource> make_blend(const trainer::DataSettings& data, const 
         mix64(data.seed ^ (kBlendSalt + i)), data.micro_batch, data.grad_accum, inputs.seq_len,
         inputs.vocab, data.kind, data.paths[i], key, data.paths_where,
         checked_element_size(data, indexes, data.paths[i], key, data.paths_where, inputs.vocab),
-        keep, data.val_fraction));
+        keep, data.val_fraction, document_starts(indexes, data.paths[i])));
   }
   return std::make_unique<BlendedTokens>(data.seed, data.micro_batch, data.grad_accum,
                                          std::move(parts), data.weights);
@@ -434,7 +494,8 @@ std::unique_ptr<DataSource> make_data(const trainer::DataSettings& data, const M
       data.seed, data.micro_batch, data.grad_accum, inputs.seq_len, inputs.vocab, data.kind,
       data.path, "data.path", data.path_where,
       checked_element_size(data, indexes, data.path, "data.path", data.path_where, inputs.vocab),
-      data.val_fraction > 0 ? FileTokens::Keep::kHead : FileTokens::Keep::kAll, data.val_fraction);
+      data.val_fraction > 0 ? FileTokens::Keep::kHead : FileTokens::Keep::kAll, data.val_fraction,
+      document_starts(indexes, data.path));
 }
 
 std::unique_ptr<DataSource> make_val_data(const trainer::DataSettings& data,
@@ -457,7 +518,8 @@ std::unique_ptr<DataSource> make_val_data(const trainer::DataSettings& data,
   return std::make_unique<FileTokens>(
       val.seed, micro_batch, 1, inputs.seq_len, inputs.vocab, data.kind, path, key, where,
       checked_element_size(data, indexes, path, key, where, inputs.vocab),
-      own_file ? FileTokens::Keep::kAll : FileTokens::Keep::kTail, data.val_fraction);
+      own_file ? FileTokens::Keep::kAll : FileTokens::Keep::kTail, data.val_fraction,
+      document_starts(indexes, path));
 }
 
 }  // namespace zt::data

@@ -51,6 +51,10 @@ class DataSource {
   int64_t samples_per_step(int world) const { return micro_batch_ * grad_accum_ * world; }
   // One line: kind, source, sizes.
   virtual std::string describe() const = 0;
+  // Where data.val_fraction's held-out part starts in each file ("token 802 of 1003, a
+  // document's start"; a blend's files joined by "; "), "" without one: what a checkpoint
+  // records, so a resume that trains on other windows says so.
+  virtual std::string held_out_split() const { return ""; }
 
   uint64_t seed() const { return seed_; }
   int64_t micro_batch() const { return micro_batch_; }
@@ -74,7 +78,10 @@ class DataSource {
 // not fit the config (too short, size not a whole number of tokens); a token id >= vocab raises
 // ConfigError when the window holding it is read. Every message names the file.
 // With data.val_fraction, file sources take windows only from the tokens before the held-out
-// tail, so no training sample reaches into it.
+// tail, so no training sample reaches into it. In a prepared file (its index lists where documents
+// start) the tail starts at the document start nearest the share's token that holds out between
+// half and 1.5 times the share and leaves both parts a sample, so no document is in both; where
+// none does, and in other files, at that token.
 std::unique_ptr<DataSource> make_data(const trainer::DataSettings& data, const ModelInputs& inputs,
                                       const std::string& model_kind);
 

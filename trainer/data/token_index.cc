@@ -2,6 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -108,6 +112,7 @@ TokenIndex read_token_index(const std::string& path, bool with_starts) {
   if (documents < 0 || documents > (int64_t{1} << 40)) {
     throw broken(std::to_string(documents) + " documents");
   }
+  index.starts_offset = 16 + static_cast<int64_t>(length) + (8 - length % 8) % 8;
   if (!with_starts) return index;
   index.document_starts.resize(static_cast<size_t>(documents) + 1);
   in.read(reinterpret_cast<char*>(index.document_starts.data()),
@@ -123,6 +128,45 @@ TokenIndex read_token_index(const std::string& path, bool with_starts) {
     throw broken("its document starts do not span its " + std::to_string(index.tokens) + " tokens");
   }
   return index;
+}
+
+int64_t nearest_document_start(const std::string& path, const TokenIndex& index, int64_t token,
+                               int64_t lo, int64_t hi) {
+  if (lo > hi) return -1;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw IoError("cannot read the token index '" + path + "': " + std::strerror(errno));
+  const auto start = [&](int64_t i) {  // entry i of the table
+    uint64_t value = 0;
+    const off_t at = static_cast<off_t>(index.starts_offset + i * 8);
+    if (::pread(fd, &value, 8, at) != 8) {
+      ::close(fd);
+      throw ConfigError("token index '" + path +
+                        "': cut short in its document starts; run "
+                        "trainer prepare-data again to rewrite it");
+    }
+    return static_cast<int64_t>(value);
+  };
+  // The first entry >= x: entries are sorted (prepare-data writes them in order).
+  const auto first_at_or_after = [&](int64_t x) {
+    int64_t a = 0, b = index.documents + 1;
+    while (a < b) {
+      const int64_t mid = a + (b - a) / 2;
+      if (start(mid) < x) a = mid + 1;
+      else b = mid;
+    }
+    return a;
+  };
+  int64_t best = -1;
+  const int64_t after = first_at_or_after(std::max(token, lo));
+  if (after <= index.documents && start(after) <= hi) best = start(after);
+  // The last entry <= min(token, hi): the one before the first entry above it.
+  const int64_t above = first_at_or_after(std::min(token, hi) + 1);
+  if (above > 0) {
+    const int64_t before = start(above - 1);
+    if (before >= lo && (best < 0 || token - before <= best - token)) best = before;
+  }
+  ::close(fd);
+  return best;
 }
 
 }  // namespace zt::data

@@ -30,6 +30,7 @@ struct TokenIndex {
   std::vector<std::string> sources;  // the inputs given to prepare-data
   int64_t documents = 0;
   std::vector<uint64_t> document_starts;  // documents + 1 entries, the last == tokens (if read)
+  int64_t starts_offset = 0;              // where document_starts begins in the index file
 
   int element_size() const { return dtype == "uint32" ? 4 : 2; }
 };
@@ -44,4 +45,10 @@ void write_token_index(const std::string& path, const TokenIndex& index);
 // millions of documents must not read megabytes each.
 TokenIndex read_token_index(const std::string& path, bool with_starts = true);
 
+// The document start of `path` (an index whose header `index` is) nearest `token` among those in
+// [lo, hi], the earlier on a tie; -1 where none is. A binary search that reads a few entries of
+// the table, not the table (a corpus of millions of documents).
+// Throws IoError when the file cannot be read, ConfigError naming it when it is cut short.
+int64_t nearest_document_start(const std::string& path, const TokenIndex& index, int64_t token,
+                               int64_t lo, int64_t hi);
 }  // namespace zt::data

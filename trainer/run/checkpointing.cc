@@ -71,7 +71,11 @@ std::string TrainerState::to_json() const {
   json j = {{"step", step},
             {"next_sample", next_sample},
             {"samples_per_step", samples_per_step},
-            {"data", {{"kind", data_kind}, {"path", data_path}, {"seed", data_seed}}},
+            {"data",
+             {{"kind", data_kind},
+              {"path", data_path},
+              {"seed", data_seed},
+              {"held_out_split", data_split}}},
             {"lr_schedule", schedule_json(schedule)},
             {"next_lr", next_lr},
             {"cpu_rng_state", rng_state},
@@ -89,6 +93,7 @@ TrainerState TrainerState::from_json(const std::string& text, const std::string&
     s.data_kind = j.at("data").at("kind").get<std::string>();
     s.data_path = j.at("data").at("path").get<std::string>();
     s.data_seed = j.at("data").at("seed").get<uint64_t>();
+    s.data_split = j.at("data").value("held_out_split", "");  // zt before 2026-12-04: none
     s.schedule = schedule_from_json(j.at("lr_schedule"));
     s.next_lr = j.at("next_lr").get<double>();
     s.rng_state = j.at("cpu_rng_state").get<std::string>();
@@ -329,6 +334,17 @@ std::string resume_differences(const TrainerState& saved, const TrainerState& no
       saved.data_seed != now.data_seed) {
     notes += "  note: the data differs from the checkpoint's (" + saved.data_kind + " " +
              saved.data_path + ", seed " + std::to_string(saved.data_seed) + ")\n";
+  }
+  // A checkpoint without a record split a prepared file at the share's token: only a split at a
+  // document's start can have moved since.
+  if (!now.data_split.empty() && saved.data_split != now.data_split &&
+      (!saved.data_split.empty() || now.data_split.find("document") != std::string::npos)) {
+    notes += "  note: data.val_fraction's held-out part starts at " + now.data_split + ", but " +
+             (saved.data_split.empty()
+                  ? std::string("this checkpoint's zt split the file at the share's token, not at "
+                                "a document's start")
+                  : "at " + saved.data_split + " when this checkpoint trained") +
+             ": the training windows and the held-out part moved\n";
   }
   if (!same_schedule(saved.schedule, now.schedule)) {
     notes += "  note: the lr schedule differs from the checkpoint's (" +

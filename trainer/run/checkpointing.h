@@ -28,6 +28,7 @@ struct TrainerState {
   int64_t samples_per_step = 0;  // the global batch
   std::string data_kind, data_path;
   uint64_t data_seed = 0;
+  std::string data_split;  // DataSource::held_out_split(): "" without data.val_fraction
   Schedule schedule;
   double next_lr = 0;     // the lr step + 1 trains with under `schedule`
   std::string rng_state;  // the default CPU generator's state, hex

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "zt/host/blas.h"
+#include "zt/host/rank_agreement.h"
 #include "zt/host/rendezvous.h"
 
 namespace zt::trainer {
@@ -96,11 +97,10 @@ PeakFlops peak_flops(Communicator& comm, at::ScalarType dtype) {
     const nlohmann::json j = read_cache(file);
     if (j.contains(key) && j[key].is_number()) cached = j[key].get<double>();
   }
-  at::Tensor missing = at::tensor({cached > 0 ? 0.0f : 1.0f});
-  comm.all_reduce(missing, ReduceOp::kMax)->wait();
+  const bool missing = max_over_ranks(comm, cached > 0 ? 0 : 1) > 0;
   const char* local_rank = std::getenv("LOCAL_RANK");
   const bool writes = !file.empty() && (!local_rank || std::atoi(local_rank) == 0);
-  if (missing.item<float>() == 0) return {cached, what + ", cached in " + file, file, key, writes};
+  if (!missing) return {cached, what + ", cached in " + file, file, key, writes};
   comm.barrier()->wait();
   const double measured = probe(dtype);
   if (writes) write_cache(file, key, measured);

@@ -4,11 +4,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <ATen/ATen.h>
-
 #include <atomic>
 
-#include "zt/work.h"
+#include "zt/host/rank_agreement.h"
 
 namespace zt::trainer {
 
@@ -42,9 +40,7 @@ void catch_stop_signals() {
 }
 
 int agreed_stop_signal(Communicator& comm) {
-  at::Tensor flag = at::full({1}, static_cast<float>(g_signal.load()), at::kFloat);
-  comm.all_reduce(flag, ReduceOp::kMax)->wait();
-  return static_cast<int>(flag.item<float>());
+  return static_cast<int>(max_over_ranks(comm, static_cast<float>(g_signal.load())));
 }
 
 }  // namespace zt::trainer

@@ -36,6 +36,7 @@
 #include "zt/host/blas.h"
 #include "zt/host/compose.h"
 #include "zt/host/flight_recorder.h"
+#include "zt/host/rank_agreement.h"
 #include "zt/host/trace.h"
 #include "zt/host_memory.h"
 
@@ -135,8 +136,11 @@ std::vector<RankMemory> all_ranks_memory(TrainRun& run) {
 
 // The trainer's state after `step` optimizer steps (run.next_sample already past them).
 TrainerState trainer_state(const TrainRun& run, int64_t step) {
-  return trainer_state_at(run.settings, run.env.world, step, run.setup.engine->optimizer_steps(),
-                          run.next_sample, run.schedule);
+  TrainerState state = trainer_state_at(run.settings, run.env.world, step,
+                                        run.setup.engine->optimizer_steps(), run.next_sample,
+                                        run.schedule);
+  if (run.data) state.data_split = run.data->held_out_split();
+  return state;
 }
 
 // "world 2, ZeRO stage 3, shard_bucket, optim_hybrid_adam, no offload, compute fp32"
@@ -213,7 +217,7 @@ void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSe
     checkpoints = own.get();
   }
   report_save(run, report, checkpoints->finish());
-  at::Tensor skip = at::zeros({1}, at::kFloat);
+  bool skip = false;
   if (run.env.rank == 0 && run.newest_saved_step >= 0) {
     // The folder's `latest` is not asked: it may be another run's (this one resumed from an
     // older step), whose checkpoint the next --resume auto would then take for this run's.
@@ -221,10 +225,9 @@ void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSe
                                               run.newest_saved_at;
     const bool saved_now = run.newest_saved_at != std::chrono::steady_clock::time_point{} &&
                            age.count() < settings.min_interval_s;
-    if (run.newest_saved_step == step || saved_now) skip.fill_(1);
+    skip = run.newest_saved_step == step || saved_now;
   }
-  run.setup.comm->all_reduce(skip, ReduceOp::kMax)->wait();
-  if (skip.item<float>() > 0) return;
+  if (max_over_ranks(*run.setup.comm, skip ? 1 : 0) > 0) return;
   const CheckpointMeta meta = checkpoint_meta(run, step);
   report_save(run, report, checkpoints->save(*run.setup.engine, step, meta));
   report_save(run, report, checkpoints->finish());

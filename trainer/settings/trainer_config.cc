@@ -85,7 +85,8 @@ SectionSpec data_section() {
                   "validation data ([eval]): a second file of the same kind as data.path"),
        opt_double("val_fraction", 0,
                   "validation data ([eval]): the last share of data.path's tokens, held out: "
-                  "no training sample reaches into it (0 = none; below 1)",
+                  "no training sample reaches into it; in a prepared file it starts at a "
+                  "document's start near the share's token (0 = none; below 1)",
                   0, 1)}};
 }
 
@@ -186,33 +187,32 @@ SectionSpec run_schedule_keys() {
 }
 
 // The rules across the trainer's keys.
-using Broken = std::vector<std::string>;
 
-std::string at(const Options& o, const std::string& key) { return o.where(key).str(); }
-
-void model_plugin_both_ways(const Config& config, Broken& broken) {
+void model_plugin_both_ways(const Config& config, ConfigBreaks& broken) {
   const Options& model = config.section("model");
   const Options& plugins = config.section("plugins");
   const bool plugin_model = model.get_string("kind") == "plugin";
   if (plugin_model == !plugins.get_string("model").empty()) return;
-  broken.push_back(
-      plugin_model ? at(model, "kind") +
-                         ": model.kind = \"plugin\" needs plugins.model = \"<id>\", the model "
-                         "plugin to train; `trainer plugins list` shows the installed ones"
-                   : at(plugins, "model") + ": plugins.model = \"" + plugins.get_string("model") +
-                         "\" needs model.kind = \"plugin\" (it is \"" + model.get_string("kind") +
-                         "\" at " + at(model, "kind") +
-                         "); set both, or remove plugins.model to train the built-in model");
+  broken.push_back(plugin_model
+                       ? key_at(model, "kind") +
+                             ": model.kind = \"plugin\" needs plugins.model = \"<id>\", the model "
+                             "plugin to train; `trainer plugins list` shows the installed ones"
+                       : key_at(plugins, "model") + ": plugins.model = \"" +
+                             plugins.get_string("model") +
+                             "\" needs model.kind = \"plugin\" (it is \"" +
+                             model.get_string("kind") + "\" at " + key_at(model, "kind") +
+                             "); set both, or remove plugins.model to train the built-in model");
 }
 
-void torchscript_needs_path(const Config& config, Broken& broken) {
+void torchscript_needs_path(const Config& config, ConfigBreaks& broken) {
   const Options& model = config.section("model");
   if (model.get_string("kind") != "torchscript" || !model.get_string("path").empty()) return;
-  broken.push_back(at(model, "kind") + ": model.kind = \"torchscript\" needs model.path, the file "
-                                       "torch.jit.script(module).save(path) wrote");
+  broken.push_back(key_at(model, "kind") +
+                   ": model.kind = \"torchscript\" needs model.path, the file "
+                   "torch.jit.script(module).save(path) wrote");
 }
 
-void trace_steps_are_a_range(const Config& config, Broken& broken) {
+void trace_steps_are_a_range(const Config& config, ConfigBreaks& broken) {
   const Options& trace = config.section("trace");
   const std::vector<double> steps = trace.get_double_list("steps");
   if (steps.empty()) return;
@@ -221,33 +221,33 @@ void trace_steps_are_a_range(const Config& config, Broken& broken) {
   // Whole numbers an int64 holds (1e300 was cast to one, which is undefined).
   constexpr double kLast = 9007199254740992.0;  // 2^53
   if (ints && steps[0] >= 1 && steps[1] >= steps[0] && steps[1] <= kLast) return;
-  broken.push_back(at(trace, "steps") +
+  broken.push_back(key_at(trace, "steps") +
                    ": trace.steps must be [first, last], whole steps with 1 <= first <= last "
                    "<= 2^53 (e.g. [3, 5]), or [] for the default");
 }
 
-void validation_data_fits(const Config& config, Broken& broken) {
+void validation_data_fits(const Config& config, ConfigBreaks& broken) {
   const Options& data = config.section("data");
   const bool synthetic = data.get_string("kind") == "synthetic";
   const bool path = !data.get_string("val_path").empty();
   const double fraction = data.get_double("val_fraction");
   if (fraction >= 1) {
-    broken.push_back(at(data, "val_fraction") +
+    broken.push_back(key_at(data, "val_fraction") +
                      ": data.val_fraction must be below 1 (it is the share of data.path held "
                      "out for validation; the rest trains)");
   }
   if (path && fraction > 0) {
-    broken.push_back(at(data, "val_fraction") + ": data.val_fraction and data.val_path (" +
-                     at(data, "val_path") + ") both name validation data; keep one");
+    broken.push_back(key_at(data, "val_fraction") + ": data.val_fraction and data.val_path (" +
+                     key_at(data, "val_path") + ") both name validation data; keep one");
   }
   if (synthetic && (path || fraction > 0)) {
-    broken.push_back(at(data, path ? "val_path" : "val_fraction") +
+    broken.push_back(key_at(data, path ? "val_path" : "val_fraction") +
                      ": synthetic data validates on a seeded stream of its own; remove data." +
                      (path ? "val_path" : "val_fraction"));
   }
   const Options& eval = config.section("eval");
   if (!synthetic && !path && fraction <= 0 && eval.get_int("every_steps") > 0) {
-    broken.push_back(at(eval, "every_steps") +
+    broken.push_back(key_at(eval, "every_steps") +
                      ": eval.every_steps needs validation data: data.val_path (a second file) "
                      "or data.val_fraction (a held-out share of data.path)");
   }
@@ -255,13 +255,14 @@ void validation_data_fits(const Config& config, Broken& broken) {
 
 // Every checkpoint must have a validation loss to rank, as Hugging Face's load_best_model_at_end
 // asks save_steps to be a multiple of eval_steps.
-void keep_best_has_losses(const Config& config, Broken& broken) {
+void keep_best_has_losses(const Config& config, ConfigBreaks& broken) {
   const Options& checkpoint = config.section("checkpoint");
   if (checkpoint.get_string("keep_best").empty()) return;
   const Options& eval = config.section("eval");
   const int64_t eval_every = eval.get_int("every_steps");
   const int64_t save_every = checkpoint.get_int("every_steps");
-  const std::string key = at(checkpoint, "keep_best") + ": checkpoint.keep_best = \"val_loss\" ";
+  const std::string key = key_at(checkpoint, "keep_best") +
+                          ": checkpoint.keep_best = \"val_loss\" ";
   if (eval_every <= 0) {
     broken.push_back(key + "ranks checkpoints by their validation loss, but eval.every_steps is " +
                      "0; set [eval] every_steps (and validation data: data.val_path or "
@@ -273,35 +274,36 @@ void keep_best_has_losses(const Config& config, Broken& broken) {
                      std::to_string(eval_every) + ")");
   } else if (save_every % eval_every != 0) {
     broken.push_back(key + "needs a validation loss at every checkpoint: checkpoint.every_steps (" +
-                     std::to_string(save_every) + ", " + at(checkpoint, "every_steps") +
+                     std::to_string(save_every) + ", " + key_at(checkpoint, "every_steps") +
                      ") must be a multiple of eval.every_steps (" + std::to_string(eval_every) +
-                     ", " + at(eval, "every_steps") + ")");
+                     ", " + key_at(eval, "every_steps") + ")");
   }
 }
 
-void file_data_needs_path(const Config& config, Broken& broken) {
+void file_data_needs_path(const Config& config, ConfigBreaks& broken) {
   const Options& data = config.section("data");
   const bool one = !data.get_string("path").empty();
   const std::vector<std::string>& blend = data.get_string_list("paths");
   const std::vector<double>& weights = data.get_double_list("weights");
   if (data.get_string("kind") == "synthetic") {
     if (!blend.empty()) {
-      broken.push_back(at(data, "paths") +
+      broken.push_back(key_at(data, "paths") +
                        ": data.paths blends files; synthetic data has none "
                        "(set data.kind = \"tokens\" or \"text\", or remove data.paths)");
     }
     return;
   }
   if (one && !blend.empty()) {
-    broken.push_back(at(data, "paths") + ": data.paths and data.path (" + at(data, "path") +
+    broken.push_back(key_at(data, "paths") + ": data.paths and data.path (" + key_at(data, "path") +
                      ") both name the training data; keep one (a blend of one file is data.path)");
   } else if (!one && blend.empty()) {
-    broken.push_back(at(data, "kind") + ": data.kind = \"" + data.get_string("kind") +
+    broken.push_back(key_at(data, "kind") + ": data.kind = \"" + data.get_string("kind") +
                      "\" needs data.path (or data.paths, a blend)");
   }
   if (!weights.empty() && weights.size() != blend.size()) {
-    broken.push_back(at(data, "weights") + ": data.weights has " + std::to_string(weights.size()) +
-                     " entries for the " + std::to_string(blend.size()) +
+    broken.push_back(key_at(data, "weights") + ": data.weights has " +
+                     std::to_string(weights.size()) + " entries for the " +
+                     std::to_string(blend.size()) +
                      " files of data.paths; give one per file, or "
                      "[] for shares by size");
   }
@@ -309,8 +311,8 @@ void file_data_needs_path(const Config& config, Broken& broken) {
                                     [](double w) { return w >= 0 && std::isfinite(w); }) &&
                         std::any_of(weights.begin(), weights.end(), [](double w) { return w > 0; });
   if (!weights.empty() && !positive) {
-    broken.push_back(at(data, "weights") + ": data.weights must be finite, none negative, and "
-                                           "some above 0");
+    broken.push_back(key_at(data, "weights") + ": data.weights must be finite, none negative, and "
+                                               "some above 0");
   }
 }
 

@@ -1,7 +1,8 @@
 // trainer prepare-data's pipeline on a small encoding written by the test: the token file is
 // each document's ids then <|endoftext|>, in input order, whatever the threads and unit size; the
 // index counts the documents; an interrupted run resumes to the same bytes; bad inputs are named
-// with their line; and the data source refuses a prepared file that disagrees with the config.
+// with their line; the data source refuses a prepared file that disagrees with the config; and
+// data.val_fraction holds out whole documents of a prepared file.
 #include <ATen/ATen.h>
 
 #include <doctest/doctest.h>
@@ -462,6 +463,97 @@ TEST_CASE("prepare-data: the data source reads a prepared file and refuses one t
   test::write_file(s.tokens_path, "abcd");
   CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"),
                        doctest::Contains("not from the same run of prepare-data"), ConfigError);
+}
+
+// A prepared file of documents whose ids tell them apart: document d (1, 2, ...) is `lengths[d-1]`
+// tokens of id d, then <|endoftext|> = 0, with the index prepare-data would write.
+std::string write_documents(const test::TempDir& dir, const std::string& name,
+                            const std::vector<int64_t>& lengths) {
+  std::vector<uint16_t> ids;
+  TokenIndex index;
+  index.tokenizer = index.tokenizer_source = "tiny";
+  index.fingerprint = "0123456789abcdef";
+  index.vocab = 64;
+  index.dtype = "uint16";
+  index.eot = 0;
+  index.documents = static_cast<int64_t>(lengths.size());
+  for (size_t d = 0; d < lengths.size(); ++d) {
+    index.document_starts.push_back(ids.size());
+    ids.insert(ids.end(), static_cast<size_t>(lengths[d]), static_cast<uint16_t>(d + 1));
+    ids.push_back(0);
+  }
+  index.document_starts.push_back(ids.size());
+  index.tokens = static_cast<int64_t>(ids.size());
+  const std::string path = (dir.path() / name).string();
+  test::write_file(path, std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 2));
+  write_token_index(index_path_for(path), index);
+  return path;
+}
+
+bool only(const at::Tensor& ids, std::initializer_list<int64_t> allowed) {
+  at::Tensor ok = at::zeros_like(ids, at::kBool);
+  for (const int64_t id : allowed) ok |= ids.eq(id);
+  return ok.all().item<bool>();
+}
+
+TEST_CASE("prepare-data: val_fraction holds out whole documents, from the start nearest its "
+          "share") {
+  test::TempDir dir;
+  // 1003 tokens: a quarter held out would start at token 753, inside document 2 (tokens 501 to
+  // 801); the nearest document start is document 3's, at 802 (501 is 252 tokens away).
+  trainer::DataSettings d = tokens_at(write_documents(dir, "three.bin", {500, 300, 200}));
+  d.val_fraction = 0.25;
+  const auto train = make_data(d, gpt_inputs(64), "gpt");
+  const auto val = make_val_data(d, gpt_inputs(64), "gpt", 4);
+  const Batch t = train->get_samples(0, 3000);
+  CHECK(only(t.input, {0, 1, 2}));
+  CHECK(only(t.target, {0, 1, 2}));
+  CHECK(t.target.eq(2).any().item<bool>());  // document 2 is trained on, all of it
+  const Batch v = val->get_samples(0, 1000);
+  CHECK(only(v.input, {0, 3}));
+  CHECK(only(v.target, {0, 3}));
+  CHECK(contains_text(val->describe(), "from token 802 (20.0% of the file), a document's start"));
+  CHECK(val->held_out_split() == "token 802 of 1003, a document's start");
+  CHECK(train->held_out_split() == val->held_out_split());
+  // The index's search itself: the nearest start within [lo, hi], the earlier on a tie.
+  const std::string idx = index_path_for(d.path);
+  const TokenIndex header = read_token_index(idx, /*with_starts=*/false);
+  CHECK(nearest_document_start(idx, header, 753, 0, 1003) == 802);
+  CHECK(nearest_document_start(idx, header, 651, 0, 1003) == 501);  // 150 before, 151 after
+  CHECK(nearest_document_start(idx, header, 753, 0, 790) == 501);
+  CHECK(nearest_document_start(idx, header, 753, 803, 1002) == -1);
+  CHECK(nearest_document_start(idx, header, 0, 0, 0) == 0);
+  CHECK(contains_text(val->describe(), ": 201 tokens"));
+  CHECK(contains_text(train->describe(), "the part before data.val_fraction's, from token 802"));
+
+  // The earlier start on a tie: tokens 0-9 and 10-19 are two documents of 9 + <|endoftext|>;
+  // the third starts at 20; 30 tokens with a share of 0.5 start the tail at 15, 5 from either.
+  d = tokens_at(write_documents(dir, "tie.bin", {9, 9, 9}));
+  d.val_fraction = 0.5;
+  CHECK(contains_text(make_val_data(d, gpt_inputs(64), "gpt", 1)->describe(), "from token 10 ("));
+
+  // One document: no start inside it, so the parts meet at the share's token, and say so.
+  d = tokens_at(write_documents(dir, "one.bin", {1000}));
+  d.val_fraction = 0.1;
+  const auto one = make_val_data(d, gpt_inputs(64), "gpt", 1);
+  CHECK(contains_text(one->describe(), "from token 901 (10.0% of the file), inside a document"));
+  CHECK(one->held_out_split() == "token 901 of 1001");
+  CHECK(only(one->get_samples(0, 200).input, {1}));
+
+  // A start further than half the share from its token is not taken: 1% of documents of 600 and
+  // 400 tokens (1002 with their ends) starts at 992; document 2's start (601) would hold out 40%.
+  d = tokens_at(write_documents(dir, "far.bin", {600, 400}));
+  d.val_fraction = 0.01;
+  CHECK(contains_text(make_val_data(d, gpt_inputs(64), "gpt", 1)->describe(),
+                      "from token 992 (1.0% of the file), inside a document"));
+  // Nor one that would leave the held-out part less than a sample (seq_len + 1 = 9 tokens): the
+  // share's own token split then holds too few, and says so, as before.
+  d = tokens_at(write_documents(dir, "short_tail.bin", {80, 10, 3}));
+  d.val_fraction = 0.05;
+  CHECK_THROWS_WITH_AS(
+      make_val_data(d, gpt_inputs(64), "gpt", 1),
+      doctest::Contains("held-out part, from token 92 (4.2% of the file), inside a document"),
+      ConfigError);
 }
 
 }  // namespace zt::data

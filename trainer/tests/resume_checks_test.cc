@@ -1,6 +1,6 @@
 // What a checkpoint's recorded config says about loading it into this job: model settings the
 // tensor shapes cannot tell apart are refused when they differ (they compute another function),
-// and a moved validation split is noted.
+// and a moved validation split is noted (data.val_fraction, and where the held-out part starts).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -41,4 +41,30 @@ TEST_CASE("a moved data.val_fraction is noted, and said to overlap when it grew"
         std::string::npos);
   CHECK(grew.find("validation now counts samples it trained on") != std::string::npos);
   CHECK(val_fraction_note(tenth, none).find("counts samples") == std::string::npos);
+}
+
+TEST_CASE("a held-out split that moved is noted; the state keeps it and reads one without it") {
+  using zt::trainer::resume_differences;
+  using zt::trainer::TrainerState;
+  TrainerState saved;
+  saved.data_split = "token 753 of 1003";
+  TrainerState now = saved;
+  CHECK(resume_differences(saved, now).empty());
+  now.data_split = "token 802 of 1003, a document's start";
+  const std::string moved = resume_differences(saved, now);
+  CHECK(moved.find("held-out part starts at token 802 of 1003, a document's start, but at "
+                   "token 753 of 1003 when this checkpoint trained") != std::string::npos);
+  // A checkpoint from before the split was recorded: only a document's start can have moved.
+  std::string old_json = saved.to_json();
+  const std::string field = "\"held_out_split\":\"token 753 of 1003\",";
+  REQUIRE(old_json.find(field) != std::string::npos);
+  old_json.erase(old_json.find(field), field.size());
+  const TrainerState unrecorded = TrainerState::from_json(old_json, "ck/step-4");
+  CHECK(unrecorded.data_split.empty());
+  CHECK(resume_differences(unrecorded, now).find("split the file at the share's token") !=
+        std::string::npos);
+  now.data_split = "token 901 of 1001";  // a text file: split at a token then and now
+  CHECK(resume_differences(unrecorded, now).empty());
+  // Saved and read back.
+  CHECK(TrainerState::from_json(saved.to_json(), "ck/step-4").data_split == saved.data_split);
 }

@@ -181,128 +181,127 @@ SectionSpec plugins_section() {
 }
 
 // The core's rules across keys (config_rules()), one function each.
-using Broken = std::vector<std::string>;
 
-std::string at(const Options& o, const std::string& key) { return o.where(key).str(); }
-
-void offload_param_needs_stage_3(const Config& config, Broken& broken) {
+void offload_param_needs_stage_3(const Config& config, ConfigBreaks& broken) {
   const Options& zero = config.section("zero");
   const Options& plugins = config.section("plugins");
   const int64_t stage = zero.get_int("stage");
   if (plugins.get_string("offload_param").empty() || stage == 3) return;
-  broken.push_back(at(plugins, "offload_param") + ": plugins.offload_param = \"" +
+  broken.push_back(key_at(plugins, "offload_param") + ": plugins.offload_param = \"" +
                    plugins.get_string("offload_param") + "\" needs zero.stage = 3 (stage is " +
-                   std::to_string(stage) + " at " + at(zero, "stage") +
+                   std::to_string(stage) + " at " + key_at(zero, "stage") +
                    "); parameters are only sharded, so only offloadable, in stage 3");
 }
 
-void offload_optimizer_needs_stage_1(const Config& config, Broken& broken) {
+void offload_optimizer_needs_stage_1(const Config& config, ConfigBreaks& broken) {
   const Options& zero = config.section("zero");
   const Options& plugins = config.section("plugins");
   if (plugins.get_string("offload_optimizer").empty() || zero.get_int("stage") >= 1) return;
-  broken.push_back(at(plugins, "offload_optimizer") +
+  broken.push_back(key_at(plugins, "offload_optimizer") +
                    ": plugins.offload_optimizer needs zero.stage >= 1 (stage is 0 at " +
-                   at(zero, "stage") + ")");
+                   key_at(zero, "stage") + ")");
 }
 
-void shard_groups_need_stage_1(const Config& config, Broken& broken) {
+void shard_groups_need_stage_1(const Config& config, ConfigBreaks& broken) {
   const Options& zero = config.section("zero");
   for (const char* key : {"mics_shard_size", "shard_group_size"}) {
     if (zero.get_int(key) < 0 || zero.get_int("stage") >= 1) continue;
-    broken.push_back(at(zero, key) + ": zero." + key + " = " + std::to_string(zero.get_int(key)) +
-                     " needs zero.stage >= 1 (stage is 0 at " + at(zero, "stage") +
+    broken.push_back(key_at(zero, key) + ": zero." + key + " = " +
+                     std::to_string(zero.get_int(key)) + " needs zero.stage >= 1 (stage is 0 at " +
+                     key_at(zero, "stage") +
                      "); stage 0 shards nothing, so there is no group to shard over");
   }
 }
 
-void shard_group_names_agree(const Config& config, Broken& broken) {
+void shard_group_names_agree(const Config& config, ConfigBreaks& broken) {
   const Options& zero = config.section("zero");
   if (!zero.is_set("mics_shard_size") || !zero.is_set("shard_group_size") ||
       zero.get_int("mics_shard_size") == zero.get_int("shard_group_size")) {
     return;
   }
   broken.push_back(
-      at(zero, "shard_group_size") +
+      key_at(zero, "shard_group_size") +
       ": zero.shard_group_size = " + std::to_string(zero.get_int("shard_group_size")) +
       " contradicts zero.mics_shard_size = " + std::to_string(zero.get_int("mics_shard_size")) +
-      " at " + at(zero, "mics_shard_size") + "; they name one setting, keep one of them");
+      " at " + key_at(zero, "mics_shard_size") + "; they name one setting, keep one of them");
 }
 
 // The loss scaler's bounds: a scale of 0 made every gradient 0/0 (every step skipped for good,
 // and its checkpoint refused as damaged); a backoff of 1 never backs off; a first scale outside
 // [min_scale, max_scale] contradicts them.
-void loss_scaler_bounds_agree(const Config& config, Broken& broken) {
+void loss_scaler_bounds_agree(const Config& config, ConfigBreaks& broken) {
   const Options& p = config.section("precision");
   const double min = p.get_double("min_scale"), max = p.get_double("max_scale"),
                first = p.get_double("initial_scale"), backoff = p.get_double("backoff_factor");
   if (!(min > 0)) {
-    broken.push_back(at(p, "min_scale") + ": precision.min_scale = " + std::to_string(min) +
+    broken.push_back(key_at(p, "min_scale") + ": precision.min_scale = " + std::to_string(min) +
                      " must be > 0 (a scale of 0 zeroes every gradient); e.g. 1");
   }
   if (!(backoff > 0 && backoff < 1)) {
-    broken.push_back(at(p, "backoff_factor") +
+    broken.push_back(key_at(p, "backoff_factor") +
                      ": precision.backoff_factor = " + std::to_string(backoff) +
                      " must be between 0 and 1, both excluded (the scale shrinks by it on an "
                      "overflow); e.g. 0.5");
   }
   if (min > max) {
-    broken.push_back(at(p, "min_scale") + ": precision.min_scale = " + std::to_string(min) +
+    broken.push_back(key_at(p, "min_scale") + ": precision.min_scale = " + std::to_string(min) +
                      " is above precision.max_scale = " + std::to_string(max) + " at " +
-                     at(p, "max_scale"));
+                     key_at(p, "max_scale"));
   } else if (first < min || first > max) {
-    broken.push_back(at(p, "initial_scale") + ": precision.initial_scale = " +
-                     std::to_string(first) + " is outside [min_scale, max_scale] = [" +
-                     std::to_string(min) + ", " + std::to_string(max) + "] (" + at(p, "min_scale") +
-                     ", " + at(p, "max_scale") + "); move one of them");
+    broken.push_back(key_at(p, "initial_scale") +
+                     ": precision.initial_scale = " + std::to_string(first) +
+                     " is outside [min_scale, max_scale] = [" + std::to_string(min) + ", " +
+                     std::to_string(max) + "] (" + key_at(p, "min_scale") + ", " +
+                     key_at(p, "max_scale") + "); move one of them");
   }
 }
 
-void training_needs_its_plugins(const Config& config, Broken& broken) {
+void training_needs_its_plugins(const Config& config, ConfigBreaks& broken) {
   const Options& plugins = config.section("plugins");
   const int64_t stage = config.section("zero").get_int("stage");
   if (config.section("run").get_string("task") != "train") return;
   if (plugins.get_string("optimizer").empty()) {
-    broken.push_back(at(plugins, "optimizer") +
+    broken.push_back(key_at(plugins, "optimizer") +
                      ": run.task = \"train\" needs plugins.optimizer (e.g. \"optim_hybrid_adam\")");
   }
   if (stage >= 1 && plugins.get_string("shard").empty()) {
-    broken.push_back(at(plugins, "shard") + ": zero.stage = " + std::to_string(stage) +
+    broken.push_back(key_at(plugins, "shard") + ": zero.stage = " + std::to_string(stage) +
                      " needs plugins.shard (\"shard_tensor\" or \"shard_bucket\")");
   }
 }
 
-void codecs_need_their_stage(const Config& config, Broken& broken) {
+void codecs_need_their_stage(const Config& config, ConfigBreaks& broken) {
   const Options& zero = config.section("zero");
   const Options& plugins = config.section("plugins");
   const int64_t stage = zero.get_int("stage");
   if (!plugins.get_string("codec_weights").empty() && stage != 3) {
-    broken.push_back(at(plugins, "codec_weights") +
+    broken.push_back(key_at(plugins, "codec_weights") +
                      ": plugins.codec_weights needs zero.stage = 3 " + "(stage is " +
-                     std::to_string(stage) + " at " + at(zero, "stage") +
+                     std::to_string(stage) + " at " + key_at(zero, "stage") +
                      "): only stage 3 gathers parameters to compute with; remove it or raise "
                      "the stage");
   }
   if (!plugins.get_string("codec_gradients").empty() && stage < 1) {
-    broken.push_back(at(plugins, "codec_gradients") +
+    broken.push_back(key_at(plugins, "codec_gradients") +
                      ": plugins.codec_gradients needs zero.stage >= 1 (stage is 0 at " +
-                     at(zero, "stage") +
+                     key_at(zero, "stage") +
                      "): stage 0 all-reduces gradients, which a codec does "
                      "not carry");
   }
   if (zero.get_bool("codec_error_feedback") && plugins.get_string("codec_gradients").empty()) {
-    broken.push_back(at(zero, "codec_error_feedback") +
+    broken.push_back(key_at(zero, "codec_error_feedback") +
                      ": zero.codec_error_feedback needs plugins.codec_gradients (the error it "
                      "feeds back is the gradient codec's)");
   }
 }
 
-void fp16_needs_cuda(const Config& config, Broken& broken) {
+void fp16_needs_cuda(const Config& config, ConfigBreaks& broken) {
   const Options& precision = config.section("precision");
   if (precision.get_string("compute") != "fp16" ||
       config.section("launch").get_string("device") != "cpu") {
     return;
   }
-  broken.push_back(at(precision, "compute") +
+  broken.push_back(key_at(precision, "compute") +
                    ": precision.compute = \"fp16\" needs launch.device = \"cuda\": LibTorch has "
                    "no fp16 matrix kernels on the CPU; use \"bf16\" there");
 }
@@ -331,6 +330,10 @@ std::vector<ConfigRule>& rules() {
 }  // namespace
 
 const std::vector<ConfigRule>& config_rules() { return rules(); }
+
+std::string key_at(const Options& section, const std::string& key) {
+  return section.where(key).str();
+}
 
 const std::vector<SectionSpec>& config_schema() { return schema(); }
 

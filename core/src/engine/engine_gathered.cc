@@ -10,6 +10,7 @@
 #include "engine/engine_accessors.h"
 #include "engine/engine_checkpoint.h"
 #include "zt/error.h"
+#include "zt/host/rank_agreement.h"
 
 namespace zt {
 
@@ -83,15 +84,14 @@ void run_agreed(EngineParts& e, const std::vector<int>& indices, int modifier,
     failure = std::current_exception();
   }
   if (modifier < 0) return;
-  at::Tensor failed = at::full({1}, failure ? e.comm.rank() + 1.0 : 0.0, at::kFloat);
+  int failed_rank = -1;
   try {
-    e.comm.all_reduce(failed, ReduceOp::kMax)->wait();
+    failed_rank = highest_failed_rank(e.comm, failure != nullptr);
   } catch (...) {
     if (failure) std::rethrow_exception(failure);
     throw;
   }
   if (failure) std::rethrow_exception(failure);
-  const int failed_rank = static_cast<int>(failed.item<float>()) - 1;
   if (failed_rank >= 0) {
     throw CommError("with_gathered_parameters: the function failed on rank " +
                     std::to_string(failed_rank) + " (its own error says why); nothing was " +

@@ -40,12 +40,16 @@ ZT_API const std::vector<SectionSpec>& config_schema();
 ZT_API const OptionSpec* config_option(const std::string& section, const std::string& key);
 
 // A rule across keys (offload_param needs stage 3, ...), checked once every section validated:
-// it appends one message per break to `broken`, each naming the keys with file:line:column and
-// the way out. Pure; never throws.
+// it appends one message per break to `broken`, each naming the keys with file:line:column
+// (key_at) and the way out. Pure; never throws.
+using ConfigBreaks = std::vector<std::string>;
 struct ConfigRule {
   std::string name;  // what it requires, for tests and readers
-  std::function<void(const Config&, std::vector<std::string>& broken)> check;
+  std::function<void(const Config&, ConfigBreaks& broken)> check;
 };
+// Where `key` of `section` was set, as a rule's message names it: "file:line:column", "--set"
+// or "default". Never throws.
+ZT_API std::string key_at(const Options& section, const std::string& key);
 // Every rule load_file()/load_string() checks, in order: the core's, then programs'. Never
 // throws.
 ZT_API const std::vector<ConfigRule>& config_rules();

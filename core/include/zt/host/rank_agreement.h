@@ -1,0 +1,22 @@
+// Agreements across the ranks of a job: one small all_reduce so that every rank takes the same
+// branch after it (stop at a signal, skip a save, give up where one rank failed), instead of some
+// ranks going on into collectives the others never reach.
+// Thread safety: collective calls; one thread per rank, in the same order on every rank.
+#pragma once
+
+#include "zt/api.h"
+
+namespace zt {
+
+class Communicator;
+
+// The largest of every rank's `value`. Values travel as fp32: flags, signal numbers and ranks
+// are exact (up to 2^24).
+// Throws what the communicator throws (CommError on a failed or timed-out all_reduce).
+ZT_API float max_over_ranks(Communicator& comm, float value);
+
+// The highest rank on which `failed` is true, or -1 where it is false on every rank.
+// Throws as max_over_ranks.
+ZT_API int highest_failed_rank(Communicator& comm, bool failed);
+
+}  // namespace zt
