@@ -82,6 +82,8 @@ bool is_jsonl(const std::string& path, std::string_view head) {
   const std::string ext = lower_extension(path);
   if (ext == ".jsonl" || ext == ".ndjson") return true;
   if (ext != ".json") return false;
+  const std::string_view bom = "\xEF\xBB\xBF";  // as JSON parsers, a UTF-8 byte order mark
+  if (head.substr(0, bom.size()) == bom) head.remove_prefix(bom.size());
   const size_t start = head.find_first_not_of(" \t\r\n");
   if (start == std::string_view::npos || head[start] != '{') return false;
   // A first line past 64 MiB is no record a corpus writes (a whole document as one line is).

@@ -14,6 +14,11 @@
 
 namespace zt::data {
 
+// Token files and indexes are little-endian, as nanoGPT's and Megatron's readers take them; this
+// code reads and writes them in the host's order.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "zt's token files need a little-endian host");
+
 namespace {
 
 constexpr char kMagic[8] = {'Z', 'T', 'T', 'O', 'K', 'I', 'D', 'X'};
@@ -57,6 +62,14 @@ void write_token_index(const std::string& path, const TokenIndex& index) {
     out.flush();
     if (!out) throw IoError("cannot write the token index '" + tmp + "'; is the disk full?");
   }
+  // On the disk before it takes its name: renamed first, a crash could leave an empty index.
+  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw IoError("cannot write the token index '" + tmp + "' to disk: " + why);
+  }
+  ::close(fd);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     throw IoError("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
   }
@@ -67,13 +80,18 @@ TokenIndex read_token_index(const std::string& path, bool with_starts) {
   if (!in) throw IoError("cannot read the token index '" + path + "': " + std::strerror(errno));
   const auto broken = [&](const std::string& why) {
     return ConfigError("token index '" + path + "': " + why +
-                       "; run trainer prepare-data again to rewrite it");
+                       "; run trainer prepare-data again with --overwrite to rewrite it");
   };
   char magic[8];
   uint32_t version = 0, length = 0;
   in.read(magic, 8);
+  const auto magic_bytes = static_cast<size_t>(in.gcount());
   in.read(reinterpret_cast<char*>(&version), 4);
   in.read(reinterpret_cast<char*>(&length), 4);
+  // Ours but cut short (a crash while it was written): not another tool's.
+  if (!in && std::memcmp(magic, kMagic, magic_bytes) == 0) {
+    throw broken("cut short in its first 16 bytes (a crash while it was written?)");
+  }
   if (!in || std::memcmp(magic, kMagic, 8) != 0) {
     // Another tool's index of the same name (Megatron writes PREFIX.bin + PREFIX.idx): the way
     // out keeps it.

@@ -303,6 +303,12 @@ TEST_CASE("prepare-data: a .json file of JSON Lines is JSONL; another .json is t
   const PrepareSummary loose = prepare_data(c.request("loose"), nullptr);
   CHECK(loose.progress.documents == jsonl.progress.documents);
   CHECK(test::read_file(loose.tokens_path) == test::read_file(jsonl.tokens_path));
+  // With a UTF-8 byte order mark first (as Windows tools write it), still JSON Lines.
+  test::write_file(c.dir.path() / "in/b.json",
+                   "\xEF\xBB\xBF" + test::read_file(c.dir.path() / "in/b.json"));
+  const PrepareSummary marked = prepare_data(c.request("marked"), nullptr);
+  CHECK(marked.progress.documents == jsonl.progress.documents);
+  CHECK(test::read_file(marked.tokens_path) == test::read_file(jsonl.tokens_path));
   // A .json that is one array is no JSON Lines: one document of text.
   test::write_file(c.dir.path() / "in/b.json", "[\"at\", \"the\"]\n");
   const PrepareSummary array = prepare_data(c.request("array"), nullptr);
@@ -460,6 +466,16 @@ TEST_CASE("prepare-data: the data source reads a prepared file and refuses one t
   CHECK_THROWS_WITH_AS(make_val_data(d, in, "gpt", 2), doctest::Contains("check data.val_path"),
                        IoError);
   d.val_path.clear();
+  // An index cut short while it was written (its first 16 bytes incomplete) is said to be one,
+  // not taken for another tool's.
+  const std::string whole_index = test::read_file(s.index_path);
+  for (const size_t kept : {size_t{0}, size_t{5}, size_t{12}}) {
+    CAPTURE(kept);
+    test::write_file(s.index_path, whole_index.substr(0, kept));
+    CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"),
+                         doctest::Contains("cut short in its first 16 bytes"), ConfigError);
+  }
+  test::write_file(s.index_path, whole_index);
   test::write_file(s.tokens_path, "abcd");
   CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"),
                        doctest::Contains("not from the same run of prepare-data"), ConfigError);
