@@ -123,10 +123,12 @@ TEST_CASE("a rank of another Slurm job that reaches a job's store on a clashing 
   const auto rank = [&](const std::string& job, int r, int timeout_ms) {
     const std::string out = dir.file("job" + job);
     std::filesystem::create_directories(out);
-    return "env SLURM_JOB_ID=" + job + " SLURM_STEP_ID=0 RANK=" + std::to_string(r) +
-           " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
-           " ZT_CHECK_OUT=" + out + " " + ZT_TEST_COMM_CHECK +
-           " --scenario rendezvous_only --timeout-ms " + std::to_string(timeout_ms);
+    // As srun gives its tasks (the port exported: both jobs' scripts export one).
+    return "env SLURM_JOB_ID=" + job + " SLURM_STEP_ID=0 SLURM_PROCID=" + std::to_string(r) +
+           " SLURM_NTASKS=2 SLURM_LOCALID=" + std::to_string(r) +
+           " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " ZT_CHECK_OUT=" + out +
+           " " + ZT_TEST_COMM_CHECK + " --scenario rendezvous_only --timeout-ms " +
+           std::to_string(timeout_ms);
   };
   zt::test::write_file(dir.file("clash.sh"),
                        rank("10001", 0, 20000) + " > " + dir.file("a0.log") +

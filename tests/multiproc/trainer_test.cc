@@ -52,19 +52,26 @@ TEST_CASE("--nproc 3 on the command line overrides the config") {
   CHECK(contains(r.output, "zt smoke: 3 rank(s)"));
 }
 
-TEST_CASE("--nproc 2 in a Slurm step of one task (srun --pty, salloc) starts 2 ranks") {
+TEST_CASE("--nproc 2 in a Slurm step of one task (srun --pty) starts 2 ranks, and the config's "
+          "launch.nproc alone does not") {
   // The environment srun gives its one task; before, the process took it for the whole job and
-  // trained alone as rank 0 of 1.
-  auto r = run_command(
+  // trained alone as rank 0 of 1, --nproc or not.
+  const std::string step =
       "env SLURM_JOB_ID=4242 SLURM_STEP_ID=0 SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 "
       "SLURM_NODEID=0 SLURM_STEP_NODELIST=localhost SLURM_STEP_TASKS_PER_NODE=1 " +
-      trainer() +
-      " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --nproc 2 --set run.steps=1");
+      trainer() + " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1";
+  auto r = run_command(step + " --nproc 2");
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "a Slurm step of one task (SLURM_NTASKS=1): zt's launcher starts the 2 "
                            "ranks"));
   CHECK(contains(r.output, "zt smoke: 2 rank(s) over comm_ucx"));
+  // smoke.toml's nproc = 2: one task per GPU (srun --ntasks=1 --gpus=1) stays one rank.
+  r = run_command(step);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(contains(r.output, "a Slurm step of one task"));
+  CHECK(contains(r.output, "zt smoke: 1 rank(s)"));
 }
 
 TEST_CASE("bad config input: one clear line per problem, exit code 2") {

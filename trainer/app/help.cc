@@ -39,7 +39,8 @@ const char* run_help() {
                [--deepspeed-lenient]] [--print-config]
 
 Trains the job FILE describes. Without a torchrun, mpirun or srun environment, --nproc N (or
-[launch] nproc) spawns N local ranks and supervises them; with one, this process is one rank.
+[launch] nproc) spawns N local ranks and supervises them; with one, this process is one rank
+(in a Slurm step of one task, --nproc N on the command line spawns N all the same).
   --set KEY=VALUE     overrides any key of FILE (TOML values: 3, true, "text", [1, 2])
   --nproc N           local ranks (launch.nproc)
   --plugin-dir DIR    searched for plugins first, then plugins.dirs, ZT_PLUGIN_PATH, zt's own

@@ -244,9 +244,10 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   const bool training = args.command == Command::kRun;
   RankEnv env = discover_rank_env();
   const int nproc = job.engine.launch.nproc;
-  // A Slurm step of one task (`srun --pty bash`, salloc's shell, `srun -n 1 trainer`) is no job
-  // of ranks: a --nproc above 1 there asks zt's launcher for them, as in a batch script.
-  if (env.found && env.source == "slurm" && env.world == 1 && nproc > 1) {
+  // A Slurm step of one task (`srun --pty bash`, `srun -n 1 trainer`) is no job of ranks: a
+  // --nproc above 1 on the command line there asks zt's launcher for them, as in a batch script.
+  // A config's launch.nproc does not: a GPU job of one task per GPU keeps its one rank.
+  if (env.found && env.source == "slurm" && env.world == 1 && args.nproc && *args.nproc > 1) {
     std::fprintf(stderr,
                  "zt: a Slurm step of one task (SLURM_NTASKS=1): zt's launcher starts the %d "
                  "ranks of launch.nproc here\n",

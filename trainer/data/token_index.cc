@@ -160,7 +160,7 @@ int64_t nearest_document_start(const std::string& path, const TokenIndex& index,
       ::close(fd);
       throw ConfigError("token index '" + path +
                         "': cut short in its document starts; run "
-                        "trainer prepare-data again to rewrite it");
+                        "trainer prepare-data again with --overwrite to rewrite it");
     }
     return static_cast<int64_t>(value);
   };

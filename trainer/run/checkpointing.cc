@@ -93,7 +93,8 @@ TrainerState TrainerState::from_json(const std::string& text, const std::string&
     s.data_kind = j.at("data").at("kind").get<std::string>();
     s.data_path = j.at("data").at("path").get<std::string>();
     s.data_seed = j.at("data").at("seed").get<uint64_t>();
-    s.data_split = j.at("data").value("held_out_split", "");  // zt before 2026-12-04: none
+    s.data_split_recorded = j.at("data").contains("held_out_split");  // zt before 2026-12-04: not
+    s.data_split = j.at("data").value("held_out_split", "");
     s.schedule = schedule_from_json(j.at("lr_schedule"));
     s.next_lr = j.at("next_lr").get<double>();
     s.rng_state = j.at("cpu_rng_state").get<std::string>();
@@ -323,6 +324,28 @@ std::string val_fraction_note(const std::string& saved_toml, const std::string& 
          "\n";
 }
 
+std::string held_out_split_note(const TrainerState& saved, const std::string& saved_toml,
+                                const std::string& now_split, const std::string& now_toml) {
+  const std::string share = resolved_config_value(saved_toml, "data", "val_fraction");
+  if (now_split.empty() || share.empty() ||
+      share != resolved_config_value(now_toml, "data", "val_fraction")) {
+    return "";  // no share now, or a share that moved: val_fraction_note's
+  }
+  std::string then;
+  // A recorded "" is a state without data of the trainer's (a Python engine's): nothing to compare.
+  if (saved.data_split_recorded && !saved.data_split.empty() && saved.data_split != now_split) {
+    then = "at " + saved.data_split + " when this checkpoint trained";
+  } else if (!saved.data_split_recorded &&
+             now_split.find("a document's start") != std::string::npos) {
+    // Its zt split a prepared file at the share's token: only a document's start moved since.
+    then = "this checkpoint's zt split the file at the share's token, not at a document's start";
+  } else {
+    return "";
+  }
+  return "  note: data.val_fraction's held-out part starts at " + now_split + ", but " + then +
+         ": the training windows and the held-out part moved\n";
+}
+
 std::string resume_differences(const TrainerState& saved, const TrainerState& now) {
   std::string notes;
   if (saved.samples_per_step != now.samples_per_step) {
@@ -334,17 +357,6 @@ std::string resume_differences(const TrainerState& saved, const TrainerState& no
       saved.data_seed != now.data_seed) {
     notes += "  note: the data differs from the checkpoint's (" + saved.data_kind + " " +
              saved.data_path + ", seed " + std::to_string(saved.data_seed) + ")\n";
-  }
-  // A checkpoint without a record split a prepared file at the share's token: only a split at a
-  // document's start can have moved since.
-  if (!now.data_split.empty() && saved.data_split != now.data_split &&
-      (!saved.data_split.empty() || now.data_split.find("document") != std::string::npos)) {
-    notes += "  note: data.val_fraction's held-out part starts at " + now.data_split + ", but " +
-             (saved.data_split.empty()
-                  ? std::string("this checkpoint's zt split the file at the share's token, not at "
-                                "a document's start")
-                  : "at " + saved.data_split + " when this checkpoint trained") +
-             ": the training windows and the held-out part moved\n";
   }
   if (!same_schedule(saved.schedule, now.schedule)) {
     notes += "  note: the lr schedule differs from the checkpoint's (" +

@@ -28,7 +28,8 @@ struct TrainerState {
   int64_t samples_per_step = 0;  // the global batch
   std::string data_kind, data_path;
   uint64_t data_seed = 0;
-  std::string data_split;  // DataSource::held_out_split(): "" without data.val_fraction
+  std::string data_split;           // DataSource::held_out_split(): "" without data.val_fraction
+  bool data_split_recorded = true;  // false: a checkpoint of a zt that did not record it
   Schedule schedule;
   double next_lr = 0;     // the lr step + 1 trains with under `schedule`
   std::string rng_state;  // the default CPU generator's state, hex
@@ -49,6 +50,14 @@ void check_same_model(const std::string& saved_toml, const std::string& now_toml
 // A note (one line, "" when none) when data.val_fraction differs: the training windows and the
 // held-out tail move, so a validation loss may count samples the checkpoint trained on.
 std::string val_fraction_note(const std::string& saved_toml, const std::string& now_toml);
+// A note (one line, "" when none) when data.val_fraction's share is the same as when the
+// checkpoint trained (`saved`, with its config `saved_toml`) but its held-out part starts
+// elsewhere than `now_split` (DataSource::held_out_split() of this job, config `now_toml`): the
+// training windows moved, and validation may count tokens the checkpoint trained on. A
+// checkpoint of a zt before 2026-12-04 records no split; its zt split a prepared file at the
+// share's token, so it is noted only when the part now starts at a document's start.
+std::string held_out_split_note(const TrainerState& saved, const std::string& saved_toml,
+                                const std::string& now_split, const std::string& now_toml);
 
 // The trainer's state after `step` optimizer steps of the job `job` on `world` ranks, `updates`
 // of them applied (skipped ones left out: the schedule counts those), its data at `next_sample`

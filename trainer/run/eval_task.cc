@@ -58,7 +58,13 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
                                job.eval, env.rank, env.world, s.options.compute_dtype,
                                reader.step());
   if (env.rank != 0) return 0;
-  std::fputs((val_fraction_note(reader.meta().config_toml, job.config_toml) +
+  const std::string& state = reader.meta().trainer_state;
+  const std::string split_note =
+      state.empty()
+          ? ""
+          : held_out_split_note(TrainerState::from_json(state, reader.folder()),
+                                reader.meta().config_toml, val->held_out_split(), job.config_toml);
+  std::fputs((val_fraction_note(reader.meta().config_toml, job.config_toml) + split_note +
               unsaved_buffers_note(loaded.model->shape))
                  .c_str(),
              stdout);

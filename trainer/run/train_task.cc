@@ -321,13 +321,16 @@ void resume_from(TrainRun& run, const CheckpointReader& reader) {
   run.newest_saved_step = reader.step();  // of unknown age: not "recent"
   run.next_sample = saved.next_sample;
   if (run.env.rank != 0) return;
-  std::printf("resumed from %s at step %lld (saved by: %s; loaded in %.3f s)\n%s%s",
-              reader.folder().c_str(), static_cast<long long>(reader.step()),
-              reader.meta().saved_by.c_str(), run.load_seconds,
-              resume_differences(saved, trainer_state(run, reader.step())).c_str(),
-              (val_fraction_note(reader.meta().config_toml, run.settings.config_toml) +
-               unsaved_buffers_note(run.model->shape))
-                  .c_str());
+  std::printf(
+      "resumed from %s at step %lld (saved by: %s; loaded in %.3f s)\n%s%s",
+      reader.folder().c_str(), static_cast<long long>(reader.step()),
+      reader.meta().saved_by.c_str(), run.load_seconds,
+      resume_differences(saved, trainer_state(run, reader.step())).c_str(),
+      (val_fraction_note(reader.meta().config_toml, run.settings.config_toml) +
+       held_out_split_note(saved, reader.meta().config_toml,
+                           run.data ? run.data->held_out_split() : "", run.settings.config_toml) +
+       unsaved_buffers_note(run.model->shape))
+          .c_str());
   std::fflush(stdout);
 }
 

@@ -43,28 +43,40 @@ TEST_CASE("a moved data.val_fraction is noted, and said to overlap when it grew"
   CHECK(val_fraction_note(tenth, none).find("counts samples") == std::string::npos);
 }
 
-TEST_CASE("a held-out split that moved is noted; the state keeps it and reads one without it") {
-  using zt::trainer::resume_differences;
+TEST_CASE("a held-out split that moved under the same share is noted, one never recorded only "
+          "where it now starts at a document") {
+  using zt::trainer::held_out_split_note;
   using zt::trainer::TrainerState;
+  const std::string none = model_toml(2, "relu");
+  std::string tenth = none;
+  tenth.replace(tenth.find("val_fraction = 0.0"), 18, "val_fraction = 0.1");
   TrainerState saved;
   saved.data_split = "token 753 of 1003";
-  TrainerState now = saved;
-  CHECK(resume_differences(saved, now).empty());
-  now.data_split = "token 802 of 1003, a document's start";
-  const std::string moved = resume_differences(saved, now);
+  const std::string document = "token 802 of 1003, a document's start";
+  CHECK(held_out_split_note(saved, tenth, saved.data_split, tenth).empty());
+  const std::string moved = held_out_split_note(saved, tenth, document, tenth);
   CHECK(moved.find("held-out part starts at token 802 of 1003, a document's start, but at "
                    "token 753 of 1003 when this checkpoint trained") != std::string::npos);
-  // A checkpoint from before the split was recorded: only a document's start can have moved.
+  // Another share is val_fraction_note's to say, and no share now says nothing.
+  CHECK(held_out_split_note(saved, none, document, tenth).empty());
+  CHECK(held_out_split_note(saved, tenth, "", tenth).empty());
+  // A checkpoint from before the split was recorded: its zt split at the share's token, so only
+  // a part that now starts at a document's start moved.
   std::string old_json = saved.to_json();
   const std::string field = "\"held_out_split\":\"token 753 of 1003\",";
   REQUIRE(old_json.find(field) != std::string::npos);
   old_json.erase(old_json.find(field), field.size());
   const TrainerState unrecorded = TrainerState::from_json(old_json, "ck/step-4");
-  CHECK(unrecorded.data_split.empty());
-  CHECK(resume_differences(unrecorded, now).find("split the file at the share's token") !=
-        std::string::npos);
-  now.data_split = "token 901 of 1001";  // a text file: split at a token then and now
-  CHECK(resume_differences(unrecorded, now).empty());
-  // Saved and read back.
+  CHECK_FALSE(unrecorded.data_split_recorded);
+  CHECK(held_out_split_note(unrecorded, tenth, document, tenth)
+            .find("split the file at the share's token") != std::string::npos);
+  CHECK(held_out_split_note(unrecorded, tenth, "token 901 of 1001", tenth).empty());  // text
+  // A recorded "" (trained without a share) is no old checkpoint: the share moved, which
+  // val_fraction_note says.
+  TrainerState without = saved;
+  without.data_split.clear();
+  const TrainerState read_back = TrainerState::from_json(without.to_json(), "ck/step-4");
+  CHECK(read_back.data_split_recorded);
+  CHECK(held_out_split_note(read_back, none, document, tenth).empty());
   CHECK(TrainerState::from_json(saved.to_json(), "ck/step-4").data_split == saved.data_split);
 }

@@ -18,7 +18,6 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <thread>
 
 #include "launch/oom_witness.h"
 #include "launch/rank_forking.h"
@@ -49,19 +48,23 @@ pid_t wait_for(pid_t pid, int* status, int flags) {
 }
 
 // How long a process that was sent SIGKILL may take to be reaped: one stuck in the kernel (an
-// NFS call, a driver's teardown) is then left, and said to have ended unseen.
-constexpr std::chrono::seconds kKilledEndLimit{10};
+// NFS call, a driver's teardown) is then left, and said to have ended unseen. A process with
+// much pinned or GPU memory may take tens of seconds to release it.
+constexpr std::chrono::seconds kKilledEndLimit{60};
 
 // Waits for `pid` to end, up to `limit`: its pid once reaped (status in `status`), 0 when it still
 // runs, -1 when it is no child of this process.
 pid_t wait_within(pid_t pid, int* status, std::chrono::milliseconds limit) {
   const auto end = std::chrono::steady_clock::now() + limit;
-  auto pause = std::chrono::milliseconds(1);
+  int pause_ms = 1;
   for (;;) {
     const pid_t got = wait_for(pid, status, WNOHANG);
     if (got != 0 || std::chrono::steady_clock::now() >= end) return got;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+    // poll, not sleep_for: a signal ends it and the loop looks again. sleep_for resumes its
+    // nanosleep after each one with the timer's slack added, so signals that keep coming (a
+    // scheduler's, a test's) kept it asleep for good.
+    ::poll(nullptr, 0, pause_ms);
+    pause_ms = std::min(pause_ms * 2, 20);
   }
 }
 

@@ -70,16 +70,19 @@ std::string agent_store_prefix() {
 // The job a cluster's launcher started this rank in, as a prefix of the store's keys: Slurm's
 // job and step, or Open MPI's job. Two jobs whose derived ports clash on one host then meet in
 // one store without counting into each other's rendezvous: the job that came second fails (its
-// rank 0 cannot listen, its other ranks wait in vain), and the first trains on. "" outside
-// such a launcher (torchrun and zt's launcher pick their own ports).
+// rank 0 cannot listen, its other ranks wait in vain), and the first trains on. "" under
+// torchrun and zt's launcher, which pick their own ports. Chosen by the launcher that gave this
+// rank its place (discover_rank_env), not by which variables are set: mpirun in an sbatch job
+// starts its ranks on other nodes from a Slurm step's daemon (SLURM_STEP_ID set there, not on
+// mpirun's node), so every rank must take Open MPI's job.
 std::string cluster_job_prefix() {
-  const char* step = std::getenv("SLURM_STEP_ID");
-  const char* job = std::getenv("SLURM_JOB_ID");
-  if (step && *step && job && *job) {
-    return "zt/slurm-" + std::string(job) + "." + std::string(step) + "/";
+  const RankEnv env = discover_rank_env();
+  if (env.source == "slurm") {  // a task srun started: SLURM_STEP_ID is set
+    const char* job = std::getenv("SLURM_JOB_ID");
+    return "zt/slurm-" + std::string(job ? job : "") + "." + std::getenv("SLURM_STEP_ID") + "/";
   }
   const char* hnp = std::getenv("OMPI_MCA_orte_hnp_uri");  // "JOB.0;tcp://..."
-  if (hnp && *hnp) {
+  if (env.source == "openmpi" && hnp) {
     const std::string uri = hnp;
     return "zt/ompi-" + uri.substr(0, uri.find(';')) + "/";
   }

@@ -5,7 +5,7 @@
 // Each rank's stderr comes through a pipe and is forwarded whole line by whole line, so ranks
 // failing together never print into each other's lines; the failed rank's last line (its error)
 // is kept in the result. Ranks are started with a parent-death signal (SIGKILL) so none outlives
-// the launcher. Every wait for a process is bounded: one that a SIGKILL does not end within 10 s
+// the launcher. Every wait for a process is bounded: one that a SIGKILL does not end within 60 s
 // (stuck in the kernel) is left and reported as ended unseen.
 // Thread safety: launch_local blocks the calling thread; call it from one thread at a time.
 #pragma once
