@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -127,4 +128,22 @@ TEST_CASE("a rank zt's launcher started hosts its store even with torchrun's age
   CHECK_NOTHROW(store = zt::rendezvous("127.0.0.1", port, 0, 1, std::chrono::seconds(5)));
   REQUIRE(store);
   CHECK(store->add("k", 2) == 2);
+}
+
+TEST_CASE("a picked store port lies below the ephemeral range, where no outgoing connection can "
+          "take it before rank 0 listens") {
+  int lowest_ephemeral = 32768, highest_ephemeral = 60999;
+  {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    range >> lowest_ephemeral >> highest_ephemeral;
+  }
+  if (lowest_ephemeral < 11000) {
+    ZT_SKIP("this host's ephemeral port range starts at " + std::to_string(lowest_ephemeral) +
+            ": too low for a range below it, so bind(0)'s port is used");
+  }
+  for (int i = 0; i < 20; ++i) {
+    const int port = zt::pick_free_port("127.0.0.1");
+    CHECK(port >= 10000);
+    CHECK(port < lowest_ephemeral);
+  }
 }

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <random>
 
 #include "launch/oom_witness.h"
 #include "launch/rank_forking.h"
@@ -581,17 +582,30 @@ class Supervisor {
 
 }  // namespace
 
-int pick_free_port(const std::string& addr) {
+namespace {
+
+// The first port of the kernel's ephemeral range (net.ipv4.ip_local_port_range), from which
+// connect() binds every outgoing socket; 32768, Linux's default, where it cannot be read.
+int ephemeral_range_start() {
+  std::ifstream f("/proc/sys/net/ipv4/ip_local_port_range");
+  int lo = 0, hi = 0;
+  if (f >> lo >> hi && lo > 1024) return lo;
+  return 32768;
+}
+
+// Binds a socket on addr:port (0: any) and returns the port bound, or 0 when it is taken.
+int try_bind_port(const std::string& addr, int port) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw IoError(std::string("cannot create a socket: ") + strerror(errno));
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
-  sa.sin_port = 0;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
   if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1)
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    int err = errno;
+    const int err = errno;
     close(fd);
+    if (err == EADDRINUSE || err == EACCES) return 0;
     throw IoError("cannot bind a socket on " + addr +
                   " to find a free port for the ranks' store: " + strerror(err) +
                   " (ranks started here meet at an address of this host: set " +
@@ -601,6 +615,28 @@ int pick_free_port(const std::string& addr) {
   getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
   close(fd);
   return ntohs(sa.sin_port);
+}
+
+}  // namespace
+
+int pick_free_port(const std::string& addr) {
+  // Below the ephemeral range: a port the kernel hands out for bind(0) is also where it binds
+  // outgoing connections, so between this check and rank 0's listen any connect() on the host
+  // (UCX's, another job's store client) could take it, and rank 0 failed with "port in use"
+  // under a parallel test run. Below the range only another listener can, and a random draw
+  // over ~20000 ports makes two zt starts meeting there unlikely.
+  constexpr int kLowest = 10000;
+  const int below = ephemeral_range_start();
+  if (below - kLowest >= 1000) {
+    std::mt19937 draw(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+    std::uniform_int_distribution<int> port_in(kLowest, below - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      if (int port = try_bind_port(addr, port_in(draw))) return port;
+    }
+  }
+  const int port = try_bind_port(addr, 0);
+  if (port == 0) throw IoError("cannot find a free port on " + addr + " for the ranks' store");
+  return port;
 }
 
 std::string self_executable() {

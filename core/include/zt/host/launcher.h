@@ -68,7 +68,9 @@ struct LaunchResult {
 // and a communication error (exit 4, ErrorKind::kComm: how a peer sees another rank go) only when
 // no rank exited with another error.
 ZT_API LaunchResult launch_local(const LaunchSpec& spec);
-// A TCP port on `addr` that is free right now (bind to port 0 and read it back).
+// A TCP port on `addr` that is free right now: drawn below the kernel's ephemeral range (where
+// outgoing connections cannot take it before rank 0 listens), bind(0)'s where that range starts
+// low.
 ZT_API int pick_free_port(const std::string& addr);
 // Path of the running executable (/proc/self/exe).
 ZT_API std::string self_executable();
