@@ -195,7 +195,7 @@ std::vector<Row> bench_size(const std::vector<Backend*>& backends, int64_t bytes
 
 std::vector<Row> run_collectives(const Plan& plan, const RankEnv& env) {
   std::unique_ptr<Store> store = rendezvous(env.master_addr, env.master_port, env.rank, env.world,
-                                            kTimeout);
+                                            kTimeout, env.cluster_job);
   UcxBackend ucx(make_comm_ucx(*store, env));
   GlooBackend gloo(make_gloo(*store, env), env.world);
   const std::vector<Backend*> backends{&ucx, &gloo};

@@ -81,12 +81,14 @@ std::shared_ptr<JobConnection>& current_job() {
 // Collective: every rank learns whether any rank failed (`mine` on this one), so none goes on
 // alone into what follows, where its collectives would meet a failed rank's next ones. Rethrows
 // this rank's own failure; where only others failed, throws ConfigError(`elsewhere(rank)`), the
-// highest rank that failed named.
+// highest rank that failed named (an IoError with `io`: what a retry may fix).
 void fail_together(Communicator& comm, const std::exception_ptr& mine,
-                   const std::function<std::string(int rank)>& elsewhere) {
+                   const std::function<std::string(int rank)>& elsewhere, bool io = false) {
   const int failed_rank = highest_failed_rank(comm, mine != nullptr);
   if (mine) std::rethrow_exception(mine);
-  if (failed_rank >= 0) throw ConfigError(elsewhere(failed_rank));
+  if (failed_rank < 0) return;
+  if (io) throw IoError(elsewhere(failed_rank));
+  throw ConfigError(elsewhere(failed_rank));
 }
 
 // The save folders this process's open engines hold (rank 0's CheckpointDirLock each).
@@ -256,6 +258,11 @@ void ModuleEngine::take_dir_lock(const std::string& dir) {
         throw;
       }
       held_folder_ = ec ? "" : folder;
+      // Under the lock, as the trainer does at its start: what saves killed or given up left
+      // here (temporary folders, a pending `latest`) goes before this engine saves.
+      trainer::CheckpointSettings here = job_.checkpoint;
+      here.dir = dir;
+      trainer::remove_stopped_saves(here);
     } catch (const ConfigError& e) {
       refusal = std::make_exception_ptr(
           ConfigError(std::string("save_checkpoint: ") + e.what() + "; nothing was saved"));
@@ -298,8 +305,23 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
                       dir + " given)");
   }
   CheckpointSaver& saver = *saver_;
-  saver.save(live(), steps_, meta);
-  saver.finish();
+  // Every rank learns whether the save failed anywhere (rank 0's publish, another rank's part):
+  // a rank that threw alone would meet the others' barrier with its next collective.
+  std::exception_ptr failure;
+  try {
+    saver.save(live(), steps_, meta);
+    saver.finish();
+  } catch (...) {  // whatever it is, every rank must reach the all_reduce below
+    failure = std::current_exception();
+  }
+  fail_together(
+      *setup_.comm, failure,
+      [&](int rank) {
+    return "save_checkpoint: rank " + std::to_string(rank) +
+           " could not save (its error says why); the previous checkpoint in " + dir +
+           " stays the latest";
+      },
+      /*io=*/true);
   // Rank 0 published it: no rank returns before the folder is there.
   setup_.comm->barrier()->wait();
   return latest_checkpoint(dir);

@@ -318,7 +318,7 @@ static int run_main(int argc, char** argv) {
   const int victim = std::stoi(args["victim"]);
   return zt::test::run_rank_check(env.rank, [&]() -> std::string {
     auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
-                                env.master_port, env.rank, env.world, timeout);
+                                env.master_port, env.rank, env.world, timeout, env.cluster_job);
     if (scenario == "rendezvous_only") {
       return std::string("OK");
     }

@@ -1067,7 +1067,7 @@ static int run_main(int argc, char** argv) {
       g_zero_init = a["zero_init"] == "true";
       if (!job_store) {
         job_store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
-                                   env.master_port, env.rank, env.world, kTimeout);
+                                   env.master_port, env.rank, env.world, kTimeout, env.cluster_job);
       }
       return run_check(a, env, nvme_dir,
                        zt::prefixed_store(job_store, "case" + std::to_string(i) + "/"));

@@ -856,6 +856,22 @@ TEST_CASE("codecs: a resume with error feedback continues bit for bit (residuals
   }
 }
 
+TEST_CASE("codecs: residuals saved under another gradient_predivide_factor are rescaled on a "
+          "resume") {
+  // Residuals are in the units of the gradients the codec saw: divided by the predivide factor
+  // (and times the loss scale). Halving every gradient by a factor of 2 is exact, so a run
+  // resumed with factor 2 from a checkpoint saved with factor 1 goes on bit for bit as the
+  // uninterrupted run with factor 1 (world 2: the averaging's own division, 2 / factor, stays a
+  // power of two) only if its residuals are halved too.
+  zt::test::TempDir dir;
+  const std::vector<std::string> args{
+      "--stage", "2",       "--shard", "shard_tensor", "--codec_gradients", "4", "--error_feedback",
+      "true",    "--steps", "5",       "--ckpt_dir",   dir.file("ckpt")};
+  expect_ok(run_engine(2, with(args, {"--save_at", "2", "--record", dir.file("run")})));
+  expect_ok(run_engine(2, with(args, {"--load", "true", "--saved_world", "2", "--predivide", "2",
+                                      "--compare", dir.file("run")})));
+}
+
 TEST_CASE("codecs with MiCS groups and a two-level gather match the coded reference") {
   // World 4: MiCS groups of 2 (the gradient codec codes the reduce-scatter in a group and the
   // all-reduce across the groups, in two coded hops), groups of 1 (only across), and a

@@ -336,7 +336,7 @@ void check_step(zt::Engine& engine, zt::models::Model& mine, Reference& ref, con
 std::string run_check(Args& a, const zt::RankEnv& env, const std::string& out_dir) {
   const auto timeout = std::chrono::milliseconds(60000);
   auto store = zt::rendezvous(env.master_addr.empty() ? "127.0.0.1" : env.master_addr,
-                              env.master_port, env.rank, env.world, timeout);
+                              env.master_port, env.rank, env.world, timeout, env.cluster_job);
   const zt::Config config = check_config(a, out_dir);
   const zt::trainer::JobSettings job = zt::trainer::JobSettings::of(config);
   const zt::models::ModelShape shape = zt::models::resolve_model_shape(job.model, config.catalog());

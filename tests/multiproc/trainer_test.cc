@@ -142,6 +142,41 @@ TEST_CASE("a rank of the trainer that cannot rendezvous exits 4 naming rank 0's 
                  "zt: [rank 1] comm error: rendezvous: rank 1 cannot reach rank 0 at 127.0.0.1:1"));
 }
 
+TEST_CASE("ranks that disagree on their hosts' layout are refused before a codec placed by host "
+          "issues a collective") {
+  // Each rank reads its ranks per host from its own launcher's variables; with a codec limited
+  // to links across hosts, ranks that read different layouts chose different collectives.
+  TempDir dir;
+  const std::string job = zt::test::quiet_small_gpt_job(
+      dir.file("run"),
+      "--set zero.codec_scope='\"across_hosts\"' --set plugins.codec_weights='\"codec_blockq\"' "
+      "--set launch.timeout_s=60");
+  struct Layout {
+    std::string rank0, rank1, refusal;  // LOCAL_RANK and LOCAL_WORLD_SIZE of each
+  };
+  const std::vector<Layout> layouts{
+      {"LOCAL_RANK=0 LOCAL_WORLD_SIZE=1", "LOCAL_RANK=1 LOCAL_WORLD_SIZE=2",
+       "but the launcher gave hosts different numbers of ranks (1 to 2"},
+      {"LOCAL_RANK=1 LOCAL_WORLD_SIZE=2", "LOCAL_RANK=0 LOCAL_WORLD_SIZE=2",
+       "but rank 1 is not at its place on its host"}};
+  for (const Layout& layout : layouts) {
+    CAPTURE(layout.refusal);
+    const std::string meet = " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                             std::to_string(zt::pick_free_port("127.0.0.1")) + " ";
+    write_file(dir.file("two_ranks.sh"),
+               "RANK=0 " + layout.rank0 + meet + job + " > " + dir.file("rank0.log") +
+                   " 2>&1 &\nleader=$!\nRANK=1 " + layout.rank1 + meet + job +
+                   "\necho \"rank 1 exit $?\"\nwait $leader\necho \"rank 0 exit $?\"\n");
+    const auto r = run_command("bash " + dir.file("two_ranks.sh"));
+    const std::string rank0 = zt::test::read_file(dir.file("rank0.log"));
+    INFO(r.output);
+    INFO(rank0);
+    CHECK(contains(r.output, "rank 1 exit 2"));
+    CHECK(contains(r.output, "rank 0 exit 2"));
+    CHECK(contains(r.output + rank0, layout.refusal));
+  }
+}
+
 TEST_CASE("killing one rank of `trainer --nproc 2` stops the job and names the rank and signal") {
   // A long smoke job; the test kills its rank 1 from outside, as a person or a scheduler would
   // (the OOM killer's kills are named as such: host_faults_test.cc; this one must not be). The

@@ -229,7 +229,14 @@ def main():
             assert "another engine of this process, still open" in str(e), str(e)
         second.close()
         shutil.rmtree(saved)
+        # What a save killed or given up left (its temporary folder) goes when an engine first
+        # saves there, as at the trainer's start.
+        leftover = saved / ".tmp-step-00000009-killed-job"
+        leftover.mkdir(parents=True)
+        (leftover / "rank-00001-of-00002.safetensors").write_bytes(b"partial")
         engine.save_checkpoint(saved, next_sample=1000)
+        if leftover.exists():
+            return "a save left the temporary folder of an earlier, killed save"
         failure = failed_backward(engine, model)
         if failure:
             return failure

@@ -211,9 +211,8 @@ TEST_CASE("checkpoint: a rank whose save fails makes rank 0 fail at once, naming
     // Long enough that waiting for it would exceed the test's own time limit.
     options.timeout = std::chrono::minutes(5);
     auto stores = zt::test::make_stores(world);
-    // Rank 2 fails once rank 1's part is written: rank 0 then removes the temporary folder with
-    // nobody still writing into it (a straggler racing that removal fails or leaves the folder
-    // for the next start, which is also fine but not what this test looks at).
+    // Rank 2 fails once rank 1's part is written (rank 0 giving a save up while others still
+    // write is the next test's).
     std::atomic<bool> rank1_done{false};
     auto errors = zt::test::run_ranks(world, [&](int r) {
       zt::CheckpointSaver saver(options, *stores[r], r, world);
@@ -239,6 +238,77 @@ TEST_CASE("checkpoint: a rank whose save fails makes rank 0 fail at once, naming
     CHECK(zt::latest_checkpoint(dir.path().string()) == (dir.path() / "step-00000001").string());
     CHECK(!fs::exists(dir.path() / "step-00000002"));
     CHECK(zt::remove_incomplete_checkpoints(dir.path().string()).empty());  // rank 0 removed it
+  }
+}
+
+namespace {
+
+// A real store that counts the calls made through it.
+class CountingStore : public zt::Store {
+ public:
+  explicit CountingStore(zt::Store& inner) : inner_(inner) {}
+  void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    ++calls;
+    inner_.set(key, value);
+  }
+  std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    ++calls;
+    return inner_.get(key, timeout);
+  }
+  int64_t add(const std::string& key, int64_t delta) override {
+    ++calls;
+    return inner_.add(key, delta);
+  }
+  std::atomic<int> calls{0};
+
+ private:
+  zt::Store& inner_;
+};
+
+}  // namespace
+
+TEST_CASE("checkpoint: rank 0 giving a save up removes its folder after the other ranks wrote "
+          "into it, leaving nothing behind") {
+  // Rank 0's own part fails before it asks the Store anything; ranks 1 and 2 start their save
+  // only once it has either asked (the fix: it waits for their reports before it removes the
+  // folder) or thrown (before: its removal came first, and they made the folder again and left
+  // their files in it).
+  for (bool async : {true, false}) {
+    CAPTURE(async);
+    zt::test::TempDir dir;
+    const int world = 3;
+    auto options = zt::test::options_for(dir.path(), async);
+    zt::test::save_steps(options, world, {1});
+    auto stores = zt::test::make_stores(world);
+    CountingStore rank0_store(*stores[0]);
+    std::atomic<bool> rank0_threw{false};
+    auto errors = zt::test::run_ranks(world, [&](int r) {
+      zt::CheckpointSaver saver(options, r == 0 ? rank0_store : *stores[r], r, world);
+      auto fill = zt::test::model_fill(r, world, 2);
+      if (r == 0) {
+        fill = [](zt::CheckpointRankWriter&) { throw zt::IoError("disk of rank 0 caught fire"); };
+        try {
+          zt::CheckpointSaverAccess::save(saver, fill, 2, zt::test::model_meta(2));
+        } catch (...) {
+          rank0_threw = true;
+          throw;
+        }
+        return;
+      }
+      for (int i = 0; i < 3000 && !rank0_threw && rank0_store.calls == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      zt::CheckpointSaverAccess::save(saver, fill, 2, zt::test::model_meta(2));
+      saver.finish();
+    });
+    CHECK(zt::test::message(errors[0]) == "disk of rank 0 caught fire");
+    CHECK(zt::latest_checkpoint(dir.path().string()) == (dir.path() / "step-00000001").string());
+    CHECK(!fs::exists(dir.path() / "step-00000002"));
+    for (const auto& entry : fs::directory_iterator(dir.path())) {
+      const std::string left = entry.path().filename().string();
+      CHECK_MESSAGE(left.rfind(".tmp-step-", 0) != 0, left);
+    }
+    CHECK(zt::remove_incomplete_checkpoints(dir.path().string()).empty());
   }
 }
 

@@ -18,12 +18,20 @@ zt::GetEnv env_of(std::map<std::string, std::string> vars) {
   };
 }
 
+// What a Slurm step's daemon gives the processes it starts: mpirun's remote daemons (orted) run
+// as such a step inside an sbatch job.
+std::map<std::string, std::string> slurm_step_of_remote_daemon() {
+  return {{"SLURM_PROCID", "0"},  {"SLURM_NTASKS", "1"},       {"SLURM_LOCALID", "0"},
+          {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_ID", "4012345"}, {"SLURM_JOB_NODELIST", "n[1-2]"}};
+}
+
 }  // namespace
 
 TEST_CASE("no launcher variables: a single process") {
   zt::RankEnv env = zt::discover_rank_env(env_of({}));
   CHECK_FALSE(env.found);
   CHECK(env.source == "none");
+  CHECK(env.cluster_job.empty());
   CHECK(env.world == 1);
   CHECK(env.rank == 0);
 }
@@ -124,6 +132,8 @@ TEST_CASE("under Slurm without MASTER_ADDR/PORT the job's first host and its id'
   CHECK(env.derivation ==
         "MASTER_ADDR gpu07, the first host of SLURM_JOB_NODELIST=gpu[07-08],login1; "
         "MASTER_PORT 17345 = 15000 + SLURM_JOB_ID 4012345 % 10000");
+  // The store's keys are the job step's (rendezvous() prefixes them), derived port or not.
+  CHECK(env.cluster_job == "slurm-4012345.0");
   // The job's own MASTER_ADDR/PORT win, and nothing is derived for them.
   auto given = slurm;
   given["MASTER_ADDR"] = "10.1.2.3";
@@ -132,11 +142,13 @@ TEST_CASE("under Slurm without MASTER_ADDR/PORT the job's first host and its id'
   CHECK(set.master_addr == "10.1.2.3");
   CHECK(set.master_port == 29500);
   CHECK(set.derivation.empty());
+  CHECK(set.cluster_job == "slurm-4012345.0");
   // torchrun's variables inside a Slurm job: torchrun's rendezvous, not the job's.
   auto torchrun = slurm;
   torchrun["RANK"] = "0";
   torchrun["WORLD_SIZE"] = "2";
   CHECK(zt::discover_rank_env(env_of(torchrun)).derivation.empty());
+  CHECK(zt::discover_rank_env(env_of(torchrun)).cluster_job.empty());
   // Ranks on this node: srun's step layout at this node's index, else --ntasks-per-node's
   // SLURM_NTASKS_PER_NODE, else the job's layout.
   auto layout = slurm;
@@ -162,6 +174,7 @@ TEST_CASE("under Slurm without MASTER_ADDR/PORT the job's first host and its id'
   CHECK(second.master_addr == "gpu08");
   CHECK(second.master_port == zt::job_rendezvous_port(4012345 + 997));
   CHECK(second.master_port != env.master_port);
+  CHECK(second.cluster_job == "slurm-4012345.1");
   CHECK(second.derivation ==
         "MASTER_ADDR gpu08, the first host of SLURM_STEP_NODELIST=gpu08; MASTER_PORT 18342 = "
         "15000 + (SLURM_JOB_ID 4012345 + 997 x SLURM_STEP_ID 1) % 10000");
@@ -203,6 +216,15 @@ TEST_CASE("under mpirun without MASTER_ADDR/PORT, mpirun's host and a port from 
   CHECK(env.derivation ==
         "MASTER_ADDR 10.231.0.1, mpirun's host (the first address of OMPI_MCA_orte_hnp_uri); "
         "MASTER_PORT 20394 = 15000 + Open MPI job family 25394 (job 1664221184 >> 16) % 10000");
+  CHECK(env.cluster_job == "ompi-1664221184.0");
+  // mpirun inside an sbatch job: ranks on other nodes are started by a Slurm step's daemon and
+  // see its variables, but mpirun gave them their place, so they take its job, as rank 0 does.
+  auto in_batch = mpi;
+  in_batch["OMPI_COMM_WORLD_RANK"] = "2";
+  in_batch["OMPI_MCA_orte_local_daemon_uri"] = "1664221184.1;tcp://10.231.0.2:41409";
+  for (const auto& [name, value] : slurm_step_of_remote_daemon()) in_batch[name] = value;
+  CHECK(zt::discover_rank_env(env_of(in_batch)).source == "openmpi");
+  CHECK(zt::discover_rank_env(env_of(in_batch)).cluster_job == "ompi-1664221184.0");
   // Another rank, on the second host: its daemon is not mpirun, and it cannot tell where rank 0
   // is; it takes mpirun's host too.
   auto other = mpi;
@@ -218,6 +240,7 @@ TEST_CASE("under mpirun without MASTER_ADDR/PORT, mpirun's host and a port from 
   away["MASTER_ADDR"] = "10.231.0.2";
   away["MASTER_PORT"] = "29500";
   CHECK(zt::discover_rank_env(env_of(away)).derivation.empty());
+  CHECK(zt::discover_rank_env(env_of(away)).cluster_job == "ompi-1664221184.0");
   auto bad = mpi;
   bad["OMPI_MCA_orte_hnp_uri"] = "garbage";
   CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(bad)),

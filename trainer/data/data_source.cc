@@ -200,10 +200,11 @@ class FileTokens final : public DataSource {
   // The tokens windows come from.
   int64_t tokens() const { return end_ - begin_; }
 
-  std::string held_out_split() const override {
-    if (split_ < 0) return "";
-    return "token " + std::to_string(split_) + " of " + std::to_string(n_tokens_) +
-           (split_at_document_ ? ", a document's start" : "");
+  HeldOutSplit held_out_split() const override {
+    if (split_ < 0) return {};
+    return {"token " + std::to_string(split_) + " of " + std::to_string(n_tokens_) +
+                (split_at_document_ ? ", a document's start" : ""),
+            split_at_document_};
   }
 
   std::string describe() const override {
@@ -298,11 +299,13 @@ class BlendedTokens final : public DataSource {
     return {at::cat(inputs), at::cat(targets)};
   }
 
-  std::string held_out_split() const override {
-    std::string splits;
+  HeldOutSplit held_out_split() const override {
+    HeldOutSplit splits;
     for (const auto& p : parts_) {
-      const std::string one = p->held_out_split();
-      if (!one.empty()) splits += (splits.empty() ? "" : "; ") + one;
+      const HeldOutSplit one = p->held_out_split();
+      if (one.where.empty()) continue;
+      splits.where += (splits.where.empty() ? "" : "; ") + one.where;
+      splits.at_document = splits.at_document || one.at_document;
     }
     return splits;
   }

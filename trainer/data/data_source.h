@@ -31,6 +31,16 @@ struct Batch {
   at::Tensor target;
 };
 
+// Where data.val_fraction's held-out part starts.
+struct HeldOutSplit {
+  // In each file: "token 802 of 1003, a document's start"; a blend's files joined by "; "; ""
+  // without a held-out part.
+  std::string where;
+  // Some file's part starts at a document's start (a prepared file's index said where), not at
+  // the share's token.
+  bool at_document = false;
+};
+
 class DataSource {
  public:
   DataSource(uint64_t seed, int64_t micro_batch, int64_t grad_accum);
@@ -51,10 +61,9 @@ class DataSource {
   int64_t samples_per_step(int world) const { return micro_batch_ * grad_accum_ * world; }
   // One line: kind, source, sizes.
   virtual std::string describe() const = 0;
-  // Where data.val_fraction's held-out part starts in each file ("token 802 of 1003, a
-  // document's start"; a blend's files joined by "; "), "" without one: what a checkpoint
-  // records, so a resume that trains on other windows says so.
-  virtual std::string held_out_split() const { return ""; }
+  // Where data.val_fraction's held-out part starts: what a checkpoint records, so a resume that
+  // trains on other windows says so.
+  virtual HeldOutSplit held_out_split() const { return {}; }
 
   uint64_t seed() const { return seed_; }
   int64_t micro_batch() const { return micro_batch_; }

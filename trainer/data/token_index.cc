@@ -153,11 +153,14 @@ int64_t nearest_document_start(const std::string& path, const TokenIndex& index,
   if (lo > hi) return -1;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw IoError("cannot read the token index '" + path + "': " + std::strerror(errno));
+  const struct ClosedOnExit {
+    int fd;
+    ~ClosedOnExit() { ::close(fd); }
+  } closed_on_exit{fd};
   const auto start = [&](int64_t i) {  // entry i of the table
     uint64_t value = 0;
     const off_t at = static_cast<off_t>(index.starts_offset + i * 8);
     if (::pread(fd, &value, 8, at) != 8) {
-      ::close(fd);
       throw ConfigError("token index '" + path +
                         "': cut short in its document starts; run "
                         "trainer prepare-data again with --overwrite to rewrite it");
@@ -183,7 +186,6 @@ int64_t nearest_document_start(const std::string& path, const TokenIndex& index,
     const int64_t before = start(above - 1);
     if (before >= lo && (best < 0 || token - before <= best - token)) best = before;
   }
-  ::close(fd);
   return best;
 }
 

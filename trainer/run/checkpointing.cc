@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "data/data_source.h"
 #include "settings/job_config.h"
 #include "zt/error.h"
 #include "zt/host/trace.h"
@@ -325,7 +326,8 @@ std::string val_fraction_note(const std::string& saved_toml, const std::string& 
 }
 
 std::string held_out_split_note(const TrainerState& saved, const std::string& saved_toml,
-                                const std::string& now_split, const std::string& now_toml) {
+                                const data::HeldOutSplit& now, const std::string& now_toml) {
+  const std::string& now_split = now.where;
   const std::string share = resolved_config_value(saved_toml, "data", "val_fraction");
   if (now_split.empty() || share.empty() ||
       share != resolved_config_value(now_toml, "data", "val_fraction")) {
@@ -335,8 +337,7 @@ std::string held_out_split_note(const TrainerState& saved, const std::string& sa
   // A recorded "" is a state without data of the trainer's (a Python engine's): nothing to compare.
   if (saved.data_split_recorded && !saved.data_split.empty() && saved.data_split != now_split) {
     then = "at " + saved.data_split + " when this checkpoint trained";
-  } else if (!saved.data_split_recorded &&
-             now_split.find("a document's start") != std::string::npos) {
+  } else if (!saved.data_split_recorded && now.at_document) {
     // Its zt split a prepared file at the share's token: only a document's start moved since.
     then = "this checkpoint's zt split the file at the share's token, not at a document's start";
   } else {

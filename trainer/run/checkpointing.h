@@ -18,6 +18,10 @@
 #include "zt/host/engine.h"
 #include "zt/store.h"
 
+namespace zt::data {
+struct HeldOutSplit;
+}
+
 namespace zt::trainer {
 
 // What the trainer needs, besides the engine's state, to continue a run exactly; saved as the
@@ -52,12 +56,12 @@ void check_same_model(const std::string& saved_toml, const std::string& now_toml
 std::string val_fraction_note(const std::string& saved_toml, const std::string& now_toml);
 // A note (one line, "" when none) when data.val_fraction's share is the same as when the
 // checkpoint trained (`saved`, with its config `saved_toml`) but its held-out part starts
-// elsewhere than `now_split` (DataSource::held_out_split() of this job, config `now_toml`): the
+// elsewhere than `now` (DataSource::held_out_split() of this job, config `now_toml`): the
 // training windows moved, and validation may count tokens the checkpoint trained on. A
 // checkpoint of a zt before 2026-12-04 records no split; its zt split a prepared file at the
 // share's token, so it is noted only when the part now starts at a document's start.
 std::string held_out_split_note(const TrainerState& saved, const std::string& saved_toml,
-                                const std::string& now_split, const std::string& now_toml);
+                                const data::HeldOutSplit& now, const std::string& now_toml);
 
 // The trainer's state after `step` optimizer steps of the job `job` on `world` ranks, `updates`
 // of them applied (skipped ones left out: the schedule counts those), its data at `next_sample`

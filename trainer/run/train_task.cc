@@ -139,7 +139,7 @@ TrainerState trainer_state(const TrainRun& run, int64_t step) {
   TrainerState state = trainer_state_at(run.settings, run.env.world, step,
                                         run.setup.engine->optimizer_steps(), run.next_sample,
                                         run.schedule);
-  if (run.data) state.data_split = run.data->held_out_split();
+  if (run.data) state.data_split = run.data->held_out_split().where;
   return state;
 }
 
@@ -216,9 +216,17 @@ void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSe
                                              checkpoint_job(run, *run.store, run.timeout));
     checkpoints = own.get();
   }
-  report_save(run, report, checkpoints->finish());
+  // A save in flight that failed (rank 0's publish, this rank's part) does not end the stop
+  // here: every rank must reach the vote below (the others waited in it until the launcher
+  // killed them), and the stop's own checkpoint is what a requeued job resumes from.
+  std::exception_ptr in_flight;
+  try {
+    report_save(run, report, checkpoints->finish());
+  } catch (...) {
+    in_flight = std::current_exception();
+  }
   bool skip = false;
-  if (run.env.rank == 0 && run.newest_saved_step >= 0) {
+  if (run.env.rank == 0 && run.newest_saved_step >= 0 && !in_flight) {
     // The folder's `latest` is not asked: it may be another run's (this one resumed from an
     // older step), whose checkpoint the next --resume auto would then take for this run's.
     const std::chrono::duration<double> age = std::chrono::steady_clock::now() -
@@ -227,10 +235,22 @@ void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSe
                            age.count() < settings.min_interval_s;
     skip = run.newest_saved_step == step || saved_now;
   }
-  if (max_over_ranks(*run.setup.comm, skip ? 1 : 0) > 0) return;
+  if (max_over_ranks(*run.setup.comm, skip ? 1 : 0) > 0) {
+    if (in_flight) std::rethrow_exception(in_flight);
+    return;
+  }
   const CheckpointMeta meta = checkpoint_meta(run, step);
   report_save(run, report, checkpoints->save(*run.setup.engine, step, meta));
   report_save(run, report, checkpoints->finish());
+  if (!in_flight) return;
+  try {
+    std::rethrow_exception(in_flight);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "zt: [rank %d] warning: an earlier checkpoint failed (%s); the stop signal's "
+                 "checkpoint of step %lld went ahead\n",
+                 run.env.rank, e.what(), static_cast<long long>(step));
+  }
 }
 
 // What a trace file says of its run: the composition, and the engine's own times of the traced
@@ -321,16 +341,16 @@ void resume_from(TrainRun& run, const CheckpointReader& reader) {
   run.newest_saved_step = reader.step();  // of unknown age: not "recent"
   run.next_sample = saved.next_sample;
   if (run.env.rank != 0) return;
-  std::printf(
-      "resumed from %s at step %lld (saved by: %s; loaded in %.3f s)\n%s%s",
-      reader.folder().c_str(), static_cast<long long>(reader.step()),
-      reader.meta().saved_by.c_str(), run.load_seconds,
-      resume_differences(saved, trainer_state(run, reader.step())).c_str(),
-      (val_fraction_note(reader.meta().config_toml, run.settings.config_toml) +
-       held_out_split_note(saved, reader.meta().config_toml,
-                           run.data ? run.data->held_out_split() : "", run.settings.config_toml) +
-       unsaved_buffers_note(run.model->shape))
-          .c_str());
+  std::printf("resumed from %s at step %lld (saved by: %s; loaded in %.3f s)\n%s%s",
+              reader.folder().c_str(), static_cast<long long>(reader.step()),
+              reader.meta().saved_by.c_str(), run.load_seconds,
+              resume_differences(saved, trainer_state(run, reader.step())).c_str(),
+              (val_fraction_note(reader.meta().config_toml, run.settings.config_toml) +
+               held_out_split_note(saved, reader.meta().config_toml,
+                                   run.data ? run.data->held_out_split() : data::HeldOutSplit{},
+                                   run.settings.config_toml) +
+               unsaved_buffers_note(run.model->shape))
+                  .c_str());
   std::fflush(stdout);
 }
 

@@ -529,8 +529,9 @@ TEST_CASE("prepare-data: val_fraction holds out whole documents, from the start 
   CHECK(only(v.input, {0, 3}));
   CHECK(only(v.target, {0, 3}));
   CHECK(contains_text(val->describe(), "from token 802 (20.0% of the file), a document's start"));
-  CHECK(val->held_out_split() == "token 802 of 1003, a document's start");
-  CHECK(train->held_out_split() == val->held_out_split());
+  CHECK(val->held_out_split().where == "token 802 of 1003, a document's start");
+  CHECK(val->held_out_split().at_document);
+  CHECK(train->held_out_split().where == val->held_out_split().where);
   // The index's search itself: the nearest start within [lo, hi], the earlier on a tie.
   const std::string idx = index_path_for(d.path);
   const TokenIndex header = read_token_index(idx, /*with_starts=*/false);
@@ -553,7 +554,8 @@ TEST_CASE("prepare-data: val_fraction holds out whole documents, from the start 
   d.val_fraction = 0.1;
   const auto one = make_val_data(d, gpt_inputs(64), "gpt", 1);
   CHECK(contains_text(one->describe(), "from token 901 (10.0% of the file), inside a document"));
-  CHECK(one->held_out_split() == "token 901 of 1001");
+  CHECK(one->held_out_split().where == "token 901 of 1001");
+  CHECK_FALSE(one->held_out_split().at_document);
   CHECK(only(one->get_samples(0, 200).input, {1}));
 
   // A start further than half the share from its token is not taken: 1% of documents of 600 and

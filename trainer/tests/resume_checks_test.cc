@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "data/data_source.h"
 #include "run/checkpointing.h"
 #include "zt/error.h"
 
@@ -52,14 +53,14 @@ TEST_CASE("a held-out split that moved under the same share is noted, one never 
   tenth.replace(tenth.find("val_fraction = 0.0"), 18, "val_fraction = 0.1");
   TrainerState saved;
   saved.data_split = "token 753 of 1003";
-  const std::string document = "token 802 of 1003, a document's start";
-  CHECK(held_out_split_note(saved, tenth, saved.data_split, tenth).empty());
+  const zt::data::HeldOutSplit document{"token 802 of 1003, a document's start", true};
+  CHECK(held_out_split_note(saved, tenth, {saved.data_split, false}, tenth).empty());
   const std::string moved = held_out_split_note(saved, tenth, document, tenth);
   CHECK(moved.find("held-out part starts at token 802 of 1003, a document's start, but at "
                    "token 753 of 1003 when this checkpoint trained") != std::string::npos);
   // Another share is val_fraction_note's to say, and no share now says nothing.
   CHECK(held_out_split_note(saved, none, document, tenth).empty());
-  CHECK(held_out_split_note(saved, tenth, "", tenth).empty());
+  CHECK(held_out_split_note(saved, tenth, {}, tenth).empty());
   // A checkpoint from before the split was recorded: its zt split at the share's token, so only
   // a part that now starts at a document's start moved.
   std::string old_json = saved.to_json();
@@ -70,7 +71,7 @@ TEST_CASE("a held-out split that moved under the same share is noted, one never 
   CHECK_FALSE(unrecorded.data_split_recorded);
   CHECK(held_out_split_note(unrecorded, tenth, document, tenth)
             .find("split the file at the share's token") != std::string::npos);
-  CHECK(held_out_split_note(unrecorded, tenth, "token 901 of 1001", tenth).empty());  // text
+  CHECK(held_out_split_note(unrecorded, tenth, {"token 901 of 1001", false}, tenth).empty());
   // A recorded "" (trained without a share) is no old checkpoint: the share moved, which
   // val_fraction_note says.
   TrainerState without = saved;

@@ -215,8 +215,11 @@ PendingLatest pending_latest(const std::string& dir) {
 }
 
 void remove_checkpoint_folder(const std::string& folder, std::error_code& ec) {
-  // The crc32 file first: a removal cut short leaves a folder no reader takes as complete.
+  // The crc32 file first: a removal cut short leaves a folder no reader takes as complete. Where
+  // that file cannot go, nothing else does (a folder missing rank files behind a crc32 would
+  // read as complete).
   fs::remove(fs::path(folder) / kManifestCrcName, ec);
+  if (ec) return;
   fs::remove_all(folder, ec);
 }
 

@@ -43,7 +43,8 @@ Int whole(const Json& j, const char* key) {
 Json counters_json(const EngineCounters& c) {
   return {{"optimizer_steps", c.optimizer_steps}, {"loss_scale", c.loss_scale},
           {"clean_steps", c.clean_steps},         {"hysteresis_left", c.hysteresis_left},
-          {"state_dtype", c.state_dtype},         {"master_dtype", c.master_dtype}};
+          {"state_dtype", c.state_dtype},         {"master_dtype", c.master_dtype},
+          {"residual_unit", c.residual_unit}};
 }
 
 EngineCounters counters_from(const Json& j) {
@@ -54,6 +55,14 @@ EngineCounters counters_from(const Json& j) {
   c.hysteresis_left = whole<int64_t>(j, "hysteresis_left");
   if (j.contains("state_dtype")) c.state_dtype = j.at("state_dtype").get<std::string>();
   if (j.contains("master_dtype")) c.master_dtype = j.at("master_dtype").get<std::string>();
+  if (j.contains("residual_unit")) {
+    c.residual_unit = j.at("residual_unit").get<double>();
+    if (!std::isfinite(c.residual_unit) || c.residual_unit < 0) {
+      throw ConfigError("checkpoint manifest: residual_unit " + std::to_string(c.residual_unit) +
+                        " is not a finite value >= 0; the manifest is damaged: resume from "
+                        "another checkpoint");
+    }
+  }
   return c;
 }
 

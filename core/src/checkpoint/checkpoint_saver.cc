@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "checkpoint/checkpoint_best.h"
@@ -84,6 +85,8 @@ struct SaveTask {
   std::unique_ptr<CheckpointRankWriter> writer;
   CheckpointRankWriter::Impl* file = nullptr;  // writer's
   Clock::time_point start;
+  // Rank 0: when its wait for the other ranks' reports ends (set by the first wait on them).
+  std::optional<Clock::time_point> deadline;
   SaveStats stats;
   bool reported = false;  // this rank's report (or error) is in the Store
 };
@@ -119,13 +122,40 @@ void report_failure(SaveTask& t, const std::exception& e) noexcept {
   }
 }
 
+// Rank 0, giving a save up: waits (up to the save's deadline) until every other rank has
+// reported its part written or failed, after which none touches the temporary folder again. A
+// rank still writing, or not yet at its folder, would otherwise make it again or leave its file
+// in it after rank 0 removed it. False when time ran out or the Store cannot say.
+bool other_ranks_finished(SaveTask& t) noexcept {
+  try {
+    if (!t.deadline) t.deadline = Clock::now() + t.options.timeout;
+    auto pause = std::chrono::milliseconds(1);
+    while (t.store->add(t.keys + "done", 0) + t.store->add(t.keys + "failed", 0) < t.world - 1) {
+      if (Clock::now() > *t.deadline) return false;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(20));
+    }
+    return true;
+  } catch (const std::exception&) {
+    return false;  // a Store the saver's destructor cut, or one lost: remove what is there now
+  }
+}
+
 // After a failure: other ranks learn of it, rank 0 removes the temporary folder (the other
-// ranks' files in it are worthless now), and the previous checkpoint stays the latest.
+// ranks' files in it are worthless now) once they are done with it, and the previous checkpoint
+// stays the latest.
 void abandon(SaveTask& t, const std::exception& e) noexcept {
   report_failure(t, e);
   if (t.rank != 0) return;
+  const bool finished = t.world == 1 || other_ranks_finished(t);
   std::error_code ec;
   fs::remove_all(t.temp, ec);
+  if (ec || !finished) {
+    std::cerr << "zt: checkpoint of step " << t.step << ": "
+              << (ec ? "cannot remove " + t.temp + " (" + ec.message() + ")"
+                     : "a rank that did not report may still write into " + t.temp)
+              << "; the next start of a job on this checkpoint.dir removes it\n";
+  }
 }
 
 std::string missing_ranks(SaveTask& t) {
@@ -142,7 +172,8 @@ std::string missing_ranks(SaveTask& t) {
 
 // Rank 0: every rank's report, in rank order; fails as soon as one rank reports a failure.
 std::vector<ckpt::RankReport> gather_reports(SaveTask& t, ckpt::RankReport own) {
-  const auto deadline = Clock::now() + t.options.timeout;
+  t.deadline = Clock::now() + t.options.timeout;
+  const auto deadline = *t.deadline;
   auto pause = std::chrono::milliseconds(1);
   while (t.store->add(t.keys + "done", 0) < t.world - 1) {
     if (t.store->add(t.keys + "failed", 0) > 0) {
@@ -208,16 +239,23 @@ void publish(SaveTask& t, const std::vector<ckpt::RankReport>& reports) {
   t.stats.folder = (fs::path(t.options.dir) / name).string();
   // The checkpoint is saved and the latest from here: what follows only tidies, and its
   // failure is a warning, not a failed save (which skipped the metrics line and the pruning).
+  // Apart: a `best` that cannot be written must not stop the pruning, or the disk fills.
+  std::string best;
   try {
-    const std::string best = t.options.keep_best.empty()
-                                 ? ""
-                                 : ckpt::update_best(t.options.dir, t.options.keep_best);
+    if (!t.options.keep_best.empty()) best = ckpt::update_best(t.options.dir, t.options.keep_best);
+  } catch (const std::exception& e) {
+    // The `best` named before stays spared: it is still the lowest that was recorded.
+    best = ckpt::folder_named_by(t.options.dir, ckpt::kBestName);
+    std::cerr << "zt: warning: " << t.stats.folder
+              << " is saved and the latest, but pointing `best` at the lowest metric failed: "
+              << e.what() << "\n";
+  }
+  try {
     ckpt::prune_checkpoints(t.options.dir, t.options.keep_last, t.stats.folder, best);
   } catch (const std::exception& e) {
     std::cerr << "zt: warning: " << t.stats.folder
-              << " is saved and the latest, but keeping `best` or removing older checkpoints "
-                 "failed: "
-              << e.what() << "\n";
+              << " is saved and the latest, but removing older checkpoints failed: " << e.what()
+              << "\n";
   }
 }
 

@@ -7,6 +7,7 @@
 #include "zt/error.h"
 #include "zt/host/flight_recorder.h"
 #include "zt/host/plugin_loader.h"
+#include "zt/host/rank_agreement.h"
 
 namespace zt {
 
@@ -100,6 +101,41 @@ void check_master_placement(const EngineSettings& settings, const Optimizer& opt
                     "master_dtype = \"fp32\"");
 }
 
+// Each rank reads its ranks per host from its own launcher's variables, and from them decides
+// which groups share a host: the codecs limited to links across hosts, MiCS groups of a host's
+// ranks, the two-level gather. Ranks that read different values (mpirun -H a:2,b:4 gives local
+// sizes 2 and 4), or hosts that do not hold consecutive ranks (mpirun --map-by node), made ranks
+// of one group issue different collectives. Checked, where it decides anything, before any does.
+void check_host_layout(Communicator& comm, const EngineSettings& settings, const RankEnv& env) {
+  const bool codecs = settings.codec_weights.chosen() || settings.codec_gradients.chosen();
+  const bool decides = settings.groups.size == 0 || settings.groups.hierarchical ||
+                       (settings.codecs_across_hosts_only && codecs);
+  if (env.world <= 1 || !decides) return;
+  const float most = max_over_ranks(comm, static_cast<float>(env.local_world));
+  const float fewest = -max_over_ranks(comm, -static_cast<float>(env.local_world));
+  const std::string uses =
+      "zero.mics_shard_size = 0, zero.mics_hierarchical_params_gather or zero.codec_scope = "
+      "\"across_hosts\" place groups by host";
+  if (most != fewest) {
+    throw ConfigError(uses + ", but the launcher gave hosts different numbers of ranks (" +
+                      std::to_string(static_cast<int>(fewest)) + " to " +
+                      std::to_string(static_cast<int>(most)) +
+                      "; this rank's host: " + std::to_string(env.local_world) +
+                      "); start the same number of ranks on every host, or set "
+                      "zero.mics_shard_size to a number and zero.codec_scope = \"all\"");
+  }
+  const int scattered = highest_failed_rank(
+      comm, env.local_world > 0 && env.local_rank != env.rank % env.local_world);
+  if (scattered >= 0) {
+    throw ConfigError(uses + " and take each host to hold consecutive ranks, but rank " +
+                      std::to_string(scattered) +
+                      " is not at its place on its host (local rank vs rank % ranks per host: "
+                      "mpirun --map-by node, srun --distribution=cyclic); place ranks by host "
+                      "(mpirun --map-by slot, srun --distribution=block), or set "
+                      "zero.mics_shard_size to a number and zero.codec_scope = \"all\"");
+  }
+}
+
 // Everything but the communicator, which `c` has: the engine (`make_engine` builds it over the
 // parts) and what it is composed of.
 void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog& catalog,
@@ -113,6 +149,7 @@ void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog
   check_master_placement(settings, *c.optimizer);
   c.tiers = make_offload_tiers(settings, catalog, env, store, timeout);
   c.options = settings.options;
+  check_host_layout(*c.comm, settings, env);
   const ShardGroupChoice groups = shard_groups(settings, env.world, env.local_world);
   make_codecs(c, settings, catalog, env.world, groups.sharding_world(env.world), env.local_world);
   c.options.shard_group_size = groups.size;

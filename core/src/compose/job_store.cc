@@ -32,7 +32,7 @@ JobStore join_job_store(const LaunchSettings& launch, const RankEnv& env) {
                 env.source.c_str(), env.derivation.c_str());
     std::fflush(stdout);
   }
-  job.store = rendezvous(addr, port, env.rank, env.world, job.timeout);
+  job.store = rendezvous(addr, port, env.rank, env.world, job.timeout, env.cluster_job);
   return job;
 }
 

@@ -481,7 +481,14 @@ struct Engine::Impl {
   std::vector<std::pair<std::string, at::Tensor>> full_parameters() {
     std::vector<std::pair<std::string, at::Tensor>> out;
     gatherer.set_step(stepper.steps() + 1);
-    gatherer.set_exact(true);  // the weights as trained, not as a weight codec sends them
+    // The weights as trained, not as a weight codec sends them. Coded again whatever throws: a
+    // caller that goes on after the error would otherwise gather exactly on this rank alone,
+    // while its peers send encoded bytes.
+    gatherer.set_exact(true);
+    const struct CodedAgainOnExit {
+      ParamGatherer& gatherer;
+      ~CodedAgainOnExit() { gatherer.set_exact(false); }
+    } coded_again{gatherer};
     for (size_t gi = 0; gi < layout.groups.size(); ++gi) {
       const int g = static_cast<int>(gi);
       const bool was = gatherer.gathered(g);
@@ -492,7 +499,6 @@ struct Engine::Impl {
       }
       if (!was) gatherer.release(g);
     }
-    gatherer.set_exact(false);
     return out;
   }
 };

@@ -178,6 +178,11 @@ void write_residuals(EngineParts& e, CheckpointRankWriter& writer,
   }
 }
 
+// What every gradient the codec saw was multiplied by: the loss scale (1 unless fp16's scaler
+// runs) over the predivide factor (ModelLayout::take_flat_grads). Error feedback's residuals
+// are in this unit.
+double residual_unit(const EngineParts& e) { return e.scaler.scale() / e.predivide; }
+
 void load_residuals(EngineParts& e, const CheckpointReader& reader) {
   const std::vector<std::string> saved = reader.kinds();
   for (const ResidualKind& k : residual_kinds(e)) {
@@ -260,7 +265,7 @@ void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
   declare_residuals(e, writer, residuals);
   writer.set_counters({e.stepper.steps(), e.scaler.saved_scale(), e.scaler.clean_steps(),
                        e.scaler.hysteresis_left(), optimizer_dtype_name(e.optimizer.state_dtype()),
-                       optimizer_dtype_name(e.optimizer.master_dtype())});
+                       optimizer_dtype_name(e.optimizer.master_dtype()), residual_unit(e)});
   writer.begin_data();
   for (size_t g = 0; g < layout.groups.size(); ++g) {
     const FlatRange range = saved_range(e, layout.groups[g]);
@@ -294,6 +299,11 @@ void load_engine_checkpoint(EngineParts& e, const CheckpointReader& reader) {
     }
   }
   load_residuals(e, reader);
+  // Residuals saved under another loss scale or predivide factor, in this run's units. The same
+  // unit leaves them untouched, so a resume under the same settings stays bit for bit.
+  if (c.residual_unit > 0 && c.residual_unit != residual_unit(e)) {
+    e.reducer.scale_residuals(residual_unit(e) / c.residual_unit);
+  }
   e.stepper.refresh_parameters();
 }
 

@@ -65,6 +65,8 @@ void from_slurm_job(const GetEnv& getenv, RankEnv& env) {
     }
   }
   const long long job = slurm_id(getenv, "SLURM_JOB_ID");
+  env.cluster_job = "slurm-" + std::to_string(std::max(0LL, job)) + "." +
+                    std::to_string(std::max(0LL, slurm_id(getenv, "SLURM_STEP_ID")));
   if (env.master_port == 0 && job >= 0) {
     const long long step = std::max(0LL, slurm_id(getenv, "SLURM_STEP_ID"));
     // 997 and 10000 share no factor: the steps of one job get distinct ports, and step 0 keeps
@@ -88,8 +90,10 @@ void from_slurm_job(const GetEnv& getenv, RankEnv& env) {
 // the other ranks cannot.
 void from_openmpi_job(const GetEnv& getenv, RankEnv& env) {
   const char* hnp = getenv("OMPI_MCA_orte_hnp_uri");
-  if (!hnp || !*hnp || (!env.master_addr.empty() && env.master_port > 0)) return;
+  if (!hnp || !*hnp) return;
   const std::string uri = hnp;
+  env.cluster_job = "ompi-" + uri.substr(0, uri.find(';'));
+  if (!env.master_addr.empty() && env.master_port > 0) return;
   const size_t dot = uri.find('.'), scheme = uri.find("://");
   const size_t colon = uri.rfind(':');
   const size_t end = uri.find_first_of(",:", scheme == std::string::npos ? 0 : scheme + 3);

@@ -67,28 +67,6 @@ std::string agent_store_prefix() {
   return "zt/torchelastic-" + std::string(restart ? restart : "0") + "/";
 }
 
-// The job a cluster's launcher started this rank in, as a prefix of the store's keys: Slurm's
-// job and step, or Open MPI's job. Two jobs whose derived ports clash on one host then meet in
-// one store without counting into each other's rendezvous: the job that came second fails (its
-// rank 0 cannot listen, its other ranks wait in vain), and the first trains on. "" under
-// torchrun and zt's launcher, which pick their own ports. Chosen by the launcher that gave this
-// rank its place (discover_rank_env), not by which variables are set: mpirun in an sbatch job
-// starts its ranks on other nodes from a Slurm step's daemon (SLURM_STEP_ID set there, not on
-// mpirun's node), so every rank must take Open MPI's job.
-std::string cluster_job_prefix() {
-  const RankEnv env = discover_rank_env();
-  if (env.source == "slurm") {  // a task srun started: SLURM_STEP_ID is set
-    const char* job = std::getenv("SLURM_JOB_ID");
-    return "zt/slurm-" + std::string(job ? job : "") + "." + std::getenv("SLURM_STEP_ID") + "/";
-  }
-  const char* hnp = std::getenv("OMPI_MCA_orte_hnp_uri");  // "JOB.0;tcp://..."
-  if (env.source == "openmpi" && hnp) {
-    const std::string uri = hnp;
-    return "zt/ompi-" + uri.substr(0, uri.find(';')) + "/";
-  }
-  return "";
-}
-
 bool mentions(const std::string& text, const char* what) {
   return text.find(what) != std::string::npos;
 }
@@ -124,7 +102,8 @@ void keep_store_on_this_host(int port) {
 }  // namespace
 
 std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, int world,
-                                  std::chrono::milliseconds timeout) {
+                                  std::chrono::milliseconds timeout,
+                                  const std::string& cluster_job) {
   std::string where = addr + ":" + std::to_string(port);
   const std::string prefix = agent_store_prefix();
   const bool hosts = rank == 0 && prefix.empty();
@@ -154,7 +133,7 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
   }
   if (hosts && is_loopback_host(addr)) keep_store_on_this_host(tcp->getPort());
   std::unique_ptr<Store> store = std::make_unique<TcpStore>(tcp);
-  const std::string job_prefix = prefix + cluster_job_prefix();
+  const std::string job_prefix = prefix + (cluster_job.empty() ? "" : "zt/" + cluster_job + "/");
   if (!job_prefix.empty()) store = prefixed_store(std::move(store), job_prefix);
   // Arrival barrier: every rank counts itself in, then waits for the total.
   const int64_t arrived = count_in(*store, "zt/arrived", world, true, timeout);

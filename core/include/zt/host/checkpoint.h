@@ -70,6 +70,11 @@ struct EngineCounters {
   // The same for the master weights (Optimizer::master_dtype): held as fp32 values, rounded to
   // nearest even when loaded into bf16 masters. Checkpoints from before it was recorded: "fp32".
   std::string master_dtype = "fp32";
+  // The unit of the error-feedback residuals saved (gradient codecs): loss scale /
+  // zero.gradient_predivide_factor, which every gradient the codec saw was multiplied by. A
+  // resume under another one (fp16 to bf16, another factor) rescales them. 0: not recorded
+  // (checkpoints before 2026-12-04), taken as the resumed run's own.
+  double residual_unit = 0;
 };
 
 // What the trainer adds to a checkpoint besides the engine's state.

@@ -37,6 +37,10 @@ struct RankEnv {
   // How master_addr/master_port were derived where the environment did not set them (Slurm),
   // e.g. "MASTER_ADDR gpu01, the first host of SLURM_JOB_NODELIST=gpu[01-04]"; empty otherwise.
   std::string derivation;
+  // The cluster launcher's job this rank runs in: "slurm-JOB.STEP" (a task srun started) or
+  // "ompi-JOB.0" (mpirun); "" under torchrun, zt's launcher or none, which pick their own ports.
+  // rendezvous() keeps the job's store keys under it (see there).
+  std::string cluster_job;
 
   // Started by zt's own launcher (trainer --nproc, python3 -m zt.launch), which checked the job
   // before it started any rank.
@@ -55,8 +59,13 @@ ZT_API RankEnv discover_rank_env();
 // Rank 0 returns only once every rank has seen all arrive: none is still polling the store it
 // hosts when rank 0 goes on (and perhaps fails at once). Throws CommError: port in use, timeout
 // with how many arrived. The store's own failures (a lost connection) are CommErrors too.
+// `cluster_job` (RankEnv::cluster_job) prefixes the job's keys: two cluster jobs whose derived
+// ports clash on one host then meet in one store without counting into each other's
+// rendezvous; the job that came second fails (its rank 0 cannot listen, its other ranks wait in
+// vain) and the first trains on.
 ZT_API std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, int world,
-                                         std::chrono::milliseconds timeout);
+                                         std::chrono::milliseconds timeout,
+                                         const std::string& cluster_job = "");
 
 // Departure barrier, the last use of `store` on a rank that finished its task: every rank counts
 // itself out, and rank 0, which hosts the store, waits (up to `timeout`) until all have, so a
