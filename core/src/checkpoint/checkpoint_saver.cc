@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <mutex>
 #include <optional>
@@ -122,6 +123,18 @@ void report_failure(SaveTask& t, const std::exception& e) noexcept {
   }
 }
 
+// Asks `ready` with a pause that doubles from 1 ms to 20 ms between asks, until it holds (true)
+// or `deadline` has passed (false). What `ready` throws ends the wait.
+bool poll_until(Clock::time_point deadline, const std::function<bool()>& ready) {
+  auto pause = std::chrono::milliseconds(1);
+  while (!ready()) {
+    if (Clock::now() > deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
 // Rank 0, giving a save up: waits (up to the save's deadline) until every other rank has
 // reported its part written or failed, after which none touches the temporary folder again. A
 // rank still writing, or not yet at its folder, would otherwise make it again or leave its file
@@ -129,13 +142,9 @@ void report_failure(SaveTask& t, const std::exception& e) noexcept {
 bool other_ranks_finished(SaveTask& t) noexcept {
   try {
     if (!t.deadline) t.deadline = Clock::now() + t.options.timeout;
-    auto pause = std::chrono::milliseconds(1);
-    while (t.store->add(t.keys + "done", 0) + t.store->add(t.keys + "failed", 0) < t.world - 1) {
-      if (Clock::now() > *t.deadline) return false;
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::milliseconds(20));
-    }
-    return true;
+    return poll_until(*t.deadline, [&] {
+      return t.store->add(t.keys + "done", 0) + t.store->add(t.keys + "failed", 0) >= t.world - 1;
+    });
   } catch (const std::exception&) {
     return false;  // a Store the saver's destructor cut, or one lost: remove what is there now
   }
@@ -173,9 +182,8 @@ std::string missing_ranks(SaveTask& t) {
 // Rank 0: every rank's report, in rank order; fails as soon as one rank reports a failure.
 std::vector<ckpt::RankReport> gather_reports(SaveTask& t, ckpt::RankReport own) {
   t.deadline = Clock::now() + t.options.timeout;
-  const auto deadline = *t.deadline;
-  auto pause = std::chrono::milliseconds(1);
-  while (t.store->add(t.keys + "done", 0) < t.world - 1) {
+  const bool all_done = poll_until(*t.deadline, [&] {
+    if (t.store->add(t.keys + "done", 0) >= t.world - 1) return true;
     if (t.store->add(t.keys + "failed", 0) > 0) {
       ckpt::RankReport failed = ckpt::report_from_json(
           text_of(t.store->get(t.keys + "error", t.options.timeout)));
@@ -184,15 +192,14 @@ std::vector<ckpt::RankReport> gather_reports(SaveTask& t, ckpt::RankReport own) 
                                         " could not save its part: " + failed.error +
                                         " (the previous checkpoint stays the latest)");
     }
-    if (Clock::now() > deadline) {
-      throw CommError("checkpoint of step " + std::to_string(t.step) + ": rank(s) " +
-                      missing_ranks(t) + " did not report their part within " +
-                      std::to_string(t.options.timeout.count()) +
-                      " ms (dead, or writing to a slow disk); the previous checkpoint stays the "
-                      "latest; raise the timeout or check those ranks");
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+    return false;
+  });
+  if (!all_done) {
+    throw CommError("checkpoint of step " + std::to_string(t.step) + ": rank(s) " +
+                    missing_ranks(t) + " did not report their part within " +
+                    std::to_string(t.options.timeout.count()) +
+                    " ms (dead, or writing to a slow disk); the previous checkpoint stays the "
+                    "latest; raise the timeout or check those ranks");
   }
   std::vector<ckpt::RankReport> reports;
   reports.push_back(std::move(own));

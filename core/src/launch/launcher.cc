@@ -580,10 +580,6 @@ class Supervisor {
   std::chrono::steady_clock::time_point stop_signal_at_{};  // the signal that began draining
 };
 
-}  // namespace
-
-namespace {
-
 // The first port of the kernel's ephemeral range (net.ipv4.ip_local_port_range), from which
 // connect() binds every outgoing socket; 32768, Linux's default, where it cannot be read.
 int ephemeral_range_start() {

@@ -65,10 +65,9 @@ void from_slurm_job(const GetEnv& getenv, RankEnv& env) {
     }
   }
   const long long job = slurm_id(getenv, "SLURM_JOB_ID");
-  env.cluster_job = "slurm-" + std::to_string(std::max(0LL, job)) + "." +
-                    std::to_string(std::max(0LL, slurm_id(getenv, "SLURM_STEP_ID")));
+  const long long step = std::max(0LL, slurm_id(getenv, "SLURM_STEP_ID"));
+  env.cluster_job = "slurm-" + std::to_string(std::max(0LL, job)) + "." + std::to_string(step);
   if (env.master_port == 0 && job >= 0) {
-    const long long step = std::max(0LL, slurm_id(getenv, "SLURM_STEP_ID"));
     // 997 and 10000 share no factor: the steps of one job get distinct ports, and step 0 keeps
     // the job's own.
     env.master_port = job_rendezvous_port(job + 997 * step);
