@@ -3,8 +3,11 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <vector>
 
+#include "../skip.h"
 #include "zt/host_memory.h"
 
 namespace {
@@ -52,6 +55,22 @@ TEST_CASE("this host and process report plausible numbers") {
   CHECK(rss > 0);
   CHECK(peak >= rss);
   CHECK(rss % 1024 == 0);
+}
+
+TEST_CASE("the peak resident size starts again from now when reset (a live A/B arm's own)") {
+  {
+    // 256 MiB touched and returned (a mapping of its own): the peak keeps it.
+    std::vector<char> big(256 << 20);
+    std::memset(big.data(), 1, big.size());
+  }
+  const int64_t before = zt::process_peak_rss_bytes();
+  REQUIRE(before >= zt::process_rss_bytes() + (200 << 20));
+  if (!zt::reset_process_peak_rss()) {
+    ZT_SKIP("this kernel refuses /proc/self/clear_refs, so the peak cannot be reset");
+  }
+  const int64_t after = zt::process_peak_rss_bytes();
+  CHECK(after < before - (200 << 20));
+  CHECK(after >= zt::process_rss_bytes() - (16 << 20));
 }
 
 TEST_CASE("glibc_tunables_for_training adds huge pages for malloc's mappings, keeping the rest") {

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 
+#include "settings/job_settings.h"
 #include "zt/error.h"
 
 namespace zt::trainer {
@@ -80,10 +81,13 @@ std::vector<std::string> differing_keys(const Arm& a, const Arm& b) {
   return keys;
 }
 
-bool changes_math(const std::string& key, const std::vector<std::string>& optimizer_ids) {
+bool changes_math(const std::string& key, const std::vector<std::string>& optimizer_ids,
+                  bool coded) {
   if (starts_with(key, "plugin.")) {
     const std::string id = key.substr(7, key.find('.', 7) - 7);
-    return std::find(optimizer_ids.begin(), optimizer_ids.end(), id) != optimizer_ids.end();
+    if (std::find(optimizer_ids.begin(), optimizer_ids.end(), id) != optimizer_ids.end())
+      return true;
+    if (!coded) return false;  // Otherwise a shard plugin's option is layout, seen below.
   }
   // Another world size makes another global batch (micro_batch x grad_accum x ranks).
   if (key == "plugins.optimizer" || key == "zero.gradient_clipping" || key == "launch.nproc")
@@ -93,12 +97,32 @@ bool changes_math(const std::string& key, const std::vector<std::string>& optimi
   if (starts_with(key, "plugins.codec_") || starts_with(key, "zero.codec_") ||
       starts_with(key, "codec."))
     return true;
-  static const char* const kNeutralPrefixes[] = {"plugins.", "zero.", "launch.", "checkpoint."};
+  if (coded) {
+    // Where bytes are kept (offload) and when they travel (prefetch, overlap) leave the coded
+    // values alone; the layout of the coded collectives does not.
+    static const char* const kStillNeutral[] = {
+        "plugins.offload_",    "plugin.offload_",   "zero.offload_",
+        "zero.sub_group_size", "zero.pipeline_",    "zero.gradients_in_tier",
+        "zero.prefetch_",      "zero.overlap_comm", "zero.max_live_parameters",
+        "plugins.comm",        "plugin.comm_"};
+    const bool neutral = std::any_of(std::begin(kStillNeutral), std::end(kStillNeutral),
+                                     [&](const char* p) { return starts_with(key, p); });
+    if (!neutral && (starts_with(key, "zero.") || starts_with(key, "plugins.") ||
+                     starts_with(key, "plugin."))) {
+      return true;
+    }
+  }
+  static const char* const kNeutralPrefixes[] = {"plugins.", "plugin.", "zero.", "launch.",
+                                                 "checkpoint."};
   for (const char* prefix : kNeutralPrefixes) {
     if (starts_with(key, prefix)) return false;
   }
   static const char* const kNeutralKeys[] = {"run.name", "run.out_dir", "run.log_every"};
   return std::find(std::begin(kNeutralKeys), std::end(kNeutralKeys), key) == std::end(kNeutralKeys);
+}
+
+bool codes_collectives(const JobSettings& job) {
+  return job.engine.codec_weights.chosen() || job.engine.codec_gradients.chosen();
 }
 
 std::string arm_label(const Arm& arm) {

@@ -11,6 +11,10 @@
 #include <vector>
 
 namespace zt::trainer {
+struct JobSettings;
+}
+
+namespace zt::trainer {
 
 struct Arm {
   std::string name;                    // "A" or "B", or what the report calls it
@@ -25,8 +29,14 @@ Arm parse_arm(const std::string& name, const std::string& text, const std::strin
 std::vector<std::string> differing_keys(const Arm& a, const Arm& b);
 
 // Whether `key` ("section.key" or "plugin.<id>.option") can change the losses. `optimizer_ids`:
-// the optimizer plugin ids of the arms (its options are math).
-bool changes_math(const std::string& key, const std::vector<std::string>& optimizer_ids);
+// the optimizer plugin ids of the arms (its options are math). `coded`: an arm codes a
+// collective (plugins.codec_weights or codec_gradients chosen); the layout then moves which
+// collectives are coded and where the codec's blocks start (stage, MiCS groups, persistence,
+// shard plugin and buckets), so only where bytes are kept and when they travel stay neutral.
+bool changes_math(const std::string& key, const std::vector<std::string>& optimizer_ids,
+                  bool coded = false);
+// Whether the job codes a collective (a codec chosen for the weights or the gradients).
+bool codes_collectives(const JobSettings& job);
 
 // A short label of an arm for reports: its overrides' values joined ("shard_bucket"), a number
 // or a boolean with its key's last part ("stage=3", "shared_memory=false"); "baseline" for none.

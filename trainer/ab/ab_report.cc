@@ -22,16 +22,6 @@ const char* const kModelStates[] = {"params",           "grads",         "master
                                     "optimizer_states", "offload_param", "offload_grads",
                                     "offload_optimizer"};
 
-// How far y is from x, relative: 0 for equal values and for two NaNs (two arms that skipped the
-// same overflowing step), infinite where only one is non-finite (NaN compared false with any
-// tolerance, so an arm's overflow read as agreement).
-double relative(double x, double y) {
-  if (x == y || (std::isnan(x) && std::isnan(y))) return 0;
-  if (!std::isfinite(x) || !std::isfinite(y)) return std::numeric_limits<double>::infinity();
-  const double scale = std::max(std::fabs(x), std::fabs(y));
-  return scale > 0 ? std::fabs(x - y) / scale : std::fabs(x - y);
-}
-
 std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
@@ -67,6 +57,13 @@ double per_step(const RunMetrics& run, int64_t counted,
 }
 
 }  // namespace
+
+double relative_difference(double x, double y) {
+  if (x == y || (std::isnan(x) && std::isnan(y))) return 0;
+  if (!std::isfinite(x) || !std::isfinite(y)) return std::numeric_limits<double>::infinity();
+  const double scale = std::max(std::fabs(x), std::fabs(y));
+  return scale > 0 ? std::fabs(x - y) / scale : std::fabs(x - y);
+}
 
 void summarize_arm(ArmResult& arm, int64_t warmup) {
   arm.step_s.clear();
@@ -125,7 +122,8 @@ Agreement check_agreement(const ArmResult& a, const ArmResult& b, double rtol) {
       const size_t n = std::min(run.steps.size(), reference.steps.size());
       for (size_t i = 0; i < n; ++i) {
         const StepRecord &x = reference.steps[i], &y = run.steps[i];
-        const double rl = relative(x.loss, y.loss), rg = relative(x.grad_norm, y.grad_norm);
+        const double rl = relative_difference(x.loss, y.loss),
+                     rg = relative_difference(x.grad_norm, y.grad_norm);
         g.max_rel_loss = std::max(g.max_rel_loss, rl);
         g.max_rel_grad_norm = std::max(g.max_rel_grad_norm, rg);
         g.identical = g.identical && rl == 0 && rg == 0;
@@ -215,7 +213,7 @@ std::string verdict_line(const AbResult& r) {
   } else if (!g.agree) {
     line += ", LOSSES DIVERGE in " + g.where + ": " + g.what + " at step " +
             std::to_string(g.first_step) + " is " + digits(g.a) + " vs " + digits(g.b) +
-            " (relative " + sci(relative(g.a, g.b)) + " > " + sci(r.rtol) + ")";
+            " (relative " + sci(relative_difference(g.a, g.b)) + " > " + sci(r.rtol) + ")";
   } else if (g.identical) {
     line += ", losses identical";
   } else {

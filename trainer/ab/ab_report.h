@@ -57,6 +57,12 @@ struct AbResult {
   std::string verdict;
 };
 
+// How far y is from x, relative: 0 for equal values and for two NaNs (two arms that skipped the
+// same overflowing step), infinite where only one is non-finite (NaN compared false with any
+// tolerance, and a difference to inf is within inf times any tolerance: an overflow read as
+// agreement).
+double relative_difference(double x, double y);
+
 // Fills an arm's numbers from its runs, leaving out each run's first `warmup` steps (all of a
 // run's steps when it has no more). Throws ConfigError when no run has a step past the warm-up.
 void summarize_arm(ArmResult& arm, int64_t warmup);

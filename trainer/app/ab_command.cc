@@ -25,7 +25,8 @@ std::vector<std::string> math_keys_of(const Arm& a, const Arm& b, const JobSetti
   const std::vector<std::string> optimizers = {ja.engine.optimizer.id, jb.engine.optimizer.id};
   std::vector<std::string> keys;
   for (const std::string& key : differing_keys(a, b)) {
-    if (changes_math(key, optimizers)) keys.push_back(key);
+    if (changes_math(key, optimizers, codes_collectives(ja) || codes_collectives(jb)))
+      keys.push_back(key);
   }
   return keys;
 }

@@ -7,6 +7,7 @@
 #include "run/train_run.h"
 #include "zt/error.h"
 #include "zt/host/checkpoint.h"
+#include "zt/host_memory.h"
 
 namespace zt::trainer {
 
@@ -42,6 +43,9 @@ double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout
   run.arm = to;
   // No rank leaves while another still reads the folder the next switch replaces.
   run.setup.comm->barrier()->wait();
+  // Each step's peak_rss is then the new arm's: VmHWM only rises, so every arm after the
+  // hungriest reported that arm's peak as its own.
+  reset_process_peak_rss();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -75,14 +75,26 @@ TEST_CASE("differing keys, and which of them change the math") {
        {"plugins.shard", "plugin.shard_bucket.bucket_mb", "zero.stage", "zero.reduce_bucket_mb",
         "zero.offload_optimizer_fraction", "plugins.offload_param", "plugin.offload_nvme.path",
         "plugins.comm", "launch.timeout_s", "run.out_dir", "checkpoint.every_steps"}) {
-    CHECK_MESSAGE(!changes_math(neutral, optim), neutral);
+    CHECK_MESSAGE(!changes_math(neutral, optim), std::string(neutral));
   }
   for (const char* math :
        {"plugin.optim_hybrid_adam.lr", "plugins.optimizer", "zero.gradient_clipping",
         "launch.nproc", "run.seed", "model.n_layer", "data.micro_batch", "precision.compute",
         "run.lr_schedule", "plugins.codec_gradients", "codec.weights.bits",
         "zero.codec_error_feedback", "zero.codec_scope"}) {
-    CHECK_MESSAGE(changes_math(math, optim), math);
+    CHECK_MESSAGE(changes_math(math, optim), std::string(math));
+  }
+  // With a codec, the layout moves which collectives are coded and where the blocks start;
+  // where bytes are kept and when they travel still do not change the numbers.
+  for (const char* layout :
+       {"plugins.shard", "plugin.shard_bucket.bucket_mb", "zero.stage", "zero.reduce_bucket_mb",
+        "zero.mics_shard_size", "zero.param_persistence_threshold"}) {
+    CHECK_MESSAGE(changes_math(layout, optim, /*coded=*/true), std::string(layout));
+  }
+  for (const char* neutral :
+       {"zero.offload_optimizer_fraction", "plugins.offload_param", "plugin.offload_nvme.path",
+        "zero.prefetch_units", "plugins.comm", "launch.timeout_s", "checkpoint.every_steps"}) {
+    CHECK_MESSAGE(!changes_math(neutral, optim, /*coded=*/true), std::string(neutral));
   }
   CHECK(arm_label(b) == "shard_bucket,stage=3,prefetch_units=2");
   CHECK(arm_label(Arm{}) == "baseline");

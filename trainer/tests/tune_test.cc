@@ -16,6 +16,8 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "../../tests/test_util.h"
 
 using namespace zt::trainer;
@@ -296,6 +298,17 @@ TEST_CASE("tune: the fit margin and the estimate's pruning") {
                                                            options);
   CHECK_FALSE(refused.refused.empty());
   CHECK_FALSE(refused.fits());
+  // So is what composing would refuse (a bf16 master beside fp32 parameters, nothing
+  // offloaded): counted as fitting, its trial died at its start.
+  const CompositionEstimate master = estimate_composition(
+      loader(),
+      {{"plugins.optimizer=\"optim_hybrid_adam\"",
+        "plugin.optim_hybrid_adam.master_dtype=\"bf16\""},
+       "",
+       ""},
+      options);
+  CHECK(contains(master.refused, "master_dtype = \"bf16\" with precision.compute = \"fp32\""));
+  CHECK_FALSE(master.fits());
   // In a cell, the placement that offloads nothing wins when it fits; the others say why not.
   std::vector<CompositionEstimate> cell;
   for (const Candidate& c : composition_grid(zt::trainer::JobSettings::of(loader()({})).data, 1)) {
@@ -403,6 +416,12 @@ TEST_CASE("tune: a trial's losses are checked against the reference's, step by s
   CHECK(first_disagreement(run, ref, 1e-3, true, what) == 2);
   CHECK(contains(what, "grad_norm at step 2"));
   CHECK(first_disagreement(run, ref, 1e-3, false, what) == -1);
+  // A loss that overflowed to inf (a diverging codec, fp16) disagrees with any finite one, at
+  // any tolerance: |inf - b| > rtol * inf was false, and it read as agreement.
+  run.steps[1].grad_norm = ref.steps[1].grad_norm;
+  run.steps[3].loss = std::numeric_limits<double>::infinity();
+  CHECK(first_disagreement(run, ref, 1e-2, false, what) == 4);
+  CHECK(contains(what, "loss at step 4 is inf"));
 }
 
 TEST_CASE("tune: tuned.toml marks each changed key with what it was") {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "ab/ab_report.h"
 #include "ab/live_ab.h"
 #include "zt/error.h"
 #include "zt/options.h"
@@ -153,8 +154,7 @@ int64_t first_disagreement(const RunMetrics& run, const RunMetrics& reference, d
         {"loss", s.loss, ref->loss}, {"grad_norm", s.grad_norm, ref->grad_norm}};
     for (const auto& [name, a, b] : values) {
       if (!with_grad_norm && std::string(name) == "grad_norm") continue;
-      const double scale = std::max(std::abs(a), std::abs(b));
-      if (std::abs(a - b) > rtol * scale || std::isnan(a) != std::isnan(b)) {
+      if (relative_difference(a, b) > rtol) {
         char buf[200];
         std::snprintf(buf, sizeof(buf), "%s at step %lld is %.9g, the config you gave trains %.9g",
                       name, static_cast<long long>(s.step), a, b);

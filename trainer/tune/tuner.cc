@@ -132,7 +132,8 @@ std::vector<std::string> math_overrides(const JobSettings& job,
   std::vector<std::string> out;
   for (const std::string& kv : overrides) {
     const std::string name = kv.substr(0, kv.find('='));
-    if (name != "data.micro_batch" && name != "data.grad_accum" && changes_math(name, optimizers))
+    if (name != "data.micro_batch" && name != "data.grad_accum" &&
+        changes_math(name, optimizers, codes_collectives(job)))
       out.push_back(kv);
   }
   return out;

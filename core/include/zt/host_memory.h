@@ -30,6 +30,10 @@ ZT_API int64_t host_memory_room_bytes(std::string* source = nullptr);
 // VmRSS and VmHWM of this process in bytes; -1 when unknown.
 ZT_API int64_t process_rss_bytes();
 ZT_API int64_t process_peak_rss_bytes();
+// Starts VmHWM again from the resident size now (writes 5 to /proc/self/clear_refs), so a peak
+// read later is of what follows: a live A/B arm's, not an earlier arm's. False where the kernel
+// refuses (the peak then keeps counting from the process's start).
+ZT_API bool reset_process_peak_rss();
 
 // Sets glibc's malloc for training (the trainer's main calls it first; so should a program of
 // your own that builds an Engine). Two fixed thresholds replace glibc's moving ones:

@@ -74,33 +74,6 @@ void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& 
   for (const std::string& line : lines) c.codecs += (c.codecs.empty() ? "" : "; ") + line;
 }
 
-// A bf16 master beside fp32 parameters in compute memory is a second copy of every parameter (2
-// bytes more than the fp32 master it replaces, which the parameters would have been), and beside
-// fp16 parameters a second 16-bit copy rounded another way: both refused, naming the ways that
-// make it pay. With part of the optimizer offloaded (a fraction below 1), the share left in
-// memory keeps such copies: docs/offload.md says so.
-void check_master_placement(const EngineSettings& settings, const Optimizer& optimizer) {
-  if (optimizer.master_dtype() == at::kFloat) return;
-  const Options& o = settings.optimizer.options;
-  if (settings.options.compute_dtype == at::kHalf) {
-    throw ConfigError(o.where("master_dtype").str() + ": plugin." + settings.optimizer.id +
-                      ".master_dtype = \"bf16\" with precision.compute = \"fp16\" keeps a bf16 "
-                      "copy of every parameter beside the fp16 ones; compute in bf16 (the master "
-                      "is then the parameters) or keep master_dtype = \"fp32\"");
-  }
-  const bool offloaded = settings.offload_optimizer.chosen() &&
-                         settings.options.offload_optimizer_fraction > 0;
-  if (settings.options.compute_dtype != at::kFloat || offloaded) return;
-  throw ConfigError(o.where("master_dtype").str() + ": plugin." + settings.optimizer.id +
-                    ".master_dtype = \"bf16\" with precision.compute = \"fp32\" and nothing in "
-                    "plugins.offload_optimizer keeps the fp32 parameters beside a bf16 copy "
-                    "(6 bytes a parameter, where the fp32 parameters alone are the master in 4); "
-                    "compute in bf16 (precision.compute = \"bf16\": the master is then the "
-                    "parameters), offload the optimizer (plugins.offload_optimizer with "
-                    "zero.offload_optimizer_fraction > 0), or keep "
-                    "master_dtype = \"fp32\"");
-}
-
 // Each rank reads its ranks per host from its own launcher's variables, and from them decides
 // which groups share a host: the codecs limited to links across hosts, MiCS groups of a host's
 // ranks, the two-level gather. Ranks that read different values (mpirun -H a:2,b:4 gives local
@@ -146,7 +119,7 @@ void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog
   c.strategy = make_shard_strategy(settings, catalog);
   c.optimizer_id = settings.optimizer.id;
   c.optimizer = catalog.optimizer(c.optimizer_id).create(settings.optimizer.options);
-  check_master_placement(settings, *c.optimizer);
+  check_master_placement(settings, c.optimizer->master_dtype() != at::kFloat);
   c.tiers = make_offload_tiers(settings, catalog, env, store, timeout);
   c.options = settings.options;
   check_host_layout(*c.comm, settings, env);
@@ -217,6 +190,28 @@ int64_t optimizer_dtype_bytes(const EngineSettings& settings, const char* key) {
 }
 
 }  // namespace
+
+void check_master_placement(const EngineSettings& settings, bool bf16_master) {
+  if (!bf16_master) return;
+  const Options& o = settings.optimizer.options;
+  if (settings.options.compute_dtype == at::kHalf) {
+    throw ConfigError(o.where("master_dtype").str() + ": plugin." + settings.optimizer.id +
+                      ".master_dtype = \"bf16\" with precision.compute = \"fp16\" keeps a bf16 "
+                      "copy of every parameter beside the fp16 ones; compute in bf16 (the master "
+                      "is then the parameters) or keep master_dtype = \"fp32\"");
+  }
+  const bool offloaded = settings.offload_optimizer.chosen() &&
+                         settings.options.offload_optimizer_fraction > 0;
+  if (settings.options.compute_dtype != at::kFloat || offloaded) return;
+  throw ConfigError(o.where("master_dtype").str() + ": plugin." + settings.optimizer.id +
+                    ".master_dtype = \"bf16\" with precision.compute = \"fp32\" and nothing in "
+                    "plugins.offload_optimizer keeps the fp32 parameters beside a bf16 copy "
+                    "(6 bytes a parameter, where the fp32 parameters alone are the master in 4); "
+                    "compute in bf16 (precision.compute = \"bf16\": the master is then the "
+                    "parameters), offload the optimizer (plugins.offload_optimizer with "
+                    "zero.offload_optimizer_fraction > 0), or keep "
+                    "master_dtype = \"fp32\"");
+}
 
 int64_t optimizer_state_bytes(const EngineSettings& settings) {
   return optimizer_dtype_bytes(settings, "state_dtype");

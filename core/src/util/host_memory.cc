@@ -117,6 +117,14 @@ int64_t process_rss_bytes() { return read_proc_kib("/proc/self/status", "VmRSS")
 
 int64_t process_peak_rss_bytes() { return read_proc_kib("/proc/self/status", "VmHWM"); }
 
+bool reset_process_peak_rss() {
+  const int fd = ::open("/proc/self/clear_refs", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool written = ::write(fd, "5", 1) == 1;
+  ::close(fd);
+  return written;
+}
+
 void configure_host_allocator() {
 #if defined(__GLIBC__)
   mallopt(M_MMAP_THRESHOLD, 4 << 20);

@@ -91,6 +91,14 @@ ZT_API int64_t optimizer_state_bytes(const EngineSettings& settings);
 // The same for the master weights: 2 where the optimizer's options say master_dtype = "bf16"
 // (optim_hybrid_adam's), else 4 (fp32, the default of Optimizer::master_dtype).
 ZT_API int64_t optimizer_master_bytes(const EngineSettings& settings);
+// A bf16 master (`bf16_master`: the optimizer keeps one) beside fp32 parameters in compute
+// memory is a second copy of every parameter (2 bytes more than the fp32 master it replaces,
+// which the parameters would have been), and beside fp16 parameters a second 16-bit copy
+// rounded another way: both refused with a ConfigError naming the ways that make it pay.
+// compose() checks it; estimates (trainer estimate, tune) check it before they count such a
+// composition as fitting. With part of the optimizer offloaded (a fraction below 1), the share
+// left in memory keeps such copies: docs/offload.md says so.
+ZT_API void check_master_placement(const EngineSettings& settings, bool bf16_master);
 // Removes <path>/zt-<job> of every configured file tier; returns the folders that were there.
 ZT_API std::vector<std::string> remove_offload_leftovers(const EngineSettings& settings,
                                                          const std::string& job);
