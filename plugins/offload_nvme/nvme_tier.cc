@@ -104,8 +104,10 @@ NvmeTier::~NvmeTier() {
 void NvmeTier::remove_files_and_folders() noexcept {
   for (auto& [id, region] : regions_) unlink(region.path.c_str());
   regions_.clear();
-  // Only a folder still holding something is worth a word (ENOENT/ENOTDIR: it was never made).
-  if (rmdir(rank_dir_.c_str()) != 0 && errno == ENOTEMPTY) {
+  // Only the folder this tier made: before make_folder, rank_dir_ is the name another tier of
+  // the same rank (or a killed rank's leftovers) may hold, and removing it while empty took
+  // that tier's folder from under it. Only one still holding something is worth a word.
+  if (folder_made_ && rmdir(rank_dir_.c_str()) != 0 && errno == ENOTEMPTY) {
     std::fprintf(stderr, "offload_nvme: note: could not remove %s: %s (files not made by zt?)\n",
                  rank_dir_.c_str(), errno_text(errno).c_str());
   }
@@ -131,17 +133,13 @@ std::string NvmeTier::step_text() const {
 
 void NvmeTier::make_folder() {
   if (folder_made_) return;
-  std::error_code ec;
-  std::filesystem::create_directories(job_dir_, ec);
-  if (ec) {
-    throw IoError("offload_nvme: cannot create the offload folder " + rank_dir_ + " for " + who() +
-                  ": " + ec.message() + "; " + kWayOutPath);
-  }
+  make_job_folder();
   // The rank's folder is made here, by this tier alone: another tier of the same job and rank
   // (a second engine of one Python process on the same path) or a killed rank's leftovers hold
   // rank<r>, and then this tier takes rank<r>.2, .3, ... Two tiers in one folder truncated and
   // then removed each other's files.
   const std::string base = rank_dir_;
+  int remade_job_folder = 0;
   for (int n = 1;; ++n) {
     const std::string dir = n == 1 ? base : base + "." + std::to_string(n);
     if (mkdir(dir.c_str(), 0777) == 0) {
@@ -149,10 +147,27 @@ void NvmeTier::make_folder() {
       folder_made_ = true;
       return;
     }
+    // The job's folder went between the two mkdirs: another rank's tier, ending, removed it
+    // while it was empty (the last one out does). Made again, the same name is tried again.
+    if (errno == ENOENT && remade_job_folder < 10) {
+      ++remade_job_folder;
+      make_job_folder();
+      --n;
+      continue;
+    }
     if (errno != EEXIST || n == 1000) {
       throw IoError("offload_nvme: cannot create the offload folder " + dir + " for " + who() +
                     ": " + errno_text(errno) + "; " + kWayOutPath);
     }
+  }
+}
+
+void NvmeTier::make_job_folder() {
+  std::error_code ec;
+  std::filesystem::create_directories(job_dir_, ec);
+  if (ec) {
+    throw IoError("offload_nvme: cannot create the offload folder " + rank_dir_ + " for " + who() +
+                  ": " + ec.message() + "; " + kWayOutPath);
   }
 }
 

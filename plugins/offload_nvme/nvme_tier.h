@@ -74,6 +74,8 @@ class NvmeTier final : public OffloadTier {
 
   void ensure_prepared();
   void make_folder();
+  // Creates job_dir_ (and the folders above it) where missing; IoError with the way out.
+  void make_job_folder();
   // "; other jobs' offload folders hold space there: zt-... (4.0 GiB), ..." or "".
   std::string other_jobs_note() const;
   void probe();

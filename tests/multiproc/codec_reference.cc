@@ -27,7 +27,7 @@ CodecReference::CodecReference(const Codec* weights, const Codec* gradients, con
       k_(shard_size) {}
 
 at::Tensor CodecReference::coded_weight(const at::Tensor& w) const {
-  if (!weights_) return w.clone();
+  if (!weights_ || k_ == 1) return w.clone();  // a group of one gathers nothing
   const int64_t n = w.numel(), c = padded(n) / k_;
   at::Tensor flat = at::zeros({padded(n)}, at::kFloat);
   flat.narrow(0, 0, n).copy_(w.reshape({-1}));

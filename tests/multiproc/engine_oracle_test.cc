@@ -874,11 +874,12 @@ TEST_CASE("codecs: residuals saved under another gradient_predivide_factor are r
 
 TEST_CASE("codecs with MiCS groups and a two-level gather match the coded reference") {
   // World 4: MiCS groups of 2 (the gradient codec codes the reduce-scatter in a group and the
-  // all-reduce across the groups, in two coded hops), groups of 1 (only across), and a
-  // two-level gather over simulated hosts of 2 (the weight codec codes the level across hosts).
+  // all-reduce across the groups, in two coded hops), groups of 1 (only across: their weights,
+  // gathered from no one, stay exact), and a two-level gather over simulated hosts of 2 (the
+  // weight codec codes the level across hosts).
   const std::vector<std::vector<std::string>> cases{
       {"--mics", "2", "--codec_weights", "8", "--codec_gradients", "4", "--error_feedback", "true"},
-      {"--mics", "1", "--codec_gradients", "8", "--error_feedback", "true"},
+      {"--mics", "1", "--codec_weights", "8", "--codec_gradients", "8", "--error_feedback", "true"},
       {"--hier", "true", "--ranks_per_host", "2", "--codec_weights", "4", "--codec_gradients",
        "4"}};
   for (const auto& c : cases) {

@@ -185,6 +185,46 @@ TEST_CASE(
   CHECK(pointer_files(dir.path()).empty());
 }
 
+TEST_CASE("publishing over a step's folder without a swap moves the old one aside: one survives") {
+  zt::test::TempDir dir;
+  const std::string d = dir.path().string();
+  zt::test::save_steps(zt::test::options_for(dir.path(), false, 0), 1, {2, 4});
+  const fs::path step = dir.path() / "step-00000004";
+  const fs::path aside = dir.path() / ".old-step-00000004";
+  const auto new_step_4 = [&] {
+    const fs::path temp = dir.path() / ".tmp-step-00000004-job";
+    fs::copy(dir.path() / "step-00000002", temp, fs::copy_options::recursive);
+    zt::test::write_file(temp / "new-marker", "new");
+    return temp;
+  };
+  zt::test::write_file(step / "old-marker", "old");
+
+  // The whole publish (NFS's way): the new folder in place, the old one gone.
+  fs::path temp = new_step_4();
+  zt::ckpt::publish_by_moving_aside(d, temp.string(), "step-00000004");
+  CHECK(fs::exists(step / "new-marker"));
+  CHECK_FALSE(fs::exists(aside));
+  CHECK_FALSE(fs::exists(temp));
+  CHECK(zt::test::read_file(dir.path() / "latest") == "step-00000004\n");
+
+  // Killed between its two renames: the old folder aside, the new one still temporary, its
+  // `latest` pending. The next start puts the old one back (removing it first lost both).
+  fs::rename(step, aside);
+  temp = new_step_4();
+  zt::test::write_file(dir.path() / "latest.tmp-55", "step-00000004\n");
+  const auto removed = zt::remove_incomplete_checkpoints(d);
+  CHECK(std::find(removed.begin(), removed.end(), temp.string()) != removed.end());
+  CHECK(zt::ckpt::is_complete_checkpoint(step.string()));
+  CHECK(fs::exists(step / "new-marker"));  // the folder that was aside: the first publish's
+  CHECK_FALSE(fs::exists(aside));
+  CHECK(zt::latest_checkpoint(d) == step.string());
+
+  // Killed after the new one took its name, before the old one went: the old one is removed.
+  fs::copy(step, aside, fs::copy_options::recursive);
+  CHECK(zt::remove_incomplete_checkpoints(d) == std::vector<std::string>{aside.string()});
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{2, 4});
+}
+
 TEST_CASE("a failed write's way out: a full disk and a used-up quota ask for room or elsewhere") {
   CHECK(zt::ckpt::write_way_out(ENOSPC, "point checkpoint.dir elsewhere") ==
         "; the disk is full: free space or point checkpoint.dir elsewhere");

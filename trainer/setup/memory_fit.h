@@ -76,6 +76,7 @@ struct FitInputs {
   int64_t tier_pool_bytes = 0;       // every file tier's own buffers, per rank
   int64_t checkpoint_bytes = 0;      // host bytes an asynchronous save snapshots
   int64_t codec_residual_bytes = 0;  // a gradient codec's error feedback: fp32, the whole model
+  int64_t codec_staging_bytes = 0;   // the coded collectives' kept buffers (codec_staging)
   int64_t alignment = 4096;          // file tiers' block: each array is rounded up to it
   bool init_from = false;            // model.init_from: a file's weights written after the build
   int64_t loaded_model_bytes = 0;    // a TorchScript file's values, held while the engine is built

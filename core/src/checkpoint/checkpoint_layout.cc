@@ -144,23 +144,36 @@ void publish_checkpoint(const std::string& dir, const std::string& temp,
   const std::string final_path = (fs::path(dir) / final_name).string();
   const std::string latest = (fs::path(dir) / kLatestName).string();
   std::error_code ec;
+  // The same step saved again (a run resumed from an older checkpoint): the two are swapped,
+  // then the old one (now at `temp`) removed. Removing it first lost both to a kill between
+  // the removal and the rename: the new one, still temporary, was removed at the next start.
+  // `latest` is written only after the swap: pending before it, it named the old folder of
+  // this step (another run's), which a kill there made the latest.
+  if (fs::exists(final_path, ec) && exchange_folders(temp, final_path)) {
+    fsync_dir(dir);
+    commit_replacement(write_replacement(latest, final_name + "\n"), latest);
+    remove_checkpoint_folder(temp, ec);
+    return;
+  }
+  publish_by_moving_aside(dir, temp, final_name);
+}
+
+void publish_by_moving_aside(const std::string& dir, const std::string& temp,
+                             const std::string& final_name) {
+  const std::string final_path = (fs::path(dir) / final_name).string();
+  const std::string latest = (fs::path(dir) / kLatestName).string();
+  std::string retired;
+  std::error_code ec;
   if (fs::exists(final_path, ec)) {
-    // The same step saved again (a run resumed from an older checkpoint): the two are swapped,
-    // then the old one (now at `temp`) removed. Removing it first lost both to a kill between
-    // the removal and the rename: the new one, still temporary, was removed at the next start.
-    // `latest` is written only after the swap: pending before it, it named the old folder of
-    // this step (another run's), which a kill there made the latest.
-    if (exchange_folders(temp, final_path)) {
-      fsync_dir(dir);
-      commit_replacement(write_replacement(latest, final_name + "\n"), latest);
-      remove_checkpoint_folder(temp, ec);
-      return;
-    }
-    remove_checkpoint_folder(final_path, ec);
+    retired = (fs::path(dir) / (kRetiredPrefix + final_name)).string();
+    // One an earlier publish failed to remove is older still: a folder of this step stands.
+    remove_checkpoint_folder(retired, ec);
+    fs::rename(final_path, retired, ec);
     if (ec) {
-      throw IoError("cannot replace " + final_path + " (left by an earlier run): " + ec.message() +
-                    "; remove it by hand");
+      throw IoError("cannot move " + final_path + " (left by an earlier run) aside to " + retired +
+                    ": " + ec.message() + "; remove it by hand");
     }
+    fsync_dir(dir);
   }
   // The new `latest` is written before the rename and committed after it: a kill between the
   // two leaves it pending beside a complete folder, which readers take as the latest (a kill
@@ -170,11 +183,14 @@ void publish_checkpoint(const std::string& dir, const std::string& temp,
   if (ec) {
     std::error_code ignored;
     fs::remove(pending, ignored);
+    if (!retired.empty()) fs::rename(retired, final_path, ignored);
     throw IoError("cannot rename " + temp + " to " + final_path + ": " + ec.message() +
                   "; the previous checkpoint stays the latest");
   }
   fsync_dir(dir);
   commit_replacement(pending, latest);
+  // Left where it cannot go: the next start removes it, a folder of its step standing.
+  if (!retired.empty()) remove_checkpoint_folder(retired, ec);
 }
 
 PendingLatest pending_latest(const std::string& dir) {
@@ -330,8 +346,10 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
     return fs::status(folder / ckpt::kManifestCrcName, status_error).type() ==
            fs::file_type::not_found;
   };
+  std::vector<std::string> retired;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
+    if (ckpt::starts_with(name, ckpt::kRetiredPrefix)) retired.push_back(name);
     // Temporary save folders, `latest` replacements a kill cut short, and step folders whose
     // removal (a prune) a kill cut short: a removal takes the crc32 file first, and only a
     // complete folder is ever renamed to step-N, so no later save or prune would take them.
@@ -345,6 +363,18 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
     if (path == keep) continue;
     fs::remove_all(path, ec);
     if (!ec) removed.push_back(path);
+  }
+  // A folder a publish moved aside (publish_by_moving_aside): removed where a complete folder of
+  // its step stands, else put back (the kill came before the new one took its name).
+  for (const std::string& name : retired) {
+    const fs::path aside = fs::path(dir) / name;
+    const fs::path step = fs::path(dir) / name.substr(std::strlen(ckpt::kRetiredPrefix));
+    if (ckpt::is_complete_checkpoint(step.string())) {
+      ckpt::remove_checkpoint_folder(aside.string(), ec);
+      if (!ec) removed.push_back(aside.string());
+    } else if (fs::status(step, ec).type() == fs::file_type::not_found) {
+      fs::rename(aside, step, ec);
+    }
   }
   return removed;
 }

@@ -22,6 +22,9 @@ constexpr const char* kLatestName = "latest";
 // With CheckpointOptions::keep_best: the folder name of the checkpoint with the lowest metric.
 constexpr const char* kBestName = "best";
 constexpr const char* kTempPrefix = ".tmp-step-";
+// ".old-step-00000012": a step folder a publish moved aside to put a new one of that step in its
+// place, where the file system cannot swap the two (publish_by_moving_aside).
+constexpr const char* kRetiredPrefix = ".old-";
 
 // "step-00000012"
 std::string step_folder_name(int64_t step);
@@ -41,11 +44,18 @@ std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::str
 
 // Makes the finished temporary folder `temp` visible as dir/<final_name>: writes the new
 // `latest` as a pending dir/latest.tmp-<pid>, renames the folder (swapped with an older folder of
-// that name, which is then removed; removed first where the file system cannot swap), fsyncs
+// that name, which is then removed; moved aside first where the file system cannot swap), fsyncs
 // dir and commits the pending `latest`.
 // Throws IoError naming the paths.
 void publish_checkpoint(const std::string& dir, const std::string& temp,
                         const std::string& final_name);
+// publish_checkpoint's way where renameat2 cannot swap folders (NFS, older kernels): an older
+// dir/<final_name> is renamed to dir/.old-<final_name> before `temp` takes its name, and removed
+// after `latest` names the new one. A kill between the two renames leaves the old folder aside,
+// which the next start's remove_incomplete_checkpoints puts back (the new one, still temporary,
+// is then removed): one of the two survives any kill. Throws IoError naming the paths.
+void publish_by_moving_aside(const std::string& dir, const std::string& temp,
+                             const std::string& final_name);
 // The pending `latest` (dir/latest.tmp-*) a publish killed after its folder rename left, naming
 // a complete folder (the highest step when several do) and written after the committed `latest`;
 // both "" when none. Readers take it over `latest`: that folder is the newest the job saved.

@@ -56,7 +56,9 @@ void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& 
   std::vector<std::string> lines;
   if (settings.codec_weights.chosen()) {
     lines.push_back("parameter all-gather: " +
-                    (c.weight_codec ? c.weight_codec->describe() : exact));
+                    (c.weight_codec   ? c.weight_codec->describe()
+                     : group_size > 1 ? exact
+                                      : "none (each shard group is one rank), weights exact"));
   }
   if (settings.codec_gradients.chosen()) {
     const std::string with = c.gradient_codec
@@ -175,7 +177,8 @@ CodecPlacement codec_placement(const EngineSettings& settings, int world, int gr
                       codes_groups(settings,
                                    groups_on_one_host(world, group_size, ranks_per_host, true));
   CodecPlacement p;
-  p.weights = settings.codec_weights.chosen() && in_group;
+  // A group of one rank gathers nothing: coded, its weights were only rounded.
+  p.weights = settings.codec_weights.chosen() && in_group && group_size > 1;
   p.gradients_in_group = settings.codec_gradients.chosen() && in_group && group_size > 1;
   p.gradients_across = settings.codec_gradients.chosen() && across;
   return p;

@@ -368,6 +368,24 @@ TEST_CASE("two tiers of one job and rank on one path (two engines of a process) 
   CHECK(contains(third->describe(), "zt-job7/rank0.2"));
 }
 
+TEST_CASE("a tier that never made its folder leaves alone the one another tier of its rank made") {
+  // Before prepare() the tier's folder is only a name, rank<r>, which another tier of the same
+  // rank holds; its end removed that folder while it was empty, and the other's next file failed.
+  TempDir dir;
+  auto first = make_tier(dir.path().string(), {}, "job8", 0);
+  first->prepare(kMiB);
+  REQUIRE(fs::is_empty(rank_dir(dir, "job8", 0)));
+  make_tier(dir.path().string(), {}, "job8", 0).reset();
+  CHECK(fs::exists(rank_dir(dir, "job8", 0)));
+  const int64_t bytes = 2 * kAlign;
+  const int64_t region = first->allocate("after the other tier ended", bytes);
+  const auto data = random_bytes(bytes, 21);
+  first->write(region, 0, data.data(), bytes)->wait();
+  std::vector<uint8_t> back(bytes);
+  first->read(region, 0, back.data(), bytes)->wait();
+  CHECK(back == data);
+}
+
 TEST_CASE("files and folders are removed when the tier dies during exception unwinding, with "
           "transfers still in flight") {
   TempDir dir;

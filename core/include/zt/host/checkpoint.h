@@ -186,7 +186,8 @@ ZT_API std::string resolve_checkpoint(const std::string& path);
 ZT_API std::string finish_interrupted_publish(const std::string& dir);
 // Removes the temporary folders a killed save left under `dir` (after finishing an interrupted
 // publish, whose pending `latest` is not incomplete) and step folders a killed prune left without
-// their crc32 file; returns their paths.
+// their crc32 file; returns their paths. A step folder a killed publish had moved aside
+// (.old-step-N, where the file system cannot swap folders) is put back where no step-N stands.
 ZT_API std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir);
 // One job at a time saves into a checkpoint dir: the job's rank 0 holds `dir`/.zt-lock (flock)
 // from before it cleans up what a stopped save left until it ends, so a second job on the same

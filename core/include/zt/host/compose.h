@@ -138,7 +138,7 @@ ZT_API CommStats job_comm_stats(const Composition& composition);
 // share a host. The composition, the comm estimate and the memory fit all place them by this.
 // Pure.
 struct CodecPlacement {
-  bool weights = false;             // the shard group's parameter all-gathers
+  bool weights = false;             // the shard group's parameter all-gathers (2+ ranks)
   bool gradients_in_group = false;  // the shard group's gradient reduce-scatter (2+ ranks)
   bool gradients_across = false;    // MiCS: the all-reduce of gradient shards across the groups
 };
