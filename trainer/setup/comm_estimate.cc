@@ -101,6 +101,9 @@ struct Groups {
   // shared memory): the world, the shard groups or the replica groups.
   bool one_host(const std::string& group) const {
     if (group == "world") return world <= ranks_per_host;
+    // A two-level gather's levels: the ranks at one place on each host, and each host's ranks.
+    if (group == "hosts") return false;
+    if (group == "host") return true;
     return groups_on_one_host(world, shard, ranks_per_host, group == "replicas");
   }
 };
@@ -144,6 +147,16 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
   g.replicas = world / g.shard;
   g.window = engine.comm.id == "comm_ucx" && engine.comm.options.get_bool("shared_memory");
 
+  // zero.mics_hierarchical_params_gather with a shard group that spans hosts: every parameter
+  // gather goes in two levels (HierarchicalGather): across the hosts among the ranks at one
+  // place, 1/ranks_per_host of the group's bytes (the weight codec's, encoded), then within each
+  // host, all of them exact.
+  const ShardGroupChoice groups_choice = shard_groups(engine, world, ranks_per_host);
+  const int per_host = g.ranks_per_host;
+  const bool two_level = stage >= 1 && groups_choice.hierarchical && ranks_per_host > 0 &&
+                         per_host < g.shard && g.shard % per_host == 0;
+  const int hosts = two_level ? g.shard / per_host : 1;
+
   const PlannedModel m = plan_model(job, catalog, g.shard, es);
   const int64_t threshold = engine.options.param_persistence_threshold;
   // ZeRO++: the weight codec codes stage 3's gathers of released groups, the gradient codec
@@ -158,6 +171,7 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
                                        stage >= 1 && place.gradients_across);
   int64_t all = 0, released = 0, persistent = 0, released_uses = 0, shard_bytes = 0;
   int64_t released_groups = 0, reduced = 0, across = 0;
+  int64_t persistent_level1 = 0, released_uses_level1 = 0;  // two-level: the bytes across hosts
   for (const GroupSize& s : m.groups) {
     all += s.padded * es;
     reduced += wire_bytes(grad_codec.get(), s.padded, es, g.shard);
@@ -167,6 +181,7 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
                          g.replicas);
     const bool kept = stage < 3 || s.largest_tensor < threshold;
     (kept ? persistent : released) += s.padded * es;
+    if (kept) persistent_level1 += s.padded / per_host * es;
     released_groups += kept ? 0 : 1;
   }
   // Stage 3 gathers a released group before each unit that uses it runs forward, and again
@@ -176,7 +191,12 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
     for (size_t gi : used) {
       const GroupSize& s = m.groups[gi];
       if (stage == 3 && s.largest_tensor >= threshold) {
-        released_uses += wire_bytes(weight_codec.get(), s.padded, es, g.shard);
+        if (two_level) {
+          released_uses += s.padded * es;
+          released_uses_level1 += wire_bytes(weight_codec.get(), s.padded / per_host, es, hosts);
+        } else {
+          released_uses += wire_bytes(weight_codec.get(), s.padded, es, g.shard);
+        }
         ++released_calls;
       }
     }
@@ -206,15 +226,27 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
       add(e, g, "all_reduce", "replicas", g.replicas, static_cast<double>(groups * reductions),
           shard_bytes * reductions, "each reduced shard across the shard groups (MiCS)");
     }
+    // A parameter gather: over the shard group, or in its two levels.
+    const auto gather =
+        [&](double calls, int64_t bytes, int64_t level1, bool coded, const std::string& why) {
+      const std::string what = std::string(coded ? "encoded " : "") + why;
+      if (!two_level) {
+        add(e, g, "all_gather", "shard group", g.shard, calls, bytes, what);
+        return;
+      }
+      add(e, g, "all_gather", "hosts", hosts, calls, level1,
+          what + ", first level: across the hosts");
+      add(e, g, "all_gather", "host", per_host, calls, bytes,
+          why + ", second level: within each host");
+    };
     const int64_t refreshed = stage == 3 ? groups - released_groups : groups;
-    add(e, g, "all_gather", "shard group", g.shard, static_cast<double>(refreshed), persistent,
-        "updated parameters of " + times(refreshed, stage == 3 ? "persistent group" : "group") +
-            ", once per step");
+    gather(static_cast<double>(refreshed), persistent, persistent_level1, false,
+           "updated parameters of " + times(refreshed, stage == 3 ? "persistent group" : "group") +
+               ", once per step");
     if (stage == 3) {
-      add(e, g, "all_gather", "shard group", g.shard,
-          static_cast<double>(2 * released_calls * accum), 2 * released_uses * accum,
-          std::string(weight_codec ? "encoded " : "") + "forward and backward gathers of " +
-              times(released_groups, "released group") + micro);
+      gather(static_cast<double>(2 * released_calls * accum), 2 * released_uses * accum,
+             2 * released_uses_level1 * accum, weight_codec != nullptr,
+             "forward and backward gathers of " + times(released_groups, "released group") + micro);
     }
   }
   // The training loop's own: the loss average and the stop flag each step, the global gradient

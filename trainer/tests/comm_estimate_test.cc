@@ -95,6 +95,54 @@ TEST_CASE("estimate: MiCS groups reduce within a host and all-reduce shards acro
     CHECK(c.link == "shared memory");
 }
 
+TEST_CASE("estimate: a two-level gather sends a host's share across hosts, the rest within") {
+  // 4 ranks on 2 hosts, one shard group, zero.mics_hierarchical_params_gather: each gather first
+  // among the 2 ranks at one place on each host (half the group's bytes, over the network), then
+  // within each host (all of them, in shared memory). Counted as one flat gather, its bytes
+  // across hosts were the whole group's.
+  const int64_t uses = (18432 + 49984 + 49984 + 128 + 18432) * 4;
+  const CommEstimate e = estimate({"launch.nproc=4", "zero.mics_hierarchical_params_gather=true"},
+                                  4, 2);
+  int levels = 0;
+  for (const auto& c : e.collectives) {
+    if (c.op != "all_gather" || c.group == "world") continue;
+    CAPTURE(c.group);
+    CHECK(c.calls == doctest::Approx(10));
+    if (c.group == "hosts") {
+      CHECK(c.link == "network");
+      CHECK(c.ranks == 2);
+      CHECK(c.bytes == uses);
+      CHECK(c.sent == uses / 2);  // the ring sends the other host's block
+    } else {
+      CHECK(c.group == "host");
+      CHECK(c.link == "shared memory");
+      CHECK(c.bytes == 2 * uses);
+      CHECK(c.sent == uses);  // the window publishes this rank's own half
+    }
+    ++levels;
+  }
+  CHECK(levels == 2);
+  // With int8 weights only the level across hosts is encoded: about a quarter of its bytes.
+  const CommEstimate coded = estimate(
+      {"launch.nproc=4", "zero.mics_hierarchical_params_gather=true",
+       "plugins.codec_weights=codec_blockq", "codec.weights.bits=8"},
+      4, 2);
+  for (const auto& c : coded.collectives) {
+    if (c.op != "all_gather" || c.group == "world") continue;
+    CAPTURE(c.group);
+    if (c.group == "hosts") {
+      CHECK(c.bytes > uses / 4);
+      CHECK(c.bytes < uses * 27 / 100);
+    } else {
+      CHECK(c.bytes == 2 * uses);
+    }
+  }
+  // On one host (or a group within one) there is no second level to go to.
+  for (const auto& c :
+       estimate({"launch.nproc=4", "zero.mics_hierarchical_params_gather=true"}, 4, 4).collectives)
+    CHECK(c.group != "hosts");
+}
+
 TEST_CASE("estimate: a gradient codec across hosts codes MiCS's all-reduce in two hops only") {
   // codec_scope = "across_hosts" with groups of one host: the group's reduce-scatter stays exact
   // in shared memory; across the groups an all-to-all of int4 chunks, then their sums gathered.

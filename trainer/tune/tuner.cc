@@ -586,9 +586,14 @@ void Tuner::compare_final_losses(bool same_math, bool same_split) {
       }
     }
   }
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "losses agree within %g (%s)", args_.rtol,
-                same_split ? "a setting that changes the numbers" : "another micro batch split");
+  // A codec's or a bf16 state's gap grows with the steps, and the final A/B runs seconds of
+  // them: the verdict says how few, and where to look further.
+  char buf[400];
+  std::snprintf(buf, sizeof(buf), "losses agree within %g over %zu steps (%s)", args_.rtol,
+                ref.steps.size(),
+                same_split ? "a setting that changes the numbers, whose gap can grow over more "
+                             "steps: trainer ab --allow-different-math --steps 300 shows it"
+                           : "another micro batch split");
   r_.final_losses = buf;
 }
 
