@@ -21,6 +21,7 @@
 
 #include "../test_util.h"
 #include "small_gpt_job.h"
+#include "zt/host/launcher.h"
 
 using zt::test::run_command;
 using zt::test::TempDir;
@@ -182,6 +183,57 @@ TEST_CASE("trainer estimate: models that are most of the peak, within 15% of run
   check_model_dominated("an MLP of 9 layers of width 2000 at stage 1", "configs/zero3.toml",
                         "--set model.kind='\"mlp\"' --set model.width=2000 --set model.depth=9 "
                         "--set data.kind='\"synthetic\"' --set zero.stage=1");
+}
+
+TEST_CASE("trainer estimate: a two-level gather's bytes, across hosts and within, within 1% of "
+          "a run's") {
+  // 4 ranks started by hand as a launcher on each of 2 hosts would (LOCAL_WORLD_SIZE = 2), with
+  // zero.mics_hierarchical_params_gather: each gather goes across the hosts (half the group's
+  // bytes) and then within each host. Counted as one flat gather, the estimate missed the first
+  // level (a third of the bytes).
+  TempDir dir;
+  const std::string sets = kSmall +
+                           " --set zero.mics_hierarchical_params_gather=true --set launch.nproc=4";
+  const std::string job = std::string(ZT_TEST_TRAINER) +
+                          " --config " ZT_TEST_SOURCE_DIR
+                          "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR "/README.md " +
+                          sets +
+                          " --set run.log_every=1 --set eval.every_steps=0 --set "
+                          "checkpoint.keep_best='\"\"' --set checkpoint.every_steps=0";
+  const auto est = run_command(std::string(ZT_TEST_TRAINER) + " estimate" +
+                               job.substr(std::strlen(ZT_TEST_TRAINER)) + " --hosts 2 --json");
+  INFO(est.output.substr(0, 600));
+  REQUIRE(est.exit_code == 0);
+  const nlohmann::json e = nlohmann::json::parse(est.output)[0];
+  std::string script = "port=" + std::to_string(zt::pick_free_port("127.0.0.1")) + "\n";
+  for (int rank = 0; rank < 4; ++rank) {
+    script += "RANK=" + std::to_string(rank) + " LOCAL_RANK=" + std::to_string(rank % 2) +
+              " LOCAL_WORLD_SIZE=2 WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port " + job +
+              " --set run.steps=4 --set run.report=false --set launch.timeout_s=60 --set "
+              "run.out_dir=" +
+              dir.file("run") + " > " + dir.file("rank" + std::to_string(rank)) + ".log 2>&1 &\n";
+  }
+  script += "failed=0; for p in $(jobs -p); do wait $p || failed=1; done; exit $failed\n";
+  zt::test::write_file(dir.file("four_ranks.sh"), script);
+  const auto run = run_command("bash " + dir.file("four_ranks.sh"));
+  INFO(zt::test::read_file(dir.file("rank0.log")));
+  REQUIRE(run.exit_code == 0);
+  const Measured m = measured(dir.file("run"));
+  double bytes = 0, sent = 0;
+  bool across = false;
+  for (const auto& c : e["collectives"]) {
+    if (c["op"] != "all_gather") continue;
+    bytes += c["bytes_per_step"].get<double>();
+    sent += c["sent_per_step"].get<double>();
+    across = across || (c["group"] == "hosts" && c["link"] == "network");
+  }
+  CHECK(across);
+  REQUIRE(m.step.count("all_gather") == 1);
+  INFO("estimated " << bytes << " bytes (" << sent << " sent), measured "
+                    << m.step.at("all_gather").first << " (" << m.step.at("all_gather").second
+                    << ")");
+  CHECK(std::abs(bytes / static_cast<double>(m.step.at("all_gather").first) - 1) <= 0.01);
+  CHECK(std::abs(sent / static_cast<double>(m.step.at("all_gather").second) - 1) <= 0.01);
 }
 
 TEST_CASE("trainer estimate: what a codec adds to the peak, residuals and kept buffers, within "
