@@ -14,6 +14,7 @@
 //                   [--optimizer_fraction F] [--param_fraction F] [--sub_group E]
 //                   [--pipeline true|false] [--gradients_in_tier true|false]
 //                   [--accessors true|false] [--begin_step true|false] [--nan_grad_step K]
+//                   [--fail_backward_step K]
 //                   [--eval true|false]
 //                   [--save_at K --ckpt_dir D] [--record P]
 //                   [--load true --ckpt_dir D --saved_world W] [--compare P]
@@ -43,7 +44,8 @@
 // micro steps (the reference's .grad before clipping), zeros right after a step.
 // --begin_step announces each step's learning rate before its micro steps (Engine::begin_step),
 // so groups streamed from a file tier update in backward where that applies. --nan_grad_step K
-// makes the last rank's gradients NaN in step K (its loss stays finite). --eval checks
+// makes the last rank's gradients NaN in step K (its loss stays finite). --fail_backward_step K
+// makes every rank's backward throw in step K, which must then be skipped. --eval checks
 // Engine::forward_eval before the first step and after every step: the mean loss over fixed
 // samples shared out among the ranks equals the one the units give in one process from the
 // engine's full parameters (fp32: within 1e-6 relative).
@@ -614,7 +616,7 @@ std::string memory_text(const zt::Composition& setup) {
 // model's output NaN. Appends the losses.
 void run_micro_steps(zt::Engine& engine, const zt::EngineOptions& opt, const zt::RankEnv& env,
                      int64_t step, bool overflow_now, std::vector<double>& losses,
-                     bool nan_grad_now = false) {
+                     bool nan_grad_now = false, bool fail_backward_now = false) {
   const int64_t global = kMicroBatch * env.world;
   for (int m = 0; m < opt.grad_accum; ++m) {
     const int64_t first_sample = (step * opt.grad_accum + m) * global;
@@ -622,6 +624,13 @@ void run_micro_steps(zt::Engine& engine, const zt::EngineOptions& opt, const zt:
     losses.push_back(engine.forward_backward(x.to(opt.compute_dtype), [&](const at::Tensor& out) {
       if (nan_grad_now && env.rank == env.world - 1 && out.requires_grad()) {
         out.register_hook([](const at::Tensor& g) { return g * std::nan(""); });
+      }
+      // Every rank's backward fails at its start (one rank's alone would leave its peers in
+      // the reductions it never joins).
+      if (fail_backward_now && out.requires_grad()) {
+        out.register_hook([](const at::Tensor&) -> at::Tensor {
+          throw std::runtime_error("planted: this backward fails");
+        });
       }
       at::Tensor loss = at::mse_loss(out.to(at::kFloat), y);
       // An inf on one rank only: the skip decision must still be the same everywhere.
@@ -922,8 +931,17 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     if (a["begin_step"] == "true") engine.begin_step(lr);
     const zt::test::NamedTensors exact = coded ? engine.full_parameters()
                                                : zt::test::NamedTensors{};
-    run_micro_steps(engine, opt, env, step, overflow_now, trace.losses,
-                    step + 1 == std::stoi(a["nan_grad_step"]));
+    // --fail_backward_step: the step's backward throws on every rank; the step is skipped.
+    const bool fail_now = step + 1 == std::stoi(a["fail_backward_step"]);
+    try {
+      run_micro_steps(engine, opt, env, step, overflow_now, trace.losses,
+                      step + 1 == std::stoi(a["nan_grad_step"]), fail_now);
+      if (fail_now) throw CheckFailed("the planted backward failure did not reach the caller");
+    } catch (const std::exception& e) {
+      if (!fail_now ||
+          std::string(e.what()).find("planted: this backward fails") == std::string::npos)
+        throw;
+    }
     if (step == first) check_early_reduce(opt, reduces_at_first_unit);
     if (coded) {
       coded_reference_grads(*coded, reference, exact, step, env.world);
@@ -933,14 +951,17 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     // Stage 1 reduces at the step: before it, full_fp32_grad is the exact sum of the ranks'
     // .grad, not what the codec delivers (the optimizer states after the step show that).
     // An overflowing step's gradients are not finite: what matters is that it is skipped.
-    if ((accessors || (coded && opt.stage >= 2)) && !overflow_now)
+    if ((accessors || (coded && opt.stage >= 2)) && !overflow_now && !fail_now)
       check_grads(engine, reference, dt, step);
     zt::StepReport rep = engine.step(lr);
     trace.scales.push_back(rep.loss_scale);
     if (saver && step + 1 == std::stoi(a["save_at"])) saver->save(engine, step + 1, {});
-    if (overflow_now) {
-      if (!rep.skipped)
-        throw CheckFailed("step " + std::to_string(step + 1) + " overflowed but was not skipped");
+    if (overflow_now || fail_now) {
+      if (!rep.skipped) {
+        throw CheckFailed("step " + std::to_string(step + 1) +
+                          (overflow_now ? " overflowed" : "'s backward failed") +
+                          " but was not skipped");
+      }
       if (coded) coded->forget_residuals();
       continue;
     }
@@ -995,6 +1016,7 @@ Args default_args() {
               {"bucket_mb", "25"},
               {"force_overflow_step", "0"},
               {"nan_grad_step", "0"},
+              {"fail_backward_step", "0"},
               {"loss_scale", "false"},
               {"prefetch_elements", "0"},
               {"max_live", "1000000000"},

@@ -429,6 +429,12 @@ TEST_CASE("offload: with the rate announced, streamed gradients go straight into
   bool named = false;
   for (const auto& rep : r.reports) named = named || contains(rep, "cannot be skipped");
   CHECK(named);
+  // A backward that fails before any streamed group took the update leaves nothing of the step
+  // applied: the step is skipped on every rank, and the run goes on matching the reference
+  // (which was told "a gradient is not finite ... cannot be skipped" before).
+  expect_ok(run_engine(2, {"--stage", "3", "--shard", "shard_bucket", "--hidden", "100",
+                           "--offload_optimizer", "offload_nvme", "--sub_group", "1",
+                           "--begin_step", "true", "--fail_backward_step", "2"}));
 }
 
 TEST_CASE("offload: with clipping, streamed gradients wait for the norm in host memory, bit for "

@@ -223,6 +223,16 @@ TEST_CASE("publishing over a step's folder without a swap moves the old one asid
   fs::copy(step, aside, fs::copy_options::recursive);
   CHECK(zt::remove_incomplete_checkpoints(d) == std::vector<std::string>{aside.string()});
   CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{2, 4});
+
+  // One whose removal failed after a whole publish, its step pruned since: no save of that step
+  // was cut short (no temporary folder), so it is removed, not brought back. Other names that
+  // start alike are not folders a publish moved aside, and stay.
+  fs::copy(step, aside, fs::copy_options::recursive);
+  fs::remove_all(step);
+  zt::test::write_file(dir.path() / ".old-latest", "step-00000002\n");
+  CHECK(zt::remove_incomplete_checkpoints(d) == std::vector<std::string>{aside.string()});
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{2});
+  CHECK(fs::exists(dir.path() / ".old-latest"));
 }
 
 TEST_CASE("a failed write's way out: a full disk and a used-up quota ask for room or elsewhere") {

@@ -98,13 +98,22 @@ bool changes_math(const std::string& key, const std::vector<std::string>& optimi
       starts_with(key, "codec."))
     return true;
   if (coded) {
-    // Where bytes are kept (offload) and when they travel (prefetch, overlap) leave the coded
-    // values alone; the layout of the coded collectives does not.
-    static const char* const kStillNeutral[] = {
-        "plugins.offload_",    "plugin.offload_",   "zero.offload_",
-        "zero.sub_group_size", "zero.pipeline_",    "zero.gradients_in_tier",
-        "zero.prefetch_",      "zero.overlap_comm", "zero.max_live_parameters",
-        "plugins.comm",        "plugin.comm_"};
+    // Where bytes are kept (offload) and when they travel (prefetch, overlap, how many bytes
+    // are in flight: each group is coded on its own) leave the coded values alone; the layout
+    // of the coded collectives does not.
+    static const char* const kStillNeutral[] = {"plugins.offload_",
+                                                "plugin.offload_",
+                                                "zero.offload_",
+                                                "zero.sub_group_size",
+                                                "zero.pipeline_",
+                                                "zero.gradients_in_tier",
+                                                "zero.prefetch_",
+                                                "zero.overlap_comm",
+                                                "zero.max_live_parameters",
+                                                "plugins.comm",
+                                                "plugin.comm_",
+                                                "zero.reduce_bucket_mb",
+                                                "zero.allgather_bucket_mb"};
     const bool neutral = std::any_of(std::begin(kStillNeutral), std::end(kStillNeutral),
                                      [&](const char* p) { return starts_with(key, p); });
     if (!neutral && (starts_with(key, "zero.") || starts_with(key, "plugins.") ||

@@ -32,7 +32,8 @@ std::vector<std::string> differing_keys(const Arm& a, const Arm& b);
 // the optimizer plugin ids of the arms (its options are math). `coded`: an arm codes a
 // collective (plugins.codec_weights or codec_gradients chosen); the layout then moves which
 // collectives are coded and where the codec's blocks start (stage, MiCS groups, persistence,
-// shard plugin and buckets), so only where bytes are kept and when they travel stay neutral.
+// shard plugin and its buckets), so only where bytes are kept and when they travel (offload,
+// prefetch, overlap, the bytes in flight) stay neutral.
 bool changes_math(const std::string& key, const std::vector<std::string>& optimizer_ids,
                   bool coded = false);
 // Whether the job codes a collective (a codec chosen for the weights or the gradients).

@@ -111,8 +111,9 @@ void check_arms_keep_the_math(const AbSettings& ab, const LiveAb& live) {
                         ", which changes the math: a live A/B keeps one "
                         "loss curve, so its arms may differ only in where bytes live and how they "
                         "travel (shard plugin, stage, buckets, prefetch, offload; with a codec "
-                        "only prefetch and offload, which leave the coded collectives as they "
-                        "are); compare other settings with trainer ab --allow-different-math");
+                        "only prefetch, offload and the bytes in flight, which leave the coded "
+                        "collectives as they are); compare other settings with trainer ab "
+                        "--allow-different-math");
     }
   }
 }

@@ -17,8 +17,10 @@
 namespace zt::trainer {
 
 struct CollectiveEstimate {
-  std::string op;     // "all_gather", "reduce_scatter", "all_reduce", "all_to_all" (a codec's)
-  std::string group;  // "world", "shard group" (MiCS: its k ranks) or "replicas" (across groups)
+  std::string op;  // "all_gather", "reduce_scatter", "all_reduce", "all_to_all" (a codec's)
+  // "world", "shard group" (MiCS: its k ranks), "replicas" (across groups), or a two-level
+  // gather's levels: "hosts" (the ranks at one place on each host) and "host" (a host's ranks).
+  std::string group;
   int ranks = 1;      // ranks of that group
   std::string link;   // "shared memory" (the group inside one host) or "network"
   double calls = 0;   // per optimizer step

@@ -196,11 +196,13 @@ int64_t activation_bytes(const models::ModelShape& s, int64_t micro_batch, int64
 namespace {
 
 // The host buffers the coded collectives stage their payloads in (core's ScratchBuffers, kept
-// from step to step), for the largest group at once: a coded reduce-scatter's fp32 input and
-// encoded chunks out and in, and its shard's decoded sum; MiCS's coded all-reduce of a shard,
-// the same over the groups plus the gathered sums; a coded gather's encoded chunks of the
-// window, and for 16-bit parameters the fp32 values they decode to. Left out, a codec's run
-// measured some 50 MiB over the estimate on 36M parameters (2 ranks, int8 and int4).
+// from step to step): coded reduce-scatters' fp32 inputs and encoded chunks out and in, for the
+// gradients in flight (the largest group, or reduce_bucket_mb's worth with overlap_comm), and
+// one shard's decoded sum (with error feedback, what its encoding lost too); MiCS's coded
+// all-reduce of a shard, the same over the groups plus the gathered sums; a coded gather's
+// encoded chunks of the window, and for 16-bit parameters the fp32 values a group decodes to.
+// Left out, a codec's run measured some 50 MiB over the estimate on 36M parameters (2 ranks,
+// int8 and int4).
 int64_t codec_staging(const EngineSettings& engine, PluginCatalog& catalog, const FitInputs& in) {
   if (in.stage < 1) return 0;
   const CodecPlacement place = codec_placement(engine, in.world, in.shard_world, in.local_ranks);
@@ -209,9 +211,13 @@ int64_t codec_staging(const EngineSettings& engine, PluginCatalog& catalog, cons
     return catalog.codec(role.id, role.key).create(role.options)->encoded_bytes(chunk) * chunks;
   };
   const int64_t shard = (in.largest_owned + k - 1) / k;
+  const int64_t sums = (engine.options.codec_error_feedback ? 12 : 8) * shard;
   int64_t bytes = 0;
-  if (place.gradients_in_group)
-    bytes += 4 * shard * k + 2 * encoded(engine.codec_gradients, shard, k) + 12 * shard;
+  if (place.gradients_in_group) {
+    const int64_t in_flight =
+        (std::max(in.largest_owned, in.reduce_bucket_bytes / in.element_size) + k - 1) / k;
+    bytes += 4 * in_flight * k + 2 * encoded(engine.codec_gradients, in_flight, k) + sums;
+  }
   if (place.gradients_across) {
     const int64_t replicas = in.world / k, chunk = (shard + replicas - 1) / replicas;
     bytes += 12 * chunk * replicas + 3 * encoded(engine.codec_gradients, chunk, replicas) +
@@ -220,7 +226,7 @@ int64_t codec_staging(const EngineSettings& engine, PluginCatalog& catalog, cons
   if (place.weights && in.stage == 3) {
     const int64_t window = (in.largest_window + k - 1) / k;
     bytes += encoded(engine.codec_weights, window, k) +
-             (in.element_size < 4 ? 4 * (window * k + window) : 0);
+             (in.element_size < 4 ? 4 * (shard * k + shard) : 0);
   }
   return bytes;
 }

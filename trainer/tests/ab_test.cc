@@ -86,14 +86,14 @@ TEST_CASE("differing keys, and which of them change the math") {
   }
   // With a codec, the layout moves which collectives are coded and where the blocks start;
   // where bytes are kept and when they travel still do not change the numbers.
-  for (const char* layout :
-       {"plugins.shard", "plugin.shard_bucket.bucket_mb", "zero.stage", "zero.reduce_bucket_mb",
-        "zero.mics_shard_size", "zero.param_persistence_threshold"}) {
+  for (const char* layout : {"plugins.shard", "plugin.shard_bucket.bucket_mb", "zero.stage",
+                             "zero.mics_shard_size", "zero.param_persistence_threshold"}) {
     CHECK_MESSAGE(changes_math(layout, optim, /*coded=*/true), std::string(layout));
   }
   for (const char* neutral :
        {"zero.offload_optimizer_fraction", "plugins.offload_param", "plugin.offload_nvme.path",
-        "zero.prefetch_units", "plugins.comm", "launch.timeout_s", "checkpoint.every_steps"}) {
+        "zero.prefetch_units", "plugins.comm", "plugin.comm_ucx.ring", "zero.reduce_bucket_mb",
+        "zero.allgather_bucket_mb", "launch.timeout_s", "checkpoint.every_steps"}) {
     CHECK_MESSAGE(!changes_math(neutral, optim, /*coded=*/true), std::string(neutral));
   }
   CHECK(arm_label(b) == "shard_bucket,stage=3,prefetch_units=2");

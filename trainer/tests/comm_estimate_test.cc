@@ -7,6 +7,7 @@
 #include "settings/trainer_config.h"
 #include "setup/comm_estimate.h"
 #include "small_gpt_toml.h"
+#include "zt/error.h"
 #include "zt/host/compose.h"
 
 #include <doctest/doctest.h>
@@ -137,6 +138,13 @@ TEST_CASE("estimate: a two-level gather sends a host's share across hosts, the r
       CHECK(c.bytes == 2 * uses);
     }
   }
+  // Groups the hosts' ranks do not divide cannot be split in two levels: refused as composing
+  // refuses them, not counted as flat gathers of a job that would never start.
+  CHECK_THROWS_WITH_AS(estimate({"launch.nproc=12", "zero.mics_shard_size=6",
+                                 "zero.mics_hierarchical_params_gather=true"},
+                                12, 4),
+                       doctest::Contains("4 ranks each, which does not divide it"),
+                       zt::ConfigError);
   // On one host (or a group within one) there is no second level to go to.
   for (const auto& c :
        estimate({"launch.nproc=4", "zero.mics_hierarchical_params_gather=true"}, 4, 4).collectives)

@@ -12,6 +12,7 @@
 #include "tune/search_space.h"
 #include "tune/trial_jobs.h"
 #include "tune/tune_report.h"
+#include "tune/tuner.h"
 #include "zt/error.h"
 
 #include <doctest/doctest.h>
@@ -491,4 +492,28 @@ TEST_CASE("tune: across hosts every composition is sized with one host's ranks")
   CHECK(one_host({"zero.stage=2"}).section("launch").get_int("nproc") == 2);
   CHECK(one_host({"zero.stage=2"}).section("zero").get_int("stage") == 2);
   CHECK(per_host_loader(job, 1, 4)({}).section("launch").get_int("nproc") == 4);
+}
+
+TEST_CASE("tune: a candidate the same as your config is the same math, with a codec too") {
+  // A grid candidate spells out the values your config leaves to its defaults (MiCS groups across
+  // hosts: zero.mics_shard_size = -1), in its own order. With a codec the layout keys are math, so
+  // such a candidate read as other math: the final A/B's own exact check was turned off for a
+  // winner that only moved offload.
+  const ConfigLoader coded = loader(
+      {"plugins.codec_gradients=\"codec_blockq\"", "codec.gradients.bits=4"});
+  const auto key = [&](const std::vector<std::string>& overrides) {
+    const std::vector<std::string> all = explicit_overrides(coded(overrides), overrides);
+    return math_key(JobSettings::of(coded(all)), all);
+  };
+  const std::string yours = key({});
+  CHECK(contains(yours, "zero.stage=3"));
+  CHECK(key({"zero.stage=3", "data.micro_batch=2", "data.grad_accum=2", "zero.mics_shard_size=-1",
+             "plugins.offload_optimizer=\"offload_cpu\"", "zero.offload_optimizer_fraction=1.0"}) ==
+        yours);
+  // Another layout is other math where a codec codes it, and not without one.
+  CHECK(key({"zero.mics_shard_size=1"}) != yours);
+  const ConfigLoader exact = loader();
+  const std::vector<std::string> groups = {"zero.mics_shard_size=1"};
+  CHECK(math_key(JobSettings::of(exact(groups)), explicit_overrides(exact(groups), groups)) ==
+        math_key(JobSettings::of(exact({})), explicit_overrides(exact({}), {})));
 }

@@ -110,13 +110,14 @@ class Tuner {
   std::map<size_t, std::string> job_keys_;
 };
 
-// The keys a trial job compares arms by: explicit in every candidate (your config's own values
-// where it does not set them), so that arms of one job differ only where they really do.
+}  // namespace
+
 std::vector<std::string> explicit_overrides(const Config& config,
                                             std::vector<std::string> overrides) {
-  for (const char* key : {"zero.stage", "data.micro_batch", "data.grad_accum",
-                          "plugins.offload_optimizer", "plugins.offload_param",
-                          "zero.offload_optimizer_fraction", "zero.offload_param_fraction"}) {
+  for (const char* key :
+       {"zero.stage", "data.micro_batch", "data.grad_accum", "zero.mics_shard_size",
+        "plugins.offload_optimizer", "plugins.offload_param", "zero.offload_optimizer_fraction",
+        "zero.offload_param_fraction"}) {
     const bool set = std::any_of(overrides.begin(), overrides.end(), [&](const std::string& kv) {
       return kv.rfind(std::string(key) + "=", 0) == 0;
     });
@@ -125,7 +126,6 @@ std::vector<std::string> explicit_overrides(const Config& config,
   return overrides;
 }
 
-// The overrides that change the math besides the micro batch split (which tune allows).
 std::vector<std::string> math_overrides(const JobSettings& job,
                                         const std::vector<std::string>& overrides) {
   const std::vector<std::string> optimizers = {job.engine.optimizer.id};
@@ -138,6 +138,18 @@ std::vector<std::string> math_overrides(const JobSettings& job,
   }
   return out;
 }
+
+std::string math_key(const JobSettings& job, const std::vector<std::string>& overrides) {
+  std::string key = std::to_string(job.data.micro_batch) + "x" +
+                    std::to_string(job.data.grad_accum);
+  // Sorted: a candidate of the grid and your config spell the same values in another order.
+  std::vector<std::string> math = math_overrides(job, overrides);
+  std::sort(math.begin(), math.end());
+  for (const std::string& kv : math) key += "|" + kv;
+  return key;
+}
+
+namespace {
 
 // What a composition runs, whatever overrides spelled it: its resolved config without the
 // comments that say where each value came from.
@@ -255,10 +267,7 @@ std::string Tuner::job_key(size_t i) {
   auto it = job_keys_.find(i);
   if (it != job_keys_.end()) return it->second;
   const CompositionEstimate& e = r_.candidates[i].estimate;
-  const DataSettings& d = e.job.data;
-  std::string key = std::to_string(d.micro_batch) + "x" + std::to_string(d.grad_accum);
-  for (const std::string& kv : math_overrides(e.job, e.composition.overrides)) key += "|" + kv;
-  return job_keys_[i] = key;
+  return job_keys_[i] = math_key(e.job, e.composition.overrides);
 }
 
 // Your config alone, as long as the longest trial job of the first phase: the losses each trial

@@ -24,6 +24,8 @@
 
 namespace zt::trainer {
 
+struct JobSettings;
+
 // trainer estimate / trainer tune's options.
 struct TuneArgs {
   int hosts = 1;                      // --hosts: hosts the ranks spread over (MiCS groups per host)
@@ -46,6 +48,18 @@ struct TuneRequest {
   ConfigLoader load;              // the user's job with a composition's overrides on top of base
   TuneArgs args;
 };
+
+// `overrides` with the keys trial jobs compare arms by spelled out (the config's own values where
+// `overrides` does not set them), so that arms of one job differ only where they really do.
+std::vector<std::string> explicit_overrides(const Config& config,
+                                            std::vector<std::string> overrides);
+// Of `overrides` (a candidate's, explicit), those that change the math (changes_math) besides
+// the micro batch split, which tune allows.
+std::vector<std::string> math_overrides(const JobSettings& job,
+                                        const std::vector<std::string>& overrides);
+// What trial jobs group candidates by, and the final A/B's "same math": the micro batch split
+// ("4x1") and the math overrides, sorted ("4x1|zero.stage=3").
+std::string math_key(const JobSettings& job, const std::vector<std::string>& overrides);
 
 // Exit code: 0; 6 when the final A/B finds the winner's losses diverge from the config's. Throws
 // ConfigError for a bad config, a config that does not fit, or a reference run that failed.

@@ -168,6 +168,10 @@ void publish_by_moving_aside(const std::string& dir, const std::string& temp,
     retired = (fs::path(dir) / (kRetiredPrefix + final_name)).string();
     // One an earlier publish failed to remove is older still: a folder of this step stands.
     remove_checkpoint_folder(retired, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      throw IoError("cannot remove " + retired + ", an older " + final_name +
+                    " an earlier save moved aside: " + ec.message() + "; remove it by hand");
+    }
     fs::rename(final_path, retired, ec);
     if (ec) {
       throw IoError("cannot move " + final_path + " (left by an earlier run) aside to " + retired +
@@ -326,6 +330,20 @@ bool unfinished_save_name(const std::string& name) {
          ckpt::starts_with(name, std::string(ckpt::kBestName) + ".tmp-");
 }
 
+// ".old-step-00000012": a step folder publish_by_moving_aside moved aside.
+bool is_retired_step_folder(const std::string& name) {
+  if (!ckpt::starts_with(name, ckpt::kRetiredPrefix)) return false;
+  const std::string rest = name.substr(std::strlen(ckpt::kRetiredPrefix));
+  const int64_t step = ckpt::parse_step_folder(rest);
+  return step >= 0 && rest == ckpt::step_folder_name(step);
+}
+
+// ".tmp-step-00000012-<job>" -> "step-00000012".
+std::string step_of_temp(const std::string& name) {
+  const std::string rest = name.substr(std::strlen(ckpt::kTempPrefix));
+  return "step-" + rest.substr(0, rest.find('-'));
+}
+
 }  // namespace
 
 std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
@@ -347,9 +365,11 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
            fs::file_type::not_found;
   };
   std::vector<std::string> retired;
+  std::vector<std::string> temp_steps;  // the step folder names of temporary save folders
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (ckpt::starts_with(name, ckpt::kRetiredPrefix)) retired.push_back(name);
+    if (is_retired_step_folder(name) && it->is_directory(ec)) retired.push_back(name);
+    if (ckpt::starts_with(name, ckpt::kTempPrefix)) temp_steps.push_back(step_of_temp(name));
     // Temporary save folders, `latest` replacements a kill cut short, and step folders whose
     // removal (a prune) a kill cut short: a removal takes the crc32 file first, and only a
     // complete folder is ever renamed to step-N, so no later save or prune would take them.
@@ -359,23 +379,36 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
     }
   }
   std::sort(found.begin(), found.end());
-  for (const std::string& path : found) {
-    if (path == keep) continue;
-    fs::remove_all(path, ec);
-    if (!ec) removed.push_back(path);
-  }
-  // A folder a publish moved aside (publish_by_moving_aside): removed where a complete folder of
-  // its step stands, else put back (the kill came before the new one took its name).
+  const auto remove_found = [&](bool temp_folders) {
+    for (const std::string& path : found) {
+      const bool temp = ckpt::starts_with(fs::path(path).filename().string(), ckpt::kTempPrefix);
+      if (path == keep || temp != temp_folders) continue;
+      fs::remove_all(path, ec);
+      if (!ec) removed.push_back(path);
+    }
+  };
+  // Pending pointers first: one naming a step put back below would make another run's folder
+  // the latest.
+  remove_found(false);
+  // A folder a publish moved aside (publish_by_moving_aside) is put back where that publish was
+  // cut short (its new folder still temporary, no step-N); otherwise it is left over (its
+  // removal failed after the publish) and removed, or a pruned step came back.
   for (const std::string& name : retired) {
     const fs::path aside = fs::path(dir) / name;
-    const fs::path step = fs::path(dir) / name.substr(std::strlen(ckpt::kRetiredPrefix));
-    if (ckpt::is_complete_checkpoint(step.string())) {
+    const std::string step_name = name.substr(std::strlen(ckpt::kRetiredPrefix));
+    const fs::path step = fs::path(dir) / step_name;
+    const bool cut_short = std::find(temp_steps.begin(), temp_steps.end(), step_name) !=
+                           temp_steps.end();
+    if (cut_short && fs::status(step, ec).type() == fs::file_type::not_found) {
+      fs::rename(aside, step, ec);
+    } else {
       ckpt::remove_checkpoint_folder(aside.string(), ec);
       if (!ec) removed.push_back(aside.string());
-    } else if (fs::status(step, ec).type() == fs::file_type::not_found) {
-      fs::rename(aside, step, ec);
     }
   }
+  // Temporary folders last: with one gone, a folder moved aside would read as left over.
+  remove_found(true);
+  std::sort(removed.begin(), removed.end());
   return removed;
 }
 

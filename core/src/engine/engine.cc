@@ -246,16 +246,34 @@ struct Engine::Impl {
     }
     const double value = loss.item<double>();
     if (!std::isfinite(value) && !scaler.enabled()) throw nonfinite_loss(value, step_number);
-    {
-      const trace::Scope span("backward");
-      const BackwardSpans spans(*this);
-      scaled(loss).backward();
+    try {
+      {
+        const trace::Scope span("backward");
+        const BackwardSpans spans(*this);
+        scaled(loss).backward();
+      }
+      ++micro;
+      if (opt.stage >= 2) reducer.reduce_remaining();
+      fold_micro_grads();
+    } catch (...) {
+      fail_backward();
+      throw;
     }
-    ++micro;
-    if (opt.stage >= 2) reducer.reduce_remaining();
     if (opt.stage == 3) gatherer.release_all();
-    fold_micro_grads();
     return value;
+  }
+
+  // A failed backward (the model's own backward code, a unit's) leaves no forward open, and its
+  // partial gradients in no later step: the step it belongs to is skipped (a caller that goes
+  // on calls step(), which skips it on every rank).
+  void fail_backward() {
+    stepper.poison();
+    try {
+      reducer.abandon_micro_step();
+    } catch (...) {
+      // The backward's own error says more; this one (a reduction that failed too) is lost.
+    }
+    abort_forward();
   }
 
   // Stages 0-1 reduce at the step: a 16-bit job's micro steps are summed in fp32 meanwhile, as
@@ -432,15 +450,7 @@ struct Engine::Impl {
       if (opt.stage >= 2) reducer.reduce_remaining();
       fold_micro_grads();
     } catch (...) {
-      // A failed backward (the model's own backward code, a unit's) leaves no forward open,
-      // and its partial gradients in no later step: the step it belongs to is skipped.
-      stepper.poison();
-      try {
-        reducer.abandon_micro_step();
-      } catch (...) {
-        // The backward's own error says more; this one (a reduction that failed too) is lost.
-      }
-      abort_forward();
+      fail_backward();
       throw;
     }
     if (opt.stage == 3) gatherer.release_all();

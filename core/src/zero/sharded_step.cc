@@ -44,6 +44,7 @@ void ShardedStep::begin(double lr) {
   announced_lr_ = lr;
   tiers_checked_ = false;
   in_backward_ = false;
+  updated_in_backward_ = false;
   if (options_.gradient_clipping > 0 || parts_.scaler.enabled()) return;
   for (const ShardStorage& s : parts_.storage) in_backward_ = in_backward_ || s.opt_streamed;
 }
@@ -55,6 +56,7 @@ bool ShardedStep::update_in_backward(int g, const at::Tensor& reduced, bool firs
     check_tiers(step);
     tiers_checked_ = true;
   }
+  updated_in_backward_ = true;
   parts_.streamed.update_group(g, reduced, first, {step, announced_lr_, divisor()});
   return true;
 }
@@ -65,25 +67,38 @@ StepReport ShardedStep::run(double lr) {
   report.loss_scale = scale;
   // Gradients were summed over ranks and micro steps; average them and undo the scale.
   double divisor = this->divisor();
-  const bool updated_in_backward = in_backward_;
+  const bool announced = in_backward_;
+  // A backward that failed before its first streamed group was updated leaves nothing of the
+  // step applied: it is skipped like any other.
+  const bool updated_in_backward = updated_in_backward_;
   in_backward_ = false;
-  if (updated_in_backward && lr != announced_lr_) {
+  updated_in_backward_ = false;
+  if (announced && lr != announced_lr_) {
     throw InternalError("Engine::step(" + std::to_string(lr) + ") after begin_step(" +
                         std::to_string(announced_lr_) +
                         "): groups were already updated in backward at the announced rate");
   }
   const GradientTotals totals = measure_gradients();
   // A step that overflowed has no norm: the finite groups' alone read as a plausible one.
-  report.grad_norm = totals.overflow ? std::numeric_limits<double>::quiet_NaN()
-                                     : totals.norm / divisor;
+  report.grad_norm = totals.overflow || totals.poisoned ? std::numeric_limits<double>::quiet_NaN()
+                                                        : totals.norm / divisor;
   const bool skip = totals.overflow || totals.poisoned;
-  if (skip && updated_in_backward) {
+  if (skip && updated_in_backward && totals.overflow) {
     // A group kept in memory (or on another rank) overflowed after streamed ones were updated.
     throw NumericError("a gradient is not finite at step " + std::to_string(steps_ + 1) +
                        " after groups streamed from a file tier were updated in backward, so "
                        "the step cannot be skipped. Lower the learning rate, check the data, or "
                        "set zero.gradient_clipping (the step then waits for every gradient, and "
                        "skips one that is not finite)");
+  }
+  if (skip && updated_in_backward) {
+    // Not an overflow: a backward failed part way (its own error was thrown then), after
+    // streamed groups took this step's update.
+    throw InternalError("step " + std::to_string(steps_ + 1) +
+                        " cannot be skipped after a backward that failed part way: groups "
+                        "streamed from a file tier were already updated in it (Engine::"
+                        "begin_step). Load the last checkpoint before training on; the "
+                        "backward's own error says why it failed");
   }
   if (!skip) {
     // Before any state of the step changes (the scaler's count, the step number): a caller that
@@ -114,7 +129,11 @@ StepReport ShardedStep::run(double lr) {
 ShardedStep::GradientTotals ShardedStep::measure_gradients() {
   double sq = 0;
   bool overflow = false;
+  // A poisoned rank's gradients are incomplete and the step is skipped: they are not read (a
+  // gradient in a file tier may not have been written this step, and reading it back failed its
+  // check as a tier changed under the job).
   for (auto& s : parts_.storage) {
+    if (poisoned_) break;
     const double part = squared_sum(s, steps_ + 1);
     if (!std::isfinite(part)) {
       overflow = true;

@@ -115,7 +115,8 @@ class ShardedStep {
   // update in that step's backward.
   double announced_lr_ = 0;
   bool in_backward_ = false;
-  bool tiers_checked_ = false;  // this step's first update in backward checked the tiers
+  bool updated_in_backward_ = false;  // a streamed group took this step's update in backward
+  bool tiers_checked_ = false;        // this step's first update in backward checked the tiers
 };
 
 }  // namespace zt
