@@ -246,10 +246,17 @@ struct Engine::Impl {
     }
     const double value = loss.item<double>();
     if (!std::isfinite(value) && !scaler.enabled()) throw nonfinite_loss(value, step_number);
+    run_backward(loss);
+    return value;
+  }
+
+  // The micro step's backward and its reductions; a failure there skips the step
+  // (fail_backward). Stage 3's gathers are released either way.
+  void run_backward(const at::Tensor& loss) {
     try {
       {
         const trace::Scope span("backward");
-        const BackwardSpans spans(*this);
+        const BackwardSpans spans(*this);  // closes a unit's span the hooks opened, if any
         scaled(loss).backward();
       }
       ++micro;
@@ -260,7 +267,6 @@ struct Engine::Impl {
       throw;
     }
     if (opt.stage == 3) gatherer.release_all();
-    return value;
   }
 
   // A failed backward (the model's own backward code, a unit's) leaves no forward open, and its
@@ -441,19 +447,7 @@ struct Engine::Impl {
       abort_forward();
       throw nonfinite_loss(value, step_number);
     }
-    try {
-      {
-        const trace::Scope span("backward");
-        scaled(loss).backward();
-      }
-      ++micro;
-      if (opt.stage >= 2) reducer.reduce_remaining();
-      fold_micro_grads();
-    } catch (...) {
-      fail_backward();
-      throw;
-    }
-    if (opt.stage == 3) gatherer.release_all();
+    run_backward(loss);
     driven = Driven::kNone;
     driven_phase.reset();
     return value;
