@@ -42,7 +42,7 @@ void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& 
   const auto make = [&](const PluginChoice& choice) {
     return catalog.codec(choice.id, choice.key).create(choice.options);
   };
-  // A group of one rank reduces nothing, but its line says what the codec would do there.
+  // A group of one rank reduces nothing; its codec still serves MiCS's all-reduce across.
   const bool in_group = codes_groups(settings,
                                      groups_on_one_host(world, group_size, ranks_per_host, false));
   c.weight_codec = place.weights ? make(settings.codec_weights) : nullptr;
@@ -66,7 +66,10 @@ void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& 
                                        (settings.options.codec_error_feedback ? ", error feedback"
                                                                               : "")
                                  : "";
-    lines.push_back("gradient reduce-scatter (all-to-all): " + (in_group ? with : exact));
+    lines.push_back("gradient reduce-scatter (all-to-all): " +
+                    (group_size == 1 ? "none (each shard group is one rank)"
+                     : in_group      ? with
+                                     : exact));
     if (replicas > 1) {
       lines.push_back("gradient all-reduce across the " + std::to_string(replicas) +
                       " MiCS groups: " + (place.gradients_across ? with : exact));
