@@ -231,8 +231,11 @@ TEST_CASE(
   CHECK(parent.exit_code == 2);
   CHECK(contains(parent.output, "holds the job's own folder"));
   CHECK_FALSE(contains(parent.output, "step 1/"));
-  // A folder shared with other files (as /dev/shm is): they stay.
-  std::filesystem::create_directories(dir.file("shared"));
+  // A folder shared with other files (as /dev/shm is): they stay. What a live A/B job killed
+  // outright left there (its last switch's states, a pending pointer) goes at the start.
+  std::filesystem::create_directories(dir.file("shared/step-00000005"));
+  zt::test::write_file(dir.file("shared/step-00000005/manifest.json"), "{}");
+  zt::test::write_file(dir.file("shared/latest"), "step-00000005\n");
   zt::test::write_file(dir.file("shared/keep.txt"), "not the job's");
   const auto shared = run_command(zt::test::small_gpt_job(
       dir.file("live"), arms + " --set run.steps=10 --set ab.switch_every=5 --set ab.switch_dir=" +
@@ -240,6 +243,9 @@ TEST_CASE(
   INFO(shared.output);
   REQUIRE(shared.exit_code == 0);
   CHECK(contains(shared.output, "ab: arm B (shard_bucket) takes over after step 5"));
+  CHECK(contains(shared.output, "ab: removed " + dir.file("shared/step-00000005") +
+                                    ", model states a stopped live A/B job left"));
+  CHECK(contains(shared.output, "ab: removed " + dir.file("shared/latest")));
   CHECK(zt::test::read_file(dir.file("shared/keep.txt")) == "not the job's");
   size_t entries = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.file("shared"))) {

@@ -596,6 +596,17 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
       }
     }
   } switch_states{run, leader};
+  // ab.switch_dir is this job's until it ends (its lock, as checkpoint.dir's): what is saved
+  // there now a live A/B job killed outright (SIGKILL, the OOM killer) left, its last switch's
+  // model states, which on /dev/shm held memory until a reboot.
+  std::optional<CheckpointDirLock> switch_lock;
+  if (leader && run.live.on()) {
+    switch_lock.emplace(run.live.switch_dir);
+    for (const std::string& left : remove_saves(run.live.switch_dir)) {
+      std::printf("ab: removed %s, model states a stopped live A/B job left\n", left.c_str());
+    }
+    std::fflush(stdout);
+  }
   if (leader && !dir_lock) dir_lock.emplace(settings.dir);
   RunOutputs out = open_outputs(run, settings, resume.get());
   TrainSummary summary = train_loop(run, *out.report, settings, out.checkpoints.get());

@@ -455,17 +455,29 @@ CheckpointDirLock::~CheckpointDirLock() {
   if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (removing it races a taker)
 }
 
-void remove_checkpoint_dir(const std::string& dir) {
+std::vector<std::string> remove_saves(const std::string& dir) {
   std::vector<fs::path> saved;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name == ckpt::kLatestName || name == ckpt::kBestName || name == ckpt::kLockName ||
-        unfinished_save_name(name) || ckpt::parse_step_folder(name) >= 0) {
+    if (name == ckpt::kLatestName || name == ckpt::kBestName || unfinished_save_name(name) ||
+        is_retired_step_folder(name) || ckpt::parse_step_folder(name) >= 0) {
       saved.push_back(it->path());
     }
   }
-  for (const fs::path& path : saved) fs::remove_all(path, ec);
+  std::sort(saved.begin(), saved.end());
+  std::vector<std::string> removed;
+  for (const fs::path& path : saved) {
+    fs::remove_all(path, ec);
+    if (!ec) removed.push_back(path.string());
+  }
+  return removed;
+}
+
+void remove_checkpoint_dir(const std::string& dir) {
+  remove_saves(dir);
+  std::error_code ec;
+  fs::remove(fs::path(dir) / ckpt::kLockName, ec);
   fs::remove(dir, ec);  // only when empty
 }
 

@@ -206,10 +206,12 @@ class ZT_API CheckpointDirLock {
   int fd_ = -1;
 };
 
-// Removes what saves made under `dir`: step folders, `latest`, `best`, the lock, their pending
-// replacements and temporary folders; then `dir` itself when that leaves it empty. Anything
-// else stays, so a `dir` given by mistake as a folder with other contents loses none of them.
-// Best effort: what cannot be removed is left.
+// Removes what saves made under `dir`: step folders, `latest`, `best`, their pending
+// replacements and temporary folders, folders a publish moved aside; not the lock. Returns what
+// it removed. Best effort: what cannot be removed is left.
+ZT_API std::vector<std::string> remove_saves(const std::string& dir);
+// remove_saves, then the lock, then `dir` itself when that leaves it empty. Anything else stays,
+// so a `dir` given by mistake as a folder with other contents loses none of them.
 ZT_API void remove_checkpoint_dir(const std::string& dir);
 
 // A published checkpoint, opened for loading.
