@@ -11,6 +11,7 @@
 #include "../skip.h"
 #include "../test_util.h"
 #include "small_gpt_job.h"
+#include "zt/host/launcher.h"
 
 using zt::test::contains;
 using zt::test::run_command;
@@ -301,4 +302,34 @@ TEST_CASE("trainer ab: comm_ucx's ring and shared-memory sums differ in the last
   CHECK(contains(exact.output, "LOSSES DIVERGE in arm B run 1"));
   CHECK(contains(exact.output, "shared_memory=false"));
   CHECK(contains(exact.output, "numeric error: the runs must train the same math but diverge"));
+}
+
+TEST_CASE(
+    "live A/B: a switch folder that is not one folder for every rank is refused at the start") {
+  // Two ranks started by hand, each in a folder of its own, with a relative ab.switch_dir: each
+  // sees its own folder, as the ranks of two hosts see their own /dev/shm. A switch would have
+  // read the state back where only rank 0's host held it.
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("host0"));
+  std::filesystem::create_directories(dir.file("host1"));
+  const std::string job = zt::test::quiet_small_gpt_job(
+      dir.file("live"), "--set 'ab.arms=[\"plugins.shard=shard_tensor\", "
+                        "\"plugins.shard=shard_bucket\"]' --set ab.switch_every=2 --set "
+                        "ab.switch_dir=switch --set run.steps=4 --set launch.timeout_s=60");
+  const std::string meet = " WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 "
+                           "MASTER_PORT=" +
+                           std::to_string(zt::pick_free_port("127.0.0.1")) + " ";
+  zt::test::write_file(dir.file("two_hosts.sh"),
+                       "(cd " + dir.file("host0") + " && RANK=0" + meet + job + " > " +
+                           dir.file("rank0.log") + " 2>&1) &\nleader=$!\n(cd " + dir.file("host1") +
+                           " && RANK=1" + meet + job +
+                           ")\necho \"rank 1 exit $?\"\nwait $leader\necho \"rank 0 exit $?\"\n");
+  const auto r = run_command("bash " + dir.file("two_hosts.sh"));
+  const std::string rank0 = zt::test::read_file(dir.file("rank0.log"));
+  INFO(r.output);
+  INFO(rank0);
+  CHECK(contains(r.output, "rank 1 exit 2"));
+  CHECK(contains(r.output, "rank 0 exit 2"));
+  CHECK(contains(r.output + rank0, "is not one folder for every rank: 1 of 2 rank(s) do not see"));
+  CHECK_FALSE(contains(r.output + rank0, "step 1/"));
 }

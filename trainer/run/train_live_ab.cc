@@ -1,6 +1,11 @@
 // Live A/B inside a training run: the switch from one arm to the next, and the job's end.
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "ab/ab_html.h"
 #include "report/run_metrics.h"
@@ -47,6 +52,34 @@ double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout
   // hungriest reported that arm's peak as its own.
   reset_process_peak_rss();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void check_switch_dir_shared(const TrainRun& run, Store& store, std::chrono::milliseconds timeout) {
+  const std::string probe =
+      (std::filesystem::path(run.live.switch_dir) / ".zt-shared-probe").string();
+  const std::string key = "ab/switch_dir_probe";
+  if (run.env.rank == 0) {
+    const std::string token = std::to_string(::getpid()) + "-" +
+                              std::to_string(
+                                  std::chrono::steady_clock::now().time_since_epoch().count());
+    std::ofstream(probe, std::ios::trunc) << token;
+    store.set(key, std::vector<uint8_t>(token.begin(), token.end()));
+  }
+  const std::vector<uint8_t> value = store.get(key, timeout);
+  std::string seen;
+  std::getline(std::ifstream(probe), seen);
+  const bool same = seen == std::string(value.begin(), value.end());
+  at::Tensor elsewhere = at::tensor({same ? 0.0 : 1.0}, at::kDouble);
+  run.setup.comm->all_reduce(elsewhere, ReduceOp::kSum)->wait();
+  if (run.env.rank == 0) std::filesystem::remove(probe);
+  const auto ranks = static_cast<int64_t>(elsewhere.item<double>());
+  if (ranks == 0) return;
+  throw ConfigError(run.settings.ab.switch_dir_where + ": ab.switch_dir = '" + run.live.switch_dir +
+                    "' is not one folder for every rank: " + std::to_string(ranks) + " of " +
+                    std::to_string(run.env.world) +
+                    " rank(s) do not see what rank 0 wrote there (a local disk or /dev/shm of "
+                    "each host), and a switch reads the state back from it; give a folder every "
+                    "host shares, or compare the arms as separate jobs with trainer ab");
 }
 
 void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {

@@ -607,6 +607,7 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
     }
     std::fflush(stdout);
   }
+  if (run.live.on()) check_switch_dir_shared(run, store, timeout);
   if (leader && !dir_lock) dir_lock.emplace(settings.dir);
   RunOutputs out = open_outputs(run, settings, resume.get());
   TrainSummary summary = train_loop(run, *out.report, settings, out.checkpoints.get());
