@@ -10,8 +10,8 @@
 
 #include "../skip.h"
 #include "../test_util.h"
+#include "ranks_by_hand.h"
 #include "small_gpt_job.h"
-#include "zt/host/launcher.h"
 
 using zt::test::contains;
 using zt::test::run_command;
@@ -316,16 +316,12 @@ TEST_CASE(
       dir.file("live"), "--set 'ab.arms=[\"plugins.shard=shard_tensor\", "
                         "\"plugins.shard=shard_bucket\"]' --set ab.switch_every=2 --set "
                         "ab.switch_dir=switch --set run.steps=4 --set launch.timeout_s=60");
-  const std::string meet = " WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 "
-                           "MASTER_PORT=" +
-                           std::to_string(zt::pick_free_port("127.0.0.1")) + " ";
-  zt::test::write_file(dir.file("two_hosts.sh"),
-                       "(cd " + dir.file("host0") + " && RANK=0" + meet + job + " > " +
-                           dir.file("rank0.log") + " 2>&1) &\nleader=$!\n(cd " + dir.file("host1") +
-                           " && RANK=1" + meet + job +
-                           ")\necho \"rank 1 exit $?\"\nwait $leader\necho \"rank 0 exit $?\"\n");
-  const auto r = run_command("bash " + dir.file("two_hosts.sh"));
-  const std::string rank0 = zt::test::read_file(dir.file("rank0.log"));
+  const auto r = zt::test::run_two_ranks(
+      dir,
+      {"cd " + dir.file("host0") + " && LOCAL_WORLD_SIZE=1 LOCAL_RANK=0",
+       "cd " + dir.file("host1") + " && LOCAL_WORLD_SIZE=1 LOCAL_RANK=0"},
+      job);
+  const std::string& rank0 = r.rank0;
   INFO(r.output);
   INFO(rank0);
   CHECK(contains(r.output, "rank 1 exit 2"));

@@ -12,6 +12,7 @@
 
 #include "../skip.h"
 #include "../test_util.h"
+#include "ranks_by_hand.h"
 #include "small_gpt_job.h"
 #include "zt/host/blas.h"
 #include "zt/host/launcher.h"
@@ -161,14 +162,8 @@ TEST_CASE("ranks that disagree on their hosts' layout are refused before a codec
        "but rank 1 is not at its place on its host"}};
   for (const Layout& layout : layouts) {
     CAPTURE(layout.refusal);
-    const std::string meet = " WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                             std::to_string(zt::pick_free_port("127.0.0.1")) + " ";
-    write_file(dir.file("two_ranks.sh"),
-               "RANK=0 " + layout.rank0 + meet + job + " > " + dir.file("rank0.log") +
-                   " 2>&1 &\nleader=$!\nRANK=1 " + layout.rank1 + meet + job +
-                   "\necho \"rank 1 exit $?\"\nwait $leader\necho \"rank 0 exit $?\"\n");
-    const auto r = run_command("bash " + dir.file("two_ranks.sh"));
-    const std::string rank0 = zt::test::read_file(dir.file("rank0.log"));
+    const auto r = zt::test::run_two_ranks(dir, {layout.rank0, layout.rank1}, job);
+    const std::string& rank0 = r.rank0;
     INFO(r.output);
     INFO(rank0);
     CHECK(contains(r.output, "rank 1 exit 2"));
