@@ -45,9 +45,9 @@
 // --begin_step announces each step's learning rate before its micro steps (Engine::begin_step),
 // so groups streamed from a file tier update in backward where that applies. --nan_grad_step K
 // makes the last rank's gradients NaN in step K (its loss stays finite). --fail_backward_step K
-// makes every rank's backward throw in step K, which must then be skipped. --eval checks
-// Engine::forward_eval before the first step and after every step: the mean loss over fixed
-// samples shared out among the ranks equals the one the units give in one process from the
+// makes every rank's backward throw in step K's first micro step, which must then be skipped.
+// --eval checks Engine::forward_eval before the first step and after every step: the mean loss over
+// fixed samples shared out among the ranks equals the one the units give in one process from the
 // engine's full parameters (fp32: within 1e-6 relative).
 // Checkpoints: --save_at K saves after step K into D (zt::CheckpointSaver, asynchronous) and
 // trains on; --record P then writes this rank's losses, the loss scales and the final parameters
@@ -614,31 +614,44 @@ std::string memory_text(const zt::Composition& setup) {
 // The micro steps of `step`, each rank on its slice of the global batch; with `overflow_now` the
 // last rank's loss is inf, with `nan_grad_now` its loss is finite but the gradient of the
 // model's output NaN. Appends the losses.
-void run_micro_steps(zt::Engine& engine, const zt::EngineOptions& opt, const zt::RankEnv& env,
+// Returns whether the planted backward failure (fail_backward_now: the step's first micro step)
+// was met.
+bool run_micro_steps(zt::Engine& engine, const zt::EngineOptions& opt, const zt::RankEnv& env,
                      int64_t step, bool overflow_now, std::vector<double>& losses,
                      bool nan_grad_now = false, bool fail_backward_now = false) {
   const int64_t global = kMicroBatch * env.world;
+  bool failed = false;
   for (int m = 0; m < opt.grad_accum; ++m) {
     const int64_t first_sample = (step * opt.grad_accum + m) * global;
     auto [x, y] = samples(first_sample + env.rank * kMicroBatch, kMicroBatch);
-    losses.push_back(engine.forward_backward(x.to(opt.compute_dtype), [&](const at::Tensor& out) {
-      if (nan_grad_now && env.rank == env.world - 1 && out.requires_grad()) {
-        out.register_hook([](const at::Tensor& g) { return g * std::nan(""); });
-      }
-      // Every rank's backward fails at its start (one rank's alone would leave its peers in
-      // the reductions it never joins).
-      if (fail_backward_now && out.requires_grad()) {
-        out.register_hook([](const at::Tensor&) -> at::Tensor {
-          throw std::runtime_error("planted: this backward fails");
-        });
-      }
-      at::Tensor loss = at::mse_loss(out.to(at::kFloat), y);
-      // An inf on one rank only: the skip decision must still be the same everywhere.
-      if (overflow_now && env.rank == env.world - 1)
-        loss = loss * std::numeric_limits<float>::infinity();
-      return loss;
-    }));
+    const bool fail = fail_backward_now && m == 0;
+    try {
+      losses.push_back(engine.forward_backward(x.to(opt.compute_dtype), [&](const at::Tensor& out) {
+        if (nan_grad_now && env.rank == env.world - 1 && out.requires_grad()) {
+          out.register_hook([](const at::Tensor& g) { return g * std::nan(""); });
+        }
+        // Every rank's backward fails at its start (one rank's alone would leave its peers in
+        // the reductions it never joins).
+        if (fail && out.requires_grad()) {
+          out.register_hook([](const at::Tensor&) -> at::Tensor {
+            throw std::runtime_error("planted: this backward fails");
+          });
+        }
+        at::Tensor loss = at::mse_loss(out.to(at::kFloat), y);
+        // An inf on one rank only: the skip decision must still be the same everywhere.
+        if (overflow_now && env.rank == env.world - 1)
+          loss = loss * std::numeric_limits<float>::infinity();
+        return loss;
+      }));
+    } catch (const std::exception& e) {
+      // The caller goes on with the step's other micro steps, as a training loop that catches
+      // the error might: the step is skipped all the same.
+      if (!fail || std::string(e.what()).find("planted: this backward fails") == std::string::npos)
+        throw;
+      failed = true;
+    }
   }
+  return failed;
 }
 
 // --save_at: a saver writing into --ckpt_dir (null without).
@@ -931,17 +944,12 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     if (a["begin_step"] == "true") engine.begin_step(lr);
     const zt::test::NamedTensors exact = coded ? engine.full_parameters()
                                                : zt::test::NamedTensors{};
-    // --fail_backward_step: the step's backward throws on every rank; the step is skipped.
+    // --fail_backward_step: the step's first backward throws on every rank; the step is skipped.
     const bool fail_now = step + 1 == std::stoi(a["fail_backward_step"]);
-    try {
-      run_micro_steps(engine, opt, env, step, overflow_now, trace.losses,
-                      step + 1 == std::stoi(a["nan_grad_step"]), fail_now);
-      if (fail_now) throw CheckFailed("the planted backward failure did not reach the caller");
-    } catch (const std::exception& e) {
-      if (!fail_now ||
-          std::string(e.what()).find("planted: this backward fails") == std::string::npos)
-        throw;
-    }
+    const bool failed = run_micro_steps(engine, opt, env, step, overflow_now, trace.losses,
+                                        step + 1 == std::stoi(a["nan_grad_step"]), fail_now);
+    if (fail_now && !failed)
+      throw CheckFailed("the planted backward failure did not reach the caller");
     if (step == first) check_early_reduce(opt, reduces_at_first_unit);
     if (coded) {
       coded_reference_grads(*coded, reference, exact, step, env.world);

@@ -581,6 +581,23 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   if (resume && nothing_left(*resume, job.run.steps, leader)) return 0;
   TrainRun run{job, catalog, env, nullptr, nullptr, nullptr, nullptr, {}, {}};
   build_train_run(run, store, timeout, resume != nullptr);
+  // ab.switch_dir is this job's until it ends (its lock, as checkpoint.dir's): what is saved
+  // there now a live A/B job killed outright (SIGKILL, the OOM killer) left, its last switch's
+  // model states, which on /dev/shm held memory until a reboot.
+  std::optional<CheckpointDirLock> switch_lock;
+  if (leader && run.live.on()) {
+    // Taken before the guard below: a job refused here must not remove the holder's states.
+    try {
+      switch_lock.emplace(run.live.switch_dir);
+    } catch (const ConfigError& e) {
+      throw ConfigError(job.ab.switch_dir_where + ": ab.switch_dir: " + e.what() +
+                        " (here the folder is ab.switch_dir: give this job another one)");
+    }
+    for (const std::string& left : remove_saves(run.live.switch_dir)) {
+      std::printf("ab: removed %s, model states a stopped live A/B job left\n", left.c_str());
+    }
+    std::fflush(stdout);
+  }
   // A live A/B job that fails leaves no copy of its model states in ab.switch_dir (tmpfs where
   // it is /dev/shm, and tune's failed trials left one each); the end of a good run removes it in
   // finish_live_ab.
@@ -596,17 +613,6 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
       }
     }
   } switch_states{run, leader};
-  // ab.switch_dir is this job's until it ends (its lock, as checkpoint.dir's): what is saved
-  // there now a live A/B job killed outright (SIGKILL, the OOM killer) left, its last switch's
-  // model states, which on /dev/shm held memory until a reboot.
-  std::optional<CheckpointDirLock> switch_lock;
-  if (leader && run.live.on()) {
-    switch_lock.emplace(run.live.switch_dir);
-    for (const std::string& left : remove_saves(run.live.switch_dir)) {
-      std::printf("ab: removed %s, model states a stopped live A/B job left\n", left.c_str());
-    }
-    std::fflush(stdout);
-  }
   if (run.live.on()) check_switch_dir_shared(run, store, timeout);
   if (leader && !dir_lock) dir_lock.emplace(settings.dir);
   RunOutputs out = open_outputs(run, settings, resume.get());

@@ -512,6 +512,13 @@ TEST_CASE("tune: a candidate the same as your config is the same math, with a co
         yours);
   // Another layout is other math where a codec codes it, and not without one.
   CHECK(key({"zero.mics_shard_size=1"}) != yours);
+  // A config that sets the group size under its other name: the same groups are the same math,
+  // and tune's candidates do not spell the key out over the config's own value.
+  const ConfigLoader named = loader({"plugins.codec_gradients=\"codec_blockq\"",
+                                     "codec.gradients.bits=4", "zero.shard_group_size=1"});
+  const std::vector<std::string> own = explicit_overrides(named({}), {});
+  CHECK(JobSettings::of(named(own)).engine.groups.size == 1);
+  CHECK(math_key(JobSettings::of(named(own)), own) == key({"zero.mics_shard_size=1"}));
   const ConfigLoader exact = loader();
   const std::vector<std::string> groups = {"zero.mics_shard_size=1"};
   CHECK(math_key(JobSettings::of(exact(groups)), explicit_overrides(exact(groups), groups)) ==

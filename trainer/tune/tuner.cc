@@ -114,10 +114,9 @@ class Tuner {
 
 std::vector<std::string> explicit_overrides(const Config& config,
                                             std::vector<std::string> overrides) {
-  for (const char* key :
-       {"zero.stage", "data.micro_batch", "data.grad_accum", "zero.mics_shard_size",
-        "plugins.offload_optimizer", "plugins.offload_param", "zero.offload_optimizer_fraction",
-        "zero.offload_param_fraction"}) {
+  for (const char* key : {"zero.stage", "data.micro_batch", "data.grad_accum",
+                          "plugins.offload_optimizer", "plugins.offload_param",
+                          "zero.offload_optimizer_fraction", "zero.offload_param_fraction"}) {
     const bool set = std::any_of(overrides.begin(), overrides.end(), [&](const std::string& kv) {
       return kv.rfind(std::string(key) + "=", 0) == 0;
     });
@@ -143,9 +142,16 @@ std::string math_key(const JobSettings& job, const std::vector<std::string>& ove
   std::string key = std::to_string(job.data.micro_batch) + "x" +
                     std::to_string(job.data.grad_accum);
   // Sorted: a candidate of the grid and your config spell the same values in another order.
-  std::vector<std::string> math = math_overrides(job, overrides);
+  std::vector<std::string> math;
+  for (const std::string& kv : math_overrides(job, overrides)) {
+    const std::string name = kv.substr(0, kv.find('='));
+    if (name != "zero.mics_shard_size" && name != "zero.shard_group_size") math.push_back(kv);
+  }
   std::sort(math.begin(), math.end());
   for (const std::string& kv : math) key += "|" + kv;
+  // The MiCS group size by its resolved value (the grid spells out the default your config
+  // leaves implicit, and the key has two names); with a codec it moves the coded collectives.
+  if (codes_collectives(job)) key += "|groups=" + std::to_string(job.engine.groups.size);
   return key;
 }
 

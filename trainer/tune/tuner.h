@@ -58,7 +58,8 @@ std::vector<std::string> explicit_overrides(const Config& config,
 std::vector<std::string> math_overrides(const JobSettings& job,
                                         const std::vector<std::string>& overrides);
 // What trial jobs group candidates by, and the final A/B's "same math": the micro batch split
-// ("4x1") and the math overrides, sorted ("4x1|zero.stage=3").
+// ("4x1"), the math overrides, sorted, and with a codec the resolved MiCS group size
+// ("4x1|zero.stage=3|groups=-1").
 std::string math_key(const JobSettings& job, const std::vector<std::string>& overrides);
 
 // Exit code: 0; 6 when the final A/B finds the winner's losses diverge from the config's. Throws

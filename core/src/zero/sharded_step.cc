@@ -50,7 +50,8 @@ void ShardedStep::begin(double lr) {
 }
 
 bool ShardedStep::update_in_backward(int g, const at::Tensor& reduced, bool first) {
-  if (!in_backward_ || !parts_.storage[g].opt_streamed) return false;
+  // A poisoned step is skipped: its gradients go where they wait, not into an update.
+  if (!in_backward_ || !parts_.storage[g].opt_streamed || poisoned_) return false;
   const int64_t step = steps_ + 1;
   if (!tiers_checked_) {
     check_tiers(step);
@@ -129,11 +130,11 @@ StepReport ShardedStep::run(double lr) {
 ShardedStep::GradientTotals ShardedStep::measure_gradients() {
   double sq = 0;
   bool overflow = false;
-  // A poisoned rank's gradients are incomplete and the step is skipped: they are not read (a
-  // gradient in a file tier may not have been written this step, and reading it back failed its
-  // check as a tier changed under the job).
+  // A poisoned rank's gradients in a file tier are not read: they may not have been written
+  // this step, and reading them back failed their check as a tier changed under the job. Those
+  // in memory are measured as on every rank (an overflow there must reach every loss scaler).
   for (auto& s : parts_.storage) {
-    if (poisoned_) break;
+    if (poisoned_ && !s.grad.defined() && !s.grad_measured) continue;
     const double part = squared_sum(s, steps_ + 1);
     if (!std::isfinite(part)) {
       overflow = true;
@@ -151,17 +152,19 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
     parts_.ledger.clock().wait(*parts_.shard.all_reduce(totals, ReduceOp::kSum),
                                &EngineTimes::comm_wait);
   }
-  const bool overflowed = totals[1].item<double>() > 0;
+  bool overflowed = totals[1].item<double>() > 0;
   bool poisoned_anywhere = totals[2].item<double>() > 0;
-  // Gradients are the same on every rank, but a poisoned step is known to its own rank only:
-  // where the totals did not travel over every rank, the others learn of it here, or they
-  // would update while it skips, and the ranks' parameters part for good.
+  // Gradients are the same on every rank, but a poisoned step is known to its own rank only
+  // (and the overflow of what it left unread, to its own group): where the totals did not
+  // travel over every rank, the others learn of both here, or they would update (or keep their
+  // loss scale) while it skips, and the ranks' parameters part for good.
   const bool reached_everyone = over_shard_group && &parts_.shard == &parts_.everyone;
   if (!reached_everyone && parts_.everyone.size() > 1) {
-    at::Tensor flag = at::tensor({poisoned ? 1.0f : 0.0f}, at::kFloat);
-    parts_.ledger.clock().wait(*parts_.everyone.all_reduce(flag, ReduceOp::kMax),
+    at::Tensor flags = at::tensor({poisoned ? 1.0f : 0.0f, overflowed ? 1.0f : 0.0f}, at::kFloat);
+    parts_.ledger.clock().wait(*parts_.everyone.all_reduce(flags, ReduceOp::kMax),
                                &EngineTimes::comm_wait);
-    poisoned_anywhere = poisoned_anywhere || flag.item<float>() > 0;
+    poisoned_anywhere = poisoned_anywhere || flags[0].item<float>() > 0;
+    overflowed = overflowed || flags[1].item<float>() > 0;
   }
   return {std::sqrt(totals[0].item<double>()), overflowed, poisoned_anywhere};
 }
