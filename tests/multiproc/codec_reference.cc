@@ -1,5 +1,6 @@
 #include "codec_reference.h"
 
+#include <c10/core/GradMode.h>
 #include <vector>
 
 namespace zt::test {
@@ -102,7 +103,7 @@ at::Tensor CodecReference::coded_across(const std::string& name, int m,
 void CodecReference::gradients(const NamedTensors& params, const NamedTensors& exact,
                                const std::function<at::Tensor(int q)>& rank_loss) {
   {
-    const at::NoGradGuard no_grad;
+    const c10::NoGradGuard no_grad;
     for (size_t i = 0; i < params.size(); ++i)
       params[i].second.copy_(coded_weight(exact[i].second));
   }
@@ -112,7 +113,7 @@ void CodecReference::gradients(const NamedTensors& params, const NamedTensors& e
     rank_loss(q).backward();
     for (size_t i = 0; i < params.size(); ++i) grads[i].push_back(params[i].second.grad().clone());
   }
-  const at::NoGradGuard no_grad;
+  const c10::NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
     const at::Tensor average = coded_average(params[i].first, grads[i]);
     params[i].second.copy_(exact[i].second.view(params[i].second.sizes()));

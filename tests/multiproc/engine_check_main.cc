@@ -331,7 +331,7 @@ struct Reference {
     round_masters();
   }
   void round_masters() {
-    const at::NoGradGuard no_grad;
+    const c10::NoGradGuard no_grad;
     for (const at::Tensor& p : {weights.w0, weights.b0, weights.w1, weights.b1, weights.b2})
       p.copy_(p.to(at::kBFloat16));
   }
@@ -548,7 +548,7 @@ double reference_val_loss(zt::Engine& engine) {
       if (mine == name) slot.detach().copy_(t);
     }
   }
-  const at::NoGradGuard no_grad;
+  const c10::NoGradGuard no_grad;
   auto units = make_units(w);
   auto [x, y] = samples(kValFirst, kValSamples);
   at::Tensor h = x;

@@ -122,14 +122,16 @@ TEST_CASE("the oracle itself fails on a planted NaN in one parameter, fp32 and b
 
 TEST_CASE("the bf16 oracle fails on a planted lost update, which its per-element bound passes") {
   // One of five updates lost moves every element by about lr = 1e-2, within the per-element
-  // 2e-2 + 2e-2 |w| that bf16's sign flips need: the mean error is what catches it.
+  // 2e-2 + 2e-2 |w| that bf16's sign flips need: the mean error is what catches it. Under
+  // LibTorch 2.11's CPU kernels (seen on a GPU machine) one element of w0 also left the
+  // per-element bound, which then reports first; under 1.13 only the mean bound can catch it.
   const auto r = run_engine(
       2, {"--stage", "3", "--shard", "shard_bucket", "--dtype", "bf16", "--plant", "lost_update"});
   INFO(r.all());
   CHECK(r.result.exit_code != 0);
   for (const auto& rep : r.reports) {
     CHECK(contains(rep, "CHECK FAILED: after 5 steps, "));
-    CHECK(contains(rep, "over the bf16 bound"));
+    CHECK((contains(rep, "over the bf16 bound") || contains(rep, "exceeds tolerance by")));
   }
 }
 
