@@ -329,3 +329,22 @@ TEST_CASE(
   CHECK(contains(r.output + rank0, "is not one folder for every rank: 1 of 2 rank(s) do not see"));
   CHECK_FALSE(contains(r.output + rank0, "step 1/"));
 }
+
+TEST_CASE("live A/B: a switch folder rank 0 cannot write the shared-folder token to fails at the "
+          "start on every rank, saying so") {
+  // A folder in the token's place makes rank 0's write fail, as a full disk would. Rank 1 hears
+  // of it through the store (before, both ranks called the folder unshared, which it may be).
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("switch/.zt-shared-probe"));
+  const auto r = run_command(zt::test::quiet_small_gpt_job(
+      dir.file("live"), "--set 'ab.arms=[\"plugins.shard=shard_tensor\", "
+                        "\"plugins.shard=shard_bucket\"]' --set ab.switch_every=2 --set "
+                        "ab.switch_dir=" +
+                            dir.file("switch") + " --set run.steps=4 --set launch.timeout_s=60"));
+  INFO(r.output);
+  CHECK(r.exit_code == 5);
+  CHECK(contains(r.output, "cannot write " + dir.file("switch/.zt-shared-probe")));
+  CHECK(contains(r.output, "make room there or give a folder the job can write"));
+  CHECK_FALSE(contains(r.output, "is not one folder for every rank"));
+  CHECK_FALSE(contains(r.output, "step 1/"));
+}

@@ -45,6 +45,26 @@ TEST_CASE("the smoke job runs on 2 local ranks and verifies every collective") {
   CHECK(contains(r.output, "smoke run OK"));
 }
 
+TEST_CASE("a job started with standard input and output closed writes its files as usual") {
+  // Closed, descriptors 0 and 1 went to the next files the job opened: the flight recorder's
+  // pipe took both, so every log line on stdout asked for a flight record (flight/ appeared in a
+  // run that did not fail). The trainer now opens /dev/null in their place first.
+  TempDir dir;
+  const std::string job = zt::test::small_gpt_job(
+      dir.file("out"), "--set run.steps=3 --set run.warmup_steps=0 --set run.log_every=1");
+  auto r = run_command("{ exec 3>&1; " + job + " 2>&3 1>&- 0<&-; }");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.file("out/flight")));
+  std::ifstream metrics(dir.file("out/metrics.jsonl"));
+  int lines = 0;
+  for (std::string line; std::getline(metrics, line); ++lines) {
+    INFO(line);
+    CHECK(line.rfind("{", 0) == 0);
+  }
+  CHECK(lines >= 3);
+}
+
 TEST_CASE("--nproc 3 on the command line overrides the config") {
   auto r = run_command(trainer() + " --config " ZT_TEST_SOURCE_DIR
                                    "/configs/smoke.toml --nproc 3 --set run.steps=1");

@@ -24,6 +24,7 @@
 #include "zt/host/plugin_loader.h"
 #include "zt/host/process_exit.h"
 #include "zt/host/rendezvous.h"
+#include "zt/host/standard_streams.h"
 #include "zt/host_memory.h"
 
 namespace {
@@ -127,6 +128,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   int code = 0;
   try {
+    zt::keep_standard_streams_open();
     code = run(args);
   } catch (const zt::Error& e) {
     print_error(e.kind_name(), e.what());

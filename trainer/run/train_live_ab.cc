@@ -3,7 +3,9 @@
 
 #include <ATen/ATen.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -58,24 +60,42 @@ void check_switch_dir_shared(const TrainRun& run, Store& store, std::chrono::mil
   const std::string probe =
       (std::filesystem::path(run.live.switch_dir) / ".zt-shared-probe").string();
   const std::string key = "ab/switch_dir_probe";
+  const std::string where = run.settings.ab.switch_dir_where + ": ab.switch_dir = '" +
+                            run.live.switch_dir + "'";
+  // What rank 0 publishes when it cannot write the token: the others then fail at once with
+  // its reason instead of reading nothing and calling the folder unshared.
+  const std::string failed = "failed\n";
+  const std::string way_out =
+      "; a switch saves the state there: make room there or give a folder the job can write";
   if (run.env.rank == 0) {
     const std::string token = std::to_string(::getpid()) + "-" +
                               std::to_string(
                                   std::chrono::steady_clock::now().time_since_epoch().count());
-    std::ofstream(probe, std::ios::trunc) << token;
+    std::ofstream out(probe, std::ios::trunc);
+    out << token << std::flush;
+    if (!out) {
+      const std::string why = "cannot write " + probe + " (" + std::strerror(errno) +
+                              "), the token every rank must read back";
+      const std::string text = failed + why;
+      store.set(key, std::vector<uint8_t>(text.begin(), text.end()));
+      throw IoError(where + ": " + why + way_out);
+    }
     store.set(key, std::vector<uint8_t>(token.begin(), token.end()));
   }
   const std::vector<uint8_t> value = store.get(key, timeout);
+  const std::string published(value.begin(), value.end());
+  if (published.rfind(failed, 0) == 0) {
+    throw IoError(where + ": rank 0 " + published.substr(failed.size()) + way_out);
+  }
   std::string seen;
   std::getline(std::ifstream(probe), seen);
-  const bool same = seen == std::string(value.begin(), value.end());
+  const bool same = seen == published;
   at::Tensor elsewhere = at::tensor({same ? 0.0 : 1.0}, at::kDouble);
   run.setup.comm->all_reduce(elsewhere, ReduceOp::kSum)->wait();
   if (run.env.rank == 0) std::filesystem::remove(probe);
   const auto ranks = static_cast<int64_t>(elsewhere.item<double>());
   if (ranks == 0) return;
-  throw ConfigError(run.settings.ab.switch_dir_where + ": ab.switch_dir = '" + run.live.switch_dir +
-                    "' is not one folder for every rank: " + std::to_string(ranks) + " of " +
+  throw ConfigError(where + " is not one folder for every rank: " + std::to_string(ranks) + " of " +
                     std::to_string(run.env.world) +
                     " rank(s) do not see what rank 0 wrote there (a local disk or /dev/shm of "
                     "each host), and a switch reads the state back from it; give a folder every "
