@@ -381,7 +381,10 @@ TEST_CASE("resume: a rank that sees the checkpoints at a path of its own (its ch
   // Rank 1's mount namespace shows the checkpoint folder only at another path, as one shared
   // file system mounted elsewhere on another host: the folder bound at `elsewhere`, then an
   // empty tmpfs over checkpoint.dir. Rank 1 is given `elsewhere` as its checkpoint.dir, so it
-  // finds rank 0's step folder only under its own path.
+  // finds rank 0's step folder only under its own path. The two ranks are placed as the
+  // launcher places those of the runs they are compared with (two on this host, a core each):
+  // as ranks alone on their hosts (LOCAL_WORLD_SIZE=1, both cores each), their losses left the
+  // uninterrupted run's in the last bits once this README, the data, changed.
   if (run_command("unshare -m true").exit_code != 0) {
     ZT_SKIP_UNLESS_CI(
         "unshare -m (a mount namespace, for rank 1's own view of a folder) fails here");
@@ -399,9 +402,8 @@ TEST_CASE("resume: a rank that sees the checkpoints at a path of its own (its ch
   fs::create_directories(elsewhere);
   const int port = zt::pick_free_port("127.0.0.1");
   auto rank = [&](int n, const std::string& folder) {
-    return "RANK=" + std::to_string(n) +
-           " WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-           std::to_string(port) + " " +
+    return "RANK=" + std::to_string(n) + " WORLD_SIZE=2 LOCAL_RANK=" + std::to_string(n) +
+           " LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) + " " +
            quiet_small_gpt_job(run,
                                "--set run.steps=4 --set checkpoint.every_steps=2 "
                                "--set launch.timeout_s=60 --resume auto --set checkpoint.dir=" +
