@@ -332,19 +332,26 @@ TEST_CASE(
 
 TEST_CASE("live A/B: a switch folder rank 0 cannot write the shared-folder token to fails at the "
           "start on every rank, saying so") {
-  // A folder in the token's place makes rank 0's write fail, as a full disk would. Rank 1 hears
-  // of it through the store (before, both ranks called the folder unshared, which it may be).
+  // A folder in the token's place makes rank 0's write fail, as a full disk would. The ranks are
+  // started by hand, so that rank 1's own words show it heard rank 0's reason (a launcher
+  // would stop it once rank 0 failed); before, both ranks called the folder unshared (exit 2).
   TempDir dir;
   std::filesystem::create_directories(dir.file("switch/.zt-shared-probe"));
-  const auto r = run_command(zt::test::quiet_small_gpt_job(
+  const std::string job = zt::test::quiet_small_gpt_job(
       dir.file("live"), "--set 'ab.arms=[\"plugins.shard=shard_tensor\", "
                         "\"plugins.shard=shard_bucket\"]' --set ab.switch_every=2 --set "
                         "ab.switch_dir=" +
-                            dir.file("switch") + " --set run.steps=4 --set launch.timeout_s=60"));
+                            dir.file("switch") + " --set run.steps=4 --set launch.timeout_s=60");
+  const auto r = zt::test::run_two_ranks(
+      dir, {"LOCAL_RANK=0 LOCAL_WORLD_SIZE=2", "LOCAL_RANK=1 LOCAL_WORLD_SIZE=2"}, job);
   INFO(r.output);
-  CHECK(r.exit_code == 5);
-  CHECK(contains(r.output, "cannot write " + dir.file("switch/.zt-shared-probe")));
+  INFO(r.rank0);
+  CHECK(contains(r.output, "rank 1 exit 5"));
+  CHECK(contains(r.output, "rank 0 exit 5"));
+  const std::string reason = "rank 0 cannot write " + dir.file("switch/.zt-shared-probe");
+  CHECK(contains(r.output, reason));  // rank 1's output
+  CHECK(contains(r.rank0, reason));
   CHECK(contains(r.output, "make room there or give a folder the job can write"));
-  CHECK_FALSE(contains(r.output, "is not one folder for every rank"));
-  CHECK_FALSE(contains(r.output, "step 1/"));
+  CHECK_FALSE(contains(r.output + r.rank0, "is not one folder for every rank"));
+  CHECK_FALSE(contains(r.output + r.rank0, "step 1/"));
 }

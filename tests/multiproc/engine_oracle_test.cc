@@ -120,7 +120,8 @@ TEST_CASE("the oracle itself fails on a planted NaN in one parameter, fp32 and b
   }
 }
 
-TEST_CASE("the bf16 oracle fails on a planted lost update, which its per-element bound passes") {
+TEST_CASE("the bf16 oracle fails on a planted lost update, by its mean bound where the per-element "
+          "bound passes") {
   // One of five updates lost moves every element by about lr = 1e-2, within the per-element
   // 2e-2 + 2e-2 |w| that bf16's sign flips need: the mean error is what catches it. Under
   // LibTorch 2.11's CPU kernels (seen on a GPU machine) one element of w0 also left the

@@ -62,36 +62,37 @@ void check_switch_dir_shared(const TrainRun& run, Store& store, std::chrono::mil
   const std::string key = "ab/switch_dir_probe";
   const std::string where = run.settings.ab.switch_dir_where + ": ab.switch_dir = '" +
                             run.live.switch_dir + "'";
-  // What rank 0 publishes when it cannot write the token: the others then fail at once with
-  // its reason instead of reading nothing and calling the folder unshared.
+  // What rank 0 publishes when it cannot write the token: the others then fail with its reason
+  // instead of reading nothing and calling the folder unshared.
   const std::string failed = "failed\n";
-  const std::string way_out =
-      "; a switch saves the state there: make room there or give a folder the job can write";
   if (run.env.rank == 0) {
-    const std::string token = std::to_string(::getpid()) + "-" +
-                              std::to_string(
-                                  std::chrono::steady_clock::now().time_since_epoch().count());
+    std::string text = std::to_string(::getpid()) + "-" +
+                       std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
     std::ofstream out(probe, std::ios::trunc);
-    out << token << std::flush;
+    out << text;
+    out.close();  // NFS reports a full disk or quota at close
     if (!out) {
-      const std::string why = "cannot write " + probe + " (" + std::strerror(errno) +
-                              "), the token every rank must read back";
-      const std::string text = failed + why;
-      store.set(key, std::vector<uint8_t>(text.begin(), text.end()));
-      throw IoError(where + ": " + why + way_out);
+      const int err = errno;
+      text = failed + "cannot write " + probe + " (" +
+             (err != 0 ? std::strerror(err) : "the write failed") +
+             "), the token every rank must read back";
     }
-    store.set(key, std::vector<uint8_t>(token.begin(), token.end()));
+    store.set(key, std::vector<uint8_t>(text.begin(), text.end()));
   }
   const std::vector<uint8_t> value = store.get(key, timeout);
   const std::string published(value.begin(), value.end());
-  if (published.rfind(failed, 0) == 0) {
-    throw IoError(where + ": rank 0 " + published.substr(failed.size()) + way_out);
-  }
+  const bool unwritten = published.rfind(failed, 0) == 0;
   std::string seen;
-  std::getline(std::ifstream(probe), seen);
-  const bool same = seen == published;
-  at::Tensor elsewhere = at::tensor({same ? 0.0 : 1.0}, at::kDouble);
+  if (!unwritten) std::getline(std::ifstream(probe), seen);
+  // One collective before any rank stops: rank 0 serves the store, and must not exit while
+  // another rank still reads the key from it.
+  at::Tensor elsewhere = at::tensor({unwritten || seen == published ? 0.0 : 1.0}, at::kDouble);
   run.setup.comm->all_reduce(elsewhere, ReduceOp::kSum)->wait();
+  if (unwritten) {
+    throw IoError(where + ": rank 0 " + published.substr(failed.size()) +
+                  "; a switch saves the state there: make room there or give a folder the job "
+                  "can write");
+  }
   if (run.env.rank == 0) std::filesystem::remove(probe);
   const auto ranks = static_cast<int64_t>(elsewhere.item<double>());
   if (ranks == 0) return;

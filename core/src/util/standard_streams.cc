@@ -12,19 +12,18 @@
 namespace zt {
 
 void keep_standard_streams_open() {
+  // In order: the lower ones are open by the time a number is reopened, so open(), which takes
+  // the lowest free number, takes this one.
   for (int fd = 0; fd <= 2; ++fd) {
     if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
-    // open() takes the lowest free number, this one when the lower ones are open; dup2 makes
-    // sure where they are not (0 closed as well as 1 takes 0 first, and 0 is done then).
     const int opened = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
-    if (opened < 0) {
-      throw IoError("standard stream " + std::to_string(fd) +
-                    " is closed and /dev/null cannot be opened in its place: " +
-                    std::strerror(errno) + "; start the trainer with its streams open");
-    }
+    const int err = errno;
     if (opened != fd) {
-      ::dup2(opened, fd);
-      ::close(opened);
+      if (opened >= 0) ::close(opened);  // another thread's file took it: not at main's start
+      throw IoError("standard stream " + std::to_string(fd) +
+                    " is closed and /dev/null cannot be opened in its place (" +
+                    (opened < 0 ? std::strerror(err) : "another file took its number") +
+                    "); start the trainer with its streams open");
     }
   }
 }
