@@ -40,6 +40,16 @@ zt::test::CommandResult chromium(const std::string& mode, const std::string& fil
                      mode + " file://" + file + " 2>/dev/null)");
 }
 
+// A live A/B job of 4 steps between the two shard plugins, switching every 2 steps through
+// `switch_dir`.
+std::string live_shard_ab_job(const TempDir& dir, const std::string& switch_dir) {
+  return zt::test::quiet_small_gpt_job(
+      dir.file("live"), "--set 'ab.arms=[\"plugins.shard=shard_tensor\", "
+                        "\"plugins.shard=shard_bucket\"]' --set ab.switch_every=2 --set "
+                        "ab.switch_dir=" +
+                            switch_dir + " --set run.steps=4 --set launch.timeout_s=60");
+}
+
 }  // namespace
 
 TEST_CASE("trainer ab: shard_tensor vs shard_bucket train the same losses, with a verdict") {
@@ -312,15 +322,11 @@ TEST_CASE(
   TempDir dir;
   std::filesystem::create_directories(dir.file("host0"));
   std::filesystem::create_directories(dir.file("host1"));
-  const std::string job = zt::test::quiet_small_gpt_job(
-      dir.file("live"), "--set 'ab.arms=[\"plugins.shard=shard_tensor\", "
-                        "\"plugins.shard=shard_bucket\"]' --set ab.switch_every=2 --set "
-                        "ab.switch_dir=switch --set run.steps=4 --set launch.timeout_s=60");
   const auto r = zt::test::run_two_ranks(
       dir,
       {"cd " + dir.file("host0") + " && LOCAL_WORLD_SIZE=1 LOCAL_RANK=0",
        "cd " + dir.file("host1") + " && LOCAL_WORLD_SIZE=1 LOCAL_RANK=0"},
-      job);
+      live_shard_ab_job(dir, "switch"));
   const std::string& rank0 = r.rank0;
   INFO(r.output);
   INFO(rank0);
@@ -337,13 +343,9 @@ TEST_CASE("live A/B: a switch folder rank 0 cannot write the shared-folder token
   // would stop it once rank 0 failed); before, both ranks called the folder unshared (exit 2).
   TempDir dir;
   std::filesystem::create_directories(dir.file("switch/.zt-shared-probe"));
-  const std::string job = zt::test::quiet_small_gpt_job(
-      dir.file("live"), "--set 'ab.arms=[\"plugins.shard=shard_tensor\", "
-                        "\"plugins.shard=shard_bucket\"]' --set ab.switch_every=2 --set "
-                        "ab.switch_dir=" +
-                            dir.file("switch") + " --set run.steps=4 --set launch.timeout_s=60");
   const auto r = zt::test::run_two_ranks(
-      dir, {"LOCAL_RANK=0 LOCAL_WORLD_SIZE=2", "LOCAL_RANK=1 LOCAL_WORLD_SIZE=2"}, job);
+      dir, {"LOCAL_RANK=0 LOCAL_WORLD_SIZE=2", "LOCAL_RANK=1 LOCAL_WORLD_SIZE=2"},
+      live_shard_ab_job(dir, dir.file("switch")));
   INFO(r.output);
   INFO(r.rank0);
   CHECK(contains(r.output, "rank 1 exit 5"));

@@ -84,15 +84,15 @@ StepReport ShardedStep::run(double lr) {
   report.grad_norm = totals.overflow || totals.poisoned ? std::numeric_limits<double>::quiet_NaN()
                                                         : totals.norm / divisor;
   const bool skip = totals.overflow || totals.poisoned;
-  if (skip && updated_in_backward && totals.overflow) {
-    // A group kept in memory (or on another rank) overflowed after streamed ones were updated.
-    throw NumericError("a gradient is not finite at step " + std::to_string(steps_ + 1) +
-                       " after groups streamed from a file tier were updated in backward, so "
-                       "the step cannot be skipped. Lower the learning rate, check the data, or "
-                       "set zero.gradient_clipping (the step then waits for every gradient, and "
-                       "skips one that is not finite)");
-  }
   if (skip && updated_in_backward) {
+    // A group kept in memory (or on another rank) overflowed after streamed ones were updated.
+    if (totals.overflow) {
+      throw NumericError("a gradient is not finite at step " + std::to_string(steps_ + 1) +
+                         " after groups streamed from a file tier were updated in backward, so "
+                         "the step cannot be skipped. Lower the learning rate, check the data, "
+                         "or set zero.gradient_clipping (the step then waits for every gradient, "
+                         "and skips one that is not finite)");
+    }
     // Not an overflow: a backward failed part way (its own error was thrown then), after
     // streamed groups took this step's update.
     throw InternalError("step " + std::to_string(steps_ + 1) +
