@@ -41,6 +41,10 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return world_; }
   std::string name() const override { return "comm_nccl"; }
   std::string describe() const override;
+  // The rank's GPU (local_rank modulo the GPUs visible): the only device its data ops take.
+  c10::Device device() const override {
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(device_));
+  }
 
   std::shared_ptr<Work> all_gather(const at::Tensor& out_flat, const at::Tensor& in_shard) override;
   std::shared_ptr<Work> reduce_scatter(const at::Tensor& out_shard, const at::Tensor& in_flat,

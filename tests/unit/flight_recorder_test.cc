@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../test_util.h"
+#include "solo_communicator.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/host/flight_diagnosis.h"
@@ -20,36 +21,11 @@
 #include "zt/host/trace.h"
 
 using zt::test::contains;
+using zt::test::SoloCommunicator;
 using zt::test::TempDir;
 using zt::test::write_file;
 
 namespace {
-
-// A world of one: every op completes at once, as comm plugins do for one rank.
-class SoloCommunicator final : public zt::Communicator {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  std::string name() const override { return "solo"; }
-  std::shared_ptr<zt::Work> all_gather(const at::Tensor& out, const at::Tensor& in) override {
-    return zt::run_now([&] { out.copy_(in); });
-  }
-  std::shared_ptr<zt::Work> reduce_scatter(const at::Tensor& out, const at::Tensor& in,
-                                           zt::ReduceOp) override {
-    return zt::run_now([&] { out.copy_(in); });
-  }
-  std::shared_ptr<zt::Work> all_reduce(const at::Tensor&, zt::ReduceOp) override {
-    return std::make_shared<zt::CompletedWork>();
-  }
-  std::shared_ptr<zt::Work> broadcast(const at::Tensor&, int) override {
-    return std::make_shared<zt::CompletedWork>();
-  }
-  std::shared_ptr<zt::Work> barrier() override { return std::make_shared<zt::CompletedWork>(); }
-  zt::CommStats stats() const override { return {}; }
-  std::unique_ptr<zt::Communicator> split(int, int) override {
-    return std::make_unique<SoloCommunicator>();
-  }
-};
 
 // A world of one whose all_reduce has failed by the time anyone waits for it (a size mismatch,
 // a peer already found dead).

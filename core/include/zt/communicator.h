@@ -31,6 +31,8 @@
 #include <memory>
 #include <string>
 
+#include <c10/core/Device.h>
+
 #include "zt/api.h"
 #include "zt/plugin.h"
 #include "zt/work.h"
@@ -94,6 +96,10 @@ class ZT_API Communicator {
   virtual std::string name() const = 0;
   // One line on how data moves (transport, algorithm), for run summaries. Never throws.
   virtual std::string describe() const { return name(); }
+  // The device whose tensors the data ops take (host memory: the CPU). The engine keeps its
+  // buffers there and makes its small control tensors there (the step's gradient totals). The
+  // default is the CPU. Never throws.
+  virtual c10::Device device() const;
 
   // Gathers every rank's shard into one flat tensor on every rank.
   //   out_flat: out, L elements; on completion the concatenation of all ranks' in_shard.
@@ -132,8 +138,8 @@ class ZT_API Communicator {
   //   in:  in, size() * B elements for one B >= 0, the same B on every rank.
   //   returns: the op's Work, never null.
   // Requires: as all_gather. Throws: as all_gather. A plugin that has no all-to-all keeps this
-  // default, which throws InternalError "<name> does not support all_to_all" at the call (the
-  // engine's gradient codecs need it; nothing else does).
+  // default, which throws ConfigError "<name> does not support all_to_all" at the call (only
+  // the engine's gradient codecs need it, so it is a configuration that cannot work).
   virtual std::shared_ptr<Work> all_to_all(const at::Tensor& out, const at::Tensor& in);
   // Completes on a rank once every rank has issued it (and everything issued before it).
   //   returns: the op's Work, never null. Throws CommError from wait() only.

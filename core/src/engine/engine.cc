@@ -62,6 +62,13 @@ void check_options(const EngineOptions& opt, const EngineTiers& tiers) {
   }
 }
 
+// The options, once every communicator of `groups` is known to move tensors where the engine
+// keeps its buffers (before any buffer is made).
+const EngineOptions& on_device_of(const EngineOptions& opt, const ZeroGroups& groups) {
+  groups.check_device(opt.device);
+  return opt;
+}
+
 std::vector<OffloadTier*> distinct_tiers(const EngineTiers& tiers) {
   std::vector<OffloadTier*> out;
   for (OffloadTier* t : {tiers.optimizer, tiers.param}) {
@@ -123,7 +130,7 @@ struct Engine::Impl {
        Optimizer& optimizer, EngineOptions options, EngineTiers t, EngineCodecs codecs)
       : groups(std::move(zero_groups)),
         comm(groups->world()),
-        opt(options),
+        opt(on_device_of(options, *groups)),
         tiers(distinct_tiers(t)),
         scaler(options.scaler, options.dynamic_loss_scale),
         layout(std::move(l)),
@@ -193,6 +200,7 @@ struct Engine::Impl {
     StorageContext context{opt.stage,   opt.compute_dtype, state_names,  optimizer.state_dtype(),
                            t.optimizer, t.param,           tile_elements};
     context.master_dtype = optimizer.master_dtype();
+    context.device = opt.device;
     context.streamed_grads_in_memory = streamed_gradients_in_memory(opt);
     std::vector<ShardStorage> out;
     for (size_t u = 0; u < layout.unit_groups.size(); ++u) {

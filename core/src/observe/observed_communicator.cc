@@ -92,6 +92,7 @@ class ObservedCommunicator final : public Communicator {
   int size() const override { return inner_->size(); }
   std::string name() const override { return inner_->name(); }
   std::string describe() const override { return inner_->describe(); }
+  c10::Device device() const override { return inner_->device(); }
   CommStats stats() const override { return inner_->stats(); }
 
   std::shared_ptr<Work> all_gather(const at::Tensor& out_flat,

@@ -119,7 +119,7 @@ void GradReducer::reduce_group(int gi) {
     r.out = flat;
     r.work = comms_.world.all_reduce(flat, ReduceOp::kSum);
   } else {
-    r.out = at::empty({g.shard}, options_.dtype);
+    r.out = at::empty({g.shard}, flat.options());
     r.work = options_.codec ? coded_reduce_scatter(comms_.shard, *options_.codec, r.out, flat,
                                                    ReduceOp::kSum, residuals_[gi])
                             : comms_.shard.reduce_scatter(r.out, flat, ReduceOp::kSum);

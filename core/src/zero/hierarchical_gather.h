@@ -33,6 +33,7 @@ class HierarchicalGather final : public Communicator {
   int size() const override { return shard_.size(); }
   std::string name() const override { return shard_.name(); }
   std::string describe() const override;
+  c10::Device device() const override { return shard_.device(); }
 
   std::shared_ptr<Work> all_gather(const at::Tensor& out_flat,
                                    const at::Tensor& in_shard) override {

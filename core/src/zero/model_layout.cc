@@ -1,10 +1,10 @@
 #include "zero/model_layout.h"
 
 #include <ATen/ATen.h>
-#include <ATen/native/Resize.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "zt/error.h"
 
@@ -215,7 +215,7 @@ at::Tensor ModelLayout::take_flat_grads(int gi, at::ScalarType dtype, double pre
   ParamGroup& g = groups[gi];
   // Uninitialised, and only what no gradient covers is zeroed: zeroing the whole buffer first
   // wrote every byte twice (a pass over a block's gradients each step).
-  at::Tensor flat = at::empty({g.padded}, dtype);
+  at::Tensor flat = at::empty({g.padded}, g.flat.options().dtype(dtype));
   int64_t covered = 0;  // params are in flat-offset order
   for (int p : g.params) {
     at::Tensor& t = params[p].tensor;
@@ -262,7 +262,21 @@ bool ModelLayout::unit_uses(int unit, int group) const {
 }
 
 void resize_flat_storage(const at::Tensor& flat, int64_t bytes) {
-  at::native::resize_bytes_cpu(flat.storage().unsafeGetStorageImpl(), bytes);
+  // From the storage's own allocator, so one call serves every device (resize_bytes_cpu is the
+  // CPU's). The engine only frees (0) or fills an empty storage, so no bytes are carried over.
+  c10::StorageImpl& storage = *flat.storage().unsafeGetStorageImpl();
+  if (bytes > 0 && storage.nbytes() > 0) {
+    throw InternalError("resize_flat_storage: a flat buffer of " +
+                        std::to_string(storage.nbytes()) + " bytes is given " +
+                        std::to_string(bytes) + ": only an empty one is filled");
+  }
+  c10::Allocator* allocator = storage.allocator();
+  if (bytes > 0 && allocator == nullptr) {
+    throw InternalError("resize_flat_storage: the flat buffer's storage has no allocator");
+  }
+  storage.set_data_ptr_noswap(bytes > 0 ? allocator->allocate(static_cast<size_t>(bytes))
+                                        : c10::DataPtr(nullptr, storage.device()));
+  storage.set_nbytes(static_cast<size_t>(bytes));
 }
 
 }  // namespace zt

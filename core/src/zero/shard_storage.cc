@@ -39,7 +39,7 @@ void place_param_shard(ShardStorage& s, const ParamGroup& g, const std::string& 
                        MemoryLedger& ledger) {
   const int64_t es = static_cast<int64_t>(c10::elementSize(c.dtype));
   if (!s.param_in_tier) {
-    s.param_shard = master_is_param ? s.master : init.to(c.dtype).clone();
+    s.param_shard = master_is_param ? s.master : init.to(c.device, c.dtype, false, /*copy=*/true);
     ledger.fixed().params_shard += g.shard * es;  // fp32 without offload: the master itself
     return;
   }
@@ -71,14 +71,14 @@ at::Tensor initial_shard(ModelLayout& layout, int gi, const StorageContext& c) {
     at::Tensor full32 = at::zeros({g.padded}, at::kFloat);
     layout.fill_initial(gi, 0, full32);
     round_to_master(full32, c);
-    g.flat = full32.to(c.dtype);
+    g.flat = full32.to(c.device, c.dtype);
     layout.bind_views(gi);
     return full32.narrow(0, g.first, g.shard);
   }
   at::Tensor shard32 = at::zeros({g.shard}, at::kFloat);
   layout.fill_initial(gi, g.first, shard32);
   round_to_master(shard32, c);
-  g.flat = at::empty({g.padded}, at::TensorOptions().dtype(c.dtype));
+  g.flat = at::empty({g.padded}, at::TensorOptions().dtype(c.dtype).device(c.device));
   layout.bind_views(gi);
   return shard32;
 }
@@ -93,7 +93,9 @@ at::Tensor initial_shard(ModelLayout& layout, int gi, const StorageContext& c) {
 void place_grad(ShardStorage& s, const ParamGroup& g, const std::string& label,
                 const StorageContext& c, MemoryLedger& ledger) {
   if (!s.opt_in_tier || c.streamed_grads_in_memory) {
-    s.grad = at::zeros({g.shard}, at::kFloat);
+    // Next to the states that take it: a tier's are on the host, for the host kernel.
+    s.grad = at::zeros({g.shard},
+                       at::TensorOptions(at::kFloat).device(s.opt_in_tier ? c10::kCPU : c.device));
     ledger.fixed().grads += g.shard * 4;
     return;
   }
@@ -128,9 +130,11 @@ ShardStorage build_shard_storage(ModelLayout& layout, int gi, bool opt_in_tier, 
   if (opt_in_tier) {
     place_optimizer_in_tier(s, g, label, init, c, ledger);
   } else {
-    s.master = master_is_param && c.stage < 3 ? g.flat.narrow(0, g.first, g.shard)
-                                              : init.to(c.master_dtype, false, /*copy=*/true);
-    for (int64_t i = 0; i < states; ++i) s.states.push_back(at::zeros({g.shard}, c.state_dtype));
+    s.master = master_is_param && c.stage < 3
+                   ? g.flat.narrow(0, g.first, g.shard)
+                   : init.to(c.device, c.master_dtype, false, /*copy=*/true);
+    for (int64_t i = 0; i < states; ++i)
+      s.states.push_back(at::zeros({g.shard}, at::TensorOptions(c.state_dtype).device(c.device)));
     if (!master_is_param)  // else counted as parameters
       ledger.fixed().master_params += g.shard *
                                       static_cast<int64_t>(c10::elementSize(c.master_dtype));

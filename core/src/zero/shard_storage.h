@@ -54,6 +54,9 @@ struct StorageContext {
   // is off.
   bool streamed_grads_in_memory = false;
   at::ScalarType master_dtype = at::kFloat;  // the optimizer's
+  // Compute memory (EngineOptions::device): the flat buffers, and the shards no tier holds.
+  // Initial values are made on the host in fp32 and copied there once.
+  c10::Device device{c10::kCPU};
 };
 
 // ShardTensors::seed of element `local` of group `g`'s shard, whose first element is element

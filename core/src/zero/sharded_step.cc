@@ -15,19 +15,27 @@ void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.data_ptr() != src.data_ptr()) dst.copy_(src);
 }
 
-// A group's squared gradient sum (inf or nan when a value is not finite). A tier gradient was
-// measured when its final value was written; it is read back only when that did not happen (a
-// step after fewer micro steps than grad_accum).
-double squared_sum(ShardStorage& s, int64_t step) {
-  if (s.grad.defined()) return s.grad.to(at::kDouble).pow(2).sum().item<double>();
-  if (s.grad_measured) return s.grad_nonfinite ? std::nan("") : s.grad_sq;
+// Adds a group's squared gradient sum (inf or nan when a value is not finite) to `sum`, a
+// double on the communicator's device: a gradient in compute memory is summed there, so a step
+// reads its totals once, not once per group. A tier gradient was measured when its final value
+// was written; it is read back only when that did not happen (a step after fewer micro steps
+// than grad_accum).
+void add_squared_sum(const at::Tensor& sum, ShardStorage& s, int64_t step) {
+  if (s.grad.defined()) {
+    sum.add_(s.grad.to(at::kDouble).pow(2).sum().to(sum.device()));
+    return;
+  }
+  if (s.grad_measured) {
+    sum.add_(s.grad_nonfinite ? std::nan("") : s.grad_sq);
+    return;
+  }
   double sq = 0;
   s.grad_file->read_range(0, s.grad_file->bytes(), step,
                           [&](int64_t, const void* data, int64_t bytes) {
     const at::Tensor part = view_of(const_cast<void*>(data), bytes / 4, at::kFloat);
     sq += part.to(at::kDouble).pow(2).sum().item<double>();
   });
-  return sq;
+  sum.add_(sq);
 }
 
 }  // namespace
@@ -128,23 +136,21 @@ StepReport ShardedStep::run(double lr) {
 }
 
 ShardedStep::GradientTotals ShardedStep::measure_gradients() {
-  double sq = 0;
-  bool overflow = false;
+  // {squared sum, poisoned}: squares are never negative, so the sum is finite exactly where
+  // every gradient is, here and after the all-reduce (an overflow anywhere reaches every rank).
+  const at::Tensor totals = at::zeros({2},
+                                      at::TensorOptions(at::kDouble).device(parts_.shard.device()));
+  const at::Tensor sq = totals.narrow(0, 0, 1);
   // A poisoned rank's gradients in a file tier are not read: they may not have been written
   // this step, and reading them back failed their check as a tier changed under the job. Those
   // in memory are measured as on every rank (an overflow there must reach every loss scaler).
   for (auto& s : parts_.storage) {
     if (poisoned_ && !s.grad.defined() && !s.grad_measured) continue;
-    const double part = squared_sum(s, steps_ + 1);
-    if (!std::isfinite(part)) {
-      overflow = true;
-    } else {
-      sq += part;
-    }
+    add_squared_sum(sq, s, steps_ + 1);
   }
   const bool poisoned = poisoned_;
   poisoned_ = false;
-  at::Tensor totals = at::tensor({sq, overflow ? 1.0 : 0.0, poisoned ? 1.0 : 0.0}, at::kDouble);
+  if (poisoned) totals.narrow(0, 1, 1).fill_(1.0);
   // Stage 0 shards are full copies: every rank already holds the global values. Otherwise the
   // shard group's shards cover the model once (every group holds the same reduced gradients).
   const bool over_shard_group = options_.stage >= 1;
@@ -152,21 +158,27 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
     parts_.ledger.clock().wait(*parts_.shard.all_reduce(totals, ReduceOp::kSum),
                                &EngineTimes::comm_wait);
   }
-  bool overflowed = totals[1].item<double>() > 0;
-  bool poisoned_anywhere = totals[2].item<double>() > 0;
+  // The step's one read of its totals.
+  const at::Tensor read = totals.to(at::kCPU);
+  const double total_sq = read.data_ptr<double>()[0];
+  bool overflowed = !std::isfinite(total_sq);
+  bool poisoned_anywhere = read.data_ptr<double>()[1] > 0;
   // Gradients are the same on every rank, but a poisoned step is known to its own rank only
   // (and the overflow of what it left unread, to its own group): where the totals did not
   // travel over every rank, the others learn of both here, or they would update (or keep their
   // loss scale) while it skips, and the ranks' parameters part for good.
   const bool reached_everyone = over_shard_group && &parts_.shard == &parts_.everyone;
   if (!reached_everyone && parts_.everyone.size() > 1) {
-    at::Tensor flags = at::tensor({poisoned ? 1.0f : 0.0f, overflowed ? 1.0f : 0.0f}, at::kFloat);
+    const at::Tensor flags = at::tensor({poisoned ? 1.0f : 0.0f, overflowed ? 1.0f : 0.0f},
+                                        at::kFloat)
+                                 .to(parts_.everyone.device());
     parts_.ledger.clock().wait(*parts_.everyone.all_reduce(flags, ReduceOp::kMax),
                                &EngineTimes::comm_wait);
-    poisoned_anywhere = poisoned_anywhere || flags[0].item<float>() > 0;
-    overflowed = overflowed || flags[1].item<float>() > 0;
+    const at::Tensor read_flags = flags.to(at::kCPU);
+    poisoned_anywhere = poisoned_anywhere || read_flags.data_ptr<float>()[0] > 0;
+    overflowed = overflowed || read_flags.data_ptr<float>()[1] > 0;
   }
-  return {std::sqrt(totals[0].item<double>()), overflowed, poisoned_anywhere};
+  return {std::sqrt(total_sq), overflowed, poisoned_anywhere};
 }
 
 void ShardedStep::check_tiers(int64_t step) {

@@ -29,6 +29,16 @@ ZeroGroups::ZeroGroups(Communicator& world, ZeroGroupOptions options)
 
 ZeroGroups::~ZeroGroups() = default;
 
+void ZeroGroups::check_device(c10::Device device) const {
+  for (const Communicator* comm : {&world_, shard_, replica_.get(), gather_.get()}) {
+    if (comm == nullptr || comm->device() == device) continue;
+    throw ConfigError("comm plugin " + comm->name() + " moves tensors on " + comm->device().str() +
+                      " but the engine keeps its buffers on " + device.str() +
+                      ": choose a comm plugin for " + device.str() +
+                      " (plugins.comm: comm_ucx moves host memory, comm_nccl a GPU's)");
+  }
+}
+
 std::string ZeroGroups::describe() const {
   const int n = world_.size(), k = shard_->size();
   std::string out;

@@ -46,6 +46,10 @@ class ZeroGroups {
   int replica_index() const { return world_.rank() / shard_->size(); }
   // One line for run summaries: "flat over 4 ranks" or the groups and how gathers go.
   std::string describe() const;
+  // Throws ConfigError unless every communicator here moves tensors of `device`, where the
+  // engine keeps its buffers: a collective on another device's tensor fails only at its first
+  // call, deep in a step, and on one rank's thread of a backward.
+  void check_device(c10::Device device) const;
   // Counters of the communicators split off the world, by role ("shard group", "replica
   // group", "two-level gather"); empty when flat.
   std::vector<std::pair<std::string, CommStats>> split_stats() const;

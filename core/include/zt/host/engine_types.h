@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 
 #include "zt/codec.h"
@@ -16,6 +17,11 @@ namespace zt {
 
 struct EngineOptions {
   int stage = 0;
+  // Where the units' parameters, the flat parameter and gradient buffers and the shards held in
+  // compute memory live. Every communicator the engine is given must move tensors of this device
+  // (Communicator::device()); the engine refuses one that does not. EngineSettings leave it on
+  // the CPU: launch.device = "cuda" reaches only the offload tiers so far.
+  c10::Device device{c10::kCPU};
   at::ScalarType compute_dtype = at::kFloat;
   int64_t grad_accum = 1;
   double reduce_bucket_mb = 25;  // bound on gradient bytes in flight (stages 2-3)
