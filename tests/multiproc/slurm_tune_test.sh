@@ -5,9 +5,13 @@
 # ring between them, not one host's shared memory), race ZeRO++'s codecs between the hosts around
 # its leader (tune.json: a candidate with codec_blockq that was measured), end with a verdict
 # within its budget, and write a tuned.toml that trains. The job: a 2.1M MLP whose stage 0 does not
-# fit launch.memory_limit_gb = 0.52 with tune's margin (so the leader shards and a gradient codec
+# fit launch.memory_limit_gb = 0.536 with tune's margin (so the leader shards and a gradient codec
 # applies), one sample per rank (one micro batch to try); --rtol 1 lets the codecs' changed losses
-# race. Exit 77 (skipped) where
+# race. Per rank, as `trainer estimate --nproc 4 --hosts 2` sizes them: stage 0 needs 494.5 MiB,
+# and the largest codec variant of a sharded leader (stage 1, flat, int4 + error feedback across
+# the hosts) 493.3 MiB; 90% of 0.536 GiB is 494.0 MiB. With 0.52 (479.3 MiB) stage 1's variants
+# (480.8 MiB with MiCS groups of one host) did not fit, and a CI run whose race stage 1 led
+# measured no codec. Exit 77 (skipped) where
 # namespaces cannot be made or Slurm is not installed, except under CI.
 #   slurm_tune_test.sh TRAINER SOURCE_DIR
 set -euo pipefail
@@ -26,7 +30,7 @@ cat >"$tmp/tune.sbatch" <<JOB
 exec "$trainer" tune --config "$src/configs/zero3.toml" --nproc 4 --hosts 2 \\
   --launcher "srun --kill-on-bad-exit=1" --budget ${budget}s --rtol 1 --trial-steps 3 \\
   --out "$tmp/tune" --set model.kind='"mlp"' --set model.width=512 --set model.depth=8 \\
-  --set data.kind='"synthetic"' --set data.micro_batch=1 --set launch.memory_limit_gb=0.52 \\
+  --set data.kind='"synthetic"' --set data.micro_batch=1 --set launch.memory_limit_gb=0.536 \\
   --set launch.timeout_s=60
 JOB
 start=$(date +%s)

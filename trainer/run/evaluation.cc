@@ -78,7 +78,7 @@ EvalEvent evaluate(Engine& engine, const OwnForward& own, Communicator& comm,
     }
   }
   at::Tensor all = at::tensor({sum}, at::kDouble);
-  comm.all_reduce(all, ReduceOp::kSum)->wait();
+  all_reduce_host(comm, all, ReduceOp::kSum);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return {step, all.item<double>() / static_cast<double>(total), total, seconds,

@@ -38,7 +38,7 @@ void broadcast_buffers(const std::vector<at::Tensor>& buffers, Composition& setu
     }
     if (buffer.numel() == 0) continue;  // nothing to send
     at::Tensor flat = buffer.contiguous();
-    setup.comm->broadcast(flat, 0)->wait();
+    broadcast_host(*setup.comm, flat, 0);
     if (!flat.is_same(buffer)) buffer.copy_(flat);
   }
 }

@@ -251,7 +251,7 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
     }
     // Every rank learns whether any sample anywhere is still open: all stop at the same forward.
     at::Tensor anywhere = at::tensor({static_cast<double>(open)}, at::kDouble);
-    comm.all_reduce(anywhere, ReduceOp::kSum)->wait();
+    all_reduce_host(comm, anywhere, ReduceOp::kSum);
     if (anywhere.item<double>() == 0) break;
   }
   g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -87,7 +87,7 @@ void check_switch_dir_shared(const TrainRun& run, Store& store, std::chrono::mil
   // One collective before any rank stops: rank 0 serves the store, and must not exit while
   // another rank still reads the key from it.
   at::Tensor elsewhere = at::tensor({unwritten || seen == published ? 0.0 : 1.0}, at::kDouble);
-  run.setup.comm->all_reduce(elsewhere, ReduceOp::kSum)->wait();
+  all_reduce_host(*run.setup.comm, elsewhere, ReduceOp::kSum);
   if (unwritten) {
     throw IoError(where + ": rank 0 " + published.substr(failed.size()) +
                   "; a switch saves the state there: make room there or give a folder the job "

@@ -115,7 +115,7 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
   StepReport rep = s.engine->step(lr);
   run.next_sample += run.data->samples_per_step(run.env.world);
   at::Tensor loss = at::tensor({loss_sum / s.options.grad_accum}, at::kDouble);
-  s.comm->all_reduce(loss, ReduceOp::kAvg)->wait();
+  all_reduce_host(*s.comm, loss, ReduceOp::kAvg);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   StepMetrics m{step + 1,      loss.item<double>(), lr,      rep.loss_scale,

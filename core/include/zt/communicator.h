@@ -168,6 +168,15 @@ class ZT_API Communicator {
 // The color of a rank that joins no new communicator in Communicator::split.
 constexpr int kSplitNoColor = -1;
 
+// For the small tensors a job keeps on the host to agree on something (flags, totals, a debug
+// read): all_reduce / broadcast run where `comm` moves tensors (Communicator::device()), then
+// wait. A communicator of the CPU takes `host` itself; another gets a copy on its device, and
+// the result is copied back into `host`.
+//   host: in/out, a tensor in host memory, as the op requires it.
+// Throws what the op and Work::wait throw.
+ZT_API void all_reduce_host(Communicator& comm, const at::Tensor& host, ReduceOp op);
+ZT_API void broadcast_host(Communicator& comm, const at::Tensor& host, int root);
+
 // What a comm plugin gets to build a communicator.
 struct CommContext {
   int rank = 0;                               // this process's rank, 0..world-1

@@ -507,7 +507,8 @@ struct Engine::Impl {
       gatherer.ensure_gathered(g);
       for (int p : layout.groups[gi].params) {
         out.emplace_back(layout.params[p].name,
-                         layout.params[p].tensor.detach().to(at::kFloat).clone());
+                         layout.params[p].tensor.detach().to(at::kCPU, at::kFloat, false,
+                                                             /*copy=*/true));
       }
       if (!was) gatherer.release(g);
     }

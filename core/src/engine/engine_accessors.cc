@@ -87,7 +87,7 @@ at::Tensor full_array(EngineParts& e, int p, int64_t a) {
     std::memcpy(dst + (begin - slot.offset), data, static_cast<size_t>(count) * 4);
   });
   // The shard group's held parts cover the tensor once (a MiCS replica holds the same parts).
-  if (e.stage >= 1) e.shard.all_reduce(out, ReduceOp::kSum)->wait();
+  if (e.stage >= 1) all_reduce_host(e.shard, out, ReduceOp::kSum);
   return out.view(slot.shape);
 }
 
@@ -110,12 +110,13 @@ at::Tensor full_gradient(EngineParts& e, int p) {
     divisor /= e.predivide;
   } else {
     // The fp32 sum of the micro steps folded so far (16-bit jobs that accumulate), plus .grad.
-    out = slot.grad_sum.defined() ? slot.grad_sum.clone() : at::zeros({numel}, at::kFloat);
+    out = slot.grad_sum.defined() ? slot.grad_sum.to(at::kCPU, at::kFloat, false, /*copy=*/true)
+                                  : at::zeros({numel}, at::kFloat);
     const at::Tensor grad = slot.tensor.grad();
-    if (grad.defined()) out.add_(grad.detach().reshape({-1}).to(at::kFloat));
+    if (grad.defined()) out.add_(grad.detach().reshape({-1}).to(at::kCPU, at::kFloat));
   }
   // Reduced shards (stages 2-3) already hold every rank's sum: their group covers the tensor.
-  (e.stage >= 2 ? e.shard : e.comm).all_reduce(out, ReduceOp::kSum)->wait();
+  all_reduce_host(e.stage >= 2 ? e.shard : e.comm, out, ReduceOp::kSum);
   return out.div_(divisor).view(slot.shape);
 }
 

@@ -155,7 +155,7 @@ void write_back(EngineParts& e, const std::vector<int>& indices, int modifier,
         e.comm.rank() == modifier
             ? params[i].second.detach().to(at::kCPU, at::kFloat).contiguous().reshape({numel})
             : at::empty({numel}, at::kFloat);
-    e.comm.broadcast(value, modifier)->wait();
+    broadcast_host(e.comm, value, modifier);
     write_parameter(e, indices[i], value);
   }
 }

@@ -27,6 +27,18 @@ std::shared_ptr<Work> Communicator::all_to_all(const at::Tensor&, const at::Tens
                     "gradient codec");
 }
 
+void all_reduce_host(Communicator& comm, const at::Tensor& host, ReduceOp op) {
+  const at::Tensor there = host.to(comm.device());
+  comm.all_reduce(there, op)->wait();
+  if (!there.is_same(host)) host.copy_(there);
+}
+
+void broadcast_host(Communicator& comm, const at::Tensor& host, int root) {
+  const at::Tensor there = host.to(comm.device());
+  comm.broadcast(there, root)->wait();
+  if (!there.is_same(host)) host.copy_(there);
+}
+
 Codec::~Codec() = default;
 ShardStrategy::~ShardStrategy() = default;
 Optimizer::~Optimizer() = default;

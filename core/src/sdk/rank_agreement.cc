@@ -9,7 +9,7 @@ namespace zt {
 
 float max_over_ranks(Communicator& comm, float value) {
   at::Tensor t = at::full({1}, value, at::kFloat);
-  comm.all_reduce(t, ReduceOp::kMax)->wait();
+  all_reduce_host(comm, t, ReduceOp::kMax);
   return t.item<float>();
 }
 

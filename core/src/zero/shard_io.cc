@@ -80,7 +80,9 @@ void ShardIo::in_memory(int gi, int64_t a, int64_t begin, int64_t end, bool writ
                         const FillFn& fn) {
   const at::Tensor& t = tensor(storage_[gi], a);
   const int64_t first = layout_.groups[gi].first;
-  if (t.scalar_type() == at::kFloat) {
+  // Used in place where it is host fp32; otherwise through a host fp32 run: widened from 16
+  // bits, or copied from compute memory on another device.
+  if (t.scalar_type() == at::kFloat && t.is_cpu()) {
     fn(begin, t.data_ptr<float>() + (begin - first), end - begin);
     return;
   }

@@ -55,8 +55,8 @@ class ShardIo {
   // whole tile (its first element, data, length) to `fn`, writing it back when `fn` returns true.
   using TileFn = std::function<bool(int64_t tile_begin, float* data, int64_t count)>;
   void for_each_tile(int g, int64_t a, int64_t begin, int64_t end, int64_t step, const TileFn& fn);
-  // In memory: hands [begin, end) of array `a` to `fn` as fp32 (16-bit states through a widened
-  // run at a time, rounded back when `write_back`).
+  // In memory: hands [begin, end) of array `a` to `fn` as host fp32 (16-bit states, or arrays in
+  // another device's memory, through a host run at a time, copied back when `write_back`).
   void in_memory(int g, int64_t a, int64_t begin, int64_t end, bool write_back, const FillFn& fn);
   at::ScalarType dtype(int64_t a) const { return a == 0 ? master_dtype_ : state_dtype_; }
   TieredArray& file(const ShardStorage& s, int64_t a) const;

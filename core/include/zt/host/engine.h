@@ -101,7 +101,8 @@ class ZT_API Engine {
   // update the owned shards, refresh parameters. Collective.
   StepReport step(double lr);
 
-  // Every parameter at full size as fp32, in registration order (collective in stage 3).
+  // Every parameter at full size as fp32 in host memory, in registration order (collective in
+  // stage 3).
   std::vector<std::pair<std::string, at::Tensor>> full_parameters();
 
   // Checkpoints (zt/host/checkpoint.h). Call between steps (after step(), before the next
@@ -119,8 +120,9 @@ class ZT_API Engine {
   void load_checkpoint(const CheckpointReader& reader);
 
   // Debug accessors, like DeepSpeed's safe_get_full_fp32_param / safe_get_full_grad /
-  // safe_get_full_optimizer_state. Collective; every rank gets the whole tensor, fp32, in the
-  // parameter's shape. Throws ConfigError for an unknown name or state (listing the names).
+  // safe_get_full_optimizer_state. Collective; every rank gets the whole tensor, fp32 in host
+  // memory, in the parameter's shape. Throws ConfigError for an unknown name or state (listing the
+  // names).
   //   full_fp32_param: the fp32 master value.
   //   full_fp32_grad: the gradients so far, averaged over ranks and the micro steps run so far
   //     and unscaled (before clipping); zeros before the first micro step. After all grad_accum
