@@ -55,8 +55,7 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
   const auto val = data::make_val_data(job.data, models::model_inputs(loaded.model->shape),
                                        loaded.model->shape.kind, job.eval.micro_batch);
   const EvalEvent e = evaluate(*s.engine, loaded.own_forward, *s.comm, *loaded.model, *val,
-                               job.eval, env.rank, env.world, s.options.compute_dtype,
-                               reader.step());
+                               job.eval, env.rank, env.world, s.options, reader.step());
   if (env.rank != 0) return 0;
   const std::string& state = reader.meta().trainer_state;
   const std::string split_note =

@@ -33,6 +33,11 @@ at::Tensor forward_without_grad(Engine& engine, const OwnForward& own, const at:
   return out;
 }
 
+at::Tensor engine_input(const at::Tensor& input, const EngineOptions& options) {
+  if (input.is_floating_point()) return input.to(options.device, options.compute_dtype);
+  return input.to(options.device);
+}
+
 double train_micro_step(Engine& engine, const OwnForward& own, const at::Tensor& input,
                         const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
   if (!own) return engine.forward_backward(input, loss_fn);
@@ -49,7 +54,7 @@ double train_micro_step(Engine& engine, const OwnForward& own, const at::Tensor&
 
 EvalEvent evaluate(Engine& engine, const OwnForward& own, Communicator& comm,
                    const models::Model& model, const data::DataSource& val,
-                   const EvalSettings& settings, int rank, int world, at::ScalarType compute,
+                   const EvalSettings& settings, int rank, int world, const EngineOptions& options,
                    int64_t step) {
   const auto t0 = std::chrono::steady_clock::now();
   const trace::Scope span("evaluation", trace::kStep);
@@ -69,9 +74,8 @@ EvalEvent evaluate(Engine& engine, const OwnForward& own, Communicator& comm,
       targets.push_back(b.target);
       if (!pad) ++real;
     }
-    at::Tensor input = at::cat(inputs);
-    if (input.is_floating_point()) input = input.to(compute);
-    const at::Tensor target = at::cat(targets);
+    const at::Tensor input = engine_input(at::cat(inputs), options);
+    const at::Tensor target = at::cat(targets).to(options.device);
     const at::Tensor out = forward_without_grad(engine, own, input);
     for (int64_t i = 0; i < real; ++i) {
       sum += model.loss(out.narrow(0, i, 1), target.narrow(0, i, 1)).item<double>();

@@ -38,6 +38,10 @@ class InferenceScope {
 // driven forward around the model's own. Collective at stage 3 (every rank calls it alike).
 at::Tensor forward_without_grad(Engine& engine, const OwnForward& own, const at::Tensor& input);
 
+// A batch's input as the engine takes it: on the engine's device, a floating input in its
+// compute dtype (token ids stay integers).
+at::Tensor engine_input(const at::Tensor& input, const EngineOptions& options);
+
 // One training micro step: forward, `loss_fn` on the output, backward; the loss value
 // (Engine::forward_backward, or with `own` the driven forward around the model's own).
 double train_micro_step(Engine& engine, const OwnForward& own, const at::Tensor& input,
@@ -47,10 +51,10 @@ double train_micro_step(Engine& engine, const OwnForward& own, const at::Tensor&
 // r + world, ... in as many forward passes as every other rank (a short last batch is padded with
 // sample 0, which is left out); each sample's loss (model.loss over that sample alone) is summed
 // in double over all ranks and divided by the sample count, so the number is the same at every
-// world size. `compute` is the dtype a floating input is cast to; `step` labels the result.
+// world size. `options` places the input (engine_input); `step` labels the result.
 EvalEvent evaluate(Engine& engine, const OwnForward& own, Communicator& comm,
                    const models::Model& model, const data::DataSource& val,
-                   const EvalSettings& settings, int rank, int world, at::ScalarType compute,
+                   const EvalSettings& settings, int rank, int world, const EngineOptions& options,
                    int64_t step);
 
 }  // namespace zt::trainer

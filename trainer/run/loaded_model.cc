@@ -30,12 +30,13 @@ void share_cores_between_local_ranks() {
 }
 
 void broadcast_buffers(const std::vector<at::Tensor>& buffers, Composition& setup) {
-  const at::ScalarType compute = setup.options.compute_dtype;
+  const EngineOptions& o = setup.options;
   c10::NoGradGuard no_grad;
   for (at::Tensor buffer : buffers) {
-    if (buffer.is_floating_point() && buffer.scalar_type() != compute) {
-      buffer.set_data(buffer.to(compute));
-    }
+    // Where the engine computes: a floating buffer in its compute dtype, every one on its device.
+    const at::Tensor placed = buffer.is_floating_point() ? buffer.to(o.device, o.compute_dtype)
+                                                         : buffer.to(o.device);
+    if (!placed.is_same(buffer)) buffer.set_data(placed);
     if (buffer.numel() == 0) continue;  // nothing to send
     at::Tensor flat = buffer.contiguous();
     broadcast_host(*setup.comm, flat, 0);

@@ -99,7 +99,7 @@ std::vector<std::vector<double>> last_logits(const at::Tensor& out, int64_t voca
                       std::string(at::toString(out.scalar_type())) + " " + c10::str(out.sizes()) +
                       "");
   }
-  const at::Tensor last = out.select(1, out.size(1) - 1).to(at::kDouble).contiguous();
+  const at::Tensor last = out.select(1, out.size(1) - 1).to(at::kCPU, at::kDouble).contiguous();
   std::vector<std::vector<double>> rows(static_cast<size_t>(last.size(0)));
   const double* p = last.data_ptr<double>();
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -222,7 +222,8 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
     const int64_t length = static_cast<int64_t>(g.rows[0].tokens.size());
     const int64_t context = std::min(length, inputs.seq_len);
     auto logits = last_logits(
-        forward_without_grad(engine, loaded.own_forward, context_batch(g.rows, context)),
+        forward_without_grad(engine, loaded.own_forward,
+                             engine_input(context_batch(g.rows, context), loaded.setup.options)),
         inputs.vocab);
     // A model.vocab padded past the tokenizer's ids (50304 for GPT-2's 50257), or past the 256
     // bytes of byte-level text, never samples the padding: those ids are no text (an id of 300

@@ -106,10 +106,10 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
     std::optional<trace::Scope> loading(std::in_place, "data", trace::kData);
     data::Batch batch = run.data->get(run.next_sample, micro, run.env.rank, run.env.world);
     loading.reset();
-    at::Tensor input = batch.input.is_floating_point() ? batch.input.to(s.options.compute_dtype)
-                                                       : batch.input;
+    const at::Tensor input = engine_input(batch.input, s.options);
+    const at::Tensor target = batch.target.to(s.options.device);
     loss_sum += train_micro_step(*s.engine, run.own_forward, input, [&](const at::Tensor& out) {
-      return run.model->loss(out, batch.target);
+      return run.model->loss(out, target);
     });
   }
   StepReport rep = s.engine->step(lr);
@@ -305,7 +305,7 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
     if (run.settings.eval.due(step + 1, total)) {
       const EvalEvent e = evaluate(*run.setup.engine, run.own_forward, *run.setup.comm, *run.model,
                                    *run.val_data, run.settings.eval, run.env.rank, run.env.world,
-                                   run.setup.options.compute_dtype, step + 1);
+                                   run.setup.options, step + 1);
       report.log_eval(e);
       summary.val_step = e.step;
       summary.val_loss = e.loss;

@@ -164,7 +164,9 @@ void GradReducer::drain() {
 void GradReducer::accumulate(const Pending& r) {
   ShardStorage& s = storage_[r.group];
   if (s.grad.defined()) {
-    s.grad.add_(r.out.to(at::kFloat));
+    // A tier group's gradient waits in host memory, next to its states, whatever the device of
+    // the reduction (ZeRO-Offload: copied to the host as it is reduced).
+    s.grad.add_(r.out.to(s.grad.device(), at::kFloat));
     return;
   }
   const bool once = options_.stage < 2;

@@ -75,8 +75,11 @@ void ParamGatherer::start_gather(int gi) {
     ledger_.clock().wait(*s.fetch_work, &EngineTimes::read_wait);
     s.fetch_work.reset();
     storage_[gi].param_file->verify_all(s.fetched.data_ptr(), step_);
-    // A view of the buffer itself, so the gather's handle keeps it alive until it is done.
-    source = s.fetched.view(g.flat.scalar_type()).narrow(0, 0, g.shard);
+    // A view of the buffer itself, so the gather's handle keeps it alive until it is done; on
+    // another device, a copy there (the buffer is pinned when launch.device is "cuda").
+    source = s.fetched.view(g.flat.scalar_type())
+                 .narrow(0, 0, g.shard)
+                 .to(g.flat.device(), /*non_blocking=*/true);
   }
   take_storage(g.flat, static_cast<size_t>(g.padded * element_size()));
   layout_.bind_views(gi);

@@ -156,12 +156,12 @@ void StreamedUpdate::update_group(int g, const at::Tensor& reduced, bool first,
     verify(t, set, arrays, args.step);
     const at::Tensor part = reduced.narrow(0, t.start, t.len);
     at::Tensor grad = view_of(buffer(set, arrays_), t.len, at::kFloat);
-    if (first && part.scalar_type() == at::kFloat) {
-      grad = part;  // used where it is: no copy
+    if (first && part.scalar_type() == at::kFloat && part.is_cpu()) {
+      grad = part;  // used where it is: no copy (the host kernel updates host tiles)
     } else if (first) {
       grad.copy_(part);
     } else {
-      grad.add_(part);
+      grad.add_(part.to(at::kCPU));
     }
     const double tile_sq = grad.to(at::kDouble).pow(2).sum().item<double>();
     if (!std::isfinite(tile_sq)) {

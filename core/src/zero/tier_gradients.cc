@@ -27,7 +27,8 @@ void TierGradients::add(int g, const at::Tensor& reduced, bool first, bool last,
   auto compute = [&](int64_t t, int set) {
     const int64_t len = std::min(tile, shard - t * tile);
     const at::Tensor sum = view_of(buffers_[set].data(), len, at::kFloat);
-    const at::Tensor part = reduced.narrow(0, t * tile, len);
+    // A tile at a time from the reduction's device: the tier's buffers are host memory.
+    const at::Tensor part = reduced.narrow(0, t * tile, len).to(at::kCPU);
     if (first) {
       sum.copy_(part);
     } else {
