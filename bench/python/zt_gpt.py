@@ -65,7 +65,7 @@ def main(config_path, weights, out):
         total = 0.0
         for micro in range(engine.gradient_accumulation_steps):
             x, y = data.get(next_sample, micro, rank, world)
-            total += engine.backward(engine.loss(x, y))
+            total += engine.backward(engine.loss(x, y)).item()
             engine.step()
         next_sample += data.samples_per_step(world)
         mean = torch.tensor([total / engine.gradient_accumulation_steps], dtype=torch.float64)

@@ -124,7 +124,7 @@ def main():
     for step in range(steps):
         for micro in range(engine.gradient_accumulation_steps):
             x, y = train.get(next_sample, micro, rank, world)
-            loss = engine.backward(engine.loss(x, y))
+            loss = engine.backward(engine.loss(x, y)).item()
             report = engine.step()
             tokens += x.numel() * world
         next_sample += train.samples_per_step(world)

@@ -183,7 +183,7 @@ void ModuleEngine::enter_unit(int unit) { live().enter_unit(unit); }
 void ModuleEngine::leave_unit(int unit, const std::vector<at::Tensor>& outputs) {
   live().leave_unit(unit, outputs);
 }
-double ModuleEngine::backward(const at::Tensor& loss) { return live().backward(loss); }
+at::Tensor ModuleEngine::backward(const at::Tensor& loss) { return live().backward(loss); }
 void ModuleEngine::end_forward() { live().end_forward(); }
 void ModuleEngine::abort_forward() { live().abort_forward(); }
 

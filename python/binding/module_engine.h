@@ -95,7 +95,7 @@ class ModuleEngine {
   void begin_forward(bool training);
   void enter_unit(int unit);
   void leave_unit(int unit, const std::vector<at::Tensor>& outputs);
-  double backward(const at::Tensor& loss);
+  at::Tensor backward(const at::Tensor& loss);
   void end_forward();
   void abort_forward();
   StepReport step(double lr);

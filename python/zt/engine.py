@@ -300,7 +300,8 @@ class Engine:
 
     def backward(self, loss):
         """Backward of this rank's micro-batch loss (a mean): gradients are reduced into the
-        shards as their units finish. Returns the loss as a float."""
+        shards as their units finish. Returns the loss, detached, as DeepSpeed's backward does:
+        the engine does not read it, so reading it (.item()) is the one wait for its device."""
         if not self._open:
             raise RuntimeError("zt: backward(loss) needs a forward through the engine first")
         if not isinstance(loss, torch.Tensor):
@@ -327,9 +328,11 @@ class Engine:
         if self._micro < self._core.grad_accum:
             return None
         rate = self._core.scheduled_lr() if lr is None else float(lr)
+        # The core starts the next step whether this one updates, skips or raises (a loss that
+        # was not finite without loss scaling raises NumericError here, its step dropped).
+        self._micro = 0
         report = self._core.step(rate)
         report["lr"] = rate
-        self._micro = 0
         self._last_step = report
         return report
 

@@ -626,7 +626,10 @@ bool run_micro_steps(zt::Engine& engine, const zt::EngineOptions& opt, const zt:
     auto [x, y] = samples(first_sample + env.rank * kMicroBatch, kMicroBatch);
     const bool fail = fail_backward_now && m == 0;
     try {
-      losses.push_back(engine.forward_backward(x.to(opt.compute_dtype), [&](const at::Tensor& out) {
+      losses.push_back(engine
+                           .forward_backward(
+                               x.to(opt.compute_dtype),
+                               [&](const at::Tensor& out) {
         if (nan_grad_now && env.rank == env.world - 1 && out.requires_grad()) {
           out.register_hook([](const at::Tensor& g) { return g * std::nan(""); });
         }
@@ -642,7 +645,8 @@ bool run_micro_steps(zt::Engine& engine, const zt::EngineOptions& opt, const zt:
         if (overflow_now && env.rank == env.world - 1)
           loss = loss * std::numeric_limits<float>::infinity();
         return loss;
-      }));
+                               })
+                           .item<double>());
     } catch (const std::exception& e) {
       // The caller goes on with the step's other micro steps, as a training loop that catches
       // the error might: the step is skipped all the same.
@@ -652,6 +656,20 @@ bool run_micro_steps(zt::Engine& engine, const zt::EngineOptions& opt, const zt:
     }
   }
   return failed;
+}
+
+// An inf loss on the last rank without loss scaling (--force_overflow_step): step() throws on
+// every rank, naming the micro step where the loss was and the other rank elsewhere.
+void check_loss_error(const std::string& what, const zt::RankEnv& env, int64_t step) {
+  const std::string at_step = " at step " + std::to_string(step + 1);
+  const std::string want = env.rank == env.world - 1
+                               ? "loss is inf" + at_step + " (micro step 1)"
+                               : "a loss on another rank is not finite" + at_step;
+  if (what.find(want) == std::string::npos ||
+      what.find("nothing of the step was applied") == std::string::npos) {
+    throw CheckFailed("step " + std::to_string(step + 1) + " threw \"" + what +
+                      "\", not the error of an inf loss (\"" + want + "\")");
+  }
 }
 
 // --save_at: a saver writing into --ckpt_dir (null without).
@@ -961,7 +979,14 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     // An overflowing step's gradients are not finite: what matters is that it is skipped.
     if ((accessors || (coded && opt.stage >= 2)) && !overflow_now && !fail_now)
       check_grads(engine, reference, dt, step);
-    zt::StepReport rep = engine.step(lr);
+    zt::StepReport rep;
+    try {
+      rep = engine.step(lr);
+    } catch (const zt::NumericError& e) {
+      if (!overflow_now || opt.dynamic_loss_scale) throw;
+      check_loss_error(e.what(), env, step);
+      rep.skipped = true;  // nothing of the step was applied: going on skips it
+    }
     trace.scales.push_back(rep.loss_scale);
     if (saver && step + 1 == std::stoi(a["save_at"])) saver->save(engine, step + 1, {});
     if (overflow_now || fail_now) {

@@ -248,6 +248,34 @@ TEST_CASE("dynamic loss scaling: an overflow on one rank skips the step on every
   expect_all_ok(cases);
 }
 
+TEST_CASE("without loss scaling an inf loss on one rank is an error at step() on every rank, "
+          "and training goes on without that step") {
+  // The engine never reads a micro step's loss: the step counts the ones that are not finite
+  // with its gradient totals. Every rank must throw (one that did not would update alone), the
+  // last rank naming its micro step, and a caller that goes on must find nothing of the step
+  // applied: the later steps match the reference that skipped it, parameter by parameter.
+  // Stage 0 and MiCS agree through the flags over every rank, the others through the totals;
+  // the NVMe tier's gradients and the gradient codec's residuals (both hops) go with the step's.
+  std::vector<EngineCase> cases;
+  for (int stage : {0, 1, 2, 3}) {
+    cases.push_back({2,
+                     {"--stage", std::to_string(stage), "--shard", "shard_tensor", "--steps", "4",
+                      "--force_overflow_step", "2", "--accum", "2"}});
+  }
+  cases.push_back(
+      {3,
+       {"--stage", "3", "--shard", "shard_bucket", "--steps", "4", "--force_overflow_step", "3",
+        "--clip", "1.0", "--offload_optimizer", "offload_nvme", "--sub_group", "1"}});
+  cases.push_back({4,
+                   {"--stage", "3", "--shard", "shard_bucket", "--mics", "2", "--steps", "4",
+                    "--force_overflow_step", "2"}});
+  cases.push_back(
+      {4,
+       {"--stage", "2", "--shard", "shard_tensor", "--codec_gradients", "4", "--error_feedback",
+        "true", "--mics", "2", "--steps", "5", "--force_overflow_step", "2"}});
+  expect_all_ok(cases);
+}
+
 TEST_CASE("offload: optimizer states in offload_cpu / offload_nvme, stages 1-3, same result") {
   // hidden 100 gives shards of up to 5000 elements, streamed in tiles of 1024 (sub_group 1 is
   // rounded up to one 4 KiB-aligned tile), tails included; world 3 makes the shards uneven.

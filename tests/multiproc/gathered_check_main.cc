@@ -312,8 +312,9 @@ void check_step(zt::Engine& engine, zt::models::Model& mine, Reference& ref, con
                 at::ScalarType dt) {
   const zt::models::ModelShape& shape = mine.shape;
   auto [x, y] = batch(env.rank * kMicroBatch, kMicroBatch, shape);
-  const double loss = engine.forward_backward(
-      x, [&](const at::Tensor& out) { return mine.loss(out, y); });
+  const double loss =
+      engine.forward_backward(x, [&](const at::Tensor& out) { return mine.loss(out, y); })
+          .item<double>();
   double want = 0;
   {
     c10::NoGradGuard no_grad;

@@ -1,6 +1,7 @@
 """zt's errors in Python terms: a config zt refuses raises zt.ConfigError (a zt.Error) with the
 trainer's message naming the key; an exception inside a unit carries a note naming the unit, and
-the engine trains on after it (the failed forward is undone); a module called outside its engine
+the engine trains on after it (the failed forward is undone); an inf loss raises zt.NumericError
+at the step() that ends its accumulation, nothing of that step applied; a module called outside its engine
 says so; a module checkpointed twice with PyTorch's reentrant checkpointing is refused at stage 3;
 run.deepspeed's JSON is read as the trainer reads it; Python's checkpoints keep torch's generator
 and the data position, and refuse a save mid-step or into a folder another job saves into.
@@ -102,6 +103,37 @@ def main():
             accum.step()
     if seen != [False, False, True, True] * 2:
         return f"is_gradient_accumulation_boundary around forward and backward: {seen}"
+    # A loss that is not finite (fp32, no loss scaling): backward returns it unread, and the
+    # step() that ends the accumulation raises NumericError naming its micro step, with nothing
+    # of the step applied; the engine trains on from the next step.
+    names = ("a.weight", "b.linear.weight")
+    before = {name: accum.full_param(name).clone() for name in names}
+    out = accum(torch.randn(3, 4))
+    accum.backward(((out - torch.randn(3, 2)) ** 2).mean())
+    assert accum.step() is None
+    out = accum(torch.randn(3, 4))
+    loss = accum.backward(((out - torch.randn(3, 2)) ** 2).mean() * float("inf"))
+    if not isinstance(loss, torch.Tensor) or not torch.isinf(loss):
+        return f"backward returned {loss!r}, not the inf loss as a tensor"
+    try:
+        accum.step()
+        return "the step of an inf loss was applied"
+    except zt.NumericError as e:
+        assert "loss is inf" in str(e) and "(micro step 2)" in str(e), str(e)
+        assert "nothing of the step was applied" in str(e), str(e)
+    for name in names:
+        if not torch.equal(accum.full_param(name), before[name]):
+            return f"{name} changed in the step whose loss was inf"
+    for _ in range(2):
+        out = accum(torch.randn(3, 4))
+        accum.backward(((out - torch.randn(3, 2)) ** 2).mean())
+        report = accum.step()
+    if report is None or report["skipped"]:
+        return f"the step after the inf loss did not train: {report}"
+    for name in names:
+        after = accum.full_param(name)
+        if not torch.isfinite(after).all() or torch.equal(after, before[name]):
+            return f"{name} after the step that followed the inf loss: {after}"
     accum.close()
     # run.deepspeed is read at zt.initialize's door as at the trainer's: its JSON's settings
     # apply (they were dropped), and its errors name it.

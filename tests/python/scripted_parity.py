@@ -37,7 +37,7 @@ def worker(job, steps, out, save=None, load=None):
     losses = {}
     for step in range(start, steps):
         x, y = data.get(next_sample, 0, rank, world)
-        loss = torch.tensor([engine.backward(engine.loss(x, y))], dtype=torch.float64)
+        loss = torch.tensor([engine.backward(engine.loss(x, y)).item()], dtype=torch.float64)
         assert engine.step() is not None
         next_sample += data.samples_per_step(world)
         engine.all_reduce(loss)

@@ -38,8 +38,8 @@ at::Tensor engine_input(const at::Tensor& input, const EngineOptions& options) {
   return input.to(options.device);
 }
 
-double train_micro_step(Engine& engine, const OwnForward& own, const at::Tensor& input,
-                        const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+at::Tensor train_micro_step(Engine& engine, const OwnForward& own, const at::Tensor& input,
+                            const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
   if (!own) return engine.forward_backward(input, loss_fn);
   engine.begin_forward(true);
   at::Tensor loss;

@@ -42,10 +42,10 @@ at::Tensor forward_without_grad(Engine& engine, const OwnForward& own, const at:
 // compute dtype (token ids stay integers).
 at::Tensor engine_input(const at::Tensor& input, const EngineOptions& options);
 
-// One training micro step: forward, `loss_fn` on the output, backward; the loss value
-// (Engine::forward_backward, or with `own` the driven forward around the model's own).
-double train_micro_step(Engine& engine, const OwnForward& own, const at::Tensor& input,
-                        const std::function<at::Tensor(const at::Tensor&)>& loss_fn);
+// One training micro step: forward, `loss_fn` on the output, backward; the loss, detached and
+// unread (Engine::forward_backward, or with `own` the driven forward around the model's own).
+at::Tensor train_micro_step(Engine& engine, const OwnForward& own, const at::Tensor& input,
+                            const std::function<at::Tensor(const at::Tensor&)>& loss_fn);
 
 // The eval.batches x eval.micro_batch validation samples of `val`: rank r takes samples r,
 // r + world, ... in as many forward passes as every other rank (a short last batch is padded with

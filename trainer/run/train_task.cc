@@ -99,7 +99,8 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
   const auto t0 = std::chrono::steady_clock::now();
   const EngineTimes engine_t0 = s.engine->times();
   seed_step_randomness(run, step);
-  double loss_sum = 0;
+  // Summed where the losses are, in double as one value each, and read once, after the step.
+  at::Tensor loss_sum = at::zeros({1}, at::TensorOptions(at::kDouble).device(s.options.device));
   // Announced first: streamed optimizer states may then update in backward (Engine::begin_step).
   s.engine->begin_step(lr);
   for (int micro = 0; micro < s.options.grad_accum; ++micro) {
@@ -108,13 +109,13 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
     loading.reset();
     const at::Tensor input = engine_input(batch.input, s.options);
     const at::Tensor target = batch.target.to(s.options.device);
-    loss_sum += train_micro_step(*s.engine, run.own_forward, input, [&](const at::Tensor& out) {
-      return run.model->loss(out, target);
-    });
+    loss_sum.add_(train_micro_step(*s.engine, run.own_forward, input, [&](const at::Tensor& out) {
+                    return run.model->loss(out, target);
+                  }).to(at::kDouble));
   }
   StepReport rep = s.engine->step(lr);
   run.next_sample += run.data->samples_per_step(run.env.world);
-  at::Tensor loss = at::tensor({loss_sum / s.options.grad_accum}, at::kDouble);
+  at::Tensor loss = loss_sum.div_(static_cast<double>(s.options.grad_accum)).to(at::kCPU);
   all_reduce_host(*s.comm, loss, ReduceOp::kAvg);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -220,13 +220,23 @@ struct Engine::Impl {
   // (every step would overflow), as DeepSpeed scales loss.float().
   at::Tensor scaled(const at::Tensor& loss) const { return loss.to(at::kFloat) * scaler.scale(); }
 
-  // A loss that is not finite without loss scaling: nothing can rescale it.
-  NumericError nonfinite_loss(double value, int64_t step_number) const {
-    return NumericError(
-        "loss is " + std::to_string(value) + " at step " + std::to_string(step_number) +
-        " (micro step " + std::to_string(micro + 1) + ") in " +
-        std::string(at::toString(opt.compute_dtype)) +
-        "; lower the learning rate, enable zero.gradient_clipping, or check the data");
+  // A loss that is not finite without loss scaling: nothing can rescale it. The step finds it
+  // (ShardedStep::note_loss) and the loss is not read here, so a micro step does not wait for
+  // its device; with streamed groups updating in backward it is read before backward, which
+  // would otherwise update them from its gradients.
+  void check_loss(const at::Tensor& loss, int64_t step_number) {
+    if (scaler.enabled()) return;
+    if (!stepper.updates_in_backward()) {
+      stepper.note_loss(loss);
+      return;
+    }
+    const double value = loss.item<double>();
+    if (std::isfinite(value)) return;
+    throw NumericError("loss is " + std::to_string(value) + " at step " +
+                       std::to_string(step_number) + " (micro step " + std::to_string(micro + 1) +
+                       ") in " + std::string(at::toString(opt.compute_dtype)) +
+                       "; lower the learning rate, enable zero.gradient_clipping, or check the "
+                       "data");
   }
 
   // One micro step too many before step(): the in-backward update already ran for streamed
@@ -239,8 +249,8 @@ struct Engine::Impl {
                         "grad_accum micro steps");
   }
 
-  double forward_backward(const at::Tensor& input,
-                          const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+  at::Tensor forward_backward(const at::Tensor& input,
+                              const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
     check_micro_room();
     const EngineClock::Phase phase(ledger.clock(), &EngineTimes::forward_backward);
     const int64_t step_number = stepper.steps() + 1;
@@ -252,10 +262,9 @@ struct Engine::Impl {
       const trace::Scope span("forward");
       loss = loss_fn(run_units(input));
     }
-    const double value = loss.item<double>();
-    if (!std::isfinite(value) && !scaler.enabled()) throw nonfinite_loss(value, step_number);
+    check_loss(loss, step_number);
     run_backward(loss);
-    return value;
+    return loss.detach();
   }
 
   // The micro step's backward and its reductions; a failure there skips the step
@@ -439,7 +448,7 @@ struct Engine::Impl {
     gatherer.release_after_forward(u);
   }
 
-  double backward(const at::Tensor& loss) {
+  at::Tensor backward(const at::Tensor& loss) {
     if (driven != Driven::kTraining) {
       throw InternalError("Engine::backward without a training begin_forward()");
     }
@@ -450,15 +459,16 @@ struct Engine::Impl {
                         (loss.defined() ? c10::str(loss.sizes()) : std::string("(undefined)")) +
                         ": reduce it first (e.g. loss.mean())");
     }
-    const double value = loss.item<double>();
-    if (!std::isfinite(value) && !scaler.enabled()) {
+    try {
+      check_loss(loss, step_number);
+    } catch (...) {
       abort_forward();
-      throw nonfinite_loss(value, step_number);
+      throw;
     }
     run_backward(loss);
     driven = Driven::kNone;
     driven_phase.reset();
-    return value;
+    return loss.detach();
   }
 
   void end_forward() {
@@ -480,7 +490,15 @@ struct Engine::Impl {
     if (opt.stage < 2) reducer.reduce_remaining();
     micro = 0;
     const double scale = scaler.scale();
-    StepReport report = stepper.run(lr);
+    StepReport report;
+    try {
+      report = stepper.run(lr);
+    } catch (const NumericError&) {
+      // A loss that was not finite: the step's gradients were dropped, and the residuals
+      // they fed go with them, as for a skipped step.
+      reducer.scale_residuals(0);
+      throw;
+    }
     // Error feedback's residuals are in loss-scaled units (GradReducer::scale_residuals).
     if (report.skipped) {
       reducer.scale_residuals(0);
@@ -549,8 +567,8 @@ Engine::~Engine() = default;
 
 void Engine::begin_step(double lr) { impl_->stepper.begin(lr); }
 
-double Engine::forward_backward(const at::Tensor& input,
-                                const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
+at::Tensor Engine::forward_backward(const at::Tensor& input,
+                                    const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {
   return impl_->forward_backward(input, loss_fn);
 }
 
@@ -561,7 +579,7 @@ void Engine::enter_unit(int unit) { impl_->enter_unit(unit); }
 void Engine::leave_unit(int unit, const std::vector<at::Tensor>& outputs) {
   impl_->leave_unit(unit, outputs);
 }
-double Engine::backward(const at::Tensor& loss) { return impl_->backward(loss); }
+at::Tensor Engine::backward(const at::Tensor& loss) { return impl_->backward(loss); }
 void Engine::end_forward() { impl_->end_forward(); }
 void Engine::abort_forward() { impl_->abort_forward(); }
 

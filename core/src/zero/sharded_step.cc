@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "zt/error.h"
 
@@ -57,6 +58,25 @@ void ShardedStep::begin(double lr) {
   for (const ShardStorage& s : parts_.storage) in_backward_ = in_backward_ || s.opt_streamed;
 }
 
+void ShardedStep::note_loss(const at::Tensor& loss) {
+  losses_.push_back(loss.detach().to(at::kFloat).reshape({1}));
+}
+
+NumericError ShardedStep::nonfinite_loss(const std::vector<at::Tensor>& losses) const {
+  const std::string where = " at step " + std::to_string(steps_ + 1);
+  std::string what = "a loss on another rank is not finite" + where + " (this rank's were)";
+  for (size_t m = 0; m < losses.size(); ++m) {
+    const double value = losses[m].item<double>();
+    if (std::isfinite(value)) continue;
+    what = "loss is " + std::to_string(value) + where + " (micro step " + std::to_string(m + 1) +
+           ")";
+    break;
+  }
+  return NumericError(what + " in " + std::string(at::toString(options_.dtype)) +
+                      "; nothing of the step was applied: lower the learning rate, enable "
+                      "zero.gradient_clipping, or check the data");
+}
+
 bool ShardedStep::update_in_backward(int g, const at::Tensor& reduced, bool first) {
   // A poisoned step is skipped: its gradients go where they wait, not into an update.
   if (!in_backward_ || !parts_.storage[g].opt_streamed || poisoned_) return false;
@@ -87,7 +107,14 @@ StepReport ShardedStep::run(double lr) {
                         std::to_string(announced_lr_) +
                         "): groups were already updated in backward at the announced rate");
   }
-  const GradientTotals totals = measure_gradients();
+  const std::vector<at::Tensor> losses = std::exchange(losses_, {});
+  const GradientTotals totals = measure_gradients(losses);
+  if (totals.bad_loss) {
+    // Without loss scaling nothing can rescale it: an error on every rank at once, and the
+    // step's gradients are dropped, so a caller that goes on starts the next step afresh.
+    zero_gradients();
+    throw nonfinite_loss(losses);
+  }
   // A step that overflowed has no norm: the finite groups' alone read as a plausible one.
   report.grad_norm = totals.overflow || totals.poisoned ? std::numeric_limits<double>::quiet_NaN()
                                                         : totals.norm / divisor;
@@ -135,11 +162,16 @@ StepReport ShardedStep::run(double lr) {
   return report;
 }
 
-ShardedStep::GradientTotals ShardedStep::measure_gradients() {
-  // {squared sum, poisoned}: squares are never negative, so the sum is finite exactly where
-  // every gradient is, here and after the all-reduce (an overflow anywhere reaches every rank).
-  const at::Tensor totals = at::zeros({2},
+ShardedStep::GradientTotals ShardedStep::measure_gradients(const std::vector<at::Tensor>& losses) {
+  // {squared sum, poisoned, losses not finite}: squares are never negative, so the sum is finite
+  // exactly where every gradient is, here and after the all-reduce (an overflow anywhere reaches
+  // every rank).
+  const at::Tensor totals = at::zeros({3},
                                       at::TensorOptions(at::kDouble).device(parts_.shard.device()));
+  if (!losses.empty()) {
+    totals.narrow(0, 2, 1).add_(
+        at::isfinite(at::cat(losses)).logical_not().sum().to(totals.device(), at::kDouble));
+  }
   const at::Tensor sq = totals.narrow(0, 0, 1);
   // A poisoned rank's gradients in a file tier are not read: they may not have been written
   // this step, and reading them back failed their check as a tier changed under the job. Those
@@ -163,13 +195,16 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
   const double total_sq = read.data_ptr<double>()[0];
   bool overflowed = !std::isfinite(total_sq);
   bool poisoned_anywhere = read.data_ptr<double>()[1] > 0;
+  const bool bad_loss = read.data_ptr<double>()[2] > 0;
+  bool bad_loss_anywhere = bad_loss;
   // Gradients are the same on every rank, but a poisoned step is known to its own rank only
   // (and the overflow of what it left unread, to its own group): where the totals did not
   // travel over every rank, the others learn of both here, or they would update (or keep their
   // loss scale) while it skips, and the ranks' parameters part for good.
   const bool reached_everyone = over_shard_group && &parts_.shard == &parts_.everyone;
   if (!reached_everyone && parts_.everyone.size() > 1) {
-    const at::Tensor flags = at::tensor({poisoned ? 1.0f : 0.0f, overflowed ? 1.0f : 0.0f},
+    const at::Tensor flags = at::tensor({poisoned ? 1.0f : 0.0f, overflowed ? 1.0f : 0.0f,
+                                         bad_loss ? 1.0f : 0.0f},
                                         at::kFloat)
                                  .to(parts_.everyone.device());
     parts_.ledger.clock().wait(*parts_.everyone.all_reduce(flags, ReduceOp::kMax),
@@ -177,8 +212,9 @@ ShardedStep::GradientTotals ShardedStep::measure_gradients() {
     const at::Tensor read_flags = flags.to(at::kCPU);
     poisoned_anywhere = poisoned_anywhere || read_flags.data_ptr<float>()[0] > 0;
     overflowed = overflowed || read_flags.data_ptr<float>()[1] > 0;
+    bad_loss_anywhere = bad_loss_anywhere || read_flags.data_ptr<float>()[2] > 0;
   }
-  return {std::sqrt(total_sq), overflowed, poisoned_anywhere};
+  return {std::sqrt(total_sq), overflowed, poisoned_anywhere, bad_loss_anywhere};
 }
 
 void ShardedStep::check_tiers(int64_t step) {

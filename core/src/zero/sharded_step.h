@@ -24,6 +24,7 @@
 #include "zero/shard_storage.h"
 #include "zero/streamed_update.h"
 #include "zt/communicator.h"
+#include "zt/error.h"
 #include "zt/host/engine_types.h"
 #include "zt/host/loss_scaler.h"
 #include "zt/optimizer.h"
@@ -69,6 +70,13 @@ class ShardedStep {
   // stages 2-3 a backward that fails on one rank only leaves its peers waiting in its reductions
   // anyway, which the communication timeout ends.
   void poison() { poisoned_ = true; }
+  // A micro step's loss, without loss scaling: kept where it was computed, unread. A loss that
+  // is not finite on any rank makes run() drop the step's gradients and throw NumericError on
+  // every rank (its count travels with the gradient totals, so the step reads the device once).
+  // With the update in backward on (updates_in_backward()) the engine checks the loss itself,
+  // before backward: a streamed group would otherwise take its gradients first.
+  void note_loss(const at::Tensor& loss);
+  bool updates_in_backward() const { return in_backward_; }
   // The next step's learning rate, before its first micro step: turns the update in backward
   // on for that step where it applies (see above). run() must then get the same `lr`.
   void begin(double lr);
@@ -81,6 +89,7 @@ class ShardedStep {
   void set_steps(int64_t steps) {
     steps_ = steps;
     poisoned_ = false;
+    losses_.clear();
   }
   // Puts the master weights into the parameters, as after an update: groups in memory or a host
   // tier are copied (stage 0-2 flat slot, stage 3 parameter shard or its tier), then stages 1-2
@@ -94,14 +103,18 @@ class ShardedStep {
     double norm;    // global L2 norm of the summed, still scaled gradients
     bool overflow;  // a non-finite value on any rank
     bool poisoned;  // a failed backward on any rank (the step is skipped; no overflow)
+    bool bad_loss;  // a loss that is not finite on any rank (note_loss)
   };
 
-  GradientTotals measure_gradients();
+  GradientTotals measure_gradients(const std::vector<at::Tensor>& losses);
   // Names step `step` to the tiers and checks them (a tier whose files vanished or shrank fails
   // here, before any state of that step changes).
   void check_tiers(int64_t step);
   void update(const StepArgs& args);
   void zero_gradients();
+  // The error for a step whose losses were not all finite: this rank's first such loss, or the
+  // news that another rank had one. Reads `losses` (an error path: the sync is fine).
+  NumericError nonfinite_loss(const std::vector<at::Tensor>& losses) const;
 
   // What the summed gradients are divided by: ranks, micro steps and the loss scale, less the
   // predivide factor already applied.
@@ -110,7 +123,8 @@ class ShardedStep {
   StepParts parts_;
   StepOptions options_;
   int64_t steps_ = 0;
-  bool poisoned_ = false;  // poison() since the last run()
+  bool poisoned_ = false;           // poison() since the last run()
+  std::vector<at::Tensor> losses_;  // note_loss() since the last run(), detached
   // begin()'s: the learning rate its step was announced with, and whether streamed groups
   // update in that step's backward.
   double announced_lr_ = 0;

@@ -69,10 +69,15 @@ class ZT_API Engine {
   // non-finite gradient is then a NumericError rather than a skipped step.
   void begin_step(double lr);
   // One micro step: runs every unit in order on `input`, `loss_fn(output)` gives the scalar
-  // loss of this rank's micro batch (a mean), then backward. Returns the loss value. Throws
-  // NumericError on a non-finite loss without loss scaling (nothing to rescale there).
-  double forward_backward(const at::Tensor& input,
-                          const std::function<at::Tensor(const at::Tensor&)>& loss_fn);
+  // loss of this rank's micro batch (a mean), then backward. Returns the loss, detached, where
+  // it was computed: the engine does not read it, so a micro step never waits for its device
+  // (reading it is the caller's choice). Without loss scaling a loss that is not finite on any
+  // rank makes step() throw NumericError on every rank, naming the micro step, with nothing of
+  // the step applied and its gradients dropped (a caller may go on with the next step); where
+  // streamed groups update in backward (begin_step) the loss is read first, and this call
+  // throws it before backward.
+  at::Tensor forward_backward(const at::Tensor& input,
+                              const std::function<at::Tensor(const at::Tensor&)>& loss_fn);
   // Evaluation: runs every unit in order on `input` without autograd and returns the output
   // (no gradient, no optimizer state touched). Stage 3 gathers each unit's parameters before it
   // runs and releases them after, as forward does, so every rank must call it the same number
@@ -94,7 +99,7 @@ class ZT_API Engine {
   void begin_forward(bool training);
   void enter_unit(int unit);
   void leave_unit(int unit, const std::vector<at::Tensor>& outputs);
-  double backward(const at::Tensor& loss);
+  at::Tensor backward(const at::Tensor& loss);
   void end_forward();
   void abort_forward();
   // After grad_accum micro steps: reduce what is not reduced yet, clip by the global norm,
