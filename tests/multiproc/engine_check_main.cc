@@ -24,6 +24,7 @@
 //                   [--codec_block K] [--state_dtype fp32|bf16] [--saved_state_dtype ...]
 //                   [--master_dtype fp32|bf16] [--saved_master_dtype ...]
 //                   [--plant nan|lost_update|uncoded|fp32_states|fp32_masters]
+//                   [--staged true|false]
 //                   [--then <the options of another case> ...]
 // --then starts another case, run after this one in the same processes (one start of LibTorch
 // for many small cases): each case composes its own job, on store keys of its own, and reports
@@ -86,6 +87,7 @@
 
 #include "checkpoint/checkpoint_saver.h"  // core-internal: a save filled by hand (--refuse_partial)
 #include "codec_reference.h"
+#include "compose/staged_communicator.h"  // core-internal: --staged
 #include "oracle_tolerance.h"
 #include "rank_check.h"
 #include "util/torch_compat.h"
@@ -781,6 +783,13 @@ std::unique_ptr<zt::Composition> make_setup(Args& a, const zt::Config& config,
     // Simulated hosts: the launcher puts every rank on one host (LOCAL_WORLD_SIZE = world).
     if (a["ranks_per_host"] != "0") o.ranks_per_host = std::stoi(a["ranks_per_host"]);
   };
+  // --staged: every collective through StagedCommunicator for the CPU, which copies each op's
+  // tensors into host tensors and its results back: the path of a GPU engine over comm_ucx.
+  if (a["staged"] == "true") {
+    hooks.prepare = [](zt::Composition& made) {
+      made.comm = std::make_unique<zt::StagedCommunicator>(std::move(made.comm), at::kCPU);
+    };
+  }
   const zt::EngineSettings settings = zt::EngineSettings::of(config);
   if (g_zero_init) {
     auto setup = std::make_unique<zt::Composition>(
@@ -1085,7 +1094,8 @@ Args default_args() {
               {"master_dtype", "fp32"},
               {"saved_master_dtype", ""},
               {"gradients_in_tier", "false"},
-              {"plant", ""}};
+              {"plant", ""},
+              {"staged", "false"}};
 }
 
 // The cases of one run: argv split at "--then", each case's options over the defaults.

@@ -276,6 +276,32 @@ TEST_CASE("without loss scaling an inf loss on one rank is an error at step() on
   expect_all_ok(cases);
 }
 
+TEST_CASE("every collective copied through host tensors (StagedCommunicator) trains as the "
+          "direct one") {
+  // What a GPU engine over comm_ucx does (world >= 2 on one GPU), run here for the CPU: each op
+  // copies its tensors into host tensors and its results back on wait. Every stage and strategy
+  // at worlds 2 and 3 (stages 1-2 gather in place), MiCS (split), the debug accessors (the
+  // all-reduces of host tensors), and a gradient codec (all_to_all). Broadcast is in the unit
+  // test (tests/unit/staged_communicator_test.cc).
+  std::vector<EngineCase> cases;
+  for (int world : {2, 3}) {
+    for (int stage : {0, 1, 2, 3}) {
+      for (const char* shard : {"shard_tensor", "shard_bucket"}) {
+        cases.push_back({world,
+                         {"--staged", "true", "--stage", std::to_string(stage), "--shard", shard,
+                          "--steps", "3"}});
+      }
+    }
+  }
+  cases.push_back({4,
+                   {"--staged", "true", "--stage", "3", "--shard", "shard_bucket", "--mics", "2",
+                    "--accessors", "true", "--steps", "3"}});
+  cases.push_back({2,
+                   {"--staged", "true", "--stage", "2", "--shard", "shard_tensor",
+                    "--codec_gradients", "8", "--steps", "3"}});
+  expect_all_ok(cases);
+}
+
 TEST_CASE("offload: optimizer states in offload_cpu / offload_nvme, stages 1-3, same result") {
   // hidden 100 gives shards of up to 5000 elements, streamed in tiles of 1024 (sub_group 1 is
   // rounded up to one 4 KiB-aligned tile), tails included; world 3 makes the shards uneven.

@@ -1,10 +1,12 @@
-// FutureWork and SerialExecutor: the async machinery comm plugins share.
+// FutureWork and SerialExecutor: the async machinery comm plugins share; finishing_work, the
+// core's Work that completes a result on its first wait (core/src/sdk/finishing_work.h).
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <thread>
 
 #include "../test_util.h"
+#include "sdk/finishing_work.h"
 #include "zt/error.h"
 #include "zt/serial_executor.h"
 #include "zt/work.h"
@@ -98,4 +100,36 @@ TEST_CASE("run_now runs the body on the caller's thread, and wait() gives back w
   auto failed = zt::run_now([] { throw zt::CommError("rank 1 of 1 cannot fail"); });
   CHECK(failed->is_completed());
   CHECK_THROWS_WITH_AS(failed->wait(), "rank 1 of 1 cannot fail", zt::CommError);
+}
+
+TEST_CASE("finishing_work: the finish runs once, on the first wait that sees the op succeed") {
+  auto op = std::make_shared<zt::FutureWork>("op", 1000ms);
+  int runs = 0;
+  auto work = zt::finishing_work(op, [&] { ++runs; });
+  CHECK_FALSE(work->is_completed());
+  CHECK_THROWS_AS(work->wait(10ms), zt::CommError);  // not finished: nothing runs
+  CHECK(runs == 0);
+  op->complete();
+  CHECK(work->is_completed());
+  CHECK(runs == 0);  // not before a wait
+  work->wait();
+  work->wait(10ms);
+  CHECK(runs == 1);
+  CHECK(work->exception() == nullptr);
+
+  // A failed op runs nothing and gives its own error; a finish that throws is rethrown by
+  // every wait and reported by exception().
+  auto failed = std::make_shared<zt::FutureWork>("failed", 1000ms);
+  auto not_run = zt::finishing_work(failed, [&] { ++runs; });
+  failed->complete(std::make_exception_ptr(zt::CommError("peer gone")));
+  CHECK_THROWS_WITH_AS(not_run->wait(), "peer gone", zt::CommError);
+  CHECK(runs == 1);
+  auto throwing = zt::finishing_work(std::make_shared<zt::CompletedWork>(), [&] {
+    ++runs;
+    throw zt::InternalError("decode failed");
+  });
+  CHECK_THROWS_WITH_AS(throwing->wait(), "decode failed", zt::InternalError);
+  CHECK_THROWS_WITH_AS(throwing->wait(), "decode failed", zt::InternalError);
+  CHECK(runs == 2);
+  CHECK(throwing->exception() != nullptr);
 }

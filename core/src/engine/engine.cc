@@ -223,11 +223,13 @@ struct Engine::Impl {
   // A loss that is not finite without loss scaling: nothing can rescale it. The step finds it
   // (ShardedStep::note_loss) and the loss is not read here, so a micro step does not wait for
   // its device; with streamed groups updating in backward it is read before backward, which
-  // would otherwise update them from its gradients.
+  // would otherwise update them from its gradients. That error is this rank's alone: its peers
+  // go on into backward's reductions, so it ends the job (the communication timeout at the
+  // latest), as before the step took over the check.
   void check_loss(const at::Tensor& loss, int64_t step_number) {
     if (scaler.enabled()) return;
     if (!stepper.updates_in_backward()) {
-      stepper.note_loss(loss);
+      stepper.note_loss(loss, micro);
       return;
     }
     const double value = loss.item<double>();
@@ -495,7 +497,8 @@ struct Engine::Impl {
       report = stepper.run(lr);
     } catch (const NumericError&) {
       // A loss that was not finite: the step's gradients were dropped, and the residuals
-      // they fed go with them, as for a skipped step.
+      // they fed go with them, as for a skipped step. (The other NumericError, a gradient that
+      // was not finite after an update in backward, ends the job: its residuals do not matter.)
       reducer.scale_residuals(0);
       throw;
     }

@@ -3,8 +3,8 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
-#include <mutex>
 
+#include "sdk/finishing_work.h"
 #include "zero/hierarchical_gather.h"
 #include "zero/scratch_buffers.h"
 #include "zt/error.h"
@@ -12,34 +12,6 @@
 namespace zt {
 
 namespace {
-
-// The inner op's handle, with the decoding done once, by the first wait that sees it complete.
-class DecodingWork final : public Work {
- public:
-  DecodingWork(std::shared_ptr<Work> inner, std::function<void()> decode)
-      : inner_(std::move(inner)), decode_(std::move(decode)) {}
-  bool is_completed() override { return inner_->is_completed(); }
-  void wait(std::chrono::milliseconds timeout) override {
-    inner_->wait(timeout);
-    finish();
-  }
-  void wait() override {
-    inner_->wait();
-    finish();
-  }
-  std::exception_ptr exception() override { return inner_->exception(); }
-
- private:
-  void finish() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!decode_) return;
-    decode_();
-    decode_ = nullptr;  // also drops the buffers it held
-  }
-  std::shared_ptr<Work> inner_;
-  std::mutex mutex_;
-  std::function<void()> decode_;
-};
 
 uint8_t* bytes(const at::Tensor& t) { return static_cast<uint8_t*>(t.data_ptr()); }
 float* floats(const at::Tensor& t) { return t.data_ptr<float>(); }
@@ -72,7 +44,7 @@ std::shared_ptr<Work> coded_all_gather(Communicator& comm, const Codec& codec,
   codec.encode(floats(padded_fp32(in_shard, c)), c, bytes(encoded) + block * rank);
   auto inner = comm.all_gather(encoded, encoded.narrow(0, block * rank, block));
   // The codec outlives the op (the engine's codecs outlive the engine, which waits for its ops).
-  return std::make_shared<DecodingWork>(std::move(inner), [=, &codec] {
+  return finishing_work(std::move(inner), [=, &codec] {
     const bool direct = out_flat.scalar_type() == at::kFloat && total == c * world;
     at::Tensor decoded = direct ? out_flat : scratch(c * world, at::kFloat);
     for (int r = 0; r < world; ++r)
@@ -128,7 +100,7 @@ std::shared_ptr<Work> coded_reduce_scatter(Communicator& comm, const Codec& code
   auto inner = comm.all_to_all(recv, send);
   // send is held until the decode too: the pool must not lend its buffer again while the op may
   // still read it (comm_ucx keeps its tensors until the op ends; the interface does not promise).
-  return std::make_shared<DecodingWork>(std::move(inner), [=, &codec] {
+  return finishing_work(std::move(inner), [=, &codec] {
     (void)send;
     at::Tensor sum = scratch(c, at::kFloat).zero_();
     at::Tensor part = scratch(c, at::kFloat);
@@ -155,8 +127,8 @@ std::shared_ptr<Work> coded_all_reduce(Communicator& comm, const Codec& codec,
   coded_reduce_scatter(comm, codec, mine, full, ReduceOp::kSum, residual)->wait();
   at::Tensor sums = scratch(c * world, at::kFloat);
   auto gather = coded_all_gather(comm, codec, sums, mine);
-  return std::make_shared<DecodingWork>(
-      std::move(gather), [=] { tensor.copy_(sums.narrow(0, 0, total).view(tensor.sizes())); });
+  return finishing_work(std::move(gather),
+                        [=] { tensor.copy_(sums.narrow(0, 0, total).view(tensor.sizes())); });
 }
 
 }  // namespace zt

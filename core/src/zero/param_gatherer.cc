@@ -76,7 +76,8 @@ void ParamGatherer::start_gather(int gi) {
     s.fetch_work.reset();
     storage_[gi].param_file->verify_all(s.fetched.data_ptr(), step_);
     // A view of the buffer itself, so the gather's handle keeps it alive until it is done; on
-    // another device, a copy there (the buffer is pinned when launch.device is "cuda").
+    // another device, a copy there (the NVMe tier's buffer is pageable, so the copy has read it
+    // when it returns, before forget_fetched() can let it go).
     source = s.fetched.view(g.flat.scalar_type())
                  .narrow(0, 0, g.shard)
                  .to(g.flat.device(), /*non_blocking=*/true);

@@ -58,18 +58,18 @@ void ShardedStep::begin(double lr) {
   for (const ShardStorage& s : parts_.storage) in_backward_ = in_backward_ || s.opt_streamed;
 }
 
-void ShardedStep::note_loss(const at::Tensor& loss) {
-  losses_.push_back(loss.detach().to(at::kFloat).reshape({1}));
+void ShardedStep::note_loss(const at::Tensor& loss, int micro) {
+  const at::Tensor value = loss.detach().clone().reshape({1});
+  losses_.push_back({value, at::isfinite(value).logical_not(), micro});
 }
 
-NumericError ShardedStep::nonfinite_loss(const std::vector<at::Tensor>& losses) const {
+NumericError ShardedStep::nonfinite_loss(const std::vector<NotedLoss>& losses) const {
   const std::string where = " at step " + std::to_string(steps_ + 1);
   std::string what = "a loss on another rank is not finite" + where + " (this rank's were)";
-  for (size_t m = 0; m < losses.size(); ++m) {
-    const double value = losses[m].item<double>();
-    if (std::isfinite(value)) continue;
-    what = "loss is " + std::to_string(value) + where + " (micro step " + std::to_string(m + 1) +
-           ")";
+  for (const NotedLoss& l : losses) {
+    if (!l.bad.item<bool>()) continue;
+    what = "loss is " + std::to_string(l.value.item<double>()) + where + " (micro step " +
+           std::to_string(l.micro + 1) + ")";
     break;
   }
   return NumericError(what + " in " + std::string(at::toString(options_.dtype)) +
@@ -107,7 +107,7 @@ StepReport ShardedStep::run(double lr) {
                         std::to_string(announced_lr_) +
                         "): groups were already updated in backward at the announced rate");
   }
-  const std::vector<at::Tensor> losses = std::exchange(losses_, {});
+  const std::vector<NotedLoss> losses = std::exchange(losses_, {});
   const GradientTotals totals = measure_gradients(losses);
   if (totals.bad_loss) {
     // Without loss scaling nothing can rescale it: an error on every rank at once, and the
@@ -162,15 +162,16 @@ StepReport ShardedStep::run(double lr) {
   return report;
 }
 
-ShardedStep::GradientTotals ShardedStep::measure_gradients(const std::vector<at::Tensor>& losses) {
+ShardedStep::GradientTotals ShardedStep::measure_gradients(const std::vector<NotedLoss>& losses) {
   // {squared sum, poisoned, losses not finite}: squares are never negative, so the sum is finite
   // exactly where every gradient is, here and after the all-reduce (an overflow anywhere reaches
   // every rank).
   const at::Tensor totals = at::zeros({3},
                                       at::TensorOptions(at::kDouble).device(parts_.shard.device()));
   if (!losses.empty()) {
-    totals.narrow(0, 2, 1).add_(
-        at::isfinite(at::cat(losses)).logical_not().sum().to(totals.device(), at::kDouble));
+    std::vector<at::Tensor> bad;
+    for (const NotedLoss& l : losses) bad.push_back(l.bad);
+    totals.narrow(0, 2, 1).add_(at::cat(bad).sum().to(totals.device(), at::kDouble));
   }
   const at::Tensor sq = totals.narrow(0, 0, 1);
   // A poisoned rank's gradients in a file tier are not read: they may not have been written

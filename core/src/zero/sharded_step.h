@@ -75,7 +75,8 @@ class ShardedStep {
   // every rank (its count travels with the gradient totals, so the step reads the device once).
   // With the update in backward on (updates_in_backward()) the engine checks the loss itself,
   // before backward: a streamed group would otherwise take its gradients first.
-  void note_loss(const at::Tensor& loss);
+  //   micro: in, the micro step's index in its step (from 0), for the message.
+  void note_loss(const at::Tensor& loss, int micro);
   bool updates_in_backward() const { return in_backward_; }
   // The next step's learning rate, before its first micro step: turns the update in backward
   // on for that step where it applies (see above). run() must then get the same `lr`.
@@ -106,7 +107,15 @@ class ShardedStep {
     bool bad_loss;  // a loss that is not finite on any rank (note_loss)
   };
 
-  GradientTotals measure_gradients(const std::vector<at::Tensor>& losses);
+  // A loss note_loss() kept: copies of its own (the caller may add to the tensor it got back),
+  // in its own dtype (a finite fp64 loss past fp32's range is no overflow).
+  struct NotedLoss {
+    at::Tensor value;  // the loss, detached
+    at::Tensor bad;    // whether it is not finite: a bool on its device
+    int micro;         // its micro step, from 0
+  };
+
+  GradientTotals measure_gradients(const std::vector<NotedLoss>& losses);
   // Names step `step` to the tiers and checks them (a tier whose files vanished or shrank fails
   // here, before any state of that step changes).
   void check_tiers(int64_t step);
@@ -114,7 +123,7 @@ class ShardedStep {
   void zero_gradients();
   // The error for a step whose losses were not all finite: this rank's first such loss, or the
   // news that another rank had one. Reads `losses` (an error path: the sync is fine).
-  NumericError nonfinite_loss(const std::vector<at::Tensor>& losses) const;
+  NumericError nonfinite_loss(const std::vector<NotedLoss>& losses) const;
 
   // What the summed gradients are divided by: ranks, micro steps and the loss scale, less the
   // predivide factor already applied.
@@ -123,8 +132,8 @@ class ShardedStep {
   StepParts parts_;
   StepOptions options_;
   int64_t steps_ = 0;
-  bool poisoned_ = false;           // poison() since the last run()
-  std::vector<at::Tensor> losses_;  // note_loss() since the last run(), detached
+  bool poisoned_ = false;          // poison() since the last run()
+  std::vector<NotedLoss> losses_;  // note_loss() since the last run()
   // begin()'s: the learning rate its step was announced with, and whether streamed groups
   // update in that step's backward.
   double announced_lr_ = 0;

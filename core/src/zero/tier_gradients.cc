@@ -28,12 +28,12 @@ void TierGradients::add(int g, const at::Tensor& reduced, bool first, bool last,
     const int64_t len = std::min(tile, shard - t * tile);
     const at::Tensor sum = view_of(buffers_[set].data(), len, at::kFloat);
     // A tile at a time from the reduction's device: the tier's buffers are host memory.
-    const at::Tensor part = reduced.narrow(0, t * tile, len).to(at::kCPU);
+    const at::Tensor part = reduced.narrow(0, t * tile, len);
     if (first) {
       sum.copy_(part);
     } else {
       file.verify_tile(t, buffers_[set].data(), step);
-      sum.add_(part);
+      sum.add_(part.to(at::kCPU));
     }
     if (!last) return;
     const double tile_sq = sum.to(at::kDouble).pow(2).sum().item<double>();

@@ -72,10 +72,11 @@ class ZT_API Engine {
   // loss of this rank's micro batch (a mean), then backward. Returns the loss, detached, where
   // it was computed: the engine does not read it, so a micro step never waits for its device
   // (reading it is the caller's choice). Without loss scaling a loss that is not finite on any
-  // rank makes step() throw NumericError on every rank, naming the micro step, with nothing of
-  // the step applied and its gradients dropped (a caller may go on with the next step); where
-  // streamed groups update in backward (begin_step) the loss is read first, and this call
-  // throws it before backward.
+  // rank makes step() throw NumericError on every rank, naming the step (and on the rank that
+  // had it, the micro step and value), with nothing of the step applied and its gradients
+  // dropped (a caller may go on with the next step). Where streamed groups update in backward
+  // (begin_step) the loss is read first, and this call throws it before backward on that rank
+  // alone: its peers wait in backward's reductions, so that error ends the job.
   at::Tensor forward_backward(const at::Tensor& input,
                               const std::function<at::Tensor(const at::Tensor&)>& loss_fn);
   // Evaluation: runs every unit in order on `input` without autograd and returns the output
@@ -103,7 +104,8 @@ class ZT_API Engine {
   void end_forward();
   void abort_forward();
   // After grad_accum micro steps: reduce what is not reduced yet, clip by the global norm,
-  // update the owned shards, refresh parameters. Collective.
+  // update the owned shards, refresh parameters. Collective. Throws NumericError on every rank
+  // for a loss that was not finite without loss scaling (forward_backward).
   StepReport step(double lr);
 
   // Every parameter at full size as fp32 in host memory, in registration order (collective in
