@@ -146,7 +146,9 @@ class ModelLayout {
 };
 
 // Frees (bytes = 0) or re-materialises a flat buffer's storage in place: its views, autograd's
-// saved references included, stay valid and see the new bytes.
+// saved references included, stay valid and see the new bytes. Only an empty storage is filled
+// (no bytes are carried over; InternalError otherwise), from the storage's own allocator, so a
+// buffer on any device is served.
 void resize_flat_storage(const at::Tensor& flat, int64_t bytes);
 
 }  // namespace zt
