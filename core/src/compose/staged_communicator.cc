@@ -51,6 +51,10 @@ at::Tensor StagedCommunicator::to_host(const at::Tensor& t) const {
   return host;
 }
 
+at::Tensor StagedCommunicator::host_output(const at::Tensor& t) const {
+  return staged(t) ? host_like(t) : t;
+}
+
 std::shared_ptr<Work> StagedCommunicator::all_gather(const at::Tensor& out_flat,
                                                      const at::Tensor& in_shard) {
   at::Tensor host_out, host_in;
@@ -61,7 +65,7 @@ std::shared_ptr<Work> StagedCommunicator::all_gather(const at::Tensor& out_flat,
     host_in = host_out.narrow(0, in_shard.storage_offset() - out_flat.storage_offset(),
                               in_shard.numel());
   } else {
-    host_out = staged(out_flat) ? host_like(out_flat) : out_flat;
+    host_out = host_output(out_flat);
     host_in = to_host(in_shard);
   }
   return copied_back(inner_->all_gather(host_out, host_in), out_flat, host_out);
@@ -69,7 +73,7 @@ std::shared_ptr<Work> StagedCommunicator::all_gather(const at::Tensor& out_flat,
 
 std::shared_ptr<Work> StagedCommunicator::reduce_scatter(const at::Tensor& out_shard,
                                                          const at::Tensor& in_flat, ReduceOp op) {
-  const at::Tensor host_out = staged(out_shard) ? host_like(out_shard) : out_shard;
+  const at::Tensor host_out = host_output(out_shard);
   return copied_back(inner_->reduce_scatter(host_out, to_host(in_flat), op), out_shard, host_out);
 }
 
@@ -84,7 +88,7 @@ std::shared_ptr<Work> StagedCommunicator::broadcast(const at::Tensor& tensor, in
 }
 
 std::shared_ptr<Work> StagedCommunicator::all_to_all(const at::Tensor& out, const at::Tensor& in) {
-  const at::Tensor host_out = staged(out) ? host_like(out) : out;
+  const at::Tensor host_out = host_output(out);
   return copied_back(inner_->all_to_all(host_out, to_host(in)), out, host_out);
 }
 

@@ -50,8 +50,10 @@ class StagedCommunicator : public Communicator {
   bool staged(const at::Tensor& t) const;
   // An uninitialised host tensor of t's shape and dtype (pinned for a CUDA device).
   at::Tensor host_like(const at::Tensor& t) const;
-  // t's values in host memory: a copy when staged, else t itself.
+  // t's values in host memory, for an input: a copy when staged, else t itself.
   at::Tensor to_host(const at::Tensor& t) const;
+  // Where the inner op writes an output: a host tensor like t when staged, else t itself.
+  at::Tensor host_output(const at::Tensor& t) const;
 
   std::unique_ptr<Communicator> inner_;
   c10::Device device_;

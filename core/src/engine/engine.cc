@@ -220,27 +220,6 @@ struct Engine::Impl {
   // (every step would overflow), as DeepSpeed scales loss.float().
   at::Tensor scaled(const at::Tensor& loss) const { return loss.to(at::kFloat) * scaler.scale(); }
 
-  // A loss that is not finite without loss scaling: nothing can rescale it. The step finds it
-  // (ShardedStep::note_loss) and the loss is not read here, so a micro step does not wait for
-  // its device; with streamed groups updating in backward it is read before backward, which
-  // would otherwise update them from its gradients. That error is this rank's alone: its peers
-  // go on into backward's reductions, so it ends the job (the communication timeout at the
-  // latest), as before the step took over the check.
-  void check_loss(const at::Tensor& loss, int64_t step_number) {
-    if (scaler.enabled()) return;
-    if (!stepper.updates_in_backward()) {
-      stepper.note_loss(loss, micro);
-      return;
-    }
-    const double value = loss.item<double>();
-    if (std::isfinite(value)) return;
-    throw NumericError("loss is " + std::to_string(value) + " at step " +
-                       std::to_string(step_number) + " (micro step " + std::to_string(micro + 1) +
-                       ") in " + std::string(at::toString(opt.compute_dtype)) +
-                       "; lower the learning rate, enable zero.gradient_clipping, or check the "
-                       "data");
-  }
-
   // One micro step too many before step(): the in-backward update already ran for streamed
   // groups, so its gradients would be lost there and applied to in-memory ones.
   void check_micro_room() const {
@@ -264,7 +243,7 @@ struct Engine::Impl {
       const trace::Scope span("forward");
       loss = loss_fn(run_units(input));
     }
-    check_loss(loss, step_number);
+    stepper.note_loss(loss, micro);  // read here only where streamed groups update in backward
     run_backward(loss);
     return loss.detach();
   }
@@ -454,7 +433,6 @@ struct Engine::Impl {
     if (driven != Driven::kTraining) {
       throw InternalError("Engine::backward without a training begin_forward()");
     }
-    const int64_t step_number = stepper.steps() + 1;
     if (!loss.defined() || loss.numel() != 1) {
       abort_forward();
       throw ConfigError("backward takes the loss as one value; this one has shape " +
@@ -462,7 +440,7 @@ struct Engine::Impl {
                         ": reduce it first (e.g. loss.mean())");
     }
     try {
-      check_loss(loss, step_number);
+      stepper.note_loss(loss, micro);
     } catch (...) {
       abort_forward();
       throw;

@@ -59,22 +59,35 @@ void ShardedStep::begin(double lr) {
 }
 
 void ShardedStep::note_loss(const at::Tensor& loss, int micro) {
+  if (parts_.scaler.enabled()) return;
+  if (in_backward_) {
+    const double value = loss.item<double>();
+    if (std::isfinite(value)) return;
+    throw loss_error("loss is " + std::to_string(value),
+                     " (micro step " + std::to_string(micro + 1) + ")", /*step_dropped=*/false);
+  }
   const at::Tensor value = loss.detach().clone().reshape({1});
   losses_.push_back({value, at::isfinite(value).logical_not(), micro});
 }
 
+NumericError ShardedStep::loss_error(const std::string& what, const std::string& where,
+                                     bool step_dropped) const {
+  return NumericError(what + " at step " + std::to_string(steps_ + 1) + where + " in " +
+                      std::string(at::toString(options_.dtype)) + "; " +
+                      (step_dropped ? "nothing of the step was applied: " : "") +
+                      "lower the learning rate, enable zero.gradient_clipping, or check the data");
+}
+
 NumericError ShardedStep::nonfinite_loss(const std::vector<NotedLoss>& losses) const {
-  const std::string where = " at step " + std::to_string(steps_ + 1);
-  std::string what = "a loss on another rank is not finite" + where + " (this rank's were)";
+  std::string what = "a loss on another rank is not finite";
+  std::string where = " (this rank's were)";
   for (const NotedLoss& l : losses) {
     if (!l.bad.item<bool>()) continue;
-    what = "loss is " + std::to_string(l.value.item<double>()) + where + " (micro step " +
-           std::to_string(l.micro + 1) + ")";
+    what = "loss is " + std::to_string(l.value.item<double>());
+    where = " (micro step " + std::to_string(l.micro + 1) + ")";
     break;
   }
-  return NumericError(what + " in " + std::string(at::toString(options_.dtype)) +
-                      "; nothing of the step was applied: lower the learning rate, enable "
-                      "zero.gradient_clipping, or check the data");
+  return loss_error(what, where, /*step_dropped=*/true);
 }
 
 bool ShardedStep::update_in_backward(int g, const at::Tensor& reduced, bool first) {

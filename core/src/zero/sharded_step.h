@@ -70,14 +70,15 @@ class ShardedStep {
   // stages 2-3 a backward that fails on one rank only leaves its peers waiting in its reductions
   // anyway, which the communication timeout ends.
   void poison() { poisoned_ = true; }
-  // A micro step's loss, without loss scaling: kept where it was computed, unread. A loss that
-  // is not finite on any rank makes run() drop the step's gradients and throw NumericError on
-  // every rank (its count travels with the gradient totals, so the step reads the device once).
-  // With the update in backward on (updates_in_backward()) the engine checks the loss itself,
-  // before backward: a streamed group would otherwise take its gradients first.
+  // A micro step's loss, before its backward. With loss scaling nothing: the scaler skips what
+  // overflows. Without, it is kept where it was computed, unread; a loss that is not finite on
+  // any rank makes run() drop the step's gradients and throw NumericError on every rank (its
+  // count travels with the gradient totals, so the step reads the device once). With the update
+  // in backward on it is read here instead, and one that is not finite throws NumericError now,
+  // on this rank alone (its peers wait in backward's reductions, so that ends the job): a
+  // streamed group would otherwise take its gradients first.
   //   micro: in, the micro step's index in its step (from 0), for the message.
   void note_loss(const at::Tensor& loss, int micro);
-  bool updates_in_backward() const { return in_backward_; }
   // The next step's learning rate, before its first micro step: turns the update in backward
   // on for that step where it applies (see above). run() must then get the same `lr`.
   void begin(double lr);
@@ -121,6 +122,10 @@ class ShardedStep {
   void check_tiers(int64_t step);
   void update(const StepArgs& args);
   void zero_gradients();
+  // The error for a loss that is not finite: `what` ("loss is nan", or that another rank had
+  // one) at this step, `where` (" (micro step 2)"), whether the step was dropped, and the way out.
+  NumericError loss_error(const std::string& what, const std::string& where,
+                          bool step_dropped) const;
   // The error for a step whose losses were not all finite: this rank's first such loss, or the
   // news that another rank had one. Reads `losses` (an error path: the sync is fine).
   NumericError nonfinite_loss(const std::vector<NotedLoss>& losses) const;
