@@ -120,7 +120,10 @@ void check_tensor(const at::Tensor& t, size_t shard, const char* role, const at:
 // own for them. Refused before the build's CUDA support is looked at, since rebuilding would not
 // help.
 void check_master_device(const at::Tensor& param, size_t shard, const HybridAdamConfig& config) {
-  if (!param.is_cuda() || config.master_dtype == c10::ScalarType::Float) return;
+  // An empty shard updates nothing (a group the tier fraction left in compute memory may hold
+  // no element of this rank's).
+  if (!param.is_cuda() || config.master_dtype == c10::ScalarType::Float || param.numel() == 0)
+    return;
   throw zt::PluginError(
       subject(shard, "param") + " is on " + param.device().str() +
       " with master_dtype = \"bf16\", but the CUDA kernel updates fp32 "

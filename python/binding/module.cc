@@ -140,6 +140,7 @@ void def_module_engine(py::module_& m) {
       .def("describe", &ModuleEngine::describe)
       .def("config_toml", &ModuleEngine::config_toml)
       .def_property_readonly("compute", &ModuleEngine::compute)
+      .def_property_readonly("device", &ModuleEngine::device)
       .def("begin_forward", &ModuleEngine::begin_forward, Release())
       .def("enter_unit", &ModuleEngine::enter_unit, Release())
       .def("leave_unit", &ModuleEngine::leave_unit, Release())

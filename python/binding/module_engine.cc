@@ -38,7 +38,8 @@ class ModuleUnit final : public Unit {
   UnitParams params_;
 };
 
-// Rank 0's initial values on every rank, each distinct tensor once (a tied one is listed twice).
+// Rank 0's initial values on every rank, each distinct tensor once (a tied one is listed twice),
+// through the communicator's device (comm_nccl's GPU) whatever the module's.
 void broadcast_initial_values(Communicator& comm, const std::vector<UnitParams>& units) {
   const c10::NoGradGuard no_grad;
   std::set<const void*> seen;
@@ -46,7 +47,7 @@ void broadcast_initial_values(Communicator& comm, const std::vector<UnitParams>&
     for (const auto& [name, tensor] : u.params) {
       if (!seen.insert(tensor.unsafeGetTensorImpl()).second) continue;
       at::Tensor flat = tensor.detach().contiguous();
-      comm.broadcast(flat, 0)->wait();
+      broadcast_host(comm, flat, 0);
       if (!flat.is_same(tensor)) tensor.detach().copy_(flat);
     }
   }
@@ -226,7 +227,7 @@ void ModuleEngine::write_gathered(const std::vector<std::string>& names, int mod
 void ModuleEngine::all_reduce(at::Tensor tensor) {
   live();
   at::Tensor flat = tensor.contiguous();
-  setup_.comm->all_reduce(flat, ReduceOp::kSum)->wait();
+  all_reduce_host(*setup_.comm, flat, ReduceOp::kSum);  // a host metric under comm_nccl too
   if (!flat.is_same(tensor)) tensor.copy_(flat);
 }
 

@@ -90,6 +90,8 @@ class ModuleEngine {
   std::string describe() const;  // "world 2, ZeRO stage 3, shard_bucket, optim_hybrid_adam, ..."
   std::string config_toml() const { return job_.config_toml; }
   std::string compute() const { return job_.run.compute; }  // "fp32" | "bf16" | "fp16"
+  // Where the engine computes, as torch.device takes it: "cpu", or "cuda:N" with launch.device.
+  std::string device() const { return setup_.options.device.str(); }
 
   // Engine's driven forward (zt/host/engine.h).
   void begin_forward(bool training);

@@ -171,12 +171,16 @@ class Engine:
         self._core = _zt.ModuleEngine(path, text, overrides, unit_params)
         self._dtype = {"fp32": torch.float32, "bf16": torch.bfloat16,
                        "fp16": torch.float16}[self._core.compute]
+        # Where the engine computes (launch.device): inputs go there, as the parameters did.
+        self.device = torch.device(self._core.device)
         # As the trainer does for a TorchScript model: floating buffers in the compute dtype (an
         # fp32 one met bf16 activations and promoted the unit's output, which the next unit's
         # bf16 weights refused), and rank 0's values on every rank (one drawn from each rank's
         # own seed differed).
-        # close(restore=True) gives them their own dtype back, as it gives the parameters fp32.
-        self._buffer_dtypes = [(b, b.dtype) for b in model.buffers()]
+        # close(restore=True) gives them their own dtype and device back, as it gives the
+        # parameters fp32 on their own device.
+        self._buffer_dtypes = [(b, b.dtype, b.device) for b in model.buffers()]
+        self._param_devices = {n: p.device for n, p in model.named_parameters()}
         self._core.share_buffers(list(model.buffers()))
         first = 1 if self._root is not None else 0
         self._hooks = []
@@ -237,7 +241,7 @@ class Engine:
     def __call__(self, *args, **kwargs):
         """The model's forward, as written. With autograd on, a training micro step follows
         (backward(loss)); under torch.no_grad() it is an evaluation. Floating inputs are cast
-        to the compute dtype ([precision] compute)."""
+        to the compute dtype ([precision] compute), and every tensor goes to the engine's device."""
         if self._open:
             raise RuntimeError("zt: the previous forward has no backward(loss) yet; call "
                                "engine.abort() to drop it")
@@ -282,6 +286,7 @@ class Engine:
         [..., vocab]) and mean squared error for floating ones, computed in fp32."""
         out = self(inputs)
         try:
+            targets = targets.to(out.device)
             if hasattr(self.module, "loss"):
                 return self.module.loss(out, targets)
             if not targets.is_floating_point():
@@ -337,9 +342,12 @@ class Engine:
         return report
 
     def _cast(self, value):
-        """Floating tensors in `value` (nested tuples, lists and dicts too) in the compute dtype."""
+        """Tensors in `value` (nested tuples, lists and dicts too) on the engine's device, the
+        floating ones in the compute dtype."""
         if isinstance(value, torch.Tensor):
-            return value.to(self._dtype) if value.is_floating_point() else value
+            if value.is_floating_point():
+                return value.to(self.device, self._dtype)
+            return value.to(self.device)
         if isinstance(value, (list, tuple)):
             cast = [self._cast(v) for v in value]
             return type(value)(cast) if type(value) in (list, tuple) else type(value)(*cast)
@@ -465,7 +473,8 @@ class Engine:
     def close(self, restore=True):
         """Closes the engine (collective); it cannot be used after, and the process may build
         another (every rank alike). With `restore`, the module's parameters get their full fp32
-        values back as tensors of their own, so the module works without zt (at stage 3 they
+        values back as tensors of their own, on the device each was on before initialize (its
+        buffers their dtype and device), so the module works without zt (at stage 3 they
         hold values only inside their unit's call while the engine is open). Also at exit,
         without restoring, when the process then leaves the job."""
         if self._closed:
@@ -477,11 +486,12 @@ class Engine:
             self.abort()
             if restore:
                 with torch.no_grad():
+                    # Where they were before initialize: the engine's device held them since.
                     for name, p in self.module.named_parameters():
-                        p.data = self._core.full_param(name)
-                    for b, dtype in self._buffer_dtypes:
-                        if b.dtype != dtype:
-                            b.data = b.to(dtype)
+                        p.data = self._core.full_param(name).to(self._param_devices[name])
+                    for b, dtype, device in self._buffer_dtypes:
+                        if b.dtype != dtype or b.device != device:
+                            b.data = b.to(device, dtype)
         finally:
             # A restore that failed (a CommError) still takes the hooks off and closes the core.
             for h in self._hooks:

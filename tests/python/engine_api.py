@@ -32,6 +32,7 @@ def main():
     net = model()
     engine = zt.initialize(net, config=CONFIG)
     rank, world = engine.rank, engine.world_size
+    assert engine.device == torch.device("cpu"), engine.device  # launch.device's default
     reference = model()
     names = engine.parameter_names()
     assert names == ["0.weight", "0.bias", "2.weight", "2.bias"], names

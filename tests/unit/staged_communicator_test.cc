@@ -137,6 +137,17 @@ TEST_CASE("StagedCommunicator: the in-place gather sends the shard from its plac
   s.inner->finish();
   gathered->wait();
   CHECK(at::equal(out2, at::tensor({5.0f, 5.0f, 0.0f, 0.0f})));
+
+  // A shard of the same storage outside the output is no in-place gather: copied on its own.
+  const at::Tensor storage = at::zeros({6}, at::kFloat);
+  const at::Tensor out3 = storage.narrow(0, 0, 4), beyond = storage.narrow(0, 4, 2);
+  beyond.fill_(6);
+  auto apart = s.comm->all_gather(out3, beyond);
+  CHECK_FALSE(s.inner->got_in.is_alias_of(s.inner->got_out));
+  CHECK(at::equal(s.inner->got_in, at::full({2}, 6.0f)));
+  s.inner->finish();
+  apart->wait();
+  CHECK(at::equal(storage, at::tensor({5.0f, 5.0f, 0.0f, 0.0f, 6.0f, 6.0f})));
 }
 
 TEST_CASE("StagedCommunicator: a failed op rethrows its error and writes no output") {

@@ -34,8 +34,9 @@ TEST_CASE("trace: scopes are events only while recording, nested on their thread
     const trace::Scope outer("outer test span", 3, "forward", trace::kCompute);
     const trace::Scope inner("inner test span", trace::kCommWait);
   }
-  trace::begin("manual test span", 1, "backward", trace::kCompute);
-  trace::end();
+  trace::OpenSpan manual = trace::begin("manual test span", 1, "backward", trace::kCompute);
+  trace::end(manual);
+  trace::end(manual);  // ended: nothing more
   trace::set_recording(false);
   { const trace::Scope after("after recording"); }
 
@@ -173,6 +174,39 @@ TEST_CASE("trace: a Latin-1 path in a detail becomes U+FFFD, and the file stays 
   }
   CHECK(found);
   CHECK(trace::json_quote("caf\xC3\xA9") == "\"caf\xC3\xA9\"");  // valid UTF-8 as it is
+}
+
+TEST_CASE("trace: a span begun on one thread and ended on another is an event of the first") {
+  // As a unit's backward on a GPU: begun in a hook on LibTorch's device thread, ended where
+  // backward returns, on the thread that called it.
+  trace::clear_events();
+  trace::set_recording(true);
+  trace::OpenSpan span;
+  std::string inside;
+  std::thread([&] {
+    trace::name_this_thread("span begun here");
+    span = trace::begin("unit", 4, "backward", trace::kCompute);
+    inside = trace::current_activity();
+  }).join();
+  const trace::Scope here("ending thread's scope");
+  trace::end(span);
+  trace::set_recording(false);
+  CHECK(inside == "unit 4 backward");
+  CHECK(!span.lane);
+  CHECK(trace::current_activity() == "ending thread's scope");  // its own stack untouched
+  const auto lanes = trace::lanes();
+  const trace::Lane* begun = nullptr;
+  for (const auto& l : lanes)
+    if (l.name == "span begun here") begun = &l;
+  REQUIRE(begun != nullptr);
+  REQUIRE(begun->events.size() == 1);
+  CHECK(std::string(begun->events[0].name) == "unit");
+  CHECK(begun->events[0].index == 4);
+  CHECK(begun->events[0].end_ns >= begun->events[0].begin_ns);
+  for (const auto& a : trace::activities()) {
+    // The beginning thread's activity stack is empty again: nothing stale in a hang's dump.
+    for (const auto& entry : a.stack) CHECK(entry != "unit 4 backward");
+  }
 }
 
 TEST_CASE("trace: a thread's activity and waiting label are readable from another thread") {

@@ -252,7 +252,7 @@ std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine
                          at::kLong)
                          .to(at::kDouble);
   at::Tensor all = at::empty({kFields * n}, at::kDouble);
-  comm.all_gather(all, local)->wait();
+  all_gather_host(comm, all, local);  // comm_nccl's ranks gather on their GPUs
   std::vector<RankMemory> out(n);
   auto a = all.accessor<double, 1>();
   for (int r = 0; r < n; ++r) {

@@ -20,11 +20,12 @@ void expect(bool ok, const std::string& what) {
   if (!ok) throw CommError("smoke check failed: " + what);
 }
 
-// Verifies each collective on one size and dtype; values are small integers, so exact.
+// Verifies each collective on one size and dtype; values are small integers, so exact. The
+// tensors live where the communicator moves them (comm_nccl: its GPU).
 void check_collectives(Communicator& comm, int64_t numel, at::ScalarType dtype) {
   const int n = comm.size(), r = comm.rank();
   const std::string tag = std::to_string(numel) + " x " + at::toString(dtype);
-  auto opts = at::TensorOptions().dtype(dtype);
+  auto opts = at::TensorOptions().dtype(dtype).device(comm.device());
 
   at::Tensor t = at::full({numel}, r + 1, opts);
   comm.all_reduce(t, ReduceOp::kSum)->wait();
@@ -43,7 +44,7 @@ void check_collectives(Communicator& comm, int64_t numel, at::ScalarType dtype) 
   at::Tensor shard = at::empty({mine.size()}, opts);
   comm.reduce_scatter(shard, flat, ReduceOp::kSum)->wait();
   at::Tensor expected = at::arange(numel, at::kFloat).remainder(7).mul(n).add(n * (n - 1) / 2);
-  expect(at::equal(shard.to(at::kFloat), expected.narrow(0, mine.begin, mine.size())),
+  expect(at::equal(shard.to(at::kCPU, at::kFloat), expected.narrow(0, mine.begin, mine.size())),
          "reduce_scatter sum of " + tag);
 
   at::Tensor b = at::full({numel}, r, opts);
@@ -61,8 +62,9 @@ struct Timing {
 std::vector<Timing> time_collectives(Communicator& comm, int64_t bytes, int reps) {
   const int n = comm.size();
   const int64_t numel = bytes / 4;
-  at::Tensor flat = at::ones({numel});
-  at::Tensor shard = at::ones({flat_shard(numel, n, comm.rank()).size()});
+  const auto opts = at::TensorOptions(at::kFloat).device(comm.device());
+  at::Tensor flat = at::ones({numel}, opts);
+  at::Tensor shard = at::ones({flat_shard(numel, n, comm.rank()).size()}, opts);
   auto timed = [&](auto&& op) {
     op()->wait();  // warm-up: wire-up and registration
     comm.barrier()->wait();

@@ -21,7 +21,7 @@ ClockOffset measure_clock_offset(Communicator& comm) {
     comm.barrier()->wait();
     at::Tensor mine = at::tensor({trace::now_ns()}, at::kLong);
     at::Tensor all = at::empty({comm.size()}, at::kLong);
-    comm.all_gather(all, mine)->wait();
+    all_gather_host(comm, all, mine);
     const int64_t* t = all.data_ptr<int64_t>();
     offsets.push_back(t[0] - t[comm.rank()]);
     origin = t[0];

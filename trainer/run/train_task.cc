@@ -69,9 +69,10 @@ void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints
   std::fflush(stdout);
 }
 
-// Seeds LibTorch's default CPU generator from (run.seed, rank, step): what a model's own
-// randomness (a TorchScript module's dropout) draws from. Each rank draws its own masks, the same
-// in every run of the job and after a resume, with no generator state to save.
+// Seeds LibTorch's default generators of the CPU and of the engine's device from (run.seed, rank,
+// step): what a model's own randomness (a TorchScript module's dropout) draws from, on the host
+// or on the GPU. Each rank draws its own masks, the same in every run of the job and after a
+// resume, with no generator state to save.
 void seed_step_randomness(const TrainRun& run, int64_t step) {
   uint64_t z = run.model->seed ^ (static_cast<uint64_t>(run.env.rank) << 48) ^
                (static_cast<uint64_t>(step) * 0x9e3779b97f4a7c15ULL);
@@ -79,9 +80,12 @@ void seed_step_randomness(const TrainRun& run, int64_t step) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   z ^= z >> 31;
-  at::Generator gen = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_current_seed(z);
+  const c10::Device device = run.setup.options.device;
+  for (at::Generator gen :
+       {at::detail::getDefaultCPUGenerator(), at::globalContext().defaultGenerator(device)}) {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_current_seed(z);  // on the CPU both are the one generator: the same seed twice
+  }
 }
 
 double tokens_per_step(const TrainRun& run) {

@@ -169,13 +169,17 @@ class ZT_API Communicator {
 constexpr int kSplitNoColor = -1;
 
 // For the small tensors a job keeps on the host to agree on something (flags, totals, a debug
-// read): all_reduce / broadcast run where `comm` moves tensors (Communicator::device()), then
-// wait. A communicator of the CPU takes `host` itself; another gets a copy on its device, and
-// the result is copied back into `host`.
-//   host: in/out, a tensor in host memory, as the op requires it.
+// read, an exchange of small records): all_reduce / broadcast / all_gather run where `comm`
+// moves tensors (Communicator::device()), then wait. A communicator of the CPU takes the host
+// tensors themselves; another gets copies on its device, and the result is copied back into
+// the host tensor (comm_nccl refuses host tensors).
+//   host, out_host: in/out, a tensor in host memory, as the op requires it.
+//   in_host: in, all_gather's shard in host memory.
 // Throws what the op and Work::wait throw.
 ZT_API void all_reduce_host(Communicator& comm, const at::Tensor& host, ReduceOp op);
 ZT_API void broadcast_host(Communicator& comm, const at::Tensor& host, int root);
+ZT_API void all_gather_host(Communicator& comm, const at::Tensor& out_host,
+                            const at::Tensor& in_host);
 
 // What a comm plugin gets to build a communicator.
 struct CommContext {

@@ -58,12 +58,17 @@ at::Tensor StagedCommunicator::host_output(const at::Tensor& t) const {
 std::shared_ptr<Work> StagedCommunicator::all_gather(const at::Tensor& out_flat,
                                                      const at::Tensor& in_shard) {
   at::Tensor host_out, host_in;
-  if (staged(out_flat) && in_shard.defined() && in_shard.is_alias_of(out_flat)) {
-    // The in-place gather (stages 1-2): this rank's shard is already at its place in the
-    // output, so the output goes over whole and the shard is its view there.
+  // The in-place gather (stages 1-2): this rank's shard is already at its place in the output,
+  // so the output goes over whole and the shard is its view there. A shard elsewhere in the
+  // same storage (outside the output) goes on its own.
+  const int64_t offset = in_shard.defined() && in_shard.is_alias_of(out_flat)
+                             ? in_shard.storage_offset() - out_flat.storage_offset()
+                             : -1;
+  const bool in_place = staged(out_flat) && offset >= 0 && in_shard.is_contiguous() &&
+                        out_flat.is_contiguous() && offset + in_shard.numel() <= out_flat.numel();
+  if (in_place) {
     host_out = to_host(out_flat);
-    host_in = host_out.narrow(0, in_shard.storage_offset() - out_flat.storage_offset(),
-                              in_shard.numel());
+    host_in = host_out.narrow(0, offset, in_shard.numel());
   } else {
     host_out = host_output(out_flat);
     host_in = to_host(in_shard);

@@ -288,17 +288,15 @@ struct Engine::Impl {
   }
 
   // A unit's backward on the timeline: it starts when the gradient of the unit's output is
-  // complete (the hook below) and ends when the next unit down starts, or backward returns.
-  int open_backward = -1;
+  // complete (the hook below) and ends when the next unit down starts, or backward returns. It
+  // is on the lane of the thread that runs the hooks: the training thread's on the CPU,
+  // LibTorch's autograd thread of the device on a GPU.
+  trace::OpenSpan unit_backward;
   void enter_backward(int unit) {
-    if (open_backward >= 0) trace::end();
-    trace::begin("unit", unit, "backward", trace::kCompute);
-    open_backward = unit;
+    trace::end(unit_backward);
+    unit_backward = trace::begin("unit", unit, "backward", trace::kCompute);
   }
-  void leave_backward() {
-    if (open_backward >= 0) trace::end();
-    open_backward = -1;
-  }
+  void leave_backward() { trace::end(unit_backward); }
   struct BackwardSpans {
     explicit BackwardSpans(Impl& impl) : impl_(impl) {}
     ~BackwardSpans() { impl_.leave_backward(); }

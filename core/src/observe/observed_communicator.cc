@@ -179,7 +179,7 @@ class ObservedCommunicator final : public Communicator {
     at::Tensor own = at::empty({kFields}, at::kLong);
     std::memcpy(own.data_ptr<int64_t>(), mine, sizeof mine);
     at::Tensor all = at::empty({kFields * size()}, at::kLong);
-    inner_->all_gather(all, own)->wait();
+    all_gather_host(*inner_, all, own);  // comm_nccl takes its GPU's tensors only
     const int64_t* a = all.data_ptr<int64_t>();
     for (int r = 0; r < size(); ++r) {
       const int64_t* theirs = a + r * kFields;

@@ -52,7 +52,7 @@ SplitMembers exchange_split(Communicator& parent, int color, int key) {
   at::Tensor mine = all.narrow(0, 2 * parent.rank(), 2);
   mine[0] = static_cast<int64_t>(color);
   mine[1] = static_cast<int64_t>(key);
-  parent.all_gather(all, mine)->wait();
+  all_gather_host(parent, all, mine);  // a device communicator gets copies on its device
   std::vector<int> colors(world), keys(world);
   const auto* v = all.data_ptr<int64_t>();
   for (int r = 0; r < world; ++r) {

@@ -39,6 +39,12 @@ void broadcast_host(Communicator& comm, const at::Tensor& host, int root) {
   if (!there.is_same(host)) host.copy_(there);
 }
 
+void all_gather_host(Communicator& comm, const at::Tensor& out_host, const at::Tensor& in_host) {
+  const at::Tensor out = out_host.to(comm.device());
+  comm.all_gather(out, in_host.to(comm.device()))->wait();
+  if (!out.is_same(out_host)) out_host.copy_(out);
+}
+
 Codec::~Codec() = default;
 ShardStrategy::~ShardStrategy() = default;
 Optimizer::~Optimizer() = default;

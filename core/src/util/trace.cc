@@ -121,14 +121,16 @@ std::shared_ptr<LaneState> new_lane(Registry& r, const std::string& name) {
   return l;
 }
 
-LaneState& this_lane() {
+const std::shared_ptr<LaneState>& this_lane_ptr() {
   thread_local std::shared_ptr<LaneState> lane = [] {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
     return new_lane(r, "");
   }();
-  return *lane;
+  return lane;
 }
+
+LaneState& this_lane() { return *this_lane_ptr(); }
 
 bool is_collective(const char* category) {
   return std::strcmp(category, kComm) == 0 || std::strcmp(category, kCommWait) == 0;
@@ -219,8 +221,9 @@ void Scope::set_detail(std::string detail) {
   if (begin_ns_ != 0) detail_ = std::move(detail);
 }
 
-void begin(const char* name, int64_t index, const char* what, const char* category) {
-  LaneState& lane = this_lane();
+OpenSpan begin(const char* name, int64_t index, const char* what, const char* category) {
+  const std::shared_ptr<LaneState>& ptr = this_lane_ptr();
+  LaneState& lane = *ptr;
   lane.push(name, index, what, category);
   Event e;
   e.name = name;
@@ -229,10 +232,14 @@ void begin(const char* name, int64_t index, const char* what, const char* catego
   e.category = category;
   e.begin_ns = recording() ? now_ns() : 0;
   lane.open.push_back(std::move(e));
+  return {ptr};
 }
 
-void end() {
-  LaneState& lane = this_lane();
+void end(OpenSpan& span) {
+  // The beginning thread's lane, also from another thread (see trace.h for why that is safe).
+  const std::shared_ptr<void> owner = std::move(span.lane);
+  if (!owner) return;
+  LaneState& lane = *static_cast<LaneState*>(owner.get());
   if (lane.open.empty()) return;
   Event e = std::move(lane.open.back());
   lane.open.pop_back();

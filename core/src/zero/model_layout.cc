@@ -1,6 +1,7 @@
 #include "zero/model_layout.h"
 
 #include <ATen/ATen.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -274,6 +275,9 @@ void resize_flat_storage(const at::Tensor& flat, int64_t bytes) {
   if (bytes > 0 && allocator == nullptr) {
     throw InternalError("resize_flat_storage: the flat buffer's storage has no allocator");
   }
+  // CUDA's caching allocator serves the calling thread's current device: make it the storage's
+  // (a hook on LibTorch's autograd thread, or a caller's thread, may have another current).
+  const c10::DeviceGuard on_its_device(storage.device());
   storage.set_data_ptr_noswap(bytes > 0 ? allocator->allocate(static_cast<size_t>(bytes))
                                         : c10::DataPtr(nullptr, storage.device()));
   storage.set_nbytes(static_cast<size_t>(bytes));

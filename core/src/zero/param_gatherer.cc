@@ -81,6 +81,11 @@ void ParamGatherer::start_gather(int gi) {
     source = s.fetched.view(g.flat.scalar_type())
                  .narrow(0, 0, g.shard)
                  .to(g.flat.device(), /*non_blocking=*/true);
+  } else if (source.device() != g.flat.device()) {
+    // A shard in host memory (offload_cpu) for a flat buffer on a GPU: a device communicator
+    // (comm_nccl) gathers from its device. The tier's memory is written only by the step's
+    // refresh, after the step waited for every gather, so the copy need not block.
+    source = source.to(g.flat.device(), /*non_blocking=*/true);
   }
   take_storage(g.flat, static_cast<size_t>(g.padded * element_size()));
   layout_.bind_views(gi);

@@ -13,7 +13,7 @@ namespace zt {
 namespace {
 
 void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
-  if (dst.data_ptr() != src.data_ptr()) dst.copy_(src);
+  if (dst.device() != src.device() || dst.data_ptr() != src.data_ptr()) dst.copy_(src);
 }
 
 // Adds a group's squared gradient sum (inf or nan when a value is not finite) to `sum`, a

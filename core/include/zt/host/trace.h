@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -85,10 +86,19 @@ class ZT_API Scope {
   std::string detail_;
 };
 
-// The same as a Scope whose start and end are separate calls on one thread (a unit's backward
-// starts in one autograd hook and ends in the next). end() closes the newest begin().
-ZT_API void begin(const char* name, int64_t index, const char* what, const char* category);
-ZT_API void end();
+// A span whose start and end are separate calls (a unit's backward starts in one autograd hook
+// and ends in the next, or where backward returns). It belongs to the lane of the thread that
+// began it, as a Scope there would, and end() may run on another thread: LibTorch runs the hooks
+// of CUDA tensors on its device thread, not on the one that called backward. The spans a thread
+// began end in reverse order, and while another thread ends one the beginning thread runs
+// nothing that traces (the hooks of one backward run one at a time; backward returns after the
+// last).
+struct OpenSpan {
+  std::shared_ptr<void> lane;  // the beginning thread's; empty when nothing is open
+};
+ZT_API OpenSpan begin(const char* name, int64_t index, const char* what, const char* category);
+// Ends `span` on its lane and empties it; nothing for an empty one. Never throws but bad_alloc.
+ZT_API void end(OpenSpan& span);
 
 // Adds an event the caller timed itself to the named lane ("comm world", "offload io"), a lane of
 // its own whichever thread adds to it: a collective completes on a plugin's progress thread or on
