@@ -286,7 +286,7 @@ class Engine:
         [..., vocab]) and mean squared error for floating ones, computed in fp32."""
         out = self(inputs)
         try:
-            targets = targets.to(out.device)
+            targets = self._place(targets)
             if hasattr(self.module, "loss"):
                 return self.module.loss(out, targets)
             if not targets.is_floating_point():
@@ -340,6 +340,18 @@ class Engine:
         report["lr"] = rate
         self._last_step = report
         return report
+
+    def _place(self, value):
+        """Tensors in `value` (nested tuples, lists and dicts too) on the engine's device, their
+        dtypes kept; anything else as it is."""
+        if isinstance(value, torch.Tensor):
+            return value.to(self.device)
+        if isinstance(value, (list, tuple)):
+            placed = [self._place(v) for v in value]
+            return type(value)(placed) if type(value) in (list, tuple) else type(value)(*placed)
+        if isinstance(value, dict):
+            return type(value)((k, self._place(v)) for k, v in value.items())
+        return value
 
     def _cast(self, value):
         """Tensors in `value` (nested tuples, lists and dicts too) on the engine's device, the
@@ -488,7 +500,8 @@ class Engine:
                 with torch.no_grad():
                     # Where they were before initialize: the engine's device held them since.
                     for name, p in self.module.named_parameters():
-                        p.data = self._core.full_param(name).to(self._param_devices[name])
+                        p.data = self._core.full_param(name).to(
+                            self._param_devices.get(name, p.device))
                     for b, dtype, device in self._buffer_dtypes:
                         if b.dtype != dtype or b.device != device:
                             b.data = b.to(device, dtype)

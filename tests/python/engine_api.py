@@ -224,8 +224,40 @@ def buffers_in_bf16():
     return None
 
 
+class WeightedLoss(torch.nn.Module):
+    """A module with its own loss over targets that are not one tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.lin(x)
+
+    def loss(self, out, targets):
+        return targets["weight"] * torch.nn.functional.mse_loss(out, targets["y"])
+
+
+def own_loss_with_structured_targets():
+    """engine.loss hands the module's own loss its targets as given, tensors on the engine's
+    device: a dict with a float in it too."""
+    torch.manual_seed(5)
+    engine = zt.initialize(torch.nn.Sequential(WeightedLoss()), config=CONFIG)
+    # Sequential has no loss of its own: the unit's is the one asked for.
+    engine.module.loss = engine.module[0].loss
+    y = torch.randn(4, 2)
+    loss = engine.loss(torch.randn(4, 8), {"weight": 0.5, "y": y})
+    if not (loss.dim() == 0 and torch.isfinite(loss)):
+        return f"the weighted loss is {loss}"
+    engine.backward(loss)
+    if engine.step() is None:
+        return "the step after a weighted loss did not run"
+    engine.close()
+    return None
+
+
 if __name__ == "__main__":
-    failure = main() or buffers_in_bf16()
+    failure = main() or buffers_in_bf16() or own_loss_with_structured_targets()
     if failure:
         print(f"engine_api: {failure}", file=sys.stderr)
         sys.exit(1)

@@ -18,7 +18,8 @@
 namespace {
 
 // Rank 1 of 2 whose ops finish when the test says so: an all-reduce doubles, a broadcast writes
-// 7, a gather puts 5 in the other rank's shard. It records what it was handed.
+// 7, a gather puts 5 in the other rank's shard and its own in its place. It records what it was
+// handed.
 class ManualCommunicator final : public zt::Communicator {
  public:
   int rank() const override { return 1; }
@@ -27,7 +28,10 @@ class ManualCommunicator final : public zt::Communicator {
   std::shared_ptr<zt::Work> all_gather(const at::Tensor& out, const at::Tensor& in) override {
     got_out = out;
     got_in = in;
-    return pending([out] { out.narrow(0, 0, out.numel() / 2).fill_(5); });
+    return pending([out, in] {
+      out.narrow(0, 0, out.numel() / 2).fill_(5);
+      out.narrow(0, out.numel() / 2, out.numel() / 2).copy_(in);  // in place: itself
+    });
   }
   std::shared_ptr<zt::Work> reduce_scatter(const at::Tensor& out, const at::Tensor& in,
                                            zt::ReduceOp) override {
@@ -136,7 +140,7 @@ TEST_CASE("StagedCommunicator: the in-place gather sends the shard from its plac
   CHECK_FALSE(s.inner->got_in.is_same(shard));
   s.inner->finish();
   gathered->wait();
-  CHECK(at::equal(out2, at::tensor({5.0f, 5.0f, 0.0f, 0.0f})));
+  CHECK(at::equal(out2, at::tensor({5.0f, 5.0f, 4.0f, 4.0f})));
 
   // A shard of the same storage outside the output is no in-place gather: copied on its own.
   const at::Tensor storage = at::zeros({6}, at::kFloat);
@@ -147,7 +151,7 @@ TEST_CASE("StagedCommunicator: the in-place gather sends the shard from its plac
   CHECK(at::equal(s.inner->got_in, at::full({2}, 6.0f)));
   s.inner->finish();
   apart->wait();
-  CHECK(at::equal(storage, at::tensor({5.0f, 5.0f, 0.0f, 0.0f, 6.0f, 6.0f})));
+  CHECK(at::equal(storage, at::tensor({5.0f, 5.0f, 6.0f, 6.0f, 6.0f, 6.0f})));
 }
 
 TEST_CASE("StagedCommunicator: a failed op rethrows its error and writes no output") {

@@ -78,8 +78,11 @@ EvalEvent evaluate(Engine& engine, const OwnForward& own, Communicator& comm,
     const at::Tensor input = engine_input(at::cat(inputs), options);
     const at::Tensor target = at::cat(targets).to(options.device);
     const at::Tensor out = forward_without_grad(engine, own, input);
+    // A loss that uses parameters would otherwise chain the sum into a graph of every pass.
+    const c10::NoGradGuard no_grad;
     for (int64_t i = 0; i < real; ++i) {
-      sum.add_(model.loss(out.narrow(0, i, 1), target.narrow(0, i, 1)).to(at::kDouble));
+      const at::Tensor loss = model.loss(out.narrow(0, i, 1), target.narrow(0, i, 1));
+      sum.add_(loss.detach().to(sum.device(), at::kDouble).reshape({1}));
     }
   }
   const at::Tensor all = sum.to(at::kCPU);

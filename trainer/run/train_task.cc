@@ -113,9 +113,11 @@ StepMetrics train_step(TrainRun& run, int64_t step, double lr) {
     loading.reset();
     const at::Tensor input = engine_input(batch.input, s.options);
     const at::Tensor target = batch.target.to(s.options.device);
-    loss_sum.add_(train_micro_step(*s.engine, run.own_forward, input, [&](const at::Tensor& out) {
-                    return run.model->loss(out, target);
-                  }).to(at::kDouble));
+    loss_sum.add_(
+        train_micro_step(*s.engine, run.own_forward, input,
+                         [&](const at::Tensor& out) { return run.model->loss(out, target); })
+            .to(at::kDouble)
+            .reshape({1}));  // one value, whatever its shape
   }
   StepReport rep = s.engine->step(lr);
   run.next_sample += run.data->samples_per_step(run.env.world);

@@ -76,7 +76,8 @@ struct LaneState {
   int64_t waiting_since_ns = 0;
   Slot slots[kSlots];
   std::atomic<int> depth{0};
-  std::vector<Event> open;  // begin() spans not ended yet (owner thread only)
+  // begin() spans not ended yet: the owner thread's, or another's that ends one (trace.h)
+  std::vector<Event> open;
 
   void push(const char* n, int64_t index, const char* what, const char* category) {
     const int d = depth.load(std::memory_order_relaxed);

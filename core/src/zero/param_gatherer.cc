@@ -83,8 +83,10 @@ void ParamGatherer::start_gather(int gi) {
                  .to(g.flat.device(), /*non_blocking=*/true);
   } else if (source.device() != g.flat.device()) {
     // A shard in host memory (offload_cpu) for a flat buffer on a GPU: a device communicator
-    // (comm_nccl) gathers from its device. The tier's memory is written only by the step's
-    // refresh, after the step waited for every gather, so the copy need not block.
+    // (comm_nccl) gathers from its device. The copy need not block: the gather is queued after
+    // it on the same stream, and whatever writes the shard (the step's refresh, a streamed
+    // update, with_gathered_parameters, a checkpoint load) does so only once no gather of it
+    // is pending (a host communicator reading the shard in place needs the same).
     source = source.to(g.flat.device(), /*non_blocking=*/true);
   }
   take_storage(g.flat, static_cast<size_t>(g.padded * element_size()));
