@@ -342,30 +342,13 @@ class Engine:
         return report
 
     def _place(self, value):
-        """Tensors in `value` (nested tuples, lists and dicts too) on the engine's device, their
-        dtypes kept; anything else as it is."""
-        if isinstance(value, torch.Tensor):
-            return value.to(self.device)
-        if isinstance(value, (list, tuple)):
-            placed = [self._place(v) for v in value]
-            return type(value)(placed) if type(value) in (list, tuple) else type(value)(*placed)
-        if isinstance(value, dict):
-            return type(value)((k, self._place(v)) for k, v in value.items())
-        return value
+        """Tensors in `value` on the engine's device, their dtypes kept."""
+        return _map_tensors(value, lambda t: t.to(self.device))
 
     def _cast(self, value):
-        """Tensors in `value` (nested tuples, lists and dicts too) on the engine's device, the
-        floating ones in the compute dtype."""
-        if isinstance(value, torch.Tensor):
-            if value.is_floating_point():
-                return value.to(self.device, self._dtype)
-            return value.to(self.device)
-        if isinstance(value, (list, tuple)):
-            cast = [self._cast(v) for v in value]
-            return type(value)(cast) if type(value) in (list, tuple) else type(value)(*cast)
-        if isinstance(value, dict):
-            return type(value)((k, self._cast(v)) for k, v in value.items())
-        return value
+        """Tensors in `value` on the engine's device, the floating ones in the compute dtype."""
+        return _map_tensors(value, lambda t: t.to(self.device, self._dtype)
+                            if t.is_floating_point() else t.to(self.device))
 
     def zero_grad(self, set_to_none=True):
         """Nothing to do: the engine owns the gradients from backward to step() (at stages 2-3
@@ -511,6 +494,19 @@ class Engine:
                 h.remove()
             self._core.close()
             _open_engines.pop(self, None)
+
+
+def _map_tensors(value, fn):
+    """`value` with fn applied to every tensor in it, through nested tuples (named ones too),
+    lists and dicts; anything else as it is."""
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)):
+        mapped = [_map_tensors(v, fn) for v in value]
+        return type(value)(mapped) if type(value) in (list, tuple) else type(value)(*mapped)
+    if isinstance(value, dict):
+        return type(value)((k, _map_tensors(v, fn)) for k, v in value.items())
+    return value
 
 
 def initialize(model, config=None, overrides=(), units=None):
