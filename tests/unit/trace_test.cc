@@ -24,6 +24,14 @@ const trace::Lane* lane_with(const std::vector<trace::Lane>& lanes, const std::s
   return nullptr;
 }
 
+// The last lane named `name` (a rerun of a case in one process names another lane alike).
+const trace::Lane* lane_named(const std::vector<trace::Lane>& lanes, const std::string& name) {
+  const trace::Lane* found = nullptr;
+  for (const auto& l : lanes)
+    if (l.name == name) found = &l;
+  return found;
+}
+
 }  // namespace
 
 TEST_CASE("trace: scopes are events only while recording, nested on their thread") {
@@ -81,9 +89,7 @@ TEST_CASE("trace: a named lane keeps its events in sequence, from whichever thre
   }).join();
   trace::set_recording(false);
   const auto lanes = trace::lanes();
-  const trace::Lane* comm = nullptr;
-  for (const auto& l : lanes)
-    if (l.name == "comm test") comm = &l;
+  const trace::Lane* comm = lane_named(lanes, "comm test");
   REQUIRE(comm != nullptr);
   REQUIRE(comm->events.size() == 2);
   CHECK(comm->events[0].end_ns == t0 + 1000);
@@ -195,9 +201,7 @@ TEST_CASE("trace: a span begun on one thread and ended on another is an event of
   CHECK(!span.lane);
   CHECK(trace::current_activity() == "ending thread's scope");  // its own stack untouched
   const auto lanes = trace::lanes();
-  const trace::Lane* begun = nullptr;
-  for (const auto& l : lanes)
-    if (l.name == "span begun here") begun = &l;
+  const trace::Lane* begun = lane_named(lanes, "span begun here");
   REQUIRE(begun != nullptr);
   REQUIRE(begun->events.size() == 1);
   CHECK(std::string(begun->events[0].name) == "unit");
