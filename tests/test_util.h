@@ -2,7 +2,11 @@
 // reading files. Paths of built artefacts come from compile definitions set in CMake.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -39,6 +43,31 @@ class EnvVar {
   const char* name_;
   std::string old_;
   bool had_ = false;
+};
+
+// A TCP socket listening on a port of 127.0.0.1 the kernel chose: a port in use, for as long as
+// it lives.
+class ListeningSocket {
+ public:
+  ListeningSocket() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(sa);
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+        ::listen(fd_, 1) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+      throw std::runtime_error(std::string("cannot listen on 127.0.0.1: ") + std::strerror(errno));
+    }
+    port_ = ntohs(sa.sin_port);
+  }
+  ~ListeningSocket() { ::close(fd_); }
+  ListeningSocket(const ListeningSocket&) = delete;
+  ListeningSocket& operator=(const ListeningSocket&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
 };
 
 struct CommandResult {

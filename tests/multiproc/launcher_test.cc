@@ -90,6 +90,34 @@ void check_names(const Captured& c, int rank, int code, const std::string& line,
 
 }  // namespace
 
+TEST_CASE("a Ctrl-C while the ranks stop after a failure is a first one: they keep their grace") {
+  // Rank 1 fails; rank 0 takes the launcher's SIGTERM, and needs a second to end. One Ctrl-C in
+  // that second used to be taken for a second one ("again"): SIGKILL to every rank at once.
+  TempDir dir;
+  const std::string term = dir.file("term");
+  zt::LaunchSpec spec;
+  spec.nproc = 2;
+  spec.argv = {"/bin/sh", "-c",
+               "if [ $RANK = 1 ]; then exit 3; fi; trap 'touch " + term +
+                   "; kill $!; sleep 1; exit 0' TERM; sleep 100 & wait"};
+  spec.timeout = std::chrono::seconds(60);
+  std::thread signaller([&term] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!std::filesystem::exists(term) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    // The launcher's handler takes it, not this process (which one after the launch would end).
+    if (std::filesystem::exists(term)) kill(getpid(), SIGINT);
+  });
+  const Captured c = launch_captured(spec);
+  signaller.join();
+  INFO(joined(c.lines));
+  INFO(c.result.message);
+  REQUIRE(std::filesystem::exists(term));
+  CHECK(c.result.failed_rank == 1);
+  CHECK(c.result.rank_codes == std::vector<int>{0, 3});
+  CHECK_FALSE(contains(c.result.message, "again"));
+}
+
 TEST_CASE("ranks that fail together, each writing its error in pieces, never share a line") {
   // Each rank writes its prefix, pauses, then the rest: straight onto one terminal, these
   // would read "zt: [rank 0] zt: [rank 1] ...".

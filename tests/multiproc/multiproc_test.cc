@@ -1,10 +1,7 @@
 // Multi-process tests: ranks are real processes on 127.0.0.1, started by zt's own launcher.
 // Covers the collectives of every comm plugin built here over world sizes 1-4, dead peers,
 // the launcher's supervision, rendezvous timeouts and a port in use.
-#include <arpa/inet.h>
 #include <doctest/doctest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -159,22 +156,13 @@ TEST_CASE("rank 0 leaving the moment its rendezvous returns leaves no rank on a 
 }
 
 TEST_CASE("rank 0 on a port in use fails naming the port and the way out") {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  sa.sin_port = 0;
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0);
-  REQUIRE(listen(fd, 1) == 0);
-  socklen_t len = sizeof(sa);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  int port = ntohs(sa.sin_port);
+  const zt::test::ListeningSocket busy;
+  const int port = busy.port();
   TempDir out;
   auto r = zt::test::run_command(
       "RANK=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(port) +
       " ZT_CHECK_OUT=" + out.path().string() + " " + ZT_TEST_COMM_CHECK +
       " --scenario rendezvous_only --timeout-ms 1500");
-  close(fd);
   INFO(r.output);
   CHECK(r.exit_code == 4);
   CHECK(contains(r.output, "port in use"));

@@ -107,7 +107,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "launch.device = cuda with a LibTorch that has no CUDA stops before training, naming it") {
+    "launch.device = cuda with a LibTorch that has no CUDA stops before training, naming it, with "
+    "offload and without") {
   if (at::hasCUDA()) {
     ZT_SKIP("this LibTorch has a CUDA device: the case is about one that has none");
   }
@@ -118,6 +119,13 @@ TEST_CASE(
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output, "launch.device (--set launch.device=cuda) = \"cuda\", but this "
                            "LibTorch has no CUDA device"));
+  CHECK_FALSE(contains(r.output, "step 1/"));
+  // Without offload too: the engine computes on the CPU whatever the key says, and the job would
+  // have trained there as if it were on a GPU.
+  r = run_command(zt::test::small_gpt_job(dir.file("out2"), "--set launch.device=cuda"));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "the engine computes on the CPU in this release"));
   CHECK_FALSE(contains(r.output, "step 1/"));
 }
 

@@ -73,6 +73,22 @@ TEST_CASE("--nproc 3 on the command line overrides the config") {
   CHECK(contains(r.output, "zt smoke: 3 rank(s)"));
 }
 
+TEST_CASE("MASTER_PORT exported to trainer --nproc wins over launch.master_port") {
+  // The config's port is taken; the "port in use" error says to pick another with MASTER_PORT,
+  // which zt's own launcher used to ignore.
+  const zt::test::ListeningSocket busy;
+  const std::string run = "MASTER_PORT=" + std::to_string(zt::pick_free_port("127.0.0.1")) + " " +
+                          trainer() +
+                          " --config " ZT_TEST_SOURCE_DIR
+                          "/configs/smoke.toml --nproc 2 --set run.steps=1 "
+                          "--set launch.master_port=" +
+                          std::to_string(busy.port());
+  auto r = run_command(run);
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "zt smoke: 2 rank(s)"));
+}
+
 TEST_CASE("--nproc 2 in a Slurm step of one task (srun --pty) starts 2 ranks, and the config's "
           "launch.nproc alone does not") {
   // The environment srun gives its one task; before, the process took it for the whole job and
@@ -84,7 +100,7 @@ TEST_CASE("--nproc 2 in a Slurm step of one task (srun --pty) starts 2 ranks, an
   auto r = run_command(step + " --nproc 2");
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK(contains(r.output, "a Slurm step of one task (SLURM_NTASKS=1): zt's launcher starts the 2 "
+  CHECK(contains(r.output, "a Slurm step of one task: zt's launcher starts the 2 "
                            "ranks"));
   CHECK(contains(r.output, "zt smoke: 2 rank(s) over comm_ucx"));
   // smoke.toml's nproc = 2: one task per GPU (srun --ntasks=1 --gpus=1) stays one rank.

@@ -122,7 +122,12 @@ TEST_CASE("combinations that cannot work are refused") {
   CHECK(contains(e, "run.task = \"train\" needs plugins.optimizer"));
   CHECK(contains(e, "zero.stage = 1 needs plugins.shard"));
   e = error_of(std::string(kSmoke) + "[precision]\ncompute = \"fp16\"\n");
-  CHECK(contains(e, "job.toml:4:11: precision.compute = \"fp16\" needs launch.device = \"cuda\""));
+  CHECK(contains(e, "job.toml:4:11: precision.compute = \"fp16\" needs the engine on a GPU"));
+  // launch.device = "cuda" does not move the engine: fp16 is refused there too, saying so.
+  e = error_of(std::string(kSmoke) +
+               "[launch]\ndevice = \"cuda\"\n[precision]\ncompute = \"fp16\"\n");
+  CHECK(contains(e, "job.toml:6:11: precision.compute = \"fp16\" needs the engine on a GPU"));
+  CHECK(contains(e, "pins the offload tiers' host memory only"));
 }
 
 TEST_CASE("every core rule across keys is tested alone: a config breaking only it gets only its "
@@ -146,8 +151,9 @@ TEST_CASE("every core rule across keys is tested alone: a config breaking only i
       {"training needs an optimizer, and a shard strategy from stage 1",
        {"[zero]\nstage = 1\n[plugins]\nshard = \"shard_tensor\"\n",
         "run.task = \"train\" needs plugins.optimizer"}},
-      {"fp16 needs cuda",
-       {"[precision]\ncompute = \"fp16\"\n", "precision.compute = \"fp16\" needs launch.device"}},
+      {"fp16 needs a GPU engine",
+       {"[precision]\ncompute = \"fp16\"\n",
+        "precision.compute = \"fp16\" needs the engine on a GPU"}},
       {"the loss scaler's bounds agree",
        {"[precision]\nmin_scale = 0.0\n",
         "job.toml:4:13: precision.min_scale = 0.000000 must be > 0"}},

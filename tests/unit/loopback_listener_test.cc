@@ -65,6 +65,12 @@ TEST_CASE("loopback hosts: 127.0.0.0/8, ::1 and localhost are loopback, other ad
   CHECK_FALSE(zt::is_loopback_host("::"));
   CHECK_FALSE(zt::is_loopback_host(""));
   CHECK_FALSE(zt::is_loopback_host("no-such-host.invalid"));
+  // A name other than localhost is not, even one that resolves to loopback here: this machine's
+  // own name does on Debian (127.0.1.1), and another host reaches it by that name elsewhere.
+  char name[256] = {};
+  REQUIRE(::gethostname(name, sizeof(name) - 1) == 0);
+  if (std::string(name) != "localhost") CHECK_FALSE(zt::is_loopback_host(name));
+  CHECK(zt::is_loopback_host("LocalHost"));
 }
 
 TEST_CASE("tying listeners to loopback: the listener on the port, not other ports or sockets") {

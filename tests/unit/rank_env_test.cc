@@ -73,6 +73,21 @@ TEST_CASE("torchrun, OpenMPI and Slurm variables are read, torchrun first") {
                                              {"SLURM_JOB_ID", "9"}}));
   CHECK_FALSE(batch.found);
   CHECK(batch.source == "none");
+  // A step's own task count wins over SLURM_NTASKS, which can be the allocation's: srun -E keeps
+  // the batch script's, and salloc's interactive step (one task) has the job's.
+  auto step = zt::discover_rank_env(env_of({{"SLURM_PROCID", "1"},
+                                            {"SLURM_NTASKS", "4"},
+                                            {"SLURM_STEP_NUM_TASKS", "2"},
+                                            {"SLURM_LOCALID", "0"},
+                                            {"SLURM_STEP_ID", "0"}}));
+  CHECK(step.world == 2);
+  CHECK(step.rank == 1);
+  auto interactive = zt::discover_rank_env(env_of({{"SLURM_PROCID", "0"},
+                                                   {"SLURM_NTASKS", "4"},
+                                                   {"SLURM_STEP_NUM_TASKS", "1"},
+                                                   {"SLURM_LOCALID", "0"},
+                                                   {"SLURM_STEP_ID", "4294967290"}}));
+  CHECK(interactive.world == 1);
 
   auto ours = zt::discover_rank_env(
       env_of({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"ZT_LAUNCHER", "1"}}));

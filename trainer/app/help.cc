@@ -64,7 +64,7 @@ written to --out (default <run.out_dir>/eval.json). DIR: a step-N folder, checkp
 latest) or checkpoint.dir/best. It loads at any --nproc and composition, under FILE or, without
 --config, the config the checkpoint was saved with.
 Example:
-  trainer eval --checkpoint runs/gpt-zero3/checkpoints --set data.val_fraction=0.1
+  trainer eval --checkpoint runs/gpt-zero3-offload/checkpoints
 )";
 }
 
@@ -74,13 +74,14 @@ const char* sample_help() {
                       [--samples N] [--stop TEXT] [--out FILE.json] [--set ...] [--nproc N]
 
 Text from a language model's checkpoint (DIR as for eval), the same at every world size and stage.
-  --prompt TEXT       bytes, as text data (default a newline); --tokens: token ids instead
+  --prompt TEXT       encoded as the run's data: its bytes, or its BPE tokenizer (default a
+                      newline); --tokens: token ids instead
   --max-new-tokens N  per sample (default 200); a sample ends early when its text ends with --stop
   --temperature T     default 0.8 (0 = greedy); --top-k K: the K most likely (default 0 = all)
   --seed S            default 1; --samples N: how many texts (default 1)
   --out FILE.json     every sample's tokens and text
 Example:
-  trainer sample --checkpoint runs/gpt-zero3/checkpoints --prompt "ZeRO " --samples 2
+  trainer sample --checkpoint runs/gpt-zero3-offload/checkpoints --prompt "ZeRO " --samples 2
 )";
 }
 
@@ -90,7 +91,7 @@ const char* export_help() {
 A checkpoint's weights, gathered from every rank file, as one safetensors file: GPT tensors under
 Hugging Face GPT-2 names (what GPT2LMHeadModel loads), other models under zt's names.
 Example:
-  trainer export --checkpoint runs/gpt-zero3/checkpoints --out gpt.safetensors --dtype bf16
+  trainer export --checkpoint runs/gpt-zero3-offload/checkpoints --out gpt.safetensors --dtype bf16
 )";
 }
 

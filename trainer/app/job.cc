@@ -135,6 +135,15 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   spec.fork_ranks = true;  // the trainer itself: LibTorch loads once, not once per rank
   spec.master_addr = launch.master_addr;
   spec.master_port = launch.master_port;
+  // MASTER_ADDR/MASTER_PORT exported to the launcher win over the config, as they do for ranks
+  // that torchrun or srun start (and as the "port in use" error advises); read and checked as
+  // those ranks read them, but only where exported (not derived from a Slurm job).
+  const RankEnv exported = discover_rank_env([](const char* name) -> const char* {
+    const std::string n = name;
+    return n == "MASTER_ADDR" || n == "MASTER_PORT" ? std::getenv(name) : nullptr;
+  });
+  if (!exported.master_addr.empty()) spec.master_addr = exported.master_addr;
+  if (exported.master_port > 0) spec.master_port = exported.master_port;
   // A signal to the launcher reaches the ranks, which finish their step and save: as long as a
   // step and a save may take, bounded like every wait (three times launch.timeout_s).
   spec.drain = 3 * launch.timeout;
@@ -249,7 +258,7 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   // A config's launch.nproc does not: a GPU job of one task per GPU keeps its one rank.
   if (env.found && env.source == "slurm" && env.world == 1 && args.nproc && *args.nproc > 1) {
     std::fprintf(stderr,
-                 "zt: a Slurm step of one task (SLURM_NTASKS=1): zt's launcher starts the %d "
+                 "zt: a Slurm step of one task: zt's launcher starts the %d "
                  "ranks of launch.nproc here\n",
                  nproc);
     env.found = false;

@@ -95,27 +95,45 @@ bool is_jsonl(const std::string& path, std::string_view head) {
   return !j.is_discarded() && j.is_object();
 }
 
-// Corpora often ship compressed (*.jsonl.zst, *.txt.gz): read as text, their bytes would become
-// a document of U+FFFD and train on noise, so a compressed input is refused by its magic bytes.
-void refuse_compressed(const std::string& path, std::string_view head) {
+// Corpora often ship compressed (*.jsonl.zst, *.txt.gz) or in another encoding: read as UTF-8
+// text, their bytes would become a document of U+FFFD (or of NULs) and train on noise, so such an
+// input is refused by its magic bytes, and so is an earlier preparation's output (an index, or
+// the token file beside one) in an input folder.
+void refuse_not_text(const std::string& path, std::string_view head) {
   struct Format {
-    std::string_view magic, name, tool;
+    std::string_view magic, what, way_out;
   };
   static constexpr Format kFormats[] = {
-      {"\x1f\x8b", "gzip", "gunzip -k"},
-      {"\x28\xb5\x2f\xfd", "zstd", "zstd -d"},
+      {"\x1f\x8b", "gzip-compressed", "decompress it first (gunzip -k FILE)"},
+      {"\x28\xb5\x2f\xfd", "zstd-compressed", "decompress it first (zstd -d FILE)"},
       {"\xfd"
        "7zXZ",
-       "xz", "unxz -k"},
-      {"BZh", "bzip2", "bunzip2 -k"},
+       "xz-compressed", "decompress it first (unxz -k FILE)"},
+      {"BZh", "bzip2-compressed", "decompress it first (bunzip2 -k FILE)"},
+      {"PK\x03\x04", "a zip archive", "unpack it first (unzip FILE)"},
+      {"\xff\xfe", "UTF-16 text", "convert it first (iconv -f UTF-16 -t UTF-8 FILE)"},
+      {"\xfe\xff", "UTF-16 text", "convert it first (iconv -f UTF-16 -t UTF-8 FILE)"},
+      {"ZTTOKIDX", "a token index (an earlier trainer prepare-data's PREFIX.idx)",
+       "train on that preparation as it is, or leave its .bin and .idx out"},
   };
   for (const Format& f : kFormats) {
     if (head.substr(0, f.magic.size()) != f.magic) continue;
     // bzip2's "BZh" (text may start so) is followed by a block size digit and its block magic.
-    if (f.name == "bzip2" && (head.size() < 10 || head.substr(4, 6) != "1AY&SY")) continue;
-    throw ConfigError("prepare-data: input '" + path + "' is " + std::string(f.name) +
-                      "-compressed, not text; decompress it first (" + std::string(f.tool) +
-                      " FILE) and give the result, or leave it out with --exclude");
+    if (f.magic == "BZh" && (head.size() < 10 || head.substr(4, 6) != "1AY&SY")) continue;
+    throw ConfigError("prepare-data: input '" + path + "' is " + std::string(f.what) +
+                      ", not UTF-8 text; " + std::string(f.way_out) +
+                      " and give the result, or leave it out with --exclude");
+  }
+  // A token file has no magic of its own: it is one when an index sits beside it.
+  const fs::path file(path);
+  if (file.extension() != ".bin") return;
+  std::ifstream index(fs::path(file).replace_extension(".idx"), std::ios::binary);
+  char magic[8] = {};
+  if (index.read(magic, sizeof(magic)) && std::string_view(magic, sizeof(magic)) == "ZTTOKIDX") {
+    throw ConfigError("prepare-data: input '" + path +
+                      "' is the token file of an earlier preparation (its index is beside it), "
+                      "not text; train on that preparation as it is, or leave its .bin and .idx "
+                      "out with --exclude");
   }
 }
 
@@ -139,11 +157,20 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
     if (fs::is_directory(st)) {
       std::vector<std::string> found;
       // Links are left out: Debian's fortunes, for one, links each file a second time.
-      for (const auto& e : fs::recursive_directory_iterator(input)) {
+      fs::recursive_directory_iterator it(input, ec);
+      for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        const fs::directory_entry& e = *it;
         if (e.is_regular_file() && !e.is_symlink() && !excluded(e.path()) &&
             !is_prepare_output(e.path(), out_prefix)) {
           found.push_back(e.path().string());
         }
+      }
+      // A folder it cannot list (a lost+found of root's, say): named, not an internal error.
+      if (ec) {
+        throw IoError("prepare-data: cannot read the input folder '" + input + "' (" +
+                      ec.message() +
+                      " at or below it); make it readable, or give its readable folders as "
+                      "the inputs");
       }
       std::sort(found.begin(), found.end());
       paths.insert(paths.end(), found.begin(), found.end());
@@ -159,7 +186,7 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
     // Opens it: an unreadable or compressed input is refused before any work.
     const MappedFile map = map_input(f);
     f.size = map.size();
-    refuse_compressed(p, map.view().substr(0, 16));
+    refuse_not_text(p, map.view().substr(0, 16));
     f.jsonl = is_jsonl(p, map.view());
     files.push_back(std::move(f));
   }
@@ -524,7 +551,12 @@ PrepareSummary prepare_data(const PrepareRequest& r,
   const std::string docs_partial = r.out_prefix + ".docs.partial";
   const std::string journal_path = r.out_prefix + ".progress.json";
   const fs::path out_dir = fs::path(r.out_prefix).parent_path();
-  if (!out_dir.empty()) fs::create_directories(out_dir);
+  std::error_code out_error;
+  if (!out_dir.empty()) fs::create_directories(out_dir, out_error);
+  if (out_error) {
+    throw IoError("prepare-data: cannot create the folder '" + out_dir.string() + "' of --out " +
+                  r.out_prefix + ": " + out_error.message() + "; choose another --out PREFIX");
+  }
 
   PrepareProgress p;
   p.units = static_cast<int64_t>(units.size());
@@ -646,11 +678,9 @@ PrepareSummary prepare_data(const PrepareRequest& r,
                         "JSONL --field \"" +
                         r.field + "\" empty); check the inputs and --field");
     }
-    if (std::rename(bin_partial.c_str(), summary.tokens_path.c_str()) != 0) {
-      throw IoError("prepare-data: cannot rename '" + bin_partial + "': " + std::strerror(errno));
-    }
   }
-  // The index last: a .bin with its .idx is a finished preparation.
+  // The index, then the tokens under their final name: a PREFIX.bin is only ever beside its
+  // finished index (a job takes a .bin without one for a bare token file, and trains on it).
   TokenIndex index;
   index.tokenizer = tokenizer->name();
   // A rank file's path as an absolute one: eval and sample load it from the index, run from
@@ -672,6 +702,9 @@ PrepareSummary prepare_data(const PrepareRequest& r,
     index.document_starts.push_back(index.document_starts.back() + n);
   }
   write_token_index(summary.index_path, index);
+  if (!finished_before && std::rename(bin_partial.c_str(), summary.tokens_path.c_str()) != 0) {
+    throw IoError("prepare-data: cannot rename '" + bin_partial + "': " + std::strerror(errno));
+  }
   // The journal first: without it a later run starts fresh; with it, it finds what it needs.
   fs::remove(journal_path);
   fs::remove(docs_partial);

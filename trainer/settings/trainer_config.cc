@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <mutex>
 
 namespace zt::trainer {
@@ -239,6 +240,30 @@ void validation_data_fits(const Config& config, ConfigBreaks& broken) {
   if (path && fraction > 0) {
     broken.push_back(key_at(data, "val_fraction") + ": data.val_fraction and data.val_path (" +
                      key_at(data, "val_path") + ") both name validation data; keep one");
+  }
+  if (path) {
+    // Validation on the training file measures windows the job trains on: the loss (and
+    // checkpoint.keep_best's choice) would reward memorising them.
+    // Absolute first: a relative path that does not exist yet comes back unchanged.
+    const auto resolved = [](const std::string& p) {
+      std::error_code ec;
+      const std::filesystem::path file = std::filesystem::weakly_canonical(
+          std::filesystem::absolute(p, ec), ec);
+      return ec ? std::filesystem::path(p).lexically_normal() : file;
+    };
+    const std::filesystem::path validation = resolved(data.get_string("val_path"));
+    const auto same_file = [&](const std::string& other) {
+      return !other.empty() && resolved(other) == validation;
+    };
+    std::vector<std::string> trained = data.get_string_list("paths");
+    trained.push_back(data.get_string("path"));
+    if (std::any_of(trained.begin(), trained.end(), same_file)) {
+      broken.push_back(key_at(data, "val_path") +
+                       ": data.val_path names a file the job trains on (" +
+                       data.get_string("val_path") +
+                       "); give held-out data, or data.val_fraction to hold out the end of "
+                       "data.path");
+    }
   }
   if (synthetic && (path || fraction > 0)) {
     broken.push_back(key_at(data, path ? "val_path" : "val_fraction") +

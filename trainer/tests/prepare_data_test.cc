@@ -265,12 +265,22 @@ TEST_CASE("prepare-data: inputs it cannot read as asked are named with their lin
   test::write_file(c.dir.path() / "in/b.jsonl", "{\"text\": \"ok\"}\n");
   test::write_file(c.dir.path() / "in/e.jsonl.gz", std::string("\x1f\x8b\x08\x00rest", 8));
   CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
-                       doctest::Contains("e.jsonl.gz' is gzip-compressed, not text"), ConfigError);
+                       doctest::Contains("e.jsonl.gz' is gzip-compressed, not UTF-8 text"),
+                       ConfigError);
   fs::remove(c.dir.path() / "in/e.jsonl.gz");
   test::write_file(c.dir.path() / "in/e.zst", std::string("\x28\xb5\x2f\xfd\x00\x00", 6));
   CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr), doctest::Contains("zstd-compressed"),
                        ConfigError);
   fs::remove(c.dir.path() / "in/e.zst");
+  // Nor are archives and UTF-16 (its every other byte a NUL).
+  test::write_file(c.dir.path() / "in/e.zip", std::string("PK\x03\x04rest", 8));
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
+                       doctest::Contains("e.zip' is a zip archive, not UTF-8 text"), ConfigError);
+  fs::remove(c.dir.path() / "in/e.zip");
+  test::write_file(c.dir.path() / "in/e.txt", std::string("\xff\xfeh\0i\0", 6));
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
+                       doctest::Contains("e.txt' is UTF-16 text, not UTF-8 text; convert it first"),
+                       ConfigError);
   // Text that merely starts like bzip2's magic is text.
   test::write_file(c.dir.path() / "in/e.txt", "BZh is not a word\n");
   CHECK_NOTHROW(prepare_data(c.request("y"), nullptr));
@@ -278,6 +288,48 @@ TEST_CASE("prepare-data: inputs it cannot read as asked are named with their lin
   missing.inputs = {(c.dir.path() / "nowhere").string()};
   CHECK_THROWS_WITH_AS(prepare_data(missing, nullptr), doctest::Contains("nowhere' does not exist"),
                        ConfigError);
+}
+
+TEST_CASE("prepare-data: an earlier preparation in an input folder is no text to encode") {
+  Corpus c;
+  fill(c);
+  REQUIRE_NOTHROW(prepare_data(c.request("in/old"), nullptr));
+  // Prepared again, with its own outputs in the folder: those are left out, as before.
+  PrepareRequest again = c.request("in/old");
+  again.overwrite = true;
+  CHECK(prepare_data(again, nullptr).progress.documents == 5);
+  // Into another prefix, the first one's files are inputs: each is refused, not read as text.
+  try {
+    prepare_data(c.request("new"), nullptr);
+    FAIL("an earlier preparation's files were encoded as text");
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK((contains_text(what, "old.bin' is the token file of an earlier preparation") ||
+           contains_text(what, "old.idx' is a token index")));
+  }
+  PrepareRequest left_out = c.request("new");
+  left_out.exclude = {"*.dat", "old.*"};
+  CHECK(prepare_data(left_out, nullptr).progress.documents == 5);
+}
+
+TEST_CASE("prepare-data: an output folder it cannot make, or an index it cannot write, is an "
+          "I/O error, and no token file is left as if finished") {
+  Corpus c;
+  fill(c);
+  test::write_file(c.dir.path() / "afile", "x");
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("afile/sub/corpus"), nullptr),
+                       doctest::Contains("cannot create the folder"), IoError);
+  // The index's temporary file cannot be made: the tokens keep their partial name, and a job
+  // finds no PREFIX.bin to take for a bare token file.
+  fs::create_directories(c.dir.path() / "out/corpus.idx.tmp");
+  CHECK_THROWS_AS(prepare_data(c.request("out/corpus"), nullptr), IoError);
+  CHECK_FALSE(fs::exists(c.dir.path() / "out/corpus.bin"));
+  CHECK_FALSE(fs::exists(c.dir.path() / "out/corpus.idx"));
+  // Once it can, the same command finishes the preparation.
+  fs::remove(c.dir.path() / "out/corpus.idx.tmp");
+  CHECK(prepare_data(c.request("out/corpus"), nullptr).progress.documents == 5);
+  CHECK(fs::exists(c.dir.path() / "out/corpus.bin"));
 }
 
 TEST_CASE("prepare-data: .ndjson is JSONL too, and an empty text is no document") {

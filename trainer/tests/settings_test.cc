@@ -90,6 +90,14 @@ TEST_CASE("validation data: each way of getting it wrong is named with its place
                  "job.toml:4:12: synthetic data validates on a seeded stream of its own; remove "
                  "data.val_path"));
   CHECK(contains(error_of(text + "val_fraction = -0.1\n"), "val_fraction"));
+  // Validation on a file the job trains on: the same path, or one of a blend's, in any spelling.
+  CHECK(contains(error_of(text + "val_path = \"./t.txt\"\n"),
+                 "job.toml:6:12: data.val_path names a file the job trains on (./t.txt)"));
+  CHECK(contains(
+      error_of(std::string(kSmoke) + "[data]\nkind = \"text\"\npaths = [\"a.txt\", \"t.txt\"]\n"
+                                     "val_path = \"t.txt\"\n"),
+      "data.val_path names a file the job trains on"));
+  CHECK_FALSE(contains(error_of(text + "val_path = \"v.txt\"\n"), "trains on"));
   // Synthetic data needs nothing more; file data with a held-out share evaluates at the end.
   const JobSettings s = JobSettings::of(
       load_config_string(std::string(kSmoke) + "[eval]\nevery_steps = 3\n", "job.toml"));

@@ -1,9 +1,12 @@
 // compose and recompose: communicator, strategy, optimizer, tiers and engine from a job's
 // settings and the plugin catalog.
-#include <tuple>
-#include "compose/offload_tiers.h"
 #include "zt/host/compose.h"
 
+#include <ATen/Context.h>
+
+#include <tuple>
+
+#include "compose/offload_tiers.h"
 #include "zt/error.h"
 #include "zt/host/flight_recorder.h"
 #include "zt/host/plugin_loader.h"
@@ -114,12 +117,26 @@ void check_host_layout(Communicator& comm, const EngineSettings& settings, const
   }
 }
 
+// launch.device = "cuda" where LibTorch has no CUDA device: refused before any part is made. The
+// engine computes on the CPU whatever the key says (it reaches only the tiers' pinned host
+// memory so far), so a job without offload would otherwise train on the CPU as if it were on a
+// GPU, and one with offload_cpu failed at its first allocation in LibTorch's words.
+void check_launch_device(const EngineSettings& settings) {
+  if (settings.launch.device != "cuda" || at::hasCUDA()) return;
+  throw ConfigError(
+      settings.places.key_at("launch.device") +
+      " = \"cuda\", but this LibTorch has no CUDA device (a CPU-only build, or no "
+      "GPU or driver here); the engine computes on the CPU in this release, and the "
+      "key only pins offload_cpu's host memory for a GPU: set launch.device = \"cpu\"");
+}
+
 // Everything but the communicator, which `c` has: the engine (`make_engine` builds it over the
 // parts) and what it is composed of.
 void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog& catalog,
                    const RankEnv& env, Store& store, std::chrono::milliseconds timeout,
                    const std::function<void(EngineOptions&)>& adjust,
                    const MakeEngine& make_engine) {
+  check_launch_device(settings);
   c.shard_id = settings.shard.id;
   c.strategy = make_shard_strategy(settings, catalog);
   c.optimizer_id = settings.optimizer.id;
@@ -141,6 +158,7 @@ void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog
 Composition compose_all(const EngineSettings& settings, PluginCatalog& catalog, const RankEnv& env,
                         Store& store, std::chrono::milliseconds timeout, const ComposeHooks& hooks,
                         const MakeEngine& make_engine) {
+  check_launch_device(settings);  // before the communicator, whose plugin may want the device
   Composition c;
   // Observed: every collective goes through the flight recorder and the timeline trace.
   ObserveOptions observe;

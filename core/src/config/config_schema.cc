@@ -43,7 +43,10 @@ SectionSpec launch_section() {
                    "local ranks to spawn when no torchrun/mpirun/srun environment is "
                    "present",
                    1, 1024),
-           opt_string("device", "cpu", "where compute runs", {"cpu", "cuda"}),
+           opt_string("device", "cpu",
+                      "cuda: the offload tiers pin their host memory for a GPU (the engine "
+                      "computes on the CPU)",
+                      {"cpu", "cuda"}),
            opt_int("max_restarts", 0,
                    "zt's launcher: when a rank dies, start every rank again with --resume "
                    "auto (from the newest checkpoint), at most this many times",
@@ -295,15 +298,16 @@ void codecs_need_their_stage(const Config& config, ConfigBreaks& broken) {
   }
 }
 
-void fp16_needs_cuda(const Config& config, ConfigBreaks& broken) {
+// LibTorch has no fp16 matrix kernels on the CPU, and the engine computes there whatever
+// launch.device says (today it pins the offload tiers' host memory only): an fp16 job would fail
+// in its first matmul with ATen's words, or train on the CPU in a dtype it was not meant for.
+void fp16_needs_gpu_engine(const Config& config, ConfigBreaks& broken) {
   const Options& precision = config.section("precision");
-  if (precision.get_string("compute") != "fp16" ||
-      config.section("launch").get_string("device") != "cpu") {
-    return;
-  }
+  if (precision.get_string("compute") != "fp16") return;
   broken.push_back(key_at(precision, "compute") +
-                   ": precision.compute = \"fp16\" needs launch.device = \"cuda\": LibTorch has "
-                   "no fp16 matrix kernels on the CPU; use \"bf16\" there");
+                   ": precision.compute = \"fp16\" needs the engine on a GPU, and this release's "
+                   "engine computes on the CPU (launch.device = \"cuda\" pins the offload tiers' "
+                   "host memory only), where LibTorch has no fp16 matrix kernels; use \"bf16\"");
 }
 
 // The core's sections and rules, and what programs added (add_config_sections).
@@ -321,7 +325,7 @@ std::vector<ConfigRule>& rules() {
       {"mics_shard_size and shard_group_size agree", shard_group_names_agree},
       {"training needs an optimizer, and a shard strategy from stage 1",
        training_needs_its_plugins},
-      {"fp16 needs cuda", fp16_needs_cuda},
+      {"fp16 needs a GPU engine", fp16_needs_gpu_engine},
       {"the loss scaler's bounds agree", loss_scaler_bounds_agree},
       {"codecs need their stage", codecs_need_their_stage}};
   return list;

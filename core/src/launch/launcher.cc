@@ -443,6 +443,13 @@ class Supervisor {
       // A rank failed already: the others cannot finish a step without it, so no draining;
       // they get `grace`, and the failure stays what the result reports.
       begin_stop(result_.message, result_.exit_code);
+      stop_signal_at_ = std::chrono::steady_clock::now();
+      return;
+    }
+    if (stopping_ && stop_signal_at_ == std::chrono::steady_clock::time_point{}) {
+      // The first signal of a stop that a failure or the timeout began: the ranks keep their
+      // grace (a flight record may be on its way out); a Ctrl-C a second or more later kills.
+      stop_signal_at_ = std::chrono::steady_clock::now();
       return;
     }
     if (stopping_ && sig != SIGINT) {
@@ -577,7 +584,9 @@ class Supervisor {
   bool stopping_ = false;
   std::chrono::steady_clock::time_point stop_at_{};
   std::chrono::steady_clock::time_point kill_at_{};
-  std::chrono::steady_clock::time_point stop_signal_at_{};  // the signal that began draining
+  // The launcher's first signal of the stop (the epoch until one came): a copy of it within a
+  // second is the same Ctrl-C, a later one asks to kill.
+  std::chrono::steady_clock::time_point stop_signal_at_{};
 };
 
 // The first port of the kernel's ephemeral range (net.ipv4.ip_local_port_range), from which

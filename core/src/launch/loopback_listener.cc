@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -43,9 +44,11 @@ int listening_port(int fd) {
 }  // namespace
 
 bool is_loopback_host(const std::string& host) {
+  if (::strcasecmp(host.c_str(), "localhost") == 0) return true;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST;  // a literal address only: names are resolved per host
   addrinfo* found = nullptr;
   if (host.empty() || ::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
   bool all = found != nullptr;

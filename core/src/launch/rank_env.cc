@@ -182,21 +182,28 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
     env.found = true;
     env.source = s.source;
     if (env.source == std::string("torchrun") && getenv("ZT_LAUNCHER")) env.source = "zt launcher";
+    // A step's own task count first: SLURM_NTASKS can be the allocation's (`srun -E -n 2` in an
+    // `sbatch -n 4`, salloc's interactive step), and rank 0 waited for ranks never started.
+    const char* world = s.world;
+    const char* step_tasks = getenv("SLURM_STEP_NUM_TASKS");
+    if (env.source == std::string("slurm") && step_tasks && *step_tasks != '\0') {
+      world = "SLURM_STEP_NUM_TASKS";
+    }
     // Set but empty (`export WORLD_SIZE=$UNSET`) is no value: taken for the defaults, every
     // process ran as rank 0 of a one-rank job.
-    for (const char* name : {s.rank, s.world}) {
+    for (const char* name : {s.rank, world}) {
       if (*getenv(name) != '\0') continue;
       throw ConfigError(std::string(s.source) + " environment: " + name +
                         " is set but empty; give it the rank count or rank the launcher meant, "
                         "or unset it");
     }
     env.rank = parse_int(getenv, s.rank, 0);
-    env.world = parse_int(getenv, s.world, 1);
+    env.world = parse_int(getenv, world, 1);
     env.local_rank = parse_int(getenv, s.local, env.rank);
     env.local_world = s.local_world ? parse_int(getenv, s.local_world, 0) : 0;
     if (env.world < 1 || env.rank >= env.world) {
       throw ConfigError(std::string(s.source) + " environment: " + s.rank + "=" +
-                        std::to_string(env.rank) + " is not below " + s.world + "=" +
+                        std::to_string(env.rank) + " is not below " + world + "=" +
                         std::to_string(env.world) + "; fix the launcher's environment");
     }
     break;

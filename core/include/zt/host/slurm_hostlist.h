@@ -26,8 +26,9 @@ ZT_API std::vector<std::string> expand_slurm_hostlist(const std::string& list,
 
 // The rendezvous port of a launcher's job `job_id` (Slurm's SLURM_JOB_ID, Open MPI's job
 // family): 15000 plus its last four decimal digits, so the port is fixed for the job and its
-// requeues, below Linux's ephemeral range (32768 on), and two jobs sharing a host collide only
-// when their ids end alike (then set MASTER_PORT).
+// requeues, below Linux's ephemeral range (32768 on). Two ids that end alike collide: jobs
+// sharing a host, or (Slurm passes job + 997 x step) one job's step and another's, such as job
+// 1000's step 1 and job 1997's step 0; set MASTER_PORT there.
 ZT_API int job_rendezvous_port(int64_t job_id);
 
 }  // namespace zt
