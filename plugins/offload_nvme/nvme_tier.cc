@@ -302,8 +302,17 @@ int64_t NvmeTier::allocate(const std::string& name, int64_t bytes) {
   region.file = std::make_shared<File>();
   region.file->fd = open_region_file(region.path);
   if (region.file->fd < 0) {
+    const int error_number = errno;
+    // Each region keeps its file open for the job: out of descriptors, another folder cannot
+    // help; fewer regions or a higher limit do.
+    const bool out_of_files = error_number == EMFILE || error_number == ENFILE;
     throw IoError("offload_nvme: cannot create " + region.path + " for region '" + name + "' " +
-                  step_text() + ": " + errno_text(errno) + "; " + kWayOutPath);
+                  step_text() + ": " + errno_text(error_number) + "; " +
+                  (out_of_files ? "every offloaded group keeps 4-5 files open (master, states, "
+                                  "gradient, stage-3 parameters): raise the open-file limit "
+                                  "(ulimit -n, or LimitNOFILE for a service), or offload fewer, "
+                                  "larger groups (shard_bucket)"
+                                : kWayOutPath));
   }
   if (region.bytes > 0) {
     int rc = posix_fallocate(region.file->fd, 0, region.bytes);

@@ -4,7 +4,10 @@
 #include <torch/extension.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "data/bpe_tokenizer.h"
 #include "data/tokenizer_files.h"
@@ -60,6 +63,21 @@ py::dict times_dict(const zt::EngineTimes& t) {
   return d;
 }
 
+// A private folder for the ranks' offload notes (ZT_OFFLOAD_NOTES), under TMPDIR; "" (a warning)
+// where none can be made: the job runs, and a killed rank's files stay.
+std::string offload_notes_folder() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/zt-offload-notes-XXXXXX";
+  if (::mkdtemp(path.data()) == nullptr) {
+    std::fprintf(stderr,
+                 "zt: warning: cannot make a folder under TMPDIR for the ranks' offload notes "
+                 "(%s); offload files of ranks that are killed stay\n",
+                 std::strerror(errno));
+    return "";
+  }
+  return path;
+}
+
 // Runs `argv` on `nproc` local ranks under zt's launcher (the trainer's supervision: a rank that
 // fails stops the others, naming it). Returns (exit code, failed rank, message, its last line,
 // the signal that stopped the launcher or 0).
@@ -77,11 +95,21 @@ py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::str
   for (const auto& var : zt::blas_env_for_children(zt::probe_blas())) spec.env.push_back(var);
   spec.env.push_back(
       {"GLIBC_TUNABLES", zt::glibc_tunables_for_training(zt::glibc_tunables(environ))});
-  spec.env.push_back({"ZT_JOB_ID", zt::draw_job_id()});
+  const std::string job = zt::draw_job_id();
+  spec.env.push_back({"ZT_JOB_ID", job});
+  // The ranks note their file tiers' folders here: this launcher does not read their configs,
+  // and a rank it stops (SIGTERM: Python runs no destructor) or that leaves at once after an
+  // uncaught exception removes none of its files.
+  const std::string notes = offload_notes_folder();
+  if (!notes.empty()) spec.env.push_back({"ZT_OFFLOAD_NOTES", notes});
   zt::LaunchResult r;
   {
     py::gil_scoped_release released;
     r = zt::launch_local(spec);
+  }
+  if (!notes.empty()) {
+    for (const std::string& folder : zt::remove_noted_offload_folders(notes, job))
+      std::fprintf(stderr, "zt: removed offload files left by stopped ranks: %s\n", folder.c_str());
   }
   return py::make_tuple(r.exit_code, r.failed_rank, r.message, r.error_line, r.launcher_signal);
 }

@@ -191,9 +191,17 @@ void ModuleEngine::abort_forward() { live().abort_forward(); }
 double ModuleEngine::scheduled_lr() const { return schedule_.lr(live().optimizer_steps()); }
 
 StepReport ModuleEngine::step(double lr) {
-  const StepReport report = live().step(lr);
-  ++steps_;
-  return report;
+  try {
+    const StepReport report = live().step(lr);
+    ++steps_;
+    return report;
+  } catch (const NumericError&) {
+    // A step dropped for a loss or gradient that is not finite took its global batch all the
+    // same: a script that catches it trains on from the next one, and the next sample a
+    // checkpoint records must not replay that batch.
+    ++steps_;
+    throw;
+  }
 }
 
 at::Tensor ModuleEngine::full_param(const std::string& name) {

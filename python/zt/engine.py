@@ -12,6 +12,7 @@ gradients are taken.
 
 import atexit
 import contextlib
+import copy
 import json
 import math
 import os
@@ -243,8 +244,9 @@ class Engine:
         (backward(loss)); under torch.no_grad() it is an evaluation. Floating inputs are cast
         to the compute dtype ([precision] compute), and every tensor goes to the engine's device."""
         if self._open:
-            raise RuntimeError("zt: the previous forward has no backward(loss) yet; call "
-                               "engine.abort() to drop it")
+            raise RuntimeError("zt: the previous forward has no engine.backward(loss) yet (a "
+                               "plain loss.backward() is not the engine's: call "
+                               "engine.backward(loss)); call engine.abort() to drop it")
         args = [self._cast(a) for a in args]
         kwargs = {k: self._cast(v) for k, v in kwargs.items()}
         training = torch.is_grad_enabled()
@@ -378,12 +380,34 @@ class Engine:
         """A full optimizer state of `name`, e.g. "exp_avg" (collective)."""
         return self._core.optimizer_state(name, state)
 
+    def _parameter_names(self, params):
+        """gathered_parameters' names from a name, names, or (DeepSpeed's form) the module's own
+        parameters. Each name is one collective, so every rank must list them in one order: a
+        set, whose order differs from rank to rank (string hashes are salted per process), is
+        sorted."""
+        unordered = isinstance(params, (set, frozenset))
+        if isinstance(params, (str, torch.Tensor)):
+            params = [params]
+        by_id = None
+        names = []
+        for p in params:
+            if isinstance(p, torch.Tensor):
+                if by_id is None:
+                    by_id = {id(t): n for n, t in self.module.named_parameters()}
+                if id(p) not in by_id:
+                    raise TypeError("gathered_parameters: a tensor that is no parameter of the "
+                                    "engine's module; pass parameter names "
+                                    "(engine.parameter_names()) or the module's own parameters")
+                p = by_id[id(p)]
+            names.append(p)
+        return sorted(names) if unordered else names
+
     @contextlib.contextmanager
     def gathered_parameters(self, names, modifier_rank=None):
         """DeepSpeed's GatheredParameters: yields {name: full fp32 value} on every rank
         (collective). With modifier_rank, that rank's edits (in place, or tensors put back in the
         dict) are written into every rank's shards when the block ends."""
-        names = [names] if isinstance(names, str) else list(names)
+        names = self._parameter_names(names)
         values = dict(self._core.gathered(names))
         modifier = -1 if modifier_rank is None else int(modifier_rank)
         body_raised = False
@@ -503,9 +527,18 @@ def _map_tensors(value, fn):
         return fn(value)
     if isinstance(value, (list, tuple)):
         mapped = [_map_tensors(v, fn) for v in value]
-        return type(value)(mapped) if type(value) in (list, tuple) else type(value)(*mapped)
+        if hasattr(value, "_fields"):  # a namedtuple takes its fields as arguments
+            return type(value)(*mapped)
+        try:  # torch.Size and torch.return_types take one sequence, as tuple and list do
+            return type(value)(mapped)
+        except TypeError:
+            return tuple(mapped) if isinstance(value, tuple) else mapped
     if isinstance(value, dict):
-        return type(value)((k, _map_tensors(v, fn)) for k, v in value.items())
+        # A copy keeps what the type holds beside its items (a defaultdict's factory).
+        out = copy.copy(value)
+        for k, v in value.items():
+            out[k] = _map_tensors(v, fn)
+        return out
     return value
 
 

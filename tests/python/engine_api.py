@@ -6,6 +6,7 @@ module's floating buffers in the compute dtype with rank 0's values (bf16); a re
 empty (shape [0]) outside its unit's call; every rank loads the checkpoint rank 0 loads.
 """
 
+import collections
 import os
 import pathlib
 import shutil
@@ -28,7 +29,24 @@ def model():
     return torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
 
 
+def mapped_containers():
+    """Inputs and targets keep their containers' types through the engine's cast: shapes,
+    named tuples, torch.return_types and defaultdicts (the last two raised TypeError)."""
+    from zt.engine import _map_tensors
+    double = lambda t: t * 2
+    x = torch.ones(2, 3)
+    assert _map_tensors(x.shape, double) == torch.Size([2, 3])
+    top = _map_tensors(torch.max(x, 0), double)
+    assert type(top).__name__ == "max" and torch.equal(top.values, torch.full((3,), 2.0)), top
+    pair = collections.namedtuple("Pair", "a b")
+    assert torch.equal(_map_tensors(pair(x, 1), double).a, x * 2)
+    counts = _map_tensors(collections.defaultdict(int, {"x": x}), double)
+    assert isinstance(counts, collections.defaultdict) and counts["y"] == 0, counts
+    assert torch.equal(counts["x"], x * 2)
+
+
 def main():
+    mapped_containers()
     net = model()
     engine = zt.initialize(net, config=CONFIG)
     rank, world = engine.rank, engine.world_size
@@ -65,6 +83,28 @@ def main():
     with engine.gathered_parameters(["0.weight", "2.bias"]) as full:
         assert torch.equal(full["0.weight"], reference[0].weight.detach())
         assert torch.equal(full["2.bias"], reference[2].bias.detach())
+    # A set (its order differs between ranks: string hashes are salted per process) and the
+    # module's own parameters, DeepSpeed's form, name the same values.
+    with engine.gathered_parameters({"0.weight", "0.bias", "2.bias"}) as full:
+        assert torch.equal(full["0.weight"], reference[0].weight.detach())
+        assert torch.equal(full["0.bias"], reference[0].bias.detach())
+    with engine.gathered_parameters([net[0].weight, net[2].bias]) as full:
+        assert sorted(full) == ["0.weight", "2.bias"], sorted(full)
+        assert torch.equal(full["2.bias"], reference[2].bias.detach())
+    try:
+        with engine.gathered_parameters(torch.zeros(3)):
+            pass
+        return "a tensor that is no parameter was taken"
+    except TypeError as e:
+        assert "no parameter of the engine's module" in str(e), str(e)
+    # Ranks that list other parameters are refused on every rank, naming the way out.
+    try:
+        with engine.gathered_parameters(["0.weight", "2.bias"] if rank == 0 else
+                                        ["2.bias", "0.weight"]):
+            pass
+        return "ranks asking for parameters in other orders were not refused"
+    except zt.ConfigError as e:
+        assert "in the same order" in str(e), str(e)
     # Rank 1's edit counts, on every rank.
     with engine.gathered_parameters("2.bias", modifier_rank=1) as full:
         full["2.bias"].fill_(0.25 if rank == 1 else -7.0)

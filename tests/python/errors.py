@@ -111,6 +111,7 @@ def main():
     out = accum(torch.randn(3, 4))
     accum.backward(((out - torch.randn(3, 2)) ** 2).mean())
     assert accum.step() is None
+    steps = accum.global_steps
     out = accum(torch.randn(3, 4))
     loss = accum.backward(((out - torch.randn(3, 2)) ** 2).mean() * float("inf"))
     if not isinstance(loss, torch.Tensor) or not torch.isinf(loss):
@@ -121,6 +122,9 @@ def main():
     except zt.NumericError as e:
         assert "loss is inf" in str(e) and "(micro step 2)" in str(e), str(e)
         assert "nothing of the step was applied" in str(e), str(e)
+    # The dropped step took its batch: it counts, so a checkpoint's next sample does not replay it.
+    if accum.global_steps != steps + 1:
+        return f"global_steps {accum.global_steps} after a dropped step, not {steps + 1}"
     for name in names:
         if not torch.equal(accum.full_param(name), before[name]):
             return f"{name} changed in the step whose loss was inf"
@@ -332,7 +336,7 @@ def main():
 
     print("errors: ConfigError, a unit's error named, the engine trains on, outside use refused, "
           "a closed engine says so")
-    return checkpointed_twice()
+    return checkpointed_twice() or stray_backward(0) or stray_backward(3)
 
 
 class Twice(torch.nn.Module):
@@ -352,6 +356,45 @@ class Twice(torch.nn.Module):
         for _ in range(2):
             x = torch.utils.checkpoint.checkpoint(self.block, x, use_reentrant=self.reentrant)
         return self.head(x)
+
+
+def stray_backward(stage):
+    """A plain loss.backward() (the PyTorch and FSDP habit) is not the engine's: the next
+    forward says so, and abort() or an engine.backward after it skip the step, on every rank,
+    instead of counting its gradients twice (they waited in .grad at stages 0-1, and were partly
+    summed into the shards at 2-3)."""
+    engine = zt.initialize(Fragile(), config=dict(CONFIG, zero={"stage": stage}))
+    before = engine.full_param("a.weight").clone()
+    x, y = torch.randn(3, 4), torch.randn(3, 2)
+    torch.nn.functional.mse_loss(engine(x), y).backward()
+    try:
+        engine(x)
+        return f"stage {stage}: a forward after a plain loss.backward() was taken"
+    except RuntimeError as e:
+        assert "engine.backward(loss)" in str(e) and "loss.backward()" in str(e), str(e)
+    engine.abort()
+    engine.backward(engine.loss(x, y))
+    report = engine.step()
+    if not report["skipped"] or not torch.equal(engine.full_param("a.weight"), before):
+        return f"stage {stage}: the step of a plain loss.backward() and abort() applied: {report}"
+    # engine.backward after the plain one, without abort(): refused, and the step skipped.
+    out = engine(x)
+    torch.nn.functional.mse_loss(out, y).backward()
+    try:
+        engine.backward(torch.nn.functional.mse_loss(out, y))
+        return f"stage {stage}: engine.backward after a plain loss.backward() was taken"
+    except zt.ConfigError as e:
+        assert "count its gradients twice" in str(e), str(e)
+    engine.backward(engine.loss(x, y))  # the micro step again, as a caller that catches it would
+    report = engine.step()
+    if not report["skipped"] or not torch.equal(engine.full_param("a.weight"), before):
+        return f"stage {stage}: the step of two backward passes applied: {report}"
+    engine.backward(engine.loss(x, y))
+    if engine.step()["skipped"]:
+        return f"stage {stage}: the step after the skipped ones did not train"
+    engine.close()
+    print(f"errors: stage {stage}: a plain loss.backward() skips its step, never counts twice")
+    return None
 
 
 def checkpointed_twice():

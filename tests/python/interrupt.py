@@ -7,9 +7,11 @@ ends, it does not start again. A plain process (run.sh NPROC 0)."""
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 WORKER = r'''
@@ -39,13 +41,16 @@ time.sleep(60)
 
 
 # Rank 1's script raises after a few steps; rank 0 goes on to its next step's collectives. The
-# communicators wait up to launch.timeout_s (300 s here) for a peer.
+# communicators wait up to launch.timeout_s (300 s here) for a peer. Optimizer states in
+# offload_nvme's files under ZT_TEST_NVME: no rank that leaves so removes its own.
 RAISING = r'''
 import os, torch, zt
 m = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
 e = zt.initialize(m, config={"zero": {"stage": 3}, "launch": {"timeout_s": 300},
                   "plugins": {"comm": "comm_ucx", "shard": "shard_bucket",
-                              "optimizer": "optim_hybrid_adam"}})
+                              "optimizer": "optim_hybrid_adam",
+                              "offload_optimizer": "offload_nvme"},
+                  "plugin": {"offload_nvme": {"path": os.environ["ZT_TEST_NVME"]}}})
 for step in range(1000000):
     if step == 3 and e.rank == 1:
         raise ValueError("the script of rank 1 failed")
@@ -140,12 +145,15 @@ def signal_during_restartable_failure():
 
 def uncaught_exception_on_one_rank():
     """A rank whose script raises leaves at once: its exit's collective shutdown waited for a
-    rank that was in its next step, until launch.timeout_s, and the launcher with it."""
+    rank that was in its next step, until launch.timeout_s, and the launcher with it. Neither
+    rank removes its offload files so (the other is stopped by SIGTERM): the launcher does."""
     worker = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"zt-raising-{os.getpid()}.py")
     with open(worker, "w") as f:
         f.write(RAISING)
+    nvme = tempfile.mkdtemp(prefix="zt-raising-nvme-")
     job = subprocess.Popen([sys.executable, "-m", "zt.launch", "--nproc", "2", worker],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           env=dict(os.environ, ZT_TEST_NVME=nvme))
     try:
         code = job.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -158,7 +166,12 @@ def uncaught_exception_on_one_rank():
     if code == 0 or "ValueError: the script of rank 1 failed" not in out or "rank 1" not in \
             out.splitlines()[-1]:
         return f"the launcher exited {code} without naming rank 1's failure: {out[-1500:]}"
-    print("interrupt: a rank's uncaught exception ended the job at once, rank 1 named")
+    left = os.listdir(nvme)
+    shutil.rmtree(nvme)
+    if left or "removed offload files left by stopped ranks" not in out:
+        return f"offload files the stopped ranks left were not removed: {left}: {out[-1500:]}"
+    print("interrupt: a rank's uncaught exception ended the job at once, rank 1 named, and the "
+          "launcher removed the ranks' offload files")
     return None
 
 

@@ -77,6 +77,34 @@ TEST_CASE("IoWork: a wait that runs out is an I/O error about the storage, and t
   CHECK_THROWS_WITH_AS(work.wait(), "short read of region 'x'", zt::IoError);
 }
 
+namespace {
+
+// An IoWork whose transfer fails with a storage error just as its wait runs out: between the
+// timeout and the wait's look at whether it finished.
+class FailsAtTheTimeout final : public zt::IoWork {
+ public:
+  using zt::IoWork::IoWork;
+  bool is_completed() override {
+    if (!failed_) {
+      failed_ = true;
+      complete(
+          std::make_exception_ptr(zt::IoError("write of region 'x': No space left on device")));
+    }
+    return zt::IoWork::is_completed();
+  }
+
+ private:
+  bool failed_ = false;
+};
+
+}  // namespace
+
+TEST_CASE("IoWork: a transfer that fails as the wait runs out gives its own error, not the "
+          "timeout's") {
+  FailsAtTheTimeout work("offload_nvme: write of 4096 bytes", 1000ms);
+  CHECK_THROWS_WITH_AS(work.wait(0ms), "write of region 'x': No space left on device", zt::IoError);
+}
+
 TEST_CASE("CompletedWork is done at once and delivers the failure it was given") {
   zt::CompletedWork ok;
   CHECK(ok.is_completed());

@@ -2,10 +2,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "compose/offload_tiers.h"
@@ -20,6 +22,28 @@ namespace {
 // Each offload role with its choice in the settings.
 std::vector<const PluginChoice*> offload_roles(const EngineSettings& settings) {
   return {&settings.offload_optimizer, &settings.offload_param};
+}
+
+// <path>/zt-<job>: where a file tier of `role` keeps this job's files (zt/offload.h).
+std::filesystem::path job_folder(const PluginChoice& role, const std::string& job) {
+  return std::filesystem::path(role.options.get_string("path")) / ("zt-" + job);
+}
+
+// Tells the launcher, where it asked (remove_noted_offload_folders), which folder to clear
+// should this rank be killed. A note that cannot be written is a warning: the job can train.
+void note_offload_folder(const std::filesystem::path& folder, int rank, const std::string& id) {
+  const char* notes = std::getenv("ZT_OFFLOAD_NOTES");
+  if (!notes || !*notes) return;
+  const std::filesystem::path note = std::filesystem::path(notes) /
+                                     ("rank-" + std::to_string(rank) + "-" + id);
+  std::FILE* f = std::fopen(note.c_str(), "w");
+  if (!f || std::fprintf(f, "%s\n", std::filesystem::absolute(folder).c_str()) < 0 ||
+      std::fclose(f) != 0) {
+    std::fprintf(stderr,
+                 "zt: warning: cannot note offload folder %s in %s: %s; should this rank be "
+                 "killed, remove it by hand\n",
+                 folder.c_str(), notes, std::strerror(errno));
+  }
 }
 
 }  // namespace
@@ -78,6 +102,8 @@ OffloadTiers make_offload_tiers(const EngineSettings& settings, PluginCatalog& c
     (role == &settings.offload_optimizer ? tiers.optimizer_id : tiers.param_id) = role->id;
     if (tiers.by_id.count(role->id)) continue;
     const OffloadPlugin& plugin = catalog.offload(role->id, role->key);
+    if (offloads_to_files(*role))
+      note_offload_folder(job_folder(*role, tiers.job), env.rank, role->id);
     OffloadContext context{env.rank, role->key, tiers.job, cuda};
     // Observed: a rank blocked on a transfer says which region (flight recorder, trace).
     tiers.by_id[role->id] = observe_tier(plugin.create(role->options, context), role->id);
@@ -100,14 +126,31 @@ std::vector<std::string> remove_offload_leftovers(const EngineSettings& settings
   std::vector<std::string> removed;
   for (const PluginChoice* role : offload_roles(settings)) {
     if (!offloads_to_files(*role)) continue;
-    std::filesystem::path folder = std::filesystem::path(role->options.get_string("path")) /
-                                   ("zt-" + job);
+    const std::filesystem::path folder = job_folder(*role, job);
     std::error_code ec;
     if (std::filesystem::exists(folder, ec)) {
       std::filesystem::remove_all(folder, ec);
       removed.push_back(folder.string());
     }
   }
+  return removed;
+}
+
+std::vector<std::string> remove_noted_offload_folders(const std::string& notes,
+                                                      const std::string& job) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(notes, ec), end; !ec && it != end; it.increment(ec)) {
+    std::ifstream note(it->path());
+    for (std::string line; std::getline(note, line);) {
+      const std::filesystem::path folder(line);
+      // Only this job's own folders: a note names nothing else, whatever else it says.
+      if (folder.filename() != "zt-" + job || !std::filesystem::exists(folder, ec)) continue;
+      std::filesystem::remove_all(folder, ec);
+      if (std::find(removed.begin(), removed.end(), line) == removed.end()) removed.push_back(line);
+    }
+  }
+  std::filesystem::remove_all(notes, ec);
   return removed;
 }
 

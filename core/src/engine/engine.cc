@@ -271,13 +271,18 @@ struct Engine::Impl {
   // partial gradients in no later step: the step it belongs to is skipped (a caller that goes
   // on calls step(), which skips it on every rank).
   void fail_backward() {
+    drop_micro_step();
+    release_forward();
+  }
+
+  // The micro step's gradients, partly reduced or not, go nowhere: the step is skipped.
+  void drop_micro_step() {
     stepper.poison();
     try {
       reducer.abandon_micro_step();
     } catch (...) {
       // The backward's own error says more; this one (a reduction that failed too) is lost.
     }
-    abort_forward();
   }
 
   // Stages 0-1 reduce at the step: a 16-bit job's micro steps are summed in fp32 meanwhile, as
@@ -431,6 +436,13 @@ struct Engine::Impl {
     if (driven != Driven::kTraining) {
       throw InternalError("Engine::backward without a training begin_forward()");
     }
+    if (reducer.gradients_arrived()) {
+      abort_forward();  // the step is skipped: its gradients would count twice
+      throw ConfigError(
+          "backward: a backward already ran for this forward outside Engine::backward (a plain "
+          "loss.backward()), and a second one would count its gradients twice; this step is "
+          "skipped on every rank. Call engine.backward(loss) only");
+    }
     if (!loss.defined() || loss.numel() != 1) {
       abort_forward();
       throw ConfigError("backward takes the loss as one value; this one has shape " +
@@ -457,7 +469,16 @@ struct Engine::Impl {
     driven = Driven::kNone;
   }
 
+  // A backward that ran outside backward() (a plain loss.backward() from Python) reached the
+  // reducer: its gradients wait in .grad (stages 0-1) or were partly summed into the shards
+  // (stages 2-3), where the micro step done again would count them twice. The step is skipped,
+  // as after a failed backward.
   void abort_forward() {
+    if (driven == Driven::kTraining && reducer.gradients_arrived()) drop_micro_step();
+    release_forward();
+  }
+
+  void release_forward() {
     if (opt.stage == 3) gatherer.release_all();
     driven = Driven::kNone;
     driven_phase.reset();

@@ -48,6 +48,29 @@ std::vector<int> checked_indices(const EngineParts& e, const std::vector<std::st
   return out;
 }
 
+// Each parameter is one collective, its part on every rank summed or broadcast: ranks that list
+// others, or the same in another order (a Python set iterates in an order of its own on each
+// rank), or another modifier, summed one parameter's part with another's, silently. Refused on
+// every rank at once, before any of them.
+void check_ranks_agree(EngineParts& e, const std::vector<int>& indices, int modifier_rank) {
+  uint64_t fingerprint = 1469598103934665603ull;  // FNV-1a over the modifier and the indices
+  const auto mix = [&fingerprint](int64_t value) {
+    for (int b = 0; b < 8; ++b) {
+      fingerprint ^= static_cast<uint64_t>(value >> (8 * b)) & 0xff;
+      fingerprint *= 1099511628211ull;
+    }
+  };
+  mix(modifier_rank);
+  mix(static_cast<int64_t>(indices.size()));
+  for (int p : indices) mix(p);
+  const int differing = first_rank_differing(e.comm, fingerprint);
+  if (differing < 0) return;
+  throw ConfigError("with_gathered_parameters: rank " + std::to_string(differing) +
+                    " asked for other parameters than rank 0, or in another order, or with "
+                    "another modifier_rank; every rank passes the same names in the same order "
+                    "(a Python set's order differs between ranks: pass a sorted list)");
+}
+
 // The modifier's function may replace the tensors it was given, not change what they are.
 void check_edits(const ModelLayout& layout, const std::vector<int>& indices, const Params& params,
                  int rank) {
@@ -165,6 +188,7 @@ void write_back(EngineParts& e, const std::vector<int>& indices, int modifier,
 void with_gathered_parameters(EngineParts& e, const std::vector<std::string>& names,
                               int modifier_rank, const Engine::GatheredFn& fn) {
   const std::vector<int> indices = checked_indices(e, names, modifier_rank);
+  check_ranks_agree(e, indices, modifier_rank);
   Params params;
   for (int p : indices) params.emplace_back(e.layout.params[p].name, full_array(e, p, 0));
   run_agreed(e, indices, modifier_rank, fn, params);

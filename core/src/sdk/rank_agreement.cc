@@ -17,4 +17,16 @@ int highest_failed_rank(Communicator& comm, bool failed) {
   return static_cast<int>(max_over_ranks(comm, failed ? comm.rank() + 1.0f : 0.0f)) - 1;
 }
 
+int first_rank_differing(Communicator& comm, uint64_t fingerprint) {
+  const int world = comm.size();
+  if (world == 1) return -1;
+  const at::Tensor all = at::empty({world}, at::kLong);
+  all_gather_host(comm, all, at::full({1}, static_cast<int64_t>(fingerprint), at::kLong));
+  const int64_t* values = all.data_ptr<int64_t>();
+  for (int r = 1; r < world; ++r) {
+    if (values[r] != values[0]) return r;
+  }
+  return -1;
+}
+
 }  // namespace zt

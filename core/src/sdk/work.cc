@@ -38,8 +38,9 @@ void IoWork::wait(std::chrono::milliseconds timeout) {
     FutureWork::wait(timeout);
   } catch (const CommError&) {
     if (is_completed()) {
-      // The op's own failure, passed through; or it finished between the timeout and here.
-      if (exception()) throw;
+      // It finished between the timeout and here: its own failure (a storage error it met just
+      // then), not the timeout's CommError; or nothing, when it succeeded.
+      if (const std::exception_ptr failure = exception()) std::rethrow_exception(failure);
       return;
     }
     throw IoError(what() + " did not complete within " + std::to_string(timeout.count()) +

@@ -82,6 +82,7 @@ void GradReducer::begin_micro_step(int64_t step, int64_t index) {
   std::fill(ready_.begin(), ready_.end(), 0);
   std::fill(arrived_.begin(), arrived_.end(), 0);
   std::fill(reduced_.begin(), reduced_.end(), false);
+  any_arrived_ = false;
 }
 
 // A parameter's gradient arrives once per backward, after autograd summed its uses, except
@@ -91,6 +92,7 @@ void GradReducer::begin_micro_step(int64_t step, int64_t index) {
 // arrival counts once, and one after its group was reduced would be lost (or left for the next
 // step): refused.
 void GradReducer::on_grad_ready(int p) {
+  any_arrived_ = true;
   if (options_.stage < 2) return;
   const int g = layout_.params[p].group;
   if (reduced_[g]) {

@@ -79,6 +79,9 @@ class GradReducer {
   // buffers are in flight) and drops the gradients autograd left on the parameters. What it
   // added to the shards stays: the caller makes the step skip (ShardedStep::poison).
   void abandon_micro_step();
+  // Whether a parameter's gradient arrived since begin_micro_step: a backward ran (at every
+  // stage; stages 0-1 reduce only at the step).
+  bool gradients_arrived() const { return any_arrived_; }
   // Error feedback: group g's residual (fp32, its padded length: what encoding this rank's
   // gradients lost so far), or undefined without error feedback. Checkpoints save and restore it.
   const at::Tensor& residual(int g) const { return residuals_[g]; }
@@ -126,6 +129,7 @@ class GradReducer {
   std::vector<uintptr_t> hook_keys_;  // one per accumulator, for del_post_hook
   std::vector<int> ready_;     // per group: parameters whose gradient arrived this micro step
   std::vector<char> arrived_;  // per parameter: its gradient arrived this micro step
+  bool any_arrived_ = false;   // gradients_arrived()
   std::vector<bool> reduced_;  // per group: already sent this micro step
   std::vector<at::Tensor> residuals_;         // per group; undefined without error feedback
   std::vector<at::Tensor> across_residuals_;  // per group, MiCS's coded all-reduce

@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include "nvme_test_support.h"
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -340,6 +341,32 @@ TEST_CASE("the folder is <path>/zt-<job>/rank<r>/, one file per region named fro
   rank1.reset();
   CHECK_FALSE(fs::exists(dir.path() / "zt-job42"));
   CHECK(fs::exists(dir.path()));  // <path> itself is the user's
+}
+
+TEST_CASE("out of file descriptors, a region names the open-file limit, not another folder") {
+  TempDir dir;
+  auto tier = make_tier(dir.path().string(), {}, "job7", 0);
+  tier->prepare(4 * kMiB);
+  // A few descriptors above what this process holds now: the regions run out of them.
+  int open_now = 0;
+  for (auto it = fs::directory_iterator("/proc/self/fd"); it != fs::directory_iterator(); ++it)
+    ++open_now;
+  rlimit before{};
+  REQUIRE(getrlimit(RLIMIT_NOFILE, &before) == 0);
+  rlimit tight = before;
+  tight.rlim_cur = static_cast<rlim_t>(open_now + 4);
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  std::string error;
+  try {
+    for (int i = 0; i < 64; ++i) tier->allocate("r" + std::to_string(i), 4096);
+  } catch (const zt::IoError& e) {
+    error = e.what();
+  }
+  REQUIRE(setrlimit(RLIMIT_NOFILE, &before) == 0);
+  INFO(error);
+  CHECK(contains(error, "Too many open files"));
+  CHECK(contains(error, "ulimit -n"));
+  CHECK_FALSE(contains(error, "plugin.offload_nvme.path"));
 }
 
 TEST_CASE("two tiers of one job and rank on one path (two engines of a process) keep apart") {

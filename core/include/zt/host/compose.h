@@ -103,6 +103,14 @@ ZT_API void check_master_placement(const EngineSettings& settings, bool bf16_mas
 ZT_API std::vector<std::string> remove_offload_leftovers(const EngineSettings& settings,
                                                          const std::string& job);
 
+// A launcher that does not know its ranks' configs (python3 -m zt.launch) learns their file
+// tiers' folders from the ranks: with ZT_OFFLOAD_NOTES naming a folder in their environment,
+// each rank writes there the <path>/zt-<job> of every file tier it makes, before any file. After
+// the ranks ended, this removes each noted folder of job `job` that is still there (a killed
+// rank ran no destructor), then the notes folder itself; returns the folders removed.
+ZT_API std::vector<std::string> remove_noted_offload_folders(const std::string& notes,
+                                                             const std::string& job);
+
 // Owns what the engine refers to. Members are destroyed in reverse order of declaration: the
 // engine first (it waits for its in-flight gathers and reads), then the offload tiers (a file
 // tier removes its files when destroyed), the optimizer, the strategy and, last, the

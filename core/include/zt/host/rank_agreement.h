@@ -4,6 +4,8 @@
 // Thread safety: collective calls; one thread per rank, in the same order on every rank.
 #pragma once
 
+#include <cstdint>
+
 #include "zt/api.h"
 
 namespace zt {
@@ -18,5 +20,10 @@ ZT_API float max_over_ranks(Communicator& comm, float value);
 // The highest rank on which `failed` is true, or -1 where it is false on every rank.
 // Throws as max_over_ranks.
 ZT_API int highest_failed_rank(Communicator& comm, bool failed);
+
+// The lowest rank whose `fingerprint` differs from rank 0's, or -1 where every rank has rank 0's:
+// whether the ranks asked for the same thing before collectives that each item of it drives.
+// Throws as max_over_ranks.
+ZT_API int first_rank_differing(Communicator& comm, uint64_t fingerprint);
 
 }  // namespace zt
