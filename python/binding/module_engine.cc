@@ -124,7 +124,9 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
     connection = std::move(joined);
   }
   job_connection_ = connection;
-  timeout_ = connection->timeout;
+  // This engine's own launch.timeout_s bounds its collectives and saves: a later engine of the
+  // process kept the first one's (the job's store, joined once, keeps the first's).
+  timeout_ = job_.engine.launch.timeout;
   store_ = prefixed_store(connection->store,
                           "engine-" + std::to_string(connection->engines++) + "/");
   std::vector<Unit*> pointers;
@@ -176,7 +178,8 @@ std::string ModuleEngine::describe() const {
   live();
   return "world " + std::to_string(env_.world) + ", ZeRO stage " +
          std::to_string(setup_.options.stage) + ", " + setup_.shard_id + ", " +
-         setup_.optimizer_id + ", " + setup_.comm->describe() + ", compute " + job_.run.compute;
+         setup_.optimizer_id + ", " + setup_.comm->describe() + ", compute " + job_.run.compute +
+         ", timeout " + c10::str(timeout_.count() / 1000.0) + " s";
 }
 
 void ModuleEngine::begin_forward(bool training) { live().begin_forward(training); }

@@ -169,7 +169,9 @@ def main():
     # one storage are one tied parameter.
     shared = torch.nn.Sequential(torch.nn.Linear(4, 4, bias=False), torch.nn.Linear(4, 4, bias=False))
     shared[1].weight = torch.nn.Parameter(shared[0].weight.data)  # same storage, new object
-    engine = zt.initialize(shared, config=CONFIG)
+    engine = zt.initialize(shared, config=dict(CONFIG, launch={"timeout_s": 77}))
+    # Its own launch.timeout_s bounds its waits (it kept the first engine's).
+    assert engine.describe().endswith("timeout 77 s"), engine.describe()
     assert shared[1].weight is shared[0].weight
     assert engine.parameter_names() == ["0.weight"], engine.parameter_names()
     engine.close()
