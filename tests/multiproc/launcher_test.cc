@@ -118,6 +118,29 @@ TEST_CASE("a Ctrl-C while the ranks stop after a failure is a first one: they ke
   CHECK_FALSE(contains(c.result.message, "again"));
 }
 
+TEST_CASE(
+    "without a drain time, a second Ctrl-C a second after the first kills the ranks at once") {
+  // python3 -m zt.launch's launcher: the first Ctrl-C stops the ranks with their grace (they
+  // ignore SIGTERM here), the second, 1.2 s later, kills them instead of waiting it out.
+  zt::LaunchSpec spec;
+  spec.nproc = 2;
+  spec.argv = {"/bin/sh", "-c", "trap '' TERM INT; exec sleep 30"};  // ignored across exec
+  spec.grace = std::chrono::seconds(20);
+  spec.timeout = std::chrono::seconds(60);
+  std::thread signaller([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    kill(getpid(), SIGINT);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    kill(getpid(), SIGINT);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const Captured c = launch_captured(spec);
+  signaller.join();
+  INFO(c.result.message);
+  CHECK(contains(c.result.message, "again; killing all ranks"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+}
+
 TEST_CASE("ranks that fail together, each writing its error in pieces, never share a line") {
   // Each rank writes its prefix, pauses, then the rest: straight onto one terminal, these
   // would read "zt: [rank 0] zt: [rank 1] ...".

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "compose/offload_tiers.h"
@@ -34,8 +35,10 @@ std::filesystem::path job_folder(const PluginChoice& role, const std::string& jo
 void note_offload_folder(const std::filesystem::path& folder, int rank, const std::string& id) {
   const char* notes = std::getenv("ZT_OFFLOAD_NOTES");
   if (!notes || !*notes) return;
+  // One note per folder: two engines of a rank may use one plugin with two paths.
   const std::filesystem::path note = std::filesystem::path(notes) /
-                                     ("rank-" + std::to_string(rank) + "-" + id);
+                                     ("rank-" + std::to_string(rank) + "-" + id + "-" +
+                                      std::to_string(std::hash<std::string>{}(folder.string())));
   std::FILE* f = std::fopen(note.c_str(), "w");
   if (!f || std::fprintf(f, "%s\n", std::filesystem::absolute(folder).c_str()) < 0 ||
       std::fclose(f) != 0) {
@@ -147,7 +150,8 @@ std::vector<std::string> remove_noted_offload_folders(const std::string& notes,
       // Only this job's own folders: a note names nothing else, whatever else it says.
       if (folder.filename() != "zt-" + job || !std::filesystem::exists(folder, ec)) continue;
       std::filesystem::remove_all(folder, ec);
-      if (std::find(removed.begin(), removed.end(), line) == removed.end()) removed.push_back(line);
+      if (!ec && std::find(removed.begin(), removed.end(), line) == removed.end())
+        removed.push_back(line);
     }
   }
   std::filesystem::remove_all(notes, ec);

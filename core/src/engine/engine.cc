@@ -436,13 +436,6 @@ struct Engine::Impl {
     if (driven != Driven::kTraining) {
       throw InternalError("Engine::backward without a training begin_forward()");
     }
-    if (reducer.gradients_arrived()) {
-      abort_forward();  // the step is skipped: its gradients would count twice
-      throw ConfigError(
-          "backward: a backward already ran for this forward outside Engine::backward (a plain "
-          "loss.backward()), and a second one would count its gradients twice; this step is "
-          "skipped on every rank. Call engine.backward(loss) only");
-    }
     if (!loss.defined() || loss.numel() != 1) {
       abort_forward();
       throw ConfigError("backward takes the loss as one value; this one has shape " +

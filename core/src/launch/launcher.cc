@@ -474,6 +474,7 @@ class Supervisor {
     if (spec_.drain.count() <= 0) {
       begin_stop(std::string("launcher received ") + strsignal(sig) + "; stopping all ranks",
                  128 + sig);
+      stop_signal_at_ = std::chrono::steady_clock::now();
       return;
     }
     result_.message = std::string("launcher received ") + strsignal(sig) +
