@@ -90,9 +90,16 @@ run_to_end "$job" "$tmp/pre" $steps
 same_losses "$tmp/pre/run/metrics.jsonl" "$tmp/ref/run/metrics.jsonl" "stopped by SIGUSR1, then scontrol requeue"
 echo "slurm preempt test: steps lost at each stop: $(lost "$tmp/pre")"
 
-# Slurm's warning in start-up, before the first step.
+# Slurm's warning in start-up, before the first step: once the script took the signal (a job
+# RUNNING may not have reached its trap yet, and a signal there ended the job as FAILED).
 job=$(submit "$tmp/start" -- "${sets[@]}" --set "run.out_dir=\"$tmp/start/run\"")
 wait_state "$job" 60 RUNNING
+for ((t = 0; t < 600; ++t)); do
+  grep -qs "zt job script: job $job " "$tmp/start/job.out" && break
+  sleep 0.05
+done
+grep -qs "zt job script: job $job " "$tmp/start/job.out" ||
+  fail "job $job's script did not start within 30 s"
 on scancel -b -s USR1 "$job"
 requeued "$job"
 run_to_end "$job" "$tmp/start" $steps
