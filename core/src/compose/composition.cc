@@ -136,7 +136,6 @@ void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog
                    const RankEnv& env, Store& store, std::chrono::milliseconds timeout,
                    const std::function<void(EngineOptions&)>& adjust,
                    const MakeEngine& make_engine) {
-  check_launch_device(settings);
   c.shard_id = settings.shard.id;
   c.strategy = make_shard_strategy(settings, catalog);
   c.optimizer_id = settings.optimizer.id;
@@ -275,6 +274,7 @@ Composition compose(const EngineSettings& settings, PluginCatalog& catalog, cons
 void recompose(Composition& c, const EngineSettings& settings, PluginCatalog& catalog,
                const RankEnv& env, Store& store, std::chrono::milliseconds timeout,
                ModelSource& source) {
+  check_launch_device(settings);  // before the running arm's parts are taken down
   // The engine waits for its in-flight work and drops its views of the parts; file tiers remove
   // their files, so the next arm's tiers start from nothing.
   for (const auto& group : c.engine->group_comm_stats()) add_stats(c.retired_groups, group.second);

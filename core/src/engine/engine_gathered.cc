@@ -53,17 +53,9 @@ std::vector<int> checked_indices(const EngineParts& e, const std::vector<std::st
 // rank), or another modifier, summed one parameter's part with another's, silently. Refused on
 // every rank at once, before any of them.
 void check_ranks_agree(EngineParts& e, const std::vector<int>& indices, int modifier_rank) {
-  uint64_t fingerprint = 1469598103934665603ull;  // FNV-1a over the modifier and the indices
-  const auto mix = [&fingerprint](int64_t value) {
-    for (int b = 0; b < 8; ++b) {
-      fingerprint ^= static_cast<uint64_t>(value >> (8 * b)) & 0xff;
-      fingerprint *= 1099511628211ull;
-    }
-  };
-  mix(modifier_rank);
-  mix(static_cast<int64_t>(indices.size()));
-  for (int p : indices) mix(p);
-  const int differing = first_rank_differing(e.comm, fingerprint);
+  std::string request = std::to_string(modifier_rank) + ":";
+  for (int p : indices) request += std::to_string(p) + ",";
+  const int differing = first_rank_differing(e.comm, fingerprint_of(request));
   if (differing < 0) return;
   throw ConfigError("with_gathered_parameters: rank " + std::to_string(differing) +
                     " asked for other parameters than rank 0, or in another order, or with "

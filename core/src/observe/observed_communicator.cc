@@ -12,6 +12,7 @@
 #include "zt/bytes.h"
 #include "zt/error.h"
 #include "zt/host/flight_recorder.h"
+#include "zt/host/rank_agreement.h"
 #include "zt/host/trace.h"
 
 namespace zt {
@@ -73,11 +74,9 @@ class CollectiveWork final : public ObservedWork {
   std::shared_ptr<OpState> state_;
 };
 
-// A stable number for a phase label, for the fingerprint (FNV-1a).
+// A stable number for a phase label, for the fingerprint.
 int64_t phase_hash(const std::string& phase) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const unsigned char c : phase) h = (h ^ c) * 1099511628211ULL;
-  return static_cast<int64_t>(h & 0x7fffffffffffffffULL);
+  return static_cast<int64_t>(fingerprint_of(phase) & 0x7fffffffffffffffULL);
 }
 
 class ObservedCommunicator final : public Communicator {

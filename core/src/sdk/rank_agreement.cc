@@ -17,6 +17,12 @@ int highest_failed_rank(Communicator& comm, bool failed) {
   return static_cast<int>(max_over_ranks(comm, failed ? comm.rank() + 1.0f : 0.0f)) - 1;
 }
 
+uint64_t fingerprint_of(const std::string& text) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
 int first_rank_differing(Communicator& comm, uint64_t fingerprint) {
   const int world = comm.size();
   if (world == 1) return -1;

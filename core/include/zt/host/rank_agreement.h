@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "zt/api.h"
 
@@ -20,6 +21,10 @@ ZT_API float max_over_ranks(Communicator& comm, float value);
 // The highest rank on which `failed` is true, or -1 where it is false on every rank.
 // Throws as max_over_ranks.
 ZT_API int highest_failed_rank(Communicator& comm, bool failed);
+
+// A number for `text` that every process computes alike (FNV-1a over its bytes), for fingerprints
+// the ranks compare.
+ZT_API uint64_t fingerprint_of(const std::string& text);
 
 // The lowest rank whose `fingerprint` differs from rank 0's, or -1 where every rank has rank 0's:
 // whether the ranks asked for the same thing before collectives that each item of it drives.
