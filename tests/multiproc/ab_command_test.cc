@@ -150,6 +150,24 @@ TEST_CASE("trainer ab: SIGTERM to it stops the run it waits for, and nothing tra
   CHECK_FALSE(std::filesystem::exists(dir.file("ab/runs/B-1")));
 }
 
+TEST_CASE("trainer ab: a run killed by a signal ends ab with the run's exit code, naming the "
+          "runs that finished") {
+  TempDir dir;
+  // Arm B's run (the second) is killed, launcher and ranks, once it has logged a step.
+  const std::string metrics = dir.file("ab/runs/B-1/metrics.jsonl");
+  const auto r = run_command(
+      ab_job(dir, "--a plugins.shard=shard_tensor --b plugins.shard=shard_bucket --steps 60 "
+                  "--reps 1") +
+      " 2>&1 & pid=$!; for i in $(seq 2400); do [ -s " + metrics +
+      " ] && break; sleep 0.1; done; pkill -KILL -f '[/]" + dir.file("ab/runs/B-1").substr(1) +
+      "'; wait $pid");
+  INFO(r.output);
+  CHECK(r.exit_code == 128 + 9);
+  CHECK(contains(r.output, "zt: io error: the arm B run 1 (shard_bucket) exited 137 ("));
+  CHECK_FALSE(contains(r.output, "internal error"));
+  CHECK(contains(r.output, "the runs that finished: A " + dir.file("ab/runs/A-1")));
+}
+
 TEST_CASE("trainer ab: a misspelt key in an arm gets the config's did-you-mean error") {
   TempDir dir;
   const auto r = run_command(

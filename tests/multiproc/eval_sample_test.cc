@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -99,6 +101,10 @@ TEST_CASE("trainer eval: a checkpoint's validation loss is the one training logg
       {3, "--set zero.stage=1"},
       {2, offload_nvme},
       {3, "--set zero.stage=2 --set plugins.offload_optimizer=offload_cpu"}};
+  // The training run's flight record (a hang being looked into) outlives its evaluations, whose
+  // out_dir is the run's.
+  std::filesystem::create_directories(dir.file("out/flight"));
+  { std::ofstream(dir.file("out/flight/rank-0.json")) << "{}\n"; }
   for (const auto& [world, extra] : compositions) {
     CAPTURE(world);
     CAPTURE(extra);
@@ -112,6 +118,7 @@ TEST_CASE("trainer eval: a checkpoint's validation loss is the one training logg
     CHECK(j["world"].get<int>() == world);
     CHECK(std::abs(j["val_loss"].get<double>() - logged.at(4)) <= 1e-6 * logged.at(4));
   }
+  CHECK(std::filesystem::exists(dir.file("out/flight/rank-0.json")));
   // Under a config of the user's own (--config), and the best by its pointer.
   auto r = run_command(trainer() + " eval --checkpoint " + ckpts + "/best " +
                        zt::test::small_gpt_job(dir.file("out2"), "--set data.val_fraction=0.1 "
@@ -183,6 +190,18 @@ TEST_CASE("trainer eval and sample: bad input is a clear error before anything r
   auto missing = run_command(trainer() + " eval --checkpoint " + dir.file("nowhere"));
   CHECK(missing.exit_code == 2);
   CHECK(contains(missing.output, "not a checkpoint"));
+  // A bare token file (no index) names no tokenizer: a prompt's bytes are not its ids.
+  {
+    std::ofstream bare(dir.file("bare.bin"), std::ios::binary);
+    const std::vector<uint16_t> ids(4000, 65);
+    bare.write(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(uint16_t));
+  }
+  auto bare = run_command(trainer() + " sample --checkpoint " + ckpt +
+                          " --set data.kind=tokens --set data.path=" + dir.file("bare.bin") +
+                          " --prompt hi");
+  CHECK(bare.exit_code == 2);
+  CHECK(contains(bare.output, "--prompt cannot be encoded: data.kind = \"tokens\""));
+  CHECK(contains(bare.output, dir.file("bare.idx") + " (the index trainer prepare-data writes"));
   auto no_flag = run_command(trainer() + " sample");
   CHECK(no_flag.exit_code == 2);
   CHECK(contains(no_flag.output, "trainer sample needs --checkpoint DIR"));
@@ -201,12 +220,13 @@ TEST_CASE("trainer sample: byte-level text with model.vocab past 256 draws bytes
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   // A flat distribution after one step (temperature 5, no top-k): half of 512 ids lie past 255.
+  // --out in folders that do not exist yet: made, as eval's.
   r = run_command(trainer() + " sample --checkpoint " + dir.file("out/checkpoints") + " --out " +
-                  dir.file("s.json") +
+                  dir.file("new/sub/s.json") +
                   " --samples 4 --max-new-tokens 32 --temperature 5 --seed 3 --nproc 1");
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  const auto got = nlohmann::json::parse(read_file(dir.file("s.json")));
+  const auto got = nlohmann::json::parse(read_file(dir.file("new/sub/s.json")));
   REQUIRE(got["samples"].size() == 4);
   for (const auto& s : got["samples"]) {
     const std::vector<int64_t> tokens = s["tokens"];

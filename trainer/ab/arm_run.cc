@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -131,13 +132,14 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (code != 0 || stopped) {
     if (tty) out << "\n";
-    const std::string what = stopped ? "was stopped at the time budget's end (exit " +
-                                           std::to_string(code) + ")"
-                                     : "exited " + std::to_string(code);
-    const std::string message = who + " " + what + "; its output is " + log + ":" +
-                                last_lines(log, 6);
-    throw Error(code >= 2 && code <= 7 ? static_cast<ErrorKind>(code) : ErrorKind::kInternal,
-                message);
+    std::string what = stopped ? "was stopped at the time budget's end (exit " +
+                                     std::to_string(code) + ")"
+                               : "exited " + std::to_string(code);
+    if (!stopped && code > 128 && code < 128 + NSIG) {
+      what += std::string(" (") + strsignal(code - 128) + ")";
+    }
+    throw ArmRunFailed(code, who + " " + what + "; its output is " + log + ":" +
+                                 last_lines(log, 6));
   }
   RunMetrics metrics = read_run_metrics(dir);
   char tail[160];
@@ -146,6 +148,12 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
   out << (tty ? "\r" : "") << head << tail << "\n" << std::flush;
   return metrics;
 }
+
+ArmRunFailed::ArmRunFailed(int run_exit_code, const std::string& message)
+    : Error(run_exit_code >= 2 && run_exit_code <= 7 ? static_cast<ErrorKind>(run_exit_code)
+                                                     : ErrorKind::kIo,
+            message),
+      run_exit_code_(run_exit_code) {}
 
 namespace {
 
@@ -173,7 +181,21 @@ AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbA
     const bool a_first = rep % 2 == 1;
     for (ArmResult* arm :
          a_first ? std::vector<ArmResult*>{&a, &b} : std::vector<ArmResult*>{&b, &a}) {
-      arm->runs.push_back(run_arm(plan, arm->arm, rep, ++index, total, out));
+      try {
+        arm->runs.push_back(run_arm(plan, arm->arm, rep, ++index, total, out));
+      } catch (const ArmRunFailed& e) {
+        // The runs before it are whole: say where, so that they are not run again to compare.
+        std::string finished;
+        for (const ArmResult* done : {&a, &b}) {
+          for (const RunMetrics& run : done->runs) {
+            finished += (finished.empty() ? "" : ", ") + done->arm.name + " " + run.path;
+          }
+        }
+        if (finished.empty()) throw;
+        throw ArmRunFailed(e.run_exit_code(),
+                           std::string(e.what()) + "\nthe runs that finished: " + finished +
+                               " (trainer compare RUN_A RUN_B compares an A run with a B run)");
+      }
     }
   }
   return analyse(std::move(a), std::move(b), ab.warmup, ab.rtol, math_keys.empty(), math_keys);

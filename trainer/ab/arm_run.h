@@ -15,6 +15,7 @@
 #include "ab/ab_arms.h"
 #include "ab/ab_report.h"
 #include "report/run_metrics.h"
+#include "zt/error.h"
 
 namespace zt::trainer {
 
@@ -41,16 +42,29 @@ struct ArmRunPlan {
   std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
+// A run that failed, with its exit code: `trainer ab` ends with that code, as the run itself did
+// (137 for a rank the kernel's OOM killer ended, not zt's "internal error"). Its kind is the exit
+// code's where that is one of zt's (2-7); a run killed by a signal or ended by another code is an
+// io failure ("the OS refused"), never a bug to report.
+class ArmRunFailed : public Error {
+ public:
+  ArmRunFailed(int run_exit_code, const std::string& message);
+  int run_exit_code() const { return run_exit_code_; }
+
+ private:
+  int run_exit_code_;
+};
+
 // Runs `arm` (its overrides after the plan's) as `name`; `head` starts its progress line
 // ("[1/4] arm A (shard_tensor), run 1"), `who` names it in a failure ("the arm A run 1
-// (shard_tensor)"). Returns its metrics. Throws the run's failure as an Error of its exit code's
-// kind whose message names the run, its exit and its log's last lines.
+// (shard_tensor)"). Returns its metrics. Throws ArmRunFailed naming the run, its exit (the
+// signal that ended it) and its log's last lines.
 RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& name,
                    const std::string& head, const std::string& who, std::ostream& out);
 
 // The runs of a comparison (ab.reps x A B B A, each plan.steps steps) and their analysis: the
 // losses checked for agreement when `math_keys` (the keys the arms set differently that change
-// the math) is empty. Throws a failed run's Error.
+// the math) is empty. Throws a failed run's ArmRunFailed.
 AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbArgs& ab,
                      const std::vector<std::string>& math_keys, std::ostream& out);
 

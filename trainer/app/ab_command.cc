@@ -104,7 +104,15 @@ int run_ab(const CliArgs& args, std::ostream& out) {
                       "--allow-different-math to compare speed and memory without the check");
   }
   name_arms(a, b);
-  AbResult result = run_ab_arms(plan, std::move(a), std::move(b), args.ab, math, out);
+  AbResult result;
+  try {
+    result = run_ab_arms(plan, std::move(a), std::move(b), args.ab, math, out);
+  } catch (const ArmRunFailed& e) {
+    // The run's own exit code, as the trainer's launcher ends with a failed rank's.
+    std::cout.flush();
+    std::cerr << "zt: " << e.kind_name() << " error: " << e.what() << "\n";
+    return e.run_exit_code();
+  }
   return report_ab(std::move(result), plan.out_dir, out);
 }
 

@@ -75,7 +75,8 @@ const char* sample_help() {
 
 Text from a language model's checkpoint (DIR as for eval), the same at every world size and stage.
   --prompt TEXT       encoded as the run's data: its bytes, or its BPE tokenizer (default a
-                      newline); --tokens: token ids instead
+                      newline); --tokens: token ids instead (a bare token file names no
+                      tokenizer: give --tokens, or set data.tokenizer)
   --max-new-tokens N  per sample (default 200); a sample ends early when its text ends with --stop
   --temperature T     default 0.8 (0 = greedy); --top-k K: the K most likely (default 0 = all)
   --seed S            default 1; --samples N: how many texts (default 1)

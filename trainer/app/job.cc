@@ -126,7 +126,7 @@ CheckpointMark newest_checkpoint(const std::string& dir) {
 }
 
 int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::string>& argv,
-                   LaunchResult& result) {
+                   bool training, LaunchResult& result) {
   const LaunchSettings& launch = job.engine.launch;
   LaunchSpec spec;
   spec.nproc = nproc;
@@ -155,13 +155,16 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   spec.env.push_back({"GLIBC_TUNABLES", glibc_tunables_for_training(glibc_tunables(environ))});
   // A rank that fails makes the others write their flight records (SIGUSR2) where they wait.
   spec.failure_signal = SIGUSR2;
+  // Only training ranks keep flight records. An evaluation's or a sample's out_dir is most often
+  // the training run's, whose records (a hang being looked into) stay.
   const std::string flight_dir = job.run.out_dir + "/flight";
   std::error_code ec;
-  std::filesystem::remove_all(flight_dir, ec);  // an earlier job's records would mislead
+  if (training) std::filesystem::remove_all(flight_dir, ec);  // an earlier job's would mislead
   result = launch_local(spec);
   if (result.exit_code != 0) {
     // Where the job hung or the ranks parted ways, above the failure line, which stays last.
-    const FlightDiagnosis diagnosis = diagnose_flight(flight_dir, nproc);
+    const FlightDiagnosis diagnosis =
+        training ? diagnose_flight(flight_dir, nproc) : FlightDiagnosis{};
     if (diagnosis.found) {
       std::cerr << "zt: flight record: " << diagnosis.line
                 << " (every rank's last collectives: " << flight_dir << "/rank-N.json)\n";
@@ -188,7 +191,7 @@ int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::strin
   std::vector<std::string> args = argv;
   for (int64_t restart = 0;; ++restart) {
     LaunchResult result;
-    const int code = launch_attempt(job, nproc, args, result);
+    const int code = launch_attempt(job, nproc, args, /*training=*/true, result);
     // The launcher's own SIGINT/SIGTERM stops the job: no restart, also when a rank had failed
     // just before it came.
     // A config error (exit 2: a rank refused the config, or another job holds checkpoint.dir) is
@@ -280,7 +283,7 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   if (!env.found && nproc > 1) {
     if (training) return launch_ranks(job, nproc, argv);
     LaunchResult result;  // a failed evaluation is not resumed: it has nothing to continue
-    return launch_attempt(job, nproc, argv, result);
+    return launch_attempt(job, nproc, argv, /*training=*/false, result);
   }
   // A training rank catches the stop signals before it joins the others, not once its training
   // starts: the launcher forwards a SIGTERM to ranks it has just (re)started, and one that died of

@@ -338,6 +338,17 @@ SamplePlan plan_sample(const JobSettings& job, PluginCatalog& catalog,
                       shape.kind + "\" (" + job.places.where("model.kind") + ") takes vectors");
   }
   const auto tokenizer = data::run_tokenizer(job.data);
+  if (!tokenizer && job.data.kind == "tokens" && request.tokens.empty()) {
+    // A token file's ids are not bytes: encoding the prompt's bytes would feed the model ids
+    // of another vocabulary, and its text would come back as bare numbers.
+    const std::string file = job.data.path.empty() ? job.data.paths.front() : job.data.path;
+    throw ConfigError("--prompt cannot be encoded: data.kind = \"tokens\" (" +
+                      job.places.where("data.kind") + ") names no tokenizer, and " +
+                      data::index_path_for(file) +
+                      " (the index trainer prepare-data writes beside its tokens, naming the "
+                      "tokenizer) is not there; set the tokenizer the tokens were made with "
+                      "(--set data.tokenizer=gpt2), or give --tokens ID,ID,...");
+  }
   if (tokenizer && tokenizer->vocab_size() > inputs.vocab) {
     throw ConfigError("tokenizer '" + tokenizer->name() + "' has " +
                       std::to_string(tokenizer->vocab_size()) + " ids, more than model.vocab = " +
@@ -346,6 +357,14 @@ SamplePlan plan_sample(const JobSettings& job, PluginCatalog& catalog,
   }
   std::vector<int64_t> prompt = prompt_tokens(request, inputs.vocab,
                                               job.places.where("model.vocab"), tokenizer.get());
+  // --out's folder now, as eval's: a folder that cannot be made fails before the sampling,
+  // not after it with every sample lost.
+  const std::filesystem::path out_folder = std::filesystem::path(request.out_path).parent_path();
+  std::error_code made;
+  if (!out_folder.empty() && !std::filesystem::create_directories(out_folder, made) && made) {
+    throw IoError("cannot make " + out_folder.string() + " for --out " + request.out_path +
+                  " (" + made.message() + "); give --out a file in a writable folder");
+  }
   return SamplePlan{inputs, tokenizer, std::move(prompt)};
 }
 
