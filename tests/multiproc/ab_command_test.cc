@@ -219,6 +219,15 @@ TEST_CASE("live A/B: a job switching shard strategies every 5 steps keeps the pl
   CHECK(again.exit_code == 0);
   CHECK(contains(again.output, "3 switches of"));
   CHECK(std::filesystem::exists(dir.file("again/report.html")));
+  // trainer report of the job writes its run report beside the A/B report, as the job did.
+  const std::string ab_page = zt::test::read_file(dir.file("live/report.html"));
+  std::filesystem::remove(dir.file("live/run-report.html"));
+  const auto run_page = run_command(std::string(ZT_TEST_TRAINER) + " report " + dir.file("live"));
+  INFO(run_page.output);
+  CHECK(run_page.exit_code == 0);
+  CHECK(contains(run_page.output, "report: " + dir.file("live/run-report.html")));
+  CHECK(std::filesystem::exists(dir.file("live/run-report.html")));
+  CHECK(zt::test::read_file(dir.file("live/report.html")) == ab_page);
 }
 
 TEST_CASE("live A/B: an arm whose plugin is missing, or that changes the math, fails first") {

@@ -219,6 +219,17 @@ TEST_CASE("report: every run writes report.html, and it renders in headless Chro
                                  " --out " + dir.file("again.html"));
   CHECK(again.exit_code == 0);
   CHECK(std::filesystem::exists(dir.file("again.html")));
+  // From the metrics file itself: beside it. From a folder without one: named as missing.
+  std::filesystem::remove(dir.file("run/report.html"));
+  const auto of_file = run_command(std::string(ZT_TEST_TRAINER) + " report " +
+                                   dir.file("run/metrics.jsonl"));
+  INFO(of_file.output);
+  CHECK(of_file.exit_code == 0);
+  CHECK(std::filesystem::exists(dir.file("run/report.html")));
+  std::filesystem::create_directories(dir.file("empty"));
+  const auto empty = run_command(std::string(ZT_TEST_TRAINER) + " report " + dir.file("empty"));
+  CHECK(empty.exit_code == 2);
+  CHECK(contains(empty.output, "no metrics file " + dir.file("empty/metrics.jsonl")));
   const auto off = run_command(
       zt::test::small_gpt_job(dir.file("off"), "--set run.steps=2 --set run.report=false"));
   CHECK(off.exit_code == 0);

@@ -173,6 +173,13 @@ TEST_CASE("estimate and tune take a config and their flags, tune's budget a dura
   CHECK_THROWS_AS(parse_cli({"estimate", "--config", "c", "--budget", "5m"}), zt::ConfigError);
   CHECK_THROWS_AS(parse_cli({"tune", "--config", "c", "--json"}), zt::ConfigError);
   CHECK_THROWS_AS(parse_cli({"estimate", "--config", "c", "--margin", "1.5"}), zt::ConfigError);
+  // Past int: once 0 hosts (a division by zero in the estimate), or -1.
+  CHECK_THROWS_WITH_AS(parse_cli({"estimate", "--config", "c", "--hosts", "4294967296"}),
+                       "--hosts 4294967296: expected a number of hosts from 1 to 1024",
+                       zt::ConfigError);
+  CHECK_THROWS_AS(parse_cli({"estimate", "--config", "c", "--hosts", "4294967295"}),
+                  zt::ConfigError);
+  CHECK(parse_cli({"estimate", "--config", "c", "--hosts", "1024"}).tune.hosts == 1024);
 }
 
 TEST_CASE("tune --launcher: its words, the command found on PATH, a missing one named") {

@@ -169,6 +169,15 @@ AbResult live_ab_result(const RunMetrics& metrics, int64_t warmup) {
                       " arm(s); a live A/B report needs the steps of two (raise run.steps "
                       "above ab.switch_every)");
   }
+  if (arms.size() > 2) {
+    // Two of them would read as the job's verdict (the job itself writes no report then).
+    std::string names;
+    for (const ArmResult& a : arms) names += (names.empty() ? "" : ", ") + a.arm.name;
+    throw ConfigError(metrics.path + " holds the steps of " + std::to_string(arms.size()) +
+                      " arms (" + names +
+                      "); a live A/B report compares two: each step line names its arm, for a "
+                      "comparison of more; or train a live A/B job of two arms");
+  }
   // Blocks too short for the warm-up leave nothing: drop them rather than the arm.
   for (ArmResult& arm : arms) {
     arm.runs.erase(

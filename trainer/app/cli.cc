@@ -254,7 +254,11 @@ bool parse_tune_flag(const std::string& a, const std::function<std::string()>& v
   TuneArgs& t = out.tune;
   const bool tune = out.command == Command::kTune;
   if (a == "--hosts") {
-    t.hosts = static_cast<int>(parse_count(a, value(), 1));
+    const std::string v = value();
+    const int64_t hosts = parse_count(a, v, 1);
+    // As --nproc's bound: each host has a rank at least.
+    if (hosts > 1024) throw ConfigError("--hosts " + v + ": expected a number of hosts from 1 to 1024");
+    t.hosts = static_cast<int>(hosts);
   } else if (a == "--margin") {
     t.margin = parse_number(a, value(), 0);
     if (t.margin >= 1) throw ConfigError("--margin: expected a share below 1, e.g. 0.1");

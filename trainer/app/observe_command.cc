@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "report/run_metrics.h"
 #include "report/run_report.h"
 #include "zt/error.h"
 #include "zt/host/flight_diagnosis.h"
@@ -99,7 +100,18 @@ int run_flight(const CliArgs& cli, std::ostream& out) {
 
 int run_report(const CliArgs& cli, std::ostream& out) {
   const std::string run_dir = cli.compare_runs.at(0);
-  const std::string target = cli.out_path.empty() ? run_dir + "/report.html" : cli.out_path;
+  std::string target = cli.out_path;
+  if (target.empty()) {
+    // Beside the metrics (RUN_DIR may name metrics.jsonl itself). A live A/B job's report.html is
+    // its A/B report: the run report goes to run-report.html, as the job's own end writes it.
+    std::string folder = run_dir;
+    if (!std::filesystem::is_directory(run_dir)) {
+      folder = std::filesystem::path(run_dir).parent_path().string();
+      if (folder.empty()) folder = ".";
+    }
+    const bool live_ab = !read_run_metrics(run_dir).arm_overrides.empty();
+    target = folder + (live_ab ? "/run-report.html" : "/report.html");
+  }
   write_run_report(run_dir, target);
   out << "report: " << target << "\n";
   return 0;

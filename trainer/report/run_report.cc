@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -36,8 +37,8 @@ struct RunLines {
 
 RunLines read_lines(const std::string& run_dir) {
   RunLines r;
-  std::ifstream probe_dir(run_dir + "/metrics.jsonl");
-  r.path = probe_dir ? run_dir + "/metrics.jsonl" : run_dir;
+  // A folder is a run's out_dir (an ifstream opens a folder without failing): its metrics.jsonl.
+  r.path = std::filesystem::is_directory(run_dir) ? run_dir + "/metrics.jsonl" : run_dir;
   std::ifstream in(r.path);
   if (!in) {
     throw ConfigError("no metrics at " + r.path +

@@ -344,6 +344,10 @@ TEST_CASE("a live job's report: each arm's blocks of steps, warm-up after each s
 
   CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(job, 0); }),
                  "--warmup 0 is too few"));
+  RunMetrics three = job;
+  three.steps.back().arm = "C";
+  CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(three, 1); }),
+                 "live holds the steps of 3 arms (A, B, C); a live A/B report compares two"));
   RunMetrics plain = job;
   for (StepRecord& s : plain.steps) s.arm.clear();
   CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(plain, 1); }),
