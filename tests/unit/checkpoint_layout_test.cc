@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <chrono>
 
+#include <unistd.h>
+
 #include "../test_util.h"
 #include "checkpoint/checkpoint_layout.h"
 #include "checkpoint_test_util.h"
@@ -206,6 +208,22 @@ TEST_CASE("publishing over a step's folder without a swap moves the old one asid
   CHECK_FALSE(fs::exists(aside));
   CHECK_FALSE(fs::exists(temp));
   CHECK(zt::test::read_file(dir.path() / "latest") == "step-00000004\n");
+
+  // The pending `latest` cannot be written (a full disk, a used-up quota; here a folder in its
+  // place): the old folder is put back, complete, and nothing is left aside.
+  zt::test::write_file(step / "old-marker", "old");
+  const fs::path blocked = dir.path() / ("latest.tmp-" + std::to_string(::getpid()));
+  fs::create_directories(blocked / "in-the-way");
+  temp = new_step_4();
+  CHECK_THROWS_AS(zt::ckpt::publish_by_moving_aside(d, temp.string(), "step-00000004"),
+                  zt::IoError);
+  CHECK(fs::exists(step / "old-marker"));
+  CHECK(zt::ckpt::is_complete_checkpoint(step.string()));
+  CHECK_FALSE(fs::exists(aside));
+  CHECK(fs::exists(temp));  // the caller's to remove
+  fs::remove_all(blocked);
+  fs::remove_all(temp);
+  fs::remove(step / "old-marker");
 
   // Killed between its two renames: the old folder aside, the new one still temporary, its
   // `latest` pending. The next start puts the old one back (removing it first lost both).

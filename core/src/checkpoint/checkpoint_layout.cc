@@ -177,19 +177,27 @@ void publish_by_moving_aside(const std::string& dir, const std::string& temp,
       throw IoError("cannot move " + final_path + " (left by an earlier run) aside to " + retired +
                     ": " + ec.message() + "; remove it by hand");
     }
-    fsync_dir(dir);
   }
-  // The new `latest` is written before the rename and committed after it: a kill between the
-  // two leaves it pending beside a complete folder, which readers take as the latest (a kill
-  // there used to leave `latest` one checkpoint behind, and a restart lost a whole interval).
-  const std::string pending = write_replacement(latest, final_name + "\n");
-  fs::rename(temp, final_path, ec);
-  if (ec) {
+  // From here to the new folder's rename any failure (a full disk or quota for the pending
+  // `latest`, an I/O error) puts the old folder back: the caller then removes the new one, and
+  // the next start removed the old one as a stopped save's, losing both.
+  std::string pending;
+  try {
+    if (!retired.empty()) fsync_dir(dir);
+    // The new `latest` is written before the rename and committed after it: a kill between the
+    // two leaves it pending beside a complete folder, which readers take as the latest (a kill
+    // there used to leave `latest` one checkpoint behind, and a restart lost a whole interval).
+    pending = write_replacement(latest, final_name + "\n");
+    fs::rename(temp, final_path, ec);
+    if (ec) {
+      throw IoError("cannot rename " + temp + " to " + final_path + ": " + ec.message() +
+                    "; the previous checkpoint stays the latest");
+    }
+  } catch (...) {
     std::error_code ignored;
-    fs::remove(pending, ignored);
+    if (!pending.empty()) fs::remove(pending, ignored);
     if (!retired.empty()) fs::rename(retired, final_path, ignored);
-    throw IoError("cannot rename " + temp + " to " + final_path + ": " + ec.message() +
-                  "; the previous checkpoint stays the latest");
+    throw;
   }
   fsync_dir(dir);
   commit_replacement(pending, latest);

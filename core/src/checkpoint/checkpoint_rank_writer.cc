@@ -127,8 +127,9 @@ void CheckpointRankWriter::Impl::check_free_space() const {
   throw IoError(path_ + ": checkpoint of step " + std::to_string(setup_.step) + " needs " +
                 std::to_string(need) + " bytes (" + mib_text(static_cast<double>(need)) + "), " +
                 std::to_string(free) +
-                " bytes free; free space, point checkpoint.dir elsewhere or lower "
-                "checkpoint.keep_last");
+                " bytes free; free space (older step folders), or point checkpoint.dir "
+                "elsewhere; checkpoint.keep_last (0 keeps all) bounds how many stay, and a save "
+                "needs room for one more before the oldest goes");
 }
 
 CheckpointRankWriter::Impl::Piece& CheckpointRankWriter::Impl::piece_at(int64_t index,
