@@ -160,6 +160,13 @@ TEST_CASE("plugins list and describe") {
   r = run_command(trainer() + " plugins describe comm_ucx");
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "chunk_kb (integer, default 1024"));
+  CHECK(contains(r.output, "options, in [plugin.comm_ucx]:"));
+  // A codec's options go in its role's table, which a config accepts ([plugin.<codec>] it refuses).
+  r = run_command(trainer() + " plugins describe codec_blockq");
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "options, in [codec.weights] (plugins.codec_weights) or "
+                           "[codec.gradients] (plugins.codec_gradients), as it serves:"));
+  CHECK_FALSE(contains(r.output, "[plugin.codec_blockq]"));
   r = run_command(trainer() + " plugins list --plugin-dir " ZT_TEST_FIXTURE_DIR);
   CHECK(r.exit_code == 3);
   CHECK(contains(r.output, "BROKEN"));
@@ -384,6 +391,14 @@ TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
   CHECK(r.exit_code == 3);
   CHECK(contains(r.output, "some plugins cannot be loaded"));
   CHECK(contains(r.output, "wrong_fingerprint"));
+  // A codec whose create() returns null is refused by name: it trained without a codec, saying
+  // the gradients were coded.
+  TempDir dir;
+  r = run_command(zt::test::small_gpt_job(dir.file("out"), "--plugin-dir " ZT_TEST_FIXTURE_DIR
+                                                           " --set plugins.codec_gradients=null_codec"));
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "plugin 'null_codec' (codec): create() returned null"));
 }
 
 TEST_CASE("the plugins commands read only plugins.dirs from --config") {

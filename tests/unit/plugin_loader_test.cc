@@ -66,6 +66,16 @@ TEST_CASE("a plugin with another build fingerprint prints both sides") {
   CHECK(contains(e, "torch 9.9.9 vs"));
 }
 
+TEST_CASE("a plugin whose factory class is not its kind's, or whose kind is unknown, is refused") {
+  // Cast to zt::ShardStrategyPlugin, its factory crashed the job at create().
+  std::string e = load_error(fixture("mismatched_kind"));
+  CHECK(contains(e, "declares kind shard, but its factory class does not derive from "
+                    "zt::ShardStrategyPlugin"));
+  e = load_error(fixture("unknown_kind"));
+  CHECK(contains(e, "declares unknown kind 99 (known: 1 comm, 2 shard, 3 offload, 4 optimizer, "
+                    "5 model, 6 codec)"));
+}
+
 TEST_CASE("a factory that throws") {
   std::string e = load_error(fixture("throwing_factory"));
   CHECK(contains(e, "its factory threw: fixture factory refuses to start"));
@@ -104,8 +114,8 @@ TEST_CASE("load_all reports each broken plugin without stopping at the first") {
     if (entry.record) good++;
     else broken++;
   }
-  CHECK(broken == 6);  // not_elf, no_info, wrong_abi, wrong_fingerprint, throwing_factory,
-                       // undefined_symbol
+  CHECK(broken == 8);  // not_elf, no_info, wrong_abi, wrong_fingerprint, throwing_factory,
+                       // undefined_symbol, mismatched_kind, unknown_kind
   CHECK(good >= 2);    // shard_fixture and comm_ucx (built-in)
 }
 

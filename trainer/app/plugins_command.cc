@@ -36,8 +36,14 @@ int describe_plugin(PluginCatalog& catalog, const std::string& id, std::ostream&
   out << rec.id << " " << rec.version << " (" << plugin_kind_name(rec.kind) << " plugin)\n"
       << "  " << rec.summary << "\n"
       << "  file: " << rec.path << "\n"
-      << "  build: " << rec.fingerprint << "\n\n"
-      << "options, in [plugin." << rec.id << "]:\n";
+      << "  build: " << rec.fingerprint << "\n\n";
+  // A codec's options go in the table of the role it serves; [plugin.<id>] is refused for it.
+  if (rec.kind == ZT_KIND_CODEC) {
+    out << "options, in [codec.weights] (plugins.codec_weights) or [codec.gradients] "
+           "(plugins.codec_gradients), as it serves:\n";
+  } else {
+    out << "options, in [plugin." << rec.id << "]:\n";
+  }
   auto specs = rec.factory->options();
   if (specs.empty()) out << "  (none)\n";
   for (const auto& s : specs) {

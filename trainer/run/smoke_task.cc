@@ -97,8 +97,10 @@ int run_smoke(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   if (!broken.empty()) throw PluginError("some plugins cannot be loaded:" + broken);
 
   const std::string& comm_id = job.engine.comm.id;
-  std::unique_ptr<Communicator> comm = catalog.comm(comm_id).create(
-      job.engine.comm.options, comm_context(env, store, "comm/0/", timeout));
+  std::unique_ptr<Communicator> comm = created_by(
+      catalog.comm(comm_id).create(job.engine.comm.options,
+                                   comm_context(env, store, "comm/0/", timeout)),
+      comm_id, "comm");
 
   for (int64_t numel : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000003}}) {
     check_collectives(*comm, numel, at::kFloat);

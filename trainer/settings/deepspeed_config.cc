@@ -334,6 +334,13 @@ void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const
   }
   const auto on = as_bool(r, v, sub);
   if (!on || !*on) return;
+  // DeepSpeed's stage-3 optimizer alone reads qwZ and qgZ: below it the job trains exact.
+  if (stage != 3) {
+    r.warn(sub + " is ignored, as DeepSpeed ignores it below stage 3 (zero_optimization.stage "
+                 "is " +
+           std::to_string(stage) + ")");
+    return;
+  }
   const bool weights = key == "zero_quantized_weights";
   const std::string role = weights ? "weights" : "gradients";
   r.set("plugins.codec_" + role, std::string("codec_blockq"), sub);

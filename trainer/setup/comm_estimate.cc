@@ -10,6 +10,7 @@
 #include "settings/job_settings.h"
 #include "zt/codec.h"
 #include "zt/host/compose.h"
+#include "zt/host/plugin_loader.h"
 
 namespace zt::trainer {
 
@@ -118,7 +119,9 @@ void add(CommEstimate& e, const Groups& g, const std::string& op, const std::str
 
 // The codec a role's choice makes where codec_placement() puts it (null: exact bytes).
 std::unique_ptr<Codec> role_codec(const PluginChoice& role, PluginCatalog& catalog, bool placed) {
-  return placed ? catalog.codec(role.id, role.key).create(role.options) : nullptr;
+  return placed ? created_by(catalog.codec(role.id, role.key).create(role.options), role.id,
+                             "codec")
+                : nullptr;
 }
 
 // The bytes a group's flat buffer of `padded` elements of `es` bytes takes on the wire: as is,

@@ -11,6 +11,7 @@
 #include "zt/bytes.h"
 #include "zt/host/compose.h"
 #include "zt/host/launcher.h"
+#include "zt/host/plugin_loader.h"
 #include "zt/host/rendezvous.h"
 
 namespace zt::trainer {
@@ -208,7 +209,9 @@ int64_t codec_staging(const EngineSettings& engine, PluginCatalog& catalog, cons
   const CodecPlacement place = codec_placement(engine, in.world, in.shard_world, in.local_ranks);
   const int64_t k = in.shard_world;
   const auto encoded = [&](const PluginChoice& role, int64_t chunk, int64_t chunks) {
-    return catalog.codec(role.id, role.key).create(role.options)->encoded_bytes(chunk) * chunks;
+    return created_by(catalog.codec(role.id, role.key).create(role.options), role.id, "codec")
+               ->encoded_bytes(chunk) *
+           chunks;
   };
   const int64_t shard = (in.largest_owned + k - 1) / k;
   const int64_t sums = (engine.options.codec_error_feedback ? 12 : 8) * shard;

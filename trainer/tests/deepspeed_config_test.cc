@@ -240,6 +240,19 @@ TEST_CASE("DeepSpeed ZeRO++: qwZ and qgZ are codec_blockq at 8 and 4 bits, hpZ a
       R"({"zero_optimization": {"zero_quantized_weights": false, "zero_hpz_partition_size": 1}})",
       "ds.json", false, 2);
   CHECK(off.settings.empty());
+  // Below stage 3 (and with no stage: DeepSpeed's 0) DeepSpeed trains exact: so does zt, saying so.
+  for (const std::string stage : {R"("stage": 2, )", ""}) {
+    CAPTURE(stage);
+    const auto below = zt::trainer::read_deepspeed_json(
+        std::string(R"({"zero_optimization": {)") + stage +
+            R"("zero_quantized_weights": true, "zero_quantized_gradients": true}})",
+        "ds.json", false, 2);
+    for (const auto& setting : below.settings) CHECK(setting.key.find("codec") == std::string::npos);
+    REQUIRE(below.warnings.size() == 2);  // in the JSON's key order
+    CHECK(has(below.warnings[0], "zero_quantized_gradients is ignored"));
+    CHECK(has(below.warnings[1], "zero_quantized_weights is ignored, as DeepSpeed ignores it below "
+                                 "stage 3"));
+  }
   // hpZ and MiCS both name the gather group: refused by name.
   CHECK(has(refusal(R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2,
                         "mics_shard_size": 4}})"),

@@ -43,7 +43,8 @@ void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& 
   }
   const CodecPlacement place = codec_placement(settings, world, group_size, ranks_per_host);
   const auto make = [&](const PluginChoice& choice) {
-    return catalog.codec(choice.id, choice.key).create(choice.options);
+    return created_by(catalog.codec(choice.id, choice.key).create(choice.options), choice.id,
+                      "codec");
   };
   // A group of one rank reduces nothing; its codec still serves MiCS's all-reduce across.
   const bool in_group = codes_groups(settings,
@@ -139,7 +140,8 @@ void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog
   c.shard_id = settings.shard.id;
   c.strategy = make_shard_strategy(settings, catalog);
   c.optimizer_id = settings.optimizer.id;
-  c.optimizer = catalog.optimizer(c.optimizer_id).create(settings.optimizer.options);
+  c.optimizer = created_by(catalog.optimizer(c.optimizer_id).create(settings.optimizer.options),
+                           c.optimizer_id, "optimizer");
   check_master_placement(settings, c.optimizer->master_dtype() != at::kFloat);
   c.tiers = make_offload_tiers(settings, catalog, env, store, timeout);
   c.options = settings.options;
@@ -163,8 +165,9 @@ Composition compose_all(const EngineSettings& settings, PluginCatalog& catalog, 
   ObserveOptions observe;
   observe.check_collectives = settings.launch.check_collectives;
   c.comm = observe_communicator(
-      catalog.comm(settings.comm.id)
-          .create(settings.comm.options, comm_context(env, store, "train/", timeout)),
+      created_by(catalog.comm(settings.comm.id)
+                     .create(settings.comm.options, comm_context(env, store, "train/", timeout)),
+                 settings.comm.id, "comm"),
       "world", observe);
   compose_parts(c, settings, catalog, env, store, timeout, hooks.adjust, [&](Composition& made) {
     if (hooks.prepare) hooks.prepare(made);
@@ -248,9 +251,11 @@ std::unique_ptr<ShardStrategy> make_shard_strategy(const EngineSettings& setting
                                                    PluginCatalog& catalog) {
   const ShardStrategyPlugin& plugin = catalog.shard(settings.shard.id);
   if (settings.shard_stands_in) {
-    return plugin.create(Options("plugin." + settings.shard.id, plugin.options(), {}, {}));
+    return created_by(
+        plugin.create(Options("plugin." + settings.shard.id, plugin.options(), {}, {})),
+        settings.shard.id, "shard");
   }
-  return plugin.create(settings.shard.options);
+  return created_by(plugin.create(settings.shard.options), settings.shard.id, "shard");
 }
 
 Composition compose(const EngineSettings& settings, PluginCatalog& catalog, const RankEnv& env,

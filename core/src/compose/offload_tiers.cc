@@ -109,7 +109,8 @@ OffloadTiers make_offload_tiers(const EngineSettings& settings, PluginCatalog& c
       note_offload_folder(job_folder(*role, tiers.job), env.rank, role->id);
     OffloadContext context{env.rank, role->key, tiers.job, cuda};
     // Observed: a rank blocked on a transfer says which region (flight recorder, trace).
-    tiers.by_id[role->id] = observe_tier(plugin.create(role->options, context), role->id);
+    tiers.by_id[role->id] = observe_tier(
+        created_by(plugin.create(role->options, context), role->id, "offload"), role->id);
   }
   return tiers;
 }

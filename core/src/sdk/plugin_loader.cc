@@ -13,12 +13,14 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <utility>
 
 #include "util/article.h"
 #include "zt/codec.h"
 #include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/host/did_you_mean.h"
+#include "zt/model_plugin.h"
 #include "zt/optimizer.h"
 #include "zt/shard_strategy.h"
 
@@ -165,11 +167,36 @@ PluginRecord record_of(const ZtPluginInfoV1& info, const std::string& path) {
                       "'; the file must be named libzt_<id>.so");
   }
   if (std::strcmp(plugin_kind_name(record.kind), "unknown") == 0) {
+    std::string known;
+    for (uint32_t k = 1; std::strcmp(plugin_kind_name(static_cast<ZtPluginKind>(k)), "unknown");
+         ++k) {
+      known += (known.empty() ? "" : ", ") + std::to_string(k) + " " +
+               plugin_kind_name(static_cast<ZtPluginKind>(k));
+    }
     throw PluginError("plugin " + path + " declares unknown kind " +
-                      std::to_string(static_cast<uint32_t>(record.kind)) +
-                      " (known: 1 comm, 2 shard, 3 offload, 4 optimizer); " + kRebuildHint);
+                      std::to_string(static_cast<uint32_t>(record.kind)) + " (known: " + known +
+                      "); " + kRebuildHint);
   }
   return record;
+}
+
+// The class a factory of `kind` derives from, and whether `factory` does. The catalog's typed
+// accessors cast to that class: a factory of another (ZT_PLUGIN's kind changed, not the class's
+// base) called a virtual function it does not have, a crash with no message.
+std::pair<const char*, bool> factory_class_check(ZtPluginKind kind, const Plugin* factory) {
+  switch (kind) {
+    case ZT_KIND_COMM:
+      return {"zt::CommunicatorPlugin", dynamic_cast<const CommunicatorPlugin*>(factory)};
+    case ZT_KIND_SHARD:
+      return {"zt::ShardStrategyPlugin", dynamic_cast<const ShardStrategyPlugin*>(factory)};
+    case ZT_KIND_OFFLOAD:
+      return {"zt::OffloadPlugin", dynamic_cast<const OffloadPlugin*>(factory)};
+    case ZT_KIND_OPTIMIZER:
+      return {"zt::OptimizerPlugin", dynamic_cast<const OptimizerPlugin*>(factory)};
+    case ZT_KIND_MODEL: return {"zt::ModelPlugin", dynamic_cast<const ModelPlugin*>(factory)};
+    case ZT_KIND_CODEC: return {"zt::CodecPlugin", dynamic_cast<const CodecPlugin*>(factory)};
+    default: return {"zt::Plugin", true};
+  }
 }
 
 // The plugin's factory object; a factory that throws or returns null is the plugin's error.
@@ -197,6 +224,12 @@ Plugin* call_factory(boost::dll::shared_library& lib, const std::string& path) {
 
 const char* core_build_fingerprint() { return ZT_BUILD_FINGERPRINT; }
 
+void throw_created_null(const std::string& id, const char* kind) {
+  throw PluginError("plugin '" + id + "' (" + kind +
+                    "): create() returned null; a plugin's create() returns what it makes or "
+                    "throws the reason (report it to the plugin's authors)");
+}
+
 std::string builtin_plugin_dir() {
   boost::dll::fs::error_code ec;
   fs::path core = boost::dll::this_line_location(ec);
@@ -217,6 +250,12 @@ PluginRecord load_plugin_file(const std::string& path) {
   boost::dll::shared_library& lib = open_library(path);
   PluginRecord record = record_of(checked_info(lib, path), path);
   record.factory = call_factory(lib, path);
+  const auto [kind_class, derives] = factory_class_check(record.kind, record.factory);
+  if (!derives) {
+    throw PluginError("plugin " + path + " declares kind " + plugin_kind_name(record.kind) +
+                      ", but its factory class does not derive from " + kind_class +
+                      " (ZT_PLUGIN's kind and factory class must agree); " + kRebuildHint);
+  }
   return record;
 }
 

@@ -56,8 +56,21 @@ ZT_API std::string builtin_plugin_dir();
 // Throws PluginError: no such file, not an ELF file, dlopen failed (unresolved symbol: the
 // message names the file and the symbol), no info entry, other ABI version or fingerprint
 // (both sides printed), id not matching the file name, unknown kind, no factory entry, a
-// factory that threw or returned null.
+// factory that threw or returned null, a factory whose class is not its kind's.
 ZT_API PluginRecord load_plugin_file(const std::string& path);
+
+// Throws PluginError: plugin `id` (of `kind`, e.g. "codec") made nothing; its create() must return
+// the object or throw.
+[[noreturn]] ZT_API void throw_created_null(const std::string& id, const char* kind);
+
+// What plugin `id`'s create() returned, refused when null (a third party's create() may return
+// null on some path: a crash later, or for a codec, silently no codec at all). Every caller of a
+// factory's create() goes through it.
+template <class T>
+std::unique_ptr<T> created_by(std::unique_ptr<T> made, const std::string& id, const char* kind) {
+  if (!made) throw_created_null(id, kind);
+  return made;
+}
 
 class ZT_API PluginCatalog {
  public:
