@@ -82,7 +82,7 @@ void ring_all_gather(Transport& t, const Group& g, const OpTag& op, uint8_t* out
     t.post_send(right, mine + chunks.offset(k), chunks.length(k, block_bytes),
                 Transport::make_tag(op.seq, me, 0, k));
   }
-  t.run(op.what);
+  t.run(op.what, Transport::Waits::kChain);
 }
 
 void pairwise_all_to_all(Transport& t, const Group& g, const OpTag& op, const uint8_t* in,
@@ -147,7 +147,7 @@ void ring_reduce_scatter(Transport& t, const Group& g, const OpTag& op, const vo
     t.post_send(right, first + chunks.offset(k), chunks.length(k, block_bytes),
                 Transport::make_tag(op.seq, me, 0, k));
   }
-  t.run(op.what);
+  t.run(op.what, Transport::Waits::kChain);
 }
 
 void chain_broadcast(Transport& t, const Group& g, const OpTag& op, uint8_t* buf, size_t bytes,
@@ -172,7 +172,7 @@ void chain_broadcast(Transport& t, const Group& g, const OpTag& op, uint8_t* buf
     }
     t.post_recv(prev, chunk, len, Transport::make_tag(op.seq, prev, 0, k), std::move(forward));
   }
-  t.run(op.what);
+  t.run(op.what, Transport::Waits::kChain);
 }
 
 }  // namespace zt::ucx

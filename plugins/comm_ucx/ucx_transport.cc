@@ -257,7 +257,7 @@ void Transport::cancel_outstanding(std::chrono::milliseconds bound) {
   outstanding_ = 0;
 }
 
-void Transport::run(const std::string& what) {
+void Transport::run(const std::string& what, Waits waits) {
   if (broken()) {
     throw CommError("comm_ucx is unusable after an earlier failure (" + broken_reason_ +
                     "); restart the job");
@@ -324,8 +324,16 @@ void Transport::run(const std::string& what) {
         for (auto& p : pool_) {
           if (waiting < 0 && p.request) waiting = p.peer;
         }
+        // On a chain every rank behind the one that stopped stalls too, naming its neighbour:
+        // say so, or a live rank is blamed (rank 0's error, the one read, names rank N-1).
+        const std::string chain =
+            waits == Waits::kChain
+                ? " (the rank before this one in the ring: each rank waits for the one before "
+                  "it, so the rank that stopped is the one whose own error is missing or names "
+                  "another cause)"
+                : "";
         fail("comm_ucx: " + what + ": no progress for " + std::to_string(timeout_.count()) +
-             " ms while waiting for rank " + std::to_string(waiting) +
+             " ms while waiting for rank " + std::to_string(waiting) + chain +
              "; it died, stalled, or called a different collective (raise launch.timeout_s "
              "if it is just slow)");
       }

@@ -46,9 +46,13 @@ class Transport {
 
   void post_send(int peer, const void* buf, size_t bytes, uint64_t tag, Handler on_done = {});
   void post_recv(int peer, void* buf, size_t bytes, uint64_t tag, Handler on_done = {});
+  // How an op's ranks wait on each other, for a stall's error: pairwise (each rank waits for
+  // ranks that sent first), or a chain (a ring, a chain broadcast: each rank waits for the one
+  // before it, so every rank behind a stopped one stalls, naming its own neighbour).
+  enum class Waits { kPairwise, kChain };
   // Progresses until every posted request and its handler completed. `what` names the op for
   // errors. Throws CommError (and marks the transport broken) on failure or stall.
-  void run(const std::string& what);
+  void run(const std::string& what, Waits waits = Waits::kPairwise);
 
   // Read from any thread (a communicator's destructor asks on the caller's): the flag is
   // atomic, and the reason is written once, before the flag is set.

@@ -71,7 +71,8 @@ class TinyGpt(nn.Module):
         x = self.wte(idx) + self.wpe(pos)           # summed in the parent: not a chain
         for block in self.blocks:
             if self.cfg.checkpoint:                 # recomputed in backward, hooks and all
-                x = x + torch.utils.checkpoint.checkpoint(block, x)
+                x = x + torch.utils.checkpoint.checkpoint(
+                    block, x, use_reentrant=self.cfg.checkpoint == "reentrant")
             else:
                 x = x + block(x)                    # residual in the parent
         return self.head(self.ln_f(x)) / self.temperature
@@ -118,8 +119,10 @@ def main():
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--offload", default="")
     p.add_argument("--nvme", default="")
-    p.add_argument("--checkpoint", action="store_true",
-                   help="torch.utils.checkpoint around every block")
+    p.add_argument("--checkpoint", choices=["reentrant", "non-reentrant"],
+                   help="torch.utils.checkpoint around every block, in this mode (non-reentrant "
+                        "recomputes a block's forward inside the loss's backward, its saved "
+                        "tensors views of the gathered parameters)")
     p.add_argument("--plant-nan", choices=["first", "middle", "last"],
                    help="a planted fault: one element of zt's result in the first, a middle or "
                         "the last tensor compared made NaN (the oracle must fail)")

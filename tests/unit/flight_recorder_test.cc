@@ -28,7 +28,8 @@ using zt::test::write_file;
 namespace {
 
 // A world of one whose all_reduce has failed by the time anyone waits for it (a size mismatch,
-// a peer already found dead).
+// a peer already found dead), and whose broadcast is refused at the call (as a plugin refuses a
+// dtype it lacks).
 class FailedCommunicator final : public zt::Communicator {
  public:
   int rank() const override { return 0; }
@@ -45,7 +46,7 @@ class FailedCommunicator final : public zt::Communicator {
     return zt::run_now([] { throw zt::CommError("peer 1 is gone"); });
   }
   std::shared_ptr<zt::Work> broadcast(const at::Tensor&, int) override {
-    return std::make_shared<zt::CompletedWork>();
+    throw zt::InternalError("failed: broadcast refused at the call");
   }
   std::shared_ptr<zt::Work> barrier() override { return std::make_shared<zt::CompletedWork>(); }
   zt::CommStats stats() const override { return {}; }
@@ -212,4 +213,18 @@ TEST_CASE("flight recorder: a collective that failed before its wait dumps where
   }
   CHECK(waiting_named);
   CHECK(j["collectives"].back()["state"] == "failed");
+}
+
+TEST_CASE("flight recorder: a collective refused at the call is recorded as failed, not running") {
+  // Left "running", the refusing rank read in the diagnosis as waiting in it with its peers.
+  auto& recorder = zt::FlightRecorder::instance();
+  auto comm = zt::observe_communicator(std::make_unique<FailedCommunicator>(), "refusing");
+  at::Tensor t = at::ones({4});
+  CHECK_THROWS_AS(comm->broadcast(t, 0), zt::InternalError);
+  const auto records = recorder.records();
+  REQUIRE(!records.empty());
+  CHECK(records.back().op == "broadcast");
+  CHECK(records.back().group == "refusing");
+  CHECK(records.back().failed);
+  CHECK(records.back().completed_ns != 0);
 }

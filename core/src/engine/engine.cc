@@ -16,6 +16,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/ScopeExit.h>
 
 #include <algorithm>
 #include <cmath>
@@ -121,6 +122,9 @@ struct Engine::Impl {
   // A forward the caller runs (begin_forward): open until backward() or end_forward().
   enum class Driven { kNone, kTraining, kEvaluation } driven = Driven::kNone;
   std::optional<EngineClock::Phase> driven_phase;  // times a driven micro step as a whole
+  // Inside the loss's backward: a unit entered now is a forward recomputed for its backward
+  // (PyTorch's non-reentrant checkpoint), whose saved tensors are views of the gathered groups.
+  bool in_backward = false;
   ShardIo io;
   EngineParts parts;  // what checkpoints and the debug accessors use
   // Last, so destroyed first: hooks on the caller's tensors see it gone (guarded_hook).
@@ -255,6 +259,8 @@ struct Engine::Impl {
       {
         const trace::Scope span("backward");
         const BackwardSpans spans(*this);  // closes a unit's span the hooks opened, if any
+        in_backward = true;
+        const auto clear = c10::make_scope_exit([this] { in_backward = false; });
         scaled(loss).backward();
       }
       ++micro;
@@ -415,7 +421,8 @@ struct Engine::Impl {
 
   void enter_unit(int u) {
     check_driven_unit(u, "enter_unit");
-    if (opt.stage == 3) gatherer.gather_unit(u, +1);
+    // A recomputation runs in backward: what it prefetches is the backward's next units.
+    if (opt.stage == 3) gatherer.gather_unit(u, in_backward ? -1 : +1);
   }
 
   // The unit's outputs carry a hook that gathers its groups again before its backward; its
@@ -429,7 +436,10 @@ struct Engine::Impl {
       at::Tensor x = out;
       x.register_hook(guarded_hook([this, u] { gatherer.gather_unit(u, -1); }));
     }
-    gatherer.release_after_forward(u);
+    // A forward recomputed in backward keeps its groups: the backward that follows at once
+    // reads them through the saved tensors (released there, they were read as empty storage),
+    // and the reducer releases each group as its gradients are taken.
+    if (!in_backward) gatherer.release_after_forward(u);
   }
 
   at::Tensor backward(const at::Tensor& loss) {

@@ -163,7 +163,15 @@ class ObservedCommunicator final : public Communicator {
         throw;
       }
     }
-    std::shared_ptr<Work> work = issue();
+    std::shared_ptr<Work> work;
+    try {
+      work = issue();
+    } catch (...) {
+      // Refused at the call (a dtype the plugin lacks, a shard of the wrong size): failed, not
+      // running, or the diagnosis reads this rank as waiting in it with its peers.
+      finish(*s, true);
+      throw;
+    }
     if (auto* future = dynamic_cast<FutureWork*>(work.get())) {
       future->on_complete([s](bool failed) { finish(*s, failed); });
     }

@@ -52,6 +52,20 @@ TEST_CASE("ring path: a dead peer makes the survivor fail naming it, within the 
   CHECK(contains(run.all(), "waiting for rank 1"));
 }
 
+TEST_CASE("ring path, world 4: each survivor names its ring neighbour as such, not as the culprit") {
+  // Rank 2 dies: rank 3 waits for it, rank 0 for rank 3 (alive), rank 1 for rank 0. Rank 0's
+  // error, the one a user reads first, named rank 3 as if it had stopped.
+  auto run = launch_comm_check(4,
+                               {"--scenario", "die", "--victim", "2", "--timeout-ms", "2000",
+                                "--option", "shared_memory=false"},
+                               /*stop_all=*/false);
+  INFO(run.all());
+  REQUIRE(run.reports.size() == 4);
+  CHECK(contains(run.reports[3], "waiting for rank 2 (the rank before this one in the ring"));
+  CHECK(contains(run.reports[0], "waiting for rank 3 (the rank before this one in the ring"));
+  CHECK(contains(run.reports[0], "the rank that stopped is the one whose own error is missing"));
+}
+
 TEST_CASE("ranks that call a collective with different sizes fail, on both paths, never a result") {
   for (const std::string option : {"shared_memory=true", "shared_memory=false"}) {
     CAPTURE(option);
@@ -73,12 +87,14 @@ TEST_CASE("peer_error_handling = true: a dead peer is reported as unreachable or
                                /*stop_all=*/false);
   INFO(run.all());
   CHECK(run.result.rank_codes[0] == 4);
-  // Rank 0's own report names the dead peer: UCX found it unreachable, or the wait ran out
-  // (all() prefixes every rank's report with "rank N", so it alone proves nothing).
+  // Rank 0's own report names the dead peer: UCX found it unreachable, or the transport's stall
+  // check ran out first ("no progress for 3000 ms while waiting for rank 1"; the handle's own
+  // wait, 2 x 3000 + 1000 ms, is longer). all() prefixes every rank's report with "rank N", so
+  // it alone proves nothing.
   REQUIRE(run.reports.size() == 2);
   const std::string& survivor = run.reports[0];
   CHECK((contains(survivor, "rank 1 is unreachable") ||
-         contains(survivor, "did not complete within")));
+         contains(survivor, "while waiting for rank 1")));
 }
 
 TEST_CASE("a transport list UCX refuses is a config error naming the option") {
