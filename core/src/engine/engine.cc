@@ -260,7 +260,11 @@ struct Engine::Impl {
         const trace::Scope span("backward");
         const BackwardSpans spans(*this);  // closes a unit's span the hooks opened, if any
         in_backward = true;
-        const auto clear = c10::make_scope_exit([this] { in_backward = false; });
+        reducer.set_in_engine_backward(true);
+        const auto clear = c10::make_scope_exit([this] {
+          in_backward = false;
+          reducer.set_in_engine_backward(false);
+        });
         scaled(loss).backward();
       }
       ++micro;

@@ -83,6 +83,7 @@ void GradReducer::begin_micro_step(int64_t step, int64_t index) {
   std::fill(arrived_.begin(), arrived_.end(), 0);
   std::fill(reduced_.begin(), reduced_.end(), false);
   any_arrived_ = false;
+  arrived_outside_ = false;
 }
 
 // A parameter's gradient arrives once per backward, after autograd summed its uses, except
@@ -93,8 +94,19 @@ void GradReducer::begin_micro_step(int64_t step, int64_t index) {
 // step): refused.
 void GradReducer::on_grad_ready(int p) {
   any_arrived_ = true;
+  if (!in_engine_backward_) arrived_outside_ = true;
   if (options_.stage < 2) return;
   const int g = layout_.params[p].group;
+  if (reduced_[g] && arrived_outside_ && in_engine_backward_) {
+    throw ConfigError(
+        "the gradient of parameter " + layout_.params[p].name +
+        " arrived a second time in one micro step at ZeRO stage " +
+        std::to_string(options_.stage) +
+        ": a backward before engine.backward (an auxiliary loss's loss.backward(retain_graph="
+        "True)) already reduced its group, which stages 2-3 do as gradients arrive; add the "
+        "losses and call engine.backward once (engine.backward(loss + aux_loss)), or train at "
+        "zero.stage 0-1, which sum such backward passes");
+  }
   if (reduced_[g]) {
     throw ConfigError(
         "the gradient of parameter " + layout_.params[p].name +

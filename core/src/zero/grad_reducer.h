@@ -82,6 +82,10 @@ class GradReducer {
   // Whether a parameter's gradient arrived since begin_micro_step: a backward ran (at every
   // stage; stages 0-1 reduce only at the step).
   bool gradients_arrived() const { return any_arrived_; }
+  // The engine's own backward of the loss runs (Engine's run_backward): an arrival outside it is
+  // a backward the caller ran (an auxiliary loss's loss.backward(retain_graph=True)), named as
+  // such when it reduced a group the engine's backward then reaches again.
+  void set_in_engine_backward(bool in) { in_engine_backward_ = in; }
   // Error feedback: group g's residual (fp32, its padded length: what encoding this rank's
   // gradients lost so far), or undefined without error feedback. Checkpoints save and restore it.
   const at::Tensor& residual(int g) const { return residuals_[g]; }
@@ -130,6 +134,8 @@ class GradReducer {
   std::vector<int> ready_;     // per group: parameters whose gradient arrived this micro step
   std::vector<char> arrived_;  // per parameter: its gradient arrived this micro step
   bool any_arrived_ = false;   // gradients_arrived()
+  bool in_engine_backward_ = false;
+  bool arrived_outside_ = false;  // since begin_micro_step, outside the engine's backward
   std::vector<bool> reduced_;  // per group: already sent this micro step
   std::vector<at::Tensor> residuals_;         // per group; undefined without error feedback
   std::vector<at::Tensor> across_residuals_;  // per group, MiCS's coded all-reduce
