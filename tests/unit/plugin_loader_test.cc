@@ -87,6 +87,12 @@ TEST_CASE("a plugin that needs a symbol nobody defines fails at load, naming fil
   CHECK(contains(e, "cannot load plugin " + fixture("undefined_symbol")));
   CHECK(contains(e, "undefined symbol: zt_fixture_symbol_nobody_defines"));
   CHECK(contains(e, "link the library that defines it"));
+  // One of zt's own (a later SDK's): no LINK helps, and the message says what does.
+  e = load_error(fixture("newer_sdk_symbol"));
+  CHECK(contains(e, "undefined symbol: _ZN2zt"));
+  CHECK(contains(e, "built against another zt SDK than this zt (plugin ABI " +
+                        std::to_string(ZT_PLUGIN_ABI_VERSION) + ")"));
+  CHECK_FALSE(contains(e, "LINK"));
 }
 
 TEST_CASE("a missing file and an unknown id list what was found and where") {
@@ -114,8 +120,8 @@ TEST_CASE("load_all reports each broken plugin without stopping at the first") {
     if (entry.record) good++;
     else broken++;
   }
-  CHECK(broken == 8);  // not_elf, no_info, wrong_abi, wrong_fingerprint, throwing_factory,
-                       // undefined_symbol, mismatched_kind, unknown_kind
+  CHECK(broken == 9);  // not_elf, no_info, wrong_abi, wrong_fingerprint, throwing_factory,
+                       // undefined_symbol, newer_sdk_symbol, mismatched_kind, unknown_kind
   CHECK(good >= 2);    // shard_fixture and comm_ucx (built-in)
 }
 

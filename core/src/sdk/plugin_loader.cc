@@ -99,10 +99,29 @@ std::string load_failure(const std::string& path, const std::string& fallback) {
   }
   std::string reason = why ? why : fallback;
   std::string way_out = kRebuildHint;
-  if (reason.find("undefined symbol") != std::string::npos) {
-    way_out = "the plugin needs a symbol that neither it nor the libraries it links provide: link "
-              "the library that defines it (zt_add_plugin(<id> ... LINK <target>)) or " +
-              way_out;
+  const std::string undefined = "undefined symbol: ";
+  const size_t at = reason.find(undefined);
+  if (at != std::string::npos) {
+    const std::string symbol = reason.substr(at + undefined.size());
+    const auto in = [&](std::initializer_list<const char*> prefixes) {
+      for (const char* p : prefixes) {
+        if (symbol.rfind(p, 0) == 0) return true;
+      }
+      return false;
+    };
+    // zt's own C++ (a base class's default defined out of line in a later SDK): no LINK helps.
+    if (in({"_ZN2zt", "_ZNK2zt", "_ZTVN2zt", "_ZTIN2zt", "_ZTSN2zt"})) {
+      way_out = "the plugin was built against another zt SDK than this zt (plugin ABI " +
+                std::to_string(ZT_PLUGIN_ABI_VERSION) + "), which does not define it; " +
+                kRebuildHint;
+    } else if (in({"_ZN3c10", "_ZNK3c10", "_ZN2at", "_ZNK2at", "_ZN5torch", "_ZNK5torch"})) {
+      way_out = "the plugin was built against another LibTorch than this zt's (torch " +
+                field(ZT_BUILD_FINGERPRINT, "torch") + "); " + kRebuildHint;
+    } else {
+      way_out = "the plugin needs a symbol that neither it nor the libraries it links provide: "
+                "link the library that defines it (zt_add_plugin(<id> ... LINK <target>)) or " +
+                way_out;
+    }
   }
   return "cannot load plugin " + path + ": " + reason + "; " + way_out;
 }
