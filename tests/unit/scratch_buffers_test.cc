@@ -54,3 +54,18 @@ TEST_CASE("scratch buffers: reused once released, never while lent, capped") {
   CHECK(pool.get(0, at::kFloat).numel() == 0);
   CHECK(pool.held_bytes() == held);
 }
+
+TEST_CASE("scratch buffers: an engine rebuilt lets go of what is not lent, and keeps what is") {
+  ScratchBuffers pool;
+  at::Tensor small = pool.get(1000, at::kFloat);
+  const int64_t small_bytes = pool.held_bytes();
+  at::Tensor large = pool.get(200000, at::kFloat);
+  REQUIRE(pool.held_bytes() > small_bytes);
+  large = at::Tensor();
+  pool.drop_free();
+  CHECK(pool.held_bytes() == small_bytes);  // still lent: kept
+  CHECK(small.numel() == 1000);
+  small = at::Tensor();
+  pool.drop_free();
+  CHECK(pool.held_bytes() == 0);
+}

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "compose/offload_tiers.h"
+#include "zero/scratch_buffers.h"
 #include "zt/error.h"
 #include "zt/host/flight_recorder.h"
 #include "zt/host/plugin_loader.h"
@@ -287,6 +288,9 @@ void recompose(Composition& c, const EngineSettings& settings, PluginCatalog& ca
   c.tiers = OffloadTiers{};
   c.optimizer.reset();
   c.strategy.reset();
+  // The coded collectives' staging, kept for the last arm's sizes: counted in the next arm's
+  // memory otherwise (an exact arm reported a codec's buffers as its own peak).
+  ScratchBuffers::process().drop_free();
   compose_parts(c, settings, catalog, env, store, timeout, {}, [&](Composition& made) {
     return std::make_unique<Engine>(source, *made.comm, *made.strategy, *made.optimizer,
                                     made.options, made.tiers.engine_tiers(), made.engine_codecs());

@@ -44,6 +44,15 @@ int64_t ScratchBuffers::held_bytes() const {
   return n;
 }
 
+void ScratchBuffers::drop_free() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<at::Tensor> lent;
+  for (at::Tensor& b : kept_) {
+    if (!free_now(b)) lent.push_back(std::move(b));
+  }
+  kept_ = std::move(lent);
+}
+
 ScratchBuffers& ScratchBuffers::process() {
   static ScratchBuffers* pool = new ScratchBuffers();
   return *pool;

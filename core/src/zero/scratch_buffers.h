@@ -27,6 +27,10 @@ class ScratchBuffers {
   at::Tensor get(int64_t numel, at::ScalarType dtype);
   // Bytes the pool holds, lent or free (for tests).
   int64_t held_bytes() const;
+  // Lets go of every buffer not lent now: when an engine is rebuilt (a live A/B switch) the next
+  // arm's sizes differ, and buffers kept for the last arm's codecs counted in the next arm's
+  // memory (an arm without a codec reported the codec's staging as its own).
+  void drop_free();
 
   // The process's pool, shared by every engine and communicator (never destroyed: a pool that
   // outlived LibTorch's allocator at exit would free into it).
