@@ -12,6 +12,7 @@
 
 #include "zero/model_layout.h"
 #include "zt/error.h"
+#include "zt/param_init.h"
 
 namespace {
 
@@ -132,5 +133,23 @@ TEST_CASE("a plan that breaks the rules is refused naming the unit") {
   PerTensor strategy;
   strategy.spoil = [](zt::ShardPlan& plan) { plan.groups[0].padded_numel = 3; };
   CHECK_THROWS_WITH_AS(zt::ModelLayout({&unit}, strategy, 2, 4), doctest::Contains("block7"),
+                       zt::InternalError);
+}
+
+TEST_CASE("a tie declared by its second unit under a name of its own is refused when attached") {
+  // Two declared parameters sharing one tensor: the gradient went to the first, the values the
+  // model reads came from the second's buffer, and the tie trained wrong without an error.
+  auto decl = [](const std::string& name) {
+    return zt::ParamEntry{name, name, {3, 2}, zt::ParamInit::normal(0.02), {}};
+  };
+  const std::vector<zt::UnitEntries> entries = {{decl("wte.weight")}, {decl("lm_head.weight")}};
+  PerTensor strategy;
+  zt::ModelLayout layout(entries, {"unit 0", "unit 1"}, strategy, 2, 4, 1);
+  at::Tensor w = param({3, 2}, 0);
+  ListUnit embed("embed", {{"wte.weight", w}}), head("head", {{"lm_head.weight", w}});
+  layout.attach(0, embed);
+  CHECK_THROWS_WITH_AS(layout.attach(1, head),
+                       doctest::Contains("lists lm_head.weight as its own, but it is the tensor "
+                                         "wte.weight already lists"),
                        zt::InternalError);
 }

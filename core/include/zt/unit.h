@@ -38,9 +38,12 @@ class ZT_API Unit {
   // (name, tensor) of every parameter forward() uses, owned or borrowed, in a fixed order.
   //   returns: the same tensors in the same order on every call (the engine calls it once to
   //            register, and again for activation checkpointing); each requires grad.
-  // Names are the ones plans (TensorMeta::name) and messages use; a tensor borrowed from an
-  // earlier unit is recognised by identity, whatever name it has here. A tensor that does not
-  // require grad makes the engine's constructor throw InternalError naming it.
+  // Names are the ones plans (TensorMeta::name) and messages use. Units a ModelSource builds
+  // borrow by name: a tensor borrowed from an earlier unit is listed (and declared) under its
+  // owner's name, and the same tensor under a name of its own is refused (InternalError). Units
+  // handed to the engine built (a TorchScript module's) are matched by identity, whatever the
+  // name. A tensor that does not require grad makes the engine's constructor throw InternalError
+  // naming it.
   virtual std::vector<std::pair<std::string, at::Tensor>> parameters() = 0;
 };
 

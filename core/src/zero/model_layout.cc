@@ -133,6 +133,18 @@ void ModelLayout::attach(int u, Unit& unit) {
                           " but declared it " + shape_text(slot.shape));
     }
     if (groups[slot.group].unit == u) {
+      // One tensor under two declared names (a tie declared by its second unit under a name of
+      // its own) would be two parameters sharing one storage: the gradient went to one slot, the
+      // values the model reads came from the other, and the tie trained wrong without a word.
+      for (const ParamSlot& other : params) {
+        if (&other != &slot && other.tensor.defined() &&
+            other.tensor.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
+          throw InternalError(where + " lists " + name + " as its own, but it is the tensor " +
+                              other.name + " already lists; a tied weight is one parameter: " +
+                              "declare and list it as " + other.name + " in every unit that "
+                              "uses it");
+        }
+      }
       slot.tensor = tensor;
     } else if (!slot.tensor.defined() ||
                slot.tensor.unsafeGetTensorImpl() != tensor.unsafeGetTensorImpl()) {
