@@ -413,6 +413,22 @@ TEST_CASE("model plugin: model.kind and plugins.model must agree") {
   CHECK(contains(r.output, "plugins.model = \"shard_tensor\" names a shard plugin"));
 }
 
+TEST_CASE("model plugin: a loss() of one value per sample is refused by name (exit 2)") {
+  // It failed in LibTorch's words ("shape '[1]' is invalid"), reported as zt's internal error.
+  TempDir dir;
+  const std::string config = dir.file("job.toml");
+  std::string toml = job_toml("kind = \"plugin\"\n", dir.file("out"), 1, 3);
+  toml.replace(toml.find("[plugins]\n"), 10,
+               "[plugins]\nmodel = \"per_sample_loss\"\ndirs = [\"" ZT_TEST_FIXTURE_DIR "\"]\n");
+  zt::test::write_file(config, toml);
+  const auto r = run_command(std::string(ZT_TEST_TRAINER) + " --config " + config);
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "the model's loss has shape [6], not one value"));
+  CHECK(contains(r.output, "reduce it first (e.g. .mean())"));
+  CHECK_FALSE(contains(r.output, "internal error"));
+}
+
 TEST_CASE("torchscript: a checkpoint resumes bit for bit, under the module's own names") {
   ZT_SKIP_WITHOUT_TORCH();
   TempDir dir;

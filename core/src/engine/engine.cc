@@ -247,6 +247,14 @@ struct Engine::Impl {
       const trace::Scope span("forward");
       loss = loss_fn(run_units(input));
     }
+    if (!loss.defined() || loss.numel() != 1) {
+      // As backward() refuses it: a per-sample loss failed in LibTorch's words, as zt's bug.
+      fail_backward();
+      throw ConfigError("the model's loss has shape " +
+                        (loss.defined() ? c10::str(loss.sizes()) : std::string("(undefined)")) +
+                        ", not one value: a loss function (a model plugin's loss()) returns the "
+                        "micro batch's loss as one number; reduce it first (e.g. .mean())");
+    }
     stepper.note_loss(loss, micro);  // read here only where streamed groups update in backward
     run_backward(loss);
     return loss.detach();
