@@ -91,11 +91,21 @@ TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 
   CHECK(contains(r.output, "exported step 2 of "));
   CHECK(contains(r.output, ": 28 tensors, "));
   CHECK(contains(r.output, "fp32"));
-  CHECK(contains(r.output, "Hugging Face GPT-2 names -> " + out));
+  CHECK(contains(r.output, "Hugging Face GPT-2 names, n_head 2 -> " + out));
   CHECK_FALSE(std::filesystem::exists(out + ".tmp"));
 
   zt::SafetensorsReader file(out);
   CHECK(file.metadata().at("format") == "pt");
+  // The heads, which no shape tells: recorded, printed, and checked by model.init_from (a file
+  // of 2 heads loaded into 4 computed another function without a word).
+  CHECK(file.metadata().at("zt.n_head") == "2");
+  const auto heads = run_command(small_gpt(dir.file("tuned"), ZT_TEST_SOURCE_DIR "/README.md",
+                                           "--set run.steps=1 --set model.n_head=4 "
+                                           "--set model.init_from=" + out));
+  INFO(heads.output);
+  CHECK(heads.exit_code == 2);
+  CHECK(contains(heads.output, "the file holds a GPT of 2 attention heads (its zt.n_head"));
+  CHECK(contains(heads.output, "set model.n_head = 2"));
   std::set<std::string> names;
   for (const auto& e : file.entries()) {
     names.insert(e.name);

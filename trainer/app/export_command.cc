@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "models/hf_names.h"
+#include "models/model.h"
+#include "settings/job_config.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
 #include "zt/host/checkpoint.h"
@@ -45,12 +47,31 @@ struct Planned {
 struct ExportPlan {
   std::string kind;  // "gpt" | "mlp"
   std::vector<Planned> tensors;
+  int64_t n_head = 0;  // a GPT's attention heads, from the checkpoint's config (0: unknown)
 };
+
+// A GPT's attention heads as the checkpoint's config resolves them (model.n_head, else its
+// preset's): the one size its tensors cannot tell, recorded in the file (zt.n_head) for
+// model.init_from to check and for a reader building GPT2Config. 0 without a config (a Python
+// engine's checkpoint saved without one).
+int64_t heads_of(const CheckpointReader& reader) {
+  const std::string& toml = reader.meta().config_toml;
+  std::string preset = resolved_config_value(toml, "model", "preset");
+  const std::string n_head = resolved_config_value(toml, "model", "n_head");
+  if (n_head.empty()) return 0;
+  if (preset.size() >= 2 && preset.front() == '"') preset = preset.substr(1, preset.size() - 2);
+  try {
+    return models::gpt_heads(preset.empty() ? "custom" : preset, std::stoll(n_head));
+  } catch (const std::exception&) {
+    return 0;  // a config of another zt: nothing recorded, nothing checked
+  }
+}
 
 ExportPlan plan_export(const CheckpointReader& reader) {
   std::vector<std::string> names;
   for (const auto& t : reader.tensors()) names.push_back(t.name);
-  ExportPlan plan{models::model_kind_of(names), {}};
+  ExportPlan plan{models::model_kind_of(names), {}, 0};
+  if (plan.kind == "gpt") plan.n_head = heads_of(reader);
   for (const auto& t : reader.tensors()) {
     Planned p{&t, models::exported_name(plan.kind, t.name), t.shape};
     if (p.name.transpose) std::swap(p.file_shape[0], p.file_shape[1]);
@@ -107,6 +128,7 @@ int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const
                    const std::string& out) {
   SafetensorsWriter writer;
   writer.set_metadata("format", "pt");
+  if (plan.n_head > 0) writer.set_metadata("zt.n_head", std::to_string(plan.n_head));
   for (const auto& p : plan.tensors) writer.add(p.name.name, dtype.file, p.file_shape);
   const std::string tmp = out + ".tmp";
   TempFileGuard guard(tmp);
@@ -141,7 +163,8 @@ int export_weights(const CliArgs& args, std::ostream& out) {
   out << "exported step " << reader.step() << " of " << reader.folder() << ": "
       << plan.tensors.size() << " tensors, " << params << " parameters, " << dtype.cli << ", "
       << bytes_text(bytes)
-      << (plan.kind == "gpt" ? ", Hugging Face GPT-2 names" : ", the model's own names") << " -> "
+      << (plan.kind == "gpt" ? ", Hugging Face GPT-2 names" : ", the model's own names")
+      << (plan.n_head > 0 ? ", n_head " + std::to_string(plan.n_head) : std::string()) << " -> "
       << args.out_path << "\n";
   return 0;
 }

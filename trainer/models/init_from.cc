@@ -98,9 +98,24 @@ void check_nothing_left(const SafetensorsReader& reader, const std::string& kind
 // the model it came from.
 void check_tied_head(const CheckedFile& file);
 
-// Opens the file and matches every parameter to a tensor of it, checking them all.
+// A GPT file trainer export wrote records its attention heads (zt.n_head): the one size the
+// shapes cannot tell, so another one loaded and computed another function without a word.
+void check_heads(const SafetensorsReader& reader, int64_t n_head, const std::string& context) {
+  const auto it = reader.metadata().find("zt.n_head");
+  if (n_head <= 0 || it == reader.metadata().end() || it->second == std::to_string(n_head)) return;
+  throw ConfigError(context + ": the file holds a GPT of " + it->second +
+                    " attention heads (its zt.n_head, as trainer export records it), but this "
+                    "model has " +
+                    std::to_string(n_head) +
+                    " (model.n_head, or its preset's): the same tensors would compute another "
+                    "function; set model.n_head = " +
+                    it->second);
+}
+
+// Opens the file and matches every parameter to a tensor of it, checking them all. `n_head`: a
+// GPT's attention heads, checked against the file's record of them (0: none to check).
 CheckedFile check_file(const std::string& path, const std::string& where, const std::string& kind,
-                       const std::vector<ParamDecl>& params) {
+                       const std::vector<ParamDecl>& params, int64_t n_head) {
   CheckedFile file;
   file.context = "model.init_from = \"" + path + "\" (" + where + ")";
   try {
@@ -117,6 +132,7 @@ CheckedFile check_file(const std::string& path, const std::string& where, const 
   }
   check_nothing_left(*file.reader, kind, used, file.context);
   if (kind == "gpt") check_tied_head(file);
+  if (kind == "gpt") check_heads(*file.reader, n_head, file.context);
   return file;
 }
 
@@ -183,7 +199,7 @@ void load_weights(Model& model, const std::string& path, const std::string& wher
   const auto params = unique_parameters(model);
   std::vector<ParamDecl> shapes;
   for (const auto& [name, t] : params) shapes.push_back({name, t.sizes().vec(), {}});
-  const CheckedFile file = check_file(path, where, model.shape.kind, shapes);
+  const CheckedFile file = check_file(path, where, model.shape.kind, shapes, model.shape.n_head);
   c10::NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
     params[i].second.copy_(read_value(file, file.matches[i]));
@@ -207,8 +223,8 @@ std::vector<ParamDecl> declared_parameters(const ModelSource& source) {
 }
 
 void load_weights(Engine& engine, const std::string& kind, const std::vector<ParamDecl>& params,
-                  const std::string& path, const std::string& where, int rank) {
-  const CheckedFile file = check_file(path, where, kind, params);
+                  const std::string& path, const std::string& where, int rank, int64_t n_head) {
+  const CheckedFile file = check_file(path, where, kind, params, n_head);
   for (const Match& match : file.matches) {
     engine.with_gathered_parameters({match.zt_name}, 0,
                                     [&](std::vector<std::pair<std::string, at::Tensor>>& gathered) {
@@ -221,7 +237,8 @@ void apply_init_from(Engine& engine, const std::vector<ParamDecl>& params,
                      const trainer::ModelSettings& settings, int rank) {
   if (settings.init_from.empty()) return;
   load_weights(engine, settings.kind, params, settings.init_from,
-               settings.places.where("model.init_from"), rank);
+               settings.places.where("model.init_from"), rank,
+               settings.kind == "gpt" ? gpt_heads(settings.preset, settings.n_head) : 0);
 }
 
 }  // namespace zt::models

@@ -3,7 +3,8 @@
 // names (with or without the "transformer." prefix; HF's attention-mask buffers and the tied
 // lm_head.weight are skipped) in HF's Conv1D layout, an MLP under zt's own names; F32, BF16 or
 // F16 elements, converted to fp32. Every model parameter must be in the file at its shape, and
-// every file tensor must be a model parameter, so a file of another model size never loads.
+// every file tensor must be a model parameter, so a file of another model size never loads; a
+// GPT's attention heads, which no shape tells, are checked where the file records them.
 // The tensors are read one at a time (never the whole file in memory).
 // Two targets: a Model built whole in this process (the single-process reference, tests), or an
 // Engine holding the model in shards (partitioned construction), into which rank 0 writes each
@@ -45,11 +46,14 @@ std::vector<ParamDecl> declared_parameters(const ModelSource& source);
 //   path, where: in, as load_weights() above.
 //   rank:   in, this process's rank: rank 0 reads the file's tensors, one at a time, and writes
 //           each through Engine::with_gathered_parameters; every rank checks the file.
+//   n_head: in, a GPT's attention heads, refused (ConfigError) when the file records others
+//           (trainer export's zt.n_head); 0 checks nothing.
 // Throws what load_weights() throws, with the same messages, on every rank before any tensor
 // changes; an IoError while rank 0 reads a tensor there (the other ranks: CommError naming rank 0;
 // the tensors written before it keep their new values). CommError, IoError from the engine.
 void load_weights(Engine& engine, const std::string& kind, const std::vector<ParamDecl>& params,
-                  const std::string& path, const std::string& where, int rank);
+                  const std::string& path, const std::string& where, int rank,
+                  int64_t n_head = 0);
 
 // The engine's load_weights() from model.init_from when it is set, for the model of
 // the settings' kind whose parameters are `params` (declared_parameters() of the

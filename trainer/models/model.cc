@@ -55,6 +55,10 @@ std::string with_thousands(int64_t n) {
 
 }  // namespace
 
+int64_t gpt_heads(const std::string& preset, int64_t n_head) {
+  return n_head > 0 ? n_head : find_preset(preset).n_head;
+}
+
 ModelShape resolve_model_shape(const trainer::ModelSettings& model, PluginCatalog& catalog) {
   ModelShape shape;
   shape.kind = model.kind;

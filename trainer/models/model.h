@@ -59,6 +59,9 @@ ModelInputs model_inputs(const ModelShape& shape);
 // loads the model (the file, or the plugin's factory from `catalog`): what load_torchscript()
 // and the plugin throw.
 ModelShape resolve_model_shape(const trainer::ModelSettings& model, PluginCatalog& catalog);
+// A GPT's attention heads: `n_head` (model.n_head), or `preset`'s when it is 0. The one size its
+// tensors' shapes cannot tell (trainer export records it; model.init_from checks it).
+int64_t gpt_heads(const std::string& preset, int64_t n_head);
 // The parameters a model of this shape has, without building it (a model too large to build must
 // fail the memory check before it is built): make_model(shape, seed)->parameter_count().
 int64_t parameter_count(const ModelShape& shape);
