@@ -24,6 +24,7 @@ build() {
   elif grep -q '^ZT_BUILD_BENCH:BOOL=OFF' "$build_dir/CMakeCache.txt" ||
        [[ /var/lib/dpkg/status -nt "$build_dir/CMakeCache.txt" ]]; then
     cmake -S . -B "$build_dir" -DZT_BUILD_BENCH=ON
+    touch "$build_dir/CMakeCache.txt"  # as build.sh: rewritten only when an entry changed
   fi
   local type
   type="$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build_dir/CMakeCache.txt")"
@@ -35,10 +36,12 @@ build() {
 
 bench="${1:-}"
 # What the bench needs installed first, as every other script of this folder does: the benches
-# that run Python, Node, tc or namespace hosts need everything, the others a job's packages.
+# that run Python, Node, tc, namespace hosts or UCX's own tools need everything (comm compares with
+# ucx_perftest, from ucx-utils; train with PyTorch's DDP and a TorchScript GPT, from
+# python3-torch), the others a job's packages.
 case "$bench" in
-  python|tune|tokenize|codec|mics) scripts/setup.sh all ;;
-  adam|comm|nvme|train|trace|eval|ckpt|scale) scripts/setup.sh job ;;
+  python|tune|tokenize|codec|mics|comm|train) scripts/setup.sh all ;;
+  adam|nvme|trace|eval|ckpt|scale) scripts/setup.sh job ;;
 esac
 case "$bench" in
   adam)

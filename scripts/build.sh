@@ -31,5 +31,8 @@ if [ ! -f "$build_dir/build.ninja" ]; then
 elif [ $# -gt 0 ] || [ "$packages" -nt "$build_dir/CMakeCache.txt" ]; then
   [ $# -gt 0 ] || echo "build: packages were installed since $build_dir was configured: configuring again"
   cmake -S . -B "$build_dir" "$@"
+  # CMake rewrites its cache only when an entry changed: after an install that changed none, the
+  # cache stayed older than dpkg's status, and every later build configured again.
+  touch "$build_dir/CMakeCache.txt"
 fi
 cmake --build "$build_dir" -j "${ZT_JOBS:-2}" --target "${ZT_TARGET:-all}"

@@ -14,9 +14,14 @@
 # checkpoint interval, past any save.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-minutes=${1:-2}
+# MINUTES is optional: `chaos.sh --sync-saves` keeps the default and passes the flag on.
+minutes=2
+if [ $# -gt 0 ] && [ "${1#--}" = "$1" ]; then
+  minutes=$1
+  shift
+fi
 scripts/setup.sh job
 ZT_TARGET=zt_job scripts/build.sh
 mkdir -p bench-results
 exec python3 tests/chaos/chaos_soak.py --trainer "${ZT_BUILD_DIR:-build}/bin/trainer" \
-  --minutes "$minutes" --json bench-results/chaos.json "${@:2}"
+  --minutes "$minutes" --json bench-results/chaos.json "$@"

@@ -12,8 +12,8 @@ if [ "${1:-}" = --test ]; then
   as_test=1
   shift
 fi
-build=${1:-build}
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$source_dir/build}
 parts="$build/zt-optional-parts.tsv"
 if [ ! -f "$parts" ]; then
   echo "check-optional-parts: $parts is missing: configure $build first (scripts/build.sh)" >&2

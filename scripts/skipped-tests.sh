@@ -4,7 +4,9 @@
 # from CTest's log of the run (Testing/Temporary/LastTest.log). Prints nothing when none skipped.
 #   scripts/skipped-tests.sh [BUILD_DIR]
 set -euo pipefail
-log="${1:-build}/Testing/Temporary/LastTest.log"
+# The default build folder is the checkout's, wherever this is run from (a folder of the caller's
+# without a log printed nothing, as if none had skipped).
+log="${1:-$(dirname "$0")/../build}/Testing/Temporary/LastTest.log"
 [ -f "$log" ] || exit 0
 awk '
   /^[0-9]+\/[0-9]+ Test: / { sub(/^[0-9]+\/[0-9]+ Test: /, ""); name = $0; next }

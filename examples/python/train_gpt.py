@@ -91,8 +91,11 @@ def main():
     p.add_argument("--set", action="append", default=[], help="section.key=value overrides")
     a = p.parse_args()
 
+    # --steps, else the last --set run.steps=N, else the config's: appended after the --set
+    # overrides, the config's value would otherwise win over the user's.
+    given = [s.split("=", 1)[1] for s in a.set if s.startswith("run.steps=")]
     with open(a.config, "rb") as f:
-        steps = a.steps or tomllib.load(f)["run"]["steps"]
+        steps = a.steps or (int(given[-1]) if given else tomllib.load(f)["run"]["steps"])
     # The lr schedule ([run] lr_schedule) spans the steps this run takes.
     a.set.append(f"run.steps={steps}")
     torch.manual_seed(1234)  # rank 0's values win either way: zt broadcasts them
