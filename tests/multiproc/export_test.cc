@@ -101,7 +101,8 @@ TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 
   CHECK(file.metadata().at("zt.n_head") == "2");
   const auto heads = run_command(small_gpt(dir.file("tuned"), ZT_TEST_SOURCE_DIR "/README.md",
                                            "--set run.steps=1 --set model.n_head=4 "
-                                           "--set model.init_from=" + out));
+                                           "--set model.init_from=" +
+                                               out));
   INFO(heads.output);
   CHECK(heads.exit_code == 2);
   CHECK(contains(heads.output, "the file holds a GPT of 2 attention heads (its zt.n_head"));

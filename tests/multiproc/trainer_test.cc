@@ -394,8 +394,9 @@ TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
   // A codec whose create() returns null is refused by name: it trained without a codec, saying
   // the gradients were coded.
   TempDir dir;
-  r = run_command(zt::test::small_gpt_job(dir.file("out"), "--plugin-dir " ZT_TEST_FIXTURE_DIR
-                                                           " --set plugins.codec_gradients=null_codec"));
+  r = run_command(zt::test::small_gpt_job(dir.file("out"),
+                                          "--plugin-dir " ZT_TEST_FIXTURE_DIR
+                                          " --set plugins.codec_gradients=null_codec"));
   INFO(r.output);
   CHECK(r.exit_code == 3);
   CHECK(contains(r.output, "plugin 'null_codec' (codec): create() returned null"));

@@ -138,8 +138,8 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
     if (!stopped && code > 128 && code < 128 + NSIG) {
       what += std::string(" (") + strsignal(code - 128) + ")";
     }
-    throw ArmRunFailed(code, who + " " + what + "; its output is " + log + ":" +
-                                 last_lines(log, 6));
+    throw ArmRunFailed(code,
+                       who + " " + what + "; its output is " + log + ":" + last_lines(log, 6));
   }
   RunMetrics metrics = read_run_metrics(dir);
   char tail[160];

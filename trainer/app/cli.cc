@@ -257,7 +257,8 @@ bool parse_tune_flag(const std::string& a, const std::function<std::string()>& v
     const std::string v = value();
     const int64_t hosts = parse_count(a, v, 1);
     // As --nproc's bound: each host has a rank at least.
-    if (hosts > 1024) throw ConfigError("--hosts " + v + ": expected a number of hosts from 1 to 1024");
+    if (hosts > 1024)
+      throw ConfigError("--hosts " + v + ": expected a number of hosts from 1 to 1024");
     t.hosts = static_cast<int>(hosts);
   } else if (a == "--margin") {
     t.margin = parse_number(a, value(), 0);

@@ -163,8 +163,8 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   result = launch_local(spec);
   if (result.exit_code != 0) {
     // Where the job hung or the ranks parted ways, above the failure line, which stays last.
-    const FlightDiagnosis diagnosis =
-        training ? diagnose_flight(flight_dir, nproc) : FlightDiagnosis{};
+    const FlightDiagnosis diagnosis = training ? diagnose_flight(flight_dir, nproc)
+                                               : FlightDiagnosis{};
     if (diagnosis.found) {
       std::cerr << "zt: flight record: " << diagnosis.line
                 << " (every rank's last collectives: " << flight_dir << "/rank-N.json)\n";

@@ -52,8 +52,7 @@ std::vector<ParamDecl> declared_parameters(const ModelSource& source);
 // changes; an IoError while rank 0 reads a tensor there (the other ranks: CommError naming rank 0;
 // the tensors written before it keep their new values). CommError, IoError from the engine.
 void load_weights(Engine& engine, const std::string& kind, const std::vector<ParamDecl>& params,
-                  const std::string& path, const std::string& where, int rank,
-                  int64_t n_head = 0);
+                  const std::string& path, const std::string& where, int rank, int64_t n_head = 0);
 
 // The engine's load_weights() from model.init_from when it is set, for the model of
 // the settings' kind whose parameters are `params` (declared_parameters() of the

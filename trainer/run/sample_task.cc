@@ -362,8 +362,8 @@ SamplePlan plan_sample(const JobSettings& job, PluginCatalog& catalog,
   const std::filesystem::path out_folder = std::filesystem::path(request.out_path).parent_path();
   std::error_code made;
   if (!out_folder.empty() && !std::filesystem::create_directories(out_folder, made) && made) {
-    throw IoError("cannot make " + out_folder.string() + " for --out " + request.out_path +
-                  " (" + made.message() + "); give --out a file in a writable folder");
+    throw IoError("cannot make " + out_folder.string() + " for --out " + request.out_path + " (" +
+                  made.message() + "); give --out a file in a writable folder");
   }
   return SamplePlan{inputs, tokenizer, std::move(prompt)};
 }

@@ -336,8 +336,9 @@ void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const
   if (!on || !*on) return;
   // DeepSpeed's stage-3 optimizer alone reads qwZ and qgZ: below it the job trains exact.
   if (stage != 3) {
-    r.warn(sub + " is ignored, as DeepSpeed ignores it below stage 3 (zero_optimization.stage "
-                 "is " +
+    r.warn(sub +
+           " is ignored, as DeepSpeed ignores it below stage 3 (zero_optimization.stage "
+           "is " +
            std::to_string(stage) + ")");
     return;
   }

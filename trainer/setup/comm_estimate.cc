@@ -119,9 +119,9 @@ void add(CommEstimate& e, const Groups& g, const std::string& op, const std::str
 
 // The codec a role's choice makes where codec_placement() puts it (null: exact bytes).
 std::unique_ptr<Codec> role_codec(const PluginChoice& role, PluginCatalog& catalog, bool placed) {
-  return placed ? created_by(catalog.codec(role.id, role.key).create(role.options), role.id,
-                             "codec")
-                : nullptr;
+  return placed
+             ? created_by(catalog.codec(role.id, role.key).create(role.options), role.id, "codec")
+             : nullptr;
 }
 
 // The bytes a group's flat buffer of `padded` elements of `es` bytes takes on the wire: as is,

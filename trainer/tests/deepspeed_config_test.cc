@@ -247,7 +247,8 @@ TEST_CASE("DeepSpeed ZeRO++: qwZ and qgZ are codec_blockq at 8 and 4 bits, hpZ a
         std::string(R"({"zero_optimization": {)") + stage +
             R"("zero_quantized_weights": true, "zero_quantized_gradients": true}})",
         "ds.json", false, 2);
-    for (const auto& setting : below.settings) CHECK(setting.key.find("codec") == std::string::npos);
+    for (const auto& setting : below.settings)
+      CHECK(setting.key.find("codec") == std::string::npos);
     REQUIRE(below.warnings.size() == 2);  // in the JSON's key order
     CHECK(has(below.warnings[0], "zero_quantized_gradients is ignored"));
     CHECK(has(below.warnings[1], "zero_quantized_weights is ignored, as DeepSpeed ignores it below "

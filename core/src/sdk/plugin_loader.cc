@@ -208,8 +208,7 @@ std::pair<const char*, bool> factory_class_check(ZtPluginKind kind, const Plugin
       return {"zt::CommunicatorPlugin", dynamic_cast<const CommunicatorPlugin*>(factory)};
     case ZT_KIND_SHARD:
       return {"zt::ShardStrategyPlugin", dynamic_cast<const ShardStrategyPlugin*>(factory)};
-    case ZT_KIND_OFFLOAD:
-      return {"zt::OffloadPlugin", dynamic_cast<const OffloadPlugin*>(factory)};
+    case ZT_KIND_OFFLOAD: return {"zt::OffloadPlugin", dynamic_cast<const OffloadPlugin*>(factory)};
     case ZT_KIND_OPTIMIZER:
       return {"zt::OptimizerPlugin", dynamic_cast<const OptimizerPlugin*>(factory)};
     case ZT_KIND_MODEL: return {"zt::ModelPlugin", dynamic_cast<const ModelPlugin*>(factory)};

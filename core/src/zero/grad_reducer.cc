@@ -100,8 +100,7 @@ void GradReducer::on_grad_ready(int p) {
   if (reduced_[g] && arrived_outside_ && in_engine_backward_) {
     throw ConfigError(
         "the gradient of parameter " + layout_.params[p].name +
-        " arrived a second time in one micro step at ZeRO stage " +
-        std::to_string(options_.stage) +
+        " arrived a second time in one micro step at ZeRO stage " + std::to_string(options_.stage) +
         ": a backward before engine.backward (an auxiliary loss's loss.backward(retain_graph="
         "True)) already reduced its group, which stages 2-3 do as gradients arrive; add the "
         "losses and call engine.backward once (engine.backward(loss + aux_loss)), or train at "

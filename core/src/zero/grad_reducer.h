@@ -135,9 +135,9 @@ class GradReducer {
   std::vector<char> arrived_;  // per parameter: its gradient arrived this micro step
   bool any_arrived_ = false;   // gradients_arrived()
   bool in_engine_backward_ = false;
-  bool arrived_outside_ = false;  // since begin_micro_step, outside the engine's backward
-  std::vector<bool> reduced_;  // per group: already sent this micro step
-  std::vector<at::Tensor> residuals_;         // per group; undefined without error feedback
+  bool arrived_outside_ = false;       // since begin_micro_step, outside the engine's backward
+  std::vector<bool> reduced_;          // per group: already sent this micro step
+  std::vector<at::Tensor> residuals_;  // per group; undefined without error feedback
   std::vector<at::Tensor> across_residuals_;  // per group, MiCS's coded all-reduce
   std::vector<Pending> pending_;
   FinalGradientSink sink_;

@@ -141,7 +141,8 @@ void ModelLayout::attach(int u, Unit& unit) {
             other.tensor.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
           throw InternalError(where + " lists " + name + " as its own, but it is the tensor " +
                               other.name + " already lists; a tied weight is one parameter: " +
-                              "declare and list it as " + other.name + " in every unit that "
+                              "declare and list it as " + other.name +
+                              " in every unit that "
                               "uses it");
         }
       }

@@ -52,7 +52,8 @@ TEST_CASE("ring path: a dead peer makes the survivor fail naming it, within the 
   CHECK(contains(run.all(), "waiting for rank 1"));
 }
 
-TEST_CASE("ring path, world 4: each survivor names its ring neighbour as such, not as the culprit") {
+TEST_CASE(
+    "ring path, world 4: each survivor names its ring neighbour as such, not as the culprit") {
   // Rank 2 dies: rank 3 waits for it, rank 0 for rank 3 (alive), rank 1 for rank 0. Rank 0's
   // error, the one a user reads first, named rank 3 as if it had stopped.
   auto run = launch_comm_check(4,
