@@ -26,6 +26,19 @@ std::string ab_job(const TempDir& dir, const std::string& extra) {
          " --out " + dir.file("ab") + " " + extra;
 }
 
+// `trainer ab` of shard_tensor (A) against shard_bucket (B), one run each, with `steps`; once the
+// run `run` ("A-1") has logged a step (at a fixed time, a loaded machine could still be starting
+// trainer ab), `action` runs in the shell ($pid is trainer ab's). Both output streams.
+zt::test::CommandResult ab_acting_once_logged(const TempDir& dir, const std::string& steps,
+                                              const std::string& run, const std::string& action) {
+  const std::string metrics = dir.file("ab/runs/" + run + "/metrics.jsonl");
+  return run_command(
+      ab_job(dir,
+             "--a plugins.shard=shard_tensor --b plugins.shard=shard_bucket --reps 1 " + steps) +
+      " 2>&1 & pid=$!; for i in $(seq 2400); do [ -s " + metrics +
+      " ] && break; sleep 0.1; done; " + action + "; wait $pid");
+}
+
 // `trainer compare` of the first run of each arm that ab_job wrote.
 zt::test::CommandResult compare_first_runs(const TempDir& dir) {
   return run_command(std::string(ZT_TEST_TRAINER) + " compare " + dir.file("ab/runs/A-1") + " " +
@@ -132,14 +145,7 @@ TEST_CASE("trainer ab: arms that change the math are refused, or compared withou
 TEST_CASE("trainer ab: SIGTERM to it stops the run it waits for, and nothing trains on") {
   TempDir dir;
   // A run far longer than the test: without the signal forwarded, the child trained on alone.
-  // The signal goes once the first run has logged a step (at a fixed time, a loaded machine
-  // could still be starting trainer ab).
-  const std::string metrics = dir.file("ab/runs/A-1/metrics.jsonl");
-  const auto r = run_command(
-      ab_job(dir, "--a plugins.shard=shard_tensor --b plugins.shard=shard_bucket --steps 1000000 "
-                  "--reps 1") +
-      " & pid=$!; for i in $(seq 1200); do [ -s " + metrics +
-      " ] && break; sleep 0.1; done; kill -TERM $pid; wait $pid");
+  const auto r = ab_acting_once_logged(dir, "--steps 1000000", "A-1", "kill -TERM $pid");
   INFO(r.output);
   CHECK(r.exit_code == 128 + 15);
   CHECK(contains(r.output, "SIGTERM: stopped the arm A run 1"));
@@ -154,13 +160,8 @@ TEST_CASE("trainer ab: a run killed by a signal ends ab with the run's exit code
           "runs that finished") {
   TempDir dir;
   // Arm B's run (the second) is killed, launcher and ranks, once it has logged a step.
-  const std::string metrics = dir.file("ab/runs/B-1/metrics.jsonl");
-  const auto r = run_command(
-      ab_job(dir, "--a plugins.shard=shard_tensor --b plugins.shard=shard_bucket --steps 60 "
-                  "--reps 1") +
-      " 2>&1 & pid=$!; for i in $(seq 2400); do [ -s " + metrics +
-      " ] && break; sleep 0.1; done; pkill -KILL -f '[/]" + dir.file("ab/runs/B-1").substr(1) +
-      "'; wait $pid");
+  const auto r = ab_acting_once_logged(
+      dir, "--steps 60", "B-1", "pkill -KILL -f '[/]" + dir.file("ab/runs/B-1").substr(1) + "'");
   INFO(r.output);
   CHECK(r.exit_code == 128 + 9);
   CHECK(contains(r.output, "zt: io error: the arm B run 1 (shard_bucket) exited 137 ("));
