@@ -61,6 +61,23 @@ const SafetensorsEntry* find_entry(const SafetensorsReader& reader, const Export
   return reader.find(name.name.substr(prefix.size()));
 }
 
+// The [model] key behind a GPT tensor's first differing size, for the refusal: a preset looks
+// right in [model] while byte-level text has set the vocabulary to 256 ("" when none is clear).
+std::string size_key_of(const std::string& kind, const std::string& zt_name,
+                        const std::vector<int64_t>& file, const std::vector<int64_t>& want) {
+  if (kind != "gpt" || file.size() != want.size() || file.empty()) return "";
+  const bool first = file[0] != want[0];
+  std::string key;
+  if (zt_name == "wte.weight" && first) {
+    key = "model.vocab (byte-level text, data.kind = \"text\", makes it 256 unless set)";
+  } else if (zt_name == "wpe.weight" && first) {
+    key = "model.seq_len";
+  } else {
+    key = "model.d_model";
+  }
+  return ", " + key + " differs from the file's";
+}
+
 Match match_parameter(const SafetensorsReader& reader, const std::string& kind,
                       const std::string& zt_name, std::vector<int64_t> expected,
                       const std::string& context) {
@@ -77,7 +94,8 @@ Match match_parameter(const SafetensorsReader& reader, const std::string& kind,
     throw ConfigError(context + ": tensor '" + entry->name + "' is " +
                       c10::str(at::IntArrayRef(entry->shape)) + " in the file but the model's " +
                       zt_name + " needs " + c10::str(at::IntArrayRef(expected)) +
-                      "; the file is of another model size: check [model]");
+                      "; the file is of another model size: check [model]" +
+                      size_key_of(kind, zt_name, entry->shape, expected));
   }
   return Match{zt_name, entry, dtype_of(*entry, context), name.transpose};
 }

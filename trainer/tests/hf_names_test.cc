@@ -248,7 +248,17 @@ TEST_CASE("init_from: a file of another model is refused, naming the tensor, bef
   CHECK(contains(e, "model.init_from = \"" + wide + "\" (job.toml:7:1)"));
   CHECK(contains(e, "tensor 'transformer.wte.weight' is [11, 12] in the file"));
   CHECK(contains(e, "needs [11, 8]"));
-  CHECK(contains(e, "the file is of another model size: check [model]"));
+  CHECK(contains(e, "the file is of another model size: check [model], model.d_model differs "
+                    "from the file's"));
+  // Another vocabulary (GPT-2's 50257 against byte-level text's 256): the key named.
+  ModelShape words = gpt_shape();
+  words.vocab = 13;
+  const std::string vocab = dir.file("vocab.safetensors");
+  write_safetensors(vocab, hf_layout(*zt::models::make_model(words, 1), true));
+  e = load_error<zt::ConfigError>(*model, vocab);
+  CHECK(contains(e, "is [13, 8] in the file"));
+  CHECK(contains(e, "model.vocab (byte-level text, data.kind = \"text\", makes it 256 unless set) "
+                    "differs from the file's"));
 
   NamedTensors tensors = hf_layout(*zt::models::make_model(gpt_shape(), 1), true);
   tensors.pop_back();  // the last parameter (ln_f.bias)
