@@ -70,8 +70,7 @@ ModelShape resolve_model_shape(const trainer::ModelSettings& model, PluginCatalo
     const std::string& id = model.plugin.id;
     const auto& plugin = static_cast<const ModelPlugin&>(
         *catalog.load_kind(id, ZT_KIND_MODEL, model.plugin.key).factory);
-    shape.custom = plugin.create(model.plugin.options, model.seed);
-    if (!shape.custom) throw PluginError("model plugin '" + id + "' made no model (null)");
+    shape.custom = created_by(plugin.create(model.plugin.options, model.seed), id, "model");
     return shape;
   }
   if (shape.kind == "mlp") {

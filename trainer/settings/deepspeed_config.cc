@@ -309,6 +309,13 @@ void read_offload(Reader& r, const json& obj, const std::string& path, bool opti
   });
 }
 
+// `what` (a key, with its value) is left out as DeepSpeed leaves it out below stage 3 (MiCS, hpZ,
+// qwZ and qgZ are its stage-3 optimizer's alone), saying so.
+void warn_ignored_below_stage_3(Reader& r, const std::string& what, int64_t stage) {
+  r.warn(what + " is ignored, as DeepSpeed ignores it below stage 3 (zero_optimization.stage is " +
+         std::to_string(stage) + ")");
+}
+
 // ZeRO++: qwZ and qgZ are codec_blockq on the weight gather (int8) and on the gradient
 // reduce-scatter (int4, all-to-all); hpZ's secondary partition of k ranks is nearest to MiCS
 // groups of k (zt then shards the optimizer states over the group too, not the whole world).
@@ -318,10 +325,7 @@ void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const
     const auto k = as_int(r, v, sub);
     if (!k || *k <= 1) return;  // 1 is DeepSpeed's "off"
     if (stage != 3) {
-      r.warn(sub + " = " + std::to_string(*k) +
-             " is ignored, as DeepSpeed ignores it below "
-             "stage 3 (zero_optimization.stage is " +
-             std::to_string(stage) + ")");
+      warn_ignored_below_stage_3(r, sub + " = " + std::to_string(*k), stage);
       return;
     }
     r.set("zero.mics_shard_size", *k, sub);
@@ -336,10 +340,7 @@ void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const
   if (!on || !*on) return;
   // DeepSpeed's stage-3 optimizer alone reads qwZ and qgZ: below it the job trains exact.
   if (stage != 3) {
-    r.warn(sub +
-           " is ignored, as DeepSpeed ignores it below stage 3 (zero_optimization.stage "
-           "is " +
-           std::to_string(stage) + ")");
+    warn_ignored_below_stage_3(r, sub, stage);
     return;
   }
   const bool weights = key == "zero_quantized_weights";
@@ -378,10 +379,7 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
       // 0 is a host's ranks), and below stage 3 it ignores the key.
       const auto n = as_int(r, v, sub);
       if (n && *n > 0 && stage != 3) {
-        r.warn(sub + " = " + std::to_string(*n) +
-               " is ignored, as DeepSpeed ignores it below "
-               "stage 3 (zero_optimization.stage is " +
-               std::to_string(stage) + ")");
+        warn_ignored_below_stage_3(r, sub + " = " + std::to_string(*n), stage);
       } else if (n) {
         r.set("zero.mics_shard_size", *n > 0 ? *n : int64_t{-1}, sub);
       }

@@ -122,9 +122,6 @@ struct Engine::Impl {
   // A forward the caller runs (begin_forward): open until backward() or end_forward().
   enum class Driven { kNone, kTraining, kEvaluation } driven = Driven::kNone;
   std::optional<EngineClock::Phase> driven_phase;  // times a driven micro step as a whole
-  // Inside the loss's backward: a unit entered now is a forward recomputed for its backward
-  // (PyTorch's non-reentrant checkpoint), whose saved tensors are views of the gathered groups.
-  bool in_backward = false;
   ShardIo io;
   EngineParts parts;  // what checkpoints and the debug accessors use
   // Last, so destroyed first: hooks on the caller's tensors see it gone (guarded_hook).
@@ -220,6 +217,13 @@ struct Engine::Impl {
     return out;
   }
 
+  // "" for a loss of one value; else its shape, for the refusal of forward_backward's and
+  // backward()'s callers ("(undefined)" for none).
+  static std::string shape_unless_one_value(const at::Tensor& loss) {
+    if (loss.defined() && loss.numel() == 1) return "";
+    return loss.defined() ? c10::str(loss.sizes()) : std::string("(undefined)");
+  }
+
   // The loss times the scale, in fp32 whatever the loss's dtype: 2^16 and above is inf in fp16
   // (every step would overflow), as DeepSpeed scales loss.float().
   at::Tensor scaled(const at::Tensor& loss) const { return loss.to(at::kFloat) * scaler.scale(); }
@@ -247,11 +251,10 @@ struct Engine::Impl {
       const trace::Scope span("forward");
       loss = loss_fn(run_units(input));
     }
-    if (!loss.defined() || loss.numel() != 1) {
+    if (const std::string shape = shape_unless_one_value(loss); !shape.empty()) {
       // As backward() refuses it: a per-sample loss failed in LibTorch's words, as zt's bug.
       fail_backward();
-      throw ConfigError("the model's loss has shape " +
-                        (loss.defined() ? c10::str(loss.sizes()) : std::string("(undefined)")) +
+      throw ConfigError("the model's loss has shape " + shape +
                         ", not one value: a loss function (a model plugin's loss()) returns the "
                         "micro batch's loss as one number; reduce it first (e.g. .mean())");
     }
@@ -267,12 +270,8 @@ struct Engine::Impl {
       {
         const trace::Scope span("backward");
         const BackwardSpans spans(*this);  // closes a unit's span the hooks opened, if any
-        in_backward = true;
         reducer.set_in_engine_backward(true);
-        const auto clear = c10::make_scope_exit([this] {
-          in_backward = false;
-          reducer.set_in_engine_backward(false);
-        });
+        const auto clear = c10::make_scope_exit([this] { reducer.set_in_engine_backward(false); });
         scaled(loss).backward();
       }
       ++micro;
@@ -433,8 +432,9 @@ struct Engine::Impl {
 
   void enter_unit(int u) {
     check_driven_unit(u, "enter_unit");
-    // A recomputation runs in backward: what it prefetches is the backward's next units.
-    if (opt.stage == 3) gatherer.gather_unit(u, in_backward ? -1 : +1);
+    // Inside the loss's backward a unit entered is a forward recomputed for it (PyTorch's
+    // non-reentrant checkpoint): what it prefetches is the backward's next units.
+    if (opt.stage == 3) gatherer.gather_unit(u, reducer.in_engine_backward() ? -1 : +1);
   }
 
   // The unit's outputs carry a hook that gathers its groups again before its backward; its
@@ -451,17 +451,16 @@ struct Engine::Impl {
     // A forward recomputed in backward keeps its groups: the backward that follows at once
     // reads them through the saved tensors (released there, they were read as empty storage),
     // and the reducer releases each group as its gradients are taken.
-    if (!in_backward) gatherer.release_after_forward(u);
+    if (!reducer.in_engine_backward()) gatherer.release_after_forward(u);
   }
 
   at::Tensor backward(const at::Tensor& loss) {
     if (driven != Driven::kTraining) {
       throw InternalError("Engine::backward without a training begin_forward()");
     }
-    if (!loss.defined() || loss.numel() != 1) {
+    if (const std::string shape = shape_unless_one_value(loss); !shape.empty()) {
       abort_forward();
-      throw ConfigError("backward takes the loss as one value; this one has shape " +
-                        (loss.defined() ? c10::str(loss.sizes()) : std::string("(undefined)")) +
+      throw ConfigError("backward takes the loss as one value; this one has shape " + shape +
                         ": reduce it first (e.g. loss.mean())");
     }
     try {

@@ -85,7 +85,10 @@ class GradReducer {
   // The engine's own backward of the loss runs (Engine's run_backward): an arrival outside it is
   // a backward the caller ran (an auxiliary loss's loss.backward(retain_graph=True)), named as
   // such when it reduced a group the engine's backward then reaches again.
+  // Inside it, a unit the engine is told it enters is a forward recomputed for that backward
+  // (PyTorch's non-reentrant checkpoint), whose saved tensors view the gathered groups.
   void set_in_engine_backward(bool in) { in_engine_backward_ = in; }
+  bool in_engine_backward() const { return in_engine_backward_; }
   // Error feedback: group g's residual (fp32, its padded length: what encoding this rank's
   // gradients lost so far), or undefined without error feedback. Checkpoints save and restore it.
   const at::Tensor& residual(int g) const { return residuals_[g]; }

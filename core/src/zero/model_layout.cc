@@ -139,11 +139,10 @@ void ModelLayout::attach(int u, Unit& unit) {
       for (const ParamSlot& other : params) {
         if (&other != &slot && other.tensor.defined() &&
             other.tensor.unsafeGetTensorImpl() == tensor.unsafeGetTensorImpl()) {
-          throw InternalError(where + " lists " + name + " as its own, but it is the tensor " +
-                              other.name + " already lists; a tied weight is one parameter: " +
-                              "declare and list it as " + other.name +
-                              " in every unit that "
-                              "uses it");
+          throw InternalError(
+              where + " lists " + name + " as its own, but it is the tensor " + other.name +
+              " already lists; a tied weight is one parameter: " + "declare and list it as " +
+              other.name + " in every unit that uses it");
         }
       }
       slot.tensor = tensor;
