@@ -4,6 +4,7 @@
 #include "models/model.h"
 #include "python/binding/module_engine.h"
 #include "settings/job_settings.h"
+#include "zt/error.h"
 
 namespace zt::python {
 
@@ -13,9 +14,21 @@ DataStream::DataStream(const std::string& config_path, const std::string& toml_t
   const trainer::JobSettings& job = loaded.settings;
   const models::ModelShape shape = models::resolve_model_shape(job.model, loaded.config.catalog());
   const ModelInputs inputs = models::model_inputs(shape);
+  if (validation && job.data.kind != "synthetic" && !job.eval.has_data) {
+    // As trainer eval says it: a file's training windows are no validation samples.
+    throw ConfigError("zt.data(validation=True) needs validation data, and data.kind = \"" +
+                      job.data.kind + "\" (" + job.data.kind_where +
+                      ") names none: set data.val_path (a second file of the same kind) or "
+                      "data.val_fraction (the held-out share of data.path)");
+  }
   source_ = validation ? data::make_val_data(job.data, inputs, shape.kind, job.eval.micro_batch)
                        : data::make_data(job.data, inputs, shape.kind);
-  tokenizer_ = data::run_tokenizer(job.data);
+  data_ = job.data;
+}
+
+std::shared_ptr<const data::BpeTokenizer> DataStream::tokenizer() const {
+  std::call_once(tokenizer_loaded_, [this] { tokenizer_ = data::run_tokenizer(data_); });
+  return tokenizer_;
 }
 
 std::pair<at::Tensor, at::Tensor> DataStream::get(int64_t step_start, int micro, int rank,

@@ -7,12 +7,14 @@
 #include <ATen/core/Tensor.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "data/bpe_tokenizer.h"
 #include "data/data_source.h"
+#include "settings/job_settings.h"
 
 namespace zt::python {
 
@@ -32,12 +34,16 @@ class DataStream {
   int64_t micro_batch() const { return source_->micro_batch(); }
   std::string describe() const { return source_->describe(); }
   // The run's BPE tokenizer (data.tokenizer, else a prepared file's), or null for byte-level
-  // text, synthetic data and bare token files (data/run_tokenizer.h).
-  std::shared_ptr<const data::BpeTokenizer> tokenizer() const { return tokenizer_; }
+  // text, synthetic data and bare token files (data/run_tokenizer.h). Loaded at the first call:
+  // batches of a prepared file need no tokenizer files (a compute node without them reads its
+  // batches, as `trainer train` does). Throws ConfigError / IoError as run_tokenizer does.
+  std::shared_ptr<const data::BpeTokenizer> tokenizer() const;
 
  private:
   std::unique_ptr<data::DataSource> source_;
-  std::shared_ptr<const data::BpeTokenizer> tokenizer_;
+  trainer::DataSettings data_;
+  mutable std::once_flag tokenizer_loaded_;
+  mutable std::shared_ptr<const data::BpeTokenizer> tokenizer_;
 };
 
 }  // namespace zt::python

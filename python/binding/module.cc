@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -63,21 +64,6 @@ py::dict times_dict(const zt::EngineTimes& t) {
   return d;
 }
 
-// A private folder for the ranks' offload notes (ZT_OFFLOAD_NOTES), under TMPDIR; "" (a warning)
-// where none can be made: the job runs, and a killed rank's files stay.
-std::string offload_notes_folder() {
-  const char* tmp = std::getenv("TMPDIR");
-  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/zt-offload-notes-XXXXXX";
-  if (::mkdtemp(path.data()) == nullptr) {
-    std::fprintf(stderr,
-                 "zt: warning: cannot make a folder under TMPDIR for the ranks' offload notes "
-                 "(%s); offload files of ranks that are killed stay\n",
-                 std::strerror(errno));
-    return "";
-  }
-  return path;
-}
-
 // Runs `argv` on `nproc` local ranks under zt's launcher (the trainer's supervision: a rank that
 // fails stops the others, naming it). Returns (exit code, failed rank, message, its last line,
 // the signal that stopped the launcher or 0).
@@ -100,7 +86,7 @@ py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::str
   // The ranks note their file tiers' folders here: this launcher does not read their configs,
   // and a rank it stops (SIGTERM: Python runs no destructor) or that leaves at once after an
   // uncaught exception removes none of its files.
-  const std::string notes = offload_notes_folder();
+  const std::string notes = zt::make_offload_notes_folder();
   if (!notes.empty()) spec.env.push_back({"ZT_OFFLOAD_NOTES", notes});
   zt::LaunchResult r;
   {
@@ -140,6 +126,12 @@ void def_errors(py::module_& m) {
       internal_error(e.what());
     } catch (const zt::Error& e) {
       error(e.what());
+    } catch (python_error& e) {
+      // Raised by Python code autograd ran inside engine.backward (a custom Function's
+      // backward, a hook, a checkpoint's recomputed forward): the original exception, its type
+      // and traceback, as PyTorch's own bindings give it back (pybind11 made it a RuntimeError,
+      // and a Ctrl-C there no KeyboardInterrupt).
+      e.restore();
     }
   });
 }
@@ -163,6 +155,7 @@ void def_module_engine(py::module_& m) {
       .def_property_readonly("world", &ModuleEngine::world)
       .def_property_readonly("grad_accum", &ModuleEngine::grad_accum)
       .def_property_readonly("stage", &ModuleEngine::stage)
+      .def_property_readonly("micro_steps", &ModuleEngine::micro_steps)
       .def_property_readonly("steps", &ModuleEngine::steps)
       .def("scheduled_lr", &ModuleEngine::scheduled_lr)
       .def("describe", &ModuleEngine::describe)
@@ -235,7 +228,8 @@ void def_tokenizer(py::module_& m) {
           py::arg("text"), "ids of text; special tokens' text is plain text")
       .def(
           "encode",
-          [text_of](const Tokenizer& t, const py::object& text, const py::object& allowed) {
+          [text_of](const Tokenizer& t, const py::object& text, const py::object& allowed,
+                    const py::object& disallowed) {
     zt::data::SpecialTokens specials;
     if (py::isinstance<py::str>(allowed)) {
       if (allowed.cast<std::string>() != "all")
@@ -249,12 +243,35 @@ void def_tokenizer(py::module_& m) {
         specials.allowed.push_back(item.cast<std::string>());
     }
     const std::string s = text_of(text);
+    // tiktoken's disallowed_special: "all" (the default) refuses every special token that is
+    // not allowed; a collection refuses only those (the rest of the text is plain text, as
+    // encode_ordinary reads it), so disallowed_special=() refuses none.
+    if (!py::isinstance<py::str>(disallowed)) {
+      specials.refuse_others = false;
+      for (const py::handle item : py::iter(disallowed)) {
+        const std::string token = item.cast<std::string>();
+        const bool let = specials.allow_all ||
+                         std::find(specials.allowed.begin(), specials.allowed.end(), token) !=
+                             specials.allowed.end();
+        if (!let && s.find(token) != std::string::npos) {
+          throw zt::ConfigError("the text holds the special token " + token +
+                                ", which disallowed_special names: allow it (allowed_special), "
+                                "or encode it as plain text (encode_ordinary)");
+        }
+      }
+    } else if (disallowed.cast<std::string>() != "all") {
+      throw py::value_error("disallowed_special is \"all\" or a collection of special tokens' "
+                            "texts, not the string '" +
+                            disallowed.cast<std::string>() + "'");
+    }
     py::gil_scoped_release released;
     return t.encode(s, specials);
           },
           py::arg("text"), py::arg("allowed_special") = py::none(),
+          py::arg("disallowed_special") = "all",
           "tiktoken's encode: allowed special tokens ('all' or a set) become their ids; any "
-          "other in the text is a ConfigError")
+          "other in the text is a ConfigError, unless disallowed_special (default 'all') leaves "
+          "it out (() for none: plain text)")
       .def(
           "decode_bytes",
           [](const Tokenizer& t, const Ids& ids) { return py::bytes(t.decode(ids)); },

@@ -112,6 +112,9 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
     : loaded_(load_python_job(config_path, toml_text, overrides, "zt.initialize")),
       env_(discover_rank_env()) {
   if (units.empty()) throw ConfigError("zt.initialize: the model has no parameters to train");
+  // As the trainer holds it: data.global_batch (or a DeepSpeed JSON's train_batch_size) is what
+  // micro_batch x grad_accum x ranks must make, here too.
+  job_.data.check_global_batch(env_.world);
   trainer::share_cores_between_local_ranks();
   std::shared_ptr<JobConnection>& connection = current_job();
   if (!connection) {
@@ -171,8 +174,19 @@ Engine& ModuleEngine::live() const {
   return *setup_.engine;
 }
 
-int64_t ModuleEngine::grad_accum() const { return setup_.options.grad_accum; }
-int ModuleEngine::stage() const { return setup_.options.stage; }
+// Through live(): a closed engine's options were moved out with it (step() read 0 and did
+// nothing without a word).
+int64_t ModuleEngine::grad_accum() const {
+  live();
+  return setup_.options.grad_accum;
+}
+int ModuleEngine::stage() const {
+  live();
+  return setup_.options.stage;
+}
+int64_t ModuleEngine::micro_steps() const {
+  return closed_ || !setup_.engine ? 0 : setup_.engine->micro_steps();
+}
 
 std::string ModuleEngine::describe() const {
   live();
@@ -340,6 +354,7 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
 }
 
 std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_rng) {
+  live();  // a closed engine's store and communicator are gone
   const std::string asked = "load_checkpoint(\"" + path + "\")";
   const std::string key = "load/" + std::to_string(loads_++);  // counted alike on every rank
   // Every rank learns whether every rank could open rank 0's folder (fail_together): the ones

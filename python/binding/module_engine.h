@@ -83,6 +83,9 @@ class ModuleEngine {
   int world() const { return env_.world; }
   int64_t grad_accum() const;
   int stage() const;
+  // Micro steps since the last step(), a failed backward's included (Engine::micro_steps); 0
+  // once closed.
+  int64_t micro_steps() const;
   // The lr of the next optimizer step under the config's schedule ([run] lr_schedule, ...).
   // The schedule counts applied updates (a skipped step uses up no warmup), as the trainer does.
   double scheduled_lr() const;

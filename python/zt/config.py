@@ -26,11 +26,23 @@ def _value(value, where):
     raise TypeError(f"zt config: {where} = {value!r}: expected a bool, number, string or list")
 
 
+# Top-level keys of a DeepSpeed config, none of them a section of zt's TOML.
+_DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu",
+                   "gradient_accumulation_steps", "zero_optimization", "optimizer", "scheduler",
+                   "fp16", "bf16", "gradient_clipping"}
+
+
 def to_toml(config):
     """The TOML text of {section: {key: value}}; "plugin.<id>" sections may also be nested as
     {"plugin": {"<id>": {...}}}."""
     if not isinstance(config, dict):
         raise TypeError("zt config: expected a dict of sections, e.g. {'zero': {'stage': 3}}")
+    deepspeed = sorted(k for k in config if k in _DEEPSPEED_KEYS)
+    if deepspeed:
+        # deepspeed.initialize's config dict: zt reads that JSON at its own door, from a file.
+        raise TypeError(f"zt config: {deepspeed[0]} is a DeepSpeed config key, not a section of "
+                        "zt's TOML: write the DeepSpeed dict to a JSON file and pass "
+                        "{'run': {'deepspeed': 'ds_config.json'}} (docs/deepspeed.md)")
     lines = []
 
     def section(name, keys):

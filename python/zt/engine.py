@@ -243,10 +243,19 @@ class Engine:
         """The model's forward, as written. With autograd on, a training micro step follows
         (backward(loss)); under torch.no_grad() it is an evaluation. Floating inputs are cast
         to the compute dtype ([precision] compute), and every tensor goes to the engine's device."""
+        return self._forward(args, kwargs, None)
+
+    forward = __call__
+
+    def _forward(self, args, kwargs, then):
+        """The forward of __call__; `then(out)`, where given, runs inside it (the loss: modules
+        and root parameters it uses are still the forward's), and its result is returned."""
         if self._open:
             raise RuntimeError("zt: the previous forward has no engine.backward(loss) yet (a "
                                "plain loss.backward() is not the engine's: call "
-                               "engine.backward(loss)); call engine.abort() to drop it")
+                               "engine.backward(loss)); call engine.abort() to drop it. An "
+                               "evaluation runs under torch.no_grad() (engine.eval() only sets "
+                               "the module's mode, as in PyTorch)")
         args = [self._cast(a) for a in args]
         kwargs = {k: self._cast(v) for k, v in kwargs.items()}
         training = torch.is_grad_enabled()
@@ -259,12 +268,16 @@ class Engine:
                                "engine.step() after every backward (it updates at the end of "
                                "data.grad_accum micro steps)")
         self._core.begin_forward(training)
+        if training:
+            self._awaiting_step = False  # a step() called once per accumulation, not per backward
         self._open = True
         self._stack = []
         try:
             if self._root is not None:
                 self._core.enter_unit(self._root)
             out = self.module(*args, **kwargs)
+            if then is not None:
+                out = then(out)
             if self._root is not None:
                 self._core.leave_unit(self._root, _tensors(out))
         except BaseException as e:
@@ -280,23 +293,19 @@ class Engine:
             self._open = False
         return out
 
-    forward = __call__
-
     def loss(self, inputs, targets):
         """The model's forward on `inputs` and its loss against `targets`: the module's own
         loss(output, targets) when it has one, else cross entropy for integer targets (logits
-        [..., vocab]) and mean squared error for floating ones, computed in fp32."""
-        out = self(inputs)
-        try:
-            targets = self._place(targets)
+        [..., vocab]) and mean squared error for floating ones, computed in fp32. The loss runs
+        inside the forward: a module it calls, and the root's parameters, are the forward's."""
+        def loss_of(out):
+            y = self._place(targets)
             if hasattr(self.module, "loss"):
-                return self.module.loss(out, targets)
-            if not targets.is_floating_point():
-                return F.cross_entropy(out.float().reshape(-1, out.size(-1)), targets.reshape(-1))
-            return F.mse_loss(out.float(), targets.float())
-        except BaseException:
-            self.abort()
-            raise
+                return self.module.loss(out, y)
+            if not y.is_floating_point():
+                return F.cross_entropy(out.float().reshape(-1, out.size(-1)), y.reshape(-1))
+            return F.mse_loss(out.float(), y.float())
+        return self._forward([inputs], {}, loss_of)
 
     def abort(self):
         """Drops a forward that will get no backward (its loss failed, say): every gathered
@@ -320,6 +329,14 @@ class Engine:
         self._in_backward = True
         try:
             value = self._core.backward(loss)
+        except BaseException:
+            # A backward that failed inside the core counts as a micro step, whose step() skips
+            # the update on every rank: a rank that did not count it stepped one call apart from
+            # its peers (its step() did nothing while theirs waited for it).
+            if self._core.micro_steps > self._micro:
+                self._micro = self._core.micro_steps
+                self._awaiting_step = True
+            raise
         finally:
             self._open = False
             self._in_backward = False
@@ -406,10 +423,24 @@ class Engine:
     def gathered_parameters(self, names, modifier_rank=None):
         """DeepSpeed's GatheredParameters: yields {name: full fp32 value} on every rank
         (collective). With modifier_rank, that rank's edits (in place, or tensors put back in the
-        dict) are written into every rank's shards when the block ends."""
+        dict) are written into every rank's shards when the block ends. Given the module's own
+        parameters (DeepSpeed's form), each of them holds its full value inside the block too,
+        so `param.data.normal_()` or `param.data = t` there is an edit, as in DeepSpeed."""
+        if not isinstance(names, (str, torch.Tensor, list, tuple, set, frozenset)):
+            names = list(names)  # model.parameters(), a generator: read once
+        given = [names] if isinstance(names, torch.Tensor) else (
+            [] if isinstance(names, str) else list(names))
         names = self._parameter_names(names)
         values = dict(self._core.gathered(names))
         modifier = -1 if modifier_rank is None else int(modifier_rank)
+        # The module's parameters given, with their own data to put back after the block (at
+        # stage 3 an empty tensor: edits on it did nothing, without a word).
+        held = [(self._parameter_names([p])[0], p, p.data) for p in given
+                if isinstance(p, torch.Tensor)]
+        gathered_at = {name: values[name].data_ptr() for name, _, _ in held}
+        with torch.no_grad():
+            for name, p, _ in held:
+                p.data = values[name]
         body_raised = False
         try:
             yield values
@@ -417,6 +448,10 @@ class Engine:
             body_raised = True
             raise
         finally:
+            for name, p, own in held:
+                if p.data.data_ptr() != gathered_at[name]:
+                    values[name] = p.data  # the body gave the parameter a tensor of its own
+                p.data = own
             if modifier >= 0:
                 # A missing or reshaped entry fails on every rank, inside the collective, not
                 # before it (the other ranks would wait there).
@@ -466,8 +501,23 @@ class Engine:
             raise RuntimeError("zt: save_checkpoint in the middle of a step (a forward open or "
                                f"{self._micro} micro steps without their update): call it "
                                "between steps")
-        return self._core.save_checkpoint(os.fspath(directory),
-                                          -1 if next_sample is None else next_sample)
+        saved = self._core.save_checkpoint(os.fspath(directory),
+                                           -1 if next_sample is None else next_sample)
+        self._note_unsaved_buffers()
+        return saved
+
+    def _note_unsaved_buffers(self):
+        """Once per engine, on rank 0, as the trainer says it: the module's floating buffers
+        (a BatchNorm's running statistics) are in no checkpoint."""
+        if getattr(self, "_buffers_noted", False) or self.rank != 0:
+            return
+        self._buffers_noted = True
+        names = [n for n, b in self.module.named_buffers() if b.is_floating_point() and b.numel()]
+        if names:
+            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+            print(f"zt: note: checkpoints do not hold the module's {len(names)} floating "
+                  f"buffer(s) ({shown}): a run that loads one keeps the values its module has, "
+                  "as a BatchNorm's running statistics would", flush=True)
 
     def load_checkpoint(self, path, tag=None, *, restore_rng=False):
         """Loads a checkpoint folder, a checkpoint.dir (its latest) or dir/best, saved at any

@@ -109,6 +109,23 @@ def main():
     with engine.gathered_parameters("2.bias", modifier_rank=1) as full:
         full["2.bias"].fill_(0.25 if rank == 1 else -7.0)
     assert torch.equal(engine.full_param("2.bias"), torch.full((3,), 0.25))
+    # DeepSpeed's form: the module's own parameter holds its full value in the block, and rank
+    # 0's edit of it in place counts (at stage 3 it was an empty tensor, the edit lost).
+    with engine.gathered_parameters(net[2].bias, modifier_rank=0):
+        assert net[2].bias.shape == (3,), net[2].bias.shape
+        assert torch.equal(net[2].bias.data, torch.full((3,), 0.25))
+        if rank == 0:
+            net[2].bias.data.fill_(0.5)
+    assert net[2].bias.shape == (0,), net[2].bias.shape  # released again after the block
+    assert torch.equal(engine.full_param("2.bias"), torch.full((3,), 0.5))
+    with engine.gathered_parameters([net[2].bias], modifier_rank=1):
+        if rank == 1:
+            net[2].bias.data = torch.full((3,), 0.25)
+    assert torch.equal(engine.full_param("2.bias"), torch.full((3,), 0.25))
+    # model.parameters(), a generator, is read once and its parameters hold their values too.
+    with engine.gathered_parameters(net[2].parameters()) as full:
+        assert sorted(full) == ["2.bias", "2.weight"], sorted(full)
+        assert net[2].weight.shape == (3, 8) and net[2].bias.shape == (3,)
     with torch.no_grad():
         reference[2].bias.fill_(0.25)
     # A body that raises writes nothing anywhere; its rank gets the body's own exception (not
@@ -298,8 +315,44 @@ def own_loss_with_structured_targets():
     return None
 
 
+class HeadInLoss(torch.nn.Module):
+    """A model whose loss runs a module of its own (as AdaptiveLogSoftmaxWithLoss does), and a
+    parameter of the root itself."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(6)
+        self.body = torch.nn.Linear(8, 8)
+        self.head = torch.nn.Linear(8, 2)
+        self.temperature = torch.nn.Parameter(torch.ones(2))
+
+    def forward(self, x):
+        return self.body(x)
+
+    def loss(self, out, y):
+        return torch.nn.functional.mse_loss(self.head(out) * self.temperature, y)
+
+
+def loss_runs_inside_the_forward():
+    """engine.loss runs the module's loss inside the forward: under torch.no_grad() its head was
+    "called outside its engine", and at stage 3 the root's parameter was empty there."""
+    engine = zt.initialize(HeadInLoss(), config=CONFIG)
+    x, y = torch.randn(4, 8), torch.randn(4, 2)
+    with torch.no_grad():
+        before = engine.loss(x, y)
+    engine.backward(engine.loss(x, y))
+    engine.step()
+    with torch.no_grad():
+        after = engine.loss(x, y)
+    engine.close()
+    if not (torch.isfinite(before) and torch.isfinite(after)):
+        return f"evaluated losses {before}, {after}"
+    return None
+
+
 if __name__ == "__main__":
-    failure = main() or buffers_in_bf16() or own_loss_with_structured_targets()
+    failure = (main() or buffers_in_bf16() or own_loss_with_structured_targets()
+               or loss_runs_inside_the_forward())
     if failure:
         print(f"engine_api: {failure}", file=sys.stderr)
         sys.exit(1)

@@ -56,7 +56,7 @@ def failed_backward(engine, model):
     try:
         engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
         return "a backward that raised did not fail"
-    except Exception as e:  # noqa: BLE001 - autograd decides the type it arrives as
+    except ValueError as e:  # the model's own exception, its type kept
         assert "boom in backward" in str(e), repr(e)
     finally:
         model.b.boom = False
@@ -103,6 +103,15 @@ def main():
             accum.step()
     if seen != [False, False, True, True] * 2:
         return f"is_gradient_accumulation_boundary around forward and backward: {seen}"
+    # The same with step() called once per accumulation, after its last backward.
+    seen = []
+    for _ in range(2):
+        out = accum(torch.randn(3, 4))
+        seen.append(accum.is_gradient_accumulation_boundary())
+        accum.backward(((out - torch.randn(3, 2)) ** 2).mean())
+    accum.step()
+    if seen != [False, True]:
+        return f"is_gradient_accumulation_boundary with one step() per accumulation: {seen}"
     # A loss that is not finite (fp32, no loss scaling): backward returns it unread, and the
     # step() that ends the accumulation raises NumericError naming its micro step, with nothing
     # of the step applied; the engine trains on from the next step.
@@ -190,10 +199,16 @@ def main():
     assert engine.step() is not None
     # A backward that fails part way (unit b's gradients already reduced) makes its step skip
     # (its partial gradients were added to the next micro step's), and the next one trains.
+    # The failed micro step counts: a forward before step() is one micro step too many, and the
+    # step() a caller that catches the error goes on to skips the update.
     failure = failed_backward(engine, model)
     if failure:
         return failure
-    engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+    try:
+        engine(torch.randn(3, 4))
+        return "a forward after a failed backward, before step(), was taken"
+    except RuntimeError as e:
+        assert "1 micro steps without engine.step()" in str(e), str(e)
     report = engine.step()
     assert report is not None and report["skipped"], report
     engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
@@ -273,9 +288,17 @@ def main():
         engine.save_checkpoint(saved, next_sample=1000)
         if leftover.exists():
             return "a save left the temporary folder of an earlier, killed save"
+        # A failed micro step is one of the step: a load waits for its step() (which skips).
         failure = failed_backward(engine, model)
         if failure:
             return failure
+        try:
+            engine.load_checkpoint(saved)
+            return "load_checkpoint after a failed backward, before its step(), was taken"
+        except RuntimeError as e:
+            assert "in the middle of a step" in str(e), str(e)
+        if not engine.step()["skipped"]:
+            return "the step of a failed backward was not skipped"
         torch.manual_seed(7)
         expected = torch.rand(3)
         torch.manual_seed(7)
@@ -285,7 +308,7 @@ def main():
             return "load_checkpoint moved torch's generator without restore_rng"
         engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
         if engine.step()["skipped"]:
-            return "the step after a load was skipped for a backward that failed before the load"
+            return "the step after a load was skipped"
         snapshot = torch.get_rng_state()
         engine.save_checkpoint(saved)
         torch.manual_seed(99)
@@ -336,7 +359,8 @@ def main():
 
     print("errors: ConfigError, a unit's error named, the engine trains on, outside use refused, "
           "a closed engine says so")
-    return checkpointed_twice() or stray_backward(0) or stray_backward(3)
+    return (checkpointed_twice() or stray_backward(0) or stray_backward(3)
+            or failed_first_micro_step_with_tier())
 
 
 class Twice(torch.nn.Module):
@@ -387,8 +411,7 @@ def stray_backward(stage):
         return f"stage {stage}: engine.backward after a plain loss.backward() was taken"
     except RuntimeError as e:
         assert "backward through the graph a second time" in str(e), str(e)
-    engine.backward(engine.loss(x, y))  # the micro step again, as a caller that catches it would
-    report = engine.step()
+    report = engine.step()  # the failed micro step counts: its step() skips
     if not report["skipped"] or not torch.equal(engine.full_param("a.weight"), before):
         return f"stage {stage}: the step of two backward passes applied: {report}"
     engine.backward(engine.loss(x, y))
@@ -409,11 +432,39 @@ def stray_backward(stage):
         except Exception as e:  # noqa: BLE001 - autograd decides the type it arrives as
             assert "a backward before engine.backward" in str(e), repr(e)
             assert "engine.backward(loss + aux_loss)" in str(e), repr(e)
-        engine.backward(engine.loss(x, y))  # the micro step again, as a caller that catches it
-        if not engine.step()["skipped"]:
+        if not engine.step()["skipped"]:  # the failed micro step counts: its step() skips
             return f"stage {stage}: the step of an auxiliary backward at stage {stage} applied"
     engine.close()
     print(f"errors: stage {stage}: a plain loss.backward() skips its step, never counts twice")
+    return None
+
+
+def failed_first_micro_step_with_tier():
+    """Stage 3, the step's gradients summed in an offload_nvme tier over 2 micro steps: a
+    backward that fails in the first micro step of the first step leaves unit a's tile never
+    written; the next micro step writes it afresh (read back, it was taken for bytes changed
+    under the job), the step skips, and the next one trains."""
+    with tempfile.TemporaryDirectory() as nvme:
+        config = {"zero": dict(CONFIG["zero"]), "data": {"grad_accum": 2},
+                  "plugins": dict(CONFIG["plugins"], offload_optimizer="offload_nvme"),
+                  "plugin": {"offload_nvme": {"path": nvme}}}
+        model = Fragile()
+        engine = zt.initialize(model, config=config)
+        failure = failed_backward(engine, model)
+        if failure:
+            return failure
+        if engine.step() is not None:
+            return "the step ended after 1 of 2 micro steps"
+        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+        report = engine.step()
+        if report is None or not report["skipped"]:
+            return f"the step of a failed first micro step was not skipped: {report}"
+        for _ in range(2):
+            engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+            report = engine.step()
+        if report is None or report["skipped"]:
+            return f"the step after the skipped one did not train: {report}"
+        engine.close()
     return None
 
 
@@ -428,9 +479,8 @@ def checkpointed_twice():
     except Exception as e:  # noqa: BLE001 - autograd decides the type it arrives as
         assert "arrived a second time in one backward" in str(e), repr(e)
         assert "use_reentrant=False" in str(e), repr(e)
+    assert engine.step()["skipped"]  # the failed backward's step: it counts, and skips
     net.reentrant = False
-    engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
-    assert engine.step()["skipped"]  # the failed backward's step
     engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
     assert not engine.step()["skipped"]
     engine.close()

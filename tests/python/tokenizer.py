@@ -39,6 +39,15 @@ def main():
     assert 50256 in allowed and t.decode(allowed) == special
     # tiktoken's documented type is a set.
     assert t.encode(special, allowed_special={"<|endoftext|>"}) == allowed
+    # tiktoken's disallowed_special: () lets special text through as plain text; a set refuses
+    # only what it names.
+    assert t.encode(special, disallowed_special=()) == t.encode_ordinary(special)
+    assert t.encode(special, disallowed_special={"<|fim_prefix|>"}) == t.encode_ordinary(special)
+    try:
+        t.encode(special, disallowed_special={"<|endoftext|>"})
+        raise AssertionError("a special token disallowed_special names was let through")
+    except zt.ConfigError as e:
+        assert "disallowed_special names" in str(e), e
     # A lone surrogate (json.loads of "\ud800"): U+FFFD, as tiktoken; a pair in two escapes is
     # its character.
     assert t.encode_ordinary("a\ud800b") == t.encode_ordinary("a\ufffdb")

@@ -140,6 +140,19 @@ std::vector<std::string> remove_offload_leftovers(const EngineSettings& settings
   return removed;
 }
 
+std::string make_offload_notes_folder() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string path = std::string(tmp && *tmp ? tmp : "/tmp") + "/zt-offload-notes-XXXXXX";
+  if (::mkdtemp(path.data()) == nullptr) {
+    std::fprintf(stderr,
+                 "zt: warning: cannot make a folder under TMPDIR for the ranks' offload notes "
+                 "(%s); offload files of ranks that are killed stay\n",
+                 std::strerror(errno));
+    return "";
+  }
+  return path;
+}
+
 std::vector<std::string> remove_noted_offload_folders(const std::string& notes,
                                                       const std::string& job) {
   std::vector<std::string> removed;
@@ -149,7 +162,10 @@ std::vector<std::string> remove_noted_offload_folders(const std::string& notes,
     for (std::string line; std::getline(note, line);) {
       const std::filesystem::path folder(line);
       // Only this job's own folders: a note names nothing else, whatever else it says.
-      if (folder.filename() != "zt-" + job || !std::filesystem::exists(folder, ec)) continue;
+      const std::string name = folder.filename().string();
+      const bool ours = job.empty() ? name.rfind("zt-", 0) == 0 && name.size() > 3
+                                    : name == "zt-" + job;
+      if (!ours || !std::filesystem::exists(folder, ec)) continue;
       std::filesystem::remove_all(folder, ec);
       if (!ec && std::find(removed.begin(), removed.end(), line) == removed.end())
         removed.push_back(line);

@@ -118,7 +118,8 @@ struct Engine::Impl {
   GradReducer reducer;
   StreamedUpdate streamed;
   ShardedStep stepper;
-  int64_t micro = 0;
+  int64_t micro = 0;         // micro steps whose backward completed, since the last step()
+  int64_t failed_micro = 0;  // and those whose backward failed (the step skips)
   // A forward the caller runs (begin_forward): open until backward() or end_forward().
   enum class Driven { kNone, kTraining, kEvaluation } driven = Driven::kNone;
   std::optional<EngineClock::Phase> driven_phase;  // times a driven micro step as a whole
@@ -231,9 +232,9 @@ struct Engine::Impl {
   // One micro step too many before step(): the in-backward update already ran for streamed
   // groups, so its gradients would be lost there and applied to in-memory ones.
   void check_micro_room() const {
-    if (micro < opt.grad_accum) return;
-    throw InternalError("micro step " + std::to_string(micro + 1) + " of a step of " +
-                        std::to_string(opt.grad_accum) +
+    if (micro + failed_micro < opt.grad_accum) return;
+    throw InternalError("micro step " + std::to_string(micro + failed_micro + 1) +
+                        " of a step of " + std::to_string(opt.grad_accum) +
                         " (data.grad_accum) without Engine::step(): call step() after every "
                         "grad_accum micro steps");
   }
@@ -266,6 +267,7 @@ struct Engine::Impl {
   // The micro step's backward and its reductions; a failure there skips the step
   // (fail_backward). Stage 3's gathers are released either way.
   void run_backward(const at::Tensor& loss) {
+    bool counted = false;
     try {
       {
         const trace::Scope span("backward");
@@ -275,9 +277,15 @@ struct Engine::Impl {
         scaled(loss).backward();
       }
       ++micro;
+      counted = true;
       if (opt.stage >= 2) reducer.reduce_remaining();
       fold_micro_grads();
     } catch (...) {
+      // A failed micro step counts all the same: every rank reaches the step() that skips it
+      // after grad_accum micro steps, the failing one too (its peers' collectives wait there).
+      // Apart from `micro`, which tells the reducer whether a group's first gradients are yet
+      // to come (a tier tile the failed backward never wrote is overwritten, not read).
+      if (!counted) ++failed_micro;
       fail_backward();
       throw;
     }
@@ -361,10 +369,10 @@ struct Engine::Impl {
   }
 
   at::Tensor forward_eval(const at::Tensor& input) {
-    if (micro != 0) {
-      throw InternalError("Engine::forward_eval between micro steps (" + std::to_string(micro) +
-                          " of " + std::to_string(opt.grad_accum) +
-                          " run): evaluate between optimizer steps");
+    if (micro + failed_micro != 0) {
+      throw InternalError(
+          "Engine::forward_eval between micro steps (" + std::to_string(micro + failed_micro) +
+          " of " + std::to_string(opt.grad_accum) + " run): evaluate between optimizer steps");
     }
     const c10::NoGradGuard no_grad;
     const trace::Scope span("evaluate");
@@ -386,8 +394,9 @@ struct Engine::Impl {
       throw InternalError("Engine::begin_forward while a driven forward is open: call backward() "
                           "or end_forward() first");
     }
-    if (!training && micro != 0) {
-      throw InternalError("an evaluation between micro steps (" + std::to_string(micro) + " of " +
+    if (!training && micro + failed_micro != 0) {
+      throw InternalError("an evaluation between micro steps (" +
+                          std::to_string(micro + failed_micro) + " of " +
                           std::to_string(opt.grad_accum) + " run): evaluate between steps");
     }
     if (training) check_micro_room();
@@ -502,6 +511,7 @@ struct Engine::Impl {
     const EngineClock::Phase phase(ledger.clock(), &EngineTimes::step);
     if (opt.stage < 2) reducer.reduce_remaining();
     micro = 0;
+    failed_micro = 0;
     const double scale = scaler.scale();
     StepReport report;
     try {
@@ -641,6 +651,7 @@ std::vector<std::pair<std::string, CommStats>> Engine::group_comm_stats() const 
 EngineTimes Engine::times() const { return impl_->ledger.clock().times(); }
 
 int64_t Engine::optimizer_steps() const { return impl_->stepper.steps(); }
+int64_t Engine::micro_steps() const { return impl_->micro + impl_->failed_micro; }
 
 int64_t Engine::parameter_count() const {
   int64_t n = 0;

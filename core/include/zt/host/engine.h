@@ -161,6 +161,9 @@ class ZT_API Engine {
   // it: what a learning-rate schedule counts (DeepSpeed steps its scheduler only on an applied
   // update, so an overflow does not use up warmup).
   int64_t optimizer_steps() const;
+  // Micro steps since the last step(), one whose backward failed included (its step is skipped
+  // on every rank): a caller that drives micro steps itself counts as the engine does.
+  int64_t micro_steps() const;
   // How model states are sharded: flat over every rank, or MiCS groups (one line).
   std::string describe_sharding() const;
   // Counters of the communicators the engine split off the job's (MiCS: "shard group",
