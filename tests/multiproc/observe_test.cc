@@ -164,6 +164,26 @@ TEST_CASE("trace: every rank's timeline nests, lines up across ranks and merges 
   CHECK(contains(stale.output, "rank-2.json is of a 2-rank job"));
 }
 
+TEST_CASE(
+    "trace: a trace.dir that cannot be made, or a window past the run, is said, and it trains") {
+  TempDir dir;
+  zt::test::write_file(dir.file("taken"), "a file where trace.dir's parent would be\n");
+  const auto r = run_command(zt::test::small_gpt_job(
+      dir.file("run"), "--set run.steps=3 --set trace.enabled=true --set 'trace.steps=[1, 2]' "
+                       "--set trace.dir=" +
+                           dir.file("taken/trace")));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "trace not written, training goes on: cannot create trace.dir"));
+  // A window after the run's last step is said, not passed over in silence.
+  const auto late = run_command(zt::test::small_gpt_job(
+      dir.file("late"), "--set run.steps=2 --set trace.enabled=true --set 'trace.steps=[5, 6]'"));
+  INFO(late.output);
+  CHECK(late.exit_code == 0);
+  CHECK(contains(late.output, "trace.steps = [5, 6] starts after the run's last step "
+                              "(run.steps = 2): nothing is traced"));
+}
+
 TEST_CASE("trace: speedscope parses a real run's trace in headless Chromium") {
   const std::string viewer = ZT_TEST_SOURCE_DIR "/.tools/node_modules/speedscope/dist/release";
   if (!std::filesystem::exists(viewer + "/index.html")) {
@@ -260,6 +280,23 @@ TEST_CASE("flight recorder: a stalled offload read is named, and the job exits 4
   const json rank1 = read_json(dir.file("run/flight/rank-1.json"));
   CHECK(rank0["rank"] == 0);
   CHECK(rank1["collectives"].size() > 10);
+
+  // `trainer flight` takes the job's size from the records: a rank without one (here rank 1's
+  // file gone) is named, not left out as if the job were smaller...
+  const std::string flight = std::string(ZT_TEST_TRAINER) + " flight " + dir.file("run");
+  std::filesystem::rename(dir.file("run/flight/rank-1.json"), dir.file("rank-1.json"));
+  const auto one_left = run_command(flight);
+  INFO(one_left.output);
+  CHECK(one_left.exit_code == 0);
+  CHECK(contains(one_left.output, "rank 1 left no flight record"));
+  // ...and a larger earlier job's record beside them is refused, not diagnosed with them.
+  std::filesystem::rename(dir.file("rank-1.json"), dir.file("run/flight/rank-1.json"));
+  std::filesystem::copy_file(dir.file("run/flight/rank-1.json"),
+                             dir.file("run/flight/rank-2.json"));
+  const auto stale = run_command(flight);
+  INFO(stale.output);
+  CHECK(stale.exit_code == 2);
+  CHECK(contains(stale.output, "rank-2.json names rank 2, past its 2-rank job"));
 }
 
 TEST_CASE("flight recorder: a skipped collective is found, and the job exits 4 in time") {

@@ -3,6 +3,7 @@
 // the dump is JSON, and the diagnosis names the rank that waits, the op and its sequence number,
 // the rank behind it and what that one does, or the first op the ranks disagree on.
 #include <doctest/doctest.h>
+#include <filesystem>
 
 #include <ATen/ATen.h>
 
@@ -102,6 +103,10 @@ TEST_CASE("flight recorder: an observed communicator records each op with its ph
   const auto j = nlohmann::json::parse(zt::test::read_file(dir.file("flight/rank-0.json")));
   CHECK(j["reason"] == "test");
   CHECK(j["collectives"].back()["state"] == "done");
+  // The next run at that path (a job requeued into the same out_dir) starts without it: a rank
+  // that then hangs where it cannot dump leaves no earlier job's record to be read as its own.
+  recorder.set_dump_path(dir.file("flight/rank-0.json"), 0, 1);
+  CHECK_FALSE(std::filesystem::exists(dir.file("flight/rank-0.json")));
   recorder.set_dump_path("", 0, 1);
 }
 
@@ -137,6 +142,24 @@ TEST_CASE("flight diagnosis: the waiting rank, its op and sequence number, and t
                        "30.0 s"));
   CHECK(contains(line, "rank 0's last completed is #811"));
   CHECK(contains(line, "it is in offload read of optim.exp_avg"));
+}
+
+TEST_CASE("flight diagnosis: ranks that all reached the waited collective are not blamed") {
+  // Rank 2 was killed without a record; ranks 0 and 1 both wait in #24: neither holds the other
+  // back, and the line points at the rank without a record.
+  TempDir dir;
+  for (int r = 0; r < 2; ++r) {
+    write_file(dir.file("rank-" + std::to_string(r) + ".json"),
+               rank_file(r, "all_gather #24 (2.0 KiB, unit 1 forward) on world", "comm wait",
+                         {op(23, "all_gather", 2048, "unit 0 forward", "done"),
+                          op(24, "all_gather", 2048, "unit 1 forward", "running")}));
+  }
+  const zt::FlightDiagnosis d = zt::diagnose_flight(dir.path(), 3);
+  INFO(d.line);
+  CHECK(d.found);
+  CHECK_FALSE(contains(d.line, "last completed is #23"));
+  CHECK(contains(d.line, "every rank with a record reached #24"));
+  CHECK(contains(d.line, "rank 2 left no flight record"));
 }
 
 TEST_CASE("flight diagnosis: ranks that wait in nothing are described, not diagnosed") {

@@ -143,11 +143,12 @@ std::string arm_rows(const AbResult& r) {
   std::ostringstream s;
   char buf[512];
   for (const ArmResult* arm : {&r.a, &r.b}) {
+    // The label apart from the fixed-size numbers: a long override (a path) cut the row short.
+    s << "<tr><td>" << escape(arm->arm.name) << "</td><td>" << escape(arm->label) << "</td>";
     std::snprintf(buf, sizeof(buf),
-                  "<tr><td>%s</td><td>%s</td><td>%zu</td><td>%.4f</td><td>%.4f</td><td>%.4f</td>"
+                  "<td>%zu</td><td>%.4f</td><td>%.4f</td><td>%.4f</td>"
                   "<td>%.1f</td><td>%.1f</td><td>%.1f</td></tr>",
-                  escape(arm->arm.name).c_str(), escape(arm->label).c_str(), arm->step_s.size(),
-                  arm->median_s, arm->p10_s, arm->p90_s, arm->tokens_per_s,
+                  arm->step_s.size(), arm->median_s, arm->p10_s, arm->p90_s, arm->tokens_per_s,
                   arm->peak_model_states / 1048576.0, arm->peak_rss / 1048576.0);
     s << buf;
   }

@@ -228,12 +228,13 @@ void print_ab(const AbResult& r, std::ostream& out) {
          "| peak RSS | offload read/step | offload written/step |\n"
          "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
   for (const ArmResult* arm : {&r.a, &r.b}) {
+    // The label apart from the fixed-size numbers: a long override (a path) cut the row short.
+    out << "| " << arm->arm.name << ": " << arm->label;
     std::snprintf(buf, sizeof(buf),
-                  "| %s: %s | %zu | %zu | %.4f | %.4f | %.4f | %.1f | %.1f MiB | %.1f MiB | %.1f "
+                  " | %zu | %zu | %.4f | %.4f | %.4f | %.1f | %.1f MiB | %.1f MiB | %.1f "
                   "MiB | %.1f MiB |\n",
-                  arm->arm.name.c_str(), arm->label.c_str(), arm->runs.size(), arm->step_s.size(),
-                  arm->median_s, arm->p10_s, arm->p90_s, arm->tokens_per_s,
-                  arm->peak_model_states / 1048576.0, arm->peak_rss / 1048576.0,
+                  arm->runs.size(), arm->step_s.size(), arm->median_s, arm->p10_s, arm->p90_s,
+                  arm->tokens_per_s, arm->peak_model_states / 1048576.0, arm->peak_rss / 1048576.0,
                   arm->io_read_per_step / 1048576.0, arm->io_written_per_step / 1048576.0);
     out << buf;
   }

@@ -93,8 +93,35 @@ int run_flight(const CliArgs& cli, std::ostream& out) {
                       "; ranks write them on a failure, a hang past launch.timeout_s, or "
                       "SIGUSR2 (kill -USR2 <pid of each rank>)");
   }
-  const int world = files.back().first + 1;
-  out << "flight record: " << diagnose_flight(dir, world).line << "\n";
+  // The job's size as its ranks recorded it: the highest file present missed the ranks that died
+  // without one (the likely culprits), and took in an earlier, larger job's leftovers.
+  int64_t world = -1;
+  std::string world_path;
+  for (const auto& [rank, path] : files) {
+    std::ifstream in(path);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("world") || !j["world"].is_number_integer()) continue;
+    const int64_t w = j["world"].get<int64_t>();
+    if (world < 0) {
+      world = w;
+      world_path = path;
+    }
+    if (w != world || rank >= w) {
+      throw ConfigError(path +
+                        (w != world
+                             ? " is of a " + std::to_string(w) + "-rank job and " + world_path +
+                                   " of a " + std::to_string(world) + "-rank one"
+                             : " names rank " + std::to_string(rank) + ", past its " +
+                                   std::to_string(w) + "-rank job") +
+                        ": the folder holds flight records of two runs; remove the older run's "
+                        "files");
+    }
+  }
+  if (world < 0) {
+    throw ConfigError("no readable flight record in " + dir + " (" + files.front().second +
+                      " and the others are not a rank's record): nothing to diagnose");
+  }
+  out << "flight record: " << diagnose_flight(dir, static_cast<int>(world)).line << "\n";
   return 0;
 }
 

@@ -136,6 +136,11 @@ void print_mfu(const TrainSummary& s) {
     return;
   }
   const double per_rank = s.flops_per_step * static_cast<double>(s.steps) / s.world / s.seconds;
+  if (s.peak_per_rank <= 0) {
+    std::printf("MFU: unknown (%s; %.2f GFLOP/s per rank, %.3g FLOP per step)\n",
+                s.peak_how.c_str(), per_rank / 1e9, s.flops_per_step);
+    return;
+  }
   std::printf("MFU: %.1f%% (%.2f GFLOP/s per rank of a peak of %.2f: %s; %.3g FLOP per step)\n",
               s.peak_per_rank > 0 ? 100 * per_rank / s.peak_per_rank : 0.0, per_rank / 1e9,
               s.peak_per_rank / 1e9, s.peak_how.c_str(), s.flops_per_step);
@@ -291,7 +296,20 @@ std::ostream& operator<<(std::ostream& out, JsonReal x) {
   return out << "null";
 }
 
+// The payload bytes of every collective so far.
+uint64_t collective_bytes(const CommStats& comm) {
+  uint64_t bytes = 0;
+  for (const auto& op : comm.ops) bytes += op.bytes;
+  return bytes;
+}
+
 }  // namespace
+
+void TrainReport::start_step(const CommStats& comm, const OffloadStats& io) {
+  comm_bytes_before_ = collective_bytes(comm);
+  read_before_ = io.bytes_read;
+  written_before_ = io.bytes_written;
+}
 
 void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memory,
                       const CommStats& comm, const OffloadStats& io) {
@@ -338,8 +356,7 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
   js << "},\"offload_io\":{\"bytes_read\":" << io.bytes_read << ",\"reads\":" << io.reads
      << ",\"bytes_written\":" << io.bytes_written << ",\"writes\":" << io.writes << "}";
   // What this step alone moved (rank 0), by kind.
-  uint64_t comm_bytes = 0;
-  for (const auto& op : comm.ops) comm_bytes += op.bytes;
+  const uint64_t comm_bytes = collective_bytes(comm);
   // A counter below its last value restarted from 0: a live A/B switch builds new tiers.
   const auto since = [](auto now, auto before) { return now >= before ? now - before : now; };
   js << ",\"step_bytes\":{\"collectives\":" << since(comm_bytes, comm_bytes_before_)

@@ -133,6 +133,9 @@ class TrainReport {
   TrainReport(const std::string& path, int64_t total_steps, int64_t log_every,
               int64_t resumed_at = 0);
   ~TrainReport();
+  // The counters as a step starts: its step_bytes are what moved from here to its log(), not
+  // what the start-up, an evaluation or a save (its own event line counts it) moved before.
+  void start_step(const CommStats& comm, const OffloadStats& io);
   // `io`: this rank's offload tiers together, since the run started (cumulative, like `comm`).
   void log(const StepMetrics& m, const std::vector<RankMemory>& memory, const CommStats& comm,
            const OffloadStats& io);

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <vector>
 
@@ -55,14 +56,23 @@ void StepTrace::finish(const std::string& metadata) {
   // A run resumed past the traced steps recorded none: the first run's file stays.
   if (!settings_.enabled || written_ || !recorded_) return;
   written_ = true;
-  std::error_code ec;
-  std::filesystem::create_directories(settings_.dir, ec);
-  if (ec) {
-    throw IoError("cannot create trace.dir " + settings_.dir + ": " + ec.message() +
-                  " (set trace.dir to a writable folder)");
+  // A trace that cannot be written (a full disk, a folder one host cannot write) is said, not
+  // turned into the run's failure: thrown on one rank, it left the others waiting in their next
+  // collective until launch.timeout_s.
+  try {
+    std::error_code ec;
+    std::filesystem::create_directories(settings_.dir, ec);
+    if (ec) {
+      throw IoError("cannot create trace.dir " + settings_.dir + ": " + ec.message() +
+                    " (set trace.dir to a writable folder)");
+    }
+    trace::write_trace_file(file(), rank_, "rank " + std::to_string(rank_), offset_ns_, origin_ns_,
+                            metadata);
+    if (rank_ == 0) std::printf("trace: %s (and each rank's beside it)\n", file().c_str());
+  } catch (const Error& e) {
+    std::printf("zt: rank %d: trace not written, training goes on: %s\n", rank_, e.what());
   }
-  trace::write_trace_file(file(), rank_, "rank " + std::to_string(rank_), offset_ns_, origin_ns_,
-                          metadata);
+  std::fflush(stdout);
   trace::clear_events();
 }
 

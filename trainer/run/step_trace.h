@@ -25,7 +25,8 @@ class StepTrace {
   // Writes this rank's file, once (at the last traced step, or at the end of a shorter run), and
   // only when some step was recorded: a run resumed past the traced steps leaves the first
   // run's file as it was.
-  // `metadata`: a JSON object of the run (model, composition). Throws IoError.
+  // `metadata`: a JSON object of the run (model, composition). A file that cannot be written is
+  // said on stdout and training goes on (thrown on one rank, its peers waited for it).
   void finish(const std::string& metadata);
   // Where this rank's file goes.
   std::string file() const;

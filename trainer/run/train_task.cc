@@ -294,6 +294,7 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
       report.log_switch(step, run.live.arms[to].name, arm_label(run.live.arms[to]), seconds);
     }
     run.trace->before_step(step + 1);
+    report.start_step(job_comm_stats(run.setup), tiers_io(run));
     // The schedule counts applied updates: a step the loss scaler skips does not use up warmup
     // or decay (as DeepSpeed steps its scheduler only after an update).
     const StepMetrics m = train_step(run, step,
@@ -480,10 +481,23 @@ void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds time
   broadcast_model_buffers(run.model->shape, run.setup);
   run.schedule = schedule_of(run.settings.schedule, run.setup.optimizer->base_lr());
   run.trace = std::make_unique<StepTrace>(run.settings.trace, *run.setup.comm);
+  const TraceSettings& traced = run.settings.trace;
+  if (traced.enabled && traced.first_step > run.settings.run.steps && run.env.rank == 0) {
+    // Said, not refused: `trainer ab` and `tune` run the config's trials for fewer steps.
+    std::printf("zt: note: trace.steps = [%lld, %lld] starts after the run's last step "
+                "(run.steps = %lld): nothing is traced\n",
+                static_cast<long long>(traced.first_step), static_cast<long long>(traced.last_step),
+                static_cast<long long>(run.settings.run.steps));
+  }
   run.flops_per_step = models::training_flops_per_sample(run.model->shape) *
                        static_cast<double>(run.data->samples_per_step(run.env.world));
-  if (run.flops_per_step > 0)
+  // The probe times the CPU's matmul, and its cache is keyed by the CPU: a GPU job's steps beat
+  // it (MFU stuck at 100%) and raised the CPU's cached peak for every later CPU run.
+  if (run.flops_per_step > 0 && run.setup.options.device.is_cpu()) {
     run.peak = peak_flops(*run.setup.comm, run.setup.options.compute_dtype);
+  } else if (run.flops_per_step > 0) {
+    run.peak.how = "no peak measured for " + run.setup.options.device.str();
+  }
 }
 
 // What the run writes: the out_dir and its header (rank 0), the resumed state, the checkpoints

@@ -7,9 +7,11 @@
 #include <fstream>
 #include <limits>
 #include <random>
+#include <sstream>
 
 #include "../../tests/test_util.h"
 #include "ab/ab_arms.h"
+#include "ab/ab_html.h"
 #include "ab/ab_report.h"
 #include "ab/ab_stats.h"
 #include "ab/live_ab.h"
@@ -299,6 +301,24 @@ TEST_CASE("the verdict: speed with its interval, memory, collectives and agreeme
   CHECK(contains(json, "\"first_divergence\""));
   CHECK(contains(json, "\"speedup_b_over_a\""));
   CHECK_FALSE(std::filesystem::exists(dir.file("ab.json.tmp")));
+}
+
+TEST_CASE("an arm with a long label keeps its whole row in the table and the HTML report") {
+  const std::vector<double> losses = {5, 4, 3}, steps = {1.0, 1.0, 1.0};
+  const std::string path = "plugin.offload_nvme.path=/scratch/" + std::string(400, 'x');
+  const AbResult r = analyse(arm_of("A", path, {run_of(losses, steps, 1, 800)}),
+                             arm_of("B", "shard_bucket", {run_of(losses, steps, 1, 800)}), 1, 1e-6,
+                             true, {});
+  std::ostringstream table;
+  print_ab(r, table);
+  const std::string text = table.str();
+  const size_t row = text.find("| A: ");
+  REQUIRE(row != std::string::npos);
+  const std::string line = text.substr(row, text.find('\n', row) - row);
+  CHECK(contains(line, std::string(400, 'x')));
+  CHECK(line.substr(line.size() - 5) == "MiB |");  // its numbers to the last column
+  const std::string html = ab_html(r);
+  CHECK(contains(html, std::string(400, 'x') + "</td><td>2</td>"));
 }
 
 TEST_CASE("one timed step an arm names no winner: its interval would have zero width") {

@@ -156,10 +156,11 @@ TEST_CASE("report: a diverged step's non-finite numbers are written as null and 
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("report: a step's bytes after a live A/B switch count from the new tiers' zero") {
+TEST_CASE(
+    "report: a step's bytes count from its start, and from the new tiers' zero after a switch") {
   const std::string dir = temp_dir();
   {
-    zt::trainer::TrainReport report(dir + "/metrics.jsonl", 2, 1000);
+    zt::trainer::TrainReport report(dir + "/metrics.jsonl", 3, 1000);
     zt::trainer::StepMetrics m;
     m.step_seconds = 0.25;
     zt::OffloadStats io;
@@ -170,12 +171,18 @@ TEST_CASE("report: a step's bytes after a live A/B switch count from the new tie
     m.step = 2;
     io.bytes_read = 300;
     report.log(m, {zt::trainer::RankMemory{}}, zt::CommStats{}, io);
+    // A save read 4000 bytes between steps (its own line counts them): not the next step's.
+    io.bytes_read = 4300;
+    report.start_step(zt::CommStats{}, io);
+    m.step = 3;
+    io.bytes_read = 4500;
+    report.log(m, {zt::trainer::RankMemory{}}, zt::CommStats{}, io);
   }
   std::ifstream in(dir + "/metrics.jsonl");
   std::vector<int64_t> read;
   for (std::string line; std::getline(in, line);)
     read.push_back(nlohmann::json::parse(line)["step_bytes"]["offload_read"].get<int64_t>());
-  CHECK(read == std::vector<int64_t>{1000, 300});
+  CHECK(read == std::vector<int64_t>{1000, 300, 200});
   std::filesystem::remove_all(dir);
 }
 

@@ -1,6 +1,7 @@
 #include "zt/host/flight_diagnosis.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -92,6 +93,13 @@ std::string first_disagreement(const std::vector<RankRecord>& ranks) {
   return "";
 }
 
+// The sequence number of the collective a wait names ("all_gather #24 (...)"), or 0.
+int64_t waited_seq(const std::string& waiting) {
+  const size_t at = waiting.find(" #");
+  if (at == std::string::npos) return 0;
+  return std::strtoll(waiting.c_str() + at + 2, nullptr, 10);
+}
+
 std::string whereabouts(const RankRecord& r) {
   if (!r.waiting.empty()) return "it is in " + r.waiting;
   if (!r.doing.empty()) return "it is in " + r.doing;
@@ -137,15 +145,28 @@ FlightDiagnosis diagnose_flight(const std::string& dir, int world) {
   std::snprintf(since, sizeof since, "%.1f s", victim->waiting_s);
   std::string line = "rank " + std::to_string(victim->rank) + " waits in " + victim->waiting +
                      " since " + since;
+  // The rank behind it: one that never issued the collective waited in. Ranks that reached it
+  // too are no culprits (with a rank gone without a record they all wait there alike, and the
+  // lowest of them was named as if it held the others back).
+  // Only the job-wide communicator's numbers compare with last_issued (a split's, MiCS's
+  // shard group, count apart).
+  const std::string on_world = " on world";
+  const bool waits_on_world = victim->waiting.size() >= on_world.size() &&
+                              victim->waiting.compare(victim->waiting.size() - on_world.size(),
+                                                      on_world.size(), on_world) == 0;
+  const int64_t waited = waits_on_world ? waited_seq(victim->waiting) : 0;
   const RankRecord* behind = nullptr;
   for (const RankRecord& r : ranks) {
-    if (&r == victim) continue;
+    if (&r == victim || (waited > 0 && r.last_issued >= waited)) continue;
     if (!behind || r.last_issued < behind->last_issued) behind = &r;
   }
   if (behind) {
     line += "; rank " + std::to_string(behind->rank) + "'s last completed is #" +
             std::to_string(behind->last_completed) + " (last issued #" +
             std::to_string(behind->last_issued) + ") and " + whereabouts(*behind);
+  } else if (!missing.empty() && waited > 0) {
+    line += "; every rank with a record reached #" + std::to_string(waited) +
+            ": the one it waits for is among those that left none";
   }
   return {line + tail, true};
 }

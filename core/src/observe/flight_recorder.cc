@@ -54,6 +54,11 @@ void FlightRecorder::set_dump_path(const std::string& path, int rank, int world)
   world_ = world;
   // A new path is a new run's (a Python process's next engine): its first failure dumps too.
   failure_dumped_.store(false);
+  // An earlier job's record at this path (srun requeued into the same out_dir; only zt's own
+  // launcher clears the folder) would be read as this job's by the diagnosis if this rank then
+  // hangs where it cannot dump. Gone from the start: this run's own is the only one there.
+  std::error_code ignored;
+  std::filesystem::remove(path, ignored);
 }
 
 int64_t FlightRecorder::issued(CollectiveRecord record) {
