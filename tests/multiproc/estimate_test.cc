@@ -158,6 +158,16 @@ TEST_CASE("trainer estimate: peak RSS and per-step bytes within 15% of runs, sta
   }
 }
 
+TEST_CASE("trainer estimate: bf16 compute's gathers and reductions within 15% of runs") {
+  // comm_ucx reduces 16-bit gradients in fp32, on the wire too: the sent bytes of a reduction
+  // are twice its payload's share (estimated as the payload's, they were half the run's).
+  for (const int stage : {0, 2, 3}) {
+    check_estimate(
+        "bf16 at stage " + std::to_string(stage), "configs/zero3.toml",
+        kSmall + " --set precision.compute='\"bf16\"' --set zero.stage=" + std::to_string(stage));
+  }
+}
+
 TEST_CASE("trainer estimate: shard_tensor, accumulation, offload and 3 ranks within 15% of runs") {
   check_estimate("stage 3 shard_tensor, micro 2 x accum 2, nothing persistent, prefetch 2",
                  "configs/zero3.toml",

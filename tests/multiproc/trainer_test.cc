@@ -9,6 +9,7 @@
 #include <iterator>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 #include "../skip.h"
 #include "../test_util.h"
@@ -109,6 +110,15 @@ TEST_CASE("--nproc 2 in a Slurm step of one task (srun --pty) starts 2 ranks, an
   CHECK(r.exit_code == 0);
   CHECK_FALSE(contains(r.output, "a Slurm step of one task"));
   CHECK(contains(r.output, "zt smoke: 1 rank(s)"));
+  // DeepSpeed's batch rule counts the 2 ranks --nproc starts there: a train_batch_size of 8 at
+  // micro batch 2 is 2 micro steps (as 1 rank it was 4, then refused by the 2 ranks).
+  TempDir dir;
+  write_file(dir.file("ds.json"),
+             R"({"train_batch_size": 8, "train_micro_batch_size_per_gpu": 2})");
+  r = run_command(step + " --nproc 2 --deepspeed " + dir.file("ds.json") + " --print-config");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "grad_accum = 2"));
 }
 
 TEST_CASE("bad config input: one clear line per problem, exit code 2") {
@@ -267,6 +277,20 @@ TEST_CASE("training: stage 3 on 2 ranks writes metrics per step and a summary ag
   CHECK(contains(metrics, "\"step\":3,\"loss\":"));
   CHECK(contains(metrics, "\"rank\":1,\"params\":"));
   CHECK(contains(metrics, "\"reduce_scatter\":{\"calls\":"));
+}
+
+TEST_CASE("a rank's threads are the CPUs its process may run on, shared by the host's ranks") {
+  // One rank under `taskset -c 0` computes on one thread, though the host has more: the host's
+  // count oversubscribed the CPUs a cpuset (Slurm, a container) gave the job.
+  if (std::thread::hardware_concurrency() < 2) {
+    ZT_SKIP("the host has one CPU: one thread whatever the mask says");
+  }
+  TempDir dir;
+  const auto r = run_command("taskset -c 0 " +
+                             tiny_train(dir.path().string(), "--set launch.nproc=1"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "1024^3, 1 thread(s) x 1 rank(s) per host"));
 }
 
 TEST_CASE("training: every stage reaches the same loss (same init, same global batch)") {

@@ -86,6 +86,14 @@ TEST_CASE("--set overrides apply after the file, with bare words as strings") {
   CHECK(c.section("run").get_string("name") == "my-run");
   CHECK(c.plugin_options("comm_ucx").get_int("chunk_kb") == 64);
   CHECK(c.section("plugins").get_string_list("dirs") == std::vector<std::string>{"/nonexistent"});
+  // Words that TOML reads as a number, a boolean or a date are those words for a string key;
+  // a number key still refuses words.
+  zt::Config words = zt::Config::load_string(
+      kSmoke, "job.toml", {"run.name=2024", "launch.master_addr=1e5", "run.out_dir=true"});
+  CHECK(words.section("run").get_string("name") == "2024");
+  CHECK(words.section("launch").get_string("master_addr") == "1e5");
+  CHECK(words.section("run").get_string("out_dir") == "true");
+  CHECK(contains(error_of(kSmoke, {"zero.stage=two"}), "--set zero.stage=two"));
   std::string e = error_of(kSmoke, {"zero.stge=2"});
   CHECK(contains(e, "--set zero.stge=2: unknown key 'stge' in [zero] (did you mean 'stage'?)"));
   e = error_of(kSmoke, {"stage"});

@@ -65,6 +65,14 @@ const std::map<std::string, std::string>& reasons() {
   return k;
 }
 
+// A top-level DeepSpeed section zt has no use for, given as {"enabled": false, ...}.
+bool switched_off(const std::string& key, const json& v) {
+  static const std::set<std::string> sections = {
+      "amp", "tensorboard", "wandb", "csv_monitor", "flops_profiler", "comms_logger", "elasticity"};
+  return sections.count(key) && v.is_object() && v.contains("enabled") &&
+         v["enabled"].is_boolean() && !v["enabled"].get<bool>();
+}
+
 class Reader {
  public:
   Reader(std::string name, bool lenient) : name_(std::move(name)), lenient_(lenient) {}
@@ -351,10 +359,17 @@ void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const
 
 void read_zero(Reader& r, const json& obj, double element_bytes) {
   const std::string path = "zero_optimization";
-  // The JSON's stage (DeepSpeed's default 0), which decides whether its MiCS and hpZ apply.
-  const int64_t stage = obj.is_object() && obj.contains("stage") && obj["stage"].is_number_integer()
-                            ? obj["stage"].get<int64_t>()
-                            : 0;
+  // The JSON's stage (DeepSpeed's default 0), which decides whether its MiCS and hpZ apply: in
+  // any spelling zero.stage takes (3.0 is stage 3 there, and was 0 here).
+  const int64_t stage = [&]() -> int64_t {
+    if (!obj.is_object() || !obj.contains("stage")) return 0;
+    const json& v = obj["stage"];
+    if (const std::optional<int64_t> i = json_integer<int64_t>(v)) return *i;
+    if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+        std::fabs(v.get<double>()) < 1e9)
+      return static_cast<int64_t>(v.get<double>());
+    return 0;
+  }();
   auto bucket_mb = [&](const json& v, const std::string& sub, const std::string& zt_key) {
     // DeepSpeed counts elements; zt's buckets are MiB of the compute dtype.
     if (auto n = as_number(r, v, sub)) r.set(zt_key, *n * element_bytes / (1 << 20), sub);
@@ -370,7 +385,11 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
     } else if (key == "allgather_bucket_size") {
       bucket_mb(v, sub, "zero.allgather_bucket_mb");
     } else if (name == "prefetch_bucket_size") {
-      if (auto n = as_int(r, v, sub)) r.set("zero.prefetch_elements", *n, sub);
+      // DeepSpeed's 0 prefetches nothing; zt's prefetch_elements = 0 means "count units".
+      if (auto n = as_int(r, v, sub)) {
+        if (*n == 0) r.set("zero.prefetch_units", int64_t{0}, sub);
+        else r.set("zero.prefetch_elements", *n, sub);
+      }
     } else if (name == "param_persistence_threshold" || name == "max_live_parameters" ||
                key == "sub_group_size") {
       if (auto n = as_int(r, v, sub)) r.set("zero." + name, *n, sub);
@@ -410,6 +429,10 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
     } else if ((key == "reduce_scatter" || key == "allgather_partitions") && v.is_boolean() &&
                v.get<bool>()) {
       // true is what zt does; false falls to the refusal below.
+    } else if ((key == "round_robin_gradients" || name == "gather_16bit_weights_on_model_save" ||
+                name == "gather_fp16_weights_on_model_save") &&
+               v.is_boolean() && !v.get<bool>()) {
+      // DeepSpeed's default, asking for nothing (full config dumps carry it); true is refused.
     } else {
       return false;
     }
@@ -821,6 +844,9 @@ DeepSpeedSettings read_deepspeed_json(const std::string& text, const std::string
     } else if (key == "steps_per_print") {
       if (auto n = as_int(r, v, sub)) r.set("run.log_every", *n, sub);
     } else if (key == "prescale_gradients" && v.is_boolean() && !v.get<bool>()) {
+    } else if (switched_off(key, v)) {
+      // A section that is off asks for nothing (full config dumps carry them all); on, it is
+      // refused with its reason.
     } else if (key == "wall_clock_breakdown" || key == "memory_breakdown" ||
                key == "zero_allow_untested_optimizer" || key == "zero_force_ds_cpu_optimizer") {
       as_bool(r, v, sub);  // zt always reports time and memory; its optimizer is its own

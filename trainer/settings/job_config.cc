@@ -1,5 +1,6 @@
 #include "settings/job_config.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -31,7 +32,14 @@ struct ConfigSource {
 // The job's ranks as the config will see them: the launcher's environment, else launch.nproc.
 int job_world(const ConfigSource& source, const std::vector<std::string>& overrides) {
   const RankEnv env = discover_rank_env();
-  if (env.found) return env.world;
+  // A Slurm step of one task with launch.nproc on the command line (trainer --nproc N): zt's
+  // launcher starts those N ranks there (app/job.cc), so N is the world, not the step's 1.
+  const bool launches_here = env.found && env.source == "slurm" && env.world == 1 &&
+                             std::any_of(overrides.begin(), overrides.end(),
+                                         [](const std::string& kv) {
+    return kv.rfind("launch.nproc=", 0) == 0;
+                             });
+  if (env.found && !launches_here) return env.world;
   const OptionSpec* spec = config_option("launch", "nproc");
   if (!spec) return 1;
   // Out of its range or of another type, it is the config's own check that refuses it (with its

@@ -109,12 +109,18 @@ struct Groups {
   }
 };
 
+// `widened`: what the comm's reductions send per payload byte (comm_ucx reduces 16-bit values in
+// fp32: 2). A ring all-reduce widens only its reduce-scatter half; it gathers in the payload's
+// dtype, so over the network it sends (2 + 1) / 2 per byte; its shared-memory form is all fp32.
 void add(CommEstimate& e, const Groups& g, const std::string& op, const std::string& group,
-         int ranks, double calls, int64_t bytes, const std::string& why) {
+         int ranks, double calls, int64_t bytes, const std::string& why, double widened = 1.0) {
   if (calls <= 0) return;
   const bool local = g.one_host(group);
+  const bool window = local && g.window;
+  const double per_byte = op == "all_reduce" && !window ? (widened + 1) / 2 : widened;
+  const int64_t sent = sent_bytes(op, bytes, ranks, window);
   e.collectives.push_back({op, group, ranks, local ? "shared memory" : "network", calls, bytes,
-                           sent_bytes(op, bytes, ranks, local && g.window), why});
+                           static_cast<int64_t>(static_cast<double>(sent) * per_byte), why});
 }
 
 // The codec a role's choice makes where codec_placement() puts it (null: exact bytes).
@@ -149,6 +155,10 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
   g.shard = stage >= 1 ? shard_groups(engine, world, ranks_per_host).sharding_world(world) : world;
   g.replicas = world / g.shard;
   g.window = engine.comm.id == "comm_ucx" && engine.comm.options.get_bool("shared_memory");
+  // comm_ucx reduces bf16 and fp16 in fp32, on the wire too (its accumulate type); NCCL reduces
+  // in the payload's dtype.
+  const double exact_reduce_wire = engine.comm.id == "comm_ucx" ? 4.0 / static_cast<double>(es)
+                                                                : 1.0;
 
   // zero.mics_hierarchical_params_gather with a shard group that spans hosts: every parameter
   // gather goes in two levels (HierarchicalGather): across the hosts among the ranks at one
@@ -210,14 +220,15 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
   e.groups = groups;
   if (stage == 0) {
     add(e, g, "all_reduce", "world", world, static_cast<double>(groups), all,
-        "gradients of " + times(groups, "group") + ", once per step");
+        "gradients of " + times(groups, "group") + ", once per step", exact_reduce_wire);
   } else {
     // Stages 0-1 reduce at the step, stages 2-3 after every micro step's backward.
     const int64_t reductions = stage >= 2 ? accum : 1;
     add(e, g, grad_codec ? "all_to_all" : "reduce_scatter", "shard group", g.shard,
         static_cast<double>(groups * reductions), reduced * reductions,
         std::string(grad_codec ? "encoded " : "") + "gradients of " + times(groups, "group") +
-            (stage >= 2 ? micro : ", once per step"));
+            (stage >= 2 ? micro : ", once per step"),
+        grad_codec ? 1.0 : exact_reduce_wire);
     if (g.replicas > 1 && across_codec) {
       for (const char* op : {"all_to_all", "all_gather"}) {
         add(e, g, op, "replicas", g.replicas, static_cast<double>(groups * reductions),
@@ -227,7 +238,8 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
       }
     } else if (g.replicas > 1) {
       add(e, g, "all_reduce", "replicas", g.replicas, static_cast<double>(groups * reductions),
-          shard_bytes * reductions, "each reduced shard across the shard groups (MiCS)");
+          shard_bytes * reductions, "each reduced shard across the shard groups (MiCS)",
+          exact_reduce_wire);
     }
     // A parameter gather: over the shard group, or in its two levels.
     const auto gather =

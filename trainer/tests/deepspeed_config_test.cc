@@ -216,6 +216,24 @@ TEST_CASE("DeepSpeed configs zt cannot take: named, with why, all at once") {
             "communication_data_type is not supported by zt: zt reduces in the compute dtype"));
 }
 
+TEST_CASE("DeepSpeed sections that are off, and keys at DeepSpeed's default, ask for nothing") {
+  // What full config dumps carry: taken, setting nothing; the same sections on are refused.
+  const auto s = zt::trainer::read_deepspeed_json(
+      R"({"amp": {"enabled": false}, "tensorboard": {"enabled": false, "output_path": "tb"},
+          "wandb": {"enabled": false}, "csv_monitor": {"enabled": false},
+          "flops_profiler": {"enabled": false, "profile_step": 1},
+          "comms_logger": {"enabled": false}, "elasticity": {"enabled": false},
+          "zero_optimization": {"stage": 2, "round_robin_gradients": false,
+                                "stage3_gather_16bit_weights_on_model_save": false}})",
+      "ds.json", false, 2);
+  CHECK(s.warnings.empty());
+  REQUIRE(s.settings.size() == 1);
+  CHECK(s.settings[0].key == "zero.stage");
+  CHECK(has(refusal(R"({"wandb": {"enabled": true}})"), "wandb is not supported by zt"));
+  CHECK(has(refusal(R"({"zero_optimization": {"round_robin_gradients": true}})"),
+            "zero_optimization.round_robin_gradients is not supported by zt"));
+}
+
 TEST_CASE("DeepSpeed ZeRO++: qwZ and qgZ are codec_blockq at 8 and 4 bits, hpZ a MiCS group") {
   const std::string z = "zero_optimization.";
   const auto s = zt::trainer::read_deepspeed_json(
@@ -473,6 +491,18 @@ TEST_CASE("DeepSpeed's MiCS and hpZ act at stage 3 only, and its mics_shard_size
             .first["zero.mics_shard_size"] == "-1");
   CHECK(read(R"({"zero_optimization": {"stage": 3, "mics_shard_size": 2}})")
             .first["zero.mics_shard_size"] == "2");
+  // A stage written 3.0 is stage 3 for them too, as for zero.stage.
+  const auto [as_float, float_warnings] = read(
+      R"({"zero_optimization": {"stage": 3.0, "mics_shard_size": 2}})");
+  CHECK(as_float.at("zero.stage") == "3");
+  CHECK(as_float.at("zero.mics_shard_size") == "2");
+  CHECK(float_warnings.empty());
+  // DeepSpeed's stage3_prefetch_bucket_size 0 prefetches nothing: zt's prefetch_units 0, not
+  // prefetch_elements 0 (which counts units, one ahead by default).
+  const auto [no_prefetch, ignored] = read(
+      R"({"zero_optimization": {"stage": 3, "stage3_prefetch_bucket_size": 0}})");
+  CHECK(no_prefetch.at("zero.prefetch_units") == "0");
+  CHECK(no_prefetch.count("zero.prefetch_elements") == 0);
   // Below stage 3 DeepSpeed ignores both: zt does too, and says so.
   for (const char* key : {"mics_shard_size", "zero_hpz_partition_size"}) {
     CAPTURE(key);

@@ -64,8 +64,7 @@ Contender contender(size_t id, std::vector<double> steps, int64_t job = 1) {
 
 TEST_CASE("tune: the grid covers stages, placements and micro batches with the global batch kept") {
   const zt::Config config = loader()({});
-  const std::vector<Candidate> grid = composition_grid(zt::trainer::JobSettings::of(config).data,
-                                                       1);
+  const std::vector<Candidate> grid = composition_grid(zt::trainer::JobSettings::of(config), 1);
   // 4 samples per rank per step: micro 1, 2, 4; stage 0 one placement, 1-2 three, 3 nine.
   CHECK(grid.size() == 3 * (1 + 3 + 3 + 9));
   for (const Candidate& c : grid) {
@@ -77,14 +76,33 @@ TEST_CASE("tune: the grid covers stages, placements and micro batches with the g
     if (cc.section("zero").get_int("stage") < 3) CHECK(sets(c, "plugins.offload_param=\"\""));
   }
   // Over 2 hosts, stages 1-3 also try a group per host.
-  const std::vector<Candidate> hosts = composition_grid(zt::trainer::JobSettings::of(config).data,
-                                                        2);
+  const std::vector<Candidate> hosts = composition_grid(zt::trainer::JobSettings::of(config), 2);
   CHECK(hosts.size() == 3 * (1 + 2 * (3 + 3 + 9)));
   // One cell holds the placements of one (stage, micro batch).
   // (stage 0 has one placement per micro batch: grid[3] and grid[4] are stage 1, micro 1.)
   CHECK(cell_of(grid[3]) == cell_of(grid[4]));
   CHECK(placement_of(grid[3]) != placement_of(grid[4]));
   CHECK(cell_of(grid[0]) != cell_of(grid[1]));
+
+  // A stage-0 job without plugins.shard: stages 1-3 take shard_bucket (each was refused for
+  // want of one), and every composition of the grid loads.
+  const ConfigLoader ddp = loader({"zero.stage=0", "plugins.shard=\"\""});
+  for (const Candidate& c : composition_grid(JobSettings::of(ddp({})), 1)) {
+    CAPTURE(cell_of(c));
+    CHECK_NOTHROW(ddp(c.overrides));
+    CHECK(sets(c, "plugins.shard=\"shard_bucket\"") ==
+          (ddp(c.overrides).section("zero").get_int("stage") >= 1));
+  }
+  // A job that names the MiCS group zero.shard_group_size: the grid sets that name (the other
+  // one contradicted it), -1 at stage 0, over 2 hosts as over one.
+  const ConfigLoader named = loader({"zero.shard_group_size=2"});
+  for (const int spans : {1, 2}) {
+    for (const Candidate& c : composition_grid(JobSettings::of(named({})), spans)) {
+      CAPTURE(cell_of(c));
+      CHECK_NOTHROW(named(c.overrides));
+      for (const std::string& kv : c.overrides) CHECK(kv.rfind("zero.mics_shard_size", 0) != 0);
+    }
+  }
 }
 
 TEST_CASE("tune: around a composition, one knob changes at a time") {
@@ -312,7 +330,7 @@ TEST_CASE("tune: the fit margin and the estimate's pruning") {
   CHECK_FALSE(master.fits());
   // In a cell, the placement that offloads nothing wins when it fits; the others say why not.
   std::vector<CompositionEstimate> cell;
-  for (const Candidate& c : composition_grid(zt::trainer::JobSettings::of(loader()({})).data, 1)) {
+  for (const Candidate& c : composition_grid(zt::trainer::JobSettings::of(loader()({})), 1)) {
     if (contains(cell_of(c), "zero.stage=1") && contains(cell_of(c), "micro_batch=2"))
       cell.push_back(estimate_composition(loader(), c, options));
   }

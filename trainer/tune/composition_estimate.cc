@@ -170,7 +170,7 @@ JobEstimates estimate_all(const ConfigLoader& load, int hosts, EstimateOptions& 
   yours.origin = "your config";
   out.all.push_back(estimate_composition(per_host, yours, options));
   std::vector<CompositionEstimate> grid;
-  for (const Candidate& c : composition_grid(job.data, hosts)) {
+  for (const Candidate& c : composition_grid(job, hosts)) {
     grid.push_back(estimate_composition(per_host, c, options));
   }
   prune_placements(grid);

@@ -118,8 +118,17 @@ std::string cell_of(const Candidate& c) {
   return out;
 }
 
-std::vector<Candidate> composition_grid(const DataSettings& data, int hosts) {
+std::vector<Candidate> composition_grid(const JobSettings& job, int hosts) {
+  const DataSettings& data = job.data;
   const int64_t per_rank = data.micro_batch * data.grad_accum;
+  // A stage-0 job without a shard plugin: stages 1-3 need one (every one was refused).
+  const bool add_shard = job.engine.shard_stands_in;
+  // The MiCS group size under each name the job set: the grid's value under the other name
+  // alone contradicted it (every composition refused), and stage 0 takes none.
+  std::vector<std::string> group_keys;
+  for (const char* key : {"zero.mics_shard_size", "zero.shard_group_size"}) {
+    if (job.engine.places.is_set(key)) group_keys.push_back(key);
+  }
   std::vector<Candidate> out;
   for (int stage = 0; stage <= 3; ++stage) {
     for (int64_t micro = 1; micro <= per_rank; ++micro) {
@@ -134,8 +143,14 @@ std::vector<Candidate> composition_grid(const DataSettings& data, int hosts) {
           c.overrides = {"zero.stage=" + std::to_string(stage),
                          "data.micro_batch=" + std::to_string(micro),
                          "data.grad_accum=" + std::to_string(per_rank / micro)};
-          if (hosts > 1 && stage >= 1)
+          if (add_shard && stage >= 1)
+            c.overrides.push_back("plugins.shard=" + quoted("shard_bucket"));
+          if (hosts > 1 && stage >= 1 && group_keys.empty())
             c.overrides.push_back("zero.mics_shard_size=" + std::to_string(group));
+          for (const std::string& key : group_keys) {
+            const int64_t value = stage == 0 ? -1 : hosts > 1 ? group : job.engine.groups.size;
+            c.overrides.push_back(key + "=" + std::to_string(value));
+          }
           add_placement(c.overrides, opt, param);
           out.push_back(std::move(c));
         }

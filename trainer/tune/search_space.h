@@ -20,9 +20,10 @@
 
 namespace zt::trainer {
 
-// `data`: the user's job's (its per-rank samples per step are kept); `hosts`: hosts the world
-// spans (1 = one).
-std::vector<Candidate> composition_grid(const DataSettings& data, int hosts);
+// `job`: the user's (its per-rank samples per step are kept; a job without plugins.shard gets
+// shard_bucket at stages 1-3, and its own spelling of the MiCS group size is the one set);
+// `hosts`: hosts the world spans (1 = one).
+std::vector<Candidate> composition_grid(const JobSettings& job, int hosts);
 
 // Variants of `around` (whose settings are `job`) with one knob changed; `hosts`: hosts the world
 // spans (1 = one).

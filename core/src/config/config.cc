@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -28,6 +29,9 @@ struct RawEntry {
   bool printed_default = false;
   // It came from under the file (a DeepSpeed config), not from the file or --set.
   bool from_base = false;
+  // A --set value read as TOML (a number, a boolean, a date...) though written unquoted: for a
+  // string key it is these words (--set run.name=2024 names the run "2024").
+  std::optional<std::string> bare_words = std::nullopt;
 };
 constexpr std::string_view kPrintedDefault = "  # default";
 struct RawTable {
@@ -283,7 +287,9 @@ void apply_override(const std::string& text, RawConfig& raw, Problems& problems)
   }
   RawTable& t = raw[table];
   if (t.where.file.empty()) t.where = where;
-  t.entries[key] = {value, where, where};
+  RawEntry entry{value, where, where};
+  if (!std::holds_alternative<std::string>(value)) entry.bare_words = value_text;
+  t.entries[key] = std::move(entry);
   override_other_name(table, key, t);
 }
 
@@ -314,7 +320,11 @@ Options validate_table(const std::string& name, const std::vector<OptionSpec>& s
         continue;
       }
       try {
-        Value value = check_option(*spec, entry.value, name, entry.where);
+        const bool as_words = spec->type == ValueType::kString && entry.bare_words &&
+                              !entry.bare_words->empty() && entry.bare_words->front() != '[' &&
+                              entry.bare_words->front() != '{';
+        Value value = check_option(*spec, as_words ? Value(*entry.bare_words) : entry.value, name,
+                                   entry.where);
         if (entry.printed_default && value == spec->default_value) continue;
         values[key] = std::move(value);
         where[key] = entry.where;
