@@ -49,6 +49,10 @@ at::Tensor HostTier::allocate_bytes(int64_t bytes) const {
 }
 
 int64_t HostTier::allocate(const std::string& name, int64_t bytes) {
+  if (bytes < 0) {
+    throw InternalError("offload_cpu: allocate of region '" + name + "' with " +
+                        std::to_string(bytes) + " bytes");
+  }
   const int64_t size = round_up(bytes, kPage);
   const int64_t id = next_id_++;
   regions_[id] = Region{name, size, allocate_bytes(size)};
@@ -70,6 +74,13 @@ HostTier::Region& HostTier::region(int64_t id, int64_t offset, int64_t bytes, co
                         " bytes at offset " + std::to_string(offset) + " outside region " +
                         std::to_string(id) +
                         (it == regions_.end() ? " (unknown)" : " (" + it->second.name + ")"));
+  }
+  // The tier contract's alignment, held here as offload_nvme holds it: an engine that passed a
+  // misaligned offset here would fail only on the other tier.
+  if (offset % kPage != 0) {
+    throw InternalError("offload_cpu: " + std::string(op) + " at offset " + std::to_string(offset) +
+                        " of region " + std::to_string(id) + " (" + it->second.name +
+                        "), not a multiple of alignment() = " + std::to_string(kPage));
   }
   return it->second;
 }

@@ -166,8 +166,15 @@ void NvmeTier::make_job_folder() {
   std::error_code ec;
   std::filesystem::create_directories(job_dir_, ec);
   if (ec) {
-    throw IoError("offload_nvme: cannot create the offload folder " + rank_dir_ + " for " + who() +
-                  ": " + ec.message() + "; " + kWayOutPath);
+    // The job's folder is what failed (the rank's inside it was never tried), and the folder
+    // above it that exists is where the user looks: unwritable, or a file in the way.
+    std::filesystem::path existing = std::filesystem::path(job_dir_).parent_path();
+    std::error_code ignored;
+    while (!existing.empty() && !std::filesystem::exists(existing, ignored))
+      existing = existing.parent_path();
+    throw IoError("offload_nvme: cannot create the offload folder " + job_dir_ + " for " + who() +
+                  ": " + ec.message() + " (the nearest path above it that exists: " +
+                  (existing.empty() ? std::string(".") : existing.string()) + "); " + kWayOutPath);
   }
 }
 
@@ -320,6 +327,15 @@ int64_t NvmeTier::allocate(const std::string& name, int64_t bytes) {
       // No fallocate in this file system, and glibc's emulation cannot write through O_DIRECT:
       // size the file without reserving blocks (a full disk then fails at a write, named).
       rc = ftruncate(region.file->fd, region.bytes) == 0 ? 0 : errno;
+      if (rc == 0 && !unreserved_noted_) {
+        unreserved_noted_ = true;  // one line per tier: the user learns the disk is not held
+        std::fprintf(stderr,
+                     "offload_nvme: note: %s (%s) cannot reserve blocks (no fallocate): a disk "
+                     "that fills during the run stops the job at that step, naming the file; "
+                     "keep room on it, or put plugin.offload_nvme.path on a local disk\n",
+                     rank_dir_.c_str(), file_system_name(rank_dir_).c_str());
+        std::fflush(stderr);
+      }
     }
     if (rc != 0) {
       // Closed and removed first: ext4 and XFS hold the blocks of a failed reservation until

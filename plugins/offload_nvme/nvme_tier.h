@@ -95,7 +95,8 @@ class NvmeTier final : public OffloadTier {
   bool folder_made_ = false;  // make_folder claimed rank_dir_
   int64_t alignment_ = 4096;
   bool direct_ = true;
-  std::string buffered_reason_;  // why I/O is buffered, for describe()
+  std::string buffered_reason_;    // why I/O is buffered, for describe()
+  bool unreserved_noted_ = false;  // said once that this file system reserves no blocks
   bool prepared_ = false;
   int64_t step_ = -1;
 

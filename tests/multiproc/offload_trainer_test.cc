@@ -174,7 +174,9 @@ TEST_CASE(
   CHECK(contains(r.output, "job exit 5"));
   CHECK(contains(r.output, "deleted"));
   CHECK(contains(r.output, dir.file("nvme")));
-  const int64_t step = failed_step(r.output.substr(r.output.find("io error: offload_nvme")));
+  const size_t error_at = r.output.find("io error: offload_nvme");
+  REQUIRE(error_at != std::string::npos);
+  const int64_t step = failed_step(r.output.substr(error_at));
   REQUIRE(step > 0);
   // Steps before the failing one were trained and logged; the failing one was not.
   CHECK(lines_of(dir.file("out") + "/metrics.jsonl") == step - 1);

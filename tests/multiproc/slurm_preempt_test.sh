@@ -102,6 +102,9 @@ grep -qs "zt job script: job $job " "$tmp/start/job.out" ||
   fail "job $job's script did not start within 30 s"
 on scancel -b -s USR1 "$job"
 requeued "$job"
+# The script's trap took it (not a job that ended some other way and was requeued by hand).
+grep -q "zt job script: SIGUSR1: the ranks save and stop" "$tmp/start/job.out" ||
+  { cat "$tmp/start/job.out" >&2; fail "the script did not take SIGUSR1 in start-up"; }
 run_to_end "$job" "$tmp/start" $steps
 same_losses "$tmp/start/run/metrics.jsonl" "$tmp/ref/run/metrics.jsonl" "SIGUSR1 in start-up"
 

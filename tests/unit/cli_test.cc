@@ -121,6 +121,13 @@ TEST_CASE("bad command lines are config errors that say what to do") {
                        zt::ConfigError);
   CHECK_THROWS_WITH_AS(parse_cli({"plugins", "remove"}),
                        doctest::Contains("unknown 'trainer plugins remove'"), zt::ConfigError);
+  // Counts past what they hold are refused, not saturated or cut to another value.
+  CHECK_THROWS_WITH_AS(parse_cli({"prepare-data", "in.txt", "--unit-kb", "99999999999999999999"}),
+                       doctest::Contains("--unit-kb 99999999999999999999: expected a whole number"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"prepare-data", "in.txt", "--threads", "5000000000"}),
+                       doctest::Contains("at most 4096"), zt::ConfigError);
+  CHECK(parse_cli({"prepare-data", "in.txt", "--threads", "2", "--out", "o"}).prepare.threads == 2);
 }
 
 TEST_CASE("report, trace merge and flight take one run folder, report and merge an --out") {

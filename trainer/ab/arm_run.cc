@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "zt/error.h"
 #include "zt/host/child_process.h"
+#include "zt/host/compose.h"
 #include "zt/host/launcher.h"
 #include "zt/host/process_exit.h"
 
@@ -118,9 +120,20 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
   const bool tty = isatty(STDOUT_FILENO) == 1 && &out == &std::cout;
   const auto t0 = std::chrono::steady_clock::now();
   const StopSignalsForwarded forwarded;
+  // The run's ranks note their file tiers' folders here: a run stopped at the budget's end may
+  // be killed mid-step (SIGKILL 10 s after SIGTERM), its launcher and ranks with it, and then
+  // nothing else removes the GBs it left on the offload path. Only for a run on this host: a
+  // launcher (srun) passes the variable to hosts where the folder is not.
+  const std::string notes = plan.launcher.empty() ? make_offload_notes_folder() : "";
+  if (!notes.empty()) ::setenv("ZT_OFFLOAD_NOTES", notes.c_str(), 1);
   const pid_t pid = spawn_logged(argv, log);
+  if (!notes.empty()) ::unsetenv("ZT_OFFLOAD_NOTES");
   bool stopped = false;
   const int code = wait_until(pid, plan, dir + "/metrics.jsonl", head.c_str(), tty, out, stopped);
+  if (!notes.empty()) {
+    for (const std::string& folder : remove_noted_offload_folders(notes, ""))
+      out << "zt: removed offload files left by the stopped run: " << folder << "\n";
+  }
   if (const int sig = g_stop_signal; sig != 0) {
     // Stopped from outside: no further run, trial or report (tune would go on to the next).
     out << (tty ? "\n" : "") << "zt: " << (sig == SIGINT ? "SIGINT" : "SIGTERM") << ": stopped "

@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <sstream>
 
 #include "zt/error.h"
@@ -112,12 +114,17 @@ bool parse_export_flag(const std::string& a, const std::function<std::string()>&
   return true;
 }
 
-int64_t parse_count(const std::string& flag, const std::string& v, int64_t min) {
+// A whole number in [min, max]; one past what strtoll holds (ERANGE) saturated and went through.
+int64_t parse_count(const std::string& flag, const std::string& v, int64_t min,
+                    int64_t max = std::numeric_limits<int64_t>::max()) {
   char* end = nullptr;
+  errno = 0;
   const long long n = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || n < min) {
-    throw ConfigError(flag + " " + v + ": expected a whole number of at least " +
-                      std::to_string(min));
+  if (v.empty() || *end != '\0' || errno == ERANGE || n < min || n > max) {
+    throw ConfigError(
+        flag + " " + v + ": expected a whole number of at least " + std::to_string(min) +
+        (max < std::numeric_limits<int64_t>::max() ? " and at most " + std::to_string(max)
+                                                   : std::string()));
   }
   return n;
 }
@@ -301,9 +308,9 @@ bool parse_prepare_flag(const std::string& a, const std::function<std::string()>
   } else if (a == "--exclude") {
     p.exclude.push_back(value());
   } else if (a == "--threads") {
-    p.threads = static_cast<int>(parse_count(a, value(), 1));
+    p.threads = static_cast<int>(parse_count(a, value(), 1, 4096));
   } else if (a == "--unit-kb") {
-    p.unit_bytes = parse_count(a, value(), 1) * 1024;
+    p.unit_bytes = parse_count(a, value(), 1, int64_t{16} << 20) * 1024;  // at most 16 GiB
   } else if (a == "--overwrite") {
     p.overwrite = true;
   } else if (a.rfind("-", 0) != 0) {

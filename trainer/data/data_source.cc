@@ -393,6 +393,13 @@ int checked_element_size(const trainer::DataSettings& data, const Indexes& index
                          const std::string& path, const std::string& key, const std::string& where,
                          int64_t model_vocab) {
   const TokenIndex* found = index_of(indexes, path);
+  // A prepared file read as text trained on the bytes of its ids (each below 256: nothing else
+  // stopped it), and evaluated them as text.
+  if (!found && data.kind == "text" && is_token_index(index_path_for(path))) {
+    throw ConfigError(path + " (" + key + ", " + where + ") is a prepared token file (" +
+                      index_path_for(path) + " is its index), but data.kind is \"text\" (" +
+                      data.kind_where + "): set data.kind = \"tokens\" to train on its ids");
+  }
   if (!found) {  // a bare token file, or text
     // A uint32 file has an even size, and each of its ids read as two uint16 (its low half,
     // then 0 or 1) is below any vocabulary: nothing else would stop a training on garbage.

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <fnmatch.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -306,6 +308,14 @@ template <typename Fn>
 void for_each_document(const InputFile& file, const Range& range, const PrepareRequest& r, Fn doc) {
   const MappedFile map = map_input(file);
   const std::string_view all = map.view();
+  // The units were cut from the sizes listed at the start: a file rewritten since would be cut
+  // mid-document, or past its end (std::out_of_range, said as zt's own bug).
+  if (all.size() != file.size) {
+    throw ConfigError("prepare-data: input file '" + file.path + "' changed while it was being " +
+                      "prepared (" + std::to_string(file.size) + " bytes when listed, " +
+                      std::to_string(all.size()) + " now); run the same command again once " +
+                      "nothing writes it");
+  }
   const std::string_view text = all.substr(range.begin, range.end - range.begin);
   if (file.jsonl) {
     size_t at = 0;
@@ -370,7 +380,14 @@ UnitResult encode_unit(const std::vector<InputFile>& files, const Unit& unit,
     for (const Range& range : unit.ranges) {
       for_each_document(files[range.file], range, r, [&](std::string_view text) {
         const size_t before = out.ids.size();
-        tokenizer.encode_ordinary(text, out.ids);
+        try {
+          tokenizer.encode_ordinary(text, out.ids);
+        } catch (const ConfigError& e) {
+          // The tokenizer's words name no input (a document too long to encode, found hours in).
+          throw ConfigError("prepare-data: a document of " + files[range.file].path +
+                            " in bytes [" + std::to_string(range.begin) + ", " +
+                            std::to_string(range.end) + "): " + e.what());
+        }
         out.ids.push_back(eot);
         out.doc_tokens.push_back(out.ids.size() - before);
         out.text_bytes += static_cast<int64_t>(text.size());
@@ -455,6 +472,47 @@ void refuse_existing_outputs(const PrepareSummary& s) {
   }
 }
 
+// PREFIX.lock, held (flock) for the whole preparation: a second prepare-data into the same
+// prefix (every task of an sbatch script on a shared file system) truncated the first one's
+// partial files under it, and the index it then wrote named wrong document starts.
+class PrefixLock {
+ public:
+  explicit PrefixLock(const std::string& prefix) : path_(prefix + ".lock") {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      throw IoError("prepare-data: cannot open the lock file '" + path_ +
+                    "': " + std::strerror(errno) + "; choose another --out PREFIX");
+    }
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      const int error = errno;
+      if (error == ENOSYS || error == EOPNOTSUPP || error == ENOLCK) {
+        // A file system without locks (Lustre without -o flock, some FUSE mounts) prepared
+        // before there was a lock: it still does, said once.
+        std::fprintf(stderr,
+                     "prepare-data: note: %s cannot be locked here (%s): nothing stops a second "
+                     "prepare-data into the same --out meanwhile\n",
+                     path_.c_str(), std::strerror(error));
+        return;
+      }
+      ::close(fd_);
+      if (error == EWOULDBLOCK) {
+        throw ConfigError("prepare-data: another prepare-data is writing --out " + prefix +
+                          " (it holds " + path_ +
+                          "); wait for it to end, or give this one "
+                          "another --out PREFIX");
+      }
+      throw IoError("prepare-data: cannot lock '" + path_ + "': " + std::strerror(error));
+    }
+  }
+  ~PrefixLock() { ::close(fd_); }
+  PrefixLock(const PrefixLock&) = delete;
+  PrefixLock& operator=(const PrefixLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 std::optional<Journal> read_journal(const std::string& path) {
   std::ifstream in(path);
   if (!in) return std::nullopt;
@@ -516,7 +574,8 @@ bool is_prepare_output(const std::filesystem::path& file, const std::string& out
   const std::string stem = prefix.filename().string() + ".";
   if (name.compare(0, stem.size(), stem) != 0) return false;
   const std::string rest = name.substr(stem.size());
-  for (const std::string own : {"bin", "idx", "bin.partial", "docs.partial", "progress.json"}) {
+  for (const std::string own :
+       {"bin", "idx", "bin.partial", "docs.partial", "progress.json", "lock"}) {
     if (rest == own || rest == own + ".tmp") return true;
   }
   return false;
@@ -557,6 +616,7 @@ PrepareSummary prepare_data(const PrepareRequest& r,
     throw IoError("prepare-data: cannot create the folder '" + out_dir.string() + "' of --out " +
                   r.out_prefix + ": " + out_error.message() + "; choose another --out PREFIX");
   }
+  const PrefixLock prefix_lock(r.out_prefix);
 
   PrepareProgress p;
   p.units = static_cast<int64_t>(units.size());

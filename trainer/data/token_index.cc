@@ -26,6 +26,12 @@ constexpr uint32_t kVersion = 1;
 
 }  // namespace
 
+bool is_token_index(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[sizeof(kMagic)];
+  return in.read(magic, sizeof(magic)) && std::memcmp(magic, kMagic, sizeof(kMagic)) == 0;
+}
+
 std::string index_path_for(const std::string& tokens_path) {
   const std::string bin = ".bin";
   if (tokens_path.size() > bin.size() &&

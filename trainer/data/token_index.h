@@ -38,6 +38,9 @@ struct TokenIndex {
 // "x.bin" -> "x.idx" (any other name gets ".idx" appended).
 std::string index_path_for(const std::string& tokens_path);
 
+// Whether `path` is a file that starts as a zt token index does (prepare-data's PREFIX.idx).
+bool is_token_index(const std::string& path);
+
 // Writes `index` to `path` (through a temporary file and a rename). IoError naming the file.
 void write_token_index(const std::string& path, const TokenIndex& index);
 // Reads one; ConfigError naming the file on anything malformed. Without `with_starts` only the

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -15,16 +16,32 @@
 
 namespace zt::trainer {
 
+namespace {
+
+// The CPUs this process may run on: its affinity mask (what Slurm, a container's cpuset or
+// taskset gave it), not the host's online CPUs, which hardware_concurrency() counts.
+int cpus_this_process_may_use() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
+}  // namespace
+
 void share_cores_between_local_ranks() {
-  // Slurm's --cpus-per-task is what the user gave each rank; otherwise the host's cores are
-  // shared by the ranks the launcher put on it.
+  // Slurm's --cpus-per-task is what the user gave each rank; otherwise the CPUs this process
+  // was given are shared by the ranks the launcher put on the host (zt's launcher inside one
+  // Slurm task shares that task's CPUs: 64 threads on 8 given CPUs ran 8 ranks at a crawl).
   const RankEnv env = discover_rank_env();
-  if (const char* per_task = std::getenv("SLURM_CPUS_PER_TASK");
-      per_task && std::atoi(per_task) > 0 && env.source == "slurm") {
-    at::set_num_threads(std::atoi(per_task));
+  const char* per_task = std::getenv("SLURM_CPUS_PER_TASK");
+  const int slurm_cpus = per_task ? std::atoi(per_task) : 0;
+  if (slurm_cpus > 0 && env.source == "slurm") {
+    at::set_num_threads(slurm_cpus);
     return;
   }
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  int cores = cpus_this_process_may_use();
+  if (slurm_cpus > 0) cores = std::min(cores, slurm_cpus);
   const int local_ranks = std::max(1, env.local_world);
   at::set_num_threads(std::max(1, cores / local_ranks));
 }

@@ -21,7 +21,8 @@
 namespace zt::trainer {
 
 // Ranks of one host share its cores: LibTorch's default (all cores per process) oversubscribes
-// them, which made a 2-rank job several times slower here.
+// them, which made a 2-rank job several times slower here. The cores are the CPUs this process
+// may run on (its affinity mask), capped by SLURM_CPUS_PER_TASK.
 void share_cores_between_local_ranks();
 
 // A model's buffers (masks, running statistics) as rank 0 holds them, on every rank, floating

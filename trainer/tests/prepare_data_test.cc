@@ -4,6 +4,9 @@
 // with their line; the data source refuses a prepared file that disagrees with the config; and
 // data.val_fraction holds out whole documents of a prepared file.
 #include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 
@@ -237,6 +240,21 @@ TEST_CASE("prepare-data: outputs that exist are replaced only with --overwrite")
   // A finished preparation run again is refused as well: its files are someone's by then.
   r.overwrite = false;
   CHECK_THROWS_AS(prepare_data(r, nullptr), ConfigError);
+}
+
+TEST_CASE("prepare-data: a second preparation into a prefix another one is writing is refused") {
+  Corpus c;
+  fill(c);
+  const PrepareRequest r = c.request("corpus");
+  // The other one's lock, as it holds it while it writes.
+  const int held = ::open((r.out_prefix + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  REQUIRE(held >= 0);
+  REQUIRE(::flock(held, LOCK_EX | LOCK_NB) == 0);
+  const std::string busy = "another prepare-data is writing --out " + r.out_prefix;
+  CHECK_THROWS_WITH_AS(prepare_data(r, nullptr), doctest::Contains(busy.c_str()), ConfigError);
+  CHECK_FALSE(fs::exists(r.out_prefix + ".bin.partial"));  // nothing of it touched
+  ::close(held);
+  CHECK(prepare_data(r, nullptr).progress.documents == 5);  // once it ended, this one runs
 }
 
 TEST_CASE("prepare-data: separator lines end in LF or CRLF") {
@@ -483,6 +501,16 @@ TEST_CASE("prepare-data: the data source reads a prepared file and refuses one t
   const Batch b = source->get_samples(0, 2);
   CHECK(b.input.max().item<int64_t>() <= 300);
   CHECK(b.input.size(1) == 8);
+  // Read as text, its ids' bytes would train (each below 256): refused, naming the way out.
+  trainer::DataSettings as_text = d;
+  as_text.kind = "text";
+  as_text.kind_where = "job.toml:3:8";
+  CHECK_THROWS_WITH_AS(make_data(as_text, gpt_inputs(320), "gpt"),
+                       doctest::Contains("is a prepared token file"), ConfigError);
+  CHECK_THROWS_WITH_AS(make_data(as_text, gpt_inputs(320), "gpt"),
+                       doctest::Contains("data.kind is \"text\" (job.toml:3:8): set data.kind = "
+                                         "\"tokens\""),
+                       ConfigError);
 
   in.vocab = 256;
   CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"), doctest::Contains("was made with tokenizer 'tiny'"),

@@ -151,8 +151,19 @@ StepReport ShardedStep::run(double lr) {
   }
   if (!skip) {
     // Before any state of the step changes (the scaler's count, the step number): a caller that
-    // catches the IoError and saves must save the step before.
-    check_tiers(steps_ + 1);
+    // catches the IoError and saves must save the step before. After an update in backward the
+    // streamed groups hold this step's values already: the tier's "not applied" is untrue then.
+    try {
+      check_tiers(steps_ + 1);
+    } catch (const IoError& e) {
+      if (!updated_in_backward) throw;
+      throw IoError(std::string(e.what()) +
+                    " (correction: groups streamed from the tier took "
+                    "step " +
+                    std::to_string(steps_ + 1) + "'s update during backward, so the " +
+                    "step was partly applied; do not save from here: resume from the last "
+                    "checkpoint)");
+    }
     // A shard read ahead but not yet gathered is about to go stale.
     parts_.gatherer.drop_fetches(/*rethrow=*/true);
   }

@@ -62,7 +62,8 @@ class ShardedStep {
   // After every micro step's gradients reached ShardStorage::grad (or its tier): the step.
   // Gradients in memory are zeroed whether or not it was skipped; those in a file tier are
   // replaced by the next step's first reduction. Throws IoError when a tier lost bytes, before any
-  // state of this step changed.
+  // state of this step changed, except the groups an update in backward already updated (the
+  // error then says the step was partly applied).
   StepReport run(double lr);
   // This rank's gradients of the step are incomplete (a backward failed part way): run() skips
   // the step on every rank as it skips an overflow (the flag travels with the overflow's over the

@@ -85,6 +85,11 @@ TEST_CASE("a transfer outside a region is an internal error naming the region") 
   CHECK(e.find("exp_avg of group 3") != std::string::npos);
   CHECK(error_of([&] { tier->read(id + 1, 0, buf.data(), 1); }).find("unknown") !=
         std::string::npos);
+  // The contract's misuse, refused here as offload_nvme refuses it: an offset off the alignment
+  // and a negative size.
+  CHECK(error_of([&] { tier->read(id, 100, buf.data(), 8); }).find("not a multiple of alignment") !=
+        std::string::npos);
+  CHECK(error_of([&] { tier->allocate("x", -1); }).find("-1 bytes") != std::string::npos);
 }
 
 TEST_CASE("prepare refuses more memory than the host has, naming the way out") {
