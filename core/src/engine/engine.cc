@@ -120,6 +120,8 @@ struct Engine::Impl {
   ShardedStep stepper;
   int64_t micro = 0;         // micro steps whose backward completed, since the last step()
   int64_t failed_micro = 0;  // and those whose backward failed (the step skips)
+  // Every micro step since the last step(), failed ones too: what the caller has run.
+  int64_t micro_steps_run() const { return micro + failed_micro; }
   // A forward the caller runs (begin_forward): open until backward() or end_forward().
   enum class Driven { kNone, kTraining, kEvaluation } driven = Driven::kNone;
   std::optional<EngineClock::Phase> driven_phase;  // times a driven micro step as a whole
@@ -232,9 +234,9 @@ struct Engine::Impl {
   // One micro step too many before step(): the in-backward update already ran for streamed
   // groups, so its gradients would be lost there and applied to in-memory ones.
   void check_micro_room() const {
-    if (micro + failed_micro < opt.grad_accum) return;
-    throw InternalError("micro step " + std::to_string(micro + failed_micro + 1) +
-                        " of a step of " + std::to_string(opt.grad_accum) +
+    if (micro_steps_run() < opt.grad_accum) return;
+    throw InternalError("micro step " + std::to_string(micro_steps_run() + 1) + " of a step of " +
+                        std::to_string(opt.grad_accum) +
                         " (data.grad_accum) without Engine::step(): call step() after every "
                         "grad_accum micro steps");
   }
@@ -369,9 +371,9 @@ struct Engine::Impl {
   }
 
   at::Tensor forward_eval(const at::Tensor& input) {
-    if (micro + failed_micro != 0) {
+    if (micro_steps_run() != 0) {
       throw InternalError(
-          "Engine::forward_eval between micro steps (" + std::to_string(micro + failed_micro) +
+          "Engine::forward_eval between micro steps (" + std::to_string(micro_steps_run()) +
           " of " + std::to_string(opt.grad_accum) + " run): evaluate between optimizer steps");
     }
     const c10::NoGradGuard no_grad;
@@ -394,9 +396,9 @@ struct Engine::Impl {
       throw InternalError("Engine::begin_forward while a driven forward is open: call backward() "
                           "or end_forward() first");
     }
-    if (!training && micro + failed_micro != 0) {
+    if (!training && micro_steps_run() != 0) {
       throw InternalError("an evaluation between micro steps (" +
-                          std::to_string(micro + failed_micro) + " of " +
+                          std::to_string(micro_steps_run()) + " of " +
                           std::to_string(opt.grad_accum) + " run): evaluate between steps");
     }
     if (training) check_micro_room();
@@ -651,7 +653,7 @@ std::vector<std::pair<std::string, CommStats>> Engine::group_comm_stats() const 
 EngineTimes Engine::times() const { return impl_->ledger.clock().times(); }
 
 int64_t Engine::optimizer_steps() const { return impl_->stepper.steps(); }
-int64_t Engine::micro_steps() const { return impl_->micro + impl_->failed_micro; }
+int64_t Engine::micro_steps() const { return impl_->micro_steps_run(); }
 
 int64_t Engine::parameter_count() const {
   int64_t n = 0;
