@@ -69,7 +69,9 @@ def bench_job(name, trainer, scratch, a):
     nvme = os.path.join(scratch, name + "-nvme")
     job += sets(["plugin.offload_nvme.path=" + nvme])
     est = subprocess.run([trainer, "estimate"] + job[1:] + ["--json"], capture_output=True,
-                         text=True, check=True)
+                         text=True)
+    if est.returncode != 0:  # the trainer's own line says which key or file and what to do
+        sys.exit(f"bench tune: trainer estimate of {name} failed ({est.returncode}):\n{est.stderr}")
     estimates = json.loads(est.stdout)
     grid, seen = [], set()
     for e in estimates[1:]:

@@ -13,8 +13,8 @@
 //                   [--offload_optimizer none|offload_cpu|offload_nvme] [--offload_param ...]
 //                   [--optimizer_fraction F] [--param_fraction F] [--sub_group E]
 //                   [--pipeline true|false] [--gradients_in_tier true|false]
-//                   [--accessors true|false] [--begin_step true|false] [--nan_grad_step K]
-//                   [--fail_backward_step K]
+//                   [--accessors true|false] [--begin_step true|false] [--nan_grad_step K[-L]]
+//                   [--fail_backward_step K] [--min_scale S]
 //                   [--eval true|false]
 //                   [--save_at K --ckpt_dir D] [--record P]
 //                   [--load true --ckpt_dir D --saved_world W] [--compare P]
@@ -45,7 +45,9 @@
 // micro steps (the reference's .grad before clipping), zeros right after a step.
 // --begin_step announces each step's learning rate before its micro steps (Engine::begin_step),
 // so groups streamed from a file tier update in backward where that applies. --nan_grad_step K
-// makes the last rank's gradients NaN in step K (its loss stays finite). --fail_backward_step K
+// (or K-L) makes the last rank's gradients NaN in step K (to L) (its loss stays finite); such a
+// step must be skipped, and a second in a row stop the job where nothing can rescale it
+// (--min_scale sets precision.min_scale). --fail_backward_step K
 // makes every rank's backward throw in step K's first micro step, which must then be skipped.
 // --eval checks Engine::forward_eval before the first step and after every step: the mean loss over
 // fixed samples shared out among the ranks equals the one the units give in one process from the
@@ -254,7 +256,8 @@ const std::pair<const char*, const char*> kConfigFlags[] = {
     {"hier", "zero.mics_hierarchical_params_gather"},
     {"state_dtype", "plugin.optim_hybrid_adam.state_dtype"},
     {"master_dtype", "plugin.optim_hybrid_adam.master_dtype"},
-    {"gradients_in_tier", "zero.gradients_in_tier"}};
+    {"gradients_in_tier", "zero.gradients_in_tier"},
+    {"min_scale", "precision.min_scale"}};
 
 // The job the check runs: what no test varies, with the command line as --set overrides.
 zt::Config check_config(Args& a, const std::string& nvme_dir) {
@@ -613,6 +616,13 @@ std::string memory_text(const zt::Composition& setup) {
          " tier_bytes_written=" + std::to_string(moved - read);
 }
 
+// "K" (step K) or "K-L" (steps K to L) as {first, last}; "0" is none.
+std::pair<int, int> step_range(const std::string& text) {
+  const size_t dash = text.find('-');
+  if (dash == std::string::npos) return {std::stoi(text), std::stoi(text)};
+  return {std::stoi(text.substr(0, dash)), std::stoi(text.substr(dash + 1))};
+}
+
 // The micro steps of `step`, each rank on its slice of the global batch; with `overflow_now` the
 // last rank's loss is inf, with `nan_grad_now` its loss is finite but the gradient of the
 // model's output NaN. Appends the losses.
@@ -890,6 +900,7 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   const zt::Config config = check_config(a, nvme_dir);
   const int steps = static_cast<int>(config.section("run").get_int("steps"));
   const int force_overflow = std::stoi(a["force_overflow_step"]);
+  const std::pair<int, int> nan_grads = step_range(a["nan_grad_step"]);
   const bool accessors = a["accessors"] == "true";
 
   Weights mine(42);
@@ -965,6 +976,7 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
       eval ? check_val_loss(engine, *setup->comm, env, dt, first, eval_calls) : 0;
   for (int64_t step = first; step < steps; ++step) {
     const bool overflow_now = step + 1 == force_overflow;
+    const bool nan_grad_now = step + 1 >= nan_grads.first && step + 1 <= nan_grads.second;
     // --plant lost_update: the engine's second update is lost (lr 0), the reference's is not.
     const bool lose = a["plant"] == "lost_update" && step == first + 1;
     const double lr = lose ? 0.0 : kLr;
@@ -974,7 +986,7 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     // --fail_backward_step: the step's first backward throws on every rank; the step is skipped.
     const bool fail_now = step + 1 == std::stoi(a["fail_backward_step"]);
     const bool failed = run_micro_steps(engine, opt, env, step, overflow_now, trace.losses,
-                                        step + 1 == std::stoi(a["nan_grad_step"]), fail_now);
+                                        nan_grad_now, fail_now);
     if (fail_now && !failed)
       throw CheckFailed("the planted backward failure did not reach the caller");
     if (step == first) check_early_reduce(opt, reduces_at_first_unit);
@@ -986,7 +998,7 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     // Stage 1 reduces at the step: before it, full_fp32_grad is the exact sum of the ranks'
     // .grad, not what the codec delivers (the optimizer states after the step show that).
     // An overflowing step's gradients are not finite: what matters is that it is skipped.
-    if ((accessors || (coded && opt.stage >= 2)) && !overflow_now && !fail_now)
+    if ((accessors || (coded && opt.stage >= 2)) && !overflow_now && !nan_grad_now && !fail_now)
       check_grads(engine, reference, dt, step);
     zt::StepReport rep;
     try {
@@ -998,10 +1010,10 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
     }
     trace.scales.push_back(rep.loss_scale);
     if (saver && step + 1 == std::stoi(a["save_at"])) saver->save(engine, step + 1, {});
-    if (overflow_now || fail_now) {
+    if (overflow_now || nan_grad_now || fail_now) {
       if (!rep.skipped) {
         throw CheckFailed("step " + std::to_string(step + 1) +
-                          (overflow_now ? " overflowed" : "'s backward failed") +
+                          (fail_now ? "'s backward failed" : " overflowed") +
                           " but was not skipped");
       }
       if (coded) coded->forget_residuals();
@@ -1058,6 +1070,7 @@ Args default_args() {
               {"bucket_mb", "25"},
               {"force_overflow_step", "0"},
               {"nan_grad_step", "0"},
+              {"min_scale", "1"},
               {"fail_backward_step", "0"},
               {"loss_scale", "false"},
               {"prefetch_elements", "0"},

@@ -232,6 +232,33 @@ TEST_CASE("bf16 compute with fp32 master weights stays within mixed-precision to
   expect_all_ok(cases);
 }
 
+TEST_CASE("a gradient that is not finite is skipped once, and stops the job the second step in "
+          "a row where nothing can rescale it") {
+  // One rank's gradients NaN in step 2 (its loss finite): skipped on every rank, and training
+  // goes on matching the reference; in steps 2-3 without loss scaling, or with the scale at its
+  // floor, the second stops the job naming both; with room to back off, the scaler takes both.
+  const std::vector<std::string> base = {"--stage", "3",    "--shard", "shard_bucket",
+                                         "--dtype", "bf16", "--steps", "5"};
+  // (With loss scaling it backs off twice, 1024 -> 256 at hysteresis 1, above min_scale 1.)
+  expect_all_ok({{2, with(base, {"--nan_grad_step", "2"})},
+                 {2, with(base, {"--nan_grad_step", "2-3", "--loss_scale", "true"})}});
+  for (const std::vector<std::string>& floor :
+       {std::vector<std::string>{"--nan_grad_step", "2-3"},
+        std::vector<std::string>{"--nan_grad_step", "2-3", "--loss_scale", "true", "--min_scale",
+                                 "1024"}}) {
+    const auto r = run_engine(2, with(base, floor));
+    INFO(r.all());
+    CHECK(r.result.exit_code != 0);
+    for (const std::string& rep : r.reports) {
+      CHECK(rep.find("gradients are not finite in two steps in a row (this one, after 1 applied "
+                     "updates, and the one before") != std::string::npos);
+    }
+    const bool scaled = floor.size() > 2;
+    CHECK(r.all().find(scaled ? "with the loss scale at precision.min_scale (1024"
+                              : "in BFloat16 without loss scaling") != std::string::npos);
+  }
+}
+
 TEST_CASE("dynamic loss scaling: an overflow on one rank skips the step on every rank") {
   // fp16 compute has no CPU matmul in LibTorch 1.13, so the scaler runs here with bf16 (and
   // fp32): the skip decision and the unscaling are what is under test.

@@ -161,7 +161,8 @@ TEST_CASE("trace: every rank's timeline nests, lines up across ranks and merges 
   std::filesystem::copy_file(dir.file("run/trace/rank-1.json"), dir.file("run/trace/rank-2.json"));
   const auto stale = run_command(std::string(ZT_TEST_TRAINER) + " trace merge " + dir.file("run"));
   CHECK(stale.exit_code == 2);
-  CHECK(contains(stale.output, "rank-2.json is of a 2-rank job"));
+  CHECK(contains(stale.output, "rank-2.json names rank 2, past its 2-rank job: the folder "
+                               "holds traces of two runs"));
 }
 
 TEST_CASE(

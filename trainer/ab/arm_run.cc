@@ -11,6 +11,7 @@
 #include <iostream>
 #include <thread>
 
+#include "report/report_file.h"
 #include "zt/error.h"
 #include "zt/host/child_process.h"
 #include "zt/host/compose.h"
@@ -98,8 +99,9 @@ int wait_until(pid_t pid, const ArmRunPlan& plan, const std::string& metrics, co
 RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& name,
                    const std::string& head, const std::string& who, std::ostream& out) {
   const std::string dir = plan.out_dir + "/runs/" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);  // an earlier run's; what cannot go, the next line says
+  make_output_folder(dir, "--out");
   std::vector<std::string> argv = plan.launcher;
   argv.insert(argv.end(), {self_executable(), "--config", plan.config_path});
   auto set = [&](const std::string& kv) {

@@ -9,6 +9,7 @@
 #include "ab/arm_run.h"
 #include "ab/live_ab.h"
 #include "app/estimate_command.h"
+#include "report/report_file.h"
 #include "settings/deepspeed_config.h"
 #include "settings/job_config.h"
 #include "settings/job_settings.h"
@@ -53,7 +54,7 @@ void name_arms(ArmResult& a, ArmResult& b) {
 // that must agree diverged (said on stderr).
 int report_ab(AbResult result, const std::string& out_dir, std::ostream& out) {
   print_ab(result, out);
-  std::filesystem::create_directories(out_dir);
+  make_output_folder(out_dir, "--out");
   const std::string json = out_dir + "/ab.json";
   write_ab_json(result, json);
   write_ab_html(result, out_dir + "/report.html");

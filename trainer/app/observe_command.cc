@@ -1,11 +1,14 @@
 #include "app/observe_command.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <utility>
 
+#include "report/report_file.h"
 #include "report/run_metrics.h"
 #include "report/run_report.h"
 #include "zt/error.h"
@@ -25,11 +28,56 @@ std::vector<std::pair<int, std::string>> rank_files(const std::string& dir) {
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string file = entry.path().filename().string();
-    if (std::regex_match(file, m, name)) out.push_back({std::stoi(m[1]), entry.path().string()});
+    if (!std::regex_match(file, m, name)) continue;
+    int rank = -1;
+    const std::string digits = m[1];
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+    if (error != std::errc() || end != digits.data() + digits.size()) {
+      throw ConfigError(entry.path().string() +
+                        " is named for a rank no job has; remove it (zt names its files "
+                        "rank-0.json, rank-1.json, ...)");
+    }
+    out.push_back({rank, entry.path().string()});
   }
   std::sort(out.begin(), out.end());
   return out;
 }
+
+// The files of one folder must be one job's: the world the first file with one recorded, and
+// each rank below it. A rerun with fewer ranks, or a requeued job's earlier run, leaves files
+// that would otherwise be read as this job's.
+class OneJobsFiles {
+ public:
+  //   kind:      "traces", "flight records" (the message's words).
+  //   way_out:   what to do beyond removing the older run's files ("" for nothing more).
+  OneJobsFiles(std::string kind, std::string way_out)
+      : kind_(std::move(kind)), way_out_(std::move(way_out)) {}
+
+  // Takes rank `rank`'s file `path`, which recorded a job of `world` ranks. Throws ConfigError
+  // naming both files when the folder holds two jobs' files.
+  void take(int rank, const std::string& path, int64_t world) {
+    if (world_ < 0) {
+      world_ = world;
+      first_path_ = path;
+    }
+    if (world == world_ && rank < world) return;
+    throw ConfigError(
+        path +
+        (world != world_ ? " is of a " + std::to_string(world) + "-rank job and " + first_path_ +
+                               " of a " + std::to_string(world_) + "-rank one"
+                         : " names rank " + std::to_string(rank) + ", past its " +
+                               std::to_string(world) + "-rank job") +
+        ": the folder holds " + kind_ + " of two runs; remove the older run's files" + way_out_);
+  }
+  // The job's world, or -1 when no file recorded one.
+  int64_t world() const { return world_; }
+
+ private:
+  std::string kind_;
+  std::string way_out_;
+  int64_t world_ = -1;
+  std::string first_path_;
+};
 
 }  // namespace
 
@@ -46,9 +94,7 @@ int run_trace_merge(const CliArgs& cli, std::ostream& out) {
   merged["traceEvents"] = nlohmann::json::array();
   merged["displayTimeUnit"] = "ms";
   merged["otherData"]["ranks"] = nlohmann::json::array();
-  // The world of the first file read, and that file: every file must be of one job.
-  int64_t world = -1;
-  std::string world_path;
+  OneJobsFiles job("traces", " (or give each run its own trace.dir)");
   for (const auto& [rank, path] : files) {
     std::ifstream in(path);
     nlohmann::json j;
@@ -59,27 +105,14 @@ int run_trace_merge(const CliArgs& cli, std::ostream& out) {
     }
     // A rerun in the same out_dir with fewer ranks leaves the old run's higher ranks behind.
     const nlohmann::json other = j.value("otherData", nlohmann::json::object());
-    if (other.is_object() && other.contains("world") && other["world"].is_number_integer()) {
-      const int64_t w = other["world"].get<int64_t>();
-      if (world < 0) {
-        world = w;
-        world_path = path;
-      }
-      if (w != world || rank >= w) {
-        throw ConfigError(path + " is of a " + std::to_string(w) + "-rank job and " + world_path +
-                          " of a " + std::to_string(world) +
-                          "-rank one: the folder holds traces of two runs; remove the older "
-                          "run's files (or give each run its own trace.dir)");
-      }
-    }
+    if (other.is_object() && other.contains("world") && other["world"].is_number_integer())
+      job.take(rank, path, other["world"].get<int64_t>());
     // Each rank's file is its own process already (pid = rank); its events go in as they are.
     for (auto& e : j["traceEvents"]) merged["traceEvents"].push_back(std::move(e));
     merged["otherData"]["ranks"].push_back(j.value("otherData", nlohmann::json::object()));
   }
   const std::string target = cli.out_path.empty() ? dir + "/merged.json" : cli.out_path;
-  std::ofstream file(target);
-  file << merged.dump() << "\n";
-  if (!file.flush()) throw IoError("cannot write " + target + " (is the disk full?)");
+  write_report_file(target, merged.dump() + "\n");
   out << "trace: " << files.size() << " rank(s) merged into " << target
       << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
   return 0;
@@ -95,28 +128,14 @@ int run_flight(const CliArgs& cli, std::ostream& out) {
   }
   // The job's size as its ranks recorded it: the highest file present missed the ranks that died
   // without one (the likely culprits), and took in an earlier, larger job's leftovers.
-  int64_t world = -1;
-  std::string world_path;
+  OneJobsFiles job("flight records", "");
   for (const auto& [rank, path] : files) {
     std::ifstream in(path);
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
     if (!j.is_object() || !j.contains("world") || !j["world"].is_number_integer()) continue;
-    const int64_t w = j["world"].get<int64_t>();
-    if (world < 0) {
-      world = w;
-      world_path = path;
-    }
-    if (w != world || rank >= w) {
-      throw ConfigError(path +
-                        (w != world
-                             ? " is of a " + std::to_string(w) + "-rank job and " + world_path +
-                                   " of a " + std::to_string(world) + "-rank one"
-                             : " names rank " + std::to_string(rank) + ", past its " +
-                                   std::to_string(w) + "-rank job") +
-                        ": the folder holds flight records of two runs; remove the older run's "
-                        "files");
-    }
+    job.take(rank, path, j["world"].get<int64_t>());
   }
+  const int64_t world = job.world();
   if (world < 0) {
     throw ConfigError("no readable flight record in " + dir + " (" + files.front().second +
                       " and the others are not a rank's record): nothing to diagnose");

@@ -4,7 +4,6 @@
 
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +31,7 @@
 #include "data/token_index.h"
 #include "data/tokenizer_files.h"
 #include "zt/error.h"
+#include "zt/host/file_lock.h"
 #include "zt/host/utf8.h"
 
 namespace zt::data {
@@ -472,45 +472,40 @@ void refuse_existing_outputs(const PrepareSummary& s) {
   }
 }
 
-// PREFIX.lock, held (flock) for the whole preparation: a second prepare-data into the same
-// prefix (every task of an sbatch script on a shared file system) truncated the first one's
-// partial files under it, and the index it then wrote named wrong document starts.
+// PREFIX.lock, held for the whole preparation: a second prepare-data into the same prefix
+// (every task of an sbatch script on a shared file system) truncated the first one's partial
+// files under it, and the index it then wrote named wrong document starts.
 class PrefixLock {
  public:
-  explicit PrefixLock(const std::string& prefix) : path_(prefix + ".lock") {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
-      throw IoError("prepare-data: cannot open the lock file '" + path_ +
-                    "': " + std::strerror(errno) + "; choose another --out PREFIX");
-    }
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int error = errno;
-      if (error == ENOSYS || error == EOPNOTSUPP || error == ENOLCK) {
-        // A file system without locks (Lustre without -o flock, some FUSE mounts) prepared
-        // before there was a lock: it still does, said once.
+  explicit PrefixLock(const std::string& prefix) : lock_(prefix + ".lock") {
+    const std::string& path = lock_.path();
+    switch (lock_.state()) {
+      case ExclusiveFileLock::State::held: lock_.record_holder(); return;
+      case ExclusiveFileLock::State::no_locks:
+        // A file system without locks prepared before there was a lock: it still does, said once.
         std::fprintf(stderr,
                      "prepare-data: note: %s cannot be locked here (%s): nothing stops a second "
                      "prepare-data into the same --out meanwhile\n",
-                     path_.c_str(), std::strerror(error));
+                     path.c_str(), std::strerror(lock_.error()));
         return;
+      case ExclusiveFileLock::State::busy: {
+        const std::string holder = lock_.holder();
+        throw ConfigError("prepare-data: another prepare-data (" +
+                          (holder.empty() ? std::string("a process") : holder) +
+                          ") is writing --out " + prefix + " (it holds " + path +
+                          "); wait for it to end, or give this one another --out PREFIX");
       }
-      ::close(fd_);
-      if (error == EWOULDBLOCK) {
-        throw ConfigError("prepare-data: another prepare-data is writing --out " + prefix +
-                          " (it holds " + path_ +
-                          "); wait for it to end, or give this one "
-                          "another --out PREFIX");
-      }
-      throw IoError("prepare-data: cannot lock '" + path_ + "': " + std::strerror(error));
+      case ExclusiveFileLock::State::cannot_open:
+        throw IoError("prepare-data: cannot open the lock file '" + path +
+                      "': " + std::strerror(lock_.error()) + "; choose another --out PREFIX");
+      case ExclusiveFileLock::State::cannot_lock: break;
     }
+    throw IoError("prepare-data: cannot lock '" + path + "': " + std::strerror(lock_.error()) +
+                  "; choose another --out PREFIX");
   }
-  ~PrefixLock() { ::close(fd_); }
-  PrefixLock(const PrefixLock&) = delete;
-  PrefixLock& operator=(const PrefixLock&) = delete;
 
  private:
-  std::string path_;
-  int fd_ = -1;
+  ExclusiveFileLock lock_;
 };
 
 std::optional<Journal> read_journal(const std::string& path) {

@@ -1,6 +1,9 @@
 #include "report/report_file.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "zt/error.h"
@@ -9,16 +12,35 @@ namespace zt::trainer {
 
 void write_report_file(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out)
-      throw IoError("cannot write " + tmp +
-                    "; choose a writable folder (--out, or run.out_dir for a run's own report)");
+  errno = 0;
+  const std::string way_out =
+      "; choose a writable folder (--out, or run.out_dir for a run's own report)";
+  std::ofstream out(tmp);
+  out << text;
+  // Closed before the check: the last buffer is written at close, and NFS reports a full disk
+  // or a quota there. A file cut short never replaces the one before it.
+  out.close();
+  if (!out) {
+    // A stream keeps no error code of its own; errno is the failed call's where it was set.
+    const int error = errno;
+    std::remove(tmp.c_str());
+    throw IoError("cannot write " + tmp +
+                  (error != 0 ? " (" + std::string(std::strerror(error)) + ")" : "") + way_out);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw IoError("cannot rename " + tmp + " to " + path +
-                  "; choose a writable folder (--out, or run.out_dir for a run's own report)");
+    const int error = errno;
+    std::remove(tmp.c_str());
+    throw IoError("cannot rename " + tmp + " to " + path + " (" + std::strerror(error) + ")" +
+                  way_out);
+  }
+}
+
+void make_output_folder(const std::string& dir, const std::string& option) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    throw IoError("cannot create " + option + " " + dir + " (" + ec.message() + "); give " +
+                  option + " a folder this user can write");
   }
 }
 

@@ -1,4 +1,5 @@
-// Writing a report (report.html, ab.json) so that a reader never sees half of one.
+// Writing a report (report.html, ab.json) so that a reader never sees half of one, and the
+// folder it goes to.
 // Thread safety: a free function.
 #pragma once
 
@@ -6,7 +7,12 @@
 
 namespace zt::trainer {
 
-// Writes `text` to `path.tmp`, then renames it to `path`. Throws IoError naming the file.
+// Writes `text` to `path.tmp`, then renames it to `path`. Throws IoError naming the file; the
+// file before it stays, and no .tmp is left.
 void write_report_file(const std::string& path, const std::string& text);
+// Creates the folder `dir` (and its parents) for a command's outputs, named by its option
+// `option` ("--out"). Throws IoError naming both and the reason (a folder this user cannot
+// write, a file in the way).
+void make_output_folder(const std::string& dir, const std::string& option);
 
 }  // namespace zt::trainer

@@ -269,7 +269,7 @@ std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine
 
 TrainReport::TrainReport(const std::string& path, int64_t total_steps, int64_t log_every,
                          int64_t resumed_at)
-    : total_steps_(total_steps), log_every_(log_every) {
+    : path_(path), total_steps_(total_steps), log_every_(log_every) {
   if (path.empty()) return;
   if (resumed_at > 0) keep_lines_up_to(path, resumed_at);
   file_ = std::fopen(path.c_str(), resumed_at > 0 ? "a" : "w");
@@ -281,7 +281,40 @@ TrainReport::TrainReport(const std::string& path, int64_t total_steps, int64_t l
 }
 
 TrainReport::~TrainReport() {
-  if (file_) std::fclose(file_);
+  if (!file_) return;
+  if (std::fclose(file_) != 0 && lines_lost_ == 0) write_failed(errno);
+  if (lines_lost_ > 0) {
+    std::fprintf(stderr,
+                 "zt: warning: %lld line(s) of %s were not written (%s); it ends before "
+                 "them\n",
+                 static_cast<long long>(lines_lost_), path_.c_str(), std::strerror(write_error_));
+  }
+}
+
+void TrainReport::append(const std::string& line) {
+  if (lines_lost_ > 0) {
+    ++lines_lost_;  // after a failure the file stays as it was, so it never holds a torn line
+    return;
+  }
+  const long before = std::ftell(file_);
+  if (std::fputs(line.c_str(), file_) >= 0 && std::fflush(file_) == 0) return;
+  const int error = errno;
+  // What part of the line reached the file goes: readers take the file line by line.
+  std::clearerr(file_);
+  if (before >= 0 && ::ftruncate(fileno(file_), before) == 0) std::fseek(file_, before, SEEK_SET);
+  write_failed(error);
+  lines_lost_ = 1;
+}
+
+void TrainReport::write_failed(int error) {
+  write_error_ = error;
+  // Said at once, and training goes on: the step's state is in memory and in its checkpoints;
+  // only this record of it is short.
+  std::fprintf(stderr,
+               "zt: warning: cannot append to %s (%s): the metrics of the steps from here on are "
+               "not written (training goes on); free space on its disk, or give run.out_dir a "
+               "folder with room, for the next run\n",
+               path_.c_str(), std::strerror(error));
 }
 
 namespace {
@@ -371,8 +404,7 @@ void TrainReport::log(const StepMetrics& m, const std::vector<RankMemory>& memor
     if (m.mfu > 0) js << ",\"mfu\":" << JsonReal{m.mfu};
   }
   js << "}\n";
-  std::fputs(js.str().c_str(), file_);
-  std::fflush(file_);
+  append(js.str());
 
   if (m.step % log_every_ != 0 && m.step != total_steps_) return;
   double remaining = elapsed_ / steps_logged_ * (total_steps_ - m.step);
@@ -407,8 +439,7 @@ void TrainReport::log_eval(const EvalEvent& e) {
     j["val_ppl"] = std::exp(e.loss);
     std::snprintf(ppl, sizeof ppl, "  ppl %.2f", std::exp(e.loss));
   }
-  std::fputs((j.dump() + "\n").c_str(), file_);
-  std::fflush(file_);
+  append(j.dump() + "\n");
   std::printf("%seval after step %lld: val loss %.4f%s  (%lld samples, %.2f s)\n", tty_ ? "\n" : "",
               static_cast<long long>(e.step), e.loss, ppl, static_cast<long long>(e.samples),
               e.seconds);
@@ -422,8 +453,7 @@ void TrainReport::log_checkpoint(const CheckpointEvent& e) {
   js << "{\"event\":\"checkpoint\",\"step\":" << e.step
      << ",\"folder\":" << nlohmann::json(e.folder).dump() << ",\"bytes\":" << e.bytes
      << ",\"stall_s\":" << e.stall_seconds << ",\"write_s\":" << e.write_seconds << "}\n";
-  std::fputs(js.str().c_str(), file_);
-  std::fflush(file_);
+  append(js.str());
   std::printf("%scheckpoint: step %lld saved to %s (%s; the step waited %.3f s, writing took "
               "%.3f s)\n",
               tty_ ? "\n" : "", static_cast<long long>(e.step), e.folder.c_str(),
@@ -437,8 +467,7 @@ void TrainReport::log_resume(int64_t step, const std::string& folder, double loa
   js.precision(6);
   js << "{\"event\":\"resume\",\"step\":" << step << ",\"folder\":" << nlohmann::json(folder).dump()
      << ",\"load_s\":" << load_seconds << "}\n";
-  std::fputs(js.str().c_str(), file_);
-  std::fflush(file_);
+  append(js.str());
 }
 
 void TrainReport::log_arms(
@@ -448,8 +477,7 @@ void TrainReport::log_arms(
   j["event"] = "ab_arms";
   for (const auto& [name, overrides] : arms)
     j["arms"].push_back({{"name", name}, {"overrides", overrides}});
-  std::fputs((j.dump() + "\n").c_str(), file_);
-  std::fflush(file_);
+  append(j.dump() + "\n");
 }
 
 void TrainReport::log_switch(int64_t after_step, const std::string& to, const std::string& label,
@@ -457,8 +485,7 @@ void TrainReport::log_switch(int64_t after_step, const std::string& to, const st
   if (!file_) return;
   nlohmann::json j = {
       {"event", "ab_switch"}, {"step", after_step}, {"to", to}, {"seconds", seconds}};
-  std::fputs((j.dump() + "\n").c_str(), file_);
-  std::fflush(file_);
+  append(j.dump() + "\n");
   std::printf("%sab: arm %s (%s) takes over after step %lld; the switch took %.3f s\n",
               tty_ ? "\n" : "", to.c_str(), label.c_str(), static_cast<long long>(after_step),
               seconds);

@@ -152,7 +152,16 @@ class TrainReport {
   void finish_progress();
 
  private:
+  // Appends one line (or several) to metrics.jsonl. A write that fails is said on stderr once,
+  // the file cut back to its whole lines, and every later line counted as lost (the destructor
+  // says how many): a reader never meets a torn line.
+  void append(const std::string& line);
+  void write_failed(int error);
+
+  std::string path_;
   std::FILE* file_ = nullptr;
+  int64_t lines_lost_ = 0;
+  int write_error_ = 0;
   bool tty_ = false;
   int64_t total_steps_;
   int64_t log_every_;

@@ -3,11 +3,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "data/data_source.h"
 #include "data/run_tokenizer.h"
+#include "report/report_file.h"
 #include "run/checkpointing.h"
 #include "run/evaluation.h"
 #include "run/loaded_model.h"
@@ -23,9 +23,8 @@ void write_result(const std::string& path, const nlohmann::json& j) {
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  std::ofstream out(path);
-  out << j.dump() << "\n";
-  if (!out) throw IoError("cannot write " + path + "; give --out a writable file");
+  // Through a temporary file: an earlier result stays whole until this one is.
+  write_report_file(path, j.dump() + "\n");
 }
 
 }  // namespace

@@ -7,12 +7,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "data/run_tokenizer.h"
 #include "models/model.h"
+#include "report/report_file.h"
 #include "run/checkpointing.h"
 #include "run/evaluation.h"
 #include "run/loaded_model.h"
@@ -321,9 +321,9 @@ void report_samples(const std::vector<Row>& all, const Generation& g, const Load
                             {"samples", samples},
                             {"seconds", g.seconds},
                             {"tokens_per_s", generated / g.seconds}};
-  std::ofstream out(request.out_path);
-  out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-  if (!out) throw IoError("cannot write " + request.out_path + "; give --out a writable file");
+  // Through a temporary file: an earlier result stays whole until this one is.
+  write_report_file(request.out_path,
+                    j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace

@@ -4,8 +4,6 @@
 // with their line; the data source refuses a prepared file that disagrees with the config; and
 // data.val_fraction holds out whole documents of a prepared file.
 #include <ATen/ATen.h>
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
@@ -25,6 +23,7 @@
 #include "settings/trainer_config.h"
 #include "tiny_encoding.h"
 #include "zt/error.h"
+#include "zt/host/file_lock.h"
 
 namespace zt::data {
 namespace {
@@ -246,14 +245,17 @@ TEST_CASE("prepare-data: a second preparation into a prefix another one is writi
   Corpus c;
   fill(c);
   const PrepareRequest r = c.request("corpus");
-  // The other one's lock, as it holds it while it writes.
-  const int held = ::open((r.out_prefix + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  REQUIRE(held >= 0);
-  REQUIRE(::flock(held, LOCK_EX | LOCK_NB) == 0);
-  const std::string busy = "another prepare-data is writing --out " + r.out_prefix;
-  CHECK_THROWS_WITH_AS(prepare_data(r, nullptr), doctest::Contains(busy.c_str()), ConfigError);
-  CHECK_FALSE(fs::exists(r.out_prefix + ".bin.partial"));  // nothing of it touched
-  ::close(held);
+  {
+    // The other one's lock, as it holds it while it writes, and names it.
+    const zt::ExclusiveFileLock other(r.out_prefix + ".lock");
+    REQUIRE(other.held());
+    other.record_holder();
+    const std::string busy = "another prepare-data (pid " + std::to_string(::getpid()) + " on ";
+    const std::string prefix = ") is writing --out " + r.out_prefix;
+    CHECK_THROWS_WITH_AS(prepare_data(r, nullptr), doctest::Contains(busy.c_str()), ConfigError);
+    CHECK_THROWS_WITH_AS(prepare_data(r, nullptr), doctest::Contains(prefix.c_str()), ConfigError);
+    CHECK_FALSE(fs::exists(r.out_prefix + ".bin.partial"));  // nothing of it touched
+  }
   CHECK(prepare_data(r, nullptr).progress.documents == 5);  // once it ended, this one runs
 }
 

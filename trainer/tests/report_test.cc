@@ -3,7 +3,10 @@
 // a clear error for a folder without metrics; a diverged step's numbers written and read back.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
+
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -153,6 +156,45 @@ TEST_CASE("report: a diverged step's non-finite numbers are written as null and 
   }
   CHECK_THROWS_WITH_AS(zt::trainer::run_report_html(dir), doctest::Contains("metrics.jsonl:2"),
                        zt::ConfigError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("report: a metrics file that stops taking lines keeps whole ones, and none after") {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/metrics.jsonl";
+  // Room for a few lines: a write past RLIMIT_FSIZE fails (EFBIG, its signal ignored) as one on
+  // a full disk does (ENOSPC), part of a line written.
+  rlimit before{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &before) == 0);
+  const auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = before;
+  small.rlim_cur = 2000;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  {
+    zt::trainer::TrainReport report(path, 40, 1000);
+    zt::trainer::StepMetrics m;
+    for (int step = 1; step <= 40; ++step) {
+      m.step = step;
+      m.loss = 4.0;
+      m.step_seconds = 0.25;
+      report.log(m, {zt::trainer::RankMemory{}}, zt::CommStats{}, zt::OffloadStats{});
+    }
+  }
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &before) == 0);
+  std::signal(SIGXFSZ, old_handler);
+  // Steps 1..n, each line whole, and nothing of a step after the first that failed (a line
+  // appended after a torn one would have read as the file's fault).
+  std::ifstream in(path);
+  int64_t steps = 0;
+  for (std::string line; std::getline(in, line);) {
+    INFO(line);
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    REQUIRE_FALSE(j.is_discarded());
+    CHECK(j["step"] == ++steps);
+  }
+  CHECK(steps > 0);
+  CHECK(steps < 40);
+  CHECK(zt::trainer::read_run_metrics(dir).steps.size() == static_cast<size_t>(steps));
   std::filesystem::remove_all(dir);
 }
 

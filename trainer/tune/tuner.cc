@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <sstream>
 
 #include "ab/ab_arms.h"
 #include "ab/arm_run.h"
 #include "ab/live_ab.h"
+#include "report/report_file.h"
 #include "settings/job_settings.h"
 #include "tune/composition_estimate.h"
 #include "tune/race.h"
@@ -577,7 +577,7 @@ void Tuner::final_ab() {
     r_.final_ab.unchecked_reason = "tune compared them: " + r_.final_losses;
     r_.final_ab.verdict = verdict_line(r_.final_ab);
   }
-  std::filesystem::create_directories(plan.out_dir);
+  make_output_folder(plan.out_dir, "--out");
   write_ab_json(r_.final_ab, plan.out_dir + "/ab.json");
 }
 
@@ -614,7 +614,7 @@ void Tuner::compare_final_losses(bool same_math, bool same_split) {
 
 void Tuner::write_outputs() {
   const std::string& dir = args_.out_dir;
-  std::filesystem::create_directories(dir);
+  make_output_folder(dir, "--out");
   const TuneCandidate& w = r_.candidates[r_.keep_yours() ? 0 : r_.winner];
   const Config given = load_({});
   const Config winner = load_(w.estimate.composition.overrides);
@@ -636,7 +636,7 @@ void Tuner::write_outputs() {
 
 int Tuner::run() {
   estimate();
-  std::filesystem::create_directories(args_.out_dir);
+  make_output_folder(args_.out_dir, "--out");
   reference_run();
   // The final A/B's four runs are kept out of the search's time.
   const double reserve = 4 *

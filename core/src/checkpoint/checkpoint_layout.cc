@@ -7,12 +7,8 @@
 
 #include <fcntl.h>
 #include <stdio.h>
-#include <sys/file.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "util/posix_file.h"
 #include "zt/error.h"
@@ -420,47 +416,39 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
   return removed;
 }
 
-CheckpointDirLock::CheckpointDirLock(const std::string& dir) {
+namespace {
+
+// `dir`/.zt-lock, creating `dir` first (the lock is taken before anything is saved there).
+std::string lock_path_in(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
-  const std::string path = (fs::path(dir) / ckpt::kLockName).string();
-  // Held read-only where it can be: a file open for writing keeps its file system from being
-  // remounted read-only. NFS emulates flock with a write lock, which needs a writable file.
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    throw IoError("cannot open " + path + " (" + std::strerror(errno) +
-                  "): checkpoint.dir must be a folder this job can write; give another");
-  }
-  int locked = ::flock(fd_, LOCK_EX | LOCK_NB);
-  if (locked != 0 && errno == EBADF) {
-    ::close(fd_);
-    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    locked = fd_ < 0 ? -1 : ::flock(fd_, LOCK_EX | LOCK_NB);
-  }
-  if (locked != 0) {
-    const int err = errno;
-    std::string holder;
-    std::getline(std::ifstream(path), holder);
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-    if (err != EWOULDBLOCK) {
-      throw IoError("cannot lock " + path + " (" + std::strerror(err) +
-                    "); checkpoint.dir must be on a file system with flock (local, or NFSv4)");
-    }
-    throw ConfigError("checkpoint.dir " + dir + " is in use by another job (" +
-                      (holder.empty() ? std::string("its rank 0") : holder) + " holds " + path +
-                      "): two jobs saving into one folder remove each other's checkpoints; give "
-                      "this job a folder of its own (checkpoint.dir, or run.out_dir; Python's "
-                      "save_checkpoint directory), or stop the other first");
-  }
-  // Who holds it, for the message another job gets (best effort: the lock is what counts).
-  char host[256] = "?";
-  ::gethostname(host, sizeof host - 1);
-  std::ofstream(path, std::ios::trunc) << "pid " << ::getpid() << " on " << host << "\n";
+  return (fs::path(dir) / ckpt::kLockName).string();
 }
 
-CheckpointDirLock::~CheckpointDirLock() {
-  if (fd_ >= 0) ::close(fd_);  // releases the lock; the file stays (removing it races a taker)
+}  // namespace
+
+CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_(lock_path_in(dir)) {
+  const std::string& path = lock_.path();
+  switch (lock_.state()) {
+    case ExclusiveFileLock::State::held:
+      lock_.record_holder();  // for the message another job gets
+      return;
+    case ExclusiveFileLock::State::cannot_open:
+      throw IoError("cannot open " + path + " (" + std::strerror(lock_.error()) +
+                    "): checkpoint.dir must be a folder this job can write; give another");
+    case ExclusiveFileLock::State::busy: {
+      const std::string holder = lock_.holder();
+      throw ConfigError("checkpoint.dir " + dir + " is in use by another job (" +
+                        (holder.empty() ? std::string("its rank 0") : holder) + " holds " + path +
+                        "): two jobs saving into one folder remove each other's checkpoints; give "
+                        "this job a folder of its own (checkpoint.dir, or run.out_dir; Python's "
+                        "save_checkpoint directory), or stop the other first");
+    }
+    case ExclusiveFileLock::State::no_locks:
+    case ExclusiveFileLock::State::cannot_lock: break;
+  }
+  throw IoError("cannot lock " + path + " (" + std::strerror(lock_.error()) +
+                "); checkpoint.dir must be on a file system with flock (local, or NFSv4)");
 }
 
 std::vector<std::string> remove_saves(const std::string& dir) {

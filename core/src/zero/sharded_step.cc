@@ -90,6 +90,23 @@ NumericError ShardedStep::nonfinite_loss(const std::vector<NotedLoss>& losses) c
   return loss_error(what, where, /*step_dropped=*/true);
 }
 
+NumericError ShardedStep::unscalable_overflow() const {
+  const std::string dtype(at::toString(options_.dtype));
+  const std::string why = parts_.scaler.enabled()
+                              ? "with the loss scale at precision.min_scale (" +
+                                    std::to_string(parts_.scaler.scale()) +
+                                    "); a lower min_scale lets the scaler back off further"
+                              : "in " + dtype + " without loss scaling, which could rescale them";
+  return NumericError("gradients are not finite in two steps in a row (this one, after " +
+                      std::to_string(steps_) +
+                      " applied updates, and the one before; both skipped, nothing of them "
+                      "applied), " +
+                      why +
+                      ": training on would skip every step. Lower the learning rate, check the "
+                      "data (a batch that makes a log or a division blow up), or resume from an "
+                      "earlier checkpoint");
+}
+
 bool ShardedStep::update_in_backward(int g, const at::Tensor& reduced, bool first) {
   // A poisoned step is skipped: its gradients go where they wait, not into an update.
   if (!in_backward_ || !parts_.storage[g].opt_streamed || poisoned_) return false;
@@ -166,6 +183,17 @@ StepReport ShardedStep::run(double lr) {
     }
     // A shard read ahead but not yet gathered is about to go stale.
     parts_.gatherer.drop_fetches(/*rethrow=*/true);
+  }
+  // An overflow nothing can rescale: one is a spike, skipped; a second in a row is not (a
+  // poisoned step in between counts neither way).
+  if (totals.overflow && parts_.scaler.at_floor()) {
+    if (++unscalable_in_a_row_ >= 2) {
+      unscalable_in_a_row_ = 0;  // a caller that catches and goes on starts counting afresh
+      zero_gradients();
+      throw unscalable_overflow();
+    }
+  } else if (!skip) {
+    unscalable_in_a_row_ = 0;
   }
   // A step skipped for a failed backward (poisoned) is no overflow: the scale stays.
   if (!totals.poisoned || totals.overflow) parts_.scaler.update(totals.overflow);

@@ -12,6 +12,9 @@
 // gradient is never written to the tier and read back (ZeRO-Infinity's minimum of tier bytes,
 // docs/architecture.md), and its tiles' I/O overlaps the rest of backward. Such a step cannot be
 // skipped, so a non-finite gradient is a NumericError instead of a skipped step.
+// Where nothing can rescale an overflow (no loss scaling, or the scale at its floor), one such
+// step is skipped as a spike, and a second in a row is a NumericError: the job would otherwise
+// skip every step to its end and finish as if it had trained.
 // Thread safety: one thread (the training thread). Collective: every rank calls run() together.
 #pragma once
 
@@ -130,6 +133,8 @@ class ShardedStep {
   // The error for a step whose losses were not all finite: this rank's first such loss, or the
   // news that another rank had one. Reads `losses` (an error path: the sync is fine).
   NumericError nonfinite_loss(const std::vector<NotedLoss>& losses) const;
+  // The error for a second overflow in a row that nothing could rescale, with the way out.
+  NumericError unscalable_overflow() const;
 
   // What the summed gradients are divided by: ranks, micro steps and the loss scale, less the
   // predivide factor already applied.
@@ -146,6 +151,9 @@ class ShardedStep {
   bool in_backward_ = false;
   bool updated_in_backward_ = false;  // a streamed group took this step's update in backward
   bool tiers_checked_ = false;        // this step's first update in backward checked the tiers
+  // Steps in a row that overflowed with nothing left to rescale (LossScaler::at_floor): one is
+  // skipped, the next stops the job (run()).
+  int unscalable_in_a_row_ = 0;
 };
 
 }  // namespace zt

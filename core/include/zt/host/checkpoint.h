@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "zt/api.h"
+#include "zt/host/file_lock.h"
 
 namespace zt {
 
@@ -198,12 +199,9 @@ ZT_API std::vector<std::string> remove_incomplete_checkpoints(const std::string&
 class ZT_API CheckpointDirLock {
  public:
   explicit CheckpointDirLock(const std::string& dir);
-  ~CheckpointDirLock();
-  CheckpointDirLock(const CheckpointDirLock&) = delete;
-  CheckpointDirLock& operator=(const CheckpointDirLock&) = delete;
 
  private:
-  int fd_ = -1;
+  ExclusiveFileLock lock_;
 };
 
 // Removes what saves made under `dir`: step folders, `latest`, `best`, their pending

@@ -29,6 +29,9 @@ class ZT_API LossScaler {
   LossScaler(const LossScalerOptions& options, bool enabled);
   bool enabled() const { return enabled_; }
   double scale() const { return enabled_ ? scale_ : 1.0; }
+  // Whether an overflow can no longer be scaled away: scaling is off, or the scale is at
+  // min_scale (backing off leaves it there).
+  bool at_floor() const { return !enabled_ || scale_ <= options_.min_scale; }
   // Records whether this step's gradients overflowed. Every rank must pass the same decision
   // (the engine all-reduces the overflow flag first), or the scales drift apart.
   void update(bool overflow);

@@ -1,0 +1,53 @@
+// An exclusive lock on a file (flock), taken without waiting and held while the object lives.
+//
+// Why one helper: the checkpoint folder's lock and prepare-data's output lock need the same
+// care. The file is opened read-only where it can be (a file open for writing keeps its file
+// system from being remounted read-only) and for writing where the file system needs that (NFS
+// emulates flock with a write lock, and refuses it on a read-only file with EBADF). The kernel
+// releases the lock however the process ends, so a killed holder leaves nothing to clean up.
+// Thread safety: one object per thread; the lock is the process's (flock locks belong to the
+// open file).
+#pragma once
+
+#include <string>
+
+#include "zt/api.h"
+
+namespace zt {
+
+class ZT_API ExclusiveFileLock {
+ public:
+  enum class State {
+    held,         // this object holds the lock
+    busy,         // another open file holds it (another process, or this one elsewhere)
+    no_locks,     // the file system keeps no locks (Lustre without -o flock, some FUSE mounts)
+    cannot_open,  // the file could not be opened or created: error() says why
+    cannot_lock,  // flock failed otherwise: error() says why
+  };
+
+  // Opens `path`, creating it (mode 0644), and tries to lock it. Never throws: state() says what
+  // happened, and the caller words the error for its own users.
+  explicit ExclusiveFileLock(const std::string& path);
+  ~ExclusiveFileLock();  // closes the file, which releases the lock; the file stays
+  ExclusiveFileLock(const ExclusiveFileLock&) = delete;
+  ExclusiveFileLock& operator=(const ExclusiveFileLock&) = delete;
+
+  State state() const { return state_; }
+  bool held() const { return state_ == State::held; }
+  const std::string& path() const { return path_; }
+  // errno of the call that failed; 0 when held.
+  int error() const { return error_; }
+  // "pid N on HOST" of the holder, as it recorded itself (record_holder()), or "" when unknown.
+  std::string holder() const;
+  // Writes "pid N on HOST" into the file, for the message another process's holder() gives.
+  // Best effort: the lock is what counts. Only while held().
+  void record_holder() const;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  State state_ = State::cannot_open;
+  int error_ = 0;
+};
+
+}  // namespace zt
