@@ -95,7 +95,11 @@ def main():
     # overrides, the config's value would otherwise win over the user's.
     given = [s.split("=", 1)[1] for s in a.set if s.startswith("run.steps=")]
     with open(a.config, "rb") as f:
-        steps = a.steps or (int(given[-1]) if given else tomllib.load(f)["run"]["steps"])
+        config = tomllib.load(f)
+    steps = a.steps or (int(given[-1]) if given else config["run"]["steps"])
+    # [eval] batches: the held-out batches each rank evaluates (a --set of it wins).
+    given = [s.split("=", 1)[1] for s in a.set if s.startswith("eval.batches=")]
+    eval_batches = int(given[-1]) if given else config.get("eval", {}).get("batches", 4)
     # The lr schedule ([run] lr_schedule) spans the steps this run takes.
     a.set.append(f"run.steps={steps}")
     torch.manual_seed(1234)  # rank 0's values win either way: zt broadcasts them
@@ -110,7 +114,7 @@ def main():
         print(f"train_gpt: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
               f"{engine.describe()}\n  data: {train.describe()}", flush=True)
 
-    def evaluate(batches=4):
+    def evaluate(batches=eval_batches):
         # Every rank evaluates its own samples of the held-out data (the same at every
         # evaluation), as many forwards on every rank; stage 3 gathers as in forward, without
         # autograd. The mean over all ranks' samples comes from an all-reduce.

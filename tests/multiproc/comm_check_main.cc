@@ -332,6 +332,8 @@ static int run_main(int argc, char** argv) {
     const zt::CommunicatorPlugin& plugin = catalog.comm(args["plugin"]);
     zt::Options options = plugin_options(plugin, args["plugin"], args["option"]);
     auto comm = plugin.create(options, zt::comm_context(env, *store, "check/", timeout));
+    // What the ops ran over (the path and its chunk or window), for the tests that choose it.
+    const std::string report = "OK: " + comm->describe();
     if (scenario == "collectives") {
       run_collectives(*comm);
       run_shaped(*comm);
@@ -360,7 +362,7 @@ static int run_main(int argc, char** argv) {
       throw zt::ConfigError("unknown scenario " + scenario);
     }
     comm.reset();
-    return std::string("OK");
+    return report;
   });
 }
 

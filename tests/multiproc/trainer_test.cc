@@ -407,6 +407,17 @@ TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "[plugin.shard_fixture]\nbucket_mb = 3\n"));
   CHECK(contains(r.output, "dirs = [\"" ZT_TEST_FIXTURE_DIR "\"]"));
+  // estimate (as tune and ab) searches --plugin-dir first and the config's plugins.dirs after it:
+  // the fixture lives only in the latter (the --plugin-dir folder is empty). It replaced them.
+  TempDir empty;
+  r = run_command(trainer() +
+                  " estimate --config " ZT_TEST_SOURCE_DIR
+                  "/configs/zero3.toml --set 'plugins.dirs=[\"" ZT_TEST_FIXTURE_DIR
+                  "\"]' --set plugins.shard=shard_fixture --plugin-dir " +
+                  empty.path().string());
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "shard_fixture is a test fixture: it lays out nothing"));
   // The smoke job loads every plugin it can find: its ranks see the folder's broken fixtures.
   r = run_command(trainer() +
                   " --config " ZT_TEST_SOURCE_DIR

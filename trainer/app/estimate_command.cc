@@ -10,11 +10,22 @@
 
 namespace zt::trainer {
 
+std::vector<std::string> plugin_search_dirs(const CliArgs& args) {
+  std::vector<std::string> dirs = args.plugin_dirs;
+  if (!args.config_path.empty()) {
+    for (const auto& d : Config::plugin_dirs_of_file(args.config_path, args.overrides)) {
+      dirs.push_back(d);
+    }
+  }
+  return dirs;
+}
+
 std::vector<std::string> job_overrides(const CliArgs& args) {
   std::vector<std::string> base = args.overrides;
   if (args.nproc) base.push_back("launch.nproc=" + std::to_string(*args.nproc));
+  // An override replaces the file's list: it carries the file's folders after --plugin-dir's.
   if (!args.plugin_dirs.empty()) {
-    base.push_back("plugins.dirs=" + value_to_toml(Value(args.plugin_dirs)));
+    base.push_back("plugins.dirs=" + value_to_toml(Value(plugin_search_dirs(args))));
   }
   return base;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "app/cli.h"
@@ -12,8 +13,13 @@
 
 namespace zt::trainer {
 
+// Where the job's plugins are looked for: --plugin-dir folders first, then the config's
+// plugins.dirs (with --set). Reads nothing else of the config: the plugins commands must work
+// with a file that only names where plugins live.
+std::vector<std::string> plugin_search_dirs(const CliArgs& args);
 // The overrides every composition of the job starts from: the command line's --set, --nproc and
-// --plugin-dir.
+// --plugin-dir (with the config's plugins.dirs after its folders, as plugin_search_dirs()).
+// Every rank parses the same command line, so each finds the same plugins.
 std::vector<std::string> job_overrides(const CliArgs& args);
 
 // Loads the user's job (its file or DeepSpeed JSON, its --set) with a composition's overrides.

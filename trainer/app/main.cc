@@ -38,18 +38,6 @@ std::string rank_prefix() {
   return "";
 }
 
-// --plugin-dir folders first, then the config's plugins.dirs. Reads nothing else of the
-// config: the plugins commands must work with a file that only names where plugins live.
-std::vector<std::string> plugin_search_dirs(const zt::trainer::CliArgs& args) {
-  std::vector<std::string> dirs = args.plugin_dirs;
-  if (!args.config_path.empty()) {
-    for (const auto& d : zt::Config::plugin_dirs_of_file(args.config_path, args.overrides)) {
-      dirs.push_back(d);
-    }
-  }
-  return dirs;
-}
-
 int run(const std::vector<std::string>& argv) {
   using zt::trainer::Command;
   std::vector<std::string> args(argv.begin() + 1, argv.end());
@@ -64,11 +52,11 @@ int run(const std::vector<std::string>& argv) {
       std::cout << "zt trainer 0.1.0 (" << zt::core_build_fingerprint() << ")\n";
       return 0;
     case Command::kPluginsList: {
-      zt::PluginCatalog catalog(plugin_search_dirs(cli));
+      zt::PluginCatalog catalog(zt::trainer::plugin_search_dirs(cli));
       return zt::trainer::list_plugins(catalog, std::cout);
     }
     case Command::kPluginsDescribe: {
-      zt::PluginCatalog catalog(plugin_search_dirs(cli));
+      zt::PluginCatalog catalog(zt::trainer::plugin_search_dirs(cli));
       return zt::trainer::describe_plugin(catalog, cli.plugin_id, std::cout);
     }
     case Command::kExport: return zt::trainer::export_weights(cli, std::cout);
@@ -85,12 +73,7 @@ int run(const std::vector<std::string>& argv) {
     case Command::kEval:
     case Command::kSample: break;
   }
-  std::vector<std::string> overrides = cli.overrides;
-  if (cli.nproc) overrides.push_back("launch.nproc=" + std::to_string(*cli.nproc));
-  // Ranks parse the same command line, so each finds the same plugins.
-  if (!cli.plugin_dirs.empty()) {
-    overrides.push_back("plugins.dirs=" + zt::value_to_toml(zt::Value(plugin_search_dirs(cli))));
-  }
+  std::vector<std::string> overrides = zt::trainer::job_overrides(cli);
   // eval and sample without --config run under the config the checkpoint was saved with.
   const bool from_checkpoint = cli.config_path.empty() &&
                                (cli.command == Command::kEval || cli.command == Command::kSample);

@@ -15,13 +15,18 @@ TEST_CASE("ring path, 4 KiB chunks: every collective exact with thousands of chu
       3, {"--scenario", "collectives", "--option", "shared_memory=false,chunk_kb=4"});
   INFO(run.all());
   CHECK(run.result.exit_code == 0);
-  CHECK(contains(run.all(), "rank 2: OK"));
+  // The options reached the communicator: the ring, in 4 KiB chunks.
+  CHECK(contains(run.all(), "rank 2: OK: comm_ucx: pipelined ring over UCX tagged messages (4 KiB "
+                            "chunks)"));
 }
 
 TEST_CASE("ring path, 4 ranks, default chunks") {
   auto run = launch_comm_check(4, {"--scenario", "collectives", "--option", "shared_memory=false"});
   INFO(run.all());
   CHECK(run.result.exit_code == 0);
+  for (int r = 0; r < 4; ++r) {
+    CHECK(contains(run.reports[r], "OK: comm_ucx: pipelined ring over UCX tagged messages ("));
+  }
 }
 
 TEST_CASE("ring path: split sub-communicators reuse the endpoints, exact at worlds 3 and 4") {
@@ -31,7 +36,9 @@ TEST_CASE("ring path: split sub-communicators reuse the endpoints, exact at worl
         world, {"--scenario", "split", "--option", "shared_memory=false,chunk_kb=16"});
     INFO(run.all());
     CHECK(run.result.exit_code == 0);
-    CHECK(contains(run.all(), "rank " + std::to_string(world - 1) + ": OK"));
+    CHECK(contains(run.all(), "rank " + std::to_string(world - 1) +
+                                  ": OK: comm_ucx: pipelined ring over UCX tagged messages (16 "
+                                  "KiB chunks)"));
   }
 }
 
@@ -39,7 +46,8 @@ TEST_CASE("shared-memory path with a 64 KiB window: results exact over many roun
   auto run = launch_comm_check(3, {"--scenario", "collectives", "--option", "shm_chunk_kb=64"});
   INFO(run.all());
   CHECK(run.result.exit_code == 0);
-  CHECK(contains(run.all(), "rank 2: OK"));
+  CHECK(contains(run.all(), "rank 2: OK: comm_ucx: UCX-mapped shared memory between the 3 ranks "
+                            "of this host (64 KiB window per rank)"));
 }
 
 TEST_CASE("ring path: a dead peer makes the survivor fail naming it, within the timeout") {
