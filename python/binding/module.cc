@@ -89,9 +89,12 @@ py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::str
   const std::string notes = zt::make_offload_notes_folder();
   if (!notes.empty()) spec.env.push_back({"ZT_OFFLOAD_NOTES", notes});
   zt::LaunchResult r;
-  {
+  try {
     py::gil_scoped_release released;
     r = zt::launch_local(spec);
+  } catch (...) {
+    if (!notes.empty()) zt::remove_noted_offload_folders(notes, job);  // no rank started
+    throw;
   }
   if (!notes.empty()) {
     for (const std::string& folder : zt::remove_noted_offload_folders(notes, job))

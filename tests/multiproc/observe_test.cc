@@ -300,6 +300,29 @@ TEST_CASE("flight recorder: a stalled offload read is named, and the job exits 4
   CHECK(contains(stale.output, "rank-2.json names rank 2, past its 2-rank job"));
 }
 
+TEST_CASE("a killed rank's offload files of a live A/B arm that alone uses the tier are removed") {
+  // The job's own config has no file tier; arm b puts the optimizer on NVMe. Rank 0's 6th read
+  // there stalls, rank 1 times out, and the launcher ends rank 0 with SIGKILL after its drain:
+  // no destructor of rank 0 removes its files, and the job's config names no tier the launcher
+  // could clean. The ranks noted the folder they made (ZT_OFFLOAD_NOTES).
+  TempDir dir;
+  const std::string nvme = dir.file("nvme");
+  const auto r = run_command(
+      "ZT_TEST_FAULT=stall_read:0:6 " +
+      zt::test::small_gpt_job(
+          dir.file("run"),
+          "--set run.steps=6 --set launch.timeout_s=3 --set "
+          "'ab.arms=[\"plugins.shard=shard_bucket\", \"plugins.offload_optimizer="
+          "offload_nvme\"]' --set ab.switch_every=2 --set plugin.offload_nvme.path=" +
+              nvme));
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK(contains(r.output, "removed offload files left by stopped ranks: " + nvme + "/zt-"));
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(nvme)) left.push_back(e.path());
+  CHECK(left.empty());
+}
+
 TEST_CASE("flight recorder: a skipped collective is found, and the job exits 4 in time") {
   TempDir dir;
   const int64_t seq = loss_all_reduce_seq(dir);

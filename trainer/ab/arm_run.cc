@@ -128,7 +128,16 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
   // launcher (srun) passes the variable to hosts where the folder is not.
   const std::string notes = plan.launcher.empty() ? make_offload_notes_folder() : "";
   if (!notes.empty()) ::setenv("ZT_OFFLOAD_NOTES", notes.c_str(), 1);
-  const pid_t pid = spawn_logged(argv, log);
+  pid_t pid = -1;
+  try {
+    pid = spawn_logged(argv, log);
+  } catch (...) {
+    if (!notes.empty()) {
+      ::unsetenv("ZT_OFFLOAD_NOTES");
+      remove_noted_offload_folders(notes, "");  // nothing started: only the folder goes
+    }
+    throw;
+  }
   if (!notes.empty()) ::unsetenv("ZT_OFFLOAD_NOTES");
   bool stopped = false;
   const int code = wait_until(pid, plan, dir + "/metrics.jsonl", head.c_str(), tty, out, stopped);

@@ -160,7 +160,16 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   const std::string flight_dir = job.run.out_dir + "/flight";
   std::error_code ec;
   if (training) std::filesystem::remove_all(flight_dir, ec);  // an earlier job's would mislead
-  result = launch_local(spec);
+  // A live A/B arm may keep its tiers where the job's config does not (another offload plugin
+  // or path): its ranks note every tier folder they make, for the clean-up below.
+  const std::string notes = job.ab.arms.empty() ? "" : make_offload_notes_folder();
+  if (!notes.empty()) spec.env.push_back({"ZT_OFFLOAD_NOTES", notes});
+  try {
+    result = launch_local(spec);
+  } catch (...) {
+    if (!notes.empty()) remove_noted_offload_folders(notes, job_id);  // no rank started
+    throw;
+  }
   if (result.exit_code != 0) {
     // Where the job hung or the ranks parted ways, above the failure line, which stays last.
     const FlightDiagnosis diagnosis = training ? diagnose_flight(flight_dir, nproc)
@@ -172,7 +181,12 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
     print_failure(result);
   }
   // Ranks remove their offload files as they exit; a rank that was killed could not.
-  for (const auto& folder : remove_offload_leftovers(job.engine, job_id)) {
+  std::vector<std::string> left = remove_offload_leftovers(job.engine, job_id);
+  if (!notes.empty()) {
+    for (std::string& folder : remove_noted_offload_folders(notes, job_id))
+      left.push_back(std::move(folder));
+  }
+  for (const auto& folder : left) {
     std::cerr << "zt: removed offload files left by stopped ranks: " << folder << "\n";
   }
   return result.exit_code;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <utility>
 
+#include "zero/scratch_buffers.h"
 #include "zt/error.h"
 
 namespace zt {
@@ -21,9 +22,26 @@ void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
 // reads its totals once, not once per group. A tier gradient was measured when its final value
 // was written; it is read back only when that did not happen (a step after fewer micro steps
 // than grad_accum).
+// Squared sums of buffers up to this size are taken in a buffer kept between steps; larger
+// ones get their own, so the pool holds no model-sized buffer between steps.
+constexpr int64_t kPooledSquaresBytes = int64_t{64} << 20;
+
+// `grad`'s elements squared in double, what grad.to(kDouble).pow(2) gives (pow by 2 is x * x),
+// for at::sum to add in the same order. In host memory the buffer comes from the process's pool:
+// a fresh one per group was mapped and zero-filled by the kernel at every step (glibc maps
+// blocks past 4 MiB afresh), more memory traffic than the update's own.
+at::Tensor squares_in_double(const at::Tensor& grad) {
+  const int64_t n = grad.numel();
+  const bool pooled = grad.device().is_cpu() && n * 8 <= kPooledSquaresBytes;
+  at::Tensor sq = pooled ? ScratchBuffers::process().get(n, at::kDouble)
+                         : at::empty({n}, grad.options().dtype(at::kDouble));
+  sq.copy_(grad.reshape({-1}));
+  return sq.mul_(sq);
+}
+
 void add_squared_sum(const at::Tensor& sum, ShardStorage& s, int64_t step) {
   if (s.grad.defined()) {
-    sum.add_(s.grad.to(at::kDouble).pow(2).sum().to(sum.device()));
+    sum.add_(squares_in_double(s.grad).sum().to(sum.device()));
     return;
   }
   if (s.grad_measured) {
