@@ -33,6 +33,7 @@ import os, signal, sys, time
 rank = int(os.environ["RANK"])
 if rank == 1:
     time.sleep(0.5)
+    os.write(1, f"rank 1 leaving, pid {os.getpid()}\n".encode())
     sys.exit(1)
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 os.write(1, b"rank 0 waiting\n")
@@ -124,14 +125,24 @@ def signal_during_restartable_failure():
         f.write(FAILING)
     job = subprocess.Popen([sys.executable, "-m", "zt.launch", "--nproc", "2", "--max-restarts",
                             "2", worker], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    seen = read_until(job, lambda text: "rank 0 waiting" in text)
-    if "rank 0 waiting" not in seen:
+    seen = read_until(job, lambda text: "rank 0 waiting" in text and "rank 1 leaving" in text)
+    leaving = re.search(r"rank 1 leaving, pid (\d+)", seen)
+    if "rank 0 waiting" not in seen or not leaving:
         job.kill()
-        return f"rank 0 did not start; the job printed: {seen[-1000:]!r}"
-    time.sleep(1.5)  # rank 1 has failed; the launcher waits out rank 0's grace
+        return f"the ranks did not start and fail; the job printed: {seen[-1000:]!r}"
+    # Rank 1 has failed once its process is gone; the launcher then waits out rank 0's grace
+    # (it ignores SIGTERM), and that is when the signal must come.
+    deadline = time.time() + 10
+    while alive(int(leaving.group(1))) and time.time() < deadline:
+        time.sleep(0.05)
+    if alive(int(leaving.group(1))):
+        job.kill()
+        return "rank 1 did not exit within 10 s of saying it leaves"
+    if job.poll() is not None:
+        return f"the launcher ended ({job.returncode}) before the signal: it did not stop rank 0"
     job.send_signal(signal.SIGTERM)
     try:
-        job.wait(timeout=30)
+        code = job.wait(timeout=30)
     except subprocess.TimeoutExpired:
         job.kill()
         return "the launcher did not stop within 30 s of SIGTERM"
@@ -139,6 +150,10 @@ def signal_during_restartable_failure():
     os.unlink(worker)
     if "restart 1/2" in rest:
         return f"the launcher started the ranks again after SIGTERM: {rest[-1000:]}"
+    # The job had failed before the signal: its exit is the failure's (rank 1's code), not a
+    # stop's, and not 0.
+    if code != 1:
+        return f"the launcher exited {code}, not rank 1's 1: {rest[-1000:]}"
     print("interrupt: SIGTERM while a failed job stopped ended it without a restart")
     return None
 
