@@ -353,7 +353,8 @@ class Engine:
             return None
         rate = self._core.scheduled_lr() if lr is None else float(lr)
         # The core starts the next step whether this one updates, skips or raises (a loss that
-        # was not finite without loss scaling raises NumericError here, its step dropped).
+        # was not finite without loss scaling, or gradients that overflow a second step in a row
+        # where nothing can rescale them, raise NumericError here, the step dropped).
         self._micro = 0
         report = self._core.step(rate)
         report["lr"] = rate

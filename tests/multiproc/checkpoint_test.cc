@@ -625,12 +625,14 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
   // Steps of 16 micro steps of a few hundred ms each: the ranks are still in the step they
   // finish when the second SIGINT comes, 1.2 s after the first (sent as the first step ends).
   TempDir dir;
-  BackgroundJob job(
-      zt::test::small_gpt_job(dir.file("out"), "--set run.steps=100000 --set model.n_layer=6 "
-                                               "--set model.d_model=512 --set model.n_head=8 "
-                                               "--set model.seq_len=128 --set data.micro_batch=8 "
-                                               "--set data.grad_accum=16"),
-      dir.file("job.log"));
+  // A GPT whose steps take 16 micro steps of a few hundred ms each, training until stopped.
+  auto slow_steps = [](const std::string& out_dir) {
+    return zt::test::small_gpt_job(out_dir,
+                                   "--set run.steps=100000 --set model.n_layer=6 --set "
+                                   "model.d_model=512 --set model.n_head=8 --set model.seq_len=128 "
+                                   "--set data.micro_batch=8 --set data.grad_accum=16");
+  };
+  BackgroundJob job(slow_steps(dir.file("out")), dir.file("job.log"));
   REQUIRE(wait_until([&] { return zt::test::losses_of(dir.file("out/metrics.jsonl")).size() >= 1; },
                      std::chrono::seconds(120)));
   REQUIRE(kill(job.pid(), SIGINT) == 0);
@@ -647,12 +649,7 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
   // job step's processes all get it), 1.2 s after the first: the ranks still save and exit 0.
   // Steps of 16 micro steps again, so that the second comes while they finish theirs.
   TempDir again;
-  BackgroundJob second(
-      zt::test::small_gpt_job(again.file("out"), "--set run.steps=100000 --set model.n_layer=6 "
-                                                 "--set model.d_model=512 --set model.n_head=8 "
-                                                 "--set model.seq_len=128 --set data.micro_batch=8 "
-                                                 "--set data.grad_accum=16"),
-      again.file("job.log"));
+  BackgroundJob second(slow_steps(again.file("out")), again.file("job.log"));
   REQUIRE(
       wait_until([&] { return zt::test::losses_of(again.file("out/metrics.jsonl")).size() >= 1; },
                  std::chrono::seconds(120)));

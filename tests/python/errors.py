@@ -360,7 +360,7 @@ def main():
     print("errors: ConfigError, a unit's error named, the engine trains on, outside use refused, "
           "a closed engine says so")
     return (checkpointed_twice() or stray_backward(0) or stray_backward(3)
-            or failed_first_micro_step_with_tier())
+            or failed_first_micro_step_with_tier() or gradients_not_finite_twice())
 
 
 class Twice(torch.nn.Module):
@@ -486,6 +486,42 @@ def checkpointed_twice():
     engine.close()
     print("errors: a module checkpointed twice reentrantly is refused at stage 3; without "
           "reentrancy it trains")
+    return None
+
+
+def gradients_not_finite_twice():
+    """fp32 without loss scaling: a step whose gradients are NaN (its loss finite) is skipped;
+    a second in a row raises zt.NumericError; a checkpoint loaded between two starts afresh."""
+    net = Fragile()
+    engine = zt.initialize(net, config=CONFIG)
+
+    def nan_step():
+        out = engine(torch.randn(3, 4))
+        out.register_hook(lambda g: g * float("nan"))
+        engine.backward(((out - torch.randn(3, 2)) ** 2).mean())
+        return engine.step()
+
+    with tempfile.TemporaryDirectory() as folder:
+        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+        assert not engine.step()["skipped"]
+        engine.save_checkpoint(folder)
+        if not nan_step()["skipped"]:
+            return "a step with NaN gradients was not skipped"
+        engine.load_checkpoint(folder)  # the skipped step's state is gone: no row after it
+        if not nan_step()["skipped"]:
+            return "the first step with NaN gradients after a load was not skipped"
+        try:
+            nan_step()
+            return "a second step with NaN gradients in a row was skipped, not refused"
+        except zt.NumericError as e:
+            assert "gradients are not finite in two steps in a row" in str(e), str(e)
+            assert "without loss scaling" in str(e), str(e)
+        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+        if engine.step()["skipped"]:  # a caught one: the next clean step trains
+            return "the step after the refused one did not train"
+    engine.close()
+    print("errors: NaN gradients skip one step, and stop at a second in a row (a load between "
+          "starts afresh)")
     return None
 
 

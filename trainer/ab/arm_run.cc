@@ -99,8 +99,13 @@ int wait_until(pid_t pid, const ArmRunPlan& plan, const std::string& metrics, co
 RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& name,
                    const std::string& head, const std::string& who, std::ostream& out) {
   const std::string dir = plan.out_dir + "/runs/" + name;
+  // An earlier run's folder goes first: its files left in the new run's would be read as its.
   std::error_code ec;
-  std::filesystem::remove_all(dir, ec);  // an earlier run's; what cannot go, the next line says
+  std::filesystem::remove_all(dir, ec);
+  if (ec) {
+    throw IoError("cannot remove the earlier run's " + dir + " (" + ec.message() +
+                  "); remove it, or give --out another folder");
+  }
   make_output_folder(dir, "--out");
   std::vector<std::string> argv = plan.launcher;
   argv.insert(argv.end(), {self_executable(), "--config", plan.config_path});

@@ -282,7 +282,14 @@ TrainReport::TrainReport(const std::string& path, int64_t total_steps, int64_t l
 
 TrainReport::~TrainReport() {
   if (!file_) return;
-  if (std::fclose(file_) != 0 && lines_lost_ == 0) write_failed(errno);
+  if (std::fclose(file_) != 0 && lines_lost_ == 0) {
+    // NFS reports a full disk or a quota at close: lines written before may be lost with it.
+    std::fprintf(stderr,
+                 "zt: warning: closing %s failed (%s): its last lines may be missing; free "
+                 "space on its disk, or give run.out_dir a folder with room, for the next run\n",
+                 path_.c_str(), std::strerror(errno));
+    return;
+  }
   if (lines_lost_ > 0) {
     std::fprintf(stderr,
                  "zt: warning: %lld line(s) of %s were not written (%s); it ends before "

@@ -338,16 +338,16 @@ int64_t construction_bytes(const FitInputs& in) {
 // accumulation, its fp32 sum); stages 2-3 the
 // tied weights' .grad (filled by the last unit that uses them, reduced only after the first),
 // one unit's other .grad and a group's flat buffer at a time; reductions in flight up to
-// reduce_bucket_mb. The global norm squares a gradient shard in fp64 (a copy and its square):
-// a tile of it when every shard is in a file tier. 16-bit gradients are reduced in fp32 through
-// scratch buffers the communicator keeps (comm_ucx: a group and a shard). A codec adds its
-// residuals and the buffers its collectives keep (codec_staging).
+// reduce_bucket_mb. The global norm squares a gradient shard in fp64 (one buffer, squared in
+// place; a tile's copy and its square when every shard is in a file tier). 16-bit gradients are
+// reduced in fp32 through scratch buffers the communicator keeps (comm_ucx: a group and a shard). A
+// codec adds its residuals and the buffers its collectives keep (codec_staging).
 int64_t gradient_bytes(const FitInputs& in) {
   const int64_t es = in.element_size;
   const int64_t shard = shard_of(in, in.largest_owned);
   const int64_t flat = es * in.largest_owned;
   const bool all_in_files = in.states.grads_in_files && in.states.optimizer_in_files >= 1;
-  const int64_t norm = 16 * (all_in_files ? tile_elements(in) : shard);
+  const int64_t norm = all_in_files ? 16 * tile_elements(in) : 8 * shard;
   const int64_t scratch = es < 4 ? 4 * (in.largest_owned + shard) : 0;
   const int64_t transient = flat + in.reduce_bucket_bytes + norm + scratch;
   // A 16-bit job that accumulates keeps the finished micro steps' sum in fp32 beside .grad.

@@ -266,9 +266,9 @@ TEST_CASE("estimate: pipelines off, stage 1 in bf16, an asynchronous checkpoint"
   CHECK(s1.state_bytes.params == 2 * 118528);
   CHECK(s1.state_bytes.master == 4 * 29632);
   CHECK(s1.host.params_gathered == 0);
-  // Every .grad, a group's flat buffer, reductions in flight, the norm's fp64 shard and its
-  // square, and the communicator's fp32 scratch for a group and a shard.
-  CHECK(s1.host.grads == 2 * 118528 + 2 * 49984 + 2 * 118528 + 16 * 12496 + 4 * (49984 + 12496));
+  // Every .grad, a group's flat buffer, reductions in flight, the norm's fp64 shard (squared in
+  // place), and the communicator's fp32 scratch for a group and a shard.
+  CHECK(s1.host.grads == 2 * 118528 + 2 * 49984 + 2 * 118528 + 8 * 12496 + 4 * (49984 + 12496));
   CHECK(s1.host.staging == 0);
   // Below stage 3 a group is filled whole in fp32, then its states start from a zeroed shard.
   CHECK(s1.host.construction == 4 * 49984 + 4 * 12496);

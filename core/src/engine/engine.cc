@@ -35,6 +35,7 @@
 #include "zero/model_layout.h"
 #include "zero/offload_placement.h"
 #include "zero/param_gatherer.h"
+#include "zero/scratch_buffers.h"
 #include "zero/shard_io.h"
 #include "zero/shard_storage.h"
 #include "zero/sharded_step.h"
@@ -519,9 +520,10 @@ struct Engine::Impl {
     try {
       report = stepper.run(lr);
     } catch (const NumericError&) {
-      // A loss that was not finite: the step's gradients were dropped, and the residuals
-      // they fed go with them, as for a skipped step. (The other NumericError, a gradient that
-      // was not finite after an update in backward, ends the job: its residuals do not matter.)
+      // A loss that was not finite, or a second overflow in a row that nothing could rescale:
+      // the step's gradients were dropped, and the residuals they fed go with them, as for a
+      // skipped step. (The other NumericError, a gradient that was not finite after an update
+      // in backward, ends the job: its residuals do not matter.)
       reducer.scale_residuals(0);
       throw;
     }
@@ -589,7 +591,12 @@ Engine::Engine(ModelSource& source, Communicator& comm, const ShardStrategy& str
   impl_->owned_units = std::move(built);
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // The pool keeps this engine's flat gradients and norm buffers between steps: sized for its
+  // groups, they would stay with the process (Python's close(), then another engine) and count
+  // in the next one's memory. Those still lent (a member's pending op) go at a later drop.
+  ScratchBuffers::process().drop_free();
+}
 
 void Engine::begin_step(double lr) { impl_->stepper.begin(lr); }
 

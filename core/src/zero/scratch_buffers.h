@@ -1,14 +1,15 @@
-// ScratchBuffers: host buffers the coded collectives (coded_collectives.h) stage their encodings
-// and sums in, kept from one call to the next. Each call used to allocate its own (the padded
-// input, the encoded chunks, what encoding lost, the decoded sums: several times a gradient
-// bucket per step), and glibc maps blocks that large afresh, so every page of every buffer
-// faulted in again at every step: on a 2-core VM, 4 ranks faulted 5x as often with the codecs as
-// without, a tenth of the step's CPU time.
-// A buffer is lent as a tensor viewing it and is free again when the last tensor viewing it is
-// gone (its storage's reference count), so a buffer captured by an op's pending decode stays
-// lent until the op finished. The pool keeps at most kKept buffers; past that, a request that
-// finds none free gets a tensor of its own (the old behaviour, never a wait).
-// Thread safety: get() may be called from any thread; lent tensors are the caller's.
+// ScratchBuffers: host buffers kept from one call to the next: those the coded collectives
+// (coded_collectives.h) stage their encodings and sums in, a group's flat gradients before
+// their reduction (ModelLayout::take_flat_grads) and the global norm's squares (ShardedStep). Each
+// call used to allocate its own (the padded input, the encoded chunks, what encoding lost, the
+// decoded sums: several times a gradient bucket per step), and glibc maps blocks that large afresh,
+// so every page of every buffer faulted in again at every step: on a 2-core VM, 4 ranks faulted 5x
+// as often with the codecs as without, a tenth of the step's CPU time. A buffer is lent as a tensor
+// viewing it and is free again when the last tensor viewing it is gone (its storage's reference
+// count), so a buffer captured by an op's pending decode stays lent until the op finished. The pool
+// keeps at most kKept buffers; past that, a request that finds none free gets a tensor of its own
+// (the old behaviour, never a wait). Thread safety: get() may be called from any thread; lent
+// tensors are the caller's.
 #pragma once
 
 #include <ATen/core/Tensor.h>

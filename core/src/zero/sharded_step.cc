@@ -17,11 +17,6 @@ void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.device() != src.device() || dst.data_ptr() != src.data_ptr()) dst.copy_(src);
 }
 
-// Adds a group's squared gradient sum (inf or nan when a value is not finite) to `sum`, a
-// double on the communicator's device: a gradient in compute memory is summed there, so a step
-// reads its totals once, not once per group. A tier gradient was measured when its final value
-// was written; it is read back only when that did not happen (a step after fewer micro steps
-// than grad_accum).
 // Squared sums of buffers up to this size are taken in a buffer kept between steps; larger
 // ones get their own, so the pool holds no model-sized buffer between steps.
 constexpr int64_t kPooledSquaresBytes = int64_t{64} << 20;
@@ -39,6 +34,11 @@ at::Tensor squares_in_double(const at::Tensor& grad) {
   return sq.mul_(sq);
 }
 
+// Adds a group's squared gradient sum (inf or nan when a value is not finite) to `sum`, a
+// double on the communicator's device: a gradient in compute memory is summed there, so a step
+// reads its totals once, not once per group. A tier gradient was measured when its final value
+// was written; it is read back only when that did not happen (a step after fewer micro steps
+// than grad_accum).
 void add_squared_sum(const at::Tensor& sum, ShardStorage& s, int64_t step) {
   if (s.grad.defined()) {
     sum.add_(squares_in_double(s.grad).sum().to(sum.device()));
@@ -160,6 +160,7 @@ StepReport ShardedStep::run(double lr) {
   if (totals.bad_loss) {
     // Without loss scaling nothing can rescale it: an error on every rank at once, and the
     // step's gradients are dropped, so a caller that goes on starts the next step afresh.
+    unscalable_in_a_row_ = 0;
     zero_gradients();
     throw nonfinite_loss(losses);
   }
@@ -202,15 +203,14 @@ StepReport ShardedStep::run(double lr) {
     // A shard read ahead but not yet gathered is about to go stale.
     parts_.gatherer.drop_fetches(/*rethrow=*/true);
   }
-  // An overflow nothing can rescale: one is a spike, skipped; a second in a row is not (a
-  // poisoned step in between counts neither way).
+  // An overflow nothing can rescale: one is a spike, skipped; a second in a row is not.
   if (totals.overflow && parts_.scaler.at_floor()) {
     if (++unscalable_in_a_row_ >= 2) {
       unscalable_in_a_row_ = 0;  // a caller that catches and goes on starts counting afresh
       zero_gradients();
       throw unscalable_overflow();
     }
-  } else if (!skip) {
+  } else {
     unscalable_in_a_row_ = 0;
   }
   // A step skipped for a failed backward (poisoned) is no overflow: the scale stays.

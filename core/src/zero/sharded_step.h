@@ -96,6 +96,7 @@ class ShardedStep {
     steps_ = steps;
     poisoned_ = false;
     losses_.clear();
+    unscalable_in_a_row_ = 0;  // the overflow before belonged to a state no longer here
   }
   // Puts the master weights into the parameters, as after an update: groups in memory or a host
   // tier are copied (stage 0-2 flat slot, stage 3 parameter shard or its tier), then stages 1-2
@@ -152,7 +153,8 @@ class ShardedStep {
   bool updated_in_backward_ = false;  // a streamed group took this step's update in backward
   bool tiers_checked_ = false;        // this step's first update in backward checked the tiers
   // Steps in a row that overflowed with nothing left to rescale (LossScaler::at_floor): one is
-  // skipped, the next stops the job (run()).
+  // skipped, the next stops the job (run()). Any other step (applied, poisoned, or dropped for
+  // a loss that is not finite) ends the row, so the error's "the one before" is true.
   int unscalable_in_a_row_ = 0;
 };
 
