@@ -14,10 +14,6 @@ namespace zt {
 
 namespace {
 
-// A group's flat gradients up to this size come from the process's pool (take_flat_grads);
-// larger ones get their own, so the pool holds no model-sized buffer between steps.
-constexpr int64_t kPooledFlatGradBytes = int64_t{64} << 20;
-
 std::string identity_key(const at::Tensor& t) {
   return std::to_string(reinterpret_cast<uintptr_t>(t.unsafeGetTensorImpl()));
 }
@@ -232,15 +228,10 @@ void ModelLayout::fold_grads_into_fp32() {
 at::Tensor ModelLayout::take_flat_grads(int gi, at::ScalarType dtype, double predivide) {
   ParamGroup& g = groups[gi];
   // Uninitialised, and only what no gradient covers is zeroed: zeroing the whole buffer first
-  // wrote every byte twice (a pass over a block's gradients each step). In host memory, up to
-  // kPooledFlatGradBytes, from the process's pool: a fresh buffer per group and micro step was
-  // mapped and zero-filled by the kernel each time (glibc maps blocks past 4 MiB afresh). It is
-  // lent until the reduction that holds it is done.
-  const bool pooled = g.flat.device().is_cpu() &&
-                      g.padded * static_cast<int64_t>(c10::elementSize(dtype)) <=
-                          kPooledFlatGradBytes;
-  at::Tensor flat = pooled ? ScratchBuffers::process().get(g.padded, dtype)
-                           : at::empty({g.padded}, g.flat.options().dtype(dtype));
+  // wrote every byte twice (a pass over a block's gradients each step). From the process's pool:
+  // a fresh buffer per group and micro step was mapped and zero-filled by the kernel each time.
+  // It is lent until the reduction that holds it is done.
+  at::Tensor flat = ScratchBuffers::process().get_per_step(g.padded, g.flat.options().dtype(dtype));
   int64_t covered = 0;  // params are in flat-offset order
   for (int p : g.params) {
     at::Tensor& t = params[p].tensor;

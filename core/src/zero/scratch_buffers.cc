@@ -37,6 +37,13 @@ at::Tensor ScratchBuffers::get(int64_t numel, at::ScalarType dtype) {
   return at::empty({numel}, dtype);
 }
 
+at::Tensor ScratchBuffers::get_per_step(int64_t numel, const at::TensorOptions& options) {
+  const at::ScalarType dtype = options.dtype().toScalarType();
+  const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
+  if (options.device().is_cpu() && bytes <= kLargestPerStep) return get(numel, dtype);
+  return at::empty({numel}, options);
+}
+
 int64_t ScratchBuffers::held_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   int64_t n = 0;

@@ -17,19 +17,13 @@ void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.device() != src.device() || dst.data_ptr() != src.data_ptr()) dst.copy_(src);
 }
 
-// Squared sums of buffers up to this size are taken in a buffer kept between steps; larger
-// ones get their own, so the pool holds no model-sized buffer between steps.
-constexpr int64_t kPooledSquaresBytes = int64_t{64} << 20;
-
 // `grad`'s elements squared in double, what grad.to(kDouble).pow(2) gives (pow by 2 is x * x),
-// for at::sum to add in the same order. In host memory the buffer comes from the process's pool:
-// a fresh one per group was mapped and zero-filled by the kernel at every step (glibc maps
-// blocks past 4 MiB afresh), more memory traffic than the update's own.
+// for at::sum to add in the same order. The buffer comes from the process's pool: a fresh one per
+// group was mapped and zero-filled by the kernel at every step, more memory traffic than the
+// update's own.
 at::Tensor squares_in_double(const at::Tensor& grad) {
-  const int64_t n = grad.numel();
-  const bool pooled = grad.device().is_cpu() && n * 8 <= kPooledSquaresBytes;
-  at::Tensor sq = pooled ? ScratchBuffers::process().get(n, at::kDouble)
-                         : at::empty({n}, grad.options().dtype(at::kDouble));
+  at::Tensor sq = ScratchBuffers::process().get_per_step(grad.numel(),
+                                                         grad.options().dtype(at::kDouble));
   sq.copy_(grad.reshape({-1}));
   return sq.mul_(sq);
 }
