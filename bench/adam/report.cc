@@ -156,7 +156,7 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks, const
 
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const Plan& plan, double total_seconds) {
-  std::ofstream out = open_results(path);
+  ResultsFile out(path);
 
   out << "{\n  \"bench\": \"adam\",\n  " << blas_json()
       << ",\n  \"cpu\": " << json_string(cpu_model())
@@ -180,7 +180,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
     out << (i ? ",\n      " : "\n      ") << check_json(checks[i]);
   }
   out << "\n    ]\n  }\n}\n";
-  if (!out) throw IoError("writing " + path + " failed");
+  out.commit();
 }
 
 }  // namespace zt::bench

@@ -1,7 +1,6 @@
 #include "report.h"
 
 #include <cstdio>
-#include <fstream>
 
 #include "common/bench_util.h"
 #include "zt/bytes.h"
@@ -52,7 +51,7 @@ void print_report(const std::vector<CkptResult>& results) {
 }
 
 void write_json(const std::vector<CkptResult>& results, const std::string& path) {
-  std::ofstream out = open_results(path);
+  ResultsFile out(path);
   out << "{\n  \"bench\": \"ckpt\",\n  " << blas_json() << ",\n  \"rows\": [\n";
   for (size_t i = 0; i < results.size(); ++i) {
     const CkptResult& r = results[i];
@@ -76,6 +75,7 @@ void write_json(const std::vector<CkptResult>& results, const std::string& path)
     out << "}" << (i + 1 < results.size() ? "," : "") << "\n";
   }
   out << "  ]\n}\n";
+  out.commit();
 }
 
 }  // namespace zt::bench

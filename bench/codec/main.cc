@@ -535,7 +535,7 @@ void print_link(const std::vector<LinkJob>& jobs) {
 
 void write_json(const Options& o, const std::vector<KernelRate>& kernels,
                 const std::vector<LossRun>& losses, const std::vector<LinkJob>& jobs) {
-  std::ofstream out = open_results(o.json);
+  ResultsFile out(o.json);
   out << "{\"bench\":\"codec\",\"loss_steps\":" << o.loss_steps
       << ",\"loss_data\":" << json_string(o.loss_data) << ",\"steps\":" << o.steps
       << ",\"warmup\":" << o.warmup << "," << blas_json() << ",\"kernels\":[";
@@ -570,6 +570,7 @@ void write_json(const Options& o, const std::vector<KernelRate>& kernels,
     out << "}}";
   }
   out << "]}\n";
+  out.commit();
 }
 
 int run(const std::vector<std::string>& args) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <tuple>
 
@@ -162,7 +161,7 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
 
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, double total_seconds) {
-  std::ofstream out = open_results(path);
+  ResultsFile out(path);
 
   out << "{\n  \"bench\": \"comm\",\n  " << blas_json() << ",\n  \"world\": " << kRanks
       << ",\n  \"total_seconds\": " << json_number(total_seconds) << ",\n  \"rows\": [";
@@ -179,7 +178,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
     out << (i ? ",\n      " : "\n      ") << check_json(checks[i]);
   }
   out << "\n    ]\n  }\n}\n";
-  if (!out) throw IoError("writing " + path + " failed");
+  out.commit();
 }
 
 }  // namespace zt::bench

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "report/report_file.h"
 #include "zt/error.h"
 #include "zt/host/blas.h"
 
@@ -123,13 +124,15 @@ std::string blas_json() {
          ", \"ranks_core\": " + json_string(ranks_core(info)) + "}";
 }
 
-std::ofstream open_results(const std::string& path) {
+void ResultsFile::commit() {
+  const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
   std::error_code ec;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-  std::ofstream out(path, std::ios::trunc);
-  if (ec || !out) throw IoError("cannot write " + path + ": check the folder or pass --json");
-  return out;
+  if (ec) {
+    throw IoError("cannot create " + parent.string() + ", the folder of " + path_ + " (" +
+                  ec.message() + "); pass --json a path this user can write");
+  }
+  trainer::write_report_file(path_, str(), "; check the folder or pass --json");
 }
 
 ScratchDir::ScratchDir(const std::string& prefix) {

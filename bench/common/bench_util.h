@@ -3,8 +3,9 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zt::bench {
@@ -37,8 +38,18 @@ bool next_option(const std::vector<std::string>& args, size_t& i,
 std::string blas_line();
 std::string blas_json();
 
-// The results file at `path`, its folders created; IoError when it cannot be written.
-std::ofstream open_results(const std::string& path);
+// A benchmark's results file: written into memory, then whole to `path` at commit() (a
+// temporary file renamed over it, its folders created), so a run that fails or is interrupted
+// before the end leaves the results before it, never half a file. commit() throws IoError
+// naming the folder or the file it could not write.
+class ResultsFile : public std::ostringstream {
+ public:
+  explicit ResultsFile(std::string path) : path_(std::move(path)) {}
+  void commit();
+
+ private:
+  std::string path_;
+};
 
 // A private temporary folder ("/tmp/<prefix>.XXXXXX"), removed with everything in it.
 class ScratchDir {

@@ -143,11 +143,12 @@ int run(const std::vector<std::string>& args) {
             ", \"forwards\": " + std::to_string(all[c].forward.size()) +
             ", \"evaluations\": " + std::to_string(all[c].evaluation.size()) + "}";
   }
-  std::ofstream out = open_results(o.json);
+  ResultsFile out(o.json);
   out << "{\"bench\": \"eval\", " << blas_json() << ", \"steps\": " << o.steps
       << ", \"every\": " << o.every << ", \"batches\": " << o.batches << ", \"reps\": " << o.reps
       << ", \"passes_per_rank\": " << passes << ", \"target_ratio\": 1.1, \"rows\": [" << rows
       << "]}\n";
+  out.commit();
   std::printf("results: %s\n", o.json.c_str());
   return 0;
 }

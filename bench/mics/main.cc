@@ -177,7 +177,7 @@ void print_tables(const std::vector<Job>& jobs) {
 }
 
 void write_json(const Options& o, const std::vector<Job>& jobs) {
-  std::ofstream out = open_results(o.json);
+  ResultsFile out(o.json);
   out << "{\"bench\":\"mics\",\"world\":" << kWorld << ",\"hosts\":" << kHosts
       << ",\"steps\":" << o.steps << ",\"warmup\":" << o.warmup << "," << blas_json()
       << ",\"jobs\":[";
@@ -190,6 +190,7 @@ void write_json(const Options& o, const std::vector<Job>& jobs) {
         << ",\"theory_bytes_per_step\":" << json_number(j.theory_per_step) << "}";
   }
   out << "]}\n";
+  out.commit();
 }
 
 int run(const std::vector<std::string>& args) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 
 #include "common/bench_util.h"
 #include "engines.h"
@@ -91,7 +90,7 @@ void print_targets(std::FILE* out, const std::vector<TargetCheck>& checks) {
 
 void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::vector<TargetCheck>& checks, const RunInfo& info) {
-  std::ofstream out = open_results(path);
+  ResultsFile out(path);
   out << "{\n  \"bench\": \"nvme\",\n  " << blas_json() << ",\n  \"dir\": " << json_string(info.dir)
       << ",\n  \"file_system\": " << json_string(info.file_system)
       << ",\n  \"bytes\": " << info.bytes << ",\n  \"reps\": " << info.reps
@@ -116,7 +115,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
         << ", \"pass\": " << (checks[i].pass ? "true" : "false") << "}";
   }
   out << "\n    ]\n  }\n}\n";
-  if (!out) throw IoError("writing " + path + " failed");
+  out.commit();
 }
 
 }  // namespace zt::bench

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include "common/bench_util.h"
 #include "zt/bytes.h"
@@ -129,7 +128,7 @@ void print_report(const std::vector<ScaleRow>& rows, const DiskBounds& disk) {
 
 void write_json(const std::vector<ScaleRow>& rows, const DiskBounds& disk, const std::string& path,
                 double total_s) {
-  std::ofstream out = open_results(path);
+  ResultsFile out(path);
   out << "{\n  \"bench\": \"scale\",\n  " << blas_json()
       << ",\n  \"disk\": {\"dd_bytes\": " << json_number(disk.bytes)
       << ", \"write_bytes_per_s\": " << json_number(disk.write_bps)
@@ -181,6 +180,7 @@ void write_json(const std::vector<ScaleRow>& rows, const DiskBounds& disk, const
   out << "],\n  \"depth_rss_ratio\": " << json_number(depth_ratio(sweep))
       << ",\n  \"depth_rss_ratio_target\": " << kMaxDepthRssRatio
       << ",\n  \"total_s\": " << json_number(total_s) << "\n}\n";
+  out.commit();
 }
 
 }  // namespace zt::bench

@@ -276,7 +276,9 @@ int run(const std::vector<std::string>& args) {
                   {"two_threads_mb_s", prep.two},
                   {"speedup", prep.two / prep.one}};
   j["train"] = {{"text_step_s", train.text_step_s}, {"tokens_step_s", train.tokens_step_s}};
-  open_results(o.json) << j.dump(2) << "\n";
+  ResultsFile out(o.json);
+  out << j.dump(2) << "\n";
+  out.commit();
   std::printf("results: %s\n", o.json.c_str());
   return 0;
 }

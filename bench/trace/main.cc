@@ -169,7 +169,7 @@ int run(const std::vector<std::string>& args) {
   }
   std::printf("\ntrace sums vs the engine's clock: worst %.2f%% (target <= 2%%)\n",
               100 * worst_all);
-  std::ofstream out = open_results(o.json);
+  ResultsFile out(o.json);
   out << "{\"bench\": \"trace\", " << blas_json() << ", \"steps\": " << o.steps
       << ", \"warmup\": " << o.warmup << ", \"reps\": " << o.reps
       << ", \"offload\": " << (o.offload ? "true" : "false")
@@ -177,6 +177,7 @@ int run(const std::vector<std::string>& args) {
       << ", \"on\": " << json_number(m_on) << "}, \"overhead\": " << json_number(overhead)
       << ", \"overhead_target\": 0.03, \"parts\": {" << parts_json
       << "}, \"worst_sum_diff\": " << json_number(worst_all) << ", \"sum_target\": 0.02}\n";
+  out.commit();
   std::printf("results: %s\n", o.json.c_str());
   return 0;
 }

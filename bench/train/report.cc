@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "trainer/setup/memory_theory.h"
 #include "zt/error.h"
@@ -584,7 +583,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
                 const std::optional<TorchScriptRow>& torchscript, const std::optional<DdpRow>& ddp,
                 const std::vector<PrecisionRow>& precision, const Plan& plan,
                 double total_seconds) {
-  std::ofstream out = open_results(path);
+  ResultsFile out(path);
 
   out << "{\n  \"bench\": \"train\",\n  " << blas_json() << ",\n  \"model\": \"" << plan.model
       << "\",\n  \"steps\": " << plan.steps << ",\n  \"warmup\": " << plan.warmup
@@ -619,7 +618,7 @@ void write_json(const std::string& path, const std::vector<Row>& rows,
     out << (i ? ",\n    " : "\n    ") << precision_json(precision[i]);
   }
   out << (precision.empty() ? "]" : "\n  ]") << "\n}\n";
-  if (!out) throw IoError("writing " + path + " failed");
+  out.commit();
 }
 
 }  // namespace zt::bench

@@ -82,7 +82,7 @@ void ring_all_gather(Transport& t, const Group& g, const OpTag& op, uint8_t* out
     t.post_send(right, mine + chunks.offset(k), chunks.length(k, block_bytes),
                 Transport::make_tag(op.seq, me, 0, k));
   }
-  t.run(op.what, Transport::Waits::kChain);
+  t.run(op.what, Transport::Waits::kChain, &g.peers);
 }
 
 void pairwise_all_to_all(Transport& t, const Group& g, const OpTag& op, const uint8_t* in,
@@ -147,7 +147,7 @@ void ring_reduce_scatter(Transport& t, const Group& g, const OpTag& op, const vo
     t.post_send(right, first + chunks.offset(k), chunks.length(k, block_bytes),
                 Transport::make_tag(op.seq, me, 0, k));
   }
-  t.run(op.what, Transport::Waits::kChain);
+  t.run(op.what, Transport::Waits::kChain, &g.peers);
 }
 
 void chain_broadcast(Transport& t, const Group& g, const OpTag& op, uint8_t* buf, size_t bytes,

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
+
 #include "zt/bytes.h"
 #include "zt/comm_split.h"
 #include "zt/error.h"
@@ -51,6 +53,8 @@ CommFamily::~CommFamily() {
   // What failed ops still own (their tensors, the scratch they used) outlives the transport,
   // whose teardown cancels the transfers that may still write into it: freed earlier, a
   // rendezvous receive completing late wrote into the heap.
+  // Taken once the queue has run: an op failing while the executor drains is retained too.
+  executor->drain();
   std::vector<SerialExecutor::Task> failed_ops = executor->take_retained();
   executor.reset();
   transport.reset();
@@ -117,17 +121,29 @@ UcxCommunicator::~UcxCommunicator() {
       // Already broken or a peer left: the transport closes endpoints forcibly.
     }
   }
-  // Nothing of ours may still run on the family's comm thread once the window goes.
-  try {
-    on_comm_thread([this] {
-      shm_.reset();
-      shm_window_.reset();
-    });
-  } catch (const std::exception&) {
-    // The fence timed out behind a stalled op: the family's comm thread is stuck in UCX and
-    // still owns the window; leaving it mapped is all that is safe.
-    static_cast<void>(shm_window_.release());
-    static_cast<void>(shm_.release());
+  // Nothing of ours may still run on the family's comm thread once this object goes: its
+  // queued ops and the barrier above hold `this`, and a stalled op that ends late still writes
+  // its counters and scratch here. Every op there ends within launch.timeout_s of no progress
+  // (and fails fast once the transport is broken), so this fence comes; returning before it
+  // did once wrote into the freed communicator (a split's, its family still alive).
+  auto fenced = std::make_shared<FutureWork>("comm_ucx close " + prefix_, 2 * timeout_);
+  family_->executor->submit([this, fenced] {
+    shm_.reset();
+    shm_window_.reset();
+    fenced->complete();
+  });
+  for (bool said = false;;) {
+    try {
+      fenced->wait();
+      break;
+    } catch (const std::exception&) {
+      if (!said) {
+        std::fprintf(stderr,
+                     "zt: comm_ucx: closing waits for its comm thread, still in an earlier op "
+                     "that makes progress past launch.timeout_s\n");
+        said = true;
+      }
+    }
   }
 }
 

@@ -19,6 +19,24 @@ void check(ucs_status_t status, const std::string& what) {
   }
 }
 
+// On a ring whose step-s receive carries data that set out s + 1 members before this one, the
+// member behind a stall at the earliest pending step `step`, waiting on transport rank
+// `waiting`: a member that stopped before its op stalls every other member, each at the step
+// its data would have reached it. One that stopped midway forwarded part of it: then the
+// culprit is at most this far back, so the text says "most likely". "" when `waiting` is not a
+// member.
+std::string stopped_member(const std::vector<int>& ring, int waiting, int step) {
+  const int n = static_cast<int>(ring.size());
+  const auto it = std::find(ring.begin(), ring.end(), waiting);
+  if (it == ring.end() || n == 0) return "";
+  const int left = static_cast<int>(it - ring.begin());
+  const int stopped = ring[((left - step) % n + n) % n];
+  if (stopped == waiting)
+    return "counting back by the ring step, that rank itself most likely stopped";
+  return "counting back by the ring step (" + std::to_string(step) +
+         "), the rank that stopped is most likely rank " + std::to_string(stopped);
+}
+
 }  // namespace
 
 uint64_t Transport::make_tag(uint32_t seq, int src, int step, int chunk) {
@@ -184,6 +202,7 @@ void Transport::post_send(int peer, const void* buf, size_t bytes, uint64_t tag,
 
 void Transport::post_recv(int peer, void* buf, size_t bytes, uint64_t tag, Handler on_done) {
   Pending* p = new_pending(peer, true, bytes, std::move(on_done));
+  p->step = static_cast<int>((tag >> 16) & 0xFFF);
   ucp_request_param_t param{};
   // Never completed in place: the callback gets the message's length, which UCX 1.13 does not
   // report for a receive that matched a waiting message at once (recv_info stays unset there),
@@ -257,7 +276,7 @@ void Transport::cancel_outstanding(std::chrono::milliseconds bound) {
   outstanding_ = 0;
 }
 
-void Transport::run(const std::string& what, Waits waits) {
+void Transport::run(const std::string& what, Waits waits, const std::vector<int>* ring) {
   if (broken()) {
     throw CommError("comm_ucx is unusable after an earlier failure (" + broken_reason_ +
                     "); restart the job");
@@ -313,25 +332,31 @@ void Transport::run(const std::string& what, Waits waits) {
     if ((spins & 0x3FF) == 0) {
       auto now = std::chrono::steady_clock::now();
       if (now - last_progress > timeout_) {
-        // Name a peer we are still waiting on, receives first: they tell who is silent.
-        int waiting = -1;
+        // Name a peer we are still waiting on, receives first: they tell who is silent. The
+        // earliest step's: later ones wait behind it.
+        int waiting = -1, step = 0;
         for (auto& p : pool_) {
-          if (p.request && p.is_recv) {
+          if (p.request && p.is_recv && (waiting < 0 || p.step < step)) {
             waiting = p.peer;
-            break;
+            step = p.step;
           }
         }
+        // A ring step counts back only from a receive: a pending send names the next rank.
+        const bool from_receive = waiting >= 0;
         for (auto& p : pool_) {
           if (waiting < 0 && p.request) waiting = p.peer;
         }
         // On a chain every rank behind the one that stopped stalls too, naming its neighbour:
         // say so, or a live rank is blamed (rank 0's error, the one read, names rank N-1).
-        const std::string chain =
+        std::string chain =
             waits == Waits::kChain
                 ? " (the rank before this one in the ring: each rank waits for the one before "
                   "it, so the rank that stopped is the one whose own error is missing or names "
                   "another cause)"
                 : "";
+        const std::string stopped = ring && from_receive ? stopped_member(*ring, waiting, step)
+                                                         : "";
+        if (!stopped.empty()) chain += "; " + stopped;
         fail("comm_ucx: " + what + ": no progress for " + std::to_string(timeout_.count()) +
              " ms while waiting for rank " + std::to_string(waiting) + chain +
              "; it died, stalled, or called a different collective (raise launch.timeout_s "

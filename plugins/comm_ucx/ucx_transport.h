@@ -51,8 +51,12 @@ class Transport {
   // before it, so every rank behind a stopped one stalls, naming its own neighbour).
   enum class Waits { kPairwise, kChain };
   // Progresses until every posted request and its handler completed. `what` names the op for
-  // errors. Throws CommError (and marks the transport broken) on failure or stall.
-  void run(const std::string& what, Waits waits = Waits::kPairwise);
+  // errors. Throws CommError (and marks the transport broken) on failure or stall. `ring`, for
+  // a ring whose step-s receive carries data that set out from the member s + 1 places before
+  // this one (all-gather, reduce-scatter): the transport rank of each member, so that a stall
+  // can name the member that most likely stopped, not only the neighbour waited on.
+  void run(const std::string& what, Waits waits = Waits::kPairwise,
+           const std::vector<int>* ring = nullptr);
 
   // Read from any thread (a communicator's destructor asks on the caller's): the flag is
   // atomic, and the reason is written once, before the flag is set.
@@ -72,6 +76,7 @@ class Transport {
     void* request = nullptr;  // UCX request while in flight
     int peer = -1;
     bool is_recv = false;
+    int step = 0;  // the step field of its tag (a ring's step, a pairwise distance)
     size_t bytes = 0;
     ucs_status_t status = UCS_OK;
     size_t received = 0;

@@ -183,6 +183,27 @@ TEST_CASE("trainer estimate: shard_tensor, accumulation, offload and 3 ranks wit
                  "data.kind='\"synthetic\"' --set zero.stage=1 --set launch.nproc=3");
 }
 
+TEST_CASE(
+    "trainer estimate: a third party's optimizer is counted with its own states, not Adam's") {
+  // Momentum SGD (tests/fixtures/optim_sgd_fixture.cc: one state, none with momentum 0) with its
+  // arrays in the headline's file tier: the tier holds the master and the momentum, 8 bytes a
+  // parameter, or the master alone. Counted as Adam's two states (12 bytes), the estimate of the
+  // tier was 50% and 200% too high.
+  TempDir nvme;
+  const std::string sgd = kSmall +
+                          " --plugin-dir " ZT_TEST_FIXTURE_DIR
+                          " --set plugins.optimizer=optim_sgd_fixture --set "
+                          "plugin.offload_nvme.path=" +
+                          nvme.file("nvme");
+  const Compared one = check_estimate("momentum SGD with its state in files",
+                                      "configs/zero3_offload.toml", sgd);
+  CHECK(one.measured.in_tiers > 0);
+  const Compared none = check_estimate("plain SGD, no state, its master in files",
+                                       "configs/zero3_offload.toml",
+                                       sgd + " --set plugin.optim_sgd_fixture.momentum=0");
+  CHECK(none.measured.in_tiers * 2 == one.measured.in_tiers);
+}
+
 TEST_CASE("trainer estimate: models that are most of the peak, within 15% of runs, and without "
           "the model-state term outside it") {
   // 29.7M parameters at stage 2 on 2 ranks: weights whole, gradients and Adam's states halved.

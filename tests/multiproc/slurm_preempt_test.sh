@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Preemption and requeue under a real Slurm (scripts/slurm_cluster.sh, two simulated hosts, the
 # example job script with --requeue): a job of 4 ranks is stopped twice and comes back where it
-# was, and its losses equal those of the same job run without a stop, bit for bit (the same
-# ranks on the same hosts sum in the same order):
+# was, and its losses and final checkpoint (every parameter and optimizer state) equal those of
+# the same job run without a stop, bit for bit (the same ranks on the same hosts sum in the same
+# order):
 #   1. Slurm's warning, SIGUSR1 to the batch shell (`scancel -b -s USR1`, what --signal=B:USR1@N
 #      sends): the script hands it to the ranks, which finish their step, save and exit 0; the
 #      script requeues the job. No step is lost.
@@ -56,6 +57,12 @@ if sorted(a) != list(range(1, n + 1)) or a != b:
 print(f"slurm preempt test: {what}: {n} losses equal the uninterrupted job's bit for bit")
 PY
 }
+# same_state DIR WHAT: DIR's final checkpoint equals the uninterrupted job's bit for bit: every
+# parameter and optimizer state, the counters, the trainer's state.
+same_state() {
+  python3 "$src/tests/multiproc/same_checkpoint.py" "$1/run/checkpoints" \
+    "$tmp/ref/run/checkpoints" "slurm preempt test: $2"
+}
 # lost DIR: the steps each stop lost (the step it stopped or failed after, less the step the next
 # run resumed at), from the job's output.
 lost() {
@@ -88,6 +95,7 @@ run_to_end "$job" "$tmp/pre" $steps
 [ "$(grep -c "resumed from .*/step-" "$tmp/pre/job.out")" = 2 ] ||
   { cat "$tmp/pre/job.out" >&2; fail "the job did not resume twice"; }
 same_losses "$tmp/pre/run/metrics.jsonl" "$tmp/ref/run/metrics.jsonl" "stopped by SIGUSR1, then scontrol requeue"
+same_state "$tmp/pre" "stopped by SIGUSR1, then scontrol requeue"
 echo "slurm preempt test: steps lost at each stop: $(lost "$tmp/pre")"
 
 # Slurm's warning in start-up, before the first step: once the script took the signal (a job
@@ -107,6 +115,7 @@ grep -q "zt job script: SIGUSR1: the ranks save and stop" "$tmp/start/job.out" |
   { cat "$tmp/start/job.out" >&2; fail "the script did not take SIGUSR1 in start-up"; }
 run_to_end "$job" "$tmp/start" $steps
 same_losses "$tmp/start/run/metrics.jsonl" "$tmp/ref/run/metrics.jsonl" "SIGUSR1 in start-up"
+same_state "$tmp/start" "SIGUSR1 in start-up"
 
 # Slurm's warning during a save: every step saves (asynchronously, the default), and the signal
 # goes out the moment a save's temporary folder appears, so it reaches the ranks while that save
@@ -132,6 +141,7 @@ grep -q "zt: stopped by SIGUSR1 after step" "$tmp/save/job.out" ||
 grep -q "resumed from .*/step-" "$tmp/save/job.out" ||
   { cat "$tmp/save/job.out" >&2; fail "the job stopped during a save did not resume"; }
 same_losses "$tmp/save/run/metrics.jsonl" "$tmp/ref/run/metrics.jsonl" "SIGUSR1 during a save"
+same_state "$tmp/save" "SIGUSR1 during a save"
 [ "$(lost "$tmp/save")" = 0 ] ||
   { cat "$tmp/save/job.out" >&2; fail "the stop during a save lost steps: $(lost "$tmp/save")"; }
 echo "slurm preempt test: steps lost by the stop during a save: 0"
@@ -152,4 +162,5 @@ run_to_end "$job" "$tmp/kill" $steps
 grep -q "resumed from .*/step-00000004 at step 4" "$tmp/kill/job.out" ||
   { cat "$tmp/kill/job.out" >&2; fail "the requeued job did not resume from step 4's checkpoint"; }
 same_losses "$tmp/kill/run/metrics.jsonl" "$tmp/ref/run/metrics.jsonl" "a rank killed, then requeued"
+same_state "$tmp/kill" "a rank killed, then requeued"
 echo "slurm preempt test: the planted kill: $(grep -E -m 1 "srun: error: n[01]: task [0-3]: Killed" "$tmp/kill/job.out")"

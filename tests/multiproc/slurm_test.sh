@@ -3,13 +3,14 @@
 # simulated hosts): `sbatch -N 2 --ntasks-per-node=2` of examples/slurm/train_cpu.sbatch trains
 # the bench GPT at stage 3 across the two hosts, its ranks placed by srun and meeting where the
 # job says (no MASTER_ADDR/PORT: the first node of SLURM_STEP_NODELIST, the port from the job id),
-# and its losses equal those of the same 4 ranks started by zt's own launcher on one host: bit
-# for bit, or within 1e-6 relative where UCX's ring across hosts sums in another order than the
-# shared memory of one host (the test prints which). The same job as 4 tasks on one node uses
-# that shared memory too and must equal it bit for bit. It prints the time from sbatch to the
-# first step, and the step times under both launchers; `slurm_cluster.sh down` must leave no daemon and no
-# namespace. Exit 77 (skipped) where namespaces cannot be made or Slurm is not installed, except
-# under CI.
+# and its losses and final checkpoint (every parameter and optimizer state) equal bit for bit
+# those of the same 4 ranks started by zt's own launcher on one host with UCX's ring, as across
+# the hosts; its losses within 1e-6 relative of the default one-host run, whose shared memory
+# sums in another order (the test prints how close). The same job as 4 tasks on one node uses
+# that shared memory too and must equal the default run bit for bit, checkpoint included. It
+# prints the time from sbatch to the first step, and the step times under both launchers;
+# `slurm_cluster.sh down` must leave no daemon and no namespace. Exit 77 (skipped) where
+# namespaces cannot be made or Slurm is not installed, except under CI.
 #   slurm_test.sh TRAINER SOURCE_DIR
 set -euo pipefail
 trainer=$(realpath "$1")
@@ -19,8 +20,8 @@ source "$src/tests/multiproc/slurm_common.sh"
 
 # The bench GPT (~10.8M parameters: bench/common's overrides of configs/zero3.toml).
 sets=(--set "data.path=\"$src/README.md\"" --set run.steps=6 --set launch.timeout_s=60
-  --set run.report=false --set model.n_layer=6 --set model.d_model=384 --set model.n_head=6
-  --set model.seq_len=128 --set model.vocab=256)
+  --set run.report=false --set checkpoint.every_steps=6 --set model.n_layer=6
+  --set model.d_model=384 --set model.n_head=6 --set model.seq_len=128 --set model.vocab=256)
 start=$(date +%s%N)
 job=$(submit "$tmp/job" -- "${sets[@]}" --set "run.out_dir=\"$tmp/job/run\"")
 wait_step "$tmp/job/run/metrics.jsonl" 1 "$job"
@@ -33,7 +34,7 @@ grep -q "zt: rendezvous at n0:[0-9]* from the slurm job (MASTER_ADDR n0, the fir
 grep -q "4 rank(s), comm_ucx: pipelined ring over UCX" "$tmp/job/job.out" ||
   fail "the 4 ranks did not use UCX's ring between the hosts"
 bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" "sbatch -N 2" \
-  "$tmp/job/run/metrics.jsonl" "${sets[@]}"
+  "$tmp/job/run" --ring "${sets[@]}"
 
 # The same 4 ranks on one node: the same link as zt's launcher (one host's shared memory), so the
 # same sums, bit for bit, and step times that compare the launchers alone.
@@ -42,7 +43,7 @@ run_to_end "$job" "$tmp/one" 6
 grep -q "4 rank(s), comm_ucx: UCX-mapped shared memory between the 4 ranks of this host" \
   "$tmp/one/job.out" || { cat "$tmp/one/job.out" >&2; fail "the 4 ranks on one node did not share memory"; }
 bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" "sbatch -N 1" \
-  "$tmp/one/run/metrics.jsonl" --exact "${sets[@]}"
+  "$tmp/one/run" --exact "${sets[@]}"
 
 # zt's own launcher inside the batch script (one task, --nproc 2): the script's own SLURM_PROCID
 # and SLURM_NTASKS (the job's 2 tasks) make no rank of it, so it starts its 2 ranks itself and

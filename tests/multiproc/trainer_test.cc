@@ -142,6 +142,17 @@ TEST_CASE("bad config input: one clear line per problem, exit code 2") {
   CHECK(contains(r.output, "unknown argument '--bogus'"));
 }
 
+TEST_CASE("a [model] key the model's kind does not read is named once, and the job still runs") {
+  auto r = run_with("[run]\ntask = \"smoke\"\n[model]\nkind = \"mlp\"\nn_layer = 24\n");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  const std::string line =
+      "job.toml:5:11: model.n_layer is a key of model kind 'gpt', and this job's model is 'mlp'";
+  CHECK(contains(r.output, line));
+  CHECK(contains(r.output, "zt: warning: "));
+  CHECK(r.output.find(line) == r.output.rfind(line));
+}
+
 TEST_CASE("an unknown plugin id exits 3, listing what was found and where it looked") {
   auto r = run_with("[run]\ntask = \"smoke\"\n[plugins]\ncomm = \"comm_nope\"\n");
   INFO(r.output);

@@ -10,11 +10,10 @@
 
 namespace zt::trainer {
 
-void write_report_file(const std::string& path, const std::string& text) {
+void write_report_file(const std::string& path, const std::string& text,
+                       const std::string& way_out) {
   const std::string tmp = path + ".tmp";
   errno = 0;
-  const std::string way_out =
-      "; choose a writable folder (--out, or run.out_dir for a run's own report)";
   std::ofstream out(tmp);
   out << text;
   // Closed before the check: the last buffer is written at close, and NFS reports a full disk

@@ -7,9 +7,12 @@
 
 namespace zt::trainer {
 
-// Writes `text` to `path.tmp`, then renames it to `path`. Throws IoError naming the file; the
-// file before it stays, and no .tmp is left.
-void write_report_file(const std::string& path, const std::string& text);
+// Writes `text` to `path.tmp`, then renames it to `path`. Throws IoError naming the file and
+// ending with `way_out` ("; ..."); the file before it stays, and no .tmp is left.
+void write_report_file(const std::string& path, const std::string& text,
+                       const std::string& way_out =
+                           "; choose a writable folder (--out, or run.out_dir for a run's own "
+                           "report)");
 // Creates the folder `dir` (and its parents) for a command's outputs, named by its option
 // `option` ("--out"). Throws IoError naming both and the reason (a folder this user cannot
 // write, a file in the way).

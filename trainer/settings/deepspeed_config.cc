@@ -29,8 +29,9 @@ using json = nlohmann::json;
 const std::map<std::string, std::string>& reasons() {
   static const std::map<std::string, std::string> k = {
       {"zero_optimization.stage3_max_reuse_distance",
-       "zt releases a unit's parameters once it ran and gathers them again for backward; the "
-       "nearest knobs are zero.prefetch_units and zero.max_live_parameters"},
+       "zt releases a unit's parameters once it ran and gathers them again for backward (only "
+       "the last unit keeps them across the turn); the nearest knobs are zero.prefetch_units "
+       "and zero.max_live_parameters"},
       {"zero_optimization.stage3_gather_16bit_weights_on_model_save",
        "zt saves sharded checkpoints; `trainer export` writes the gathered weights"},
       {"zero_optimization.stage3_gather_fp16_weights_on_model_save",

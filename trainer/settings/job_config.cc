@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <set>
 #include <variant>
 
 #include "settings/deepspeed_config.h"
+#include "settings/model_keys.h"
 #include "settings/trainer_config.h"
 #include "zt/error.h"
 #include "zt/host/rendezvous.h"
@@ -53,25 +55,40 @@ int job_world(const ConfigSource& source, const std::vector<std::string>& overri
   return static_cast<int>(std::get<int64_t>(spec->default_value));
 }
 
+// Whether this process says what a job's config has to say: the process that starts the
+// ranks, or rank 0 of an outside launcher, in its first start. Once per job.
+bool speaks() {
+  const char* rank = std::getenv("RANK");
+  return (!rank || (std::string(rank) == "0" && !std::getenv("ZT_LAUNCHER"))) &&
+         !std::getenv(kConfigSpokenVariable);
+}
+
+// The user's config as loaded, after a word on [model] keys its model.kind does not read: once
+// per process, which loads it again for each A/B arm and tune candidate.
+Config checked(Config config) {
+  static std::set<std::string> said;
+  if (speaks()) {
+    for (const auto& w : unused_model_keys(config)) {
+      if (said.insert(w).second) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
+    }
+  }
+  return config;
+}
+
 Config load_job(const ConfigSource& source, const std::vector<std::string>& overrides) {
   const auto ds = source.peek(overrides, "run", "deepspeed");
   if (!ds || !std::holds_alternative<std::string>(*ds) || std::get<std::string>(*ds).empty()) {
-    return source.load(overrides, {});
+    return checked(source.load(overrides, {}));
   }
   const auto lenient = source.peek(overrides, "run", "deepspeed_lenient");
   const bool is_lenient = lenient && std::holds_alternative<bool>(*lenient) &&
                           std::get<bool>(*lenient);
   const DeepSpeedSettings s = read_deepspeed_config(std::get<std::string>(*ds), is_lenient,
                                                     job_world(source, overrides));
-  // Once per job: by the process that starts the ranks, or by rank 0 of an outside launcher, in
-  // its first start.
-  const char* rank = std::getenv("RANK");
-  const bool speaks = (!rank || (std::string(rank) == "0" && !std::getenv("ZT_LAUNCHER"))) &&
-                      !std::getenv(kConfigSpokenVariable);
-  if (speaks) {
+  if (speaks()) {
     for (const auto& w : s.warnings) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
   }
-  return source.load(overrides, s.settings);
+  return checked(source.load(overrides, s.settings));
 }
 
 }  // namespace

@@ -198,19 +198,34 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
     released_groups += kept ? 0 : 1;
   }
   // Stage 3 gathers a released group before each unit that uses it runs forward, and again
-  // before its backward.
-  int64_t released_calls = 0;
-  for (const auto& used : m.used) {
-    for (size_t gi : used) {
+  // before its backward; but the last unit that uses one keeps its groups across the turn from
+  // forward to backward (ParamGatherer): its uses are gathered once.
+  const auto is_released = [&](size_t gi) {
+    return stage == 3 && m.groups[gi].largest_tensor >= threshold;
+  };
+  size_t turn = m.used.size();
+  for (size_t u = 0; u < m.used.size(); ++u) {
+    for (size_t gi : m.used[u]) {
+      if (is_released(gi)) turn = u;
+    }
+  }
+  int64_t released_calls = 0, turn_calls = 0, turn_uses = 0, turn_uses_level1 = 0;
+  for (size_t u = 0; u < m.used.size(); ++u) {
+    for (size_t gi : m.used[u]) {
+      if (!is_released(gi)) continue;
       const GroupSize& s = m.groups[gi];
-      if (stage == 3 && s.largest_tensor >= threshold) {
-        if (two_level) {
-          released_uses += s.padded * es;
-          released_uses_level1 += wire_bytes(weight_codec.get(), s.padded / per_host, es, hosts);
-        } else {
-          released_uses += wire_bytes(weight_codec.get(), s.padded, es, g.shard);
-        }
-        ++released_calls;
+      const int64_t bytes = two_level ? s.padded * es
+                                      : wire_bytes(weight_codec.get(), s.padded, es, g.shard);
+      const int64_t level1 = two_level
+                                 ? wire_bytes(weight_codec.get(), s.padded / per_host, es, hosts)
+                                 : 0;
+      released_uses += bytes;
+      released_uses_level1 += level1;
+      ++released_calls;
+      if (u == turn) {
+        turn_uses += bytes;
+        turn_uses_level1 += level1;
+        ++turn_calls;
       }
     }
   }
@@ -259,9 +274,11 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
            "updated parameters of " + times(refreshed, stage == 3 ? "persistent group" : "group") +
                ", once per step");
     if (stage == 3) {
-      gather(static_cast<double>(2 * released_calls * accum), 2 * released_uses * accum,
-             2 * released_uses_level1 * accum, weight_codec != nullptr,
-             "forward and backward gathers of " + times(released_groups, "released group") + micro);
+      gather(static_cast<double>((2 * released_calls - turn_calls) * accum),
+             (2 * released_uses - turn_uses) * accum,
+             (2 * released_uses_level1 - turn_uses_level1) * accum, weight_codec != nullptr,
+             "forward and backward gathers of " + times(released_groups, "released group") +
+                 " (the last unit's once)" + micro);
     }
   }
   // The training loop's own: the loss average and the stop flag each step, the global gradient

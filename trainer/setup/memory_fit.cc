@@ -249,6 +249,8 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
   in.element_size = engine.compute == "fp32" ? 4 : 2;
   in.grad_accum = job.data.grad_accum;
   read_model(job, catalog, in);
+  // Not Adam's 2 whatever the plugin: a momentum SGD's tier holds a third fewer arrays.
+  in.optimizer_states = optimizer_state_count(engine, catalog);
   StatePlacement& p = in.states;
   p.stage = in.stage;
   p.psi = in.parameters;

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "settings/job_settings.h"
+#include "settings/model_keys.h"
 #include "settings/trainer_config.h"
 #include "zt/error.h"
 
@@ -217,4 +218,51 @@ TEST_CASE("a string with control characters prints as TOML that reads back the s
   CHECK(name == "a\nb\tc\x01\"d");
   const zt::Config again = load_config_string(c.to_toml(), "printed.toml");
   CHECK(again.section("run").get_string("name") == name);
+}
+
+TEST_CASE("[model] keys the model's kind does not read are named, with their place and way out") {
+  using zt::trainer::unused_model_keys;
+  // An MLP with GPT sizes (after kSmoke's two lines): both named, each at its line, with the kind's
+  // own place.
+  std::vector<std::string> lines = unused_model_keys(load_config_string(
+      std::string(kSmoke) + "[model]\nkind = \"mlp\"\nn_layer = 24\nwidth = 512\nd_model = 64\n",
+      "job.toml"));
+  REQUIRE(lines.size() == 2);
+  INFO(lines[0]);
+  INFO(lines[1]);
+  CHECK(contains(lines[0], "job.toml:7:11: model.d_model is a key of model kind 'gpt', and this "
+                           "job's model is 'mlp' (model.kind = \"mlp\" at job.toml:4:8)"));
+  CHECK(contains(lines[0], "remove model.d_model, or set model.kind to \"gpt\""));
+  CHECK(contains(lines[1], "job.toml:5:11: model.n_layer is a key of model kind 'gpt'"));
+  // The default kind is a GPT: an MLP key under it says so.
+  lines = unused_model_keys(
+      load_config_string(std::string(kSmoke) + "[model]\nwidth = 512\n", "job.toml"));
+  REQUIRE(lines.size() == 1);
+  CHECK(contains(lines[0], "model.kind is not set, so it is \"gpt\""));
+  // A key of two kinds names both; under either it is read.
+  lines = unused_model_keys(load_config_string(
+      std::string(kSmoke) + "[model]\nkind = \"mlp\"\nseq_len = 64\n", "job.toml"));
+  REQUIRE(lines.size() == 1);
+  CHECK(contains(lines[0], "model kinds 'gpt' and 'torchscript'"));
+  CHECK(unused_model_keys(load_config_string(
+                              std::string(kSmoke) +
+                                  "[model]\nkind = \"torchscript\"\npath = \"m.pt\"\nseq_len = 64\n"
+                                  "vocab = 256\n",
+                              "job.toml"))
+            .empty());
+  // --set changing the kind over a file written for another says itself that the file's keys
+  // go unused; a key --set gives for another kind is named all the same.
+  lines = unused_model_keys(
+      load_config_string(std::string(kSmoke) + "[model]\nn_layer = 2\nd_model = 64\n", "job.toml",
+                         {"model.kind=mlp", "model.width=128", "model.vocab=512"}));
+  REQUIRE(lines.size() == 1);
+  CHECK(contains(lines[0], "--set model.vocab=512: model.vocab is a key of model kinds 'gpt' and "
+                           "'torchscript', and this job's model is 'mlp' (model.kind = \"mlp\" at "
+                           "--set model.kind=mlp)"));
+  // Defaults are not the user's: a config that sets nothing of another kind has nothing to say,
+  // and neither does its resolved text read back.
+  const zt::Config mlp = load_config_string(
+      std::string(kSmoke) + "[model]\nkind = \"mlp\"\nwidth = 64\n", "job.toml");
+  CHECK(unused_model_keys(mlp).empty());
+  CHECK(unused_model_keys(load_config_string(mlp.to_toml(), "printed.toml")).empty());
 }

@@ -248,6 +248,14 @@ int64_t optimizer_master_bytes(const EngineSettings& settings) {
   return optimizer_dtype_bytes(settings, "master_dtype");
 }
 
+int64_t optimizer_state_count(const EngineSettings& settings, PluginCatalog& catalog) {
+  const PluginChoice& o = settings.optimizer;
+  if (!o.chosen()) return 2;
+  const std::unique_ptr<Optimizer> made = created_by(catalog.optimizer(o.id).create(o.options),
+                                                     o.id, "optimizer");
+  return static_cast<int64_t>(made->state_names().size());
+}
+
 std::unique_ptr<ShardStrategy> make_shard_strategy(const EngineSettings& settings,
                                                    PluginCatalog& catalog) {
   const ShardStrategyPlugin& plugin = catalog.shard(settings.shard.id);

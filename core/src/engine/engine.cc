@@ -251,9 +251,14 @@ struct Engine::Impl {
     gatherer.set_step(step_number);
     reducer.begin_micro_step(step_number, micro);
     at::Tensor loss;
-    {
+    try {
       const trace::Scope span("forward");
       loss = loss_fn(run_units(input));
+    } catch (...) {
+      // Nothing may stay gathered past a failed forward: a step's update changes the shards,
+      // and a group found gathered is not gathered again (the turn unit is kept for backward).
+      if (opt.stage == 3) gatherer.release_all();
+      throw;
     }
     if (const std::string shape = shape_unless_one_value(loss); !shape.empty()) {
       // As backward() refuses it: a per-sample loss failed in LibTorch's words, as zt's bug.
@@ -262,7 +267,12 @@ struct Engine::Impl {
                         ", not one value: a loss function (a model plugin's loss()) returns the "
                         "micro batch's loss as one number; reduce it first (e.g. .mean())");
     }
-    stepper.note_loss(loss, micro);  // read here only where streamed groups update in backward
+    try {
+      stepper.note_loss(loss, micro);  // read here only where streamed groups update in backward
+    } catch (...) {
+      if (opt.stage == 3) gatherer.release_all();  // as after a failed forward
+      throw;
+    }
     run_backward(loss);
     return loss.detach();
   }
@@ -292,7 +302,7 @@ struct Engine::Impl {
       fail_backward();
       throw;
     }
-    if (opt.stage == 3) gatherer.release_all();
+    if (opt.stage == 3) gatherer.release_all(/*keep_spares=*/true);
   }
 
   // A failed backward (the model's own backward code, a unit's) leaves no forward open, and its
@@ -346,8 +356,8 @@ struct Engine::Impl {
         const trace::Scope span("unit", ui, "forward", trace::kCompute);
         if (opt.stage == 3) gatherer.gather_unit(ui, +1);
         // Checkpointed, the unit keeps no activations, so the release below frees its
-        // parameters outright; the hook re-gathers them before the recompute, which runs in the
-        // unit's node.
+        // parameters outright (but the turn unit's, kept for backward); the hook re-gathers them
+        // before the recompute, which runs in the unit's node.
         x = opt.activation_checkpointing ? checkpointed_forward(*units[u], x)
                                          : units[u]->forward(x);
       }
@@ -366,7 +376,7 @@ struct Engine::Impl {
           gatherer.gather_unit(ui, -1);  // re-gather before this unit's backward runs
         }));
       }
-      gatherer.release_after_forward(ui);
+      gatherer.release_after_forward(ui, /*backward_follows=*/true);
     }
     return x;
   }
@@ -512,6 +522,9 @@ struct Engine::Impl {
 
   StepReport step(double lr) {
     const EngineClock::Phase phase(ledger.clock(), &EngineTimes::step);
+    // A micro step that failed between its forward and its backward may have left the turn
+    // unit gathered: the update below makes those values stale.
+    if (opt.stage == 3) gatherer.release_all(/*keep_spares=*/true);
     if (opt.stage < 2) reducer.reduce_remaining();
     micro = 0;
     failed_micro = 0;
@@ -627,6 +640,9 @@ void Engine::save_checkpoint(CheckpointRankWriter& writer) {
 }
 
 void Engine::load_checkpoint(const CheckpointReader& reader) {
+  // Nothing gathered may outlive the load: a group found gathered is not gathered again, and the
+  // load refreshes only the persistent ones.
+  if (impl_->opt.stage == 3) impl_->gatherer.release_all(/*keep_spares=*/true);
   load_engine_checkpoint(impl_->parts, reader);
 }
 

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <exception>
 
 #include "zero/coded_collectives.h"
@@ -17,7 +18,13 @@ ParamGatherer::ParamGatherer(ModelLayout& layout, std::vector<ShardStorage>& sto
       param_tier_(param_tier),
       options_(options),
       ledger_(ledger),
-      state_(layout.groups.size()) {}
+      state_(layout.groups.size()) {
+  for (int u = static_cast<int>(layout.unit_groups.size()) - 1; u >= 0 && turn_unit_ < 0; --u) {
+    for (int g : layout.unit_groups[u]) {
+      if (!layout.groups[g].persistent) turn_unit_ = u;
+    }
+  }
+}
 
 // In-flight reads and gathers write into buffers the engine owns: let them finish first, also
 // when the engine is torn down by an error.
@@ -126,9 +133,16 @@ void ParamGatherer::release(int gi) {
   ledger_.released(g.padded * element_size());
 }
 
-void ParamGatherer::release_all() {
+void ParamGatherer::release_all(bool keep_spares) {
   for (size_t g = 0; g < state_.size(); ++g) release(static_cast<int>(g));
-  spare_.clear();
+  // Kept through the step, where nothing is gathered: no more than the next forward's first
+  // unit and its prefetch would gather, so within the gathered window the memory fit counts.
+  const size_t kept = !keep_spares ? 0
+                      : options_.prefetch_elements > 0
+                          ? kSpareBuffers
+                          : static_cast<size_t>(std::min<int64_t>(
+                                static_cast<int64_t>(kSpareBuffers), 1 + options_.prefetch_units));
+  while (spare_.size() > kept) spare_.pop_back();
 }
 
 // A group's flat storage (params are views of it) gets `bytes`: a kept buffer of that size, or
@@ -196,7 +210,9 @@ bool ParamGatherer::needed_soon(int g, int u, int direction) const {
   return false;
 }
 
-void ParamGatherer::release_after_forward(int u) {
+void ParamGatherer::release_after_forward(int u, bool backward_follows) {
+  // Backward's first unit gathers these again at once: released, they cost a gather a step.
+  if (backward_follows && u == turn_unit_) return;
   for (int g : layout_.unit_groups[u]) {
     if (!needed_soon(g, u, +1)) release(g);
   }

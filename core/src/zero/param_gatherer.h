@@ -2,10 +2,15 @@
 // from the rank shards (and the next units' gathers started: prefetch_units, or as many as fit
 // in prefetch_elements; never past max_live_parameters gathered elements); after it ran they
 // are released (their storage freed) unless needed again soon; before its backward they are
-// gathered again. A released group's buffer is kept for the next gather of the same size (at
-// most kSpareBuffers of them, freed by release_all()): the next unit's gather follows at once,
-// and a fresh block of 4 MiB or more is a fresh mapping whose pages the kernel zero-fills as
-// they are first touched (zt/host_memory.h). Measured on the bench GPT at stage 3: 2% of a step.
+// gathered again. The last unit that releases anything keeps its groups across a training
+// forward's turn into backward, which begins by gathering exactly those again (FSDP keeps its
+// root gathered after forward for the same reason). A released group's buffer is kept for the
+// next gather of the same size (at most kSpareBuffers of them, freed by release_all() but after a
+// backward that ended as planned, which keeps those the next forward's first gathers take, held
+// through the step beside no gathered group; the ledger counts neither as gathered): the next
+// unit's gather follows at once, and a fresh block of 4 MiB or more is a fresh mapping whose
+// pages the kernel zero-fills as they are first touched (zt/host_memory.h). Measured on the bench
+// GPT at stage 3: 2% of a step.
 // Shards kept in a streamed tier are read one unit further ahead than gathered.
 // Below stage 3 every group stays gathered and all of this is a no-op.
 // Thread safety: one thread (the training thread); collectives and reads complete elsewhere,
@@ -52,14 +57,18 @@ class ParamGatherer {
   // next ones in that direction started, streamed shards beyond them read ahead.
   void gather_unit(int u, int direction);
   // After unit `u`'s forward: releases its groups the prefetch window does not need next.
-  void release_after_forward(int u);
+  // `backward_follows` (a training forward that runs every unit in order): the turn unit keeps
+  // its groups for the backward; the reducer or release_all() frees them there.
+  void release_after_forward(int u, bool backward_follows = false);
   // Unit `done`'s backward finished and `next` runs next: releases what `next` does not need.
   void release_after_backward(int done, int next);
   void ensure_gathered(int g);
   bool gathered(int g) const { return state_[g].gathered; }
   void release(int g);
-  // Releases every group and frees the kept buffers.
-  void release_all();
+  // Releases every group and frees the kept buffers; with `keep_spares` (a backward that ended as
+  // planned: the next forward gathers the same sizes) keeps as many as the next forward's first
+  // unit and its prefetch take (1 + prefetch_units, at most kSpareBuffers).
+  void release_all(bool keep_spares = false);
   // Waits out every read-ahead and drops the shards (they go stale at a step). With
   // `rethrow`, the first failure is thrown once all have finished.
   void drop_fetches(bool rethrow);
@@ -90,6 +99,9 @@ class ParamGatherer {
   std::vector<GroupState> state_;
   int64_t step_ = 1;
   bool exact_ = false;
+  // The last unit with a group that is ever released: its forward ends where backward begins.
+  // -1 when every group is persistent.
+  int turn_unit_ = -1;
   // Released buffers waiting for the next gather of their size.
   static constexpr size_t kSpareBuffers = 2;
   struct Spare {

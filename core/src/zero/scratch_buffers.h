@@ -1,7 +1,7 @@
 // ScratchBuffers: host buffers kept from one call to the next: those the coded collectives
 // (coded_collectives.h) stage their encodings and sums in, a group's flat gradients before their
-// reduction (ModelLayout::take_flat_grads) and the global norm's squares (ShardedStep). Each call
-// used to allocate its own, and glibc maps blocks past 4 MiB afresh, so every page of every
+// reduction (ModelLayout::take_flat_grads) and the global norm's squares (grad_squares.h). Each
+// call used to allocate its own, and glibc maps blocks past 4 MiB afresh, so every page of every
 // buffer faulted in again at every step: on a 2-core VM, 4 ranks faulted 5x as often with the
 // codecs as without, a tenth of the step's CPU time.
 // A buffer is lent as a tensor viewing it and is free again when the last tensor viewing it is

@@ -6,7 +6,7 @@
 #include <limits>
 #include <utility>
 
-#include "zero/scratch_buffers.h"
+#include "zero/grad_squares.h"
 #include "zt/error.h"
 
 namespace zt {
@@ -15,17 +15,6 @@ namespace {
 
 void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.device() != src.device() || dst.data_ptr() != src.data_ptr()) dst.copy_(src);
-}
-
-// `grad`'s elements squared in double, what grad.to(kDouble).pow(2) gives (pow by 2 is x * x),
-// for at::sum to add in the same order. The buffer comes from the process's pool: a fresh one per
-// group was mapped and zero-filled by the kernel at every step, more memory traffic than the
-// update's own.
-at::Tensor squares_in_double(const at::Tensor& grad) {
-  at::Tensor sq = ScratchBuffers::process().get_per_step(grad.numel(),
-                                                         grad.options().dtype(at::kDouble));
-  sq.copy_(grad.reshape({-1}));
-  return sq.mul_(sq);
 }
 
 // Adds a group's squared gradient sum (inf or nan when a value is not finite) to `sum`, a
@@ -46,7 +35,7 @@ void add_squared_sum(const at::Tensor& sum, ShardStorage& s, int64_t step) {
   s.grad_file->read_range(0, s.grad_file->bytes(), step,
                           [&](int64_t, const void* data, int64_t bytes) {
     const at::Tensor part = view_of(const_cast<void*>(data), bytes / 4, at::kFloat);
-    sq += part.to(at::kDouble).pow(2).sum().item<double>();
+    sq += squared_sum(part);
   });
   sum.add_(sq);
 }

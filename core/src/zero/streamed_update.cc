@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "zero/grad_squares.h"
 #include "zt/error.h"
 
 namespace zt {
@@ -163,7 +164,7 @@ void StreamedUpdate::update_group(int g, const at::Tensor& reduced, bool first,
     } else {
       grad.add_(part.to(at::kCPU));
     }
-    const double tile_sq = grad.to(at::kDouble).pow(2).sum().item<double>();
+    const double tile_sq = squared_sum(grad);
     if (!std::isfinite(tile_sq)) {
       throw NumericError(
           "a gradient of " + layout_.params[layout_.groups[g].params.front()].name +

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "zero/grad_squares.h"
+
 namespace zt {
 
 TierGradients::TierGradients(std::vector<ShardStorage>& storage, MemoryLedger& ledger,
@@ -36,7 +38,7 @@ void TierGradients::add(int g, const at::Tensor& reduced, bool first, bool last,
       sum.add_(part.to(at::kCPU));
     }
     if (!last) return;
-    const double tile_sq = sum.to(at::kDouble).pow(2).sum().item<double>();
+    const double tile_sq = squared_sum(sum);
     if (std::isfinite(tile_sq)) {
       sq += tile_sq;
     } else {

@@ -61,7 +61,7 @@ TEST_CASE("ring path: a dead peer makes the survivor fail naming it, within the 
 }
 
 TEST_CASE(
-    "ring path, world 4: each survivor names its ring neighbour as such, not as the culprit") {
+    "ring path, world 4: each survivor names its ring neighbour as such, and the rank that died") {
   // Rank 2 dies: rank 3 waits for it, rank 0 for rank 3 (alive), rank 1 for rank 0. Rank 0's
   // error, the one a user reads first, named rank 3 as if it had stopped.
   auto run = launch_comm_check(4,
@@ -73,6 +73,11 @@ TEST_CASE(
   CHECK(contains(run.reports[3], "waiting for rank 2 (the rank before this one in the ring"));
   CHECK(contains(run.reports[0], "waiting for rank 3 (the rank before this one in the ring"));
   CHECK(contains(run.reports[0], "the rank that stopped is the one whose own error is missing"));
+  // Counting back by the step each stalled at, every survivor names the rank that died: rank 3
+  // at step 0 (its neighbour itself), ranks 0 and 1 at steps 1 and 2 of the reduce-scatter.
+  CHECK(contains(run.reports[3], "that rank itself most likely stopped"));
+  CHECK(contains(run.reports[0], "the rank that stopped is most likely rank 2"));
+  CHECK(contains(run.reports[1], "the rank that stopped is most likely rank 2"));
 }
 
 TEST_CASE("ranks that call a collective with different sizes fail, on both paths, never a result") {

@@ -91,6 +91,10 @@ ZT_API int64_t optimizer_state_bytes(const EngineSettings& settings);
 // The same for the master weights: 2 where the optimizer's options say master_dtype = "bf16"
 // (optim_hybrid_adam's), else 4 (fp32, the default of Optimizer::master_dtype).
 ZT_API int64_t optimizer_master_bytes(const EngineSettings& settings);
+// The per-element states the chosen optimizer keeps (Adam's 2; a plugin's own count: momentum
+// SGD's 1, plain SGD's 0), from an optimizer made with the job's options as compose() makes it;
+// 2 when no optimizer is chosen. Throws what the plugin's create() throws.
+ZT_API int64_t optimizer_state_count(const EngineSettings& settings, PluginCatalog& catalog);
 // A bf16 master (`bf16_master`: the optimizer keeps one) beside fp32 parameters in compute
 // memory is a second copy of every parameter (2 bytes more than the fp32 master it replaces,
 // which the parameters would have been), and beside fp16 parameters a second 16-bit copy
