@@ -46,6 +46,8 @@ uint64_t Transport::make_tag(uint32_t seq, int src, int step, int chunk) {
          static_cast<uint64_t>(chunk & 0xFFFF);
 }
 
+int Transport::tag_step(uint64_t tag) { return static_cast<int>((tag >> 16) & 0xFFF); }
+
 Transport::Transport(const CommContext& ctx, const TransportOptions& options)
     : rank_(ctx.rank), world_(ctx.world), timeout_(ctx.timeout) {
   if (world_ > 4096) throw CommError("comm_ucx supports at most 4096 ranks");
@@ -202,7 +204,7 @@ void Transport::post_send(int peer, const void* buf, size_t bytes, uint64_t tag,
 
 void Transport::post_recv(int peer, void* buf, size_t bytes, uint64_t tag, Handler on_done) {
   Pending* p = new_pending(peer, true, bytes, std::move(on_done));
-  p->step = static_cast<int>((tag >> 16) & 0xFFF);
+  p->step = tag_step(tag);
   ucp_request_param_t param{};
   // Never completed in place: the callback gets the message's length, which UCX 1.13 does not
   // report for a receive that matched a waiting message at once (recv_info stays unset there),

@@ -42,6 +42,8 @@ class Transport {
 
   // Tags identify (op sequence, sender, step, chunk) so concurrent chunks never mismatch.
   static uint64_t make_tag(uint32_t seq, int src, int step, int chunk);
+  // The step make_tag() put in `tag`.
+  static int tag_step(uint64_t tag);
   static constexpr int kMaxChunksPerStep = 1 << 16;
 
   void post_send(int peer, const void* buf, size_t bytes, uint64_t tag, Handler on_done = {});

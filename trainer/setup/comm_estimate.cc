@@ -185,6 +185,10 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
   int64_t all = 0, released = 0, persistent = 0, released_uses = 0, shard_bytes = 0;
   int64_t released_groups = 0, reduced = 0, across = 0;
   int64_t persistent_level1 = 0, released_uses_level1 = 0;  // two-level: the bytes across hosts
+  // Stage 3 releases a group whose largest tensor reaches the persistence threshold.
+  const auto is_released = [&](const GroupSize& s) {
+    return stage == 3 && s.largest_tensor >= threshold;
+  };
   for (const GroupSize& s : m.groups) {
     all += s.padded * es;
     reduced += wire_bytes(grad_codec.get(), s.padded, es, g.shard);
@@ -192,7 +196,7 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
     const int64_t shard = s.padded / g.shard;
     across += wire_bytes(across_codec.get(), padded_shard_numel(shard, g.replicas) * g.replicas, es,
                          g.replicas);
-    const bool kept = stage < 3 || s.largest_tensor < threshold;
+    const bool kept = !is_released(s);
     (kept ? persistent : released) += s.padded * es;
     if (kept) persistent_level1 += s.padded / per_host * es;
     released_groups += kept ? 0 : 1;
@@ -200,19 +204,16 @@ CommEstimate estimate_comm(const JobSettings& job, PluginCatalog& catalog, int w
   // Stage 3 gathers a released group before each unit that uses it runs forward, and again
   // before its backward; but the last unit that uses one keeps its groups across the turn from
   // forward to backward (ParamGatherer): its uses are gathered once.
-  const auto is_released = [&](size_t gi) {
-    return stage == 3 && m.groups[gi].largest_tensor >= threshold;
-  };
   size_t turn = m.used.size();
   for (size_t u = 0; u < m.used.size(); ++u) {
     for (size_t gi : m.used[u]) {
-      if (is_released(gi)) turn = u;
+      if (is_released(m.groups[gi])) turn = u;
     }
   }
   int64_t released_calls = 0, turn_calls = 0, turn_uses = 0, turn_uses_level1 = 0;
   for (size_t u = 0; u < m.used.size(); ++u) {
     for (size_t gi : m.used[u]) {
-      if (!is_released(gi)) continue;
+      if (!is_released(m.groups[gi])) continue;
       const GroupSize& s = m.groups[gi];
       const int64_t bytes = two_level ? s.padded * es
                                       : wire_bytes(weight_codec.get(), s.padded, es, g.shard);

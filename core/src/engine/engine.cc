@@ -252,25 +252,23 @@ struct Engine::Impl {
     reducer.begin_micro_step(step_number, micro);
     at::Tensor loss;
     try {
-      const trace::Scope span("forward");
-      loss = loss_fn(run_units(input));
-    } catch (...) {
-      // Nothing may stay gathered past a failed forward: a step's update changes the shards,
-      // and a group found gathered is not gathered again (the turn unit is kept for backward).
-      if (opt.stage == 3) gatherer.release_all();
-      throw;
-    }
-    if (const std::string shape = shape_unless_one_value(loss); !shape.empty()) {
-      // As backward() refuses it: a per-sample loss failed in LibTorch's words, as zt's bug.
-      fail_backward();
-      throw ConfigError("the model's loss has shape " + shape +
-                        ", not one value: a loss function (a model plugin's loss()) returns the "
-                        "micro batch's loss as one number; reduce it first (e.g. .mean())");
-    }
-    try {
+      {
+        const trace::Scope span("forward");
+        loss = loss_fn(run_units(input));
+      }
+      if (const std::string shape = shape_unless_one_value(loss); !shape.empty()) {
+        // As backward() refuses it: a per-sample loss failed in LibTorch's words, as zt's bug.
+        fail_backward();
+        throw ConfigError("the model's loss has shape " + shape +
+                          ", not one value: a loss function (a model plugin's loss()) returns "
+                          "the micro batch's loss as one number; reduce it first (e.g. .mean())");
+      }
       stepper.note_loss(loss, micro);  // read here only where streamed groups update in backward
     } catch (...) {
-      if (opt.stage == 3) gatherer.release_all();  // as after a failed forward
+      // Nothing may stay gathered past a failure before backward: a step's update changes the
+      // shards, and a group found gathered is not gathered again (the turn unit is kept for
+      // backward).
+      if (opt.stage == 3) gatherer.release_all();
       throw;
     }
     run_backward(loss);

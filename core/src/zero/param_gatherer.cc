@@ -137,11 +137,12 @@ void ParamGatherer::release_all(bool keep_spares) {
   for (size_t g = 0; g < state_.size(); ++g) release(static_cast<int>(g));
   // Kept through the step, where nothing is gathered: no more than the next forward's first
   // unit and its prefetch would gather, so within the gathered window the memory fit counts.
-  const size_t kept = !keep_spares ? 0
-                      : options_.prefetch_elements > 0
-                          ? kSpareBuffers
-                          : static_cast<size_t>(std::min<int64_t>(
-                                static_cast<int64_t>(kSpareBuffers), 1 + options_.prefetch_units));
+  size_t kept = 0;
+  if (keep_spares) {
+    kept = options_.prefetch_elements > 0
+               ? kSpareBuffers
+               : std::min(kSpareBuffers, static_cast<size_t>(1 + options_.prefetch_units));
+  }
   while (spare_.size() > kept) spare_.pop_back();
 }
 
