@@ -153,6 +153,21 @@ TEST_CASE("a [model] key the model's kind does not read is named once, and the j
   CHECK(r.output.find(line) == r.output.rfind(line));
 }
 
+TEST_CASE("a [plugin.<id>] table no role selects is named once, and the job still runs") {
+  // shard_bucket is installed and configured, but the job shards with shard_tensor.
+  auto r = run_with("[run]\ntask = \"smoke\"\n[plugins]\nshard = \"shard_tensor\"\n"
+                    "[plugin.shard_bucket]\nbucket_mb = 8\n");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  const std::string line = "job.toml:6:13: [plugin.shard_bucket] configures shard_bucket (a shard "
+                           "plugin), which no role of [plugins] selects";
+  CHECK(contains(r.output, line));
+  CHECK(contains(r.output, "zt: warning: "));
+  CHECK(contains(r.output, "select it with plugins.shard (now \"shard_tensor\"), or remove the "
+                           "table"));
+  CHECK(r.output.find(line) == r.output.rfind(line));
+}
+
 TEST_CASE("an unknown plugin id exits 3, listing what was found and where it looked") {
   auto r = run_with("[run]\ntask = \"smoke\"\n[plugins]\ncomm = \"comm_nope\"\n");
   INFO(r.output);

@@ -9,6 +9,7 @@
 
 #include "settings/deepspeed_config.h"
 #include "settings/model_keys.h"
+#include "settings/plugin_tables.h"
 #include "settings/trainer_config.h"
 #include "zt/error.h"
 #include "zt/host/rendezvous.h"
@@ -63,12 +64,15 @@ bool speaks() {
          !std::getenv(kConfigSpokenVariable);
 }
 
-// The user's config as loaded, after a word on [model] keys its model.kind does not read: once
+// The user's config as loaded, after a word on [model] keys its model.kind does not read and on
+// [plugin.<id>] tables no role selects: once
 // per process, which loads it again for each A/B arm and tune candidate.
 Config checked(Config config) {
   static std::set<std::string> said;
   if (speaks()) {
-    for (const auto& w : unused_model_keys(config)) {
+    std::vector<std::string> unused = unused_model_keys(config);
+    for (std::string& w : unused_plugin_tables(config)) unused.push_back(std::move(w));
+    for (const auto& w : unused) {
       if (said.insert(w).second) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
     }
   }

@@ -9,6 +9,7 @@
 
 #include "settings/job_settings.h"
 #include "settings/model_keys.h"
+#include "settings/plugin_tables.h"
 #include "settings/trainer_config.h"
 #include "zt/error.h"
 
@@ -265,4 +266,54 @@ TEST_CASE("[model] keys the model's kind does not read are named, with their pla
       std::string(kSmoke) + "[model]\nkind = \"mlp\"\nwidth = 64\n", "job.toml");
   CHECK(unused_model_keys(mlp).empty());
   CHECK(unused_model_keys(load_config_string(mlp.to_toml(), "printed.toml")).empty());
+}
+
+TEST_CASE("[plugin.<id>] tables no role selects are named, with their place and way out") {
+  using zt::trainer::unused_plugin_tables;
+  // The states go to NVMe, the parameters stay: offload_cpu's options are read by nobody.
+  const std::string base = std::string(kSmoke) + "[zero]\nstage = 3\n" +
+                           "[plugins]\noffload_optimizer = \"offload_nvme\"\n"
+                           "[plugin.offload_nvme]\npath = \"nvme\"\n"
+                           "[plugin.offload_cpu]\npin_memory = false\n";
+  std::vector<std::string> lines = unused_plugin_tables(load_config_string(base, "job.toml"));
+  REQUIRE(lines.size() == 1);
+  INFO(lines[0]);
+  CHECK(contains(lines[0], "job.toml:10:14: [plugin.offload_cpu] configures offload_cpu (an "
+                           "offload plugin), which no role of [plugins] selects"));
+  CHECK(contains(lines[0], "select it with plugins.offload_optimizer (now \"offload_nvme\") or "
+                           "plugins.offload_param (none now), or remove the table"));
+  // Selected by either role, it is read.
+  CHECK(unused_plugin_tables(
+            load_config_string(base, "job.toml", {"plugins.offload_param=offload_cpu"}))
+            .empty());
+  // An [ab] arm that selects it reads it.
+  CHECK(unused_plugin_tables(
+            load_config_string(base + "[ab]\narms = [\"plugins.offload_param=offload_cpu\", "
+                                      "\"plugins.offload_param=\\\"\\\"\"]\n",
+                               "job.toml"))
+            .empty());
+  // --set choosing an offload tier over the file (an arm's run, a test) says itself that the
+  // file's other tier tables go unused.
+  CHECK(unused_plugin_tables(
+            load_config_string(base, "job.toml", {"plugins.offload_optimizer=offload_nvme"}))
+            .empty());
+  // A plugin's option that --set gives is a script's (a tier's path, whether or not the job
+  // makes one): only the file's tables are named.
+  const std::string no_table = std::string(kSmoke) + "[zero]\nstage = 3\n";
+  CHECK(unused_plugin_tables(
+            load_config_string(no_table, "job.toml", {"plugin.offload_nvme.path=/tmp/nvme"}))
+            .empty());
+  // A table of defaults alone (a selected plugin's, printed and read back) is nobody's words.
+  const zt::Config printed = load_config_string(
+      std::string(kSmoke) + "[zero]\nstage = 3\n[plugins]\noffload_param = \"offload_cpu\"\n",
+      "job.toml");
+  std::string text = printed.to_toml();
+  const std::string chosen = "offload_param = \"offload_cpu\"";
+  REQUIRE(contains(text, chosen));
+  text.replace(text.find(chosen), chosen.size(), "offload_param = \"\"");
+  CHECK(unused_plugin_tables(load_config_string(text, "printed.toml")).empty());
+  // A name inside a longer one is not that plugin's.
+  CHECK(unused_plugin_tables(
+            load_config_string(base + "[ab]\narms = [\"plugin.offload_cpu2.x=1\"]\n", "job.toml"))
+            .size() == 1);
 }

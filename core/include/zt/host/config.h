@@ -134,6 +134,9 @@ class ZT_API Config {
   // The validated [plugin.<id>] table of a plugin selected in [plugins] or given a table
   // (defaults when the file has none). Throws InternalError for any other id.
   const Options& plugin_options(const std::string& id) const;
+  // Every validated [plugin.<id>] table (table() "plugin.<id>"): the selected plugins' and those
+  // the file or --set gave a table, selected or not.
+  const std::vector<Options>& plugin_tables() const { return plugin_tables_; }
   // The validated [codec.<role>] table ("weights", "gradients") of the codec plugins.codec_<role>
   // names (its defaults when the file has none). Throws InternalError for a role with no codec.
   const Options& codec_options(const std::string& role) const;
