@@ -1,7 +1,8 @@
 // Checkpoints through the trainer, end to end, where a kill, a signal or a full disk comes at a
 // given moment (so these run alone): a job killed with SIGKILL resumes bit for bit; a kill in the
 // middle of a save leaves the previous checkpoint the latest; a full disk gives one clear error,
-// the right exit code, and loses nothing; restarts and stop signals. What a job computes alone
+// the right exit code, and loses nothing; restarts and stop signals (training saves; eval, sample
+// and export stop between their steps, removing their files). What a job computes alone
 // (loads at other world sizes, bad checkpoints) is checkpoint_jobs_test.cc's.
 #include <doctest/doctest.h>
 #include <fcntl.h>
@@ -675,4 +676,81 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
   CHECK(saved == 0);
   CHECK(contains(saved_log, "zt: stopped by SIGTERM"));
   CHECK(!contains(saved_log, "killing all ranks"));
+}
+
+TEST_CASE("signals: Ctrl-C stops trainer eval, sample and export between their steps: exit 130, "
+          "nothing written, their tier files and temporary file removed") {
+  // Their signals' default action ended them where they were, leaving the NVMe tier's files and
+  // the export's <out>.tmp behind.
+  TempDir dir;
+  const std::string run = dir.file("run");
+  // 14M parameters (57 MB to export, in 0.5 s here): the export's temporary file lives long after
+  // the test sees it appear.
+  auto r = run_command(quiet_small_gpt_job(
+      run, "--set model.n_layer=2 --set model.d_model=768 --set model.n_head=6 --set run.steps=1 "
+           "--set checkpoint.every_steps=1 --set data.val_fraction=0.1"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string trainer = ZT_TEST_TRAINER, ckpt = run + "/checkpoints", nvme = dir.file("nvme");
+  // One process, its parameter shards in files: nobody else would remove them.
+  const std::string tier =
+      " --nproc 1 --set zero.param_persistence_threshold=0 "
+      "--set plugins.offload_param=offload_nvme --set plugin.offload_nvme.path=" +
+      nvme;
+  // What is under the tier's path: the job's folder with rank0 in it while the task runs (made
+  // after the handlers are in place).
+  const auto under_nvme = [&] {
+    std::vector<std::string> names;
+    std::error_code ec;
+    for (const auto& e : fs::recursive_directory_iterator(nvme, ec)) names.push_back(e.path());
+    return names;
+  };
+  const auto tier_made = [&] {
+    for (const std::string& name : under_nvme()) {
+      if (fs::path(name).filename() == "rank0") return true;
+    }
+    return false;
+  };
+  struct Task {
+    const char* name;
+    std::string command, result;
+  };
+  const Task tasks[] = {{"eval",
+                         trainer + " eval --checkpoint " + ckpt + tier +
+                             " --set eval.batches=1000000 --out " + dir.file("eval.json"),
+                         dir.file("eval.json")},
+                        {"sample",
+                         trainer + " sample --checkpoint " + ckpt + tier +
+                             " --max-new-tokens 1000000 --out " + dir.file("sample.json"),
+                         dir.file("sample.json")}};
+  for (const Task& task : tasks) {
+    INFO(task.name);
+    BackgroundJob job(task.command, dir.file(std::string(task.name) + ".log"));
+    REQUIRE(wait_until(tier_made, std::chrono::seconds(120)));
+    REQUIRE(kill(job.pid(), SIGINT) == 0);
+    const int code = job.wait(std::chrono::seconds(60));
+    const std::string log = zt::test::read_file(dir.file(std::string(task.name) + ".log"));
+    INFO(log);
+    CHECK(code == 128 + SIGINT);
+    CHECK(contains(log,
+                   std::string("zt: stopped by SIGINT: trainer ") + task.name + " stopped after "));
+    CHECK_FALSE(fs::exists(task.result));
+    const std::vector<std::string> left = under_nvme();
+    CHECK_MESSAGE(left.empty(),
+                  "left under " << nvme << ": " << (left.empty() ? "" : left.front()));
+  }
+
+  const std::string out = dir.file("model.safetensors");
+  BackgroundJob job(trainer + " export --checkpoint " + ckpt + " --out " + out,
+                    dir.file("export.log"));
+  REQUIRE(wait_until([&] { return fs::exists(out + ".tmp"); }, std::chrono::seconds(120)));
+  REQUIRE(kill(job.pid(), SIGINT) == 0);
+  const int code = job.wait(std::chrono::seconds(60));
+  const std::string log = zt::test::read_file(dir.file("export.log"));
+  INFO(log);
+  CHECK(code == 128 + SIGINT);
+  CHECK(contains(log, "zt: stopped by SIGINT: trainer export stopped after "));
+  CHECK(contains(log, out + " not written, " + out + ".tmp removed"));
+  CHECK_FALSE(fs::exists(out));
+  CHECK_FALSE(fs::exists(out + ".tmp"));
 }

@@ -11,6 +11,7 @@
 
 #include "models/hf_names.h"
 #include "models/model.h"
+#include "run/stop_signals.h"
 #include "settings/job_config.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
@@ -135,6 +136,11 @@ int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const
   // 8: HF's own alignment, so the file is no larger than HF's writer makes it.
   writing_out(out, [&] { writer.open(tmp, 8); });
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
+    if (const int sig = stop_signal_received()) {
+      throw StoppedBySignal(sig, "trainer export stopped after " + std::to_string(i) + " of " +
+                                     std::to_string(plan.tensors.size()) + " tensors; " + out +
+                                     " not written, " + tmp + " removed");
+    }
     at::Tensor value = file_value(reader, plan.tensors[i], dtype.scalar);
     writing_out(out, [&] {
       writer.write(static_cast<int64_t>(i), 0, value.data_ptr(),
@@ -154,6 +160,8 @@ int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const
 }  // namespace
 
 int export_weights(const CliArgs& args, std::ostream& out) {
+  // Ctrl-C stops between tensors, the temporary file removed (the default action left it).
+  catch_stop_signals();
   const CheckpointReader reader(resolve_checkpoint(args.checkpoint));
   const ExportPlan plan = plan_export(reader);
   const ExportDtype& dtype = export_dtype(args.dtype);

@@ -43,6 +43,9 @@ void print_failure(const LaunchResult& result) {
   // The rank's line is "zt: [rank N] <kind> error: ...": the rank is named already.
   const std::string own = "zt: [rank " + std::to_string(result.failed_rank) + "] ";
   if (cause.rfind(own, 0) == 0) cause.erase(0, own.size());
+  // The ranks of an evaluation or a sample stopped as the launcher's signal asked, each saying
+  // so: no error to add.
+  if (result.launcher_signal != 0 && cause.rfind("stopped by ", 0) == 0) return;
   if (!cause.empty())
     line += "; rank " + std::to_string(result.failed_rank) + " reported: " + cause;
   std::cerr << line + "\n";
@@ -302,7 +305,10 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   // A training rank catches the stop signals before it joins the others, not once its training
   // starts: the launcher forwards a SIGTERM to ranks it has just (re)started, and one that died of
   // it left its peers waiting in a collective (the chaos soak, tests/chaos, found that).
-  if (training && run.task == "train") catch_stop_signals();
+  // An evaluation or a sample stops on them between its forwards, its tier files removed.
+  if ((training && run.task == "train") || args.command == Command::kEval ||
+      args.command == Command::kSample)
+    catch_stop_signals();
   // When a rank fails, the launcher sends the others SIGUSR2 (write your flight record): a rank
   // takes it from here on, whatever its task, rather than die of it before it prints its own
   // error (the peer's failure, as a collective saw it). Only a training rank has a record.

@@ -15,6 +15,7 @@
 #include "app/plugins_command.h"
 #include "app/prepare_data_command.h"
 #include "app/tune_command.h"
+#include "run/stop_signals.h"
 #include "settings/deepspeed_config.h"
 #include "settings/job_config.h"
 #include "settings/job_settings.h"
@@ -91,8 +92,8 @@ int run(const std::vector<std::string>& argv) {
 
 // One write(2) of the whole message: ranks of one job share a terminal (torchrun, mpirun, srun)
 // or a pipe (zt's launcher), and separate writes of its pieces interleave with theirs.
-void print_error(const std::string& kind, const std::string& message) {
-  std::string text = "zt: " + rank_prefix() + kind + " error: " + message + "\n";
+void print_line(const std::string& line) {
+  const std::string text = "zt: " + rank_prefix() + line + "\n";
   size_t done = 0;
   while (done < text.size()) {
     ssize_t n = write(STDERR_FILENO, text.data() + done, text.size() - done);
@@ -100,6 +101,10 @@ void print_error(const std::string& kind, const std::string& message) {
     else if (n < 0 && errno == EINTR) continue;
     else break;
   }
+}
+
+void print_error(const std::string& kind, const std::string& message) {
+  print_line(kind + " error: " + message);
 }
 
 }  // namespace
@@ -113,6 +118,10 @@ int main(int argc, char** argv) {
   try {
     zt::keep_standard_streams_open();
     code = run(args);
+  } catch (const zt::trainer::StoppedBySignal& e) {
+    // Asked to stop, by the user or a scheduler: no error, and no flight record.
+    print_line(std::string("stopped by ") + e.what());
+    code = 128 + e.signal();
   } catch (const zt::Error& e) {
     print_error(e.kind_name(), e.what());
     // A rank of a training job leaves its last collectives (flight_recorder.h) for the diagnosis.

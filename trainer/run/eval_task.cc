@@ -11,6 +11,7 @@
 #include "run/checkpointing.h"
 #include "run/evaluation.h"
 #include "run/loaded_model.h"
+#include "run/stop_signals.h"
 #include "settings/job_settings.h"
 #include "zt/error.h"
 #include "zt/host/checkpoint.h"
@@ -53,8 +54,17 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
   const Composition& s = loaded.setup;
   const auto val = data::make_val_data(job.data, models::model_inputs(loaded.model->shape),
                                        loaded.model->shape.kind, job.eval.micro_batch);
+  // A stop signal on any rank stops every rank before the same pass: nothing is written, and
+  // the way out removes the tiers' files.
+  const auto stop_if_signalled = [&](int64_t pass, int64_t passes) {
+    if (const int sig = agreed_stop_signal(*s.comm)) {
+      throw StoppedBySignal(sig, "trainer eval stopped after " + std::to_string(pass) + " of " +
+                                     std::to_string(passes) + " forward passes; no result written");
+    }
+  };
   const EvalEvent e = evaluate(*s.engine, loaded.own_forward, *s.comm, *loaded.model, *val,
-                               job.eval, env.rank, env.world, s.options, reader.step());
+                               job.eval, env.rank, env.world, s.options, reader.step(),
+                               stop_if_signalled);
   if (env.rank != 0) return 0;
   const std::string& state = reader.meta().trainer_state;
   const std::string split_note =

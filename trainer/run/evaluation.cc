@@ -55,7 +55,8 @@ at::Tensor train_micro_step(Engine& engine, const OwnForward& own, const at::Ten
 EvalEvent evaluate(Engine& engine, const OwnForward& own, Communicator& comm,
                    const models::Model& model, const data::DataSource& val,
                    const EvalSettings& settings, int rank, int world, const EngineOptions& options,
-                   int64_t step) {
+                   int64_t step,
+                   const std::function<void(int64_t pass, int64_t passes)>& before_pass) {
   const auto t0 = std::chrono::steady_clock::now();
   const trace::Scope span("evaluation", trace::kStep);
   const InferenceScope inference(model.shape);
@@ -65,6 +66,7 @@ EvalEvent evaluate(Engine& engine, const OwnForward& own, Communicator& comm,
   // Summed in double where the losses are, read once: no host sync per sample on a GPU.
   const at::Tensor sum = at::zeros({1}, at::TensorOptions(at::kDouble).device(options.device));
   for (int64_t p = 0; p < passes; ++p) {
+    if (before_pass) before_pass(p, passes);
     std::vector<at::Tensor> inputs, targets;
     int64_t real = 0;
     for (int64_t k = p * settings.micro_batch; k < (p + 1) * settings.micro_batch; ++k) {

@@ -52,9 +52,12 @@ at::Tensor train_micro_step(Engine& engine, const OwnForward& own, const at::Ten
 // sample 0, which is left out); each sample's loss (model.loss over that sample alone) is summed
 // in double over all ranks and divided by the sample count, so the number is the same at every
 // world size. `options` places the input (engine_input); `step` labels the result.
+// `before_pass(p, passes)`, when given, runs before each forward pass on every rank (`trainer
+// eval` stops there on a signal; it may throw).
 EvalEvent evaluate(Engine& engine, const OwnForward& own, Communicator& comm,
                    const models::Model& model, const data::DataSource& val,
                    const EvalSettings& settings, int rank, int world, const EngineOptions& options,
-                   int64_t step);
+                   int64_t step,
+                   const std::function<void(int64_t pass, int64_t passes)>& before_pass = {});
 
 }  // namespace zt::trainer

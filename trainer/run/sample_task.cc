@@ -16,6 +16,7 @@
 #include "run/checkpointing.h"
 #include "run/evaluation.h"
 #include "run/loaded_model.h"
+#include "run/stop_signals.h"
 #include "run/token_sampler.h"
 #include "settings/job_settings.h"
 #include "zt/error.h"
@@ -250,10 +251,17 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
       }
       open += row.ended ? 0 : 1;
     }
-    // Every rank learns whether any sample anywhere is still open: all stop at the same forward.
-    at::Tensor anywhere = at::tensor({static_cast<double>(open)}, at::kDouble);
-    all_reduce_host(comm, anywhere, ReduceOp::kSum);
-    if (anywhere.item<double>() == 0) break;
+    // Every rank learns whether any sample anywhere is still open, and whether any rank got a
+    // stop signal (Ctrl-C): all stop at the same forward.
+    const at::Tensor anywhere = at::tensor(
+        {static_cast<double>(open), static_cast<double>(stop_signal_received())}, at::kDouble);
+    all_reduce_host(comm, anywhere, ReduceOp::kMax);
+    if (const int sig = static_cast<int>(anywhere[1].item<double>())) {
+      throw StoppedBySignal(sig, "trainer sample stopped after " + std::to_string(n + 1) + " of " +
+                                     std::to_string(request.max_new_tokens) +
+                                     " forwards; no sample written");
+    }
+    if (anywhere[0].item<double>() == 0) break;
   }
   g.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (Row& row : g.rows) {

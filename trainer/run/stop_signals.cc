@@ -43,4 +43,14 @@ int agreed_stop_signal(Communicator& comm) {
   return static_cast<int>(max_over_ranks(comm, static_cast<float>(g_signal.load())));
 }
 
+int stop_signal_received() { return g_signal.load(); }
+
+StoppedBySignal::StoppedBySignal(int sig, const std::string& what)
+    : std::runtime_error(std::string(sig == SIGINT    ? "SIGINT"
+                                     : sig == SIGTERM ? "SIGTERM"
+                                     : sig == SIGUSR1 ? "SIGUSR1"
+                                                      : "signal " + std::to_string(sig)) +
+                         ": " + what),
+      signal_(sig) {}
+
 }  // namespace zt::trainer

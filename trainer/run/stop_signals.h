@@ -6,8 +6,16 @@
 // from the terminal and forwarded by zt's launcher). A repeated SIGTERM or SIGUSR1 does not: a
 // scheduler sends SIGTERM again when its grace time ends (Slurm's preemption and time limit),
 // then SIGKILL only KillWait later, time the save in progress may still need.
-// Thread safety: catch_stop_signals once per process; agreed_stop_signal from the training thread.
+// A task that has nothing to save (an evaluation, sampling, an export) catches them too, and
+// stops where it checks (between batches, forwards or tensors) by throwing StoppedBySignal: the
+// destructors on the way remove what it made (an offload tier's files, an export's temporary
+// file), which the signal's default action left behind.
+// Thread safety: catch_stop_signals once per process; agreed_stop_signal from the training thread;
+// stop_signal_received from any thread.
 #pragma once
+
+#include <stdexcept>
+#include <string>
 
 #include "zt/communicator.h"
 
@@ -17,5 +25,20 @@ namespace zt::trainer {
 void catch_stop_signals();
 // Collective over `comm`: the signal any rank got so far (0: none), the same on every rank.
 int agreed_stop_signal(Communicator& comm);
+// The stop signal this process got so far (0: none).
+int stop_signal_received();
+
+// Thrown where a task with nothing to save stops on a signal; main prints what() and ends the
+// process with 128 + signal(), the shell's code for a death by that signal.
+class StoppedBySignal : public std::runtime_error {
+ public:
+  //   sig:  the signal (SIGINT, SIGTERM, SIGUSR1).
+  //   what: what was stopped and what was left ("trainer export: ... nothing written").
+  StoppedBySignal(int sig, const std::string& what);
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
 
 }  // namespace zt::trainer
