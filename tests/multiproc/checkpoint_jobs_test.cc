@@ -202,3 +202,32 @@ TEST_CASE("checkpoint: --resume auto without a checkpoint starts fresh, and a fi
   CHECK(contains(r.output, "is at step 2 and run.steps = 2: nothing left to train"));
   CHECK(metrics_steps(out) == 2);
 }
+
+TEST_CASE("checkpoint: resuming on a data file rewritten since the save says so, then and now") {
+  TempDir dir;
+  const std::string out = dir.file("out"), data = dir.file("data.txt");
+  fs::copy_file(ZT_TEST_SOURCE_DIR "/README.md", data);
+  const auto job = [&](const std::string& extra) {
+    return zt::test::small_gpt_job(out, "--set run.log_every=1000 " + extra, data);
+  };
+  auto r = run_command(job("--set run.steps=2 --set checkpoint.every_steps=2"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string step2 = step_folder(out + "/checkpoints", 2);
+  // The same file: nothing to say.
+  r = run_command(job("--set run.steps=3 --set checkpoint.every_steps=0 --resume " + step2));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.output, "resumed from " + step2));
+  CHECK(!contains(r.output, "changed since this checkpoint was saved"));
+  // Rewritten with more text: named, with its size then and now.
+  const auto then = fs::file_size(data);
+  std::ofstream(data, std::ios::app) << "More text the checkpoint never saw.\n";
+  r = run_command(job("--set run.steps=3 --set checkpoint.every_steps=0 --resume " + step2));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.output, "note: " + data + " changed since this checkpoint was saved (then " +
+                               std::to_string(then) + " bytes, modified "));
+  CHECK(contains(r.output, "; now " + std::to_string(fs::file_size(data)) + " bytes, modified "));
+  CHECK(contains(r.output, "the data stream goes on at sample "));
+}

@@ -3,9 +3,12 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -69,6 +72,9 @@ bool same_schedule(const Schedule& a, const Schedule& b) {
 }  // namespace
 
 std::string TrainerState::to_json() const {
+  json files = json::array();
+  for (const DataFile& f : data_files)
+    files.push_back({{"path", f.path}, {"bytes", f.bytes}, {"modified_ns", f.modified_ns}});
   json j = {{"step", step},
             {"next_sample", next_sample},
             {"samples_per_step", samples_per_step},
@@ -76,7 +82,8 @@ std::string TrainerState::to_json() const {
              {{"kind", data_kind},
               {"path", data_path},
               {"seed", data_seed},
-              {"held_out_split", data_split}}},
+              {"held_out_split", data_split},
+              {"files", files}}},
             {"lr_schedule", schedule_json(schedule)},
             {"next_lr", next_lr},
             {"cpu_rng_state", rng_state},
@@ -96,6 +103,10 @@ TrainerState TrainerState::from_json(const std::string& text, const std::string&
     s.data_seed = j.at("data").at("seed").get<uint64_t>();
     s.data_split_recorded = j.at("data").contains("held_out_split");  // zt before 2026-12-04: not
     s.data_split = j.at("data").value("held_out_split", "");
+    for (const json& f : j.at("data").value("files", json::array())) {
+      s.data_files.push_back({f.at("path").get<std::string>(), f.at("bytes").get<int64_t>(),
+                              f.at("modified_ns").get<int64_t>()});
+    }
     s.schedule = schedule_from_json(j.at("lr_schedule"));
     s.next_lr = j.at("next_lr").get<double>();
     s.rng_state = j.at("cpu_rng_state").get<std::string>();
@@ -347,6 +358,27 @@ std::string held_out_split_note(const TrainerState& saved, const std::string& sa
          ": the training windows and the held-out part moved\n";
 }
 
+namespace {
+
+TrainerState::DataFile data_file_now(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return {path, -1, 0};
+  return {path, static_cast<int64_t>(st.st_size),
+          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+std::string file_text(const TrainerState::DataFile& f) {
+  if (f.bytes < 0) return "unreadable";
+  const time_t seconds = static_cast<time_t>(f.modified_ns / 1000000000);
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  return std::to_string(f.bytes) + " bytes, modified " + when;
+}
+
+}  // namespace
+
 std::string resume_differences(const TrainerState& saved, const TrainerState& now) {
   std::string notes;
   if (saved.samples_per_step != now.samples_per_step) {
@@ -358,6 +390,19 @@ std::string resume_differences(const TrainerState& saved, const TrainerState& no
       saved.data_seed != now.data_seed) {
     notes += "  note: the data differs from the checkpoint's (" + saved.data_kind + " " +
              saved.data_path + ", seed " + std::to_string(saved.data_seed) + ")\n";
+  } else {
+    // The same files by name: each must also hold what it held (its size and time tell a
+    // rewrite; a copy with the same bytes and time would not, and needs no word).
+    for (const TrainerState::DataFile& then : saved.data_files) {
+      for (const TrainerState::DataFile& f : now.data_files) {
+        if (f.path != then.path || (f.bytes == then.bytes && f.modified_ns == then.modified_ns))
+          continue;
+        notes += "  note: " + f.path + " changed since this checkpoint was saved (then " +
+                 file_text(then) + "; now " + file_text(f) +
+                 "): the data stream goes on at sample " + std::to_string(saved.next_sample) +
+                 " of what the file holds now, not of what the run trained on\n";
+      }
+    }
   }
   if (!same_schedule(saved.schedule, now.schedule)) {
     notes += "  note: the lr schedule differs from the checkpoint's (" +
@@ -376,6 +421,11 @@ TrainerState trainer_state_at(const JobSettings& job, int world, int64_t step, i
   state.data_kind = job.data.kind;
   state.data_path = job.data.source_name();
   state.data_seed = job.data.seed;  // the training stream's (data/data_source.h)
+  if (job.data.kind != "synthetic") {
+    for (const std::string& path :
+         job.data.paths.empty() ? std::vector<std::string>{job.data.path} : job.data.paths)
+      state.data_files.push_back(data_file_now(path));
+  }
   state.schedule = schedule;
   state.next_lr = schedule.lr(updates);
   state.rng_state = cpu_rng_state_hex();

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "run/schedule.h"
 #include "settings/job_settings.h"
@@ -34,6 +35,15 @@ struct TrainerState {
   uint64_t data_seed = 0;
   std::string data_split;           // DataSource::held_out_split(): "" without data.val_fraction
   bool data_split_recorded = true;  // false: a checkpoint of a zt that did not record it
+  // The training data's files as they were (data.path, or each of data.paths): a file rewritten
+  // since (prepare-data again, an edited text) feeds the resumed stream other samples at the same
+  // positions. Empty for synthetic data and in checkpoints of a zt before 2026-12-06.
+  struct DataFile {
+    std::string path;
+    int64_t bytes = -1;  // -1: it could not be read (stat failed)
+    int64_t modified_ns = 0;
+  };
+  std::vector<DataFile> data_files;
   Schedule schedule;
   double next_lr = 0;     // the lr step + 1 trains with under `schedule`
   std::string rng_state;  // the default CPU generator's state, hex

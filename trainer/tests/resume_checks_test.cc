@@ -1,8 +1,10 @@
 // What a checkpoint's recorded config says about loading it into this job: model settings the
 // tensor shapes cannot tell apart are refused when they differ (they compute another function),
-// and a moved validation split is noted (data.val_fraction, and where the held-out part starts).
+// and a moved validation split is noted (data.val_fraction, and where the held-out part starts),
+// as is a data file rewritten since the save.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "data/data_source.h"
@@ -80,4 +82,45 @@ TEST_CASE("a held-out split that moved under the same share is noted, one never 
   CHECK(read_back.data_split_recorded);
   CHECK(held_out_split_note(read_back, none, document, tenth).empty());
   CHECK(TrainerState::from_json(saved.to_json(), "ck/step-4").data_split == saved.data_split);
+}
+
+TEST_CASE(
+    "a data file rewritten since the checkpoint is noted with its size and time, then and now") {
+  using zt::trainer::resume_differences;
+  using zt::trainer::TrainerState;
+  TrainerState saved;
+  saved.data_kind = "text";
+  saved.data_path = "a.txt + b.txt";
+  saved.next_sample = 96;
+  const int64_t t = 1700000000LL * 1000000000LL;  // 2023-11-14 22:13:20 UTC
+  saved.data_files = {{"a.txt", 1000, t}, {"b.txt", 50, t}};
+  TrainerState now = saved;
+  CHECK(resume_differences(saved, now).empty());
+  now.data_files[1] = {"b.txt", 64, t + 5000000000LL};
+  const std::string note = resume_differences(saved, now);
+  INFO(note);
+  CHECK(note == "  note: b.txt changed since this checkpoint was saved (then 50 bytes, modified "
+                "2023-11-14 22:13:20 UTC; now 64 bytes, modified 2023-11-14 22:13:25 UTC): the "
+                "data stream goes on at sample 96 of what the file holds now, not of what the run "
+                "trained on\n");
+  // The same size, touched: rewritten all the same. Unreadable now: said so.
+  now.data_files[1] = {"b.txt", 50, t + 1};
+  CHECK(resume_differences(saved, now).find("b.txt changed") != std::string::npos);
+  now.data_files[1] = {"b.txt", -1, 0};
+  CHECK(resume_differences(saved, now).find("now unreadable)") != std::string::npos);
+  // Other files by name: the data note says that, not this one.
+  now.data_path = "c.txt";
+  now.data_files = {{"c.txt", 10, t}};
+  const std::string other = resume_differences(saved, now);
+  CHECK(other.find("the data differs from the checkpoint's") != std::string::npos);
+  CHECK(other.find("changed since") == std::string::npos);
+  // Recorded in the checkpoint's JSON, and a state of a zt that recorded none reads as none.
+  const TrainerState back = TrainerState::from_json(saved.to_json(), "ck/step-4");
+  REQUIRE(back.data_files.size() == 2);
+  CHECK(back.data_files[1].path == "b.txt");
+  CHECK(back.data_files[1].bytes == 50);
+  CHECK(back.data_files[1].modified_ns == t);
+  nlohmann::json old = nlohmann::json::parse(saved.to_json());
+  REQUIRE(old.at("data").erase("files") == 1);
+  CHECK(TrainerState::from_json(old.dump(), "ck/step-4").data_files.empty());
 }
