@@ -187,8 +187,9 @@ TEST_CASE(
     "trainer estimate: a third party's optimizer is counted with its own states, not Adam's") {
   // Momentum SGD (tests/fixtures/optim_sgd_fixture.cc: one state, none with momentum 0) with its
   // arrays in the headline's file tier: the tier holds the master and the momentum, 8 bytes a
-  // parameter, or the master alone. Counted as Adam's two states (12 bytes), the estimate of the
-  // tier was 50% and 200% too high.
+  // parameter, 6 with the momentum in bf16, or the master alone. Counted as Adam's two states (12
+  // bytes), the estimate of the tier was 50% and 200% too high; the bf16 momentum, which the
+  // plugin's option names in its own words, counted as fp32, 33%.
   TempDir nvme;
   const std::string sgd = kSmall +
                           " --plugin-dir " ZT_TEST_FIXTURE_DIR
@@ -202,6 +203,10 @@ TEST_CASE(
                                        "configs/zero3_offload.toml",
                                        sgd + " --set plugin.optim_sgd_fixture.momentum=0");
   CHECK(none.measured.in_tiers * 2 == one.measured.in_tiers);
+  const Compared bf16 = check_estimate("momentum SGD with a bf16 momentum in files",
+                                       "configs/zero3_offload.toml",
+                                       sgd + " --set plugin.optim_sgd_fixture.bf16_momentum=true");
+  CHECK(bf16.measured.in_tiers * 4 == one.measured.in_tiers * 3);
 }
 
 TEST_CASE("trainer estimate: models that are most of the peak, within 15% of runs, and without "

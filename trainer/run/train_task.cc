@@ -398,8 +398,9 @@ void complete_summary(TrainRun& run, TrainSummary& summary) {
   summary.world = run.env.world;
   const EngineSettings& engine = run.live.on() ? run.live.settings[run.arm].engine
                                                : run.settings.engine;
-  const TheoryDtypes dtypes{s.options.compute_dtype != at::kFloat, optimizer_state_bytes(engine),
-                            optimizer_master_bytes(engine)};
+  const OptimizerFootprint optimizer = optimizer_footprint(*s.optimizer);
+  const TheoryDtypes dtypes{s.options.compute_dtype != at::kFloat, optimizer.state_bytes,
+                            optimizer.master_bytes, optimizer.states};
   // MiCS: states are split over the shard group, not the world.
   const int sharding_world = s.options.shard_group_size > 0 ? s.options.shard_group_size
                                                             : run.env.world;

@@ -250,16 +250,17 @@ FitInputs fit_inputs(const JobSettings& job, PluginCatalog& catalog, int world) 
   in.grad_accum = job.data.grad_accum;
   read_model(job, catalog, in);
   // Not Adam's 2 whatever the plugin: a momentum SGD's tier holds a third fewer arrays.
-  in.optimizer_states = optimizer_state_count(engine, catalog);
+  const OptimizerFootprint optimizer = optimizer_footprint(engine, catalog);
+  in.optimizer_states = optimizer.states;
   StatePlacement& p = in.states;
   p.stage = in.stage;
   p.psi = in.parameters;
   p.world = in.shard_world;
   p.element_size = in.element_size;
   p.optimizer_states = in.optimizer_states;
-  in.state_element_size = optimizer_state_bytes(engine);
+  in.state_element_size = optimizer.state_bytes;
   p.state_element_size = in.state_element_size;
-  in.master_element_size = optimizer_master_bytes(engine);
+  in.master_element_size = optimizer.master_bytes;
   p.master_element_size = in.master_element_size;
   p.separate_master = separate_master_share(engine);
   p.optimizer_in_files = files_share(engine.offload_optimizer, zero.offload_optimizer_fraction);

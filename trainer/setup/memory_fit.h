@@ -51,8 +51,8 @@ struct FitInputs {
   int64_t element_size = 4;         // compute dtype
   int64_t grad_accum = 1;           // micro steps a step (stages 0-1 sum 16-bit ones in fp32)
   int64_t optimizer_states = 2;     // the optimizer's arrays per element beside the master
-  int64_t state_element_size = 4;   // bytes per element of each (optimizer_state_bytes)
-  int64_t master_element_size = 4;  // bytes per element of the master (optimizer_master_bytes)
+  int64_t state_element_size = 4;   // bytes per element of each (optimizer_footprint)
+  int64_t master_element_size = 4;  // bytes per element of the master (optimizer_footprint)
   // The model.
   int64_t parameters = 0;
   int64_t largest_unit = 0;    // elements one unit gathers (owned and borrowed)

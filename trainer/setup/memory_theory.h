@@ -18,8 +18,9 @@ namespace zt::trainer {
 // The dtypes a theory counts in, bytes per element; the defaults are ZeRO's mixed-precision Adam.
 struct TheoryDtypes {
   bool low_precision = false;      // bf16/fp16 compute: 2-byte parameters and gradients
-  int64_t state_element_size = 4;  // each of Adam's two states (bf16 states: 2)
+  int64_t state_element_size = 4;  // each of the optimizer's states (bf16 states: 2)
   int64_t master_element_size = 4;
+  int64_t states = 2;  // the optimizer's states per element: Adam's 2
 };
 
 // The sum of ZeRO's terms: parameters and gradients in the compute dtype (replicated below
@@ -32,7 +33,7 @@ inline int64_t theory_model_state_bytes(int stage, int64_t psi, int world, Theor
   const double p = static_cast<double>(psi), n = world;
   const double compute = dtypes.low_precision ? 2 : 4;
   const double master = static_cast<double>(dtypes.master_element_size);
-  const double states = 2.0 * static_cast<double>(dtypes.state_element_size);
+  const double states = static_cast<double>(dtypes.states * dtypes.state_element_size);
   const double params = stage >= 3 ? compute * p / n : compute * p;
   const double grads = stage >= 2 ? compute * p / n : compute * p;
   const double sharded = stage >= 1 ? p / n : p;

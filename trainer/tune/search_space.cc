@@ -233,10 +233,11 @@ std::vector<Candidate> compositions_around(const JobSettings& job, const Candida
   const PluginChoice& opt = engine.optimizer;
   if (stage >= 1 && engine.offload_optimizer.id == "offload_nvme" &&
       zero.offload_optimizer_fraction > 0 && opt.chosen()) {
-    if (optimizer_state_bytes(engine) == 4 && opt.declares("state_dtype"))
-      out.push_back(with(around, "plugin." + opt.id + ".state_dtype", quoted("bf16")));
-    if (optimizer_master_bytes(engine) == 4 && opt.declares("master_dtype"))
-      out.push_back(with(around, "plugin." + opt.id + ".master_dtype", quoted("bf16")));
+    // Knobs of optim_hybrid_adam's options, by their names: a plugin that declares them.
+    for (const char* key : {"state_dtype", "master_dtype"}) {
+      if (opt.declares(key) && opt.options.get_string(key) != "bf16")
+        out.push_back(with(around, "plugin." + opt.id + "." + key, quoted("bf16")));
+    }
   }
   // Ranks on several hosts: the link between them is the likely bound.
   if (hosts > 1) add_codecs(engine, around, out);

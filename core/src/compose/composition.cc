@@ -208,15 +208,7 @@ CodecPlacement codec_placement(const EngineSettings& settings, int world, int gr
   return p;
 }
 
-namespace {
-
-// Bytes per element of an array whose dtype the optimizer's option `key` names (fp32 default).
-int64_t optimizer_dtype_bytes(const EngineSettings& settings, const char* key) {
-  const PluginChoice& o = settings.optimizer;
-  return o.chosen() && o.declares(key) && o.options.get_string(key) == "bf16" ? 2 : 4;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 void check_master_placement(const EngineSettings& settings, bool bf16_master) {
   if (!bf16_master) return;
@@ -240,20 +232,17 @@ void check_master_placement(const EngineSettings& settings, bool bf16_master) {
                     "master_dtype = \"fp32\"");
 }
 
-int64_t optimizer_state_bytes(const EngineSettings& settings) {
-  return optimizer_dtype_bytes(settings, "state_dtype");
+OptimizerFootprint optimizer_footprint(const Optimizer& optimizer) {
+  return {static_cast<int64_t>(optimizer.state_names().size()),
+          static_cast<int64_t>(c10::elementSize(optimizer.state_dtype())),
+          static_cast<int64_t>(c10::elementSize(optimizer.master_dtype()))};
 }
 
-int64_t optimizer_master_bytes(const EngineSettings& settings) {
-  return optimizer_dtype_bytes(settings, "master_dtype");
-}
-
-int64_t optimizer_state_count(const EngineSettings& settings, PluginCatalog& catalog) {
+OptimizerFootprint optimizer_footprint(const EngineSettings& settings, PluginCatalog& catalog) {
   const PluginChoice& o = settings.optimizer;
-  if (!o.chosen()) return 2;
-  const std::unique_ptr<Optimizer> made = created_by(catalog.optimizer(o.id).create(o.options),
-                                                     o.id, "optimizer");
-  return static_cast<int64_t>(made->state_names().size());
+  if (!o.chosen()) return {};
+  return optimizer_footprint(
+      *created_by(catalog.optimizer(o.id).create(o.options), o.id, "optimizer"));
 }
 
 std::unique_ptr<ShardStrategy> make_shard_strategy(const EngineSettings& settings,

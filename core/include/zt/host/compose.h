@@ -84,17 +84,19 @@ ZT_API bool offloads_to_files(const PluginChoice& role);
 // The share of parameters whose fp32 master is its own copy because the optimizer states or the
 // stage-3 parameter shards are offloaded.
 ZT_API double separate_master_share(const EngineSettings& settings);
-// Bytes per element of each optimizer state, for estimates made before the optimizer exists: 2
-// where its options say state_dtype = "bf16" (optim_hybrid_adam's), else 4 (fp32, the default
-// of Optimizer::state_dtype).
-ZT_API int64_t optimizer_state_bytes(const EngineSettings& settings);
-// The same for the master weights: 2 where the optimizer's options say master_dtype = "bf16"
-// (optim_hybrid_adam's), else 4 (fp32, the default of Optimizer::master_dtype).
-ZT_API int64_t optimizer_master_bytes(const EngineSettings& settings);
-// The per-element states the chosen optimizer keeps (Adam's 2; a plugin's own count: momentum
-// SGD's 1, plain SGD's 0), from an optimizer made with the job's options as compose() makes it;
-// 2 when no optimizer is chosen. Throws what the plugin's create() throws.
-ZT_API int64_t optimizer_state_count(const EngineSettings& settings, PluginCatalog& catalog);
+// What the chosen optimizer keeps per parameter element, for estimates made before the job runs:
+// asked of an optimizer made with the job's options as compose() makes it, so a plugin's own
+// answers count, not Adam's nor its option names.
+struct OptimizerFootprint {
+  int64_t states = 2;        // state_names(): Adam's 2, momentum SGD's 1, plain SGD's 0
+  int64_t state_bytes = 4;   // of each state: state_dtype()'s size (bf16: 2)
+  int64_t master_bytes = 4;  // of the master weights: master_dtype()'s size (bf16: 2)
+};
+// Adam's fp32 footprint when no optimizer is chosen. Throws what the plugin's create() throws.
+ZT_API OptimizerFootprint optimizer_footprint(const EngineSettings& settings,
+                                              PluginCatalog& catalog);
+// The same of an optimizer that exists (a composition's).
+ZT_API OptimizerFootprint optimizer_footprint(const Optimizer& optimizer);
 // A bf16 master (`bf16_master`: the optimizer keeps one) beside fp32 parameters in compute
 // memory is a second copy of every parameter (2 bytes more than the fp32 master it replaces,
 // which the parameters would have been), and beside fp16 parameters a second 16-bit copy
