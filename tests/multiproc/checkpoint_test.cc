@@ -692,11 +692,12 @@ TEST_CASE("signals: Ctrl-C stops trainer eval, sample and export between their s
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const std::string trainer = ZT_TEST_TRAINER, ckpt = run + "/checkpoints", nvme = dir.file("nvme");
-  // One process, its parameter shards in files: nobody else would remove them.
-  const std::string tier =
-      " --nproc 1 --set zero.param_persistence_threshold=0 "
-      "--set plugins.offload_param=offload_nvme --set plugin.offload_nvme.path=" +
+  // Parameter shards in files; in one process nobody else would remove them.
+  const std::string in_files =
+      " --set zero.param_persistence_threshold=0 --set plugins.offload_param=offload_nvme "
+      "--set plugin.offload_nvme.path=" +
       nvme;
+  const std::string tier = " --nproc 1" + in_files;
   // What is under the tier's path: the job's folder with rank0 in it while the task runs (made
   // after the handlers are in place).
   const auto under_nvme = [&] {
@@ -705,11 +706,13 @@ TEST_CASE("signals: Ctrl-C stops trainer eval, sample and export between their s
     for (const auto& e : fs::recursive_directory_iterator(nvme, ec)) names.push_back(e.path());
     return names;
   };
-  const auto tier_made = [&] {
+  const auto tier_made = [&](int ranks) {
+    int made = 0;
     for (const std::string& name : under_nvme()) {
-      if (fs::path(name).filename() == "rank0") return true;
+      const std::string folder = fs::path(name).filename();
+      made += folder == "rank0" || folder == "rank1" ? 1 : 0;
     }
-    return false;
+    return made == ranks;
   };
   struct Task {
     const char* name;
@@ -726,7 +729,7 @@ TEST_CASE("signals: Ctrl-C stops trainer eval, sample and export between their s
   for (const Task& task : tasks) {
     INFO(task.name);
     BackgroundJob job(task.command, dir.file(std::string(task.name) + ".log"));
-    REQUIRE(wait_until(tier_made, std::chrono::seconds(120)));
+    REQUIRE(wait_until([&] { return tier_made(1); }, std::chrono::seconds(120)));
     REQUIRE(kill(job.pid(), SIGINT) == 0);
     const int code = job.wait(std::chrono::seconds(60));
     const std::string log = zt::test::read_file(dir.file(std::string(task.name) + ".log"));
@@ -738,6 +741,28 @@ TEST_CASE("signals: Ctrl-C stops trainer eval, sample and export between their s
     const std::vector<std::string> left = under_nvme();
     CHECK_MESSAGE(left.empty(),
                   "left under " << nvme << ": " << (left.empty() ? "" : left.front()));
+  }
+
+  // Two ranks under zt's launcher, which forwards its Ctrl-C: both stop before the same pass and
+  // remove their own files (the launcher had none to remove), and no error line follows theirs.
+  {
+    BackgroundJob job(trainer + " eval --checkpoint " + ckpt + " --nproc 2" + in_files +
+                          " --set eval.batches=1000000 --out " + dir.file("eval2.json"),
+                      dir.file("eval2.log"));
+    REQUIRE(wait_until([&] { return tier_made(2); }, std::chrono::seconds(120)));
+    REQUIRE(kill(job.pid(), SIGINT) == 0);
+    const int code = job.wait(std::chrono::seconds(60));
+    const std::string log = zt::test::read_file(dir.file("eval2.log"));
+    INFO(log);
+    CHECK(code == 128 + SIGINT);
+    for (const char* rank : {"0", "1"}) {
+      CHECK(contains(log, std::string("zt: [rank ") + rank +
+                              "] stopped by SIGINT: trainer eval stopped after "));
+    }
+    CHECK(!contains(log, "zt: error:"));
+    CHECK(!contains(log, "removed offload files left by stopped ranks"));
+    CHECK_FALSE(fs::exists(dir.file("eval2.json")));
+    CHECK(under_nvme().empty());
   }
 
   const std::string out = dir.file("model.safetensors");

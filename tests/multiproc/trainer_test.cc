@@ -166,6 +166,18 @@ TEST_CASE("a [plugin.<id>] table no role selects is named once, and the job stil
   CHECK(contains(r.output, "select it with plugins.shard (now \"shard_tensor\"), or remove the "
                            "table"));
   CHECK(r.output.find(line) == r.output.rfind(line));
+  // trainer estimate (as ab and tune) tries compositions that select other plugins: the table
+  // may be theirs, and is not named.
+  TempDir dir;
+  write_file(dir.file("job.toml"), zt::test::read_file(ZT_TEST_SOURCE_DIR "/configs/zero3.toml") +
+                                       "\n[plugin.offload_nvme]\npath = \"" + dir.file("nvme") +
+                                       "\"\n");
+  r = run_command(trainer() + " --config " + dir.file("job.toml") + " --print-config");
+  CHECK(contains(r.output, "[plugin.offload_nvme] configures offload_nvme"));
+  r = run_command(trainer() + " estimate --config " + dir.file("job.toml"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(!contains(r.output, "no role of [plugins] selects"));
 }
 
 TEST_CASE("an unknown plugin id exits 3, listing what was found and where it looked") {

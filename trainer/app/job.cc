@@ -45,7 +45,7 @@ void print_failure(const LaunchResult& result) {
   if (cause.rfind(own, 0) == 0) cause.erase(0, own.size());
   // The ranks of an evaluation or a sample stopped as the launcher's signal asked, each saying
   // so: no error to add.
-  if (result.launcher_signal != 0 && cause.rfind("stopped by ", 0) == 0) return;
+  if (result.launcher_signal != 0 && cause.rfind(kStoppedByPrefix, 0) == 0) return;
   if (!cause.empty())
     line += "; rank " + std::to_string(result.failed_rank) + " reported: " + cause;
   std::cerr << line + "\n";
@@ -305,10 +305,7 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   // A training rank catches the stop signals before it joins the others, not once its training
   // starts: the launcher forwards a SIGTERM to ranks it has just (re)started, and one that died of
   // it left its peers waiting in a collective (the chaos soak, tests/chaos, found that).
-  // An evaluation or a sample stops on them between its forwards, its tier files removed.
-  if ((training && run.task == "train") || args.command == Command::kEval ||
-      args.command == Command::kSample)
-    catch_stop_signals();
+  if (training && run.task == "train") catch_stop_signals();
   // When a rank fails, the launcher sends the others SIGUSR2 (write your flight record): a rank
   // takes it from here on, whatever its task, rather than die of it before it prints its own
   // error (the peer's failure, as a collective saw it). Only a training rank has a record.
@@ -316,6 +313,9 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   JobStore joined = join_job_store(job.engine.launch, env);
   const std::chrono::milliseconds timeout = joined.timeout;
   std::unique_ptr<Store> store = std::move(joined.store);
+  // An evaluation or a sample stops on them between its forwards, its tier files removed; caught
+  // from here, where it has made nothing yet (a signal while it waited for the others ended it).
+  if (args.command == Command::kEval || args.command == Command::kSample) catch_stop_signals();
   int code = 0;
   if (args.command == Command::kEval) {
     code = run_eval(job, catalog, *store, env, timeout, args.checkpoint, args.out_path);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <iostream>
 
 #include "app/ab_command.h"
@@ -48,6 +49,11 @@ int run(const std::vector<std::string>& argv) {
                                  : zt::trainer::overview());
     return 0;
   }
+  // Their arms and candidates select plugins the job as written does not: its tables of those are
+  // theirs, not unused (settings/job_config.h).
+  if (cli.command == Command::kAb || cli.command == Command::kTune ||
+      cli.command == Command::kEstimate)
+    setenv(zt::trainer::kJobHasArmsVariable, "1", 1);
   switch (cli.command) {
     case Command::kVersion:
       std::cout << "zt trainer 0.1.0 (" << zt::core_build_fingerprint() << ")\n";
@@ -120,7 +126,7 @@ int main(int argc, char** argv) {
     code = run(args);
   } catch (const zt::trainer::StoppedBySignal& e) {
     // Asked to stop, by the user or a scheduler: no error, and no flight record.
-    print_line(std::string("stopped by ") + e.what());
+    print_line(e.what());
     code = 128 + e.signal();
   } catch (const zt::Error& e) {
     print_error(e.kind_name(), e.what());

@@ -5,11 +5,13 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include "data/data_source.h"
 #include "settings/job_config.h"
 #include "zt/error.h"
+#include "zt/host/rank_agreement.h"
 #include "zt/host/trace.h"
 
 namespace zt::trainer {
@@ -74,7 +77,10 @@ bool same_schedule(const Schedule& a, const Schedule& b) {
 std::string TrainerState::to_json() const {
   json files = json::array();
   for (const DataFile& f : data_files)
-    files.push_back({{"path", f.path}, {"bytes", f.bytes}, {"modified_ns", f.modified_ns}});
+    files.push_back({{"path", f.path},
+                     {"bytes", f.bytes},
+                     {"modified_ns", f.modified_ns},
+                     {"edges_fnv1a", f.edges}});
   json j = {{"step", step},
             {"next_sample", next_sample},
             {"samples_per_step", samples_per_step},
@@ -105,7 +111,7 @@ TrainerState TrainerState::from_json(const std::string& text, const std::string&
     s.data_split = j.at("data").value("held_out_split", "");
     for (const json& f : j.at("data").value("files", json::array())) {
       s.data_files.push_back({f.at("path").get<std::string>(), f.at("bytes").get<int64_t>(),
-                              f.at("modified_ns").get<int64_t>()});
+                              f.at("modified_ns").get<int64_t>(), f.value("edges_fnv1a", "")});
     }
     s.schedule = schedule_from_json(j.at("lr_schedule"));
     s.next_lr = j.at("next_lr").get<double>();
@@ -361,19 +367,32 @@ std::string held_out_split_note(const TrainerState& saved, const std::string& sa
 namespace {
 
 TrainerState::DataFile data_file_now(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return {path, -1, 0};
-  return {path, static_cast<int64_t>(st.st_size),
-          static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  if (!in || stat(path.c_str(), &st) != 0) return {path, -1, 0, ""};
+  const int64_t bytes = static_cast<int64_t>(st.st_size);
+  const int64_t mib = 1 << 20;
+  std::string edges(static_cast<size_t>(std::min(bytes, 2 * mib)), '\0');
+  const int64_t head = std::min(bytes, mib), tail = static_cast<int64_t>(edges.size()) - head;
+  in.read(edges.data(), head);
+  in.seekg(bytes - tail);
+  in.read(edges.data() + head, tail);
+  if (!in) return {path, -1, 0, ""};
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fingerprint_of(edges)));
+  return {path, bytes, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+          hex};
 }
 
-std::string file_text(const TrainerState::DataFile& f) {
+// "12345 bytes, modified 2026-12-05T22:13:20Z" (the manifest's `created` format), or
+// "unreadable".
+std::string size_and_time_text(const TrainerState::DataFile& f) {
   if (f.bytes < 0) return "unreadable";
   const time_t seconds = static_cast<time_t>(f.modified_ns / 1000000000);
   std::tm utc{};
   gmtime_r(&seconds, &utc);
   char when[32];
-  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &utc);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &utc);
   return std::to_string(f.bytes) + " bytes, modified " + when;
 }
 
@@ -391,16 +410,17 @@ std::string resume_differences(const TrainerState& saved, const TrainerState& no
     notes += "  note: the data differs from the checkpoint's (" + saved.data_kind + " " +
              saved.data_path + ", seed " + std::to_string(saved.data_seed) + ")\n";
   } else {
-    // The same files by name: each must also hold what it held (its size and time tell a
-    // rewrite; a copy with the same bytes and time would not, and needs no word).
+    // The same files by name: each must also hold what it held, by its size and edges (a copy
+    // moves only the time, and needs no word).
     for (const TrainerState::DataFile& then : saved.data_files) {
       for (const TrainerState::DataFile& f : now.data_files) {
-        if (f.path != then.path || (f.bytes == then.bytes && f.modified_ns == then.modified_ns))
-          continue;
+        const bool same = f.bytes == then.bytes && (then.edges.empty() || f.edges == then.edges);
+        if (f.path != then.path || same) continue;
         notes += "  note: " + f.path + " changed since this checkpoint was saved (then " +
-                 file_text(then) + "; now " + file_text(f) +
+                 size_and_time_text(then) + "; now " + size_and_time_text(f) +
                  "): the data stream goes on at sample " + std::to_string(saved.next_sample) +
-                 " of what the file holds now, not of what the run trained on\n";
+                 " of what the file holds now, not of what the run trained on; put the old file "
+                 "back to continue that run, or start without --resume to train on this one\n";
       }
     }
   }

@@ -40,8 +40,11 @@ struct TrainerState {
   // positions. Empty for synthetic data and in checkpoints of a zt before 2026-12-06.
   struct DataFile {
     std::string path;
-    int64_t bytes = -1;  // -1: it could not be read (stat failed)
+    int64_t bytes = -1;  // -1: it could not be read
     int64_t modified_ns = 0;
+    // FNV-1a of its first and last MiB: a copy (node-local staging, a restore) moves the time,
+    // not the bytes; a rewrite of the same size moves these (most likely).
+    std::string edges;
   };
   std::vector<DataFile> data_files;
   Schedule schedule;

@@ -1,6 +1,7 @@
 #include "run/stop_signals.h"
 
 #include <signal.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,11 +47,7 @@ int agreed_stop_signal(Communicator& comm) {
 int stop_signal_received() { return g_signal.load(); }
 
 StoppedBySignal::StoppedBySignal(int sig, const std::string& what)
-    : std::runtime_error(std::string(sig == SIGINT    ? "SIGINT"
-                                     : sig == SIGTERM ? "SIGTERM"
-                                     : sig == SIGUSR1 ? "SIGUSR1"
-                                                      : "signal " + std::to_string(sig)) +
-                         ": " + what),
+    : std::runtime_error(std::string(kStoppedByPrefix) + "SIG" + sigabbrev_np(sig) + ": " + what),
       signal_(sig) {}
 
 }  // namespace zt::trainer

@@ -10,8 +10,8 @@
 // stops where it checks (between batches, forwards or tensors) by throwing StoppedBySignal: the
 // destructors on the way remove what it made (an offload tier's files, an export's temporary
 // file), which the signal's default action left behind.
-// Thread safety: catch_stop_signals once per process; agreed_stop_signal from the training thread;
-// stop_signal_received from any thread.
+// Thread safety: catch_stop_signals once per process; agreed_stop_signal from the thread that runs
+// the job's collectives; stop_signal_received from any thread.
 #pragma once
 
 #include <stdexcept>
@@ -28,12 +28,16 @@ int agreed_stop_signal(Communicator& comm);
 // The stop signal this process got so far (0: none).
 int stop_signal_received();
 
-// Thrown where a task with nothing to save stops on a signal; main prints what() and ends the
+// How a StoppedBySignal's line begins: the launcher adds no error line to ranks that said it.
+inline constexpr const char* kStoppedByPrefix = "stopped by ";
+
+// Thrown where a task with nothing to save stops on a signal; main prints what() ("stopped by
+// SIGINT: trainer eval stopped after 3 of 250 forward passes; no result written") and ends the
 // process with 128 + signal(), the shell's code for a death by that signal.
 class StoppedBySignal : public std::runtime_error {
  public:
   //   sig:  the signal (SIGINT, SIGTERM, SIGUSR1).
-  //   what: what was stopped and what was left ("trainer export: ... nothing written").
+  //   what: what was stopped and what was left ("trainer eval stopped after ...").
   StoppedBySignal(int sig, const std::string& what);
   int signal() const { return signal_; }
 

@@ -65,13 +65,15 @@ bool speaks() {
 }
 
 // The user's config as loaded, after a word on [model] keys its model.kind does not read and on
-// [plugin.<id>] tables no role selects: once
-// per process, which loads it again for each A/B arm and tune candidate.
+// [plugin.<id>] tables no role selects: once per process, which loads it again for each A/B arm
+// and tune candidate.
 Config checked(Config config) {
   static std::set<std::string> said;
   if (speaks()) {
     std::vector<std::string> unused = unused_model_keys(config);
-    for (std::string& w : unused_plugin_tables(config)) unused.push_back(std::move(w));
+    if (!std::getenv(kJobHasArmsVariable)) {
+      for (std::string& w : unused_plugin_tables(config)) unused.push_back(std::move(w));
+    }
     for (const auto& w : unused) {
       if (said.insert(w).second) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
     }

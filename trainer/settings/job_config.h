@@ -14,6 +14,10 @@ namespace zt::trainer {
 // Set in the environment of a single process that started itself again, after loading its
 // config, to run as the rank (app/job.cc): its first start printed what the config had to say.
 inline constexpr const char* kConfigSpokenVariable = "ZT_CONFIG_SPOKEN";
+// Set by `trainer ab`, `tune` and `estimate` for themselves and the runs they start: their arms
+// and candidates select plugins the job as written does not, so a [plugin.<id>] table that no
+// role of the file selects is no news there (settings/plugin_tables.h).
+inline constexpr const char* kJobHasArmsVariable = "ZT_JOB_HAS_ARMS";
 
 // Loads a job's config: with run.deepspeed, the DeepSpeed file's settings under the TOML, its
 // warnings printed to stderr once (by rank 0 or the launcher). Throws what the loaders throw

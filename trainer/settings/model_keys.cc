@@ -44,13 +44,12 @@ std::vector<std::string> unused_model_keys(const Config& config) {
                                     ? "model.kind = \"" + kind + "\" at " +
                                           model.where("kind").str()
                                     : "model.kind is not set, so it is \"" + kind + "\"";
-  const auto from_set = [](const SourceLocation& at) { return at.file.rfind("--set", 0) == 0; };
   // --set model.kind=mlp over a GPT config (as tests, benchmarks and quick trials do) leaves the
   // file's GPT keys unused on purpose.
-  const bool kind_from_set = model.is_set("kind") && from_set(model.where("kind"));
+  const bool kind_from_set = model.is_set("kind") && model.where("kind").from_override();
   std::vector<std::string> lines;
   for (const auto& [key, kinds] : key_kinds()) {
-    if (!model.is_set(key) || (kind_from_set && !from_set(model.where(key)))) continue;
+    if (!model.is_set(key) || (kind_from_set && !model.where(key).from_override())) continue;
     bool read = false;
     for (const std::string& k : kinds) read = read || k == kind;
     if (read) continue;

@@ -8,12 +8,10 @@ namespace zt::trainer {
 
 namespace {
 
-bool from_set(const SourceLocation& at) { return at.file.rfind("--set", 0) == 0; }
-
 // Written in the config file: a place with a line. Not a DeepSpeed config's mapping (no line),
 // and not --set, which scripts give for a plugin whether or not the job selects it
 // (plugin.offload_nvme.path=/scratch/..., so that any tier files land there).
-bool in_file(const SourceLocation& at) { return at.line > 0 && !from_set(at); }
+bool in_file(const SourceLocation& at) { return at.line > 0 && !at.from_override(); }
 
 // Whether `text` holds `id` as a whole name (not inside a longer one: shard_bucket2).
 bool names(const std::string& text, const std::string& id) {
@@ -53,7 +51,7 @@ std::vector<std::string> unused_plugin_tables(const Config& config) {
       roles.push_back("plugins." + role.key);
       selected = selected || plugins.get_string(role.key) == id;
       chosen_by_set = chosen_by_set ||
-                      (plugins.is_set(role.key) && from_set(plugins.where(role.key)));
+                      (plugins.is_set(role.key) && plugins.where(role.key).from_override());
     }
     bool armed = false;
     for (const std::string& arm : arms) armed = armed || names(arm, id);

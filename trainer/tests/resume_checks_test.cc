@@ -84,8 +84,8 @@ TEST_CASE("a held-out split that moved under the same share is noted, one never 
   CHECK(TrainerState::from_json(saved.to_json(), "ck/step-4").data_split == saved.data_split);
 }
 
-TEST_CASE(
-    "a data file rewritten since the checkpoint is noted with its size and time, then and now") {
+TEST_CASE("a data file rewritten since the checkpoint is noted with its size and time, then and "
+          "now; a copy (another time, the same bytes) is not") {
   using zt::trainer::resume_differences;
   using zt::trainer::TrainerState;
   TrainerState saved;
@@ -93,24 +93,28 @@ TEST_CASE(
   saved.data_path = "a.txt + b.txt";
   saved.next_sample = 96;
   const int64_t t = 1700000000LL * 1000000000LL;  // 2023-11-14 22:13:20 UTC
-  saved.data_files = {{"a.txt", 1000, t}, {"b.txt", 50, t}};
+  saved.data_files = {{"a.txt", 1000, t, "00000000000000aa"}, {"b.txt", 50, t, "00000000000000bb"}};
   TrainerState now = saved;
   CHECK(resume_differences(saved, now).empty());
-  now.data_files[1] = {"b.txt", 64, t + 5000000000LL};
+  // Copied: another time, the same bytes.
+  now.data_files[1].modified_ns = t + 7000000000LL;
+  CHECK(resume_differences(saved, now).empty());
+  now.data_files[1] = {"b.txt", 64, t + 5000000000LL, "00000000000000cc"};
   const std::string note = resume_differences(saved, now);
   INFO(note);
   CHECK(note == "  note: b.txt changed since this checkpoint was saved (then 50 bytes, modified "
-                "2023-11-14 22:13:20 UTC; now 64 bytes, modified 2023-11-14 22:13:25 UTC): the "
-                "data stream goes on at sample 96 of what the file holds now, not of what the run "
-                "trained on\n");
-  // The same size, touched: rewritten all the same. Unreadable now: said so.
-  now.data_files[1] = {"b.txt", 50, t + 1};
+                "2023-11-14T22:13:20Z; now 64 bytes, modified 2023-11-14T22:13:25Z): the data "
+                "stream goes on at sample 96 of what the file holds now, not of what the run "
+                "trained on; put the old file back to continue that run, or start without "
+                "--resume to train on this one\n");
+  // The same size, other edges: rewritten all the same. Unreadable now: said so.
+  now.data_files[1] = {"b.txt", 50, t, "00000000000000cc"};
   CHECK(resume_differences(saved, now).find("b.txt changed") != std::string::npos);
-  now.data_files[1] = {"b.txt", -1, 0};
+  now.data_files[1] = {"b.txt", -1, 0, ""};
   CHECK(resume_differences(saved, now).find("now unreadable)") != std::string::npos);
   // Other files by name: the data note says that, not this one.
   now.data_path = "c.txt";
-  now.data_files = {{"c.txt", 10, t}};
+  now.data_files = {{"c.txt", 10, t, "00000000000000dd"}};
   const std::string other = resume_differences(saved, now);
   CHECK(other.find("the data differs from the checkpoint's") != std::string::npos);
   CHECK(other.find("changed since") == std::string::npos);
@@ -120,6 +124,7 @@ TEST_CASE(
   CHECK(back.data_files[1].path == "b.txt");
   CHECK(back.data_files[1].bytes == 50);
   CHECK(back.data_files[1].modified_ns == t);
+  CHECK(back.data_files[1].edges == "00000000000000bb");
   nlohmann::json old = nlohmann::json::parse(saved.to_json());
   REQUIRE(old.at("data").erase("files") == 1);
   CHECK(TrainerState::from_json(old.dump(), "ck/step-4").data_files.empty());

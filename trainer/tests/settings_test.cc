@@ -282,10 +282,10 @@ TEST_CASE("[plugin.<id>] tables no role selects are named, with their place and 
                            "offload plugin), which no role of [plugins] selects"));
   CHECK(contains(lines[0], "select it with plugins.offload_optimizer (now \"offload_nvme\") or "
                            "plugins.offload_param (none now), or remove the table"));
-  // Selected by either role, it is read.
-  CHECK(unused_plugin_tables(
-            load_config_string(base, "job.toml", {"plugins.offload_param=offload_cpu"}))
-            .empty());
+  // Selected by either role in the file, it is read.
+  std::string selected = base;
+  selected.insert(selected.find("[plugin.offload_nvme]"), "offload_param = \"offload_cpu\"\n");
+  CHECK(unused_plugin_tables(load_config_string(selected, "job.toml")).empty());
   // An [ab] arm that selects it reads it.
   CHECK(unused_plugin_tables(
             load_config_string(base + "[ab]\narms = [\"plugins.offload_param=offload_cpu\", "

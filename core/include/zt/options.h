@@ -37,6 +37,8 @@ struct SourceLocation {
   int line = 0;      // 1-based; 0 when not from a file
   int column = 0;
   ZT_API std::string str() const;
+  // Given on the command line (--set section.key=value), not in a file.
+  bool from_override() const { return file.rfind("--set", 0) == 0; }
 };
 
 // One declared option. Numbers may carry a range; strings may carry a list of choices.

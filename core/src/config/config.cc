@@ -222,8 +222,7 @@ void override_other_name(const std::string& table, const std::string& key, RawTa
   for (const Alias& a : kAliases) {
     if (table != a.table || (key != a.alias && key != a.key)) continue;
     auto other = t.entries.find(key == a.alias ? a.key : a.alias);
-    if (other != t.entries.end() && other->second.where.file.rfind("--set", 0) != 0)
-      t.entries.erase(other);
+    if (other != t.entries.end() && !other->second.where.from_override()) t.entries.erase(other);
   }
 }
 
@@ -636,7 +635,7 @@ std::string Config::to_toml() const {
       if (!options.is_set(spec.name)) {
         os << "  # default";
       } else if (const SourceLocation where = options.where(spec.name);
-                 where.line == 0 && where.file.rfind("--set", 0) != 0) {
+                 where.line == 0 && !where.from_override()) {
         os << "  # from " << where.file;
       }
       os << "\n";
