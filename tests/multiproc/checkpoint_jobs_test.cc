@@ -203,7 +203,8 @@ TEST_CASE("checkpoint: --resume auto without a checkpoint starts fresh, and a fi
   CHECK(metrics_steps(out) == 2);
 }
 
-TEST_CASE("checkpoint: resuming on a data file rewritten since the save says so, then and now") {
+TEST_CASE("checkpoint: resuming on a data file rewritten since the save says so, then and now, "
+          "and on a copy of it nothing") {
   TempDir dir;
   const std::string out = dir.file("out"), data = dir.file("data.txt");
   fs::copy_file(ZT_TEST_SOURCE_DIR "/README.md", data);
@@ -214,20 +215,37 @@ TEST_CASE("checkpoint: resuming on a data file rewritten since the save says so,
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   const std::string step2 = step_folder(out + "/checkpoints", 2);
-  // The same file: nothing to say.
-  r = run_command(job("--set run.steps=3 --set checkpoint.every_steps=0 --resume " + step2));
+  const auto resume = [&] {
+    return run_command(job("--set run.steps=3 --set checkpoint.every_steps=0 --resume " + step2));
+  };
+  // Copied away and back (as node-local staging does): another time, the same bytes, no word.
+  fs::copy_file(data, data + ".copy");
+  fs::remove(data);
+  fs::rename(data + ".copy", data);
+  r = resume();
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(contains(r.output, "resumed from " + step2));
   CHECK(!contains(r.output, "changed since this checkpoint was saved"));
-  // Rewritten with more text: named, with its size then and now.
+  // Its first byte rewritten, the size kept: named.
   const auto then = fs::file_size(data);
-  std::ofstream(data, std::ios::app) << "More text the checkpoint never saw.\n";
-  r = run_command(job("--set run.steps=3 --set checkpoint.every_steps=0 --resume " + step2));
+  {
+    std::fstream file(data, std::ios::in | std::ios::out | std::ios::binary);
+    const char first = static_cast<char>(file.get());
+    file.seekp(0);
+    file.put(first == 'x' ? 'y' : 'x');
+  }
+  r = resume();
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(contains(r.output, "note: " + data + " changed since this checkpoint was saved (then " +
                                std::to_string(then) + " bytes, modified "));
+  CHECK(contains(r.output, "; now " + std::to_string(then) + " bytes, modified "));
+  // Rewritten with more text: named, with its size then and now.
+  std::ofstream(data, std::ios::app) << "More text the checkpoint never saw.\n";
+  r = resume();
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
   CHECK(contains(r.output, "; now " + std::to_string(fs::file_size(data)) + " bytes, modified "));
   CHECK(contains(r.output, "the data stream goes on at sample "));
 }

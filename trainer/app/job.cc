@@ -314,7 +314,8 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   const std::chrono::milliseconds timeout = joined.timeout;
   std::unique_ptr<Store> store = std::move(joined.store);
   // An evaluation or a sample stops on them between its forwards, its tier files removed; caught
-  // from here, where it has made nothing yet (a signal while it waited for the others ended it).
+  // from here, where it has made nothing yet (a signal while this rank waited for the others
+  // ended it; one that came to a peer still waiting ends that peer, and zt's launcher the rest).
   if (args.command == Command::kEval || args.command == Command::kSample) catch_stop_signals();
   int code = 0;
   if (args.command == Command::kEval) {

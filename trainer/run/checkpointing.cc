@@ -12,6 +12,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -367,10 +368,20 @@ std::string held_out_split_note(const TrainerState& saved, const std::string& sa
 namespace {
 
 TrainerState::DataFile data_file_now(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
   struct stat st {};
-  if (!in || stat(path.c_str(), &st) != 0) return {path, -1, 0, ""};
+  if (stat(path.c_str(), &st) != 0) return {path, -1, 0, ""};
   const int64_t bytes = static_cast<int64_t>(st.st_size);
+  const int64_t modified = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 +
+                           st.st_mtim.tv_nsec;
+  // Read once per file version: every save records it (on every rank), a stat tells it unchanged.
+  static std::mutex mutex;
+  static std::map<std::string, TrainerState::DataFile> seen;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto known = seen.find(path);
+  if (known != seen.end() && known->second.bytes == bytes && known->second.modified_ns == modified)
+    return known->second;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {path, -1, 0, ""};
   const int64_t mib = 1 << 20;
   std::string edges(static_cast<size_t>(std::min(bytes, 2 * mib)), '\0');
   const int64_t head = std::min(bytes, mib), tail = static_cast<int64_t>(edges.size()) - head;
@@ -380,8 +391,7 @@ TrainerState::DataFile data_file_now(const std::string& path) {
   if (!in) return {path, -1, 0, ""};
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fingerprint_of(edges)));
-  return {path, bytes, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
-          hex};
+  return seen[path] = {path, bytes, modified, hex};
 }
 
 // "12345 bytes, modified 2026-12-05T22:13:20Z" (the manifest's `created` format), or

@@ -55,10 +55,11 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
   const auto val = data::make_val_data(job.data, models::model_inputs(loaded.model->shape),
                                        loaded.model->shape.kind, job.eval.micro_batch);
   // A stop signal on any rank stops every rank before the same pass: nothing is written, and
-  // the way out removes the tiers' files. Agreed every 8 passes (each is a wait for the device
-  // where the comm's tensors live); one process asks only itself.
+  // the way out removes the tiers' files. Agreed every 8 passes and before the last (each is a
+  // wait for the device where the comm's tensors live); one process asks only itself. A signal
+  // during the last pass lets the evaluation finish and write its result.
   const auto stop_if_signalled = [&](int64_t pass, int64_t passes) {
-    if (env.world > 1 && pass % 8 != 0) return;
+    if (env.world > 1 && pass % 8 != 0 && pass + 1 != passes) return;
     if (const int sig = env.world == 1 ? stop_signal_received() : agreed_stop_signal(*s.comm)) {
       throw StoppedBySignal(sig, "trainer eval stopped after " + std::to_string(pass) + " of " +
                                      std::to_string(passes) + " forward passes; no result written");

@@ -47,7 +47,10 @@ int agreed_stop_signal(Communicator& comm) {
 int stop_signal_received() { return g_signal.load(); }
 
 StoppedBySignal::StoppedBySignal(int sig, const std::string& what)
-    : std::runtime_error(std::string(kStoppedByPrefix) + "SIG" + sigabbrev_np(sig) + ": " + what),
+    : std::runtime_error(std::string(kStoppedByPrefix) +
+                         (sigabbrev_np(sig) ? std::string("SIG") + sigabbrev_np(sig)
+                                            : "signal " + std::to_string(sig)) +
+                         ": " + what),
       signal_(sig) {}
 
 }  // namespace zt::trainer

@@ -85,7 +85,7 @@ TEST_CASE("a held-out split that moved under the same share is noted, one never 
 }
 
 TEST_CASE("a data file rewritten since the checkpoint is noted with its size and time, then and "
-          "now; a copy (another time, the same bytes) is not") {
+          "now, and a copy (another time, the same bytes) is not") {
   using zt::trainer::resume_differences;
   using zt::trainer::TrainerState;
   TrainerState saved;

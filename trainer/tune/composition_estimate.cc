@@ -87,8 +87,9 @@ CompositionEstimate estimate_composition(const ConfigLoader& load, const Candida
     const JobSettings& job = e.job;
     e.composition.label = composition_label(job);
     // What composing would refuse is refused here, not counted as fitting.
+    // As compose(): any master narrower than fp32.
     check_master_placement(job.engine,
-                           optimizer_footprint(job.engine, config.catalog()).master_bytes == 2);
+                           optimizer_footprint(job.engine, config.catalog()).master_bytes < 4);
     // The strategy's plan gives the flat groups, which file tiers align each array of.
     e.comm = estimate_comm(job, config.catalog(), options.world, options.ranks_per_host);
     FitInputs inputs = fit_inputs(job, config.catalog(), options.world);

@@ -208,8 +208,6 @@ CodecPlacement codec_placement(const EngineSettings& settings, int world, int gr
   return p;
 }
 
-namespace {}  // namespace
-
 void check_master_placement(const EngineSettings& settings, bool bf16_master) {
   if (!bf16_master) return;
   const Options& o = settings.optimizer.options;
