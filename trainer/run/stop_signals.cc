@@ -46,11 +46,12 @@ int agreed_stop_signal(Communicator& comm) {
 
 int stop_signal_received() { return g_signal.load(); }
 
+std::string stop_signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
+}
+
 StoppedBySignal::StoppedBySignal(int sig, const std::string& what)
-    : std::runtime_error(std::string(kStoppedByPrefix) +
-                         (sigabbrev_np(sig) ? std::string("SIG") + sigabbrev_np(sig)
-                                            : "signal " + std::to_string(sig)) +
-                         ": " + what),
-      signal_(sig) {}
+    : std::runtime_error(kStoppedByPrefix + stop_signal_name(sig) + ": " + what), signal_(sig) {}
 
 }  // namespace zt::trainer

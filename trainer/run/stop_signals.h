@@ -27,6 +27,8 @@ void catch_stop_signals();
 int agreed_stop_signal(Communicator& comm);
 // The stop signal this process got so far (0: none).
 int stop_signal_received();
+// "SIGINT", "SIGTERM", ...; "signal N" for one without a short name.
+std::string stop_signal_name(int sig);
 
 // How a StoppedBySignal's line begins: the launcher adds no error line to ranks that said it.
 inline constexpr const char* kStoppedByPrefix = "stopped by ";

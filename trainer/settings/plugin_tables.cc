@@ -48,7 +48,7 @@ std::vector<std::string> unused_plugin_tables(const Config& config) {
     bool selected = false, chosen_by_set = false;
     for (const PluginRole& role : plugin_roles()) {
       if (role.kind != kind) continue;
-      roles.push_back("plugins." + role.key);
+      roles.push_back(role.key);
       selected = selected || plugins.get_string(role.key) == id;
       chosen_by_set = chosen_by_set ||
                       (plugins.is_set(role.key) && plugins.where(role.key).from_override());
@@ -58,8 +58,11 @@ std::vector<std::string> unused_plugin_tables(const Config& config) {
     if (selected || armed || chosen_by_set) continue;
     std::string picks;
     for (size_t i = 0; i < roles.size(); ++i) {
-      picks += (i == 0 ? "" : i + 1 == roles.size() ? " or " : ", ") + roles[i];
-      const std::string& now = plugins.get_string(roles[i].substr(std::string("plugins.").size()));
+      picks += std::string(i == 0                  ? ""
+                           : i + 1 == roles.size() ? " or "
+                                                   : ", ") +
+               "plugins." + roles[i];
+      const std::string& now = plugins.get_string(roles[i]);
       picks += now.empty() ? " (none now)" : " (now \"" + now + "\")";
     }
     const std::string kind_name = plugin_kind_name(kind);

@@ -14,6 +14,11 @@ std::string percent(double share) { return short_number(share * 100) + "%"; }
 
 }  // namespace
 
+bool optimizer_option_is_bf16(const EngineSettings& engine, const char* key) {
+  const PluginChoice& o = engine.optimizer;
+  return o.chosen() && o.declares(key) && o.options.get_string(key) == "bf16";
+}
+
 std::string short_number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%g", v);
@@ -61,13 +66,8 @@ std::string composition_label(const JobSettings& job) {
     if (opt_on) label += ", sub_group " + std::to_string(zero.sub_group_size);
     label += ", queue " + std::to_string(nvme->options.get_int("queue_depth"));
   }
-  // The 16-bit knobs tune races (search_space.cc), by optim_hybrid_adam's option names.
-  const auto bf16 = [&](const char* key) {
-    const PluginChoice& o = engine.optimizer;
-    return o.chosen() && o.declares(key) && o.options.get_string(key) == "bf16";
-  };
-  if (bf16("state_dtype")) label += ", bf16 states";
-  if (bf16("master_dtype")) label += ", bf16 masters";
+  if (optimizer_option_is_bf16(engine, "state_dtype")) label += ", bf16 states";
+  if (optimizer_option_is_bf16(engine, "master_dtype")) label += ", bf16 masters";
   if (stage >= 1 && engine.groups.size >= 0)
     label += ", MiCS " + std::to_string(engine.groups.size);
   auto codec = [&](const PluginChoice& c, const char* role) {

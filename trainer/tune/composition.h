@@ -29,6 +29,10 @@ using ConfigLoader = std::function<Config(const std::vector<std::string>& overri
 // "params 50% offload_cpu", "sub_group 262144", "queue 8", "bf16 states", "MiCS 4").
 std::string composition_label(const JobSettings& job);
 
+// Whether the job's optimizer declares option `key` and sets it to "bf16": optim_hybrid_adam's
+// 16-bit knobs ("state_dtype", "master_dtype"), which tune races and labels by these names.
+bool optimizer_option_is_bf16(const EngineSettings& engine, const char* key);
+
 // A number as a label or an override spells it: "4", "0.5", "1e+09".
 std::string short_number(double v);
 
