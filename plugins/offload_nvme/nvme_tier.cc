@@ -272,7 +272,7 @@ void NvmeTier::prepare(int64_t total_bytes) {
 
 std::string NvmeTier::other_jobs_note() const {
   // Another job's folders beside this one: a running job's, or one a killed rank left (no
-  // destructor ran, and only zt's own launcher removes them after).
+  // destructor ran: zt's own launchers remove what killed ranks leave, no other launcher does).
   std::string note;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(config_.path, ec)) {

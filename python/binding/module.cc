@@ -84,8 +84,9 @@ py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::str
   const std::string job = zt::draw_job_id();
   spec.env.push_back({"ZT_JOB_ID", job});
   // The ranks note their file tiers' folders here: this launcher does not read their configs,
-  // and a rank it stops (SIGTERM: Python runs no destructor) or that leaves at once after an
-  // uncaught exception removes none of its files.
+  // and a rank killed (SIGKILL: nothing runs) removes none of its files. (One stopped by
+  // SIGTERM removes its own, leaving_ranks.h, as does one that leaves at once after an uncaught
+  // exception, zt/engine.py; not where the script took SIGTERM for itself.)
   const std::string notes = zt::make_offload_notes_folder();
   if (!notes.empty()) spec.env.push_back({"ZT_OFFLOAD_NOTES", notes});
   zt::LaunchResult r;
@@ -320,6 +321,9 @@ PYBIND11_MODULE(_zt, m) {
 
   m.def("leave_job", &zt::python::leave_job, py::call_guard<py::gil_scoped_release>(),
         "the departure barrier, once every engine of this process is closed (at exit)");
+  m.def("remove_own_offload_files", &zt::remove_own_offload_files,
+        py::call_guard<py::gil_scoped_release>(),
+        "this rank's offload files, removed by a rank that leaves without closing its engines");
 
   m.def("gelu_tanh", &zt::models::gelu_tanh, py::arg("x"),
         "GELU with the tanh approximation on zt's vectorized kernel (differentiable)");

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <set>
 
+#include "python/binding/leaving_ranks.h"
 #include "run/checkpointing.h"
 #include "run/loaded_model.h"
 #include "settings/job_config.h"
@@ -140,6 +141,9 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
   ComposeHooks hooks;
   hooks.prepare = [&](Composition& c) { broadcast_initial_values(*c.comm, units); };
   setup_ = compose(job_.engine, loaded_.config.catalog(), env_, *store_, timeout_, pointers, hooks);
+  if (offloads_to_files(job_.engine.offload_optimizer) ||
+      offloads_to_files(job_.engine.offload_param))
+    remove_offload_files_on_sigterm();
   schedule_ = trainer::schedule_of(job_.schedule, setup_.optimizer->base_lr());
 }
 

@@ -48,7 +48,12 @@ def _close_all():
         # collective shutdown here waited for them until launch.timeout_s, holding the launcher
         # back from stopping the job. Leave at once instead; the launcher names this rank and
         # stops the others. (What registered at exit before zt, and open files Python would
-        # flush, are skipped with it; alone in its job a rank closes as usual.)
+        # flush, are skipped with it; alone in its job a rank closes as usual.) Its offload
+        # files go first: under torchrun no launcher removes them.
+        removed = _zt.remove_own_offload_files()
+        if removed:
+            print(f"zt: leaving on an uncaught exception; removed this rank's offload files: "
+                  f"{' '.join(removed)}", file=sys.stderr)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130 if isinstance(died, KeyboardInterrupt) else 1)

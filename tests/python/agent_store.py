@@ -35,16 +35,27 @@ def free_port():
         return s.getsockname()[1]
 
 
+def agent_store(port, world):
+    """The store torchrun's agent hosts, which its workers join as clients."""
+    return dist.TCPStore("127.0.0.1", port, world + 1, True, timedelta(seconds=60),
+                         wait_for_workers=False)
+
+
+def torchrun_env(rank, world, port, restart=0, **more):
+    """The environment torchrun gives rank `rank` of `world` on one host."""
+    return dict(os.environ, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank),
+                LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT=str(restart),
+                **more)
+
+
 def main():
     port = free_port()
-    agent = dist.TCPStore("127.0.0.1", port, 3, True, timedelta(seconds=60), wait_for_workers=False)
+    agent = agent_store(port, 2)
     for restart in range(2):
         ranks = []
         for rank in range(2):
-            env = dict(os.environ, RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
-                       LOCAL_WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                       TORCHELASTIC_USE_AGENT_STORE="True",
-                       TORCHELASTIC_RESTART_COUNT=str(restart))
+            env = torchrun_env(rank, 2, port, restart)
             ranks.append(subprocess.Popen([sys.executable, "-c", WORKER], env=env))
         codes = [r.wait(timeout=120) for r in ranks]
         if codes != [0, 0]:

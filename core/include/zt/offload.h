@@ -53,7 +53,10 @@ struct OffloadStats {
 // File tiers: a plugin that declares a string option named `path` is taken by the trainer for
 // a tier that keeps its bytes in files under that folder: they do not count against host
 // memory in the trainer's memory-fit check, and after a job whose ranks were killed (so no
-// destructor ran) the launcher removes <path>/zt-<job>. Keep every file under that folder.
+// destructor ran) the launcher removes <path>/zt-<job>. Keep every file under that folder, and
+// a rank's files in a folder of its own there, open while the tier lives: a Python rank that
+// leaves without its destructors under another launcher (torchrun) removes the folders holding
+// files it has open, while the other ranks' may still be in use.
 struct OffloadContext {
   int rank = 0;
   std::string role;   // the config key that selected it: "plugins.offload_optimizer", ...

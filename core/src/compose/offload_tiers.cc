@@ -3,13 +3,18 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <random>
+#include <set>
+#include <string_view>
+#include <utility>
 
 #include "compose/offload_tiers.h"
 #include "zt/error.h"
@@ -49,6 +54,64 @@ void note_offload_folder(const std::filesystem::path& folder, int rank, const st
   }
 }
 
+// The entries of `job_folder` (its rank<r> folders) that hold a file this process has open: a
+// tier keeps its files open while it lives, so these are this process's tiers' (another process
+// of the same job id and rank, whose tier took rank<r>.2, holds its own). Compared as the
+// kernel names open files: with symbolic links, "." and ".." resolved.
+std::set<std::filesystem::path> folders_with_open_files(const std::filesystem::path& job_folder) {
+  std::set<std::filesystem::path> held;
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::canonical(job_folder, ec);
+  if (ec) return held;  // no such folder (yet, or any more): nothing of it is open
+  const std::string prefix = real.string() + "/";
+  constexpr std::string_view kDeleted = " (deleted)";  // how an unlinked file's link reads
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    std::error_code unreadable;
+    const std::string target = std::filesystem::read_symlink(it->path(), unreadable).string();
+    if (unreadable || target.rfind(prefix, 0) != 0) continue;
+    const std::string below = target.substr(prefix.size());
+    const size_t slash = below.find('/');
+    // A file of the job folder itself (not a rank's folder) that is gone already: nothing to do.
+    if (slash == std::string::npos && below.size() >= kDeleted.size() &&
+        below.compare(below.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0)
+      continue;
+    held.insert(real / below.substr(0, slash));
+  }
+  return held;
+}
+
+// The job folders of the file tiers this process made (remove_own_offload_files), each with the
+// process that made it and what that process already had open there when it did: a forked
+// child inherits the list and its parent's open files, and neither folder is its.
+// A timed mutex: a SIGTERM's remover (python/binding/leaving_ranks.cc) may come while the
+// thread it holds still has it, and then gives up instead of waiting for ever.
+struct OwnFolder {
+  std::filesystem::path job_folder;
+  pid_t pid = 0;
+  std::set<std::filesystem::path> inherited;
+};
+struct OwnFolders {
+  std::timed_mutex mutex;
+  std::vector<OwnFolder> folders;
+};
+
+// Never destroyed: a SIGTERM that comes while the process exits still finds it whole.
+OwnFolders& own_folders() {
+  static OwnFolders* own = new OwnFolders;
+  return *own;
+}
+
+// Before the tier is made: what is open under the folder then is not the tier's.
+void remember_own_folder(const std::filesystem::path& job_folder) {
+  OwnFolders& own = own_folders();
+  const std::lock_guard<std::timed_mutex> lock(own.mutex);
+  const std::filesystem::path folder = std::filesystem::absolute(job_folder);
+  for (const OwnFolder& f : own.folders) {
+    if (f.job_folder == folder && f.pid == ::getpid()) return;
+  }
+  own.folders.push_back({folder, ::getpid(), folders_with_open_files(folder)});
+}
 }  // namespace
 
 EngineTiers OffloadTiers::engine_tiers() const {
@@ -105,8 +168,10 @@ OffloadTiers make_offload_tiers(const EngineSettings& settings, PluginCatalog& c
     (role == &settings.offload_optimizer ? tiers.optimizer_id : tiers.param_id) = role->id;
     if (tiers.by_id.count(role->id)) continue;
     const OffloadPlugin& plugin = catalog.offload(role->id, role->key);
-    if (offloads_to_files(*role))
+    if (offloads_to_files(*role)) {
       note_offload_folder(job_folder(*role, tiers.job), env.rank, role->id);
+      remember_own_folder(job_folder(*role, tiers.job));
+    }
     OffloadContext context{env.rank, role->key, tiers.job, cuda};
     // Observed: a rank blocked on a transfer says which region (flight recorder, trace).
     tiers.by_id[role->id] = observe_tier(
@@ -151,6 +216,30 @@ std::string make_offload_notes_folder() {
     return "";
   }
   return path;
+}
+
+std::vector<std::string> remove_own_offload_files() {
+  OwnFolders& own = own_folders();
+  std::vector<OwnFolder> mine;
+  {
+    const std::unique_lock<std::timed_mutex> lock(own.mutex, std::chrono::seconds(2));
+    if (!lock.owns_lock()) return {};
+    for (const OwnFolder& f : own.folders) {
+      if (f.pid == ::getpid()) mine.push_back(f);
+    }
+  }
+  std::vector<std::string> removed;
+  for (const OwnFolder& f : mine) {
+    for (const std::filesystem::path& folder : folders_with_open_files(f.job_folder)) {
+      if (f.inherited.count(folder)) continue;
+      std::error_code removing;
+      std::filesystem::remove_all(folder, removing);
+      if (!removing) removed.push_back(folder.string());
+    }
+    // The last rank out takes the job's folder; rmdir leaves one that still holds another's.
+    ::rmdir(f.job_folder.c_str());
+  }
+  return removed;
 }
 
 std::vector<std::string> remove_noted_offload_folders(const std::string& notes,

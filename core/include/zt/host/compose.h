@@ -121,6 +121,14 @@ ZT_API std::vector<std::string> remove_noted_offload_folders(const std::string& 
 // A private folder under TMPDIR for ZT_OFFLOAD_NOTES; "" (with a warning on stderr) where none
 // can be made: the job runs, and a killed rank's files stay.
 ZT_API std::string make_offload_notes_folder();
+// A rank that leaves without its destructors under a launcher that removes nothing (torchrun's
+// agent stopping a job with SIGTERM, a Python script's uncaught exception): removes, in the job
+// folders of the file tiers this process made, each folder (rank<r>, rank<r>.2, ...) that holds
+// a file this process has open, which a tier keeps open while it lives (zt/offload.h); then each
+// job folder left empty. Returns the folders removed. Other processes' folders stay, a forked
+// child's parent's too: they may still be training. Gives up (removing nothing) if another
+// thread holds the list for 2 s. Thread safety: any thread, not a signal handler (it allocates).
+ZT_API std::vector<std::string> remove_own_offload_files();
 
 // Owns what the engine refers to. Members are destroyed in reverse order of declaration: the
 // engine first (it waits for its in-flight gathers and reads), then the offload tiers (a file
