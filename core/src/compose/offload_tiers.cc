@@ -14,7 +14,6 @@
 #include <random>
 #include <set>
 #include <string_view>
-#include <utility>
 
 #include "compose/offload_tiers.h"
 #include "zt/error.h"
@@ -169,8 +168,9 @@ OffloadTiers make_offload_tiers(const EngineSettings& settings, PluginCatalog& c
     if (tiers.by_id.count(role->id)) continue;
     const OffloadPlugin& plugin = catalog.offload(role->id, role->key);
     if (offloads_to_files(*role)) {
-      note_offload_folder(job_folder(*role, tiers.job), env.rank, role->id);
-      remember_own_folder(job_folder(*role, tiers.job));
+      const std::filesystem::path folder = job_folder(*role, tiers.job);
+      note_offload_folder(folder, env.rank, role->id);
+      remember_own_folder(folder);
     }
     OffloadContext context{env.rank, role->key, tiers.job, cuda};
     // Observed: a rank blocked on a transfer says which region (flight recorder, trace).
