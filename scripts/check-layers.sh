@@ -37,7 +37,8 @@ BEGIN {
   split("settings:0 data:1 report:1 models:2 ab:2 setup:3 run:4 tune:4 app:5", a, " ")
   for (i in a) { split(a[i], kv, ":"); rank["trainer", kv[1]] = kv[2] }
   split("api error blas bytes did_you_mean host_memory memory_cgroup child_process process_exit " \
-        "standard_streams sanitized_build trace json_numbers environment_block utf8 file_lock", a, " ")
+        "standard_streams sanitized_build trace json_numbers environment_block utf8 file_lock " \
+        "file_io_deadline", a, " ")
   for (i in a) pub[a[i]] = "util"
   split("codec communicator offload optimizer shard_strategy unit store plugin model_plugin " \
         "options work serial_executor tensor_checks comm_split param_init model_source " \

@@ -367,8 +367,11 @@ std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_
   std::exception_ptr failure;
   try {
     opened = trainer::open_rank0_checkpoint(
-        [&] { return std::make_unique<CheckpointReader>(resolve_checkpoint(path)); }, asked, path,
-        *store_, key, env_.rank, timeout_);
+        [&] {
+      return std::make_unique<CheckpointReader>(trainer::resolve_checkpoint_within(path, timeout_),
+                                                trainer::checkpoint_io_limit(timeout_));
+        },
+        asked, path, *store_, key, env_.rank, timeout_);
   } catch (...) {  // whatever it is, every rank must reach the all_reduce below
     failure = std::current_exception();
   }

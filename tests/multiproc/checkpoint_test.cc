@@ -429,6 +429,49 @@ TEST_CASE("resume: a rank that sees the checkpoints at a path of its own (its ch
   CHECK(zt::CheckpointReader(zt::latest_checkpoint(ckpt)).step() == 4);
 }
 
+TEST_CASE("resume: a rank whose checkpoint read blocks (storage that stopped answering) ends the "
+          "job with exit 5 after half launch.timeout_s, naming the file, its offload files "
+          "removed") {
+  // ZT_TEST_FAULT holds rank 1's first read of a rank file, as a hung network file system holds
+  // a read: no system call returns, so only the deadline can end it. Rank 0 waits for rank 1 in
+  // a collective meanwhile, and its own timeout (launch.timeout_s) would name that collective.
+  TempDir dir;
+  const std::string ckpt = " --set checkpoint.dir=" + dir.file("checkpoints");
+  const std::string nvme = dir.file("nvme");
+  auto r = run_command(quiet_small_gpt_job(
+      dir.file("first"), "--set run.steps=2 --set checkpoint.every_steps=2" + ckpt));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto start = std::chrono::steady_clock::now();
+  r = run_command("ZT_TEST_FAULT=stall_checkpoint_read:1:1 " +
+                  quiet_small_gpt_job(dir.file("second"),
+                                      "--set run.steps=4 --set launch.timeout_s=8 --resume auto "
+                                      "--set plugins.offload_optimizer=offload_nvme "
+                                      "--set plugin.offload_nvme.path=" +
+                                          nvme + ckpt));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(r.output);
+  CHECK(r.exit_code == 5);
+  CHECK(seconds < 60);  // a bound on the hang, not a speed: the deadline is 4 s
+  const std::regex blocked(
+      "zt: error: rank 1 \\(pid [0-9]+\\) exited with code 5.*; rank 1 reported: io error: "
+      "opening [^ ]+/step-00000002/rank-0000[01]-of-00002\\.safetensors has not returned after "
+      "4\\.0 s: the storage stopped answering");
+  CHECK(std::regex_search(r.output, blocked));
+  CHECK(contains(r.output, "opening " + dir.file("checkpoints") + "/step-00000002/rank-0000"));
+  CHECK(contains(r.output, "each checkpoint file operation may take half of it"));
+  CHECK(contains(r.output, "zt: [rank 1] ending on a stuck file operation; removed this rank's "
+                           "offload files: " +
+                               nvme + "/zt-"));
+  std::vector<std::string> left;
+  std::error_code ec;
+  for (fs::directory_iterator it(nvme, ec), end; !ec && it != end; it.increment(ec))
+    left.push_back(it->path());
+  CHECK_FALSE(ec);  // the job made its tier there
+  CHECK(left.empty());
+}
+
 TEST_CASE("restarts: a rank killed before the job's first save starts it again as it started, "
           "not from a checkpoint an earlier run left in the folder") {
   TempDir dir;

@@ -22,6 +22,7 @@
 #include "settings/job_settings.h"
 #include "zt/error.h"
 #include "zt/host/config.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host/flight_recorder.h"
 #include "zt/host/plugin_loader.h"
 #include "zt/host/process_exit.h"
@@ -123,6 +124,8 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     zt::keep_standard_streams_open();
+    // A file operation past its deadline ends the rank with a line like the errors below.
+    zt::set_file_io_line_start([] { return "zt: " + rank_prefix(); });
     code = run(args);
   } catch (const zt::trainer::StoppedBySignal& e) {
     // Asked to stop, by the user or a scheduler: no error, and no flight record.

@@ -20,6 +20,7 @@
 #include "data/data_source.h"
 #include "settings/job_config.h"
 #include "zt/error.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host/rank_agreement.h"
 #include "zt/host/trace.h"
 
@@ -184,12 +185,28 @@ void remove_stopped_saves(const CheckpointSettings& settings) {
   std::fflush(stdout);
 }
 
+std::chrono::milliseconds checkpoint_io_limit(std::chrono::milliseconds launch_timeout) {
+  return launch_timeout / 2;
+}
+
+std::string resolve_checkpoint_within(const std::string& path,
+                                      std::chrono::milliseconds launch_timeout) {
+  const FileIoDeadline deadline("looking up the checkpoint " + path,
+                                checkpoint_io_limit(launch_timeout), kCheckpointIoWayOut);
+  return resolve_checkpoint(path);
+}
+
 std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSettings& settings,
-                                                         bool leader) {
+                                                         bool leader,
+                                                         std::chrono::milliseconds launch_timeout) {
   if (settings.resume.empty()) return nullptr;
   std::string folder;
   if (settings.resume == "auto") {
-    folder = latest_checkpoint(settings.dir);
+    {
+      const FileIoDeadline deadline("looking up the newest checkpoint in " + settings.dir,
+                                    checkpoint_io_limit(launch_timeout), kCheckpointIoWayOut);
+      folder = latest_checkpoint(settings.dir);
+    }
     if (folder.empty()) {
       if (leader) {
         std::printf("no checkpoint under %s: starting fresh\n", settings.dir.c_str());
@@ -198,9 +215,9 @@ std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSetting
       return nullptr;
     }
   } else {
-    folder = resolve_checkpoint(settings.resume);
+    folder = resolve_checkpoint_within(settings.resume, launch_timeout);
   }
-  return std::make_unique<CheckpointReader>(folder);
+  return std::make_unique<CheckpointReader>(folder, checkpoint_io_limit(launch_timeout));
 }
 
 namespace {
@@ -226,8 +243,9 @@ std::vector<std::string> unpack(const std::string& text) {
 }
 
 // The folder a checkpoint path names checkpoints under: itself when a folder, else its parent
-// (dir/latest, dir/best).
-std::filesystem::path base_of(const std::string& path) {
+// (dir/latest, dir/best). Its lookup is bounded by `io_limit`.
+std::filesystem::path base_of(const std::string& path, std::chrono::milliseconds io_limit) {
+  const FileIoDeadline deadline("looking up " + path, io_limit, kCheckpointIoWayOut);
   std::error_code ec;
   return std::filesystem::is_directory(path, ec) ? std::filesystem::path(path)
                                                  : std::filesystem::path(path).parent_path();
@@ -271,8 +289,9 @@ std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
       publish({"none"});
       return reader;
     }
-    const std::filesystem::path relative =
-        std::filesystem::path(reader->folder()).lexically_relative(base_of(path));
+    const std::filesystem::path relative = std::filesystem::path(reader->folder())
+                                               .lexically_relative(
+                                                   base_of(path, checkpoint_io_limit(timeout)));
     const bool under = !relative.empty() && *relative.begin() != "..";
     publish({"open", std::to_string(reader->step()), reader->meta().trainer_state,
              under ? relative.string() : "", reader->folder()});
@@ -293,7 +312,9 @@ std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
   // The same folder under this rank's own path first: one shared folder may be mounted at
   // another path here (Python ranks pass their own).
   std::vector<std::string> candidates;
-  if (!relative.empty()) candidates.push_back((base_of(path) / relative).lexically_normal());
+  if (!relative.empty())
+    candidates.push_back(
+        (base_of(path, checkpoint_io_limit(timeout)) / relative).lexically_normal());
   if (candidates.empty() || candidates.front() != folder) candidates.push_back(folder);
   const std::string way_out =
       " for " + asked +
@@ -301,8 +322,14 @@ std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
       "that every host sees alike (a shared file system, not node-local storage)";
   for (const std::string& candidate : candidates) {
     std::error_code ec;
-    if (!std::filesystem::is_directory(candidate, ec)) continue;
-    auto reader = std::make_unique<CheckpointReader>(candidate);
+    bool there = false;
+    {
+      const FileIoDeadline deadline("looking for rank 0's checkpoint at " + candidate,
+                                    checkpoint_io_limit(timeout), kCheckpointIoWayOut);
+      there = std::filesystem::is_directory(candidate, ec);
+    }
+    if (!there) continue;
+    auto reader = std::make_unique<CheckpointReader>(candidate, checkpoint_io_limit(timeout));
     if (std::to_string(reader->step()) != step || reader->meta().trainer_state != state) {
       throw ConfigError(who + " finds another checkpoint at " + candidate + " than rank 0 at " +
                         folder + " (another step or saved state: a copy of another run's)" +

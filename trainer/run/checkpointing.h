@@ -92,11 +92,22 @@ void restore_cpu_rng_state(const std::string& hex, const std::string& folder);
 // the temporary folders a killed save left under settings.dir, and says so on stdout.
 void remove_stopped_saves(const CheckpointSettings& settings);
 
+// How long one file operation of a checkpoint load may block (CheckpointReader's io_limit; the
+// rank then ends naming the file): half of `launch_timeout`, so that the rank whose storage
+// stopped answering is named before its peers' collectives time out waiting for it.
+std::chrono::milliseconds checkpoint_io_limit(std::chrono::milliseconds launch_timeout);
+// resolve_checkpoint(path) (zt/host/checkpoint.h), its lookups bounded by
+// checkpoint_io_limit(launch_timeout).
+std::string resolve_checkpoint_within(const std::string& path,
+                                      std::chrono::milliseconds launch_timeout);
+
 // The checkpoint checkpoint.resume names, opened: null for a fresh start ('' or 'auto' with no
 // checkpoint under dir; `leader` then says "no checkpoint under DIR: starting fresh"). A path
-// that is not a checkpoint throws ConfigError; a missing or short rank file IoError.
+// that is not a checkpoint throws ConfigError; a missing or short rank file IoError. Its file
+// operations are bounded by checkpoint_io_limit(launch_timeout).
 std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSettings& settings,
-                                                         bool leader);
+                                                         bool leader,
+                                                         std::chrono::milliseconds launch_timeout);
 
 // The checkpoint every rank loads: the one rank 0 opens with `open` (null: none, a fresh start),
 // which the other ranks open by the folder rank 0 names. They do not resolve `latest` or `best`
@@ -105,9 +116,10 @@ std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSetting
 // `path`: the checkpoint path this rank was given (a folder of step folders, `latest`, `best` or
 // a step folder); another rank looks for rank 0's step folder under its own `path` first, then
 // at rank 0's path. `asked` names what the ranks were asked to load, in errors. Collective
-// through `store`: rank 0 sets `key` (one per load). Throws on rank 0 what `open` throws, the
-// others then an error of the same kind saying so; on another rank, IoError where rank 0's folder
-// is not there, ConfigError where it holds another checkpoint (step or saved state).
+// through `store`: rank 0 sets `key` (one per load); the others' lookups and reads are bounded
+// by checkpoint_io_limit(timeout). Throws on rank 0 what `open` throws, the others then an error of
+// the same kind saying so; on another rank, IoError where rank 0's folder is not there, ConfigError
+// where it holds another checkpoint (step or saved state).
 std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
     const std::function<std::unique_ptr<CheckpointReader>()>& open, const std::string& asked,
     const std::string& path, Store& store, const std::string& key, int rank,

@@ -46,7 +46,10 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
   share_cores_between_local_ranks();
   check_eval_inputs(job);
   const std::unique_ptr<CheckpointReader> opened = open_rank0_checkpoint(
-      [&] { return std::make_unique<CheckpointReader>(resolve_checkpoint(checkpoint)); },
+      [&] {
+    return std::make_unique<CheckpointReader>(resolve_checkpoint_within(checkpoint, timeout),
+                                              checkpoint_io_limit(timeout));
+      },
       "trainer eval --checkpoint " + checkpoint, checkpoint, store, "eval/checkpoint", env.rank,
       timeout);
   const CheckpointReader& reader = *opened;

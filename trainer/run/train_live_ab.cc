@@ -37,7 +37,7 @@ double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout
   // Rank 0 publishes the folder: every rank opens it only after that.
   run.setup.comm->barrier()->wait();
   settings.resume = "auto";
-  const std::unique_ptr<CheckpointReader> saved = open_resume_checkpoint(settings, false);
+  const std::unique_ptr<CheckpointReader> saved = open_resume_checkpoint(settings, false, timeout);
   if (!saved || saved->step() != step) {
     throw InternalError("live A/B: the state saved after step " + std::to_string(step) +
                         " is not the newest checkpoint under " + settings.dir);

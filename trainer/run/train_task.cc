@@ -595,7 +595,7 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   std::unique_ptr<CheckpointReader> resume;
   if (!settings.resume.empty()) {
     resume = open_rank0_checkpoint(
-        [&] { return open_resume_checkpoint(settings, leader); },
+        [&] { return open_resume_checkpoint(settings, leader, timeout); },
         "checkpoint.resume = \"" + settings.resume + "\" (checkpoint.dir " + settings.dir + ")",
         settings.resume == "auto" ? settings.dir : settings.resume, store, "train/resume_from",
         env.rank, timeout);

@@ -5,18 +5,22 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "checkpoint/checkpoint_layout.h"
 #include "checkpoint/checkpoint_manifest.h"
+#include "util/fault_injection.h"
 #include "util/posix_file.h"
 #include "zt/error.h"
 #include "zt/host/checkpoint.h"
 #include "zt/host/did_you_mean.h"
+#include "zt/host/file_io_deadline.h"
 
 namespace fs = std::filesystem;
 
@@ -27,6 +31,21 @@ namespace {
 // Parts of a piece outside the requested range go through a buffer this large, so reading a
 // slice of a huge piece (to check its crc32) does not allocate the whole piece.
 constexpr int64_t kScratchBytes = int64_t{8} << 20;
+// One read system call takes this many bytes at most, so that the deadline on each bounds a
+// storage that stopped answering, not the size of a piece.
+constexpr int64_t kReadChunkBytes = int64_t{16} << 20;
+
+// ZT_TEST_FAULT stall_checkpoint_read:RANK:N: this rank's N-th open or read of a rank file blocks,
+// as on a file system that stopped answering, until its deadline ends the process.
+void stall_if_injected(std::chrono::milliseconds io_limit) {
+  const InjectedFault& fault = injected_fault();
+  if (fault.kind != "stall_checkpoint_read" || fault.rank != env_rank()) return;
+  static std::atomic<int64_t> reads{0};
+  if (++reads != fault.nth) return;
+  std::this_thread::sleep_for(2 * io_limit + std::chrono::seconds(10));
+  throw InternalError("the checkpoint read stalled by " + std::string(kTestFaultVar) +
+                      " outlived its deadline: FileIoDeadline did not end the process");
+}
 
 std::string range_text(int64_t begin, int64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
@@ -36,7 +55,7 @@ std::string range_text(int64_t begin, int64_t end) {
 
 class CheckpointReader::Impl {
  public:
-  explicit Impl(const std::string& folder);
+  Impl(const std::string& folder, std::chrono::milliseconds io_limit);
   void read(const std::string& tensor, const std::string& kind, int64_t begin, int64_t end,
             float* out) const;
   std::vector<std::pair<int64_t, int64_t>> saved_ranges(const std::string& tensor,
@@ -44,6 +63,7 @@ class CheckpointReader::Impl {
                                                         int64_t end) const;
 
   std::string folder_;
+  std::chrono::milliseconds io_limit_;
   ckpt::Manifest manifest_;
   std::unordered_map<std::string, size_t> tensor_index_;
   std::vector<std::string> kinds_;
@@ -62,6 +82,10 @@ class CheckpointReader::Impl {
   void index_pieces();
   void check_files();
   int open_file(size_t index) const;
+  // `bytes` at `offset` of rank file `file` (open as `fd`) into `out`, a bounded read system call
+  // at a time; a short read throws IoError naming the piece `p` it belongs to.
+  void read_bytes(size_t file, int fd, char* out, int64_t bytes, int64_t offset,
+                  const ckpt::PieceRecord& p) const;
   void read_piece(const ckpt::PieceRecord& p, int64_t lo, int64_t hi, float* at_lo) const;
 
   void read_range(const ckpt::PieceRecord& p, int64_t lo, int64_t hi, float* at_lo) const;
@@ -75,7 +99,8 @@ class CheckpointReader::Impl {
   std::vector<std::unique_ptr<RankFile>> files_;
 };
 
-CheckpointReader::Impl::Impl(const std::string& folder) : folder_(folder) {
+CheckpointReader::Impl::Impl(const std::string& folder, std::chrono::milliseconds io_limit)
+    : folder_(folder), io_limit_(io_limit) {
   const std::string text = read_manifest_text();
   manifest_ = ckpt::manifest_from_json(text, (fs::path(folder_) / ckpt::kManifestName).string());
   index_pieces();
@@ -85,6 +110,7 @@ CheckpointReader::Impl::Impl(const std::string& folder) : folder_(folder) {
 std::string CheckpointReader::Impl::read_manifest_text() const {
   const fs::path manifest = fs::path(folder_) / ckpt::kManifestName;
   const fs::path crc_file = fs::path(folder_) / ckpt::kManifestCrcName;
+  const FileIoDeadline deadline("reading " + manifest.string(), io_limit_, kCheckpointIoWayOut);
   std::error_code ec;
   if (!fs::is_regular_file(manifest, ec)) {
     throw ConfigError("not a checkpoint: " + folder_ +
@@ -158,6 +184,7 @@ void CheckpointReader::Impl::check_files() {
   for (int r = 0; r < world; ++r) {
     const auto& f = manifest_.files[static_cast<size_t>(r)];
     const fs::path path = fs::path(folder_) / f.name;
+    const FileIoDeadline deadline("looking up " + path.string(), io_limit_, kCheckpointIoWayOut);
     std::error_code ec;
     // The manifest names plain files (manifest_from_json); a symbolic link among them must not
     // lead out of the folder either.
@@ -191,6 +218,8 @@ int CheckpointReader::Impl::open_file(size_t index) const {
   // A failed attempt throws out of call_once, which then lets the next read try again.
   std::call_once(f.opened, [&] {
     const auto& record = manifest_.files[index];
+    const FileIoDeadline deadline("opening " + f.path, io_limit_, kCheckpointIoWayOut);
+    stall_if_injected(io_limit_);
     int fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw IoError("cannot open " + f.path + ": " + ckpt::errno_text(errno));
     std::string header(static_cast<size_t>(record.header_bytes), '\0');
@@ -208,19 +237,37 @@ int CheckpointReader::Impl::open_file(size_t index) const {
   return f.fd;
 }
 
+void CheckpointReader::Impl::read_bytes(size_t file, int fd, char* out, int64_t bytes,
+                                        int64_t offset, const ckpt::PieceRecord& p) const {
+  for (int64_t done = 0; done < bytes;) {
+    const int64_t chunk = std::min(kReadChunkBytes, bytes - done);
+    int64_t got = 0;
+    int err = 0;
+    {
+      const FileIoDeadline deadline("reading " + std::to_string(chunk) + " bytes at offset " +
+                                        std::to_string(offset + done) + " of " + files_[file]->path,
+                                    io_limit_, kCheckpointIoWayOut);
+      stall_if_injected(io_limit_);
+      got = ckpt::pread_full(fd, out + done, chunk, offset + done);
+      err = errno;  // before the deadline's end frees memory
+    }
+    if (got != chunk) {
+      throw IoError("cannot read " + std::to_string(bytes) + " bytes at offset " +
+                    std::to_string(offset) + " of " + files_[file]->path + " (" + p.piece.kind +
+                    " of tensor " + p.piece.tensor +
+                    "): " + (got < 0 ? ckpt::errno_text(err) : std::string("the file ends early")));
+    }
+    done += chunk;
+  }
+}
+
 // Elements [lo, hi) of a piece already checked, and nothing else.
 void CheckpointReader::Impl::read_range(const ckpt::PieceRecord& p, int64_t lo, int64_t hi,
                                         float* at_lo) const {
   const size_t file = file_index_.at(p.file);
   const int64_t bytes = (hi - lo) * static_cast<int64_t>(sizeof(float));
   const int64_t offset = p.offset + (lo - p.piece.begin) * static_cast<int64_t>(sizeof(float));
-  const int64_t got = ckpt::pread_full(open_file(file), at_lo, bytes, offset);
-  if (got != bytes) {
-    throw IoError("cannot read " + std::to_string(bytes) + " bytes at offset " +
-                  std::to_string(offset) + " of " + files_[file]->path + " (" + p.piece.kind +
-                  " of tensor " + p.piece.tensor +
-                  "): " + (got < 0 ? ckpt::errno_text(errno) : std::string("the file ends early")));
-  }
+  read_bytes(file, open_file(file), reinterpret_cast<char*>(at_lo), bytes, offset, p);
 }
 
 // Reads piece `p` whole (to check its crc32) the first time, its elements [lo, hi) into `at_lo`.
@@ -252,13 +299,7 @@ void CheckpointReader::Impl::read_piece(const ckpt::PieceRecord& p, int64_t lo, 
     }
     const int64_t bytes = (stop - e) * static_cast<int64_t>(sizeof(float));
     const int64_t offset = p.offset + (e - p.piece.begin) * static_cast<int64_t>(sizeof(float));
-    const int64_t got = ckpt::pread_full(fd, dst, bytes, offset);
-    if (got != bytes) {
-      throw IoError(
-          "cannot read " + std::to_string(bytes) + " bytes at offset " + std::to_string(offset) +
-          " of " + files_[file]->path + " (" + p.piece.kind + " of tensor " + p.piece.tensor +
-          "): " + (got < 0 ? ckpt::errno_text(errno) : std::string("the file ends early")));
-    }
+    read_bytes(file, fd, dst, bytes, offset, p);
     crc = ckpt::crc32_update(crc, dst, bytes);
     e = stop;
   }
@@ -331,8 +372,8 @@ std::vector<std::pair<int64_t, int64_t>> CheckpointReader::Impl::saved_ranges(
 
 // ---------------------------------------------------------------------------------------------
 
-CheckpointReader::CheckpointReader(const std::string& folder)
-    : impl_(std::make_unique<Impl>(folder)) {}
+CheckpointReader::CheckpointReader(const std::string& folder, std::chrono::milliseconds io_limit)
+    : impl_(std::make_unique<Impl>(folder, io_limit)) {}
 CheckpointReader::~CheckpointReader() = default;
 
 const std::string& CheckpointReader::folder() const { return impl_->folder_; }

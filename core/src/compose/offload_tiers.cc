@@ -17,6 +17,7 @@
 
 #include "compose/offload_tiers.h"
 #include "zt/error.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host/flight_recorder.h"
 #include "zt/host/plugin_loader.h"
 
@@ -110,6 +111,18 @@ void remember_own_folder(const std::filesystem::path& job_folder) {
     if (f.job_folder == folder && f.pid == ::getpid()) return;
   }
   own.folders.push_back({folder, ::getpid(), folders_with_open_files(folder)});
+  // A file operation that outlives its deadline ends the process without destructors.
+  static pid_t last_words_of = 0;
+  if (last_words_of != ::getpid()) {
+    last_words_of = ::getpid();
+    add_file_io_last_words([] {
+      const std::vector<std::string> removed = remove_own_offload_files();
+      if (removed.empty()) return std::string();
+      std::string line = "ending on a stuck file operation; removed this rank's offload files:";
+      for (const std::string& gone : removed) line += " " + gone;
+      return line;
+    });
+  }
 }
 }  // namespace
 

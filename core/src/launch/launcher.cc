@@ -433,7 +433,7 @@ class Supervisor {
           "zt: launcher: rank " + std::to_string(r) + " (pid " + std::to_string(pids_[r]) +
           ") has not ended " + std::to_string(kKilledEndLimit.count()) +
           " s after SIGKILL (stuck in the kernel?); no longer waiting for it\n";
-      (void)!write(2, line.data(), line.size());
+      out_.say(line);
     }
   }
 

@@ -7,8 +7,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "observe/fault_injection.h"
 #include "observe/observed_work.h"
+#include "util/fault_injection.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
 #include "zt/host/flight_recorder.h"

@@ -212,13 +212,26 @@ ZT_API std::vector<std::string> remove_saves(const std::string& dir);
 // so a `dir` given by mistake as a folder with other contents loses none of them.
 ZT_API void remove_checkpoint_dir(const std::string& dir);
 
+// What a rank's last line says to do when an open, lookup or read of a checkpoint's files outlives
+// the reader's io_limit (below).
+inline constexpr const char* kCheckpointIoWayOut =
+    "check that the storage answers, then load again; storage this slow but working needs a "
+    "longer launch.timeout_s (each checkpoint file operation may take half of it)";
+
 // A published checkpoint, opened for loading.
 class ZT_API CheckpointReader {
  public:
   // Reads and checks manifest.json (its crc32, format version) and that every rank file is
   // there at its size. Throws ConfigError for a folder that is not a checkpoint or a manifest
   // that does not parse, IoError for a missing or short file; each message names the path.
-  explicit CheckpointReader(const std::string& folder);
+  // `io_limit` (0: none) bounds each open, lookup and read (16 MiB at most) of its files, here and
+  // in read(): one still blocked after it ends the process naming the file
+  // (zt/host/file_io_deadline.h). Training, eval, sample and the Python engine give half of
+  // launch.timeout_s, so that the rank whose storage stopped answering names the file, where its
+  // peers' collectives would time out waiting for it and name only the collective; `trainer
+  // export` and the config read from a checkpoint give none.
+  explicit CheckpointReader(const std::string& folder,
+                            std::chrono::milliseconds io_limit = std::chrono::milliseconds{0});
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;

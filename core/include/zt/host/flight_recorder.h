@@ -8,7 +8,8 @@
 // Collectives reach the recorder through observe_communicator(), a Communicator that forwards
 // every op to the plugin's communicator and records it; storage transfers are labelled through
 // observe_tier(), so a rank blocked in I/O says which file. Both also give the timeline trace
-// its comm and storage lanes, and carry the test-only faults of ZT_TEST_FAULT (below).
+// its comm and storage lanes, and carry the test-only faults of ZT_TEST_FAULT
+// (core/src/util/fault_injection.h).
 // Thread safety: every function may be called from any thread.
 #pragma once
 
@@ -104,10 +105,5 @@ ZT_API std::unique_ptr<Communicator> observe_communicator(std::unique_ptr<Commun
 // lane and for what a blocked thread is waiting on.
 ZT_API std::unique_ptr<OffloadTier> observe_tier(std::unique_ptr<OffloadTier> inner,
                                                  const std::string& id);
-
-// ZT_TEST_FAULT, for the tests of the failure paths only: "skip_collective:RANK:SEQ" (rank RANK
-// does not issue its SEQ-th collective of the world group) or "stall_read:RANK:N" (its N-th
-// tier read never completes). Unset: nothing.
-inline constexpr const char* kTestFaultVar = "ZT_TEST_FAULT";
 
 }  // namespace zt

@@ -1,0 +1,50 @@
+// A bound on file I/O the kernel gives no timeout for.
+//
+// Why: open, stat and read on a file system that stopped answering (an NFS or Lustre server gone,
+// a FUSE daemon stuck) block their thread for as long as it stays silent, and nothing cancels a
+// blocked system call. The other ranks' collective timeouts would end the job, but they name the
+// collective, not the file. A FileIoDeadline around such a call names what it does; a watchdog
+// thread (one per process, started with the first scope; a forked child starts its own, without
+// the parent's last words and line start) ends the process when a scope is still open after its
+// limit: it gives the last words registered below up to 10 s (or half the limit) on a thread of
+// their own (they may meet the same stuck storage), writes their lines and then "zt: io error:
+// <what> has not returned after N s ...; <way out>" on stderr (last: a launcher names a failed rank
+// by its last line; "zt: " is replaced as set below), and _exits with IoError's exit code (5): no
+// flush, no teardown, which might block on the same storage. With scopes nested on one thread, the
+// innermost names what blocks. Thread safety: scopes on any threads at once; last words added from
+// any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "zt/api.h"
+
+namespace zt {
+
+class ZT_API FileIoDeadline {
+ public:
+  // `what`: e.g. "reading 16777216 bytes at offset 4096 of /ckpt/step-8/rank1.safetensors";
+  // `way_out`: what the user can do, e.g. which setting the limit comes from. A `limit` of 0 (or
+  // less) watches nothing.
+  FileIoDeadline(std::string what, std::chrono::milliseconds limit, std::string way_out);
+  ~FileIoDeadline();
+  FileIoDeadline(const FileIoDeadline&) = delete;
+  FileIoDeadline& operator=(const FileIoDeadline&) = delete;
+
+ private:
+  static constexpr uint64_t kNotWatched = ~uint64_t{0};
+  uint64_t id_ = kNotWatched;
+};
+
+// `words` runs (once, on a thread of its own) before a FileIoDeadline ends this process: e.g.
+// removing what only a destructor would have removed. It returns a line to print ("" for none),
+// which is printed after the line start.
+ZT_API void add_file_io_last_words(std::function<std::string()> words);
+// What the line starts with instead of "zt: ", asked when it is written: a program's own error
+// lines' start (the trainer's names the rank, "zt: [rank 1] ").
+ZT_API void set_file_io_line_start(std::function<std::string()> start);
+
+}  // namespace zt

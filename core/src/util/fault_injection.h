@@ -1,0 +1,29 @@
+// Fault injection into a real job, for the failure-path tests only: ZT_TEST_FAULT parsed once per
+// process. "skip_collective:RANK:SEQ": rank RANK does not issue its SEQ-th collective of the world
+// group (the observed communicator); "stall_read:RANK:N": its N-th tier read never completes (the
+// observed tier); "stall_checkpoint_read:RANK:N": its N-th open or read of a checkpoint's
+// rank files blocks as on a file system that stopped answering (the checkpoint reader). Unset:
+// nothing.
+// Thread safety: injected_fault() may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace zt {
+
+inline constexpr const char* kTestFaultVar = "ZT_TEST_FAULT";
+
+struct InjectedFault {
+  std::string kind;  // "skip_collective", "stall_read", "stall_checkpoint_read" or "" (none)
+  int rank = -1;     // the rank it hits
+  int64_t nth = 0;   // which collective (sequence number) or which read (1-based)
+};
+
+// ZT_TEST_FAULT as set when first asked; an unparsable value is reported on stderr once and
+// ignored (it is a test hook, not a user setting).
+const InjectedFault& injected_fault();
+// This process's rank as its launcher's environment says (RANK), 0 when unset.
+int env_rank();
+
+}  // namespace zt
