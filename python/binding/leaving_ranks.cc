@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "zt/host/compose.h"
+#include "zt/host/standard_streams.h"
 
 namespace zt::python {
 
@@ -96,10 +97,8 @@ void remove_then_die() {
   for (const std::string& folder : remove_own_offload_files()) line += " " + folder;
   if (!line.empty()) {
     // write(2), not stdio: the held thread may hold stderr's lock.
-    line = "zt: stopped by SIGTERM; removed this rank's offload files:" + line + "\n";
-    if (::write(STDERR_FILENO, line.data(), line.size()) < 0) {
-      // Nothing to do: the process ends next.
-    }
+    write_all_to(STDERR_FILENO,
+                 "zt: stopped by SIGTERM; removed this rank's offload files:" + line + "\n");
   }
   dies_by_default(SIGTERM);
   // Pending where every thread blocks it (the held ones do): taken here.

@@ -2,7 +2,6 @@
 // error's exit code (see trainer --help).
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <iostream>
 
@@ -100,14 +99,7 @@ int run(const std::vector<std::string>& argv) {
 // One write(2) of the whole message: ranks of one job share a terminal (torchrun, mpirun, srun)
 // or a pipe (zt's launcher), and separate writes of its pieces interleave with theirs.
 void print_line(const std::string& line) {
-  const std::string text = "zt: " + rank_prefix() + line + "\n";
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(STDERR_FILENO, text.data() + done, text.size() - done);
-    if (n > 0) done += static_cast<size_t>(n);
-    else if (n < 0 && errno == EINTR) continue;
-    else break;
-  }
+  zt::write_all_to(STDERR_FILENO, "zt: " + rank_prefix() + line + "\n");
 }
 
 void print_error(const std::string& kind, const std::string& message) {

@@ -270,6 +270,7 @@ std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
     const std::function<std::unique_ptr<CheckpointReader>()>& open, const std::string& asked,
     const std::string& path, Store& store, const std::string& key, int rank,
     std::chrono::milliseconds timeout) {
+  const std::chrono::milliseconds io_limit = checkpoint_io_limit(timeout);
   auto publish = [&](const std::vector<std::string>& fields) {
     const std::string text = pack(fields);
     store.set(key, std::vector<uint8_t>(text.begin(), text.end()));
@@ -289,9 +290,8 @@ std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
       publish({"none"});
       return reader;
     }
-    const std::filesystem::path relative = std::filesystem::path(reader->folder())
-                                               .lexically_relative(
-                                                   base_of(path, checkpoint_io_limit(timeout)));
+    const std::filesystem::path relative =
+        std::filesystem::path(reader->folder()).lexically_relative(base_of(path, io_limit));
     const bool under = !relative.empty() && *relative.begin() != "..";
     publish({"open", std::to_string(reader->step()), reader->meta().trainer_state,
              under ? relative.string() : "", reader->folder()});
@@ -313,8 +313,7 @@ std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
   // another path here (Python ranks pass their own).
   std::vector<std::string> candidates;
   if (!relative.empty())
-    candidates.push_back(
-        (base_of(path, checkpoint_io_limit(timeout)) / relative).lexically_normal());
+    candidates.push_back((base_of(path, io_limit) / relative).lexically_normal());
   if (candidates.empty() || candidates.front() != folder) candidates.push_back(folder);
   const std::string way_out =
       " for " + asked +
@@ -324,12 +323,12 @@ std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
     std::error_code ec;
     bool there = false;
     {
-      const FileIoDeadline deadline("looking for rank 0's checkpoint at " + candidate,
-                                    checkpoint_io_limit(timeout), kCheckpointIoWayOut);
+      const FileIoDeadline deadline("looking for rank 0's checkpoint at " + candidate, io_limit,
+                                    kCheckpointIoWayOut);
       there = std::filesystem::is_directory(candidate, ec);
     }
     if (!there) continue;
-    auto reader = std::make_unique<CheckpointReader>(candidate, checkpoint_io_limit(timeout));
+    auto reader = std::make_unique<CheckpointReader>(candidate, io_limit);
     if (std::to_string(reader->step()) != step || reader->meta().trainer_state != state) {
       throw ConfigError(who + " finds another checkpoint at " + candidate + " than rank 0 at " +
                         folder + " (another step or saved state: a copy of another run's)" +

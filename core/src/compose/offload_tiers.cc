@@ -107,14 +107,15 @@ void remember_own_folder(const std::filesystem::path& job_folder) {
   OwnFolders& own = own_folders();
   const std::lock_guard<std::timed_mutex> lock(own.mutex);
   const std::filesystem::path folder = std::filesystem::absolute(job_folder);
+  bool first_of_process = true;
   for (const OwnFolder& f : own.folders) {
-    if (f.job_folder == folder && f.pid == ::getpid()) return;
+    if (f.pid != ::getpid()) continue;
+    if (f.job_folder == folder) return;
+    first_of_process = false;
   }
   own.folders.push_back({folder, ::getpid(), folders_with_open_files(folder)});
   // A file operation that outlives its deadline ends the process without destructors.
-  static pid_t last_words_of = 0;
-  if (last_words_of != ::getpid()) {
-    last_words_of = ::getpid();
+  if (first_of_process) {
     add_file_io_last_words([] {
       const std::vector<std::string> removed = remove_own_offload_files();
       if (removed.empty()) return std::string();

@@ -9,22 +9,13 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "zt/host/standard_streams.h"
+
 namespace zt {
 
 namespace {
 
 constexpr size_t kMaxLine = 64 * 1024;
-
-// Writes all of `text` to `fd` (one write when the pipe or terminal takes it whole).
-void write_all(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n > 0) done += static_cast<size_t>(n);
-    else if (n < 0 && errno == EINTR) continue;
-    else return;  // our stderr is gone: nothing better to do with the text
-  }
-}
 
 }  // namespace
 
@@ -54,7 +45,7 @@ struct RankOutputRelay::Writer {
       text.swap(queued);
       writing = text.size();
       lock.unlock();
-      write_all(2, text);
+      write_all_to(STDERR_FILENO, text);
       lock.lock();
       writing = 0;
     }

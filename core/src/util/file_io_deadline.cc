@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <iterator>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "zt/error.h"
+#include "zt/host/standard_streams.h"
 
 namespace zt {
 
@@ -79,16 +79,6 @@ std::string seconds_text(std::chrono::milliseconds ms) {
   return text;
 }
 
-void write_stderr(const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(STDERR_FILENO, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
 // Runs `work` on a thread of its own and waits `limit` for it: true when it ended in time.
 bool run_within(std::function<void()> work, std::chrono::milliseconds limit) {
   struct Done {
@@ -142,7 +132,7 @@ bool run_within(std::function<void()> work, std::chrono::milliseconds limit) {
           "disk?) and this process ends rather than hang; " +
           expired.way_out + "\n";
   // stderr may be a pipe nobody drains (a launcher's relay holding back): written within a bound.
-  run_within([text] { write_stderr(text); }, kLastLineLimit);
+  run_within([text] { write_all_to(STDERR_FILENO, text); }, kLastLineLimit);
   // No flush, no teardown: stdout, or a lock a stuck thread holds, may be on the same storage.
   ::_exit(static_cast<int>(ErrorKind::kIo));
 }

@@ -28,4 +28,14 @@ void keep_standard_streams_open() {
   }
 }
 
+void write_all_to(int fd, std::string_view text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n > 0) done += static_cast<size_t>(n);
+    else if (n < 0 && errno == EINTR) continue;
+    else return;
+  }
+}
+
 }  // namespace zt

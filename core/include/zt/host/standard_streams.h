@@ -5,8 +5,11 @@
 // later write to that stream lands in the file: a job's log lines in its metrics.jsonl or in a
 // checkpoint's shard. Each closed one is opened on /dev/null instead, as shells and init systems
 // do for the programs they start.
-// Thread safety: call it first thing in main, before other threads or files exist.
+// Thread safety: keep_standard_streams_open first thing in main, before other threads or files
+// exist; write_all_to from any thread.
 #pragma once
+
+#include <string_view>
 
 #include "zt/api.h"
 
@@ -15,5 +18,11 @@ namespace zt {
 // Opens /dev/null in place of each of descriptors 0, 1 and 2 that is closed. Throws IoError if
 // /dev/null cannot be opened.
 ZT_API void keep_standard_streams_open();
+
+// Writes all of `text` to `fd` (stderr, a pipe) with write(2): in one call when the pipe or
+// terminal takes it whole, so that the lines of processes sharing the stream do not interleave;
+// again after EINTR or a short write. Gives up without a word when the stream is gone: there is
+// nowhere better to say so.
+ZT_API void write_all_to(int fd, std::string_view text);
 
 }  // namespace zt
