@@ -7,6 +7,11 @@
 # and what scripts/test.sh installs after it (pybind11 for the Python package, and the rest)
 # must be found then, not left as the NOTFOUND the first configure cached.
 set -euo pipefail
+if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
+  # The comment above, as this script's help (cmake would read --help as its own and build).
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 build_dir=${ZT_BUILD_DIR:-build}
 # Let ccache reuse objects across checkouts at other paths (CI builds a fresh clone).

@@ -3,9 +3,15 @@
 # scripts/setup.sh job), build what the job needs (the trainer, the core and the plugins: not the
 # tests or benches), run `trainer --config configs/zero3_offload.toml` (ZeRO stage 3, 2 local
 # ranks over comm_ucx, optimizer states on NVMe, parameter shards in host memory). Arguments go to
-# the trainer, e.g. scripts/run.sh --set plugin.offload_nvme.path=/mnt/nvme0/zt
+# the trainer, e.g. scripts/run.sh --set plugin.offload_nvme.path=/mnt/nvme0/zt; a trainer
+# command first (scripts/run.sh eval --checkpoint runs/...) or --help/--version goes to the
+# trainer as it is, without the headline config.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh job
 ZT_TARGET=zt_job scripts/build.sh
-exec "${ZT_BUILD_DIR:-build}/bin/trainer" --config configs/zero3_offload.toml "$@"
+trainer="${ZT_BUILD_DIR:-build}/bin/trainer"
+case "${1:-}" in
+  -h | --help | --version | [!-]*) exec "$trainer" "$@" ;;
+esac
+exec "$trainer" --config configs/zero3_offload.toml "$@"

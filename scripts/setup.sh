@@ -7,6 +7,10 @@
 #   scripts/setup.sh job    only what building zt and running a job need (scripts/run.sh): a new
 #                           user's first job does not wait for Chromium and PyTorch to install
 set -euo pipefail
+if [ $# -gt 1 ]; then
+  echo "setup: one argument at most ('job' or 'all'), got: $*" >&2
+  exit 2
+fi
 scope=${1:-all}
 case $scope in
   job | all) ;;

@@ -169,6 +169,8 @@ CkptResult measure(const CkptConfig& c, int steps, const std::string& scratch,
 }
 
 int run(const std::vector<std::string>& args) {
+  // Ctrl-C ends the bench after the job it waits for, its scratch folders removed.
+  stop_on_signals();
   const Options o = parse(args);
   std::filesystem::create_directories(o.dir);
   ScratchIn scratch(o.dir);

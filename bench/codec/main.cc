@@ -480,21 +480,13 @@ std::vector<LinkJob> run_link(const Options& o, const std::string& dir) {
   const std::string name = "ztc" + std::to_string(getpid() % 100000);
   std::vector<LinkJob> jobs = run_one_host(o, dir);
   for (const std::string& rate : o.rates) {
-    const ShellResult up = hosts("up " + name + (rate == "none" ? "" : " " + shell_quote(rate)));
-    if (up.exit_code != 0) throw ConfigError("zt_bench_codec: link " + rate + ": " + up.output);
-    try {
-      for (const Arm& arm : link_arms()) {
-        jobs.push_back(
-            run_link_job(o, name, rate, arm, dir + "/link" + std::to_string(jobs.size())));
-        std::printf("  link %s, %s: %.3f s/step, %.1f MB/step between hosts\n", rate.c_str(),
-                    arm.name, jobs.back().step_s, jobs.back().bytes_per_step / 1e6);
-        std::fflush(stdout);
-      }
-    } catch (...) {
-      hosts("down " + name);
-      throw;
+    const SimulatedHosts up(ZT_BENCH_SOURCE_DIR, name, rate, "zt_bench_codec");
+    for (const Arm& arm : link_arms()) {
+      jobs.push_back(run_link_job(o, name, rate, arm, dir + "/link" + std::to_string(jobs.size())));
+      std::printf("  link %s, %s: %.3f s/step, %.1f MB/step between hosts\n", rate.c_str(),
+                  arm.name, jobs.back().step_s, jobs.back().bytes_per_step / 1e6);
+      std::fflush(stdout);
     }
-    hosts("down " + name);
   }
   return jobs;
 }
@@ -574,6 +566,8 @@ void write_json(const Options& o, const std::vector<KernelRate>& kernels,
 }
 
 int run(const std::vector<std::string>& args) {
+  // Ctrl-C ends the bench after the job it waits for, its scratch folders removed.
+  stop_on_signals();
   const Options o = parse(args);
   std::printf("%s\nbench GPT, ZeRO stage 3, codec_blockq (int8 weights, int4 gradients)\n",
               blas_line().c_str());

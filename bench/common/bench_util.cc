@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "report/report_file.h"
+#include "run/stop_signals.h"
 #include "zt/error.h"
 #include "zt/host/blas.h"
 
@@ -146,10 +147,23 @@ ScratchDir::~ScratchDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+void stop_on_signals() { trainer::catch_stop_signals(); }
+
+void stop_if_signalled(const std::string& doing) {
+  if (const int sig = trainer::stop_signal_received()) {
+    throw trainer::StoppedBySignal(sig,
+                                   "the bench stopped while " + doing +
+                                       "; its scratch folders are removed, no results written");
+  }
+}
+
 int bench_main(const std::string& name, int argc, char** argv,
                int (*run)(const std::vector<std::string>&)) {
   try {
     return run(std::vector<std::string>(argv, argv + argc));
+  } catch (const trainer::StoppedBySignal& e) {
+    std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
+    return 128 + e.signal();
   } catch (const zt::Error& e) {
     std::fprintf(stderr, "%s: %s error: %s\n", name.c_str(), e.kind_name(), e.what());
     return e.exit_code();

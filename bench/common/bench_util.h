@@ -64,8 +64,20 @@ class ScratchDir {
   std::string path_;
 };
 
+// For a bench that runs jobs or fills scratch folders: SIGINT (Ctrl-C), SIGTERM and SIGUSR1 are
+// recorded, not fatal (a job the bench runs gets them too, or from run_logged), and the bench
+// stops at its next stop_if_signalled(): after the job or command it waits for, or between its
+// own rounds. The destructors on the way then remove its scratch folders and simulated hosts,
+// which the signals' default action left behind (the NVMe bench's files are GBs). A second Ctrl-C
+// a second or more after the first ends it at once.
+void stop_on_signals();
+// Throws trainer::StoppedBySignal (bench_main reports it) when such a signal came; `doing` says
+// what the bench was doing ("running /path/trainer").
+void stop_if_signalled(const std::string& doing);
+
 // Runs `run(args)` as the program `name`: zt errors become "name: kind error: ..." and their
-// exit code, other exceptions exit 1.
+// exit code, a stop on a signal "name: stopped by SIGINT: ..." and 128 + the signal, other
+// exceptions exit 1.
 int bench_main(const std::string& name, int argc, char** argv,
                int (*run)(const std::vector<std::string>&));
 

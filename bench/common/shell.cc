@@ -4,24 +4,36 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/bench_util.h"
 #include "zt/error.h"
 
 namespace zt::bench {
 
-ShellResult run_shell(const std::string& command) {
+ShellResult run_shell(const std::string& command, bool clean_up) {
+  // A stop asked for before this command: it does not run.
+  if (!clean_up) stop_if_signalled("about to run `" + command + "`");
   ShellResult result;
   FILE* pipe = popen((command + " 2>&1").c_str(), "r");
   if (!pipe) throw IoError("zt_bench_nvme: cannot run `" + command + "`");
   std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) result.output.append(buf.data(), n);
+  for (;;) {
+    const size_t n = fread(buf.data(), 1, buf.size(), pipe);
+    result.output.append(buf.data(), n);
+    if (n > 0) continue;
+    // A stop signal interrupts the read (the handlers do not restart calls): the command's
+    // output is read to its end all the same, and the stop comes after it.
+    if (!ferror(pipe) || errno != EINTR) break;
+    clearerr(pipe);
+  }
   const int status = pclose(pipe);
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   else if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
+  if (!clean_up) stop_if_signalled("running `" + command + "`");
   return result;
 }
 

@@ -11,8 +11,10 @@ struct ShellResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs `command` through /bin/sh with stderr merged into stdout.
-ShellResult run_shell(const std::string& command);
+// Runs `command` through /bin/sh with stderr merged into stdout. After a stop signal
+// (stop_on_signals) it throws StoppedBySignal instead of starting the command, and once the
+// command ended; a `clean_up` command (taking simulated hosts down) runs and returns all the same.
+ShellResult run_shell(const std::string& command, bool clean_up = false);
 
 // `text` as one shell word.
 std::string shell_quote(const std::string& text);

@@ -100,6 +100,8 @@ Spans run_job(const Options& o, const Composition& c, const std::string& out_dir
 }
 
 int run(const std::vector<std::string>& args) {
+  // Ctrl-C ends the bench after the job it waits for, its scratch folders removed.
+  stop_on_signals();
   const Options o = parse(args);
   ScratchDir scratch("zt-bench-eval");
   std::printf("zt_bench_eval: bench GPT, stage 3, 2 ranks, %lld steps, an evaluation of %lld "

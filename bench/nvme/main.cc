@@ -59,6 +59,8 @@ bool parse_args(const std::vector<std::string>& args, Plan& plan) {
 }
 
 int run(const std::vector<std::string>& argv) {
+  // Ctrl-C ends the bench between two files' rounds, its files removed.
+  stop_on_signals();
   Plan plan;
   if (!parse_args(argv, plan)) {
     std::printf("%s", kUsage);
@@ -106,10 +108,12 @@ int run(const std::vector<std::string>& argv) {
     for (size_t e = 0; e < n; ++e) {
       const double s = engines[e]->write();
       if (rep >= 0) rows[e].seconds.push_back(s);
+      stop_if_signalled(std::string("writing with ") + kEngines[e]);
     }
     for (size_t e = 0; e < n; ++e) {
       const double s = engines[e]->read();
       if (rep >= 0) rows[n + e].seconds.push_back(s);
+      stop_if_signalled(std::string("reading with ") + kEngines[e]);
       if (rep < 0 && !engines[e]->verify()) {
         throw IoError(std::string("zt_bench_nvme: ") + kEngines[e] +
                       " read back different bytes than it wrote");

@@ -189,6 +189,8 @@ DiskBounds measure_disk(const std::string& dir, int64_t gb) {
 }
 
 int run(const std::vector<std::string>& args) {
+  // Ctrl-C ends the bench after the job it waits for, its scratch folders removed.
+  stop_on_signals();
   const Options o = parse(args);
   std::filesystem::create_directories(o.dir);
   ScratchIn scratch(o.dir);

@@ -232,6 +232,8 @@ TrainRow bench_train(const Options& o, const std::string& scratch) {
 }
 
 int run(const std::vector<std::string>& args) {
+  // Ctrl-C ends the bench after the job it waits for, its scratch folders removed.
+  stop_on_signals();
   const Options o = parse(args);
   if (!fs::exists(kFortunes + "/fortunes")) {
     throw ConfigError("Debian's fortunes are not installed; scripts/setup.sh installs them");

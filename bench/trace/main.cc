@@ -118,6 +118,8 @@ Sums trace_sums(const std::string& file) {
 }
 
 int run(const std::vector<std::string>& args) {
+  // Ctrl-C ends the bench after the job it waits for, its scratch folders removed.
+  stop_on_signals();
   const Options o = parse(args);
   ScratchDir scratch("zt-bench-trace");
   std::printf("zt_bench_trace: bench GPT, stage 3, 2 ranks, %lld steps (%lld warm-up), %lld "

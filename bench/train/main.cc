@@ -291,6 +291,8 @@ GptSizes resolve_job_configs(const Plan& plan, const std::string& scratch) {
 }
 
 int run(const std::vector<std::string>& argv) {
+  // Ctrl-C ends the bench after the job it waits for, its scratch folders removed.
+  stop_on_signals();
   Plan plan;
   if (!parse_args(argv, plan)) {
     std::printf("%s", kUsage);

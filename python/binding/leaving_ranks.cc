@@ -28,7 +28,7 @@ constexpr int kRemovalLimitSeconds = 25;
 int g_wake[2] = {-1, -1};  // the handler's pipe to the thread that removes the files
 // Atomics (lock-free, so the handler may read them) since the remover thread resets the owner.
 std::atomic<pid_t> g_owner{0};    // the process that made that thread: a fork's child has none
-std::atomic<pid_t> g_trainer{0};  // the thread that made the first engine with a file tier
+std::atomic<pid_t> g_trainer{0};  // the thread that made the newest engine with a file tier
 
 void dies_by_default(int sig) {
   ::signal(sig, SIG_DFL);
@@ -108,7 +108,12 @@ void remove_then_die() {
 }  // namespace
 
 void remove_offload_files_on_sigterm() {
-  if (g_owner == ::getpid()) return;
+  if (g_owner == ::getpid()) {
+    // The newest engine's thread is the one training now (the first one's may have ended, and
+    // its id gone to another thread).
+    g_trainer = static_cast<pid_t>(::syscall(SYS_gettid));
+    return;
+  }
   struct sigaction current {};
   if (::sigaction(SIGTERM, nullptr, &current) != 0 || (current.sa_flags & SA_SIGINFO) != 0) return;
   // SIG_DFL, or ours inherited by a forked child that now makes an engine of its own.

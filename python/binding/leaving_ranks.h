@@ -11,10 +11,10 @@ namespace zt::python {
 // From the first engine with a file tier on: SIGTERM, where it still has its default action
 // (not where the script or a framework took it), first removes this process's offload files
 // (remove_own_offload_files) on a thread of its own, then ends the process as before (killed by
-// SIGTERM). The calling thread, which trains, is held in the handler meanwhile: a step going on
-// would meet its files removed and fail with an I/O error instead. Removal that takes longer
-// than 25 s is given up (the process dies as before). A process forked from
-// this one (a DataLoader worker) dies of it as before. Idempotent.
+// SIGTERM). The calling thread (of the newest such engine), which trains, is held in the handler
+// meanwhile: a step going on would meet its files removed and fail with an I/O error instead.
+// Removal that takes longer than 25 s is given up (the process dies as before). A process
+// forked from this one (a DataLoader worker) dies of it as before. Idempotent.
 void remove_offload_files_on_sigterm();
 
 }  // namespace zt::python

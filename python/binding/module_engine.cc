@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -70,10 +71,15 @@ struct JobConnection {
   RankEnv env;
   std::chrono::milliseconds timeout{0};
   std::shared_ptr<Store> store;
-  int64_t engines = 0;  // built so far: the next one's key prefix
 };
 
 namespace {
+
+// This process's engines begun so far, failed ones included: the next one's number.
+int64_t next_engine_number() {
+  static std::atomic<int64_t> begun{0};
+  return begun++;
+}
 
 std::shared_ptr<JobConnection>& current_job() {
   static std::shared_ptr<JobConnection> job;
@@ -110,7 +116,8 @@ void leave_job() {
 
 ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& toml_text,
                            const std::vector<std::string>& overrides, std::vector<UnitParams> units)
-    : loaded_(load_python_job(config_path, toml_text, overrides, "zt.initialize")),
+    : number_(next_engine_number()),
+      loaded_(load_python_job(config_path, toml_text, overrides, "zt.initialize")),
       env_(discover_rank_env()) {
   if (units.empty()) throw ConfigError("zt.initialize: the model has no parameters to train");
   // As the trainer holds it: data.global_batch (or a DeepSpeed JSON's train_batch_size) is what
@@ -131,8 +138,7 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
   // This engine's own launch.timeout_s bounds its collectives and saves: a later engine of the
   // process kept the first one's (the job's store, joined once, keeps the first's).
   timeout_ = job_.engine.launch.timeout;
-  store_ = prefixed_store(connection->store,
-                          "engine-" + std::to_string(connection->engines++) + "/");
+  store_ = prefixed_store(connection->store, "engine-" + std::to_string(number_) + "/");
   std::vector<Unit*> pointers;
   for (UnitParams& u : units) {
     units_.push_back(std::make_unique<ModuleUnit>(u));
@@ -276,18 +282,26 @@ void ModuleEngine::take_dir_lock(const std::string& dir) {
     std::error_code ec;
     const std::string folder = std::filesystem::weakly_canonical(dir, ec).string();
     try {
+      // Held already by this engine: an earlier save here failed after taking it (a stopped
+      // save it could not clear, the job id, the saver), and was refused as another engine's.
+      const bool ours = dir_lock_ && !ec && folder == held_folder_;
       // flock refuses a second open file in the same process too: said apart from another job.
-      if (!ec && !held_save_folders().insert(folder).second) {
+      if (!ours && !ec && !held_save_folders().insert(folder).second) {
         throw ConfigError(dir + " is the save folder of another engine of this process, still " +
                           "open: close it (engine.close()) first, or save elsewhere");
       }
-      try {
-        dir_lock_ = std::make_unique<CheckpointDirLock>(dir);
-      } catch (...) {
-        if (!ec) held_save_folders().erase(folder);
-        throw;
+      if (!ours) {
+        try {
+          auto lock = std::make_unique<CheckpointDirLock>(dir);
+          // The folder of a save that failed before this one, given up for this one.
+          if (!held_folder_.empty()) held_save_folders().erase(held_folder_);
+          dir_lock_ = std::move(lock);
+        } catch (...) {
+          if (!ec) held_save_folders().erase(folder);
+          throw;
+        }
+        held_folder_ = ec ? "" : folder;
       }
-      held_folder_ = ec ? "" : folder;
       // Under the lock, as the trainer does at its start: what saves killed or given up left
       // here (temporary folders, a pending `latest`) goes before this engine saves.
       trainer::CheckpointSettings here = job_.checkpoint;

@@ -139,6 +139,9 @@ class ModuleEngine {
   Engine& live() const;
   void take_dir_lock(const std::string& dir);
 
+  // Drawn first, before anything that may fail on one rank alone (its config, its environment):
+  // every rank's n-th zt.initialize takes the key prefix "engine-n/", whichever of them failed.
+  int64_t number_;
   PythonJob loaded_;
   const trainer::JobSettings& job_ = loaded_.settings;
   RankEnv env_;

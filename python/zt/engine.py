@@ -175,31 +175,46 @@ class Engine:
             self._root = 0
         path, text, overrides = config_source(config, overrides, "zt.initialize")
         self._core = _zt.ModuleEngine(path, text, overrides, unit_params)
-        self._dtype = {"fp32": torch.float32, "bf16": torch.bfloat16,
-                       "fp16": torch.float16}[self._core.compute]
-        # Where the engine computes (launch.device): inputs go there, as the parameters did.
-        self.device = torch.device(self._core.device)
-        # As the trainer does for a TorchScript model: floating buffers in the compute dtype (an
-        # fp32 one met bf16 activations and promoted the unit's output, which the next unit's
-        # bf16 weights refused), and rank 0's values on every rank (one drawn from each rank's
-        # own seed differed).
-        # close(restore=True) gives them their own dtype and device back, as it gives the
-        # parameters fp32 on their own device.
-        self._buffer_dtypes = [(b, b.dtype, b.device) for b in model.buffers()]
-        self._param_devices = {n: p.device for n, p in model.named_parameters()}
-        self._core.share_buffers(list(model.buffers()))
-        first = 1 if self._root is not None else 0
         self._hooks = []
-        for i, m in enumerate(modules):
-            u = i + first
-            self._hooks.append(m.register_forward_pre_hook(self._entering(u)))
-            self._hooks.append(m.register_forward_hook(self._leaving(u)))
-        self._open = False
-        self._in_backward = False  # torch.utils.checkpoint recomputes units in backward
-        self._stack = []
-        self._micro = 0
-        self._awaiting_step = False  # a backward ran and its step() call has not yet
-        self._last_step = None
+        # From here the core exists: a failure (a collective that raised, a Ctrl-C that came
+        # while the core was built) takes the hooks off and closes it now, on every rank at the
+        # same point, not when the garbage collector gets to it (a collective shutdown at a
+        # different moment on each rank, after the job had left). The parameters are not put
+        # back (that is a collective at stage 3, which a failure on one rank would leave
+        # waiting): at stages 0-2 they hold their values, at stage 3 the next initialize says
+        # they hold none.
+        try:
+            self._dtype = {"fp32": torch.float32, "bf16": torch.bfloat16,
+                           "fp16": torch.float16}[self._core.compute]
+            # Where the engine computes (launch.device): inputs go there, as the parameters did.
+            self.device = torch.device(self._core.device)
+            # As the trainer does for a TorchScript model: floating buffers in the compute dtype (an
+            # fp32 one met bf16 activations and promoted the unit's output, which the next unit's
+            # bf16 weights refused), and rank 0's values on every rank (one drawn from each rank's
+            # own seed differed).
+            # close(restore=True) gives them their own dtype and device back, as it gives the
+            # parameters fp32 on their own device.
+            self._buffer_dtypes = [(b, b.dtype, b.device) for b in model.buffers()]
+            self._param_devices = {n: p.device for n, p in model.named_parameters()}
+            self._core.share_buffers(list(model.buffers()))
+            first = 1 if self._root is not None else 0
+            for i, m in enumerate(modules):
+                u = i + first
+                self._hooks.append(m.register_forward_pre_hook(self._entering(u)))
+                self._hooks.append(m.register_forward_hook(self._leaving(u)))
+            self._open = False
+            self._in_backward = False  # torch.utils.checkpoint recomputes units in backward
+            self._stack = []
+            self._micro = 0
+            self._awaiting_step = False  # a backward ran and its step() call has not yet
+            self._last_step = None
+        except BaseException:
+            for h in self._hooks:
+                h.remove()
+            self._hooks = []
+            self._closed = True
+            self._core.close()
+            raise
         _open_engines[self] = None
 
     # The hooks: a unit entered and left inside the engine's forward.

@@ -8,6 +8,7 @@ its own checkpoint).
 """
 
 import argparse
+import math
 import sys
 
 from . import _zt
@@ -25,8 +26,14 @@ def main(argv=None):
     parser.add_argument("script")
     parser.add_argument("args", nargs=argparse.REMAINDER)
     a = parser.parse_args(argv)
-    if a.nproc < 1:
-        parser.error("--nproc must be at least 1")
+    # As the trainer's own checks: a negative or NaN timeout meant no limit, a port past 65535
+    # failed only in the ranks, and a huge --nproc in the binding's conversion.
+    if not 1 <= a.nproc <= 1024:
+        parser.error(f"--nproc {a.nproc}: expected a number of ranks from 1 to 1024")
+    if not 0 <= a.master_port <= 65535:
+        parser.error(f"--master-port {a.master_port}: expected a port from 0 (a free one) to 65535")
+    if not (math.isfinite(a.timeout) and a.timeout >= 0):
+        parser.error(f"--timeout {a.timeout}: expected seconds, 0 or more (0: no limit)")
     if a.max_restarts < 0:
         parser.error("--max-restarts must be 0 or more")
     command = [sys.executable, a.script] + a.args

@@ -103,18 +103,18 @@ class BackgroundJob {
   int exit_code_ = -1;
 };
 
-// A rank 1 killed with SIGKILL once `ready` holds: its pid, then the job's exit code and log.
+// Rank `rank` killed with SIGKILL once `ready` holds: its pid, then the job's exit code and log.
 struct KilledRank {
   pid_t victim = -1;
   int exit_code = -1;
   std::string log;
 };
 
-KilledRank kill_rank_1_when(BackgroundJob& job, const std::function<bool()>& ready,
-                            const std::string& log) {
+KilledRank kill_rank_when(BackgroundJob& job, int rank, const std::function<bool()>& ready,
+                          const std::string& log) {
   KilledRank k;
   REQUIRE(wait_until(ready, std::chrono::seconds(60)));
-  k.victim = job.rank_pid(1);
+  k.victim = job.rank_pid(rank);
   REQUIRE(k.victim > 0);
   REQUIRE(kill(k.victim, SIGKILL) == 0);
   k.exit_code = job.wait(std::chrono::seconds(120));
@@ -288,8 +288,8 @@ TEST_CASE("restarts: a rank killed mid-run under max_restarts = 2 is restarted f
   BackgroundJob job(
       quiet_small_gpt_job(healed, total + " --set checkpoint.every_steps=3 --max-restarts 2"),
       dir.file("healed.log"));
-  const KilledRank k = kill_rank_1_when(
-      job, [&] { return fs::exists(ckpt / "latest"); }, dir.file("healed.log"));
+  const KilledRank k = kill_rank_when(
+      job, 1, [&] { return fs::exists(ckpt / "latest"); }, dir.file("healed.log"));
   INFO(k.log);
   CHECK(k.exit_code == 0);
   CHECK(contains(k.log, "zt: restart 1/2: rank 1 (pid " + std::to_string(k.victim) +
@@ -299,6 +299,30 @@ TEST_CASE("restarts: a rank killed mid-run under max_restarts = 2 is restarted f
   check_same_losses(straight, healed, steps);
   check_same_state(step_folder(fs::path(straight) / "checkpoints", steps),
                    step_folder(ckpt, steps));
+}
+
+TEST_CASE("restarts: a job of one rank under max_restarts is supervised, and its killed rank "
+          "started again from the latest checkpoint") {
+  // A single process used to become the rank itself: one that died was not started again.
+  TempDir dir;
+  const int64_t steps = 40;
+  const std::string straight = dir.file("straight"), healed = dir.file("healed");
+  const std::string total = " --set run.steps=" + std::to_string(steps) + " --nproc 1";
+  auto r = run_command(quiet_small_gpt_job(straight, total + " --set checkpoint.every_steps=1000"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const fs::path ckpt = fs::path(healed) / "checkpoints";
+  BackgroundJob job(
+      quiet_small_gpt_job(healed, total + " --set checkpoint.every_steps=3 --max-restarts 1"),
+      dir.file("healed.log"));
+  const KilledRank k = kill_rank_when(
+      job, 0, [&] { return fs::exists(ckpt / "latest"); }, dir.file("healed.log"));
+  INFO(k.log);
+  CHECK(k.exit_code == 0);
+  CHECK(contains(k.log, "zt: restart 1/1: rank 0 (pid " + std::to_string(k.victim) +
+                            ") was killed by signal 9"));
+  CHECK(contains(k.log, "resumed at step"));
+  check_same_losses(straight, healed, steps);
 }
 
 TEST_CASE("checkpoint.dir: a second job on a folder another job saves into stops at once, "
@@ -472,6 +496,40 @@ TEST_CASE("resume: a rank whose checkpoint read blocks (storage that stopped ans
   CHECK(left.empty());
 }
 
+TEST_CASE("eval without --config, and export: a checkpoint whose read blocks ends them with exit "
+          "5 after half launch.timeout_s, naming the file") {
+  // The config eval reads from the checkpoint is what would set the bound, so the bound there
+  // comes from --set launch.timeout_s (or its default); the manifest read is the first one.
+  TempDir dir;
+  const std::string ckpt = dir.file("checkpoints");
+  auto r = run_command(quiet_small_gpt_job(
+      dir.file("first"),
+      "--set run.steps=2 --set checkpoint.every_steps=2 --set checkpoint.dir=" + ckpt));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string out = dir.file("eval.json");
+  r = run_command("ZT_TEST_FAULT=stall_checkpoint_manifest:0:1 " + std::string(ZT_TEST_TRAINER) +
+                  " eval --checkpoint " + ckpt + " --set launch.timeout_s=2 --out " + out);
+  INFO(r.output);
+  CHECK(r.exit_code == 5);
+  CHECK(contains(r.output, "io error: reading " + ckpt +
+                               "/step-00000002/manifest.json has not returned after 1.0 s: the "
+                               "storage stopped answering"));
+  CHECK_FALSE(fs::exists(out));
+
+  // trainer export: its bound from --set launch.timeout_s (it reads no config), and the
+  // unfinished file removed by its last words (the process ends without unwinding).
+  const std::string exported = dir.file("model.safetensors");
+  r = run_command("ZT_TEST_FAULT=stall_checkpoint_read:0:3 " + std::string(ZT_TEST_TRAINER) +
+                  " export --checkpoint " + ckpt + " --set launch.timeout_s=2 --out " + exported);
+  INFO(r.output);
+  CHECK(r.exit_code == 5);
+  CHECK(contains(r.output, "has not returned after 1.0 s: the storage stopped answering"));
+  CHECK(contains(r.output, "removed the unfinished " + exported + ".tmp"));
+  CHECK_FALSE(fs::exists(exported));
+  CHECK_FALSE(fs::exists(exported + ".tmp"));
+}
+
 TEST_CASE("restarts: a rank killed before the job's first save starts it again as it started, "
           "not from a checkpoint an earlier run left in the folder") {
   TempDir dir;
@@ -492,8 +550,8 @@ TEST_CASE("restarts: a rank killed before the job's first save starts it again a
                                                     " --set checkpoint.every_steps=1000 "
                                                     "--max-restarts 1"),
                     dir.file("healed.log"));
-  const KilledRank k = kill_rank_1_when(
-      job, [&] { return !zt::test::read_file(healed + "/metrics.jsonl").empty(); },
+  const KilledRank k = kill_rank_when(
+      job, 1, [&] { return !zt::test::read_file(healed + "/metrics.jsonl").empty(); },
       dir.file("healed.log"));
   INFO(k.log);
   CHECK(k.exit_code == 0);

@@ -174,7 +174,8 @@ TEST_CASE("trainer sample: the same text at world 1, 2 and 3 and every stage, an
   CHECK(one["samples"][0]["tokens"].get<std::vector<int64_t>>() == expected[0]);
 }
 
-TEST_CASE("trainer eval and sample: bad input is a clear error before anything runs (exit 2)") {
+TEST_CASE("trainer eval and sample: bad input is a clear error before anything runs (exit 2, or 5 "
+          "for an --out that cannot be written)") {
   TempDir dir;
   train_with_checkpoints(dir.file("out"));
   const std::string ckpt = dir.file("out/checkpoints");
@@ -190,6 +191,15 @@ TEST_CASE("trainer eval and sample: bad input is a clear error before anything r
   auto missing = run_command(trainer() + " eval --checkpoint " + dir.file("nowhere"));
   CHECK(missing.exit_code == 2);
   CHECK(contains(missing.output, "not a checkpoint"));
+  // --out under a file: said before the evaluation (it was said after the whole of it), at
+  // world 2 as well (rank 0 makes the folder; rank 1 learns of its failure).
+  zt::test::write_file(dir.file("a_file"), "in the way\n");
+  auto unwritable = run_command(trainer() + " eval --checkpoint " + ckpt + " --nproc 2 --out " +
+                                dir.file("a_file/eval.json"));
+  CHECK(unwritable.exit_code == 5);
+  CHECK(contains(unwritable.output, "cannot make " + dir.file("a_file") + " for --out " +
+                                        dir.file("a_file/eval.json")));
+  CHECK_FALSE(contains(unwritable.output, "validation loss"));
   // A bare token file (no index) names no tokenizer: a prompt's bytes are not its ids.
   {
     std::ofstream bare(dir.file("bare.bin"), std::ios::binary);

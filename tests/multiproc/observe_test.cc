@@ -163,6 +163,22 @@ TEST_CASE("trace: every rank's timeline nests, lines up across ranks and merges 
   CHECK(stale.exit_code == 2);
   CHECK(contains(stale.output, "rank-2.json names rank 2, past its 2-rank job: the folder "
                                "holds traces of two runs"));
+
+  // Valid JSON that is no trace (a flight record's folder, `[]`) is refused by name: `[]` threw
+  // out as an internal error, a flight record merged nothing and exited 0.
+  std::filesystem::create_directories(dir.file("other"));
+  zt::test::write_file(dir.file("other/rank-0.json"), "[]\n");
+  const auto other = run_command(std::string(ZT_TEST_TRAINER) + " trace merge " +
+                                 dir.file("other"));
+  CHECK(other.exit_code == 2);
+  CHECK(contains(other.output, dir.file("other/rank-0.json") +
+                                   " is not a trace file zt wrote (no traceEvents array)"));
+  zt::test::write_file(dir.file("other/rank-0.json"), "{\"world\": 1, \"ops\": []}\n");
+  const auto flight = run_command(std::string(ZT_TEST_TRAINER) + " trace merge " +
+                                  dir.file("other"));
+  CHECK(flight.exit_code == 2);
+  CHECK(contains(flight.output, "no traceEvents array"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("other/merged.json")));
 }
 
 TEST_CASE(

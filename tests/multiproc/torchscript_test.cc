@@ -340,6 +340,11 @@ TEST_CASE("torchscript: bad files and modules are refused before step 1, naming 
       {"kind = \"torchscript\"\npath = \"" + dir + "missing.pt\"\n" + gpt_keys,
        5,
        {"cannot read model.path", "missing.pt"}},
+      // 2^41 elements a sample: the product wrapped into a LibTorch error naming no key.
+      {"kind = \"torchscript\"\npath = \"" + dir +
+           "not_sequential.pt\"\ninput_shape = [1048576, 1048576, 2]\ntarget_shape = [4]\n",
+       2,
+       {"model.input_shape must list whole sizes >= 1", "of at most 2^40 elements in all"}},
   };
   for (const Bad& c : cases) {
     TempDir run;

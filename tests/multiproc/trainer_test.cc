@@ -121,6 +121,28 @@ TEST_CASE("--nproc 2 in a Slurm step of one task (srun --pty) starts 2 ranks, an
   CHECK(contains(r.output, "grad_accum = 2"));
 }
 
+TEST_CASE("under another launcher, a --nproc that is not its world is refused, and "
+          "max_restarts is said to restart nothing") {
+  // torchrun's variables for rank 0 of 1: before, --nproc 4 was dropped without a word.
+  const std::string one = "env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 "
+                          "MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                          std::to_string(zt::pick_free_port("127.0.0.1")) + " " + trainer() +
+                          " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1";
+  auto r = run_command(one + " --nproc 4");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "--nproc 4, but torchrun started this process as rank 0 of 1: its "
+                           "ranks are the job's; drop --nproc"));
+  CHECK_FALSE(contains(r.output, "zt smoke:"));
+  // The same --nproc as the launcher's world is no contradiction.
+  r = run_command(one + " --nproc 1 --max-restarts 2");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "zt smoke: 1 rank(s)"));
+  CHECK(contains(r.output, "zt: warning: launch.max_restarts = 2 is zt's launcher's, and torchrun "
+                           "started these ranks: it restarts none of them"));
+}
+
 TEST_CASE("bad config input: one clear line per problem, exit code 2") {
   auto r = run_with("[run]\ntask = \"smoke\"\n[zero]\nstage = 9\nbucket = 3\n");
   INFO(r.output);
@@ -475,7 +497,7 @@ TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
   CHECK(contains(r.output, "plugin 'null_codec' (codec): create() returned null"));
 }
 
-TEST_CASE("the plugins commands read only plugins.dirs from --config") {
+TEST_CASE("the plugins commands read only plugins.dirs from --config and --set") {
   TempDir dir;
   write_file(dir.file("dirs.toml"), "[plugins]\ndirs = [\"" ZT_TEST_FIXTURE_DIR "\"]\n");
   auto r = run_command(trainer() + " plugins describe shard_fixture --config " +
@@ -490,6 +512,12 @@ TEST_CASE("the plugins commands read only plugins.dirs from --config") {
   r = run_command(trainer() + " plugins list --config " + dir.file("bad.toml"));
   CHECK(r.exit_code == 2);
   CHECK(contains(r.output, "bad.toml:2:8: plugins.dirs must be an array of strings"));
+  // Without --config, --set plugins.dirs names them (it was dropped: shard_fixture not found).
+  r = run_command(trainer() + " plugins describe shard_fixture --set 'plugins.dirs=[\"" +
+                  ZT_TEST_FIXTURE_DIR + "\"]'");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "bucket_mb (integer, default 25"));
 }
 
 namespace {

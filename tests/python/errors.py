@@ -360,7 +360,8 @@ def main():
     print("errors: ConfigError, a unit's error named, the engine trains on, outside use refused, "
           "a closed engine says so")
     return (checkpointed_twice() or stray_backward(0) or stray_backward(3)
-            or failed_first_micro_step_with_tier() or gradients_not_finite_twice())
+            or failed_first_micro_step_with_tier() or gradients_not_finite_twice()
+            or launcher_flags_refused() or failed_initialize_takes_its_hooks_off())
 
 
 class Twice(torch.nn.Module):
@@ -491,7 +492,8 @@ def checkpointed_twice():
 
 def gradients_not_finite_twice():
     """fp32 without loss scaling: a step whose gradients are NaN (its loss finite) is skipped;
-    a second in a row raises zt.NumericError; a checkpoint loaded between two starts afresh."""
+    a second in a row raises zt.NumericError; a checkpoint loaded between two goes on with the
+    count it saved (0 after a clean step, 1 right after a skipped one)."""
     net = Fragile()
     engine = zt.initialize(net, config=CONFIG)
 
@@ -519,9 +521,82 @@ def gradients_not_finite_twice():
         engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
         if engine.step()["skipped"]:  # a caught one: the next clean step trains
             return "the step after the refused one did not train"
+        # Saved right after a skipped one, the count goes with the checkpoint: the next such
+        # step after a load is the second in a row, as in the run that saved (a clean step
+        # between the save and the load set the live count back to 0).
+        if not nan_step()["skipped"]:
+            return "a step with NaN gradients was not skipped"
+        engine.save_checkpoint(folder)
+        engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+        if engine.step()["skipped"]:
+            return "a clean step after a skipped one did not train"
+        engine.load_checkpoint(folder)
+        try:
+            nan_step()
+            return "after a load of a checkpoint saved right after a skipped step, another one " \
+                   "was skipped, not refused"
+        except zt.NumericError as e:
+            assert "two steps in a row" in str(e), str(e)
     engine.close()
-    print("errors: NaN gradients skip one step, and stop at a second in a row (a load between "
-          "starts afresh)")
+    print("errors: NaN gradients skip one step, and stop at a second in a row (a load goes on "
+          "with the count it saved)")
+    return None
+
+
+def failed_initialize_takes_its_hooks_off():
+    """A zt.initialize that fails once its core exists (here a unit refuses its hook) takes the
+    hooks it had set off and closes its core then, not when the garbage collector gets to it:
+    the module then trains under a new engine."""
+    class Refusing(torch.nn.Linear):
+        refuse = True
+
+        def register_forward_hook(self, *args, **kwargs):
+            if Refusing.refuse:
+                raise RuntimeError("planted: no hooks here")
+            return super().register_forward_hook(*args, **kwargs)
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), Refusing(4, 2))
+    config = {"zero": {"stage": 0}, "plugins": {"comm": "comm_ucx",
+                                                "optimizer": "optim_hybrid_adam"}}
+    try:
+        zt.initialize(model, config=config)
+        return "an initialize whose hook was refused succeeded"
+    except RuntimeError as e:
+        if "planted" not in str(e):
+            raise
+    hooks = [len(m._forward_pre_hooks) + len(m._forward_hooks) for m in model]
+    if any(hooks):
+        return f"a failed initialize left hooks on the units: {hooks}"
+    Refusing.refuse = False
+    engine = zt.initialize(model, config=config)
+    engine.backward(engine.loss(torch.randn(3, 4), torch.randn(3, 2)))
+    if engine.step()["skipped"]:
+        return "the engine after a failed initialize did not train"
+    engine.close()
+    print("errors: a failed zt.initialize takes its hooks off; the module trains under the next")
+    return None
+
+
+def launcher_flags_refused():
+    """python3 -m zt.launch refuses what the trainer's launcher flags refuse, before any rank: a
+    negative or NaN --timeout meant no limit, a port past 65535 failed in the ranks."""
+    import contextlib
+    import io
+
+    from zt import launch
+    for argv, said in ((["--timeout", "-5", "x.py"], "--timeout -5.0: expected seconds"),
+                       (["--timeout", "nan", "x.py"], "--timeout nan"),
+                       (["--master-port", "70000", "x.py"], "--master-port 70000: expected a port"),
+                       (["--nproc", "3000000000", "x.py"], "--nproc 3000000000: expected")):
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                launch.main(argv)
+            return f"zt.launch {argv} was accepted"
+        except SystemExit as e:
+            if e.code != 2 or said not in err.getvalue():
+                return f"zt.launch {argv}: exit {e.code}, said {err.getvalue()!r}"
+    print("errors: zt.launch refuses a bad --timeout, --master-port and --nproc")
     return None
 
 

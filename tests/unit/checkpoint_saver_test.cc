@@ -70,6 +70,7 @@ void check_saved(const fs::path& dir, int world, int64_t step) {
   CHECK(c.loss_scale == want.loss_scale);
   CHECK(c.clean_steps == want.clean_steps);
   CHECK(c.hysteresis_left == want.hysteresis_left);
+  CHECK(c.unscalable_in_a_row == want.unscalable_in_a_row);
   const zt::CheckpointMeta meta = zt::test::model_meta(step);
   CHECK(nlohmann::json::parse(reader.meta().trainer_state) ==
         nlohmann::json::parse(meta.trainer_state));
@@ -116,6 +117,13 @@ TEST_CASE("checkpoint: 3 ranks save, async and sync: every range reads back exac
     }
     CHECK(stats[0]->folder == (dir.path() / "step-00000007").string());
     CHECK(stats[0]->publish_seconds >= stats[0]->write_seconds);
+    // Rank 0 emptied the reports it read: the store keeps every value for the job's life, and a
+    // report lists every piece of its rank's file.
+    for (int r = 1; r < world; ++r) {
+      CHECK(stores[0]
+                ->get("zt/ckpt/test-job/1-step7/rank" + std::to_string(r), std::chrono::seconds(1))
+                .empty());
+    }
     // No temporary folder is left behind.
     CHECK(zt::remove_incomplete_checkpoints(dir.path().string()).empty());
   }

@@ -57,7 +57,9 @@ inline std::pair<int64_t, int64_t> owned(int64_t numel, int rank, int world) {
 }
 
 inline EngineCounters counters_at(int64_t step) {
-  return {step, 512.0 * static_cast<double>(step) + 0.25, step % 3, 2};
+  EngineCounters c{step, 512.0 * static_cast<double>(step) + 0.25, step % 3, 2};
+  c.unscalable_in_a_row = step % 2;
+  return c;
 }
 
 // Feeds this rank's part of the model at `step` in parts of `tile` elements.

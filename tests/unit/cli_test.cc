@@ -100,7 +100,14 @@ TEST_CASE("ab takes arms and its flags, compare and ab-report their run folders 
   CHECK(r.command == Command::kAbReport);
   CHECK(r.ab.warmup == 1);
   CHECK(r.ab.out_dir.empty());  // into the run folder
-  CHECK_THROWS_WITH_AS(parse_cli({"ab", "--config", "j.toml"}), doctest::Contains("--a and --b"),
+  CHECK_THROWS_WITH_AS(parse_cli({"ab", "--config", "j.toml"}), doctest::Contains("--a or --b"),
+                       zt::ConfigError);
+  // One arm is enough: the other runs the config as written.
+  CHECK(parse_cli({"ab", "--config", "j", "--b", "x=1"}).ab.a.empty());
+  // Given twice, the second replaced the first: refused, saying how to give both.
+  CHECK_THROWS_WITH_AS(parse_cli({"ab", "--config", "j", "--a", "x=1", "--a", "y=2"}),
+                       doctest::Contains("--a given twice; join one arm's overrides with commas: "
+                                         "--a x=1,..."),
                        zt::ConfigError);
   CHECK_THROWS_WITH_AS(parse_cli({"ab", "--config", "j", "--a", "x=1", "--reps", "0"}),
                        doctest::Contains("--reps 0"), zt::ConfigError);
@@ -265,4 +272,70 @@ TEST_CASE("help texts: the overview fits 25 lines and names every command, and e
       CHECK(overview.find("  " + word + " ") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("the job's flags are refused by a command that does not use them, not dropped") {
+  // Each was parsed for every command and dropped by those that read no job.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> refused = {
+      {{"report", "runs/x", "--nproc", "4"}, "trainer report does not take --nproc"},
+      {{"report", "runs/x", "--set", "run.name=y"}, "trainer report does not take --set"},
+      {{"prepare-data", "in.txt", "--out", "p", "--config", "c.toml"},
+       "trainer prepare-data does not take --config"},
+      {{"flight", "runs/x", "--resume", "auto"}, "trainer flight does not take --resume"},
+      {{"export", "--checkpoint", "c", "--out", "o", "--nproc", "4"},
+       "trainer export does not take --nproc"},
+      {{"eval", "--checkpoint", "c", "--max-restarts", "3"},
+       "trainer eval does not take --max-restarts"},
+      {{"ab", "--config", "j", "--b", "x=1", "--resume", "auto"},
+       "trainer ab does not take --resume"},
+      {{"compare", "a", "b", "--deepspeed", "ds.json"},
+       "trainer compare does not take --deepspeed"},
+      {{"plugins", "list", "--nproc", "2"}, "trainer plugins list does not take --nproc"},
+      // ab, tune and estimate ran their jobs: --print-config is training's, eval's and sample's.
+      {{"tune", "--config", "j", "--print-config"},
+       "trainer tune does not take --print-config (trainer --config FILE --print-config prints "
+       "a job's config)"},
+      {{"ab", "--config", "j", "--b", "x=1", "--print-config"}, "trainer ab does not take"},
+      {{"estimate", "--config", "j", "--print-config"}, "trainer estimate does not take"},
+      // export reads launch.timeout_s alone.
+      {{"export", "--checkpoint", "c", "--out", "o", "--set", "zero.stage=2"},
+       "trainer export reads one key of a config: --set zero.stage=2 has nothing to set"},
+      {{"plugins", "list", "--set", "run.name=x"},
+       "trainer plugins list reads one key of a config: --set run.name=x has nothing to set"},
+  };
+  for (const auto& [args, message] : refused) {
+    CAPTURE(message);
+    CHECK_THROWS_WITH_AS(parse_cli(args), doctest::Contains(message.c_str()), zt::ConfigError);
+  }
+  // Those that use them still take them.
+  CHECK(parse_cli({"eval", "--checkpoint", "c", "--nproc", "2", "--print-config"}).print_config);
+  CHECK(parse_cli({"sample", "--checkpoint", "c", "--config", "j", "--set", "x=1"}).overrides ==
+        std::vector<std::string>{"x=1"});
+  CHECK(parse_cli({"plugins", "list", "--config", "j", "--plugin-dir", "d", "--set",
+                   "plugins.dirs=[\"e\"]"})
+            .plugin_dirs == std::vector<std::string>{"d"});
+  // ab's arms and tune's trials restart their ranks as training does.
+  CHECK(parse_cli({"ab", "--config", "j", "--b", "x=1", "--max-restarts", "2"}).overrides.size() ==
+        1);
+  CHECK(parse_cli({"tune", "--config", "j", "--nproc", "4", "--deepspeed", "ds.json"}).nproc == 4);
+  CHECK(parse_cli({"export", "--checkpoint", "c", "--out", "o", "--set", "launch.timeout_s=600"})
+            .overrides == std::vector<std::string>{"launch.timeout_s=600"});
+  CHECK(parse_cli({"--config", "j", "--resume", "auto", "--max-restarts", "2"}).overrides.size() ==
+        2);
+}
+
+TEST_CASE("sample: --prompt and --tokens together are refused, --samples is bounded") {
+  CHECK_THROWS_WITH_AS(
+      parse_cli({"sample", "--checkpoint", "c", "--prompt", "Hello", "--tokens", "1,2"}),
+      doctest::Contains("give --prompt TEXT or --tokens ID,ID,..., not both"), zt::ConfigError);
+  CHECK_THROWS_WITH_AS(
+      parse_cli({"sample", "--checkpoint", "c", "--tokens", "1,2", "--prompt", "Hello"}),
+      doctest::Contains("not both"), zt::ConfigError);
+  CHECK(parse_cli({"sample", "--checkpoint", "c", "--prompt", "Hi"}).sample.prompt == "Hi");
+  CHECK_THROWS_WITH_AS(
+      parse_cli({"sample", "--checkpoint", "c", "--samples", "9223372036854775807"}),
+      doctest::Contains("--samples 9223372036854775807: expected a whole number of at least 1 "
+                        "and at most 65536"),
+      zt::ConfigError);
+  CHECK(parse_cli({"sample", "--checkpoint", "c", "--samples", "65536"}).sample.samples == 65536);
 }

@@ -230,6 +230,16 @@ TEST_CASE("a missing config file is a clear error") {
                        zt::ConfigError);
 }
 
+TEST_CASE("a folder given as the config file is refused, not read as an empty config") {
+  // A folder opens as a stream that reads nothing: `--config configs/` trained the defaults' job.
+  CHECK_THROWS_WITH_AS(zt::Config::load_file(ZT_TEST_SOURCE_DIR "/configs/"),
+                       doctest::Contains("/configs/' is a folder, not a config file; pass a "
+                                         ".toml file to --config"),
+                       zt::ConfigError);
+  CHECK_THROWS_AS(zt::Config::peek_file(ZT_TEST_SOURCE_DIR "/configs", {}, "run", "name"),
+                  zt::ConfigError);
+}
+
 TEST_CASE("zero.mics_shard_size: refused at stage 0, and its two names must agree") {
   const std::string at_stage0 = error_of(std::string(kSmoke) + "[zero]\nmics_shard_size = 2\n");
   CHECK(contains(at_stage0, "job.toml:4"));

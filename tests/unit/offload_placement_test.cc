@@ -101,4 +101,14 @@ TEST_CASE(
   r.optimizer_fraction = 0;
   r.param_fraction = 0;
   CHECK(zt::place_offload(equal_groups(2, 100000), r).tile_elements == 2048);
+  // A tier that declares an alignment under 8 bytes: tiles still fall on 8-byte words of every
+  // array (the tiered arrays' checksums sum words), here 4 elements of the 16-bit parameters.
+  r.optimizer_fraction = 1;
+  r.param_fraction = 1;
+  r.optimizer_alignment = 1;
+  r.param_alignment = 2;
+  r.sub_group_size = 3;
+  const int64_t tile = zt::place_offload(equal_groups(2, 101), r).tile_elements;
+  CHECK(tile == 4);
+  CHECK(tile * r.param_element_size % 8 == 0);
 }

@@ -3,6 +3,8 @@
 // with the path named.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -258,6 +260,16 @@ TEST_CASE("safetensors writer: contract violations and unwritable places") {
   ok.write(0, 0, two, 8);
   ok.close();
   ok.close();  // a second close does nothing
+
+  // A header past what readers accept is refused when written: such a file was published and
+  // then never loaded.
+  zt::SafetensorsWriter huge;
+  huge.add("a", "F32", {2});
+  huge.set_metadata("notes", std::string(static_cast<size_t>(zt::kSafetensorsMaxHeaderJson), 'x'));
+  const std::string too_big = dir.file("too_big.safetensors");
+  const std::string said = "cannot write " + too_big + ": its safetensors header";
+  CHECK_THROWS_WITH_AS(huge.open(too_big), doctest::Contains(said.c_str()), zt::IoError);
+  CHECK_FALSE(std::filesystem::exists(too_big));
 }
 
 TEST_CASE("safetensors writer: a full device is an IoError naming the path and the bytes") {

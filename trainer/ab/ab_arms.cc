@@ -82,25 +82,28 @@ std::vector<std::string> differing_keys(const Arm& a, const Arm& b) {
 }
 
 bool changes_math(const std::string& key, const std::vector<std::string>& optimizer_ids,
-                  bool coded) {
+                  bool layout_is_math) {
   if (starts_with(key, "plugin.")) {
     const std::string id = key.substr(7, key.find('.', 7) - 7);
     if (std::find(optimizer_ids.begin(), optimizer_ids.end(), id) != optimizer_ids.end())
       return true;
-    if (!coded) return false;  // Otherwise a shard plugin's option is layout, seen below.
+    // Otherwise a shard plugin's option is layout, seen below.
+    if (!layout_is_math) return false;
   }
-  // Another world size makes another global batch (micro_batch x grad_accum x ranks).
-  if (key == "plugins.optimizer" || key == "zero.gradient_clipping" || key == "launch.nproc")
+  // Another world size makes another global batch (micro_batch x grad_accum x ranks). The
+  // predivide factor divides gradients in the compute dtype before they are summed: rounded.
+  if (key == "plugins.optimizer" || key == "zero.gradient_clipping" || key == "launch.nproc" ||
+      key == "zero.gradient_predivide_factor")
     return true;
   // A codec changes the values the ranks compute with and the gradients they average, and so
   // do its scope and its error feedback.
   if (starts_with(key, "plugins.codec_") || starts_with(key, "zero.codec_") ||
       starts_with(key, "codec."))
     return true;
-  if (coded) {
+  if (layout_is_math) {
     // Where bytes are kept (offload) and when they travel (prefetch, overlap, how many bytes
-    // are in flight: each group is coded on its own) leave the coded values alone; the layout
-    // of the coded collectives does not.
+    // are in flight: each group is coded and rounded on its own) leave the values alone; the
+    // layout of the groups does not.
     static const char* const kStillNeutral[] = {"plugins.offload_",
                                                 "plugin.offload_",
                                                 "zero.offload_",
@@ -132,6 +135,18 @@ bool changes_math(const std::string& key, const std::vector<std::string>& optimi
 
 bool codes_collectives(const JobSettings& job) {
   return job.engine.codec_weights.chosen() || job.engine.codec_gradients.chosen();
+}
+
+bool layout_changes_math(const JobSettings& job) {
+  if (codes_collectives(job)) return true;
+  const PluginChoice& optimizer = job.engine.optimizer;
+  if (!optimizer.chosen()) return false;
+  for (const OptionSpec& spec : optimizer.options.specs()) {
+    if (spec.type != ValueType::kString) continue;
+    const std::string& value = optimizer.options.get_string(spec.name);
+    if (value == "bf16" || value == "fp16") return true;
+  }
+  return false;
 }
 
 std::string arm_label(const Arm& arm) {

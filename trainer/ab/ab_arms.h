@@ -29,15 +29,19 @@ Arm parse_arm(const std::string& name, const std::string& text, const std::strin
 std::vector<std::string> differing_keys(const Arm& a, const Arm& b);
 
 // Whether `key` ("section.key" or "plugin.<id>.option") can change the losses. `optimizer_ids`:
-// the optimizer plugin ids of the arms (its options are math). `coded`: an arm codes a
-// collective (plugins.codec_weights or codec_gradients chosen); the layout then moves which
-// collectives are coded and where the codec's blocks start (stage, MiCS groups, persistence,
-// shard plugin and its buckets), so only where bytes are kept and when they travel (offload,
-// prefetch, overlap, the bytes in flight) stay neutral.
+// the optimizer plugin ids of the arms (its options are math). `layout_is_math`: an arm's
+// layout moves its values (layout_changes_math), so only where bytes are kept and when they
+// travel (offload, prefetch, overlap, the bytes in flight) stay neutral.
 bool changes_math(const std::string& key, const std::vector<std::string>& optimizer_ids,
-                  bool coded = false);
+                  bool layout_is_math = false);
 // Whether the job codes a collective (a codec chosen for the weights or the gradients).
 bool codes_collectives(const JobSettings& job);
+// Whether the job's layout (stage, MiCS groups, persistence, shard plugin and its buckets) is
+// part of its math: a codec's (which collectives are coded, where its blocks start), or an
+// optimizer that keeps a state or its masters in 16 bits (an option of it set to "bf16" or
+// "fp16", as optim_hybrid_adam's state_dtype and master_dtype), whose stochastic rounding keys
+// each element's random bits on its place in its group, which the shard layout sets.
+bool layout_changes_math(const JobSettings& job);
 
 // A short label of an arm for reports: its overrides' values joined ("shard_bucket"), a number
 // or a boolean with its key's last part ("stage=3", "shared_memory=false"); "baseline" for none.

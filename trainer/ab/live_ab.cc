@@ -90,10 +90,10 @@ void load_arms(const JobSettings& job, PluginCatalog& catalog, LiveAb& live) {
 // ranks (they stay for the whole job), and not in what changes the math (one loss curve).
 void check_arms_keep_the_math(const AbSettings& ab, const LiveAb& live) {
   std::vector<std::string> optimizers;
-  bool coded = false;
+  bool layout_is_math = false;
   for (const JobSettings& arm : live.settings) {
     optimizers.push_back(arm.engine.optimizer.id);
-    coded = coded || codes_collectives(arm);
+    layout_is_math = layout_is_math || layout_changes_math(arm);
   }
   const std::string& comm = live.settings[0].engine.comm.id;
   for (size_t i = 1; i < live.arms.size(); ++i) {
@@ -106,13 +106,14 @@ void check_arms_keep_the_math(const AbSettings& ab, const LiveAb& live) {
                           ", but a live A/B keeps the job's communicator and ranks; compare it "
                           "with trainer ab, which runs each arm as its own job");
       }
-      if (!changes_math(key, optimizers, coded)) continue;
+      if (!changes_math(key, optimizers, layout_is_math)) continue;
       throw ConfigError(ab.arms_where + ": arms A and " + live.arms[i].name + " differ in " + key +
                         ", which changes the math: a live A/B keeps one "
                         "loss curve, so its arms may differ only in where bytes live and how they "
-                        "travel (shard plugin, stage, buckets, prefetch, offload; with a codec "
-                        "only prefetch, offload and the bytes in flight, which leave the coded "
-                        "collectives as they are); compare other settings with trainer ab "
+                        "travel (shard plugin, stage, buckets, prefetch, offload; with a codec, "
+                        "or an optimizer keeping 16-bit states or masters, only prefetch, "
+                        "offload and the bytes in flight, which leave the coded and rounded "
+                        "values as they are); compare other settings with trainer ab "
                         "--allow-different-math");
     }
   }

@@ -26,7 +26,7 @@ std::vector<std::string> math_keys_of(const Arm& a, const Arm& b, const JobSetti
   const std::vector<std::string> optimizers = {ja.engine.optimizer.id, jb.engine.optimizer.id};
   std::vector<std::string> keys;
   for (const std::string& key : differing_keys(a, b)) {
-    if (changes_math(key, optimizers, codes_collectives(ja) || codes_collectives(jb)))
+    if (changes_math(key, optimizers, layout_changes_math(ja) || layout_changes_math(jb)))
       keys.push_back(key);
   }
   return keys;
@@ -98,11 +98,16 @@ int run_ab(const CliArgs& args, std::ostream& out) {
   if (!math.empty() && !args.ab.allow_different_math) {
     std::string keys;
     for (const std::string& k : math) keys += (keys.empty() ? "" : ", ") + k;
-    throw ConfigError("the arms set " + keys +
-                      " differently, which changes the math: their losses cannot be checked for "
-                      "agreement. Compare arms that differ in where bytes live and how they travel "
-                      "(shard plugin, stage, buckets, prefetch, offload), or pass "
-                      "--allow-different-math to compare speed and memory without the check");
+    const bool layout = layout_changes_math(ja) || layout_changes_math(jb);
+    throw ConfigError(
+        "the arms set " + keys +
+        " differently, which changes the math: their losses cannot be checked for agreement. "
+        "Compare arms that differ in where bytes live and how they travel (" +
+        (layout ? "offload, prefetch, overlap, the bytes in flight: with a codec or 16-bit "
+                  "optimizer states or masters the layout (stage, shard plugin and buckets, MiCS "
+                  "groups) is math too"
+                : "shard plugin, stage, buckets, prefetch, offload") +
+        "), or pass --allow-different-math to compare speed and memory without the check");
   }
   name_arms(a, b);
   AbResult result;
@@ -142,7 +147,8 @@ int run_ab_report(const CliArgs& args, std::ostream& out) {
   const RunMetrics metrics = read_run_metrics(run_dir);
   out << "zt ab-report: " << metrics.path << "\n";
   // Given the metrics file itself, the report goes beside it.
-  const std::string beside = std::filesystem::is_directory(run_dir)
+  std::error_code ec;
+  const std::string beside = std::filesystem::is_directory(run_dir, ec)
                                  ? run_dir
                                  : std::filesystem::path(run_dir).parent_path().string();
   return report_ab(live_ab_result(metrics, args.ab.warmup),

@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <utility>
 
 #include "zt/error.h"
 #include "zt/host/child_process.h"
@@ -150,6 +152,10 @@ std::vector<int64_t> parse_token_list(const std::string& v) {
   return ids;
 }
 
+// More texts than a rank's sampling rows can hold (each keeps its tokens): --samples
+// 9223372036854775807 overflowed the per-rank count and ended in "internal error".
+constexpr int64_t kMaxSamples = 65536;
+
 // eval's and sample's own flags; false for any other argument.
 bool parse_sample_flag(const std::string& a, const std::function<std::string()>& value,
                        CliArgs& out) {
@@ -160,10 +166,16 @@ bool parse_sample_flag(const std::string& a, const std::function<std::string()>&
     out.checkpoint = value();
   } else if (a == "--out") {
     out.out_path = value();
-  } else if (sample && a == "--prompt") {
-    s.prompt = value();
-  } else if (sample && a == "--tokens") {
-    s.tokens = parse_token_list(value());
+  } else if (sample && (a == "--prompt" || a == "--tokens")) {
+    // Both given, --tokens won and --prompt was dropped without a word.
+    const bool other = a == "--prompt" ? !s.tokens.empty() : out.prompt_given;
+    if (other) throw ConfigError("give --prompt TEXT or --tokens ID,ID,..., not both");
+    if (a == "--prompt") {
+      s.prompt = value();
+      out.prompt_given = true;
+    } else {
+      s.tokens = parse_token_list(value());
+    }
   } else if (sample && a == "--max-new-tokens") {
     s.max_new_tokens = parse_count(a, value(), 1);
   } else if (sample && a == "--temperature") {
@@ -173,7 +185,7 @@ bool parse_sample_flag(const std::string& a, const std::function<std::string()>&
   } else if (sample && a == "--seed") {
     s.seed = static_cast<uint64_t>(parse_count(a, value(), 0));
   } else if (sample && a == "--samples") {
-    s.samples = parse_count(a, value(), 1);
+    s.samples = parse_count(a, value(), 1, kMaxSamples);
   } else if (sample && a == "--stop") {
     s.stop = value();
   } else {
@@ -188,10 +200,14 @@ bool parse_ab_flag(const std::string& a, const std::function<std::string()>& val
       out.command != Command::kAbReport)
     return false;
   AbArgs& ab = out.ab;
-  if (a == "--a" && out.command == Command::kAb) {
-    ab.a = value();
-  } else if (a == "--b" && out.command == Command::kAb) {
-    ab.b = value();
+  if ((a == "--a" || a == "--b") && out.command == Command::kAb) {
+    // Given twice, the second replaced the first, and the arms compared another question.
+    std::string& arm = a == "--a" ? ab.a : ab.b;
+    if (!arm.empty()) {
+      throw ConfigError(a + " given twice; join one arm's overrides with commas: " + a + " " + arm +
+                        ",...");
+    }
+    arm = value();
   } else if (a == "--steps" && out.command == Command::kAb) {
     ab.steps = parse_count(a, value(), 1);
   } else if (a == "--reps" && out.command == Command::kAb) {
@@ -248,7 +264,9 @@ std::vector<std::string> parse_launcher(const std::string& text) {
                         " is not on PATH; give its full path, or run tune where it is installed");
     }
     exe = found;
-  } else if (::access(exe.c_str(), X_OK) != 0) {
+  } else if (std::error_code ec;
+             ::access(exe.c_str(), X_OK) != 0 || !std::filesystem::is_regular_file(exe, ec)) {
+    // access(X_OK) holds for a folder too; every trial then failed at its exec.
     throw ConfigError("--launcher " + text + ": " + exe + " is not an executable file");
   }
   return words;
@@ -321,6 +339,81 @@ bool parse_prepare_flag(const std::string& a, const std::function<std::string()>
   return true;
 }
 
+// The words that name `command` ("trainer report"), for messages.
+std::string command_words(Command command) {
+  switch (command) {
+    case Command::kRun: return "trainer (training)";
+    case Command::kPluginsList: return "trainer plugins list";
+    case Command::kPluginsDescribe: return "trainer plugins describe";
+    case Command::kExport: return "trainer export";
+    case Command::kAb: return "trainer ab";
+    case Command::kCompare: return "trainer compare";
+    case Command::kAbReport: return "trainer ab-report";
+    case Command::kTraceMerge: return "trainer trace merge";
+    case Command::kReport: return "trainer report";
+    case Command::kFlight: return "trainer flight";
+    case Command::kEval: return "trainer eval";
+    case Command::kSample: return "trainer sample";
+    case Command::kEstimate: return "trainer estimate";
+    case Command::kTune: return "trainer tune";
+    case Command::kPrepareData: return "trainer prepare-data";
+    case Command::kVersion: return "trainer --version";
+  }
+  return "trainer";
+}
+
+// The flags that say which job and how it runs, which the parser reads for every command: each
+// with the commands that use it. Another command refuses it, where it dropped it without a word
+// (`trainer report RUN --nproc 4`, `trainer eval ... --max-restarts 3`).
+void check_job_flags(const CliArgs& out, const std::vector<std::string>& given) {
+  using C = Command;
+  const std::vector<C> job = {C::kRun, C::kEval, C::kSample, C::kAb, C::kEstimate, C::kTune};
+  std::vector<C> with_plugins = job;
+  with_plugins.insert(with_plugins.end(), {C::kPluginsList, C::kPluginsDescribe});
+  // export reads launch.timeout_s alone, its checkpoint reads' bound (checked below).
+  std::vector<C> with_export = with_plugins;
+  with_export.push_back(C::kExport);
+  const std::vector<std::pair<std::string, std::vector<C>>> users = {
+      {"--config", with_plugins},
+      {"--plugin-dir", with_plugins},
+      {"--set", with_export},
+      {"--deepspeed", job},
+      {"--deepspeed-lenient", job},
+      {"--nproc", job},
+      // ab's arms and tune's trials start fresh (checkpoint.resume ""); they restart their
+      // ranks as a training job does.
+      {"--resume", {C::kRun}},
+      {"--max-restarts", {C::kRun, C::kAb, C::kTune}},
+      // ab, tune and estimate run or size jobs of their own: --print-config started them.
+      {"--print-config", {C::kRun, C::kEval, C::kSample}},
+  };
+  for (const std::string& flag : given) {
+    for (const auto& [name, commands] : users) {
+      if (name != flag ||
+          std::find(commands.begin(), commands.end(), out.command) != commands.end())
+        continue;
+      throw ConfigError(command_words(out.command) + " does not take " + flag +
+                        (flag == "--print-config" && out.command != C::kRun
+                             ? " (trainer --config FILE --print-config prints a job's config)"
+                             : std::string()) +
+                        "; see " + command_words(out.command) + " --help");
+    }
+  }
+  // Commands that read one key of a config take --set of that key alone.
+  const bool exporting = out.command == C::kExport;
+  if (exporting || out.command == C::kPluginsList || out.command == C::kPluginsDescribe) {
+    const std::string only = exporting ? "launch.timeout_s=" : "plugins.dirs=";
+    for (const std::string& kv : out.overrides) {
+      if (kv.rfind(only, 0) == 0) continue;
+      throw ConfigError(
+          command_words(out.command) + " reads one key of a config: --set " + kv +
+          " has nothing to set (--set " + only +
+          (exporting ? "S, the bound on each checkpoint read" : "[...], where to look") +
+          ", is the one it takes)");
+    }
+  }
+}
+
 void check_complete(const CliArgs& out) {
   if (out.command == Command::kPrepareData &&
       (out.prepare.inputs.empty() || out.prepare.out_prefix.empty())) {
@@ -336,9 +429,9 @@ void check_complete(const CliArgs& out) {
                       " needs --config FILE, the job to size; see trainer --help");
   }
   if (out.command == Command::kAb && (out.ab.a.empty() && out.ab.b.empty())) {
-    throw ConfigError("trainer ab needs --a and --b, the overrides of each arm (e.g. --a "
-                      "plugins.shard=shard_tensor --b plugins.shard=shard_bucket); see trainer "
-                      "--help");
+    throw ConfigError("trainer ab needs --a or --b, the overrides of an arm (e.g. --a "
+                      "plugins.shard=shard_tensor --b plugins.shard=shard_bucket; an arm not "
+                      "given runs the config as written); see trainer ab --help");
   }
   if (out.command == Command::kAb && out.config_path.empty()) {
     throw ConfigError("trainer ab needs --config FILE, the job to compare the arms on");
@@ -384,6 +477,7 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     if (i + 1 >= args.size()) throw ConfigError(flag + " needs a value; see trainer --help");
     return args[++i];
   };
+  std::vector<std::string> job_flags;  // the shared flags given, by their names
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (parse_export_flag(
@@ -407,26 +501,37 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       out.command = Command::kVersion;
     } else if (a == "--config" || a == "-c") {
       out.config_path = value_of(a);
+      job_flags.push_back("--config");
     } else if (a.rfind("--config=", 0) == 0) {
       out.config_path = a.substr(9);
+      job_flags.push_back("--config");
     } else if (a == "--set") {
       out.overrides.push_back(value_of(a));
+      job_flags.push_back(a);
     } else if (a.rfind("--set=", 0) == 0) {
       out.overrides.push_back(a.substr(6));
+      job_flags.push_back("--set");
     } else if (a == "--resume") {
+      job_flags.push_back(a);
       // Quoted: a folder named 2024 or 1e5 is a path, not a number.
       out.overrides.push_back("checkpoint.resume=" + value_to_toml(Value(value_of(a))));
     } else if (a == "--max-restarts") {
+      job_flags.push_back(a);
       out.overrides.push_back("launch.max_restarts=" + value_of(a));  // the config checks it
     } else if (a == "--deepspeed") {
+      job_flags.push_back(a);
       out.overrides.push_back("run.deepspeed=" + value_to_toml(Value(value_of(a))));
     } else if (a == "--deepspeed-lenient") {
+      job_flags.push_back(a);
       out.overrides.push_back("run.deepspeed_lenient=true");
     } else if (a == "--print-config") {
+      job_flags.push_back(a);
       out.print_config = true;
     } else if (a == "--plugin-dir") {
+      job_flags.push_back(a);
       out.plugin_dirs.push_back(value_of(a));
     } else if (a == "--nproc") {
+      job_flags.push_back(a);
       out.nproc = parse_nproc(value_of(a));
     } else if ((out.command == Command::kCompare || out.command == Command::kAbReport ||
                 out.command == Command::kTraceMerge || out.command == Command::kReport ||
@@ -441,6 +546,7 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     }
   }
   if (out.help) return out;  // what the command needs besides is its help's to say
+  check_job_flags(out, job_flags);
   check_complete(out);
   out.sample.checkpoint = out.checkpoint;
   out.sample.out_path = out.out_path;

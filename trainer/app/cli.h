@@ -49,6 +49,7 @@ struct CliArgs {
   AbArgs ab;
   TuneArgs tune;
   SampleRequest sample;          // trainer sample's flags (and --checkpoint, --out)
+  bool prompt_given = false;     // sample --prompt (its text is sample.prompt)
   data::PrepareRequest prepare;  // trainer prepare-data's inputs and flags
   // trainer compare RUN_A RUN_B; ab-report, trace merge, report and flight RUN_DIR
   std::vector<std::string> compare_runs;

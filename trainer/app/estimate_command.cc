@@ -12,11 +12,11 @@ namespace zt::trainer {
 
 std::vector<std::string> plugin_search_dirs(const CliArgs& args) {
   std::vector<std::string> dirs = args.plugin_dirs;
-  if (!args.config_path.empty()) {
-    for (const auto& d : Config::plugin_dirs_of_file(args.config_path, args.overrides)) {
-      dirs.push_back(d);
-    }
-  }
+  // Without --config, a --set plugins.dirs=[...] alone names them (it was dropped).
+  const std::vector<std::string> listed =
+      args.config_path.empty() ? Config::plugin_dirs_of_string("", "--set", args.overrides)
+                               : Config::plugin_dirs_of_file(args.config_path, args.overrides);
+  dirs.insert(dirs.end(), listed.begin(), listed.end());
   return dirs;
 }
 

@@ -3,7 +3,9 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -11,11 +13,13 @@
 
 #include "models/hf_names.h"
 #include "models/model.h"
+#include "run/checkpointing.h"
 #include "run/stop_signals.h"
 #include "settings/job_config.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
 #include "zt/host/checkpoint.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host/safetensors.h"
 
 namespace zt::trainer {
@@ -84,16 +88,39 @@ ExportPlan plan_export(const CheckpointReader& reader) {
 // Removes a half-written file unless the export got to publish it.
 class TempFileGuard {
  public:
-  explicit TempFileGuard(std::string path) : path_(std::move(path)) {}
+  explicit TempFileGuard(std::string path) : path_(std::move(path)) { watched(path_); }
   ~TempFileGuard() {
+    watched("");
     std::error_code ec;
     if (!path_.empty()) std::filesystem::remove(path_, ec);
   }
   TempFileGuard(const TempFileGuard&) = delete;
   TempFileGuard& operator=(const TempFileGuard&) = delete;
-  void release() { path_.clear(); }
+  void release() {
+    watched("");
+    path_.clear();
+  }
 
  private:
+  // A checkpoint read past its deadline ends the process without unwinding (FileIoDeadline):
+  // its last words remove the file this guard would have, GBs of a model cut short.
+  static void watched(const std::string& path) {
+    static std::mutex mu;
+    static std::string unfinished;
+    static std::once_flag registered;
+    std::call_once(registered, [] {
+      add_file_io_last_words([]() -> std::string {
+        const std::lock_guard<std::mutex> lock(mu);
+        if (unfinished.empty()) return "";
+        std::error_code ec;
+        std::filesystem::remove(unfinished, ec);
+        return ec ? "" : "ending on a stuck checkpoint read; removed the unfinished " + unfinished;
+      });
+    });
+    const std::lock_guard<std::mutex> lock(mu);
+    unfinished = path;
+  }
+
   std::string path_;
 };
 
@@ -162,7 +189,12 @@ int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const
 int export_weights(const CliArgs& args, std::ostream& out) {
   // Ctrl-C stops between tensors, the temporary file removed (the default action left it).
   catch_stop_signals();
-  const CheckpointReader reader(resolve_checkpoint(args.checkpoint));
+  // Storage that stops answering ends the export naming the file, as it ends a resume (export
+  // takes no config: --set launch.timeout_s=S or its default sets the bound).
+  const std::chrono::milliseconds timeout = launch_timeout_before_config(args.overrides,
+                                                                         /*refuse_invalid=*/true);
+  const CheckpointReader reader(resolve_checkpoint_within(args.checkpoint, timeout),
+                                checkpoint_io_limit(timeout));
   const ExportPlan plan = plan_export(reader);
   const ExportDtype& dtype = export_dtype(args.dtype);
   const int64_t bytes = write_file(reader, plan, dtype, args.out_path);

@@ -39,8 +39,9 @@ const char* run_help() {
                [--deepspeed-lenient]] [--print-config]
 
 Trains the job FILE describes. Without a torchrun, mpirun or srun environment, --nproc N (or
-[launch] nproc) spawns N local ranks and supervises them; with one, this process is one rank
-(in a Slurm step of one task, --nproc N on the command line spawns N all the same).
+[launch] nproc) spawns N local ranks and supervises them (one too, with --max-restarts); with
+one, this process is one rank, and a --nproc must be its world (in a Slurm step of one task,
+--nproc N or --set launch.nproc=N on the command line spawns N all the same).
   --set KEY=VALUE     overrides any key of FILE (TOML values: 3, true, "text", [1, 2])
   --nproc N           local ranks (launch.nproc)
   --plugin-dir DIR    searched for plugins first, then plugins.dirs, ZT_PLUGIN_PATH, zt's own
@@ -88,20 +89,24 @@ Example:
 
 const char* export_help() {
   return R"(usage: trainer export --checkpoint DIR --out FILE.safetensors [--dtype fp32|bf16|fp16]
+                      [--set launch.timeout_s=S]
 
 A checkpoint's weights, gathered from every rank file, as one safetensors file: GPT tensors under
-Hugging Face GPT-2 names (what GPT2LMHeadModel loads), other models under zt's names.
+Hugging Face GPT-2 names (what GPT2LMHeadModel loads), other models under zt's names. A read of
+the checkpoint that has not returned after S/2 seconds (default 60: storage that stopped
+answering) ends the export, naming the file.
 Example:
   trainer export --checkpoint runs/gpt-zero3-offload/checkpoints --out gpt.safetensors --dtype bf16
 )";
 }
 
 const char* ab_help() {
-  return R"(usage: trainer ab --config FILE --a KEY=VAL[,KEY=VAL]... --b KEY=VAL[,...] [--steps N]
-                  [--reps R] [--warmup W] [--out DIR] [--rtol X] [--allow-different-math]
-                  [--set ...]
+  return R"(usage: trainer ab --config FILE [--a KEY=VAL[,KEY=VAL]...] [--b KEY=VAL[,...]]
+                  [--steps N] [--reps R] [--warmup W] [--out DIR] [--rtol X]
+                  [--allow-different-math] [--set ...] [--max-restarts N]
 
-Runs the job R times per arm (default 2), interleaved A B B A, each arm with its overrides, and
+Runs the job R times per arm (default 2), interleaved A B B A, each arm with its overrides (an
+arm not given runs the config as written; one of --a and --b is needed), and
 reports speed (median step time, 95% bootstrap interval of the ratio), memory, collectives,
 offload I/O and whether the arms' losses agree (within --rtol, default 1e-6) into DIR/report.html
 and DIR/ab.json (default runs/ab). Arms may differ only in keys that keep the math (shard plugin,

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <optional>
 
+#include "app/estimate_command.h"
 #include "run/checkpointing.h"
 #include "run/eval_task.h"
 #include "run/sample_task.h"
@@ -257,8 +258,10 @@ int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::strin
 
 Config load_checkpoint_config(const std::string& checkpoint,
                               const std::vector<std::string>& overrides) {
-  const std::string folder = resolve_checkpoint(checkpoint);
-  const CheckpointReader reader(folder);
+  // Bounded as a resume's reads are: the config that sets the bound is what is read here.
+  const std::chrono::milliseconds timeout = launch_timeout_before_config(overrides);
+  const std::string folder = resolve_checkpoint_within(checkpoint, timeout);
+  const CheckpointReader reader(folder, checkpoint_io_limit(timeout));
   if (reader.meta().config_toml.empty()) {
     throw ConfigError(folder + " records no config (it was not saved by the trainer); give the "
                                "job's config with --config FILE");
@@ -274,30 +277,52 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   RankEnv env = discover_rank_env();
   const int nproc = job.engine.launch.nproc;
   // A Slurm step of one task (`srun --pty bash`, `srun -n 1 trainer`) is no job of ranks: a
-  // --nproc above 1 on the command line there asks zt's launcher for them, as in a batch script.
+  // --nproc (or --set launch.nproc) above 1 on the command line there asks zt's launcher for
+  // them, as in a batch script; the DeepSpeed batch rule counted them so (settings/job_config).
   // A config's launch.nproc does not: a GPU job of one task per GPU keeps its one rank.
-  if (env.found && env.source == "slurm" && env.world == 1 && args.nproc && *args.nproc > 1) {
+  if (env.found && env.source == "slurm" && env.world == 1 && nproc > 1 &&
+      command_line_sets_nproc(job_overrides(args))) {
     std::fprintf(stderr,
                  "zt: a Slurm step of one task: zt's launcher starts the %d "
                  "ranks of launch.nproc here\n",
                  nproc);
     env.found = false;
   }
-  if (!env.found && nproc == 1) restart_with_rank_env(argv);
+  // Another launcher started this process as one of its ranks: a --nproc that says another
+  // number of ranks was dropped without a word (torchrun --nproc_per_node 2 trainer --nproc 4).
+  if (env.found && args.nproc && *args.nproc != env.world) {
+    throw ConfigError("--nproc " + std::to_string(*args.nproc) + ", but " + env.source +
+                      " started this process as rank " + std::to_string(env.rank) + " of " +
+                      std::to_string(env.world) + ": its ranks are the job's; drop --nproc, or " +
+                      "ask " + env.source + " for " + std::to_string(*args.nproc) + " ranks");
+  }
+  // A single process is the rank itself, except where restarts are asked for: zt's launcher
+  // then supervises its one rank as it does N (a lone rank that died was not started again).
+  const bool supervised = !env.found &&
+                          (nproc > 1 || (training && job.engine.launch.max_restarts > 0));
+  if (!env.found && !supervised) restart_with_rank_env(argv);
+  if (env.found && env.source != "zt launcher" && training && env.rank == 0 &&
+      job.engine.launch.max_restarts > 0) {
+    std::fprintf(stderr,
+                 "zt: warning: launch.max_restarts = %lld is zt's launcher's, and %s started "
+                 "these ranks: it restarts none of them; ask %s to start the job again (with "
+                 "--resume auto)\n",
+                 static_cast<long long>(job.engine.launch.max_restarts), env.source.c_str(),
+                 env.source.c_str());
+  }
   // Bad input to eval and sample fails here, once, before the ranks start (each rank checks it
   // again, as one that torchrun or srun started must; a single process is the rank itself).
-  const bool launching = !env.found && nproc > 1;
-  if (launching && args.command == Command::kEval) check_eval_inputs(job);
-  if (launching && args.command == Command::kSample) plan_sample(job, catalog, args.sample);
+  if (supervised && args.command == Command::kEval) check_eval_inputs(job);
+  if (supervised && args.command == Command::kSample) plan_sample(job, catalog, args.sample);
   // Checked once, before any rank starts or allocates anything (a single process is about to
   // become the rank). Evaluating and sampling train nothing: only the model's states must fit
   // (not the global batch).
   if (run.task == "train" && !env.found) {
-    const FitCheck before_ranks{true, false, nproc == 1};
+    const FitCheck before_ranks{true, false, !supervised};
     if (training) check_job_fits(job, catalog, nproc, before_ranks);
     else check_memory_fits(job, catalog, nproc, before_ranks);
   }
-  if (!env.found && nproc > 1) {
+  if (supervised) {
     if (training) return launch_ranks(job, nproc, argv);
     LaunchResult result;  // a failed evaluation is not resumed: it has nothing to continue
     return launch_attempt(job, nproc, argv, /*training=*/false, result);

@@ -84,7 +84,8 @@ class OneJobsFiles {
 int run_trace_merge(const CliArgs& cli, std::ostream& out) {
   const std::string run_dir = cli.compare_runs.at(0);
   std::string dir = run_dir + "/trace";
-  if (!fs::is_directory(dir)) dir = run_dir;
+  std::error_code ec;  // an unreadable folder is rank_files' to name, not an internal error
+  if (!fs::is_directory(dir, ec)) dir = run_dir;
   const auto files = rank_files(dir);
   if (files.empty()) {
     throw ConfigError("no rank-N.json trace files in " + dir +
@@ -102,6 +103,11 @@ int run_trace_merge(const CliArgs& cli, std::ostream& out) {
       in >> j;
     } catch (const std::exception& e) {
       throw ConfigError(path + " is not a trace file zt wrote (" + e.what() + ")");
+    }
+    // Valid JSON of another kind (a flight record, `[]`) merged nothing or threw out of here.
+    if (!j.is_object() || !j.contains("traceEvents") || !j["traceEvents"].is_array()) {
+      throw ConfigError(path + " is not a trace file zt wrote (no traceEvents array); give the " +
+                        "run's folder or its trace folder (trace.dir)");
     }
     // A rerun in the same out_dir with fewer ranks leaves the old run's higher ranks behind.
     const nlohmann::json other = j.value("otherData", nlohmann::json::object());
@@ -151,7 +157,8 @@ int run_report(const CliArgs& cli, std::ostream& out) {
     // Beside the metrics (RUN_DIR may name metrics.jsonl itself). A live A/B job's report.html is
     // its A/B report: the run report goes to run-report.html, as the job's own end writes it.
     std::string folder = run_dir;
-    if (!std::filesystem::is_directory(run_dir)) {
+    std::error_code ec;  // unreadable: read_run_metrics names it below
+    if (!std::filesystem::is_directory(run_dir, ec)) {
       folder = std::filesystem::path(run_dir).parent_path().string();
       if (folder.empty()) folder = ".";
     }

@@ -580,6 +580,12 @@ PrepareSummary prepare_data(const PrepareRequest& r,
                             const std::function<void(const PrepareProgress&)>& report) {
   const auto started = std::chrono::steady_clock::now();
   if (r.out_prefix.empty()) throw ConfigError("prepare-data needs --out PREFIX");
+  // A folder as the prefix wrote hidden files in it (runs/data/ -> runs/data/.bin).
+  std::error_code dir_ec;
+  if (r.out_prefix.back() == '/' || fs::is_directory(r.out_prefix, dir_ec)) {
+    throw ConfigError("--out " + r.out_prefix + " names a folder; --out is the files' prefix " +
+                      "(--out data/corpus writes data/corpus.bin and data/corpus.idx)");
+  }
   const auto tokenizer = load_tokenizer(r.tokenizer, r.tokenizer_dir);
   const int64_t eot_id = tokenizer->special_id("<|endoftext|>");
   if (eot_id < 0) {

@@ -509,11 +509,17 @@ class TorchScriptModel final : public TrainableModel {
     const std::vector<double>& in = model.input_shape;
     const std::vector<double>& target = model.target_shape;
     auto sizes = [&](const std::string& key, const std::vector<double>& values) {
+      // One sample's elements in an int64 with room to spare: past it, the cast was undefined
+      // and the product (a sample's size) wrapped into a LibTorch error naming no key.
+      constexpr double kMaxElements = 1ULL << 40;
       std::vector<int64_t> out;
+      double elements = 1;
       for (double v : values) {
-        if (v < 1 || v != std::floor(v)) {
+        elements *= v;
+        if (v < 1 || v != std::floor(v) || !(elements <= kMaxElements)) {
           throw ConfigError(model.places.where("model." + key) + ": model." + key +
-                            " must list whole sizes >= 1 (one sample's shape, without the batch)");
+                            " must list whole sizes >= 1 (one sample's shape, without the batch)" +
+                            " of at most 2^40 elements in all");
         }
         out.push_back(static_cast<int64_t>(v));
       }

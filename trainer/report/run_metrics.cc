@@ -83,7 +83,8 @@ const std::vector<std::string>& memory_categories() {
 
 RunMetrics read_run_metrics(const std::string& run_dir) {
   RunMetrics run;
-  run.path = std::filesystem::is_directory(run_dir) ? run_dir + "/metrics.jsonl" : run_dir;
+  std::error_code ec;  // a folder it may not read (EACCES): the open below names it
+  run.path = std::filesystem::is_directory(run_dir, ec) ? run_dir + "/metrics.jsonl" : run_dir;
   std::ifstream in(run.path);
   if (!in) {
     throw ConfigError("no metrics file " + run.path +

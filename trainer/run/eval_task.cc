@@ -21,9 +21,6 @@ namespace zt::trainer {
 namespace {
 
 void write_result(const std::string& path, const nlohmann::json& j) {
-  std::error_code ec;
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   // Through a temporary file: an earlier result stays whole until this one is.
   write_report_file(path, j.dump() + "\n");
 }
@@ -45,8 +42,18 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
              const std::string& out_path) {
   share_cores_between_local_ranks();
   check_eval_inputs(job);
+  const std::string path = out_path.empty() ? job.run.out_dir + "/eval.json" : out_path;
   const std::unique_ptr<CheckpointReader> opened = open_rank0_checkpoint(
       [&] {
+    // The result's folder first, on rank 0 which writes it (the others learn of a failure as of
+    // the checkpoint's): one that cannot be made failed only after the whole evaluation.
+    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+    std::error_code made;
+    if (!folder.empty() && !std::filesystem::create_directories(folder, made) && made) {
+      throw IoError("cannot make " + folder.string() + " for " +
+                    (out_path.empty() ? "the result (run.out_dir)" : "--out " + out_path) + " (" +
+                    made.message() + "); give --out a file in a writable folder");
+    }
     return std::make_unique<CheckpointReader>(resolve_checkpoint_within(checkpoint, timeout),
                                               checkpoint_io_limit(timeout));
       },
@@ -107,7 +114,6 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
                       {"world", env.world},    {"composition", composition}};
   if (e.perplexity) j["val_ppl"] = std::exp(e.loss);
   if (bits_per_byte > 0) j["val_bits_per_byte"] = bits_per_byte;
-  const std::string path = out_path.empty() ? job.run.out_dir + "/eval.json" : out_path;
   write_result(path, j);
   std::printf("  written to %s\n", path.c_str());
   std::fflush(stdout);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -860,6 +861,11 @@ DeepSpeedSettings read_deepspeed_json(const std::string& text, const std::string
 }
 
 DeepSpeedSettings read_deepspeed_config(const std::string& path, bool lenient, int world) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw ConfigError("the DeepSpeed config '" + path + "' (run.deepspeed / --deepspeed) is a " +
+                      "folder; give its JSON file (e.g. ds_config.json)");
+  }
   std::ifstream in(path);
   if (!in) {
     throw ConfigError("cannot read the DeepSpeed config '" + path +

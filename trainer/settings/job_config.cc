@@ -1,6 +1,7 @@
 #include "settings/job_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -38,10 +39,7 @@ int job_world(const ConfigSource& source, const std::vector<std::string>& overri
   // A Slurm step of one task with launch.nproc on the command line (trainer --nproc N): zt's
   // launcher starts those N ranks there (app/job.cc), so N is the world, not the step's 1.
   const bool launches_here = env.found && env.source == "slurm" && env.world == 1 &&
-                             std::any_of(overrides.begin(), overrides.end(),
-                                         [](const std::string& kv) {
-    return kv.rfind("launch.nproc=", 0) == 0;
-                             });
+                             command_line_sets_nproc(overrides);
   if (env.found && !launches_here) return env.world;
   const OptionSpec* spec = config_option("launch", "nproc");
   if (!spec) return 1;
@@ -115,6 +113,28 @@ std::string resolved_config_value(const std::string& toml, const std::string& se
   const std::optional<Value> v = Config::peek_string(toml, "a checkpoint's config", {}, section,
                                                      key);
   return v ? value_to_toml(*v) : "";
+}
+
+bool command_line_sets_nproc(const std::vector<std::string>& overrides) {
+  return std::any_of(overrides.begin(), overrides.end(),
+                     [](const std::string& kv) { return kv.rfind("launch.nproc=", 0) == 0; });
+}
+
+std::chrono::milliseconds launch_timeout_before_config(const std::vector<std::string>& overrides,
+                                                       bool refuse_invalid) {
+  const OptionSpec* spec = config_option("launch", "timeout_s");
+  if (!spec) throw InternalError("the config schema has no launch.timeout_s");
+  Value seconds = spec->default_value;
+  try {
+    if (auto given = Config::peek_string("", "--set", overrides, "launch", "timeout_s")) {
+      seconds = check_option(*spec, *given, "launch", SourceLocation{"--set", 0, 0});
+    }
+  } catch (const ConfigError&) {
+    // Otherwise the config refuses it, with its place, once it loads; the default bounds the
+    // reads before that.
+    if (refuse_invalid) throw;
+  }
+  return std::chrono::milliseconds(std::llround(std::get<double>(seconds) * 1000));
 }
 
 }  // namespace zt::trainer

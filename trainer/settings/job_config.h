@@ -4,6 +4,7 @@
 // Thread safety: call from the main thread (it reads the environment and may print warnings).
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,19 @@ Config load_job_config(const std::string& path, const std::vector<std::string>& 
 // the file name in messages.
 Config load_job_config_string(const std::string& toml_text, const std::string& source_name,
                               const std::vector<std::string>& overrides);
+
+// Whether the command line gives launch.nproc (`overrides` as the trainer's commands pass them:
+// --nproc N is launch.nproc=N there, as --set launch.nproc=N is). In a Slurm step of one task,
+// that asks zt's launcher for the ranks (the config's launch.nproc alone does not).
+bool command_line_sets_nproc(const std::vector<std::string>& overrides);
+
+// The launch.timeout_s of a command that reads a checkpoint before it has a job config (`trainer
+// export`; eval and sample reading the config a checkpoint was saved with), which bounds those
+// reads (run/checkpointing.h): the value an `overrides` entry gives (launch.timeout_s=S), else
+// the config's default. An invalid value: with `refuse_invalid` (export, which loads no config
+// that would refuse it later) the ConfigError naming it, else the default.
+std::chrono::milliseconds launch_timeout_before_config(const std::vector<std::string>& overrides,
+                                                       bool refuse_invalid = false);
 
 // One key of a resolved config's text (JobSettings::config_toml, as a checkpoint records it),
 // as TOML; "" when the text has none (or is empty).

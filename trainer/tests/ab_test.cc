@@ -83,7 +83,7 @@ TEST_CASE("differing keys, and which of them change the math") {
        {"plugin.optim_hybrid_adam.lr", "plugins.optimizer", "zero.gradient_clipping",
         "launch.nproc", "run.seed", "model.n_layer", "data.micro_batch", "precision.compute",
         "run.lr_schedule", "plugins.codec_gradients", "codec.weights.bits",
-        "zero.codec_error_feedback", "zero.codec_scope"}) {
+        "zero.codec_error_feedback", "zero.codec_scope", "zero.gradient_predivide_factor"}) {
     CHECK_MESSAGE(changes_math(math, optim), std::string(math));
   }
   // With a codec, the layout moves which collectives are coded and where the blocks start;

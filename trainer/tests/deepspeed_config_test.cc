@@ -561,3 +561,11 @@ TEST_CASE("--set turns off a codec a DeepSpeed config chose, with the options it
                                       "job.toml", {"plugins.codec_weights=\"\""}, ds.settings),
       doctest::Contains("[codec.weights] configures the weights codec"), zt::ConfigError);
 }
+
+TEST_CASE("a folder given as the DeepSpeed config is refused by name") {
+  // It opened as a stream that reads nothing: "not valid JSON (empty input)" at line 1 of it.
+  CHECK_THROWS_WITH_AS(zt::trainer::read_deepspeed_config(kDir, false, 2),
+                       doctest::Contains("(run.deepspeed / --deepspeed) is a folder; give its "
+                                         "JSON file"),
+                       zt::ConfigError);
+}

@@ -4,9 +4,12 @@
 // the A/B switch folder, the decay length, the token size, the global batch check).
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <cmath>
 #include <map>
 #include <set>
 
+#include "settings/job_config.h"
 #include "settings/job_settings.h"
 #include "settings/model_keys.h"
 #include "settings/plugin_tables.h"
@@ -316,4 +319,27 @@ TEST_CASE("[plugin.<id>] tables no role selects are named, with their place and 
   CHECK(unused_plugin_tables(
             load_config_string(base + "[ab]\narms = [\"plugin.offload_cpu2.x=1\"]\n", "job.toml"))
             .size() == 1);
+}
+
+TEST_CASE("a checkpoint read before any config is bounded by --set launch.timeout_s, else by its "
+          "default") {
+  using std::chrono::milliseconds;
+  using zt::trainer::launch_timeout_before_config;
+  const zt::OptionSpec* spec = zt::config_option("launch", "timeout_s");
+  REQUIRE(spec);
+  const milliseconds fallback(std::llround(std::get<double>(spec->default_value) * 1000));
+  CHECK(fallback.count() > 0);
+  CHECK(launch_timeout_before_config({}) == fallback);
+  CHECK(launch_timeout_before_config({"launch.timeout_s=4"}) == milliseconds(4000));
+  CHECK(launch_timeout_before_config({"run.steps=3", "launch.timeout_s=2.5"}) ==
+        milliseconds(2500));
+  // Not a valid value: the config's own check refuses it later, with its place; the default
+  // bounds the reads before.
+  CHECK(launch_timeout_before_config({"launch.timeout_s=soon"}) == fallback);
+  CHECK(launch_timeout_before_config({"launch.timeout_s=-1"}) == fallback);
+  // export loads no config that would refuse it later: refused there, naming the key.
+  CHECK_THROWS_WITH_AS(launch_timeout_before_config({"launch.timeout_s=-1"}, true),
+                       doctest::Contains("launch.timeout_s"), zt::ConfigError);
+  CHECK_THROWS_AS(launch_timeout_before_config({"launch.timeout_s=soon"}, true), zt::ConfigError);
+  CHECK(launch_timeout_before_config({"launch.timeout_s=600"}, true) == milliseconds(600000));
 }

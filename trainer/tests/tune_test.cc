@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <string>
 
+#include "ab/ab_arms.h"
+#include "settings/job_settings.h"
 #include "settings/trainer_config.h"
 #include "small_gpt_toml.h"
 #include "tune/composition_estimate.h"
@@ -541,4 +543,26 @@ TEST_CASE("tune: a candidate the same as your config is the same math, with a co
   const std::vector<std::string> groups = {"zero.mics_shard_size=1"};
   CHECK(math_key(JobSettings::of(exact(groups)), explicit_overrides(exact(groups), groups)) ==
         math_key(JobSettings::of(exact({})), explicit_overrides(exact({}), {})));
+}
+
+TEST_CASE("an optimizer that keeps 16-bit states or masters makes the layout part of the math") {
+  // Stochastic rounding keys each element's bits on its place in its group, which the shard
+  // layout sets: a live A/B of shard_tensor against shard_bucket with bf16 masters matched
+  // neither arm's run, and was accepted as one loss curve.
+  const auto job = [](const std::vector<std::string>& overrides) {
+    return JobSettings::of(loader()(overrides));
+  };
+  CHECK_FALSE(layout_changes_math(job({})));
+  CHECK(layout_changes_math(job({"plugin.optim_hybrid_adam.state_dtype=\"bf16\""})));
+  CHECK(layout_changes_math(
+      job({"precision.compute=\"bf16\"", "plugin.optim_hybrid_adam.master_dtype=\"bf16\""})));
+  CHECK(layout_changes_math(job({"plugins.codec_gradients=\"codec_blockq\""})));
+  const std::vector<std::string> optim = {"optim_hybrid_adam"};
+  CHECK_FALSE(changes_math("plugins.shard", optim, layout_changes_math(job({}))));
+  CHECK(changes_math("plugins.shard", optim,
+                     layout_changes_math(job({"plugin.optim_hybrid_adam.state_dtype=\"bf16\""}))));
+  // Where bytes are kept stays neutral.
+  CHECK_FALSE(
+      changes_math("plugins.offload_optimizer", optim,
+                   layout_changes_math(job({"plugin.optim_hybrid_adam.state_dtype=\"bf16\""}))));
 }

@@ -132,7 +132,7 @@ std::vector<std::string> math_overrides(const JobSettings& job,
   for (const std::string& kv : overrides) {
     const std::string name = kv.substr(0, kv.find('='));
     if (name != "data.micro_batch" && name != "data.grad_accum" &&
-        changes_math(name, optimizers, codes_collectives(job)))
+        changes_math(name, optimizers, layout_changes_math(job)))
       out.push_back(kv);
   }
   return out;
@@ -150,8 +150,9 @@ std::string math_key(const JobSettings& job, const std::vector<std::string>& ove
   std::sort(math.begin(), math.end());
   for (const std::string& kv : math) key += "|" + kv;
   // The MiCS group size by its resolved value (the grid spells out the default your config
-  // leaves implicit, and the key has two names); with a codec it moves the coded collectives.
-  if (codes_collectives(job)) key += "|groups=" + std::to_string(job.engine.groups.size);
+  // leaves implicit, and the key has two names); with a codec it moves the coded collectives,
+  // with 16-bit optimizer states or masters their rounding.
+  if (layout_changes_math(job)) key += "|groups=" + std::to_string(job.engine.groups.size);
   return key;
 }
 

@@ -41,9 +41,11 @@ struct ShardTensors {
   at::Tensor copy_out;             // out, optional (undefined = none): bf16/fp16 copy of the new
                                    //     params (the engine passes none today; never with bf16
                                    //     masters, which are their own 16-bit copy)
-  uint64_t seed = 0;  // element i of this slice is element seed + i of the model's states: the
+  uint64_t seed = 0;  // element i of this slice is element seed + i of its group's states: the
                       // key of its random bits where the optimizer rounds stochastically, so an
-                      // element draws the same bits however the engine slices or places it
+                      // element draws the same bits however the engine tiles or places it (in
+                      // memory or a tier, at any world size); another shard layout (stage,
+                      // shard plugin, buckets) groups it elsewhere and draws other bits
 };
 
 struct StepArgs {

@@ -44,7 +44,7 @@ Json counters_json(const EngineCounters& c) {
   return {{"optimizer_steps", c.optimizer_steps}, {"loss_scale", c.loss_scale},
           {"clean_steps", c.clean_steps},         {"hysteresis_left", c.hysteresis_left},
           {"state_dtype", c.state_dtype},         {"master_dtype", c.master_dtype},
-          {"residual_unit", c.residual_unit}};
+          {"residual_unit", c.residual_unit},     {"unscalable_in_a_row", c.unscalable_in_a_row}};
 }
 
 EngineCounters counters_from(const Json& j) {
@@ -55,6 +55,15 @@ EngineCounters counters_from(const Json& j) {
   c.hysteresis_left = whole<int64_t>(j, "hysteresis_left");
   if (j.contains("state_dtype")) c.state_dtype = j.at("state_dtype").get<std::string>();
   if (j.contains("master_dtype")) c.master_dtype = j.at("master_dtype").get<std::string>();
+  if (j.contains("unscalable_in_a_row")) {
+    c.unscalable_in_a_row = whole<int64_t>(j, "unscalable_in_a_row");
+    if (c.unscalable_in_a_row < 0 || c.unscalable_in_a_row > 1) {
+      throw ConfigError("checkpoint manifest: unscalable_in_a_row " +
+                        std::to_string(c.unscalable_in_a_row) +
+                        " is neither 0 nor 1; the manifest is damaged: resume from another "
+                        "checkpoint");
+    }
+  }
   if (j.contains("residual_unit")) {
     c.residual_unit = j.at("residual_unit").get<double>();
     if (!std::isfinite(c.residual_unit) || c.residual_unit < 0) {

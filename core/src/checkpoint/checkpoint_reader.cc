@@ -35,17 +35,22 @@ constexpr int64_t kScratchBytes = int64_t{8} << 20;
 // storage that stopped answering, not the size of a piece.
 constexpr int64_t kReadChunkBytes = int64_t{16} << 20;
 
-// ZT_TEST_FAULT stall_checkpoint_read:RANK:N: this rank's N-th open or read of a rank file blocks,
-// as on a file system that stopped answering, until its deadline ends the process.
-void stall_if_injected(std::chrono::milliseconds io_limit) {
+// ZT_TEST_FAULT stall_checkpoint_read:RANK:N (or stall_checkpoint_manifest:RANK:N): this rank's
+// N-th open or read of a rank file (or N-th manifest read) blocks, as on a file system that
+// stopped answering, until its deadline ends the process. `reads` counts the calls of this kind.
+void stall_if_injected(const char* kind, std::atomic<int64_t>& reads,
+                       std::chrono::milliseconds io_limit) {
   const InjectedFault& fault = injected_fault();
-  if (fault.kind != "stall_checkpoint_read" || fault.rank != env_rank()) return;
-  static std::atomic<int64_t> reads{0};
+  if (fault.kind != kind || fault.rank != env_rank()) return;
   if (++reads != fault.nth) return;
   std::this_thread::sleep_for(2 * io_limit + std::chrono::seconds(10));
   throw InternalError("the checkpoint read stalled by " + std::string(kTestFaultVar) +
                       " outlived its deadline: FileIoDeadline did not end the process");
 }
+
+// The calls each hook counts, in this process.
+std::atomic<int64_t> rank_file_calls{0};
+std::atomic<int64_t> manifest_reads{0};
 
 std::string range_text(int64_t begin, int64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
@@ -111,6 +116,7 @@ std::string CheckpointReader::Impl::read_manifest_text() const {
   const fs::path manifest = fs::path(folder_) / ckpt::kManifestName;
   const fs::path crc_file = fs::path(folder_) / ckpt::kManifestCrcName;
   const FileIoDeadline deadline("reading " + manifest.string(), io_limit_, kCheckpointIoWayOut);
+  stall_if_injected("stall_checkpoint_manifest", manifest_reads, io_limit_);
   std::error_code ec;
   if (!fs::is_regular_file(manifest, ec)) {
     throw ConfigError("not a checkpoint: " + folder_ +
@@ -219,7 +225,7 @@ int CheckpointReader::Impl::open_file(size_t index) const {
   std::call_once(f.opened, [&] {
     const auto& record = manifest_.files[index];
     const FileIoDeadline deadline("opening " + f.path, io_limit_, kCheckpointIoWayOut);
-    stall_if_injected(io_limit_);
+    stall_if_injected("stall_checkpoint_read", rank_file_calls, io_limit_);
     int fd = ::open(f.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) throw IoError("cannot open " + f.path + ": " + ckpt::errno_text(errno));
     std::string header(static_cast<size_t>(record.header_bytes), '\0');
@@ -247,7 +253,7 @@ void CheckpointReader::Impl::read_bytes(size_t file, int fd, char* out, int64_t 
       const FileIoDeadline deadline("reading " + std::to_string(chunk) + " bytes at offset " +
                                         std::to_string(offset + done) + " of " + files_[file]->path,
                                     io_limit_, kCheckpointIoWayOut);
-      stall_if_injected(io_limit_);
+      stall_if_injected("stall_checkpoint_read", rank_file_calls, io_limit_);
       got = ckpt::pread_full(fd, out + done, chunk, offset + done);
       err = errno;  // before the deadline's end frees memory
     }

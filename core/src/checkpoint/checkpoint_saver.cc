@@ -204,8 +204,12 @@ std::vector<ckpt::RankReport> gather_reports(SaveTask& t, ckpt::RankReport own) 
   std::vector<ckpt::RankReport> reports;
   reports.push_back(std::move(own));
   for (int r = 1; r < t.world; ++r) {
-    auto bytes = t.store->get(t.keys + "rank" + std::to_string(r), t.options.timeout);
-    reports.push_back(ckpt::report_from_json(text_of(bytes)));
+    const std::string key = t.keys + "rank" + std::to_string(r);
+    reports.push_back(ckpt::report_from_json(text_of(t.store->get(key, t.options.timeout))));
+    // Emptied once read: the store (rank 0's TCPStore, torchrun's agent's) keeps every value for
+    // the life of the job, and each save's reports list every piece (~100 B each): a job saving
+    // often, or switching live A/B arms, grew it by megabytes per save.
+    t.store->set(key, {});
   }
   return reports;
 }

@@ -142,6 +142,16 @@ void SafetensorsWriter::open(const std::string& path, int64_t data_alignment) {
   const int64_t total = (kLengthPrefix + static_cast<int64_t>(json.size()) + align - 1) / align *
                         align;
   json.append(static_cast<size_t>(total - kLengthPrefix) - json.size(), ' ');
+  // Past what every reader (zt's, and a checkpoint's load) accepts, the file would be written,
+  // published and never loaded, and the older checkpoints pruned meanwhile.
+  if (static_cast<int64_t>(json.size()) > kMaxHeaderJson) {
+    throw IoError("cannot write " + path + ": its safetensors header would take " +
+                  std::to_string(json.size()) + " bytes, over the " +
+                  std::to_string(kMaxHeaderJson) +
+                  " readers accept: too many tensors or pieces in one file (a checkpoint's rank "
+                  "file holds fewer with shard_bucket and a larger plugin.shard_bucket.bucket_mb "
+                  "than with shard_tensor)");
+  }
   std::string& h = impl_->header;
   h.assign(kLengthPrefix, '\0');
   const auto length = static_cast<uint64_t>(json.size());

@@ -1,6 +1,7 @@
 #include "zt/host/config.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -350,6 +351,13 @@ void check_combinations(const Config& config, Problems& problems) {
 }  // namespace
 
 std::string Config::read_file(const std::string& path) {
+  // A folder opens as a stream that reads nothing: it was an empty config, the defaults' job.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw ConfigError("'" + path +
+                      "' is a folder, not a config file; pass a .toml file to "
+                      "--config (e.g. configs/zero3.toml)");
+  }
   std::ifstream in(path);
   if (!in) {
     throw ConfigError("cannot read config file '" + path +

@@ -265,7 +265,8 @@ void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
   declare_residuals(e, writer, residuals);
   writer.set_counters({e.stepper.steps(), e.scaler.saved_scale(), e.scaler.clean_steps(),
                        e.scaler.hysteresis_left(), optimizer_dtype_name(e.optimizer.state_dtype()),
-                       optimizer_dtype_name(e.optimizer.master_dtype()), residual_unit(e)});
+                       optimizer_dtype_name(e.optimizer.master_dtype()), residual_unit(e),
+                       e.stepper.unscalable_in_a_row()});
   writer.begin_data();
   for (size_t g = 0; g < layout.groups.size(); ++g) {
     const FlatRange range = saved_range(e, layout.groups[g]);
@@ -285,7 +286,7 @@ void load_engine_checkpoint(EngineParts& e, const CheckpointReader& reader) {
   check_kinds(e.optimizer, reader);
   const EngineCounters c = reader.counters();
   e.scaler.restore(c.loss_scale, c.clean_steps, c.hysteresis_left);  // checks them first
-  e.stepper.set_steps(c.optimizer_steps);
+  e.stepper.set_steps(c.optimizer_steps, c.unscalable_in_a_row);
   // A shard read ahead from the parameter tier is about to go stale.
   e.gatherer.drop_fetches(/*rethrow=*/true);
   const std::vector<std::string> kinds = checkpoint_kinds(e.optimizer);

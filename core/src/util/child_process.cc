@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "zt/error.h"
@@ -103,7 +104,10 @@ std::string find_on_path(const std::string& name) {
   std::istringstream dirs(path ? path : "");
   for (std::string dir; std::getline(dirs, dir, ':');) {
     const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    // A folder of that name passes access(X_OK) too, as the shell's lookup skips it.
+    std::error_code ec;
+    if (::access(candidate.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(candidate, ec))
+      return candidate;
   }
   return "";
 }

@@ -2,7 +2,8 @@
 // process. "skip_collective:RANK:SEQ": rank RANK does not issue its SEQ-th collective of the world
 // group (the observed communicator); "stall_read:RANK:N": its N-th tier read never completes (the
 // observed tier); "stall_checkpoint_read:RANK:N": its N-th open or read of a checkpoint's
-// rank files blocks as on a file system that stopped answering (the checkpoint reader). Unset:
+// rank files blocks as on a file system that stopped answering (the checkpoint reader);
+// "stall_checkpoint_manifest:RANK:N": the same for its N-th read of a checkpoint's manifest. Unset:
 // nothing.
 // Thread safety: injected_fault() may be called from any thread.
 #pragma once
@@ -15,9 +16,11 @@ namespace zt {
 inline constexpr const char* kTestFaultVar = "ZT_TEST_FAULT";
 
 struct InjectedFault {
-  std::string kind;  // "skip_collective", "stall_read", "stall_checkpoint_read" or "" (none)
-  int rank = -1;     // the rank it hits
-  int64_t nth = 0;   // which collective (sequence number) or which read (1-based)
+  // "skip_collective", "stall_read", "stall_checkpoint_read", "stall_checkpoint_manifest" or ""
+  // (none)
+  std::string kind;
+  int rank = -1;    // the rank it hits
+  int64_t nth = 0;  // which collective (sequence number) or which read (1-based)
 };
 
 // ZT_TEST_FAULT as set when first asked; an unparsable value is reported on stderr once and

@@ -1,6 +1,7 @@
 #include "zero/offload_placement.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace zt {
 
@@ -58,11 +59,16 @@ OffloadPlacement place_offload(const std::vector<PlacementGroup>& groups,
     }
   }
   // A tile is fp32 (gradient), the master's or the states' dtype or the compute dtype
-  // (parameters): its start must be aligned in the narrowest of them.
+  // (parameters): its start must be aligned in the narrowest of them, and fall on the 8-byte
+  // words a tiered array's checksums sum over (a tier may declare an alignment under 8: each
+  // tile's sum then covered other words than the whole array's, and every read back "differed").
   const int64_t narrowest = std::min<int64_t>(
       {r.param_element_size, r.master_element_size, states > 0 ? r.state_element_size : 4});
-  if (r.optimizer_tier) granule = std::max(granule, r.optimizer_alignment / narrowest);
-  if (r.param_tier) granule = std::max(granule, r.param_alignment / narrowest);
+  const auto granule_of = [&](int64_t alignment) {
+    return std::lcm(std::max<int64_t>(alignment, 1), int64_t{8}) / narrowest;
+  };
+  if (r.optimizer_tier) granule = std::max(granule, granule_of(r.optimizer_alignment));
+  if (r.param_tier) granule = std::max(granule, granule_of(r.param_alignment));
   out.tile_elements = round_up(std::max<int64_t>(1, std::min(r.sub_group_size, largest)), granule);
   return out;
 }

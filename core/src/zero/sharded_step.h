@@ -90,13 +90,17 @@ class ShardedStep {
   // in backward is on for this step; returns whether it did.
   bool update_in_backward(int g, const at::Tensor& reduced, bool first);
   int64_t steps() const { return steps_; }
-  // A loaded checkpoint's count of applied updates (Adam's bias correction goes on from it).
-  // A loaded checkpoint's count; what a failed backward had poisoned is the replaced state's.
-  void set_steps(int64_t steps) {
+  // 1 when the last step was skipped for gradients nothing could rescale (a second in a row
+  // stops the job), else 0: saved with the step count, so a resume stops where the run would.
+  int64_t unscalable_in_a_row() const { return unscalable_in_a_row_; }
+  // A loaded checkpoint's count of applied updates (Adam's bias correction goes on from it) and
+  // of unscalable steps just before its save; what a failed backward had poisoned is the
+  // replaced state's.
+  void set_steps(int64_t steps, int64_t unscalable_in_a_row) {
     steps_ = steps;
     poisoned_ = false;
     losses_.clear();
-    unscalable_in_a_row_ = 0;  // the overflow before belonged to a state no longer here
+    unscalable_in_a_row_ = static_cast<int>(unscalable_in_a_row);
   }
   // Puts the master weights into the parameters, as after an update: groups in memory or a host
   // tier are copied (stage 0-2 flat slot, stage 3 parameter shard or its tier), then stages 1-2

@@ -76,6 +76,10 @@ struct EngineCounters {
   // resume under another one (fp16 to bf16, another factor) rescales them. 0: not recorded
   // (checkpoints before 2026-12-04), taken as the resumed run's own.
   double residual_unit = 0;
+  // 1 when the step before the save was skipped for gradients nothing could rescale (no loss
+  // scaling, or the scale at its floor): a second such step in a row stops the job, after a
+  // resume as in the run that saved. 0 in checkpoints from before 2026-12-06.
+  int64_t unscalable_in_a_row = 0;
 };
 
 // What the trainer adds to a checkpoint besides the engine's state.
