@@ -126,6 +126,8 @@ std::string blas_json() {
 }
 
 void ResultsFile::commit() {
+  // A stop during work the bench does itself (kernels, tables): no results of a run cut short.
+  stop_if_signalled("finishing its results, " + path_);
   const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);

@@ -63,11 +63,17 @@ int run_logged(const std::vector<std::string>& argv, const std::string& log_path
       passed_on = true;
     }
     if (pidfd < 0) {
-      // No pidfd (a kernel before 5.3): a blocking wait, a signal passed on after the job.
+      // No pidfd (a kernel before 5.3): a blocking wait, which a signal interrupts (EINTR) and
+      // passes on; one that comes between the check and the wait is passed on only after the
+      // job.
       ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
       siginfo_t info{};
       while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) != 0 &&
              errno == EINTR) {
+        if (const int sig = trainer::stop_signal_received(); sig != 0 && !passed_on) {
+          ::kill(pid, sig);
+          passed_on = true;
+        }
       }
       break;
     }

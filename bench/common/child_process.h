@@ -11,7 +11,10 @@
 namespace zt::bench {
 
 // Runs `argv` (argv[0] a path) with stdout and stderr to `log_path` and waits for it. Returns
-// its exit code, or 128 + N when signal N ended it. Throws IoError when it cannot start.
+// its exit code, or 128 + N when signal N ended it. Throws IoError when it cannot start. After
+// a stop signal (stop_on_signals) it throws StoppedBySignal instead of starting the job, and
+// once the job ended; a signal sent to the bench alone (kill, a scheduler) is passed on to the
+// job as it comes, so that the job stops as it would (Ctrl-C reaches both already).
 int run_logged(const std::vector<std::string>& argv, const std::string& log_path);
 
 // The last `lines` lines of a text file ("" when unreadable): what a failed job said.

@@ -14,6 +14,8 @@ struct ShellResult {
 // Runs `command` through /bin/sh with stderr merged into stdout. After a stop signal
 // (stop_on_signals) it throws StoppedBySignal instead of starting the command, and once the
 // command ended; a `clean_up` command (taking simulated hosts down) runs and returns all the same.
+// A signal sent to the bench alone is not passed on: the command runs to its end (the two-host
+// benches' jobs, which a shell starts in the namespaces; Ctrl-C reaches them).
 ShellResult run_shell(const std::string& command, bool clean_up = false);
 
 // `text` as one shell word.

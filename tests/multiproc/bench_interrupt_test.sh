@@ -29,6 +29,8 @@ wait_for() {
   done
   return 1
 }
+# Whether process $1 has ended (gone, or a zombie this shell has not waited for yet).
+ended() { ! kill -0 "$1" 2> /dev/null || ps -o stat= -p "$1" | grep -q '^Z'; }
 # Whether folder $1 holds an entry named $2* with a file in it.
 holds_files() { compgen -G "$1/$2*/*" > /dev/null; }
 # Whether the last line of the log says the bench stopped by signal $1.
@@ -56,7 +58,8 @@ said_stop zt_bench_nvme SIGINT || fail "the NVMe bench did not say it stopped"
 
 # 2. SIGTERM to the eval bench alone, while its trainer job trains.
 mkdir -p "$tmp/t"
-TMPDIR="$tmp/t" "$bin/zt_bench_eval" --steps 400 --reps 1 --json "$tmp/eval.json" \
+# A job it could not finish in the test's time: only the SIGTERM passed on to it ends it.
+TMPDIR="$tmp/t" "$bin/zt_bench_eval" --steps 1000000 --reps 1 --json "$tmp/eval.json" \
   > "$tmp/out.log" 2>&1 &
 pid=$!
 wait_for 120 holds_files "$tmp/t" zt-bench-eval. || fail "the eval bench made no scratch folder"
@@ -64,6 +67,8 @@ wait_for 120 holds_files "$tmp/t" zt-bench-eval. || fail "the eval bench made no
 wait_for 120 compgen -G "$tmp/t/zt-bench-eval.*/*/metrics.jsonl" > /dev/null ||
   fail "the eval bench's job wrote no metrics"
 kill -TERM "$pid"
+wait_for 60 ended "$pid" ||
+  fail "the eval bench still runs 60 s after SIGTERM: the signal did not reach its job"
 wait "$pid"
 code=$?
 pid=""

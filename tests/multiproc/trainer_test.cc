@@ -121,8 +121,8 @@ TEST_CASE("--nproc 2 in a Slurm step of one task (srun --pty) starts 2 ranks, an
   CHECK(contains(r.output, "grad_accum = 2"));
 }
 
-TEST_CASE("under another launcher, a --nproc that is not its world is refused, and "
-          "max_restarts is said to restart nothing") {
+TEST_CASE("under another launcher, a --nproc that is neither its ranks on the host nor all of "
+          "them is refused, and max_restarts is said to restart nothing") {
   // torchrun's variables for rank 0 of 1: before, --nproc 4 was dropped without a word.
   const std::string one = "env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 "
                           "MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
@@ -131,8 +131,8 @@ TEST_CASE("under another launcher, a --nproc that is not its world is refused, a
   auto r = run_command(one + " --nproc 4");
   INFO(r.output);
   CHECK(r.exit_code == 2);
-  CHECK(contains(r.output, "--nproc 4, but torchrun started this process as rank 0 of 1: its "
-                           "ranks are the job's; drop --nproc"));
+  CHECK(contains(r.output, "--nproc 4, but torchrun started this process as rank 0 of 1 (1 on "
+                           "this host): its ranks are the job's; drop --nproc"));
   CHECK_FALSE(contains(r.output, "zt smoke:"));
   // The same --nproc as the launcher's world is no contradiction.
   r = run_command(one + " --nproc 1 --max-restarts 2");
@@ -141,6 +141,16 @@ TEST_CASE("under another launcher, a --nproc that is not its world is refused, a
   CHECK(contains(r.output, "zt smoke: 1 rank(s)"));
   CHECK(contains(r.output, "zt: warning: launch.max_restarts = 2 is zt's launcher's, and torchrun "
                            "started these ranks: it restarts none of them"));
+  // Nor is the ranks per host (--nproc's meaning) of a job of two hosts: this rank goes on to
+  // wait for its peer, which never comes (a communication error, not the config's).
+  r = run_command("env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 "
+                  "MASTER_PORT=" +
+                  std::to_string(zt::pick_free_port("127.0.0.1")) + " " + trainer() +
+                  " --config " ZT_TEST_SOURCE_DIR
+                  "/configs/smoke.toml --set run.steps=1 --set launch.timeout_s=1 --nproc 1");
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK_FALSE(contains(r.output, "--nproc 1, but"));
 }
 
 TEST_CASE("bad config input: one clear line per problem, exit code 2") {

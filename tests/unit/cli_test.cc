@@ -299,9 +299,12 @@ TEST_CASE("the job's flags are refused by a command that does not use them, not 
       {{"estimate", "--config", "j", "--print-config"}, "trainer estimate does not take"},
       // export reads launch.timeout_s alone.
       {{"export", "--checkpoint", "c", "--out", "o", "--set", "zero.stage=2"},
-       "trainer export reads one key of a config: --set zero.stage=2 has nothing to set"},
+       "trainer export takes only --set launch.timeout_s=S (the bound on each checkpoint read): "
+       "--set zero.stage=2 has nothing to set"},
       {{"plugins", "list", "--set", "run.name=x"},
-       "trainer plugins list reads one key of a config: --set run.name=x has nothing to set"},
+       "trainer plugins list takes only --set plugins.dirs=[...] (where to look for plugins): "
+       "--set "
+       "run.name=x has nothing to set"},
   };
   for (const auto& [args, message] : refused) {
     CAPTURE(message);

@@ -144,7 +144,15 @@ bool layout_changes_math(const JobSettings& job) {
   for (const OptionSpec& spec : optimizer.options.specs()) {
     if (spec.type != ValueType::kString) continue;
     const std::string& value = optimizer.options.get_string(spec.name);
-    if (value == "bf16" || value == "fp16") return true;
+    if (value != "bf16" && value != "fp16") continue;
+    // X_dtype beside X_rounding = "nearest" rounds the same whatever the layout.
+    const size_t at = spec.name.rfind("dtype");
+    const std::string rounding = at == std::string::npos ? ""
+                                                         : spec.name.substr(0, at) + "rounding";
+    if (!rounding.empty() && optimizer.declares(rounding) &&
+        optimizer.options.get_string(rounding) == "nearest")
+      continue;
+    return true;
   }
   return false;
 }

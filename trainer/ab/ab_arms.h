@@ -39,8 +39,9 @@ bool codes_collectives(const JobSettings& job);
 // Whether the job's layout (stage, MiCS groups, persistence, shard plugin and its buckets) is
 // part of its math: a codec's (which collectives are coded, where its blocks start), or an
 // optimizer that keeps a state or its masters in 16 bits (an option of it set to "bf16" or
-// "fp16", as optim_hybrid_adam's state_dtype and master_dtype), whose stochastic rounding keys
-// each element's random bits on its place in its group, which the shard layout sets.
+// "fp16", as optim_hybrid_adam's state_dtype and master_dtype) and may round to them
+// stochastically, keying each element's random bits on its place in its group, which the shard
+// layout sets. An option X_dtype whose X_rounding is "nearest" rounds the same in any layout.
 bool layout_changes_math(const JobSettings& job);
 
 // A short label of an arm for reports: its overrides' values joined ("shard_bucket"), a number

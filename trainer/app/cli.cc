@@ -368,15 +368,15 @@ std::string command_words(Command command) {
 void check_job_flags(const CliArgs& out, const std::vector<std::string>& given) {
   using C = Command;
   const std::vector<C> job = {C::kRun, C::kEval, C::kSample, C::kAb, C::kEstimate, C::kTune};
-  std::vector<C> with_plugins = job;
-  with_plugins.insert(with_plugins.end(), {C::kPluginsList, C::kPluginsDescribe});
+  std::vector<C> read_a_config = job;
+  read_a_config.insert(read_a_config.end(), {C::kPluginsList, C::kPluginsDescribe});
   // export reads launch.timeout_s alone, its checkpoint reads' bound (checked below).
-  std::vector<C> with_export = with_plugins;
-  with_export.push_back(C::kExport);
-  const std::vector<std::pair<std::string, std::vector<C>>> users = {
-      {"--config", with_plugins},
-      {"--plugin-dir", with_plugins},
-      {"--set", with_export},
+  std::vector<C> take_set = read_a_config;
+  take_set.push_back(C::kExport);
+  const std::vector<std::pair<std::string, std::vector<C>>> flag_users = {
+      {"--config", read_a_config},
+      {"--plugin-dir", read_a_config},
+      {"--set", take_set},
       {"--deepspeed", job},
       {"--deepspeed-lenient", job},
       {"--nproc", job},
@@ -388,7 +388,7 @@ void check_job_flags(const CliArgs& out, const std::vector<std::string>& given) 
       {"--print-config", {C::kRun, C::kEval, C::kSample}},
   };
   for (const std::string& flag : given) {
-    for (const auto& [name, commands] : users) {
+    for (const auto& [name, commands] : flag_users) {
       if (name != flag ||
           std::find(commands.begin(), commands.end(), out.command) != commands.end())
         continue;
@@ -405,11 +405,10 @@ void check_job_flags(const CliArgs& out, const std::vector<std::string>& given) 
     const std::string only = exporting ? "launch.timeout_s=" : "plugins.dirs=";
     for (const std::string& kv : out.overrides) {
       if (kv.rfind(only, 0) == 0) continue;
-      throw ConfigError(
-          command_words(out.command) + " reads one key of a config: --set " + kv +
-          " has nothing to set (--set " + only +
-          (exporting ? "S, the bound on each checkpoint read" : "[...], where to look") +
-          ", is the one it takes)");
+      throw ConfigError(command_words(out.command) + " takes only --set " + only +
+                        (exporting ? "S (the bound on each checkpoint read)"
+                                   : "[...] (where to look for plugins)") +
+                        ": --set " + kv + " has nothing to set");
     }
   }
 }
@@ -546,7 +545,7 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     }
   }
   if (out.help) return out;  // what the command needs besides is its help's to say
-  check_job_flags(out, job_flags);
+  if (out.command != Command::kVersion) check_job_flags(out, job_flags);
   check_complete(out);
   out.sample.checkpoint = out.checkpoint;
   out.sample.out_path = out.out_path;

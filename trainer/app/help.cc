@@ -63,7 +63,8 @@ const char* eval_help() {
 The validation loss of a checkpoint ([eval], data.val_path or data.val_fraction), printed and
 written to --out (default <run.out_dir>/eval.json). DIR: a step-N folder, checkpoint.dir (its
 latest) or checkpoint.dir/best. It loads at any --nproc and composition, under FILE or, without
---config, the config the checkpoint was saved with.
+--config, the config the checkpoint was saved with. It takes training's --plugin-dir,
+--deepspeed and --print-config too.
 Example:
   trainer eval --checkpoint runs/gpt-zero3-offload/checkpoints
 )";
@@ -82,6 +83,7 @@ Text from a language model's checkpoint (DIR as for eval), the same at every wor
   --temperature T     default 0.8 (0 = greedy); --top-k K: the K most likely (default 0 = all)
   --seed S            default 1; --samples N: how many texts (default 1)
   --out FILE.json     every sample's tokens and text
+It takes training's --plugin-dir, --deepspeed and --print-config too.
 Example:
   trainer sample --checkpoint runs/gpt-zero3-offload/checkpoints --prompt "ZeRO " --samples 2
 )";
@@ -103,7 +105,7 @@ Example:
 const char* ab_help() {
   return R"(usage: trainer ab --config FILE [--a KEY=VAL[,KEY=VAL]...] [--b KEY=VAL[,...]]
                   [--steps N] [--reps R] [--warmup W] [--out DIR] [--rtol X]
-                  [--allow-different-math] [--set ...] [--max-restarts N]
+                  [--allow-different-math] [--set ...] [--nproc N] [--max-restarts N]
 
 Runs the job R times per arm (default 2), interleaved A B B A, each arm with its overrides (an
 arm not given runs the config as written; one of --a and --b is needed), and
@@ -112,6 +114,7 @@ offload I/O and whether the arms' losses agree (within --rtol, default 1e-6) int
 and DIR/ab.json (default runs/ab). Arms may differ only in keys that keep the math (shard plugin,
 stage, buckets, prefetch, offload, comm) unless --allow-different-math.
   --steps N   per run (default run.steps); --warmup W: steps left out of the timings (default 2)
+It takes training's --plugin-dir and --deepspeed too.
 Example:
   trainer ab --config configs/zero3.toml --a plugins.shard=shard_tensor --b plugins.shard=shard_bucket
 )";
@@ -144,6 +147,7 @@ Sizes every composition of the job without starting a rank (stage 0-3 x offload 
 micro batch with the global batch kept x, over --hosts H > 1, the MiCS group): host RAM per rank
 by category, file-tier bytes, bytes each rank sends per step by collective and link, and which do
 not fit (with --margin of each tier left free, default 0.1) and why. --json: the same as JSON.
+It takes training's --plugin-dir and --deepspeed too.
 Example:
   trainer estimate --config configs/zero3_offload.toml --nproc 4 --hosts 2
 )";
@@ -159,7 +163,8 @@ grad_accum, prefetch, persistence, offload fractions and tiers, sub_group_size, 
 depth), never starting one that does not fit, races the rest in live A/B jobs (successive
 halving on bootstrap intervals; --trial-steps timed steps per candidate and round, default 6)
 and checks the winner against FILE with a final ab (A B B A), all within --budget (default 15m).
-Into DIR (default runs/tune): tuned.toml, tune.json, report.html.
+Into DIR (default runs/tune): tuned.toml, tune.json, report.html. It takes training's
+--plugin-dir, --deepspeed and --max-restarts (each trial's) too.
   --hosts H --launcher CMD  the --nproc ranks span H hosts, and CMD starts each trial's ranks
                       there (inside a Slurm allocation of the hosts: --launcher srun); the search
                       adds MiCS groups per host and ZeRO++'s codecs between the hosts, which
@@ -228,12 +233,12 @@ Example:
 }
 
 const char* plugins_help() {
-  return R"(usage: trainer plugins list [--config FILE] [--plugin-dir DIR]...
-       trainer plugins describe ID [--config FILE] [--plugin-dir DIR]...
+  return R"(usage: trainer plugins list [--config FILE] [--plugin-dir DIR]... [--set plugins.dirs=[...]]
+       trainer plugins describe ID [--config FILE] [--plugin-dir DIR]... [--set ...]
 
 list: every plugin found (its kind, version, file) and any that cannot load, with why. describe:
 one plugin's options with their types, defaults and what they trade. Plugins are searched in
---plugin-dir folders, then FILE's plugins.dirs (nothing else of FILE is read), then
+--plugin-dir folders, then FILE's plugins.dirs (nothing else of FILE is read; --set of it alone), then
 ZT_PLUGIN_PATH, then zt's own plugin folder.
 Example:
   trainer plugins describe offload_nvme

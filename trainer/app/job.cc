@@ -12,7 +12,6 @@
 #include <iostream>
 #include <optional>
 
-#include "app/estimate_command.h"
 #include "run/checkpointing.h"
 #include "run/eval_task.h"
 #include "run/sample_task.h"
@@ -281,20 +280,25 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
   // them, as in a batch script; the DeepSpeed batch rule counted them so (settings/job_config).
   // A config's launch.nproc does not: a GPU job of one task per GPU keeps its one rank.
   if (env.found && env.source == "slurm" && env.world == 1 && nproc > 1 &&
-      command_line_sets_nproc(job_overrides(args))) {
+      (args.nproc || command_line_sets_nproc(args.overrides))) {
     std::fprintf(stderr,
                  "zt: a Slurm step of one task: zt's launcher starts the %d "
                  "ranks of launch.nproc here\n",
                  nproc);
     env.found = false;
   }
-  // Another launcher started this process as one of its ranks: a --nproc that says another
-  // number of ranks was dropped without a word (torchrun --nproc_per_node 2 trainer --nproc 4).
-  if (env.found && args.nproc && *args.nproc != env.world) {
-    throw ConfigError("--nproc " + std::to_string(*args.nproc) + ", but " + env.source +
-                      " started this process as rank " + std::to_string(env.rank) + " of " +
-                      std::to_string(env.world) + ": its ranks are the job's; drop --nproc, or " +
-                      "ask " + env.source + " for " + std::to_string(*args.nproc) + " ranks");
+  // Another launcher started this process as one of its ranks: a --nproc that is neither its
+  // ranks on this host (what --nproc means) nor all of them was dropped without a word
+  // (torchrun --nproc_per_node 2 trainer --nproc 4).
+  if (env.found && args.nproc && *args.nproc != env.world &&
+      (env.local_world <= 0 || *args.nproc != env.local_world)) {
+    throw ConfigError(
+        "--nproc " + std::to_string(*args.nproc) + ", but " + env.source +
+        " started this process as rank " + std::to_string(env.rank) + " of " +
+        std::to_string(env.world) +
+        (env.local_world > 0 ? " (" + std::to_string(env.local_world) + " on this host)" : "") +
+        ": its ranks are the job's; drop --nproc, or ask " + env.source + " for " +
+        std::to_string(*args.nproc) + " ranks per host");
   }
   // A single process is the rank itself, except where restarts are asked for: zt's launcher
   // then supervises its one rank as it does N (a lone rank that died was not started again).

@@ -34,6 +34,15 @@ void write_report_file(const std::string& path, const std::string& text,
   }
 }
 
+void make_folder_of(const std::string& path, const std::string& named_by) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::error_code made;
+  if (!folder.empty() && !std::filesystem::create_directories(folder, made) && made) {
+    throw IoError("cannot make " + folder.string() + " for " + named_by + " (" + made.message() +
+                  "); give --out a file in a writable folder");
+  }
+}
+
 void make_output_folder(const std::string& dir, const std::string& option) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -17,5 +17,9 @@ void write_report_file(const std::string& path, const std::string& text,
 // `option` ("--out"). Throws IoError naming both and the reason (a folder this user cannot
 // write, a file in the way).
 void make_output_folder(const std::string& dir, const std::string& option);
+// Creates the folder of the file `path` that a command writes at its end (eval's result,
+// sample's texts), before its work: one that cannot be made failed only after it, its result
+// lost. `named_by` says where the path came from ("--out x.json"). Throws IoError naming both.
+void make_folder_of(const std::string& path, const std::string& named_by);
 
 }  // namespace zt::trainer

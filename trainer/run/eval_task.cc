@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "data/data_source.h"
@@ -45,17 +44,12 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
   const std::string path = out_path.empty() ? job.run.out_dir + "/eval.json" : out_path;
   const std::unique_ptr<CheckpointReader> opened = open_rank0_checkpoint(
       [&] {
-    // The result's folder first, on rank 0 which writes it (the others learn of a failure as of
-    // the checkpoint's): one that cannot be made failed only after the whole evaluation.
-    const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-    std::error_code made;
-    if (!folder.empty() && !std::filesystem::create_directories(folder, made) && made) {
-      throw IoError("cannot make " + folder.string() + " for " +
-                    (out_path.empty() ? "the result (run.out_dir)" : "--out " + out_path) + " (" +
-                    made.message() + "); give --out a file in a writable folder");
-    }
-    return std::make_unique<CheckpointReader>(resolve_checkpoint_within(checkpoint, timeout),
-                                              checkpoint_io_limit(timeout));
+    auto reader = std::make_unique<CheckpointReader>(resolve_checkpoint_within(checkpoint, timeout),
+                                                     checkpoint_io_limit(timeout));
+    // The result's folder, once the checkpoint opened (its errors come first), on rank 0 which
+    // writes it; the others learn of a failure as of the checkpoint's.
+    make_folder_of(path, out_path.empty() ? "the result in run.out_dir" : "--out " + out_path);
+    return reader;
       },
       "trainer eval --checkpoint " + checkpoint, checkpoint, store, "eval/checkpoint", env.rank,
       timeout);

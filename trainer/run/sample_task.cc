@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -365,14 +364,7 @@ SamplePlan plan_sample(const JobSettings& job, PluginCatalog& catalog,
   }
   std::vector<int64_t> prompt = prompt_tokens(request, inputs.vocab,
                                               job.places.where("model.vocab"), tokenizer.get());
-  // --out's folder now, as eval's: a folder that cannot be made fails before the sampling,
-  // not after it with every sample lost.
-  const std::filesystem::path out_folder = std::filesystem::path(request.out_path).parent_path();
-  std::error_code made;
-  if (!out_folder.empty() && !std::filesystem::create_directories(out_folder, made) && made) {
-    throw IoError("cannot make " + out_folder.string() + " for --out " + request.out_path + " (" +
-                  made.message() + "); give --out a file in a writable folder");
-  }
+  if (!request.out_path.empty()) make_folder_of(request.out_path, "--out " + request.out_path);
   return SamplePlan{inputs, tokenizer, std::move(prompt)};
 }
 

@@ -148,9 +148,8 @@ void SafetensorsWriter::open(const std::string& path, int64_t data_alignment) {
     throw IoError("cannot write " + path + ": its safetensors header would take " +
                   std::to_string(json.size()) + " bytes, over the " +
                   std::to_string(kMaxHeaderJson) +
-                  " readers accept: too many tensors or pieces in one file (a checkpoint's rank "
-                  "file holds fewer with shard_bucket and a larger plugin.shard_bucket.bucket_mb "
-                  "than with shard_tensor)");
+                  "-byte limit its readers accept: too many tensors in one file (a checkpoint's "
+                  "rank file holds fewer pieces with shard_bucket than with shard_tensor)");
   }
   std::string& h = impl_->header;
   h.assign(kLengthPrefix, '\0');
