@@ -54,14 +54,17 @@ int run_logged(const std::vector<std::string>& argv, const std::string& log_path
   sigset_t waiting = before;
   for (int sig : {SIGINT, SIGTERM, SIGUSR1}) sigdelset(&waiting, sig);
   const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  // Ctrl-C reaches the whole process group, the job included; a signal sent to the bench alone
+  // (kill, a scheduler) is passed on, once, so that the job stops as soon as it would.
   bool passed_on = false;
-  for (;;) {
-    // Ctrl-C reaches the whole process group, the job included; a signal sent to the bench
-    // alone (kill, a scheduler) is passed on, so that the job stops as soon as it would.
+  const auto pass_on_stop = [&] {
     if (const int sig = trainer::stop_signal_received(); sig != 0 && !passed_on) {
       ::kill(pid, sig);
       passed_on = true;
     }
+  };
+  for (;;) {
+    pass_on_stop();
     if (pidfd < 0) {
       // No pidfd (a kernel before 5.3): a blocking wait, which a signal interrupts (EINTR) and
       // passes on; one that comes between the check and the wait is passed on only after the
@@ -70,10 +73,7 @@ int run_logged(const std::vector<std::string>& argv, const std::string& log_path
       siginfo_t info{};
       while (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT) != 0 &&
              errno == EINTR) {
-        if (const int sig = trainer::stop_signal_received(); sig != 0 && !passed_on) {
-          ::kill(pid, sig);
-          passed_on = true;
-        }
+        pass_on_stop();
       }
       break;
     }

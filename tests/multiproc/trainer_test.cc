@@ -123,11 +123,16 @@ TEST_CASE("--nproc 2 in a Slurm step of one task (srun --pty) starts 2 ranks, an
 
 TEST_CASE("under another launcher, a --nproc that is neither its ranks on the host nor all of "
           "them is refused, and max_restarts is said to restart nothing") {
-  // torchrun's variables for rank 0 of 1: before, --nproc 4 was dropped without a word.
-  const std::string one = "env RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 "
-                          "MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
-                          std::to_string(zt::pick_free_port("127.0.0.1")) + " " + trainer() +
-                          " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1";
+  // The smoke job as torchrun starts rank 0 of `world`, `local_world` of them on this host.
+  const auto rank0_of = [](int world, int local_world) {
+    return "env RANK=0 WORLD_SIZE=" + std::to_string(world) +
+           " LOCAL_RANK=0 LOCAL_WORLD_SIZE=" + std::to_string(local_world) +
+           " MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(zt::pick_free_port("127.0.0.1")) +
+           " " + trainer() +
+           " --config " ZT_TEST_SOURCE_DIR "/configs/smoke.toml --set run.steps=1";
+  };
+  // Rank 0 of 1: before, --nproc 4 was dropped without a word.
+  const std::string one = rank0_of(1, 1);
   auto r = run_command(one + " --nproc 4");
   INFO(r.output);
   CHECK(r.exit_code == 2);
@@ -143,11 +148,7 @@ TEST_CASE("under another launcher, a --nproc that is neither its ranks on the ho
                            "started these ranks: it restarts none of them"));
   // Nor is the ranks per host (--nproc's meaning) of a job of two hosts: this rank goes on to
   // wait for its peer, which never comes (a communication error, not the config's).
-  r = run_command("env RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 "
-                  "MASTER_PORT=" +
-                  std::to_string(zt::pick_free_port("127.0.0.1")) + " " + trainer() +
-                  " --config " ZT_TEST_SOURCE_DIR
-                  "/configs/smoke.toml --set run.steps=1 --set launch.timeout_s=1 --nproc 1");
+  r = run_command(rank0_of(2, 1) + " --set launch.timeout_s=1 --nproc 1");
   INFO(r.output);
   CHECK(r.exit_code == 4);
   CHECK_FALSE(contains(r.output, "--nproc 1, but"));

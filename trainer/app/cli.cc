@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <limits>
 #include <sstream>
@@ -264,9 +263,8 @@ std::vector<std::string> parse_launcher(const std::string& text) {
                         " is not on PATH; give its full path, or run tune where it is installed");
     }
     exe = found;
-  } else if (std::error_code ec;
-             ::access(exe.c_str(), X_OK) != 0 || !std::filesystem::is_regular_file(exe, ec)) {
-    // access(X_OK) holds for a folder too; every trial then failed at its exec.
+  } else if (!is_executable_file(exe)) {
+    // A folder passed access(X_OK), and every trial then failed at its exec.
     throw ConfigError("--launcher " + text + ": " + exe + " is not an executable file");
   }
   return words;

@@ -193,8 +193,8 @@ int export_weights(const CliArgs& args, std::ostream& out) {
   // takes no config: --set launch.timeout_s=S or its default sets the bound).
   const std::chrono::milliseconds timeout = launch_timeout_before_config(args.overrides,
                                                                          /*refuse_invalid=*/true);
-  const CheckpointReader reader(resolve_checkpoint_within(args.checkpoint, timeout),
-                                checkpoint_io_limit(timeout));
+  const std::unique_ptr<CheckpointReader> opened = open_checkpoint_within(args.checkpoint, timeout);
+  const CheckpointReader& reader = *opened;
   const ExportPlan plan = plan_export(reader);
   const ExportDtype& dtype = export_dtype(args.dtype);
   const int64_t bytes = write_file(reader, plan, dtype, args.out_path);

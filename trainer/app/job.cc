@@ -259,8 +259,9 @@ Config load_checkpoint_config(const std::string& checkpoint,
                               const std::vector<std::string>& overrides) {
   // Bounded as a resume's reads are: the config that sets the bound is what is read here.
   const std::chrono::milliseconds timeout = launch_timeout_before_config(overrides);
-  const std::string folder = resolve_checkpoint_within(checkpoint, timeout);
-  const CheckpointReader reader(folder, checkpoint_io_limit(timeout));
+  const std::unique_ptr<CheckpointReader> opened = open_checkpoint_within(checkpoint, timeout);
+  const CheckpointReader& reader = *opened;
+  const std::string& folder = reader.folder();
   if (reader.meta().config_toml.empty()) {
     throw ConfigError(folder + " records no config (it was not saved by the trainer); give the "
                                "job's config with --config FILE");

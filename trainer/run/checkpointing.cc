@@ -196,6 +196,12 @@ std::string resolve_checkpoint_within(const std::string& path,
   return resolve_checkpoint(path);
 }
 
+std::unique_ptr<CheckpointReader> open_checkpoint_within(const std::string& path,
+                                                         std::chrono::milliseconds launch_timeout) {
+  return std::make_unique<CheckpointReader>(resolve_checkpoint_within(path, launch_timeout),
+                                            checkpoint_io_limit(launch_timeout));
+}
+
 std::unique_ptr<CheckpointReader> open_resume_checkpoint(const CheckpointSettings& settings,
                                                          bool leader,
                                                          std::chrono::milliseconds launch_timeout) {

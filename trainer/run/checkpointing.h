@@ -100,6 +100,11 @@ std::chrono::milliseconds checkpoint_io_limit(std::chrono::milliseconds launch_t
 // checkpoint_io_limit(launch_timeout).
 std::string resolve_checkpoint_within(const std::string& path,
                                       std::chrono::milliseconds launch_timeout);
+// The checkpoint `path` names (a step folder, a folder of them, `latest` or `best`), opened with
+// its lookups and file operations bounded by checkpoint_io_limit(launch_timeout): what eval,
+// sample and export load. Throws what resolve_checkpoint and CheckpointReader throw.
+std::unique_ptr<CheckpointReader> open_checkpoint_within(const std::string& path,
+                                                         std::chrono::milliseconds launch_timeout);
 
 // The checkpoint checkpoint.resume names, opened: null for a fresh start ('' or 'auto' with no
 // checkpoint under dir; `leader` then says "no checkpoint under DIR: starting fresh"). A path

@@ -44,8 +44,7 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
   const std::string path = out_path.empty() ? job.run.out_dir + "/eval.json" : out_path;
   const std::unique_ptr<CheckpointReader> opened = open_rank0_checkpoint(
       [&] {
-    auto reader = std::make_unique<CheckpointReader>(resolve_checkpoint_within(checkpoint, timeout),
-                                                     checkpoint_io_limit(timeout));
+    auto reader = open_checkpoint_within(checkpoint, timeout);
     // The result's folder, once the checkpoint opened (its errors come first), on rank 0 which
     // writes it; the others learn of a failure as of the checkpoint's.
     make_folder_of(path, out_path.empty() ? "the result in run.out_dir" : "--out " + out_path);

@@ -377,10 +377,7 @@ int run_sample(const JobSettings& job, PluginCatalog& catalog, Store& store, con
   const data::BpeTokenizer* tokenizer = plan.tokenizer.get();
   const TextOf text_of(tokenizer, job.data.kind == "text");
   const std::unique_ptr<CheckpointReader> opened = open_rank0_checkpoint(
-      [&] {
-    return std::make_unique<CheckpointReader>(
-        resolve_checkpoint_within(request.checkpoint, timeout), checkpoint_io_limit(timeout));
-      },
+      [&] { return open_checkpoint_within(request.checkpoint, timeout); },
       "trainer sample --checkpoint " + request.checkpoint, request.checkpoint, store,
       "sample/checkpoint", env.rank, timeout);
   const CheckpointReader& reader = *opened;

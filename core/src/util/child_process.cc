@@ -99,15 +99,17 @@ int run_logged(const std::vector<std::string>& argv, const std::string& log_path
   return wait_child(spawn_logged(argv, log_path));
 }
 
+bool is_executable_file(const std::string& path) {
+  std::error_code ec;
+  return ::access(path.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(path, ec);
+}
+
 std::string find_on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   std::istringstream dirs(path ? path : "");
   for (std::string dir; std::getline(dirs, dir, ':');) {
     const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    // A folder of that name passes access(X_OK) too, as the shell's lookup skips it.
-    std::error_code ec;
-    if (::access(candidate.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(candidate, ec))
-      return candidate;
+    if (is_executable_file(candidate)) return candidate;
   }
   return "";
 }

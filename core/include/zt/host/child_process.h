@@ -33,7 +33,11 @@ ZT_API int wait_child(pid_t pid);
 // spawn_logged + wait_child.
 ZT_API int run_logged(const std::vector<std::string>& argv, const std::string& log_path);
 
-// The first executable `name` in $PATH's folders (an empty one is "."), as a path for
+// Whether `path` is a file this process may execute: access(X_OK) holds for a folder too, whose
+// exec then fails (the shell's PATH lookup skips folders as well).
+ZT_API bool is_executable_file(const std::string& path);
+
+// The first executable file `name` in $PATH's folders (an empty one is "."), as a path for
 // spawn_logged, which does not search PATH; "" when there is none.
 ZT_API std::string find_on_path(const std::string& name);
 
