@@ -105,11 +105,22 @@ void UcxCommunicator::on_comm_thread(const std::function<void()>& fn) {
 
 void UcxCommunicator::open_window() {
   if (!options_.shared_memory || world_ == 1) return;
-  on_comm_thread([this] {
-    shm_window_ = ShmWindow::create(transport_, group_, *family_->store, prefix_ + "shm/", timeout_,
-                                    options_.shm_bytes);
-    if (shm_window_) shm_ = std::make_unique<ShmCollectives>(*shm_window_, group_, timeout_);
+  // The task builds into state of its own, not into `this`: when the wait below gives up, the
+  // constructor throws and this object is gone while the task may still run (the family's
+  // transport and store, which it uses, outlive it: the family drains its comm thread first).
+  struct Opened {
+    std::unique_ptr<ShmWindow> window;
+    std::unique_ptr<ShmCollectives> collectives;
+  };
+  auto opened = std::make_shared<Opened>();
+  on_comm_thread([opened, &transport = transport_, group = group_, &store = *family_->store,
+                  prefix = prefix_ + "shm/", timeout = timeout_, bytes = options_.shm_bytes] {
+    opened->window = ShmWindow::create(transport, group, store, prefix, timeout, bytes);
+    if (opened->window)
+      opened->collectives = std::make_unique<ShmCollectives>(*opened->window, group, timeout);
   });
+  shm_window_ = std::move(opened->window);
+  shm_ = std::move(opened->collectives);
 }
 
 UcxCommunicator::~UcxCommunicator() {

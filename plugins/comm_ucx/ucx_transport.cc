@@ -81,7 +81,10 @@ Transport::Transport(const CommContext& ctx, const TransportOptions& options)
 
   ucp_worker_params_t wparams{};
   wparams.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wparams.thread_mode = UCS_THREAD_MODE_SINGLE;
+  // Serialized, not single: the worker is made and torn down on the caller's thread and used on
+  // the family's comm thread in between, one at a time (thread start and join order them);
+  // UCX's single mode allows only the thread that made it.
+  wparams.thread_mode = UCS_THREAD_MODE_SERIALIZED;
   status = ucp_worker_create(context_, &wparams, &worker_);
   if (status != UCS_OK) {
     ucp_cleanup(context_);

@@ -323,6 +323,8 @@ TEST_CASE("restarts: a job of one rank under max_restarts is supervised, and its
                             ") was killed by signal 9"));
   CHECK(contains(k.log, "resumed at step"));
   check_same_losses(straight, healed, steps);
+  check_same_state(step_folder(fs::path(straight) / "checkpoints", steps),
+                   step_folder(ckpt, steps));
 }
 
 TEST_CASE("checkpoint.dir: a second job on a folder another job saves into stops at once, "
@@ -417,7 +419,8 @@ TEST_CASE("resume: a rank that sees the checkpoints at a path of its own (its ch
   TempDir dir;
   const std::string ckpt = dir.file("checkpoints"), elsewhere = dir.file("mounted_elsewhere");
   const std::string run = dir.file("run"), straight = dir.file("straight");
-  auto r = run_command(quiet_small_gpt_job(straight, "--set run.steps=4"));
+  auto r = run_command(
+      quiet_small_gpt_job(straight, "--set run.steps=4 --set checkpoint.every_steps=1000"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   r = run_command(quiet_small_gpt_job(
@@ -449,8 +452,10 @@ TEST_CASE("resume: a rank that sees the checkpoints at a path of its own (its ch
   CHECK(contains(r.output, "rank 0 exit 0"));
   CHECK(contains(rank0, "resumed from " + ckpt + "/step-00000002 at step 2"));
   check_same_losses(straight, run, 4);
-  // Its step-4 save, rank 1's part written through its own path, is whole at rank 0's.
+  // Its step-4 save, rank 1's part written through its own path, is whole at rank 0's, and
+  // holds the uninterrupted run's state.
   CHECK(zt::CheckpointReader(zt::latest_checkpoint(ckpt)).step() == 4);
+  check_same_state(step_folder(fs::path(straight) / "checkpoints", 4), step_folder(ckpt, 4));
 }
 
 TEST_CASE("resume: a rank whose checkpoint read blocks (storage that stopped answering) ends the "
@@ -558,6 +563,8 @@ TEST_CASE("restarts: a rank killed before the job's first save starts it again a
   CHECK(contains(k.log, "; all ranks start again from the beginning (the job saved no checkpoint"));
   CHECK_FALSE(contains(k.log, "resumed at step"));
   check_same_losses(straight, healed, steps);
+  check_same_state(step_folder(fs::path(straight) / "checkpoints", steps),
+                   step_folder(dir.file("shared"), steps));
 }
 
 TEST_CASE("restarts: a SIGTERM right after a rank died stops the job with that failure, quickly "
@@ -607,7 +614,8 @@ TEST_CASE("signals: SIGTERM to the launcher stops the ranks after a step with a 
   const int64_t steps = 1000;  // the signal comes after step 20: hundreds of steps to spare
   const std::string straight = dir.file("straight"), stopped = dir.file("stopped");
   const std::string total = " --set run.steps=" + std::to_string(steps);
-  auto r = run_command(quiet_small_gpt_job(straight, total));
+  auto r = run_command(quiet_small_gpt_job(
+      straight, total + " --set checkpoint.every_steps=" + std::to_string(steps)));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   // No periodic checkpoints: the signal's save is the only one.
@@ -628,10 +636,14 @@ TEST_CASE("signals: SIGTERM to the launcher stops the ranks after a step with a 
                           std::to_string(steps) + "; newest checkpoint: " + latest +
                           "; continue with --resume auto"));
   CHECK(zt::test::losses_of(stopped + "/metrics.jsonl").size() == static_cast<size_t>(at));
-  r = run_command(quiet_small_gpt_job(stopped, total + " --resume auto"));
+  // The resumed run saves after its last step, as the uninterrupted one did.
+  r = run_command(quiet_small_gpt_job(
+      stopped, total + " --resume auto --set checkpoint.every_steps=" + std::to_string(steps)));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   check_same_losses(straight, stopped, steps);
+  check_same_state(step_folder(fs::path(straight) / "checkpoints", steps),
+                   step_folder(ckpt, steps));
 }
 
 TEST_CASE("signals: ranks whose launcher is killed end at once, saving nothing") {

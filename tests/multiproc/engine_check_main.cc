@@ -23,6 +23,7 @@
 //                   [--codec_weights B] [--codec_gradients B] [--error_feedback true]
 //                   [--codec_block K] [--state_dtype fp32|bf16] [--saved_state_dtype ...]
 //                   [--master_dtype fp32|bf16] [--saved_master_dtype ...]
+//                   [--rounding nearest|stochastic]
 //                   [--plant nan|lost_update|uncoded|fp32_states|fp32_masters]
 //                   [--staged true|false]
 //                   [--then <the options of another case> ...]
@@ -53,11 +54,15 @@
 // fixed samples shared out among the ranks equals the one the units give in one process from the
 // engine's full parameters (fp32: within 1e-6 relative).
 // Checkpoints: --save_at K saves after step K into D (zt::CheckpointSaver, asynchronous) and
-// trains on; --record P then writes this rank's losses, the loss scales and the final parameters
-// to P-rank<r>.pt.
+// trains on; --record P then writes this rank's losses, the loss scales and the final parameters,
+// masters and AdamW moments to P-rank<r>.pt.
 // --load true starts from the latest checkpoint in D (saved by --saved_world ranks, any stage,
 // strategy or offload) and trains to --steps, the reference replaying the saved steps first;
-// --compare P requires the losses, scales and final parameters to equal P's bit for bit.
+// --compare P requires the losses, scales and final parameters, masters and moments to equal
+// P's bit for bit. --rounding stochastic rounds bf16 masters and states stochastically, as the
+// plugin does by default; the reference rounds to nearest, so such a run is checked by --record
+// and --compare alone (a resume against the uninterrupted run: the same random bits must come
+// back with the step count and every element's key).
 // --refuse_partial true (one rank) first saves a checkpoint without exp_avg_sq into D by hand and
 // requires the engine to refuse loading it.
 // --plant plants a fault the check must catch (tests of the oracle itself): nan puts a NaN into
@@ -285,11 +290,13 @@ zt::Config check_config(Args& a, const std::string& nvme_dir) {
   }
   if (a["error_feedback"] == "true" && a["plant"] != "uncoded")
     overrides.push_back("zero.codec_error_feedback=true");
-  // The reference rounds to nearest; stochastic rounding is the kernels' tests' (bf16_master_test).
+  // The reference rounds to nearest; stochastic rounding against a reference is the kernels'
+  // tests' (bf16_master_test), here it is checked through a resume (--rounding).
+  const std::string rounding = a["rounding"] == "stochastic" ? "stochastic" : "nearest";
   if (a["master_dtype"] == "bf16")
-    overrides.push_back("plugin.optim_hybrid_adam.master_rounding=nearest");
+    overrides.push_back("plugin.optim_hybrid_adam.master_rounding=" + rounding);
   if (a["state_dtype"] == "bf16" || a["saved_state_dtype"] == "bf16")
-    overrides.push_back("plugin.optim_hybrid_adam.state_rounding=nearest");
+    overrides.push_back("plugin.optim_hybrid_adam.state_rounding=" + rounding);
   for (const auto& [flag, key] : kConfigFlags) {
     const std::string& value = a[flag];
     const bool no_tier = std::string(key).rfind("plugins.offload_", 0) == 0 && value == "none";
@@ -753,12 +760,24 @@ void check_equal(const at::Tensor& got, const at::Tensor& want, const std::strin
       what + " differ from the uninterrupted run's: " + c10::str(got) + " vs " + c10::str(want));
 }
 
-// --record / --compare: the trace from step `first` on and the final parameters.
+// --record / --compare: the trace from step `first` on, and the final state: every parameter in
+// its compute dtype, its fp32 master and AdamW's two moments (a resume that restored a master or a
+// moment wrongly could still round to the same bf16 parameters).
 void record_or_compare(Args& a, int rank, zt::Engine& engine, const Trace& trace, int64_t first,
                        int64_t accum) {
   std::vector<at::Tensor> mine{at::tensor(trace.losses, at::kDouble),
                                at::tensor(trace.scales, at::kDouble)};
-  for (auto& [name, t] : engine.full_parameters()) mine.push_back(t);
+  std::vector<std::string> what{"the losses after the resume", "the loss scales after the resume"};
+  for (auto& [name, t] : engine.full_parameters()) {
+    mine.push_back(t);
+    what.push_back("the final values of parameter " + name);
+    mine.push_back(engine.full_fp32_param(name));
+    what.push_back("the final fp32 master of " + name);
+    for (const char* state : {"exp_avg", "exp_avg_sq"}) {
+      mine.push_back(engine.full_optimizer_state(name, state));
+      what.push_back(std::string("the final ") + state + " of " + name);
+    }
+  }
   const std::string suffix = "-rank" + std::to_string(rank) + ".pt";
   if (!a["record"].empty()) torch::save(mine, a["record"] + suffix);
   if (a["compare"].empty()) return;
@@ -766,15 +785,11 @@ void record_or_compare(Args& a, int rank, zt::Engine& engine, const Trace& trace
   torch::load(want, a["compare"] + suffix);
   if (mine.size() != want.size()) {
     throw CheckFailed("the resumed run has " + std::to_string(mine.size() - 2) +
-                      " parameters, the recorded one " + std::to_string(want.size() - 2));
+                      " final tensors, the recorded one " + std::to_string(want.size() - 2));
   }
-  check_equal(mine[0], want[0].narrow(0, first * accum, want[0].numel() - first * accum),
-              "the losses after the resume");
-  check_equal(mine[1], want[1].narrow(0, first, want[1].numel() - first),
-              "the loss scales after the resume");
-  for (size_t i = 2; i < want.size(); ++i) {
-    check_equal(mine[i], want[i], "the final values of parameter " + std::to_string(i - 2));
-  }
+  check_equal(mine[0], want[0].narrow(0, first * accum, want[0].numel() - first * accum), what[0]);
+  check_equal(mine[1], want[1].narrow(0, first, want[1].numel() - first), what[1]);
+  for (size_t i = 2; i < want.size(); ++i) check_equal(mine[i], want[i], what[i]);
 }
 
 // The engine over the check's units: built here, or (--zero_init) by the engine from `source`,
@@ -955,14 +970,19 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   if (a["refuse_partial"] == "true") check_partial_refused(engine, *store, timeout, a["ckpt_dir"]);
   // A resumed coded run has no reference: the steps before the checkpoint would need the
   // engine's weights of then. Its check is --compare against the uninterrupted run, bit for bit.
-  const bool coded_resume = coded && a["load"] == "true";
-  if (coded_resume && a["compare"].empty())
-    throw zt::ConfigError("a resumed coded run is checked by --compare only; give it");
-  const int64_t first = coded_resume
+  // So is a run rounding stochastically, resumed or not (the reference rounds to nearest).
+  const bool stochastic = a["rounding"] == "stochastic";
+  if (stochastic && (accessors || (a["record"].empty() && a["compare"].empty())))
+    throw zt::ConfigError("--rounding stochastic is checked by --record or --compare only");
+  const bool compare_only_resume = (coded || stochastic) && a["load"] == "true";
+  if (compare_only_resume && a["compare"].empty())
+    throw zt::ConfigError(
+        "a resumed coded or stochastic run is checked by --compare only; give it");
+  const int64_t first = compare_only_resume
                             ? zt::CheckpointReader(zt::resolve_checkpoint(a["ckpt_dir"])).step()
                         : a["load"] == "true" ? resume(engine, reference, a, opt, accessors)
                                               : 0;
-  if (coded_resume) {
+  if (compare_only_resume) {
     engine.load_checkpoint(zt::CheckpointReader(zt::resolve_checkpoint(a["ckpt_dir"])));
     coded.reset();
   }
@@ -1036,8 +1056,10 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   }
   if (saver) saver->finish();
   saver.reset();
-  const double mean_vs_bound =
-      coded_resume ? 0 : check_parameters(engine, reference.weights, dt, applied, a["plant"]);
+  const double mean_vs_bound = compare_only_resume || stochastic
+                                   ? 0
+                                   : check_parameters(engine, reference.weights, dt, applied,
+                                                      a["plant"]);
   check_forward_calls(units, steps - first, opt, eval_calls);
   record_or_compare(a, env.rank, engine, trace, first, opt.grad_accum);
   std::string text = memory_text(*setup);
@@ -1106,6 +1128,7 @@ Args default_args() {
               {"saved_state_dtype", ""},
               {"master_dtype", "fp32"},
               {"saved_master_dtype", ""},
+              {"rounding", "nearest"},
               {"gradients_in_tier", "false"},
               {"plant", ""},
               {"staged", "false"}};

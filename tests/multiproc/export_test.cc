@@ -1,8 +1,9 @@
 // trainer export and model.init_from, end to end: a checkpoint of a 2-rank stage-3 run exported
-// under Hugging Face GPT-2 names in HF's Conv1D layout (values equal to the checkpoint's, bf16
-// rounded to nearest even), an MLP under its own names, the errors for a folder that is not a
-// checkpoint and an unwritable --out, and the round trip: a run started from the export of step 2
-// computes exactly the loss the checkpointed run computed at step 3.
+// under Hugging Face GPT-2 names in HF's Conv1D layout (every tensor's values equal to the
+// checkpoint's, bf16 and fp16 rounded to nearest even), an MLP under its own names, the errors for
+// a folder that is not a checkpoint and an unwritable --out, and the round trip: a run started from
+// the export of step 2 computes exactly the loss the checkpointed run computed at step 3.
+#include <c10/util/Half.h>
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../test_util.h"
@@ -67,6 +69,37 @@ uint16_t bf16_bits(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+// Hugging Face GPT-2's name of each tensor of zt's GPT of `layers` blocks, spelled out here as
+// its model files name them, and whether HF keeps it transposed (Conv1D: [in, out], where zt's
+// linear layers are [out, in]).
+struct HfName {
+  std::string zt, hf;
+  bool transposed;
+};
+std::vector<HfName> gpt2_names(int layers) {
+  std::vector<HfName> names{{"wte.weight", "transformer.wte.weight", false},
+                            {"wpe.weight", "transformer.wpe.weight", false},
+                            {"ln_f.weight", "transformer.ln_f.weight", false},
+                            {"ln_f.bias", "transformer.ln_f.bias", false}};
+  const std::pair<const char*, const char*> linear[] = {{"attn.qkv", "attn.c_attn"},
+                                                        {"attn.proj", "attn.c_proj"},
+                                                        {"mlp.fc", "mlp.c_fc"},
+                                                        {"mlp.proj", "mlp.c_proj"}};
+  for (int i = 0; i < layers; ++i) {
+    const std::string zt = "block" + std::to_string(i) + ".",
+                      hf = "transformer.h." + std::to_string(i) + ".";
+    for (const auto& [ln, hf_ln] : {std::pair{"ln1", "ln_1"}, std::pair{"ln2", "ln_2"}}) {
+      names.push_back({zt + ln + ".weight", hf + hf_ln + ".weight", false});
+      names.push_back({zt + ln + ".bias", hf + hf_ln + ".bias", false});
+    }
+    for (const auto& [ours, theirs] : linear) {
+      names.push_back({zt + ours + ".weight", hf + theirs + ".weight", true});
+      names.push_back({zt + ours + ".bias", hf + theirs + ".bias", false});
+    }
+  }
+  return names;
+}
+
 // [rows, cols] row-major -> its transpose.
 std::vector<float> transposed(const std::vector<float>& m, int64_t rows, int64_t cols) {
   std::vector<float> out(m.size());
@@ -122,32 +155,45 @@ TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 
   CHECK(entry(file, "transformer.h.1.mlp.c_proj.weight").shape == std::vector<int64_t>{256, 64});
   CHECK(entry(file, "transformer.h.0.attn.c_attn.bias").shape == std::vector<int64_t>{192});
 
+  // Every tensor under its HF name, in HF's layout, equal to the checkpoint's parameter; in the
+  // bf16 and fp16 files each value rounded to nearest even.
   const zt::CheckpointReader ckpt(zt::resolve_checkpoint(checkpoints));
-  const std::vector<float> wte = param_of(ckpt, "wte.weight");
-  CHECK(read_entry<float>(file, "transformer.wte.weight") == wte);
-  CHECK(read_entry<float>(file, "transformer.h.1.attn.c_attn.weight") ==
-        transposed(param_of(ckpt, "block1.attn.qkv.weight"), 192, 64));
-  CHECK(read_entry<float>(file, "transformer.h.1.ln_2.weight") ==
-        param_of(ckpt, "block1.ln2.weight"));
-
   const std::string out_bf16 = dir.file("m-bf16.safetensors");
   r = run_command(
       export_cmd(checkpoints + "/" + std::filesystem::path(ckpt.folder()).filename().string(),
                  out_bf16, "bf16"));
   REQUIRE(r.exit_code == 0);
-  zt::SafetensorsReader bf16(out_bf16);
-  CHECK(entry(bf16, "transformer.wte.weight").dtype == "BF16");
-  const std::vector<uint16_t> wte_bf16 = read_entry<uint16_t>(bf16, "transformer.wte.weight");
-  REQUIRE(wte_bf16.size() == wte.size());
-  size_t differ = 0;
-  for (size_t i = 0; i < wte.size(); ++i) differ += wte_bf16[i] != bf16_bits(wte[i]);
-  CHECK(differ == 0);
-
   r = run_command(export_cmd(checkpoints, dir.file("m-fp16.safetensors"), "fp16"));
   REQUIRE(r.exit_code == 0);
-  const zt::SafetensorsReader fp16(dir.file("m-fp16.safetensors"));
-  REQUIRE_FALSE(fp16.entries().empty());
-  CHECK(fp16.entries().front().dtype == "F16");
+  const zt::SafetensorsReader bf16(out_bf16), fp16(dir.file("m-fp16.safetensors"));
+  const std::vector<HfName> mapped = gpt2_names(2);
+  REQUIRE(mapped.size() == names.size());
+  for (const HfName& n : mapped) {
+    CAPTURE(n.hf);
+    CHECK(names.count(n.hf) == 1);
+    const zt::CheckpointTensor* t = ckpt.find_tensor(n.zt);
+    REQUIRE_MESSAGE(t != nullptr, n.zt);
+    std::vector<float> want = param_of(ckpt, n.zt);
+    if (n.transposed) want = transposed(want, t->shape.at(0), t->shape.at(1));
+    std::vector<int64_t> hf_shape = t->shape;
+    if (n.transposed) std::swap(hf_shape.at(0), hf_shape.at(1));
+    CHECK(entry(file, n.hf).shape == hf_shape);
+    CHECK(read_entry<float>(file, n.hf) == want);
+    CHECK(entry(bf16, n.hf).dtype == "BF16");
+    CHECK(entry(fp16, n.hf).dtype == "F16");
+    CHECK(entry(fp16, n.hf).shape == hf_shape);
+    const std::vector<uint16_t> got_bf16 = read_entry<uint16_t>(bf16, n.hf),
+                                got_fp16 = read_entry<uint16_t>(fp16, n.hf);
+    REQUIRE(got_bf16.size() == want.size());
+    REQUIRE(got_fp16.size() == want.size());
+    size_t bf16_differ = 0, fp16_differ = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      bf16_differ += got_bf16[i] != bf16_bits(want[i]);
+      fp16_differ += got_fp16[i] != c10::Half(want[i]).x;
+    }
+    CHECK(bf16_differ == 0);
+    CHECK(fp16_differ == 0);
+  }
 }
 
 TEST_CASE("export: an MLP keeps zt's names, and a bad --checkpoint or --out gives a clear error") {

@@ -12,6 +12,7 @@
 
 #include "../skip.h"
 #include "../test_util.h"
+#include "checkpoint_files.h"
 #include "small_gpt_job.h"
 
 using zt::test::contains;
@@ -20,8 +21,6 @@ using zt::test::TempDir;
 using zt::test::write_file;
 
 namespace {
-
-std::string trainer() { return ZT_TEST_TRAINER; }
 
 // The shipped stage-3 config, small, with optimizer states on NVMe and parameters in host memory.
 std::string offload_job(const std::string& out_dir, const std::string& nvme,
@@ -81,23 +80,23 @@ int64_t failed_step(const std::string& output) {
 
 }  // namespace
 
-TEST_CASE(
-    "offload: NVMe optimizer states + host parameters train to the same loss, summary by tier") {
+TEST_CASE("offload: NVMe optimizer states + host parameters train to the same losses and state, "
+          "summary by tier") {
   TempDir dir;
+  const std::string final_save = "--set checkpoint.every_steps=1000";
   auto plain = run_command(
-      trainer() +
-      " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR
-      "/README.md --set model.n_layer=2 --set model.d_model=64 --set "
-      "model.n_head=2 --set model.seq_len=32 --set run.steps=3 --set run.out_dir=" +
-      dir.file("plain"));
+      zt::test::small_gpt_job(dir.file("plain"), "--set run.steps=3 " + final_save));
   REQUIRE(plain.exit_code == 0);
-  auto r = run_command(offload_job(dir.file("out"), dir.file("nvme")));
+  auto r = run_command(offload_job(dir.file("out"), dir.file("nvme"), final_save));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   // Every step's loss, to 17 digits (the final line's 4 decimals hid gaps below 5e-5).
   const std::vector<double> want = zt::test::losses_of(dir.file("plain/metrics.jsonl"));
   REQUIRE(want.size() == 3);
   CHECK(zt::test::losses_of(dir.file("out/metrics.jsonl")) == want);
+  // The last update shows in no loss: the final states, every parameter and moment, bit for bit.
+  zt::test::check_same_state(zt::test::step_folder(dir.file("plain/checkpoints"), 3),
+                             zt::test::step_folder(dir.file("out/checkpoints"), 3));
   CHECK(contains(r.output, "offload: optimizer states + master -> offload_nvme"));
   CHECK(contains(r.output, "parameter shards -> offload_cpu"));
   CHECK(std::regex_search(r.output, std::regex("compute +offload_cpu +offload_nvme +total")));

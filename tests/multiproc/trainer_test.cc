@@ -13,6 +13,7 @@
 
 #include "../skip.h"
 #include "../test_util.h"
+#include "checkpoint_files.h"
 #include "ranks_by_hand.h"
 #include "small_gpt_job.h"
 #include "zt/host/blas.h"
@@ -337,12 +338,23 @@ std::string tiny_train(const std::string& out_dir, const std::string& extra = ""
 
 TEST_CASE("training: stage 3 on 2 ranks writes metrics per step and a summary against theory") {
   TempDir dir;
-  auto r = run_command(tiny_train(dir.path().string()));
+  // Every parameter sharded (none kept whole for being small): each rank holds its 1/2 of the
+  // model states, what ZeRO's theory counts (16 bytes per parameter over 2 ranks, fp32 Adam).
+  auto r = run_command(tiny_train(dir.path().string(), "--set zero.param_persistence_threshold=0"));
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.output, "ZeRO stage 3"));
   CHECK(contains(r.output, "summary: 3 steps (0 skipped)"));
-  CHECK(contains(r.output, "theory"));
+  // The table's rows: rank, ..., total, theory, ratio, peak RSS.
+  const std::regex row(
+      "\\n  ([01]) .* ([0-9.]+) MiB +([0-9.]+) MiB +([0-9]+\\.[0-9]{3}) +[0-9.]+ MiB");
+  int rows = 0;
+  for (auto m = std::sregex_iterator(r.output.begin(), r.output.end(), row);
+       m != std::sregex_iterator(); ++m, ++rows) {
+    INFO((*m)[0].str());
+    CHECK(std::stod((*m)[4].str()) == doctest::Approx(1.0).epsilon(0.01));
+  }
+  CHECK(rows == 2);
   std::string metrics = zt::test::read_file(dir.file("metrics.jsonl"));
   CHECK(std::count(metrics.begin(), metrics.end(), '\n') == 3);
   CHECK(contains(metrics, "\"step\":3,\"loss\":"));
@@ -364,24 +376,28 @@ TEST_CASE("a rank's threads are the CPUs its process may run on, shared by the h
   CHECK(contains(r.output, "1024^3, 1 thread(s) x 1 rank(s) per host"));
 }
 
-TEST_CASE("training: every stage reaches the same loss (same init, same global batch)") {
+TEST_CASE("training: every stage reaches the same loss and state (same init, same global batch)") {
   // Every step's loss to 17 digits (the final line's 4 decimals hid any gap below 5e-5), within
-  // fp32 rounding: the stages sum the ranks' gradients in other orders.
+  // fp32 rounding: the stages sum the ranks' gradients in other orders. The last update shows in
+  // no loss: the final checkpoints, every parameter and Adam moment, within fp32's tolerance.
+  TempDir dir;
   std::vector<double> first;
   for (int stage : {0, 1, 2, 3}) {
-    TempDir dir;
-    auto r = run_command(
-        tiny_train(dir.path().string(), "--set zero.stage=" + std::to_string(stage)));
+    CAPTURE(stage);
+    const std::string out = dir.file("stage" + std::to_string(stage));
+    auto r = run_command(tiny_train(
+        out, "--set zero.stage=" + std::to_string(stage) + " --set checkpoint.every_steps=1000"));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
-    const std::vector<double> losses = zt::test::losses_of(dir.file("metrics.jsonl"));
+    const std::vector<double> losses = zt::test::losses_of(out + "/metrics.jsonl");
     REQUIRE(losses.size() == 3);
     if (first.empty()) first = losses;
     for (size_t i = 0; i < losses.size(); ++i) {
-      CAPTURE(stage);
       CAPTURE(i);
       CHECK(losses[i] == doctest::Approx(first[i]).epsilon(1e-6));
     }
+    zt::test::check_close_state(zt::test::step_folder(dir.file("stage0") + "/checkpoints", 3),
+                                zt::test::step_folder(out + "/checkpoints", 3));
   }
 }
 
@@ -389,14 +405,15 @@ TEST_CASE("training: 1 rank x grad_accum 3 and 3 ranks x grad_accum 1 train on t
   std::vector<double> losses[2];
   const char* splits[2] = {"--nproc 1 --set data.grad_accum=3",
                            "--nproc 3 --set data.grad_accum=1"};
+  TempDir dir;
   for (int i = 0; i < 2; ++i) {
-    TempDir dir;
-    auto r = run_command(tiny_train(
-        dir.path().string(), std::string(splits[i]) + " --set data.micro_batch=2 "
-                                                      "--set run.steps=4 --set zero.stage=1"));
+    auto r = run_command(tiny_train(dir.file("run" + std::to_string(i)),
+                                    std::string(splits[i]) +
+                                        " --set data.micro_batch=2 --set run.steps=4 "
+                                        "--set zero.stage=1 --set checkpoint.every_steps=1000"));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
-    losses[i] = zt::test::losses_of(dir.file("metrics.jsonl"));
+    losses[i] = zt::test::losses_of(dir.file("run" + std::to_string(i)) + "/metrics.jsonl");
   }
   REQUIRE(losses[0].size() == 4);
   REQUIRE(losses[1].size() == 4);
@@ -406,22 +423,28 @@ TEST_CASE("training: 1 rank x grad_accum 3 and 3 ranks x grad_accum 1 train on t
     CHECK(std::abs(losses[0][s] - losses[1][s]) <= 1e-5 * std::abs(losses[0][s]));
   }
   CHECK(losses[0][0] != losses[0][3]);  // it trained
+  // And the last step's update, which no loss shows.
+  zt::test::check_close_state(zt::test::step_folder(dir.file("run0") + "/checkpoints", 4),
+                              zt::test::step_folder(dir.file("run1") + "/checkpoints", 4));
 }
 
-TEST_CASE("training: activation checkpointing gives the same loss as without") {
-  // Every step's, bit for bit: the recompute runs the same operations.
+TEST_CASE("training: activation checkpointing gives the same losses and state as without") {
+  // Every step's loss and the final state, bit for bit: the recompute runs the same operations.
+  TempDir dir;
   std::vector<double> losses[2];
   for (int ac = 0; ac < 2; ++ac) {
-    TempDir dir;
-    auto r = run_command(
-        tiny_train(dir.path().string(),
-                   std::string("--set model.activation_checkpointing=") + (ac ? "true" : "false")));
+    auto r = run_command(tiny_train(dir.file("ac" + std::to_string(ac)),
+                                    std::string("--set checkpoint.every_steps=1000 "
+                                                "--set model.activation_checkpointing=") +
+                                        (ac ? "true" : "false")));
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
-    losses[ac] = zt::test::losses_of(dir.file("metrics.jsonl"));
+    losses[ac] = zt::test::losses_of(dir.file("ac" + std::to_string(ac)) + "/metrics.jsonl");
   }
   REQUIRE(losses[0].size() == 3);
   CHECK(losses[0] == losses[1]);
+  zt::test::check_same_state(zt::test::step_folder(dir.file("ac0") + "/checkpoints", 3),
+                             zt::test::step_folder(dir.file("ac1") + "/checkpoints", 3));
 }
 
 TEST_CASE("training: a NaN loss in fp32 stops with the step number and a hint, exit 6") {

@@ -157,8 +157,9 @@ def main():
         loss = sum(torch.nn.functional.mse_loss(reference(x[r * 4:r * 4 + 4]), y[r * 4:r * 4 + 4])
                    for r in range(world)) / world
         loss.backward()
-        full_grad = engine.full_grad("0.weight")
-        assert torch.allclose(full_grad, reference[0].weight.grad, rtol=1e-5, atol=1e-7)
+        for name, want in reference.named_parameters():
+            full_grad = engine.full_grad(name)
+            assert torch.allclose(full_grad, want.grad, rtol=1e-5, atol=1e-7), name
         norm = torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.05)
         report = engine.step()
         assert abs(report["grad_norm"] - norm.item()) <= 1e-5 * norm.item(), (report, norm)

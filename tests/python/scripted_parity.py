@@ -2,7 +2,8 @@
 (model.kind = "torchscript"), on the same data (zt.data reads the trainer's) at ZeRO stage 3 on
 2 ranks: the losses are identical step for step. And checkpoints cross over: `trainer --resume`
 continues from a checkpoint Python saved, Python's load_checkpoint from one the trainer saved,
-and both continue exactly as the uninterrupted trainer run does.
+and both continue exactly as the uninterrupted trainer run does: its losses, and its final
+parameters and Adam moments, bit for bit.
 
 Driver (run.sh NPROC 0: a plain process): scripted_parity.py TRAINER [fp32|bf16]
 Worker (under python3 -m zt.launch --nproc 2): scripted_parity.py --worker JOB STEPS OUT
@@ -21,6 +22,8 @@ import zt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "torchscript"))
+sys.path.insert(0, os.path.join(HERE, "..", "multiproc"))
+import same_checkpoint  # noqa: E402
 import torchscript_models as models  # noqa: E402
 
 
@@ -54,6 +57,20 @@ def trainer_losses(metrics):
     with open(metrics) as f:
         lines = [json.loads(line) for line in f]
     return {line["step"]: line["loss"] for line in lines if "loss" in line and "event" not in line}
+
+
+def same_tensors(a, b):
+    """The first difference of two checkpoints' tensors (every element of the parameters and Adam's
+    moments, as saved), or None: the last step's update shows in no loss."""
+    fa, _, _, va, _ = same_checkpoint.read_checkpoint(a)
+    fb, _, _, vb, _ = same_checkpoint.read_checkpoint(b)
+    if sorted(va) != sorted(vb):
+        return f"{fa} and {fb} hold other tensors or kinds"
+    for key in sorted(va):
+        if va[key] != vb[key]:
+            i = same_checkpoint.first_difference(va[key], vb[key])
+            return f"{key[0]} of {key[1]} differs at element {i} ({fa} against {fb})"
+    return None
 
 
 def driver(trainer, compute):
@@ -112,25 +129,34 @@ adamw = true
              f"run.steps={steps}", "--set", "run.report=false"] + list(extra))
         return trainer_losses(os.path.join(out, "metrics.jsonl"))
 
-    straight = trainer_run("straight", 6)
+    last_save = ["--set", "checkpoint.every_steps=6"]
+    straight = trainer_run("straight", 6, *last_save)
     from_python = python(6, os.path.join(tmp, "py.json"))
     print(f"trainer: {straight}\npython:  {from_python}")
     if from_python != straight:
         return "the losses of Python and trainer differ"
     # Python saves after 4 steps; the trainer resumes from it.
     python(4, os.path.join(tmp, "py4.json"), "--save", os.path.join(tmp, "py-ckpt"))
-    resumed = trainer_run("resumed", 6, "--resume", os.path.join(tmp, "py-ckpt"))
+    resumed = trainer_run("resumed", 6, "--resume", os.path.join(tmp, "py-ckpt"), *last_save)
     if resumed != {5: straight[5], 6: straight[6]}:
         return f"trainer resumed from Python's checkpoint gives {resumed}"
+    differ = same_tensors(os.path.join(tmp, "straight", "checkpoints"),
+                          os.path.join(tmp, "resumed", "checkpoints"))
+    if differ:
+        return f"trainer resumed from Python's checkpoint ends elsewhere: {differ}"
     # The trainer saves after 4 steps; Python loads it.
     trainer_run("saved", 4, "--set", "checkpoint.every_steps=4",
                 "--set", f"checkpoint.dir={os.path.join(tmp, 'trainer-ckpt')}")
     loaded = python(6, os.path.join(tmp, "py-loaded.json"), "--load",
-                    os.path.join(tmp, "trainer-ckpt"))
+                    os.path.join(tmp, "trainer-ckpt"), "--save", os.path.join(tmp, "py-loaded"))
     if loaded != {5: straight[5], 6: straight[6]}:
         return f"Python loaded from the trainer's checkpoint gives {loaded}"
+    differ = same_tensors(os.path.join(tmp, "straight", "checkpoints"),
+                          os.path.join(tmp, "py-loaded"))
+    if differ:
+        return f"Python loaded from the trainer's checkpoint ends elsewhere: {differ}"
     print(f"scripted_parity ({compute}): identical losses, both checkpoint directions continue "
-          "exactly")
+          "exactly, to the same final parameters and moments")
     return None
 
 

@@ -100,6 +100,18 @@ TEST_CASE("ab takes arms and its flags, compare and ab-report their run folders 
   CHECK(r.command == Command::kAbReport);
   CHECK(r.ab.warmup == 1);
   CHECK(r.ab.out_dir.empty());  // into the run folder
+  CHECK(r.ab.arms.empty());     // the job's two
+  CHECK(parse_cli({"ab-report", "run", "--arms", "A,C"}).ab.arms ==
+        std::vector<std::string>{"A", "C"});
+  for (const char* bad : {"A", "A,A", "A,", ",C", "A,B,C"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(parse_cli({"ab-report", "run", "--arms", bad}),
+                         doctest::Contains("expected two different arms of the job"),
+                         zt::ConfigError);
+  }
+  // The arms of ab are --a and --b.
+  CHECK_THROWS_AS(parse_cli({"ab", "--config", "j.toml", "--a", "x=1", "--arms", "A,C"}),
+                  zt::ConfigError);
   CHECK_THROWS_WITH_AS(parse_cli({"ab", "--config", "j.toml"}), doctest::Contains("--a or --b"),
                        zt::ConfigError);
   // One arm is enough: the other runs the config as written.

@@ -28,6 +28,9 @@ struct AbArgs {
   std::string out_dir = "runs/ab";  // --out
   bool allow_different_math = false;
   double rtol = 1e-6;  // --rtol: relative difference of losses and gradient norms that agree
+  // ab-report --arms: the two arms of a live job of more to compare, as its steps name them;
+  // empty: the job's two.
+  std::vector<std::string> arms;
 };
 
 struct ArmRunPlan {

@@ -134,7 +134,8 @@ LiveAb LiveAb::of(const JobSettings& job, PluginCatalog& catalog) {
   return live;
 }
 
-AbResult live_ab_result(const RunMetrics& metrics, int64_t warmup) {
+AbResult live_ab_result(const RunMetrics& metrics, int64_t warmup,
+                        const std::vector<std::string>& pick) {
   // A block's collectives and offload I/O per step are differences of counters from a step of
   // the same block, so at least its first step must be left out.
   if (warmup < 1) {
@@ -170,14 +171,28 @@ AbResult live_ab_result(const RunMetrics& metrics, int64_t warmup) {
                       " arm(s); a live A/B report needs the steps of two (raise run.steps "
                       "above ab.switch_every)");
   }
-  if (arms.size() > 2) {
+  std::string names;
+  for (const ArmResult& a : arms) names += (names.empty() ? "" : ", ") + a.arm.name;
+  if (!pick.empty()) {
+    // Two arms of more (or the job's two, in the order asked): their blocks as they ran, the
+    // other arms' steps between them left out.
+    std::vector<ArmResult> picked;
+    for (const std::string& name : pick) {
+      const auto found = std::find_if(arms.begin(), arms.end(),
+                                      [&](const ArmResult& a) { return a.arm.name == name; });
+      if (found == arms.end()) {
+        throw ConfigError(metrics.path + " holds no steps of arm " + name + "; its arms: " + names);
+      }
+      picked.push_back(*found);
+    }
+    arms = std::move(picked);
+  } else if (arms.size() > 2) {
     // Two of them would read as the job's verdict (the job itself writes no report then).
-    std::string names;
-    for (const ArmResult& a : arms) names += (names.empty() ? "" : ", ") + a.arm.name;
     throw ConfigError(metrics.path + " holds the steps of " + std::to_string(arms.size()) +
                       " arms (" + names +
-                      "); a live A/B report compares two: each step line names its arm, for a "
-                      "comparison of more; or train a live A/B job of two arms");
+                      "); a live A/B report compares two: pick them with trainer ab-report "
+                      "RUN_DIR --arms " +
+                      arms[0].arm.name + "," + arms[2].arm.name);
   }
   // Blocks too short for the warm-up leave nothing: drop them rather than the arm.
   for (ArmResult& arm : arms) {

@@ -45,11 +45,14 @@ struct LiveAb {
   static LiveAb of(const JobSettings& job, PluginCatalog& catalog);
 };
 
-// The A/B report of a live job from its metrics (of its first two arms; a job of more arms is
-// trainer tune's, which reads each arm's steps itself): each arm's steps in blocks as they ran, the
-// first `warmup` steps after each switch (and the job's first) left out of the timings. The
-// losses are one curve, so nothing is compared across arms. Throws ConfigError when the metrics
-// hold no arms (not a live A/B job) or only one, or when `warmup` < 1.
-AbResult live_ab_result(const RunMetrics& metrics, int64_t warmup);
+// The A/B report of a live job from its metrics, of its two arms or of the two named in `pick`
+// (as its steps name them, "A" and "C": a job of more arms is compared two at a time; trainer
+// tune reads each arm's steps itself): each arm's steps in blocks as they ran, the first
+// `warmup` steps after each switch (and the job's first) left out of the timings. The losses are
+// one curve, so nothing is compared across arms. Throws ConfigError when the metrics hold no
+// arms (not a live A/B job) or only one, more than two and no `pick`, an arm `pick` names that
+// none of its steps does, or when `warmup` < 1.
+AbResult live_ab_result(const RunMetrics& metrics, int64_t warmup,
+                        const std::vector<std::string>& pick = {});
 
 }  // namespace zt::trainer

@@ -151,7 +151,7 @@ int run_ab_report(const CliArgs& args, std::ostream& out) {
   const std::string beside = std::filesystem::is_directory(run_dir, ec)
                                  ? run_dir
                                  : std::filesystem::path(run_dir).parent_path().string();
-  return report_ab(live_ab_result(metrics, args.ab.warmup),
+  return report_ab(live_ab_result(metrics, args.ab.warmup, args.ab.arms),
                    args.ab.out_dir.empty() ? (beside.empty() ? "." : beside) : args.ab.out_dir,
                    out);
 }

@@ -228,6 +228,17 @@ bool parse_ab_flag(const std::string& a, const std::function<std::string()>& val
     }
   } else if (a == "--allow-different-math") {
     ab.allow_different_math = true;
+  } else if (a == "--arms" && out.command == Command::kAbReport) {
+    const std::string v = value();
+    ab.arms.clear();
+    std::stringstream names(v);
+    for (std::string name; std::getline(names, name, ',');) ab.arms.push_back(name);
+    if (ab.arms.size() != 2 || ab.arms[0].empty() || ab.arms[1].empty() ||
+        ab.arms[0] == ab.arms[1] || v.back() == ',') {
+      throw ConfigError("--arms " + v +
+                        ": expected two different arms of the job, as its steps name them, "
+                        "e.g. --arms A,C");
+    }
   } else {
     return false;
   }

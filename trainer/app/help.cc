@@ -47,8 +47,9 @@ one, this process is one rank, and a --nproc must be its world (in a Slurm step 
   --plugin-dir DIR    searched for plugins first, then plugins.dirs, ZT_PLUGIN_PATH, zt's own
   --resume auto|PATH  continue from the newest checkpoint in checkpoint.dir (fresh when there
                       is none), or from PATH (checkpoint.resume)
-  --max-restarts N    when a rank dies, start every rank again with --resume auto, at most N
-                      times; a job failing again at the same step stops (launch.max_restarts)
+  --max-restarts N    when a rank dies, start every rank again, at most N times: from the
+                      job's newest checkpoint once it saved one, else as it started; a job
+                      failing again at the same step stops (launch.max_restarts)
   --deepspeed FILE    a DeepSpeed JSON config under FILE (FILE and --set win; run.deepspeed);
                       keys zt does not support are errors, warnings with --deepspeed-lenient
   --print-config      print the resolved config, every default marked, and exit
@@ -131,10 +132,11 @@ Example:
 }
 
 const char* ab_report_help() {
-  return R"(usage: trainer ab-report RUN_DIR [--out DIR] [--warmup W]
+  return R"(usage: trainer ab-report RUN_DIR [--out DIR] [--warmup W] [--arms X,Y]
 
 The A/B report of a live A/B job ([ab] arms, switch_every) from its own steps, into RUN_DIR
 unless --out; the first --warmup steps after each switch (default 1) are left out of the timings.
+A job of more than two arms (A, B, C, ...) is compared two at a time: --arms A,C.
 Example:
   trainer ab-report runs/gpt-zero3
 )";
@@ -190,7 +192,8 @@ const char* trace_help() {
   return R"(usage: trainer trace merge RUN_DIR [--out FILE]
 
 Puts the ranks' traces of RUN_DIR/trace (a run with [trace] enabled = true) into one Trace Event
-file (default RUN_DIR/trace/merged.json) for Perfetto, chrome://tracing or speedscope.
+file (default RUN_DIR/trace/merged.json) for Perfetto, chrome://tracing or speedscope. A run
+whose trace.dir is elsewhere: give that folder as RUN_DIR.
 Example:
   trainer trace merge runs/gpt-zero3
 )";
@@ -204,8 +207,9 @@ const char* prepare_data_help() {
 Encodes text with a BPE tokenizer on every core and writes PREFIX.bin (the ids, uint16 or uint32
 by vocabulary, <|endoftext|> after each document: data.kind = "tokens" reads it) and PREFIX.idx
 (the tokenizer and where each document starts). INPUTs are text files (one document each, or
-several split at --separator lines), folders of them (read in name order) and .jsonl files (one
-document per line, its text in --field, default "text"); a folder's links and the files an
+several split at --separator lines), folders of them (read in name order) and JSON Lines files
+(.jsonl, .ndjson, or a .json whose first line is an object: one document per line, its text in
+--field, default "text"); a folder's links and the files an
 --exclude GLOB names (e.g. '*.dat') are left out. Killed, the same command continues where it
 stopped and writes the same bytes.
   --tokenizer NAME    gpt2 (default), r50k_base, p50k_base, cl100k_base, o200k_base, or the path

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "zt/error.h"
@@ -110,7 +111,19 @@ TokenIndex read_token_index(const std::string& path, bool with_starts) {
     throw broken("format version " + std::to_string(version) + ", this zt reads version " +
                  std::to_string(kVersion));
   }
+  // Sizes come from the file before anything is allocated by them: a damaged header must not ask
+  // for gigabytes (a document count of 2^40 would be an 8 TiB table).
+  std::error_code size_error;
+  const auto file_bytes = static_cast<int64_t>(std::filesystem::file_size(path, size_error));
+  if (size_error) {
+    throw IoError("cannot read the token index '" + path + "': " + size_error.message());
+  }
+  const int64_t starts_offset = 16 + static_cast<int64_t>(length) + (8 - length % 8) % 8;
   if (length > (64u << 20)) throw broken("a header of " + std::to_string(length) + " bytes");
+  if (starts_offset > file_bytes) {
+    throw broken("cut short in its header (" + std::to_string(file_bytes) +
+                 " bytes, its header alone says " + std::to_string(starts_offset) + ")");
+  }
   std::string json(length, '\0');
   in.read(json.data(), length);
   in.ignore(static_cast<std::streamsize>((8 - length % 8) % 8));
@@ -136,7 +149,21 @@ TokenIndex read_token_index(const std::string& path, bool with_starts) {
   if (documents < 0 || documents > (int64_t{1} << 40)) {
     throw broken(std::to_string(documents) + " documents");
   }
-  index.starts_offset = 16 + static_cast<int64_t>(length) + (8 - length % 8) % 8;
+  if (index.tokens < 0 || index.vocab <= 0 || index.eot < 0 || index.eot >= index.vocab) {
+    throw broken("its header's tokens " + std::to_string(index.tokens) + ", vocab " +
+                 std::to_string(index.vocab) + " and eot " + std::to_string(index.eot) +
+                 " cannot all be true");
+  }
+  index.starts_offset = starts_offset;
+  // prepare-data writes exactly the header and the documents + 1 starts: any other length is
+  // damage, whether the table is read here or entry by entry later.
+  const int64_t expected_bytes = starts_offset + (documents + 1) * 8;
+  if (file_bytes != expected_bytes) {
+    throw broken(std::string(file_bytes < expected_bytes ? "cut short in" : "longer than") +
+                 " its document starts (" + std::to_string(file_bytes) + " bytes where its " +
+                 std::to_string(documents) + " documents make " + std::to_string(expected_bytes) +
+                 ")");
+  }
   if (!with_starts) return index;
   index.document_starts.resize(static_cast<size_t>(documents) + 1);
   in.read(reinterpret_cast<char*>(index.document_starts.data()),

@@ -114,8 +114,9 @@ void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {
     return;
   }
   if (run.live.arms.size() > 2) {
-    std::printf("ab: %zu arms: each step names its arm in %s (the A/B report compares two)\n",
-                run.live.arms.size(), metrics.c_str());
+    std::printf("ab: %zu arms: each step names its arm in %s (the A/B report compares two: "
+                "trainer ab-report %s --arms A,C)\n",
+                run.live.arms.size(), metrics.c_str(), out_dir.c_str());
     std::fflush(stdout);
     return;
   }

@@ -367,7 +367,19 @@ TEST_CASE("a live job's report: each arm's blocks of steps, warm-up after each s
   RunMetrics three = job;
   three.steps.back().arm = "C";
   CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(three, 1); }),
-                 "live holds the steps of 3 arms (A, B, C); a live A/B report compares two"));
+                 "live holds the steps of 3 arms (A, B, C); a live A/B report compares two: "
+                 "pick them with trainer ab-report RUN_DIR --arms A,C"));
+  // Two of them, picked, in the order asked: B (steps 4-6) against A (steps 1-3 and 7-8), each
+  // block's first step left out; C's step between them in no block of either.
+  const AbResult ab = live_ab_result(three, 1, {"B", "A"});
+  CHECK(ab.a.label == "shard_bucket");
+  CHECK(ab.b.label == "shard_tensor");
+  CHECK(ab.a.step_s.size() == 2);
+  CHECK(ab.b.step_s.size() == 3);  // 2 of steps 1-3, 1 of steps 7-8
+  CHECK(contains(zt::test::error_of<zt::ConfigError>([&] {
+                   live_ab_result(three, 1, {"A", "D"});
+                 }),
+                 "live holds no steps of arm D; its arms: A, B, C"));
   RunMetrics plain = job;
   for (StepRecord& s : plain.steps) s.arm.clear();
   CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(plain, 1); }),

@@ -430,18 +430,25 @@ TEST_CASE("a tiny GPT learns a fixed batch under AdamW, every parameter getting 
   at::Tensor tokens = random_ids(4, 17, 61, 31);
   at::Tensor input = tokens.narrow(1, 0, 16), target = tokens.narrow(1, 1, 16);
   std::vector<double> losses;
+  // A gradient that is all zeros is no gradient: each parameter must get a nonzero one in some
+  // step (one initialised to zero may hold the gradients of the layers before it at zero in the
+  // first).
+  std::set<std::string> moved;
   for (int step = 0; step < 30; ++step) {
     adamw.zero_grad();
     at::Tensor loss = model->loss(zt::models::run_units(*model, input), target);
     loss.backward();
-    if (step == 0) {
-      for (auto& [name, t] : zt::models::unique_parameters(*model)) {
-        INFO(name);
-        CHECK(t.grad().defined());
-      }
+    for (auto& [name, t] : zt::models::unique_parameters(*model)) {
+      INFO(name);
+      REQUIRE(t.grad().defined());
+      if (t.grad().ne(0).any().item<bool>()) moved.insert(name);
     }
     adamw.step();
     losses.push_back(loss.item<double>());
+  }
+  for (auto& [name, t] : zt::models::unique_parameters(*model)) {
+    INFO(name);
+    CHECK(moved.count(name) == 1);
   }
   // Small init makes the first prediction near uniform.
   CHECK(losses.front() == doctest::Approx(std::log(61.0)).epsilon(0.05));

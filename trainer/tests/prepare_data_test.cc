@@ -557,6 +557,29 @@ TEST_CASE("prepare-data: the data source reads a prepared file and refuses one t
     CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"),
                          doctest::Contains("cut short in its first 16 bytes"), ConfigError);
   }
+  // A damaged header is checked against the file's length before it sizes anything: 2^39
+  // documents would have been a 4 TiB table (std::bad_alloc, or the machine's memory).
+  test::write_file(s.index_path, whole_index);
+  TokenIndex damaged = read_token_index(s.index_path);
+  damaged.documents = int64_t{1} << 39;
+  write_token_index(s.index_path, damaged);
+  for (const bool with_starts : {true, false}) {
+    CAPTURE(with_starts);
+    CHECK_THROWS_WITH_AS(read_token_index(s.index_path, with_starts),
+                         doctest::Contains("cut short in its document starts"), ConfigError);
+  }
+  CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"),
+                       doctest::Contains("run trainer prepare-data again with --overwrite"),
+                       ConfigError);
+  test::write_file(s.index_path, whole_index + std::string(8, '\0'));
+  CHECK_THROWS_WITH_AS(read_token_index(s.index_path),
+                       doctest::Contains("longer than its document starts"), ConfigError);
+  test::write_file(s.index_path, whole_index);
+  damaged = read_token_index(s.index_path);
+  damaged.eot = damaged.vocab;
+  write_token_index(s.index_path, damaged);
+  CHECK_THROWS_WITH_AS(read_token_index(s.index_path), doctest::Contains("cannot all be true"),
+                       ConfigError);
   test::write_file(s.index_path, whole_index);
   test::write_file(s.tokens_path, "abcd");
   CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"),

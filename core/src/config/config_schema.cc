@@ -48,8 +48,9 @@ SectionSpec launch_section() {
                       "computes on the CPU)",
                       {"cpu", "cuda"}),
            opt_int("max_restarts", 0,
-                   "zt's launcher: when a rank dies, start every rank again with --resume "
-                   "auto (from the newest checkpoint), at most this many times",
+                   "zt's launcher: when a rank dies, start every rank again, at most this "
+                   "many times: from the job's newest checkpoint once it saved one, else as "
+                   "the job started",
                    0, 1000),
            opt_string("master_addr", "127.0.0.1",
                       "address of rank 0's rendezvous store "

@@ -497,8 +497,9 @@ TEST_CASE("bf16 moments: 20 steps equal the portable CPU kernel bit for bit, bot
 
 TEST_CASE("the plugin: CUDA and host shards in one step, each where it lives" *
           doctest::skip(!ZT_WITH_CUDA)) {
-  // Runs where zt is built against a CUDA LibTorch (ZT_WITH_CUDA); skipped (and said so by
-  // doctest) where the GPU test is built against a CPU-only one.
+  // Needs a CUDA LibTorch (ZT_WITH_CUDA): CTest runs it as a test of its own only then, and
+  // reports it Skipped otherwise (CMakeLists.txt); the decorator keeps a run of the whole binary
+  // against a CPU-only one from reaching LibTorch's missing CUDA.
   torch::manual_seed(46);
   const std::vector<int64_t> sizes = {0, 5, 4099, 70001};
   Hyper h;
