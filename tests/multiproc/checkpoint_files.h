@@ -69,8 +69,9 @@ inline void check_same_state(const std::string& a, const std::string& b) {
 
 // Checks two checkpoints of runs that sum their gradients in other orders (another stage,
 // strategy or world size) hold the same step, optimizer step count and tensors and kinds, every
-// element within fp32's tolerance of the oracle (1e-6 + 1e-5 |b|; for an optimizer state, whose
-// values may all be far below 1e-6, 1e-5 of the tensor's mean |b| in place of 1e-6).
+// element within the fp32 tolerance the engine oracle allows against its reference: 1e-6 +
+// 1e-5 |b| for the parameters; for every other kind (optimizer states, whose values may all be
+// far below 1e-6), 1e-5 of the tensor's mean |b| in place of 1e-6.
 inline void check_close_state(const std::string& a, const std::string& b) {
   CheckpointReader ra(a), rb(b);
   CHECK(ra.step() == rb.step());

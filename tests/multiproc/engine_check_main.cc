@@ -757,7 +757,7 @@ struct Trace {
 void check_equal(const at::Tensor& got, const at::Tensor& want, const std::string& what) {
   zt::test::check(
       got.sizes() == want.sizes() && at::equal(got, want),
-      what + " differ from the uninterrupted run's: " + c10::str(got) + " vs " + c10::str(want));
+      what + " differ from the recorded run's: " + c10::str(got) + " vs " + c10::str(want));
 }
 
 // --record / --compare: the trace from step `first` on, and the final state: every parameter in
@@ -767,7 +767,8 @@ void record_or_compare(Args& a, int rank, zt::Engine& engine, const Trace& trace
                        int64_t accum) {
   std::vector<at::Tensor> mine{at::tensor(trace.losses, at::kDouble),
                                at::tensor(trace.scales, at::kDouble)};
-  std::vector<std::string> what{"the losses after the resume", "the loss scales after the resume"};
+  const std::string from = " from step " + std::to_string(first + 1) + " on";
+  std::vector<std::string> what{"the losses" + from, "the loss scales" + from};
   for (auto& [name, t] : engine.full_parameters()) {
     mine.push_back(t);
     what.push_back("the final values of parameter " + name);
@@ -784,7 +785,7 @@ void record_or_compare(Args& a, int rank, zt::Engine& engine, const Trace& trace
   std::vector<at::Tensor> want;
   torch::load(want, a["compare"] + suffix);
   if (mine.size() != want.size()) {
-    throw CheckFailed("the resumed run has " + std::to_string(mine.size() - 2) +
+    throw CheckFailed("this run has " + std::to_string(mine.size() - 2) +
                       " final tensors, the recorded one " + std::to_string(want.size() - 2));
   }
   check_equal(mine[0], want[0].narrow(0, first * accum, want[0].numel() - first * accum), what[0]);
@@ -972,7 +973,15 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   // engine's weights of then. Its check is --compare against the uninterrupted run, bit for bit.
   // So is a run rounding stochastically, resumed or not (the reference rounds to nearest).
   const bool stochastic = a["rounding"] == "stochastic";
-  if (stochastic && (accessors || (a["record"].empty() && a["compare"].empty())))
+  if (a["rounding"] != "nearest" && !stochastic)
+    throw zt::ConfigError("--rounding " + a["rounding"] + ": nearest or stochastic");
+  if (stochastic && a["master_dtype"] != "bf16" && a["state_dtype"] != "bf16")
+    throw zt::ConfigError("--rounding stochastic rounds bf16 masters or states: give "
+                          "--master_dtype bf16 or --state_dtype bf16");
+  if (stochastic && accessors)
+    throw zt::ConfigError("--rounding stochastic with --accessors: the accessors are checked "
+                          "against the reference, which rounds to nearest");
+  if (stochastic && a["record"].empty() && a["compare"].empty())
     throw zt::ConfigError("--rounding stochastic is checked by --record or --compare only");
   const bool compare_only_resume = (coded || stochastic) && a["load"] == "true";
   if (compare_only_resume && a["compare"].empty())

@@ -77,42 +77,52 @@ def first_difference(a, b):
     return -1
 
 
-def main():
-    if len(sys.argv) != 4:
-        sys.exit(__doc__)
-    what = sys.argv[3]
-    fa, ma, sa, va, ca = read_checkpoint(sys.argv[1])
-    fb, mb, sb, vb, cb = read_checkpoint(sys.argv[2])
+def first_difference_of(a, b, fields=("counters", "trainer_state")):
+    """How checkpoints A and B differ first, or None, and what was compared: the step, every
+    element of every tensor and kind, and the manifests' `fields` (the trainer's state is left
+    out where one side is not the trainer's: Python's engine writes its own)."""
+    fa, ma, sa, va, ca = read_checkpoint(a)
+    fb, mb, sb, vb, cb = read_checkpoint(b)
     if ma["step"] != mb["step"]:
-        sys.exit(f"FAILED: {what}: step {ma['step']} ({fa}) against step {mb['step']} ({fb})")
+        return f"step {ma['step']} ({fa}) against step {mb['step']} ({fb})", None
     if sa != sb:
-        sys.exit(f"FAILED: {what}: the tensors or their shapes differ ({fa} against {fb})")
+        return f"the tensors or their shapes differ ({fa} against {fb})", None
     if sorted(va) != sorted(vb):
         only = sorted(set(va) ^ set(vb))
-        sys.exit(f"FAILED: {what}: kinds saved in one checkpoint only: {only[:4]}")
+        return f"kinds saved in one checkpoint only: {only[:4]}", None
     kinds = sorted({kind for kind, _ in va})
     for required in ("param", "exp_avg", "exp_avg_sq"):
         if required not in kinds:
-            sys.exit(f"FAILED: {what}: no {required} in {fa}")
+            return f"no {required} in {fa}", None
     differ = []
     for key in sorted(va):
         if ca[key] != cb[key]:
-            sys.exit(f"FAILED: {what}: {key[0]} of {key[1]} covers {ca[key]} elements in {fa}, "
-                     f"{cb[key]} in {fb}")
+            return (f"{key[0]} of {key[1]} covers {ca[key]} elements in {fa}, {cb[key]} in {fb}",
+                    None)
         if va[key] != vb[key]:
             differ.append(key)
     if differ:
         kind, name = differ[0]
         i = first_difference(va[differ[0]], vb[differ[0]])
-        sys.exit(f"FAILED: {what}: {len(differ)} of {len(va)} tensors differ, the first "
-                 f"{kind} of {name} at element {i} ({fa} against {fb})")
-    for field in ("counters", "trainer_state"):
+        return (f"{len(differ)} of {len(va)} tensors differ, the first {kind} of {name} at "
+                f"element {i} ({fa} against {fb})", None)
+    for field in fields:
         if ma.get(field) != mb.get(field):
-            sys.exit(f"FAILED: {what}: the manifests' {field} differ: {ma.get(field)} against "
-                     f"{mb.get(field)}")
+            return (f"the manifests' {field} differ: {ma.get(field)} against {mb.get(field)}",
+                    None)
     elements = sum(len(v) // 4 for v in va.values())
-    print(f"{what}: step {ma['step']}: every element of {len(va)} tensors ({', '.join(kinds)}; "
-          f"{elements} values), the counters and the trainer's state equal bit for bit")
+    return None, (f"step {ma['step']}: every element of {len(va)} tensors ({', '.join(kinds)}; "
+                  f"{elements} values)")
+
+
+def main():
+    if len(sys.argv) != 4:
+        sys.exit(__doc__)
+    what = sys.argv[3]
+    difference, compared = first_difference_of(sys.argv[1], sys.argv[2])
+    if difference:
+        sys.exit(f"FAILED: {what}: {difference}")
+    print(f"{what}: {compared}, the counters and the trainer's state equal bit for bit")
 
 
 if __name__ == "__main__":

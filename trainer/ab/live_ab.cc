@@ -136,6 +136,10 @@ LiveAb LiveAb::of(const JobSettings& job, PluginCatalog& catalog) {
 
 AbResult live_ab_result(const RunMetrics& metrics, int64_t warmup,
                         const std::vector<std::string>& pick) {
+  if (!pick.empty() && (pick.size() != 2 || pick[0] == pick[1])) {
+    throw InternalError("live_ab_result: pick names " + std::to_string(pick.size()) +
+                        " arm(s); it takes two different ones (the command line checks --arms)");
+  }
   // A block's collectives and offload I/O per step are differences of counters from a step of
   // the same block, so at least its first step must be left out.
   if (warmup < 1) {

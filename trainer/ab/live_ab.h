@@ -45,8 +45,9 @@ struct LiveAb {
   static LiveAb of(const JobSettings& job, PluginCatalog& catalog);
 };
 
-// The A/B report of a live job from its metrics, of its two arms or of the two named in `pick`
-// (as its steps name them, "A" and "C": a job of more arms is compared two at a time; trainer
+// The A/B report of a live job from its metrics, of its two arms or of the two different ones
+// named in `pick` (as its steps name them, "A" and "C": a job of more arms is compared two at a
+// time; any other `pick` is an InternalError, the command line refuses it first; trainer
 // tune reads each arm's steps itself): each arm's steps in blocks as they ran, the first
 // `warmup` steps after each switch (and the job's first) left out of the timings. The losses are
 // one curve, so nothing is compared across arms. Throws ConfigError when the metrics hold no

@@ -136,7 +136,8 @@ const char* ab_report_help() {
 
 The A/B report of a live A/B job ([ab] arms, switch_every) from its own steps, into RUN_DIR
 unless --out; the first --warmup steps after each switch (default 1) are left out of the timings.
-A job of more than two arms (A, B, C, ...) is compared two at a time: --arms A,C.
+A job of more than two arms (A, B, C, ...) is compared two at a time: --arms A,C (give each pair
+its own --out to keep them all).
 Example:
   trainer ab-report runs/gpt-zero3
 )";

@@ -364,13 +364,14 @@ TEST_CASE("a live job's report: each arm's blocks of steps, warm-up after each s
 
   CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(job, 0); }),
                  "--warmup 0 is too few"));
-  RunMetrics three = job;
-  three.steps.back().arm = "C";
+  RunMetrics three = job;  // A A A B B B C A A
+  three.steps[6].arm = "C";
   CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(three, 1); }),
                  "live holds the steps of 3 arms (A, B, C); a live A/B report compares two: "
                  "pick them with trainer ab-report RUN_DIR --arms A,C"));
-  // Two of them, picked, in the order asked: B (steps 4-6) against A (steps 1-3 and 7-8), each
-  // block's first step left out; C's step between them in no block of either.
+  // Two of them, picked, in the order asked: B (steps 4-6) against A (steps 1-3 and 8-9), each
+  // block's first step left out; C's step 7 in no block of either, and A's block after it a
+  // block of its own.
   const AbResult ab = live_ab_result(three, 1, {"B", "A"});
   CHECK(ab.a.label == "shard_bucket");
   CHECK(ab.b.label == "shard_tensor");
@@ -380,6 +381,8 @@ TEST_CASE("a live job's report: each arm's blocks of steps, warm-up after each s
                    live_ab_result(three, 1, {"A", "D"});
                  }),
                  "live holds no steps of arm D; its arms: A, B, C"));
+  CHECK_THROWS_AS(live_ab_result(three, 1, {"A"}), zt::InternalError);
+  CHECK_THROWS_AS(live_ab_result(three, 1, {"A", "A"}), zt::InternalError);
   RunMetrics plain = job;
   for (StepRecord& s : plain.steps) s.arm.clear();
   CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(plain, 1); }),
