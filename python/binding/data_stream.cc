@@ -33,11 +33,26 @@ std::shared_ptr<const data::BpeTokenizer> DataStream::tokenizer() const {
 
 std::pair<at::Tensor, at::Tensor> DataStream::get(int64_t step_start, int micro, int rank,
                                                   int world) const {
+  // The script's arguments, checked here with a way out: the data source's own check is for
+  // zt's callers, and would call a script's slip an internal error.
+  if (step_start < 0 || world < 1 || rank < 0 || rank >= world || micro < 0 ||
+      micro >= data_.grad_accum) {
+    throw ConfigError("zt.Data.get(step_start=" + std::to_string(step_start) +
+                      ", micro=" + std::to_string(micro) + ", rank=" + std::to_string(rank) +
+                      ", world=" + std::to_string(world) +
+                      "): step_start >= 0, 0 <= rank < world and 0 <= "
+                      "micro < data.grad_accum (" +
+                      std::to_string(data_.grad_accum) + ")");
+  }
   data::Batch b = source_->get(step_start, micro, rank, world);
   return {b.input, b.target};
 }
 
 std::pair<at::Tensor, at::Tensor> DataStream::samples(int64_t first, int64_t count) const {
+  if (first < 0 || count < 0) {
+    throw ConfigError("zt.Data.samples(first=" + std::to_string(first) +
+                      ", count=" + std::to_string(count) + "): both must be >= 0");
+  }
   data::Batch b = source_->get_samples(first, count);
   return {b.input, b.target};
 }

@@ -107,7 +107,10 @@ py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::str
 // zt's error kinds as Python exceptions: zt.Error and a subclass per kind.
 void def_errors(py::module_& m) {
   static py::exception<zt::Error> error(m, "Error");
-  static py::exception<zt::ConfigError> config_error(m, "ConfigError", error.ptr());
+  // A ValueError too: what a bad argument raises in Python (tiktoken's disallowed special token,
+  // which zt's tokenizer refuses with a ConfigError), so code written for those catches it.
+  static py::exception<zt::ConfigError> config_error(
+      m, "ConfigError", py::make_tuple(error, py::handle(PyExc_ValueError)));
   static py::exception<zt::PluginError> plugin_error(m, "PluginError", error.ptr());
   static py::exception<zt::CommError> comm_error(m, "CommError", error.ptr());
   static py::exception<zt::IoError> io_error(m, "IoError", error.ptr());

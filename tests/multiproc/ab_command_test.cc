@@ -298,6 +298,26 @@ TEST_CASE(
   CHECK(entries == 1);
 }
 
+TEST_CASE("trainer ab: an --out folder another trainer ab or tune works in is refused, naming it") {
+  // Each removes the runs it starts again under --out/runs: two in one folder removed each
+  // other's while they trained.
+  TempDir dir;
+  const std::string lock = dir.file("ab") + "/.zt-lock";
+  std::filesystem::create_directories(dir.file("ab"));
+  // The other command's lock, held by a process of its own until this one has tried.
+  const auto r = run_command(
+      "flock " + lock +
+      " sleep 60 > /dev/null 2>&1 & holder=$!; for i in $(seq 600); do flock -n " + lock +
+      " true || break; sleep 0.05; done; " +
+      ab_job(dir, "--a plugins.shard=shard_tensor --b plugins.shard=shard_bucket --reps 1") +
+      " 2>&1; code=$?; pkill -P $holder; kill $holder; exit $code");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "--out " + dir.file("ab") + " is in use by another trainer ab or tune"));
+  CHECK(contains(r.output, "give this trainer ab another --out, or wait for the other"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("ab/runs")));  // nothing started
+}
+
 TEST_CASE("live A/B: a job that fails after a switch leaves no copy of its states behind") {
   TempDir dir;
   // Rank 1 skips a collective well past the first switch (after step 2): the job fails in time.

@@ -535,6 +535,31 @@ TEST_CASE("eval without --config, and export: a checkpoint whose read blocks end
   CHECK_FALSE(fs::exists(exported + ".tmp"));
 }
 
+TEST_CASE("live A/B: a job whose rank 0 is killed outright after a switch leaves no copy of its "
+          "model states in ab.switch_dir") {
+  // Rank 0 holds the switch folder and removes its states when it fails by an error; killed by
+  // SIGKILL (the OOM killer) it cannot, and on /dev/shm they held memory. The launcher removes
+  // them once every rank is reaped.
+  TempDir dir;
+  const std::string out = dir.file("live"), switch_dir = dir.file("live/ab-switch");
+  BackgroundJob job(quiet_small_gpt_job(out, "--set 'ab.arms=[\"plugins.shard=shard_tensor\", "
+                                             "\"plugins.shard=shard_bucket\"]' "
+                                             "--set ab.switch_every=2 --set run.steps=100000 "
+                                             "--set launch.timeout_s=10"),
+                    dir.file("live.log"));
+  const KilledRank k = kill_rank_when(
+      job, 0,
+      [&] {
+    return !zt::latest_checkpoint(switch_dir).empty() &&
+           zt::test::losses_of(out + "/metrics.jsonl").size() >= 4;
+      },
+      dir.file("live.log"));
+  INFO(k.log);
+  CHECK(k.exit_code == 128 + SIGKILL);
+  CHECK(contains(k.log, "model states the stopped live A/B job left"));
+  CHECK_FALSE(fs::exists(switch_dir));
+}
+
 TEST_CASE("restarts: a rank killed before the job's first save starts it again as it started, "
           "not from a checkpoint an earlier run left in the folder") {
   TempDir dir;

@@ -328,6 +328,22 @@ TEST_CASE("flight recorder: a stalled offload read is named, and the job exits 4
   CHECK(contains(stale.output, "rank-2.json names rank 2, past its 2-rank job"));
 }
 
+namespace {
+
+// A live A/B job of 6 steps whose config has no file tier and whose arm b puts the optimizer
+// states on NVMe under `nvme`; rank 0's 6th read there stalls (ZT_TEST_FAULT, given by the
+// caller), rank 1 times out, and the launcher ends rank 0 with SIGKILL after its drain.
+std::string job_whose_arm_b_alone_uses_nvme(const TempDir& dir, const std::string& nvme) {
+  return zt::test::small_gpt_job(
+      dir.file("run"),
+      "--set run.steps=6 --set launch.timeout_s=5 --set "
+      "'ab.arms=[\"plugins.shard=shard_bucket\", \"plugins.offload_optimizer=offload_nvme\"]' "
+      "--set ab.switch_every=2 --set plugin.offload_nvme.path=" +
+          nvme);
+}
+
+}  // namespace
+
 TEST_CASE("a killed rank's offload files of a live A/B arm that alone uses the tier are removed") {
   // The job's own config has no file tier; arm b puts the optimizer on NVMe. Rank 0's 6th read
   // there stalls, rank 1 times out, and the launcher ends rank 0 with SIGKILL after its drain:
@@ -335,14 +351,8 @@ TEST_CASE("a killed rank's offload files of a live A/B arm that alone uses the t
   // could clean. The ranks noted the folder they made (ZT_OFFLOAD_NOTES).
   TempDir dir;
   const std::string nvme = dir.file("nvme");
-  const auto r = run_command(
-      "ZT_TEST_FAULT=stall_read:0:6 " +
-      zt::test::small_gpt_job(
-          dir.file("run"),
-          "--set run.steps=6 --set launch.timeout_s=5 --set "
-          "'ab.arms=[\"plugins.shard=shard_bucket\", \"plugins.offload_optimizer="
-          "offload_nvme\"]' --set ab.switch_every=2 --set plugin.offload_nvme.path=" +
-              nvme));
+  const auto r = run_command("ZT_TEST_FAULT=stall_read:0:6 " +
+                             job_whose_arm_b_alone_uses_nvme(dir, nvme));
   INFO(r.output);
   CHECK(r.exit_code == 4);
   CHECK(contains(r.output, "removed offload files left by stopped ranks: " + nvme + "/zt-"));
@@ -352,6 +362,26 @@ TEST_CASE("a killed rank's offload files of a live A/B arm that alone uses the t
     left.push_back(it->path());
   CHECK_FALSE(ec);  // arm b made its folder there
   CHECK(left.empty());
+}
+
+TEST_CASE("a launcher given a notes folder (as trainer tune and ab give one) has its ranks note "
+          "there, cleans its own job, and leaves the folder to its giver") {
+  // The giver reads the folder after the launcher ended: a tune trial killed at the budget's
+  // end with its launcher leaves its ranks' NVMe folders to tune alone. The job as above: rank
+  // 0 killed, arm b's tier named in no config the launcher reads, only in the notes.
+  TempDir dir;
+  const std::string nvme = dir.file("nvme"), notes = dir.file("notes");
+  std::filesystem::create_directories(notes);
+  const auto r = run_command("ZT_OFFLOAD_NOTES=" + notes + " ZT_TEST_FAULT=stall_read:0:6 " +
+                             job_whose_arm_b_alone_uses_nvme(dir, nvme));
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK(contains(r.output, "removed offload files left by stopped ranks: " + nvme + "/zt-"));
+  bool noted = false;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(notes, ec), end; !ec && it != end; it.increment(ec))
+    noted = noted || contains(zt::test::read_file(it->path()), nvme + "/zt-");
+  CHECK(noted);  // in the folder it was given, which stays
 }
 
 TEST_CASE("flight recorder: a skipped collective is found, and the job exits 4 in time") {

@@ -86,6 +86,17 @@ def main():
         return "a config path given as pathlib.Path was not read"
     except zt.ConfigError as e:
         assert "/nonexistent/zt-job.toml" in str(e), str(e)
+    # A config error is a ValueError too, as tiktoken's refusals are.
+    assert issubclass(zt.ConfigError, zt.Error) and issubclass(zt.ConfigError, ValueError)
+    # A slice the job has not (micro step past data.grad_accum, a rank past the world) is the
+    # script's slip, said with the bounds, not an internal error.
+    stream = zt.data(dict(CONFIG, data={"grad_accum": 2}))
+    for args in ((0, 2, 0, 1), (0, 0, 1, 1), (-1, 0, 0, 1)):
+        try:
+            stream.get(*args)
+            return f"zt.Data.get{args} was accepted"
+        except zt.ConfigError as e:
+            assert "0 <= micro < data.grad_accum (2)" in str(e), str(e)
     try:
         zt.initialize(torch.nn.Linear(2, 2), config=CONFIG, overrides="zero.stage=1")
         return "overrides given as one string were accepted"

@@ -262,3 +262,15 @@ TEST_CASE("a failed write's way out: a full disk and a used-up quota ask for roo
         "; the disk quota is used up: free space under it or write elsewhere");
   CHECK(zt::ckpt::write_way_out(EIO, "write elsewhere") == "; check the storage");
 }
+
+TEST_CASE("a checkpoint.dir that cannot be made is said with its own reason, not the lock's") {
+  // A file where the folder's parent should be: "Not a directory", where the lock file's open
+  // said only "No such file or directory".
+  zt::test::TempDir dir;
+  zt::test::write_file(dir.file("file"), "x");
+  const std::string wanted = dir.file("file") + "/checkpoints";
+  const std::string e = zt::test::error_of<zt::IoError>(
+      [&] { zt::CheckpointDirLock lock(wanted); });
+  CHECK(zt::test::contains(e, "cannot create the folder " + wanted + " (Not a directory)"));
+  CHECK(zt::test::contains(e, "checkpoint.dir must be a folder this job can write"));
+}

@@ -93,8 +93,15 @@ TEST_CASE("--set overrides apply after the file, with bare words as strings") {
   CHECK(words.section("run").get_string("name") == "2024");
   CHECK(words.section("launch").get_string("master_addr") == "1e5");
   CHECK(words.section("run").get_string("out_dir") == "true");
+  std::string e;
   CHECK(contains(error_of(kSmoke, {"zero.stage=two"}), "--set zero.stage=two"));
-  std::string e = error_of(kSmoke, {"zero.stge=2"});
+  // Bytes that are not UTF-8 (a Latin-1 file name) are refused, named, before they train: every
+  // checkpoint's JSON refused them after.
+  e = error_of(kSmoke, {"run.out_dir=runs/caf\xe9"});
+  CHECK(contains(e, "--set run.out_dir=runs/caf\xef\xbf\xbd: the value is not UTF-8 text"));
+  CHECK(contains(e, "rename the file, or link it under a UTF-8 name"));
+  CHECK(error_of(kSmoke, {"run.out_dir=runs/caf\xc3\xa9"}).empty());  // the same name in UTF-8
+  e = error_of(kSmoke, {"zero.stge=2"});
   CHECK(contains(e, "--set zero.stge=2: unknown key 'stge' in [zero] (did you mean 'stage'?)"));
   e = error_of(kSmoke, {"stage"});
   CHECK(contains(e, "expected section.key=value"));

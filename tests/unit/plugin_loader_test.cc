@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -97,6 +98,12 @@ TEST_CASE("a plugin that needs a symbol nobody defines fails at load, naming fil
 
 TEST_CASE("a missing file and an unknown id list what was found and where") {
   CHECK(contains(load_error("/nonexistent/libzt_x.so"), "does not exist"));
+  // A link whose target went is named as one, with what it hides.
+  zt::test::TempDir dir;
+  std::filesystem::create_symlink(dir.file("gone.so"), dir.file("libzt_x.so"));
+  const std::string broken = load_error(dir.file("libzt_x.so"));
+  CHECK(contains(broken, "is a broken symbolic link (to " + dir.file("gone.so") + ")"));
+  CHECK(contains(broken, "remove it or rebuild the plugin"));
   zt::PluginCatalog catalog({ZT_TEST_FIXTURE_DIR});
   try {
     catalog.load("comm_ucz");

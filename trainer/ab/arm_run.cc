@@ -178,11 +178,23 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
   return metrics;
 }
 
+namespace {
+
+// What the kind of a run's failure is by its exit code: zt's own codes as they are; a crash
+// (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL: the program's fault, not the machine's) internal;
+// anything else (killed from outside, the OOM killer's SIGKILL) the environment's, as I/O.
+ErrorKind kind_of_exit(int code) {
+  if (code >= 2 && code <= 7) return static_cast<ErrorKind>(code);
+  for (const int crash : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) {
+    if (code == 128 + crash) return ErrorKind::kInternal;
+  }
+  return ErrorKind::kIo;
+}
+
+}  // namespace
+
 ArmRunFailed::ArmRunFailed(int run_exit_code, const std::string& message)
-    : Error(run_exit_code >= 2 && run_exit_code <= 7 ? static_cast<ErrorKind>(run_exit_code)
-                                                     : ErrorKind::kIo,
-            message),
-      run_exit_code_(run_exit_code) {}
+    : Error(kind_of_exit(run_exit_code), message), run_exit_code_(run_exit_code) {}
 
 namespace {
 

@@ -8,6 +8,7 @@
 #include "ab/ab_report.h"
 #include "ab/arm_run.h"
 #include "ab/live_ab.h"
+#include "ab/out_folder_lock.h"
 #include "app/estimate_command.h"
 #include "report/report_file.h"
 #include "settings/deepspeed_config.h"
@@ -110,6 +111,7 @@ int run_ab(const CliArgs& args, std::ostream& out) {
         "), or pass --allow-different-math to compare speed and memory without the check");
   }
   name_arms(a, b);
+  const OutFolderLock out_lock(plan.out_dir, "trainer ab");
   AbResult result;
   try {
     result = run_ab_arms(plan, std::move(a), std::move(b), args.ab, math, out);

@@ -128,6 +128,24 @@ CheckpointMark newest_checkpoint(const std::string& dir) {
   return mark;
 }
 
+// A live A/B job's last switch left its model states in ab.switch_dir; a good end or a failure
+// that unwound removed them, a rank killed outright (SIGKILL, the OOM killer) did not, and on
+// /dev/shm they held memory until another job used that folder. Once every rank is reaped they
+// go, unless another job holds the folder (its lock): that job's states stay.
+void remove_left_switch_states(const std::string& switch_dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(switch_dir, ec)) return;  // the lock would make it
+  try {
+    const CheckpointDirLock held(switch_dir);
+    const std::vector<std::string> left = remove_saves(switch_dir);
+    remove_checkpoint_dir(switch_dir);  // its lock, and the folder once empty
+    for (const std::string& folder : left) {
+      std::cerr << "zt: removed " << folder << ", model states the stopped live A/B job left\n";
+    }
+  } catch (const Error&) {  // another job's folder, or one this launcher cannot lock: left
+  }
+}
+
 int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::string>& argv,
                    bool training, LaunchResult& result) {
   const LaunchSettings& launch = job.engine.launch;
@@ -164,13 +182,20 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   std::error_code ec;
   if (training) std::filesystem::remove_all(flight_dir, ec);  // an earlier job's would mislead
   // A live A/B arm may keep its tiers where the job's config does not (another offload plugin
-  // or path): its ranks note every tier folder they make, for the clean-up below.
-  const std::string notes = job.ab.arms.empty() ? "" : make_offload_notes_folder();
-  if (!notes.empty()) spec.env.push_back({"ZT_OFFLOAD_NOTES", notes});
+  // or path): its ranks note every tier folder they make, for the clean-up below. Under trainer
+  // tune or ab, which gave this launcher a notes folder of theirs, the ranks note there, and the
+  // folder stays for its giver: a tune trial stopped at the budget's end may be killed with this
+  // launcher (no clean-up here), and then tune, reading the folder, removes what they left.
+  const char* given_notes = std::getenv("ZT_OFFLOAD_NOTES");
+  const bool notes_given = given_notes != nullptr && *given_notes != '\0';
+  const std::string own_notes = job.ab.arms.empty() || notes_given ? ""
+                                                                   : make_offload_notes_folder();
+  const std::string notes = notes_given ? given_notes : own_notes;
+  if (!own_notes.empty()) spec.env.push_back({"ZT_OFFLOAD_NOTES", own_notes});
   try {
     result = launch_local(spec);
   } catch (...) {
-    if (!notes.empty()) remove_noted_offload_folders(notes, job_id);  // no rank started
+    if (!own_notes.empty()) remove_noted_offload_folders(own_notes, job_id);  // no rank started
     throw;
   }
   if (result.exit_code != 0) {
@@ -186,12 +211,13 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   // Ranks remove their offload files as they exit; a rank that was killed could not.
   std::vector<std::string> left = remove_offload_leftovers(job.engine, job_id);
   if (!notes.empty()) {
-    for (std::string& folder : remove_noted_offload_folders(notes, job_id))
+    for (std::string& folder : remove_noted_offload_folders(notes, job_id, notes_given))
       left.push_back(std::move(folder));
   }
   for (const auto& folder : left) {
     std::cerr << "zt: removed offload files left by stopped ranks: " << folder << "\n";
   }
+  if (!job.ab.arms.empty()) remove_left_switch_states(job.ab.switch_dir);
   return result.exit_code;
 }
 

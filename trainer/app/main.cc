@@ -2,7 +2,10 @@
 // error's exit code (see trainer --help).
 #include <unistd.h>
 
+#include <c10/util/Exception.h>
+
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "app/ab_command.h"
@@ -102,6 +105,15 @@ void print_line(const std::string& line) {
   zt::write_all_to(STDERR_FILENO, "zt: " + rank_prefix() + line + "\n");
 }
 
+// `text` with its line breaks as spaces: an error is one line.
+std::string one_line(std::string text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  for (char& c : text) {
+    if (c == '\n') c = ' ';
+  }
+  return text;
+}
+
 void print_error(const std::string& kind, const std::string& message) {
   print_line(kind + " error: " + message);
 }
@@ -128,11 +140,25 @@ int main(int argc, char** argv) {
     // A rank of a training job leaves its last collectives (flight_recorder.h) for the diagnosis.
     zt::FlightRecorder::instance().dump_failure(std::string(e.kind_name()) + " error: " + e.what());
     code = e.exit_code();
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A file operation no zt code expected to fail (permissions, a file system gone): the
+    // environment's, named by its path, not a bug of zt's.
+    zt::FlightRecorder::instance().dump_failure(std::string("io error: ") + e.what());
+    print_error("io", std::string(e.what()) + "; check that path and its permissions");
+    code = static_cast<int>(zt::ErrorKind::kIo);
   } catch (const std::exception& e) {
-    zt::FlightRecorder::instance().dump_failure(std::string("internal error: ") + e.what());
-    // On the same line: the launcher names a failed rank by its last line.
+    // LibTorch's errors carry a C++ backtrace after their message: the message alone, on one
+    // line (the launcher names a failed rank by its last line).
+    const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
+    const std::string what = torch_error ? torch_error->what_without_backtrace() : e.what();
+    zt::FlightRecorder::instance().dump_failure("internal error: " + what);
     print_error("internal",
-                std::string(e.what()) + " (please report this with the command line and config)");
+                one_line(what) + " (please report this with the command line and config)");
+    code = static_cast<int>(zt::ErrorKind::kInternal);
+  } catch (...) {
+    zt::FlightRecorder::instance().dump_failure("internal error: an exception of no known type");
+    print_error("internal", "an exception of no known type (please report this with the command "
+                            "line and config)");
     code = static_cast<int>(zt::ErrorKind::kInternal);
   }
   // Everything of the job is closed by now; LibTorch's teardown would only cost time (a forked

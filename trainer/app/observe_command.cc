@@ -1,7 +1,9 @@
 #include "app/observe_command.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -25,7 +27,13 @@ std::vector<std::pair<int, std::string>> rank_files(const std::string& dir) {
   std::vector<std::pair<int, std::string>> out;
   std::error_code ec;
   const std::regex name("rank-([0-9]+)\\.json");
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+  fs::directory_iterator entries(dir, ec);
+  // A folder that exists but cannot be read is not one without files: the advice to run the job
+  // again would be wrong.
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    throw IoError("cannot list " + dir + " (" + ec.message() + "); make it readable");
+  }
+  for (const auto& entry : entries) {
     std::smatch m;
     const std::string file = entry.path().filename().string();
     if (!std::regex_match(file, m, name)) continue;
@@ -98,6 +106,9 @@ int run_trace_merge(const CliArgs& cli, std::ostream& out) {
   OneJobsFiles job("traces", " (or give each run its own trace.dir)");
   for (const auto& [rank, path] : files) {
     std::ifstream in(path);
+    if (!in) {
+      throw IoError("cannot read " + path + " (" + std::strerror(errno) + "); make it readable");
+    }
     nlohmann::json j;
     try {
       in >> j;

@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include <sys/stat.h>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -72,7 +74,10 @@ bool is_file(const std::string& path) {
 std::string read_file(const std::string& path, const std::string& what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw IoError("cannot read " + what + " '" + path + "'; reinstall it (scripts/setup.sh all)");
+    // The user's own file (data.tokenizer or --tokenizer as a path) or one setup.sh installed.
+    throw IoError("cannot read " + what + " '" + path + "' (" + std::strerror(errno) +
+                  "); check the path and its permissions (data.tokenizer, --tokenizer), or, for "
+                  "an encoding scripts/setup.sh installed, reinstall it (scripts/setup.sh all)");
   }
   std::ostringstream s;
   s << in.rdbuf();

@@ -143,7 +143,15 @@ class TorchScriptModel final : public TrainableModel {
   at::Tensor loss(const at::Tensor& output, const at::Tensor& target) override {
     const at::Tensor out = output.to(at::kFloat);
     if (loss_ == "method") {
-      return module_.get_method("loss")({out, target.to(out.device())}).toTensor();
+      // The module's own code, past the first batch's check: a failure on a later batch (a
+      // shape that batch brings) is the module's, said as such, not "internal error".
+      try {
+        return module_.get_method("loss")({out, target.to(out.device())}).toTensor();
+      } catch (const std::exception& e) {
+        throw ConfigError(what_ + ": its loss method failed on output " + shape_text(out) +
+                          " and target " + shape_text(target) + ": " + torch_error_text(e) +
+                          "; fix the module, or set model.loss = \"cross_entropy\" or \"mse\"");
+      }
     }
     if (loss_ == "cross_entropy") {
       return at::cross_entropy_loss(out.reshape({-1, out.size(-1)}),
@@ -241,7 +249,14 @@ class TorchScriptModel final : public TrainableModel {
 
   // Whether training runs the units as a chain (else the module's own forward, stages 0-2).
   bool chain() const { return chain_; }
-  at::Tensor own_forward(const at::Tensor& input) { return module_.forward({input}).toTensor(); }
+  at::Tensor own_forward(const at::Tensor& input) {
+    try {
+      return module_.forward({input}).toTensor();
+    } catch (const std::exception& e) {  // the module's own code, as in a unit
+      throw ConfigError(what_ + ": its forward failed on input " + shape_text(input) + ": " +
+                        torch_error_text(e));
+    }
+  }
 
  private:
   // The units one after another on `input`; each must take the previous one's tensor.

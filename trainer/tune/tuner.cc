@@ -9,6 +9,7 @@
 #include "ab/ab_arms.h"
 #include "ab/arm_run.h"
 #include "ab/live_ab.h"
+#include "ab/out_folder_lock.h"
 #include "report/report_file.h"
 #include "settings/job_settings.h"
 #include "tune/composition_estimate.h"
@@ -637,7 +638,7 @@ void Tuner::write_outputs() {
 
 int Tuner::run() {
   estimate();
-  make_output_folder(args_.out_dir, "--out");
+  const OutFolderLock out_lock(args_.out_dir, "trainer tune");  // made and held to the end
   reference_run();
   // The final A/B's four runs are kept out of the search's time.
   const double reserve = 4 *

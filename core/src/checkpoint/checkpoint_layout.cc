@@ -310,6 +310,12 @@ std::string resolve_checkpoint(const std::string& path) {
                       "beside it; give the folder itself, or " +
                       (parent.empty() ? "." : parent) + " for its latest");
   }
+  // A path with a typo is not "a folder without checkpoints".
+  if (!fs::exists(path, ec) && !ec) {
+    throw ConfigError("not a checkpoint: " + path +
+                      " does not exist; check the path (checkpoint.dir, or one of its step-N "
+                      "folders)");
+  }
   std::string latest = latest_checkpoint(path);
   if (!latest.empty()) return latest;
   throw ConfigError("not a checkpoint: " + path +
@@ -418,10 +424,16 @@ std::vector<std::string> remove_incomplete_checkpoints(const std::string& dir) {
 
 namespace {
 
-// `dir`/.zt-lock, creating `dir` first (the lock is taken before anything is saved there).
+// `dir`/.zt-lock, creating `dir` first (the lock is taken before anything is saved there). A
+// folder that cannot be made is said with its own reason (a read-only file system, a file in
+// the way): the lock file's open would only say that the file does not exist.
 std::string lock_path_in(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
+  if (ec) {
+    throw IoError("cannot create the folder " + dir + " (" + ec.message() +
+                  "): checkpoint.dir must be a folder this job can write; give another");
+  }
   return (fs::path(dir) / ckpt::kLockName).string();
 }
 

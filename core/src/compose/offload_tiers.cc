@@ -257,7 +257,7 @@ std::vector<std::string> remove_own_offload_files() {
 }
 
 std::vector<std::string> remove_noted_offload_folders(const std::string& notes,
-                                                      const std::string& job) {
+                                                      const std::string& job, bool keep_notes) {
   std::vector<std::string> removed;
   std::error_code ec;
   for (std::filesystem::directory_iterator it(notes, ec), end; !ec && it != end; it.increment(ec)) {
@@ -274,7 +274,7 @@ std::vector<std::string> remove_noted_offload_folders(const std::string& notes,
         removed.push_back(line);
     }
   }
-  std::filesystem::remove_all(notes, ec);
+  if (!keep_notes) std::filesystem::remove_all(notes, ec);
   return removed;
 }
 

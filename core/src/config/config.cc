@@ -14,6 +14,7 @@
 #include "zt/error.h"
 #include "zt/host/did_you_mean.h"
 #include "zt/host/plugin_loader.h"
+#include "zt/host/utf8.h"
 
 namespace zt {
 
@@ -284,6 +285,14 @@ void apply_override(const std::string& text, RawConfig& raw, Problems& problems)
     Value v;
     if (to_value(*parsed.get("v"), v, path, where, local)) value = v;
   } catch (const toml::parse_error&) {
+  }
+  // A file's TOML is UTF-8 (the parser refuses other bytes); a --set value's bare words are the
+  // shell's bytes: a path in another encoding trained, and then failed every checkpoint's JSON.
+  if (const auto* words = std::get_if<std::string>(&value); words && !is_valid_utf8(*words)) {
+    problems.add("--set " + replace_invalid_utf8(text) + ": the value is not UTF-8 text (a " +
+                 "file name in another encoding?); config values are UTF-8: rename the file, " +
+                 "or link it under a UTF-8 name");
+    return;
   }
   RawTable& t = raw[table];
   if (t.where.file.empty()) t.where = where;
@@ -629,7 +638,8 @@ const char* given_alias(const Options& options, const std::string& name) {
 
 std::string Config::to_toml() const {
   std::ostringstream os;
-  os << "# resolved configuration of " << source_ << "\n";
+  // The config file's path as the shell gave it: printed into checkpoints' JSON, so as UTF-8.
+  os << "# resolved configuration of " << replace_invalid_utf8(source_) << "\n";
   auto print = [&os](const Options& options) {
     os << "\n[" << options.table() << "]\n";
     for (const auto& spec : options.specs()) {

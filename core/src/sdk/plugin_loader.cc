@@ -256,8 +256,20 @@ std::string builtin_plugin_dir() {
 }
 
 PluginRecord load_plugin_file(const std::string& path) {
-  if (!fs::exists(path)) {
-    throw PluginError("plugin file " + path + " does not exist");
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    // A link whose target went (a rebuilt or removed build folder) is listed in its folder and
+    // shadows the same plugin in later folders.
+    const fs::path target = fs::is_symlink(path, ec) ? fs::read_symlink(path, ec) : fs::path();
+    if (!target.empty()) {
+      throw PluginError("plugin file " + path + " is a broken symbolic link (to " +
+                        target.string() +
+                        "): remove it or rebuild the plugin; it hides that plugin in later "
+                        "folders of the search path (plugins.dirs, ZT_PLUGIN_PATH)");
+    }
+    throw PluginError("plugin file " + path +
+                      " does not exist; check the path, or list the plugins found with trainer "
+                      "plugins");
   }
   if (!looks_like_elf(path)) {
     throw PluginError("plugin file " + path +

@@ -1,6 +1,8 @@
 #include "zt/host/child_process.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +57,7 @@ pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
 
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
@@ -62,6 +65,11 @@ pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_
     throw IoError(std::string("cannot fork to run ") + argv.at(0) + ": " + std::strerror(err));
   }
   if (pid == 0) {
+    // A parent killed without a word (SIGKILL, the OOM killer) stops its job too: a trainer gets
+    // SIGTERM (it saves and stops) instead of training its whole run.steps with no one to read
+    // its end or enforce a deadline. The setting survives exec; a parent gone already counts.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(128 + SIGTERM);
     ::dup2(log, STDOUT_FILENO);
     ::dup2(log, STDERR_FILENO);
     for (const char* name : kRankEnv) ::unsetenv(name);

@@ -20,6 +20,8 @@ namespace zt {
 // Starts `argv` (argv[0] a path) with stdout and stderr appended to `log_path` (created, or
 // truncated first when `truncate`). Returns the child's pid. Throws IoError when the log cannot
 // be opened or fork fails; an exec failure shows as exit code 127 with the reason in the log.
+// The child gets SIGTERM when the calling thread ends (the kernel's parent-death signal: this
+// process killed outright, or that thread gone): call it from a thread that outlives the child.
 ZT_API pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_path,
                           bool truncate = true);
 

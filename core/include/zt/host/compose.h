@@ -113,11 +113,13 @@ ZT_API std::vector<std::string> remove_offload_leftovers(const EngineSettings& s
 // tiers' folders from the ranks: with ZT_OFFLOAD_NOTES naming a folder in their environment,
 // each rank writes there the <path>/zt-<job> of every file tier it makes, before any file. After
 // the ranks ended, this removes each noted folder of job `job` that is still there (a killed
-// rank ran no destructor), then the notes folder itself; returns the folders removed. `job` ""
-// (a launcher that started another launcher, whose job id it never learns): every noted
-// zt-<job> folder, the notes folder being that one job's alone.
+// rank ran no destructor), then the notes folder itself unless `keep_notes` (a folder this
+// launcher was given, whose giver reads it after); returns the folders removed. `job` "" (a
+// launcher that started another launcher, whose job id it never learns): every noted zt-<job>
+// folder, the notes folder being that one job's alone.
 ZT_API std::vector<std::string> remove_noted_offload_folders(const std::string& notes,
-                                                             const std::string& job);
+                                                             const std::string& job,
+                                                             bool keep_notes = false);
 // A private folder under TMPDIR for ZT_OFFLOAD_NOTES; "" (with a warning on stderr) where none
 // can be made: the job runs, and a killed rank's files stay.
 ZT_API std::string make_offload_notes_folder();
