@@ -1,6 +1,8 @@
 // zt/host/file_lock.h: the exclusive lock the checkpoint folder and prepare-data's output hold.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,6 +31,30 @@ TEST_CASE("file lock: one holder at a time, released when its holder ends") {
   ExclusiveFileLock after(path);
   CHECK(after.held());
   CHECK(fs::exists(path));  // the file stays: removing it would race a new taker
+}
+
+TEST_CASE("file lock: shared with the programs its holder starts, it lasts until they end") {
+  zt::test::TempDir dir;
+  const std::string path = (dir.path() / "job.lock").string();
+  pid_t child = -1;
+  {
+    ExclusiveFileLock holder(path);
+    REQUIRE(holder.held());
+    holder.share_with_children();
+    child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {
+      ::execl("/bin/sleep", "sleep", "30", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  // The holder's own file is closed; the child's copy of it (across exec) still holds the lock.
+  const ExclusiveFileLock while_child(path);
+  CHECK(while_child.state() == ExclusiveFileLock::State::busy);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  const ExclusiveFileLock after(path);
+  CHECK(after.held());
 }
 
 TEST_CASE("file lock: the holder is named to the one refused") {

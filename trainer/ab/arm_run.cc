@@ -181,11 +181,12 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
 namespace {
 
 // What the kind of a run's failure is by its exit code: zt's own codes as they are; a crash
-// (SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL: the program's fault, not the machine's) internal;
-// anything else (killed from outside, the OOM killer's SIGKILL) the environment's, as I/O.
+// (SIGSEGV, SIGABRT, SIGFPE, SIGILL: the program's fault, not the machine's) internal; anything
+// else the environment's, as I/O: killed from outside, the OOM killer's SIGKILL, a SIGBUS (a
+// full /dev/shm, a mapped file cut short under the job).
 ErrorKind kind_of_exit(int code) {
   if (code >= 2 && code <= 7) return static_cast<ErrorKind>(code);
-  for (const int crash : {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL}) {
+  for (const int crash : {SIGSEGV, SIGABRT, SIGFPE, SIGILL}) {
     if (code == 128 + crash) return ErrorKind::kInternal;
   }
   return ErrorKind::kIo;

@@ -21,6 +21,9 @@ OutFolderLock::OutFolderLock(const std::string& out_dir, const std::string& comm
   switch (lock_.state()) {
     case ExclusiveFileLock::State::held:
       lock_.record_holder();  // for the message another command gets
+      // Killed outright, this command's run (its trainer job) stops on its parent-death signal
+      // but may still save into its folder for a while: the lock stays until it ends too.
+      lock_.share_with_children();
       return;
     case ExclusiveFileLock::State::busy: {
       const std::string holder = lock_.holder();

@@ -13,10 +13,11 @@ namespace zt::trainer {
 
 class OutFolderLock {
  public:
-  // Creates `out_dir` and locks out_dir/.zt-lock for as long as the object lives (the kernel
-  // releases it however the process ends). `command`: "trainer ab" or "trainer tune", for the
-  // message. Throws ConfigError naming the holder when another process holds it, IoError when
-  // the folder cannot be made or its lock file opened. A file system without locks is let be.
+  // Creates `out_dir` and locks out_dir/.zt-lock for as long as the object lives and the runs it
+  // started run (the kernel releases it however the last of them ends). `command`: "trainer ab" or
+  // "trainer tune", for the message. Throws ConfigError naming the holder when another process
+  // holds it, IoError when the folder cannot be made or its lock file opened. A file system without
+  // locks is let be.
   OutFolderLock(const std::string& out_dir, const std::string& command);
 
  private:

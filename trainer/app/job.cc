@@ -217,7 +217,10 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   for (const auto& folder : left) {
     std::cerr << "zt: removed offload files left by stopped ranks: " << folder << "\n";
   }
-  if (!job.ab.arms.empty()) remove_left_switch_states(job.ab.switch_dir);
+  // Only a live A/B training's: its ab.switch_dir was checked before launch (a folder that holds
+  // checkpoint.dir or run.out_dir is refused); an evaluation or a smoke run switches nothing.
+  if (training && job.run.task == "train" && !job.ab.arms.empty())
+    remove_left_switch_states(job.ab.switch_dir);
   return result.exit_code;
 }
 

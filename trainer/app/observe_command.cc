@@ -31,7 +31,8 @@ std::vector<std::pair<int, std::string>> rank_files(const std::string& dir) {
   // A folder that exists but cannot be read is not one without files: the advice to run the job
   // again would be wrong.
   if (ec && ec != std::errc::no_such_file_or_directory) {
-    throw IoError("cannot list " + dir + " (" + ec.message() + "); make it readable");
+    throw IoError("cannot list " + dir + " (" + ec.message() +
+                  "); make it readable, or give the run's folder or its trace folder");
   }
   for (const auto& entry : entries) {
     std::smatch m;

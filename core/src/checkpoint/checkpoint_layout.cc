@@ -432,7 +432,8 @@ std::string lock_path_in(const std::string& dir) {
   fs::create_directories(dir, ec);
   if (ec) {
     throw IoError("cannot create the folder " + dir + " (" + ec.message() +
-                  "): checkpoint.dir must be a folder this job can write; give another");
+                  "): give a folder this job can write (checkpoint.dir, ab.switch_dir or "
+                  "save_checkpoint's directory, as this job saves there)");
   }
   return (fs::path(dir) / ckpt::kLockName).string();
 }

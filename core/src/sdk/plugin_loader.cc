@@ -257,7 +257,12 @@ std::string builtin_plugin_dir() {
 
 PluginRecord load_plugin_file(const std::string& path) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) {
+  const bool exists = fs::exists(path, ec);
+  if (ec) {  // a folder this user may not search: not "does not exist"
+    throw PluginError("cannot look at plugin file " + path + " (" + ec.message() +
+                      "); make its folder readable, or remove it from the plugin search path");
+  }
+  if (!exists) {
     // A link whose target went (a rebuilt or removed build folder) is listed in its folder and
     // shadows the same plugin in later folders.
     const fs::path target = fs::is_symlink(path, ec) ? fs::read_symlink(path, ec) : fs::path();

@@ -9,6 +9,10 @@
 
 namespace zt {
 
+void ExclusiveFileLock::share_with_children() const {
+  if (fd_ >= 0) ::fcntl(fd_, F_SETFD, ::fcntl(fd_, F_GETFD) & ~FD_CLOEXEC);
+}
+
 ExclusiveFileLock::ExclusiveFileLock(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) {

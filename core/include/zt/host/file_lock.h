@@ -42,6 +42,11 @@ class ZT_API ExclusiveFileLock {
   // Writes "pid N on HOST" into the file, for the message another process's holder() gives.
   // Best effort: the lock is what counts. Only while held().
   void record_holder() const;
+  // Lets the programs this process starts (fork + exec) inherit the locked file, so the lock
+  // lasts until the last of them ends too: a command killed outright while its child still
+  // works in the folder (the child stopping on its parent-death signal) keeps it held. Only
+  // while held().
+  void share_with_children() const;
 
  private:
   std::string path_;
