@@ -33,17 +33,16 @@ std::shared_ptr<const data::BpeTokenizer> DataStream::tokenizer() const {
 
 std::pair<at::Tensor, at::Tensor> DataStream::get(int64_t step_start, int micro, int rank,
                                                   int world) const {
-  // The script's arguments, checked here with a way out: the data source's own check is for
-  // zt's callers, and would call a script's slip an internal error.
-  // Validation data has one micro step (grad_accum 1), training data data.grad_accum.
-  const int64_t micro_steps = source_->grad_accum();
-  if (step_start < 0 || world < 1 || rank < 0 || rank >= world || micro < 0 ||
-      micro >= micro_steps) {
+  // The script's arguments, checked here with a way out: the data source's own refusal is for
+  // zt's callers, and would call a script's slip an internal error. Validation data has one
+  // micro step (grad_accum 1), training data data.grad_accum.
+  if (!source_->holds_slice(step_start, micro, rank, world)) {
     throw ConfigError("zt.Data.get(step_start=" + std::to_string(step_start) +
                       ", micro=" + std::to_string(micro) + ", rank=" + std::to_string(rank) +
                       ", world=" + std::to_string(world) +
                       "): step_start >= 0, 0 <= rank < world and 0 <= micro < " +
-                      std::to_string(micro_steps) + " (data.grad_accum; 1 for validation data)");
+                      std::to_string(source_->grad_accum()) +
+                      " (data.grad_accum; 1 for validation data)");
   }
   data::Batch b = source_->get(step_start, micro, rank, world);
   return {b.input, b.target};

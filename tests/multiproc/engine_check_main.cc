@@ -987,13 +987,14 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
   if (compare_only_resume && a["compare"].empty())
     throw zt::ConfigError(
         "a resumed coded or stochastic run is checked by --compare only; give it");
-  const int64_t first = compare_only_resume
-                            ? zt::CheckpointReader(zt::resolve_checkpoint(a["ckpt_dir"])).step()
-                        : a["load"] == "true" ? resume(engine, reference, a, opt, accessors)
-                                              : 0;
-  if (compare_only_resume) {
-    engine.load_checkpoint(zt::CheckpointReader(zt::resolve_checkpoint(a["ckpt_dir"])));
+  int64_t first = 0;
+  if (compare_only_resume) {  // loaded without the reference replaying the saved steps
+    const zt::CheckpointReader reader(zt::resolve_checkpoint(a["ckpt_dir"]));
+    engine.load_checkpoint(reader);
+    first = reader.step();
     coded.reset();
+  } else if (a["load"] == "true") {
+    first = resume(engine, reference, a, opt, accessors);
   }
   auto saver = make_saver(a, *store, env, timeout, setup->tiers.job);
   const at::ScalarType dt = opt.compute_dtype;

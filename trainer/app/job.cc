@@ -137,9 +137,8 @@ void remove_left_switch_states(const std::string& switch_dir) {
   if (!std::filesystem::exists(switch_dir, ec)) return;  // the lock would make it
   try {
     const CheckpointDirLock held(switch_dir);
-    const std::vector<std::string> left = remove_saves(switch_dir);
-    remove_checkpoint_dir(switch_dir);  // its lock, and the folder once empty
-    for (const std::string& folder : left) {
+    // The saves, its lock, and the folder once empty.
+    for (const std::string& folder : remove_checkpoint_dir(switch_dir)) {
       std::cerr << "zt: removed " << folder << ", model states the stopped live A/B job left\n";
     }
   } catch (const Error&) {  // another job's folder, or one this launcher cannot lock: left

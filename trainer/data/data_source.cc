@@ -341,25 +341,30 @@ DataSource::~DataSource() = default;
 
 namespace {
 
-void check_slice(int64_t step_start, int micro, int64_t grad_accum, int rank, int world) {
-  if (step_start < 0 || micro < 0 || micro >= grad_accum || world < 1 || rank < 0 ||
-      rank >= world) {
-    throw InternalError("data source asked for micro step " + std::to_string(micro) +
-                        " (grad_accum " + std::to_string(grad_accum) + ") of rank " +
-                        std::to_string(rank) + " of world " + std::to_string(world) +
-                        " from sample " + std::to_string(step_start));
-  }
+[[noreturn]] void slice_refused(int64_t step_start, int micro, int64_t grad_accum, int rank,
+                                int world) {
+  throw InternalError("data source asked for micro step " + std::to_string(micro) +
+                      " (grad_accum " + std::to_string(grad_accum) + ") of rank " +
+                      std::to_string(rank) + " of world " + std::to_string(world) +
+                      " from sample " + std::to_string(step_start));
 }
 
 }  // namespace
 
+bool DataSource::holds_slice(int64_t step_start, int micro, int rank, int world) const {
+  return step_start >= 0 && micro >= 0 && micro < grad_accum_ && world >= 1 && rank >= 0 &&
+         rank < world;
+}
+
 Batch DataSource::get(int64_t step_start, int micro, int rank, int world) const {
-  check_slice(step_start, micro, grad_accum_, rank, world);
+  if (!holds_slice(step_start, micro, rank, world))
+    slice_refused(step_start, micro, grad_accum_, rank, world);
   return get_samples(step_start + (int64_t{micro} * world + rank) * micro_batch_, micro_batch_);
 }
 
 Batch DataSource::global_batch(int64_t step_start, int micro, int world) const {
-  check_slice(step_start, micro, grad_accum_, 0, world);
+  if (!holds_slice(step_start, micro, 0, world))
+    slice_refused(step_start, micro, grad_accum_, 0, world);
   return get_samples(step_start + int64_t{micro} * world * micro_batch_, world * micro_batch_);
 }
 

@@ -52,8 +52,11 @@ class DataSource {
   virtual Batch get_samples(int64_t first, int64_t count) const = 0;
   // The micro_batch samples `rank` trains on at micro step `micro` of the optimizer step whose
   // global batch starts at sample `step_start`.
-  // REQUIRES: step_start >= 0, 0 <= micro < grad_accum, 0 <= rank < world.
+  // REQUIRES: holds_slice(step_start, micro, rank, world).
   Batch get(int64_t step_start, int micro, int rank, int world) const;
+  // Whether get() takes these: step_start >= 0, 0 <= micro < grad_accum, 0 <= rank < world (a
+  // caller that has the numbers from a user, zt.Data, checks them with it first).
+  bool holds_slice(int64_t step_start, int micro, int rank, int world) const;
   // Micro step `micro`'s samples of every rank, in rank order: what a single-process reference
   // with world * micro_batch samples per micro step trains on.
   Batch global_batch(int64_t step_start, int micro, int world) const;

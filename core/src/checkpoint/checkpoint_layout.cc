@@ -483,11 +483,12 @@ std::vector<std::string> remove_saves(const std::string& dir) {
   return removed;
 }
 
-void remove_checkpoint_dir(const std::string& dir) {
-  remove_saves(dir);
+std::vector<std::string> remove_checkpoint_dir(const std::string& dir) {
+  std::vector<std::string> removed = remove_saves(dir);
   std::error_code ec;
   fs::remove(fs::path(dir) / ckpt::kLockName, ec);
   fs::remove(dir, ec);  // only when empty
+  return removed;
 }
 
 }  // namespace zt

@@ -213,8 +213,9 @@ class ZT_API CheckpointDirLock {
 // it removed. Best effort: what cannot be removed is left.
 ZT_API std::vector<std::string> remove_saves(const std::string& dir);
 // remove_saves, then the lock, then `dir` itself when that leaves it empty. Anything else stays,
-// so a `dir` given by mistake as a folder with other contents loses none of them.
-ZT_API void remove_checkpoint_dir(const std::string& dir);
+// so a `dir` given by mistake as a folder with other contents loses none of them. Returns what
+// remove_saves removed.
+ZT_API std::vector<std::string> remove_checkpoint_dir(const std::string& dir);
 
 // What a rank's last line says to do when an open, lookup or read of a checkpoint's files outlives
 // the reader's io_limit (below).
