@@ -761,19 +761,24 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
   CHECK(!contains(once_log, "killing all ranks"));
   CHECK(!zt::latest_checkpoint(twice.file("out/checkpoints")).empty());
 
-  // Steps of 16 micro steps of a few hundred ms each: the ranks are still in the step they
-  // finish when the second SIGINT comes, 1.2 s after the first (sent as the first step ends).
+  // Steps of 16 micro steps of about a second each here: the ranks are still in the step they
+  // finish when the second SIGINT comes, 1.2 s after the first.
   TempDir dir;
-  // A GPT whose steps take 16 micro steps of a few hundred ms each, training until stopped.
+  // A GPT whose steps take 16 micro steps of about a second each, training until stopped.
   auto slow_steps = [](const std::string& out_dir) {
     return zt::test::small_gpt_job(out_dir,
                                    "--set run.steps=100000 --set model.n_layer=6 --set "
                                    "model.d_model=512 --set model.n_head=8 --set model.seq_len=128 "
                                    "--set data.micro_batch=8 --set data.grad_accum=16");
   };
+  // The first signal comes well inside the second step: the ranks agree on a stop after the
+  // step's metrics line, so a signal sent as that line appears may still stop them after the
+  // first step, saving before the second signal comes.
+  const auto inside_second_step = std::chrono::seconds(2);
   BackgroundJob job(slow_steps(dir.file("out")), dir.file("job.log"));
   REQUIRE(wait_until([&] { return zt::test::losses_of(dir.file("out/metrics.jsonl")).size() >= 1; },
                      std::chrono::seconds(120)));
+  std::this_thread::sleep_for(inside_second_step);
   REQUIRE(kill(job.pid(), SIGINT) == 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   REQUIRE(kill(job.pid(), SIGINT) == 0);
@@ -795,6 +800,7 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
   const std::vector<pid_t> ranks = {second.rank_pid(0), second.rank_pid(1)};
   REQUIRE(ranks[0] > 0);
   REQUIRE(ranks[1] > 0);
+  std::this_thread::sleep_for(inside_second_step);
   REQUIRE(kill(second.pid(), SIGTERM) == 0);
   // Past the ranks' 1 s window for a signal forwarded twice, and within the step or the save.
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));

@@ -8,12 +8,14 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,8 +32,24 @@ namespace zt {
 namespace {
 
 std::atomic<int> g_forwarded_signal{0};
+// When the kernel delivered g_forwarded_signal (CLOCK_MONOTONIC, steady_clock's clock): a busy
+// launcher may act on it late, and the same Ctrl-C twice is told from Ctrl-C again by when they
+// came, not by when the launcher looked.
+std::atomic<int64_t> g_forwarded_at_ns{0};
 
-void on_signal(int sig) { g_forwarded_signal.store(sig); }
+void on_signal(int sig) {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe
+  g_forwarded_at_ns.store(static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec);
+  g_forwarded_signal.store(sig);
+}
+
+// The signal delivered since the last call (0: none) and when it came.
+int take_forwarded_signal(std::chrono::steady_clock::time_point* at) {
+  const int sig = g_forwarded_signal.exchange(0);
+  *at = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(g_forwarded_at_ns.load()));
+  return sig;
+}
 
 // The status of a rank that ended unseen: waitpid said it is no longer this process's child, so
 // how it ended is unknown (neither WIFEXITED nor WIFSIGNALED holds for it).
@@ -274,12 +292,13 @@ class Supervisor {
 
   LaunchResult run() {
     const auto begin = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point signal_at;
     // A signal that came while the ranks started (start_forked stops waiting for them on one).
-    if (int sig = g_forwarded_signal.exchange(0); sig != 0) on_launcher_signal(sig);
+    if (int sig = take_forwarded_signal(&signal_at); sig != 0) on_launcher_signal(sig, signal_at);
     while (alive_ > 0) {
       if (reap_all()) continue;
       auto now = std::chrono::steady_clock::now();
-      if (int sig = g_forwarded_signal.exchange(0); sig != 0) on_launcher_signal(sig);
+      if (int sig = take_forwarded_signal(&signal_at); sig != 0) on_launcher_signal(sig, signal_at);
       if (!stopping_ && spec_.timeout.count() > 0 && now - begin > spec_.timeout) {
         begin_stop("job exceeded its " + std::to_string(spec_.timeout.count()) +
                        " ms limit; stopping all ranks",
@@ -437,19 +456,20 @@ class Supervisor {
     }
   }
 
-  void on_launcher_signal(int sig) {
+  // `at`: when the signal came.
+  void on_launcher_signal(int sig, std::chrono::steady_clock::time_point at) {
     result_.launcher_signal = sig;
     if (result_.failed_rank >= 0 && !stopping_) {
       // A rank failed already: the others cannot finish a step without it, so no draining;
       // they get `grace`, and the failure stays what the result reports.
       begin_stop(result_.message, result_.exit_code);
-      stop_signal_at_ = std::chrono::steady_clock::now();
+      stop_signal_at_ = at;
       return;
     }
     if (stopping_ && stop_signal_at_ == std::chrono::steady_clock::time_point{}) {
       // The first signal of a stop that a failure or the timeout began: the ranks keep their
       // grace (a flight record may be on its way out); a Ctrl-C a second or more later kills.
-      stop_signal_at_ = std::chrono::steady_clock::now();
+      stop_signal_at_ = at;
       return;
     }
     if (stopping_ && sig != SIGINT) {
@@ -457,7 +477,7 @@ class Supervisor {
       // need the KillWait that follows, and the drain deadline bounds the wait all the same.
       return;
     }
-    if (stopping_ && std::chrono::steady_clock::now() - stop_signal_at_ < std::chrono::seconds(1)) {
+    if (stopping_ && at - stop_signal_at_ < std::chrono::seconds(1)) {
       // The same Ctrl-C twice (the terminal's to the process group and a wrapper's forwarded
       // copy), as the ranks read it too: the save goes on.
       return;
@@ -474,7 +494,7 @@ class Supervisor {
     if (spec_.drain.count() <= 0) {
       begin_stop(std::string("launcher received ") + strsignal(sig) + "; stopping all ranks",
                  128 + sig);
-      stop_signal_at_ = std::chrono::steady_clock::now();
+      stop_signal_at_ = at;
       return;
     }
     result_.message = std::string("launcher received ") + strsignal(sig) +
@@ -483,7 +503,7 @@ class Supervisor {
     stopping_ = true;
     draining_ = true;
     stop_all(sig);
-    stop_signal_at_ = std::chrono::steady_clock::now();
+    stop_signal_at_ = at;
     kill_at_ = stop_signal_at_ + spec_.drain;
   }
 
