@@ -741,6 +741,27 @@ TEST_CASE("signals: SIGUSR1 (Slurm's warning before preemption) stops the job th
   CHECK(!zt::latest_checkpoint(dir.file("out/checkpoints")).empty());
 }
 
+TEST_CASE("signals: with checkpoint.save_on_stop = false a stop saves nothing") {
+  // As trainer tune's trials stop: after the step, without the checkpoint a stop would write.
+  TempDir dir;
+  BackgroundJob job(
+      quiet_small_gpt_job(dir.file("out"),
+                          "--set run.steps=100000 --set checkpoint.save_on_stop=false"),
+      dir.file("job.log"));
+  REQUIRE(wait_until([&] { return zt::test::losses_of(dir.file("out/metrics.jsonl")).size() >= 3; },
+                     std::chrono::seconds(60)));
+  REQUIRE(kill(job.pid(), SIGTERM) == 0);
+  const int exit_code = job.wait(std::chrono::seconds(60));
+  const std::string log = zt::test::read_file(dir.file("job.log"));
+  INFO(log);
+  CHECK(exit_code == 0);
+  CHECK(contains(log, "zt: stopped by SIGTERM after step "));
+  CHECK(contains(log, "nothing saved at the stop (checkpoint.save_on_stop = false); newest "
+                      "checkpoint: none"));
+  CHECK(zt::latest_checkpoint(dir.file("out/checkpoints")).empty());
+  CHECK_FALSE(contains(log, "checkpoint: step"));
+}
+
 TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second later stops the "
           "ranks at once, a second SIGTERM lets them save") {
   // The terminal's SIGINT and a wrapper's forwarded copy, 20 ms apart: one stop, with its save.

@@ -678,12 +678,13 @@ bool run_micro_steps(zt::Engine& engine, const zt::EngineOptions& opt, const zt:
 }
 
 // An inf loss on the last rank without loss scaling (--force_overflow_step): step() throws on
-// every rank, naming the micro step where the loss was and the other rank elsewhere.
+// every rank, naming the micro step where the loss was, and that rank elsewhere.
 void check_loss_error(const std::string& what, const zt::RankEnv& env, int64_t step) {
   const std::string at_step = " at step " + std::to_string(step + 1);
   const std::string want = env.rank == env.world - 1
                                ? "loss is inf" + at_step + " (micro step 1)"
-                               : "a loss on another rank is not finite" + at_step;
+                               : "the loss on rank " + std::to_string(env.world - 1) +
+                                     " is not finite" + at_step + " (this rank's were)";
   if (what.find(want) == std::string::npos ||
       what.find("nothing of the step was applied") == std::string::npos) {
     throw CheckFailed("step " + std::to_string(step + 1) + " threw \"" + what +

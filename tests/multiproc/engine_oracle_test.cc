@@ -408,7 +408,23 @@ TEST_CASE("offload: fractions, no pipelining, accumulation + clipping, bf16, che
       {2,
        {"--stage", "2", "--shard", "shard_bucket", "--dtype", "bf16", "--loss_scale", "true",
         "--offload_optimizer", "offload_nvme", "--steps", "5", "--force_overflow_step", "3"}});
-  expect_all_ok(cases);
+  // The first case with everything offloaded: what the fractions of 0.5 took half of.
+  const size_t whole = cases.size();
+  cases.push_back({2,
+                   {"--stage", "3", "--shard", "shard_tensor", "--hidden", "100",
+                    "--offload_optimizer", "offload_cpu", "--offload_param", "offload_cpu"}});
+  const auto r = expect_all_ok(cases);
+  for (const char* role : {"offload_param", "offload_optimizer"}) {
+    CAPTURE(role);
+    const int64_t all = report_field(r[whole].reports[0], role);
+    for (size_t i : {size_t{0}, size_t{1}}) {
+      // Whole groups in model order until the share is reached: some, not all (this model's
+      // middle layer holds most of its bytes, so the share is not near half).
+      const int64_t half = report_field(r[i].reports[0], role);
+      CHECK(half > 0);
+      CHECK(half < all);
+    }
+  }
 }
 
 TEST_CASE("offload: gradient shards kept in the NVMe tier, accumulated over micro steps") {

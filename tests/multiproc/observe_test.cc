@@ -107,7 +107,8 @@ TEST_CASE("trace: every rank's timeline nests, lines up across ranks and merges 
   TempDir dir;
   const auto r = run_command(zt::test::small_gpt_job(
       dir.file("run"), "--set run.steps=5 --set trace.enabled=true --set 'trace.steps=[2, 3]' "
-                       "--set checkpoint.every_steps=3 --set model.activation_checkpointing=true"));
+                       "--set checkpoint.every_steps=3 --set model.activation_checkpointing=true "
+                       "--set run.name=traced-run"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   std::vector<std::pair<double, double>> step2;
@@ -138,6 +139,7 @@ TEST_CASE("trace: every rank's timeline nests, lines up across ranks and merges 
     CHECK(gather_with_bytes);
     CHECK(trace["otherData"]["engine_times"]["forward_backward"].get<double>() > 0);
     CHECK(trace["otherData"]["world"] == 2);
+    CHECK(trace["otherData"]["run"] == "traced-run");
     step2.push_back(span_of(compute, "step 2"));
   }
   // One clock: each rank's step 2 waits in its collectives for the other's step 2, so on a clock
@@ -416,18 +418,31 @@ TEST_CASE("flight recorder: a skipped collective is found, and the job exits 4 i
 TEST_CASE("flight recorder: SIGUSR2 makes a running rank write its record and go on") {
   TempDir dir;
   // One rank, started in the background; SIGUSR2 once it trains; it finishes normally.
+  // launch.flight_records: the record keeps the last 16 of the job's thousands of collectives.
   const std::string job = zt::test::small_gpt_job(
-      dir.file("run"), "--set launch.nproc=1 --set run.steps=1000 --set run.log_every=100");
+      dir.file("run"), "--set launch.nproc=1 --set run.steps=1000 --set run.log_every=100 "
+                       "--set launch.flight_records=16");
   const auto r = run_command("(" + job + " > " + dir.file("log") +
                              " 2>&1 & pid=$!; for i in $(seq 200); do grep -q 'step 100/' " +
                              dir.file("log") +
                              " 2>/dev/null && break; sleep 0.1; done; kill "
                              "-USR2 $pid; wait $pid; echo exit=$?)");
-  INFO(r.output << zt::test::read_file(dir.file("log")));
+  const std::string log = zt::test::read_file(dir.file("log"));
+  INFO(r.output << log);
   CHECK(contains(r.output, "exit=0"));
+  // run.log_every: a progress line every 100 steps, none between.
+  CHECK(contains(log, "step 1000/1000"));
+  CHECK_FALSE(contains(log, "step 101/"));
+  CHECK_FALSE(contains(log, "step 999/"));
   const json dump = read_json(dir.file("run/flight/rank-0.json"));
   CHECK(dump["reason"] == "SIGUSR2");
-  CHECK(dump["collectives"].size() > 0);
+  REQUIRE(dump["collectives"].size() == 16);
+  // The last 16, in order: caught after step 100, the job had issued far more.
+  CHECK(dump["collectives"].back()["seq"].get<int64_t>() > 100);
+  for (size_t i = 1; i < dump["collectives"].size(); ++i) {
+    CHECK(dump["collectives"][i]["seq"].get<int64_t>() ==
+          dump["collectives"][i - 1]["seq"].get<int64_t>() + 1);
+  }
   const auto flight = run_command(std::string(ZT_TEST_TRAINER) + " flight " + dir.file("run"));
   CHECK(flight.exit_code == 0);
   // Caught between collectives, or inside one (then named as the op it waits in).

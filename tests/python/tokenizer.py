@@ -80,6 +80,15 @@ def main():
             assert window and window in corpus, window
         text_config = dict(config, data={"kind": "text", "path": path})
         assert zt.data(text_config).tokenizer is None
+        # data.tokenizer_dir is where the files are looked for (when .tokenizer is first read): a
+        # folder without them is named.
+        empty = os.path.join(d, "no-tokenizers")
+        os.mkdir(empty)
+        try:
+            zt.data(dict(config, data=dict(config["data"], tokenizer_dir=empty))).tokenizer
+            raise AssertionError("a tokenizer_dir without the gpt2 files was not read")
+        except zt.ConfigError as e:
+            assert empty in str(e), e
     print("tokenizer: ok")
 
 

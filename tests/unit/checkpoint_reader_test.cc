@@ -95,6 +95,28 @@ TEST_CASE("checkpoint reader: missing and short rank files") {
   CHECK_MESSAGE(has(m, "truncated"), m);
 }
 
+TEST_CASE(
+    "checkpoint reader: a manifest that cannot be looked at is said as that, not as missing") {
+  // A loop of links stands for any lookup that fails other than by absence (a folder without
+  // search permission reads the same, but not to root, who runs these tests).
+  Saved s;
+  for (const char* name : {"manifest.json", "manifest.json.crc32"}) {
+    CAPTURE(name);
+    const fs::path file = s.folder / name;
+    const fs::path kept = s.folder / "kept";
+    fs::rename(file, kept);
+    fs::create_symlink(file.filename(), file);  // points at itself
+    const std::string m = error_of<zt::IoError>([&] { zt::CheckpointReader r(s.folder.string()); });
+    CHECK_MESSAGE(has(m, "cannot look at " + file.string() + ": "), m);
+    CHECK_MESSAGE(has(m, "symbolic links"), m);  // the system's own words for ELOOP
+    CHECK_MESSAGE(!has(m, "not a checkpoint"), m);
+    CHECK_MESSAGE(!has(m, "missing"), m);
+    fs::remove(file);
+    fs::rename(kept, file);
+  }
+  CHECK_NOTHROW(zt::CheckpointReader(s.folder.string()));
+}
+
 TEST_CASE("checkpoint reader: folders that are not checkpoints") {
   zt::test::TempDir dir;
   std::string m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(dir.path().string()); });

@@ -107,6 +107,29 @@ TEST_CASE("--set overrides apply after the file, with bare words as strings") {
   CHECK(contains(e, "expected section.key=value"));
 }
 
+TEST_CASE("[precision], [launch] and [zero] keys reach the engine's options where they act") {
+  // Keys whose effect a CPU job cannot show (the loss scaler acts in fp16 only, on a GPU) or
+  // shows only in its timing: each set to a value unlike its default and unlike the others.
+  const zt::EngineSettings s = zt::EngineSettings::of(zt::Config::load_string(
+      std::string(kSmoke) +
+          "[precision]\ninitial_scale = 1024\nmin_scale = 2\nmax_scale = 4096\n"
+          "growth_factor = 3\nbackoff_factor = 0.25\ngrowth_interval = 7\nhysteresis = 5\n"
+          "[launch]\nmaster_addr = \"10.1.2.3\"\nflight_records = 99\n"
+          "[zero]\nstage = 2\ngradient_predivide_factor = 4\n",
+      "job.toml"));
+  const zt::LossScalerOptions& scaler = s.options.scaler;
+  CHECK(scaler.initial_scale == 1024);
+  CHECK(scaler.min_scale == 2);
+  CHECK(scaler.max_scale == 4096);
+  CHECK(scaler.growth_factor == 3);
+  CHECK(scaler.backoff_factor == 0.25);
+  CHECK(scaler.growth_interval == 7);
+  CHECK(scaler.hysteresis == 5);
+  CHECK(s.launch.master_addr == "10.1.2.3");
+  CHECK(s.launch.flight_records == 99);
+  CHECK(s.options.gradient_predivide_factor == 4);
+}
+
 TEST_CASE("plugin selections must exist and be of the right kind") {
   std::string e = error_of(std::string(kSmoke) + "[plugins]\ncomm = \"comm_ucz\"\n");
   CHECK(contains(e, "job.toml:4:8: plugin 'comm_ucz' not found (did you mean 'comm_ucx'?)"));

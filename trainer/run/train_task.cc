@@ -559,11 +559,16 @@ void finish_train(TrainRun& run, TrainSummary& summary, const CheckpointSettings
   if (leader) print_summary(summary);
   if (leader && summary.stopped_by != 0) {
     const std::string latest = latest_checkpoint(settings.dir);
-    std::printf("zt: %s%s after step %lld of %lld; newest checkpoint: %s; continue with "
+    // Without a save at the stop, --resume auto goes back to the newest save, not to this step.
+    std::printf("zt: %s%s after step %lld of %lld; %snewest checkpoint: %s; continue with "
                 "--resume auto\n",
                 kStoppedByPrefix, stop_signal_name(summary.stopped_by).c_str(),
                 static_cast<long long>(summary.stopped_after),
-                static_cast<long long>(options.steps), latest.empty() ? "none" : latest.c_str());
+                static_cast<long long>(options.steps),
+                settings.save_on_stop ? ""
+                                      : "nothing saved at the stop (checkpoint.save_on_stop = "
+                                        "false); ",
+                latest.empty() ? "none" : latest.c_str());
     std::fflush(stdout);
   }
   if (run.live.on()) finish_live_ab(run, options.out_dir, leader);

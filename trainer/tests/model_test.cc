@@ -412,14 +412,25 @@ TEST_CASE("the units run in order equal a monolithic forward") {
   at::Tensor whole = reference_gpt(*model, ids);
   CHECK(at::allclose(units, whole, 1e-5, 1e-6));
 
-  auto mlp = model_of(
-      config_of("[model]\nkind = \"mlp\"\nwidth = 12\ndepth = 3\nactivation = \"relu\"\n"));
-  auto p = by_name(*mlp);
-  at::Tensor x = at::randn({4, 12});
-  at::Tensor ref = at::relu(at::linear(x, p.at("layer0.weight"), p.at("layer0.bias")));
-  ref = at::relu(at::linear(ref, p.at("layer1.weight"), p.at("layer1.bias")));
-  ref = at::linear(ref, p.at("layer2.weight"), p.at("layer2.bias"));
-  CHECK(at::allclose(zt::models::run_units(*mlp, x), ref, 1e-5, 1e-6));
+  // model.activation between the MLP's layers (none after the last); the three differ on x.
+  const at::Tensor x = at::randn({4, 12});
+  std::vector<at::Tensor> outputs;
+  for (const std::string activation : {"relu", "gelu", "none"}) {
+    CAPTURE(activation);
+    auto mlp = model_of(config_of(
+        "[model]\nkind = \"mlp\"\nwidth = 12\ndepth = 3\nactivation = \"" + activation + "\"\n"));
+    auto p = by_name(*mlp);
+    auto act = [&](const at::Tensor& y) {
+      return activation == "relu" ? at::relu(y) : activation == "gelu" ? at::gelu(y) : y;
+    };
+    at::Tensor ref = act(at::linear(x, p.at("layer0.weight"), p.at("layer0.bias")));
+    ref = act(at::linear(ref, p.at("layer1.weight"), p.at("layer1.bias")));
+    ref = at::linear(ref, p.at("layer2.weight"), p.at("layer2.bias"));
+    outputs.push_back(zt::models::run_units(*mlp, x));
+    CHECK(at::allclose(outputs.back(), ref, 1e-5, 1e-6));
+  }
+  CHECK_FALSE(at::allclose(outputs[0], outputs[1], 1e-3, 1e-4));
+  CHECK_FALSE(at::allclose(outputs[1], outputs[2], 1e-3, 1e-4));
 }
 
 TEST_CASE("a tiny GPT learns a fixed batch under AdamW, every parameter getting a gradient") {

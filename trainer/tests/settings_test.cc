@@ -177,6 +177,14 @@ TEST_CASE("JobSettings resolves the defaults and derived values once") {
   CHECK(contains(m, "job.toml:15:"));
   CHECK(contains(m, "data.global_batch = 12 does not equal micro_batch (2) x grad_accum (3) x "
                     "ranks (3) = 18"));
+
+  // A blend: its files and their odds, as given (the blend's draw is tested on DataSettings).
+  const JobSettings blend = JobSettings::of(load_config_string(
+      std::string(kSmoke) + "[data]\nkind = \"tokens\"\npaths = [\"a.bin\", \"b.bin\"]\n"
+                            "weights = [0.7, 0.3]\n",
+      "job.toml"));
+  CHECK(blend.data.paths == std::vector<std::string>{"a.bin", "b.bin"});
+  CHECK(blend.data.weights == std::vector<double>{0.7, 0.3});
 }
 
 TEST_CASE(

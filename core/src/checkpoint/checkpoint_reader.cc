@@ -52,6 +52,15 @@ void stall_if_injected(const char* kind, std::atomic<int64_t>& reads,
 std::atomic<int64_t> rank_file_calls{0};
 std::atomic<int64_t> manifest_reads{0};
 
+// A file of the checkpoint whose lookup `ec` failed for another reason than its absence (a folder
+// without search permission, a loop of links, an I/O error): said as that, not as a missing file.
+void throw_if_unreachable(const fs::path& path, const std::error_code& ec) {
+  if (!ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) return;
+  throw IoError("cannot look at " + path.string() + ": " + ec.message() +
+                "; check its permissions, the folders above it and the storage, or resume from "
+                "another copy");
+}
+
 std::string range_text(int64_t begin, int64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
 }
@@ -118,12 +127,16 @@ std::string CheckpointReader::Impl::read_manifest_text() const {
   const FileIoDeadline deadline("reading " + manifest.string(), io_limit_, kCheckpointIoWayOut);
   stall_if_injected("stall_checkpoint_manifest", manifest_reads, io_limit_);
   std::error_code ec;
-  if (!fs::is_regular_file(manifest, ec)) {
+  const bool has_manifest = fs::is_regular_file(manifest, ec);
+  throw_if_unreachable(manifest, ec);
+  if (!has_manifest) {
     throw ConfigError("not a checkpoint: " + folder_ +
                       " has no manifest.json; give a step-N folder that zt's [checkpoint] wrote, "
                       "or checkpoint.dir itself to load its latest");
   }
-  if (!fs::is_regular_file(crc_file, ec)) {
+  const bool has_crc = fs::is_regular_file(crc_file, ec);
+  throw_if_unreachable(crc_file, ec);
+  if (!has_crc) {
     throw IoError(crc_file.string() + " is missing: the checkpoint was never published " +
                   "completely; resume from an older one");
   }
@@ -204,6 +217,7 @@ void CheckpointReader::Impl::check_files() {
       }
     }
     const auto size = fs::file_size(path, ec);
+    throw_if_unreachable(path, ec);
     if (ec) {
       throw IoError("missing rank file " + path.string() + " (rank " + std::to_string(r) + " of " +
                     std::to_string(world) +

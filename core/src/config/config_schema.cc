@@ -19,7 +19,7 @@ SectionSpec run_section() {
   return {
       "run",
       "what to run and where results go",
-      {opt_string("name", "zt-run", "name of the run, used in reports"),
+      {opt_string("name", "zt-run", "name of the run, in its trace's metadata (otherData.run)"),
        opt_string("task", "train",
                   "'train' the model, or 'smoke': load every plugin and check "
                   "real collectives across the ranks",

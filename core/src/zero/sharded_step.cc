@@ -79,16 +79,31 @@ NumericError ShardedStep::loss_error(const std::string& what, const std::string&
                       "lower the learning rate, enable zero.gradient_clipping, or check the data");
 }
 
-NumericError ShardedStep::nonfinite_loss(const std::vector<NotedLoss>& losses) const {
-  std::string what = "a loss on another rank is not finite";
-  std::string where = " (this rank's were)";
+NumericError ShardedStep::nonfinite_loss(const std::vector<NotedLoss>& losses) {
+  const NotedLoss* mine = nullptr;
   for (const NotedLoss& l : losses) {
-    if (!l.bad.item<bool>()) continue;
-    what = "loss is " + std::to_string(l.value.item<double>());
-    where = " (micro step " + std::to_string(l.micro + 1) + ")";
-    break;
+    if (l.bad.item<bool>()) {
+      mine = &l;
+      break;
+    }
   }
-  return loss_error(what, where, /*step_dropped=*/true);
+  // The lowest rank whose loss was not finite, so that every other rank's error names it (the
+  // launcher shows the first failing rank's, which may be any).
+  Communicator& all = parts_.everyone;
+  int first_bad = mine ? all.rank() : all.size();
+  if (all.size() > 1) {
+    const at::Tensor rank =
+        at::tensor({static_cast<float>(first_bad)}, at::kFloat).to(all.device());
+    parts_.ledger.clock().wait(*all.all_reduce(rank, ReduceOp::kMin), &EngineTimes::comm_wait);
+    first_bad = static_cast<int>(rank.to(at::kCPU).data_ptr<float>()[0]);
+  }
+  if (mine) {
+    return loss_error("loss is " + std::to_string(mine->value.item<double>()),
+                      " (micro step " + std::to_string(mine->micro + 1) + ")",
+                      /*step_dropped=*/true);
+  }
+  return loss_error("the loss on rank " + std::to_string(first_bad) + " is not finite",
+                    " (this rank's were)", /*step_dropped=*/true);
 }
 
 NumericError ShardedStep::unscalable_overflow() const {
