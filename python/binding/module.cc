@@ -195,7 +195,8 @@ void def_module_engine(py::module_& m) {
       .def("share_buffers", &ModuleEngine::share_buffers, Release())
       .def("memory", [](const ModuleEngine& e) { return memory_dict(e.memory()); })
       .def("times", [](const ModuleEngine& e) { return times_dict(e.times()); })
-      .def("save_checkpoint", &ModuleEngine::save_checkpoint, Release())
+      .def("save_checkpoint", &ModuleEngine::save_checkpoint, py::arg("dir"),
+           py::arg("next_sample"), py::arg("metrics"), Release())
       .def("load_checkpoint", &ModuleEngine::load_checkpoint, py::arg("path"),
            py::arg("restore_rng"), Release());
 }

@@ -320,7 +320,22 @@ void ModuleEngine::take_dir_lock(const std::string& dir) {
   });
 }
 
-std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample) {
+std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample,
+                                          const std::map<std::string, double>& metrics) {
+  // Without the metric it ranks by, keep_best would never point dir/best at a save of this run.
+  const std::string& best = job_.checkpoint.keep_best;
+  std::exception_ptr unranked;
+  if (!best.empty() && metrics.count(best) == 0) {
+    unranked = std::make_exception_ptr(
+        ConfigError("save_checkpoint: checkpoint.keep_best = \"" + best +
+                    "\" keeps the checkpoint with the lowest " + best +
+                    ", and this save gives none: pass metrics={\"" + best +
+                    "\": value} (or leave keep_best unset); nothing was saved"));
+  }
+  fail_together(*setup_.comm, unranked, [&](int rank) {
+    return "save_checkpoint: rank " + std::to_string(rank) + " gave no " + best +
+           " for checkpoint.keep_best (its error says why); nothing was saved";
+  });
   const int64_t next = next_sample >= 0
                            ? next_sample
                            : loaded_next_sample_ +
@@ -331,6 +346,7 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
   meta.trainer_state = state.to_json();
   meta.config_toml = job_.config_toml;
   meta.saved_by = describe() + " (from Python)";
+  meta.metrics = metrics;  // rank 0's go into the manifest
   if (!saver_) {
     // One saver for the engine's life: each save gets store keys of its own (two saves at the
     // same step must not meet the first one's reports).

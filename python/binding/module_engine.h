@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -126,8 +127,11 @@ class ModuleEngine {
 
   // Saves the engine's state as the trainer does (zt/host/checkpoint.h) under `dir` (a
   // checkpoint.dir: step-N folders, latest), synchronously; `next_sample`: the data position the
-  // trainer resumes at (< 0: steps x the global batch). Collective. Returns the folder.
-  std::string save_checkpoint(const std::string& dir, int64_t next_sample);
+  // trainer resumes at (< 0: steps x the global batch); `metrics`: measurements of the saved
+  // state, lower is better (rank 0's recorded), which checkpoint.keep_best ranks by: a save
+  // without the metric it names is refused on every rank. Collective. Returns the folder.
+  std::string save_checkpoint(const std::string& dir, int64_t next_sample,
+                              const std::map<std::string, double>& metrics);
   // Loads a checkpoint folder, its dir (latest) or dir/best, from any world size and
   // composition; with `restore_rng`, also the CPU generator state it recorded (rank 0's when it
   // was saved) on every rank. Collective. Returns the saved trainer state's JSON (step,

@@ -508,12 +508,24 @@ class Engine:
         report["times"] = self._core.times()
         return report
 
-    def save_checkpoint(self, directory, tag=None, *, next_sample=None):
+    def save_checkpoint(self, directory, tag=None, *, next_sample=None, metrics=None):
         """Saves to `directory` (a checkpoint.dir: step-N folders and `latest`) in zt's format,
         which `trainer --resume` loads at any world size and composition. `next_sample`: where
         the trainer's data would continue (default: the loaded checkpoint's position, or 0, plus
-        the global batch for every step since). Collective. Returns the checkpoint's folder.
+        the global batch for every step since). `metrics`: measurements of the saved state,
+        lower is better, e.g. {"val_loss": 2.31} (rank 0's are recorded in the manifest): with
+        checkpoint.keep_best = "val_loss" the save with the lowest is kept and `directory`/best
+        names it, and a save without it is refused. Collective. Returns the checkpoint's folder.
         `tag` (DeepSpeed's folder name) is refused: zt names the folder step-<N>."""
+        measured = {}
+        for name, value in (metrics or {}).items():
+            if not isinstance(name, str):
+                raise TypeError(f"zt: save_checkpoint's metrics are named by strings, not {name!r}")
+            try:
+                measured[name] = float(value)
+            except (TypeError, ValueError):
+                raise TypeError(f"zt: save_checkpoint's metric {name!r} is {value!r}, not a "
+                                "number") from None
         if tag is not None:
             raise TypeError(f"zt: save_checkpoint takes no tag ({tag!r}): zt names each "
                             "checkpoint's folder step-<N> in `directory` and points `latest` "
@@ -523,7 +535,7 @@ class Engine:
                                f"{self._micro} micro steps without their update): call it "
                                "between steps")
         saved = self._core.save_checkpoint(os.fspath(directory),
-                                           -1 if next_sample is None else next_sample)
+                                           -1 if next_sample is None else next_sample, measured)
         self._note_unsaved_buffers()
         return saved
 

@@ -134,6 +134,9 @@ TEST_CASE("trainer ab: arms that change the math are refused, or compared withou
   INFO(allowed.output);
   CHECK(allowed.exit_code == 0);
   CHECK(contains(allowed.output, "losses not compared"));
+  // --reps 1: one run an arm (the default is 2).
+  CHECK(std::filesystem::exists(dir.file("ab/runs/B-1/metrics.jsonl")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("ab/runs/A-2")));
 
   // Their runs compared as runs that must agree: the first step the lr moves apart is caught.
   const auto c = compare_first_runs(dir);
@@ -141,6 +144,19 @@ TEST_CASE("trainer ab: arms that change the math are refused, or compared withou
   CHECK(c.exit_code == 6);
   CHECK(contains(c.output, "LOSSES DIVERGE in arm B run 1"));
   CHECK(contains(c.output, "at step 2"));
+  // compare's own --rtol and --allow-different-math: a tolerance as wide as the gap agrees, and
+  // runs of different math are compared for speed alone.
+  const std::string compare = std::string(ZT_TEST_TRAINER) + " compare " + dir.file("ab/runs/A-1") +
+                              " " + dir.file("ab/runs/B-1") + " --warmup 1 --out " +
+                              dir.file("compare") + " ";
+  const auto wide = run_command(compare + "--rtol 1");
+  INFO(wide.output);
+  CHECK(wide.exit_code == 0);
+  CHECK(contains(wide.output, "losses agree within"));
+  const auto unchecked = run_command(compare + "--allow-different-math");
+  INFO(unchecked.output);
+  CHECK(unchecked.exit_code == 0);
+  CHECK(contains(unchecked.output, "losses not compared"));
 }
 
 TEST_CASE("trainer ab: SIGTERM to it stops the run it waits for, and nothing trains on") {

@@ -319,3 +319,20 @@ TEST_CASE("trainer estimate: a codec's encoded gathers and all-to-all within 1% 
     CHECK(std::abs(estimated[op] / measured - 1) <= 0.01);
   }
 }
+
+TEST_CASE("trainer estimate: --margin is the share of the host's memory every composition leaves") {
+  // configs/zero3.toml fits a few hundred MiB a rank in the host's GiBs: with the default 10% kept
+  // free it fits, and keeping 99.9% free leaves room for no composition.
+  const std::string estimate = std::string(ZT_TEST_TRAINER) +
+                               " estimate --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml";
+  const auto usual = run_command(estimate);
+  INFO(usual.output);
+  REQUIRE(usual.exit_code == 0);
+  CHECK(zt::test::contains(usual.output, "; margin 10%"));
+  CHECK(zt::test::contains(usual.output, "  1 fits "));
+  const auto tight = run_command(estimate + " --margin 0.999");
+  INFO(tight.output);
+  REQUIRE(tight.exit_code == 0);
+  CHECK(zt::test::contains(tight.output, "  1 NO FIT "));
+  CHECK_FALSE(zt::test::contains(tight.output, " fits "));
+}

@@ -174,6 +174,29 @@ TEST_CASE("trainer sample: the same text at world 1, 2 and 3 and every stage, an
   CHECK(one["samples"][0]["tokens"].get<std::vector<int64_t>>() == expected[0]);
 }
 
+TEST_CASE("trainer sample: --seed draws other text, --temperature 0 and --top-k 1 draw the most "
+          "likely token whatever the seed") {
+  TempDir dir;
+  train_with_checkpoints(dir.file("out"));
+  const std::string ckpt = dir.file("out/checkpoints");
+  auto tokens_of = [](const nlohmann::json& got) {
+    std::vector<std::vector<int64_t>> all;
+    for (const auto& s : got["samples"]) all.push_back(s["tokens"].get<std::vector<int64_t>>());
+    return all;
+  };
+  // sample() draws at temperature 0.9 from the top 20 with seed 5 unless these say otherwise.
+  const auto seed5 = tokens_of(sample(ckpt, dir.file("a.json"), "--nproc 1"));
+  const auto seed6 = tokens_of(sample(ckpt, dir.file("b.json"), "--nproc 1 --seed 6"));
+  CHECK(seed5 != seed6);
+  const auto greedy5 = tokens_of(sample(ckpt, dir.file("c.json"), "--nproc 1 --temperature 0"));
+  const auto greedy6 = tokens_of(
+      sample(ckpt, dir.file("d.json"), "--nproc 1 --temperature 0 --seed 6"));
+  CHECK(greedy5 == greedy6);
+  CHECK(greedy5 != seed5);
+  const auto top1 = tokens_of(sample(ckpt, dir.file("e.json"), "--nproc 1 --top-k 1 --seed 6"));
+  CHECK(top1 == greedy5);
+}
+
 TEST_CASE("trainer eval and sample: bad input is a clear error before anything runs (exit 2, or 5 "
           "for an --out that cannot be written)") {
   TempDir dir;

@@ -156,6 +156,12 @@ TEST_CASE("trace: every rank's timeline nests, lines up across ranks and merges 
   for (const auto& e : all["traceEvents"]) pids.insert(e["pid"].get<int>());
   CHECK(pids == std::set<int>{0, 1});
   CHECK(all["otherData"]["ranks"].size() == 2);
+  // --out: the merged file where it says, the same file.
+  const auto elsewhere = run_command(std::string(ZT_TEST_TRAINER) + " trace merge " +
+                                     dir.file("run") + " --out " + dir.file("elsewhere.json"));
+  INFO(elsewhere.output);
+  REQUIRE(elsewhere.exit_code == 0);
+  CHECK(read_json(dir.file("elsewhere.json")) == all);
   const auto none = run_command(std::string(ZT_TEST_TRAINER) + " trace merge " + dir.file("nope"));
   CHECK(none.exit_code == 2);
   CHECK(contains(none.output, "[trace] enabled = true"));

@@ -3,7 +3,8 @@ values on every rank and, with modifier_rank, writes one rank's edits into every
 (a body that raises writes nothing, on any rank); full_grad after backward; memory_report and
 step_report; clipping (zero.gradient_clipping) as torch.nn.utils.clip_grad_norm_ clips; a
 module's floating buffers in the compute dtype with rank 0's values (bf16); a released parameter
-empty (shape [0]) outside its unit's call; every rank loads the checkpoint rank 0 loads.
+empty (shape [0]) outside its unit's call; every rank loads the checkpoint rank 0 loads;
+save_checkpoint's metrics ranked by checkpoint.keep_best; step(lr=...); train() and eval().
 """
 
 import collections
@@ -351,9 +352,61 @@ def loss_runs_inside_the_forward():
     return None
 
 
+def best_saves_rate_and_mode():
+    """save_checkpoint's metrics rank the saves checkpoint.keep_best keeps: dir/best names the
+    lowest, and a save without the metric is refused on every rank, nothing saved. step(lr=0)
+    applies a rate of 0 (weight decay 0: nothing moves). train()/eval() set the module's mode."""
+    rank = int(os.environ["RANK"])
+    # keep_best's rule for a trainer job: a validation loss at every save.
+    config = dict(CONFIG, checkpoint={"keep_best": "val_loss", "keep_last": 1, "every_steps": 1},
+                  eval={"every_steps": 1})
+    engine = zt.initialize(model(), config=config)
+    engine.eval()
+    if engine.module.training:
+        return "engine.eval() left the module in training mode"
+    engine.train()
+    if not engine.module.training:
+        return "engine.train() left the module in eval mode"
+    base = pathlib.Path(tempfile.gettempdir()) / f"zt-engine-best-{os.environ['MASTER_PORT']}"
+    if rank == 0:
+        shutil.rmtree(base, ignore_errors=True)
+    engine.all_reduce(torch.zeros(1))
+    try:
+        saved = {}
+        for val_loss in (3.0, 1.0, 2.0):
+            engine.backward(torch.nn.functional.mse_loss(engine(torch.randn(4, 6)),
+                                                         torch.zeros(4, 3)))
+            engine.step()
+            saved[val_loss] = engine.save_checkpoint(base, metrics={"val_loss": val_loss})
+        best = (base / "best").read_text().strip() if (base / "best").exists() else None
+        if best is None or os.path.basename(saved[1.0]) not in best:
+            return f"dir/best is {best!r}, not the save of val_loss 1.0 ({saved[1.0]})"
+        before = {name: engine.full_param(name).clone() for name in engine.parameter_names()}
+        engine.backward(torch.nn.functional.mse_loss(engine(torch.randn(4, 6)), torch.zeros(4, 3)))
+        engine.step(lr=0.0)
+        for name, value in before.items():
+            if not torch.equal(engine.full_param(name), value):
+                return f"{name} moved in a step at lr 0"
+        try:
+            engine.save_checkpoint(base)
+            return "a save without the val_loss keep_best ranks by was taken"
+        except zt.ConfigError as e:
+            if "checkpoint.keep_best" not in str(e) or "nothing was saved" not in str(e):
+                return f"the refused save said: {e}"
+        engine.load_checkpoint(base / "best")
+        if engine.global_steps != 2:
+            return f"dir/best loaded step {engine.global_steps}, not 2"
+    finally:
+        engine.all_reduce(torch.zeros(1))
+        engine.close()
+        if rank == 0:
+            shutil.rmtree(base, ignore_errors=True)
+    return None
+
+
 if __name__ == "__main__":
     failure = (main() or buffers_in_bf16() or own_loss_with_structured_targets()
-               or loss_runs_inside_the_forward())
+               or loss_runs_inside_the_forward() or best_saves_rate_and_mode())
     if failure:
         print(f"engine_api: {failure}", file=sys.stderr)
         sys.exit(1)

@@ -11,6 +11,7 @@ import fcntl
 import json
 import os
 import pathlib
+import random
 import shutil
 import sys
 import tempfile
@@ -97,6 +98,27 @@ def main():
             return f"zt.Data.get{args} was accepted"
         except zt.ConfigError as e:
             assert "0 <= micro < 2 (data.grad_accum" in str(e), str(e)
+    # zt.data(validation=True): [eval]'s windows, all in the held-out last quarter of the file,
+    # the training windows all before it; a file without a held-out share is refused.
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "text.bin")
+        content = random.Random(3).randbytes(20000)
+        with open(path, "wb") as f:
+            f.write(content)
+        held_out = {"kind": "text", "path": path, "val_fraction": 0.25}
+        model = {"kind": "gpt", "preset": "custom", "n_layer": 1, "n_head": 1, "d_model": 16,
+                 "seq_len": 16, "vocab": 256}
+        config = dict(CONFIG, data=held_out, model=model)
+        for validation in (False, True):
+            rows = zt.data(config, validation=validation).samples(0, 12)[0].tolist()
+            starts = [content.find(bytes(row)) for row in rows]
+            if any(s < 0 for s in starts) or any((s >= 15000) != validation for s in starts):
+                return f"zt.data(validation={validation}) windows start at {starts}"
+        try:
+            zt.data(dict(config, data={"kind": "text", "path": path}), validation=True)
+            return "zt.data(validation=True) of a file without held-out data was taken"
+        except zt.ConfigError as e:
+            assert "needs validation data" in str(e), str(e)
     try:
         zt.initialize(torch.nn.Linear(2, 2), config=CONFIG, overrides="zero.stage=1")
         return "overrides given as one string were accepted"

@@ -128,6 +128,16 @@ TEST_CASE("ab takes arms and its flags, compare and ab-report their run folders 
   CHECK_THROWS_WITH_AS(parse_cli({"ab-report", "a", "b"}),
                        doctest::Contains("needs the run.out_dir of a live A/B job"),
                        zt::ConfigError);
+  // ab-report checks no loss agreement: a tolerance for one is refused, not ignored.
+  CHECK_THROWS_WITH_AS(parse_cli({"ab-report", "run", "--rtol", "1e-6"}),
+                       doctest::Contains("--rtol: trainer ab-report reports a live A/B job's arms "
+                                         "as they ran"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"ab-report", "run", "--allow-different-math"}),
+                       doctest::Contains("--allow-different-math is trainer ab's and trainer "
+                                         "compare's"),
+                       zt::ConfigError);
+  CHECK(parse_cli({"compare", "a", "b", "--rtol", "1e-3"}).ab.rtol == 1e-3);
 }
 
 TEST_CASE("bad command lines are config errors that say what to do") {

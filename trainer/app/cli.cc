@@ -214,6 +214,13 @@ bool parse_ab_flag(const std::string& a, const std::function<std::string()>& val
     if (reps > 1000)
       throw ConfigError(a + " " + std::to_string(reps) + ": at most 1000 runs an arm");
     ab.reps = static_cast<int>(reps);
+  } else if ((a == "--rtol" || a == "--allow-different-math") &&
+             out.command == Command::kAbReport) {
+    // Accepted and ignored, it read as a loss check that never ran.
+    throw ConfigError(a +
+                      ": trainer ab-report reports a live A/B job's arms as they ran, "
+                      "each on steps of its own, and checks no loss agreement; " +
+                      a + " is trainer ab's and trainer compare's, for runs of the same steps");
   } else if (a == "--warmup") {
     ab.warmup = parse_count(a, value(), 0);
   } else if (a == "--out") {
