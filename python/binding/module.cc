@@ -196,7 +196,7 @@ void def_module_engine(py::module_& m) {
       .def("memory", [](const ModuleEngine& e) { return memory_dict(e.memory()); })
       .def("times", [](const ModuleEngine& e) { return times_dict(e.times()); })
       .def("save_checkpoint", &ModuleEngine::save_checkpoint, py::arg("dir"),
-           py::arg("next_sample"), py::arg("metrics"), Release())
+           py::arg("next_sample"), py::arg("metrics"), py::arg("refusal"), Release())
       .def("load_checkpoint", &ModuleEngine::load_checkpoint, py::arg("path"),
            py::arg("restore_rng"), Release());
 }

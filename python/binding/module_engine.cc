@@ -321,11 +321,15 @@ void ModuleEngine::take_dir_lock(const std::string& dir) {
 }
 
 std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_sample,
-                                          const std::map<std::string, double>& metrics) {
+                                          const std::map<std::string, double>& metrics,
+                                          const std::string& refusal) {
+  live();  // a closed engine's communicator is gone
   // Without the metric it ranks by, keep_best would never point dir/best at a save of this run.
   const std::string& best = job_.checkpoint.keep_best;
   std::exception_ptr unranked;
-  if (!best.empty() && metrics.count(best) == 0) {
+  if (!refusal.empty()) {
+    unranked = std::make_exception_ptr(ConfigError(refusal + "; nothing was saved"));
+  } else if (!best.empty() && metrics.count(best) == 0) {
     unranked = std::make_exception_ptr(
         ConfigError("save_checkpoint: checkpoint.keep_best = \"" + best +
                     "\" keeps the checkpoint with the lowest " + best +
@@ -333,8 +337,8 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
                     "\": value} (or leave keep_best unset); nothing was saved"));
   }
   fail_together(*setup_.comm, unranked, [&](int rank) {
-    return "save_checkpoint: rank " + std::to_string(rank) + " gave no " + best +
-           " for checkpoint.keep_best (its error says why); nothing was saved";
+    return "save_checkpoint: rank " + std::to_string(rank) +
+           "'s metrics were refused (its error says why); nothing was saved";
   });
   const int64_t next = next_sample >= 0
                            ? next_sample

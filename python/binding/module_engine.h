@@ -128,10 +128,13 @@ class ModuleEngine {
   // Saves the engine's state as the trainer does (zt/host/checkpoint.h) under `dir` (a
   // checkpoint.dir: step-N folders, latest), synchronously; `next_sample`: the data position the
   // trainer resumes at (< 0: steps x the global batch); `metrics`: measurements of the saved
-  // state, lower is better (rank 0's recorded), which checkpoint.keep_best ranks by: a save
-  // without the metric it names is refused on every rank. Collective. Returns the folder.
+  // state, lower is better, the same on every rank (rank 0's recorded), which
+  // checkpoint.keep_best ranks by: a save where a rank lacks the metric it names, or gives a
+  // `refusal` (the caller's objection to its metrics, "" for none), is refused on every rank.
+  // Collective. Returns the folder.
   std::string save_checkpoint(const std::string& dir, int64_t next_sample,
-                              const std::map<std::string, double>& metrics);
+                              const std::map<std::string, double>& metrics,
+                              const std::string& refusal);
   // Loads a checkpoint folder, its dir (latest) or dir/best, from any world size and
   // composition; with `restore_rng`, also the CPU generator state it recorded (rank 0's when it
   // was saved) on every rank. Collective. Returns the saved trainer state's JSON (step,

@@ -513,19 +513,20 @@ class Engine:
         which `trainer --resume` loads at any world size and composition. `next_sample`: where
         the trainer's data would continue (default: the loaded checkpoint's position, or 0, plus
         the global batch for every step since). `metrics`: measurements of the saved state,
-        lower is better, e.g. {"val_loss": 2.31} (rank 0's are recorded in the manifest): with
+        lower is better, e.g. {"val_loss": 2.31}, the same on every rank (rank 0's go into the
+        manifest; one rank's missing or unreadable metric refuses the save on every rank): with
         checkpoint.keep_best = "val_loss" the save with the lowest is kept and `directory`/best
         names it, and a save without it is refused. Collective. Returns the checkpoint's folder.
         `tag` (DeepSpeed's folder name) is refused: zt names the folder step-<N>."""
-        measured = {}
+        # A bad metric is refused on every rank together (the core's check): raised here on one
+        # rank alone, it left the others waiting in the save's collectives.
+        measured, refusal = {}, ""
         for name, value in (metrics or {}).items():
-            if not isinstance(name, str):
-                raise TypeError(f"zt: save_checkpoint's metrics are named by strings, not {name!r}")
             try:
-                measured[name] = float(value)
+                measured[str(name)] = float(value)
             except (TypeError, ValueError):
-                raise TypeError(f"zt: save_checkpoint's metric {name!r} is {value!r}, not a "
-                                "number") from None
+                refusal = refusal or (f"save_checkpoint: metric {name!r} is {value!r}, not a "
+                                      "number; every rank passes the same metrics")
         if tag is not None:
             raise TypeError(f"zt: save_checkpoint takes no tag ({tag!r}): zt names each "
                             "checkpoint's folder step-<N> in `directory` and points `latest` "
@@ -535,7 +536,8 @@ class Engine:
                                f"{self._micro} micro steps without their update): call it "
                                "between steps")
         saved = self._core.save_checkpoint(os.fspath(directory),
-                                           -1 if next_sample is None else next_sample, measured)
+                                           -1 if next_sample is None else next_sample, measured,
+                                           refusal)
         self._note_unsaved_buffers()
         return saved
 

@@ -11,7 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -782,24 +784,34 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
   CHECK(!contains(once_log, "killing all ranks"));
   CHECK(!zt::latest_checkpoint(twice.file("out/checkpoints")).empty());
 
-  // Steps of 16 micro steps of about a second each here: the ranks are still in the step they
-  // finish when the second SIGINT comes, 1.2 s after the first.
+  // Steps of 16 micro steps (about a second each on a 2-core machine): the ranks are still in
+  // the step they finish when the second SIGINT comes, 1.2 s after the first.
   TempDir dir;
-  // A GPT whose steps take 16 micro steps of about a second each, training until stopped.
+  // A GPT whose steps take 16 micro steps, training until stopped.
   auto slow_steps = [](const std::string& out_dir) {
     return zt::test::small_gpt_job(out_dir,
                                    "--set run.steps=100000 --set model.n_layer=6 --set "
                                    "model.d_model=512 --set model.n_head=8 --set model.seq_len=128 "
                                    "--set data.micro_batch=8 --set data.grad_accum=16");
   };
-  // The first signal comes well inside the second step: the ranks agree on a stop after the
-  // step's metrics line, so a signal sent as that line appears may still stop them after the
-  // first step, saving before the second signal comes.
-  const auto inside_second_step = std::chrono::seconds(2);
+  // Once step 1 is logged: how far into step 2 the first signal comes. Not at once: the ranks
+  // agree on a stop after the step's metrics line, so a signal sent as that line appears may
+  // still stop them after step 1, saving before the second signal comes. A quarter of step 1's
+  // time (at most 2 s), and step 1 long enough that both signals and a margin fit in step 2.
+  auto into_second_step = [](const std::string& metrics) {
+    const std::string text = zt::test::read_file(metrics);
+    const std::string key = "\"step_time_s\":";
+    const size_t at = text.find(key);
+    REQUIRE(at != std::string::npos);
+    const double step_s = std::strtod(text.c_str() + at + key.size(), nullptr);
+    INFO("step 1 took ", step_s, " s");
+    REQUIRE(step_s > 3.0);  // on a much faster machine this job needs more micro steps
+    return std::chrono::milliseconds(static_cast<int64_t>(std::min(2000.0, 250 * step_s)));
+  };
   BackgroundJob job(slow_steps(dir.file("out")), dir.file("job.log"));
   REQUIRE(wait_until([&] { return zt::test::losses_of(dir.file("out/metrics.jsonl")).size() >= 1; },
                      std::chrono::seconds(120)));
-  std::this_thread::sleep_for(inside_second_step);
+  std::this_thread::sleep_for(into_second_step(dir.file("out/metrics.jsonl")));
   REQUIRE(kill(job.pid(), SIGINT) == 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   REQUIRE(kill(job.pid(), SIGINT) == 0);
@@ -821,7 +833,7 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
   const std::vector<pid_t> ranks = {second.rank_pid(0), second.rank_pid(1)};
   REQUIRE(ranks[0] > 0);
   REQUIRE(ranks[1] > 0);
-  std::this_thread::sleep_for(inside_second_step);
+  std::this_thread::sleep_for(into_second_step(again.file("out/metrics.jsonl")));
   REQUIRE(kill(second.pid(), SIGTERM) == 0);
   // Past the ranks' 1 s window for a signal forwarded twice, and within the step or the save.
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));

@@ -393,6 +393,14 @@ def best_saves_rate_and_mode():
         except zt.ConfigError as e:
             if "checkpoint.keep_best" not in str(e) or "nothing was saved" not in str(e):
                 return f"the refused save said: {e}"
+        # One rank's metric that is no number refuses the save on every rank, none left waiting.
+        try:
+            engine.save_checkpoint(base, metrics={"val_loss": None if rank == 1 else 1.0})
+            return f"rank {rank} saved with rank 1's val_loss None"
+        except zt.ConfigError as e:
+            want = "is None, not a number" if rank == 1 else "rank 1's metrics were refused"
+            if want not in str(e):
+                return f"rank {rank}'s refused save said: {e}"
         engine.load_checkpoint(base / "best")
         if engine.global_steps != 2:
             return f"dir/best loaded step {engine.global_steps}, not 2"

@@ -384,11 +384,13 @@ def main():
     model.zero_grad()
     model(torch.randn(3, 4)).sum().backward()
     assert model.a.weight.grad is not None and model.a.weight.grad.abs().sum() > 0
-    try:
-        engine.full_param("a.weight")
-        return "a closed engine answered"
-    except zt.ConfigError as e:
-        assert "was closed" in str(e), str(e)
+    for call in (lambda: engine.full_param("a.weight"),
+                 lambda: engine.save_checkpoint(tempfile.gettempdir())):
+        try:
+            call()
+            return "a closed engine answered"
+        except zt.ConfigError as e:
+            assert "was closed" in str(e), str(e)
 
     print("errors: ConfigError, a unit's error named, the engine trains on, outside use refused, "
           "a closed engine says so")

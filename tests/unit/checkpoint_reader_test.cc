@@ -93,6 +93,12 @@ TEST_CASE("checkpoint reader: missing and short rank files") {
   m = error_of<zt::IoError>([&] { zt::CheckpointReader r(s.folder.string()); });
   CHECK_MESSAGE(has(m, s.rank_file(1).string()), m);
   CHECK_MESSAGE(has(m, "truncated"), m);
+  // A folder where the rank file should be: damage, not a lookup to fix.
+  fs::rename(s.rank_file(1), s.folder / "elsewhere");
+  fs::create_directory(s.rank_file(1));
+  m = error_of<zt::IoError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, s.rank_file(1).string() + " is not a plain file"), m);
+  CHECK_MESSAGE(has(m, "resume from an older one"), m);
 }
 
 TEST_CASE(

@@ -123,8 +123,9 @@ SectionSpec checkpoint_section() {
        opt_string("dir", "", "folder of the checkpoints ('' = <run.out_dir>/checkpoints)"),
        opt_int("keep_last", 2, "complete checkpoints kept; older ones are removed (0 = all)", 0),
        opt_string("keep_best", "",
-                  "'val_loss': also keep the checkpoint of the lowest validation loss ([eval]), "
-                  "named in <dir>/best; '' = only the keep_last newest",
+                  "'val_loss': also keep the checkpoint of the lowest validation loss ([eval]; "
+                  "from Python, save_checkpoint's metrics), named in <dir>/best; '' = only the "
+                  "keep_last newest",
                   {"", "val_loss"}),
        opt_bool("async", true,
                 "the step waits only for a copy of the bytes in memory; the files are "

@@ -56,6 +56,10 @@ std::atomic<int64_t> manifest_reads{0};
 // without search permission, a loop of links, an I/O error): said as that, not as a missing file.
 void throw_if_unreachable(const fs::path& path, const std::error_code& ec) {
   if (!ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) return;
+  if (ec == std::errc::is_a_directory || ec == std::errc::not_supported) {
+    throw IoError(path.string() + " is not a plain file (" + ec.message() +
+                  "): the checkpoint is damaged; resume from an older one");
+  }
   throw IoError("cannot look at " + path.string() + ": " + ec.message() +
                 "; check its permissions, the folders above it and the storage, or resume from "
                 "another copy");

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <utility>
 
 #include "launch/oom_witness.h"
 #include "launch/rank_forking.h"
@@ -31,24 +32,43 @@ namespace zt {
 
 namespace {
 
-std::atomic<int> g_forwarded_signal{0};
-// When the kernel delivered g_forwarded_signal (CLOCK_MONOTONIC, steady_clock's clock): a busy
-// launcher may act on it late, and the same Ctrl-C twice is told from Ctrl-C again by when they
+// A delivered signal and when it came, in one word so that the two are read together: the
+// CLOCK_MONOTONIC millisecond (steady_clock's clock) << 8 | the signal number; 0 = none. A busy
+// launcher may act on a signal late: the same Ctrl-C twice is told from Ctrl-C again by when they
 // came, not by when the launcher looked.
-std::atomic<int64_t> g_forwarded_at_ns{0};
+std::atomic<uint64_t> g_first_signal{0};  // the first since the launcher last looked
+// A SIGINT a second or more after that first one, before the launcher looked: Ctrl-C again,
+// which merged into the first would have been lost.
+std::atomic<uint64_t> g_later_interrupt{0};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "used in a signal handler");
 
 void on_signal(int sig) {
   timespec t{};
   clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe
-  g_forwarded_at_ns.store(static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec);
-  g_forwarded_signal.store(sig);
+  const uint64_t ms = static_cast<uint64_t>(t.tv_sec) * 1000 +
+                      static_cast<uint64_t>(t.tv_nsec) / 1000000;
+  const uint64_t now = ms << 8 | static_cast<uint64_t>(sig & 0xff);
+  uint64_t first = 0;
+  if (g_first_signal.compare_exchange_strong(first, now)) return;
+  if (sig == SIGINT && ms - (first >> 8) >= 1000) g_later_interrupt.store(now);
 }
 
-// The signal delivered since the last call (0: none) and when it came.
-int take_forwarded_signal(std::chrono::steady_clock::time_point* at) {
-  const int sig = g_forwarded_signal.exchange(0);
-  *at = std::chrono::steady_clock::time_point(std::chrono::nanoseconds(g_forwarded_at_ns.load()));
-  return sig;
+struct DeliveredSignal {
+  int sig = 0;  // 0: none
+  std::chrono::steady_clock::time_point at;
+};
+
+DeliveredSignal unpack_signal(uint64_t word) {
+  return {static_cast<int>(word & 0xff),
+          std::chrono::steady_clock::time_point(std::chrono::milliseconds(word >> 8))};
+}
+
+// The signals delivered since the last call, in the order they came: the first, then a later
+// Ctrl-C (each .sig 0 when there was none).
+std::pair<DeliveredSignal, DeliveredSignal> take_delivered_signals() {
+  // The later one first: a signal that comes in between is the next call's first.
+  const uint64_t later = g_later_interrupt.exchange(0);
+  return {unpack_signal(g_first_signal.exchange(0)), unpack_signal(later)};
 }
 
 // The status of a rank that ended unseen: waitpid said it is no longer this process's child, so
@@ -292,13 +312,12 @@ class Supervisor {
 
   LaunchResult run() {
     const auto begin = std::chrono::steady_clock::now();
-    std::chrono::steady_clock::time_point signal_at;
     // A signal that came while the ranks started (start_forked stops waiting for them on one).
-    if (int sig = take_forwarded_signal(&signal_at); sig != 0) on_launcher_signal(sig, signal_at);
+    handle_delivered_signals();
     while (alive_ > 0) {
       if (reap_all()) continue;
       auto now = std::chrono::steady_clock::now();
-      if (int sig = take_forwarded_signal(&signal_at); sig != 0) on_launcher_signal(sig, signal_at);
+      handle_delivered_signals();
       if (!stopping_ && spec_.timeout.count() > 0 && now - begin > spec_.timeout) {
         begin_stop("job exceeded its " + std::to_string(spec_.timeout.count()) +
                        " ms limit; stopping all ranks",
@@ -400,7 +419,7 @@ class Supervisor {
     std::vector<pid_t> pids;
     std::string problem = read_forked_pids(
         report[0], spec_.nproc, std::chrono::steady_clock::now() + kForkedStartLimit,
-        [&interrupted] { return interrupted = g_forwarded_signal.load() != 0; }, pids);
+        [&interrupted] { return interrupted = g_first_signal.load() != 0; }, pids);
     const bool all_reported = static_cast<int>(pids.size()) >= spec_.nproc;
     int status = 0;
     // Having reported every rank, the first process only exits; a minute past that it is stuck.
@@ -456,6 +475,12 @@ class Supervisor {
     }
   }
 
+  void handle_delivered_signals() {
+    const auto [first, later] = take_delivered_signals();
+    if (first.sig != 0) on_launcher_signal(first.sig, first.at);
+    if (later.sig != 0) on_launcher_signal(later.sig, later.at);
+  }
+
   // `at`: when the signal came.
   void on_launcher_signal(int sig, std::chrono::steady_clock::time_point at) {
     result_.launcher_signal = sig;
@@ -504,7 +529,8 @@ class Supervisor {
     draining_ = true;
     stop_all(sig);
     stop_signal_at_ = at;
-    kill_at_ = stop_signal_at_ + spec_.drain;
+    // From when the ranks got it, not from when it came: a late launcher's delay is not theirs.
+    kill_at_ = std::chrono::steady_clock::now() + spec_.drain;
   }
 
   void begin_stop(const std::string& message, int exit_code) {
@@ -681,7 +707,8 @@ LaunchResult launch_local(const LaunchSpec& spec) {
   }
   int port = spec.master_port > 0 ? spec.master_port : pick_free_port(spec.master_addr);
 
-  g_forwarded_signal.store(0);
+  g_first_signal.store(0);
+  g_later_interrupt.store(0);
   struct sigaction sa {
   }, ignore{}, children{}, old_int{}, old_term{}, old_usr1{}, old_pipe{}, old_chld{};
   sa.sa_handler = on_signal;
