@@ -955,4 +955,24 @@ TEST_CASE("signals: Ctrl-C stops trainer eval, sample and export between their s
   CHECK(contains(log, out + " not written, " + out + ".tmp removed"));
   CHECK_FALSE(fs::exists(out));
   CHECK_FALSE(fs::exists(out + ".tmp"));
+
+  // An export stuck in a checkpoint read (storage that stopped answering) does not reach its
+  // next check: a second Ctrl-C a second later ends it at once, and its temporary file goes too
+  // (no destructor runs: the handler removes it).
+  BackgroundJob stuck("env ZT_TEST_FAULT=stall_checkpoint_read:0:1 " + trainer +
+                          " export --checkpoint " + ckpt + " --out " + out +
+                          " --set launch.timeout_s=120",
+                      dir.file("stuck.log"));
+  REQUIRE(wait_until([&] { return fs::exists(out + ".tmp"); }, std::chrono::seconds(120)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // into the stalled read
+  REQUIRE(kill(stuck.pid(), SIGINT) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  REQUIRE(kill(stuck.pid(), SIGINT) == 0);
+  const int hard = stuck.wait(std::chrono::seconds(20));  // the read's deadline is a minute away
+  const std::string stuck_log = zt::test::read_file(dir.file("stuck.log"));
+  INFO(stuck_log);
+  CHECK(hard == 128 + SIGINT);
+  CHECK_FALSE(contains(stuck_log, "trainer export stopped after "));  // not at a check
+  CHECK_FALSE(fs::exists(out));
+  CHECK_FALSE(fs::exists(out + ".tmp"));
 }

@@ -103,8 +103,10 @@ class TempFileGuard {
 
  private:
   // A checkpoint read past its deadline ends the process without unwinding (FileIoDeadline):
-  // its last words remove the file this guard would have, GBs of a model cut short.
+  // its last words remove the file this guard would have, GBs of a model cut short. So does a
+  // second Ctrl-C (stop_signals.h).
   static void watched(const std::string& path) {
+    remove_on_hard_stop(path);
     static std::mutex mu;
     static std::string unfinished;
     static std::once_flag registered;

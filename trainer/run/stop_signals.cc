@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstring>
 
 #include "zt/host/rank_agreement.h"
 
@@ -15,6 +16,10 @@ namespace {
 
 std::atomic<int> g_signal{0};
 std::atomic<int64_t> g_first_ns{0};
+// remove_on_hard_stop's file: a fixed buffer the handler reads without allocating, valid while
+// g_hard_stop_file_set says so.
+char g_hard_stop_file[4096];
+std::atomic<bool> g_hard_stop_file_set{false};
 
 int64_t now_ns() {
   timespec t{};
@@ -27,6 +32,7 @@ void on_signal(int sig) {
     g_first_ns.store(now_ns());
     g_signal.store(sig);
   } else if (sig == SIGINT && now_ns() - g_first_ns.load() > 1000000000) {
+    if (g_hard_stop_file_set.load()) unlink(g_hard_stop_file);  // async-signal-safe
     _exit(128 + sig);
   }
 }
@@ -38,6 +44,13 @@ void catch_stop_signals() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) sigaction(sig, &sa, nullptr);
+}
+
+void remove_on_hard_stop(const std::string& path) {
+  g_hard_stop_file_set.store(false);
+  if (path.empty() || path.size() >= sizeof(g_hard_stop_file)) return;
+  std::memcpy(g_hard_stop_file, path.c_str(), path.size() + 1);
+  g_hard_stop_file_set.store(true);
 }
 
 int agreed_stop_signal(Communicator& comm) {

@@ -23,6 +23,10 @@ namespace zt::trainer {
 
 // Installs the handlers for SIGTERM, SIGINT and SIGUSR1.
 void catch_stop_signals();
+// A file the process removes as a second Ctrl-C ends it at once, where the destructors that
+// would remove it do not run (an export's temporary file, GBs of a model cut short); one at a
+// time, "" for none. Not called from a signal handler.
+void remove_on_hard_stop(const std::string& path);
 // Collective over `comm`: the signal any rank got so far (0: none), the same on every rank.
 int agreed_stop_signal(Communicator& comm);
 // The stop signal this process got so far (0: none).
