@@ -524,7 +524,7 @@ class Engine:
         for name, value in (metrics or {}).items():
             try:
                 measured[str(name)] = float(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 refusal = refusal or (f"save_checkpoint: metric {name!r} is {value!r}, not a "
                                       "number; every rank passes the same metrics")
         if tag is not None:

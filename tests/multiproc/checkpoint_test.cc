@@ -966,7 +966,8 @@ TEST_CASE("signals: Ctrl-C stops trainer eval, sample and export between their s
   REQUIRE(wait_until([&] { return fs::exists(out + ".tmp"); }, std::chrono::seconds(120)));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // into the stalled read
   REQUIRE(kill(stuck.pid(), SIGINT) == 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  // Well past the 1 s that makes it Ctrl-C again: the export is stuck either way.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
   REQUIRE(kill(stuck.pid(), SIGINT) == 0);
   const int hard = stuck.wait(std::chrono::seconds(20));  // the read's deadline is a minute away
   const std::string stuck_log = zt::test::read_file(dir.file("stuck.log"));

@@ -26,10 +26,29 @@ JOB_FLAGS = {"--config": 1, "-c": 1, "--set": 1, "--nproc": 1, "--deepspeed": 1,
 JOB_COMMANDS = {None, "ab", "estimate", "tune"}
 
 
+SHELL_FENCES = ("sh", "bash", "shell", "console")
+
+
+def trainer_words(words, named):
+    """The words after the trainer in a shell command's `words` (VAR=value before it, a launcher
+    such as mpirun or srun, `sbatch --wrap "..."` around it), or None when it runs no trainer.
+    `named(word)`: whether a word is the trainer."""
+    for i, word in enumerate(words):
+        if named(word):
+            return words[i + 1:]
+        if word.startswith("--wrap=") or (i > 0 and words[i - 1] == "--wrap"):
+            wrapped = word.split("=", 1)[1] if word.startswith("--wrap=") else word
+            inner = trainer_words(shlex.split(wrapped), named)
+            if inner is not None:
+                return inner
+    return None
+
+
 def command_lines(path):
-    """(line number, words after `trainer`) of each trainer command in `path`'s shell code blocks
-    (```sh, ```bash, and untagged ones for `build/bin/trainer`), continuations joined; lines with
-    placeholders ("...", "<...>") are not commands."""
+    """(line number, words after `trainer`, why it could not be read) of each trainer command in
+    `path`'s shell code blocks (```sh, bash, shell, console; untagged ones for a trainer named by
+    its path), a `$ ` prompt dropped and continuations joined. A command with a placeholder
+    ("...", "<...>") outside its comment is not one to run."""
     found, shell, pending, start = [], None, "", 0
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
@@ -38,35 +57,62 @@ def command_lines(path):
                 shell = None if shell is not None else fence[3:].strip()
                 pending = ""
                 continue
-            if shell not in ("sh", "bash", ""):
+            if shell not in SHELL_FENCES + ("",):
                 continue
+            text = line.strip()
+            if not pending and text.startswith("$ "):
+                text = text[2:]
             if pending:
-                pending += " " + line.strip()
+                pending += " " + text
             else:
-                start, pending = number, line.strip()
+                start, pending = number, text
             if pending.endswith("\\"):
                 pending = pending[:-1]
                 continue
             text, pending = pending, ""
-            names = ("trainer", "build/bin/trainer") if shell else ("build/bin/trainer",)
-            if "..." in text or "<" in text or not any(n in text for n in names):
+            if "trainer" not in text:
                 continue
             try:
                 words = shlex.split(text, comments=True)
             except ValueError as e:
-                found.append((start, None, f"{text}: {e}"))
+                if shell:
+                    found.append((start, None, f"{text}: {e}"))
                 continue
-            while words and "=" in words[0] and not words[0].startswith("-"):
-                words = words[1:]  # VAR=value before the command
-            if words and words[0] in names:
-                found.append((start, words[1:], ""))
+            # Outside a shell block, only a trainer named by its path is a command (a diagram
+            # names the trainer's folders).
+            args = trainer_words(words, lambda w: w.endswith("/trainer") or (
+                bool(shell) and w == "trainer"))
+            if args is None:
+                continue
+            if any("..." in w or "<" in w for w in args):
+                continue
+            found.append((start, args, ""))
     return found
 
 
+def arm_overrides(arm):
+    """--set arguments of an ab arm ("key=value,key=value"; commas inside [] belong to a value)."""
+    out, depth, part = [], 0, ""
+    for c in arm + ",":
+        depth += (c == "[") - (c == "]")
+        if c == "," and depth == 0:
+            if part:
+                out += ["--set", part]
+            part = ""
+        else:
+            part += c
+    return out
+
+
 def job_args(args):
-    """The flags of `args` that --print-config resolves, when they name a config that exists."""
+    """The flags of `args` that --print-config resolves (an ab arm's overrides as --set), when
+    they name a config that exists."""
     kept, i = [], 0
     while i < len(args):
+        if args[i] in ("--a", "--b") and i + 1 < len(args):
+            kept += arm_overrides(args[i + 1])
+            i += 2
+            continue
         width = JOB_FLAGS.get(args[i])
         if width is None:
             i += 1
@@ -82,14 +128,15 @@ def job_args(args):
 
 def problems_of(trainer, args):
     """What is wrong with `trainer args`, or "" when it parses and its config resolves."""
-    run = subprocess.run([trainer] + args + ["--help"], capture_output=True, text=True)
+    run = subprocess.run([trainer] + args + ["--help"], capture_output=True, text=True,
+                         timeout=60)
     if run.returncode != 0:
         return f"does not parse (exit {run.returncode}): {run.stderr.strip() or run.stdout.strip()}"
     command = args[0] if args and not args[0].startswith("-") else None
     if command in JOB_COMMANDS:
         resolved = job_args(args)
         if resolved:
-            run = subprocess.run([trainer] + resolved, capture_output=True, text=True)
+            run = subprocess.run([trainer] + resolved, capture_output=True, text=True, timeout=60)
             if run.returncode != 0:
                 return (f"its config does not resolve (exit {run.returncode}): "
                         f"{run.stderr.strip() or run.stdout.strip()}")
@@ -147,7 +194,7 @@ def toml_problem(trainer, text):
     if "paths" in table.get("data", {}):
         base += ["--set", 'data.path=""']  # the block's blend replaces the base's one file
     run = subprocess.run([trainer] + base + as_overrides(table) + ["--print-config"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, timeout=60)
     if run.returncode != 0:
         return f"does not resolve (exit {run.returncode}): {run.stderr.strip()}"
     return ""
@@ -179,7 +226,8 @@ def main():
         print("FAILED: the planted TOML block with zero.stgae passed the check")
     # The check fails where it should: a misspelt flag, and a misspelt key.
     for planted in (["ab", "--config", "configs/zero3.toml", "--arm", "zero.stage=1"],
-                    ["--config", "configs/zero3.toml", "--set", "zero.stgae=1"]):
+                    ["--config", "configs/zero3.toml", "--set", "zero.stgae=1"],
+                    ["ab", "--config", "configs/zero3.toml", "--b", "plugins.shrad=shard_tensor"]):
         if not problems_of(trainer, planted):
             failed += 1
             print(f"FAILED: the planted command trainer {shlex.join(planted)} passed the check")

@@ -66,7 +66,8 @@ DeliveredSignal unpack_signal(uint64_t word) {
 // The signals delivered since the last call, in the order they came: the first, then a later
 // Ctrl-C (each .sig 0 when there was none).
 std::pair<DeliveredSignal, DeliveredSignal> take_delivered_signals() {
-  // The later one first: a signal that comes in between is the next call's first.
+  // The later one first: a signal that comes in between stays for the next call (a copy of the
+  // first within its second is dropped, as it would be here).
   const uint64_t later = g_later_interrupt.exchange(0);
   return {unpack_signal(g_first_signal.exchange(0)), unpack_signal(later)};
 }
