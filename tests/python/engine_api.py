@@ -4,7 +4,8 @@ values on every rank and, with modifier_rank, writes one rank's edits into every
 step_report; clipping (zero.gradient_clipping) as torch.nn.utils.clip_grad_norm_ clips; a
 module's floating buffers in the compute dtype with rank 0's values (bf16); a released parameter
 empty (shape [0]) outside its unit's call; every rank loads the checkpoint rank 0 loads;
-save_checkpoint's metrics ranked by checkpoint.keep_best; step(lr=...); train() and eval().
+save_checkpoint's metrics ranked by checkpoint.keep_best; step(lr=...); train() and eval();
+optimizer_state's moments as torch's AdamW's.
 """
 
 import collections
@@ -169,6 +170,11 @@ def main():
         got = engine.full_param(name)
         excess = ((got - want.detach()).abs() - (1e-6 + 1e-5 * want.detach().abs())).max().item()
         assert excess <= 0, (name, excess)
+        # optimizer_state: the full moments, as torch's AdamW holds them.
+        for state in ("exp_avg", "exp_avg_sq"):
+            moment, expected = engine.optimizer_state(name, state), opt.state[want][state]
+            assert moment.shape == expected.shape, (name, state, moment.shape)
+            assert torch.allclose(moment, expected, rtol=1e-4, atol=1e-9), (name, state)
 
     memory = engine.memory_report()
     # fp32 stage 3: the master weights are the parameter shard itself (no second copy).

@@ -2,7 +2,8 @@
 endless loop gets SIGINT (what Ctrl-C sends to the foreground job); the launcher stops both
 ranks and exits 128 + 2 within seconds, and no rank process is left. And a signal that comes
 while the launcher stops a job whose rank failed is not overridden by --max-restarts: the job
-ends, it does not start again. A plain process (run.sh NPROC 0)."""
+ends, it does not start again; a job whose rank fails once does, and ends 0. A plain process
+(run.sh NPROC 0)."""
 
 import os
 import re
@@ -193,9 +194,57 @@ def uncaught_exception_on_one_rank():
     return None
 
 
+# Rank 1 fails in the first start only (a file marks that it did), once rank 0 has recorded its
+# start (the launcher stops rank 0 when rank 1 fails); both ranks record each start.
+ONCE_FAILING = r'''
+import os, sys, time
+marker, log = sys.argv[1], sys.argv[2]
+with open(log, "a") as f:
+    f.write(f"start rank {os.environ['RANK']}\n")
+if os.environ["RANK"] == "1" and not os.path.exists(marker):
+    for _ in range(200):
+        with open(log) as f:
+            if f.read().count("start rank 0") >= 1:
+                break
+        time.sleep(0.05)
+    open(marker, "w").close()
+    sys.exit(3)
+'''
+
+
+def restarts_after_a_failure():
+    """--max-restarts K starts every rank again after a failure, at most K times: with 1, a job
+    whose rank fails once ends 0 after a second start of both ranks; with 0 it ends with the
+    failure's code, started once."""
+    folder = tempfile.mkdtemp(prefix="zt-restart-")
+    worker = os.path.join(folder, "worker.py")
+    with open(worker, "w") as f:
+        f.write(ONCE_FAILING)
+    try:
+        for restarts, want_code, want_starts in (("1", 0, 4), ("0", 3, 2)):
+            marker, log = os.path.join(folder, "failed"), os.path.join(folder, "starts")
+            for path in (marker, log):
+                if os.path.exists(path):
+                    os.unlink(path)
+            run = subprocess.run([sys.executable, "-m", "zt.launch", "--nproc", "2",
+                                  "--max-restarts", restarts, worker, marker, log],
+                                 capture_output=True, text=True, timeout=120)
+            with open(log) as f:
+                starts = f.read().count("start rank")
+            if run.returncode != want_code or starts != want_starts:
+                return (f"--max-restarts {restarts}: exit {run.returncode} after {starts} rank "
+                        f"starts, not {want_code} after {want_starts}: {run.stderr[-1000:]}")
+            if (restarts == "1") != ("restart 1/1: all ranks start again" in run.stderr):
+                return f"--max-restarts {restarts} said: {run.stderr[-1000:]}"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print("interrupt: --max-restarts 1 started a job whose rank failed once again, and it ended 0")
+    return None
+
+
 if __name__ == "__main__":
     failure = (main() or signal_during_restartable_failure() or
-               uncaught_exception_on_one_rank())
+               uncaught_exception_on_one_rank() or restarts_after_a_failure())
     if failure:
         print(f"interrupt: {failure}", file=sys.stderr)
         sys.exit(1)
