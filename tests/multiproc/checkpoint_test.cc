@@ -124,6 +124,27 @@ KilledRank kill_rank_when(BackgroundJob& job, int rank, const std::function<bool
   return k;
 }
 
+// How a job ended: its exit code and its log.
+struct EndedJob {
+  int exit_code = -1;
+  std::string log;
+};
+
+// `command` started in the background, its output in `log`, and sent `sig` once `out_dir`'s
+// metrics.jsonl holds `steps` steps: how it ended.
+EndedJob signal_once_trained(const std::string& command, const std::string& out_dir,
+                             const std::string& log, size_t steps, int sig) {
+  BackgroundJob job(command, log);
+  REQUIRE(
+      wait_until([&] { return zt::test::losses_of(out_dir + "/metrics.jsonl").size() >= steps; },
+                 std::chrono::seconds(60)));
+  REQUIRE(kill(job.pid(), sig) == 0);
+  EndedJob ended;
+  ended.exit_code = job.wait(std::chrono::seconds(60));
+  ended.log = zt::test::read_file(log);
+  return ended;
+}
+
 std::vector<std::string> temporary_folders(const fs::path& dir) {
   std::vector<std::string> found;
   std::error_code ec;
@@ -646,14 +667,11 @@ TEST_CASE("signals: SIGTERM to the launcher stops the ranks after a step with a 
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   // No periodic checkpoints: the signal's save is the only one.
-  BackgroundJob job(quiet_small_gpt_job(stopped, total), dir.file("stopped.log"));
-  REQUIRE(wait_until([&] { return zt::test::losses_of(stopped + "/metrics.jsonl").size() >= 20; },
-                     std::chrono::seconds(60)));
-  REQUIRE(kill(job.pid(), SIGTERM) == 0);
-  const int exit_code = job.wait(std::chrono::seconds(60));
-  const std::string log = zt::test::read_file(dir.file("stopped.log"));
+  const EndedJob ended = signal_once_trained(quiet_small_gpt_job(stopped, total), stopped,
+                                             dir.file("stopped.log"), 20, SIGTERM);
+  const std::string& log = ended.log;
   INFO(log);
-  CHECK(exit_code == 0);
+  CHECK(ended.exit_code == 0);
   const fs::path ckpt = fs::path(stopped) / "checkpoints";
   const std::string latest = zt::latest_checkpoint(ckpt.string());
   REQUIRE(!latest.empty());
@@ -709,18 +727,14 @@ TEST_CASE("signals: a run resumed from an older step saves its own state on a st
   // Run B rolls back to step 2 into the same folder, saves nothing on its own, and is stopped
   // within checkpoint.min_interval_s of A's save: it must save its step, not leave A's step 4
   // for the next --resume auto to continue as if it were B's.
-  BackgroundJob job(
+  const EndedJob ended = signal_once_trained(
       quiet_small_gpt_job(second, "--set run.steps=100000 --set checkpoint.every_steps=0 "
                                   "--set checkpoint.min_interval_s=3600 --set checkpoint.dir=" +
                                       ckpt + " --resume " + step_folder(ckpt, 2)),
-      dir.file("second.log"));
-  REQUIRE(wait_until([&] { return zt::test::losses_of(second + "/metrics.jsonl").size() >= 5; },
-                     std::chrono::seconds(60)));
-  REQUIRE(kill(job.pid(), SIGTERM) == 0);
-  const int exit_code = job.wait(std::chrono::seconds(60));
-  const std::string log = zt::test::read_file(dir.file("second.log"));
+      second, dir.file("second.log"), 5, SIGTERM);
+  const std::string& log = ended.log;
   INFO(log);
-  CHECK(exit_code == 0);
+  CHECK(ended.exit_code == 0);
   const std::string latest = zt::latest_checkpoint(ckpt);
   REQUIRE(!latest.empty());
   const int64_t at = zt::CheckpointReader(latest).step();
@@ -730,33 +744,25 @@ TEST_CASE("signals: a run resumed from an older step saves its own state on a st
 
 TEST_CASE("signals: SIGUSR1 (Slurm's warning before preemption) stops the job the same way") {
   TempDir dir;
-  BackgroundJob job(quiet_small_gpt_job(dir.file("out"), "--set run.steps=100000"),
-                    dir.file("job.log"));
-  REQUIRE(wait_until([&] { return zt::test::losses_of(dir.file("out/metrics.jsonl")).size() >= 5; },
-                     std::chrono::seconds(60)));
-  REQUIRE(kill(job.pid(), SIGUSR1) == 0);
-  const int exit_code = job.wait(std::chrono::seconds(60));
-  const std::string log = zt::test::read_file(dir.file("job.log"));
-  INFO(log);
-  CHECK(exit_code == 0);
-  CHECK(contains(log, "zt: stopped by SIGUSR1 after step "));
+  const EndedJob ended = signal_once_trained(
+      quiet_small_gpt_job(dir.file("out"), "--set run.steps=100000"), dir.file("out"),
+      dir.file("job.log"), 5, SIGUSR1);
+  INFO(ended.log);
+  CHECK(ended.exit_code == 0);
+  CHECK(contains(ended.log, "zt: stopped by SIGUSR1 after step "));
   CHECK(!zt::latest_checkpoint(dir.file("out/checkpoints")).empty());
 }
 
 TEST_CASE("signals: with checkpoint.save_on_stop = false a stop saves nothing") {
   // As trainer tune's trials stop: after the step, without the checkpoint a stop would write.
   TempDir dir;
-  BackgroundJob job(
+  const EndedJob ended = signal_once_trained(
       quiet_small_gpt_job(dir.file("out"),
                           "--set run.steps=100000 --set checkpoint.save_on_stop=false"),
-      dir.file("job.log"));
-  REQUIRE(wait_until([&] { return zt::test::losses_of(dir.file("out/metrics.jsonl")).size() >= 3; },
-                     std::chrono::seconds(60)));
-  REQUIRE(kill(job.pid(), SIGTERM) == 0);
-  const int exit_code = job.wait(std::chrono::seconds(60));
-  const std::string log = zt::test::read_file(dir.file("job.log"));
+      dir.file("out"), dir.file("job.log"), 3, SIGTERM);
+  const std::string& log = ended.log;
   INFO(log);
-  CHECK(exit_code == 0);
+  CHECK(ended.exit_code == 0);
   CHECK(contains(log, "zt: stopped by SIGTERM after step "));
   CHECK(contains(log, "nothing saved at the stop (checkpoint.save_on_stop = false); newest "
                       "checkpoint: none"));

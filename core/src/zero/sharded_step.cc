@@ -8,6 +8,7 @@
 
 #include "zero/grad_squares.h"
 #include "zt/error.h"
+#include "zt/host/rank_agreement.h"
 
 namespace zt {
 
@@ -87,22 +88,15 @@ NumericError ShardedStep::nonfinite_loss(const std::vector<NotedLoss>& losses) {
       break;
     }
   }
-  // The lowest rank whose loss was not finite, so that every other rank's error names it (the
-  // launcher shows the first failing rank's, which may be any).
-  Communicator& all = parts_.everyone;
-  int first_bad = mine ? all.rank() : all.size();
-  if (all.size() > 1) {
-    const at::Tensor rank =
-        at::tensor({static_cast<float>(first_bad)}, at::kFloat).to(all.device());
-    parts_.ledger.clock().wait(*all.all_reduce(rank, ReduceOp::kMin), &EngineTimes::comm_wait);
-    first_bad = static_cast<int>(rank.to(at::kCPU).data_ptr<float>()[0]);
-  }
+  // A rank whose loss was not finite, so that every other rank's error names it (the launcher
+  // shows the first failing rank's, which may be any).
+  const int bad_rank = highest_failed_rank(parts_.everyone, mine != nullptr);
   if (mine) {
     return loss_error("loss is " + std::to_string(mine->value.item<double>()),
                       " (micro step " + std::to_string(mine->micro + 1) + ")",
                       /*step_dropped=*/true);
   }
-  return loss_error("the loss on rank " + std::to_string(first_bad) + " is not finite",
+  return loss_error("the loss on rank " + std::to_string(bad_rank) + " is not finite",
                     " (this rank's were)", /*step_dropped=*/true);
 }
 

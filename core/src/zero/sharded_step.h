@@ -136,7 +136,7 @@ class ShardedStep {
   NumericError loss_error(const std::string& what, const std::string& where,
                           bool step_dropped) const;
   // The error for a step whose losses were not all finite: this rank's first such loss, or the
-  // first rank that had one. Collective over every rank (each takes this path in the same step),
+  // highest rank that had one. Collective over every rank (each takes this path in the same step),
   // and reads `losses` (an error path: the syncs are fine).
   NumericError nonfinite_loss(const std::vector<NotedLoss>& losses);
   // The error for a second overflow in a row that nothing could rescale, with the way out.
