@@ -331,6 +331,10 @@ TEST_CASE("the job's flags are refused by a command that does not use them, not 
   for (const auto& [args, message] : refused) {
     CAPTURE(message);
     CHECK_THROWS_WITH_AS(parse_cli(args), doctest::Contains(message.c_str()), zt::ConfigError);
+    // With --help as well: a command line checked by its --help is checked whole.
+    std::vector<std::string> asking = args;
+    asking.push_back("--help");
+    CHECK_THROWS_WITH_AS(parse_cli(asking), doctest::Contains(message.c_str()), zt::ConfigError);
   }
   // Those that use them still take them.
   CHECK(parse_cli({"eval", "--checkpoint", "c", "--nproc", "2", "--print-config"}).print_config);

@@ -5,8 +5,8 @@ command line with --help appended: parsed whole, nothing run), and where it name
 that exists, the config with its --set overrides resolves (--print-config: every key known, every
 value in range). Every TOML block resolves too, set over configs/zero3.toml (a block is a part of
 a job's config). A renamed flag or key then fails here, not in a user's shell. A line planted with
-a misspelt flag, one with a misspelt key and a TOML block with one must fail, or the check itself
-is broken.
+a misspelt flag, one with another command's flag, one with a misspelt key and a TOML block with
+one must fail, or the check itself is broken.
 
     doc_commands_test.py TRAINER SOURCE_DIR
 """
@@ -227,7 +227,9 @@ def main():
     # The check fails where it should: a misspelt flag, and a misspelt key.
     for planted in (["ab", "--config", "configs/zero3.toml", "--arm", "zero.stage=1"],
                     ["--config", "configs/zero3.toml", "--set", "zero.stgae=1"],
-                    ["ab", "--config", "configs/zero3.toml", "--b", "plugins.shrad=shard_tensor"]):
+                    ["ab", "--config", "configs/zero3.toml", "--b", "plugins.shrad=shard_tensor"],
+                    # A flag of another command: refused with --help too.
+                    ["report", "runs/gpt-zero3", "--nproc", "2"]):
         if not problems_of(trainer, planted):
             failed += 1
             print(f"FAILED: the planted command trainer {shlex.join(planted)} passed the check")

@@ -560,8 +560,10 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
       throw ConfigError("unknown argument '" + a + "'; see trainer --help");
     }
   }
-  if (out.help) return out;  // what the command needs besides is its help's to say
+  // A flag the command does not take is refused with --help too, as an unknown one is: a
+  // command line checked by its --help (the docs' test does) is then checked whole.
   if (out.command != Command::kVersion) check_job_flags(out, job_flags);
+  if (out.help) return out;  // what the command needs besides is its help's to say
   check_complete(out);
   out.sample.checkpoint = out.checkpoint;
   out.sample.out_path = out.out_path;
