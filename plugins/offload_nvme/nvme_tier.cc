@@ -15,6 +15,7 @@
 
 #include "aligned_pool.h"
 #include "file_util.h"
+#include "rank_folder_owner.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
 
@@ -104,6 +105,7 @@ NvmeTier::~NvmeTier() {
 void NvmeTier::remove_files_and_folders() noexcept {
   for (auto& [id, region] : regions_) unlink(region.path.c_str());
   regions_.clear();
+  release_rank_folder(owner_);
   // Only the folder this tier made: before make_folder, rank_dir_ is the name another tier of
   // the same rank (or a killed rank's leftovers) may hold, and removing it while empty took
   // that tier's folder from under it. Only one still holding something is worth a word.
@@ -133,6 +135,7 @@ std::string NvmeTier::step_text() const {
 
 void NvmeTier::make_folder() {
   if (folder_made_) return;
+  remove_dead_ranks_folders();
   make_job_folder();
   // The rank's folder is made here, by this tier alone: another tier of the same job and rank
   // (a second engine of one Python process on the same path) or a killed rank's leftovers hold
@@ -145,6 +148,7 @@ void NvmeTier::make_folder() {
     if (mkdir(dir.c_str(), 0777) == 0) {
       rank_dir_ = dir;
       folder_made_ = true;
+      owner_ = claim_rank_folder(rank_dir_);
       return;
     }
     // The job's folder went between the two mkdirs: another rank's tier, ending, removed it
@@ -160,6 +164,17 @@ void NvmeTier::make_folder() {
                     ": " + errno_text(errno) + "; " + kWayOutPath);
     }
   }
+}
+
+void NvmeTier::remove_dead_ranks_folders() {
+  for (const RemovedFolder& folder : remove_dead_owners_folders(config_.path)) {
+    std::fprintf(stderr,
+                 "offload_nvme: removed %s (%s), the offload folder of %s, which ended without "
+                 "removing it (killed)\n",
+                 folder.path.c_str(), bytes_text(folder.bytes).c_str(),
+                 folder.owner.empty() ? "a rank" : folder.owner.c_str());
+  }
+  std::fflush(stderr);
 }
 
 void NvmeTier::make_job_folder() {
@@ -271,8 +286,9 @@ void NvmeTier::prepare(int64_t total_bytes) {
 }
 
 std::string NvmeTier::other_jobs_note() const {
-  // Another job's folders beside this one: a running job's, or one a killed rank left (no
-  // destructor ran: zt's own launchers remove what killed ranks leave, no other launcher does).
+  // Another job's folders beside this one: a running job's, or one this tier could not judge
+  // (another machine's, one without an owner file); those of ranks killed on this machine went
+  // in make_folder.
   std::string note;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(config_.path, ec)) {
@@ -286,7 +302,7 @@ std::string NvmeTier::other_jobs_note() const {
   }
   if (note.empty()) return "";
   return "; other jobs' offload folders hold space there: " + note +
-         " (a running job's, or left by killed ranks: remove those no job uses)";
+         " (running jobs', other machines', or older zt's: remove those no job uses)";
 }
 
 void NvmeTier::ensure_prepared() {

@@ -3,7 +3,9 @@
 // io_uring and its I/O thread), so offloaded bytes bypass the page cache and cost no host memory
 // beyond the fixed bounce-buffer pool. The tier removes its files and folders when destroyed,
 // also while an exception unwinds (the trainer catches it, so destructors run); after a killed
-// job the trainer removes <path>/zt-<job> itself, which is why that layout is fixed.
+// job the trainer removes <path>/zt-<job> itself, which is why that layout is fixed, and where
+// no zt launcher ran (torchrun, srun) the next tier on the path removes the killed rank's folder
+// (rank_folder_owner.h).
 // Thread safety: as OffloadTier: every call from the training thread; Work completes on the
 // I/O thread.
 #pragma once
@@ -16,6 +18,7 @@
 #include <string>
 
 #include "io_uring_queue.h"
+#include "zt/file_lock.h"
 #include "zt/offload.h"
 
 namespace zt::nvme {
@@ -73,6 +76,8 @@ class NvmeTier final : public OffloadTier {
   };
 
   void ensure_prepared();
+  // Removes (and says so on stderr) the rank folders under the path whose owner was killed.
+  void remove_dead_ranks_folders();
   void make_folder();
   // Creates job_dir_ (and the folders above it) where missing; IoError with the way out.
   void make_job_folder();
@@ -93,6 +98,8 @@ class NvmeTier final : public OffloadTier {
   std::string job_dir_;
   std::string rank_dir_;      // <job_dir_>/rank<r>, or rank<r>.<n> when that was taken
   bool folder_made_ = false;  // make_folder claimed rank_dir_
+  // The lock on rank_dir_'s owner file, held while the tier lives (rank_folder_owner.h).
+  std::unique_ptr<ExclusiveFileLock> owner_;
   int64_t alignment_ = 4096;
   bool direct_ = true;
   std::string buffered_reason_;    // why I/O is buffered, for describe()

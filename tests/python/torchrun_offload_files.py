@@ -8,6 +8,9 @@ starts them (agent_store.py plays the agent) keep their optimizer states in an N
 - The agent, itself stopped, sends SIGTERM to both ranks in the middle of their steps: each must
   die of it with its files removed, without an I/O error from a step that met them gone. Their
   tier's path is given through a symbolic link.
+- Both ranks are killed outright (SIGKILL: the OOM killer, a launcher's last word), which no
+  process can clean up after: their folders stay, until the next job on the same path starts,
+  whose ranks remove them, say so, and train.
 A plain process (run.sh NPROC 0).
 """
 
@@ -109,13 +112,8 @@ def check_stopped_mid_step(nvme):
 
 def stopped_mid_step(nvme, given):
     with torchrun_job(TRAINING, given) as ranks:
-        for r in ranks:
-            seen = ""  # notes a rank may print first (offload_nvme's on a tmpfs, say)
-            while " training\n" not in seen:
-                line = r.stdout.readline().decode(errors="replace")
-                if not line:
-                    return f"a rank ended before it trained: {seen}"
-                seen += line
+        if started_training(ranks) is None:
+            return f"a rank ended before it trained: {output_of(ranks)}"
         time.sleep(0.3)
         for r in ranks:
             r.send_signal(signal.SIGTERM)
@@ -130,8 +128,51 @@ def stopped_mid_step(nvme, given):
     return None
 
 
+def started_training(ranks):
+    """The output of `ranks` until each said it trains, or None when one ended first."""
+    out = ""
+    for r in ranks:
+        seen = ""  # notes a rank may print first (offload_nvme's on a tmpfs, say)
+        while " training\n" not in seen:
+            line = r.stdout.readline().decode(errors="replace")
+            if not line:
+                return None
+            seen += line
+        out += seen
+    return out
+
+
+def check_killed_then_next_job(nvme):
+    with torchrun_job(TRAINING, nvme) as ranks:
+        if started_training(ranks) is None:
+            return f"a rank of the first job ended before it trained: {output_of(ranks)}"
+        for r in ranks:
+            r.kill()
+            r.wait()
+    killed = rank_folders(nvme)
+    if len(killed) != 2:
+        return f"the killed ranks left {killed}, not their two folders"
+    with torchrun_job(TRAINING, nvme) as ranks:
+        out = started_training(ranks)
+        if out is None:
+            return f"a rank of the next job ended before it trained: {output_of(ranks)}"
+        left = rank_folders(nvme)
+        if any(f in left for f in killed) or len(left) != 2:
+            return f"the next job trains beside the killed ranks' folders: {left}"
+        for folder in killed:
+            said = f"removed {os.path.join(nvme, folder)} ("
+            if said not in out or "which ended without removing it (killed)" not in out:
+                return f"the next job's ranks did not say they removed {folder}: {out}"
+        for r in ranks:
+            r.send_signal(signal.SIGTERM)
+            wait_for(r, 60)
+    if os.listdir(nvme):
+        return f"files left after the next job stopped: {rank_folders(nvme)}"
+    return None
+
+
 def main():
-    for check in (check_raising, check_stopped_mid_step):
+    for check in (check_raising, check_stopped_mid_step, check_killed_then_next_job):
         nvme = tempfile.mkdtemp(prefix="zt-torchrun-nvme-")
         try:
             failure = check(nvme)
@@ -142,7 +183,8 @@ def main():
             return 1
     print("torchrun_offload_files: rank 1 removed its offload folder as it left on its exception, "
           "rank 0 its own when the agent's SIGTERM stopped it; ranks stopped mid-step removed "
-          "theirs and died of the SIGTERM; nothing left")
+          "theirs and died of the SIGTERM; the folders of ranks killed outright went when the "
+          "next job started; nothing left")
     return 0
 
 

@@ -1,4 +1,5 @@
-// zt/host/file_lock.h: the exclusive lock the checkpoint folder and prepare-data's output hold.
+// zt/file_lock.h: the exclusive lock the checkpoint folder, prepare-data's output and
+// offload_nvme's rank folders hold.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -10,7 +11,7 @@
 #include <string>
 
 #include "../test_util.h"
-#include "zt/host/file_lock.h"
+#include "zt/file_lock.h"
 
 namespace fs = std::filesystem;
 using zt::ExclusiveFileLock;
@@ -70,6 +71,34 @@ TEST_CASE("file lock: the holder is named to the one refused") {
   CHECK(holder.rfind("pid " + std::to_string(::getpid()) + " on ", 0) == 0);
   second.record_holder();  // not held: writes nothing
   CHECK(first.holder() == holder);
+  // The kernel it was recorded in: a uuid, the same as this process's.
+  CHECK(zt::this_boot_id().size() == 36);
+  CHECK(second.holder_boot_id() == zt::this_boot_id());
+}
+
+TEST_CASE("file lock: another process's lock file is looked at without making one, and one "
+          "removed while open is seen gone") {
+  zt::test::TempDir dir;
+  const std::string path = (dir.path() / "owner").string();
+  {
+    const ExclusiveFileLock looking(path, ExclusiveFileLock::IfMissing::fail);
+    CHECK(looking.state() == ExclusiveFileLock::State::cannot_open);
+    CHECK(looking.error() == ENOENT);
+  }
+  CHECK_FALSE(std::filesystem::exists(path));
+  {
+    const ExclusiveFileLock owner(path);
+    REQUIRE(owner.held());
+    CHECK(owner.still_in_folder());
+    CHECK(owner.holder_boot_id().empty());  // nothing recorded
+    const ExclusiveFileLock looking(path, ExclusiveFileLock::IfMissing::fail);
+    CHECK(looking.state() == ExclusiveFileLock::State::busy);
+  }
+  // Opened before its owner removed it, locked after: held, but no longer the folder's.
+  const ExclusiveFileLock late(path, ExclusiveFileLock::IfMissing::fail);
+  REQUIRE(late.held());
+  REQUIRE(::unlink(path.c_str()) == 0);
+  CHECK_FALSE(late.still_in_folder());
 }
 
 TEST_CASE("file lock: a file that cannot be made says why") {

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "zt/host/file_lock.h"
+#include "zt/file_lock.h"
 
 namespace zt::trainer {
 

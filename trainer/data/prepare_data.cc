@@ -31,7 +31,7 @@
 #include "data/token_index.h"
 #include "data/tokenizer_files.h"
 #include "zt/error.h"
-#include "zt/host/file_lock.h"
+#include "zt/file_lock.h"
 #include "zt/host/utf8.h"
 
 namespace zt::data {

@@ -23,7 +23,7 @@
 #include "settings/trainer_config.h"
 #include "tiny_encoding.h"
 #include "zt/error.h"
-#include "zt/host/file_lock.h"
+#include "zt/file_lock.h"
 
 namespace zt::data {
 namespace {

@@ -1,10 +1,12 @@
-#include "zt/host/file_lock.h"
+#include "zt/file_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <fstream>
 
 namespace zt {
@@ -13,8 +15,9 @@ void ExclusiveFileLock::share_with_children() const {
   if (fd_ >= 0) ::fcntl(fd_, F_SETFD, ::fcntl(fd_, F_GETFD) & ~FD_CLOEXEC);
 }
 
-ExclusiveFileLock::ExclusiveFileLock(const std::string& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+ExclusiveFileLock::ExclusiveFileLock(const std::string& path, IfMissing missing) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (missing == IfMissing::create ? O_CREAT : 0),
+               0644);
   if (fd_ < 0) {
     error_ = errno;
     return;
@@ -57,11 +60,34 @@ std::string ExclusiveFileLock::holder() const {
   return line;
 }
 
+std::string ExclusiveFileLock::holder_boot_id() const {
+  std::ifstream in(path_);
+  std::string line;
+  std::getline(in, line);  // "pid N on HOST"
+  std::getline(in, line);
+  constexpr const char* kBoot = "boot ";
+  return line.rfind(kBoot, 0) == 0 ? line.substr(std::strlen(kBoot)) : "";
+}
+
 void ExclusiveFileLock::record_holder() const {
   if (!held()) return;
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);
-  std::ofstream(path_, std::ios::trunc) << "pid " << ::getpid() << " on " << host << "\n";
+  std::ofstream out(path_, std::ios::trunc);
+  out << "pid " << ::getpid() << " on " << host << "\n";
+  const std::string boot = this_boot_id();
+  if (!boot.empty()) out << "boot " << boot << "\n";
+}
+
+bool ExclusiveFileLock::still_in_folder() const {
+  struct stat st {};
+  return fd_ >= 0 && ::fstat(fd_, &st) == 0 && st.st_nlink > 0;
+}
+
+std::string this_boot_id() {
+  std::string id;
+  std::getline(std::ifstream("/proc/sys/kernel/random/boot_id"), id);
+  return id;
 }
 
 }  // namespace zt

@@ -21,11 +21,11 @@
 
 namespace fs = std::filesystem;
 using zt::nvme_test::count_of;
-using zt::nvme_test::files_in;
 using zt::nvme_test::in_private_mount;
 using zt::nvme_test::make_tier;
 using zt::nvme_test::MountRun;
 using zt::nvme_test::random_bytes;
+using zt::nvme_test::region_files_in;
 using zt::nvme_test::StderrCapture;
 using zt::test::contains;
 using zt::test::TempDir;
@@ -173,7 +173,8 @@ TEST_CASE("prepare() on a 1 MiB tmpfs fails naming the bytes needed and free, an
         out += "allocate message: " + m + "; ";
       }
     }
-    if (!files_in(mnt + "/zt-test/rank0").empty()) out += "a file was left after the failure; ";
+    if (!region_files_in(mnt + "/zt-test/rank0").empty())
+      out += "a file was left after the failure; ";
     return out.empty() ? std::string("ok") : out;
   });
   if (!run.mounted) ZT_SKIP_UNLESS_CI(cannot_mount(run));

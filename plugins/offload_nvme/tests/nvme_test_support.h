@@ -66,6 +66,16 @@ inline std::vector<std::string> files_in(const std::filesystem::path& dir) {
   return names;
 }
 
+// The region files in a rank folder, by name, sorted: its files but the tier's owner file (the
+// one name starting with '.'; region names never do).
+inline std::vector<std::string> region_files_in(const std::filesystem::path& dir) {
+  std::vector<std::string> names = files_in(dir);
+  names.erase(std::remove_if(names.begin(), names.end(),
+                             [](const std::string& name) { return name.rfind('.', 0) == 0; }),
+              names.end());
+  return names;
+}
+
 // Redirects this process's stderr (fd 2) into a file until text() or destruction.
 class StderrCapture {
  public:

@@ -27,6 +27,7 @@ namespace fs = std::filesystem;
 using zt::nvme_test::files_in;
 using zt::nvme_test::make_tier;
 using zt::nvme_test::random_bytes;
+using zt::nvme_test::region_files_in;
 using zt::test::contains;
 using zt::test::TempDir;
 
@@ -255,7 +256,7 @@ TEST_CASE("many transfers in flight at once over many regions, queue depth 1 and
       data.push_back(random_bytes(sizes.back(), 1000 + i));
       back[i].assign(sizes.back() + 1, 0);  // +1: an odd address for the unaligned half
     }
-    CHECK(files_in(rank_dir(dir)).size() == static_cast<size_t>(kRegions));
+    CHECK(region_files_in(rank_dir(dir)).size() == static_cast<size_t>(kRegions));
     // Every other region from and into the tier's aligned host buffers (the zero-copy path,
     // many direct requests in flight at once), the rest from vectors at an odd address (the
     // bounce buffers): a vector's memory is 16-byte aligned, never the 4 KiB O_DIRECT needs.
@@ -292,7 +293,7 @@ TEST_CASE("many transfers in flight at once over many regions, queue depth 1 and
     CHECK(s.bytes_allocated == allocated);
     // Releasing half removes their files and their bytes from the count.
     for (int i = 0; i < kRegions; i += 2) tier->release(regions[i]);
-    CHECK(files_in(rank_dir(dir)).size() == static_cast<size_t>(kRegions / 2));
+    CHECK(region_files_in(rank_dir(dir)).size() == static_cast<size_t>(kRegions / 2));
     for (int i = 0; i < kRegions; i += 2) allocated -= zt::round_up(sizes[i], kAlign);
     CHECK(tier->stats().bytes_allocated == allocated);
     CHECK_THROWS_AS(tier->read(regions[0], 0, back[0].data(), 1), zt::InternalError);
@@ -326,7 +327,7 @@ TEST_CASE("the folder is <path>/zt-<job>/rank<r>/, one file per region named fro
   const int64_t a = rank0->allocate("layers.3/attn:qkv", 5000);
   const int64_t b = rank0->allocate("../escape", 1);
   rank1->allocate("x", 0);
-  const auto names = files_in(rank_dir(dir, "job42", 0));
+  const auto names = region_files_in(rank_dir(dir, "job42", 0));
   REQUIRE(names.size() == 2);
   CHECK(names[0] == "_._escape-" + std::to_string(b) + ".bin");
   CHECK(names[1] == "layers.3_attn_qkv-" + std::to_string(a) + ".bin");
@@ -401,7 +402,7 @@ TEST_CASE("a tier that never made its folder leaves alone the one another tier o
   TempDir dir;
   auto first = make_tier(dir.path().string(), {}, "job8", 0);
   first->prepare(kMiB);
-  REQUIRE(fs::is_empty(rank_dir(dir, "job8", 0)));
+  REQUIRE(region_files_in(rank_dir(dir, "job8", 0)).empty());
   make_tier(dir.path().string(), {}, "job8", 0).reset();
   CHECK(fs::exists(rank_dir(dir, "job8", 0)));
   const int64_t bytes = 2 * kAlign;
@@ -425,7 +426,7 @@ TEST_CASE("files and folders are removed when the tier dies during exception unw
     tier->prepare(16 * kMiB);
     const int64_t region = tier->allocate("states", 8 * kMiB + 1);
     tier->write(region, 0, data.data(), 4096)->wait();
-    CHECK(files_in(rank_dir(dir)).size() == 1);
+    CHECK(region_files_in(rank_dir(dir)).size() == 1);
     pending = tier->write(region, 0, data.data() + 1, 8 * kMiB + 1);  // 2049 requests at depth 1
     throw std::runtime_error("a failing step");
   } catch (const std::runtime_error&) {

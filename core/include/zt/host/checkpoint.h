@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "zt/api.h"
-#include "zt/host/file_lock.h"
+#include "zt/file_lock.h"
 
 namespace zt {
 
