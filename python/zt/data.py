@@ -23,9 +23,13 @@ class Data:
 
     @property
     def micro_batch(self):
+        """Samples in one rank's micro batch: data.micro_batch (for validation=True,
+        eval.micro_batch, or data.micro_batch where that is 0)."""
         return self._stream.micro_batch
 
     def describe(self):
+        """What the data is, as the trainer prints it: kind, source, token and window counts,
+        window length, vocab and seed (a line per source for a blend)."""
         return self._stream.describe()
 
     @property
@@ -37,7 +41,9 @@ class Data:
 
 def tokenizer(name, dir=""):
     """A BPE encoding by name (gpt2, r50k_base, p50k_base, cl100k_base, o200k_base) or the path
-    of a NAME.tiktoken file: .encode, .encode_ordinary, .decode, .n_vocab, .eot_token."""
+    of a NAME.tiktoken file: .encode, .encode_ordinary, .decode, .decode_bytes, .n_vocab,
+    .eot_token. decode gives text (a token that ends inside a UTF-8 character shows U+FFFD);
+    decode_bytes gives the tokens' exact bytes, for text streamed token by token."""
     return _zt.tokenizer(name, dir)
 
 

@@ -2,8 +2,9 @@
 
 Units are the modules the forward calls: the top-level children in order, with ModuleList and
 ModuleDict containers (which are never called themselves) opened up, and modules without
-parameters left out; or the list the caller gives. Parameters the root module holds directly
-form a unit of their own, gathered for the whole forward. Module hooks tell the engine when a
+parameters left out; or the list the caller gives. Parameters the root module holds directly,
+and those of modules the caller's list leaves out, form a unit of their own, gathered for the
+whole forward. Module hooks tell the engine when a
 unit is entered and left (docs/architecture.md, "From Python"): at ZeRO stage 3 its parameters
 are gathered on entry (the next units prefetched) and released on exit; its outputs carry a hook
 that gathers them again before its backward, and backward releases each group once its
@@ -156,15 +157,37 @@ class Engine:
         covered = set()
         unit_params = []
         self._unit_names = []
-        for m in modules:
+        listed = {}  # id(module) -> its index in units
+        for i, m in enumerate(modules):
+            if not isinstance(m, torch.nn.Module):
+                # A name ("blocks.0") failed later with an AttributeError about str.
+                raise TypeError(f"zt.initialize: units[{i}] is a {type(m).__name__}, not a "
+                                "module: give the model's modules themselves (e.g. "
+                                "units=[model.embed, *model.blocks, model.head])")
+            listed.setdefault(id(m), i)
+        def label(m):  # for messages: the root module's name is ""
+            return module_names.get(id(m)) or type(m).__name__
+
+        for i, m in enumerate(modules):
+            name = module_names.get(id(m), type(m).__name__)
+            # A module listed twice, or with one of its own submodules, had its parameters
+            # gathered and released by two units: a forward that failed far from the cause. (Two
+            # units that share a parameter, as tied weights do, are fine.)
+            inner = next((listed[id(c)] for c in m.modules() if id(c) in listed and
+                          (c is not m or listed[id(c)] != i)), None)
+            if inner is not None:
+                how = ("is listed twice" if modules[inner] is m
+                       else f"holds units[{inner}] ({label(modules[inner])})")
+                raise ValueError(f"zt.initialize: units[{i}] ({label(m)}) {how}: list a module "
+                                 "or its children, not both, and each once")
             params = []
             for p in m.parameters():
                 if id(p) not in names:
-                    raise ValueError(f"zt.initialize: a unit ({type(m).__name__}) holds a "
-                                     "parameter that is not the model's")
+                    raise ValueError(f"zt.initialize: units[{i}] ({label(m)}) holds a parameter "
+                                     "that is not the model's: give modules of the model "
+                                     "passed to zt.initialize")
                 params.append((names[id(p)], p))
                 covered.add(id(p))
-            name = module_names.get(id(m), type(m).__name__)
             unit_params.append((name, params))
             self._unit_names.append(name)
         root = [(n, p) for n, p in model.named_parameters() if id(p) not in covered]

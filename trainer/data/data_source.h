@@ -62,7 +62,7 @@ class DataSource {
   Batch global_batch(int64_t step_start, int micro, int world) const;
   // Samples one optimizer step consumes: micro_batch * grad_accum * world.
   int64_t samples_per_step(int world) const { return micro_batch_ * grad_accum_ * world; }
-  // One line: kind, source, sizes.
+  // Kind, source, sizes: one line, or a line per source for a blend.
   virtual std::string describe() const = 0;
   // Where data.val_fraction's held-out part starts: what a checkpoint records, so a resume that
   // trains on other windows says so.
