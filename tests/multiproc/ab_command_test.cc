@@ -122,7 +122,7 @@ TEST_CASE("trainer ab: arms that change the math are refused, or compared withou
   TempDir dir;
   const std::string arms =
       "--a plugin.optim_hybrid_adam.lr=1e-3 --b plugin.optim_hybrid_adam.lr=3e-3 --steps 3 "
-      "--reps 1 --warmup 1";
+      "--reps 1 --warmup 2";
   const auto refused = run_command(ab_job(dir, arms));
   INFO(refused.output);
   CHECK(refused.exit_code == 2);
@@ -134,6 +134,9 @@ TEST_CASE("trainer ab: arms that change the math are refused, or compared withou
   INFO(allowed.output);
   CHECK(allowed.exit_code == 0);
   CHECK(contains(allowed.output, "losses not compared"));
+  // --warmup 2: two of each run's three steps left out of the timings.
+  CHECK(contains(allowed.output, "3 steps, first 2 of each left out"));
+  CHECK(contains(zt::test::read_file(dir.file("ab/ab.json")), "\"warmup_steps\": 2"));
   // --reps 1: one run an arm (the default is 2).
   CHECK(std::filesystem::exists(dir.file("ab/runs/B-1/metrics.jsonl")));
   CHECK_FALSE(std::filesystem::exists(dir.file("ab/runs/A-2")));
@@ -184,6 +187,25 @@ TEST_CASE("trainer ab: a run killed by a signal ends ab with the run's exit code
   CHECK(contains(r.output, "zt: io error: the arm B run 1 (shard_bucket) exited 137 ("));
   CHECK_FALSE(contains(r.output, "internal error"));
   CHECK(contains(r.output, "the runs that finished: A " + dir.file("ab/runs/A-1")));
+}
+
+TEST_CASE("trainer ab --max-restarts 1: a run whose rank is killed starts again, and ab compares "
+          "it, saying so") {
+  TempDir dir;
+  // One rank of arm B's run (the newest process whose command line names the run's folder: its
+  // launcher starts the ranks after itself) is killed once it has logged a step.
+  const auto r = ab_acting_once_logged(
+      dir, "--steps 60 --max-restarts 1", "B-1",
+      "kill -KILL $(pgrep -n -f '[/]" + dir.file("ab/runs/B-1").substr(1) + "')");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "arm B (shard_bucket), run 1: 60 steps in "));
+  CHECK(contains(r.output, ", restarted once (rank "));
+  CHECK(contains(r.output, "was killed by signal 9 (Killed) after step "));
+  CHECK(contains(r.output, "losses identical"));  // started again from the beginning
+  const std::string json = zt::test::read_file(dir.file("ab/ab.json"));
+  CHECK(contains(json, "\"restarts\": 1"));
+  CHECK(contains(json, "\"restarts\": 0"));  // arm A's run
 }
 
 TEST_CASE("trainer ab: a misspelt key in an arm gets the config's did-you-mean error") {

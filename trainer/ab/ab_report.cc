@@ -275,7 +275,7 @@ void write_ab_json(const AbResult& r, const std::string& path) {
                          {"step_time_s", s.step_time_s},
                          {"tokens_per_s", s.tokens_per_s}});
       }
-      j["runs"].push_back({{"metrics", run.path}, {"steps", steps}});
+      j["runs"].push_back({{"metrics", run.path}, {"restarts", run.restarts}, {"steps", steps}});
     }
     return j;
   };

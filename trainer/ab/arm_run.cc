@@ -9,7 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 
 #include "report/report_file.h"
 #include "zt/error.h"
@@ -39,6 +42,23 @@ std::string last_lines(const std::string& path, size_t count) {
   for (size_t i = lines.size() > count ? lines.size() - count : 0; i < lines.size(); ++i)
     out += "\n  | " + lines[i];
   return out;
+}
+
+// The restarts the run's launcher logged (launch.max_restarts, --max-restarts): how many, and why
+// the first came ("rank 1 (pid N) was killed by signal 9 (Killed) after step 20"). A restarted
+// run's time holds its failure and its steps again, which a comparison of speeds must say.
+std::pair<int, std::string> restarts_logged(const std::string& log) {
+  constexpr std::string_view kRestart = "zt: restart ";
+  std::ifstream in(log);
+  int count = 0;
+  std::string first;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(kRestart, 0) != 0) continue;
+    if (++count > 1) continue;
+    const size_t why = line.find(": ", kRestart.size());  // after "zt: restart 1/2"
+    first = why == std::string::npos ? "" : line.substr(why + 2, line.find(';') - why - 2);
+  }
+  return {count, first};
 }
 
 // SIGINT or SIGTERM to `trainer ab` / `trainer tune` while a run trains: the run is stopped
@@ -174,7 +194,15 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
   char tail[160];
   std::snprintf(tail, sizeof(tail), ": %zu steps in %.1f s, last loss %.4f", metrics.steps.size(),
                 seconds, metrics.steps.back().loss);
-  out << (tty ? "\r" : "") << head << tail << "\n" << std::flush;
+  const auto [restarts, why] = restarts_logged(log);
+  metrics.restarts = restarts;
+  std::string restarted;
+  if (restarts > 0) {
+    restarted = ", restarted " +
+                (restarts == 1 ? std::string("once") : std::to_string(restarts) + " times") + " (" +
+                (why.empty() ? "" : why + "; ") + "its log: " + log + ")";
+  }
+  out << (tty ? "\r" : "") << head << tail << restarted << "\n" << std::flush;
   return metrics;
 }
 

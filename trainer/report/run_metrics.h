@@ -44,6 +44,9 @@ struct RunMetrics {
   std::vector<StepRecord> steps;
   std::vector<ArmSwitch> switches;
   std::map<std::string, std::vector<std::string>> arm_overrides;  // live A/B: name -> overrides
+  // Times the run's ranks were started again (launch.max_restarts), where `trainer ab` or `tune`
+  // ran it and read its log; 0 otherwise.
+  int restarts = 0;
 };
 
 // Reads `run_dir`/metrics.jsonl (or `run_dir` itself when it names a file). Event lines
