@@ -159,6 +159,32 @@ TEST_CASE("bad command lines are config errors that say what to do") {
   CHECK(parse_cli({"prepare-data", "in.txt", "--threads", "2", "--out", "o"}).prepare.threads == 2);
 }
 
+TEST_CASE("prepare-data: every flag reaches the request, each unlike its default") {
+  const auto p = parse_cli({"prepare-data", "a.txt", "--out", "data/p", "b.jsonl", "--tokenizer",
+                            "cl100k_base", "--tokenizer-dir", "tok", "--field", "body",
+                            "--separator", "%%", "--exclude", "*.md", "--exclude", "x*",
+                            "--threads", "3", "--unit-kb", "64", "--overwrite"})
+                     .prepare;
+  CHECK(p.inputs == std::vector<std::string>{"a.txt", "b.jsonl"});  // flags between inputs
+  CHECK(p.out_prefix == "data/p");
+  CHECK(p.tokenizer == "cl100k_base");
+  CHECK(p.tokenizer_dir == "tok");
+  CHECK(p.field == "body");
+  CHECK(p.separator == "%%");
+  CHECK(p.exclude == std::vector<std::string>{"*.md", "x*"});
+  CHECK(p.threads == 3);
+  CHECK(p.unit_bytes == 64 * 1024);
+  CHECK(p.overwrite);
+  // Left out, each is the documented default.
+  const auto d = parse_cli({"prepare-data", "a.txt", "--out", "p"}).prepare;
+  CHECK(d.tokenizer == "gpt2");
+  CHECK(d.field == "text");
+  CHECK(d.separator.empty());
+  CHECK(d.threads == 0);
+  CHECK(d.unit_bytes == 8 << 20);
+  CHECK_FALSE(d.overwrite);
+}
+
 TEST_CASE("report, trace merge and flight take one run folder, report and merge an --out") {
   auto r = parse_cli({"report", "runs/x", "--out", "r.html"});
   CHECK(r.command == Command::kReport);
