@@ -160,10 +160,12 @@ TEST_CASE("bad command lines are config errors that say what to do") {
 }
 
 TEST_CASE("prepare-data: every flag reaches the request, each unlike its default") {
-  const auto p = parse_cli({"prepare-data", "a.txt", "--out", "data/p", "b.jsonl", "--tokenizer",
-                            "cl100k_base", "--tokenizer-dir", "tok", "--field", "body",
-                            "--separator", "%%", "--exclude", "*.md", "--exclude", "x*",
-                            "--threads", "3", "--unit-kb", "64", "--overwrite"})
+  const auto p = parse_cli({"prepare-data", "a.txt",       "--out",       "data/p",
+                            "b.jsonl",      "--tokenizer", "cl100k_base", "--tokenizer-dir",
+                            "tok",          "--field",     "body",        "--separator",
+                            "%%",           "--exclude",   "*.md",        "--exclude",
+                            "x*",           "--threads",   "3",           "--unit-kb",
+                            "64",           "--overwrite"})
                      .prepare;
   CHECK(p.inputs == std::vector<std::string>{"a.txt", "b.jsonl"});  // flags between inputs
   CHECK(p.out_prefix == "data/p");

@@ -1,5 +1,8 @@
 #include "report/report_file.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -12,7 +15,11 @@ namespace zt::trainer {
 
 void write_report_file(const std::string& path, const std::string& text,
                        const std::string& way_out) {
-  const std::string tmp = path + ".tmp";
+  // A name of this write's own: two commands writing one report (two `trainer compare --out` of
+  // one folder) wrote one path.tmp together, and the mix of both was renamed into place.
+  static std::atomic<int64_t> writes{0};
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" +
+                          std::to_string(writes++);
   errno = 0;
   std::ofstream out(tmp);
   out << text;

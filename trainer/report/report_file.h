@@ -7,8 +7,9 @@
 
 namespace zt::trainer {
 
-// Writes `text` to `path.tmp`, then renames it to `path`. Throws IoError naming the file and
-// ending with `way_out` ("; ..."); the file before it stays, and no .tmp is left.
+// Writes `text` to `path.tmp-<pid>-<n>` (this write's own), then renames it to `path`: the file
+// is whole whoever else writes it at the same time. Throws IoError naming the file and ending
+// with `way_out` ("; ..."); the file before it stays, and no .tmp is left.
 void write_report_file(const std::string& path, const std::string& text,
                        const std::string& way_out =
                            "; choose a writable folder (--out, or run.out_dir for a run's own "

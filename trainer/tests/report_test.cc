@@ -9,10 +9,13 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
+#include "report/report_file.h"
 #include "report/run_metrics.h"
 #include "report/run_report.h"
 #include "report/svg_chart.h"
@@ -246,6 +249,26 @@ int count_of(const std::string& text, const std::string& what) {
 }
 
 }  // namespace
+
+TEST_CASE("report: two writers of one report at once leave one of their texts whole") {
+  // Both wrote path.tmp together: the mix of the two texts was renamed into place.
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/ab.json";
+  const std::string a(4 << 20, 'a'), b(4 << 20, 'b');
+  for (int round = 0; round < 8; ++round) {
+    std::thread other([&] { zt::trainer::write_report_file(path, a); });
+    zt::trainer::write_report_file(path, b);
+    other.join();
+    std::ifstream in(path, std::ios::binary);
+    const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CAPTURE(round);
+    REQUIRE((got == a || got == b));
+  }
+  // No temporary file is left beside it.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir),
+                      std::filesystem::directory_iterator()) == 1);
+  std::filesystem::remove_all(dir);
+}
 
 TEST_CASE("report: negative values stay inside the chart (the axis goes below 0)") {
   svg::Series loss{"loss", "#000", {{1, -3.0}, {2, -2.0}, {3, -1.0}}};
