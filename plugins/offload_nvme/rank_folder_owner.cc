@@ -1,9 +1,13 @@
 #include "rank_folder_owner.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 
 namespace zt::nvme {
 
@@ -16,29 +20,66 @@ int64_t bytes_under(const fs::path& folder) {
   std::error_code ec;
   for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code unreadable;
-    if (it->is_regular_file(unreadable)) bytes += static_cast<int64_t>(it->file_size(unreadable));
+    if (!it->is_regular_file(unreadable) || unreadable) continue;
+    const uintmax_t size = it->file_size(unreadable);
+    if (!unreadable) bytes += static_cast<int64_t>(size);
   }
   return bytes;
 }
 
-// The folder's owner is gone: its lock file, recorded under this kernel, is free and still the
-// folder's. Returns the lock, held, so no other tier judges the folder while it is removed.
-std::unique_ptr<ExclusiveFileLock> take_if_owner_gone(const fs::path& rank_dir,
-                                                      const std::string& boot_id) {
-  auto lock = std::make_unique<ExclusiveFileLock>((rank_dir / kOwnerFile).string(),
-                                                  ExclusiveFileLock::IfMissing::fail);
-  // Read after the lock: an owner writes its record only once it holds it, so a record read
-  // now is complete, and one an owner is still writing is never judged (its lock is held).
-  if (!lock->held() || !lock->still_in_folder() || lock->holder_boot_id() != boot_id) return {};
+// This process, as an owner file records its holder.
+struct Here {
+  std::string boot_id = this_boot_id();
+  std::string host = [] {
+    char name[256] = "?";
+    ::gethostname(name, sizeof name - 1);
+    return std::string(name);
+  }();
+};
+
+// Whether a process of this pid namespace has `pid` (one this process may not signal too).
+bool process_alive(int64_t pid) {
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+// The folder's owner is gone. Returns the owner file's lock, held, so no other tier judges the
+// folder while this one removes it; null when anything says the owner may live.
+std::unique_ptr<ExclusiveFileLock> take_if_owner_gone(const fs::path& rank_dir, const Here& here) {
+  const std::string path = (rank_dir / kOwnerFile).string();
+  // Another kernel's record (or none yet) is not judged, and needs no lock to tell.
+  if (read_lock_holder(path).boot_id != here.boot_id) return {};
+  auto lock = std::make_unique<ExclusiveFileLock>(path, ExclusiveFileLock::IfMissing::fail);
+  if (!lock->held()) return {};
+  // Read again under the lock: an owner records itself only once it holds it, so this record
+  // is whole. Then every sign that the free lock may not mean a dead owner:
+  const LockHolder owner = read_lock_holder(path);
+  if (owner.boot_id != here.boot_id) return {};
+  // - the owner saw another file than this one (one remote file system mounted twice, each
+  //   mount keeping its own locks);
+  if (owner.file_id.empty() || owner.file_id != lock->file_id()) return {};
+  // - the file is no longer the folder's (its owner removed it as it ended, and maybe its folder
+  //   was made again since);
+  if (!lock->is_file_at_path()) return {};
+  // - its process still runs (a lock the kernel lost, as NFS does when a lease expires).
+  if (owner.host == here.host && process_alive(owner.pid)) return {};
   return lock;
 }
 
 }  // namespace
 
 std::unique_ptr<ExclusiveFileLock> claim_rank_folder(const std::string& rank_dir) {
-  auto owner = std::make_unique<ExclusiveFileLock>((fs::path(rank_dir) / kOwnerFile).string());
-  owner->record_holder();  // only where held
-  return owner;
+  const std::string path = (fs::path(rank_dir) / kOwnerFile).string();
+  // Another tier looking at the new file holds its lock for a moment (it finds no record and
+  // lets go): waiting that out keeps the folder from going unclaimed, which no tier would ever
+  // judge dead.
+  for (int attempt = 0;; ++attempt) {
+    auto owner = std::make_unique<ExclusiveFileLock>(path);
+    if (owner->state() != ExclusiveFileLock::State::busy || attempt == 100) {
+      owner->record_holder();  // only where held
+      return owner;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 void release_rank_folder(std::unique_ptr<ExclusiveFileLock>& owner) noexcept {
@@ -49,24 +90,31 @@ void release_rank_folder(std::unique_ptr<ExclusiveFileLock>& owner) noexcept {
 
 std::vector<RemovedFolder> remove_dead_owners_folders(const std::string& path) {
   std::vector<RemovedFolder> removed;
-  const std::string boot_id = this_boot_id();
-  if (boot_id.empty()) return removed;  // no kernel to tell a free lock's meaning by
+  const Here here;
+  if (here.boot_id.empty()) return removed;  // no kernel to tell a free lock's meaning by
   // Listed first, removed after: a folder is not removed under a listing of its own folder.
+  // Links are not followed: what they point to is not this path's.
   std::vector<fs::path> rank_dirs;
   std::error_code ec;
   for (fs::directory_iterator job(path, ec), end; !ec && job != end; job.increment(ec)) {
     std::error_code unreadable;
-    if (job->path().filename().string().rfind("zt-", 0) != 0 || !job->is_directory(unreadable))
+    if (job->path().filename().string().rfind("zt-", 0) != 0 ||
+        !fs::is_directory(job->symlink_status(unreadable)))
       continue;
     for (fs::directory_iterator rank(job->path(), unreadable), done; !unreadable && rank != done;
          rank.increment(unreadable)) {
-      if (rank->path().filename().string().rfind("rank", 0) == 0) rank_dirs.push_back(rank->path());
+      std::error_code status;
+      if (rank->path().filename().string().rfind("rank", 0) == 0 &&
+          fs::is_directory(rank->symlink_status(status)))
+        rank_dirs.push_back(rank->path());
     }
   }
   for (const fs::path& rank_dir : rank_dirs) {
-    const std::unique_ptr<ExclusiveFileLock> lock = take_if_owner_gone(rank_dir, boot_id);
+    const std::unique_ptr<ExclusiveFileLock> lock = take_if_owner_gone(rank_dir, here);
     if (!lock) continue;
     RemovedFolder folder{rank_dir.string(), bytes_under(rank_dir), lock->holder()};
+    // Checked once more just before: the folder by this name is still the judged one.
+    if (!lock->is_file_at_path()) continue;
     std::error_code removing;
     fs::remove_all(rank_dir, removing);
     if (removing) continue;

@@ -4,11 +4,10 @@ Units are the modules the forward calls: the top-level children in order, with M
 ModuleDict containers (which are never called themselves) opened up, and modules without
 parameters left out; or the list the caller gives. Parameters the root module holds directly,
 and those of modules the caller's list leaves out, form a unit of their own, gathered for the
-whole forward. Module hooks tell the engine when a
-unit is entered and left (docs/architecture.md, "From Python"): at ZeRO stage 3 its parameters
-are gathered on entry (the next units prefetched) and released on exit; its outputs carry a hook
-that gathers them again before its backward, and backward releases each group once its
-gradients are taken.
+whole forward. Module hooks tell the engine when a unit is entered and left
+(docs/architecture.md, "From Python"): at ZeRO stage 3 its parameters are gathered on entry (the
+next units prefetched) and released on exit; its outputs carry a hook that gathers them again
+before its backward, and backward releases each group once its gradients are taken.
 """
 
 import atexit
@@ -157,8 +156,8 @@ class Engine:
         covered = set()
         unit_params = []
         self._unit_names = []
-        listed = {}  # id(module) -> its index in units
-        for i, m in enumerate(modules):
+        listed = {}  # id(module) -> its index in a units= list the caller gave
+        for i, m in enumerate(modules if units is not None else ()):
             if not isinstance(m, torch.nn.Module):
                 # A name ("blocks.0") failed later with an AttributeError about str.
                 raise TypeError(f"zt.initialize: units[{i}] is a {type(m).__name__}, not a "
@@ -172,9 +171,11 @@ class Engine:
             name = module_names.get(id(m), type(m).__name__)
             # A module listed twice, or with one of its own submodules, had its parameters
             # gathered and released by two units: a forward that failed far from the cause. (Two
-            # units that share a parameter, as tied weights do, are fine.)
+            # units that share a parameter, as tied weights do, are fine, and so is the default
+            # split of a model whose children share a whole module, as T5's encoder and decoder
+            # share its embedding: only a list the caller gave is judged.)
             inner = next((listed[id(c)] for c in m.modules() if id(c) in listed and
-                          (c is not m or listed[id(c)] != i)), None)
+                          (c is not m or listed[id(c)] != i)), None) if listed else None
             if inner is not None:
                 how = ("is listed twice" if modules[inner] is m
                        else f"holds units[{inner}] ({label(modules[inner])})")

@@ -7,7 +7,8 @@
   parameters of modules left out of the list form the root's unit (gathered for the whole
   forward, listed first), training gives the default split's values bit for bit, and units that
   cannot be (a module not the model's, a name, a module listed twice or with its own child) are
-  refused, naming the unit.
+  refused, naming the unit, while units that share a tied weight train and a default split whose
+  children share a module is taken.
 - zt.data's micro_batch is data.micro_batch (eval.micro_batch for validation=True, which falls
   back to data.micro_batch), its batches are that many windows of the file, and describe() names
   the kind, the file, its key, the part of the file, the token and window counts, seq_len + 1, the
@@ -461,6 +462,42 @@ class Net(torch.nn.Module):
         return self.head(self.block(x))
 
 
+class Tied(torch.nn.Module):
+    """An embedding and a head with one weight."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(10)
+        self.embed = torch.nn.Embedding(16, 8)
+        self.head = torch.nn.Linear(8, 16, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(self.embed(ids))
+
+
+class Encoder(torch.nn.Module):
+    def __init__(self, embed):
+        super().__init__()
+        self.embed = embed  # the model's own module, shared
+        self.mix = torch.nn.Linear(8, 8)
+
+    def forward(self, ids):
+        return self.mix(self.embed(ids))
+
+
+class SharedEmbedding(torch.nn.Module):
+    """T5's shape: a top-level embedding that a top-level encoder holds too."""
+
+    def __init__(self):
+        super().__init__()
+        self.shared = torch.nn.Embedding(16, 8)
+        self.encoder = Encoder(self.shared)
+
+    def forward(self, ids):
+        return self.encoder(ids)
+
+
 def train(engine, rank, world, steps=2):
     g = torch.Generator().manual_seed(8)
     for _ in range(steps):
@@ -573,6 +610,22 @@ def check_units():
         e = raises(kind, lambda: zt.initialize(net, config=CONFIG, units=units),
                    f"zt.initialize with units {units}")
         expect(said in str(e), f"units {units}: {e}")
+
+    # Two units that share a weight are no overlap: a tied head, listed beside its embedding,
+    # trains, and its weight stays one parameter.
+    tied = Tied()
+    engine = zt.initialize(tied, config=CONFIG, units=[tied.embed, tied.head])
+    expect(engine.parameter_names() == ["embed.weight"], f"tied: {engine.parameter_names()}")
+    before = engine.full_param("embed.weight").clone()
+    ids = torch.arange(8).reshape(2, 4) + 4 * rank
+    engine.backward(F.cross_entropy(engine(ids).flatten(0, 1), ids.flatten()))
+    engine.step()
+    expect(not torch.equal(engine.full_param("embed.weight"), before), "tied: nothing trained")
+    engine.close()
+    # Nor is the default split judged: children sharing a whole module (as T5's encoder and
+    # decoder share its embedding) are taken as they were.
+    shared = SharedEmbedding()
+    zt.initialize(shared, config=CONFIG).close()
     return rank
 
 

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,9 +72,17 @@ TEST_CASE("file lock: the holder is named to the one refused") {
   CHECK(holder.rfind("pid " + std::to_string(::getpid()) + " on ", 0) == 0);
   second.record_holder();  // not held: writes nothing
   CHECK(first.holder() == holder);
-  // The kernel it was recorded in: a uuid, the same as this process's.
+  // The whole record: pid and host, the kernel (a uuid, this process's) and the file.
+  const zt::LockHolder record = zt::read_lock_holder(path);
+  CHECK(record.text == holder);
+  CHECK(record.pid == ::getpid());
+  CHECK_FALSE(record.host.empty());
   CHECK(zt::this_boot_id().size() == 36);
-  CHECK(second.holder_boot_id() == zt::this_boot_id());
+  CHECK(record.boot_id == zt::this_boot_id());
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  CHECK(record.file_id == std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino));
+  CHECK(record.file_id == first.file_id());
 }
 
 TEST_CASE("file lock: another process's lock file is looked at without making one, and one "
@@ -89,16 +98,31 @@ TEST_CASE("file lock: another process's lock file is looked at without making on
   {
     const ExclusiveFileLock owner(path);
     REQUIRE(owner.held());
-    CHECK(owner.still_in_folder());
-    CHECK(owner.holder_boot_id().empty());  // nothing recorded
+    CHECK(owner.is_file_at_path());
+    const zt::LockHolder none = zt::read_lock_holder(path);  // nothing recorded
+    CHECK(none.pid == -1);
+    CHECK(none.boot_id.empty());
     const ExclusiveFileLock looking(path, ExclusiveFileLock::IfMissing::fail);
     CHECK(looking.state() == ExclusiveFileLock::State::busy);
   }
-  // Opened before its owner removed it, locked after: held, but no longer the folder's.
+  // Opened before its owner removed it, locked after: held, but no longer the folder's, also
+  // once another file of that name is made there.
   const ExclusiveFileLock late(path, ExclusiveFileLock::IfMissing::fail);
   REQUIRE(late.held());
+  CHECK(late.is_file_at_path());
   REQUIRE(::unlink(path.c_str()) == 0);
-  CHECK_FALSE(late.still_in_folder());
+  CHECK_FALSE(late.is_file_at_path());
+  const ExclusiveFileLock again(path);
+  REQUIRE(again.held());
+  CHECK_FALSE(late.is_file_at_path());
+  CHECK(again.is_file_at_path());
+  // Neither a link nor a FIFO is looked at through (open() on a FIFO waited for a writer).
+  const std::string link = (dir.path() / "link").string(), fifo = (dir.path() / "fifo").string();
+  REQUIRE(::symlink(path.c_str(), link.c_str()) == 0);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(ExclusiveFileLock(link, ExclusiveFileLock::IfMissing::fail).state() ==
+        ExclusiveFileLock::State::cannot_open);
+  CHECK(zt::read_lock_holder(fifo).text.empty());
 }
 
 TEST_CASE("file lock: a file that cannot be made says why") {

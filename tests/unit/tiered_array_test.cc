@@ -30,9 +30,11 @@ std::unique_ptr<zt::OffloadTier> nvme_tier(const std::string& dir) {
                        zt::OffloadContext{0, "plugins.offload_optimizer", "tiered", false});
 }
 
+// The one region file under `dir` (the tier's .zt-owner beside it is no region).
 std::string only_file_under(const std::filesystem::path& dir) {
   for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
-    if (e.is_regular_file()) return e.path().string();
+    if (e.is_regular_file() && e.path().filename().string().rfind('.', 0) != 0)
+      return e.path().string();
   }
   return "";
 }

@@ -44,23 +44,6 @@ std::string last_lines(const std::string& path, size_t count) {
   return out;
 }
 
-// The restarts the run's launcher logged (launch.max_restarts, --max-restarts): how many, and why
-// the first came ("rank 1 (pid N) was killed by signal 9 (Killed) after step 20"). A restarted
-// run's time holds its failure and its steps again, which a comparison of speeds must say.
-std::pair<int, std::string> restarts_logged(const std::string& log) {
-  constexpr std::string_view kRestart = "zt: restart ";
-  std::ifstream in(log);
-  int count = 0;
-  std::string first;
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(kRestart, 0) != 0) continue;
-    if (++count > 1) continue;
-    const size_t why = line.find(": ", kRestart.size());  // after "zt: restart 1/2"
-    first = why == std::string::npos ? "" : line.substr(why + 2, line.find(';') - why - 2);
-  }
-  return {count, first};
-}
-
 // SIGINT or SIGTERM to `trainer ab` / `trainer tune` while a run trains: the run is stopped
 // with it (a killed parent left its child training for the config's whole run.steps).
 volatile sig_atomic_t g_stop_signal = 0;
@@ -115,6 +98,26 @@ int wait_until(pid_t pid, const ArmRunPlan& plan, const std::string& metrics, co
 }
 
 }  // namespace
+
+std::pair<int, std::string> restarts_logged(const std::string& log) {
+  constexpr std::string_view kRestart = "zt: restart ";
+  std::ifstream in(log);
+  int count = 0;
+  std::string first;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(kRestart, 0) != 0) continue;
+    if (++count > 1) continue;
+    // "zt: restart 1/2: <how> after step S; all ranks start again from ...", where <how> may
+    // hold a ';' of its own (the OOM killer's witness).
+    const size_t why = line.find(": ", kRestart.size());
+    const size_t then = line.rfind("; all ranks start again");
+    first = why == std::string::npos
+                ? ""
+                : line.substr(why + 2,
+                              then == std::string::npos ? std::string::npos : then - why - 2);
+  }
+  return {count, first};
+}
 
 RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& name,
                    const std::string& head, const std::string& who, std::ostream& out) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ab/ab_arms.h"
@@ -57,6 +58,12 @@ class ArmRunFailed : public Error {
  private:
   int run_exit_code_;
 };
+
+// The restarts a run's launcher logged in `log` (launch.max_restarts, --max-restarts): how many,
+// and why the first came ("rank 1 (pid N) was killed by signal 9 (Killed) after step 20"). A
+// restarted run's time holds its failure and its steps again, which a comparison of speeds must
+// say.
+std::pair<int, std::string> restarts_logged(const std::string& log);
 
 // Runs `arm` (its overrides after the plan's) as `name`; `head` starts its progress line
 // ("[1/4] arm A (shard_tensor), run 1"), `who` names it in a failure ("the arm A run 1

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "ab/ab_html.h"
 #include "ab/ab_report.h"
 #include "ab/ab_stats.h"
+#include "ab/arm_run.h"
 #include "ab/live_ab.h"
 #include "report/run_metrics.h"
 #include "zt/error.h"
@@ -300,7 +302,27 @@ TEST_CASE("the verdict: speed with its interval, memory, collectives and agreeme
   const std::string json = zt::test::read_file(dir.file("ab.json"));
   CHECK(contains(json, "\"first_divergence\""));
   CHECK(contains(json, "\"speedup_b_over_a\""));
-  CHECK_FALSE(std::filesystem::exists(dir.file("ab.json.tmp")));
+  // Nothing but the report beside it: no temporary file left.
+  CHECK(std::distance(std::filesystem::directory_iterator(dir.path()),
+                      std::filesystem::directory_iterator()) == 1);
+}
+
+TEST_CASE("a run's restarts are read from its log, the first one's cause whole") {
+  zt::test::TempDir dir;
+  const std::string log = dir.file("B-1.log");
+  zt::test::write_file(log, "step 1\nzt: restart 1/2: rank 1 (pid 7) was killed by signal 9 "
+                            "(Killed); the kernel's OOM killer ended it: cgroup /x limit 1 GiB "
+                            "after step 20; all ranks start again from the beginning (none)\n"
+                            "zt: restart 2/2: rank 0 (pid 9) exited with code 5 after step 21; "
+                            "all ranks start again from checkpoint c\nstep 2\n");
+  const auto [count, why] = zt::trainer::restarts_logged(log);
+  CHECK(count == 2);
+  // The OOM killer's words (after a ';' of their own) and the step stay.
+  CHECK(why == "rank 1 (pid 7) was killed by signal 9 (Killed); the kernel's OOM killer ended "
+               "it: cgroup /x limit 1 GiB after step 20");
+  zt::test::write_file(log, "step 1\nzt: restarting is not a restart line\n");
+  CHECK(zt::trainer::restarts_logged(log).first == 0);
+  CHECK(zt::trainer::restarts_logged(dir.file("missing.log")).first == 0);
 }
 
 TEST_CASE("an arm with a long label keeps its whole row in the table and the HTML report") {

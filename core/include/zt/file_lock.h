@@ -9,11 +9,22 @@
 // process's (flock locks belong to the open file).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "zt/api.h"
 
 namespace zt {
+
+// What a lock's holder recorded of itself (ExclusiveFileLock::record_holder), read back from the
+// file; a field it did not record is empty (pid -1).
+struct LockHolder {
+  std::string text;     // "pid N on HOST", for messages
+  int64_t pid = -1;     // in the holder's pid namespace
+  std::string host;     // its gethostname()
+  std::string boot_id;  // this_boot_id() of its kernel
+  std::string file_id;  // "DEV:INO" of the lock file as the holder's kernel saw it (file_id())
+};
 
 class ZT_API ExclusiveFileLock {
  public:
@@ -46,15 +57,16 @@ class ZT_API ExclusiveFileLock {
   int error() const { return error_; }
   // "pid N on HOST" of the holder, as it recorded itself (record_holder()), or "" when unknown.
   std::string holder() const;
-  // The boot id (this_boot_id()) the holder recorded, or "" when none was.
-  std::string holder_boot_id() const;
-  // Writes "pid N on HOST" and this_boot_id() into the file, for the message another process's
-  // holder() gives and for holder_boot_id(). Best effort: the lock is what counts. Only while
-  // held().
+  // Writes this process's pid and host, this_boot_id() and file_id() into the file, for the
+  // message another process's holder() gives and for read_lock_holder(). Best effort: the lock is
+  // what counts. Only while held().
   void record_holder() const;
-  // Whether the file is still linked into its folder (false once its owner removed it while
-  // another process had it open). Only while held().
-  bool still_in_folder() const;
+  // "DEV:INO" of the open file, or "" when not held.
+  std::string file_id() const;
+  // Whether the file at path() is still the one this object has open: false once its owner
+  // removed it (or removed it and made another) while this process had it open. Only while
+  // held().
+  bool is_file_at_path() const;
   // Lets the programs this process starts (fork + exec) inherit the locked file, so the lock
   // lasts until the last of them ends too: a command killed outright while its child still
   // works in the folder (the child stopping on its parent-death signal) keeps it held. Only
@@ -68,10 +80,16 @@ class ZT_API ExclusiveFileLock {
   int error_ = 0;
 };
 
+// What the holder of the lock file `path` recorded of itself, read without taking the lock (and
+// without following a link or waiting on a FIFO put there); empty fields where `path` holds no
+// record.
+ZT_API LockHolder read_lock_holder(const std::string& path);
+
 // The boot id of the running kernel (/proc/sys/kernel/random/boot_id), or "" where it cannot be
 // read. A free flock proves its holder gone only among processes of one kernel: another
-// machine's lock on a shared file system (NFSv3 keeps flock local) is invisible here, so a lock
-// file whose recorded boot id is another one says nothing about its holder.
+// machine's lock on a shared file system may be invisible here (an NFS mount with
+// local_lock=flock or nolock, a FUSE file system that keeps locks in each client's kernel), so a
+// lock file whose recorded boot id is another one says nothing about its holder.
 ZT_API std::string this_boot_id();
 
 }  // namespace zt

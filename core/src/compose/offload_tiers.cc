@@ -54,9 +54,9 @@ void note_offload_folder(const std::filesystem::path& folder, int rank, const st
   }
 }
 
-// The entries of `job_folder` (its rank<r> folders) that hold a file this process has open: a
-// tier keeps its files open while it lives, so these are this process's tiers' (another process
-// of the same job id and rank, whose tier took rank<r>.2, holds its own). Compared as the
+// The entries of `job_folder` (its rank<r> folders) that hold a region file this process has
+// open: a tier keeps its files open while it lives, so these are this process's tiers' (another
+// process of the same job id and rank, whose tier took rank<r>.2, holds its own). Compared as the
 // kernel names open files: with symbolic links, "." and ".." resolved.
 std::set<std::filesystem::path> folders_with_open_files(const std::filesystem::path& job_folder) {
   std::set<std::filesystem::path> held;
@@ -72,6 +72,10 @@ std::set<std::filesystem::path> folders_with_open_files(const std::filesystem::p
     if (unreadable || target.rfind(prefix, 0) != 0) continue;
     const std::string below = target.substr(prefix.size());
     const size_t slash = below.find('/');
+    // A tier's bookkeeping file (its name starts with '.') says nothing of whose folder it is:
+    // this process's tier, starting, opens other ranks' for a moment (offload_nvme looks at each
+    // .zt-owner on its path). Region files do.
+    if (slash != std::string::npos && below.compare(slash + 1, 1, ".") == 0) continue;
     // A file of the job folder itself (not a rank's folder) that is gone already: nothing to do.
     if (slash == std::string::npos && below.size() >= kDeleted.size() &&
         below.compare(below.size() - kDeleted.size(), kDeleted.size(), kDeleted) == 0)

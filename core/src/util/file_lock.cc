@@ -6,8 +6,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <sstream>
+#include <string_view>
 
 namespace zt {
 
@@ -16,8 +19,10 @@ void ExclusiveFileLock::share_with_children() const {
 }
 
 ExclusiveFileLock::ExclusiveFileLock(const std::string& path, IfMissing missing) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (missing == IfMissing::create ? O_CREAT : 0),
-               0644);
+  // Looking at another's file: not through a link, and never waiting in open() for a writer of
+  // a FIFO someone put there.
+  const int looking = missing == IfMissing::fail ? O_NOFOLLOW | O_NONBLOCK : O_CREAT;
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | looking, 0644);
   if (fd_ < 0) {
     error_ = errno;
     return;
@@ -25,7 +30,7 @@ ExclusiveFileLock::ExclusiveFileLock(const std::string& path, IfMissing missing)
   int locked = ::flock(fd_, LOCK_EX | LOCK_NB);
   if (locked != 0 && errno == EBADF) {
     ::close(fd_);
-    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (missing == IfMissing::fail ? looking : 0));
     if (fd_ < 0) {
       error_ = errno;
       return;
@@ -60,13 +65,29 @@ std::string ExclusiveFileLock::holder() const {
   return line;
 }
 
-std::string ExclusiveFileLock::holder_boot_id() const {
-  std::ifstream in(path_);
-  std::string line;
-  std::getline(in, line);  // "pid N on HOST"
-  std::getline(in, line);
-  constexpr const char* kBoot = "boot ";
-  return line.rfind(kBoot, 0) == 0 ? line.substr(std::strlen(kBoot)) : "";
+LockHolder read_lock_holder(const std::string& path) {
+  LockHolder h;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return h;
+  struct stat st {};
+  std::string text(4096, '\0');  // a record is three short lines
+  ssize_t n = -1;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) n = ::read(fd, text.data(), text.size());
+  ::close(fd);
+  text.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  std::istringstream in(text);
+  std::getline(in, h.text);
+  constexpr std::string_view kPid = "pid ", kOn = " on ";
+  const size_t on = h.text.find(kOn);
+  if (h.text.rfind(kPid, 0) == 0 && on != std::string::npos) {
+    h.pid = std::strtoll(h.text.c_str() + kPid.size(), nullptr, 10);
+    h.host = h.text.substr(on + kOn.size());
+  }
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("boot ", 0) == 0) h.boot_id = line.substr(5);
+    if (line.rfind("file ", 0) == 0) h.file_id = line.substr(5);
+  }
+  return h;
 }
 
 void ExclusiveFileLock::record_holder() const {
@@ -77,11 +98,21 @@ void ExclusiveFileLock::record_holder() const {
   out << "pid " << ::getpid() << " on " << host << "\n";
   const std::string boot = this_boot_id();
   if (!boot.empty()) out << "boot " << boot << "\n";
+  out << "file " << file_id() << "\n";
 }
 
-bool ExclusiveFileLock::still_in_folder() const {
+std::string ExclusiveFileLock::file_id() const {
   struct stat st {};
-  return fd_ >= 0 && ::fstat(fd_, &st) == 0 && st.st_nlink > 0;
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0) return "";
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
+bool ExclusiveFileLock::is_file_at_path() const {
+  struct stat open_file {
+  }, at_path{};
+  return fd_ >= 0 && ::fstat(fd_, &open_file) == 0 && open_file.st_nlink > 0 &&
+         ::lstat(path_.c_str(), &at_path) == 0 && at_path.st_dev == open_file.st_dev &&
+         at_path.st_ino == open_file.st_ino;
 }
 
 std::string this_boot_id() {

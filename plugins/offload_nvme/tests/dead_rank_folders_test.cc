@@ -6,10 +6,12 @@
 #include "nvme_test_support.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -52,6 +54,23 @@ pid_t claim_then_die(const fs::path& rank) {
   return child;
 }
 
+// An owner file in `rank` recorded as a tier records itself (pid `pid` on this host, this kernel)
+// but not locked; the file's own device and inode unless `file_id` says otherwise.
+void write_record(const fs::path& rank, pid_t pid, const std::string& file_id) {
+  const fs::path owner = rank / kOwner;
+  std::ofstream(owner).flush();
+  struct stat st {};
+  REQUIRE(::stat(owner.c_str(), &st) == 0);
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  std::ofstream(owner) << "pid " << pid << " on " << host << "\nboot " << zt::this_boot_id()
+                       << "\nfile "
+                       << (file_id.empty()
+                               ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)
+                               : file_id)
+                       << "\n";
+}
+
 }  // namespace
 
 TEST_CASE("the next tier on a path removes the folders of ranks killed outright, and only those") {
@@ -69,8 +88,19 @@ TEST_CASE("the next tier on a path removes the folders of ranks killed outright,
   make_rank_folder(path / "zt-elsewhere" / "rank0");
   std::ofstream(path / "zt-elsewhere" / "rank0" / kOwner)
       << "pid 4242 on node17\nboot 01234567-89ab-cdef-0123-456789abcdef\n";
-  // No owner file: a folder in the making, or not a tier's.
+  // No owner file: a folder in the making, or not a tier's; an owner file without a record: a
+  // tier between taking its lock and writing in it.
   make_rank_folder(path / "zt-noowner" / "rank0");
+  make_rank_folder(path / "zt-norecord" / "rank0");
+  std::ofstream(path / "zt-norecord" / "rank0" / kOwner).flush();
+  // Recorded under this kernel, free, but its process runs (a lock NFS lost when a lease ran
+  // out): this very process, its record written as a live owner's would be.
+  make_rank_folder(path / "zt-lostlock" / "rank0");
+  write_record(path / "zt-lostlock" / "rank0", ::getpid(), "");
+  // Free, this kernel's, its process gone, but recorded as another file: the owner saw it
+  // through another mount of the same remote file system, whose locks are not this mount's.
+  make_rank_folder(path / "zt-othermount" / "rank0");
+  write_record(path / "zt-othermount" / "rank0", dead, "12345:678");
 
   std::string said;
   {
@@ -94,10 +124,11 @@ TEST_CASE("the next tier on a path removes the folders of ranks killed outright,
                                     ExclusiveFileLock::IfMissing::fail);
     CHECK(looking.state() == ExclusiveFileLock::State::busy);
     CHECK(looking.holder().rfind("pid " + std::to_string(::getpid()) + " on ", 0) == 0);
-    CHECK(looking.holder_boot_id() == zt::this_boot_id());
+    CHECK(zt::read_lock_holder(looking.path()).boot_id == zt::this_boot_id());
   }
   CHECK_FALSE(fs::exists(path / "zt-newjob"));  // the tier removed its own, owner file too
-  for (const char* kept : {"zt-livejob", "zt-elsewhere", "zt-noowner"}) {
+  for (const char* kept : {"zt-livejob", "zt-elsewhere", "zt-noowner", "zt-norecord", "zt-lostlock",
+                           "zt-othermount"}) {
     CAPTURE(kept);
     CHECK(fs::file_size(path / kept / "rank0" / "fp32_master-1.bin") == (1u << 20));
     CHECK_FALSE(contains(said, kept));
@@ -107,12 +138,14 @@ TEST_CASE("the next tier on a path removes the folders of ranks killed outright,
 TEST_CASE("a folder whose owner was killed is removed once when several tiers start together") {
   // Every rank of a job on one machine starts its tier at once; each looks at the same dead
   // folder. One removes it; the others neither fail nor say they did.
-  TempDir dir;
+  TempDir dir, logs;
   claim_then_die(dir.path() / "zt-killedjob" / "rank0");
   std::vector<pid_t> children;
   for (int rank = 0; rank < 4; ++rank) {
     const pid_t child = ::fork();
     if (child == 0) {
+      // Each tier's stderr to a file of its own: what each said it removed.
+      if (!std::freopen((logs.path() / std::to_string(rank)).c_str(), "w", stderr)) ::_exit(2);
       int code = 1;
       try {
         auto tier = make_tier(dir.path().string(), {}, "together", rank);
@@ -130,4 +163,12 @@ TEST_CASE("a folder whose owner was killed is removed once when several tiers st
     CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   }
   CHECK(files_in(dir.path()).empty());
+  int said = 0;
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string log = zt::test::read_file((logs.path() / std::to_string(rank)).string());
+    for (size_t at = log.find("offload_nvme: removed "); at != std::string::npos;
+         at = log.find("offload_nvme: removed ", at + 1))
+      ++said;
+  }
+  CHECK(said == 1);
 }
