@@ -1,13 +1,16 @@
 #include "rank_folder_owner.h"
 
-#include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <set>
 #include <system_error>
 #include <thread>
+#include <utility>
+
+#include "file_util.h"
 
 namespace zt::nvme {
 
@@ -27,42 +30,42 @@ int64_t bytes_under(const fs::path& folder) {
   return bytes;
 }
 
-// This process, as an owner file records its holder.
-struct Here {
-  std::string boot_id = this_boot_id();
-  std::string host = [] {
-    char name[256] = "?";
-    ::gethostname(name, sizeof name - 1);
-    return std::string(name);
-  }();
-};
-
-// Whether a process of this pid namespace has `pid` (one this process may not signal too).
-bool process_alive(int64_t pid) {
-  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+// The same file as the one its owner recorded ("DEV:INO"). Where another mount of the same files
+// may keep its own locks (network and FUSE file systems, and any this does not know), the device
+// must match too; on a local disk's file system only the inode counts, since its device number
+// may change with a remount (overlayfs, btrfs subvolumes) while the files stay.
+bool same_file(const std::string& recorded, const std::string& open_now, const std::string& path) {
+  const size_t a = recorded.find(':'), b = open_now.find(':');
+  if (a == std::string::npos || b == std::string::npos) return false;
+  if (recorded.substr(a) != open_now.substr(b)) return false;  // the inode
+  static const std::set<std::string> kLocal = {"ext4",  "xfs",       "btrfs", "tmpfs",
+                                               "ramfs", "overlayfs", "zfs",   "f2fs"};
+  return kLocal.count(file_system_name(path)) > 0 || recorded == open_now;
 }
 
 // The folder's owner is gone. Returns the owner file's lock, held, so no other tier judges the
-// folder while this one removes it; null when anything says the owner may live.
-std::unique_ptr<ExclusiveFileLock> take_if_owner_gone(const fs::path& rank_dir, const Here& here) {
+// folder while this one removes it, and what its owner recorded; a null lock when anything says
+// the owner may live.
+std::pair<std::unique_ptr<ExclusiveFileLock>, LockHolder> take_if_owner_gone(
+    const fs::path& rank_dir, const std::string& boot_id) {
   const std::string path = (rank_dir / kOwnerFile).string();
   // Another kernel's record (or none yet) is not judged, and needs no lock to tell.
-  if (read_lock_holder(path).boot_id != here.boot_id) return {};
+  if (read_lock_holder(path).boot_id != boot_id) return {};
   auto lock = std::make_unique<ExclusiveFileLock>(path, ExclusiveFileLock::IfMissing::fail);
   if (!lock->held()) return {};
   // Read again under the lock: an owner records itself only once it holds it, so this record
   // is whole. Then every sign that the free lock may not mean a dead owner:
-  const LockHolder owner = read_lock_holder(path);
-  if (owner.boot_id != here.boot_id) return {};
+  LockHolder owner = read_lock_holder(path);
+  if (owner.boot_id != boot_id) return {};
   // - the owner saw another file than this one (one remote file system mounted twice, each
   //   mount keeping its own locks);
-  if (owner.file_id.empty() || owner.file_id != lock->file_id()) return {};
+  if (!same_file(owner.file_id, lock->file_id(), path)) return {};
   // - the file is no longer the folder's (its owner removed it as it ended, and maybe its folder
   //   was made again since);
   if (!lock->is_file_at_path()) return {};
   // - its process still runs (a lock the kernel lost, as NFS does when a lease expires).
-  if (owner.host == here.host && process_alive(owner.pid)) return {};
-  return lock;
+  if (lock_holder_may_run(owner)) return {};
+  return {std::move(lock), std::move(owner)};
 }
 
 }  // namespace
@@ -74,11 +77,19 @@ std::unique_ptr<ExclusiveFileLock> claim_rank_folder(const std::string& rank_dir
   // judge dead.
   for (int attempt = 0;; ++attempt) {
     auto owner = std::make_unique<ExclusiveFileLock>(path);
-    if (owner->state() != ExclusiveFileLock::State::busy || attempt == 100) {
-      owner->record_holder();  // only where held
-      return owner;
+    if (owner->state() == ExclusiveFileLock::State::busy && attempt < 100) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      continue;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (owner->held()) {
+      owner->record_holder();
+    } else if (owner->state() == ExclusiveFileLock::State::busy) {
+      std::fprintf(stderr,
+                   "offload_nvme: note: %s stays locked by another process; should this rank be "
+                   "killed outright, nothing will know its folder for a dead rank's\n",
+                   path.c_str());
+    }
+    return owner;
   }
 }
 
@@ -90,8 +101,8 @@ void release_rank_folder(std::unique_ptr<ExclusiveFileLock>& owner) noexcept {
 
 std::vector<RemovedFolder> remove_dead_owners_folders(const std::string& path) {
   std::vector<RemovedFolder> removed;
-  const Here here;
-  if (here.boot_id.empty()) return removed;  // no kernel to tell a free lock's meaning by
+  const std::string boot_id = this_boot_id();
+  if (boot_id.empty()) return removed;  // no kernel to tell a free lock's meaning by
   // Listed first, removed after: a folder is not removed under a listing of its own folder.
   // Links are not followed: what they point to is not this path's.
   std::vector<fs::path> rank_dirs;
@@ -110,9 +121,9 @@ std::vector<RemovedFolder> remove_dead_owners_folders(const std::string& path) {
     }
   }
   for (const fs::path& rank_dir : rank_dirs) {
-    const std::unique_ptr<ExclusiveFileLock> lock = take_if_owner_gone(rank_dir, here);
+    const auto [lock, owner] = take_if_owner_gone(rank_dir, boot_id);
     if (!lock) continue;
-    RemovedFolder folder{rank_dir.string(), bytes_under(rank_dir), lock->holder()};
+    RemovedFolder folder{rank_dir.string(), bytes_under(rank_dir), owner.text};
     // Checked once more just before: the folder by this name is still the judged one.
     if (!lock->is_file_at_path()) continue;
     std::error_code removing;

@@ -1,11 +1,11 @@
 // Who owns a rank folder of offload_nvme, and the folders whose owner is gone.
 //
 // A tier holds an exclusive flock on <rank folder>/.zt-owner while it lives, with its pid, host,
-// kernel boot id and the file's device and inode written in it. A rank killed outright (SIGKILL,
-// the OOM killer, a launcher that is not zt's: torchrun, srun) runs no destructor and leaves its
-// folder, which can be tens of GB; the kernel drops its lock. The next tier started on the same
-// path finds such folders and removes them: a lock that is free, on the very file its owner
-// recorded (same device and inode, still in its folder), under this very kernel, whose process
+// start time, kernel boot id and the file's device and inode written in it. A rank killed outright
+// (SIGKILL, the OOM killer, a launcher that is not zt's: torchrun, srun) runs no destructor and
+// leaves its folder, which can be tens of GB; the kernel drops its lock. The next tier started on
+// the same path finds such folders and removes them: a lock that is free, on the very file its
+// owner recorded (still in its folder), under this very kernel, whose process (pid and start time)
 // is gone, can only be a dead owner's. Anything else stays: a folder without the file (in the
 // making, or not zt's), one recorded under another kernel (another machine sharing the path,
 // whose locks this one may not see) or through another mount, one whose lock is held or whose

@@ -625,7 +625,14 @@ def check_units():
     # Nor is the default split judged: children sharing a whole module (as T5's encoder and
     # decoder share its embedding) are taken as they were.
     shared = SharedEmbedding()
-    zt.initialize(shared, config=CONFIG).close()
+    engine = zt.initialize(shared, config=CONFIG)
+    before = engine.full_param("shared.weight").clone()
+    out = engine(ids)
+    engine.backward(out.square().mean())
+    engine.step()
+    expect(not torch.equal(engine.full_param("shared.weight"), before),
+           "the shared embedding did not train")
+    engine.close()
     return rank
 
 

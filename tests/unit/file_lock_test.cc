@@ -9,7 +9,10 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "../test_util.h"
 #include "zt/file_lock.h"
@@ -83,6 +86,56 @@ TEST_CASE("file lock: the holder is named to the one refused") {
   REQUIRE(::stat(path.c_str(), &st) == 0);
   CHECK(record.file_id == std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino));
   CHECK(record.file_id == first.file_id());
+  CHECK(record.start > 0);
+  CHECK(zt::lock_holder_may_run(record));
+}
+
+TEST_CASE("file lock: whether a recorded holder may still run, by pid, start time and kernel") {
+  zt::LockHolder me;
+  me.pid = ::getpid();
+  me.boot_id = zt::this_boot_id();
+  me.start = -1;
+  CHECK(zt::lock_holder_may_run(me));  // its pid runs, and no start time says it is another
+  // This process's own start time, read as record_holder() reads it.
+  zt::test::TempDir dir;
+  const ExclusiveFileLock lock((dir.path() / "l").string());
+  REQUIRE(lock.held());
+  lock.record_holder();
+  me.start = zt::read_lock_holder(lock.path()).start;
+  CHECK(zt::lock_holder_may_run(me));
+  zt::LockHolder reused = me;  // the pid, since given to a later process
+  reused.start = me.start - 1;
+  CHECK_FALSE(zt::lock_holder_may_run(reused));
+  // A child that ended: reaped, no process; not yet reaped, a zombie. Both gone.
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  std::string text;  // the child's /proc/PID/stat once it is a zombie
+  for (int i = 0; i < 500 && text.find(") Z ") == std::string::npos; ++i) {
+    ::usleep(10000);
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::getline(stat, text);
+  }
+  REQUIRE(text.find(") Z ") != std::string::npos);
+  std::istringstream after_name(text.substr(text.rfind(')') + 1));
+  std::vector<std::string> fields;  // from field 3 (the state) on
+  for (std::string f; after_name >> f;) fields.push_back(f);
+  REQUIRE(fields.size() > 19);
+  zt::LockHolder zombie = me;
+  zombie.pid = child;
+  zombie.start = -1;
+  // Without a start time an existing pid counts as running, even a zombie's: only a recorded
+  // start tells. With the child's own start time (field 22), its zombie is gone.
+  CHECK(zt::lock_holder_may_run(zombie));
+  zombie.start = std::stoll(fields[19]);
+  CHECK_FALSE(zt::lock_holder_may_run(zombie));
+  REQUIRE(::waitpid(child, nullptr, 0) == child);
+  CHECK_FALSE(zt::lock_holder_may_run(zombie));
+  zombie.start = -1;
+  CHECK_FALSE(zt::lock_holder_may_run(zombie));  // no such process at all
+  // Another kernel's holder: nothing here can tell.
+  zt::LockHolder elsewhere = reused;
+  elsewhere.boot_id = "01234567-89ab-cdef-0123-456789abcdef";
+  CHECK(zt::lock_holder_may_run(elsewhere));
 }
 
 TEST_CASE("file lock: another process's lock file is looked at without making one, and one "

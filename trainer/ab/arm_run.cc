@@ -108,13 +108,12 @@ std::pair<int, std::string> restarts_logged(const std::string& log) {
     if (line.rfind(kRestart, 0) != 0) continue;
     if (++count > 1) continue;
     // "zt: restart 1/2: <how> after step S; all ranks start again from ...", where <how> may
-    // hold a ';' of its own (the OOM killer's witness).
+    // hold a ';' of its own (the OOM killer's witness); zt.launch's line names no cause.
     const size_t why = line.find(": ", kRestart.size());
-    const size_t then = line.rfind("; all ranks start again");
-    first = why == std::string::npos
-                ? ""
-                : line.substr(why + 2,
-                              then == std::string::npos ? std::string::npos : then - why - 2);
+    const size_t then = line.rfind("all ranks start again");
+    if (why == std::string::npos || then == std::string::npos || then < why + 2) continue;
+    first = line.substr(why + 2, then - why - 2);
+    while (!first.empty() && (first.back() == ' ' || first.back() == ';')) first.pop_back();
   }
   return {count, first};
 }

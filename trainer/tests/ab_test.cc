@@ -320,6 +320,9 @@ TEST_CASE("a run's restarts are read from its log, the first one's cause whole")
   // The OOM killer's words (after a ';' of their own) and the step stay.
   CHECK(why == "rank 1 (pid 7) was killed by signal 9 (Killed); the kernel's OOM killer ended "
                "it: cgroup /x limit 1 GiB after step 20");
+  // zt.launch's line names no cause: counted, with none.
+  zt::test::write_file(log, "zt: restart 1/1: all ranks start again\n");
+  CHECK(zt::trainer::restarts_logged(log) == std::pair<int, std::string>{1, ""});
   zt::test::write_file(log, "step 1\nzt: restarting is not a restart line\n");
   CHECK(zt::trainer::restarts_logged(log).first == 0);
   CHECK(zt::trainer::restarts_logged(dir.file("missing.log")).first == 0);

@@ -24,6 +24,7 @@ struct LockHolder {
   std::string host;     // its gethostname()
   std::string boot_id;  // this_boot_id() of its kernel
   std::string file_id;  // "DEV:INO" of the lock file as the holder's kernel saw it (file_id())
+  int64_t start = -1;   // when its process started, in clock ticks since boot (/proc/PID/stat)
 };
 
 class ZT_API ExclusiveFileLock {
@@ -84,6 +85,12 @@ class ZT_API ExclusiveFileLock {
 // without following a link or waiting on a FIFO put there); empty fields where `path` holds no
 // record.
 ZT_API LockHolder read_lock_holder(const std::string& path);
+
+// Whether the process `holder` recorded may still run: a process of this pid namespace with its
+// pid, started at its recorded time (so not a later process given the same pid, as a restarted
+// container's ranks are), not a zombie. True where nothing here can tell: a holder of another
+// kernel (boot id), or one that recorded no start time and whose pid exists.
+ZT_API bool lock_holder_may_run(const LockHolder& holder);
 
 // The boot id of the running kernel (/proc/sys/kernel/random/boot_id), or "" where it cannot be
 // read. A free flock proves its holder gone only among processes of one kernel: another

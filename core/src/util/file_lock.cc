@@ -86,8 +86,44 @@ LockHolder read_lock_holder(const std::string& path) {
   for (std::string line; std::getline(in, line);) {
     if (line.rfind("boot ", 0) == 0) h.boot_id = line.substr(5);
     if (line.rfind("file ", 0) == 0) h.file_id = line.substr(5);
+    if (line.rfind("start ", 0) == 0) h.start = std::strtoll(line.c_str() + 6, nullptr, 10);
   }
   return h;
+}
+
+namespace {
+
+// The state letter and start time (clock ticks since boot) of process `pid` as this pid
+// namespace sees it, from /proc/PID/stat; false when there is no such process.
+bool process_state(int64_t pid, char& state, int64_t& start) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(in, text)) return false;
+  // "PID (COMM) S ...": COMM may hold spaces and parentheses, so fields count from the last ')'.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return false;
+  std::istringstream fields(text.substr(close + 1));
+  std::string field;
+  for (int n = 3; fields >> field; ++n) {
+    if (n == 3) state = field.empty() ? '?' : field[0];
+    if (n == 22) {
+      start = std::strtoll(field.c_str(), nullptr, 10);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool lock_holder_may_run(const LockHolder& holder) {
+  if (holder.boot_id.empty() || holder.boot_id != this_boot_id()) return true;
+  if (holder.pid <= 0) return true;
+  char state = '?';
+  int64_t start = -1;
+  if (!process_state(holder.pid, state, start)) return false;  // no process with that pid here
+  if (holder.start < 0) return true;  // nothing to tell a later process with its pid by
+  return start == holder.start && state != 'Z';
 }
 
 void ExclusiveFileLock::record_holder() const {
@@ -99,6 +135,9 @@ void ExclusiveFileLock::record_holder() const {
   const std::string boot = this_boot_id();
   if (!boot.empty()) out << "boot " << boot << "\n";
   out << "file " << file_id() << "\n";
+  char state = '?';
+  int64_t start = -1;
+  if (process_state(::getpid(), state, start)) out << "start " << start << "\n";
 }
 
 std::string ExclusiveFileLock::file_id() const {

@@ -54,21 +54,28 @@ pid_t claim_then_die(const fs::path& rank) {
   return child;
 }
 
-// An owner file in `rank` recorded as a tier records itself (pid `pid` on this host, this kernel)
-// but not locked; the file's own device and inode unless `file_id` says otherwise.
-void write_record(const fs::path& rank, pid_t pid, const std::string& file_id) {
+// What write_record writes; each field as a tier records itself unless set otherwise.
+struct Record {
+  pid_t pid = ::getpid();
+  std::string boot = zt::this_boot_id();
+  std::string file_id;  // "" = the owner file's own device and inode
+  std::string start;    // "" = no start time recorded
+};
+
+// An owner file in `rank` recorded as `record` says, not locked.
+void write_record(const fs::path& rank, const Record& record) {
   const fs::path owner = rank / kOwner;
   std::ofstream(owner).flush();
   struct stat st {};
   REQUIRE(::stat(owner.c_str(), &st) == 0);
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);
-  std::ofstream(owner) << "pid " << pid << " on " << host << "\nboot " << zt::this_boot_id()
-                       << "\nfile "
-                       << (file_id.empty()
-                               ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)
-                               : file_id)
-                       << "\n";
+  std::ofstream out(owner);
+  out << "pid " << record.pid << " on " << host << "\nboot " << record.boot << "\nfile "
+      << (record.file_id.empty() ? std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)
+                                 : record.file_id)
+      << "\n";
+  if (!record.start.empty()) out << "start " << record.start << "\n";
 }
 
 }  // namespace
@@ -84,10 +91,11 @@ TEST_CASE("the next tier on a path removes the folders of ranks killed outright,
   const ExclusiveFileLock live((path / "zt-livejob" / "rank0" / kOwner).string());
   REQUIRE(live.held());
   live.record_holder();
-  // Another machine's on a shared file system: its lock is not seen here, free or not.
+  // Another machine's on a shared file system (another kernel's record, whole otherwise, its
+  // pid gone here): its lock is not seen here, free or not.
   make_rank_folder(path / "zt-elsewhere" / "rank0");
-  std::ofstream(path / "zt-elsewhere" / "rank0" / kOwner)
-      << "pid 4242 on node17\nboot 01234567-89ab-cdef-0123-456789abcdef\n";
+  write_record(path / "zt-elsewhere" / "rank0",
+               {dead, "01234567-89ab-cdef-0123-456789abcdef", "", ""});
   // No owner file: a folder in the making, or not a tier's; an owner file without a record: a
   // tier between taking its lock and writing in it.
   make_rank_folder(path / "zt-noowner" / "rank0");
@@ -96,11 +104,16 @@ TEST_CASE("the next tier on a path removes the folders of ranks killed outright,
   // Recorded under this kernel, free, but its process runs (a lock NFS lost when a lease ran
   // out): this very process, its record written as a live owner's would be.
   make_rank_folder(path / "zt-lostlock" / "rank0");
-  write_record(path / "zt-lostlock" / "rank0", ::getpid(), "");
-  // Free, this kernel's, its process gone, but recorded as another file: the owner saw it
-  // through another mount of the same remote file system, whose locks are not this mount's.
+  write_record(path / "zt-lostlock" / "rank0", {});
+  // Free, this kernel's, its process gone, but recorded as another file: its owner saw another
+  // file by this name (through another mount of a remote file system, whose locks are not this
+  // mount's).
   make_rank_folder(path / "zt-othermount" / "rank0");
-  write_record(path / "zt-othermount" / "rank0", dead, "12345:678");
+  write_record(path / "zt-othermount" / "rank0", {dead, zt::this_boot_id(), "12345:678", ""});
+  // Recorded with a pid this kernel now gives a later process (this one: its start time is not
+  // the recorded one), as a restarted container's ranks get their predecessors' pids: dead.
+  make_rank_folder(path / "zt-pidreused" / "rank0");
+  write_record(path / "zt-pidreused" / "rank0", {::getpid(), zt::this_boot_id(), "", "1"});
 
   std::string said;
   {
@@ -115,6 +128,8 @@ TEST_CASE("the next tier on a path removes the folders of ranks killed outright,
     CHECK(contains(
         said, " bytes (1.0 MiB)), the offload folder of pid " + std::to_string(dead) + " on "));
     CHECK(contains(said, "which ended without removing it (killed)"));
+    CHECK_FALSE(fs::exists(path / "zt-pidreused"));
+    CHECK(contains(said, "removed " + (path / "zt-pidreused" / "rank0").string()));
     // The new tier took rank0, not rank0.2: the dead one's folder went first.
     CHECK(contains(tier->describe(), "zt-newjob/rank0 "));
     CHECK(files_in(path / "zt-newjob") == std::vector<std::string>{"rank0"});
