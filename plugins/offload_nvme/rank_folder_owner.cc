@@ -72,9 +72,9 @@ std::pair<std::unique_ptr<ExclusiveFileLock>, LockHolder> take_if_owner_gone(
 
 std::unique_ptr<ExclusiveFileLock> claim_rank_folder(const std::string& rank_dir) {
   const std::string path = (fs::path(rank_dir) / kOwnerFile).string();
-  // Another tier looking at the new file holds its lock for a moment (it finds no record and
-  // lets go): waiting that out keeps the folder from going unclaimed, which no tier would ever
-  // judge dead.
+  // Another process looking at the new file may hold its lock for a moment (tiers read the
+  // record first and lock only a recorded one; other tools need not): waiting that out keeps the
+  // folder from going unclaimed, which no tier would ever judge dead.
   for (int attempt = 0;; ++attempt) {
     auto owner = std::make_unique<ExclusiveFileLock>(path);
     if (owner->state() == ExclusiveFileLock::State::busy && attempt < 100) {
