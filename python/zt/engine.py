@@ -91,6 +91,30 @@ def _tie_shared_storage(model):
                 module._parameters[name] = owner
 
 
+def _check_given_units(units, label):
+    """Refuses a units= list that cannot be, naming the entry by its place: what is no module (a
+    name, "blocks.0", failed later with an AttributeError about str), and a module listed twice or
+    with one of its own submodules, whose parameters two units gathered and released (a forward
+    that failed far from the cause). Two units that share a parameter, as tied weights do, are
+    fine; and only a list the caller gave is judged, so the default split of a model whose
+    children share a whole module (T5's encoder and decoder share its embedding) is taken."""
+    listed = {}  # id(module) -> its index in units
+    for i, m in enumerate(units):
+        if not isinstance(m, torch.nn.Module):
+            raise TypeError(f"zt.initialize: units[{i}] is a {type(m).__name__}, not a module: "
+                            "give the model's modules themselves (e.g. "
+                            "units=[model.embed, *model.blocks, model.head])")
+        listed.setdefault(id(m), i)
+    for i, m in enumerate(units):
+        inner = next((listed[id(c)] for c in m.modules()
+                      if id(c) in listed and (c is not m or listed[id(c)] != i)), None)
+        if inner is not None:
+            how = ("is listed twice" if units[inner] is m
+                   else f"holds units[{inner}] ({label(units[inner])})")
+            raise ValueError(f"zt.initialize: units[{i}] ({label(m)}) {how}: list a module or "
+                             "its children, not both, and each once")
+
+
 def _unit_modules(model):
     units = []
 
@@ -153,34 +177,17 @@ class Engine:
         for name, p in model.named_parameters():
             names.setdefault(id(p), name)
         module_names = {id(m): n for n, m in model.named_modules()}
-        covered = set()
-        unit_params = []
-        self._unit_names = []
-        listed = {}  # id(module) -> its index in a units= list the caller gave
-        for i, m in enumerate(modules if units is not None else ()):
-            if not isinstance(m, torch.nn.Module):
-                # A name ("blocks.0") failed later with an AttributeError about str.
-                raise TypeError(f"zt.initialize: units[{i}] is a {type(m).__name__}, not a "
-                                "module: give the model's modules themselves (e.g. "
-                                "units=[model.embed, *model.blocks, model.head])")
-            listed.setdefault(id(m), i)
+
         def label(m):  # for messages: the root module's name is ""
             return module_names.get(id(m)) or type(m).__name__
 
+        if units is not None:
+            _check_given_units(modules, label)
+        covered = set()
+        unit_params = []
+        self._unit_names = []
         for i, m in enumerate(modules):
             name = module_names.get(id(m), type(m).__name__)
-            # A module listed twice, or with one of its own submodules, had its parameters
-            # gathered and released by two units: a forward that failed far from the cause. (Two
-            # units that share a parameter, as tied weights do, are fine, and so is the default
-            # split of a model whose children share a whole module, as T5's encoder and decoder
-            # share its embedding: only a list the caller gave is judged.)
-            inner = next((listed[id(c)] for c in m.modules() if id(c) in listed and
-                          (c is not m or listed[id(c)] != i)), None) if listed else None
-            if inner is not None:
-                how = ("is listed twice" if modules[inner] is m
-                       else f"holds units[{inner}] ({label(modules[inner])})")
-                raise ValueError(f"zt.initialize: units[{i}] ({label(m)}) {how}: list a module "
-                                 "or its children, not both, and each once")
             params = []
             for p in m.parameters():
                 if id(p) not in names:
