@@ -5,7 +5,8 @@
 // stages 1-3 without offload, must go on past a trial that fails (a --candidate whose NVMe folder
 // is a regular file: its tier cannot be created) and must end within its budget. Its tuned.toml
 // must train, and its report must draw in a browser. A --candidate with another learning rate
-// changes the math: its losses leave the reference's and it is rejected.
+// changes the math: its losses leave the reference's and it is rejected. A rank of the reference
+// run killed under --max-restarts 1 starts it again, and the tune goes on.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
@@ -36,15 +37,25 @@ TEST_CASE("trainer tune: picks a fitting composition, skips what does not fit, s
   TempDir dir;
   zt::test::write_file(dir.file("not-a-folder"), "a file where the NVMe tier wants a folder\n");
   const double budget = 60;
+  // Under --max-restarts 1, a rank of the reference run (the newest process whose command line
+  // names its folder) is killed once the run has logged a step: the run starts again and
+  // tune.json counts it.
+  const std::string reference = dir.file("tune/runs/reference");
+  const std::string kill_a_reference_rank =
+      " 2>&1 & pid=$!; for i in $(seq 2400); do [ -s " + reference +
+      "/metrics.jsonl ] && break; sleep 0.1; done; kill -KILL $(pgrep -n -f '[/]" +
+      reference.substr(1) + "'); wait $pid";
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = run_command(std::string(ZT_TEST_TRAINER) + " tune" + mlp_job() +
-                             " --budget 60s --out " + dir.file("tune") +
-                             " --candidate "
-                             "'zero.stage=1,zero.sub_group_size=65536,zero.gradients_in_tier=true,"
-                             "plugins.offload_optimizer=\"offload_nvme\",plugin.offload_nvme."
-                             "path=\"" +
-                             dir.file("not-a-folder") +
-                             "/nvme\"' --candidate plugin.optim_hybrid_adam.lr=0.01");
+  const auto r = run_command(
+      std::string(ZT_TEST_TRAINER) + " tune" + mlp_job() + " --budget 60s --out " +
+      dir.file("tune") +
+      " --candidate "
+      "'zero.stage=1,zero.sub_group_size=65536,zero.gradients_in_tier=true,"
+      "plugins.offload_optimizer=\"offload_nvme\",plugin.offload_nvme."
+      "path=\"" +
+      dir.file("not-a-folder") +
+      "/nvme\"' --candidate plugin.optim_hybrid_adam.lr=0.01 --max-restarts 1" +
+      kill_a_reference_rank);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   INFO(r.output.substr(r.output.size() > 3000 ? r.output.size() - 3000 : 0));
@@ -53,8 +64,10 @@ TEST_CASE("trainer tune: picks a fitting composition, skips what does not fit, s
   CHECK(seconds <= budget + 15);
   CHECK(contains(r.output, "verdict: "));
   CHECK(contains(r.output, "the search goes on"));
+  CHECK(contains(r.output, ", restarted once (rank "));
   const nlohmann::json j = nlohmann::json::parse(zt::test::read_file(dir.file("tune/tune.json")));
   CHECK(j["elapsed_s"].get<double>() <= budget + 5);
+  CHECK(j["reference_restarts"] == 1);
   int no_fit = 0, failed = 0, raced = 0, math = 0;
   for (const auto& c : j["candidates"]) {
     INFO(c.dump());
@@ -77,12 +90,19 @@ TEST_CASE("trainer tune: picks a fitting composition, skips what does not fit, s
       CHECK(contains(c["composition"].get<std::string>(), "stage 3"));
       CHECK(contains(c["reason"].get<std::string>(), "the config you gave trains"));
     }
-    raced += c.contains("measured");
+    if (c.contains("measured")) {
+      ++raced;
+      CHECK(c["measured"]["restarts"] == 0);
+    }
   }
   CHECK(no_fit >= 3);
   CHECK(failed == 1);
   CHECK(math == 1);  // the --candidate with another learning rate
   CHECK(raced >= 3);
+  if (j["final_ab"].contains("a_restarts")) {
+    CHECK(j["final_ab"]["a_restarts"] == 0);
+    CHECK(j["final_ab"]["b_restarts"] == 0);
+  }
   // The winner: stages 1-3 without offload.
   const auto& winner = j["candidates"][j["winner"].get<size_t>()];
   INFO(winner.dump());

@@ -88,6 +88,12 @@ void write_tuned_toml(const std::string& path, const std::string& winner_toml,
 
 namespace {
 
+int restarts_of(const ArmResult& arm) {
+  int n = 0;
+  for (const RunMetrics& run : arm.runs) n += run.restarts;
+  return n;
+}
+
 nlohmann::json candidate_json(const TuneCandidate& c, size_t index) {
   nlohmann::json j;
   j["index"] = index;
@@ -110,6 +116,7 @@ nlohmann::json candidate_json(const TuneCandidate& c, size_t index) {
                        {"high", c.race.vs_leader.high}}},
                      {"round_medians_s", c.round_medians},
                      {"peak_rss", c.rss},
+                     {"restarts", c.restarts},
                      {"jobs", c.jobs}};
   }
   if (c.race.left_round > 0) j["left_round"] = c.race.left_round;
@@ -138,6 +145,7 @@ void write_tune_json(const TuneResult& r, const std::string& path) {
                       {"racing_after", t.racing_after}});
   }
   j["rounds"] = rounds;
+  j["reference_restarts"] = r.reference_restarts;
   nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < r.candidates.size(); ++i)
     all.push_back(candidate_json(r.candidates[i], i));
@@ -146,6 +154,8 @@ void write_tune_json(const TuneResult& r, const std::string& path) {
     const AbResult& f = r.final_ab;
     j["final_ab"] = {{"a", f.a.label},
                      {"b", f.b.label},
+                     {"a_restarts", restarts_of(f.a)},
+                     {"b_restarts", restarts_of(f.b)},
                      {"a_median_step_s", f.a.median_s},
                      {"b_median_step_s", f.b.median_s},
                      {"speedup", f.speedup.ratio},

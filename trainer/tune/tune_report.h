@@ -29,6 +29,7 @@ struct TuneCandidate {
   std::vector<std::string> jobs;      // the trial jobs it ran in
   std::vector<double> round_medians;  // its median step time after each round it ran
   int64_t rss = 0;                    // the largest resident memory of a rank while it trained
+  int restarts = 0;      // how often a rank of the trial jobs it ran in died and all started again
   std::string identity;  // its resolved config without comments: what makes two the same
 };
 
@@ -43,6 +44,7 @@ struct TuneResult {
   std::string config_path;
   std::vector<TuneCandidate> candidates;  // [0] is the config as given
   std::vector<TuneRound> rounds;
+  int reference_restarts = 0;  // of the reference run (your config alone), as restarts above
   size_t winner = 0;
   // Candidates that entered a race (your config among them): 1 when every other composition was
   // pruned by the estimate or does not fit, and then no round runs whatever the budget.

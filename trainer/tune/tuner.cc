@@ -306,6 +306,7 @@ void Tuner::reference_run() {
                    : "; run it alone (trainer --config ...) to see why"));
   }
   reference_ = r.metrics;
+  r_.reference_restarts = r.metrics.restarts;
   // A --launcher places the ranks itself: every estimate assumed the world of --nproc.
   const size_t ranks = reference_.steps.empty() ? 0 : reference_.steps[0].memory.size();
   if (ranks > 0 && ranks != static_cast<size_t>(r_.world)) {
@@ -318,8 +319,11 @@ void Tuner::reference_run() {
                                  "--hosts its node count"));
   }
   ref_step_s_ = median(r.step_s[0]);
+  // A restarted run's wall time holds every attempt's start (and the steps of those that died):
+  // a start is taken as their mean, not their sum, which left phase 1 no time for a round.
   ref_start_s_ = std::max(1.0,
-                          r.seconds - static_cast<double>(reference_.steps.size()) * ref_step_s_);
+                          (r.seconds - static_cast<double>(reference_.steps.size()) * ref_step_s_) /
+                              (1 + r.metrics.restarts));
 }
 
 double Tuner::projected_job_s(size_t arms) const {
@@ -374,6 +378,7 @@ bool Tuner::run_job(const std::vector<size_t>& arms, Clock::time_point until, Tu
     TuneCandidate& c = r_.candidates[arms[a]];
     c.jobs.push_back(job.name);
     c.rss = std::max(c.rss, r.rss[a]);
+    c.restarts += r.metrics.restarts;
     c.race.step_groups.push_back(r.step_s[a]);
     c.race.jobs.push_back(jobs_run_);
   }
@@ -525,7 +530,19 @@ size_t Tuner::race(int phase, std::vector<size_t> indices, Clock::time_point unt
     for (size_t i : indices) {
       if (r_.candidates[i].race.racing) racing.push_back(i);
     }
-    if (racing.size() <= 1 || !fit_round_to_time(round, indices, anchor, until, racing)) break;
+    if (racing.size() <= 1) break;
+    const size_t named = racing.size();
+    if (!fit_round_to_time(round, indices, anchor, until, racing)) {
+      if (round == 1) {
+        char line[200];
+        std::snprintf(line, sizeof(line),
+                      "  phase %d: no time for its %zu candidates: a trial job of two is projected "
+                      "at %.0f s, %.0f s of the phase's time are left\n",
+                      phase, named, projected_job_s(2), std::max(0.0, left(until)));
+        out_ << line;
+      }
+      break;
+    }
     if (run_round(phase, round, racing, anchor, until, rules)) break;
   }
   return leader_of(phase, indices);
