@@ -122,6 +122,35 @@ TEST_CASE("--nproc 2 in a Slurm step of one task (srun --pty) starts 2 ranks, an
   CHECK(contains(r.output, "grad_accum = 2"));
 }
 
+TEST_CASE("a Slurm rank runs SLURM_CPUS_PER_TASK threads only where its affinity mask has as "
+          "many CPUs, and says so where it has fewer") {
+  // srun of Slurm 22.05-23.02 does not take sbatch's --cpus-per-task and binds a task to one CPU
+  // where the cluster binds: SLURM_CPUS_PER_TASK=2 on one CPU (taskset here) ran 2 threads.
+  const auto srun_task_on = [](const std::string& cpus) {
+    return "cd " ZT_TEST_SOURCE_DIR " && env SLURM_JOB_ID=4243 SLURM_STEP_ID=0 SLURM_PROCID=0 "
+                                    "SLURM_NTASKS=1 SLURM_LOCALID=0 "
+           "SLURM_NODEID=0 SLURM_STEP_NODELIST=localhost SLURM_STEP_TASKS_PER_NODE=1 "
+           "SLURM_CPUS_PER_TASK=2 taskset -c " +
+           cpus + " " + trainer() +
+           " --config " ZT_TEST_SOURCE_DIR
+           "/configs/zero3.toml --set run.steps=1 --set run.report=false --set "
+           "checkpoint.every_steps=0 --set run.out_dir=";
+  };
+  TempDir dir;
+  auto r = run_command(srun_task_on("0") + dir.file("one"));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "zt: warning: SLURM_CPUS_PER_TASK=2, but this rank may run on 1 CPU(s) "
+                           "(its affinity mask), so it runs 1 thread(s)"));
+  CHECK(contains(r.output, "give srun --cpus-per-task=$SLURM_CPUS_PER_TASK"));
+  if (std::thread::hardware_concurrency() >= 2) {
+    r = run_command(srun_task_on("0,1") + dir.file("two"));
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_FALSE(contains(r.output, "SLURM_CPUS_PER_TASK"));
+  }
+}
+
 TEST_CASE("under another launcher, a --nproc that is neither its ranks on the host nor all of "
           "them is refused, and max_restarts is said to restart nothing") {
   // The smoke job as torchrun starts rank 0 of `world`, `local_world` of them on this host.

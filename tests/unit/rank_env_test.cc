@@ -2,9 +2,12 @@
 // where MASTER_ADDR/MASTER_PORT are not set.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <map>
 
 #include "zt/error.h"
+#include "zt/host/compose.h"
+#include "zt/host/engine_settings.h"
 #include "zt/host/rendezvous.h"
 #include "zt/host/slurm_hostlist.h"
 
@@ -260,4 +263,86 @@ TEST_CASE("under mpirun without MASTER_ADDR/PORT, mpirun's host and a port from 
   bad["OMPI_MCA_orte_hnp_uri"] = "garbage";
   CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(bad)),
                        doctest::Contains("OMPI_MCA_orte_hnp_uri='garbage'"), zt::ConfigError);
+}
+
+TEST_CASE("an MPI launcher zt does not read (MPICH's, Intel MPI's Hydra) is refused, with what to "
+          "export") {
+  // mpiexec -n 4 outside Slurm: every process took itself for a job of one.
+  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of({{"PMI_RANK", "1"}, {"PMI_SIZE", "4"}})),
+                       doctest::Contains("PMI_SIZE=4 and PMI_RANK=1: an MPI launcher zt does "
+                                         "not read started this process"),
+                       zt::ConfigError);
+  // Inside a Slurm step of 2 nodes, Hydra's proxies are srun's tasks: the ranks see the node's
+  // SLURM_PROCID and the node count.
+  std::map<std::string, std::string> hydra = {{"SLURM_PROCID", "1"},
+                                              {"SLURM_NTASKS", "2"},
+                                              {"SLURM_STEP_NUM_TASKS", "2"},
+                                              {"SLURM_LOCALID", "0"},
+                                              {"SLURM_STEP_ID", "0"},
+                                              {"SLURM_JOB_ID", "77"},
+                                              {"SLURM_STEP_NODELIST", "n[1-2]"},
+                                              {"PMI_RANK", "3"},
+                                              {"PMI_SIZE", "4"},
+                                              {"MPI_LOCALRANKID", "1"}};
+  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(hydra)),
+                       doctest::Contains("inside a Slurm step whose 2 task(s) are its proxies"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(zt::discover_rank_env(env_of(hydra)),
+                       doctest::Contains("export RANK, WORLD_SIZE, LOCAL_RANK"), zt::ConfigError);
+  // srun's own PMI (srun --mpi=pmi2) counts the step's tasks: read as Slurm's.
+  auto pmi2 = hydra;
+  pmi2["PMI_SIZE"] = "2";
+  pmi2["PMI_RANK"] = "1";
+  CHECK(zt::discover_rank_env(env_of(pmi2)).source == "slurm");
+  // The way out taken: torchrun's variables exported from PMI's.
+  CHECK(zt::discover_rank_env(
+            env_of({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"PMI_RANK", "3"}, {"PMI_SIZE", "4"}}))
+            .rank == 3);
+  // A job of one: nothing to refuse.
+  CHECK(zt::discover_rank_env(env_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "1"}})).world == 1);
+}
+
+TEST_CASE("a loopback rendezvous for ranks on several hosts is refused before anyone waits") {
+  std::map<std::string, std::string> slurm = {
+      {"SLURM_PROCID", "2"},         {"SLURM_NTASKS", "4"},
+      {"SLURM_LOCALID", "0"},        {"SLURM_STEP_ID", "0"},
+      {"SLURM_JOB_ID", "78"},        {"SLURM_STEP_NODELIST", "n[1-2]"},
+      {"SLURM_STEP_NUM_NODES", "2"}, {"MASTER_ADDR", "localhost"},
+      {"MASTER_PORT", "29500"}};
+  zt::RankEnv env = zt::discover_rank_env(env_of(slurm));
+  CHECK(env.several_hosts);
+  zt::LaunchSettings launch;
+  launch.master_addr = "127.0.0.1";
+  launch.timeout = std::chrono::seconds(2);
+  CHECK_THROWS_WITH_AS(zt::join_job_store(launch, env),
+                       doctest::Contains("MASTER_ADDR=localhost is this host's loopback, which the "
+                                         "slurm job's ranks on other hosts cannot reach; unset "
+                                         "MASTER_ADDR in the job script"),
+                       zt::ConfigError);
+  // One node: loopback reaches every rank, so it is not judged.
+  slurm["SLURM_STEP_NUM_NODES"] = "1";
+  CHECK_FALSE(zt::discover_rank_env(env_of(slurm)).several_hosts);
+  // mpirun's ranks 2 of 4 on this host, the config's loopback address taken (Open MPI 5 gives
+  // no mpirun address: only MASTER_PORT was exported).
+  const std::map<std::string, std::string> ompi5 = {{"OMPI_COMM_WORLD_RANK", "1"},
+                                                    {"OMPI_COMM_WORLD_SIZE", "4"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                                    {"MASTER_PORT", "29500"}};
+  env = zt::discover_rank_env(env_of(ompi5));
+  CHECK(env.several_hosts);
+  CHECK_THROWS_WITH_AS(zt::join_job_store(launch, env),
+                       doctest::Contains("launch.master_addr = \"127.0.0.1\" (no MASTER_ADDR is "
+                                         "set) is this host's loopback"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(zt::join_job_store(launch, env),
+                       doctest::Contains("Open MPI 5's mpirun gives no address"), zt::ConfigError);
+  // Without MASTER_PORT either, the missing port says the same.
+  auto no_port = ompi5;
+  no_port.erase("MASTER_PORT");
+  CHECK_THROWS_WITH_AS(zt::join_job_store(launch, zt::discover_rank_env(env_of(no_port))),
+                       doctest::Contains("no MASTER_PORT and launch.master_port = 0; set "
+                                         "MASTER_PORT (and MASTER_ADDR) for every rank (Open MPI "
+                                         "5's mpirun gives no address"),
+                       zt::ConfigError);
 }

@@ -6,6 +6,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -30,17 +31,28 @@ int cpus_this_process_may_use() {
 }  // namespace
 
 void share_cores_between_local_ranks() {
-  // Slurm's --cpus-per-task is what the user gave each rank; otherwise the CPUs this process
-  // was given are shared by the ranks the launcher put on the host (zt's launcher inside one
-  // Slurm task shares that task's CPUs: 64 threads on 8 given CPUs ran 8 ranks at a crawl).
+  // Slurm's --cpus-per-task is what the user gave each rank, as far as the rank may run on that
+  // many CPUs; otherwise the CPUs this process was given are shared by the ranks the launcher
+  // put on the host (zt's launcher inside one Slurm task shares that task's CPUs: 64 threads on
+  // 8 given CPUs ran 8 ranks at a crawl).
   const RankEnv env = discover_rank_env();
   const char* per_task = std::getenv("SLURM_CPUS_PER_TASK");
   const int slurm_cpus = per_task ? std::atoi(per_task) : 0;
+  int cores = cpus_this_process_may_use();
   if (slurm_cpus > 0 && env.source == "slurm") {
-    at::set_num_threads(slurm_cpus);
+    if (cores < slurm_cpus && env.local_rank == 0) {
+      // srun of Slurm 22.05 to 23.02 does not take --cpus-per-task from sbatch: where tasks are
+      // bound, each gets one CPU, and 16 threads on it ran the step many times slower.
+      std::fprintf(stderr,
+                   "zt: warning: SLURM_CPUS_PER_TASK=%d, but this rank may run on %d CPU(s) "
+                   "(its affinity mask), so it runs %d thread(s); srun of Slurm 22.05-23.02 "
+                   "does not take --cpus-per-task from sbatch: give srun --cpus-per-task="
+                   "$SLURM_CPUS_PER_TASK (or export SRUN_CPUS_PER_TASK)\n",
+                   slurm_cpus, cores, cores);
+    }
+    at::set_num_threads(std::min(cores, slurm_cpus));
     return;
   }
-  int cores = cpus_this_process_may_use();
   if (slurm_cpus > 0) cores = std::min(cores, slurm_cpus);
   const int local_ranks = std::max(1, env.local_world);
   at::set_num_threads(std::max(1, cores / local_ranks));

@@ -154,6 +154,34 @@ int slurm_tasks_on_node(const GetEnv& getenv, const char* layout_name) {
   return 0;
 }
 
+// MPICH's and Intel MPI's mpiexec (Hydra) and Cray's launcher give their ranks PMI_RANK and
+// PMI_SIZE, which zt does not read: outside Slurm every process took itself for a job of one;
+// inside a Slurm step, Hydra's per-node proxies are srun's tasks, so every process read its
+// node's SLURM_PROCID and the node count, and ranks met twice under one number. Refused with what
+// to export instead; a step of srun's own PMI (srun --mpi=pmi2) has PMI_SIZE equal to its tasks.
+void refuse_unread_mpi_launcher(const GetEnv& getenv, const RankEnv& env) {
+  const char* size = getenv("PMI_SIZE");
+  if (!size || std::strtol(size, nullptr, 10) <= 1) return;
+  const long pmi_size = std::strtol(size, nullptr, 10);
+  std::string where;
+  if (env.source == "slurm" && pmi_size != env.world) {
+    where = ", inside a Slurm step whose " + std::to_string(env.world) +
+            " task(s) are its proxies, one a node, not the ranks";
+  } else if (env.source != "none") {
+    return;
+  }
+  const char* rank = getenv("PMI_RANK");
+  throw ConfigError(
+      std::string("PMI_SIZE=") + size + (rank ? std::string(" and PMI_RANK=") + rank : "") +
+      ": an MPI launcher zt does not read started this process (MPICH's or Intel "
+      "MPI's mpiexec, Cray's)" +
+      where +
+      "; zt takes its ranks from srun, Open MPI's mpirun and torchrun's variables: "
+      "start the ranks with one of them, or export RANK, WORLD_SIZE, LOCAL_RANK, "
+      "LOCAL_WORLD_SIZE (from PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, "
+      "MPI_LOCALNRANKS), MASTER_ADDR and MASTER_PORT for each rank (docs/cluster.md)");
+}
+
 }  // namespace
 
 RankEnv discover_rank_env(const GetEnv& getenv) {
@@ -221,8 +249,15 @@ RankEnv discover_rank_env(const GetEnv& getenv) {
       env.local_world = parse_int(getenv, "SLURM_NTASKS_PER_NODE", 0);
     }
     if (env.local_world == 0) env.local_world = slurm_tasks_on_node(getenv, "SLURM_TASKS_PER_NODE");
+    const char* nodes = getenv("SLURM_STEP_NUM_NODES");
+    if (!nodes || !*nodes) nodes = getenv("SLURM_JOB_NUM_NODES");
+    env.several_hosts = nodes && std::strtol(nodes, nullptr, 10) > 1;
   }
-  if (env.source == std::string("openmpi")) from_openmpi_job(getenv, env);
+  if (env.source == std::string("openmpi")) {
+    from_openmpi_job(getenv, env);
+    env.several_hosts = env.local_world > 0 && env.local_world < env.world;
+  }
+  refuse_unread_mpi_launcher(getenv, env);
   return env;
 }
 

@@ -41,6 +41,10 @@ struct RankEnv {
   // "ompi-JOB.0" (mpirun); "" under torchrun, zt's launcher or none, which pick their own ports.
   // rendezvous() keeps the job's store keys under it (see there).
   std::string cluster_job;
+  // The launcher says the ranks run on more than one host: a Slurm step of several nodes
+  // (SLURM_STEP_NUM_NODES, else SLURM_JOB_NUM_NODES), or mpirun's ranks not all on this one.
+  // A loopback rendezvous address cannot serve them (join_job_store refuses it).
+  bool several_hosts = false;
 
   // Started by zt's own launcher (trainer --nproc, python3 -m zt.launch), which checked the job
   // before it started any rank.
