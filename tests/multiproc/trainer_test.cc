@@ -128,7 +128,7 @@ TEST_CASE("a Slurm rank runs SLURM_CPUS_PER_TASK threads only where its affinity
   // where the cluster binds: SLURM_CPUS_PER_TASK=2 on one CPU (taskset here) ran 2 threads.
   const auto srun_task_on = [](const std::string& cpus) {
     return "cd " ZT_TEST_SOURCE_DIR " && env SLURM_JOB_ID=4243 SLURM_STEP_ID=0 SLURM_PROCID=0 "
-                                    "SLURM_NTASKS=1 SLURM_LOCALID=0 "
+           "SLURM_NTASKS=1 SLURM_LOCALID=0 "
            "SLURM_NODEID=0 SLURM_STEP_NODELIST=localhost SLURM_STEP_TASKS_PER_NODE=1 "
            "SLURM_CPUS_PER_TASK=2 taskset -c " +
            cpus + " " + trainer() +

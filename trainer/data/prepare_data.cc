@@ -77,6 +77,50 @@ std::string lower_extension(const std::string& path) {
   return ext;
 }
 
+// A JSON line that nlohmann refused, repaired as text files are: bytes that are not UTF-8 become
+// U+FFFD, and so does an escape of half a surrogate pair ("\ud800" alone), which Python's
+// json.dumps writes and its json and tiktoken read.
+std::string repaired_json_line(std::string_view line) {
+  const std::string text = replace_invalid_utf8(line);
+  const auto hex_at = [&](size_t at, uint32_t& value) {
+    if (at + 6 > text.size() || text[at] != '\\' || text[at + 1] != 'u') return false;
+    value = 0;
+    for (size_t k = at + 2; k < at + 6; ++k) {
+      const char c = text[k];
+      const int digit = c >= '0' && c <= '9'   ? c - '0'
+                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                               : -1;
+      if (digit < 0) return false;
+      value = value * 16 + static_cast<uint32_t>(digit);
+    }
+    return true;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] != '\\' || i + 1 >= text.size()) {
+      out += text[i++];
+      continue;
+    }
+    uint32_t unit = 0, next = 0;
+    if (!hex_at(i, unit)) {  // another escape, "\\" included: kept whole
+      out.append(text, i, 2);
+      i += 2;
+      continue;
+    }
+    const bool high = unit >= 0xD800 && unit <= 0xDBFF, low = unit >= 0xDC00 && unit <= 0xDFFF;
+    if (high && hex_at(i + 6, next) && next >= 0xDC00 && next <= 0xDFFF) {
+      out.append(text, i, 12);  // a whole pair
+      i += 12;
+    } else {
+      out += high || low ? std::string("\\ufffd") : text.substr(i, 6);
+      i += 6;
+    }
+  }
+  return out;
+}
+
 // JSON Lines by its name, or a .json file whose first line is a JSON object: Megatron's
 // "loose json" and Hugging Face's Dataset.to_json() write JSON Lines as .json, which read as
 // text trained on the keys and escapes as one document.
@@ -93,7 +137,11 @@ bool is_jsonl(const std::string& path, std::string_view head) {
   const std::string_view first = head.substr(
       start, end == std::string_view::npos ? head.size() - start : end - start);
   if (first.size() > (size_t{64} << 20)) return false;
-  const nlohmann::json j = nlohmann::json::parse(first, nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(first, nullptr, false);
+  // Read as its lines are (for_each_document): bytes that are not UTF-8 and an escaped half of
+  // a surrogate pair, which Python's json.dumps writes, are U+FFFD; unrepaired, such a first
+  // line made the whole file one document of keys and quotes.
+  if (j.is_discarded()) j = nlohmann::json::parse(repaired_json_line(first), nullptr, false);
   return !j.is_discarded() && j.is_object();
 }
 
@@ -128,14 +176,32 @@ void refuse_not_text(const std::string& path, std::string_view head) {
   }
   // A token file has no magic of its own: it is one when an index sits beside it.
   const fs::path file(path);
-  if (file.extension() != ".bin") return;
-  std::ifstream index(fs::path(file).replace_extension(".idx"), std::ios::binary);
-  char magic[8] = {};
-  if (index.read(magic, sizeof(magic)) && std::string_view(magic, sizeof(magic)) == "ZTTOKIDX") {
-    throw ConfigError("prepare-data: input '" + path +
-                      "' is the token file of an earlier preparation (its index is beside it), "
-                      "not text; train on that preparation as it is, or leave its .bin and .idx "
-                      "out with --exclude");
+  if (file.extension() == ".bin") {
+    std::ifstream index(fs::path(file).replace_extension(".idx"), std::ios::binary);
+    char magic[8] = {};
+    if (index.read(magic, sizeof(magic)) && std::string_view(magic, sizeof(magic)) == "ZTTOKIDX") {
+      throw ConfigError("prepare-data: input '" + path +
+                        "' is the token file of an earlier preparation (its index is beside "
+                        "it), not text; train on that preparation as it is, or leave its .bin "
+                        "and .idx out with --exclude");
+    }
+  }
+  // git's test for a binary file: a NUL byte near its start (object files, images, a .pyc, a
+  // UTF-32 text). Such bytes would train as NUL and U+FFFD tokens.
+  const size_t nul = head.find('\0');
+  if (nul != std::string_view::npos) {
+    throw ConfigError("prepare-data: input '" + path + "' holds a NUL byte at offset " +
+                      std::to_string(nul) +
+                      ": a binary file, not UTF-8 text; leave it out with --exclude GLOB (of "
+                      "its name, or of a folder's)");
+  }
+  // Another preparation's files in an input folder (its prefix is not this run's --out).
+  const std::string name = file.filename().string();
+  for (const std::string_view own : {".bin.partial", ".docs.partial", ".progress.json"}) {
+    if (name.size() > own.size() && name.compare(name.size() - own.size(), own.size(), own) == 0)
+      throw ConfigError("prepare-data: input '" + path +
+                        "' is a file of another, interrupted trainer prepare-data, not text; "
+                        "finish or remove that preparation, or leave it out with --exclude");
   }
 }
 
@@ -159,11 +225,17 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
     if (fs::is_directory(st)) {
       std::vector<std::string> found;
       // Links are left out: Debian's fortunes, for one, links each file a second time.
+      // Hidden entries below it (.git, .hg, .cache, .gitignore) and what --exclude names, folders
+      // too, are not gone into: a repository's objects read as text trained on noise.
       fs::recursive_directory_iterator it(input, ec);
       for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
         const fs::directory_entry& e = *it;
-        if (e.is_regular_file() && !e.is_symlink() && !excluded(e.path()) &&
-            !is_prepare_output(e.path(), out_prefix)) {
+        const std::string name = e.path().filename().string();
+        if (name.front() == '.' || excluded(e.path())) {
+          if (e.is_directory() && !e.is_symlink()) it.disable_recursion_pending();
+          continue;
+        }
+        if (e.is_regular_file() && !e.is_symlink() && !is_prepare_output(e.path(), out_prefix)) {
           found.push_back(e.path().string());
         }
       }
@@ -180,7 +252,13 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
       paths.push_back(input);
     }
   }
-  if (paths.empty()) throw ConfigError("prepare-data: the inputs hold no files");
+  if (paths.empty()) {
+    std::string named;
+    for (const std::string& input : inputs) named += (named.empty() ? "" : ", ") + input;
+    throw ConfigError("prepare-data: the inputs (" + named +
+                      ") hold no files to read: below a folder, hidden entries, links and what "
+                      "--exclude names are left out; give the text files or their folders");
+  }
   std::vector<InputFile> files;
   for (const std::string& p : paths) {
     InputFile f;
@@ -188,7 +266,7 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
     // Opens it: an unreadable or compressed input is refused before any work.
     const MappedFile map = map_input(f);
     f.size = map.size();
-    refuse_not_text(p, map.view().substr(0, 16));
+    refuse_not_text(p, map.view().substr(0, 8192));
     f.jsonl = is_jsonl(p, map.view());
     files.push_back(std::move(f));
   }
@@ -254,50 +332,6 @@ std::vector<Unit> plan_units(const std::vector<InputFile>& files, const PrepareR
   return units;
 }
 
-// A JSON line that nlohmann refused, repaired as text files are: bytes that are not UTF-8 become
-// U+FFFD, and so does an escape of half a surrogate pair ("\ud800" alone), which Python's
-// json.dumps writes and its json and tiktoken read.
-std::string repaired_json_line(std::string_view line) {
-  const std::string text = replace_invalid_utf8(line);
-  const auto hex_at = [&](size_t at, uint32_t& value) {
-    if (at + 6 > text.size() || text[at] != '\\' || text[at + 1] != 'u') return false;
-    value = 0;
-    for (size_t k = at + 2; k < at + 6; ++k) {
-      const char c = text[k];
-      const int digit = c >= '0' && c <= '9'   ? c - '0'
-                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                               : -1;
-      if (digit < 0) return false;
-      value = value * 16 + static_cast<uint32_t>(digit);
-    }
-    return true;
-  };
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    if (text[i] != '\\' || i + 1 >= text.size()) {
-      out += text[i++];
-      continue;
-    }
-    uint32_t unit = 0, next = 0;
-    if (!hex_at(i, unit)) {  // another escape, "\\" included: kept whole
-      out.append(text, i, 2);
-      i += 2;
-      continue;
-    }
-    const bool high = unit >= 0xD800 && unit <= 0xDBFF, low = unit >= 0xDC00 && unit <= 0xDFFF;
-    if (high && hex_at(i + 6, next) && next >= 0xDC00 && next <= 0xDFFF) {
-      out.append(text, i, 12);  // a whole pair
-      i += 12;
-    } else {
-      out += high || low ? std::string("\\ufffd") : text.substr(i, 6);
-      i += 6;
-    }
-  }
-  return out;
-}
-
 // Line number (1-based) of byte `at` of `text`, for messages.
 int64_t line_of(std::string_view text, size_t at) {
   return 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
@@ -338,13 +372,20 @@ void for_each_document(const InputFile& file, const Range& range, const PrepareR
             throw ConfigError(where() + ": not a JSON line (" + e.what() + ")");
           }
         }
-        if (!j.is_object() || !j.contains(r.field) || !j[r.field].is_string()) {
-          throw ConfigError(where() + ": no string field '" + r.field +
+        if (!j.is_object() || !j.contains(r.field)) {
+          throw ConfigError(where() + ": no field '" + r.field +
                             "'; name the field that holds the text with --field");
         }
-        // An empty text is no document, as in a text file: no lone <|endoftext|>.
-        const std::string& field = j[r.field].get_ref<const std::string&>();
-        if (!field.empty()) doc(std::string_view(field));
+        const nlohmann::json& field = j[r.field];
+        if (!field.is_string() && !field.is_null()) {
+          throw ConfigError(where() + ": field '" + r.field + "' is " + field.type_name() +
+                            ", not a string of text; fix that line, or name the field that "
+                            "holds the text with --field");
+        }
+        // An empty text is no document, as in a text file: no lone <|endoftext|>. Nor is a
+        // null one (Hugging Face exports hold a few).
+        if (field.is_string() && !field.get_ref<const std::string&>().empty())
+          doc(std::string_view(field.get_ref<const std::string&>()));
       }
       at = nl + 1;
     }
@@ -590,7 +631,9 @@ PrepareSummary prepare_data(const PrepareRequest& r,
   const int64_t eot_id = tokenizer->special_id("<|endoftext|>");
   if (eot_id < 0) {
     throw ConfigError("prepare-data: tokenizer '" + tokenizer->name() +
-                      "' has no <|endoftext|> to put between documents");
+                      "' has no <|endoftext|> to put between documents, as zt's readers "
+                      "expect; use one that has it (gpt2, r50k_base, p50k_base, cl100k_base, "
+                      "o200k_base, or a tiktoken JSON whose special_tokens hold it)");
   }
   const auto eot = static_cast<uint32_t>(eot_id);
   const bool wide = tokenizer->vocab_size() > 65536;

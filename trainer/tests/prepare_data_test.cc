@@ -277,7 +277,14 @@ TEST_CASE("prepare-data: inputs it cannot read as asked are named with their lin
   fill(c);
   test::write_file(c.dir.path() / "in/b.jsonl", "{\"text\": \"ok\"}\n{\"text\": 3}\n");
   CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
-                       doctest::Contains("b.jsonl:2: no string field 'text'"), ConfigError);
+                       doctest::Contains("b.jsonl:2: field 'text' is number, not a string of "
+                                         "text; fix that line"),
+                       ConfigError);
+  test::write_file(c.dir.path() / "in/b.jsonl", "{\"text\": \"ok\"}\n{\"body\": \"x\"}\n");
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
+                       doctest::Contains("b.jsonl:2: no field 'text'; name the field that holds "
+                                         "the text with --field"),
+                       ConfigError);
   test::write_file(c.dir.path() / "in/b.jsonl", "{\"text\": \"ok\"}\n\n{broken\n");
   CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
                        doctest::Contains("b.jsonl:3: not a JSON line"), ConfigError);
@@ -307,6 +314,56 @@ TEST_CASE("prepare-data: inputs it cannot read as asked are named with their lin
   PrepareRequest missing = c.request("x");
   missing.inputs = {(c.dir.path() / "nowhere").string()};
   CHECK_THROWS_WITH_AS(prepare_data(missing, nullptr), doctest::Contains("nowhere' does not exist"),
+                       ConfigError);
+}
+
+TEST_CASE("prepare-data: a folder's hidden entries and the folders --exclude names are not "
+          "read, a binary file is refused, and a null text is no document") {
+  Corpus c;
+  fill(c);
+  const size_t documents = prepare_data(c.request("base"), nullptr).progress.documents;
+  // A repository's objects (zlib), its index ("DIRC", NULs), a hidden file: left out unasked.
+  fs::create_directories(c.dir.path() / "in/.git/objects/ab");
+  test::write_file(c.dir.path() / "in/.git/objects/ab/cdef", std::string("\x78\x01\x2b\x49", 4));
+  test::write_file(c.dir.path() / "in/.git/index", std::string("DIRC\0\0\0\2", 8));
+  test::write_file(c.dir.path() / "in/.gitignore", "*.o\n");
+  CHECK(prepare_data(c.request("hidden"), nullptr).progress.documents == documents);
+  // A binary file is refused by its NUL, naming it and the way out; --exclude of its folder
+  // leaves the folder out (before, only files' own names were matched).
+  fs::create_directories(c.dir.path() / "in/build");
+  test::write_file(c.dir.path() / "in/build/main.o", std::string("\x7f"
+                                                                 "ELF\x02\x01\x01\0",
+                                                                 8));
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
+                       doctest::Contains("main.o' holds a NUL byte at offset 7: a binary file, "
+                                         "not UTF-8 text; leave it out with --exclude"),
+                       ConfigError);
+  PrepareRequest without_build = c.request("nobuild");
+  without_build.exclude.push_back("build");
+  CHECK(prepare_data(without_build, nullptr).progress.documents == documents);
+  fs::remove_all(c.dir.path() / "in/build");
+  // Another, interrupted preparation's files: refused, not read as text.
+  test::write_file(c.dir.path() / "in/old.docs.partial", "0123");
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
+                       doctest::Contains("old.docs.partial' is a file of another, interrupted "
+                                         "trainer prepare-data"),
+                       ConfigError);
+  fs::remove(c.dir.path() / "in/old.docs.partial");
+  // A null text is an empty document: none, as an empty string is.
+  test::write_file(c.dir.path() / "in/n.jsonl", "{\"text\": null}\n{\"text\": \"ab\"}\n");
+  CHECK(prepare_data(c.request("nulls"), nullptr).progress.documents == documents + 1);
+  fs::remove(c.dir.path() / "in/n.jsonl");
+  // A .json of JSON Lines whose first line has an escaped half of a surrogate pair (Python's
+  // json.dumps writes it) is JSONL: before, the whole file was one document of keys and quotes.
+  test::write_file(c.dir.path() / "in/s.json", "{\"text\": \"a\\ud800b\"}\n{\"text\": \"cd\"}\n");
+  CHECK(prepare_data(c.request("surrogate"), nullptr).progress.documents == documents + 2);
+  fs::remove(c.dir.path() / "in/s.json");
+  // Nothing left to read: the inputs and the rules are named.
+  PrepareRequest none = c.request("none");
+  none.exclude = {"*"};
+  CHECK_THROWS_WITH_AS(prepare_data(none, nullptr),
+                       doctest::Contains("hold no files to read: below a folder, hidden entries, "
+                                         "links and what --exclude names are left out"),
                        ConfigError);
 }
 
@@ -443,9 +500,9 @@ TEST_CASE("prepare-data: --out inside an input folder leaves its own files out o
 TEST_CASE("prepare-data: a text file of 4 GiB without --separator is refused before any work") {
   Corpus c;
   fill(c);
-  // Sparse: 4 GiB of size, no blocks.
+  // Sparse: 4 GiB of size, no blocks but its first 8 KiB of text (a NUL there is a binary file).
   const fs::path big = c.dir.path() / "in/big.txt";
-  { std::ofstream(big).put('x'); }
+  { std::ofstream(big) << std::string(8192, 'x'); }
   fs::resize_file(big, uint64_t{1} << 32);
   PrepareRequest r = c.request("x");
   r.separator.clear();
