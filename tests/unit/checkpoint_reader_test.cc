@@ -279,6 +279,26 @@ TEST_CASE("checkpoint reader: unknown tensors, states and ranges are ConfigError
   CHECK_NOTHROW(reader.read("scale", "exp_avg_sq", 1, 1, out.data()));
 }
 
+TEST_CASE("checkpoint reader: a missing state's message counts the codec's residuals, one kind "
+          "a rank, instead of listing them") {
+  Saved s;
+  // The exp_avg pieces renamed as three ranks' residuals would be saved (two hops of rank 1).
+  edit_manifest(s.folder, [](nlohmann::json& j) {
+    const char* names[] = {"codec_residual.rank0", "codec_residual.rank1",
+                           "codec_residual_across.rank1"};
+    size_t n = 0;
+    for (auto& piece : j["pieces"])
+      if (piece["kind"] == "exp_avg") piece["kind"] = names[n++ % 3];
+  });
+  zt::CheckpointReader reader(s.folder.string());
+  CHECK(reader.kinds().size() == 5);
+  CHECK(reader.kinds_text() == "param, exp_avg_sq, codec residuals of 2 rank(s)");
+  std::vector<float> out(4);
+  const std::string m = error_of<zt::ConfigError>(
+      [&] { reader.read("embed.weight", "exp_avg", 0, 1, out.data()); });
+  CHECK_MESSAGE(has(m, "(it holds: param, exp_avg_sq, codec residuals of 2 rank(s))"), m);
+}
+
 TEST_CASE("checkpoint reader: ranges the pieces do not cover are ConfigErrors") {
   // A save in which rank 1 declares only part of what it owns.
   zt::test::TempDir dir;

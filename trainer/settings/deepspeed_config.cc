@@ -321,23 +321,36 @@ void read_offload(Reader& r, const json& obj, const std::string& path, bool opti
 
 // `what` (a key, with its value) is left out as DeepSpeed leaves it out below stage 3 (MiCS, hpZ,
 // qwZ and qgZ are its stage-3 optimizer's alone), saying so.
-void warn_ignored_below_stage_3(Reader& r, const std::string& what, int64_t stage) {
+// The JSON's zero_optimization.stage: nullopt for "auto", which leaves it to the zt config.
+using JsonStage = std::optional<int64_t>;
+
+// Whether `what` (a key, with its value) applies at the JSON's `stage`: at stage 3 yes; below it
+// no, left out as DeepSpeed leaves it out (MiCS, hpZ, qwZ and qgZ are its stage-3 optimizer's
+// alone), saying so; with "auto" the stage is not known here, and the key is refused: mapped, it
+// was an error at a config's stage 2 that DeepSpeed ignores, and dropped, a silent exact run.
+bool applies_at_stage(Reader& r, const std::string& sub, const std::string& what, JsonStage stage) {
+  if (!stage) {
+    r.problem(sub, what +
+                       " applies only at stage 3 (DeepSpeed ignores it below), and "
+                       "zero_optimization.stage = \"auto\" leaves the stage to the zt config: give "
+                       "the stage in the JSON, or leave the key out");
+    return false;
+  }
+  if (*stage == 3) return true;
   r.warn(what + " is ignored, as DeepSpeed ignores it below stage 3 (zero_optimization.stage is " +
-         std::to_string(stage) + ")");
+         std::to_string(*stage) + ")");
+  return false;
 }
 
 // ZeRO++: qwZ and qgZ are codec_blockq on the weight gather (int8) and on the gradient
 // reduce-scatter (int4, all-to-all); hpZ's secondary partition of k ranks is nearest to MiCS
 // groups of k (zt then shards the optimizer states over the group too, not the whole world).
 void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const std::string& sub,
-                         int64_t stage) {
+                         JsonStage stage) {
   if (key == "zero_hpz_partition_size") {
     const auto k = as_int(r, v, sub);
     if (!k || *k <= 1) return;  // 1 is DeepSpeed's "off"
-    if (stage != 3) {
-      warn_ignored_below_stage_3(r, sub + " = " + std::to_string(*k), stage);
-      return;
-    }
+    if (!applies_at_stage(r, sub, sub + " = " + std::to_string(*k), stage)) return;
     r.set("zero.mics_shard_size", *k, sub);
     r.warn(sub + " = " + std::to_string(*k) + " maps to zero.mics_shard_size = " +
            std::to_string(*k) + ": parameter gathers stay in groups of " + std::to_string(*k) +
@@ -349,10 +362,7 @@ void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const
   const auto on = as_bool(r, v, sub);
   if (!on || !*on) return;
   // DeepSpeed's stage-3 optimizer alone reads qwZ and qgZ: below it the job trains exact.
-  if (stage != 3) {
-    warn_ignored_below_stage_3(r, sub, stage);
-    return;
-  }
+  if (!applies_at_stage(r, sub, sub, stage)) return;
   const bool weights = key == "zero_quantized_weights";
   const std::string role = weights ? "weights" : "gradients";
   r.set("plugins.codec_" + role, std::string("codec_blockq"), sub);
@@ -363,9 +373,10 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
   const std::string path = "zero_optimization";
   // The JSON's stage (DeepSpeed's default 0), which decides whether its MiCS and hpZ apply: in
   // any spelling zero.stage takes (3.0 is stage 3 there, and was 0 here).
-  const int64_t stage = [&]() -> int64_t {
+  const JsonStage stage = [&]() -> JsonStage {
     if (!obj.is_object() || !obj.contains("stage")) return 0;
     const json& v = obj["stage"];
+    if (v == "auto") return std::nullopt;
     if (const std::optional<int64_t> i = json_integer<int64_t>(v)) return *i;
     if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
         std::fabs(v.get<double>()) < 1e9)
@@ -399,9 +410,7 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
       // DeepSpeed runs MiCS at stage 3 with a size above 0; 0 and -1 are flat ZeRO there (zt's
       // 0 is a host's ranks), and below stage 3 it ignores the key.
       const auto n = as_int(r, v, sub);
-      if (n && *n > 0 && stage != 3) {
-        warn_ignored_below_stage_3(r, sub + " = " + std::to_string(*n), stage);
-      } else if (n) {
+      if (n && (*n <= 0 || applies_at_stage(r, sub, sub + " = " + std::to_string(*n), stage))) {
         r.set("zero.mics_shard_size", *n > 0 ? *n : int64_t{-1}, sub);
       }
     } else if (key == "offload_optimizer" || key == "offload_param") {
@@ -443,8 +452,10 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
   // hpZ's group and MiCS's are one setting in zt: both given is a contradiction, not a choice.
   const auto hpz = obj.find("zero_hpz_partition_size"), mics = obj.find("mics_shard_size");
   // DeepSpeed's mics_shard_size default is -1 (MiCS off), which full config dumps carry.
-  if (obj.is_object() && hpz != obj.end() && mics != obj.end() && hpz->is_number_integer() &&
-      hpz->get<int64_t>() > 1 && !(mics->is_number_integer() && mics->get<int64_t>() <= 0)) {
+  // Below stage 3 DeepSpeed ignores both (and so does zt, saying so): nothing contradicts.
+  if (stage == 3 && obj.is_object() && hpz != obj.end() && mics != obj.end() &&
+      hpz->is_number_integer() && hpz->get<int64_t>() > 1 &&
+      !(mics->is_number_integer() && mics->get<int64_t>() <= 0)) {
     r.problem(path, "zero_hpz_partition_size and mics_shard_size both set the group that "
                     "gathers parameters (zero.mics_shard_size in zt); keep one");
   }

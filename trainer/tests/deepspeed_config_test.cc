@@ -276,6 +276,25 @@ TEST_CASE("DeepSpeed ZeRO++: qwZ and qgZ are codec_blockq at 8 and 4 bits, hpZ a
   CHECK(has(refusal(R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2,
                         "mics_shard_size": 4}})"),
             "zero_optimization: zero_hpz_partition_size and mics_shard_size both set the group"));
+  // Below stage 3 both are ignored, as DeepSpeed ignores them: no contradiction to refuse.
+  const auto both_below = zt::trainer::read_deepspeed_json(
+      R"({"zero_optimization": {"stage": 2, "zero_hpz_partition_size": 8,
+                                "mics_shard_size": 4}})",
+      "ds.json", false, 2);
+  REQUIRE(both_below.warnings.size() == 2);
+  CHECK(has(both_below.warnings[0], "mics_shard_size = 4 is ignored"));
+  CHECK(has(both_below.warnings[1], "zero_hpz_partition_size = 8 is ignored"));
+  // "auto" leaves the stage to the zt config, where these apply only at 3: refused by name,
+  // not dropped with "stage is 0" (the config's stage may be 3) nor mapped (an error at 2).
+  for (const std::string key :
+       {R"("zero_quantized_weights": true)", R"("zero_quantized_gradients": true)",
+        R"("zero_hpz_partition_size": 8)", R"("mics_shard_size": 4)"}) {
+    CAPTURE(key);
+    CHECK(has(refusal(R"({"zero_optimization": {"stage": "auto", )" + key + "}}"),
+              "applies only at stage 3 (DeepSpeed ignores it below), and "
+              "zero_optimization.stage = \"auto\" leaves the stage to the zt config: give the "
+              "stage in the JSON"));
+  }
   // MiCS's "off" (-1, DeepSpeed's default, which full config dumps carry) is no contradiction.
   const auto dump = zt::trainer::read_deepspeed_json(
       R"({"zero_optimization": {"stage": 3, "zero_hpz_partition_size": 2,

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -67,6 +69,25 @@ void throw_if_unreachable(const fs::path& path, const std::error_code& ec) {
 
 std::string range_text(int64_t begin, int64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
+}
+
+// The kinds for a message, the gradient codec's residuals (codec_residual.rank<r>,
+// codec_residual_across.rank<r>: one a saving rank and hop) counted instead of listed.
+std::string kinds_for_message(const std::vector<std::string>& kinds) {
+  std::string text;
+  std::set<std::string> residual_ranks;
+  for (const std::string& k : kinds) {
+    if (k.rfind("codec_residual", 0) == 0) {
+      residual_ranks.insert(k.substr(k.rfind('.') + 1));
+      continue;
+    }
+    text += (text.empty() ? "" : ", ") + k;
+  }
+  if (!residual_ranks.empty()) {
+    text += (text.empty() ? "" : ", ") + std::string("codec residuals of ") +
+            std::to_string(residual_ranks.size()) + " rank(s)";
+  }
+  return text;
 }
 
 }  // namespace
@@ -354,10 +375,8 @@ void CheckpointReader::Impl::read(const std::string& tensor, const std::string& 
                       std::to_string(numel) + " elements in checkpoint " + folder_ + ")");
   }
   if (std::find(kinds_.begin(), kinds_.end(), kind) == kinds_.end()) {
-    std::string have;
-    for (const auto& k : kinds_) have += (have.empty() ? "" : ", ") + k;
-    throw ConfigError("checkpoint " + folder_ + " has no '" + kind + "' state (it holds: " + have +
-                      "); it was saved with another optimizer");
+    throw ConfigError("checkpoint " + folder_ + " has no '" + kind + "' state (it holds: " +
+                      kinds_for_message(kinds_) + "); it was saved with another optimizer");
   }
   static const std::vector<const ckpt::PieceRecord*> kNone;
   auto list = pieces_.find({tensor, kind});
@@ -410,6 +429,7 @@ const CheckpointTensor* CheckpointReader::find_tensor(const std::string& name) c
   return it == impl_->tensor_index_.end() ? nullptr : &impl_->manifest_.tensors[it->second];
 }
 std::vector<std::string> CheckpointReader::kinds() const { return impl_->kinds_; }
+std::string CheckpointReader::kinds_text() const { return kinds_for_message(impl_->kinds_); }
 EngineCounters CheckpointReader::counters() const { return impl_->manifest_.counters; }
 const CheckpointMeta& CheckpointReader::meta() const { return impl_->manifest_.meta; }
 std::string CheckpointReader::zt_version() const { return impl_->manifest_.zt_version; }

@@ -109,8 +109,8 @@ void check_kinds(const Optimizer& optimizer, const CheckpointReader& reader) {
     if (std::find(saved.begin(), saved.end(), kind) != saved.end()) continue;
     throw ConfigError("the checkpoint " + reader.folder() + " has no " +
                       (kind == "param" ? "fp32 parameters" : "optimizer state '" + kind + "'") +
-                      " (it holds " + joined(saved) + "), which this run's optimizer (states " +
-                      joined(optimizer.state_names()) +
+                      " (it holds " + reader.kinds_text() +
+                      "), which this run's optimizer (states " + joined(optimizer.state_names()) +
                       ") needs: resume with the optimizer that saved it (plugins.optimizer)");
   }
 }

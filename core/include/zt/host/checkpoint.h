@@ -246,6 +246,9 @@ class ZT_API CheckpointReader {
   const std::vector<CheckpointTensor>& tensors() const;
   const CheckpointTensor* find_tensor(const std::string& name) const;
   std::vector<std::string> kinds() const;  // "param" first, then the optimizer states
+  // kinds() for a message: the gradient codec's residuals (a kind per saving rank and hop, 512
+  // at world 256) as one "codec residuals of N rank(s)".
+  std::string kinds_text() const;
   EngineCounters counters() const;
   const CheckpointMeta& meta() const;
   std::string zt_version() const;
