@@ -108,10 +108,12 @@ def main():
     sample, _ = train.samples(0, 1)
     model = GPT(vocab=256, seq_len=sample.size(1), n_layer=a.layers, n_head=a.heads,
                 d_model=a.d_model)
+    # Counted before initialize: at stage 3 a shard's parameters are empty outside a gather.
+    parameters = sum(p.numel() for p in model.parameters())
     engine = zt.initialize(model, config=a.config, overrides=a.set)
     rank, world = engine.rank, engine.world_size
     if rank == 0:
-        print(f"train_gpt: {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
+        print(f"train_gpt: {parameters / 1e6:.2f}M parameters, "
               f"{engine.describe()}\n  data: {train.describe()}", flush=True)
 
     def evaluate(batches=eval_batches):

@@ -67,7 +67,8 @@ void HostTier::release(int64_t id) {
   regions_.erase(it);
 }
 
-HostTier::Region& HostTier::region(int64_t id, int64_t offset, int64_t bytes, const char* op) {
+HostTier::Region& HostTier::region(int64_t id, int64_t offset, int64_t bytes, const char* op,
+                                   const void* host) {
   auto it = regions_.find(id);
   if (it == regions_.end() || offset < 0 || bytes < 0 || offset + bytes > it->second.bytes) {
     throw InternalError("offload_cpu: " + std::string(op) + " of " + std::to_string(bytes) +
@@ -82,13 +83,19 @@ HostTier::Region& HostTier::region(int64_t id, int64_t offset, int64_t bytes, co
                         " of region " + std::to_string(id) + " (" + it->second.name +
                         "), not a multiple of alignment() = " + std::to_string(kPage));
   }
+  // The contract's check on the caller's memory (offload_nvme's too): a memcpy from null crashed.
+  if (bytes > 0 && host == nullptr) {
+    throw InternalError("offload_cpu: " + std::string(op) + " of " + std::to_string(bytes) +
+                        " bytes of region " + std::to_string(id) + " (" + it->second.name +
+                        ") with no host memory");
+  }
   return it->second;
 }
 
 void* HostTier::address(int64_t id) { return region(id, 0, 0, "address").memory.data_ptr(); }
 
 std::shared_ptr<Work> HostTier::write(int64_t id, int64_t offset, const void* host, int64_t bytes) {
-  Region& r = region(id, offset, bytes, "write");
+  Region& r = region(id, offset, bytes, "write", host);
   std::memcpy(static_cast<char*>(r.memory.data_ptr()) + offset, host, static_cast<size_t>(bytes));
   stats_.bytes_written += bytes;
   ++stats_.writes;
@@ -97,7 +104,7 @@ std::shared_ptr<Work> HostTier::write(int64_t id, int64_t offset, const void* ho
 }
 
 std::shared_ptr<Work> HostTier::read(int64_t id, int64_t offset, void* host, int64_t bytes) {
-  Region& r = region(id, offset, bytes, "read");
+  Region& r = region(id, offset, bytes, "read", host);
   std::memcpy(host, static_cast<const char*>(r.memory.data_ptr()) + offset,
               static_cast<size_t>(bytes));
   stats_.bytes_read += bytes;

@@ -42,7 +42,8 @@ class HostTier final : public OffloadTier {
     at::Tensor memory;  // uint8, owns the allocation
   };
   at::Tensor allocate_bytes(int64_t bytes) const;
-  Region& region(int64_t id, int64_t offset, int64_t bytes, const char* op);
+  Region& region(int64_t id, int64_t offset, int64_t bytes, const char* op,
+                 const void* host = nullptr);
 
   OffloadContext context_;
   bool pin_;

@@ -4,6 +4,7 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -80,6 +81,18 @@ struct IoQueue::Slot {
   bool abandoned = false;
 };
 
+std::string io_uring_lacks(const io_uring_probe* probe) {
+  if (probe == nullptr) return "probe of its operations (READ, WRITE, ASYNC_CANCEL)";
+  std::string lacks;
+  for (const auto& [op, name] :
+       {std::pair{IORING_OP_READ, "READ"}, std::pair{IORING_OP_WRITE, "WRITE"},
+        std::pair{IORING_OP_ASYNC_CANCEL, "ASYNC_CANCEL"}}) {
+    if (!io_uring_opcode_supported(probe, op))
+      lacks += (lacks.empty() ? "" : ", ") + std::string(name);
+  }
+  return lacks;
+}
+
 IoQueue::IoQueue(const IoQueueOptions& options)
     : options_(options),
       pool_(options.buffer_count, options.buffer_bytes, options.alignment),
@@ -96,6 +109,20 @@ IoQueue::IoQueue(const IoQueueOptions& options)
                                  : "it may be turned off (/proc/sys/kernel/io_uring_disabled) or "
                                    "blocked by a container's seccomp profile: allow it, or "
                                    "choose another offload tier"));
+  }
+  // Checked before any request: an old kernel's EINVAL read as O_DIRECT refused, and the I/O
+  // thread's wake-up read, failing at once, spun it at full CPU while idle.
+  io_uring_probe* probe = io_uring_get_probe_ring(ring_.get());
+  const std::string lacks = io_uring_lacks(probe);
+  if (probe != nullptr) io_uring_free_probe(probe);
+  if (!lacks.empty()) {
+    io_uring_queue_exit(ring_.get());
+    utsname kernel{};
+    uname(&kernel);
+    throw IoError("offload_nvme: this kernel's io_uring has no " + lacks + " (Linux " +
+                  kernel.release +
+                  "; offload_nvme needs 5.6 or later): run on a newer kernel, "
+                  "or choose plugins.offload_optimizer / offload_param = \"offload_cpu\"");
   }
   wake_fd_ = eventfd(0, EFD_CLOEXEC);
   if (wake_fd_ < 0) {

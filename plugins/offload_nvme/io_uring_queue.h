@@ -36,8 +36,14 @@
 #include "aligned_pool.h"
 
 struct io_uring;
+struct io_uring_probe;
 
 namespace zt::nvme {
+
+// The operations IoQueue sends that `probe` (io_uring_get_probe_ring's answer; nullptr where the
+// kernel predates probing, 5.6) says this kernel lacks, as "READ, WRITE"; "" when it has them.
+// Kernels 5.1-5.5 set a ring up, then answered every read and write with EINVAL.
+std::string io_uring_lacks(const io_uring_probe* probe);
 
 struct IoQueueOptions {
   int queue_depth = 8;            // requests in flight

@@ -198,7 +198,7 @@ void def_module_engine(py::module_& m) {
       .def("save_checkpoint", &ModuleEngine::save_checkpoint, py::arg("dir"),
            py::arg("next_sample"), py::arg("metrics"), py::arg("refusal"), Release())
       .def("load_checkpoint", &ModuleEngine::load_checkpoint, py::arg("path"),
-           py::arg("restore_rng"), Release());
+           py::arg("restore_rng"), py::arg("missing_ok"), Release());
 }
 
 // A BPE tokenizer (data/bpe_tokenizer.h): what zt.tokenizer() returns and zt.data()'s
@@ -329,7 +329,8 @@ PYBIND11_MODULE(_zt, m) {
         py::call_guard<py::gil_scoped_release>(),
         "this rank's offload files, removed by a rank that leaves without closing its engines");
 
-  m.def("gelu_tanh", &zt::models::gelu_tanh, py::arg("x"),
+  // Without the GIL, as PyTorch's own ops run: a DataLoader or logging thread goes on meanwhile.
+  m.def("gelu_tanh", &zt::models::gelu_tanh, py::arg("x"), py::call_guard<py::gil_scoped_release>(),
         "GELU with the tanh approximation on zt's vectorized kernel (differentiable)");
 
   m.def("launch", &launch, py::arg("nproc"), py::arg("argv"), py::arg("master_addr"),

@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <set>
+#include <system_error>
 
 #include "python/binding/leaving_ranks.h"
 #include "run/checkpointing.h"
@@ -18,6 +20,7 @@
 #include "zt/error.h"
 #include "zt/host/checkpoint.h"
 #include "zt/host/compose.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host/rank_agreement.h"
 
 namespace zt::python {
@@ -391,7 +394,25 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
   return latest_checkpoint(dir);
 }
 
-std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_rng) {
+namespace {
+
+// Whether `path` holds no checkpoint at all, as a first run finds its folder: no such path, or a
+// folder with neither a manifest of its own nor a complete checkpoint under it. A path that
+// cannot be looked at (EACCES) is not "none": resolving it says why.
+bool holds_no_checkpoint(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec) return ec == std::errc::no_such_file_or_directory;
+  if (!fs::is_directory(st)) return false;
+  return !fs::exists(fs::path(path) / "manifest.json", ec) && !ec &&
+         latest_checkpoint(path).empty();
+}
+
+}  // namespace
+
+std::optional<std::string> ModuleEngine::load_checkpoint(const std::string& path, bool restore_rng,
+                                                         bool missing_ok) {
   live();  // a closed engine's store and communicator are gone
   const std::string asked = "load_checkpoint(\"" + path + "\")";
   const std::string key = "load/" + std::to_string(loads_++);  // counted alike on every rank
@@ -401,9 +422,16 @@ std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_
   std::exception_ptr failure;
   try {
     opened = trainer::open_rank0_checkpoint(
-        [&] {
-      return std::make_unique<CheckpointReader>(trainer::resolve_checkpoint_within(path, timeout_),
-                                                trainer::checkpoint_io_limit(timeout_));
+        [&]() -> std::unique_ptr<CheckpointReader> {
+          if (missing_ok) {
+            const FileIoDeadline deadline("looking for a checkpoint in " + path,
+                                          trainer::checkpoint_io_limit(timeout_),
+                                          kCheckpointIoWayOut);
+            if (holds_no_checkpoint(path)) return nullptr;  // every rank then loads nothing
+          }
+          return std::make_unique<CheckpointReader>(
+              trainer::resolve_checkpoint_within(path, timeout_),
+              trainer::checkpoint_io_limit(timeout_));
         },
         asked, path, *store_, key, env_.rank, timeout_);
   } catch (...) {  // whatever it is, every rank must reach the all_reduce below
@@ -413,6 +441,7 @@ std::string ModuleEngine::load_checkpoint(const std::string& path, bool restore_
     return asked + ": rank " + std::to_string(rank) +
            " could not open the checkpoint rank 0 loads (its error says why); nothing was loaded";
   });
+  if (!opened) return std::nullopt;
   const CheckpointReader& reader = *opened;
   live().load_checkpoint(reader);
   steps_ = reader.step();

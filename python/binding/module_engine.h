@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -138,8 +139,10 @@ class ModuleEngine {
   // Loads a checkpoint folder, its dir (latest) or dir/best, from any world size and
   // composition; with `restore_rng`, also the CPU generator state it recorded (rank 0's when it
   // was saved) on every rank. Collective. Returns the saved trainer state's JSON (step,
-  // next_sample, ...).
-  std::string load_checkpoint(const std::string& path, bool restore_rng);
+  // next_sample, ...). With `missing_ok`, nothing when rank 0 finds no checkpoint at `path`
+  // (no such path, or a folder without a complete one: a first run), on every rank alike.
+  std::optional<std::string> load_checkpoint(const std::string& path, bool restore_rng,
+                                             bool missing_ok);
 
  private:
   // The engine, or ConfigError once closed (a closed engine holds nothing).

@@ -11,6 +11,8 @@ import os
 
 
 def _value(value, where):
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, numbers.Integral):
@@ -23,7 +25,8 @@ def _value(value, where):
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_value(v, where) for v in value) + "]"
-    raise TypeError(f"zt config: {where} = {value!r}: expected a bool, number, string or list")
+    raise TypeError(f"zt config: {where} = {value!r}: expected a bool, number, string, path or "
+                    "list (a dict is a table of its own: {'codec': {'weights': {'bits': 8}}})")
 
 
 # Top-level keys of a DeepSpeed config, none of them a section of zt's TOML.
@@ -33,8 +36,8 @@ _DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu",
 
 
 def to_toml(config):
-    """The TOML text of {section: {key: value}}; "plugin.<id>" sections may also be nested as
-    {"plugin": {"<id>": {...}}}."""
+    """The TOML text of {section: {key: value}}; a dotted section ("plugin.<id>",
+    "codec.weights") may also be nested, {"plugin": {"<id>": {...}}}, as tomllib reads it."""
     if not isinstance(config, dict):
         raise TypeError("zt config: expected a dict of sections, e.g. {'zero': {'stage': 3}}")
     deepspeed = sorted(k for k in config if k in _DEEPSPEED_KEYS)
@@ -48,17 +51,19 @@ def to_toml(config):
     def section(name, keys):
         if not isinstance(keys, dict):
             raise TypeError(f"zt config: section [{name}] must be a dict of keys")
-        lines.append(f"[{name}]")
-        for key, value in keys.items():
-            lines.append(f"{key} = {_value(value, name + '.' + key)}")
+        # A table's own keys before its subtables, as TOML requires; a table of subtables only
+        # ({"plugin": {...}}) has no header of its own.
+        tables = {k: v for k, v in keys.items() if isinstance(v, dict)}
+        if len(tables) < len(keys) or not keys:
+            lines.append(f"[{name}]")
+            for key, value in keys.items():
+                if key not in tables:
+                    lines.append(f"{key} = {_value(value, name + '.' + key)}")
+        for key, table in tables.items():
+            section(f"{name}.{key}", table)
 
     for name, keys in config.items():
-        if name == "plugin" and isinstance(keys, dict) and all(
-                isinstance(v, dict) for v in keys.values()):
-            for plugin_id, options in keys.items():
-                section(f"plugin.{plugin_id}", options)
-        else:
-            section(name, keys)
+        section(name, keys)
     return "\n".join(lines) + "\n"
 
 
@@ -76,6 +81,13 @@ def config_source(config, overrides, who):
     if isinstance(config, dict):
         return "", to_toml(config), overrides
     if isinstance(config, (str, os.PathLike)):
-        return os.fspath(config), "", overrides
-    raise TypeError(f"{who}: config is a TOML file's path (str or pathlib.Path) or a dict of "
-                    f"sections, not {type(config).__name__}")
+        path = os.fspath(config)
+        # deepspeed.initialize(config="ds_config.json"): a DeepSpeed JSON, read at zt's door as
+        # run.deepspeed is (read as TOML, its first brace was a syntax error), with the parts
+        # DeepSpeed's JSON has no keys for as the shipped configs choose them.
+        if path.lower().endswith(".json"):
+            return "", to_toml({"run": {"deepspeed": path},
+                                "plugins": {"comm": "comm_ucx", "shard": "shard_bucket"}}), overrides
+        return path, "", overrides
+    raise TypeError(f"{who}: config is a TOML file's path (str or pathlib.Path), a DeepSpeed "
+                    f"JSON's path, or a dict of sections, not {type(config).__name__}")

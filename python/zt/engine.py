@@ -13,6 +13,7 @@ before its backward, and backward releases each group once its gradients are tak
 import atexit
 import contextlib
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -63,14 +64,27 @@ def _close_all():
     _zt.leave_job()
 
 
+class _CallableCount(int):
+    """An int that returns itself when called: DeepSpeed's engine has methods where zt's has
+    properties (gradient_accumulation_steps()), and a script written for either runs."""
+
+    def __call__(self):
+        return int(self)
+
+
 def _tensors(value):
-    """Every tensor in a unit's output (a tensor, or tuples, lists and dicts of them)."""
+    """Every tensor in a unit's output (a tensor, or tuples, lists, dicts and dataclasses of
+    them). A unit whose output the walk missed got no hook on it, and at stage 3 the units
+    before it trained on wrong gradients, silently (a test saw every weight of the unit before
+    it differ from the same model returning its tensor)."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (tuple, list)):
         return [t for v in value for t in _tensors(v)]
     if isinstance(value, dict):
         return [t for v in value.values() for t in _tensors(v)]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [t for f in dataclasses.fields(value) for t in _tensors(getattr(value, f.name))]
     return []
 
 
@@ -247,6 +261,28 @@ class Engine:
             self._core.close()
             raise
         _open_engines[self] = None
+        if units is None:
+            self._note_large_unit(unit_params, modules, 1 if self._root is not None else 0)
+
+    def _note_large_unit(self, unit_params, modules, first):
+        """Rank 0, at stage 3: the default split opens only ModuleList and ModuleDict, so a
+        model whose layers sit in an nn.Sequential (or a wrapper such as GPT2LMHeadModel's
+        transformer) is a unit or two, each gathered whole: no memory saved. Said once, with the
+        way to split it."""
+        if self.rank != 0 or self._core.stage != 3 or not modules:
+            return
+        # zt_shape: at stage 3 the core has released the parameters by now.
+        sizes = [sum(math.prod(p.zt_shape) for _, p in params) for _, params in unit_params]
+        total = sum(sizes)
+        u = max(range(first, len(sizes)), key=lambda i: sizes[i])
+        module = modules[u - first]
+        parts = [c for c in module.children() if any(True for _ in c.parameters())]
+        if total == 0 or 2 * sizes[u] <= total or len(parts) < 2:
+            return
+        print(f"zt: note: unit {u} ({self._unit_names[u]}) holds {100 * sizes[u] // total}% of "
+              "the parameters, and stage 3 gathers a unit whole: pass units=[...] listing its "
+              f"parts (its {len(parts)} children, or the blocks inside them) to gather them one "
+              "at a time", flush=True)
 
     # The hooks: a unit entered and left inside the engine's forward.
     def _entering(self, u):
@@ -260,7 +296,15 @@ class Engine:
 
     def _leaving(self, u):
         def hook(module, inputs, output):
-            self._core.leave_unit(u, _tensors(output))
+            tensors = _tensors(output)
+            if not tensors and torch.is_grad_enabled() and not self._in_backward:
+                # Its backward would go unseen, and the units before it train on wrong
+                # gradients: refused where it happens, naming the unit.
+                raise TypeError(f"zt: unit {u} ({self._unit_names[u]}) returned "
+                                f"{type(output).__name__}, in which zt finds no tensor (it looks "
+                                "into tensors, tuples, lists, dicts and dataclasses); return its "
+                                "tensors in one of those, or list units=[...] whose outputs are")
+            self._core.leave_unit(u, tensors)
             self._stack.pop()
         return hook
 
@@ -273,8 +317,21 @@ class Engine:
         return self._core.world
 
     @property
+    def global_rank(self):
+        """DeepSpeed's name for rank."""
+        return self._core.rank
+
+    @property
     def gradient_accumulation_steps(self):
-        return self._core.grad_accum
+        """An int that may also be called, as DeepSpeed's method is:
+        range(engine.gradient_accumulation_steps()) and range(engine.gradient_accumulation_steps)
+        both count the micro steps of a step."""
+        return _CallableCount(self._core.grad_accum)
+
+    def get_lr(self):
+        """As DeepSpeed's: the learning rate of each parameter group, here one, the rate the
+        next step() takes from the config's schedule (run.lr_schedule) when given none."""
+        return [self._core.scheduled_lr()]
 
     @property
     def global_steps(self):
@@ -585,14 +642,18 @@ class Engine:
                   f"buffer(s) ({shown}): a run that loads one keeps the values its module has, "
                   "as a BatchNorm's running statistics would", flush=True)
 
-    def load_checkpoint(self, path, tag=None, *, restore_rng=False):
+    def load_checkpoint(self, path, tag=None, *, restore_rng=False, missing_ok=False):
         """Loads a checkpoint folder, a checkpoint.dir (its latest) or dir/best, saved at any
         world size and composition by zt.Engine or by the trainer; with `tag` (DeepSpeed's
         second argument), the folder `path`/`tag`, e.g. "step-00000100". Returns the saved trainer
         state (step, next_sample, ...). `restore_rng`: also load the CPU generator state the
         checkpoint recorded (rank 0's) into torch's default generator, on every rank; off, as
         DeepSpeed leaves it, since ranks that seed their own would then draw alike. The module's
-        buffers are not in checkpoints: they keep their values. Collective."""
+        buffers are not in checkpoints: they keep their values. `missing_ok`: None, nothing
+        loaded, where rank 0 finds no checkpoint at `path` (no such path, or no complete
+        checkpoint in it: a first run), on every rank alike, as DeepSpeed's (None, None): a
+        script resumes with it, where each rank asking os.path.exists could disagree across
+        hosts. Collective."""
         if self._micro != 0 or self._open:
             # The core would keep the partial gradients taken so far and add them to the
             # loaded step's.
@@ -601,7 +662,9 @@ class Engine:
                                "between steps")
         if tag is not None:
             path = os.path.join(os.fspath(path), os.fspath(tag))
-        state = self._core.load_checkpoint(os.fspath(path), bool(restore_rng))
+        state = self._core.load_checkpoint(os.fspath(path), bool(restore_rng), bool(missing_ok))
+        if state is None:
+            return None
         self._awaiting_step = False
         return json.loads(state) if state else {}
 

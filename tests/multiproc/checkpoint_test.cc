@@ -742,15 +742,26 @@ TEST_CASE("signals: a run resumed from an older step saves its own state on a st
   CHECK(contains(log, "zt: stopped by SIGTERM after step " + std::to_string(at)));
 }
 
-TEST_CASE("signals: SIGUSR1 (Slurm's warning before preemption) stops the job the same way") {
+TEST_CASE("signals: SIGUSR1 (Slurm's warning before preemption) stops the job the same way, and "
+          "the stop's save records its step's evaluation") {
   TempDir dir;
+  // Every step evaluated (on one batch), none saved periodically: the stop's save is of an
+  // evaluated step, and keep_best must be able to rank it.
   const EndedJob ended = signal_once_trained(
-      quiet_small_gpt_job(dir.file("out"), "--set run.steps=100000"), dir.file("out"),
-      dir.file("job.log"), 5, SIGUSR1);
+      quiet_small_gpt_job(
+          dir.file("out"),
+          "--set run.steps=100000 --set data.val_fraction=0.1 --set eval.every_steps=1 "
+          "--set eval.batches=1 "
+          "--set checkpoint.every_steps=100000 --set checkpoint.keep_best="
+          "'\"val_loss\"'"),
+      dir.file("out"), dir.file("job.log"), 5, SIGUSR1);
   INFO(ended.log);
   CHECK(ended.exit_code == 0);
   CHECK(contains(ended.log, "zt: stopped by SIGUSR1 after step "));
-  CHECK(!zt::latest_checkpoint(dir.file("out/checkpoints")).empty());
+  const std::string latest = zt::latest_checkpoint(dir.file("out/checkpoints"));
+  REQUIRE(!latest.empty());
+  CHECK(zt::CheckpointReader(latest).meta().metrics.count("val_loss") == 1);
+  CHECK(zt::best_checkpoint(dir.file("out/checkpoints")) == latest);
 }
 
 TEST_CASE("signals: with checkpoint.save_on_stop = false a stop saves nothing") {

@@ -132,6 +132,11 @@ TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 
   // The heads, which no shape tells: recorded, printed, and checked by model.init_from (a file
   // of 2 heads loaded into 4 computed another function without a word).
   CHECK(file.metadata().at("zt.n_head") == "2");
+  // With the sizes the shapes tell, the GPT2Config the file fits: recorded and printed.
+  const std::string config = "GPT2Config(vocab_size=256, n_positions=32, n_embd=64, n_layer=2, "
+                             "n_head=2)";
+  CHECK(file.metadata().at("zt.gpt2_config") == config);
+  CHECK(contains(r.output, "GPT2LMHeadModel(" + config + ") takes its tensors"));
   const auto heads = run_command(small_gpt(dir.file("tuned"), ZT_TEST_SOURCE_DIR "/README.md",
                                            "--set run.steps=1 --set model.n_head=4 "
                                            "--set model.init_from=" +

@@ -8,7 +8,8 @@
   forward, listed first), training gives the default split's values bit for bit, and units that
   cannot be (a module not the model's, a name, a module listed twice or with its own child) are
   refused, naming the unit, while units that share a tied weight train and a default split whose
-  children share a module is taken.
+  children share a module is taken; rank 0 notes a default unit that holds most parameters, and
+  a unit whose output is a dataclass trains as the same unit returning its tensor, bit for bit.
 - zt.data's micro_batch is data.micro_batch (eval.micro_batch for validation=True, which falls
   back to data.micro_batch), its batches are that many windows of the file, and describe() names
   the kind, the file, its key, the part of the file, the token and window counts, seq_len + 1, the
@@ -25,6 +26,9 @@ rest still runs and the script then exits 77 (Skipped), saying so; under CI that
 """
 
 import base64
+import contextlib
+import dataclasses
+import io
 import math
 import os
 import re
@@ -519,6 +523,66 @@ def shapes_after_a(net, engine, x):
     return seen
 
 
+@dataclasses.dataclass
+class Hidden:
+    h: torch.Tensor
+
+
+class Opaque:
+    """A plain object holding a tensor, which zt does not look into."""
+
+    def __init__(self, h):
+        self.h = h
+
+
+class Boxing(torch.nn.Module):
+    """A Linear whose output comes bare, in a dataclass (as some model libraries return
+    theirs) or in a plain object."""
+
+    def __init__(self, box):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.box = box
+
+    def forward(self, x):
+        y = torch.tanh(self.linear(x))
+        return self.box(y) if self.box else y
+
+
+class Boxed(torch.nn.Module):
+    def __init__(self, box):
+        super().__init__()
+        torch.manual_seed(11)
+        self.a = torch.nn.Linear(8, 8)
+        self.b = Boxing(box)
+        self.c = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        out = self.b(self.a(x))
+        return self.c(out if isinstance(out, torch.Tensor) else out.h)
+
+
+def check_dataclass_output():
+    """A unit whose output is a dataclass trains at stage 3 as the same unit returning its
+    tensor does, bit for bit (before, its output got no hook, and every weight of the unit
+    before it trained on other gradients, without a word)."""
+    values = []
+    for box in (None, Hidden):
+        engine = zt.initialize(Boxed(box), config=CONFIG)
+        train(engine, engine.rank, engine.world_size)
+        values.append({n: engine.full_param(n) for n in engine.parameter_names()})
+        engine.close()
+    for name, value in values[0].items():
+        equal(values[1][name], value, f"{name} trained through a dataclass output")
+    # An output zt cannot look into is refused where the unit returns it, naming the unit.
+    engine = zt.initialize(Boxed(Opaque), config=CONFIG)
+    e = raises(TypeError, lambda: engine.loss(torch.randn(2, 8), torch.randn(2, 2)),
+               "a unit returning a plain object")
+    expect("unit 1 (b) returned Opaque, in which zt finds no tensor" in str(e),
+           f"a unit returning a plain object: {e}")
+    engine.close()
+
+
 def note_of_error_in_b(net, engine):
     """The note zt adds to an error raised inside block.b's forward."""
     def fail(*_):
@@ -538,10 +602,17 @@ def check_units():
     a_bytes, b_bytes, head_bytes = (4 * sum(p.numel() for p in m.parameters())
                                     for m in (probe.block.a, probe.block.b, probe.head))
 
-    # The default units: block (a and b together) and head.
+    # The default units: block (a and b together) and head. Block holds 144 of the 162
+    # parameters, gathered whole at stage 3: rank 0 says so, with the way to split it.
     net = Net()
-    engine = zt.initialize(net, config=CONFIG)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        engine = zt.initialize(net, config=CONFIG)
     rank, world = engine.rank, engine.world_size
+    want = ("zt: note: unit 0 (block) holds 88% of the parameters, and stage 3 gathers a unit "
+            "whole: pass units=[...] listing its parts (its 2 children")
+    expect((want in printed.getvalue()) == (rank == 0),
+           f"default units: rank {rank} printed {printed.getvalue()!r}")
     names = engine.parameter_names()
     expect(names == ["block.a.weight", "block.a.bias", "block.b.weight", "block.b.bias",
                      "head.weight", "head.bias"], f"default units: parameters {names}")
@@ -557,9 +628,13 @@ def check_units():
     default_values = {n: engine.full_param(n) for n in names}
     engine.close()
 
-    # units=[block.a, block.b, head]: three units, a and b apart.
+    # units=[block.a, block.b, head]: three units, a and b apart (and no note: the split is
+    # the caller's).
     net = Net()
-    engine = zt.initialize(net, config=CONFIG, units=[net.block.a, net.block.b, net.head])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        engine = zt.initialize(net, config=CONFIG, units=[net.block.a, net.block.b, net.head])
+    expect("zt: note: unit" not in printed.getvalue(), f"given units: {printed.getvalue()!r}")
     expect(engine.parameter_names() == names, f"given units: {engine.parameter_names()}")
     largest = engine.memory_report()["unit_max_params"]
     expect(max(a_bytes, b_bytes, head_bytes) <= largest < a_bytes + b_bytes,
@@ -643,6 +718,7 @@ def main():
         gpt2 = check_decode_bytes(directory)
         check_data(directory)
     rank = check_units()
+    check_dataclass_output()
     if rank == 0:
         print("api_surface: units=, zt.data's micro_batch and describe(), decode_bytes, zt.nn "
               "against torch", flush=True)

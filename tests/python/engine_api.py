@@ -243,6 +243,18 @@ def loads_agree(engine, rank):
             want = "missing" if rank == 0 else "rank 0 could not open the checkpoint"
             if want not in str(e):
                 return f"rank {rank}: {e}"
+        # missing_ok: rank 0 finds nothing there, so no rank loads, though rank 1's own path
+        # holds a checkpoint (as DeepSpeed's (None, None); a first run resumes with it). An
+        # empty folder is nothing too.
+        state = engine.load_checkpoint(base / ("missing" if rank == 0 else "a"), missing_ok=True)
+        if state is not None or engine.global_steps != 4:
+            return f"rank {rank}: missing_ok loaded {state}, at step {engine.global_steps}"
+        if rank == 0:
+            (base / "empty").mkdir()
+        if engine.load_checkpoint(base / "empty", missing_ok=True) is not None:
+            return f"rank {rank}: missing_ok found a checkpoint in an empty folder"
+        if engine.load_checkpoint(base / "a", missing_ok=True)["step"] != 4:
+            return f"rank {rank}: missing_ok did not load a checkpoint that is there"
         # No rank loaded, so the next load meets on every rank. Back at step 3, which the caller
         # compares with its reference.
         engine.load_checkpoint(base / "a", "step-00000003")

@@ -3,7 +3,7 @@ trainer's message naming the key; an exception inside a unit carries a note nami
 the engine trains on after it (the failed forward is undone); an inf loss raises zt.NumericError
 at the step() that ends its accumulation, nothing of that step applied; a module called outside its engine
 says so; a module checkpointed twice with PyTorch's reentrant checkpointing is refused at stage 3;
-run.deepspeed's JSON is read as the trainer reads it; Python's checkpoints keep torch's generator
+run.deepspeed's JSON (or a config given as a .json path) is read as the trainer reads it; Python's checkpoints keep torch's generator
 and the data position, and refuse a save mid-step or into a folder another job saves into.
 Run on 1 rank (run.sh NPROC 1)."""
 
@@ -193,12 +193,31 @@ def main():
         if from_json.gradient_accumulation_steps != 3:
             return f"run.deepspeed's accumulation: {from_json.gradient_accumulation_steps}"
         from_json.close()
+        # deepspeed.initialize's form: the JSON's path as the config (read as TOML, its brace
+        # was a syntax error), and DeepSpeed's method spelling of the accumulation.
+        ds.write_text(json.dumps({"train_micro_batch_size_per_gpu": 2,
+                                  "gradient_accumulation_steps": 3,
+                                  "zero_optimization": {"stage": 2},
+                                  "optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}}))
+        from_path = zt.initialize(Fragile(), config=str(ds))
+        if from_path.gradient_accumulation_steps() != 3 or from_path._core.stage != 2:
+            return (f"config=ds.json: accumulation {from_path.gradient_accumulation_steps()}, "
+                    f"stage {from_path._core.stage}")
+        if from_path.get_lr() != [from_path._core.scheduled_lr()] or from_path.global_rank != 0:
+            return f"get_lr() {from_path.get_lr()}, global_rank {from_path.global_rank}"
+        from_path.close()
         ds.write_text(json.dumps({"zero_optimization": {"stage": 7}}))
         try:
             zt.initialize(Fragile(), config=dict(CONFIG, zero={}, run={"deepspeed": str(ds)}))
             return "a DeepSpeed JSON's stage 7 was accepted"
         except zt.ConfigError as e:
             assert "zero_optimization.stage" in str(e), str(e)
+    # A dict may nest dotted sections as tomllib reads a TOML file, and paths are strings.
+    text = zt.config.to_toml({"zero": {"stage": 3}, "codec": {"weights": {"bits": 8}},
+                              "plugin": {"offload_nvme": {"path": pathlib.Path("/tmp/n")}}})
+    if text != ("[zero]\nstage = 3\n[codec.weights]\nbits = 8\n[plugin.offload_nvme]\n"
+                "path = \"/tmp/n\"\n"):
+        return f"to_toml of nested sections: {text!r}"
     model = Fragile()
     engine = zt.initialize(model, config=CONFIG)
     # A module an open engine holds is refused (a second engine's hooks met the first's).

@@ -3,7 +3,7 @@
 
   torchscript_models.py make OUT_DIR
       Writes, each from a fixed seed: gpt.pt (token ids -> logits, a tied LM head, causal-mask
-      buffers), cnn.pt (images [3, 8, 8] -> [10]), and the bad inputs the tests refuse:
+      buffers), masked_gpt.pt (gpt.pt whose logits of ids 48-63 are -inf in eval mode), cnn.pt (images [3, 8, 8] -> [10]), and the bad inputs the tests refuse:
       noparams.pt (no parameters), not_sequential.pt (a forward that is more than its units in
       order), state_dict.pt (torch.save of a state dict), newer.pt (gpt.pt claiming a newer file
       format version), param_loss.pt (a loss method that reads a parameter); and, on vectors [8]
@@ -120,12 +120,28 @@ class Head(nn.Module):
         return self.lm_head(self.ln_f(x))
 
 
+class MaskedHead(Head):
+    """Head whose logits of ids from `first_masked` on are -inf outside training: how a model
+    rules out ids it has no use for (the padding of its vocabulary) when it is evaluated."""
+
+    def __init__(self, vocab, d, first_masked: int):
+        super().__init__(vocab, d)
+        self.first_masked = first_masked
+
+    def forward(self, x):
+        logits = self.lm_head(self.ln_f(x))
+        if not self.training:
+            logits = torch.cat([logits[..., :self.first_masked],
+                                torch.full_like(logits[..., self.first_masked:], -math.inf)], -1)
+        return logits
+
+
 class Gpt(nn.Module):
-    def __init__(self, vocab, seq_len, d, heads, layers, like_zt=False):
+    def __init__(self, vocab, seq_len, d, heads, layers, like_zt=False, masked_from=0):
         super().__init__()
         self.embed = Embed(vocab, seq_len, d)
         self.blocks = nn.ModuleList([Block(seq_len, d, heads, like_zt) for _ in range(layers)])
-        self.head = Head(vocab, d)
+        self.head = MaskedHead(vocab, d, masked_from) if masked_from > 0 else Head(vocab, d)
         self.head.lm_head.weight = self.embed.wte.weight  # tied, as GPT-2
         # GPT-2's init for the embeddings (N(0, 1) would start the tied head at a loss of ~20).
         nn.init.normal_(self.embed.wte.weight, std=0.02)
@@ -239,6 +255,9 @@ def make(out_dir):
     os.makedirs(out_dir, exist_ok=True)
     torch.manual_seed(1)
     save(Gpt(vocab=64, seq_len=16, d=32, heads=2, layers=2), os.path.join(out_dir, "gpt.pt"))
+    torch.manual_seed(1)
+    save(Gpt(vocab=64, seq_len=16, d=32, heads=2, layers=2, masked_from=48),
+         os.path.join(out_dir, "masked_gpt.pt"))
     torch.manual_seed(2)
     save(Cnn(), os.path.join(out_dir, "cnn.pt"))
     save(NoParams(), os.path.join(out_dir, "noparams.pt"))

@@ -209,6 +209,22 @@ TEST_CASE("checkpoint: keep_best spares the lowest val_loss besides keep_last an
   CHECK_THROWS_AS(zt::resolve_checkpoint((dir.path() / "best").string()), zt::ConfigError);
 }
 
+TEST_CASE("checkpoint: keep_best ranks this run's steps only, not a newer run's left in the "
+          "folder, and spares this run's best") {
+  zt::test::TempDir dir;
+  auto options = zt::test::options_for(dir.path(), true, 2);
+  options.keep_best = "val_loss";
+  const std::string d = dir.path().string();
+  // An earlier run left steps 8 and 9, step 9 with the lowest loss of all.
+  zt::test::save_steps(options, 2, {8, 9}, {{8, 2.9}, {9, 0.5}});
+  REQUIRE(zt::best_checkpoint(d) == (dir.path() / "step-00000009").string());
+  // This run starts afresh: its best is step 2, whatever the other run's step 9 recorded.
+  zt::test::save_steps(options, 2, {1, 2, 3, 4}, {{1, 3.0}, {2, 1.5}, {3, 2.0}, {4, 2.5}});
+  CHECK(zt::best_checkpoint(d) == (dir.path() / "step-00000002").string());
+  // Pruning kept this run's two newest and its best, and the other run's steps untouched.
+  CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{2, 3, 4, 8, 9});
+}
+
 TEST_CASE("checkpoint: a rank whose save fails makes rank 0 fail at once, naming it") {
   for (bool async : {true, false}) {
     CAPTURE(async);

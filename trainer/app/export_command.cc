@@ -3,6 +3,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
@@ -70,6 +71,29 @@ int64_t heads_of(const CheckpointReader& reader) {
   } catch (const std::exception&) {
     return 0;  // a config of another zt: nothing recorded, nothing checked
   }
+}
+
+// The GPT2Config a GPT's file fits, from its tensors' shapes and the heads: what a reader needs
+// besides the file to build GPT2LMHeadModel (GPT-2's other defaults, tanh GELU and LayerNorm eps
+// 1e-5, are zt's). "" for another model, or without the heads.
+std::string gpt2_config_of(const ExportPlan& plan) {
+  if (plan.kind != "gpt" || plan.n_head <= 0) return "";
+  int64_t vocab = 0, positions = 0, width = 0, layers = 0;
+  for (const Planned& p : plan.tensors) {
+    const std::string& name = p.name.name;
+    if (name == "transformer.wte.weight") {
+      vocab = p.file_shape.at(0);
+      width = p.file_shape.at(1);
+    } else if (name == "transformer.wpe.weight") {
+      positions = p.file_shape.at(0);
+    } else if (name.rfind("transformer.h.", 0) == 0) {
+      layers = std::max<int64_t>(layers, 1 + std::stoll(name.substr(14)));
+    }
+  }
+  if (vocab == 0 || positions == 0) return "";
+  return "GPT2Config(vocab_size=" + std::to_string(vocab) +
+         ", n_positions=" + std::to_string(positions) + ", n_embd=" + std::to_string(width) +
+         ", n_layer=" + std::to_string(layers) + ", n_head=" + std::to_string(plan.n_head) + ")";
 }
 
 ExportPlan plan_export(const CheckpointReader& reader) {
@@ -159,6 +183,8 @@ int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const
   SafetensorsWriter writer;
   writer.set_metadata("format", "pt");
   if (plan.n_head > 0) writer.set_metadata("zt.n_head", std::to_string(plan.n_head));
+  if (const std::string config = gpt2_config_of(plan); !config.empty())
+    writer.set_metadata("zt.gpt2_config", config);
   for (const auto& p : plan.tensors) writer.add(p.name.name, dtype.file, p.file_shape);
   const std::string tmp = out + ".tmp";
   TempFileGuard guard(tmp);
@@ -208,6 +234,10 @@ int export_weights(const CliArgs& args, std::ostream& out) {
       << (plan.kind == "gpt" ? ", Hugging Face GPT-2 names" : ", the model's own names")
       << (plan.n_head > 0 ? ", n_head " + std::to_string(plan.n_head) : std::string()) << " -> "
       << args.out_path << "\n";
+  if (const std::string config = gpt2_config_of(plan); !config.empty()) {
+    out << "  GPT2LMHeadModel(" << config
+        << ") takes its tensors (load_state_dict(..., strict=False): lm_head is tied to wte)\n";
+  }
   return 0;
 }
 

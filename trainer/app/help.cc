@@ -80,7 +80,8 @@ Text from a language model's checkpoint (DIR as for eval), the same at every wor
   --prompt TEXT       encoded as the run's data: its bytes, or its BPE tokenizer (default a
                       newline); --tokens: token ids instead (a bare token file names no
                       tokenizer: give --tokens, or set data.tokenizer)
-  --max-new-tokens N  per sample (default 200); a sample ends early when its text ends with --stop
+  --max-new-tokens N  per sample (default 200); a sample ends early once its new text holds
+                      --stop TEXT (a BPE token may carry the stop text and more)
   --temperature T     default 0.8 (0 = greedy); --top-k K: the K most likely (default 0 = all)
   --seed S            default 1; --samples N: how many texts (default 1)
   --out FILE.json     every sample's tokens and text
@@ -95,7 +96,8 @@ const char* export_help() {
                       [--set launch.timeout_s=S]
 
 A checkpoint's weights, gathered from every rank file, as one safetensors file: GPT tensors under
-Hugging Face GPT-2 names (what GPT2LMHeadModel loads), other models under zt's names. A read of
+Hugging Face GPT-2 names and layouts (GPT2LMHeadModel's state dict: load it with a GPT2Config of
+the run's vocab, seq_len, d_model, n_layer and n_head), other models under zt's names. A read of
 the checkpoint that has not returned after S/2 seconds (default 60: storage that stopped
 answering) ends the export, naming the file.
 Example:

@@ -186,7 +186,7 @@ class TorchScriptModel final : public TrainableModel {
   // a chain, the chain computes what the module's forward computes (else, below stage 3, the
   // module's own forward is what trains), and the loss is a finite scalar that reads no
   // parameter.
-  void check_first_batch(const data::Batch& batch, int stage) {
+  void check_first_batch(const data::Batch& batch, int stage, bool real_data) {
     at::Tensor output;
     {
       torch::NoGradGuard no_grad;
@@ -214,7 +214,7 @@ class TorchScriptModel final : public TrainableModel {
       if (!chain_) output = whole;
       module_.train(true);
     }
-    check_loss(output, batch.target);
+    check_loss(output, batch.target, real_data);
   }
 
   // The units' chain against the module's forward in training mode, each from the same default
@@ -317,7 +317,7 @@ class TorchScriptModel final : public TrainableModel {
   }
 
   // The loss of the first batch: a finite scalar, computed without reading a parameter.
-  void check_loss(const at::Tensor& output, const at::Tensor& target) {
+  void check_loss(const at::Tensor& output, const at::Tensor& target, bool real_data) {
     at::Tensor value;
     try {
       // With autograd on: `output` needs no gradient, so a loss that does can only have read a
@@ -338,11 +338,19 @@ class TorchScriptModel final : public TrainableModel {
                         "(a regulariser) inside a unit's forward, or use model.loss = "
                         "\"cross_entropy\" or \"mse\"");
     }
-    if (value.numel() != 1 || !std::isfinite(value.item<double>())) {
-      throw ConfigError(
-          what_ + ": the " + loss_ + " loss of the first batch is " +
-          (value.numel() != 1 ? shape_text(value) + ", not a scalar" : std::string("not finite")) +
-          "; a loss method must return the mean loss as one number");
+    if (value.numel() != 1) {
+      throw ConfigError(what_ + ": the " + loss_ + " loss of the first batch is " +
+                        shape_text(value) +
+                        ", not a scalar; a loss method must return the mean loss as one number");
+    }
+    // Synthetic ids span the whole vocab, which a model may rule out in part (-inf logits for
+    // the padding of its vocabulary): only real data's loss must be finite.
+    if (real_data && !std::isfinite(value.item<double>())) {
+      throw ConfigError(what_ + ": the " + loss_ + " loss of the first batch is not finite (" +
+                        std::to_string(value.item<double>()) +
+                        "); a loss method must return the mean loss as one number, and a "
+                        "model that rules ids out with -inf logits must not meet them as "
+                        "targets in its data");
     }
   }
 
@@ -609,10 +617,10 @@ void release_initial_values(TrainableModel& model) {
 
 std::function<at::Tensor(const at::Tensor&)> check_first_batch(TrainableModel& model,
                                                                const data::DataSource& data,
-                                                               int stage) {
+                                                               int stage, bool real_data) {
   auto* script = dynamic_cast<TorchScriptModel*>(&model);
   if (!script) return {};
-  script->check_first_batch(data.get_samples(0, data.micro_batch()), stage);
+  script->check_first_batch(data.get_samples(0, data.micro_batch()), stage, real_data);
   if (script->chain()) return {};
   return [script](const at::Tensor& input) { return script->own_forward(input); };
 }

@@ -49,12 +49,13 @@ std::shared_ptr<TrainableModel> load_torchscript(const trainer::ModelSettings& m
 // REQUIRES: `model` came from load_torchscript() and no engine was built from it yet.
 // Throws ConfigError for a unit whose forward fails (the module's own error, the unit, the input
 // shape and dtype), units whose result differs from the module's forward at stage 3 (by shape,
-// or by how much and where), a loss that is not a finite scalar, or a loss method that reads
-// parameters (the engine frees them outside their unit at stage 3). Does nothing for other
-// models.
+// or by how much and where), a loss that is not a scalar, or not finite on `real_data`
+// (synthetic samples span the whole vocab, which a model may rule out in part with -inf logits),
+// or a loss method that reads parameters (the engine frees them outside their unit at stage 3).
+// Does nothing for other models.
 std::function<at::Tensor(const at::Tensor&)> check_first_batch(TrainableModel& model,
                                                                const data::DataSource& data,
-                                                               int stage);
+                                                               int stage, bool real_data = true);
 
 // Drops the saved values the declarations copy from, once an engine has taken them: later
 // declarations initialise to zeros, for a rebuild that loads its values from a checkpoint (live

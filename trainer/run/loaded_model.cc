@@ -113,7 +113,8 @@ LoadedModel load_checkpointed_model(const JobSettings& job, PluginCatalog& catal
     const auto data = data::make_data(samples, models::model_inputs(loaded.model->shape),
                                       loaded.model->shape.kind);
     loaded.own_forward = models::check_first_batch(*loaded.model->shape.custom, *data,
-                                                   job.engine.options.stage);
+                                                   job.engine.options.stage,
+                                                   /*real_data=*/false);
   }
   loaded.setup = compose(job.engine, catalog, env, store, timeout, *loaded.source);
   // The checkpoint replaces every value: the file's initial copies can go.

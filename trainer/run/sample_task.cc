@@ -104,12 +104,20 @@ std::vector<std::vector<double>> last_logits(const at::Tensor& out, int64_t voca
   const double* p = last.data_ptr<double>();
   for (size_t r = 0; r < rows.size(); ++r) {
     rows[r].assign(p + r * vocab, p + (r + 1) * vocab);
+    // -inf is an id the model rules out (a custom model masking unused ids does so), as the
+    // sampler does with padding; NaN and +inf say its weights or its forward are broken.
+    bool any_finite = false;
     for (double v : rows[r]) {
-      if (!std::isfinite(v)) {
+      if (std::isnan(v) || v == std::numeric_limits<double>::infinity()) {
         throw NumericError("the model's logits hold " + std::to_string(v) +
-                           " while sampling: the checkpoint's weights are not finite; sample "
-                           "from an earlier checkpoint");
+                           " while sampling: the checkpoint's weights (or a custom model's "
+                           "forward) are not finite; sample from an earlier checkpoint");
       }
+      any_finite = any_finite || std::isfinite(v);
+    }
+    if (!any_finite) {
+      throw NumericError("the model's logits are -inf for every id while sampling: it rules "
+                         "out every token; check a custom model's masking (model.kind)");
     }
   }
   return rows;

@@ -216,7 +216,8 @@ OffloadStats tiers_io(const TrainRun& run) {
 // decides, every rank follows), with `checkpoints` made for the occasion when the job saves none
 // otherwise. Collective.
 void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSettings& settings,
-                          TrainCheckpoints* checkpoints, int64_t step) {
+                          TrainCheckpoints* checkpoints, int64_t step,
+                          std::optional<double> val_loss) {
   std::unique_ptr<TrainCheckpoints> own;
   if (!checkpoints) {
     own = std::make_unique<TrainCheckpoints>(settings, *run.store, run.env.rank, run.env.world,
@@ -246,7 +247,9 @@ void save_before_stopping(TrainRun& run, TrainReport& report, const CheckpointSe
     if (in_flight) std::rethrow_exception(in_flight);
     return;
   }
-  const CheckpointMeta meta = checkpoint_meta(run, step);
+  CheckpointMeta meta = checkpoint_meta(run, step);
+  // The step's evaluation, when it had one, as a periodic save records it: keep_best ranks it.
+  if (val_loss) meta.metrics["val_loss"] = *val_loss;
   report_save(run, report, checkpoints->save(*run.setup.engine, step, meta));
   report_save(run, report, checkpoints->finish());
   if (!in_flight) return;
@@ -324,7 +327,8 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
     // The step's save is on its timeline.
     if (run.trace->after_step(step + 1)) run.trace->finish(trace_metadata(run));
     if (const int sig = agreed_stop_signal(*run.setup.comm); sig != 0) {
-      if (settings.save_on_stop) save_before_stopping(run, report, settings, checkpoints, step + 1);
+      if (settings.save_on_stop)
+        save_before_stopping(run, report, settings, checkpoints, step + 1, val_loss);
       summary.stopped_by = sig;
       summary.stopped_after = step + 1;
       break;

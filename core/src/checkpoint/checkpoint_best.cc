@@ -24,12 +24,13 @@ std::optional<double> recorded_metric(const std::string& folder, const std::stri
   }
 }
 
-std::string update_best(const std::string& dir, const std::string& metric) {
+std::string update_best(const std::string& dir, const std::string& metric, int64_t published) {
   std::string best;
   double lowest = 0;
-  // Every complete checkpoint, not only the one just published: a resumed run may have
-  // replaced the folder dir/best named.
+  // Every complete checkpoint of this run's past, not only the one just published: a resumed
+  // run may have replaced the folder dir/best named.
   for (const auto& [step, folder] : complete_checkpoints(dir)) {
+    if (step > published) continue;
     const std::optional<double> value = recorded_metric(folder, metric);
     if (value && (best.empty() || *value < lowest)) {
       best = folder;

@@ -3,6 +3,7 @@
 // Thread safety: free functions; only rank 0's writer thread publishes and calls them.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -12,9 +13,12 @@ namespace zt::ckpt {
 // manifest cannot be read.
 std::optional<double> recorded_metric(const std::string& folder, const std::string& name);
 
-// After a publish: the complete checkpoint under `dir` with the lowest `metric` (the earlier
-// step on a tie), written to dir/best when it changed. Returns its path, "" when no checkpoint
-// records the metric. Throws IoError when dir/best cannot be written.
-std::string update_best(const std::string& dir, const std::string& metric);
+// After publishing step `published`: the complete checkpoint under `dir` with the lowest `metric`
+// (the earlier step on a tie) among steps up to `published`, written to dir/best when it
+// changed. Later steps are another run's (this one started afresh or from an older step in
+// the folder), as pruning counts them: chosen, `best` named another run's weights and this
+// run's own best was pruned as an old one. Returns its path, "" when no checkpoint records the
+// metric. Throws IoError when dir/best cannot be written.
+std::string update_best(const std::string& dir, const std::string& metric, int64_t published);
 
 }  // namespace zt::ckpt

@@ -217,7 +217,16 @@ std::vector<std::string> remove_offload_leftovers(const EngineSettings& settings
     std::error_code ec;
     if (std::filesystem::exists(folder, ec)) {
       std::filesystem::remove_all(folder, ec);
-      removed.push_back(folder.string());
+      if (!ec) {
+        removed.push_back(folder.string());
+      } else {
+        // Said, not counted as removed: tens of GB stay, and the next job's room check would
+        // take them for another job's.
+        std::fprintf(stderr,
+                     "zt: warning: cannot remove the offload files stopped ranks left in %s (%s); "
+                     "remove them by hand\n",
+                     folder.c_str(), ec.message().c_str());
+      }
     }
   }
   return removed;

@@ -90,6 +90,12 @@ TEST_CASE("a transfer outside a region is an internal error naming the region") 
   CHECK(error_of([&] { tier->read(id, 100, buf.data(), 8); }).find("not a multiple of alignment") !=
         std::string::npos);
   CHECK(error_of([&] { tier->allocate("x", -1); }).find("-1 bytes") != std::string::npos);
+  // No host memory for a transfer of some bytes: named, where a memcpy from null crashed.
+  CHECK(error_of([&] { tier->write(id, 0, nullptr, 8); })
+            .find("write of 8 bytes of region " + std::to_string(id) +
+                  " (exp_avg of group 3) with no host memory") != std::string::npos);
+  CHECK(error_of([&] { tier->read(id, 0, nullptr, 8); }).find("with no host memory") !=
+        std::string::npos);
 }
 
 TEST_CASE("prepare refuses more memory than the host has, naming the way out") {

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <liburing.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -203,4 +204,26 @@ TEST_CASE("a write that finds its file system full names the error and the way o
       });
   if (!run.mounted) ZT_SKIP_UNLESS_CI("cannot mount a private file system here: " + run.text);
   CHECK(run.text == "ok");
+}
+
+TEST_CASE("io_uring: a kernel without the operations the queue sends (before 5.6) is named, "
+          "not met with EINVAL on every request") {
+  // Before 5.6 there is no probe at all.
+  CHECK(zt::nvme::io_uring_lacks(nullptr) == "probe of its operations (READ, WRITE, ASYNC_CANCEL)");
+  // This kernel's probe (CI's kernels are newer): nothing lacking, and a queue starts.
+  io_uring_probe* here = io_uring_get_probe();
+  REQUIRE(here != nullptr);
+  CHECK(zt::nvme::io_uring_lacks(here) == "");
+  io_uring_free_probe(here);
+  // A 5.5 kernel's probe as it would read: operations up to ASYNC_CANCEL, without READ and
+  // WRITE (IORING_OP_READ and _WRITE are later numbers).
+  const size_t ops = IORING_OP_LAST;
+  std::unique_ptr<void, decltype(&std::free)> memory(
+      std::calloc(1, sizeof(io_uring_probe) + ops * sizeof(io_uring_probe_op)), &std::free);
+  auto* old = static_cast<io_uring_probe*>(memory.get());
+  old->last_op = IORING_OP_ASYNC_CANCEL;
+  for (int op = 0; op <= IORING_OP_ASYNC_CANCEL; ++op) old->ops[op].flags = IO_URING_OP_SUPPORTED;
+  CHECK(zt::nvme::io_uring_lacks(old) == "READ, WRITE");
+  old->ops[IORING_OP_ASYNC_CANCEL].flags = 0;
+  CHECK(zt::nvme::io_uring_lacks(old) == "READ, WRITE, ASYNC_CANCEL");
 }
