@@ -157,4 +157,16 @@ inline bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
+// Whether a file whose path starts with `prefix` (a folder's path, then the start of a name)
+// exists: a temporary file named after its writer ("out.tmp-<pid>").
+inline bool file_starting_with(const std::string& prefix) {
+  const std::filesystem::path p(prefix);
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(p.parent_path(), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it->path().filename().string().rfind(p.filename().string(), 0) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace zt::test

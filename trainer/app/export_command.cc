@@ -1,6 +1,8 @@
 // trainer export: checkpoint "param" tensors -> one safetensors file, one tensor at a time.
 #include "app/export_command.h"
 
+#include <unistd.h>
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -177,7 +179,8 @@ at::Tensor file_value(const CheckpointReader& reader, const Planned& p, at::Scal
   return converted;
 }
 
-// Writes every planned tensor to `out`.tmp, then renames it to `out`; returns the file's bytes.
+// Writes every planned tensor to `out`.tmp-<pid>, then renames it to `out`; returns the file's
+// bytes.
 int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const ExportDtype& dtype,
                    const std::string& out) {
   SafetensorsWriter writer;
@@ -186,7 +189,9 @@ int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const
   if (const std::string config = gpt2_config_of(plan); !config.empty())
     writer.set_metadata("zt.gpt2_config", config);
   for (const auto& p : plan.tensors) writer.add(p.name.name, dtype.file, p.file_shape);
-  const std::string tmp = out + ".tmp";
+  // A name of this process's own: two exports to one --out (a sweep's script run twice) wrote
+  // one out.tmp together, and the mix of both was renamed into place.
+  const std::string tmp = out + ".tmp-" + std::to_string(::getpid());
   TempFileGuard guard(tmp);
   // 8: HF's own alignment, so the file is no larger than HF's writer makes it.
   writing_out(out, [&] { writer.open(tmp, 8); });
