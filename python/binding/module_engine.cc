@@ -405,6 +405,9 @@ bool holds_no_checkpoint(const std::string& path) {
   const fs::file_status st = fs::status(path, ec);
   if (ec) return ec == std::errc::no_such_file_or_directory;
   if (!fs::is_directory(st)) return false;
+  // A step folder named on purpose that lacks its manifest (a copy cut short) is no first run:
+  // resolving it says what is wrong.
+  if (fs::path(path).lexically_normal().filename().string().rfind("step-", 0) == 0) return false;
   return !fs::exists(fs::path(path) / "manifest.json", ec) && !ec &&
          latest_checkpoint(path).empty();
 }

@@ -84,10 +84,12 @@ def config_source(config, overrides, who):
         path = os.fspath(config)
         # deepspeed.initialize(config="ds_config.json"): a DeepSpeed JSON, read at zt's door as
         # run.deepspeed is (read as TOML, its first brace was a syntax error), with the parts
-        # DeepSpeed's JSON has no keys for as the shipped configs choose them.
+        # DeepSpeed's JSON has no keys for as the shipped configs choose them, and the optimizer
+        # its "optimizer" section maps to (DeepSpeed could take one from initialize instead).
         if path.lower().endswith(".json"):
             return "", to_toml({"run": {"deepspeed": path},
-                                "plugins": {"comm": "comm_ucx", "shard": "shard_bucket"}}), overrides
+                                "plugins": {"comm": "comm_ucx", "shard": "shard_bucket",
+                                            "optimizer": "optim_hybrid_adam"}}), overrides
         return path, "", overrides
     raise TypeError(f"{who}: config is a TOML file's path (str or pathlib.Path), a DeepSpeed "
                     f"JSON's path, or a dict of sections, not {type(config).__name__}")

@@ -233,6 +233,7 @@ class Engine:
                            "fp16": torch.float16}[self._core.compute]
             # Where the engine computes (launch.device): inputs go there, as the parameters did.
             self.device = torch.device(self._core.device)
+            self._stage = self._core.stage
             # As the trainer does for a TorchScript model: floating buffers in the compute dtype (an
             # fp32 one met bf16 activations and promoted the unit's output, which the next unit's
             # bf16 weights refused), and rank 0's values on every rank (one drawn from each rank's
@@ -297,9 +298,11 @@ class Engine:
     def _leaving(self, u):
         def hook(module, inputs, output):
             tensors = _tensors(output)
-            if not tensors and torch.is_grad_enabled() and not self._in_backward:
-                # Its backward would go unseen, and the units before it train on wrong
-                # gradients: refused where it happens, naming the unit.
+            if (not tensors and self._stage == 3 and torch.is_grad_enabled()
+                    and not self._in_backward):
+                # At stage 3 its backward would go unseen (the core hooks a unit's outputs only
+                # there), and the units before it train on wrong gradients: refused where it
+                # happens, naming the unit.
                 raise TypeError(f"zt: unit {u} ({self._unit_names[u]}) returned "
                                 f"{type(output).__name__}, in which zt finds no tensor (it looks "
                                 "into tensors, tuples, lists, dicts and dataclasses); return its "
@@ -664,6 +667,10 @@ class Engine:
             path = os.path.join(os.fspath(path), os.fspath(tag))
         state = self._core.load_checkpoint(os.fspath(path), bool(restore_rng), bool(missing_ok))
         if state is None:
+            if self.rank == 0:
+                # Said, as the trainer's "starting fresh": a misspelt path loads nothing too.
+                print(f"zt: load_checkpoint: no checkpoint at {os.path.abspath(path)}: nothing "
+                      "loaded (missing_ok)", flush=True)
             return None
         self._awaiting_step = False
         return json.loads(state) if state else {}

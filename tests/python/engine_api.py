@@ -9,6 +9,8 @@ optimizer_state's moments as torch's AdamW's.
 """
 
 import collections
+import contextlib
+import io
 import os
 import pathlib
 import shutil
@@ -246,15 +248,30 @@ def loads_agree(engine, rank):
         # missing_ok: rank 0 finds nothing there, so no rank loads, though rank 1's own path
         # holds a checkpoint (as DeepSpeed's (None, None); a first run resumes with it). An
         # empty folder is nothing too.
-        state = engine.load_checkpoint(base / ("missing" if rank == 0 else "a"), missing_ok=True)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            state = engine.load_checkpoint(base / ("missing" if rank == 0 else "a"),
+                                           missing_ok=True)
         if state is not None or engine.global_steps != 4:
             return f"rank {rank}: missing_ok loaded {state}, at step {engine.global_steps}"
+        said = f"zt: load_checkpoint: no checkpoint at {base / 'missing'}: nothing loaded"
+        if (said in printed.getvalue()) != (rank == 0):
+            return f"rank {rank}: missing_ok printed {printed.getvalue()!r}"
         if rank == 0:
             (base / "empty").mkdir()
         if engine.load_checkpoint(base / "empty", missing_ok=True) is not None:
             return f"rank {rank}: missing_ok found a checkpoint in an empty folder"
         if engine.load_checkpoint(base / "a", missing_ok=True)["step"] != 4:
             return f"rank {rank}: missing_ok did not load a checkpoint that is there"
+        # A step folder named on purpose without its manifest (a copy cut short) is no first
+        # run: refused on every rank, none loading.
+        if rank == 0:
+            (base / "cut" / "step-00000007").mkdir(parents=True)
+        try:
+            engine.load_checkpoint(base / "cut" / "step-00000007", missing_ok=True)
+            return f"rank {rank}: missing_ok took a step folder without its manifest for none"
+        except zt.ConfigError:
+            pass
         # No rank loaded, so the next load meets on every rank. Back at step 3, which the caller
         # compares with its reference.
         engine.load_checkpoint(base / "a", "step-00000003")

@@ -218,8 +218,12 @@ TEST_CASE("checkpoint: keep_best ranks this run's steps only, not a newer run's 
   // An earlier run left steps 8 and 9, step 9 with the lowest loss of all.
   zt::test::save_steps(options, 2, {8, 9}, {{8, 2.9}, {9, 0.5}});
   REQUIRE(zt::best_checkpoint(d) == (dir.path() / "step-00000009").string());
-  // This run starts afresh: its best is step 2, whatever the other run's step 9 recorded.
-  zt::test::save_steps(options, 2, {1, 2, 3, 4}, {{1, 3.0}, {2, 1.5}, {3, 2.0}, {4, 2.5}});
+  // This run starts afresh. Its first save records no loss (a stop before any evaluation):
+  // `best` no longer names the other run's step 9.
+  zt::test::save_steps(options, 2, {1});
+  CHECK(zt::best_checkpoint(d).empty());
+  // Its best is step 2, whatever the other run's step 9 recorded.
+  zt::test::save_steps(options, 2, {2, 3, 4}, {{2, 1.5}, {3, 2.0}, {4, 2.5}});
   CHECK(zt::best_checkpoint(d) == (dir.path() / "step-00000002").string());
   // Pruning kept this run's two newest and its best, and the other run's steps untouched.
   CHECK(zt::test::complete_steps(dir.path()) == std::vector<int64_t>{2, 3, 4, 8, 9});

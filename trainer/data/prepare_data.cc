@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -186,15 +187,6 @@ void refuse_not_text(const std::string& path, std::string_view head) {
                         "and .idx out with --exclude");
     }
   }
-  // git's test for a binary file: a NUL byte near its start (object files, images, a .pyc, a
-  // UTF-32 text). Such bytes would train as NUL and U+FFFD tokens.
-  const size_t nul = head.find('\0');
-  if (nul != std::string_view::npos) {
-    throw ConfigError("prepare-data: input '" + path + "' holds a NUL byte at offset " +
-                      std::to_string(nul) +
-                      ": a binary file, not UTF-8 text; leave it out with --exclude GLOB (of "
-                      "its name, or of a folder's)");
-  }
   // Another preparation's files in an input folder (its prefix is not this run's --out).
   const std::string name = file.filename().string();
   for (const std::string_view own : {".bin.partial", ".docs.partial", ".progress.json"}) {
@@ -215,6 +207,7 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
     });
   };
   std::vector<std::string> paths;
+  std::set<std::string> walked;  // found below an input folder, not named
   for (const std::string& input : inputs) {
     std::error_code ec;
     const fs::file_status st = fs::status(input, ec);
@@ -248,6 +241,7 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
       }
       std::sort(found.begin(), found.end());
       paths.insert(paths.end(), found.begin(), found.end());
+      walked.insert(found.begin(), found.end());
     } else {
       paths.push_back(input);
     }
@@ -266,9 +260,27 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
     // Opens it: an unreadable or compressed input is refused before any work.
     const MappedFile map = map_input(f);
     f.size = map.size();
-    refuse_not_text(p, map.view().substr(0, 8192));
+    const std::string_view head = map.view().substr(0, 8192);
+    refuse_not_text(p, head);
+    // git's test for a binary file: a NUL byte near its start (object files, images, a .pyc,
+    // UTF-32 text), whose bytes would train as NUL and U+FFFD tokens. One found in a folder (a
+    // Thumbs.db, a .png in a docs tree) is left out, saying so; one named is refused.
+    if (const size_t nul = head.find('\0'); nul != std::string_view::npos) {
+      const std::string what = "'" + p + "' holds a NUL byte at offset " + std::to_string(nul) +
+                               ": a binary file, not UTF-8 text";
+      if (!walked.count(p)) {
+        throw ConfigError("prepare-data: input " + what + "; give text files");
+      }
+      std::fprintf(stderr, "prepare-data: left out %s (--exclude it to say nothing)\n",
+                   what.c_str());
+      continue;
+    }
     f.jsonl = is_jsonl(p, map.view());
     files.push_back(std::move(f));
+  }
+  if (files.empty()) {
+    throw ConfigError("prepare-data: the inputs hold no text files: every file found is binary "
+                      "(the lines above name them); give the text files or their folders");
   }
   return files;
 }

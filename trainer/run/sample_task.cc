@@ -106,18 +106,12 @@ std::vector<std::vector<double>> last_logits(const at::Tensor& out, int64_t voca
     rows[r].assign(p + r * vocab, p + (r + 1) * vocab);
     // -inf is an id the model rules out (a custom model masking unused ids does so), as the
     // sampler does with padding; NaN and +inf say its weights or its forward are broken.
-    bool any_finite = false;
     for (double v : rows[r]) {
       if (std::isnan(v) || v == std::numeric_limits<double>::infinity()) {
         throw NumericError("the model's logits hold " + std::to_string(v) +
                            " while sampling: the checkpoint's weights (or a custom model's "
                            "forward) are not finite; sample from an earlier checkpoint");
       }
-      any_finite = any_finite || std::isfinite(v);
-    }
-    if (!any_finite) {
-      throw NumericError("the model's logits are -inf for every id while sampling: it rules "
-                         "out every token; check a custom model's masking (model.kind)");
     }
   }
   return rows;
@@ -241,6 +235,15 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
         if (static_cast<int64_t>(row.size()) > ids) row.resize(static_cast<size_t>(ids));
         for (const int64_t hole : holes)
           row[static_cast<size_t>(hole)] = -std::numeric_limits<double>::infinity();
+      }
+    }
+    // After the padding and the tokenizer's holes are out: a row with nothing left to draw
+    // (every id ruled out by the model or by them) drew NaN weights, and id 0 without a word.
+    for (const auto& row : logits) {
+      if (std::none_of(row.begin(), row.end(), [](double v) { return std::isfinite(v); })) {
+        throw NumericError("the model's logits rule out every token id while sampling (-inf "
+                           "for each id of the text, or finite only on the padding of "
+                           "model.vocab): check a custom model's masking (model.kind)");
       }
     }
     ++g.forwards;

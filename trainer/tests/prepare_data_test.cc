@@ -328,15 +328,27 @@ TEST_CASE("prepare-data: a folder's hidden entries and the folders --exclude nam
   test::write_file(c.dir.path() / "in/.git/index", std::string("DIRC\0\0\0\2", 8));
   test::write_file(c.dir.path() / "in/.gitignore", "*.o\n");
   CHECK(prepare_data(c.request("hidden"), nullptr).progress.documents == documents);
-  // A binary file is refused by its NUL, naming it and the way out; --exclude of its folder
-  // leaves the folder out (before, only files' own names were matched).
+  // A binary file (a NUL near its start) found in a folder is left out, named on stderr; one
+  // named as an input is refused. --exclude of its folder leaves the folder out (before, only
+  // files' own names were matched).
   fs::create_directories(c.dir.path() / "in/build");
-  test::write_file(c.dir.path() / "in/build/main.o", std::string("\x7f"
-                                                                 "ELF\x02\x01\x01\0",
-                                                                 8));
-  CHECK_THROWS_WITH_AS(prepare_data(c.request("x"), nullptr),
+  const std::string elf("\x7f"
+                        "ELF\x02\x01\x01\0",
+                        8);
+  test::write_file(c.dir.path() / "in/build/main.o", elf);
+  test::write_file(c.dir.path() / "in/build/notes.txt", "built by hand\n");
+  CHECK(prepare_data(c.request("binary"), nullptr).progress.documents == documents + 1);
+  PrepareRequest named = c.request("named");
+  named.inputs = {(c.dir.path() / "in/build/main.o").string()};
+  CHECK_THROWS_WITH_AS(prepare_data(named, nullptr),
                        doctest::Contains("main.o' holds a NUL byte at offset 7: a binary file, "
-                                         "not UTF-8 text; leave it out with --exclude"),
+                                         "not UTF-8 text; give text files"),
+                       ConfigError);
+  PrepareRequest only_binary = c.request("only");
+  only_binary.inputs = {(c.dir.path() / "in/build").string()};
+  only_binary.exclude = {"*.txt"};
+  CHECK_THROWS_WITH_AS(prepare_data(only_binary, nullptr),
+                       doctest::Contains("hold no text files: every file found is binary"),
                        ConfigError);
   PrepareRequest without_build = c.request("nobuild");
   without_build.exclude.push_back("build");

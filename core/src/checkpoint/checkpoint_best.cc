@@ -37,9 +37,17 @@ std::string update_best(const std::string& dir, const std::string& metric, int64
       lowest = *value;
     }
   }
-  if (best.empty()) return best;
-  const std::string name = fs::path(best).filename().string();
   const std::string named = folder_named_by(dir, kBestName);
+  if (best.empty()) {
+    // None of this run's steps records the metric yet: a `best` naming a newer run's step goes,
+    // or it would be loaded as this run's best and spare that folder.
+    if (!named.empty() && parse_step_folder(fs::path(named).filename().string()) > published) {
+      std::error_code ec;
+      fs::remove(fs::path(dir) / kBestName, ec);
+    }
+    return best;
+  }
+  const std::string name = fs::path(best).filename().string();
   if (named.empty() || fs::path(named).filename() != name) {
     replace_file_atomically((fs::path(dir) / kBestName).string(), name + "\n");
   }

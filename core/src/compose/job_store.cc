@@ -46,7 +46,7 @@ JobStore join_job_store(const LaunchSettings& launch, const RankEnv& env) {
   }
   // A loopback rendezvous the ranks on other hosts cannot reach: they waited out
   // launch.timeout_s, then named a store that was never there for them.
-  if (env.several_hosts && is_loopback_address(addr)) {
+  if (env.several_hosts && env.world > 1 && is_loopback_address(addr)) {
     const std::string from = env.master_addr.empty()
                                  ? "launch.master_addr = \"" + addr + "\" (no MASTER_ADDR is set)"
                                  : "MASTER_ADDR=" + addr;

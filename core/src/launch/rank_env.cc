@@ -178,8 +178,9 @@ void refuse_unread_mpi_launcher(const GetEnv& getenv, const RankEnv& env) {
       where +
       "; zt takes its ranks from srun, Open MPI's mpirun and torchrun's variables: "
       "start the ranks with one of them, or export RANK, WORLD_SIZE, LOCAL_RANK, "
-      "LOCAL_WORLD_SIZE (from PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, "
-      "MPI_LOCALNRANKS), MASTER_ADDR and MASTER_PORT for each rank (docs/cluster.md)");
+      "LOCAL_WORLD_SIZE (from PMI_RANK, PMI_SIZE and Hydra's MPI_LOCALRANKID, "
+      "MPI_LOCALNRANKS or Cray's PMI_LOCAL_RANK, PMI_LOCAL_SIZE), MASTER_ADDR and MASTER_PORT "
+      "for each rank (docs/cluster.md)");
 }
 
 }  // namespace
