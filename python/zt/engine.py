@@ -74,9 +74,9 @@ class _CallableCount(int):
 
 def _tensors(value):
     """Every tensor in a unit's output (a tensor, or tuples, lists, dicts and dataclasses of
-    them). A unit whose output the walk missed got no hook on it, and at stage 3 the units
-    before it trained on wrong gradients, silently (a test saw every weight of the unit before
-    it differ from the same model returning its tensor)."""
+    them). A unit whose output the walk missed got no hook on it, and at stage 3 the unit
+    before it trained to other weights than the same model returning its tensor, silently (a
+    test saw every element of that unit's weight differ)."""
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (tuple, list)):
@@ -270,7 +270,7 @@ class Engine:
         model whose layers sit in an nn.Sequential (or a wrapper such as GPT2LMHeadModel's
         transformer) is a unit or two, each gathered whole: no memory saved. Said once, with the
         way to split it."""
-        if self.rank != 0 or self._core.stage != 3 or not modules:
+        if self.rank != 0 or self._stage != 3 or not modules:
             return
         # zt_shape: at stage 3 the core has released the parameters by now.
         sizes = [sum(math.prod(p.zt_shape) for _, p in params) for _, params in unit_params]

@@ -54,12 +54,18 @@ std::string ss_listener(int port) {
 
 }  // namespace
 
-TEST_CASE("loopback hosts: 127.0.0.0/8, ::1 and localhost are loopback, other addresses and names "
-          "are not") {
+TEST_CASE("loopback hosts: 127.0.0.0/8, ::1 and the names every /etc/hosts gives loopback are "
+          "loopback, other addresses and names are not") {
   CHECK(zt::is_loopback_host("127.0.0.1"));
   CHECK(zt::is_loopback_host("127.8.9.10"));
   CHECK(zt::is_loopback_host("::1"));
   CHECK(zt::is_loopback_host("localhost"));
+  CHECK(zt::is_loopback_host("[::1]"));
+  CHECK(zt::is_loopback_host("localhost.localdomain"));
+  CHECK(zt::is_loopback_host("ip6-localhost"));
+  CHECK(zt::is_loopback_host("ip6-loopback"));
+  CHECK_FALSE(zt::is_loopback_host("localhost2"));
+  CHECK_FALSE(zt::is_loopback_host("[10.231.0.1]"));
   CHECK_FALSE(zt::is_loopback_host("0.0.0.0"));
   CHECK_FALSE(zt::is_loopback_host("10.231.0.1"));
   CHECK_FALSE(zt::is_loopback_host("::"));

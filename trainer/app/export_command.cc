@@ -55,7 +55,8 @@ struct Planned {
 struct ExportPlan {
   std::string kind;  // "gpt" | "mlp"
   std::vector<Planned> tensors;
-  int64_t n_head = 0;  // a GPT's attention heads, from the checkpoint's config (0: unknown)
+  int64_t n_head = 0;       // a GPT's attention heads, from the checkpoint's config (0: unknown)
+  std::string gpt2_config;  // gpt2_config_of(): recorded in the file and printed
 };
 
 // A GPT's attention heads as the checkpoint's config resolves them (model.n_head, else its
@@ -101,13 +102,14 @@ std::string gpt2_config_of(const ExportPlan& plan) {
 ExportPlan plan_export(const CheckpointReader& reader) {
   std::vector<std::string> names;
   for (const auto& t : reader.tensors()) names.push_back(t.name);
-  ExportPlan plan{models::model_kind_of(names), {}, 0};
+  ExportPlan plan{models::model_kind_of(names), {}, 0, ""};
   if (plan.kind == "gpt") plan.n_head = heads_of(reader);
   for (const auto& t : reader.tensors()) {
     Planned p{&t, models::exported_name(plan.kind, t.name), t.shape};
     if (p.name.transpose) std::swap(p.file_shape[0], p.file_shape[1]);
     plan.tensors.push_back(std::move(p));
   }
+  plan.gpt2_config = gpt2_config_of(plan);
   return plan;
 }
 
@@ -186,8 +188,7 @@ int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const
   SafetensorsWriter writer;
   writer.set_metadata("format", "pt");
   if (plan.n_head > 0) writer.set_metadata("zt.n_head", std::to_string(plan.n_head));
-  if (const std::string config = gpt2_config_of(plan); !config.empty())
-    writer.set_metadata("zt.gpt2_config", config);
+  if (!plan.gpt2_config.empty()) writer.set_metadata("zt.gpt2_config", plan.gpt2_config);
   for (const auto& p : plan.tensors) writer.add(p.name.name, dtype.file, p.file_shape);
   // A name of this process's own: two exports to one --out (a sweep's script run twice) wrote
   // one out.tmp together, and the mix of both was renamed into place.
@@ -239,8 +240,8 @@ int export_weights(const CliArgs& args, std::ostream& out) {
       << (plan.kind == "gpt" ? ", Hugging Face GPT-2 names" : ", the model's own names")
       << (plan.n_head > 0 ? ", n_head " + std::to_string(plan.n_head) : std::string()) << " -> "
       << args.out_path << "\n";
-  if (const std::string config = gpt2_config_of(plan); !config.empty()) {
-    out << "  GPT2LMHeadModel(" << config
+  if (!plan.gpt2_config.empty()) {
+    out << "  GPT2LMHeadModel(" << plan.gpt2_config
         << ") takes its tensors (load_state_dict(..., strict=False): lm_head is tied to wte)\n";
   }
   return 0;

@@ -122,6 +122,14 @@ std::string repaired_json_line(std::string_view line) {
   return out;
 }
 
+// A JSON line as prepare-data reads one: as it is, else repaired (repaired_json_line); a
+// discarded value when neither parses.
+nlohmann::json parse_json_line(std::string_view line) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded()) j = nlohmann::json::parse(repaired_json_line(line), nullptr, false);
+  return j;
+}
+
 // JSON Lines by its name, or a .json file whose first line is a JSON object: Megatron's
 // "loose json" and Hugging Face's Dataset.to_json() write JSON Lines as .json, which read as
 // text trained on the keys and escapes as one document.
@@ -138,11 +146,10 @@ bool is_jsonl(const std::string& path, std::string_view head) {
   const std::string_view first = head.substr(
       start, end == std::string_view::npos ? head.size() - start : end - start);
   if (first.size() > (size_t{64} << 20)) return false;
-  nlohmann::json j = nlohmann::json::parse(first, nullptr, false);
-  // Read as its lines are (for_each_document): bytes that are not UTF-8 and an escaped half of
-  // a surrogate pair, which Python's json.dumps writes, are U+FFFD; unrepaired, such a first
-  // line made the whole file one document of keys and quotes.
-  if (j.is_discarded()) j = nlohmann::json::parse(repaired_json_line(first), nullptr, false);
+  // Read as its lines are (for_each_document), repaired: unrepaired, a first line with bytes
+  // that are not UTF-8 or an escaped half of a surrogate pair (Python's json.dumps writes one)
+  // made the whole file one document of keys and quotes.
+  const nlohmann::json j = parse_json_line(first);
   return !j.is_discarded() && j.is_object();
 }
 
@@ -374,15 +381,16 @@ void for_each_document(const InputFile& file, const Range& range, const PrepareR
         const auto where = [&] {
           return file.path + ":" + std::to_string(line_of(all, range.begin + at));
         };
-        nlohmann::json j;
-        try {
-          j = nlohmann::json::parse(line);
-        } catch (const nlohmann::json::exception& e) {
+        const nlohmann::json j = parse_json_line(line);
+        if (j.is_discarded()) {
+          // The parser's own words for the line as it stands, parsed again for them.
+          std::string why;
           try {
-            j = nlohmann::json::parse(repaired_json_line(line));
-          } catch (const nlohmann::json::exception&) {
-            throw ConfigError(where() + ": not a JSON line (" + e.what() + ")");
+            const nlohmann::json throws = nlohmann::json::parse(line);
+          } catch (const nlohmann::json::exception& e) {
+            why = e.what();
           }
+          throw ConfigError(where() + ": not a JSON line (" + why + ")");
         }
         if (!j.is_object() || !j.contains(r.field)) {
           throw ConfigError(where() + ": no field '" + r.field +

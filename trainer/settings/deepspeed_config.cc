@@ -319,8 +319,6 @@ void read_offload(Reader& r, const json& obj, const std::string& path, bool opti
   });
 }
 
-// `what` (a key, with its value) is left out as DeepSpeed leaves it out below stage 3 (MiCS, hpZ,
-// qwZ and qgZ are its stage-3 optimizer's alone), saying so.
 // The JSON's zero_optimization.stage: nullopt for "auto", which leaves it to the zt config.
 using JsonStage = std::optional<int64_t>;
 

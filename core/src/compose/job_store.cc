@@ -5,21 +5,12 @@
 #include <cstdlib>
 #include <string>
 
+#include "launch/loopback_listener.h"
 #include "zt/error.h"
 #include "zt/host/compose.h"
 #include "zt/host/launcher.h"
 
 namespace zt {
-
-namespace {
-
-// localhost, 127.0.0.0/8, ::1: addresses no other host reaches this one by.
-bool is_loopback_address(const std::string& addr) {
-  return addr.rfind("localhost", 0) == 0 || addr == "ip6-localhost" || addr.rfind("127.", 0) == 0 ||
-         addr == "::1" || addr == "[::1]";
-}
-
-}  // namespace
 
 JobStore join_job_store(const LaunchSettings& launch, const RankEnv& env) {
   if (!env.found && !std::getenv("ZT_JOB_ID")) setenv("ZT_JOB_ID", draw_job_id().c_str(), 1);
@@ -46,7 +37,7 @@ JobStore join_job_store(const LaunchSettings& launch, const RankEnv& env) {
   }
   // A loopback rendezvous the ranks on other hosts cannot reach: they waited out
   // launch.timeout_s, then named a store that was never there for them.
-  if (env.several_hosts && env.world > 1 && is_loopback_address(addr)) {
+  if (env.several_hosts && env.world > 1 && is_loopback_host(addr)) {
     const std::string from = env.master_addr.empty()
                                  ? "launch.master_addr = \"" + addr + "\" (no MASTER_ADDR is set)"
                                  : "MASTER_ADDR=" + addr;

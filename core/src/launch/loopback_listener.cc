@@ -43,8 +43,16 @@ int listening_port(int fd) {
 
 }  // namespace
 
-bool is_loopback_host(const std::string& host) {
-  if (::strcasecmp(host.c_str(), "localhost") == 0) return true;
+bool is_loopback_host(const std::string& given) {
+  // The names every distribution's /etc/hosts gives loopback (Debian's ip6-*, Red Hat's
+  // localhost.localdomain).
+  for (const char* name : {"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"}) {
+    if (::strcasecmp(given.c_str(), name) == 0) return true;
+  }
+  // An IPv6 literal as a URL writes it ("[::1]").
+  const std::string host = given.size() > 2 && given.front() == '[' && given.back() == ']'
+                               ? given.substr(1, given.size() - 2)
+                               : given;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

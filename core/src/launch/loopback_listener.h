@@ -11,10 +11,12 @@
 
 namespace zt {
 
-// True when `host` is loopback on every host: a literal loopback address (127.0.0.0/8, ::1) or
-// `localhost`. Any other name is not, even where it resolves to loopback: Debian and Ubuntu map a
-// machine's own name to 127.0.1.1 on that machine, while the other hosts of a job reach it by
-// that name at its real address (a Slurm-derived MASTER_ADDR, or `MASTER_ADDR=$(hostname)`).
+// True when `host` is loopback on every host: a literal loopback address (127.0.0.0/8, ::1, also
+// as "[::1]") or a name every /etc/hosts gives loopback (`localhost`, `localhost.localdomain`,
+// `ip6-localhost`, `ip6-loopback`). Any other name is not, even where it resolves to loopback:
+// Debian and Ubuntu map a machine's own name to 127.0.1.1 on that machine, while the other hosts of
+// a job reach it by that name at its real address (a Slurm-derived MASTER_ADDR, or
+// `MASTER_ADDR=$(hostname)`).
 bool is_loopback_host(const std::string& host);
 
 // Ties every listening TCP socket of this process on `port` to the loopback device. Returns how

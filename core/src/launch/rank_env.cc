@@ -161,8 +161,8 @@ int slurm_tasks_on_node(const GetEnv& getenv, const char* layout_name) {
 // to export instead; a step of srun's own PMI (srun --mpi=pmi2) has PMI_SIZE equal to its tasks.
 void refuse_unread_mpi_launcher(const GetEnv& getenv, const RankEnv& env) {
   const char* size = getenv("PMI_SIZE");
-  if (!size || std::strtol(size, nullptr, 10) <= 1) return;
-  const long pmi_size = std::strtol(size, nullptr, 10);
+  const long pmi_size = size ? std::strtol(size, nullptr, 10) : 0;
+  if (pmi_size <= 1) return;
   std::string where;
   if (env.source == "slurm" && pmi_size != env.world) {
     where = ", inside a Slurm step whose " + std::to_string(env.world) +
