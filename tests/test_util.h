@@ -49,13 +49,15 @@ class EnvVar {
 // it lives.
 class ListeningSocket {
  public:
-  ListeningSocket() : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+  // `backlog`: connections the kernel completes while nobody accepts them.
+  explicit ListeningSocket(int backlog = 1) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
     sockaddr_in sa{};
     sa.sin_family = AF_INET;
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof(sa);
     if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
-        ::listen(fd_, 1) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+        ::listen(fd_, backlog) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
       throw std::runtime_error(std::string("cannot listen on 127.0.0.1: ") + std::strerror(errno));
     }
     port_ = ntohs(sa.sin_port);

@@ -172,7 +172,9 @@ std::unique_ptr<Communicator> UcxCommunicator::split(int color, int key) {
 
 std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
                                               std::function<void(const OpTag&)> body) {
-  // Each op owns two sequence numbers (all_reduce runs two phases), so tags never collide.
+  // Each op owns two sequence numbers (all_reduce runs two phases), so an op's tags differ from
+  // the communicator's other ops' (a split's op of the same number shares them: the family's
+  // single issue order keeps the two apart, README).
   uint32_t seq = next_seq_;
   next_seq_ += 2;
   uint32_t index = seq / 2;

@@ -99,6 +99,27 @@ TEST_CASE("rendezvous without rank 0 times out with a clear error") {
   CHECK(contains(r.output, "cannot reach rank 0 at 127.0.0.1:" + std::to_string(port)));
 }
 
+TEST_CASE("a rendezvous store whose host stops answering without closing ends the rank in time") {
+  // A socket that listens and never replies: as a host powered off, or cut from the network,
+  // leaves a connection. c10d's add read its reply with no timeout, and the rank blocked for
+  // good (SIGTERM too: it was in recv).
+  const zt::test::ListeningSocket silent(16);
+  TempDir out;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = zt::test::run_command(
+      "RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" + std::to_string(silent.port()) +
+      " ZT_CHECK_OUT=" + out.path().string() + " timeout -s KILL 120 " + ZT_TEST_COMM_CHECK +
+      " --scenario rendezvous_only --timeout-ms 1500");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK(contains(r.output, "comm error: the rendezvous store's add of key 'zt/arrived' at "
+                           "127.0.0.1:" +
+                               std::to_string(silent.port()) + " has not returned after 1.5 s"));
+  CHECK(seconds < 60);
+}
+
 TEST_CASE("rendezvous where a rank never arrives says how many did") {
   TempDir out;
   int port = zt::pick_free_port("127.0.0.1");

@@ -68,3 +68,29 @@ TEST_CASE("spawn_logged: the child of a parent killed outright gets SIGTERM and 
   if (!child_ended) ::kill(child, SIGKILL);  // leave no sleep behind either way
   CHECK(child_ended);
 }
+
+TEST_CASE("spawn_logged: the child runs without the launchers' rank variables, with the rest, "
+          "and one that cannot start says why in its log") {
+  // Made before the fork now (unsetenv in the child could wait for good on the environment lock
+  // another thread of the parent held at the fork): still the same environment.
+  zt::test::TempDir dir;
+  ::setenv("RANK", "3", 1);
+  ::setenv("MASTER_PORT", "29500", 1);
+  ::setenv("ZT_CHILD_TEST_KEPT", "kept value", 1);
+  const std::string log = dir.file("env.log");
+  const int code = zt::run_logged({"/usr/bin/env"}, log);
+  ::unsetenv("RANK");
+  ::unsetenv("MASTER_PORT");
+  ::unsetenv("ZT_CHILD_TEST_KEPT");
+  CHECK(code == 0);
+  const std::string env = "\n" + zt::test::read_file(log);  // each variable after a newline
+  CHECK(zt::test::contains(env, "\nZT_CHILD_TEST_KEPT=kept value\n"));
+  CHECK(zt::test::contains(env, "\nPATH="));
+  CHECK_FALSE(zt::test::contains(env, "\nRANK="));
+  CHECK_FALSE(zt::test::contains(env, "\nMASTER_PORT="));
+
+  const std::string missing = dir.file("no-such-program");
+  CHECK(zt::run_logged({missing}, dir.file("missing.log")) == 127);
+  CHECK(zt::test::read_file(dir.file("missing.log")) ==
+        "zt: cannot run " + missing + ": No such file or directory\n");
+}

@@ -103,3 +103,24 @@ TEST_CASE("restore: a damaged state is a ConfigError naming the values") {
   CHECK_THROWS_AS(s.restore(1024, -1, 1), zt::ConfigError);
   CHECK(s.scale() == zt::LossScalerOptions{}.initial_scale);  // unchanged by a refused restore
 }
+
+TEST_CASE("restore: a state saved under other bounds starts within this run's") {
+  // A bf16 run's checkpoint keeps its scaler's untouched first state (2^32, hysteresis 2); an
+  // fp16 run resumed from it with max_scale 2^16 and hysteresis 1 scaled at 2^32 with two
+  // overflows' grace.
+  zt::LossScalerOptions o;
+  o.initial_scale = 1024;
+  o.max_scale = 65536;
+  o.min_scale = 4;
+  o.hysteresis = 1;
+  o.growth_interval = 10;
+  zt::LossScaler s(o, true);
+  s.restore(4294967296.0, 25, 2);
+  CHECK(s.scale() == 65536);
+  CHECK(s.clean_steps() == 9);
+  CHECK(s.hysteresis_left() == 1);
+  s.update(true);  // no grace left: backs off at once
+  CHECK(s.scale() == 32768);
+  s.restore(1, 0, 1);
+  CHECK(s.scale() == 4);
+}

@@ -40,8 +40,9 @@ const char* run_help() {
 
 Trains the job FILE describes. Without a torchrun, mpirun or srun environment, --nproc N (or
 [launch] nproc) spawns N local ranks and supervises them (one too, with --max-restarts); with
-one, this process is one rank, and a --nproc must be its world (in a Slurm step of one task,
---nproc N or --set launch.nproc=N on the command line spawns N all the same).
+one, this process is one rank, and a --nproc must be its ranks on this host or in all (in a
+Slurm step of one task, --nproc N or --set launch.nproc=N on the command line spawns N all the
+same).
   --set KEY=VALUE     overrides any key of FILE (TOML values: 3, true, "text", [1, 2])
   --nproc N           local ranks (launch.nproc)
   --plugin-dir DIR    searched for plugins first, then plugins.dirs, ZT_PLUGIN_PATH, zt's own

@@ -103,14 +103,6 @@ class Reader {
     }
     set(zt_key, std::move(v), ds_path);
   }
-  // A buffer count or size two sections feed (DeepSpeed sizes each role's staging apart, zt's
-  // one tier serves both): the larger, which serves either.
-  void set_larger(const std::string& zt_key, int64_t v, const std::string& ds_path) {
-    for (const auto& s : settings_) {
-      if (s.key == zt_key && std::get<int64_t>(s.value) >= v) return;
-    }
-    set(zt_key, v, ds_path);
-  }
   void refuse(const std::string& ds_path, const std::string& why) {
     const std::string line = name_ + ": " + ds_path + " is not supported by zt: " + why;
     if (lenient_) {
@@ -130,6 +122,11 @@ class Reader {
     problems_.push_back(name_ + ": " + ds_path + ": " + what);
   }
   void warn(const std::string& line) { warnings_.push_back(name_ + ": " + line); }
+  // What the setting from `ds_path` needs of the resolved config (DeepSpeedCondition).
+  void require(const std::string& ds_path, const std::string& zt_key, Value v,
+               const std::string& why) {
+    conditions_.push_back({name_ + ": " + ds_path, zt_key, std::move(v), why});
+  }
 
   DeepSpeedSettings finish() {
     if (!problems_.empty()) {
@@ -140,7 +137,7 @@ class Reader {
                                           "= true, turns unsupported keys into warnings)"
                                         : ""));
     }
-    return {settings_, warnings_};
+    return {settings_, warnings_, conditions_};
   }
 
  private:
@@ -148,6 +145,7 @@ class Reader {
   bool lenient_;
   std::vector<ConfigSetting> settings_;
   std::vector<std::string> warnings_, problems_;
+  std::vector<DeepSpeedCondition> conditions_;
   bool refused_ = false;  // a problem lenient mode would have made a warning
 };
 
@@ -290,16 +288,15 @@ void read_offload(Reader& r, const json& obj, const std::string& path, bool opti
     } else if (key == "pin_memory") {
       if (auto b = as_bool(r, v, sub); b && device == "cpu")
         r.set_shared("plugin.offload_cpu.pin_memory", *b, sub);
-    } else if (key == "buffer_count") {
-      if (auto n = as_int(r, v, sub); n && device == "nvme")
-        r.set_larger("plugin.offload_nvme.buffer_count", *n, sub);
-    } else if (key == "buffer_size") {
-      // Elements of the offloaded dtype -> whole MiB of offload_nvme's staging buffers.
-      if (auto n = as_int(r, v, sub); n && device == "nvme") {
-        r.set_larger(
-            "plugin.offload_nvme.buffer_mb",
-            static_cast<int64_t>(std::ceil(static_cast<double>(*n) * element_bytes / (1 << 20))),
-            sub);
+    } else if (key == "buffer_count" || key == "buffer_size") {
+      // DeepSpeed's NVMe swapping stages everything through these; zt's tier moves aligned tiles
+      // in place, and offload_nvme's bounce buffers serve unaligned transfers only. Mapped, a
+      // Hugging Face config's 4-5 x 1e8 elements held 1.5-1.9 GiB of host memory per rank that
+      // nothing used (and the memory-fit check counted).
+      if (as_int(r, v, sub) && device == "nvme") {
+        r.warn(sub + " is not mapped: zt's offload_nvme reads and writes aligned tiles in place "
+                     "(its bounce buffers, plugin.offload_nvme.buffer_count and buffer_mb, serve "
+                     "unaligned transfers only, and their defaults do)");
       }
     } else if (key == "ratio" && optimizer) {
       if (auto x = as_number(r, v, sub)) r.set("zero.offload_optimizer_fraction", *x, sub);
@@ -321,6 +318,9 @@ void read_offload(Reader& r, const json& obj, const std::string& path, bool opti
 
 // The JSON's zero_optimization.stage: nullopt for "auto", which leaves it to the zt config.
 using JsonStage = std::optional<int64_t>;
+
+// Why a stage-3 key needs the resolved zero.stage = 3 (DeepSpeedCondition).
+constexpr const char* kStageThreeOnly = "applies only at stage 3 (DeepSpeed ignores it below)";
 
 // Whether `what` (a key, with its value) applies at the JSON's `stage`: at stage 3 yes; below it
 // no, left out as DeepSpeed leaves it out (MiCS, hpZ, qwZ and qgZ are its stage-3 optimizer's
@@ -350,6 +350,7 @@ void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const
     if (!k || *k <= 1) return;  // 1 is DeepSpeed's "off"
     if (!applies_at_stage(r, sub, sub + " = " + std::to_string(*k), stage)) return;
     r.set("zero.mics_shard_size", *k, sub);
+    r.require(sub, "zero.stage", int64_t{3}, kStageThreeOnly);
     r.warn(sub + " = " + std::to_string(*k) + " maps to zero.mics_shard_size = " +
            std::to_string(*k) + ": parameter gathers stay in groups of " + std::to_string(*k) +
            " ranks as with hpZ, but zt also shards the optimizer states and gradients over the "
@@ -365,6 +366,7 @@ void read_zero_plus_plus(Reader& r, const std::string& key, const json& v, const
   const std::string role = weights ? "weights" : "gradients";
   r.set("plugins.codec_" + role, std::string("codec_blockq"), sub);
   r.set("codec." + role + ".bits", int64_t{weights ? 8 : 4}, sub);
+  r.require(sub, "zero.stage", int64_t{3}, kStageThreeOnly);
 }
 
 void read_zero(Reader& r, const json& obj, double element_bytes) {
@@ -410,6 +412,7 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
       const auto n = as_int(r, v, sub);
       if (n && (*n <= 0 || applies_at_stage(r, sub, sub + " = " + std::to_string(*n), stage))) {
         r.set("zero.mics_shard_size", *n > 0 ? *n : int64_t{-1}, sub);
+        if (*n > 0) r.require(sub, "zero.stage", int64_t{3}, kStageThreeOnly);
       }
     } else if (key == "offload_optimizer" || key == "offload_param") {
       read_offload(r, v, sub, key == "offload_optimizer", element_bytes);
@@ -537,9 +540,12 @@ void read_fp16(Reader& r, const json& obj) {
 // DeepSpeed's bf16 section also keeps Adam's moments (bf16_optimizer_states) and the master
 // weights and gradients (bf16_master_weights_and_grads) in bf16: optim_hybrid_adam's
 // state_dtype and master_dtype. zt's reduced gradients stay fp32 either way (said as a warning).
+constexpr const char* kWithBf16 =
+    "keeps optimizer state in bf16 for bf16 training (DeepSpeed's bf16 section)";
+
 void read_bf16(Reader& r, const json& obj, const std::string& path) {
-  // The 16-bit states come with bf16 training ("auto": with the zt config's bf16); with bf16
-  // off they are ignored, said as a warning, not applied to an fp32 job.
+  // The 16-bit states come with bf16 training ("auto": with the zt config's bf16, checked once
+  // it is loaded); with bf16 off they are ignored, said as a warning, not applied to an fp32 job.
   const bool on = enabled(obj) || enabled_is_auto(obj);
   const auto ignored = [&](const std::string& sub) {
     r.warn(sub + " is ignored: " + path + ".enabled is false");
@@ -550,8 +556,12 @@ void read_bf16(Reader& r, const json& obj, const std::string& path) {
       if (b()) r.set("precision.compute", std::string("bf16"), sub);
     } else if (key == "bf16_optimizer_states") {
       if (!b()) return true;
-      if (!on) ignored(sub);
-      else r.set("plugin.optim_hybrid_adam.state_dtype", std::string("bf16"), sub);
+      if (!on) {
+        ignored(sub);
+        return true;
+      }
+      r.set("plugin.optim_hybrid_adam.state_dtype", std::string("bf16"), sub);
+      r.require(sub, "precision.compute", std::string("bf16"), kWithBf16);
     } else if (key == "bf16_master_weights_and_grads") {
       if (!b()) return true;
       if (!on) {
@@ -559,6 +569,7 @@ void read_bf16(Reader& r, const json& obj, const std::string& path) {
         return true;
       }
       r.set("plugin.optim_hybrid_adam.master_dtype", std::string("bf16"), sub);
+      r.require(sub, "precision.compute", std::string("bf16"), kWithBf16);
       r.warn(sub + ": the master weights are kept in bf16 (rounded stochastically: "
                    "plugin.optim_hybrid_adam.master_rounding); zt's reduced gradients stay fp32");
     } else {

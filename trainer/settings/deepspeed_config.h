@@ -14,9 +14,20 @@
 
 namespace zt::trainer {
 
+// A setting the JSON made that means what DeepSpeed means only while the resolved config keeps
+// another key where the JSON put it: a stage-3 key at zero.stage = 3, a bf16 state with bf16
+// compute. The TOML or --set wins over the JSON, and may move that key.
+struct DeepSpeedCondition {
+  std::string origin;  // the conditional setting's ("ds.json: zero_optimization.zero_hpz_...")
+  std::string key;     // the key it depends on ("zero.stage")
+  Value value;         // the value it needs there (3)
+  std::string why;     // "applies only at stage 3 (DeepSpeed ignores it below)"
+};
+
 struct DeepSpeedSettings {
   std::vector<ConfigSetting> settings;
   std::vector<std::string> warnings;  // deprecated forms, and unsupported keys when lenient
+  std::vector<DeepSpeedCondition> conditions;
 };
 
 // Reads `path`. `world`: the job's ranks, for DeepSpeed's batch rule (train_batch_size =

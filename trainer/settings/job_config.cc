@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "settings/deepspeed_config.h"
+#include "settings/deepspeed_precedence.h"
 #include "settings/model_keys.h"
 #include "settings/plugin_tables.h"
 #include "settings/trainer_config.h"
@@ -89,10 +90,14 @@ Config load_job(const ConfigSource& source, const std::vector<std::string>& over
                           std::get<bool>(*lenient);
   const DeepSpeedSettings s = read_deepspeed_config(std::get<std::string>(*ds), is_lenient,
                                                     job_world(source, overrides));
+  Config config = source.load(overrides, s.settings);
+  check_deepspeed_conditions(config, s);
   if (speaks()) {
     for (const auto& w : s.warnings) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
+    for (const auto& w : replaced_deepspeed_settings(config, s))
+      std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
   }
-  return checked(source.load(overrides, s.settings));
+  return checked(std::move(config));
 }
 
 }  // namespace

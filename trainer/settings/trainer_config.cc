@@ -183,7 +183,10 @@ SectionSpec run_schedule_keys() {
        opt_int("warmup_steps", 0, "steps of warm-up from warmup_min_ratio * lr to lr", 0),
        opt_string("warmup_type", "linear", "warm-up curve: linear, or log (fast first)",
                   {"linear", "log"}),
-       opt_double("warmup_min_ratio", 0, "the warm-up's first lr as a fraction of lr", 0, 1),
+       opt_double("warmup_min_ratio", 0,
+                  "where the warm-up rises from, as a fraction of lr: its step k of warmup_steps "
+                  "(from 1) takes lr x (ratio + (1 - ratio) x k / warmup_steps), linear",
+                  0, 1),
        opt_double("min_lr_ratio", 0.1, "cosine/linear: final lr as a fraction of lr", 0, 1),
        opt_int("decay_steps", 0, "cosine/linear: steps until the final lr (0 = run.steps)", 0)}};
 }

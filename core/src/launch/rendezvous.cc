@@ -8,20 +8,28 @@
 #include "launch/store_probe.h"
 #include "util/torch_compat.h"
 #include "zt/error.h"
+#include "zt/host/file_io_deadline.h"
 
 namespace zt {
 
 namespace {
 
-// zt::Store over c10d's. Timeouts are per call, as the Store interface promises.
+// zt::Store over c10d's. Timeouts are per call, as the Store interface promises: c10d's own
+// bounds its wait only, and its set, get and add read their reply with no timeout (a host
+// that vanished without closing the connection blocked a rank in recv past SIGTERM, measured),
+// so each call runs under a CallDeadline of `limit` (launch.timeout_s).
 class TcpStore final : public Store {
  public:
-  explicit TcpStore(c10::intrusive_ptr<c10d::TCPStore> store) : store_(std::move(store)) {}
+  TcpStore(c10::intrusive_ptr<c10d::TCPStore> store, std::string where,
+           std::chrono::milliseconds limit)
+      : store_(std::move(store)), where_(std::move(where)), limit_(limit) {}
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override {
+    const CallDeadline bound = deadline("set", key, limit_);
     answered(key, [&] { store_->set(key, value); });
   }
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    const CallDeadline bound = deadline("get", key, timeout + limit_);
     try {
       store_->wait({key}, timeout);
     } catch (const std::exception& e) {
@@ -32,6 +40,7 @@ class TcpStore final : public Store {
     return answered(key, [&] { return store_->get(key); });
   }
   int64_t add(const std::string& key, int64_t delta) override {
+    const CallDeadline bound = deadline("add", key, limit_);
     return answered(key, [&] { return store_->add(key, delta); });
   }
 
@@ -51,7 +60,19 @@ class TcpStore final : public Store {
     }
   }
 
+  CallDeadline deadline(const char* call, const std::string& key,
+                        std::chrono::milliseconds limit) const {
+    return CallDeadline(
+        "the rendezvous store's " + std::string(call) + " of key '" + key + "' at " + where_, limit,
+        "the host of rank 0, which holds the store, stopped answering without "
+        "closing the connection (powered off, or cut from the network?)",
+        "check that host and the network to it (launch.timeout_s bounds this "
+        "wait)");
+  }
+
   c10::intrusive_ptr<c10d::TCPStore> store_;
+  std::string where_;
+  std::chrono::milliseconds limit_;
 };
 
 // torchrun's agent hosts a TCPStore at MASTER_ADDR:MASTER_PORT and tells its workers so
@@ -132,7 +153,7 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
     throw CommError(unreachable + why + check);
   }
   if (hosts && is_loopback_host(addr)) keep_store_on_this_host(tcp->getPort());
-  std::unique_ptr<Store> store = std::make_unique<TcpStore>(tcp);
+  std::unique_ptr<Store> store = std::make_unique<TcpStore>(tcp, where, timeout);
   const std::string job_prefix = prefix + (cluster_job.empty() ? "" : "zt/" + cluster_job + "/");
   if (!job_prefix.empty()) store = prefixed_store(std::move(store), job_prefix);
   // Arrival barrier: every rank counts itself in, then waits for the total.

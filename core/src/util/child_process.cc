@@ -6,14 +6,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <sstream>
 
 #include "zt/error.h"
+#include "zt/host/environment_block.h"
+#include "zt/host/standard_streams.h"
 
 namespace zt {
 
@@ -56,6 +60,17 @@ pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // The child's environment, made here: between fork and exec a child of a threaded parent may
+  // call only async-signal-safe functions, and unsetenv takes glibc's environment lock, which
+  // another thread of the parent may have held at the fork (the child would wait on it for good).
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e) {
+    const bool rank_variable = std::any_of(
+        std::begin(kRankEnv), std::end(kRankEnv),
+        [&](const char* name) { return environment_entry_value(*e, name) != nullptr; });
+    if (!rank_variable) env.push_back(*e);
+  }
+  env.push_back(nullptr);
 
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
@@ -72,9 +87,16 @@ pid_t spawn_logged(const std::vector<std::string>& argv, const std::string& log_
     if (::getppid() != parent) ::_exit(128 + SIGTERM);
     ::dup2(log, STDOUT_FILENO);
     ::dup2(log, STDERR_FILENO);
-    for (const char* name : kRankEnv) ::unsetenv(name);
-    ::execv(args[0], args.data());
-    std::fprintf(stderr, "zt: cannot run %s: %s\n", args[0], std::strerror(errno));
+    ::execve(args[0], args.data(), env.data());
+    // Async-signal-safe: write, and glibc's untranslated constant text for errno (strerror may
+    // translate, and stdio locks).
+    const int err = errno;
+    const char* why = ::strerrordesc_np(err);
+    write_all_to(STDERR_FILENO, "zt: cannot run ");
+    write_all_to(STDERR_FILENO, args[0]);
+    write_all_to(STDERR_FILENO, ": ");
+    write_all_to(STDERR_FILENO, why ? why : "unknown error");
+    write_all_to(STDERR_FILENO, "\n");
     ::_exit(127);
   }
   ::close(log);

@@ -32,10 +32,16 @@ constexpr std::chrono::milliseconds kLastLineLimit{2000};
 struct Scope {
   std::thread::id thread;
   std::string what;
+  std::string cause;  // why such a call does not return: "the storage stopped answering ..."
   std::string way_out;
+  ErrorKind kind;  // the line's word and the exit code
   std::chrono::milliseconds limit;
   Clock::time_point deadline;
 };
+
+// A file system's call that does not return: what FileIoDeadline names.
+constexpr const char* kStorageCause =
+    "the storage stopped answering (a network file system's server gone, a failing disk?)";
 
 struct Watch {
   pid_t pid = 0;  // the process it watches for
@@ -50,6 +56,8 @@ struct Watch {
   std::vector<std::function<std::string()>> last_words;
   std::function<std::string()> line_start;
 };
+
+constexpr uint64_t kNotWatched = ~uint64_t{0};
 
 // Never destroyed: a scope may close, and the watchdog wait, while static destructors run.
 std::atomic<Watch*> g_watch{nullptr};
@@ -125,16 +133,14 @@ bool run_within(std::function<void()> work, std::chrono::milliseconds limit) {
                                                 std::min(kLastWordsLimit, expired.limit / 2));
   std::string text = words_ended ? *said : std::string();
   // The error is the last line: a launcher names a failed rank by it.
-  text += start + "io error: ";
+  text += start + (expired.kind == ErrorKind::kIo ? "io error: " : "comm error: ");
   text += inner.empty() ? expired.what : inner + " (while " + expired.what + ")";
-  text += " has not returned after " + seconds_text(expired.limit) +
-          " s: the storage stopped answering (a network file system's server gone, a failing "
-          "disk?) and this process ends rather than hang; " +
-          expired.way_out + "\n";
+  text += " has not returned after " + seconds_text(expired.limit) + " s: " + expired.cause +
+          " and this process ends rather than hang; " + expired.way_out + "\n";
   // stderr may be a pipe nobody drains (a launcher's relay holding back): written within a bound.
   run_within([text] { write_all_to(STDERR_FILENO, text); }, kLastLineLimit);
   // No flush, no teardown: stdout, or a lock a stuck thread holds, may be on the same storage.
-  ::_exit(static_cast<int>(ErrorKind::kIo));
+  ::_exit(static_cast<int>(expired.kind));
 }
 
 void run_watchdog() {
@@ -169,30 +175,50 @@ void run_watchdog() {
   }
 }
 
-}  // namespace
-
-FileIoDeadline::FileIoDeadline(std::string what, std::chrono::milliseconds limit,
-                               std::string way_out) {
-  if (limit.count() <= 0) return;
+// Opens a scope on this thread: its id, or kNotWatched for a limit of 0 or less.
+uint64_t open_scope(Scope scope) {
+  if (scope.limit.count() <= 0) return kNotWatched;
   Watch& w = watch();
   const std::lock_guard<std::mutex> lock(w.mutex);
   if (!w.watched) {
     std::thread(run_watchdog).detach();
     w.watched = true;
   }
-  id_ = g_next_id++;
-  const Clock::time_point deadline = Clock::now() + limit;
-  w.scopes[id_] = Scope{std::this_thread::get_id(), std::move(what), std::move(way_out), limit,
-                        deadline};
-  if (deadline < w.wakes_at) w.changed.notify_one();
+  const uint64_t id = g_next_id++;
+  scope.thread = std::this_thread::get_id();
+  scope.deadline = Clock::now() + scope.limit;
+  if (scope.deadline < w.wakes_at) w.changed.notify_one();
+  w.scopes[id] = std::move(scope);
+  return id;
 }
 
-FileIoDeadline::~FileIoDeadline() {
-  if (id_ == kNotWatched) return;
+void close_scope(uint64_t id) {
+  if (id == kNotWatched) return;
   Watch& w = watch();
   const std::lock_guard<std::mutex> lock(w.mutex);
-  w.scopes.erase(id_);
+  w.scopes.erase(id);
 }
+
+}  // namespace
+
+FileIoDeadline::FileIoDeadline(std::string what, std::chrono::milliseconds limit,
+                               std::string way_out)
+    : id_(open_scope(
+          {{}, std::move(what), kStorageCause, std::move(way_out), ErrorKind::kIo, limit, {}})) {}
+
+FileIoDeadline::~FileIoDeadline() { close_scope(id_); }
+
+CallDeadline::CallDeadline(std::string what, std::chrono::milliseconds limit, std::string cause,
+                           std::string way_out)
+    : id_(open_scope({{},
+                      std::move(what),
+                      std::move(cause),
+                      std::move(way_out),
+                      ErrorKind::kComm,
+                      limit,
+                      {}})) {}
+
+CallDeadline::~CallDeadline() { close_scope(id_); }
 
 void add_file_io_last_words(std::function<std::string()> words) {
   Watch& w = watch();

@@ -43,9 +43,12 @@ void LossScaler::restore(double scale, int64_t clean_steps, int64_t hysteresis_l
                       ", hysteresis left " + std::to_string(hysteresis_left) +
                       "): the checkpoint is damaged; resume from an older one");
   }
-  scale_ = scale;
-  clean_steps_ = clean_steps;
-  hysteresis_left_ = hysteresis_left;
+  // Within this run's bounds: a checkpoint saved under others (a bf16 run's untouched first
+  // scale, resumed in fp16 with a lower max_scale or hysteresis) starts at the nearest state
+  // they allow. Saved under the same settings, the state is within them and stays as it was.
+  scale_ = std::clamp(scale, options_.min_scale, std::max(options_.min_scale, options_.max_scale));
+  clean_steps_ = std::min(clean_steps, std::max<int64_t>(0, options_.growth_interval - 1));
+  hysteresis_left_ = std::min(hysteresis_left, options_.hysteresis);
 }
 
 }  // namespace zt

@@ -130,6 +130,17 @@ bool ShardedStep::update_in_backward(int g, const at::Tensor& reduced, bool firs
   return true;
 }
 
+void ShardedStep::set_steps(int64_t steps, int64_t unscalable_in_a_row) {
+  parts_.streamed.forget_backward_updates();
+  steps_ = steps;
+  poisoned_ = false;
+  losses_.clear();
+  in_backward_ = false;
+  updated_in_backward_ = false;
+  tiers_checked_ = false;
+  unscalable_in_a_row_ = static_cast<int>(unscalable_in_a_row);
+}
+
 StepReport ShardedStep::run(double lr) {
   StepReport report;
   const double scale = parts_.scaler.scale();

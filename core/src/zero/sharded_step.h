@@ -94,14 +94,10 @@ class ShardedStep {
   // stops the job), else 0: saved with the step count, so a resume stops where the run would.
   int64_t unscalable_in_a_row() const { return unscalable_in_a_row_; }
   // A loaded checkpoint's count of applied updates (Adam's bias correction goes on from it) and
-  // of unscalable steps just before its save; what a failed backward had poisoned is the
-  // replaced state's.
-  void set_steps(int64_t steps, int64_t unscalable_in_a_row) {
-    steps_ = steps;
-    poisoned_ = false;
-    losses_.clear();
-    unscalable_in_a_row_ = static_cast<int>(unscalable_in_a_row);
-  }
+  // of unscalable steps just before its save; what a failed backward had poisoned, and what an
+  // abandoned step had updated in backward, is the replaced state's (their writes are waited
+  // for first: the load rewrites those tiles). Throws the first failed write (IoError).
+  void set_steps(int64_t steps, int64_t unscalable_in_a_row);
   // Puts the master weights into the parameters, as after an update: groups in memory or a host
   // tier are copied (stage 0-2 flat slot, stage 3 parameter shard or its tier), then stages 1-2
   // all-gather every flat buffer and stage 3 its persistent ones. Groups streamed from a file

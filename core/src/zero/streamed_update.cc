@@ -191,4 +191,9 @@ void StreamedUpdate::settle() {
   if (in_backward_) in_backward_->settle();
 }
 
+void StreamedUpdate::forget_backward_updates() {
+  settle();
+  for (ShardStorage& s : storage_) s.updated_in_backward = false;
+}
+
 }  // namespace zt

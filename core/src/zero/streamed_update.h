@@ -55,6 +55,9 @@ class StreamedUpdate {
   void update_group(int g, const at::Tensor& reduced, bool first, const StepArgs& args);
   // Waits for update_group()'s writes still in flight; rethrows the first failure.
   void settle();
+  // Forgets the groups updated in backward of a step that did not run (an error ended it, and a
+  // checkpoint load replaces what they hold): a later run() updates them again. Settles first.
+  void forget_backward_updates();
 
  private:
   struct Tile {

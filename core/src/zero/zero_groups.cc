@@ -8,7 +8,8 @@ namespace zt {
 ZeroGroups::ZeroGroups(Communicator& world, ZeroGroupOptions options)
     : world_(world), shard_(&world) {
   const int n = world.size(), r = world.rank();
-  const int k = options.shard_size == 0 ? n : options.shard_size;
+  // 0 is flat ZeRO here; -1, the config's spelling of it (compose maps it to 0), too.
+  const int k = options.shard_size == 0 || options.shard_size == -1 ? n : options.shard_size;
   if (k < 1 || n % k != 0) {
     throw ConfigError("zero.mics_shard_size = " + std::to_string(k) +
                       " does not divide the job's " + std::to_string(n) +

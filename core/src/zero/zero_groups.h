@@ -23,7 +23,7 @@
 namespace zt {
 
 struct ZeroGroupOptions {
-  int shard_size = 0;                // k: ranks per shard group; 0 = every rank (flat ZeRO)
+  int shard_size = 0;                // k: ranks per shard group; 0 or -1 = every rank (flat)
   bool hierarchical_gather = false;  // two-level parameter gather for groups spanning hosts
   int ranks_per_host = 0;            // consecutive ranks that share a host; 0 = unknown
 };

@@ -35,8 +35,24 @@ class ZT_API FileIoDeadline {
   FileIoDeadline& operator=(const FileIoDeadline&) = delete;
 
  private:
-  static constexpr uint64_t kNotWatched = ~uint64_t{0};
-  uint64_t id_ = kNotWatched;
+  uint64_t id_;  // its scope's; all ones when `limit` watches nothing
+};
+
+// The same watchdog for a blocking call that is not file I/O and that nothing else bounds: a
+// rendezvous store's reply from a host that vanished without closing the connection (powered
+// off, cut from the network) blocks a recv that no timeout covers. Its line reads "comm error:
+// <what> has not returned after N s: <cause> and this process ends rather than hang; <way out>",
+// and the process exits with CommError's code (4).
+class ZT_API CallDeadline {
+ public:
+  CallDeadline(std::string what, std::chrono::milliseconds limit, std::string cause,
+               std::string way_out);
+  ~CallDeadline();
+  CallDeadline(const CallDeadline&) = delete;
+  CallDeadline& operator=(const CallDeadline&) = delete;
+
+ private:
+  uint64_t id_;
 };
 
 // `words` runs (once, on a thread of its own) before a FileIoDeadline ends this process: e.g.
