@@ -72,8 +72,11 @@ else
   echo "setup: installing ${missing[*]}"
   # Through env: sudo's env_reset drops an exported DEBIAN_FRONTEND, and a debconf question
   # then waited at the terminal.
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # A fresh cloud image's first minutes run apt-daily and unattended-upgrades: wait for their
+  # lock (10 minutes) instead of stopping at "Could not get lock".
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
+    --no-install-recommends "${missing[@]}"
 fi
 
 # The BPE tokenizers' files and their references (Debian packages neither): GPT-2's encoder.json

@@ -189,6 +189,23 @@ TEST_CASE("trainer ab: a run killed by a signal ends ab with the run's exit code
   CHECK(contains(r.output, "the runs that finished: A " + dir.file("ab/runs/A-1")));
 }
 
+TEST_CASE("trainer ab: a run stopped from outside, which saves and exits 0 short of its steps, "
+          "ends ab naming it") {
+  TempDir dir;
+  // SIGTERM to arm A's run itself (launcher and ranks), not to trainer ab: the run saves after
+  // its step and exits 0. ab compared the steps it had, and gave a verdict on them.
+  // (By its run.out_dir: the shell's own loop names the run's folder too, and a pattern of the
+  // folder alone stopped that shell.)
+  const auto r = ab_acting_once_logged(
+      dir, "--steps 100000", "A-1",
+      "pkill -TERM -f 'run[.]out_dir=" + dir.file("ab/runs/A-1") + "'");
+  INFO(r.output);
+  CHECK(r.exit_code == 5);
+  CHECK(contains(r.output, "the arm A run 1 (shard_tensor) exited 0 after step "));
+  CHECK(contains(r.output, " of 100000 (stopped from outside?)"));
+  CHECK_FALSE(contains(r.output, "is faster"));
+}
+
 TEST_CASE("trainer ab --max-restarts 1: a run whose rank is killed starts again, and ab compares "
           "it, saying so") {
   TempDir dir;

@@ -68,8 +68,11 @@ std::vector<Series> loss_series(const AbResult& r) {
   int i = 0;
   for (const ArmResult* arm : {&r.a, &r.b}) {
     Series se{arm->arm.name + ": " + arm->label + " (run 1)", kArmColors[i++], {}};
-    for (const StepRecord& s : arm->runs.front().steps)
-      se.points.push_back({static_cast<double>(s.step), s.loss});
+    // A loss that is not finite (null in metrics.jsonl, an arm that diverged) has no place on
+    // the chart: as a coordinate it broke the whole line.
+    for (const StepRecord& s : arm->runs.front().steps) {
+      if (std::isfinite(s.loss)) se.points.push_back({static_cast<double>(s.step), s.loss});
+    }
     out.push_back(se);
   }
   return out;

@@ -193,6 +193,17 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
                        who + " " + what + "; its output is " + log + ":" + last_lines(log, 6));
   }
   RunMetrics metrics = read_run_metrics(dir);
+  // A run stopped from outside by a signal trainer ab did not get (a kill of the run itself)
+  // saves and exits 0 short of its steps: compared on the steps it has, its arm's verdict and
+  // its agreement rested on fewer steps than asked, without a word.
+  const int64_t last = metrics.steps.empty() ? 0 : metrics.steps.back().step;
+  if (last < plan.steps) {
+    if (tty) out << "\n";
+    throw ArmRunFailed(static_cast<int>(ErrorKind::kIo), who + " exited 0 after step " + std::to_string(last) + " of " +
+                              std::to_string(plan.steps) +
+                              " (stopped from outside?); its output is " + log + ":" +
+                              last_lines(log, 6));
+  }
   char tail[160];
   std::snprintf(tail, sizeof(tail), ": %zu steps in %.1f s, last loss %.4f", metrics.steps.size(),
                 seconds, metrics.steps.back().loss);
@@ -270,7 +281,9 @@ AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbA
       }
     }
   }
-  return analyse(std::move(a), std::move(b), ab.warmup, ab.rtol, math_keys.empty(), math_keys);
+  // --allow-different-math: no agreement check, whatever the keys (the user knows they differ).
+  return analyse(std::move(a), std::move(b), ab.warmup, ab.rtol,
+                 math_keys.empty() && !ab.allow_different_math, math_keys);
 }
 
 }  // namespace zt::trainer

@@ -104,9 +104,10 @@ int run_ab(const CliArgs& args, std::ostream& out) {
         "the arms set " + keys +
         " differently, which changes the math: their losses cannot be checked for agreement. "
         "Compare arms that differ in where bytes live and how they travel (" +
-        (layout ? "offload, prefetch, overlap, the bytes in flight: with a codec, or 16-bit "
-                  "optimizer states or masters rounded stochastically, the layout (stage, shard "
-                  "plugin and buckets, MiCS groups) is math too"
+        (layout ? "offload, prefetch, overlap, the bytes in flight: with a codec, 16-bit "
+                  "optimizer states or masters rounded stochastically, or 16-bit compute with "
+                  "data.grad_accum > 1, the layout (stage, shard plugin and buckets, MiCS "
+                  "groups) is math too"
                 : "shard plugin, stage, buckets, prefetch, offload") +
         "), or pass --allow-different-math to compare speed and memory without the check");
   }

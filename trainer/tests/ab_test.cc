@@ -413,3 +413,17 @@ TEST_CASE("a live job's report: each arm's blocks of steps, warm-up after each s
   CHECK(contains(zt::test::error_of<zt::ConfigError>([&] { live_ab_result(plain, 1); }),
                  "names no arm"));
 }
+
+TEST_CASE("an arm whose loss went non-finite keeps its other steps on the HTML loss chart") {
+  // null in metrics.jsonl reads back as NaN: as an SVG coordinate it broke the arm's whole line
+  // (the --allow-different-math case of a codec that diverged).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> steps = {1.0, 1.0, 1.0, 1.0};
+  const AbResult r = analyse(arm_of("A", "exact", {run_of({5, 4, 3, 2}, steps, 1, 800)}),
+                             arm_of("B", "coded", {run_of({5, 4, nan, nan}, steps, 1, 800)}), 1,
+                             1e-6, false, {});
+  const std::string html = ab_html(r);
+  CHECK_FALSE(contains(html, "nan"));
+  CHECK_FALSE(contains(html, "NaN"));
+  CHECK(contains(html, "B: coded (run 1)"));
+}

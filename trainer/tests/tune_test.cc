@@ -567,4 +567,10 @@ TEST_CASE("an optimizer that keeps 16-bit states or masters makes the layout par
   CHECK(changes_math("plugins.shard", optim, bf16_masters));
   // Where bytes are kept stays neutral.
   CHECK_FALSE(changes_math("plugins.offload_optimizer", optim, bf16_masters));
+  // bf16 compute with micro steps: stages 0-1 round the micro steps' fp32 sum once, stages 2-3
+  // each micro step's reduction (trainer ab's stage 1 against stage 2 failed its check on
+  // losses that trained right). Without micro steps, or in fp32, the layout stays neutral.
+  CHECK(layout_changes_math(job({"precision.compute=\"bf16\"", "data.grad_accum=2"})));
+  CHECK_FALSE(layout_changes_math(job({"precision.compute=\"bf16\"", "data.grad_accum=1"})));
+  CHECK_FALSE(layout_changes_math(job({"data.grad_accum=2"})));
 }
