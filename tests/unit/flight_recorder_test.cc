@@ -158,8 +158,45 @@ TEST_CASE("flight diagnosis: ranks that all reached the waited collective are no
   INFO(d.line);
   CHECK(d.found);
   CHECK_FALSE(contains(d.line, "last completed is #23"));
-  CHECK(contains(d.line, "every rank with a record reached #24"));
+  CHECK(contains(d.line, "the rank(s) that left no record (below) ended first"));
   CHECK(contains(d.line, "rank 2 left no flight record"));
+}
+
+TEST_CASE("flight diagnosis: with a rank gone without a record, a live rank behind is not blamed") {
+  // Rank 2 was killed outright; the launcher stopped the others at once: rank 1 was still
+  // computing (last issued #23) while rank 0 waited in #24. Rank 1 was named as the one
+  // holding rank 0 back.
+  TempDir dir;
+  write_file(dir.file("rank-0.json"),
+             rank_file(0, "all_gather #24 (2.0 KiB, unit 1 forward) on world", "comm wait",
+                       {op(23, "all_gather", 2048, "unit 0 forward", "done"),
+                        op(24, "all_gather", 2048, "unit 1 forward", "running")}));
+  write_file(dir.file("rank-1.json"),
+             rank_file(1, "", "unit 0 forward", {op(23, "all_gather", 2048, "unit 0 forward",
+                                                    "done")}));
+  const zt::FlightDiagnosis d = zt::diagnose_flight(dir.path(), 3);
+  INFO(d.line);
+  CHECK(d.found);
+  CHECK(contains(d.line, "rank 0 waits in all_gather #24"));
+  CHECK_FALSE(contains(d.line, "rank 1's last completed"));
+  CHECK(contains(d.line, "the rank(s) that left no record (below) ended first"));
+  CHECK(contains(d.line, "rank 2 left no flight record"));
+}
+
+TEST_CASE("flight diagnosis: a wait in a split group names no rank behind by job-wide numbers") {
+  // A MiCS shard group's numbers count apart: the lowest job-wide last_issued says nothing of
+  // who holds the group back.
+  TempDir dir;
+  write_file(dir.file("rank-0.json"),
+             rank_file(0, "all_gather #5 (2.0 KiB, unit 1 forward) on world.split1(color 0)",
+                       "comm wait", {op(30, "all_reduce", 8, "step", "done")}));
+  write_file(dir.file("rank-1.json"),
+             rank_file(1, "", "unit 1 forward", {op(29, "all_reduce", 8, "step", "done")}));
+  const zt::FlightDiagnosis d = zt::diagnose_flight(dir.path(), 2);
+  INFO(d.line);
+  CHECK(d.found);
+  CHECK(contains(d.line, "rank 0 waits in all_gather #5"));
+  CHECK_FALSE(contains(d.line, "rank 1's last completed"));
 }
 
 TEST_CASE("flight diagnosis: ranks that wait in nothing are described, not diagnosed") {

@@ -67,6 +67,12 @@ RunLines read_lines(const std::string& run_dir) {
       } else if (event == "ab_switch") {
         r.markers.push_back({j.value("step", 0.0), "to " + j.value("to", ""), "#9467bd"});
       } else if (event.empty() && j.contains("step_time_s")) {
+        // Only what the charts read: a line's per-rank memory and per-op counts, kept for every
+        // step of a long run as parsed JSON, held gigabytes at its end (about 15 KB a step at
+        // 8 ranks). The memory chart reads the last step's alone.
+        j.erase("comm");
+        j.erase("offload_io");
+        if (!r.steps.empty()) r.steps.back().erase("memory");
         r.steps.push_back(std::move(j));
       }
     } catch (const json::exception& e) {

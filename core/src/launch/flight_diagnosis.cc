@@ -155,18 +155,22 @@ FlightDiagnosis diagnose_flight(const std::string& dir, int world) {
                               victim->waiting.compare(victim->waiting.size() - on_world.size(),
                                                       on_world.size(), on_world) == 0;
   const int64_t waited = waits_on_world ? waited_seq(victim->waiting) : 0;
+  // A rank that died without a record died first (the launcher stopped the others on its
+  // death), and a split's numbers say nothing of who is behind: a live rank still computing
+  // when the others were stopped was named as the one holding them back.
+  const bool can_name = missing.empty() && waited > 0;
   const RankRecord* behind = nullptr;
   for (const RankRecord& r : ranks) {
-    if (&r == victim || (waited > 0 && r.last_issued >= waited)) continue;
+    if (!can_name || &r == victim || r.last_issued >= waited) continue;
     if (!behind || r.last_issued < behind->last_issued) behind = &r;
   }
-  if (behind) {
+  if (!missing.empty()) {
+    line += "; the rank(s) that left no record (below) ended first, and the others stopped "
+            "where they were";
+  } else if (behind) {
     line += "; rank " + std::to_string(behind->rank) + "'s last completed is #" +
             std::to_string(behind->last_completed) + " (last issued #" +
             std::to_string(behind->last_issued) + ") and " + whereabouts(*behind);
-  } else if (!missing.empty() && waited > 0) {
-    line += "; every rank with a record reached #" + std::to_string(waited) +
-            ": the one it waits for is among those that left none";
   }
   return {line + tail, true};
 }
