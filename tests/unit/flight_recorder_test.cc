@@ -171,9 +171,9 @@ TEST_CASE("flight diagnosis: with a rank gone without a record, a live rank behi
              rank_file(0, "all_gather #24 (2.0 KiB, unit 1 forward) on world", "comm wait",
                        {op(23, "all_gather", 2048, "unit 0 forward", "done"),
                         op(24, "all_gather", 2048, "unit 1 forward", "running")}));
-  write_file(dir.file("rank-1.json"),
-             rank_file(1, "", "unit 0 forward", {op(23, "all_gather", 2048, "unit 0 forward",
-                                                    "done")}));
+  write_file(
+      dir.file("rank-1.json"),
+      rank_file(1, "", "unit 0 forward", {op(23, "all_gather", 2048, "unit 0 forward", "done")}));
   const zt::FlightDiagnosis d = zt::diagnose_flight(dir.path(), 3);
   INFO(d.line);
   CHECK(d.found);

@@ -71,7 +71,12 @@ void summarize_arm(ArmResult& arm, int64_t warmup) {
   std::vector<double> tokens;
   for (const RunMetrics& run : arm.runs) {
     arm.step_groups.emplace_back();
-    for (size_t i = static_cast<size_t>(warmup); i < run.steps.size(); ++i) {
+    // The warm-up is left out at the start and again after each resume (a restart's new
+    // processes start as cold as the first: its first steps timed the restart, not the arm).
+    size_t cold_until = static_cast<size_t>(warmup);
+    for (size_t i = 0; i < run.steps.size(); ++i) {
+      if (run.steps[i].resumed) cold_until = i + static_cast<size_t>(warmup);
+      if (i < cold_until) continue;
       arm.step_s.push_back(run.steps[i].step_time_s);
       arm.step_groups.back().push_back(run.steps[i].step_time_s);
       tokens.push_back(run.steps[i].tokens_per_s);

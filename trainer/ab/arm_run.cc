@@ -199,10 +199,10 @@ RunMetrics run_arm(const ArmRunPlan& plan, const Arm& arm, const std::string& na
   const int64_t last = metrics.steps.empty() ? 0 : metrics.steps.back().step;
   if (last < plan.steps) {
     if (tty) out << "\n";
-    throw ArmRunFailed(static_cast<int>(ErrorKind::kIo), who + " exited 0 after step " + std::to_string(last) + " of " +
-                              std::to_string(plan.steps) +
-                              " (stopped from outside?); its output is " + log + ":" +
-                              last_lines(log, 6));
+    throw ArmRunFailed(static_cast<int>(ErrorKind::kIo),
+                       who + " exited 0 after step " + std::to_string(last) + " of " +
+                           std::to_string(plan.steps) + " (stopped from outside?); its output is " +
+                           log + ":" + last_lines(log, 6));
   }
   char tail[160];
   std::snprintf(tail, sizeof(tail), ": %zu steps in %.1f s, last loss %.4f", metrics.steps.size(),

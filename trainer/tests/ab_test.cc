@@ -427,3 +427,17 @@ TEST_CASE("an arm whose loss went non-finite keeps its other steps on the HTML l
   CHECK_FALSE(contains(html, "NaN"));
   CHECK(contains(html, "B: coded (run 1)"));
 }
+
+TEST_CASE("a restarted run's first steps after its resume are left out of the timings, as its "
+          "first steps are") {
+  // A restart's processes start cold: their first steps timed the restart (10 s here), not the
+  // arm, and counted in its median and interval.
+  RunMetrics run = run_of({6, 5, 4, 3, 2, 1}, {9, 1, 1, 10, 10, 1}, 1, 800);
+  run.steps[3].resumed = true;  // steps 4 and 5 (index 3, 4): the first after the resume
+  const AbResult r = analyse(
+      arm_of("A", "restarted", {run}),
+      arm_of("B", "plain", {run_of({6, 5, 4, 3, 2, 1}, std::vector<double>(6, 1.0), 1, 800)}), 2,
+      1e-6, false, {});
+  CHECK(r.a.step_s == std::vector<double>{1, 1});  // steps 3 and 6
+  CHECK(r.a.median_s == 1.0);
+}
