@@ -801,15 +801,16 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
   CHECK(!contains(once_log, "killing all ranks"));
   CHECK(!zt::latest_checkpoint(twice.file("out/checkpoints")).empty());
 
-  // Steps of 5 micro steps (0.9-1.4 s each on 2-core machines here, 4.4-6.8 s a step): the ranks
-  // are still in the step they finish when the second SIGINT comes, 1.2 s after the first.
+  // Steps of 8 micro steps (0.9-1.4 s each on 2-core machines here, 7-11 s a step; 16 took 21 s,
+  // and 5 left a faster host little above the 3 s needed): the ranks are still in the step they
+  // finish when the second SIGINT comes, 1.2 s after the first.
   TempDir dir;
-  // A GPT whose steps take 5 micro steps, training until stopped.
+  // A GPT whose steps take 8 micro steps, training until stopped.
   auto slow_steps = [](const std::string& out_dir) {
     return zt::test::small_gpt_job(out_dir,
                                    "--set run.steps=100000 --set model.n_layer=6 --set "
                                    "model.d_model=512 --set model.n_head=8 --set model.seq_len=128 "
-                                   "--set data.micro_batch=8 --set data.grad_accum=5");
+                                   "--set data.micro_batch=8 --set data.grad_accum=8");
   };
   // Once step 1 is logged: how far into step 2 the first signal comes. Not at once: the ranks
   // agree on a stop after the step's metrics line, so a signal sent as that line appears may
@@ -841,7 +842,7 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
 
   // Slurm's SIGTERM again at the end of a grace time, to the launcher and to each rank (as a
   // job step's processes all get it), 1.2 s after the first: the ranks still save and exit 0.
-  // Steps of 5 micro steps again, so that the second comes while they finish theirs.
+  // Steps of 8 micro steps again, so that the second comes while they finish theirs.
   TempDir again;
   BackgroundJob second(slow_steps(again.file("out")), again.file("job.log"));
   REQUIRE(

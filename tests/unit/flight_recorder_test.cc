@@ -158,7 +158,7 @@ TEST_CASE("flight diagnosis: ranks that all reached the waited collective are no
   INFO(d.line);
   CHECK(d.found);
   CHECK_FALSE(contains(d.line, "last completed is #23"));
-  CHECK(contains(d.line, "the rank(s) that left no record (below) ended first"));
+  CHECK(contains(d.line, "every rank with a record reached #24"));
   CHECK(contains(d.line, "rank 2 left no flight record"));
 }
 
@@ -179,7 +179,7 @@ TEST_CASE("flight diagnosis: with a rank gone without a record, a live rank behi
   CHECK(d.found);
   CHECK(contains(d.line, "rank 0 waits in all_gather #24"));
   CHECK_FALSE(contains(d.line, "rank 1's last completed"));
-  CHECK(contains(d.line, "the rank(s) that left no record (below) ended first"));
+  CHECK(contains(d.line, "the rank(s) that left no record (below) are the first to look at"));
   CHECK(contains(d.line, "rank 2 left no flight record"));
 }
 

@@ -137,12 +137,17 @@ bool codes_collectives(const JobSettings& job) {
   return job.engine.codec_weights.chosen() || job.engine.codec_gradients.chosen();
 }
 
+const char* gradient_reduction(const JobSettings& job) {
+  if (job.data.grad_accum <= 1 || job.engine.compute == "fp32") return "";
+  return job.engine.options.stage < 2 ? "once" : "per micro step";
+}
+
+bool reductions_round_apart(const JobSettings& a, const JobSettings& b) {
+  return std::string(gradient_reduction(a)) != gradient_reduction(b);
+}
+
 bool layout_changes_math(const JobSettings& job) {
   if (codes_collectives(job)) return true;
-  // With micro steps, stages 0-1 sum them in fp32 and reduce once in the compute dtype, stages
-  // 2-3 reduce each micro step in it: in 16-bit compute another rounding (trainer ab's stage 1
-  // against stage 2 failed its check on losses that trained right).
-  if (job.data.grad_accum > 1 && job.engine.compute != "fp32") return true;
   const PluginChoice& optimizer = job.engine.optimizer;
   if (!optimizer.chosen()) return false;
   for (const OptionSpec& spec : optimizer.options.specs()) {

@@ -28,6 +28,13 @@ Arm parse_arm(const std::string& name, const std::string& text, const std::strin
 // The keys the two arms set to different values (a key only one arm sets counts), in order.
 std::vector<std::string> differing_keys(const Arm& a, const Arm& b);
 
+// How a job of micro steps in 16-bit compute rounds its reduced gradients: stages 0-1 sum the
+// micro steps in fp32 and reduce the sum once ("once"), stages 2-3 reduce each micro step in the
+// compute dtype ("per micro step"); "" for fp32 or one micro step, where the stage leaves them
+// alone. Arms on either side of it (stage 1 against stage 2) train other losses.
+const char* gradient_reduction(const JobSettings& job);
+bool reductions_round_apart(const JobSettings& a, const JobSettings& b);
+
 // Whether `key` ("section.key" or "plugin.<id>.option") can change the losses. `optimizer_ids`:
 // the optimizer plugin ids of the arms (its options are math). `layout_is_math`: an arm's
 // layout moves its values (layout_changes_math), so only where bytes are kept and when they

@@ -282,8 +282,10 @@ AbResult run_ab_arms(const ArmRunPlan& plan, ArmResult a, ArmResult b, const AbA
     }
   }
   // --allow-different-math: no agreement check, whatever the keys (the user knows they differ).
-  return analyse(std::move(a), std::move(b), ab.warmup, ab.rtol,
-                 math_keys.empty() && !ab.allow_different_math, math_keys);
+  AbResult result = analyse(std::move(a), std::move(b), ab.warmup, ab.rtol,
+                            math_keys.empty() && !ab.allow_different_math, math_keys);
+  if (math_keys.empty()) result.unchecked_reason = "--allow-different-math";
+  return result;
 }
 
 }  // namespace zt::trainer

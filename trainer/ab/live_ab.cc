@@ -106,15 +106,18 @@ void check_arms_keep_the_math(const AbSettings& ab, const LiveAb& live) {
                           ", but a live A/B keeps the job's communicator and ranks; compare it "
                           "with trainer ab, which runs each arm as its own job");
       }
-      if (!changes_math(key, optimizers, layout_is_math)) continue;
+      if (!changes_math(key, optimizers, layout_is_math) &&
+          !(key == "zero.stage" && reductions_round_apart(live.settings[0], live.settings[i])))
+        continue;
       throw ConfigError(ab.arms_where + ": arms A and " + live.arms[i].name + " differ in " + key +
                         ", which changes the math: a live A/B keeps one "
                         "loss curve, so its arms may differ only in where bytes live and how they "
                         "travel (shard plugin, stage, buckets, prefetch, offload; with a codec, "
                         "or an optimizer keeping 16-bit states or masters, only prefetch, "
                         "offload and the bytes in flight, which leave the coded and rounded "
-                        "values as they are); compare other settings with trainer ab "
-                        "--allow-different-math");
+                        "values as they are; with micro steps in 16-bit compute, stages 0-1 and "
+                        "2-3 round the reduced gradients apart); compare other settings with "
+                        "trainer ab --allow-different-math");
     }
   }
 }

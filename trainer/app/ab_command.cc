@@ -27,7 +27,8 @@ std::vector<std::string> math_keys_of(const Arm& a, const Arm& b, const JobSetti
   const std::vector<std::string> optimizers = {ja.engine.optimizer.id, jb.engine.optimizer.id};
   std::vector<std::string> keys;
   for (const std::string& key : differing_keys(a, b)) {
-    if (changes_math(key, optimizers, layout_changes_math(ja) || layout_changes_math(jb)))
+    if (changes_math(key, optimizers, layout_changes_math(ja) || layout_changes_math(jb)) ||
+        (key == "zero.stage" && reductions_round_apart(ja, jb)))
       keys.push_back(key);
   }
   return keys;
@@ -104,11 +105,15 @@ int run_ab(const CliArgs& args, std::ostream& out) {
         "the arms set " + keys +
         " differently, which changes the math: their losses cannot be checked for agreement. "
         "Compare arms that differ in where bytes live and how they travel (" +
-        (layout ? "offload, prefetch, overlap, the bytes in flight: with a codec, 16-bit "
-                  "optimizer states or masters rounded stochastically, or 16-bit compute with "
-                  "data.grad_accum > 1, the layout (stage, shard plugin and buckets, MiCS "
-                  "groups) is math too"
+        (layout ? "offload, prefetch, overlap, the bytes in flight: with a codec, or 16-bit "
+                  "optimizer states or masters rounded stochastically, the layout (stage, shard "
+                  "plugin and buckets, MiCS groups) is math too"
                 : "shard plugin, stage, buckets, prefetch, offload") +
+        (reductions_round_apart(ja, jb)
+             ? "; with micro steps in " + ja.engine.compute +
+                   ", stages 0-1 reduce their fp32 sum once and stages 2-3 each micro step, "
+                   "rounded apart: compare stages on one side of that"
+             : std::string()) +
         "), or pass --allow-different-math to compare speed and memory without the check");
   }
   name_arms(a, b);

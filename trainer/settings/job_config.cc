@@ -90,13 +90,16 @@ Config load_job(const ConfigSource& source, const std::vector<std::string>& over
                           std::get<bool>(*lenient);
   const DeepSpeedSettings s = read_deepspeed_config(std::get<std::string>(*ds), is_lenient,
                                                     job_world(source, overrides));
+  // Once per process, as checked()'s: tune and estimate load the config once per candidate.
+  static std::set<std::string> said;
+  const auto say = [&](const std::string& w) {
+    if (speaks() && said.insert(w).second) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
+  };
+  // Before a refusal below, which they may explain (hpZ's mapping, a key ignored).
+  for (const auto& w : s.warnings) say(w);
   Config config = source.load(overrides, s.settings);
   check_deepspeed_conditions(config, s);
-  if (speaks()) {
-    for (const auto& w : s.warnings) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
-    for (const auto& w : replaced_deepspeed_settings(config, s))
-      std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
-  }
+  for (const auto& w : replaced_deepspeed_settings(config, s)) say(w);
   return checked(std::move(config));
 }
 

@@ -569,8 +569,24 @@ TEST_CASE("an optimizer that keeps 16-bit states or masters makes the layout par
   CHECK_FALSE(changes_math("plugins.offload_optimizer", optim, bf16_masters));
   // bf16 compute with micro steps: stages 0-1 round the micro steps' fp32 sum once, stages 2-3
   // each micro step's reduction (trainer ab's stage 1 against stage 2 failed its check on
-  // losses that trained right). Without micro steps, or in fp32, the layout stays neutral.
-  CHECK(layout_changes_math(job({"precision.compute=\"bf16\"", "data.grad_accum=2"})));
-  CHECK_FALSE(layout_changes_math(job({"precision.compute=\"bf16\"", "data.grad_accum=1"})));
-  CHECK_FALSE(layout_changes_math(job({"data.grad_accum=2"})));
+  // losses that trained right). Stages on one side agree; without micro steps, or in fp32, the
+  // stage leaves them alone.
+  const std::vector<std::string> bf16 = {"precision.compute=\"bf16\"", "data.grad_accum=2"};
+  const auto at = [&](const std::vector<std::string>& base, const char* stage) {
+    std::vector<std::string> o = base;
+    o.push_back(std::string("zero.stage=") + stage);
+    return job(o);
+  };
+  CHECK(reductions_round_apart(at(bf16, "1"), at(bf16, "2")));
+  CHECK_FALSE(reductions_round_apart(at(bf16, "2"), at(bf16, "3")));
+  CHECK_FALSE(reductions_round_apart(at(bf16, "0"), at(bf16, "1")));
+  CHECK_FALSE(
+      reductions_round_apart(at({"data.grad_accum=2"}, "1"), at({"data.grad_accum=2"}, "3")));
+  const std::vector<std::string> one_micro = {"precision.compute=\"bf16\"", "data.grad_accum=1"};
+  CHECK_FALSE(reductions_round_apart(at(one_micro, "1"), at(one_micro, "3")));
+  CHECK_FALSE(layout_changes_math(job(bf16)));
+  // tune: candidates on either side run as other jobs (their math keys differ), those on one
+  // side alternate in one.
+  CHECK(math_key(at(bf16, "1"), {"zero.stage=1"}) != math_key(at(bf16, "3"), {"zero.stage=3"}));
+  CHECK(math_key(at(bf16, "2"), {"zero.stage=2"}) == math_key(at(bf16, "3"), {"zero.stage=3"}));
 }

@@ -154,6 +154,9 @@ std::string math_key(const JobSettings& job, const std::vector<std::string>& ove
   // leaves implicit, and the key has two names); with a codec it moves the coded collectives,
   // with 16-bit optimizer states or masters their rounding.
   if (layout_changes_math(job)) key += "|groups=" + std::to_string(job.engine.groups.size);
+  // With micro steps in 16-bit compute, stages 0-1 and 2-3 round the reduced gradients apart.
+  if (const std::string reduced = gradient_reduction(job); !reduced.empty())
+    key += "|reduced " + reduced;
   return key;
 }
 

@@ -285,8 +285,10 @@ void load_engine_checkpoint(EngineParts& e, const CheckpointReader& reader) {
   check_same_model(e.layout, reader);
   check_kinds(e.optimizer, reader);
   const EngineCounters c = reader.counters();
-  e.scaler.restore(c.loss_scale, c.clean_steps, c.hysteresis_left);  // checks them first
+  // The step count first: it waits for an abandoned step's writes, whose failure then leaves
+  // the scaler as it was.
   e.stepper.set_steps(c.optimizer_steps, c.unscalable_in_a_row);
+  e.scaler.restore(c.loss_scale, c.clean_steps, c.hysteresis_left);  // checks them first
   // A shard read ahead from the parameter tier is about to go stale.
   e.gatherer.drop_fetches(/*rethrow=*/true);
   const std::vector<std::string> kinds = checkpoint_kinds(e.optimizer);

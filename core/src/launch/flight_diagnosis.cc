@@ -1,5 +1,6 @@
 #include "zt/host/flight_diagnosis.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -164,9 +165,16 @@ FlightDiagnosis diagnose_flight(const std::string& dir, int world) {
     if (!can_name || &r == victim || r.last_issued >= waited) continue;
     if (!behind || r.last_issued < behind->last_issued) behind = &r;
   }
-  if (!missing.empty()) {
-    line += "; the rank(s) that left no record (below) ended first, and the others stopped "
-            "where they were";
+  const bool all_reached = waited > 0 &&
+                           std::all_of(ranks.begin(), ranks.end(), [&](const auto& r) {
+                             return &r == victim || r.last_issued >= waited;
+                           });
+  if (!missing.empty() && all_reached) {
+    line += "; every rank with a record reached #" + std::to_string(waited) +
+            ": the one it waits for is among those that left none";
+  } else if (!missing.empty()) {
+    line += "; the rank(s) that left no record (below) are the first to look at: the others "
+            "are where the stop found them";
   } else if (behind) {
     line += "; rank " + std::to_string(behind->rank) + "'s last completed is #" +
             std::to_string(behind->last_completed) + " (last issued #" +

@@ -64,8 +64,9 @@ class TcpStore final : public Store {
                         std::chrono::milliseconds limit) const {
     return CallDeadline(
         "the rendezvous store's " + std::string(call) + " of key '" + key + "' at " + where_, limit,
-        "the host of rank 0, which holds the store, stopped answering without "
-        "closing the connection (powered off, or cut from the network?)",
+        "the store's host (rank 0's, or under torchrun its agent's) stopped answering without "
+        "closing the connection (powered off, or cut from the network?), or this process was "
+        "stopped (SIGSTOP, a suspended job) past the limit",
         "check that host and the network to it (launch.timeout_s bounds this "
         "wait)");
   }
