@@ -266,8 +266,7 @@ std::string without_stage3(const std::string& key) {
 }
 
 // offload_optimizer / offload_param.
-void read_offload(Reader& r, const json& obj, const std::string& path, bool optimizer,
-                  double element_bytes) {
+void read_offload(Reader& r, const json& obj, const std::string& path, bool optimizer) {
   const std::string role = optimizer ? "offload_optimizer" : "offload_param";
   std::string device = "none";
   if (obj.is_object() && obj.contains("device") && obj["device"].is_string())
@@ -415,7 +414,7 @@ void read_zero(Reader& r, const json& obj, double element_bytes) {
         if (*n > 0) r.require(sub, "zero.stage", int64_t{3}, kStageThreeOnly);
       }
     } else if (key == "offload_optimizer" || key == "offload_param") {
-      read_offload(r, v, sub, key == "offload_optimizer", element_bytes);
+      read_offload(r, v, sub, key == "offload_optimizer");
     } else if (key == "cpu_offload" || key == "cpu_offload_params") {
       // DeepSpeed's deprecated forms, read as it reads them, with its advice.
       const bool params = key == "cpu_offload_params";
