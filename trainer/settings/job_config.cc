@@ -63,18 +63,21 @@ bool speaks() {
          !std::getenv(kConfigSpokenVariable);
 }
 
-// The user's config as loaded, after a word on [model] keys its model.kind does not read and on
-// [plugin.<id>] tables no role selects: once per process, which loads it again for each A/B arm
-// and tune candidate.
-Config checked(Config config) {
+// A warning about the user's config, where this process speaks for it, once per process: it
+// loads the config again for each A/B arm and tune or estimate candidate.
+void warn_once(const std::string& warning) {
   static std::set<std::string> said;
+  if (speaks() && said.insert(warning).second)
+    std::fprintf(stderr, "zt: warning: %s\n", warning.c_str());
+}
+
+// The user's config as loaded, after a word on [model] keys its model.kind does not read and on
+// [plugin.<id>] tables no role selects.
+Config checked(Config config) {
   if (speaks()) {
-    std::vector<std::string> unused = unused_model_keys(config);
+    for (const auto& w : unused_model_keys(config)) warn_once(w);
     if (!std::getenv(kJobHasArmsVariable)) {
-      for (std::string& w : unused_plugin_tables(config)) unused.push_back(std::move(w));
-    }
-    for (const auto& w : unused) {
-      if (said.insert(w).second) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
+      for (const auto& w : unused_plugin_tables(config)) warn_once(w);
     }
   }
   return config;
@@ -90,16 +93,11 @@ Config load_job(const ConfigSource& source, const std::vector<std::string>& over
                           std::get<bool>(*lenient);
   const DeepSpeedSettings s = read_deepspeed_config(std::get<std::string>(*ds), is_lenient,
                                                     job_world(source, overrides));
-  // Once per process, as checked()'s: tune and estimate load the config once per candidate.
-  static std::set<std::string> said;
-  const auto say = [&](const std::string& w) {
-    if (speaks() && said.insert(w).second) std::fprintf(stderr, "zt: warning: %s\n", w.c_str());
-  };
   // Before a refusal below, which they may explain (hpZ's mapping, a key ignored).
-  for (const auto& w : s.warnings) say(w);
+  for (const auto& w : s.warnings) warn_once(w);
   Config config = source.load(overrides, s.settings);
   check_deepspeed_conditions(config, s);
-  for (const auto& w : replaced_deepspeed_settings(config, s)) say(w);
+  for (const auto& w : replaced_deepspeed_settings(config, s)) warn_once(w);
   return checked(std::move(config));
 }
 
