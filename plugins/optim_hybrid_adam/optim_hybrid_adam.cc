@@ -246,24 +246,32 @@ class HybridAdam final : public zt::Optimizer {
     }
     // Every shard is checked before any is touched, so a bad call never leaves half a step.
     // Host shards go to the SIMD kernel, CUDA shards to the CUDA kernel of their device.
-    std::vector<AdamBuffers> host;
-    CudaShards cuda;
+    // [1]: the shards that take weight decay, [0]: those exempt from it (their constants are
+    // those of weight_decay = 0, as a torch.optim parameter group without decay).
+    std::vector<AdamBuffers> host[2];
+    CudaShards cuda[2];
     for (size_t i = 0; i < shards.size(); ++i) {
       const AdamBuffers b = shard_buffers(shards[i], i, config_);
+      const int decays = shards[i].weight_decay ? 1 : 0;
       if (shards[i].param.is_cuda()) {
-        cuda[shards[i].param.device().index()].push_back(b);
+        cuda[decays][shards[i].param.device().index()].push_back(b);
       } else {
-        host.push_back(b);
+        host[decays].push_back(b);
       }
     }
 
-    const AdamConstants constants = zt::hybrid_adam::make_adam_constants(
-        args.lr, config_.beta1, config_.beta2, config_.eps, config_.weight_decay, config_.adamw,
-        args.step, args.grad_divisor);
+    AdamConstants constants[2];
+    for (int decays = 0; decays < 2; ++decays) {
+      constants[decays] = zt::hybrid_adam::make_adam_constants(
+          args.lr, config_.beta1, config_.beta2, config_.eps, decays ? config_.weight_decay : 0.0,
+          config_.adamw, args.step, args.grad_divisor);
+    }
     // The GPU work is only enqueued, so it runs while the host loop below updates host shards.
-    update_cuda(cuda, constants);
-    for (const AdamBuffers& b : host) {
-      if (b.numel > 0) zt::hybrid_adam::adam_update_cpu(b, constants, kernel_);
+    for (int decays = 0; decays < 2; ++decays) update_cuda(cuda[decays], constants[decays]);
+    for (int decays = 0; decays < 2; ++decays) {
+      for (const AdamBuffers& b : host[decays]) {
+        if (b.numel > 0) zt::hybrid_adam::adam_update_cpu(b, constants[decays], kernel_);
+      }
     }
   }
 

@@ -14,6 +14,7 @@
 #include "../test_util.h"
 #include "small_gpt_job.h"
 
+using zt::test::contains;
 using zt::test::run_command;
 using zt::test::TempDir;
 
@@ -113,4 +114,41 @@ TEST_CASE("eval.at_end evaluates after the last step, or not") {
     }
     CHECK(evaluations == (at_end ? 1 : 0));
   }
+}
+
+TEST_CASE("zero.no_weight_decay exempts the parameters it names, and refuses a pattern that "
+          "matches none") {
+  // Exempting every parameter ("*") under a strong decay trains exactly as no decay; the same
+  // decay on every parameter trains otherwise. Then the header's count and a refused pattern.
+  const std::string decay =
+      "--set plugin.optim_hybrid_adam.lr=0.01 --set plugin.optim_hybrid_adam.weight_decay=";
+  TempDir none, exempt, decayed;
+  const auto losses = [](const std::vector<nlohmann::json>& lines) {
+    std::vector<double> out;
+    for (const auto& j : lines) out.push_back(j["loss"].get<double>());
+    return out;
+  };
+  const auto without = losses(train(none, 3, decay + "0"));
+  const auto all_exempt = losses(
+      train(exempt, 3, decay + "0.5 --set 'zero.no_weight_decay=[\"*\"]'"));
+  const auto with = losses(train(decayed, 3, decay + "0.5"));
+  CHECK(all_exempt == without);
+  CHECK(with.back() != without.back());
+
+  TempDir dir;
+  // The small GPT's 28 tensors (wte tied to the head): per block 4 biases and 2 LayerNorms of
+  // 2 tensors each, and ln_f's 2.
+  const auto header = run_command(zt::test::quiet_small_gpt_job(
+      dir.file("out"), "--set run.steps=1 --set 'zero.no_weight_decay=[\"*.bias\", \"*ln*\"]'"));
+  INFO(header.output);
+  CHECK(header.exit_code == 0);
+  CHECK(contains(header.output, "weight decay: none on 18 of 28 tensors (zero.no_weight_decay)"));
+
+  const auto refused = run_command(zt::test::quiet_small_gpt_job(
+      dir.file("out2"), "--set run.steps=1 --set 'zero.no_weight_decay=[\"*.bias\", \"*norm*\"]'"));
+  INFO(refused.output);
+  CHECK(refused.exit_code == 2);
+  CHECK(contains(refused.output,
+                 "zero.no_weight_decay (--set zero.no_weight_decay=[\"*.bias\", \"*norm*\"]): "
+                 "the pattern '*norm*' matches no parameter of this model"));
 }

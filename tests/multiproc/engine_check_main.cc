@@ -69,7 +69,11 @@
 // the engine's last parameter before the final comparison; lost_update gives the engine's second
 // step lr 0, so that update is lost while the reference applies it; uncoded leaves the codecs
 // out of the engine's config while the reference still applies them; fp32_states makes the
-// reference round its moments to bf16 while the engine keeps them in fp32.
+// reference round its moments to bf16 while the engine keeps them in fp32; all_decay leaves
+// zero.no_weight_decay out of the engine's config while the reference exempts --no_decay's.
+// --no_decay P,Q exempts the parameters matching shell patterns P and Q (of w0 b0 w1 b1 b2) from
+// weight decay: zero.no_weight_decay on the engine, a parameter group with weight_decay 0 in the
+// reference's AdamW.
 // --state_dtype bf16 keeps AdamW's moments in bf16 (optim_hybrid_adam's state_dtype); the
 // reference then rounds its moments to bf16 after every step, as the engine's optimizer stores
 // them. With --load, --saved_state_dtype names the saver's (default: --state_dtype's), which the
@@ -87,6 +91,9 @@
 // accumulation).
 #include <torch/torch.h>
 
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -264,6 +271,17 @@ const std::pair<const char*, const char*> kConfigFlags[] = {
     {"gradients_in_tier", "zero.gradients_in_tier"},
     {"min_scale", "precision.min_scale"}};
 
+// "a,b" -> {"a", "b"}; "" -> {}.
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at < text.size();) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    out.push_back(text.substr(at, comma - at));
+    at = comma + 1;
+  }
+  return out;
+}
+
 // The job the check runs: what no test varies, with the command line as --set overrides.
 zt::Config check_config(Args& a, const std::string& nvme_dir) {
   using zt::value_to_toml;
@@ -288,6 +306,10 @@ zt::Config check_config(Args& a, const std::string& nvme_dir) {
     overrides.push_back(std::string("codec.") + role + ".bits=" + bits);
     overrides.push_back(std::string("codec.") + role + ".block=" + a["codec_block"]);
   }
+  // --no_decay b0,b[12]: zero.no_weight_decay = ["b0", "b[12]"].
+  const std::vector<std::string> no_decay = split_list(a["no_decay"]);
+  if (!no_decay.empty() && a["plant"] != "all_decay")
+    overrides.push_back("zero.no_weight_decay=" + value_to_toml(no_decay));
   if (a["error_feedback"] == "true" && a["plant"] != "uncoded")
     overrides.push_back("zero.codec_error_feedback=true");
   // The reference rounds to nearest; stochastic rounding against a reference is the kernels'
@@ -311,9 +333,34 @@ struct Reference {
   bool bf16_masters = false;  // --master_dtype bf16: set through round_masters_from_now()
   Weights weights{42};
   std::vector<std::unique_ptr<LambdaUnit>> units = make_units(weights);
-  torch::optim::AdamW adamw{
-      {weights.w0, weights.b0, weights.w1, weights.b1, weights.b2},
-      torch::optim::AdamWOptions(kLr).betas({kBeta1, kBeta2}).eps(kEps).weight_decay(kWeightDecay)};
+  torch::optim::AdamW adamw;
+
+  // `no_decay`: shell patterns of the parameters in a group of their own without weight decay,
+  // as torch.optim users exempt biases (zero.no_weight_decay on the engine's side).
+  explicit Reference(const std::vector<std::string>& no_decay = {})
+      : adamw(param_groups(no_decay), options(kWeightDecay)) {}
+  static torch::optim::AdamWOptions options(double weight_decay) {
+    return torch::optim::AdamWOptions(kLr)
+        .betas({kBeta1, kBeta2})
+        .eps(kEps)
+        .weight_decay(weight_decay);
+  }
+  std::vector<torch::optim::OptimizerParamGroup> param_groups(
+      const std::vector<std::string>& no_decay) {
+    std::vector<at::Tensor> decayed, free;
+    for (auto& [name, t] : weights.all()) {
+      const bool exempt = std::any_of(no_decay.begin(), no_decay.end(), [&](const std::string& p) {
+        return fnmatch(p.c_str(), name.c_str(), 0) == 0;
+      });
+      (exempt ? free : decayed).push_back(t);
+    }
+    std::vector<torch::optim::OptimizerParamGroup> groups;
+    groups.emplace_back(decayed,
+                        std::make_unique<torch::optim::AdamWOptions>(options(kWeightDecay)));
+    if (!free.empty())
+      groups.emplace_back(free, std::make_unique<torch::optim::AdamWOptions>(options(0.0)));
+    return groups;
+  }
 
   // The step's gradients in .grad, before clipping: what Engine::full_fp32_grad returns.
   void grads(int64_t step, const zt::EngineOptions& opt, int world) {
@@ -940,7 +987,7 @@ std::string run_check(Args& a, const zt::RankEnv& env, const std::string& nvme_d
       return g;
     });
   };
-  Reference reference;
+  Reference reference(split_list(a["no_decay"]));
   // --plant fp32_states: the engine keeps fp32 states while the reference rounds its to bf16.
   reference.bf16_states = a["state_dtype"] == "bf16" || a["plant"] == "fp32_states";
   g_bf16_moments = reference.bf16_states || a["saved_state_dtype"] == "bf16";
@@ -1142,6 +1189,7 @@ Args default_args() {
               {"rounding", "nearest"},
               {"gradients_in_tier", "false"},
               {"plant", ""},
+              {"no_decay", ""},
               {"staged", "false"}};
 }
 

@@ -120,6 +120,33 @@ TEST_CASE("the oracle itself fails on a planted NaN in one parameter, fp32 and b
   }
 }
 
+TEST_CASE("zero.no_weight_decay: exempt parameters train as AdamW's group without decay, in "
+          "memory and streamed in tiles") {
+  // b0 and b1 are exempt, b2 is not: the runs of exempt elements start and end inside shards
+  // (world 3), inside shard_bucket's groups and, streamed from offload_nvme (hidden 100: tiles of
+  // 1024 elements), inside tiles; without clipping the streamed groups update in backward.
+  std::vector<EngineCase> cases;
+  for (int stage : {0, 1, 2, 3}) {
+    cases.push_back(
+        {3,
+         {"--stage", std::to_string(stage), "--shard", stage % 2 ? "shard_tensor" : "shard_bucket",
+          "--no_decay", "b[01]", "--steps", "3"}});
+  }
+  for (const char* clip : {"0", "1.0"}) {
+    cases.push_back({3,
+                     {"--stage", "3", "--shard", "shard_bucket", "--hidden", "100",
+                      "--offload_optimizer", "offload_nvme", "--sub_group", "1", "--clip", clip,
+                      "--no_decay", "b[01],w1", "--steps", "3"}});
+  }
+  expect_all_ok(cases);
+  // The check sees the difference: the engine decays b0 and b1 while the reference does not.
+  const auto planted = run_engine(2, {"--stage", "2", "--shard", "shard_bucket", "--no_decay",
+                                      "b[01]", "--plant", "all_decay", "--steps", "3"});
+  INFO(planted.all());
+  CHECK(planted.result.exit_code != 0);
+  CHECK(contains(planted.reports[0], "exceeds tolerance"));
+}
+
 TEST_CASE("the bf16 oracle fails on a planted lost update, by its mean bound where the per-element "
           "bound passes") {
   // One of five updates lost moves every element by about lr = 1e-2, within the per-element

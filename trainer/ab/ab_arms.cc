@@ -93,7 +93,7 @@ bool changes_math(const std::string& key, const std::vector<std::string>& optimi
   // Another world size makes another global batch (micro_batch x grad_accum x ranks). The
   // predivide factor divides gradients in the compute dtype before they are summed: rounded.
   if (key == "plugins.optimizer" || key == "zero.gradient_clipping" || key == "launch.nproc" ||
-      key == "zero.gradient_predivide_factor")
+      key == "zero.gradient_predivide_factor" || key == "zero.no_weight_decay")
     return true;
   // A codec changes the values the ranks compute with and the gradients they average, and so
   // do its scope and its error feedback.

@@ -83,8 +83,8 @@ TEST_CASE("differing keys, and which of them change the math") {
   }
   for (const char* math :
        {"plugin.optim_hybrid_adam.lr", "plugins.optimizer", "zero.gradient_clipping",
-        "launch.nproc", "run.seed", "model.n_layer", "data.micro_batch", "precision.compute",
-        "run.lr_schedule", "plugins.codec_gradients", "codec.weights.bits",
+        "zero.no_weight_decay", "launch.nproc", "run.seed", "model.n_layer", "data.micro_batch",
+        "precision.compute", "run.lr_schedule", "plugins.codec_gradients", "codec.weights.bits",
         "zero.codec_error_feedback", "zero.codec_scope", "zero.gradient_predivide_factor"}) {
     CHECK_MESSAGE(changes_math(math, optim), std::string(math));
   }

@@ -46,6 +46,9 @@ struct ShardTensors {
                       // element draws the same bits however the engine tiles or places it (in
                       // memory or a tier, at any world size); another shard layout (stage,
                       // shard plugin, buckets) groups it elsewhere and draws other bits
+  bool weight_decay = true;  // false: the slice's parameters take no weight decay (those a job
+                             // exempts with zero.no_weight_decay, e.g. biases and norm gains);
+                             // the engine never mixes both kinds in one slice
 };
 
 struct StepArgs {

@@ -34,8 +34,9 @@
 // 2: Communicator::split; 3: FutureWork::on_complete (its layout); 4: Communicator::all_to_all,
 // CommStats' all_to_all counters and the codec kind; 5: Optimizer::state_dtype and
 // ShardTensors::seed (16-bit optimizer states); 6: Optimizer::master_dtype (bf16 master weights);
-// 7: TrainableModel::set_training (evaluation without dropout); 8: Communicator::device
-#define ZT_PLUGIN_ABI_VERSION 8u
+// 7: TrainableModel::set_training (evaluation without dropout); 8: Communicator::device;
+// 9: ShardTensors::weight_decay (parameters exempt from weight decay)
+#define ZT_PLUGIN_ABI_VERSION 9u
 
 #ifndef ZT_WITH_CUDA
 #define ZT_WITH_CUDA 0

@@ -67,6 +67,7 @@ void read_zero(const Options& zero, EngineOptions& o) {
   o.param_persistence_threshold = zero.get_int("param_persistence_threshold");
   o.gradient_predivide_factor = zero.get_double("gradient_predivide_factor");
   o.gradient_clipping = zero.get_double("gradient_clipping");
+  o.no_weight_decay = zero.get_string_list("no_weight_decay");
   o.offload_optimizer_fraction = zero.get_double("offload_optimizer_fraction");
   o.offload_param_fraction = zero.get_double("offload_param_fraction");
   o.sub_group_size = zero.get_int("sub_group_size");
@@ -142,6 +143,7 @@ EngineSettings EngineSettings::of(const Config& config) {
   for (const Options* section : {&zero, &precision, &config.section("plugins"), &launch}) {
     s.places.add(*section);
   }
+  s.options.no_weight_decay_place = s.places.key_at("zero.no_weight_decay");
   return s;
 }
 

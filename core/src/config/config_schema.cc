@@ -121,6 +121,10 @@ SectionSpec zero_section() {
                   "clip gradients to this global norm (over all "
                   "shards); 0 = off",
                   0),
+       opt_string_list("no_weight_decay", {},
+                       "parameters the optimizer's weight decay leaves alone: shell globs over "
+                       "the names (`*` crosses dots), e.g. [\"*.bias\", \"*ln*\"] for GPT "
+                       "biases and LayerNorm gains; a pattern must match some parameter"),
        opt_double("offload_optimizer_fraction", 1,
                   "share of the optimizer states and fp32 "
                   "master weights placed in plugins.offload_optimizer (groups in model order); "

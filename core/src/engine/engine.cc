@@ -40,6 +40,7 @@
 #include "zero/shard_storage.h"
 #include "zero/sharded_step.h"
 #include "zero/streamed_update.h"
+#include "zero/weight_decay_runs.h"
 #include "zero/zero_groups.h"
 #include "zt/error.h"
 #include "zt/host/trace.h"
@@ -138,7 +139,7 @@ struct Engine::Impl {
         opt(on_device_of(options, *groups)),
         tiers(distinct_tiers(t)),
         scaler(options.scaler, options.dynamic_loss_scale),
-        layout(std::move(l)),
+        layout(with_decay_free(std::move(l), opt)),
         storage(build_storage(optimizer, t, build_unit)),
         gatherer(
             layout, storage, groups->gather(), t.param,
@@ -171,6 +172,13 @@ struct Engine::Impl {
     // the shape it is made with, and a released parameter's is empty.
     if (opt.stage == 3) gatherer.release_all();
     ledger.restart_peak();
+  }
+
+  static ModelLayout with_decay_free(ModelLayout l, const EngineOptions& o) {
+    mark_decay_free(
+        l, o.no_weight_decay,
+        o.no_weight_decay_place.empty() ? "zero.no_weight_decay" : o.no_weight_decay_place);
+    return l;
   }
 
   // Decides what goes to a tier (a full disk fails here, before training), then builds the
@@ -660,6 +668,14 @@ at::Tensor Engine::full_optimizer_state(const std::string& name, const std::stri
 std::vector<std::string> Engine::parameter_names() const {
   std::vector<std::string> names;
   for (const auto& p : impl_->layout.params) names.push_back(p.name);
+  return names;
+}
+
+std::vector<std::string> Engine::decay_free_parameter_names() const {
+  std::vector<std::string> names;
+  for (const auto& p : impl_->layout.params) {
+    if (exempt_from_weight_decay(p.name, impl_->opt.no_weight_decay)) names.push_back(p.name);
+  }
   return names;
 }
 

@@ -78,6 +78,9 @@ struct ParamGroup {
   bool persistent = true;   // stage 3: never released (or not stage 3)
   int unit = 0;             // the unit that owns its parameters
   at::Tensor flat;          // compute dtype, `padded` elements, once built
+  // Ranges [first, second) of `flat` whose parameters take no weight decay
+  // (zero.no_weight_decay): sorted, disjoint, adjacent ones merged (weight_decay_runs.h).
+  std::vector<std::pair<int64_t, int64_t>> decay_free;
 };
 
 class ModelLayout {

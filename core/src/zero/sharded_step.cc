@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "zero/grad_squares.h"
+#include "zero/weight_decay_runs.h"
 #include "zt/error.h"
 #include "zt/host/rank_agreement.h"
 
@@ -302,10 +303,12 @@ void ShardedStep::update(const StepArgs& args) {
   std::vector<ShardTensors> shards;
   for (size_t gi = 0; gi < parts_.storage.size(); ++gi) {
     const ShardStorage& s = parts_.storage[gi];
-    const int64_t first = parts_.layout.groups[gi].first;
-    if (!s.opt_streamed)
-      shards.push_back(
-          {s.master, s.grad, s.states, {}, state_seed(static_cast<int>(gi), first, 0)});
+    const ParamGroup& g = parts_.layout.groups[gi];
+    if (!s.opt_streamed) {
+      append_by_weight_decay(
+          shards, {s.master, s.grad, s.states, {}, state_seed(static_cast<int>(gi), g.first, 0)}, g,
+          g.first);
+    }
   }
   {
     const EngineClock::Timer timer(parts_.ledger.clock(), &EngineTimes::optimizer);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "zero/grad_squares.h"
+#include "zero/weight_decay_runs.h"
 #include "zt/error.h"
 
 namespace zt {
@@ -81,7 +82,11 @@ void StreamedUpdate::update(const Tile& t, int set, const at::Tensor& grad, cons
     states.push_back(view_of(buffer(set, a), t.len, state_dtype_));
   {
     const EngineClock::Timer timer(ledger_.clock(), &EngineTimes::optimizer);
-    optimizer_.step({{master, grad, states, {}, state_seed(t.group, g.first, t.start)}}, args);
+    std::vector<ShardTensors> slices;
+    append_by_weight_decay(slices,
+                           {master, grad, states, {}, state_seed(t.group, g.first, t.start)}, g,
+                           g.first + t.start);
+    optimizer_.step(slices, args);
   }
   if (options_.stage < 3) {
     g.flat.narrow(0, g.first + t.start, t.len).copy_(master);

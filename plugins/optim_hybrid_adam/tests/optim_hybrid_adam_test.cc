@@ -63,9 +63,21 @@ void check_trajectory_against_libtorch(bool adamw, const std::string& isa) {
     shards.emplace_back(n);
     reference.push_back(shards.back().param.clone().requires_grad_(true));
   }
-  TorchOptions options(h.lr);
-  options.betas({h.beta1, h.beta2}).eps(h.eps).weight_decay(h.weight_decay);
-  TorchOptimizer torch_opt(reference, options);
+  // Shards 1 and 3 take no weight decay (ShardTensors::weight_decay false): LibTorch's second
+  // parameter group, with weight_decay 0.
+  auto decays = [](size_t k) { return k != 1 && k != 3; };
+  auto options = [&](double weight_decay) {
+    auto o = std::make_unique<TorchOptions>(h.lr);
+    o->betas({h.beta1, h.beta2}).eps(h.eps).weight_decay(weight_decay);
+    return o;
+  };
+  std::vector<torch::Tensor> decayed, exempt;
+  for (size_t k = 0; k < reference.size(); ++k)
+    (decays(k) ? decayed : exempt).push_back(reference[k]);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decayed, options(h.weight_decay));
+  groups.emplace_back(exempt, options(0.0));
+  TorchOptimizer torch_opt(groups, *options(h.weight_decay));
   auto ours = make_optimizer(h.values());
 
   // fp32 agreement: |ours - torch| <= 1e-5 |torch| + 1e-7 per element after every step. The
@@ -75,12 +87,13 @@ void check_trajectory_against_libtorch(bool adamw, const std::string& isa) {
   double worst_abs = 0;
   for (int64_t step = 1; step <= 20; ++step) {
     const double lr = scheduled_lr(h, step);
-    static_cast<TorchOptions&>(torch_opt.param_groups()[0].options()).lr(lr);
+    for (auto& group : torch_opt.param_groups()) static_cast<TorchOptions&>(group.options()).lr(lr);
     std::vector<zt::ShardTensors> views;
     for (size_t k = 0; k < shards.size(); ++k) {
       shards[k].grad = torch::randn({sizes[k]});
       reference[k].mutable_grad() = shards[k].grad / divisor;
       views.push_back(shards[k].view());
+      views.back().weight_decay = decays(k);
     }
     torch_opt.step();
     ours->step(views, zt::StepArgs{step, lr, divisor});

@@ -154,6 +154,8 @@ class ZT_API Engine {
                                 const GatheredFn& fn);
   // Names of every parameter, in registration order.
   std::vector<std::string> parameter_names() const;
+  // Those of them weight decay leaves alone (EngineOptions::no_weight_decay), in the same order.
+  std::vector<std::string> decay_free_parameter_names() const;
   MemoryReport memory() const;
   EngineTimes times() const;
   int64_t parameter_count() const;

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
@@ -32,7 +34,11 @@ struct EngineOptions {
   int64_t max_live_parameters = 1000000000;      // stage 3: no prefetch past this many elements
   int64_t param_persistence_threshold = 100000;  // stage 3: groups of only smaller tensors stay
   double gradient_predivide_factor = 1.0;
-  double gradient_clipping = 0.0;   // max global gradient norm; 0 = off
+  double gradient_clipping = 0.0;  // max global gradient norm; 0 = off
+  // Name patterns of the parameters weight decay leaves alone (zero.no_weight_decay), and where
+  // they were set ("job.toml:12:1"), for the refusal of a pattern that matches nothing.
+  std::vector<std::string> no_weight_decay;
+  std::string no_weight_decay_place;
   bool dynamic_loss_scale = false;  // the trainer turns it on for fp16; skips overflowed steps
   bool activation_checkpointing = false;    // recompute each unit in backward: activation memory of
                                             // the unit inputs only, for about one more forward
