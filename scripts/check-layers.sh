@@ -36,7 +36,7 @@ BEGIN {
   for (i in a) { split(a[i], kv, ":"); rank["core", kv[1]] = kv[2] }
   split("settings:0 data:1 report:1 models:2 ab:2 setup:3 run:4 tune:4 app:5", a, " ")
   for (i in a) { split(a[i], kv, ":"); rank["trainer", kv[1]] = kv[2] }
-  split("api error blas bytes did_you_mean host_memory memory_cgroup child_process process_exit " \
+  split("api error blas bytes did_you_mean host_memory memory_cgroup child_process process_exit process_cpus " \
         "standard_streams sanitized_build trace json_numbers environment_block utf8 file_lock " \
         "file_io_deadline", a, " ")
   for (i in a) pub[a[i]] = "util"

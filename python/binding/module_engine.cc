@@ -154,6 +154,22 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
       offloads_to_files(job_.engine.offload_param))
     remove_offload_files_on_sigterm();
   schedule_ = trainer::schedule_of(job_.schedule, setup_.optimizer->base_lr());
+  warn_about_schedule_length();
+}
+
+// A script's loop, not run.steps, decides how many steps it trains: a decaying schedule whose
+// end nobody set ends at run.steps' default (10), after which the lr sits at its floor for the
+// rest of the loop. The trainer warns of a schedule its run cannot complete; here the length is
+// the script's, so the warning names the keys that set it.
+void ModuleEngine::warn_about_schedule_length() const {
+  if (schedule_.kind == "constant" || env_.rank != 0) return;
+  const Options& run = loaded_.config.section("run");
+  if (run.is_set("steps") || run.is_set("decay_steps")) return;
+  std::cerr << "zt: warning: run.lr_schedule = \"" << schedule_.kind
+            << "\" decays over run.steps = " << schedule_.total_steps
+            << " (its default, set by neither the config nor an override): from step "
+            << schedule_.total_steps + 1 << " on the lr stays at run.min_lr_ratio x lr; set "
+            << "run.steps (or run.decay_steps) to the steps your loop takes\n";
 }
 
 ModuleEngine::~ModuleEngine() {

@@ -148,6 +148,7 @@ class ModuleEngine {
   // The engine, or ConfigError once closed (a closed engine holds nothing).
   Engine& live() const;
   void take_dir_lock(const std::string& dir);
+  void warn_about_schedule_length() const;
 
   // Drawn first, before anything that may fail on one rank alone (its config, its environment):
   // every rank's n-th zt.initialize takes the key prefix "engine-n/", whichever of them failed.

@@ -10,6 +10,24 @@ import numbers
 import os
 
 
+def _warn_without_optimizer(path):
+    """A DeepSpeed JSON without an "optimizer" section (DeepSpeed then takes the optimizer that
+    deepspeed.initialize is given, as Hugging Face's Trainer passes it) trains with
+    optim_hybrid_adam's defaults here: said, so that lr 1e-3 and no weight decay are chosen, not
+    assumed. A file zt cannot read as JSON is left to zt's own reader, which names the fault."""
+    import warnings
+    try:
+        with open(path, encoding="utf-8") as f:
+            ds = json.load(f)
+    except (OSError, ValueError):
+        return
+    if isinstance(ds, dict) and "optimizer" not in ds:
+        warnings.warn(f"zt: {path} has no \"optimizer\" section: the job trains with "
+                      "optim_hybrid_adam's defaults (lr 1e-3, betas [0.9, 0.999], no weight "
+                      "decay); give the JSON an \"optimizer\" section (docs/deepspeed.md) to "
+                      "choose them", stacklevel=3)
+
+
 def _value(value, where):
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
@@ -44,8 +62,9 @@ def to_toml(config):
     if deepspeed:
         # deepspeed.initialize's config dict: zt reads that JSON at its own door, from a file.
         raise TypeError(f"zt config: {deepspeed[0]} is a DeepSpeed config key, not a section of "
-                        "zt's TOML: write the DeepSpeed dict to a JSON file and pass "
-                        "{'run': {'deepspeed': 'ds_config.json'}} (docs/deepspeed.md)")
+                        "zt's TOML: write the DeepSpeed dict to a JSON file and pass its path "
+                        "as the config, zt.initialize(model, config='ds_config.json') "
+                        "(docs/deepspeed.md)")
     lines = []
 
     def section(name, keys):
@@ -87,6 +106,7 @@ def config_source(config, overrides, who):
         # DeepSpeed's JSON has no keys for as the shipped configs choose them, and the optimizer
         # its "optimizer" section maps to (DeepSpeed could take one from initialize instead).
         if path.lower().endswith(".json"):
+            _warn_without_optimizer(path)
             return "", to_toml({"run": {"deepspeed": path},
                                 "plugins": {"comm": "comm_ucx", "shard": "shard_bucket",
                                             "optimizer": "optim_hybrid_adam"}}), overrides

@@ -219,6 +219,9 @@ class Engine:
             self._unit_names.insert(0, "<root>")
             self._root = 0
         path, text, overrides = config_source(config, overrides, "zt.initialize")
+        # Before the core: it moves every parameter into its own buffers on its device, and
+        # close(restore=True) puts each back where it was.
+        self._param_devices = {n: p.device for n, p in model.named_parameters()}
         self._core = _zt.ModuleEngine(path, text, overrides, unit_params)
         self._hooks = []
         # From here the core exists: a failure (a collective that raised, a Ctrl-C that came
@@ -241,7 +244,6 @@ class Engine:
             # close(restore=True) gives them their own dtype and device back, as it gives the
             # parameters fp32 on their own device.
             self._buffer_dtypes = [(b, b.dtype, b.device) for b in model.buffers()]
-            self._param_devices = {n: p.device for n, p in model.named_parameters()}
             self._core.share_buffers(list(model.buffers()))
             first = 1 if self._root is not None else 0
             for i, m in enumerate(modules):
@@ -415,6 +417,13 @@ class Engine:
                 return self.module.loss(out, y)
             if not y.is_floating_point():
                 return F.cross_entropy(out.float().reshape(-1, out.size(-1)), y.reshape(-1))
+            if out.shape != y.shape:
+                # F.mse_loss broadcasts [B, 1] against [B] to [B, B] with only a warning
+                # (and raises RuntimeError for shapes that do not broadcast, as this does).
+                raise RuntimeError(f"engine.loss: the output's shape {tuple(out.shape)} is not the "
+                                 f"targets' {tuple(y.shape)}: mean squared error compares them "
+                                 "element by element; reshape one, or give the module a "
+                                 "loss(output, targets) of its own")
             return F.mse_loss(out.float(), y.float())
         return self._forward([inputs], {}, loss_of)
 

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "zt/error.h"
+
 namespace fs = std::filesystem;
 
 namespace zt::fuzz {
@@ -41,6 +43,12 @@ std::string Scratch::write(const std::string& name, const std::string& bytes) co
 }
 
 void refused(const std::exception& e) {
+  // An InternalError is zt's own bug ("please report"), not a refusal of bad input: a corrupt
+  // file must be a ConfigError or IoError naming it.
+  if (dynamic_cast<const zt::InternalError*>(&e) != nullptr) {
+    std::fprintf(stderr, "finding: bad input ended in an internal error: %s\n", e.what());
+    std::abort();
+  }
   static const bool verbose = std::getenv("ZT_FUZZ_VERBOSE") != nullptr;
   if (verbose) std::fprintf(stderr, "refused: %s\n", e.what());
 }

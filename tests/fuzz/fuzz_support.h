@@ -3,8 +3,9 @@
 // separator line (a checkpoint folder's files travel as one input).
 // Each target defines LLVMFuzzerTestOneInput: libFuzzer's driver calls it in a fuzz build
 // (scripts/fuzz.sh), replay_main.cc's in the normal build (the CTest corpus replays).
-// Its contract: a zt::Error is the parser's refusal and ends the input quietly; anything else
-// escaping (another exception, a crash, a sanitizer report) is a finding.
+// Its contract: a zt::Error is the parser's refusal and ends the input quietly, except an
+// InternalError (zt's own bug, refused() aborts on it); anything else escaping (another
+// exception, a crash, a sanitizer report) is a finding too.
 #pragma once
 
 #include <cstddef>
@@ -47,7 +48,7 @@ std::vector<std::string> split_parts(const uint8_t* data, size_t size,
                                      const std::string& separator);
 
 // Called with each refusal: prints its message when ZT_FUZZ_VERBOSE is set (to see why a seed
-// stops where it does), else nothing.
+// stops where it does), else nothing; aborts on an InternalError (a finding).
 void refused(const std::exception& e);
 
 // The separator between the files of a multi-file input: a line no JSON or TOML seed holds.

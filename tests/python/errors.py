@@ -415,7 +415,8 @@ def main():
           "a closed engine says so")
     return (checkpointed_twice() or stray_backward(0) or stray_backward(3)
             or failed_first_micro_step_with_tier() or gradients_not_finite_twice()
-            or launcher_flags_refused() or failed_initialize_takes_its_hooks_off())
+            or launcher_flags_refused() or failed_initialize_takes_its_hooks_off()
+            or door_guards())
 
 
 class Twice(torch.nn.Module):
@@ -628,6 +629,76 @@ def failed_initialize_takes_its_hooks_off():
         return "the engine after a failed initialize did not train"
     engine.close()
     print("errors: a failed zt.initialize takes its hooks off; the module trains under the next")
+    return None
+
+
+class StderrOfThisProcess:
+    """What this process writes to file descriptor 2 inside the block: the core's warnings, which
+    contextlib.redirect_stderr (sys.stderr only) does not see."""
+
+    def __enter__(self):
+        sys.stderr.flush()
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+        return self
+
+    def __exit__(self, *exc):
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        self.text = self._file.read().decode("utf-8", "replace")
+        self._file.close()
+        return False
+
+
+def door_guards():
+    """What a script would otherwise get wrong without a word: a decaying lr schedule whose end
+    nobody set (run.steps' default, 10) is warned of; mean squared error of shapes that would
+    broadcast is refused; a DeepSpeed dict is refused with advice that works; a DeepSpeed JSON
+    without an "optimizer" section is warned of."""
+    import warnings
+    cosine = dict(CONFIG, run={"lr_schedule": "cosine"})
+    for run, warned in ((cosine["run"], True), ({"lr_schedule": "cosine", "steps": 500}, False),
+                        ({"lr_schedule": "linear", "decay_steps": 300}, False)):
+        with StderrOfThisProcess() as err:
+            engine = zt.initialize(torch.nn.Linear(3, 1), config=dict(CONFIG, run=run))
+        engine.close()
+        said = "run.lr_schedule = \"" + run["lr_schedule"] + "\" decays over run.steps = 10"
+        if (said in err.text) != warned:
+            return f"run {run}: warned {not warned}, said {err.text!r}"
+    engine = zt.initialize(torch.nn.Linear(3, 1), config=CONFIG)
+    try:
+        engine.loss(torch.randn(4, 3), torch.randn(4))
+        return "mean squared error of a [4, 1] output against [4] targets was broadcast"
+    except RuntimeError as e:
+        assert "the output's shape (4, 1) is not the targets' (4,)" in str(e), str(e)
+    engine.abort()
+    engine.backward(engine.loss(torch.randn(4, 3), torch.randn(4, 1)))
+    engine.step()
+    engine.close()
+    try:
+        zt.initialize(torch.nn.Linear(3, 1), config={"zero_optimization": {"stage": 2}})
+        return "a DeepSpeed dict was accepted"
+    except TypeError as e:
+        assert "zt.initialize(model, config='ds_config.json')" in str(e), str(e)
+    with tempfile.TemporaryDirectory() as folder:
+        ds = pathlib.Path(folder) / "ds.json"
+        for with_optimizer in (False, True):
+            body = {"train_micro_batch_size_per_gpu": 2, "zero_optimization": {"stage": 1}}
+            if with_optimizer:
+                body["optimizer"] = {"type": "AdamW", "params": {"lr": 1e-3}}
+            ds.write_text(json.dumps(body))
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                engine = zt.initialize(torch.nn.Linear(3, 1), config=str(ds))
+            engine.close()
+            said = [str(w.message) for w in caught if "no \"optimizer\" section" in str(w.message)]
+            if bool(said) == with_optimizer:
+                return f"a DeepSpeed JSON with optimizer={with_optimizer}: warnings {said}"
+    print("errors: an unset schedule length warned, broadcasting MSE refused, a DeepSpeed dict "
+          "refused with working advice, a JSON without an optimizer warned")
     return None
 
 

@@ -13,6 +13,8 @@ shift 4
 source "$(dirname "$0")/require_package.sh"
 require_package "$python" "$package"
 export PYTHONPATH="$package${PYTHONPATH:+:$PYTHONPATH}"
+# The scripts check with `assert`, which -O (PYTHONOPTIMIZE) strips: they would pass unchecked.
+unset PYTHONOPTIMIZE
 if [ "$nproc" = 0 ]; then
   exec "$python" "$(dirname "$0")/$script" "$@"
 fi

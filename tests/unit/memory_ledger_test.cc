@@ -86,13 +86,14 @@ TEST_CASE("the clock adds waits to their field inside a phase, and nothing outsi
   CHECK(t.write_wait == 0);
   CHECK(t.forward_backward == 0);
   // A failed wait still counts its time, and the phase ends with the exception.
-  try {
+  CHECK_THROWS_AS(
+      [&] {
     const zt::EngineClock::Phase phase(clock, &zt::EngineTimes::forward_backward);
     auto failing = std::make_shared<zt::FutureWork>("failing op", std::chrono::seconds(10));
     failing->complete(std::make_exception_ptr(zt::IoError("disk gone")));
     clock.wait(*failing, &zt::EngineTimes::write_wait);
-  } catch (const zt::IoError&) {
-  }
+      }(),
+      zt::IoError);
   CHECK(clock.times().forward_backward > 0);
   // The exception closed the phase: a wait after it counts nowhere again.
   const double write_wait = clock.times().write_wait;

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <iomanip>
+#include <iostream>
 #include <sstream>
 
 namespace zt::trainer {
@@ -72,6 +73,16 @@ int run_prepare_data(const CliArgs& args, std::ostream& out) {
         << std::setprecision(1) << p.seconds << " s";
   }
   out << "\n";
+  if (s.repaired_documents > 0) {
+    // Text in another encoding (Latin-1, cp1252, GBK) reads so: every accented letter lost,
+    // while the job would train on without a word.
+    std::cerr << "zt: warning: prepare-data: " << s.repaired_documents << " of " << p.documents
+              << " documents hold bytes that are not UTF-8, each ill-formed sequence read as "
+                 "U+FFFD (the first in '"
+              << s.first_repaired
+              << "'); if the inputs are in another encoding, convert them first (iconv -f "
+                 "cp1252 -t UTF-8 FILE) and prepare again\n";
+  }
   if (p.resumed_units > 0) {
     out << "  resumed: an interrupted run had written " << p.resumed_units << " of " << p.units
         << " units\n";

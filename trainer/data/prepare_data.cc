@@ -33,6 +33,7 @@
 #include "data/tokenizer_files.h"
 #include "zt/error.h"
 #include "zt/file_lock.h"
+#include "zt/host/process_cpus.h"
 #include "zt/host/utf8.h"
 
 namespace zt::data {
@@ -68,6 +69,8 @@ struct UnitResult {
   std::vector<uint32_t> ids;
   std::vector<uint64_t> doc_tokens;  // each document's token count, <|endoftext|> included
   int64_t text_bytes = 0;
+  int64_t repaired_documents = 0;  // documents with bytes that are not UTF-8 (read as U+FFFD)
+  std::string first_repaired;      // the input of the first of them
   std::exception_ptr error;
 };
 
@@ -181,6 +184,20 @@ void refuse_not_text(const std::string& path, std::string_view head) {
     throw ConfigError("prepare-data: input '" + path + "' is " + std::string(f.what) +
                       ", not UTF-8 text; " + std::string(f.way_out) +
                       " and give the result, or leave it out with --exclude");
+  }
+  // A .json that holds one array (alpaca_data.json, Dataset.to_json(lines=False)): read as
+  // text, the job trained on its brackets, keys and escapes as one document.
+  if (lower_extension(path) == ".json") {
+    std::string_view body = head;
+    if (body.substr(0, 3) == "\xEF\xBB\xBF") body.remove_prefix(3);
+    const size_t start = body.find_first_not_of(" \t\r\n");
+    if (start != std::string_view::npos && body[start] == '[') {
+      throw ConfigError("prepare-data: input '" + path +
+                        "' is one JSON array, not JSON Lines (one object per line); convert "
+                        "it first (jq -c '.[]' FILE > FILE.jsonl, or Hugging Face's "
+                        "to_json(lines=True)) and give the .jsonl, or leave it out with "
+                        "--exclude");
+    }
   }
   // A token file has no magic of its own: it is one when an index sits beside it.
   const fs::path file(path);
@@ -452,10 +469,30 @@ UnitResult encode_unit(const std::vector<InputFile>& files, const Unit& unit,
         out.ids.push_back(eot);
         out.doc_tokens.push_back(out.ids.size() - before);
         out.text_bytes += static_cast<int64_t>(text.size());
+        if (!is_valid_utf8(text) && out.repaired_documents++ == 0)
+          out.first_repaired = files[range.file].path;
       });
     }
   } catch (...) {
     out.error = std::current_exception();
+  }
+  return out;
+}
+
+// `text` where it is UTF-8, else with each byte of 0x80 and above as \xNN: the journal is JSON,
+// which holds UTF-8 only, and a file name from an old archive may be Latin-1.
+std::string utf8_or_escaped(const std::string& text) {
+  if (is_valid_utf8(text)) return text;
+  std::string out;
+  char hex[5];
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x80) {
+      out += c;
+    } else {
+      std::snprintf(hex, sizeof(hex), "\\x%02X", byte);
+      out += hex;
+    }
   }
   return out;
 }
@@ -471,7 +508,8 @@ std::string request_key(const std::vector<InputFile>& files, const PrepareReques
     struct stat st {};
     ::stat(f.path.c_str(), &st);
     key << '\n'
-        << f.path << ' ' << st.st_size << ' ' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec;
+        << utf8_or_escaped(f.path) << ' ' << st.st_size << ' ' << st.st_mtim.tv_sec << '.'
+        << st.st_mtim.tv_nsec;
   }
   return key.str();
 }
@@ -519,6 +557,8 @@ struct Journal {
   int64_t tokens = 0;
   int64_t text_bytes = 0;
   int64_t bytes_done = 0;
+  int64_t repaired_documents = 0;
+  std::string first_repaired;
 };
 
 // Outputs that exist and that no journal of this preparation accounts for are someone's
@@ -582,6 +622,8 @@ std::optional<Journal> read_journal(const std::string& path) {
     out.tokens = j.at("tokens").get<int64_t>();
     out.text_bytes = j.at("text_bytes").get<int64_t>();
     out.bytes_done = j.at("bytes_done").get<int64_t>();
+    out.repaired_documents = j.value("repaired_documents", int64_t{0});
+    out.first_repaired = j.value("first_repaired", std::string());
     return out;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;  // a journal cut short is no journal: start over
@@ -595,7 +637,9 @@ void write_journal(const std::string& path, const Journal& j) {
                               {"documents", j.documents},
                               {"tokens", j.tokens},
                               {"text_bytes", j.text_bytes},
-                              {"bytes_done", j.bytes_done}};
+                              {"bytes_done", j.bytes_done},
+                              {"repaired_documents", j.repaired_documents},
+                              {"first_repaired", utf8_or_escaped(j.first_repaired)}};
   const std::string tmp = path + ".tmp";
   {
     AppendFile f(tmp, 0, true);
@@ -711,7 +755,7 @@ PrepareSummary prepare_data(const PrepareRequest& r,
     AppendFile bin(bin_partial, j.bin_bytes, j.units_done == 0);
     AppendFile docs(docs_partial, static_cast<uint64_t>(j.documents) * 8, j.units_done == 0);
     unsigned threads = r.threads > 0 ? static_cast<unsigned>(r.threads)
-                                     : std::max(1u, std::thread::hardware_concurrency());
+                                     : static_cast<unsigned>(cpus_this_process_may_use());
     threads = static_cast<unsigned>(
         std::min<int64_t>(threads, std::max<int64_t>(1, p.units - j.units_done)));
     summary.threads = static_cast<int>(threads);
@@ -774,6 +818,8 @@ PrepareSummary prepare_data(const PrepareRequest& r,
         j.tokens += static_cast<int64_t>(result.ids.size());
         j.text_bytes += result.text_bytes;
         j.bytes_done += units[static_cast<size_t>(u)].bytes;
+        if (j.repaired_documents == 0) j.first_repaired = result.first_repaired;
+        j.repaired_documents += result.repaired_documents;
         write_journal(journal_path, j);
         {
           std::lock_guard<std::mutex> lock(mu);
@@ -840,6 +886,8 @@ PrepareSummary prepare_data(const PrepareRequest& r,
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   summary.progress = p;
   summary.text_bytes = j.text_bytes;
+  summary.repaired_documents = j.repaired_documents;
+  summary.first_repaired = j.first_repaired;
   return summary;
 }
 

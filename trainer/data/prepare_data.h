@@ -48,6 +48,10 @@ struct PrepareSummary {
   std::string tokenizer, dtype;
   int64_t text_bytes = 0;  // of the documents' text (JSONL: the field's text, not the lines)
   int threads = 0;
+  // Documents with bytes that are not UTF-8, each ill-formed sequence read as U+FFFD (as
+  // tiktoken's decode and Python's errors="replace" do), and the input of the first of them.
+  int64_t repaired_documents = 0;
+  std::string first_repaired;
 };
 
 // Runs a preparation, calling `report` after every unit written (from the calling thread).

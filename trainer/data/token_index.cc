@@ -53,7 +53,9 @@ void write_token_index(const std::string& path, const TokenIndex& index) {
                            {"tokens", index.tokens},
                            {"text_bytes", index.text_bytes},
                            {"sources", index.sources}};
-  const std::string json = header.dump();
+  // A path that is not UTF-8 (a Latin-1 file name from an old archive) is kept with U+FFFD for
+  // its odd bytes: the strict dump threw a JSON type error naming no file.
+  const std::string json = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

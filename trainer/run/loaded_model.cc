@@ -3,32 +3,18 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 
 #include "models/torchscript.h"
 #include "run/checkpointing.h"
 #include "settings/job_settings.h"
+#include "zt/host/process_cpus.h"
 #include "zt/host/rendezvous.h"
 
 namespace zt::trainer {
-
-namespace {
-
-// The CPUs this process may run on: its affinity mask (what Slurm, a container's cpuset or
-// taskset gave it), not the host's online CPUs, which hardware_concurrency() counts.
-int cpus_this_process_may_use() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-}
-
-}  // namespace
 
 void share_cores_between_local_ranks() {
   // Slurm's --cpus-per-task is what the user gave each rank, as far as the rank may run on that

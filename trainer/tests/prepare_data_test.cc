@@ -450,10 +450,12 @@ TEST_CASE("prepare-data: a .json file of JSON Lines is JSONL; another .json is t
   const PrepareSummary marked = prepare_data(c.request("marked"), nullptr);
   CHECK(marked.progress.documents == jsonl.progress.documents);
   CHECK(test::read_file(marked.tokens_path) == test::read_file(jsonl.tokens_path));
-  // A .json that is one array is no JSON Lines: one document of text.
-  test::write_file(c.dir.path() / "in/b.json", "[\"at\", \"the\"]\n");
-  const PrepareSummary array = prepare_data(c.request("array"), nullptr);
-  CHECK(array.progress.documents == jsonl.progress.documents - 1);
+  // A .json that is one array (alpaca_data.json, to_json(lines=False)) is refused: read as text
+  // it trained on its brackets, keys and escapes as one document.
+  test::write_file(c.dir.path() / "in/b.json", "\n  [{\"text\": \"at\"}, {\"text\": \"the\"}]\n");
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("array"), nullptr),
+                       doctest::Contains("b.json' is one JSON array, not JSON Lines"),
+                       zt::ConfigError);
 }
 
 TEST_CASE("prepare-data: inputs with text but no document are refused, leaving no output") {
@@ -804,6 +806,27 @@ TEST_CASE("blend: the config refuses a blend with data.path, mismatched weights 
                                     "job.toml", {}),
         doctest::Contains(message.c_str()), ConfigError);
   }
+}
+
+TEST_CASE("prepare-data: documents that are not UTF-8 are counted and the first named; a file "
+          "name that is not UTF-8 prepares") {
+  Corpus c;
+  fill(c);
+  // cp1252's "café" twice in one document, and a file whose name is Latin-1 ("résumé.txt").
+  test::write_file(c.dir.path() / "in/latin.txt", "caf\xE9 and caf\xE9\n");
+  const fs::path odd_name = c.dir.path() / "in/r\xE9sum\xE9.txt";
+  test::write_file(odd_name, "the end\n");
+  const PrepareSummary s = prepare_data(c.request("out"), nullptr);
+  CHECK(s.repaired_documents == 1);
+  CHECK(s.first_repaired == (c.dir.path() / "in/latin.txt").string());
+  // The Latin-1 name went into the journal's key (escaped: JSON holds UTF-8 only) without the
+  // internal error the strict JSON dump gave.
+  CHECK(s.progress.documents == 7);
+  fs::remove(odd_name);
+  const PrepareSummary clean = prepare_data(c.request("clean"), nullptr);
+  CHECK(clean.repaired_documents == 1);
+  fs::remove(c.dir.path() / "in/latin.txt");
+  CHECK(prepare_data(c.request("none"), nullptr).repaired_documents == 0);
 }
 
 }  // namespace zt::data
