@@ -52,7 +52,7 @@ std::vector<std::string> trainer_command(const Plan& plan, const JobSpec& job,
     set("model.init_from=" + weights);
   }
   // Besides the plugins and the folder, configs/zero3_offload.toml differs from zero3.toml in its
-  // tile size, its bounce-buffer pool (which the engine's aligned tiles do not use), its
+  // tile size, its bounce-buffer pool (which only transfers' unaligned tails use), its
   // evaluations and checkpoints every 50 steps (which a bench of the step leaves out) and its
   // biases and LayerNorm gains exempt from weight decay (DDP's AdamW decays every parameter, as
   // zero3.toml does, so the rows stay comparable).

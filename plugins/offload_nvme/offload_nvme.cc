@@ -26,8 +26,9 @@ class NvmeOffloadPlugin final : public zt::OffloadPlugin {
                     1, 1024),
         zt::opt_int("buffer_count", 4,
                     "aligned bounce buffers for transfers from unaligned "
-                    "host memory: more lets such transfers overlap, each costs buffer_mb of "
-                    "host memory (aligned host buffers need none)",
+                    "host memory and for an aligned transfer's tail past its last whole block "
+                    "(an array's last tile, a stage-3 shard): more lets such transfers "
+                    "overlap, each costs buffer_mb of host memory",
                     1, 1024),
         zt::opt_int("buffer_mb", 16,
                     "size of each bounce buffer, MiB: larger stages more of an "

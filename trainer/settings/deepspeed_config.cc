@@ -289,13 +289,13 @@ void read_offload(Reader& r, const json& obj, const std::string& path, bool opti
         r.set_shared("plugin.offload_cpu.pin_memory", *b, sub);
     } else if (key == "buffer_count" || key == "buffer_size") {
       // DeepSpeed's NVMe swapping stages everything through these; zt's tier moves aligned tiles
-      // in place, and offload_nvme's bounce buffers serve unaligned transfers only. Mapped, a
-      // Hugging Face config's 4-5 x 1e8 elements held 1.5-1.9 GiB of host memory per rank that
-      // nothing used (and the memory-fit check counted).
+      // in place, and offload_nvme's bounce buffers serve unaligned transfers and tails only.
+      // Mapped, a Hugging Face config's 4-5 x 1e8 elements held 1.5-1.9 GiB of host memory per rank
+      // that nothing used (and the memory-fit check counted).
       if (as_int(r, v, sub) && device == "nvme") {
         r.warn(sub + " is not mapped: zt's offload_nvme reads and writes aligned tiles in place "
                      "(its bounce buffers, plugin.offload_nvme.buffer_count and buffer_mb, serve "
-                     "unaligned transfers only, and their defaults do)");
+                     "unaligned transfers and tails only, and their defaults do)");
       }
     } else if (key == "ratio" && optimizer) {
       if (auto x = as_number(r, v, sub)) r.set("zero.offload_optimizer_fraction", *x, sub);

@@ -243,6 +243,12 @@ std::vector<std::string> checkpoint_kinds(const Optimizer& optimizer) {
 }
 
 void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
+  if (!e.stepper.partly_applied().empty()) {
+    throw ConfigError("cannot save a checkpoint: the model holds a step only partly applied (" +
+                      e.stepper.partly_applied() +
+                      "); load the last checkpoint, which replaces this state, and train on "
+                      "from there");
+  }
   const ModelLayout& layout = e.layout;
   for (const ParamSlot& p : layout.params) writer.add_tensor({p.name, p.shape});
   const std::vector<std::string> kinds = checkpoint_kinds(e.optimizer);

@@ -89,9 +89,16 @@ class ObservedTier final : public OffloadTier {
   std::shared_ptr<Work> read(int64_t region, int64_t offset, void* host, int64_t bytes) override {
     auto s = state(true, region, bytes);
     const InjectedFault& fault = injected_fault();
-    const bool stall = fault.kind == "stall_read" && fault.rank == env_rank() &&
-                       ++reads_ == fault.nth;
-    return observed(inner_->read(region, offset, host, bytes), std::move(s), stall);
+    const bool nth = fault.rank == env_rank() && ++reads_ == fault.nth;
+    if (nth && fault.kind == "fail_read") {
+      // As a device error: the read is not issued, and its wait throws.
+      auto failed = std::make_shared<FutureWork>(s->label, std::chrono::seconds(60));
+      failed->complete(std::make_exception_ptr(
+          IoError(s->label + ": failed: Input/output error (injected by " + kTestFaultVar + ")")));
+      return failed;
+    }
+    return observed(inner_->read(region, offset, host, bytes), std::move(s),
+                    nth && fault.kind == "stall_read");
   }
   at::Tensor host_buffer(int64_t bytes) override { return inner_->host_buffer(bytes); }
   int64_t alignment() const override { return inner_->alignment(); }

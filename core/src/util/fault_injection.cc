@@ -15,7 +15,7 @@ const InjectedFault& injected_fault() {
     long long nth = 0;
     if (std::sscanf(text, "%31[a-z_]:%d:%lld", kind, &rank, &nth) == 3 &&
         (std::string(kind) == "skip_collective" || std::string(kind) == "stall_read" ||
-         std::string(kind) == "stall_checkpoint_read" ||
+         std::string(kind) == "fail_read" || std::string(kind) == "stall_checkpoint_read" ||
          std::string(kind) == "stall_checkpoint_manifest")) {
       f.kind = kind;
       f.rank = rank;
@@ -23,7 +23,7 @@ const InjectedFault& injected_fault() {
     } else {
       std::fprintf(stderr,
                    "zt: ignoring %s=%s (expected skip_collective:RANK:SEQ or "
-                   "stall_read:RANK:N or stall_checkpoint_read:RANK:N or "
+                   "stall_read:RANK:N or fail_read:RANK:N or stall_checkpoint_read:RANK:N or "
                    "stall_checkpoint_manifest:RANK:N)\n",
                    kTestFaultVar, text);
     }

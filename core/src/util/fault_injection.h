@@ -1,7 +1,8 @@
 // Fault injection into a real job, for the failure-path tests only: ZT_TEST_FAULT parsed once per
 // process. "skip_collective:RANK:SEQ": rank RANK does not issue its SEQ-th collective of the world
 // group (the observed communicator); "stall_read:RANK:N": its N-th tier read never completes (the
-// observed tier); "stall_checkpoint_read:RANK:N": its N-th open or read of a checkpoint's
+// observed tier); "fail_read:RANK:N": its N-th tier read fails with an IoError, as on EIO;
+// "stall_checkpoint_read:RANK:N": its N-th open or read of a checkpoint's
 // rank files blocks as on a file system that stopped answering (the checkpoint reader);
 // "stall_checkpoint_manifest:RANK:N": the same for its N-th read of a checkpoint's manifest. Unset:
 // nothing.
@@ -16,7 +17,8 @@ namespace zt {
 inline constexpr const char* kTestFaultVar = "ZT_TEST_FAULT";
 
 struct InjectedFault {
-  // "skip_collective", "stall_read", "stall_checkpoint_read", "stall_checkpoint_manifest" or ""
+  // "skip_collective", "stall_read", "fail_read", "stall_checkpoint_read",
+  // "stall_checkpoint_manifest" or ""
   // (none)
   std::string kind;
   int rank = -1;    // the rank it hits

@@ -140,6 +140,7 @@ void ShardedStep::set_steps(int64_t steps, int64_t unscalable_in_a_row) {
   updated_in_backward_ = false;
   tiers_checked_ = false;
   unscalable_in_a_row_ = static_cast<int>(unscalable_in_a_row);
+  partly_applied_.clear();
 }
 
 StepReport ShardedStep::run(double lr) {
@@ -197,6 +198,8 @@ StepReport ShardedStep::run(double lr) {
       check_tiers(steps_ + 1);
     } catch (const IoError& e) {
       if (!updated_in_backward) throw;
+      partly_applied_ = "groups streamed from the tier took step " + std::to_string(steps_ + 1) +
+                        "'s update during backward, then the tier failed: " + e.what();
       throw IoError(std::string(e.what()) +
                     " (correction: groups streamed from the tier took "
                     "step " +
@@ -230,7 +233,17 @@ StepReport ShardedStep::run(double lr) {
     if (coef < 1) divisor /= coef;
   }
   ++steps_;
-  update({steps_, lr, divisor});
+  try {
+    update({steps_, lr, divisor});
+  } catch (const Error& e) {
+    // The groups in memory and the tiles before the failed one hold the new values, the rest
+    // the old: no step's state. Said where a caller that catches it would otherwise save it.
+    partly_applied_ = "step " + std::to_string(steps_) + "'s update failed part way: " + e.what();
+    if (dynamic_cast<const IoError*>(&e) == nullptr) throw;
+    throw IoError(std::string(e.what()) + " (correction: step " + std::to_string(steps_) +
+                  " was partly applied when this failed; do not save from here: resume from "
+                  "the last checkpoint)");
+  }
   zero_gradients();
   report.step = steps_;
   return report;

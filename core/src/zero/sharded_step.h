@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "zero/memory_ledger.h"
@@ -90,6 +91,11 @@ class ShardedStep {
   // in backward is on for this step; returns whether it did.
   bool update_in_backward(int g, const at::Tensor& reduced, bool first);
   int64_t steps() const { return steps_; }
+  // Why the model holds a step only partly applied ("" when it does not): an update that failed
+  // part way (a tier's read or write, its groups in memory and earlier tiles already updated) or
+  // a tier check that failed after the update in backward. A save of such a state would be a
+  // checkpoint of no step: save_engine_checkpoint refuses it; a load (set_steps) clears it.
+  const std::string& partly_applied() const { return partly_applied_; }
   // 1 when the last step was skipped for gradients nothing could rescale (a second in a row
   // stops the job), else 0: saved with the step count, so a resume stops where the run would.
   int64_t unscalable_in_a_row() const { return unscalable_in_a_row_; }
@@ -146,6 +152,7 @@ class ShardedStep {
   StepOptions options_;
   int64_t steps_ = 0;
   bool poisoned_ = false;          // poison() since the last run()
+  std::string partly_applied_;     // partly_applied()
   std::vector<NotedLoss> losses_;  // note_loss() since the last run()
   // begin()'s: the learning rate its step was announced with, and whether streamed groups
   // update in that step's backward.
