@@ -66,6 +66,9 @@ TEST_CASE("checkpoint: world 2 stage 3 -> world 3 stage 1 on NVMe (sync saves) -
     CHECK(std::abs(got[s] - expected[s]) <= 1e-5 * std::abs(expected[s]));
   }
   CHECK(got[0] != got[11]);  // it trained
+  // The last update shows in no loss: the final states, every element, as the straight run's.
+  zt::test::check_close_state(step_folder(out + "/checkpoints", 12),
+                              step_folder(dir.file("straight") + "/checkpoints", 12));
 }
 
 TEST_CASE("checkpoint: a MiCS job's gradient-codec residuals load where the shards moved") {

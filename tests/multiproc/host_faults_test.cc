@@ -162,6 +162,11 @@ TEST_CASE("host faults: an offload disk that fills mid-run does not stop the job
   CHECK(contains(r.output, "job exit 0"));
   CHECK(final_loss(r.output) == final_loss(plain.output));
   CHECK_FALSE(final_loss(r.output).empty());
+  // Every step's loss as the metrics record it (full precision), not only the summary's 4
+  // decimals: a tier that lost one write to the full disk would leave later losses a little off.
+  const auto plain_losses = zt::test::losses_of(dir.file("plain/metrics.jsonl"));
+  CHECK(plain_losses.size() == 60);
+  CHECK(zt::test::losses_of(dir.file("out/metrics.jsonl")) == plain_losses);
   // The job's own files went away at its end; the filler is all that is left.
   int left = 0;
   for (const auto& e : fs::directory_iterator(nvme)) left += e.path().filename() != "filler";
