@@ -299,19 +299,23 @@ class Engine:
 
     def _leaving(self, u):
         def hook(module, inputs, output):
-            tensors = _tensors(output)
-            if (not tensors and self._stage == 3 and torch.is_grad_enabled()
-                    and not self._in_backward):
-                # At stage 3 its backward would go unseen (the core hooks a unit's outputs only
-                # there), and the units before it train on wrong gradients: refused where it
-                # happens, naming the unit.
-                raise TypeError(f"zt: unit {u} ({self._unit_names[u]}) returned "
-                                f"{type(output).__name__}, in which zt finds no tensor (it looks "
-                                "into tensors, tuples, lists, dicts and dataclasses); return its "
-                                "tensors in one of those, or list units=[...] whose outputs are")
-            self._core.leave_unit(u, tensors)
+            self._core.leave_unit(u, self._tensors_left(u, output))
             self._stack.pop()
         return hook
+
+    def _tensors_left(self, u, output):
+        """The tensors unit `u` returned, for the core's hooks on them. At stage 3 an output with
+        none is refused where it happens, naming the unit: its backward would go unseen (the core
+        hooks a unit's outputs only there), its parameters released and never gathered again,
+        and the units before it trained on wrong gradients."""
+        tensors = _tensors(output)
+        if (not tensors and self._stage == 3 and torch.is_grad_enabled()
+                and not self._in_backward):
+            raise TypeError(f"zt: unit {u} ({self._unit_names[u]}) returned "
+                            f"{type(output).__name__}, in which zt finds no tensor (it looks "
+                            "into tensors, tuples, lists, dicts and dataclasses); return its "
+                            "tensors in one of those, or list units=[...] whose outputs are")
+        return tensors
 
     @property
     def rank(self):
@@ -392,7 +396,7 @@ class Engine:
             if then is not None:
                 out = then(out)
             if self._root is not None:
-                self._core.leave_unit(self._root, _tensors(out))
+                self._core.leave_unit(self._root, self._tensors_left(self._root, out))
         except BaseException as e:
             unit = self._stack[-1] if self._stack else None
             self._open = False

@@ -581,6 +581,23 @@ def check_dataclass_output():
     expect("unit 1 (b) returned Opaque, in which zt finds no tensor" in str(e),
            f"a unit returning a plain object: {e}")
     engine.close()
+    # The root's own parameters are a unit too: a model whose forward returns no tensor at
+    # stage 3 is refused the same way (its root's groups were released and read as empty in
+    # backward, an obscure size error at every step).
+    class OpaqueRoot(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.ones(8))
+            self.a = torch.nn.Linear(8, 8)
+
+        def forward(self, x):
+            return Opaque(self.a(x) * self.scale)
+
+    engine = zt.initialize(OpaqueRoot(), config=CONFIG)
+    e = raises(TypeError, lambda: engine(torch.randn(2, 8)), "a model returning a plain object")
+    expect("unit 0 (<root>) returned Opaque, in which zt finds no tensor" in str(e),
+           f"a model returning a plain object: {e}")
+    engine.close()
     # Below stage 3 the core hooks no unit's output: the same model trains there.
     engine = zt.initialize(Boxed(Opaque), config=dict(CONFIG, zero={"stage": 2}))
     train(engine, engine.rank, engine.world_size)
