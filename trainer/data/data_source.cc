@@ -21,6 +21,7 @@
 #include "data/token_index.h"
 #include "data/tokenizer_files.h"
 #include "zt/error.h"
+#include "zt/host/utf8.h"
 
 namespace zt::data {
 
@@ -391,6 +392,31 @@ const TokenIndex* index_of(const Indexes& indexes, const std::string& path) {
   return found == indexes.end() ? nullptr : &found->second;
 }
 
+// Whether the file's first 4 KiB (a file of at least 64 bytes) are printable UTF-8 text: tabs,
+// newlines and characters from the space up. A file of token ids is not: uint32 ids have zero
+// high bytes, and uint16 ids read as text would need every id in [0x2020, 0x7E7E] (with a
+// valid UTF-8 pairing for those above), where the most frequent ids of any BPE vocabulary are
+// below 8192. nanoGPT's input.txt given as data.kind = "tokens" read as byte pairs, ids all
+// below a vocab of 50304, and trained on noise without a word.
+bool looks_like_text(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;  // the reader names the failure
+  char head[4096];
+  const size_t n = std::fread(head, 1, sizeof(head), f);
+  std::fclose(f);
+  if (n < 64) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(head[i]);
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return false;
+    if (c == 0x7F) return false;
+  }
+  // A character cut at the 4 KiB boundary is no fault: up to 3 bytes of it are left out.
+  for (size_t cut = 0; cut <= 3 && cut < n; ++cut) {
+    if (is_valid_utf8(std::string_view(head, n - cut))) return true;
+  }
+  return false;
+}
+
 // A prepared token file's index (trainer prepare-data wrote PREFIX.idx beside PREFIX.bin), checked
 // against the config: its tokenizer against data.tokenizer, its ids against model.vocab, its
 // width against data.token_dtype. Returns the element size to read the file with.
@@ -404,6 +430,16 @@ int checked_element_size(const trainer::DataSettings& data, const Indexes& index
     throw ConfigError(path + " (" + key + ", " + where + ") is a prepared token file (" +
                       index_path_for(path) + " is its index), but data.kind is \"text\" (" +
                       data.kind_where + "): set data.kind = \"tokens\" to train on its ids");
+  }
+  if (!found && data.kind == "tokens" && looks_like_text(path)) {
+    throw ConfigError(path + " (" + key + ", " + where +
+                      ") has no index (.idx) and reads as text, not token ids (its first bytes "
+                      "are printable UTF-8, where a file of ids holds a zero or a control byte "
+                      "within its first few), but data.kind is \"tokens\" (" +
+                      data.kind_where +
+                      "): set data.kind = \"text\" to train on its bytes, or make ids of it "
+                      "(trainer prepare-data " +
+                      path + " --out PREFIX) and train on PREFIX.bin");
   }
   if (!found) {  // a bare token file, or text
     // A uint32 file has an even size, and each of its ids read as two uint16 (its low half,

@@ -296,6 +296,20 @@ TEST_CASE("every bad data file is a clear error naming it") {
   CHECK(contains(e, "config: tokens file '" + big + "'"));
   CHECK(contains(e, "token 1000 at index 6 is >= the model's vocab 1000"));
 
+  // Text given as tokens (nanoGPT's input.txt, even in size, every byte pair below the vocab):
+  // refused, saying what it is and both ways out.
+  std::string prose;
+  while (prose.size() < 5000) prose += "First Citizen:\nBefore we proceed any further, hear me.\n";
+  const std::string as_tokens = dir.write("input.txt", prose.substr(0, 5000));
+  e = error_of([&] {
+    data_of(std::string(kGpt) + "vocab = 50304\n[data]\nkind = \"tokens\"\npath = '" + as_tokens +
+            "'\n");
+  });
+  CHECK(contains(e, as_tokens + " (data.path, test.toml:"));
+  CHECK(contains(e, "reads as text, not token ids"));
+  CHECK(contains(e, "set data.kind = \"text\""));
+  CHECK(contains(e, "trainer prepare-data " + as_tokens));
+
   std::string text = dir.write("text.txt", std::string(20, 'z'));
   e = error_of([&] {
     data_of("[model]\nkind = \"mlp\"\n[data]\nkind = \"text\"\npath = '" + text + "'\n");

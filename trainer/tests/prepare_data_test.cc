@@ -757,29 +757,31 @@ namespace zt::data {
 TEST_CASE("blend: each sample is one file's, drawn with the weights' odds, the same however read") {
   Corpus c;
   fill(c, 20);
-  // Two files whose ids cannot be confused: a prepared one (ids up to 300) and high.txt, read
-  // as uint16 tokens, whose every id is "xx" = 0x7878.
+  // Two files whose ids cannot be confused: a prepared one (ids up to 300) and high.bin, a bare
+  // file of uint16 tokens whose every id is 0x7801 (bytes 01 78: no text, which is refused).
   const PrepareSummary a = prepare_data(c.request("a"), nullptr);
-  test::write_file(c.dir.path() / "high.txt", std::string(4096, 'x'));
+  std::string high_ids;
+  for (int i = 0; i < 2048; ++i) high_ids += "\x01\x78";
+  test::write_file(c.dir.path() / "high.bin", high_ids);
   trainer::DataSettings d;
   d.kind = "tokens";
-  d.paths = {a.tokens_path, (c.dir.path() / "high.txt").string()};
+  d.paths = {a.tokens_path, (c.dir.path() / "high.bin").string()};
   d.paths_where = "job.toml:4:1";
   d.weights = {0.7, 0.3};
   d.micro_batch = 4;
   d.grad_accum = 2;
   d.element_size = 2;
   d.seed = 11;
-  const ModelInputs in = gpt_inputs(32768);  // high.txt's ids are 0x7878
+  const ModelInputs in = gpt_inputs(32768);  // high.bin's ids are 0x7801
   const auto blend = make_data(d, in, "gpt");
   const int64_t n = 2000;
   const Batch all = blend->get_samples(0, n);
-  // "xx" as uint16 is 0x7878: a window of high.txt holds nothing else.
+  // A window of high.bin holds nothing but 0x7801.
   int64_t from_high = 0;
   for (int64_t i = 0; i < n; ++i) {
-    const bool high = all.input[i].eq(0x7878).all().item<bool>();
+    const bool high = all.input[i].eq(0x7801).all().item<bool>();
     from_high += high ? 1 : 0;
-    CHECK((high || all.input[i].lt(0x7878).all().item<bool>()));
+    CHECK((high || all.input[i].lt(0x7801).all().item<bool>()));
   }
   // 600 expected; 4.5 standard deviations (sqrt(2000 x 0.3 x 0.7) = 20.5) either side.
   CHECK(from_high > 508);
