@@ -252,32 +252,3 @@ TEST_CASE("checkpoint: resuming on a data file rewritten since the save says so,
   CHECK(contains(r.output, "; now " + std::to_string(fs::file_size(data)) + " bytes, modified "));
   CHECK(contains(r.output, "the data stream goes on at sample "));
 }
-
-TEST_CASE("checkpoint: a run without periodic saves that resumed saves its last step, so a "
-          "--resume auto of the finished run trains nothing again; a fresh one saves nothing") {
-  TempDir dir;
-  const std::string out = dir.file("run");
-  const std::string common = "--set run.lr_schedule=constant ";
-  auto r = run_command(
-      quiet_small_gpt_job(out, common + "--set run.steps=4 --set checkpoint.every_steps=2"));
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  // Resumed at 4, no periodic saves (as a requeued job whose config saves only at a stop).
-  r = run_command(quiet_small_gpt_job(
-      out, common + "--set run.steps=6 --set checkpoint.every_steps=0 --resume auto"));
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  CHECK(zt::latest_checkpoint(out + "/checkpoints") == step_folder(out + "/checkpoints", 6));
-  r = run_command(quiet_small_gpt_job(
-      out, common + "--set run.steps=6 --set checkpoint.every_steps=0 --resume auto"));
-  INFO(r.output);
-  CHECK(r.exit_code == 0);
-  CHECK(contains(r.output, "nothing left to train"));
-  CHECK(zt::test::losses_of(out + "/metrics.jsonl").size() == 6);
-  // A fresh run without periodic saves has no checkpoint of its own to bring up to date.
-  const std::string fresh = dir.file("fresh");
-  r = run_command(quiet_small_gpt_job(fresh, common + "--set run.steps=2"));
-  INFO(r.output);
-  CHECK(r.exit_code == 0);
-  CHECK(zt::latest_checkpoint(fresh + "/checkpoints").empty());
-}

@@ -339,17 +339,6 @@ TrainSummary train_loop(TrainRun& run, TrainReport& report, const CheckpointSett
       break;
     }
   }
-  // A run without periodic saves that has a checkpoint of its own (it resumed from one, or saved
-  // one at a stop) saves its last step too: its folder's `latest` named an earlier step, and a
-  // --resume auto of the finished run (Slurm requeueing it after its end, the same script
-  // submitted again) trained those steps once more.
-  const bool finished = summary.stopped_by == 0 && run.first_step + summary.steps == total;
-  if (!checkpoints && finished && settings.save_on_stop && run.newest_saved_step >= 0 &&
-      run.newest_saved_step < total) {
-    std::optional<double> val_loss;
-    if (summary.val_step == total) val_loss = summary.val_loss;
-    save_before_stopping(run, report, settings, nullptr, total, val_loss);
-  }
   report.finish_progress();
   if (run.settings.trace.enabled) run.trace->finish(trace_metadata(run));
   if (checkpoints) report_save(run, report, checkpoints->finish());
