@@ -155,6 +155,8 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
     remove_offload_files_on_sigterm();
   schedule_ = trainer::schedule_of(job_.schedule, setup_.optimizer->base_lr());
   warn_about_schedule_length();
+  if (env_.rank == 0 && !setup_.engine->weight_decay_warning().empty())
+    std::cerr << "zt: warning: " << setup_.engine->weight_decay_warning() << "\n";
 }
 
 // A script's loop, not run.steps, decides how many steps it trains: a decaying schedule whose

@@ -116,7 +116,7 @@ TEST_CASE("eval.at_end evaluates after the last step, or not") {
   }
 }
 
-TEST_CASE("zero.no_weight_decay exempts the parameters it names, and refuses a pattern that "
+TEST_CASE("zero.no_weight_decay exempts the parameters it names, and warns of a pattern that "
           "matches none") {
   // Exempting every parameter ("*") under a strong decay trains exactly as no decay; the same
   // decay on every parameter trains otherwise. Then the header's count and a refused pattern.
@@ -144,11 +144,14 @@ TEST_CASE("zero.no_weight_decay exempts the parameters it names, and refuses a p
   CHECK(header.exit_code == 0);
   CHECK(contains(header.output, "weight decay: none on 18 of 28 tensors (zero.no_weight_decay)"));
 
-  const auto refused = run_command(zt::test::quiet_small_gpt_job(
+  // A pattern that matches nothing (a typo, or "*ln*" of a shipped config on a model without
+  // LayerNorms) is warned of, naming its place; the rest apply.
+  const auto warned = run_command(zt::test::quiet_small_gpt_job(
       dir.file("out2"), "--set run.steps=1 --set 'zero.no_weight_decay=[\"*.bias\", \"*norm*\"]'"));
-  INFO(refused.output);
-  CHECK(refused.exit_code == 2);
-  CHECK(contains(refused.output,
-                 "zero.no_weight_decay (--set zero.no_weight_decay=[\"*.bias\", \"*norm*\"]): "
-                 "the pattern '*norm*' matches no parameter of this model"));
+  INFO(warned.output);
+  CHECK(warned.exit_code == 0);
+  CHECK(contains(warned.output,
+                 "zt: warning: zero.no_weight_decay (--set zero.no_weight_decay=[\"*.bias\", "
+                 "\"*norm*\"]): the pattern '*norm*' matches no parameter of this model"));
+  CHECK(contains(warned.output, "weight decay: none on 13 of 28 tensors"));  // the biases
 }

@@ -60,11 +60,21 @@ void print_run_header(const TrainRun& run, const CheckpointSettings& checkpoints
               run.settings.run.compute.c_str(), run.data->describe().c_str());
   if (!s.tiers.describe().empty()) std::printf("  offload: %s\n", s.tiers.describe().c_str());
   if (!s.codecs.empty()) std::printf("  codecs: %s\n", s.codecs.c_str());
-  if (!s.options.no_weight_decay.empty()) {
-    const std::vector<std::string> free = s.engine->decay_free_parameter_names();
+  // Said only where it matters: an optimizer whose weight_decay option is 0 decays nothing.
+  const PluginChoice& optimizer = run.settings.engine.optimizer;
+  bool decays = true;
+  if (optimizer.declares("weight_decay")) {
+    const Value& wd = optimizer.options.get("weight_decay");
+    decays = !((std::holds_alternative<double>(wd) && std::get<double>(wd) == 0) ||
+               (std::holds_alternative<int64_t>(wd) && std::get<int64_t>(wd) == 0));
+  }
+  if (const std::vector<std::string> free = s.engine->decay_free_parameter_names();
+      decays && !free.empty()) {
     std::printf("  weight decay: none on %zu of %zu tensors (zero.no_weight_decay), e.g. %s\n",
                 free.size(), s.engine->parameter_names().size(), free.front().c_str());
   }
+  if (!s.engine->weight_decay_warning().empty())
+    std::fprintf(stderr, "zt: warning: %s\n", s.engine->weight_decay_warning().c_str());
   if (checkpoints.every_steps > 0)
     std::printf("  checkpoints: %s\n", checkpoints.describe().c_str());
   std::printf("  %s\n", blas_header_line(probe_blas()).c_str());

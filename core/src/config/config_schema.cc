@@ -124,7 +124,7 @@ SectionSpec zero_section() {
        opt_string_list("no_weight_decay", {},
                        "parameters the optimizer's weight decay leaves alone: shell globs over "
                        "the names (`*` crosses dots), e.g. [\"*.bias\", \"*ln*\"] for GPT "
-                       "biases and LayerNorm gains; a pattern must match some parameter"),
+                       "biases and LayerNorm gains; a pattern that matches none is warned of"),
        opt_double("offload_optimizer_fraction", 1,
                   "share of the optimizer states and fp32 "
                   "master weights placed in plugins.offload_optimizer (groups in model order); "

@@ -113,7 +113,8 @@ struct Engine::Impl {
   std::vector<OffloadTier*> tiers;  // distinct tiers in use
   LossScaler scaler;
   MemoryLedger ledger;
-  int64_t tile_elements = 1;  // streamed tile length, decided by build_storage
+  int64_t tile_elements = 1;         // streamed tile length, decided by build_storage
+  std::string weight_decay_warning;  // mark_decay_free's, before `layout` is built
   ModelLayout layout;
   std::vector<ShardStorage> storage;  // per group
   ParamGatherer gatherer;
@@ -174,8 +175,8 @@ struct Engine::Impl {
     ledger.restart_peak();
   }
 
-  static ModelLayout with_decay_free(ModelLayout l, const EngineOptions& o) {
-    mark_decay_free(
+  ModelLayout with_decay_free(ModelLayout l, const EngineOptions& o) {
+    weight_decay_warning = mark_decay_free(
         l, o.no_weight_decay,
         o.no_weight_decay_place.empty() ? "zero.no_weight_decay" : o.no_weight_decay_place);
     return l;
@@ -670,6 +671,8 @@ std::vector<std::string> Engine::parameter_names() const {
   for (const auto& p : impl_->layout.params) names.push_back(p.name);
   return names;
 }
+
+const std::string& Engine::weight_decay_warning() const { return impl_->weight_decay_warning; }
 
 std::vector<std::string> Engine::decay_free_parameter_names() const {
   std::vector<std::string> names;

@@ -287,13 +287,11 @@ void save_engine_checkpoint(EngineParts& e, CheckpointRankWriter& writer) {
   write_residuals(e, writer, residuals);
 }
 
-void load_engine_checkpoint(EngineParts& e, const CheckpointReader& reader) {
-  check_same_model(e.layout, reader);
-  check_kinds(e.optimizer, reader);
-  const EngineCounters c = reader.counters();
-  // The step count first: it waits for an abandoned step's writes, whose failure then leaves
-  // the scaler as it was.
-  e.stepper.set_steps(c.optimizer_steps, c.unscalable_in_a_row);
+namespace {
+
+// The load after its step count: the scaler, every group's kinds, the residuals, the
+// parameters.
+void load_state(EngineParts& e, const CheckpointReader& reader, const EngineCounters& c) {
   e.scaler.restore(c.loss_scale, c.clean_steps, c.hysteresis_left);  // checks them first
   // A shard read ahead from the parameter tier is about to go stale.
   e.gatherer.drop_fetches(/*rethrow=*/true);
@@ -314,6 +312,24 @@ void load_engine_checkpoint(EngineParts& e, const CheckpointReader& reader) {
     e.reducer.scale_residuals(residual_unit(e) / c.residual_unit);
   }
   e.stepper.refresh_parameters();
+}
+
+}  // namespace
+
+void load_engine_checkpoint(EngineParts& e, const CheckpointReader& reader) {
+  check_same_model(e.layout, reader);
+  check_kinds(e.optimizer, reader);
+  const EngineCounters c = reader.counters();
+  // The step count first: it waits for an abandoned step's writes, whose failure then leaves
+  // the scaler as it was.
+  e.stepper.set_steps(c.optimizer_steps, c.unscalable_in_a_row);
+  try {
+    load_state(e, reader, c);
+  } catch (...) {
+    // The step count is the checkpoint's already, and some groups may be too: no state to save.
+    e.stepper.mark_partly_applied("a load of " + reader.folder() + " failed part way");
+    throw;
+  }
 }
 
 }  // namespace zt

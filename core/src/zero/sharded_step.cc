@@ -15,6 +15,21 @@ namespace zt {
 
 namespace {
 
+// The message of the exception being handled (call inside a catch).
+std::string current_error_text() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+}  // namespace
+
+namespace {
+
 void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.device() != src.device() || dst.data_ptr() != src.data_ptr()) dst.copy_(src);
 }
@@ -127,8 +142,18 @@ bool ShardedStep::update_in_backward(int g, const at::Tensor& reduced, bool firs
     tiers_checked_ = true;
   }
   updated_in_backward_ = true;
-  parts_.streamed.update_group(g, reduced, first, {step, announced_lr_, divisor()});
+  try {
+    parts_.streamed.update_group(g, reduced, first, {step, announced_lr_, divisor()});
+  } catch (...) {
+    mark_partly_applied("group " + std::to_string(g) + "'s update in backward of step " +
+                        std::to_string(step) + " failed: " + current_error_text());
+    throw;
+  }
   return true;
+}
+
+void ShardedStep::mark_partly_applied(const std::string& why) {
+  if (partly_applied_.empty()) partly_applied_ = why;
 }
 
 void ShardedStep::set_steps(int64_t steps, int64_t unscalable_in_a_row) {
@@ -144,6 +169,22 @@ void ShardedStep::set_steps(int64_t steps, int64_t unscalable_in_a_row) {
 }
 
 StepReport ShardedStep::run(double lr) {
+  const bool updated_in_backward = updated_in_backward_;
+  try {
+    return run_step(lr);
+  } catch (...) {
+    // Whatever ends a step whose streamed groups took its update in backward (an overflow or a
+    // failed backward found now, a tier that failed since) leaves the model partly applied.
+    if (updated_in_backward) {
+      mark_partly_applied(
+          "groups streamed from a file tier took step " + std::to_string(steps_ + 1) +
+          "'s update during backward, then the step failed: " + current_error_text());
+    }
+    throw;
+  }
+}
+
+StepReport ShardedStep::run_step(double lr) {
   StepReport report;
   const double scale = parts_.scaler.scale();
   report.loss_scale = scale;
@@ -198,8 +239,6 @@ StepReport ShardedStep::run(double lr) {
       check_tiers(steps_ + 1);
     } catch (const IoError& e) {
       if (!updated_in_backward) throw;
-      partly_applied_ = "groups streamed from the tier took step " + std::to_string(steps_ + 1) +
-                        "'s update during backward, then the tier failed: " + e.what();
       throw IoError(std::string(e.what()) +
                     " (correction: groups streamed from the tier took "
                     "step " +
@@ -235,14 +274,18 @@ StepReport ShardedStep::run(double lr) {
   ++steps_;
   try {
     update({steps_, lr, divisor});
-  } catch (const Error& e) {
+  } catch (...) {
     // The groups in memory and the tiles before the failed one hold the new values, the rest
     // the old: no step's state. Said where a caller that catches it would otherwise save it.
-    partly_applied_ = "step " + std::to_string(steps_) + "'s update failed part way: " + e.what();
-    if (dynamic_cast<const IoError*>(&e) == nullptr) throw;
-    throw IoError(std::string(e.what()) + " (correction: step " + std::to_string(steps_) +
-                  " was partly applied when this failed; do not save from here: resume from "
-                  "the last checkpoint)");
+    mark_partly_applied("step " + std::to_string(steps_) +
+                        "'s update failed part way: " + current_error_text());
+    try {
+      throw;
+    } catch (const IoError& e) {
+      throw IoError(std::string(e.what()) + " (correction: step " + std::to_string(steps_) +
+                    " was partly applied when this failed; do not save from here: resume "
+                    "from the last checkpoint)");
+    }
   }
   zero_gradients();
   report.step = steps_;

@@ -96,6 +96,8 @@ class ShardedStep {
   // a tier check that failed after the update in backward. A save of such a state would be a
   // checkpoint of no step: save_engine_checkpoint refuses it; a load (set_steps) clears it.
   const std::string& partly_applied() const { return partly_applied_; }
+  // Records why (the first reason stands until set_steps clears it).
+  void mark_partly_applied(const std::string& why);
   // 1 when the last step was skipped for gradients nothing could rescale (a second in a row
   // stops the job), else 0: saved with the step count, so a resume stops where the run would.
   int64_t unscalable_in_a_row() const { return unscalable_in_a_row_; }
@@ -112,6 +114,7 @@ class ShardedStep {
   void refresh_parameters();
 
  private:
+  StepReport run_step(double lr);  // run()'s body; run() marks a step partly applied
   struct GradientTotals {
     double norm;    // global L2 norm of the summed, still scaled gradients
     bool overflow;  // a non-finite value on any rank

@@ -14,21 +14,14 @@ bool exempt_from_weight_decay(const std::string& name, const std::vector<std::st
   });
 }
 
-void mark_decay_free(ModelLayout& layout, const std::vector<std::string>& patterns,
-                     const std::string& where) {
+std::string mark_decay_free(ModelLayout& layout, const std::vector<std::string>& patterns,
+                            const std::string& where) {
+  std::vector<std::string> unmatched;
   for (const std::string& pattern : patterns) {
     const bool matches = std::any_of(
         layout.params.begin(), layout.params.end(),
         [&](const ParamSlot& p) { return exempt_from_weight_decay(p.name, {pattern}); });
-    if (matches) continue;
-    std::string names;
-    for (size_t i = 0; i < layout.params.size() && i < 8; ++i)
-      names += (i ? ", " : "") + layout.params[i].name;
-    if (layout.params.size() > 8) names += ", ...";
-    throw ConfigError(where + ": the pattern '" + pattern +
-                      "' matches no parameter of this model (its names: " + names +
-                      "); fix the pattern (a shell glob over the whole name, e.g. \"*.bias\") "
-                      "or remove it");
+    if (!matches) unmatched.push_back("'" + pattern + "'");
   }
   for (ParamGroup& g : layout.groups) {
     g.decay_free.clear();
@@ -42,6 +35,19 @@ void mark_decay_free(ModelLayout& layout, const std::vector<std::string>& patter
       }
     }
   }
+  if (unmatched.empty()) return "";
+  std::string names;
+  for (size_t i = 0; i < layout.params.size() && i < 8; ++i)
+    names += (i ? ", " : "") + layout.params[i].name;
+  if (layout.params.size() > 8) names += ", ...";
+  std::string list;
+  for (size_t i = 0; i < unmatched.size(); ++i) list += (i ? ", " : "") + unmatched[i];
+  return where + ": " + (unmatched.size() == 1 ? "the pattern " : "the patterns ") + list +
+         (unmatched.size() == 1 ? " matches" : " match") +
+         " no parameter of this model (its names: " + names +
+         "), so weight decay applies where a misspelt pattern meant to exempt; fix it (a shell "
+         "glob over the whole name, e.g. \"*.bias\"), or remove it where the model has no such "
+         "parameter";
 }
 
 namespace {

@@ -18,11 +18,12 @@ namespace zt {
 // "*.bias", "*ln*").
 bool exempt_from_weight_decay(const std::string& name, const std::vector<std::string>& patterns);
 
-// Sets every group's ParamGroup::decay_free from `patterns`. Throws ConfigError starting with
-// `where` (the key and its place: "zero.no_weight_decay (job.toml:9:1)") for a pattern that
-// matches no parameter: a typo would otherwise decay what the user meant to exempt, unsaid.
-void mark_decay_free(ModelLayout& layout, const std::vector<std::string>& patterns,
-                     const std::string& where);
+// Sets every group's ParamGroup::decay_free from `patterns`. Returns a warning starting with
+// `where` (the key and its place: "zero.no_weight_decay (job.toml:9:1)") naming the patterns
+// that match no parameter, or "": a typo would decay what the user meant to exempt, unsaid,
+// while a shipped config's "*ln*" may meet a model without LayerNorms (so no error).
+std::string mark_decay_free(ModelLayout& layout, const std::vector<std::string>& patterns,
+                            const std::string& where);
 
 // Appends `whole`, which holds elements [flat_begin, flat_begin + numel) of `group`, to `out`
 // as consecutive slices of one kind each (`whole` itself where no decay-free range meets it).

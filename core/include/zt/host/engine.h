@@ -156,6 +156,9 @@ class ZT_API Engine {
   std::vector<std::string> parameter_names() const;
   // Those of them weight decay leaves alone (EngineOptions::no_weight_decay), in the same order.
   std::vector<std::string> decay_free_parameter_names() const;
+  // "" or a warning naming the EngineOptions::no_weight_decay patterns that match no parameter
+  // (the program prints it once, on rank 0).
+  const std::string& weight_decay_warning() const;
   MemoryReport memory() const;
   EngineTimes times() const;
   int64_t parameter_count() const;
