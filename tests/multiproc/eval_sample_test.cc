@@ -195,6 +195,23 @@ TEST_CASE("trainer sample: --seed draws other text, --temperature 0 and --top-k 
   CHECK(greedy5 != seed5);
   const auto top1 = tokens_of(sample(ckpt, dir.file("e.json"), "--nproc 1 --top-k 1 --seed 6"));
   CHECK(top1 == greedy5);
+  // A prompt past the model's context (seq_len 32, byte-level text: 32 characters) conditions the
+  // samples by its last 32 tokens, as nanoGPT's sample.py crops, and says so: greedy, it draws
+  // what its tail alone draws.
+  const std::string long_prompt = "The quick brown fox jumps over the lazy dog, then sleeps.";
+  const std::string tail = long_prompt.substr(long_prompt.size() - 32);
+  const auto greedy_after = [&](const std::string& prompt, const std::string& out) {
+    // A sample's "tokens" are the ones it drew, after the prompt.
+    return tokens_of(
+        sample(ckpt, dir.file(out), "--nproc 1 --temperature 0 --prompt " + quoted(prompt)))[0];
+  };
+  CHECK(greedy_after(long_prompt, "f.json") == greedy_after(tail, "g.json"));
+  const auto said = run_command(trainer() + " sample --checkpoint " + ckpt +
+                                " --nproc 1 --max-new-tokens 2 --prompt " + quoted(long_prompt));
+  INFO(said.output);
+  CHECK(contains(said.output, "note: the prompt is " + std::to_string(long_prompt.size()) +
+                                  " tokens and the model's context 32: only its last 32 "
+                                  "condition the samples"));
 }
 
 TEST_CASE("trainer eval and sample: bad input is a clear error before anything runs (exit 2, or 5 "

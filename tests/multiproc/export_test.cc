@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <utility>
@@ -137,6 +138,51 @@ TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 
                              "n_head=2)";
   CHECK(file.metadata().at("zt.gpt2_config") == config);
   CHECK(contains(r.output, "GPT2LMHeadModel(" + config + ") takes its tensors"));
+  // Not named model.safetensors: no config.json beside it.
+  CHECK_FALSE(std::filesystem::exists(dir.file("config.json")));
+  // Named as Hugging Face names a model's weights: its config.json beside it, the same sizes
+  // (and GPT-2's tanh GELU, tied head) in GPT2Config's keys, for from_pretrained(folder).
+  std::filesystem::create_directories(dir.file("hf"));
+  const auto hf = run_command(export_cmd(checkpoints, dir.file("hf/model.safetensors"), "bf16"));
+  INFO(hf.output);
+  REQUIRE(hf.exit_code == 0);
+  CHECK(contains(hf.output, dir.file("hf/config.json") + " beside it"));
+  const nlohmann::json hf_config = nlohmann::json::parse(
+      zt::test::read_file(dir.file("hf/config.json")));
+  CHECK(hf_config["model_type"] == "gpt2");
+  CHECK(hf_config["architectures"][0] == "GPT2LMHeadModel");
+  CHECK(hf_config["vocab_size"] == 256);
+  CHECK(hf_config["n_positions"] == 32);
+  CHECK(hf_config["n_embd"] == 64);
+  CHECK(hf_config["n_layer"] == 2);
+  CHECK(hf_config["n_head"] == 2);
+  CHECK(hf_config["activation_function"] == "gelu_new");
+  CHECK(hf_config["tie_word_embeddings"] == true);
+  CHECK(hf_config["torch_dtype"] == "bfloat16");
+  CHECK_FALSE(zt::test::file_starting_with(dir.file("hf/config.json.tmp")));
+  // model.init_from of that folder's file reads the config.json beside it: as written, it loads;
+  // a GPT2Config zt's GPT does not compute (another GELU), or other heads, is refused by name.
+  const std::string from_hf = "--set run.steps=1 --set model.init_from=" +
+                              dir.file("hf/model.safetensors");
+  auto loads = run_command(
+      small_gpt(dir.file("from_hf"), ZT_TEST_SOURCE_DIR "/README.md", from_hf));
+  INFO(loads.output);
+  CHECK(loads.exit_code == 0);
+  nlohmann::json other = hf_config;
+  other["activation_function"] = "gelu";
+  zt::test::write_file(dir.file("hf/config.json"), other.dump());
+  auto gelu = run_command(small_gpt(dir.file("gelu"), ZT_TEST_SOURCE_DIR "/README.md", from_hf));
+  INFO(gelu.output);
+  CHECK(gelu.exit_code == 2);
+  CHECK(contains(gelu.output, dir.file("hf/config.json") +
+                                  " beside the file says activation_function = \"gelu\""));
+  other = hf_config;
+  other["n_head"] = 4;
+  zt::test::write_file(dir.file("hf/config.json"), other.dump());
+  auto four = run_command(small_gpt(dir.file("four"), ZT_TEST_SOURCE_DIR "/README.md", from_hf));
+  INFO(four.output);
+  CHECK(four.exit_code == 2);
+  CHECK(contains(four.output, "says n_head = 4, but this model has 2"));
   const auto heads = run_command(small_gpt(dir.file("tuned"), ZT_TEST_SOURCE_DIR "/README.md",
                                            "--set run.steps=1 --set model.n_head=4 "
                                            "--set model.init_from=" +

@@ -297,11 +297,12 @@ void check_init_from(zt::Engine& engine, Reference& ref, const zt::trainer::JobS
   const std::string want = error_of<zt::ConfigError>(
       [&] { zt::models::load_weights(*ref.model, deeper, "job.toml:3:1"); });
   const std::string got = error_of<zt::ConfigError>([&] {
-    zt::models::load_weights(engine, "gpt", decls_of(ref), deeper, "job.toml:3:1", comm.rank());
+    zt::models::load_weights(engine, comm, "gpt", decls_of(ref), deeper, "job.toml:3:1",
+                             comm.rank());
   });
   check(got == want, "the engine's refusal differs from the Model loader's: " + got);
   check_masters(engine, ref, true, at::kFloat, "after a refused init_from file");
-  zt::models::apply_init_from(engine, decls_of(ref), job.model, comm.rank());
+  zt::models::apply_init_from(engine, comm, decls_of(ref), job.model, comm.rank());
   check_masters(engine, donor, true, at::kFloat, "after init_from");
   zt::models::apply_init_from(*ref.model, job.model);
   check_masters(engine, ref, true, at::kFloat, "after init_from (the Model loader's values)");

@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -52,10 +54,16 @@ struct Planned {
   std::vector<int64_t> file_shape;
 };
 
+// A GPT's GPT2Config sizes (all 0 when unknown).
+struct GptSizes {
+  int64_t vocab = 0, positions = 0, width = 0, layers = 0, heads = 0;
+};
+
 struct ExportPlan {
   std::string kind;  // "gpt" | "mlp"
   std::vector<Planned> tensors;
   int64_t n_head = 0;       // a GPT's attention heads, from the checkpoint's config (0: unknown)
+  GptSizes gpt;             // gpt_sizes_of()
   std::string gpt2_config;  // gpt2_config_of(): recorded in the file and printed
 };
 
@@ -64,52 +72,78 @@ struct ExportPlan {
 // model.init_from to check and for a reader building GPT2Config. 0 without a config (a Python
 // engine's checkpoint saved without one).
 int64_t heads_of(const CheckpointReader& reader) {
-  const std::string& toml = reader.meta().config_toml;
-  std::string preset = resolved_config_value(toml, "model", "preset");
-  const std::string n_head = resolved_config_value(toml, "model", "n_head");
-  if (n_head.empty()) return 0;
-  if (preset.size() >= 2 && preset.front() == '"') preset = preset.substr(1, preset.size() - 2);
-  try {
-    return models::gpt_heads(preset.empty() ? "custom" : preset, std::stoll(n_head));
-  } catch (const std::exception&) {
-    return 0;  // a config of another zt: nothing recorded, nothing checked
-  }
+  return models::gpt_heads_of_config(reader.meta().config_toml);
 }
 
-// The GPT2Config a GPT's file fits, from its tensors' shapes and the heads: what a reader needs
-// besides the file to build GPT2LMHeadModel (GPT-2's other defaults, tanh GELU and LayerNorm eps
-// 1e-5, are zt's). "" for another model, or without the heads.
-std::string gpt2_config_of(const ExportPlan& plan) {
-  if (plan.kind != "gpt" || plan.n_head <= 0) return "";
-  int64_t vocab = 0, positions = 0, width = 0, layers = 0;
+// The GPT2Config sizes a GPT's file fits, from its tensors' shapes and the heads; all 0 for
+// another model, or without the heads (GPT-2's other defaults, tanh GELU and LayerNorm eps 1e-5,
+// are zt's).
+GptSizes gpt_sizes_of(const ExportPlan& plan) {
+  if (plan.kind != "gpt" || plan.n_head <= 0) return {};
+  GptSizes g;
   for (const Planned& p : plan.tensors) {
     const std::string& name = p.name.name;
     if (name == "transformer.wte.weight") {
-      vocab = p.file_shape.at(0);
-      width = p.file_shape.at(1);
+      g.vocab = p.file_shape.at(0);
+      g.width = p.file_shape.at(1);
     } else if (name == "transformer.wpe.weight") {
-      positions = p.file_shape.at(0);
+      g.positions = p.file_shape.at(0);
     } else if (name.rfind("transformer.h.", 0) == 0) {
-      layers = std::max<int64_t>(layers, 1 + std::stoll(name.substr(14)));
+      g.layers = std::max<int64_t>(g.layers, 1 + std::stoll(name.substr(14)));
     }
   }
-  if (vocab == 0 || positions == 0) return "";
-  return "GPT2Config(vocab_size=" + std::to_string(vocab) +
-         ", n_positions=" + std::to_string(positions) + ", n_embd=" + std::to_string(width) +
-         ", n_layer=" + std::to_string(layers) + ", n_head=" + std::to_string(plan.n_head) + ")";
+  if (g.vocab == 0 || g.positions == 0) return {};
+  g.heads = plan.n_head;
+  return g;
+}
+
+// What a reader needs besides the file to build GPT2LMHeadModel: "" without sizes.
+std::string gpt2_config_of(const GptSizes& g) {
+  if (g.heads == 0) return "";
+  return "GPT2Config(vocab_size=" + std::to_string(g.vocab) +
+         ", n_positions=" + std::to_string(g.positions) + ", n_embd=" + std::to_string(g.width) +
+         ", n_layer=" + std::to_string(g.layers) + ", n_head=" + std::to_string(g.heads) + ")";
+}
+
+// Hugging Face's config.json of the same GPT2Config, so that GPT2LMHeadModel.from_pretrained of
+// the folder loads the pair: tanh GELU ("gelu_new"), LayerNorm eps 1e-5, the MLP 4 x n_embd wide,
+// the head tied to wte, and no dropout (zt trains without it).
+std::string hf_config_json(const GptSizes& g, const ExportDtype& dtype) {
+  const char* torch_dtype = dtype.scalar == at::kBFloat16 ? "bfloat16"
+                            : dtype.scalar == at::kHalf   ? "float16"
+                                                          : "float32";
+  const nlohmann::json j = {{"architectures", {"GPT2LMHeadModel"}},
+                            {"model_type", "gpt2"},
+                            {"vocab_size", g.vocab},
+                            {"n_positions", g.positions},
+                            {"n_ctx", g.positions},
+                            {"n_embd", g.width},
+                            {"n_layer", g.layers},
+                            {"n_head", g.heads},
+                            {"n_inner", nullptr},
+                            {"activation_function", "gelu_new"},
+                            {"layer_norm_epsilon", 1e-5},
+                            {"resid_pdrop", 0.0},
+                            {"embd_pdrop", 0.0},
+                            {"attn_pdrop", 0.0},
+                            {"initializer_range", 0.02},
+                            {"tie_word_embeddings", true},
+                            {"torch_dtype", torch_dtype}};
+  return j.dump(2) + "\n";
 }
 
 ExportPlan plan_export(const CheckpointReader& reader) {
   std::vector<std::string> names;
   for (const auto& t : reader.tensors()) names.push_back(t.name);
-  ExportPlan plan{models::model_kind_of(names), {}, 0, ""};
+  ExportPlan plan{models::model_kind_of(names), {}, 0, {}, ""};
   if (plan.kind == "gpt") plan.n_head = heads_of(reader);
   for (const auto& t : reader.tensors()) {
     Planned p{&t, models::exported_name(plan.kind, t.name), t.shape};
     if (p.name.transpose) std::swap(p.file_shape[0], p.file_shape[1]);
     plan.tensors.push_back(std::move(p));
   }
-  plan.gpt2_config = gpt2_config_of(plan);
+  plan.gpt = gpt_sizes_of(plan);
+  plan.gpt2_config = gpt2_config_of(plan.gpt);
   return plan;
 }
 
@@ -218,6 +252,23 @@ int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const
   return writer.file_bytes();
 }
 
+// `text` into `path` through `path`.tmp-<pid> and a rename: a failed write leaves nothing
+// half-written.
+void write_text_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  TempFileGuard guard(tmp);
+  writing_out(path, [&] {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f << text;
+    f.close();
+    if (!f) throw IoError("cannot write " + tmp);
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) throw IoError("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  });
+  guard.release();
+}
+
 }  // namespace
 
 int export_weights(const CliArgs& args, std::ostream& out) {
@@ -243,6 +294,16 @@ int export_weights(const CliArgs& args, std::ostream& out) {
   if (!plan.gpt2_config.empty()) {
     out << "  GPT2LMHeadModel(" << plan.gpt2_config
         << ") takes its tensors (load_state_dict(..., strict=False): lm_head is tied to wte)\n";
+  }
+  // Named as Hugging Face names a model's weights: its config.json beside it, so that
+  // from_pretrained(folder) loads the pair.
+  const std::filesystem::path file(args.out_path);
+  if (plan.gpt.heads > 0 && file.filename() == "model.safetensors") {
+    const std::string config = (file.parent_path() / "config.json").string();
+    write_text_file(config, hf_config_json(plan.gpt, dtype));
+    out << "  " << config << " beside it: GPT2LMHeadModel.from_pretrained(\""
+        << (file.parent_path().empty() ? std::string(".") : file.parent_path().string())
+        << "\") loads the pair\n";
   }
   return 0;
 }

@@ -6,13 +6,22 @@
 #include <c10/core/GradMode.h>
 #include <c10/util/StringUtil.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <set>
 #include <vector>
 
 #include "models/hf_names.h"
+#include "zt/communicator.h"
 #include "zt/error.h"
+#include "zt/host/rank_agreement.h"
 #include "zt/host/safetensors.h"
 
 namespace zt::models {
@@ -130,6 +139,47 @@ void check_heads(const SafetensorsReader& reader, int64_t n_head, const std::str
                     it->second);
 }
 
+// A Hugging Face folder's config.json beside the file (what save_pretrained and the hub give,
+// and trainer export writes beside a model.safetensors): the GPT2Config settings the tensors'
+// shapes cannot tell, checked against zt's GPT. Without one nothing is checked here.
+void check_hf_config(const std::string& path, int64_t n_head, const std::string& context) {
+  const std::filesystem::path config = std::filesystem::path(path).parent_path() / "config.json";
+  std::ifstream in(config);
+  if (!in) return;
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  const std::string named = context + ": " + config.string() + " beside the file ";
+  if (!j.is_object()) {
+    throw ConfigError(named + "is no JSON object: fix it, or move it away if it belongs to "
+                              "another model");
+  }
+  auto refuse = [&](const std::string& what) {
+    throw ConfigError(named + what +
+                      ": the same tensors would compute another function in zt's GPT (GPT-2's "
+                      "architecture: tanh GELU, LayerNorm eps 1e-5, attention scaled by "
+                      "1/sqrt(head size))");
+  };
+  if (const auto h = j.find("n_head");
+      h != j.end() && h->is_number_integer() && n_head > 0 && h->get<int64_t>() != n_head) {
+    throw ConfigError(named + "says n_head = " + std::to_string(h->get<int64_t>()) +
+                      ", but this model has " + std::to_string(n_head) +
+                      " (model.n_head, or its preset's): the same tensors would compute another "
+                      "function; set model.n_head = " +
+                      std::to_string(h->get<int64_t>()));
+  }
+  if (const auto a = j.find("activation_function");
+      a != j.end() && a->is_string() && *a != "gelu_new" && *a != "gelu_pytorch_tanh") {
+    refuse("says activation_function = \"" + a->get<std::string>() + "\"");
+  }
+  if (const auto e = j.find("layer_norm_epsilon");
+      e != j.end() && e->is_number() && std::abs(e->get<double>() - 1e-5) > 1e-12) {
+    refuse("says layer_norm_epsilon = " + e->dump());
+  }
+  if (j.value("scale_attn_by_inverse_layer_idx", false)) {
+    refuse("says scale_attn_by_inverse_layer_idx = true");
+  }
+  if (!j.value("scale_attn_weights", true)) refuse("says scale_attn_weights = false");
+}
+
 // Opens the file and matches every parameter to a tensor of it, checking them all. `n_head`: a
 // GPT's attention heads, checked against the file's record of them (0: none to check).
 CheckedFile check_file(const std::string& path, const std::string& where, const std::string& kind,
@@ -151,6 +201,7 @@ CheckedFile check_file(const std::string& path, const std::string& where, const 
   check_nothing_left(*file.reader, kind, used, file.context);
   if (kind == "gpt") check_tied_head(file);
   if (kind == "gpt") check_heads(*file.reader, n_head, file.context);
+  if (kind == "gpt") check_hf_config(path, n_head, file.context);
   return file;
 }
 
@@ -240,21 +291,38 @@ std::vector<ParamDecl> declared_parameters(const ModelSource& source) {
   return out;
 }
 
-void load_weights(Engine& engine, const std::string& kind, const std::vector<ParamDecl>& params,
-                  const std::string& path, const std::string& where, int rank, int64_t n_head) {
-  const CheckedFile file = check_file(path, where, kind, params, n_head);
-  for (const Match& match : file.matches) {
+void load_weights(Engine& engine, Communicator& comm, const std::string& kind,
+                  const std::vector<ParamDecl>& params, const std::string& path,
+                  const std::string& where, int rank, int64_t n_head) {
+  // Every rank checks the file, and they agree on the outcome before the first gather: a rank
+  // that cannot read it (the file on one host's local disk) threw alone, while the others
+  // waited in that gather until launch.timeout_s and reported a comm error.
+  std::optional<CheckedFile> file;
+  std::exception_ptr mine;
+  try {
+    file.emplace(check_file(path, where, kind, params, n_head));
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  const int failed = highest_failed_rank(comm, mine != nullptr);
+  if (mine) std::rethrow_exception(mine);
+  if (failed >= 0) {
+    throw IoError("model.init_from = " + path + " (" + where + "): rank " + std::to_string(failed) +
+                  " cannot use the file (its own error says why); every rank reads it: put it "
+                  "where every host sees the same file");
+  }
+  for (const Match& match : file->matches) {
     engine.with_gathered_parameters({match.zt_name}, 0,
                                     [&](std::vector<std::pair<std::string, at::Tensor>>& gathered) {
-      if (rank == 0) gathered[0].second.copy_(read_value(file, match));
+      if (rank == 0) gathered[0].second.copy_(read_value(*file, match));
     });
   }
 }
 
-void apply_init_from(Engine& engine, const std::vector<ParamDecl>& params,
+void apply_init_from(Engine& engine, Communicator& comm, const std::vector<ParamDecl>& params,
                      const trainer::ModelSettings& settings, int rank) {
   if (settings.init_from.empty()) return;
-  load_weights(engine, settings.kind, params, settings.init_from,
+  load_weights(engine, comm, settings.kind, params, settings.init_from,
                settings.places.where("model.init_from"), rank,
                settings.kind == "gpt" ? gpt_heads(settings.preset, settings.n_head) : 0);
 }

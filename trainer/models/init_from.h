@@ -48,16 +48,19 @@ std::vector<ParamDecl> declared_parameters(const ModelSource& source);
 //           each through Engine::with_gathered_parameters; every rank checks the file.
 //   n_head: in, a GPT's attention heads, refused (ConfigError) when the file records others
 //           (trainer export's zt.n_head); 0 checks nothing.
-// Throws what load_weights() throws, with the same messages, on every rank before any tensor
-// changes; an IoError while rank 0 reads a tensor there (the other ranks: CommError naming rank 0;
-// the tensors written before it keep their new values). CommError, IoError from the engine.
-void load_weights(Engine& engine, const std::string& kind, const std::vector<ParamDecl>& params,
-                  const std::string& path, const std::string& where, int rank, int64_t n_head = 0);
+// Throws what load_weights() throws, with the same messages, before any tensor changes: on the
+// ranks that found the fault, and an IoError naming the highest of them on the others (`comm`
+// agrees on it); an IoError while rank 0 reads a tensor there (the other ranks: CommError naming
+// rank 0; the tensors written before it keep their new values). CommError, IoError from the
+// engine.
+void load_weights(Engine& engine, Communicator& comm, const std::string& kind,
+                  const std::vector<ParamDecl>& params, const std::string& path,
+                  const std::string& where, int rank, int64_t n_head = 0);
 
 // The engine's load_weights() from model.init_from when it is set, for the model of
 // the settings' kind whose parameters are `params` (declared_parameters() of the
 // source the engine was built from); nothing otherwise. Collective.
-void apply_init_from(Engine& engine, const std::vector<ParamDecl>& params,
+void apply_init_from(Engine& engine, Communicator& comm, const std::vector<ParamDecl>& params,
                      const trainer::ModelSettings& settings, int rank);
 
 }  // namespace zt::models

@@ -13,6 +13,7 @@
 #include "models/init_from.h"
 #include "models/torchscript.h"
 #include "models/units.h"
+#include "settings/job_config.h"
 #include "settings/job_settings.h"
 #include "zt/error.h"
 #include "zt/host/plugin_loader.h"
@@ -57,6 +58,18 @@ std::string with_thousands(int64_t n) {
 
 int64_t gpt_heads(const std::string& preset, int64_t n_head) {
   return n_head > 0 ? n_head : find_preset(preset).n_head;
+}
+
+int64_t gpt_heads_of_config(const std::string& toml) {
+  std::string preset = trainer::resolved_config_value(toml, "model", "preset");
+  const std::string n_head = trainer::resolved_config_value(toml, "model", "n_head");
+  if (n_head.empty()) return 0;
+  if (preset.size() >= 2 && preset.front() == '"') preset = preset.substr(1, preset.size() - 2);
+  try {
+    return gpt_heads(preset.empty() ? "custom" : preset, std::stoll(n_head));
+  } catch (const std::exception&) {
+    return 0;  // a config of another zt: nothing to compare
+  }
 }
 
 ModelShape resolve_model_shape(const trainer::ModelSettings& model, PluginCatalog& catalog) {

@@ -62,6 +62,10 @@ ModelShape resolve_model_shape(const trainer::ModelSettings& model, PluginCatalo
 // A GPT's attention heads: `n_head` (model.n_head), or `preset`'s when it is 0. The one size its
 // tensors' shapes cannot tell (trainer export records it; model.init_from checks it).
 int64_t gpt_heads(const std::string& preset, int64_t n_head);
+// The heads a job's resolved config (`toml`, as a checkpoint records it) gives its GPT:
+// model.n_head, else its preset's. 0 when the config does not say (a Python engine's checkpoint
+// saved without one, a config of another zt).
+int64_t gpt_heads_of_config(const std::string& toml);
 // The parameters a model of this shape has, without building it (a model too large to build must
 // fail the memory check before it is built): make_model(shape, seed)->parameter_count().
 int64_t parameter_count(const ModelShape& shape);

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "data/data_source.h"
+#include "models/model.h"
 #include "settings/job_config.h"
 #include "zt/error.h"
 #include "zt/host/file_io_deadline.h"
@@ -350,17 +351,34 @@ std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
 
 void check_same_model(const std::string& saved_toml, const std::string& now_toml,
                       const std::string& folder) {
-  for (const char* key : {"kind", "n_head", "activation"}) {
-    const std::string saved = resolved_config_value(saved_toml, "model", key);
-    const std::string now = resolved_config_value(now_toml, "model", key);
-    if (saved.empty() || now.empty() || saved == now) continue;
-    throw ConfigError(std::string("model.") + key + " = " + now + " in this config, but " + folder +
-                      " was trained with " + saved +
-                      ": the same tensors would compute another function; set it back (--set "
-                      "model." +
-                      key + "=" + saved +
+  const auto refuse = [&](const std::string& what, const std::string& now, const std::string& saved,
+                          const std::string& way_back) {
+    throw ConfigError(what + " = " + now + " in this config, but " + folder + " was trained with " +
+                      saved + ": the same tensors would compute another function; set it back (" +
+                      way_back +
                       "), or export its weights (trainer export) and start a new run from them "
                       "with model.init_from");
+  };
+  const std::string saved_kind = resolved_config_value(saved_toml, "model", "kind");
+  const std::string now_kind = resolved_config_value(now_toml, "model", "kind");
+  if (!saved_kind.empty() && !now_kind.empty() && saved_kind != now_kind)
+    refuse("model.kind", now_kind, saved_kind, "--set model.kind=" + saved_kind);
+  const std::string kind = now_kind.empty() ? saved_kind : now_kind;
+  if (kind == "\"gpt\"") {
+    // The heads as each config resolves them: n_head = 0 takes the preset's, so the text of
+    // n_head alone passed another preset's count, and refused the preset's count written out.
+    const int64_t saved = models::gpt_heads_of_config(saved_toml);
+    const int64_t now = models::gpt_heads_of_config(now_toml);
+    if (saved > 0 && now > 0 && saved != now) {
+      refuse("the GPT's attention heads (model.n_head, else its preset's)", std::to_string(now),
+             std::to_string(saved), "--set model.n_head=" + std::to_string(saved));
+    }
+  } else if (kind == "\"mlp\"") {
+    // Only the MLP reads model.activation.
+    const std::string saved = resolved_config_value(saved_toml, "model", "activation");
+    const std::string now = resolved_config_value(now_toml, "model", "activation");
+    if (!saved.empty() && !now.empty() && saved != now)
+      refuse("model.activation", now, saved, "--set model.activation=" + saved);
   }
 }
 

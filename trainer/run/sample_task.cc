@@ -314,6 +314,13 @@ void report_samples(const std::vector<Row>& all, const Generation& g, const Load
               loaded.model->describe().c_str(), reader.folder().c_str(),
               static_cast<long long>(reader.step()), world, loaded.setup.options.stage,
               loaded.setup.shard_id.c_str());
+  const int64_t seq_len = models::model_inputs(loaded.model->shape).seq_len;
+  if (seq_len > 0 && static_cast<int64_t>(prompt.size()) > seq_len) {
+    // As nanoGPT's sample.py crops its context: the tokens before the window condition nothing.
+    std::printf("  note: the prompt is %zu tokens and the model's context %lld: only its last %lld "
+                "condition the samples\n",
+                prompt.size(), static_cast<long long>(seq_len), static_cast<long long>(seq_len));
+  }
   for (const Row& row : all) {
     generated += row.generated;
     std::printf("--- sample %lld of %lld: %lld new tokens (ended by %s)\n%s%s\n",

@@ -493,8 +493,9 @@ void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds time
   // A resume loads every parameter from the checkpoint: model.init_from's file is neither read
   // (a requeued fine-tune whose file has moved since failed) nor written only to be replaced.
   if (!resuming) {
-    models::apply_init_from(*run.setup.engine, models::declared_parameters(*run.source),
-                            run.settings.model, run.env.rank);
+    models::apply_init_from(*run.setup.engine, *run.setup.comm,
+                            models::declared_parameters(*run.source), run.settings.model,
+                            run.env.rank);
   }
   // The engine holds the initial values now: the file's copies can go.
   if (run.model->shape.custom) models::release_initial_values(*run.model->shape.custom);

@@ -20,15 +20,32 @@ std::string model_toml(int n_head, const std::string& activation) {
 
 }  // namespace
 
-TEST_CASE("a checkpoint trained with another n_head or activation is refused, naming both") {
+TEST_CASE("a checkpoint trained with other heads or activation is refused, naming both") {
   using zt::trainer::check_same_model;
   CHECK_NOTHROW(check_same_model(model_toml(2, "relu"), model_toml(2, "relu"), "ck/step-4"));
   CHECK_THROWS_WITH_AS(
       check_same_model(model_toml(2, "relu"), model_toml(4, "relu"), "ck/step-4"),
-      doctest::Contains("model.n_head = 4 in this config, but ck/step-4 was trained with 2"),
+      doctest::Contains("the GPT's attention heads (model.n_head, else its preset's) = 4 in this "
+                        "config, but ck/step-4 was trained with 2"),
       zt::ConfigError);
-  CHECK_THROWS_WITH_AS(check_same_model(model_toml(2, "relu"), model_toml(2, "gelu"), "ck/step-4"),
+  // A GPT reads no model.activation: another one changes nothing.
+  CHECK_NOTHROW(check_same_model(model_toml(2, "relu"), model_toml(2, "gelu"), "ck/step-4"));
+  // The MLP does.
+  auto mlp = [](const std::string& activation) {
+    return "[model]\nkind = \"mlp\"\nactivation = \"" + activation + "\"\n";
+  };
+  CHECK_THROWS_WITH_AS(check_same_model(mlp("relu"), mlp("gelu"), "ck/step-4"),
                        doctest::Contains("--set model.activation=\"relu\""), zt::ConfigError);
+  // Heads as the preset gives them: n_head = 0 under another preset (16 heads, not 12) is
+  // refused, and the preset's count written out is the same model.
+  auto preset = [](const std::string& name, int n_head) {
+    return "[model]\nkind = \"gpt\"\npreset = \"" + name +
+           "\"\nn_head = " + std::to_string(n_head) + "\n";
+  };
+  CHECK_THROWS_WITH_AS(
+      check_same_model(preset("gpt2-small", 0), preset("gpt2-medium", 0), "ck/step-4"),
+      doctest::Contains("= 16 in this config, but ck/step-4 was trained with 12"), zt::ConfigError);
+  CHECK_NOTHROW(check_same_model(preset("gpt2-small", 0), preset("gpt2-small", 12), "ck/step-4"));
   // A checkpoint saved without its config (a Python engine's) is not checked.
   CHECK_NOTHROW(check_same_model("", model_toml(4, "gelu"), "ck/step-4"));
 }
