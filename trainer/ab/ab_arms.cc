@@ -146,6 +146,12 @@ bool reductions_round_apart(const JobSettings& a, const JobSettings& b) {
   return std::string(gradient_reduction(a)) != gradient_reduction(b);
 }
 
+bool changes_math_between(const std::string& key, const std::vector<std::string>& optimizer_ids,
+                          bool layout_is_math, const JobSettings& a, const JobSettings& b) {
+  return changes_math(key, optimizer_ids, layout_is_math) ||
+         (key == "zero.stage" && reductions_round_apart(a, b));
+}
+
 bool layout_changes_math(const JobSettings& job) {
   if (codes_collectives(job)) return true;
   const PluginChoice& optimizer = job.engine.optimizer;

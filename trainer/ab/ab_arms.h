@@ -41,6 +41,11 @@ bool reductions_round_apart(const JobSettings& a, const JobSettings& b);
 // travel (offload, prefetch, overlap, the bytes in flight) stay neutral.
 bool changes_math(const std::string& key, const std::vector<std::string>& optimizer_ids,
                   bool layout_is_math = false);
+// changes_math() for a key two arms `a` and `b` set apart, and zero.stage where their stages
+// round the reduced gradients apart (reductions_round_apart): what trainer ab and a live A/B
+// count as math.
+bool changes_math_between(const std::string& key, const std::vector<std::string>& optimizer_ids,
+                          bool layout_is_math, const JobSettings& a, const JobSettings& b);
 // Whether the job codes a collective (a codec chosen for the weights or the gradients).
 bool codes_collectives(const JobSettings& job);
 // Whether the job's layout (stage, MiCS groups, persistence, shard plugin and its buckets) is

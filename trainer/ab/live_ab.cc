@@ -106,8 +106,8 @@ void check_arms_keep_the_math(const AbSettings& ab, const LiveAb& live) {
                           ", but a live A/B keeps the job's communicator and ranks; compare it "
                           "with trainer ab, which runs each arm as its own job");
       }
-      if (!changes_math(key, optimizers, layout_is_math) &&
-          !(key == "zero.stage" && reductions_round_apart(live.settings[0], live.settings[i])))
+      if (!changes_math_between(key, optimizers, layout_is_math, live.settings[0],
+                                live.settings[i]))
         continue;
       throw ConfigError(ab.arms_where + ": arms A and " + live.arms[i].name + " differ in " + key +
                         ", which changes the math: a live A/B keeps one "

@@ -27,8 +27,8 @@ std::vector<std::string> math_keys_of(const Arm& a, const Arm& b, const JobSetti
   const std::vector<std::string> optimizers = {ja.engine.optimizer.id, jb.engine.optimizer.id};
   std::vector<std::string> keys;
   for (const std::string& key : differing_keys(a, b)) {
-    if (changes_math(key, optimizers, layout_changes_math(ja) || layout_changes_math(jb)) ||
-        (key == "zero.stage" && reductions_round_apart(ja, jb)))
+    if (changes_math_between(key, optimizers, layout_changes_math(ja) || layout_changes_math(jb),
+                             ja, jb))
       keys.push_back(key);
   }
   return keys;

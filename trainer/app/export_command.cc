@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -18,6 +17,7 @@
 
 #include "models/hf_names.h"
 #include "models/model.h"
+#include "report/report_file.h"
 #include "run/checkpointing.h"
 #include "run/stop_signals.h"
 #include "settings/job_config.h"
@@ -66,14 +66,6 @@ struct ExportPlan {
   GptSizes gpt;             // gpt_sizes_of()
   std::string gpt2_config;  // gpt2_config_of(): recorded in the file and printed
 };
-
-// A GPT's attention heads as the checkpoint's config resolves them (model.n_head, else its
-// preset's): the one size its tensors cannot tell, recorded in the file (zt.n_head) for
-// model.init_from to check and for a reader building GPT2Config. 0 without a config (a Python
-// engine's checkpoint saved without one).
-int64_t heads_of(const CheckpointReader& reader) {
-  return models::gpt_heads_of_config(reader.meta().config_toml);
-}
 
 // The GPT2Config sizes a GPT's file fits, from its tensors' shapes and the heads; all 0 for
 // another model, or without the heads (GPT-2's other defaults, tanh GELU and LayerNorm eps 1e-5,
@@ -136,7 +128,10 @@ ExportPlan plan_export(const CheckpointReader& reader) {
   std::vector<std::string> names;
   for (const auto& t : reader.tensors()) names.push_back(t.name);
   ExportPlan plan{models::model_kind_of(names), {}, 0, {}, ""};
-  if (plan.kind == "gpt") plan.n_head = heads_of(reader);
+  // A GPT's heads, the one size its tensors cannot tell: recorded in the file (zt.n_head) for
+  // model.init_from to check and for a reader building GPT2Config; 0 without a config (a
+  // Python engine's checkpoint saved without one).
+  if (plan.kind == "gpt") plan.n_head = models::gpt_heads_of_config(reader.meta().config_toml);
   for (const auto& t : reader.tensors()) {
     Planned p{&t, models::exported_name(plan.kind, t.name), t.shape};
     if (p.name.transpose) std::swap(p.file_shape[0], p.file_shape[1]);
@@ -252,23 +247,6 @@ int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const
   return writer.file_bytes();
 }
 
-// `text` into `path` through `path`.tmp-<pid> and a rename: a failed write leaves nothing
-// half-written.
-void write_text_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  TempFileGuard guard(tmp);
-  writing_out(path, [&] {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) throw IoError("cannot write " + tmp);
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw IoError("cannot rename " + tmp + " to " + path + ": " + ec.message());
-  });
-  guard.release();
-}
-
 }  // namespace
 
 int export_weights(const CliArgs& args, std::ostream& out) {
@@ -300,7 +278,9 @@ int export_weights(const CliArgs& args, std::ostream& out) {
   const std::filesystem::path file(args.out_path);
   if (plan.gpt.heads > 0 && file.filename() == "model.safetensors") {
     const std::string config = (file.parent_path() / "config.json").string();
-    write_text_file(config, hf_config_json(plan.gpt, dtype));
+    writing_out(config, [&] {
+      write_report_file(config, hf_config_json(plan.gpt, dtype), "; choose a writable --out");
+    });
     out << "  " << config << " beside it: GPT2LMHeadModel.from_pretrained(\""
         << (file.parent_path().empty() ? std::string(".") : file.parent_path().string())
         << "\") loads the pair\n";

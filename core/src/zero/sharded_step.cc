@@ -26,10 +26,6 @@ std::string current_error_text() {
   }
 }
 
-}  // namespace
-
-namespace {
-
 void copy_unless_same(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.device() != src.device() || dst.data_ptr() != src.data_ptr()) dst.copy_(src);
 }

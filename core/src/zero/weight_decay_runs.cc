@@ -4,24 +4,28 @@
 
 #include <algorithm>
 
-#include "zt/error.h"
-
 namespace zt {
 
+namespace {
+
+bool matches(const std::string& pattern, const std::string& name) {
+  return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+
+}  // namespace
+
 bool exempt_from_weight_decay(const std::string& name, const std::vector<std::string>& patterns) {
-  return std::any_of(patterns.begin(), patterns.end(), [&](const std::string& p) {
-    return fnmatch(p.c_str(), name.c_str(), 0) == 0;
-  });
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& p) { return matches(p, name); });
 }
 
 std::string mark_decay_free(ModelLayout& layout, const std::vector<std::string>& patterns,
                             const std::string& where) {
   std::vector<std::string> unmatched;
   for (const std::string& pattern : patterns) {
-    const bool matches = std::any_of(
-        layout.params.begin(), layout.params.end(),
-        [&](const ParamSlot& p) { return exempt_from_weight_decay(p.name, {pattern}); });
-    if (!matches) unmatched.push_back("'" + pattern + "'");
+    if (std::none_of(layout.params.begin(), layout.params.end(),
+                     [&](const ParamSlot& p) { return matches(pattern, p.name); }))
+      unmatched.push_back("'" + pattern + "'");
   }
   for (ParamGroup& g : layout.groups) {
     g.decay_free.clear();

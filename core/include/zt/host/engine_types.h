@@ -36,7 +36,7 @@ struct EngineOptions {
   double gradient_predivide_factor = 1.0;
   double gradient_clipping = 0.0;  // max global gradient norm; 0 = off
   // Name patterns of the parameters weight decay leaves alone (zero.no_weight_decay), and where
-  // they were set ("job.toml:12:1"), for the refusal of a pattern that matches nothing.
+  // they were set ("job.toml:12:1"), for the warning of a pattern that matches nothing.
   std::vector<std::string> no_weight_decay;
   std::string no_weight_decay_place;
   bool dynamic_loss_scale = false;  // the trainer turns it on for fp16; skips overflowed steps
