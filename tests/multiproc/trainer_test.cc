@@ -558,6 +558,16 @@ TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
   INFO(r.output);
   CHECK(r.exit_code == 3);
   CHECK(contains(r.output, "plugin 'null_codec' (codec): create() returned null"));
+  // A codec that decodes a NaN as 0 is refused when made: the engine finds an overflowing step
+  // by the decoded values and would have trained on it.
+  r = run_command(zt::test::small_gpt_job(dir.file("out"),
+                                          "--plugin-dir " ZT_TEST_FIXTURE_DIR
+                                          " --set plugins.codec_gradients=nan_blind_codec"));
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "plugin 'nan_blind_codec' (codec, plugins.codec_gradients) breaks the "
+                           "codec contract of zt/codec.h: nan at element 5 of 4096 decodes as the "
+                           "finite 0"));
 }
 
 TEST_CASE("the plugins commands read only plugins.dirs from --config and --set") {

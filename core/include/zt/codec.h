@@ -9,7 +9,9 @@
 //
 // Data: host memory, fp32 in and out. An encoded run of `numel` elements is exactly
 // encoded_bytes(numel) bytes and depends only on those elements (a chunk encodes alone, so
-// every rank can decode any rank's chunk).
+// every rank can decode any rank's chunk). A job tries these promises on a few runs when it
+// makes the codec (sizes, two encodes alike, finite values decoding finite, NaN and inf decoding
+// non-finite) and refuses a codec that breaks one.
 //
 // Thread safety: a Codec is immutable once made; encode, decode and the rest are const and may
 // run on several threads at once on disjoint buffers.

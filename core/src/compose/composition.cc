@@ -6,6 +6,7 @@
 
 #include <tuple>
 
+#include "compose/codec_contract.h"
 #include "compose/offload_tiers.h"
 #include "zero/scratch_buffers.h"
 #include "zt/error.h"
@@ -44,8 +45,10 @@ void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& 
   }
   const CodecPlacement place = codec_placement(settings, world, group_size, ranks_per_host);
   const auto make = [&](const PluginChoice& choice) {
-    return created_by(catalog.codec(choice.id, choice.key).create(choice.options), choice.id,
-                      "codec");
+    auto codec = created_by(catalog.codec(choice.id, choice.key).create(choice.options), choice.id,
+                            "codec");
+    check_codec_contract(*codec, choice.id, choice.key);
+    return codec;
   };
   // A group of one rank reduces nothing; its codec still serves MiCS's all-reduce across.
   const bool in_group = codes_groups(settings,
