@@ -96,11 +96,13 @@ int run_eval(const JobSettings& job, PluginCatalog& catalog, Store& store, const
     std::snprintf(bpb, sizeof bpb, ", %.4f bits per byte (%.3f bytes/token)", bits_per_byte,
                   bytes_per_token);
   }
-  std::printf("eval: %s (step %lld, saved by: %s)\n  on %s: validation loss %.6f per token%s%s "
+  // A model of vectors (the MLP, a TorchScript regression) has no tokens: its loss is per sample.
+  std::printf("eval: %s (step %lld, saved by: %s)\n  on %s: validation loss %.6f%s%s%s "
               "over %lld samples in %.2f s\n",
               reader.folder().c_str(), static_cast<long long>(reader.step()),
-              reader.meta().saved_by.c_str(), composition.c_str(), e.loss, ppl, bpb,
-              static_cast<long long>(e.samples), e.seconds);
+              reader.meta().saved_by.c_str(), composition.c_str(), e.loss,
+              e.perplexity ? " per token" : "", ppl, bpb, static_cast<long long>(e.samples),
+              e.seconds);
   nlohmann::json j = {{"event", "eval"},       {"checkpoint", reader.folder()},
                       {"step", reader.step()}, {"val_loss", e.loss},
                       {"samples", e.samples},  {"seconds", e.seconds},

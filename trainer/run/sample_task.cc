@@ -193,6 +193,39 @@ std::vector<int64_t> prompt_tokens(const SampleRequest& request, int64_t vocab,
 
 namespace {
 
+// The last position's logits of the rows' forward, with the padding of model.vocab and the
+// tokenizer's holes ruled out. Throws NumericError when a row cannot be sampled.
+std::vector<std::vector<double>> sampleable_logits(Engine& engine, LoadedModel& loaded,
+                                                   const ModelInputs& inputs,
+                                                   const std::vector<Row>& rows, int64_t context,
+                                                   const TextOf& text_of,
+                                                   const std::vector<int64_t>& holes) {
+  auto logits = last_logits(
+      forward_without_grad(engine, loaded.own_forward,
+                           engine_input(context_batch(rows, context), loaded.setup.options)),
+      inputs.vocab);
+  // A model.vocab padded past the tokenizer's ids (50304 for GPT-2's 50257), or past the 256
+  // bytes of byte-level text, never samples the padding: those ids are no text (an id of 300
+  // printed as the byte 300 % 256).
+  if (const int64_t ids = text_of.text_ids(); ids > 0) {
+    for (auto& row : logits) {
+      if (static_cast<int64_t>(row.size()) > ids) row.resize(static_cast<size_t>(ids));
+      for (const int64_t hole : holes)
+        row[static_cast<size_t>(hole)] = -std::numeric_limits<double>::infinity();
+    }
+  }
+  // After the padding and the tokenizer's holes are out: a row with nothing left to draw
+  // (every id ruled out by the model or by them) drew NaN weights, and id 0 without a word.
+  for (const auto& row : logits) {
+    if (std::none_of(row.begin(), row.end(), [](double v) { return std::isfinite(v); })) {
+      throw NumericError("the model's logits rule out every token id while sampling (-inf "
+                         "for each id of the text, or finite only on the padding of "
+                         "model.vocab): check a custom model's masking (model.kind)");
+    }
+  }
+  return logits;
+}
+
 // What this rank generated: its rows, and how.
 struct Generation {
   std::vector<Row> rows;
@@ -223,32 +256,18 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
   for (int64_t n = 0; n < request.max_new_tokens; ++n) {
     const int64_t length = static_cast<int64_t>(g.rows[0].tokens.size());
     const int64_t context = std::min(length, inputs.seq_len);
-    auto logits = last_logits(
-        forward_without_grad(engine, loaded.own_forward,
-                             engine_input(context_batch(g.rows, context), loaded.setup.options)),
-        inputs.vocab);
-    // A model.vocab padded past the tokenizer's ids (50304 for GPT-2's 50257), or past the 256
-    // bytes of byte-level text, never samples the padding: those ids are no text (an id of 300
-    // printed as the byte 300 % 256).
-    if (const int64_t ids = text_of.text_ids(); ids > 0) {
-      for (auto& row : logits) {
-        if (static_cast<int64_t>(row.size()) > ids) row.resize(static_cast<size_t>(ids));
-        for (const int64_t hole : holes)
-          row[static_cast<size_t>(hole)] = -std::numeric_limits<double>::infinity();
-      }
-    }
-    // After the padding and the tokenizer's holes are out: a row with nothing left to draw
-    // (every id ruled out by the model or by them) drew NaN weights, and id 0 without a word.
-    for (const auto& row : logits) {
-      if (std::none_of(row.begin(), row.end(), [](double v) { return std::isfinite(v); })) {
-        throw NumericError("the model's logits rule out every token id while sampling (-inf "
-                           "for each id of the text, or finite only on the padding of "
-                           "model.vocab): check a custom model's masking (model.kind)");
-      }
+    // A rank whose logits cannot be sampled says so to the others at this forward's agreement
+    // below: thrown alone it left them waiting in the next forward's gathers until the timeout.
+    std::string failure;
+    std::vector<std::vector<double>> logits;
+    try {
+      logits = sampleable_logits(engine, loaded, inputs, g.rows, context, text_of, holes);
+    } catch (const NumericError& e) {
+      failure = e.what();
     }
     ++g.forwards;
     int64_t open = 0;
-    for (size_t j = 0; j < g.rows.size(); ++j) {
+    for (size_t j = 0; failure.empty() && j < g.rows.size(); ++j) {
       Row& row = g.rows[j];
       // Ended rows keep growing (with any token) so the batch stays rectangular.
       const int64_t token = row.ended ? 0 : next_token(logits[j], how, row.sample, length);
@@ -261,11 +280,21 @@ Generation generate(LoadedModel& loaded, const ModelInputs& inputs, const Sample
       }
       open += row.ended ? 0 : 1;
     }
-    // Every rank learns whether any sample anywhere is still open, and whether any rank got a
-    // stop signal (Ctrl-C): all stop at the same forward.
+    // Every rank learns whether any sample anywhere is still open, whether any rank got a
+    // stop signal (Ctrl-C), and the highest rank whose logits failed: all stop at the same
+    // forward.
     const at::Tensor anywhere = at::tensor(
-        {static_cast<double>(open), static_cast<double>(stop_signal_received())}, at::kDouble);
+        {static_cast<double>(open), static_cast<double>(stop_signal_received()),
+         failure.empty() ? 0.0 : env.rank + 1.0},
+        at::kDouble);
     all_reduce_host(comm, anywhere, ReduceOp::kMax);
+    if (!failure.empty()) throw NumericError(failure);
+    if (const int failed = static_cast<int>(anywhere[2].item<double>())) {
+      throw NumericError("rank " + std::to_string(failed - 1) + " could not sample at forward " +
+                         std::to_string(n + 1) +
+                         ": its logits were not finite or ruled out every token id (its own "
+                         "error above says which); no sample written");
+    }
     if (const int sig = static_cast<int>(anywhere[1].item<double>())) {
       throw StoppedBySignal(sig, "trainer sample stopped after " + std::to_string(n + 1) + " of " +
                                      std::to_string(request.max_new_tokens) +

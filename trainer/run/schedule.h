@@ -42,16 +42,22 @@ struct Schedule {
   // its decay, else "". A warning, as DeepSpeed's WarmupDecayLR gives, not an error: a short
   // smoke run of a long job's config (--set run.steps=5) is meant.
   std::string note(int64_t run_steps) const {
-    if (warmup_steps >= run_steps && warmup_steps > 1) {
+    // Step warmup_steps - 1 (0-based) is the warm-up's last and trains at the peak.
+    if (warmup_steps > run_steps) {
       return "run.warmup_steps = " + std::to_string(warmup_steps) +
-             " is not below run.steps = " + std::to_string(run_steps) +
+             " is above run.steps = " + std::to_string(run_steps) +
              ": the whole run warms up and its lr stays below " +
              "the peak; lower run.warmup_steps to reach it";
     }
-    if (kind != "constant" && warmup_steps >= total_steps) {
+    // The decay of a run that ends it before the warm-up does is one step from the peak to the
+    // floor; said where the run takes that step.
+    if (kind != "constant" && warmup_steps >= total_steps && run_steps > warmup_steps + 1) {
       return "run.lr_schedule = \"" + kind + "\" decays after the warm-up, but run.warmup_steps " +
              "= " + std::to_string(warmup_steps) + " is not below the decay's end (" +
-             std::to_string(total_steps) + ", run.decay_steps or run.steps): no step decays";
+             std::to_string(total_steps) + ", run.decay_steps or run.steps): the lr falls " +
+             "from the peak to run.min_lr_ratio x lr in one step, at step " +
+             std::to_string(warmup_steps + 2) + ", and stays there; raise run.decay_steps above " +
+             "run.warmup_steps for a gradual decay";
     }
     return "";
   }

@@ -187,8 +187,15 @@ SectionSpec run_schedule_keys() {
                   "where the warm-up rises from, as a fraction of lr: its step k of warmup_steps "
                   "(from 1) takes lr x (ratio + (1 - ratio) x k / warmup_steps), linear",
                   0, 1),
-       opt_double("min_lr_ratio", 0.1, "cosine/linear: final lr as a fraction of lr", 0, 1),
-       opt_int("decay_steps", 0, "cosine/linear: steps until the final lr (0 = run.steps)", 0)}};
+       opt_double("min_lr_ratio", 0.1,
+                  "cosine/linear: the floor, as a fraction of lr, that 0-based step decay_steps "
+                  "reaches (as Hugging Face's schedules, the last step of a run as long as its "
+                  "decay is one step above it)",
+                  0, 1),
+       opt_int("decay_steps", 0,
+               "cosine/linear: the step, counted from the run's start, where the decay reaches "
+               "the floor (0 = run.steps)",
+               0)}};
 }
 
 // The rules across the trainer's keys.

@@ -40,9 +40,19 @@ TEST_CASE("a warm-up the run never finishes, or a decay it never starts, is said
   CHECK(Schedule{"constant", 1.0, 0, 1, 0.1}.note(1).empty());
   CHECK(Schedule{"constant", 1.0, 1, 1, 0.1}.note(1).empty());  // one step: at the peak already
   const std::string longer = Schedule{"constant", 1.0, 100, 5, 0.1}.note(5);
-  CHECK(longer.find("run.warmup_steps = 100 is not below run.steps = 5") != std::string::npos);
-  // decay_steps ends the decay before the warm-up does; the run itself is long enough.
-  const std::string no_decay = Schedule{"linear", 1.0, 20, 10, 0.1}.note(50);
-  CHECK(no_decay.find("no step decays") != std::string::npos);
+  CHECK(longer.find("run.warmup_steps = 100 is above run.steps = 5") != std::string::npos);
+  // A warm-up as long as the run reaches the peak at its last step.
+  const Schedule whole{"constant", 1.0, 2, 2, 0.1};
+  CHECK(whole.note(2).empty());
+  CHECK(whole.lr(1) == 1.0);
+  // decay_steps ends the decay before the warm-up does; the run itself is long enough: the lr
+  // falls to the floor in one step, at step 22 (1-based), which the note says.
+  const Schedule cliff{"linear", 1.0, 20, 10, 0.1};
+  const std::string falls = cliff.note(50);
+  CHECK(falls.find("the lr falls from the peak to run.min_lr_ratio x lr in one step, at step 22") !=
+        std::string::npos);
+  CHECK(cliff.lr(20) == 1.0);
+  CHECK(cliff.lr(21) == doctest::Approx(0.1));
+  CHECK(cliff.note(21).empty());  // the run ends at the peak: it never takes that step
   CHECK(Schedule{"constant", 1.0, 20, 10, 0.1}.note(50).empty());
 }
