@@ -324,6 +324,33 @@ TEST_CASE("restarts: a rank killed mid-run under max_restarts = 2 is restarted f
                    step_folder(ckpt, steps));
 }
 
+TEST_CASE("restarts: a live A/B job, which cannot resume, starts again from the beginning, also "
+          "when it was given --resume auto") {
+  // Its restart used to add --resume auto once it had saved, which a live A/B job refuses: the
+  // restart ended in a config error (exit 2) telling the user to start fresh.
+  TempDir dir;
+  const int64_t steps = 12;
+  const std::string straight = dir.file("straight"), healed = dir.file("healed");
+  const std::string job = " --set run.steps=" + std::to_string(steps) +
+                          " --set 'ab.arms=[\"plugins.shard=shard_bucket\", "
+                          "\"plugins.shard=shard_tensor\"]' --set ab.switch_every=2 --set "
+                          "checkpoint.every_steps=3";
+  auto r = run_command(quiet_small_gpt_job(straight, job));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const fs::path ckpt = fs::path(healed) / "checkpoints";
+  BackgroundJob background(quiet_small_gpt_job(healed, job + " --resume auto --max-restarts 1"),
+                           dir.file("healed.log"));
+  const KilledRank k = kill_rank_when(
+      background, 1, [&] { return fs::exists(ckpt / "latest"); }, dir.file("healed.log"));
+  INFO(k.log);
+  CHECK(k.exit_code == 0);
+  CHECK(contains(k.log, "; all ranks start again from the beginning (a live A/B job, [ab] arms, "
+                        "cannot resume from a checkpoint)"));
+  CHECK_FALSE(contains(k.log, "cannot resume from a checkpoint yet"));
+  check_same_losses(straight, healed, steps);
+}
+
 TEST_CASE("restarts: a job of one rank under max_restarts is supervised, and its killed rank "
           "started again from the latest checkpoint") {
   // A single process used to become the rank itself: one that died was not started again.

@@ -173,6 +173,55 @@ TEST_CASE("host faults: an offload disk that fills mid-run does not stop the job
   CHECK(left == 0);
 }
 
+TEST_CASE("host faults: a resume onto a full run.out_dir disk trains: its metrics file is cut "
+          "back to the checkpoint's step in place") {
+  // A resume rewrites metrics.jsonl up to the checkpoint's step. Through a copy and a rename it
+  // failed on a full disk, left the partial copy behind and told the user to make a writable
+  // folder writable; every restart of the job then failed the same way before its first step.
+  TempDir dir;
+  const std::string out = dir.file("out");
+  SmallTmpfs disk(out, 8);
+  if (!disk.mounted())
+    ZT_SKIP_UNLESS_CI("cannot mount a small tmpfs here (" + disk.why_not() + ")");
+  const std::string ckpt = dir.file("ckpt");
+  const std::string job = "--set run.steps=6 --set checkpoint.every_steps=3 --set "
+                          "checkpoint.keep_last=2 --set checkpoint.dir=" +
+                          ckpt;
+  auto r = run_command(zt::test::small_gpt_job(out, job));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const auto first = zt::test::losses_of(out + "/metrics.jsonl");
+  REQUIRE(first.size() == 6);
+  auto fill = run_command("dd if=/dev/zero of=" + out + "/filler bs=4k 2>&1; df -k " + out +
+                          " | tail -n 1");
+  INFO(fill.output);
+  REQUIRE(std::regex_search(fill.output, std::regex(" 0 +100% " + out)));
+  r = run_command(zt::test::small_gpt_job(out, job + " --resume " + step_folder(ckpt, 3)));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "resumed at step 3"));
+  CHECK_FALSE(contains(r.output, "cannot rewrite metrics file"));
+  CHECK_FALSE(fs::exists(out + "/metrics.jsonl.tmp"));
+  // Steps 1-3 as the first run logged them, and after them at most the steps this run could
+  // still write (none, or as many as the cut freed room for), never the first run's 4-6 again.
+  const auto kept = zt::test::losses_of(out + "/metrics.jsonl");
+  REQUIRE(kept.size() >= 3);
+  CHECK(kept.size() <= 6);
+  for (size_t s = 0; s < kept.size(); ++s) {
+    INFO("step " << s + 1);
+    CHECK(kept[s] == first[s]);  // a resume is bit for bit: the same losses
+  }
+  std::ifstream metrics(out + "/metrics.jsonl");
+  int64_t last_step = 0;
+  for (std::string line; std::getline(metrics, line);) {
+    const size_t at = line.rfind("{\"step\":", 0);
+    if (at == std::string::npos) continue;
+    const int64_t step = std::atoll(line.c_str() + 8);
+    CHECK(step == last_step + 1);
+    last_step = step;
+  }
+}
+
 TEST_CASE("host faults: a checkpoint folder that turns read-only mid-run stops the job at the "
           "next save with exit 5, naming it, and the previous checkpoint stays the latest") {
   TempDir dir;

@@ -143,6 +143,32 @@ TEST_CASE(
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
 }
 
+TEST_CASE("ranks that outlive the drain are killed, and the result says the launcher did it") {
+  // A save that takes longer than the drain: the launcher's SIGKILL must not read as the OOM
+  // killer's (the witness calls any SIGKILL that), and the limit to raise is named.
+  zt::LaunchSpec spec;
+  spec.nproc = 2;
+  spec.argv = {"/bin/sh", "-c", "trap '' TERM INT USR1; exec sleep 30"};  // ignored across exec
+  spec.drain = std::chrono::seconds(1);
+  spec.drain_limit = "3 x launch.timeout_s + 2 x checkpoint.timeout_s";
+  spec.timeout = std::chrono::seconds(60);
+  std::thread signaller([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    kill(getpid(), SIGTERM);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  const Captured c = launch_captured(spec);
+  signaller.join();
+  INFO(c.result.message);
+  CHECK(c.result.exit_code == 128 + SIGKILL);
+  CHECK(contains(c.result.message, "was killed by signal 9"));
+  CHECK(contains(c.result.message,
+                 "; the launcher killed it: the ranks had not stopped 1 s after it passed the "
+                 "signal on (3 x launch.timeout_s + 2 x checkpoint.timeout_s)"));
+  CHECK_FALSE(contains(c.result.message, "memory"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
+}
+
 TEST_CASE("ranks that fail together, each writing its error in pieces, never share a line") {
   // Each rank writes its prefix, pauses, then the rest: straight onto one terminal, these
   // would read "zt: [rank 0] zt: [rank 1] ...".

@@ -4,9 +4,12 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -95,6 +98,42 @@ int64_t last_recorded_step(const JobSettings& job) {
   return last;
 }
 
+// A stop signal while no ranks run, between restart attempts: launch_local's handlers are in
+// place only while it supervises ranks, and in between (the flight diagnosis, removing offload
+// leftovers, the checkpoint lookups) SIGINT, SIGTERM or SIGUSR1 (Slurm's warning) ended the
+// launcher by its default action, without a word and with offload files half removed. Held for
+// the whole restart loop (launch_local puts this handler back when it ends) and read before each
+// restart: the job then stops instead of starting again.
+std::atomic<int> g_signal_between_attempts{0};
+
+void note_signal_between_attempts(int sig) {
+  int none = 0;
+  g_signal_between_attempts.compare_exchange_strong(none, sig);
+}
+
+class SignalsBetweenAttempts {
+ public:
+  SignalsBetweenAttempts() {
+    g_signal_between_attempts.store(0);
+    struct sigaction sa {};
+    sa.sa_handler = note_signal_between_attempts;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  ~SignalsBetweenAttempts() {
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &old_[i], nullptr);
+  }
+  SignalsBetweenAttempts(const SignalsBetweenAttempts&) = delete;
+  SignalsBetweenAttempts& operator=(const SignalsBetweenAttempts&) = delete;
+
+  // The first stop signal since the loop began, 0 if none.
+  int pending() const { return g_signal_between_attempts.load(); }
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGUSR1};
+  std::array<struct sigaction, 3> old_{};
+};
+
 // argv with `--resume auto` (once): a restarted job continues from its newest checkpoint.
 std::vector<std::string> resuming(std::vector<std::string> argv) {
   for (size_t i = 0; i + 1 < argv.size(); ++i) {
@@ -105,6 +144,21 @@ std::vector<std::string> resuming(std::vector<std::string> argv) {
   }
   argv.push_back("--resume");
   argv.push_back("auto");
+  return argv;
+}
+
+// argv with `--resume ""` (once): a restarted live A/B job starts again from the beginning, also
+// when the first start was given --resume auto (its checkpoints now exist, and a live A/B job
+// cannot resume from them).
+std::vector<std::string> starting_fresh(std::vector<std::string> argv) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "--resume") {
+      argv[i + 1] = "";
+      return argv;
+    }
+  }
+  argv.push_back("--resume");
+  argv.push_back("");
   return argv;
 }
 
@@ -165,8 +219,10 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   if (!exported.master_addr.empty()) spec.master_addr = exported.master_addr;
   if (exported.master_port > 0) spec.master_port = exported.master_port;
   // A signal to the launcher reaches the ranks, which finish their step and save: as long as a
-  // step and a save may take, bounded like every wait (three times launch.timeout_s).
-  spec.drain = 3 * launch.timeout;
+  // step, the save already being written and the stop's own save may take, each bounded by its
+  // own limit (a save's waits by checkpoint.timeout_s, the rest by launch.timeout_s).
+  spec.drain = 3 * launch.timeout + 2 * job.checkpoint.timeout;
+  spec.drain_limit = "3 x launch.timeout_s + 2 x checkpoint.timeout_s";
   const std::string job_id = draw_job_id();
   spec.env.push_back({"ZT_JOB_ID", job_id});
   // OpenBLAS reads its core type when it loads, glibc its tunables when a process starts: the
@@ -234,6 +290,7 @@ int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::strin
   const CheckpointMark at_start = newest_checkpoint(ckpt_dir);
   int64_t failed_at = -1;
   std::vector<std::string> args = argv;
+  const SignalsBetweenAttempts held;
   for (int64_t restart = 0;; ++restart) {
     LaunchResult result;
     const int code = launch_attempt(job, nproc, args, /*training=*/true, result);
@@ -265,7 +322,10 @@ int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::strin
     std::string how = result.message;  // "rank 1 (pid 42) was killed by ...; stopping the others"
     how.erase(std::min(how.size(), how.find("; stopping")));
     std::string from;
-    if (saved) {
+    const bool live_ab = !job.ab.arms.empty();
+    if (live_ab) {
+      from = "the beginning (a live A/B job, [ab] arms, cannot resume from a checkpoint)";
+    } else if (saved) {
       from = "checkpoint " + now.folder;
     } else if (given == "auto" && !at_start.folder.empty()) {
       from = "checkpoint " + at_start.folder +
@@ -275,9 +335,15 @@ int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::strin
     } else {
       from = "checkpoint.resume = " + given + ", as the job started (it saved no checkpoint yet)";
     }
+    if (const int sig = held.pending()) {
+      std::cerr << "zt: " << strsignal(sig) << " came while the launcher was restarting the "
+                << "ranks: the job stops instead of starting again from " << from << " (" << how
+                << " after step " << step << ")\n";
+      return 128 + sig;
+    }
     std::cerr << "zt: restart " << restart + 1 << "/" << max_restarts << ": " << how
               << " after step " << step << "; all ranks start again from " << from << "\n";
-    args = saved ? resuming(argv) : argv;
+    args = live_ab ? starting_fresh(argv) : saved ? resuming(argv) : argv;
   }
 }
 

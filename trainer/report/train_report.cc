@@ -53,8 +53,19 @@ int64_t step_of_line(const std::string& line) {
   return std::strtoll(line.c_str() + at + key.size(), nullptr, 10);
 }
 
+// Writes `kept` over the start of `path` and cuts it there: no new blocks, where a full disk
+// refused the copy (kept is a part of the file). Not atomic; only for that case.
+bool rewrite_in_place(const std::string& path, const std::string& kept) {
+  std::FILE* f = std::fopen(path.c_str(), "r+");
+  if (!f) return false;
+  const bool written = std::fwrite(kept.data(), 1, kept.size(), f) == kept.size() &&
+                       std::fflush(f) == 0 &&
+                       ::ftruncate(fileno(f), static_cast<off_t>(kept.size())) == 0;
+  return std::fclose(f) == 0 && written;
+}
+
 // Keeps the lines of `path` up to step `last` (what a resumed run continues), replacing the file
-// by rename so a failure leaves it whole.
+// by rename so a failure leaves it whole; on a full disk or quota, in place.
 void keep_lines_up_to(const std::string& path, int64_t last) {
   std::ifstream in(path);
   if (!in) return;  // a new out_dir: nothing to keep
@@ -63,13 +74,24 @@ void keep_lines_up_to(const std::string& path, int64_t last) {
     const int64_t step = step_of_line(line);
     if (step >= 0 && step <= last) kept += line + "\n";
   }
+  in.close();
   const std::string tmp = path + ".tmp";
   std::FILE* out = std::fopen(tmp.c_str(), "w");
-  if (!out || std::fputs(kept.c_str(), out) < 0 || std::fclose(out) != 0 ||
-      std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw IoError("cannot rewrite metrics file " + path + " for the resumed run: " +
-                  std::strerror(errno) + "; set run.out_dir to a writable folder");
+  bool copied = out != nullptr && std::fputs(kept.c_str(), out) >= 0;
+  int error = copied ? 0 : errno;
+  if (out != nullptr && std::fclose(out) != 0 && copied) {
+    copied = false;
+    error = errno;
   }
+  if (copied && std::rename(tmp.c_str(), path.c_str()) == 0) return;
+  if (copied) error = errno;
+  std::remove(tmp.c_str());  // a partial copy took what room was left
+  if ((error == ENOSPC || error == EDQUOT) && rewrite_in_place(path, kept)) return;
+  throw IoError("cannot rewrite metrics file " + path +
+                " for the resumed run: " + std::strerror(error) +
+                (error == ENOSPC || error == EDQUOT
+                     ? "; free space on its disk, or give run.out_dir a folder with room"
+                     : "; set run.out_dir to a writable folder"));
 }
 
 // Bytes rank memory `x` holds in tier `t`: the roles it serves.

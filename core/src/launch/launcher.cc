@@ -325,7 +325,7 @@ class Supervisor {
                    124);
       }
       if (settling_ && !stopping_ && now >= stop_at_) begin_stop("", result_.exit_code);
-      if (stopping_ && now > kill_at_) stop_all(SIGKILL);
+      if (stopping_ && now > kill_at_) kill_all_at_limit();
       if (stopping_ && now > kill_at_ + kKilledEndLimit) leave_unkillable_ranks();
       out_.pump(5);
     }
@@ -534,6 +534,28 @@ class Supervisor {
     kill_at_ = std::chrono::steady_clock::now() + spec_.drain;
   }
 
+  // The ranks outlived their limit: SIGKILL, remembered with why, so that a rank it ends is
+  // not called out of memory (the OOM witness reads any SIGKILL so) and the way out is named.
+  void kill_all_at_limit() {
+    if (killed_) {
+      stop_all(SIGKILL);  // again, for a rank that a fork started since
+      return;
+    }
+    killed_ = true;
+    if (draining_) {
+      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(spec_.drain).count();
+      killed_because_ = "the launcher killed it: the ranks had not stopped " +
+                        std::to_string(seconds) + " s after it passed the signal on" +
+                        (spec_.drain_limit.empty() ? "" : " (" + spec_.drain_limit + ")") +
+                        ", the time a step and the saves may take; raise those limits when a "
+                        "save takes longer";
+    } else {
+      killed_because_ = "the launcher killed it: it had not ended " +
+                        std::to_string(spec_.grace.count()) + " ms after SIGTERM";
+    }
+    stop_all(SIGKILL);
+  }
+
   void begin_stop(const std::string& message, int exit_code) {
     result_.message = message;
     result_.exit_code = exit_code;
@@ -611,7 +633,7 @@ class Supervisor {
     result_.message = "rank " + std::to_string(first) + " (pid " + std::to_string(pids_[first]) +
                       ") " + describe_status(status_[first]);
     if (WIFSIGNALED(status_[first]) && WTERMSIG(status_[first]) == SIGKILL)
-      result_.message += oom_[first].verdict();
+      result_.message += killed_ ? "; " + killed_because_ : oom_[first].verdict();
     if (stopped_others_ > 0) {
       result_.message += "; stopping the other " + std::to_string(stopped_others_) + " rank(s)";
     }
@@ -629,6 +651,8 @@ class Supervisor {
   int stopped_others_ = 0;
   bool settling_ = false;  // a rank failed: the others get spec_.settle, then SIGTERM
   bool draining_ = false;  // a signal was forwarded: the ranks stop on their own
+  bool killed_ = false;    // the launcher sent SIGKILL at kill_at_, for killed_because_
+  std::string killed_because_;
   bool stopping_ = false;
   std::chrono::steady_clock::time_point stop_at_{};
   std::chrono::steady_clock::time_point kill_at_{};

@@ -1,7 +1,8 @@
 // Whether the kernel's OOM killer ended a rank: the launcher reads the OOM-kill counts of the
-// rank's memory cgroup and of the host when the rank starts, and again when it died of SIGKILL.
-// A count that rose says who killed it (a SIGKILL from a person or a scheduler leaves both
-// alone), and the message names the cgroup, its limit and the way out.
+// rank's memory cgroup (or, where the cgroup has no count, of the host) when the rank starts,
+// and again when it died of SIGKILL. A count that rose says who killed it (a SIGKILL from a
+// person or a scheduler leaves it alone), and the message names the cgroup, its limit and the
+// way out.
 // Thread safety: none; the launcher's thread owns it.
 #pragma once
 

@@ -39,6 +39,9 @@ struct LaunchSpec {
   // 0 when every rank exits 0. A second SIGINT (Ctrl-C again) kills the ranks at once; a repeated
   // SIGTERM or SIGUSR1 (a scheduler's at the end of its grace time) leaves them the drain.
   std::chrono::milliseconds drain{0};
+  // What `drain` is made of, for the message of ranks killed when it ran out (e.g. "3 x
+  // launch.timeout_s + 2 x checkpoint.timeout_s"); "" says only its length.
+  std::string drain_limit;
   std::chrono::milliseconds timeout{0};  // whole job; 0 = none
   // true: argv[0] is a program linked with zt's core, started once; it forks the ranks as soon as
   // its libraries are loaded, before main() (LibTorch's start, about a second of CPU, is then paid
