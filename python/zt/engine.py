@@ -515,7 +515,9 @@ class Engine:
         return self._core.full_param(name)
 
     def full_grad(self, name):
-        """The averaged gradient the next step applies (collective; after backward)."""
+        """The gradient so far, averaged over the ranks and the micro steps run so far
+        (collective; after backward): after the last of data.grad_accum micro steps, the one
+        the next step applies."""
         return self._core.full_grad(name)
 
     def optimizer_state(self, name, state):

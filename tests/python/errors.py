@@ -443,7 +443,8 @@ def stray_backward(stage):
     forward says so, and abort() or an engine.backward after it skip the step, on every rank,
     instead of counting its gradients twice (they waited in .grad at stages 0-1, and were partly
     summed into the shards at 2-3). An auxiliary loss's backward with retain_graph before
-    engine.backward sums at stages 0-1, as it always did."""
+    engine.backward sums at stages 0-1, as it always did; at stage 2 one after engine.backward is
+    refused by name and its gradient dropped."""
     engine = zt.initialize(Fragile(), config=dict(CONFIG, zero={"stage": stage}))
     before = engine.full_param("a.weight").clone()
     x, y = torch.randn(3, 4), torch.randn(3, 2)
@@ -490,6 +491,22 @@ def stray_backward(stage):
             assert "engine.backward(loss + aux_loss)" in str(e), repr(e)
         if not engine.step()["skipped"]:  # the failed micro step counts: its step() skips
             return f"stage {stage}: the step of an auxiliary backward at stage {stage} applied"
+    if stage == 2:
+        # A regulariser's backward after engine.backward: named as such (it was taken for
+        # reentrant checkpointing), its gradient dropped (left in .grad, the next micro step's
+        # backward added to it), and the step is engine.backward's own.
+        engine.backward(engine.loss(x, y))
+        weight = engine.module.a.weight
+        try:
+            weight.pow(2).sum().backward()
+            return f"stage {stage}: a backward after engine.backward was taken"
+        except Exception as e:  # noqa: BLE001 - autograd decides the type it arrives as
+            assert "a backward after engine.backward" in str(e), repr(e)
+            assert "engine.backward(loss + aux_loss)" in str(e), repr(e)
+        if weight.grad is not None:
+            return f"stage {stage}: the late backward's gradient stayed in .grad"
+        if engine.step()["skipped"]:
+            return f"stage {stage}: the step of engine.backward was skipped for a late backward"
     engine.close()
     print(f"errors: stage {stage}: a plain loss.backward() skips its step, never counts twice")
     return None

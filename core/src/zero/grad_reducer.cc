@@ -106,6 +106,18 @@ void GradReducer::on_grad_ready(int p) {
         "losses and call engine.backward once (engine.backward(loss + aux_loss)), or train at "
         "zero.stage 0-1, which sum such backward passes");
   }
+  if (reduced_[g] && !in_engine_backward_) {
+    // Autograd has written it into .grad already: dropped, or the next micro step's backward
+    // would add to it and reduce it with its own (the caller may catch this and go on).
+    layout_.params[p].tensor.mutable_grad() = at::Tensor();
+    throw ConfigError(
+        "the gradient of parameter " + layout_.params[p].name +
+        " arrived after engine.backward had reduced its group at ZeRO stage " +
+        std::to_string(options_.stage) +
+        ": a backward after engine.backward (an auxiliary loss's loss.backward()) comes too "
+        "late for stages 2-3, which reduce gradients as they arrive; add the losses and call "
+        "engine.backward once (engine.backward(loss + aux_loss)), or train at zero.stage 0-1");
+  }
   if (reduced_[g]) {
     throw ConfigError(
         "the gradient of parameter " + layout_.params[p].name +

@@ -67,6 +67,7 @@ void ParamGatherer::fetch(int gi) {
   GroupState& s = state_[gi];
   const ShardStorage& st = storage_[gi];
   if (!st.param_streamed || s.gathered || s.pending_gather || s.fetch_work) return;
+  forget_fetched(s);
   s.fetched = param_tier_->host_buffer(layout_.groups[gi].shard * element_size());
   s.fetch_work = st.param_file->read_all(s.fetched.data_ptr());
   ledger_.staging_added(static_cast<int64_t>(s.fetched.nbytes()));
@@ -79,9 +80,17 @@ void ParamGatherer::start_gather(int gi) {
   at::Tensor source = storage_[gi].param_shard;
   if (storage_[gi].param_streamed) {
     fetch(gi);
-    ledger_.clock().wait(*s.fetch_work, &EngineTimes::read_wait);
-    s.fetch_work.reset();
-    storage_[gi].param_file->verify_all(s.fetched.data_ptr(), step_);
+    try {
+      ledger_.clock().wait(*s.fetch_work, &EngineTimes::read_wait);
+      s.fetch_work.reset();
+      storage_[gi].param_file->verify_all(s.fetched.data_ptr(), step_);
+    } catch (...) {
+      // A read that failed (EIO) or a shard that fails its check: forgotten, so the next pass
+      // reads it again; kept, every later forward rethrew this error until a checkpoint load.
+      s.fetch_work.reset();
+      forget_fetched(s);
+      throw;
+    }
     // A view of the buffer itself, so the gather's handle keeps it alive until it is done; on
     // another device, a copy there (the NVMe tier's buffer is pageable, so the copy has read it
     // when it returns, before forget_fetched() can let it go).
@@ -99,9 +108,19 @@ void ParamGatherer::start_gather(int gi) {
   take_storage(g.flat, static_cast<size_t>(g.padded * element_size()));
   layout_.bind_views(gi);
   ledger_.gathered(g.padded * element_size());
-  s.pending_gather = options_.codec && !exact_
-                         ? coded_all_gather(comm_, *options_.codec, g.flat, source)
-                         : comm_.all_gather(g.flat, source);
+  try {
+    s.pending_gather = options_.codec && !exact_
+                           ? coded_all_gather(comm_, *options_.codec, g.flat, source)
+                           : comm_.all_gather(g.flat, source);
+  } catch (...) {
+    // Nothing was issued: the group goes back to released. Left filled and not gathered, it was
+    // never freed, and its next gather failed on the filled storage, hiding this error.
+    resize_flat_storage(g.flat, 0);
+    layout_.empty_views(gi);
+    ledger_.released(g.padded * element_size());
+    forget_fetched(s);
+    throw;
+  }
 }
 
 void ParamGatherer::ensure_gathered(int gi) {
