@@ -77,6 +77,24 @@ TEST_CASE("a plugin whose factory class is not its kind's, or whose kind is unkn
                     "5 model, 6 codec)"));
 }
 
+TEST_CASE("a plugin whose option specs the config cannot honour is refused, naming the option") {
+  // Taken, create() saw a default check_option refuses, and a checkpoint's config, printed with
+  // every default (or a name twice), could not be read back.
+  const char* was = std::getenv("ZT_FIXTURE_OPTIONS");
+  const std::optional<std::string> before = was ? std::optional<std::string>(was) : std::nullopt;
+  std::string e = load_error(fixture("bad_option_specs"));
+  CHECK(contains(e, "declares option 'align' whose default its own spec refuses"));
+  CHECK(contains(e, "plugin.bad_option_specs.align = 0 is out of range"));
+  CHECK(contains(e, "fix the plugin's options()"));
+  setenv("ZT_FIXTURE_OPTIONS", "twice", 1);
+  CHECK(contains(load_error(fixture("bad_option_specs")), "declares option 'block' twice"));
+  setenv("ZT_FIXTURE_OPTIONS", "name", 1);
+  CHECK(contains(load_error(fixture("bad_option_specs")),
+                 "declares option 'block.size' with a name a TOML bare key cannot write"));
+  if (before) setenv("ZT_FIXTURE_OPTIONS", before->c_str(), 1);
+  else unsetenv("ZT_FIXTURE_OPTIONS");
+}
+
 TEST_CASE("a factory that throws") {
   std::string e = load_error(fixture("throwing_factory"));
   CHECK(contains(e, "its factory threw: fixture factory refuses to start"));
@@ -127,9 +145,10 @@ TEST_CASE("load_all reports each broken plugin without stopping at the first") {
     if (entry.record) good++;
     else broken++;
   }
-  CHECK(broken == 9);  // not_elf, no_info, wrong_abi, wrong_fingerprint, throwing_factory,
-                       // undefined_symbol, newer_sdk_symbol, mismatched_kind, unknown_kind
-  CHECK(good >= 2);    // shard_fixture and comm_ucx (built-in)
+  CHECK(broken == 10);  // not_elf, no_info, wrong_abi, wrong_fingerprint, throwing_factory,
+                        // undefined_symbol, newer_sdk_symbol, mismatched_kind, unknown_kind,
+                        // bad_option_specs
+  CHECK(good >= 2);     // shard_fixture and comm_ucx (built-in)
 }
 
 TEST_CASE("ZT_PLUGIN_PATH is searched after plugins.dirs and before the built-in folder") {

@@ -120,8 +120,11 @@ class ZT_API Plugin {
   // The keys of this plugin's [plugin.<id>] table: name, type, default, doc and, for numbers, a
   // range, for strings, the allowed choices (see options.h).
   //   returns: the declared options, in the order `trainer plugins describe` prints them; may
-  //            be empty (the table then accepts no key). Names must be unique; build specs
-  //            with opt_int(...), opt_bool(...) and the other builders in options.h.
+  //            be empty (the table then accepts no key). Names must be unique and TOML bare
+  //            keys (A-Z a-z 0-9 _ -), and each default must pass its own spec's range and
+  //            choices: the loader refuses the plugin otherwise (PluginError naming the
+  //            option). Build specs with opt_int(...), opt_bool(...) and the other builders in
+  //            options.h.
   // The config loader checks the user's table against this list before any rank starts (type,
   // range, choices; unknown keys are a ConfigError with a did-you-mean), so create(...) only
   // sees valid values with every default filled in.

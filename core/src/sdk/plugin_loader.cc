@@ -22,6 +22,7 @@
 #include "zt/host/did_you_mean.h"
 #include "zt/model_plugin.h"
 #include "zt/optimizer.h"
+#include "zt/options.h"
 #include "zt/shard_strategy.h"
 
 namespace fs = std::filesystem;
@@ -238,6 +239,39 @@ Plugin* call_factory(boost::dll::shared_library& lib, const std::string& path) {
   return factory;
 }
 
+// The plugin's option specs as the config loader will use them: a name a TOML key can write,
+// each name once, and a default its own spec accepts. create() is promised values that passed
+// check_option, and a checkpoint's config (printed with every default) is read back through
+// it: a default out of range, or a name given twice, made every such config unreadable.
+void check_option_specs(const Plugin& factory, const std::string& id, const std::string& path) {
+  std::vector<OptionSpec> specs;
+  try {
+    specs = factory.options();
+  } catch (const std::exception& e) {
+    throw PluginError("plugin " + path + ": its options() threw: " + e.what());
+  }
+  const auto refuse = [&](const std::string& name, const std::string& why) {
+    throw PluginError("plugin " + path + " declares option '" + name + "' " + why +
+                      "; fix the plugin's options()");
+  };
+  std::vector<std::string> seen;
+  for (const OptionSpec& spec : specs) {
+    const bool bare = !spec.name.empty() &&
+                      std::all_of(spec.name.begin(), spec.name.end(), [](char c) {
+                        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                               (c >= '0' && c <= '9') || c == '_' || c == '-';
+                      });
+    if (!bare) refuse(spec.name, "with a name a TOML bare key cannot write (A-Z a-z 0-9 _ -)");
+    if (std::find(seen.begin(), seen.end(), spec.name) != seen.end()) refuse(spec.name, "twice");
+    seen.push_back(spec.name);
+    try {
+      check_option(spec, spec.default_value, "plugin." + id, SourceLocation{"default", 0, 0});
+    } catch (const ConfigError& e) {
+      refuse(spec.name, std::string("whose default its own spec refuses (") + e.what() + ")");
+    }
+  }
+}
+
 }  // namespace
 
 const char* core_build_fingerprint() { return ZT_BUILD_FINGERPRINT; }
@@ -291,6 +325,7 @@ PluginRecord load_plugin_file(const std::string& path) {
                       ", but its factory class does not derive from " + kind_class +
                       " (ZT_PLUGIN's kind and factory class must agree); " + kRebuildHint);
   }
+  check_option_specs(*record.factory, record.id, path);
   return record;
 }
 
