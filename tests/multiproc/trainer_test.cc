@@ -568,6 +568,31 @@ TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
   CHECK(contains(r.output, "plugin 'nan_blind_codec' (codec, plugins.codec_gradients) breaks the "
                            "codec contract of zt/codec.h: nan at element 5 of 4096 decodes as the "
                            "finite 0"));
+  // A communicator that says rank 0 on every rank (each would train alone), or whose collective
+  // returns no Work (a crash at its wait), is refused by name.
+  r = run_command(zt::test::small_gpt_job(dir.file("out"),
+                                          "--plugin-dir " ZT_TEST_FIXTURE_DIR
+                                          " --nproc 2 --set plugins.comm=lying_comm"));
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "plugin 'lying_comm' (comm) made a communicator of rank 0 of 2 for "
+                           "rank 1 of 2"));
+  r = run_command(zt::test::small_gpt_job(dir.file("out"),
+                                          "--plugin-dir " ZT_TEST_FIXTURE_DIR
+                                          " --nproc 2 --set plugins.comm=lying_comm "
+                                          "--set plugin.lying_comm.lie=no_work"));
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "communicator 'lying_comm' (world) returned no Work for its "));
+  // An optimizer whose states are fp16: sized by it, then recorded as fp32 in checkpoints.
+  r = run_command(zt::test::small_gpt_job(dir.file("out"),
+                                          "--plugin-dir " ZT_TEST_FIXTURE_DIR
+                                          " --set plugins.optimizer=optim_sgd_fixture "
+                                          "--set plugin.optim_sgd_fixture.fp16_momentum=true"));
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "plugin 'optim_sgd_fixture' (optimizer): its state_dtype() is Half; "
+                           "zt keeps optimizer states and masters in Float or BFloat16 only"));
 }
 
 TEST_CASE("the plugins commands read only plugins.dirs from --config and --set") {

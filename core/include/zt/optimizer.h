@@ -70,14 +70,16 @@ class ZT_API Optimizer {
   // The dtype of every state tensor: at::kFloat (4 bytes per parameter each) or at::kBFloat16
   // (2: the optimizer computes in fp32 and rounds when it stores). Fixed for the optimizer's
   // life; checkpoints hold states as fp32 values whatever it is, so a run may resume with
-  // another. Never throws.
+  // another. Another dtype is refused when the job is composed (PluginError). Never throws.
   virtual at::ScalarType state_dtype() const { return at::kFloat; }
   // The dtype of the master parameters (ShardTensors::param): at::kFloat, or at::kBFloat16 (the
   // optimizer widens them, computes in fp32 and rounds once when it stores: 2 bytes per
   // parameter fewer in memory, in offload tiers and in their traffic, at the cost of updates
   // smaller than half a bf16 spacing, which only stochastic rounding keeps on average). Fixed for
   // the optimizer's life; checkpoints hold masters as fp32 values whatever it is, so a run may
-  // resume with another. Never throws.
+  // resume with another. Another dtype is refused when the job is composed (PluginError), and
+  // bf16 masters only where they save memory: with precision.compute = "bf16", or with fp32
+  // compute and the optimizer offloaded (else the job's ConfigError says so). Never throws.
   virtual at::ScalarType master_dtype() const { return at::kFloat; }
   // The configured learning rate; the trainer's schedule (run.lr_schedule) scales it and passes
   // the result as StepArgs::lr. Never throws.

@@ -137,6 +137,20 @@ void check_launch_device(const EngineSettings& settings) {
 
 // Everything but the communicator, which `c` has: the engine (`make_engine` builds it over the
 // parts) and what it is composed of.
+// The dtypes zt/optimizer.h allows: the engine sizes tiers and records checkpoints by them (an
+// fp16 state was allocated, then recorded as fp32 in the checkpoint).
+void check_optimizer_dtypes(const Optimizer& optimizer, const std::string& id) {
+  for (const auto& [what, dtype] :
+       {std::pair<const char*, at::ScalarType>{"state_dtype()", optimizer.state_dtype()},
+        {"master_dtype()", optimizer.master_dtype()}}) {
+    if (dtype == at::kFloat || dtype == at::kBFloat16) continue;
+    throw PluginError("plugin '" + id + "' (optimizer): its " + what + " is " +
+                      std::string(c10::toString(dtype)) +
+                      "; zt keeps optimizer states and masters in Float or BFloat16 only "
+                      "(zt/optimizer.h; report it to the plugin's authors)");
+  }
+}
+
 void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog& catalog,
                    const RankEnv& env, Store& store, std::chrono::milliseconds timeout,
                    const std::function<void(EngineOptions&)>& adjust,
@@ -146,6 +160,7 @@ void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog
   c.optimizer_id = settings.optimizer.id;
   c.optimizer = created_by(catalog.optimizer(c.optimizer_id).create(settings.optimizer.options),
                            c.optimizer_id, "optimizer");
+  check_optimizer_dtypes(*c.optimizer, c.optimizer_id);
   check_master_placement(settings, c.optimizer->master_dtype() != at::kFloat);
   c.tiers = make_offload_tiers(settings, catalog, env, store, timeout);
   c.options = settings.options;
@@ -168,11 +183,20 @@ Composition compose_all(const EngineSettings& settings, PluginCatalog& catalog, 
   // Observed: every collective goes through the flight recorder and the timeline trace.
   ObserveOptions observe;
   observe.check_collectives = settings.launch.check_collectives;
-  c.comm = observe_communicator(
-      created_by(catalog.comm(settings.comm.id)
-                     .create(settings.comm.options, comm_context(env, store, "train/", timeout)),
-                 settings.comm.id, "comm"),
-      "world", observe);
+  std::unique_ptr<Communicator> world = created_by(
+      catalog.comm(settings.comm.id)
+          .create(settings.comm.options, comm_context(env, store, "train/", timeout)),
+      settings.comm.id, "comm");
+  // The engine takes its world from the communicator: one that says rank 0 of 1 on every rank
+  // trained each rank alone, its gradients never reduced, without a word.
+  if (world->rank() != env.rank || world->size() != env.world) {
+    throw PluginError("plugin '" + settings.comm.id + "' (comm) made a communicator of rank " +
+                      std::to_string(world->rank()) + " of " + std::to_string(world->size()) +
+                      " for rank " + std::to_string(env.rank) + " of " + std::to_string(env.world) +
+                      " (the launcher's RANK and WORLD_SIZE); a communicator plugin's create() "
+                      "makes the context's rank (report it to the plugin's authors)");
+  }
+  c.comm = observe_communicator(std::move(world), "world", observe);
   compose_parts(c, settings, catalog, env, store, timeout, hooks.adjust, [&](Composition& made) {
     if (hooks.prepare) hooks.prepare(made);
     return make_engine(made);
@@ -211,26 +235,39 @@ CodecPlacement codec_placement(const EngineSettings& settings, int world, int gr
   return p;
 }
 
+// Where a bf16 master costs memory instead of saving it. The key is optim_hybrid_adam's
+// (plugin.<id>.master_dtype) where the optimizer declares one; another optimizer's bf16 masters
+// are its own choice, named as such.
 void check_master_placement(const EngineSettings& settings, bool bf16_master) {
   if (!bf16_master) return;
   const Options& o = settings.optimizer.options;
+  bool declared = false;
+  for (const OptionSpec& spec : o.specs()) declared = declared || spec.name == "master_dtype";
+  const std::string where = declared ? o.where("master_dtype").str()
+                                     : "plugins.optimizer = " + settings.optimizer.id;
+  const std::string bf16 = declared ? "plugin." + settings.optimizer.id + ".master_dtype = \"bf16\""
+                                    : "optimizer " + settings.optimizer.id +
+                                          "'s bf16 masters (its master_dtype())";
+  const std::string keep = declared ? "keep master_dtype = \"fp32\""
+                                    : "choose an optimizer with fp32 masters";
   if (settings.options.compute_dtype == at::kHalf) {
-    throw ConfigError(o.where("master_dtype").str() + ": plugin." + settings.optimizer.id +
-                      ".master_dtype = \"bf16\" with precision.compute = \"fp16\" keeps a bf16 "
-                      "copy of every parameter beside the fp16 ones; compute in bf16 (the master "
-                      "is then the parameters) or keep master_dtype = \"fp32\"");
+    throw ConfigError(where + ": " + bf16 +
+                      " with precision.compute = \"fp16\" keeps a bf16 copy of every parameter "
+                      "beside the fp16 ones; compute in bf16 (the master is then the parameters) "
+                      "or " +
+                      keep);
   }
   const bool offloaded = settings.offload_optimizer.chosen() &&
                          settings.options.offload_optimizer_fraction > 0;
   if (settings.options.compute_dtype != at::kFloat || offloaded) return;
-  throw ConfigError(o.where("master_dtype").str() + ": plugin." + settings.optimizer.id +
-                    ".master_dtype = \"bf16\" with precision.compute = \"fp32\" and nothing in "
-                    "plugins.offload_optimizer keeps the fp32 parameters beside a bf16 copy "
-                    "(6 bytes a parameter, where the fp32 parameters alone are the master in 4); "
-                    "compute in bf16 (precision.compute = \"bf16\": the master is then the "
-                    "parameters), offload the optimizer (plugins.offload_optimizer with "
-                    "zero.offload_optimizer_fraction > 0), or keep "
-                    "master_dtype = \"fp32\"");
+  throw ConfigError(where + ": " + bf16 +
+                    " with precision.compute = \"fp32\" and nothing in plugins.offload_optimizer "
+                    "keeps the fp32 parameters beside a bf16 copy (6 bytes a parameter, where the "
+                    "fp32 parameters alone are the master in 4); compute in bf16 "
+                    "(precision.compute = \"bf16\": the master is then the parameters), offload "
+                    "the optimizer (plugins.offload_optimizer with "
+                    "zero.offload_optimizer_fraction > 0), or " +
+                    keep);
 }
 
 OptimizerFootprint optimizer_footprint(const Optimizer& optimizer) {

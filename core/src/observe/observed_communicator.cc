@@ -120,6 +120,14 @@ class ObservedCommunicator final : public Communicator {
   std::unique_ptr<Communicator> split(int color, int key) override {
     std::unique_ptr<Communicator> sub = inner_->split(color, key);
     if (!sub) return nullptr;
+    if (sub->size() < 1 || sub->size() > size() || sub->rank() < 0 || sub->rank() >= sub->size()) {
+      throw PluginError("communicator '" + inner_->name() + "' split " + *group_ + " (rank " +
+                        std::to_string(rank()) + " of " + std::to_string(size()) +
+                        ") into one that says rank " + std::to_string(sub->rank()) + " of " +
+                        std::to_string(sub->size()) +
+                        "; a split's communicator holds some of its parent's ranks (report it "
+                        "to the plugin's authors)");
+    }
     ++splits_;
     return std::make_unique<ObservedCommunicator>(
         std::move(sub),
@@ -171,6 +179,15 @@ class ObservedCommunicator final : public Communicator {
       // running, or the diagnosis reads this rank as waiting in it with its peers.
       finish(*s, true);
       throw;
+    }
+    if (!work) {
+      // Waited for, a null Work was a crash with no message.
+      finish(*s, true);
+      throw PluginError("communicator '" + inner_->name() + "' (" + *group_ +
+                        ") returned no Work for its " + comm_op_name(op) + " #" +
+                        std::to_string(seq) +
+                        "; a communicator plugin's collectives return a Work or throw (report "
+                        "it to the plugin's authors)");
     }
     if (auto* future = dynamic_cast<FutureWork*>(work.get())) {
       future->on_complete([s](bool failed) { finish(*s, failed); });
