@@ -38,6 +38,35 @@ TEST_CASE("a task that throws does not stop the executor") {
   CHECK(ran == 1);
 }
 
+TEST_CASE("SerialExecutor completes an op's work with the task's exception, or with success") {
+  // With the plain submit, a task that threw before completing its work left the waiter to time
+  // out blaming the peers, the task's own error lost.
+  zt::SerialExecutor executor;
+  auto failed = std::make_shared<zt::FutureWork>("comm_x all_gather #1", 5000ms);
+  executor.submit(failed, [] { throw zt::InternalError("comm_x: a shard of the wrong size"); });
+  CHECK_THROWS_WITH_AS(failed->wait(), "comm_x: a shard of the wrong size", zt::InternalError);
+  auto done = std::make_shared<zt::FutureWork>("comm_x all_gather #2", 5000ms);
+  std::atomic<int> ran{0};
+  executor.submit(done, [&] { ran++; });
+  done->wait();
+  CHECK(ran == 1);
+  // A task that completed its work itself keeps that result.
+  auto own = std::make_shared<zt::FutureWork>("comm_x all_gather #3", 5000ms);
+  executor.submit(own, [own] {
+    own->complete(std::make_exception_ptr(zt::CommError("rank 1 is unreachable")));
+  });
+  CHECK_THROWS_WITH_AS(own->wait(), "rank 1 is unreachable", zt::CommError);
+  executor.drain();
+  CHECK(executor.take_retained().size() == 1);  // the task that threw, kept for its buffers
+}
+
+TEST_CASE("FutureWork keeps its first result: a later complete() does not undo a failure") {
+  zt::FutureWork work("op", 1000ms);
+  work.complete(std::make_exception_ptr(zt::CommError("rank 2 is unreachable")));
+  work.complete();
+  CHECK_THROWS_WITH_AS(work.wait(), "rank 2 is unreachable", zt::CommError);
+}
+
 TEST_CASE("FutureWork: wait times out naming the op, then returns once completed") {
   auto work = std::make_shared<zt::FutureWork>("comm_x all_reduce #3", 50ms);
   CHECK_FALSE(work->is_completed());

@@ -8,11 +8,13 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "zt/api.h"
+#include "zt/work.h"
 
 namespace zt {
 
@@ -27,6 +29,11 @@ class ZT_API SerialExecutor {
   // Tasks report their own outcome (e.g. through a FutureWork); exceptions that escape a task
   // mark it retained and are otherwise swallowed.
   void submit(Task task);
+  // Runs `task` as above, then completes `work`: with the exception that escaped the task, else
+  // with success, unless the task completed it already (FutureWork keeps its first result). The
+  // form to use for an op whose task may throw: with the plain submit, `work` never completed,
+  // and its waiters timed out blaming the peers.
+  void submit(std::shared_ptr<FutureWork> work, Task task);
   // Blocks until every task submitted so far has run.
   void drain();
   // The failed tasks retained so far, now the caller's: an owner that must release what they

@@ -53,8 +53,9 @@ class ZT_API FutureWork : public Work {
   void wait() override;
   std::exception_ptr exception() override;
 
-  // Marks the op finished and wakes every waiter. Called exactly once, by the thread that ran
-  // the op, after it stopped touching the op's buffers.
+  // Marks the op finished and wakes every waiter. Called by the thread that ran the op, after it
+  // stopped touching the op's buffers; the first call's result stands, later ones are ignored
+  // (a second complete(nullptr) turned an op that had failed into one that succeeded).
   //   error: in, the op's failure (std::current_exception() in a catch), or null for success.
   void complete(std::exception_ptr error = nullptr);
   const std::string& what() const { return what_; }

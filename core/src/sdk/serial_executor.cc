@@ -23,6 +23,18 @@ void SerialExecutor::submit(Task task) {
   cv_.notify_all();
 }
 
+void SerialExecutor::submit(std::shared_ptr<FutureWork> work, Task task) {
+  submit([work = std::move(work), task = std::move(task)] {
+    try {
+      task();
+    } catch (...) {
+      work->complete(std::current_exception());
+      throw;  // retained, as any task that throws
+    }
+    work->complete();
+  });
+}
+
 void SerialExecutor::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   cv_.wait(lock, [this] { return queue_.empty() && !running_task_; });

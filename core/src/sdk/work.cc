@@ -54,6 +54,7 @@ void FutureWork::complete(std::exception_ptr error) {
   const bool failed = error != nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (done_) return;  // the first result stands
     done_ = true;
     error_ = std::move(error);
     callbacks.swap(callbacks_);
