@@ -11,12 +11,29 @@ function(zt_add_plugin id)
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "zt_add_plugin(${id}): SOURCES is required")
   endif()
+  # Out of tree (find_package(zt)): the compiler's family and major version must be zt's, or the
+  # loader refuses the plugin by its fingerprint after a build that went through.
+  if(DEFINED ZT_CXX_COMPILER_ID AND NOT TARGET zt_core)
+    string(REGEX MATCH "^[0-9]+" ours "${ZT_CXX_COMPILER_VERSION}")
+    string(REGEX MATCH "^[0-9]+" theirs "${CMAKE_CXX_COMPILER_VERSION}")
+    if(NOT CMAKE_CXX_COMPILER_ID STREQUAL ZT_CXX_COMPILER_ID OR NOT ours STREQUAL theirs)
+      message(FATAL_ERROR "zt_add_plugin(${id}): this project compiles with "
+        "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION} (${CMAKE_CXX_COMPILER}), zt was "
+        "built with ${ZT_CXX_COMPILER_ID} ${ZT_CXX_COMPILER_VERSION}, and zt loads only plugins "
+        "of its compiler's family and major version (its build fingerprint); configure a fresh "
+        "build folder with -DCMAKE_CXX_COMPILER=${ZT_CXX_COMPILER}")
+    endif()
+  endif()
   set(target zt_${id})
   add_library(${target} MODULE ${ARG_SOURCES})
   set_target_properties(${target} PROPERTIES
     PREFIX "lib" OUTPUT_NAME "zt_${id}"
     CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
-    CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+    CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON
+    # An installed plugin keeps a RUNPATH to the libraries it links outside its project (LINK
+    # /opt/foo/lib/libfoo.so): the install strips the build tree's, and the plugin then failed
+    # to load where it had built and run.
+    INSTALL_RPATH_USE_LINK_PATH ON)
   if(TARGET zt_core)
     target_link_libraries(${target} PRIVATE zt_core ${ARG_LINK})
   else()

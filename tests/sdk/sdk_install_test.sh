@@ -93,6 +93,30 @@ if grep -Eq -- "-I *($source_dir|$build_dir)|-isystem *($source_dir|$build_dir)"
   fail "the template compiled with headers from the zt source/build tree, not only the install"
 fi
 
+step "another compiler is refused when the plugin is configured, naming zt's"
+other_cxx=""
+for c in clang++-14 clang++ g++-13 g++-11; do
+  if command -v "$c" >/dev/null && ! "$c" --version | grep -q "$(c++ --version | head -n 1)"; then
+    other_cxx=$(command -v "$c")
+    break
+  fi
+done
+if [[ -n "$other_cxx" ]]; then
+  rc=0
+  "$cmake_cmd" -S "$template_dir" -B "$tmp/other-compiler" -G Ninja \
+    "-DCMAKE_CXX_COMPILER=$other_cxx" \
+    "-DCMAKE_PREFIX_PATH=$prefix${extra_prefix:+;$extra_prefix}" \
+    -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON >"$tmp/other.log" 2>&1 || rc=$?
+  [[ $rc -ne 0 ]] || { cat "$tmp/other.log" >&2; fail "a plugin of $other_cxx was configured"; }
+  tr -s ' \n' ' ' <"$tmp/other.log" >"$tmp/other.flat"  # CMake wraps its messages
+  expect_in "$tmp/other.flat" "zt loads only plugins of its compiler's family and major version" \
+    "configuring with $other_cxx did not say why it is refused"
+  expect_in "$tmp/other.flat" "-DCMAKE_CXX_COMPILER=$(command -v c++)" \
+    "the refusal does not name zt's compiler"
+else
+  echo "   (no second C++ compiler on this machine: not tried)"
+fi
+
 step "trainer plugins describe comm_local (ZT_PLUGIN_PATH)"
 ZT_PLUGIN_PATH="$plugin_build" "$trainer" plugins describe comm_local >"$tmp/describe.out" 2>&1 ||
   { cat "$tmp/describe.out" >&2; fail "'trainer plugins describe comm_local' exited non-zero"; }

@@ -164,7 +164,7 @@ bool layout_changes_math(const JobSettings& job) {
     const size_t at = spec.name.rfind("dtype");
     const std::string rounding = at == std::string::npos ? ""
                                                          : spec.name.substr(0, at) + "rounding";
-    if (!rounding.empty() && optimizer.declares(rounding) &&
+    if (!rounding.empty() && optimizer.declares(rounding, ValueType::kString) &&
         optimizer.options.get_string(rounding) == "nearest")
       continue;
     return true;

@@ -20,6 +20,59 @@ void expect(bool ok, const std::string& what) {
   if (!ok) throw CommError("smoke check failed: " + what);
 }
 
+// all_gather of one size and dtype: every rank's shard holds its rank.
+void check_all_gather(Communicator& comm, int64_t numel, at::ScalarType dtype) {
+  const int n = comm.size(), r = comm.rank();
+  const std::string tag = std::to_string(numel) + " x " + at::toString(dtype);
+  auto opts = at::TensorOptions().dtype(dtype).device(comm.device());
+  ShardRange mine = flat_shard(numel, n, r);
+  at::Tensor gathered = at::full({numel}, n, opts);
+  comm.all_gather(gathered, at::full({mine.size()}, r, opts))->wait();
+  for (int q = 0; q < n; ++q) {
+    ShardRange s = flat_shard(numel, n, q);
+    expect(at::all(gathered.narrow(0, s.begin, s.size()) == q).item<bool>(),
+           "all_gather of " + tag + " (shard of rank " + std::to_string(q) + ")");
+  }
+}
+
+// What the engine issues besides the compute dtypes' sums (zt/communicator.h lists them): its
+// agreements' max, min and average over fp32 and fp64, gathers of int64 (exchange_split, step
+// traces) and bytes (coded gathers), and the gradient codecs' all-to-all of bytes, which a
+// plugin may lack (the job then refuses a gradient codec by name).
+void check_engine_collectives(Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  auto opts = at::TensorOptions().device(comm.device());
+  for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    const std::string tag = std::string(" of 5 x ") + at::toString(dtype);
+    at::Tensor t = at::full({5}, r + 1, opts.dtype(dtype));
+    comm.all_reduce(t, ReduceOp::kMax)->wait();
+    expect(at::all(t == n).item<bool>(), "all_reduce max" + tag);
+    t.fill_(r + 1);
+    comm.all_reduce(t, ReduceOp::kMin)->wait();
+    expect(at::all(t == 1).item<bool>(), "all_reduce min" + tag);
+    t.fill_(2 * (r + 1));
+    comm.all_reduce(t, ReduceOp::kAvg)->wait();
+    expect(at::all(t == n + 1).item<bool>(), "all_reduce avg" + tag);
+  }
+  check_all_gather(comm, 1001, at::kLong);
+  check_all_gather(comm, 1001, at::kByte);
+  // Block d of rank r holds r * 16 + d; after the exchange block s holds s * 16 + r.
+  const int64_t block = 33;
+  at::Tensor in = at::empty({n * block}, opts.dtype(at::kByte));
+  for (int d = 0; d < n; ++d) in.narrow(0, d * block, block).fill_((r * 16 + d) % 256);
+  at::Tensor out = at::zeros_like(in);
+  try {
+    comm.all_to_all(out, in)->wait();
+  } catch (const ConfigError& e) {
+    std::printf("smoke: %s: without all_to_all a job cannot use a gradient codec\n", e.what());
+    return;
+  }
+  for (int s = 0; s < n; ++s) {
+    expect(at::all(out.narrow(0, s * block, block) == (s * 16 + r) % 256).item<bool>(),
+           "all_to_all of bytes (block from rank " + std::to_string(s) + ")");
+  }
+}
+
 // Verifies each collective on one size and dtype; values are small integers, so exact. The
 // tensors live where the communicator moves them (comm_nccl: its GPU).
 void check_collectives(Communicator& comm, int64_t numel, at::ScalarType dtype) {
@@ -32,13 +85,7 @@ void check_collectives(Communicator& comm, int64_t numel, at::ScalarType dtype) 
   expect(at::all(t == n * (n + 1) / 2).item<bool>(), "all_reduce sum of " + tag);
 
   ShardRange mine = flat_shard(numel, n, r);
-  at::Tensor gathered = at::full({numel}, -1, opts);
-  comm.all_gather(gathered, at::full({mine.size()}, r, opts))->wait();
-  for (int q = 0; q < n; ++q) {
-    ShardRange s = flat_shard(numel, n, q);
-    expect(at::all(gathered.narrow(0, s.begin, s.size()) == q).item<bool>(),
-           "all_gather of " + tag + " (shard of rank " + std::to_string(q) + ")");
-  }
+  check_all_gather(comm, numel, dtype);
 
   at::Tensor flat = at::arange(numel, opts.dtype(at::kFloat)).remainder(7).add(r).to(dtype);
   at::Tensor shard = at::empty({mine.size()}, opts);
@@ -107,6 +154,7 @@ int run_smoke(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   }
   check_collectives(*comm, 4099, at::kBFloat16);
   check_collectives(*comm, 4099, at::kDouble);
+  check_engine_collectives(*comm);
 
   const std::string path = comm->describe();
   const int reps = static_cast<int>(job.run.steps);

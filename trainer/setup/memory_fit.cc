@@ -133,8 +133,9 @@ int64_t tier_pool_bytes(const EngineSettings& engine) {
   for (const auto& [id, o] : tiers) {
     bool count = false, mb = false;
     for (const auto& spec : o->specs()) {
-      count |= spec.name == "buffer_count";
-      mb |= spec.name == "buffer_mb";
+      // By name and type, as zt/offload.h's convention has them: integers.
+      count |= spec.name == "buffer_count" && spec.type == ValueType::kInt;
+      mb |= spec.name == "buffer_mb" && spec.type == ValueType::kInt;
     }
     if (count && mb) bytes += o->get_int("buffer_count") * (o->get_int("buffer_mb") << 20);
   }

@@ -16,7 +16,7 @@ std::string percent(double share) { return short_number(share * 100) + "%"; }
 
 bool optimizer_option_is_bf16(const EngineSettings& engine, const char* key) {
   const PluginChoice& o = engine.optimizer;
-  return o.chosen() && o.declares(key) && o.options.get_string(key) == "bf16";
+  return o.chosen() && o.declares(key, ValueType::kString) && o.options.get_string(key) == "bf16";
 }
 
 std::string short_number(double v) {
@@ -73,7 +73,8 @@ std::string composition_label(const JobSettings& job) {
   auto codec = [&](const PluginChoice& c, const char* role) {
     if (!c.chosen()) return;
     label += std::string(", ") + role + " " + c.id;
-    if (c.declares("bits")) label += " int" + std::to_string(c.options.get_int("bits"));
+    if (c.declares("bits", ValueType::kInt))
+      label += " int" + std::to_string(c.options.get_int("bits"));
   };
   if (stage == 3) codec(engine.codec_weights, "weights");
   if (stage >= 1) codec(engine.codec_gradients, "gradients");

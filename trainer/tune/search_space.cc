@@ -235,7 +235,7 @@ std::vector<Candidate> compositions_around(const JobSettings& job, const Candida
       zero.offload_optimizer_fraction > 0 && opt.chosen()) {
     // Knobs of optim_hybrid_adam's options, by their names: a plugin that declares them.
     for (const char* key : {"state_dtype", "master_dtype"}) {
-      if (opt.declares(key) && !optimizer_option_is_bf16(engine, key))
+      if (opt.declares(key, ValueType::kString) && !optimizer_option_is_bf16(engine, key))
         out.push_back(with(around, "plugin." + opt.id + "." + key, quoted("bf16")));
     }
   }

@@ -83,6 +83,12 @@ ZT_API ShardRange flat_shard(int64_t numel, int world, int rank);
 // ceil(numel / world): the padded shard length every rank uses on the wire.
 ZT_API int64_t padded_shard_numel(int64_t numel, int world);
 
+// What the engine issues, so a plugin knows what it must take (run.task = "smoke" checks each):
+// all_gather, reduce_scatter and all_reduce (kSum, kAvg) of the compute and master dtypes
+// (fp32, bf16, fp16) and fp64; all_reduce kMax and kMin of fp32 and fp64 (the ranks' agreements
+// and step totals); all_gather of int64 (exchange_split, step traces) and of bytes (the weight
+// codec's coded gathers); broadcast of what the engine keeps; all_to_all of bytes only for a
+// gradient codec.
 class ZT_API Communicator {
  public:
   // Collective for comm_ucx (a barrier, so no peer still sends to a closed endpoint); it must

@@ -4,6 +4,10 @@
 //   1. zt_plugin_info_v1: a C-linkage function returning a POD ZtPluginInfoV1. The loader calls
 //      it first and checks abi_version and build_fingerprint before any C++ entry is touched,
 //      so a plugin built for another compiler/ABI/LibTorch fails with a message, not a crash.
+//      The one exception is what the dynamic linker runs as it opens the file, before either
+//      entry: the constructors of namespace-scope objects and static registrations (a
+//      TORCH_LIBRARY block). Keep those out of a plugin (make objects function-local statics,
+//      built on first use) so that a mismatched build is refused instead of crashing there.
 //   2. zt_plugin_factory_v1: a Boost.DLL alias to a function returning the plugin's factory
 //      object (a subclass of zt::Plugin for its kind), valid for the life of the process.
 //

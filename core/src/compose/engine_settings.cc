@@ -31,9 +31,9 @@ std::string KeyPlaces::key_at(const std::string& key) const {
   return key + " (" + where(key) + ")";
 }
 
-bool PluginChoice::declares(const std::string& option) const {
+bool PluginChoice::declares(const std::string& option, std::optional<ValueType> type) const {
   for (const OptionSpec& spec : options.specs()) {
-    if (spec.name == option) return true;
+    if (spec.name == option) return !type || spec.type == *type;
   }
   return false;
 }

@@ -198,7 +198,9 @@ OffloadTiers make_offload_tiers(const EngineSettings& settings, PluginCatalog& c
   return tiers;
 }
 
-bool offloads_to_files(const PluginChoice& role) { return role.chosen() && role.declares("path"); }
+bool offloads_to_files(const PluginChoice& role) {
+  return role.chosen() && role.declares("path", ValueType::kString);
+}
 
 double separate_master_share(const EngineSettings& settings) {
   double share = 0;

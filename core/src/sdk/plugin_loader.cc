@@ -83,7 +83,10 @@ std::string id_from_file_name(const std::string& name) {
   if (name.size() <= prefix.size() + suffix.size()) return "";
   if (name.rfind(prefix, 0) != 0) return "";
   if (name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) return "";
-  return name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  const std::string id = name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  // zt's own library, not a plugin: a search path that reaches lib/ (ZT_PLUGIN_PATH=/opt/zt/lib
+  // for lib/zt/plugins) listed it as a broken plugin, and `trainer plugins list` exited 3.
+  return id == "core" ? "" : id;
 }
 
 // Why dlopen refused `path`, as a message with the way out. The dynamic linker's own text names
@@ -100,6 +103,19 @@ std::string load_failure(const std::string& path, const std::string& fallback) {
   }
   std::string reason = why ? why : fallback;
   std::string way_out = kRebuildHint;
+  // A library the plugin links that the dynamic linker does not find (an install stripped the
+  // build tree's RUNPATH): rebuilding against the SDK does not help; finding it does.
+  const std::string missing = ": cannot open shared object file";
+  if (const size_t end = reason.find(missing); end != std::string::npos) {
+    const size_t start = reason.rfind(": ", end - 1);
+    const std::string library = reason.substr(start == std::string::npos ? 0 : start + 2,
+                                              end - (start == std::string::npos ? 0 : start + 2));
+    way_out = "the plugin links " + library +
+              ", which the dynamic linker does not find: install it where the system looks "
+              "(ldconfig), give the plugin a RUNPATH to its folder (zt_add_plugin sets "
+              "INSTALL_RPATH_USE_LINK_PATH for what it links), or add the folder to "
+              "LD_LIBRARY_PATH";
+  }
   const std::string undefined = "undefined symbol: ";
   const size_t at = reason.find(undefined);
   if (at != std::string::npos) {

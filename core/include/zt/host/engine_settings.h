@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "zt/api.h"
@@ -48,9 +49,11 @@ struct PluginChoice {
   std::string id;   // "" when the role is left empty
   Options options;  // a copy: defaults where the file has no table
   bool chosen() const { return !id.empty(); }
-  // Whether the plugin declares an option of this name (a `path` makes an offload tier one of
-  // files: zt/offload.h's folder convention).
-  ZT_API bool declares(const std::string& option) const;
+  // Whether the plugin declares an option of this name and, where given, of this type (a string
+  // `path` makes an offload tier one of files: zt/offload.h's folder convention). A convention
+  // read by name alone met a third party's option of another type with an internal error.
+  ZT_API bool declares(const std::string& option,
+                       std::optional<ValueType> type = std::nullopt) const;
 };
 
 // [launch]: how ranks start and meet.
