@@ -9,6 +9,7 @@ its own checkpoint).
 
 import argparse
 import math
+import signal
 import sys
 
 from . import _zt
@@ -37,7 +38,35 @@ def main(argv=None):
     if a.max_restarts < 0:
         parser.error("--max-restarts must be 0 or more")
     command = [sys.executable, a.script] + a.args
+    # While no ranks run (before the first start, between restarts), a stop signal is noted and
+    # stops the job at the next start: by Python's defaults SIGTERM and SIGUSR1 ended the
+    # launcher without a word, and Ctrl-C with a traceback. While ranks run, the launcher's own
+    # handlers take them (and put these back).
+    stop = []
+
+    def note(signum, _frame):
+        if not stop:
+            stop.append(signum)
+
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1)
+    previous = {s: signal.signal(s, note) for s in stops}
+    try:
+        return _attempts(a, command, stop)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _attempts(a, command, stop):
+    """Starts the job, and again after a failure, at most a.max_restarts times."""
+    code = 0
     for attempt in range(a.max_restarts + 1):
+        if stop:
+            when = "before the ranks started" if attempt == 0 else (
+                "while the launcher was restarting the ranks")
+            print(f"zt: {signal.Signals(stop[0]).name} came {when}: the job stops",
+                  file=sys.stderr)
+            return 128 + stop[0]
         code, failed_rank, message, line, stopped_by = _zt.launch(
             a.nproc, command, a.master_addr, a.master_port, a.timeout)
         if code == 0:
@@ -48,8 +77,9 @@ def main(argv=None):
         # that failed meanwhile is no reason to start them all again.
         if failed_rank < 0 or stopped_by != 0 or attempt == a.max_restarts:
             return code
-        print(f"zt: restart {attempt + 1}/{a.max_restarts}: all ranks start again",
-              file=sys.stderr)
+        if not stop:
+            print(f"zt: restart {attempt + 1}/{a.max_restarts}: all ranks start again",
+                  file=sys.stderr)
     return code
 
 

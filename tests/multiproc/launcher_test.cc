@@ -169,6 +169,24 @@ TEST_CASE("ranks that outlive the drain are killed, and the result says the laun
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(20));
 }
 
+TEST_CASE("a rank killed from outside keeps its own verdict when the launcher kills the others") {
+  // Rank 1 dies of SIGKILL (as the OOM killer's victim does); rank 0, waiting for it, outlives
+  // its grace and is killed by the launcher. The failure named is rank 1's, not the launcher's.
+  zt::LaunchSpec spec;
+  spec.nproc = 2;
+  spec.argv = {"/bin/sh", "-c",
+               "if [ $RANK = 1 ]; then sleep 0.3; kill -9 $$; fi; trap '' TERM; exec sleep 30"};
+  spec.grace = std::chrono::seconds(1);
+  spec.timeout = std::chrono::seconds(60);
+  const Captured c = launch_captured(spec);
+  INFO(c.result.message);
+  CHECK(c.result.failed_rank == 1);
+  CHECK(c.result.rank_codes == std::vector<int>{128 + SIGKILL, 128 + SIGKILL});
+  CHECK(contains(c.result.message, "rank 1 (pid"));
+  CHECK(contains(c.result.message, "was killed by signal 9"));
+  CHECK_FALSE(contains(c.result.message, "the launcher killed it"));
+}
+
 TEST_CASE("ranks that fail together, each writing its error in pieces, never share a line") {
   // Each rank writes its prefix, pauses, then the rest: straight onto one terminal, these
   // would read "zt: [rank 0] zt: [rank 1] ...".

@@ -568,6 +568,16 @@ TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
   CHECK(contains(r.output, "plugin 'nan_blind_codec' (codec, plugins.codec_gradients) breaks the "
                            "codec contract of zt/codec.h: nan at element 5 of 4096 decodes as the "
                            "finite 0"));
+  // The same codec in a live A/B arm is refused at the start, not at the arm's first switch.
+  r = run_command(zt::test::small_gpt_job(
+      dir.file("out"), "--plugin-dir " ZT_TEST_FIXTURE_DIR
+                       " --set run.steps=4 --set ab.switch_every=2 --set 'ab.arms=[\"plugins.shard="
+                       "shard_bucket\", \"plugins.codec_gradients=nan_blind_codec\"]'"));
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, "live A/B arm B (ab.arms[1]): plugin 'nan_blind_codec' (codec, "
+                           "plugins.codec_gradients) breaks the codec contract"));
+  CHECK_FALSE(contains(r.output, "step 1"));
   // A communicator that says rank 0 on every rank (each would train alone), or whose collective
   // returns no Work (a crash at its wait), is refused by name.
   r = run_command(zt::test::small_gpt_job(dir.file("out"),

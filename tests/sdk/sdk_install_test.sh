@@ -94,9 +94,17 @@ if grep -Eq -- "-I *($source_dir|$build_dir)|-isystem *($source_dir|$build_dir)"
 fi
 
 step "another compiler is refused when the plugin is configured, naming zt's"
+# Family (clang or not) and major version, as the fingerprint has them: --version's first line
+# names the program as it was called, so it cannot tell g++-12 from c++ (GCC 12).
+compiler_of() {
+  local family=gnu
+  "$1" --version | head -n 1 | grep -qi clang && family=clang
+  echo "$family-$("$1" -dumpversion | cut -d. -f1)"
+}
+ours_cxx=$(compiler_of "$(grep -E '^CMAKE_CXX_COMPILER:' "$build_dir/CMakeCache.txt" | cut -d= -f2)")
 other_cxx=""
-for c in clang++-14 clang++ g++-13 g++-11; do
-  if command -v "$c" >/dev/null && ! "$c" --version | grep -q "$(c++ --version | head -n 1)"; then
+for c in clang++-16 clang++-15 clang++-14 clang++ g++-14 g++-13 g++-12 g++-11; do
+  if command -v "$c" >/dev/null && [[ $(compiler_of "$c") != "$ours_cxx" ]]; then
     other_cxx=$(command -v "$c")
     break
   fi
@@ -111,7 +119,8 @@ if [[ -n "$other_cxx" ]]; then
   tr -s ' \n' ' ' <"$tmp/other.log" >"$tmp/other.flat"  # CMake wraps its messages
   expect_in "$tmp/other.flat" "zt loads only plugins of its compiler's family and major version" \
     "configuring with $other_cxx did not say why it is refused"
-  expect_in "$tmp/other.flat" "-DCMAKE_CXX_COMPILER=$(command -v c++)" \
+  expect_in "$tmp/other.flat" \
+    "-DCMAKE_CXX_COMPILER=$(grep -E '^CMAKE_CXX_COMPILER:' "$build_dir/CMakeCache.txt" | cut -d= -f2)" \
     "the refusal does not name zt's compiler"
 else
   echo "   (no second C++ compiler on this machine: not tried)"

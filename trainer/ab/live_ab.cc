@@ -6,6 +6,7 @@
 
 #include "ab/ab_stats.h"
 #include "zt/error.h"
+#include "zt/host/compose.h"
 #include "zt/host/plugin_loader.h"
 
 namespace zt::trainer {
@@ -78,6 +79,7 @@ void load_arms(const JobSettings& job, PluginCatalog& catalog, LiveAb& live) {
     try {
       live.settings.push_back(JobSettings::with_overrides(job, live.arms.back().overrides));
       load_plugins(live.settings.back().engine, catalog);
+      check_made_plugins(live.settings.back().engine, catalog);
     } catch (const Error& e) {
       // Said from the arm's point of view: its overrides read as --set.
       throw Error(e.kind(), ab.arms_where + ": live A/B arm " + name + " (ab.arms[" +

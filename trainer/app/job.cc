@@ -103,7 +103,7 @@ int64_t last_recorded_step(const JobSettings& job) {
 // leftovers, the checkpoint lookups) SIGINT, SIGTERM or SIGUSR1 (Slurm's warning) ended the
 // launcher by its default action, without a word and with offload files half removed. Held for
 // the whole restart loop (launch_local puts this handler back when it ends) and read before each
-// restart: the job then stops instead of starting again.
+// start and restart: the job then stops instead of starting (again).
 std::atomic<int> g_signal_between_attempts{0};
 
 void note_signal_between_attempts(int sig) {
@@ -247,6 +247,15 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
                                                                    : make_offload_notes_folder();
   const std::string notes = notes_given ? given_notes : own_notes;
   if (!own_notes.empty()) spec.env.push_back({"ZT_OFFLOAD_NOTES", own_notes});
+  // A stop signal while this launcher prepared them (launch_ranks holds it until launch_local's
+  // own handlers take over): no rank starts.
+  if (const int sig = g_signal_between_attempts.load()) {
+    if (!own_notes.empty()) remove_noted_offload_folders(own_notes, job_id);
+    result.launcher_signal = sig;
+    result.exit_code = 128 + sig;
+    std::cerr << "zt: " << strsignal(sig) << " came before the ranks started: the job stops\n";
+    return result.exit_code;
+  }
   try {
     result = launch_local(spec);
   } catch (...) {

@@ -9,6 +9,7 @@
 #include "zt/communicator.h"
 #include "zt/error.h"
 #include "zt/host/blas.h"
+#include "zt/host/compose.h"
 #include "zt/host/plugin_loader.h"
 #include "zt/host_memory.h"
 
@@ -20,6 +21,17 @@ void expect(bool ok, const std::string& what) {
   if (!ok) throw CommError("smoke check failed: " + what);
 }
 
+// Waits for a collective's Work: the smoke task checks a plugin, and a null Work from it was a
+// crash here, with no message.
+void waited(const std::shared_ptr<Work>& work, const Communicator& comm) {
+  if (!work) {
+    throw PluginError("communicator '" + comm.name() +
+                      "' returned no Work for a collective; a communicator plugin's collectives "
+                      "return a Work or throw (report it to the plugin's authors)");
+  }
+  work->wait();
+}
+
 // all_gather of one size and dtype: every rank's shard holds its rank.
 void check_all_gather(Communicator& comm, int64_t numel, at::ScalarType dtype) {
   const int n = comm.size(), r = comm.rank();
@@ -27,7 +39,7 @@ void check_all_gather(Communicator& comm, int64_t numel, at::ScalarType dtype) {
   auto opts = at::TensorOptions().dtype(dtype).device(comm.device());
   ShardRange mine = flat_shard(numel, n, r);
   at::Tensor gathered = at::full({numel}, n, opts);
-  comm.all_gather(gathered, at::full({mine.size()}, r, opts))->wait();
+  waited(comm.all_gather(gathered, at::full({mine.size()}, r, opts)), comm);
   for (int q = 0; q < n; ++q) {
     ShardRange s = flat_shard(numel, n, q);
     expect(at::all(gathered.narrow(0, s.begin, s.size()) == q).item<bool>(),
@@ -45,13 +57,13 @@ void check_engine_collectives(Communicator& comm) {
   for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
     const std::string tag = std::string(" of 5 x ") + at::toString(dtype);
     at::Tensor t = at::full({5}, r + 1, opts.dtype(dtype));
-    comm.all_reduce(t, ReduceOp::kMax)->wait();
+    waited(comm.all_reduce(t, ReduceOp::kMax), comm);
     expect(at::all(t == n).item<bool>(), "all_reduce max" + tag);
     t.fill_(r + 1);
-    comm.all_reduce(t, ReduceOp::kMin)->wait();
+    waited(comm.all_reduce(t, ReduceOp::kMin), comm);
     expect(at::all(t == 1).item<bool>(), "all_reduce min" + tag);
     t.fill_(2 * (r + 1));
-    comm.all_reduce(t, ReduceOp::kAvg)->wait();
+    waited(comm.all_reduce(t, ReduceOp::kAvg), comm);
     expect(at::all(t == n + 1).item<bool>(), "all_reduce avg" + tag);
   }
   check_all_gather(comm, 1001, at::kLong);
@@ -62,7 +74,7 @@ void check_engine_collectives(Communicator& comm) {
   for (int d = 0; d < n; ++d) in.narrow(0, d * block, block).fill_((r * 16 + d) % 256);
   at::Tensor out = at::zeros_like(in);
   try {
-    comm.all_to_all(out, in)->wait();
+    waited(comm.all_to_all(out, in), comm);
   } catch (const ConfigError& e) {
     std::printf("smoke: %s: without all_to_all a job cannot use a gradient codec\n", e.what());
     return;
@@ -81,7 +93,7 @@ void check_collectives(Communicator& comm, int64_t numel, at::ScalarType dtype) 
   auto opts = at::TensorOptions().dtype(dtype).device(comm.device());
 
   at::Tensor t = at::full({numel}, r + 1, opts);
-  comm.all_reduce(t, ReduceOp::kSum)->wait();
+  waited(comm.all_reduce(t, ReduceOp::kSum), comm);
   expect(at::all(t == n * (n + 1) / 2).item<bool>(), "all_reduce sum of " + tag);
 
   ShardRange mine = flat_shard(numel, n, r);
@@ -89,13 +101,13 @@ void check_collectives(Communicator& comm, int64_t numel, at::ScalarType dtype) 
 
   at::Tensor flat = at::arange(numel, opts.dtype(at::kFloat)).remainder(7).add(r).to(dtype);
   at::Tensor shard = at::empty({mine.size()}, opts);
-  comm.reduce_scatter(shard, flat, ReduceOp::kSum)->wait();
+  waited(comm.reduce_scatter(shard, flat, ReduceOp::kSum), comm);
   at::Tensor expected = at::arange(numel, at::kFloat).remainder(7).mul(n).add(n * (n - 1) / 2);
   expect(at::equal(shard.to(at::kCPU, at::kFloat), expected.narrow(0, mine.begin, mine.size())),
          "reduce_scatter sum of " + tag);
 
   at::Tensor b = at::full({numel}, r, opts);
-  comm.broadcast(b, n - 1)->wait();
+  waited(comm.broadcast(b, n - 1), comm);
   expect(at::all(b == n - 1).item<bool>(), "broadcast of " + tag);
 }
 
@@ -113,10 +125,10 @@ std::vector<Timing> time_collectives(Communicator& comm, int64_t bytes, int reps
   at::Tensor flat = at::ones({numel}, opts);
   at::Tensor shard = at::ones({flat_shard(numel, n, comm.rank()).size()}, opts);
   auto timed = [&](auto&& op) {
-    op()->wait();  // warm-up: wire-up and registration
-    comm.barrier()->wait();
+    waited(op(), comm);  // warm-up: wire-up and registration
+    waited(comm.barrier(), comm);
     auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) op()->wait();
+    for (int i = 0; i < reps; ++i) waited(op(), comm);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
   };
   double algbw_factor = n > 1 ? static_cast<double>(n - 1) / n : 1.0;
@@ -148,6 +160,7 @@ int run_smoke(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
       catalog.comm(comm_id).create(job.engine.comm.options,
                                    comm_context(env, store, "comm/0/", timeout)),
       comm_id, "comm");
+  check_made_communicator(*comm, comm_id, env);
 
   for (int64_t numel : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000003}}) {
     check_collectives(*comm, numel, at::kFloat);
@@ -175,7 +188,9 @@ int run_smoke(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
                   e.record->version.c_str(), e.path.c_str());
     }
     std::printf("collectives verified: all_reduce, all_gather, reduce_scatter, broadcast on "
-                "0, 1, 7, 1000003 fp32 elements and 4099 bf16/fp64 elements\n");
+                "0, 1, 7, 1000003 fp32 elements and 4099 bf16/fp64 elements; all_reduce max, "
+                "min and avg of fp32 and fp64; all_gather of int64 and bytes; all_to_all of "
+                "bytes where the plugin has it\n");
     std::printf("\n%-16s %10s %12s %14s\n", "op (16 MiB)", "reps", "time (ms)", "busbw (GB/s)");
     for (const auto& t : timings) {
       std::printf("%-16s %10d %12.3f %14.2f\n", t.op, reps, t.seconds * 1e3, t.busbw_gbps);

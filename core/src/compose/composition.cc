@@ -187,15 +187,7 @@ Composition compose_all(const EngineSettings& settings, PluginCatalog& catalog, 
       catalog.comm(settings.comm.id)
           .create(settings.comm.options, comm_context(env, store, "train/", timeout)),
       settings.comm.id, "comm");
-  // The engine takes its world from the communicator: one that says rank 0 of 1 on every rank
-  // trained each rank alone, its gradients never reduced, without a word.
-  if (world->rank() != env.rank || world->size() != env.world) {
-    throw PluginError("plugin '" + settings.comm.id + "' (comm) made a communicator of rank " +
-                      std::to_string(world->rank()) + " of " + std::to_string(world->size()) +
-                      " for rank " + std::to_string(env.rank) + " of " + std::to_string(env.world) +
-                      " (the launcher's RANK and WORLD_SIZE); a communicator plugin's create() "
-                      "makes the context's rank (report it to the plugin's authors)");
-  }
+  check_made_communicator(*world, settings.comm.id, env);
   c.comm = observe_communicator(std::move(world), "world", observe);
   compose_parts(c, settings, catalog, env, store, timeout, hooks.adjust, [&](Composition& made) {
     if (hooks.prepare) hooks.prepare(made);
@@ -268,6 +260,28 @@ void check_master_placement(const EngineSettings& settings, bool bf16_master) {
                     "the optimizer (plugins.offload_optimizer with "
                     "zero.offload_optimizer_fraction > 0), or " +
                     keep);
+}
+
+void check_made_communicator(const Communicator& comm, const std::string& id, const RankEnv& env) {
+  if (comm.rank() == env.rank && comm.size() == env.world) return;
+  throw PluginError("plugin '" + id + "' (comm) made a communicator of rank " +
+                    std::to_string(comm.rank()) + " of " + std::to_string(comm.size()) +
+                    " for rank " + std::to_string(env.rank) + " of " + std::to_string(env.world) +
+                    " (the launcher's RANK and WORLD_SIZE); a communicator plugin's create() "
+                    "makes the context's rank (report it to the plugin's authors)");
+}
+
+void check_made_plugins(const EngineSettings& settings, PluginCatalog& catalog) {
+  if (const PluginChoice& o = settings.optimizer; o.chosen()) {
+    check_optimizer_dtypes(
+        *created_by(catalog.optimizer(o.id).create(o.options), o.id, "optimizer"), o.id);
+  }
+  for (const PluginChoice* c : {&settings.codec_weights, &settings.codec_gradients}) {
+    if (!c->chosen()) continue;
+    check_codec_contract(
+        *created_by(catalog.codec(c->id, c->key).create(c->options), c->id, "codec"), c->id,
+        c->key);
+  }
 }
 
 OptimizerFootprint optimizer_footprint(const Optimizer& optimizer) {

@@ -292,7 +292,8 @@ class Supervisor {
         status_(spec.nproc, 0),
         running_(spec.nproc, false),
         out_(spec.nproc),
-        oom_(spec.nproc) {
+        oom_(spec.nproc),
+        killed_by_launcher_(spec.nproc, false) {
     result_.rank_codes.assign(spec.nproc, -1);
   }
 
@@ -531,29 +532,34 @@ class Supervisor {
     stop_all(sig);
     stop_signal_at_ = at;
     // From when the ranks got it, not from when it came: a late launcher's delay is not theirs.
-    kill_at_ = std::chrono::steady_clock::now() + spec_.drain;
+    set_kill_limit(std::chrono::steady_clock::now() + spec_.drain, /*drain=*/true);
   }
 
-  // The ranks outlived their limit: SIGKILL, remembered with why, so that a rank it ends is
-  // not called out of memory (the OOM witness reads any SIGKILL so) and the way out is named.
+  // The ranks outlived their limit: SIGKILL, with the ranks it reaches remembered, so that one
+  // of them named as the first failure is not called out of memory (the OOM witness reads any
+  // SIGKILL so) and the way out is named. A rank that died before (the OOM killer's victim whose
+  // death began the stop) keeps its own verdict.
   void kill_all_at_limit() {
-    if (killed_) {
-      stop_all(SIGKILL);  // again, for a rank that a fork started since
-      return;
-    }
-    killed_ = true;
-    if (draining_) {
-      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(spec_.drain).count();
-      killed_because_ = "the launcher killed it: the ranks had not stopped " +
-                        std::to_string(seconds) + " s after it passed the signal on" +
-                        (spec_.drain_limit.empty() ? "" : " (" + spec_.drain_limit + ")") +
-                        ", the time a step and the saves may take; raise those limits when a "
-                        "save takes longer";
-    } else {
-      killed_because_ = "the launcher killed it: it had not ended " +
-                        std::to_string(spec_.grace.count()) + " ms after SIGTERM";
+    for (int r = 0; r < spec_.nproc; ++r) {
+      if (running_[r]) killed_by_launcher_[r] = true;
     }
     stop_all(SIGKILL);
+  }
+
+  // Why the launcher killed a rank at kill_at_, as set with it.
+  void set_kill_limit(std::chrono::steady_clock::time_point at, bool drain) {
+    kill_at_ = at;
+    if (drain) {
+      const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(spec_.drain).count();
+      kill_reason_ = "the launcher killed it: the ranks had not stopped " +
+                     std::to_string(seconds) + " s after it passed the signal on" +
+                     (spec_.drain_limit.empty() ? "" : " (" + spec_.drain_limit + ")") +
+                     ", the time a step and the saves may take; raise those limits when a save "
+                     "takes longer";
+    } else {
+      kill_reason_ = "the launcher killed it: it had not ended " +
+                     std::to_string(spec_.grace.count()) + " ms after SIGTERM";
+    }
   }
 
   void begin_stop(const std::string& message, int exit_code) {
@@ -561,7 +567,7 @@ class Supervisor {
     result_.exit_code = exit_code;
     stopping_ = true;
     stop_all(SIGTERM);
-    kill_at_ = std::chrono::steady_clock::now() + spec_.grace;
+    set_kill_limit(std::chrono::steady_clock::now() + spec_.grace, /*drain=*/false);
   }
 
   // Reaps every rank that ended; true if any did.
@@ -590,7 +596,8 @@ class Supervisor {
           // records now, or never (SIGKILL leaves none).
           if (spec_.failure_signal > 0) stop_all(spec_.failure_signal);
         }
-        kill_at_ = std::min(kill_at_, std::chrono::steady_clock::now() + spec_.grace);
+        const auto by_grace = std::chrono::steady_clock::now() + spec_.grace;
+        if (by_grace < kill_at_) set_kill_limit(by_grace, /*drain=*/false);
       }
       if (failed && result_.failed_rank < 0 && !stopping_) {
         result_.failed_rank = r;
@@ -633,7 +640,7 @@ class Supervisor {
     result_.message = "rank " + std::to_string(first) + " (pid " + std::to_string(pids_[first]) +
                       ") " + describe_status(status_[first]);
     if (WIFSIGNALED(status_[first]) && WTERMSIG(status_[first]) == SIGKILL)
-      result_.message += killed_ ? "; " + killed_because_ : oom_[first].verdict();
+      result_.message += killed_by_launcher_[first] ? "; " + kill_reason_ : oom_[first].verdict();
     if (stopped_others_ > 0) {
       result_.message += "; stopping the other " + std::to_string(stopped_others_) + " rank(s)";
     }
@@ -651,8 +658,8 @@ class Supervisor {
   int stopped_others_ = 0;
   bool settling_ = false;  // a rank failed: the others get spec_.settle, then SIGTERM
   bool draining_ = false;  // a signal was forwarded: the ranks stop on their own
-  bool killed_ = false;    // the launcher sent SIGKILL at kill_at_, for killed_because_
-  std::string killed_because_;
+  std::vector<bool> killed_by_launcher_;  // per rank: running when the launcher sent SIGKILL
+  std::string kill_reason_;               // why it did, set with kill_at_
   bool stopping_ = false;
   std::chrono::steady_clock::time_point stop_at_{};
   std::chrono::steady_clock::time_point kill_at_{};

@@ -87,8 +87,12 @@ void ParamGatherer::start_gather(int gi) {
     } catch (...) {
       // A read that failed (EIO) or a shard that fails its check: forgotten, so the next pass
       // reads it again; kept, every later forward rethrew this error until a checkpoint load.
-      s.fetch_work.reset();
-      forget_fetched(s);
+      // A read that only ran out of time may still write into its buffer: kept, and the next
+      // pass waits for it again.
+      if (!s.fetch_work || s.fetch_work->is_completed()) {
+        s.fetch_work.reset();
+        forget_fetched(s);
+      }
       throw;
     }
     // A view of the buffer itself, so the gather's handle keeps it alive until it is done; on

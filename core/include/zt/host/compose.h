@@ -105,6 +105,15 @@ ZT_API OptimizerFootprint optimizer_footprint(const Optimizer& optimizer);
 // composition as fitting. With part of the optimizer offloaded (a fraction below 1), the share
 // left in memory keeps such copies: docs/offload.md says so.
 ZT_API void check_master_placement(const EngineSettings& settings, bool bf16_master);
+// The engine takes its world from the communicator: one that says rank 0 of 1 on every rank
+// trained each rank alone, its gradients never reduced, without a word. Throws PluginError
+// naming plugin `id` unless `comm` is the launcher's rank of its world.
+ZT_API void check_made_communicator(const Communicator& comm, const std::string& id,
+                                    const RankEnv& env);
+// Makes the optimizer and the chosen codecs of `settings` once and checks them as compose()
+// does (the dtypes an optimizer may keep, the codec contract): a live A/B arm composed only at
+// its first switch is refused at the start instead. Throws PluginError naming the plugin.
+ZT_API void check_made_plugins(const EngineSettings& settings, PluginCatalog& catalog);
 // Removes <path>/zt-<job> of every configured file tier; returns the folders that were there.
 ZT_API std::vector<std::string> remove_offload_leftovers(const EngineSettings& settings,
                                                          const std::string& job);
