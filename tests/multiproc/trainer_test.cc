@@ -558,51 +558,38 @@ TEST_CASE("--plugin-dir on a run reaches the config and every rank") {
   INFO(r.output);
   CHECK(r.exit_code == 3);
   CHECK(contains(r.output, "plugin 'null_codec' (codec): create() returned null"));
+  // A small job with the fixtures' plugins and `extra` ends in a plugin error holding `said`.
+  const auto refused = [&](const std::string& extra, const std::string& said) {
+    const auto run = run_command(
+        zt::test::small_gpt_job(dir.file("out"), "--plugin-dir " ZT_TEST_FIXTURE_DIR " " + extra));
+    INFO(run.output);
+    CHECK(run.exit_code == 3);
+    CHECK(contains(run.output, said));
+    return run.output;
+  };
   // A codec that decodes a NaN as 0 is refused when made: the engine finds an overflowing step
   // by the decoded values and would have trained on it.
-  r = run_command(zt::test::small_gpt_job(dir.file("out"),
-                                          "--plugin-dir " ZT_TEST_FIXTURE_DIR
-                                          " --set plugins.codec_gradients=nan_blind_codec"));
-  INFO(r.output);
-  CHECK(r.exit_code == 3);
-  CHECK(contains(r.output, "plugin 'nan_blind_codec' (codec, plugins.codec_gradients) breaks the "
-                           "codec contract of zt/codec.h: nan at element 5 of 4096 decodes as the "
-                           "finite 0"));
+  refused("--set plugins.codec_gradients=nan_blind_codec",
+          "plugin 'nan_blind_codec' (codec, plugins.codec_gradients) breaks the codec contract of "
+          "zt/codec.h: nan at element 5 of 4096 decodes as the finite 0");
   // The same codec in a live A/B arm is refused at the start, not at the arm's first switch.
-  r = run_command(zt::test::small_gpt_job(
-      dir.file("out"), "--plugin-dir " ZT_TEST_FIXTURE_DIR
-                       " --set run.steps=4 --set ab.switch_every=2 --set 'ab.arms=[\"plugins.shard="
-                       "shard_bucket\", \"plugins.codec_gradients=nan_blind_codec\"]'"));
-  INFO(r.output);
-  CHECK(r.exit_code == 3);
-  CHECK(contains(r.output, "live A/B arm B (ab.arms[1]): plugin 'nan_blind_codec' (codec, "
-                           "plugins.codec_gradients) breaks the codec contract"));
-  CHECK_FALSE(contains(r.output, "step 1"));
+  const std::string arm = refused(
+      "--set run.steps=4 --set ab.switch_every=2 --set 'ab.arms=[\"plugins.shard="
+      "shard_bucket\", \"plugins.codec_gradients=nan_blind_codec\"]'",
+      "live A/B arm B (ab.arms[1]): plugin 'nan_blind_codec' (codec, "
+      "plugins.codec_gradients) breaks the codec contract");
+  CHECK_FALSE(contains(arm, "step 1"));
   // A communicator that says rank 0 on every rank (each would train alone), or whose collective
   // returns no Work (a crash at its wait), is refused by name.
-  r = run_command(zt::test::small_gpt_job(dir.file("out"),
-                                          "--plugin-dir " ZT_TEST_FIXTURE_DIR
-                                          " --nproc 2 --set plugins.comm=lying_comm"));
-  INFO(r.output);
-  CHECK(r.exit_code == 3);
-  CHECK(contains(r.output, "plugin 'lying_comm' (comm) made a communicator of rank 0 of 2 for "
-                           "rank 1 of 2"));
-  r = run_command(zt::test::small_gpt_job(dir.file("out"),
-                                          "--plugin-dir " ZT_TEST_FIXTURE_DIR
-                                          " --nproc 2 --set plugins.comm=lying_comm "
-                                          "--set plugin.lying_comm.lie=no_work"));
-  INFO(r.output);
-  CHECK(r.exit_code == 3);
-  CHECK(contains(r.output, "communicator 'lying_comm' (world) returned no Work for its "));
+  refused("--nproc 2 --set plugins.comm=lying_comm",
+          "plugin 'lying_comm' (comm) made a communicator of rank 0 of 2 for rank 1 of 2");
+  refused("--nproc 2 --set plugins.comm=lying_comm --set plugin.lying_comm.lie=no_work",
+          "communicator 'lying_comm' (world) returned no Work for its ");
   // An optimizer whose states are fp16: sized by it, then recorded as fp32 in checkpoints.
-  r = run_command(zt::test::small_gpt_job(dir.file("out"),
-                                          "--plugin-dir " ZT_TEST_FIXTURE_DIR
-                                          " --set plugins.optimizer=optim_sgd_fixture "
-                                          "--set plugin.optim_sgd_fixture.fp16_momentum=true"));
-  INFO(r.output);
-  CHECK(r.exit_code == 3);
-  CHECK(contains(r.output, "plugin 'optim_sgd_fixture' (optimizer): its state_dtype() is Half; "
-                           "zt keeps optimizer states and masters in Float or BFloat16 only"));
+  refused("--set plugins.optimizer=optim_sgd_fixture "
+          "--set plugin.optim_sgd_fixture.fp16_momentum=true",
+          "plugin 'optim_sgd_fixture' (optimizer): its state_dtype() is Half; zt keeps optimizer "
+          "states and masters in Float or BFloat16 only");
 }
 
 TEST_CASE("the plugins commands read only plugins.dirs from --config and --set") {

@@ -134,31 +134,19 @@ class SignalsBetweenAttempts {
   std::array<struct sigaction, 3> old_{};
 };
 
-// argv with `--resume auto` (once): a restarted job continues from its newest checkpoint.
-std::vector<std::string> resuming(std::vector<std::string> argv) {
+// argv with `--resume <from>` (once, replacing one given): "auto" for a restarted job, which
+// continues from its newest checkpoint; "" for a restarted live A/B job, which starts again from
+// the beginning, also when its first start was given --resume auto (its checkpoints now exist,
+// and a live A/B job cannot resume from them).
+std::vector<std::string> with_resume(std::vector<std::string> argv, const std::string& from) {
   for (size_t i = 0; i + 1 < argv.size(); ++i) {
     if (argv[i] == "--resume") {
-      argv[i + 1] = "auto";
+      argv[i + 1] = from;
       return argv;
     }
   }
   argv.push_back("--resume");
-  argv.push_back("auto");
-  return argv;
-}
-
-// argv with `--resume ""` (once): a restarted live A/B job starts again from the beginning, also
-// when the first start was given --resume auto (its checkpoints now exist, and a live A/B job
-// cannot resume from them).
-std::vector<std::string> starting_fresh(std::vector<std::string> argv) {
-  for (size_t i = 0; i + 1 < argv.size(); ++i) {
-    if (argv[i] == "--resume") {
-      argv[i + 1] = "";
-      return argv;
-    }
-  }
-  argv.push_back("--resume");
-  argv.push_back("");
+  argv.push_back(from);
   return argv;
 }
 
@@ -352,7 +340,7 @@ int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::strin
     }
     std::cerr << "zt: restart " << restart + 1 << "/" << max_restarts << ": " << how
               << " after step " << step << "; all ranks start again from " << from << "\n";
-    args = live_ab ? starting_fresh(argv) : saved ? resuming(argv) : argv;
+    args = live_ab ? with_resume(argv, "") : saved ? with_resume(argv, "auto") : argv;
   }
 }
 
