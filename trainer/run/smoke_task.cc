@@ -10,6 +10,7 @@
 #include "zt/error.h"
 #include "zt/host/blas.h"
 #include "zt/host/compose.h"
+#include "zt/host/flight_recorder.h"
 #include "zt/host/plugin_loader.h"
 #include "zt/host_memory.h"
 
@@ -21,17 +22,6 @@ void expect(bool ok, const std::string& what) {
   if (!ok) throw CommError("smoke check failed: " + what);
 }
 
-// Waits for a collective's Work: the smoke task checks a plugin, and a null Work from it was a
-// crash here, with no message.
-void waited(const std::shared_ptr<Work>& work, const Communicator& comm) {
-  if (!work) {
-    throw PluginError("communicator '" + comm.name() +
-                      "' returned no Work for a collective; a communicator plugin's collectives "
-                      "return a Work or throw (report it to the plugin's authors)");
-  }
-  work->wait();
-}
-
 // all_gather of one size and dtype: every rank's shard holds its rank.
 void check_all_gather(Communicator& comm, int64_t numel, at::ScalarType dtype) {
   const int n = comm.size(), r = comm.rank();
@@ -39,7 +29,7 @@ void check_all_gather(Communicator& comm, int64_t numel, at::ScalarType dtype) {
   auto opts = at::TensorOptions().dtype(dtype).device(comm.device());
   ShardRange mine = flat_shard(numel, n, r);
   at::Tensor gathered = at::full({numel}, n, opts);
-  waited(comm.all_gather(gathered, at::full({mine.size()}, r, opts)), comm);
+  comm.all_gather(gathered, at::full({mine.size()}, r, opts))->wait();
   for (int q = 0; q < n; ++q) {
     ShardRange s = flat_shard(numel, n, q);
     expect(at::all(gathered.narrow(0, s.begin, s.size()) == q).item<bool>(),
@@ -57,13 +47,13 @@ void check_engine_collectives(Communicator& comm) {
   for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
     const std::string tag = std::string(" of 5 x ") + at::toString(dtype);
     at::Tensor t = at::full({5}, r + 1, opts.dtype(dtype));
-    waited(comm.all_reduce(t, ReduceOp::kMax), comm);
+    comm.all_reduce(t, ReduceOp::kMax)->wait();
     expect(at::all(t == n).item<bool>(), "all_reduce max" + tag);
     t.fill_(r + 1);
-    waited(comm.all_reduce(t, ReduceOp::kMin), comm);
+    comm.all_reduce(t, ReduceOp::kMin)->wait();
     expect(at::all(t == 1).item<bool>(), "all_reduce min" + tag);
     t.fill_(2 * (r + 1));
-    waited(comm.all_reduce(t, ReduceOp::kAvg), comm);
+    comm.all_reduce(t, ReduceOp::kAvg)->wait();
     expect(at::all(t == n + 1).item<bool>(), "all_reduce avg" + tag);
   }
   check_all_gather(comm, 1001, at::kLong);
@@ -74,7 +64,7 @@ void check_engine_collectives(Communicator& comm) {
   for (int d = 0; d < n; ++d) in.narrow(0, d * block, block).fill_((r * 16 + d) % 256);
   at::Tensor out = at::zeros_like(in);
   try {
-    waited(comm.all_to_all(out, in), comm);
+    comm.all_to_all(out, in)->wait();
   } catch (const ConfigError& e) {
     std::printf("smoke: %s: without all_to_all a job cannot use a gradient codec\n", e.what());
     return;
@@ -93,7 +83,7 @@ void check_collectives(Communicator& comm, int64_t numel, at::ScalarType dtype) 
   auto opts = at::TensorOptions().dtype(dtype).device(comm.device());
 
   at::Tensor t = at::full({numel}, r + 1, opts);
-  waited(comm.all_reduce(t, ReduceOp::kSum), comm);
+  comm.all_reduce(t, ReduceOp::kSum)->wait();
   expect(at::all(t == n * (n + 1) / 2).item<bool>(), "all_reduce sum of " + tag);
 
   ShardRange mine = flat_shard(numel, n, r);
@@ -101,13 +91,13 @@ void check_collectives(Communicator& comm, int64_t numel, at::ScalarType dtype) 
 
   at::Tensor flat = at::arange(numel, opts.dtype(at::kFloat)).remainder(7).add(r).to(dtype);
   at::Tensor shard = at::empty({mine.size()}, opts);
-  waited(comm.reduce_scatter(shard, flat, ReduceOp::kSum), comm);
+  comm.reduce_scatter(shard, flat, ReduceOp::kSum)->wait();
   at::Tensor expected = at::arange(numel, at::kFloat).remainder(7).mul(n).add(n * (n - 1) / 2);
   expect(at::equal(shard.to(at::kCPU, at::kFloat), expected.narrow(0, mine.begin, mine.size())),
          "reduce_scatter sum of " + tag);
 
   at::Tensor b = at::full({numel}, r, opts);
-  waited(comm.broadcast(b, n - 1), comm);
+  comm.broadcast(b, n - 1)->wait();
   expect(at::all(b == n - 1).item<bool>(), "broadcast of " + tag);
 }
 
@@ -125,10 +115,10 @@ std::vector<Timing> time_collectives(Communicator& comm, int64_t bytes, int reps
   at::Tensor flat = at::ones({numel}, opts);
   at::Tensor shard = at::ones({flat_shard(numel, n, comm.rank()).size()}, opts);
   auto timed = [&](auto&& op) {
-    waited(op(), comm);  // warm-up: wire-up and registration
-    waited(comm.barrier(), comm);
+    op()->wait();  // warm-up: wire-up and registration
+    comm.barrier()->wait();
     auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < reps; ++i) waited(op(), comm);
+    for (int i = 0; i < reps; ++i) op()->wait();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
   };
   double algbw_factor = n > 1 ? static_cast<double>(n - 1) / n : 1.0;
@@ -156,11 +146,14 @@ int run_smoke(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   if (!broken.empty()) throw PluginError("some plugins cannot be loaded:" + broken);
 
   const std::string& comm_id = job.engine.comm.id;
-  std::unique_ptr<Communicator> comm = created_by(
+  std::unique_ptr<Communicator> made = created_by(
       catalog.comm(comm_id).create(job.engine.comm.options,
                                    comm_context(env, store, "comm/0/", timeout)),
       comm_id, "comm");
-  check_made_communicator(*comm, comm_id, env);
+  check_made_communicator(*made, comm_id, env);
+  // Observed as the engine's is: the same checks of what the plugin returns (a null Work is
+  // named, not a crash at its wait).
+  std::unique_ptr<Communicator> comm = observe_communicator(std::move(made), "world");
 
   for (int64_t numel : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000003}}) {
     check_collectives(*comm, numel, at::kFloat);

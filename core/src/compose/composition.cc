@@ -20,6 +20,14 @@ namespace {
 
 using MakeEngine = std::function<std::unique_ptr<Engine>(Composition&)>;
 
+// The codec `choice` selects, made and its contract tried.
+std::unique_ptr<Codec> make_checked_codec(const PluginChoice& choice, PluginCatalog& catalog) {
+  auto codec = created_by(catalog.codec(choice.id, choice.key).create(choice.options), choice.id,
+                          "codec");
+  check_codec_contract(*codec, choice.id, choice.key);
+  return codec;
+}
+
 // Whether a codec codes the collectives of a kind of group: yes, unless zero.codec_scope =
 // "across_hosts" and every such group lies on one host.
 bool codes_groups(const EngineSettings& settings, bool on_one_host) {
@@ -44,12 +52,7 @@ void make_codecs(Composition& c, const EngineSettings& settings, PluginCatalog& 
                       "\"all\"");
   }
   const CodecPlacement place = codec_placement(settings, world, group_size, ranks_per_host);
-  const auto make = [&](const PluginChoice& choice) {
-    auto codec = created_by(catalog.codec(choice.id, choice.key).create(choice.options), choice.id,
-                            "codec");
-    check_codec_contract(*codec, choice.id, choice.key);
-    return codec;
-  };
+  const auto make = [&](const PluginChoice& choice) { return make_checked_codec(choice, catalog); };
   // A group of one rank reduces nothing; its codec still serves MiCS's all-reduce across.
   const bool in_group = codes_groups(settings,
                                      groups_on_one_host(world, group_size, ranks_per_host, false));
@@ -135,8 +138,6 @@ void check_launch_device(const EngineSettings& settings) {
       "key only pins offload_cpu's host memory for a GPU: set launch.device = \"cpu\"");
 }
 
-// Everything but the communicator, which `c` has: the engine (`make_engine` builds it over the
-// parts) and what it is composed of.
 // The dtypes zt/optimizer.h allows: the engine sizes tiers and records checkpoints by them (an
 // fp16 state was allocated, then recorded as fp32 in the checkpoint).
 void check_optimizer_dtypes(const Optimizer& optimizer, const std::string& id) {
@@ -151,6 +152,17 @@ void check_optimizer_dtypes(const Optimizer& optimizer, const std::string& id) {
   }
 }
 
+// The optimizer `choice` selects, made and its dtypes checked.
+std::unique_ptr<Optimizer> make_checked_optimizer(const PluginChoice& choice,
+                                                  PluginCatalog& catalog) {
+  auto optimizer = created_by(catalog.optimizer(choice.id).create(choice.options), choice.id,
+                              "optimizer");
+  check_optimizer_dtypes(*optimizer, choice.id);
+  return optimizer;
+}
+
+// Everything but the communicator, which `c` has: the engine (`make_engine` builds it over the
+// parts) and what it is composed of.
 void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog& catalog,
                    const RankEnv& env, Store& store, std::chrono::milliseconds timeout,
                    const std::function<void(EngineOptions&)>& adjust,
@@ -158,9 +170,7 @@ void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog
   c.shard_id = settings.shard.id;
   c.strategy = make_shard_strategy(settings, catalog);
   c.optimizer_id = settings.optimizer.id;
-  c.optimizer = created_by(catalog.optimizer(c.optimizer_id).create(settings.optimizer.options),
-                           c.optimizer_id, "optimizer");
-  check_optimizer_dtypes(*c.optimizer, c.optimizer_id);
+  c.optimizer = make_checked_optimizer(settings.optimizer, catalog);
   check_master_placement(settings, c.optimizer->master_dtype() != at::kFloat);
   c.tiers = make_offload_tiers(settings, catalog, env, store, timeout);
   c.options = settings.options;
@@ -233,8 +243,7 @@ CodecPlacement codec_placement(const EngineSettings& settings, int world, int gr
 void check_master_placement(const EngineSettings& settings, bool bf16_master) {
   if (!bf16_master) return;
   const Options& o = settings.optimizer.options;
-  bool declared = false;
-  for (const OptionSpec& spec : o.specs()) declared = declared || spec.name == "master_dtype";
+  const bool declared = settings.optimizer.declares("master_dtype");
   const std::string where = declared ? o.where("master_dtype").str()
                                      : "plugins.optimizer = " + settings.optimizer.id;
   const std::string bf16 = declared ? "plugin." + settings.optimizer.id + ".master_dtype = \"bf16\""
@@ -272,15 +281,9 @@ void check_made_communicator(const Communicator& comm, const std::string& id, co
 }
 
 void check_made_plugins(const EngineSettings& settings, PluginCatalog& catalog) {
-  if (const PluginChoice& o = settings.optimizer; o.chosen()) {
-    check_optimizer_dtypes(
-        *created_by(catalog.optimizer(o.id).create(o.options), o.id, "optimizer"), o.id);
-  }
+  if (settings.optimizer.chosen()) make_checked_optimizer(settings.optimizer, catalog);
   for (const PluginChoice* c : {&settings.codec_weights, &settings.codec_gradients}) {
-    if (!c->chosen()) continue;
-    check_codec_contract(
-        *created_by(catalog.codec(c->id, c->key).create(c->options), c->id, "codec"), c->id,
-        c->key);
+    if (c->chosen()) make_checked_codec(*c, catalog);
   }
 }
 
