@@ -75,7 +75,8 @@ NcclCommunicator::NcclCommunicator(const CommContext& ctx, const CommOptions& op
                       (counted != cudaSuccess ? std::string(cudaGetErrorString(counted))
                                               : std::string("cudaGetDeviceCount found none")) +
                       "); NCCL moves CUDA tensors between GPUs: run on GPUs, or use comm_ucx "
-                      "for host memory ([comm] plugin = \"comm_ucx\")");
+                      "for host memory (plugins.comm = \"comm_ucx\", or --set "
+                      "plugins.comm=comm_ucx)");
   }
   device_ = ctx.local_rank % devices;
   const c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device_));

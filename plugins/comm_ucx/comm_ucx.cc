@@ -36,6 +36,7 @@ class UcxCommPlugin final : public zt::CommunicatorPlugin {
     zt::ucx::CommOptions o;
     o.chunk_bytes = static_cast<size_t>(options.get_int("chunk_kb")) * 1024;
     o.transport.tls = options.get_string("tls");
+    o.transport.tls_where = options.where("tls").str();
     o.shared_memory = options.get_bool("shared_memory");
     o.shm_bytes = static_cast<size_t>(options.get_int("shm_chunk_kb")) * 1024;
     o.transport.peer_error_handling = options.get_bool("peer_error_handling");

@@ -57,8 +57,8 @@ Transport::Transport(const CommContext& ctx, const TransportOptions& options)
     ucs_status_t s = ucp_config_modify(config, "TLS", options.tls.c_str());
     if (s != UCS_OK) {
       ucp_config_release(config);
-      throw ConfigError("plugin.comm_ucx.tls = \"" + options.tls + "\" was refused by UCX (" +
-                        ucs_status_string(s) +
+      throw ConfigError(options.tls_where + ": plugin.comm_ucx.tls = \"" + options.tls +
+                        "\" was refused by UCX (" + ucs_status_string(s) +
                         "); use names from `ucx_info -d`, e.g. "
                         "\"shm,tcp\"");
     }
@@ -70,7 +70,7 @@ Transport::Transport(const CommContext& ctx, const TransportOptions& options)
   ucs_status_t status = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   if (status != UCS_OK && !options.tls.empty()) {
-    throw ConfigError("plugin.comm_ucx.tls = \"" + options.tls +
+    throw ConfigError(options.tls_where + ": plugin.comm_ucx.tls = \"" + options.tls +
                       "\" leaves UCX no usable "
                       "transport (" +
                       ucs_status_string(status) +

@@ -25,6 +25,7 @@ namespace zt::ucx {
 
 struct TransportOptions {
   std::string tls;                   // UCX_TLS for this communicator; "" = UCX's choice
+  std::string tls_where;             // where tls was set (file:line), for its errors
   bool peer_error_handling = false;  // UCP_ERR_HANDLING_MODE_PEER: fail fast on dead peers
 };
 

@@ -79,11 +79,11 @@ NvmeTier::NvmeTier(const NvmeConfig& config, const OffloadContext& context)
   rank_dir_ = (std::filesystem::path(job_dir_) / ("rank" + std::to_string(context_.rank))).string();
   alignment_ = std::max(kMinAlignment, logical_block_size(config_.path));
   if (config_.block_bytes % alignment_ != 0) {
-    throw ConfigError(
-        "plugin.offload_nvme.block_kb = " + std::to_string(config_.block_bytes / 1024) +
-        " is not a multiple of the " + std::to_string(alignment_) +
-        "-byte block O_DIRECT needs under " + config_.path + "; use a multiple of " +
-        std::to_string(alignment_ / 1024) + " KiB");
+    throw ConfigError(config_.block_kb_where + ": plugin.offload_nvme.block_kb = " +
+                      std::to_string(config_.block_bytes / 1024) + " is not a multiple of the " +
+                      std::to_string(alignment_) + "-byte block O_DIRECT needs under " +
+                      config_.path + "; use a multiple of " + std::to_string(alignment_ / 1024) +
+                      " KiB");
   }
   if (!direct_) buffered_reason_ = "buffered: direct = false";
   IoQueueOptions q;

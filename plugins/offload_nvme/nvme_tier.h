@@ -30,6 +30,7 @@ struct NvmeConfig {
   int buffer_count = 4;
   int64_t buffer_bytes = 16 << 20;
   int64_t block_bytes = 1 << 20;
+  std::string block_kb_where;  // where block_kb was set (file:line), for its error
   bool direct = true;
   // A request that takes longer has met a stalled device: its transfer fails with an IoError.
   std::chrono::milliseconds request_timeout{60000};

@@ -54,6 +54,7 @@ class NvmeOffloadPlugin final : public zt::OffloadPlugin {
     c.buffer_count = static_cast<int>(options.get_int("buffer_count"));
     c.buffer_bytes = options.get_int("buffer_mb") << 20;
     c.block_bytes = options.get_int("block_kb") << 10;
+    c.block_kb_where = options.where("block_kb").str();
     c.direct = options.get_bool("direct");
     if (c.path.empty()) {
       throw zt::ConfigError(options.where("path").str() +

@@ -475,6 +475,7 @@ class Engine:
         self._awaiting_step = False
         if self._micro < self._core.grad_accum:
             return None
+        self._check_parameters_unchanged()
         rate = self._core.scheduled_lr() if lr is None else float(lr)
         # The core starts the next step whether this one updates, skips or raises (a loss that
         # was not finite without loss scaling, or gradients that overflow a second step in a row
@@ -484,6 +485,30 @@ class Engine:
         report["lr"] = rate
         self._last_step = report
         return report
+
+    def _check_parameters_unchanged(self):
+        """Refuses an update when the model's parameters are no longer the ones zt.initialize
+        sharded, all trained: one frozen since (requires_grad_(False)) got no gradient, and the
+        update still moved it (Adam's moments, weight decay); one added since (a new module or
+        a replaced Parameter) was never trained. Once per optimizer step, nothing changed by
+        it: the step can be called again once the model is as it was."""
+        for p in self.module.parameters():
+            if id(p) in self._param_ids and p.requires_grad:
+                continue
+            for name, q in self.module.named_parameters():
+                if q is p:
+                    break
+            if id(p) in self._param_ids:
+                raise ValueError(f"zt: {name} no longer requires grad: the update would still "
+                                 "move it (Adam's moments, weight decay), as zt trains every "
+                                 "parameter it was given; freeze it before zt.initialize and "
+                                 "pass only the trained part, or set requires_grad=True again "
+                                 "and call step() again (nothing of this step was applied)")
+            raise ValueError(f"zt: {name} was added to the model after zt.initialize, which "
+                             "sharded the parameters it had then: this engine never trains it; "
+                             "build the model whole before zt.initialize (a new engine for the "
+                             "changed model: close this one first), or remove it and call "
+                             "step() again (nothing of this step was applied)")
 
     def _place(self, value):
         """Tensors in `value` on the engine's device, their dtypes kept."""

@@ -151,6 +151,8 @@ TEST_CASE("checkpoint: bad checkpoints give one clear error and the right exit c
     CHECK(r.exit_code == 5);
     CHECK(contains(r.output, "rank-00001-of-00002.safetensors"));
     CHECK(contains(r.output, tensor));
+    // The run saved no other: its folder is named as holding none older.
+    CHECK(contains(r.output, "resume from an older checkpoint (none is left beside it in "));
     flip_byte_in(rank1);  // back as it was
   }
   {
@@ -177,6 +179,13 @@ TEST_CASE("checkpoint: bad checkpoints give one clear error and the right exit c
     CHECK(r.exit_code == 2);
     CHECK(contains(r.output, "not a checkpoint"));
     CHECK(contains(r.output, dir.file("empty")));
+    // Rank 0, which opens it, names the setting that gave the path, as the others do (one rank
+    // alone: with two, rank 1's line named it before).
+    r = resume(dir.file("empty"), "--set launch.nproc=1");
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK(contains(r.output, "config error: checkpoint.resume = \"" + dir.file("empty") +
+                                 "\" (--set checkpoint.resume="));
   }
   // Nothing lost: the run's metrics and its checkpoint are as they were.
   CHECK(metrics_steps(out) == 2);

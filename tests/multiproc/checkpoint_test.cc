@@ -551,6 +551,32 @@ TEST_CASE("resume: a rank whose checkpoint read blocks (storage that stopped ans
   CHECK(left.empty());
 }
 
+TEST_CASE("save: a rank whose checkpoint writes block (storage that stopped answering) ends the "
+          "job with exit 5 after twice checkpoint.timeout_s, naming the save") {
+  // ZT_TEST_FAULT holds rank 1's first save, as a hung network file system holds a write: it
+  // hung the job (a synchronous save on the training thread) where a read was bounded.
+  TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_command(
+      "ZT_TEST_FAULT=stall_checkpoint_write:1:1 " +
+      quiet_small_gpt_job(dir.file("run"),
+                          "--set run.steps=4 --set checkpoint.every_steps=2 "
+                          "--set checkpoint.async=false "
+                          "--set checkpoint.timeout_s=2 --set launch.timeout_s=60"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(r.output);
+  CHECK(r.exit_code == 5);
+  CHECK(seconds < 50);  // a bound on the hang, not a speed: the deadline is 4 s
+  const std::regex blocked(
+      "rank 1 reported: io error: saving the checkpoint of step 2 in [^ ]+ has not returned "
+      "after 4\\.0 s: the storage stopped answering");
+  CHECK(std::regex_search(r.output, blocked));
+  CHECK(contains(r.output, "raise checkpoint.timeout_s (the limit is twice it)"));
+  // Nothing of the save was published: the job has no checkpoint to resume from.
+  CHECK(zt::latest_checkpoint(dir.file("run") + "/checkpoints").empty());
+}
+
 TEST_CASE("eval without --config, and export: a checkpoint whose read blocks ends them with exit "
           "5 after half launch.timeout_s, naming the file") {
   // The config eval reads from the checkpoint is what would set the bound, so the bound there

@@ -416,7 +416,7 @@ def main():
     return (checkpointed_twice() or stray_backward(0) or stray_backward(3)
             or failed_first_micro_step_with_tier() or gradients_not_finite_twice()
             or launcher_flags_refused() or failed_initialize_takes_its_hooks_off()
-            or door_guards())
+            or door_guards() or parameters_changed_after_initialize())
 
 
 class Twice(torch.nn.Module):
@@ -509,6 +509,40 @@ def stray_backward(stage):
             return f"stage {stage}: the step of engine.backward was skipped for a late backward"
     engine.close()
     print(f"errors: stage {stage}: a plain loss.backward() skips its step, never counts twice")
+    return None
+
+
+def parameters_changed_after_initialize():
+    """A parameter frozen after zt.initialize was still moved by the update (Adam's moments, weight
+    decay), and one added after it was never trained: step() refuses both by name, applying
+    nothing, and applies the step once the model is as it was."""
+    engine = zt.initialize(Fragile(), config=CONFIG)
+    x, y = torch.randn(3, 4), torch.randn(3, 2)
+    for change, said in (("freeze", "a.weight no longer requires grad"),
+                         ("add", "extra.weight was added to the model after zt.initialize")):
+        engine.backward(engine.loss(x, y))
+        if change == "freeze":
+            engine.module.a.weight.requires_grad_(False)
+        else:
+            engine.module.extra = torch.nn.Linear(2, 2)
+        before = engine.full_param("a.weight").clone()
+        try:
+            engine.step()
+            return f"a step after a parameter's {change} was taken"
+        except ValueError as e:
+            assert said in str(e), str(e)
+        if not torch.equal(engine.full_param("a.weight"), before):
+            return f"the refused step after a parameter's {change} changed a.weight"
+        if change == "freeze":
+            engine.module.a.weight.requires_grad_(True)
+        else:
+            del engine.module.extra
+        report = engine.step()
+        if report is None or report["skipped"] or torch.equal(engine.full_param("a.weight"),
+                                                              before):
+            return f"the step after undoing the {change} did not train: {report}"
+    engine.close()
+    print("errors: a parameter frozen or added after zt.initialize is refused at step(), by name")
     return None
 
 

@@ -85,6 +85,23 @@ std::vector<std::string> pointer_files(const fs::path& dir) {
 
 }  // namespace
 
+TEST_CASE("a damaged checkpoint's way out names the newest complete one before it") {
+  zt::test::TempDir dir;
+  zt::test::save_steps(zt::test::options_for(dir.path(), false, 0), 1, {2, 4, 6});
+  // A step-5 folder whose save never finished is no way out.
+  fs::create_directories(dir.path() / "step-00000005");
+  zt::test::write_file(dir.path() / "step-00000005" / "manifest.json", "{}");
+  CHECK(zt::ckpt::older_checkpoint_hint(dir.file("step-00000006")) ==
+        "resume from an older checkpoint: --resume " + dir.file("step-00000004") +
+            " (the newest before it)");
+  CHECK(zt::ckpt::older_checkpoint_hint(dir.file("step-00000006") + "/") ==
+        "resume from an older checkpoint: --resume " + dir.file("step-00000004") +
+            " (the newest before it)");
+  CHECK(zt::ckpt::older_checkpoint_hint(dir.file("step-00000002")) ==
+        "resume from an older checkpoint (none is left beside it in " + dir.path().string() + ")");
+  CHECK(zt::ckpt::older_checkpoint_hint(dir.file("exported")) == "resume from an older checkpoint");
+}
+
 TEST_CASE("latest_checkpoint: a folder that cannot be read is an error, not \"no checkpoint\"") {
   // A file-system error (here a link to itself: ELOOP; on a cluster EACCES, ESTALE, EIO) read
   // as "none" started `--resume auto` over from step 0.

@@ -387,6 +387,26 @@ TEST_CASE("the job id savers and tiers name folders by is drawn once per store")
   }
 }
 
+TEST_CASE("a ZT_JOB_ID a person exported that cannot name a folder is a config error naming it") {
+  const char* had = std::getenv("ZT_JOB_ID");
+  const std::string saved = had ? had : "";
+  auto stores = zt::test::make_stores(1);
+  for (const char* bad : {"exp/1", "", ".."}) {
+    setenv("ZT_JOB_ID", bad, 1);
+    const std::string m = zt::test::error_of<zt::ConfigError>(
+        [&] { zt::offload_job_id(*stores[0], 0, std::chrono::seconds(10)); });
+    CHECK_MESSAGE(m.find(std::string("ZT_JOB_ID='") + bad + "' cannot name") != std::string::npos,
+                  m);
+  }
+  setenv("ZT_JOB_ID", "exp-1.a_b", 1);
+  CHECK(zt::offload_job_id(*stores[0], 0, std::chrono::seconds(10)) == "exp-1.a_b");
+  if (had) {
+    setenv("ZT_JOB_ID", saved.c_str(), 1);
+  } else {
+    unsetenv("ZT_JOB_ID");
+  }
+}
+
 TEST_CASE("rendezvous: a rank that finds more ranks counted in than its job has is refused") {
   // Job A's two ranks met at a port; job B's rank 1 comes to the same port (a clash of derived
   // ports, or one fixed master_port): it joined A's store and mixed the jobs.
@@ -404,6 +424,18 @@ TEST_CASE("rendezvous: a rank that finds more ranks counted in than its job has 
   REQUIRE(job_a[0]);
   CHECK_THROWS_WITH_AS(zt::rendezvous("127.0.0.1", port, 1, 2, std::chrono::seconds(5)),
                        doctest::Contains("3 ranks counted in for a job of 2"), zt::CommError);
+}
+
+TEST_CASE("rendezvous: rank 0 given another host's address says MASTER_ADDR must be its own") {
+  // 192.0.2.1 is TEST-NET-1 (RFC 5737), no host's: rank 0's store listens here, and its own
+  // client cannot reach it there. It said "rank 0 cannot reach rank 0".
+  const int port = zt::pick_free_port("127.0.0.1");
+  const std::string m = zt::test::error_of<zt::CommError>(
+      [&] { zt::rendezvous("192.0.2.1", port, 0, 2, std::chrono::seconds(1)); });
+  CHECK_MESSAGE(
+      m.find("rank 0 hosts the store but cannot reach it at 192.0.2.1:") != std::string::npos, m);
+  CHECK_MESSAGE(m.find("MASTER_ADDR must name rank 0's own host (this is ") != std::string::npos,
+                m);
 }
 
 TEST_CASE("checkpoint: a rank that never reports times rank 0 out, naming it") {

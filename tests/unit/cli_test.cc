@@ -26,6 +26,79 @@ TEST_CASE("a run takes a config, overrides in order, --nproc and --print-config"
   CHECK(a.print_config);
 }
 
+TEST_CASE("--flag=value is --flag value for every flag; a flag of no value refuses one") {
+  auto a = parse_cli({"--config=c.toml", "--nproc=4", "--resume=auto", "--max-restarts=2",
+                      "--set=run.steps=3", "--plugin-dir=/p"});
+  CHECK(a.config_path == "c.toml");
+  REQUIRE(a.nproc.has_value());
+  CHECK(*a.nproc == 4);
+  CHECK(a.overrides == std::vector<std::string>{"checkpoint.resume=\"auto\"",
+                                                "launch.max_restarts=2", "run.steps=3"});
+  CHECK(a.plugin_dirs == std::vector<std::string>{"/p"});
+  auto e = parse_cli({"export", "--checkpoint=runs/x", "--out=w.safetensors", "--dtype=bf16"});
+  CHECK(e.checkpoint == "runs/x");
+  CHECK(e.out_path == "w.safetensors");
+  CHECK(e.dtype == "bf16");
+  CHECK_THROWS_WITH_AS(parse_cli({"--config", "c.toml", "--print-config=yes"}),
+                       doctest::Contains("--print-config=yes: --print-config takes no value"),
+                       zt::ConfigError);
+}
+
+TEST_CASE("a single-valued flag given twice is refused; --set and --plugin-dir add up") {
+  CHECK_THROWS_WITH_AS(parse_cli({"--config", "a.toml", "--config", "b.toml"}),
+                       doctest::Contains("--config given twice (a.toml, then b.toml)"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"-c", "a.toml", "--config=b.toml"}),
+                       doctest::Contains("given twice"), zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"sample", "--checkpoint", "c", "--prompt", "A", "--prompt", "B"}),
+                       doctest::Contains("--prompt given twice"), zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"--config", "c", "--resume", "auto", "--resume", "runs/x"}),
+                       doctest::Contains("--resume given twice"), zt::ConfigError);
+  auto a = parse_cli({"--config", "c", "--set", "a.b=1", "--set", "a.c=2", "--plugin-dir", "/x",
+                      "--plugin-dir", "/y"});
+  CHECK(a.overrides.size() == 2);
+  CHECK(a.plugin_dirs.size() == 2);
+}
+
+TEST_CASE("values checked where they are typed: --max-restarts, an empty path, --rtol with "
+          "--allow-different-math") {
+  CHECK_THROWS_WITH_AS(
+      parse_cli({"--config", "c", "--max-restarts", "2x"}),
+      doctest::Contains("--max-restarts 2x: expected a whole number of at least 0"),
+      zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"compare", "runs/a", "runs/b", "--out", ""}),
+                       doctest::Contains("--out \"\": expected a path"), zt::ConfigError);
+  CHECK_THROWS_WITH_AS(parse_cli({"--config", ""}), doctest::Contains("expected a path"),
+                       zt::ConfigError);
+  CHECK_THROWS_WITH_AS(
+      parse_cli({"compare", "runs/a", "runs/b", "--allow-different-math", "--rtol", "1e-3"}),
+      doctest::Contains("--rtol with --allow-different-math"), zt::ConfigError);
+  // --resume "" is a fresh start (a restarted live A/B job is given it).
+  CHECK(parse_cli({"--config", "c", "--resume", ""}).overrides ==
+        std::vector<std::string>{"checkpoint.resume=\"\""});
+}
+
+TEST_CASE("after --, arguments are files: a run folder or an input named with a leading '-'") {
+  auto p = parse_cli({"prepare-data", "--out", "data/x", "--", "-notes.txt", "--weird"});
+  CHECK(p.prepare.inputs == std::vector<std::string>{"-notes.txt", "--weird"});
+  auto r = parse_cli({"report", "--", "-run"});
+  CHECK(r.compare_runs == std::vector<std::string>{"-run"});
+  CHECK_THROWS_WITH_AS(parse_cli({"--config", "c", "--", "x"}),
+                       doctest::Contains("'x' after --: trainer (training) takes no positional"),
+                       zt::ConfigError);
+}
+
+TEST_CASE("eval and sample without --config read no DeepSpeed JSON, so refuse one") {
+  CHECK_THROWS_WITH_AS(parse_cli({"eval", "--checkpoint", "c", "--deepspeed", "ds.json"}),
+                       doctest::Contains("trainer eval without --config loads the config the "
+                                         "checkpoint was saved with"),
+                       zt::ConfigError);
+  CHECK_THROWS_AS(parse_cli({"sample", "--checkpoint", "c", "--deepspeed-lenient"}),
+                  zt::ConfigError);
+  CHECK_NOTHROW(
+      parse_cli({"eval", "--checkpoint", "c", "--config", "j.toml", "--deepspeed", "ds.json"}));
+}
+
 TEST_CASE("plugins subcommands") {
   CHECK(parse_cli({"plugins", "list"}).command == Command::kPluginsList);
   auto d = parse_cli({"plugins", "describe", "comm_ucx", "--plugin-dir", "/x"});
@@ -62,34 +135,17 @@ TEST_CASE("export takes a checkpoint, an output file and a dtype") {
 }
 
 TEST_CASE("ab takes arms and its flags, compare and ab-report their run folders anywhere") {
-  auto a = parse_cli({"ab",
-                      "--config",
-                      "j.toml",
-                      "--a",
-                      "plugins.shard=shard_tensor",
-                      "--b",
-                      "plugins.shard=shard_bucket",
-                      "--steps",
-                      "20",
-                      "--reps",
-                      "3",
-                      "--warmup",
-                      "0",
-                      "--rtol",
-                      "1e-5",
-                      "--allow-different-math",
-                      "--out",
-                      "o",
-                      "--set",
-                      "zero.stage=2"});
+  auto a = parse_cli({"ab", "--config", "j.toml", "--a", "plugins.shard=shard_tensor", "--b",
+                      "plugins.shard=shard_bucket", "--steps", "20", "--reps", "3", "--warmup", "0",
+                      "--allow-different-math", "--out", "o", "--set", "zero.stage=2"});
   CHECK(a.command == Command::kAb);
   CHECK(a.ab.a == "plugins.shard=shard_tensor");
   CHECK(a.ab.b == "plugins.shard=shard_bucket");
   CHECK(a.ab.steps == 20);
   CHECK(a.ab.reps == 3);
   CHECK(a.ab.warmup == 0);
-  CHECK(a.ab.rtol == 1e-5);
   CHECK(a.ab.allow_different_math);
+  CHECK(parse_cli({"ab", "--config", "j.toml", "--a", "x.y=1", "--rtol", "1e-5"}).ab.rtol == 1e-5);
   CHECK(a.ab.out_dir == "o");
   CHECK(a.overrides == std::vector<std::string>{"zero.stage=2"});
   auto c = parse_cli({"compare", "--warmup", "1", "runA", "runB"});

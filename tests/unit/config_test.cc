@@ -44,6 +44,17 @@ TEST_CASE("malformed TOML names file:line:column") {
   CHECK(contains(e, "malformed TOML"));
 }
 
+TEST_CASE("a DeepSpeed JSON given as the config is named as JSON, with the way to give it") {
+  std::string e = error_of(
+      "\n  {\"train_batch_size\": 8, \"zero_optimization\": {\"stage\": 3}}\n");
+  CHECK_MESSAGE(contains(e, "job.toml:1: this is JSON, not a zt TOML config"), e);
+  CHECK_MESSAGE(contains(e, "--deepspeed job.toml --config"), e);
+  CHECK_MESSAGE(!contains(e, "fix the syntax"), e);
+  // TOML that is malformed elsewhere keeps the syntax message.
+  e = error_of("[run]\ntask = {\n");
+  CHECK_MESSAGE(contains(e, "malformed TOML"), e);
+}
+
 TEST_CASE("a non-ASCII character where TOML++ 3.3 classifies whitespace is a syntax error") {
   // A fuzz finding (tests/fuzz/corpus/config_toml/): U+0225 at the start of a line reached
   // TOML++'s "unreachable" Unicode table entries; now the parser says what it saw, and where.

@@ -136,6 +136,19 @@ TEST_CASE("a missing file and an unknown id list what was found and where") {
     CHECK(contains(e.what(), ZT_TEST_FIXTURE_DIR));
     CHECK(contains(e.what(), "ZT_PLUGIN_PATH"));
   }
+  // Search folders that could not be searched say why: missing (a relative one under the
+  // current directory, which a job started elsewhere does not share), or not a folder.
+  zt::test::write_file(dir.file("plain"), "x");
+  zt::PluginCatalog unsearched({dir.file("absent"), "relative/absent", dir.file("plain")});
+  CHECK(unsearched.unsearched_reason(dir.file("absent")) == "missing");
+  CHECK(unsearched.unsearched_reason(dir.file("plain")) == "not a folder");
+  CHECK(
+      contains(unsearched.unsearched_reason("relative/absent"),
+               "missing under the current directory " + std::filesystem::current_path().string()));
+  CHECK(unsearched.unsearched_reason(zt::builtin_plugin_dir()).empty());
+  const std::string none = zt::test::error_of<zt::PluginError>([&] { unsearched.load("comm_x"); });
+  CHECK_MESSAGE(contains(none, dir.file("absent") + " (missing)"), none);
+  CHECK_MESSAGE(contains(none, dir.file("plain") + " (not a folder)"), none);
 }
 
 TEST_CASE("load_all reports each broken plugin without stopping at the first") {

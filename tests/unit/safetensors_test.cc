@@ -186,6 +186,18 @@ TEST_CASE("safetensors: damaged or foreign files are refused, naming the path") 
   CHECK(message_of<zt::IoError>(p).find("shorter than its header says") != std::string::npos);
   m = message_of<zt::IoError>(dir.file("missing.safetensors"));
   CHECK_MESSAGE(m.find("missing.safetensors") != std::string::npos, m);
+
+  // A folder (a Hugging Face snapshot) opens and stats as a 4096-byte file: named as a folder,
+  // with the files in it to choose from.
+  const std::string folder = dir.file("snapshot");
+  std::filesystem::create_directories(folder);
+  m = message_of<zt::ConfigError>(folder);
+  CHECK_MESSAGE(m.find(folder + " is a folder, not a safetensors file") != std::string::npos, m);
+  CHECK_MESSAGE(m.find("it holds no *.safetensors file") != std::string::npos, m);
+  zt::test::write_file(folder + "/model.safetensors", "x");
+  zt::test::write_file(folder + "/config.json", "{}");
+  m = message_of<zt::ConfigError>(folder);
+  CHECK_MESSAGE(m.find("it holds model.safetensors)") != std::string::npos, m);
 }
 
 TEST_CASE("safetensors: hostile headers are refused before any large allocation") {

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <functional>
 #include <limits>
+#include <map>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -73,14 +75,16 @@ size_t parse_subcommand(const std::vector<std::string>& args, CliArgs& out) {
     return 2;
   }
   if (args[1] != "describe") {
-    throw ConfigError("unknown 'trainer plugins " + args[1] + "'; use list or describe ID");
+    throw ConfigError("unknown 'trainer plugins " + args[1] +
+                      "'; use list or describe ID, right after plugins (flags after them)");
   }
   if (args.size() >= 3 && (args[2] == "--help" || args[2] == "-h")) {
     out.command = Command::kPluginsDescribe;
     return 2;
   }
   if (args.size() < 3 || args[2].rfind("--", 0) == 0) {
-    throw ConfigError("'trainer plugins describe' needs a plugin id, e.g. comm_ucx");
+    throw ConfigError("'trainer plugins describe' needs a plugin id right after describe, before "
+                      "any flag: trainer plugins describe comm_ucx --plugin-dir DIR");
   }
   out.command = Command::kPluginsDescribe;
   out.plugin_id = args[2];
@@ -476,9 +480,113 @@ void check_complete(const CliArgs& out) {
                       " needs --checkpoint DIR (a step-N folder, checkpoint.dir for its latest, "
                       "or checkpoint.dir/best); see trainer --help");
   }
+  const bool from_checkpoint = (out.command == Command::kEval || out.command == Command::kSample) &&
+                               out.config_path.empty();
+  const auto deepspeed = std::find_if(out.overrides.begin(), out.overrides.end(),
+                                      [](const std::string& kv) {
+    return kv.rfind("run.deepspeed=", 0) == 0 || kv.rfind("run.deepspeed_lenient=", 0) == 0;
+  });
+  if (from_checkpoint && deepspeed != out.overrides.end()) {
+    // Without --config the checkpoint's own config is loaded, DeepSpeed's settings in it as it
+    // was saved; a JSON given beside it was never read.
+    throw ConfigError(command_words(out.command) +
+                      " without --config loads the config the "
+                      "checkpoint was saved with (its DeepSpeed settings included), and reads "
+                      "no DeepSpeed JSON: give --config FILE with --deepspeed, or neither");
+  }
   if (out.command == Command::kRun && out.config_path.empty()) {
     throw ConfigError("no config given: trainer --config FILE (e.g. configs/smoke.toml); see "
                       "trainer --help");
+  }
+}
+
+// Flags that may be given more than once, each adding a value; any other flag's second value
+// replaced its first without a word (`--config a.toml --config b.toml` trained on b alone).
+bool repeatable(const std::string& flag) {
+  return flag == "--set" || flag == "--plugin-dir" || flag == "--candidate" || flag == "--exclude";
+}
+
+// Flags whose value names a file or folder: an empty one fell back to a default, or failed
+// later as an I/O error (exit 5) rather than a usage error.
+bool names_a_path(const std::string& flag) {
+  return flag == "--config" || flag == "-c" || flag == "--out" || flag == "--checkpoint" ||
+         flag == "--deepspeed" || flag == "--plugin-dir" || flag == "--tokenizer-dir";
+}
+
+// An argument after `--`: a run folder or one of prepare-data's inputs, whose name may start
+// with '-'.
+void take_positional(const std::string& a, CliArgs& out) {
+  switch (out.command) {
+    case Command::kPrepareData: out.prepare.inputs.push_back(a); return;
+    case Command::kCompare:
+    case Command::kAbReport:
+    case Command::kTraceMerge:
+    case Command::kReport:
+    case Command::kFlight: out.compare_runs.push_back(a); return;
+    default:
+      throw ConfigError("'" + a + "' after --: " + command_words(out.command) +
+                        " takes no positional arguments; see " + command_words(out.command) +
+                        " --help");
+  }
+}
+
+using ValueOf = std::function<std::string(const std::string& flag)>;
+
+// One argument into `out`: a flag, its value taken through `value_of`, or a run folder or input.
+// `job_flags` collects the shared job flags given, by their names.
+void parse_argument(const std::string& a, const ValueOf& value_of, CliArgs& out,
+                    std::vector<std::string>& job_flags) {
+  const std::function<std::string()> value = [&] { return value_of(a); };
+  if (parse_export_flag(a, value, out) || parse_ab_flag(a, value, out) ||
+      parse_sample_flag(a, value, out) || parse_tune_flag(a, value, out) ||
+      parse_prepare_flag(a, value, out))
+    return;
+  if (a == "--help" || a == "-h") {
+    out.help = true;
+  } else if (a == "--version") {
+    out.command = Command::kVersion;
+  } else if (a == "--config" || a == "-c") {
+    out.config_path = value_of(a);
+    job_flags.push_back("--config");
+  } else if (a == "--set") {
+    out.overrides.push_back(value_of(a));
+    job_flags.push_back(a);
+  } else if (a == "--resume") {
+    job_flags.push_back(a);
+    // Quoted: a folder named 2024 or 1e5 is a path, not a number.
+    out.overrides.push_back("checkpoint.resume=" + value_to_toml(Value(value_of(a))));
+  } else if (a == "--max-restarts") {
+    job_flags.push_back(a);
+    // Checked here: the config's own check named a `--set launch.max_restarts=` never typed.
+    out.overrides.push_back("launch.max_restarts=" +
+                            std::to_string(parse_count(a, value_of(a), 0, 1000000)));
+  } else if (a == "--deepspeed") {
+    job_flags.push_back(a);
+    out.overrides.push_back("run.deepspeed=" + value_to_toml(Value(value_of(a))));
+  } else if (a == "--deepspeed-lenient") {
+    job_flags.push_back(a);
+    out.overrides.push_back("run.deepspeed_lenient=true");
+  } else if (a == "--print-config") {
+    job_flags.push_back(a);
+    out.print_config = true;
+  } else if (a == "--plugin-dir") {
+    job_flags.push_back(a);
+    out.plugin_dirs.push_back(value_of(a));
+  } else if (a == "--nproc") {
+    job_flags.push_back(a);
+    out.nproc = parse_nproc(value_of(a));
+  } else if ((out.command == Command::kCompare || out.command == Command::kAbReport ||
+              out.command == Command::kTraceMerge || out.command == Command::kReport ||
+              out.command == Command::kFlight) &&
+             a.rfind("-", 0) != 0) {
+    out.compare_runs.push_back(a);
+  } else if (a == "--out" &&
+             (out.command == Command::kTraceMerge || out.command == Command::kReport)) {
+    out.out_path = value_of(a);
+  } else {
+    throw ConfigError(
+        "unknown argument '" + a + "'; see trainer --help" +
+        (a.rfind("-", 0) == 0 ? std::string() : " (after -- an argument is taken as a file)"));
   }
 }
 
@@ -488,77 +596,55 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
   CliArgs out;
   size_t i = parse_subcommand(args, out);
   out.subcommand = i > 0;
-  auto value_of = [&](const std::string& flag) -> std::string {
-    if (i + 1 >= args.size()) throw ConfigError(flag + " needs a value; see trainer --help");
-    return args[++i];
-  };
-  std::vector<std::string> job_flags;  // the shared flags given, by their names
-  for (; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (parse_export_flag(
-            a, [&] { return value_of(a); }, out))
-      continue;
-    if (parse_ab_flag(
-            a, [&] { return value_of(a); }, out))
-      continue;
-    if (parse_sample_flag(
-            a, [&] { return value_of(a); }, out))
-      continue;
-    if (parse_tune_flag(
-            a, [&] { return value_of(a); }, out))
-      continue;
-    if (parse_prepare_flag(
-            a, [&] { return value_of(a); }, out))
-      continue;
-    if (a == "--help" || a == "-h") {
-      out.help = true;
-    } else if (a == "--version") {
-      out.command = Command::kVersion;
-    } else if (a == "--config" || a == "-c") {
-      out.config_path = value_of(a);
-      job_flags.push_back("--config");
-    } else if (a.rfind("--config=", 0) == 0) {
-      out.config_path = a.substr(9);
-      job_flags.push_back("--config");
-    } else if (a == "--set") {
-      out.overrides.push_back(value_of(a));
-      job_flags.push_back(a);
-    } else if (a.rfind("--set=", 0) == 0) {
-      out.overrides.push_back(a.substr(6));
-      job_flags.push_back("--set");
-    } else if (a == "--resume") {
-      job_flags.push_back(a);
-      // Quoted: a folder named 2024 or 1e5 is a path, not a number.
-      out.overrides.push_back("checkpoint.resume=" + value_to_toml(Value(value_of(a))));
-    } else if (a == "--max-restarts") {
-      job_flags.push_back(a);
-      out.overrides.push_back("launch.max_restarts=" + value_of(a));  // the config checks it
-    } else if (a == "--deepspeed") {
-      job_flags.push_back(a);
-      out.overrides.push_back("run.deepspeed=" + value_to_toml(Value(value_of(a))));
-    } else if (a == "--deepspeed-lenient") {
-      job_flags.push_back(a);
-      out.overrides.push_back("run.deepspeed_lenient=true");
-    } else if (a == "--print-config") {
-      job_flags.push_back(a);
-      out.print_config = true;
-    } else if (a == "--plugin-dir") {
-      job_flags.push_back(a);
-      out.plugin_dirs.push_back(value_of(a));
-    } else if (a == "--nproc") {
-      job_flags.push_back(a);
-      out.nproc = parse_nproc(value_of(a));
-    } else if ((out.command == Command::kCompare || out.command == Command::kAbReport ||
-                out.command == Command::kTraceMerge || out.command == Command::kReport ||
-                out.command == Command::kFlight) &&
-               a.rfind("-", 0) != 0) {
-      out.compare_runs.push_back(a);
-    } else if (a == "--out" &&
-               (out.command == Command::kTraceMerge || out.command == Command::kReport)) {
-      out.out_path = value_of(a);
+  // `--flag=value`, as getopt_long takes it: the value after '=', taken by the flag's parser.
+  std::optional<std::string> inline_value;
+  std::map<std::string, std::string> values;  // each single-valued flag's value, given once
+  const ValueOf value_of = [&](const std::string& flag) {
+    std::string v;
+    if (inline_value) {
+      v = *inline_value;
+      inline_value.reset();
     } else {
-      throw ConfigError("unknown argument '" + a + "'; see trainer --help");
+      if (i + 1 >= args.size()) throw ConfigError(flag + " needs a value; see trainer --help");
+      v = args[++i];
     }
+    if (v.empty() && names_a_path(flag)) {
+      throw ConfigError(flag + " \"\": expected a path; see trainer --help");
+    }
+    if (!repeatable(flag)) {
+      const auto [first, fresh] = values.emplace(flag == "-c" ? "--config" : flag, v);
+      if (!fresh) {
+        throw ConfigError(flag + " given twice (" + first->second + ", then " + v +
+                          "): give it once");
+      }
+    }
+    return v;
+  };
+  std::vector<std::string> job_flags;  // the shared job flags given, by their names
+  std::set<std::string> given;         // every flag given, by its name
+  for (bool positional_only = false; i < args.size(); ++i) {
+    if (positional_only) {
+      take_positional(args[i], out);
+      continue;
+    }
+    if (args[i] == "--") {
+      positional_only = true;
+      continue;
+    }
+    std::string a = args[i];
+    inline_value.reset();
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      inline_value = a.substr(a.find('=') + 1);
+      a.erase(a.find('='));
+    }
+    given.insert(a);
+    parse_argument(a, value_of, out, job_flags);
+    if (inline_value) throw ConfigError(args[i] + ": " + a + " takes no value; see trainer --help");
+  }
+  if (given.count("--rtol") && given.count("--allow-different-math")) {
+    // The runs compute different math, so no loss is checked: --rtol read as a check that ran.
+    throw ConfigError("--rtol with --allow-different-math: no loss is checked between runs of "
+                      "different math; give one or the other");
   }
   // A flag the command does not take is refused with --help too, as an unknown one is: a
   // command line checked by its --help (the docs' test does) is then checked whole.

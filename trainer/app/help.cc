@@ -7,7 +7,7 @@ namespace zt::trainer {
 const char* overview() {
   return R"(usage: trainer [COMMAND] [OPTIONS]      trainer COMMAND --help says more of each
 
-Training (no COMMAND):
+Training (no COMMAND; trainer --config FILE --help says more):
   trainer --config FILE [--set section.key=value]... [--nproc N] [--resume auto]
                       train the job FILE describes (configs/zero3_offload.toml, ...)
 Commands:
@@ -54,6 +54,8 @@ same).
   --deepspeed FILE    a DeepSpeed JSON config under FILE (FILE and --set win; run.deepspeed);
                       keys zt does not support are errors, warnings with --deepspeed-lenient
   --print-config      print the resolved config, every default marked, and exit
+A flag's value may follow it (--nproc 4) or an '=' (--nproc=4); each flag but --set and
+--plugin-dir is given once.
 Example:
   trainer --config configs/zero3.toml --nproc 4 --set zero.stage=2 --set precision.compute=bf16
 )";
@@ -66,7 +68,7 @@ The validation loss of a checkpoint ([eval], data.val_path or data.val_fraction)
 written to --out (default <run.out_dir>/eval.json). DIR: a step-N folder, checkpoint.dir (its
 latest) or checkpoint.dir/best. It loads at any --nproc and composition, under FILE or, without
 --config, the config the checkpoint was saved with. It takes training's --plugin-dir,
---deepspeed and --print-config too.
+--deepspeed (with --config) and --print-config too.
 Example:
   trainer eval --checkpoint runs/gpt-zero3-offload/checkpoints
 )";
@@ -86,7 +88,7 @@ Text from a language model's checkpoint (DIR as for eval), the same at every wor
   --temperature T     default 0.8 (0 = greedy); --top-k K: the K most likely (default 0 = all)
   --seed S            default 1; --samples N: how many texts (default 1)
   --out FILE.json     every sample's tokens and text
-It takes training's --plugin-dir, --deepspeed and --print-config too.
+It takes training's --plugin-dir, --deepspeed (with --config) and --print-config too.
 Example:
   trainer sample --checkpoint runs/gpt-zero3-offload/checkpoints --prompt "ZeRO " --samples 2
 )";

@@ -139,11 +139,16 @@ class SignalsBetweenAttempts {
 // the beginning, also when its first start was given --resume auto (its checkpoints now exist,
 // and a live A/B job cannot resume from them).
 std::vector<std::string> with_resume(std::vector<std::string> argv, const std::string& from) {
-  for (size_t i = 0; i + 1 < argv.size(); ++i) {
-    if (argv[i] == "--resume") {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--resume" && i + 1 < argv.size()) {
       argv[i + 1] = from;
       return argv;
     }
+    if (argv[i].rfind("--resume=", 0) == 0) {
+      argv[i] = "--resume=" + from;
+      return argv;
+    }
+    if (argv[i] == "--") break;  // what follows is no flag
   }
   argv.push_back("--resume");
   argv.push_back(from);

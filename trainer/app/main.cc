@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <new>
 
 #include "app/ab_command.h"
 #include "app/cli.h"
@@ -48,8 +49,10 @@ int run(const std::vector<std::string>& argv) {
   std::vector<std::string> args(argv.begin() + 1, argv.end());
   zt::trainer::CliArgs cli = zt::trainer::parse_cli(args);
   if (cli.help) {
-    std::cout << (cli.subcommand ? zt::trainer::command_help(cli.command)
-                                 : zt::trainer::overview());
+    // A job's flags with --help ask for training's own (`trainer --config FILE --help`).
+    const bool training = !cli.config_path.empty() || !cli.overrides.empty() || cli.nproc;
+    std::cout << (cli.subcommand || training ? zt::trainer::command_help(cli.command)
+                                             : zt::trainer::overview());
     return 0;
   }
   // Their arms and candidates select plugins the job as written does not: its tables of those are
@@ -118,6 +121,24 @@ void print_error(const std::string& kind, const std::string& message) {
   print_line(kind + " error: " + message);
 }
 
+// Memory refused by the OS (std::bad_alloc, LibTorch's allocator) is the environment's, as the
+// error family says, not a bug to report: the memory-fit check's estimate left out some of the
+// rank's use, or another process took it meanwhile.
+constexpr const char* kOutOfMemoryWayOut =
+    "; free memory, lower data.micro_batch or offload more (plugins.offload_optimizer, "
+    "plugins.offload_param), and see what a rank needs with trainer estimate";
+
+bool is_out_of_memory(const std::string& what) {
+  return what.find("can't allocate memory") != std::string::npos ||
+         what.find("out of memory") != std::string::npos;
+}
+
+int report_out_of_memory(const std::string& what) {
+  zt::FlightRecorder::instance().dump_failure("io error: " + what);
+  print_error("io", "out of memory: " + one_line(what) + kOutOfMemoryWayOut);
+  return static_cast<int>(zt::ErrorKind::kIo);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -146,15 +167,21 @@ int main(int argc, char** argv) {
     zt::FlightRecorder::instance().dump_failure(std::string("io error: ") + e.what());
     print_error("io", std::string(e.what()) + "; check that path and its permissions");
     code = static_cast<int>(zt::ErrorKind::kIo);
+  } catch (const std::bad_alloc& e) {
+    code = report_out_of_memory(std::string("an allocation was refused (") + e.what() + ")");
   } catch (const std::exception& e) {
     // LibTorch's errors carry a C++ backtrace after their message: the message alone, on one
     // line (the launcher names a failed rank by its last line).
     const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
     const std::string what = torch_error ? torch_error->what_without_backtrace() : e.what();
-    zt::FlightRecorder::instance().dump_failure("internal error: " + what);
-    print_error("internal",
-                one_line(what) + " (please report this with the command line and config)");
-    code = static_cast<int>(zt::ErrorKind::kInternal);
+    if (torch_error && is_out_of_memory(what)) {
+      code = report_out_of_memory(what);
+    } else {
+      zt::FlightRecorder::instance().dump_failure("internal error: " + what);
+      print_error("internal",
+                  one_line(what) + " (please report this with the command line and config)");
+      code = static_cast<int>(zt::ErrorKind::kInternal);
+    }
   } catch (...) {
     zt::FlightRecorder::instance().dump_failure("internal error: an exception of no known type");
     print_error("internal", "an exception of no known type (please report this with the command "

@@ -8,7 +8,10 @@ namespace zt::trainer {
 
 int list_plugins(PluginCatalog& catalog, std::ostream& out) {
   out << "plugin search path:\n";
-  for (const auto& d : catalog.search_dirs()) out << "  " << d << "\n";
+  for (const auto& d : catalog.search_dirs()) {
+    const std::string why = catalog.unsearched_reason(d);
+    out << "  " << d << (why.empty() ? "" : " (" + why + ")") << "\n";
+  }
   auto entries = catalog.load_all();
   if (entries.empty()) {
     out << "no plugins found (files named libzt_<id>.so)\n";

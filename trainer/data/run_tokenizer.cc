@@ -60,7 +60,10 @@ std::shared_ptr<const BpeTokenizer> run_tokenizer(const trainer::DataSettings& d
   try {
     tokenizer = load_tokenizer(name, data.tokenizer_dir);
   } catch (const ConfigError& e) {
-    if (!data.tokenizer.empty()) throw;
+    if (!data.tokenizer.empty()) {
+      throw ConfigError("data.tokenizer = \"" + data.tokenizer + "\" (" + data.tokenizer_where +
+                        "): " + e.what());
+    }
     throw ConfigError(std::string(e.what()) + " (named by " +
                       index_path_for(indexes.front().first) +
                       ", which prepare-data wrote); set data.tokenizer to the tokenizer it was "

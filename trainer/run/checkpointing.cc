@@ -288,7 +288,9 @@ std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
       reader = open();
     } catch (const Error& e) {
       publish({"failed", std::to_string(static_cast<int>(e.kind())), e.what()});
-      throw;
+      // Named here too: "not a checkpoint: runs/x does not exist" alone did not say which
+      // setting gave the path (the other ranks' message did).
+      throw_of_kind(static_cast<int>(e.kind()), asked + ": " + e.what());
     } catch (const std::exception& e) {
       publish({"failed", std::to_string(static_cast<int>(ErrorKind::kInternal)), e.what()});
       throw;

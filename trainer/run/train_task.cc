@@ -621,7 +621,8 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   if (!settings.resume.empty()) {
     resume = open_rank0_checkpoint(
         [&] { return open_resume_checkpoint(settings, leader, timeout); },
-        "checkpoint.resume = \"" + settings.resume + "\" (checkpoint.dir " + settings.dir + ")",
+        "checkpoint.resume = \"" + settings.resume + "\" (" + settings.resume_where +
+            "; checkpoint.dir " + settings.dir + ")",
         settings.resume == "auto" ? settings.dir : settings.resume, store, "train/resume_from",
         env.rank, timeout);
   }

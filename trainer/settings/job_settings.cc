@@ -74,6 +74,7 @@ CheckpointSettings checkpoint_of(const Config& config, const RunSettings& run) {
   s.keep_best = c.get_string("keep_best");
   s.async = c.get_bool("async");
   s.resume = c.get_string("resume");
+  s.resume_where = c.where("resume").str();
   s.timeout = std::chrono::milliseconds(std::llround(c.get_double("timeout_s") * 1000));
   s.min_interval_s = c.get_double("min_interval_s");
   s.save_on_stop = c.get_bool("save_on_stop");

@@ -88,7 +88,8 @@ struct CheckpointSettings {
   int64_t keep_last = 2;
   std::string keep_best;  // '' | 'val_loss': the best checkpoint is kept too (dir/best)
   bool async = true;
-  std::string resume;  // '' | 'auto' | a path
+  std::string resume;        // '' | 'auto' | a path
+  std::string resume_where;  // where checkpoint.resume was set (file:line, --resume), for messages
   std::chrono::milliseconds timeout{0};
   double min_interval_s = 0;  // a stop signal saves unless the newest checkpoint is younger
   bool save_on_stop = true;   // false: a stop signal ends the job without a save

@@ -552,6 +552,12 @@ TEST_CASE("prepare-data: a rank file's path names the tokenizer in a job, and a 
   CHECK_THROWS_WITH_AS(run_tokenizer(dm), doctest::Contains("moved.idx, which prepare-data wrote"),
                        ConfigError);
   CHECK_THROWS_WITH_AS(run_tokenizer(dm), doctest::Contains("set data.tokenizer"), ConfigError);
+  // One data.tokenizer names that cannot load is named with its place.
+  dm.tokenizer = "cl100k";
+  dm.tokenizer_where = "job.toml:6:1";
+  CHECK_THROWS_WITH_AS(run_tokenizer(dm),
+                       doctest::Contains("data.tokenizer = \"cl100k\" (job.toml:6:1): "),
+                       ConfigError);
 
   // A second file made with another encoding of the same size cannot join the blend.
   PrepareRequest other = c.request("b");

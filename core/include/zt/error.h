@@ -8,7 +8,9 @@
 //   IoError       the OS or storage: a file, folder, device or allocation refused
 //   NumericError  the training itself: NaN or inf where no loss scaler can absorb it
 //   InternalError a caller broke an interface contract (a bug in zt or a plugin)
-// Anything else that escapes a plugin (std::exception, c10::Error) is reported as internal.
+// Anything else that escapes a plugin (std::exception, c10::Error) is reported as internal, but
+// a refused allocation (std::bad_alloc, LibTorch's out of memory) and a std::filesystem error,
+// which the trainer reports as I/O errors.
 // Thread safety: immutable after construction; may be copied and rethrown on any thread.
 #pragma once
 

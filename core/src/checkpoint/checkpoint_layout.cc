@@ -118,6 +118,28 @@ std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::str
   return found;
 }
 
+std::string older_checkpoint_hint(const std::string& folder) {
+  const fs::path path = fs::path(folder).lexically_normal();
+  const fs::path named = path.has_filename() ? path : path.parent_path();
+  const int64_t step = parse_step_folder(named.filename().string());
+  const std::string dir = named.parent_path().string();
+  if (step < 0) return "resume from an older checkpoint";
+  std::string before;
+  try {
+    for (const auto& [s, f] : complete_checkpoints(dir.empty() ? "." : dir)) {
+      if (s < step) before = f;
+    }
+  } catch (const Error&) {
+    return "resume from an older checkpoint";  // its folder unreadable: the error said enough
+  }
+  // Named: `--resume auto` takes the newest again, and a restart repeated the failure.
+  if (before.empty()) {
+    return "resume from an older checkpoint (none is left beside it in " +
+           (dir.empty() ? std::string(".") : dir) + ")";
+  }
+  return "resume from an older checkpoint: --resume " + before + " (the newest before it)";
+}
+
 namespace {
 
 // Swaps the folders `temp` and `final_path` in one step (renameat2's RENAME_EXCHANGE): a kill at

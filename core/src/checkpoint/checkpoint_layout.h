@@ -41,6 +41,9 @@ std::string folder_named_by(const std::string& dir, const std::string& pointer);
 bool is_complete_checkpoint(const std::string& folder);
 // Complete step-* folders under `dir` as (step, path), oldest step first; none for a missing dir.
 std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& dir);
+// The way out of a damaged checkpoint `folder` (a step-N folder): "resume from an older
+// checkpoint: --resume <the newest complete one before it>", or that none is left beside it.
+std::string older_checkpoint_hint(const std::string& folder);
 
 // Makes the finished temporary folder `temp` visible as dir/<final_name>: writes the new
 // `latest` as a pending dir/latest.tmp-<pid>, renames the folder (swapped with an older folder of

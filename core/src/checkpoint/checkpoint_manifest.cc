@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint_manifest.h"
 
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
@@ -26,12 +27,15 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// How a value check's error starts; manifest_from_json puts the manifest's path in its place.
+constexpr const char* kUnplaced = "checkpoint manifest: ";
+
 // An integer of a manifest as `Int`: a float, or a number outside Int's range, is refused
 // (converting either is undefined behaviour in the JSON library's get<Int>()).
 template <typename Int>
 Int whole_value(const Json& v, const char* key) {
   if (const std::optional<Int> i = json_integer<Int>(v)) return *i;
-  throw ConfigError(std::string("checkpoint manifest: \"") + key + "\" is " + v.dump() +
+  throw ConfigError(std::string(kUnplaced) + "\"" + key + "\" is " + v.dump() +
                     ", not an integer in its range; the manifest is damaged: resume from an "
                     "older checkpoint");
 }
@@ -58,7 +62,7 @@ EngineCounters counters_from(const Json& j) {
   if (j.contains("unscalable_in_a_row")) {
     c.unscalable_in_a_row = whole<int64_t>(j, "unscalable_in_a_row");
     if (c.unscalable_in_a_row < 0 || c.unscalable_in_a_row > 1) {
-      throw ConfigError("checkpoint manifest: unscalable_in_a_row " +
+      throw ConfigError(std::string(kUnplaced) + "unscalable_in_a_row " +
                         std::to_string(c.unscalable_in_a_row) +
                         " is neither 0 nor 1; the manifest is damaged: resume from another "
                         "checkpoint");
@@ -67,7 +71,8 @@ EngineCounters counters_from(const Json& j) {
   if (j.contains("residual_unit")) {
     c.residual_unit = j.at("residual_unit").get<double>();
     if (!std::isfinite(c.residual_unit) || c.residual_unit < 0) {
-      throw ConfigError("checkpoint manifest: residual_unit " + std::to_string(c.residual_unit) +
+      throw ConfigError(std::string(kUnplaced) + "residual_unit " +
+                        std::to_string(c.residual_unit) +
                         " is not a finite value >= 0; the manifest is damaged: resume from "
                         "another checkpoint");
     }
@@ -316,6 +321,11 @@ Manifest manifest_from_json(const std::string& text, const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(path + ": the checkpoint manifest does not parse (" + e.what() +
                       "); resume from an older checkpoint");
+  } catch (const ConfigError& e) {
+    // The value checks above know the key, not the file: named here.
+    const std::string what = e.what();
+    if (what.rfind(kUnplaced, 0) != 0) throw;
+    throw ConfigError(path + ": " + what.substr(std::strlen(kUnplaced)));
   }
   return m;
 }

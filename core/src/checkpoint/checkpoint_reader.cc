@@ -37,19 +37,6 @@ constexpr int64_t kScratchBytes = int64_t{8} << 20;
 // storage that stopped answering, not the size of a piece.
 constexpr int64_t kReadChunkBytes = int64_t{16} << 20;
 
-// ZT_TEST_FAULT stall_checkpoint_read:RANK:N (or stall_checkpoint_manifest:RANK:N): this rank's
-// N-th open or read of a rank file (or N-th manifest read) blocks, as on a file system that
-// stopped answering, until its deadline ends the process. `reads` counts the calls of this kind.
-void stall_if_injected(const char* kind, std::atomic<int64_t>& reads,
-                       std::chrono::milliseconds io_limit) {
-  const InjectedFault& fault = injected_fault();
-  if (fault.kind != kind || fault.rank != env_rank()) return;
-  if (++reads != fault.nth) return;
-  std::this_thread::sleep_for(2 * io_limit + std::chrono::seconds(10));
-  throw InternalError("the checkpoint read stalled by " + std::string(kTestFaultVar) +
-                      " outlived its deadline: FileIoDeadline did not end the process");
-}
-
 // The calls each hook counts, in this process.
 std::atomic<int64_t> rank_file_calls{0};
 std::atomic<int64_t> manifest_reads{0};
@@ -163,7 +150,7 @@ std::string CheckpointReader::Impl::read_manifest_text() const {
   throw_if_unreachable(crc_file, ec);
   if (!has_crc) {
     throw IoError(crc_file.string() + " is missing: the checkpoint was never published " +
-                  "completely; resume from an older one");
+                  "completely; " + ckpt::older_checkpoint_hint(folder_));
   }
   const std::string text = ckpt::read_whole_file(manifest.string());
   std::string want = ckpt::read_whole_file(crc_file.string());
@@ -172,8 +159,8 @@ std::string CheckpointReader::Impl::read_manifest_text() const {
       ckpt::crc32_update(0, text.data(), static_cast<int64_t>(text.size())));
   if (got != want) {
     throw IoError("checksum mismatch in " + manifest.string() + ": crc32 " + got + ", " +
-                  crc_file.filename().string() + " says " + want +
-                  "; the file is damaged; resume from an older checkpoint");
+                  crc_file.filename().string() + " says " + want + "; the file is damaged; " +
+                  ckpt::older_checkpoint_hint(folder_));
   }
   return text;
 }
@@ -246,12 +233,12 @@ void CheckpointReader::Impl::check_files() {
     if (ec) {
       throw IoError("missing rank file " + path.string() + " (rank " + std::to_string(r) + " of " +
                     std::to_string(world) +
-                    "); the checkpoint is incomplete: resume from an older one");
+                    "); the checkpoint is incomplete: " + ckpt::older_checkpoint_hint(folder_));
     }
     if (static_cast<int64_t>(size) != f.bytes) {
       throw IoError(path.string() + " is " + std::to_string(size) + " bytes, the manifest says " +
-                    std::to_string(f.bytes) +
-                    ": the file is damaged or truncated; resume from an older checkpoint");
+                    std::to_string(f.bytes) + ": the file is damaged or truncated; " +
+                    ckpt::older_checkpoint_hint(folder_));
     }
     files_.push_back(std::make_unique<RankFile>());
     files_.back()->path = path.string();
@@ -274,8 +261,8 @@ int CheckpointReader::Impl::open_file(size_t index) const {
       ::close(fd);
       throw IoError("checksum mismatch in " + f.path + ": its safetensors header (" +
                     std::to_string(record.header_bytes) +
-                    " bytes) differs from the one saved; the file is damaged; resume from an "
-                    "older checkpoint");
+                    " bytes) differs from the one saved; the file is damaged; " +
+                    ckpt::older_checkpoint_hint(folder_));
     }
     f.fd = fd;
   });
@@ -352,8 +339,8 @@ void CheckpointReader::Impl::read_piece(const ckpt::PieceRecord& p, int64_t lo, 
     throw IoError("checksum mismatch in " + files_[file]->path + ": " + p.piece.kind +
                   " of tensor " + p.piece.tensor + " elements " +
                   range_text(p.piece.begin, p.piece.end) + " (crc32 " + ckpt::crc32_hex(crc) +
-                  ", saved " + ckpt::crc32_hex(p.crc32) +
-                  "); the file is damaged; resume from an older checkpoint");
+                  ", saved " + ckpt::crc32_hex(p.crc32) + "); the file is damaged; " +
+                  ckpt::older_checkpoint_hint(folder_));
   }
   std::lock_guard<std::mutex> lock(verified_mu_);
   verified_.insert(&p);

@@ -17,8 +17,10 @@
 #include "checkpoint/checkpoint_layout.h"
 #include "checkpoint/checkpoint_manifest.h"
 #include "checkpoint/checkpoint_rank_writer.h"
+#include "util/fault_injection.h"
 #include "util/posix_file.h"
 #include "zt/error.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host/trace.h"
 #include "zt/store.h"
 
@@ -444,9 +446,20 @@ void CheckpointSaver::Impl::save(const CheckpointSaverAccess::Fill& fill, int64_
                                  const CheckpointMeta& meta) {
   const auto start = Clock::now();
   std::shared_ptr<SaveTask> t = prepare(step, meta, start);
+  // Writes to a file system that stopped answering (an NFS server gone) block with no timeout of
+  // their own: the save on this thread (all of a synchronous one, the pieces an asynchronous one
+  // writes as they come) ends the rank with a line naming it after the limit the asynchronous
+  // writer is given up on after, instead of hanging the job.
+  std::optional<FileIoDeadline> stalled;
   try {
     wait_idle();
     poll();
+    stalled.emplace("saving the checkpoint of step " + std::to_string(step) + " in " + t->temp,
+                    2 * options_.timeout,
+                    "check the storage under checkpoint.dir, or raise checkpoint.timeout_s (the "
+                    "limit is twice it)");
+    static std::atomic<int64_t> saves{0};
+    stall_if_injected("stall_checkpoint_write", saves, 2 * options_.timeout);
     std::error_code ec;
     fs::create_directories(t->temp, ec);
     if (ec) {

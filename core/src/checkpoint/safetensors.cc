@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
@@ -24,6 +25,8 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "hosts only");
 
 namespace {
+
+namespace fs = std::filesystem;
 
 constexpr int64_t kMaxHeaderJson = kSafetensorsMaxHeaderJson;
 constexpr int64_t kLengthPrefix = 8;
@@ -46,6 +49,23 @@ void check_range(const std::string& what, int64_t offset, int64_t bytes, int64_t
     throw InternalError("safetensors: " + range_text(offset, bytes) + " is outside " + what + " (" +
                         std::to_string(size) + " bytes)");
   }
+}
+
+// "model.safetensors, rank-0.safetensors" in a folder (the first few, sorted), or what to look
+// for when it holds none.
+std::string safetensors_files_in(const std::string& folder) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".safetensors") names.push_back(it->path().filename().string());
+  }
+  if (names.empty()) return "it holds no *.safetensors file";
+  std::sort(names.begin(), names.end());
+  std::string out = "it holds ";
+  const size_t shown = std::min<size_t>(names.size(), 4);
+  for (size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > shown) out += " and " + std::to_string(names.size() - shown) + " more";
+  return out;
 }
 
 }  // namespace
@@ -234,6 +254,14 @@ void SafetensorsReader::Impl::read_header() {
   struct stat st;
   if (::fstat(fd, &st) != 0) throw IoError("cannot stat " + path + ": " + ckpt::errno_text(errno));
   file_size = static_cast<int64_t>(st.st_size);
+  // A folder opens and stats as 4096 bytes, and its read then failed as "shorter than the
+  // header": a Hugging Face snapshot or a zt step folder named instead of the file in it.
+  if (S_ISDIR(st.st_mode)) {
+    throw ConfigError(path + " is a folder, not a safetensors file: name the file in it (" +
+                      safetensors_files_in(path) +
+                      "); a zt checkpoint folder is continued with checkpoint.resume, or "
+                      "written as one file by trainer export");
+  }
   unsigned char prefix[kLengthPrefix] = {};
   if (ckpt::pread_full(fd, prefix, kLengthPrefix, 0) != kLengthPrefix) {
     reject("shorter than the 8-byte header length (" + std::to_string(file_size) + " bytes)");

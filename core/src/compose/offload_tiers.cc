@@ -159,7 +159,18 @@ std::string draw_job_id() {
 }
 
 std::string offload_job_id(Store& store, int rank, std::chrono::milliseconds timeout) {
-  if (const char* id = std::getenv("ZT_JOB_ID")) return id;
+  if (const char* id = std::getenv("ZT_JOB_ID")) {
+    // Set by zt's launchers, but a person may export one: it names the offload folders.
+    const std::string given = id;
+    const bool folder_name = !given.empty() && given != "." && given != ".." &&
+                             given.find('/') == std::string::npos;
+    if (!folder_name) {
+      throw ConfigError("ZT_JOB_ID='" + given +
+                        "' cannot name the job's offload folder (zt-<ZT_JOB_ID>): unset it, "
+                        "or give letters, digits, '.', '-' or '_'");
+    }
+    return given;
+  }
   const std::string key = "offload/job_id";
   // Drawn once per store: a live A/B switch asks again, and a second draw under the same key
   // raced the other ranks' reads of the first (their savers then met under different keys).

@@ -160,6 +160,15 @@ toml::table parse_document(const std::string& text, const std::string& file) {
   try {
     return toml::parse(std::string_view(text), std::string_view(file));
   } catch (const toml::parse_error& e) {
+    // A DeepSpeed user's first try is `--config ds_config.json`: "fix the syntax" sent them to
+    // edit valid JSON.
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && text[first] == '{') {
+      throw ConfigError(file +
+                        ":1: this is JSON, not a zt TOML config: a DeepSpeed config is "
+                        "given beside one, as --deepspeed " +
+                        file + " --config configs/zero3.toml (or run.deepspeed in the TOML)");
+    }
     const auto& src = e.source();
     throw ConfigError(
         file + ":" + std::to_string(src.begin.line) + ":" + std::to_string(src.begin.column) +

@@ -1,5 +1,7 @@
 #include "zt/host/rendezvous.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -145,11 +147,24 @@ std::unique_ptr<Store> rendezvous(const std::string& addr, int port, int rank, i
         addr, compat::tcp_store_options(port, hosts, world, timeout));
   } catch (const std::exception& e) {
     std::string why = TcpStore::first_line(e.what());
+    const std::string pick = "MASTER_PORT or --set launch.master_port=N";
+    if (hosts && (mentions(why, "Permission denied") || mentions(why, "EACCES"))) {
+      throw CommError("rendezvous: rank 0 may not listen on " + where + " (" + why +
+                      "): ports below 1024 need privileges; pick one above with " + pick);
+    }
     if (hosts &&
         (mentions(why, "in use") || mentions(why, "EADDRINUSE") || mentions(why, "bind"))) {
       throw CommError("rendezvous: rank 0 cannot listen on " + where + ": port in use (" + why +
-                      "); free it or pick another with MASTER_PORT or --set "
-                      "launch.master_port=N (0 picks a free one for local launches)");
+                      "); free it or pick another with " + pick +
+                      " (0 picks a free one for local launches)");
+    }
+    if (hosts) {
+      // The store listens on every interface; its own client then failed to reach the address
+      // the job gave, which is not this host's ("rank 0 cannot reach rank 0" said nothing).
+      char name[256] = {};
+      ::gethostname(name, sizeof(name) - 1);
+      throw CommError("rendezvous: rank 0 hosts the store but cannot reach it at " + where + " (" +
+                      why + "): MASTER_ADDR must name rank 0's own host (this is " + name + ")");
     }
     throw CommError(unreachable + why + check);
   }

@@ -361,15 +361,36 @@ PluginCatalog::PluginCatalog(const std::vector<std::string>& config_dirs) {
   if (!builtin.empty()) dirs_.push_back(builtin);
   for (const auto& dir : dirs_) {
     std::error_code ec;
-    if (!fs::is_directory(dir, ec)) continue;
+    const fs::file_status status = fs::status(dir, ec);
+    if (!fs::exists(status)) {
+      // A relative folder is the current directory's: a job started elsewhere missed it.
+      unsearched_[dir] = fs::path(dir).is_relative() ? "missing under the current directory " +
+                                                           fs::current_path(ec).string()
+                                                     : "missing";
+      continue;
+    }
+    if (!fs::is_directory(status)) {
+      unsearched_[dir] = "not a folder";
+      continue;
+    }
     std::vector<fs::path> files;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) files.push_back(entry.path());
+    fs::directory_iterator it(dir, ec);
+    if (ec) {
+      unsearched_[dir] = "unreadable: " + ec.message();
+      continue;
+    }
+    for (; !ec && it != fs::directory_iterator(); it.increment(ec)) files.push_back(it->path());
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
       std::string id = id_from_file_name(file.filename().string());
       if (!id.empty() && !paths_.count(id)) paths_[id] = file.string();
     }
   }
+}
+
+std::string PluginCatalog::unsearched_reason(const std::string& dir) const {
+  const auto it = unsearched_.find(dir);
+  return it == unsearched_.end() ? "" : it->second;
 }
 
 std::vector<std::string> PluginCatalog::ids() const {
@@ -390,7 +411,10 @@ const PluginRecord& PluginCatalog::load(const std::string& id) {
   if (path.empty()) {
     std::string found, looked;
     for (const auto& [i, p] : paths_) found += (found.empty() ? "" : ", ") + i;
-    for (const auto& d : dirs_) looked += (looked.empty() ? "" : ", ") + d;
+    for (const auto& d : dirs_) {
+      const std::string why = unsearched_reason(d);
+      looked += (looked.empty() ? "" : ", ") + d + (why.empty() ? "" : " (" + why + ")");
+    }
     throw PluginError("plugin '" + id + "' not found" + did_you_mean(id, ids()) +
                       ". Found: " + (found.empty() ? "none" : found) +
                       ". Looked in: " + (looked.empty() ? "(no directories)" : looked) +

@@ -2,6 +2,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
+
+#include "zt/error.h"
 
 namespace zt {
 
@@ -16,7 +19,8 @@ const InjectedFault& injected_fault() {
     if (std::sscanf(text, "%31[a-z_]:%d:%lld", kind, &rank, &nth) == 3 &&
         (std::string(kind) == "skip_collective" || std::string(kind) == "stall_read" ||
          std::string(kind) == "fail_read" || std::string(kind) == "stall_checkpoint_read" ||
-         std::string(kind) == "stall_checkpoint_manifest")) {
+         std::string(kind) == "stall_checkpoint_manifest" ||
+         std::string(kind) == "stall_checkpoint_write")) {
       f.kind = kind;
       f.rank = rank;
       f.nth = nth;
@@ -24,7 +28,7 @@ const InjectedFault& injected_fault() {
       std::fprintf(stderr,
                    "zt: ignoring %s=%s (expected skip_collective:RANK:SEQ or "
                    "stall_read:RANK:N or fail_read:RANK:N or stall_checkpoint_read:RANK:N or "
-                   "stall_checkpoint_manifest:RANK:N)\n",
+                   "stall_checkpoint_manifest:RANK:N or stall_checkpoint_write:RANK:N)\n",
                    kTestFaultVar, text);
     }
     return f;
@@ -35,6 +39,16 @@ const InjectedFault& injected_fault() {
 int env_rank() {
   const char* r = std::getenv("RANK");
   return r ? std::atoi(r) : 0;
+}
+
+void stall_if_injected(const char* kind, std::atomic<int64_t>& calls,
+                       std::chrono::milliseconds limit) {
+  const InjectedFault& fault = injected_fault();
+  if (fault.kind != kind || fault.rank != env_rank()) return;
+  if (++calls != fault.nth) return;
+  std::this_thread::sleep_for(2 * limit + std::chrono::seconds(10));
+  throw InternalError(std::string("the file operation stalled by ") + kTestFaultVar + "=" + kind +
+                      " outlived its deadline: FileIoDeadline did not end the process");
 }
 
 }  // namespace zt

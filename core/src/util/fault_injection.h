@@ -4,11 +4,14 @@
 // observed tier); "fail_read:RANK:N": its N-th tier read fails with an IoError, as on EIO;
 // "stall_checkpoint_read:RANK:N": its N-th open or read of a checkpoint's
 // rank files blocks as on a file system that stopped answering (the checkpoint reader);
-// "stall_checkpoint_manifest:RANK:N": the same for its N-th read of a checkpoint's manifest. Unset:
-// nothing.
+// "stall_checkpoint_manifest:RANK:N": the same for its N-th read of a checkpoint's manifest;
+// "stall_checkpoint_write:RANK:N": its N-th checkpoint save blocks as its writes would there.
+// Unset: nothing.
 // Thread safety: injected_fault() may be called from any thread.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -18,8 +21,7 @@ inline constexpr const char* kTestFaultVar = "ZT_TEST_FAULT";
 
 struct InjectedFault {
   // "skip_collective", "stall_read", "fail_read", "stall_checkpoint_read",
-  // "stall_checkpoint_manifest" or ""
-  // (none)
+  // "stall_checkpoint_manifest", "stall_checkpoint_write" or "" (none)
   std::string kind;
   int rank = -1;    // the rank it hits
   int64_t nth = 0;  // which collective (sequence number) or which read (1-based)
@@ -30,5 +32,11 @@ struct InjectedFault {
 const InjectedFault& injected_fault();
 // This process's rank as its launcher's environment says (RANK), 0 when unset.
 int env_rank();
+
+// For the stall_checkpoint_* faults: when `kind` is injected on this rank and this is its N-th
+// call (`calls` counts them), blocks as a file system that stopped answering would, for longer
+// than `limit` (the FileIoDeadline around the call, which should end the process first).
+void stall_if_injected(const char* kind, std::atomic<int64_t>& calls,
+                       std::chrono::milliseconds limit);
 
 }  // namespace zt

@@ -84,6 +84,9 @@ class ZT_API PluginCatalog {
 
   // Every folder searched, in order, including those that do not exist.
   const std::vector<std::string>& search_dirs() const { return dirs_; }
+  // Why a search folder was not searched ("missing", "not a folder", the OS's reason), "" when
+  // it was.
+  std::string unsearched_reason(const std::string& dir) const;
   // Ids found by file name (libzt_<id>.so), sorted; nothing is loaded.
   std::vector<std::string> ids() const;
   // The file a given id resolves to; empty when not found.
@@ -122,7 +125,8 @@ class ZT_API PluginCatalog {
 
  private:
   std::vector<std::string> dirs_;
-  std::map<std::string, std::string> paths_;  // id -> file
+  std::map<std::string, std::string> paths_;       // id -> file
+  std::map<std::string, std::string> unsearched_;  // folder -> why it was not searched
   std::map<std::string, PluginRecord> loaded_;
 };
 
