@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Configures and builds zt in build/ with Ninja, 2 jobs (this project's machines have 2 cores):
-# everything, or ZT_TARGET (scripts/run.sh: zt_job, what a job needs). Extra arguments are passed
-# to the configure step, e.g. -DZT_BUILD_BENCH=OFF.
+# Configures and builds zt in build/ (ZT_BUILD_DIR) with Ninja: everything, or ZT_TARGET
+# (scripts/run.sh: zt_job, what a job needs). Extra arguments are passed to the configure step,
+# e.g. -DZT_BUILD_BENCH=OFF. ZT_JOBS compile jobs; by default one per core, as many as the
+# available memory holds at 2 GiB each (a LibTorch file takes about 1.5 GiB to compile).
 # A build folder is configured again when arguments are given, and when Debian's packages
 # changed since it was last configured: scripts/run.sh configures with only a job's packages,
 # and what scripts/test.sh installs after it (pybind11 for the Python package, and the rest)
@@ -14,6 +15,26 @@ if [ "${1:-}" = -h ] || [ "${1:-}" = --help ]; then
 fi
 cd "$(dirname "$0")/.."
 build_dir=${ZT_BUILD_DIR:-build}
+if [ -e "$build_dir" ] && ! [ -w "$build_dir" ]; then
+  echo "build: $build_dir is not writable by $(id -un): an earlier run as root (sudo" \
+       "scripts/run.sh?) made it; sudo chown -R $(id -un) $build_dir runs .tools, or set" \
+       "ZT_BUILD_DIR to another folder" >&2
+  exit 1
+fi
+# A folder another generator configured (cmake by hand, Makefiles): Ninja cannot take it over.
+generator=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' "$build_dir/CMakeCache.txt" 2>/dev/null || true)
+if [ -n "$generator" ] && [ "$generator" != Ninja ]; then
+  echo "build: $build_dir was configured with '$generator', and zt builds with Ninja: remove it," \
+       "or set ZT_BUILD_DIR to another folder" >&2
+  exit 1
+fi
+if [ -z "${ZT_JOBS:-}" ]; then
+  available_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)
+  ZT_JOBS=$(( available_kib / (2 * 1024 * 1024) ))
+  cores=$(nproc 2>/dev/null || echo 1)
+  [ "$ZT_JOBS" -le "$cores" ] || ZT_JOBS=$cores
+  [ "$ZT_JOBS" -ge 1 ] || ZT_JOBS=1
+fi
 # Let ccache reuse objects across checkouts at other paths (CI builds a fresh clone).
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 # The precompiled LibTorch headers (cmake/ZtPch.cmake): ccache caches their users only when told
@@ -31,7 +52,8 @@ if [ -n "${ZT_BUILD_TYPE:-}" ] && [ -f "$build_dir/CMakeCache.txt" ] &&
    ! grep -qx "CMAKE_BUILD_TYPE:STRING=$ZT_BUILD_TYPE" "$build_dir/CMakeCache.txt"; then
   set -- -DCMAKE_BUILD_TYPE="$ZT_BUILD_TYPE" "$@"
 fi
-if [ ! -f "$build_dir/build.ninja" ]; then
+# Configured afresh without a cache (deleted, as CMake's advice goes), or without a build.ninja.
+if [ ! -f "$build_dir/CMakeCache.txt" ] || [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=${ZT_BUILD_TYPE:-RelWithDebInfo} "$@"
 elif [ $# -gt 0 ] || [ "$packages" -nt "$build_dir/CMakeCache.txt" ]; then
   [ $# -gt 0 ] || echo "build: packages were installed since $build_dir was configured: configuring again"
@@ -40,4 +62,4 @@ elif [ $# -gt 0 ] || [ "$packages" -nt "$build_dir/CMakeCache.txt" ]; then
   # cache stayed older than dpkg's status, and every later build configured again.
   touch "$build_dir/CMakeCache.txt"
 fi
-cmake --build "$build_dir" -j "${ZT_JOBS:-2}" --target "${ZT_TARGET:-all}"
+cmake --build "$build_dir" -j "$ZT_JOBS" --target "${ZT_TARGET:-all}"

@@ -20,8 +20,14 @@ if ! command -v "$clang_format" >/dev/null; then
   exit 1
 fi
 version=$("$clang_format" --version | sed -n 's/.*version \([0-9]*\).*/\1/p')
-if [ "$version" != "14" ]; then
-  echo "check-format: note: $clang_format is version $version; the tree is formatted with 14" >&2
+if [ "$version" != "14" ] && [ "$fix" -eq 0 ]; then
+  # Another version places a few lines otherwise: its verdict on a tree formatted by 14 is noise,
+  # and "run --fix" would be wrong advice. CI (Debian 12) has 14.
+  echo "check-format: $clang_format is version $version; the tree is formatted with 14" \
+       "(Debian 12's): install clang-format-14 and give CLANG_FORMAT=clang-format-14" >&2
+  if [ -n "${CI:-}" ]; then exit 1; fi
+  echo "check-format: skipped" >&2
+  exit 0
 fi
 
 if ! git rev-parse --is-inside-work-tree >/dev/null 2>&1; then

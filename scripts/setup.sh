@@ -69,11 +69,20 @@ else
     command -v sudo >/dev/null || { echo "setup: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
     sudo="sudo"
   fi
+  # Names and versions are Debian 12's: elsewhere (Ubuntu, Debian 13) a package may be named
+  # otherwise, and apt then refuses the whole list.
+  if ! grep -qs '^ID=debian$' /etc/os-release || ! grep -qs '^VERSION_ID="12"$' /etc/os-release; then
+    echo "setup: note: this is $(sed -n 's/^PRETTY_NAME=//p' /etc/os-release 2>/dev/null | tr -d '"');" \
+         "zt's package list is Debian 12's, and a name apt does not know stops the install" >&2
+  fi
   echo "setup: installing ${missing[*]}"
   # Through env: sudo's env_reset drops an exported DEBIAN_FRONTEND, and a debconf question
   # then waited at the terminal.
   # A fresh cloud image's first minutes run apt-daily and unattended-upgrades: wait for their
   # lock (10 minutes) instead of stopping at "Could not get lock".
+  # An install interrupted before (Ctrl-C, a lost connection) left packages half configured, and
+  # apt refuses to go on until dpkg finishes them.
+  $sudo env DEBIAN_FRONTEND=noninteractive dpkg --configure -a
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
     --no-install-recommends "${missing[@]}"

@@ -381,7 +381,7 @@ std::string ModuleEngine::save_checkpoint(const std::string& dir, int64_t next_s
     saver_dir_ = dir;
     saver_ = std::make_unique<CheckpointSaver>(
         CheckpointOptions{dir, job_.checkpoint.keep_last, false, timeout_, job,
-                          job_.checkpoint.keep_best},
+                          job_.checkpoint.keep_best, "launch.timeout_s"},
         *store_, env_.rank, env_.world);
   } else if (dir != saver_dir_) {
     throw ConfigError("save_checkpoint: this engine saves into " + saver_dir_ +

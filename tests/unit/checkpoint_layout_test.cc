@@ -92,11 +92,11 @@ TEST_CASE("a damaged checkpoint's way out names the newest complete one before i
   fs::create_directories(dir.path() / "step-00000005");
   zt::test::write_file(dir.path() / "step-00000005" / "manifest.json", "{}");
   CHECK(zt::ckpt::older_checkpoint_hint(dir.file("step-00000006")) ==
-        "resume from an older checkpoint: --resume " + dir.file("step-00000004") +
-            " (the newest before it)");
+        "resume from an older checkpoint: " + dir.file("step-00000004") +
+            " is the newest before it");
   CHECK(zt::ckpt::older_checkpoint_hint(dir.file("step-00000006") + "/") ==
-        "resume from an older checkpoint: --resume " + dir.file("step-00000004") +
-            " (the newest before it)");
+        "resume from an older checkpoint: " + dir.file("step-00000004") +
+            " is the newest before it");
   CHECK(zt::ckpt::older_checkpoint_hint(dir.file("step-00000002")) ==
         "resume from an older checkpoint (none is left beside it in " + dir.path().string() + ")");
   CHECK(zt::ckpt::older_checkpoint_hint(dir.file("exported")) == "resume from an older checkpoint");

@@ -44,7 +44,8 @@ TEST_CASE("--flag=value is --flag value for every flag; a flag of no value refus
                        zt::ConfigError);
 }
 
-TEST_CASE("a single-valued flag given twice is refused; --set and --plugin-dir add up") {
+TEST_CASE("a flag whose second value would mean another thing is refused twice; others take "
+          "their last, and --set and --plugin-dir add up") {
   CHECK_THROWS_WITH_AS(parse_cli({"--config", "a.toml", "--config", "b.toml"}),
                        doctest::Contains("--config given twice (a.toml, then b.toml)"),
                        zt::ConfigError);
@@ -55,9 +56,13 @@ TEST_CASE("a single-valued flag given twice is refused; --set and --plugin-dir a
   CHECK_THROWS_WITH_AS(parse_cli({"--config", "c", "--resume", "auto", "--resume", "runs/x"}),
                        doctest::Contains("--resume given twice"), zt::ConfigError);
   auto a = parse_cli({"--config", "c", "--set", "a.b=1", "--set", "a.c=2", "--plugin-dir", "/x",
-                      "--plugin-dir", "/y"});
+                      "--plugin-dir", "/y", "--nproc", "2", "--nproc", "4"});
   CHECK(a.overrides.size() == 2);
   CHECK(a.plugin_dirs.size() == 2);
+  CHECK(*a.nproc == 4);
+  // A wrapper's defaults, then the caller's: the last counts (tests/multiproc's sample helper).
+  auto s = parse_cli({"sample", "--checkpoint", "c", "--seed", "5", "--seed", "6"});
+  CHECK(s.sample.seed == 6);
 }
 
 TEST_CASE("values checked where they are typed: --max-restarts, an empty path, --rtol with "

@@ -500,10 +500,14 @@ void check_complete(const CliArgs& out) {
   }
 }
 
-// Flags that may be given more than once, each adding a value; any other flag's second value
-// replaced its first without a word (`--config a.toml --config b.toml` trained on b alone).
-bool repeatable(const std::string& flag) {
-  return flag == "--set" || flag == "--plugin-dir" || flag == "--candidate" || flag == "--exclude";
+// Flags whose second value replaced the first without a word where a second one means more
+// than one, or another thing: `--config a.toml --config b.toml` trained on b alone (not both,
+// layered), `sample --prompt A --prompt B` sampled B alone, and a restart rewrote only the first
+// --resume. The other single-valued flags take their last value, as getopt's do (a wrapper's
+// default followed by an override); --set, --plugin-dir, --candidate and --exclude add up.
+bool given_once(const std::string& flag) {
+  return flag == "--config" || flag == "-c" || flag == "--checkpoint" || flag == "--resume" ||
+         flag == "--deepspeed" || flag == "--prompt" || flag == "--tokens";
 }
 
 // Flags whose value names a file or folder: an empty one fell back to a default, or failed
@@ -598,7 +602,7 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
   out.subcommand = i > 0;
   // `--flag=value`, as getopt_long takes it: the value after '=', taken by the flag's parser.
   std::optional<std::string> inline_value;
-  std::map<std::string, std::string> values;  // each single-valued flag's value, given once
+  std::map<std::string, std::string> values;  // the given_once() flags' values
   const ValueOf value_of = [&](const std::string& flag) {
     std::string v;
     if (inline_value) {
@@ -611,11 +615,11 @@ CliArgs parse_cli(const std::vector<std::string>& args) {
     if (v.empty() && names_a_path(flag)) {
       throw ConfigError(flag + " \"\": expected a path; see trainer --help");
     }
-    if (!repeatable(flag)) {
+    if (given_once(flag)) {
       const auto [first, fresh] = values.emplace(flag == "-c" ? "--config" : flag, v);
       if (!fresh) {
         throw ConfigError(flag + " given twice (" + first->second + ", then " + v +
-                          "): give it once");
+                          "): it takes one; give it once");
       }
     }
     return v;

@@ -54,8 +54,8 @@ same).
   --deepspeed FILE    a DeepSpeed JSON config under FILE (FILE and --set win; run.deepspeed);
                       keys zt does not support are errors, warnings with --deepspeed-lenient
   --print-config      print the resolved config, every default marked, and exit
-A flag's value may follow it (--nproc 4) or an '=' (--nproc=4); each flag but --set and
---plugin-dir is given once.
+A flag's value may follow it (--nproc 4) or an '=' (--nproc=4); given twice, the last value
+counts (--set and --plugin-dir add up; --config and --resume are refused twice).
 Example:
   trainer --config configs/zero3.toml --nproc 4 --set zero.stage=2 --set precision.compute=bf16
 )";

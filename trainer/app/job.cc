@@ -148,7 +148,10 @@ std::vector<std::string> with_resume(std::vector<std::string> argv, const std::s
       argv[i] = "--resume=" + from;
       return argv;
     }
-    if (argv[i] == "--") break;  // what follows is no flag
+    if (argv[i] == "--") {  // what follows is no flag: the new one goes before it
+      argv.insert(argv.begin() + static_cast<std::ptrdiff_t>(i), {"--resume", from});
+      return argv;
+    }
   }
   argv.push_back("--resume");
   argv.push_back(from);

@@ -168,7 +168,15 @@ int main(int argc, char** argv) {
     print_error("io", std::string(e.what()) + "; check that path and its permissions");
     code = static_cast<int>(zt::ErrorKind::kIo);
   } catch (const std::bad_alloc& e) {
-    code = report_out_of_memory(std::string("an allocation was refused (") + e.what() + ")");
+    // std::bad_array_new_length is a size computed wrong (negative, overflowing): a bug.
+    if (dynamic_cast<const std::bad_array_new_length*>(&e) != nullptr) {
+      zt::FlightRecorder::instance().dump_failure(std::string("internal error: ") + e.what());
+      print_error("internal",
+                  std::string(e.what()) + " (please report this with the command line and config)");
+      code = static_cast<int>(zt::ErrorKind::kInternal);
+    } else {
+      code = report_out_of_memory(std::string("an allocation was refused (") + e.what() + ")");
+    }
   } catch (const std::exception& e) {
     // LibTorch's errors carry a C++ backtrace after their message: the message alone, on one
     // line (the launcher names a failed rank by its last line).

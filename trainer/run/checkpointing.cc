@@ -288,9 +288,12 @@ std::unique_ptr<CheckpointReader> open_rank0_checkpoint(
       reader = open();
     } catch (const Error& e) {
       publish({"failed", std::to_string(static_cast<int>(e.kind())), e.what()});
-      // Named here too: "not a checkpoint: runs/x does not exist" alone did not say which
-      // setting gave the path (the other ranks' message did).
-      throw_of_kind(static_cast<int>(e.kind()), asked + ": " + e.what());
+      // A path that names no checkpoint is named with the setting that gave it, here too ("not
+      // a checkpoint: runs/x does not exist" alone did not say which; the other ranks' message
+      // did). Other errors name their file, and one of `open`'s own (eval's --out) is not the
+      // checkpoint's.
+      if (e.kind() != ErrorKind::kConfig) throw;
+      throw ConfigError(asked + ": " + e.what());
     } catch (const std::exception& e) {
       publish({"failed", std::to_string(static_cast<int>(ErrorKind::kInternal)), e.what()});
       throw;

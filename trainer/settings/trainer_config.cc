@@ -134,8 +134,9 @@ SectionSpec checkpoint_section() {
                   "'' = start fresh, 'auto' = from the newest checkpoint in dir (fresh if "
                   "none), or a checkpoint folder (trainer --resume sets it)"),
        opt_double("timeout_s", 600,
-                  "bound on a save's waits: the previous save, the other ranks' files; twice it "
-                  "bounds a save's own writes (storage that stopped answering ends the rank)",
+                  "bound on a save's waits: the previous save, the other ranks' files; half of it "
+                  "bounds each file operation of a save (storage that stopped answering ends "
+                  "the rank)",
                   1, 604800)}};
 }
 

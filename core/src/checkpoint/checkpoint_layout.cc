@@ -132,12 +132,13 @@ std::string older_checkpoint_hint(const std::string& folder) {
   } catch (const Error&) {
     return "resume from an older checkpoint";  // its folder unreadable: the error said enough
   }
-  // Named: `--resume auto` takes the newest again, and a restart repeated the failure.
+  // Named: `--resume auto` takes the newest again, and a restart repeated the failure. No flag in
+  // the text: a training job gives it to --resume, eval and sample to --checkpoint.
   if (before.empty()) {
     return "resume from an older checkpoint (none is left beside it in " +
            (dir.empty() ? std::string(".") : dir) + ")";
   }
-  return "resume from an older checkpoint: --resume " + before + " (the newest before it)";
+  return "resume from an older checkpoint: " + before + " is the newest before it";
 }
 
 namespace {

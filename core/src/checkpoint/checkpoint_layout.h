@@ -42,7 +42,8 @@ bool is_complete_checkpoint(const std::string& folder);
 // Complete step-* folders under `dir` as (step, path), oldest step first; none for a missing dir.
 std::vector<std::pair<int64_t, std::string>> complete_checkpoints(const std::string& dir);
 // The way out of a damaged checkpoint `folder` (a step-N folder): "resume from an older
-// checkpoint: --resume <the newest complete one before it>", or that none is left beside it.
+// checkpoint: <the newest complete one before it> is the newest before it", or that none is left
+// beside it.
 std::string older_checkpoint_hint(const std::string& folder);
 
 // Makes the finished temporary folder `temp` visible as dir/<final_name>: writes the new

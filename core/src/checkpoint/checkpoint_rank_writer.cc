@@ -8,6 +8,7 @@
 
 #include "checkpoint/checkpoint_layout.h"
 #include "util/posix_file.h"
+#include "util/save_io_limit.h"
 #include "zt/bytes.h"
 #include "zt/error.h"
 
@@ -221,7 +222,10 @@ ckpt::RankReport CheckpointRankWriter::Impl::finish_file() {
   if (sequential_) sequential_->flush();
   sequential_.reset();
   file_.close(/*sync=*/true);
-  ckpt::fsync_dir(setup_.folder);
+  {
+    const ckpt::SaveIoDeadline deadline("fsyncing the folder " + setup_.folder);
+    ckpt::fsync_dir(setup_.folder);
+  }
   ckpt::RankReport r;
   r.rank = setup_.rank;
   r.file = {file_name_, file_.file_bytes(), file_.header_bytes(),

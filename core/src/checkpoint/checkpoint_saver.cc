@@ -17,10 +17,9 @@
 #include "checkpoint/checkpoint_layout.h"
 #include "checkpoint/checkpoint_manifest.h"
 #include "checkpoint/checkpoint_rank_writer.h"
-#include "util/fault_injection.h"
 #include "util/posix_file.h"
+#include "util/save_io_limit.h"
 #include "zt/error.h"
-#include "zt/host/file_io_deadline.h"
 #include "zt/host/trace.h"
 #include "zt/store.h"
 
@@ -160,7 +159,10 @@ void abandon(SaveTask& t, const std::exception& e) noexcept {
   if (t.rank != 0) return;
   const bool finished = t.world == 1 || other_ranks_finished(t);
   std::error_code ec;
-  fs::remove_all(t.temp, ec);
+  {
+    const ckpt::SaveIoDeadline deadline("removing the unfinished save " + t.temp);
+    fs::remove_all(t.temp, ec);
+  }
   if (ec || !finished) {
     std::cerr << "zt: checkpoint of step " << t.step << ": "
               << (ec ? "cannot remove " + t.temp + " (" + ec.message() + ")"
@@ -239,15 +241,21 @@ void check_rank_files(const SaveTask& t, const std::vector<ckpt::RankReport>& re
 
 // Rank 0: the manifest into the temporary folder, then the rename that makes it the latest.
 void publish(SaveTask& t, const std::vector<ckpt::RankReport>& reports) {
-  check_rank_files(t, reports);
-  const std::string text = ckpt::manifest_to_json(ckpt::assemble_manifest(t.step, t.meta, reports));
-  const fs::path temp(t.temp);
-  ckpt::replace_file_atomically((temp / ckpt::kManifestName).string(), text);
-  const uint32_t crc = ckpt::crc32_update(0, text.data(), static_cast<int64_t>(text.size()));
-  ckpt::replace_file_atomically((temp / ckpt::kManifestCrcName).string(),
-                                ckpt::crc32_hex(crc) + "\n");
   const std::string name = ckpt::step_folder_name(t.step);
-  ckpt::publish_checkpoint(t.options.dir, t.temp, name);
+  {
+    const ckpt::SaveIoDeadline deadline("publishing the checkpoint of step " +
+                                        std::to_string(t.step) + " from " + t.temp + " as " +
+                                        (fs::path(t.options.dir) / name).string());
+    check_rank_files(t, reports);
+    const std::string text = ckpt::manifest_to_json(
+        ckpt::assemble_manifest(t.step, t.meta, reports));
+    const fs::path temp(t.temp);
+    ckpt::replace_file_atomically((temp / ckpt::kManifestName).string(), text);
+    const uint32_t crc = ckpt::crc32_update(0, text.data(), static_cast<int64_t>(text.size()));
+    ckpt::replace_file_atomically((temp / ckpt::kManifestCrcName).string(),
+                                  ckpt::crc32_hex(crc) + "\n");
+    ckpt::publish_checkpoint(t.options.dir, t.temp, name);
+  }
   t.stats.publish_seconds = seconds_since(t.start);
   t.stats.folder = (fs::path(t.options.dir) / name).string();
   // The checkpoint is saved and the latest from here: what follows only tidies, and its
@@ -255,6 +263,8 @@ void publish(SaveTask& t, const std::vector<ckpt::RankReport>& reports) {
   // Apart: a `best` that cannot be written must not stop the pruning, or the disk fills.
   std::string best;
   try {
+    const ckpt::SaveIoDeadline deadline("pointing " + t.options.dir + "/best at the lowest " +
+                                        t.options.keep_best);
     if (!t.options.keep_best.empty())
       best = ckpt::update_best(t.options.dir, t.options.keep_best, t.step);
   } catch (const std::exception& e) {
@@ -265,6 +275,7 @@ void publish(SaveTask& t, const std::vector<ckpt::RankReport>& reports) {
               << e.what() << "\n";
   }
   try {
+    const ckpt::SaveIoDeadline deadline("removing older checkpoints in " + t.options.dir);
     ckpt::prune_checkpoints(t.options.dir, t.options.keep_last, t.stats.folder, best);
   } catch (const std::exception& e) {
     std::cerr << "zt: warning: " << t.stats.folder
@@ -446,22 +457,21 @@ void CheckpointSaver::Impl::save(const CheckpointSaverAccess::Fill& fill, int64_
                                  const CheckpointMeta& meta) {
   const auto start = Clock::now();
   std::shared_ptr<SaveTask> t = prepare(step, meta, start);
-  // Writes to a file system that stopped answering (an NFS server gone) block with no timeout of
-  // their own: the save on this thread (all of a synchronous one, the pieces an asynchronous one
-  // writes as they come) ends the rank with a line naming it after the limit the asynchronous
-  // writer is given up on after, instead of hanging the job.
-  std::optional<FileIoDeadline> stalled;
+  // A file system that stopped answering (an NFS server gone) blocks a write with no timeout of
+  // its own: each file operation of the save on this thread (all of a synchronous one, the pieces
+  // an asynchronous one writes as they come) is bounded by half the timeout, as a load's are.
+  const ckpt::SaveIoLimit bounded(
+      options_.timeout / 2,
+      "check the storage under checkpoint.dir, or, for storage that is only slow, raise " +
+          options_.timeout_setting + " (each file operation of a save may take half of it)");
   try {
     wait_idle();
     poll();
-    stalled.emplace("saving the checkpoint of step " + std::to_string(step) + " in " + t->temp,
-                    2 * options_.timeout,
-                    "check the storage under checkpoint.dir, or raise checkpoint.timeout_s (the "
-                    "limit is twice it)");
-    static std::atomic<int64_t> saves{0};
-    stall_if_injected("stall_checkpoint_write", saves, 2 * options_.timeout);
     std::error_code ec;
-    fs::create_directories(t->temp, ec);
+    {
+      const ckpt::SaveIoDeadline deadline("making the folder " + t->temp);
+      fs::create_directories(t->temp, ec);
+    }
     if (ec) {
       throw IoError("cannot create checkpoint folder " + t->temp + ": " + ec.message() +
                     "; make checkpoint.dir writable or point it elsewhere");

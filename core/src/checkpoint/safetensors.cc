@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "util/posix_file.h"
+#include "util/save_io_limit.h"
 #include "zt/error.h"
 
 namespace zt {
@@ -114,7 +115,15 @@ std::string SafetensorsWriter::Impl::header_json() const {
 
 void SafetensorsWriter::Impl::pwrite_or_throw(int64_t file_offset, const void* data, int64_t bytes,
                                               const std::string& what) {
-  int err = ckpt::pwrite_full(fd, data, bytes, file_offset);
+  int err = 0;
+  // In chunks, each bounded on a saving thread (checkpoint/save_io_limit.h).
+  for (int64_t done = 0; done < bytes && err == 0;) {
+    const int64_t chunk = std::min(bytes - done, ckpt::kSaveIoChunkBytes);
+    const ckpt::SaveIoDeadline deadline("writing " + std::to_string(chunk) + " bytes at offset " +
+                                        std::to_string(file_offset + done) + " of " + path);
+    err = ckpt::pwrite_full(fd, static_cast<const char*>(data) + done, chunk, file_offset + done);
+    done += chunk;
+  }
   if (err == 0) return;
   const std::string way_out = ckpt::write_way_out(err, "write elsewhere");
   throw IoError("cannot write " + std::to_string(bytes) + " bytes of " + what + " to " + path +
@@ -206,8 +215,11 @@ void SafetensorsWriter::close(bool sync) {
   const int fd = impl_->fd;
   impl_->fd = -1;
   int err = 0;
-  if (sync && ::fsync(fd) != 0) err = errno;
-  if (::close(fd) != 0 && err == 0) err = errno;
+  {
+    const ckpt::SaveIoDeadline deadline((sync ? "fsyncing " : "closing ") + impl_->path);
+    if (sync && ::fsync(fd) != 0) err = errno;
+    if (::close(fd) != 0 && err == 0) err = errno;
+  }
   if (err != 0) {
     throw IoError("cannot " + std::string(sync ? "fsync and " : "") + "close " + impl_->path +
                   " (" + std::to_string(file_bytes()) + " bytes): " + ckpt::errno_text(err) +

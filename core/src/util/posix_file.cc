@@ -16,6 +16,7 @@
 #include <limits>
 #include <sstream>
 
+#include "util/save_io_limit.h"
 #include "zt/error.h"
 
 namespace zt::ckpt {
@@ -48,9 +49,22 @@ int pwrite_full(int fd, const void* data, int64_t bytes, int64_t offset) {
 
 int pwrite_direct(const std::string& path, const void* data, int64_t bytes, int64_t offset) {
   if (bytes == 0) return 0;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  int fd = -1;
+  {
+    const SaveIoDeadline deadline("opening " + path);
+    fd = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  }
   if (fd < 0) return errno;
-  int err = pwrite_full(fd, data, bytes, offset);
+  int err = 0;
+  // In chunks, each bounded on a saving thread (util/save_io_limit.h); a multiple of the direct
+  // alignment, so each chunk stays aligned.
+  for (int64_t done = 0; done < bytes && err == 0;) {
+    const int64_t chunk = std::min(bytes - done, kSaveIoChunkBytes);
+    const SaveIoDeadline deadline("writing " + std::to_string(chunk) + " bytes at offset " +
+                                  std::to_string(offset + done) + " of " + path);
+    err = pwrite_full(fd, static_cast<const char*>(data) + done, chunk, offset + done);
+    done += chunk;
+  }
   if (::close(fd) != 0 && err == 0) err = errno;
   return err;
 }
@@ -110,6 +124,8 @@ void SequentialDirectWriter::drain(bool all) {
   }
   const int64_t blocks = staged_ / kDirectAlignment * kDirectAlignment;
   if (blocks > 0 && direct_ok_) {
+    const SaveIoDeadline deadline("writing " + std::to_string(blocks) + " bytes at offset " +
+                                  std::to_string(position_) + " of " + path_);
     const int err = pwrite_full(direct_fd_, base, blocks, position_);
     if (err == EINVAL) {
       direct_ok_ = false;  // the filesystem refuses direct I/O after all

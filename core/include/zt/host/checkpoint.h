@@ -131,6 +131,9 @@ struct CheckpointOptions {
   // A metric of CheckpointMeta::metrics ('' = none): the checkpoint with its lowest value is
   // kept besides the keep_last newest and named by dir/best.
   std::string keep_best;
+  // The setting `timeout` comes from, named in errors; half of it bounds each file operation a
+  // save makes on the thread that saves (a file system that stopped answering).
+  std::string timeout_setting = "checkpoint.timeout_s";
 };
 
 struct SaveStats {
