@@ -16,9 +16,9 @@ fi
 cd "$(dirname "$0")/.."
 build_dir=${ZT_BUILD_DIR:-build}
 if [ -e "$build_dir" ] && ! [ -w "$build_dir" ]; then
-  echo "build: $build_dir is not writable by $(id -un): an earlier run as root (sudo" \
-       "scripts/run.sh?) made it; sudo chown -R $(id -un) $build_dir runs .tools, or set" \
-       "ZT_BUILD_DIR to another folder" >&2
+  echo "build: $build_dir is not writable by $(id -un), who runs this: an earlier run as root" \
+       "(sudo scripts/run.sh?) made it. Give it back with: sudo chown -R $(id -un) $build_dir" \
+       "runs .tools (or set ZT_BUILD_DIR to another folder)" >&2
   exit 1
 fi
 # A folder another generator configured (cmake by hand, Makefiles): Ninja cannot take it over.

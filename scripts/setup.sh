@@ -81,8 +81,12 @@ else
   # A fresh cloud image's first minutes run apt-daily and unattended-upgrades: wait for their
   # lock (10 minutes) instead of stopping at "Could not get lock".
   # An install interrupted before (Ctrl-C, a lost connection) left packages half configured, and
-  # apt refuses to go on until dpkg finishes them.
-  $sudo env DEBIAN_FRONTEND=noninteractive dpkg --configure -a
+  # apt refuses to go on until dpkg finishes them. Only then: dpkg does not wait for the lock
+  # (a fresh image's unattended-upgrades holds it), and apt below does.
+  if [ -n "$(dpkg --audit 2>/dev/null)" ]; then
+    $sudo env DEBIAN_FRONTEND=noninteractive dpkg --configure -a ||
+      echo "setup: note: dpkg --configure -a failed (another install running?); apt goes on" >&2
+  fi
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
     --no-install-recommends "${missing[@]}"

@@ -55,7 +55,7 @@ same).
                       keys zt does not support are errors, warnings with --deepspeed-lenient
   --print-config      print the resolved config, every default marked, and exit
 A flag's value may follow it (--nproc 4) or an '=' (--nproc=4); given twice, the last value
-counts (--set and --plugin-dir add up; --config and --resume are refused twice).
+counts (--set and --plugin-dir add up; --config, --resume and --deepspeed are refused twice).
 Example:
   trainer --config configs/zero3.toml --nproc 4 --set zero.stage=2 --set precision.compute=bf16
 )";

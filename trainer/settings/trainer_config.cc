@@ -135,8 +135,8 @@ SectionSpec checkpoint_section() {
                   "none), or a checkpoint folder (trainer --resume sets it)"),
        opt_double("timeout_s", 600,
                   "bound on a save's waits: the previous save, the other ranks' files; half of it "
-                  "bounds each file operation of a save (storage that stopped answering ends "
-                  "the rank)",
+                  "(at least 10 s) bounds each file operation of a save (storage that stopped "
+                  "answering ends the rank)",
                   1, 604800)}};
 }
 

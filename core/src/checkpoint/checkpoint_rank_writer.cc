@@ -121,7 +121,11 @@ void CheckpointRankWriter::Impl::begin_data() {
 }
 
 void CheckpointRankWriter::Impl::check_free_space() const {
-  const int64_t free = ckpt::free_bytes(setup_.folder);
+  int64_t free = -1;
+  {
+    const ckpt::SaveIoDeadline deadline("looking at the free space under " + setup_.folder);
+    free = ckpt::free_bytes(setup_.folder);
+  }
   // The header is on disk already; the data section still needs room.
   if (free < 0 || free >= file_.file_bytes() - file_.header_bytes()) return;
   const int64_t need = file_.file_bytes();

@@ -460,10 +460,13 @@ void CheckpointSaver::Impl::save(const CheckpointSaverAccess::Fill& fill, int64_
   // A file system that stopped answering (an NFS server gone) blocks a write with no timeout of
   // its own: each file operation of the save on this thread (all of a synchronous one, the pieces
   // an asynchronous one writes as they come) is bounded by half the timeout, as a load's are.
+  // At least 10 s: checkpoint.timeout_s may be 1 s, and launch.timeout_s (the Python engine's)
+  // 0.1 s, too short for a 16 MiB write on working storage.
   const ckpt::SaveIoLimit bounded(
-      options_.timeout / 2,
+      std::max<std::chrono::milliseconds>(options_.timeout / 2, std::chrono::seconds(10)),
       "check the storage under checkpoint.dir, or, for storage that is only slow, raise " +
-          options_.timeout_setting + " (each file operation of a save may take half of it)");
+          options_.timeout_setting +
+          " (each file operation of a save may take half of it, at least 10 s)");
   try {
     wait_idle();
     poll();

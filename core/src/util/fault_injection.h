@@ -5,7 +5,8 @@
 // "stall_checkpoint_read:RANK:N": its N-th open or read of a checkpoint's
 // rank files blocks as on a file system that stopped answering (the checkpoint reader);
 // "stall_checkpoint_manifest:RANK:N": the same for its N-th read of a checkpoint's manifest;
-// "stall_checkpoint_write:RANK:N": its N-th checkpoint save blocks as its writes would there.
+// "stall_checkpoint_write:RANK:N": its N-th file operation of a checkpoint save on the saving
+// thread (util/save_io_limit.h) blocks the same way.
 // Unset: nothing.
 // Thread safety: injected_fault() may be called from any thread.
 #pragma once

@@ -84,12 +84,15 @@ SequentialDirectWriter::SequentialDirectWriter(std::string path, int64_t file_of
                   " bytes of staging memory for " + path_);
   }
   staging_.reset(static_cast<char*>(p));
+  const SaveIoDeadline deadline("opening " + path_);
   direct_fd_ = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
   direct_ok_ = direct_fd_ >= 0;
 }
 
 SequentialDirectWriter::~SequentialDirectWriter() {
-  if (direct_fd_ >= 0) ::close(direct_fd_);
+  if (direct_fd_ < 0) return;
+  const SaveIoDeadline deadline("closing " + path_);  // NFS writes back at close
+  ::close(direct_fd_);
 }
 
 void SequentialDirectWriter::append(const void* data, int64_t bytes) {
