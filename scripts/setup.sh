@@ -76,10 +76,6 @@ else
          "zt's package list is Debian 12's, and a name apt does not know stops the install" >&2
   fi
   echo "setup: installing ${missing[*]}"
-  # Through env: sudo's env_reset drops an exported DEBIAN_FRONTEND, and a debconf question
-  # then waited at the terminal.
-  # A fresh cloud image's first minutes run apt-daily and unattended-upgrades: wait for their
-  # lock (10 minutes) instead of stopping at "Could not get lock".
   # An install interrupted before (Ctrl-C, a lost connection) left packages half configured, and
   # apt refuses to go on until dpkg finishes them. Only then: dpkg does not wait for the lock
   # (a fresh image's unattended-upgrades holds it), and apt below does.
@@ -87,6 +83,10 @@ else
     $sudo env DEBIAN_FRONTEND=noninteractive dpkg --configure -a ||
       echo "setup: note: dpkg --configure -a failed (another install running?); apt goes on" >&2
   fi
+  # Through env: sudo's env_reset drops an exported DEBIAN_FRONTEND, and a debconf question
+  # then waited at the terminal.
+  # A fresh cloud image's first minutes run apt-daily and unattended-upgrades: wait for their
+  # lock (10 minutes) instead of stopping at "Could not get lock".
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q \
     --no-install-recommends "${missing[@]}"

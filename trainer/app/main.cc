@@ -133,6 +133,14 @@ bool is_out_of_memory(const std::string& what) {
          what.find("out of memory") != std::string::npos;
 }
 
+// An exception no zt code expected: a bug, with what to send.
+int report_internal(const std::string& what) {
+  zt::FlightRecorder::instance().dump_failure("internal error: " + what);
+  print_error("internal",
+              one_line(what) + " (please report this with the command line and config)");
+  return static_cast<int>(zt::ErrorKind::kInternal);
+}
+
 int report_out_of_memory(const std::string& what) {
   zt::FlightRecorder::instance().dump_failure("io error: " + what);
   print_error("io", "out of memory: " + one_line(what) + kOutOfMemoryWayOut);
@@ -169,32 +177,18 @@ int main(int argc, char** argv) {
     code = static_cast<int>(zt::ErrorKind::kIo);
   } catch (const std::bad_alloc& e) {
     // std::bad_array_new_length is a size computed wrong (negative, overflowing): a bug.
-    if (dynamic_cast<const std::bad_array_new_length*>(&e) != nullptr) {
-      zt::FlightRecorder::instance().dump_failure(std::string("internal error: ") + e.what());
-      print_error("internal",
-                  std::string(e.what()) + " (please report this with the command line and config)");
-      code = static_cast<int>(zt::ErrorKind::kInternal);
-    } else {
-      code = report_out_of_memory(std::string("an allocation was refused (") + e.what() + ")");
-    }
+    code = dynamic_cast<const std::bad_array_new_length*>(&e) != nullptr
+               ? report_internal(e.what())
+               : report_out_of_memory(std::string("an allocation was refused (") + e.what() + ")");
   } catch (const std::exception& e) {
     // LibTorch's errors carry a C++ backtrace after their message: the message alone, on one
     // line (the launcher names a failed rank by its last line).
     const auto* torch_error = dynamic_cast<const c10::Error*>(&e);
     const std::string what = torch_error ? torch_error->what_without_backtrace() : e.what();
-    if (torch_error && is_out_of_memory(what)) {
-      code = report_out_of_memory(what);
-    } else {
-      zt::FlightRecorder::instance().dump_failure("internal error: " + what);
-      print_error("internal",
-                  one_line(what) + " (please report this with the command line and config)");
-      code = static_cast<int>(zt::ErrorKind::kInternal);
-    }
+    code = torch_error && is_out_of_memory(what) ? report_out_of_memory(what)
+                                                 : report_internal(what);
   } catch (...) {
-    zt::FlightRecorder::instance().dump_failure("internal error: an exception of no known type");
-    print_error("internal", "an exception of no known type (please report this with the command "
-                            "line and config)");
-    code = static_cast<int>(zt::ErrorKind::kInternal);
+    code = report_internal("an exception of no known type");
   }
   // Everything of the job is closed by now; LibTorch's teardown would only cost time (a forked
   // rank's most of all: zt/host/process_exit.h).

@@ -263,10 +263,11 @@ void publish(SaveTask& t, const std::vector<ckpt::RankReport>& reports) {
   // Apart: a `best` that cannot be written must not stop the pruning, or the disk fills.
   std::string best;
   try {
-    const ckpt::SaveIoDeadline deadline("pointing " + t.options.dir + "/best at the lowest " +
-                                        t.options.keep_best);
-    if (!t.options.keep_best.empty())
+    if (!t.options.keep_best.empty()) {
+      const ckpt::SaveIoDeadline deadline("pointing " + t.options.dir + "/best at the lowest " +
+                                          t.options.keep_best);
       best = ckpt::update_best(t.options.dir, t.options.keep_best, t.step);
+    }
   } catch (const std::exception& e) {
     // The `best` named before stays spared: it is still the lowest that was recorded.
     best = ckpt::folder_named_by(t.options.dir, ckpt::kBestName);

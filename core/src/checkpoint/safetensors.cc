@@ -115,15 +115,8 @@ std::string SafetensorsWriter::Impl::header_json() const {
 
 void SafetensorsWriter::Impl::pwrite_or_throw(int64_t file_offset, const void* data, int64_t bytes,
                                               const std::string& what) {
-  int err = 0;
-  // In chunks, each bounded on a saving thread (checkpoint/save_io_limit.h).
-  for (int64_t done = 0; done < bytes && err == 0;) {
-    const int64_t chunk = std::min(bytes - done, ckpt::kSaveIoChunkBytes);
-    const ckpt::SaveIoDeadline deadline("writing " + std::to_string(chunk) + " bytes at offset " +
-                                        std::to_string(file_offset + done) + " of " + path);
-    err = ckpt::pwrite_full(fd, static_cast<const char*>(data) + done, chunk, file_offset + done);
-    done += chunk;
-  }
+  // Bounded chunk by chunk on a saving thread (util/save_io_limit.h).
+  const int err = ckpt::pwrite_watched(fd, data, bytes, file_offset, path);
   if (err == 0) return;
   const std::string way_out = ckpt::write_way_out(err, "write elsewhere");
   throw IoError("cannot write " + std::to_string(bytes) + " bytes of " + what + " to " + path +

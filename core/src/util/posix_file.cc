@@ -47,17 +47,10 @@ int pwrite_full(int fd, const void* data, int64_t bytes, int64_t offset) {
   return 0;
 }
 
-int pwrite_direct(const std::string& path, const void* data, int64_t bytes, int64_t offset) {
-  if (bytes == 0) return 0;
-  int fd = -1;
-  {
-    const SaveIoDeadline deadline("opening " + path);
-    fd = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
-  }
-  if (fd < 0) return errno;
+int pwrite_watched(int fd, const void* data, int64_t bytes, int64_t offset,
+                   const std::string& path) {
+  static_assert(kSaveIoChunkBytes % kDirectAlignment == 0, "direct chunks must stay aligned");
   int err = 0;
-  // In chunks, each bounded on a saving thread (util/save_io_limit.h); a multiple of the direct
-  // alignment, so each chunk stays aligned.
   for (int64_t done = 0; done < bytes && err == 0;) {
     const int64_t chunk = std::min(bytes - done, kSaveIoChunkBytes);
     const SaveIoDeadline deadline("writing " + std::to_string(chunk) + " bytes at offset " +
@@ -65,6 +58,20 @@ int pwrite_direct(const std::string& path, const void* data, int64_t bytes, int6
     err = pwrite_full(fd, static_cast<const char*>(data) + done, chunk, offset + done);
     done += chunk;
   }
+  return err;
+}
+
+int pwrite_direct(const std::string& path, const void* data, int64_t bytes, int64_t offset) {
+  if (bytes == 0) return 0;
+  int fd = -1;
+  int open_err = 0;
+  {
+    const SaveIoDeadline deadline("opening " + path);
+    fd = ::open(path.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+    open_err = errno;  // before the deadline's end, which may change it
+  }
+  if (fd < 0) return open_err;
+  int err = pwrite_watched(fd, data, bytes, offset, path);
   if (::close(fd) != 0 && err == 0) err = errno;
   return err;
 }
@@ -127,9 +134,7 @@ void SequentialDirectWriter::drain(bool all) {
   }
   const int64_t blocks = staged_ / kDirectAlignment * kDirectAlignment;
   if (blocks > 0 && direct_ok_) {
-    const SaveIoDeadline deadline("writing " + std::to_string(blocks) + " bytes at offset " +
-                                  std::to_string(position_) + " of " + path_);
-    const int err = pwrite_full(direct_fd_, base, blocks, position_);
+    const int err = pwrite_watched(direct_fd_, base, blocks, position_, path_);
     if (err == EINVAL) {
       direct_ok_ = false;  // the filesystem refuses direct I/O after all
     } else if (err != 0) {

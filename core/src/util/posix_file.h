@@ -22,6 +22,11 @@ std::string write_way_out(int err, const std::string& elsewhere);
 // Writes all `bytes` at `offset`. Returns 0, or the errno of the failure (ENOSPC when a write
 // makes no progress).
 int pwrite_full(int fd, const void* data, int64_t bytes, int64_t offset);
+// pwrite_full in chunks of at most kSaveIoChunkBytes (a multiple of kDirectAlignment, so a
+// direct write's chunks stay aligned), each bounded on a saving thread (util/save_io_limit.h) and
+// named there by `path`. Returns 0, or the errno of the chunk that failed.
+int pwrite_watched(int fd, const void* data, int64_t bytes, int64_t offset,
+                   const std::string& path);
 // Reads up to `bytes` at `offset`, stopping early only at end of file. Returns the bytes read,
 // or -1 with errno set.
 int64_t pread_full(int fd, void* data, int64_t bytes, int64_t offset);
