@@ -105,6 +105,32 @@ def _tie_shared_storage(model):
                 module._parameters[name] = owner
 
 
+def _refuse_partly_shared_storage(model):
+    """Two parameters over one storage with different layouts (one the other's transpose, or a
+    slice of it) cannot be tied as one: the engine gives each a buffer of its own, and from the
+    first step they train apart, where PyTorch updates the one storage. Refused by name."""
+    spans = {}  # (storage, dtype, shape, stride, offset) -> (begin, end, name) in bytes
+    for name, p in model.named_parameters():
+        if p.storage().size() == 0:
+            continue
+        extent = 1 + sum((n - 1) * s for n, s in zip(p.shape, p.stride())) if p.numel() else 0
+        begin = p.storage_offset() * p.element_size()
+        key = (p.storage().data_ptr(), p.dtype, tuple(p.shape), p.stride(), p.storage_offset())
+        spans.setdefault(key, (begin, begin + extent * p.element_size(), name))
+    by_storage = {}
+    for key, span in spans.items():
+        by_storage.setdefault(key[0], []).append(span)
+    for listed in by_storage.values():
+        listed.sort()
+        for (_, end, first), (begin, _, second) in zip(listed, listed[1:]):
+            if begin < end:
+                raise ValueError(f"zt.initialize: {first} and {second} share storage with "
+                                 "different shapes or strides (a view, a slice or a transpose "
+                                 "of one another), which zt cannot keep as one parameter: they "
+                                 "would train apart; tie them as one Parameter object (or give "
+                                 "each its own storage with .clone())")
+
+
 def _check_given_units(units, label):
     """Refuses a units= list that cannot be, naming the entry by its place: what is no module (a
     name, "blocks.0", failed later with an AttributeError about str), and a module listed twice or
@@ -178,6 +204,7 @@ class Engine:
                              "without restoring them (restore=False, or a close that failed) "
                              "left it released; close with restore=True, or give the parameters "
                              "values again (p.data = tensor, or build the module again)")
+        _refuse_partly_shared_storage(model)
         self._closed = False
         self.module = model
         _tie_shared_storage(model)

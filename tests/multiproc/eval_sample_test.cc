@@ -240,6 +240,14 @@ TEST_CASE("trainer eval and sample: bad input is a clear error before anything r
   CHECK(contains(unwritable.output, "cannot make " + dir.file("a_file") + " for --out " +
                                         dir.file("a_file/eval.json")));
   CHECK_FALSE(contains(unwritable.output, "validation loss"));
+  // --out a folder: refused before the evaluation too (exit 2), where its rename failed after it.
+  std::filesystem::create_directories(dir.file("results"));
+  auto folder = run_command(trainer() + " eval --checkpoint " + ckpt + " --out " +
+                            dir.file("results"));
+  CHECK(folder.exit_code == 2);
+  CHECK(contains(folder.output, "--out " + dir.file("results") + ": " + dir.file("results") +
+                                    " is a folder, and this writes one file"));
+  CHECK_FALSE(contains(folder.output, "validation loss"));
   // A bare token file (no index) names no tokenizer: a prompt's bytes are not its ids.
   {
     std::ofstream bare(dir.file("bare.bin"), std::ios::binary);
@@ -283,4 +291,31 @@ TEST_CASE("trainer sample: byte-level text with model.vocab past 256 draws bytes
     CHECK(tokens.size() == 32);
     for (int64_t t : tokens) CHECK(t < 256);
   }
+}
+
+TEST_CASE("trainer eval and sample without --config load no plugin from the folders the "
+          "checkpoint's recorded config names, and --plugin-dir does") {
+  TempDir dir;
+  // Trained with a plugin folder of its own (empty: the job's plugins come from the build).
+  const std::string folder = dir.file("job-plugins");
+  std::filesystem::create_directories(folder);
+  auto r = run_command(zt::test::small_gpt_job(
+      dir.file("out"), "--set run.steps=2 --set checkpoint.every_steps=2 --set 'plugins.dirs=[\"" +
+                           folder + "\"]'"));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // Then a checkpoint from elsewhere ships a library there under the name of a plugin the job
+  // loads: searched first, it was loaded (here it is no library, so loading it fails loudly).
+  zt::test::write_file(folder + "/libzt_comm_ucx.so", "not a shared library\n");
+  const std::string ckpt = dir.file("out/checkpoints");
+  r = run_command(trainer() + " sample --checkpoint " + ckpt + " --max-new-tokens 4");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.output, "names plugin folders (plugins.dirs = " + folder +
+                               "); a checkpoint does not choose where code is loaded from"));
+  // Named by the user, the folder is searched as before.
+  r = run_command(trainer() + " sample --checkpoint " + ckpt + " --max-new-tokens 4 --plugin-dir " +
+                  folder);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.output, folder + "/libzt_comm_ucx.so"));
 }

@@ -278,6 +278,14 @@ TEST_CASE("export: an MLP keeps zt's names, and a bad --checkpoint or --out give
   CHECK(r.exit_code == 5);
   CHECK(contains(r.output, "zt: io error: trainer export --out " + unwritable));
   CHECK_FALSE(zt::test::file_starting_with(unwritable + ".tmp"));
+
+  // A folder for --out (meant as Hugging Face's folder): refused before anything is written,
+  // where the whole export was written and then lost at its rename.
+  std::filesystem::create_directories(dir.file("hf"));
+  r = run_command(export_cmd(dir.file("checkpoints"), dir.file("hf")));
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, dir.file("hf") + " is a folder, and this writes one file"));
+  CHECK(std::filesystem::is_empty(dir.file("hf")));
 }
 
 TEST_CASE(
@@ -299,6 +307,27 @@ TEST_CASE(
   r = run_command(export_cmd(dir.file("first/checkpoints/step-00000002"), weights));
   REQUIRE(r.exit_code == 0);
   CHECK(contains(r.output, "exported step 2 of "));
+
+  // A manifest from elsewhere whose attention matrix is one row of as many values (its pieces
+  // still cover it): the shape was swapped as a matrix's, past the end of its one dimension.
+  const std::string damaged = dir.file("damaged/step-00000002");
+  std::filesystem::create_directories(dir.file("damaged"));
+  std::filesystem::copy(dir.file("first/checkpoints/step-00000002"), damaged);
+  r = run_command(
+      "python3 -c 'import json, sys, zlib; d = sys.argv[1]; "
+      "m = json.load(open(d + \"/manifest.json\")); "
+      "t = [t for t in m[\"tensors\"] if t[\"name\"] == \"block0.attn.qkv.weight\"][0]; "
+      "t[\"shape\"] = [t[\"shape\"][0] * t[\"shape\"][1]]; text = json.dumps(m); "
+      "open(d + \"/manifest.json\", \"w\").write(text); "
+      "open(d + \"/manifest.json.crc32\", \"w\").write(\"%08x\\n\" % zlib.crc32(text.encode()))' " +
+      damaged);
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  r = run_command(export_cmd(damaged, dir.file("damaged.safetensors")));
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "tensor 'block0.attn.qkv.weight' has 1 dimensions; a GPT's "
+                           "transformer.h.0.attn.c_attn.weight is a matrix"));
+  CHECK_FALSE(std::filesystem::exists(dir.file("damaged.safetensors")));
 
   r = run_command(
       small_gpt(dir.file("second"), data, "--set run.steps=1 --set model.init_from=" + weights));

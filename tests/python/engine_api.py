@@ -202,6 +202,17 @@ def main():
     assert shared[1].weight is shared[0].weight
     assert engine.parameter_names() == ["0.weight"], engine.parameter_names()
     engine.close()
+    # One the other's transpose over the same storage is no tie zt can keep: refused by name
+    # (each trained apart, where PyTorch updates the one storage).
+    transposed = torch.nn.Sequential(torch.nn.Linear(4, 4, bias=False),
+                                     torch.nn.Linear(4, 4, bias=False))
+    transposed[1].weight = torch.nn.Parameter(transposed[0].weight.data.t())
+    try:
+        zt.initialize(transposed, config=CONFIG)
+        return "a parameter over another's transposed storage was taken as a parameter of its own"
+    except ValueError as e:
+        assert "0.weight and 1.weight share storage with different shapes or strides" in str(e), \
+            str(e)
     # Closed without restoring, a stage-3 module holds no values (its parameters were released):
     # a new engine refuses it by name instead of broadcasting empty storage.
     released = model()

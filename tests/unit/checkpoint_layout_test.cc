@@ -270,6 +270,23 @@ TEST_CASE("publishing over a step's folder without a swap moves the old one asid
   CHECK(fs::exists(dir.path() / ".old-latest"));
 }
 
+TEST_CASE("pruning a step folder that is a link removes the link, never what is in its target") {
+  zt::test::TempDir other, dir;
+  // Another run's checkpoint, linked in as this folder's first step (to resume from it).
+  zt::test::save_steps(zt::test::options_for(other.path(), false, 0), 1, {1});
+  zt::test::save_steps(zt::test::options_for(dir.path(), false, 0), 1, {2, 3});
+  const fs::path target = other.path() / "step-00000001";
+  REQUIRE(zt::ckpt::is_complete_checkpoint(target.string()));
+  fs::create_directory_symlink(target, dir.path() / "step-00000001");
+  const auto removed = zt::ckpt::prune_checkpoints(dir.path().string(), 1,
+                                                   dir.file("step-00000003"), "");
+  CHECK(std::count(removed.begin(), removed.end(), dir.file("step-00000001")) == 1);
+  CHECK_FALSE(fs::exists(fs::symlink_status(dir.path() / "step-00000001")));
+  // The other run's checkpoint is whole: its crc32 file was not removed through the link.
+  CHECK(zt::ckpt::is_complete_checkpoint(target.string()));
+  CHECK(zt::latest_checkpoint(other.path().string()) == other.file("step-00000001"));
+}
+
 TEST_CASE("a failed write's way out: a full disk and a used-up quota ask for room or elsewhere") {
   CHECK(zt::ckpt::write_way_out(ENOSPC, "point checkpoint.dir elsewhere") ==
         "; the disk is full: free space or point checkpoint.dir elsewhere");

@@ -180,6 +180,28 @@ TEST_CASE("checkpoint reader: a manifest whose pieces do not fit its files is re
   CHECK_MESSAGE(has(m, "does not parse"), m);
 }
 
+TEST_CASE("checkpoint reader: a tensor listed twice and overlapping pieces are refused") {
+  Saved s;
+  edit_manifest(s.folder, [](nlohmann::json& j) { j["tensors"].push_back(j["tensors"][0]); });
+  std::string m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(s.folder.string()); });
+  CHECK_MESSAGE(has(m, "is listed twice; the manifest is damaged"), m);
+  // A piece saved twice (a second copy of a non-empty one): which would load was unspecified.
+  Saved t;
+  std::string tensor;
+  edit_manifest(t.folder, [&](nlohmann::json& j) {
+    for (const auto& p : j["pieces"]) {
+      if (p["end"].get<int64_t>() > p["begin"].get<int64_t>()) {
+        tensor = p["tensor"].get<std::string>();
+        j["pieces"].push_back(p);
+        break;
+      }
+    }
+  });
+  REQUIRE_FALSE(tensor.empty());
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(t.folder.string()); });
+  CHECK_MESSAGE(has(m, "of tensor '" + tensor + "' overlap; the manifest is damaged"), m);
+}
+
 TEST_CASE("checkpoint reader: a manifest cannot name files outside its folder") {
   Saved s;
   // A secret beside the checkpoint folder, of the rank file's size, that a path could reach.
@@ -251,6 +273,18 @@ TEST_CASE("checkpoint reader: hostile sizes in a manifest are refused before any
   CHECK_MESSAGE(has(m, "\"world\" is 10000000000.0, not an integer in its range"), m);
   // Named with the manifest's path, as the format checks are.
   CHECK_MESSAGE(has(m, (w.folder / "manifest.json").string() + ": \"world\""), m);
+  // Counts that a run adds to: negative (Adam's first update failed as an internal error) or so
+  // large that the next increment overflows.
+  Saved c;
+  edit_manifest(c.folder, [](nlohmann::json& j) { j["counters"]["optimizer_steps"] = -1; });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(c.folder.string()); });
+  CHECK_MESSAGE(has(m, "\"optimizer_steps\" is -1, not a count from 0 to 2^62"), m);
+  edit_manifest(c.folder, [](nlohmann::json& j) {
+    j["counters"]["optimizer_steps"] = 1;
+    j["step"] = INT64_MAX;
+  });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(c.folder.string()); });
+  CHECK_MESSAGE(has(m, "\"step\" is 9223372036854775807, not a count"), m);
   for (const auto& [begin, end] :
        {std::pair<int64_t, int64_t>{INT64_MIN, INT64_MAX}, {0, INT64_MAX}, {-4, 4}}) {
     Saved u;

@@ -354,6 +354,36 @@ TEST_CASE("--help: the overview without a command, the command's own help with o
   }
 }
 
+TEST_CASE("trainer help CMD and trainer --help CMD are CMD --help; help alone is the overview") {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"help"}, {"-h"}}) {
+    const auto a = parse_cli(args);
+    CHECK(a.help);
+    CHECK_FALSE(a.subcommand);
+  }
+  for (const auto& [args, command] : std::vector<std::pair<std::vector<std::string>, Command>>{
+           {{"help", "export"}, Command::kExport},
+           {{"--help", "tune"}, Command::kTune},
+           {{"-h", "prepare-data"}, Command::kPrepareData},
+           {{"help", "plugins", "describe"}, Command::kPluginsDescribe},
+           {{"help", "trace", "merge"}, Command::kTraceMerge},
+           {{"help", "ab-report"}, Command::kAbReport}}) {
+    CAPTURE(args[1]);
+    const auto a = parse_cli(args);
+    CHECK(a.help);
+    CHECK(a.subcommand);
+    CHECK(a.command == command);
+  }
+  // Training's help stays `--help` with the job's flags.
+  const auto training = parse_cli({"--help", "--config", "job.toml"});
+  CHECK(training.help);
+  CHECK(training.config_path == "job.toml");
+  // A word that is no command is named, with where the commands are listed.
+  CHECK_THROWS_WITH_AS(
+      parse_cli({"help", "trian"}),
+      doctest::Contains("trainer help trian: no such command; trainer --help lists"),
+      zt::ConfigError);
+}
+
 TEST_CASE("help texts: the overview fits 25 lines and names every command, and each command's "
           "help gives its usage and an example") {
   const std::string overview = zt::trainer::overview();

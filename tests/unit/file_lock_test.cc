@@ -185,3 +185,37 @@ TEST_CASE("file lock: a file that cannot be made says why") {
   CHECK(lock.error() == ENOENT);
   CHECK_FALSE(lock.held());
 }
+
+TEST_CASE("file lock: a lock file that is a link or a FIFO is refused, and what it points at is "
+          "left as it was") {
+  zt::test::TempDir dir;
+  // A checkpoint folder received from someone else, its lock a link to a file of the user's.
+  const std::string victim = (dir.path() / "victim").string();
+  std::ofstream(victim) << "precious\n";
+  const std::string link = (dir.path() / ".zt-lock").string();
+  REQUIRE(::symlink(victim.c_str(), link.c_str()) == 0);
+  const ExclusiveFileLock lock(link);
+  CHECK(lock.state() == ExclusiveFileLock::State::cannot_open);
+  CHECK(lock.open_problem().find("symbolic link") != std::string::npos);
+  lock.record_holder();  // not held: writes nothing
+  std::string text;
+  std::getline(std::ifstream(victim), text);
+  CHECK(text == "precious");
+  // A dangling link is not followed to make its target either.
+  const std::string dangling = (dir.path() / "dangling.lock").string();
+  const std::string target = (dir.path() / "made-through-the-link").string();
+  REQUIRE(::symlink(target.c_str(), dangling.c_str()) == 0);
+  CHECK(ExclusiveFileLock(dangling).state() == ExclusiveFileLock::State::cannot_open);
+  CHECK_FALSE(std::filesystem::exists(target));
+  // A FIFO (open() waited for a writer) and a folder are no lock file either.
+  const std::string fifo = (dir.path() / "fifo.lock").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const ExclusiveFileLock on_fifo(fifo);
+  CHECK(on_fifo.state() == ExclusiveFileLock::State::cannot_open);
+  CHECK(on_fifo.open_problem().find("not a plain file") != std::string::npos);
+  // A plain file is still made and held, with its holder recorded.
+  const ExclusiveFileLock plain((dir.path() / "plain.lock").string());
+  REQUIRE(plain.held());
+  plain.record_holder();
+  CHECK(plain.holder().rfind("pid ", 0) == 0);
+}

@@ -27,5 +27,13 @@ for config in configs/*.toml; do
     failed=1
   fi
 done
-[ $failed -eq 0 ] && echo "print-config: $checked configs resolve byte for byte as recorded"
+# Printed where nothing fits (a full disk, /dev/full): an I/O error, not a success with half a
+# config.
+status=0
+message=$("$trainer" --config configs/smoke.toml --print-config 2>&1 >/dev/full) || status=$?
+if [ $status -ne 5 ] || [[ $message != *"io error: cannot write standard output ("* ]]; then
+  echo "FAILED: --print-config >/dev/full exited $status (expected 5, the I/O error): $message"
+  failed=1
+fi
+[ $failed -eq 0 ] && echo "print-config: $checked configs resolve byte for byte as recorded, and a full disk is an error"
 exit $failed

@@ -34,7 +34,7 @@ OutFolderLock::OutFolderLock(const std::string& out_dir, const std::string& comm
                         " another --out, or wait for the other");
     }
     case ExclusiveFileLock::State::cannot_open:
-      throw IoError("cannot open " + lock_.path() + " (" + std::strerror(lock_.error()) +
+      throw IoError("cannot open " + lock_.path() + " (" + lock_.open_problem() +
                     "): --out must be a folder this user can write; give another");
     case ExclusiveFileLock::State::no_locks:
     case ExclusiveFileLock::State::cannot_lock:

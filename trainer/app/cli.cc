@@ -594,9 +594,30 @@ void parse_argument(const std::string& a, const ValueOf& value_of, CliArgs& out,
   }
 }
 
+// `trainer help [CMD...]` and `trainer --help CMD...` (git's and cargo's forms) as
+// `trainer CMD... --help`, the one form the parser knows.
+std::vector<std::string> help_as_flag(const std::vector<std::string>& args) {
+  const bool asks = !args.empty() && (args[0] == "help" || args[0] == "--help" || args[0] == "-h");
+  if (!asks || args.size() < 2 || args[1].rfind("-", 0) == 0) {
+    // `trainer help` alone is the overview; `trainer --help --config F` is training's help.
+    return asks && args.size() == 1 ? std::vector<std::string>{"--help"} : args;
+  }
+  static const std::set<std::string> kCommands = {
+      "eval",     "sample", "prepare-data", "export", "ab",     "compare", "ab-report",
+      "estimate", "tune",   "report",       "trace",  "flight", "plugins"};
+  if (!kCommands.count(args[1])) {
+    throw ConfigError("trainer help " + args[1] +
+                      ": no such command; trainer --help lists the commands");
+  }
+  std::vector<std::string> rewritten(args.begin() + 1, args.end());
+  rewritten.push_back("--help");
+  return rewritten;
+}
+
 }  // namespace
 
-CliArgs parse_cli(const std::vector<std::string>& args) {
+CliArgs parse_cli(const std::vector<std::string>& given_args) {
+  const std::vector<std::string> args = help_as_flag(given_args);
   CliArgs out;
   size_t i = parse_subcommand(args, out);
   out.subcommand = i > 0;

@@ -124,6 +124,39 @@ std::string hf_config_json(const GptSizes& g, const ExportDtype& dtype) {
   return j.dump(2) + "\n";
 }
 
+// What a manifest (data from wherever the checkpoint came from) must hold before a tensor is
+// allocated and placed: its values saved whole (which bounds its size by the rank files'), and
+// for a GPT the 2-D matrices and the layer number its Hugging Face name and config are made of.
+void check_exportable(const CheckpointReader& reader, const CheckpointTensor& t,
+                      const std::string& kind) {
+  const std::string where = reader.folder() + "/manifest.json: tensor '" + t.name + "'";
+  const std::string way_out = "; the manifest is damaged: export an older checkpoint";
+  const int64_t n = t.numel();
+  const auto saved = reader.saved_ranges(t.name, "param", 0, n);
+  if (n > 0 && (saved.size() != 1 || saved[0] != std::pair<int64_t, int64_t>{0, n})) {
+    throw ConfigError(where + " has " + std::to_string(n) +
+                      " values, and its saved pieces do not hold them all" + way_out);
+  }
+  if (kind != "gpt") return;
+  const models::ExportedName name = models::exported_name(kind, t.name);
+  const bool matrix = name.transpose || name.name == "transformer.wte.weight" ||
+                      name.name == "transformer.wpe.weight";
+  if (matrix && t.shape.size() != 2) {
+    throw ConfigError(where + " has " + std::to_string(t.shape.size()) + " dimensions; a GPT's " +
+                      name.name + " is a matrix" + way_out);
+  }
+  const std::string layers = "transformer.h.";
+  if (name.name.rfind(layers, 0) == 0) {
+    const std::string digits = name.name.substr(layers.size(),
+                                                name.name.find('.', layers.size()) - layers.size());
+    if (digits.empty() || digits.size() > 6 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      throw ConfigError(where + " is in layer '" + digits + "', not a layer number below 1000000" +
+                        way_out);
+    }
+  }
+}
+
 ExportPlan plan_export(const CheckpointReader& reader) {
   std::vector<std::string> names;
   for (const auto& t : reader.tensors()) names.push_back(t.name);
@@ -133,6 +166,7 @@ ExportPlan plan_export(const CheckpointReader& reader) {
   // Python engine's checkpoint saved without one).
   if (plan.kind == "gpt") plan.n_head = models::gpt_heads_of_config(reader.meta().config_toml);
   for (const auto& t : reader.tensors()) {
+    check_exportable(reader, t, plan.kind);
     Planned p{&t, models::exported_name(plan.kind, t.name), t.shape};
     if (p.name.transpose) std::swap(p.file_shape[0], p.file_shape[1]);
     plan.tensors.push_back(std::move(p));
@@ -256,6 +290,7 @@ int export_weights(const CliArgs& args, std::ostream& out) {
   // takes no config: --set launch.timeout_s=S or its default sets the bound).
   const std::chrono::milliseconds timeout = launch_timeout_before_config(args.overrides,
                                                                          /*refuse_invalid=*/true);
+  refuse_folder_as_file(args.out_path, "trainer export --out " + args.out_path);
   const std::unique_ptr<CheckpointReader> opened = open_checkpoint_within(args.checkpoint, timeout);
   const CheckpointReader& reader = *opened;
   const ExportPlan plan = plan_export(reader);

@@ -5,7 +5,7 @@
 namespace zt::trainer {
 
 const char* overview() {
-  return R"(usage: trainer [COMMAND] [OPTIONS]      trainer COMMAND --help says more of each
+  return R"(usage: trainer [COMMAND] [OPTIONS]      trainer help COMMAND says more of each
 
 Training (no COMMAND; trainer --config FILE --help says more):
   trainer --config FILE [--set section.key=value]... [--nproc N] [--resume auto]

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
@@ -352,6 +353,16 @@ int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::strin
   }
 }
 
+// The launcher (before it starts the ranks) or rank 0: one of them says what all would.
+bool first_rank_or_launcher() {
+  try {
+    const RankEnv env = discover_rank_env();
+    return !env.found || env.rank == 0;
+  } catch (const Error&) {
+    return true;  // the rank's start-up names what is wrong with its variables
+  }
+}
+
 }  // namespace
 
 Config load_checkpoint_config(const std::string& checkpoint,
@@ -365,8 +376,25 @@ Config load_checkpoint_config(const std::string& checkpoint,
     throw ConfigError(folder + " records no config (it was not saved by the trainer); give the "
                                "job's config with --config FILE");
   }
-  return load_config_string(reader.meta().config_toml,
-                            folder + "/manifest.json (the config it was saved with)", overrides);
+  const std::string source = folder + "/manifest.json (the config it was saved with)";
+  // A checkpoint may come from someone else: the folders its config names for plugins are not
+  // searched, or a shared library shipped beside it would run here. --plugin-dir (or --set
+  // plugins.dirs) names them; given, it comes after this and replaces it.
+  std::vector<std::string> searched = {"plugins.dirs=[]"};
+  searched.insert(searched.end(), overrides.begin(), overrides.end());
+  const std::vector<std::string> recorded = Config::plugin_dirs_of_string(reader.meta().config_toml,
+                                                                          source);
+  const bool replaced = std::any_of(overrides.begin(), overrides.end(), [](const std::string& o) {
+    return o.rfind("plugins.dirs=", 0) == 0;
+  });
+  if (!recorded.empty() && !replaced && first_rank_or_launcher()) {
+    std::string listed;
+    for (const std::string& dir : recorded) listed += (listed.empty() ? "" : ", ") + dir;
+    std::cerr << "zt: " << source << " names plugin folders (plugins.dirs = " << listed
+              << "); a checkpoint does not choose where code is loaded from: give them with "
+                 "--plugin-dir DIR if you trust them\n";
+  }
+  return load_config_string(reader.meta().config_toml, source, searched);
 }
 
 int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,

@@ -4,7 +4,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <new>
@@ -147,6 +150,22 @@ int report_out_of_memory(const std::string& what) {
   return static_cast<int>(zt::ErrorKind::kIo);
 }
 
+// What a command printed is its output (estimate --json, --print-config, sample's texts): one
+// the disk or quota cut short is an I/O error, not a success with half a file. A reader that
+// closed the pipe early (`| head`) took what it wanted: not an error.
+int check_standard_output(int code) {
+  std::cout.flush();
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if ((flushed && !std::ferror(stdout) && !std::cout.fail()) || error == EPIPE) return code;
+  print_error("io", std::string("cannot write standard output (") +
+                        (error ? std::strerror(error) : "a write failed: a full disk or quota?") +
+                        "): what this command printed is incomplete; give it a file or pipe "
+                        "with room");
+  return code == 0 ? static_cast<int>(zt::ErrorKind::kIo) : code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,6 +209,7 @@ int main(int argc, char** argv) {
   } catch (...) {
     code = report_internal("an exception of no known type");
   }
+  code = check_standard_output(code);
   // Everything of the job is closed by now; LibTorch's teardown would only cost time (a forked
   // rank's most of all: zt/host/process_exit.h).
   zt::exit_without_library_teardown(code);

@@ -41,7 +41,17 @@ void write_report_file(const std::string& path, const std::string& text,
   }
 }
 
+void refuse_folder_as_file(const std::string& path, const std::string& named_by) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw ConfigError(named_by + ": " + path +
+                      " is a folder, and this writes one file: give --out a file's name (in "
+                      "that folder or elsewhere)");
+  }
+}
+
 void make_folder_of(const std::string& path, const std::string& named_by) {
+  refuse_folder_as_file(path, named_by);
   const std::filesystem::path folder = std::filesystem::path(path).parent_path();
   std::error_code made;
   if (!folder.empty() && !std::filesystem::create_directories(folder, made) && made) {

@@ -22,5 +22,8 @@ void make_output_folder(const std::string& dir, const std::string& option);
 // sample's texts), before its work: one that cannot be made failed only after it, its result
 // lost. `named_by` says where the path came from ("--out x.json"). Throws IoError naming both.
 void make_folder_of(const std::string& path, const std::string& named_by);
+// Refuses, before any work, a `path` to write one file at that is an existing folder: the work
+// was done and lost at the final rename. Throws ConfigError naming `named_by` ("--out x").
+void refuse_folder_as_file(const std::string& path, const std::string& named_by);
 
 }  // namespace zt::trainer

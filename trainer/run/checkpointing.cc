@@ -22,6 +22,7 @@
 #include "settings/job_config.h"
 #include "zt/error.h"
 #include "zt/host/file_io_deadline.h"
+#include "zt/host/json_numbers.h"
 #include "zt/host/rank_agreement.h"
 #include "zt/host/trace.h"
 
@@ -100,13 +101,30 @@ std::string TrainerState::to_json() const {
   return j.dump();
 }
 
+namespace {
+
+// A count of the trainer state, from `least` to 2^62: a float, or a negative or huge number,
+// is refused here (get<int64_t>() of a float out of range is undefined behaviour; a negative
+// sample position failed later as an internal error).
+int64_t count_in(const json& j, const char* key, int64_t least, const std::string& folder) {
+  const std::optional<int64_t> n = json_integer<int64_t>(j.at(key));
+  if (!n || *n < least || *n > (int64_t{1} << 62)) {
+    throw ConfigError("checkpoint " + folder + ": its trainer state's \"" + key + "\" is " +
+                      j.at(key).dump() + ", not a count from " + std::to_string(least) +
+                      " to 2^62; the checkpoint is damaged: resume from an older one");
+  }
+  return *n;
+}
+
+}  // namespace
+
 TrainerState TrainerState::from_json(const std::string& text, const std::string& folder) {
   try {
     const json j = json::parse(text);
     TrainerState s;
-    s.step = j.at("step").get<int64_t>();
-    s.next_sample = j.at("next_sample").get<int64_t>();
-    s.samples_per_step = j.at("samples_per_step").get<int64_t>();
+    s.step = count_in(j, "step", 0, folder);
+    s.next_sample = count_in(j, "next_sample", 0, folder);
+    s.samples_per_step = count_in(j, "samples_per_step", 1, folder);
     s.data_kind = j.at("data").at("kind").get<std::string>();
     s.data_path = j.at("data").at("path").get<std::string>();
     s.data_seed = j.at("data").at("seed").get<uint64_t>();

@@ -33,7 +33,8 @@ class ZT_API ExclusiveFileLock {
     held,         // this object holds the lock
     busy,         // another open file holds it (another process, or this one elsewhere)
     no_locks,     // the file system keeps no locks (Lustre without -o flock, some FUSE mounts)
-    cannot_open,  // the file could not be opened or created: error() says why
+    cannot_open,  // the file could not be opened or created (or path() is a symbolic link or
+                  // not a plain file: a lock file is never followed): error() says why
     cannot_lock,  // flock failed otherwise: error() says why
   };
 
@@ -56,6 +57,9 @@ class ZT_API ExclusiveFileLock {
   const std::string& path() const { return path_; }
   // errno of the call that failed; 0 when held.
   int error() const { return error_; }
+  // Why cannot_open, in words for a message: strerror(error()), or what is at path() in the
+  // way (a symbolic link, which is never followed, or something else than a plain file).
+  std::string open_problem() const;
   // "pid N on HOST" of the holder, as it recorded itself (record_holder()), or "" when unknown.
   std::string holder() const;
   // Writes this process's pid and host, this_boot_id() and file_id() into the file, for the

@@ -262,6 +262,13 @@ PendingLatest pending_latest(const std::string& dir) {
 }
 
 void remove_checkpoint_folder(const std::string& folder, std::error_code& ec) {
+  // A step folder that is a link (to another run's checkpoint, to resume from) goes as a link:
+  // through it, the crc32 file below would be the other run's, which then reads as incomplete
+  // and is removed whole by that run's next start.
+  if (fs::is_symlink(fs::symlink_status(folder, ec))) {
+    fs::remove(folder, ec);
+    return;
+  }
   // The crc32 file first: a removal cut short leaves a folder no reader takes as complete. Where
   // that file cannot go, nothing else does (a folder missing rank files behind a crc32 would
   // read as complete).
@@ -470,7 +477,7 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_(lock_path_i
       lock_.record_holder();  // for the message another job gets
       return;
     case ExclusiveFileLock::State::cannot_open:
-      throw IoError("cannot open " + path + " (" + std::strerror(lock_.error()) +
+      throw IoError("cannot open " + path + " (" + lock_.open_problem() +
                     "): checkpoint.dir must be a folder this job can write; give another");
     case ExclusiveFileLock::State::busy: {
       const std::string holder = lock_.holder();

@@ -43,6 +43,17 @@ template <typename Int>
 Int whole(const Json& j, const char* key) {
   return whole_value<Int>(j.at(key), key);
 }
+// A count (steps, samples): a whole number from 0 to 2^62, so that the increments a run adds
+// to it cannot overflow; a negative step would be saved under a name no reader reads back.
+int64_t count(const Json& j, const char* key) {
+  const int64_t n = whole<int64_t>(j, key);
+  if (n < 0 || n > (int64_t{1} << 62)) {
+    throw ConfigError(std::string(kUnplaced) + "\"" + key + "\" is " + std::to_string(n) +
+                      ", not a count from 0 to 2^62; the manifest is damaged: resume from an "
+                      "older checkpoint");
+  }
+  return n;
+}
 
 Json counters_json(const EngineCounters& c) {
   return {{"optimizer_steps", c.optimizer_steps}, {"loss_scale", c.loss_scale},
@@ -53,10 +64,10 @@ Json counters_json(const EngineCounters& c) {
 
 EngineCounters counters_from(const Json& j) {
   EngineCounters c;
-  c.optimizer_steps = whole<int64_t>(j, "optimizer_steps");
+  c.optimizer_steps = count(j, "optimizer_steps");
   c.loss_scale = j.at("loss_scale").get<double>();
-  c.clean_steps = whole<int64_t>(j, "clean_steps");
-  c.hysteresis_left = whole<int64_t>(j, "hysteresis_left");
+  c.clean_steps = count(j, "clean_steps");
+  c.hysteresis_left = count(j, "hysteresis_left");
   if (j.contains("state_dtype")) c.state_dtype = j.at("state_dtype").get<std::string>();
   if (j.contains("master_dtype")) c.master_dtype = j.at("master_dtype").get<std::string>();
   if (j.contains("unscalable_in_a_row")) {
@@ -302,7 +313,7 @@ Manifest manifest_from_json(const std::string& text, const std::string& path) {
                         ") or newer");
     }
     m.zt_version = j.at("zt_version").get<std::string>();
-    m.step = whole<int64_t>(j, "step");
+    m.step = count(j, "step");
     m.world = whole<int>(j, "world");
     m.created = j.at("created").get<std::string>();
     m.meta.saved_by = j.at("saved_by").get<std::string>();

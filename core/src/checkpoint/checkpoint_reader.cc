@@ -185,7 +185,11 @@ bool CheckpointReader::Impl::fits(const ckpt::PieceRecord& p) const {
 void CheckpointReader::Impl::index_pieces() {
   const std::string where = (fs::path(folder_) / ckpt::kManifestName).string();
   for (size_t i = 0; i < manifest_.tensors.size(); ++i) {
-    tensor_index_[manifest_.tensors[i].name] = i;
+    if (!tensor_index_.emplace(manifest_.tensors[i].name, i).second) {
+      throw ConfigError(
+          where + ": tensor '" + manifest_.tensors[i].name +
+          "' is listed twice; the manifest is damaged: " + ckpt::older_checkpoint_hint(folder_));
+    }
   }
   for (size_t i = 0; i < manifest_.files.size(); ++i) file_index_[manifest_.files[i].name] = i;
   for (const auto& p : manifest_.pieces) {
@@ -204,6 +208,20 @@ void CheckpointReader::Impl::index_pieces() {
   for (auto& [key, list] : pieces_) {
     std::sort(list.begin(), list.end(),
               [](const auto* a, const auto* b) { return a->piece.begin < b->piece.begin; });
+    // Each element is saved once: overlapping pieces would make which value loads depend on
+    // the order a sort left them in. (An empty piece, a rank's share of nothing, holds none.)
+    const ckpt::PieceRecord* last = nullptr;
+    for (const ckpt::PieceRecord* p : list) {
+      if (p->piece.begin == p->piece.end) continue;
+      if (last && p->piece.begin < last->piece.end) {
+        throw ConfigError(
+            where + ": pieces " + range_text(last->piece.begin, last->piece.end) + " and " +
+            range_text(p->piece.begin, p->piece.end) + " of '" + key.second + "' of tensor '" +
+            key.first +
+            "' overlap; the manifest is damaged: " + ckpt::older_checkpoint_hint(folder_));
+      }
+      last = p;
+    }
   }
   std::sort(kinds_.begin(), kinds_.end(), [](const std::string& a, const std::string& b) {
     return (a == "param") != (b == "param") ? a == "param" : a < b;

@@ -19,18 +19,26 @@ void ExclusiveFileLock::share_with_children() const {
 }
 
 ExclusiveFileLock::ExclusiveFileLock(const std::string& path, IfMissing missing) : path_(path) {
-  // Looking at another's file: not through a link, and never waiting in open() for a writer of
-  // a FIFO someone put there.
-  const int looking = missing == IfMissing::fail ? O_NOFOLLOW | O_NONBLOCK : O_CREAT;
+  // Never through a link (a lock in a folder received from someone else, pointing at a file of
+  // the user's, would have its holder record written over that file), and never waiting in
+  // open() for a writer of a FIFO someone put there.
+  const int looking = O_NOFOLLOW | O_NONBLOCK | (missing == IfMissing::create ? O_CREAT : 0);
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | looking, 0644);
   if (fd_ < 0) {
     error_ = errno;
     return;
   }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error_ = EINVAL;  // open_problem() words it
+    ::close(fd_);
+    fd_ = -1;
+    return;
+  }
   int locked = ::flock(fd_, LOCK_EX | LOCK_NB);
   if (locked != 0 && errno == EBADF) {
     ::close(fd_);
-    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | (missing == IfMissing::fail ? looking : 0));
+    fd_ = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd_ < 0) {
       error_ = errno;
       return;
@@ -57,6 +65,18 @@ ExclusiveFileLock::~ExclusiveFileLock() {
   // Closing releases the lock. The file stays: removing it would race a process that has just
   // opened it, which would then lock a file no longer in the folder.
   if (fd_ >= 0) ::close(fd_);
+}
+
+std::string ExclusiveFileLock::open_problem() const {
+  struct stat st {};
+  if (state_ == State::cannot_open && ::lstat(path_.c_str(), &st) == 0) {
+    if (S_ISLNK(st.st_mode)) {
+      return "it is a symbolic link, which a lock file is never: remove the link, and zt makes "
+             "a plain file there";
+    }
+    if (!S_ISREG(st.st_mode)) return "it is not a plain file: remove what is there";
+  }
+  return std::strerror(error_);
 }
 
 std::string ExclusiveFileLock::holder() const {
@@ -130,7 +150,7 @@ void ExclusiveFileLock::record_holder() const {
   if (!held()) return;
   char host[256] = "?";
   ::gethostname(host, sizeof host - 1);
-  std::ofstream out(path_, std::ios::trunc);
+  std::ostringstream out;
   out << "pid " << ::getpid() << " on " << host << "\n";
   const std::string boot = this_boot_id();
   if (!boot.empty()) out << "boot " << boot << "\n";
@@ -138,6 +158,12 @@ void ExclusiveFileLock::record_holder() const {
   char state = '?';
   int64_t start = -1;
   if (process_state(::getpid(), state, start)) out << "start " << start << "\n";
+  // Not through a link either: one made at the path since the lock was taken is left alone.
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return;
+  const std::string text = out.str();
+  [[maybe_unused]] const ssize_t written = ::write(fd, text.data(), text.size());
+  ::close(fd);
 }
 
 std::string ExclusiveFileLock::file_id() const {
