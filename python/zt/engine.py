@@ -106,29 +106,44 @@ def _tie_shared_storage(model):
 
 
 def _refuse_partly_shared_storage(model):
-    """Two parameters over one storage with different layouts (one the other's transpose, or a
-    slice of it) cannot be tied as one: the engine gives each a buffer of its own, and from the
-    first step they train apart, where PyTorch updates the one storage. Refused by name."""
-    spans = {}  # (storage, dtype, shape, stride, offset) -> (begin, end, name) in bytes
+    """Two parameters over common elements of one storage with different layouts (one the other's
+    transpose, or a slice of it) cannot be tied as one: the engine gives each a buffer of its
+    own, and from the first step they train apart, where PyTorch updates the one storage.
+    Refused by name. Parameters over disjoint parts of one buffer (the column blocks of a fused
+    weight, views into one flat buffer) share no element and are fine."""
+    layouts = {}  # (storage, dtype, shape, stride, offset) -> the first parameter's name
     for name, p in model.named_parameters():
-        if p.storage().size() == 0:
-            continue
-        extent = 1 + sum((n - 1) * s for n, s in zip(p.shape, p.stride())) if p.numel() else 0
-        begin = p.storage_offset() * p.element_size()
-        key = (p.storage().data_ptr(), p.dtype, tuple(p.shape), p.stride(), p.storage_offset())
-        spans.setdefault(key, (begin, begin + extent * p.element_size(), name))
+        if p.storage().size() > 0 and p.numel() > 0:
+            key = (p.storage().data_ptr(), p.dtype, tuple(p.shape), p.stride(),
+                   p.storage_offset())
+            layouts.setdefault(key, (name, p))
     by_storage = {}
-    for key, span in spans.items():
-        by_storage.setdefault(key[0], []).append(span)
-    for listed in by_storage.values():
-        listed.sort()
-        for (_, end, first), (begin, _, second) in zip(listed, listed[1:]):
-            if begin < end:
-                raise ValueError(f"zt.initialize: {first} and {second} share storage with "
-                                 "different shapes or strides (a view, a slice or a transpose "
-                                 "of one another), which zt cannot keep as one parameter: they "
-                                 "would train apart; tie them as one Parameter object (or give "
-                                 "each its own storage with .clone())")
+    for key, (name, p) in layouts.items():
+        # The bytes each spans, a quick bound: only parameters whose spans meet are compared
+        # element by element.
+        extent = 1 + sum((n - 1) * s for n, s in zip(p.shape, p.stride()))
+        begin = p.storage_offset() * p.element_size()
+        by_storage.setdefault(key[0], []).append((begin, begin + extent * p.element_size(), name, p))
+    for spans in by_storage.values():
+        spans.sort(key=lambda span: span[:3])
+        for i, (_, end, first, a) in enumerate(spans):
+            for begin, _, second, b in spans[i + 1:]:
+                if begin >= end:
+                    break
+                if torch.isin(_bytes_used(a), _bytes_used(b)).any():
+                    raise ValueError(
+                        f"zt.initialize: {first} and {second} share elements of one storage in "
+                        "different shapes or strides (a view, a slice or a transpose of one "
+                        "another), which zt cannot keep as one parameter: they would train "
+                        "apart; tie them as one Parameter object (or give each its own storage "
+                        "with .clone())")
+
+
+def _bytes_used(p):
+    """The first byte of every element `p` uses in its storage."""
+    index = torch.arange(p.storage_offset() + 1 + sum((n - 1) * s for n, s in
+                                                      zip(p.shape, p.stride())))
+    return index.as_strided(p.shape, p.stride(), p.storage_offset()).flatten() * p.element_size()
 
 
 def _check_given_units(units, label):

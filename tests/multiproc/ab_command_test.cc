@@ -179,6 +179,11 @@ TEST_CASE("trainer ab: SIGTERM to it stops the run it waits for, and nothing tra
 TEST_CASE("trainer ab: a run killed by a signal ends ab with the run's exit code, naming the "
           "runs that finished") {
   TempDir dir;
+  // An earlier A/B's results in the folder: they go once this one holds it, not left beside its
+  // runs to be read as its own.
+  std::filesystem::create_directories(dir.file("ab"));
+  zt::test::write_file(dir.file("ab/ab.json"), "{}\n");
+  zt::test::write_file(dir.file("ab/report.html"), "<html></html>\n");
   // Arm B's run (the second) is killed, launcher and ranks, once it has logged a step.
   const auto r = ab_acting_once_logged(
       dir, "--steps 60", "B-1", "pkill -KILL -f '[/]" + dir.file("ab/runs/B-1").substr(1) + "'");
@@ -187,6 +192,10 @@ TEST_CASE("trainer ab: a run killed by a signal ends ab with the run's exit code
   CHECK(contains(r.output, "zt: io error: the arm B run 1 (shard_bucket) exited 137 ("));
   CHECK_FALSE(contains(r.output, "internal error"));
   CHECK(contains(r.output, "the runs that finished: A " + dir.file("ab/runs/A-1")));
+  CHECK(contains(r.output,
+                 "ab: removed an earlier A/B's ab.json and report.html from " + dir.file("ab")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("ab/ab.json")));
+  CHECK_FALSE(std::filesystem::exists(dir.file("ab/report.html")));
 }
 
 TEST_CASE("trainer ab: a run stopped from outside, which saves and exits 0 short of its steps, "

@@ -183,6 +183,23 @@ TEST_CASE("trace: every rank's timeline nests, lines up across ranks and merges 
   CHECK(stale.exit_code == 2);
   CHECK(contains(stale.output, "rank-2.json names rank 2, past its 2-rank job: the folder "
                                "holds traces of two runs"));
+  std::filesystem::remove(dir.file("run/trace/rank-2.json"));
+  // A rerun of the same size whose rank 1 wrote no trace (a full disk) left the first run's:
+  // the ranks' common clock origin tells the two runs apart.
+  json rerun = read_json(dir.file("run/trace/rank-1.json"));
+  REQUIRE(rerun["otherData"]["clock_origin_ns"] ==
+          read_json(dir.file("run/trace/rank-0.json"))["otherData"]["clock_origin_ns"]);
+  rerun["otherData"]["clock_origin_ns"] = rerun["otherData"]["clock_origin_ns"].get<int64_t>() + 1;
+  zt::test::write_file(dir.file("run/trace/rank-1.json"), rerun.dump());
+  const auto mixed = run_command(std::string(ZT_TEST_TRAINER) + " trace merge " + dir.file("run"));
+  CHECK(mixed.exit_code == 2);
+  CHECK(contains(mixed.output, "are of two runs (their clock origins differ)"));
+  // A rank with no file at all: merged without it, said.
+  std::filesystem::remove(dir.file("run/trace/rank-1.json"));
+  const auto partial = run_command(std::string(ZT_TEST_TRAINER) + " trace merge " +
+                                   dir.file("run"));
+  CHECK(partial.exit_code == 0);
+  CHECK(contains(partial.output, "the job had 2 ranks, and rank(s) 1 wrote no trace file"));
 
   // Valid JSON that is no trace (a flight record's folder, `[]`) is refused by name: `[]` threw
   // out as an internal error, a flight record merged nothing and exited 0.

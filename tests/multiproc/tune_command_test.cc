@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "../skip.h"
@@ -36,6 +37,10 @@ TEST_CASE("trainer tune: picks a fitting composition, skips what does not fit, s
   ZT_SKIP_WITHOUT_CHROMIUM();  // report.html renders in it
   TempDir dir;
   zt::test::write_file(dir.file("not-a-folder"), "a file where the NVMe tier wants a folder\n");
+  // An earlier tune's config in the folder goes once this one holds it: a tune that failed or
+  // was stopped left it, read as its own.
+  std::filesystem::create_directories(dir.file("tune"));
+  zt::test::write_file(dir.file("tune/tuned.toml"), "# an earlier tune's\n");
   const double budget = 60;
   // Under --max-restarts 1, a rank of the reference run (the newest process whose command line
   // names its folder) is killed once the run has logged a step: the run starts again and
@@ -63,6 +68,10 @@ TEST_CASE("trainer tune: picks a fitting composition, skips what does not fit, s
   // The budget holds (the last child stops at its end; writing the files takes a moment).
   CHECK(seconds <= budget + 15);
   CHECK(contains(r.output, "verdict: "));
+  CHECK(contains(r.output, "tune: removed an earlier tune's results from " + dir.file("tune") +
+                               " (tuned.toml)"));
+  CHECK(zt::test::read_file(dir.file("tune/tuned.toml")).find("an earlier tune's") ==
+        std::string::npos);
   CHECK(contains(r.output, "the search goes on"));
   CHECK(contains(r.output, ", restarted once (rank "));
   const nlohmann::json j = nlohmann::json::parse(zt::test::read_file(dir.file("tune/tune.json")));

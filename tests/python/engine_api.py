@@ -211,8 +211,18 @@ def main():
         zt.initialize(transposed, config=CONFIG)
         return "a parameter over another's transposed storage was taken as a parameter of its own"
     except ValueError as e:
-        assert "0.weight and 1.weight share storage with different shapes or strides" in str(e), \
-            str(e)
+        assert "0.weight and 1.weight share elements of one storage in different shapes" in \
+            str(e), str(e)
+    # Column blocks of one fused weight share a storage but no element: each is a parameter of
+    # its own, as in PyTorch.
+    fused = torch.randn(4, 8)
+    blocks = torch.nn.Sequential(torch.nn.Linear(4, 4, bias=False),
+                                 torch.nn.Linear(4, 4, bias=False))
+    blocks[0].weight = torch.nn.Parameter(fused[:, :4])
+    blocks[1].weight = torch.nn.Parameter(fused[:, 4:])
+    engine = zt.initialize(blocks, config=CONFIG)
+    assert engine.parameter_names() == ["0.weight", "1.weight"], engine.parameter_names()
+    engine.close()
     # Closed without restoring, a stage-3 module holds no values (its parameters were released):
     # a new engine refuses it by name instead of broadcasting empty storage.
     released = model()

@@ -373,10 +373,13 @@ TEST_CASE("trainer help CMD and trainer --help CMD are CMD --help; help alone is
     CHECK(a.subcommand);
     CHECK(a.command == command);
   }
-  // Training's help stays `--help` with the job's flags.
-  const auto training = parse_cli({"--help", "--config", "job.toml"});
-  CHECK(training.help);
-  CHECK(training.config_path == "job.toml");
+  // Training's help stays `--help` with the job's flags, and `help` with them is the same.
+  for (const char* word : {"--help", "help"}) {
+    const auto training = parse_cli({word, "--config", "job.toml"});
+    CHECK(training.help);
+    CHECK_FALSE(training.subcommand);
+    CHECK(training.config_path == "job.toml");
+  }
   // A word that is no command is named, with where the commands are listed.
   CHECK_THROWS_WITH_AS(
       parse_cli({"help", "trian"}),

@@ -213,6 +213,11 @@ TEST_CASE("file lock: a lock file that is a link or a FIFO is refused, and what 
   const ExclusiveFileLock on_fifo(fifo);
   CHECK(on_fifo.state() == ExclusiveFileLock::State::cannot_open);
   CHECK(on_fifo.open_problem().find("not a plain file") != std::string::npos);
+  const std::string folder = (dir.path() / "folder.lock").string();
+  std::filesystem::create_directory(folder);
+  const ExclusiveFileLock on_folder(folder);
+  CHECK(on_folder.state() == ExclusiveFileLock::State::cannot_open);
+  CHECK(on_folder.open_problem().find("not a plain file") != std::string::npos);
   // A plain file is still made and held, with its holder recorded.
   const ExclusiveFileLock plain((dir.path() / "plain.lock").string());
   REQUIRE(plain.held());

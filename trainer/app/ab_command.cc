@@ -118,6 +118,13 @@ int run_ab(const CliArgs& args, std::ostream& out) {
   }
   name_arms(a, b);
   const OutFolderLock out_lock(plan.out_dir, "trainer ab");
+  const std::vector<std::string> earlier = remove_previous_outputs(plan.out_dir,
+                                                                   {"ab.json", "report.html"});
+  if (!earlier.empty()) {
+    out << "ab: removed an earlier A/B's " << earlier.front()
+        << (earlier.size() > 1 ? " and " + earlier.back() : std::string()) << " from "
+        << plan.out_dir << "; this one writes its own at its end\n";
+  }
   AbResult result;
   try {
     result = run_ab_arms(plan, std::move(a), std::move(b), args.ab, math, out);

@@ -599,8 +599,11 @@ void parse_argument(const std::string& a, const ValueOf& value_of, CliArgs& out,
 std::vector<std::string> help_as_flag(const std::vector<std::string>& args) {
   const bool asks = !args.empty() && (args[0] == "help" || args[0] == "--help" || args[0] == "-h");
   if (!asks || args.size() < 2 || args[1].rfind("-", 0) == 0) {
-    // `trainer help` alone is the overview; `trainer --help --config F` is training's help.
-    return asks && args.size() == 1 ? std::vector<std::string>{"--help"} : args;
+    // `trainer help` alone is the overview; `trainer help --config F` training's help, as
+    // `trainer --help --config F` is.
+    std::vector<std::string> same = args;
+    if (asks) same[0] = "--help";
+    return same;
   }
   static const std::set<std::string> kCommands = {
       "eval",     "sample", "prepare-data", "export", "ab",     "compare", "ab-report",

@@ -353,16 +353,6 @@ int launch_ranks(const JobSettings& job, int nproc, const std::vector<std::strin
   }
 }
 
-// The launcher (before it starts the ranks) or rank 0: one of them says what all would.
-bool first_rank_or_launcher() {
-  try {
-    const RankEnv env = discover_rank_env();
-    return !env.found || env.rank == 0;
-  } catch (const Error&) {
-    return true;  // the rank's start-up names what is wrong with its variables
-  }
-}
-
 }  // namespace
 
 Config load_checkpoint_config(const std::string& checkpoint,
@@ -382,17 +372,16 @@ Config load_checkpoint_config(const std::string& checkpoint,
   // plugins.dirs) names them; given, it comes after this and replaces it.
   std::vector<std::string> searched = {"plugins.dirs=[]"};
   searched.insert(searched.end(), overrides.begin(), overrides.end());
-  const std::vector<std::string> recorded = Config::plugin_dirs_of_string(reader.meta().config_toml,
-                                                                          source);
-  const bool replaced = std::any_of(overrides.begin(), overrides.end(), [](const std::string& o) {
-    return o.rfind("plugins.dirs=", 0) == 0;
-  });
-  if (!recorded.empty() && !replaced && first_rank_or_launcher()) {
-    std::string listed;
-    for (const std::string& dir : recorded) listed += (listed.empty() ? "" : ", ") + dir;
-    std::cerr << "zt: " << source << " names plugin folders (plugins.dirs = " << listed
-              << "); a checkpoint does not choose where code is loaded from: give them with "
-                 "--plugin-dir DIR if you trust them\n";
+  const std::vector<std::string> given = Config::plugin_dirs_of_string("", "--set", searched);
+  std::string unsearched;
+  for (const std::string& dir : Config::plugin_dirs_of_string(reader.meta().config_toml, source)) {
+    if (std::find(given.begin(), given.end(), dir) == given.end())
+      unsearched += (unsearched.empty() ? "" : ", ") + dir;
+  }
+  if (!unsearched.empty()) {
+    warn_about_config(source + " names plugin folders (plugins.dirs: " + unsearched +
+                      ") that are not searched: a checkpoint does not choose where code is "
+                      "loaded from; give them with --plugin-dir DIR if you trust them");
   }
   return load_config_string(reader.meta().config_toml, source, searched);
 }

@@ -1,5 +1,7 @@
 // trainer: the zt command-line front end. Turns every zt::Error into one clear line and the
 // error's exit code (see trainer --help).
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <c10/util/Exception.h>
@@ -47,10 +49,20 @@ std::string rank_prefix() {
   return "";
 }
 
+// Whether what this command prints on standard output is its result (estimate --json,
+// --print-config, sample's texts, a help), not a log beside its results (training, eval, ab,
+// tune, prepare-data): a result cut short is an error, a log cut short is not the job's failure.
+bool output_is_the_result = false;
+
 int run(const std::vector<std::string>& argv) {
   using zt::trainer::Command;
   std::vector<std::string> args(argv.begin() + 1, argv.end());
   zt::trainer::CliArgs cli = zt::trainer::parse_cli(args);
+  const Command c = cli.command;
+  output_is_the_result = cli.help || cli.print_config ||
+                         (c == Command::kSample && cli.out_path.empty()) ||
+                         !(c == Command::kRun || c == Command::kEval || c == Command::kSample ||
+                           c == Command::kAb || c == Command::kTune || c == Command::kPrepareData);
   if (cli.help) {
     // A job's flags with --help ask for training's own (`trainer --config FILE --help`).
     const bool training = !cli.config_path.empty() || !cli.overrides.empty() || cli.nproc;
@@ -150,15 +162,27 @@ int report_out_of_memory(const std::string& what) {
   return static_cast<int>(zt::ErrorKind::kIo);
 }
 
-// What a command printed is its output (estimate --json, --print-config, sample's texts): one
-// the disk or quota cut short is an I/O error, not a success with half a file. A reader that
-// closed the pipe early (`| head`) took what it wanted: not an error.
+// Whether the reader of a pipe or socket on standard output has gone (`| head` took what it
+// wanted): glibc drops what it could not write, so the exit's own flush reports nothing then.
+bool reader_gone() {
+  struct stat st {};
+  if (::fstat(STDOUT_FILENO, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+    return false;
+  pollfd out{STDOUT_FILENO, POLLOUT, 0};
+  return ::poll(&out, 1, 0) == 1 && (out.revents & POLLERR) != 0;
+}
+
+// What a command printed as its result (output_is_the_result): one the disk or quota cut short
+// is an I/O error, not a success with half a file. A reader that closed the pipe early took what
+// it wanted: not an error.
 int check_standard_output(int code) {
+  if (!output_is_the_result) return code;
   std::cout.flush();
   errno = 0;
   const bool flushed = std::fflush(stdout) == 0;
   const int error = errno;
-  if ((flushed && !std::ferror(stdout) && !std::cout.fail()) || error == EPIPE) return code;
+  if ((flushed && !std::ferror(stdout) && !std::cout.fail()) || error == EPIPE || reader_gone())
+    return code;
   print_error("io", std::string("cannot write standard output (") +
                         (error ? std::strerror(error) : "a write failed: a full disk or quota?") +
                         "): what this command printed is incomplete; give it a file or pipe "

@@ -105,6 +105,8 @@ int run_trace_merge(const CliArgs& cli, std::ostream& out) {
   merged["displayTimeUnit"] = "ms";
   merged["otherData"]["ranks"] = nlohmann::json::array();
   OneJobsFiles job("traces", " (or give each run its own trace.dir)");
+  nlohmann::json origin;  // the first file's clock origin
+  std::string origin_path;
   for (const auto& [rank, path] : files) {
     std::ifstream in(path);
     if (!in) {
@@ -125,6 +127,19 @@ int run_trace_merge(const CliArgs& cli, std::ostream& out) {
     const nlohmann::json other = j.value("otherData", nlohmann::json::object());
     if (other.is_object() && other.contains("world") && other["world"].is_number_integer())
       job.take(rank, path, other["world"].get<int64_t>());
+    // A rerun of the same size leaves the ranks whose trace it did not write: the clock origin
+    // its ranks measured together tells them apart.
+    if (other.is_object() && other.contains("clock_origin_ns")) {
+      if (origin.is_null()) {
+        origin = other["clock_origin_ns"];
+        origin_path = path;
+      } else if (other["clock_origin_ns"] != origin) {
+        throw ConfigError(path + " and " + origin_path +
+                          " are of two runs (their clock origins differ): the folder holds "
+                          "traces of two runs; remove the older run's files (or give each run "
+                          "its own trace.dir)");
+      }
+    }
     // Each rank's file is its own process already (pid = rank); its events go in as they are.
     for (auto& e : j["traceEvents"]) merged["traceEvents"].push_back(std::move(e));
     merged["otherData"]["ranks"].push_back(j.value("otherData", nlohmann::json::object()));
@@ -133,6 +148,18 @@ int run_trace_merge(const CliArgs& cli, std::ostream& out) {
   write_report_file(target, merged.dump() + "\n");
   out << "trace: " << files.size() << " rank(s) merged into " << target
       << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+  if (job.world() > static_cast<int64_t>(files.size())) {
+    std::string missing;
+    for (int64_t r = 0, i = 0; r < job.world(); ++r) {
+      if (i < static_cast<int64_t>(files.size()) && files[static_cast<size_t>(i)].first == r) {
+        ++i;
+      } else {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      }
+    }
+    out << "trace: note: the job had " << job.world() << " ranks, and rank(s) " << missing
+        << " wrote no trace file (the job's output says why): the merge lacks them\n";
+  }
   return 0;
 }
 

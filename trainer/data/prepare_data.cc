@@ -598,7 +598,7 @@ class PrefixLock {
       }
       case ExclusiveFileLock::State::cannot_open:
         throw IoError("prepare-data: cannot open the lock file '" + path +
-                      "': " + lock_.open_problem() + "; or choose another --out PREFIX");
+                      "': " + lock_.open_problem() + " (or choose another --out PREFIX)");
       case ExclusiveFileLock::State::cannot_lock: break;
     }
     throw IoError("prepare-data: cannot lock '" + path + "': " + std::strerror(lock_.error()) +

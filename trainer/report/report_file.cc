@@ -60,6 +60,21 @@ void make_folder_of(const std::string& path, const std::string& named_by) {
   }
 }
 
+std::vector<std::string> remove_previous_outputs(const std::string& dir,
+                                                 const std::vector<std::string>& names) {
+  std::vector<std::string> removed;
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    std::error_code ec;
+    if (std::filesystem::remove(path, ec)) removed.push_back(name);
+    if (ec) {
+      throw IoError("cannot remove " + path + ", an earlier run's result (" + ec.message() +
+                    "): remove it, or give --out another folder");
+    }
+  }
+  return removed;
+}
+
 void make_output_folder(const std::string& dir, const std::string& option) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

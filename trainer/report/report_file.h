@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace zt::trainer {
 
@@ -25,5 +26,11 @@ void make_folder_of(const std::string& path, const std::string& named_by);
 // Refuses, before any work, a `path` to write one file at that is an existing folder: the work
 // was done and lost at the final rename. Throws ConfigError naming `named_by` ("--out x").
 void refuse_folder_as_file(const std::string& path, const std::string& named_by);
+// Removes the files `names` (relative to `dir`) an earlier run of the same command left there,
+// once this run holds the folder: one that then fails or is stopped left the earlier results
+// beside its own runs, read as this run's (tune's tuned.toml, a complete config). Returns the
+// names it removed. Throws IoError naming a file that is there and cannot be removed.
+std::vector<std::string> remove_previous_outputs(const std::string& dir,
+                                                 const std::vector<std::string>& names);
 
 }  // namespace zt::trainer

@@ -103,15 +103,16 @@ std::string TrainerState::to_json() const {
 
 namespace {
 
-// A count of the trainer state, from `least` to 2^62: a float, or a negative or huge number,
-// is refused here (get<int64_t>() of a float out of range is undefined behaviour; a negative
+// A count of the trainer state, from 0 to 2^62: a float, or a negative or huge number, is
+// refused here (get<int64_t>() of a float out of range is undefined behaviour; a negative
 // sample position failed later as an internal error).
-int64_t count_in(const json& j, const char* key, int64_t least, const std::string& folder) {
+int64_t count_in(const json& j, const char* key, const std::string& folder) {
   const std::optional<int64_t> n = json_integer<int64_t>(j.at(key));
-  if (!n || *n < least || *n > (int64_t{1} << 62)) {
+  if (!n || *n < 0 || *n > (int64_t{1} << 62)) {
     throw ConfigError("checkpoint " + folder + ": its trainer state's \"" + key + "\" is " +
-                      j.at(key).dump() + ", not a count from " + std::to_string(least) +
-                      " to 2^62; the checkpoint is damaged: resume from an older one");
+                      j.at(key).dump() +
+                      ", not a count from 0 to 2^62; the checkpoint is damaged: resume from an "
+                      "older one");
   }
   return *n;
 }
@@ -122,9 +123,9 @@ TrainerState TrainerState::from_json(const std::string& text, const std::string&
   try {
     const json j = json::parse(text);
     TrainerState s;
-    s.step = count_in(j, "step", 0, folder);
-    s.next_sample = count_in(j, "next_sample", 0, folder);
-    s.samples_per_step = count_in(j, "samples_per_step", 1, folder);
+    s.step = count_in(j, "step", folder);
+    s.next_sample = count_in(j, "next_sample", folder);
+    s.samples_per_step = count_in(j, "samples_per_step", folder);
     s.data_kind = j.at("data").at("kind").get<std::string>();
     s.data_path = j.at("data").at("path").get<std::string>();
     s.data_seed = j.at("data").at("seed").get<uint64_t>();

@@ -66,10 +66,19 @@ void StepTrace::finish(const std::string& metadata) {
       throw IoError("cannot create trace.dir " + settings_.dir + ": " + ec.message() +
                     " (set trace.dir to a writable folder)");
     }
+    // The job's clock origin, the same on every rank of one run (rank 0's clock, measured
+    // together): `trainer trace merge` tells another run's file left in the folder by it.
+    const std::string stamped = metadata.size() > 2 && metadata.front() == '{'
+                                    ? "{\"clock_origin_ns\":" + std::to_string(origin_ns_) + "," +
+                                          metadata.substr(1)
+                                    : "{\"clock_origin_ns\":" + std::to_string(origin_ns_) + "}";
     trace::write_trace_file(file(), rank_, "rank " + std::to_string(rank_), offset_ns_, origin_ns_,
-                            metadata);
+                            stamped);
     if (rank_ == 0) std::printf("trace: %s (and each rank's beside it)\n", file().c_str());
   } catch (const Error& e) {
+    // An earlier run's file of this rank would be merged as this run's.
+    std::error_code ec;
+    std::filesystem::remove(file(), ec);
     std::printf("zt: rank %d: trace not written, training goes on: %s\n", rank_, e.what());
   }
   std::fflush(stdout);

@@ -103,6 +103,8 @@ Config load_job(const ConfigSource& source, const std::vector<std::string>& over
 
 }  // namespace
 
+void warn_about_config(const std::string& warning) { warn_once(warning); }
+
 Config load_job_config(const std::string& path, const std::vector<std::string>& overrides) {
   const std::string text = Config::read_file(path);
   return load_job(ConfigSource{text, path}, overrides);

@@ -29,6 +29,11 @@ Config load_job_config(const std::string& path, const std::vector<std::string>& 
 Config load_job_config_string(const std::string& toml_text, const std::string& source_name,
                               const std::vector<std::string>& overrides);
 
+// Prints "zt: warning: `warning`" once per job: by the process that speaks for its config (the
+// one that starts the ranks, or rank 0 of an outside launcher, in its first start), once per
+// process.
+void warn_about_config(const std::string& warning);
+
 // Whether the command line gives launch.nproc (`overrides` as the trainer's commands pass them:
 // --nproc N is launch.nproc=N there, as --set launch.nproc=N is). In a Slurm step of one task,
 // that asks zt's launcher for the ranks (the config's launch.nproc alone does not).

@@ -99,6 +99,19 @@ TEST_CASE("a held-out split that moved under the same share is noted, one never 
   CHECK(read_back.data_split_recorded);
   CHECK(held_out_split_note(read_back, none, document, tenth).empty());
   CHECK(TrainerState::from_json(saved.to_json(), "ck/step-4").data_split == saved.data_split);
+  // A damaged or foreign state: a negative position (it failed at the first step as an internal
+  // error) and a float where a count goes are refused when read, naming the checkpoint.
+  TrainerState damaged = saved;
+  damaged.next_sample = -8;
+  CHECK_THROWS_WITH_AS(TrainerState::from_json(damaged.to_json(), "ck/step-4"),
+                       doctest::Contains("checkpoint ck/step-4: its trainer state's "
+                                         "\"next_sample\" is -8, not a count from 0 to 2^62"),
+                       zt::ConfigError);
+  std::string float_step = saved.to_json();
+  REQUIRE(float_step.find("\"step\":0") != std::string::npos);
+  float_step.replace(float_step.find("\"step\":0"), 8, "\"step\":1e300");
+  CHECK_THROWS_WITH_AS(TrainerState::from_json(float_step, "ck/step-4"),
+                       doctest::Contains("\"step\" is 1e+300, not a count"), zt::ConfigError);
 }
 
 TEST_CASE("a data file rewritten since the checkpoint is noted with its size and time, then and "

@@ -651,14 +651,23 @@ void Tuner::write_outputs() {
     }
     if (was != config_value(winner, key)) changes.push_back({key, was, config_value(winner, key)});
   }
-  write_tuned_toml(dir + "/tuned.toml", winner.to_toml(), changes, r_.verdict);
+  // tuned.toml last: there, it says the whole set was written.
   write_tune_json(r_, dir + "/tune.json");
   write_tune_html(r_, dir + "/report.html");
+  write_tuned_toml(dir + "/tuned.toml", winner.to_toml(), changes, r_.verdict);
 }
 
 int Tuner::run() {
   estimate();
   const OutFolderLock out_lock(args_.out_dir, "trainer tune");  // made and held to the end
+  const std::vector<std::string> earlier = remove_previous_outputs(
+      args_.out_dir,
+      {"tuned.toml", "tune.json", "report.html", "final-ab/ab.json", "final-ab/report.html"});
+  if (!earlier.empty()) {
+    out_ << "tune: removed an earlier tune's results from " << args_.out_dir << " (";
+    for (size_t i = 0; i < earlier.size(); ++i) out_ << (i ? ", " : "") << earlier[i];
+    out_ << "); this one writes its own at its end\n";
+  }
   reference_run();
   // The final A/B's four runs are kept out of the search's time.
   const double reserve = 4 *
