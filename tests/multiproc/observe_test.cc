@@ -351,6 +351,12 @@ TEST_CASE("flight recorder: a stalled offload read is named, and the job exits 4
   INFO(stale.output);
   CHECK(stale.exit_code == 2);
   CHECK(contains(stale.output, "rank-2.json names rank 2, past its 2-rank job"));
+  // A record whose job size is damaged is refused, where a billion files were looked for.
+  std::filesystem::create_directories(dir.file("huge/flight"));
+  zt::test::write_file(dir.file("huge/flight/rank-0.json"), "{\"world\": 1000000000}\n");
+  const auto huge = run_command(std::string(ZT_TEST_TRAINER) + " flight " + dir.file("huge"));
+  CHECK(huge.exit_code == 2);
+  CHECK(contains(huge.output, "says the job had 1000000000 ranks, more than any job zt starts"));
 }
 
 namespace {

@@ -181,6 +181,12 @@ int run_flight(const CliArgs& cli, std::ostream& out) {
     job.take(rank, path, j["world"].get<int64_t>());
   }
   const int64_t world = job.world();
+  // Each rank's record is looked for: a damaged "world" must not have a billion files opened.
+  if (world > (int64_t{1} << 20)) {
+    throw ConfigError(files.front().second + " says the job had " + std::to_string(world) +
+                      " ranks, more than any job zt starts (2^20): the record is damaged; give "
+                      "the flight folder of a run whose records are whole");
+  }
   if (world < 0) {
     throw ConfigError("no readable flight record in " + dir + " (" + files.front().second +
                       " and the others are not a rank's record): nothing to diagnose");

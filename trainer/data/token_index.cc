@@ -151,7 +151,10 @@ TokenIndex read_token_index(const std::string& path, bool with_starts) {
   if (documents < 0 || documents > (int64_t{1} << 40)) {
     throw broken(std::to_string(documents) + " documents");
   }
-  if (index.tokens < 0 || index.vocab <= 0 || index.eot < 0 || index.eot >= index.vocab) {
+  // Bounded so that the sizes computed from them (tokens x element size, vocab rounded up to a
+  // multiple of 64) cannot overflow.
+  if (index.tokens < 0 || index.tokens > (int64_t{1} << 60) || index.vocab <= 0 ||
+      index.vocab > (int64_t{1} << 32) || index.eot < 0 || index.eot >= index.vocab) {
     throw broken("its header's tokens " + std::to_string(index.tokens) + ", vocab " +
                  std::to_string(index.vocab) + " and eot " + std::to_string(index.eot) +
                  " cannot all be true");

@@ -657,6 +657,14 @@ TEST_CASE("prepare-data: the data source reads a prepared file and refuses one t
   write_token_index(s.index_path, damaged);
   CHECK_THROWS_WITH_AS(read_token_index(s.index_path), doctest::Contains("cannot all be true"),
                        ConfigError);
+  // A token count whose bytes overflow 64 bits (4 x 2^62), read without the starts as a data
+  // source reads it: refused, not multiplied.
+  test::write_file(s.index_path, whole_index);
+  damaged = read_token_index(s.index_path);
+  damaged.tokens = int64_t{1} << 62;
+  write_token_index(s.index_path, damaged);
+  CHECK_THROWS_WITH_AS(read_token_index(s.index_path, false),
+                       doctest::Contains("cannot all be true"), ConfigError);
   test::write_file(s.index_path, whole_index);
   test::write_file(s.tokens_path, "abcd");
   CHECK_THROWS_WITH_AS(make_data(d, in, "gpt"),
