@@ -42,6 +42,47 @@ std::string index_path_for(const std::string& tokens_path) {
   return tokens_path + ".idx";
 }
 
+namespace {
+
+// The index `json` and `index`'s document starts into `tmp`, on the disk, then named `path`.
+void write_index_file(const std::string& tmp, const std::string& path, const std::string& json,
+                      const TokenIndex& index) {
+  {
+    errno = 0;
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    const auto length = static_cast<uint32_t>(json.size());
+    out.write(kMagic, sizeof(kMagic));
+    out.write(reinterpret_cast<const char*>(&kVersion), 4);
+    out.write(reinterpret_cast<const char*>(&length), 4);
+    out << json;
+    const size_t padding = (8 - json.size() % 8) % 8;
+    out.write("\0\0\0\0\0\0\0", static_cast<std::streamsize>(padding));
+    out.write(reinterpret_cast<const char*>(index.document_starts.data()),
+              static_cast<std::streamsize>(index.document_starts.size() * sizeof(uint64_t)));
+    out.flush();
+    if (!out) {
+      // A stream keeps no error code of its own; errno is the failed call's where it was set.
+      const int error = errno;
+      throw IoError("cannot write the token index '" + tmp + "'" +
+                    (error ? ": " + std::string(std::strerror(error)) : "; is the disk full?") +
+                    " (give --out a folder this user can write, with room)");
+    }
+  }
+  // On the disk before it takes its name: renamed first, a crash could leave an empty index.
+  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw IoError("cannot write the token index '" + tmp + "' to disk: " + why);
+  }
+  ::close(fd);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw IoError("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  }
+}
+
+}  // namespace
+
 void write_token_index(const std::string& path, const TokenIndex& index) {
   nlohmann::json header = {{"tokenizer", index.tokenizer},
                            {"tokenizer_source", index.tokenizer_source},
@@ -57,30 +98,12 @@ void write_token_index(const std::string& path, const TokenIndex& index) {
   // its odd bytes: the strict dump threw a JSON type error naming no file.
   const std::string json = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    const auto length = static_cast<uint32_t>(json.size());
-    out.write(kMagic, sizeof(kMagic));
-    out.write(reinterpret_cast<const char*>(&kVersion), 4);
-    out.write(reinterpret_cast<const char*>(&length), 4);
-    out << json;
-    const size_t padding = (8 - json.size() % 8) % 8;
-    out.write("\0\0\0\0\0\0\0", static_cast<std::streamsize>(padding));
-    out.write(reinterpret_cast<const char*>(index.document_starts.data()),
-              static_cast<std::streamsize>(index.document_starts.size() * sizeof(uint64_t)));
-    out.flush();
-    if (!out) throw IoError("cannot write the token index '" + tmp + "'; is the disk full?");
-  }
-  // On the disk before it takes its name: renamed first, a crash could leave an empty index.
-  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const std::string why = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    throw IoError("cannot write the token index '" + tmp + "' to disk: " + why);
-  }
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw IoError("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  // A failed write leaves no .tmp behind (on a full disk it held the space the next try needs).
+  try {
+    write_index_file(tmp, path, json, index);
+  } catch (const Error&) {
+    ::unlink(tmp.c_str());  // a file only: a folder of that name is not this write's
+    throw;
   }
 }
 

@@ -412,7 +412,9 @@ TEST_CASE("prepare-data: an output folder it cannot make, or an index it cannot 
   // The index's temporary file cannot be made: the tokens keep their partial name, and a job
   // finds no PREFIX.bin to take for a bare token file.
   fs::create_directories(c.dir.path() / "out/corpus.idx.tmp");
-  CHECK_THROWS_AS(prepare_data(c.request("out/corpus"), nullptr), IoError);
+  CHECK_THROWS_WITH_AS(prepare_data(c.request("out/corpus"), nullptr),
+                       doctest::Contains("corpus.idx.tmp': Is a directory"), IoError);
+  CHECK(fs::is_directory(c.dir.path() / "out/corpus.idx.tmp"));  // not this write's to remove
   CHECK_FALSE(fs::exists(c.dir.path() / "out/corpus.bin"));
   CHECK_FALSE(fs::exists(c.dir.path() / "out/corpus.idx"));
   // Once it can, the same command finishes the preparation.
