@@ -111,7 +111,7 @@ def _refuse_partly_shared_storage(model):
     own, and from the first step they train apart, where PyTorch updates the one storage.
     Refused by name. Parameters over disjoint parts of one buffer (the column blocks of a fused
     weight, views into one flat buffer) share no element and are fine."""
-    layouts = {}  # (storage, dtype, shape, stride, offset) -> the first parameter's name
+    layouts = {}  # (storage, dtype, shape, stride, offset) -> the first (name, parameter)
     for name, p in model.named_parameters():
         if p.storage().size() > 0 and p.numel() > 0:
             key = (p.storage().data_ptr(), p.dtype, tuple(p.shape), p.stride(),
@@ -124,13 +124,20 @@ def _refuse_partly_shared_storage(model):
         extent = 1 + sum((n - 1) * s for n, s in zip(p.shape, p.stride()))
         begin = p.storage_offset() * p.element_size()
         by_storage.setdefault(key[0], []).append((begin, begin + extent * p.element_size(), name, p))
+    starts = {}  # name -> _element_starts, made once for a parameter compared more than once
+
+    def starts_of(name, p):
+        if name not in starts:
+            starts[name] = _element_starts(p)
+        return starts[name]
+
     for spans in by_storage.values():
         spans.sort(key=lambda span: span[:3])
         for i, (_, end, first, a) in enumerate(spans):
             for begin, _, second, b in spans[i + 1:]:
                 if begin >= end:
                     break
-                if torch.isin(_bytes_used(a), _bytes_used(b)).any():
+                if _share_bytes(a, b, starts_of(first, a), starts_of(second, b)):
                     raise ValueError(
                         f"zt.initialize: {first} and {second} share elements of one storage in "
                         "different shapes or strides (a view, a slice or a transpose of one "
@@ -139,11 +146,23 @@ def _refuse_partly_shared_storage(model):
                         "with .clone())")
 
 
-def _bytes_used(p):
-    """The first byte of every element `p` uses in its storage."""
-    index = torch.arange(p.storage_offset() + 1 + sum((n - 1) * s for n, s in
-                                                      zip(p.shape, p.stride())))
-    return index.as_strided(p.shape, p.stride(), p.storage_offset()).flatten() * p.element_size()
+def _element_starts(p):
+    """The byte offset in its storage of each element `p` uses, as many as its elements (not
+    its storage's); an expanded, zero-stride dimension adds none."""
+    index = torch.tensor([p.storage_offset()])
+    for n, s in zip(p.shape, p.stride()):
+        if n > 1 and s != 0:
+            index = (index.unsqueeze(-1) + torch.arange(n) * s).flatten()
+    return index * p.element_size()
+
+
+def _share_bytes(a, b, a_starts, b_starts):
+    """Whether `a` and `b` use a byte in common: elements of one size meet where they start at
+    the same byte; of two sizes (one storage viewed as fp32 and as bf16), byte by byte."""
+    if a.element_size() != b.element_size():
+        a_starts = (a_starts.unsqueeze(-1) + torch.arange(a.element_size())).flatten()
+        b_starts = (b_starts.unsqueeze(-1) + torch.arange(b.element_size())).flatten()
+    return bool(torch.isin(a_starts, b_starts).any())
 
 
 def _check_given_units(units, label):

@@ -40,6 +40,7 @@ TEST_CASE("trainer tune: picks a fitting composition, skips what does not fit, s
   // An earlier tune's config in the folder goes once this one holds it: a tune that failed or
   // was stopped left it, read as its own.
   std::filesystem::create_directories(dir.file("tune"));
+  zt::test::write_file(dir.file("tune/tune.json"), "{}\n");
   zt::test::write_file(dir.file("tune/tuned.toml"), "# an earlier tune's\n");
   const double budget = 60;
   // Under --max-restarts 1, a rank of the reference run (the newest process whose command line
@@ -69,7 +70,7 @@ TEST_CASE("trainer tune: picks a fitting composition, skips what does not fit, s
   CHECK(seconds <= budget + 15);
   CHECK(contains(r.output, "verdict: "));
   CHECK(contains(r.output, "tune: removed an earlier tune's results from " + dir.file("tune") +
-                               " (tuned.toml)"));
+                               " (tune.json, tuned.toml)"));
   CHECK(zt::test::read_file(dir.file("tune/tuned.toml")).find("an earlier tune's") ==
         std::string::npos);
   CHECK(contains(r.output, "the search goes on"));

@@ -65,6 +65,13 @@ class OneJobsFiles {
   // Takes rank `rank`'s file `path`, which recorded a job of `world` ranks. Throws ConfigError
   // naming both files when the folder holds two jobs' files.
   void take(int rank, const std::string& path, int64_t world) {
+    // Each rank's file is looked for: a damaged "world" must not have a billion opened.
+    if (world > (int64_t{1} << 20)) {
+      throw ConfigError(path + " says the job had " + std::to_string(world) +
+                        " ranks, more than any job zt starts (2^20): the file is damaged; give "
+                        "the folder of a run whose " +
+                        kind_ + " are whole");
+    }
     if (world_ < 0) {
       world_ = world;
       first_path_ = path;
@@ -150,13 +157,15 @@ int run_trace_merge(const CliArgs& cli, std::ostream& out) {
       << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
   if (job.world() > static_cast<int64_t>(files.size())) {
     std::string missing;
+    int64_t listed = 0;
     for (int64_t r = 0, i = 0; r < job.world(); ++r) {
       if (i < static_cast<int64_t>(files.size()) && files[static_cast<size_t>(i)].first == r) {
         ++i;
-      } else {
+      } else if (++listed <= 20) {
         missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       }
     }
+    if (listed > 20) missing += " and " + std::to_string(listed - 20) + " more";
     out << "trace: note: the job had " << job.world() << " ranks, and rank(s) " << missing
         << " wrote no trace file (the job's output says why): the merge lacks them\n";
   }
@@ -181,12 +190,6 @@ int run_flight(const CliArgs& cli, std::ostream& out) {
     job.take(rank, path, j["world"].get<int64_t>());
   }
   const int64_t world = job.world();
-  // Each rank's record is looked for: a damaged "world" must not have a billion files opened.
-  if (world > (int64_t{1} << 20)) {
-    throw ConfigError(files.front().second + " says the job had " + std::to_string(world) +
-                      " ranks, more than any job zt starts (2^20): the record is damaged; give "
-                      "the flight folder of a run whose records are whole");
-  }
   if (world < 0) {
     throw ConfigError("no readable flight record in " + dir + " (" + files.front().second +
                       " and the others are not a rank's record): nothing to diagnose");

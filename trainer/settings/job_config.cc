@@ -58,9 +58,16 @@ int job_world(const ConfigSource& source, const std::vector<std::string>& overri
 // Whether this process says what a job's config has to say: the process that starts the
 // ranks, or rank 0 of an outside launcher, in its first start. Once per job.
 bool speaks() {
+  if (std::getenv(kConfigSpokenVariable)) return false;
   const char* rank = std::getenv("RANK");
-  return (!rank || (std::string(rank) == "0" && !std::getenv("ZT_LAUNCHER"))) &&
-         !std::getenv(kConfigSpokenVariable);
+  if (rank) return std::string(rank) == "0" && !std::getenv("ZT_LAUNCHER");
+  // srun and mpirun set no RANK: their rank 0 speaks (each rank spoke before).
+  try {
+    const RankEnv env = discover_rank_env();
+    return !env.found || env.rank == 0;
+  } catch (const Error&) {
+    return true;  // the rank's start-up names what is wrong with its variables
+  }
 }
 
 // A warning about the user's config, where this process speaks for it, once per process: it

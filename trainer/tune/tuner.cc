@@ -661,8 +661,7 @@ int Tuner::run() {
   estimate();
   const OutFolderLock out_lock(args_.out_dir, "trainer tune");  // made and held to the end
   const std::vector<std::string> earlier = remove_previous_outputs(
-      args_.out_dir,
-      {"tuned.toml", "tune.json", "report.html", "final-ab/ab.json", "final-ab/report.html"});
+      args_.out_dir, {"tune.json", "tuned.toml", "report.html", "final-ab/ab.json"});
   if (!earlier.empty()) {
     out_ << "tune: removed an earlier tune's results from " << args_.out_dir << " (";
     for (size_t i = 0; i < earlier.size(); ++i) out_ << (i ? ", " : "") << earlier[i];
