@@ -51,7 +51,8 @@ std::string rank_prefix() {
 
 // Whether what this command prints on standard output is its result (estimate --json,
 // --print-config, sample's texts, a help), not a log beside its results (training, eval, ab,
-// tune, prepare-data): a result cut short is an error, a log cut short is not the job's failure.
+// tune, prepare-data, and the commands that write a file: export, trace merge, report): a result
+// cut short is an error, a log cut short is not the job's failure.
 bool output_is_the_result = false;
 
 int run(const std::vector<std::string>& argv) {
@@ -62,7 +63,9 @@ int run(const std::vector<std::string>& argv) {
   output_is_the_result = cli.help || cli.print_config ||
                          (c == Command::kSample && cli.out_path.empty()) ||
                          !(c == Command::kRun || c == Command::kEval || c == Command::kSample ||
-                           c == Command::kAb || c == Command::kTune || c == Command::kPrepareData);
+                           c == Command::kAb || c == Command::kTune || c == Command::kPrepareData ||
+                           c == Command::kExport || c == Command::kTraceMerge ||
+                           c == Command::kReport);
   if (cli.help) {
     // A job's flags with --help ask for training's own (`trainer --config FILE --help`).
     const bool training = !cli.config_path.empty() || !cli.overrides.empty() || cli.nproc;
@@ -168,8 +171,9 @@ bool reader_gone() {
   struct stat st {};
   if (::fstat(STDOUT_FILENO, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
     return false;
+  // A pipe without a reader polls POLLERR; a socket whose peer closed, POLLHUP.
   pollfd out{STDOUT_FILENO, POLLOUT, 0};
-  return ::poll(&out, 1, 0) == 1 && (out.revents & POLLERR) != 0;
+  return ::poll(&out, 1, 0) == 1 && (out.revents & (POLLERR | POLLHUP)) != 0;
 }
 
 // What a command printed as its result (output_is_the_result): one the disk or quota cut short

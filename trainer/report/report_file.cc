@@ -63,6 +63,9 @@ void make_folder_of(const std::string& path, const std::string& named_by) {
 std::vector<std::string> remove_previous_outputs(const std::string& dir,
                                                  const std::vector<std::string>& names) {
   std::vector<std::string> removed;
+  std::error_code looked;
+  if (names.empty() || !std::filesystem::is_regular_file(dir + "/" + names.front(), looked))
+    return removed;
   for (const std::string& name : names) {
     const std::string path = dir + "/" + name;
     std::error_code ec;

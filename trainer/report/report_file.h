@@ -28,8 +28,10 @@ void make_folder_of(const std::string& path, const std::string& named_by);
 void refuse_folder_as_file(const std::string& path, const std::string& named_by);
 // Removes the files `names` (relative to `dir`) an earlier run of the same command left there,
 // once this run holds the folder: one that then fails or is stopped left the earlier results
-// beside its own runs, read as this run's (tune's tuned.toml, a complete config). Returns the
-// names it removed. Throws IoError naming a file that is there and cannot be removed.
+// beside its own runs, read as this run's (tune's tuned.toml, a complete config). Only where the
+// first name, a file no other command writes (ab.json, tune.json), is there: a report.html alone
+// may be a training run's. Returns the names it removed. Throws IoError naming a file that is
+// there and cannot be removed.
 std::vector<std::string> remove_previous_outputs(const std::string& dir,
                                                  const std::vector<std::string>& names);
 

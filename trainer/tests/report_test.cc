@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../../tests/test_util.h"
 #include "report/report_file.h"
 #include "report/run_metrics.h"
 #include "report/run_report.h"
@@ -308,4 +309,18 @@ TEST_CASE("report: a long run's charts draw a mark per bucket of steps, not per 
   // A short run keeps a mark per step.
   svg::Series few{"loss", "#000", {{1, 2.0}, {2, 1.5}, {3, 1.2}}};
   CHECK(count_of(svg::line_chart("l", "l", "step", "loss", {few}, {}, true), "<circle") == 3);
+}
+
+TEST_CASE("an earlier run's results are removed only beside the file that names them its own") {
+  zt::test::TempDir dir;
+  const std::string d = dir.path().string();
+  // A report.html alone may be a training run's: an ab or tune given that folder keeps it.
+  zt::test::write_file(dir.path() / "report.html", "<html></html>\n");
+  CHECK(zt::trainer::remove_previous_outputs(d, {"ab.json", "report.html"}).empty());
+  CHECK(std::filesystem::exists(dir.path() / "report.html"));
+  // With an earlier A/B's ab.json beside it, both go.
+  zt::test::write_file(dir.path() / "ab.json", "{}\n");
+  CHECK(zt::trainer::remove_previous_outputs(d, {"ab.json", "report.html"}) ==
+        std::vector<std::string>{"ab.json", "report.html"});
+  CHECK_FALSE(std::filesystem::exists(dir.path() / "report.html"));
 }
