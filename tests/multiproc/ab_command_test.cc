@@ -339,11 +339,27 @@ TEST_CASE(
   CHECK(parent.exit_code == 2);
   CHECK(contains(parent.output, "holds the job's own folder"));
   CHECK_FALSE(contains(parent.output, "step 1/"));
-  // A folder shared with other files (as /dev/shm is): they stay. What a live A/B job killed
-  // outright left there (its last switch's states, a pending pointer) goes at the start.
+  // Another run's checkpoints (a checkpoint.dir given by mistake): a switch would prune them and
+  // the end remove them. Nothing in the folder marks them as switch states: refused, all kept.
   std::filesystem::create_directories(dir.file("shared/step-00000005"));
   zt::test::write_file(dir.file("shared/step-00000005/manifest.json"), "{}");
   zt::test::write_file(dir.file("shared/latest"), "step-00000005\n");
+  const auto other = run_command(zt::test::small_gpt_job(
+      dir.file("live"), arms + " --set ab.switch_dir=" + dir.file("shared")));
+  INFO(other.output);
+  CHECK(other.exit_code == 2);
+  CHECK(contains(other.output, "holds checkpoint files (" + dir.file("shared/latest") +
+                                   " and 1 more) that no live A/B job marked as its own"));
+  CHECK_FALSE(contains(other.output, "step 1/"));
+  // Rank 1 waits for rank 0's token in the folder: rank 0's error ends the job at once, not after
+  // rank 1's launch.timeout_s (rank 0's communicator waited for it in a closing barrier).
+  CHECK_FALSE(contains(other.output, "did not appear within"));
+  CHECK(std::filesystem::exists(dir.file("shared/step-00000005/manifest.json")));
+  CHECK(zt::test::read_file(dir.file("shared/latest")) == "step-00000005\n");
+  // A folder shared with other files (as /dev/shm is): they stay. What a live A/B job killed
+  // outright left there (its last switch's states, a pending pointer, the folder's mark) goes at
+  // the start.
+  zt::test::write_file(dir.file("shared/.zt-ab-switch"), "live A/B switch states\n");
   zt::test::write_file(dir.file("shared/keep.txt"), "not the job's");
   const auto shared = run_command(zt::test::small_gpt_job(
       dir.file("live"), arms + " --set run.steps=10 --set ab.switch_every=5 --set ab.switch_dir=" +
@@ -355,11 +371,11 @@ TEST_CASE(
                                     ", model states a stopped live A/B job left"));
   CHECK(contains(shared.output, "ab: removed " + dir.file("shared/latest")));
   CHECK(zt::test::read_file(dir.file("shared/keep.txt")) == "not the job's");
-  size_t entries = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.file("shared"))) {
-    ++entries;
+  std::vector<std::string> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir.file("shared"))) {
+    entries.push_back(e.path().filename().string());
   }
-  CHECK(entries == 1);
+  CHECK(entries == std::vector<std::string>{"keep.txt"});
 }
 
 TEST_CASE("trainer ab: an --out folder another trainer ab or tune works in is refused, naming it") {
@@ -405,7 +421,7 @@ TEST_CASE("trainer ab: comm_ucx's ring and shared-memory sums differ in the last
   // update by about 1e-7 of itself: at the config's lr 1e-3 that is below a parameter's last bit
   // on some machines (equal losses), so the arms train at lr 1e-2.
   // The text is the test's own: whether a last-bit difference shows in a loss depends on the
-  // samples, and README.md, the other jobs' data, changes with the project.
+  // samples, and the other jobs' corpus was not chosen for this.
   TempDir dir;
   {
     std::ofstream text(dir.file("text.txt"));

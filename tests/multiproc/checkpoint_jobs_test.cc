@@ -219,7 +219,7 @@ TEST_CASE("checkpoint: resuming on a data file rewritten since the save says so,
           "and on a copy of it nothing") {
   TempDir dir;
   const std::string out = dir.file("out"), data = dir.file("data.txt");
-  fs::copy_file(ZT_TEST_SOURCE_DIR "/README.md", data);
+  fs::copy_file(ZT_TEST_CORPUS, data);
   const auto job = [&](const std::string& extra) {
     return zt::test::small_gpt_job(out, "--set run.log_every=1000 " + extra, data);
   };

@@ -462,7 +462,7 @@ TEST_CASE("resume: a rank that sees the checkpoints at a path of its own (its ch
   // finds rank 0's step folder only under its own path. The two ranks are placed as the
   // launcher places those of the runs they are compared with (two on this host, a core each):
   // as ranks alone on their hosts (LOCAL_WORLD_SIZE=1, both cores each), their losses left the
-  // uninterrupted run's in the last bits once this README, the data, changed.
+  // uninterrupted run's in the last bits once the data (then README.md) changed.
   if (run_command("unshare -m true").exit_code != 0) {
     ZT_SKIP_UNLESS_CI(
         "unshare -m (a mount namespace, for rank 1's own view of a folder) fails here");

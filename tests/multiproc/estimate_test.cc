@@ -72,7 +72,7 @@ Compared check_estimate(const std::string& name, const std::string& config,
                         const std::string& sets) {
   TempDir dir;
   const std::string job = std::string(ZT_TEST_TRAINER) + " --config " ZT_TEST_SOURCE_DIR "/" +
-                          config + " --set data.path=" ZT_TEST_SOURCE_DIR "/README.md " + sets +
+                          config + " --set data.path=" ZT_TEST_CORPUS " " + sets +
                           " --set run.log_every=1 --set eval.every_steps=0 --set "
                           "checkpoint.keep_best='\"\"' --set checkpoint.every_steps=0";
   const auto est = run_command(std::string(ZT_TEST_TRAINER) + " estimate" +
@@ -232,7 +232,7 @@ TEST_CASE("trainer estimate: a two-level gather's bytes, across hosts and within
                            " --set zero.mics_hierarchical_params_gather=true --set launch.nproc=4";
   const std::string job = std::string(ZT_TEST_TRAINER) +
                           " --config " ZT_TEST_SOURCE_DIR
-                          "/configs/zero3.toml --set data.path=" ZT_TEST_SOURCE_DIR "/README.md " +
+                          "/configs/zero3.toml --set data.path=" ZT_TEST_CORPUS " " +
                           sets +
                           " --set run.log_every=1 --set eval.every_steps=0 --set "
                           "checkpoint.keep_best='\"\"' --set checkpoint.every_steps=0";

@@ -24,8 +24,8 @@ namespace {
 
 std::string trainer() { return ZT_TEST_TRAINER; }
 
-// Trains the small GPT for 4 steps on 2 ranks at stage 3, evaluating on README.md's last tenth
-// after steps 2 and 4 and saving a checkpoint then (the best kept). Returns step -> val_loss.
+// Trains the small GPT for 4 steps on 2 ranks at stage 3, evaluating on the test corpus's last
+// tenth after steps 2 and 4 and saving a checkpoint then (the best kept). Returns step -> val_loss.
 std::map<int64_t, double> train_with_checkpoints(const std::string& out_dir) {
   auto r = run_command(zt::test::small_gpt_job(
       out_dir, "--set run.steps=4 --set data.micro_batch=2 --set data.val_fraction=0.1 "

@@ -114,7 +114,7 @@ std::vector<float> transposed(const std::vector<float>& m, int64_t rows, int64_t
 
 TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 and bf16") {
   TempDir dir;
-  auto r = run_command(small_gpt(dir.path().string(), ZT_TEST_SOURCE_DIR "/README.md",
+  auto r = run_command(small_gpt(dir.path().string(), ZT_TEST_CORPUS,
                                  "--set run.steps=2 --set checkpoint.every_steps=2"));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -164,14 +164,13 @@ TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 
   // a GPT2Config zt's GPT does not compute (another GELU), or other heads, is refused by name.
   const std::string from_hf = "--set run.steps=1 --set model.init_from=" +
                               dir.file("hf/model.safetensors");
-  auto loads = run_command(
-      small_gpt(dir.file("from_hf"), ZT_TEST_SOURCE_DIR "/README.md", from_hf));
+  auto loads = run_command(small_gpt(dir.file("from_hf"), ZT_TEST_CORPUS, from_hf));
   INFO(loads.output);
   CHECK(loads.exit_code == 0);
   nlohmann::json other = hf_config;
   other["activation_function"] = "gelu";
   zt::test::write_file(dir.file("hf/config.json"), other.dump());
-  auto gelu = run_command(small_gpt(dir.file("gelu"), ZT_TEST_SOURCE_DIR "/README.md", from_hf));
+  auto gelu = run_command(small_gpt(dir.file("gelu"), ZT_TEST_CORPUS, from_hf));
   INFO(gelu.output);
   CHECK(gelu.exit_code == 2);
   CHECK(contains(gelu.output, dir.file("hf/config.json") +
@@ -179,11 +178,11 @@ TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 
   other = hf_config;
   other["n_head"] = 4;
   zt::test::write_file(dir.file("hf/config.json"), other.dump());
-  auto four = run_command(small_gpt(dir.file("four"), ZT_TEST_SOURCE_DIR "/README.md", from_hf));
+  auto four = run_command(small_gpt(dir.file("four"), ZT_TEST_CORPUS, from_hf));
   INFO(four.output);
   CHECK(four.exit_code == 2);
   CHECK(contains(four.output, "says n_head = 4, but this model has 2"));
-  const auto heads = run_command(small_gpt(dir.file("tuned"), ZT_TEST_SOURCE_DIR "/README.md",
+  const auto heads = run_command(small_gpt(dir.file("tuned"), ZT_TEST_CORPUS,
                                            "--set run.steps=1 --set model.n_head=4 "
                                            "--set model.init_from=" +
                                                out));

@@ -52,7 +52,7 @@ kill "$control_pid" 2>/dev/null || true
 
 # The job: two ranks on host 0, rendezvous at 127.0.0.1 (launch.master_addr's default).
 ip netns exec "$name-h0" timeout 300 "$trainer" --config "$src/configs/zero3.toml" \
-  --set "data.path=\"$src/README.md\"" --set model.n_layer=2 --set model.d_model=32 \
+  --set "data.path=\"$src/tests/data/corpus.txt\"" --set model.n_layer=2 --set model.d_model=32 \
   --set model.n_head=2 --set model.seq_len=16 --set run.steps=100000 \
   --set launch.timeout_s=60 --set launch.master_port=$store_port \
   --set "run.out_dir=\"$tmp/run\"" >"$tmp/job.log" 2>&1 &

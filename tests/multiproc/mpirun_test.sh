@@ -48,7 +48,7 @@ exec ip netns exec "\$ns" unshare --ipc --pid --fork --mount-proc sh -c "\$*"
 AGENT
 chmod +x "$tmp/agent"
 
-sets=(--set "data.path=\"$src/README.md\"" --set run.steps=6 --set launch.timeout_s=60
+sets=(--set "data.path=\"$src/tests/data/corpus.txt\"" --set run.steps=6 --set launch.timeout_s=60
   --set run.report=false --set checkpoint.every_steps=6)
 # Open MPI refuses root unless told; the test runs as root (namespaces need it).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -22,7 +22,7 @@ src=$2
 source "$src/tests/multiproc/slurm_common.sh"
 
 steps=12
-sets=(--set "data.path=\"$src/README.md\"" --set run.steps=$steps --set launch.timeout_s=60
+sets=(--set "data.path=\"$src/tests/data/corpus.txt\"" --set run.steps=$steps --set launch.timeout_s=60
   --set run.report=false --set checkpoint.every_steps=4 --set model.n_layer=2)
 
 # requeued JOB: the job is back in the queue. Slurm holds a requeued job ~2 minutes; the test

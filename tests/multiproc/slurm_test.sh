@@ -19,7 +19,7 @@ slurm_cpus=4  # two nodes of 4 CPUs (more than this machine has): room for 4 ran
 source "$src/tests/multiproc/slurm_common.sh"
 
 # The bench GPT (~10.8M parameters: bench/common's overrides of configs/zero3.toml).
-sets=(--set "data.path=\"$src/README.md\"" --set run.steps=6 --set launch.timeout_s=60
+sets=(--set "data.path=\"$src/tests/data/corpus.txt\"" --set run.steps=6 --set launch.timeout_s=60
   --set run.report=false --set checkpoint.every_steps=6 --set model.n_layer=6
   --set model.d_model=384 --set model.n_head=6 --set model.seq_len=128 --set model.vocab=256)
 start=$(date +%s%N)
@@ -51,7 +51,7 @@ bash "$src/tests/multiproc/equal_to_launcher.sh" "$trainer" "$src" "$tmp" "sbatc
 mkdir -p "$tmp/batch"
 cat > "$tmp/batch/job.sh" <<SCRIPT
 #!/bin/bash
-exec "$trainer" --config "$src/configs/zero3.toml" --nproc 2 --set 'data.path="$src/README.md"' \\
+exec "$trainer" --config "$src/configs/zero3.toml" --nproc 2 --set 'data.path="$src/tests/data/corpus.txt"' \\
   --set run.steps=2 --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 \\
   --set model.seq_len=32 --set 'run.out_dir="$tmp/batch/run"'
 SCRIPT

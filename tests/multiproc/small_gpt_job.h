@@ -7,9 +7,9 @@
 
 namespace zt::test {
 
-// Trains on `data` (this repository's README.md unless given) and writes to `out_dir`.
+// Trains on `data` (tests/data/corpus.txt unless given) and writes to `out_dir`.
 inline std::string small_gpt_job(const std::string& out_dir, const std::string& extra = "",
-                                 const std::string& data = ZT_TEST_SOURCE_DIR "/README.md") {
+                                 const std::string& data = ZT_TEST_CORPUS) {
   return std::string(ZT_TEST_TRAINER) +
          " --config " ZT_TEST_SOURCE_DIR "/configs/zero3.toml --set data.path=" + data +
          " --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 "

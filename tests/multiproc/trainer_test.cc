@@ -860,7 +860,7 @@ TEST_CASE("--deepspeed: a DeepSpeed ZeRO-2 config with CPU offload trains, origi
 TEST_CASE("[eval]: the validation loss is one number at world 1, 2 and 3, logged and reported") {
   // The same global batch (12 samples: micro_batch 2 x grad_accum 6 / world) trains the same
   // model at every world size; evaluated every 2 steps on 10 held-out samples (data.val_fraction:
-  // README.md's last tenth), shared out among 1, 2 or 3 ranks (3: padded), at stage 3.
+  // the test corpus's last tenth), shared out among 1, 2 or 3 ranks (3: padded), at stage 3.
   std::vector<std::vector<double>> losses;
   for (int world : {1, 2, 3}) {
     CAPTURE(world);

@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 "$hosts" up "$name"
 
-job=(--config "$src/configs/zero3.toml" --set "data.path=\"$src/README.md\""
+job=(--config "$src/configs/zero3.toml" --set "data.path=\"$src/tests/data/corpus.txt\""
   --set model.n_layer=2 --set model.d_model=64 --set model.n_head=2 --set model.seq_len=32
   --set run.steps=6 --set launch.timeout_s=60 --set zero.mics_shard_size=0
   --set checkpoint.every_steps=6)

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <optional>
 
+#include "ab/switch_folder.h"
 #include "run/checkpointing.h"
 #include "run/eval_task.h"
 #include "run/sample_task.h"
@@ -182,14 +183,16 @@ CheckpointMark newest_checkpoint(const std::string& dir) {
 // A live A/B job's last switch left its model states in ab.switch_dir; a good end or a failure
 // that unwound removed them, a rank killed outright (SIGKILL, the OOM killer) did not, and on
 // /dev/shm they held memory until another job used that folder. Once every rank is reaped they
-// go, unless another job holds the folder (its lock): that job's states stay.
+// go, unless another job holds the folder (its lock): that job's states stay, and so does a folder
+// no live A/B job marked as its own (switch_folder.h).
 void remove_left_switch_states(const std::string& switch_dir) {
   std::error_code ec;
-  if (!std::filesystem::exists(switch_dir, ec)) return;  // the lock would make it
+  // The lock would make the folder, or a lock file in a folder that is not a switch folder.
+  if (!std::filesystem::exists(switch_dir, ec) || !is_switch_folder(switch_dir)) return;
   try {
     const CheckpointDirLock held(switch_dir);
     // The saves, its lock, and the folder once empty.
-    for (const std::string& folder : remove_checkpoint_dir(switch_dir)) {
+    for (const std::string& folder : remove_switch_states(switch_dir)) {
       std::cerr << "zt: removed " << folder << ", model states the stopped live A/B job left\n";
     }
   } catch (const Error&) {  // another job's folder, or one this launcher cannot lock: left
@@ -228,6 +231,11 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   spec.env.push_back({"GLIBC_TUNABLES", glibc_tunables_for_training(glibc_tunables(environ))});
   // A rank that fails makes the others write their flight records (SIGUSR2) where they wait.
   spec.failure_signal = SIGUSR2;
+  // A rank that failed by a communication error saw a peer stall: that peer names the cause when
+  // its own deadline ends, each bounded by launch.timeout_s (a file operation's by half
+  // checkpoint.timeout_s, at least 10 s), and is stopped only then.
+  spec.comm_settle = std::max(
+      {launch.timeout, job.checkpoint.timeout / 2, std::chrono::milliseconds(10000)});
   // Only training ranks keep flight records. An evaluation's or a sample's out_dir is most often
   // the training run's, whose records (a hang being looked into) stay.
   const std::string flight_dir = job.run.out_dir + "/flight";

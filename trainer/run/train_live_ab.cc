@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "ab/ab_html.h"
+#include "ab/switch_folder.h"
 #include "report/run_metrics.h"
 #include "run/train_run.h"
 #include "zt/error.h"
@@ -106,7 +107,7 @@ void check_switch_dir_shared(const TrainRun& run, Store& store, std::chrono::mil
 void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader) {
   run.setup.comm->barrier()->wait();
   if (!leader) return;
-  remove_checkpoint_dir(run.live.switch_dir);
+  remove_switch_states(run.live.switch_dir);
   const std::string metrics = out_dir + "/metrics.jsonl";
   const RunMetrics steps = read_run_metrics(metrics);
   if (steps.switches.empty()) {

@@ -14,6 +14,7 @@
 
 #include "ab/ab_html.h"
 #include "ab/live_ab.h"
+#include "ab/switch_folder.h"
 #include "data/data_source.h"
 #include "models/flops.h"
 #include "models/init_from.h"
@@ -641,7 +642,8 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
       throw ConfigError(job.ab.switch_dir_where + ": ab.switch_dir: " + e.what() +
                         " (here the folder is ab.switch_dir: give this job another one)");
     }
-    for (const std::string& left : remove_saves(run.live.switch_dir)) {
+    for (const std::string& left :
+         claim_switch_folder(run.live.switch_dir, job.ab.switch_dir_where)) {
       std::printf("ab: removed %s, model states a stopped live A/B job left\n", left.c_str());
     }
     std::fflush(stdout);
@@ -656,7 +658,7 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
     ~SwitchStatesOnFailure() {
       if (!leader || !run.live.on() || std::uncaught_exceptions() <= uncaught) return;
       try {
-        remove_checkpoint_dir(run.live.switch_dir);
+        remove_switch_states(run.live.switch_dir);
       } catch (...) {  // the job's own error is the one to report
       }
     }

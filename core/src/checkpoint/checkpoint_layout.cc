@@ -494,21 +494,26 @@ CheckpointDirLock::CheckpointDirLock(const std::string& dir) : lock_(lock_path_i
                 "); checkpoint.dir must be on a file system with flock (local, or NFSv4)");
 }
 
-std::vector<std::string> remove_saves(const std::string& dir) {
-  std::vector<fs::path> saved;
+std::vector<std::string> list_saves(const std::string& dir) {
+  std::vector<std::string> saved;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
     if (name == ckpt::kLatestName || name == ckpt::kBestName || unfinished_save_name(name) ||
         is_retired_step_folder(name) || ckpt::parse_step_folder(name) >= 0) {
-      saved.push_back(it->path());
+      saved.push_back(it->path().string());
     }
   }
   std::sort(saved.begin(), saved.end());
+  return saved;
+}
+
+std::vector<std::string> remove_saves(const std::string& dir) {
   std::vector<std::string> removed;
-  for (const fs::path& path : saved) {
+  for (std::string& path : list_saves(dir)) {
+    std::error_code ec;
     fs::remove_all(path, ec);
-    if (!ec) removed.push_back(path.string());
+    if (!ec) removed.push_back(std::move(path));
   }
   return removed;
 }

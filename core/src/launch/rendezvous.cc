@@ -32,9 +32,16 @@ class TcpStore final : public Store {
   }
   std::vector<uint8_t> get(const std::string& key, std::chrono::milliseconds timeout) override {
     const CallDeadline bound = deadline("get", key, timeout + limit_);
+    const auto start = std::chrono::steady_clock::now();
     try {
       store_->wait({key}, timeout);
     } catch (const std::exception& e) {
+      // Before the timeout the wait ended because the connection did: the store's host left.
+      if (std::chrono::steady_clock::now() - start < timeout) {
+        throw CommError("rendezvous store: lost it while waiting for key '" + key + "' (" +
+                        first_line(e.what()) +
+                        "); rank 0, which hosts it, ended or died: see its output");
+      }
       throw CommError("rendezvous store: key '" + key + "' did not appear within " +
                       std::to_string(timeout.count()) + " ms (" + first_line(e.what()) +
                       "); a rank did not arrive or died");

@@ -211,6 +211,8 @@ class ZT_API CheckpointDirLock {
   ExclusiveFileLock lock_;
 };
 
+// What saves made under `dir`, sorted: the paths remove_saves removes. Never throws.
+ZT_API std::vector<std::string> list_saves(const std::string& dir);
 // Removes what saves made under `dir`: step folders, `latest`, `best`, their pending
 // replacements and temporary folders, folders a publish moved aside; not the lock. Returns what
 // it removed. Best effort: what cannot be removed is left.
