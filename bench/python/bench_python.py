@@ -100,12 +100,14 @@ def main():
           f"Python / DDP {med['ddp'] / med['python']:.3f} (target >= 1.3); largest loss "
           f"difference against the trainer over the timed steps {diff:.2e}")
     os.makedirs(os.path.dirname(a.json), exist_ok=True)
-    with open(a.json, "w") as f:
+    # Written whole, then renamed: a bench stopped mid-write leaves the earlier results.
+    with open(a.json + ".tmp", "w") as f:
         json.dump({"bench": "python", "compute": "bf16" if a.bf16 else "fp32", "steps": a.steps, "warmup": a.warmup, "reps": a.reps,
                    "median_step_s": med, "step_times": arms,
                    "python_over_trainer": med["trainer"] / med["python"],
                    "python_over_ddp": med["ddp"] / med["python"],
                    "max_loss_diff_vs_trainer": diff}, f)
+    os.replace(a.json + ".tmp", a.json)
     print(f"results: {a.json}")
 
 

@@ -155,9 +155,11 @@ def main():
               f"{r['tune_s']:.0f} s ({r['tune_budget_s']:.0f} s) | {r['tuned']['composition']} | "
               f"{t['ratio']:.3f} ({t['low']:.3f}-{t['high']:.3f}) | {ok} |")
     os.makedirs(os.path.dirname(a.json), exist_ok=True)
-    with open(a.json, "w") as f:
+    # Written whole, then renamed: a bench stopped mid-write leaves the earlier results.
+    with open(a.json + ".tmp", "w") as f:
         json.dump({"bench": "tune", "steps": a.steps, "warmup": a.warmup, "reps": a.reps,
                    "jobs": results}, f, indent=1)
+    os.replace(a.json + ".tmp", a.json)
     print(f"\nbench tune: every number in {a.json}; runs under {scratch}")
 
 

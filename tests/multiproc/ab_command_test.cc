@@ -351,8 +351,10 @@ TEST_CASE(
   CHECK(contains(other.output, "holds checkpoint files (" + dir.file("shared/latest") +
                                    " and 1 more) that no live A/B job marked as its own"));
   CHECK_FALSE(contains(other.output, "step 1/"));
-  // Rank 1 waits for rank 0's token in the folder: rank 0's error ends the job at once, not after
-  // rank 1's launch.timeout_s (rank 0's communicator waited for it in a closing barrier).
+  // Rank 1 waits for rank 0's word on the folder: it gets rank 0's refusal and says it too, at
+  // once (thrown by rank 0 alone, its communicator's closing barrier waited launch.timeout_s for
+  // rank 1 before the error was said).
+  CHECK(contains(other.output, "[rank 1] config error: --set ab.switch_dir="));
   CHECK_FALSE(contains(other.output, "did not appear within"));
   CHECK(std::filesystem::exists(dir.file("shared/step-00000005/manifest.json")));
   CHECK(zt::test::read_file(dir.file("shared/latest")) == "step-00000005\n");
@@ -396,6 +398,38 @@ TEST_CASE("trainer ab: an --out folder another trainer ab or tune works in is re
   CHECK(contains(r.output, "--out " + dir.file("ab") + " is in use by another trainer ab or tune"));
   CHECK(contains(r.output, "give this trainer ab another --out, or wait for the other"));
   CHECK_FALSE(std::filesystem::exists(dir.file("ab/runs")));  // nothing started
+}
+
+TEST_CASE("live A/B: a switch folder another job holds is refused on every rank at once, and the "
+          "holder's states stay") {
+  // The holder: a live A/B job (its lock and mark, a switch's states). Refused by rank 0 alone,
+  // the job waited launch.timeout_s (120 s here) before its error was said, rank 1 waiting for
+  // rank 0's word on the folder, and rank 0's communicator for rank 1 in its closing barrier.
+  TempDir dir;
+  const std::string held = dir.file("held");
+  std::filesystem::create_directories(held + "/step-00000004");
+  zt::test::write_file(held + "/step-00000004/manifest.json", "{}");
+  zt::test::write_file(held + "/.zt-ab-switch", "live A/B switch states\n");
+  const std::string lock = held + "/.zt-lock";
+  const auto r = run_command(
+      "flock " + lock +
+      " sleep 60 > /dev/null 2>&1 & holder=$!; for i in $(seq 600); do flock -n " + lock +
+      " true || break; sleep 0.05; done; " +
+      zt::test::quiet_small_gpt_job(dir.file("live"),
+                                    "--set 'ab.arms=[\"plugins.shard=shard_tensor\", "
+                                    "\"plugins.shard=shard_bucket\"]' "
+                                    "--set ab.switch_dir=" +
+                                        held) +
+      " 2>&1; code=$?; pkill -P $holder; kill $holder; exit $code");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output,
+                 "[rank 1] config error: --set ab.switch_dir=" + held + ": ab.switch_dir: "));
+  CHECK(contains(r.output, "(here the folder is ab.switch_dir: give this job another one)"));
+  CHECK_FALSE(contains(r.output, "did not appear within"));
+  CHECK_FALSE(contains(r.output, "step 1/"));
+  CHECK(std::filesystem::exists(held + "/step-00000004/manifest.json"));
+  CHECK(std::filesystem::exists(held + "/.zt-ab-switch"));
 }
 
 TEST_CASE("live A/B: a job that fails after a switch leaves no copy of its states behind") {

@@ -160,6 +160,30 @@ TEST_CASE("export: a stage-3 checkpoint as Hugging Face GPT-2 safetensors, fp32 
   CHECK(hf_config["tie_word_embeddings"] == true);
   CHECK(hf_config["torch_dtype"] == "bfloat16");
   CHECK_FALSE(zt::test::file_starting_with(dir.file("hf/config.json.tmp")));
+  // An export that fails while it writes the weights (a piece of a parameter damaged, found by
+  // its checksum as it is read) leaves the folder's pair as it was: the weights and the
+  // config.json of their model, not that config beside a half-made model or the reverse.
+  const std::string damaged = dir.file("damaged/step-00000002");
+  std::filesystem::create_directories(dir.file("damaged"));
+  std::filesystem::copy(checkpoints + "/step-00000002", damaged);
+  r = run_command("python3 -c 'import json, struct, sys; p = sys.argv[1]; b = bytearray(open(p, "
+                  "\"rb\").read()); "
+                  "n = struct.unpack(\"<Q\", b[:8])[0]; h = json.loads(b[8:8 + n]); "
+                  "k = sorted(k for k in h if k.startswith(\"param/\"))[-1]; "
+                  "o = 8 + n + h[k][\"data_offsets\"][0]; b[o:o + 4] = struct.pack(\"<f\", 1e30); "
+                  "open(p, \"wb\").write(b)' " +
+                  damaged + "/rank-00001-of-00002.safetensors");
+  REQUIRE_MESSAGE(r.exit_code == 0, r.output);
+  const std::string pair_weights = zt::test::read_file(dir.file("hf/model.safetensors")),
+                    pair_config = zt::test::read_file(dir.file("hf/config.json"));
+  const auto failed = run_command(export_cmd(damaged, dir.file("hf/model.safetensors")));
+  INFO(failed.output);
+  CHECK(failed.exit_code == 5);
+  CHECK(contains(failed.output, "checksum mismatch in "));
+  CHECK(zt::test::read_file(dir.file("hf/model.safetensors")) == pair_weights);
+  CHECK(zt::test::read_file(dir.file("hf/config.json")) == pair_config);
+  CHECK_FALSE(zt::test::file_starting_with(dir.file("hf/config.json.tmp")));
+  CHECK_FALSE(zt::test::file_starting_with(dir.file("hf/model.safetensors.tmp")));
   // model.init_from of that folder's file reads the config.json beside it: as written, it loads;
   // a GPT2Config zt's GPT does not compute (another GELU), or other heads, is refused by name.
   const std::string from_hf = "--set run.steps=1 --set model.init_from=" +

@@ -338,6 +338,26 @@ TEST_CASE("ranks that disagree on their hosts' layout are refused before a codec
   }
 }
 
+TEST_CASE("a two-level gather whose ranks' launcher did not say which share a host is refused") {
+  // zero.mics_hierarchical_params_gather splits the shard group by host: with no ranks per host
+  // (no LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE or SLURM_NTASKS_PER_NODE) it was left out
+  // without a word.
+  TempDir dir;
+  const std::string job = zt::test::quiet_small_gpt_job(
+      dir.file("run"), "--set zero.mics_hierarchical_params_gather=true --set launch.timeout_s=60");
+  const std::string unset = "env -u LOCAL_WORLD_SIZE -u LOCAL_RANK -u OMPI_COMM_WORLD_LOCAL_SIZE "
+                            "-u SLURM_NTASKS_PER_NODE";
+  const auto r = zt::test::run_two_ranks(dir, {unset, unset}, job);
+  INFO(r.output);
+  INFO(r.rank0);
+  CHECK(contains(r.output, "rank 1 exit 2"));
+  CHECK(contains(r.output, "rank 0 exit 2"));
+  CHECK(contains(r.output + r.rank0,
+                 "zero.mics_hierarchical_params_gather = true gathers in two levels by host, but "
+                 "the launcher did not say which ranks share a host"));
+  CHECK_FALSE(contains(r.output + r.rank0, "step 1/"));
+}
+
 TEST_CASE("killing one rank of `trainer --nproc 2` stops the job and names the rank and signal") {
   // A long smoke job; the test kills its rank 1 from outside, as a person or a scheduler would
   // (the OOM killer's kills are named as such: host_faults_test.cc; this one must not be). The

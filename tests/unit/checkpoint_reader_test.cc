@@ -285,6 +285,15 @@ TEST_CASE("checkpoint reader: hostile sizes in a manifest are refused before any
   });
   m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(c.folder.string()); });
   CHECK_MESSAGE(has(m, "\"step\" is 9223372036854775807, not a count"), m);
+  // The bound itself is a count; one past it, or a whole number written as a float, is not.
+  edit_manifest(c.folder, [](nlohmann::json& j) { j["step"] = int64_t{1} << 62; });
+  CHECK_NOTHROW(zt::CheckpointReader(c.folder.string()));
+  edit_manifest(c.folder, [](nlohmann::json& j) { j["step"] = (int64_t{1} << 62) + 1; });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(c.folder.string()); });
+  CHECK_MESSAGE(has(m, "\"step\" is 4611686018427387905, not a count"), m);
+  edit_manifest(c.folder, [](nlohmann::json& j) { j["step"] = 3.0; });
+  m = error_of<zt::ConfigError>([&] { zt::CheckpointReader r(c.folder.string()); });
+  CHECK_MESSAGE(has(m, "\"step\" is 3.0, not a count"), m);
   for (const auto& [begin, end] :
        {std::pair<int64_t, int64_t>{INT64_MIN, INT64_MAX}, {0, INT64_MAX}, {-4, 4}}) {
     Saved u;

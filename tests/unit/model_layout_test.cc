@@ -153,3 +153,25 @@ TEST_CASE("a tie declared by its second unit under a name of its own is refused 
                                          "wte.weight already lists"),
                        zt::InternalError);
 }
+
+TEST_CASE("a released parameter attaches to its declaration, a zero-element matrix too") {
+  // An engine of another arm (a live A/B switch) leaves stage-3 parameters released: empty
+  // vectors without storage. A declared [0, 4] matrix has no elements either, and its released
+  // form was taken for a unit that built it in another shape.
+  auto decl = [](const std::string& name, std::vector<int64_t> shape) {
+    return zt::ParamEntry{name, name, std::move(shape), zt::ParamInit::normal(0.02), {}};
+  };
+  const std::vector<zt::UnitEntries> entries = {
+      {decl("empty.weight", {0, 4}), decl("fc.weight", {3, 2})}};
+  PerTensor strategy;
+  zt::ModelLayout layout(entries, {"unit 0"}, strategy, 2, 4, 1);
+  ListUnit released("block", {{"empty.weight", at::empty({0}).requires_grad_(true)},
+                              {"fc.weight", at::empty({0}).requires_grad_(true)}});
+  CHECK_NOTHROW(layout.attach(0, released));
+  // A shape that is neither the declared one nor a released vector is still refused.
+  zt::ModelLayout other(entries, {"unit 0"}, strategy, 2, 4, 1);
+  ListUnit wrong("block", {{"empty.weight", param({0, 4}, 0)}, {"fc.weight", param({2, 3}, 0)}});
+  CHECK_THROWS_WITH_AS(other.attach(0, wrong),
+                       doctest::Contains("built fc.weight as [2, 3] but declared it [3, 2]"),
+                       zt::InternalError);
+}

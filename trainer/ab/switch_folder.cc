@@ -22,15 +22,21 @@ void write_mark(const std::string& dir) {
   const std::string path = mark_path(dir);
   // O_EXCL never follows a link in the way: the mark is a new file or the write fails.
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  const char text[] = "live A/B switch states: zt removes this folder's saves\n";
-  bool written = fd >= 0 &&
-                 ::write(fd, text, sizeof text - 1) == static_cast<ssize_t>(sizeof text - 1);
-  const int err = errno;
-  if (fd >= 0 && ::close(fd) != 0) written = false;
-  if (!written) {
+  int err = fd < 0 ? errno : 0;
+  if (fd >= 0) {
+    const char text[] = "live A/B switch states: zt removes this folder's saves\n";
+    const ssize_t n = ::write(fd, text, sizeof text - 1);
+    if (n != static_cast<ssize_t>(sizeof text - 1)) err = n < 0 ? errno : ENOSPC;
+    if (::close(fd) != 0 && err == 0) err = errno;  // NFS reports a full disk or quota at close
+    // A mark cut short still marks: a folder this job could not mark stays unmarked.
+    if (err != 0) ::unlink(path.c_str());
+  }
+  if (err != 0) {
     throw IoError("cannot write " + path + " (" + std::strerror(err) +
-                  "), the mark of a live A/B switch folder; make room there or give ab.switch_dir "
-                  "a folder the job can write");
+                  "), the mark of a live A/B switch folder; " +
+                  (err == EEXIST ? "remove what is in its place"
+                                 : "make room there or give ab.switch_dir a folder the job can "
+                                   "write"));
   }
 }
 

@@ -295,7 +295,39 @@ int export_weights(const CliArgs& args, std::ostream& out) {
   const CheckpointReader& reader = *opened;
   const ExportPlan plan = plan_export(reader);
   const ExportDtype& dtype = export_dtype(args.dtype);
+  // Named as Hugging Face names a model's weights: its config.json beside it, so that
+  // from_pretrained(folder) loads the pair. Written first under a name of its own and renamed
+  // right after the weights: a failed export leaves the folder's earlier pair as it was, never
+  // new weights beside an earlier model's config.
+  const std::filesystem::path file(args.out_path);
+  const bool hf_pair = plan.gpt.heads > 0 && file.filename() == "model.safetensors";
+  const std::string config = (file.parent_path() / "config.json").string();
+  // Removed unless renamed into place (a hard stop, a second Ctrl-C, may leave these few hundred
+  // bytes: its one slot holds the weights' temporary file, GBs).
+  struct UnlessRenamed {
+    std::string path;
+    ~UnlessRenamed() {
+      std::error_code ec;
+      if (!path.empty()) std::filesystem::remove(path, ec);
+    }
+  } config_tmp{hf_pair ? config + ".tmp-" + std::to_string(::getpid()) : ""};
+  if (hf_pair) {
+    writing_out(config, [&] {
+      write_report_file(config_tmp.path, hf_config_json(plan.gpt, dtype),
+                        "; choose a writable --out");
+    });
+  }
   const int64_t bytes = write_file(reader, plan, dtype, args.out_path);
+  if (hf_pair) {
+    std::error_code ec;
+    std::filesystem::rename(config_tmp.path, config, ec);
+    if (ec) {
+      throw IoError("trainer export --out " + args.out_path + ": wrote it, but cannot rename " +
+                    config_tmp.path + " to " + config + " (" + ec.message() +
+                    "): the config.json there is not this model's; export again");
+    }
+    config_tmp.path.clear();
+  }
   int64_t params = 0;
   for (const auto& p : plan.tensors) params += p.tensor->numel();
   out << "exported step " << reader.step() << " of " << reader.folder() << ": "
@@ -308,14 +340,7 @@ int export_weights(const CliArgs& args, std::ostream& out) {
     out << "  GPT2LMHeadModel(" << plan.gpt2_config
         << ") takes its tensors (load_state_dict(..., strict=False): lm_head is tied to wte)\n";
   }
-  // Named as Hugging Face names a model's weights: its config.json beside it, so that
-  // from_pretrained(folder) loads the pair.
-  const std::filesystem::path file(args.out_path);
-  if (plan.gpt.heads > 0 && file.filename() == "model.safetensors") {
-    const std::string config = (file.parent_path() / "config.json").string();
-    writing_out(config, [&] {
-      write_report_file(config, hf_config_json(plan.gpt, dtype), "; choose a writable --out");
-    });
+  if (hf_pair) {
     out << "  " << config << " beside it: GPT2LMHeadModel.from_pretrained(\""
         << (file.parent_path().empty() ? std::string(".") : file.parent_path().string())
         << "\") loads the pair\n";

@@ -231,11 +231,6 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   spec.env.push_back({"GLIBC_TUNABLES", glibc_tunables_for_training(glibc_tunables(environ))});
   // A rank that fails makes the others write their flight records (SIGUSR2) where they wait.
   spec.failure_signal = SIGUSR2;
-  // A rank that failed by a communication error saw a peer stall: that peer names the cause when
-  // its own deadline ends, each bounded by launch.timeout_s (a file operation's by half
-  // checkpoint.timeout_s, at least 10 s), and is stopped only then.
-  spec.comm_settle = std::max(
-      {launch.timeout, job.checkpoint.timeout / 2, std::chrono::milliseconds(10000)});
   // Only training ranks keep flight records. An evaluation's or a sample's out_dir is most often
   // the training run's, whose records (a hang being looked into) stay.
   const std::string flight_dir = job.run.out_dir + "/flight";

@@ -103,12 +103,11 @@ std::string TrainerState::to_json() const {
 
 namespace {
 
-// A count of the trainer state, from 0 to 2^62: a float, or a negative or huge number, is
-// refused here (get<int64_t>() of a float out of range is undefined behaviour; a negative
-// sample position failed later as an internal error).
+// A count of the trainer state (json_count): a float, or a negative or huge number, is refused
+// here (a negative sample position failed later as an internal error).
 int64_t count_in(const json& j, const char* key, const std::string& folder) {
-  const std::optional<int64_t> n = json_integer<int64_t>(j.at(key));
-  if (!n || *n < 0 || *n > (int64_t{1} << 62)) {
+  const std::optional<int64_t> n = json_count(j.at(key));
+  if (!n) {
     throw ConfigError("checkpoint " + folder + ": its trainer state's \"" + key + "\" is " +
                       j.at(key).dump() +
                       ", not a count from 0 to 2^62; the checkpoint is damaged: resume from an "

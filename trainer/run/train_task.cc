@@ -634,17 +634,26 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   // there now a live A/B job killed outright (SIGKILL, the OOM killer) left, its last switch's
   // model states, which on /dev/shm held memory until a reboot.
   std::optional<CheckpointDirLock> switch_lock;
+  // Why rank 0 cannot take the folder: every rank fails with it in check_switch_dir_shared, where
+  // the others wait for rank 0's word on the folder (thrown here, rank 0 alone failed, and its
+  // communicator's closing barrier waited launch.timeout_s for them before it said why).
+  SwitchFolderRefusal refusal;
   if (leader && run.live.on()) {
-    // Taken before the guard below: a job refused here must not remove the holder's states.
     try {
-      switch_lock.emplace(run.live.switch_dir);
+      try {
+        switch_lock.emplace(run.live.switch_dir);
+      } catch (const ConfigError& e) {
+        throw ConfigError(job.ab.switch_dir_where + ": ab.switch_dir: " + e.what() +
+                          " (here the folder is ab.switch_dir: give this job another one)");
+      }
+      for (const std::string& left :
+           claim_switch_folder(run.live.switch_dir, job.ab.switch_dir_where)) {
+        std::printf("ab: removed %s, model states a stopped live A/B job left\n", left.c_str());
+      }
     } catch (const ConfigError& e) {
-      throw ConfigError(job.ab.switch_dir_where + ": ab.switch_dir: " + e.what() +
-                        " (here the folder is ab.switch_dir: give this job another one)");
-    }
-    for (const std::string& left :
-         claim_switch_folder(run.live.switch_dir, job.ab.switch_dir_where)) {
-      std::printf("ab: removed %s, model states a stopped live A/B job left\n", left.c_str());
+      refusal = {e.what(), false};
+    } catch (const IoError& e) {
+      refusal = {e.what(), true};
     }
     std::fflush(stdout);
   }
@@ -662,8 +671,8 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
       } catch (...) {  // the job's own error is the one to report
       }
     }
-  } switch_states{run, leader};
-  if (run.live.on()) check_switch_dir_shared(run, store, timeout);
+  } switch_states{run, leader && refusal.message.empty()};  // a refused job's folder is not its own
+  if (run.live.on()) check_switch_dir_shared(run, store, timeout, refusal);
   if (leader && !dir_lock) dir_lock.emplace(settings.dir);
   RunOutputs out = open_outputs(run, settings, resume.get());
   TrainSummary summary = train_loop(run, *out.report, settings, out.checkpoints.get());

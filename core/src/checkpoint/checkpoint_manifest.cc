@@ -43,16 +43,15 @@ template <typename Int>
 Int whole(const Json& j, const char* key) {
   return whole_value<Int>(j.at(key), key);
 }
-// A count (steps, samples): a whole number from 0 to 2^62, so that the increments a run adds
-// to it cannot overflow; a negative step would be saved under a name no reader reads back.
+// A count (steps, samples): json_count's range.
 int64_t count(const Json& j, const char* key) {
-  const int64_t n = whole<int64_t>(j, key);
-  if (n < 0 || n > (int64_t{1} << 62)) {
-    throw ConfigError(std::string(kUnplaced) + "\"" + key + "\" is " + std::to_string(n) +
+  const std::optional<int64_t> n = json_count(j.at(key));
+  if (!n) {
+    throw ConfigError(std::string(kUnplaced) + "\"" + key + "\" is " + j.at(key).dump() +
                       ", not a count from 0 to 2^62; the manifest is damaged: resume from an "
                       "older checkpoint");
   }
-  return n;
+  return *n;
 }
 
 Json counters_json(const EngineCounters& c) {

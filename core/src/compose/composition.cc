@@ -176,6 +176,15 @@ void compose_parts(Composition& c, const EngineSettings& settings, PluginCatalog
   c.options = settings.options;
   check_host_layout(*c.comm, settings, env);
   const ShardGroupChoice groups = shard_groups(settings, env.world, env.local_world);
+  // The two-level gather splits a group by host; unknown hosts, it was left out without a word.
+  if (groups.hierarchical && settings.options.stage >= 1 && env.world > 1 && env.local_world <= 0) {
+    throw ConfigError(settings.places.where("zero.mics_hierarchical_params_gather") +
+                      ": zero.mics_hierarchical_params_gather = true gathers in two levels by "
+                      "host, but the launcher did not say which ranks share a host "
+                      "(LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE or SLURM_NTASKS_PER_NODE); "
+                      "start the ranks with trainer --nproc, torchrun, mpirun or srun, or set "
+                      "zero.mics_hierarchical_params_gather = false");
+  }
   make_codecs(c, settings, catalog, env.world, groups.sharding_world(env.world), env.local_world);
   c.options.shard_group_size = groups.size;
   c.options.hierarchical_params_gather = groups.hierarchical;

@@ -604,10 +604,7 @@ class Supervisor {
         stopped_others_ = spec_.stop_all_on_failure ? alive_ : 0;
         result_.exit_code = code_of(status_[r]);
         settling_ = stopped_others_ > 0;
-        const bool comm = WIFEXITED(status_[r]) &&
-                          WEXITSTATUS(status_[r]) == static_cast<int>(ErrorKind::kComm);
-        stop_at_ = std::chrono::steady_clock::now() +
-                   (comm ? std::max(spec_.settle, spec_.comm_settle) : spec_.settle);
+        stop_at_ = std::chrono::steady_clock::now() + spec_.settle;
         if (spec_.failure_signal > 0) stop_all(spec_.failure_signal);
       }
     }

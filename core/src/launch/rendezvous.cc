@@ -38,9 +38,10 @@ class TcpStore final : public Store {
     } catch (const std::exception& e) {
       // Before the timeout the wait ended because the connection did: the store's host left.
       if (std::chrono::steady_clock::now() - start < timeout) {
-        throw CommError("rendezvous store: lost it while waiting for key '" + key + "' (" +
-                        first_line(e.what()) +
-                        "); rank 0, which hosts it, ended or died: see its output");
+        throw CommError("rendezvous store at " + where_ + ": lost it while waiting for key '" +
+                        key + "' (" + first_line(e.what()) +
+                        "); its host (rank 0, or under torchrun its agent) ended or died: see "
+                        "rank 0's output");
       }
       throw CommError("rendezvous store: key '" + key + "' did not appear within " +
                       std::to_string(timeout.count()) + " ms (" + first_line(e.what()) +

@@ -126,8 +126,9 @@ void ModelLayout::attach(int u, Unit& unit) {
     }
     ParamSlot& slot = params[it->second];
     // An engine of another arm (a live A/B switch) may have left it released: empty, its values
-    // in that engine's checkpoint, which the new engine loads.
-    const bool released = tensor.dim() == 1 && tensor.numel() == 0 && slot.numel > 0 &&
+    // in that engine's checkpoint, which the new engine loads. A declared matrix without
+    // elements ([0, 4]) is released the same way.
+    const bool released = tensor.dim() == 1 && tensor.numel() == 0 &&
                           tensor.storage().nbytes() == 0;
     if (tensor.sizes().vec() != slot.shape && !released) {
       throw InternalError(where + " built " + name + " as " + shape_text(tensor.sizes().vec()) +

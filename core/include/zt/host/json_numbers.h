@@ -35,6 +35,19 @@ std::optional<Int> json_integer(const Json& v) {
   return static_cast<Int>(i);
 }
 
+// The largest count (steps, samples) a file may hold: the increments a run adds to it cannot
+// overflow int64.
+inline constexpr int64_t kMaxJsonCount = int64_t{1} << 62;
+
+// `v` as a count when it is a JSON integer from 0 to kMaxJsonCount; nullopt for anything else (a
+// negative step was saved under a name no reader reads back, a float read as undefined behaviour).
+template <typename Json>
+std::optional<int64_t> json_count(const Json& v) {
+  const std::optional<int64_t> n = json_integer<int64_t>(v);
+  if (!n || *n < 0 || *n > kMaxJsonCount) return std::nullopt;
+  return n;
+}
+
 // `v` as a double when it is a JSON number, NaN when it is null (JSON has no NaN or infinity: a
 // writer puts null for them); nullopt for anything else.
 template <typename Json>

@@ -29,10 +29,6 @@ struct LaunchSpec {
   // After the first failure, how long the other ranks may take to end on their own before
   // SIGTERM: ranks that failed at the same moment then exit with their own error, not ours.
   std::chrono::milliseconds settle{1000};
-  // The same when the first rank to fail failed by a communication error (exit 4), how a rank
-  // sees a peer stall or go: the peer may still say why once a deadline of its own ends (a file
-  // operation's, a collective's), and that line names the cause. Below `settle`: `settle`.
-  std::chrono::milliseconds comm_settle{0};
   std::chrono::milliseconds grace{5000};  // SIGTERM -> SIGKILL
   // > 0: sent to the other ranks as soon as one failed, before `settle` (the trainer's SIGUSR2:
   // each writes its flight record while it still waits where it hung).
