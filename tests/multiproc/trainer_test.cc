@@ -2,6 +2,7 @@
 // the smoke job runs on 2 local ranks; plugins list/describe; --plugin-dir; ranks failing
 // together; the BLAS line of the run header.
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -336,6 +337,40 @@ TEST_CASE("ranks that disagree on their hosts' layout are refused before a codec
     CHECK(contains(r.output, "rank 0 exit 2"));
     CHECK(contains(r.output + rank0, layout.refusal));
   }
+}
+
+TEST_CASE("a run.out_dir rank 0 cannot make ends every rank at once, naming rank 0's error") {
+  // Made (and checkpoint.dir taken) by rank 0 alone once the job is built: the others went on
+  // into the first step, and rank 0's communicator waited launch.timeout_s for them in its
+  // closing barrier before the error was said.
+  TempDir dir;
+  zt::test::write_file(dir.file("file"), "a file, not a folder");
+  const auto r = run_command(
+      zt::test::quiet_small_gpt_job(dir.file("file/run"), "--set launch.timeout_s=120"));
+  INFO(r.output);
+  CHECK(r.exit_code == 5);
+  CHECK(contains(r.output,
+                 "rank 0 reported: io error: cannot create the folder " + dir.file("file/run")));
+  CHECK(contains(r.output, "rank 0 failed to take the job's folders (io error)"));
+  CHECK_FALSE(contains(r.output, "no progress"));
+  CHECK_FALSE(contains(r.output, "step 1/"));
+}
+
+TEST_CASE("a metrics file whose storage stops answering ends the job with exit 5, naming it") {
+  // A FIFO without a reader blocks its open as a file system that stopped answering blocks a
+  // call: rank 0 stuck there outlived its peers (srun leaves such a rank until the job's limit).
+  // Each open, write and close of metrics.jsonl may take half of launch.timeout_s.
+  TempDir dir;
+  std::filesystem::create_directories(dir.file("run"));
+  REQUIRE(mkfifo(dir.file("run/metrics.jsonl").c_str(), 0600) == 0);
+  const auto r = run_command(zt::test::quiet_small_gpt_job(
+      dir.file("run"), "--set launch.timeout_s=10 --set run.steps=2"));
+  INFO(r.output);
+  CHECK(r.exit_code == 5);
+  CHECK(contains(r.output, "io error: opening " + dir.file("run/metrics.jsonl") +
+                               " has not returned after 5.0 s"));
+  CHECK(contains(r.output, "check that run.out_dir's storage answers"));
+  CHECK(contains(r.output, "rank 0 (pid "));
 }
 
 TEST_CASE("a two-level gather whose ranks' launcher did not say which share a host is refused") {

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <system_error>
@@ -244,10 +245,10 @@ at::Tensor file_value(const CheckpointReader& reader, const Planned& p, at::Scal
   return converted;
 }
 
-// Writes every planned tensor to `out`.tmp-<pid>, then renames it to `out`; returns the file's
-// bytes.
+// Writes every planned tensor to `out`.tmp-<pid>, runs `before_publish` once the file is
+// complete (no checkpoint read left), then renames it to `out`; returns the file's bytes.
 int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const ExportDtype& dtype,
-                   const std::string& out) {
+                   const std::string& out, const std::function<void()>& before_publish) {
   SafetensorsWriter writer;
   writer.set_metadata("format", "pt");
   if (plan.n_head > 0) writer.set_metadata("zt.n_head", std::to_string(plan.n_head));
@@ -271,8 +272,9 @@ int64_t write_file(const CheckpointReader& reader, const ExportPlan& plan, const
                    value.numel() * value.element_size());
     });
   }
+  writing_out(out, [&] { writer.close(true); });
+  before_publish();
   writing_out(out, [&] {
-    writer.close(true);
     std::error_code ec;
     std::filesystem::rename(tmp, out, ec);
     if (ec) throw IoError("cannot rename " + tmp + " to " + out + ": " + ec.message());
@@ -296,14 +298,13 @@ int export_weights(const CliArgs& args, std::ostream& out) {
   const ExportPlan plan = plan_export(reader);
   const ExportDtype& dtype = export_dtype(args.dtype);
   // Named as Hugging Face names a model's weights: its config.json beside it, so that
-  // from_pretrained(folder) loads the pair. Written first under a name of its own and renamed
-  // right after the weights: a failed export leaves the folder's earlier pair as it was, never
-  // new weights beside an earlier model's config.
+  // from_pretrained(folder) loads the pair. Written under a name of its own once the weights'
+  // file is complete, and renamed right after it: a failed export leaves the folder's earlier
+  // pair as it was (only a hard stop between the two renames leaves new weights beside it).
   const std::filesystem::path file(args.out_path);
   const bool hf_pair = plan.gpt.heads > 0 && file.filename() == "model.safetensors";
   const std::string config = (file.parent_path() / "config.json").string();
-  // Removed unless renamed into place (a hard stop, a second Ctrl-C, may leave these few hundred
-  // bytes: its one slot holds the weights' temporary file, GBs).
+  // Removed unless renamed into place.
   struct UnlessRenamed {
     std::string path;
     ~UnlessRenamed() {
@@ -311,13 +312,13 @@ int export_weights(const CliArgs& args, std::ostream& out) {
       if (!path.empty()) std::filesystem::remove(path, ec);
     }
   } config_tmp{hf_pair ? config + ".tmp-" + std::to_string(::getpid()) : ""};
-  if (hf_pair) {
+  const int64_t bytes = write_file(reader, plan, dtype, args.out_path, [&] {
+    if (!hf_pair) return;
     writing_out(config, [&] {
       write_report_file(config_tmp.path, hf_config_json(plan.gpt, dtype),
                         "; choose a writable --out");
     });
-  }
-  const int64_t bytes = write_file(reader, plan, dtype, args.out_path);
+  });
   if (hf_pair) {
     std::error_code ec;
     std::filesystem::rename(config_tmp.path, config, ec);

@@ -16,6 +16,7 @@
 
 #include "zt/bytes.h"
 #include "zt/error.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host_memory.h"
 
 namespace zt::trainer {
@@ -289,10 +290,19 @@ std::vector<RankMemory> gather_memory(Communicator& comm, const RankMemory& mine
   return out;
 }
 
+namespace {
+
+constexpr const char* kMetricsIoWayOut =
+    "check that run.out_dir's storage answers; storage this slow but working needs a longer "
+    "launch.timeout_s (each open, write and close of metrics.jsonl may take half of it)";
+
+}  // namespace
+
 TrainReport::TrainReport(const std::string& path, int64_t total_steps, int64_t log_every,
-                         int64_t resumed_at)
-    : path_(path), total_steps_(total_steps), log_every_(log_every) {
+                         int64_t resumed_at, std::chrono::milliseconds io_limit)
+    : path_(path), io_limit_(io_limit), total_steps_(total_steps), log_every_(log_every) {
   if (path.empty()) return;
+  const FileIoDeadline deadline("opening " + path, io_limit_, kMetricsIoWayOut);
   if (resumed_at > 0) keep_lines_up_to(path, resumed_at);
   file_ = std::fopen(path.c_str(), resumed_at > 0 ? "a" : "w");
   if (!file_) {
@@ -304,7 +314,12 @@ TrainReport::TrainReport(const std::string& path, int64_t total_steps, int64_t l
 
 TrainReport::~TrainReport() {
   if (!file_) return;
-  if (std::fclose(file_) != 0 && lines_lost_ == 0) {
+  int closed = 0;
+  {
+    const FileIoDeadline deadline("closing " + path_, io_limit_, kMetricsIoWayOut);
+    closed = std::fclose(file_);
+  }
+  if (closed != 0 && lines_lost_ == 0) {
     // NFS reports a full disk or a quota at close: lines written before may be lost with it.
     std::fprintf(stderr,
                  "zt: warning: closing %s failed (%s): its last lines may be missing; free "
@@ -325,6 +340,7 @@ void TrainReport::append(const std::string& line) {
     ++lines_lost_;  // after a failure the file stays as it was, so it never holds a torn line
     return;
   }
+  const FileIoDeadline deadline("appending a line to " + path_, io_limit_, kMetricsIoWayOut);
   const long before = std::ftell(file_);
   if (std::fputs(line.c_str(), file_) >= 0 && std::fflush(file_) == 0) return;
   const int error = errno;

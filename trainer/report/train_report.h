@@ -4,6 +4,7 @@
 // memory numbers through the communicator.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -130,8 +131,11 @@ class TrainReport {
   // `path`: metrics.jsonl; empty on non-zero ranks (they write nothing). A run resumed from the
   // checkpoint of step `resumed_at` > 0 keeps the file's lines up to that step (the run it
   // continues) and appends; a fresh run starts the file anew.
+  // `io_limit` (0: none) bounds each open, write and close of the file: one still blocked after
+  // it ends the process naming the file (zt/host/file_io_deadline.h), where rank 0 stuck on a
+  // run.out_dir whose storage stopped answering hung past its peers' exit (srun leaves it).
   TrainReport(const std::string& path, int64_t total_steps, int64_t log_every,
-              int64_t resumed_at = 0);
+              int64_t resumed_at = 0, std::chrono::milliseconds io_limit = {});
   ~TrainReport();
   // The counters as a step starts: its step_bytes are what moved from here to its log(), not
   // what the start-up, an evaluation or a save (its own event line counts it) moved before.
@@ -159,6 +163,7 @@ class TrainReport {
   void write_failed(int error);
 
   std::string path_;
+  std::chrono::milliseconds io_limit_{};
   std::FILE* file_ = nullptr;
   int64_t lines_lost_ = 0;
   int write_error_ = 0;

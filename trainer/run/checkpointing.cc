@@ -19,6 +19,7 @@
 
 #include "data/data_source.h"
 #include "models/model.h"
+#include "run/rank0_step.h"
 #include "settings/job_config.h"
 #include "zt/error.h"
 #include "zt/host/file_io_deadline.h"
@@ -274,19 +275,6 @@ std::filesystem::path base_of(const std::string& path, std::chrono::milliseconds
   std::error_code ec;
   return std::filesystem::is_directory(path, ec) ? std::filesystem::path(path)
                                                  : std::filesystem::path(path).parent_path();
-}
-
-// Rank 0's error on another rank, of the same kind: an IoError there stays one a restart may
-// cure (a config error is not restarted).
-[[noreturn]] void throw_of_kind(int kind, const std::string& message) {
-  switch (static_cast<ErrorKind>(kind)) {
-    case ErrorKind::kConfig: throw ConfigError(message);
-    case ErrorKind::kPlugin: throw PluginError(message);
-    case ErrorKind::kComm: throw CommError(message);
-    case ErrorKind::kIo: throw IoError(message);
-    case ErrorKind::kNumeric: throw NumericError(message);
-    default: throw InternalError(message);
-  }
 }
 
 }  // namespace

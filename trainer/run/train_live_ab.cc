@@ -57,21 +57,16 @@ double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void check_switch_dir_shared(const TrainRun& run, Store& store, std::chrono::milliseconds timeout,
-                             const SwitchFolderRefusal& refusal) {
+void check_switch_dir_shared(const TrainRun& run, Store& store, std::chrono::milliseconds timeout) {
   const std::string probe =
       (std::filesystem::path(run.live.switch_dir) / ".zt-shared-probe").string();
   const std::string key = "ab/switch_dir_probe";
   const std::string where = run.settings.ab.switch_dir_where + ": ab.switch_dir = '" +
                             run.live.switch_dir + "'";
   // What rank 0 publishes when it cannot write the token: the others then fail with its reason
-  // instead of reading nothing and calling the folder unshared. When it could not take the
-  // folder at all, its whole error, which every rank then throws as its own.
-  const std::string failed = "failed\n", refused_config = "refused\n", refused_io = "refused-io\n";
-  if (run.env.rank == 0 && !refusal.message.empty()) {
-    const std::string text = (refusal.io ? refused_io : refused_config) + refusal.message;
-    store.set(key, std::vector<uint8_t>(text.begin(), text.end()));
-  } else if (run.env.rank == 0) {
+  // instead of reading nothing and calling the folder unshared.
+  const std::string failed = "failed\n";
+  if (run.env.rank == 0) {
     std::string text = std::to_string(::getpid()) + "-" +
                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
     std::ofstream out(probe, std::ios::trunc);
@@ -88,24 +83,19 @@ void check_switch_dir_shared(const TrainRun& run, Store& store, std::chrono::mil
   const std::vector<uint8_t> value = store.get(key, timeout);
   const std::string published(value.begin(), value.end());
   const bool unwritten = published.rfind(failed, 0) == 0;
-  const bool refused_as_config = published.rfind(refused_config, 0) == 0;
-  const bool refused_as_io = published.rfind(refused_io, 0) == 0;
-  const bool refused = refused_as_config || refused_as_io;
   std::string seen;
-  if (!unwritten && !refused) std::getline(std::ifstream(probe), seen);
+  if (!unwritten) std::getline(std::ifstream(probe), seen);
   // One collective before any rank stops: rank 0 serves the store, and must not exit while
   // another rank still reads the key from it.
-  at::Tensor elsewhere = at::tensor({unwritten || refused || seen == published ? 0.0 : 1.0},
-                                    at::kDouble);
+  at::Tensor elsewhere = at::tensor({unwritten || seen == published ? 0.0 : 1.0}, at::kDouble);
   all_reduce_host(*run.setup.comm, elsewhere, ReduceOp::kSum);
-  if (refused_as_config) throw ConfigError(published.substr(refused_config.size()));
-  if (refused_as_io) throw IoError(published.substr(refused_io.size()));
   if (unwritten) {
     throw IoError(where + ": rank 0 " + published.substr(failed.size()) +
                   "; a switch saves the state there: make room there or give a folder the job "
                   "can write");
   }
-  if (run.env.rank == 0) std::filesystem::remove(probe);
+  std::error_code left;  // a token left behind is harmless; failing here, rank 0 failed alone
+  if (run.env.rank == 0) std::filesystem::remove(probe, left);
   const auto ranks = static_cast<int64_t>(elsewhere.item<double>());
   if (ranks == 0) return;
   throw ConfigError(where + " is not one folder for every rank: " + std::to_string(ranks) + " of " +

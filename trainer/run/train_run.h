@@ -65,18 +65,11 @@ std::string checkpoint_job(const TrainRun& run, Store& store, std::chrono::milli
 // layout. Collective. Returns the seconds it took on this rank.
 double switch_arm(TrainRun& run, Store& store, std::chrono::milliseconds timeout, size_t to,
                   int64_t step);
-// Why rank 0 could not take ab.switch_dir (its lock, its mark): "" when it did.
-struct SwitchFolderRefusal {
-  std::string message;
-  bool io = false;  // IoError, else ConfigError
-};
 // Live A/B before the first step: every rank must see the ab.switch_dir rank 0 writes into (a
 // switch reads the state back from there). Rank 0 writes a token into it, every rank reads it
 // back from its own view of the path. Throws ConfigError on every rank, naming how many ranks
-// see another folder (a local disk or /dev/shm of each host); with rank 0's `refusal`
-// (ignored on the others), that error on every rank. Collective.
-void check_switch_dir_shared(const TrainRun& run, Store& store, std::chrono::milliseconds timeout,
-                             const SwitchFolderRefusal& refusal);
+// see another folder (a local disk or /dev/shm of each host). Collective.
+void check_switch_dir_shared(const TrainRun& run, Store& store, std::chrono::milliseconds timeout);
 // Live A/B at the end of the job: the switch folder goes, and rank 0 writes the report of the
 // job's own steps (the first step after each switch left out of the timings).
 void finish_live_ab(TrainRun& run, const std::string& out_dir, bool leader);

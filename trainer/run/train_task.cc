@@ -26,6 +26,7 @@
 #include "run/evaluation.h"
 #include "run/loaded_model.h"
 #include "run/peak_flops.h"
+#include "run/rank0_step.h"
 #include "run/schedule.h"
 #include "run/step_trace.h"
 #include "run/stop_signals.h"
@@ -534,11 +535,8 @@ RunOutputs open_outputs(TrainRun& run, const CheckpointSettings& settings,
                         const CheckpointReader* resume) {
   const RunSettings& options = run.settings.run;
   const bool leader = run.env.rank == 0;
-  const std::string& out_dir = options.out_dir;
-  if (leader) {
-    create_out_dir(out_dir);
-    print_run_header(run, settings);
-  }
+  const std::string& out_dir = options.out_dir;  // made by rank 0 before (run_train)
+  if (leader) print_run_header(run, settings);
   if (resume) resume_from(run, *resume);
   RunOutputs out;
   if (settings.every_steps > 0) {
@@ -547,7 +545,8 @@ RunOutputs open_outputs(TrainRun& run, const CheckpointSettings& settings,
         checkpoint_job(run, *run.store, run.timeout));
   }
   out.report = std::make_unique<TrainReport>(leader ? out_dir + "/metrics.jsonl" : "",
-                                             options.steps, options.log_every, run.first_step);
+                                             options.steps, options.log_every, run.first_step,
+                                             checkpoint_io_limit(run.timeout));
   if (resume) out.report->log_resume(run.first_step, resume->folder(), run.load_seconds);
   if (run.live.on()) {
     std::vector<std::pair<std::string, std::vector<std::string>>> arms;
@@ -634,28 +633,24 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   // there now a live A/B job killed outright (SIGKILL, the OOM killer) left, its last switch's
   // model states, which on /dev/shm held memory until a reboot.
   std::optional<CheckpointDirLock> switch_lock;
-  // Why rank 0 cannot take the folder: every rank fails with it in check_switch_dir_shared, where
-  // the others wait for rank 0's word on the folder (thrown here, rank 0 alone failed, and its
-  // communicator's closing barrier waited launch.timeout_s for them before it said why).
-  SwitchFolderRefusal refusal;
-  if (leader && run.live.on()) {
-    try {
+  // Taken before the guard below: a job refused here must not remove the holder's states. Every
+  // rank fails with rank 0's refusal.
+  if (run.live.on()) {
+    rank0_step(store, "train/switch_dir", env.rank, timeout, "take ab.switch_dir", [&] {
       try {
         switch_lock.emplace(run.live.switch_dir);
-      } catch (const ConfigError& e) {
-        throw ConfigError(job.ab.switch_dir_where + ": ab.switch_dir: " + e.what() +
+      } catch (const Error& e) {
+        // The lock's own words name checkpoint.dir, whose lock it is too.
+        throw_of_kind(e.exit_code(),
+                      job.ab.switch_dir_where + ": ab.switch_dir: " + e.what() +
                           " (here the folder is ab.switch_dir: give this job another one)");
       }
       for (const std::string& left :
            claim_switch_folder(run.live.switch_dir, job.ab.switch_dir_where)) {
         std::printf("ab: removed %s, model states a stopped live A/B job left\n", left.c_str());
       }
-    } catch (const ConfigError& e) {
-      refusal = {e.what(), false};
-    } catch (const IoError& e) {
-      refusal = {e.what(), true};
-    }
-    std::fflush(stdout);
+      std::fflush(stdout);
+    });
   }
   // A live A/B job that fails leaves no copy of its model states in ab.switch_dir (tmpfs where
   // it is /dev/shm, and tune's failed trials left one each); the end of a good run removes it in
@@ -671,9 +666,14 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
       } catch (...) {  // the job's own error is the one to report
       }
     }
-  } switch_states{run, leader && refusal.message.empty()};  // a refused job's folder is not its own
-  if (run.live.on()) check_switch_dir_shared(run, store, timeout, refusal);
-  if (leader && !dir_lock) dir_lock.emplace(settings.dir);
+  } switch_states{run, leader};
+  if (run.live.on()) check_switch_dir_shared(run, store, timeout);
+  // The job's folders, taken and made by rank 0 now that the job is built; every rank fails with
+  // its failure (an out_dir that cannot be made, another job that took checkpoint.dir first).
+  rank0_step(store, "train/folders", env.rank, timeout, "take the job's folders", [&] {
+    if (!dir_lock) dir_lock.emplace(settings.dir);
+    create_out_dir(job.run.out_dir);
+  });
   RunOutputs out = open_outputs(run, settings, resume.get());
   TrainSummary summary = train_loop(run, *out.report, settings, out.checkpoints.get());
   finish_train(run, summary, settings);
