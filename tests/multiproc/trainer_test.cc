@@ -349,9 +349,10 @@ TEST_CASE("a run.out_dir rank 0 cannot make ends every rank at once, naming rank
       zt::test::quiet_small_gpt_job(dir.file("file/run"), "--set launch.timeout_s=120"));
   INFO(r.output);
   CHECK(r.exit_code == 5);
-  CHECK(contains(r.output,
-                 "rank 0 reported: io error: cannot create the folder " + dir.file("file/run")));
-  CHECK(contains(r.output, "rank 0 failed to take the job's folders (io error)"));
+  CHECK(contains(r.output, "[rank 0] io error: cannot create the folder " + dir.file("file/run")));
+  CHECK(contains(r.output, "[rank 1] io error: rank 1: rank 0 failed to take the job's folders: "
+                           "cannot create the folder " +
+                               dir.file("file/run")));
   CHECK_FALSE(contains(r.output, "no progress"));
   CHECK_FALSE(contains(r.output, "step 1/"));
 }
@@ -359,16 +360,17 @@ TEST_CASE("a run.out_dir rank 0 cannot make ends every rank at once, naming rank
 TEST_CASE("a metrics file whose storage stops answering ends the job with exit 5, naming it") {
   // A FIFO without a reader blocks its open as a file system that stopped answering blocks a
   // call: rank 0 stuck there outlived its peers (srun leaves such a rank until the job's limit).
-  // Each open, write and close of metrics.jsonl may take half of launch.timeout_s.
+  // Each open, write and close of metrics.jsonl may take half of launch.timeout_s (at least half
+  // checkpoint.timeout_s and 10 s): 15 s, before rank 1's collective times out at 30 s.
   TempDir dir;
   std::filesystem::create_directories(dir.file("run"));
   REQUIRE(mkfifo(dir.file("run/metrics.jsonl").c_str(), 0600) == 0);
   const auto r = run_command(zt::test::quiet_small_gpt_job(
-      dir.file("run"), "--set launch.timeout_s=10 --set run.steps=2"));
+      dir.file("run"), "--set launch.timeout_s=30 --set checkpoint.timeout_s=2 --set run.steps=2"));
   INFO(r.output);
   CHECK(r.exit_code == 5);
   CHECK(contains(r.output, "io error: opening " + dir.file("run/metrics.jsonl") +
-                               " has not returned after 5.0 s"));
+                               " has not returned after 15.0 s"));
   CHECK(contains(r.output, "check that run.out_dir's storage answers"));
   CHECK(contains(r.output, "rank 0 (pid "));
 }

@@ -304,7 +304,8 @@ int export_weights(const CliArgs& args, std::ostream& out) {
   const std::filesystem::path file(args.out_path);
   const bool hf_pair = plan.gpt.heads > 0 && file.filename() == "model.safetensors";
   const std::string config = (file.parent_path() / "config.json").string();
-  // Removed unless renamed into place.
+  // Removed unless renamed into place (a second Ctrl-C may leave it: the one hard-stop slot holds
+  // the weights' temporary file).
   struct UnlessRenamed {
     std::string path;
     ~UnlessRenamed() {

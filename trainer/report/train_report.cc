@@ -294,7 +294,8 @@ namespace {
 
 constexpr const char* kMetricsIoWayOut =
     "check that run.out_dir's storage answers; storage this slow but working needs a longer "
-    "launch.timeout_s (each open, write and close of metrics.jsonl may take half of it)";
+    "launch.timeout_s or checkpoint.timeout_s (each open, write and close of metrics.jsonl may "
+    "take half of the longer)";
 
 }  // namespace
 
@@ -302,9 +303,11 @@ TrainReport::TrainReport(const std::string& path, int64_t total_steps, int64_t l
                          int64_t resumed_at, std::chrono::milliseconds io_limit)
     : path_(path), io_limit_(io_limit), total_steps_(total_steps), log_every_(log_every) {
   if (path.empty()) return;
-  const FileIoDeadline deadline("opening " + path, io_limit_, kMetricsIoWayOut);
   if (resumed_at > 0) keep_lines_up_to(path, resumed_at);
-  file_ = std::fopen(path.c_str(), resumed_at > 0 ? "a" : "w");
+  {
+    const FileIoDeadline deadline("opening " + path, io_limit_, kMetricsIoWayOut);
+    file_ = std::fopen(path.c_str(), resumed_at > 0 ? "a" : "w");
+  }
   if (!file_) {
     throw IoError("cannot write metrics file " + path + ": " + std::strerror(errno) +
                   "; set run.out_dir to a writable folder");
@@ -316,6 +319,8 @@ TrainReport::~TrainReport() {
   if (!file_) return;
   int closed = 0;
   {
+    // Unwinding an error too: a close that never returns ends the process with this file's line
+    // in place of that error's (the storage is the cause then).
     const FileIoDeadline deadline("closing " + path_, io_limit_, kMetricsIoWayOut);
     closed = std::fclose(file_);
   }

@@ -131,9 +131,10 @@ class TrainReport {
   // `path`: metrics.jsonl; empty on non-zero ranks (they write nothing). A run resumed from the
   // checkpoint of step `resumed_at` > 0 keeps the file's lines up to that step (the run it
   // continues) and appends; a fresh run starts the file anew.
-  // `io_limit` (0: none) bounds each open, write and close of the file: one still blocked after
-  // it ends the process naming the file (zt/host/file_io_deadline.h), where rank 0 stuck on a
-  // run.out_dir whose storage stopped answering hung past its peers' exit (srun leaves it).
+  // `io_limit` (0: none) bounds each open, write and close of the file (not a resume's rewrite of
+  // it): one still blocked after it ends the process naming the file (zt/host/file_io_deadline.h),
+  // where rank 0 stuck on a run.out_dir whose storage stopped answering hung past its peers' exit
+  // (srun leaves it).
   TrainReport(const std::string& path, int64_t total_steps, int64_t log_every,
               int64_t resumed_at = 0, std::chrono::milliseconds io_limit = {});
   ~TrainReport();

@@ -13,11 +13,13 @@
 
 namespace zt::trainer {
 
-// Runs `step` on rank 0 and publishes under `key` (one per step) whether it failed; rank 0
-// rethrows its error. The other ranks wait for the word (up to `timeout`) and, when rank 0's step
-// failed, throw a CommError that says so, naming `what` and rank 0's error.
-void rank0_step(Store& store, const std::string& key, int rank, std::chrono::milliseconds timeout,
-                const std::string& what, const std::function<void()>& step);
+// Runs `step` on rank 0 of `world` and publishes under `key` (one per step) whether it failed;
+// rank 0 rethrows its error once the others read it (or after `timeout`). The other ranks wait
+// for the word (up to `timeout`) and, when rank 0's step failed, throw an error of its kind that
+// says so, naming `what` and rank 0's error.
+void rank0_step(Store& store, const std::string& key, int rank, int world,
+                std::chrono::milliseconds timeout, const std::string& what,
+                const std::function<void()>& step);
 
 // Throws an Error of `kind` (an ErrorKind's value; anything else is an InternalError) with
 // `message`: another rank's error here, of its kind (an IoError stays one a restart may cure, a

@@ -37,6 +37,7 @@
 #include "zt/error.h"
 #include "zt/host/blas.h"
 #include "zt/host/compose.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host/flight_recorder.h"
 #include "zt/host/rank_agreement.h"
 #include "zt/host/trace.h"
@@ -45,6 +46,11 @@
 namespace zt::trainer {
 
 namespace {
+
+// What a rank stuck on its folders' storage is told (FileIoDeadline).
+constexpr const char* kFolderIoWayOut =
+    "check that the folder's storage answers; storage this slow but working needs a longer "
+    "launch.timeout_s (each step of taking the job's folders may take half of it)";
 
 void create_out_dir(const std::string& out_dir) {
   std::error_code ec;
@@ -531,6 +537,17 @@ struct RunOutputs {
   std::unique_ptr<TrainReport> report;
 };
 
+// How long one open, write or close of metrics.jsonl may block (TrainReport): half of
+// launch.timeout_s, as a checkpoint load's calls, so that rank 0 is named before its peers'
+// collectives time out; but no less than a save's file operations may take (half of
+// checkpoint.timeout_s, at least 10 s) on what is most often the same storage, where a line may
+// wait behind a save's writeback.
+std::chrono::milliseconds metrics_io_limit(std::chrono::milliseconds launch_timeout,
+                                           std::chrono::milliseconds checkpoint_timeout) {
+  return std::max({checkpoint_io_limit(launch_timeout), checkpoint_timeout / 2,
+                   std::chrono::milliseconds(10000)});
+}
+
 RunOutputs open_outputs(TrainRun& run, const CheckpointSettings& settings,
                         const CheckpointReader* resume) {
   const RunSettings& options = run.settings.run;
@@ -546,7 +563,7 @@ RunOutputs open_outputs(TrainRun& run, const CheckpointSettings& settings,
   }
   out.report = std::make_unique<TrainReport>(leader ? out_dir + "/metrics.jsonl" : "",
                                              options.steps, options.log_every, run.first_step,
-                                             checkpoint_io_limit(run.timeout));
+                                             metrics_io_limit(run.timeout, settings.timeout));
   if (resume) out.report->log_resume(run.first_step, resume->folder(), run.load_seconds);
   if (run.live.on()) {
     std::vector<std::pair<std::string, std::vector<std::string>>> arms;
@@ -636,7 +653,9 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   // Taken before the guard below: a job refused here must not remove the holder's states. Every
   // rank fails with rank 0's refusal.
   if (run.live.on()) {
-    rank0_step(store, "train/switch_dir", env.rank, timeout, "take ab.switch_dir", [&] {
+    rank0_step(store, "train/switch_dir", env.rank, env.world, timeout, "take ab.switch_dir", [&] {
+      const FileIoDeadline stuck("taking ab.switch_dir " + run.live.switch_dir,
+                                 checkpoint_io_limit(timeout), kFolderIoWayOut);
       try {
         switch_lock.emplace(run.live.switch_dir);
       } catch (const Error& e) {
@@ -670,7 +689,10 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   if (run.live.on()) check_switch_dir_shared(run, store, timeout);
   // The job's folders, taken and made by rank 0 now that the job is built; every rank fails with
   // its failure (an out_dir that cannot be made, another job that took checkpoint.dir first).
-  rank0_step(store, "train/folders", env.rank, timeout, "take the job's folders", [&] {
+  rank0_step(store, "train/folders", env.rank, env.world, timeout, "take the job's folders", [&] {
+    const FileIoDeadline stuck(
+        "taking checkpoint.dir " + settings.dir + " and making run.out_dir " + job.run.out_dir,
+        checkpoint_io_limit(timeout), kFolderIoWayOut);
     if (!dir_lock) dir_lock.emplace(settings.dir);
     create_out_dir(job.run.out_dir);
   });
