@@ -186,9 +186,8 @@ CheckpointMark newest_checkpoint(const std::string& dir) {
 // go, unless another job holds the folder (its lock): that job's states stay, and so does a folder
 // no live A/B job marked as its own (switch_folder.h).
 void remove_left_switch_states(const std::string& switch_dir) {
-  std::error_code ec;
-  // The lock would make the folder, or a lock file in a folder that is not a switch folder.
-  if (!std::filesystem::exists(switch_dir, ec) || !is_switch_folder(switch_dir)) return;
+  // Unmarked (or not there), taking the lock would leave a lock file or make the folder.
+  if (!is_switch_folder(switch_dir)) return;
   try {
     const CheckpointDirLock held(switch_dir);
     // The saves, its lock, and the folder once empty.

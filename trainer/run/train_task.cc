@@ -539,13 +539,12 @@ struct RunOutputs {
 
 // How long one open, write or close of metrics.jsonl may block (TrainReport): half of
 // launch.timeout_s, as a checkpoint load's calls, so that rank 0 is named before its peers'
-// collectives time out; but no less than a save's file operations may take (half of
-// checkpoint.timeout_s, at least 10 s) on what is most often the same storage, where a line may
-// wait behind a save's writeback.
+// collectives time out; but no less than a save's file operations may take on what is most often
+// the same storage, where a line may wait behind a save's writeback.
 std::chrono::milliseconds metrics_io_limit(std::chrono::milliseconds launch_timeout,
                                            std::chrono::milliseconds checkpoint_timeout) {
-  return std::max({checkpoint_io_limit(launch_timeout), checkpoint_timeout / 2,
-                   std::chrono::milliseconds(10000)});
+  return std::max(checkpoint_io_limit(launch_timeout),
+                  checkpoint_save_io_limit(checkpoint_timeout));
 }
 
 RunOutputs open_outputs(TrainRun& run, const CheckpointSettings& settings,

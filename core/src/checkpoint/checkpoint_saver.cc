@@ -454,6 +454,10 @@ std::shared_ptr<SaveTask> CheckpointSaver::Impl::prepare(int64_t step, const Che
   return t;
 }
 
+std::chrono::milliseconds checkpoint_save_io_limit(std::chrono::milliseconds timeout) {
+  return std::max<std::chrono::milliseconds>(timeout / 2, std::chrono::seconds(10));
+}
+
 void CheckpointSaver::Impl::save(const CheckpointSaverAccess::Fill& fill, int64_t step,
                                  const CheckpointMeta& meta) {
   const auto start = Clock::now();
@@ -464,7 +468,7 @@ void CheckpointSaver::Impl::save(const CheckpointSaverAccess::Fill& fill, int64_
   // At least 10 s: checkpoint.timeout_s may be 1 s, and launch.timeout_s (the Python engine's)
   // 0.1 s, too short for a 16 MiB write on working storage.
   const ckpt::SaveIoLimit bounded(
-      std::max<std::chrono::milliseconds>(options_.timeout / 2, std::chrono::seconds(10)),
+      checkpoint_save_io_limit(options_.timeout),
       "check the storage under checkpoint.dir, or, for storage that is only slow, raise " +
           options_.timeout_setting +
           " (each file operation of a save may take half of it, at least 10 s)");

@@ -179,6 +179,10 @@ class ZT_API CheckpointSaver {
   std::unique_ptr<Impl> impl_;
 };
 
+// How long one file operation of a save may block (CheckpointSaver; the rank then ends naming the
+// file): half of `timeout` (checkpoint.timeout_s), at least 10 s.
+ZT_API std::chrono::milliseconds checkpoint_save_io_limit(std::chrono::milliseconds timeout);
+
 // The newest complete checkpoint folder under `dir` (the one `latest` names, else the highest
 // step-* holding a manifest), or "" when there is none. Never throws for a missing dir.
 ZT_API std::string latest_checkpoint(const std::string& dir);
