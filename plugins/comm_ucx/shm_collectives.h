@@ -45,8 +45,11 @@ class ShmCollectives {
   uint64_t published_bytes() const { return published_; }
 
  private:
+  // Which collective a round belongs to: ranks whose calls paired an all-gather with a
+  // reduce-scatter of the same size exchanged each other's data without a word.
+  enum class Op : uint64_t { kAllGather = 1, kReduceScatter, kAllReduce, kBroadcast, kBarrier };
   // `op_bytes`: the op's size, the same on every rank that called it alike.
-  void begin_round(const std::string& what, uint64_t op_bytes);
+  void begin_round(const std::string& what, Op op, uint64_t op_bytes);
   // After `in_ready` of the ranks waited for: each called this op with this rank's size.
   void check_same_size(const std::string& what, int only_rank = -1);
   void end_round();
@@ -61,7 +64,7 @@ class ShmCollectives {
   int world_;
   std::chrono::milliseconds timeout_;
   uint64_t epoch_ = 0;     // the round in progress (or last finished)
-  uint64_t op_bytes_ = 0;  // of the round in progress
+  uint64_t op_bytes_ = 0;  // of the round in progress: its Op above kOpShift, its bytes below
   uint64_t published_ = 0;
 };
 

@@ -15,6 +15,7 @@
 #include "models/gelu.h"
 #include "python/binding/data_stream.h"
 #include "python/binding/module_engine.h"
+#include "settings/job_config.h"
 #include "zt/error.h"
 #include "zt/host/blas.h"
 #include "zt/host/compose.h"
@@ -83,6 +84,8 @@ py::tuple launch(int nproc, const std::vector<std::string>& argv, const std::str
       {"GLIBC_TUNABLES", zt::glibc_tunables_for_training(zt::glibc_tunables(environ))});
   const std::string job = zt::draw_job_id();
   spec.env.push_back({"ZT_JOB_ID", job});
+  // This launcher reads no config: the ranks' rank 0 says what it has to (its warnings).
+  spec.env.push_back({zt::trainer::kRank0SpeaksVariable, "1"});
   // The ranks note their file tiers' folders here: this launcher does not read their configs,
   // and a rank killed (SIGKILL: nothing runs) removes none of its files. (One stopped by
   // SIGTERM removes its own, leaving_ranks.h, as does one that leaves at once after an uncaught

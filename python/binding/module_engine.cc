@@ -155,6 +155,7 @@ ModuleEngine::ModuleEngine(const std::string& config_path, const std::string& to
     remove_offload_files_on_sigterm();
   schedule_ = trainer::schedule_of(job_.schedule, setup_.optimizer->base_lr());
   warn_about_schedule_length();
+  warn_about_launch_nproc();
   if (env_.rank == 0 && !setup_.engine->weight_decay_warning().empty())
     std::cerr << "zt: warning: " << setup_.engine->weight_decay_warning() << "\n";
 }
@@ -172,6 +173,19 @@ void ModuleEngine::warn_about_schedule_length() const {
             << " (its default, set by neither the config nor an override): from step "
             << schedule_.total_steps + 1 << " on the lr stays at run.min_lr_ratio x lr; set "
             << "run.steps (or run.decay_steps) to the steps your loop takes\n";
+}
+
+// The processes that started are the job: a config's launch.nproc (configs/zero3.toml's 2) that
+// differs was dropped without a word, and `python3 train.py` trained ZeRO-3 as a job of one.
+void ModuleEngine::warn_about_launch_nproc() const {
+  if (env_.rank != 0 || !loaded_.config.section("launch").is_set("nproc")) return;
+  const int64_t nproc = job_.engine.launch.nproc;
+  if (nproc == env_.world) return;
+  std::cerr << "zt: warning: launch.nproc = " << nproc << ", but this job has " << env_.world
+            << " rank(s) (" << (env_.found ? env_.source + " started them" : "one process")
+            << "): zt.initialize trains with the ranks that started, not the config's; start "
+            << nproc << " with python3 -m zt.launch --nproc " << nproc
+            << " script.py, or drop launch.nproc\n";
 }
 
 ModuleEngine::~ModuleEngine() {

@@ -149,6 +149,7 @@ class ModuleEngine {
   Engine& live() const;
   void take_dir_lock(const std::string& dir);
   void warn_about_schedule_length() const;
+  void warn_about_launch_nproc() const;
 
   // Drawn first, before anything that may fail on one rank alone (its config, its environment):
   // every rank's n-th zt.initialize takes the key prefix "engine-n/", whichever of them failed.

@@ -10,22 +10,51 @@ import numbers
 import os
 
 
-def _warn_without_optimizer(path):
-    """A DeepSpeed JSON without an "optimizer" section (DeepSpeed then takes the optimizer that
-    deepspeed.initialize is given, as Hugging Face's Trainer passes it) trains with
-    optim_hybrid_adam's defaults here: said, so that lr 1e-3 and no weight decay are chosen, not
-    assumed. A file zt cannot read as JSON is left to zt's own reader, which names the fault."""
+def _auto_keys(value, where=""):
+    """The dotted keys of a JSON object whose value is "auto", in the file's order."""
+    if isinstance(value, dict):
+        return [k for key, v in value.items() for k in _auto_keys(v, f"{where}{key}.")]
+    return [where[:-1]] if value == "auto" else []
+
+
+def _rank0():
+    """Whether this process is rank 0 of its job (or a job of one): it speaks for the config,
+    once, where every rank said it before."""
+    for variable in ("RANK", "OMPI_COMM_WORLD_RANK"):
+        if variable in os.environ:
+            return os.environ[variable] == "0"
+    if "SLURM_STEP_ID" in os.environ and "SLURM_PROCID" in os.environ:
+        return os.environ["SLURM_PROCID"] == "0"
+    return True
+
+
+def _warn_about_json(path):
+    """What a DeepSpeed JSON leaves to someone else, said: without an "optimizer" section
+    (DeepSpeed then takes the optimizer that deepspeed.initialize is given, as Hugging Face's
+    Trainer passes it) the job trains with optim_hybrid_adam's defaults, and a key whose value is
+    "auto" (Hugging Face's Trainer fills those in) takes zt's default, as no zt config comes with
+    the JSON here: lr 1e-3, fp32, no clipping, a decay over 10 steps. A file zt cannot read as
+    JSON is left to zt's own reader, which names the fault."""
     import warnings
     try:
         with open(path, encoding="utf-8") as f:
             ds = json.load(f)
     except (OSError, ValueError):
         return
-    if isinstance(ds, dict) and "optimizer" not in ds:
+    if not isinstance(ds, dict) or not _rank0():
+        return
+    if "optimizer" not in ds:
         warnings.warn(f"zt: {path} has no \"optimizer\" section: the job trains with "
                       "optim_hybrid_adam's defaults (lr 1e-3, betas [0.9, 0.999], no weight "
                       "decay); give the JSON an \"optimizer\" section (docs/deepspeed.md) to "
                       "choose them", stacklevel=3)
+    auto = _auto_keys(ds)
+    if auto:
+        warnings.warn(f"zt: {path} leaves {', '.join(auto)} to \"auto\", which Hugging Face's "
+                      "Trainer fills in: zt.initialize has no other config to take them from, so "
+                      "each takes zt's default (the optimizer's lr 1e-3, fp32 compute, no "
+                      "clipping, an lr schedule's decay over run.steps = 10); give them as "
+                      "numbers in the JSON, or as overrides (docs/deepspeed.md)", stacklevel=3)
 
 
 def _value(value, where):
@@ -106,7 +135,7 @@ def config_source(config, overrides, who):
         # DeepSpeed's JSON has no keys for as the shipped configs choose them, and the optimizer
         # its "optimizer" section maps to (DeepSpeed could take one from initialize instead).
         if path.lower().endswith(".json"):
-            _warn_without_optimizer(path)
+            _warn_about_json(path)
             return "", to_toml({"run": {"deepspeed": path},
                                 "plugins": {"comm": "comm_ucx", "shard": "shard_bucket",
                                             "optimizer": "optim_hybrid_adam"}}), overrides

@@ -3,7 +3,7 @@
 // runs one scenario. It writes "OK" or the failure to $ZT_CHECK_OUT/rank<r>.txt and exits 0 on
 // success, 1 on a failed check, or the zt::Error's exit code.
 //
-//   zt_comm_check --scenario collectives|split|coded|die|wait_for_dead|mismatch|
+//   zt_comm_check --scenario collectives|split|coded|die|wait_for_dead|mismatch|crossed|
 //                            rendezvous_only|rendezvous_then_leave
 //                 [--plugin ID]
 //                 [--timeout-ms T] [--victim R] [--option name=value[,name=value...]]
@@ -358,6 +358,16 @@ static int run_main(int argc, char** argv) {
       at::Tensor t = at::ones({env.rank == victim ? 100 : 96});
       comm->all_reduce(t, zt::ReduceOp::kSum)->wait();
       throw zt::test::CheckFailed("an all_reduce of 96 and 100 elements completed");
+    } else if (scenario == "crossed") {
+      // A caller's bug of the same size: the victim all-gathers where the others reduce-scatter
+      // (ranks whose backward reached a gather and a reduction in different orders).
+      at::Tensor shard = at::ones({96}), full = at::ones({96 * env.world});
+      if (env.rank == victim) {
+        comm->all_gather(full, shard)->wait();
+      } else {
+        comm->reduce_scatter(shard, full, zt::ReduceOp::kSum)->wait();
+      }
+      throw zt::test::CheckFailed("an all_gather met a reduce_scatter and completed");
     } else {
       throw zt::ConfigError("unknown scenario " + scenario);
     }

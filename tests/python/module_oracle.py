@@ -38,6 +38,7 @@ class Block(nn.Module):
         self.qkv = nn.Linear(cfg.d, 3 * cfg.d, bias=False)
         self.proj = nn.Linear(cfg.d, cfg.d)
         self.mlp = nn.Sequential(nn.Linear(cfg.d, 2 * cfg.d), nn.GELU(), nn.Linear(2 * cfg.d, cfg.d))
+        self.use_mlp = True
 
     def forward(self, x):
         h = self.ln(x)
@@ -49,6 +50,8 @@ class Block(nn.Module):
         att = att.masked_fill(torch.ones(t, t).triu(1).bool(), float("-inf")).softmax(-1)
         y = self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
         # A branch on a plain Python object: TorchScript cannot compile this class.
+        if not self.use_mlp:
+            return y
         if self.cfg.parallel:
             return y + self.mlp(h)
         return y + self.mlp(self.ln(x + y))
@@ -69,7 +72,13 @@ class TinyGpt(nn.Module):
     def forward(self, idx):
         pos = torch.arange(idx.size(1))
         x = self.wte(idx) + self.wpe(pos)           # summed in the parent: not a chain
-        for block in self.blocks:
+        for i, block in enumerate(self.blocks):
+            # A block (or its MLP) the batch's first token rules out: its parameters get no
+            # gradient on the ranks whose batch skips it, and do on the others.
+            skipped = self.cfg.skip is not None and (int(idx[0, 0]) + i) % 2 == 0
+            if skipped and self.cfg.skip == "blocks":
+                continue
+            block.use_mlp = not skipped
             if self.cfg.checkpoint:                 # recomputed in backward, hooks and all
                 x = x + torch.utils.checkpoint.checkpoint(
                     block, x, use_reentrant=self.cfg.checkpoint == "reentrant")
@@ -123,6 +132,11 @@ def main():
                    help="torch.utils.checkpoint around every block, in this mode (non-reentrant "
                         "recomputes a block's forward inside the loss's backward, its saved "
                         "tensors views of the gathered parameters)")
+    p.add_argument("--skip", choices=["blocks", "mlp"],
+                   help="each block (or only its MLP, the block still run) is left out of the "
+                        "forward where its micro batch's first token says so: ranks differ in the "
+                        "parameters that get a gradient (stage 3 gathers a unit on every rank or "
+                        "on none: only the MLP there)")
     p.add_argument("--plant-nan", choices=["first", "middle", "last"],
                    help="a planted fault: one element of zt's result in the first, a middle or "
                         "the last tensor compared made NaN (the oracle must fail)")
@@ -139,7 +153,8 @@ def train_and_compare(a, stage, world, rank):
     """Trains at `stage` and compares every parameter: 0 when all are within the tolerance, 1
     (the worst tensor named) otherwise."""
     cfg = types.SimpleNamespace(vocab=VOCAB, seq=SEQ, d=D, heads=HEADS, layers=LAYERS,
-                                parallel=True, checkpoint=a.checkpoint)
+                                parallel=True, checkpoint=a.checkpoint,
+                                skip=a.skip)
     torch.manual_seed(1234 + rank)
     model = TinyGpt(cfg)
     torch.manual_seed(1234)
@@ -159,6 +174,11 @@ def train_and_compare(a, stage, world, rank):
     engine = zt.initialize(model, config=config)
     assert engine.world_size == world and engine.rank == rank
     opt = torch.optim.AdamW(reference.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
+    if a.skip:
+        # zt updates a parameter no micro batch of a step used as one whose gradient is 0
+        # (weight decay, moments); AdamW skips one whose .grad is None, as before its first use.
+        for param in reference.parameters():
+            param.grad = torch.zeros_like(param)
     global_batch = a.micro * a.accum * world
     for x, y in batches(a.steps, global_batch):
         # This rank's micro batches: the trainer's order (micro step, then rank).
@@ -168,7 +188,7 @@ def train_and_compare(a, stage, world, rank):
             engine.backward(custom_loss(out, y[at:at + a.micro]))
             report = engine.step()
             assert (report is not None) == (m == a.accum - 1)
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=False)
         total = 0
         for chunk in range(a.accum * world):
             s = slice(chunk * a.micro, (chunk + 1) * a.micro)

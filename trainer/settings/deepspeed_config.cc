@@ -715,9 +715,10 @@ void read_scheduler(Reader& r, const json& obj) {
           floor_at_min ? origin("warmup_min_lr") : at);
   }
   if (type != "WarmupLR") {
-    // "auto": the run's steps, which is what run.decay_steps = 0 means.
+    // "auto": the zt config's run.decay_steps (by default 0: the run's steps). Left unset, not
+    // set to 0: a Python loop has no run.steps, and the engine warns of a decay whose length
+    // nobody set only where none is set (with 0 set here, the lr reached 0 at step 10 unsaid).
     if (is_auto_param("total_num_steps")) {
-      r.set("run.decay_steps", int64_t{0}, "scheduler.params.total_num_steps");
     } else if (total <= 0) {
       r.problem("scheduler.params.total_num_steps", type + " needs it (> 0)");
     } else {

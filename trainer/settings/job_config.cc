@@ -60,7 +60,10 @@ int job_world(const ConfigSource& source, const std::vector<std::string>& overri
 bool speaks() {
   if (std::getenv(kConfigSpokenVariable)) return false;
   const char* rank = std::getenv("RANK");
-  if (rank) return std::string(rank) == "0" && !std::getenv("ZT_LAUNCHER");
+  if (rank) {
+    return std::string(rank) == "0" &&
+           (!std::getenv("ZT_LAUNCHER") || std::getenv(kRank0SpeaksVariable));
+  }
   // srun and mpirun set no RANK: their rank 0 speaks (each rank spoke before).
   try {
     const RankEnv env = discover_rank_env();

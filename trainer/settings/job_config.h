@@ -15,6 +15,10 @@ namespace zt::trainer {
 // Set in the environment of a single process that started itself again, after loading its
 // config, to run as the rank (app/job.cc): its first start printed what the config had to say.
 inline constexpr const char* kConfigSpokenVariable = "ZT_CONFIG_SPOKEN";
+// Set by a launcher of zt's that reads no config (Python's zt.launch) for the ranks it starts:
+// their rank 0 says what the config has to say, as under torchrun (the trainer's launcher said
+// it itself, and its ranks keep quiet).
+inline constexpr const char* kRank0SpeaksVariable = "ZT_RANK0_SPEAKS";
 // Set by `trainer ab`, `tune` and `estimate` for themselves and the runs they start: their arms
 // and candidates select plugins the job as written does not, so a [plugin.<id>] table that no
 // role of the file selects is no news there (settings/plugin_tables.h).

@@ -453,7 +453,7 @@ TEST_CASE("a scheduler's \"auto\" params keep the zt config's lr, warmup and ste
   // The optimizer's lr stays the peak (DeepSpeed's default 1e-3 took its place).
   CHECK(got["plugin.optim_hybrid_adam.lr"] == zt::value_to_toml(3e-5));
   CHECK(got["run.lr_schedule"] == "\"linear\"");
-  CHECK(got["run.decay_steps"] == "0");       // the run's steps
+  CHECK(got.count("run.decay_steps") == 0);   // the zt config's (by default the run's steps)
   CHECK(got.count("run.warmup_steps") == 0);  // the zt config's, not 1000
   CHECK(got.count("run.warmup_min_ratio") == 0);
   // A start given without the peak cannot become zt's ratio of it: refused, saying so.

@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 
 #include "zero/coded_collectives.h"
@@ -45,7 +46,8 @@ GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage
       arrived_(layout.params.size(), 0),
       reduced_(layout.groups.size(), false),
       residuals_(layout.groups.size()),
-      across_residuals_(layout.groups.size()) {
+      across_residuals_(layout.groups.size()),
+      turn_(static_cast<int>(layout.groups.size()) - 1) {
   for (size_t g = 0; g < layout_.groups.size() && options_.error_feedback; ++g) {
     if (options_.codec) residuals_[g] = at::zeros({layout_.groups[g].padded}, at::kFloat);
     if (options_.across_codec && comms_.replica) {
@@ -82,6 +84,7 @@ void GradReducer::begin_micro_step(int64_t step, int64_t index) {
   std::fill(ready_.begin(), ready_.end(), 0);
   std::fill(arrived_.begin(), arrived_.end(), 0);
   std::fill(reduced_.begin(), reduced_.end(), false);
+  turn_ = static_cast<int>(layout_.groups.size()) - 1;
   any_arrived_ = false;
   arrived_outside_ = false;
 }
@@ -130,7 +133,28 @@ void GradReducer::on_grad_ready(int p) {
   }
   if (arrived_[p]) return;
   arrived_[p] = 1;
-  if (++ready_[g] == static_cast<int>(layout_.groups[g].params.size())) reduce_group(g);
+  if (++ready_[g] == static_cast<int>(layout_.groups[g].params.size())) reduce_in_turn();
+}
+
+void GradReducer::reduce_in_turn() {
+  while (turn_ >= 0 && ready_[turn_] == static_cast<int>(layout_.groups[turn_].params.size())) {
+    reduce_group(turn_--);
+  }
+}
+
+void GradReducer::note_missing_gradient(int group) {
+  if (noted_missing_ || options_.stage < 2) return;
+  for (const int p : layout_.groups[group].params) {
+    if (arrived_[p]) continue;
+    noted_missing_ = true;
+    std::fprintf(stderr,
+                 "zt: note: parameter %s got no gradient in step %lld's backward (the forward "
+                 "did not use it; its gradient counts as 0): ZeRO stage %d reduces the groups "
+                 "in a fixed order, last to first, the same on every rank, so the groups before "
+                 "it waited for the end of backward; said once\n",
+                 layout_.params[p].name.c_str(), static_cast<long long>(step_), options_.stage);
+    return;
+  }
 }
 
 void GradReducer::reduce_group(int gi) {
@@ -201,6 +225,12 @@ void GradReducer::accumulate(const Pending& r) {
 }
 
 void GradReducer::reduce_remaining() {
+  if (options_.stage >= 2) {
+    for (; turn_ >= 0; --turn_) {
+      note_missing_gradient(turn_);
+      reduce_group(turn_);
+    }
+  }
   for (size_t g = 0; g < layout_.groups.size(); ++g) reduce_group(static_cast<int>(g));
   drain();
   tier_grads_.settle();

@@ -1,7 +1,12 @@
 // GradReducer: gets every group's gradients from the parameters' .grad into the rank's fp32
 // gradient shard. Stages 2-3 send a group as soon as its last parameter's gradient arrived
-// (a hook on each parameter's AccumulateGrad node), so reduce-scatters overlap the rest of
-// backward (overlap_comm), with at most reduce_bucket_mb in flight; stages 0-1 send everything
+// (a hook on each parameter's AccumulateGrad node) and every later group was sent, so
+// reduce-scatters overlap the rest of backward (overlap_comm), with at most reduce_bucket_mb in
+// flight. The turn is the groups' order, last to first (backward's order): which parameters get
+// a gradient may differ between ranks (a branch on the batch, a mixture of experts' routing),
+// and ranks that sent groups as each completed issued their collectives in different orders,
+// which reduced one group's gradients into another's where the sizes agreed (as DDP's Reducer,
+// which launches its buckets in their order). Stages 0-1 send everything
 // at the step (stage 0 all-reduces full gradients, stage 1 reduce-scatters). Results are summed
 // over micro steps into ShardStorage::grad, or, for groups whose optimizer states are streamed
 // from a file tier, into their gradient in that tier (TierGradients): the step's first
@@ -71,9 +76,9 @@ class GradReducer {
   // Micro step `index` (0-based, of grad_accum) of step `step` (1-based, for error messages)
   // begins.
   void begin_micro_step(int64_t step, int64_t index);
-  // Sends every group not sent in this micro step (stages 0-1 all of them; stages 2-3 groups
-  // whose parameters got no gradient), in group order so all ranks issue the same collectives,
-  // and waits for all of them (tier gradient writes included).
+  // Sends every group not sent in this micro step (stages 0-1 all of them, first to last;
+  // stages 2-3 the ones a parameter without a gradient held back, in their turn), so all ranks
+  // issue the same collectives, and waits for all of them (tier gradient writes included).
   void reduce_remaining();
   // A micro step whose backward failed part way: waits for the reductions it issued (their
   // buffers are in flight) and drops the gradients autograd left on the parameters. What it
@@ -116,6 +121,11 @@ class GradReducer {
   };
 
   void on_grad_ready(int param);
+  // Stages 2-3: sends the groups whose turn it is and whose parameters' gradients all arrived.
+  void reduce_in_turn();
+  // Once per engine: names a parameter that got no gradient in a backward, which held back the
+  // groups before it until backward ended.
+  void note_missing_gradient(int group);
   void reduce_group(int g);
   void drain();
   // MiCS: the all-reduce across groups of pending_[0, upto)'s shards, each once its
@@ -142,6 +152,8 @@ class GradReducer {
   std::vector<bool> reduced_;          // per group: already sent this micro step
   std::vector<at::Tensor> residuals_;  // per group; undefined without error feedback
   std::vector<at::Tensor> across_residuals_;  // per group, MiCS's coded all-reduce
+  int turn_ = -1;                             // stages 2-3: the group sent next; -1 when all were
+  bool noted_missing_ = false;                // note_missing_gradient's once
   std::vector<Pending> pending_;
   FinalGradientSink sink_;
 };

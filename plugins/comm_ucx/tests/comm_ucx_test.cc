@@ -96,6 +96,18 @@ TEST_CASE("ranks that call a collective with different sizes fail, on both paths
   }
 }
 
+TEST_CASE(
+    "on shared memory, an all_gather met by a reduce_scatter of the same size fails, naming both") {
+  // The ring path matches messages by size alone: launch.check_collectives compares the ops there.
+  auto run = launch_comm_check(
+      3, {"--scenario", "crossed", "--victim", "1", "--option", "shared_memory=true"});
+  INFO(run.all());
+  CHECK(run.result.exit_code != 0);
+  CHECK(contains(run.all(), "called all_gather where rank"));
+  CHECK(contains(run.all(), "ranks issued different collectives"));
+  CHECK_FALSE(contains(run.all(), "completed"));
+}
+
 TEST_CASE("peer_error_handling = true: a dead peer is reported as unreachable or silent") {
   auto run = launch_comm_check(2,
                                {"--scenario", "die", "--victim", "1", "--timeout-ms", "3000",
