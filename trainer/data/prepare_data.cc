@@ -125,11 +125,14 @@ std::string repaired_json_line(std::string_view line) {
   return out;
 }
 
-// A JSON line as prepare-data reads one: as it is, else repaired (repaired_json_line); a
-// discarded value when neither parses.
-nlohmann::json parse_json_line(std::string_view line) {
+// A JSON line as prepare-data reads one: as it is, else repaired (repaired_json_line, said in
+// `repaired`); a discarded value when neither parses.
+nlohmann::json parse_json_line(std::string_view line, bool* repaired = nullptr) {
   nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-  if (j.is_discarded()) j = nlohmann::json::parse(repaired_json_line(line), nullptr, false);
+  if (j.is_discarded()) {
+    j = nlohmann::json::parse(repaired_json_line(line), nullptr, false);
+    if (repaired) *repaired = true;
+  }
   return j;
 }
 
@@ -266,7 +269,9 @@ std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,
       std::sort(found.begin(), found.end());
       paths.insert(paths.end(), found.begin(), found.end());
       walked.insert(found.begin(), found.end());
-    } else {
+    } else if (!excluded(input) && !is_prepare_output(input, out_prefix)) {
+      // A file named among the inputs (a shell's `corpus/*`) is left out as one found in a folder
+      // is: what --exclude names, and this run's own outputs, which a resume's glob names too.
       paths.push_back(input);
     }
   }
@@ -373,7 +378,8 @@ int64_t line_of(std::string_view text, size_t at) {
   return 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
 }
 
-// Calls doc(text) for each non-empty document in one range.
+// Calls doc(text, repaired) for each non-empty document in one range; `repaired`: it had bytes
+// that are not UTF-8, read as U+FFFD (by the tokenizer, or by the JSON line's repair).
 template <typename Fn>
 void for_each_document(const InputFile& file, const Range& range, const PrepareRequest& r, Fn doc) {
   const MappedFile map = map_input(file);
@@ -398,7 +404,8 @@ void for_each_document(const InputFile& file, const Range& range, const PrepareR
         const auto where = [&] {
           return file.path + ":" + std::to_string(line_of(all, range.begin + at));
         };
-        const nlohmann::json j = parse_json_line(line);
+        bool repaired = false;
+        const nlohmann::json j = parse_json_line(line, &repaired);
         if (j.is_discarded()) {
           // The parser's own words for the line as it stands, parsed again for them.
           std::string why;
@@ -421,15 +428,19 @@ void for_each_document(const InputFile& file, const Range& range, const PrepareR
         }
         // An empty text is no document, as in a text file: no lone <|endoftext|>. Nor is a
         // null one (Hugging Face exports hold a few).
-        if (field.is_string() && !field.get_ref<const std::string&>().empty())
-          doc(std::string_view(field.get_ref<const std::string&>()));
+        // The parser accepts UTF-8 only: a text that holds U+FFFD after a repaired parse had
+        // bytes that are not (or an escaped half of a surrogate pair) there, not in another field.
+        if (field.is_string() && !field.get_ref<const std::string&>().empty()) {
+          const std::string& s = field.get_ref<const std::string&>();
+          doc(std::string_view(s), repaired && s.find("\xEF\xBF\xBD") != std::string::npos);
+        }
       }
       at = nl + 1;
     }
     return;
   }
   if (r.separator.empty()) {
-    if (!text.empty()) doc(text);
+    if (!text.empty()) doc(text, !is_valid_utf8(text));
     return;
   }
   // Lines equal to the separator end a document and belong to none.
@@ -442,7 +453,10 @@ void for_each_document(const InputFile& file, const Range& range, const PrepareR
     const bool is_sep = line == r.separator;
     if (is_sep || line_end == text.size()) {
       const size_t doc_end = is_sep ? at : text.size();
-      if (doc_end > start) doc(text.substr(start, doc_end - start));
+      if (doc_end > start) {
+        const std::string_view d = text.substr(start, doc_end - start);
+        doc(d, !is_valid_utf8(d));
+      }
       start = nl == std::string_view::npos ? text.size() : nl + 1;
     }
     if (nl == std::string_view::npos) break;
@@ -456,7 +470,7 @@ UnitResult encode_unit(const std::vector<InputFile>& files, const Unit& unit,
   try {
     out.ids.reserve(static_cast<size_t>(unit.bytes / 3));
     for (const Range& range : unit.ranges) {
-      for_each_document(files[range.file], range, r, [&](std::string_view text) {
+      for_each_document(files[range.file], range, r, [&](std::string_view text, bool repaired) {
         const size_t before = out.ids.size();
         try {
           tokenizer.encode_ordinary(text, out.ids);
@@ -469,8 +483,7 @@ UnitResult encode_unit(const std::vector<InputFile>& files, const Unit& unit,
         out.ids.push_back(eot);
         out.doc_tokens.push_back(out.ids.size() - before);
         out.text_bytes += static_cast<int64_t>(text.size());
-        if (!is_valid_utf8(text) && out.repaired_documents++ == 0)
-          out.first_repaired = files[range.file].path;
+        if (repaired && out.repaired_documents++ == 0) out.first_repaired = files[range.file].path;
       });
     }
   } catch (...) {

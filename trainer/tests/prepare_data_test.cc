@@ -387,6 +387,17 @@ TEST_CASE("prepare-data: an earlier preparation in an input folder is no text to
   PrepareRequest again = c.request("in/old");
   again.overwrite = true;
   CHECK(prepare_data(again, nullptr).progress.documents == 5);
+  // The same with the folder's entries named one by one, as a shell expands `in/*`: its own
+  // outputs and what --exclude names (in/a.dat) are left out as in a folder, where they were
+  // read (a resume of `prepare-data in/* --out in/old` was refused by its own partial files).
+  PrepareRequest globbed = again;
+  globbed.inputs.clear();
+  for (const auto& e : fs::directory_iterator(c.dir.path() / "in")) {
+    if (!e.is_symlink()) globbed.inputs.push_back(e.path().string());
+  }
+  std::sort(globbed.inputs.begin(), globbed.inputs.end());
+  test::write_file(c.dir.path() / "in/old.bin.partial", "stale partial bytes");
+  CHECK(prepare_data(globbed, nullptr).progress.documents == 5);
   // Into another prefix, the first one's files are inputs: each is refused, not read as text.
   try {
     prepare_data(c.request("new"), nullptr);
@@ -480,13 +491,20 @@ TEST_CASE("prepare-data: JSONL lines with bytes that are not UTF-8 or half a sur
   // all read (U+FFFD for the broken ones), as a text file's bytes are.
   test::write_file(c.dir.path() / "in/b.jsonl",
                    "{\"text\": \"a\\ud800b\"}\n{\"text\": \"c\xFF d\"}\n"
-                   "{\"text\": \"e\\ud83d\\ude00 \\\\ud800\"}\n{\"text\": \"x\\udc00\"}\n");
+                   "{\"text\": \"e\\ud83d\\ude00 \\\\ud800\"}\n{\"text\": \"x\\udc00\"}\n"
+                   "{\"text\": \"fine\", \"meta\": \"\xFF\"}\n");
   const PrepareSummary broken = prepare_data(c.request("broken"), nullptr);
+  // Counted for the run's warning as a text file's are: the three whose text was repaired (a
+  // repair in another field changes no document).
+  CHECK(broken.repaired_documents == 3);
+  CHECK(broken.first_repaired == (c.dir.path() / "in/b.jsonl").string());
   // The same documents written with U+FFFD by hand give the same tokens.
   test::write_file(c.dir.path() / "in/b.jsonl",
                    "{\"text\": \"a\\ufffdb\"}\n{\"text\": \"c\xEF\xBF\xBD d\"}\n"
-                   "{\"text\": \"e\\ud83d\\ude00 \\\\ud800\"}\n{\"text\": \"x\\ufffd\"}\n");
+                   "{\"text\": \"e\\ud83d\\ude00 \\\\ud800\"}\n{\"text\": \"x\\ufffd\"}\n"
+                   "{\"text\": \"fine\", \"meta\": \"ok\"}\n");
   const PrepareSummary fixed = prepare_data(c.request("fixed"), nullptr);
+  CHECK(fixed.repaired_documents == 0);
   CHECK(test::read_file(broken.tokens_path) == test::read_file(fixed.tokens_path));
   // Still not JSON: refused, with the line.
   test::write_file(c.dir.path() / "in/b.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"\xFF\n");
