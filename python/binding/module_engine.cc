@@ -177,8 +177,10 @@ void ModuleEngine::warn_about_schedule_length() const {
 
 // The processes that started are the job: a config's launch.nproc (configs/zero3.toml's 2) that
 // differs was dropped without a word, and `python3 train.py` trained ZeRO-3 as a job of one.
+// Under torchrun, srun or mpirun launch.nproc means nothing (their own counts decide, per host).
 void ModuleEngine::warn_about_launch_nproc() const {
   if (env_.rank != 0 || !loaded_.config.section("launch").is_set("nproc")) return;
+  if (env_.found && env_.source != "zt launcher") return;
   const int64_t nproc = job_.engine.launch.nproc;
   if (nproc == env_.world) return;
   std::cerr << "zt: warning: launch.nproc = " << nproc << ", but this job has " << env_.world

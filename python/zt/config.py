@@ -52,9 +52,10 @@ def _warn_about_json(path):
     if auto:
         warnings.warn(f"zt: {path} leaves {', '.join(auto)} to \"auto\", which Hugging Face's "
                       "Trainer fills in: zt.initialize has no other config to take them from, so "
-                      "each takes zt's default (the optimizer's lr 1e-3, fp32 compute, no "
-                      "clipping, an lr schedule's decay over run.steps = 10); give them as "
-                      "numbers in the JSON, or as overrides (docs/deepspeed.md)", stacklevel=3)
+                      "each takes zt's default where no override sets its zt key (the "
+                      "optimizer's lr 1e-3, fp32 compute, no clipping, an lr schedule's decay "
+                      "over run.steps = 10); give them as numbers in the JSON, or as overrides "
+                      "(docs/deepspeed.md)", stacklevel=3)
 
 
 def _value(value, where):

@@ -68,14 +68,18 @@ class TinyGpt(nn.Module):
         self.head = nn.Linear(cfg.d, cfg.vocab, bias=False)
         self.head.weight = self.wte.weight          # tied
         self.temperature = nn.Parameter(torch.ones(1))  # held by the root module itself
+        if cfg.skip == "unused":
+            self.spare = nn.Linear(cfg.d, cfg.d)    # a head no forward uses, on any rank
+        self.chunk = 0  # the global batch's chunk the next forward runs (--skip)
 
     def forward(self, idx):
         pos = torch.arange(idx.size(1))
         x = self.wte(idx) + self.wpe(pos)           # summed in the parent: not a chain
         for i, block in enumerate(self.blocks):
-            # A block (or its MLP) the batch's first token rules out: its parameters get no
-            # gradient on the ranks whose batch skips it, and do on the others.
-            skipped = self.cfg.skip is not None and (int(idx[0, 0]) + i) % 2 == 0
+            # A block (or its MLP) left out by the chunk's parity: its parameters get no gradient
+            # on the ranks whose chunk skips it, and do on the others (chunk = micro step x
+            # world + rank: ranks next to each other leave out different blocks).
+            skipped = self.cfg.skip in ("blocks", "mlp") and (self.chunk + i) % 2 == 0
             if skipped and self.cfg.skip == "blocks":
                 continue
             block.use_mlp = not skipped
@@ -132,11 +136,10 @@ def main():
                    help="torch.utils.checkpoint around every block, in this mode (non-reentrant "
                         "recomputes a block's forward inside the loss's backward, its saved "
                         "tensors views of the gathered parameters)")
-    p.add_argument("--skip", choices=["blocks", "mlp"],
-                   help="each block (or only its MLP, the block still run) is left out of the "
-                        "forward where its micro batch's first token says so: ranks differ in the "
-                        "parameters that get a gradient (stage 3 gathers a unit on every rank or "
-                        "on none: only the MLP there)")
+    p.add_argument("--skip", choices=["blocks", "mlp", "unused"],
+                   help="blocks, mlp: each block (or only its MLP, the block still run) is left "
+                        "out of the forward by its chunk's parity, so ranks differ in the "
+                        "parameters that get a gradient; unused: a head no forward uses"),
     p.add_argument("--plant-nan", choices=["first", "middle", "last"],
                    help="a planted fault: one element of zt's result in the first, a middle or "
                         "the last tensor compared made NaN (the oracle must fail)")
@@ -184,6 +187,7 @@ def train_and_compare(a, stage, world, rank):
         # This rank's micro batches: the trainer's order (micro step, then rank).
         for m in range(a.accum):
             at = (m * world + rank) * a.micro
+            model.chunk = m * world + rank
             out = engine(x[at:at + a.micro])
             engine.backward(custom_loss(out, y[at:at + a.micro]))
             report = engine.step()
@@ -192,6 +196,7 @@ def train_and_compare(a, stage, world, rank):
         total = 0
         for chunk in range(a.accum * world):
             s = slice(chunk * a.micro, (chunk + 1) * a.micro)
+            reference.chunk = chunk
             total = total + custom_loss(reference(x[s]), y[s])
         (total / (a.accum * world)).backward()
         opt.step()

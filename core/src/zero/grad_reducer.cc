@@ -47,6 +47,7 @@ GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage
       reduced_(layout.groups.size(), false),
       residuals_(layout.groups.size()),
       across_residuals_(layout.groups.size()),
+      late_(layout.groups.size(), 0),
       turn_(static_cast<int>(layout.groups.size()) - 1) {
   for (size_t g = 0; g < layout_.groups.size() && options_.error_feedback; ++g) {
     if (options_.codec) residuals_[g] = at::zeros({layout_.groups[g].padded}, at::kFloat);
@@ -100,12 +101,16 @@ void GradReducer::on_grad_ready(int p) {
   if (!in_engine_backward_) arrived_outside_ = true;
   if (options_.stage < 2) return;
   const int g = layout_.params[p].group;
-  if (reduced_[g] && arrived_outside_ && in_engine_backward_) {
+  // Stage 2 may hold a complete group until its turn: a gradient that came from outside the
+  // engine's backward is refused when the engine's own comes, reduced or not (summed unscaled
+  // into a loss-scaled gradient, it would be wrong without a word).
+  if (in_engine_backward_ &&
+      ((reduced_[g] && arrived_outside_) || arrived_[p] == kArrivedOutside)) {
     throw ConfigError(
         "the gradient of parameter " + layout_.params[p].name +
         " arrived a second time in one micro step at ZeRO stage " + std::to_string(options_.stage) +
         ": a backward before engine.backward (an auxiliary loss's loss.backward(retain_graph="
-        "True)) already reduced its group, which stages 2-3 do as gradients arrive; add the "
+        "True)) already gave its gradient, which stages 2-3 reduce as gradients arrive; add the "
         "losses and call engine.backward once (engine.backward(loss + aux_loss)), or train at "
         "zero.stage 0-1, which sum such backward passes");
   }
@@ -132,28 +137,53 @@ void GradReducer::on_grad_ready(int p) {
         "the module once, or train at zero.stage 0-1");
   }
   if (arrived_[p]) return;
-  arrived_[p] = 1;
-  if (++ready_[g] == static_cast<int>(layout_.groups[g].params.size())) reduce_in_turn();
-}
-
-void GradReducer::reduce_in_turn() {
-  while (turn_ >= 0 && ready_[turn_] == static_cast<int>(layout_.groups[turn_].params.size())) {
-    reduce_group(turn_--);
+  arrived_[p] = in_engine_backward_ ? kArrivedInside : kArrivedOutside;
+  if (++ready_[g] == static_cast<int>(layout_.groups[g].params.size())) {
+    if (options_.stage == 3) {
+      reduce_group(g);
+    } else {
+      reduce_in_turn();
+    }
   }
 }
 
-void GradReducer::note_missing_gradient(int group) {
-  if (noted_missing_ || options_.stage < 2) return;
-  for (const int p : layout_.groups[group].params) {
-    if (arrived_[p]) continue;
-    noted_missing_ = true;
-    std::fprintf(stderr,
-                 "zt: note: parameter %s got no gradient in step %lld's backward (the forward "
-                 "did not use it; its gradient counts as 0): ZeRO stage %d reduces the groups "
-                 "in a fixed order, last to first, the same on every rank, so the groups before "
-                 "it waited for the end of backward; said once\n",
-                 layout_.params[p].name.c_str(), static_cast<long long>(step_), options_.stage);
-    return;
+bool GradReducer::complete(int g) const {
+  return ready_[g] == static_cast<int>(layout_.groups[g].params.size());
+}
+
+void GradReducer::reduce_in_turn() {
+  for (; turn_ >= 0; --turn_) {
+    if (late_[turn_]) continue;  // sent at the end of backward
+    if (!complete(turn_)) return;
+    reduce_group(turn_);
+  }
+}
+
+// Every rank learns which groups missed a gradient on any rank (one all-reduce of a flag per
+// group): the next micro step sends them after the others, instead of holding back every group
+// before them (with their gradients) until its backward ends.
+void GradReducer::agree_on_late_groups() {
+  const int groups = static_cast<int>(layout_.groups.size());
+  at::Tensor missed = at::zeros({groups}, at::kFloat);
+  float* flag = missed.data_ptr<float>();
+  for (int g = 0; g < groups; ++g) flag[g] = complete(g) ? 0.0f : 1.0f;
+  at::Tensor placed = missed.to(layout_.params.front().tensor.device());
+  ledger_.clock().wait(*comms_.world.all_reduce(placed, ReduceOp::kMax), &EngineTimes::comm_wait);
+  missed = placed.to(at::kCPU);
+  flag = missed.data_ptr<float>();
+  for (int g = 0; g < groups; ++g) {
+    const bool late = flag[g] > 0;
+    if (late && !late_[g] && !noted_late_ && comms_.world.rank() == 0) {
+      noted_late_ = true;
+      std::fprintf(stderr,
+                   "zt: note: the group of parameter %s got no gradient on some rank in step "
+                   "%lld (a forward that did not use it there; its gradient counts as 0): ZeRO "
+                   "stage 2 sends the groups in a fixed order, the same on every rank, and from "
+                   "the next micro step on sends the groups that missed one last; said once\n",
+                   layout_.params[layout_.groups[g].params.front()].name.c_str(),
+                   static_cast<long long>(step_));
+    }
+    late_[g] = late ? 1 : 0;
   }
 }
 
@@ -225,13 +255,19 @@ void GradReducer::accumulate(const Pending& r) {
 }
 
 void GradReducer::reduce_remaining() {
-  if (options_.stage >= 2) {
-    for (; turn_ >= 0; --turn_) {
-      note_missing_gradient(turn_);
-      reduce_group(turn_);
-    }
+  const int groups = static_cast<int>(layout_.groups.size());
+  if (options_.stage == 2) {
+    // The order every rank keeps, whichever groups its hooks sent: the others last to first,
+    // then the late ones last to first.
+    for (int g = groups - 1; g >= 0; --g)
+      if (!late_[g]) reduce_group(g);
+    for (int g = groups - 1; g >= 0; --g)
+      if (late_[g]) reduce_group(g);
+    turn_ = -1;
+    drain();
+    agree_on_late_groups();
   }
-  for (size_t g = 0; g < layout_.groups.size(); ++g) reduce_group(static_cast<int>(g));
+  for (int g = 0; g < groups; ++g) reduce_group(g);
   drain();
   tier_grads_.settle();
 }

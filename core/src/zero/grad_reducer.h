@@ -1,12 +1,16 @@
 // GradReducer: gets every group's gradients from the parameters' .grad into the rank's fp32
-// gradient shard. Stages 2-3 send a group as soon as its last parameter's gradient arrived
-// (a hook on each parameter's AccumulateGrad node) and every later group was sent, so
-// reduce-scatters overlap the rest of backward (overlap_comm), with at most reduce_bucket_mb in
-// flight. The turn is the groups' order, last to first (backward's order): which parameters get
-// a gradient may differ between ranks (a branch on the batch, a mixture of experts' routing),
-// and ranks that sent groups as each completed issued their collectives in different orders,
-// which reduced one group's gradients into another's where the sizes agreed (as DDP's Reducer,
-// which launches its buckets in their order). Stages 0-1 send everything
+// gradient shard. Stages 2-3 send a group as soon as its last parameter's gradient arrived (a
+// hook on each parameter's AccumulateGrad node), so reduce-scatters overlap the rest of backward
+// (overlap_comm), with at most reduce_bucket_mb in flight. Stage 2 sends them in turn: the
+// groups' order, last to first (backward's order), as DDP's Reducer launches its buckets. Which
+// parameters get a gradient may differ between ranks (a branch on the batch, an expert's
+// routing), and ranks that sent groups as each completed issued their reductions in different
+// orders, which reduced one group's gradients into another's where the sizes agreed. A group
+// that missed a gradient on some rank (agreed at the end of each backward) is sent after the
+// others in the next micro step, rather than holding back every group before it. Stage 3 sends
+// each group as it completes: its backward gathers run between the reductions, so ranks must use
+// the same parameters there anyway (comm_ucx names the first collective that differs). Stages
+// 0-1 send everything
 // at the step (stage 0 all-reduces full gradients, stage 1 reduce-scatters). Results are summed
 // over micro steps into ShardStorage::grad, or, for groups whose optimizer states are streamed
 // from a file tier, into their gradient in that tier (TierGradients): the step's first
@@ -77,8 +81,9 @@ class GradReducer {
   // begins.
   void begin_micro_step(int64_t step, int64_t index);
   // Sends every group not sent in this micro step (stages 0-1 all of them, first to last;
-  // stages 2-3 the ones a parameter without a gradient held back, in their turn), so all ranks
-  // issue the same collectives, and waits for all of them (tier gradient writes included).
+  // stage 2 the rest in their turn, then the late ones; stage 3 the ones whose parameters got no
+  // gradient, first to last), so all ranks issue the same collectives, and waits for all of them
+  // (tier gradient writes included). Stage 2 then agrees on the next micro step's late groups.
   void reduce_remaining();
   // A micro step whose backward failed part way: waits for the reductions it issued (their
   // buffers are in flight) and drops the gradients autograd left on the parameters. What it
@@ -121,11 +126,13 @@ class GradReducer {
   };
 
   void on_grad_ready(int param);
-  // Stages 2-3: sends the groups whose turn it is and whose parameters' gradients all arrived.
+  // Stage 2: sends the groups whose turn it is and whose parameters' gradients all arrived.
   void reduce_in_turn();
-  // Once per engine: names a parameter that got no gradient in a backward, which held back the
-  // groups before it until backward ended.
-  void note_missing_gradient(int group);
+  // Whether every parameter of group g got its gradient in this micro step.
+  bool complete(int g) const;
+  // Stage 2, after a micro step's reductions: late_ becomes the groups that missed a gradient
+  // on any rank (a collective over the world).
+  void agree_on_late_groups();
   void reduce_group(int g);
   void drain();
   // MiCS: the all-reduce across groups of pending_[0, upto)'s shards, each once its
@@ -144,16 +151,20 @@ class GradReducer {
   std::vector<std::shared_ptr<torch::autograd::Node>>
       accumulators_;                  // kept alive: they carry our hooks
   std::vector<uintptr_t> hook_keys_;  // one per accumulator, for del_post_hook
-  std::vector<int> ready_;     // per group: parameters whose gradient arrived this micro step
-  std::vector<char> arrived_;  // per parameter: its gradient arrived this micro step
-  bool any_arrived_ = false;   // gradients_arrived()
+  std::vector<int> ready_;  // per group: parameters whose gradient arrived this micro step
+  // Per parameter: whether its gradient arrived this micro step, and from where.
+  static constexpr char kArrivedInside = 1;   // in the engine's own backward
+  static constexpr char kArrivedOutside = 2;  // in a backward the caller ran
+  std::vector<char> arrived_;
+  bool any_arrived_ = false;  // gradients_arrived()
   bool in_engine_backward_ = false;
   bool arrived_outside_ = false;       // since begin_micro_step, outside the engine's backward
   std::vector<bool> reduced_;          // per group: already sent this micro step
   std::vector<at::Tensor> residuals_;  // per group; undefined without error feedback
   std::vector<at::Tensor> across_residuals_;  // per group, MiCS's coded all-reduce
-  int turn_ = -1;                             // stages 2-3: the group sent next; -1 when all were
-  bool noted_missing_ = false;                // note_missing_gradient's once
+  std::vector<char> late_;   // stage 2, per group: sent after the others (agree_on_late_groups)
+  int turn_ = -1;            // stage 2: the group sent next in turn; -1 when all were
+  bool noted_late_ = false;  // agree_on_late_groups' note, once
   std::vector<Pending> pending_;
   FinalGradientSink sink_;
 };
