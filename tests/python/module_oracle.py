@@ -140,6 +140,9 @@ def main():
                    help="blocks, mlp: each block (or only its MLP, the block still run) is left "
                         "out of the forward by its chunk's parity, so ranks differ in the "
                         "parameters that get a gradient; unused: a head no forward uses"),
+    p.add_argument("--check-collectives", action="store_true",
+                   help="launch.check_collectives: the ranks compare every collective's op, "
+                        "size, dtype and issuing phase before it runs")
     p.add_argument("--plant-nan", choices=["first", "middle", "last"],
                    help="a planted fault: one element of zt's result in the first, a middle or "
                         "the last tensor compared made NaN (the oracle must fail)")
@@ -169,6 +172,8 @@ def train_and_compare(a, stage, world, rank):
         "plugin": {"optim_hybrid_adam": {"lr": LR, "betas": list(BETAS), "eps": EPS,
                                          "weight_decay": WD, "adamw": True}},
     }
+    if a.check_collectives:
+        config["launch"] = {"check_collectives": True}
     if a.offload:
         config["plugins"]["offload_optimizer"] = a.offload
         if a.offload == "offload_nvme":

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <optional>
 
 #include "zero/coded_collectives.h"
 #include "zero/param_gatherer.h"
 #include "zt/error.h"
+#include "zt/host/trace.h"
 
 namespace zt {
 
@@ -48,6 +50,7 @@ GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage
       residuals_(layout.groups.size()),
       across_residuals_(layout.groups.size()),
       late_(layout.groups.size(), 0),
+      out_of_turn_(layout.groups.size(), 0),
       turn_(static_cast<int>(layout.groups.size()) - 1) {
   for (size_t g = 0; g < layout_.groups.size() && options_.error_feedback; ++g) {
     if (options_.codec) residuals_[g] = at::zeros({layout_.groups[g].padded}, at::kFloat);
@@ -86,6 +89,7 @@ void GradReducer::begin_micro_step(int64_t step, int64_t index) {
   std::fill(arrived_.begin(), arrived_.end(), 0);
   std::fill(reduced_.begin(), reduced_.end(), false);
   turn_ = static_cast<int>(layout_.groups.size()) - 1;
+  std::fill(out_of_turn_.begin(), out_of_turn_.end(), 0);
   any_arrived_ = false;
   arrived_outside_ = false;
 }
@@ -104,8 +108,10 @@ void GradReducer::on_grad_ready(int p) {
   // Stage 2 may hold a complete group until its turn: a gradient that came from outside the
   // engine's backward is refused when the engine's own comes, reduced or not (summed unscaled
   // into a loss-scaled gradient, it would be wrong without a word).
-  if (in_engine_backward_ &&
-      ((reduced_[g] && arrived_outside_) || arrived_[p] == kArrivedOutside)) {
+  // A complete group counts as sent: whether stage 2 sent it yet depends on the groups after it,
+  // which may differ between ranks, and the refusals below must not.
+  const bool taken = reduced_[g] || complete(g);
+  if (in_engine_backward_ && ((taken && arrived_outside_) || arrived_[p] == kArrivedOutside)) {
     throw ConfigError(
         "the gradient of parameter " + layout_.params[p].name +
         " arrived a second time in one micro step at ZeRO stage " + std::to_string(options_.stage) +
@@ -114,7 +120,7 @@ void GradReducer::on_grad_ready(int p) {
         "losses and call engine.backward once (engine.backward(loss + aux_loss)), or train at "
         "zero.stage 0-1, which sum such backward passes");
   }
-  if (reduced_[g] && !in_engine_backward_) {
+  if (taken && !in_engine_backward_) {
     // Autograd has written it into .grad already: dropped, or the next micro step's backward
     // would add to it and reduce it with its own (the caller may catch this and go on).
     layout_.params[p].tensor.mutable_grad() = at::Tensor();
@@ -126,10 +132,11 @@ void GradReducer::on_grad_ready(int p) {
         "late for stages 2-3, which reduce gradients as they arrive; add the losses and call "
         "engine.backward once (engine.backward(loss + aux_loss)), or train at zero.stage 0-1");
   }
-  if (reduced_[g]) {
+  if (taken) {
     throw ConfigError(
         "the gradient of parameter " + layout_.params[p].name +
-        " arrived a second time in one backward, after its group was reduced at ZeRO stage " +
+        " arrived a second time in one backward, after its group's gradients were complete at "
+        "ZeRO stage " +
         std::to_string(options_.stage) +
         ": a module run more than once under PyTorch's reentrant checkpointing "
         "(torch.utils.checkpoint with use_reentrant=True, PyTorch 1.13's default) has a backward "
@@ -142,6 +149,14 @@ void GradReducer::on_grad_ready(int p) {
     if (options_.stage == 3) {
       reduce_group(g);
     } else {
+      // Complete after the group next in its turn (a module registered after the ones it feeds,
+      // whose gradient comes late): in turn, it held that one back; late, it stays late. (A
+      // group not in turn completes behind the one that is, and holds nothing back.)
+      if (g == turn_ || late_[g]) {
+        int next = g - 1;
+        while (next >= 0 && late_[next]) --next;
+        if (next >= 0 && (complete(next) || reduced_[next])) out_of_turn_[g] = 1;
+      }
       reduce_in_turn();
     }
   }
@@ -159,27 +174,27 @@ void GradReducer::reduce_in_turn() {
   }
 }
 
-// Every rank learns which groups missed a gradient on any rank (one all-reduce of a flag per
-// group): the next micro step sends them after the others, instead of holding back every group
-// before them (with their gradients) until its backward ends.
+// Every rank learns which groups missed a gradient, or completed after a group before them, on
+// any rank (one all-reduce of a flag per group): the next micro step sends them after the others,
+// instead of holding back every group before them (with their gradients) until its backward
+// ends. After this micro step's last reduction was issued, so that it is the same op on every
+// rank, whichever of them its hooks sent.
 void GradReducer::agree_on_late_groups() {
   const int groups = static_cast<int>(layout_.groups.size());
-  at::Tensor missed = at::zeros({groups}, at::kFloat);
-  float* flag = missed.data_ptr<float>();
-  for (int g = 0; g < groups; ++g) flag[g] = complete(g) ? 0.0f : 1.0f;
-  at::Tensor placed = missed.to(layout_.params.front().tensor.device());
-  ledger_.clock().wait(*comms_.world.all_reduce(placed, ReduceOp::kMax), &EngineTimes::comm_wait);
-  missed = placed.to(at::kCPU);
-  flag = missed.data_ptr<float>();
+  at::Tensor flags = at::zeros({groups}, at::kFloat);
+  float* flag = flags.data_ptr<float>();
+  // 2: a parameter of it got no gradient (the user's to know); 1: it completed out of turn.
+  for (int g = 0; g < groups; ++g) flag[g] = !complete(g) ? 2.0f : out_of_turn_[g] ? 1.0f : 0.0f;
+  if (comms_.world.size() > 1) all_reduce_host(comms_.world, flags, ReduceOp::kMax);
   for (int g = 0; g < groups; ++g) {
     const bool late = flag[g] > 0;
-    if (late && !late_[g] && !noted_late_ && comms_.world.rank() == 0) {
+    if (flag[g] > 1 && !noted_late_ && comms_.world.rank() == 0) {
       noted_late_ = true;
       std::fprintf(stderr,
                    "zt: note: the group of parameter %s got no gradient on some rank in step "
                    "%lld (a forward that did not use it there; its gradient counts as 0): ZeRO "
-                   "stage 2 sends the groups in a fixed order, the same on every rank, and from "
-                   "the next micro step on sends the groups that missed one last; said once\n",
+                   "stage 2 sends the groups in one order on every rank, and from the next micro "
+                   "step on sends such groups after the others; said once\n",
                    layout_.params[layout_.groups[g].params.front()].name.c_str(),
                    static_cast<long long>(step_));
     }
@@ -190,6 +205,10 @@ void GradReducer::agree_on_late_groups() {
 void GradReducer::reduce_group(int gi) {
   if (reduced_[gi]) return;
   reduced_[gi] = true;
+  // Stage 2 sends a group from a hook inside a unit's backward on one rank and after backward on
+  // another: its collectives' issuing phase (launch.check_collectives compares it) is this span's.
+  std::optional<trace::Scope> span;
+  if (options_.stage == 2) span.emplace("gradient reduction");
   const ParamGroup& g = layout_.groups[gi];
   at::Tensor flat = layout_.take_flat_grads(gi, options_.dtype, options_.predivide);
   if (options_.stage == 3) gatherer_.release(gi);
@@ -264,7 +283,6 @@ void GradReducer::reduce_remaining() {
     for (int g = groups - 1; g >= 0; --g)
       if (late_[g]) reduce_group(g);
     turn_ = -1;
-    drain();
     agree_on_late_groups();
   }
   for (int g = 0; g < groups; ++g) reduce_group(g);

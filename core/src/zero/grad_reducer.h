@@ -130,8 +130,9 @@ class GradReducer {
   void reduce_in_turn();
   // Whether every parameter of group g got its gradient in this micro step.
   bool complete(int g) const;
-  // Stage 2, after a micro step's reductions: late_ becomes the groups that missed a gradient
-  // on any rank (a collective over the world).
+  // Stage 2, once a micro step's reductions are issued: late_ becomes the groups that missed a
+  // gradient, or completed after the group next in their turn, on any rank (a collective over
+  // the world).
   void agree_on_late_groups();
   void reduce_group(int g);
   void drain();
@@ -162,9 +163,10 @@ class GradReducer {
   std::vector<bool> reduced_;          // per group: already sent this micro step
   std::vector<at::Tensor> residuals_;  // per group; undefined without error feedback
   std::vector<at::Tensor> across_residuals_;  // per group, MiCS's coded all-reduce
-  std::vector<char> late_;   // stage 2, per group: sent after the others (agree_on_late_groups)
-  int turn_ = -1;            // stage 2: the group sent next in turn; -1 when all were
-  bool noted_late_ = false;  // agree_on_late_groups' note, once
+  std::vector<char> late_;  // stage 2, per group: sent after the others (agree_on_late_groups)
+  std::vector<char> out_of_turn_;  // stage 2, per group: completed after the next in its turn
+  int turn_ = -1;                  // stage 2: the group sent next in turn; -1 when all were
+  bool noted_late_ = false;        // agree_on_late_groups' note, once
   std::vector<Pending> pending_;
   FinalGradientSink sink_;
 };
