@@ -1,7 +1,8 @@
 """A backward that raises on one rank only, at stage 0 and with MiCS groups of one rank (stage 1),
-where reductions run at step() so no rank waits on the failing one: every rank skips that step
-(the failing rank alone used to, and the ranks' parameters parted for good), then all train on
-with equal parameters. Run on 2 ranks (run.sh NPROC 2)."""
+where reductions run at step() so no rank waits on the failing one, and at stage 2, where they
+run in backward and the failing rank sends the rest in the order the others do: every rank
+skips that step (the failing rank alone used to, and the ranks' parameters parted for good),
+then all train on with equal parameters. Run on 2 ranks (run.sh NPROC 2)."""
 
 import os
 import sys
@@ -27,18 +28,18 @@ class Net(torch.nn.Module):
         return self.b(Boom.apply(h) if self.boom else h)
 
 
-def config(stage, mics):
+def config(stage, mics, shard):
     c = {"zero": {"stage": stage},
-         "plugins": {"comm": "comm_ucx", "shard": "shard_bucket", "optimizer": "optim_hybrid_adam"},
+         "plugins": {"comm": "comm_ucx", "shard": shard, "optimizer": "optim_hybrid_adam"},
          "plugin": {"optim_hybrid_adam": {"lr": 1e-2}}}
     if mics:
         c["zero"]["mics_shard_size"] = 1
     return c
 
 
-def check(stage, mics):
+def check(stage, mics, shard):
     net = Net()
-    engine = zt.initialize(net, config=config(stage, mics))
+    engine = zt.initialize(net, config=config(stage, mics, shard))
     rank = engine.rank
     torch.manual_seed(100 + rank)
     batch = lambda: (torch.randn(3, 4), torch.randn(3, 2))  # noqa: E731 - each rank its own data
@@ -54,7 +55,7 @@ def check(stage, mics):
     # As a caller that catches the error goes on: the failed micro step counts, so every rank's
     # step() meets in the core, where all of them skip.
     report = engine.step()
-    where = f"stage {stage}{' MiCS' if mics else ''}, rank {rank}"
+    where = f"stage {stage}{' MiCS' if mics else ''} {shard}, rank {rank}"
     assert report["skipped"], f"{where}: the step a backward failed in was not skipped: {report}"
     engine.backward(engine.loss(*batch()))
     assert not engine.step()["skipped"]
@@ -63,7 +64,8 @@ def check(stage, mics):
         values = torch.cat([full[n].flatten() for n in names])
     # Rank 1's parameters reach rank 0 through a file (renamed into place whole; the launcher's
     # job id keeps runs apart). Gathers are no barrier at stage 0: each rank holds the whole.
-    stem = f"{tempfile.gettempdir()}/zt-one-rank-failure-{os.environ['ZT_JOB_ID']}-{stage}"
+    stem = (f"{tempfile.gettempdir()}/zt-one-rank-failure-{os.environ['ZT_JOB_ID']}-{stage}-"
+            f"{shard}")
     if rank == 1:
         torch.save(values, f"{stem}.tmp")
         os.rename(f"{stem}.tmp", f"{stem}.pt")
@@ -80,8 +82,9 @@ def check(stage, mics):
 
 
 def main():
-    for stage, mics in [(0, False), (1, True)]:
-        check(stage, mics)
+    for stage, mics, shard in [(0, False, "shard_bucket"), (1, True, "shard_bucket"),
+                               (2, False, "shard_bucket"), (2, False, "shard_tensor")]:
+        check(stage, mics, shard)
     return None
 
 

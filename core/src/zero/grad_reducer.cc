@@ -51,6 +51,7 @@ GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage
       across_residuals_(layout.groups.size()),
       late_(layout.groups.size(), 0),
       out_of_turn_(layout.groups.size(), 0),
+      late_left_(layout.groups.size(), 0),
       turn_(static_cast<int>(layout.groups.size()) - 1) {
   for (size_t g = 0; g < layout_.groups.size() && options_.error_feedback; ++g) {
     if (options_.codec) residuals_[g] = at::zeros({layout_.groups[g].padded}, at::kFloat);
@@ -90,6 +91,7 @@ void GradReducer::begin_micro_step(int64_t step, int64_t index) {
   std::fill(reduced_.begin(), reduced_.end(), false);
   turn_ = static_cast<int>(layout_.groups.size()) - 1;
   std::fill(out_of_turn_.begin(), out_of_turn_.end(), 0);
+  agreed_ = false;
   any_arrived_ = false;
   arrived_outside_ = false;
 }
@@ -198,8 +200,29 @@ void GradReducer::agree_on_late_groups() {
                    layout_.params[layout_.groups[g].params.front()].name.c_str(),
                    static_cast<long long>(step_));
     }
-    late_[g] = late ? 1 : 0;
+    // Late for a while once flagged: a group an expert's routing skips now and then came back
+    // in turn at its first clean micro step and held everything before it at the next skip.
+    if (late) {
+      late_left_[g] = kLateMicroSteps;
+    } else if (late_left_[g] > 0) {
+      --late_left_[g];
+    }
+    late_[g] = late_left_[g] > 0 ? 1 : 0;
   }
+}
+
+void GradReducer::send_rest_in_turn() {
+  if (agreed_) return;
+  const int groups = static_cast<int>(layout_.groups.size());
+  // The order every rank keeps, whichever groups its hooks sent: the others last to first,
+  // then the late ones last to first; then the agreement, the same op on every rank.
+  for (int g = groups - 1; g >= 0; --g)
+    if (!late_[g]) reduce_group(g);
+  for (int g = groups - 1; g >= 0; --g)
+    if (late_[g]) reduce_group(g);
+  turn_ = -1;
+  agreed_ = true;  // before the collective: one that failed is not issued again
+  agree_on_late_groups();
 }
 
 void GradReducer::reduce_group(int gi) {
@@ -275,16 +298,7 @@ void GradReducer::accumulate(const Pending& r) {
 
 void GradReducer::reduce_remaining() {
   const int groups = static_cast<int>(layout_.groups.size());
-  if (options_.stage == 2) {
-    // The order every rank keeps, whichever groups its hooks sent: the others last to first,
-    // then the late ones last to first.
-    for (int g = groups - 1; g >= 0; --g)
-      if (!late_[g]) reduce_group(g);
-    for (int g = groups - 1; g >= 0; --g)
-      if (late_[g]) reduce_group(g);
-    turn_ = -1;
-    agree_on_late_groups();
-  }
+  if (options_.stage == 2) send_rest_in_turn();
   for (int g = 0; g < groups; ++g) reduce_group(g);
   drain();
   tier_grads_.settle();
@@ -292,6 +306,16 @@ void GradReducer::reduce_remaining() {
 
 // The micro step's own .grad only: the fp32 sums of the finished ones (grad_sum) stay.
 void GradReducer::abandon_micro_step() {
+  // Stage 2: the ranks' hooks sent different groups (a branch on the batch), and a backward
+  // that failed on every rank, or on one, must still leave them at the same collective: the
+  // rest go as reduce_remaining sends them (their values go nowhere: the step is skipped).
+  if (options_.stage == 2) {
+    try {
+      send_rest_in_turn();
+    } catch (...) {
+      // The backward's own error says more; what was issued is waited for below.
+    }
+  }
   drain();
   tier_grads_.settle();
   for (ParamSlot& p : layout_.params) {

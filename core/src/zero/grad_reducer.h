@@ -85,8 +85,10 @@ class GradReducer {
   // gradient, first to last), so all ranks issue the same collectives, and waits for all of them
   // (tier gradient writes included). Stage 2 then agrees on the next micro step's late groups.
   void reduce_remaining();
-  // A micro step whose backward failed part way: waits for the reductions it issued (their
-  // buffers are in flight) and drops the gradients autograd left on the parameters. What it
+  // A micro step whose backward failed part way: at stage 2 sends the rest as reduce_remaining
+  // does (ranks whose hooks sent different groups meet at the same collective again), waits for
+  // the reductions it issued (their buffers are in flight) and drops the gradients autograd left
+  // on the parameters. What it
   // added to the shards stays: the caller makes the step skip (ShardedStep::poison).
   void abandon_micro_step();
   // Whether a parameter's gradient arrived since begin_micro_step: a backward ran (at every
@@ -134,6 +136,9 @@ class GradReducer {
   // gradient, or completed after the group next in their turn, on any rank (a collective over
   // the world).
   void agree_on_late_groups();
+  // Stage 2, once backward ended (or failed): sends the groups not sent yet in the order every
+  // rank keeps, then agree_on_late_groups(); once per micro step.
+  void send_rest_in_turn();
   void reduce_group(int g);
   void drain();
   // MiCS: the all-reduce across groups of pending_[0, upto)'s shards, each once its
@@ -165,8 +170,12 @@ class GradReducer {
   std::vector<at::Tensor> across_residuals_;  // per group, MiCS's coded all-reduce
   std::vector<char> late_;  // stage 2, per group: sent after the others (agree_on_late_groups)
   std::vector<char> out_of_turn_;  // stage 2, per group: completed after the next in its turn
-  int turn_ = -1;                  // stage 2: the group sent next in turn; -1 when all were
-  bool noted_late_ = false;        // agree_on_late_groups' note, once
+  // Stage 2: micro steps a flagged group stays late (late_left_ counts them down, per group).
+  static constexpr int kLateMicroSteps = 16;
+  std::vector<int> late_left_;
+  bool agreed_ = false;      // stage 2: this micro step's agreement was issued
+  int turn_ = -1;            // stage 2: the group sent next in turn; -1 when all were
+  bool noted_late_ = false;  // agree_on_late_groups' note, once
   std::vector<Pending> pending_;
   FinalGradientSink sink_;
 };
