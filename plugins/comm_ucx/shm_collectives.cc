@@ -31,16 +31,7 @@ constexpr long kSleepNs = 10 * 1000 * 1000;
 constexpr int kOpShift = 56;
 constexpr uint64_t kBytesMask = (uint64_t{1} << kOpShift) - 1;
 
-const char* op_name(uint64_t op) {
-  switch (op) {
-    case 1: return "all_gather";
-    case 2: return "reduce_scatter";
-    case 3: return "all_reduce";
-    case 4: return "broadcast";
-    case 5: return "barrier";
-    default: return "an unknown collective";
-  }
-}
+const char* op_name(uint64_t word) { return comm_op_name(static_cast<CommOp>(word >> kOpShift)); }
 
 // The futexes are not FUTEX_PRIVATE: the words sit in memory shared between processes.
 void futex_wait(std::atomic<uint32_t>& word, uint32_t expected) {
@@ -97,7 +88,7 @@ void ShmCollectives::wait_for(ShmFlag ShmControl::*flag, uint64_t epoch, const c
   }
 }
 
-void ShmCollectives::begin_round(const std::string& what, Op op, uint64_t op_bytes) {
+void ShmCollectives::begin_round(const std::string& what, CommOp op, uint64_t op_bytes) {
   // Nobody may still be reading our segment from the previous round.
   wait_for(&ShmControl::done, epoch_, "finish reading", what);
   ++epoch_;
@@ -114,9 +105,8 @@ void ShmCollectives::check_same_size(const std::string& what, int only_rank) {
     const uint64_t theirs = w_.control(p).op_bytes.load(std::memory_order_acquire);
     if (theirs >> kOpShift != op_bytes_ >> kOpShift) {
       throw CommError("comm_ucx: " + what + ": rank " + std::to_string(job_ranks_[p]) + " called " +
-                      op_name(theirs >> kOpShift) + " where rank " +
-                      std::to_string(job_ranks_[rank_]) + " called " +
-                      op_name(op_bytes_ >> kOpShift) +
+                      op_name(theirs) + " where rank " + std::to_string(job_ranks_[rank_]) +
+                      " called " + op_name(op_bytes_) +
                       ": ranks issued different collectives (a bug in the caller: every rank "
                       "must issue the same collectives with the same sizes, in the same order; at "
                       "ZeRO stage 3, a forward that used a parameter on some ranks and not on "
@@ -139,7 +129,7 @@ void ShmCollectives::all_gather(const std::string& what, uint8_t* out, size_t bl
   const size_t cap = w_.capacity();
   for (size_t off = 0; off < block_bytes; off += cap) {
     const size_t len = std::min(cap, block_bytes - off);
-    begin_round(what, Op::kAllGather, block_bytes);
+    begin_round(what, CommOp::kAllGather, block_bytes);
     std::memcpy(w_.in(rank_), out + rank_ * block_bytes + off, len);
     published_ += len;
     publish(&ShmControl::in_ready);
@@ -160,7 +150,7 @@ void ShmCollectives::reduce_scatter(const std::string& what, const void* in, voi
   auto* dst = static_cast<uint8_t*>(out);
   for (size_t first = 0; first < block_elems; first += per_block) {
     const size_t count = std::min(per_block, block_elems - first), len = count * es;
-    begin_round(what, Op::kReduceScatter, block_elems * es);
+    begin_round(what, CommOp::kReduceScatter, block_elems * es);
     // Publish this rank's contribution to every other rank's block, in slot p of `in`.
     for (int p = 0; p < world_; ++p) {
       if (p == rank_) continue;
@@ -189,7 +179,7 @@ void ShmCollectives::all_reduce(const std::string& what, void* data, size_t bloc
   auto* t = static_cast<uint8_t*>(data);
   for (size_t first = 0; first < block_elems; first += per_block) {
     const size_t count = std::min(per_block, block_elems - first), len = count * es;
-    begin_round(what, Op::kAllReduce, block_elems * es);
+    begin_round(what, CommOp::kAllReduce, block_elems * es);
     for (int p = 0; p < world_; ++p) {
       if (p == rank_) continue;
       std::memcpy(w_.in(rank_) + p * per_block * es, t + (p * block_elems + first) * es, len);
@@ -219,7 +209,7 @@ void ShmCollectives::broadcast(const std::string& what, uint8_t* buf, size_t byt
   const size_t cap = w_.capacity();
   for (size_t off = 0; off < bytes; off += cap) {
     const size_t len = std::min(cap, bytes - off);
-    begin_round(what, Op::kBroadcast, bytes);
+    begin_round(what, CommOp::kBroadcast, bytes);
     if (rank_ == root) {
       std::memcpy(w_.in(rank_), buf + off, len);
       published_ += len;
@@ -234,7 +224,7 @@ void ShmCollectives::broadcast(const std::string& what, uint8_t* buf, size_t byt
 }
 
 void ShmCollectives::barrier(const std::string& what) {
-  begin_round(what, Op::kBarrier, 0);
+  begin_round(what, CommOp::kBarrier, 0);
   publish(&ShmControl::in_ready);
   wait_for(&ShmControl::in_ready, epoch_, "barrier", what);
   check_same_size(what);

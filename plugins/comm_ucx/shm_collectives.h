@@ -45,11 +45,10 @@ class ShmCollectives {
   uint64_t published_bytes() const { return published_; }
 
  private:
-  // Which collective a round belongs to: ranks whose calls paired an all-gather with a
-  // reduce-scatter of the same size exchanged each other's data without a word.
-  enum class Op : uint64_t { kAllGather = 1, kReduceScatter, kAllReduce, kBroadcast, kBarrier };
-  // `op_bytes`: the op's size, the same on every rank that called it alike.
-  void begin_round(const std::string& what, Op op, uint64_t op_bytes);
+  // `op`: which collective the round belongs to (ranks whose calls paired an all-gather with a
+  // reduce-scatter of the same size exchanged each other's data without a word); `op_bytes`:
+  // the op's size, the same on every rank that called it alike.
+  void begin_round(const std::string& what, CommOp op, uint64_t op_bytes);
   // After `in_ready` of the ranks waited for: each called this op with this rank's size.
   void check_same_size(const std::string& what, int only_rank = -1);
   void end_round();

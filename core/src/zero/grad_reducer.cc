@@ -49,7 +49,6 @@ GradReducer::GradReducer(ModelLayout& layout, std::vector<ShardStorage>& storage
       reduced_(layout.groups.size(), false),
       residuals_(layout.groups.size()),
       across_residuals_(layout.groups.size()),
-      late_(layout.groups.size(), 0),
       out_of_turn_(layout.groups.size(), 0),
       late_left_(layout.groups.size(), 0),
       turn_(static_cast<int>(layout.groups.size()) - 1) {
@@ -154,9 +153,9 @@ void GradReducer::on_grad_ready(int p) {
       // Complete after the group next in its turn (a module registered after the ones it feeds,
       // whose gradient comes late): in turn, it held that one back; late, it stays late. (A
       // group not in turn completes behind the one that is, and holds nothing back.)
-      if (g == turn_ || late_[g]) {
+      if (g == turn_ || late(g)) {
         int next = g - 1;
-        while (next >= 0 && late_[next]) --next;
+        while (next >= 0 && late(next)) --next;
         if (next >= 0 && (complete(next) || reduced_[next])) out_of_turn_[g] = 1;
       }
       reduce_in_turn();
@@ -170,7 +169,7 @@ bool GradReducer::complete(int g) const {
 
 void GradReducer::reduce_in_turn() {
   for (; turn_ >= 0; --turn_) {
-    if (late_[turn_]) continue;  // sent at the end of backward
+    if (late(turn_)) continue;  // sent at the end of backward
     if (!complete(turn_)) return;
     reduce_group(turn_);
   }
@@ -189,7 +188,6 @@ void GradReducer::agree_on_late_groups() {
   for (int g = 0; g < groups; ++g) flag[g] = !complete(g) ? 2.0f : out_of_turn_[g] ? 1.0f : 0.0f;
   if (comms_.world.size() > 1) all_reduce_host(comms_.world, flags, ReduceOp::kMax);
   for (int g = 0; g < groups; ++g) {
-    const bool late = flag[g] > 0;
     if (flag[g] > 1 && !noted_late_ && comms_.world.rank() == 0) {
       noted_late_ = true;
       std::fprintf(stderr,
@@ -202,12 +200,11 @@ void GradReducer::agree_on_late_groups() {
     }
     // Late for a while once flagged: a group an expert's routing skips now and then came back
     // in turn at its first clean micro step and held everything before it at the next skip.
-    if (late) {
+    if (flag[g] > 0) {
       late_left_[g] = kLateMicroSteps;
     } else if (late_left_[g] > 0) {
       --late_left_[g];
     }
-    late_[g] = late_left_[g] > 0 ? 1 : 0;
   }
 }
 
@@ -217,9 +214,9 @@ void GradReducer::send_rest_in_turn() {
   // The order every rank keeps, whichever groups its hooks sent: the others last to first,
   // then the late ones last to first; then the agreement, the same op on every rank.
   for (int g = groups - 1; g >= 0; --g)
-    if (!late_[g]) reduce_group(g);
+    if (!late(g)) reduce_group(g);
   for (int g = groups - 1; g >= 0; --g)
-    if (late_[g]) reduce_group(g);
+    if (late(g)) reduce_group(g);
   turn_ = -1;
   agreed_ = true;  // before the collective: one that failed is not issued again
   agree_on_late_groups();

@@ -132,9 +132,9 @@ class GradReducer {
   void reduce_in_turn();
   // Whether every parameter of group g got its gradient in this micro step.
   bool complete(int g) const;
-  // Stage 2, once a micro step's reductions are issued: late_ becomes the groups that missed a
-  // gradient, or completed after the group next in their turn, on any rank (a collective over
-  // the world).
+  // Stage 2, once a micro step's reductions are issued: the groups that missed a
+  // gradient, or completed after the group next in their turn, on any rank, become late for
+  // kLateMicroSteps (a collective over the world).
   void agree_on_late_groups();
   // Stage 2, once backward ended (or failed): sends the groups not sent yet in the order every
   // rank keeps, then agree_on_late_groups(); once per micro step.
@@ -168,11 +168,12 @@ class GradReducer {
   std::vector<bool> reduced_;          // per group: already sent this micro step
   std::vector<at::Tensor> residuals_;  // per group; undefined without error feedback
   std::vector<at::Tensor> across_residuals_;  // per group, MiCS's coded all-reduce
-  std::vector<char> late_;  // stage 2, per group: sent after the others (agree_on_late_groups)
   std::vector<char> out_of_turn_;  // stage 2, per group: completed after the next in its turn
   // Stage 2: micro steps a flagged group stays late (late_left_ counts them down, per group).
   static constexpr int kLateMicroSteps = 16;
   std::vector<int> late_left_;
+  // Stage 2: group g is sent after the others (agree_on_late_groups).
+  bool late(int g) const { return late_left_[g] > 0; }
   bool agreed_ = false;      // stage 2: this micro step's agreement was issued
   int turn_ = -1;            // stage 2: the group sent next in turn; -1 when all were
   bool noted_late_ = false;  // agree_on_late_groups' note, once
