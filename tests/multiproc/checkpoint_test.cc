@@ -859,40 +859,23 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
   CHECK(!contains(once_log, "killing all ranks"));
   CHECK(!zt::latest_checkpoint(twice.file("out/checkpoints")).empty());
 
-  // Steps of 8 micro steps (0.9-1.4 s each on 2-core machines here, 7-11 s a step; 16 took 21 s,
-  // and 5 left a faster host little above the 3 s needed): the ranks are still in the step they
-  // finish when the second SIGINT comes, 1.2 s after the first.
+  // Steps of 4.5 s on any host (ZT_TEST_FAULT=slow_step: rank 0 sleeps at the start of each, and
+  // rank 1 waits for it in the step's first collective): the ranks are still in step 2 when the
+  // second SIGINT comes, 1.2 s after the first. (Steps of 8 micro steps of a larger GPT took 7-11 s
+  // here, and under the 3 s needed on a faster host, where the case could only skip.)
   TempDir dir;
-  // A GPT whose steps take 8 micro steps, training until stopped.
   auto slow_steps = [](const std::string& out_dir) {
-    return zt::test::small_gpt_job(out_dir,
-                                   "--set run.steps=100000 --set model.n_layer=6 --set "
-                                   "model.d_model=512 --set model.n_head=8 --set model.seq_len=128 "
-                                   "--set data.micro_batch=8 --set data.grad_accum=8");
+    return "env ZT_TEST_FAULT=slow_step:0:4500 " +
+           zt::test::small_gpt_job(out_dir, "--set run.steps=100000");
   };
-  // Once step 1 is logged: how far into step 2 the first signal comes. Not at once: the ranks
-  // agree on a stop after the step's metrics line, so a signal sent as that line appears may
-  // still stop them after step 1, saving before the second signal comes. A quarter of step 1's
-  // time (at most 2 s), and step 1 long enough that both signals and a margin fit in step 2.
-  auto first_step_seconds = [](const std::string& metrics) {
-    const std::string text = zt::test::read_file(metrics);
-    const std::string key = "\"step_time_s\":";
-    const size_t at = text.find(key);
-    REQUIRE(at != std::string::npos);
-    return std::strtod(text.c_str() + at + key.size(), nullptr);
-  };
+  // Once step 1 is logged, the first signal comes 1 s into step 2. Not at once: the ranks agree
+  // on a stop after the step's metrics line, so a signal sent as that line appears may still stop
+  // them after step 1, saving before the second signal comes.
+  const auto into_step_2 = std::chrono::seconds(1);
   BackgroundJob job(slow_steps(dir.file("out")), dir.file("job.log"));
   REQUIRE(wait_until([&] { return zt::test::losses_of(dir.file("out/metrics.jsonl")).size() >= 1; },
                      std::chrono::seconds(120)));
-  const double step_s = first_step_seconds(dir.file("out/metrics.jsonl"));
-  if (step_s <= 3.0) {
-    // A host this fast finishes a step before both signals come: the case cannot check what it
-    // says (the job needs more micro steps there), and is no failure of zt's.
-    ZT_SKIP("the second-SIGINT part needs steps over 3 s; this host trained step 1 in " +
-            std::to_string(step_s) + " s");
-  }
-  std::this_thread::sleep_for(
-      std::chrono::milliseconds(static_cast<int64_t>(std::min(2000.0, 250 * step_s))));
+  std::this_thread::sleep_for(into_step_2);
   REQUIRE(kill(job.pid(), SIGINT) == 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   REQUIRE(kill(job.pid(), SIGINT) == 0);
@@ -905,7 +888,7 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
 
   // Slurm's SIGTERM again at the end of a grace time, to the launcher and to each rank (as a
   // job step's processes all get it), 1.2 s after the first: the ranks still save and exit 0.
-  // Steps of 8 micro steps again, so that the second comes while they finish theirs.
+  // Slow steps again, so that the second comes while they finish theirs.
   TempDir again;
   BackgroundJob second(slow_steps(again.file("out")), again.file("job.log"));
   REQUIRE(
@@ -914,8 +897,7 @@ TEST_CASE("signals: one Ctrl-C delivered twice saves, a second SIGINT a second l
   const std::vector<pid_t> ranks = {second.rank_pid(0), second.rank_pid(1)};
   REQUIRE(ranks[0] > 0);
   REQUIRE(ranks[1] > 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(
-      std::min(2000.0, 250 * first_step_seconds(again.file("out/metrics.jsonl"))))));
+  std::this_thread::sleep_for(into_step_2);
   REQUIRE(kill(second.pid(), SIGTERM) == 0);
   // Past the ranks' 1 s window for a signal forwarded twice, and within the step or the save.
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));

@@ -222,6 +222,22 @@ void refuse_not_text(const std::string& path, std::string_view head) {
                         "' is a file of another, interrupted trainer prepare-data, not text; "
                         "finish or remove that preparation, or leave it out with --exclude");
   }
+  // Its PREFIX.lock, which stays after it finished: read as text, the holder's pid and host
+  // became a document of their own once --exclude had left out the .bin and .idx beside it.
+  if (file.extension() == ".lock") {
+    fs::path prefix = file;
+    prefix.replace_extension();
+    bool beside = false;
+    for (const char* own : {".bin", ".idx", ".bin.partial", ".progress.json"}) {
+      std::error_code ec;
+      beside = beside || fs::exists(prefix.string() + own, ec);
+    }
+    if (beside || head.substr(0, 4) == "pid ") {
+      throw ConfigError("prepare-data: input '" + path +
+                        "' is the lock file of another trainer prepare-data (--out " +
+                        prefix.string() + "), not text; leave it out with --exclude '*.lock'");
+    }
+  }
 }
 
 std::vector<InputFile> list_inputs(const std::vector<std::string>& inputs,

@@ -361,6 +361,24 @@ TEST_CASE("prepare-data: a folder's hidden entries and the folders --exclude nam
                                          "trainer prepare-data"),
                        ConfigError);
   fs::remove(c.dir.path() / "in/old.docs.partial");
+  // A finished preparation in the folder: with its .bin and .idx left out, its PREFIX.lock (the
+  // holder's pid and host) is refused, not read as a document; left out too, nothing of it is
+  // read. A .lock of the user's own, beside no preparation, is text like any other file.
+  PrepareRequest inside = c.request("in/prep/v1");
+  REQUIRE(prepare_data(inside, nullptr).progress.documents == documents);
+  REQUIRE(fs::exists(c.dir.path() / "in/prep/v1.lock"));
+  PrepareRequest beside = c.request("again");
+  beside.exclude.insert(beside.exclude.end(), {"*.bin", "*.idx"});
+  CHECK_THROWS_WITH_AS(prepare_data(beside, nullptr),
+                       doctest::Contains("v1.lock' is the lock file of another trainer "
+                                         "prepare-data (--out "),
+                       ConfigError);
+  beside.exclude.push_back("*.lock");
+  CHECK(prepare_data(beside, nullptr).progress.documents == documents);
+  fs::remove_all(c.dir.path() / "in/prep");
+  test::write_file(c.dir.path() / "in/todo.lock", "buy more disks\n");
+  CHECK(prepare_data(c.request("own_lock"), nullptr).progress.documents == documents + 1);
+  fs::remove(c.dir.path() / "in/todo.lock");
   // A null text is an empty document: none, as an empty string is.
   test::write_file(c.dir.path() / "in/n.jsonl", "{\"text\": null}\n{\"text\": \"ab\"}\n");
   CHECK(prepare_data(c.request("nulls"), nullptr).progress.documents == documents + 1);

@@ -29,6 +29,7 @@
 #include "engine/engine_checkpoint.h"
 #include "engine/engine_gathered.h"
 #include "engine/engine_parts.h"
+#include "util/fault_injection.h"
 #include "zero/activation_checkpoint.h"
 #include "zero/grad_reducer.h"
 #include "zero/memory_ledger.h"
@@ -618,7 +619,10 @@ Engine::~Engine() {
   ScratchBuffers::process().drop_free();
 }
 
-void Engine::begin_step(double lr) { impl_->stepper.begin(lr); }
+void Engine::begin_step(double lr) {
+  sleep_if_slow_step_injected();  // a test's fault (ZT_TEST_FAULT), nothing otherwise
+  impl_->stepper.begin(lr);
+}
 
 at::Tensor Engine::forward_backward(const at::Tensor& input,
                                     const std::function<at::Tensor(const at::Tensor&)>& loss_fn) {

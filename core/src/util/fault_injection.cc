@@ -20,7 +20,7 @@ const InjectedFault& injected_fault() {
         (std::string(kind) == "skip_collective" || std::string(kind) == "stall_read" ||
          std::string(kind) == "fail_read" || std::string(kind) == "stall_checkpoint_read" ||
          std::string(kind) == "stall_checkpoint_manifest" ||
-         std::string(kind) == "stall_checkpoint_write")) {
+         std::string(kind) == "stall_checkpoint_write" || std::string(kind) == "slow_step")) {
       f.kind = kind;
       f.rank = rank;
       f.nth = nth;
@@ -28,7 +28,8 @@ const InjectedFault& injected_fault() {
       std::fprintf(stderr,
                    "zt: ignoring %s=%s (expected skip_collective:RANK:SEQ or "
                    "stall_read:RANK:N or fail_read:RANK:N or stall_checkpoint_read:RANK:N or "
-                   "stall_checkpoint_manifest:RANK:N or stall_checkpoint_write:RANK:N)\n",
+                   "stall_checkpoint_manifest:RANK:N or stall_checkpoint_write:RANK:N or "
+                   "slow_step:RANK:MS)\n",
                    kTestFaultVar, text);
     }
     return f;
@@ -49,6 +50,12 @@ void stall_if_injected(const char* kind, std::atomic<int64_t>& calls,
   std::this_thread::sleep_for(2 * limit + std::chrono::seconds(10));
   throw InternalError(std::string("the file operation stalled by ") + kTestFaultVar + "=" + kind +
                       " outlived its deadline: FileIoDeadline did not end the process");
+}
+
+void sleep_if_slow_step_injected() {
+  const InjectedFault& fault = injected_fault();
+  if (fault.kind != "slow_step" || fault.rank != env_rank()) return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(fault.nth));
 }
 
 }  // namespace zt

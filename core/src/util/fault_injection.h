@@ -6,7 +6,9 @@
 // rank files blocks as on a file system that stopped answering (the checkpoint reader);
 // "stall_checkpoint_manifest:RANK:N": the same for its N-th read of a checkpoint's manifest;
 // "stall_checkpoint_write:RANK:N": its N-th file operation of a checkpoint save on the saving
-// thread (util/save_io_limit.h) blocks the same way.
+// thread (util/save_io_limit.h) blocks the same way;
+// "slow_step:RANK:MS": each training step of rank RANK begins with a sleep of MS milliseconds
+// (Engine::begin_step), so that a test's signals arrive inside a step on any host, however fast.
 // Unset: nothing.
 // Thread safety: injected_fault() may be called from any thread.
 #pragma once
@@ -22,10 +24,10 @@ inline constexpr const char* kTestFaultVar = "ZT_TEST_FAULT";
 
 struct InjectedFault {
   // "skip_collective", "stall_read", "fail_read", "stall_checkpoint_read",
-  // "stall_checkpoint_manifest", "stall_checkpoint_write" or "" (none)
+  // "stall_checkpoint_manifest", "stall_checkpoint_write", "slow_step" or "" (none)
   std::string kind;
   int rank = -1;    // the rank it hits
-  int64_t nth = 0;  // which collective (sequence number) or which read (1-based)
+  int64_t nth = 0;  // which collective (sequence number) or which read (1-based); slow_step: ms
 };
 
 // ZT_TEST_FAULT as set when first asked; an unparsable value is reported on stderr once and
@@ -39,5 +41,8 @@ int env_rank();
 // than `limit` (the FileIoDeadline around the call, which should end the process first).
 void stall_if_injected(const char* kind, std::atomic<int64_t>& calls,
                        std::chrono::milliseconds limit);
+
+// For slow_step: sleeps its milliseconds when injected on this rank.
+void sleep_if_slow_step_injected();
 
 }  // namespace zt
