@@ -4,6 +4,7 @@
 // the files, not in when things happen: they run beside other tests.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -199,6 +200,28 @@ TEST_CASE(
   CHECK(late.exit_code == 0);
   CHECK(contains(late.output, "trace.steps = [5, 6] starts after the run's last step "
                               "(run.steps = 2): nothing is traced"));
+}
+
+TEST_CASE("trace: a trace.dir whose storage stops answering ends the job with exit 5, naming the "
+          "file") {
+  // ZT_TEST_FAULT holds rank 1's write of its trace as a hung network file system would: every
+  // rank writes at the same step, and with all of them blocked nothing ended the job.
+  TempDir dir;
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = run_command(
+      "ZT_TEST_FAULT=stall_trace_write:1:1 " +
+      zt::test::small_gpt_job(dir.file("run"),
+                              "--set run.steps=3 --set trace.enabled=true "
+                              "--set 'trace.steps=[1, 2]' --set launch.timeout_s=8"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(r.output);
+  CHECK(r.exit_code == 5);
+  CHECK(seconds < 60);  // a bound on the hang, not a speed: the deadline is 4 s
+  CHECK(contains(r.output, "rank 1 reported: io error: writing the trace " +
+                               dir.file("run/trace/rank-1.json") +
+                               " has not returned after 4.0 s: the storage stopped answering"));
+  CHECK(contains(r.output, "check that trace.dir's storage answers"));
 }
 
 TEST_CASE("trace: speedscope parses a real run's trace in headless Chromium") {

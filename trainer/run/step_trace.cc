@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "zt/error.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host/trace.h"
 
 namespace zt::trainer {
@@ -31,8 +32,9 @@ ClockOffset measure_clock_offset(Communicator& comm) {
   return {offsets[kRounds / 2], origin};
 }
 
-StepTrace::StepTrace(const TraceSettings& settings, Communicator& comm)
-    : settings_(settings), rank_(comm.rank()) {
+StepTrace::StepTrace(const TraceSettings& settings, Communicator& comm,
+                     std::chrono::milliseconds io_limit)
+    : settings_(settings), io_limit_(io_limit), rank_(comm.rank()) {
   if (!settings_.enabled) return;
   const ClockOffset clock = measure_clock_offset(comm);
   offset_ns_ = clock.offset_ns;
@@ -60,6 +62,10 @@ void StepTrace::finish(const std::string& metadata) {
   // turned into the run's failure: thrown on one rank, it left the others waiting in their next
   // collective until launch.timeout_s.
   try {
+    const FileIoDeadline deadline(
+        "writing the trace " + file(), io_limit_,
+        "check that trace.dir's storage answers (or set trace.dir to other storage); storage this "
+        "slow but working needs a longer launch.timeout_s (the trace's file may take half of it)");
     std::error_code ec;
     std::filesystem::create_directories(settings_.dir, ec);
     if (ec) {

@@ -205,8 +205,16 @@ void report_save(TrainRun& run, TrainReport& report, const std::optional<SaveSta
   run.newest_saved_step = save->step;
   run.newest_saved_at = std::chrono::steady_clock::now();
   if (run.env.rank != 0) return;
-  report.log_checkpoint({save->step, save->folder, folder_bytes(save->folder), save->stall_seconds,
-                         save->write_seconds});
+  int64_t bytes = 0;
+  {
+    // Storage that stops answering after a publish held rank 0 here while the others' next
+    // collective timed out, and their flight records went to the same storage.
+    const FileIoDeadline deadline("measuring the saved checkpoint " + save->folder,
+                                  checkpoint_io_limit(run.timeout), kFolderIoWayOut);
+    bytes = folder_bytes(save->folder);
+  }
+  report.log_checkpoint(
+      {save->step, save->folder, bytes, save->stall_seconds, save->write_seconds});
 }
 
 // `val_loss`: the validation loss evaluated after this step, recorded in the manifest (what
@@ -461,8 +469,9 @@ namespace {
 void watch_collectives(const JobSettings& job, const RankEnv& env) {
   FlightRecorder& recorder = FlightRecorder::instance();
   recorder.set_capacity(static_cast<size_t>(job.engine.launch.flight_records));
+  // Half of launch.timeout_s, as the folders' other files.
   recorder.set_dump_path(job.run.out_dir + "/flight/rank-" + std::to_string(env.rank) + ".json",
-                         env.rank, env.world);
+                         env.rank, env.world, checkpoint_io_limit(job.engine.launch.timeout));
   dump_flight_record_on_sigusr2();
   trace::name_this_thread("compute", true);
 }
@@ -509,7 +518,8 @@ void build_train_run(TrainRun& run, Store& store, std::chrono::milliseconds time
   if (run.model->shape.custom) models::release_initial_values(*run.model->shape.custom);
   broadcast_model_buffers(run.model->shape, run.setup);
   run.schedule = schedule_of(run.settings.schedule, run.setup.optimizer->base_lr());
-  run.trace = std::make_unique<StepTrace>(run.settings.trace, *run.setup.comm);
+  run.trace = std::make_unique<StepTrace>(run.settings.trace, *run.setup.comm,
+                                          checkpoint_io_limit(run.timeout));
   const TraceSettings& traced = run.settings.trace;
   if (traced.enabled && traced.first_step > run.settings.run.steps && run.env.rank == 0) {
     // Said, not refused: `trainer ab` and `tune` run the config's trials for fewer steps.
@@ -573,9 +583,16 @@ RunOutputs open_outputs(TrainRun& run, const CheckpointSettings& settings,
 }
 
 // report.html of the run (a live A/B job's report.html is the A/B report: run-report.html). The
-// training succeeded: a report that cannot be made is said, not turned into a failure.
-void write_report_of_run(const std::string& out_dir, bool live_ab) {
+// training succeeded: a report that cannot be made is said, not turned into a failure; one whose
+// storage does not answer within `io_limit` ends rank 0 naming it (the other ranks have exited 0,
+// and a launcher waits for rank 0 for good).
+void write_report_of_run(const std::string& out_dir, bool live_ab,
+                         std::chrono::milliseconds io_limit) {
   const std::string path = out_dir + (live_ab ? "/run-report.html" : "/report.html");
+  const FileIoDeadline deadline(
+      "writing the run's report " + path + " from " + out_dir + "/metrics.jsonl", io_limit,
+      "check that run.out_dir's storage answers; storage this slow but working needs a longer "
+      "launch.timeout_s or checkpoint.timeout_s, or run.report = false");
   try {
     write_run_report(out_dir, path);
     std::printf("report: %s\n", path.c_str());
@@ -608,7 +625,9 @@ void finish_train(TrainRun& run, TrainSummary& summary, const CheckpointSettings
     std::fflush(stdout);
   }
   if (run.live.on()) finish_live_ab(run, options.out_dir, leader);
-  if (leader && options.report) write_report_of_run(options.out_dir, run.live.on());
+  if (leader && options.report)
+    write_report_of_run(options.out_dir, run.live.on(),
+                        metrics_io_limit(run.timeout, settings.timeout));
 }
 
 }  // namespace

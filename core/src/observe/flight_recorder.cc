@@ -4,9 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
+#include <future>
+#include <memory>
 #include <thread>
 
+#include "util/fault_injection.h"
 #include "util/posix_file.h"
 #include "zt/host/trace.h"
 
@@ -47,11 +51,13 @@ void FlightRecorder::set_capacity(size_t n) {
   capacity_ = std::max<size_t>(1, n);
 }
 
-void FlightRecorder::set_dump_path(const std::string& path, int rank, int world) {
+void FlightRecorder::set_dump_path(const std::string& path, int rank, int world,
+                                   std::chrono::milliseconds io_limit) {
   std::lock_guard<std::mutex> lock(mutex_);
   path_ = path;
   rank_ = rank;
   world_ = world;
+  io_limit_ = io_limit;
   // A new path is a new run's (a Python process's next engine): its first failure dumps too.
   failure_dumped_.store(false);
   // An earlier job's record at this path (srun requeued into the same out_dir; only zt's own
@@ -134,19 +140,56 @@ bool FlightRecorder::dump(const std::string& reason) const noexcept {
   return write_dump(reason);
 }
 
+namespace {
+
+void write_dump_file(const std::string& path, const std::string& text,
+                     std::chrono::milliseconds limit) {
+  static std::atomic<int64_t> dumps{0};
+  stall_if_injected("stall_flight_dump", dumps, limit);  // a test's storage that stopped answering
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  ckpt::replace_file_atomically(path, text);
+}
+
+}  // namespace
+
 bool FlightRecorder::write_dump(const std::string& reason) const noexcept {
   try {
     std::string path;
+    std::chrono::milliseconds limit;
+    int rank;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       path = path_;
+      limit = io_limit_;
+      rank = rank_;
     }
     if (path.empty()) return false;
     const std::string text = to_json(reason);
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-    ckpt::replace_file_atomically(path, text);
-    return true;
+    if (limit.count() <= 0) {
+      write_dump_file(path, text, limit);
+      return true;
+    }
+    // On a thread of its own, waited for at most the limit: blocked on storage that stopped
+    // answering, it held back the error it came before (and every rank's, all dumping into the
+    // one folder) for good. A thread stuck in the kernel is left behind; the process ends anyway.
+    auto written = std::make_shared<std::promise<bool>>();
+    std::future<bool> done = written->get_future();
+    std::thread([path, text, limit, written] {
+      bool ok = false;
+      try {
+        write_dump_file(path, text, limit);
+        ok = true;
+      } catch (...) {
+      }
+      written->set_value(ok);
+    }).detach();
+    if (done.wait_for(limit) == std::future_status::ready) return done.get();
+    std::fprintf(stderr,
+                 "zt: [rank %d] flight record not written: %s did not return within %.0f s "
+                 "(its storage does not answer?); going on without it\n",
+                 rank, path.c_str(), std::chrono::duration<double>(limit).count());
+    return false;
   } catch (...) {
     return false;
   }

@@ -20,7 +20,8 @@ const InjectedFault& injected_fault() {
         (std::string(kind) == "skip_collective" || std::string(kind) == "stall_read" ||
          std::string(kind) == "fail_read" || std::string(kind) == "stall_checkpoint_read" ||
          std::string(kind) == "stall_checkpoint_manifest" ||
-         std::string(kind) == "stall_checkpoint_write" || std::string(kind) == "slow_step")) {
+         std::string(kind) == "stall_checkpoint_write" || std::string(kind) == "slow_step" ||
+         std::string(kind) == "stall_trace_write" || std::string(kind) == "stall_flight_dump")) {
       f.kind = kind;
       f.rank = rank;
       f.nth = nth;
@@ -29,7 +30,7 @@ const InjectedFault& injected_fault() {
                    "zt: ignoring %s=%s (expected skip_collective:RANK:SEQ or "
                    "stall_read:RANK:N or fail_read:RANK:N or stall_checkpoint_read:RANK:N or "
                    "stall_checkpoint_manifest:RANK:N or stall_checkpoint_write:RANK:N or "
-                   "slow_step:RANK:MS)\n",
+                   "slow_step:RANK:MS or stall_trace_write:RANK:N or stall_flight_dump:RANK:N)\n",
                    kTestFaultVar, text);
     }
     return f;

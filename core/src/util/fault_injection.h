@@ -7,10 +7,11 @@
 // "stall_checkpoint_manifest:RANK:N": the same for its N-th read of a checkpoint's manifest;
 // "stall_checkpoint_write:RANK:N": its N-th file operation of a checkpoint save on the saving
 // thread (util/save_io_limit.h) blocks the same way;
-// "slow_step:RANK:MS": each training step of rank RANK begins with a sleep of MS milliseconds
-// (Engine::begin_step), so that a test's signals arrive inside a step on any host, however fast.
-// Unset: nothing.
-// Thread safety: injected_fault() may be called from any thread.
+// "stall_trace_write:RANK:N": its N-th trace file write blocks the same way (trace.h's
+// write_trace_file); "stall_flight_dump:RANK:N": its N-th flight record dump does
+// (flight_recorder); "slow_step:RANK:MS": each training step of rank RANK begins with a sleep of MS
+// milliseconds (Engine::begin_step), so that a test's signals arrive inside a step on any host,
+// however fast. Unset: nothing. Thread safety: injected_fault() may be called from any thread.
 #pragma once
 
 #include <atomic>
@@ -24,7 +25,8 @@ inline constexpr const char* kTestFaultVar = "ZT_TEST_FAULT";
 
 struct InjectedFault {
   // "skip_collective", "stall_read", "fail_read", "stall_checkpoint_read",
-  // "stall_checkpoint_manifest", "stall_checkpoint_write", "slow_step" or "" (none)
+  // "stall_checkpoint_manifest", "stall_checkpoint_write", "stall_trace_write",
+  // "stall_flight_dump", "slow_step" or "" (none)
   std::string kind;
   int rank = -1;    // the rank it hits
   int64_t nth = 0;  // which collective (sequence number) or which read (1-based); slow_step: ms
@@ -36,7 +38,7 @@ const InjectedFault& injected_fault();
 // This process's rank as its launcher's environment says (RANK), 0 when unset.
 int env_rank();
 
-// For the stall_checkpoint_* faults: when `kind` is injected on this rank and this is its N-th
+// For the stall_* faults of files: when `kind` is injected on this rank and this is its N-th
 // call (`calls` counts them), blocks as a file system that stopped answering would, for longer
 // than `limit` (the FileIoDeadline around the call, which should end the process first).
 void stall_if_injected(const char* kind, std::atomic<int64_t>& calls,

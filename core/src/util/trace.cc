@@ -3,6 +3,8 @@
 #include <time.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -10,6 +12,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "util/fault_injection.h"
 #include "util/posix_file.h"
 #include "zt/error.h"
 #include "zt/host/utf8.h"
@@ -390,6 +393,10 @@ void write_trace_file(const std::string& path, int pid, const std::string& proce
            " events; later ones are missing (trace fewer steps)\"}";
   }
   out += "}\n";
+  // A test's storage that stops answering (ZT_TEST_FAULT=stall_trace_write:RANK:N): the
+  // caller's FileIoDeadline must end the process long before this sleep ends.
+  static std::atomic<int64_t> writes{0};
+  stall_if_injected("stall_trace_write", writes, std::chrono::minutes(2));
   try {
     ckpt::replace_file_atomically(path, out);
   } catch (const IoError& e) {

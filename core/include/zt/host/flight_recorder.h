@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -46,8 +47,11 @@ class ZT_API FlightRecorder {
   // How many collectives it keeps (default 4096); older ones are dropped.
   void set_capacity(size_t n);
   // Where dump() writes, and the rank and world it states ("" turns dumps off); a run's first
-  // failure after it dumps (one per path).
-  void set_dump_path(const std::string& path, int rank, int world);
+  // failure after it dumps (one per path). `io_limit` > 0: how long a dump waits for its file
+  // (written on a thread of its own) before it gives up, saying so, and goes on: a dump comes on
+  // the way to an error, which storage that stopped answering held back for good.
+  void set_dump_path(const std::string& path, int rank, int world,
+                     std::chrono::milliseconds io_limit = std::chrono::milliseconds(0));
   const std::string& dump_path() const { return path_; }
 
   // An op was issued; returns its record's key for completed().
@@ -81,6 +85,7 @@ class ZT_API FlightRecorder {
   int64_t first_key_ = 0;  // key of ring_[0]
   std::string path_;
   int rank_ = 0, world_ = 1;
+  std::chrono::milliseconds io_limit_{0};
   std::atomic<bool> failure_dumped_{false};
 };
 
