@@ -646,10 +646,17 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   // left is safe to remove. A folder not there yet is made and taken with the job's outputs
   // (below): a job refused while it is built leaves no folder behind.
   std::optional<CheckpointDirLock> dir_lock;
-  std::error_code no_dir;
-  if (leader && std::filesystem::exists(settings.dir, no_dir)) {
-    dir_lock.emplace(settings.dir);
-    remove_stopped_saves(settings);
+  if (leader) {
+    // Bounded as the taking below is: storage that stopped answering held rank 0 here, and its
+    // peers' rendezvous timed out naming no file.
+    const FileIoDeadline stuck(
+        "taking checkpoint.dir " + settings.dir + " and removing what stopped saves left in it",
+        checkpoint_io_limit(timeout), kFolderIoWayOut);
+    std::error_code no_dir;
+    if (std::filesystem::exists(settings.dir, no_dir)) {
+      dir_lock.emplace(settings.dir);
+      remove_stopped_saves(settings);
+    }
   }
   // Opened before the engine is built, so a bad checkpoint fails fast.
   std::unique_ptr<CheckpointReader> resume;
