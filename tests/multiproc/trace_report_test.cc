@@ -1,7 +1,9 @@
 // Seeing inside real runs of the small stage-3 GPT on 2 ranks: the timeline trace of every rank
 // (lanes that nest, clocks side by side, merged into one file, parsed by speedscope in headless
-// Chromium) and report.html at the end of every run (rendered in Chromium). What they check is in
-// the files, not in when things happen: they run beside other tests.
+// Chromium) and report.html at the end of every run (rendered in Chromium); and the waits on
+// storage that stops answering where these files and the flight record go, and under the
+// launcher's clean-up after its ranks. What they check is in the files and the messages, not in
+// when things happen: they run beside other tests.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -294,4 +296,71 @@ TEST_CASE("report: every run writes report.html, and it renders in headless Chro
       zt::test::small_gpt_job(dir.file("off"), "--set run.steps=2 --set run.report=false"));
   CHECK(off.exit_code == 0);
   CHECK_FALSE(std::filesystem::exists(dir.file("off/report.html")));
+}
+
+TEST_CASE("flight recorder: a dump whose storage stops answering is given up after half "
+          "launch.timeout_s, said, and the job goes on") {
+  // ZT_TEST_FAULT holds the rank's first dump (SIGUSR2's here; a failure's takes the same way)
+  // as a hung network file system would: on a failure's way it held back the error for good.
+  TempDir dir;
+  const std::string job = "ZT_TEST_FAULT=stall_flight_dump:0:1 " +
+                          zt::test::small_gpt_job(
+                              dir.file("run"),
+                              "--set launch.nproc=1 --set run.steps=1200 --set run.log_every=100 "
+                              "--set launch.timeout_s=2");
+  const auto r = run_command(zt::test::sigusr2_after_step_100(job, dir.file("log")));
+  const std::string log = zt::test::read_file(dir.file("log"));
+  INFO(r.output << log);
+  CHECK(contains(r.output, "exit=0"));
+  CHECK(contains(log, "step 1200/1200"));
+  CHECK(contains(log,
+                 "zt: [rank 0] flight record not written: " + dir.file("run/flight/rank-0.json") +
+                     " did not return within 1 s (its storage does not answer?); going on "
+                     "without it"));
+}
+
+TEST_CASE("a launcher whose clean-up of a killed rank's offload files does not return ends with "
+          "the ranks' verdict, and the next job on the path removes them") {
+  // ZT_TEST_FAULT holds the launcher's removal of the files (as an NVMe device that stalled its
+  // ranks would): it held the job's end, and its verdict, for good.
+  TempDir dir;
+  const std::string nvme = dir.file("nvme");
+  const std::string tier = "--set plugins.offload_optimizer=offload_nvme "
+                           "--set plugin.offload_nvme.path=" +
+                           nvme;
+  const std::string job = "ZT_TEST_FAULT=stall_offload_cleanup:0:1 " +
+                          zt::test::small_gpt_job(
+                              dir.file("run"),
+                              "--set run.steps=100000 --set launch.timeout_s=5 " + tier);
+  const std::string log = dir.file("log");
+  const auto start = std::chrono::steady_clock::now();
+  // Rank 1 (the process whose environment says RANK=1) killed once step 10 is logged.
+  const auto r = run_command(
+      "(" + job + " > " + log + " 2>&1 & pid=$!; for i in $(seq 600); do grep -q 'step 10/' " +
+      log + " 2>/dev/null && break; sleep 0.1; done; for p in $(pgrep -f -- '" + dir.file("run") +
+      "'); do tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx RANK=1 && kill -KILL $p; "
+      "done; wait $pid; echo exit=$?)");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::string out = zt::test::read_file(log);
+  INFO(r.output << out);
+  CHECK_FALSE(contains(r.output, "exit=0"));
+  CHECK(contains(out, "rank 1"));
+  CHECK(contains(out, "zt: offload files its stopped ranks left were not removed: their storage "
+                      "did not answer within 10 s; the next job on the same path removes them"));
+  CHECK(seconds < 60);  // a bound on the hang, not a speed: the wait is 10 s
+  const auto entries = [&nvme] {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (std::filesystem::recursive_directory_iterator it(nvme, ec), end; !ec && it != end;
+         it.increment(ec))
+      if (it->is_regular_file()) found.push_back(it->path());
+    return found;
+  };
+  CHECK_FALSE(entries().empty());  // the killed rank's files are still there
+  const auto next = run_command(
+      zt::test::small_gpt_job(dir.file("next"), "--set run.steps=1 " + tier));
+  INFO(next.output);
+  REQUIRE(next.exit_code == 0);
+  CHECK(entries().empty());
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 
 #include "ab/switch_folder.h"
@@ -30,6 +32,7 @@
 #include "zt/host/blas.h"
 #include "zt/host/checkpoint.h"
 #include "zt/host/compose.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host/flight_diagnosis.h"
 #include "zt/host/flight_recorder.h"
 #include "zt/host/launcher.h"
@@ -261,10 +264,27 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
     if (!own_notes.empty()) remove_noted_offload_folders(own_notes, job_id);  // no rank started
     throw;
   }
+  // What the launcher reads and removes after the ranks ended lies on their storage, which may be
+  // what stopped answering (an NVMe device that stalled them): waited for at most half
+  // launch.timeout_s each (at least 10 s: removing a large tier's files takes a moment), so that
+  // the job still ends with its ranks' verdict.
+  const std::chrono::milliseconds after_limit = std::max<std::chrono::milliseconds>(
+      checkpoint_io_limit(job.engine.launch.timeout), std::chrono::seconds(10));
+  const double after_s = std::chrono::duration<double>(after_limit).count();
   if (result.exit_code != 0) {
     // Where the job hung or the ranks parted ways, above the failure line, which stays last.
-    const FlightDiagnosis diagnosis = training ? diagnose_flight(flight_dir, nproc)
-                                               : FlightDiagnosis{};
+    FlightDiagnosis diagnosis;
+    if (training) {
+      auto read = std::make_shared<FlightDiagnosis>();
+      if (finished_within(after_limit, [read, flight_dir, nproc] {
+            *read = diagnose_flight(flight_dir, nproc);
+          })) {
+        diagnosis = *read;
+      } else {
+        std::fprintf(stderr, "zt: flight record: not read: %s did not answer within %.0f s\n",
+                     flight_dir.c_str(), after_s);
+      }
+    }
     if (diagnosis.found) {
       std::cerr << "zt: flight record: " << diagnosis.line
                 << " (every rank's last collectives: " << flight_dir << "/rank-N.json)\n";
@@ -272,11 +292,22 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
     print_failure(result);
   }
   // Ranks remove their offload files as they exit; a rank that was killed could not.
-  std::vector<std::string> left = remove_offload_leftovers(job.engine, job_id);
-  if (!notes.empty()) {
-    for (std::string& folder : remove_noted_offload_folders(notes, job_id, notes_given))
-      left.push_back(std::move(folder));
+  auto removed = std::make_shared<std::vector<std::string>>();
+  if (!finished_within(after_limit, [removed, engine = job.engine, job_id, notes, notes_given] {
+        *removed = remove_offload_leftovers(engine, job_id);
+        if (!notes.empty()) {
+          for (std::string& folder : remove_noted_offload_folders(notes, job_id, notes_given))
+            removed->push_back(std::move(folder));
+        }
+      })) {
+    std::fprintf(stderr,
+                 "zt: offload files its stopped ranks left were not removed: their storage did "
+                 "not answer within %.0f s; the next job on the same path removes them\n",
+                 after_s);
+    std::fflush(stderr);
+    return result.exit_code;
   }
+  const std::vector<std::string> left = *removed;
   for (const auto& folder : left) {
     std::cerr << "zt: removed offload files left by stopped ranks: " << folder << "\n";
   }

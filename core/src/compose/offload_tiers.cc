@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include <string_view>
 
 #include "compose/offload_tiers.h"
+#include "util/fault_injection.h"
 #include "zt/error.h"
 #include "zt/host/file_io_deadline.h"
 #include "zt/host/flight_recorder.h"
@@ -223,6 +225,10 @@ double separate_master_share(const EngineSettings& settings) {
 
 std::vector<std::string> remove_offload_leftovers(const EngineSettings& settings,
                                                   const std::string& job) {
+  // A test's storage that stopped answering (ZT_TEST_FAULT=stall_offload_cleanup:0:1; the
+  // launcher, which calls this, has no RANK and counts as 0): its caller must not wait for it.
+  static std::atomic<int64_t> cleanups{0};
+  stall_if_injected("stall_offload_cleanup", cleanups, std::chrono::minutes(2));
   std::vector<std::string> removed;
   for (const PluginChoice* role : offload_roles(settings)) {
     if (!offloads_to_files(*role)) continue;

@@ -6,12 +6,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
-#include <future>
 #include <memory>
 #include <thread>
 
 #include "util/fault_injection.h"
 #include "util/posix_file.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host/trace.h"
 
 namespace zt {
@@ -173,18 +173,13 @@ bool FlightRecorder::write_dump(const std::string& reason) const noexcept {
     // On a thread of its own, waited for at most the limit: blocked on storage that stopped
     // answering, it held back the error it came before (and every rank's, all dumping into the
     // one folder) for good. A thread stuck in the kernel is left behind; the process ends anyway.
-    auto written = std::make_shared<std::promise<bool>>();
-    std::future<bool> done = written->get_future();
-    std::thread([path, text, limit, written] {
-      bool ok = false;
-      try {
-        write_dump_file(path, text, limit);
-        ok = true;
-      } catch (...) {
-      }
-      written->set_value(ok);
-    }).detach();
-    if (done.wait_for(limit) == std::future_status::ready) return done.get();
+    auto ok = std::make_shared<std::atomic<bool>>(false);
+    if (finished_within(limit, [path, text, limit, ok] {
+          write_dump_file(path, text, limit);
+          ok->store(true);
+        })) {
+      return ok->load();
+    }
     std::fprintf(stderr,
                  "zt: [rank %d] flight record not written: %s did not return within %.0f s "
                  "(its storage does not answer?); going on without it\n",

@@ -21,7 +21,8 @@ const InjectedFault& injected_fault() {
          std::string(kind) == "fail_read" || std::string(kind) == "stall_checkpoint_read" ||
          std::string(kind) == "stall_checkpoint_manifest" ||
          std::string(kind) == "stall_checkpoint_write" || std::string(kind) == "slow_step" ||
-         std::string(kind) == "stall_trace_write" || std::string(kind) == "stall_flight_dump")) {
+         std::string(kind) == "stall_trace_write" || std::string(kind) == "stall_flight_dump" ||
+         std::string(kind) == "stall_offload_cleanup")) {
       f.kind = kind;
       f.rank = rank;
       f.nth = nth;
@@ -30,7 +31,8 @@ const InjectedFault& injected_fault() {
                    "zt: ignoring %s=%s (expected skip_collective:RANK:SEQ or "
                    "stall_read:RANK:N or fail_read:RANK:N or stall_checkpoint_read:RANK:N or "
                    "stall_checkpoint_manifest:RANK:N or stall_checkpoint_write:RANK:N or "
-                   "slow_step:RANK:MS or stall_trace_write:RANK:N or stall_flight_dump:RANK:N)\n",
+                   "slow_step:RANK:MS or stall_trace_write:RANK:N or stall_flight_dump:RANK:N or "
+                   "stall_offload_cleanup:0:N)\n",
                    kTestFaultVar, text);
     }
     return f;

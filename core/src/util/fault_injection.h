@@ -9,9 +9,12 @@
 // thread (util/save_io_limit.h) blocks the same way;
 // "stall_trace_write:RANK:N": its N-th trace file write blocks the same way (trace.h's
 // write_trace_file); "stall_flight_dump:RANK:N": its N-th flight record dump does
-// (flight_recorder); "slow_step:RANK:MS": each training step of rank RANK begins with a sleep of MS
-// milliseconds (Engine::begin_step), so that a test's signals arrive inside a step on any host,
-// however fast. Unset: nothing. Thread safety: injected_fault() may be called from any thread.
+// (flight_recorder); "stall_offload_cleanup:0:N": the launcher's N-th removal of the offload files
+// its stopped ranks left does (remove_offload_leftovers; a launcher has no RANK: it counts as 0);
+// "slow_step:RANK:MS": each training step of rank RANK begins with a sleep of MS milliseconds
+// (Engine::begin_step), so that a test's signals arrive inside a step on any host, however fast.
+// Unset: nothing.
+// Thread safety: injected_fault() may be called from any thread.
 #pragma once
 
 #include <atomic>
@@ -26,7 +29,7 @@ inline constexpr const char* kTestFaultVar = "ZT_TEST_FAULT";
 struct InjectedFault {
   // "skip_collective", "stall_read", "fail_read", "stall_checkpoint_read",
   // "stall_checkpoint_manifest", "stall_checkpoint_write", "stall_trace_write",
-  // "stall_flight_dump", "slow_step" or "" (none)
+  // "stall_flight_dump", "stall_offload_cleanup", "slow_step" or "" (none)
   std::string kind;
   int rank = -1;    // the rank it hits
   int64_t nth = 0;  // which collective (sequence number) or which read (1-based); slow_step: ms

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
+#include <future>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -230,6 +231,19 @@ void set_file_io_line_start(std::function<std::string()> start) {
   Watch& w = watch();
   const std::lock_guard<std::mutex> lock(w.mutex);
   w.line_start = std::move(start);
+}
+
+bool finished_within(std::chrono::milliseconds limit, std::function<void()> fn) {
+  auto finished = std::make_shared<std::promise<void>>();
+  std::future<void> done = finished->get_future();
+  std::thread([fn = std::move(fn), finished] {
+    try {
+      fn();
+    } catch (...) {
+    }
+    finished->set_value();
+  }).detach();
+  return done.wait_for(limit) == std::future_status::ready;
 }
 
 }  // namespace zt

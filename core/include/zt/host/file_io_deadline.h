@@ -59,6 +59,11 @@ class ZT_API CallDeadline {
 // removing what only a destructor would have removed. It returns a line to print ("" for none),
 // which is printed after the line start.
 ZT_API void add_file_io_last_words(std::function<std::string()> words);
+// For a process that must go on (a launcher that has its ranks' failure to report, a rank on its
+// way to its own error): runs `fn` on a thread of its own and waits at most `limit` for it; true
+// when it returned in time. One that did not is left behind (a call blocked on storage cannot be
+// cancelled), so `fn` must own what it uses. Exceptions from `fn` are dropped.
+ZT_API bool finished_within(std::chrono::milliseconds limit, std::function<void()> fn);
 // What the line starts with instead of "zt: ", asked when it is written: a program's own error
 // lines' start (the trainer's names the rank, "zt: [rank 1] ").
 ZT_API void set_file_io_line_start(std::function<std::string()> start);
