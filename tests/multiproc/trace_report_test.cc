@@ -299,24 +299,34 @@ TEST_CASE("report: every run writes report.html, and it renders in headless Chro
 }
 
 TEST_CASE("flight recorder: a dump whose storage stops answering is given up after half "
-          "launch.timeout_s, said, and the job goes on") {
+          "launch.timeout_s, said, and the job goes on, starting no second dump behind it") {
   // ZT_TEST_FAULT holds the rank's first dump (SIGUSR2's here; a failure's takes the same way)
   // as a hung network file system would: on a failure's way it held back the error for good.
   TempDir dir;
+  const std::string log = dir.file("log");
   const std::string job = "ZT_TEST_FAULT=stall_flight_dump:0:1 " +
                           zt::test::small_gpt_job(
                               dir.file("run"),
-                              "--set launch.nproc=1 --set run.steps=1200 --set run.log_every=100 "
-                              "--set launch.timeout_s=2");
-  const auto r = run_command(zt::test::sigusr2_after_step_100(job, dir.file("log")));
-  const std::string log = zt::test::read_file(dir.file("log"));
-  INFO(r.output << log);
+                              "--set launch.nproc=1 --set run.steps=2500 --set run.log_every=100 "
+                              "--set launch.timeout_s=4");
+  // SIGUSR2 once step 100 is logged, and again once the first dump was given up.
+  const auto until = [&log](const std::string& text) {
+    return "for i in $(seq 300); do grep -q '" + text + "' " + log +
+           " 2>/dev/null && break; sleep 0.1; done; ";
+  };
+  const auto r = run_command("(" + job + " > " + log + " 2>&1 & pid=$!; " + until("step 100/") +
+                             "kill -USR2 $pid; " + until("did not return within") +
+                             "kill -USR2 $pid; wait $pid; echo exit=$?)");
+  const std::string out = zt::test::read_file(log);
+  INFO(r.output << out);
   CHECK(contains(r.output, "exit=0"));
-  CHECK(contains(log, "step 1200/1200"));
-  CHECK(contains(log,
-                 "zt: [rank 0] flight record not written: " + dir.file("run/flight/rank-0.json") +
-                     " did not return within 1 s (its storage does not answer?); going on "
-                     "without it"));
+  CHECK(contains(out, "step 2500/2500"));
+  const std::string record = dir.file("run/flight/rank-0.json");
+  CHECK(contains(out, "zt: [rank 0] flight record not written: " + record +
+                          " did not return within 2 s (its storage does not answer?); going on "
+                          "without it"));
+  CHECK(contains(out, "zt: [rank 0] flight record not written: an earlier dump to " + record +
+                          " has not returned"));
 }
 
 TEST_CASE("a launcher whose clean-up of a killed rank's offload files does not return ends with "

@@ -305,7 +305,7 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
                  "not answer within %.0f s; the next job on the same path removes them\n",
                  after_s);
     std::fflush(stderr);
-    return result.exit_code;
+    removed = std::make_shared<std::vector<std::string>>();  // the helper's own is still in use
   }
   const std::vector<std::string> left = *removed;
   for (const auto& folder : left) {

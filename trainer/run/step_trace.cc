@@ -13,6 +13,15 @@
 
 namespace zt::trainer {
 
+namespace {
+
+// What a rank stuck on trace.dir's storage is told (FileIoDeadline).
+constexpr const char* kTraceWayOut =
+    "check that trace.dir's storage answers (or set trace.dir to other storage); storage this "
+    "slow but working needs a longer launch.timeout_s (the trace's file may take half of it)";
+
+}  // namespace
+
 ClockOffset measure_clock_offset(Communicator& comm) {
   constexpr int kRounds = 7;
   std::vector<int64_t> offsets;
@@ -62,12 +71,11 @@ void StepTrace::finish(const std::string& metadata) {
   // turned into the run's failure: thrown on one rank, it left the others waiting in their next
   // collective until launch.timeout_s.
   try {
-    const FileIoDeadline deadline(
-        "writing the trace " + file(), io_limit_,
-        "check that trace.dir's storage answers (or set trace.dir to other storage); storage this "
-        "slow but working needs a longer launch.timeout_s (the trace's file may take half of it)");
     std::error_code ec;
-    std::filesystem::create_directories(settings_.dir, ec);
+    {
+      const FileIoDeadline deadline("making trace.dir " + settings_.dir, io_limit_, kTraceWayOut);
+      std::filesystem::create_directories(settings_.dir, ec);
+    }
     if (ec) {
       throw IoError("cannot create trace.dir " + settings_.dir + ": " + ec.message() +
                     " (set trace.dir to a writable folder)");
@@ -79,7 +87,7 @@ void StepTrace::finish(const std::string& metadata) {
                                           metadata.substr(1)
                                     : "{\"clock_origin_ns\":" + std::to_string(origin_ns_) + "}";
     trace::write_trace_file(file(), rank_, "rank " + std::to_string(rank_), offset_ns_, origin_ns_,
-                            stamped);
+                            stamped, io_limit_, kTraceWayOut);
     if (rank_ == 0) std::printf("trace: %s (and each rank's beside it)\n", file().c_str());
   } catch (const Error& e) {
     // An earlier run's file of this rank would be merged as this run's.

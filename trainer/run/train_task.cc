@@ -647,17 +647,15 @@ int run_train(const JobSettings& job, PluginCatalog& catalog, Store& store, cons
   // (below): a job refused while it is built leaves no folder behind.
   std::optional<CheckpointDirLock> dir_lock;
   if (leader) {
-    // Bounded as the taking below is: storage that stopped answering held rank 0 here, and its
-    // peers' rendezvous timed out naming no file.
-    const FileIoDeadline stuck(
-        "taking checkpoint.dir " + settings.dir + " and removing what stopped saves left in it",
-        checkpoint_io_limit(timeout), kFolderIoWayOut);
+    // Its lookup and lock bounded as the taking below is: storage that stopped answering held
+    // rank 0 here, and its peers' rendezvous timed out naming no file. (Not the removals after:
+    // their work grows with what the stopped saves left.)
+    const FileIoDeadline stuck("taking checkpoint.dir " + settings.dir,
+                               checkpoint_io_limit(timeout), kFolderIoWayOut);
     std::error_code no_dir;
-    if (std::filesystem::exists(settings.dir, no_dir)) {
-      dir_lock.emplace(settings.dir);
-      remove_stopped_saves(settings);
-    }
+    if (std::filesystem::exists(settings.dir, no_dir)) dir_lock.emplace(settings.dir);
   }
+  if (dir_lock) remove_stopped_saves(settings);
   // Opened before the engine is built, so a bad checkpoint fails fast.
   std::unique_ptr<CheckpointReader> resume;
   if (!settings.resume.empty()) {

@@ -173,10 +173,25 @@ bool FlightRecorder::write_dump(const std::string& reason) const noexcept {
     // On a thread of its own, waited for at most the limit: blocked on storage that stopped
     // answering, it held back the error it came before (and every rank's, all dumping into the
     // one folder) for good. A thread stuck in the kernel is left behind; the process ends anyway.
+    // While one is, no other starts: it would write the same temporary file, and each SIGUSR2
+    // would leave one more thread behind.
+    static const auto blocked = std::make_shared<std::atomic<bool>>(false);
+    if (blocked->load()) {
+      std::fprintf(stderr,
+                   "zt: [rank %d] flight record not written: an earlier dump to %s has not "
+                   "returned (its storage does not answer?)\n",
+                   rank, path.c_str());
+      return false;
+    }
+    blocked->store(true);
     auto ok = std::make_shared<std::atomic<bool>>(false);
-    if (finished_within(limit, [path, text, limit, ok] {
-          write_dump_file(path, text, limit);
-          ok->store(true);
+    if (finished_within(limit, [path, text, limit, ok, done = blocked] {
+          try {
+            write_dump_file(path, text, limit);
+            ok->store(true);
+          } catch (...) {
+          }
+          done->store(false);
         })) {
       return ok->load();
     }

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -236,13 +237,18 @@ void set_file_io_line_start(std::function<std::string()> start) {
 bool finished_within(std::chrono::milliseconds limit, std::function<void()> fn) {
   auto finished = std::make_shared<std::promise<void>>();
   std::future<void> done = finished->get_future();
-  std::thread([fn = std::move(fn), finished] {
+  auto call = [fn = std::move(fn), finished] {
     try {
       fn();
     } catch (...) {
     }
     finished->set_value();
-  }).detach();
+  };
+  try {
+    std::thread(call).detach();
+  } catch (const std::system_error&) {
+    call();  // no thread to be had (a process or cgroup limit): unbounded, as before
+  }
   return done.wait_for(limit) == std::future_status::ready;
 }
 

@@ -15,6 +15,7 @@
 #include "util/fault_injection.h"
 #include "util/posix_file.h"
 #include "zt/error.h"
+#include "zt/host/file_io_deadline.h"
 #include "zt/host/utf8.h"
 
 namespace zt::trace {
@@ -355,7 +356,8 @@ std::string json_quote(const std::string& raw) {
 }
 
 void write_trace_file(const std::string& path, int pid, const std::string& process_name,
-                      int64_t offset_ns, int64_t origin_ns, const std::string& metadata) {
+                      int64_t offset_ns, int64_t origin_ns, const std::string& metadata,
+                      std::chrono::milliseconds io_limit, const std::string& way_out) {
   std::vector<Lane> all = lanes();
   bool dropped = false;
   {
@@ -393,10 +395,11 @@ void write_trace_file(const std::string& path, int pid, const std::string& proce
            " events; later ones are missing (trace fewer steps)\"}";
   }
   out += "}\n";
+  const FileIoDeadline deadline("writing the trace " + path, io_limit, way_out);
   // A test's storage that stops answering (ZT_TEST_FAULT=stall_trace_write:RANK:N): the
-  // caller's FileIoDeadline must end the process long before this sleep ends.
+  // deadline must end the process long before this sleep ends.
   static std::atomic<int64_t> writes{0};
-  stall_if_injected("stall_trace_write", writes, std::chrono::minutes(2));
+  stall_if_injected("stall_trace_write", writes, io_limit);
   try {
     ckpt::replace_file_atomically(path, out);
   } catch (const IoError& e) {

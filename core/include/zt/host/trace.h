@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -141,9 +142,12 @@ inline constexpr size_t kMaxEventsPerLane = 2000000;
 // lane (its name as metadata), "X" events with ts/dur in microseconds, where
 // ts = (begin_ns + offset_ns - origin_ns) / 1000; `offset_ns` moves this rank's clock onto the
 // job's (measured at rendezvous) and origin_ns is the job's time zero. `metadata` (a JSON object
-// text, or "") goes to "otherData". Throws IoError naming the file.
+// text, or "") goes to "otherData". Throws IoError naming the file. `io_limit` > 0 bounds the
+// file's writing (FileIoDeadline, `way_out` its advice), not the events' formatting before it.
 ZT_API void write_trace_file(const std::string& path, int pid, const std::string& process_name,
-                             int64_t offset_ns, int64_t origin_ns, const std::string& metadata);
+                             int64_t offset_ns, int64_t origin_ns, const std::string& metadata,
+                             std::chrono::milliseconds io_limit = std::chrono::milliseconds(0),
+                             const std::string& way_out = "");
 
 // `text` as a JSON string literal, quotes included, each ill-formed UTF-8 part as U+FFFD (JSON
 // readers refuse the bytes). Never throws (but std::bad_alloc).
