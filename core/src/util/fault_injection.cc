@@ -8,6 +8,23 @@
 
 namespace zt {
 
+// Each fault ZT_TEST_FAULT may name, with its form: one table for the parse and its message.
+constexpr struct {
+  const char* kind;
+  const char* form;
+} kFaults[] = {
+    {"skip_collective", "RANK:SEQ"},
+    {"stall_read", "RANK:N"},
+    {"fail_read", "RANK:N"},
+    {"stall_checkpoint_read", "RANK:N"},
+    {"stall_checkpoint_manifest", "RANK:N"},
+    {"stall_checkpoint_write", "RANK:N"},
+    {"slow_step", "RANK:MS"},
+    {"stall_trace_write", "RANK:N"},
+    {"stall_flight_dump", "RANK:N"},
+    {"stall_offload_cleanup", "0:N"},
+};
+
 const InjectedFault& injected_fault() {
   static const InjectedFault fault = [] {
     InjectedFault f;
@@ -16,25 +33,20 @@ const InjectedFault& injected_fault() {
     char kind[32] = {0};
     int rank = -1;
     long long nth = 0;
-    if (std::sscanf(text, "%31[a-z_]:%d:%lld", kind, &rank, &nth) == 3 &&
-        (std::string(kind) == "skip_collective" || std::string(kind) == "stall_read" ||
-         std::string(kind) == "fail_read" || std::string(kind) == "stall_checkpoint_read" ||
-         std::string(kind) == "stall_checkpoint_manifest" ||
-         std::string(kind) == "stall_checkpoint_write" || std::string(kind) == "slow_step" ||
-         std::string(kind) == "stall_trace_write" || std::string(kind) == "stall_flight_dump" ||
-         std::string(kind) == "stall_offload_cleanup")) {
-      f.kind = kind;
-      f.rank = rank;
-      f.nth = nth;
-    } else {
-      std::fprintf(stderr,
-                   "zt: ignoring %s=%s (expected skip_collective:RANK:SEQ or "
-                   "stall_read:RANK:N or fail_read:RANK:N or stall_checkpoint_read:RANK:N or "
-                   "stall_checkpoint_manifest:RANK:N or stall_checkpoint_write:RANK:N or "
-                   "slow_step:RANK:MS or stall_trace_write:RANK:N or stall_flight_dump:RANK:N or "
-                   "stall_offload_cleanup:0:N)\n",
-                   kTestFaultVar, text);
+    const bool parsed = std::sscanf(text, "%31[a-z_]:%d:%lld", kind, &rank, &nth) == 3;
+    for (const auto& known : kFaults) {
+      if (parsed && std::string(kind) == known.kind) {
+        f.kind = kind;
+        f.rank = rank;
+        f.nth = nth;
+        return f;
+      }
     }
+    std::string expected;
+    for (const auto& known : kFaults)
+      expected += std::string(expected.empty() ? "" : " or ") + known.kind + ":" + known.form;
+    std::fprintf(stderr, "zt: ignoring %s=%s (expected %s)\n", kTestFaultVar, text,
+                 expected.c_str());
     return f;
   }();
   return fault;
