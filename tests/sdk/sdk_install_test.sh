@@ -78,9 +78,19 @@ core_line=$(ldd "$trainer" | grep 'libzt_core' || true)
 [[ "$core_line" == *"=> $prefix/"* ]] ||
   fail "installed trainer resolves libzt_core as '$core_line', not from $prefix (RUNPATH?)"
 
+# The zt build's compiler launcher (ccache, where the build found one) compiles the plugins too:
+# their LibTorch translation units are most of this test's time, and their objects are the same
+# from one run to the next. Paths under $tmp, which differ each run, are hashed relative to it.
+launcher=$(sed -n 's/^CMAKE_CXX_COMPILER_LAUNCHER:[A-Z]*=//p' "$build_dir/CMakeCache.txt")
+[[ -n "$launcher" ]] || launcher=$(sed -n 's/^ZT_CCACHE:[A-Z]*=\(.*ccache\)$/\1/p' "$build_dir/CMakeCache.txt")
+plugin_flags=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix${extra_prefix:+;$extra_prefix}")
+if [[ -n "$launcher" ]]; then
+  plugin_flags+=("-DCMAKE_CXX_COMPILER_LAUNCHER=$launcher")
+  export CCACHE_BASEDIR="$tmp" CCACHE_NOHASHDIR=1
+fi
+
 step "configure and build examples/plugin_template against $prefix"
-logged configure "$cmake_cmd" -S "$template_dir" -B "$plugin_build" -G Ninja \
-  -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix${extra_prefix:+;$extra_prefix}" \
+logged configure "$cmake_cmd" -S "$template_dir" -B "$plugin_build" -G Ninja "${plugin_flags[@]}" \
   -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
 logged build "$cmake_cmd" --build "$plugin_build"
 plugin_so="$plugin_build/libzt_comm_local.so"
@@ -179,8 +189,7 @@ expect_in "$tmp/job2.out" 'comm_local .*exactly 1 rank.*2 ranks.*comm_ucx' \
 build_example() {  # build_example FOLDER ID
   local dir="$prefix/share/zt/examples/$1" out="$tmp/$1-build"
   [[ -f "$dir/$2.cc" ]] || fail "the install lacks $dir/$2.cc"
-  logged "configure-$1" "$cmake_cmd" -S "$dir" -B "$out" -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$prefix${extra_prefix:+;$extra_prefix}" \
+  logged "configure-$1" "$cmake_cmd" -S "$dir" -B "$out" -G Ninja "${plugin_flags[@]}" \
     -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
   logged "build-$1" "$cmake_cmd" --build "$out"
   [[ -f "$out/libzt_$2.so" ]] || fail "no libzt_$2.so in $out"
