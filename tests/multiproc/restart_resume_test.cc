@@ -370,7 +370,8 @@ TEST_CASE("save: a rank whose checkpoint write blocks (storage that stopped answ
 TEST_CASE("eval without --config, and export: a checkpoint whose read blocks ends them with exit "
           "5 after half launch.timeout_s, naming the file") {
   // The config eval reads from the checkpoint is what would set the bound, so the bound there
-  // comes from --set launch.timeout_s (or its default); the manifest read is the first one.
+  // comes from --set launch.timeout_s (or its default); the manifest read is the first one. 4 s:
+  // 2 s for each file operation, and 1 s for export's last words, beside other tests.
   TempDir dir;
   const std::string ckpt = dir.file("checkpoints");
   auto r = run_command(quiet_small_gpt_job(
@@ -380,11 +381,11 @@ TEST_CASE("eval without --config, and export: a checkpoint whose read blocks end
   REQUIRE(r.exit_code == 0);
   const std::string out = dir.file("eval.json");
   r = run_command("ZT_TEST_FAULT=stall_checkpoint_manifest:0:1 " + std::string(ZT_TEST_TRAINER) +
-                  " eval --checkpoint " + ckpt + " --set launch.timeout_s=2 --out " + out);
+                  " eval --checkpoint " + ckpt + " --set launch.timeout_s=4 --out " + out);
   INFO(r.output);
   CHECK(r.exit_code == 5);
   CHECK(contains(r.output, "io error: reading " + ckpt +
-                               "/step-00000002/manifest.json has not returned after 1.0 s: the "
+                               "/step-00000002/manifest.json has not returned after 2.0 s: the "
                                "storage stopped answering"));
   CHECK_FALSE(fs::exists(out));
 
@@ -392,10 +393,10 @@ TEST_CASE("eval without --config, and export: a checkpoint whose read blocks end
   // unfinished file removed by its last words (the process ends without unwinding).
   const std::string exported = dir.file("model.safetensors");
   r = run_command("ZT_TEST_FAULT=stall_checkpoint_read:0:3 " + std::string(ZT_TEST_TRAINER) +
-                  " export --checkpoint " + ckpt + " --set launch.timeout_s=2 --out " + exported);
+                  " export --checkpoint " + ckpt + " --set launch.timeout_s=4 --out " + exported);
   INFO(r.output);
   CHECK(r.exit_code == 5);
-  CHECK(contains(r.output, "has not returned after 1.0 s: the storage stopped answering"));
+  CHECK(contains(r.output, "has not returned after 2.0 s: the storage stopped answering"));
   CHECK(contains(r.output, "removed the unfinished " + exported + ".tmp"));
   CHECK_FALSE(fs::exists(exported));
   CHECK_FALSE(zt::test::file_starting_with(exported + ".tmp"));
