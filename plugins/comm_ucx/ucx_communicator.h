@@ -100,8 +100,8 @@ class UcxCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   std::unique_ptr<ShmWindow> shm_window_;  // null: ranks span hosts, or shared memory is off
   std::unique_ptr<ShmCollectives> shm_;
-  uint32_t next_seq_ = 0;
-  int splits_ = 0;  // split() calls so far: names the store keys of each split's children
+  uint32_t next_index_ = 0;  // ops submitted so far: the next one's number
+  int splits_ = 0;           // split() calls so far: names the store keys of each split's children
   mutable std::mutex stats_mutex_;
   CommStats stats_;
 };

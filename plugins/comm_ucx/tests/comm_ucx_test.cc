@@ -98,13 +98,26 @@ TEST_CASE("ranks that call a collective with different sizes fail, on both paths
 
 TEST_CASE(
     "on shared memory, an all_gather met by a reduce_scatter of the same size fails, naming both") {
-  // The ring path matches messages by size alone: launch.check_collectives compares the ops there.
   auto run = launch_comm_check(
       3, {"--scenario", "crossed", "--victim", "1", "--option", "shared_memory=true"});
   INFO(run.all());
   CHECK(run.result.exit_code != 0);
   CHECK(contains(run.all(), "called all_gather where rank"));
   CHECK(contains(run.all(), "ranks issued different collectives"));
+  CHECK_FALSE(contains(run.all(), "completed"));
+}
+
+TEST_CASE("on the ring, an all_gather met by a reduce_scatter of the same size fails after the "
+          "timeout, never a result") {
+  // The op's kind is in its messages' tags: neither side's receive matches the other's send, so
+  // both wait until the timeout (3 s here) and say what may have happened. They matched by size
+  // alone and returned the other op's bytes.
+  auto run = launch_comm_check(3, {"--scenario", "crossed", "--victim", "1", "--timeout-ms", "3000",
+                                   "--option", "shared_memory=false"});
+  INFO(run.all());
+  CHECK(run.result.exit_code != 0);
+  CHECK(contains(run.all(), "no progress for 3000 ms while waiting for rank"));
+  CHECK(contains(run.all(), "called a different collective"));
   CHECK_FALSE(contains(run.all(), "completed"));
 }
 
