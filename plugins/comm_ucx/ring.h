@@ -29,7 +29,7 @@ struct Group {
 
 // One collective's identity on the wire and in messages.
 struct OpTag {
-  uint32_t seq;      // same on every rank: the communicator's op counter
+  uint32_t seq;      // same on every rank: Transport::op_seq of the op's index and kind
   std::string what;  // "all_reduce #7 (4.0 MiB)"
 };
 

@@ -31,8 +31,6 @@ constexpr long kSleepNs = 10 * 1000 * 1000;
 constexpr int kOpShift = 56;
 constexpr uint64_t kBytesMask = (uint64_t{1} << kOpShift) - 1;
 
-const char* op_name(uint64_t word) { return comm_op_name(static_cast<CommOp>(word >> kOpShift)); }
-
 // The futexes are not FUTEX_PRIVATE: the words sit in memory shared between processes.
 void futex_wait(std::atomic<uint32_t>& word, uint32_t expected) {
   const timespec bound{0, kSleepNs};
@@ -104,13 +102,10 @@ void ShmCollectives::check_same_size(const std::string& what, int only_rank) {
     // this rank reports `done`.
     const uint64_t theirs = w_.control(p).op_bytes.load(std::memory_order_acquire);
     if (theirs >> kOpShift != op_bytes_ >> kOpShift) {
-      throw CommError("comm_ucx: " + what + ": rank " + std::to_string(job_ranks_[p]) + " called " +
-                      op_name(theirs) + " where rank " + std::to_string(job_ranks_[rank_]) +
-                      " called " + op_name(op_bytes_) +
-                      ": ranks issued different collectives (a bug in the caller: every rank "
-                      "must issue the same collectives with the same sizes, in the same order; at "
-                      "ZeRO stage 3, a forward that used a parameter on some ranks and not on "
-                      "others, such as a branch on the batch, which stage 3 does not train)");
+      throw CommError("comm_ucx: " + what + ": " +
+                      different_collectives(job_ranks_[p], static_cast<CommOp>(theirs >> kOpShift),
+                                            job_ranks_[rank_],
+                                            static_cast<CommOp>(op_bytes_ >> kOpShift)));
     }
     if (theirs != op_bytes_) {
       throw CommError("comm_ucx: " + what + ": rank " + std::to_string(job_ranks_[p]) +

@@ -173,16 +173,11 @@ std::unique_ptr<Communicator> UcxCommunicator::split(int color, int key) {
 std::shared_ptr<Work> UcxCommunicator::submit(CommOp kind, uint64_t bytes,
                                               std::function<void(const OpTag&)> body) {
   // Each op owns two sequence numbers (all_reduce runs two phases), so an op's tags differ from
-  // the communicator's other ops' (a split's op of the same number shares them: the family's
-  // single issue order keeps the two apart, README). Its kind is part of them: ranks that issued
-  // different collectives of one size (an all_gather met by a reduce_scatter) matched each
-  // other's messages on the ring and returned wrong values without a word; now neither receives
-  // and both fail after the timeout, naming the peer and "called a different collective". The
-  // tag's 24 bits of sequence: the op's index (20 bits, wrapping after ~1M ops: one op at a time
-  // is in flight), its kind (3), its phase (1).
-  static_assert(kNumCommOps <= 8, "an op's kind has 3 bits of its ring tags");
+  // the communicator's other ops' (a split's op of the same number and kind shares them: the
+  // family's single issue order keeps the two apart, README). Its kind is part of them, checked
+  // by each receive (Transport::op_seq).
   const uint32_t index = next_index_++;
-  const uint32_t seq = ((index & 0xFFFFF) << 4) | (static_cast<uint32_t>(kind) << 1);
+  const uint32_t seq = Transport::op_seq(index, kind);
   {
     std::lock_guard<std::mutex> lock(stats_mutex_);
     stats_[kind].calls += 1;

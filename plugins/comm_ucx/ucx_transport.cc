@@ -37,7 +37,27 @@ std::string stopped_member(const std::vector<int>& ring, int waiting, int step) 
          "), the rank that stopped is most likely rank " + std::to_string(stopped);
 }
 
+// The kind's bits of a tag: bits 1-3 of its 24-bit sequence, which starts at bit 40.
+constexpr uint64_t kKindShift = 41;
+constexpr uint64_t kKindBits = uint64_t{0x7} << kKindShift;
+
+CommOp kind_of(uint64_t tag) { return static_cast<CommOp>((tag & kKindBits) >> kKindShift); }
+
 }  // namespace
+
+std::string different_collectives(int their_rank, CommOp theirs, int my_rank, CommOp mine) {
+  return "rank " + std::to_string(their_rank) + " called " + comm_op_name(theirs) + " where rank " +
+         std::to_string(my_rank) + " called " + comm_op_name(mine) +
+         ": ranks issued different collectives (a bug in the caller: every rank must issue the "
+         "same collectives with the same sizes, in the same order; at ZeRO stage 3, a forward "
+         "that used a parameter on some ranks and not on others, such as a branch on the batch, "
+         "which stage 3 does not train)";
+}
+
+uint32_t Transport::op_seq(uint32_t index, CommOp kind) {
+  static_assert(kNumCommOps <= 8, "an op's kind has 3 bits of its tags");
+  return ((index & 0xFFFFF) << 4) | (static_cast<uint32_t>(kind) << 1);
+}
 
 uint64_t Transport::make_tag(uint32_t seq, int src, int step, int chunk) {
   // [seq:24][src:12][step:12][chunk:16]
@@ -208,6 +228,7 @@ void Transport::post_send(int peer, const void* buf, size_t bytes, uint64_t tag,
 void Transport::post_recv(int peer, void* buf, size_t bytes, uint64_t tag, Handler on_done) {
   Pending* p = new_pending(peer, true, bytes, std::move(on_done));
   p->step = tag_step(tag);
+  p->tag = tag;
   ucp_request_param_t param{};
   // Never completed in place: the callback gets the message's length, which UCX 1.13 does not
   // report for a receive that matched a waiting message at once (recv_info stays unset there),
@@ -217,7 +238,7 @@ void Transport::post_recv(int peer, void* buf, size_t bytes, uint64_t tag, Handl
   param.datatype = ucp_dt_make_contig(1);
   param.cb.recv = &Transport::on_recv_done;
   param.user_data = p;
-  track(p, ucp_tag_recv_nbx(worker_, buf, bytes, tag, ~uint64_t{0}, &param));
+  track(p, ucp_tag_recv_nbx(worker_, buf, bytes, tag, ~kKindBits, &param));
 }
 
 void Transport::on_send_done(void* request, ucs_status_t status, void* user_data) {
@@ -235,6 +256,7 @@ void Transport::on_recv_done(void* request, ucs_status_t status, const ucp_tag_r
   auto* p = static_cast<Pending*>(user_data);
   p->status = status;
   p->received = (status == UCS_OK && info) ? info->length : 0;
+  p->sender_tag = (status == UCS_OK && info) ? info->sender_tag : p->tag;
   p->request = nullptr;
   p->finished = true;
   ucp_request_free(request);
@@ -309,6 +331,10 @@ void Transport::run(const std::string& what, Waits waits, const std::vector<int>
                 std::to_string(p->peer) + " failed (UCX: " + why + ")";
         }
         fail("comm_ucx: " + what + ": " + why);
+      }
+      if (p->is_recv && kind_of(p->sender_tag) != kind_of(p->tag)) {
+        fail("comm_ucx: " + what + ": " +
+             different_collectives(p->peer, kind_of(p->sender_tag), rank_, kind_of(p->tag)));
       }
       if (p->is_recv && p->received != p->bytes) {
         fail("comm_ucx: " + what + ": rank " + std::to_string(p->peer) + " sent " +

@@ -29,6 +29,10 @@ struct TransportOptions {
   bool peer_error_handling = false;  // UCP_ERR_HANDLING_MODE_PEER: fail fast on dead peers
 };
 
+// "rank A called <theirs> where rank B called <mine>: ranks issued different collectives (...)",
+// the reason of a CommError on either path (ring, shared memory) when the ranks' ops differ.
+std::string different_collectives(int their_rank, CommOp theirs, int my_rank, CommOp mine);
+
 class Transport {
  public:
   using Handler = std::function<void()>;
@@ -41,8 +45,16 @@ class Transport {
   int rank() const { return rank_; }
   int world() const { return world_; }
 
-  // Tags identify (op sequence, sender, step, chunk) so concurrent chunks never mismatch.
+  // Tags identify (op sequence with its kind, sender, step, chunk) so concurrent chunks never
+  // mismatch.
   static uint64_t make_tag(uint32_t seq, int src, int step, int chunk);
+  // An op's sequence for make_tag: its index in its communicator (20 bits, wrapping: one op of a
+  // family is in flight at a time) and its kind; +1 is its second phase (all_reduce's gather).
+  // A receive matches a message whatever its kind and then compares the kinds, so ranks that
+  // issued different collectives fail at once, naming both, as they do on shared memory (with
+  // the kind matched, a message of another kind waited unmatched until the timeout; with no
+  // kind, an all_gather met by a reduce_scatter of one size returned wrong values).
+  static uint32_t op_seq(uint32_t index, CommOp kind);
   // The step make_tag() put in `tag`.
   static int tag_step(uint64_t tag);
   static constexpr int kMaxChunksPerStep = 1 << 16;
@@ -79,7 +91,9 @@ class Transport {
     void* request = nullptr;  // UCX request while in flight
     int peer = -1;
     bool is_recv = false;
-    int step = 0;  // the step field of its tag (a ring's step, a pairwise distance)
+    int step = 0;             // the step field of its tag (a ring's step, a pairwise distance)
+    uint64_t tag = 0;         // a receive's own tag, the kind of op it expects included
+    uint64_t sender_tag = 0;  // the tag of the message a receive took
     size_t bytes = 0;
     ucs_status_t status = UCS_OK;
     size_t received = 0;
