@@ -170,6 +170,13 @@ TEST_CASE("under another launcher, a --nproc that is neither its ranks on the ho
   CHECK(contains(r.output, "--nproc 4, but torchrun started this process as rank 0 of 1 (1 on "
                            "this host): its ranks are the job's; drop --nproc"));
   CHECK_FALSE(contains(r.output, "zt smoke:"));
+  // The same from --set launch.nproc on the command line (a config's launch.nproc is no request:
+  // configs/smoke.toml's own is 2).
+  r = run_command(one + " --set launch.nproc=4");
+  INFO(r.output);
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.output, "--set launch.nproc=4, but torchrun started this process as rank 0 of "
+                           "1 (1 on this host): its ranks are the job's; drop --set launch.nproc"));
   // The same --nproc as the launcher's world is no contradiction.
   r = run_command(one + " --nproc 1 --max-restarts 2");
   INFO(r.output);

@@ -437,18 +437,21 @@ int run_job(const JobSettings& job, PluginCatalog& catalog, const CliArgs& args,
                  nproc);
     env.found = false;
   }
-  // Another launcher started this process as one of its ranks: a --nproc that is neither its
-  // ranks on this host (what --nproc means) nor all of them was dropped without a word
-  // (torchrun --nproc_per_node 2 trainer --nproc 4).
-  if (env.found && args.nproc && *args.nproc != env.world &&
-      (env.local_world <= 0 || *args.nproc != env.local_world)) {
+  // Another launcher started this process as one of its ranks: a --nproc (or a --set
+  // launch.nproc on the command line) that is neither its ranks on this host (what --nproc
+  // means) nor all of them was dropped without a word (torchrun --nproc_per_node 2 trainer
+  // --nproc 4). A config's launch.nproc is no such request.
+  const bool nproc_asked = args.nproc || command_line_sets_nproc(args.overrides);
+  if (env.found && nproc_asked && nproc != env.world &&
+      (env.local_world <= 0 || nproc != env.local_world)) {
+    const std::string asked = args.nproc ? "--nproc" : "--set launch.nproc";
     throw ConfigError(
-        "--nproc " + std::to_string(*args.nproc) + ", but " + env.source +
-        " started this process as rank " + std::to_string(env.rank) + " of " +
+        (args.nproc ? "--nproc " : "--set launch.nproc=") + std::to_string(nproc) + ", but " +
+        env.source + " started this process as rank " + std::to_string(env.rank) + " of " +
         std::to_string(env.world) +
         (env.local_world > 0 ? " (" + std::to_string(env.local_world) + " on this host)" : "") +
-        ": its ranks are the job's; drop --nproc, or ask " + env.source + " for " +
-        std::to_string(*args.nproc) + " ranks per host");
+        ": its ranks are the job's; drop " + asked + ", or ask " + env.source + " for " +
+        std::to_string(nproc) + " ranks per host");
   }
   // A single process is the rank itself, except where restarts are asked for: zt's launcher
   // then supervises its one rank as it does N (a lone rank that died was not started again).
