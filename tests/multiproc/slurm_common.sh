@@ -1,6 +1,7 @@
-# Sourced by the Slurm tests (slurm_test.sh, slurm_preempt_test.sh): a real Slurm cluster of two
-# simulated hosts (scripts/slurm_cluster.sh) for the test's lifetime, and helpers to submit the
-# example job script and follow its job. Needs $trainer and $src set.
+# Sourced by the Slurm tests (slurm_test.sh, slurm_preempt_test.sh, slurm_tune_test.sh): a real
+# Slurm cluster of two simulated hosts (scripts/slurm_cluster.sh) for the test's lifetime, and
+# helpers to submit the example job script and follow its job. Needs $trainer and $src set;
+# $slurm_cpus, when set, is each node's CPUs (default 2).
 
 "$src/scripts/two_hosts.sh" require || exit $?
 for tool in slurmctld slurmd munged sbatch nsenter; do
