@@ -22,8 +22,9 @@ inline std::string quiet_small_gpt_job(const std::string& out_dir, const std::st
   return small_gpt_job(out_dir, "--set run.log_every=1000 " + extra);
 }
 
-// A shell command: `job` (one rank, logging every 100 steps) in the background, output to `log`;
-// SIGUSR2 once it logged step 100; then its exit code, as "exit=N".
+// A shell command: `job` (logging every 100 steps) in the background, output to `log`; SIGUSR2
+// to its process (one rank's, or its launcher's) once it logged step 100; then its exit code, as
+// "exit=N".
 inline std::string sigusr2_after_step_100(const std::string& job, const std::string& log) {
   return "(" + job + " > " + log + " 2>&1 & pid=$!; for i in $(seq 200); do grep -q 'step 100/' " +
          log + " 2>/dev/null && break; sleep 0.1; done; kill -USR2 $pid; wait $pid; echo exit=$?)";

@@ -329,6 +329,29 @@ TEST_CASE("flight recorder: a dump whose storage stops answering is given up aft
                           " has not returned"));
 }
 
+TEST_CASE("flight recorder: SIGUSR2 to the launcher reaches every rank, each writes its record, "
+          "and the job trains on") {
+  // The launcher took SIGUSR2's default action: it ended, and its ranks with it, no record
+  // written. Its ranks start with the signal ignored until they take it.
+  TempDir dir;
+  const std::string log = dir.file("log");
+  const std::string job = zt::test::small_gpt_job(
+      dir.file("run"),
+      "--set run.steps=600 --set run.log_every=100 --set launch.flight_records=16");
+  const auto r = run_command(zt::test::sigusr2_after_step_100(job, log));
+  const std::string out = zt::test::read_file(log);
+  INFO(r.output << out);
+  CHECK(contains(r.output, "exit=0"));
+  CHECK(contains(out, "step 600/600"));
+  CHECK(contains(out, "to the launcher: sent on to every rank"));
+  for (const char* rank : {"0", "1"}) {
+    CAPTURE(rank);
+    const json dump = read_json(dir.file(std::string("run/flight/rank-") + rank + ".json"));
+    CHECK(dump["reason"] == "SIGUSR2");
+    CHECK(dump["collectives"].size() == 16);
+  }
+}
+
 TEST_CASE("a launcher whose clean-up of a killed rank's offload files does not return ends with "
           "the ranks' verdict, and the next job on the path removes them") {
   // ZT_TEST_FAULT holds the launcher's removal of the files (as an NVMe device that stalled its

@@ -176,9 +176,11 @@ int run_flight(const CliArgs& cli, std::ostream& out) {
   const std::string dir = cli.compare_runs.at(0) + "/flight";
   const auto files = rank_files(dir);
   if (files.empty()) {
-    throw ConfigError("no flight records (rank-N.json) in " + dir +
-                      "; ranks write them on a failure, a hang past launch.timeout_s, or "
-                      "SIGUSR2 (kill -USR2 <pid of each rank>)");
+    throw ConfigError(
+        "no flight records (rank-N.json) in " + dir +
+        "; ranks write them on a failure, a hang past launch.timeout_s, or "
+        "SIGUSR2 (kill -USR2 to zt's launcher, which sends it on to every rank, or to each "
+        "rank's pid)");
   }
   // The job's size as its ranks recorded it: the highest file present missed the ranks that died
   // without one (the likely culprits), and took in an earlier, larger job's leftovers.

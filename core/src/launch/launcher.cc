@@ -41,6 +41,11 @@ std::atomic<uint64_t> g_first_signal{0};  // the first since the launcher last l
 // which merged into the first would have been lost.
 std::atomic<uint64_t> g_later_interrupt{0};
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "used in a signal handler");
+// LaunchSpec::relayed_signal came since the launcher last looked.
+std::atomic<bool> g_relay_pending{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "used in a signal handler");
+
+void on_relayed_signal(int) { g_relay_pending.store(true); }
 
 void on_signal(int sig) {
   timespec t{};
@@ -164,6 +169,7 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd,
   argv.push_back(nullptr);
 
   pid_t parent = getpid();
+  const int relayed = spec.relayed_signal;
   // Signals wait until the child has the default handlers: one that came between the fork and
   // their reset would run the launcher's handler in the child, and be lost there.
   sigset_t all, before;
@@ -184,6 +190,9 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd,
     signal(SIGTERM, SIG_DFL);
     signal(SIGUSR1, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);  // ignored by the launcher, and an ignored signal survives exec
+    // Ignored until the rank takes it (an ignored signal survives exec): relayed before that,
+    // its default action would end the rank.
+    if (relayed > 0) signal(relayed, SIG_IGN);
     sigprocmask(SIG_SETMASK, &before, nullptr);  // a pending one now acts as on any program
     if (dup2(stderr_fd, 2) < 0) _exit(127);      // every other pipe end closes on exec
     for (int fd : inherited_fds) {
@@ -478,6 +487,11 @@ class Supervisor {
   }
 
   void handle_delivered_signals() {
+    if (g_relay_pending.exchange(false) && spec_.relayed_signal > 0 && !stopping_) {
+      stop_all(spec_.relayed_signal);
+      out_.say("zt: signal " + std::to_string(spec_.relayed_signal) + " (" +
+               strsignal(spec_.relayed_signal) + ") to the launcher: sent on to every rank\n");
+    }
     const auto [first, later] = take_delivered_signals();
     if (first.sig != 0) on_launcher_signal(first.sig, first.at);
     if (later.sig != 0) on_launcher_signal(later.sig, later.at);
@@ -741,8 +755,10 @@ LaunchResult launch_local(const LaunchSpec& spec) {
 
   g_first_signal.store(0);
   g_later_interrupt.store(0);
+  g_relay_pending.store(false);
   struct sigaction sa {
-  }, ignore{}, children{}, old_int{}, old_term{}, old_usr1{}, old_pipe{}, old_chld{};
+  }, ignore{}, children{}, relay{}, old_int{}, old_term{}, old_usr1{}, old_pipe{}, old_chld{},
+      old_relay{};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
@@ -759,7 +775,13 @@ LaunchResult launch_local(const LaunchSpec& spec) {
   children.sa_handler = SIG_DFL;
   sigemptyset(&children.sa_mask);
   sigaction(SIGCHLD, &children, &old_chld);
+  if (spec.relayed_signal > 0) {
+    relay.sa_handler = on_relayed_signal;
+    sigemptyset(&relay.sa_mask);
+    sigaction(spec.relayed_signal, &relay, &old_relay);
+  }
   auto restore = [&] {
+    if (spec.relayed_signal > 0) sigaction(spec.relayed_signal, &old_relay, nullptr);
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     sigaction(SIGUSR1, &old_usr1, nullptr);

@@ -33,6 +33,11 @@ struct LaunchSpec {
   // > 0: sent to the other ranks as soon as one failed, before `settle` (the trainer's SIGUSR2:
   // each writes its flight record while it still waits where it hung).
   int failure_signal = 0;
+  // > 0: this signal to the launcher goes on to every running rank (the trainer's SIGUSR2: each
+  // writes its flight record and trains on), where its default action ended the launcher and,
+  // with it, its ranks. Ranks start with it ignored, so one that comes before a rank takes it
+  // ends no rank.
+  int relayed_signal = 0;
   // SIGINT, SIGTERM or SIGUSR1 to the launcher: 0 stops the ranks (SIGTERM, then SIGKILL after
   // `grace`), exit 128 + signal. > 0 forwards the signal to every rank and gives them this long
   // to stop on their own (the trainer finishes its step and saves); the job's exit code is then
