@@ -37,8 +37,10 @@ std::string stopped_member(const std::vector<int>& ring, int waiting, int step) 
          "), the rank that stopped is most likely rank " + std::to_string(stopped);
 }
 
-// The kind's bits of a tag: bits 1-3 of its 24-bit sequence, which starts at bit 40.
-constexpr uint64_t kKindShift = 41;
+// A tag: [seq:24][src:12][step:12][chunk:16]; in seq, the op's kind sits above its phase bit.
+constexpr int kSeqShift = 40;
+constexpr int kKindInSeq = 1;
+constexpr int kKindShift = kSeqShift + kKindInSeq;
 constexpr uint64_t kKindBits = uint64_t{0x7} << kKindShift;
 
 CommOp kind_of(uint64_t tag) { return static_cast<CommOp>((tag & kKindBits) >> kKindShift); }
@@ -56,12 +58,12 @@ std::string different_collectives(int their_rank, CommOp theirs, int my_rank, Co
 
 uint32_t Transport::op_seq(uint32_t index, CommOp kind) {
   static_assert(kNumCommOps <= 8, "an op's kind has 3 bits of its tags");
-  return ((index & 0xFFFFF) << 4) | (static_cast<uint32_t>(kind) << 1);
+  return ((index & 0xFFFFF) << 4) | (static_cast<uint32_t>(kind) << kKindInSeq);
 }
 
 uint64_t Transport::make_tag(uint32_t seq, int src, int step, int chunk) {
   // [seq:24][src:12][step:12][chunk:16]
-  return (static_cast<uint64_t>(seq & 0xFFFFFF) << 40) |
+  return (static_cast<uint64_t>(seq & 0xFFFFFF) << kSeqShift) |
          (static_cast<uint64_t>(src & 0xFFF) << 28) | (static_cast<uint64_t>(step & 0xFFF) << 16) |
          static_cast<uint64_t>(chunk & 0xFFFF);
 }
@@ -227,7 +229,6 @@ void Transport::post_send(int peer, const void* buf, size_t bytes, uint64_t tag,
 
 void Transport::post_recv(int peer, void* buf, size_t bytes, uint64_t tag, Handler on_done) {
   Pending* p = new_pending(peer, true, bytes, std::move(on_done));
-  p->step = tag_step(tag);
   p->tag = tag;
   ucp_request_param_t param{};
   // Never completed in place: the callback gets the message's length, which UCX 1.13 does not
@@ -367,9 +368,9 @@ void Transport::run(const std::string& what, Waits waits, const std::vector<int>
         // earliest step's: later ones wait behind it.
         int waiting = -1, step = 0;
         for (auto& p : pool_) {
-          if (p.request && p.is_recv && (waiting < 0 || p.step < step)) {
+          if (p.request && p.is_recv && (waiting < 0 || tag_step(p.tag) < step)) {
             waiting = p.peer;
-            step = p.step;
+            step = tag_step(p.tag);
           }
         }
         // A ring step counts back only from a receive: a pending send names the next rank.

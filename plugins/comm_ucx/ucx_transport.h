@@ -91,8 +91,7 @@ class Transport {
     void* request = nullptr;  // UCX request while in flight
     int peer = -1;
     bool is_recv = false;
-    int step = 0;             // the step field of its tag (a ring's step, a pairwise distance)
-    uint64_t tag = 0;         // a receive's own tag, the kind of op it expects included
+    uint64_t tag = 0;         // a receive's own tag: its step, the kind of op it expects
     uint64_t sender_tag = 0;  // the tag of the message a receive took
     size_t bytes = 0;
     ucs_status_t status = UCS_OK;

@@ -231,10 +231,9 @@ int launch_attempt(const JobSettings& job, int nproc, const std::vector<std::str
   // ranks' environment is the place to fix them.
   for (const auto& var : blas_env_for_children(probe_blas())) spec.env.push_back(var);
   spec.env.push_back({"GLIBC_TUNABLES", glibc_tunables_for_training(glibc_tunables(environ))});
-  // A rank that fails makes the others write their flight records (SIGUSR2) where they wait.
-  spec.failure_signal = SIGUSR2;
-  // SIGUSR2 to the launcher (kill -USR2 <trainer's pid>): every rank writes its record.
-  spec.relayed_signal = SIGUSR2;
+  // A rank that fails makes the others write their flight records (SIGUSR2) where they wait, and
+  // SIGUSR2 to the launcher (kill -USR2 <trainer's pid>) makes every rank write its own.
+  spec.record_signal = SIGUSR2;
   // Only training ranks keep flight records. An evaluation's or a sample's out_dir is most often
   // the training run's, whose records (a hang being looked into) stay.
   const std::string flight_dir = job.run.out_dir + "/flight";

@@ -41,11 +41,11 @@ std::atomic<uint64_t> g_first_signal{0};  // the first since the launcher last l
 // which merged into the first would have been lost.
 std::atomic<uint64_t> g_later_interrupt{0};
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "used in a signal handler");
-// LaunchSpec::relayed_signal came since the launcher last looked.
+// LaunchSpec::record_signal came to the launcher since it last looked.
 std::atomic<bool> g_relay_pending{false};
 static_assert(std::atomic<bool>::is_always_lock_free, "used in a signal handler");
 
-void on_relayed_signal(int) { g_relay_pending.store(true); }
+void on_record_signal(int) { g_relay_pending.store(true); }
 
 void on_signal(int sig) {
   timespec t{};
@@ -169,7 +169,7 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd,
   argv.push_back(nullptr);
 
   pid_t parent = getpid();
-  const int relayed = spec.relayed_signal;
+  const int record = spec.record_signal;
   // Signals wait until the child has the default handlers: one that came between the fork and
   // their reset would run the launcher's handler in the child, and be lost there.
   sigset_t all, before;
@@ -192,7 +192,7 @@ pid_t spawn_rank(const LaunchSpec& spec, int rank, int port, int stderr_fd,
     signal(SIGPIPE, SIG_DFL);  // ignored by the launcher, and an ignored signal survives exec
     // Ignored until the rank takes it (an ignored signal survives exec): relayed before that,
     // its default action would end the rank.
-    if (relayed > 0) signal(relayed, SIG_IGN);
+    if (record > 0) signal(record, SIG_IGN);
     sigprocmask(SIG_SETMASK, &before, nullptr);  // a pending one now acts as on any program
     if (dup2(stderr_fd, 2) < 0) _exit(127);      // every other pipe end closes on exec
     for (int fd : inherited_fds) {
@@ -487,10 +487,10 @@ class Supervisor {
   }
 
   void handle_delivered_signals() {
-    if (g_relay_pending.exchange(false) && spec_.relayed_signal > 0 && !stopping_) {
-      stop_all(spec_.relayed_signal);
-      out_.say("zt: signal " + std::to_string(spec_.relayed_signal) + " (" +
-               strsignal(spec_.relayed_signal) + ") to the launcher: sent on to every rank\n");
+    if (g_relay_pending.exchange(false) && spec_.record_signal > 0 && !stopping_) {
+      stop_all(spec_.record_signal);
+      out_.say("zt: signal " + std::to_string(spec_.record_signal) + " (" +
+               strsignal(spec_.record_signal) + ") to the launcher: sent on to every rank\n");
     }
     const auto [first, later] = take_delivered_signals();
     if (first.sig != 0) on_launcher_signal(first.sig, first.at);
@@ -608,7 +608,7 @@ class Supervisor {
           result_.failed_rank = r;  // the result names it
           // The others wait for it in a collective until `grace` ends: they write their flight
           // records now, or never (SIGKILL leaves none).
-          if (spec_.failure_signal > 0) stop_all(spec_.failure_signal);
+          if (spec_.record_signal > 0) stop_all(spec_.record_signal);
         }
         const auto by_grace = std::chrono::steady_clock::now() + spec_.grace;
         if (by_grace < kill_at_) set_kill_limit(by_grace, /*drain=*/false);
@@ -619,7 +619,7 @@ class Supervisor {
         result_.exit_code = code_of(status_[r]);
         settling_ = stopped_others_ > 0;
         stop_at_ = std::chrono::steady_clock::now() + spec_.settle;
-        if (spec_.failure_signal > 0) stop_all(spec_.failure_signal);
+        if (spec_.record_signal > 0) stop_all(spec_.record_signal);
       }
     }
     return reaped;
@@ -775,13 +775,13 @@ LaunchResult launch_local(const LaunchSpec& spec) {
   children.sa_handler = SIG_DFL;
   sigemptyset(&children.sa_mask);
   sigaction(SIGCHLD, &children, &old_chld);
-  if (spec.relayed_signal > 0) {
-    relay.sa_handler = on_relayed_signal;
+  if (spec.record_signal > 0) {
+    relay.sa_handler = on_record_signal;
     sigemptyset(&relay.sa_mask);
-    sigaction(spec.relayed_signal, &relay, &old_relay);
+    sigaction(spec.record_signal, &relay, &old_relay);
   }
   auto restore = [&] {
-    if (spec.relayed_signal > 0) sigaction(spec.relayed_signal, &old_relay, nullptr);
+    if (spec.record_signal > 0) sigaction(spec.record_signal, &old_relay, nullptr);
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGTERM, &old_term, nullptr);
     sigaction(SIGUSR1, &old_usr1, nullptr);

@@ -30,14 +30,12 @@ struct LaunchSpec {
   // SIGTERM: ranks that failed at the same moment then exit with their own error, not ours.
   std::chrono::milliseconds settle{1000};
   std::chrono::milliseconds grace{5000};  // SIGTERM -> SIGKILL
-  // > 0: sent to the other ranks as soon as one failed, before `settle` (the trainer's SIGUSR2:
-  // each writes its flight record while it still waits where it hung).
-  int failure_signal = 0;
-  // > 0: this signal to the launcher goes on to every running rank (the trainer's SIGUSR2: each
-  // writes its flight record and trains on), where its default action ended the launcher and,
-  // with it, its ranks. Ranks start with it ignored, so one that comes before a rank takes it
-  // ends no rank.
-  int relayed_signal = 0;
+  // > 0: the signal on which a rank writes its flight record and goes on (the trainer's SIGUSR2).
+  // Sent to the other ranks as soon as one failed, before `settle` (each writes its record while
+  // it still waits where it hung), and, sent to the launcher, on to every running rank (its
+  // default action ended the launcher and, with it, its ranks). Ranks start with it ignored, so
+  // one that comes before a rank takes it ends no rank.
+  int record_signal = 0;
   // SIGINT, SIGTERM or SIGUSR1 to the launcher: 0 stops the ranks (SIGTERM, then SIGKILL after
   // `grace`), exit 128 + signal. > 0 forwards the signal to every rank and gives them this long
   // to stop on their own (the trainer finishes its step and saves); the job's exit code is then
